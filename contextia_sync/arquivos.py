@@ -1,0 +1,44 @@
+"""Arquivos que outro processo le enquanto este escreve: trocados inteiros, nunca pela metade."""
+
+import os
+import tempfile
+
+
+def gravar_atomico(caminho, texto, modo=None):
+    """
+    Grava `texto` em `caminho` via arquivo temporario + fsync + rename.
+
+    Um leitor (alerta, outro ouvinte, o proximo `start`) ve o arquivo antigo ou
+    o novo, nunca metade: um estado truncado faria o ouvinte recomecar do zero e
+    pular o que aconteceu enquanto estava fora. `modo` (ex.: 0o600 para o
+    arquivo de chaves) e aplicado ANTES do conteudo existir no disco, para que
+    nem por um instante a chave fique legivel por outros.
+    """
+    pasta = os.path.dirname(os.path.abspath(caminho))
+    descritor, temporario = tempfile.mkstemp(
+        prefix='.' + os.path.basename(caminho) + '.', suffix='.tmp', dir=pasta)
+    try:
+        if modo is not None:
+            os.fchmod(descritor, modo)
+        with os.fdopen(descritor, 'w', encoding='utf-8') as arquivo:
+            arquivo.write(texto)
+            arquivo.flush()
+            os.fsync(arquivo.fileno())
+        os.replace(temporario, caminho)
+    except BaseException:
+        try:
+            os.unlink(temporario)
+        except FileNotFoundError:
+            pass
+        raise
+    # O rename so e duravel depois do fsync da pasta.
+    try:
+        pasta_fd = os.open(pasta, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(pasta_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(pasta_fd)

@@ -1,0 +1,1 @@
+"""Fixtures dos bancos de origem (preenchido pela issue 3)."""

@@ -1,0 +1,1 @@
+"""Fixtures do Contextia local (preenchido pela issue 2)."""
