@@ -1,0 +1,672 @@
+#!/usr/bin/env python3
+"""
+TORTURA -- a prova de que nenhuma linha se perde em silencio.
+
+    .venv/bin/python bench/tortura.py                      # modo curto, PostgreSQL (~2 min)
+    .venv/bin/python bench/tortura.py --modo=longo --banco=ambos   # >= 20 min por banco
+
+Roda os processos DE VERDADE sob carga hostil e confere cada linha no fim:
+
+  * origem PostgreSQL ou MariaDB, num banco novo; varias empresas (uma excluida,
+    uma inativa, uma que aparece no meio); datasets com e sem `key` e uma tabela
+    de dominio;
+  * carga em varias conexoes: inclusoes, alteracoes, cancelamentos
+    (SITUACAO='C'), exclusoes fisicas, transacoes que carimbam com o relogio do
+    banco e comitam atrasadas ate metade da `--folga`, rajada acima do
+    `--maximo-por-ciclo`, e uma transacao que comita DEPOIS da folga (o limite
+    documentado da estrategia `coluna`);
+  * o `ouvinte.py` como processo real, morto com kill -9 (as vezes SIGTERM) em
+    momentos aleatorios e reiniciado; um segundo ouvinte tentado de proposito;
+  * o Contextia local injetando 500/503, 429 com Retry-After, respostas lentas
+    e conexoes derrubadas; conexoes da origem derrubadas
+    (`pg_terminate_backend` / `KILL`).
+
+Depois confere: (1) sem varredura, toda linha esta no Contextia com os valores
+mais novos, menos exclusoes e rajadas, que sao listadas; (2) depois de uma
+varredura, Contextia == origem, empresa a empresa, dataset a dataset; (3) sem
+duplicata onde ha `key`; (4) o estado foi JSON legivel depois de cada morte e
+nunca rodaram dois ouvintes; (5) a tabela de numeros. Codigo de saida 0 so se
+nada se perdeu. Ver docs/tortura.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+AQUI = os.path.dirname(os.path.abspath(__file__))
+RAIZ = os.path.dirname(AQUI)
+for _caminho in (AQUI, RAIZ, os.path.join(RAIZ, 'sources')):
+    if _caminho not in sys.path:
+        sys.path.insert(0, _caminho)
+
+import tortura_origem as origem              # noqa: E402
+import tortura_processos as processos        # noqa: E402
+import tortura_verificar as verificar        # noqa: E402
+
+# Os dois modos. O curto cabe no `make test` (alvo: bem menos de 3 min); o
+# longo e a prova de verdade (>= 20 min de carga por banco).
+MODOS = {
+    'curto': dict(duracao=40, intervalo=1, intervalo_projetos=4, folga=6, maximo=150,
+                  conexoes=4, ritmo=4.0, taxa=0.02, periodo_kill=(3.0, 7.0),
+                  periodo_conexao=(2.0, 5.0), fracao_sigterm=0.25, rajadas=1,
+                  alem_da_folga=1, por_empresa=30, limite_total=230),
+    'longo': dict(duracao=1200, intervalo=2, intervalo_projetos=10, folga=20, maximo=300,
+                  conexoes=5, ritmo=3.0, taxa=0.02, periodo_kill=(8.0, 40.0),
+                  periodo_conexao=(3.0, 15.0), fracao_sigterm=0.25, rajadas=3,
+                  alem_da_folga=3, por_empresa=200, limite_total=1200 + 900),
+}
+
+TIPOS_DE_FALHA = ('500', '503', '429', 'atraso', 'derrubar')
+
+
+def registro(mensagem, *args):
+    agora = datetime.datetime.now().strftime('%H:%M:%S')
+    print('[tortura %s] %s' % (agora, mensagem % args if args else mensagem), flush=True)
+
+
+class Falhou(Exception):
+    """A tortura nao conseguiu rodar (nao e perda de dado: e o ambiente ou o harness)."""
+
+
+class Tortura(object):
+    def __init__(self, banco, cfg, semente, pasta, python):
+        self.banco = banco
+        self.cfg = cfg
+        self.semente = semente
+        self.pasta = pasta
+        self.python = python
+        self.marca = uuid.uuid4().hex
+        self.inicio = time.monotonic()
+        self.prazo = self.inicio + cfg['limite_total']
+        self.numeros = {'banco': banco, 'semente': semente, 'modo': cfg.get('nome')}
+        self.achados = []                 # problemas que NAO sao do harness
+        self.nome_banco = None
+        self.servidor = None
+        self.ouvinte = None
+
+    # -- utilidades --------------------------------------------------------------
+
+    def restante(self):
+        return self.prazo - time.monotonic()
+
+    def ambiente(self, **extra):
+        amb = dict(os.environ)
+        amb.update({
+            'CONTEXTIA_URL': self.servidor.url,
+            'CONTEXTIA_ADMIN_TOKEN': self.servidor.admin_token,
+            'CONTEXTIA_ORIGEM': self.url,
+            'CONTEXTIA_ORIGEM_TIMEOUT': '30',
+            'PYTHONUNBUFFERED': '1',
+            processos.VARIAVEL_MARCA: self.marca,
+        })
+        amb.pop('CONTEXTIA_API_KEY', None)
+        amb.update(extra)
+        return amb
+
+    def rodar_ferramenta(self, argv, rotulo, ambiente=None, limite=300):
+        caminho = os.path.join(self.pasta, 'ferramentas.log')
+        with open(caminho, 'ab') as log:
+            log.write(('\n$ %s\n' % ' '.join(argv)).encode())
+            log.flush()
+            codigo = subprocess.call(argv, cwd=RAIZ, env=ambiente or self.ambiente(),
+                                     stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, timeout=limite)
+        if codigo != 0:
+            raise Falhou('%s saiu com %s (ver %s)' % (rotulo, codigo, caminho))
+
+    # -- preparo -----------------------------------------------------------------
+
+    def preparar(self):
+        from contextia_local.processo import ServidorLocal
+
+        registro('%s: banco novo, esquema e linhas iniciais', self.banco)
+        self.nome_banco, self.url = origem.criar_banco(self.banco)
+        self.carga = origem.Carga(self.banco, self.url, conexoes=self.cfg['conexoes'],
+                                  folga=self.cfg['folga'], maximo=self.cfg['maximo'],
+                                  semente=self.semente, ritmo=self.cfg['ritmo'],
+                                  registro=registro)
+        self.carga.popular(self.cfg['por_empresa'])
+
+        self.servidor = ServidorLocal(os.path.join(self.pasta, 'contextia'), falhas=True)
+        self.servidor.__enter__()
+        # O verificador le o Contextia daqui mesmo; o cliente le o ambiente na hora.
+        os.environ['CONTEXTIA_URL'] = self.servidor.url
+        os.environ['CONTEXTIA_ADMIN_TOKEN'] = self.servidor.admin_token
+
+        self.mapa = os.path.join(self.pasta, 'tortura.json')
+        schema = os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json')
+        with open(self.mapa, 'w', encoding='utf-8') as f:
+            json.dump(origem.mapeamento(schema if os.path.exists(schema) else None), f,
+                      indent=2)
+        self.chaves = os.path.join(self.pasta, 'chaves.tsv')
+
+        # A implantacao, como o operador faz: provisiona e carrega tudo uma vez.
+        registro('implantacao: provisionar.py e carregar-todas.sh')
+        self.rodar_ferramenta([self.python, 'provisionar.py', '--mapping=' + self.mapa,
+                               '--source=generic', '--arquivo=' + self.chaves],
+                              'provisionar.py')
+        self.rodar_ferramenta(['bash', os.path.join(RAIZ, 'carregar-todas.sh'), self.chaves],
+                              'carregar-todas.sh', self.ambiente(
+                                  CONTEXTIA_MAPPING=self.mapa, CONTEXTIA_PYTHON=self.python,
+                                  CONTEXTIA_COLETA=RAIZ))
+
+        estado_dir = os.path.join(self.pasta, 'estado')
+        os.makedirs(estado_dir, exist_ok=True)
+        cfg = self.cfg
+        self.ouvinte = processos.Ouvinte(self.python, [
+            '--mapping=' + self.mapa, '--source=generic', '--chaves=' + self.chaves,
+            '--estado=' + estado_dir,
+            '--intervalo-dados=%d' % cfg['intervalo'],
+            '--intervalo-projetos=%d' % cfg['intervalo_projetos'],
+            '--varredura=nao', '--folga=%d' % cfg['folga'],
+            '--maximo-por-ciclo=%d' % cfg['maximo'],
+            '--timeout-ferramenta=300', '--inatividade-ferramenta=120',
+        ], self.ambiente(), estado_dir, os.path.join(self.pasta, 'ouvinte.log'))
+
+    def esperar_marcas(self):
+        """A primeira subida so fixa as marcas: a carga comeca depois disso."""
+        self.ouvinte.iniciar()
+        fim = time.monotonic() + 60
+        while time.monotonic() < fim:
+            ok, estado = self.ouvinte.estado()
+            marcas = (estado or {}).get('marca_agua') or {}
+            if ok and len([v for v in marcas.values() if v is not None]) >= \
+                    len(origem.DATASETS):
+                return
+            if not self.ouvinte.vivo():
+                raise Falhou('o ouvinte saiu na primeira subida (codigo %s); ver %s'
+                             % (self.ouvinte.codigo(), self.ouvinte.saida))
+            time.sleep(0.2)
+        raise Falhou('o ouvinte nao fixou as marcas iniciais em 60 s; ver %s'
+                     % self.ouvinte.saida)
+
+    # -- a tortura ---------------------------------------------------------------
+
+    def torturar(self):
+        from contextia_sync import contextia_client as cliente
+        from contextia_sync.chaves import ler_chaves
+
+        cfg = self.cfg
+        chaves = ler_chaves(self.chaves)
+        escopo_amostra = str(origem.EMPRESAS_INICIAIS[0])
+        self.vigia = processos.Vigia(self.marca)
+        self.vigia.permitir(principal=self.ouvinte.pid)
+        self.vigia.iniciar()
+        self.amostrador = verificar.Amostrador(cliente, chaves[escopo_amostra], escopo_amostra,
+                                               self.carga.mudancas, self.carga._trava)
+        self.amostrador.iniciar()
+        self.matador = processos.Matador(
+            self.ouvinte, self.vigia, self.marca, periodo=cfg['periodo_kill'],
+            fracao_sigterm=cfg['fracao_sigterm'], espera_sigterm=60,
+            semente=self.semente + 1, registro=registro)
+        self.conexoes = origem.MatadorDeConexoes(
+            self.banco, self.url, self.nome_banco, self.carga.protegidos,
+            periodo=cfg['periodo_conexao'], semente=self.semente + 2)
+
+        taxas = {t: cfg['taxa'] for t in TIPOS_DE_FALHA}
+        self.servidor.taxa_de_falhas(taxas)
+        registro('carga por %ss: %d conexoes, kill a cada %s s, falhas %s por tipo',
+                 cfg['duracao'], cfg['conexoes'], cfg['periodo_kill'], cfg['taxa'])
+        self.carga.iniciar()
+        self.matador.iniciar()
+        self.conexoes.iniciar()
+
+        duracao = cfg['duracao']
+        atraso_alem = 1.5 * cfg['folga'] + 3 * cfg['intervalo']
+        eventos = [(0.3 * duracao, 'empresa_nova')]
+        for n in range(cfg['rajadas']):
+            eventos.append(((0.45 + 0.4 * n / max(1, cfg['rajadas'])) * duracao, 'rajada'))
+        for n in range(cfg['alem_da_folga']):
+            # Comita com a carga ainda rodando: a marca precisa seguir andando.
+            momento = (0.15 + 0.6 * n / max(1, cfg['alem_da_folga'])) * duracao
+            momento = min(momento, duracao - atraso_alem - 3 * cfg['intervalo'])
+            eventos.append((max(1.0, momento), 'alem_da_folga'))
+        eventos.sort()
+
+        comeco = time.monotonic()
+        self.entregues_vistos = {}
+        while True:
+            decorrido = time.monotonic() - comeco
+            if decorrido >= duracao:
+                break
+            if self.restante() < 120:
+                self.achados.append('prazo total curto: carga encerrada em %.0fs' % decorrido)
+                break
+            while eventos and eventos[0][0] <= decorrido:
+                _, evento = eventos.pop(0)
+                try:
+                    if evento == 'empresa_nova':
+                        self.carga.empresa_nova()
+                    elif evento == 'rajada':
+                        self.carga.rajada()
+                    else:
+                        self.carga.alem_da_folga_em_thread(atraso_alem)
+                except Exception as erro:             # noqa: BLE001
+                    self.achados.append('harness: evento %s falhou: %s' % (evento, erro))
+            self._olhar_pendentes()
+            time.sleep(0.5)
+
+        registro('fim da carga; esperando as transacoes em voo comitarem')
+        vivas = self.carga.parar(espera=atraso_alem + 30)
+        if vivas:
+            self.achados.append('harness: threads da carga nao terminaram: %s' % vivas)
+        self.matador.parar()
+        self.conexoes.parar()
+        injetadas = self.servidor.falhas_injetadas()
+        self.numeros['falhas_injetadas'] = {t: injetadas.get(t, 0) for t in TIPOS_DE_FALHA}
+        self.servidor.taxa_de_falhas({})
+        self.matador.garantir_vivo()
+        motor = self._motor()
+        self.fim_carga = origem.agora_do_banco(motor, self.banco)
+        self.fim_carga_parede = time.time()
+        motor.dispose()
+
+    def _olhar_pendentes(self):
+        ok, estado = self.ouvinte.estado()
+        if ok and estado:
+            for dataset in (estado.get('pendentes_varredura') or {}):
+                self.entregues_vistos.setdefault(dataset, time.monotonic())
+
+    def _motor(self):
+        import sqlalchemy as sa
+        return sa.create_engine(self.url, poolclass=sa.pool.NullPool)
+
+    # -- conferencias ------------------------------------------------------------
+
+    def ler_dois_lados(self):
+        from contextia_sync import contextia_client as cliente
+        from contextia_sync.chaves import ler_chaves
+
+        chaves = ler_chaves(self.chaves)
+        motor = self._motor()
+        linhas = {tabela: origem.ler_tabela(motor, tabela)
+                  for tabela, *_ in origem.DATASETS.values()}
+        motor.dispose()
+        esperado = verificar.origem_por_empresa(linhas, sorted(chaves))
+        obtido = verificar.ler_contextia(cliente, chaves)
+        return chaves, esperado, obtido
+
+    def contexto(self):
+        entregues = {}
+        for rajada in self.carga.rajadas:
+            entregues.setdefault(rajada['dataset'], rajada['carimbo'])
+        return verificar.Contexto(
+            fim=self.fim_carga, folga=self.cfg['folga'], intervalo=self.cfg['intervalo'],
+            rajadas=self.carga.rajadas, entregues=entregues,
+            alem_da_folga=self.carga.alem_da_folga, apagados=self.carga.apagados)
+
+    def conferir_ao_vivo(self):
+        """Verificacao 1: o ouvinte alcancou, sem varredura nenhuma."""
+        cfg = self.cfg
+        limite = min(self.restante() - 60, 60 + 6 * cfg['folga'] + 20 * cfg['intervalo'])
+        fim = time.monotonic() + max(10, limite)
+        registro('verificacao 1: esperando o ouvinte alcancar (ate %.0fs), sem varredura',
+                 fim - time.monotonic())
+        # Pelo menos dois ciclos completos depois do fim da carga.
+        self.ouvinte.esperar_status_novo(self.fim_carga_parede + 2 * cfg['intervalo'], 60)
+        while True:
+            self.matador.garantir_vivo()
+            chaves, esperado, obtido = self.ler_dois_lados()
+            resultado = verificar.comparar(esperado, obtido, self.contexto())
+            classes = resultado['classes']
+            if not classes.get('perdida') and not classes.get('recente_ausente'):
+                break
+            if time.monotonic() >= fim:
+                break
+            time.sleep(max(1, cfg['intervalo']))
+        self.numeros['alcance_s'] = round(time.monotonic() - self.inicio_alcance, 1)
+        self.numeros['empresas'] = sorted(chaves)
+        return resultado
+
+    def varrer(self):
+        """Uma varredura pelo proprio ouvinte (`--varrer-agora`)."""
+        registro('varredura: reiniciando o ouvinte com --varrer-agora')
+        saiu, segundos = self.ouvinte.terminar(60)
+        if not saiu:
+            self.achados.append('SIGTERM antes da varredura nao encerrou em 60 s')
+        processos.matar_marcados(self.marca)
+        self.ouvinte.iniciar(['--varrer-agora'])
+        self.vigia.permitir(principal=self.ouvinte.pid)
+        inicio = time.monotonic()
+        fim = inicio + max(30, min(600, self.restante() - 60))
+        while time.monotonic() < fim:
+            # A linha de status da varredura so existe depois que ELA terminou,
+            # e diz quantas fases deram erro.
+            achou = re.search(r'^varredura \.+: \S+ erros=(\d+)', self.ouvinte.status(),
+                              re.MULTILINE)
+            if achou:
+                self.numeros['varredura_s'] = round(time.monotonic() - inicio, 1)
+                if int(achou.group(1)):
+                    self.achados.append('a varredura terminou com %s fase(s) com erro'
+                                        % achou.group(1))
+                return True
+            if not self.ouvinte.vivo():
+                raise Falhou('o ouvinte saiu durante a varredura (codigo %s)'
+                             % self.ouvinte.codigo())
+            time.sleep(0.5)
+        self.achados.append('a varredura nao terminou em %.0f s' % (fim - inicio))
+        return False
+
+    def conferir_retomada(self):
+        """Depois da varredura, o ao-vivo volta em TODO dataset (inclusive o da rajada)?"""
+        import sqlalchemy as sa
+        from contextia_sync import contextia_client as cliente
+        from contextia_sync.chaves import ler_chaves
+
+        chaves = ler_chaves(self.chaves)
+        escopo = str(origem.EMPRESAS_INICIAIS[1])   # a empresa da rajada
+        meta = origem.esquema()
+        agora = origem.agora_expr(self.banco)
+        motor = self._motor()
+        alvos = {}
+        with motor.begin() as conexao:
+            for dataset, (tabela, _chave, _colunas, recorte) in origem.DATASETS.items():
+                t = meta.tables[tabela]
+                chave = 'DOC' if tabela == 'MOVIMENTOS' else t.primary_key.columns[0].name
+                consulta = sa.select(t.c[chave])
+                if recorte:
+                    consulta = consulta.where(t.c.EMPRESA_ID == int(escopo))
+                ident = conexao.execute(consulta.limit(1)).scalar()
+                valores = {'ALTERADO_EM': agora}
+                if tabela == 'TITULOS':
+                    valores['HISTORICO'] = 'retomada %s' % uuid.uuid4().hex[:8]
+                elif tabela == 'PEDIDOS':
+                    valores['CLIENTE'] = 'Retomada %s' % uuid.uuid4().hex[:8]
+                elif tabela == 'MOVIMENTOS':
+                    valores['TIPO'] = 'R'
+                else:
+                    valores['DESCRICAO'] = 'Retomada %s' % uuid.uuid4().hex[:8]
+                conexao.execute(t.update().where(t.c[chave] == ident).values(**valores))
+                alvos[dataset] = verificar.canonico(verificar.TIPOS[dataset][chave], ident)
+        motor.dispose()
+        limite = time.monotonic() + 10 * self.cfg['intervalo'] + 20
+        faltam = dict(alvos)
+        while faltam and time.monotonic() < limite:
+            _, esperado, _ = self.ler_dois_lados()
+            for dataset in list(faltam):
+                linha = [l for l in esperado[escopo][dataset]
+                         if verificar.chave_de(dataset, l) == faltam[dataset]]
+                sig = verificar.assinatura(dataset, linha[0]) if linha else None
+                registros = list(cliente.ler_registros(dataset, chaves[escopo]))
+                if any(verificar.assinatura(dataset, r) == sig for r in registros):
+                    del faltam[dataset]
+            time.sleep(1)
+        return sorted(faltam)
+
+    # -- tudo junto ----------------------------------------------------------------
+
+    def rodar(self):
+        try:
+            self.preparar()
+            self.esperar_marcas()
+            self.torturar()
+            self.inicio_alcance = time.monotonic()
+            ao_vivo = self.conferir_ao_vivo()
+            self.amostrador.parar()
+            varreu = self.varrer()
+            _, esperado, obtido = self.ler_dois_lados()
+            exato = verificar.comparar(esperado, obtido)
+            parados = self.conferir_retomada() if varreu else ['(sem varredura)']
+            self.vigia.parar()
+            self.fechar_numeros(ao_vivo, exato, parados)
+            self.conferir_projetos_recusados()
+        finally:
+            self.limpar()
+        return self.numeros
+
+    def conferir_projetos_recusados(self):
+        """A empresa excluida e a inativa nao ganharam projeto nem chave."""
+        from contextia_sync import contextia_client as cliente
+        from contextia_sync.chaves import ler_chaves
+        chaves = ler_chaves(self.chaves)
+        admin = cliente.Admin(token=self.servidor.admin_token, url=self.servidor.url)
+        for escopo in (origem.EMPRESA_EXCLUIDA, origem.EMPRESA_INATIVA):
+            if str(escopo) in chaves or admin.buscar_projeto(str(escopo)) is not None:
+                self.achados.append('empresa %s (excluida/inativa) ganhou projeto ou chave'
+                                    % escopo)
+        if str(origem.EMPRESA_NOVA) not in chaves:
+            self.achados.append('a empresa nova %s nao foi provisionada' % origem.EMPRESA_NOVA)
+
+    def fechar_numeros(self, ao_vivo, exato, parados):
+        n = self.numeros
+        carga = self.carga
+        classes = ao_vivo['classes']
+        n['mudancas'] = carga.total_mudancas()
+        n['mudancas_por_tipo'] = dict(sorted(carga.contagem.items()))
+        n['erros_da_carga'] = len(carga.erros)
+        n['kills'] = self.matador.kills
+        n['sigterms'] = self.matador.sigterms
+        n['sigterm_max_s'] = round(max(self.matador.sigterm_tempos or [0]), 1)
+        n['mortes_sozinho'] = self.matador.mortes_sozinho
+        n['netos_mortos_apos_kill'] = self.matador.orfaos_kill
+        n['netos_vivos_apos_sigterm'] = len(self.matador.orfaos_sigterm)
+        n['conexoes_origem_derrubadas'] = self.conexoes.mortas
+        n['estado_lido_apos_morte'] = self.matador.estados_lidos
+        n['estado_ilegivel'] = self.matador.estados_ruins
+        n['intrusos_recusados'] = self.matador.intrusos_recusados
+        n['intrusos_aceitos'] = self.matador.intrusos_aceitos
+        n['segundo_ouvinte'] = self.vigia.violacoes[:5]
+        n['amostras_vigia'] = self.vigia.amostras
+        n['ao_vivo'] = classes
+        n['ao_vivo_exemplos'] = ao_vivo['exemplos']
+        n['linhas_verificadas'] = classes.get('verificadas', 0)
+        n['perdidas'] = classes.get('perdida', 0) + classes.get('recente_ausente', 0)
+        n['duplicadas'] = classes.get('duplicada', 0) + exato['classes'].get('duplicada', 0)
+        n['apos_varredura'] = exato['classes']
+        n['apos_varredura_exemplos'] = exato['exemplos']
+        n['divergencias_apos_varredura'] = (exato['classes'].get('divergente', 0)
+                                           + exato['classes'].get('sobra', 0))
+        n['alem_da_folga'] = {
+            'transacoes': len(carga.alem_da_folga),
+            'atraso_s': [round(a, 1) for _, _, a in carga.alem_da_folga],
+            'perdidas_pelo_ao_vivo': classes.get('alem_da_folga', 0),
+            'recuperadas_pela_varredura': exato['classes'].get('divergente', 0) == 0,
+        }
+        n['atrasadas'] = {'transacoes': len(carga.atrasadas),
+                          'atraso_max_s': round(max([a for *_, a in carga.atrasadas] or [0]), 2),
+                          'folga_s': self.cfg['folga']}
+        n['rajadas'] = [{'dataset': r['dataset'], 'linhas': r['linhas']} for r in carga.rajadas]
+        n['entregues_a_varredura_no_estado'] = sorted(self.entregues_vistos)
+        n['ao_vivo_parado_apos_varredura'] = parados
+        lat = self.amostrador.latencias
+        n['latencia'] = {
+            'medidas': len(lat), 'nao_medidas': self.amostrador.pendentes(),
+            'p50_s': _arredondar(verificar.percentil(lat, 0.5)),
+            'p95_s': _arredondar(verificar.percentil(lat, 0.95)),
+            'max_s': _arredondar(max(lat) if lat else None)}
+        n['achados'] = self.achados
+        n['passou'] = bool(
+            n['perdidas'] == 0 and n['duplicadas'] == 0
+            and n['divergencias_apos_varredura'] == 0 and not n['estado_ilegivel']
+            and not n['segundo_ouvinte'] and not n['intrusos_aceitos']
+            and classes.get('fantasma', 0) == 0)
+        n['duracao_total_s'] = round(time.monotonic() - self.inicio, 1)
+
+    def limpar(self):
+        """Tudo que a tortura iniciou sai daqui morto, ate o neto em grupo proprio."""
+        for nome in ('matador', 'conexoes', 'amostrador', 'vigia'):
+            objeto = getattr(self, nome, None)
+            if objeto is not None:
+                try:
+                    objeto.parar()
+                except Exception:                     # noqa: BLE001
+                    pass
+        carga = getattr(self, 'carga', None)
+        if carga is not None:
+            carga.parar(espera=5)
+        if self.ouvinte is not None:
+            self.ouvinte.terminar(15)
+        mortos = processos.matar_marcados(self.marca)
+        if mortos:
+            registro('limpeza: %d processo(s) da tortura ainda vivos, mortos', len(mortos))
+        if self.servidor is not None:
+            try:
+                self.servidor.__exit__(None, None, None)
+            except Exception as erro:                 # noqa: BLE001
+                registro('limpeza: servidor: %s', erro)
+        if self.nome_banco:
+            try:
+                origem.derrubar_banco(self.banco, self.nome_banco)
+            except Exception as erro:                 # noqa: BLE001
+                registro('limpeza: banco %s: %s', self.nome_banco, erro)
+        sobra = processos.processos_marcados(self.marca)
+        self.numeros['processos_sobrando'] = [c for _, c in sobra]
+
+
+def _arredondar(valor):
+    return None if valor is None else round(valor, 2)
+
+
+# ---------------------------------------------------------------------------
+# A tabela
+# ---------------------------------------------------------------------------
+
+def tabela(resultados):
+    """A tabela de numeros (verificacao 5), uma coluna por banco."""
+    linhas = [
+        ('mudancas feitas', lambda n: n['mudancas']),
+        ('  inclusoes/alteracoes/cancel.', lambda n: '%s/%s/%s' % (
+            n['mudancas_por_tipo'].get('inclusao', 0), n['mudancas_por_tipo'].get('alteracao', 0),
+            n['mudancas_por_tipo'].get('cancelamento', 0))),
+        ('  exclusoes fisicas', lambda n: n['mudancas_por_tipo'].get('exclusao', 0)),
+        ('  atrasadas (max s / folga s)', lambda n: '%s (%s/%s)' % (
+            n['atrasadas']['transacoes'], n['atrasadas']['atraso_max_s'],
+            n['atrasadas']['folga_s'])),
+        ('  rajadas acima do teto', lambda n: len(n['rajadas'])),
+        ('kill -9 / SIGTERM', lambda n: '%s / %s' % (n['kills'], n['sigterms'])),
+        ('segundo ouvinte recusado', lambda n: '%s (aceitos: %d)' % (
+            n['intrusos_recusados'], len(n['intrusos_aceitos']))),
+        ('estado legivel apos morte', lambda n: '%d/%d' % (
+            n['estado_lido_apos_morte'] - len(n['estado_ilegivel']),
+            n['estado_lido_apos_morte'])),
+        ('conexoes da origem derrubadas', lambda n: n['conexoes_origem_derrubadas']),
+    ]
+    for tipo in TIPOS_DE_FALHA:
+        linhas.append(('falhas injetadas: %s' % tipo,
+                       lambda n, t=tipo: n['falhas_injetadas'].get(t, 0)))
+    linhas += [
+        ('linhas verificadas (ao vivo)', lambda n: n['linhas_verificadas']),
+        ('LINHAS PERDIDAS (tem de ser 0)', lambda n: n['perdidas']),
+        ('duplicadas com key', lambda n: n['duplicadas']),
+        ('exclusoes esperando varredura', lambda n: n['ao_vivo'].get('apagada_na_origem', 0)),
+        ('rajada/dataset entregue', lambda n: '%s/%s' % (
+            n['ao_vivo'].get('rajada', 0), n['ao_vivo'].get('dataset_entregue', 0))),
+        ('alem da folga: perdidas ao vivo', lambda n: '%s de %s' % (
+            n['alem_da_folga']['perdidas_pelo_ao_vivo'], n['alem_da_folga']['transacoes'])),
+        ('divergencias apos varredura', lambda n: n['divergencias_apos_varredura']),
+        ('ao-vivo parado apos varredura', lambda n: ','.join(
+            n['ao_vivo_parado_apos_varredura']) or '-'),
+        ('latencia p50 / p95 / max (s)', lambda n: '%s / %s / %s' % (
+            n['latencia']['p50_s'], n['latencia']['p95_s'], n['latencia']['max_s'])),
+        ('  mudancas medidas', lambda n: n['latencia']['medidas']),
+        ('alcance depois da carga (s)', lambda n: n.get('alcance_s')),
+        ('varredura (s)', lambda n: n.get('varredura_s')),
+        ('duracao total (s)', lambda n: n['duracao_total_s']),
+        ('RESULTADO', lambda n: 'PASSOU' if n['passou'] else 'FALHOU'),
+    ]
+    cabeca = ['%-34s' % ''] + ['%-22s' % r['banco'] for r in resultados]
+    saida = [' | '.join(cabeca).rstrip()]
+    saida.append('-' * len(saida[0]))
+    for rotulo, funcao in linhas:
+        celulas = []
+        for r in resultados:
+            try:
+                celulas.append('%-22s' % funcao(r))
+            except Exception:                         # noqa: BLE001
+                celulas.append('%-22s' % '?')
+        saida.append(' | '.join(['%-34s' % rotulo] + celulas).rstrip())
+    return '\n'.join(saida)
+
+
+def _sigterm_vira_interrupcao(sinal, quadro):     # noqa: ARG001
+    # SIGTERM no harness vira KeyboardInterrupt: os `finally` limpam os processos.
+    raise KeyboardInterrupt('SIGTERM')
+
+
+def principal(argv=None):
+    p = argparse.ArgumentParser(
+        description='Tortura do ouvinte: processos reais, kills, falhas e commits atrasados;'
+                    ' confere cada linha no fim. Ver docs/tortura.md.')
+    p.add_argument('--modo', choices=sorted(MODOS), default='curto',
+                   help='curto: cabe no make test; longo: >= 20 min de carga por banco')
+    p.add_argument('--banco', choices=('postgres', 'mariadb', 'ambos'), default='postgres')
+    p.add_argument('--duracao', type=int, default=None, metavar='S',
+                   help='segundos de carga (padrao do modo)')
+    p.add_argument('--semente', type=int, default=None,
+                   help='semente do acaso (o relatorio diz qual foi usada)')
+    p.add_argument('--saida', default=None, metavar='ARQ',
+                   help='grava os numeros em JSON neste arquivo')
+    p.add_argument('--manter', action='store_true',
+                   help='nao apaga a pasta de trabalho (logs do ouvinte e das ferramentas)')
+    args = p.parse_args(argv)
+
+    cfg = dict(MODOS[args.modo], nome=args.modo)
+    if args.duracao:
+        cfg['limite_total'] += args.duracao - cfg['duracao']
+        cfg['duracao'] = args.duracao
+    semente = args.semente if args.semente is not None else int(time.time()) % 100000
+    bancos = ['postgres', 'mariadb'] if args.banco == 'ambos' else [args.banco]
+    python = os.path.join(RAIZ, '.venv', 'bin', 'python')
+    if not os.path.exists(python):
+        python = sys.executable
+
+    resultados = []
+    falhou_ambiente = []
+    for banco in bancos:
+        disponivel, motivo = origem.banco_disponivel(banco)
+        if not disponivel:
+            falhou_ambiente.append(motivo)
+            registro('PULADO: %s', motivo)
+            continue
+        pasta = tempfile.mkdtemp(prefix='tortura-%s-' % banco)
+        registro('%s: pasta %s, semente %s', banco, pasta, semente)
+        tortura = Tortura(banco, cfg, semente, pasta, python)
+        try:
+            numeros = tortura.rodar()
+        except Falhou as erro:
+            registro('NAO RODOU (%s): %s', banco, erro)
+            falhou_ambiente.append('%s: %s' % (banco, erro))
+            args.manter = True
+            continue
+        numeros['pasta'] = pasta
+        resultados.append(numeros)
+        if not numeros['passou']:
+            args.manter = True
+        if not args.manter:
+            shutil.rmtree(pasta, ignore_errors=True)
+
+    if resultados:
+        print()
+        print(tabela(resultados))
+        for r in resultados:
+            for classe in ('perdida', 'recente_ausente', 'fantasma', 'duplicada'):
+                for exemplo in r['ao_vivo_exemplos'].get(classe, []):
+                    print('  %s [%s]: %s' % (r['banco'], classe, exemplo))
+            for exemplo in r['apos_varredura_exemplos'].get('divergente', []) + \
+                    r['apos_varredura_exemplos'].get('sobra', []):
+                print('  %s [apos varredura]: %s' % (r['banco'], exemplo))
+            for achado in r['achados']:
+                print('  %s [achado]: %s' % (r['banco'], achado))
+    if args.saida:
+        with open(args.saida, 'w', encoding='utf-8') as f:
+            json.dump({'resultados': resultados, 'nao_rodou': falhou_ambiente}, f,
+                      indent=2, default=str)
+    if falhou_ambiente and not resultados:
+        return 3
+    return 0 if resultados and all(r['passou'] for r in resultados) and \
+        not falhou_ambiente else 1
+
+
+if __name__ == '__main__':
+    signal.signal(signal.SIGTERM, _sigterm_vira_interrupcao)
+    sys.exit(principal())

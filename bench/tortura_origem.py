@@ -1,0 +1,591 @@
+"""
+A origem da tortura: o banco de teste, o esquema, a carga hostil e o matador de
+conexoes.
+
+O relogio da coluna de mudanca e o do BANCO (`now()` dentro da transacao), como
+num ERP de verdade: e exatamente esse relogio que faz a transacao longa gravar
+um carimbo anterior ao seu commit -- o caso que a `--folga` existe para cobrir.
+"""
+
+import datetime
+import itertools
+import random
+import threading
+import time
+import uuid
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql
+
+ADMIN_URL = {
+    'postgres': 'postgresql+psycopg://postgres@127.0.0.1:5432/postgres',
+    'mariadb': 'mysql+pymysql://root@127.0.0.1:3306/',
+}
+ORIGEM_URL = {
+    'postgres': 'postgresql+psycopg://postgres@127.0.0.1:5432/{banco}',
+    'mariadb': 'mysql+pymysql://root@127.0.0.1:3306/{banco}',
+}
+
+# Empresas do cadastro. 99 esta em `excluded_scopes`; 8 e inativa (a regra
+# recusa); 7 aparece no meio da carga.
+EMPRESAS_INICIAIS = (1, 2, 3, 4, 5)
+EMPRESA_EXCLUIDA = 99
+EMPRESA_INATIVA = 8
+EMPRESA_NOVA = 7
+
+
+def _carimbo():
+    # TIMESTAMP(6)/DATETIME(6): microssegundos nos dois bancos, para que a
+    # latencia medida nao tenha degraus de um segundo.
+    return sa.DateTime().with_variant(postgresql.TIMESTAMP(precision=6), 'postgresql') \
+        .with_variant(mysql.DATETIME(fsp=6), 'mysql', 'mariadb')
+
+
+def esquema():
+    """As tabelas da tortura, com nomes em maiusculas como no ERP (sempre quotados)."""
+    meta = sa.MetaData()
+    sa.Table('EMPRESAS', meta,
+             sa.Column('EMPRESA_ID', sa.Integer, primary_key=True, autoincrement=False),
+             sa.Column('RAZAO_SOCIAL', sa.String(60), nullable=False),
+             sa.Column('ATIVA', sa.String(1), nullable=False))
+    sa.Table('TITULOS', meta,
+             sa.Column('ID', sa.BigInteger, primary_key=True, autoincrement=False),
+             sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
+             sa.Column('VALOR', sa.Numeric(14, 2), nullable=False),
+             sa.Column('SITUACAO', sa.String(1), nullable=False),
+             sa.Column('HISTORICO', sa.String(80), nullable=False),
+             sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
+             sa.Index('IX_TITULOS_ALTERADO_EM', 'ALTERADO_EM'))
+    sa.Table('PEDIDOS', meta,
+             sa.Column('ID', sa.BigInteger, primary_key=True, autoincrement=False),
+             sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
+             sa.Column('CLIENTE', sa.String(40), nullable=False),
+             sa.Column('TOTAL', sa.Numeric(14, 2), nullable=False),
+             sa.Column('STATUS', sa.String(1), nullable=False),
+             sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
+             sa.Index('IX_PEDIDOS_ALTERADO_EM', 'ALTERADO_EM'))
+    # Sem `key` no mapeamento: o servidor deduplica por hash do conteudo.
+    sa.Table('MOVIMENTOS', meta,
+             sa.Column('DOC', sa.String(24), primary_key=True),
+             sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
+             sa.Column('VALOR', sa.Numeric(14, 2), nullable=False),
+             sa.Column('TIPO', sa.String(1), nullable=False),
+             sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
+             sa.Index('IX_MOVIMENTOS_ALTERADO_EM', 'ALTERADO_EM'))
+    # Dominio: sem recorte, vai inteiro para toda empresa.
+    sa.Table('SITUACOES', meta,
+             sa.Column('CODIGO', sa.String(4), primary_key=True),
+             sa.Column('DESCRICAO', sa.String(60), nullable=False),
+             sa.Column('ALTERADO_EM', _carimbo(), nullable=False))
+    return meta
+
+
+# Dataset do mapeamento -> (tabela, chave ou None, colunas, com recorte?)
+DATASETS = {
+    'titulos': ('TITULOS', 'ID',
+                ['ID', 'EMPRESA_ID', 'VALOR', 'SITUACAO', 'HISTORICO', 'ALTERADO_EM'], True),
+    'pedidos': ('PEDIDOS', 'ID',
+                ['ID', 'EMPRESA_ID', 'CLIENTE', 'TOTAL', 'STATUS', 'ALTERADO_EM'], True),
+    'movimentos': ('MOVIMENTOS', None,
+                   ['DOC', 'EMPRESA_ID', 'VALOR', 'TIPO', 'ALTERADO_EM'], True),
+    'situacoes': ('SITUACOES', 'CODIGO', ['CODIGO', 'DESCRICAO', 'ALTERADO_EM'], False),
+}
+
+
+def mapeamento(esquema_json=None):
+    """O mapeamento da tortura (formato da issue 4)."""
+    datasets = []
+    for nome, (tabela, chave, colunas, recorte) in DATASETS.items():
+        row = {'dataset': nome, 'source_object': tabela, 'columns': list(colunas),
+               'key': chave, 'description': 'tortura: %s' % tabela.lower()}
+        if not recorte:
+            row['scope_column'] = None
+        datasets.append(row)
+    mapa = {
+        'client': 'tortura',
+        'source': {'excluded_scopes': [str(EMPRESA_EXCLUIDA)]},
+        'listener': {'strategy': 'coluna'},
+        'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID',
+                     'watch_column': 'ALTERADO_EM', 'chunk': 200},
+        'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
+                     'name_column': 'RAZAO_SOCIAL',
+                     'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
+        'datasets': datasets,
+    }
+    if esquema_json:
+        mapa = dict({'$schema': esquema_json}, **mapa)
+    return mapa
+
+
+# ---------------------------------------------------------------------------
+# O banco de teste
+# ---------------------------------------------------------------------------
+
+def banco_disponivel(tipo):
+    """(True, '') se o servidor responde; (False, motivo) se nao."""
+    try:
+        motor = sa.create_engine(ADMIN_URL[tipo], poolclass=sa.pool.NullPool,
+                                 connect_args={'connect_timeout': 3})
+        with motor.connect() as conexao:
+            conexao.execute(sa.text('SELECT 1'))
+        motor.dispose()
+        return True, ''
+    except Exception as erro:                     # noqa: BLE001
+        return False, '%s em %s nao responde (%s)' % (
+            tipo, ADMIN_URL[tipo].split('@')[-1], type(erro).__name__)
+
+
+def criar_banco(tipo, prefixo='tortura'):
+    """Cria um banco novo, de nome unico, com o esquema. Devolve (nome, url)."""
+    nome = '%s_%s' % (prefixo, uuid.uuid4().hex[:10])
+    admin = sa.create_engine(ADMIN_URL[tipo], isolation_level='AUTOCOMMIT',
+                             poolclass=sa.pool.NullPool)
+    with admin.connect() as conexao:
+        quotado = admin.dialect.identifier_preparer.quote_identifier(nome)
+        conexao.execute(sa.text('CREATE DATABASE %s' % quotado))
+    admin.dispose()
+    url = ORIGEM_URL[tipo].format(banco=nome)
+    motor = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    esquema().create_all(motor)
+    motor.dispose()
+    return nome, url
+
+
+def derrubar_banco(tipo, nome):
+    admin = sa.create_engine(ADMIN_URL[tipo], isolation_level='AUTOCOMMIT',
+                             poolclass=sa.pool.NullPool)
+    quotado = admin.dialect.identifier_preparer.quote_identifier(nome)
+    with admin.connect() as conexao:
+        if tipo == 'postgres':
+            conexao.execute(sa.text('DROP DATABASE IF EXISTS %s WITH (FORCE)' % quotado))
+        else:
+            conexao.execute(sa.text('DROP DATABASE IF EXISTS %s' % quotado))
+    admin.dispose()
+
+
+def agora_expr(tipo):
+    """O relogio do BANCO, de dentro da transacao."""
+    # Postgres: now() e o inicio da transacao (o que um trigger usaria).
+    # MariaDB: NOW(6) e o inicio do comando -- na transacao atrasada o carimbo
+    # e o primeiro comando, entao da no mesmo.
+    return sa.literal_column('now()' if tipo == 'postgres' else 'NOW(6)')
+
+
+def agora_do_banco(motor, tipo):
+    """O relogio do banco, sem fuso (como a coluna de mudanca guarda)."""
+    expressao = 'LOCALTIMESTAMP' if tipo == 'postgres' else 'NOW(6)'
+    with motor.connect() as conexao:
+        return conexao.execute(sa.select(sa.literal_column(expressao))).scalar()
+
+
+def ler_tabela(motor, tabela):
+    """Todas as linhas de uma tabela como dicts (a verdade no fim da carga)."""
+    meta = esquema()
+    with motor.connect() as conexao:
+        return [dict(r._mapping) for r in conexao.execute(sa.select(meta.tables[tabela]))]
+
+
+# ---------------------------------------------------------------------------
+# A carga
+# ---------------------------------------------------------------------------
+
+class Carga(object):
+    """
+    Gerador de movimento em varias conexoes, com o relogio do banco.
+
+    A verdade que o verificador usa no fim e a ORIGEM, nao o que a carga acha
+    que fez: um commit de destino incerto nao vira falso positivo. O que a carga
+    anota serve para classificar (rajada, atrasada, alem da folga) e para medir
+    latencia.
+    """
+
+    def __init__(self, tipo, url, *, conexoes, folga, maximo, semente, ritmo,
+                 registro=None):
+        self.tipo = tipo
+        self.motor = sa.create_engine(url, poolclass=sa.pool.NullPool)
+        self.conexoes = conexoes
+        self.folga = folga
+        self.maximo = maximo
+        self.ritmo = ritmo                # operacoes por segundo por conexao
+        self.aleatorio = random.Random(semente)
+        self.meta = esquema()
+        self.agora = agora_expr(tipo)
+        self.registro = registro or (lambda *a: None)
+        self._ids = itertools.count(1)
+        self._trava = threading.Lock()
+        self._parar = threading.Event()
+        self._threads = []
+        self.empresas = list(EMPRESAS_INICIAIS) + [EMPRESA_EXCLUIDA, EMPRESA_INATIVA]
+        self.vivos = {'TITULOS': [], 'PEDIDOS': [], 'MOVIMENTOS': []}
+        self.protegidos = set()           # backends da carga: o matador nao os toca
+        # Anotacoes para o relatorio e para a latencia.
+        self.mudancas = []                # (dataset, ident, empresa, commit_monotonic, valores)
+        self.contagem = {}
+        self.atrasadas = []               # (dataset, ident, atraso_s)
+        self.alem_da_folga = []           # (dataset, ident, atraso_s)
+        self.rajadas = []                 # dict(dataset, ids, carimbo, linhas)
+        self.apagados = {'titulos': set(), 'pedidos': set(), 'movimentos': set()}
+        self.erros = []
+        self.empresa_nova_em = None
+
+    # -- preparo -------------------------------------------------------------
+
+    def popular(self, por_empresa=40):
+        """Linhas iniciais: a carga completa de implantacao leva estas."""
+        t = self.meta.tables
+        with self.motor.begin() as conexao:
+            conexao.execute(t['EMPRESAS'].insert(), [
+                {'EMPRESA_ID': e, 'RAZAO_SOCIAL': 'Empresa %d Ltda' % e,
+                 'ATIVA': 'N' if e == EMPRESA_INATIVA else 'S'} for e in self.empresas])
+            conexao.execute(t['SITUACOES'].insert().values(ALTERADO_EM=self.agora), [
+                {'CODIGO': c, 'DESCRICAO': d} for c, d in (
+                    ('A', 'Aberto'), ('B', 'Baixado'), ('C', 'Cancelado'),
+                    ('P', 'Parcial'), ('V', 'Vencido'))])
+            for e in self.empresas:
+                for _ in range(por_empresa):
+                    self._inserir(conexao, 'TITULOS', e, anotar=False)
+                    self._inserir(conexao, 'PEDIDOS', e, anotar=False)
+                    self._inserir(conexao, 'MOVIMENTOS', e, anotar=False)
+
+    # -- operacoes -------------------------------------------------------------
+
+    def _novo_id(self):
+        return next(self._ids)
+
+    def _valores(self, tabela, empresa):
+        a = self.aleatorio
+        if tabela == 'TITULOS':
+            return {'EMPRESA_ID': empresa,
+                    'VALOR': '%d.%02d' % (a.randint(1, 99999), a.randint(0, 99)),
+                    'SITUACAO': a.choice('AAABP'),
+                    'HISTORICO': 'titulo %s' % uuid.uuid4().hex[:12]}
+        if tabela == 'PEDIDOS':
+            return {'EMPRESA_ID': empresa,
+                    'CLIENTE': 'Cliente %d' % a.randint(1, 500),
+                    'TOTAL': '%d.%02d' % (a.randint(1, 9999), a.randint(0, 99)),
+                    'STATUS': a.choice('ANF')}
+        return {'EMPRESA_ID': empresa,
+                'VALOR': '%d.%02d' % (a.randint(1, 9999), a.randint(0, 99)),
+                'TIPO': a.choice('DC')}
+
+    def _chave(self, tabela):
+        return 'DOC' if tabela == 'MOVIMENTOS' else 'ID'
+
+    def _inserir(self, conexao, tabela, empresa, anotar=True, valores=None):
+        ident = self._novo_id()
+        if tabela == 'MOVIMENTOS':
+            ident = 'MV%08d' % ident
+        linha = dict(valores or self._valores(tabela, empresa))
+        linha[self._chave(tabela)] = ident
+        conexao.execute(self.meta.tables[tabela].insert().values(ALTERADO_EM=self.agora),
+                        [linha])
+        with self._trava:
+            self.vivos[tabela].append((ident, empresa))
+        return ident, linha
+
+    def _sortear_vivo(self, tabela):
+        with self._trava:
+            lista = self.vivos[tabela]
+            if not lista:
+                return None
+            return lista[self.aleatorio.randrange(len(lista))]
+
+    def _atualizar(self, conexao, tabela, cancelar=False):
+        alvo = self._sortear_vivo(tabela)
+        if alvo is None:
+            return None
+        ident, empresa = alvo
+        t = self.meta.tables[tabela]
+        valores = self._valores(tabela, empresa)
+        valores.pop('EMPRESA_ID')
+        if cancelar:
+            valores = {'SITUACAO': 'C'} if tabela == 'TITULOS' else {'STATUS': 'C'}
+        chave = self._chave(tabela)
+        conexao.execute(t.update().where(t.c[chave] == ident)
+                        .values(ALTERADO_EM=self.agora, **valores))
+        return ident, empresa
+
+    def _apagar(self, conexao, tabela):
+        with self._trava:
+            lista = self.vivos[tabela]
+            if not lista:
+                return None
+            ident, empresa = lista.pop(self.aleatorio.randrange(len(lista)))
+        t = self.meta.tables[tabela]
+        conexao.execute(t.delete().where(t.c[self._chave(tabela)] == ident))
+        self.apagados[tabela.lower()].add(str(ident))
+        return ident, empresa
+
+    def _empresa(self):
+        return self.aleatorio.choice(self.empresas)
+
+    def _contar(self, tipo):
+        with self._trava:
+            self.contagem[tipo] = self.contagem.get(tipo, 0) + 1
+
+    def _carimbo_de(self, conexao, tabela, ident):
+        # Lido DENTRO da transacao: e o valor que o ouvinte vai comparar.
+        t = self.meta.tables[tabela]
+        chave = 'CODIGO' if tabela == 'SITUACOES' else self._chave(tabela)
+        return conexao.execute(sa.select(t.c.ALTERADO_EM).where(t.c[chave] == ident)).scalar()
+
+    def _anotar(self, tabela, resultado, carimbo):
+        """Uma mudanca comitada agora: (dataset, ident, empresa, carimbo, commit)."""
+        if resultado is None or carimbo is None:
+            return
+        ident, empresa = resultado
+        with self._trava:
+            self.mudancas.append((tabela.lower(), str(ident), empresa, carimbo,
+                                  time.monotonic()))
+
+    def _uma_operacao(self, conexao):
+        a = self.aleatorio
+        sorteio = a.random()
+        tabela = a.choice(('TITULOS', 'TITULOS', 'PEDIDOS', 'MOVIMENTOS'))
+        with conexao.begin():
+            if sorteio < 0.30:
+                empresa = self._empresa()
+                res = (self._inserir(conexao, tabela, empresa)[0], empresa)
+                tipo = 'inclusao'
+            elif sorteio < 0.65:
+                res = self._atualizar(conexao, tabela)
+                tipo = 'alteracao'
+            elif sorteio < 0.75 and tabela != 'MOVIMENTOS':
+                res = self._atualizar(conexao, tabela, cancelar=True)
+                tipo = 'cancelamento'
+            elif sorteio < 0.85:
+                self._apagar(conexao, tabela)
+                self._contar('exclusao')
+                return
+            elif sorteio < 0.87:
+                t = self.meta.tables['SITUACOES']
+                codigo = a.choice('ABCPV')
+                conexao.execute(t.update().where(t.c.CODIGO == codigo).values(
+                    DESCRICAO='Situacao %s v%d' % (codigo, a.randint(1, 10 ** 6)),
+                    ALTERADO_EM=self.agora))
+                res = (codigo, None)
+                tabela = 'SITUACOES'
+                tipo = 'dominio'
+            else:
+                empresa = self._empresa()
+                res = (self._inserir(conexao, tabela, empresa)[0], empresa)
+                tipo = 'inclusao'
+            carimbo = None if res is None else self._carimbo_de(conexao, tabela, res[0])
+        self._contar(tipo)
+        self._anotar(tabela, res, carimbo)
+
+    def _transacao_atrasada(self, conexao, atraso, alem=False):
+        """Carimba agora e comita `atraso` segundos depois (transacao longa do ERP)."""
+        inicio = time.monotonic()
+        # A alem da folga vai sempre para TITULOS: PEDIDOS recebe as rajadas, e
+        # um dataset entregue a varredura confundiria a demonstracao.
+        tabela = 'TITULOS' if alem else self.aleatorio.choice(('TITULOS', 'PEDIDOS'))
+        with conexao.begin():
+            if alem:
+                empresa = EMPRESAS_INICIAIS[0]
+                valores = self._valores(tabela, empresa)
+                if tabela == 'TITULOS':
+                    valores['HISTORICO'] = 'ALEM DA FOLGA %s' % uuid.uuid4().hex[:8]
+                ident = self._inserir(conexao, tabela, empresa, valores=valores)[0]
+            else:
+                res = self._atualizar(conexao, tabela)
+                if res is None:
+                    return
+                ident, empresa = res
+            carimbo = self._carimbo_de(conexao, tabela, ident)
+            self._dormir(atraso)
+        real = time.monotonic() - inicio
+        with self._trava:
+            (self.alem_da_folga if alem else self.atrasadas).append(
+                (tabela.lower(), str(ident), real))
+        self._contar('alem_da_folga' if alem else 'atrasada')
+        if not alem:
+            self._anotar(tabela, (ident, empresa), carimbo)
+
+    def rajada(self):
+        """Uma transacao acima do `--maximo-por-ciclo`: o ouvinte a entrega a varredura."""
+        linhas = self.maximo + max(20, self.maximo // 4)
+        empresa = EMPRESAS_INICIAIS[1]
+        ids = []
+        with self.motor.connect() as conexao:
+            self._proteger(conexao)
+            with conexao.begin():
+                for _ in range(linhas):
+                    ids.append(str(self._inserir(conexao, 'PEDIDOS', empresa)[0]))
+                carimbo = self._carimbo_de(conexao, 'PEDIDOS', int(ids[0]))
+        with self._trava:
+            self.rajadas.append({'dataset': 'pedidos', 'ids': set(ids), 'carimbo': carimbo,
+                                 'linhas': linhas, 'em': time.monotonic()})
+        self._contar('rajada')
+        self.registro('rajada de %d linhas em pedidos (teto %d)', linhas, self.maximo)
+
+    def empresa_nova(self):
+        t = self.meta.tables['EMPRESAS']
+        with self.motor.connect() as conexao:
+            self._proteger(conexao)
+            with conexao.begin():
+                conexao.execute(t.insert(), [{
+                    'EMPRESA_ID': EMPRESA_NOVA, 'ATIVA': 'S',
+                    'RAZAO_SOCIAL': 'Empresa Nova %d SA' % EMPRESA_NOVA}])
+                for _ in range(10):
+                    self._inserir(conexao, 'TITULOS', EMPRESA_NOVA)
+                    self._inserir(conexao, 'MOVIMENTOS', EMPRESA_NOVA)
+        with self._trava:
+            self.empresas.append(EMPRESA_NOVA)
+            self.empresa_nova_em = time.monotonic()
+        self._contar('empresa_nova')
+        self.registro('empresa nova %d no cadastro', EMPRESA_NOVA)
+
+    # -- as threads -----------------------------------------------------------
+
+    def _proteger(self, conexao):
+        if self.tipo == 'postgres':
+            ident = conexao.execute(sa.text('SELECT pg_backend_pid()')).scalar()
+        else:
+            ident = conexao.execute(sa.text('SELECT CONNECTION_ID()')).scalar()
+        with self._trava:
+            self.protegidos.add(int(ident))
+        conexao.commit()
+
+    def _dormir(self, segundos):
+        # Dorme o atraso inteiro mesmo com a parada pedida: a transacao atrasada
+        # comita atrasada, e `parar()` espera por ela.
+        time.sleep(segundos)
+
+    def _trabalhador(self, numero):
+        aleatorio = random.Random(self.aleatorio.random())
+        conexao = None
+        while not self._parar.is_set():
+            try:
+                if conexao is None:
+                    conexao = self.motor.connect()
+                    self._proteger(conexao)
+                if numero == 0 and aleatorio.random() < 0.08:
+                    # Transacao atrasada ate METADE da folga: a folga tem de cobri-la.
+                    self._transacao_atrasada(
+                        conexao, aleatorio.uniform(0.2, self.folga / 2.0))
+                else:
+                    self._uma_operacao(conexao)
+            except Exception as erro:                 # noqa: BLE001
+                with self._trava:
+                    self.erros.append('%s: %s' % (type(erro).__name__, str(erro)[:160]))
+                try:
+                    conexao.close()
+                except Exception:                     # noqa: BLE001
+                    pass
+                conexao = None
+                time.sleep(0.2)
+            time.sleep(aleatorio.expovariate(self.ritmo))
+        if conexao is not None:
+            conexao.close()
+
+    def iniciar(self):
+        for numero in range(self.conexoes):
+            thread = threading.Thread(target=self._trabalhador, args=(numero,),
+                                      name='carga-%d' % numero, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def alem_da_folga_em_thread(self, atraso):
+        """A transacao que comita DEPOIS da folga: o limite documentado da `coluna`."""
+        def rodar():
+            try:
+                with self.motor.connect() as conexao:
+                    self._proteger(conexao)
+                    self._transacao_atrasada(conexao, atraso, alem=True)
+            except Exception as erro:                 # noqa: BLE001
+                with self._trava:
+                    self.erros.append('alem da folga: %s: %s' % (type(erro).__name__, erro))
+        thread = threading.Thread(target=rodar, name='alem-da-folga', daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return thread
+
+    def parar(self, espera=None):
+        """Para e espera toda transacao em voo comitar (inclusive as atrasadas)."""
+        self._parar.set()
+        for thread in self._threads:
+            thread.join(espera)
+        vivas = [t.name for t in self._threads if t.is_alive()]
+        self.motor.dispose()
+        return vivas
+
+    def total_mudancas(self):
+        with self._trava:
+            return sum(v for k, v in self.contagem.items() if k != 'empresa_nova')
+
+
+# ---------------------------------------------------------------------------
+# O matador de conexoes da origem
+# ---------------------------------------------------------------------------
+
+class MatadorDeConexoes(object):
+    """
+    Derruba, a esmo, uma conexao da origem que NAO e da carga: a do ouvinte, a
+    do conector, a do provisionador. `pg_terminate_backend` no PostgreSQL,
+    `KILL` no MariaDB.
+    """
+
+    def __init__(self, tipo, url, banco, protegidos, *, periodo, semente):
+        self.tipo = tipo
+        self.banco = banco
+        self.protegidos = protegidos
+        self.periodo = periodo
+        self.aleatorio = random.Random(semente)
+        self.motor = sa.create_engine(url, isolation_level='AUTOCOMMIT',
+                                      poolclass=sa.pool.NullPool)
+        self.mortas = 0
+        self.erros = 0
+        self._parar = threading.Event()
+        self._thread = None
+
+    def _candidatas(self, conexao):
+        if self.tipo == 'postgres':
+            linhas = conexao.execute(sa.text(
+                'SELECT pid FROM pg_stat_activity WHERE datname = :banco'
+                ' AND pid <> pg_backend_pid()'), {'banco': self.banco})
+        else:
+            linhas = conexao.execute(sa.text(
+                'SELECT ID FROM information_schema.PROCESSLIST WHERE DB = :banco'
+                ' AND ID <> CONNECTION_ID()'), {'banco': self.banco})
+        return [int(r[0]) for r in linhas if int(r[0]) not in self.protegidos]
+
+    def matar_uma(self):
+        with self.motor.connect() as conexao:
+            candidatas = self._candidatas(conexao)
+            if not candidatas:
+                return False
+            vitima = self.aleatorio.choice(candidatas)
+            if self.tipo == 'postgres':
+                conexao.execute(sa.text('SELECT pg_terminate_backend(:p)'), {'p': vitima})
+            else:
+                try:
+                    conexao.execute(sa.text('KILL %d' % vitima))
+                except Exception:                     # noqa: BLE001
+                    return False                      # ja tinha saido
+            self.mortas += 1
+            return True
+
+    def _laco(self):
+        while not self._parar.wait(self.aleatorio.uniform(*self.periodo)):
+            try:
+                self.matar_uma()
+            except Exception:                         # noqa: BLE001
+                self.erros += 1
+
+    def iniciar(self):
+        self._thread = threading.Thread(target=self._laco, name='matador-conexoes',
+                                        daemon=True)
+        self._thread.start()
+
+    def parar(self):
+        self._parar.set()
+        if self._thread:
+            self._thread.join(10)
+        self.motor.dispose()
+
+
+def texto_data(valor):
+    if isinstance(valor, datetime.datetime):
+        return valor.isoformat(sep=' ')
+    return str(valor)

@@ -1,0 +1,317 @@
+"""
+O verificador da tortura: a origem contra o Contextia, linha a linha, empresa a
+empresa, dataset a dataset -- e o amostrador de latencia.
+
+A comparacao e por TIPO de coluna (numero, data, texto), nao por texto: o
+cliente manda Decimal como '1234.50' e datetime em ISO, e o que importa e o
+valor, nao a grafia.
+"""
+
+import collections
+import datetime
+import decimal
+import threading
+import time
+
+import sqlalchemy as sa
+
+from tortura_origem import DATASETS, esquema
+
+
+def tipos_das_colunas():
+    """{dataset: {coluna: 'num'|'data'|'texto'}} a partir do esquema."""
+    meta = esquema()
+    saida = {}
+    for nome, (tabela, _chave, colunas, _recorte) in DATASETS.items():
+        t = meta.tables[tabela]
+        tipos = {}
+        for coluna in colunas:
+            tipo = t.c[coluna].type
+            if isinstance(tipo, (sa.Integer, sa.Numeric)):
+                tipos[coluna] = 'num'
+            elif isinstance(tipo, sa.DateTime):
+                tipos[coluna] = 'data'
+            else:
+                tipos[coluna] = 'texto'
+        saida[nome] = tipos
+    return saida
+
+
+TIPOS = tipos_das_colunas()
+
+
+def canonico(tipo, valor):
+    if valor is None:
+        return None
+    if tipo == 'num':
+        try:
+            numero = decimal.Decimal(str(valor))
+        except decimal.InvalidOperation:
+            return 'texto:%s' % valor
+        if numero == numero.to_integral_value():
+            return str(numero.quantize(decimal.Decimal(1)))
+        return str(numero.normalize())
+    if tipo == 'data':
+        if isinstance(valor, str):
+            try:
+                valor = datetime.datetime.fromisoformat(valor.replace('Z', '+00:00'))
+            except ValueError:
+                return 'texto:%s' % valor
+        if isinstance(valor, datetime.datetime):
+            if valor.tzinfo is not None:
+                valor = valor.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+            return valor.isoformat(timespec='microseconds')
+        return str(valor)
+    return str(valor)
+
+
+def assinatura(dataset, registro):
+    tipos = TIPOS[dataset]
+    return tuple(canonico(tipos[c], registro.get(c)) for c in DATASETS[dataset][2])
+
+
+def chave_de(dataset, registro):
+    tabela, chave, _colunas, _recorte = DATASETS[dataset]
+    coluna = chave or 'DOC'            # movimentos: DOC identifica, mesmo sem `key`
+    return canonico(TIPOS[dataset][coluna], registro.get(coluna))
+
+
+def carimbo_de(dataset, registro):
+    return canonico('data', registro.get('ALTERADO_EM'))
+
+
+# ---------------------------------------------------------------------------
+# Ler os dois lados
+# ---------------------------------------------------------------------------
+
+def origem_por_empresa(linhas_por_tabela, escopos):
+    """{escopo: {dataset: [linhas]}}: o que cada empresa DEVE ter."""
+    saida = {e: {} for e in escopos}
+    for dataset, (tabela, _chave, _colunas, recorte) in DATASETS.items():
+        for escopo in escopos:
+            if recorte:
+                saida[escopo][dataset] = [
+                    l for l in linhas_por_tabela[tabela] if str(l['EMPRESA_ID']) == escopo]
+            else:
+                saida[escopo][dataset] = list(linhas_por_tabela[tabela])
+    return saida
+
+
+def ler_contextia(cliente, chaves):
+    """{escopo: {dataset: [registros]}} lidos pela API de leitura do servidor."""
+    saida = {}
+    for escopo, chave in sorted(chaves.items()):
+        existentes = {d.get('dataset') for d in cliente.listar_datasets(chave)}
+        saida[escopo] = {}
+        for dataset in DATASETS:
+            if dataset in existentes:
+                saida[escopo][dataset] = list(cliente.ler_registros(dataset, chave))
+            else:
+                saida[escopo][dataset] = []
+    return saida
+
+
+# ---------------------------------------------------------------------------
+# Comparar
+# ---------------------------------------------------------------------------
+
+class Contexto(object):
+    """O que a carga sabe e que classifica uma ausencia (nunca a esconde)."""
+
+    def __init__(self, *, fim, folga, intervalo, rajadas=(), entregues=None,
+                 alem_da_folga=(), apagados=None):
+        self.fim = fim                            # relogio do BANCO ao fim da carga
+        self.folga = folga
+        self.intervalo = intervalo
+        self.rajadas = list(rajadas)              # [{'dataset', 'ids', 'carimbo'}]
+        self.entregues = dict(entregues or {})    # {dataset: carimbo da 1a rajada}
+        self.alem_da_folga = {(d, i) for d, i, _ in alem_da_folga}
+        self.apagados = apagados or {}
+
+    def limite(self):
+        return self.fim - datetime.timedelta(seconds=self.folga + self.intervalo)
+
+    def classificar_ausencia(self, dataset, linha):
+        ident = chave_de(dataset, linha)
+        carimbo = linha.get('ALTERADO_EM')
+        if (dataset, ident) in self.alem_da_folga:
+            return 'alem_da_folga'
+        for rajada in self.rajadas:
+            if rajada['dataset'] == dataset and ident in rajada['ids'] \
+                    and carimbo == rajada['carimbo']:
+                return 'rajada'
+        desde = self.entregues.get(dataset)
+        if desde is not None and carimbo >= desde - datetime.timedelta(seconds=self.folga):
+            return 'dataset_entregue'
+        if carimbo <= self.limite():
+            return 'perdida'
+        return 'recente_ausente'
+
+
+def comparar(esperado, obtido, contexto=None):
+    """
+    Compara origem x Contextia. Sem `contexto`, a comparacao e EXATA (depois da
+    varredura): toda diferenca e divergencia. Com ele (antes da varredura), cada
+    ausencia e classificada e cada sobra explicada.
+    Devolve dict com contagens por classe e exemplos.
+    """
+    classes = collections.Counter()
+    exemplos = collections.defaultdict(list)
+    por_dataset = collections.defaultdict(collections.Counter)
+
+    def anotar(classe, escopo, dataset, detalhe):
+        classes[classe] += 1
+        por_dataset[dataset][classe] += 1
+        if len(exemplos[classe]) < 8:
+            exemplos[classe].append('empresa %s, %s: %s' % (escopo, dataset, detalhe))
+
+    for escopo in sorted(esperado):
+        for dataset in DATASETS:
+            linhas = esperado[escopo].get(dataset, [])
+            registros = obtido.get(escopo, {}).get(dataset, [])
+            com_chave = DATASETS[dataset][1] is not None
+            classes['verificadas'] += len(linhas)
+            por_dataset[dataset]['verificadas'] += len(linhas)
+
+            if com_chave:
+                indice = collections.defaultdict(list)
+                for registro in registros:
+                    indice[chave_de(dataset, registro)].append(registro)
+                for ident, lista in indice.items():
+                    if len(lista) > 1:
+                        anotar('duplicada', escopo, dataset, 'chave %s x%d' % (ident, len(lista)))
+            else:
+                indice = collections.Counter(assinatura(dataset, r) for r in registros)
+
+            vistos = set()
+            for linha in linhas:
+                ident = chave_de(dataset, linha)
+                vistos.add(ident)
+                sig = assinatura(dataset, linha)
+                if com_chave:
+                    lista = indice.get(ident) or []
+                    if lista and assinatura(dataset, lista[0]) == sig:
+                        classes['ok'] += 1
+                        continue
+                    falta = 'desatualizada' if lista else 'ausente'
+                elif indice.get(sig, 0) > 0:
+                    indice[sig] -= 1
+                    classes['ok'] += 1
+                    continue
+                else:
+                    falta = 'ausente'
+                if contexto is None:
+                    anotar('divergente', escopo, dataset, '%s %s' % (falta, ident))
+                else:
+                    classe = contexto.classificar_ausencia(dataset, linha)
+                    anotar(classe, escopo, dataset, '%s %s (alterado em %s)'
+                           % (falta, ident, linha.get('ALTERADO_EM')))
+
+            # Sobras: o que o Contextia tem e a origem nao.
+            if com_chave:
+                sobras = [(i, l[0]) for i, l in indice.items() if i not in vistos]
+            else:
+                sobras = []
+                for registro in registros:
+                    sig = assinatura(dataset, registro)
+                    if indice.get(sig, 0) > 0:
+                        indice[sig] -= 1
+                        sobras.append((chave_de(dataset, registro), registro))
+            for ident, registro in sobras:
+                if contexto is None:
+                    anotar('sobra', escopo, dataset, ident)
+                elif ident in contexto.apagados.get(dataset, ()):
+                    anotar('apagada_na_origem', escopo, dataset, ident)
+                elif not com_chave and ident in vistos:
+                    anotar('versao_antiga_sem_key', escopo, dataset, ident)
+                else:
+                    anotar('fantasma', escopo, dataset, ident)
+
+    return {'classes': dict(classes), 'exemplos': dict(exemplos),
+            'por_dataset': {d: dict(c) for d, c in por_dataset.items()}}
+
+
+# ---------------------------------------------------------------------------
+# Latencia: do commit na origem ate o registro aparecer no Contextia
+# ---------------------------------------------------------------------------
+
+class Amostrador(object):
+    """
+    Le, a cada `periodo`, os datasets de UMA empresa pela API de leitura (que a
+    injecao de falhas nao toca: ela so afeta /api/v1/intake) e marca quando
+    cada mudanca anotada pela carga apareceu: registro com a mesma chave e
+    carimbo igual ou mais novo. Resolucao: o periodo.
+    """
+
+    def __init__(self, cliente, chave, escopo, mudancas, trava, *, periodo=0.5):
+        self.cliente = cliente
+        self.chave = chave
+        self.escopo = str(escopo)
+        self.mudancas = mudancas          # lista compartilhada com a carga
+        self.trava = trava
+        self.periodo = periodo
+        self.latencias = []
+        self.lidas = 0
+        self.erros = 0
+        self._proxima = 0                 # indice da proxima mudanca ainda nao vista
+        self._pendentes = []
+        self._parar = threading.Event()
+        self._thread = None
+
+    def _relevante(self, dataset, empresa):
+        return dataset == 'situacoes' or str(empresa) == self.escopo
+
+    def uma_leitura(self):
+        with self.trava:
+            novas = self.mudancas[self._proxima:]
+            self._proxima = len(self.mudancas)
+        for dataset, ident, empresa, carimbo, commit in novas:
+            if self._relevante(dataset, empresa):
+                self._pendentes.append((dataset, ident, canonico('data', carimbo), commit))
+        if not self._pendentes:
+            return
+        agora = time.monotonic()
+        atuais = {}
+        for dataset in {p[0] for p in self._pendentes}:
+            atuais[dataset] = {}
+            for registro in self.cliente.ler_registros(dataset, self.chave):
+                ident = chave_de(dataset, registro)
+                carimbo = carimbo_de(dataset, registro)
+                if carimbo > atuais[dataset].get(ident, ''):
+                    atuais[dataset][ident] = carimbo
+        self.lidas += 1
+        restantes = []
+        for dataset, ident, carimbo, commit in self._pendentes:
+            visto = atuais.get(dataset, {}).get(ident)
+            if visto is not None and visto >= carimbo:
+                self.latencias.append(max(0.0, agora - commit))
+            else:
+                restantes.append((dataset, ident, carimbo, commit))
+        self._pendentes = restantes
+
+    def _laco(self):
+        while not self._parar.wait(self.periodo):
+            try:
+                self.uma_leitura()
+            except Exception:                         # noqa: BLE001
+                self.erros += 1
+
+    def iniciar(self):
+        self._thread = threading.Thread(target=self._laco, name='amostrador', daemon=True)
+        self._thread.start()
+
+    def parar(self):
+        self._parar.set()
+        if self._thread:
+            self._thread.join(30)
+
+    def pendentes(self):
+        return len(self._pendentes)
+
+
+def percentil(valores, fracao):
+    if not valores:
+        return None
+    ordenados = sorted(valores)
+    posicao = min(len(ordenados) - 1, max(0, int(round(fracao * (len(ordenados) - 1)))))
+    return ordenados[posicao]

@@ -1,0 +1,468 @@
+"""
+O banco do Contextia local: um SQLite em `--dados`, com as regras do intake.
+
+Toda escrita passa por `Banco.transacao()`: um lock do processo + BEGIN
+IMMEDIATE. O lock serializa as threads do uvicorn (oito clientes no mesmo
+dataset dao contagens exatas); o BEGIN IMMEDIATE protege contra um segundo
+processo apontado para a mesma pasta. WAL deixa a leitura correr durante a
+escrita e sobrevive a um SIGKILL sem perder o que ja foi comitado.
+"""
+
+import contextlib
+import datetime
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import threading
+
+ESQUEMA = """
+CREATE TABLE IF NOT EXISTS projetos (
+    id           INTEGER PRIMARY KEY,
+    external_id  TEXT NOT NULL UNIQUE,
+    nome         TEXT NOT NULL,
+    criado_em    TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chaves (
+    key_id       TEXT PRIMARY KEY,
+    projeto_id   INTEGER NOT NULL REFERENCES projetos(id),
+    hash         TEXT NOT NULL UNIQUE,
+    prefixo      TEXT NOT NULL,
+    criada_em    TEXT NOT NULL,
+    revogada_em  TEXT
+);
+CREATE TABLE IF NOT EXISTS grupos (
+    slug         TEXT PRIMARY KEY,
+    nome         TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS grupo_projetos (
+    slug         TEXT NOT NULL REFERENCES grupos(slug),
+    projeto_id   INTEGER NOT NULL REFERENCES projetos(id),
+    PRIMARY KEY (slug, projeto_id)
+);
+CREATE TABLE IF NOT EXISTS webhooks (
+    id           TEXT PRIMARY KEY,
+    projeto_id   INTEGER NOT NULL REFERENCES projetos(id),
+    url          TEXT NOT NULL,
+    segredo      TEXT NOT NULL,
+    eventos      TEXT NOT NULL,
+    criado_em    TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS datasets (
+    projeto_id   INTEGER NOT NULL REFERENCES projetos(id),
+    nome         TEXT NOT NULL,
+    chave        TEXT,
+    descricao    TEXT,
+    campos       TEXT,
+    grupo        TEXT,
+    atualizado_em TEXT NOT NULL,
+    PRIMARY KEY (projeto_id, nome)
+);
+-- Cada lote recebido ganha um numero crescente: e a "versao" gravada nos
+-- registros que ele tocou, e o que o `complete` usa para nao remover o que
+-- chegou por fora do sync depois que ele comecou.
+CREATE TABLE IF NOT EXISTS lotes (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    projeto_id   INTEGER NOT NULL,
+    dataset      TEXT NOT NULL,
+    sync_id      TEXT,
+    parte        INTEGER,
+    recebido_em  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS syncs (
+    projeto_id   INTEGER NOT NULL,
+    dataset      TEXT NOT NULL,
+    sync_id      TEXT NOT NULL,
+    primeiro_lote INTEGER NOT NULL,
+    completado_em TEXT,
+    removidos    INTEGER,
+    PRIMARY KEY (projeto_id, dataset, sync_id)
+);
+CREATE TABLE IF NOT EXISTS registros (
+    id           INTEGER PRIMARY KEY,
+    projeto_id   INTEGER NOT NULL,
+    dataset      TEXT NOT NULL,
+    ident        TEXT NOT NULL,
+    hash         TEXT NOT NULL,
+    corpo        TEXT NOT NULL,
+    versao       INTEGER NOT NULL,
+    ultimo_sync  TEXT,
+    UNIQUE (projeto_id, dataset, ident)
+);
+"""
+
+
+class ErroRegra(Exception):
+    """O pedido e bem formado mas fere uma regra do intake (vira 409/422 na API)."""
+
+    def __init__(self, status, codigo, mensagem):
+        super().__init__(mensagem)
+        self.status = status
+        self.codigo = codigo
+        self.mensagem = mensagem
+
+
+def agora():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
+
+
+def canonico(objeto):
+    """Mesmo texto de contextia_sync.serializacao.json_canonico (o contrato do hash)."""
+    return json.dumps(objeto, sort_keys=True, separators=(',', ':'),
+                      ensure_ascii=False, allow_nan=False)
+
+
+def hash_chave(chave):
+    return hashlib.sha256(chave.encode('utf-8')).hexdigest()
+
+
+class Banco(object):
+    """Acesso ao SQLite do servidor. Uma conexao, serializada por um lock."""
+
+    def __init__(self, pasta):
+        os.makedirs(pasta, exist_ok=True)
+        self.caminho = os.path.join(pasta, 'contextia.sqlite3')
+        self._lock = threading.RLock()
+        self._con = sqlite3.connect(self.caminho, check_same_thread=False,
+                                    isolation_level=None, timeout=30)
+        self._con.row_factory = sqlite3.Row
+        self._con.execute('PRAGMA journal_mode=WAL')
+        self._con.execute('PRAGMA synchronous=NORMAL')
+        self._con.execute('PRAGMA foreign_keys=ON')
+        # executescript faz COMMIT implicito; roda fora de transacao explicita.
+        with self._lock:
+            self._con.executescript(ESQUEMA)
+
+    @contextlib.contextmanager
+    def transacao(self):
+        with self._lock:
+            self._con.execute('BEGIN IMMEDIATE')
+            try:
+                yield self._con
+            except BaseException:
+                self._con.execute('ROLLBACK')
+                raise
+            self._con.execute('COMMIT')
+
+    @contextlib.contextmanager
+    def leitura(self):
+        with self._lock:
+            yield self._con
+
+    def fechar(self):
+        with self._lock:
+            self._con.close()
+
+    # ----------------------------------------------------------------- projetos
+    def criar_projeto(self, external_id, nome):
+        with self.transacao() as con:
+            linha = con.execute('SELECT * FROM projetos WHERE external_id = ?',
+                                (external_id,)).fetchone()
+            if linha is not None:
+                return dict(_projeto(linha), criado=False)
+            cursor = con.execute(
+                'INSERT INTO projetos (external_id, nome, criado_em) VALUES (?, ?, ?)',
+                (external_id, nome or external_id, agora()))
+            linha = con.execute('SELECT * FROM projetos WHERE id = ?',
+                                (cursor.lastrowid,)).fetchone()
+            return dict(_projeto(linha), criado=True)
+
+    def buscar_projetos(self, external_id=None):
+        with self.leitura() as con:
+            if external_id is None:
+                linhas = con.execute('SELECT * FROM projetos ORDER BY id').fetchall()
+            else:
+                linhas = con.execute('SELECT * FROM projetos WHERE external_id = ?',
+                                     (external_id,)).fetchall()
+            return [_projeto(l) for l in linhas]
+
+    def projeto(self, projeto_id):
+        with self.leitura() as con:
+            linha = con.execute('SELECT * FROM projetos WHERE id = ?',
+                                (projeto_id,)).fetchone()
+        if linha is None:
+            raise ErroRegra(404, 'projeto_inexistente',
+                            'projeto %s nao existe. Crie-o antes (POST'
+                            ' /api/v1/admin/projetos).' % projeto_id)
+        return _projeto(linha)
+
+    # ------------------------------------------------------------------- chaves
+    def emitir_chave(self, projeto_id):
+        self.projeto(projeto_id)
+        chave = 'ctx_' + secrets.token_urlsafe(32)
+        key_id = 'key_' + secrets.token_hex(6)
+        with self.transacao() as con:
+            con.execute('INSERT INTO chaves (key_id, projeto_id, hash, prefixo, criada_em)'
+                        ' VALUES (?, ?, ?, ?, ?)',
+                        (key_id, projeto_id, hash_chave(chave), chave[:8], agora()))
+        # A unica vez que a chave existe em claro: o banco so guarda o hash.
+        return {'key_id': key_id, 'key': chave, 'project_id': projeto_id}
+
+    def listar_chaves(self, projeto_id):
+        self.projeto(projeto_id)
+        with self.leitura() as con:
+            linhas = con.execute('SELECT * FROM chaves WHERE projeto_id = ? ORDER BY criada_em,'
+                                 ' key_id', (projeto_id,)).fetchall()
+        return [{'key_id': l['key_id'], 'prefixo': l['prefixo'], 'criada_em': l['criada_em'],
+                 'revogada': l['revogada_em'] is not None} for l in linhas]
+
+    def revogar_chave(self, key_id):
+        with self.transacao() as con:
+            cursor = con.execute('UPDATE chaves SET revogada_em = COALESCE(revogada_em, ?)'
+                                 ' WHERE key_id = ?', (agora(), key_id))
+            if cursor.rowcount == 0:
+                raise ErroRegra(404, 'chave_inexistente', 'chave %s nao existe.' % key_id)
+        return {'key_id': key_id, 'revogada': True}
+
+    def projeto_da_chave(self, chave):
+        """O projeto dono da chave, ou None se ela nao existe ou foi revogada."""
+        with self.leitura() as con:
+            linha = con.execute(
+                'SELECT p.* FROM chaves c JOIN projetos p ON p.id = c.projeto_id'
+                ' WHERE c.hash = ? AND c.revogada_em IS NULL', (hash_chave(chave),)).fetchone()
+        return None if linha is None else _projeto(linha)
+
+    # ------------------------------------------------------------------- grupos
+    def criar_grupo(self, slug, nome):
+        with self.transacao() as con:
+            existe = con.execute('SELECT * FROM grupos WHERE slug = ?', (slug,)).fetchone()
+            if existe is None:
+                con.execute('INSERT INTO grupos (slug, nome) VALUES (?, ?)', (slug, nome or slug))
+                return {'slug': slug, 'name': nome or slug, 'criado': True}
+            return {'slug': slug, 'name': existe['nome'], 'criado': False}
+
+    def listar_grupos(self):
+        with self.leitura() as con:
+            grupos = con.execute('SELECT * FROM grupos ORDER BY slug').fetchall()
+            membros = con.execute('SELECT slug, projeto_id FROM grupo_projetos'
+                                  ' ORDER BY projeto_id').fetchall()
+        saida = []
+        for g in grupos:
+            saida.append({'slug': g['slug'], 'name': g['nome'],
+                          'projetos': [m['projeto_id'] for m in membros
+                                       if m['slug'] == g['slug']]})
+        return saida
+
+    def incluir_no_grupo(self, slug, projeto_id):
+        self.projeto(projeto_id)
+        with self.transacao() as con:
+            if con.execute('SELECT 1 FROM grupos WHERE slug = ?', (slug,)).fetchone() is None:
+                raise ErroRegra(404, 'grupo_inexistente',
+                                'grupo %r nao existe. Crie-o antes (criar_grupo).' % slug)
+            con.execute('INSERT OR IGNORE INTO grupo_projetos (slug, projeto_id) VALUES (?, ?)',
+                        (slug, projeto_id))
+        return {'slug': slug, 'project_id': projeto_id}
+
+    # ----------------------------------------------------------------- webhooks
+    def registrar_webhook(self, projeto_id, url, segredo, eventos):
+        self.projeto(projeto_id)
+        webhook_id = 'wh_' + secrets.token_hex(6)
+        segredo = segredo or 'whsec_' + secrets.token_urlsafe(24)
+        with self.transacao() as con:
+            con.execute('INSERT INTO webhooks (id, projeto_id, url, segredo, eventos, criado_em)'
+                        ' VALUES (?, ?, ?, ?, ?, ?)',
+                        (webhook_id, projeto_id, url, segredo, json.dumps(eventos), agora()))
+        return {'id': webhook_id, 'secret': segredo, 'url': url, 'eventos': eventos}
+
+    def listar_webhooks(self, projeto_id=None, webhook_id=None):
+        with self.leitura() as con:
+            if webhook_id is not None:
+                linhas = con.execute('SELECT * FROM webhooks WHERE id = ?',
+                                     (webhook_id,)).fetchall()
+            else:
+                linhas = con.execute('SELECT * FROM webhooks WHERE projeto_id = ? ORDER BY'
+                                     ' criado_em, id', (projeto_id,)).fetchall()
+        return [{'id': l['id'], 'project_id': l['projeto_id'], 'url': l['url'],
+                 'eventos': json.loads(l['eventos']), '_segredo': l['segredo']}
+                for l in linhas]
+
+    # ------------------------------------------------------------------- intake
+    def receber_lote(self, projeto_id, envelope):
+        """
+        Grava um lote e devolve as contagens. Tudo numa transacao: um lote entra
+        inteiro ou nao entra, e um reenvio (retry) da o mesmo estado final.
+        """
+        dataset = envelope['dataset']
+        chave = envelope.get('key')
+        sync = envelope.get('sync')
+        sync_id = sync['id'] if sync else None
+        registros = envelope.get('records') or []
+        remover = envelope.get('remove')
+
+        # Preparado fora do lock: hash e JSON sao a parte cara e nao dependem do banco.
+        preparados = []
+        for posicao, registro in enumerate(registros):
+            corpo = canonico(registro)
+            hash_corpo = hashlib.sha256(corpo.encode('utf-8')).hexdigest()
+            if chave is None:
+                ident = 'h:' + hash_corpo
+            else:
+                if registro.get(chave) is None:
+                    raise ErroRegra(422, 'key_ausente',
+                                    'records[%d].%s: o registro nao tem o campo de key %r'
+                                    ' (ou ele e null). Envie o campo ou mande o dataset'
+                                    ' sem key.' % (posicao, chave, chave))
+                ident = 'k:' + canonico(registro[chave])
+            preparados.append((ident, hash_corpo, corpo))
+
+        contagens = {'received': len(registros), 'inserted': 0, 'updated': 0,
+                     'duplicates': 0, 'removed': 0}
+        with self.transacao() as con:
+            atual = con.execute('SELECT chave FROM datasets WHERE projeto_id = ? AND nome = ?',
+                                (projeto_id, dataset)).fetchone()
+            chave_guardada = atual['chave'] if atual is not None else None
+            # Trocar a key so numa carga completa (com sync): o `complete` dela
+            # remove os registros guardados pela key antiga. Fora disso, misturar
+            # as duas duplicaria cada registro.
+            if registros and chave != chave_guardada and sync_id is None and con.execute(
+                    'SELECT 1 FROM registros WHERE projeto_id = ? AND dataset = ? LIMIT 1',
+                    (projeto_id, dataset)).fetchone():
+                raise ErroRegra(
+                    409, 'key_diferente',
+                    'o dataset %r guarda registros por key=%r e este lote veio com key=%r.'
+                    ' Misturar as duas duplicaria registros. Se a key mudou de verdade,'
+                    ' rode uma carga completa (sync + complete) com a nova: ela substitui'
+                    ' os registros antigos. Senao, corrija a `key` no mapeamento.'
+                    % (dataset, chave_guardada, chave))
+            # Lote so com `remove` (sem registros) usa a key que o dataset ja tem.
+            chave_do_dataset = chave if registros else (chave or chave_guardada)
+            if remover and chave_do_dataset is None:
+                raise ErroRegra(422, 'remove_sem_key',
+                                'remove: so existe para dataset com `key` (o servidor remove'
+                                ' pela chave). Envie o envelope com key.')
+            versao = con.execute(
+                'INSERT INTO lotes (projeto_id, dataset, sync_id, parte, recebido_em)'
+                ' VALUES (?, ?, ?, ?, ?)',
+                (projeto_id, dataset, sync_id, sync['part'] if sync else None, agora())).lastrowid
+            if sync_id is not None:
+                con.execute('INSERT OR IGNORE INTO syncs (projeto_id, dataset, sync_id,'
+                            ' primeiro_lote) VALUES (?, ?, ?, ?)',
+                            (projeto_id, dataset, sync_id, versao))
+            self._gravar_dataset(con, projeto_id, envelope, chave_do_dataset)
+
+            existentes = {}
+            idents = list({p[0] for p in preparados})
+            for inicio in range(0, len(idents), 500):
+                parte = idents[inicio:inicio + 500]
+                for linha in con.execute(
+                        'SELECT ident, hash FROM registros WHERE projeto_id = ? AND dataset = ?'
+                        ' AND ident IN (%s)' % ','.join('?' * len(parte)),
+                        [projeto_id, dataset] + parte):
+                    existentes[linha['ident']] = linha['hash']
+
+            inserir, atualizar, tocar = [], [], []
+            for ident, hash_corpo, corpo in preparados:
+                anterior = existentes.get(ident)
+                if anterior is None:
+                    contagens['inserted'] += 1
+                    inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id))
+                elif anterior == hash_corpo:
+                    contagens['duplicates'] += 1
+                    tocar.append((versao, sync_id, projeto_id, dataset, ident))
+                else:
+                    contagens['updated'] += 1
+                    atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset,
+                                      ident))
+                existentes[ident] = hash_corpo
+            # Sem sync, o registro guarda o sync em que foi visto por ultimo
+            # (COALESCE): um envio incremental no meio de uma carga nao pode
+            # desmarcar o que a carga ja viu.
+            con.executemany('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
+                            ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)'
+                            ' ON CONFLICT (projeto_id, dataset, ident) DO UPDATE SET'
+                            ' hash = excluded.hash, corpo = excluded.corpo,'
+                            ' versao = excluded.versao,'
+                            ' ultimo_sync = COALESCE(excluded.ultimo_sync, ultimo_sync)',
+                            inserir)
+            con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
+                            ' ultimo_sync = COALESCE(?, ultimo_sync)'
+                            ' WHERE projeto_id = ? AND dataset = ? AND ident = ?', atualizar)
+            con.executemany('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?,'
+                            ' ultimo_sync) WHERE projeto_id = ? AND dataset = ? AND ident = ?',
+                            tocar)
+            if remover:
+                removidos = 0
+                for valor in remover:
+                    removidos += con.execute(
+                        'DELETE FROM registros WHERE projeto_id = ? AND dataset = ?'
+                        ' AND ident = ?', (projeto_id, dataset, 'k:' + canonico(valor))).rowcount
+                contagens['removed'] = removidos
+        return contagens
+
+    def _gravar_dataset(self, con, projeto_id, envelope, chave):
+        campos = envelope.get('fields')
+        con.execute(
+            'INSERT INTO datasets (projeto_id, nome, chave, descricao, campos, grupo,'
+            ' atualizado_em) VALUES (?, ?, ?, ?, ?, ?, ?)'
+            ' ON CONFLICT (projeto_id, nome) DO UPDATE SET chave = excluded.chave,'
+            ' descricao = COALESCE(excluded.descricao, descricao),'
+            ' campos = COALESCE(excluded.campos, campos),'
+            ' grupo = COALESCE(excluded.grupo, grupo), atualizado_em = excluded.atualizado_em',
+            (projeto_id, envelope['dataset'], chave, envelope.get('description'),
+             json.dumps(campos, ensure_ascii=False) if campos is not None else None,
+             envelope.get('group'), agora()))
+
+    def completar(self, projeto_id, dataset, sync_id, max_remocao):
+        """
+        Fecha a carga: remove do dataset o que o sync nao viu. Recusa (e nao
+        remove nada) se isso passar de `max_remocao` (fracao do dataset).
+        """
+        with self.transacao() as con:
+            sync = con.execute('SELECT * FROM syncs WHERE projeto_id = ? AND dataset = ?'
+                               ' AND sync_id = ?', (projeto_id, dataset, sync_id)).fetchone()
+            if sync is None:
+                raise ErroRegra(
+                    409, 'sync_desconhecido',
+                    'o sync %r nunca entregou um lote ao dataset %r deste projeto. Completar'
+                    ' um sync que nao chegou apagaria o dataset inteiro; envie os lotes'
+                    ' com este sync antes (mesmo vazio) e complete depois.'
+                    % (sync_id, dataset))
+            total = con.execute('SELECT COUNT(*) FROM registros WHERE projeto_id = ? AND'
+                                ' dataset = ?', (projeto_id, dataset)).fetchone()[0]
+            # So sai o que o sync nao viu E que nao foi tocado depois que ele
+            # comecou: um envio incremental durante a carga traz linha viva.
+            filtro = (' FROM registros WHERE projeto_id = ? AND dataset = ?'
+                      ' AND (ultimo_sync IS NULL OR ultimo_sync <> ?) AND versao < ?')
+            parametros = (projeto_id, dataset, sync_id, sync['primeiro_lote'])
+            a_remover = con.execute('SELECT COUNT(*)' + filtro, parametros).fetchone()[0]
+            if max_remocao is not None and total and a_remover / total > max_remocao:
+                raise ErroRegra(
+                    409, 'remocao_acima_do_teto',
+                    'complete recusado: removeria %d de %d registros do dataset %r (%.1f%%),'
+                    ' acima do teto de %.1f%%. Nada foi removido. Se a origem realmente'
+                    ' perdeu esses registros, repita com um teto maior (--max-remocao);'
+                    ' senao, confira a carga (filtro, escopo, view vazia).'
+                    % (a_remover, total, dataset, 100.0 * a_remover / total,
+                       100.0 * max_remocao))
+            removidos = con.execute('DELETE' + filtro, parametros).rowcount
+            con.execute('UPDATE syncs SET completado_em = ?, removidos = COALESCE(removidos, 0)'
+                        ' + ? WHERE projeto_id = ? AND dataset = ? AND sync_id = ?',
+                        (agora(), removidos, projeto_id, dataset, sync_id))
+        return {'dataset': dataset, 'sync': sync_id, 'removed': removidos,
+                'records_before': total, 'records': total - removidos}
+
+    # ------------------------------------------------------------------ leitura
+    def listar_datasets(self, projeto_id):
+        with self.leitura() as con:
+            linhas = con.execute(
+                'SELECT d.*, (SELECT COUNT(*) FROM registros r WHERE r.projeto_id ='
+                ' d.projeto_id AND r.dataset = d.nome) AS total FROM datasets d'
+                ' WHERE d.projeto_id = ? ORDER BY d.nome', (projeto_id,)).fetchall()
+        return [{'dataset': l['nome'], 'records': l['total'], 'key': l['chave'],
+                 'description': l['descricao'],
+                 'fields': json.loads(l['campos']) if l['campos'] else None,
+                 'group': l['grupo'], 'updated_at': l['atualizado_em']} for l in linhas]
+
+    def pagina_de_registros(self, projeto_id, dataset, apos, limite):
+        with self.leitura() as con:
+            linhas = con.execute('SELECT id, corpo FROM registros WHERE projeto_id = ? AND'
+                                 ' dataset = ? AND id > ? ORDER BY id LIMIT ?',
+                                 (projeto_id, dataset, apos, limite)).fetchall()
+        proximo = linhas[-1]['id'] if len(linhas) == limite else None
+        return {'records': [json.loads(l['corpo']) for l in linhas], 'next': proximo}
+
+
+def _projeto(linha):
+    return {'id': linha['id'], 'external_id': linha['external_id'], 'name': linha['nome'],
+            'criado_em': linha['criado_em']}

@@ -1,0 +1,147 @@
+"""
+Injecao de falhas: o servidor local erra de proposito, so com `--falhas`.
+
+Serve para provar, contra HTTP de verdade, que o cliente sobrevive ao que a
+rede e um servidor sobrecarregado fazem. Tipos:
+
+    '500', '503'   responde o status sem processar o pedido
+    '429'          responde 429 com `Retry-After: <retry_after>` (padrao 1 s)
+    'atraso'       dorme `segundos` (padrao 1) e depois processa normalmente
+    'derrubar'     derruba a conexao no meio da resposta: o cabecalho promete
+                   mais bytes do que chegam e o socket fecha. Com `quando=
+                   'depois'` (padrao) o pedido FOI processado -- o caso que
+                   prova que o reenvio e idempotente; com 'antes', nao foi.
+
+Duas formas de ligar: uma fila (`injetar`: as proximas N respostas) e uma
+taxa aleatoria por tipo (`taxa`: para o teste de tortura). So os caminhos
+que comecam com `caminho` (padrao '/api/v1/intake') sao afetados: /saude e
+o proprio controle das falhas nunca falham.
+"""
+
+import asyncio
+import json
+import math
+import random
+import threading
+
+TIPOS = ('500', '503', '429', 'atraso', 'derrubar')
+CAMINHO_PADRAO = '/api/v1/intake'
+
+
+class EstadoDeFalhas(object):
+    """Fila, taxas e contadores; compartilhado pelas threads do servidor."""
+
+    def __init__(self, semente=None):
+        self._lock = threading.Lock()
+        self._fila = []
+        self._taxas = {}
+        self._caminho_taxas = CAMINHO_PADRAO
+        self._sorteio = random.Random(semente)
+        self.contadores = {t: 0 for t in TIPOS}
+
+    def injetar(self, tipo, quantidade=1, caminho=None, **opcoes):
+        with self._lock:
+            for _ in range(quantidade):
+                self._fila.append((tipo, caminho or CAMINHO_PADRAO, opcoes))
+
+    def definir_taxas(self, taxas, caminho=None, semente=None):
+        with self._lock:
+            self._taxas = dict(taxas)
+            self._caminho_taxas = caminho or CAMINHO_PADRAO
+            if semente is not None:
+                self._sorteio = random.Random(semente)
+
+    def limpar(self):
+        with self._lock:
+            self._fila = []
+            self._taxas = {}
+            self.contadores = {t: 0 for t in TIPOS}
+
+    def resumo(self):
+        with self._lock:
+            return {'injetadas': dict(self.contadores), 'pendentes': len(self._fila),
+                    'taxas': dict(self._taxas)}
+
+    def sortear(self, caminho):
+        """A falha a aplicar neste pedido (tipo, opcoes), ou None."""
+        with self._lock:
+            for posicao, (tipo, prefixo, opcoes) in enumerate(self._fila):
+                if caminho.startswith(prefixo):
+                    del self._fila[posicao]
+                    self.contadores[tipo] += 1
+                    return tipo, opcoes
+            if self._taxas and caminho.startswith(self._caminho_taxas):
+                for tipo, fracao in sorted(self._taxas.items()):
+                    if self._sorteio.random() < fracao:
+                        self.contadores[tipo] += 1
+                        return tipo, {}
+        return None
+
+
+class MiddlewareDeFalhas(object):
+    """Middleware ASGI puro: precisa controlar os bytes da resposta para derrubar."""
+
+    def __init__(self, app, estado):
+        self.app = app
+        self.estado = estado
+
+    async def __call__(self, scope, receive, send):
+        if scope['type'] != 'http':
+            return await self.app(scope, receive, send)
+        falha = self.estado.sortear(scope['path'])
+        if falha is None:
+            return await self.app(scope, receive, send)
+        tipo, opcoes = falha
+        if tipo == 'atraso':
+            await asyncio.sleep(float(opcoes.get('segundos', 1)))
+            return await self.app(scope, receive, send)
+        if tipo in ('500', '503', '429'):
+            await _drenar(receive)
+            cabecalhos = [(b'content-type', b'application/json')]
+            if tipo == '429' or 'retry_after' in opcoes:
+                # Retry-After so aceita segundos inteiros (RFC 9110).
+                segundos = int(math.ceil(float(opcoes.get('retry_after', 1))))
+                cabecalhos.append((b'retry-after', str(segundos).encode()))
+            corpo = json.dumps({'detail': 'falha injetada (%s) pelo --falhas do servidor local'
+                                % tipo}).encode()
+            cabecalhos.append((b'content-length', str(len(corpo)).encode()))
+            await send({'type': 'http.response.start', 'status': int(tipo),
+                        'headers': cabecalhos})
+            await send({'type': 'http.response.body', 'body': corpo})
+            return None
+        # derrubar
+        if opcoes.get('quando', 'depois') == 'antes':
+            await _drenar(receive)
+            return await _meia_resposta(send, 200, [], b'{"inserted":')
+        capturado = {}
+        partes = []
+
+        async def guardar(mensagem):
+            if mensagem['type'] == 'http.response.start':
+                capturado.update(mensagem)
+            elif mensagem['type'] == 'http.response.body':
+                partes.append(mensagem.get('body', b''))
+
+        await self.app(scope, receive, guardar)
+        corpo = b''.join(partes)
+        cabecalhos = [(k, v) for k, v in capturado.get('headers', [])
+                      if k.lower() != b'content-length']
+        return await _meia_resposta(send, capturado.get('status', 200), cabecalhos,
+                                    corpo[:max(1, len(corpo) // 2)])
+
+
+async def _meia_resposta(send, status, cabecalhos, pedaco):
+    # Promete o dobro e entrega a metade; ao retornar sem `more_body=False`
+    # o uvicorn fecha o socket, e o cliente ve a conexao cair no meio do corpo.
+    await send({'type': 'http.response.start', 'status': status,
+                'headers': cabecalhos + [(b'content-length',
+                                          str(len(pedaco) * 2 + 16).encode())]})
+    await send({'type': 'http.response.body', 'body': pedaco, 'more_body': True})
+    return None
+
+
+async def _drenar(receive):
+    while True:
+        mensagem = await receive()
+        if mensagem['type'] != 'http.request' or not mensagem.get('more_body'):
+            return

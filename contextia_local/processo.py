@@ -1,0 +1,238 @@
+"""
+ServidorLocal: o Contextia local num processo de verdade, para testes, demo,
+bench e o teste de tortura.
+
+    from contextia_local.processo import ServidorLocal
+
+    with ServidorLocal('/tmp/dados', falhas=True) as servidor:
+        chave = servidor.criar_projeto_com_chave('297', 'Empresa 297')
+        os.environ.update(servidor.ambiente())     # CONTEXTIA_URL, CONTEXTIA_ADMIN_TOKEN
+        servidor.injetar('503', 2)                  # as 2 proximas respostas do intake
+        ...
+        servidor.falhas_injetadas()                 # {'503': 2, '500': 0, ...}
+
+API estavel (outros modulos dependem dela):
+
+    ServidorLocal(dados, admin_token='admin-local', porta=None, falhas=False,
+                  max_registros_lote=None, max_bytes_lote=None, host='127.0.0.1',
+                  espera=20, remove=True)
+        dados        pasta do SQLite (sobrevive a parar/iniciar/reiniciar)
+        porta        None = uma porta livre, escolhida no primeiro iniciar() e
+                     mantida nos reinicios (a URL nao muda)
+        remove       False imita o Contextia de hoje (sem `remove` no envelope)
+    .url .admin_token .dados .porta .pid (None parado) .log (arquivo de saida)
+    iniciar()      sobe e espera GET /saude responder (levanta RuntimeError com
+                   o fim do log se nao subir em `espera` segundos)
+    parar()        SIGTERM, espera ate 5 s, depois SIGKILL; idempotente
+    reiniciar()    parar() + iniciar() na mesma porta
+    matar()        SIGKILL direto (simula queda)
+    ambiente()     dict com CONTEXTIA_URL e CONTEXTIA_ADMIN_TOKEN
+    admin()        contextia_client.Admin apontado para este servidor
+    criar_projeto_com_chave(escopo, nome=None) -> chave (ctx_...)
+    injetar(tipo, quantidade=1, **opcoes)  tipos '500' '503' '429' 'atraso'
+                   'derrubar'; opcoes: retry_after (429/503), segundos (atraso),
+                   quando='depois'|'antes' (derrubar), caminho (prefixo de URL
+                   afetado; padrao '/api/v1/intake')
+    taxa_de_falhas({'503': 0.1, 'derrubar': 0.05}, caminho=None, semente=None)
+    falhas_injetadas() -> {tipo: contagem}
+    limpar_falhas()
+As falhas exigem falhas=True (senao o servidor responde 404).
+"""
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import json
+
+# Nunca via proxy do ambiente: o servidor e local por definicao.
+_ABRIDOR = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def porta_livre(host='127.0.0.1'):
+    """Uma porta TCP livre agora (o kernel escolhe)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class ServidorLocal(object):
+    """O Contextia local num subprocesso (`python -m contextia_local`)."""
+
+    def __init__(self, dados, admin_token='admin-local', porta=None, falhas=False,
+                 max_registros_lote=None, max_bytes_lote=None, host='127.0.0.1', espera=20,
+                 remove=True):
+        self.dados = os.path.abspath(str(dados))
+        self.admin_token = admin_token
+        self.porta = porta
+        self.falhas = falhas
+        self.max_registros_lote = max_registros_lote
+        self.max_bytes_lote = max_bytes_lote
+        self.remove = remove
+        self.host = host
+        self.espera = espera
+        self.log = os.path.join(self.dados, 'servidor.log')
+        self._processo = None
+        self._porta_fixa = porta is not None
+        atexit.register(self.parar)
+
+    # ------------------------------------------------------------ ciclo de vida
+    @property
+    def url(self):
+        return 'http://%s:%d' % (self.host, self.porta) if self.porta else None
+
+    @property
+    def pid(self):
+        return self._processo.pid if self._processo and self._processo.poll() is None else None
+
+    def __enter__(self):
+        self.iniciar()
+        return self
+
+    def __exit__(self, *_):
+        self.parar()
+
+    def iniciar(self):
+        if self.pid is not None:
+            return self
+        os.makedirs(self.dados, exist_ok=True)
+        ultimo_erro = None
+        # Porta escolhida pelo kernel pode ser tomada por outro teste entre o
+        # bind de sondagem e o do uvicorn: tenta de novo com outra.
+        for _ in range(3 if not self._porta_fixa else 1):
+            if self.porta is None:
+                self.porta = porta_livre(self.host)
+            try:
+                self._subir()
+                return self
+            except RuntimeError as erro:
+                ultimo_erro = erro
+                if not self._porta_fixa and 'address already in use' in str(erro).lower():
+                    self.porta = None
+                    continue
+                raise
+        raise ultimo_erro
+
+    def _subir(self):
+        comando = [sys.executable, '-m', 'contextia_local', '--porta', str(self.porta),
+                   '--host', self.host, '--dados', self.dados,
+                   '--admin-token', self.admin_token, '--vigiar-pai', str(os.getpid())]
+        if self.falhas:
+            comando.append('--falhas')
+        if not self.remove:
+            comando.append('--sem-remove')
+        if self.max_registros_lote is not None:
+            comando += ['--max-registros-lote', str(self.max_registros_lote)]
+        if self.max_bytes_lote is not None:
+            comando += ['--max-bytes-lote', str(self.max_bytes_lote)]
+        ambiente = dict(os.environ)
+        ambiente['PYTHONPATH'] = os.pathsep.join(
+            [RAIZ] + [p for p in [ambiente.get('PYTHONPATH')] if p])
+        with open(self.log, 'ab') as saida:
+            self._processo = subprocess.Popen(comando, cwd=RAIZ, env=ambiente, stdout=saida,
+                                              stderr=subprocess.STDOUT,
+                                              stdin=subprocess.DEVNULL)
+        limite = time.monotonic() + self.espera
+        while time.monotonic() < limite:
+            if self._processo.poll() is not None:
+                raise RuntimeError('Contextia local saiu com codigo %s ao subir na porta %d.'
+                                   ' Fim do log (%s):\n%s'
+                                   % (self._processo.returncode, self.porta, self.log,
+                                      self._fim_do_log()))
+            try:
+                with _ABRIDOR.open(self.url + '/saude', timeout=1) as resposta:
+                    if resposta.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        self.parar()
+        raise RuntimeError('Contextia local nao respondeu /saude em %ss (porta %d). Fim do'
+                           ' log:\n%s' % (self.espera, self.porta, self._fim_do_log()))
+
+    def _fim_do_log(self):
+        try:
+            with open(self.log, 'rb') as f:
+                return f.read()[-3000:].decode('utf-8', 'replace')
+        except OSError:
+            return '(sem log)'
+
+    def parar(self):
+        processo, self._processo = self._processo, None
+        if processo is None or processo.poll() is not None:
+            return
+        processo.send_signal(signal.SIGTERM)
+        try:
+            processo.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            processo.kill()
+            processo.wait(timeout=5)
+
+    def matar(self):
+        """SIGKILL, como uma queda de energia: o que foi comitado tem de sobreviver."""
+        processo, self._processo = self._processo, None
+        if processo is not None and processo.poll() is None:
+            processo.kill()
+            processo.wait(timeout=5)
+
+    def reiniciar(self):
+        self.parar()
+        porta, self._porta_fixa = self._porta_fixa, True
+        try:
+            self.iniciar()
+        finally:
+            self._porta_fixa = porta
+        return self
+
+    # ------------------------------------------------------------ atalhos
+    def ambiente(self):
+        return {'CONTEXTIA_URL': self.url, 'CONTEXTIA_ADMIN_TOKEN': self.admin_token}
+
+    def admin(self):
+        from contextia_sync.contextia_client import Admin
+        return Admin(token=self.admin_token, url=self.url)
+
+    def criar_projeto_com_chave(self, escopo, nome=None):
+        """Projeto do escopo (idempotente) + uma chave nova. Devolve a chave."""
+        admin = self.admin()
+        projeto = admin.criar_projeto(str(escopo), nome or 'Empresa %s' % escopo)
+        return admin.emitir_chave(projeto['id'])['key']
+
+    # ------------------------------------------------------------ falhas
+    def _controle(self, metodo, caminho, corpo=None):
+        dados = json.dumps(corpo).encode() if corpo is not None else None
+        pedido = urllib.request.Request(
+            self.url + '/api/v1/admin/falhas' + caminho, data=dados, method=metodo,
+            headers={'Authorization': 'Bearer ' + self.admin_token,
+                     'Content-Type': 'application/json'})
+        try:
+            with _ABRIDOR.open(pedido, timeout=10) as resposta:
+                return json.loads(resposta.read())
+        except urllib.error.HTTPError as erro:
+            raise RuntimeError('controle de falhas: HTTP %d %s (o servidor subiu com'
+                               ' falhas=True?)' % (erro.code, erro.read()[:300])) from None
+
+    def injetar(self, tipo, quantidade=1, **opcoes):
+        corpo = dict(opcoes, tipo=str(tipo), quantidade=quantidade)
+        return self._controle('POST', '', corpo)
+
+    def taxa_de_falhas(self, taxas, caminho=None, semente=None):
+        corpo = {'taxas': {str(k): v for k, v in taxas.items()}}
+        if caminho is not None:
+            corpo['caminho'] = caminho
+        if semente is not None:
+            corpo['semente'] = semente
+        return self._controle('PUT', '/taxas', corpo)
+
+    def falhas_injetadas(self):
+        return self._controle('GET', '')['injetadas']
+
+    def limpar_falhas(self):
+        return self._controle('DELETE', '')

@@ -1,0 +1,89 @@
+"""
+Entregas de webhook, assinadas com HMAC-SHA256 do corpo cru.
+
+Cabecalhos de cada entrega (POST, corpo JSON):
+
+    X-Contextia-Evento      'sync.completed' ou 'teste'
+    X-Contextia-Entrega     id unico da entrega (para o receptor deduplicar)
+    X-Contextia-Assinatura  'sha256=' + hex(HMAC-SHA256(segredo, corpo cru))
+
+O receptor confere com `contextia_sync.contextia_client.verificar_assinatura`
+sobre os bytes EXATOS recebidos, antes de fazer parse.
+
+O servidor local so entrega para 127.0.0.0/8 (e `localhost`): este ambiente
+nao pode mandar trafego para fora, e um servidor de teste que aceitasse
+qualquer URL viraria um jeito de vazar dados por engano.
+"""
+
+import datetime
+import hashlib
+import hmac
+import ipaddress
+import json
+import secrets
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+
+CABECALHO_ASSINATURA = 'X-Contextia-Assinatura'
+CABECALHO_EVENTO = 'X-Contextia-Evento'
+CABECALHO_ENTREGA = 'X-Contextia-Entrega'
+EVENTOS = ('sync.completed', 'teste')
+
+
+def problema_na_url(url):
+    """Texto do problema, ou None se a URL e aceitavel (http(s) em 127.0.0.0/8)."""
+    partes = urllib.parse.urlsplit(url)
+    if partes.scheme not in ('http', 'https') or not partes.hostname:
+        return 'url %r nao e http(s)://host/...' % url
+    if partes.hostname == 'localhost':
+        return None
+    try:
+        endereco = ipaddress.ip_address(partes.hostname)
+    except ValueError:
+        return ('url %r: o servidor local so entrega para um IP em 127.0.0.0/8 ou'
+                ' localhost (nada de nome de host: o ambiente nao sai da maquina).' % url)
+    if endereco not in ipaddress.ip_network('127.0.0.0/8'):
+        return ('url %r: o servidor local so entrega para 127.0.0.0/8; %s fica fora.'
+                % (url, endereco))
+    return None
+
+
+def assinar(segredo, corpo):
+    return 'sha256=' + hmac.new(segredo.encode('utf-8'), corpo, hashlib.sha256).hexdigest()
+
+
+def entregar(webhook, evento, dados, timeout=5.0):
+    """Entrega agora, de forma sincrona. Devolve {'status': int|None, 'erro': str|None}."""
+    corpo = json.dumps({
+        'evento': evento,
+        'entrega': 'ent_' + secrets.token_hex(8),
+        'enviado_em': datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec='seconds'),
+        'project_id': webhook['project_id'],
+        'dados': dados,
+    }, ensure_ascii=False, sort_keys=True).encode('utf-8')
+    pedido = urllib.request.Request(webhook['url'], data=corpo, method='POST', headers={
+        'Content-Type': 'application/json',
+        CABECALHO_EVENTO: evento,
+        CABECALHO_ENTREGA: json.loads(corpo)['entrega'],
+        CABECALHO_ASSINATURA: assinar(webhook['_segredo'], corpo),
+    })
+    # Nunca via proxy: a entrega e local por definicao.
+    abridor = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with abridor.open(pedido, timeout=timeout) as resposta:
+            return {'status': resposta.status, 'erro': None}
+    except urllib.error.HTTPError as erro:
+        return {'status': erro.code, 'erro': 'receptor respondeu HTTP %d' % erro.code}
+    except (urllib.error.URLError, OSError) as erro:
+        return {'status': None, 'erro': 'receptor inalcancavel: %s' % erro}
+
+
+def entregar_em_segundo_plano(webhooks, evento, dados):
+    """Dispara as entregas sem segurar a resposta do intake."""
+    for webhook in webhooks:
+        if evento in webhook['eventos'] and problema_na_url(webhook['url']) is None:
+            threading.Thread(target=entregar, args=(webhook, evento, dados),
+                             daemon=True).start()

@@ -1,0 +1,174 @@
+"""
+A carga completa de UMA empresa: cada dataset lido da origem e entregue sob um
+ciclo de carga (`sync` + `complete`). E a unica operacao do SDK que remove.
+
+As regras que protegem o dado, cada uma ao lado da linha que a cumpre:
+
+  * um `sync` por dataset, e `complete` so se TODOS os lotes daquele dataset
+    deram certo. `complete` remove o que a carga nao trouxe; completar uma carga
+    que perdeu um lote apagaria os registros daquele lote.
+  * `complete` leva o teto de remocao (`max_remocao`). View que de repente
+    devolve nada (manutencao do ERP, GRANT revogado, filtro errado) nao pode
+    esvaziar o dataset: o servidor recusa e nada sai.
+  * tabela de dominio (`scope_column: null`) vai inteira para a empresa; com
+    coluna de recorte, so as linhas da empresa (WHERE coluna = escopo).
+
+O conector (connector.py) e a casca de linha de comando; aqui so ha logica.
+"""
+
+import time
+
+from contextia_sync import mapeamento
+from contextia_sync.registro import logger
+
+# Fracao do dataset que uma carga pode remover sem permissao explicita. Uma
+# view vazia removeria 100% e e recusada; limpeza real acima disso se pede com
+# --max-remocao=1 (ver docs/carga-e-provisionamento.md).
+MAX_REMOCAO_PADRAO = 0.5
+
+
+class ErroSelecao(ValueError):
+    """--dataset pediu um dataset que o mapeamento nao tem."""
+
+
+def selecionar_datasets(mapa, pedidos=None):
+    """
+    Os datasets do mapeamento, ou so os `pedidos` (pelo nome escrito ou normalizado).
+
+    Nome desconhecido e erro (com a lista dos que existem): carregar "so os que
+    existem" em silencio deixaria o dataset digitado errado sem carga.
+    """
+    from contextia_sync.contextia_client import normalizar_dataset
+
+    if not pedidos:
+        return list(mapa['datasets'])
+    por_nome = {}
+    for row in mapa['datasets']:
+        por_nome[row['dataset']] = row
+        por_nome[normalizar_dataset(row['dataset'])] = row
+    escolhidos, desconhecidos = [], []
+    for pedido in pedidos:
+        row = por_nome.get(pedido)
+        if row is None:
+            try:
+                row = por_nome.get(normalizar_dataset(pedido))
+            except ValueError:
+                row = None
+        if row is None:
+            desconhecidos.append(pedido)
+        elif row not in escolhidos:
+            escolhidos.append(row)
+    if desconhecidos:
+        raise ErroSelecao(
+            '--dataset %s nao existe no mapeamento. Os que existem: %s.'
+            % (', '.join(repr(d) for d in desconhecidos),
+               ', '.join(normalizar_dataset(r['dataset']) for r in mapa['datasets'])))
+    return escolhidos
+
+
+def _contando(iteravel, contador, barra, rotulo):
+    """Passa as linhas adiante contando -- o seco conta, a barra mostra."""
+    if barra:
+        from tqdm import tqdm
+        iteravel = tqdm(iteravel, desc=rotulo, unit=' reg', leave=False, dynamic_ncols=True)
+    for linha in iteravel:
+        contador[0] += 1
+        yield linha
+
+
+def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
+                     max_remocao=MAX_REMOCAO_PADRAO, barra=False):
+    """
+    Um dataset de uma empresa. Devolve o resultado (dict) e nunca levanta, exceto
+    ErroAutenticacao (chave recusada: nenhum outro dataset passaria).
+    """
+    from contextia_sync import contextia_client as cliente
+
+    nome = cliente.normalizar_dataset(row['dataset'])
+    coluna = mapeamento.coluna_de_recorte(mapa, row)
+    descricao, campos = mapeamento.semantica(mapa, row)
+    resultado = {'dataset': nome, 'ok': False, 'registros': 0, 'novos': 0, 'atualizados': 0,
+                 'iguais': 0, 'removidos': 0, 'campos': len(campos or ()),
+                 'dominio': coluna is None, 'erro': None, 'segundos': 0.0}
+    inicio = time.monotonic()
+    # Com coluna de recorte, so as linhas desta empresa; sem ela (dominio), todas.
+    recorte = (coluna, escopo) if coluna else None
+    contador = [0]
+    try:
+        linhas = origem.fetch(row['source_object'], row['columns'], scope=recorte)
+        linhas = _contando(linhas, contador, barra, nome)
+        if seco:
+            for _ in linhas:
+                pass
+            resultado.update(ok=True, registros=contador[0])
+            return resultado
+
+        sync = cliente.gerar_sync()
+        envio = cliente.enviar_dataset(
+            nome, linhas, key=mapeamento.chave_de(mapa, row), description=descricao,
+            fields=campos, group=mapeamento.grupo_de(mapa, row),
+            chunk=mapeamento.chunk_de(mapa, row), api_key=api_key, logger=logger,
+            sync=sync, escopo=escopo)
+        resultado.update(registros=envio['registros'], novos=envio['inserted'],
+                         atualizados=envio['updated'], iguais=envio['duplicates'])
+        if envio['lotes_erro']:
+            # SEM complete: ele removeria o que estava nos lotes que nao chegaram.
+            resultado['erro'] = ('%d de %d lote(s) falharam; complete NAO enviado, nada'
+                                 ' removido (%s)' % (
+                                     envio['lotes_erro'], envio['lotes_erro'] + envio['lotes_ok'],
+                                     (envio['erros'] or ['?'])[0]))
+            return resultado
+
+        fechamento = cliente.completar(nome, sync, api_key=api_key, max_remocao=max_remocao,
+                                       escopo=escopo)
+        resultado.update(ok=True, removidos=int(fechamento.get('removed') or 0))
+        return resultado
+    except cliente.ErroAutenticacao:
+        raise
+    except cliente.ErroRemocaoAcimaDoTeto as erro:
+        resultado['erro'] = ('%s -- se a remocao e real (limpeza no ERP), repita so este'
+                             ' dataset com --dataset=%s --max-remocao=1'
+                             % (str(erro).rstrip('. '), nome))
+        return resultado
+    except Exception as erro:                   # noqa: BLE001 - um dataset nao derruba os outros
+        # Origem que cai no meio, view que nao existe, Contextia fora: o dataset
+        # falha sem complete e os seguintes ainda tentam.
+        if not resultado['registros']:
+            resultado['registros'] = contador[0]
+        resultado['erro'] = '%s: %s' % (type(erro).__name__, erro)
+        return resultado
+    finally:
+        resultado['segundos'] = time.monotonic() - inicio
+
+
+def linha_de_resultado(resultado, seco=False):
+    """A linha que o conector imprime por dataset."""
+    nome = resultado['dataset'] + (' (dominio)' if resultado['dominio'] else '')
+    if seco:
+        return '  %-34s registros=%-7d (seco: lido e contado, nada enviado)  %.1fs' % (
+            nome, resultado['registros'], resultado['segundos'])
+    numeros = ('registros=%d novos=%d atualizados=%d iguais=%d removidos=%d'
+               ' campos descritos=%d' % (
+                   resultado['registros'], resultado['novos'], resultado['atualizados'],
+                   resultado['iguais'], resultado['removidos'], resultado['campos']))
+    if resultado['ok']:
+        return '  %-34s %s  %.1fs' % (nome, numeros, resultado['segundos'])
+    return '  %-34s FALHOU -- %s\n  %-34s %s' % (nome, resultado['erro'], '', numeros)
+
+
+def resumo(escopo, resultados, segundos, seco=False):
+    """A linha unica do fim: o que o log do ouvinte guarda e um humano le primeiro."""
+    falhos = [r['dataset'] for r in resultados if not r['ok']]
+    texto = 'resumo escopo=%s: %d dataset(s), %d ok, %d com falha; registros=%d' % (
+        escopo, len(resultados), len(resultados) - len(falhos), len(falhos),
+        sum(r['registros'] for r in resultados))
+    if not seco:
+        texto += ' novos=%d atualizados=%d iguais=%d removidos=%d' % tuple(
+            sum(r[c] for r in resultados)
+            for c in ('novos', 'atualizados', 'iguais', 'removidos'))
+    texto += ' em %.1fs' % segundos
+    if seco:
+        texto += ' (SECO: nada enviado)'
+    if falhos:
+        texto += ' -- FALHARAM: %s' % ', '.join(falhos)
+    return texto

@@ -1,0 +1,422 @@
+"""
+O mapeamento (`mappings/<cliente>.json`): carregar, validar e ler com heranca.
+
+Duas metades com exigencias diferentes:
+
+    carregar_mapeamento     valida com jsonschema (import tardio) e com as regras
+                            que o schema nao exprime (key fora de columns, nome
+                            de dataset repetido depois de normalizar...). Reporta
+                            TODOS os problemas de uma vez: quem corrige um por
+                            execucao desiste no terceiro.
+    funcoes puras           valor_herdado, coluna_de_recorte, semantica,
+                            chave_de, chunk_de, grupo_de. So biblioteca padrao,
+                            porque o `ouvinte.py --autoteste` as usa num
+                            `python3 -S` sem pacote nenhum.
+
+O dict devolvido e o JSON como foi escrito -- o `defaults` NAO e copiado para
+dentro dos datasets. O ouvinte precisa distinguir `watch_column` DECLARADA no
+dataset (erro se fora de columns) de HERDADA (o dataset so sai do ao-vivo), e
+essa diferenca some se a heranca for materializada aqui.
+"""
+
+import difflib
+import io
+import json
+import os
+import re
+
+CAMINHO_SCHEMA = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    'mappings', 'mapeamento.schema.json')
+
+# Os campos que um dataset herda do `defaults` (e que `null` no dataset desliga).
+HERDAVEIS = ('scope_column', 'key', 'watch_column', 'chunk', 'group')
+
+CHUNK_PADRAO = 500
+
+# Hosts onde webhook em http:// e aceitavel: so a propria maquina (teste, demo).
+_HOSTS_LOCAIS = re.compile(r'^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|$)')
+
+
+class ErroMapeamento(Exception):
+    """O mapeamento tem problemas; `.problemas` lista todos ('caminho: problema -- correcao')."""
+
+    def __init__(self, caminho, problemas):
+        self.caminho = caminho
+        self.problemas = list(problemas)
+        super().__init__(
+            'Mapeamento %s tem %d problema(s):\n%s'
+            % (caminho, len(self.problemas),
+               '\n'.join('  - %s' % p for p in self.problemas)))
+
+
+# ---------------------------------------------------------------------------
+# Funcoes puras (sem jsonschema: o autoteste roda sem pacote nenhum)
+# ---------------------------------------------------------------------------
+
+def valor_herdado(mapa, row, campo):
+    """
+    O valor de `campo` para o dataset `row`: o declarado nele, ou o do `defaults`.
+
+    `null` declarado no dataset vence o `defaults` -- e o jeito de desligar o
+    herdado (tabela de dominio sem empresa, view cuja coluna de mudanca nao presta).
+    """
+    if campo in row:
+        return row[campo]
+    return (mapa.get('defaults') or {}).get(campo)
+
+
+def coluna_de_recorte(mapa, row):
+    """A coluna que separa as empresas neste dataset; None = dominio (vai para todas)."""
+    return valor_herdado(mapa, row, 'scope_column') or None
+
+
+def semantica(mapa, row):  # noqa: ARG001 - assinatura do contrato (o ouvinte passa o mapa)
+    """(description, fields) do dataset, para o Contextia entender o que recebe."""
+    campos = row.get('fields') or None
+    return row.get('description') or None, dict(campos) if campos else None
+
+
+def chave_de(mapa, row):
+    """
+    A coluna de upsert, ou None se nao ha ou se ela nao esta em `columns`.
+
+    Herdada e ausente da view vira None (dedup por hash no servidor); declarada
+    e ausente ja foi recusada por carregar_mapeamento.
+    """
+    chave = valor_herdado(mapa, row, 'key')
+    return chave if chave and chave in row.get('columns', ()) else None
+
+
+def chunk_de(mapa, row):
+    """Registros por lote: o do dataset, o do defaults, ou 500."""
+    return valor_herdado(mapa, row, 'chunk') or CHUNK_PADRAO
+
+
+def grupo_de(mapa, row):
+    """O grupo de datasets no Contextia (ou None)."""
+    return valor_herdado(mapa, row, 'group') or None
+
+
+def escopos_excluidos(mapa):
+    """As empresas que nunca viram projeto nem recebem carga, como texto."""
+    from contextia_sync.escopos import texto_escopo
+    return {texto_escopo(e) for e in (mapa.get('source') or {}).get('excluded_scopes') or ()}
+
+
+# ---------------------------------------------------------------------------
+# Carregar e validar
+# ---------------------------------------------------------------------------
+
+def carregar_mapeamento(caminho):
+    """
+    Le, valida e devolve o mapeamento. Levanta ErroMapeamento com TODOS os problemas.
+
+    Cada problema diz onde (caminho JSON), o que e, e como corrigir. Chave
+    desconhecida e erro: `wacth_column` ignorado em silencio deixaria o dataset
+    fora do ao-vivo sem ninguem saber por que.
+    """
+    try:
+        with io.open(caminho, encoding='utf-8') as arquivo:
+            texto = arquivo.read()
+    except FileNotFoundError:
+        raise ErroMapeamento(caminho, [
+            '(arquivo): %s nao existe -- confira --mapping (caminho relativo e a partir'
+            ' de onde o comando roda)' % caminho]) from None
+    except (OSError, UnicodeDecodeError) as erro:
+        raise ErroMapeamento(caminho, [
+            '(arquivo): nao foi possivel ler (%s: %s) -- confira permissao e que o'
+            ' arquivo e texto UTF-8' % (type(erro).__name__, erro)]) from None
+
+    repetidas = []
+
+    def sem_repetidas(pares, _repetidas=repetidas):
+        # O json do Python fica com a ULTIMA chave repetida, calado. Duas `key`
+        # no mesmo dataset e erro de edicao, nao escolha.
+        objeto = {}
+        for nome, valor in pares:
+            if nome in objeto:
+                _repetidas.append(nome)
+            objeto[nome] = valor
+        return objeto
+
+    try:
+        mapa = json.loads(texto, object_pairs_hook=sem_repetidas)
+    except json.JSONDecodeError as erro:
+        raise ErroMapeamento(caminho, [
+            '(linha %d, coluna %d): JSON invalido (%s) -- virgula sobrando ou faltando,'
+            ' aspas simples ou comentario sao os suspeitos de sempre; JSON nao tem'
+            ' comentario (use "$comment")' % (erro.lineno, erro.colno, erro.msg)]) from None
+
+    problemas = ['(arquivo): chave %r aparece duas vezes no mesmo objeto -- o JSON fica'
+                 ' so com a ultima; apague a que nao vale' % nome for nome in repetidas]
+    problemas += _problemas_de_schema(mapa)
+    if isinstance(mapa, dict) and not problemas:
+        # As regras entre campos so fazem sentido sobre um JSON com a forma certa;
+        # sobre uma forma errada elas repetiriam o mesmo problema com outras palavras.
+        problemas += _problemas_semanticos(mapa)
+    if problemas:
+        raise ErroMapeamento(caminho, problemas)
+    return mapa
+
+
+def _schema():
+    with io.open(CAMINHO_SCHEMA, encoding='utf-8') as arquivo:
+        return json.load(arquivo)
+
+
+def caminho_json(partes):
+    """['datasets', 3, 'key'] -> 'datasets[3].key'."""
+    texto = ''
+    for parte in partes:
+        if isinstance(parte, int):
+            texto += '[%d]' % parte
+        else:
+            texto += ('.' if texto else '') + str(parte)
+    return texto or '(raiz)'
+
+
+_TIPOS = {'string': 'texto', 'integer': 'inteiro', 'number': 'numero', 'boolean': 'true/false',
+          'null': 'null', 'array': 'lista [...]', 'object': 'objeto {...}'}
+
+
+def _nome_tipo(valor):
+    if valor is None:
+        return 'null'
+    if isinstance(valor, bool):
+        return 'true/false'
+    if isinstance(valor, int):
+        return 'inteiro'
+    if isinstance(valor, float):
+        return 'numero'
+    if isinstance(valor, str):
+        return 'texto'
+    if isinstance(valor, list):
+        return 'lista'
+    return 'objeto'
+
+
+# Correcao especifica para campos obrigatorios, quando ha o que dizer alem de "acrescente".
+_DICA_OBRIGATORIO = {
+    'client': 'acrescente "client": "<nome curto do cliente>"',
+    'datasets': 'acrescente "datasets": [ { "dataset": ..., "source_object": ..., "columns": [...] } ]',
+    'projects': 'acrescente a regra de projeto: "projects": {"source_object": "<cadastro de'
+                ' empresas>", "scope_column": ..., "name_column": ...} (docs/mapeamento.md)',
+    'dataset': 'acrescente "dataset": "<nome no Contextia>"',
+    'source_object': 'acrescente "source_object": "<view ou tabela da origem>"',
+    'columns': 'acrescente "columns": ["COLUNA", ...] com as colunas lidas da view',
+    'column': 'acrescente "column": "<coluna do cadastro>"',
+    'url': 'acrescente "url": "https://..." (o endereco que recebe os eventos)',
+    'secret_env': 'acrescente "secret_env": "CONTEXTIA_WEBHOOK_SEGREDO" e exporte o segredo'
+                  ' nessa variavel (o segredo nunca vai no mapeamento)',
+}
+
+
+def _problemas_de_schema(mapa):
+    import jsonschema                                   # tardio: autoteste nao tem
+
+    schema = _schema()
+    validador = jsonschema.Draft202012Validator(schema)
+    problemas = []
+    for erro in sorted(validador.iter_errors(mapa), key=lambda e: list(map(str, e.absolute_path))):
+        problemas.extend(_traduzir(erro, schema))
+    # A mesma frase por dois caminhos de anyOf nao ajuda ninguem.
+    vistos = set()
+    return [p for p in problemas if not (p in vistos or vistos.add(p))]
+
+
+def _traduzir(erro, schema):
+    """Um erro do jsonschema em 'caminho: problema -- correcao'."""
+    caminho = caminho_json(erro.absolute_path)
+    tipo = erro.validator
+    valor = erro.instance
+
+    if tipo == 'additionalProperties' and isinstance(valor, dict):
+        conhecidas = sorted(erro.schema.get('properties', {}))
+        saida = []
+        for nome in sorted(set(valor) - set(conhecidas)):
+            parecida = difflib.get_close_matches(nome, conhecidas, n=1, cutoff=0.6)
+            dica = ('voce quis dizer %r?' % parecida[0]) if parecida else (
+                'as validas aqui: %s' % ', '.join(c for c in conhecidas if c != '$comment'))
+            saida.append('%s: chave desconhecida %r -- %s (comentario vai em "$comment")'
+                         % (caminho_json(list(erro.absolute_path) + [nome]), nome, dica))
+        return saida
+
+    if tipo == 'required':
+        faltando = re.findall(r"'([^']+)' is a required property", erro.message)
+        saida = []
+        for nome in faltando or [erro.message]:
+            saida.append('%s: falta %r -- %s' % (
+                caminho_json(list(erro.absolute_path) + [nome]) if faltando else caminho,
+                nome, _DICA_OBRIGATORIO.get(nome, 'acrescente %r' % nome)))
+        return saida
+
+    if tipo == 'oneOf' and 'filters' in erro.absolute_path:
+        return ['%s: um filtro e "column" mais EXATAMENTE uma condicao (equals, not_equals,'
+                ' in, not_in, not_empty) -- separe em dois filtros ou acrescente a condicao'
+                % caminho]
+
+    if tipo in ('anyOf', 'oneOf'):
+        # coluna_ou_nulo, grupo_ou_nulo: diga o que a alternativa nao-nula exige.
+        for sub in erro.context:
+            if sub.validator in ('pattern', 'minLength'):
+                return _traduzir(sub, schema)
+        esperado = ' ou '.join(sorted({_TIPOS.get(s.validator_value, str(s.validator_value))
+                                       for s in erro.context if s.validator == 'type'}))
+        return ['%s: esperava %s, veio %s %r -- corrija o valor'
+                % (caminho, esperado or 'outro valor', _nome_tipo(valor), valor)]
+
+    if tipo == 'type':
+        esperado = erro.validator_value
+        esperados = esperado if isinstance(esperado, list) else [esperado]
+        return ['%s: esperava %s, veio %s %r -- corrija o valor%s' % (
+            caminho, ' ou '.join(_TIPOS.get(e, e) for e in esperados), _nome_tipo(valor),
+            valor, ' (numero vai sem aspas)' if 'integer' in esperados and isinstance(valor, str)
+            else '')]
+
+    if tipo == 'pattern':
+        ultimo = erro.absolute_path[-1] if erro.absolute_path else ''
+        if ultimo in ('source_object',):
+            dica = 'use o nome da view como o banco o conhece (VIEW ou ESQUEMA.VIEW), sem espacos'
+        elif ultimo == 'group' or 'grupo' in str(erro.schema.get('description', '')).lower():
+            dica = 'grupo e um slug: minusculas, digitos, - e _ (ex.: "financeiro")'
+        elif ultimo == 'url':
+            dica = 'comece com https:// (http:// so para 127.0.0.1/localhost)'
+        elif ultimo == 'secret_env':
+            dica = 'e o NOME da variavel de ambiente (ex.: CONTEXTIA_WEBHOOK_SEGREDO), nunca o segredo'
+        else:
+            dica = ('nome de coluna: letra ou _ seguida de letras, digitos, _, $ ou #, sem'
+                    ' espacos nem aspas; use o nome exato que a view devolve')
+        return ['%s: %r nao e valido -- %s' % (caminho, valor, dica)]
+
+    if tipo == 'enum':
+        return ['%s: %r nao e um dos valores aceitos -- use um de: %s'
+                % (caminho, valor, ', '.join(map(str, erro.validator_value)))]
+
+    if tipo in ('minimum', 'maximum'):
+        return ['%s: %r fora do intervalo -- use de %s a %s' % (
+            caminho, valor, erro.schema.get('minimum', '-'), erro.schema.get('maximum', '-'))]
+
+    if tipo == 'minItems':
+        return ['%s: lista vazia -- precisa de pelo menos %d item(ns)'
+                % (caminho, erro.validator_value)]
+
+    if tipo == 'uniqueItems':
+        repetidos = sorted({repr(v) for v in valor if valor.count(v) > 1})
+        return ['%s: valor repetido %s -- deixe cada um uma vez so' % (caminho, ', '.join(repetidos))]
+
+    if tipo == 'minLength':
+        return ['%s: texto vazio -- preencha ou apague a chave' % caminho]
+
+    if tipo == 'const':
+        return ['%s: %r nao e aceito -- use %r ou apague a chave'
+                % (caminho, valor, erro.validator_value)]
+
+    if tipo == 'propertyNames':
+        return ['%s: %s -- as chaves de fields sao nomes de coluna' % (caminho, erro.message)]
+
+    return ['%s: %s -- confira com mappings/mapeamento.schema.json' % (caminho, erro.message)]
+
+
+def _problemas_semanticos(mapa):
+    """O que o schema nao exprime: relacoes entre campos."""
+    problemas = []
+    padroes = mapa.get('defaults') or {}
+
+    from contextia_sync.contextia_client import normalizar_dataset
+
+    vistos = {}
+    for indice, row in enumerate(mapa['datasets']):
+        onde = 'datasets[%d]' % indice
+        nome = row['dataset']
+        colunas = row['columns']
+
+        try:
+            normalizado = normalizar_dataset(nome)
+        except ValueError:
+            normalizado = ''
+        if not normalizado:
+            problemas.append('%s.dataset: %r fica vazio depois de normalizado -- use letras ou'
+                             ' digitos no nome' % (onde, nome))
+        elif normalizado in vistos:
+            problemas.append(
+                '%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no Contextia'
+                ' seriam UM dataset e uma carga apagaria a outra; de nomes diferentes'
+                % (onde, nome, normalizado, vistos[normalizado], mapa['datasets'][vistos[normalizado]]['dataset']))
+        else:
+            vistos[normalizado] = indice
+
+        for campo, porque in (
+                ('key', 'sem ela na projecao o upsert nao tem por onde casar'),
+                ('watch_column', 'sem ela na projecao a marca de agua nunca avanca')):
+            if row.get(campo) and row[campo] not in colunas:
+                problemas.append(
+                    '%s.%s: %r nao esta em columns (dataset %r) -- %s; acrescente-a a'
+                    ' columns ou corrija o nome%s'
+                    % (onde, campo, row[campo], nome, porque,
+                       _sugestao(row[campo], colunas)))
+
+        recorte = valor_herdado(mapa, row, 'scope_column')
+        if recorte and recorte not in colunas:
+            origem = 'declarada' if 'scope_column' in row else 'herdada do defaults'
+            # Herdada OU declarada, e erro: sem a coluna da empresa o conector
+            # nao tem como filtrar, e a view inteira -- de TODAS as empresas --
+            # iria para o projeto de uma so.
+            problemas.append(
+                '%s.scope_column: %r (%s) nao esta em columns (dataset %r) -- sem ela os'
+                ' dados de todas as empresas iriam para cada projeto; acrescente-a a'
+                ' columns ou, se e tabela de dominio (igual para todas), declare'
+                ' "scope_column": null%s'
+                % (onde, recorte, origem, nome, _sugestao(recorte, colunas)))
+
+        for coluna in sorted(row.get('fields') or {}):
+            if coluna not in colunas:
+                problemas.append(
+                    '%s.fields.%s: descreve uma coluna que nao esta em columns (dataset %r)'
+                    ' -- acrescente-a a columns ou apague a descricao%s'
+                    % (onde, coluna, nome, _sugestao(coluna, colunas)))
+
+    projetos = mapa.get('projects')
+    if projetos is not None and not (projetos.get('scope_column') or padroes.get('scope_column')):
+        problemas.append(
+            'projects.scope_column: nao declarada e sem defaults.scope_column -- diga qual'
+            ' coluna do cadastro %r tem o codigo da empresa' % projetos.get('source_object'))
+    if projetos is not None:
+        escopo_projeto = projetos.get('scope_column') or padroes.get('scope_column')
+        if projetos.get('name_column') and projetos.get('name_column') == escopo_projeto:
+            problemas.append(
+                'projects.name_column: e a mesma coluna do escopo (%r) -- os projetos se'
+                ' chamariam pelo codigo; aponte para a razao social/nome fantasia'
+                % projetos['name_column'])
+
+    webhook = mapa.get('webhook')
+    if webhook is not None and webhook['url'].startswith('http://') and \
+            not _HOSTS_LOCAIS.match(webhook['url']):
+        problemas.append(
+            'webhook.url: %r usa http:// fora desta maquina -- o evento e o segredo de'
+            ' assinatura passariam sem criptografia; use https://' % webhook['url'])
+    if webhook is not None:
+        sobra = re.sub(r'\{escopo\}', '', webhook['url'])
+        if '{' in sobra or '}' in sobra:
+            problemas.append(
+                'webhook.url: %r tem chaves {...} que nao sao {escopo} -- o unico marcador'
+                ' trocado e {escopo} (o codigo da empresa)' % webhook['url'])
+
+    excluidos = (mapa.get('source') or {}).get('excluded_scopes') or []
+    textos = {}
+    for indice, escopo in enumerate(excluidos):
+        texto = str(escopo).strip()
+        if not texto:
+            problemas.append('source.excluded_scopes[%d]: escopo vazio -- apague o item' % indice)
+        elif texto in textos:
+            problemas.append(
+                'source.excluded_scopes[%d]: %r e a mesma empresa que o item [%d] -- deixe'
+                ' um so' % (indice, escopo, textos[texto]))
+        else:
+            textos[texto] = indice
+    return problemas
+
+
+def _sugestao(nome, colunas):
+    parecida = difflib.get_close_matches(nome, list(colunas), n=1, cutoff=0.6)
+    return ' (em columns ha %r; era essa?)' % parecida[0] if parecida else ''

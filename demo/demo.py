@@ -1,0 +1,682 @@
+#!/usr/bin/env python3
+"""
+`make demo` -- o produto funcionando, num comando, sobre os padroes embutidos.
+
+    .venv/bin/python demo/demo.py [--duracao SEGUNDOS] [--escala 1.0] [--saida DIR]
+
+O roteiro, do jeito que acontece num cliente:
+
+  1. um ERP de demonstracao em SQLite (demo/erp.py), recriado do zero;
+  2. o Contextia local (contextia_local) num processo de verdade em 127.0.0.1;
+  3. `provisionar.py`: um projeto e uma chave por empresa que a regra aceita
+     (a inativa e recusada; a 99 esta em `excluded_scopes`);
+  4. a primeira carga completa (`carregar-todas.sh`, com barras de progresso);
+  5. o `ouvinte.py` como processo real, com intervalo curto, e um gerador de
+     movimento mudando o ERP: titulos novos, baixas, cancelamentos, um DELETE
+     fisico, uma tabela sem coluna de mudanca, e uma empresa nova;
+  6. para cada mudanca, quanto tempo ela levou para ficar VISIVEL no Contextia
+     (lida de volta do servidor, nao deduzida do log do ouvinte);
+  7. a varredura (o ouvinte reiniciado com --varrer-agora): o DELETE some;
+  8. no Ctrl-C ou ao fim de --duracao: o resumo, e nenhum processo para tras.
+
+Com --duracao a demo confere o proprio roteiro no fim e sai com 1 se alguma
+etapa nao aconteceu -- e assim que o teste (tests/test_demo.py) a usa.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+AQUI = os.path.dirname(os.path.abspath(__file__))
+RAIZ = os.path.dirname(AQUI)
+if RAIZ not in sys.path:
+    sys.path.insert(1, RAIZ)
+
+import erp          # noqa: E402
+import movimento    # noqa: E402
+
+MAPEAMENTO = os.path.join(RAIZ, 'mappings', 'demo.json')
+
+# Arquivo-marca da pasta de saida: a demo so apaga uma pasta que ela criou.
+MARCA = '.saida-da-demo-ouvinte'
+
+# O roteiro, em segundos desde o inicio do movimento.
+QUANDO_EXCLUSAO = 10
+QUANDO_STATUS = 14
+QUANDO_EMPRESA = 30
+VARREDURA_NO_MINIMO = 40      # depois que a empresa nova foi carregada...
+VARREDURA_NO_MAXIMO = 75      # ...ou aqui, carregada ou nao
+ESPERA_VARREDURA = 180        # quanto a demo espera a varredura terminar
+DURACAO_DO_ROTEIRO = 75       # --duracao menor que isso nao cabe o roteiro inteiro
+
+T0 = time.monotonic()
+
+
+def dizer(texto=''):
+    """Uma linha da demo, com o tempo desde o inicio."""
+    if texto:
+        print('[%6.1fs] %s' % (time.monotonic() - T0, texto), flush=True)
+    else:
+        print(flush=True)
+
+
+def mostrar(caminho):
+    """Caminho curto para a tela: relativo a raiz quando esta dentro dela."""
+    caminho = os.path.abspath(caminho)
+    return os.path.relpath(caminho, RAIZ) if caminho.startswith(RAIZ + os.sep) else caminho
+
+
+def curto(argumento):
+    """Um argumento de linha de comando com o caminho encurtado (--x=/a/b -> --x=a/b)."""
+    nome, igual, valor = argumento.rpartition('=') if argumento.startswith('--') else (
+        '', '', argumento)
+    return nome + igual + (mostrar(valor) if valor.startswith('/') else valor)
+
+
+def titulo(texto):
+    print('\n== %s %s' % (texto, '=' * max(3, 72 - len(texto))), flush=True)
+
+
+class Interrompida(Exception):
+    """Ctrl-C ou SIGTERM: a demo para, resume e limpa."""
+
+
+def _pedir_parada(sinal, quadro):      # noqa: ARG001
+    raise Interrompida(signal.Signals(sinal).name)
+
+
+# ---------------------------------------------------------------------------
+# Processos filhos: cada um no seu grupo, e nenhum fica para tras
+# ---------------------------------------------------------------------------
+
+def encerrar_grupo(processo, espera=20):
+    """SIGTERM no grupo inteiro, espera, SIGKILL. Devolve o codigo de saida."""
+    if processo.poll() is None:
+        try:
+            os.killpg(processo.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            processo.wait(espera)
+        except subprocess.TimeoutExpired:
+            pass
+    # Mesmo com o lider morto, um neto (a carga que o ouvinte rodava) pode
+    # seguir vivo no grupo: SIGKILL no grupo e inofensivo se ele ja esta vazio.
+    try:
+        os.killpg(processo.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return processo.wait()
+
+
+def rodar(argv, ambiente, rotulo, prazo=1800):
+    """Roda uma ferramenta do SDK com a saida no terminal (as barras de progresso)."""
+    dizer('$ %s' % ' '.join(curto(a) for a in argv))
+    processo = subprocess.Popen(argv, cwd=RAIZ, env=ambiente, start_new_session=True)
+    try:
+        codigo = processo.wait(prazo)
+    except BaseException:
+        encerrar_grupo(processo, 5)
+        raise
+    if codigo != 0:
+        raise SystemExit('%s saiu com %s: a demo nao pode seguir. A saida acima diz'
+                         ' o motivo.' % (rotulo, codigo))
+    return codigo
+
+
+class Ouvinte(object):
+    """O ouvinte.py num processo de verdade; o log inteiro vai para um arquivo."""
+
+    # O que a demo repete na tela do log do ouvinte (o resto fica no arquivo).
+    PREFIXO = re.compile(r'^\[([A-Z]) \d{6} \d\d:\d\d:\d\d [^\]]*\] ')
+    ECOAR = re.compile(r'EMPRESA|ao.vivo|varredura|terminou|encerrado|recusad|falhou', re.I)
+    # Da saida das ferramentas (prefixada pelo ouvinte com "rotulo | "), so o
+    # que conta a historia: projeto criado, resumo, e o que a varredura removeu.
+    ECOAR_FERRAMENTA = re.compile(r'criado projeto|^resumo|removidos=[1-9]')
+
+    def __init__(self, argv, ambiente, log):
+        self.argv = argv
+        self.ambiente = ambiente
+        self.log = log
+        self.processo = None
+        self.leitor = None
+        self.ultimas = []
+        self.vistas = set()
+
+    def iniciar(self, extras=()):
+        argv = list(self.argv) + list(extras)
+        dizer('$ %s' % ' '.join(curto(a) for a in argv[1:]))
+        self.processo = subprocess.Popen(
+            argv, cwd=RAIZ, env=self.ambiente, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        self.leitor = threading.Thread(target=self._ler, args=(self.processo,), daemon=True)
+        self.leitor.start()
+        dizer('ouvinte no ar (pid %s); log completo em %s'
+              % (self.processo.pid, mostrar(self.log)))
+
+    def _ler(self, processo):
+        with open(self.log, 'ab') as arquivo:
+            for bruta in iter(processo.stdout.readline, b''):
+                arquivo.write(bruta)
+                arquivo.flush()
+                linha = bruta.decode('utf-8', 'replace').rstrip()
+                self.ultimas = (self.ultimas + [linha])[-40:]
+                texto = self.filtrar(linha)
+                if texto:
+                    print('           ouvinte | %s' % texto[:160], flush=True)
+
+    def filtrar(self, linha):
+        """O texto a mostrar desta linha do log do ouvinte, ou None."""
+        prefixo = self.PREFIXO.match(linha)
+        if not prefixo:
+            return None
+        nivel, corpo = prefixo.group(1), linha[prefixo.end():]
+        if ' | ' in corpo:
+            rotulo, saida = corpo.split(' | ', 1)
+            if self.ECOAR_FERRAMENTA.search(saida.strip()):
+                return '%s | %s' % (rotulo.strip(), saida.strip())
+            return None
+        if nivel not in 'WE' and not self.ECOAR.search(corpo):
+            return None
+        # Repetir a mesma frase a cada ciclo so esconderia as novidades.
+        if corpo in self.vistas:
+            return None
+        self.vistas.add(corpo)
+        return ('AVISO: ' if nivel == 'W' else 'ERRO: ' if nivel == 'E' else '') + corpo.strip()
+
+    def vivo(self):
+        return self.processo is not None and self.processo.poll() is None
+
+    def parar(self):
+        if self.processo is None:
+            return None
+        codigo = encerrar_grupo(self.processo, 60)
+        if self.leitor is not None:
+            self.leitor.join(5)
+        self.processo = None
+        return codigo
+
+
+# ---------------------------------------------------------------------------
+# Ler o Contextia de volta: o dado so "chegou" quando da para le-lo
+# ---------------------------------------------------------------------------
+
+def _mesmo_valor(a, b):
+    """'1234.5' == 1234.50 == Decimal('1234.50'); 'P' == 'P'."""
+    import decimal
+    if a is None or b is None:
+        return a is None and b is None
+    try:
+        return decimal.Decimal(str(a)) == decimal.Decimal(str(b))
+    except (decimal.InvalidOperation, ValueError):
+        return str(a).strip() == str(b).strip()
+
+
+class Observador(object):
+    """Confere no Contextia local quais mudancas ja estao visiveis."""
+
+    def __init__(self, arquivo_chaves):
+        from contextia_sync.chaves import ler_chaves
+        self._ler_chaves = ler_chaves
+        self.arquivo_chaves = arquivo_chaves
+
+    def chaves(self):
+        try:
+            return self._ler_chaves(self.arquivo_chaves)
+        except FileNotFoundError:
+            return {}
+
+    def registros(self, dataset, chave):
+        from contextia_sync.contextia_client import ler_registros
+        return {str(r.get('ID')): r for r in ler_registros(dataset, chave)}
+
+    def contagens(self, chave):
+        from contextia_sync.contextia_client import listar_datasets
+        return {d['dataset']: d.get('records') for d in listar_datasets(chave)}
+
+    def conferir(self, pendentes, varredura_comecou):
+        """Marca `vista_em` nas mudancas que ja aparecem. Devolve as que mudaram agora."""
+        chaves = self.chaves()
+        pares = {}
+        for m in pendentes:
+            for escopo in m.escopos:
+                if escopo not in m.vista_em and escopo in chaves:
+                    pares.setdefault((escopo, m.dataset), []).append(m)
+        novidades = []
+        agora = time.monotonic()
+        for (escopo, dataset), mudancas in sorted(pares.items()):
+            registros = self.registros(dataset, chaves[escopo])
+            for m in mudancas:
+                registro = registros.get(str(m.chave))
+                if m.remocao:
+                    # Ainda la antes da varredura e o esperado, nao uma falha.
+                    if registro is None and varredura_comecou:
+                        m.vista_em[escopo] = agora
+                elif registro is not None and all(
+                        _mesmo_valor(registro.get(c), v) for c, v in m.esperado.items()):
+                    m.vista_em[escopo] = agora
+                if m.entregue and m not in novidades:
+                    novidades.append(m)
+        return novidades
+
+
+# ---------------------------------------------------------------------------
+# O roteiro
+# ---------------------------------------------------------------------------
+
+def percentil(valores, fracao):
+    """Percentil pelo posto mais proximo (p50, p95) -- sem interpolar."""
+    if not valores:
+        return None
+    ordenados = sorted(valores)
+    posto = max(1, int(-(-fracao * len(ordenados) // 1)))
+    return ordenados[min(posto, len(ordenados)) - 1]
+
+
+def preparar_saida(saida):
+    """Recria a pasta de saida -- so se ela for da demo (tem a marca) ou vazia."""
+    if os.path.isdir(saida) and os.listdir(saida):
+        if not os.path.exists(os.path.join(saida, MARCA)):
+            raise SystemExit(
+                '%s existe, nao esta vazia e nao foi criada pela demo (falta %s).\n'
+                'A demo recria a pasta de saida a cada execucao; aponte --saida para'
+                ' outra pasta ou apague esta.' % (saida, MARCA))
+        shutil.rmtree(saida)
+    os.makedirs(saida, exist_ok=True)
+    open(os.path.join(saida, MARCA), 'w').close()
+
+
+def ambiente_da_demo(servidor, erp_path, token):
+    ambiente = dict(os.environ)
+    ambiente.update({
+        'CONTEXTIA_URL': servidor.url,
+        'CONTEXTIA_ADMIN_TOKEN': token,
+        'CONTEXTIA_ORIGEM': 'sqlite:///' + os.path.abspath(erp_path),
+        'CONTEXTIA_MAPPING': MAPEAMENTO,
+        'CONTEXTIA_PYTHON': sys.executable,
+        'CONTEXTIA_COLETA': RAIZ,
+        'PYTHONUNBUFFERED': '1',
+    })
+    for nome in ('CONTEXTIA_API_KEY', 'CONTEXTIA_INTAKE_URL', 'CONTEXTIA_CA_BUNDLE'):
+        ambiente.pop(nome, None)
+    return ambiente
+
+
+def apresentar_empresas(erp_path, chaves, excluidos):
+    import sqlite3
+    conexao = sqlite3.connect('file:%s?mode=ro' % erp_path, uri=True)
+    try:
+        linhas = conexao.execute(
+            'SELECT EMPRESA_ID, RAZAO_SOCIAL, ATIVA FROM EMPRESAS ORDER BY 1').fetchall()
+    finally:
+        conexao.close()
+    for empresa, razao, ativa in linhas:
+        if str(empresa) in chaves:
+            situacao = 'projeto e chave criados'
+        elif str(empresa) in excluidos:
+            situacao = 'fora: esta em source.excluded_scopes'
+        elif ativa != 'S':
+            situacao = 'fora: a regra de projeto recusa (ATIVA = %r)' % ativa
+        else:
+            situacao = 'SEM CHAVE (inesperado)'
+        dizer('  empresa %-3s %-42s %s' % (empresa, razao[:42], situacao))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        description='Demonstracao do ouvinte: ERP SQLite -> Contextia local, ao vivo.')
+    p.add_argument('--duracao', type=float, default=0, metavar='SEGUNDOS',
+                   help='segundos de movimento ao vivo depois da carga inicial; 0 (padrao)'
+                        ' = ate o Ctrl-C. O roteiro inteiro pede pelo menos %ss'
+                        % DURACAO_DO_ROTEIRO)
+    p.add_argument('--escala', type=float, default=1.0,
+                   help='tamanho do ERP (1.0 = ~57 mil linhas; o teste usa 0.05)')
+    p.add_argument('--saida', default=os.path.join(AQUI, 'saida'), metavar='DIR',
+                   help='pasta recriada a cada execucao (padrao demo/saida)')
+    p.add_argument('--intervalo', type=int, default=2, metavar='S',
+                   help='--intervalo-dados do ouvinte (padrao 2; em producao, 30 a 60)')
+    p.add_argument('--ritmo', type=float, default=1.0, metavar='S',
+                   help='segundos entre mudancas do gerador (padrao 1.0)')
+    args = p.parse_args(argv)
+
+    for sinal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sinal, _pedir_parada)
+
+    saida = os.path.abspath(args.saida)
+    demo = Demo(args, saida)
+    try:
+        return demo.executar()
+    except Interrompida as e:
+        dizer('parada pedida (%s)' % e)
+        demo.resumir(interrompida=True)
+        return 0
+    finally:
+        # Um segundo Ctrl-C no meio da limpeza deixaria processo para tras.
+        for sinal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sinal, signal.SIG_IGN)
+        demo.limpar()
+
+
+class Demo(object):
+
+    def __init__(self, args, saida):
+        self.args = args
+        self.saida = saida
+        self.erp_path = os.path.join(saida, 'erp.sqlite')
+        self.chaves_path = os.path.join(saida, 'chaves.tsv')
+        self.estado_dir = os.path.join(saida, 'estado')
+        self.servidor = None
+        self.ouvinte = None
+        self.gerador = None
+        self.mudancas = []
+        self.marcos = {}          # nome -> segundos desde o inicio do movimento
+        self.inicio_movimento = None
+        self.resumido = False
+
+    # -- etapas -------------------------------------------------------------
+
+    def executar(self):
+        args = self.args
+        titulo('1. O ERP do cliente (SQLite de demonstracao)')
+        preparar_saida(self.saida)
+        totais = erp.construir(self.erp_path, args.escala)
+        dizer('%s linhas em %s: %s' % (
+            '{:,}'.format(sum(totais.values())).replace(',', '.'),
+            mostrar(self.erp_path),
+            ', '.join('%s %s' % (t, n) for t, n in totais.items())))
+        dizer('datas como TEXT "YYYY-MM-DD HH:MM:SS" (DATETIME), dinheiro DECIMAL(14,2)')
+
+        titulo('2. O Contextia (servidor local, processo real em 127.0.0.1)')
+        import secrets
+        from contextia_local.processo import ServidorLocal
+        token = secrets.token_hex(16)
+        self.servidor = ServidorLocal(os.path.join(self.saida, 'contextia'),
+                                      admin_token=token)
+        self.servidor.__enter__()
+        dizer('Contextia local em %s (pid %s), dados em %s'
+              % (self.servidor.url, self.servidor.pid,
+                 mostrar(self.servidor.dados)))
+        self.ambiente = ambiente_da_demo(self.servidor, self.erp_path, token)
+        # O observador le o servidor com o cliente do SDK, que le o ambiente na hora.
+        os.environ['CONTEXTIA_URL'] = self.servidor.url
+        os.environ.pop('CONTEXTIA_INTAKE_URL', None)
+        os.environ['CONTEXTIA_ORIGEM'] = self.ambiente['CONTEXTIA_ORIGEM']
+
+        titulo('3. Provisionamento: um projeto e uma chave por empresa')
+        rodar([sys.executable, os.path.join(RAIZ, 'provisionar.py'),
+               '--mapping=' + MAPEAMENTO, '--source=generic',
+               '--arquivo=' + self.chaves_path], self.ambiente, 'provisionar.py')
+        self.observador = Observador(self.chaves_path)
+        chaves = self.observador.chaves()
+        import json
+        with open(MAPEAMENTO, encoding='utf-8') as f:
+            excluidos = [str(e) for e in json.load(f)['source']['excluded_scopes']]
+        apresentar_empresas(self.erp_path, chaves, excluidos)
+        dizer('arquivo de chaves: %s (modo %o)' % (
+            mostrar(self.chaves_path),
+            os.stat(self.chaves_path).st_mode & 0o777))
+
+        titulo('4. Primeira carga completa (a mesma que a varredura diaria faz)')
+        rodar(['bash', os.path.join(RAIZ, 'carregar-todas.sh'), self.chaves_path],
+              self.ambiente, 'carregar-todas.sh')
+
+        titulo('5. O ouvinte no ar')
+        dizer('intervalo de dados %ss, de projetos 10s, folga 30s; a varredura diaria fica'
+              ' desligada na demo (--varredura=nao): a demo a dispara com --varrer-agora'
+              % args.intervalo)
+        self.ouvinte = Ouvinte(
+            [sys.executable, os.path.join(RAIZ, 'ouvinte.py'),
+             '--mapping=' + MAPEAMENTO, '--source=generic',
+             '--chaves=' + self.chaves_path, '--estado=' + self.estado_dir,
+             '--intervalo-dados=%d' % args.intervalo, '--intervalo-projetos=10',
+             '--folga=30', '--varredura=nao'],
+            self.ambiente, os.path.join(self.saida, 'ouvinte.log'))
+        self.ouvinte.iniciar()
+        self.esperar_primeiro_ciclo()
+
+        titulo('6. Movimento no ERP, e quando cada mudanca fica visivel no Contextia')
+        dizer('inclusao e alteracao: no proximo ciclo de dados (a cada %ss);'
+              ' exclusao fisica: so na varredura' % args.intervalo)
+        if args.duracao:
+            dizer('a demo termina sozinha em %ss (--duracao); Ctrl-C encerra antes'
+                  % int(args.duracao))
+            if args.duracao < DURACAO_DO_ROTEIRO:
+                dizer('AVISO: o roteiro inteiro (empresa nova, varredura) pede --duracao'
+                      ' de pelo menos %s' % DURACAO_DO_ROTEIRO)
+        else:
+            dizer('Ctrl-C encerra e mostra o resumo')
+        self.movimentar()
+        return self.resumir()
+
+    def esperar_primeiro_ciclo(self):
+        """O ouvinte fixa as marcas de agua no 1o ciclo; mexer antes disso nao vale."""
+        status = os.path.join(self.estado_dir, 'ouvinte-status.txt')
+        limite = time.monotonic() + 120
+        while not os.path.exists(status):
+            if not self.ouvinte.vivo():
+                raise SystemExit('o ouvinte saiu antes do primeiro ciclo. Fim do log:\n  '
+                                 + '\n  '.join(self.ouvinte.ultimas[-15:]))
+            if time.monotonic() > limite:
+                raise SystemExit('o ouvinte nao completou o primeiro ciclo em 120s;'
+                                 ' ver %s' % self.ouvinte.log)
+            time.sleep(0.2)
+        dizer('primeiro ciclo feito: marcas de agua fixadas (nada reenviado: a carga'
+              ' completa ja foi feita)')
+
+    def varredura_registrada(self):
+        """O status do ouvinte diz que a varredura terminou (ela grava o dia no estado)."""
+        try:
+            with open(os.path.join(self.estado_dir, 'ouvinte-status.txt'),
+                      encoding='utf-8') as f:
+                for linha in f:
+                    if linha.startswith('ultima varredura'):
+                        return 'nenhuma' not in linha
+        except FileNotFoundError:
+            pass
+        return False
+
+    def registrar(self, m):
+        self.mudancas.append(m)
+        onde = ('todas (%s)' % len(m.escopos)) if len(m.escopos) > 1 else m.escopos[0]
+        dizer('ERP       #%-3s %-18s empresa %-10s %s'
+              % (m.numero, m.dataset, onde, m.descricao))
+        if m.remocao:
+            dizer('          #%-3s exclusao NAO tem coluna de mudanca: o ouvinte nao a ve;'
+                  ' o registro continua no Contextia ate a varredura' % m.numero)
+        elif not m.ao_vivo:
+            dizer('          #%-3s tabela fora do ao-vivo: esta mudanca espera a varredura'
+                  % m.numero)
+
+    def agora(self):
+        return time.monotonic() - self.inicio_movimento
+
+    def movimentar(self):
+        args = self.args
+        chaves = self.observador.chaves()
+        self.gerador = movimento.Gerador(self.erp_path, sorted(chaves, key=int))
+        self.inicio_movimento = time.monotonic()
+        fim = self.inicio_movimento + args.duracao if args.duracao else None
+        proxima_mudanca = self.inicio_movimento + 1
+        proxima_conferencia = self.inicio_movimento + 0.5
+        varredura_em = None
+        empresa_nova = None      # {dataset: linhas esperadas}
+        nova = str(erp.EMPRESA_NOVA[0])
+        pendentes = []
+
+        while fim is None or time.monotonic() < fim:
+            if not self.ouvinte.vivo() and varredura_em != 'reiniciando':
+                raise SystemExit('o ouvinte morreu (codigo %s). Fim do log:\n  %s'
+                                 % (self.ouvinte.processo.returncode,
+                                    '\n  '.join(self.ouvinte.ultimas[-15:])))
+            t = self.agora()
+            chaves = self.observador.chaves()
+            escopos = sorted(chaves, key=int)
+            pausado = varredura_em is not None and 'varredura_fim' not in self.marcos
+
+            # -- o roteiro --------------------------------------------------
+            if 'exclusao' not in self.marcos and t >= QUANDO_EXCLUSAO:
+                self.marcos['exclusao'] = t
+                self.registrar(self.gerador.exclusao_fisica())
+                pendentes.append(self.mudancas[-1])
+            if 'status' not in self.marcos and t >= QUANDO_STATUS:
+                self.marcos['status'] = t
+                self.registrar(self.gerador.status_sem_coluna(escopos))
+                pendentes.append(self.mudancas[-1])
+            if 'empresa' not in self.marcos and t >= QUANDO_EMPRESA:
+                self.marcos['empresa'] = t
+                empresa_nova = self.gerador.empresa_nova(max(0.02, args.escala * 0.3))
+                dizer('ERP       empresa NOVA %s (%s) cadastrada, ativa, com %s linhas'
+                      ' -- o ciclo de projetos do ouvinte vai achar'
+                      % (nova, erp.EMPRESA_NOVA[1], sum(empresa_nova.values())))
+            if empresa_nova and 'empresa_chave' not in self.marcos and nova in chaves:
+                self.marcos['empresa_chave'] = t
+                dizer('Contextia empresa %s PROVISIONADA (projeto + chave no arquivo)'
+                      ' %.1fs depois do cadastro' % (nova, t - self.marcos['empresa']))
+            if 'empresa_chave' in self.marcos and 'empresa_carga' not in self.marcos:
+                contagens = self.observador.contagens(chaves[nova])
+                if all((contagens.get(d) or 0) >= n for d, n in empresa_nova.items()):
+                    self.marcos['empresa_carga'] = t
+                    dizer('Contextia empresa %s CARREGADA (%s) %.1fs depois do cadastro'
+                          % (nova, ', '.join('%s %s' % (d, contagens[d])
+                                             for d in sorted(empresa_nova)),
+                             t - self.marcos['empresa']))
+                    self.gerador.empresas.append(int(nova))
+            if varredura_em is None and 'exclusao' in self.marcos and (
+                    ('empresa_carga' in self.marcos and t >= VARREDURA_NO_MINIMO)
+                    or t >= VARREDURA_NO_MAXIMO):
+                varredura_em = 'reiniciando'
+                self.varrer()
+                varredura_em = t
+                self.marcos['varredura'] = t
+            if varredura_em not in (None, 'reiniciando') and 'varredura_fim' not in self.marcos:
+                esperam = [m for m in self.mudancas if not m.ao_vivo]
+                if all(m.entregue for m in esperam) and self.varredura_registrada():
+                    self.marcos['varredura_fim'] = t
+                    dizer('Contextia varredura concluida em %.1fs: o DELETE sumiu e a tabela'
+                          ' sem coluna de mudanca chegou; o gerador volta' % (t - varredura_em))
+                elif t - varredura_em > ESPERA_VARREDURA:
+                    self.marcos['varredura_fim'] = t
+                    dizer('AVISO: a varredura nao terminou em %ss; o gerador volta assim'
+                          ' mesmo' % ESPERA_VARREDURA)
+
+            # -- o expediente ------------------------------------------------
+            if not pausado and time.monotonic() >= proxima_mudanca:
+                m = self.gerador.qualquer(escopos)
+                self.registrar(m)
+                pendentes.append(m)
+                proxima_mudanca += args.ritmo
+                if time.monotonic() > proxima_mudanca:
+                    proxima_mudanca = time.monotonic() + args.ritmo
+
+            # -- o que ja chegou ---------------------------------------------
+            if time.monotonic() >= proxima_conferencia:
+                chegaram = self.observador.conferir(
+                    pendentes, varredura_comecou=varredura_em not in (None, 'reiniciando'))
+                for m in chegaram:
+                    pendentes.remove(m)
+                    self.anunciar(m)
+                proxima_conferencia = time.monotonic() + 0.5
+
+            time.sleep(0.05)
+
+        # Fim do tempo: uma ultima conferencia para nao contar como perdido o
+        # que chegou no ultimo meio segundo.
+        for m in self.observador.conferir(pendentes, varredura_em not in (None, 'reiniciando')):
+            pendentes.remove(m)
+            self.anunciar(m)
+
+    def anunciar(self, m):
+        if m.remocao:
+            dizer('Contextia #%-3s %-18s ID %s REMOVIDO pela varredura (%.1fs depois do'
+                  ' DELETE)' % (m.numero, m.dataset, m.chave, m.latencia()))
+        elif not m.ao_vivo:
+            dizer('Contextia #%-3s %-18s chegou com a varredura, em todas as empresas'
+                  % (m.numero, m.dataset))
+        else:
+            dizer('Contextia #%-3s %-18s ID %-7s visivel em %4.1fs'
+                  % (m.numero, m.dataset, m.chave, m.latencia()))
+
+    def varrer(self):
+        """A varredura diaria, agora: o ouvinte reinicia com --varrer-agora."""
+        dizer('VARREDURA: o gerador pausa; o ouvinte recebe SIGTERM, termina o ciclo e'
+              ' volta com --varrer-agora (a carga completa que as 03:30 roda sozinha)')
+        codigo = self.ouvinte.parar()
+        dizer('ouvinte encerrado (codigo %s); marcas de agua ficam em %s'
+              % (codigo, mostrar(self.estado_dir)))
+        self.ouvinte.iniciar(['--varrer-agora'])
+
+    # -- fim ----------------------------------------------------------------
+
+    def resumir(self, interrompida=False):
+        if self.resumido or self.inicio_movimento is None:
+            return 0
+        self.resumido = True
+        titulo('Resumo')
+        ao_vivo = [m for m in self.mudancas if m.ao_vivo]
+        entregues = [m for m in ao_vivo if m.entregue]
+        latencias = [m.latencia() for m in entregues]
+        so_varredura = [m for m in self.mudancas if not m.ao_vivo]
+        print('mudancas feitas no ERP .......: %d (%d ao vivo, %d so pela varredura)'
+              % (len(self.mudancas), len(ao_vivo), len(so_varredura)))
+        print('entregues ao vivo ............: %d de %d%s'
+              % (len(entregues), len(ao_vivo),
+                 '' if len(entregues) == len(ao_vivo) else
+                 ' (as outras ainda estavam a caminho ao encerrar)'))
+        if latencias:
+            print('ate ficar visivel no Contextia: p50 %.1fs   p95 %.1fs   max %.1fs'
+                  '   (ouvinte a cada %ss)'
+                  % (percentil(latencias, 0.5), percentil(latencias, 0.95),
+                     max(latencias), self.args.intervalo))
+        m = self.marcos
+        if 'empresa' in m:
+            print('empresa nova %s ..............: %s' % (
+                erp.EMPRESA_NOVA[0],
+                'provisionada em %.1fs, carregada em %.1fs depois do cadastro'
+                % (m['empresa_chave'] - m['empresa'], m['empresa_carga'] - m['empresa'])
+                if 'empresa_carga' in m else 'cadastrada; carga ainda nao visivel'))
+        for x in so_varredura:
+            print('%s: %s' % (
+                'DELETE fisico ................' if x.remocao else
+                'tabela sem coluna de mudanca .',
+                'resolvido pela varredura' if x.entregue else 'esperando a varredura'))
+        faltou = []
+        if not entregues:
+            faltou.append('nenhuma mudanca entregue ao vivo')
+        for marco, texto in (('empresa_carga', 'empresa nova carregada'),
+                             ('varredura_fim', 'varredura aplicada')):
+            if marco not in m:
+                faltou.append(texto)
+        if so_varredura and not all(x.entregue for x in so_varredura):
+            faltou.append('DELETE/tabela sem coluna resolvidos pela varredura')
+        if faltou:
+            print('roteiro ......................: incompleto -- faltou: %s'
+                  % '; '.join(faltou))
+        else:
+            print('roteiro ......................: completo')
+        if interrompida or not self.args.duracao:
+            return 0
+        return 1 if faltou else 0
+
+    def limpar(self):
+        if self.gerador is not None:
+            self.gerador.fechar()
+        if self.ouvinte is not None:
+            self.ouvinte.parar()
+        if self.servidor is not None:
+            self.servidor.__exit__(None, None, None)
+            self.servidor = None
+        print('processos ....................: ouvinte e Contextia local encerrados;'
+              ' nada ficou rodando', flush=True)
+        onde = mostrar(self.saida)
+        print('para olhar depois ............: %s (ERP, estado, log do ouvinte)' % onde,
+              flush=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""
+connector.py de verdade (subprocesso) contra origens SQLite e PostgreSQL e o
+Contextia local num processo real.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from contextia_sync import contextia_client as cliente
+from tests.dados import erp as erp_teste
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
+def erp(request, tmp_path):
+    if request.param == 'sqlite':
+        banco = erp_teste.erp_sqlite(tmp_path)
+        yield banco
+        banco.fechar()
+        return
+    criado = erp_teste.erp_postgres()
+    if criado is None:
+        if os.environ.get('CI') == 'true':
+            pytest.fail('PostgreSQL em 127.0.0.1:5432 nao respondeu (CI=true exige o banco)')
+        pytest.skip('PostgreSQL em 127.0.0.1:5432 nao respondeu')
+    banco, derrubar = criado
+    yield banco
+    derrubar()
+
+
+@pytest.fixture
+def mapa(tmp_path):
+    return erp_teste.mapeamento(tmp_path)
+
+
+def conector(erp, mapa, escopo, chave, *extra, ambiente=None):
+    env = dict(os.environ, CONTEXTIA_ORIGEM=erp.url)
+    env.pop('CONTEXTIA_API_KEY', None)
+    if chave is not None:
+        env['CONTEXTIA_API_KEY'] = chave
+    env.update(ambiente or {})
+    feito = subprocess.run(
+        [sys.executable, 'connector.py', '--mapping=' + mapa, '--source=generic',
+         '--scope=' + escopo] + list(extra),
+        cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    return feito.returncode, feito.stdout.decode('utf-8', 'replace')
+
+
+def numeros(saida, dataset):
+    """{'registros': 45, 'novos': ...} da linha do dataset na saida."""
+    for linha in saida.splitlines():
+        if linha.strip().startswith(dataset + ' ') or linha.strip().startswith(dataset + '  '):
+            achados = dict((k, int(v)) for k, v in re.findall(r'(\w+)=(\d+)', linha)
+                           if k in ('registros', 'novos', 'atualizados', 'iguais', 'removidos'))
+            if 'registros' in achados:
+                return achados
+    raise AssertionError('dataset %s nao aparece na saida:\n%s' % (dataset, saida))
+
+
+def no_servidor(chave):
+    return {d['dataset']: d['records'] for d in cliente.listar_datasets(chave)}
+
+
+def test_carga_completa_repetida_e_remocao(erp, mapa, chave_contextia):
+    escopo = erp.escopos[0]
+    chave = chave_contextia(escopo)
+
+    codigo, saida = conector(erp, mapa, escopo, chave)
+    assert codigo == 0, saida
+    assert numeros(saida, 'titulos_a_receber') == {
+        'registros': 45, 'novos': 45, 'atualizados': 0, 'iguais': 0, 'removidos': 0}
+    assert 'campos descritos=2' in saida
+    assert 'resumo escopo=%s: 2 dataset(s), 2 ok, 0 com falha' % escopo in saida
+    assert no_servidor(chave) == {'titulos_a_receber': 45, 'status': 3}
+
+    # Logo em seguida: nada mudou, tudo volta como igual.
+    codigo, saida = conector(erp, mapa, escopo, chave)
+    assert codigo == 0, saida
+    assert numeros(saida, 'titulos_a_receber') == {
+        'registros': 45, 'novos': 0, 'atualizados': 0, 'iguais': 45, 'removidos': 0}
+
+    # Linha apagada e linha alterada na origem: a carga seguinte remove e atualiza.
+    erp.executar('DELETE FROM "TITULOS" WHERE "ID" = (SELECT MIN("ID") FROM "TITULOS"'
+                 ' WHERE "EMPRESA_ID" = :e)', e=int(escopo))
+    erp.executar('UPDATE "TITULOS" SET "VALOR" = 1.50 WHERE "ID" = (SELECT MAX("ID") FROM'
+                 ' "TITULOS" WHERE "EMPRESA_ID" = :e)', e=int(escopo))
+    codigo, saida = conector(erp, mapa, escopo, chave)
+    assert codigo == 0, saida
+    assert numeros(saida, 'titulos_a_receber') == {
+        'registros': 44, 'novos': 0, 'atualizados': 1, 'iguais': 43, 'removidos': 1}
+    assert no_servidor(chave)['titulos_a_receber'] == 44
+    valores = {float(r['VALOR']) for r in cliente.ler_registros('titulos_a_receber', chave)}
+    assert 1.5 in valores
+
+
+def test_falha_no_meio_do_dataset_nao_remove_nada(erp, mapa, ambiente_contextia,
+                                                   chave_contextia):
+    escopo = erp.escopos[0]
+    chave = chave_contextia(escopo)
+    assert conector(erp, mapa, escopo, chave)[0] == 0
+    erp.executar('DELETE FROM "TITULOS" WHERE "EMPRESA_ID" = :e AND "ID" % 10 = 0',
+                 e=int(escopo))
+    restantes = erp.titulos(escopo)
+    assert restantes < 45
+
+    # O primeiro lote passa (atraso curto), o segundo leva 500: o dataset para no meio.
+    ambiente_contextia.injetar('atraso', 1, segundos=0.01)
+    ambiente_contextia.injetar('500', 1)
+    codigo, saida = conector(erp, mapa, escopo, chave, '--dataset=Titulos a Receber')
+    assert codigo == 1, saida
+    assert 'complete NAO enviado, nada removido' in saida
+    assert 'FALHARAM: titulos_a_receber' in saida
+    # Intocado: os apagados na origem continuam la, nada saiu.
+    assert no_servidor(chave)['titulos_a_receber'] == 45
+
+    # Sem a falha, a carga seguinte fecha e remove.
+    codigo, saida = conector(erp, mapa, escopo, chave, '--dataset=titulos_a_receber')
+    assert codigo == 0, saida
+    assert numeros(saida, 'titulos_a_receber')['removidos'] == 45 - restantes
+
+
+def test_teto_de_remocao_recusa_esvaziar_e_permite_com_1(erp, mapa, chave_contextia):
+    escopo = erp.escopos[1]
+    chave = chave_contextia(escopo)
+    assert conector(erp, mapa, escopo, chave)[0] == 0
+    # A view "volta vazia" para esta empresa (manutencao, GRANT revogado...).
+    erp.executar('DELETE FROM "TITULOS" WHERE "EMPRESA_ID" = :e', e=int(escopo))
+
+    codigo, saida = conector(erp, mapa, escopo, chave)
+    assert codigo == 1, saida
+    assert 'teto' in saida and '--max-remocao=1' in saida
+    assert no_servidor(chave)['titulos_a_receber'] == 30
+    # O outro dataset (dominio) nao e afetado pela falha deste.
+    assert numeros(saida, 'status (dominio)')['iguais'] == 3
+
+    codigo, saida = conector(erp, mapa, escopo, chave, '--max-remocao=1')
+    assert codigo == 0, saida
+    assert 'remocao em massa PERMITIDA' in saida
+    assert numeros(saida, 'titulos_a_receber')['removidos'] == 30
+    assert no_servidor(chave)['titulos_a_receber'] == 0
+
+
+def test_dominio_vai_inteiro_e_recorte_so_da_empresa(erp, mapa, chave_contextia):
+    chaves = {e: chave_contextia(e) for e in erp.escopos}
+    for escopo, chave in chaves.items():
+        assert conector(erp, mapa, escopo, chave)[0] == 0
+    assert no_servidor(chaves[erp.escopos[0]]) == {'titulos_a_receber': 45, 'status': 3}
+    assert no_servidor(chaves[erp.escopos[1]]) == {'titulos_a_receber': 30, 'status': 3}
+    empresas = {r['EMPRESA_ID'] for r in cliente.ler_registros('titulos_a_receber',
+                                                              chaves[erp.escopos[1]])}
+    assert empresas == {int(erp.escopos[1])}
+
+
+def test_seco_le_e_conta_sem_chave_e_sem_enviar(erp, mapa, ambiente_contextia):
+    codigo, saida = conector(erp, mapa, erp.escopos[0], None, '--dry-run')
+    assert codigo == 0, saida
+    assert numeros(saida, 'titulos_a_receber')['registros'] == 45
+    assert 'SECO' in saida
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
+
+@pytest.fixture
+def erp_sqlite(tmp_path):
+    banco = erp_teste.erp_sqlite(tmp_path)
+    yield banco
+    banco.fechar()
+
+
+def test_chave_de_outra_empresa_e_recusada(erp_sqlite, mapa, chave_contextia):
+    outra = chave_contextia(erp_sqlite.escopos[1])
+    codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], outra)
+    assert codigo == 2, saida
+    assert 'nao da empresa %s' % erp_sqlite.escopos[0] in saida
+    assert outra not in saida
+    assert no_servidor(outra) == {}
+
+
+@pytest.mark.parametrize('caso, extra, trecho', [
+    ('sem chave', [], 'falta CONTEXTIA_API_KEY'),
+    ('chave revogada', ['revogada'], 'recusou a chave'),
+    ('dataset desconhecido', ['--dataset=titulos'], "--dataset 'titulos' nao existe"),
+    ('teto invalido', ['--max-remocao=2'], 'nao e uma fracao de 0 a 1'),
+])
+def test_erros_de_configuracao_saem_com_2(erp_sqlite, mapa, ambiente_contextia, caso, extra,
+                                          trecho):
+    chave = None
+    if caso != 'sem chave':
+        chave = ambiente_contextia.criar_projeto_com_chave(erp_sqlite.escopos[0])
+    if extra == ['revogada']:
+        admin = ambiente_contextia.admin()
+        projeto = admin.buscar_projeto(erp_sqlite.escopos[0])
+        for c in admin.listar_chaves(projeto['id']):
+            admin.revogar_chave(c['key_id'])
+        extra = []
+    codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], chave, *extra)
+    assert codigo == 2, saida
+    assert trecho in saida
+    if chave:
+        assert chave not in saida
+
+
+def test_escopo_excluido_e_recusado(erp_sqlite, tmp_path, ambiente_contextia):
+    mapa = erp_teste.mapeamento(tmp_path, source={'excluded_scopes': [int(erp_sqlite.escopos[0])]})
+    codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], 'ctx_qualquer')
+    assert codigo == 2 and 'excluded_scopes' in saida, saida
+
+
+def test_mapeamento_invalido_sai_com_2_listando_problemas(erp_sqlite, tmp_path):
+    mapa = erp_teste.mapeamento(tmp_path, defaults={'scope_column': 'EMPRESA', 'kye': 'ID'})
+    codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], 'ctx_x', '--dry-run')
+    assert codigo == 2
+    assert "defaults.kye: chave desconhecida 'kye' -- voce quis dizer 'key'?" in saida

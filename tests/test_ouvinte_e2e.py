@@ -1,0 +1,392 @@
+"""
+O ouvinte.py de verdade (processo) contra o Contextia local num processo real e
+origens SQLite e PostgreSQL de verdade, com provisionar.py, connector.py e
+carregar-todas.sh de verdade.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from contextia_sync import contextia_client as cliente
+from tests.dados import erp as erp_teste
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATASET = 'titulos_a_receber'
+pytestmark = pytest.mark.lento
+
+
+def _postgres_ou_pula():
+    criado = erp_teste.erp_postgres()
+    if criado is None:
+        if os.environ.get('CI') == 'true':
+            pytest.fail('PostgreSQL em 127.0.0.1:5432 nao respondeu (CI=true exige o banco)')
+        pytest.skip('PostgreSQL em 127.0.0.1:5432 nao respondeu')
+    return criado
+
+
+@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
+def erp(request, tmp_path):
+    if request.param == 'sqlite':
+        banco = erp_teste.erp_sqlite(tmp_path)
+        yield banco
+        banco.fechar()
+        return
+    banco, derrubar = _postgres_ou_pula()
+    yield banco
+    derrubar()
+
+
+@pytest.fixture
+def erp_sqlite(tmp_path):
+    banco = erp_teste.erp_sqlite(tmp_path)
+    yield banco
+    banco.fechar()
+
+
+@pytest.fixture
+def erp_pg():
+    banco, derrubar = _postgres_ou_pula()
+    yield banco
+    derrubar()
+
+
+class Ouvinte:
+    """Um diretorio de estado, um arquivo de chaves e o ouvinte.py como processo."""
+
+    def __init__(self, tmp_path, erp, contextia, chave_contextia, escopos=None):
+        self.erp = erp
+        self.contextia = contextia
+        self.pasta = tmp_path
+        self.estado_dir = str(tmp_path / 'estado')
+        self.mapa = erp_teste.mapeamento(tmp_path)
+        self.arquivo_chaves = str(tmp_path / 'chaves.tsv')
+        self.chaves = {e: chave_contextia(e) for e in (escopos or erp.escopos)}
+        with open(self.arquivo_chaves, 'w') as arquivo:
+            arquivo.writelines('%s\t%s\n' % item for item in self.chaves.items())
+        os.chmod(self.arquivo_chaves, 0o600)
+        self.proximo_id = erp.base * 1000 + 900
+
+    def argv(self, *extra):
+        base = ['--mapping=' + self.mapa, '--source=generic', '--chaves=' + self.arquivo_chaves,
+                '--estado=' + self.estado_dir, '--varredura=nao', '--intervalo-dados=1',
+                '--timeout-ferramenta=120']
+        return [sys.executable, 'ouvinte.py'] + base + list(extra)
+
+    def env(self):
+        env = dict(os.environ, CONTEXTIA_ORIGEM=self.erp.url, **self.contextia.ambiente())
+        env.pop('CONTEXTIA_API_KEY', None)
+        return env
+
+    def rodar(self, *extra, timeout=180):
+        feito = subprocess.run(self.argv(*extra), cwd=RAIZ, env=self.env(), timeout=timeout,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return feito.returncode, feito.stdout.decode('utf-8', 'replace')
+
+    def iniciar(self, *extra):
+        self.log = open(str(self.pasta / 'ouvinte-%d.log' % time.monotonic_ns()), 'w+b')
+        return subprocess.Popen(self.argv(*extra), cwd=RAIZ, env=self.env(),
+                                stdout=self.log, stderr=subprocess.STDOUT)
+
+    def saida(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().decode('utf-8', 'replace')
+
+    def estado(self):
+        with open(os.path.join(self.estado_dir, 'ouvinte-estado.json')) as arquivo:
+            return json.load(arquivo)
+
+    def status(self):
+        with open(os.path.join(self.estado_dir, 'ouvinte-status.txt')) as arquivo:
+            return arquivo.read()
+
+    def inserir(self, escopo, alterado_em, valor='10.00'):
+        self.proximo_id += 1
+        self.erp.executar('INSERT INTO "TITULOS" VALUES (:i, :e, :c, :v, :d, :a)',
+                          i=self.proximo_id, e=int(escopo), c='Novo %d' % self.proximo_id,
+                          v=valor, d='2026-10-01', a=alterado_em)
+        return self.proximo_id
+
+    def no_contextia(self, escopo):
+        """{ID: registro} do dataset de titulos no projeto da empresa."""
+        try:
+            return {int(r['ID']): r for r in cliente.ler_registros(DATASET, self.chaves[escopo])}
+        except cliente.ErroContextia:
+            return {}
+
+
+def _esperar(condicao, segundos=60, passo=0.2):
+    fim = time.monotonic() + segundos
+    while time.monotonic() < fim:
+        valor = condicao()
+        if valor:
+            return valor
+        time.sleep(passo)
+    raise AssertionError('condicao nao atingida em %ss' % segundos)
+
+
+@pytest.fixture
+def ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia):
+    return Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
+
+
+@pytest.fixture
+def ouvinte_sqlite(tmp_path, erp_sqlite, ambiente_contextia, chave_contextia):
+    return Ouvinte(tmp_path, erp_sqlite, ambiente_contextia, chave_contextia)
+
+
+# ---------------------------------------------------------------------------
+
+def test_inclusao_e_alteracao_chegam_num_once(ouvinte):
+    e0 = ouvinte.erp.escopos[0]
+    codigo, saida = ouvinte.rodar('--once')
+    assert codigo == 0, saida
+    # Primeira vez: so a marca, nada enviado.
+    assert 'marca inicial' in saida
+    assert ouvinte.estado()['marca_agua'][DATASET].startswith('2026-09-01T10:44')
+    assert ouvinte.no_contextia(e0) == {}
+    # O dataset sem coluna de mudanca aparece como fora do ao-vivo.
+    assert 'datasets ao vivo .: 1 de 2' in saida
+    assert re.search(r'fora do ao-vivo: Status\s+watch_column: null', saida)
+    assert re.search(r'status\s+fora do ao-vivo: watch_column: null', ouvinte.status())
+
+    novo = ouvinte.inserir(e0, '2026-09-01 11:00:00', '77.70')
+    alterado = ouvinte.erp.base * 1000 + 1
+    ouvinte.erp.executar('UPDATE "TITULOS" SET "VALOR" = 999.99, "ALTERADO_EM" = :a'
+                         ' WHERE "ID" = :i', a='2026-09-01 11:00:05', i=alterado)
+    codigo, saida = ouvinte.rodar('--once')
+    assert codigo == 0, saida
+    registros = ouvinte.no_contextia(e0)
+    assert set(registros) == {novo, alterado}
+    assert float(registros[alterado]['VALOR']) == 999.99
+    assert ouvinte.estado()['marca_agua'][DATASET] == '2026-09-01T11:00:05'
+    status = ouvinte.status()
+    linha = [l for l in status.splitlines() if l.startswith(DATASET)][0]
+    assert '2026-09-01T11:00:05' in linha and ' 2 ' in linha
+    # Nada foi removido: o incremental nunca manda complete.
+    assert 'complete' not in saida.lower() or 'sem ciclo' in saida.lower()
+
+
+@pytest.mark.postgres
+def test_transacao_longa_com_valor_antigo_e_pega_pela_folga(erp_pg, ambiente_contextia,
+                                                            chave_contextia, tmp_path):
+    import psycopg
+    ouvinte = Ouvinte(tmp_path, erp_pg, ambiente_contextia, chave_contextia)
+    e0 = erp_pg.escopos[0]
+    assert ouvinte.rodar('--once')[0] == 0
+    dsn = erp_pg.url.replace('postgresql+psycopg://', 'postgresql://')
+    longa = psycopg.connect(dsn)          # transacao A: abre antes, comita depois
+    curta = psycopg.connect(dsn, autocommit=True)
+    try:
+        a = ouvinte.proximo_id = ouvinte.proximo_id + 1
+        longa.execute('INSERT INTO "TITULOS" VALUES (%s, %s, %s, 1, %s, %s)',
+                      (a, int(e0), 'longa', '2026-10-01', '2026-09-01 11:00:00'))
+        # C: tambem abre antes, e comita com valor 100s atras -- alem da folga.
+        c = a + 1
+        longa.execute('INSERT INTO "TITULOS" VALUES (%s, %s, %s, 1, %s, %s)',
+                      (c, int(e0), 'longa demais', '2026-10-01', '2026-09-01 10:59:00'))
+        b = c + 1
+        curta.execute('INSERT INTO "TITULOS" VALUES (%s, %s, %s, 1, %s, %s)',
+                      (b, int(e0), 'curta', '2026-10-01', '2026-09-01 11:00:40'))
+        codigo, saida = ouvinte.rodar('--once', '--folga=60')
+        assert codigo == 0, saida
+        assert set(ouvinte.no_contextia(e0)) == {b}
+        assert ouvinte.estado()['marca_agua'][DATASET] == '2026-09-01T11:00:40'
+        longa.commit()                    # so agora A e C existem para os outros
+    finally:
+        longa.close()
+        curta.close()
+    codigo, saida = ouvinte.rodar('--once', '--folga=60')
+    assert codigo == 0, saida
+    # A (40s atras da marca, folga 60s) foi pega; C (100s atras) nao -- a folga
+    # e exatamente o que separa uma da outra, e C fica para a varredura.
+    assert set(ouvinte.no_contextia(e0)) == {a, b}
+    assert '1 CHEGADA(S) ATRASADA(S)' in saida and 'maior atraso 40s' in saida
+    assert 'passou da METADE da folga' in saida          # 40 > 60/2
+    acomp = ouvinte.estado()['acompanhamento'][DATASET]
+    assert acomp['atrasadas_total'] == 1 and acomp['maior_atraso_s'] == 40.0
+    assert 'ATENCAO FOLGA' in ouvinte.status()
+    # Ciclo seguinte rele A e B (folga) e nao conta de novo.
+    codigo, saida = ouvinte.rodar('--once', '--folga=60')
+    assert 'ATRASADA' not in saida and ouvinte.estado()['acompanhamento'][DATASET][
+        'atrasadas_total'] == 1
+
+
+def test_intake_500_mantem_a_marca_e_o_proximo_ciclo_entrega(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    e0 = o.erp.escopos[0]
+    assert o.rodar('--once')[0] == 0
+    marca = o.estado()['marca_agua'][DATASET]
+    novo = o.inserir(e0, '2026-09-01 11:00:00')
+    o.contextia.taxa_de_falhas({'500': 1.0})
+    try:
+        codigo, saida = o.rodar('--once')
+    finally:
+        o.contextia.limpar_falhas()
+    assert codigo == 1, saida
+    assert 'marca de agua NAO avancou' in saida
+    assert o.estado()['marca_agua'][DATASET] == marca
+    assert 'HTTP 500' in o.estado()['acompanhamento'][DATASET]['ultimo_erro']
+    assert 'HTTP 500' in o.status()
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0, saida
+    assert novo in o.no_contextia(e0)
+    assert o.estado()['marca_agua'][DATASET] == '2026-09-01T11:00:00'
+    assert 'ultimo_erro' not in o.estado()['acompanhamento'][DATASET]
+
+
+def test_kill_9_no_meio_do_ciclo_e_reinicio_sem_perda(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    e0, e1 = o.erp.escopos
+    assert o.rodar('--once')[0] == 0
+    novos = [o.inserir(e0 if n % 2 else e1, '2026-09-01 11:%02d:00' % n) for n in range(30)]
+    o.contextia.injetar('atraso', quantidade=50, segundos=1)
+    processo = o.iniciar()
+    try:
+        # Um lote ja chegou ao servidor e esta sendo segurado: meio do ciclo.
+        _esperar(lambda: o.contextia.falhas_injetadas()['atraso'] >= 2, 60)
+    finally:
+        processo.kill()
+        processo.wait()
+    o.contextia.limpar_falhas()
+    estado = o.estado()                   # JSON integro (gravacao atomica)
+    assert estado['marca_agua'][DATASET].startswith('2026-09-01T10:44')
+    codigo, saida = o.rodar('--once')     # a trava morreu com o processo
+    assert codigo == 0, saida
+    chegou = set(o.no_contextia(e0)) | set(o.no_contextia(e1))
+    assert set(novos) <= chegou
+
+
+def test_segundo_ouvinte_recusado_e_sigterm_sai_limpo(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    primeiro = o.iniciar()
+    try:
+        _esperar(lambda: os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt')))
+        codigo, saida = o.rodar('--once')
+        assert codigo == 2
+        assert 'Ja existe um ouvinte rodando' in saida and 'pid %s' % primeiro.pid in saida
+        primeiro.send_signal(signal.SIGTERM)
+        assert primeiro.wait(timeout=30) == 0
+    finally:
+        if primeiro.poll() is None:
+            primeiro.kill()
+    assert 'parada pedida' in o.saida() and 'ouvinte encerrado' in o.saida()
+
+
+def _grupo_vivo(pgid):
+    vivos = []
+    for nome in os.listdir('/proc'):
+        if nome.isdigit():
+            try:
+                with open('/proc/%s/stat' % nome) as arquivo:
+                    campos = arquivo.read().rsplit(')', 1)[1].split()
+            except OSError:
+                continue
+            if int(campos[2]) == pgid and campos[0] != 'Z':
+                vivos.append(int(nome))
+    return vivos
+
+
+def test_sigterm_durante_ferramenta_lenta_nao_deixa_o_grupo_vivo(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    o.contextia.injetar('atraso', quantidade=200, segundos=2)
+    processo = o.iniciar('--varrer-agora', '--intervalo-dados=60')
+    try:
+        achado = _esperar(lambda: re.search(
+            r'ferramenta agora ..: varredura/carregar-todas \(pid (\d+)',
+            o.status() if os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt'))
+            else ''), 120)
+        pgid = int(achado.group(1))
+        # O connector.py (neto, no mesmo grupo) ja esta enviando.
+        _esperar(lambda: o.contextia.falhas_injetadas()['atraso'] >= 1, 60)
+        assert len(_grupo_vivo(pgid)) >= 2
+        processo.send_signal(signal.SIGTERM)
+        assert processo.wait(timeout=60) == 0
+    finally:
+        if processo.poll() is None:
+            processo.kill()
+        o.contextia.limpar_falhas()
+    assert _grupo_vivo(pgid) == []
+    saida = o.saida()
+    assert 'encerrando o grupo' in saida and 'ouvinte encerrado' in saida
+    # Varredura interrompida nao e registrada como feita.
+    assert o.estado().get('ultima_varredura') is None
+
+
+def test_estado_corrompido_para_a_subida_com_a_mensagem(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    os.makedirs(o.estado_dir)
+    caminho = os.path.join(o.estado_dir, 'ouvinte-estado.json')
+    with open(caminho, 'w') as arquivo:
+        arquivo.write('{"marca_agua": {"titulos_a_rec')
+    codigo, saida = o.rodar('--once')
+    assert codigo == 2
+    assert 'Estado ilegivel em %s' % caminho in saida
+    assert 'Conserte ou mova o arquivo' in saida
+    with open(caminho) as arquivo:
+        assert arquivo.read() == '{"marca_agua": {"titulos_a_rec'
+
+
+def test_empresa_nova_e_provisionada_e_carregada_num_ciclo(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    assert o.rodar('--once')[0] == 0
+    nova = str(o.erp.base + 7)
+    o.erp.executar('INSERT INTO "EMPRESAS" VALUES (:e, :n, NULL, :a)', e=int(nova),
+                   n='Loja Nova', a='S')
+    ids = [o.inserir(nova, '2026-09-01 09:00:00') for _ in range(3)]
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0, saida
+    assert 'EMPRESA(S) NOVA(S): %s=Loja Nova' % nova in saida
+    assert '--somente-escopo=%s' % nova in saida
+    # A saida das ferramentas aparece no log com prefixo.
+    assert 'provisionar %s | ' % nova in saida and 'carga inicial %s | ' % nova in saida
+    from contextia_sync.chaves import ler_chaves
+    chave = ler_chaves(o.arquivo_chaves)[nova]
+    registros = {int(r['ID']) for r in cliente.ler_registros(DATASET, chave)}
+    assert set(ids) <= registros
+    assert nova in o.estado()['escopos_vistos']
+
+
+def test_rajada_acima_do_teto_vai_para_a_varredura(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    e0 = o.erp.escopos[0]
+    assert o.rodar('--once')[0] == 0
+    ids = [o.inserir(e0, '2026-09-01 11:%02d:00' % n) for n in range(12)]
+    codigo, saida = o.rodar('--once', '--maximo-por-ciclo=5')
+    assert codigo == 0, saida
+    assert 'entregue a VARREDURA' in saida
+    assert re.search(r'entregues a varredura: %s \(12 linhas' % DATASET, o.status())
+    assert o.no_contextia(e0) == {}
+    # A varredura leva tudo e a marca pula para o MAX lido antes dela.
+    codigo, saida = o.rodar('--once', '--maximo-por-ciclo=5', '--varrer-agora')
+    assert codigo == 0, saida
+    assert set(ids) <= set(o.no_contextia(e0))
+    assert o.estado()['marca_agua'][DATASET] == '2026-09-01T11:11:00'
+    assert 'entregues a varredura' not in o.status()
+    assert o.estado()['ultima_varredura']
+
+
+def test_dry_run_nao_envia_e_nao_toca_no_estado(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    e0 = o.erp.escopos[0]
+    assert o.rodar('--once')[0] == 0
+    caminho = os.path.join(o.estado_dir, 'ouvinte-estado.json')
+    with open(caminho, 'rb') as arquivo:
+        antes = arquivo.read()
+    mtime = os.stat(caminho).st_mtime_ns
+    o.inserir(e0, '2026-09-01 11:00:00')
+    codigo, saida = o.rodar('--once', '--dry-run')
+    assert codigo == 0, saida
+    assert '[SECO] escopo=%s' % e0 in saida
+    assert o.no_contextia(e0) == {}
+    with open(caminho, 'rb') as arquivo:
+        assert arquivo.read() == antes
+    assert os.stat(caminho).st_mtime_ns == mtime
+    assert 'SECO (nao envia)' in o.status()

@@ -1,0 +1,247 @@
+"""
+provisionar.py de verdade (subprocesso), origem SQLite/PostgreSQL, Contextia local real.
+
+Os crashes sao de verdade: CONTEXTIA_TESTE_MORRER_EM faz o processo se matar
+com SIGKILL no ponto pedido, e a recuperacao e provada rodando de novo.
+"""
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from contextia_sync import contextia_client as cliente
+from contextia_sync.chaves import ErroChaves, ler_registros
+from tests.dados import erp as erp_teste
+
+import provisionar
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEGREDO = 'segredo-de-teste-webhook'
+
+
+@pytest.fixture
+def erp(tmp_path):
+    banco = erp_teste.erp_sqlite(tmp_path)
+    yield banco
+    banco.fechar()
+
+
+@pytest.fixture
+def mapa(tmp_path, ambiente_contextia):
+    return erp_teste.mapeamento(tmp_path, webhook={
+        'url': '%s/receptor/{escopo}' % ambiente_contextia.url,
+        'secret_env': 'SEGREDO_WEBHOOK_TESTE'})
+
+
+def provisionar_cli(erp, mapa, arquivo, *extra, ambiente=None):
+    env = dict(os.environ, CONTEXTIA_ORIGEM=erp.url, SEGREDO_WEBHOOK_TESTE=SEGREDO)
+    env.pop('CONTEXTIA_API_KEY', None)
+    env.update(ambiente or {})
+    feito = subprocess.run(
+        [sys.executable, 'provisionar.py', '--mapping=' + mapa, '--source=generic',
+         '--arquivo=' + str(arquivo)] + list(extra),
+        cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    return feito.returncode, feito.stdout.decode('utf-8', 'replace')
+
+
+def chaves_ativas(admin, escopo):
+    projeto = admin.buscar_projeto(escopo)
+    return [c for c in admin.listar_chaves(projeto['id']) if not c['revogada']]
+
+
+def test_provisiona_as_novas_grava_0600_e_segunda_vez_nada(erp, mapa, tmp_path,
+                                                          ambiente_contextia):
+    arquivo = tmp_path / 'chaves.tsv'
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, '--grupo=rede-teste')
+    assert codigo == 0, saida
+    assert stat.S_IMODE(os.stat(arquivo).st_mode) == 0o600
+    registros = ler_registros(str(arquivo))
+    assert sorted(registros) == sorted(erp.escopos)
+    assert {r.situacao for r in registros.values()} == {'pronto'}
+    assert "recusada ...: %s (ATIVA='N' (exige 'S'))" % erp.inativa in saida
+    assert 'resumo: 2 criada(s), 0 reparada(s), 0 com falha' in saida
+    for registro in registros.values():
+        assert registro.chave not in saida            # a chave nunca vai para a saida
+        dono = cliente.quem_sou(registro.chave)
+        assert dono['external_id'] == registro.escopo
+
+    admin = ambiente_contextia.admin()
+    grupos = {g['slug']: g['projetos'] for g in admin.listar_grupos()}
+    primeira = registros[erp.escopos[0]]
+    assert primeira.projeto_id in grupos['rede-teste']
+    assert primeira.projeto_id in grupos['grupo-sul']         # do group_column
+    assert registros[erp.escopos[1]].projeto_id not in grupos['grupo-sul']
+    ganchos = admin.listar_webhooks(primeira.projeto_id)
+    assert [w['url'] for w in ganchos] == ['%s/receptor/%s' % (ambiente_contextia.url,
+                                                                erp.escopos[0])]
+    assert admin.buscar_projeto(erp.inativa) is None
+    assert provisionar.ler_chaves(str(arquivo)) == {e: r.chave for e, r in registros.items()}
+
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, '--grupo=rede-teste')
+    assert codigo == 0, saida
+    assert 'resumo: nada a fazer' in saida
+    assert ler_registros(str(arquivo)) == registros
+
+
+def test_crash_entre_emitir_e_gravar_e_reparado(erp, mapa, tmp_path, ambiente_contextia):
+    arquivo = tmp_path / 'chaves.tsv'
+    escopo = erp.escopos[0]
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, '--somente-escopo=' + escopo,
+                                    ambiente={'CONTEXTIA_TESTE_MORRER_EM': 'chave-emitida'})
+    assert codigo == -signal.SIGKILL, saida
+    # Morreu com a chave emitida e nao gravada: a empresa nao esta no arquivo...
+    assert escopo not in ler_registros(str(arquivo))
+    admin = ambiente_contextia.admin()
+    orfas = chaves_ativas(admin, escopo)
+    assert len(orfas) == 1                       # ...e ha uma chave valida sem dono.
+
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, '--somente-escopo=' + escopo)
+    assert codigo == 0, saida
+    assert 'ja existia e a empresa nao esta no arquivo' in saida
+    assert 'REPARO -- revogada a chave %s' % orfas[0]['key_id'] in saida
+    assert 'resumo: 0 criada(s), 1 reparada(s), 0 com falha' in saida
+    registro = ler_registros(str(arquivo))[escopo]
+    assert registro.situacao == 'pronto'
+    ativas = chaves_ativas(admin, escopo)
+    assert [c['key_id'] for c in ativas] == [registro.key_id]
+    assert cliente.quem_sou(registro.chave)['external_id'] == escopo
+    # Nenhum projeto duplicado.
+    assert len(admin._pedido('GET', '/api/v1/admin/projetos',
+                             params={'external_id': escopo})['projetos']) == 1
+
+
+def test_crash_entre_gravar_e_grupos_e_concluido(erp, mapa, tmp_path, ambiente_contextia):
+    arquivo = tmp_path / 'chaves.tsv'
+    escopo = erp.escopos[0]
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, '--somente-escopo=' + escopo,
+                                    '--grupo=rede-crash',
+                                    ambiente={'CONTEXTIA_TESTE_MORRER_EM': 'chave-gravada'})
+    assert codigo == -signal.SIGKILL, saida
+    registro = ler_registros(str(arquivo))[escopo]
+    assert registro.situacao == 'pendente'
+    # A chave gravada ja serve (carga pode rodar), mas grupos e webhook nao foram feitos.
+    assert cliente.quem_sou(registro.chave)['external_id'] == escopo
+    admin = ambiente_contextia.admin()
+    assert 'rede-crash' not in {g['slug'] for g in admin.listar_grupos()}
+    assert admin.listar_webhooks(registro.projeto_id) == []
+
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, '--grupo=rede-crash')
+    assert codigo == 0, saida
+    assert 'REPARO -- concluindo provisionamento interrompido' in saida
+    registros = ler_registros(str(arquivo))
+    assert registros[escopo].chave == registro.chave            # a mesma chave, nao outra
+    assert registros[escopo].situacao == 'pronto'
+    grupos = {g['slug']: g['projetos'] for g in admin.listar_grupos()}
+    assert registro.projeto_id in grupos['rede-crash']
+    assert len(admin.listar_webhooks(registro.projeto_id)) == 1
+    assert [c['key_id'] for c in chaves_ativas(admin, escopo)] == [registro.key_id]
+    # A outra empresa, que ainda nao existia, foi criada na mesma execucao.
+    assert erp.escopos[1] in registros
+
+
+def test_arquivo_aberto_para_outros_e_recusado(erp, mapa, tmp_path, ambiente_contextia):
+    arquivo = tmp_path / 'chaves.tsv'
+    arquivo.write_text('# vazio\n')
+    os.chmod(arquivo, 0o644)
+    codigo, saida = provisionar_cli(erp, mapa, arquivo)
+    assert codigo == 2, saida
+    assert 'chmod 600 %s' % arquivo in saida
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+    with pytest.raises(ErroChaves, match='chmod 600'):
+        provisionar.ler_chaves(str(arquivo))
+
+
+@pytest.mark.parametrize('linha, trecho', [
+    ('297\tctx_abc\t12\n', 'esperava 5 campos'),
+    ('297\tctx_abc\t12\tkey_1\tquase\n', "situacao 'quase' desconhecida"),
+    ('\tctx_abc\n', 'escopo vazio'),
+    ('297\tctx abc\n', 'esta vazia ou tem espaco'),
+])
+def test_linha_corrompida_e_erro_nomeando_a_linha(erp, mapa, tmp_path, ambiente_contextia,
+                                                  linha, trecho):
+    arquivo = tmp_path / 'chaves.tsv'
+    arquivo.write_text('# cabecalho\n301\tctx_boa\n' + linha)
+    os.chmod(arquivo, 0o600)
+    codigo, saida = provisionar_cli(erp, mapa, arquivo)
+    assert codigo == 2, saida
+    assert '%s, linha 3' % arquivo in saida and trecho in saida
+    assert 'ctx_abc' not in saida and 'ctx_boa' not in saida
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
+
+def test_escopo_repetido_no_arquivo_e_erro(tmp_path):
+    arquivo = tmp_path / 'chaves.tsv'
+    arquivo.write_text('301\tctx_a\n301\tctx_b\n')
+    os.chmod(arquivo, 0o600)
+    with pytest.raises(ErroChaves, match=r'linha 2: a empresa .301. ja aparece na linha 1'):
+        ler_registros(str(arquivo))
+
+
+def test_seco_mostra_o_plano_e_nao_muda_nada(erp, mapa, tmp_path, ambiente_contextia):
+    arquivo = tmp_path / 'chaves.tsv'
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, '--dry-run', '--grupo=g1')
+    assert codigo == 0, saida
+    assert "criar ......: %s 'Padaria Pao Quente' grupos=g1,grupo-sul" % erp.escopos[0] in saida
+    assert 'SECO' in saida
+    assert not arquivo.exists()
+    assert not os.path.exists(str(arquivo) + '.trava')
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
+
+def test_segredo_do_webhook_ausente_para_antes_de_criar(erp, mapa, tmp_path, ambiente_contextia):
+    arquivo = tmp_path / 'chaves.tsv'
+    codigo, saida = provisionar_cli(erp, mapa, arquivo,
+                                    ambiente={'SEGREDO_WEBHOOK_TESTE': ''})
+    assert codigo == 2, saida
+    assert 'SEGREDO_WEBHOOK_TESTE' in saida
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
+
+def test_sem_token_de_admin_sai_com_2(erp, mapa, tmp_path, ambiente_contextia):
+    codigo, saida = provisionar_cli(erp, mapa, tmp_path / 'chaves.tsv',
+                                    ambiente={'CONTEXTIA_ADMIN_TOKEN': ''})
+    assert codigo == 2 and 'CONTEXTIA_ADMIN_TOKEN' in saida, saida
+
+
+def test_somente_escopo_inexistente_sai_com_1(erp, mapa, tmp_path, ambiente_contextia):
+    codigo, saida = provisionar_cli(erp, mapa, tmp_path / 'chaves.tsv',
+                                    '--somente-escopo=' + erp.inativa)
+    assert codigo == 1, saida
+    assert 'NAO ACHADA .: %s' % erp.inativa in saida
+
+
+@pytest.mark.postgres
+def test_provisiona_de_origem_postgres(tmp_path, mapa, ambiente_contextia):
+    criado = erp_teste.erp_postgres()
+    if criado is None:
+        if os.environ.get('CI') == 'true':
+            pytest.fail('PostgreSQL em 127.0.0.1:5432 nao respondeu (CI=true exige o banco)')
+        pytest.skip('PostgreSQL em 127.0.0.1:5432 nao respondeu')
+    banco, derrubar = criado
+    try:
+        arquivo = tmp_path / 'chaves.tsv'
+        codigo, saida = provisionar_cli(banco, mapa, arquivo)
+        assert codigo == 0, saida
+        assert sorted(ler_registros(str(arquivo))) == sorted(banco.escopos)
+    finally:
+        derrubar()
+
+
+def test_dois_provisionadores_no_mesmo_arquivo_o_segundo_e_recusado(erp, mapa, tmp_path,
+                                                                    ambiente_contextia):
+    from contextia_sync.chaves import travado
+    arquivo = tmp_path / 'chaves.tsv'
+    with travado(str(arquivo)):
+        codigo, saida = provisionar_cli(erp, mapa, arquivo)
+    assert codigo == 2, saida
+    assert 'outro provisionar.py esta usando' in saida
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
+
+def test_grupo_que_nao_e_slug_e_recusado(erp, mapa, tmp_path):
+    codigo, saida = provisionar_cli(erp, mapa, tmp_path / 'chaves.tsv', '--grupo=Rede Sul')
+    assert codigo == 2 and "use 'rede-sul'" in saida, saida
