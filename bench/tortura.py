@@ -93,6 +93,7 @@ class Tortura(object):
         self.nome_banco = None
         self.servidor = None
         self.ouvinte = None
+        self.entregues_vistos = {}        # {dataset: marca} entregues a varredura pelo ouvinte
 
     # -- utilidades --------------------------------------------------------------
 
@@ -234,7 +235,6 @@ class Tortura(object):
         eventos.sort()
 
         comeco = time.monotonic()
-        self.entregues_vistos = {}
         while True:
             decorrido = time.monotonic() - comeco
             if decorrido >= duracao:
@@ -272,10 +272,19 @@ class Tortura(object):
         motor.dispose()
 
     def _olhar_pendentes(self):
+        """
+        Anota cada dataset que o OUVINTE entregou a varredura (pelo estado), com
+        a marca de agua daquele momento: o que mudou depois de `marca - folga`
+        naquele dataset espera a varredura -- por projeto, e visivel no status.
+        """
+        from contextia_sync.marca_agua import como_valor
         ok, estado = self.ouvinte.estado()
         if ok and estado:
             for dataset in (estado.get('pendentes_varredura') or {}):
-                self.entregues_vistos.setdefault(dataset, time.monotonic())
+                if dataset not in self.entregues_vistos:
+                    marca = como_valor((estado.get('marca_agua') or {}).get(dataset))
+                    self.entregues_vistos[dataset] = marca
+                    registro('o ouvinte entregou %s a varredura (marca %s)', dataset, marca)
 
     def _motor(self):
         import sqlalchemy as sa
@@ -297,9 +306,15 @@ class Tortura(object):
         return chaves, esperado, obtido
 
     def contexto(self):
-        entregues = {}
-        for rajada in self.carga.rajadas:
-            entregues.setdefault(rajada['dataset'], rajada['carimbo'])
+        entregues = {d: m for d, m in self.entregues_vistos.items()
+                     if isinstance(m, datetime.datetime)}
+        sem_rajada = sorted(set(entregues) - {r['dataset'] for r in self.carga.rajadas})
+        if sem_rajada and not getattr(self, '_avisou_sem_rajada', False):
+            self._avisou_sem_rajada = True
+            self.achados.append(
+                'entregue(s) a varredura SEM rajada da carga: %s -- o movimento normal'
+                ' passou do --maximo-por-ciclo dentro da janela da folga'
+                % ', '.join(sem_rajada))
         return verificar.Contexto(
             fim=self.fim_carga, folga=self.cfg['folga'], intervalo=self.cfg['intervalo'],
             rajadas=self.carga.rajadas, entregues=entregues,
@@ -316,6 +331,7 @@ class Tortura(object):
         self.ouvinte.esperar_status_novo(self.fim_carga_parede + 2 * cfg['intervalo'], 60)
         while True:
             self.matador.garantir_vivo()
+            self._olhar_pendentes()
             chaves, esperado, obtido = self.ler_dois_lados()
             resultado = verificar.comparar(esperado, obtido, self.contexto())
             classes = resultado['classes']

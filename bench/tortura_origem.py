@@ -233,6 +233,16 @@ class Carga(object):
     def popular(self, por_empresa=40):
         """Linhas iniciais: a carga completa de implantacao leva estas."""
         t = self.meta.tables
+        # Historico: carimbado uma hora atras, longe da janela da folga -- como
+        # a base de um ERP no dia da implantacao.
+        self.agora = sa.literal_column("now() - interval '1 hour'" if self.tipo == 'postgres'
+                                       else 'NOW(6) - INTERVAL 1 HOUR')
+        try:
+            self._popular(t, por_empresa)
+        finally:
+            self.agora = agora_expr(self.tipo)
+
+    def _popular(self, t, por_empresa):
         with self.motor.begin() as conexao:
             conexao.execute(t['EMPRESAS'].insert(), [
                 {'EMPRESA_ID': e, 'RAZAO_SOCIAL': 'Empresa %d Ltda' % e,

@@ -124,7 +124,7 @@ class Contexto(object):
         self.folga = folga
         self.intervalo = intervalo
         self.rajadas = list(rajadas)              # [{'dataset', 'ids', 'carimbo'}]
-        self.entregues = dict(entregues or {})    # {dataset: carimbo da 1a rajada}
+        self.entregues = dict(entregues or {})    # {dataset: marca quando foi entregue}
         self.alem_da_folga = {(d, i) for d, i, _ in alem_da_folga}
         self.apagados = apagados or {}
 
@@ -140,8 +140,10 @@ class Contexto(object):
             if rajada['dataset'] == dataset and ident in rajada['ids'] \
                     and carimbo == rajada['carimbo']:
                 return 'rajada'
-        desde = self.entregues.get(dataset)
-        if desde is not None and carimbo >= desde - datetime.timedelta(seconds=self.folga):
+        # Dataset que o ouvinte entregou a varredura (estado `pendentes_varredura`),
+        # com a marca daquele momento: o que mudou depois de marca - folga espera.
+        marca = self.entregues.get(dataset)
+        if marca is not None and carimbo > marca - datetime.timedelta(seconds=self.folga):
             return 'dataset_entregue'
         if carimbo <= self.limite():
             return 'perdida'

@@ -16,7 +16,7 @@ except ImportError:                      # pragma: no cover - so no autoteste
     _logzero = None
 
 if _logzero is not None:
-    logger = _logzero.setup_logger(name='contextia', formatter=None)
+    logger = _logzero.setup_logger(name='contextia', level=logging.INFO)
 else:
     logger = logging.getLogger('contextia')
     if not logger.handlers:

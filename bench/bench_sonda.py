@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""
+Quanto custa um ciclo de dados OCIOSO, numa tabela pequena e numa grande.
+
+    .venv/bin/python bench/bench_sonda.py [--pequena 100000] [--grande 2000000]
+
+PostgreSQL de verdade (127.0.0.1:5432), um banco novo com duas tabelas iguais
+de tamanhos diferentes e indice na coluna de mudanca. Mede o `ciclo_dados` do
+ouvinte inteiro (sonda COUNT > marca - folga, estado gravado), em processo,
+com a marca no MAX -- o caso de todo minuto em que nada mudou.
+
+O que se espera: razao grande/pequena perto de 1. A sonda usa o indice e le
+so a janela da folga; se ela varresse a tabela, a razao seria perto de 20.
+Como linha de base, na mesma execucao: um COUNT(*) sem filtro (o que uma
+varredura custaria) nas duas tabelas.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, RAIZ)
+
+URL_ADMIN = 'postgresql+psycopg://postgres@127.0.0.1:5432/postgres'
+
+
+def criar_banco(linhas_por_tabela):
+    import sqlalchemy as sa
+    nome = 'bench_sonda_%s' % uuid.uuid4().hex[:8]
+    admin = sa.create_engine(URL_ADMIN, isolation_level='AUTOCOMMIT')
+    with admin.connect() as con:
+        con.execute(sa.text('CREATE DATABASE %s' % nome))
+    url = URL_ADMIN.rsplit('/', 1)[0] + '/' + nome
+    motor = sa.create_engine(url)
+    for tabela, quantas in linhas_por_tabela.items():
+        inicio = time.monotonic()
+        with motor.begin() as con:
+            con.execute(sa.text(
+                'CREATE TABLE "%s" ("ID" BIGINT PRIMARY KEY, "EMPRESA_ID" INTEGER,'
+                ' "VALOR" NUMERIC(12,2), "HISTORICO" VARCHAR(80), "ALTERADO_EM" TIMESTAMP)'
+                % tabela))
+            # Um ano de movimento espalhado: a janela da folga no fim tem poucas linhas.
+            con.execute(sa.text(
+                'INSERT INTO "%s" SELECT i, 1 + i %% 11, (i %% 100000) / 100.0,'
+                ' repeat(\'x\', 60), TIMESTAMP \'2025-01-01\' + i * (INTERVAL \'1 second\''
+                ' * (31536000.0 / :n)) FROM generate_series(1, :n) AS i' % tabela),
+                {'n': quantas})
+            con.execute(sa.text('CREATE INDEX "%s_ALT" ON "%s" ("ALTERADO_EM")'
+                                % (tabela, tabela)))
+        with motor.connect().execution_options(isolation_level='AUTOCOMMIT') as con:
+            con.execute(sa.text('VACUUM ANALYZE "%s"' % tabela))
+        print('  %s: %s linhas criadas em %.1fs' % (tabela, quantas, time.monotonic() - inicio))
+    motor.dispose()
+
+    def derrubar():
+        with admin.connect() as con:
+            con.execute(sa.text('DROP DATABASE IF EXISTS %s WITH (FORCE)' % nome))
+        admin.dispose()
+    return url, derrubar
+
+
+def medir_ciclos(tabela, pasta, repeticoes):
+    from contextia_sync import ciclos, estado
+    from contextia_sync.ao_vivo import datasets_ao_vivo
+    from contextia_sync.origem import carregar_origem
+
+    mapa = {'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID',
+                         'watch_column': 'ALTERADO_EM'},
+            'datasets': [{'dataset': tabela, 'source_object': tabela,
+                          'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'HISTORICO',
+                                      'ALTERADO_EM']}]}
+    vivos, fora = datasets_ao_vivo(mapa)
+    chaves = os.path.join(pasta, 'chaves-%s.tsv' % tabela)
+    with open(chaves, 'w') as arquivo:
+        arquivo.write('1\tctx_bench_sem_envio\n')
+    os.chmod(chaves, 0o600)
+    origem = carregar_origem('generic')
+    origem.conectar()
+    ctx = ciclos.Contexto(mapa=mapa, vivos=vivos, fora=fora, origem=origem,
+                          estado=estado.Estado(os.path.join(pasta, 'estado-%s.json' % tabela)),
+                          estado_dir=pasta, chaves=chaves, folga=180)
+    ciclos.ciclo_dados(ctx)                 # primeira vez: so a marca inicial
+    tempos = []
+    for _ in range(repeticoes):
+        origem.renovar()
+        inicio = time.perf_counter()
+        resumo = ciclos.ciclo_dados(ctx)
+        tempos.append((time.perf_counter() - inicio) * 1000)
+        assert resumo['registros'] == 0, resumo
+    return tempos
+
+
+def contar_tudo(url, tabela, repeticoes):
+    import sqlalchemy as sa
+    motor = sa.create_engine(url)
+    tempos = []
+    with motor.connect() as con:
+        for _ in range(repeticoes):
+            inicio = time.perf_counter()
+            con.execute(sa.text('SELECT COUNT(*) FROM "%s"' % tabela)).scalar()
+            tempos.append((time.perf_counter() - inicio) * 1000)
+        plano = con.execute(sa.text(
+            'EXPLAIN SELECT COUNT(*) FROM "%s" WHERE "ALTERADO_EM" > '
+            '(SELECT MAX("ALTERADO_EM") FROM "%s") - INTERVAL \'180 seconds\''
+            % (tabela, tabela))).scalars().all()
+    motor.dispose()
+    return tempos, plano
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--pequena', type=int, default=100000)
+    p.add_argument('--grande', type=int, default=2000000)
+    p.add_argument('--repeticoes', type=int, default=30)
+    args = p.parse_args()
+
+    print('criando as tabelas no PostgreSQL...')
+    url, derrubar = criar_banco({'PEQUENA': args.pequena, 'GRANDE': args.grande})
+    os.environ['CONTEXTIA_ORIGEM'] = url
+    try:
+        with tempfile.TemporaryDirectory() as pasta:
+            resultado = {}
+            for tabela in ('PEQUENA', 'GRANDE'):
+                ciclo = medir_ciclos(tabela, pasta, args.repeticoes)
+                cheio, plano = contar_tudo(url, tabela, max(5, args.repeticoes // 3))
+                resultado[tabela] = (ciclo, cheio, plano)
+    finally:
+        derrubar()
+
+    print('\nciclo de dados ocioso (ms; %s repeticoes)' % args.repeticoes)
+    print('  %-8s %10s %10s %10s   %s' % ('tabela', 'linhas', 'mediana', 'p95',
+                                         'COUNT(*) sem filtro (linha de base)'))
+    for tabela, linhas in (('PEQUENA', args.pequena), ('GRANDE', args.grande)):
+        ciclo, cheio, _ = resultado[tabela]
+        print('  %-8s %10s %10.2f %10.2f   %.1f ms' % (
+            tabela, linhas, statistics.median(ciclo),
+            sorted(ciclo)[int(len(ciclo) * 0.95) - 1], statistics.median(cheio)))
+    razao = statistics.median(resultado['GRANDE'][0]) / statistics.median(resultado['PEQUENA'][0])
+    razao_cheio = (statistics.median(resultado['GRANDE'][1])
+                   / statistics.median(resultado['PEQUENA'][1]))
+    print('\nrazao grande/pequena do ciclo ocioso ..: %.2f  (esperado perto de 1)' % razao)
+    print('razao grande/pequena do COUNT(*) cheio : %.2f  (o que custaria varrer)' % razao_cheio)
+    print('plano da sonda na GRANDE:')
+    for linha in resultado['GRANDE'][2]:
+        print('    %s' % linha)
+    return 0 if razao < 2 else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
