@@ -74,7 +74,8 @@ while IFS=$'\t' read -r escopo chave _resto || [ -n "$escopo" ]; do
     case "$escopo" in
         '' | '#'*) continue ;;
     esac
-    escopo="${escopo%$'\r'}"
+    # Arquivo que passou por um editor do Windows: o CR grudaria na chave.
+    chave="${chave%$'\r'}"
     echo
     echo "----- empresa $escopo -----"
     codigo=0

@@ -157,6 +157,11 @@ def main(argv=None):
     barra = sys.stderr.isatty()
     try:
         origem.conectar()
+    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
+        print('connector: nao foi possivel conectar na origem (%s: %s). Nada foi enviado.'
+              % (type(erro).__name__, erro), file=sys.stderr)
+        return FALHA
+    try:
         for row in datasets:
             try:
                 resultado = carga.carregar_dataset(
@@ -170,11 +175,6 @@ def main(argv=None):
             resultados.append(resultado)
             print(carga.linha_de_resultado(resultado, seco=args.dry_run))
             sys.stdout.flush()
-    except Exception as erro:                   # noqa: BLE001 - conectar() falhou
-        print('connector: a origem nao respondeu (%s: %s). Nada foi enviado desde entao;'
-              ' confira CONTEXTIA_ORIGEM e a rede ate o banco.' % (type(erro).__name__, erro),
-              file=sys.stderr)
-        saida = FALHA
     finally:
         try:
             origem.fechar()

@@ -36,9 +36,6 @@ FATIA_SONO = 1.0
 # (juros, fechamento de mes, correcao em lote), que costuma vir com exclusao --
 # que o incremental nao ve. Vai para a varredura.
 MAXIMO_POR_CICLO = 20000
-# Espera entre falhas seguidas: dobra e para aqui. 15 min nao martela uma
-# origem fora do ar e ainda volta sozinho quando ela voltar.
-TETO_ESPERA = 900
 
 SAIDA_OK, SAIDA_FALHA, SAIDA_CONFIGURACAO = 0, 1, 2
 
@@ -250,7 +247,7 @@ def _tabela_datasets(ctx):
     """Uma linha por dataset: qual esta parado se ve sem ler o log."""
     from contextia_sync import marca_agua
     from contextia_sync.contextia_client import normalizar_dataset
-    formato = '%-28s %-26s %-19s %8s %9s %9s  %s'
+    formato = '%-28s %-26s %-20s %8s %9s %9s  %s'
     linhas = [formato % ('dataset', 'marca de agua', 'ultima mudanca vista', 'enviados',
                          'atrasadas', 'maior(s)', 'ultimo erro')]
     alerta = []
@@ -272,7 +269,7 @@ def _tabela_datasets(ctx):
 
 
 def _laco(ctx, args, parada):
-    from contextia_sync import ciclos, estado
+    from contextia_sync import agenda, ciclos, estado
     from contextia_sync.registro import logger
 
     resumo = {}
@@ -339,10 +336,10 @@ def _laco(ctx, args, parada):
         pulsar()
         if args.once or parada.pedida:
             break
-        espera = args.intervalo_dados
+        espera = agenda.espera_apos_falhas(args.intervalo_dados, ctx.falhas)
         if ctx.falhas:
-            espera = min(args.intervalo_dados * (2 ** ctx.falhas), TETO_ESPERA)
-            logger.warning('esperando %ss antes de tentar de novo', espera)
+            logger.warning('esperando %ss antes de tentar de novo (dobra a cada falha,'
+                           ' teto de %ss)', espera, agenda.TETO_ESPERA)
         fim = time.monotonic() + espera
         while time.monotonic() < fim and not parada.pedida:
             time.sleep(min(FATIA_SONO, max(0.0, fim - time.monotonic())))

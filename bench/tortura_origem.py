@@ -221,8 +221,8 @@ class Carga(object):
         # Anotacoes para o relatorio e para a latencia.
         self.mudancas = []                # (dataset, ident, empresa, commit_monotonic, valores)
         self.contagem = {}
-        self.atrasadas = []               # (dataset, ident, atraso_s)
-        self.alem_da_folga = []           # (dataset, ident, atraso_s)
+        self.atrasadas = []               # (dataset, ident, atraso_s, carimbo)
+        self.alem_da_folga = []           # (dataset, ident, atraso_s, carimbo)
         self.rajadas = []                 # dict(dataset, ids, carimbo, linhas)
         self.apagados = {'titulos': set(), 'pedidos': set(), 'movimentos': set()}
         self.erros = []
@@ -233,29 +233,36 @@ class Carga(object):
     def popular(self, por_empresa=40):
         """Linhas iniciais: a carga completa de implantacao leva estas."""
         t = self.meta.tables
-        # Historico: carimbado uma hora atras, longe da janela da folga -- como
-        # a base de um ERP no dia da implantacao.
-        self.agora = sa.literal_column("now() - interval '1 hour'" if self.tipo == 'postgres'
-                                       else 'NOW(6) - INTERVAL 1 HOUR')
-        try:
-            self._popular(t, por_empresa)
-        finally:
-            self.agora = agora_expr(self.tipo)
+        # Historico espalhado no passado (a partir do relogio do BANCO), longe
+        # da janela da folga e com carimbos distintos -- como a base de um ERP no
+        # dia da implantacao. Carimbo unico para tudo poria a base inteira na
+        # janela da primeira leitura, acima do teto.
+        base = agora_do_banco(self.motor, self.tipo) - datetime.timedelta(hours=1)
+        passos = itertools.count()
 
-    def _popular(self, t, por_empresa):
+        def carimbo():
+            return base - datetime.timedelta(seconds=7 * next(passos))
+
         with self.motor.begin() as conexao:
             conexao.execute(t['EMPRESAS'].insert(), [
                 {'EMPRESA_ID': e, 'RAZAO_SOCIAL': 'Empresa %d Ltda' % e,
                  'ATIVA': 'N' if e == EMPRESA_INATIVA else 'S'} for e in self.empresas])
-            conexao.execute(t['SITUACOES'].insert().values(ALTERADO_EM=self.agora), [
-                {'CODIGO': c, 'DESCRICAO': d} for c, d in (
+            conexao.execute(t['SITUACOES'].insert(), [
+                {'CODIGO': c, 'DESCRICAO': d, 'ALTERADO_EM': carimbo()} for c, d in (
                     ('A', 'Aberto'), ('B', 'Baixado'), ('C', 'Cancelado'),
                     ('P', 'Parcial'), ('V', 'Vencido'))])
-            for e in self.empresas:
-                for _ in range(por_empresa):
-                    self._inserir(conexao, 'TITULOS', e, anotar=False)
-                    self._inserir(conexao, 'PEDIDOS', e, anotar=False)
-                    self._inserir(conexao, 'MOVIMENTOS', e, anotar=False)
+            for tabela in ('TITULOS', 'PEDIDOS', 'MOVIMENTOS'):
+                linhas = []
+                for e in self.empresas:
+                    for _ in range(por_empresa):
+                        linha = dict(self._valores(tabela, e), ALTERADO_EM=carimbo())
+                        ident = self._novo_id()
+                        if tabela == 'MOVIMENTOS':
+                            ident = 'MV%08d' % ident
+                        linha[self._chave(tabela)] = ident
+                        linhas.append(linha)
+                        self.vivos[tabela].append((ident, e))
+                conexao.execute(t[tabela].insert(), linhas)
 
     # -- operacoes -------------------------------------------------------------
 
@@ -407,7 +414,10 @@ class Carga(object):
         real = time.monotonic() - inicio
         with self._trava:
             (self.alem_da_folga if alem else self.atrasadas).append(
-                (tabela.lower(), str(ident), real))
+                (tabela.lower(), str(ident), real, carimbo))
+        if alem:
+            self.registro('alem da folga: %s %s carimbado %s, comitado %.1fs depois',
+                          tabela.lower(), ident, carimbo, real)
         self._contar('alem_da_folga' if alem else 'atrasada')
         if not alem:
             self._anotar(tabela, (ident, empresa), carimbo)
@@ -422,10 +432,12 @@ class Carga(object):
             with conexao.begin():
                 for _ in range(linhas):
                     ids.append(str(self._inserir(conexao, 'PEDIDOS', empresa)[0]))
-                carimbo = self._carimbo_de(conexao, 'PEDIDOS', int(ids[0]))
+                # No MariaDB NOW(6) e por comando: a rajada vai da 1a a ultima linha.
+                desde = self._carimbo_de(conexao, 'PEDIDOS', int(ids[0]))
+                ate = self._carimbo_de(conexao, 'PEDIDOS', int(ids[-1]))
         with self._trava:
-            self.rajadas.append({'dataset': 'pedidos', 'ids': set(ids), 'carimbo': carimbo,
-                                 'linhas': linhas, 'em': time.monotonic()})
+            self.rajadas.append({'dataset': 'pedidos', 'ids': set(ids), 'desde': desde,
+                                 'ate': ate, 'linhas': linhas, 'em': time.monotonic()})
         self._contar('rajada')
         self.registro('rajada de %d linhas em pedidos (teto %d)', linhas, self.maximo)
 

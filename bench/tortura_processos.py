@@ -269,11 +269,11 @@ class Matador(object):
         self.ouvinte.iniciar()
         self.vigia.permitir(principal=self.ouvinte.pid)
 
-    def uma_morte(self):
+    def uma_morte(self, so_kill=False):
         with self._trava_ciclo:
             if not self.ouvinte.vivo():
                 return
-            if self.aleatorio.random() < self.fracao_sigterm:
+            if not so_kill and self.aleatorio.random() < self.fracao_sigterm:
                 saiu, segundos = self.ouvinte.terminar(self.espera_sigterm)
                 self.sigterms += 1
                 self.sigterm_tempos.append(segundos)

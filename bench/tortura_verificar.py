@@ -123,9 +123,9 @@ class Contexto(object):
         self.fim = fim                            # relogio do BANCO ao fim da carga
         self.folga = folga
         self.intervalo = intervalo
-        self.rajadas = list(rajadas)              # [{'dataset', 'ids', 'carimbo'}]
+        self.rajadas = list(rajadas)              # [{'dataset', 'ids', 'desde', 'ate'}]
         self.entregues = dict(entregues or {})    # {dataset: marca quando foi entregue}
-        self.alem_da_folga = {(d, i) for d, i, _ in alem_da_folga}
+        self.alem_da_folga = {(d, i) for d, i, *_ in alem_da_folga}
         self.apagados = apagados or {}
 
     def limite(self):
@@ -137,8 +137,9 @@ class Contexto(object):
         if (dataset, ident) in self.alem_da_folga:
             return 'alem_da_folga'
         for rajada in self.rajadas:
+            # Linha da rajada que nao mudou depois dela.
             if rajada['dataset'] == dataset and ident in rajada['ids'] \
-                    and carimbo == rajada['carimbo']:
+                    and rajada['desde'] <= carimbo <= rajada['ate']:
                 return 'rajada'
         # Dataset que o ouvinte entregou a varredura (estado `pendentes_varredura`),
         # com a marca daquele momento: o que mudou depois de marca - folga espera.

@@ -2,6 +2,10 @@
 
 import datetime
 
+# Espera entre falhas seguidas: dobra a cada falha e para aqui. 15 minutos nao
+# martela uma origem fora do ar e ainda volta sozinho quando ela voltar.
+TETO_ESPERA = 900
+
 DESLIGADA = ('nao', 'no', 'off', 'nenhuma')
 
 
@@ -54,3 +58,11 @@ def descrever(varredura, janela_min):
         return 'DESLIGADA -- exclusao na origem NUNCA sai do Contextia'
     return '%02d:%02d (+%smin de janela; a UNICA que remove)' % (
         varredura[0], varredura[1], janela_min)
+
+
+def espera_apos_falhas(intervalo, falhas):
+    """Segundos ate a proxima tentativa: o intervalo, dobrando a cada falha seguida."""
+    if falhas <= 0:
+        return intervalo
+    # min antes da potencia: 2**falhas cresce sem limite num ouvinte fora do ar ha dias.
+    return min(intervalo * (2 ** min(falhas, 20)), TETO_ESPERA)

@@ -173,33 +173,36 @@ def _provar_where(p, filtro):
 def _compilar_dialetos(p, filtro):
     """Com SQLAlchemy instalado, o SQL real de cada banco; sem ele, "pulado"."""
     try:
-        import sqlalchemy as sa
+        from sqlalchemy.dialects import mssql, mysql, oracle, postgresql, sqlite
     except ImportError:
         print('  pulado  SQL dos dialetos reais (SQLAlchemy nao instalado aqui;'
               ' o plano acima e o que o adaptador segue)')
         return
-    from sqlalchemy.dialects import mssql, mysql, oracle, postgresql, sqlite
-    condicoes = filtro.plano(scope=('EMPRESA_ID', 297), since=('ALTERADO_EM', 'x'))
-    tabela = sa.table('TITULOS', sa.column('ID'), sa.column('EMPRESA_ID'),
-                      sa.column('ALTERADO_EM'))
-    consulta = sa.select(tabela.c.ID)
-    for coluna, operador, parametro, valor in condicoes:
-        bind = sa.bindparam(parametro, valor)
-        alvo = tabela.c[coluna]
-        consulta = consulta.where(alvo == bind if operador == '=' else alvo > bind)
+    from contextia_sync.origem import carregar_origem
+    generic = carregar_origem('generic')
+    objeto = generic.objeto_sem_reflexao('ERP.TITULOS', ['ID', 'EMPRESA_ID', 'ALTERADO_EM'])
+    consultas = {
+        'fetch': generic.consulta_fetch(objeto, ['ID', 'ALTERADO_EM'],
+                                        scope=('EMPRESA_ID', 297),
+                                        since=('ALTERADO_EM', 'x'))[0],
+        'sonda': generic.consulta_contar(objeto, scope=('EMPRESA_ID', 297),
+                                         since=('ALTERADO_EM', 'x')),
+    }
     for nome, modulo in (('oracle', oracle), ('mssql', mssql), ('mysql', mysql),
                          ('postgresql', postgresql), ('sqlite', sqlite)):
-        compilado = consulta.compile(dialect=modulo.dialect())
-        onde = str(compilado).split('WHERE', 1)[1]
-        certo = (onde.index('EMPRESA_ID') < onde.index('ALTERADO_EM') and ' > ' in onde
-                 and '>=' not in onde and '297' not in onde
-                 and compilado.params == {'escopo': 297, 'desde': 'x'})
-        p.igual('%s compilado: escopo primeiro, `>` estrito, valores por bind' % nome,
-                certo, True)
+        for tipo, consulta in sorted(consultas.items()):
+            compilado = consulta.compile(dialect=modulo.dialect())
+            onde = str(compilado).split('WHERE', 1)[1]
+            certo = (onde.index('EMPRESA_ID') < onde.index('ALTERADO_EM')
+                     and ' > ' in onde and '>=' not in onde and '297' not in onde
+                     and compilado.params == {'escopo': 297, 'desde': 'x'})
+            p.igual('%s, %s do adaptador compilada: escopo primeiro, `>` estrito,'
+                    ' valores por bind' % (nome, tipo), certo, True)
 
 
 def _agenda(p):
-    from contextia_sync.agenda import ErroVarredura, hora_de_varrer, ler_hora
+    from contextia_sync.agenda import ErroVarredura, espera_apos_falhas, hora_de_varrer, \
+        ler_hora
     print('\nhora da varredura')
     casos = [
         ('antes da hora, nao varre', None, 180, (3, 29), False),
@@ -217,6 +220,12 @@ def _agenda(p):
                                        datetime.datetime(2026, 9, 2, h, m)), esperado)
     p.igual('desligada nunca varre',
             hora_de_varrer(None, 180, None, datetime.datetime(2026, 9, 2, 23, 0)), False)
+
+    print('\nespera depois de falha')
+    p.igual('sem falha, o intervalo', espera_apos_falhas(60, 0), 60)
+    p.igual('dobra a cada falha seguida', [espera_apos_falhas(60, n) for n in (1, 2, 3)],
+            [120, 240, 480])
+    p.igual('e para em 15 minutos', espera_apos_falhas(60, 50), 900)
 
     print('\nhora invalida na linha de comando')
     for ruim in ('25:00', '3h30', '03:70', 'abc', '3:30:00', '-1:30'):

@@ -89,7 +89,8 @@ def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
     descricao, campos = mapeamento.semantica(mapa, row)
     resultado = {'dataset': nome, 'ok': False, 'registros': 0, 'novos': 0, 'atualizados': 0,
                  'iguais': 0, 'removidos': 0, 'campos': len(campos or ()),
-                 'dominio': coluna is None, 'erro': None, 'segundos': 0.0}
+                 'dominio': coluna is None, 'erro': None, 'segundos': 0.0,
+                 'sem_key': mapeamento.chave_de(mapa, row) is None}
     inicio = time.monotonic()
     # Com coluna de recorte, so as linhas desta empresa; sem ela (dominio), todas.
     recorte = (coluna, escopo) if coluna else None
@@ -144,6 +145,9 @@ def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
 def linha_de_resultado(resultado, seco=False):
     """A linha que o conector imprime por dataset."""
     nome = resultado['dataset'] + (' (dominio)' if resultado['dominio'] else '')
+    # Sem key o servidor deduplica por hash: linha alterada entra como nova e a
+    # velha so sai no complete. Dito na linha, para ninguem estranhar `novos`.
+    aviso = ' [sem key: dedup por hash]' if resultado.get('sem_key') else ''
     if seco:
         return '  %-34s registros=%-7d (seco: lido e contado, nada enviado)  %.1fs' % (
             nome, resultado['registros'], resultado['segundos'])
@@ -152,7 +156,7 @@ def linha_de_resultado(resultado, seco=False):
                    resultado['registros'], resultado['novos'], resultado['atualizados'],
                    resultado['iguais'], resultado['removidos'], resultado['campos']))
     if resultado['ok']:
-        return '  %-34s %s  %.1fs' % (nome, numeros, resultado['segundos'])
+        return '  %-34s %s  %.1fs%s' % (nome, numeros, resultado['segundos'], aviso)
     return '  %-34s FALHOU -- %s\n  %-34s %s' % (nome, resultado['erro'], '', numeros)
 
 

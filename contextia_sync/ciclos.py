@@ -425,6 +425,11 @@ def ciclo_varredura(ctx):
 
     if ctx.seco:
         return {'erros': erros}
+    if ctx.parar():
+        # Interrompida pela parada: NAO conta como feita, e a proxima subida
+        # dentro da janela varre de novo.
+        logger.warning('varredura interrompida pela parada: nao registrada como feita')
+        return {'erros': erros}
     if not erros:
         for nome, (watch, maximo) in pendentes.items():
             marca = ctx.estado.marca(nome)

@@ -309,8 +309,8 @@ def _traduzir(erro, schema):
         return ['%s: texto vazio -- preencha ou apague a chave' % caminho]
 
     if tipo == 'const':
-        return ['%s: %r nao e aceito -- use %r ou apague a chave'
-                % (caminho, valor, erro.validator_value)]
+        return ['%s: %s nao e aceito -- use %s ou apague a chave'
+                % (caminho, json.dumps(valor), json.dumps(erro.validator_value))]
 
     if tipo == 'propertyNames':
         return ['%s: %s -- as chaves de fields sao nomes de coluna' % (caminho, erro.message)]

@@ -38,6 +38,9 @@ from contextia_sync.mapeamento import escopos_excluidos
 PONTO_DE_TESTE = 'CONTEXTIA_TESTE_MORRER_EM'
 PONTOS = ('chave-emitida', 'chave-gravada')
 
+# O minimo que o Contextia aceita para o segredo de assinatura de um webhook.
+TAMANHO_MINIMO_SEGREDO = 16
+
 
 class ErroConfiguracao(Exception):
     """Falta algo para provisionar (token de admin, segredo do webhook...)."""
@@ -143,6 +146,13 @@ def segredo_do_webhook(mapa):
             ' vem da variavel %s -- que nao esta definida. Exporte-a (o mesmo segredo que'
             ' o receptor %s usa para conferir a assinatura) e rode de novo.'
             % (webhook['secret_env'], webhook['url']))
+    if len(segredo) < TAMANHO_MINIMO_SEGREDO:
+        # O Contextia recusaria no registro do webhook -- depois do projeto e da
+        # chave criados. Recusado aqui, nada e criado pela metade.
+        raise ErroConfiguracao(
+            'o segredo em %s tem %d caracteres; o Contextia exige pelo menos %d. Gere um'
+            ' (ex.: openssl rand -hex 32) e combine-o com o receptor do webhook.'
+            % (webhook['secret_env'], len(segredo), TAMANHO_MINIMO_SEGREDO))
     return segredo
 
 

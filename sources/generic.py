@@ -72,7 +72,8 @@ class ErroIdentificador(ErroOrigem, filtro.ErroIdentificador):
 # Segredos fora de mensagens
 # ---------------------------------------------------------------------------
 
-_SENHA_EM_URL = re.compile(r'(://[^:/@\s]*:)[^@\s]*@')
+# usuario:senha@ em qualquer lugar (inclusive numa URL torta que nem parseia).
+_SENHA_EM_URL = re.compile(r'([^:/@\s]+:)[^\s/]*@')
 
 
 def mascarar(texto, senha=None):
@@ -192,6 +193,9 @@ def coagir(valor, tipo, dialeto, campo='since'):
             raise ErroOrigem(
                 '%s: %r nao e valor valido para uma coluna %s. Confira a marca de'
                 ' agua no estado ou o tipo da coluna na view.' % (campo, valor, tipo)) from None
+    if alvo is int and isinstance(valor, (decimal.Decimal, float)) \
+            and valor == int(valor):
+        return int(valor)
     if alvo is str and isinstance(valor, (int, decimal.Decimal)) \
             and not isinstance(valor, bool):
         return str(valor)
@@ -209,6 +213,13 @@ def _texto_sqlite(valor):
 
 # Tipos declarados no SQLite que guardam data em TEXT.
 _DATA_SQLITE = re.compile(r'^\s*(DATETIME|TIMESTAMP|DATE)\b', re.I)
+
+
+# Como cada banco diz "cancelei pelo tempo": PostgreSQL, MariaDB, MySQL,
+# oracledb (call_timeout) e ODBC (HYT00).
+_MARCAS_DE_TIMEOUT = re.compile(
+    r'statement timeout|max_statement_time|maximum statement execution time'
+    r'|DPY-4024|ORA-03156|HYT00|Query timeout', re.I)
 
 
 class _Avisos:
@@ -316,6 +327,40 @@ class Objeto:
         return c
 
 
+# Codigos de tipo do protocolo MySQL (pymysql.constants.FIELD_TYPE).
+_TIPOS_MYSQL = {
+    0: 'numeric', 246: 'numeric', 1: 'int', 2: 'int', 3: 'int', 8: 'int', 9: 'int',
+    13: 'int', 4: 'float', 5: 'float', 7: 'timestamp', 10: 'date', 14: 'date',
+    12: 'datetime', 15: 'texto', 253: 'texto', 254: 'texto',
+}
+
+
+def _colunas_pelo_select_mysql(conn, schema, nome):
+    """
+    Nomes e tipos pelo `SELECT * ... WHERE 1 = 0`: so precisa de SELECT.
+
+    Le a descricao do cursor (tipo do protocolo, precisao e escala) e traduz
+    para o tipo SQLAlchemy que os conversores entendem.
+    """
+    from sqlalchemy.dialects import mysql as _mysql
+    sql = sa.select(sa.text('*')).select_from(sa.table(nome, schema=schema)).where(
+        sa.text('1 = 0'))
+    resultado = conn.execute(sql)
+    descricao = resultado.cursor.description
+    resultado.close()
+    colunas = []
+    for nome_coluna, codigo, _exib, _interno, precisao, escala, _nulo in descricao:
+        familia = _TIPOS_MYSQL.get(codigo)
+        tipo = {'int': sa.Integer(), 'float': sa.Float(), 'date': sa.Date(),
+                'datetime': sa.DateTime(), 'timestamp': _mysql.TIMESTAMP(),
+                'texto': sa.String()}.get(familia, NullType())
+        if familia == 'numeric':
+            # precisao do protocolo inclui sinal e ponto; a escala e o que importa
+            tipo = sa.Numeric(precisao, escala)
+        colunas.append({'name': nome_coluna, 'type': tipo})
+    return colunas
+
+
 def objeto_sem_reflexao(source_object, colunas=(), tipos=None):
     """Tabela montada so com nomes (e tipos, se dados): para compilar SQL sem servidor."""
     try:
@@ -410,6 +455,39 @@ def consulta_escopos(objeto, coluna):
 # A origem
 # ---------------------------------------------------------------------------
 
+def _abandonar_mysql(conn, resultado):
+    """
+    Leitura do MySQL/MariaDB largada no meio: derruba a conexao em vez de drenar.
+
+    Fechar o cursor sem buffer do PyMySQL LE O RESTO da tabela so para
+    descarta-lo -- minutos de I/O na producao do cliente por uma leitura que
+    ninguem quer mais. Soltar o resultado pendente (atributo do PyMySQL) e
+    invalidar a conexao fecha o socket na hora.
+    """
+    if conn.closed:
+        return
+    cursor = getattr(resultado, 'cursor', None)
+    pendente = getattr(cursor, '_result', None)
+    if pendente is not None:
+        pendente.unbuffered_active = False     # senao o __del__ dele drena
+        cursor._result = None
+    try:
+        conn.invalidate()
+    except Exception:                                    # noqa: BLE001
+        pass
+
+
+def _fechar_leitura(conn, resultado):
+    """
+    Fecha o cursor ANTES da conexao: no SQLite um SELECT nao finalizado segura
+    o lock de leitura mesmo depois do rollback, e o ERP nao consegue gravar.
+    """
+    for fechar in (resultado.close, conn.close):
+        try:
+            fechar()
+        except Exception:                                # noqa: BLE001
+            pass
+
 class Origem:
     """Uma origem (uma URL): engine proprio, sessao so-leitura, leituras curtas."""
 
@@ -432,7 +510,7 @@ class Origem:
         self.mariadb = False
         self._engine = None
         self._objetos = {}
-        self._abertas = set()
+        self._abertas = {}       # conexao -> resultado de fetch ainda aberto
         self._avisos = _Avisos()
 
     # -- texto seguro -------------------------------------------------------
@@ -442,6 +520,10 @@ class Origem:
         return self.url.render_as_string(hide_password=True)
 
     def _erro(self, o_que, erro, correcao=''):
+        if _MARCAS_DE_TIMEOUT.search(str(getattr(erro, 'orig', erro))):
+            correcao = ('passou de CONTEXTIA_ORIGEM_TIMEOUT=%ss e o banco cancelou.'
+                        ' Indice na coluna de mudanca/escopo resolve; se a consulta e'
+                        ' legitimamente lenta, aumente o limite' % self.timeout)
         texto = '%s (%s): %s%s' % (o_que, self.descricao, _erro_do_driver(erro),
                                    (' -- ' + correcao) if correcao else '')
         return ErroOrigem(mascarar(texto, self._senha))
@@ -546,18 +628,31 @@ class Origem:
             par = (schema and transformar(schema), transformar(nome))
             if par not in candidatos:
                 candidatos.append(par)
+        ultimo_erro = ''
         for cand_schema, cand_nome in candidatos:
             try:
                 reflexo = inspetor.get_columns(cand_nome, schema=cand_schema, **opcoes)
             except sa_exc.NoSuchTableError:
                 continue
+            except sa_exc.DBAPIError as erro:
+                if self.dialeto != 'mysql':
+                    raise
+                # MySQL/MariaDB refletem view com SHOW CREATE, que exige SHOW VIEW
+                # -- direito que um login so-SELECT nao tem (e nao deve ter).
+                ultimo_erro = ' Ultimo erro: %s.' % _erro_do_driver(erro)
+                try:
+                    reflexo = _colunas_pelo_select_mysql(conn, cand_schema, cand_nome)
+                except sa_exc.DBAPIError as erro_select:
+                    ultimo_erro = ' Ultimo erro: %s.' % _erro_do_driver(erro_select)
+                    continue
             if reflexo:
                 break
         else:
-            raise ErroOrigem(
+            raise ErroOrigem(mascarar(
                 'source_object %s nao encontrado na origem %s (nem em maiusculas/'
                 'minusculas), ou este login nao tem SELECT nele. Confira o nome no'
-                ' mapeamento e o GRANT (docs/origem.md).' % (source_object, self.descricao))
+                ' mapeamento e o GRANT (docs/origem.md).%s'
+                % (source_object, self.descricao, ultimo_erro), self._senha))
         colunas, tipos_sqlite = [], {}
         for info in reflexo:
             tipo = info['type']
@@ -624,7 +719,7 @@ class Origem:
         except BaseException:
             conn.close()
             raise
-        self._abertas.add(conn)
+        self._abertas[conn] = resultado
         conversores = self._conversores(objeto, [nomes[posicoes.index(i)]
                                                  for i in range(len(reais))], reais)
         logger.debug('fetch %s: %s', source_object, filtro.descrever(plano)[0] or '(tudo)')
@@ -652,19 +747,18 @@ class Origem:
                              % (source_object, lidas), erro,
                              'nada desta leitura deve ser dado como completo; a'
                              ' proxima chamada reconecta') from None
+        except Exception:
+            if conn in self._abertas:
+                raise
+            raise ErroOrigem(
+                'leitura de %s interrompida depois de %d linha(s): fechada por'
+                ' renovar()/fechar() antes do fim -- leia ate o fim antes de'
+                ' renovar, ou chame fetch de novo' % (source_object, lidas)) from None
         finally:
-            self._abertas.discard(conn)
-            if not completo and self.dialeto == 'mysql' and not conn.closed:
-                # Fechar um cursor sem buffer do PyMySQL le o resto da tabela
-                # inteira so para descartar: derrubar a conexao e mais barato.
-                try:
-                    conn.invalidate()
-                except Exception:                        # noqa: BLE001
-                    pass
-            try:
-                conn.close()
-            except Exception:                            # noqa: BLE001
-                pass
+            self._abertas.pop(conn, None)
+            if not completo and self.dialeto == 'mysql':
+                _abandonar_mysql(conn, resultado)
+            _fechar_leitura(conn, resultado)
 
     def contar(self, source_object, scope=None, since=None):
         """Quantas linhas casam com o filtro (a sonda barata do ouvinte)."""
@@ -711,15 +805,12 @@ class Origem:
         acaba ao fim dela; o que sobra para renovar e a leitura que alguem
         deixou pela metade -- essa e fechada.
         """
-        for conn in list(self._abertas):
+        for conn, resultado in list(self._abertas.items()):
             logger.warning('origem: leitura deixada pela metade fechada ao renovar')
-            self._abertas.discard(conn)
-            try:
-                if self.dialeto == 'mysql':
-                    conn.invalidate()
-                conn.close()
-            except Exception:                            # noqa: BLE001
-                pass
+            self._abertas.pop(conn, None)
+            if self.dialeto == 'mysql':
+                _abandonar_mysql(conn, resultado)
+            _fechar_leitura(conn, resultado)
 
     def fechar(self):
         """Solta conexoes e engine. Chamar de novo qualquer leitura reconecta."""

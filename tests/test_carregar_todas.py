@@ -30,10 +30,8 @@ def test_modo_estrito():
 
 
 @pytest.fixture
-def erp(tmp_path):
-    banco = erp_teste.erp_sqlite(tmp_path)
-    yield banco
-    banco.fechar()
+def erp(banco_sqlite):
+    return erp_teste.Erp(banco_sqlite)
 
 
 def espiao(tmp_path):
@@ -113,3 +111,15 @@ def test_arquivo_de_chaves_ruim_para_tudo_com_2(erp, tmp_path, caso):
     trecho = {'permissao': 'chmod 600', 'corrompido': 'linha 2',
               'inexistente': 'nao existe'}[caso]
     assert trecho in saida
+
+
+def test_arquivo_com_crlf_de_editor_windows(erp, tmp_path, ambiente_contextia):
+    chave = ambiente_contextia.criar_projeto_com_chave(erp.escopos[0])
+    arquivo = tmp_path / 'chaves.tsv'
+    arquivo.write_bytes(('# editado no Windows\r\n%s\t%s\r\n' % (erp.escopos[0], chave))
+                        .encode())
+    arquivo.chmod(0o600)
+    codigo, saida = carregar_todas(arquivo, erp_teste.mapeamento(tmp_path), erp,
+                                   sys.executable)
+    assert codigo == 0, saida
+    assert 'resumo carregar-todas: 1 ok, 0 com falha' in saida

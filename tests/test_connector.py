@@ -3,6 +3,7 @@ connector.py de verdade (subprocesso) contra origens SQLite e PostgreSQL e o
 Contextia local num processo real.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -16,21 +17,10 @@ from tests.dados import erp as erp_teste
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
-def erp(request, tmp_path):
-    if request.param == 'sqlite':
-        banco = erp_teste.erp_sqlite(tmp_path)
-        yield banco
-        banco.fechar()
-        return
-    criado = erp_teste.erp_postgres()
-    if criado is None:
-        if os.environ.get('CI') == 'true':
-            pytest.fail('PostgreSQL em 127.0.0.1:5432 nao respondeu (CI=true exige o banco)')
-        pytest.skip('PostgreSQL em 127.0.0.1:5432 nao respondeu')
-    banco, derrubar = criado
-    yield banco
-    derrubar()
+@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres),
+                        pytest.param('mariadb', marks=pytest.mark.mariadb)])
+def erp(request, fabrica_de_bancos):
+    return erp_teste.Erp(fabrica_de_bancos(request.param))
 
 
 @pytest.fixture
@@ -85,10 +75,10 @@ def test_carga_completa_repetida_e_remocao(erp, mapa, chave_contextia):
         'registros': 45, 'novos': 0, 'atualizados': 0, 'iguais': 45, 'removidos': 0}
 
     # Linha apagada e linha alterada na origem: a carga seguinte remove e atualiza.
-    erp.executar('DELETE FROM "TITULOS" WHERE "ID" = (SELECT MIN("ID") FROM "TITULOS"'
-                 ' WHERE "EMPRESA_ID" = :e)', e=int(escopo))
-    erp.executar('UPDATE "TITULOS" SET "VALOR" = 1.50 WHERE "ID" = (SELECT MAX("ID") FROM'
-                 ' "TITULOS" WHERE "EMPRESA_ID" = :e)', e=int(escopo))
+    menor, maior = erp.executar('SELECT MIN({ID}), MAX({ID}) FROM {TITULOS} WHERE'
+                                ' {EMPRESA_ID} = :e', e=int(escopo))[0]
+    erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=menor)
+    erp.executar('UPDATE {TITULOS} SET {VALOR} = 1.50 WHERE {ID} = :i', i=maior)
     codigo, saida = conector(erp, mapa, escopo, chave)
     assert codigo == 0, saida
     assert numeros(saida, 'titulos_a_receber') == {
@@ -103,7 +93,7 @@ def test_falha_no_meio_do_dataset_nao_remove_nada(erp, mapa, ambiente_contextia,
     escopo = erp.escopos[0]
     chave = chave_contextia(escopo)
     assert conector(erp, mapa, escopo, chave)[0] == 0
-    erp.executar('DELETE FROM "TITULOS" WHERE "EMPRESA_ID" = :e AND "ID" % 10 = 0',
+    erp.executar('DELETE FROM {TITULOS} WHERE {EMPRESA_ID} = :e AND {ID} % 10 = 0',
                  e=int(escopo))
     restantes = erp.titulos(escopo)
     assert restantes < 45
@@ -129,7 +119,7 @@ def test_teto_de_remocao_recusa_esvaziar_e_permite_com_1(erp, mapa, chave_contex
     chave = chave_contextia(escopo)
     assert conector(erp, mapa, escopo, chave)[0] == 0
     # A view "volta vazia" para esta empresa (manutencao, GRANT revogado...).
-    erp.executar('DELETE FROM "TITULOS" WHERE "EMPRESA_ID" = :e', e=int(escopo))
+    erp.executar('DELETE FROM {TITULOS} WHERE {EMPRESA_ID} = :e', e=int(escopo))
 
     codigo, saida = conector(erp, mapa, escopo, chave)
     assert codigo == 1, saida
@@ -165,10 +155,8 @@ def test_seco_le_e_conta_sem_chave_e_sem_enviar(erp, mapa, ambiente_contextia):
 
 
 @pytest.fixture
-def erp_sqlite(tmp_path):
-    banco = erp_teste.erp_sqlite(tmp_path)
-    yield banco
-    banco.fechar()
+def erp_sqlite(banco_sqlite):
+    return erp_teste.Erp(banco_sqlite)
 
 
 def test_chave_de_outra_empresa_e_recusada(erp_sqlite, mapa, chave_contextia):
@@ -215,3 +203,31 @@ def test_mapeamento_invalido_sai_com_2_listando_problemas(erp_sqlite, tmp_path):
     codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], 'ctx_x', '--dry-run')
     assert codigo == 2
     assert "defaults.kye: chave desconhecida 'kye' -- voce quis dizer 'key'?" in saida
+
+
+def test_view_que_nao_existe_falha_so_aquele_dataset(erp_sqlite, tmp_path, chave_contextia):
+    mapa = erp_teste.mapeamento(tmp_path)
+    with open(mapa) as f:
+        conteudo = json.load(f)
+    conteudo['datasets'].insert(0, {'dataset': 'Sumida', 'source_object': 'VW_QUE_NAO_HA',
+                                    'columns': ['ID', 'EMPRESA_ID']})
+    with open(mapa, 'w') as f:
+        json.dump(conteudo, f)
+    escopo = erp_sqlite.escopos[0]
+    chave = chave_contextia(escopo)
+    codigo, saida = conector(erp_sqlite, mapa, escopo, chave)
+    assert codigo == 1, saida
+    assert 'sumida' in saida and 'FALHOU' in saida and 'VW_QUE_NAO_HA' in saida
+    assert '3 dataset(s), 2 ok, 1 com falha' in saida
+    assert no_servidor(chave) == {'titulos_a_receber': 45, 'status': 3}
+
+
+def test_origem_inalcancavel_sai_com_1_sem_enviar(erp_sqlite, mapa, chave_contextia):
+    escopo = erp_sqlite.escopos[0]
+    chave = chave_contextia(escopo)
+    codigo, saida = conector(erp_sqlite, mapa, escopo, chave, ambiente={
+        'CONTEXTIA_ORIGEM': 'postgresql+psycopg://leitor:senha-secreta@127.0.0.1:1/erp'})
+    assert codigo == 1, saida
+    assert 'nao foi possivel conectar na origem' in saida
+    assert 'senha-secreta' not in saida
+    assert no_servidor(chave) == {}

@@ -287,12 +287,28 @@ def _processos_do_usuario(uid):
     return pids
 
 
+@pytest.fixture
+def pasta_publica():
+    """
+    Uma pasta que outro usuario consegue atravessar.
+
+    O tmp_path do pytest mora em /tmp/pytest-of-root (modo 700): o usuario do
+    servico nao chegaria ao SDK "instalado" la dentro.
+    """
+    import pathlib
+    import tempfile
+    pasta = tempfile.mkdtemp(prefix='ctx-deploy-', dir='/tmp')
+    os.chmod(pasta, 0o755)
+    yield pathlib.Path(pasta)
+    shutil.rmtree(pasta, ignore_errors=True)
+
+
 @pytest.mark.lento
-def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(tmp_path, usuario_descartavel,
+def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descartavel,
                                                   fabrica_contextia):
     exigir_systemd_analyze()
     usuario = usuario_descartavel
-    os.chmod(tmp_path, 0o755)
+    tmp_path = pasta_publica
     sdk = str(tmp_path / 'sdk')
     estado = str(tmp_path / 'var-lib-contextia')
     env_file = str(tmp_path / 'etc-contextia' / 'ouvinte.env')
@@ -326,6 +342,12 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(tmp_path, usuario_descartavel,
     os.chown(estado, usuario.pw_uid, usuario.pw_gid)
     os.chmod(estado, 0o700)
     chaves = os.path.join(estado, 'chaves.tsv')
+    # Implantacao nova: arquivo de chaves vazio (modo 600, do usuario). O ciclo
+    # de projetos do proprio servico provisiona as empresas e grava as chaves.
+    with open(chaves, 'w'):
+        pass
+    os.chown(chaves, usuario.pw_uid, usuario.pw_gid)
+    os.chmod(chaves, 0o600)
 
     secoes = ler_unit(unit)
     servico = dict(secoes['Service'])
@@ -341,8 +363,6 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(tmp_path, usuario_descartavel,
     assert '--mapping=%s/mappings/demo.json' % sdk in argv
     assert '--intervalo-dados=1' in argv         # $OUVINTE_OPCOES dividido em palavras
 
-    # O arquivo de chaves comeca vazio: o ciclo de projetos do proprio servico
-    # provisiona as empresas e grava as chaves no diretorio de estado.
     comando = ['setpriv', '--reuid=%d' % usuario.pw_uid, '--regid=%d' % usuario.pw_gid,
                '--clear-groups']
     if servico.get('NoNewPrivileges') == 'yes':

@@ -24,10 +24,8 @@ SEGREDO = 'segredo-de-teste-webhook'
 
 
 @pytest.fixture
-def erp(tmp_path):
-    banco = erp_teste.erp_sqlite(tmp_path)
-    yield banco
-    banco.fechar()
+def erp(banco_sqlite):
+    return erp_teste.Erp(banco_sqlite)
 
 
 @pytest.fixture
@@ -192,12 +190,17 @@ def test_seco_mostra_o_plano_e_nao_muda_nada(erp, mapa, tmp_path, ambiente_conte
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
 
 
-def test_segredo_do_webhook_ausente_para_antes_de_criar(erp, mapa, tmp_path, ambiente_contextia):
+@pytest.mark.parametrize('segredo, trecho', [('', 'nao esta definida'),
+                                             ('curto', 'exige pelo menos 16')])
+def test_segredo_do_webhook_ausente_ou_curto_para_antes_de_criar(erp, mapa, tmp_path,
+                                                                 ambiente_contextia, segredo,
+                                                                 trecho):
     arquivo = tmp_path / 'chaves.tsv'
     codigo, saida = provisionar_cli(erp, mapa, arquivo,
-                                    ambiente={'SEGREDO_WEBHOOK_TESTE': ''})
+                                    ambiente={'SEGREDO_WEBHOOK_TESTE': segredo})
     assert codigo == 2, saida
-    assert 'SEGREDO_WEBHOOK_TESTE' in saida
+    assert 'SEGREDO_WEBHOOK_TESTE' in saida and trecho in saida
+    assert not arquivo.exists()
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
 
 
@@ -215,20 +218,12 @@ def test_somente_escopo_inexistente_sai_com_1(erp, mapa, tmp_path, ambiente_cont
 
 
 @pytest.mark.postgres
-def test_provisiona_de_origem_postgres(tmp_path, mapa, ambiente_contextia):
-    criado = erp_teste.erp_postgres()
-    if criado is None:
-        if os.environ.get('CI') == 'true':
-            pytest.fail('PostgreSQL em 127.0.0.1:5432 nao respondeu (CI=true exige o banco)')
-        pytest.skip('PostgreSQL em 127.0.0.1:5432 nao respondeu')
-    banco, derrubar = criado
-    try:
-        arquivo = tmp_path / 'chaves.tsv'
-        codigo, saida = provisionar_cli(banco, mapa, arquivo)
-        assert codigo == 0, saida
-        assert sorted(ler_registros(str(arquivo))) == sorted(banco.escopos)
-    finally:
-        derrubar()
+def test_provisiona_de_origem_postgres(tmp_path, mapa, banco_postgres, ambiente_contextia):
+    banco = erp_teste.Erp(banco_postgres)
+    arquivo = tmp_path / 'chaves.tsv'
+    codigo, saida = provisionar_cli(banco, mapa, arquivo)
+    assert codigo == 0, saida
+    assert sorted(ler_registros(str(arquivo))) == sorted(banco.escopos)
 
 
 def test_dois_provisionadores_no_mesmo_arquivo_o_segundo_e_recusado(erp, mapa, tmp_path,

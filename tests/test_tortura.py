@@ -78,8 +78,8 @@ def test_verificador_classifica_exclusao_rajada_e_alem_da_folga_sem_esconder():
     esperado, obtido = _lados(linhas, registros)
     contexto = _contexto(
         apagados={'titulos': {'9'}},
-        rajadas=[{'dataset': 'titulos', 'ids': {'5'}, 'carimbo': T0 + datetime.timedelta(
-            seconds=50)}],
+        rajadas=[{'dataset': 'titulos', 'ids': {'5'}, 'desde': T0 + datetime.timedelta(
+            seconds=50), 'ate': T0 + datetime.timedelta(seconds=51)}],
         alem_da_folga=[('titulos', '6', 15.0)])
     classes = verificar.comparar(esperado, obtido, contexto)['classes']
     assert classes['apagada_na_origem'] == 1

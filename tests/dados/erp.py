@@ -1,32 +1,32 @@
 """
-Um ERP de teste pequeno, igual em SQLite e PostgreSQL, e o mapeamento dele.
+Um ERP de teste pequeno, igual em SQLite, PostgreSQL e MariaDB, e o mapeamento dele.
 
     EMPRESAS   o cadastro (regra de projeto: ATIVA = 'S')
     TITULOS    por empresa, com chave, coluna de mudanca e valor em NUMERIC
     STATUS     dominio (scope_column null): vai inteiro para toda empresa
 
-Os codigos de empresa sao sorteados por ERP (`base`): os testes de um modulo
-dividem o mesmo Contextia local, e o projeto e idempotente pelo escopo.
-Os nomes sao criados entre aspas para ficarem MAIUSCULOS tambem no PostgreSQL,
-como numa view de ERP.
+Monta sobre os bancos descartaveis de tests/apoio/bancos.py. Os codigos de
+empresa sao sorteados por ERP: os testes de um modulo dividem o mesmo Contextia
+local, e o projeto e idempotente pelo escopo. Os nomes sao MAIUSCULOS e entre
+aspas (crase no MariaDB), como numa view de ERP. SQL dos testes usa {NOME}
+para o identificador quotado: erp.executar('DELETE FROM {TITULOS}').
 """
 
 import json
 import os
 import random
+import re
 import uuid
-
-import sqlalchemy as sa
 
 AQUI = os.path.dirname(os.path.abspath(__file__))
 
 DDL = [
-    'CREATE TABLE "EMPRESAS" ("EMPRESA_ID" INTEGER PRIMARY KEY, "RAZAO_SOCIAL" VARCHAR(60),'
-    ' "GRUPO" VARCHAR(30), "ATIVA" CHAR(1))',
-    'CREATE TABLE "TITULOS" ("ID" INTEGER PRIMARY KEY, "EMPRESA_ID" INTEGER,'
-    ' "CLIENTE" VARCHAR(60), "VALOR" NUMERIC(12,2), "VENCIMENTO" DATE,'
-    ' "ALTERADO_EM" TIMESTAMP)',
-    'CREATE TABLE "STATUS" ("COD" VARCHAR(2) PRIMARY KEY, "NOME" VARCHAR(30))',
+    'CREATE TABLE {EMPRESAS} ({EMPRESA_ID} INTEGER PRIMARY KEY, {RAZAO_SOCIAL} VARCHAR(60),'
+    ' {GRUPO} VARCHAR(30), {ATIVA} CHAR(1))',
+    'CREATE TABLE {TITULOS} ({ID} INTEGER PRIMARY KEY, {EMPRESA_ID} INTEGER,'
+    ' {CLIENTE} VARCHAR(60), {VALOR} NUMERIC(12,2), {VENCIMENTO} DATE,'
+    ' {ALTERADO_EM} TIMESTAMP NULL)',
+    'CREATE TABLE {STATUS} ({COD} VARCHAR(2) PRIMARY KEY, {NOME} VARCHAR(30))',
 ]
 
 
@@ -59,70 +59,67 @@ def mapeamento(pasta, chunk=10, **extra):
 
 
 class Erp(object):
-    """Um banco de origem com o ERP de teste; `url` vai em CONTEXTIA_ORIGEM."""
+    """O ERP de teste dentro de um BancoDeTeste; `url` vai em CONTEXTIA_ORIGEM."""
 
-    def __init__(self, url, titulos_por_empresa=(45, 30)):
-        self.url = url
+    def __init__(self, banco, titulos_por_empresa=(45, 30)):
+        self.banco = banco
+        self.url = banco.url_origem
         self.base = random.randrange(10, 9000) * 100
         # Duas ativas, uma inativa (recusada pela regra).
         self.escopos = [str(self.base + 1), str(self.base + 2)]
         self.inativa = str(self.base + 3)
-        self.motor = sa.create_engine(url)
-        with self.motor.begin() as con:
-            for comando in DDL:
-                con.execute(sa.text(comando))
-            con.execute(sa.text('INSERT INTO "EMPRESAS" VALUES (:e, :n, :g, :a)'), [
-                {'e': int(self.escopos[0]), 'n': 'Padaria Pao Quente', 'g': 'Grupo Sul', 'a': 'S'},
-                {'e': int(self.escopos[1]), 'n': 'Mercado Bom Preco', 'g': None, 'a': 'S'},
-                {'e': int(self.inativa), 'n': 'Empresa Fechada', 'g': None, 'a': 'N'},
-            ])
-            linhas = []
-            ident = self.base * 1000
-            for escopo, quantos in zip(self.escopos, titulos_por_empresa):
-                for n in range(quantos):
-                    ident += 1
-                    linhas.append({'i': ident, 'e': int(escopo), 'c': 'Cliente %d' % n,
-                                   'v': '%d.%02d' % (100 + n, n), 'd': '2026-09-%02d' % (n % 28 + 1),
-                                   'a': '2026-09-01 10:%02d:00' % (n % 60)})
-            con.execute(sa.text('INSERT INTO "TITULOS" VALUES (:i, :e, :c, :v, :d, :a)'), linhas)
-            con.execute(sa.text('INSERT INTO "STATUS" VALUES (:c, :n)'),
-                        [{'c': 'A', 'n': 'aberto'}, {'c': 'B', 'n': 'baixado'},
-                         {'c': 'C', 'n': 'cancelado'}])
+        for comando in DDL:
+            self.executar(comando)
+        self.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, :g, :a)', lote=[
+            {'e': int(self.escopos[0]), 'n': 'Padaria Pao Quente', 'g': 'Grupo Sul', 'a': 'S'},
+            {'e': int(self.escopos[1]), 'n': 'Mercado Bom Preco', 'g': None, 'a': 'S'},
+            {'e': int(self.inativa), 'n': 'Empresa Fechada', 'g': None, 'a': 'N'},
+        ])
+        linhas = []
+        ident = self.base * 1000
+        for escopo, quantos in zip(self.escopos, titulos_por_empresa):
+            for n in range(quantos):
+                ident += 1
+                linhas.append({'i': ident, 'e': int(escopo), 'c': 'Cliente %d' % n,
+                               'v': '%d.%02d' % (100 + n, n), 'd': '2026-09-%02d' % (n % 28 + 1),
+                               'a': '2026-09-01 10:%02d:00' % (n % 60)})
+        self.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)', lote=linhas)
+        self.executar('INSERT INTO {STATUS} VALUES (:c, :n)', lote=[
+            {'c': 'A', 'n': 'aberto'}, {'c': 'B', 'n': 'baixado'}, {'c': 'C', 'n': 'cancelado'}])
 
-    def executar(self, sql, **parametros):
-        with self.motor.begin() as con:
-            return con.execute(sa.text(sql), parametros).rowcount
+    def _sql(self, sql):
+        aspas = '`' if self.banco.tipo == 'mariadb' else '"'
+        return re.sub(r'\{([A-Z_]+)\}', lambda m: aspas + m.group(1) + aspas, sql)
+
+    def executar(self, sql, lote=None, **parametros):
+        """SQL com {NOME} quotado; `lote` = lista de dicts (executemany)."""
+        import sqlalchemy as sa
+        with self.banco.motor().begin() as con:
+            resultado = con.execute(sa.text(self._sql(sql)), lote or parametros)
+            return resultado.fetchall() if resultado.returns_rows else resultado.rowcount
 
     def titulos(self, escopo):
-        with self.motor.connect() as con:
-            return con.execute(sa.text('SELECT COUNT(*) FROM "TITULOS" WHERE "EMPRESA_ID" = :e'),
-                               {'e': int(escopo)}).scalar()
+        return self.executar('SELECT COUNT(*) FROM {TITULOS} WHERE {EMPRESA_ID} = :e',
+                             e=int(escopo))[0][0]
 
     def fechar(self):
-        self.motor.dispose()
+        """Solta as conexoes de setup (o banco continua; quem o criou o derruba)."""
+        if self.banco._motor is not None:
+            self.banco._motor.dispose()
+            self.banco._motor = None
 
 
+# Atalhos usados tambem por tests/test_ouvinte_e2e.py (issue 5): mantenha as assinaturas.
 def erp_sqlite(pasta, **opcoes):
-    return Erp('sqlite:///%s' % os.path.join(str(pasta), 'erp-%s.db' % uuid.uuid4().hex[:6]),
-               **opcoes)
+    """ERP num SQLite novo dentro de `pasta`."""
+    from tests.apoio.bancos import criar_banco
+    return Erp(criar_banco('sqlite', 'erp', pasta=pasta), **opcoes)
 
 
 def erp_postgres(**opcoes):
-    """Banco novo no PostgreSQL da maquina; devolve (erp, derrubar) ou None se nao ha servidor."""
-    admin = sa.create_engine('postgresql+psycopg://postgres@127.0.0.1:5432/postgres',
-                             isolation_level='AUTOCOMMIT')
-    nome = 'ctx4_%s' % uuid.uuid4().hex[:10]
-    try:
-        with admin.connect() as con:
-            con.execute(sa.text('CREATE DATABASE %s' % nome))
-    except sa.exc.OperationalError:
-        admin.dispose()
+    """(erp, derrubar) num banco novo do PostgreSQL, ou None se nao ha servidor."""
+    from tests.apoio.bancos import criar_banco, derrubar_banco, servidor_disponivel
+    if not servidor_disponivel('postgres')[0]:
         return None
-    erp = Erp('postgresql+psycopg://postgres@127.0.0.1:5432/%s' % nome, **opcoes)
-
-    def derrubar():
-        erp.fechar()
-        with admin.connect() as con:
-            con.execute(sa.text('DROP DATABASE IF EXISTS %s WITH (FORCE)' % nome))
-        admin.dispose()
-    return erp, derrubar
+    banco = criar_banco('postgres', 'erp')
+    return Erp(banco, **opcoes), lambda: derrubar_banco(banco)
