@@ -46,7 +46,7 @@ class ParadaFria(BaseException):
 
 class _Parada:
     """
-    O primeiro SIGTERM/SIGINT levanta a bandeira: o passo atual termina (ou a
+    O primeiro SIGTERM/SIGINT/SIGHUP levanta a bandeira: o passo atual termina (ou a
     ferramenta em curso tem o grupo encerrado) e o ouvinte sai limpo, com o
     desfecho no log. O segundo e parada fria.
     """
@@ -234,6 +234,10 @@ def _linhas_status(ctx, args, ciclos_vistos):
     else:
         linhas.append('ferramenta agora ..: nenhuma')
     linhas.extend(ciclos_vistos.values())
+    cargas = ctx.estado.cargas_pendentes()
+    if cargas:
+        linhas.append('cargas iniciais pendentes: %s (refeitas no proximo ciclo de projetos)'
+                      % ', '.join(cargas))
     pendentes = ctx.estado.pendentes()
     if pendentes:
         linhas.append('entregues a varredura: %s' % ', '.join(
@@ -366,7 +370,9 @@ def main(argv=None):
         arquivo_de_log(args.log)
 
     parada = _Parada()
-    for numero in (signal.SIGTERM, signal.SIGINT):
+    # SIGHUP tambem: fechar o terminal de um ouvinte rodado a mao o mataria na
+    # hora, deixando a ferramenta em curso orfa, rodando sem dono.
+    for numero in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(numero, parada)
 
     from contextia_sync.agenda import ErroVarredura

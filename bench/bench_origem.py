@@ -11,7 +11,8 @@ Mede, no PostgreSQL e no MariaDB da maquina (banco novo, derrubado no fim):
     depois de 100k no mesmo processo mentiria. Tem de ser plano, nao 10x.
   * LINHAS/S do `fetch` como RAZAO contra um laco cru do driver (cursor de
     servidor do psycopg / SSCursor do PyMySQL) na mesma consulta, na mesma
-    execucao -- mediana de N repeticoes, alternadas.
+    execucao -- mediana de N repeticoes, alternadas. Duas linhas de base: o
+    laco so com tuplas, e o laco montando o mesmo dict que o fetch entrega.
 Nao e teste (nada aqui e cronometrado pela suite).
 """
 
@@ -58,7 +59,7 @@ def montar(banco, linhas):
 # Filho: uma leitura, um processo
 # ---------------------------------------------------------------------------
 
-def _laco_cru(tipo, url, desde):
+def _laco_cru(tipo, url, desde, como_dict=False):
     import sqlalchemy as sa
     u = sa.engine.make_url(url)
     sql = 'SELECT %s FROM bench WHERE %s > %%s' % (
@@ -80,25 +81,54 @@ def _laco_cru(tipo, url, desde):
     inicio = time.perf_counter()
     cur.execute(sql, (desde,))
     lidas = 0
-    for _linha in cur:
-        lidas += 1
+    chaves = tuple(COLUNAS)
+    if como_dict:
+        # o mesmo dict que o fetch entrega: separa o custo do dict do custo do SDK
+        for linha in cur:
+            dict(zip(chaves, linha))
+            lidas += 1
+    else:
+        for _linha in cur:
+            lidas += 1
     segundos = time.perf_counter() - inicio
     cur.close()
     conn.close()
     return lidas, segundos
 
 
-def _laco_fetch(url, desde):
+def _laco_fetch(url, desde, em_lista=False):
     import generic
     origem = generic.Origem(url, timeout=0, linhas_por_lote=LOTE).conectar()
     origem.colunas('bench')            # reflexao fora do cronometro (e cacheada)
     inicio = time.perf_counter()
     lidas = 0
-    for _linha in origem.fetch('bench', COLUNAS, since=('ID', desde)):
+    linhas = origem.fetch('bench', COLUNAS, since=('ID', desde))
+    if em_lista:
+        # CONTROLE: quem materializa a leitura cresce com ela -- prova que o
+        # medidor enxerga crescimento quando ele existe.
+        linhas = list(linhas)
+    for _linha in linhas:
         lidas += 1
     segundos = time.perf_counter() - inicio
     origem.fechar()
     return lidas, segundos
+
+
+def pico_kib():
+    """
+    Pico de RSS deste processo: VmHWM do /proc (Linux).
+
+    Nao `ru_maxrss`: no Linux ele passa do pai para o filho atraves do
+    fork+exec, e o filho de um pai de 68 MiB ja "nasce" com pico de 68 MiB.
+    """
+    try:
+        with open('/proc/self/status') as arquivo:
+            for linha in arquivo:
+                if linha.startswith('VmHWM:'):
+                    return int(linha.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def filho(modo, tipo, url, total, linhas):
@@ -107,13 +137,13 @@ def filho(modo, tipo, url, total, linhas):
     import psycopg     # noqa: F401
     import pymysql     # noqa: F401
     import generic     # noqa: F401
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = pico_kib()
     desde = total - linhas
-    if modo == 'fetch':
-        lidas, segundos = _laco_fetch(url, desde)
+    if modo in ('fetch', 'lista'):
+        lidas, segundos = _laco_fetch(url, desde, em_lista=(modo == 'lista'))
     else:
-        lidas, segundos = _laco_cru(tipo, url, desde)
-    pico = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        lidas, segundos = _laco_cru(tipo, url, desde, como_dict=(modo == 'cru_dict'))
+    pico = pico_kib()
     print(json.dumps({'lidas': lidas, 'segundos': segundos,
                       'pico_kib': pico, 'base_kib': base}))
 
@@ -133,7 +163,7 @@ def rodar_filho(modo, tipo, url, total, linhas):
 # Pai
 # ---------------------------------------------------------------------------
 
-def medir(tipo, total, repeticoes):
+def medir(tipo, total, repeticoes, controle=False):
     from tests.apoio import bancos
     ok, motivo = bancos.servidor_disponivel(tipo)
     if not ok:
@@ -148,14 +178,17 @@ def medir(tipo, total, repeticoes):
         res = {'tipo': tipo}
         for modo in ('fetch', 'cru'):
             res['rss_%s_menor' % modo] = rodar_filho(modo, tipo, banco.url_origem, total, menor)
-        vazao = {'fetch': [], 'cru': []}
-        picos = {'fetch': [], 'cru': []}
+        vazao = {'fetch': [], 'cru': [], 'cru_dict': []}
+        picos = {'fetch': [], 'cru': [], 'cru_dict': []}
         for _ in range(repeticoes):
-            for modo in ('cru', 'fetch'):          # alternados: a mesma carga na maquina
+            for modo in ('cru', 'fetch', 'cru_dict'):          # alternados: a mesma carga na maquina
                 d = rodar_filho(modo, tipo, banco.url_origem, total, total)
                 vazao[modo].append(d['lidas'] / d['segundos'])
                 picos[modo].append(d)
         res['vazao'] = vazao
+        if controle:
+            res['controle'] = [rodar_filho('lista', tipo, banco.url_origem, total, n)
+                               for n in (menor, total)]
         res['rss_maior'] = {m: max(picos[m], key=lambda d: d['pico_kib']) for m in picos}
         return res
     finally:
@@ -170,20 +203,32 @@ def relatorio(res, total):
     mib = 1024.0
     print()
     menor, maior = _rotulo(total // 10), _rotulo(total)
-    print('%-9s %-6s %12s %12s %10s %12s' % ('banco', 'leitor', 'pico ' + menor,
+    print('pico = VmHWM do processo filho; (+x) = acima do RSS do mesmo processo'
+          ' depois dos imports e antes de ler')
+    print('%-9s %-6s %20s %20s %10s %12s' % ('banco', 'leitor', 'pico ' + menor,
                                              'pico ' + maior, '%s/%s' % (maior, menor),
                                              'linhas/s'))
     for r in res:
         for modo in ('fetch', 'cru'):
-            menor = r['rss_%s_menor' % modo]['pico_kib'] / mib
-            maior = r['rss_maior'][modo]['pico_kib'] / mib
-            print('%-9s %-6s %9.1f MiB %9.1f MiB %9.2fx %12.0f' % (
-                r['tipo'], modo, menor, maior, maior / menor,
+            d_menor, d_maior = r['rss_%s_menor' % modo], r['rss_maior'][modo]
+            menor = d_menor['pico_kib'] / mib
+            maior = d_maior['pico_kib'] / mib
+            print('%-9s %-6s %8.1f MiB (+%5.1f) %8.1f MiB (+%5.1f) %9.2fx %12.0f' % (
+                r['tipo'], modo, menor, menor - d_menor['base_kib'] / mib,
+                maior, maior - d_maior['base_kib'] / mib, maior / menor,
                 statistics.median(r['vazao'][modo])))
         razao = statistics.median(r['vazao']['fetch']) / statistics.median(r['vazao']['cru'])
         base = r['rss_maior']['fetch']['base_kib'] / mib
-        print('%-9s fetch/cru (mediana de %d): %.2f  | RSS base do processo antes de ler:'
-              ' %.1f MiB' % (r['tipo'], len(r['vazao']['fetch']), razao, base))
+        razao_dict = (statistics.median(r['vazao']['fetch'])
+                      / statistics.median(r['vazao']['cru_dict']))
+        if 'controle' in r:
+            a, b = [d['pico_kib'] / mib for d in r['controle']]
+            print('%-9s CONTROLE list(fetch): %.1f MiB -> %.1f MiB (%.1fx): o medidor ve'
+                  ' crescimento quando ha' % (r['tipo'], a, b, b / a))
+        print('%-9s fetch/cru = %.2f; fetch/(cru + dict) = %.2f (medianas de %d;'
+              ' cru+dict = %.0f linhas/s) | RSS base antes de ler: %.1f MiB'
+              % (r['tipo'], razao, razao_dict, len(r['vazao']['fetch']),
+                 statistics.median(r['vazao']['cru_dict']), base))
 
 
 def main():
@@ -194,8 +239,10 @@ def main():
     p.add_argument('--linhas', type=int, default=1000000)
     p.add_argument('--repeticoes', type=int, default=3)
     p.add_argument('--bancos', default='postgres,mariadb')
+    p.add_argument('--controle', action='store_true',
+                   help='mede tambem list(fetch), que TEM de crescer (prova o medidor)')
     args = p.parse_args()
-    resultados = [r for r in (medir(t, args.linhas, args.repeticoes)
+    resultados = [r for r in (medir(t, args.linhas, args.repeticoes, args.controle)
                               for t in args.bancos.split(',')) if r]
     relatorio(resultados, args.linhas)
     return 0

@@ -58,11 +58,11 @@ import tortura_verificar as verificar        # noqa: E402
 MODOS = {
     'curto': dict(duracao=40, intervalo=1, intervalo_projetos=4, folga=6, maximo=150,
                   conexoes=4, ritmo=4.0, taxa=0.02, periodo_kill=(3.0, 7.0),
-                  periodo_conexao=(2.0, 5.0), fracao_sigterm=0.25, rajadas=1,
+                  periodo_conexao=(2.0, 5.0), fracao_sigterm=0.25, rajadas=1, rajada_em=0.45,
                   alem_da_folga=1, por_empresa=30, limite_total=230),
     'longo': dict(duracao=1200, intervalo=2, intervalo_projetos=10, folga=20, maximo=300,
                   conexoes=5, ritmo=3.0, taxa=0.02, periodo_kill=(8.0, 40.0),
-                  periodo_conexao=(3.0, 15.0), fracao_sigterm=0.25, rajadas=3,
+                  periodo_conexao=(3.0, 15.0), fracao_sigterm=0.25, rajadas=2, rajada_em=0.8,
                   alem_da_folga=3, por_empresa=200, limite_total=1200 + 900),
 }
 
@@ -204,7 +204,7 @@ class Tortura(object):
         self.vigia.permitir(principal=self.ouvinte.pid)
         self.vigia.iniciar()
         self.amostrador = verificar.Amostrador(cliente, chaves[escopo_amostra], escopo_amostra,
-                                               self.carga.mudancas, self.carga._trava)
+                                               self.carga.mudancas, self.carga.trava)
         self.amostrador.iniciar()
         self.matador = processos.Matador(
             self.ouvinte, self.vigia, self.marca, periodo=cfg['periodo_kill'],
@@ -215,7 +215,7 @@ class Tortura(object):
             periodo=cfg['periodo_conexao'], semente=self.semente + 2)
 
         taxas = {t: cfg['taxa'] for t in TIPOS_DE_FALHA}
-        self.servidor.taxa_de_falhas(taxas)
+        self.servidor.taxa_de_falhas(taxas, semente=self.semente + 3)
         registro('carga por %ss: %d conexoes, kill a cada %s s, falhas %s por tipo',
                  cfg['duracao'], cfg['conexoes'], cfg['periodo_kill'], cfg['taxa'])
         self.carga.iniciar()
@@ -225,8 +225,12 @@ class Tortura(object):
         duracao = cfg['duracao']
         atraso_alem = self.atraso_alem_da_folga()
         eventos = [(0.3 * duracao, 'empresa_nova')]
+        # Rajada tarde no modo longo: depois dela o dataset espera a varredura, e
+        # antes disso ele tem de passar a maior parte da tortura AO VIVO.
         for n in range(cfg['rajadas']):
-            eventos.append(((0.45 + 0.4 * n / max(1, cfg['rajadas'])) * duracao, 'rajada'))
+            inicio = cfg['rajada_em']
+            eventos.append(((inicio + (0.95 - inicio) * n / max(1, cfg['rajadas'])) * duracao,
+                            'rajada'))
         for n in range(cfg['alem_da_folga']):
             # Comita com a carga ainda rodando: a marca precisa seguir andando.
             momento = (0.15 + 0.6 * n / max(1, cfg['alem_da_folga'])) * duracao
@@ -246,6 +250,10 @@ class Tortura(object):
                 _, evento = eventos.pop(0)
                 try:
                     if evento == 'empresa_nova':
+                        # As mortes ao acaso esperam: a proxima e a de proposito,
+                        # na carga inicial desta empresa.
+                        self.matador.pausado.set()
+                        self.pausa_ate = time.monotonic() + 30
                         self.carga.empresa_nova()
                     elif evento == 'rajada':
                         self.carga.rajada()
@@ -281,11 +289,20 @@ class Tortura(object):
         """
         if self.numeros.get('kill_na_carga_inicial') or self.carga.empresa_nova_em is None:
             return
-        linha = re.search(r'^ferramenta agora \.+: (.*)$', self.ouvinte.status(), re.MULTILINE)
-        if linha and 'carga inicial %s' % origem.EMPRESA_NOVA in linha.group(1):
-            self.matador.uma_morte(so_kill=True)
-            self.numeros['kill_na_carga_inicial'] = linha.group(1)
-            registro('kill -9 DURANTE a carga inicial da empresa nova (%s)', linha.group(1))
+        if time.monotonic() > getattr(self, 'pausa_ate', 0):
+            self.matador.pausado.clear()
+        status = self.ouvinte.status()
+        linha = re.search(r'^ferramenta agora \.+: (.*)$', status, re.MULTILINE)
+        dono = re.search(r'^pid \.+: (\d+)', status, re.MULTILINE)
+        # O status tem de ser do ouvinte VIVO: o de um morto fica no disco ate o
+        # proximo regravar.
+        if linha and dono and int(dono.group(1)) == self.ouvinte.pid and \
+                'carga inicial %s' % origem.EMPRESA_NOVA in linha.group(1):
+            if self.matador.uma_morte(so_kill=True, esperar=False):
+                self.matador.pausado.clear()
+                self.numeros['kill_na_carga_inicial'] = linha.group(1)
+                registro('kill -9 DURANTE a carga inicial da empresa nova (%s)',
+                         linha.group(1))
 
     def _olhar_alem_da_folga(self):
         """Para cada transacao alem da folga recem-comitada: a marca do ouvinte naquele instante."""
@@ -316,6 +333,10 @@ class Tortura(object):
         """
         from contextia_sync.marca_agua import como_valor
         ok, estado = self.ouvinte.estado()
+        # Lido a cada 0,2 s com o ouvinte escrevendo: nunca pode estar pela metade.
+        self.leituras_do_estado = getattr(self, 'leituras_do_estado', 0) + 1
+        if not ok:
+            self.matador.estados_ruins.append('leitura continua: %s' % estado)
         if ok and estado:
             for dataset in (estado.get('pendentes_varredura') or {}):
                 if dataset not in self.entregues_vistos:
@@ -360,7 +381,7 @@ class Tortura(object):
     def conferir_ao_vivo(self):
         """Verificacao 1: o ouvinte alcancou, sem varredura nenhuma."""
         cfg = self.cfg
-        limite = min(self.restante() - 60, 60 + 6 * cfg['folga'] + 20 * cfg['intervalo'])
+        limite = min(self.restante() - 60, 30 + 3 * cfg['folga'] + 10 * cfg['intervalo'])
         fim = time.monotonic() + max(10, limite)
         registro('verificacao 1: esperando o ouvinte alcancar (ate %.0fs), sem varredura',
                  fim - time.monotonic())
@@ -402,6 +423,7 @@ class Tortura(object):
                 if int(achou.group(1)):
                     self.achados.append('a varredura terminou com %s fase(s) com erro'
                                         % achou.group(1))
+                    self.achados.extend(self._falhas_da_varredura())
                 return True
             if not self.ouvinte.vivo():
                 raise Falhou('o ouvinte saiu durante a varredura (codigo %s)'
@@ -409,6 +431,18 @@ class Tortura(object):
             time.sleep(0.5)
         self.achados.append('a varredura nao terminou em %.0f s' % (fim - inicio))
         return False
+
+    def _falhas_da_varredura(self, quantas=4):
+        """As linhas 'FALHOU --' que as ferramentas da varredura escreveram no log do ouvinte."""
+        try:
+            with open(self.ouvinte.saida, encoding='utf-8', errors='replace') as f:
+                texto = f.read()
+        except OSError:
+            return []
+        texto = texto[texto.rfind('===== tortura: partida'):]
+        linhas = [re.sub(r'^.*?\| +', '', x).strip() for x in texto.splitlines()
+                  if 'FALHOU --' in x]
+        return ['varredura: %s' % x[:220] for x in linhas[:quantas]]
 
     def conferir_retomada(self):
         """Depois da varredura, o ao-vivo volta em TODO dataset (inclusive o da rajada)?"""
@@ -447,8 +481,8 @@ class Tortura(object):
         while faltam and time.monotonic() < limite:
             _, esperado, _ = self.ler_dois_lados()
             for dataset in list(faltam):
-                linha = [l for l in esperado[escopo][dataset]
-                         if verificar.chave_de(dataset, l) == faltam[dataset]]
+                linha = [x for x in esperado[escopo][dataset]
+                         if verificar.chave_de(dataset, x) == faltam[dataset]]
                 sig = verificar.assinatura(dataset, linha[0]) if linha else None
                 registros = list(cliente.ler_registros(dataset, chaves[escopo]))
                 if any(verificar.assinatura(dataset, r) == sig for r in registros):
@@ -458,7 +492,24 @@ class Tortura(object):
 
     # -- tudo junto ----------------------------------------------------------------
 
+    def _cao_de_guarda(self):
+        """Passou do prazo total e mais um minuto: mata tudo e sai, travado ou nao."""
+        if self._fim_do_cao.wait(max(0, self.restante()) + 60):
+            return
+        registro('PRAZO TOTAL ESTOURADO: matando os processos da tortura e saindo')
+        processos.matar_marcados(self.marca)
+        if self.servidor is not None:
+            self.servidor.parar()
+        if self.nome_banco:
+            try:
+                origem.derrubar_banco(self.banco, self.nome_banco)
+            except Exception:                         # noqa: BLE001
+                pass
+        os._exit(4)
+
     def rodar(self):
+        self._fim_do_cao = threading.Event()
+        threading.Thread(target=self._cao_de_guarda, name='cao-de-guarda', daemon=True).start()
         try:
             self.preparar()
             self.esperar_marcas()
@@ -475,6 +526,7 @@ class Tortura(object):
             self.conferir_projetos_recusados()
         finally:
             self.limpar()
+            self._fim_do_cao.set()
         return self.numeros
 
     def conferir_projetos_recusados(self):
@@ -506,6 +558,7 @@ class Tortura(object):
         n['conexoes_origem_derrubadas'] = self.conexoes.mortas
         n['estado_lido_apos_morte'] = self.matador.estados_lidos
         n['estado_ilegivel'] = self.matador.estados_ruins
+        n['estado_lido_continuo'] = getattr(self, 'leituras_do_estado', 0)
         n['intrusos_recusados'] = self.matador.intrusos_recusados
         n['intrusos_aceitos'] = self.matador.intrusos_aceitos
         n['segundo_ouvinte'] = self.vigia.violacoes[:5]
@@ -518,7 +571,7 @@ class Tortura(object):
         n['apos_varredura'] = exato['classes']
         n['apos_varredura_exemplos'] = exato['exemplos']
         n['divergencias_apos_varredura'] = (exato['classes'].get('divergente', 0)
-                                           + exato['classes'].get('sobra', 0))
+                                            + exato['classes'].get('sobra', 0))
         n['alem_da_folga'] = {
             'transacoes': len(carga.alem_da_folga),
             'atraso_s': [round(a, 1) for _, _, a, _ in carga.alem_da_folga],
@@ -526,9 +579,9 @@ class Tortura(object):
             'recuperadas_pela_varredura': exato['classes'].get('divergente', 0) == 0,
         }
         n['alem_da_folga']['detalhe'] = getattr(self, 'marcas_no_commit', [])
+        atrasos = [a for _, _, a, _ in carga.atrasadas] or [0]
         n['atrasadas'] = {'transacoes': len(carga.atrasadas),
-                          'atraso_max_s': round(max([a for _, _, a, _ in carga.atrasadas] or [0]), 2),
-                          'folga_s': self.cfg['folga']}
+                          'atraso_max_s': round(max(atrasos), 2), 'folga_s': self.cfg['folga']}
         n['rajadas'] = [{'dataset': r['dataset'], 'linhas': r['linhas']} for r in carga.rajadas]
         n['entregues_a_varredura_no_estado'] = sorted(self.entregues_vistos)
         n['ao_vivo_parado_apos_varredura'] = parados
@@ -538,12 +591,21 @@ class Tortura(object):
             'p50_s': _arredondar(verificar.percentil(lat, 0.5)),
             'p95_s': _arredondar(verificar.percentil(lat, 0.95)),
             'max_s': _arredondar(max(lat) if lat else None)}
+        if self.matador.orfaos_sigterm:
+            self.achados.append('processos da ferramenta vivos depois do SIGTERM do ouvinte: %s'
+                                % '; '.join(c[:80] for c in self.matador.orfaos_sigterm[:3]))
+        if self.matador.sigterm_lentos:
+            self.achados.append('SIGTERM nao encerrou o ouvinte em 60 s (%d vez(es))'
+                                % len(self.matador.sigterm_lentos))
+        if self.matador.mortes_sozinho:
+            self.achados.append('o ouvinte saiu sozinho (codigos %s)'
+                                % self.matador.mortes_sozinho)
         n['achados'] = self.achados
         n['passou'] = bool(
             n['perdidas'] == 0 and n['duplicadas'] == 0
             and n['divergencias_apos_varredura'] == 0 and not n['estado_ilegivel']
             and not n['segundo_ouvinte'] and not n['intrusos_aceitos']
-            and classes.get('fantasma', 0) == 0)
+            and classes.get('fantasma', 0) == 0 and not parados)
         n['duracao_total_s'] = round(time.monotonic() - self.inicio, 1)
 
     def limpar(self):
@@ -603,6 +665,8 @@ def tabela(resultados):
         ('estado legivel apos morte', lambda n: '%d/%d' % (
             n['estado_lido_apos_morte'] - len(n['estado_ilegivel']),
             n['estado_lido_apos_morte'])),
+        ('  e lido a cada 0,2 s (ilegivel)', lambda n: '%d (%d)' % (
+            n['estado_lido_continuo'], len(n['estado_ilegivel']))),
         ('conexoes da origem derrubadas', lambda n: n['conexoes_origem_derrubadas']),
     ]
     for tipo in TIPOS_DE_FALHA:
@@ -617,7 +681,8 @@ def tabela(resultados):
             n['ao_vivo'].get('rajada', 0), n['ao_vivo'].get('dataset_entregue', 0))),
         ('alem da folga: perdidas ao vivo', lambda n: '%s de %s' % (
             n['alem_da_folga']['perdidas_pelo_ao_vivo'], n['alem_da_folga']['transacoes'])),
-        ('divergencias apos varredura', lambda n: n['divergencias_apos_varredura']),
+        ('apos varredura: faltando/sobrando', lambda n: '%s/%s' % (
+            n['apos_varredura'].get('divergente', 0), n['apos_varredura'].get('sobra', 0))),
         ('ao-vivo parado apos varredura', lambda n: ','.join(
             n['ao_vivo_parado_apos_varredura']) or '-'),
         ('latencia p50 / p95 / max (s)', lambda n: '%s / %s / %s' % (

@@ -212,7 +212,7 @@ class Carga(object):
         self.agora = agora_expr(tipo)
         self.registro = registro or (lambda *a: None)
         self._ids = itertools.count(1)
-        self._trava = threading.Lock()
+        self.trava = threading.Lock()
         self._parar = threading.Event()
         self._threads = []
         self.empresas = list(EMPRESAS_INICIAIS) + [EMPRESA_EXCLUIDA, EMPRESA_INATIVA]
@@ -288,20 +288,23 @@ class Carga(object):
     def _chave(self, tabela):
         return 'DOC' if tabela == 'MOVIMENTOS' else 'ID'
 
-    def _inserir(self, conexao, tabela, empresa, anotar=True, valores=None):
+    def _inserir(self, conexao, tabela, empresa, valores=None, mexivel=True):
         ident = self._novo_id()
         if tabela == 'MOVIMENTOS':
             ident = 'MV%08d' % ident
         linha = dict(valores or self._valores(tabela, empresa))
         linha[self._chave(tabela)] = ident
-        conexao.execute(self.meta.tables[tabela].insert().values(ALTERADO_EM=self.agora),
-                        [linha])
-        with self._trava:
-            self.vivos[tabela].append((ident, empresa))
+        instrucao = self.meta.tables[tabela].insert()
+        if 'ALTERADO_EM' not in linha:
+            instrucao = instrucao.values(ALTERADO_EM=self.agora)
+        conexao.execute(instrucao, [linha])
+        if mexivel:
+            with self.trava:
+                self.vivos[tabela].append((ident, empresa))
         return ident, linha
 
     def _sortear_vivo(self, tabela):
-        with self._trava:
+        with self.trava:
             lista = self.vivos[tabela]
             if not lista:
                 return None
@@ -323,7 +326,7 @@ class Carga(object):
         return ident, empresa
 
     def _apagar(self, conexao, tabela):
-        with self._trava:
+        with self.trava:
             lista = self.vivos[tabela]
             if not lista:
                 return None
@@ -337,7 +340,7 @@ class Carga(object):
         return self.aleatorio.choice(self.empresas)
 
     def _contar(self, tipo):
-        with self._trava:
+        with self.trava:
             self.contagem[tipo] = self.contagem.get(tipo, 0) + 1
 
     def _carimbo_de(self, conexao, tabela, ident):
@@ -351,7 +354,7 @@ class Carga(object):
         if resultado is None or carimbo is None:
             return
         ident, empresa = resultado
-        with self._trava:
+        with self.trava:
             self.mudancas.append((tabela.lower(), str(ident), empresa, carimbo,
                                   time.monotonic()))
 
@@ -403,7 +406,10 @@ class Carga(object):
                 valores = self._valores(tabela, empresa)
                 if tabela == 'TITULOS':
                     valores['HISTORICO'] = 'ALEM DA FOLGA %s' % uuid.uuid4().hex[:8]
-                ident = self._inserir(conexao, tabela, empresa, valores=valores)[0]
+                # Fora de `vivos`: uma alteracao posterior a levaria pelo ao-vivo
+                # e esconderia a demonstracao.
+                ident = self._inserir(conexao, tabela, empresa, valores=valores,
+                                      mexivel=False)[0]
             else:
                 res = self._atualizar(conexao, tabela)
                 if res is None:
@@ -412,7 +418,7 @@ class Carga(object):
             carimbo = self._carimbo_de(conexao, tabela, ident)
             self._dormir(atraso)
         real = time.monotonic() - inicio
-        with self._trava:
+        with self.trava:
             (self.alem_da_folga if alem else self.atrasadas).append(
                 (tabela.lower(), str(ident), real, carimbo))
         if alem:
@@ -435,10 +441,12 @@ class Carga(object):
                 # No MariaDB NOW(6) e por comando: a rajada vai da 1a a ultima linha.
                 desde = self._carimbo_de(conexao, 'PEDIDOS', int(ids[0]))
                 ate = self._carimbo_de(conexao, 'PEDIDOS', int(ids[-1]))
-        with self._trava:
+        with self.trava:
             self.rajadas.append({'dataset': 'pedidos', 'ids': set(ids), 'desde': desde,
                                  'ate': ate, 'linhas': linhas, 'em': time.monotonic()})
         self._contar('rajada')
+        with self.trava:
+            self.contagem['linhas_de_rajada'] = self.contagem.get('linhas_de_rajada', 0) + linhas
         self.registro('rajada de %d linhas em pedidos (teto %d)', linhas, self.maximo)
 
     def empresa_nova(self):
@@ -449,10 +457,15 @@ class Carga(object):
                 conexao.execute(t.insert(), [{
                     'EMPRESA_ID': EMPRESA_NOVA, 'ATIVA': 'S',
                     'RAZAO_SOCIAL': 'Empresa Nova %d SA' % EMPRESA_NOVA}])
-                for _ in range(10):
-                    self._inserir(conexao, 'TITULOS', EMPRESA_NOVA)
-                    self._inserir(conexao, 'MOVIMENTOS', EMPRESA_NOVA)
-        with self._trava:
+                # A empresa chega COM historico (migrada de outro sistema): linhas
+                # carimbadas bem antes da folga, que so a carga inicial leva.
+                antigo = agora_do_banco(self.motor, self.tipo) - datetime.timedelta(days=2)
+                for n in range(10):
+                    for tabela in ('TITULOS', 'PEDIDOS', 'MOVIMENTOS'):
+                        valores = dict(self._valores(tabela, EMPRESA_NOVA),
+                                       ALTERADO_EM=antigo + datetime.timedelta(minutes=n))
+                        self._inserir(conexao, tabela, EMPRESA_NOVA, valores=valores)
+        with self.trava:
             self.empresas.append(EMPRESA_NOVA)
             self.empresa_nova_em = time.monotonic()
         self._contar('empresa_nova')
@@ -465,7 +478,7 @@ class Carga(object):
             ident = conexao.execute(sa.text('SELECT pg_backend_pid()')).scalar()
         else:
             ident = conexao.execute(sa.text('SELECT CONNECTION_ID()')).scalar()
-        with self._trava:
+        with self.trava:
             self.protegidos.add(int(ident))
         conexao.commit()
 
@@ -489,7 +502,7 @@ class Carga(object):
                 else:
                     self._uma_operacao(conexao)
             except Exception as erro:                 # noqa: BLE001
-                with self._trava:
+                with self.trava:
                     self.erros.append('%s: %s' % (type(erro).__name__, str(erro)[:160]))
                 try:
                     conexao.close()
@@ -516,7 +529,7 @@ class Carga(object):
                     self._proteger(conexao)
                     self._transacao_atrasada(conexao, atraso, alem=True)
             except Exception as erro:                 # noqa: BLE001
-                with self._trava:
+                with self.trava:
                     self.erros.append('alem da folga: %s: %s' % (type(erro).__name__, erro))
         thread = threading.Thread(target=rodar, name='alem-da-folga', daemon=True)
         thread.start()
@@ -533,8 +546,10 @@ class Carga(object):
         return vivas
 
     def total_mudancas(self):
-        with self._trava:
-            return sum(v for k, v in self.contagem.items() if k != 'empresa_nova')
+        """Linhas mudadas: cada operacao conta uma, a rajada conta as suas linhas."""
+        with self.trava:
+            return sum(v for k, v in self.contagem.items()
+                       if k not in ('empresa_nova', 'rajada'))
 
 
 # ---------------------------------------------------------------------------

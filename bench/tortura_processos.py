@@ -242,6 +242,7 @@ class Matador(object):
         self.intrusos_aceitos = []
         self.mortes_sozinho = []          # o ouvinte saiu sem ninguem mandar
         self._parar = threading.Event()
+        self.pausado = threading.Event()  # as mortes ao acaso esperam (ha uma de proposito vindo)
         self._trava_ciclo = threading.Lock()
         self._thread = None
 
@@ -269,32 +270,41 @@ class Matador(object):
         self.ouvinte.iniciar()
         self.vigia.permitir(principal=self.ouvinte.pid)
 
-    def uma_morte(self, so_kill=False):
-        with self._trava_ciclo:
-            if not self.ouvinte.vivo():
-                return
-            if not so_kill and self.aleatorio.random() < self.fracao_sigterm:
-                saiu, segundos = self.ouvinte.terminar(self.espera_sigterm)
-                self.sigterms += 1
-                self.sigterm_tempos.append(segundos)
-                if not saiu:
-                    self.sigterm_lentos.append(segundos)
-                time.sleep(0.3)
-                sobras = matar_marcados(self.marca)
-                if sobras:
-                    self.orfaos_sigterm.extend(sobras)
-                tipo = 'SIGTERM'
-            else:
-                self.ouvinte.matar()
-                self.kills += 1
-                self.orfaos_kill += len(matar_marcados(self.marca))
-                tipo = 'kill -9'
-            self._conferir_estado(tipo)
-            time.sleep(self.aleatorio.uniform(0, 1.0))
-            self._reiniciar()
-            if self.tentar_intruso_a_cada and \
-                    (self.kills + self.sigterms) % self.tentar_intruso_a_cada == 0:
-                self._tentar_intruso()
+    def uma_morte(self, so_kill=False, esperar=True):
+        """Uma morte e o reinicio. `esperar=False`: desiste se o matador esta ocupado."""
+        if not self._trava_ciclo.acquire(blocking=esperar):
+            return False
+        try:
+            return self._uma_morte(so_kill)
+        finally:
+            self._trava_ciclo.release()
+
+    def _uma_morte(self, so_kill):
+        if not self.ouvinte.vivo():
+            return False
+        if not so_kill and self.aleatorio.random() < self.fracao_sigterm:
+            saiu, segundos = self.ouvinte.terminar(self.espera_sigterm)
+            self.sigterms += 1
+            self.sigterm_tempos.append(segundos)
+            if not saiu:
+                self.sigterm_lentos.append(segundos)
+            time.sleep(0.3)
+            sobras = matar_marcados(self.marca)
+            if sobras:
+                self.orfaos_sigterm.extend(sobras)
+            tipo = 'SIGTERM'
+        else:
+            self.ouvinte.matar()
+            self.kills += 1
+            self.orfaos_kill += len(matar_marcados(self.marca))
+            tipo = 'kill -9'
+        self._conferir_estado(tipo)
+        time.sleep(self.aleatorio.uniform(0, 1.0))
+        self._reiniciar()
+        if self.tentar_intruso_a_cada and \
+                (self.kills + self.sigterms) % self.tentar_intruso_a_cada == 0:
+            self._tentar_intruso()
+        return True
 
     def _tentar_intruso(self):
         """Um segundo ouvinte no mesmo estado, com o primeiro de pe: tem de ser recusado."""
@@ -328,7 +338,8 @@ class Matador(object):
         while not self._parar.wait(self.aleatorio.uniform(*self.periodo)):
             try:
                 self.garantir_vivo()
-                self.uma_morte()
+                if not self.pausado.is_set():
+                    self.uma_morte()
             except Exception as erro:                 # noqa: BLE001
                 self.registro('matador: %s: %s', type(erro).__name__, erro)
 

@@ -91,7 +91,7 @@ def origem_por_empresa(linhas_por_tabela, escopos):
         for escopo in escopos:
             if recorte:
                 saida[escopo][dataset] = [
-                    l for l in linhas_por_tabela[tabela] if str(l['EMPRESA_ID']) == escopo]
+                    x for x in linhas_por_tabela[tabela] if str(x['EMPRESA_ID']) == escopo]
             else:
                 saida[escopo][dataset] = list(linhas_por_tabela[tabela])
     return saida

@@ -100,23 +100,31 @@ def ciclo_dados(ctx):
                        ctx.chaves)
         return resumo
 
+    tentados, falhas, ultima = 0, 0, None
     for row in ctx.vivos:
         if ctx.parar():
             break
         nome = normalizar_dataset(row['dataset'])
         acomp = ctx.estado.acompanhamento(nome)
+        tentados += 1
         try:
             _dados_de_um(ctx, row, nome, chaves, acomp, resumo)
-        except Exception as erro:
-            # Registrado no dataset para o status mostrar QUAL esta parado; o
-            # ciclo inteiro ainda falha (backoff + reconexao), como antes.
+        except Exception as erro:             # noqa: BLE001
+            # Uma view quebrada nao para as outras 26: o erro fica no dataset
+            # (o status mostra QUAL esta parado) e o ciclo segue.
+            falhas, ultima = falhas + 1, erro
+            resumo['erros'] += 1
             acomp['ultimo_erro'] = '%s %s: %s' % (_agora_texto(), type(erro).__name__,
                                                  str(erro)[:200])
-            raise
+            logger.error('%-28s leitura falhou: %s: %s', nome, type(erro).__name__, erro)
 
     ctx.grandes = list(resumo['grandes'])
     if not ctx.seco:
         ctx.estado.gravar()
+    if tentados and falhas == tentados:
+        # TODOS falharam: e a origem (ou a rede), nao um dataset. O laco faz
+        # backoff e reabre a conexao.
+        raise ultima
     return resumo
 
 
@@ -157,6 +165,8 @@ def _dados_de_um(ctx, row, nome, chaves, acomp, resumo):
     acomp['ultima_sonda'] = _agora_texto()
     if quantos == 0:
         acomp['enviados_ultimo_ciclo'] = 0
+        # Nada acima da marca: nenhum envio pendente, o erro antigo ja passou.
+        acomp.pop('ultimo_erro', None)
         return
 
     if quantos > ctx.maximo:
@@ -316,6 +326,9 @@ def ciclo_projetos(ctx):
     from contextia_sync import regra_projeto
     from contextia_sync.chaves import ler_chaves
 
+    resumo = {'criados': 0, 'carregados': 0, 'erros': 0}
+    _refazer_cargas_pendentes(ctx, resumo)
+
     regra = ctx.regra
     conhecidos = set(ler_chaves(ctx.chaves))
     excluidos = {texto_escopo(e) for e in
@@ -334,16 +347,22 @@ def ciclo_projetos(ctx):
     if recusados:
         logger.info('ciclo de projetos: %s escopo(s) recusados pela regra: %s',
                     len(recusados), '; '.join(recusados[:5]))
-    resumo = {'criados': 0, 'carregados': 0, 'erros': 0}
     if not novos:
         return resumo
     logger.warning('*** %s EMPRESA(S) NOVA(S): %s', len(novos),
                    ', '.join('%s=%s' % (e, (n or '')[:24]) for e, n in novos))
 
-    feitos = []
     for escopo, _ in novos:
         if ctx.parar():
             break
+        if not ctx.seco:
+            # Anotada ANTES de provisionar: a partir do momento em que a chave
+            # existe, a empresa deixa de ser "nova" e nada mais a carregaria ate
+            # a varredura -- enquanto a marca de agua ja passou pelo historico
+            # dela. Morte no meio (kill -9) ou carga que falhou: o proximo ciclo
+            # de projetos ve a anotacao e refaz (a carga completa e idempotente).
+            ctx.estado.marcar_carga_pendente(escopo)
+            ctx.estado.gravar()
         # Uma chamada por empresa: com `group_column` os grupos diferem.
         if not ctx.rodar_ferramenta(ctx.argv_provisionar(escopo),
                                     'provisionar %s' % escopo).ok:
@@ -352,29 +371,53 @@ def ciclo_projetos(ctx):
         resumo['criados'] += 1
         if ctx.seco:
             continue
-        # CARGA COMPLETA agora: o incremental so traz o que MUDAR daqui para a
-        # frente, e deixar para a varredura seria um assistente vazio ate a
-        # madrugada no dia em que o cliente foi cadastrado.
-        chave = ler_chaves(ctx.chaves).get(escopo)
-        if chave is None:
-            logger.error('escopo %s provisionado e sem chave em %s -- carga inicial'
-                         ' nao feita; confira a saida do provisionar acima',
-                         escopo, ctx.chaves)
-            resumo['erros'] += 1
-            continue
-        env = dict(os.environ, CONTEXTIA_API_KEY=chave)
-        argv = [ctx.python, 'connector.py', '--mapping=' + ctx.mapping,
-                '--source=' + ctx.source, '--scope=' + escopo]
-        if not ctx.rodar_ferramenta(argv, 'carga inicial %s' % escopo, env).ok:
-            resumo['erros'] += 1
-            continue
-        resumo['carregados'] += 1
-        feitos.append(escopo)
-
-    if not ctx.seco:
-        ctx.estado.registrar_escopos(feitos)
-        ctx.estado.gravar()
+        _carga_inicial(ctx, escopo, resumo)
     return resumo
+
+
+def _refazer_cargas_pendentes(ctx, resumo):
+    """Cargas iniciais que ficaram pela metade (morte, falha): refeitas agora."""
+    from contextia_sync.chaves import ler_chaves
+    if ctx.seco:
+        return
+    chaves = ler_chaves(ctx.chaves)
+    for escopo in list(ctx.estado.cargas_pendentes()):
+        if ctx.parar():
+            return
+        if escopo not in chaves:
+            # Nem o provisionamento terminou: a empresa ainda e "nova" e o
+            # caminho normal (provisionar + carregar) a pega logo abaixo.
+            continue
+        logger.warning('carga inicial da empresa %s ficou pela metade (ouvinte morto ou'
+                       ' carga com falha): refazendo agora', escopo)
+        _carga_inicial(ctx, escopo, resumo)
+
+
+def _carga_inicial(ctx, escopo, resumo):
+    """
+    CARGA COMPLETA da empresa, agora: o incremental so traz o que MUDAR daqui
+    para a frente, e deixar para a varredura seria um assistente vazio ate a
+    madrugada no dia em que o cliente foi cadastrado.
+    """
+    from contextia_sync.chaves import ler_chaves
+    chave = ler_chaves(ctx.chaves).get(escopo)
+    if chave is None:
+        logger.error('escopo %s provisionado e sem chave em %s -- carga inicial nao'
+                     ' feita; confira a saida do provisionar acima', escopo, ctx.chaves)
+        resumo['erros'] += 1
+        return
+    env = dict(os.environ, CONTEXTIA_API_KEY=chave)
+    argv = [ctx.python, 'connector.py', '--mapping=' + ctx.mapping,
+            '--source=' + ctx.source, '--scope=' + escopo]
+    if not ctx.rodar_ferramenta(argv, 'carga inicial %s' % escopo, env).ok:
+        resumo['erros'] += 1
+        logger.error('carga inicial da empresa %s falhou: tentada de novo no proximo ciclo'
+                     ' de projetos', escopo)
+        return
+    resumo['carregados'] += 1
+    ctx.estado.marcar_carga_pendente(escopo, False)
+    ctx.estado.registrar_escopos([escopo])
+    ctx.estado.gravar()
 
 
 # ---------------------------------------------------------------------------

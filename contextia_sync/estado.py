@@ -81,6 +81,16 @@ class Estado:
     def pendentes(self):
         return self.dados.setdefault('pendentes_varredura', {})
 
+    # cargas iniciais de empresa nova ainda nao confirmadas
+    def cargas_pendentes(self):
+        return self.dados.setdefault('cargas_iniciais_pendentes', [])
+
+    def marcar_carga_pendente(self, escopo, pendente=True):
+        lista = [e for e in self.cargas_pendentes() if e != escopo]
+        if pendente:
+            lista.append(escopo)
+        self.dados['cargas_iniciais_pendentes'] = lista
+
     # escopos e varredura
     def escopos(self):
         return set(self.dados.get('escopos_vistos') or [])

@@ -24,13 +24,12 @@ etapa nao aconteceu -- e assim que o teste (tests/test_demo.py) a usa.
 """
 
 import argparse
+import json
 import os
-import re
+import secrets
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 
 AQUI = os.path.dirname(os.path.abspath(__file__))
@@ -38,8 +37,11 @@ RAIZ = os.path.dirname(AQUI)
 if RAIZ not in sys.path:
     sys.path.insert(1, RAIZ)
 
-import erp          # noqa: E402
-import movimento    # noqa: E402
+import erp                                               # noqa: E402
+import movimento                                         # noqa: E402
+from observador import Observador, percentil             # noqa: E402,F401
+from processos import Ouvinte, rodar                     # noqa: E402
+from tela import dizer, mostrar, titulo                  # noqa: E402
 
 MAPEAMENTO = os.path.join(RAIZ, 'mappings', 'demo.json')
 
@@ -51,37 +53,10 @@ QUANDO_EXCLUSAO = 10
 QUANDO_STATUS = 14
 QUANDO_EMPRESA = 30
 VARREDURA_NO_MINIMO = 40      # depois que a empresa nova foi carregada...
-VARREDURA_NO_MAXIMO = 75      # ...ou aqui, carregada ou nao
+VARREDURA_NO_MAXIMO = 60      # ...ou aqui, carregada ou nao
 ESPERA_VARREDURA = 180        # quanto a demo espera a varredura terminar
+ESPERA_FINAL = 120            # ...e, se o --duracao acabar no meio dela, quanto mais
 DURACAO_DO_ROTEIRO = 75       # --duracao menor que isso nao cabe o roteiro inteiro
-
-T0 = time.monotonic()
-
-
-def dizer(texto=''):
-    """Uma linha da demo, com o tempo desde o inicio."""
-    if texto:
-        print('[%6.1fs] %s' % (time.monotonic() - T0, texto), flush=True)
-    else:
-        print(flush=True)
-
-
-def mostrar(caminho):
-    """Caminho curto para a tela: relativo a raiz quando esta dentro dela."""
-    caminho = os.path.abspath(caminho)
-    return os.path.relpath(caminho, RAIZ) if caminho.startswith(RAIZ + os.sep) else caminho
-
-
-def curto(argumento):
-    """Um argumento de linha de comando com o caminho encurtado (--x=/a/b -> --x=a/b)."""
-    nome, igual, valor = argumento.rpartition('=') if argumento.startswith('--') else (
-        '', '', argumento)
-    return nome + igual + (mostrar(valor) if valor.startswith('/') else valor)
-
-
-def titulo(texto):
-    print('\n== %s %s' % (texto, '=' * max(3, 72 - len(texto))), flush=True)
-
 
 class Interrompida(Exception):
     """Ctrl-C ou SIGTERM: a demo para, resume e limpa."""
@@ -92,192 +67,8 @@ def _pedir_parada(sinal, quadro):      # noqa: ARG001
 
 
 # ---------------------------------------------------------------------------
-# Processos filhos: cada um no seu grupo, e nenhum fica para tras
-# ---------------------------------------------------------------------------
-
-def encerrar_grupo(processo, espera=20):
-    """SIGTERM no grupo inteiro, espera, SIGKILL. Devolve o codigo de saida."""
-    if processo.poll() is None:
-        try:
-            os.killpg(processo.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            processo.wait(espera)
-        except subprocess.TimeoutExpired:
-            pass
-    # Mesmo com o lider morto, um neto (a carga que o ouvinte rodava) pode
-    # seguir vivo no grupo: SIGKILL no grupo e inofensivo se ele ja esta vazio.
-    try:
-        os.killpg(processo.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    return processo.wait()
-
-
-def rodar(argv, ambiente, rotulo, prazo=1800):
-    """Roda uma ferramenta do SDK com a saida no terminal (as barras de progresso)."""
-    dizer('$ %s' % ' '.join(curto(a) for a in argv))
-    processo = subprocess.Popen(argv, cwd=RAIZ, env=ambiente, start_new_session=True)
-    try:
-        codigo = processo.wait(prazo)
-    except BaseException:
-        encerrar_grupo(processo, 5)
-        raise
-    if codigo != 0:
-        raise SystemExit('%s saiu com %s: a demo nao pode seguir. A saida acima diz'
-                         ' o motivo.' % (rotulo, codigo))
-    return codigo
-
-
-class Ouvinte(object):
-    """O ouvinte.py num processo de verdade; o log inteiro vai para um arquivo."""
-
-    # O que a demo repete na tela do log do ouvinte (o resto fica no arquivo).
-    PREFIXO = re.compile(r'^\[([A-Z]) \d{6} \d\d:\d\d:\d\d [^\]]*\] ')
-    ECOAR = re.compile(r'EMPRESA|ao.vivo|varredura|terminou|encerrado|recusad|falhou', re.I)
-    # Da saida das ferramentas (prefixada pelo ouvinte com "rotulo | "), so o
-    # que conta a historia: projeto criado, resumo, e o que a varredura removeu.
-    ECOAR_FERRAMENTA = re.compile(r'criado projeto|^resumo|removidos=[1-9]')
-
-    def __init__(self, argv, ambiente, log):
-        self.argv = argv
-        self.ambiente = ambiente
-        self.log = log
-        self.processo = None
-        self.leitor = None
-        self.ultimas = []
-        self.vistas = set()
-
-    def iniciar(self, extras=()):
-        argv = list(self.argv) + list(extras)
-        dizer('$ %s' % ' '.join(curto(a) for a in argv[1:]))
-        self.processo = subprocess.Popen(
-            argv, cwd=RAIZ, env=self.ambiente, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True)
-        self.leitor = threading.Thread(target=self._ler, args=(self.processo,), daemon=True)
-        self.leitor.start()
-        dizer('ouvinte no ar (pid %s); log completo em %s'
-              % (self.processo.pid, mostrar(self.log)))
-
-    def _ler(self, processo):
-        with open(self.log, 'ab') as arquivo:
-            for bruta in iter(processo.stdout.readline, b''):
-                arquivo.write(bruta)
-                arquivo.flush()
-                linha = bruta.decode('utf-8', 'replace').rstrip()
-                self.ultimas = (self.ultimas + [linha])[-40:]
-                texto = self.filtrar(linha)
-                if texto:
-                    print('           ouvinte | %s' % texto[:160], flush=True)
-
-    def filtrar(self, linha):
-        """O texto a mostrar desta linha do log do ouvinte, ou None."""
-        prefixo = self.PREFIXO.match(linha)
-        if not prefixo:
-            return None
-        nivel, corpo = prefixo.group(1), linha[prefixo.end():]
-        if ' | ' in corpo:
-            rotulo, saida = corpo.split(' | ', 1)
-            if self.ECOAR_FERRAMENTA.search(saida.strip()):
-                return '%s | %s' % (rotulo.strip(), saida.strip())
-            return None
-        if nivel not in 'WE' and not self.ECOAR.search(corpo):
-            return None
-        # Repetir a mesma frase a cada ciclo so esconderia as novidades.
-        if corpo in self.vistas:
-            return None
-        self.vistas.add(corpo)
-        return ('AVISO: ' if nivel == 'W' else 'ERRO: ' if nivel == 'E' else '') + corpo.strip()
-
-    def vivo(self):
-        return self.processo is not None and self.processo.poll() is None
-
-    def parar(self):
-        if self.processo is None:
-            return None
-        codigo = encerrar_grupo(self.processo, 60)
-        if self.leitor is not None:
-            self.leitor.join(5)
-        self.processo = None
-        return codigo
-
-
-# ---------------------------------------------------------------------------
-# Ler o Contextia de volta: o dado so "chegou" quando da para le-lo
-# ---------------------------------------------------------------------------
-
-def _mesmo_valor(a, b):
-    """'1234.5' == 1234.50 == Decimal('1234.50'); 'P' == 'P'."""
-    import decimal
-    if a is None or b is None:
-        return a is None and b is None
-    try:
-        return decimal.Decimal(str(a)) == decimal.Decimal(str(b))
-    except (decimal.InvalidOperation, ValueError):
-        return str(a).strip() == str(b).strip()
-
-
-class Observador(object):
-    """Confere no Contextia local quais mudancas ja estao visiveis."""
-
-    def __init__(self, arquivo_chaves):
-        from contextia_sync.chaves import ler_chaves
-        self._ler_chaves = ler_chaves
-        self.arquivo_chaves = arquivo_chaves
-
-    def chaves(self):
-        try:
-            return self._ler_chaves(self.arquivo_chaves)
-        except FileNotFoundError:
-            return {}
-
-    def registros(self, dataset, chave):
-        from contextia_sync.contextia_client import ler_registros
-        return {str(r.get('ID')): r for r in ler_registros(dataset, chave)}
-
-    def contagens(self, chave):
-        from contextia_sync.contextia_client import listar_datasets
-        return {d['dataset']: d.get('records') for d in listar_datasets(chave)}
-
-    def conferir(self, pendentes, varredura_comecou):
-        """Marca `vista_em` nas mudancas que ja aparecem. Devolve as que mudaram agora."""
-        chaves = self.chaves()
-        pares = {}
-        for m in pendentes:
-            for escopo in m.escopos:
-                if escopo not in m.vista_em and escopo in chaves:
-                    pares.setdefault((escopo, m.dataset), []).append(m)
-        novidades = []
-        agora = time.monotonic()
-        for (escopo, dataset), mudancas in sorted(pares.items()):
-            registros = self.registros(dataset, chaves[escopo])
-            for m in mudancas:
-                registro = registros.get(str(m.chave))
-                if m.remocao:
-                    # Ainda la antes da varredura e o esperado, nao uma falha.
-                    if registro is None and varredura_comecou:
-                        m.vista_em[escopo] = agora
-                elif registro is not None and all(
-                        _mesmo_valor(registro.get(c), v) for c, v in m.esperado.items()):
-                    m.vista_em[escopo] = agora
-                if m.entregue and m not in novidades:
-                    novidades.append(m)
-        return novidades
-
-
-# ---------------------------------------------------------------------------
 # O roteiro
 # ---------------------------------------------------------------------------
-
-def percentil(valores, fracao):
-    """Percentil pelo posto mais proximo (p50, p95) -- sem interpolar."""
-    if not valores:
-        return None
-    ordenados = sorted(valores)
-    posto = max(1, int(-(-fracao * len(ordenados) // 1)))
-    return ordenados[min(posto, len(ordenados)) - 1]
-
 
 def preparar_saida(saida):
     """Recria a pasta de saida -- so se ela for da demo (tem a marca) ou vazia."""
@@ -393,7 +184,6 @@ class Demo(object):
         dizer('datas como TEXT "YYYY-MM-DD HH:MM:SS" (DATETIME), dinheiro DECIMAL(14,2)')
 
         titulo('2. O Contextia (servidor local, processo real em 127.0.0.1)')
-        import secrets
         from contextia_local.processo import ServidorLocal
         token = secrets.token_hex(16)
         self.servidor = ServidorLocal(os.path.join(self.saida, 'contextia'),
@@ -414,7 +204,6 @@ class Demo(object):
                '--arquivo=' + self.chaves_path], self.ambiente, 'provisionar.py')
         self.observador = Observador(self.chaves_path)
         chaves = self.observador.chaves()
-        import json
         with open(MAPEAMENTO, encoding='utf-8') as f:
             excluidos = [str(e) for e in json.load(f)['source']['excluded_scopes']]
         apresentar_empresas(self.erp_path, chaves, excluidos)
@@ -585,9 +374,28 @@ class Demo(object):
 
             time.sleep(0.05)
 
-        # Fim do tempo: uma ultima conferencia para nao contar como perdido o
-        # que chegou no ultimo meio segundo.
-        for m in self.observador.conferir(pendentes, varredura_em not in (None, 'reiniciando')):
+        # Fim do tempo com a varredura no meio: ela e parte do roteiro, entao a
+        # demo espera ela terminar (numa maquina lenta ela pode passar do fim).
+        comecou = varredura_em not in (None, 'reiniciando')
+        if comecou and 'varredura_fim' not in self.marcos:
+            dizer('fim do tempo com a varredura em andamento: esperando ela terminar'
+                  ' (ate %ss)' % ESPERA_FINAL)
+            limite = time.monotonic() + ESPERA_FINAL
+            while time.monotonic() < limite and self.ouvinte.vivo():
+                for m in self.observador.conferir(pendentes, True):
+                    pendentes.remove(m)
+                    self.anunciar(m)
+                if (all(m.entregue for m in self.mudancas if not m.ao_vivo)
+                        and self.varredura_registrada()):
+                    self.marcos['varredura_fim'] = self.agora()
+                    dizer('Contextia varredura concluida em %.1fs'
+                          % (self.agora() - varredura_em))
+                    break
+                time.sleep(0.5)
+
+        # Uma ultima conferencia, para nao contar como "a caminho" o que chegou
+        # no ultimo meio segundo.
+        for m in self.observador.conferir(pendentes, comecou):
             pendentes.remove(m)
             self.anunciar(m)
 
@@ -613,10 +421,23 @@ class Demo(object):
 
     # -- fim ----------------------------------------------------------------
 
+    def mostrar_status(self):
+        """O arquivo que o alerta le em producao (find -mmin), como ele esta agora."""
+        caminho = os.path.join(self.estado_dir, 'ouvinte-status.txt')
+        try:
+            with open(caminho, encoding='utf-8') as f:
+                linhas = f.read().splitlines()
+        except FileNotFoundError:
+            return
+        titulo('O status do ouvinte (%s, o que um alerta le)' % mostrar(caminho))
+        for linha in linhas:
+            print('  ' + linha)
+
     def resumir(self, interrompida=False):
         if self.resumido or self.inicio_movimento is None:
             return 0
         self.resumido = True
+        self.mostrar_status()
         titulo('Resumo')
         ao_vivo = [m for m in self.mudancas if m.ao_vivo]
         entregues = [m for m in ao_vivo if m.entregue]
@@ -657,7 +478,10 @@ class Demo(object):
         curta = bool(self.args.duracao) and self.args.duracao < DURACAO_DO_ROTEIRO
         if not faltou:
             print('roteiro ......................: completo')
-        elif curta or interrompida or not self.args.duracao:
+        elif interrompida:
+            print('roteiro ......................: interrompido antes de: %s'
+                  % '; '.join(faltou))
+        elif curta or not self.args.duracao:
             print('roteiro ......................: nao coube (%s)' % '; '.join(faltou))
         else:
             print('roteiro ......................: incompleto -- faltou: %s'

@@ -321,9 +321,11 @@ class Fabrica(object):
                 situacao, pago, data_pago = 'C', None, None
             else:
                 situacao, pago, data_pago = 'A', None, None
+        # A ultima alteracao de um titulo baixado e a baixa, nao a emissao.
+        dia = datetime.date.fromisoformat(data_pago) if data_pago else emissao
         alterado = momento or min(self.hoje - datetime.timedelta(seconds=1),
-                                  datetime.datetime.combine(emissao, datetime.time(9))
-                                  + datetime.timedelta(seconds=a.randint(0, 40000)))
+                                  datetime.datetime.combine(dia, datetime.time(8))
+                                  + datetime.timedelta(seconds=a.randint(0, 36000)))
         return [empresa_id, cliente_id, 'NF %06d' % sequencia, a.randint(1, 3),
                 emissao.isoformat(), vencimento.isoformat(), valor, pago, data_pago,
                 situacao, texto_data_hora(alterado)]

@@ -2,14 +2,17 @@
 # Alerta do ouvinte: o arquivo de status e reescrito a cada volta do laco; se
 # ele envelheceu, o ouvinte parou (ou travou). Para Nagios/Zabbix/cron.
 #
-#   bash deploy/verificar-saude.sh [/var/lib/contextia/estado] [MINUTOS]
+#   bash deploy/verificar-saude.sh [/var/lib/contextia/estado] [MINUTOS (20)]
 #
 # Codigos (convencao Nagios): 0 OK, 1 ALERTA (falhas seguidas no ultimo
 # ciclo), 2 CRITICO (status velho ou ausente).
+#
+# Padrao de 20 min: mais que o intervalo do ciclo e que a espera maxima entre
+# tentativas depois de falhas (15 min), quando o status fica parado de proposito.
 set -euo pipefail
 
 estado="${1:-/var/lib/contextia/estado}"
-minutos="${2:-10}"
+minutos="${2:-20}"
 status="$estado/ouvinte-status.txt"
 
 if [ ! -e "$status" ]; then

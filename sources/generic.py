@@ -501,6 +501,7 @@ class Origem:
                 ' postgresql+psycopg://usuario:senha@host:5432/banco -- ver'
                 ' docs/origem.md.' % mascarar(url)) from None
         self._senha = self.url.password
+        self.url_dada = str(url)
         self.dialeto = self.url.get_backend_name()
         if self.dialeto == 'mysql' and 'charset' not in self.url.query:
             # utf8 de 3 bytes do MySQL corta emoji e alguns ideogramas.
@@ -714,10 +715,10 @@ class Origem:
             resultado = conn.execution_options(
                 stream_results=True, yield_per=self.linhas_por_lote).execute(sql)
         except sa_exc.DBAPIError as erro:
-            conn.close()
+            self._devolver(conn)
             raise self._erro('leitura de %s falhou' % source_object, erro) from None
         except BaseException:
-            conn.close()
+            self._devolver(conn)
             raise
         self._abertas[conn] = resultado
         conversores = self._conversores(objeto, [nomes[posicoes.index(i)]
@@ -758,7 +759,33 @@ class Origem:
             self._abertas.pop(conn, None)
             if not completo and self.dialeto == 'mysql':
                 _abandonar_mysql(conn, resultado)
-            _fechar_leitura(conn, resultado)
+            try:
+                resultado.close()
+            except Exception:                            # noqa: BLE001
+                pass
+            self._devolver(conn)
+
+    def _devolver(self, conn):
+        """
+        Devolve a conexao do fetch ao pool com o limite de tempo de volta.
+
+        O fetch do MySQL/MariaDB tira o limite da SESSAO; sem restaurar, a
+        proxima sonda nessa conexao do pool rodaria sem limite nenhum. Se nem
+        restaurar der, a conexao e descartada.
+        """
+        if self.dialeto == 'mysql' and self.timeout and not conn.closed \
+                and not conn.invalidated:
+            try:
+                conn.exec_driver_sql(comando_timeout_mysql(self.timeout, self.mariadb))
+            except Exception:                            # noqa: BLE001
+                try:
+                    conn.invalidate()
+                except Exception:                        # noqa: BLE001
+                    pass
+        try:
+            conn.close()
+        except Exception:                                # noqa: BLE001
+            pass
 
     def contar(self, source_object, scope=None, since=None):
         """Quantas linhas casam com o filtro (a sonda barata do ouvinte)."""
@@ -841,7 +868,7 @@ def conectar(url=None, timeout=None):
                 'Falta CONTEXTIA_ORIGEM: a URL SQLAlchemy do banco do ERP, com login'
                 ' SOMENTE LEITURA. Ex.: oracle+oracledb://leitor:SENHA@erp:1521/'
                 '?service_name=ERP -- formatos por banco em docs/origem.md.')
-    if _padrao is not None and _padrao.url == sa.engine.make_url(url) \
+    if _padrao is not None and _padrao.url_dada == str(url) \
             and (timeout is None or _padrao.timeout == int(timeout)):
         return _padrao.conectar()
     if _padrao is not None:

@@ -219,6 +219,7 @@ def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
             'empresa NOVA 50', 'PROVISIONADA', 'CARREGADA',
             'VARREDURA', '--varrer-agora', 'REMOVIDO pela varredura',
             'chegou com a varredura',
+            'O status do ouvinte', 'datasets ao vivo ..: 5 de 6', 'fora do ao-vivo',
             'Resumo', 'mudancas feitas no ERP', 'entregues ao vivo', 'p50', 'p95',
             'roteiro ......................: completo',
             'nada ficou rodando'):

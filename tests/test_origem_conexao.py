@@ -126,6 +126,7 @@ def test_mariadb_timeout_nao_mata_carga_completa_lida_devagar(fabrica_de_bancos)
     """
     banco = fabrica_de_bancos('mariadb')
     _grande(banco)
+    banco.executar('CREATE VIEW v_lenta AS SELECT ID FROM grande WHERE ID < 4 AND SLEEP(1) = 0')
     origem = generic.Origem(banco.url_origem, timeout=1, linhas_por_lote=500)
     try:
         lidas = 0
@@ -134,6 +135,9 @@ def test_mariadb_timeout_nao_mata_carga_completa_lida_devagar(fabrica_de_bancos)
             if lidas % 40000 == 0:
                 time.sleep(0.8)
         assert lidas == GRANDE
+        # a conexao do fetch voltou ao pool COM o limite: a sonda lenta ainda cai
+        with pytest.raises(generic.ErroOrigem, match='CONTEXTIA_ORIGEM_TIMEOUT'):
+            origem.contar('v_lenta')
     finally:
         origem.fechar()
 
@@ -290,3 +294,27 @@ def test_interface_que_o_ouvinte_exige():
     for nome in ('conectar', 'fetch', 'contar', 'maximo', 'renovar', 'fechar',
                  'colunas', 'escopos', 'ErroOrigem', 'ErroIdentificador'):
         assert hasattr(modulo, nome), nome
+
+
+def test_comando_de_inicio_de_transacao_roda_em_cada_transacao(tmp_path, monkeypatch):
+    """
+    O gancho que no Oracle manda `SET TRANSACTION READ ONLY` a cada transacao,
+    exercitado num SQLite real (sem Oracle aqui): o comando roda em toda
+    transacao nova, inclusive depois de renovar e de fechar.
+    """
+    banco = bancos.criar_banco('sqlite', pasta=tmp_path)
+    banco.executar('CREATE TABLE t (ID INTEGER)')
+    monkeypatch.setitem(generic.COMANDO_INICIO_TRANSACAO, 'sqlite', 'PRAGMA cache_size = -777')
+    origem = generic.Origem(banco.url_origem, timeout=30)
+    try:
+        for _ in range(2):
+            with origem._conexao() as conn:
+                assert conn.exec_driver_sql('PRAGMA cache_size').scalar() == -777
+                conn.exec_driver_sql('PRAGMA cache_size = 10')      # desfaz no meio
+            origem.renovar()
+            with origem._conexao() as conn:                         # transacao nova
+                assert conn.exec_driver_sql('PRAGMA cache_size').scalar() == -777
+            origem.fechar()
+    finally:
+        origem.fechar()
+        bancos.derrubar_banco(banco)

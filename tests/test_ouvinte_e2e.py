@@ -385,11 +385,21 @@ def test_dry_run_nao_envia_e_nao_toca_no_estado(ouvinte_sqlite):
     with open(caminho, 'rb') as arquivo:
         antes = arquivo.read()
     mtime = os.stat(caminho).st_mtime_ns
+    with open(o.arquivo_chaves, 'rb') as arquivo:
+        chaves_antes = arquivo.read()
     o.inserir(e0, '2026-09-01 11:00:00')
+    nova = str(o.erp.base + 9)
+    o.erp.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova),
+                   n='Loja Seca', a='S')
     codigo, saida = o.rodar('--once', '--dry-run')
     assert codigo == 0, saida
     assert '[SECO] escopo=%s' % e0 in saida
     assert o.no_contextia(e0) == {}
+    # Empresa nova: o provisionar roda em --dry-run e nada e criado.
+    assert '--somente-escopo=%s --dry-run' % nova in saida
+    assert o.contextia.admin().buscar_projeto(nova) is None
+    with open(o.arquivo_chaves, 'rb') as arquivo:
+        assert arquivo.read() == chaves_antes
     with open(caminho, 'rb') as arquivo:
         assert arquivo.read() == antes
     assert os.stat(caminho).st_mtime_ns == mtime
@@ -454,3 +464,73 @@ def test_origem_fora_do_ar_backoff_e_volta_sozinho(erp_pg, ambiente_contextia,
         admin.dispose()
     # --log: o mesmo log num arquivo.
     assert 'ciclo falhou' in (tmp_path / 'ouvinte.log').read_text()
+
+
+def test_linha_de_empresa_sem_chave_avanca_a_marca_sem_inventar_destino(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    assert o.rodar('--once')[0] == 0
+    # A inativa e recusada pela regra: nunca ganha chave.
+    sem_chave = o.inserir(o.erp.inativa, '2026-09-01 12:00:00')
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0, saida
+    assert 'dado de escopo sem chave: %s' % o.erp.inativa in saida
+    assert o.estado()['marca_agua'][DATASET] == '2026-09-01T12:00:00'
+    for escopo in o.erp.escopos:
+        assert sem_chave not in o.no_contextia(escopo)
+
+
+def test_view_quebrada_nao_para_as_outras(ouvinte_sqlite):
+    o = ouvinte_sqlite
+    with open(o.mapa) as arquivo:
+        mapa = json.load(arquivo)
+    mapa['datasets'].insert(0, {'dataset': 'Quebrado', 'source_object': 'NAO_EXISTE',
+                                'columns': ['ID', 'EMPRESA_ID', 'ALTERADO_EM']})
+    with open(o.mapa, 'w') as arquivo:
+        json.dump(mapa, arquivo)
+    o.rodar('--once')
+    novo = o.inserir(o.erp.escopos[0], '2026-09-01 11:00:00')
+    codigo, saida = o.rodar('--once')
+    assert codigo == 1                                   # --once: houve erro
+    assert 'quebrado' in saida and 'leitura falhou' in saida
+    assert novo in o.no_contextia(o.erp.escopos[0])     # e o outro dataset andou
+    linha = [l for l in o.status().splitlines() if l.startswith('quebrado')][0]
+    assert 'NAO_EXISTE' in linha or 'Erro' in linha
+
+
+def test_morte_durante_a_carga_inicial_da_empresa_nova_e_refeita(ouvinte_sqlite):
+    """
+    Achado da tortura: kill -9 no meio da carga inicial deixava a empresa com
+    chave (deixa de ser "nova") e sem historico ate a varredura.
+    """
+    o = ouvinte_sqlite
+    assert o.rodar('--once')[0] == 0
+    nova = str(o.erp.base + 8)
+    o.erp.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova),
+                   n='Loja Lenta', a='S')
+    # Historico ANTIGO (abaixo da marca): so a carga inicial o leva.
+    ids = [o.inserir(nova, '2026-09-01 08:00:00') for _ in range(25)]
+    o.contextia.injetar('atraso', quantidade=100, segundos=2)
+    processo = o.iniciar('--intervalo-projetos=3600')
+    try:
+        achado = _esperar(lambda: re.search(
+            r'ferramenta agora ..: carga inicial %s \(pid (\d+)' % nova,
+            o.status() if os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt'))
+            else ''), 120)
+        _esperar(lambda: o.contextia.falhas_injetadas()['atraso'] >= 1, 60)
+    finally:
+        # Queda de energia: o ouvinte e o grupo da ferramenta, juntos.
+        processo.kill()
+        processo.wait()
+        try:
+            os.killpg(int(achado.group(1)), signal.SIGKILL)
+        except (ProcessLookupError, NameError):
+            pass
+        o.contextia.limpar_falhas()
+    assert nova in o.estado()['cargas_iniciais_pendentes']
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0, saida
+    assert 'carga inicial da empresa %s ficou pela metade' % nova in saida
+    from contextia_sync.chaves import ler_chaves
+    chave = ler_chaves(o.arquivo_chaves)[nova]
+    assert set(ids) <= {int(r['ID']) for r in cliente.ler_registros(DATASET, chave)}
+    assert o.estado()['cargas_iniciais_pendentes'] == []

@@ -137,3 +137,14 @@ def test_sem_arquivo_de_chaves(tmp_path):
                  '--chaves=%s' % (tmp_path / 'nao.tsv'), '--estado=%s' % tmp_path,
                  env={'CONTEXTIA_URL': 'http://127.0.0.1:9'})
     assert r.returncode == 2 and 'provisionar.py' in r.stderr
+
+
+def test_toda_opcao_do_ouvinte_esta_no_guia_do_operador():
+    ajuda = subprocess.run([sys.executable, 'ouvinte.py', '--help'], cwd=RAIZ,
+                           capture_output=True, text=True, timeout=60).stdout
+    import re
+    opcoes = set(re.findall(r'(--[a-z][a-z-]+)', ajuda)) - {'--help'}
+    with open(os.path.join(RAIZ, 'docs', 'ouvinte.md'), encoding='utf-8') as arquivo:
+        guia = arquivo.read()
+    assert len(opcoes) >= 18
+    assert sorted(o for o in opcoes if '`%s' % o not in guia) == []

@@ -129,3 +129,33 @@ def test_readme_cita_toda_mensagem_de_recusa_do_ouvinte():
                    'Ja existe um ouvinte rodando', 'Estado ilegivel em',
                    'ainda NAO esta implementada', 'nao existe', '--varredura espera HH:MM'):
         assert inicio in readme, inicio
+
+
+def test_toda_dependencia_tem_o_porque_no_readme():
+    readme = texto_readme()
+    secao = readme[readme.index('# Dependências'):]
+    secao = secao[:secao.index('\n# ', 3)].lower()
+    faltam = []
+    for arquivo in ('requirements.txt', 'requirements-dev.txt'):
+        with open(os.path.join(RAIZ, arquivo), encoding='utf-8') as f:
+            for linha in f:
+                linha = linha.split('#')[0].strip()
+                if not linha or linha.startswith('-'):
+                    continue
+                nome = re.split(r'[\[<>=!~ ;]', linha)[0].lower()
+                if nome not in secao:
+                    faltam.append(nome)
+    assert faltam == [], 'dependencias sem o porque no README: %s' % ', '.join(faltam)
+
+
+def test_exemplo_de_mapeamento_do_readme_e_valido(tmp_path):
+    readme = texto_readme()
+    bloco = re.search(r'```json\n(.*?)```', readme, flags=re.S).group(1)
+    import json
+    mapa = json.loads(bloco)
+    assert mapa['$schema'] == './mapeamento.schema.json'
+    caminho = tmp_path / 'cliente.json'
+    caminho.write_text(bloco, encoding='utf-8')
+    from contextia_sync.mapeamento import carregar_mapeamento
+    carregado = carregar_mapeamento(str(caminho))
+    assert [d['dataset'] for d in carregado['datasets']] == ['Titulos a Receber', 'Produtos']
