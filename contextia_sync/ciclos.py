@@ -54,6 +54,9 @@ class Contexto:
         self.pulsar = lambda: None
         self.ferramenta_agora = None
         self.grandes = []
+        # Escopos sem chave ja avisados nesta subida: o aviso e uma vez por
+        # empresa, nao a cada ciclo (60 s) enquanto ela existir.
+        self.avisados_sem_chave = set()
         self.__dict__.update(campos)
 
     def rodar_ferramenta(self, argv, rotulo, env=None):
@@ -187,9 +190,7 @@ def _dados_de_um(ctx, row, nome, chaves, acomp, resumo):
     _contar_atrasadas(ctx, nome, linhas, watch, chave, marca, acomp, resumo)
 
     grupos, novos = agrupar_por_escopo(linhas, ctx.mapa, row, chaves)
-    if novos:
-        logger.warning('%-28s dado de escopo sem chave: %s -- o ciclo de projetos'
-                       ' provisiona', nome, ', '.join(novos[:6]))
+    _avisar_sem_chave(ctx, nome, novos)
     if chave is None:
         # Sem `key` o servidor deduplica por hash do conteudo: a linha ALTERADA
         # entra como registro novo e a antiga fica ate a varredura. Aviso, nao
@@ -221,6 +222,28 @@ def _dados_de_um(ctx, row, nome, chaves, acomp, resumo):
     _podar_vistos(ctx, nome)
     resumo['datasets'] += 1
     resumo['registros'] += enviados
+
+
+def _avisar_sem_chave(ctx, nome, escopos):
+    """
+    Dado de empresa sem chave: nada e enviado para ela, e o operador precisa saber.
+
+    Escopo em `excluded_scopes` fica de fora por decisao do mapeamento e nao e
+    avisado. Os outros podem ser empresa nova (o ciclo de projetos provisiona e
+    faz a carga completa) ou empresa que a regra recusa (ex.: inativa): o aviso
+    diz as duas coisas, porque daqui nao se sabe qual -- quem sabe e o ciclo de
+    projetos, que lista os recusados pela regra.
+    """
+    excluidos = {texto_escopo(e) for e in
+                 ((ctx.mapa.get('source') or {}).get('excluded_scopes') or [])}
+    novos = [e for e in escopos
+             if e not in excluidos and (nome, e) not in ctx.avisados_sem_chave]
+    if not novos:
+        return
+    ctx.avisados_sem_chave.update((nome, e) for e in novos)
+    logger.warning('%-28s dado de escopo sem chave: %s -- empresa nova e provisionada'
+                   ' pelo ciclo de projetos; se a regra de projeto a recusa, esses'
+                   ' dados ficam fora do Contextia', nome, ', '.join(novos[:6]))
 
 
 def _podar_vistos(ctx, nome):

@@ -148,3 +148,24 @@ def test_toda_opcao_do_ouvinte_esta_no_guia_do_operador():
         guia = arquivo.read()
     assert len(opcoes) >= 18
     assert sorted(o for o in opcoes if '`%s' % o not in guia) == []
+
+
+def test_aviso_de_escopo_sem_chave_poupa_os_excluidos_e_sai_uma_vez(caplog):
+    import logging
+    from contextia_sync import ciclos
+    from contextia_sync.registro import logger
+
+    ctx = ciclos.Contexto()
+    ctx.mapa = {'source': {'excluded_scopes': [99]}, 'datasets': []}
+    logger.propagate = True
+    try:
+        with caplog.at_level(logging.WARNING, logger=logger.name):
+            ciclos._avisar_sem_chave(ctx, 'titulos', ['99'])
+            assert 'sem chave' not in caplog.text
+            ciclos._avisar_sem_chave(ctx, 'titulos', ['7', '99'])
+            ciclos._avisar_sem_chave(ctx, 'titulos', ['7'])
+    finally:
+        logger.propagate = False
+    avisos = [r for r in caplog.records if 'sem chave' in r.getMessage()]
+    assert len(avisos) == 1
+    assert ': 7 --' in avisos[0].getMessage() and '99' not in avisos[0].getMessage()
