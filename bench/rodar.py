@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""
+Roda os benchmarks, um processo por benchmark (o pico de memoria de um nao
+contamina o outro). `make bench` roda todos; `make bench ARGS="origem sonda"`
+escolhe. A tortura longa nao entra aqui: `python3 bench/tortura.py --longo`.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+AQUI = os.path.dirname(os.path.abspath(__file__))
+BENCHS = {
+    'intake': 'bench_intake.py',       # cliente -> Contextia local vs so serializar
+    'origem': 'bench_origem.py',       # fetch em streaming vs cursor cru do driver
+    'latencia': 'bench_latencia.py',   # commit -> visivel no Contextia
+    'sonda': 'bench_sonda.py',         # ciclo ocioso: 100 mil vs 2 milhoes de linhas
+}
+
+
+def main(argv):
+    nomes = argv or list(BENCHS)
+    desconhecidos = [n for n in nomes if n not in BENCHS]
+    if desconhecidos:
+        print('benchmark desconhecido: %s. Os que existem: %s.'
+              % (', '.join(desconhecidos), ', '.join(BENCHS)), file=sys.stderr)
+        return 2
+    falhas = []
+    for nome in nomes:
+        print('===== bench %s =====' % nome, flush=True)
+        inicio = time.monotonic()
+        codigo = subprocess.call([sys.executable, os.path.join(AQUI, BENCHS[nome])])
+        print('----- %s: saiu com %s em %.0fs' % (nome, codigo, time.monotonic() - inicio),
+              flush=True)
+        if codigo:
+            falhas.append(nome)
+    if falhas:
+        print('benchmarks com erro: %s' % ', '.join(falhas), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
