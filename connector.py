@@ -14,6 +14,11 @@ Contextia o que a origem nao tem mais -- so e enviado se todos os lotes daquele
 dataset chegaram, e leva o teto de remocao: view que de repente volta vazia nao
 esvazia o dataset. Detalhes em docs/carga-e-provisionamento.md.
 
+Progresso: num terminal, uma barra por dataset (fica na tela). Sem terminal
+(ouvinte, cron, carregar-todas.sh), uma linha "<dataset> escopo=S: N registros
+lidos ate agora" a cada CONTEXTIA_PROGRESSO_SEGUNDOS (padrao 30) durante a
+leitura -- o ouvinte encerra ferramenta calada por --inatividade-ferramenta.
+
 Codigos de saida:
     0  todos os datasets carregados
     1  algum dataset falhou (origem, rede, lote recusado, teto de remocao);
@@ -46,6 +51,22 @@ def _fracao(texto):
         raise argparse.ArgumentTypeError(
             '%r nao e uma fracao de 0 a 1 (ex.: 0.5, 50%%, ou 1 para permitir remover'
             ' tudo)' % texto)
+    return valor
+
+
+def _intervalo_progresso(padrao):
+    """CONTEXTIA_PROGRESSO_SEGUNDOS (segundos entre linhas de progresso), ou `padrao`."""
+    bruto = (os.environ.get('CONTEXTIA_PROGRESSO_SEGUNDOS') or '').strip()
+    if not bruto:
+        return padrao
+    try:
+        valor = float(bruto)
+    except ValueError:
+        valor = -1.0
+    if not valor > 0:
+        raise ValueError('CONTEXTIA_PROGRESSO_SEGUNDOS=%r nao e numero positivo de segundos.'
+                         ' Tire a variavel (padrao %g) ou use, por exemplo, 30.'
+                         % (bruto, padrao))
     return valor
 
 
@@ -103,6 +124,10 @@ def main(argv=None):
         datasets = carga.selecionar_datasets(mapa, args.dataset)
     except carga.ErroSelecao as erro:
         return recusar(str(erro))
+    try:
+        intervalo = _intervalo_progresso(carga.INTERVALO_PROGRESSO)
+    except ValueError as erro:
+        return recusar(str(erro))
 
     chave = None
     projeto = '-'
@@ -155,6 +180,9 @@ def main(argv=None):
     resultados = []
     saida = OK
     barra = sys.stderr.isatty()
+
+    def progresso(texto):
+        print(texto, flush=True)
     try:
         origem.conectar()
     except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
@@ -166,7 +194,8 @@ def main(argv=None):
             try:
                 resultado = carga.carregar_dataset(
                     mapa, row, origem, escopo, api_key=chave, seco=args.dry_run,
-                    max_remocao=args.max_remocao, barra=barra)
+                    max_remocao=args.max_remocao, barra=barra, progresso=progresso,
+                    intervalo_progresso=intervalo)
             except cliente.ErroAutenticacao as erro:
                 # A chave caiu no meio (revogada?): nenhum dataset seguinte passaria.
                 print('connector: %s' % erro, file=sys.stderr)

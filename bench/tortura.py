@@ -718,7 +718,10 @@ def principal(argv=None):
                     ' confere cada linha no fim. Ver docs/tortura.md.')
     p.add_argument('--modo', choices=sorted(MODOS), default='curto',
                    help='curto: cabe no make test; longo: >= 20 min de carga por banco')
-    p.add_argument('--banco', choices=('postgres', 'mariadb', 'ambos'), default='postgres')
+    p.add_argument('--longo', dest='modo', action='store_const', const='longo',
+                   help='o mesmo que --modo=longo')
+    p.add_argument('--banco', choices=('postgres', 'mariadb', 'ambos'), default='postgres',
+                   help='a origem (padrao postgres); ambos = um depois do outro')
     p.add_argument('--duracao', type=int, default=None, metavar='S',
                    help='segundos de carga (padrao do modo)')
     p.add_argument('--semente', type=int, default=None,

@@ -26,6 +26,10 @@ from contextia_sync.registro import logger
 # --max-remocao=1 (ver docs/carga-e-provisionamento.md).
 MAX_REMOCAO_PADRAO = 0.5
 
+# Segundos entre linhas de progresso sem terminal: bem abaixo do padrao de
+# --inatividade-ferramenta do ouvinte (1800 s).
+INTERVALO_PROGRESSO = 30.0
+
 
 class ErroSelecao(ValueError):
     """--dataset pediu um dataset que o mapeamento nao tem."""
@@ -66,21 +70,43 @@ def selecionar_datasets(mapa, pedidos=None):
     return escolhidos
 
 
-def _contando(iteravel, contador, barra, rotulo):
-    """Passa as linhas adiante contando -- o seco conta, a barra mostra."""
+def linha_de_progresso(dataset, escopo, lidos):
+    """A linha que diz, sem terminal, que a carga segue viva."""
+    return '%s escopo=%s: %d registros lidos ate agora' % (dataset, escopo, lidos)
+
+
+def _contando(iteravel, contador, barra, rotulo, progresso, intervalo):
+    """
+    Passa as linhas adiante contando -- o seco conta, a barra mostra.
+
+    Sem barra, `progresso(n)` e chamado a cada `intervalo` segundos de leitura:
+    o ouvinte mata ferramenta calada (--inatividade-ferramenta), e uma carga
+    legitima de horas nao pode morrer por estar calada. So a leitura que anda
+    gera a linha: uma leitura travada continua calada e o vigia a encerra.
+    """
     if barra:
         from tqdm import tqdm
-        iteravel = tqdm(iteravel, desc=rotulo, unit=' reg', leave=False, dynamic_ncols=True)
+        # leave=True: a barra fica na tela e o operador ve quanto cada dataset leu.
+        iteravel = tqdm(iteravel, desc=rotulo, unit=' reg', leave=True, dynamic_ncols=True)
+        progresso = None
+    proximo = time.monotonic() + intervalo
     for linha in iteravel:
         contador[0] += 1
+        if progresso is not None and time.monotonic() >= proximo:
+            progresso(contador[0])
+            proximo = time.monotonic() + intervalo
         yield linha
 
 
 def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
-                     max_remocao=MAX_REMOCAO_PADRAO, barra=False):
+                     max_remocao=MAX_REMOCAO_PADRAO, barra=False, progresso=None,
+                     intervalo_progresso=INTERVALO_PROGRESSO):
     """
     Um dataset de uma empresa. Devolve o resultado (dict) e nunca levanta, exceto
     ErroAutenticacao (chave recusada: nenhum outro dataset passaria).
+
+    `progresso(texto)`, se dado, recebe `linha_de_progresso` a cada
+    `intervalo_progresso` segundos de leitura (so sem `barra`).
     """
     from contextia_sync import contextia_client as cliente
 
@@ -97,7 +123,8 @@ def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
     contador = [0]
     try:
         linhas = origem.fetch(row['source_object'], row['columns'], scope=recorte)
-        linhas = _contando(linhas, contador, barra, nome)
+        avisar = progresso and (lambda lidos: progresso(linha_de_progresso(nome, escopo, lidos)))
+        linhas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso)
         if seco:
             for _ in linhas:
                 pass

@@ -9,13 +9,11 @@ O contrato HTTP esta em docs/contrato-intake.md. O que este modulo garante:
     CONTEXTIA_API_KEY, CONTEXTIA_ADMIN_TOKEN, CONTEXTIA_CA_BUNDLE.
   * `enviar_dataset` consome qualquer iteravel em lotes de `chunk`, sem
     materializar o dataset, e NUNCA chama `complete`: quem decide e quem
-    chamou (carga com lote falho nunca e completada).
-  * Transporte: uma Session com pool por thread; urllib3 Retry em erro de
-    conexao/leitura, 502/503/504 e 429 (respeitando Retry-After), backoff
-    exponencial, tudo limitado por PRAZO_RETENTATIVAS. POST entra no retry
-    porque o intake e idempotente (upsert por key, hash sem key). 413 divide
-    o lote ao meio. TLS sempre verificado (CONTEXTIA_CA_BUNDLE para CA propria).
+    chamou (carga com lote falho nunca e completada). 413 divide o lote ao meio.
   * Chave nunca em log nem em excecao: so o prefixo mascarado (`ctx_abcd...`).
+
+Como o pedido chega la (Session, retentativas com prazo, TLS, mascara de
+chaves) esta em transporte.py; os nomes publicos de la sao reexportados aqui.
 """
 
 import base64
@@ -25,35 +23,30 @@ import hashlib
 import hmac
 import itertools
 import json
-import os
 import re
 import secrets
-import threading
-import time
 import unicodedata
-import urllib.parse
 
 from contextia_sync.serializacao import ErroSerializacao, serializar_registro
+from contextia_sync.transporte import (  # noqa: F401 - reexportados
+    BACKOFF,
+    BACKOFF_MAXIMO,
+    PRAZO_RETENTATIVAS,
+    RETENTATIVAS,
+    STATUS_RETENTAVEIS,
+    TIMEOUT,
+    ErroContextia,
+    FiltroDeChaves,
+    do_ambiente,
+    mascarar,
+    mascarar_chave,
+    pedir,
+    preparar_logger,
+    servidor,
+)
 
 CAMINHO_INTAKE = '/api/v1/intake'
 CABECALHO_ASSINATURA = 'X-Contextia-Assinatura'
-
-# Espera maxima por tentativa: conectar e ler a resposta de um lote.
-TIMEOUT = (5, 120)
-# Tentativas por pedido (conexao, leitura e status somados).
-RETENTATIVAS = 6
-# Backoff do urllib3: 0, 1, 2, 4, 8... segundos entre tentativas (teto 8).
-BACKOFF = 0.5
-BACKOFF_MAXIMO = 8
-# Tempo total que um pedido pode passar re-tentando. Um Retry-After de uma
-# hora nao pode segurar o ciclo do ouvinte: passado o prazo, o lote conta
-# como falho e o proximo ciclo rele.
-PRAZO_RETENTATIVAS = 120
-STATUS_RETENTAVEIS = (429, 502, 503, 504)
-
-
-class ErroContextia(Exception):
-    """O Contextia recusou ou nao respondeu um pedido."""
 
 
 class ErroAutenticacao(ErroContextia):
@@ -65,17 +58,12 @@ class ErroRemocaoAcimaDoTeto(ErroContextia):
 
 
 # ---------------------------------------------------------------- ambiente
-def _ambiente(nome):
-    valor = (os.environ.get(nome) or '').strip()
-    return valor or None
-
-
 def url_base():
     """A URL da instalacao do Contextia deste cliente (CONTEXTIA_URL), ou None."""
-    base = _ambiente('CONTEXTIA_URL')
+    base = do_ambiente('CONTEXTIA_URL')
     if base:
         return base.rstrip('/')
-    intake = _ambiente('CONTEXTIA_INTAKE_URL')
+    intake = do_ambiente('CONTEXTIA_INTAKE_URL')
     if intake and intake.rstrip('/').endswith(CAMINHO_INTAKE):
         return intake.rstrip('/')[:-len(CAMINHO_INTAKE)]
     return None
@@ -83,12 +71,12 @@ def url_base():
 
 def url_destino():
     """O que mostrar ao operador como destino: o intake explicito ou a base."""
-    intake = _ambiente('CONTEXTIA_INTAKE_URL')
+    intake = do_ambiente('CONTEXTIA_INTAKE_URL')
     return intake.rstrip('/') if intake else url_base()
 
 
 def _url_intake():
-    intake = _ambiente('CONTEXTIA_INTAKE_URL')
+    intake = do_ambiente('CONTEXTIA_INTAKE_URL')
     if intake:
         return intake.rstrip('/')
     return _exigir_base() + CAMINHO_INTAKE
@@ -105,53 +93,11 @@ def _exigir_base():
 
 
 def _chave(api_key):
-    chave = api_key or _ambiente('CONTEXTIA_API_KEY')
+    chave = api_key or do_ambiente('CONTEXTIA_API_KEY')
     if not chave:
         raise ErroAutenticacao('nenhuma chave de projeto: passe api_key ou defina'
                                ' CONTEXTIA_API_KEY (arquivo de chaves do provisionar.py).')
     return chave
-
-
-# ---------------------------------------------------------------- mascara
-_PADRAO_CHAVE = re.compile(r'ctx_[A-Za-z0-9_\-]{4,}')
-
-
-def mascarar_chave(chave):
-    """'ctx_mR-BW77...' -> 'ctx_mR-B...': o prefixo que o admin lista, nunca o resto."""
-    if not chave:
-        return '(sem chave)'
-    return chave[:8] + '...'
-
-
-def mascarar(texto, *segredos):
-    """Troca chaves `ctx_...` e os `segredos` dados por versoes mascaradas."""
-    texto = _PADRAO_CHAVE.sub(lambda m: mascarar_chave(m.group(0)), str(texto))
-    for segredo in segredos:
-        if segredo and len(segredo) >= 4:
-            texto = texto.replace(segredo, mascarar_chave(segredo))
-    return texto
-
-
-class FiltroDeChaves(object):
-    """Filtro de logging: mascara chaves em qualquer mensagem do logger."""
-
-    def filter(self, registro):
-        try:
-            mensagem = registro.getMessage()
-        except Exception:               # noqa: BLE001 - filtro nunca derruba o log
-            return True
-        mascarada = mascarar(mensagem)
-        if mascarada != mensagem:
-            registro.msg, registro.args = mascarada, None
-        return True
-
-
-def _preparar_logger(logger):
-    if logger is None:
-        from contextia_sync.registro import logger
-    if not any(isinstance(f, FiltroDeChaves) for f in getattr(logger, 'filters', [])):
-        logger.addFilter(FiltroDeChaves())
-    return logger
 
 
 # ---------------------------------------------------------------- nomes
@@ -186,161 +132,7 @@ def verificar_assinatura(segredo, corpo, cabecalho):
     return hmac.compare_digest(esperado, cabecalho[len('sha256='):].strip().lower())
 
 
-# ---------------------------------------------------------------- transporte
-_local = threading.local()
-
-
-def _classe_retry():
-    from urllib3.exceptions import MaxRetryError, ResponseError, SSLError
-    from urllib3.util.retry import Retry
-
-    class RetryComPrazo(Retry):
-        """Retry do urllib3 com um prazo total: nenhuma espera passa do que sobra."""
-
-        def __init__(self, *args, prazo=None, orcamento=PRAZO_RETENTATIVAS, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.prazo = prazo
-            self.orcamento = orcamento
-
-        def new(self, **kwargs):
-            kwargs.setdefault('prazo', self.prazo)
-            kwargs.setdefault('orcamento', self.orcamento)
-            return super().new(**kwargs)
-
-        def increment(self, method=None, url=None, response=None, error=None,
-                      _pool=None, _stacktrace=None):
-            if isinstance(error, SSLError):
-                # Certificado que nao confere nao melhora com o tempo: sem retry.
-                raise MaxRetryError(_pool, url, error)
-            novo = super().increment(method, url, response, error, _pool, _stacktrace)
-            # O prazo comeca na primeira falha: o objeto do adapter e compartilhado.
-            if novo.prazo is None:
-                novo.prazo = time.monotonic() + self.orcamento
-            elif time.monotonic() >= novo.prazo:
-                raise MaxRetryError(_pool, url, error or ResponseError(
-                    'prazo de %ss de retentativas esgotado' % self.orcamento))
-            return novo
-
-        def _resto(self):
-            return max(0.0, self.prazo - time.monotonic()) if self.prazo else None
-
-        def get_retry_after(self, response):
-            espera = super().get_retry_after(response)
-            resto = self._resto()
-            return espera if espera is None or resto is None else min(espera, resto)
-
-        def get_backoff_time(self):
-            espera = super().get_backoff_time()
-            resto = self._resto()
-            return espera if resto is None else min(espera, resto)
-
-    return RetryComPrazo
-
-
-def _sessao():
-    """Uma Session (pool de conexoes) por thread e por CA configurada."""
-    import requests
-    from requests.adapters import HTTPAdapter
-
-    ca = _ambiente('CONTEXTIA_CA_BUNDLE')
-    sessoes = getattr(_local, 'sessoes', None)
-    if sessoes is None:
-        sessoes = _local.sessoes = {}
-    sessao = sessoes.get(ca)
-    if sessao is None:
-        if ca and not os.path.exists(ca):
-            raise ErroContextia('CONTEXTIA_CA_BUNDLE=%s nao existe. Aponte para o arquivo PEM'
-                                ' da CA que assina o certificado do Contextia.' % ca)
-        retry = _classe_retry()(
-            total=RETENTATIVAS, connect=RETENTATIVAS, read=RETENTATIVAS,
-            status=RETENTATIVAS, backoff_factor=BACKOFF, backoff_max=BACKOFF_MAXIMO,
-            status_forcelist=STATUS_RETENTAVEIS,
-            # None = todos os metodos, POST incluido: o intake e idempotente.
-            allowed_methods=None, respect_retry_after_header=True,
-            raise_on_status=False)
-        sessao = requests.Session()
-        # trust_env fica ligado: na rede do cliente, HTTPS_PROXY pode ser o unico
-        # caminho ate o Contextia. `verify` vai em cada pedido (nunca False).
-        sessao.verify = ca or True
-        adaptador = HTTPAdapter(max_retries=retry, pool_connections=4, pool_maxsize=8)
-        sessao.mount('https://', adaptador)
-        sessao.mount('http://', adaptador)
-        sessoes[ca] = sessao
-    return sessao
-
-
-def _pedir(metodo, url, *, autorizacao, corpo=None, params=None, contexto=''):
-    """
-    Um pedido HTTP com as retentativas do contrato. Devolve a resposta (qualquer
-    status final); levanta ErroContextia se nem resposta houve.
-
-    Corpo que cai no meio (conexao derrubada depois do cabecalho) o urllib3 nao
-    re-tenta; re-tentamos aqui, dentro do mesmo prazo, porque o pedido e
-    idempotente e a resposta perdida nao diz se ele foi aplicado.
-    """
-    import requests
-
-    cabecalhos = {'Accept': 'application/json'}
-    if autorizacao:
-        cabecalhos['Authorization'] = 'Bearer ' + autorizacao
-    dados = None
-    if corpo is not None:
-        cabecalhos['Content-Type'] = 'application/json'
-        dados = corpo if isinstance(corpo, bytes) else json.dumps(
-            corpo, ensure_ascii=False, separators=(',', ':'), allow_nan=False).encode('utf-8')
-    _avisar_sem_tls(url)
-    # Destino local (Contextia local, testes) nunca passa por proxy do ambiente.
-    local = urllib.parse.urlsplit(url).hostname in ('127.0.0.1', 'localhost', '::1')
-    proxies = {'http': None, 'https': None} if local else None
-    prazo = time.monotonic() + PRAZO_RETENTATIVAS
-    espera = BACKOFF
-    while True:
-        try:
-            resposta = _sessao().request(metodo, url, data=dados, params=params,
-                                         headers=cabecalhos, timeout=TIMEOUT,
-                                         verify=_ambiente('CONTEXTIA_CA_BUNDLE') or True,
-                                         proxies=proxies)
-            resposta.content          # le o corpo inteiro aqui, dentro do try
-            return resposta
-        except (requests.exceptions.ChunkedEncodingError,
-                requests.exceptions.ContentDecodingError) as erro:
-            if time.monotonic() + espera >= prazo:
-                raise ErroContextia('%s: conexao caiu no meio da resposta e o prazo de'
-                                    ' retentativas acabou (%s)'
-                                    % (contexto, mascarar(erro, autorizacao))) from None
-            time.sleep(espera)
-            espera = min(espera * 2, BACKOFF_MAXIMO)
-        except requests.exceptions.SSLError as erro:
-            raise ErroContextia(
-                '%s: certificado TLS de %s nao confere (%s). Se o Contextia usa CA propria,'
-                ' aponte CONTEXTIA_CA_BUNDLE para o PEM dela; a verificacao nunca e'
-                ' desligada.' % (contexto, _servidor(url), mascarar(erro, autorizacao))
-            ) from None
-        except requests.exceptions.RequestException as erro:
-            raise ErroContextia('%s: %s nao respondeu (ou seguiu sobrecarregado) dentro do'
-                                ' prazo de retentativas (%s)'
-                                % (contexto, _servidor(url),
-                                   mascarar(erro, autorizacao))) from None
-
-
-_avisados = set()
-
-
-def _avisar_sem_tls(url, logger=None):
-    partes = urllib.parse.urlsplit(url)
-    if partes.scheme == 'http' and partes.hostname not in ('127.0.0.1', 'localhost', '::1') \
-            and partes.netloc not in _avisados:
-        _avisados.add(partes.netloc)
-        _preparar_logger(logger).warning(
-            'Contextia em %s sem TLS: chave e dados trafegam em claro. Use https:// em'
-            ' producao.', _servidor(url))
-
-
-def _servidor(url):
-    partes = urllib.parse.urlsplit(url)
-    return '%s://%s' % (partes.scheme, partes.netloc)
-
-
+# ---------------------------------------------------------------- respostas
 def _detalhe(resposta):
     """O motivo que o servidor deu, em uma linha (422 do FastAPI vira 'campo: problema')."""
     try:
@@ -400,7 +192,7 @@ def enviar_dataset(nome, registros, *, key=None, description=None, fields=None, 
     key) vai no primeiro lote; o servidor precisa anunciar `remove` em
     capacidades(). `escopo` so aparece em mensagens de erro.
     """
-    logger = _preparar_logger(logger)
+    logger = preparar_logger(logger)
     chave = _chave(api_key)
     url = _url_intake()
     dataset = normalizar_dataset(nome)
@@ -442,7 +234,7 @@ def enviar_dataset(nome, registros, *, key=None, description=None, fields=None, 
         try:
             corpo = json.dumps(envelope, ensure_ascii=False, separators=(',', ':'),
                                allow_nan=False).encode('utf-8')
-            resposta = _pedir('POST', url, autorizacao=chave, corpo=corpo, contexto=contexto)
+            resposta = pedir('POST', url, autorizacao=chave, corpo=corpo, contexto=contexto)
         except ErroContextia as erro:
             indisponivel = True
             return [str(erro)]
@@ -530,7 +322,7 @@ def completar(nome, sync, *, api_key=None, max_remocao=None, escopo=None):
     if max_remocao is not None:
         pedido['max_removal'] = float(max_remocao)
     contexto = 'complete do dataset %s (sync %s)' % (dataset, sync)
-    resposta = _pedir('POST', _url_intake() + '/complete', autorizacao=chave, corpo=pedido,
+    resposta = pedir('POST', _url_intake() + '/complete', autorizacao=chave, corpo=pedido,
                       contexto=contexto)
     if resposta.status_code in (401, 403):
         raise _erro_autenticacao(resposta, escopo, dataset, chave)
@@ -549,7 +341,7 @@ def _json(resposta):
         return resposta.json()
     except ValueError:
         raise ErroContextia('%s respondeu HTTP %d sem JSON (%s). CONTEXTIA_URL aponta para'
-                            ' o Contextia?' % (_servidor(resposta.url or ''),
+                            ' o Contextia?' % (servidor(resposta.url or ''),
                                                resposta.status_code,
                                                (resposta.text or '')[:120].strip())) from None
 
@@ -562,7 +354,7 @@ def _codigo(resposta):
 
 
 def _get(caminho, chave, contexto, escopo=None, params=None):
-    resposta = _pedir('GET', _exigir_base() + caminho, autorizacao=chave, params=params,
+    resposta = pedir('GET', _exigir_base() + caminho, autorizacao=chave, params=params,
                       contexto=contexto)
     if resposta.status_code in (401, 403):
         raise _erro_autenticacao(resposta, escopo, None, chave)
@@ -574,8 +366,8 @@ def _get(caminho, chave, contexto, escopo=None, params=None):
 
 def capacidades(api_key=None):
     """O que o servidor suporta (ex.: {'remove': True, ...}). Servidor antigo: {}."""
-    resposta = _pedir('GET', _exigir_base() + '/api/v1/capacidades',
-                      autorizacao=api_key or _ambiente('CONTEXTIA_API_KEY') or '',
+    resposta = pedir('GET', _exigir_base() + '/api/v1/capacidades',
+                      autorizacao=api_key or do_ambiente('CONTEXTIA_API_KEY') or '',
                       contexto='capacidades')
     if resposta.status_code == 404:
         # O Contextia de hoje nao tem a rota: nada alem do basico.
@@ -617,7 +409,7 @@ class Admin(object):
     """Provisionamento (token de admin). Toda operacao e idempotente onde o contrato diz."""
 
     def __init__(self, token=None, url=None):
-        self._token = token or _ambiente('CONTEXTIA_ADMIN_TOKEN')
+        self._token = token or do_ambiente('CONTEXTIA_ADMIN_TOKEN')
         self._url = (url or '').rstrip('/') or None
         if not self._token:
             raise ErroAutenticacao('sem token de admin: defina CONTEXTIA_ADMIN_TOKEN (so o'
@@ -629,7 +421,7 @@ class Admin(object):
     def _pedido(self, metodo, caminho, corpo=None, params=None, aceitar_404=False):
         base = self._url or _exigir_base()
         contexto = 'admin %s %s' % (metodo, caminho)
-        resposta = _pedir(metodo, base + caminho, autorizacao=self._token, corpo=corpo,
+        resposta = pedir(metodo, base + caminho, autorizacao=self._token, corpo=corpo,
                           params=params, contexto=contexto)
         if resposta.status_code in (401, 403):
             raise ErroAutenticacao('%s: Contextia recusou o token de admin (HTTP %d, %s).'

@@ -1,9 +1,14 @@
-"""Carrega o adaptador de origem (`--source=generic` -> `sources/generic.py`)."""
+"""
+O contrato do adaptador de origem: carrega `--source=generic` ->
+`sources/generic.py` e define as excecoes que todo adaptador levanta.
+"""
 
 import importlib
 import os
 import re
 import sys
+
+from contextia_sync import filtro
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASTA_SOURCES = os.path.join(RAIZ, 'sources')
@@ -14,6 +19,22 @@ FUNCOES = ('conectar', 'fetch', 'contar', 'maximo', 'renovar', 'fechar')
 
 class ErroAdaptador(Exception):
     """O adaptador pedido nao existe ou nao expoe o que o SDK precisa."""
+
+
+class ErroOrigem(Exception):
+    """A origem nao respondeu como devia (conexao, permissao, objeto, consulta)."""
+
+
+class ErroIdentificador(ErroOrigem, filtro.ErroIdentificador):
+    """Nome de objeto/coluna do mapeamento recusado antes de virar SQL."""
+
+
+def validado(funcao, *args):
+    """`funcao(*args)` de `filtro`, com a recusa dele virando ErroIdentificador."""
+    try:
+        return funcao(*args)
+    except filtro.ErroIdentificador as erro:
+        raise ErroIdentificador(str(erro)) from None
 
 
 def carregar_origem(nome):

@@ -28,10 +28,13 @@ Tres garantias, e o porque de cada uma:
   * TRANSACAO CURTA: cada chamada pega uma conexao, le e devolve (o pool faz
     rollback na devolucao). Nenhum retrato fica aberto entre ciclos -- ver
     `renovar()`.
+
+O resto mora em contextia_sync/, um modulo por assunto, e e reexportado aqui:
+  origem.py (ErroOrigem, ErroIdentificador), origem_sessao.py (comandos de
+  sessao e timeout por dialeto), origem_valores.py (coagir, conversor) e
+  origem_consultas.py (Objeto e o SQL de cada leitura).
 """
 
-import datetime
-import decimal
 import os
 import re
 import sys
@@ -44,29 +47,44 @@ except ImportError:                       # rodando de fora da raiz do repositor
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from contextia_sync import filtro
 from contextia_sync.registro import logger
+from contextia_sync.origem import ErroIdentificador, ErroOrigem, validado  # noqa: F401
+from contextia_sync.origem_consultas import (  # noqa: F401 - reexportados
+    Objeto,
+    colunas_pelo_select_mysql,
+    consulta_contar,
+    consulta_escopos,
+    consulta_fetch,
+    consulta_maximo,
+    objeto_sem_reflexao,
+)
+from contextia_sync.origem_sessao import (  # noqa: F401 - reexportados
+    COMANDO_INICIO_TRANSACAO,
+    MARCAS_DE_TIMEOUT,
+    TIMEOUT_PADRAO,
+    comando_timeout_mysql,
+    comandos_de_sessao,
+    timeout_do_ambiente,
+)
+from contextia_sync.origem_valores import (  # noqa: F401 - reexportados
+    DATA_SQLITE,
+    UTC,
+    Avisos,
+    coagir,
+    conversor,
+)
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects import mssql as _mssql
-from sqlalchemy.types import NullType
+
+# O nome antigo do acumulador de avisos (os testes o usam).
+_Avisos = Avisos
 
 # Linhas por ida ao servidor no streaming. 2.000 linhas de uma view de 200
 # colunas ainda cabem folgado na memoria; mais que isso so poupa idas.
 LINHAS_POR_LOTE = 2000
-TIMEOUT_PADRAO = 300
 POOL_TAMANHO = 2
 POOL_EXTRA = 4
-UTC = datetime.timezone.utc
-
-
-class ErroOrigem(Exception):
-    """A origem nao respondeu como devia (conexao, permissao, objeto, consulta)."""
-
-
-class ErroIdentificador(ErroOrigem, filtro.ErroIdentificador):
-    """Nome de objeto/coluna do mapeamento recusado antes de virar SQL."""
-
 
 # ---------------------------------------------------------------------------
 # Segredos fora de mensagens
@@ -90,365 +108,6 @@ def _erro_do_driver(erro):
     origem = getattr(erro, 'orig', None) or erro
     texto = str(origem).strip().splitlines()
     return '%s: %s' % (type(origem).__name__, texto[0] if texto else '')
-
-
-# ---------------------------------------------------------------------------
-# O que cada banco precisa ouvir ao conectar
-# ---------------------------------------------------------------------------
-
-def comandos_de_sessao(dialeto, timeout, mariadb=False):
-    """
-    SQL rodado em cada conexao nova, por dialeto: so-leitura, fuso, timeout.
-
-    O fuso da sessao e UTC onde o banco converte (timestamptz, TIMESTAMP do
-    MySQL, WITH LOCAL TIME ZONE do Oracle): a marca de agua nao pode mudar de
-    significado porque alguem trocou o fuso padrao do servidor.
-    """
-    if dialeto == 'postgresql':
-        return ['SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY',
-                "SET TIME ZONE 'UTC'",
-                'SET statement_timeout = %d' % (int(timeout) * 1000)]
-    if dialeto == 'mysql':
-        return ['SET SESSION TRANSACTION READ ONLY',
-                "SET time_zone = '+00:00'",
-                comando_timeout_mysql(timeout, mariadb)]
-    if dialeto == 'oracle':
-        # SET TRANSACTION READ ONLY vale por transacao: vai no inicio de cada
-        # uma (evento `begin`), nao aqui.
-        return ["ALTER SESSION SET TIME_ZONE = 'UTC'"]
-    if dialeto == 'sqlite':
-        return ['PRAGMA query_only = ON']
-    # SQL Server: sem comando de sessao que impeca escrita; o timeout vai pelo
-    # atributo `timeout` do pyodbc.
-    return []
-
-
-def comando_timeout_mysql(timeout, mariadb):
-    """MariaDB conta em segundos (`max_statement_time`); MySQL em ms, so SELECT."""
-    if mariadb:
-        return 'SET SESSION max_statement_time = %d' % int(timeout)
-    return 'SET SESSION max_execution_time = %d' % (int(timeout) * 1000)
-
-
-COMANDO_INICIO_TRANSACAO = {'oracle': 'SET TRANSACTION READ ONLY'}
-
-
-def _timeout_do_ambiente():
-    bruto = os.environ.get('CONTEXTIA_ORIGEM_TIMEOUT', '').strip()
-    if not bruto:
-        return TIMEOUT_PADRAO
-    try:
-        valor = int(bruto)
-    except ValueError:
-        raise ErroOrigem(
-            'CONTEXTIA_ORIGEM_TIMEOUT=%r nao e numero inteiro de segundos.'
-            ' Ex.: 300 (0 desliga).' % bruto) from None
-    if valor < 0:
-        raise ErroOrigem('CONTEXTIA_ORIGEM_TIMEOUT=%d negativo. Use 0 para desligar.'
-                         % valor)
-    return valor
-
-
-# ---------------------------------------------------------------------------
-# Valores: do mapeamento para o bind, do driver para o Python
-# ---------------------------------------------------------------------------
-
-def _eh_rowversion(tipo):
-    return isinstance(tipo, _mssql.TIMESTAMP)
-
-
-def _tipo_python(tipo):
-    try:
-        return tipo.python_type
-    except (NotImplementedError, AttributeError):
-        return None
-
-
-def coagir(valor, tipo, dialeto, campo='since'):
-    """
-    O valor do filtro no tipo da coluna, para o banco comparar sem adivinhar.
-
-    O escopo chega como texto ('297', da linha de comando) e a marca como o que
-    o estado guardou (ISO, numero). Comparar TEXTO com DATA deixa o banco
-    escolher a conversao -- e cada banco escolhe diferente.
-    """
-    if _eh_rowversion(tipo) and isinstance(valor, int) and not isinstance(valor, bool):
-        # rowversion e binary(8) big-endian: comparar bytes e exato.
-        return valor.to_bytes(8, 'big')
-    alvo = _tipo_python(tipo)
-    if isinstance(valor, str) and alvo is not None:
-        texto = valor.strip()
-        try:
-            if alvo is datetime.datetime:
-                return datetime.datetime.fromisoformat(texto)
-            if alvo is datetime.date:
-                if len(texto) > 10:
-                    return datetime.datetime.fromisoformat(texto)
-                return datetime.date.fromisoformat(texto)
-            if alvo is int and re.fullmatch(r'[+-]?\d+', texto):
-                return int(texto)
-            if alvo is decimal.Decimal:
-                return decimal.Decimal(texto)
-        except (ValueError, decimal.InvalidOperation):
-            raise ErroOrigem(
-                '%s: %r nao e valor valido para uma coluna %s. Confira a marca de'
-                ' agua no estado ou o tipo da coluna na view.' % (campo, valor, tipo)) from None
-    if alvo is int and isinstance(valor, (decimal.Decimal, float)) \
-            and valor == int(valor):
-        return int(valor)
-    if alvo is str and isinstance(valor, (int, decimal.Decimal)) \
-            and not isinstance(valor, bool):
-        return str(valor)
-    return valor
-
-
-def _texto_sqlite(valor):
-    """Data para o TEXT do SQLite, no formato que ele guarda ('YYYY-MM-DD HH:MM:SS')."""
-    if isinstance(valor, datetime.datetime):
-        return valor.replace(tzinfo=None).isoformat(' ')
-    if isinstance(valor, datetime.date):
-        return valor.isoformat()
-    return valor
-
-
-# Tipos declarados no SQLite que guardam data em TEXT.
-_DATA_SQLITE = re.compile(r'^\s*(DATETIME|TIMESTAMP|DATE)\b', re.I)
-
-
-# Como cada banco diz "cancelei pelo tempo": PostgreSQL, MariaDB, MySQL,
-# oracledb (call_timeout) e ODBC (HYT00).
-_MARCAS_DE_TIMEOUT = re.compile(
-    r'statement timeout|max_statement_time|maximum statement execution time'
-    r'|DPY-4024|ORA-03156|HYT00|Query timeout', re.I)
-
-
-class _Avisos:
-    """Um aviso por coluna, nao um por linha: 1M de linhas nao vira 1M de avisos."""
-
-    def __init__(self):
-        self.vistos = set()
-
-    def uma_vez(self, chave, mensagem, *args):
-        if chave not in self.vistos:
-            self.vistos.add(chave)
-            logger.warning(mensagem, *args)
-
-
-def conversor(tipo, dialeto, rotulo, avisos, tipo_sqlite=None):
-    """
-    Funcao que leva o valor do driver ao valor Python que o cliente serializa,
-    ou None quando o driver ja entrega certo (o caso comum, e o mais rapido).
-    """
-    if tipo_sqlite in ('datetime', 'date'):
-        def ler_sqlite(valor, _dia=(tipo_sqlite == 'date')):
-            if not isinstance(valor, str):
-                return valor
-            try:
-                if _dia:
-                    return datetime.date.fromisoformat(valor.strip()[:10])
-                return datetime.datetime.fromisoformat(valor.strip())
-            except ValueError:
-                avisos.uma_vez(rotulo, '%s: valor %r nao e data legivel -> None'
-                               ' (aviso unico por coluna)', rotulo, valor)
-                return None
-        return ler_sqlite
-
-    if _eh_rowversion(tipo):
-        return lambda v: int.from_bytes(v, 'big') if isinstance(v, (bytes, bytearray)) else v
-
-    if dialeto == 'mysql' and isinstance(tipo, (sa.Date, sa.DateTime)):
-        com_fuso = isinstance(tipo, sa.TIMESTAMP)
-
-        def ler_mysql(valor):
-            # O PyMySQL devolve '0000-00-00' como TEXTO: nao e data que exista.
-            if isinstance(valor, str):
-                avisos.uma_vez(rotulo, '%s: data zero do MySQL (%r) vira None'
-                               ' (aviso unico por coluna)', rotulo, valor)
-                return None
-            if com_fuso and isinstance(valor, datetime.datetime) and valor.tzinfo is None:
-                return valor.replace(tzinfo=UTC)   # sessao em UTC: e UTC
-            return valor
-        return ler_mysql
-
-    if isinstance(tipo, sa.Numeric) and not isinstance(tipo, sa.Float):
-        escala = getattr(tipo, 'scale', None)
-        precisao = getattr(tipo, 'precision', None)
-        if escala == 0:
-            return lambda v: int(v) if isinstance(v, (decimal.Decimal, float)) else v
-        if dialeto == 'oracle' and escala is None and precisao is None:
-            # NUMBER sem escala: inteiro quando o valor e inteiro; fracao fica Decimal.
-            return lambda v: (int(v) if isinstance(v, decimal.Decimal)
-                              and v == v.to_integral_value() else v)
-        return None
-
-    if isinstance(tipo, sa.Integer) and dialeto in ('oracle', 'mssql'):
-        return lambda v: int(v) if isinstance(v, (decimal.Decimal, float)) else v
-
-    if dialeto == 'oracle' and isinstance(tipo, (sa.Text, sa.LargeBinary, sa.UnicodeText)):
-        return lambda v: v.read() if hasattr(v, 'read') else v
-    return None
-
-
-# ---------------------------------------------------------------------------
-# O objeto lido: tabela leve com os tipos do banco
-# ---------------------------------------------------------------------------
-
-class Objeto:
-    """Uma view/tabela resolvida: nome real, colunas reais e seus tipos."""
-
-    def __init__(self, tabela, source_object, tipos_sqlite=None):
-        self.tabela = tabela
-        self.source_object = source_object
-        self.tipos_sqlite = tipos_sqlite or {}
-        self._exato = {c.name: c for c in tabela.c}
-        self._minusculo = {}
-        for c in tabela.c:
-            self._minusculo.setdefault(c.name.lower(), c)
-
-    def coluna(self, nome, campo='columns'):
-        """
-        A coluna real para um nome do mapeamento: exato, senao sem caixa.
-
-        Sem caixa porque o mapeamento escreve EMPRESA_ID e o PostgreSQL guarda
-        empresa_id (e o Oracle, pelo SQLAlchemy, tambem aparece minusculo) --
-        o mesmo que um SQL escrito a mao sem aspas encontraria.
-        """
-        c = self._exato.get(nome)
-        if c is None:
-            c = self._minusculo.get(nome.lower())
-        if c is None:
-            if not self._exato:                  # sem reflexao: o nome como veio
-                return sa.column(nome)
-            raise ErroOrigem(
-                '%s: a coluna %s nao existe em %s. Colunas que o banco mostra: %s.'
-                ' Corrija o mapeamento (ou a view).'
-                % (campo, nome, self.source_object,
-                   ', '.join(sorted(self._exato)[:60])))
-        return c
-
-
-# Codigos de tipo do protocolo MySQL (pymysql.constants.FIELD_TYPE).
-_TIPOS_MYSQL = {
-    0: 'numeric', 246: 'numeric', 1: 'int', 2: 'int', 3: 'int', 8: 'int', 9: 'int',
-    13: 'int', 4: 'float', 5: 'float', 7: 'timestamp', 10: 'date', 14: 'date',
-    12: 'datetime', 15: 'texto', 253: 'texto', 254: 'texto',
-}
-
-
-def _colunas_pelo_select_mysql(conn, schema, nome):
-    """
-    Nomes e tipos pelo `SELECT * ... WHERE 1 = 0`: so precisa de SELECT.
-
-    Le a descricao do cursor (tipo do protocolo, precisao e escala) e traduz
-    para o tipo SQLAlchemy que os conversores entendem.
-    """
-    from sqlalchemy.dialects import mysql as _mysql
-    sql = sa.select(sa.text('*')).select_from(sa.table(nome, schema=schema)).where(
-        sa.text('1 = 0'))
-    resultado = conn.execute(sql)
-    descricao = resultado.cursor.description
-    resultado.close()
-    colunas = []
-    for nome_coluna, codigo, _exib, _interno, precisao, escala, _nulo in descricao:
-        familia = _TIPOS_MYSQL.get(codigo)
-        tipo = {'int': sa.Integer(), 'float': sa.Float(), 'date': sa.Date(),
-                'datetime': sa.DateTime(), 'timestamp': _mysql.TIMESTAMP(),
-                'texto': sa.String()}.get(familia, NullType())
-        if familia == 'numeric':
-            # precisao do protocolo inclui sinal e ponto; a escala e o que importa
-            tipo = sa.Numeric(precisao, escala)
-        colunas.append({'name': nome_coluna, 'type': tipo})
-    return colunas
-
-
-def objeto_sem_reflexao(source_object, colunas=(), tipos=None):
-    """Tabela montada so com nomes (e tipos, se dados): para compilar SQL sem servidor."""
-    try:
-        schema, nome = filtro.validar_objeto(source_object)
-        nomes = filtro.validar_colunas(list(colunas)) if colunas else []
-    except filtro.ErroIdentificador as erro:
-        raise ErroIdentificador(str(erro)) from None
-    tipos = tipos or {}
-    tabela = sa.table(nome, *[sa.column(n, tipos.get(n)) for n in nomes], schema=schema)
-    if not nomes:
-        tabela = sa.table(nome, schema=schema)
-    objeto = Objeto(tabela, source_object)
-    if not nomes:
-        objeto._exato = {}
-    return objeto
-
-
-def _onde(objeto, condicoes, dialeto):
-    """O plano puro de `filtro.plano` virando expressoes SQLAlchemy, com bind."""
-    expressoes = []
-    for nome, operador, parametro, valor in condicoes:
-        coluna = objeto.coluna(nome, parametro == 'escopo' and 'scope' or 'since')
-        tipo = coluna.type
-        if dialeto == 'sqlite' and objeto.tipos_sqlite.get(coluna.name):
-            valor = _texto_sqlite(coagir(valor, sa.DateTime() if objeto.tipos_sqlite[
-                coluna.name] == 'datetime' else sa.Date(), dialeto))
-            bind = sa.bindparam(parametro, valor, type_=sa.String())
-        elif isinstance(tipo, NullType):
-            bind = sa.bindparam(parametro, valor)
-        else:
-            bind = sa.bindparam(parametro, coagir(valor, tipo, dialeto), type_=tipo)
-        expressoes.append(coluna == bind if operador == '=' else coluna > bind)
-    return expressoes
-
-
-def _plano(scope, since):
-    try:
-        return filtro.plano(scope, since)
-    except filtro.ErroIdentificador as erro:
-        raise ErroIdentificador(str(erro)) from None
-
-
-def consulta_fetch(objeto, columns, scope=None, since=None, dialeto=''):
-    """SELECT das colunas do mapeamento, sem repetir coluna; devolve (sql, posicoes)."""
-    try:
-        nomes = filtro.validar_colunas(columns)
-    except filtro.ErroIdentificador as erro:
-        raise ErroIdentificador(str(erro)) from None
-    reais, posicoes = [], []
-    for nome in nomes:
-        coluna = objeto.coluna(nome)
-        for i, ja in enumerate(reais):
-            if ja is coluna:
-                posicoes.append(i)
-                break
-        else:
-            posicoes.append(len(reais))
-            reais.append(coluna)
-    sql = sa.select(*reais).select_from(objeto.tabela)
-    for expr in _onde(objeto, _plano(scope, since), dialeto):
-        sql = sql.where(expr)
-    return sql, nomes, posicoes, reais
-
-
-def consulta_contar(objeto, scope=None, since=None, dialeto=''):
-    sql = sa.select(sa.func.count()).select_from(objeto.tabela)
-    for expr in _onde(objeto, _plano(scope, since), dialeto):
-        sql = sql.where(expr)
-    return sql
-
-
-def consulta_maximo(objeto, coluna):
-    try:
-        filtro.validar_nome(coluna, 'watch_column')
-    except filtro.ErroIdentificador as erro:
-        raise ErroIdentificador(str(erro)) from None
-    real = objeto.coluna(coluna, 'watch_column')
-    return sa.select(sa.func.max(real).label('maximo')).select_from(objeto.tabela), real
-
-
-def consulta_escopos(objeto, coluna):
-    try:
-        filtro.validar_nome(coluna, 'scope_column')
-    except filtro.ErroIdentificador as erro:
-        raise ErroIdentificador(str(erro)) from None
-    real = objeto.coluna(coluna, 'scope_column')
-    return (sa.select(real).select_from(objeto.tabela).where(real.is_not(None))
-            .distinct().order_by(real)), real
 
 
 # ---------------------------------------------------------------------------
@@ -488,6 +147,7 @@ def _fechar_leitura(conn, resultado):
         except Exception:                                # noqa: BLE001
             pass
 
+
 class Origem:
     """Uma origem (uma URL): engine proprio, sessao so-leitura, leituras curtas."""
 
@@ -506,13 +166,13 @@ class Origem:
         if self.dialeto == 'mysql' and 'charset' not in self.url.query:
             # utf8 de 3 bytes do MySQL corta emoji e alguns ideogramas.
             self.url = self.url.update_query_dict({'charset': 'utf8mb4'})
-        self.timeout = _timeout_do_ambiente() if timeout is None else int(timeout)
+        self.timeout = timeout_do_ambiente() if timeout is None else int(timeout)
         self.linhas_por_lote = linhas_por_lote
         self.mariadb = False
         self._engine = None
         self._objetos = {}
         self._abertas = {}       # conexao -> resultado de fetch ainda aberto
-        self._avisos = _Avisos()
+        self._avisos = Avisos()
 
     # -- texto seguro -------------------------------------------------------
     @property
@@ -521,7 +181,7 @@ class Origem:
         return self.url.render_as_string(hide_password=True)
 
     def _erro(self, o_que, erro, correcao=''):
-        if _MARCAS_DE_TIMEOUT.search(str(getattr(erro, 'orig', erro))):
+        if MARCAS_DE_TIMEOUT.search(str(getattr(erro, 'orig', erro))):
             correcao = ('passou de CONTEXTIA_ORIGEM_TIMEOUT=%ss e o banco cancelou.'
                         ' Indice na coluna de mudanca/escopo resolve; se a consulta e'
                         ' legitimamente lenta, aumente o limite' % self.timeout)
@@ -618,10 +278,7 @@ class Origem:
     def _objeto(self, conn, source_object):
         if source_object in self._objetos:
             return self._objetos[source_object]
-        try:
-            schema, nome = filtro.validar_objeto(source_object)
-        except filtro.ErroIdentificador as erro:
-            raise ErroIdentificador(str(erro)) from None
+        schema, nome = validado(filtro.validar_objeto, source_object)
         inspetor = sa.inspect(conn)
         opcoes = {'oracle_resolve_synonyms': True} if self.dialeto == 'oracle' else {}
         candidatos = []
@@ -642,7 +299,7 @@ class Origem:
                 # -- direito que um login so-SELECT nao tem (e nao deve ter).
                 ultimo_erro = ' Ultimo erro: %s.' % _erro_do_driver(erro)
                 try:
-                    reflexo = _colunas_pelo_select_mysql(conn, cand_schema, cand_nome)
+                    reflexo = colunas_pelo_select_mysql(conn, cand_schema, cand_nome)
                 except sa_exc.DBAPIError as erro_select:
                     ultimo_erro = ' Ultimo erro: %s.' % _erro_do_driver(erro_select)
                     continue
@@ -658,7 +315,7 @@ class Origem:
         for info in reflexo:
             tipo = info['type']
             if self.dialeto == 'sqlite':
-                declarado = _DATA_SQLITE.match(str(tipo))
+                declarado = DATA_SQLITE.match(str(tipo))
                 if declarado:
                     # TEXT no disco: lido como texto e convertido aqui, sem o
                     # parser estrito do SQLAlchemy derrubar a leitura inteira
@@ -691,11 +348,8 @@ class Origem:
         saem ja na chamada); as linhas vem a medida que o laco pede, em lotes
         de `linhas_por_lote`: a memoria nao cresce com o tamanho da view.
         """
-        try:
-            nomes = filtro.validar_colunas(columns)
-            plano = filtro.plano(scope, since)
-        except filtro.ErroIdentificador as erro:
-            raise ErroIdentificador(str(erro)) from None
+        nomes = validado(filtro.validar_colunas, columns)
+        plano = validado(filtro.plano, scope, since)
         self.conectar()
         try:
             conn = self._engine.connect()

@@ -192,6 +192,69 @@ def test_erros_de_configuracao_saem_com_2(erp_sqlite, mapa, ambiente_contextia, 
         assert chave not in saida
 
 
+def test_sem_terminal_carga_longa_imprime_progresso(erp_sqlite, mapa, chave_contextia):
+    # O ouvinte encerra ferramenta calada; sem terminal (aqui, um pipe) o conector
+    # diz quanto ja leu. Intervalo curto para a carga de 45 registros em lotes de
+    # 10 caber em varios intervalos (cada lote e um POST real).
+    escopo = erp_sqlite.escopos[0]
+    chave = chave_contextia(escopo)
+    codigo, saida = conector(erp_sqlite, mapa, escopo, chave,
+                             ambiente={'CONTEXTIA_PROGRESSO_SEGUNDOS': '0.001'})
+    assert codigo == 0, saida
+    lidos = [int(n) for n in re.findall(
+        r'^titulos_a_receber escopo=%s: (\d+) registros lidos ate agora$' % escopo,
+        saida, re.M)]
+    assert lidos, saida
+    assert lidos == sorted(set(lidos)) and 0 < lidos[-1] <= 45, lidos
+    assert numeros(saida, 'titulos_a_receber')['registros'] == 45
+    assert '\r' not in saida                # sem terminal, nada de barra do tqdm
+
+    # Com o padrao (30 s) uma carga curta nao imprime progresso nenhum.
+    codigo, saida = conector(erp_sqlite, mapa, escopo, chave)
+    assert codigo == 0 and 'lidos ate agora' not in saida, saida
+
+    codigo, saida = conector(erp_sqlite, mapa, escopo, chave,
+                             ambiente={'CONTEXTIA_PROGRESSO_SEGUNDOS': 'meia hora'})
+    assert codigo == 2 and 'CONTEXTIA_PROGRESSO_SEGUNDOS' in saida, saida
+
+
+def test_no_terminal_a_barra_fica_na_tela(erp_sqlite, mapa, chave_contextia):
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    escopo = erp_sqlite.escopos[0]
+    chave = chave_contextia(escopo)
+    mestre, escravo = pty.openpty()
+    # Terminal de 120 colunas: um pty novo tem 0, e o tqdm nao desenharia nada.
+    fcntl.ioctl(escravo, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 120, 0, 0))
+    env = dict(os.environ, CONTEXTIA_ORIGEM=erp_sqlite.url, CONTEXTIA_API_KEY=chave)
+    try:
+        feito = subprocess.run(
+            [sys.executable, 'connector.py', '--mapping=' + mapa, '--source=generic',
+             '--scope=' + escopo], cwd=RAIZ, env=env, stdout=subprocess.PIPE,
+            stderr=escravo, timeout=120)
+        os.close(escravo)
+        tela = b''
+        while True:
+            try:
+                pedaco = os.read(mestre, 65536)
+            except OSError:                      # Linux: EIO quando o escravo fecha
+                break
+            if not pedaco:
+                break
+            tela += pedaco
+    finally:
+        os.close(mestre)
+    assert feito.returncode == 0, feito.stdout
+    # leave=True: o ultimo desenho da barra termina em nova linha, nao e apagado
+    # (o pty troca \n por \r\n; o que vale e o desenho depois do ultimo \r).
+    finais = [t.rstrip('\r').rsplit('\r', 1)[-1] for t in tela.decode('utf-8', 'replace').split('\n')]
+    assert any(t.startswith('titulos_a_receber: 45 reg') for t in finais), tela
+    assert b'lidos ate agora' not in feito.stdout
+
+
 def test_escopo_excluido_e_recusado(erp_sqlite, tmp_path, ambiente_contextia):
     mapa = erp_teste.mapeamento(tmp_path, source={'excluded_scopes': [int(erp_sqlite.escopos[0])]})
     codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], 'ctx_qualquer')

@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from contextia_sync import contextia_client as cliente
+from contextia_sync import transporte
 from contextia_sync.registro import logger as logger_sdk
 
 
@@ -204,14 +205,14 @@ def test_conexao_derrubada_no_meio_e_reenviada_sem_duplicar(chave_contextia,
 
 def test_retentativas_tem_prazo_total(chave_contextia, ambiente_contextia, monkeypatch):
     chave = chave_contextia()
-    monkeypatch.setattr(cliente, 'PRAZO_RETENTATIVAS', 3)
-    monkeypatch.setattr(cliente._local, 'sessoes', {}, raising=False)
+    monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 3)
+    monkeypatch.setattr(transporte._local, 'sessoes', {}, raising=False)
     ambiente_contextia.injetar('429', 50, retry_after=60)
     inicio = time.monotonic()
     resultado = cliente.enviar_dataset('prazo', registros(5), key='ID', api_key=chave)
     assert time.monotonic() - inicio < 15
     assert resultado['lotes_erro'] == 1
-    monkeypatch.setattr(cliente._local, 'sessoes', {}, raising=False)
+    monkeypatch.setattr(transporte._local, 'sessoes', {}, raising=False)
 
 
 def test_401_nomeia_o_escopo_e_nunca_a_chave(chave_contextia, ambiente_contextia):
@@ -358,8 +359,8 @@ def test_servidor_fora_do_ar_interrompe_sem_ler_a_origem_toda(fabrica_contextia,
     monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
     chave = servidor.criar_projeto_com_chave('fora')
     servidor.parar()
-    monkeypatch.setattr(cliente, 'PRAZO_RETENTATIVAS', 2)
-    monkeypatch.setattr(cliente._local, 'sessoes', {}, raising=False)
+    monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 2)
+    monkeypatch.setattr(transporte._local, 'sessoes', {}, raising=False)
     lidos = []
 
     def origem():
@@ -373,4 +374,4 @@ def test_servidor_fora_do_ar_interrompe_sem_ler_a_origem_toda(fabrica_contextia,
     assert resultado['lotes_ok'] == 0 and resultado['lotes_erro'] == 1
     assert 'interrompido' in resultado['erros'][-1]
     assert len(lidos) <= 101
-    monkeypatch.setattr(cliente._local, 'sessoes', {}, raising=False)
+    monkeypatch.setattr(transporte._local, 'sessoes', {}, raising=False)
