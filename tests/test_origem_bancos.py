@@ -10,6 +10,8 @@ import logging
 
 import pytest
 
+from tests.apoio.log import coletar_log
+
 import generic
 from tests.apoio import bancos
 
@@ -61,16 +63,9 @@ def origem(request, tmp_path_factory):
 
 @pytest.fixture
 def avisos():
-    """Captura os avisos do logger do SDK (logzero nao propaga para o root)."""
-    registros = []
-
-    class Coletor(logging.Handler):
-        def emit(self, registro):
-            registros.append(registro.getMessage())
-    coletor = Coletor(level=logging.WARNING)
-    generic.logger.addHandler(coletor)
-    yield registros
-    generic.logger.removeHandler(coletor)
+    """Captura os avisos do logger do adaptador."""
+    with coletar_log(logging.WARNING, generic.logger) as registros:
+        yield registros
 
 
 COLS = ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM', 'DIA', 'SEQ', 'OBS']

@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from tests.apoio.log import coletar_log
+
 import generic
 from tests.apoio import bancos
 
@@ -24,15 +26,8 @@ def porta_livre():
 
 @pytest.fixture
 def avisos():
-    registros = []
-
-    class Coletor(logging.Handler):
-        def emit(self, registro):
-            registros.append(registro.getMessage())
-    coletor = Coletor(level=logging.DEBUG)
-    generic.logger.addHandler(coletor)
-    yield registros
-    generic.logger.removeHandler(coletor)
+    with coletar_log(logging.DEBUG, generic.logger) as registros:
+        yield registros
 
 
 GRANDE = 100000

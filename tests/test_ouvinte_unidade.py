@@ -154,26 +154,15 @@ def test_aviso_de_escopo_sem_chave_poupa_os_excluidos_e_sai_uma_vez():
     import logging
     from contextia_sync import ciclos
     from contextia_sync.registro import logger
-
-    class Coletor(logging.Handler):
-        def __init__(self):
-            super().__init__(logging.WARNING)
-            self.mensagens = []
-
-        def emit(self, registro):
-            self.mensagens.append(registro.getMessage())
+    from tests.apoio.log import coletar_log
 
     ctx = ciclos.Contexto()
     ctx.mapa = {'source': {'excluded_scopes': [99]}, 'datasets': []}
-    coletor = Coletor()
-    logger.addHandler(coletor)
-    try:
+    with coletar_log(logging.WARNING, logger) as mensagens:
         ciclos._avisar_sem_chave(ctx, 'titulos', ['99'])
-        assert not coletor.mensagens
+        assert not mensagens
         ciclos._avisar_sem_chave(ctx, 'titulos', ['7', '99'])
         ciclos._avisar_sem_chave(ctx, 'titulos', ['7'])
-    finally:
-        logger.removeHandler(coletor)
-    avisos = [m for m in coletor.mensagens if 'sem chave' in m]
+    avisos = [m for m in mensagens if 'sem chave' in m]
     assert len(avisos) == 1
     assert ': 7 --' in avisos[0] and '99' not in avisos[0]
