@@ -8,6 +8,8 @@
 #   CONTEXTIA_PYTHON   o python que roda o connector (padrao: python3)
 #   CONTEXTIA_COLETA   a raiz do SDK, onde esta o connector.py (padrao: a pasta deste script)
 #   CONTEXTIA_SOURCE   o adaptador de origem (padrao: generic)
+#   CONTEXTIA_HISTORICO  o historico de cargas aceitas (padrao: CHAVES.historico.json);
+#                      no dataset sem key o teto de remocao compara com ele
 # Opcoes depois de CHAVES vao para cada connector.py (ex.: --dry-run, --max-remocao=1).
 #
 # A chave de cada empresa vai no AMBIENTE do connector (CONTEXTIA_API_KEY), nunca
@@ -55,6 +57,8 @@ case "$mapeamento_arg" in
     *) mapeamento="$(pwd)/$mapeamento_arg" ;;
 esac
 cd "$coleta"
+# Mesmo nome que contextia_sync/historico.py:caminho_padrao (o ouvinte le dali).
+export CONTEXTIA_HISTORICO="${CONTEXTIA_HISTORICO:-$chaves.historico.json}"
 
 # Permissao e formato conferidos pelo MESMO codigo que o provisionar e o ouvinte
 # usam. Arquivo aberto para outros ou linha corrompida param tudo aqui: pular a

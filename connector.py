@@ -92,6 +92,12 @@ def argumentos(argv=None):
                    help='fracao maxima de um dataset que a carga pode remover (padrao %s).'
                         ' Acima disso o Contextia recusa o complete e nada sai. Para uma'
                         ' limpeza real em massa: --max-remocao=1' % MAX_REMOCAO_PADRAO)
+    p.add_argument('--historico', default=os.environ.get('CONTEXTIA_HISTORICO') or None,
+                   metavar='ARQ',
+                   help='historico de cargas aceitas (padrao: CONTEXTIA_HISTORICO; o'
+                        ' carregar-todas.sh usa <chaves>.historico.json). No dataset sem key'
+                        ' o teto compara com a carga anterior dele; sem historico, vale a'
+                        ' fracao do dataset')
     return p.parse_args(argv)
 
 
@@ -170,10 +176,16 @@ def main(argv=None):
     print('projeto ........: %s' % projeto)
     print('datasets .......: %d%s' % (len(datasets),
                                       ' (de %d)' % len(mapa['datasets']) if args.dataset else ''))
+    historico = None
     if not args.dry_run:
         print('teto de remocao : %g%% de cada dataset%s' % (
             100 * args.max_remocao,
             ' (remocao em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
+        if args.historico:
+            from contextia_sync.historico import Historico
+            historico = Historico(args.historico)
+        print('historico ......: %s' % (
+            args.historico or 'nenhum (sem key: teto sobre o dataset inteiro)'))
     sys.stdout.flush()
 
     inicio = time.monotonic()
@@ -195,7 +207,8 @@ def main(argv=None):
                 resultado = carga.carregar_dataset(
                     mapa, row, origem, escopo, api_key=chave, seco=args.dry_run,
                     max_remocao=args.max_remocao, barra=barra, progresso=progresso,
-                    intervalo_progresso=intervalo)
+                    intervalo_progresso=intervalo, historico=historico,
+                    execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
             except cliente.ErroAutenticacao as erro:
                 # A chave caiu no meio (revogada?): nenhum dataset seguinte passaria.
                 print('connector: %s' % erro, file=sys.stderr)

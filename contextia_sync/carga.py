@@ -9,7 +9,8 @@ As regras que protegem o dado, cada uma ao lado da linha que a cumpre:
     que perdeu um lote apagaria os registros daquele lote.
   * `complete` leva o teto de remocao (`max_remocao`). View que de repente
     devolve nada (manutencao do ERP, GRANT revogado, filtro errado) nao pode
-    esvaziar o dataset: o servidor recusa e nada sai.
+    esvaziar o dataset: o servidor recusa e nada sai. No dataset SEM key o
+    teto compara com a ultima carga aceita (ver `teto_do_complete`).
   * tabela de dominio (`scope_column: null`) vai inteira para a empresa; com
     coluna de recorte, so as linhas da empresa (WHERE coluna = escopo).
 
@@ -29,6 +30,36 @@ MAX_REMOCAO_PADRAO = 0.5
 # Segundos entre linhas de progresso sem terminal: bem abaixo do padrao de
 # --inatividade-ferramenta do ouvinte (1800 s).
 INTERVALO_PROGRESSO = 30.0
+
+
+def teto_do_complete(sem_key, max_remocao, anterior, trazidos):
+    """
+    O teto que vai no `complete` e, se a carga ja deve ser recusada aqui, o motivo.
+
+    Com key, o teto e a fracao do dataset e quem confere e o servidor: o
+    ao-vivo atualiza no lugar e o dataset so tem linhas vivas.
+
+    Sem key, o ao-vivo manda cada alteracao como registro NOVO e a versao velha
+    fica ate o `complete`. Num dia movimentado elas passam da metade do dataset
+    e a fracao recusaria toda varredura -- para sempre, porque cada dia soma
+    mais. Versao velha nao e linha perdida; o que o teto protege (a view que
+    voltou vazia) aparece na CONTAGEM: a carga de hoje contra a ultima aceita
+    (`anterior`, do historico). Sem historico, fica a fracao do dataset.
+
+    -> (max_removal para o servidor ou None, texto da recusa ou None)
+    """
+    if not sem_key or anterior is None:
+        return max_remocao, None
+    base = anterior['registros']
+    if base and trazidos < (1.0 - max_remocao) * base:
+        return None, (
+            'complete recusado: a carga trouxe %d linhas e a ultima aceita (%s) trouxe %d,'
+            ' queda de %.1f%%, acima do teto de %.1f%%. Nada foi removido. Sem key o teto'
+            ' compara as cargas, porque as versoes antigas que o ao-vivo acumula nao sao'
+            ' linhas perdidas. Confira a view (voltou vazia? GRANT revogado? filtro?)'
+            % (trazidos, anterior.get('em') or '?', base, 100.0 * (base - trazidos) / base,
+               100.0 * max_remocao))
+    return None, None
 
 
 class ErroSelecao(ValueError):
@@ -100,13 +131,15 @@ def _contando(iteravel, contador, barra, rotulo, progresso, intervalo):
 
 def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
                      max_remocao=MAX_REMOCAO_PADRAO, barra=False, progresso=None,
-                     intervalo_progresso=INTERVALO_PROGRESSO):
+                     intervalo_progresso=INTERVALO_PROGRESSO, historico=None, execucao=None):
     """
     Um dataset de uma empresa. Devolve o resultado (dict) e nunca levanta, exceto
     ErroAutenticacao (chave recusada: nenhum outro dataset passaria).
 
     `progresso(texto)`, se dado, recebe `linha_de_progresso` a cada
-    `intervalo_progresso` segundos de leitura (so sem `barra`).
+    `intervalo_progresso` segundos de leitura (so sem `barra`). `historico`
+    (contextia_sync.historico.Historico), se dado, da a base do teto sem key e
+    recebe a carga aceita, com a `execucao` de quem pediu (a varredura do ouvinte).
     """
     from contextia_sync import contextia_client as cliente
 
@@ -116,7 +149,8 @@ def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
     resultado = {'dataset': nome, 'ok': False, 'registros': 0, 'novos': 0, 'atualizados': 0,
                  'iguais': 0, 'removidos': 0, 'campos': len(campos or ()),
                  'dominio': coluna is None, 'erro': None, 'segundos': 0.0,
-                 'sem_key': mapeamento.chave_de(mapa, row) is None}
+                 'sem_key': mapeamento.chave_de(mapa, row) is None, 'base': None,
+                 'aviso': None}
     inicio = time.monotonic()
     # Com coluna de recorte, so as linhas desta empresa; sem ela (dominio), todas.
     recorte = (coluna, escopo) if coluna else None
@@ -147,16 +181,41 @@ def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
                                      (envio['erros'] or ['?'])[0]))
             return resultado
 
-        fechamento = cliente.completar(nome, sync, api_key=api_key, max_remocao=max_remocao,
+        anterior = historico.anterior(escopo, nome) if historico is not None else None
+        teto, recusa = teto_do_complete(resultado['sem_key'], max_remocao, anterior,
+                                        envio['registros'])
+        if recusa:
+            resultado['erro'] = ('%s -- se a limpeza e real, repita so este dataset com'
+                                 ' --dataset=%s --max-remocao=1' % (recusa, nome))
+            return resultado
+        if resultado['sem_key'] and anterior is not None:
+            resultado['base'] = anterior['registros']
+        fechamento = cliente.completar(nome, sync, api_key=api_key, max_remocao=teto,
                                        escopo=escopo)
         resultado.update(ok=True, removidos=int(fechamento.get('removed') or 0))
+        if historico is not None:
+            try:
+                historico.registrar(escopo, nome, resultado['registros'],
+                                    resultado['removidos'], execucao)
+            except OSError as erro:
+                # A carga valeu; so a base do proximo teto (e o aviso ao ouvinte) nao.
+                resultado['aviso'] = 'historico nao gravado em %s (%s)' % (
+                    historico.caminho, erro)
         return resultado
     except cliente.ErroAutenticacao:
         raise
     except cliente.ErroRemocaoAcimaDoTeto as erro:
-        resultado['erro'] = ('%s -- se a remocao e real (limpeza no ERP), repita so este'
+        dica = ''
+        if resultado['sem_key']:
+            # Sem base, as versoes velhas do ao-vivo contam como remocao.
+            dica = (' (dataset sem key e sem carga aceita no historico%s: as versoes'
+                    ' antigas que o ao-vivo acumulou contam no teto; depois de uma carga'
+                    ' aceita ele passa a comparar com ela)'
+                    % (' ' + historico.caminho if historico is not None else
+                       ' -- sem --historico/CONTEXTIA_HISTORICO'))
+        resultado['erro'] = ('%s%s -- se a remocao e real (limpeza no ERP), repita so este'
                              ' dataset com --dataset=%s --max-remocao=1'
-                             % (str(erro).rstrip('. '), nome))
+                             % (str(erro).rstrip('. '), dica, nome))
         return resultado
     except Exception as erro:                   # noqa: BLE001 - um dataset nao derruba os outros
         # Origem que cai no meio, view que nao existe, Contextia fora: o dataset
@@ -174,7 +233,13 @@ def linha_de_resultado(resultado, seco=False):
     nome = resultado['dataset'] + (' (dominio)' if resultado['dominio'] else '')
     # Sem key o servidor deduplica por hash: linha alterada entra como nova e a
     # velha so sai no complete. Dito na linha, para ninguem estranhar `novos`.
-    aviso = ' [sem key: dedup por hash]' if resultado.get('sem_key') else ''
+    aviso = ''
+    if resultado.get('sem_key'):
+        aviso = ' [sem key: dedup por hash; teto %s]' % (
+            'contra a carga anterior de %d' % resultado['base']
+            if resultado.get('base') is not None else 'sobre o dataset')
+    if resultado.get('aviso'):
+        aviso += ' AVISO: %s' % resultado['aviso']
     if seco:
         return '  %-34s registros=%-7d (seco: lido e contado, nada enviado)  %.1fs' % (
             nome, resultado['registros'], resultado['segundos'])

@@ -11,8 +11,9 @@ continua morando onde ja estava testada.
 import datetime
 import os
 import sys
+import uuid
 
-from contextia_sync import ferramenta, marca_agua
+from contextia_sync import ferramenta, historico, marca_agua
 from contextia_sync.agenda import hora_de_varrer
 from contextia_sync.ao_vivo import agrupar_por_escopo
 from contextia_sync.escopos import texto_escopo
@@ -429,7 +430,8 @@ def _carga_inicial(ctx, escopo, resumo):
                      ' feita; confira a saida do provisionar acima', escopo, ctx.chaves)
         resumo['erros'] += 1
         return
-    env = dict(os.environ, CONTEXTIA_API_KEY=chave)
+    env = dict(os.environ, CONTEXTIA_API_KEY=chave,
+               CONTEXTIA_HISTORICO=historico.caminho_padrao(ctx.chaves))
     argv = [ctx.python, 'connector.py', '--mapping=' + ctx.mapping,
             '--source=' + ctx.source, '--scope=' + escopo]
     if not ctx.rodar_ferramenta(argv, 'carga inicial %s' % escopo, env).ok:
@@ -450,6 +452,19 @@ def _carga_inicial(ctx, escopo, resumo):
 def e_hora_de_varrer(ctx, agora=None):
     return hora_de_varrer(ctx.varredura, ctx.janela, ctx.estado.varredura_feita_em(),
                           agora)
+
+
+def _escopos_da_varredura(ctx):
+    """As empresas que o carregar-todas.sh vai carregar (as do arquivo de chaves)."""
+    from contextia_sync.chaves import ErroChaves, ler_chaves
+    from contextia_sync.mapeamento import escopos_excluidos
+    try:
+        escopos = set(ler_chaves(ctx.chaves))
+    except (ErroChaves, OSError):
+        # O carregar-todas recusa o mesmo arquivo: nenhuma empresa fecha carga.
+        return {'(arquivo de chaves recusado)'}
+    # Empresa excluida no mapeamento: o conector a recusa e ela nunca fecha carga.
+    return escopos - set(escopos_excluidos(ctx.mapa))
 
 
 def ciclo_varredura(ctx):
@@ -475,9 +490,15 @@ def ciclo_varredura(ctx):
     erros = 0
     if not ctx.rodar_ferramenta(ctx.argv_provisionar(), 'varredura/provisionar').ok:
         erros += 1
+    # Cada conector desta varredura grava no historico as cargas aceitas com
+    # este id: e assim que se sabe, dataset por dataset, o que ela fechou.
+    execucao = 'varredura-' + uuid.uuid4().hex[:12]
+    escopos = _escopos_da_varredura(ctx)
     if not ctx.parar():
         env = dict(os.environ, CONTEXTIA_MAPPING=ctx.mapping,
-                   CONTEXTIA_PYTHON=ctx.python, CONTEXTIA_COLETA=ctx.raiz)
+                   CONTEXTIA_PYTHON=ctx.python, CONTEXTIA_COLETA=ctx.raiz,
+                   CONTEXTIA_HISTORICO=historico.caminho_padrao(ctx.chaves),
+                   CONTEXTIA_EXECUCAO=execucao)
         argv = ['bash', os.path.join(ctx.raiz, 'carregar-todas.sh'), ctx.chaves]
         if ctx.seco:
             argv.append('--dry-run')
@@ -496,20 +517,28 @@ def ciclo_varredura(ctx):
         # dentro da janela varre de novo.
         logger.warning('varredura interrompida pela parada: nao registrada como feita')
         return {'erros': erros}
-    if not erros:
-        for nome, (watch, maximo) in pendentes.items():
-            marca = ctx.estado.marca(nome)
-            nova = marca_agua.avancar([{watch: maximo}], watch, marca)
-            ctx.estado.definir_marca(nome, nova)
-            ctx.estado.definir_vistos(nome, None)
-            ctx.estado.pendentes().pop(nome, None)
-            logger.info('%-28s carregado pela varredura: marca -> %s', nome,
-                        marca_agua.texto_marca(nova))
-    else:
+    # A marca pula POR DATASET: um dataset que a varredura fechou em todas as
+    # empresas volta ao ao-vivo mesmo que outro tenha falhado. Pular junto
+    # deixaria um dataset bom congelado por causa do erro de outro.
+    lidos = historico.Historico(historico.caminho_padrao(ctx.chaves))
+    for nome, (watch, maximo) in pendentes.items():
+        faltando = lidos.faltando(escopos, nome, execucao)
+        if faltando:
+            logger.error('%-28s a varredura NAO fechou a carga nas empresas %s (veja a'
+                         ' saida acima): continua entregue a varredura', nome,
+                         ', '.join(faltando[:10]))
+            continue
+        marca = ctx.estado.marca(nome)
+        nova = marca_agua.avancar([{watch: maximo}], watch, marca)
+        ctx.estado.definir_marca(nome, nova)
+        ctx.estado.definir_vistos(nome, None)
+        ctx.estado.pendentes().pop(nome, None)
+        logger.info('%-28s carregado pela varredura: marca -> %s', nome,
+                    marca_agua.texto_marca(nova))
+    if erros:
         # Registrada mesmo assim, como o cron: repetir uma carga de horas a cada
         # ciclo dentro da janela martelaria a origem. Amanha ela roda de novo.
-        logger.error('varredura com %s fase(s) com erro (veja a saida acima); os'
-                     ' datasets entregues a ela continuam pendentes', erros)
+        logger.error('varredura com %s fase(s) com erro (veja a saida acima)', erros)
     ctx.estado.registrar_varredura(datetime.date.today().isoformat())
     ctx.estado.gravar()
     return {'erros': erros}

@@ -377,6 +377,39 @@ def test_rajada_acima_do_teto_vai_para_a_varredura(ouvinte_sqlite):
     assert o.estado()['ultima_varredura']
 
 
+def test_varredura_com_falha_em_outro_dataset_solta_o_dataset_da_rajada(ouvinte_sqlite):
+    """A marca pula por dataset: o erro de um nao congela o outro (achado da tortura)."""
+    o = ouvinte_sqlite
+    e0, e1 = o.erp.escopos
+    assert o.rodar('--once')[0] == 0
+    ids = [o.inserir(e0, '2026-09-01 11:%02d:00' % n) for n in range(12)]
+    assert o.rodar('--once', '--maximo-por-ciclo=5')[0] == 0
+    assert 'entregues a varredura: %s' % DATASET in o.status()
+    # O dataset de dominio quebra na origem: a varredura falha nele, em todas as empresas.
+    o.erp.executar('ALTER TABLE {STATUS} RENAME TO {STATUS_FORA}')
+    codigo, saida = o.rodar('--once', '--maximo-por-ciclo=5', '--varrer-agora')
+    assert codigo == 1, saida        # --once diz que algo falhou
+    assert 'FALHARAM: status' in saida
+    assert 'varredura com 1 fase(s) com erro' in saida
+    # ...e os titulos, que ela fechou nas duas empresas, voltam ao ao-vivo.
+    assert set(ids) <= set(o.no_contextia(e0))
+    assert o.estado()['marca_agua'][DATASET] == '2026-09-01T11:11:00'
+    assert 'entregues a varredura' not in o.status()
+
+    # Agora o proprio dataset da rajada nao fecha numa empresa (a view dela
+    # "voltou vazia" e o teto recusa): ele continua entregue, com o nome dela.
+    o.erp.executar('ALTER TABLE {STATUS_FORA} RENAME TO {STATUS}')
+    [o.inserir(e0, '2026-09-01 12:%02d:00' % n) for n in range(12)]
+    assert o.rodar('--once', '--maximo-por-ciclo=5')[0] == 0
+    o.erp.executar('DELETE FROM {TITULOS} WHERE {EMPRESA_ID} = :e', e=int(e1))
+    codigo, saida = o.rodar('--once', '--maximo-por-ciclo=5', '--varrer-agora')
+    assert codigo == 1, saida        # --once diz que algo falhou
+    assert re.search(r'%s +a varredura NAO fechou a carga nas empresas %s' % (DATASET, e1),
+                     saida), saida
+    assert 'entregues a varredura: %s' % DATASET in o.status()
+    assert o.estado()['marca_agua'][DATASET] == '2026-09-01T11:11:00'
+
+
 def test_dry_run_nao_envia_e_nao_toca_no_estado(ouvinte_sqlite):
     o = ouvinte_sqlite
     e0 = o.erp.escopos[0]
