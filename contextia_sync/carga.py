@@ -185,8 +185,7 @@ def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
         teto, recusa = teto_do_complete(resultado['sem_key'], max_remocao, anterior,
                                         envio['registros'])
         if recusa:
-            resultado['erro'] = ('%s -- se a limpeza e real, repita so este dataset com'
-                                 ' --dataset=%s --max-remocao=1' % (recusa, nome))
+            resultado['erro'] = recusa + _repetir_permitindo(nome)
             return resultado
         if resultado['sem_key'] and anterior is not None:
             resultado['base'] = anterior['registros']
@@ -213,9 +212,7 @@ def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
                     ' aceita ele passa a comparar com ela)'
                     % (' ' + historico.caminho if historico is not None else
                        ' -- sem --historico/CONTEXTIA_HISTORICO'))
-        resultado['erro'] = ('%s%s -- se a remocao e real (limpeza no ERP), repita so este'
-                             ' dataset com --dataset=%s --max-remocao=1'
-                             % (str(erro).rstrip('. '), dica, nome))
+        resultado['erro'] = str(erro).rstrip('. ') + dica + _repetir_permitindo(nome)
         return resultado
     except Exception as erro:                   # noqa: BLE001 - um dataset nao derruba os outros
         # Origem que cai no meio, view que nao existe, Contextia fora: o dataset
@@ -226,6 +223,12 @@ def carregar_dataset(mapa, row, origem, escopo, *, api_key=None, seco=False,
         return resultado
     finally:
         resultado['segundos'] = time.monotonic() - inicio
+
+
+def _repetir_permitindo(nome):
+    """O fim de toda recusa do teto: como liberar quando a limpeza e real."""
+    return (' -- se a remocao e real (limpeza no ERP), repita so este dataset com'
+            ' --dataset=%s --max-remocao=1' % nome)
 
 
 def linha_de_resultado(resultado, seco=False):

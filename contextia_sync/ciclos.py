@@ -75,6 +75,11 @@ class Contexto:
             self.ferramenta_agora = None
             self.pulsar()
 
+    @property
+    def caminho_historico(self):
+        """Onde os conectores gravam (e a varredura le) as cargas aceitas."""
+        return historico.caminho_padrao(self.chaves)
+
     def argv_provisionar(self, escopo=None):
         argv = [self.python, 'provisionar.py', '--mapping=' + self.mapping,
                 '--source=' + self.source, '--arquivo=' + self.chaves]
@@ -430,8 +435,7 @@ def _carga_inicial(ctx, escopo, resumo):
                      ' feita; confira a saida do provisionar acima', escopo, ctx.chaves)
         resumo['erros'] += 1
         return
-    env = dict(os.environ, CONTEXTIA_API_KEY=chave,
-               CONTEXTIA_HISTORICO=historico.caminho_padrao(ctx.chaves))
+    env = dict(os.environ, CONTEXTIA_API_KEY=chave, CONTEXTIA_HISTORICO=ctx.caminho_historico)
     argv = [ctx.python, 'connector.py', '--mapping=' + ctx.mapping,
             '--source=' + ctx.source, '--scope=' + escopo]
     if not ctx.rodar_ferramenta(argv, 'carga inicial %s' % escopo, env).ok:
@@ -497,8 +501,7 @@ def ciclo_varredura(ctx):
     if not ctx.parar():
         env = dict(os.environ, CONTEXTIA_MAPPING=ctx.mapping,
                    CONTEXTIA_PYTHON=ctx.python, CONTEXTIA_COLETA=ctx.raiz,
-                   CONTEXTIA_HISTORICO=historico.caminho_padrao(ctx.chaves),
-                   CONTEXTIA_EXECUCAO=execucao)
+                   CONTEXTIA_HISTORICO=ctx.caminho_historico, CONTEXTIA_EXECUCAO=execucao)
         argv = ['bash', os.path.join(ctx.raiz, 'carregar-todas.sh'), ctx.chaves]
         if ctx.seco:
             argv.append('--dry-run')
@@ -520,9 +523,10 @@ def ciclo_varredura(ctx):
     # A marca pula POR DATASET: um dataset que a varredura fechou em todas as
     # empresas volta ao ao-vivo mesmo que outro tenha falhado. Pular junto
     # deixaria um dataset bom congelado por causa do erro de outro.
-    lidos = historico.Historico(historico.caminho_padrao(ctx.chaves))
+    faltando_por_dataset = historico.Historico(ctx.caminho_historico).faltando(
+        escopos, pendentes, execucao)
     for nome, (watch, maximo) in pendentes.items():
-        faltando = lidos.faltando(escopos, nome, execucao)
+        faltando = faltando_por_dataset[nome]
         if faltando:
             logger.error('%-28s a varredura NAO fechou a carga nas empresas %s (veja a'
                          ' saida acima): continua entregue a varredura', nome,

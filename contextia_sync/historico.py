@@ -97,11 +97,15 @@ class Historico:
                 'execucao': execucao}
             gravar_atomico(self.caminho, json.dumps(dados, indent=1, sort_keys=True) + '\n')
 
-    def faltando(self, escopos, dataset, execucao):
-        """As empresas em que a execucao `execucao` NAO fechou a carga de `dataset`."""
+    def faltando(self, escopos, datasets, execucao):
+        """
+        {dataset: [empresas]} em que a execucao `execucao` NAO fechou a carga.
+
+        Uma leitura para todos os datasets: o arquivo pode ter milhares de entradas.
+        """
         dados = self._ler()
-        if dados is None:
-            return sorted(escopos)
-        return sorted(e for e in escopos
-                      if ((dados['cargas'].get(str(e)) or {}).get(dataset) or {})
-                      .get('execucao') != execucao)
+        cargas = dados['cargas'] if dados is not None else {}
+        return {d: sorted(e for e in escopos
+                          if ((cargas.get(str(e)) or {}).get(d) or {}).get('execucao')
+                          != execucao)
+                for d in datasets}

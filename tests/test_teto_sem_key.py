@@ -58,9 +58,9 @@ def test_historico_registra_le_e_diz_o_que_faltou(tmp_path):
     hist.registrar('301', 'pedidos', 7, 0, 'varredura-a')
     hist.registrar('297', 'movimentos', 5, 0, 'varredura-a')
     assert Historico(caminho).anterior('297', 'pedidos')['registros'] == 10
-    assert hist.faltando({'297', '301'}, 'pedidos', 'varredura-a') == []
-    assert hist.faltando({'297', '301'}, 'movimentos', 'varredura-a') == ['301']
-    assert hist.faltando({'297'}, 'pedidos', 'varredura-b') == ['297']
+    assert hist.faltando({'297', '301'}, ['pedidos', 'movimentos'], 'varredura-a') == {
+        'pedidos': [], 'movimentos': ['301']}
+    assert hist.faltando({'297'}, ['pedidos'], 'varredura-b') == {'pedidos': ['297']}
 
 
 def test_historico_ilegivel_nao_e_base_e_vai_para_o_lado(tmp_path):
@@ -70,7 +70,7 @@ def test_historico_ilegivel_nao_e_base_e_vai_para_o_lado(tmp_path):
     hist = Historico(caminho)
     # Sem base: o teto volta a ser a fracao (mais rigido) e nada conta como carregado.
     assert hist.anterior('297', 'pedidos') is None
-    assert hist.faltando({'297'}, 'pedidos', 'x') == ['297']
+    assert hist.faltando({'297'}, ['pedidos'], 'x') == {'pedidos': ['297']}
     hist.registrar('297', 'pedidos', 3, 0, 'x')
     with open(caminho + '.ilegivel') as arquivo:
         assert arquivo.read() == '{"cargas": {"297": '
