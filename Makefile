@@ -1,30 +1,51 @@
 # make demo  -- o produto funcionando sobre os padroes embutidos (ERP SQLite + Contextia local)
-# make test  -- a suite inteira
-# Os dois criam o .venv e instalam o que precisam.
+# make test  -- lint (ruff), tipos (mypy) e a suite inteira; ARGS vai para o pytest
+# make lint  -- so o ruff e o mypy
+# Todos criam o .venv e instalam o que precisam (deploy/preparar-ambiente.sh):
+# um carimbo por nivel (producao, local, dev), refeito quando o pyproject.toml ou
+# um requirements*.txt muda.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-PRONTO := $(VENV)/.instalado
+PRONTO_PRODUCAO := $(VENV)/.instalado-producao
+PRONTO_LOCAL    := $(VENV)/.instalado-local
+PRONTO_DEV      := $(VENV)/.instalado-dev
+PREPARAR        := deploy/preparar-ambiente.sh
+BASE            := pyproject.toml requirements.txt $(PREPARAR)
 
-.PHONY: demo test bench autoteste limpar ambiente
+.PHONY: demo test lint bench autoteste limpar ambiente
 
-ambiente: $(PRONTO)
+ambiente: $(PRONTO_PRODUCAO)
 
-$(PRONTO): requirements.txt requirements-dev.txt
-	@bash deploy/preparar-ambiente.sh "$(PYTHON)" "$(VENV)"
-	@touch $(PRONTO)
+$(PRONTO_PRODUCAO): $(BASE)
+	@bash $(PREPARAR) "$(PYTHON)" "$(VENV)"
+	@touch $@
 
-demo: $(PRONTO)
+$(PRONTO_LOCAL): $(BASE) requirements-local.txt
+	@bash $(PREPARAR) --local "$(PYTHON)" "$(VENV)"
+	@touch $@
+
+# O [dev] inclui o [local] e a producao: o mesmo pip install vale pelos tres.
+$(PRONTO_DEV): $(BASE) requirements-local.txt requirements-dev.txt
+	@bash $(PREPARAR) --dev "$(PYTHON)" "$(VENV)"
+	@touch $(PRONTO_PRODUCAO) $(PRONTO_LOCAL) $@
+
+demo: $(PRONTO_LOCAL)
 	$(BIN)/python demo/demo.py $(ARGS)
 
-test: $(PRONTO)
+lint: $(PRONTO_DEV)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest $(ARGS)
 
 autoteste:
 	$(PYTHON) ouvinte.py --autoteste
 
-bench: $(PRONTO)
+# bench/bench_origem.py usa os bancos de tests/apoio (que importam o pytest).
+bench: $(PRONTO_DEV)
 	$(BIN)/python bench/rodar.py $(ARGS)
 
 limpar:
-	rm -rf $(VENV) .pytest_cache demo/saida
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info demo/saida

@@ -17,7 +17,10 @@ a mediana e a RAZAO contra a linha de base: ela diz quanto HTTP + servidor
 (validacao, hash, SQLite) custam alem de serializar. Nao e teste cronometrado.
 """
 
+from __future__ import annotations
+
 import argparse
+import dataclasses
 import datetime
 import decimal
 import json
@@ -26,16 +29,18 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from typing import Any
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
 from contextia_local.processo import ServidorLocal           # noqa: E402
-from contextia_sync import contextia_client as cliente       # noqa: E402
-from contextia_sync.serializacao import serializar_registro  # noqa: E402
+from contextia_sync.intake import cliente       # noqa: E402
+from contextia_sync.intake.serializacao import serializar_registro  # noqa: E402
 
 
-def titulos(quantidade):
+def titulos(quantidade: int) -> Iterator[dict[str, Any]]:
     base = datetime.datetime(2026, 1, 1, 8, 0, 0)
     for i in range(quantidade):
         yield {
@@ -54,9 +59,9 @@ def titulos(quantidade):
         }
 
 
-def linha_de_base(quantidade, chunk):
+def linha_de_base(quantidade: int, chunk: int) -> tuple[float, int]:
     inicio = time.perf_counter()
-    lote = []
+    lote: list[dict[str, Any]] = []
     total_bytes = 0
     for registro in titulos(quantidade):
         lote.append(serializar_registro(registro))
@@ -69,18 +74,18 @@ def linha_de_base(quantidade, chunk):
     return quantidade / (time.perf_counter() - inicio), total_bytes
 
 
-def envio(quantidade, chunk, chave, dataset):
+def envio(quantidade: int, chunk: int, chave: str, dataset: str) -> float:
     inicio = time.perf_counter()
     resultado = cliente.enviar_dataset(dataset, titulos(quantidade), key='ID', chunk=chunk,
                                        api_key=chave)
     segundos = time.perf_counter() - inicio
-    if resultado['lotes_erro'] or resultado['inserted'] != quantidade:
-        raise SystemExit('envio falhou: %r' % {k: v for k, v in resultado.items()
-                                                if k != 'erros'})
+    if resultado.lotes_erro or resultado.inserted != quantidade:
+        contagens = {k: v for k, v in dataclasses.asdict(resultado).items() if k != 'erros'}
+        raise SystemExit('envio falhou: %r' % contagens)
     return quantidade / segundos
 
 
-def main():
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--registros', type=int, default=100000)
     p.add_argument('--repeticoes', type=int, default=3)
@@ -90,9 +95,9 @@ def main():
             ServidorLocal(pasta) as servidor:
         os.environ.update(servidor.ambiente())
         chave = servidor.criar_projeto_com_chave('bench')
-        medidas = {'linha de base (serializar+JSON)': [], 'chunk 500': [],
-                   'chunk 2000': []}
-        tamanho = None
+        medidas: dict[str, list[float]] = {'linha de base (serializar+JSON)': [],
+                                           'chunk 500': [], 'chunk 2000': []}
+        tamanho = 0
         for repeticao in range(args.repeticoes):
             # Alterna a ordem para o aquecimento nao favorecer sempre o mesmo.
             taxa, tamanho = linha_de_base(args.registros, 500)

@@ -94,11 +94,11 @@ class Leitor(threading.Thread):
         self.parar = False
 
     def run(self):
-        from contextia_sync import contextia_client as cliente
+        from contextia_sync.intake import cliente, transporte
         while not self.parar:
             try:
                 registros = list(cliente.ler_registros(self.dataset, self.chave))
-            except cliente.ErroContextia:
+            except transporte.ErroContextia:
                 registros = []
             agora = time.monotonic()
             for r in registros:
@@ -108,7 +108,7 @@ class Leitor(threading.Thread):
 
 def linha_de_base(chave, repeticoes=10):
     """Envio direto (sem ouvinte) ate visivel: o piso da medida."""
-    from contextia_sync import contextia_client as cliente
+    from contextia_sync.intake import cliente
     leitor = Leitor(chave, 'base')
     leitor.start()
     tempos = []

@@ -24,17 +24,17 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _caminho in (RAIZ, os.path.join(RAIZ, 'sources')):
-    if _caminho not in sys.path:
-        sys.path.insert(0, _caminho)
+if RAIZ not in sys.path:
+    sys.path.insert(0, RAIZ)
 
 COLUNAS = ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM', 'HISTORICO']
 LOTE = 2000
 
 
-def montar(banco, linhas):
+def montar(banco: Any, linhas: int) -> None:
     """Tabela de ~150 bytes por linha: inteiro, escopo, Decimal, timestamp, texto."""
     if banco.tipo == 'postgres':
         banco.executar(
@@ -59,12 +59,14 @@ def montar(banco, linhas):
 # Filho: uma leitura, um processo
 # ---------------------------------------------------------------------------
 
-def _laco_cru(tipo, url, desde, como_dict=False):
+def _laco_cru(tipo: str, url: str, desde: int, como_dict: bool = False) -> tuple[int, float]:
     import sqlalchemy as sa
     u = sa.engine.make_url(url)
     sql = 'SELECT %s FROM bench WHERE %s > %%s' % (
         ', '.join(('"%s"' if tipo == 'postgres' else '`%s`') % c for c in COLUNAS),
         '"ID"' if tipo == 'postgres' else '`ID`')
+    conn: Any
+    cur: Any
     if tipo == 'postgres':
         import psycopg
         conn = psycopg.connect(host=u.host, port=u.port, user=u.username,
@@ -85,7 +87,7 @@ def _laco_cru(tipo, url, desde, como_dict=False):
     if como_dict:
         # o mesmo dict que o fetch entrega: separa o custo do dict do custo do SDK
         for linha in cur:
-            dict(zip(chaves, linha))
+            dict(zip(chaves, linha, strict=False))      # como o fetch: sem conferir por linha
             lidas += 1
     else:
         for _linha in cur:
@@ -96,13 +98,13 @@ def _laco_cru(tipo, url, desde, como_dict=False):
     return lidas, segundos
 
 
-def _laco_fetch(url, desde, em_lista=False):
-    import generic
-    origem = generic.Origem(url, timeout=0, linhas_por_lote=LOTE).conectar()
+def _laco_fetch(url: str, desde: int, em_lista: bool = False) -> tuple[int, float]:
+    from contextia_sync.origem.generico import Origem
+    origem = Origem(url, timeout=0, linhas_por_lote=LOTE).conectar()
     origem.colunas('bench')            # reflexao fora do cronometro (e cacheada)
     inicio = time.perf_counter()
     lidas = 0
-    linhas = origem.fetch('bench', COLUNAS, since=('ID', desde))
+    linhas: Any = origem.fetch('bench', COLUNAS, since=('ID', desde))
     if em_lista:
         # CONTROLE: quem materializa a leitura cresce com ela -- prova que o
         # medidor enxerga crescimento quando ele existe.
@@ -114,7 +116,7 @@ def _laco_fetch(url, desde, em_lista=False):
     return lidas, segundos
 
 
-def pico_kib():
+def pico_kib() -> int:
     """
     Pico de RSS deste processo: VmHWM do /proc (Linux).
 
@@ -131,12 +133,12 @@ def pico_kib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def filho(modo, tipo, url, total, linhas):
+def filho(modo: str, tipo: str, url: str, total: int, linhas: int) -> None:
     # importa tudo ANTES de medir a base: o pico que interessa e o da leitura
     import sqlalchemy  # noqa: F401
     import psycopg     # noqa: F401
     import pymysql     # noqa: F401
-    import generic     # noqa: F401
+    import contextia_sync.origem.generico  # noqa: F401
     base = pico_kib()
     desde = total - linhas
     if modo in ('fetch', 'lista'):
@@ -148,7 +150,7 @@ def filho(modo, tipo, url, total, linhas):
                       'pico_kib': pico, 'base_kib': base}))
 
 
-def rodar_filho(modo, tipo, url, total, linhas):
+def rodar_filho(modo: str, tipo: str, url: str, total: int, linhas: int) -> dict[str, Any]:
     saida = subprocess.run(
         [sys.executable, os.path.abspath(__file__), '--filho', modo, tipo, url,
          str(total), str(linhas)],
@@ -163,7 +165,8 @@ def rodar_filho(modo, tipo, url, total, linhas):
 # Pai
 # ---------------------------------------------------------------------------
 
-def medir(tipo, total, repeticoes, controle=False):
+def medir(tipo: str, total: int, repeticoes: int,
+          controle: bool = False) -> dict[str, Any] | None:
     from tests.apoio import bancos
     ok, motivo = bancos.servidor_disponivel(tipo)
     if not ok:
@@ -175,13 +178,14 @@ def medir(tipo, total, repeticoes, controle=False):
         montar(banco, total)
         print('%-9s %d linhas montadas em %.1fs' % (tipo, total, time.perf_counter() - t0))
         menor = total // 10
-        res = {'tipo': tipo}
+        res: dict[str, Any] = {'tipo': tipo}
         for modo in ('fetch', 'cru'):
             res['rss_%s_menor' % modo] = rodar_filho(modo, tipo, banco.url_origem, total, menor)
-        vazao = {'fetch': [], 'cru': [], 'cru_dict': []}
-        picos = {'fetch': [], 'cru': [], 'cru_dict': []}
+        vazao: dict[str, list[float]] = {'fetch': [], 'cru': [], 'cru_dict': []}
+        picos: dict[str, list[dict[str, Any]]] = {'fetch': [], 'cru': [], 'cru_dict': []}
         for _ in range(repeticoes):
-            for modo in ('cru', 'fetch', 'cru_dict'):          # alternados: a mesma carga na maquina
+            # alternados: a mesma carga na maquina
+            for modo in ('cru', 'fetch', 'cru_dict'):
                 d = rodar_filho(modo, tipo, banco.url_origem, total, total)
                 vazao[modo].append(d['lidas'] / d['segundos'])
                 picos[modo].append(d)
@@ -195,11 +199,11 @@ def medir(tipo, total, repeticoes, controle=False):
         bancos.derrubar_banco(banco)
 
 
-def _rotulo(n):
+def _rotulo(n: int) -> str:
     return '%dM' % (n // 1000000) if n % 1000000 == 0 else '%dk' % (n // 1000)
 
 
-def relatorio(res, total):
+def relatorio(res: list[dict[str, Any]], total: int) -> None:
     mib = 1024.0
     print()
     menor, maior = _rotulo(total // 10), _rotulo(total)
@@ -231,11 +235,12 @@ def relatorio(res, total):
                  statistics.median(r['vazao']['cru_dict']), base))
 
 
-def main():
+def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == '--filho':
         modo, tipo, url, total, linhas = sys.argv[2:7]
-        return filho(modo, tipo, url, int(total), int(linhas))
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[1])
+        filho(modo, tipo, url, int(total), int(linhas))
+        return 0
+    p = argparse.ArgumentParser(description=(__doc__ or '').split('\n')[1])
     p.add_argument('--linhas', type=int, default=1000000)
     p.add_argument('--repeticoes', type=int, default=3)
     p.add_argument('--bancos', default='postgres,mariadb')

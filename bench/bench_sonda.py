@@ -71,12 +71,17 @@ def criar_banco(linhas_por_tabela):
 
 
 def medir_ciclos(tabela, pasta, repeticoes, chave):
-    from contextia_sync import ciclos, estado
-    from contextia_sync.ao_vivo import datasets_ao_vivo
+    from contextia_sync.captura.ao_vivo import datasets_ao_vivo
+    from contextia_sync.captura.coluna import CapturaColuna
+    from contextia_sync.estado.estado import Estado
     from contextia_sync.origem import carregar_origem
+    from contextia_sync.ouvinte.contexto import Contexto
+    from contextia_sync.ouvinte.dados import ciclo_dados
+    from contextia_sync.provisionamento import regra_projeto
 
     mapa = {'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID',
                          'watch_column': 'ALTERADO_EM'},
+            'projects': {'source_object': tabela},
             'datasets': [{'dataset': tabela, 'source_object': tabela,
                           'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'HISTORICO',
                                       'ALTERADO_EM']}]}
@@ -87,18 +92,22 @@ def medir_ciclos(tabela, pasta, repeticoes, chave):
     os.chmod(chaves, 0o600)
     origem = carregar_origem('generic')
     origem.conectar()
-    ctx = ciclos.Contexto(mapa=mapa, vivos=vivos, fora=fora, origem=origem,
-                          estado=estado.Estado(os.path.join(pasta, 'estado-%s.json' % tabela)),
-                          estado_dir=pasta, chaves=chaves, folga=180)
-    ciclos.ciclo_dados(ctx)                 # primeira vez: so a marca inicial
-    ciclos.ciclo_dados(ctx)                 # segunda: entrega a janela pela 1a vez
+    estado = Estado(os.path.join(pasta, 'estado-%s.json' % tabela))
+    ctx = Contexto(mapa=mapa, vivos=vivos, fora=fora, origem=origem, estado=estado,
+                   regra=regra_projeto.resolver(mapa), estado_dir=pasta, mapping='-',
+                   chaves=chaves, folga=180,
+                   captura=CapturaColuna(origem=origem, estado=estado, folga=180,
+                                         maximo=20000))
+    ciclo_dados(ctx)                 # primeira vez: so a marca inicial
+    ciclo_dados(ctx)                 # segunda: entrega a janela pela 1a vez
     tempos = []
     for _ in range(repeticoes):
         origem.renovar()
         inicio = time.perf_counter()
-        resumo = ciclos.ciclo_dados(ctx)
+        resumo = ciclo_dados(ctx)
         tempos.append((time.perf_counter() - inicio) * 1000)
-        assert resumo['erros'] == 0, resumo
+        if resumo.erros:
+            raise RuntimeError('ciclo com erro: %s' % resumo)
     return tempos
 
 

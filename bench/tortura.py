@@ -78,7 +78,7 @@ class Falhou(Exception):
     """A tortura nao conseguiu rodar (nao e perda de dado: e o ambiente ou o harness)."""
 
 
-class Tortura(object):
+class Tortura:
     def __init__(self, banco, cfg, semente, pasta, python):
         self.banco = banco
         self.cfg = cfg
@@ -194,8 +194,8 @@ class Tortura(object):
     # -- a tortura ---------------------------------------------------------------
 
     def torturar(self):
-        from contextia_sync import contextia_client as cliente
-        from contextia_sync.chaves import ler_chaves
+        from contextia_sync.intake import cliente
+        from contextia_sync.provisionamento.chaves import ler_chaves
 
         cfg = self.cfg
         chaves = ler_chaves(self.chaves)
@@ -306,7 +306,7 @@ class Tortura(object):
 
     def _olhar_alem_da_folga(self):
         """Para cada transacao alem da folga recem-comitada: a marca do ouvinte naquele instante."""
-        from contextia_sync.marca_agua import como_valor
+        from contextia_sync.captura.marca_agua import como_valor
         if not hasattr(self, 'marcas_no_commit'):
             self.marcas_no_commit = []
         for dataset, ident, atraso, carimbo in self.carga.alem_da_folga[
@@ -331,7 +331,7 @@ class Tortura(object):
         a marca de agua daquele momento: o que mudou depois de `marca - folga`
         naquele dataset espera a varredura -- por projeto, e visivel no status.
         """
-        from contextia_sync.marca_agua import como_valor
+        from contextia_sync.captura.marca_agua import como_valor
         ok, estado = self.ouvinte.estado()
         # Lido a cada 0,2 s com o ouvinte escrevendo: nunca pode estar pela metade.
         self.leituras_do_estado = getattr(self, 'leituras_do_estado', 0) + 1
@@ -351,8 +351,8 @@ class Tortura(object):
     # -- conferencias ------------------------------------------------------------
 
     def ler_dois_lados(self):
-        from contextia_sync import contextia_client as cliente
-        from contextia_sync.chaves import ler_chaves
+        from contextia_sync.intake import cliente
+        from contextia_sync.provisionamento.chaves import ler_chaves
 
         chaves = ler_chaves(self.chaves)
         motor = self._motor()
@@ -447,8 +447,8 @@ class Tortura(object):
     def conferir_retomada(self):
         """Depois da varredura, o ao-vivo volta em TODO dataset (inclusive o da rajada)?"""
         import sqlalchemy as sa
-        from contextia_sync import contextia_client as cliente
-        from contextia_sync.chaves import ler_chaves
+        from contextia_sync.intake import cliente
+        from contextia_sync.provisionamento.chaves import ler_chaves
 
         chaves = ler_chaves(self.chaves)
         escopo = str(origem.EMPRESAS_INICIAIS[1])   # a empresa da rajada
@@ -531,10 +531,10 @@ class Tortura(object):
 
     def conferir_projetos_recusados(self):
         """A empresa excluida e a inativa nao ganharam projeto nem chave."""
-        from contextia_sync import contextia_client as cliente
-        from contextia_sync.chaves import ler_chaves
+        from contextia_sync.intake.admin import Admin
+        from contextia_sync.provisionamento.chaves import ler_chaves
         chaves = ler_chaves(self.chaves)
-        admin = cliente.Admin(token=self.servidor.admin_token, url=self.servidor.url)
+        admin = Admin(token=self.servidor.admin_token, url=self.servidor.url)
         for escopo in (origem.EMPRESA_EXCLUIDA, origem.EMPRESA_INATIVA):
             if str(escopo) in chaves or admin.buscar_projeto(str(escopo)) is not None:
                 self.achados.append('empresa %s (excluida/inativa) ganhou projeto ou chave'

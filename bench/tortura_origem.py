@@ -189,7 +189,7 @@ def ler_tabela(motor, tabela):
 # A carga
 # ---------------------------------------------------------------------------
 
-class Carga(object):
+class Carga:
     """
     Gerador de movimento em varias conexoes, com o relogio do banco.
 
@@ -210,7 +210,7 @@ class Carga(object):
         self.aleatorio = random.Random(semente)
         self.meta = esquema()
         self.agora = agora_expr(tipo)
-        self.registro = registro or (lambda *a: None)
+        self.registro = registro or (lambda *_a: None)
         self._ids = itertools.count(1)
         self.trava = threading.Lock()
         self._parar = threading.Event()
@@ -556,7 +556,7 @@ class Carga(object):
 # O matador de conexoes da origem
 # ---------------------------------------------------------------------------
 
-class MatadorDeConexoes(object):
+class MatadorDeConexoes:
     """
     Derruba, a esmo, uma conexao da origem que NAO e da carga: a do ouvinte, a
     do conector, a do provisionador. `pg_terminate_backend` no PostgreSQL,

@@ -69,7 +69,7 @@ def ler_estado(caminho):
         return False, '%s: %s' % (type(erro).__name__, erro)
 
 
-class Ouvinte(object):
+class Ouvinte:
     """O `ouvinte.py` de verdade, num processo real, com a saida num arquivo."""
 
     def __init__(self, python, argumentos, ambiente, estado_dir, saida):
@@ -157,7 +157,7 @@ class Ouvinte(object):
         return False
 
 
-class Vigia(object):
+class Vigia:
     """
     Amostra os processos `ouvinte.py` com a marca a cada 100 ms. Dois vivos ao
     mesmo tempo -- fora o intruso de proposito, que tem de ser recusado em
@@ -209,7 +209,7 @@ class Vigia(object):
             self._thread.join(5)
 
 
-class Matador(object):
+class Matador:
     """
     Mata o ouvinte em momentos aleatorios -- kill -9 quase sempre, SIGTERM as
     vezes -- e o reinicia. Depois de cada morte confere que o estado e JSON

@@ -76,7 +76,7 @@ def chave_de(dataset, registro):
     return canonico(TIPOS[dataset][coluna], registro.get(coluna))
 
 
-def carimbo_de(dataset, registro):
+def carimbo_de(dataset, registro):    # noqa: ARG001 -- mesma assinatura de chave_de
     return canonico('data', registro.get('ALTERADO_EM'))
 
 
@@ -115,7 +115,7 @@ def ler_contextia(cliente, chaves):
 # Comparar
 # ---------------------------------------------------------------------------
 
-class Contexto(object):
+class Contexto:
     """O que a carga sabe e que classifica uma ausencia (nunca a esconde)."""
 
     def __init__(self, *, fim, folga, intervalo, rajadas=(), entregues=None,
@@ -212,7 +212,7 @@ def comparar(esperado, obtido, contexto=None):
 
             # Sobras: o que o Contextia tem e a origem nao.
             if com_chave:
-                sobras = [(i, l[0]) for i, l in indice.items() if i not in vistos]
+                sobras = [(i, lista[0]) for i, lista in indice.items() if i not in vistos]
             else:
                 sobras = []
                 for registro in registros:
@@ -220,7 +220,7 @@ def comparar(esperado, obtido, contexto=None):
                     if indice.get(sig, 0) > 0:
                         indice[sig] -= 1
                         sobras.append((chave_de(dataset, registro), registro))
-            for ident, registro in sobras:
+            for ident, _registro in sobras:
                 if contexto is None:
                     anotar('sobra', escopo, dataset, ident)
                 elif ident in contexto.apagados.get(dataset, ()):
@@ -238,7 +238,7 @@ def comparar(esperado, obtido, contexto=None):
 # Latencia: do commit na origem ate o registro aparecer no Contextia
 # ---------------------------------------------------------------------------
 
-class Amostrador(object):
+class Amostrador:
     """
     Le, a cada `periodo`, os datasets de UMA empresa pela API de leitura (que a
     injecao de falhas nao toca: ela so afeta /api/v1/intake) e marca quando

@@ -5,9 +5,10 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 
 
-def _argumentos(argv):
+def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog='python3 -m contextia_local',
         description='Servidor Contextia local: o contrato do intake (docs/contrato-intake.md)'
@@ -44,7 +45,7 @@ def _argumentos(argv):
     return args
 
 
-def _vigiar_pai(pid):
+def _vigiar_pai(pid: int) -> None:
     # Se o processo que nos subiu (pytest, demo) morrer sem parar o servidor,
     # saimos sozinhos: servidor orfao segura porta e pasta de outros testes.
     while True:
@@ -55,7 +56,7 @@ def _vigiar_pai(pid):
             os._exit(0)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     args = _argumentos(argv)
     from contextia_local.app import MAX_BYTES_LOTE, Configuracao, criar_app, openapi_json
     if args.openapi:

@@ -29,7 +29,8 @@ MAX_BYTES_LOTE = 32 * 1024 * 1024
 
 @dataclasses.dataclass
 class Configuracao:
-    dados: str
+    # None so no openapi_json: o app existe para gerar o documento, sem banco.
+    dados: Optional[str]
     admin_token: str
     falhas: bool = False
     max_registros_lote: Optional[int] = None
@@ -108,8 +109,8 @@ class TaxasDeFalha(Modelo):
 
 
 # ---------------------------------------------------------------- app
-def criar_app(config):
-    banco = Banco(config.dados) if config.dados else None
+def criar_app(config: Configuracao) -> FastAPI:
+    banco_aberto = Banco(config.dados) if config.dados else None
     estado_falhas = EstadoDeFalhas() if config.falhas else None
     portador = HTTPBearer(auto_error=False)
 
@@ -121,24 +122,31 @@ def criar_app(config):
     if estado_falhas is not None:
         app.add_middleware(MiddlewareDeFalhas, estado=estado_falhas)
 
+    def banco() -> Banco:
+        # Sem `dados` (so o openapi_json) as rotas existem para o documento, nao para servir.
+        if banco_aberto is None:
+            raise RuntimeError('Contextia local sem banco: criado sem `dados`.')
+        return banco_aberto
+
     @app.exception_handler(ErroRegra)
-    def _erro_regra(request, erro):          # noqa: ARG001
+    def _erro_regra(request: Request, erro: ErroRegra) -> JSONResponse:    # noqa: ARG001
         return JSONResponse(status_code=erro.status,
                             content={'detail': erro.mensagem, 'erro': erro.codigo})
 
     def projeto_autenticado(credenciais: Optional[HTTPAuthorizationCredentials] =
-                            Depends(portador)):
+                            Depends(portador)) -> Dict[str, Any]:
         if credenciais is None:
             raise ErroRegra(401, 'sem_chave', 'falta o cabecalho Authorization: Bearer'
                             ' <chave do projeto> (CONTEXTIA_API_KEY).')
-        projeto = banco.projeto_da_chave(credenciais.credentials)
+        projeto = banco().projeto_da_chave(credenciais.credentials)
         if projeto is None:
             raise ErroRegra(401, 'chave_invalida', 'chave de projeto desconhecida ou'
                             ' revogada. Emita uma nova (provisionar.py) e atualize o'
                             ' arquivo de chaves.')
         return projeto
 
-    def admin(credenciais: Optional[HTTPAuthorizationCredentials] = Depends(portador)):
+    def admin(credenciais: Optional[HTTPAuthorizationCredentials] =
+              Depends(portador)) -> bool:
         if credenciais is None:
             raise ErroRegra(401, 'sem_token', 'falta o cabecalho Authorization: Bearer'
                             ' <token de admin> (CONTEXTIA_ADMIN_TOKEN).')
@@ -148,17 +156,20 @@ def criar_app(config):
                             ' deste servidor (CONTEXTIA_ADMIN_TOKEN).')
         return True
 
-    def falhas_ligadas():
+    def falhas_ligadas() -> EstadoDeFalhas:
         if estado_falhas is None:
             raise ErroRegra(404, 'falhas_desligadas', 'injecao de falhas desligada: suba'
                             ' o servidor com --falhas.')
         return estado_falhas
 
-    def tamanho_do_lote(request: Request):
+    def tamanho_do_lote(request: Request) -> None:
         tamanho = request.headers.get('content-length')
         if tamanho and tamanho.isdigit() and int(tamanho) > config.max_bytes_lote:
             raise ErroRegra(413, 'lote_grande', 'lote de %s bytes passa do limite de %d.'
                             ' Use um chunk menor.' % (tamanho, config.max_bytes_lote))
+
+    # As rotas nao anotam o retorno de proposito: no FastAPI a anotacao de retorno
+    # vira response_model (valida a resposta e muda o docs/openapi.json).
 
     # ------------------------------------------------------------ publico
     @app.get('/saude', tags=['publico'])
@@ -176,7 +187,7 @@ def criar_app(config):
     # ------------------------------------------------------------ intake
     @app.post('/api/v1/intake', response_model=Contagens, tags=['intake'],
               dependencies=[Depends(tamanho_do_lote)])
-    def intake(envelope: Envelope, projeto=Depends(projeto_autenticado)):
+    def intake(envelope: Envelope, projeto: Dict[str, Any] = Depends(projeto_autenticado)):
         if (config.max_registros_lote is not None
                 and len(envelope.records) > config.max_registros_lote):
             raise ErroRegra(413, 'lote_grande',
@@ -195,67 +206,67 @@ def criar_app(config):
                  'fields': envelope.fields, 'group': envelope.group,
                  'sync': envelope.sync.model_dump() if envelope.sync else None,
                  'remove': envelope.remove}
-        return banco.receber_lote(projeto['id'], dados)
+        return banco().receber_lote(projeto['id'], dados)
 
     @app.post('/api/v1/intake/complete', tags=['intake'])
-    def complete(pedido: PedidoComplete, projeto=Depends(projeto_autenticado)):
-        resultado = banco.completar(projeto['id'], pedido.dataset, pedido.sync,
-                                    pedido.max_removal)
+    def complete(pedido: PedidoComplete, projeto: Dict[str, Any] = Depends(projeto_autenticado)):
+        resultado = banco().completar(projeto['id'], pedido.dataset, pedido.sync,
+                                      pedido.max_removal)
         webhooks.entregar_em_segundo_plano(
-            banco.listar_webhooks(projeto['id']), 'sync.completed', resultado)
+            banco().listar_webhooks(projeto['id']), 'sync.completed', resultado)
         return resultado
 
     @app.get('/api/v1/projeto', tags=['intake'])
-    def quem_sou(projeto=Depends(projeto_autenticado)):
+    def quem_sou(projeto: Dict[str, Any] = Depends(projeto_autenticado)):
         return {'project_id': projeto['id'], 'external_id': projeto['external_id'],
                 'name': projeto['name']}
 
     @app.get('/api/v1/datasets', tags=['leitura'])
-    def listar_datasets(projeto=Depends(projeto_autenticado)):
-        return {'datasets': banco.listar_datasets(projeto['id'])}
+    def listar_datasets(projeto: Dict[str, Any] = Depends(projeto_autenticado)):
+        return {'datasets': banco().listar_datasets(projeto['id'])}
 
     @app.get('/api/v1/datasets/{dataset}/registros', tags=['leitura'])
     def ler_registros(dataset: str, after: int = Query(0, ge=0),
                       limit: int = Query(1000, ge=1, le=10000),
-                      projeto=Depends(projeto_autenticado)):
-        return banco.pagina_de_registros(projeto['id'], dataset, after, limit)
+                      projeto: Dict[str, Any] = Depends(projeto_autenticado)):
+        return banco().pagina_de_registros(projeto['id'], dataset, after, limit)
 
     # ------------------------------------------------------------ admin
-    rotas_admin = {'tags': ['admin'], 'dependencies': [Depends(admin)]}
+    rotas_admin: Dict[str, Any] = {'tags': ['admin'], 'dependencies': [Depends(admin)]}
 
     @app.post('/api/v1/admin/projetos', **rotas_admin)
     def criar_projeto(pedido: NovoProjeto):
-        projeto = banco.criar_projeto(pedido.external_id, pedido.name)
+        projeto = banco().criar_projeto(pedido.external_id, pedido.name)
         return JSONResponse(status_code=201 if projeto['criado'] else 200, content=projeto)
 
     @app.get('/api/v1/admin/projetos', **rotas_admin)
     def buscar_projetos(external_id: Optional[str] = None):
-        return {'projetos': banco.buscar_projetos(external_id)}
+        return {'projetos': banco().buscar_projetos(external_id)}
 
     @app.post('/api/v1/admin/projetos/{projeto_id}/chaves', status_code=201, **rotas_admin)
     def emitir_chave(projeto_id: int):
-        return banco.emitir_chave(projeto_id)
+        return banco().emitir_chave(projeto_id)
 
     @app.get('/api/v1/admin/projetos/{projeto_id}/chaves', **rotas_admin)
     def listar_chaves(projeto_id: int):
-        return {'chaves': banco.listar_chaves(projeto_id)}
+        return {'chaves': banco().listar_chaves(projeto_id)}
 
     @app.delete('/api/v1/admin/chaves/{key_id}', **rotas_admin)
     def revogar_chave(key_id: str):
-        return banco.revogar_chave(key_id)
+        return banco().revogar_chave(key_id)
 
     @app.post('/api/v1/admin/grupos', **rotas_admin)
     def criar_grupo(pedido: NovoGrupo):
-        grupo = banco.criar_grupo(pedido.slug, pedido.name)
+        grupo = banco().criar_grupo(pedido.slug, pedido.name)
         return JSONResponse(status_code=201 if grupo['criado'] else 200, content=grupo)
 
     @app.get('/api/v1/admin/grupos', **rotas_admin)
     def listar_grupos():
-        return {'grupos': banco.listar_grupos()}
+        return {'grupos': banco().listar_grupos()}
 
     @app.put('/api/v1/admin/grupos/{slug}/projetos/{projeto_id}', **rotas_admin)
     def incluir_no_grupo(slug: str, projeto_id: int):
-        return banco.incluir_no_grupo(slug, projeto_id)
+        return banco().incluir_no_grupo(slug, projeto_id)
 
     @app.post('/api/v1/admin/projetos/{projeto_id}/webhooks', status_code=201,
               **rotas_admin)
@@ -267,17 +278,17 @@ def criar_app(config):
         if desconhecidos:
             raise ErroRegra(422, 'evento_desconhecido', 'events: %s nao existe(m); os'
                             ' eventos sao %s.' % (desconhecidos, list(webhooks.EVENTOS)))
-        return banco.registrar_webhook(projeto_id, pedido.url, pedido.secret, pedido.events)
+        return banco().registrar_webhook(projeto_id, pedido.url, pedido.secret, pedido.events)
 
     @app.get('/api/v1/admin/projetos/{projeto_id}/webhooks', **rotas_admin)
     def listar_webhooks(projeto_id: int):
-        banco.projeto(projeto_id)
+        banco().projeto(projeto_id)
         return {'webhooks': [{k: v for k, v in w.items() if not k.startswith('_')}
-                             for w in banco.listar_webhooks(projeto_id)]}
+                             for w in banco().listar_webhooks(projeto_id)]}
 
     @app.post('/api/v1/admin/webhooks/{webhook_id}/teste', **rotas_admin)
     def testar_webhook(webhook_id: str):
-        encontrados = banco.listar_webhooks(webhook_id=webhook_id)
+        encontrados = banco().listar_webhooks(webhook_id=webhook_id)
         if not encontrados:
             raise ErroRegra(404, 'webhook_inexistente', 'webhook %s nao existe.' % webhook_id)
         return webhooks.entregar(encontrados[0], 'teste', {'mensagem': 'entrega de teste'})
@@ -287,8 +298,9 @@ def criar_app(config):
     def injetar(pedido: PedidoFalha):
         opcoes = pedido.model_dump(exclude_none=True, exclude={'tipo', 'quantidade',
                                                                  'caminho'})
-        falhas_ligadas().injetar(pedido.tipo, pedido.quantidade, pedido.caminho, **opcoes)
-        return estado_falhas.resumo()
+        falhas = falhas_ligadas()
+        falhas.injetar(pedido.tipo, pedido.quantidade, pedido.caminho, **opcoes)
+        return falhas.resumo()
 
     @app.put('/api/v1/admin/falhas/taxas', tags=['falhas'], dependencies=[Depends(admin)])
     def definir_taxas(pedido: TaxasDeFalha):
@@ -297,8 +309,9 @@ def criar_app(config):
             raise ErroRegra(422, 'taxa_invalida', 'taxas: tipos validos sao %s, cada um'
                             ' com fracao entre 0 e 1 (recebido %s).'
                             % (list(TIPOS), json.dumps(pedido.taxas)))
-        falhas_ligadas().definir_taxas(pedido.taxas, pedido.caminho, pedido.semente)
-        return estado_falhas.resumo()
+        falhas = falhas_ligadas()
+        falhas.definir_taxas(pedido.taxas, pedido.caminho, pedido.semente)
+        return falhas.resumo()
 
     @app.get('/api/v1/admin/falhas', tags=['falhas'], dependencies=[Depends(admin)])
     def consultar_falhas():
@@ -306,14 +319,15 @@ def criar_app(config):
 
     @app.delete('/api/v1/admin/falhas', tags=['falhas'], dependencies=[Depends(admin)])
     def limpar_falhas():
-        falhas_ligadas().limpar()
-        return estado_falhas.resumo()
+        falhas = falhas_ligadas()
+        falhas.limpar()
+        return falhas.resumo()
 
-    app.state.banco = banco
+    app.state.banco = banco_aberto
     return app
 
 
-def openapi_json():
+def openapi_json() -> str:
     """O documento OpenAPI como texto estavel (o que esta em docs/openapi.json)."""
     app = criar_app(Configuracao(dados=None, admin_token='x'))
     return json.dumps(app.openapi(), indent=2, sort_keys=True, ensure_ascii=False) + '\n'

@@ -16,6 +16,8 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 ESQUEMA = """
 CREATE TABLE IF NOT EXISTS projetos (
@@ -96,31 +98,31 @@ CREATE TABLE IF NOT EXISTS registros (
 class ErroRegra(Exception):
     """O pedido e bem formado mas fere uma regra do intake (vira 409/422 na API)."""
 
-    def __init__(self, status, codigo, mensagem):
+    def __init__(self, status: int, codigo: str, mensagem: str) -> None:
         super().__init__(mensagem)
         self.status = status
         self.codigo = codigo
         self.mensagem = mensagem
 
 
-def agora():
+def agora() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
 
-def canonico(objeto):
+def canonico(objeto: Any) -> str:
     """Mesmo texto de contextia_sync.serializacao.json_canonico (o contrato do hash)."""
     return json.dumps(objeto, sort_keys=True, separators=(',', ':'),
                       ensure_ascii=False, allow_nan=False)
 
 
-def hash_chave(chave):
+def hash_chave(chave: str) -> str:
     return hashlib.sha256(chave.encode('utf-8')).hexdigest()
 
 
-class Banco(object):
+class Banco:
     """Acesso ao SQLite do servidor. Uma conexao, serializada por um lock."""
 
-    def __init__(self, pasta):
+    def __init__(self, pasta: str) -> None:
         os.makedirs(pasta, exist_ok=True)
         self.caminho = os.path.join(pasta, 'contextia.sqlite3')
         self._lock = threading.RLock()
@@ -135,7 +137,7 @@ class Banco(object):
             self._con.executescript(ESQUEMA)
 
     @contextlib.contextmanager
-    def transacao(self):
+    def transacao(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             self._con.execute('BEGIN IMMEDIATE')
             try:
@@ -146,16 +148,16 @@ class Banco(object):
             self._con.execute('COMMIT')
 
     @contextlib.contextmanager
-    def leitura(self):
+    def leitura(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             yield self._con
 
-    def fechar(self):
+    def fechar(self) -> None:
         with self._lock:
             self._con.close()
 
     # ----------------------------------------------------------------- projetos
-    def criar_projeto(self, external_id, nome):
+    def criar_projeto(self, external_id: str, nome: str | None) -> dict[str, Any]:
         with self.transacao() as con:
             linha = con.execute('SELECT * FROM projetos WHERE external_id = ?',
                                 (external_id,)).fetchone()
@@ -168,16 +170,16 @@ class Banco(object):
                                 (cursor.lastrowid,)).fetchone()
             return dict(_projeto(linha), criado=True)
 
-    def buscar_projetos(self, external_id=None):
+    def buscar_projetos(self, external_id: str | None = None) -> list[dict[str, Any]]:
         with self.leitura() as con:
             if external_id is None:
                 linhas = con.execute('SELECT * FROM projetos ORDER BY id').fetchall()
             else:
                 linhas = con.execute('SELECT * FROM projetos WHERE external_id = ?',
                                      (external_id,)).fetchall()
-            return [_projeto(l) for l in linhas]
+            return [_projeto(linha) for linha in linhas]
 
-    def projeto(self, projeto_id):
+    def projeto(self, projeto_id: int) -> dict[str, Any]:
         with self.leitura() as con:
             linha = con.execute('SELECT * FROM projetos WHERE id = ?',
                                 (projeto_id,)).fetchone()
@@ -188,7 +190,7 @@ class Banco(object):
         return _projeto(linha)
 
     # ------------------------------------------------------------------- chaves
-    def emitir_chave(self, projeto_id):
+    def emitir_chave(self, projeto_id: int) -> dict[str, Any]:
         self.projeto(projeto_id)
         chave = 'ctx_' + secrets.token_urlsafe(32)
         key_id = 'key_' + secrets.token_hex(6)
@@ -199,15 +201,16 @@ class Banco(object):
         # A unica vez que a chave existe em claro: o banco so guarda o hash.
         return {'key_id': key_id, 'key': chave, 'project_id': projeto_id}
 
-    def listar_chaves(self, projeto_id):
+    def listar_chaves(self, projeto_id: int) -> list[dict[str, Any]]:
         self.projeto(projeto_id)
         with self.leitura() as con:
             linhas = con.execute('SELECT * FROM chaves WHERE projeto_id = ? ORDER BY criada_em,'
                                  ' key_id', (projeto_id,)).fetchall()
-        return [{'key_id': l['key_id'], 'prefixo': l['prefixo'], 'criada_em': l['criada_em'],
-                 'revogada': l['revogada_em'] is not None} for l in linhas]
+        return [{'key_id': linha['key_id'], 'prefixo': linha['prefixo'],
+                 'criada_em': linha['criada_em'], 'revogada': linha['revogada_em'] is not None}
+                for linha in linhas]
 
-    def revogar_chave(self, key_id):
+    def revogar_chave(self, key_id: str) -> dict[str, Any]:
         with self.transacao() as con:
             cursor = con.execute('UPDATE chaves SET revogada_em = COALESCE(revogada_em, ?)'
                                  ' WHERE key_id = ?', (agora(), key_id))
@@ -215,7 +218,7 @@ class Banco(object):
                 raise ErroRegra(404, 'chave_inexistente', 'chave %s nao existe.' % key_id)
         return {'key_id': key_id, 'revogada': True}
 
-    def projeto_da_chave(self, chave):
+    def projeto_da_chave(self, chave: str) -> dict[str, Any] | None:
         """O projeto dono da chave, ou None se ela nao existe ou foi revogada."""
         with self.leitura() as con:
             linha = con.execute(
@@ -224,7 +227,7 @@ class Banco(object):
         return None if linha is None else _projeto(linha)
 
     # ------------------------------------------------------------------- grupos
-    def criar_grupo(self, slug, nome):
+    def criar_grupo(self, slug: str, nome: str | None) -> dict[str, Any]:
         with self.transacao() as con:
             existe = con.execute('SELECT * FROM grupos WHERE slug = ?', (slug,)).fetchone()
             if existe is None:
@@ -232,7 +235,7 @@ class Banco(object):
                 return {'slug': slug, 'name': nome or slug, 'criado': True}
             return {'slug': slug, 'name': existe['nome'], 'criado': False}
 
-    def listar_grupos(self):
+    def listar_grupos(self) -> list[dict[str, Any]]:
         with self.leitura() as con:
             grupos = con.execute('SELECT * FROM grupos ORDER BY slug').fetchall()
             membros = con.execute('SELECT slug, projeto_id FROM grupo_projetos'
@@ -244,7 +247,7 @@ class Banco(object):
                                        if m['slug'] == g['slug']]})
         return saida
 
-    def incluir_no_grupo(self, slug, projeto_id):
+    def incluir_no_grupo(self, slug: str, projeto_id: int) -> dict[str, Any]:
         self.projeto(projeto_id)
         with self.transacao() as con:
             if con.execute('SELECT 1 FROM grupos WHERE slug = ?', (slug,)).fetchone() is None:
@@ -255,7 +258,8 @@ class Banco(object):
         return {'slug': slug, 'project_id': projeto_id}
 
     # ----------------------------------------------------------------- webhooks
-    def registrar_webhook(self, projeto_id, url, segredo, eventos):
+    def registrar_webhook(self, projeto_id: int, url: str, segredo: str | None,
+                          eventos: list[str]) -> dict[str, Any]:
         self.projeto(projeto_id)
         webhook_id = 'wh_' + secrets.token_hex(6)
         segredo = segredo or 'whsec_' + secrets.token_urlsafe(24)
@@ -265,7 +269,8 @@ class Banco(object):
                         (webhook_id, projeto_id, url, segredo, json.dumps(eventos), agora()))
         return {'id': webhook_id, 'secret': segredo, 'url': url, 'eventos': eventos}
 
-    def listar_webhooks(self, projeto_id=None, webhook_id=None):
+    def listar_webhooks(self, projeto_id: int | None = None,
+                        webhook_id: str | None = None) -> list[dict[str, Any]]:
         with self.leitura() as con:
             if webhook_id is not None:
                 linhas = con.execute('SELECT * FROM webhooks WHERE id = ?',
@@ -273,12 +278,12 @@ class Banco(object):
             else:
                 linhas = con.execute('SELECT * FROM webhooks WHERE projeto_id = ? ORDER BY'
                                      ' criado_em, id', (projeto_id,)).fetchall()
-        return [{'id': l['id'], 'project_id': l['projeto_id'], 'url': l['url'],
-                 'eventos': json.loads(l['eventos']), '_segredo': l['segredo']}
-                for l in linhas]
+        return [{'id': linha['id'], 'project_id': linha['projeto_id'], 'url': linha['url'],
+                 'eventos': json.loads(linha['eventos']), '_segredo': linha['segredo']}
+                for linha in linhas]
 
     # ------------------------------------------------------------------- intake
-    def receber_lote(self, projeto_id, envelope):
+    def receber_lote(self, projeto_id: int, envelope: dict[str, Any]) -> dict[str, int]:
         """
         Grava um lote e devolve as contagens. Tudo numa transacao: um lote entra
         inteiro ou nao entra, e um reenvio (retry) da o mesmo estado final.
@@ -390,7 +395,8 @@ class Banco(object):
                 contagens['removed'] = removidos
         return contagens
 
-    def _gravar_dataset(self, con, projeto_id, envelope, chave):
+    def _gravar_dataset(self, con: sqlite3.Connection, projeto_id: int,
+                        envelope: dict[str, Any], chave: str | None) -> None:
         campos = envelope.get('fields')
         con.execute(
             'INSERT INTO datasets (projeto_id, nome, chave, descricao, campos, grupo,'
@@ -403,7 +409,8 @@ class Banco(object):
              json.dumps(campos, ensure_ascii=False) if campos is not None else None,
              envelope.get('group'), agora()))
 
-    def completar(self, projeto_id, dataset, sync_id, max_remocao):
+    def completar(self, projeto_id: int, dataset: str, sync_id: str,
+                  max_remocao: float | None) -> dict[str, Any]:
         """
         Fecha a carga: remove do dataset o que o sync nao viu. Recusa (e nao
         remove nada) se isso passar de `max_remocao` (fracao do dataset).
@@ -443,26 +450,28 @@ class Banco(object):
                 'records_before': total, 'records': total - removidos}
 
     # ------------------------------------------------------------------ leitura
-    def listar_datasets(self, projeto_id):
+    def listar_datasets(self, projeto_id: int) -> list[dict[str, Any]]:
         with self.leitura() as con:
             linhas = con.execute(
                 'SELECT d.*, (SELECT COUNT(*) FROM registros r WHERE r.projeto_id ='
                 ' d.projeto_id AND r.dataset = d.nome) AS total FROM datasets d'
                 ' WHERE d.projeto_id = ? ORDER BY d.nome', (projeto_id,)).fetchall()
-        return [{'dataset': l['nome'], 'records': l['total'], 'key': l['chave'],
-                 'description': l['descricao'],
-                 'fields': json.loads(l['campos']) if l['campos'] else None,
-                 'group': l['grupo'], 'updated_at': l['atualizado_em']} for l in linhas]
+        return [{'dataset': linha['nome'], 'records': linha['total'], 'key': linha['chave'],
+                 'description': linha['descricao'],
+                 'fields': json.loads(linha['campos']) if linha['campos'] else None,
+                 'group': linha['grupo'], 'updated_at': linha['atualizado_em']}
+                for linha in linhas]
 
-    def pagina_de_registros(self, projeto_id, dataset, apos, limite):
+    def pagina_de_registros(self, projeto_id: int, dataset: str, apos: int,
+                            limite: int) -> dict[str, Any]:
         with self.leitura() as con:
             linhas = con.execute('SELECT id, corpo FROM registros WHERE projeto_id = ? AND'
                                  ' dataset = ? AND id > ? ORDER BY id LIMIT ?',
                                  (projeto_id, dataset, apos, limite)).fetchall()
         proximo = linhas[-1]['id'] if len(linhas) == limite else None
-        return {'records': [json.loads(l['corpo']) for l in linhas], 'next': proximo}
+        return {'records': [json.loads(linha['corpo']) for linha in linhas], 'next': proximo}
 
 
-def _projeto(linha):
+def _projeto(linha: sqlite3.Row) -> dict[str, Any]:
     return {'id': linha['id'], 'external_id': linha['external_id'], 'name': linha['nome'],
             'criado_em': linha['criado_em']}

@@ -23,46 +23,51 @@ import json
 import math
 import random
 import threading
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TIPOS = ('500', '503', '429', 'atraso', 'derrubar')
 CAMINHO_PADRAO = '/api/v1/intake'
 
 
-class EstadoDeFalhas(object):
+class EstadoDeFalhas:
     """Fila, taxas e contadores; compartilhado pelas threads do servidor."""
 
-    def __init__(self, semente=None):
+    def __init__(self, semente: int | None = None) -> None:
         self._lock = threading.Lock()
-        self._fila = []
-        self._taxas = {}
+        self._fila: list[tuple[str, str, dict[str, Any]]] = []
+        self._taxas: dict[str, float] = {}
         self._caminho_taxas = CAMINHO_PADRAO
         self._sorteio = random.Random(semente)
         self.contadores = {t: 0 for t in TIPOS}
 
-    def injetar(self, tipo, quantidade=1, caminho=None, **opcoes):
+    def injetar(self, tipo: str, quantidade: int = 1, caminho: str | None = None,
+                **opcoes: Any) -> None:
         with self._lock:
             for _ in range(quantidade):
                 self._fila.append((tipo, caminho or CAMINHO_PADRAO, opcoes))
 
-    def definir_taxas(self, taxas, caminho=None, semente=None):
+    def definir_taxas(self, taxas: dict[str, float], caminho: str | None = None,
+                      semente: int | None = None) -> None:
         with self._lock:
             self._taxas = dict(taxas)
             self._caminho_taxas = caminho or CAMINHO_PADRAO
             if semente is not None:
                 self._sorteio = random.Random(semente)
 
-    def limpar(self):
+    def limpar(self) -> None:
         with self._lock:
             self._fila = []
             self._taxas = {}
             self.contadores = {t: 0 for t in TIPOS}
 
-    def resumo(self):
+    def resumo(self) -> dict[str, Any]:
         with self._lock:
             return {'injetadas': dict(self.contadores), 'pendentes': len(self._fila),
                     'taxas': dict(self._taxas)}
 
-    def sortear(self, caminho):
+    def sortear(self, caminho: str) -> tuple[str, dict[str, Any]] | None:
         """A falha a aplicar neste pedido (tipo, opcoes), ou None."""
         with self._lock:
             for posicao, (tipo, prefixo, opcoes) in enumerate(self._fila):
@@ -78,23 +83,26 @@ class EstadoDeFalhas(object):
         return None
 
 
-class MiddlewareDeFalhas(object):
+class MiddlewareDeFalhas:
     """Middleware ASGI puro: precisa controlar os bytes da resposta para derrubar."""
 
-    def __init__(self, app, estado):
+    def __init__(self, app: ASGIApp, estado: EstadoDeFalhas) -> None:
         self.app = app
         self.estado = estado
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope['type'] != 'http':
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         falha = self.estado.sortear(scope['path'])
         if falha is None:
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         tipo, opcoes = falha
         if tipo == 'atraso':
             await asyncio.sleep(float(opcoes.get('segundos', 1)))
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         if tipo in ('500', '503', '429'):
             await _drenar(receive)
             cabecalhos = [(b'content-type', b'application/json')]
@@ -108,15 +116,16 @@ class MiddlewareDeFalhas(object):
             await send({'type': 'http.response.start', 'status': int(tipo),
                         'headers': cabecalhos})
             await send({'type': 'http.response.body', 'body': corpo})
-            return None
+            return
         # derrubar
         if opcoes.get('quando', 'depois') == 'antes':
             await _drenar(receive)
-            return await _meia_resposta(send, 200, [], b'{"inserted":')
-        capturado = {}
-        partes = []
+            await _meia_resposta(send, 200, [], b'{"inserted":')
+            return
+        capturado: dict[str, Any] = {}
+        partes: list[bytes] = []
 
-        async def guardar(mensagem):
+        async def guardar(mensagem: Message) -> None:
             if mensagem['type'] == 'http.response.start':
                 capturado.update(mensagem)
             elif mensagem['type'] == 'http.response.body':
@@ -126,21 +135,21 @@ class MiddlewareDeFalhas(object):
         corpo = b''.join(partes)
         cabecalhos = [(k, v) for k, v in capturado.get('headers', [])
                       if k.lower() != b'content-length']
-        return await _meia_resposta(send, capturado.get('status', 200), cabecalhos,
-                                    corpo[:max(1, len(corpo) // 2)])
+        await _meia_resposta(send, capturado.get('status', 200), cabecalhos,
+                             corpo[:max(1, len(corpo) // 2)])
 
 
-async def _meia_resposta(send, status, cabecalhos, pedaco):
+async def _meia_resposta(send: Send, status: int, cabecalhos: list[tuple[bytes, bytes]],
+                         pedaco: bytes) -> None:
     # Promete o dobro e entrega a metade; ao retornar sem `more_body=False`
     # o uvicorn fecha o socket, e o cliente ve a conexao cair no meio do corpo.
     await send({'type': 'http.response.start', 'status': status,
                 'headers': cabecalhos + [(b'content-length',
                                           str(len(pedaco) * 2 + 16).encode())]})
     await send({'type': 'http.response.body', 'body': pedaco, 'more_body': True})
-    return None
 
 
-async def _drenar(receive):
+async def _drenar(receive: Receive) -> None:
     while True:
         mensagem = await receive()
         if mensagem['type'] != 'http.request' or not mensagem.get('more_body'):

@@ -27,7 +27,7 @@ API estavel (outros modulos dependem dela):
     reiniciar()    parar() + iniciar() na mesma porta
     matar()        SIGKILL direto (simula queda)
     ambiente()     dict com CONTEXTIA_URL e CONTEXTIA_ADMIN_TOKEN
-    admin()        contextia_client.Admin apontado para este servidor
+    admin()        contextia_sync.intake.admin.Admin apontado para este servidor
     criar_projeto_com_chave(escopo, nome=None) -> chave (ctx_...)
     injetar(tipo, quantidade=1, **opcoes)  tipos '500' '503' '429' 'atraso'
                    'derrubar'; opcoes: retry_after (429/503), segundos (atraso),
@@ -49,6 +49,10 @@ import time
 import urllib.error
 import urllib.request
 import json
+from typing import TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    from contextia_sync.intake.admin import Admin
 
 # Nunca via proxy do ambiente: o servidor e local por definicao.
 _ABRIDOR = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -56,19 +60,20 @@ _ABRIDOR = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def porta_livre(host='127.0.0.1'):
+def porta_livre(host: str = '127.0.0.1') -> int:
     """Uma porta TCP livre agora (o kernel escolhe)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
 
-class ServidorLocal(object):
+class ServidorLocal:
     """O Contextia local num subprocesso (`python -m contextia_local`)."""
 
-    def __init__(self, dados, admin_token='admin-local', porta=None, falhas=False,
-                 max_registros_lote=None, max_bytes_lote=None, host='127.0.0.1', espera=20,
-                 remove=True):
+    def __init__(self, dados: str | os.PathLike[str], admin_token: str = 'admin-local',
+                 porta: int | None = None, falhas: bool = False,
+                 max_registros_lote: int | None = None, max_bytes_lote: int | None = None,
+                 host: str = '127.0.0.1', espera: float = 20, remove: bool = True) -> None:
         self.dados = os.path.abspath(str(dados))
         self.admin_token = admin_token
         self.porta = porta
@@ -79,31 +84,31 @@ class ServidorLocal(object):
         self.host = host
         self.espera = espera
         self.log = os.path.join(self.dados, 'servidor.log')
-        self._processo = None
+        self._processo: subprocess.Popen[bytes] | None = None
         self._porta_fixa = porta is not None
         atexit.register(self.parar)
 
     # ------------------------------------------------------------ ciclo de vida
     @property
-    def url(self):
+    def url(self) -> str | None:
         return 'http://%s:%d' % (self.host, self.porta) if self.porta else None
 
     @property
-    def pid(self):
+    def pid(self) -> int | None:
         return self._processo.pid if self._processo and self._processo.poll() is None else None
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self.iniciar()
         return self
 
-    def __exit__(self, *_):
+    def __exit__(self, *_: object) -> None:
         self.parar()
 
-    def iniciar(self):
+    def iniciar(self) -> Self:
         if self.pid is not None:
             return self
         os.makedirs(self.dados, exist_ok=True)
-        ultimo_erro = None
+        ultimo_erro: RuntimeError | None = None
         # Porta escolhida pelo kernel pode ser tomada por outro teste entre o
         # bind de sondagem e o do uvicorn: tenta de novo com outra.
         for _ in range(3 if not self._porta_fixa else 1):
@@ -118,10 +123,14 @@ class ServidorLocal(object):
                     self.porta = None
                     continue
                 raise
+        # So chega aqui depois de ao menos uma tentativa com 'address already in use'.
+        assert ultimo_erro is not None
         raise ultimo_erro
 
-    def _subir(self):
-        comando = [sys.executable, '-m', 'contextia_local', '--porta', str(self.porta),
+    def _subir(self) -> None:
+        porta = self.porta
+        assert porta is not None, 'iniciar() escolhe a porta antes de subir'
+        comando = [sys.executable, '-m', 'contextia_local', '--porta', str(porta),
                    '--host', self.host, '--dados', self.dados,
                    '--admin-token', self.admin_token, '--vigiar-pai', str(os.getpid())]
         if self.falhas:
@@ -144,10 +153,10 @@ class ServidorLocal(object):
             if self._processo.poll() is not None:
                 raise RuntimeError('Contextia local saiu com codigo %s ao subir na porta %d.'
                                    ' Fim do log (%s):\n%s'
-                                   % (self._processo.returncode, self.porta, self.log,
+                                   % (self._processo.returncode, porta, self.log,
                                       self._fim_do_log()))
             try:
-                with _ABRIDOR.open(self.url + '/saude', timeout=1) as resposta:
+                with _ABRIDOR.open(self._url() + '/saude', timeout=1) as resposta:
                     if resposta.status == 200:
                         return
             except (urllib.error.URLError, OSError):
@@ -155,16 +164,16 @@ class ServidorLocal(object):
             time.sleep(0.05)
         self.parar()
         raise RuntimeError('Contextia local nao respondeu /saude em %ss (porta %d). Fim do'
-                           ' log:\n%s' % (self.espera, self.porta, self._fim_do_log()))
+                           ' log:\n%s' % (self.espera, porta, self._fim_do_log()))
 
-    def _fim_do_log(self):
+    def _fim_do_log(self) -> str:
         try:
             with open(self.log, 'rb') as f:
                 return f.read()[-3000:].decode('utf-8', 'replace')
         except OSError:
             return '(sem log)'
 
-    def parar(self):
+    def parar(self) -> None:
         processo, self._processo = self._processo, None
         if processo is None or processo.poll() is not None:
             return
@@ -175,14 +184,14 @@ class ServidorLocal(object):
             processo.kill()
             processo.wait(timeout=5)
 
-    def matar(self):
+    def matar(self) -> None:
         """SIGKILL, como uma queda de energia: o que foi comitado tem de sobreviver."""
         processo, self._processo = self._processo, None
         if processo is not None and processo.poll() is None:
             processo.kill()
             processo.wait(timeout=5)
 
-    def reiniciar(self):
+    def reiniciar(self) -> Self:
         self.parar()
         porta, self._porta_fixa = self._porta_fixa, True
         try:
@@ -192,47 +201,53 @@ class ServidorLocal(object):
         return self
 
     # ------------------------------------------------------------ atalhos
-    def ambiente(self):
+    def ambiente(self) -> dict[str, str | None]:
         return {'CONTEXTIA_URL': self.url, 'CONTEXTIA_ADMIN_TOKEN': self.admin_token}
 
-    def admin(self):
-        from contextia_sync.contextia_client import Admin
+    def admin(self) -> 'Admin':
+        from contextia_sync.intake.admin import Admin
         return Admin(token=self.admin_token, url=self.url)
 
-    def criar_projeto_com_chave(self, escopo, nome=None):
+    def criar_projeto_com_chave(self, escopo: object, nome: str | None = None) -> str:
         """Projeto do escopo (idempotente) + uma chave nova. Devolve a chave."""
         admin = self.admin()
         projeto = admin.criar_projeto(str(escopo), nome or 'Empresa %s' % escopo)
         return admin.emitir_chave(projeto['id'])['key']
 
     # ------------------------------------------------------------ falhas
-    def _controle(self, metodo, caminho, corpo=None):
+    def _url(self) -> str:
+        url = self.url
+        assert url is not None, 'servidor sem porta: chame iniciar() antes'
+        return url
+
+    def _controle(self, metodo: str, caminho: str, corpo: Any = None) -> Any:
         dados = json.dumps(corpo).encode() if corpo is not None else None
         pedido = urllib.request.Request(
-            self.url + '/api/v1/admin/falhas' + caminho, data=dados, method=metodo,
+            self._url() + '/api/v1/admin/falhas' + caminho, data=dados, method=metodo,
             headers={'Authorization': 'Bearer ' + self.admin_token,
                      'Content-Type': 'application/json'})
         try:
             with _ABRIDOR.open(pedido, timeout=10) as resposta:
                 return json.loads(resposta.read())
         except urllib.error.HTTPError as erro:
-            raise RuntimeError('controle de falhas: HTTP %d %s (o servidor subiu com'
+            raise RuntimeError('controle de falhas: HTTP %d %r (o servidor subiu com'
                                ' falhas=True?)' % (erro.code, erro.read()[:300])) from None
 
-    def injetar(self, tipo, quantidade=1, **opcoes):
+    def injetar(self, tipo: object, quantidade: int = 1, **opcoes: Any) -> dict[str, Any]:
         corpo = dict(opcoes, tipo=str(tipo), quantidade=quantidade)
         return self._controle('POST', '', corpo)
 
-    def taxa_de_falhas(self, taxas, caminho=None, semente=None):
-        corpo = {'taxas': {str(k): v for k, v in taxas.items()}}
+    def taxa_de_falhas(self, taxas: dict[Any, float], caminho: str | None = None,
+                       semente: int | None = None) -> dict[str, Any]:
+        corpo: dict[str, Any] = {'taxas': {str(k): v for k, v in taxas.items()}}
         if caminho is not None:
             corpo['caminho'] = caminho
         if semente is not None:
             corpo['semente'] = semente
         return self._controle('PUT', '/taxas', corpo)
 
-    def falhas_injetadas(self):
+    def falhas_injetadas(self) -> dict[str, int]:
         return self._controle('GET', '')['injetadas']
 
-    def limpar_falhas(self):
+    def limpar_falhas(self) -> dict[str, Any]:
         return self._controle('DELETE', '')

@@ -7,7 +7,7 @@ Cabecalhos de cada entrega (POST, corpo JSON):
     X-Contextia-Entrega     id unico da entrega (para o receptor deduplicar)
     X-Contextia-Assinatura  'sha256=' + hex(HMAC-SHA256(segredo, corpo cru))
 
-O receptor confere com `contextia_sync.contextia_client.verificar_assinatura`
+O receptor confere com `contextia_sync.intake.cliente.verificar_assinatura`
 sobre os bytes EXATOS recebidos, antes de fazer parse.
 
 O servidor local so entrega para 127.0.0.0/8 (e `localhost`): este ambiente
@@ -25,6 +25,8 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable
+from typing import Any
 
 CABECALHO_ASSINATURA = 'X-Contextia-Assinatura'
 CABECALHO_EVENTO = 'X-Contextia-Evento'
@@ -32,7 +34,7 @@ CABECALHO_ENTREGA = 'X-Contextia-Entrega'
 EVENTOS = ('sync.completed', 'teste')
 
 
-def problema_na_url(url):
+def problema_na_url(url: str) -> str | None:
     """Texto do problema, ou None se a URL e aceitavel (http(s) em 127.0.0.0/8)."""
     partes = urllib.parse.urlsplit(url)
     if partes.scheme not in ('http', 'https') or not partes.hostname:
@@ -50,11 +52,12 @@ def problema_na_url(url):
     return None
 
 
-def assinar(segredo, corpo):
+def assinar(segredo: str, corpo: bytes) -> str:
     return 'sha256=' + hmac.new(segredo.encode('utf-8'), corpo, hashlib.sha256).hexdigest()
 
 
-def entregar(webhook, evento, dados, timeout=5.0):
+def entregar(webhook: dict[str, Any], evento: str, dados: Any,
+             timeout: float = 5.0) -> dict[str, Any]:
     """Entrega agora, de forma sincrona. Devolve {'status': int|None, 'erro': str|None}."""
     corpo = json.dumps({
         'evento': evento,
@@ -81,7 +84,8 @@ def entregar(webhook, evento, dados, timeout=5.0):
         return {'status': None, 'erro': 'receptor inalcancavel: %s' % erro}
 
 
-def entregar_em_segundo_plano(webhooks, evento, dados):
+def entregar_em_segundo_plano(webhooks: Iterable[dict[str, Any]], evento: str,
+                              dados: Any) -> None:
     """Dispara as entregas sem segurar a resposta do intake."""
     for webhook in webhooks:
         if evento in webhook['eventos'] and problema_na_url(webhook['url']) is None:

@@ -1,10 +1,12 @@
 """Arquivos que outro processo le enquanto este escreve: trocados inteiros, nunca pela metade."""
 
+from __future__ import annotations
+
 import os
 import tempfile
 
 
-def gravar_atomico(caminho, texto, modo=None):
+def gravar_atomico(caminho: str, texto: str, modo: int | None = None) -> None:
     """
     Grava `texto` em `caminho` via arquivo temporario + fsync + rename.
 

@@ -3,7 +3,7 @@
 import decimal
 
 
-def texto_escopo(valor):
+def texto_escopo(valor: object) -> str:
     """
     O escopo como a chave do arquivo de chaves o escreve: texto, sem espacos.
 

@@ -19,29 +19,31 @@ dataset (erro se fora de columns) de HERDADA (o dataset so sai do ao-vivo), e
 essa diferenca some se a heranca for materializada aqui.
 """
 
+from __future__ import annotations
+
 import difflib
-import io
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-CAMINHO_SCHEMA = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    'mappings', 'mapeamento.schema.json')
+from contextia_sync import padroes
+from contextia_sync.erros import ErroConfiguracao
 
-# Os campos que um dataset herda do `defaults` (e que `null` no dataset desliga).
-HERDAVEIS = ('scope_column', 'key', 'watch_column', 'chunk', 'group')
-
-CHUNK_PADRAO = 500
+# Dentro do pacote (vai junto no `pip install`); mappings/mapeamento.schema.json
+# e um link para ele, para o editor de quem escreve o mapeamento achar.
+CAMINHO_SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              'mapeamento.schema.json')
 
 # Hosts onde webhook em http:// e aceitavel: so a propria maquina (teste, demo).
 _HOSTS_LOCAIS = re.compile(r'^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|$)')
 
 
-class ErroMapeamento(Exception):
+class ErroMapeamento(ErroConfiguracao):
     """O mapeamento tem problemas; `.problemas` lista todos ('caminho: problema -- correcao')."""
 
-    def __init__(self, caminho, problemas):
+    def __init__(self, caminho: str, problemas: Iterable[str]) -> None:
         self.caminho = caminho
         self.problemas = list(problemas)
         super().__init__(
@@ -54,7 +56,7 @@ class ErroMapeamento(Exception):
 # Funcoes puras (sem jsonschema: o autoteste roda sem pacote nenhum)
 # ---------------------------------------------------------------------------
 
-def valor_herdado(mapa, row, campo):
+def valor_herdado(mapa: Mapping[str, Any], row: Mapping[str, Any], campo: str) -> Any:
     """
     O valor de `campo` para o dataset `row`: o declarado nele, ou o do `defaults`.
 
@@ -66,18 +68,19 @@ def valor_herdado(mapa, row, campo):
     return (mapa.get('defaults') or {}).get(campo)
 
 
-def coluna_de_recorte(mapa, row):
+def coluna_de_recorte(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
     """A coluna que separa as empresas neste dataset; None = dominio (vai para todas)."""
     return valor_herdado(mapa, row, 'scope_column') or None
 
 
-def semantica(mapa, row):  # noqa: ARG001 - assinatura do contrato (o ouvinte passa o mapa)
+def semantica(mapa: Mapping[str, Any], row: Mapping[str, Any],  # noqa: ARG001 - o mapa e do contrato
+              ) -> tuple[str | None, dict[str, Any] | None]:
     """(description, fields) do dataset, para o Contextia entender o que recebe."""
     campos = row.get('fields') or None
     return row.get('description') or None, dict(campos) if campos else None
 
 
-def chave_de(mapa, row):
+def chave_de(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
     """
     A coluna de upsert, ou None se nao ha ou se ela nao esta em `columns`.
 
@@ -88,17 +91,17 @@ def chave_de(mapa, row):
     return chave if chave and chave in row.get('columns', ()) else None
 
 
-def chunk_de(mapa, row):
-    """Registros por lote: o do dataset, o do defaults, ou 500."""
-    return valor_herdado(mapa, row, 'chunk') or CHUNK_PADRAO
+def chunk_de(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> int:
+    """Registros por lote: o do dataset, o do defaults, ou padroes.CHUNK."""
+    return int(valor_herdado(mapa, row, 'chunk') or padroes.CHUNK)
 
 
-def grupo_de(mapa, row):
+def grupo_de(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
     """O grupo de datasets no Contextia (ou None)."""
     return valor_herdado(mapa, row, 'group') or None
 
 
-def escopos_excluidos(mapa):
+def escopos_excluidos(mapa: Mapping[str, Any]) -> set[str]:
     """As empresas que nunca viram projeto nem recebem carga, como texto."""
     from contextia_sync.escopos import texto_escopo
     return {texto_escopo(e) for e in (mapa.get('source') or {}).get('excluded_scopes') or ()}
@@ -108,7 +111,7 @@ def escopos_excluidos(mapa):
 # Carregar e validar
 # ---------------------------------------------------------------------------
 
-def carregar_mapeamento(caminho):
+def carregar_mapeamento(caminho: str) -> dict[str, Any]:
     """
     Le, valida e devolve o mapeamento. Levanta ErroMapeamento com TODOS os problemas.
 
@@ -117,7 +120,7 @@ def carregar_mapeamento(caminho):
     fora do ao-vivo sem ninguem saber por que.
     """
     try:
-        with io.open(caminho, encoding='utf-8') as arquivo:
+        with open(caminho, encoding='utf-8') as arquivo:
             texto = arquivo.read()
     except FileNotFoundError:
         raise ErroMapeamento(caminho, [
@@ -128,7 +131,7 @@ def carregar_mapeamento(caminho):
             '(arquivo): nao foi possivel ler (%s: %s) -- confira permissao e que o'
             ' arquivo e texto UTF-8' % (type(erro).__name__, erro)]) from None
 
-    repetidas = []
+    repetidas: list[str] = []
 
     def sem_repetidas(pares, _repetidas=repetidas):
         # O json do Python fica com a ULTIMA chave repetida, calado. Duas `key`
@@ -161,11 +164,11 @@ def carregar_mapeamento(caminho):
 
 
 def _schema():
-    with io.open(CAMINHO_SCHEMA, encoding='utf-8') as arquivo:
+    with open(CAMINHO_SCHEMA, encoding='utf-8') as arquivo:
         return json.load(arquivo)
 
 
-def caminho_json(partes):
+def caminho_json(partes: Iterable[Any]) -> str:
     """['datasets', 3, 'key'] -> 'datasets[3].key'."""
     texto = ''
     for parte in partes:
@@ -199,7 +202,8 @@ def _nome_tipo(valor):
 # Correcao especifica para campos obrigatorios, quando ha o que dizer alem de "acrescente".
 _DICA_OBRIGATORIO = {
     'client': 'acrescente "client": "<nome curto do cliente>"',
-    'datasets': 'acrescente "datasets": [ { "dataset": ..., "source_object": ..., "columns": [...] } ]',
+    'datasets': 'acrescente "datasets": [ { "dataset": ..., "source_object": ...,'
+                ' "columns": [...] } ]',
     'projects': 'acrescente a regra de projeto: "projects": {"source_object": "<cadastro de'
                 ' empresas>", "scope_column": ..., "name_column": ...} (docs/mapeamento.md)',
     'dataset': 'acrescente "dataset": "<nome no Contextia>"',
@@ -221,8 +225,7 @@ def _problemas_de_schema(mapa):
     for erro in sorted(validador.iter_errors(mapa), key=lambda e: list(map(str, e.absolute_path))):
         problemas.extend(_traduzir(erro, schema))
     # A mesma frase por dois caminhos de anyOf nao ajuda ninguem.
-    vistos = set()
-    return [p for p in problemas if not (p in vistos or vistos.add(p))]
+    return list(dict.fromkeys(problemas))
 
 
 def _traduzir(erro, schema):
@@ -270,7 +273,7 @@ def _traduzir(erro, schema):
         esperado = erro.validator_value
         esperados = esperado if isinstance(esperado, list) else [esperado]
         return ['%s: esperava %s, veio %s %r -- corrija o valor%s' % (
-            caminho, ' ou '.join(_TIPOS.get(e, e) for e in esperados), _nome_tipo(valor),
+            caminho, ' ou '.join(_TIPOS.get(e, str(e)) for e in esperados), _nome_tipo(valor),
             valor, ' (numero vai sem aspas)' if 'integer' in esperados and isinstance(valor, str)
             else '')]
 
@@ -283,7 +286,8 @@ def _traduzir(erro, schema):
         elif ultimo == 'url':
             dica = 'comece com https:// (http:// so para 127.0.0.1/localhost)'
         elif ultimo == 'secret_env':
-            dica = 'e o NOME da variavel de ambiente (ex.: CONTEXTIA_WEBHOOK_SEGREDO), nunca o segredo'
+            dica = ('e o NOME da variavel de ambiente (ex.: CONTEXTIA_WEBHOOK_SEGREDO),'
+                    ' nunca o segredo')
         else:
             dica = ('nome de coluna: letra ou _ seguida de letras, digitos, _, $ ou #, sem'
                     ' espacos nem aspas; use o nome exato que a view devolve')
@@ -303,7 +307,8 @@ def _traduzir(erro, schema):
 
     if tipo == 'uniqueItems':
         repetidos = sorted({repr(v) for v in valor if valor.count(v) > 1})
-        return ['%s: valor repetido %s -- deixe cada um uma vez so' % (caminho, ', '.join(repetidos))]
+        return ['%s: valor repetido %s -- deixe cada um uma vez so'
+                % (caminho, ', '.join(repetidos))]
 
     if tipo == 'minLength':
         return ['%s: texto vazio -- preencha ou apague a chave' % caminho]
@@ -323,9 +328,9 @@ def _problemas_semanticos(mapa):
     problemas = []
     padroes = mapa.get('defaults') or {}
 
-    from contextia_sync.contextia_client import normalizar_dataset
+    from contextia_sync.intake.cliente import normalizar_dataset
 
-    vistos = {}
+    vistos: dict[str, int] = {}
     for indice, row in enumerate(mapa['datasets']):
         onde = 'datasets[%d]' % indice
         nome = row['dataset']
@@ -342,7 +347,8 @@ def _problemas_semanticos(mapa):
             problemas.append(
                 '%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no Contextia'
                 ' seriam UM dataset e uma carga apagaria a outra; de nomes diferentes'
-                % (onde, nome, normalizado, vistos[normalizado], mapa['datasets'][vistos[normalizado]]['dataset']))
+                % (onde, nome, normalizado, vistos[normalizado],
+                   mapa['datasets'][vistos[normalizado]]['dataset']))
         else:
             vistos[normalizado] = indice
 
@@ -403,7 +409,7 @@ def _problemas_semanticos(mapa):
                 ' trocado e {escopo} (o codigo da empresa)' % webhook['url'])
 
     excluidos = (mapa.get('source') or {}).get('excluded_scopes') or []
-    textos = {}
+    textos: dict[str, int] = {}
     for indice, escopo in enumerate(excluidos):
         texto = str(escopo).strip()
         if not texto:

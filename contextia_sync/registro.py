@@ -27,7 +27,8 @@ else:
     logger.propagate = False
 
 
-def arquivo_de_log(caminho, max_bytes=20 * 1024 * 1024, copias=10):
+def arquivo_de_log(caminho: str, max_bytes: int = 20 * 1024 * 1024,
+                   copias: int = 10) -> logging.Handler:
     """Acrescenta um arquivo de log rotativo (alem da saida padrao)."""
     from logging.handlers import RotatingFileHandler
     handler = RotatingFileHandler(caminho, maxBytes=max_bytes, backupCount=copias,

@@ -154,7 +154,7 @@ def main(argv=None):
         demo.limpar()
 
 
-class Demo(object):
+class Demo:
 
     def __init__(self, args, saida):
         self.args = args

@@ -196,7 +196,7 @@ CENTAVO = decimal.Decimal('0.01')
 # ---------------------------------------------------------------------------
 
 def _digito(numeros, pesos):
-    resto = sum(n * p for n, p in zip(numeros, pesos)) % 11
+    resto = sum(n * p for n, p in zip(numeros, pesos, strict=False)) % 11
     return 0 if resto < 2 else 11 - resto
 
 
@@ -272,7 +272,7 @@ def _sem_acento_minusculo(texto):
 # Linhas
 # ---------------------------------------------------------------------------
 
-class Fabrica(object):
+class Fabrica:
     """Gera linhas coerentes entre si (cliente existe, titulo aponta para cliente)."""
 
     def __init__(self, semente=2026, hoje=None):

@@ -24,7 +24,7 @@ def reais(valor):
     return 'R$ ' + texto.replace(',', '_').replace('.', ',').replace('_', '.')
 
 
-class Mudanca(object):
+class Mudanca:
     """Uma alteracao feita no ERP e o que se espera ver no Contextia por causa dela."""
 
     _numeros = itertools.count(1)
@@ -53,7 +53,7 @@ class Mudanca(object):
         return max(self.vista_em.values()) - self.feita_em
 
 
-class Gerador(object):
+class Gerador:
     """Muda o ERP de demonstracao. Uma conexao de escrita, transacoes curtas."""
 
     def __init__(self, caminho, empresas, semente=7):

@@ -19,11 +19,11 @@ def _mesmo_valor(a, b):
         return str(a).strip() == str(b).strip()
 
 
-class Observador(object):
+class Observador:
     """Confere no Contextia local quais mudancas ja estao visiveis."""
 
     def __init__(self, arquivo_chaves):
-        from contextia_sync.chaves import ler_chaves
+        from contextia_sync.provisionamento.chaves import ler_chaves
         self._ler_chaves = ler_chaves
         self.arquivo_chaves = arquivo_chaves
 
@@ -34,11 +34,11 @@ class Observador(object):
             return {}
 
     def registros(self, dataset, chave):
-        from contextia_sync.contextia_client import ler_registros
+        from contextia_sync.intake.cliente import ler_registros
         return {str(r.get('ID')): r for r in ler_registros(dataset, chave)}
 
     def contagens(self, chave):
-        from contextia_sync.contextia_client import listar_datasets
+        from contextia_sync.intake.cliente import listar_datasets
         return {d['dataset']: d.get('records') for d in listar_datasets(chave)}
 
     def conferir(self, pendentes, varredura_comecou):

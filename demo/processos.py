@@ -49,7 +49,7 @@ def rodar(argv, ambiente, rotulo, prazo=1800):
     return codigo
 
 
-class Ouvinte(object):
+class Ouvinte:
     """O ouvinte.py num processo de verdade; o log inteiro vai para um arquivo."""
 
     # O que a demo repete na tela do log do ouvinte (o resto fica no arquivo).

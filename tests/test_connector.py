@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from contextia_sync import contextia_client as cliente
+from contextia_sync.intake import cliente
 from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -250,7 +250,8 @@ def test_no_terminal_a_barra_fica_na_tela(erp_sqlite, mapa, chave_contextia):
     assert feito.returncode == 0, feito.stdout
     # leave=True: o ultimo desenho da barra termina em nova linha, nao e apagado
     # (o pty troca \n por \r\n; o que vale e o desenho depois do ultimo \r).
-    finais = [t.rstrip('\r').rsplit('\r', 1)[-1] for t in tela.decode('utf-8', 'replace').split('\n')]
+    finais = [t.rstrip('\r').rsplit('\r', 1)[-1]
+              for t in tela.decode('utf-8', 'replace').split('\n')]
     assert any(t.startswith('titulos_a_receber: 45 reg') for t in finais), tela
     assert b'lidos ate agora' not in feito.stdout
 

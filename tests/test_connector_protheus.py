@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from contextia_sync import contextia_client as cliente
-from contextia_sync.chaves import ler_chaves
+from contextia_sync.intake import cliente
+from contextia_sync.provisionamento.chaves import ler_chaves
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.postgres
@@ -46,7 +46,8 @@ def test_exemplo_protheus_de_ponta_a_ponta(protheus, tmp_path, ambiente_contexti
     caminho = tmp_path / 'protheus.json'
     caminho.write_text(json.dumps(mapa))
     chaves = tmp_path / 'chaves.tsv'
-    ambiente = dict(os.environ, CONTEXTIA_ORIGEM=protheus, CONTEXTIA_WEBHOOK_SEGREDO='s3gr3d0-do-receptor-protheus',
+    ambiente = dict(os.environ, CONTEXTIA_ORIGEM=protheus,
+                    CONTEXTIA_WEBHOOK_SEGREDO='s3gr3d0-do-receptor-protheus',
                     CONTEXTIA_MAPPING=str(caminho), CONTEXTIA_PYTHON=sys.executable,
                     CONTEXTIA_COLETA=RAIZ)
 

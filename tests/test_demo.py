@@ -63,7 +63,8 @@ def test_erp_tem_dados_com_cara_de_brasil(banco):
     assert {t for t, _ in documentos} == {'F', 'J'}
     for tipo, documento in documentos:
         assert erp.documento_valido(documento), documento
-        formato = r'\d{3}\.\d{3}\.\d{3}-\d{2}' if tipo == 'F' else r'\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}'
+        formato = (r'\d{3}\.\d{3}\.\d{3}-\d{2}' if tipo == 'F'
+                   else r'\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}')
         assert re.fullmatch(formato, documento), documento
     for (cnpj,) in conexao.execute('SELECT CNPJ FROM EMPRESAS'):
         assert erp.documento_valido(cnpj)

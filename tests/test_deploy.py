@@ -9,7 +9,7 @@ confere que ele provisiona, carrega, escreve o status e sai limpo no SIGTERM.
 Esta maquina (como muito container) nao tem o systemd como PID 1, entao nao ha
 `systemctl start`: o teste le a unit e executa o ExecStart com `setpriv` sob o
 usuario, com o ambiente que o systemd montaria. O que isso NAO cobre (e o
-README diz): ProtectSystem/ProtectHome e os demais isolamentos de namespace,
+docs/implantacao.md diz): ProtectSystem/ProtectHome e os demais isolamentos de namespace,
 que so o systemd aplica; o `systemd-analyze verify` confere que sao validos.
 """
 
@@ -241,7 +241,7 @@ def _instalar_sdk(destino):
     ignorar = shutil.ignore_patterns('.venv', '.git', '__pycache__', 'saida', 'tests', 'bench',
                                      '.pytest_cache', '*.pyc')
     shutil.copytree(RAIZ, destino, ignore=ignorar)
-    for pasta, subpastas, arquivos in os.walk(destino):
+    for pasta, _subpastas, arquivos in os.walk(destino):
         os.chmod(pasta, 0o755)
         for nome in arquivos:
             caminho = os.path.join(pasta, nome)
@@ -321,7 +321,7 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
 
     servidor = fabrica_contextia()
 
-    # EnvironmentFile: root:<grupo do servico> 640, como o README manda.
+    # EnvironmentFile: root:<grupo do servico> 640, como docs/implantacao.md manda.
     os.makedirs(os.path.dirname(env_file))
     os.chmod(os.path.dirname(env_file), 0o755)
     with open(env_file, 'w') as f:
@@ -374,7 +374,7 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
     try:
         status = os.path.join(estado, 'estado', 'ouvinte-status.txt')
         limite = time.monotonic() + 120
-        from contextia_sync.chaves import ler_chaves
+        from contextia_sync.provisionamento.chaves import ler_chaves
         carregadas = {}
         while time.monotonic() < limite and processo.poll() is None:
             if os.path.exists(status) and os.path.exists(chaves):
@@ -396,7 +396,7 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
 
         # A carga inicial da empresa nova chegou ao Contextia.
         os.environ['CONTEXTIA_URL'] = servidor.url
-        from contextia_sync.contextia_client import listar_datasets
+        from contextia_sync.intake.cliente import listar_datasets
         limite = time.monotonic() + 60
         while time.monotonic() < limite:
             if {d['dataset'] for d in listar_datasets(carregadas['30'])} >= {'clientes',

@@ -9,7 +9,7 @@ import os
 import signal
 import time
 
-from contextia_sync import ferramenta
+from contextia_sync import supervisor as ferramenta
 
 
 class Registro:

@@ -10,19 +10,18 @@ import uuid
 
 import pytest
 
-from contextia_sync.contextia_client import (
-    mascarar,
-    mascarar_chave,
-    normalizar_dataset,
+from contextia_sync.intake.cliente import (
     gerar_sync,
+    normalizar_dataset,
     verificar_assinatura,
 )
-from contextia_sync.serializacao import (
+from contextia_sync.intake.serializacao import (
     ErroSerializacao,
     json_canonico,
     serializar_registro,
     valor_json,
 )
+from contextia_sync.intake.transporte import mascarar, mascarar_chave
 
 
 @pytest.mark.parametrize('valor, esperado', [

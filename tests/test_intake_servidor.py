@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from contextia_local.app import openapi_json
-from contextia_sync import contextia_client as cliente
+from contextia_sync.intake import cliente, transporte
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,7 +45,7 @@ def test_422_diz_o_caminho_do_campo(chave_contextia, ambiente_contextia):
     # Registro sem o campo da key: o indice do registro no caminho.
     resultado = cliente.enviar_dataset('semkey', [{'ID': 1}, {'OUTRO': 2}], key='ID',
                                        api_key=chave)
-    assert resultado['lotes_erro'] == 1 and 'records[1].ID' in resultado['erros'][0]
+    assert resultado.lotes_erro == 1 and 'records[1].ID' in resultado.erros[0]
 
 
 def test_413_divide_o_lote_ao_meio(fabrica_contextia, monkeypatch):
@@ -55,7 +55,7 @@ def test_413_divide_o_lote_ao_meio(fabrica_contextia, monkeypatch):
     resultado = cliente.enviar_dataset('grande', ({'ID': i} for i in range(1000)), key='ID',
                                        chunk=500, api_key=chave)
     # 500 -> 250 -> 125 -> 62/63: cada lote original vira 8 pedidos aceitos.
-    assert (resultado['inserted'], resultado['lotes_ok'], resultado['lotes_erro']) == (
+    assert (resultado.inserted, resultado.lotes_ok, resultado.lotes_erro) == (
         1000, 2, 0)
     assert cliente.capacidades()['max_records_per_batch'] == 100
 
@@ -66,8 +66,8 @@ def test_413_de_um_registro_so_vira_lote_erro(fabrica_contextia, monkeypatch):
     chave = servidor.criar_projeto_com_chave('413b')
     resultado = cliente.enviar_dataset('bytes', [{'ID': 1, 'T': 'x' * 5000}, {'ID': 2}],
                                        key='ID', api_key=chave)
-    assert resultado['inserted'] == 1 and resultado['lotes_erro'] == 1
-    assert 'HTTP 413' in resultado['erros'][0]
+    assert resultado.inserted == 1 and resultado.lotes_erro == 1
+    assert 'HTTP 413' in resultado.erros[0]
 
 
 def test_reinicio_e_queda_preservam_os_dados(fabrica_contextia, monkeypatch):
@@ -81,7 +81,7 @@ def test_reinicio_e_queda_preservam_os_dados(fabrica_contextia, monkeypatch):
     assert cliente.listar_datasets(chave)[0]['records'] == 500
     segundo = cliente.enviar_dataset('dados', ({'ID': i} for i in range(500)), key='ID',
                                      api_key=chave)
-    assert segundo['duplicates'] == 500
+    assert segundo.duplicates == 500
     # SIGKILL: o que foi respondido como gravado estava comitado.
     cliente.enviar_dataset('dados', ({'ID': i} for i in range(500, 600)), key='ID',
                            api_key=chave)
@@ -115,7 +115,7 @@ class _Receptor(http.server.BaseHTTPRequestHandler):
         self.send_response(204)
         self.end_headers()
 
-    def log_message(self, *args):           # noqa: ARG002 - silencio no teste
+    def log_message(self, *args):           # silencio no teste
         pass
 
 
@@ -164,7 +164,7 @@ def test_webhook_assinado_e_verificavel(chave_contextia, ambiente_contextia, rec
 def test_webhook_fora_de_127_e_recusado(ambiente_contextia, url):
     admin = ambiente_contextia.admin()
     projeto = admin.criar_projeto('webhook-fora')
-    with pytest.raises(cliente.ErroContextia, match='HTTP 422'):
+    with pytest.raises(transporte.ErroContextia, match='HTTP 422'):
         admin.registrar_webhook(projeto['id'], url)
 
 
@@ -182,7 +182,7 @@ def test_taxa_de_falhas_e_contadores(fabrica_contextia, monkeypatch):
     for _ in range(4):
         resultado = cliente.enviar_dataset('taxa', ({'ID': i} for i in range(200)), key='ID',
                                            chunk=20, api_key=chave)
-        assert resultado['lotes_erro'] == 0
+        assert resultado.lotes_erro == 0
     contagem = servidor.falhas_injetadas()
     assert contagem['503'] > 0 and contagem['derrubar'] > 0
     assert cliente.listar_datasets(chave)[0]['records'] == 200

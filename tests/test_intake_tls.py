@@ -6,10 +6,11 @@ import shutil
 import ssl
 import subprocess
 import threading
+import time
 
 import pytest
 
-from contextia_sync import contextia_client as cliente
+from contextia_sync.intake import cliente, transporte
 
 pytestmark = pytest.mark.skipif(shutil.which('openssl') is None,
                                 reason='openssl nao instalado: sem como gerar a CA de teste')
@@ -24,7 +25,7 @@ class _Capacidades(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(corpo)
 
-    def log_message(self, *args):           # noqa: ARG002
+    def log_message(self, *args):           # silencio no teste
         pass
 
 
@@ -51,8 +52,11 @@ def test_certificado_desconhecido_e_recusado_e_a_ca_propria_resolve(servidor_htt
     url, certificado = servidor_https
     monkeypatch.setenv('CONTEXTIA_URL', url)
     monkeypatch.delenv('CONTEXTIA_CA_BUNDLE', raising=False)
-    with pytest.raises(cliente.ErroContextia, match='CONTEXTIA_CA_BUNDLE'):
+    inicio = time.monotonic()
+    with pytest.raises(transporte.ErroContextia, match='CONTEXTIA_CA_BUNDLE'):
         cliente.capacidades()
+    # Certificado que nao confere nao e re-tentado: a recusa e imediata.
+    assert time.monotonic() - inicio < 3
     monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', certificado)
     assert cliente.capacidades()['tls'] is True
 
@@ -60,5 +64,5 @@ def test_certificado_desconhecido_e_recusado_e_a_ca_propria_resolve(servidor_htt
 def test_ca_bundle_inexistente_diz_o_que_corrigir(monkeypatch):
     monkeypatch.setenv('CONTEXTIA_URL', 'https://127.0.0.1:9')
     monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', '/nao/existe.pem')
-    with pytest.raises(cliente.ErroContextia, match='nao existe'):
+    with pytest.raises(transporte.ErroContextia, match='nao existe'):
         cliente.capacidades()

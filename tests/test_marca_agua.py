@@ -1,4 +1,4 @@
-"""contextia_sync/marca_agua.py: recuar, avancar, o texto no estado e as chegadas atrasadas."""
+"""contextia_sync/captura/marca_agua.py: as regras, o texto no estado e as chegadas atrasadas."""
 
 import datetime
 import decimal
@@ -6,10 +6,18 @@ import json
 
 import pytest
 
-from contextia_sync import marca_agua as m
+from contextia_sync.captura import marca_agua as m
+from contextia_sync.captura.casos_marca import CASOS
 
 DT = datetime.datetime(2026, 9, 2, 10, 0, 0)
 UTC = datetime.timezone.utc
+
+
+@pytest.mark.parametrize('rotulo, funcao, args, nomeados, esperado', CASOS,
+                         ids=[c[0] for c in CASOS])
+def test_a_tabela_de_casos_do_autoteste(rotulo, funcao, args, nomeados, esperado):
+    # A mesma tabela roda no `ouvinte.py --autoteste` (python3 -S).
+    assert getattr(m, funcao)(*args, **nomeados) == esperado, rotulo
 
 
 @pytest.mark.parametrize('valor', [

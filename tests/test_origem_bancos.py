@@ -9,11 +9,13 @@ import decimal
 import logging
 
 import pytest
+from sqlalchemy import exc as sa_exc
 
-from tests.apoio.log import coletar_log
-
-import generic
+from contextia_sync.origem import ErroIdentificador, ErroOrigem
+from contextia_sync.origem.generico import Origem
+from contextia_sync.registro import logger
 from tests.apoio import bancos
+from tests.apoio.log import coletar_log
 
 DT = datetime.datetime
 TIPOS = [pytest.param('sqlite', id='sqlite'),
@@ -52,9 +54,9 @@ def origem(request, tmp_path_factory):
                                if tipo == 'sqlite' else None)
     try:
         banco.executar_varios(_ddl(tipo))
-        o = generic.Origem(banco.url_origem, timeout=30)
-        o.banco = banco
-        o.tipo = tipo
+        o = Origem(banco.url_origem, timeout=30)
+        o.banco = banco                     # type: ignore[attr-defined]
+        o.tipo = tipo                       # type: ignore[attr-defined]
         yield o
         o.fechar()
     finally:
@@ -64,7 +66,7 @@ def origem(request, tmp_path_factory):
 @pytest.fixture
 def avisos():
     """Captura os avisos do logger do adaptador."""
-    with coletar_log(logging.WARNING, generic.logger) as registros:
+    with coletar_log(logging.WARNING, logger) as registros:
         yield registros
 
 
@@ -72,7 +74,7 @@ COLS = ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM', 'DIA', 'SEQ', 'OBS']
 
 
 def ids(linhas):
-    return sorted(l['ID'] for l in linhas)
+    return sorted(linha['ID'] for linha in linhas)
 
 
 def test_fetch_devolve_iterador_de_dicts_com_os_nomes_do_mapeamento(origem):
@@ -80,7 +82,7 @@ def test_fetch_devolve_iterador_de_dicts_com_os_nomes_do_mapeamento(origem):
     assert not isinstance(linhas, (list, tuple))     # streaming, nao lista pronta
     linhas = list(linhas)
     assert ids(linhas) == [1, 2, 3, 4]
-    primeira = [l for l in linhas if l['ID'] == 1][0]
+    primeira = [linha for linha in linhas if linha['ID'] == 1][0]
     assert list(primeira) == COLS
     assert primeira['ALTERADO_EM'] == DT(2026, 9, 2, 10, 0)
     assert primeira['DIA'] == datetime.date(2026, 9, 1)
@@ -89,7 +91,7 @@ def test_fetch_devolve_iterador_de_dicts_com_os_nomes_do_mapeamento(origem):
 
 
 def test_decimal_preservado_exato(origem):
-    linha = [l for l in origem.fetch('v_titulos', ['ID', 'VALOR']) if l['ID'] == 1][0]
+    linha = [lida for lida in origem.fetch('v_titulos', ['ID', 'VALOR']) if lida['ID'] == 1][0]
     assert linha['VALOR'] == decimal.Decimal('12345678901234.56')
     assert isinstance(linha['VALOR'], decimal.Decimal)
     assert str(linha['VALOR']) == '12345678901234.56'
@@ -155,10 +157,10 @@ def test_view_de_200_colunas(origem):
 
 
 def test_coluna_inexistente_ensina(origem):
-    with pytest.raises(generic.ErroOrigem) as erro:
+    with pytest.raises(ErroOrigem) as erro:
         list(origem.fetch('v_titulos', ['ID', 'NAO_EXISTE']))
     assert 'NAO_EXISTE' in str(erro.value) and 'EMPRESA_ID' in str(erro.value).upper()
-    with pytest.raises(generic.ErroOrigem, match='nao encontrado'):
+    with pytest.raises(ErroOrigem, match='nao encontrado'):
         origem.contar('VIEW_QUE_NAO_HA')
 
 
@@ -172,7 +174,7 @@ def test_coluna_inexistente_ensina(origem):
     ('watch_column', lambda o: o.maximo('vitima', 'ID); DROP TABLE vitima; --')),
 ])
 def test_identificador_hostil_recusado_e_nada_executa(origem, campo, chamada):
-    with pytest.raises(generic.ErroIdentificador) as erro:
+    with pytest.raises(ErroIdentificador) as erro:
         chamada(origem)
     assert campo in str(erro.value)
     assert origem.banco.executar('SELECT COUNT(*) FROM vitima')[0][0] == 0   # ainda existe
@@ -180,24 +182,25 @@ def test_identificador_hostil_recusado_e_nada_executa(origem, campo, chamada):
 
 def test_valor_hostil_vai_por_bind_e_nao_casa_nada(origem):
     assert origem.contar('v_titulos', scope=('OBS', "a' OR 'x'='x")) == 0
-    assert list(origem.fetch('v_titulos', ['ID'], scope=('OBS', "a'; DELETE FROM vitima; --"))) == []
+    assert list(origem.fetch('v_titulos', ['ID'],
+                             scope=('OBS', "a'; DELETE FROM vitima; --"))) == []
     assert origem.contar('v_titulos', scope=('OBS', 'a')) == 1
 
 
 def test_escrita_pela_conexao_do_adaptador_falha(origem):
     with origem._conexao() as conn:
-        with pytest.raises(Exception) as erro:
+        with pytest.raises(sa_exc.DBAPIError) as erro:
             conn.exec_driver_sql('INSERT INTO vitima (ID) VALUES (1)')
     texto = str(erro.value).lower()
     assert 'read' in texto and 'only' in texto.replace('-', ' ').replace('_', ' ') \
         or 'readonly' in texto
     with origem._conexao() as conn:
-        with pytest.raises(Exception):
+        with pytest.raises(sa_exc.DBAPIError):
             conn.exec_driver_sql('CREATE TABLE intrusa (x INTEGER)')
     # e continua travada ao voltar do pool (a mesma conexao, reusada)
     for _ in range(3):
         with origem._conexao() as conn:
-            with pytest.raises(Exception):
+            with pytest.raises(sa_exc.DBAPIError):
                 conn.exec_driver_sql('DELETE FROM vitima')
     assert origem.banco.executar('SELECT COUNT(*) FROM vitima')[0][0] == 0
 
@@ -217,7 +220,7 @@ def test_renovar_mostra_linha_comitada_por_outra_conexao(origem):
         assert origem.maximo('v_titulos', 'ALTERADO_EM') == DT(2026, 9, 2, 11, 0)
         assert 90 in ids(origem.fetch('v_titulos', ['ID'],
                                       since=('ALTERADO_EM', DT(2026, 9, 2, 10, 30))))
-        with pytest.raises(generic.ErroOrigem, match='interrompida'):
+        with pytest.raises(ErroOrigem, match='interrompida'):
             list(aberta)
     finally:
         origem.banco.executar('DELETE FROM titulos_receber WHERE ID = 90')

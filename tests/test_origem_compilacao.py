@@ -10,7 +10,17 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mssql, oracle
 
-import generic
+from contextia_sync.origem import ErroIdentificador, ErroOrigem
+from contextia_sync.origem.consultas import (
+    consulta_contar,
+    consulta_escopos,
+    consulta_fetch,
+    consulta_maximo,
+    objeto_sem_reflexao,
+)
+from contextia_sync.origem.generico import Origem, mascarar
+from contextia_sync.origem.sessao import COMANDO_INICIO_TRANSACAO, comandos_de_sessao
+from contextia_sync.origem.valores import Avisos, coagir, conversor
 
 URL_ORACLE = 'oracle+oracledb://leitor:SenhaOracle9@erp:1521/?service_name=ERP'
 URL_MSSQL = 'mssql+pyodbc://leitor:SenhaMssql9@erp:1433/ERP?driver=ODBC+Driver+18+for+SQL+Server'
@@ -39,8 +49,8 @@ def test_drivers_importam():
 
 
 def test_oracle_fetch_com_escopo_e_mudanca(oracle_dialeto):
-    objeto = generic.objeto_sem_reflexao('ERP.TITULOS', ['ID', 'EMPRESA_ID', 'ALT'])
-    sql, nomes, posicoes, _ = generic.consulta_fetch(
+    objeto = objeto_sem_reflexao('ERP.TITULOS', ['ID', 'EMPRESA_ID', 'ALT'])
+    sql, nomes, posicoes, _ = consulta_fetch(
         objeto, ['ID', 'EMPRESA_ID', 'ALT'], scope=('EMPRESA_ID', 297),
         since=('ALT', datetime.datetime(2026, 9, 2, 9, 57)), dialeto='oracle')
     texto, c = compilar(sql, oracle_dialeto)
@@ -55,27 +65,27 @@ def test_oracle_fetch_com_escopo_e_mudanca(oracle_dialeto):
 
 def test_oracle_nome_minusculo_do_reflexo_sai_sem_aspas(oracle_dialeto):
     # O SQLAlchemy devolve nomes Oracle sem caixa em minusculas: sem aspas = maiusculas.
-    objeto = generic.objeto_sem_reflexao('titulos', ['empresa_id'])
-    sql = generic.consulta_contar(objeto, scope=('EMPRESA_ID', 1), dialeto='oracle')
+    objeto = objeto_sem_reflexao('titulos', ['empresa_id'])
+    sql = consulta_contar(objeto, scope=('EMPRESA_ID', 1), dialeto='oracle')
     texto, c = compilar(sql, oracle_dialeto)
     assert texto == 'SELECT count(*) AS count_1 FROM titulos WHERE titulos.empresa_id = :escopo'
     assert c.params == {'escopo': 1}
 
 
 def test_oracle_maximo_e_escopos(oracle_dialeto):
-    objeto = generic.objeto_sem_reflexao('TITULOS', ['ALT', 'EMPRESA_ID'])
-    sql, _ = generic.consulta_maximo(objeto, 'ALT')
+    objeto = objeto_sem_reflexao('TITULOS', ['ALT', 'EMPRESA_ID'])
+    sql, _ = consulta_maximo(objeto, 'ALT')
     assert compilar(sql, oracle_dialeto)[0] == (
         'SELECT max("TITULOS"."ALT") AS maximo FROM "TITULOS"')
-    sql, _ = generic.consulta_escopos(objeto, 'EMPRESA_ID')
+    sql, _ = consulta_escopos(objeto, 'EMPRESA_ID')
     assert compilar(sql, oracle_dialeto)[0] == (
         'SELECT DISTINCT "TITULOS"."EMPRESA_ID" FROM "TITULOS"'
         ' WHERE "TITULOS"."EMPRESA_ID" IS NOT NULL ORDER BY "TITULOS"."EMPRESA_ID"')
 
 
 def test_mssql_fetch_usa_qmark_na_ordem_escopo_mudanca(mssql_dialeto):
-    objeto = generic.objeto_sem_reflexao('dbo.TITULOS', ['ID', 'EMPRESA_ID', 'ALT'])
-    sql, *_ = generic.consulta_fetch(objeto, ['ID', 'ALT'], scope=('EMPRESA_ID', '297'),
+    objeto = objeto_sem_reflexao('dbo.TITULOS', ['ID', 'EMPRESA_ID', 'ALT'])
+    sql, *_ = consulta_fetch(objeto, ['ID', 'ALT'], scope=('EMPRESA_ID', '297'),
                                      since=('ALT', 10), dialeto='mssql')
     texto, c = compilar(sql, mssql_dialeto)
     assert mssql_dialeto.paramstyle == 'qmark'
@@ -87,98 +97,102 @@ def test_mssql_fetch_usa_qmark_na_ordem_escopo_mudanca(mssql_dialeto):
 
 
 def test_mssql_contar_maximo_escopos(mssql_dialeto):
-    objeto = generic.objeto_sem_reflexao('TITULOS', ['ALT', 'EMPRESA_ID'])
-    texto, c = compilar(generic.consulta_contar(objeto, since=('ALT', 5), dialeto='mssql'),
+    objeto = objeto_sem_reflexao('TITULOS', ['ALT', 'EMPRESA_ID'])
+    texto, c = compilar(consulta_contar(objeto, since=('ALT', 5), dialeto='mssql'),
                         mssql_dialeto)
     assert texto == 'SELECT count(*) AS count_1 FROM [TITULOS] WHERE [TITULOS].[ALT] > ?'
     assert c.positiontup == ['desde']
-    sql, _ = generic.consulta_maximo(objeto, 'ALT')
+    sql, _ = consulta_maximo(objeto, 'ALT')
     assert compilar(sql, mssql_dialeto)[0] == 'SELECT max([TITULOS].[ALT]) AS maximo FROM [TITULOS]'
-    sql, _ = generic.consulta_escopos(objeto, 'EMPRESA_ID')
+    sql, _ = consulta_escopos(objeto, 'EMPRESA_ID')
     assert compilar(sql, mssql_dialeto)[0] == (
         'SELECT DISTINCT [TITULOS].[EMPRESA_ID] FROM [TITULOS]'
         ' WHERE [TITULOS].[EMPRESA_ID] IS NOT NULL ORDER BY [TITULOS].[EMPRESA_ID]')
 
 
 def test_mssql_rowversion_compara_como_binario_de_8_bytes(mssql_dialeto):
-    objeto = generic.objeto_sem_reflexao('TITULOS', ['RV'], tipos={'RV': mssql.ROWVERSION()})
-    texto, c = compilar(generic.consulta_contar(objeto, since=('RV', 4660), dialeto='mssql'),
+    objeto = objeto_sem_reflexao('TITULOS', ['RV'], tipos={'RV': mssql.ROWVERSION()})
+    texto, c = compilar(consulta_contar(objeto, since=('RV', 4660), dialeto='mssql'),
                         mssql_dialeto)
     assert texto.endswith('WHERE [TITULOS].[RV] > ?')
     assert c.construct_params() == {'desde': b'\x00\x00\x00\x00\x00\x00\x12\x34'}
-    ler = generic.conversor(mssql.ROWVERSION(), 'mssql', 'T.RV', generic._Avisos())
+    ler = conversor(mssql.ROWVERSION(), 'mssql', 'T.RV', Avisos())
+    assert ler is not None
     assert ler(b'\x00\x00\x00\x00\x00\x00\x12\x34') == 4660
 
 
 def test_identificador_hostil_nunca_vira_sql(oracle_dialeto):
-    with pytest.raises(generic.ErroIdentificador, match='source_object'):
-        generic.objeto_sem_reflexao('X; DROP TABLE Y', ['ID'])
-    objeto = generic.objeto_sem_reflexao('TITULOS', ['ID'])
-    with pytest.raises(generic.ErroIdentificador, match=r'columns\[1\]'):
-        generic.consulta_fetch(objeto, ['ID', 'ID" --'], dialeto='oracle')
-    with pytest.raises(generic.ErroIdentificador, match='since'):
-        generic.consulta_contar(objeto, since=("ALT'; DELETE", 1), dialeto='oracle')
-    assert issubclass(generic.ErroIdentificador, generic.ErroOrigem)
+    with pytest.raises(ErroIdentificador, match='source_object'):
+        objeto_sem_reflexao('X; DROP TABLE Y', ['ID'])
+    objeto = objeto_sem_reflexao('TITULOS', ['ID'])
+    with pytest.raises(ErroIdentificador, match=r'columns\[1\]'):
+        consulta_fetch(objeto, ['ID', 'ID" --'], dialeto='oracle')
+    with pytest.raises(ErroIdentificador, match='since'):
+        consulta_contar(objeto, since=("ALT'; DELETE", 1), dialeto='oracle')
+    assert issubclass(ErroIdentificador, ErroOrigem)
 
 
 def test_coluna_repetida_no_mapeamento_sai_uma_vez_no_sql(oracle_dialeto):
-    objeto = generic.objeto_sem_reflexao('T', ['ID', 'EMPRESA_ID'])
-    sql, nomes, posicoes, reais = generic.consulta_fetch(objeto, ['ID', 'EMPRESA_ID', 'ID'],
+    objeto = objeto_sem_reflexao('T', ['ID', 'EMPRESA_ID'])
+    sql, nomes, posicoes, reais = consulta_fetch(objeto, ['ID', 'EMPRESA_ID', 'ID'],
                                                          dialeto='oracle')
     assert compilar(sql, oracle_dialeto)[0] == 'SELECT "T"."ID", "T"."EMPRESA_ID" FROM "T"'
     assert posicoes == [0, 1, 0]
 
 
 def test_comandos_de_sessao_por_dialeto():
-    assert generic.comandos_de_sessao('oracle', 30) == ["ALTER SESSION SET TIME_ZONE = 'UTC'"]
-    assert generic.COMANDO_INICIO_TRANSACAO['oracle'] == 'SET TRANSACTION READ ONLY'
-    assert generic.comandos_de_sessao('mssql', 30) == []      # SQL Server: o login garante
-    assert generic.comandos_de_sessao('postgresql', 30) == [
+    assert comandos_de_sessao('oracle', 30) == ["ALTER SESSION SET TIME_ZONE = 'UTC'"]
+    assert COMANDO_INICIO_TRANSACAO['oracle'] == 'SET TRANSACTION READ ONLY'
+    assert comandos_de_sessao('mssql', 30) == []      # SQL Server: o login garante
+    assert comandos_de_sessao('postgresql', 30) == [
         'SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY', "SET TIME ZONE 'UTC'",
         'SET statement_timeout = 30000']
-    assert generic.comandos_de_sessao('mysql', 30, mariadb=True)[-1] == \
+    assert comandos_de_sessao('mysql', 30, mariadb=True)[-1] == \
         'SET SESSION max_statement_time = 30'
-    assert generic.comandos_de_sessao('mysql', 30)[-1] == 'SET SESSION max_execution_time = 30000'
-    assert generic.comandos_de_sessao('sqlite', 30) == ['PRAGMA query_only = ON']
+    assert comandos_de_sessao('mysql', 30)[-1] == 'SET SESSION max_execution_time = 30000'
+    assert comandos_de_sessao('sqlite', 30) == ['PRAGMA query_only = ON']
 
 
 def test_oracle_number_sem_escala_vira_int_e_fracao_fica_decimal():
-    avisos = generic._Avisos()
-    sem_escala = generic.conversor(oracle.NUMBER(), 'oracle', 'T.N', avisos)
+    avisos = Avisos()
+    sem_escala = conversor(oracle.NUMBER(), 'oracle', 'T.N', avisos)
+    assert sem_escala is not None
     assert sem_escala(decimal.Decimal('297')) == 297
     assert type(sem_escala(decimal.Decimal('297'))) is int
     assert sem_escala(decimal.Decimal('12345678901234.56')) == decimal.Decimal('12345678901234.56')
-    inteiro = generic.conversor(oracle.NUMBER(10, 0), 'oracle', 'T.I', avisos)
+    inteiro = conversor(oracle.NUMBER(10, 0), 'oracle', 'T.I', avisos)
+    assert inteiro is not None
     assert type(inteiro(decimal.Decimal('5'))) is int
-    assert generic.conversor(oracle.NUMBER(16, 2), 'oracle', 'T.V', avisos) is None
+    assert conversor(oracle.NUMBER(16, 2), 'oracle', 'T.V', avisos) is None
 
 
 def test_oracle_lob_e_lido():
     class Lob:
         def read(self):
             return 'texto longo'
-    ler = generic.conversor(oracle.CLOB(), 'oracle', 'T.OBS', generic._Avisos())
+    ler = conversor(oracle.CLOB(), 'oracle', 'T.OBS', Avisos())
+    assert ler is not None
     assert ler(Lob()) == 'texto longo'
     assert ler(None) is None
 
 
 def test_coagir_marca_do_estado_para_o_tipo_da_coluna():
-    assert generic.coagir('2026-09-02T10:00:00', sa.DateTime(), 'oracle') == \
+    assert coagir('2026-09-02T10:00:00', sa.DateTime(), 'oracle') == \
         datetime.datetime(2026, 9, 2, 10, 0)
-    assert generic.coagir('2026-09-02', sa.Date(), 'mssql') == datetime.date(2026, 9, 2)
-    assert generic.coagir('297', sa.Integer(), 'oracle') == 297
-    assert generic.coagir(297, sa.String(), 'oracle') == '297'
-    assert generic.coagir('1.50', sa.Numeric(), 'oracle') == decimal.Decimal('1.50')
-    with pytest.raises(generic.ErroOrigem, match='nao e valor valido'):
-        generic.coagir('ontem', sa.DateTime(), 'oracle')
+    assert coagir('2026-09-02', sa.Date(), 'mssql') == datetime.date(2026, 9, 2)
+    assert coagir('297', sa.Integer(), 'oracle') == 297
+    assert coagir(297, sa.String(), 'oracle') == '297'
+    assert coagir('1.50', sa.Numeric(), 'oracle') == decimal.Decimal('1.50')
+    with pytest.raises(ErroOrigem, match='nao e valor valido'):
+        coagir('ontem', sa.DateTime(), 'oracle')
 
 
 def test_url_com_senha_nunca_aparece():
-    origem = generic.Origem(URL_ORACLE, timeout=10)
+    origem = Origem(URL_ORACLE, timeout=10)
     assert 'SenhaOracle9' not in origem.descricao
     assert '***' in origem.descricao
-    with pytest.raises(generic.ErroOrigem) as erro:
-        generic.Origem('oracle+oracledb//leitor:SenhaOracle9@erp')
+    with pytest.raises(ErroOrigem) as erro:
+        Origem('oracle+oracledb//leitor:SenhaOracle9@erp')
     assert 'SenhaOracle9' not in str(erro.value)
-    assert generic.mascarar('falhou em mssql+pyodbc://u:S3nh@!@h/x') == \
+    assert mascarar('falhou em mssql+pyodbc://u:S3nh@!@h/x') == \
         'falhou em mssql+pyodbc://u:***@h/x'

@@ -10,10 +10,14 @@ import time
 
 import pytest
 
-from tests.apoio.log import coletar_log
-
-import generic
+from contextia_sync import origem as contrato
+from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.origem import ErroConfiguracaoOrigem, ErroOrigem, generico
+from contextia_sync.origem.generico import Origem
+from contextia_sync.origem.sessao import COMANDO_INICIO_TRANSACAO
+from contextia_sync.registro import logger
 from tests.apoio import bancos
+from tests.apoio.log import coletar_log
 
 SENHA = 'Segredo-Muito-9'
 
@@ -26,7 +30,7 @@ def porta_livre():
 
 @pytest.fixture
 def avisos():
-    with coletar_log(logging.DEBUG, generic.logger) as registros:
+    with coletar_log(logging.DEBUG, logger) as registros:
         yield registros
 
 
@@ -62,13 +66,13 @@ def test_conexao_perdida_no_meio_da_leitura_e_erro_claro_e_a_proxima_reconecta(
         tipo, fabrica_de_bancos):
     banco = fabrica_de_bancos(tipo)
     _grande(banco)
-    origem = generic.Origem(banco.url_origem, timeout=30, linhas_por_lote=100)
+    origem = Origem(banco.url_origem, timeout=30, linhas_por_lote=100)
     try:
         linhas = origem.fetch('grande', ['ID', 'PAD'])
         for _ in range(10):
             next(linhas)
         _matar_conexoes_do_adaptador(banco)
-        with pytest.raises(generic.ErroOrigem) as erro:
+        with pytest.raises(ErroOrigem) as erro:
             for _ in linhas:
                 pass
         texto = str(erro.value)
@@ -84,7 +88,7 @@ def test_conexao_perdida_no_meio_da_leitura_e_erro_claro_e_a_proxima_reconecta(
 def test_conexao_ociosa_morta_no_pool_e_trocada_sem_erro(tipo, fabrica_de_bancos):
     banco = fabrica_de_bancos(tipo)
     banco.executar('CREATE TABLE t (ID INTEGER)')
-    origem = generic.Origem(banco.url_origem, timeout=30)
+    origem = Origem(banco.url_origem, timeout=30)
     try:
         assert origem.contar('t') == 0
         _matar_conexoes_do_adaptador(banco)   # a conexao parada no pool morreu
@@ -102,10 +106,10 @@ def test_timeout_cancela_a_sonda_lenta(tipo, fabrica_de_bancos):
         banco.executar('CREATE TABLE t (ID INT)')
         banco.executar('INSERT INTO t VALUES (1), (2), (3), (4), (5)')
         banco.executar('CREATE VIEW v_lenta AS SELECT ID FROM t WHERE SLEEP(1) = 0')
-    origem = generic.Origem(banco.url_origem, timeout=1)
+    origem = Origem(banco.url_origem, timeout=1)
     try:
         inicio = time.monotonic()
-        with pytest.raises(generic.ErroOrigem, match='CONTEXTIA_ORIGEM_TIMEOUT=1s'):
+        with pytest.raises(ErroOrigem, match='CONTEXTIA_ORIGEM_TIMEOUT=1s'):
             origem.contar('v_lenta')
         assert time.monotonic() - inicio < 4
     finally:
@@ -122,7 +126,7 @@ def test_mariadb_timeout_nao_mata_carga_completa_lida_devagar(fabrica_de_bancos)
     banco = fabrica_de_bancos('mariadb')
     _grande(banco)
     banco.executar('CREATE VIEW v_lenta AS SELECT ID FROM grande WHERE ID < 4 AND SLEEP(1) = 0')
-    origem = generic.Origem(banco.url_origem, timeout=1, linhas_por_lote=500)
+    origem = Origem(banco.url_origem, timeout=1, linhas_por_lote=500)
     try:
         lidas = 0
         for _ in origem.fetch('grande', ['ID', 'PAD']):
@@ -131,7 +135,7 @@ def test_mariadb_timeout_nao_mata_carga_completa_lida_devagar(fabrica_de_bancos)
                 time.sleep(0.8)
         assert lidas == GRANDE
         # a conexao do fetch voltou ao pool COM o limite: a sonda lenta ainda cai
-        with pytest.raises(generic.ErroOrigem, match='CONTEXTIA_ORIGEM_TIMEOUT'):
+        with pytest.raises(ErroOrigem, match='CONTEXTIA_ORIGEM_TIMEOUT'):
             origem.contar('v_lenta')
     finally:
         origem.fechar()
@@ -141,7 +145,7 @@ def test_mariadb_timeout_nao_mata_carga_completa_lida_devagar(fabrica_de_bancos)
 def test_mariadb_leitura_largada_no_meio_nao_drena_a_tabela(fabrica_de_bancos):
     banco = fabrica_de_bancos('mariadb')
     _grande(banco)
-    origem = generic.Origem(banco.url_origem, timeout=30, linhas_por_lote=100)
+    origem = Origem(banco.url_origem, timeout=30, linhas_por_lote=100)
     try:
         linhas = origem.fetch('grande', ['ID'])
         next(linhas)
@@ -160,9 +164,10 @@ def test_mariadb_data_zero_vira_none_com_um_aviso_por_coluna(fabrica_de_bancos, 
     banco.executar("INSERT INTO datas VALUES (1, '0000-00-00', '0000-00-00 00:00:00', NULL),"
                    " (2, '0000-00-00', '2026-09-02 10:00:00', '2026-09-02 10:00:00'),"
                    " (3, '2026-09-02', '0000-00-00 00:00:00', '0000-00-00 00:00:00')")
-    origem = generic.Origem(banco.url_origem, timeout=30)
+    origem = Origem(banco.url_origem, timeout=30)
     try:
-        linhas = {l['ID']: l for l in origem.fetch('datas', ['ID', 'DIA', 'ALT', 'MARCA'])}
+        linhas = {lida['ID']: lida for lida in origem.fetch('datas',
+                                                            ['ID', 'DIA', 'ALT', 'MARCA'])}
         assert linhas[1]['DIA'] is None and linhas[1]['ALT'] is None
         assert linhas[2]['DIA'] is None
         assert linhas[2]['ALT'] == datetime.datetime(2026, 9, 2, 10, 0)
@@ -188,7 +193,7 @@ def test_fuso_coluna_com_fuso_sai_em_utc_e_sem_fuso_sai_como_gravada(tipo, fabri
         # o SET acima e de outra conexao (NullPool): grava em UTC explicito
         banco.executar("INSERT INTO f VALUES (1, CONVERT_TZ('2026-09-02 10:00:00', '-03:00',"
                        " @@session.time_zone), '2026-09-02 10:00:00')")
-    origem = generic.Origem(banco.url_origem, timeout=30)
+    origem = Origem(banco.url_origem, timeout=30)
     try:
         linha = next(origem.fetch('f', ['COM', 'SEM']))
         utc = datetime.timezone.utc
@@ -210,9 +215,9 @@ def test_sqlite_texto_de_data_ilegivel_vira_none_com_aviso(tmp_path, avisos):
     banco.executar('CREATE TABLE t (ID INTEGER, ALT TIMESTAMP, DIA DATE)')
     banco.executar("INSERT INTO t VALUES (1, '2026-09-02 10:00:00', '2026-09-02'),"
                    " (2, 'ontem', 'nunca'), (3, '2026-09-02T11:00:00', '2026-09-03 00:00:00')")
-    origem = generic.Origem(banco.url_origem, timeout=30)
+    origem = Origem(banco.url_origem, timeout=30)
     try:
-        linhas = {l['ID']: l for l in origem.fetch('t', ['ID', 'ALT', 'DIA'])}
+        linhas = {lida['ID']: lida for lida in origem.fetch('t', ['ID', 'ALT', 'DIA'])}
         assert linhas[1] == {'ID': 1, 'ALT': datetime.datetime(2026, 9, 2, 10, 0),
                              'DIA': datetime.date(2026, 9, 2)}
         assert linhas[2]['ALT'] is None and linhas[2]['DIA'] is None
@@ -233,8 +238,8 @@ def test_sqlite_texto_de_data_ilegivel_vira_none_com_aviso(tmp_path, avisos):
 ])
 def test_senha_nunca_em_excecao_nem_em_log(url, avisos):
     url = url.format(porta=porta_livre())
-    with pytest.raises(generic.ErroOrigem) as erro:
-        generic.Origem(url, timeout=5).conectar()
+    with pytest.raises(ErroOrigem) as erro:
+        Origem(url, timeout=5).conectar()
     assert SENHA not in str(erro.value) and SENHA.replace('-', '%2D') not in str(erro.value)
     assert erro.value.__cause__ is None and erro.value.__suppress_context__
     assert not any(SENHA in a for a in avisos)
@@ -243,8 +248,8 @@ def test_senha_nunca_em_excecao_nem_em_log(url, avisos):
 @pytest.mark.mariadb
 def test_senha_errada_de_verdade_no_mariadb(avisos):
     bancos.exigir_servidor('mariadb')
-    with pytest.raises(generic.ErroOrigem) as erro:
-        generic.Origem('mysql+pymysql://ninguem_%s:%s@127.0.0.1:3306/x'
+    with pytest.raises(ErroOrigem) as erro:
+        Origem('mysql+pymysql://ninguem_%s:%s@127.0.0.1:3306/x'
                        % (porta_livre(), SENHA), timeout=5).conectar()
     assert 'Access denied' in str(erro.value) and SENHA not in str(erro.value)
 
@@ -256,39 +261,54 @@ def test_funcoes_de_modulo_leem_o_ambiente_e_reconectam_depois_de_fechar(
     banco.executar("INSERT INTO t VALUES (1, '2026-09-02 10:00:00')")
     monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
     monkeypatch.setenv('CONTEXTIA_ORIGEM_TIMEOUT', '7')
-    generic.fechar()
+    generico.fechar()
     try:
-        assert generic.conectar().timeout == 7
-        assert [l['ID'] for l in generic.fetch('t', ['ID'])] == [1]
-        assert generic.contar('t', since=('ALT', '2026-09-01T00:00:00')) == 1
-        assert generic.maximo('t', 'ALT') == datetime.datetime(2026, 9, 2, 10, 0)
-        assert generic.colunas('t') == ['ID', 'ALT']
-        assert generic.escopos('t', 'ID') == [1]
-        generic.renovar()
-        generic.fechar()                    # o ouvinte fecha depois de uma falha...
-        assert generic.contar('t') == 1     # ...e o proximo ciclo reconecta sozinho
+        assert generico.conectar().timeout == 7
+        assert [linha['ID'] for linha in generico.fetch('t', ['ID'])] == [1]
+        assert generico.contar('t', since=('ALT', '2026-09-01T00:00:00')) == 1
+        assert generico.maximo('t', 'ALT') == datetime.datetime(2026, 9, 2, 10, 0)
+        assert generico.colunas('t') == ['ID', 'ALT']
+        assert generico.escopos('t', 'ID') == [1]
+        generico.renovar()
+        generico.fechar()                    # o ouvinte fecha depois de uma falha...
+        assert generico.contar('t') == 1     # ...e o proximo ciclo reconecta sozinho
     finally:
-        generic.fechar()
+        generico.fechar()
         bancos.derrubar_banco(banco)
 
 
 def test_sem_contextia_origem_o_erro_ensina(monkeypatch):
     monkeypatch.delenv('CONTEXTIA_ORIGEM', raising=False)
-    generic.fechar()
-    with pytest.raises(generic.ErroOrigem, match='Falta CONTEXTIA_ORIGEM'):
-        generic.contar('t')
+    generico.fechar()
+    with pytest.raises(ErroOrigem, match='Falta CONTEXTIA_ORIGEM') as erro:
+        generico.contar('t')
+    # Configuracao, nao origem fora do ar: as linhas de comando saem com 2.
+    assert isinstance(erro.value, ErroConfiguracaoOrigem)
+    assert isinstance(erro.value, ErroConfiguracao)
     monkeypatch.setenv('CONTEXTIA_ORIGEM', 'sqlite://')
     monkeypatch.setenv('CONTEXTIA_ORIGEM_TIMEOUT', 'cinco')
-    with pytest.raises(generic.ErroOrigem, match='CONTEXTIA_ORIGEM_TIMEOUT'):
-        generic.conectar()
+    with pytest.raises(ErroOrigem, match='CONTEXTIA_ORIGEM_TIMEOUT') as erro:
+        generico.conectar()
+    assert isinstance(erro.value, ErroConfiguracaoOrigem)
+    monkeypatch.setenv('CONTEXTIA_ORIGEM_TIMEOUT', '-1')
+    with pytest.raises(ErroConfiguracaoOrigem, match='negativo'):
+        generico.conectar()
 
 
-def test_interface_que_o_ouvinte_exige():
-    from contextia_sync.origem import carregar_origem
-    modulo = carregar_origem('generic')
+@pytest.mark.parametrize('com_sources', [True, False], ids=['sources-generic', 'embutido'])
+def test_interface_que_o_ouvinte_exige(com_sources, tmp_path, monkeypatch):
+    if not com_sources:
+        # Pacote instalado com pip: nao ha sources/ ao lado; vale o embutido.
+        monkeypatch.setattr(contrato, 'PASTA_SOURCES', str(tmp_path))
+    modulo = contrato.carregar_origem('generic')
+    if not com_sources:
+        assert modulo is generico
     for nome in ('conectar', 'fetch', 'contar', 'maximo', 'renovar', 'fechar',
                  'colunas', 'escopos', 'ErroOrigem', 'ErroIdentificador'):
         assert hasattr(modulo, nome), nome
+    assert modulo.ErroOrigem is ErroOrigem
+    assert modulo.ErroIdentificador is contrato.ErroIdentificador
+    assert modulo.conectar is generico.conectar
 
 
 def test_comando_de_inicio_de_transacao_roda_em_cada_transacao(tmp_path, monkeypatch):
@@ -299,8 +319,8 @@ def test_comando_de_inicio_de_transacao_roda_em_cada_transacao(tmp_path, monkeyp
     """
     banco = bancos.criar_banco('sqlite', pasta=tmp_path)
     banco.executar('CREATE TABLE t (ID INTEGER)')
-    monkeypatch.setitem(generic.COMANDO_INICIO_TRANSACAO, 'sqlite', 'PRAGMA cache_size = -777')
-    origem = generic.Origem(banco.url_origem, timeout=30)
+    monkeypatch.setitem(COMANDO_INICIO_TRANSACAO, 'sqlite', 'PRAGMA cache_size = -777')
+    origem = Origem(banco.url_origem, timeout=30)
     try:
         for _ in range(2):
             with origem._conexao() as conn:

@@ -1,12 +1,12 @@
-"""O plano do WHERE e a validacao de nomes, sem banco (contextia_sync/filtro.py)."""
+"""O plano do WHERE e a validacao de nomes, sem banco (contextia_sync/origem/filtro.py)."""
 
+import os
 import subprocess
 import sys
-import os
 
 import pytest
 
-from contextia_sync import filtro
+from contextia_sync.origem import filtro
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -66,8 +66,12 @@ def test_valor_none_no_filtro_recusado():
 
 
 def test_filtro_e_puro_roda_em_python_sem_site():
-    """O --autoteste importa filtro num `python3 -S` sem pacote nenhum."""
-    codigo = ('import sys; sys.path.insert(0, %r); from contextia_sync import filtro;'
+    """
+    O --autoteste importa filtro num `python3 -S` sem pacote nenhum (e o
+    contrato da origem e a sessao, que vem junto: puros tambem).
+    """
+    codigo = ('import sys; sys.path.insert(0, %r); from contextia_sync.origem import filtro;'
+              ' from contextia_sync.origem import sessao, ErroConfiguracaoOrigem;'
               ' print(filtro.descrever(filtro.plano(("E", 1), ("A", 2)))[0]);'
               ' print(sorted(m for m in sys.modules if m.split(".")[0] in'
               ' ("sqlalchemy", "jsonschema", "requests", "logzero")))' % RAIZ)

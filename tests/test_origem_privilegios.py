@@ -9,7 +9,8 @@ import decimal
 import pytest
 import sqlalchemy as sa
 
-import generic
+from contextia_sync.origem import ErroOrigem
+from contextia_sync.origem.generico import Origem
 
 
 @pytest.mark.mariadb
@@ -28,11 +29,11 @@ def test_mariadb_login_so_select_na_view(fabrica_de_bancos):
         banco.executar("GRANT SELECT ON `%s`.v_titulos TO '%s'@'127.0.0.1'"
                        % (banco.nome, usuario))
         url = sa.engine.make_url(banco.url_origem).set(username=usuario, password='leitura')
-        origem = generic.Origem(url.render_as_string(hide_password=False), timeout=30)
+        origem = Origem(url.render_as_string(hide_password=False), timeout=30)
         try:
             cols = ['ID', 'EMPRESA_ID', 'VALOR', 'DIA', 'ALT', 'MARCA', 'NOME']
-            linhas = {l['ID']: l for l in origem.fetch('v_titulos', cols,
-                                                       scope=('EMPRESA_ID', '297'))}
+            linhas = {lida['ID']: lida for lida in origem.fetch('v_titulos', cols,
+                                                                scope=('EMPRESA_ID', '297'))}
             assert list(linhas) == [1]
             assert linhas[1]['VALOR'] == decimal.Decimal('12345678901234.56')
             assert linhas[1]['DIA'] is None                          # data zero
@@ -40,7 +41,7 @@ def test_mariadb_login_so_select_na_view(fabrica_de_bancos):
             assert origem.maximo('v_titulos', 'DIA') == datetime.date(2026, 9, 3)
             assert origem.contar('v_titulos', since=('ALT', '2026-09-02T10:00:00')) == 1
             assert origem.escopos('v_titulos', 'EMPRESA_ID') == [297, 301]
-            with pytest.raises(generic.ErroOrigem, match='nao tem SELECT'):
+            with pytest.raises(ErroOrigem, match='nao tem SELECT'):
                 origem.contar('base')                                # sem GRANT
         finally:
             origem.fechar()
@@ -62,14 +63,14 @@ def test_postgres_login_so_select_na_view(fabrica_de_bancos):
         banco.executar('GRANT USAGE ON SCHEMA erp TO %s' % papel)
         banco.executar('GRANT SELECT ON erp.v_titulos TO %s' % papel)
         url = sa.engine.make_url(banco.url_origem).set(username=papel)
-        origem = generic.Origem(url.render_as_string(hide_password=False), timeout=30)
+        origem = Origem(url.render_as_string(hide_password=False), timeout=30)
         try:
             # o mapeamento em maiusculas acha a view minuscula, como um SQL sem aspas
             linhas = list(origem.fetch('ERP.V_TITULOS', ['ID', 'ALT'],
                                        scope=('EMPRESA_ID', 297)))
             assert linhas == [{'ID': 1, 'ALT': datetime.datetime(
                 2026, 9, 2, 10, 0, tzinfo=datetime.timezone.utc)}]
-            with pytest.raises(generic.ErroOrigem):
+            with pytest.raises(ErroOrigem):
                 origem.contar('erp.base')
         finally:
             origem.fechar()

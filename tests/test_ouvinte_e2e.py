@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from contextia_sync import contextia_client as cliente
+from contextia_sync.intake import cliente, transporte
 from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,7 +118,7 @@ class Ouvinte:
         """{ID: registro} do dataset de titulos no projeto da empresa."""
         try:
             return {int(r['ID']): r for r in cliente.ler_registros(DATASET, self.chaves[escopo])}
-        except cliente.ErroContextia:
+        except transporte.ErroContextia:
             return {}
 
 
@@ -169,7 +169,7 @@ def test_inclusao_e_alteracao_chegam_num_once(ouvinte):
     assert float(registros[alterado]['VALOR']) == 999.99
     assert ouvinte.estado()['marca_agua'][DATASET] == '2026-09-01T11:00:05'
     status = ouvinte.status()
-    linha = [l for l in status.splitlines() if l.startswith(DATASET)][0]
+    linha = [x for x in status.splitlines() if x.startswith(DATASET)][0]
     assert '2026-09-01T11:00:05' in linha
     # Nada foi removido: o incremental nunca manda complete.
     assert 'complete' not in saida.lower() or 'sem ciclo' in saida.lower()
@@ -350,7 +350,7 @@ def test_empresa_nova_e_provisionada_e_carregada_num_ciclo(ouvinte_sqlite):
     assert '--somente-escopo=%s' % nova in saida
     # A saida das ferramentas aparece no log com prefixo.
     assert 'provisionar %s | ' % nova in saida and 'carga inicial %s | ' % nova in saida
-    from contextia_sync.chaves import ler_chaves
+    from contextia_sync.provisionamento.chaves import ler_chaves
     chave = ler_chaves(o.arquivo_chaves)[nova]
     registros = {int(r['ID']) for r in cliente.ler_registros(DATASET, chave)}
     assert set(ids) <= registros
@@ -526,7 +526,7 @@ def test_view_quebrada_nao_para_as_outras(ouvinte_sqlite):
     assert codigo == 1                                   # --once: houve erro
     assert 'quebrado' in saida and 'leitura falhou' in saida
     assert novo in o.no_contextia(o.erp.escopos[0])     # e o outro dataset andou
-    linha = [l for l in o.status().splitlines() if l.startswith('quebrado')][0]
+    linha = [x for x in o.status().splitlines() if x.startswith('quebrado')][0]
     assert 'NAO_EXISTE' in linha or 'Erro' in linha
 
 
@@ -563,7 +563,7 @@ def test_morte_durante_a_carga_inicial_da_empresa_nova_e_refeita(ouvinte_sqlite)
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
     assert 'carga inicial da empresa %s ficou pela metade' % nova in saida
-    from contextia_sync.chaves import ler_chaves
+    from contextia_sync.provisionamento.chaves import ler_chaves
     chave = ler_chaves(o.arquivo_chaves)[nova]
     assert set(ids) <= {int(r['ID']) for r in cliente.ler_registros(DATASET, chave)}
     assert o.estado()['cargas_iniciais_pendentes'] == []

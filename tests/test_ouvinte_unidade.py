@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from contextia_sync import estado
+from contextia_sync.estado import estado, status, trava
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -39,24 +39,24 @@ def test_estado_ilegivel_para_com_a_mensagem(tmp_path, conteudo):
 
 
 def test_trava_recusa_o_segundo_e_diz_o_pid(tmp_path):
-    primeira = estado.travar(str(tmp_path))
+    primeira = trava.travar(str(tmp_path))
     try:
-        with pytest.raises(estado.ErroTrava) as erro:
-            estado.travar(str(tmp_path))
+        with pytest.raises(trava.ErroTrava) as erro:
+            trava.travar(str(tmp_path))
         assert 'pid %s' % os.getpid() in str(erro.value)
         assert 'marca de agua' in str(erro.value)
     finally:
         primeira.close()
-    estado.travar(str(tmp_path)).close()        # solta ao fechar
+    trava.travar(str(tmp_path)).close()        # solta ao fechar
 
 
 def test_status_trocado_inteiro(tmp_path):
-    assert estado.escrever_status(str(tmp_path), ['a', 'b']) is None
-    assert (tmp_path / estado.ARQUIVO_STATUS).read_text() == 'a\nb\n'
+    assert status.escrever_status(str(tmp_path), ['a', 'b']) is None
+    assert (tmp_path / status.ARQUIVO_STATUS).read_text() == 'a\nb\n'
 
 
 def test_status_em_pasta_sumida_devolve_erro_sem_levantar(tmp_path):
-    assert estado.escrever_status(str(tmp_path / 'nao-existe'), ['a'])
+    assert status.escrever_status(str(tmp_path / 'nao-existe'), ['a'])
 
 
 def test_autoteste_roda_em_python_nu_sem_pacote_nenhum():
@@ -152,17 +152,17 @@ def test_toda_opcao_do_ouvinte_esta_no_guia_do_operador():
 
 def test_aviso_de_escopo_sem_chave_poupa_os_excluidos_e_sai_uma_vez():
     import logging
-    from contextia_sync import ciclos
+    from contextia_sync.ouvinte.dados import avisar_sem_chave
     from contextia_sync.registro import logger
     from tests.apoio.log import coletar_log
 
-    ctx = ciclos.Contexto()
-    ctx.mapa = {'source': {'excluded_scopes': [99]}, 'datasets': []}
+    mapa = {'source': {'excluded_scopes': [99]}, 'datasets': []}
+    avisados: set = set()
     with coletar_log(logging.WARNING, logger) as mensagens:
-        ciclos._avisar_sem_chave(ctx, 'titulos', ['99'])
+        avisar_sem_chave(mapa, avisados, 'titulos', ['99'])
         assert not mensagens
-        ciclos._avisar_sem_chave(ctx, 'titulos', ['7', '99'])
-        ciclos._avisar_sem_chave(ctx, 'titulos', ['7'])
+        avisar_sem_chave(mapa, avisados, 'titulos', ['7', '99'])
+        avisar_sem_chave(mapa, avisados, 'titulos', ['7'])
     avisos = [m for m in mensagens if 'sem chave' in m]
     assert len(avisos) == 1
     assert ': 7 --' in avisos[0] and '99' not in avisos[0]

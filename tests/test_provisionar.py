@@ -1,6 +1,9 @@
 """
 provisionar.py de verdade (subprocesso), origem SQLite/PostgreSQL, Contextia local real.
 
+O programa roda pelo provisionar.py da raiz (como o ouvinte e o cron o chamam);
+`python -m contextia_sync.cli.provisionar` e o mesmo `main`, conferido a parte.
+
 Os crashes sao de verdade: CONTEXTIA_TESTE_MORRER_EM faz o processo se matar
 com SIGKILL no ponto pedido, e a recuperacao e provada rodando de novo.
 """
@@ -13,11 +16,10 @@ import sys
 
 import pytest
 
-from contextia_sync import contextia_client as cliente
-from contextia_sync.chaves import ErroChaves, ler_registros
+from contextia_sync import __version__
+from contextia_sync.intake import cliente
+from contextia_sync.provisionamento.chaves import ErroChaves, ler_chaves, ler_registros
 from tests.dados import erp as erp_teste
-
-import provisionar
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEGREDO = 'segredo-de-teste-webhook'
@@ -35,12 +37,14 @@ def mapa(tmp_path, ambiente_contextia):
         'secret_env': 'SEGREDO_WEBHOOK_TESTE'})
 
 
-def provisionar_cli(erp, mapa, arquivo, *extra, ambiente=None):
+def provisionar_cli(erp: erp_teste.Erp, mapa: str, arquivo: object, *extra: str,
+                    ambiente: dict[str, str] | None = None,
+                    programa: tuple[str, ...] = ('provisionar.py',)) -> tuple[int, str]:
     env = dict(os.environ, CONTEXTIA_ORIGEM=erp.url, SEGREDO_WEBHOOK_TESTE=SEGREDO)
     env.pop('CONTEXTIA_API_KEY', None)
     env.update(ambiente or {})
     feito = subprocess.run(
-        [sys.executable, 'provisionar.py', '--mapping=' + mapa, '--source=generic',
+        [sys.executable, *programa, '--mapping=' + mapa, '--source=generic',
          '--arquivo=' + str(arquivo)] + list(extra),
         cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
@@ -77,7 +81,7 @@ def test_provisiona_as_novas_grava_0600_e_segunda_vez_nada(erp, mapa, tmp_path,
     assert [w['url'] for w in ganchos] == ['%s/receptor/%s' % (ambiente_contextia.url,
                                                                 erp.escopos[0])]
     assert admin.buscar_projeto(erp.inativa) is None
-    assert provisionar.ler_chaves(str(arquivo)) == {e: r.chave for e, r in registros.items()}
+    assert ler_chaves(str(arquivo)) == {e: r.chave for e, r in registros.items()}
 
     codigo, saida = provisionar_cli(erp, mapa, arquivo, '--grupo=rede-teste')
     assert codigo == 0, saida
@@ -150,7 +154,7 @@ def test_arquivo_aberto_para_outros_e_recusado(erp, mapa, tmp_path, ambiente_con
     assert 'chmod 600 %s' % arquivo in saida
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
     with pytest.raises(ErroChaves, match='chmod 600'):
-        provisionar.ler_chaves(str(arquivo))
+        ler_chaves(str(arquivo))
 
 
 @pytest.mark.parametrize('linha, trecho', [
@@ -228,7 +232,7 @@ def test_provisiona_de_origem_postgres(tmp_path, mapa, banco_postgres, ambiente_
 
 def test_dois_provisionadores_no_mesmo_arquivo_o_segundo_e_recusado(erp, mapa, tmp_path,
                                                                     ambiente_contextia):
-    from contextia_sync.chaves import travado
+    from contextia_sync.provisionamento.chaves import travado
     arquivo = tmp_path / 'chaves.tsv'
     with travado(str(arquivo)):
         codigo, saida = provisionar_cli(erp, mapa, arquivo)
@@ -240,3 +244,57 @@ def test_dois_provisionadores_no_mesmo_arquivo_o_segundo_e_recusado(erp, mapa, t
 def test_grupo_que_nao_e_slug_e_recusado(erp, mapa, tmp_path):
     codigo, saida = provisionar_cli(erp, mapa, tmp_path / 'chaves.tsv', '--grupo=Rede Sul')
     assert codigo == 2 and "use 'rede-sul'" in saida, saida
+
+
+@pytest.mark.parametrize('ambiente, trecho', [
+    ({'CONTEXTIA_ORIGEM': ''}, 'Falta CONTEXTIA_ORIGEM'),
+    ({'CONTEXTIA_ORIGEM_TIMEOUT': 'cinco'}, 'CONTEXTIA_ORIGEM_TIMEOUT'),
+    ({'CONTEXTIA_ORIGEM': 'postgresql+psycopg//leitor:SenhaTorta9@erp/erp'},
+     'nao e URL SQLAlchemy valida'),
+])
+def test_origem_mal_configurada_e_erro_de_configuracao(erp, mapa, tmp_path, ambiente_contextia,
+                                                       ambiente, trecho):
+    """CONTEXTIA_ORIGEM ausente ou invalida nao e a origem fora do ar: sai com 2."""
+    arquivo = tmp_path / 'chaves.tsv'
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, ambiente=ambiente)
+    assert codigo == 2, saida
+    assert trecho in saida and 'SenhaTorta9' not in saida
+    assert 'Traceback' not in saida
+    assert not arquivo.exists()
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
+
+def test_origem_fora_do_ar_sai_com_1(erp, mapa, tmp_path):
+    """Origem que nao responde (aqui, um SQLite que nao abre) continua sendo 1."""
+    codigo, saida = provisionar_cli(
+        erp, mapa, tmp_path / 'chaves.tsv', '--dry-run',
+        ambiente={'CONTEXTIA_ORIGEM': 'sqlite:///%s' % (tmp_path / 'nao' / 'existe.db')})
+    assert codigo == 1, saida
+    assert 'nao foi possivel ler o cadastro EMPRESAS na origem' in saida
+    assert 'Nada foi mudado' in saida
+
+
+@pytest.mark.parametrize('programa', [('provisionar.py',),
+                                      ('-m', 'contextia_sync.cli.provisionar')])
+def test_versao_e_os_dois_jeitos_de_chamar(programa):
+    feito = subprocess.run([sys.executable, *programa, '--version'], cwd=RAIZ,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    assert feito.returncode == 0
+    assert feito.stdout.decode() == 'provisionar (contextia_sync %s)\n' % __version__
+    ajuda = subprocess.run([sys.executable, *programa, '--help'], cwd=RAIZ,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    assert ajuda.returncode == 0
+    assert '2 erro de configuracao' in ajuda.stdout.decode()
+
+
+def test_modulo_da_cli_provisiona_igual(erp, mapa, tmp_path, ambiente_contextia):
+    """`python -m contextia_sync.cli.provisionar` (o `contextia-provisionar`) e o mesmo."""
+    arquivo = tmp_path / 'chaves.tsv'
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, '--somente-escopo=' + erp.escopos[0],
+                                    programa=('-m', 'contextia_sync.cli.provisionar'))
+    assert codigo == 0, saida
+    assert 'resumo: 1 criada(s), 0 reparada(s), 0 com falha' in saida
+    registro = ler_registros(str(arquivo))[erp.escopos[0]]
+    assert registro.situacao == 'pronto'
+    assert cliente.quem_sou(registro.chave)['external_id'] == erp.escopos[0]
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is not None

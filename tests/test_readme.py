@@ -1,11 +1,25 @@
 """
-O README acompanha o codigo: toda opcao de linha de comando esta documentada,
-todo link aponta para um arquivo que existe, e os dois comandos vem primeiro.
+O README e os documentos de docs/ acompanham o codigo.
 
-(A ideia do primeiro teste e do sqlite-utils: opcao nova sem documentacao
-quebra a suite, em vez de ser descoberta por um operador.)
+  * os dois comandos vem primeiro no README;
+  * toda opcao de linha de comando esta no guia do programa dela (a ideia e do
+    sqlite-utils: opcao nova sem documentacao quebra a suite, em vez de ser
+    descoberta por um operador);
+  * todo link relativo aponta para um arquivo que existe, e toda ancora para
+    um titulo que existe;
+  * todo caminho de modulo citado existe no pacote;
+  * a solucao de problemas mora num lugar so (docs/problemas.md), e cada
+    mensagem citada la e em qualquer outro documento e a que o codigo imprime;
+  * toda dependencia tem o porque no README.
+
+Os padroes (os numeros de cada opcao) sao conferidos em tests/test_padroes.py,
+com as funcoes de leitura de markdown daqui.
 """
 
+import ast
+import functools
+import glob
+import json
 import os
 import re
 import subprocess
@@ -14,148 +28,485 @@ import sys
 import pytest
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README = os.path.join(RAIZ, 'README.md')
+README = 'README.md'
+GUIA_DE_IMPLANTACAO = 'docs/implantacao.md'
+PROBLEMAS = 'docs/problemas.md'
 
+# Programa -> o documento onde as opcoes dele estao documentadas.
 PROGRAMAS = [
-    ('ouvinte.py',),
-    ('connector.py',),
-    ('provisionar.py',),
-    ('demo/demo.py',),
-    ('-m', 'contextia_local'),
+    (('ouvinte.py',), 'docs/ouvinte.md'),
+    (('connector.py',), 'docs/carga-e-provisionamento.md'),
+    (('provisionar.py',), 'docs/carga-e-provisionamento.md'),
+    (('demo/demo.py',), 'docs/demo.md'),
+    (('-m', 'contextia_local'), 'docs/contrato-intake.md'),
 ]
 
 
-def texto_readme():
-    with open(README, encoding='utf-8') as f:
-        return f.read()
+# ---------------------------------------------------------------- arquivos
+def ler(relativo):
+    with open(os.path.join(RAIZ, relativo), encoding='utf-8') as arquivo:
+        return arquivo.read()
 
 
-def opcoes_do_help(argv):
+def documentos():
+    """README.md e todo docs/*.md, como caminhos relativos a raiz."""
+    return [README] + sorted(os.path.relpath(c, RAIZ)
+                             for c in glob.glob(os.path.join(RAIZ, 'docs', '*.md')))
+
+
+# ---------------------------------------------------------------- markdown
+def sem_blocos_de_codigo(texto):
+    """O texto com cada linha de bloco cercado (```) trocada por vazia (a contagem fica)."""
+    saida, dentro = [], False
+    for linha in texto.split('\n'):
+        if linha.lstrip().startswith('```'):
+            dentro = not dentro
+            saida.append('')
+            continue
+        saida.append('' if dentro else linha)
+    return '\n'.join(saida)
+
+
+def blocos_de_codigo(texto):
+    """[(linguagem, conteudo)] de cada bloco cercado, na ordem."""
+    return re.findall(r'^```(\w*)\n(.*?)^```', texto, flags=re.S | re.M)
+
+
+def celulas(linha):
+    """
+    As celulas de uma linha de tabela. `|` dentro de codigo (`a | b`) nao divide,
+    e `\\|` e um `|` escapado (como no GitHub, vale tambem dentro de codigo).
+    """
+    linha = linha.strip()
+    if linha.startswith('|'):
+        linha = linha[1:]
+    if linha.endswith('|') and not linha.endswith('\\|'):
+        linha = linha[:-1]
+    saida, atual, cerca, i = [], '', None, 0
+    while i < len(linha):
+        c = linha[i]
+        if c == '\\' and linha[i + 1:i + 2] == '|':
+            atual += '|'
+            i += 2
+            continue
+        if c == '`':
+            fim = i
+            while fim < len(linha) and linha[fim] == '`':
+                fim += 1
+            corrida = linha[i:fim]
+            if cerca is None:
+                cerca = corrida
+            elif corrida == cerca:
+                cerca = None
+            atual += corrida
+            i = fim
+            continue
+        if c == '|' and cerca is None:
+            saida.append(atual.strip())
+            atual = ''
+        else:
+            atual += c
+        i += 1
+    saida.append(atual.strip())
+    return saida
+
+
+def tabelas(texto):
+    """
+    Cada linha de dado de cada tabela: (numero da linha, cabecalho, celulas).
+    Tabelas dentro de bloco de codigo nao contam.
+    """
+    linhas = sem_blocos_de_codigo(texto).split('\n')
+    i = 0
+    while i < len(linhas) - 1:
+        if linhas[i].lstrip().startswith('|') and re.match(r'^\s*\|?\s*:?-{3,}', linhas[i + 1]):
+            cabecalho = [c.lower() for c in celulas(linhas[i])]
+            j = i + 2
+            while j < len(linhas) and linhas[j].lstrip().startswith('|'):
+                yield j + 1, cabecalho, celulas(linhas[j])
+                j += 1
+            i = j
+        else:
+            i += 1
+
+
+def trechos_de_codigo(texto):
+    """O conteudo de cada trecho de codigo em linha (`assim`, ``com ` dentro``)."""
+    return [m.group(2).strip() for m in re.finditer(r'(`+)(.+?)(?<!`)\1(?!`)', texto)]
+
+
+def ancora(titulo):
+    """A regra do GitHub: minusculas, sem pontuacao (acento fica), espaco vira hifen."""
+    titulo = re.sub(r'[^\w\- ]', '', titulo.strip().lower(), flags=re.U)
+    return titulo.replace(' ', '-')
+
+
+def ancoras(texto):
+    vistas: dict[str, int] = {}
+    saida = set()
+    for titulo in re.findall(r'^#+\s+(.+?)\s*#*$', sem_blocos_de_codigo(texto), flags=re.M):
+        base = ancora(titulo)
+        n = vistas.get(base, 0)
+        vistas[base] = n + 1
+        saida.add(base if n == 0 else '%s-%d' % (base, n))
+    return saida
+
+
+def links(texto):
+    """[(alvo, ancora)] de cada link [texto](alvo#ancora) fora de bloco de codigo."""
+    return re.findall(r'\]\(([^)#\s]*)(?:#([^)\s]*))?\)', sem_blocos_de_codigo(texto))
+
+
+# ---------------------------------------------------------------- o codigo
+def _texto_literal(no):
+    """O texto de um literal (str, f-string, soma de literais); o que e valor vira %s."""
+    if isinstance(no, ast.Constant) and isinstance(no.value, str):
+        return no.value
+    if isinstance(no, ast.JoinedStr):
+        return ''.join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                       else '%s' for v in no.values)
+    if isinstance(no, ast.BinOp) and isinstance(no.op, ast.Add):
+        esquerda, direita = _texto_literal(no.left), _texto_literal(no.right)
+        if esquerda is None and direita is None:
+            return None
+        return (esquerda if esquerda is not None else '%s') + (
+            direita if direita is not None else '%s')
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def textos_do_codigo():
+    """
+    Todo texto que o SDK pode imprimir: os literais do Python (ja juntados como o
+    interpretador junta 'a' 'b'; %r vira '%s', como sai) e as linhas dos scripts.
+    """
+    padroes_py = ('contextia_sync/**/*.py', '*.py', 'sources/*.py', 'contextia_local/*.py')
+    padroes_sh = ('*.sh', 'deploy/*.sh', 'contextia_sync/**/*.sh')
+    textos = []
+    for padrao in padroes_py:
+        for caminho in glob.glob(os.path.join(RAIZ, padrao), recursive=True):
+            with open(caminho, encoding='utf-8') as arquivo:
+                arvore = ast.parse(arquivo.read())
+            for no in ast.walk(arvore):
+                texto = _texto_literal(no)
+                if texto and len(texto) > 3:
+                    textos.append(texto.replace('%r', "'%s'").replace('%%', '%'))
+    for padrao in padroes_sh:
+        for caminho in glob.glob(os.path.join(RAIZ, padrao), recursive=True):
+            with open(caminho, encoding='utf-8') as arquivo:
+                textos.extend(arquivo.read().split('\n'))
+    return tuple(textos)
+
+
+def padrao_da_citacao(citacao):
+    """
+    `...` e trecho omitido e `<assim>` e um valor: viram curinga; o resto tem de
+    estar igual, letra por letra, num texto do codigo.
+    """
+    # O espaco em volta de `...` e parte do que foi omitido.
+    pedacos = re.split(r'\.\.\.|<[^<>]*>', re.sub(r'\s*\.\.\.\s*', '...', citacao))
+    return re.compile('.*?'.join(re.escape(p) for p in pedacos))
+
+
+def esta_no_codigo(citacao):
+    padrao = padrao_da_citacao(citacao)
+    return any(padrao.search(texto) for texto in textos_do_codigo())
+
+
+def mensagens_de_problemas():
+    """[(linha, citacao)]: os trechos de codigo da coluna `mensagem` de docs/problemas.md."""
+    saida: list[tuple[int, str]] = []
+    for numero, cabecalho, linha in tabelas(ler(PROBLEMAS)):
+        if cabecalho[0] != 'mensagem' or not linha[0].startswith('`'):
+            continue
+        saida.extend((numero, c) for c in trechos_de_codigo(linha[0]))
+    return saida
+
+
+# ---------------------------------------------------------------- os programas
+@functools.lru_cache(maxsize=None)
+def ajuda(argv):
+    """A saida de `<programa> --help`, larga o bastante para nao quebrar linha a toa."""
     resultado = subprocess.run([sys.executable] + list(argv) + ['--help'], cwd=RAIZ,
                                capture_output=True, text=True, timeout=60,
                                env=dict(os.environ, COLUMNS='200'))
     assert resultado.returncode == 0, resultado.stdout + resultado.stderr
-    opcoes = set(re.findall(r'(?<![\w-])(--[a-z][a-z0-9-]*)', resultado.stdout))
+    return resultado.stdout
+
+
+def opcoes_do_help(argv):
+    opcoes = set(re.findall(r'(?<![\w-])(--[a-z][a-z0-9-]*)', ajuda(argv)))
     opcoes.discard('--help')
     return opcoes
 
 
-@pytest.mark.parametrize('programa', PROGRAMAS, ids=lambda p: ' '.join(p))
-def test_toda_opcao_de_linha_de_comando_esta_no_readme(programa):
-    caminho = os.path.join(RAIZ, programa[0]) if programa[0] != '-m' else None
-    if caminho and not os.path.exists(caminho):
-        pytest.skip('%s ainda nao existe' % programa[0])
-    opcoes = opcoes_do_help(programa)
-    assert opcoes, 'nenhuma opcao achada no --help de %s' % ' '.join(programa)
-    readme = texto_readme()
-    faltam = sorted(o for o in opcoes
-                    if not re.search(re.escape(o) + r'(?![a-z0-9-])', readme))
-    assert faltam == [], 'opcoes de %s sem documentacao no README: %s' % (
-        ' '.join(programa), ', '.join(faltam))
+def _existe(programa):
+    return programa[0] == '-m' or os.path.exists(os.path.join(RAIZ, programa[0]))
 
 
-def test_os_dois_comandos_vem_antes_do_guia():
-    readme = texto_readme()
-    demo, teste = readme.find('make demo'), readme.find('make test')
-    guia = readme.find('Guia de implanta')
-    assert 0 <= demo < guia and 0 <= teste < guia
-    # E bem no comeco: o primeiro bloco de codigo e o dos dois comandos.
-    primeiro_bloco = readme[readme.find('```'):readme.find('```', readme.find('```') + 3)]
-    assert 'make demo' in primeiro_bloco and 'make test' in primeiro_bloco
+# ================================================================ README
+def test_os_dois_comandos_vem_primeiro():
+    readme = ler(README)
+    # O primeiro bloco de codigo e o dos dois comandos...
+    primeiro = blocos_de_codigo(readme)[0][1]
+    assert 'make demo' in primeiro and 'make test' in primeiro, primeiro
+    # ...e ele vem antes de qualquer outro assunto: dentro da primeira secao,
+    # antes do link para o guia de implantacao.
+    secoes = [m.start() for m in re.finditer(r'^## ', readme, flags=re.M)]
+    inicio_do_bloco = readme.index('```')
+    assert len(secoes) >= 2 and inicio_do_bloco < secoes[1]
+    guia = readme.find(GUIA_DE_IMPLANTACAO)
+    assert 0 <= readme.find('make demo') < guia and 0 <= readme.find('make test') < guia
 
 
-def test_links_relativos_apontam_para_arquivos_que_existem():
-    readme = texto_readme()
-    quebrados = []
-    for alvo in re.findall(r'\]\(([^)#\s]+)(?:#[^)]*)?\)', readme):
-        if re.match(r'[a-z]+:', alvo):
-            continue
-        if not os.path.exists(os.path.join(RAIZ, alvo)):
-            quebrados.append(alvo)
-    assert quebrados == []
-
-
-def test_ancoras_internas_existem():
-    readme = texto_readme()
-    titulos = re.findall(r'^#+\s+(.+)$', readme, flags=re.M)
-
-    def ancora(titulo):
-        # Regra do GitHub: minusculas, sem pontuacao, espacos viram hifen.
-        titulo = re.sub(r'[^\w\- ]', '', titulo.lower(), flags=re.U)
-        return titulo.replace(' ', '-')
-
-    existentes = {ancora(t) for t in titulos}
-    faltam = [a for a in re.findall(r'\]\(#([^)]+)\)', readme) if a not in existentes]
-    assert faltam == []
+def test_readme_diz_o_que_e_ao_vivo_e_aponta_para_cada_guia():
+    readme = ler(README)
+    for trecho in ('O que é ao vivo e o que não é', 'só na **varredura**', 'segundos',
+                   'Dependências', 'só no nível do SQL compilado'):
+        assert trecho in readme, trecho
+    for guia in ('docs/implantacao.md', 'docs/ouvinte.md', 'docs/carga-e-provisionamento.md',
+                 'docs/mapeamento.md', 'docs/origem.md', 'docs/contrato-intake.md',
+                 'docs/demo.md', 'docs/problemas.md', 'docs/arquitetura.md'):
+        assert '](%s' % guia in readme, guia
 
 
 def test_todo_documento_de_docs_e_apontado_pelo_readme():
-    pasta = os.path.join(RAIZ, 'docs')
-    if not os.path.isdir(pasta):
-        pytest.skip('docs/ ainda nao existe')
-    readme = texto_readme()
-    faltam = [n for n in sorted(os.listdir(pasta))
-              if n.endswith('.md') and 'docs/' + n not in readme]
+    readme = ler(README)
+    faltam = [d for d in documentos()[1:] if '](%s' % d not in readme]
     assert faltam == []
 
 
-def test_readme_cobre_o_guia_de_implantacao():
-    readme = texto_readme()
+def test_readme_nao_repete_as_tabelas_dos_guias():
+    """Cada fato num lugar: opcoes, mensagens e estrategias moram nos guias."""
+    repetidas = []
+    for numero, cabecalho, linha in tabelas(ler(README)):
+        if linha[0].startswith('`--') or cabecalho[0] in ('mensagem', 'estratégia'):
+            repetidas.append('README.md:%d: %s' % (numero, ' | '.join(linha)))
+    assert repetidas == []
+
+
+# ================================================================ opcoes
+@pytest.mark.parametrize('programa,guia', PROGRAMAS, ids=lambda p: ' '.join(p)
+                         if isinstance(p, tuple) else p)
+def test_toda_opcao_de_linha_de_comando_esta_no_guia_do_programa(programa, guia):
+    if not _existe(programa):
+        pytest.skip('%s ainda nao existe' % programa[0])
+    opcoes = opcoes_do_help(programa)
+    assert opcoes, 'nenhuma opcao achada no --help de %s' % ' '.join(programa)
+    texto = ler(guia)
+    faltam = sorted(o for o in opcoes
+                    if not re.search('`' + re.escape(o) + r'(?![a-z0-9-])', texto)
+                    and not re.search(r'[\[ ]' + re.escape(o) + r'(?![a-z0-9-])',
+                                      '\n'.join(c for _, c in blocos_de_codigo(texto))))
+    assert faltam == [], 'opcoes de %s sem documentacao em %s: %s' % (
+        ' '.join(programa), guia, ', '.join(faltam))
+
+
+# ================================================================ links
+@pytest.mark.parametrize('documento', documentos())
+def test_links_relativos_apontam_para_arquivos_que_existem(documento):
+    pasta = os.path.dirname(os.path.join(RAIZ, documento))
+    quebrados = []
+    for alvo, _ in links(ler(documento)):
+        if not alvo or re.match(r'[a-z]+:', alvo):
+            continue
+        if not os.path.exists(os.path.join(pasta, alvo)):
+            quebrados.append(alvo)
+    assert quebrados == [], '%s: links quebrados: %s' % (documento, quebrados)
+
+
+@pytest.mark.parametrize('documento', documentos())
+def test_ancoras_existem(documento):
+    pasta = os.path.dirname(os.path.join(RAIZ, documento))
+    faltam = []
+    for alvo, marca in links(ler(documento)):
+        if not marca or re.match(r'[a-z]+:', alvo):
+            continue
+        destino = os.path.join(pasta, alvo) if alvo else os.path.join(RAIZ, documento)
+        if not destino.endswith('.md') or not os.path.exists(destino):
+            continue
+        with open(destino, encoding='utf-8') as arquivo:
+            if marca not in ancoras(arquivo.read()):
+                faltam.append('%s#%s' % (alvo, marca))
+    assert faltam == [], '%s: ancoras sem titulo: %s' % (documento, faltam)
+
+
+# Criados ao rodar (e ignorados pelo git): citados, mas nao existem num checkout limpo.
+GERADOS = ('demo/saida',)
+
+
+def _caminhos_citados(texto):
+    """Caminhos do repositorio citados em codigo: `contextia_sync/...`, `deploy/...`."""
+    for trecho in trechos_de_codigo(sem_blocos_de_codigo(texto)):
+        for caminho in re.findall(
+                r'(?<![\w/.-])((?:contextia_sync|contextia_local|sources|deploy|tests|bench|'
+                r'mappings|demo|docs)/[\w./-]*)', trecho):
+            if not re.search(r'[<*]', trecho) and not caminho.startswith(GERADOS):
+                yield caminho.rstrip('.')
+
+
+@pytest.mark.parametrize('documento', documentos())
+def test_todo_caminho_citado_existe(documento):
+    """Caminho de modulo ou arquivo que nao existe mais e documentacao velha."""
+    faltam = sorted({c for c in _caminhos_citados(ler(documento))
+                     if not os.path.exists(os.path.join(RAIZ, c.split(':')[0]))})
+    assert faltam == [], '%s cita caminhos que nao existem: %s' % (documento, faltam)
+
+
+def _modulo_existe(partes):
+    base = os.path.join(RAIZ, *partes)
+    return os.path.exists(base + '.py') or os.path.exists(os.path.join(base, '__init__.py'))
+
+
+def _define(partes, nome):
+    base = os.path.join(RAIZ, *partes)
+    caminho = base + '.py' if os.path.exists(base + '.py') else os.path.join(base, '__init__.py')
+    with open(caminho, encoding='utf-8') as arquivo:
+        fonte = arquivo.read()
+    return bool(re.search(r'^\s*(def|class)\s+%s\b|^%s\s*[:=]|import .*\b%s\b'
+                          % ((re.escape(nome),) * 3), fonte, flags=re.M))
+
+
+@pytest.mark.parametrize('documento', documentos())
+def test_todo_modulo_citado_existe(documento):
+    """`contextia_sync.intake.cliente` (e `...cliente.verificar_assinatura`) existem."""
+    faltam = set()
+    for trecho in trechos_de_codigo(ler(documento)):
+        for citado in re.findall(r'\b((?:contextia_sync|contextia_local)(?:\.\w+)+)', trecho):
+            partes = citado.split('.')
+            # o maior prefixo que e modulo; o que sobra (no maximo um nome) e definido nele
+            for n in range(len(partes), 0, -1):
+                if _modulo_existe(partes[:n]):
+                    break
+            resto = partes[n:]
+            if not _modulo_existe(partes[:n]) or len(resto) > 1 or (
+                    resto and not _define(partes[:n], resto[0])):
+                faltam.add(citado)
+    assert sorted(faltam) == [], '%s cita modulos que nao existem: %s' % (
+        documento, sorted(faltam))
+
+
+# ================================================================ guias
+def test_guia_de_implantacao_cobre_cada_etapa():
+    guia = ler(GUIA_DE_IMPLANTACAO)
     for trecho in (
-            # Etapa 0: o GRANT de leitura em cada banco, e a janela
-            'GRANT CREATE SESSION', 'GRANT SELECT ON SCHEMA::', "GRANT SELECT ON erp.",
-            'default_transaction_read_only', '--janela-varredura',
+            # Etapa 0: o login de leitura (os GRANTs moram em docs/origem.md) e a janela
+            'docs/origem.md', 'somente leitura', '--janela-varredura',
             # mapeamento com schema, e o ensaio
-            '"$schema": "./mapeamento.schema.json"', '--dry-run',
+            'mapeamento.md', '--dry-run',
             # provisionar, carga, chaves
-            '--varrer-agora', 'modo 600', 'chmod 600',
+            '--varrer-agora', 'modo 600', 'contextia_sync.provisionamento.chaves verificar',
             # systemd e cron
             'deploy/ouvinte.service', 'systemd-analyze verify', 'NoNewPrivileges',
             'ProtectSystem=strict', 'ReadWritePaths', 'deploy/ouvinte.cron', '--once',
             # monitoramento
-            'ouvinte-status.txt', 'find ', '-mmin', 'Códigos de saída',
-            # ao vivo e estrategias
-            'só na **varredura**', 'binlog', 'change_tracking', 'slot_logico', 'flashback',
-            'reconciliacao',
-            # dependencias e bancos so compilados
-            'Dependências', 'só no nível do SQL compilado'):
-        assert trecho in readme, trecho
+            'ouvinte-status.txt', 'find ', '-mmin', 'Códigos de saída', 'problemas.md'):
+        assert trecho in guia, trecho
+    for etapa in range(7):
+        assert re.search(r'^## Etapa %d ' % etapa, guia, flags=re.M), etapa
 
 
-def test_readme_cita_toda_mensagem_de_recusa_do_ouvinte():
-    """Cada SystemExit que o operador pode ver no ouvinte tem linha na solucao de problemas."""
-    readme = texto_readme()
-    for inicio in ('Falta CONTEXTIA_URL', 'Arquivo de chaves nao existe',
-                   'Ja existe um ouvinte rodando', 'Estado ilegivel em',
-                   'ainda NAO esta implementada', 'nao existe', '--varredura espera HH:MM'):
-        assert inicio in readme, inicio
+def test_grants_de_leitura_para_cada_banco():
+    origem = ler('docs/origem.md')
+    for trecho in ('GRANT CREATE SESSION', 'GRANT SELECT ON SCHEMA::', 'GRANT SELECT ON erp.',
+                   'default_transaction_read_only', 'db_datareader'):
+        assert trecho in origem, trecho
 
 
-def test_toda_dependencia_tem_o_porque_no_readme():
-    readme = texto_readme()
-    secao = readme[readme.index('# Dependências'):]
-    secao = secao[:secao.index('\n# ', 3)].lower()
-    faltam = []
-    for arquivo in ('requirements.txt', 'requirements-dev.txt'):
-        with open(os.path.join(RAIZ, arquivo), encoding='utf-8') as f:
-            for linha in f:
-                linha = linha.split('#')[0].strip()
-                if not linha or linha.startswith('-'):
-                    continue
-                nome = re.split(r'[\[<>=!~ ;]', linha)[0].lower()
-                if nome not in secao:
-                    faltam.append(nome)
-    assert faltam == [], 'dependencias sem o porque no README: %s' % ', '.join(faltam)
+def test_estrategias_estao_no_guia_do_ouvinte():
+    guia = ler('docs/ouvinte.md')
+    for estrategia in ('coluna', 'binlog', 'change_tracking', 'slot_logico', 'flashback',
+                       'reconciliacao'):
+        assert '`%s`' % estrategia in guia, estrategia
 
 
-def test_exemplo_de_mapeamento_do_readme_e_valido(tmp_path):
-    readme = texto_readme()
-    bloco = re.search(r'```json\n(.*?)```', readme, flags=re.S).group(1)
-    import json
-    mapa = json.loads(bloco)
+def test_exemplo_de_mapeamento_e_valido(tmp_path):
+    blocos = [c for lingua, c in blocos_de_codigo(ler('docs/mapeamento.md'))
+              if lingua == 'json' and '"datasets"' in c]
+    assert blocos, 'docs/mapeamento.md sem o exemplo completo'
+    mapa = json.loads(blocos[0])
     assert mapa['$schema'] == './mapeamento.schema.json'
     caminho = tmp_path / 'cliente.json'
-    caminho.write_text(bloco, encoding='utf-8')
+    caminho.write_text(blocos[0], encoding='utf-8')
     from contextia_sync.mapeamento import carregar_mapeamento
     carregado = carregar_mapeamento(str(caminho))
     assert [d['dataset'] for d in carregado['datasets']] == ['Titulos a Receber', 'Produtos']
+
+
+# ================================================================ mensagens
+def test_solucao_de_problemas_mora_num_lugar_so():
+    outros = []
+    for documento in documentos():
+        if documento == PROBLEMAS:
+            continue
+        for numero, cabecalho, _ in tabelas(ler(documento)):
+            if cabecalho[0] == 'mensagem':
+                outros.append('%s:%d' % (documento, numero))
+    assert sorted(set(outros)) == [], 'tabela de mensagens fora de %s' % PROBLEMAS
+
+
+def test_solucao_de_problemas_cita_toda_recusa_do_ouvinte():
+    """Cada erro de configuracao que o operador pode ver na subida do ouvinte tem linha."""
+    citadas = ' '.join(c for _, c in mensagens_de_problemas())
+    for inicio in ('Falta CONTEXTIA_URL', 'Arquivo de chaves nao existe',
+                   'Ja existe um ouvinte rodando', 'Estado ilegivel em',
+                   'ainda NAO esta implementada', "nao existe. As que existem",
+                   '--varredura espera HH:MM', 'Mapeamento', 'acompanha por',
+                   'nao tem a secao "projects"', 'nao e nome de modulo',
+                   'tem permissao', 'Falta CONTEXTIA_ORIGEM'):
+        assert inicio in citadas, inicio
+
+
+def test_toda_mensagem_citada_em_problemas_existe_no_codigo():
+    citadas = mensagens_de_problemas()
+    assert len(citadas) > 60
+    faltam = ['%s:%d: %s' % (PROBLEMAS, n, c) for n, c in citadas if not esta_no_codigo(c)]
+    assert faltam == [], ('mensagens citadas que o codigo nao imprime (a citacao tem de ser'
+                          ' a do codigo, letra por letra):\n' + '\n'.join(faltam))
+
+
+def test_cada_mensagem_aparece_uma_vez_em_problemas():
+    vistas: dict[str, int] = {}
+    repetidas = []
+    for numero, citacao in mensagens_de_problemas():
+        if citacao in vistas:
+            repetidas.append('%s (linhas %d e %d)' % (citacao, vistas[citacao], numero))
+        vistas[citacao] = numero
+    assert repetidas == []
+
+
+def test_citacao_de_mensagem_em_outro_documento_tem_a_mesma_redacao():
+    """Outro guia que cita uma mensagem (no texto, nao em tabela) cita a do codigo."""
+    inicios = set()
+    for _, citacao in mensagens_de_problemas():
+        primeiro = re.split(r'\.\.\.|<[^<>]*>', citacao)[0].strip()
+        if len(primeiro) >= 10:
+            inicios.add(primeiro)
+    erradas = []
+    for documento in documentos():
+        if documento == PROBLEMAS:
+            continue
+        for trecho in trechos_de_codigo(sem_blocos_de_codigo(ler(documento))):
+            if trecho.startswith(tuple(inicios)) and not esta_no_codigo(trecho):
+                erradas.append('%s: %s' % (documento, trecho))
+    assert erradas == []
+
+
+# ================================================================ dependencias
+def test_toda_dependencia_tem_o_porque_no_readme():
+    readme = ler(README)
+    secao = readme[readme.index('## Dependências'):]
+    secao = secao[:secao.index('\n## ', 3)].lower()
+    faltam = []
+    for arquivo in ('requirements.txt', 'requirements-local.txt', 'requirements-dev.txt'):
+        assert arquivo in secao, arquivo
+        for linha in ler(arquivo).split('\n'):
+            linha = linha.split('#')[0].strip()
+            if not linha or linha.startswith('-'):
+                continue
+            nome = re.split(r'[\[<>=!~ ;]', linha)[0].lower()
+            if nome not in secao:
+                faltam.append(nome)
+    assert faltam == [], 'dependencias sem o porque no README: %s' % ', '.join(faltam)
+    for extra in ('[local]', '[dev]', 'pip install .'):
+        assert extra in secao, extra

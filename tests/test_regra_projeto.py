@@ -1,10 +1,12 @@
 """A regra de projeto: que linha do cadastro vira projeto, com que nome e grupo."""
 
+import dataclasses
 import decimal
 
 import pytest
 
-from contextia_sync import regra_projeto
+from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.provisionamento import regra_projeto
 
 MAPA = {
     'defaults': {'scope_column': 'EMPRESA_ID'},
@@ -26,15 +28,22 @@ def regra():
 
 def test_resolver_herda_escopo_e_lista_colunas_sem_repetir():
     r = regra()
-    assert r['source_object'] == 'EMPRESAS'
-    assert r['scope_column'] == 'EMPRESA_ID'
-    assert r['columns'] == ['EMPRESA_ID', 'RAZAO_SOCIAL', 'GRUPO', 'ATIVA', 'D_E_L_E_T_',
-                            'UF', 'TIPO', 'CNPJ']
+    assert r.source_object == 'EMPRESAS'
+    assert r.scope_column == 'EMPRESA_ID'
+    assert r.columns == ['EMPRESA_ID', 'RAZAO_SOCIAL', 'GRUPO', 'ATIVA', 'D_E_L_E_T_',
+                         'UF', 'TIPO', 'CNPJ']
+    assert (r.name_column, r.group_column) == ('RAZAO_SOCIAL', 'GRUPO')
+    assert r.filtros[0] == ('ATIVA', 'equals', 'S')
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.source_object = 'OUTRO'  # type: ignore[misc]
 
 
 def test_sem_secao_projects_explica_o_que_escrever():
-    with pytest.raises(ValueError, match='"projects"'):
+    with pytest.raises(ValueError, match='"projects"') as erro:
         regra_projeto.resolver({'datasets': []})
+    # Erro de configuracao: as linhas de comando saem com 2, sem traceback.
+    assert isinstance(erro.value, regra_projeto.ErroRegraProjeto)
+    assert isinstance(erro.value, ErroConfiguracao)
 
 
 def test_escopo_e_texto_para_qualquer_tipo_do_driver():

@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from contextia_sync import contextia_client as cliente
-from contextia_sync.carga import teto_do_complete
-from contextia_sync.historico import Historico, caminho_padrao
+from contextia_sync.intake import cliente
+from contextia_sync.carga.completa import teto_do_complete
+from contextia_sync.carga.historico import Historico, caminho_padrao
 from tests.dados import erp as erp_teste
 from tests.test_connector import conector, numeros, no_servidor
 
@@ -103,7 +103,7 @@ def _alterar_e_enviar_ao_vivo(erp, escopo, chave, rodada):
         envio = cliente.enviar_dataset(DATASET, linhas, api_key=chave, escopo=escopo)
     finally:
         origem.fechar()
-    assert envio['lotes_erro'] == 0 and envio['inserted'] == 45
+    assert envio.lotes_erro == 0 and envio.inserted == 45
 
 
 def test_varredura_sem_key_remove_as_versoes_velhas_do_ao_vivo(sem_key):

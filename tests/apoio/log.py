@@ -1,4 +1,7 @@
-"""Coleta as mensagens do logger do SDK (o logzero nao propaga para o root, e o caplog nao as ve)."""
+"""
+Coleta as mensagens do logger do SDK (o logzero nao propaga para o root, e o
+caplog nao as ve).
+"""
 
 import contextlib
 import logging

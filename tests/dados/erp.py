@@ -58,7 +58,7 @@ def mapeamento(pasta, chunk=10, **extra):
     return caminho
 
 
-class Erp(object):
+class Erp:
     """O ERP de teste dentro de um BancoDeTeste; `url` vai em CONTEXTIA_ORIGEM."""
 
     def __init__(self, banco, titulos_por_empresa=(45, 30)):
@@ -77,7 +77,7 @@ class Erp(object):
         ])
         linhas = []
         ident = self.base * 1000
-        for escopo, quantos in zip(self.escopos, titulos_por_empresa):
+        for escopo, quantos in zip(self.escopos, titulos_por_empresa, strict=False):
             for n in range(quantos):
                 ident += 1
                 linhas.append({'i': ident, 'e': int(escopo), 'c': 'Cliente %d' % n,

@@ -1,0 +1,95 @@
+"""
+Que datasets o ouvinte acompanha, e como uma leitura se reparte por empresa.
+
+Modulo puro (autoteste): o recorte vem das funcoes puras de mapeamento.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from contextia_sync.captura import DatasetVivo
+from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.escopos import texto_escopo
+
+
+class ErroAoVivo(ErroConfiguracao, ValueError):
+    """`watch_column` declarada no dataset mas fora de `columns`."""
+
+
+def datasets_ao_vivo(mapa: Mapping[str, Any]) -> tuple[list[DatasetVivo], list[tuple[str, str]]]:
+    """
+    Devolve (acompanhaveis, de_fora); a segunda lista importa tanto quanto a primeira.
+
+    Dataset sem coluna de mudanca nao e erro (tabela de dominio nao muda). Erro
+    seria passar calado: o operador ligaria o ouvinte achando que 27 datasets
+    estao ao vivo quando so 12 estao.
+
+    `watch_column` vem do dataset ou do `defaults`; `null` no dataset desliga
+    (coluna que existe mas nao presta). Coluna FORA de `columns`:
+      declarada no dataset -> ABORTA: alguem errou o nome de proposito.
+      herdada do defaults  -> sai do ao-vivo com o motivo: nem toda view de um
+                              ERP tem a mesma coluna, e derrubar tudo por uma
+                              obrigaria a escrever `null` uma por uma.
+    Nos dois casos o dataset continua na varredura diaria.
+    """
+    from contextia_sync.intake.cliente import normalizar_dataset
+    from contextia_sync.mapeamento import chave_de
+
+    padrao = (mapa.get('defaults') or {}).get('watch_column')
+    vivos: list[DatasetVivo] = []
+    fora: list[tuple[str, str]] = []
+    for row in mapa.get('datasets') or []:
+        declarada = 'watch_column' in row
+        coluna = row['watch_column'] if declarada else padrao
+        if not coluna:
+            fora.append((row['dataset'],
+                         'watch_column: null' if declarada else 'sem watch_column'))
+            continue
+        if coluna not in (row.get('columns') or []):
+            if declarada:
+                raise ErroAoVivo(
+                    'Dataset %r acompanha por %r, mas essa coluna nao esta em'
+                    ' `columns`. Sem ela na projecao a marca de agua nunca avanca e'
+                    ' o ouvinte releria o mesmo intervalo para sempre.\n'
+                    'Inclua %r em `columns` do dataset, ou corrija `watch_column`'
+                    ' (null tira o dataset do ao-vivo).'
+                    % (row['dataset'], coluna, coluna))
+            fora.append((row['dataset'], 'nao tem %s (herdada do defaults)' % coluna))
+            continue
+        vivos.append(DatasetVivo(nome=normalizar_dataset(row['dataset']), row=row,
+                                 watch=coluna, chave=chave_de(mapa, row)))
+    return vivos, fora
+
+
+def agrupar_por_escopo(linhas: Iterable[dict[str, Any]], mapa: Mapping[str, Any],
+                       row: Mapping[str, Any], chaves: Mapping[str, str],
+                       ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    """
+    Devolve ({escopo: [registros]}, [escopos desconhecidos]).
+
+    UMA leitura por dataset serve TODAS as empresas: a coluna de mudanca nao
+    sabe de empresa, e filtrar empresa a empresa multiplicaria as consultas na
+    producao do cliente sem trazer nada novo.
+
+    Sem recorte (`scope_column: null`, tabela de dominio) vai para TODAS as
+    empresas, como a carga completa faz. Escopo fora do arquivo de chaves e
+    empresa ainda nao provisionada: nao se inventa destino, ela volta na
+    segunda lista e o ciclo de projetos resolve.
+    """
+    from contextia_sync.mapeamento import coluna_de_recorte
+    coluna = coluna_de_recorte(mapa, row)
+    if not coluna:
+        linhas = list(linhas)
+        return {escopo: list(linhas) for escopo in chaves}, []
+    grupos: dict[str, list[dict[str, Any]]] = {}
+    desconhecidos: set[str] = set()
+    for linha in linhas:
+        # 297, Decimal('297'), 297.0 e '297 ' sao a mesma empresa.
+        escopo = texto_escopo(linha.get(coluna))
+        if escopo not in chaves:
+            desconhecidos.add(escopo or '(vazio)')
+            continue
+        grupos.setdefault(escopo, []).append(linha)
+    return grupos, sorted(desconhecidos)

@@ -1,0 +1,74 @@
+"""
+A tabela de casos das regras da marca de agua: a mesma para o autoteste
+(`ouvinte.py --autoteste`, num `python3 -S`) e para o pytest
+(tests/test_marca_agua.py). Um caso novo aqui vale nos dois.
+
+Cada caso: (rotulo, funcao de marca_agua.py, argumentos, argumentos nomeados,
+esperado). Modulo puro.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+_DT = datetime.datetime(2026, 9, 2, 10, 0, 0)
+_UTC = datetime.timezone.utc
+_LIDAS = [{'ID': 1, 'ALT': datetime.datetime(2026, 9, 2, 10, 0, 0)},
+          {'ID': 2, 'ALT': datetime.datetime(2026, 9, 2, 10, 5, 0)},
+          {'ID': 3, 'ALT': None}]
+_DEPOIS = datetime.datetime(2026, 9, 2, 10, 5, 0)
+
+Caso = tuple[str, str, tuple[Any, ...], dict[str, Any], Any]
+
+CASOS: list[Caso] = [
+    # -- recuar: o valor do WHERE
+    ('datetime recua os segundos da folga', 'recuar', (_DT, 180), {},
+     datetime.datetime(2026, 9, 2, 9, 57, 0)),
+    ('texto ISO do estado volta a datetime e recua', 'recuar',
+     ('2026-09-02T10:00:00', 60), {}, datetime.datetime(2026, 9, 2, 9, 59, 0)),
+    ('timestamptz do estado (com fuso) tambem recua', 'recuar',
+     ('2026-09-02T10:00:00+00:00', 60), {},
+     datetime.datetime(2026, 9, 2, 9, 59, tzinfo=_UTC)),
+    ('coluna de DIA recua um dia inteiro', 'recuar', (datetime.date(2026, 9, 2), 180), {},
+     datetime.date(2026, 9, 1)),
+    ('numero (sequence) nao recua', 'recuar', (918273, 180), {}, 918273),
+    ('texto opaco nao recua', 'recuar', ('opaco', 180), {}, 'opaco'),
+    # -- avancar: sobre o maior lido
+    ('avanca para o MAIOR valor lido', 'avancar', (_LIDAS, 'ALT', _DT), {}, _DEPOIS),
+    ('nenhuma linha: a marca velha continua', 'avancar', ([], 'ALT', _DT), {}, _DT),
+    ('so linha sem valor: a marca velha continua', 'avancar',
+     ([{'ID': 9, 'ALT': None}], 'ALT', _DT), {}, _DT),
+    ('nao retrocede quando o lido e menor', 'avancar',
+     ([{'ALT': datetime.datetime(2026, 9, 1, 8, 0, 0)}], 'ALT', _DT), {}, _DT),
+    ('date e datetime na mesma coluna nao explodem', 'avancar',
+     ([{'ALT': datetime.date(2026, 9, 3)}, {'ALT': _DEPOIS}], 'ALT', _DT), {},
+     datetime.date(2026, 9, 3)),
+    # -- primeira vista: so fixa o ponto de partida
+    ('sem marca: primeira vez (nada e enviado)', 'primeira_vez', (None, False), {}, True),
+    ('com marca: nao e primeira vez', 'primeira_vez', (_DT, False), {}, False),
+    ('tabela vista vazia: a proxima leitura traz tudo', 'primeira_vez', (None, True), {},
+     False),
+    ('tabela nascida vazia le desde o inicio', 'desde', (None, 180), {}, None),
+    ('com marca, le desde a marca menos a folga', 'desde', (_DT, 60), {},
+     datetime.datetime(2026, 9, 2, 9, 59, 0)),
+    # -- teto por ciclo
+    ('no teto ainda e incremental', 'passa_do_teto', (20000, 20000), {}, False),
+    ('acima do teto vai para a varredura', 'passa_do_teto', (20001, 20000), {}, True),
+    # -- depois do envio
+    ('tudo entregue: avanca sobre as LIDAS', 'marca_apos_envio', (_LIDAS, 'ALT', _DT),
+     {'todos_ok': True, 'seco': False}, _DEPOIS),
+    ('um envio falhou: a marca NAO avanca', 'marca_apos_envio', (_LIDAS, 'ALT', _DT),
+     {'todos_ok': False, 'seco': False}, _DT),
+    ('modo seco nunca avanca', 'marca_apos_envio', (_LIDAS, 'ALT', _DT),
+     {'todos_ok': True, 'seco': True}, _DT),
+    # -- depois da varredura
+    ('varredura fechou o dataset: a marca pula para o MAX lido antes dela',
+     'marca_apos_varredura', (_DT, _DEPOIS, 'ALT'), {'fechou': True}, _DEPOIS),
+    ('varredura nao fechou: a marca fica', 'marca_apos_varredura', (_DT, _DEPOIS, 'ALT'),
+     {'fechou': False}, _DT),
+    ('o pulo nunca e para tras', 'marca_apos_varredura',
+     (_DEPOIS, _DT, 'ALT'), {'fechou': True}, _DEPOIS),
+    ('tabela vazia na varredura: a marca fica', 'marca_apos_varredura', (_DT, None, 'ALT'),
+     {'fechou': True}, _DT),
+]

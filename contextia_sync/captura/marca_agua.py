@@ -1,0 +1,307 @@
+"""
+A marca de agua: TODAS as regras num so lugar, em funcoes puras.
+
+Cada dataset guarda a maior mudanca ja lida. Tres jeitos conhecidos de perder
+linha em silencio, e a regra que evita cada um:
+
+  1. A marca avanca para o MAIOR VALOR LIDO, nunca para o relogio da maquina
+     (um relogio adiantado cinco minutos pularia cinco minutos de movimento).
+  2. A leitura RECUA a marca em `--folga` segundos: a transacao que comecou
+     antes e comitou depois grava um valor ANTERIOR a marca ja avancada.
+  3. A marca so avanca se TODOS os envios do dataset no ciclo deram certo
+     (`marca_apos_envio`), e nunca no modo seco.
+
+E as decisoes de quando mexer nela: a primeira vista (`primeira_vez`: so fixa
+o ponto de partida), o teto por ciclo (`passa_do_teto`) e o pulo depois da
+varredura (`marca_apos_varredura`). Quem chama (captura/coluna.py, o ciclo de
+varredura) decide com estas funcoes e so guarda o resultado; a tabela de casos
+que as prova esta em casos_marca.py.
+
+E uma medida que nenhuma ferramenta de polling da: as CHEGADAS ATRASADAS --
+linhas lidas pela primeira vez com valor abaixo da marca do ciclo anterior.
+So foram vistas por causa da folga; o maior atraso diz quanto da folga ja foi
+comido. Modulo puro (roda no `python3 -S` do autoteste).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_NUMERO = re.compile(r'^-?\d+(\.\d+)?$')
+
+# Quanto do recuo efetivo um atraso pode comer antes do aviso alto.
+FRACAO_ALERTA = 0.5
+
+# Teto de linhas lembradas por dataset para a contagem de atrasadas. A janela
+# da folga normalmente tem poucas; acima disso a contagem e suspensa (e dito),
+# em vez de o estado crescer sem limite.
+MAXIMO_VISTOS = 50000
+
+
+def como_valor(marca: Any) -> Any:
+    """Texto do estado de volta a datetime/date/numero; texto opaco fica texto."""
+    if marca is None or isinstance(marca, (datetime.date, int, float, decimal.Decimal)):
+        return marca
+    if not isinstance(marca, str):
+        return marca
+    texto = marca.strip()
+    if _NUMERO.match(texto):
+        # Numero nao inteiro (NUMBER do Oracle) volta ao estado como texto para
+        # nao perder precisao em float.
+        return int(texto) if '.' not in texto else decimal.Decimal(texto)
+    if len(texto) == 10:
+        try:
+            return datetime.date.fromisoformat(texto)
+        except ValueError:
+            return marca
+    try:
+        # fromisoformat aceita 'T' ou espaco, fracao e fuso (timestamptz).
+        return datetime.datetime.fromisoformat(texto)
+    except ValueError:
+        return marca
+
+
+def texto_marca(valor: Any) -> str | int | float | None:
+    """A marca como vai para o JSON: texto ISO ou numero, nunca objeto."""
+    if valor is None:
+        return None
+    if isinstance(valor, (datetime.datetime, datetime.date)):
+        return valor.isoformat()
+    if isinstance(valor, bool):
+        return int(valor)
+    if isinstance(valor, (int, float)):
+        return valor
+    if isinstance(valor, decimal.Decimal):
+        return int(valor) if valor == valor.to_integral_value() else str(valor)
+    return str(valor)
+
+
+def comparavel(valor: Any) -> Any:
+    """
+    Chave de ordenacao que nao explode com `date` contra `datetime`.
+
+    Uma coluna que devolve os dois existe (driver diferente, view com CAST), e
+    um TypeError derrubaria o ciclo inteiro por causa de uma linha.
+    """
+    v = como_valor(valor)
+    if isinstance(v, datetime.datetime):
+        return v
+    if isinstance(v, datetime.date):
+        return datetime.datetime(v.year, v.month, v.day)
+    return v
+
+
+def _maior(a: Any, b: Any) -> bool:
+    """a > b sem explodir; tipos incomparaveis nao sao 'maior'."""
+    ca, cb = comparavel(a), comparavel(b)
+    try:
+        return ca > cb
+    except TypeError:
+        # datetime com fuso contra sem fuso: compara no relogio de parede.
+        if isinstance(ca, datetime.datetime) and isinstance(cb, datetime.datetime):
+            return ca.replace(tzinfo=None) > cb.replace(tzinfo=None)
+        return False
+
+
+def recuar(marca: Any, folga: float) -> Any:
+    """
+    A marca menos a folga: o valor que vai no `WHERE coluna > ?`.
+
+    DATE (granularidade de dia) recua um dia inteiro: recuar segundos nao muda
+    nada, e `> hoje` perderia toda alteracao de hoje. Numero (sequence,
+    ROWVERSION) ou texto opaco nao recua: a folga nao tem unidade ali, e quem
+    cobre transacao em voo e a varredura.
+    """
+    v = como_valor(marca)
+    if isinstance(v, datetime.datetime):
+        return v - datetime.timedelta(seconds=folga)
+    if isinstance(v, datetime.date):
+        return v - datetime.timedelta(days=1)
+    return v
+
+
+def avancar(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atual: Any) -> Any:
+    """
+    O maior valor da coluna de mudanca entre as linhas LIDAS.
+
+    Nenhuma linha com valor: a marca velha continua. E nunca retrocede: uma
+    linha com data futura (digitacao errada) eleva a marca, e a seguinte,
+    normal, nao pode baixa-la de volta -- isso reprocessaria em laco.
+    """
+    maior: Any = None
+    for linha in linhas:
+        valor = linha.get(coluna)
+        if valor is None:
+            continue
+        if maior is None or _maior(valor, maior):
+            maior = valor
+    if maior is None:
+        return marca_atual
+    if marca_atual is not None and _maior(marca_atual, maior):
+        return marca_atual
+    return maior
+
+
+# ---------------------------------------------------------------------------
+# Quando mexer na marca
+# ---------------------------------------------------------------------------
+
+def primeira_vez(marca: Any, vazia_no_inicio: bool) -> bool:
+    """
+    Sem marca (e sem ter visto a tabela vazia): a leitura so FIXA o ponto de partida.
+
+    A carga completa e do conector (ja rodou, ou roda na varredura); reenviar a
+    base toda pela porta incremental, sem `complete`, pareceria um servico
+    louco. Tabela vazia na primeira vez e diferente: ai a proxima leitura traz
+    TUDO (`desde` None), senao as primeiras linhas so chegariam na varredura.
+    """
+    return marca is None and not vazia_no_inicio
+
+
+def desde(marca: Any, folga: float) -> Any:
+    """O valor do `WHERE coluna > ?` deste ciclo; None = ler tudo (tabela nasceu vazia)."""
+    return recuar(marca, folga) if marca is not None else None
+
+
+def passa_do_teto(quantos: int, maximo: int) -> bool:
+    """
+    Mais linhas que o teto por ciclo: operacao em massa, e da varredura.
+
+    Juros, fechamento de mes, correcao em lote costumam vir com exclusao -- que o
+    incremental nao ve -- e nao devem passar pela memoria de um processo que
+    precisa ficar de pe.
+    """
+    return quantos > maximo
+
+
+def marca_apos_envio(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atual: Any,
+                     *, todos_ok: bool, seco: bool) -> Any:
+    """
+    A marca depois de entregar as linhas lidas neste ciclo.
+
+    So avanca se TODOS os envios deram certo: falha mantem a marca velha e o
+    proximo ciclo rele (avancar sobre um envio que falhou perderia aquelas
+    linhas ate a varredura). Avanca sobre as linhas LIDAS, nao as ENVIADAS: as
+    de empresa sem chave ficam para tras de proposito, senao o dataset releria
+    o mesmo intervalo para sempre -- nada se perde porque o ciclo de projetos
+    faz carga completa da empresa nova. Seco nunca avanca.
+    """
+    if not todos_ok or seco:
+        return marca_atual
+    return avancar(linhas, coluna, marca_atual)
+
+
+def marca_apos_varredura(marca_atual: Any, maximo_antes: Any, coluna: str, *,
+                         fechou: bool) -> Any:
+    """
+    O pulo da marca de um dataset entregue a varredura.
+
+    `maximo_antes` e o MAX da coluna lido ANTES da varredura: tudo ate ali a
+    carga completa levou, e a marca pode pular para ca -- sem isto a rajada
+    ficaria acima do teto para sempre. So se a varredura FECHOU a carga desse
+    dataset em todas as empresas; e nunca para tras.
+    """
+    if not fechou:
+        return marca_atual
+    return avancar([{coluna: maximo_antes}], coluna, marca_atual)
+
+
+# ---------------------------------------------------------------------------
+# Chegadas atrasadas
+# ---------------------------------------------------------------------------
+
+def margem_efetiva(marca: Any, folga: float) -> float | None:
+    """Quanto a leitura realmente recua, em segundos (None para numero/texto)."""
+    v = como_valor(marca)
+    if isinstance(v, datetime.datetime):
+        return float(folga)
+    if isinstance(v, datetime.date):
+        return 86400.0
+    return None
+
+
+def atraso_em_segundos(marca_anterior: Any, valor: Any) -> float | None:
+    """Quanto `valor` ficou atras da marca; None se nao da para medir."""
+    a, b = comparavel(marca_anterior), comparavel(valor)
+    if isinstance(a, datetime.datetime) and isinstance(b, datetime.datetime):
+        if (a.tzinfo is None) != (b.tzinfo is None):
+            a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
+        return (a - b).total_seconds()
+    return None
+
+
+def identidade(linha: Mapping[str, Any], coluna: str, chave: str | None = None) -> str:
+    """
+    Quem e esta linha NESTA versao: chave + valor de mudanca.
+
+    A mesma linha relida com o mesmo valor (a folga rele de proposito) tem a
+    mesma identidade e nao conta como atrasada; a mesma chave alterada de novo
+    ganha identidade nova. Sem `key`, o conteudo inteiro identifica (como o
+    dedup por hash do servidor). Resumida em 16 hex: o estado guarda muitas.
+    """
+    if chave is not None and chave in linha:
+        quem = repr(texto_marca(linha.get(chave)))
+    else:
+        quem = repr(sorted((k, texto_marca(v)) for k, v in linha.items()))
+    bruto = '%s|%s' % (quem, texto_marca(como_valor(linha.get(coluna))))
+    return hashlib.sha1(bruto.encode('utf-8')).hexdigest()[:16]
+
+
+def contar_atrasadas(linhas: Iterable[Mapping[str, Any]], coluna: str, chave: str | None,
+                     marca_anterior: Any, vistos: Mapping[str, Any] | None,
+                     ) -> tuple[int, float | None, dict[str, Any]]:
+    """
+    Devolve (quantas, maior_atraso_s, novas) das linhas lidas neste ciclo.
+
+    Atrasada = lida pela PRIMEIRA vez (identidade fora de `vistos`) com valor
+    ABAIXO da marca com que o ciclo anterior terminou: so foi pega porque a
+    leitura recuou a folga. `novas` e {identidade: valor em texto} das linhas
+    ainda nao vistas, para o chamador juntar a `vistos`.
+    `vistos=None` quer dizer "nao sei o que ja foi lido" (contagem suspensa).
+    """
+    quantas = 0
+    maior: float | None = None
+    novas: dict[str, Any] = {}
+    for linha in linhas:
+        valor = linha.get(coluna)
+        if valor is None:
+            continue
+        ident = identidade(linha, coluna, chave)
+        if vistos is not None and ident in vistos:
+            continue
+        novas[ident] = texto_marca(como_valor(valor))
+        if vistos is None or marca_anterior is None:
+            continue
+        if _maior(marca_anterior, valor):
+            quantas += 1
+            atraso = atraso_em_segundos(marca_anterior, valor)
+            if atraso is not None and (maior is None or atraso > maior):
+                maior = atraso
+    return quantas, maior, novas
+
+
+def podar_vistos(vistos: Mapping[str, Any], marca: Any, folga: float) -> dict[str, Any]:
+    """
+    Esquece as linhas que a proxima leitura nao pode mais trazer.
+
+    A leitura e `> recuar(marca)` e a marca nunca desce: o que ficou em ou
+    abaixo disso nunca volta, e lembrar dele so engordaria o estado.
+    """
+    limite = recuar(marca, folga)
+    if limite is None:
+        return dict(vistos)
+    return {ident: valor for ident, valor in vistos.items()
+            if _maior(valor, limite)}
+
+
+def atraso_preocupante(maior_atraso_s: float | None, marca: Any, folga: float) -> bool:
+    """True quando o maior atraso passou da metade do recuo efetivo."""
+    margem = margem_efetiva(marca, folga)
+    if maior_atraso_s is None or not margem:
+        return False
+    return maior_atraso_s > margem * FRACAO_ALERTA

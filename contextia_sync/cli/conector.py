@@ -1,0 +1,233 @@
+"""
+A linha de comando do conector (`connector.py`, ou `python -m contextia_sync.cli.conector`).
+
+A carga completa de UMA empresa. Aqui so ha a casca: argumentos, as recusas de
+configuracao (pegas uma vez, saida 2, sem traceback) e a saida que o operador e
+o ouvinte leem. A logica esta em contextia_sync/carga/completa.py; o guia do
+operador, no topo de connector.py e em docs/carga-e-provisionamento.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from contextia_sync import padroes
+from contextia_sync.cli import comum
+from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
+
+PROG = 'connector'
+DESCRICAO = ('Carga completa de UMA empresa no Contextia (a chave vem de'
+             ' CONTEXTIA_API_KEY, nunca da linha de comando).')
+EPILOGO = ('Saida: %d ok; %d algum dataset falhou (nada removido nele); %d erro de'
+           ' configuracao (nada enviado).' % (SAIDA_OK, SAIDA_FALHA, SAIDA_CONFIGURACAO))
+
+
+def _fracao(texto: str) -> float:
+    try:
+        valor = float(texto.rstrip('%')) / (100.0 if texto.endswith('%') else 1.0)
+    except ValueError:
+        valor = -1
+    if not 0 <= valor <= 1:
+        raise argparse.ArgumentTypeError(
+            '%r nao e uma fracao de 0 a 1 (ex.: 0.5, 50%%, ou 1 para permitir remover'
+            ' tudo)' % texto)
+    return valor
+
+
+def intervalo_progresso(padrao: float = padroes.INTERVALO_PROGRESSO) -> float:
+    """CONTEXTIA_PROGRESSO_SEGUNDOS (segundos entre linhas de progresso), ou `padrao`."""
+    bruto = (os.environ.get('CONTEXTIA_PROGRESSO_SEGUNDOS') or '').strip()
+    if not bruto:
+        return padrao
+    try:
+        valor = float(bruto)
+    except ValueError:
+        valor = -1.0
+    if not valor > 0:
+        raise ErroConfiguracao('CONTEXTIA_PROGRESSO_SEGUNDOS=%r nao e numero positivo de'
+                               ' segundos. Tire a variavel (padrao %g) ou use, por exemplo,'
+                               ' 30.' % (bruto, padrao))
+    return valor
+
+
+def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
+    """Os argumentos da linha de comando (argparse sai com 2 se estao errados)."""
+    p = comum.novo_parser(PROG, DESCRICAO, EPILOGO)
+    p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
+    p.add_argument('--source', default=padroes.SOURCE,
+                   help='adaptador em sources/ sem .py (padrao %s)' % padroes.SOURCE)
+    p.add_argument('--scope', required=True, metavar='ESCOPO',
+                   help='a empresa (o valor da scope_column, ex.: 297)')
+    p.add_argument('--dataset', action='append', default=[], metavar='NOME',
+                   help='so este dataset (nome do mapeamento ou normalizado); repita para'
+                        ' mais de um. Padrao: todos')
+    p.add_argument('--dry-run', action='store_true',
+                   help='le e conta da origem; nao envia nada e nao precisa de chave')
+    p.add_argument('--max-remocao', type=_fracao, default=padroes.MAX_REMOCAO, metavar='F',
+                   help='fracao maxima de um dataset que a carga pode remover (padrao %s).'
+                        ' Acima disso o Contextia recusa o complete e nada sai. Para uma'
+                        ' limpeza real em massa: --max-remocao=1' % padroes.MAX_REMOCAO)
+    p.add_argument('--historico', default=os.environ.get('CONTEXTIA_HISTORICO') or None,
+                   metavar='ARQ',
+                   help='historico de cargas aceitas (padrao: CONTEXTIA_HISTORICO; o'
+                        ' carregar-todas.sh usa <chaves>.historico.json). No dataset sem key'
+                        ' o teto compara com a carga anterior dele; sem historico, vale a'
+                        ' fracao do dataset')
+    return p.parse_args(argv)
+
+
+@dataclass
+class Preparo:
+    """O que a carga precisa, ja conferido: nada aqui e erro de configuracao."""
+
+    mapa: dict[str, Any]
+    escopo: str
+    datasets: list[dict[str, Any]]
+    intervalo: float
+    origem: ModuleType
+    chave: str | None = None
+    projeto: str = '-'
+
+
+def preparar(args: argparse.Namespace) -> Preparo:
+    """
+    Confere tudo o que o operador corrige antes de rodar, na ordem em que ele
+    corrigiria. Levanta ErroConfiguracao (ErroMapeamento, ErroSelecao,
+    ErroAdaptador...) ou ErroAutenticacao, com a correcao na mensagem;
+    ErroContextia se o Contextia nao respondeu.
+    """
+    from contextia_sync.carga import completa as carga
+    from contextia_sync.escopos import texto_escopo
+    from contextia_sync.intake import cliente
+    from contextia_sync.mapeamento import carregar_mapeamento, escopos_excluidos
+    from contextia_sync.origem import carregar_origem
+
+    mapa = carregar_mapeamento(args.mapping)
+    escopo = texto_escopo(args.scope)
+    if not escopo:
+        raise ErroConfiguracao('--scope vazio: diga qual empresa carregar.')
+    if escopo in escopos_excluidos(mapa):
+        raise ErroConfiguracao(
+            'a empresa %s esta em source.excluded_scopes do mapeamento: ela nao recebe'
+            ' carga. Tire a linha dela do arquivo de chaves (e revogue a chave), ou tire-a'
+            ' de excluded_scopes se a exclusao era engano.' % escopo)
+    datasets = carga.selecionar_datasets(mapa, args.dataset)
+    intervalo = intervalo_progresso()
+
+    chave = None
+    projeto = '-'
+    if not args.dry_run:
+        if not cliente.url_destino():
+            raise ErroConfiguracao(
+                'falta CONTEXTIA_URL (a instalacao do Contextia DESTE cliente).'
+                ' Nao ha padrao: um padrao mandaria os dados para outro cliente.')
+        chave = (os.environ.get('CONTEXTIA_API_KEY') or '').strip()
+        if not chave:
+            raise ErroConfiguracao(
+                'falta CONTEXTIA_API_KEY, a chave do projeto da empresa %s. Ela vem do'
+                ' arquivo de chaves do provisionar.py e vai SO no ambiente (na linha de'
+                ' comando apareceria no ps).' % escopo)
+        # A chave e DESTA empresa? Chave trocada mandaria os titulos da 297 para o
+        # projeto da 301 -- vazamento entre empresas, sem erro nenhum do servidor.
+        dono = cliente.quem_sou(chave, escopo=escopo)
+        externo = texto_escopo(dono.get('external_id'))
+        if externo and externo != escopo:
+            raise ErroConfiguracao(
+                'a chave em CONTEXTIA_API_KEY e do projeto %r (empresa %s), nao da empresa'
+                ' %s. Confira a linha da empresa %s no arquivo de chaves.'
+                % (dono.get('name'), externo, escopo, escopo))
+        projeto = '%s (id %s)' % (dono.get('name'), dono.get('project_id'))
+
+    origem = carregar_origem(args.source)
+    return Preparo(mapa=mapa, escopo=escopo, datasets=datasets, intervalo=intervalo,
+                   origem=origem, chave=chave or None, projeto=projeto)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """O conector: 0 tudo carregado, 1 algum dataset falhou, 2 erro de configuracao."""
+    args = argumentos(argv)
+
+    from contextia_sync.carga import completa as carga
+    from contextia_sync.intake import cliente
+    from contextia_sync.intake.transporte import ErroContextia
+
+    try:
+        preparo = preparar(args)
+    except cliente.ErroAutenticacao as erro:
+        return comum.recusar(PROG, str(erro))
+    except ErroContextia as erro:
+        print('%s: Contextia indisponivel: %s' % (PROG, erro), file=sys.stderr)
+        return SAIDA_FALHA
+    except ErroConfiguracao as erro:
+        # Mapeamento, --dataset, escopo, ambiente, adaptador: a mensagem ja diz a correcao.
+        return comum.recusar(PROG, erro)
+
+    mapa, escopo, origem = preparo.mapa, preparo.escopo, preparo.origem
+    print('===== carga completa: empresa %s =====' % escopo)
+    print('cliente ........: %s' % (mapa.get('client') or '-'))
+    print('destino ........: %s' % ('(seco: nada enviado)' if args.dry_run
+                                     else cliente.url_destino()))
+    print('projeto ........: %s' % preparo.projeto)
+    print('datasets .......: %d%s' % (len(preparo.datasets),
+                                      ' (de %d)' % len(mapa['datasets']) if args.dataset else ''))
+    historico = None
+    if not args.dry_run:
+        print('teto de remocao : %g%% de cada dataset%s' % (
+            100 * args.max_remocao,
+            ' (remocao em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
+        if args.historico:
+            from contextia_sync.carga.historico import Historico
+            historico = Historico(args.historico)
+        print('historico ......: %s' % (
+            args.historico or 'nenhum (sem key: teto sobre o dataset inteiro)'))
+    sys.stdout.flush()
+
+    inicio = time.monotonic()
+    resultados: list[carga.ResultadoCarga] = []
+    saida = SAIDA_OK
+    barra = sys.stderr.isatty()
+
+    def progresso(texto: str) -> None:
+        print(texto, flush=True)
+
+    try:
+        origem.conectar()
+    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
+        print('%s: nao foi possivel conectar na origem (%s: %s). Nada foi enviado.'
+              % (PROG, type(erro).__name__, erro), file=sys.stderr)
+        return SAIDA_FALHA
+    try:
+        for row in preparo.datasets:
+            try:
+                resultado = carga.carregar_dataset(
+                    mapa, row, origem, escopo, api_key=preparo.chave, seco=args.dry_run,
+                    max_remocao=args.max_remocao, barra=barra, progresso=progresso,
+                    intervalo_progresso=preparo.intervalo, historico=historico,
+                    execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
+            except cliente.ErroAutenticacao as erro:
+                # A chave caiu no meio (revogada?): nenhum dataset seguinte passaria.
+                saida = comum.recusar(PROG, str(erro))
+                break
+            resultados.append(resultado)
+            print(carga.linha_de_resultado(resultado, seco=args.dry_run))
+            sys.stdout.flush()
+    finally:
+        try:
+            origem.fechar()
+        except Exception:                       # noqa: BLE001 - fechar nunca mascara o erro
+            pass
+
+    print(carga.resumo(escopo, resultados, time.monotonic() - inicio, seco=args.dry_run))
+    if saida == SAIDA_OK and any(not r.ok for r in resultados):
+        saida = SAIDA_FALHA
+    return saida
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""A linha de comando do ouvinte (`ouvinte.py`, ou o comando `ouvinte`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from contextia_sync import padroes
+from contextia_sync.cli import comum
+from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, ErroConfiguracao
+
+DESCRICAO = ('Ouvinte: leva ao Contextia o que mudou na origem, em segundos.'
+             ' Guia do operador: docs/ouvinte.md')
+
+
+def argumentos(argv: list[str]) -> argparse.Namespace:
+    from contextia_sync.captura.estrategias import ESTRATEGIAS
+    p = comum.novo_parser('ouvinte', DESCRICAO, comum.CODIGOS_DE_SAIDA)
+    p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
+    p.add_argument('--source', required=True, help='modulo em sources/ (sem .py)')
+    p.add_argument('--chaves', required=True,
+                   help='o arquivo de chaves do provisionador (uma por empresa)')
+    p.add_argument('--estado', required=True,
+                   help='diretorio das marcas de agua, do status e da trava')
+    p.add_argument('--intervalo-dados', type=int, default=padroes.INTERVALO_DADOS,
+                   metavar='S', help='segundos entre leituras do que mudou (padrao %d)'
+                   % padroes.INTERVALO_DADOS)
+    p.add_argument('--intervalo-projetos', type=int, default=padroes.INTERVALO_PROJETOS,
+                   metavar='S', help='segundos entre buscas por empresa nova (padrao %d)'
+                   % padroes.INTERVALO_PROJETOS)
+    p.add_argument('--varredura', default=padroes.HORA_VARREDURA, metavar='HH:MM',
+                   help='hora da carga completa diaria, a UNICA que remove'
+                        ' (padrao %s; "nao" desliga)' % padroes.HORA_VARREDURA)
+    p.add_argument('--janela-varredura', type=int, default=padroes.JANELA_VARREDURA,
+                   metavar='MIN',
+                   help='por quantos minutos depois da hora a varredura ainda pode'
+                        ' disparar (padrao %d); fora dela espera o dia seguinte'
+                        % padroes.JANELA_VARREDURA)
+    p.add_argument('--estrategia', default=None, metavar='NOME',
+                   help='como detectar o que mudou: %s. Padrao: `listener.strategy`'
+                        ' do mapeamento, ou `%s`' % (', '.join(sorted(ESTRATEGIAS)),
+                                                    padroes.ESTRATEGIA))
+    p.add_argument('--folga', type=int, default=padroes.FOLGA, metavar='S',
+                   help='quanto a leitura recua atras da marca de agua, para pegar'
+                        ' transacao que comitou atrasada (padrao %d)' % padroes.FOLGA)
+    p.add_argument('--maximo-por-ciclo', type=int, default=padroes.MAXIMO_POR_CICLO,
+                   metavar='N', help='acima disso o dataset e entregue a varredura'
+                   ' (padrao %d)' % padroes.MAXIMO_POR_CICLO)
+    p.add_argument('--grupo', action='append', default=[], metavar='SLUG',
+                   help='grupo de empresas para o projeto de empresa nova; repita')
+    p.add_argument('--timeout-ferramenta', type=int, default=padroes.TIMEOUT_FERRAMENTA,
+                   metavar='S', help='tempo maximo de uma ferramenta (carga completa),'
+                   ' padrao %d' % padroes.TIMEOUT_FERRAMENTA)
+    p.add_argument('--inatividade-ferramenta', type=int,
+                   default=padroes.INATIVIDADE_FERRAMENTA, metavar='S',
+                   help='encerra a ferramenta que ficar S segundos sem escrever'
+                        ' nenhuma linha (padrao %d; 0 desliga)'
+                        % padroes.INATIVIDADE_FERRAMENTA)
+    p.add_argument('--log', default=None, help='arquivo de log rotativo (alem da tela)')
+    p.add_argument('--varrer-agora', action='store_true',
+                   help='roda a varredura completa nesta subida, sem esperar a hora')
+    p.add_argument('--once', action='store_true',
+                   help='um ciclo de cada e sai (codigo 1 se algum falhou)')
+    p.add_argument('--dry-run', action='store_true',
+                   help='le tudo e nao envia, nao cria e nao grava marca de agua')
+    p.add_argument('--autoteste', action='store_true',
+                   help='prova a logica pura sem banco e sem rede')
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # O autoteste nao usa mapeamento, chaves nem estado: atendido antes do
+    # argparse, que exigiria inventar valores para eles.
+    if '--autoteste' in argv:
+        from contextia_sync.ouvinte.autoteste import rodar
+        return rodar()
+    args = argumentos(argv)
+
+    from contextia_sync.ouvinte.laco import Parada, ParadaFria, laco
+    from contextia_sync.ouvinte.preparo import preparar
+    from contextia_sync.registro import arquivo_de_log, logger
+    if args.log:
+        arquivo_de_log(args.log)
+
+    parada = Parada()
+    parada.instalar()
+    try:
+        ctx = preparar(args, lambda: parada.pedida)
+    except ErroConfiguracao as erro:
+        # A mensagem ja diz o que e, por que e como corrigir. Sem traceback:
+        # quem le e o operador, nao o programador.
+        print(str(erro), file=sys.stderr)
+        return SAIDA_CONFIGURACAO
+    except ParadaFria:
+        return SAIDA_FALHA
+
+    try:
+        return laco(ctx, args, parada)
+    except ParadaFria:
+        return SAIDA_FALHA
+    finally:
+        try:
+            ctx.origem.fechar()
+        except Exception:                     # noqa: BLE001 - fechar nunca mascara o erro
+            pass
+        if ctx.trava is not None:
+            ctx.trava.close()
+        logger.info('ouvinte encerrado')
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""
+A linha de comando do provisionador (`provisionar.py`, `contextia-provisionar`).
+
+A documentacao do operador esta no `provisionar.py` da raiz; o que fazer em
+cada passo, em `contextia_sync/provisionamento/`. Aqui: argumentos, o que se
+imprime e o codigo de saida.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+
+from contextia_sync import padroes
+from contextia_sync.cli.comum import novo_parser, recusar
+from contextia_sync.erros import SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
+
+PROG = 'provisionar'
+
+
+def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
+    """Os argumentos de `provisionar` (`argv` None: os da linha de comando)."""
+    p = novo_parser(
+        PROG, 'Cria projeto, chave, grupos e webhook para cada empresa nova.',
+        epilog='Saida: 0 ok; 1 alguma empresa falhou; 2 erro de configuracao.'
+               ' Rodar de novo conserta uma execucao interrompida.')
+    p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
+    p.add_argument('--source', default=padroes.SOURCE,
+                   help='adaptador em sources/ sem .py (padrao %s)' % padroes.SOURCE)
+    p.add_argument('--arquivo', required=True, metavar='CHAVES',
+                   help='arquivo de chaves (TSV, modo 600); criado se nao existe')
+    p.add_argument('--somente-escopo', metavar='ESCOPO',
+                   help='so esta empresa (o ouvinte chama assim para cada empresa nova)')
+    p.add_argument('--grupo', action='append', default=[], metavar='SLUG',
+                   help='grupo para os projetos novos; repita para mais de um (soma-se ao'
+                        ' group_column do cadastro)')
+    p.add_argument('--dry-run', action='store_true',
+                   help='mostra o plano; nao cria, nao emite, nao grava nada')
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Provisiona o que o plano pede; devolve o codigo de saida (0, 1 ou 2)."""
+    args = argumentos(argv)
+
+    from contextia_sync.intake.cliente import ErroAutenticacao
+
+    try:
+        return _provisionar(args)
+    except ErroConfiguracao as erro:
+        # Mapeamento, regra, arquivo de chaves, adaptador, CONTEXTIA_ORIGEM,
+        # segredo do webhook: a mensagem ja diz a correcao.
+        return recusar(PROG, erro)
+    except ErroAutenticacao as erro:
+        # Token de admin ausente ou recusado: tambem se corrige antes de rodar.
+        return recusar(PROG, str(erro))
+
+
+def _provisionar(args: argparse.Namespace) -> int:
+    from contextia_sync.escopos import texto_escopo
+    from contextia_sync.intake.admin import Admin
+    from contextia_sync.intake.cliente import ErroAutenticacao, url_base, url_destino
+    from contextia_sync.intake.transporte import ErroContextia
+    from contextia_sync.mapeamento import carregar_mapeamento
+    from contextia_sync.origem import carregar_origem
+    from contextia_sync.provisionamento import chaves as arquivo_chaves
+    from contextia_sync.provisionamento import plano as provisionamento
+    from contextia_sync.provisionamento import regra_projeto
+    from contextia_sync.provisionamento.plano import ErroProvisionamento
+
+    mapa = carregar_mapeamento(args.mapping)
+    regra = regra_projeto.resolver(mapa)
+    grupos: list[str] = []
+    for grupo in args.grupo:
+        slug = regra_projeto.slug(grupo)
+        if slug is None or slug != grupo:
+            raise ErroProvisionamento('--grupo=%r nao e slug (minusculas, digitos, - e _);'
+                                      ' use %r.' % (grupo, slug))
+        grupos.append(slug)
+    somente = texto_escopo(args.somente_escopo) if args.somente_escopo is not None else None
+    pasta = os.path.dirname(os.path.abspath(args.arquivo))
+    if not os.path.isdir(pasta):
+        raise ErroProvisionamento('a pasta do arquivo de chaves nao existe: %s -- crie-a'
+                                  ' (mkdir -m 700).' % pasta)
+
+    origem = carregar_origem(args.source)
+
+    with contextlib.ExitStack() as pilha:
+        if not args.dry_run:
+            # A trava vem antes da leitura: o que se le tem de ser o que se regrava.
+            pilha.enter_context(arquivo_chaves.travado(args.arquivo))
+        registros = arquivo_chaves.ler_registros(args.arquivo)
+
+        try:
+            origem.conectar()
+            linhas = list(origem.fetch(regra.source_object, regra.columns))
+        except ErroConfiguracao:
+            raise                               # CONTEXTIA_ORIGEM ausente ou invalida: 2
+        except Exception as erro:               # noqa: BLE001 - o adaptador diz a causa
+            print('provisionar: nao foi possivel ler o cadastro %s na origem (%s: %s).'
+                  ' Nada foi mudado.' % (regra.source_object, type(erro).__name__, erro),
+                  file=sys.stderr)
+            return SAIDA_FALHA
+        finally:
+            try:
+                origem.fechar()
+            except Exception:                   # noqa: BLE001 - fechar nunca mascara o erro
+                pass
+
+        plano = provisionamento.planejar(mapa, linhas, registros, somente, grupos)
+
+        print('===== provisionamento%s =====' % (' (SECO: nada e mudado)' if args.dry_run else ''))
+        print('cliente .........: %s' % (mapa.get('client') or '-'))
+        print('destino .........: %s' % (url_destino() or '(CONTEXTIA_URL nao definida)'))
+        print('arquivo de chaves: %s (%d empresa(s))' % (args.arquivo, len(registros)))
+        print('regra de projeto :')
+        print(regra_projeto.descrever(regra))
+        print('cadastro ........: %d linha(s) lida(s) de %s' % (len(linhas),
+                                                              regra.source_object))
+        for linha in provisionamento.descrever_plano(plano):
+            print(linha)
+
+        if args.dry_run:
+            print('resumo: SECO -- %d seriam criadas, %d pendentes seriam concluidas'
+                  % (len(plano.novas), len(plano.pendentes)))
+            return SAIDA_FALHA if plano.nao_encontrada else SAIDA_OK
+
+        if not plano.novas and not plano.pendentes:
+            print('resumo: nada a fazer')
+            return SAIDA_FALHA if plano.nao_encontrada else SAIDA_OK
+
+        if not url_base():
+            raise ErroProvisionamento('falta CONTEXTIA_URL (a instalacao do Contextia DESTE'
+                                      ' cliente).')
+        admin = Admin()
+        executor = provisionamento.Provisionador(mapa, admin, args.arquivo, registros)
+
+        criadas, reparadas, falhas = 0, 0, []
+        trabalho = [('nova', e) for e in plano.novas] + \
+                   [('pendente', e) for e in plano.pendentes]
+        for tipo, (escopo, nome, grupos_empresa) in trabalho:
+            try:
+                if tipo == 'nova':
+                    reparo = executor.criar(escopo, nome, grupos_empresa)
+                    criadas += 0 if reparo else 1
+                else:
+                    executor.concluir(registros[escopo], grupos_empresa)
+                    reparo = True
+                reparadas += 1 if reparo else 0
+            except (ErroAutenticacao, arquivo_chaves.ErroChaves):
+                raise                           # token recusado, arquivo de chaves: 2
+            except (ErroContextia, ErroProvisionamento) as erro:
+                falhas.append(escopo)
+                print('  %s: FALHOU -- %s (rode de novo para concluir)' % (escopo, erro))
+            except OSError as erro:
+                # Nao conseguiu gravar o arquivo: a chave recem-emitida ficou sem
+                # dono. A proxima execucao a revoga e emite outra -- mas pare aqui,
+                # senao cada empresa seguinte teria o mesmo destino.
+                print('  %s: FALHOU ao gravar %s (%s). A chave emitida agora nao foi'
+                      ' gravada; a proxima execucao a revoga e emite outra. Corrija o'
+                      ' disco/permissao da pasta e rode de novo.' % (escopo, args.arquivo, erro))
+                falhas.append(escopo)
+                break
+        print('resumo: %d criada(s), %d reparada(s), %d com falha%s' % (
+            criadas, reparadas, len(falhas), ' (%s)' % ', '.join(falhas) if falhas else ''))
+        return SAIDA_FALHA if falhas or plano.nao_encontrada else SAIDA_OK
+
+
+if __name__ == '__main__':
+    sys.exit(main())

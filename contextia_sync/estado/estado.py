@@ -1,0 +1,233 @@
+"""
+`ouvinte-estado.json`: marcas de agua e o que o ouvinte sabe da origem.
+
+Um registro tipado por secao do arquivo (o JSON no disco continua o mesmo,
+versao 2):
+
+    marca_agua                 {dataset: marca}        a maior mudanca ja entregue
+    vistos                     {dataset: {id: valor}}  lidas na janela da folga
+    acompanhamento             {dataset: Acompanhamento}  o que o status mostra
+    pendentes_varredura        {dataset: motivo}       entregues a varredura
+    cargas_iniciais_pendentes  [escopo]                carga de empresa nova a refazer
+    escopos_vistos, ultima_varredura
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from contextia_sync.arquivos import gravar_atomico
+from contextia_sync.captura.marca_agua import texto_marca
+from contextia_sync.erros import ErroConfiguracao
+
+ARQUIVO_ESTADO = 'ouvinte-estado.json'
+VERSAO = 2
+
+# A marca como o JSON a guarda: texto ISO, numero inteiro ou com fracao.
+MarcaTexto = Union[str, int, float]
+# {identidade da linha nesta versao: valor de mudanca}; None = nao se sabe.
+Vistos = dict[str, MarcaTexto]
+
+
+class ErroEstado(ErroConfiguracao):
+    """O arquivo de estado existe e nao da para le-lo."""
+
+
+@dataclass
+class Acompanhamento:
+    """O que o status mostra de um dataset do ao-vivo."""
+
+    ultima_sonda: str | None = None
+    ultimo_erro: str | None = None
+    enviados_ultimo_ciclo: int | None = None
+    # Tabela vazia na primeira sonda: a proxima leitura traz tudo (ver dados.py).
+    vazia_no_inicio: bool = False
+    ultima_mudanca_vista: str | None = None
+    atrasadas_total: int = 0
+    maior_atraso_s: float | None = None
+
+
+_TIPOS_ACOMPANHAMENTO: dict[str, tuple[type, ...]] = {
+    'ultima_sonda': (str,), 'ultimo_erro': (str,), 'enviados_ultimo_ciclo': (int,),
+    'vazia_no_inicio': (bool,), 'ultima_mudanca_vista': (str,),
+    'atrasadas_total': (int,), 'maior_atraso_s': (int, float)}
+
+
+def _problema(caminho: str, secao: str, esperado: str, valor: Any) -> ErroEstado:
+    return ErroEstado(
+        'Estado ilegivel em %s (a secao %r deveria ser %s, e e %s).\n'
+        'Conserte ou mova o arquivo. Comecar do zero faria o ouvinte pular tudo que'
+        ' aconteceu desde a ultima leitura.' % (caminho, secao, esperado,
+                                               type(valor).__name__))
+
+
+def _marca_valida(valor: Any) -> bool:
+    return isinstance(valor, (str, int, float)) and not isinstance(valor, bool)
+
+
+def _acompanhamento(caminho: str, nome: str, bruto: Any) -> Acompanhamento:
+    if not isinstance(bruto, dict):
+        raise _problema(caminho, 'acompanhamento.%s' % nome, 'um objeto', bruto)
+    campos: dict[str, Any] = {}
+    for chave, valor in bruto.items():
+        tipos = _TIPOS_ACOMPANHAMENTO.get(chave)
+        if tipos is None:
+            continue        # chave de versao antiga: nao usada mais
+        if valor is not None and not isinstance(valor, tipos):
+            raise _problema(caminho, 'acompanhamento.%s.%s' % (nome, chave),
+                            ' ou '.join(t.__name__ for t in tipos), valor)
+        campos[chave] = valor
+    return Acompanhamento(**campos)
+
+
+@dataclass
+class DadosEstado:
+    """O arquivo inteiro, secao por secao."""
+
+    versao: int = VERSAO
+    marca_agua: dict[str, MarcaTexto] = field(default_factory=dict)
+    escopos_vistos: list[str] = field(default_factory=list)
+    ultima_varredura: str | None = None
+    vistos: dict[str, Vistos | None] = field(default_factory=dict)
+    acompanhamento: dict[str, Acompanhamento] = field(default_factory=dict)
+    pendentes_varredura: dict[str, str] = field(default_factory=dict)
+    cargas_iniciais_pendentes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def de_json(cls, caminho: str, lido: Any) -> DadosEstado:
+        """Confere cada secao: forma errada e recusada na subida, nao a cada ciclo."""
+        if not isinstance(lido, dict):
+            raise _problema(caminho, '(raiz)', 'um objeto JSON', lido)
+        dados = cls()
+
+        def secao(nome: str, tipo: type, descricao: str) -> Any:
+            valor = lido.get(nome)
+            if valor is not None and not isinstance(valor, tipo):
+                raise _problema(caminho, nome, descricao, valor)
+            return valor
+
+        marcas = secao('marca_agua', dict, 'um objeto {dataset: marca}') or {}
+        for nome, marca in marcas.items():
+            if marca is not None and not _marca_valida(marca):
+                raise _problema(caminho, 'marca_agua.%s' % nome, 'texto ou numero', marca)
+        dados.marca_agua = {n: m for n, m in marcas.items() if m is not None}
+        dados.escopos_vistos = [str(e) for e in
+                                secao('escopos_vistos', list, 'uma lista') or []]
+        dados.ultima_varredura = secao('ultima_varredura', str, 'uma data AAAA-MM-DD')
+        vistos = secao('vistos', dict, 'um objeto {dataset: {...}}') or {}
+        for nome, valor in vistos.items():
+            if valor is not None and not isinstance(valor, dict):
+                raise _problema(caminho, 'vistos.%s' % nome, 'um objeto ou null', valor)
+        dados.vistos = vistos
+        dados.acompanhamento = {
+            nome: _acompanhamento(caminho, nome, bruto) for nome, bruto in
+            (secao('acompanhamento', dict, 'um objeto {dataset: {...}}') or {}).items()}
+        dados.pendentes_varredura = {
+            str(n): str(m) for n, m in
+            (secao('pendentes_varredura', dict, 'um objeto {dataset: motivo}') or {}).items()}
+        dados.cargas_iniciais_pendentes = [
+            str(e) for e in secao('cargas_iniciais_pendentes', list, 'uma lista') or []]
+        return dados
+
+    def para_json(self) -> dict[str, Any]:
+        dados = dataclasses.asdict(self)
+        # Sem os campos vazios de cada dataset: o arquivo fica legivel a olho.
+        dados['acompanhamento'] = {
+            nome: {k: v for k, v in dataclasses.asdict(a).items()
+                   if v is not None and v is not False and not (k == 'atrasadas_total'
+                                                                and v == 0)}
+            for nome, a in self.acompanhamento.items()}
+        return dados
+
+
+class Estado:
+    """
+    Marcas de agua e o que o ouvinte sabe da origem, num JSON gravado atomico.
+
+    Atomico porque o ouvinte pode morrer a qualquer instante: um estado truncado
+    faria a proxima subida comecar do MAX() da origem, pulando tudo o que
+    aconteceu enquanto ele estava fora.
+    """
+
+    def __init__(self, caminho: str) -> None:
+        self.caminho = caminho
+        self.dados = DadosEstado()
+        if not os.path.exists(caminho):
+            return
+        try:
+            with open(caminho, encoding='utf-8') as arquivo:
+                lido = json.load(arquivo)
+        except Exception as erro:            # noqa: BLE001 - qualquer falha de leitura e a mesma recusa
+            # Nao apaga e nao segue as cegas: continuar zerado reprocessaria ou
+            # pularia dado sem ninguem saber qual dos dois. Decisao de pessoa.
+            raise ErroEstado(
+                'Estado ilegivel em %s (%s: %s).\n'
+                'Conserte ou mova o arquivo. Comecar do zero faria o ouvinte'
+                ' pular tudo que aconteceu desde a ultima leitura.'
+                % (caminho, type(erro).__name__, erro)) from None
+        self.dados = DadosEstado.de_json(caminho, lido)
+
+    # marcas
+    def marca(self, dataset: str) -> MarcaTexto | None:
+        return self.dados.marca_agua.get(dataset)
+
+    def definir_marca(self, dataset: str, valor: Any) -> None:
+        texto = texto_marca(valor)
+        if texto is None:
+            self.dados.marca_agua.pop(dataset, None)
+        else:
+            self.dados.marca_agua[dataset] = texto
+
+    # o que ja foi lido dentro da janela da folga (chegadas atrasadas)
+    def vistos(self, dataset: str) -> Vistos | None:
+        """{identidade: valor}, ou None se nao se sabe (contagem suspensa)."""
+        return self.dados.vistos.get(dataset)
+
+    def definir_vistos(self, dataset: str, vistos: Vistos | None) -> None:
+        self.dados.vistos[dataset] = vistos
+
+    # o que o status mostra por dataset
+    def acompanhamento(self, dataset: str) -> Acompanhamento:
+        return self.dados.acompanhamento.setdefault(dataset, Acompanhamento())
+
+    # entregues a varredura por excesso de linhas
+    def pendentes(self) -> dict[str, str]:
+        """{dataset: motivo} dos entregues a varredura (copia: mude pelos metodos)."""
+        return dict(self.dados.pendentes_varredura)
+
+    def entregar_a_varredura(self, dataset: str, motivo: str) -> None:
+        self.dados.pendentes_varredura[dataset] = motivo
+
+    def soltar_da_varredura(self, dataset: str) -> None:
+        self.dados.pendentes_varredura.pop(dataset, None)
+
+    # cargas iniciais de empresa nova ainda nao confirmadas
+    def cargas_pendentes(self) -> list[str]:
+        return list(self.dados.cargas_iniciais_pendentes)
+
+    def marcar_carga_pendente(self, escopo: str, pendente: bool = True) -> None:
+        lista = [e for e in self.dados.cargas_iniciais_pendentes if e != escopo]
+        if pendente:
+            lista.append(escopo)
+        self.dados.cargas_iniciais_pendentes = lista
+
+    # escopos e varredura
+    def escopos(self) -> set[str]:
+        return set(self.dados.escopos_vistos)
+
+    def registrar_escopos(self, escopos: list[str]) -> None:
+        self.dados.escopos_vistos = sorted(self.escopos() | set(escopos))
+
+    def varredura_feita_em(self) -> str | None:
+        return self.dados.ultima_varredura
+
+    def registrar_varredura(self, dia: str) -> None:
+        self.dados.ultima_varredura = dia
+
+    def gravar(self) -> None:
+        gravar_atomico(self.caminho, json.dumps(
+            self.dados.para_json(), ensure_ascii=False, indent=2, sort_keys=True) + '\n')

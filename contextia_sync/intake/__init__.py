@@ -1,0 +1,10 @@
+"""
+Falar com o Contextia por HTTP: `transporte` (como um pedido chega la e a
+politica de retentativas inteira -- prazo por chamada, backoff, 413 que divide o
+lote, sobrecarga que interrompe o envio, TLS, mascara de chaves), `cliente`
+(envio em lotes, `complete`, leitura, as respostas do servidor), `admin` (o
+provisionamento com o token de admin) e `serializacao` (valores do ERP para JSON
+exato). Pode importar so os modulos comuns do pacote -- `padroes`, `erros`,
+`registro`, `escopos` -- e nunca a origem nem o ouvinte: o intake nao sabe de
+onde vem o dado nem quem o pediu.
+"""

@@ -1,0 +1,369 @@
+"""
+Transporte HTTP do cliente do Contextia: como um pedido chega la, a politica de
+retentativas INTEIRA, e o que nunca sai daqui.
+
+A politica (uma so, neste modulo; os numeros em contextia_sync/padroes.py):
+
+  * `pedir` -- um pedido, com UM prazo (PRAZO_RETENTATIVAS) contado do inicio
+    da chamada: tentativas, esperas e Retry-After somados. Re-tentado, ate
+    RETENTATIVAS vezes, com espera exponencial (BACKOFF, dobrando ate
+    BACKOFF_MAXIMO):
+      - status passageiro (STATUS_RETENTAVEIS: sobrecarga, gateway), com o
+        Retry-After do servidor no lugar do backoff quando vier;
+      - conexao recusada ou caida, timeout de conexao ou de leitura;
+      - conexao que cai no meio do corpo da resposta (o lote pode ter sido
+        gravado; o reenvio e idempotente e resolve).
+    POST entra porque o intake e idempotente (upsert por key, hash sem key).
+    Espera que terminaria depois do prazo nao e feita: o pedido desiste ali
+    (devolve o ultimo status, ou levanta ErroContextia se nem resposta houve).
+    TLS que nao confere nunca e re-tentado. `deve_parar`, se dado, e olhado
+    durante as esperas: parada pedida desiste do pedido na hora, como falha.
+  * `enviar_em_lotes` -- um envio em varios lotes: 413 divide o lote ao meio
+    ate passar ou sobrar um registro; servidor que nao respondeu, ou seguiu
+    sobrecarregado, dentro do prazo interrompe o envio: os lotes seguintes nao
+    saem e a origem para de ser lida.
+  * TLS sempre verificado (CONTEXTIA_CA_BUNDLE para CA propria); destino local
+    (127.0.0.1) nunca passa por proxy.
+  * Chave nunca em log nem em excecao: so o prefixo mascarado (`ctx_abcd...`),
+    tambem pelo filtro que `preparar_logger` poe no logger.
+
+O que o servidor responde (contagens, 401, teto de remocao) e assunto de
+cliente.py; o provisionamento (token de admin), de admin.py.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from contextia_sync import padroes
+
+if TYPE_CHECKING:
+    import requests
+
+# Lidos na hora de cada pedido (os testes encurtam o prazo trocando-os aqui).
+TIMEOUT = (padroes.TIMEOUT_CONEXAO, padroes.TIMEOUT_LEITURA)
+RETENTATIVAS = padroes.RETENTATIVAS
+BACKOFF = padroes.BACKOFF
+BACKOFF_MAXIMO = padroes.BACKOFF_MAXIMO
+PRAZO_RETENTATIVAS = padroes.PRAZO_RETENTATIVAS
+STATUS_RETENTAVEIS = padroes.STATUS_RETENTAVEIS
+
+# De quanto em quanto a espera olha `deve_parar`. Nao e politica (nao muda o
+# que e re-tentado nem quando), so quao cedo uma parada pedida e notada.
+_PASSO_DA_ESPERA = 0.05
+
+T = TypeVar('T')
+
+
+class ErroContextia(Exception):
+    """O Contextia recusou ou nao respondeu um pedido."""
+
+
+# ---------------------------------------------------------------- ambiente
+def do_ambiente(nome: str) -> str | None:
+    """A variavel de ambiente `nome` lida AGORA, sem espacos; None se vazia."""
+    valor = (os.environ.get(nome) or '').strip()
+    return valor or None
+
+
+# ---------------------------------------------------------------- mascara
+_PADRAO_CHAVE = re.compile(r'ctx_[A-Za-z0-9_\-]{4,}')
+
+
+def mascarar_chave(chave: str | None) -> str:
+    """'ctx_mR-BW77...' -> 'ctx_mR-B...': o prefixo que o admin lista, nunca o resto."""
+    if not chave:
+        return '(sem chave)'
+    return chave[:8] + '...'
+
+
+def mascarar(texto: object, *segredos: str | None) -> str:
+    """Troca chaves `ctx_...` e os `segredos` dados por versoes mascaradas."""
+    mascarado = _PADRAO_CHAVE.sub(lambda m: mascarar_chave(m.group(0)), str(texto))
+    for segredo in segredos:
+        if segredo and len(segredo) >= 4:
+            mascarado = mascarado.replace(segredo, mascarar_chave(segredo))
+    return mascarado
+
+
+class FiltroDeChaves:
+    """Filtro de logging: mascara chaves em qualquer mensagem do logger."""
+
+    def filter(self, registro: logging.LogRecord) -> bool:
+        try:
+            mensagem = registro.getMessage()
+        except Exception:               # noqa: BLE001 - filtro nunca derruba o log
+            return True
+        mascarada = mascarar(mensagem)
+        if mascarada != mensagem:
+            registro.msg, registro.args = mascarada, None
+        return True
+
+
+def preparar_logger(logger: logging.Logger | None) -> logging.Logger:
+    """O logger dado (ou o do SDK) com o filtro que mascara chaves, posto uma vez."""
+    if logger is None:
+        from contextia_sync.registro import logger as do_sdk
+        logger = do_sdk
+    if not any(isinstance(f, FiltroDeChaves) for f in getattr(logger, 'filters', [])):
+        logger.addFilter(FiltroDeChaves())
+    return logger
+
+
+# ---------------------------------------------------------------- sessao
+_local = threading.local()
+
+
+def _sessao() -> requests.Session:
+    """Uma Session (pool de conexoes) por thread e por CA configurada."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    ca = do_ambiente('CONTEXTIA_CA_BUNDLE')
+    sessoes = getattr(_local, 'sessoes', None)
+    if sessoes is None:
+        sessoes = _local.sessoes = {}
+    sessao: requests.Session | None = sessoes.get(ca)
+    if sessao is None:
+        if ca and not os.path.exists(ca):
+            raise ErroContextia('CONTEXTIA_CA_BUNDLE=%s nao existe. Aponte para o arquivo PEM'
+                                ' da CA que assina o certificado do Contextia.' % ca)
+        sessao = requests.Session()
+        # trust_env fica ligado: na rede do cliente, HTTPS_PROXY pode ser o unico
+        # caminho ate o Contextia. `verify` vai em cada pedido (nunca False).
+        sessao.verify = ca or True
+        # max_retries=0: o urllib3 nao re-tenta nada; a politica e o laco de `pedir`.
+        adaptador = HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=8)
+        sessao.mount('https://', adaptador)
+        sessao.mount('http://', adaptador)
+        sessoes[ca] = sessao
+    return sessao
+
+
+# ---------------------------------------------------------------- a politica
+def _retry_after(resposta: requests.Response) -> float | None:
+    """Os segundos que o servidor pediu (Retry-After: segundos ou data HTTP), ou None."""
+    valor = (resposta.headers.get('Retry-After') or '').strip()
+    if not valor:
+        return None
+    if valor.isdigit():
+        return float(valor)
+    try:
+        quando = email.utils.parsedate_to_datetime(valor)
+    except (TypeError, ValueError):
+        return None
+    if quando.tzinfo is None:
+        quando = quando.replace(tzinfo=timezone.utc)
+    return max(0.0, (quando - datetime.now(timezone.utc)).total_seconds())
+
+
+def _esperar(segundos: float, deve_parar: Callable[[], bool] | None) -> bool:
+    """Dorme `segundos`; devolve True (sem dormir o resto) assim que `deve_parar()`."""
+    if deve_parar is None:
+        time.sleep(segundos)
+        return False
+    fim = time.monotonic() + segundos
+    while not deve_parar():
+        resto = fim - time.monotonic()
+        if resto <= 0:
+            return False
+        time.sleep(min(resto, _PASSO_DA_ESPERA))
+    return True
+
+
+def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
+          params: dict[str, Any] | None = None, contexto: str = '',
+          deve_parar: Callable[[], bool] | None = None) -> requests.Response:
+    """
+    Um pedido HTTP sob a politica de retentativas (ver o topo do modulo).
+
+    Devolve a resposta -- qualquer status final, inclusive o passageiro que
+    durou o prazo inteiro. Levanta ErroContextia se nem resposta houve dentro
+    do prazo, se o TLS nao confere, ou se `deve_parar()` ficou verdadeiro
+    durante uma espera entre tentativas (a mensagem diz que a parada foi pedida).
+    """
+    import requests
+
+    cabecalhos = {'Accept': 'application/json'}
+    if autorizacao:
+        cabecalhos['Authorization'] = 'Bearer ' + autorizacao
+    dados = None
+    if corpo is not None:
+        cabecalhos['Content-Type'] = 'application/json'
+        dados = corpo if isinstance(corpo, bytes) else json.dumps(
+            corpo, ensure_ascii=False, separators=(',', ':'), allow_nan=False).encode('utf-8')
+    _avisar_sem_tls(url)
+    # Destino local (Contextia local, testes) nunca passa por proxy do ambiente.
+    local = urllib.parse.urlsplit(url).hostname in ('127.0.0.1', 'localhost', '::1')
+    # (None apaga o proxy que o requests tiraria do ambiente.)
+    proxies: dict[str, Any] | None = {'http': None, 'https': None} if local else None
+    sessao = _sessao()
+
+    prazo = time.monotonic() + PRAZO_RETENTATIVAS
+    espera = float(BACKOFF)
+    retentativas = 0
+    while True:
+        # Nenhuma tentativa espera alem do prazo da chamada.
+        sobra = max(prazo - time.monotonic(), 0.1)
+        resposta: requests.Response | None = None
+        pedida: float | None = None
+        desistencia = ''              # a mensagem se esta falha for a ultima
+        falha = ''                    # esta falha, curta (para a parada pedida)
+        try:
+            resposta = sessao.request(metodo, url, data=dados, params=params,
+                                      headers=cabecalhos,
+                                      timeout=(min(TIMEOUT[0], sobra), min(TIMEOUT[1], sobra)),
+                                      verify=do_ambiente('CONTEXTIA_CA_BUNDLE') or True,
+                                      proxies=proxies)
+            _ = resposta.content      # le o corpo inteiro aqui, dentro do try
+        except requests.exceptions.SSLError as erro:
+            # Certificado que nao confere nao melhora com o tempo: sem retentativa.
+            raise ErroContextia(
+                '%s: certificado TLS de %s nao confere (%s). Se o Contextia usa CA propria,'
+                ' aponte CONTEXTIA_CA_BUNDLE para o PEM dela; a verificacao nunca e'
+                ' desligada.' % (contexto, servidor(url), mascarar(erro, autorizacao))
+            ) from None
+        except (requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError) as erro:
+            resposta, falha = None, 'conexao caiu no meio da resposta'
+            desistencia = ('%s: conexao caiu no meio da resposta e o prazo de retentativas'
+                           ' acabou (%s)' % (contexto, mascarar(erro, autorizacao)))
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as erro:
+            resposta, falha = None, '%s nao respondeu' % servidor(url)
+            desistencia = ('%s: %s nao respondeu (ou seguiu sobrecarregado) dentro do prazo'
+                           ' de retentativas (%s)'
+                           % (contexto, servidor(url), mascarar(erro, autorizacao)))
+        except requests.exceptions.RequestException as erro:
+            # URL invalida, cabecalho invalido...: tentar de novo da o mesmo.
+            raise ErroContextia('%s: %s nao respondeu (ou seguiu sobrecarregado) dentro do'
+                                ' prazo de retentativas (%s)'
+                                % (contexto, servidor(url),
+                                   mascarar(erro, autorizacao))) from None
+        else:
+            if resposta.status_code not in STATUS_RETENTAVEIS:
+                return resposta
+            pedida = _retry_after(resposta)
+            falha = 'HTTP %d' % resposta.status_code
+
+        retentativas += 1
+        atraso = espera if pedida is None else pedida
+        if retentativas > RETENTATIVAS or time.monotonic() + atraso >= prazo:
+            if resposta is not None:
+                return resposta         # o status passageiro que nao passou
+            raise ErroContextia(desistencia)
+        if _esperar(atraso, deve_parar):
+            raise ErroContextia('%s: parada pedida durante as retentativas; o pedido foi'
+                                ' abandonado e conta como falho (ultima tentativa: %s)'
+                                % (contexto, falha))
+        espera = min(espera * 2, BACKOFF_MAXIMO)
+
+
+class Balanco(Protocol):
+    """O que `enviar_em_lotes` conta (o ResultadoEnvio do cliente tem estes campos)."""
+
+    registros: int
+    lotes_ok: int
+    lotes_erro: int
+    erros: list[str]
+
+
+def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
+                    montar: Callable[[list[T]], bytes],
+                    aceitar: Callable[[requests.Response, str], list[str]],
+                    rotulo: str, balanco: Balanco, logger: logging.Logger,
+                    deve_parar: Callable[[], bool] | None = None) -> bool:
+    """
+    POSTa cada lote de `lotes` em `url`, com a parte da politica que vale para
+    um envio de muitos lotes. Devolve True se o envio foi interrompido.
+
+      * cada pedido passa por `pedir` (retentativas e prazo, `deve_parar`);
+      * 413 (lote grande demais para o servidor): o lote e dividido ao meio e as
+        metades reenviadas, recursivamente, ate passar ou sobrar um registro
+        (um registro sozinho recusado vira erro do lote);
+      * servidor que nao respondeu (ErroContextia, parada pedida incluida) ou
+        seguiu num status passageiro depois do prazo: as partes seguintes do
+        lote nao saem, os lotes seguintes tambem nao, e `lotes` NAO e mais lido
+        -- a carga ja falhou, e ler a origem so para descartar custaria a origem
+        e mais um prazo inteiro por lote. Uma mensagem em `erros` diz isso.
+
+    `montar(lote)` faz o corpo de cada pedido (chamado de novo para cada metade);
+    `aceitar(resposta, contexto)` le uma resposta final que nao e 413 e devolve
+    os erros dela (vazio = ok; pode levantar, ex. chave recusada). `rotulo`
+    ('dataset x') abre as mensagens. Cada lote de `lotes` conta UMA vez em
+    `balanco.lotes_ok` ou `balanco.lotes_erro`, dividido ou nao.
+    """
+    indisponivel = False
+
+    def uma_parte(lote: list[T], numero: int) -> list[str]:
+        nonlocal indisponivel
+        if indisponivel:
+            return ['%s, lote %d: nao enviado (servidor indisponivel)' % (rotulo, numero)]
+        contexto = '%s, lote %d (%d registros)' % (rotulo, numero, len(lote))
+        try:
+            resposta = pedir('POST', url, autorizacao=autorizacao, corpo=montar(lote),
+                             contexto=contexto, deve_parar=deve_parar)
+        except ErroContextia as erro:
+            indisponivel = True
+            return [str(erro)]
+        if resposta.status_code == 413 and len(lote) > 1:
+            meio = len(lote) // 2
+            logger.warning('%s: servidor recusou o tamanho (413); dividindo em %d + %d',
+                           contexto, meio, len(lote) - meio)
+            return uma_parte(lote[:meio], numero) + uma_parte(lote[meio:], numero)
+        if resposta.status_code in STATUS_RETENTAVEIS:
+            # Sobrecarga que nao passou no prazo: os proximos lotes tambem nao
+            # passariam, e cada um gastaria o prazo inteiro.
+            indisponivel = True
+        return aceitar(resposta, contexto)
+
+    for numero, lote in enumerate(lotes, 1):
+        erros = uma_parte(lote, numero)
+        if erros:
+            balanco.lotes_erro += 1
+            balanco.erros.extend(erros)
+            for erro in erros:
+                logger.error('%s', erro)
+        else:
+            balanco.lotes_ok += 1
+        balanco.registros += len(lote)
+        if indisponivel:
+            if lote:
+                # (O lote vazio que so anuncia um sync nao deixou origem por ler.)
+                mensagem = ('%s: envio interrompido depois do lote %d -- o servidor nao'
+                            ' respondeu ou recusou por sobrecarga; registros seguintes (se'
+                            ' houver) nao foram lidos nem enviados. O proximo ciclo reenvia.'
+                            % (rotulo, numero))
+                balanco.erros.append(mensagem)
+                logger.error('%s', mensagem)
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- mensagens
+_avisados: set[str] = set()
+
+
+def _avisar_sem_tls(url: str, logger: logging.Logger | None = None) -> None:
+    partes = urllib.parse.urlsplit(url)
+    if partes.scheme == 'http' and partes.hostname not in ('127.0.0.1', 'localhost', '::1') \
+            and partes.netloc not in _avisados:
+        _avisados.add(partes.netloc)
+        preparar_logger(logger).warning(
+            'Contextia em %s sem TLS: chave e dados trafegam em claro. Use https:// em'
+            ' producao.', servidor(url))
+
+
+def servidor(url: str) -> str:
+    """'https://ctx.exemplo:8443/api/...' -> 'https://ctx.exemplo:8443' (para mensagens)."""
+    partes = urllib.parse.urlsplit(url)
+    return '%s://%s' % (partes.scheme, partes.netloc)

@@ -1,0 +1,112 @@
+"""
+A origem: o banco do ERP do cliente, lido com um login SOMENTE LEITURA.
+
+O que mora aqui, e o que cada modulo pode importar:
+
+    __init__     o contrato do adaptador (`FUNCOES`, `carregar_origem`) e as
+                 excecoes que todo adaptador levanta. Puro.
+    filtro       identificadores validados e o PLANO do WHERE. Puro (autoteste).
+    sessao       o que cada dialeto ouve ao conectar (so-leitura, UTC, timeout). Puro.
+    valores      valores nos dois sentidos (bind e driver -> Python). SQLAlchemy.
+    consultas    o SQL de cada leitura, montado sem servidor. SQLAlchemy.
+    generico     o adaptador `--source=generic`: engine proprio, sessao travada,
+                 leituras curtas em streaming. SQLAlchemy + drivers.
+
+Nada daqui fala com o Contextia nem conhece o ouvinte: a origem so le.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, TypeVar
+
+from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.origem import filtro
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PASTA_SOURCES = os.path.join(RAIZ, 'sources')
+
+# O que ouvinte, conector e provisionador chamam no adaptador.
+FUNCOES = ('conectar', 'fetch', 'contar', 'maximo', 'renovar', 'fechar')
+
+
+class ErroAdaptador(ErroConfiguracao):
+    """O adaptador pedido nao existe ou nao expoe o que o SDK precisa."""
+
+
+class ErroOrigem(Exception):
+    """A origem nao respondeu como devia (conexao, permissao, objeto, consulta)."""
+
+
+class ErroConfiguracaoOrigem(ErroOrigem, ErroConfiguracao):
+    """
+    CONTEXTIA_ORIGEM ou CONTEXTIA_ORIGEM_TIMEOUT ausente ou invalida.
+
+    Ainda e um ErroOrigem (quem pega ErroOrigem continua pegando), mas nao e a
+    origem fora do ar: esperar o proximo ciclo nao resolve, o operador corrige.
+    """
+
+
+class ErroIdentificador(ErroOrigem, filtro.ErroIdentificador):
+    """Nome de objeto/coluna do mapeamento recusado antes de virar SQL."""
+
+
+_T = TypeVar('_T')
+
+
+def validado(funcao: Callable[..., _T], *args: Any) -> _T:
+    """`funcao(*args)` de `filtro`, com a recusa dele virando ErroIdentificador."""
+    try:
+        return funcao(*args)
+    except filtro.ErroIdentificador as erro:
+        raise ErroIdentificador(str(erro)) from None
+
+
+def carregar_origem(nome: str) -> ModuleType:
+    """
+    O adaptador `--source=<nome>`, conferido: expoe `FUNCOES`?
+
+    Procura `sources/<nome>.py` ao lado do pacote (o adaptador que o integrador
+    escreveu, ou o `sources/generic.py` do repositorio); `generic` sem arquivo
+    (pacote instalado com pip) e o embutido, `contextia_sync.origem.generico`.
+    """
+    if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', nome or ''):
+        raise ErroAdaptador(
+            '--source=%r nao e nome de modulo. Use o nome do arquivo em sources/'
+            ' sem o .py (normalmente --source=generic).' % nome)
+    arquivo = os.path.join(PASTA_SOURCES, nome + '.py')
+    if os.path.exists(arquivo):
+        nome_modulo = 'contextia_sources_' + nome
+        modulo = sys.modules.get(nome_modulo)
+        if modulo is None:
+            spec = importlib.util.spec_from_file_location(nome_modulo, arquivo)
+            if spec is None or spec.loader is None:
+                raise ErroAdaptador('sources/%s.py nao pode ser carregado como modulo'
+                                    ' Python.' % nome)
+            modulo = importlib.util.module_from_spec(spec)
+            sys.modules[nome_modulo] = modulo
+            try:
+                spec.loader.exec_module(modulo)
+            except BaseException:
+                sys.modules.pop(nome_modulo, None)
+                raise
+    elif nome == 'generic':
+        modulo = importlib.import_module('contextia_sync.origem.generico')
+    else:
+        raise ErroAdaptador(
+            'sources/%s.py nao existe. Use --source=generic (o adaptador embutido)'
+            ' ou crie o adaptador em %s.' % (nome, PASTA_SOURCES))
+    faltam = [f for f in FUNCOES if not callable(getattr(modulo, f, None))]
+    if faltam:
+        raise ErroAdaptador(
+            'sources/%s.py nao expoe %s. O SDK precisa de sonda (`contar`), leitura'
+            ' (`fetch`, com `since=` e `scope=`), ponto de partida (`maximo`) e'
+            ' renovacao de retrato (`renovar`). Use sources/generic.py.'
+            % (nome, ', '.join('`%s`' % f for f in faltam)))
+    return modulo

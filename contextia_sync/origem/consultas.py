@@ -1,0 +1,183 @@
+"""
+O SQL que o adaptador generico manda a origem, montado sem servidor.
+
+`Objeto` e a view/tabela resolvida (nomes e tipos reais); as funcoes
+`consulta_*` devolvem o SELECT do SQLAlchemy Core para ela, com identificadores
+validados e quotados e os valores sempre por bind (nada de texto colado).
+O adaptador generico (`origem/generico.py`) executa; o `--autoteste` compila.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.expression import ColumnClause, TableClause
+from sqlalchemy.types import NullType
+
+from contextia_sync.origem import ErroOrigem, filtro, validado
+from contextia_sync.origem.valores import coagir, texto_sqlite
+
+
+class Objeto:
+    """Uma view/tabela resolvida: nome real, colunas reais e seus tipos."""
+
+    def __init__(self, tabela: TableClause, source_object: str,
+                 tipos_sqlite: dict[str, str] | None = None) -> None:
+        self.tabela = tabela
+        self.source_object = source_object
+        self.tipos_sqlite = tipos_sqlite or {}
+        self._exato: dict[str, ColumnClause[Any]] = {c.name: c for c in tabela.c}
+        self._minusculo: dict[str, ColumnClause[Any]] = {}
+        for c in tabela.c:
+            self._minusculo.setdefault(c.name.lower(), c)
+
+    def coluna(self, nome: str, campo: str = 'columns') -> ColumnClause[Any]:
+        """
+        A coluna real para um nome do mapeamento: exato, senao sem caixa.
+
+        Sem caixa porque o mapeamento escreve EMPRESA_ID e o PostgreSQL guarda
+        empresa_id (e o Oracle, pelo SQLAlchemy, tambem aparece minusculo) --
+        o mesmo que um SQL escrito a mao sem aspas encontraria.
+        """
+        c = self._exato.get(nome)
+        if c is None:
+            c = self._minusculo.get(nome.lower())
+        if c is None:
+            if not self._exato:                  # sem reflexao: o nome como veio
+                return sa.column(nome)
+            raise ErroOrigem(
+                '%s: a coluna %s nao existe em %s. Colunas que o banco mostra: %s.'
+                ' Corrija o mapeamento (ou a view).'
+                % (campo, nome, self.source_object,
+                   ', '.join(sorted(self._exato)[:60])))
+        return c
+
+
+# Codigos de tipo do protocolo MySQL (pymysql.constants.FIELD_TYPE).
+_TIPOS_MYSQL: dict[Any, str] = {
+    0: 'numeric', 246: 'numeric', 1: 'int', 2: 'int', 3: 'int', 8: 'int', 9: 'int',
+    13: 'int', 4: 'float', 5: 'float', 7: 'timestamp', 10: 'date', 14: 'date',
+    12: 'datetime', 15: 'texto', 253: 'texto', 254: 'texto',
+}
+
+
+def colunas_pelo_select_mysql(conn: Connection, schema: str | None,
+                              nome: str) -> list[dict[str, Any]]:
+    """
+    Nomes e tipos pelo `SELECT * ... WHERE 1 = 0`: so precisa de SELECT.
+
+    Le a descricao do cursor (tipo do protocolo, precisao e escala) e traduz
+    para o tipo SQLAlchemy que os conversores entendem.
+    """
+    from sqlalchemy.dialects import mysql as _mysql
+    sql = sa.select(sa.text('*')).select_from(sa.table(nome, schema=schema)).where(
+        sa.text('1 = 0'))
+    resultado = conn.execute(sql)
+    descricao = resultado.cursor.description
+    resultado.close()
+    colunas = []
+    for nome_coluna, codigo, _exib, _interno, precisao, escala, _nulo in descricao:
+        familia = _TIPOS_MYSQL.get(codigo)
+        tipos: dict[str | None, Any] = {
+            'int': sa.Integer(), 'float': sa.Float(), 'date': sa.Date(),
+            'datetime': sa.DateTime(), 'timestamp': _mysql.TIMESTAMP(), 'texto': sa.String()}
+        tipo = tipos.get(familia, NullType())
+        if familia == 'numeric':
+            # precisao do protocolo inclui sinal e ponto; a escala e o que importa
+            tipo = sa.Numeric(precisao, escala)
+        colunas.append({'name': nome_coluna, 'type': tipo})
+    return colunas
+
+
+def objeto_sem_reflexao(source_object: str, colunas: Iterable[str] = (),
+                        tipos: Mapping[str, Any] | None = None) -> Objeto:
+    """Tabela montada so com nomes (e tipos, se dados): para compilar SQL sem servidor."""
+    schema, nome = validado(filtro.validar_objeto, source_object)
+    nomes = validado(filtro.validar_colunas, list(colunas)) if colunas else []
+    tipos = tipos or {}
+    tabela = sa.table(nome, *[sa.column(n, tipos.get(n)) for n in nomes], schema=schema)
+    if not nomes:
+        tabela = sa.table(nome, schema=schema)
+    objeto = Objeto(tabela, source_object)
+    if not nomes:
+        objeto._exato = {}
+    return objeto
+
+
+def _onde(objeto: Objeto, condicoes: Sequence[filtro.Condicao],
+          dialeto: str) -> list[ColumnElement[bool]]:
+    """O plano puro de `filtro.plano` virando expressoes SQLAlchemy, com bind."""
+    expressoes = []
+    for nome, operador, parametro, valor in condicoes:
+        coluna = objeto.coluna(nome, parametro == 'escopo' and 'scope' or 'since')
+        tipo = coluna.type
+        if dialeto == 'sqlite' and objeto.tipos_sqlite.get(coluna.name):
+            valor = texto_sqlite(coagir(valor, sa.DateTime() if objeto.tipos_sqlite[
+                coluna.name] == 'datetime' else sa.Date(), dialeto))
+            bind = sa.bindparam(parametro, valor, type_=sa.String())
+        elif isinstance(tipo, NullType):
+            bind = sa.bindparam(parametro, valor)
+        else:
+            bind = sa.bindparam(parametro, coagir(valor, tipo, dialeto), type_=tipo)
+        expressoes.append(coluna == bind if operador == '=' else coluna > bind)
+    return expressoes
+
+
+def _filtrado(sql: sa.Select[Any], objeto: Objeto, scope: Sequence[Any] | None,
+              since: Sequence[Any] | None, dialeto: str) -> sa.Select[Any]:
+    for expr in _onde(objeto, validado(filtro.plano, scope, since), dialeto):
+        sql = sql.where(expr)
+    return sql
+
+
+def consulta_fetch(objeto: Objeto, columns: Sequence[str],
+                   scope: Sequence[Any] | None = None, since: Sequence[Any] | None = None,
+                   dialeto: str = '',
+                   ) -> tuple[sa.Select[Any], list[str], list[int], list[ColumnClause[Any]]]:
+    """
+    SELECT das colunas do mapeamento, sem repetir coluna.
+
+    Devolve (sql, nomes, posicoes, reais): `posicoes[i]` e o indice em `reais`
+    (as colunas do SELECT) de onde sai o valor de `nomes[i]`.
+    """
+    nomes = validado(filtro.validar_colunas, columns)
+    reais: list[ColumnClause[Any]] = []
+    posicoes: list[int] = []
+    for nome in nomes:
+        coluna = objeto.coluna(nome)
+        for i, ja in enumerate(reais):
+            if ja is coluna:
+                posicoes.append(i)
+                break
+        else:
+            posicoes.append(len(reais))
+            reais.append(coluna)
+    sql = _filtrado(sa.select(*reais).select_from(objeto.tabela), objeto, scope, since,
+                    dialeto)
+    return sql, nomes, posicoes, reais
+
+
+def consulta_contar(objeto: Objeto, scope: Sequence[Any] | None = None,
+                    since: Sequence[Any] | None = None, dialeto: str = '') -> sa.Select[Any]:
+    """SELECT count(*) com o filtro de `filtro.plano` (a sonda do ouvinte)."""
+    return _filtrado(sa.select(sa.func.count()).select_from(objeto.tabela), objeto,
+                     scope, since, dialeto)
+
+
+def consulta_maximo(objeto: Objeto, coluna: str) -> tuple[sa.Select[Any], ColumnClause[Any]]:
+    """SELECT max(coluna) e a coluna real (o tipo dela converte o resultado)."""
+    validado(filtro.validar_nome, coluna, 'watch_column')
+    real = objeto.coluna(coluna, 'watch_column')
+    return sa.select(sa.func.max(real).label('maximo')).select_from(objeto.tabela), real
+
+
+def consulta_escopos(objeto: Objeto, coluna: str) -> tuple[sa.Select[Any], ColumnClause[Any]]:
+    """SELECT DISTINCT dos valores nao nulos de `coluna`, em ordem."""
+    validado(filtro.validar_nome, coluna, 'scope_column')
+    real = objeto.coluna(coluna, 'scope_column')
+    return (sa.select(real).select_from(objeto.tabela).where(real.is_not(None))
+            .distinct().order_by(real)), real

@@ -1,0 +1,606 @@
+"""
+Adaptador de origem generico: le o ERP do cliente, e so le.
+
+    CONTEXTIA_ORIGEM=postgresql+psycopg://leitor:SENHA@erp:5432/erp
+    CONTEXTIA_ORIGEM_TIMEOUT=300        (segundos por consulta; 0 desliga)
+
+URLs SQLAlchemy aceitas: oracle+oracledb://, mssql+pyodbc://, mysql+pymysql://
+(MySQL e MariaDB), postgresql+psycopg://, sqlite:///. A operacao, por dialeto,
+esta em docs/origem.md.
+
+O que o ouvinte, o conector e o provisionador chamam (funcoes de MODULO):
+
+    conectar()                                    engine proprio, sessao so-leitura
+    fetch(source_object, columns, scope=, since=) iterador de dicts, em streaming
+    contar(source_object, scope=, since=)         int
+    maximo(source_object, coluna)                 maior valor (None se vazio)
+    colunas(source_object)                        nomes como estao no banco
+    escopos(source_object, coluna)                valores distintos, nao nulos
+    renovar()                                     retrato novo na proxima leitura
+    fechar()                                      solta tudo; a proxima chamada reconecta
+
+Tres garantias, e o porque de cada uma:
+  * SO LEITURA na propria sessao (PostgreSQL, MySQL/MariaDB, Oracle, SQLite): o
+    login do cliente pode ter mais direitos do que devia. SQL Server nao tem como
+    travar a sessao: la a garantia e o login (db_datareader).
+  * ENGINE PROPRIO: sessao marcada READ ONLY continua assim ao voltar ao pool;
+    nada de fora pode pegar uma conexao daqui (nem este adaptador uma de fora).
+  * TRANSACAO CURTA: cada chamada pega uma conexao, le e devolve (o pool faz
+    rollback na devolucao). Nenhum retrato fica aberto entre ciclos -- ver
+    `renovar()`.
+
+O resto mora ao lado, em contextia_sync/origem/, um modulo por assunto (importe
+de la): __init__ (ErroOrigem, ErroIdentificador), sessao (comandos de sessao e
+timeout por dialeto), valores (coagir, conversor) e consultas (Objeto e o SQL
+de cada leitura). As excecoes ficam expostas aqui tambem porque fazem parte do
+contrato do adaptador (docs/origem.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection, CursorResult, Engine
+from sqlalchemy.sql.expression import ColumnClause
+
+from contextia_sync.origem import (
+    ErroConfiguracaoOrigem,
+    ErroIdentificador,
+    ErroOrigem,
+    filtro,
+    validado,
+)
+from contextia_sync.origem.consultas import (
+    Objeto,
+    colunas_pelo_select_mysql,
+    consulta_contar,
+    consulta_escopos,
+    consulta_fetch,
+    consulta_maximo,
+)
+from contextia_sync.origem.sessao import (
+    COMANDO_INICIO_TRANSACAO,
+    MARCAS_DE_TIMEOUT,
+    comando_timeout_mysql,
+    comandos_de_sessao,
+    timeout_do_ambiente,
+)
+from contextia_sync.origem.valores import DATA_SQLITE, Avisos, Conversor, conversor
+from contextia_sync.registro import logger
+
+# Os nomes publicos: as funcoes do contrato (`--source=generic`), as excecoes que
+# ele promete (docs/origem.md) e a Origem avulsa (testes, bench).
+__all__ = ['ErroIdentificador', 'ErroOrigem', 'Origem', 'colunas', 'conectar', 'contar',
+           'escopos', 'fechar', 'fetch', 'mascarar', 'maximo', 'renovar']
+
+# O que `fetch` devolve: um gerador (`close()` larga a leitura no meio, e a
+# conexao volta ao pool na hora).
+Linhas = Generator[dict[str, Any], None, None]
+
+# Linhas por ida ao servidor no streaming. 2.000 linhas de uma view de 200
+# colunas ainda cabem folgado na memoria; mais que isso so poupa idas.
+LINHAS_POR_LOTE = 2000
+POOL_TAMANHO = 2
+POOL_EXTRA = 4
+
+# ---------------------------------------------------------------------------
+# Segredos fora de mensagens
+# ---------------------------------------------------------------------------
+
+# usuario:senha@ em qualquer lugar (inclusive numa URL torta que nem parseia).
+_SENHA_EM_URL = re.compile(r'([^:/@\s]+:)[^\s/]*@')
+
+
+def mascarar(texto: object, senha: str | None = None) -> str:
+    """Tira a senha de um texto (crua, codificada na URL, e qualquer user:senha@)."""
+    texto = str(texto)
+    if senha:
+        for forma in {senha, quote_plus(senha), quote(senha, safe='')}:
+            texto = texto.replace(forma, '***')
+    return _SENHA_EM_URL.sub(r'\1***@', texto)
+
+
+def _erro_do_driver(erro: BaseException) -> str:
+    """A mensagem do driver sem o SQL e os parametros que o SQLAlchemy anexa."""
+    origem = getattr(erro, 'orig', None) or erro
+    texto = str(origem).strip().splitlines()
+    return '%s: %s' % (type(origem).__name__, texto[0] if texto else '')
+
+
+# ---------------------------------------------------------------------------
+# A origem
+# ---------------------------------------------------------------------------
+
+def _abandonar_mysql(conn: Connection, resultado: CursorResult[Any]) -> None:
+    """
+    Leitura do MySQL/MariaDB largada no meio: derruba a conexao em vez de drenar.
+
+    Fechar o cursor sem buffer do PyMySQL LE O RESTO da tabela so para
+    descarta-lo -- minutos de I/O na producao do cliente por uma leitura que
+    ninguem quer mais. Soltar o resultado pendente (atributo do PyMySQL) e
+    invalidar a conexao fecha o socket na hora.
+    """
+    if conn.closed:
+        return
+    cursor = getattr(resultado, 'cursor', None)
+    pendente = getattr(cursor, '_result', None)
+    if cursor is not None and pendente is not None:
+        pendente.unbuffered_active = False     # senao o __del__ dele drena
+        cursor._result = None
+    try:
+        conn.invalidate()
+    except Exception:                                    # noqa: BLE001
+        pass
+
+
+def _fechar_leitura(conn: Connection, resultado: CursorResult[Any]) -> None:
+    """
+    Fecha o cursor ANTES da conexao: no SQLite um SELECT nao finalizado segura
+    o lock de leitura mesmo depois do rollback, e o ERP nao consegue gravar.
+    """
+    for fechar in (resultado.close, conn.close):
+        try:
+            fechar()
+        except Exception:                                # noqa: BLE001
+            pass
+
+
+class Origem:
+    """Uma origem (uma URL): engine proprio, sessao so-leitura, leituras curtas."""
+
+    def __init__(self, url: str | sa.URL, timeout: int | None = None,
+                 linhas_por_lote: int = LINHAS_POR_LOTE) -> None:
+        try:
+            self.url = sa.engine.make_url(url)
+        except Exception:                                # noqa: BLE001
+            # A mensagem do SQLAlchemy repete a URL inteira -- com a senha.
+            raise ErroConfiguracaoOrigem(
+                'CONTEXTIA_ORIGEM nao e URL SQLAlchemy valida (%s). Formato:'
+                ' postgresql+psycopg://usuario:senha@host:5432/banco -- ver'
+                ' docs/origem.md.' % mascarar(url)) from None
+        self._senha = self.url.password
+        self.url_dada = str(url)
+        self.dialeto = self.url.get_backend_name()
+        if self.dialeto == 'mysql' and 'charset' not in self.url.query:
+            # utf8 de 3 bytes do MySQL corta emoji e alguns ideogramas.
+            self.url = self.url.update_query_dict({'charset': 'utf8mb4'})
+        self.timeout = timeout_do_ambiente() if timeout is None else int(timeout)
+        self.linhas_por_lote = linhas_por_lote
+        self.mariadb = False
+        self._engine: Engine | None = None
+        self._objetos: dict[str, Objeto] = {}
+        # conexao -> resultado de fetch ainda aberto
+        self._abertas: dict[Connection, CursorResult[Any]] = {}
+        self._avisos = Avisos()
+
+    # -- texto seguro -------------------------------------------------------
+    @property
+    def descricao(self) -> str:
+        """A URL com a senha trocada por ***: o unico jeito de mostra-la."""
+        return self.url.render_as_string(hide_password=True)
+
+    def _erro(self, o_que: str, erro: BaseException, correcao: str = '') -> ErroOrigem:
+        if MARCAS_DE_TIMEOUT.search(str(getattr(erro, 'orig', erro))):
+            correcao = ('passou de CONTEXTIA_ORIGEM_TIMEOUT=%ss e o banco cancelou.'
+                        ' Indice na coluna de mudanca/escopo resolve; se a consulta e'
+                        ' legitimamente lenta, aumente o limite' % self.timeout)
+        texto = '%s (%s): %s%s' % (o_que, self.descricao, _erro_do_driver(erro),
+                                   (' -- ' + correcao) if correcao else '')
+        return ErroOrigem(mascarar(texto, self._senha))
+
+    # -- conexao ------------------------------------------------------------
+    def conectar(self) -> Origem:
+        """Cria o engine (uma vez) e prova que conecta; devolve self."""
+        if self._engine is not None:
+            return self
+        opcoes: dict[str, Any] = {'pool_pre_ping': True, 'pool_recycle': 3600}
+        if self.dialeto != 'sqlite':
+            opcoes.update(pool_size=POOL_TAMANHO, max_overflow=POOL_EXTRA)
+        try:
+            engine = sa.create_engine(self.url, **opcoes)
+        except Exception as erro:                        # noqa: BLE001
+            # Prefixo que nenhum dialeto conhece ou driver que nao esta instalado:
+            # a URL (ou a instalacao) e que esta errada, nao a origem fora do ar.
+            raise ErroConfiguracaoOrigem(mascarar(
+                'nao consegui montar o acesso a origem %s: %s: %s -- confira o'
+                ' prefixo da URL e se o driver esta instalado (requirements.txt).'
+                % (self.descricao, type(erro).__name__, erro), self._senha)) from None
+        event.listen(engine, 'connect', self._ao_conectar)
+        if self.dialeto in COMANDO_INICIO_TRANSACAO:
+            event.listen(engine, 'begin', self._ao_iniciar)
+        self._engine = engine
+        try:
+            with engine.connect() as conn:
+                conn.exec_driver_sql(self._sql_ping())
+        except sa_exc.DBAPIError as erro:
+            self._engine = None
+            engine.dispose()
+            raise self._erro('nao conectou a origem', erro,
+                             'confira host, porta, usuario e senha em'
+                             ' CONTEXTIA_ORIGEM e se o banco aceita conexao'
+                             ' desta maquina') from None
+        logger.info('origem ...........: %s (somente leitura: %s; timeout: %s)',
+                    self.descricao,
+                    'pelo LOGIN (SQL Server nao trava sessao)' if self.dialeto == 'mssql'
+                    else 'sessao travada', '%ss' % self.timeout if self.timeout else 'nenhum')
+        if self.dialeto == 'mssql':
+            logger.warning('SQL Server: o adaptador nao consegue travar a sessao em'
+                           ' leitura. Garanta que o login so tem db_datareader'
+                           ' (docs/origem.md).')
+        return self
+
+    def _motor(self) -> Engine:
+        """O engine, criado e provado na primeira vez."""
+        self.conectar()
+        assert self._engine is not None           # conectar() cria ou levanta
+        return self._engine
+
+    def _sql_ping(self) -> str:
+        return 'SELECT 1 FROM DUAL' if self.dialeto == 'oracle' else 'SELECT 1'
+
+    def _ao_conectar(self, dbapi_conn: Any, _registro: Any) -> None:
+        if self.dialeto == 'mysql':
+            info = getattr(dbapi_conn, 'get_server_info', lambda: '')()
+            self.mariadb = 'mariadb' in str(info).lower()
+        comandos = comandos_de_sessao(self.dialeto, self.timeout, self.mariadb)
+        if not self.timeout:
+            comandos = [c for c in comandos if 'timeout' not in c and 'max_' not in c]
+        cursor = dbapi_conn.cursor()
+        try:
+            for comando in comandos:
+                cursor.execute(comando)
+        finally:
+            cursor.close()
+        if self.dialeto == 'oracle' and self.timeout:
+            dbapi_conn.call_timeout = self.timeout * 1000   # ms por ida ao servidor
+        if self.dialeto == 'mssql' and self.timeout:
+            dbapi_conn.timeout = self.timeout
+        if self.dialeto in ('postgresql', 'mysql'):
+            dbapi_conn.commit()
+
+    def _ao_iniciar(self, conn: Connection) -> None:
+        dbapi_conn = conn.connection.dbapi_connection
+        assert dbapi_conn is not None             # transacao comecando: conexao viva
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute(COMANDO_INICIO_TRANSACAO[self.dialeto])
+        finally:
+            cursor.close()
+
+    def _abrir(self) -> Connection:
+        """Uma conexao do pool; a origem fora do ar vira ErroOrigem com a correcao."""
+        engine = self._motor()
+        try:
+            return engine.connect()
+        except sa_exc.DBAPIError as erro:
+            raise self._erro('nao conectou a origem', erro,
+                             'a origem esta no ar? o proximo ciclo tenta de novo') from None
+
+    @contextmanager
+    def _conexao(self) -> Iterator[Connection]:
+        """Uma conexao do pool, numa transacao que acaba (rollback) ao sair."""
+        conn = self._abrir()
+        try:
+            yield conn
+        except sa_exc.DBAPIError as erro:
+            raise self._erro('consulta na origem falhou', erro) from None
+        finally:
+            conn.close()
+
+    # -- objeto ---------------------------------------------------------------
+    def _objeto(self, conn: Connection, source_object: str) -> Objeto:
+        if source_object in self._objetos:
+            return self._objetos[source_object]
+        schema, nome = validado(filtro.validar_objeto, source_object)
+        inspetor = sa.inspect(conn)
+        opcoes = {'oracle_resolve_synonyms': True} if self.dialeto == 'oracle' else {}
+        candidatos: list[tuple[str | None, str]] = []
+        for transformar in (str, str.lower, str.upper):
+            par = (schema and transformar(schema), transformar(nome))
+            if par not in candidatos:
+                candidatos.append(par)
+        ultimo_erro = ''
+        reflexo: Sequence[Any]
+        for cand_schema, cand_nome in candidatos:
+            try:
+                reflexo = inspetor.get_columns(cand_nome, schema=cand_schema, **opcoes)
+            except sa_exc.NoSuchTableError:
+                continue
+            except sa_exc.DBAPIError as erro:
+                if self.dialeto != 'mysql':
+                    raise
+                # MySQL/MariaDB refletem view com SHOW CREATE, que exige SHOW VIEW
+                # -- direito que um login so-SELECT nao tem (e nao deve ter).
+                ultimo_erro = ' Ultimo erro: %s.' % _erro_do_driver(erro)
+                try:
+                    reflexo = colunas_pelo_select_mysql(conn, cand_schema, cand_nome)
+                except sa_exc.DBAPIError as erro_select:
+                    ultimo_erro = ' Ultimo erro: %s.' % _erro_do_driver(erro_select)
+                    continue
+            if reflexo:
+                break
+        else:
+            raise ErroOrigem(mascarar(
+                'source_object %s nao encontrado na origem %s (nem em maiusculas/'
+                'minusculas), ou este login nao tem SELECT nele. Confira o nome no'
+                ' mapeamento e o GRANT (docs/origem.md).%s'
+                % (source_object, self.descricao, ultimo_erro), self._senha))
+        colunas: list[ColumnClause[Any]] = []
+        tipos_sqlite: dict[str, str] = {}
+        for info in reflexo:
+            tipo = info['type']
+            if self.dialeto == 'sqlite':
+                declarado = DATA_SQLITE.match(str(tipo))
+                if declarado:
+                    # TEXT no disco: lido como texto e convertido aqui, sem o
+                    # parser estrito do SQLAlchemy derrubar a leitura inteira
+                    # por uma linha torta.
+                    tipos_sqlite[info['name']] = ('date' if declarado.group(1).upper()
+                                                  == 'DATE' else 'datetime')
+                    tipo = sa.String()
+            colunas.append(sa.column(info['name'], tipo))
+        objeto = Objeto(sa.table(cand_nome, *colunas, schema=cand_schema),
+                        source_object, tipos_sqlite)
+        self._objetos[source_object] = objeto
+        return objeto
+
+    def _conversores(self, objeto: Objeto, nomes: list[str],
+                     reais: list[ColumnClause[Any]]) -> list[tuple[int, Conversor]]:
+        lista = []
+        for posicao, (nome, coluna) in enumerate(zip(nomes, reais, strict=True)):
+            funcao = conversor(coluna.type, self.dialeto,
+                               '%s.%s' % (objeto.source_object, nome), self._avisos,
+                               objeto.tipos_sqlite.get(coluna.name))
+            if funcao is not None:
+                lista.append((posicao, funcao))
+        return lista
+
+    # -- leituras -------------------------------------------------------------
+    def fetch(self, source_object: str, columns: Sequence[str],
+              scope: Sequence[Any] | None = None,
+              since: Sequence[Any] | None = None) -> Linhas:
+        """
+        As linhas como dicts (chaves = nomes de `columns`), em streaming.
+
+        A consulta roda AQUI (erro de conexao, coluna inexistente e nome hostil
+        saem ja na chamada); as linhas vem a medida que o laco pede, em lotes
+        de `linhas_por_lote`: a memoria nao cresce com o tamanho da view.
+        """
+        nomes = validado(filtro.validar_colunas, columns)
+        plano = validado(filtro.plano, scope, since)
+        conn = self._abrir()
+        try:
+            objeto = self._objeto(conn, source_object)
+            sql, nomes, posicoes, reais = consulta_fetch(objeto, nomes, scope, since,
+                                                         self.dialeto)
+            if self.dialeto == 'mysql' and self.timeout:
+                # No MySQL/MariaDB o limite conta o streaming inteiro, inclusive
+                # o tempo que NOS levamos para enviar ao Contextia: uma carga
+                # completa legitima seria morta no meio. O limite fica para as
+                # sondas (contar/maximo); a leitura ja foi dimensionada por elas.
+                conn.exec_driver_sql(comando_timeout_mysql(0, self.mariadb))
+            resultado = conn.execution_options(
+                stream_results=True, yield_per=self.linhas_por_lote).execute(sql)
+        except sa_exc.DBAPIError as erro:
+            self._devolver(conn)
+            raise self._erro('leitura de %s falhou' % source_object, erro) from None
+        except BaseException:
+            self._devolver(conn)
+            raise
+        self._abertas[conn] = resultado
+        conversores = self._conversores(objeto, [nomes[posicoes.index(i)]
+                                                 for i in range(len(reais))], reais)
+        logger.debug('fetch %s: %s', source_object, filtro.descrever(plano)[0] or '(tudo)')
+        return self._linhas(conn, resultado, source_object, nomes, posicoes, conversores)
+
+    def _linhas(self, conn: Connection, resultado: CursorResult[Any], source_object: str,
+                nomes: list[str], posicoes: list[int],
+                conversores: list[tuple[int, Conversor]]) -> Linhas:
+        lidas = 0
+        direto = posicoes == list(range(len(posicoes)))
+        chaves = tuple(nomes)
+        completo = False
+        try:
+            for linha in resultado:
+                valores: Sequence[Any] = linha
+                if conversores:
+                    valores = list(linha)
+                    for posicao, funcao in conversores:
+                        valores[posicao] = funcao(valores[posicao])
+                # Do tamanho de `chaves` por construcao (consulta_fetch): sem
+                # conferir de novo a cada linha.
+                if direto:
+                    yield dict(zip(chaves, valores, strict=False))
+                else:
+                    yield {nome: valores[p] for nome, p in zip(chaves, posicoes, strict=False)}
+                lidas += 1
+            completo = True
+        except sa_exc.DBAPIError as erro:
+            raise self._erro('leitura de %s interrompida depois de %d linha(s)'
+                             % (source_object, lidas), erro,
+                             'nada desta leitura deve ser dado como completo; a'
+                             ' proxima chamada reconecta') from None
+        except Exception:
+            if conn in self._abertas:
+                raise
+            raise ErroOrigem(
+                'leitura de %s interrompida depois de %d linha(s): fechada por'
+                ' renovar()/fechar() antes do fim -- leia ate o fim antes de'
+                ' renovar, ou chame fetch de novo' % (source_object, lidas)) from None
+        finally:
+            self._abertas.pop(conn, None)
+            if not completo and self.dialeto == 'mysql':
+                _abandonar_mysql(conn, resultado)
+            try:
+                resultado.close()
+            except Exception:                            # noqa: BLE001
+                pass
+            self._devolver(conn)
+
+    def _devolver(self, conn: Connection) -> None:
+        """
+        Devolve a conexao do fetch ao pool com o limite de tempo de volta.
+
+        O fetch do MySQL/MariaDB tira o limite da SESSAO; sem restaurar, a
+        proxima sonda nessa conexao do pool rodaria sem limite nenhum. Se nem
+        restaurar der, a conexao e descartada.
+        """
+        if self.dialeto == 'mysql' and self.timeout and not conn.closed \
+                and not conn.invalidated:
+            try:
+                conn.exec_driver_sql(comando_timeout_mysql(self.timeout, self.mariadb))
+            except Exception:                            # noqa: BLE001
+                try:
+                    conn.invalidate()
+                except Exception:                        # noqa: BLE001
+                    pass
+        try:
+            conn.close()
+        except Exception:                                # noqa: BLE001
+            pass
+
+    def contar(self, source_object: str, scope: Sequence[Any] | None = None,
+               since: Sequence[Any] | None = None) -> int:
+        """Quantas linhas casam com o filtro (a sonda barata do ouvinte)."""
+        with self._conexao() as conn:
+            objeto = self._objeto(conn, source_object)
+            return int(conn.execute(consulta_contar(objeto, scope, since,
+                                                    self.dialeto)).scalar_one())
+
+    def maximo(self, source_object: str, coluna: str) -> Any:
+        """O maior valor da coluna (ponto de partida da marca de agua); None se vazia."""
+        with self._conexao() as conn:
+            objeto = self._objeto(conn, source_object)
+            sql, real = consulta_maximo(objeto, coluna)
+            valor = conn.execute(sql).scalar()
+        funcao = conversor(real.type, self.dialeto, '%s.%s' % (source_object, coluna),
+                           self._avisos, objeto.tipos_sqlite.get(real.name))
+        return funcao(valor) if funcao and valor is not None else valor
+
+    def colunas(self, source_object: str) -> list[str]:
+        """Os nomes das colunas como o banco os guarda (Oracle em maiusculas)."""
+        with self._conexao() as conn:
+            objeto = self._objeto(conn, source_object)
+        dialeto = self._motor().dialect
+        return [dialeto.denormalize_name(c.name) if self.dialeto == 'oracle' else c.name
+                for c in objeto.tabela.c]
+
+    def escopos(self, source_object: str, coluna: str) -> list[Any]:
+        """Os valores distintos, nao nulos, de `coluna` (as empresas que existem ali)."""
+        with self._conexao() as conn:
+            objeto = self._objeto(conn, source_object)
+            sql, real = consulta_escopos(objeto, coluna)
+            valores = conn.execute(sql).scalars().all()
+        funcao = conversor(real.type, self.dialeto, '%s.%s' % (source_object, coluna),
+                           self._avisos, objeto.tipos_sqlite.get(real.name))
+        return [funcao(v) for v in valores] if funcao else list(valores)
+
+    def renovar(self) -> None:
+        """
+        Garante que a proxima leitura ve o banco de AGORA.
+
+        Oracle READ ONLY e MySQL REPEATABLE READ congelam o retrato no inicio da
+        transacao: uma sessao aberta desde a subida do ouvinte veria para sempre
+        o banco daquele instante. Aqui cada chamada ja roda numa transacao que
+        acaba ao fim dela; o que sobra para renovar e a leitura que alguem
+        deixou pela metade -- essa e fechada.
+        """
+        for conn, resultado in list(self._abertas.items()):
+            logger.warning('origem: leitura deixada pela metade fechada ao renovar')
+            self._abertas.pop(conn, None)
+            if self.dialeto == 'mysql':
+                _abandonar_mysql(conn, resultado)
+            _fechar_leitura(conn, resultado)
+
+    def fechar(self) -> None:
+        """Solta conexoes e engine. Chamar de novo qualquer leitura reconecta."""
+        self.renovar()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+        self._objetos.clear()
+
+
+# ---------------------------------------------------------------------------
+# Funcoes de modulo: o que `--source=generic` expoe
+# ---------------------------------------------------------------------------
+
+_padrao: Origem | None = None
+
+
+def conectar(url: str | None = None, timeout: int | None = None) -> Origem:
+    """
+    A origem de CONTEXTIA_ORIGEM (ou de `url`), conectada. Chamada de novo,
+    devolve a mesma; as outras funcoes chamam esta sozinhas.
+    """
+    global _padrao
+    if url is None:
+        url = os.environ.get('CONTEXTIA_ORIGEM', '').strip()
+        if not url:
+            raise ErroConfiguracaoOrigem(
+                'Falta CONTEXTIA_ORIGEM: a URL SQLAlchemy do banco do ERP, com login'
+                ' SOMENTE LEITURA. Ex.: oracle+oracledb://leitor:SENHA@erp:1521/'
+                '?service_name=ERP -- formatos por banco em docs/origem.md.')
+    if _padrao is not None and _padrao.url_dada == str(url) \
+            and (timeout is None or _padrao.timeout == int(timeout)):
+        return _padrao.conectar()
+    if _padrao is not None:
+        _padrao.fechar()
+    _padrao = None
+    origem = Origem(url, timeout)
+    origem.conectar()
+    _padrao = origem
+    return origem
+
+
+def _origem() -> Origem:
+    return _padrao.conectar() if _padrao is not None else conectar()
+
+
+def fetch(source_object: str, columns: Sequence[str], scope: Sequence[Any] | None = None,
+          since: Sequence[Any] | None = None) -> Linhas:
+    """As linhas como dicts, em streaming (ver `Origem.fetch`)."""
+    return _origem().fetch(source_object, columns, scope=scope, since=since)
+
+
+def contar(source_object: str, scope: Sequence[Any] | None = None,
+           since: Sequence[Any] | None = None) -> int:
+    """Quantas linhas casam com o filtro."""
+    return _origem().contar(source_object, scope=scope, since=since)
+
+
+def maximo(source_object: str, coluna: str) -> Any:
+    """O maior valor da coluna; None se vazia."""
+    return _origem().maximo(source_object, coluna)
+
+
+def colunas(source_object: str) -> list[str]:
+    """Os nomes das colunas como o banco os guarda."""
+    return _origem().colunas(source_object)
+
+
+def escopos(source_object: str, coluna: str) -> list[Any]:
+    """Os valores distintos, nao nulos, de `coluna`."""
+    return _origem().escopos(source_object, coluna)
+
+
+def renovar() -> None:
+    """Fecha leitura deixada pela metade: a proxima ve o banco de agora."""
+    if _padrao is not None:
+        _padrao.renovar()
+
+
+def fechar() -> None:
+    """Solta a origem; a proxima chamada le CONTEXTIA_ORIGEM de novo e reconecta."""
+    global _padrao
+    if _padrao is not None:
+        _padrao.fechar()
+    _padrao = None

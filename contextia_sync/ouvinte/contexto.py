@@ -1,0 +1,118 @@
+"""`Contexto`: tudo o que um ciclo do ouvinte precisa, montado uma vez pelo preparo."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import IO, Any
+
+from contextia_sync import padroes, supervisor
+from contextia_sync.captura import Captura, DatasetVivo
+from contextia_sync.carga import historico
+from contextia_sync.estado.estado import Estado
+from contextia_sync.provisionamento.regra_projeto import RegraProjeto
+
+# A pasta que contem o pacote contextia_sync: as ferramentas rodam como
+# `python -m contextia_sync.cli.<ferramenta>`, com ela no PYTHONPATH -- no
+# repositorio e a raiz dele; instalado com pip, o site-packages.
+RAIZ = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT_CARREGAR_TODAS = os.path.join(RAIZ, 'contextia_sync', 'carga', 'carregar_todas.sh')
+
+
+@dataclass
+class FerramentaAgora:
+    """A ferramenta em curso, para o status: o que, qual pid e desde quando."""
+
+    rotulo: str
+    pid: int
+    desde: datetime.datetime
+
+
+@dataclass
+class Contexto:
+    """Tudo o que um ciclo precisa; montado uma vez por ouvinte/preparo.py."""
+
+    mapa: dict[str, Any]
+    regra: RegraProjeto
+    origem: ModuleType
+    estado: Estado
+    estado_dir: str
+    mapping: str
+    chaves: str
+    captura: Captura
+    vivos: list[DatasetVivo] = field(default_factory=list)
+    fora: list[tuple[str, str]] = field(default_factory=list)
+    source: str = padroes.SOURCE
+    estrategia: str = padroes.ESTRATEGIA
+    folga: int = padroes.FOLGA
+    maximo: int = padroes.MAXIMO_POR_CICLO
+    grupos: list[str] = field(default_factory=list)
+    seco: bool = False
+    varredura: tuple[int, int] | None = None
+    janela: int = padroes.JANELA_VARREDURA
+    timeout: int | None = padroes.TIMEOUT_FERRAMENTA
+    inatividade: int | None = padroes.INATIVIDADE_FERRAMENTA
+    python: str = field(default_factory=lambda: sys.executable or 'python3')
+    raiz: str = RAIZ
+    parar: Callable[[], bool] = lambda: False
+    pulsar: Callable[[], None] = lambda: None
+    # -- o que muda enquanto roda
+    falhas: int = 0
+    ferramenta_agora: FerramentaAgora | None = None
+    trava: IO[str] | None = None
+    # Escopos sem chave ja avisados nesta subida: o aviso e uma vez por
+    # empresa, nao a cada ciclo (60 s) enquanto ela existir.
+    avisados_sem_chave: set[tuple[str, str]] = field(default_factory=set)
+
+    def rodar_ferramenta(self, argv: list[str], rotulo: str,
+                         env: dict[str, str] | None = None) -> supervisor.Resultado:
+        """Roda uma ferramenta mostrando no status o que, desde quando e o pid."""
+        def ao_iniciar(pid: int) -> None:
+            self.ferramenta_agora = FerramentaAgora(rotulo, pid, datetime.datetime.now())
+            self.pulsar()
+        try:
+            return supervisor.rodar(
+                argv, rotulo, cwd=self.raiz, env=self.ambiente_filho(env),
+                timeout=self.timeout, inatividade=self.inatividade,
+                deve_parar=self.parar, ao_iniciar=ao_iniciar, pulso=self.pulsar)
+        finally:
+            self.ferramenta_agora = None
+            self.pulsar()
+
+    def ambiente_filho(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """O ambiente de uma ferramenta: o do ouvinte, o pacote no PYTHONPATH, e `extra`."""
+        ambiente = dict(os.environ)
+        caminho = ambiente.get('PYTHONPATH')
+        ambiente['PYTHONPATH'] = self.raiz + (os.pathsep + caminho if caminho else '')
+        ambiente.update(extra or {})
+        return ambiente
+
+    @property
+    def caminho_historico(self) -> str:
+        """Onde os conectores gravam (e a varredura le) as cargas aceitas."""
+        return historico.caminho_padrao(self.chaves)
+
+    def argv_provisionar(self, escopo: str | None = None) -> list[str]:
+        argv = [self.python, '-m', 'contextia_sync.cli.provisionar',
+                '--mapping=' + self.mapping, '--source=' + self.source,
+                '--arquivo=' + self.chaves]
+        if escopo is not None:
+            argv.append('--somente-escopo=' + escopo)
+        argv += ['--grupo=' + grupo for grupo in self.grupos]
+        if self.seco:
+            argv.append('--dry-run')
+        return argv
+
+    def argv_conector(self, escopo: str) -> list[str]:
+        return [self.python, '-m', 'contextia_sync.cli.conector',
+                '--mapping=' + self.mapping, '--source=' + self.source, '--scope=' + escopo]
+
+    def argv_carregar_todas(self) -> list[str]:
+        argv = ['bash', SCRIPT_CARREGAR_TODAS, self.chaves]
+        if self.seco:
+            argv.append('--dry-run')
+        return argv

@@ -1,0 +1,139 @@
+"""O laco do servico: os tres ciclos na agenda, a parada limpa e o status a cada volta."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import signal
+import time
+from types import FrameType
+
+from contextia_sync import supervisor
+from contextia_sync.erros import SAIDA_FALHA, SAIDA_OK
+from contextia_sync.estado.status import escrever_status
+from contextia_sync.ouvinte import agenda
+from contextia_sync.ouvinte.contexto import Contexto
+from contextia_sync.ouvinte.dados import ciclo_dados
+from contextia_sync.ouvinte.projetos import ciclo_projetos
+from contextia_sync.ouvinte.relatorio import linhas_status
+from contextia_sync.ouvinte.varredura import ciclo_varredura, e_hora_de_varrer
+from contextia_sync.registro import logger
+
+# Dorme-se em fatias para o SIGTERM nao esperar o intervalo inteiro.
+FATIA_SONO = 1.0
+
+
+class ParadaFria(BaseException):
+    """Segundo SIGTERM/SIGINT: sai ja, sem terminar o passo atual."""
+
+
+class Parada:
+    """
+    O primeiro SIGTERM/SIGINT/SIGHUP levanta a bandeira: o passo atual termina (ou a
+    ferramenta em curso tem o grupo encerrado) e o ouvinte sai limpo, com o
+    desfecho no log. O segundo e parada fria.
+    """
+
+    def __init__(self) -> None:
+        self.pedida = False
+
+    def __call__(self, numero: int, _quadro: FrameType | None) -> None:
+        nome = signal.Signals(numero).name
+        if not self.pedida:
+            self.pedida = True
+            logger.warning('%s: parada pedida; terminando o passo atual antes de sair'
+                           ' (outro %s = parada fria)', nome, nome)
+            return
+        pid = supervisor.matar_em_curso()
+        logger.error('%s de novo: PARADA FRIA. Passo atual abandonado%s; o que nao'
+                     ' foi confirmado nao avancou a marca e sera relido na proxima'
+                     ' subida.', nome,
+                     ' (grupo da ferramenta %s morto com SIGKILL)' % pid if pid else '')
+        raise ParadaFria()
+
+    def instalar(self) -> None:
+        # SIGHUP tambem: fechar o terminal de um ouvinte rodado a mao o mataria na
+        # hora, deixando a ferramenta em curso orfa, rodando sem dono.
+        for numero in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(numero, self)
+
+
+def _hora() -> str:
+    return datetime.datetime.now().strftime('%H:%M:%S')
+
+
+def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
+    """Roda os ciclos ate a parada (ou uma vez, com --once). Devolve o codigo de saida."""
+    resumo: dict[str, str] = {}
+
+    def pulsar() -> None:
+        erro = escrever_status(ctx.estado_dir, linhas_status(ctx, resumo))
+        if erro:
+            logger.warning('nao foi possivel gravar o status (%s)', erro)
+
+    ctx.pulsar = pulsar
+    proximo_dados = proximo_projetos = 0.0
+    saida = SAIDA_OK
+    conectado = False
+    while True:
+        agora = time.monotonic()
+        try:
+            if not conectado:
+                ctx.origem.conectar()
+                conectado = True
+            # Retrato novo a cada rodada: sem isto Oracle e MySQL devolveriam
+            # para sempre o banco do instante em que o ouvinte subiu.
+            ctx.origem.renovar()
+            if not parada.pedida and (agora >= proximo_projetos or args.once):
+                p = ciclo_projetos(ctx)
+                proximo_projetos = time.monotonic() + args.intervalo_projetos
+                resumo['projetos'] = ('projetos ..........: %s criados=%s carregados=%s'
+                                      ' erros=%s' % (_hora(), p.criados, p.carregados,
+                                                     p.erros))
+                saida = saida or (SAIDA_FALHA if p.erros else SAIDA_OK)
+            if not parada.pedida and (agora >= proximo_dados or args.once):
+                d = ciclo_dados(ctx)
+                proximo_dados = time.monotonic() + args.intervalo_dados
+                resumo['dados'] = ('dados .............: %s datasets=%s registros=%s'
+                                   ' erros=%s atrasadas=%s' % (
+                                       _hora(), d.datasets, d.registros, d.erros,
+                                       d.atrasadas))
+                saida = saida or (SAIDA_FALHA if d.erros else SAIDA_OK)
+            if not parada.pedida and (args.varrer_agora or e_hora_de_varrer(ctx)):
+                # Uma vez por subida: sem isto varreria a cada ciclo.
+                args.varrer_agora = False
+                v = ciclo_varredura(ctx)
+                resumo['varredura'] = 'varredura .........: %s erros=%s' % (_hora(), v.erros)
+                saida = saida or (SAIDA_FALHA if v.erros else SAIDA_OK)
+            ctx.falhas = 0
+            resumo.pop('falha', None)
+        except Exception as erro:             # noqa: BLE001 - o servico nao morre por um ciclo
+            # Origem fora do ar, tunel caido, Contextia em manutencao -- tudo
+            # passa, e um servico que morre no primeiro soluco so volta quando
+            # alguem percebe.
+            ctx.falhas += 1
+            logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.falhas,
+                             type(erro).__name__, erro)
+            resumo['falha'] = 'ULTIMA FALHA ......: %s %s: %s' % (
+                _hora(), type(erro).__name__, str(erro)[:200])
+            # Conexao possivelmente morta: reabre no proximo ciclo em vez de
+            # insistir num handle quebrado.
+            try:
+                ctx.origem.fechar()
+            except Exception:                 # noqa: BLE001 - fechar nunca mascara o erro
+                pass
+            conectado = False
+            saida = SAIDA_FALHA
+        pulsar()
+        if args.once or parada.pedida:
+            break
+        espera = agenda.espera_apos_falhas(args.intervalo_dados, ctx.falhas)
+        if ctx.falhas:
+            logger.warning('esperando %ss antes de tentar de novo (dobra a cada falha,'
+                           ' teto de %ss)', espera, agenda.TETO_ESPERA)
+        fim = time.monotonic() + espera
+        while time.monotonic() < fim and not parada.pedida:
+            time.sleep(min(FATIA_SONO, max(0.0, fim - time.monotonic())))
+        if parada.pedida:
+            break
+    return saida if args.once else SAIDA_OK

@@ -1,0 +1,120 @@
+"""
+Ciclo de PROJETOS: empresa nova no ERP ganha projeto, chave, grupo, webhook e
+carga completa.
+
+Nao reimplementa o provisionamento: chama o provisionar (processo filho), onde
+a chave e gravada antes de qualquer coisa. Um segundo caminho para criar chave
+seria um segundo caminho para perder uma.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contextia_sync.mapeamento import escopos_excluidos
+from contextia_sync.ouvinte.contexto import Contexto
+from contextia_sync.provisionamento import regra_projeto
+from contextia_sync.provisionamento.chaves import ler_chaves
+from contextia_sync.registro import logger
+
+
+@dataclass
+class ResumoProjetos:
+    """O que um ciclo de projetos fez (a linha `projetos` do status)."""
+
+    criados: int = 0
+    carregados: int = 0
+    erros: int = 0
+
+
+def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
+    """Empresa nova: provisionar, depois a carga inicial dela. Refaz as que ficaram pela metade."""
+    resumo = ResumoProjetos()
+    _refazer_cargas_pendentes(ctx, resumo)
+
+    regra = ctx.regra
+    conhecidos = set(ler_chaves(ctx.chaves))
+    excluidos = escopos_excluidos(ctx.mapa)
+    novos: list[tuple[str, str]] = []
+    recusados: list[str] = []
+    for linha in ctx.origem.fetch(regra.source_object, regra.columns):
+        escopo = regra_projeto.escopo_de(linha, regra)
+        if escopo in conhecidos or escopo in excluidos:
+            continue
+        aceito, motivo = regra_projeto.aceita(linha, regra)
+        if not aceito:
+            recusados.append('%s (%s)' % (escopo or '?', motivo))
+            continue
+        novos.append((escopo, regra_projeto.nome_de(linha, regra)))
+
+    if recusados:
+        logger.info('ciclo de projetos: %s escopo(s) recusados pela regra: %s',
+                    len(recusados), '; '.join(recusados[:5]))
+    if not novos:
+        return resumo
+    logger.warning('*** %s EMPRESA(S) NOVA(S): %s', len(novos),
+                   ', '.join('%s=%s' % (e, (n or '')[:24]) for e, n in novos))
+
+    for escopo, _ in novos:
+        if ctx.parar():
+            break
+        if not ctx.seco:
+            # Anotada ANTES de provisionar: a partir do momento em que a chave
+            # existe, a empresa deixa de ser "nova" e nada mais a carregaria ate
+            # a varredura -- enquanto a marca de agua ja passou pelo historico
+            # dela. Morte no meio (kill -9) ou carga que falhou: o proximo ciclo
+            # de projetos ve a anotacao e refaz (a carga completa e idempotente).
+            ctx.estado.marcar_carga_pendente(escopo)
+            ctx.estado.gravar()
+        # Uma chamada por empresa: com `group_column` os grupos diferem.
+        if not ctx.rodar_ferramenta(ctx.argv_provisionar(escopo),
+                                    'provisionar %s' % escopo).ok:
+            resumo.erros += 1
+            continue
+        resumo.criados += 1
+        if ctx.seco:
+            continue
+        _carga_inicial(ctx, escopo, resumo)
+    return resumo
+
+
+def _refazer_cargas_pendentes(ctx: Contexto, resumo: ResumoProjetos) -> None:
+    """Cargas iniciais que ficaram pela metade (morte, falha): refeitas agora."""
+    if ctx.seco:
+        return
+    chaves = ler_chaves(ctx.chaves)
+    for escopo in ctx.estado.cargas_pendentes():
+        if ctx.parar():
+            return
+        if escopo not in chaves:
+            # Nem o provisionamento terminou: a empresa ainda e "nova" e o
+            # caminho normal (provisionar + carregar) a pega logo abaixo.
+            continue
+        logger.warning('carga inicial da empresa %s ficou pela metade (ouvinte morto ou'
+                       ' carga com falha): refazendo agora', escopo)
+        _carga_inicial(ctx, escopo, resumo)
+
+
+def _carga_inicial(ctx: Contexto, escopo: str, resumo: ResumoProjetos) -> None:
+    """
+    CARGA COMPLETA da empresa, agora: o incremental so traz o que MUDAR daqui
+    para a frente, e deixar para a varredura seria um assistente vazio ate a
+    madrugada no dia em que o cliente foi cadastrado.
+    """
+    chave = ler_chaves(ctx.chaves).get(escopo)
+    if chave is None:
+        logger.error('escopo %s provisionado e sem chave em %s -- carga inicial nao'
+                     ' feita; confira a saida do provisionar acima', escopo, ctx.chaves)
+        resumo.erros += 1
+        return
+    env = {'CONTEXTIA_API_KEY': chave, 'CONTEXTIA_HISTORICO': ctx.caminho_historico}
+    if not ctx.rodar_ferramenta(ctx.argv_conector(escopo), 'carga inicial %s' % escopo,
+                                env).ok:
+        resumo.erros += 1
+        logger.error('carga inicial da empresa %s falhou: tentada de novo no proximo ciclo'
+                     ' de projetos', escopo)
+        return
+    resumo.carregados += 1
+    ctx.estado.marcar_carga_pendente(escopo, False)
+    ctx.estado.registrar_escopos([escopo])
+    ctx.estado.gravar()

@@ -1,0 +1,193 @@
+"""
+O arquivo de chaves: uma linha por empresa, TSV, modo 0600.
+
+    # escopo<TAB>chave<TAB>projeto<TAB>id_da_chave<TAB>situacao
+    297	ctx_...	12	key_a1b2c3	pronto
+    301	ctx_...	13	key_d4e5f6	pendente
+
+    situacao  pronto    projeto, chave, grupos e webhook feitos
+              pendente  a chave esta gravada (e ja serve para carga), mas o
+                        resto do provisionamento nao terminou: a proxima
+                        execucao do provisionar.py conclui e revoga chave
+                        orfa do projeto
+
+Uma linha so com `escopo<TAB>chave` tambem vale (arquivo escrito a mao): conta
+como pronta e o id da chave e deduzido pelo prefixo quando preciso.
+
+O arquivo e a UNICA copia das chaves -- o servidor so guarda o hash. Por isso:
+gravado inteiro (temporario + fsync + rename, modo 0600 antes do conteudo
+existir), recusado se outros podem le-lo, e recusado inteiro se uma linha esta
+corrompida. Pular a linha ruim deixaria aquela empresa sem carga e sem aviso.
+
+    python3 -m contextia_sync.provisionamento.chaves verificar ARQUIVO
+        confere permissao e formato; imprime as empresas (NUNCA as chaves).
+        E o que o carregar-todas.sh roda antes de comecar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import sys
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from contextia_sync.arquivos import gravar_atomico
+from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_OK, ErroConfiguracao
+
+MODO = 0o600
+SITUACOES = ('pendente', 'pronto')
+CABECALHO = ('# arquivo de chaves do Contextia -- gerado pelo provisionar.py. NAO copie,\n'
+             '# NAO versione, mantenha em modo 600. Uma empresa por linha:\n'
+             '# escopo\tchave\tprojeto\tid_da_chave\tsituacao\n')
+
+class Registro(NamedTuple):
+    """Uma linha do arquivo: a chave de uma empresa e ate onde o provisionamento foi."""
+
+    escopo: str
+    chave: str
+    projeto_id: int | None
+    key_id: str | None
+    situacao: str            # um de SITUACOES
+    linha: int | None        # numero da linha no arquivo (None: ainda nao gravado)
+
+
+class ErroChaves(ErroConfiguracao):
+    """O arquivo de chaves nao pode ser usado (permissao aberta, linha corrompida)."""
+
+
+def verificar_permissao(caminho: str) -> None:
+    """Recusa arquivo legivel/gravavel por grupo ou outros, dizendo como corrigir."""
+    modo = stat.S_IMODE(os.stat(caminho).st_mode)
+    if modo & 0o077:
+        raise ErroChaves(
+            'o arquivo de chaves %s tem permissao %s: grupo/outros podem le-lo, e cada'
+            ' linha e a chave de uma empresa. Corrija com:  chmod 600 %s\n'
+            'e verifique quem o leu (se houver duvida, revogue as chaves no Contextia e'
+            ' rode o provisionar.py de novo).' % (caminho, oct(modo)[2:].zfill(3), caminho))
+
+
+def ler_registros(caminho: str) -> dict[str, Registro]:
+    """{escopo: Registro}, na ordem do arquivo. Arquivo inexistente = {} (nada provisionado)."""
+    try:
+        verificar_permissao(caminho)
+    except FileNotFoundError:
+        return {}
+    try:
+        with open(caminho, encoding='utf-8', newline='') as arquivo:
+            texto = arquivo.read()
+    except UnicodeDecodeError as erro:
+        raise ErroChaves('o arquivo de chaves %s nao e texto UTF-8 (byte %d) -- foi editado'
+                         ' por fora? Restaure-o de um backup ou conserte a linha.'
+                         % (caminho, erro.start)) from None
+
+    registros: dict[str, Registro] = {}
+    for numero, bruta in enumerate(texto.split('\n'), start=1):
+        linha = bruta[:-1] if bruta.endswith('\r') else bruta
+        if not linha.strip() or linha.lstrip().startswith('#'):
+            continue
+        registro = _registro(caminho, numero, linha)
+        if registro.escopo in registros:
+            raise ErroChaves(
+                '%s, linha %d: a empresa %r ja aparece na linha %s. Duas chaves para a'
+                ' mesma empresa: apague a errada (na duvida, apague as duas e rode o'
+                ' provisionar.py, que emite uma nova e revoga as antigas).'
+                % (caminho, numero, registro.escopo, registros[registro.escopo].linha))
+        registros[registro.escopo] = registro
+    return registros
+
+
+def _registro(caminho: str, numero: int, linha: str) -> Registro:
+    campos = linha.split('\t')
+    onde = '%s, linha %d' % (caminho, numero)
+    if len(campos) not in (2, 5):
+        # A chave nunca entra na mensagem: ela vai para log.
+        raise ErroChaves(
+            '%s: esperava 5 campos separados por TAB (escopo, chave, projeto, id da chave,'
+            ' situacao) ou 2 (escopo, chave), encontrei %d. A linha foi editada ou'
+            ' truncada; conserte-a (o arquivo inteiro e recusado: pular a linha deixaria a'
+            ' empresa sem carga).' % (onde, len(campos)))
+    escopo, chave = campos[0].strip(), campos[1]
+    if not escopo:
+        raise ErroChaves('%s: escopo vazio -- o primeiro campo e o codigo da empresa.' % onde)
+    if not chave or re.search(r'\s', chave):
+        raise ErroChaves('%s: a chave da empresa %r esta vazia ou tem espaco -- a linha foi'
+                         ' editada por fora. Apague a linha e rode o provisionar.py (ele emite'
+                         ' outra e revoga a antiga).' % (onde, escopo))
+    if len(campos) == 2:
+        return Registro(escopo, chave, None, None, 'pronto', numero)
+    projeto, key_id, situacao = (c.strip() for c in campos[2:])
+    if situacao not in SITUACOES:
+        raise ErroChaves('%s: situacao %r desconhecida (empresa %r) -- use %s.'
+                         % (onde, situacao, escopo, ' ou '.join(SITUACOES)))
+    if projeto and not projeto.isdigit():
+        raise ErroChaves('%s: projeto %r nao e numero (empresa %r) -- a linha foi editada'
+                         ' por fora.' % (onde, projeto, escopo))
+    return Registro(escopo, chave, int(projeto) if projeto else None, key_id or None,
+                    situacao, numero)
+
+
+def ler_chaves(caminho: str) -> dict[str, str]:
+    """{escopo: chave} -- o que ouvinte e conector precisam. Pendente ja serve para carga."""
+    return {escopo: r.chave for escopo, r in ler_registros(caminho).items()}
+
+
+def gravar_registros(caminho: str, registros: Iterable[Registro]) -> None:
+    """Regrava o arquivo inteiro (atomico, 0600). `registros`: iteravel de Registro."""
+    linhas = [CABECALHO]
+    for r in registros:
+        linhas.append('%s\t%s\t%s\t%s\t%s\n' % (
+            r.escopo, r.chave, '' if r.projeto_id is None else r.projeto_id,
+            r.key_id or '', r.situacao))
+    gravar_atomico(caminho, ''.join(linhas), modo=MODO)
+
+
+@contextlib.contextmanager
+def travado(caminho: str) -> Iterator[None]:
+    """
+    Um provisionador por arquivo de chaves.
+
+    Dois ao mesmo tempo (o ciclo de projetos do ouvinte e alguem rodando a mao)
+    leriam o mesmo arquivo, emitiriam duas chaves para a mesma empresa e o
+    ultimo a gravar apagaria a linha do outro: uma chave valida sem dono.
+    """
+    import fcntl
+    trava = '%s.trava' % caminho
+    descritor = os.open(trava, os.O_RDWR | os.O_CREAT, MODO)
+    try:
+        try:
+            fcntl.flock(descritor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ErroChaves(
+                'outro provisionar.py esta usando %s agora (trava %s). Espere ele terminar;'
+                ' dois ao mesmo tempo poderiam emitir duas chaves para a mesma empresa.'
+                % (caminho, trava)) from None
+        yield
+    finally:
+        os.close(descritor)
+
+
+def _principal(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] != 'verificar':
+        print('uso: python3 -m contextia_sync.provisionamento.chaves verificar ARQUIVO',
+              file=sys.stderr)
+        return SAIDA_CONFIGURACAO
+    caminho = argv[1]
+    if not os.path.exists(caminho):
+        print('arquivo de chaves nao existe: %s -- rode o provisionar.py antes.' % caminho,
+              file=sys.stderr)
+        return SAIDA_CONFIGURACAO
+    try:
+        registros = ler_registros(caminho)
+    except ErroChaves as erro:
+        print(str(erro), file=sys.stderr)
+        return SAIDA_CONFIGURACAO
+    for escopo in registros:
+        print(escopo)
+    return SAIDA_OK
+
+
+if __name__ == '__main__':
+    sys.exit(_principal(sys.argv[1:]))

@@ -1,0 +1,299 @@
+"""
+Provisionar: empresa nova no cadastro do ERP ganha projeto, chave, grupos e webhook.
+
+A ordem e o produto, porque o servidor so guarda o HASH da chave -- a chave em
+claro existe uma vez, na resposta de `emitir_chave`, e o arquivo de chaves e a
+unica copia dela:
+
+    1. criar_projeto     idempotente por external_id (= escopo): rodar de novo
+                         nunca duplica projeto
+    2. emitir_chave
+    3. GRAVAR A CHAVE    no arquivo, antes de qualquer outra coisa, com a linha
+                         marcada `pendente`
+    4. revogar orfas     chaves ativas do projeto que nao sao a do arquivo
+    5. grupos, webhook   idempotentes (confere antes de criar)
+    6. marcar `pronto`
+
+Um crash em qualquer ponto e consertado rodando de novo:
+
+    morreu entre 2 e 3   a chave emitida tem destino desconhecido (ninguem a
+                         tem; mas ela vale). A empresa continua fora do arquivo;
+                         a proxima execucao acha o projeto ja existente, emite
+                         chave NOVA, grava, e revoga a antiga -- dizendo qual.
+    morreu entre 3 e 6   a linha esta `pendente`: a proxima execucao faz 4-6
+                         para ela, e diz que reparou.
+
+Pontos de teste: com CONTEXTIA_TESTE_MORRER_EM=chave-emitida (ou chave-gravada)
+o processo se mata com SIGKILL logo depois do passo 2 (ou 3). Existe so para o
+teste provar a recuperacao com um processo morto de verdade; nao use em producao.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.mapeamento import escopos_excluidos
+from contextia_sync.provisionamento import chaves as arquivo_chaves
+from contextia_sync.provisionamento import regra_projeto
+from contextia_sync.provisionamento.chaves import Registro
+
+if TYPE_CHECKING:
+    from contextia_sync.intake.admin import Admin
+
+PONTO_DE_TESTE = 'CONTEXTIA_TESTE_MORRER_EM'
+
+# O minimo que o Contextia aceita para o segredo de assinatura de um webhook.
+TAMANHO_MINIMO_SEGREDO = 16
+
+# Uma empresa a provisionar: (escopo, nome do projeto, slugs dos grupos). O nome
+# e None numa pendente que o cadastro nao traz mais (o projeto ja existe).
+Empresa = tuple[str, str | None, list[str]]
+
+
+class ErroProvisionamento(ErroConfiguracao):
+    """Falta algo para provisionar (token de admin, segredo do webhook...)."""
+
+
+@dataclass
+class Plano:
+    """O que o provisionamento vai fazer, decidido antes de fazer qualquer coisa."""
+
+    novas: list[Empresa] = field(default_factory=list)
+    """Aceitas pela regra e fora do arquivo: projeto, chave, grupos, webhook."""
+    pendentes: list[Empresa] = field(default_factory=list)
+    """No arquivo como `pendente`: a chave existe, falta concluir (passos 4-6)."""
+    prontas: list[str] = field(default_factory=list)
+    """Ja provisionadas: nada a fazer."""
+    excluidas: list[str] = field(default_factory=list)
+    """Aceitas pela regra, mas em source.excluded_scopes."""
+    recusadas: list[tuple[str, str]] = field(default_factory=list)
+    """(escopo, motivo) das linhas que a regra recusa."""
+    fora_da_regra: list[str] = field(default_factory=list)
+    """No arquivo, mas o cadastro nao as aceita mais (a chave continua valendo)."""
+    nao_encontrada: str | None = None
+    """O `somente_escopo` pedido que o cadastro nao trouxe (ou a regra recusa)."""
+
+
+def _ponto_de_teste(nome: str) -> None:
+    if os.environ.get(PONTO_DE_TESTE) == nome:
+        # SIGKILL, nao exit: nenhum finally, nenhum flush -- como queda de energia.
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
+             registros: Mapping[str, Registro], somente_escopo: str | None = None,
+             grupos_extra: Iterable[str] = ()) -> Plano:
+    """
+    O que fazer, sem fazer nada. `linhas`: o cadastro de empresas (fetch da regra).
+
+    `somente_escopo` restringe a uma empresa; `grupos_extra` (o --grupo) vem antes
+    dos grupos que a `group_column` da empresa indica.
+    """
+    regra = regra_projeto.resolver(mapa)
+    excluidos = escopos_excluidos(mapa)
+    aceitas: dict[str, tuple[str, list[str]]] = {}
+    recusadas: dict[str, str] = {}
+    for linha in linhas:
+        escopo = regra_projeto.escopo_de(linha, regra)
+        if somente_escopo is not None and escopo != somente_escopo:
+            continue
+        ok, motivo = regra_projeto.aceita(linha, regra)
+        if not ok:
+            recusadas.setdefault(escopo or '(vazio)', motivo)
+            continue
+        grupo = regra_projeto.grupo_de_linha(linha, regra)
+        if escopo not in aceitas:
+            aceitas[escopo] = (regra_projeto.nome_de(linha, regra), [])
+        # A mesma empresa em varias linhas (uma por filial, no Protheus): um
+        # projeto so, com os grupos de todas.
+        if grupo and grupo not in aceitas[escopo][1]:
+            aceitas[escopo][1].append(grupo)
+
+    plano = Plano(recusadas=sorted((e, m) for e, m in recusadas.items() if e not in aceitas))
+
+    def grupos_de(escopo: str) -> list[str]:
+        return list(dict.fromkeys(list(grupos_extra) + aceitas.get(escopo, ('', []))[1]))
+
+    for escopo, (nome, _) in aceitas.items():
+        if escopo in excluidos:
+            plano.excluidas.append(escopo)
+        elif escopo not in registros:
+            plano.novas.append((escopo, nome, grupos_de(escopo)))
+        elif registros[escopo].situacao == 'pronto':
+            plano.prontas.append(escopo)
+    for escopo, registro in registros.items():
+        if somente_escopo is not None and escopo != somente_escopo:
+            continue
+        if registro.situacao == 'pendente':
+            pendente = aceitas[escopo][0] if escopo in aceitas else None
+            plano.pendentes.append((escopo, pendente, grupos_de(escopo)))
+        elif escopo not in aceitas:
+            plano.fora_da_regra.append(escopo)
+    if somente_escopo is not None and somente_escopo not in aceitas and \
+            somente_escopo not in registros:
+        plano.nao_encontrada = somente_escopo
+    return plano
+
+
+def descrever_plano(plano: Plano) -> list[str]:
+    """O plano em linhas de texto (o que --dry-run imprime e o que a execucao anuncia)."""
+    linhas = ['plano ...........: %d nova(s), %d pendente(s) a concluir, %d ja pronta(s),'
+              ' %d recusada(s) pela regra, %d excluida(s)'
+              % (len(plano.novas), len(plano.pendentes), len(plano.prontas),
+                 len(plano.recusadas), len(plano.excluidas))]
+    for escopo, nome, grupos in plano.novas:
+        linhas.append('  criar ......: %s %r%s' % (
+            escopo, nome, ' grupos=%s' % ','.join(grupos) if grupos else ''))
+    for escopo, _nome, grupos in plano.pendentes:
+        linhas.append('  concluir ...: %s%s (chave ja gravada; provisionamento interrompido)'
+                      % (escopo, ' grupos=%s' % ','.join(grupos) if grupos else ''))
+    for escopo, motivo in plano.recusadas:
+        linhas.append('  recusada ...: %s (%s)' % (escopo, motivo))
+    for escopo in plano.excluidas:
+        linhas.append('  excluida ...: %s (source.excluded_scopes)' % escopo)
+    for escopo in plano.fora_da_regra:
+        linhas.append('  atencao ....: %s tem chave no arquivo mas o cadastro nao a aceita mais;'
+                      ' a chave continua valida -- revogue-a se a empresa saiu' % escopo)
+    if plano.nao_encontrada:
+        linhas.append('  NAO ACHADA .: %s nao esta no cadastro (ou a regra a recusa)'
+                      % plano.nao_encontrada)
+    return linhas
+
+
+def segredo_do_webhook(mapa: Mapping[str, Any]) -> str | None:
+    """O segredo do webhook (da variavel nomeada no mapeamento), ou None se nao ha webhook."""
+    webhook = mapa.get('webhook')
+    if not webhook:
+        return None
+    segredo = (os.environ.get(webhook['secret_env']) or '').strip()
+    if not segredo:
+        raise ErroProvisionamento(
+            'o mapeamento registra webhook em cada projeto novo, e o segredo de assinatura'
+            ' vem da variavel %s -- que nao esta definida. Exporte-a (o mesmo segredo que'
+            ' o receptor %s usa para conferir a assinatura) e rode de novo.'
+            % (webhook['secret_env'], webhook['url']))
+    if len(segredo) < TAMANHO_MINIMO_SEGREDO:
+        # O Contextia recusaria no registro do webhook -- depois do projeto e da
+        # chave criados. Recusado aqui, nada e criado pela metade.
+        raise ErroProvisionamento(
+            'o segredo em %s tem %d caracteres; o Contextia exige pelo menos %d. Gere um'
+            ' (ex.: openssl rand -hex 32) e combine-o com o receptor do webhook.'
+            % (webhook['secret_env'], len(segredo), TAMANHO_MINIMO_SEGREDO))
+    return segredo
+
+
+class Provisionador:
+    """Executa o plano. Cada empresa e independente: a falha de uma nao para as outras."""
+
+    def __init__(self, mapa: Mapping[str, Any], admin: Admin, caminho: str,
+                 registros: MutableMapping[str, Registro],
+                 escrever: Callable[[str], object] = print) -> None:
+        self.mapa = mapa
+        self.admin = admin
+        self.caminho = caminho
+        self.registros = registros
+        self.escrever = escrever
+        self.segredo = segredo_do_webhook(mapa)
+
+    def _gravar(self, registro: Registro) -> None:
+        self.registros[registro.escopo] = registro
+        arquivo_chaves.gravar_registros(self.caminho, self.registros.values())
+
+    def criar(self, escopo: str, nome: str | None, grupos: list[str]) -> bool:
+        """Empresa fora do arquivo: projeto, chave GRAVADA, depois o resto."""
+        from contextia_sync.intake.transporte import mascarar_chave
+
+        projeto = self.admin.criar_projeto(escopo, nome)
+        reparo = not projeto.get('criado', True)
+        if reparo:
+            # Projeto existe e a empresa nao esta no arquivo: uma execucao anterior
+            # morreu depois de criar -- talvez depois de emitir uma chave que
+            # ninguem gravou. Essa chave tem destino desconhecido: nao a
+            # reaproveitamos (nao ha como: o servidor so tem o hash) e nao a
+            # deixamos valendo calada. Chave nova agora; a velha e revogada e
+            # nomeada em concluir().
+            self.escrever('  %s: projeto %s ja existia e a empresa nao esta no arquivo'
+                          ' (execucao anterior interrompida): emitindo chave nova'
+                          % (escopo, projeto['id']))
+        emitida = self.admin.emitir_chave(projeto['id'])
+        _ponto_de_teste('chave-emitida')
+        # ANTES de qualquer outra coisa: daqui para frente um crash nao perde a chave.
+        registro = Registro(escopo, emitida['key'], projeto['id'], emitida['key_id'],
+                            'pendente', None)
+        self._gravar(registro)
+        _ponto_de_teste('chave-gravada')
+        self.escrever('  %s: %s projeto %s %r; chave %s (%s) gravada em %s' % (
+            escopo, 'REPARO --' if reparo else 'criado', projeto['id'],
+            projeto.get('name') or nome, emitida['key_id'], mascarar_chave(emitida['key']),
+            self.caminho))
+        return self.concluir(registro, grupos, reparo=reparo, recem_gravada=True)
+
+    def concluir(self, registro: Registro, grupos: list[str], reparo: bool = False,
+                 recem_gravada: bool = False) -> bool:
+        """
+        Passos 4-6: revogar orfas, grupos, webhook, marcar pronto. Idempotente.
+        Devolve True se houve reparo (de uma execucao interrompida).
+        """
+        escopo = registro.escopo
+        projeto_id = registro.projeto_id
+        if projeto_id is None:
+            projeto = self.admin.buscar_projeto(escopo)
+            if projeto is None:
+                raise ErroProvisionamento(
+                    'empresa %s esta pendente no arquivo mas nao ha projeto com external_id'
+                    ' %r no Contextia. Apague a linha dela e rode de novo.' % (escopo, escopo))
+            projeto_id = projeto['id']
+        if not recem_gravada and registro.situacao == 'pendente':
+            self.escrever('  %s: REPARO -- concluindo provisionamento interrompido depois de'
+                          ' gravar a chave' % escopo)
+            reparo = True
+
+        for chave in self.admin.listar_chaves(projeto_id):
+            if chave.get('revogada') or _e_a_do_arquivo(chave, registro):
+                continue
+            self.admin.revogar_chave(chave['key_id'])
+            # Nomeada, nao adivinhada: o mais provavel e uma execucao que morreu
+            # antes de gravar, mas pode ter sido emitida a mao -- quem a usa precisa
+            # saber qual parou de valer.
+            self.escrever('  %s: REPARO -- revogada a chave %s (%s..., emitida em %s): estava'
+                          ' ativa no projeto e fora do arquivo de chaves (execucao interrompida'
+                          ' antes de grava-la, ou emitida fora do provisionar.py); a valida e'
+                          ' a do arquivo' % (escopo, chave['key_id'], chave.get('prefixo', '?'),
+                                             chave.get('criada_em', '?')))
+            reparo = True
+
+        feitos = []
+        if grupos:
+            existentes = {g['slug'] for g in self.admin.listar_grupos()}
+            for slug in grupos:
+                if slug not in existentes:
+                    self.admin.criar_grupo(slug)
+                self.admin.incluir_no_grupo(slug, projeto_id)
+            feitos.append('grupos=%s' % ','.join(grupos))
+
+        webhook = self.mapa.get('webhook')
+        if webhook:
+            url = webhook['url'].replace('{escopo}', escopo)
+            if any(w.get('url') == url for w in self.admin.listar_webhooks(projeto_id)):
+                feitos.append('webhook ja registrado')
+            else:
+                self.admin.registrar_webhook(projeto_id, url, segredo=self.segredo,
+                                             eventos=webhook.get('events'))
+                feitos.append('webhook registrado (%s)' % url)
+
+        self._gravar(registro._replace(situacao='pronto', projeto_id=projeto_id))
+        self.escrever('  %s: pronto%s' % (escopo, ' (%s)' % '; '.join(feitos) if feitos else ''))
+        return reparo
+
+
+def _e_a_do_arquivo(chave: Mapping[str, Any], registro: Registro) -> bool:
+    if registro.key_id:
+        return chave['key_id'] == registro.key_id
+    # Linha escrita a mao (so escopo e chave): casa pelo prefixo que o admin lista.
+    prefixo = chave.get('prefixo') or ''
+    return bool(prefixo) and registro.chave.startswith(prefixo)

@@ -1,0 +1,167 @@
+"""
+A regra de projeto: que linhas do cadastro de empresas viram projeto no Contextia.
+
+Vem da secao `projects` do mapeamento:
+
+    "projects": {"source_object": "EMPRESAS", "scope_column": "EMPRESA_ID",
+                 "name_column": "RAZAO_SOCIAL", "group_column": "GRUPO",
+                 "filters": [{"column": "ATIVA", "equals": "S"}]}
+
+Os filtros comparam TEXTO sem espacos nas pontas: o ERP devolve CHAR com
+preenchimento ('S ', o D_E_L_E_T_ do Protheus e ' '), numero como Decimal, e
+'1' == 1 precisa valer -- senao uma empresa ativa seria recusada pelo tipo do driver.
+
+Modulo puro (so biblioteca padrao): o ouvinte usa no ciclo de projetos.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.escopos import texto_escopo
+
+OPERADORES = ('equals', 'not_equals', 'in', 'not_in', 'not_empty')
+
+
+class ErroRegraProjeto(ErroConfiguracao, ValueError):
+    """O mapeamento nao diz de onde tirar as empresas (falta a secao `projects`)."""
+
+
+@dataclass(frozen=True)
+class RegraProjeto:
+    """A secao `projects` resolvida: o que ler do cadastro e como decidir cada linha."""
+
+    source_object: str
+    columns: list[str]                     # o que ler: escopo, nome, grupo, filtros
+    scope_column: str | None
+    name_column: str | None
+    group_column: str | None
+    filtros: list[tuple[str, str, Any]]    # (coluna, operador, valor esperado)
+
+
+def resolver(mapa: Mapping[str, Any]) -> RegraProjeto:
+    """
+    A regra, pronta para usar: source_object, columns, scope_column, name_column,
+    group_column e filtros [(coluna, operador, valor)].
+
+    Sem secao `projects`, nao ha regra: levanta ErroRegraProjeto (um ValueError)
+    dizendo o que escrever (o provisionamento nao tem de onde tirar as empresas).
+    """
+    projetos = mapa.get('projects')
+    if not projetos:
+        raise ErroRegraProjeto(
+            'o mapeamento nao tem a secao "projects" (a regra de projeto). Sem ela nao'
+            ' ha de onde tirar as empresas: declare "projects": {"source_object":'
+            ' "<cadastro de empresas>", "scope_column": ..., "name_column": ...}.')
+    escopo = projetos.get('scope_column') or (mapa.get('defaults') or {}).get('scope_column')
+    filtros: list[tuple[str, str, Any]] = []
+    for filtro in projetos.get('filters') or ():
+        for operador in OPERADORES:
+            if operador in filtro:
+                filtros.append((filtro['column'], operador, filtro[operador]))
+    colunas: list[str] = []
+    for coluna in [escopo, projetos.get('name_column'), projetos.get('group_column')] + \
+            [f[0] for f in filtros]:
+        if coluna and coluna not in colunas:
+            colunas.append(coluna)
+    return RegraProjeto(
+        source_object=projetos['source_object'],
+        columns=colunas,
+        scope_column=escopo,
+        name_column=projetos.get('name_column'),
+        group_column=projetos.get('group_column'),
+        filtros=filtros,
+    )
+
+
+def escopo_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
+    """O codigo da empresa como texto ('297' para 297, Decimal('297'), '297 ')."""
+    if not regra.scope_column:                    # sem coluna de empresa, nada casa
+        return ''
+    return texto_escopo(linha.get(regra.scope_column))
+
+
+def aceita(linha: Mapping[str, Any], regra: RegraProjeto) -> tuple[bool, str]:
+    """(True, '') se a linha vira projeto; (False, motivo) se nao."""
+    if not escopo_de(linha, regra):
+        return False, '%s vazio' % regra.scope_column
+    for coluna, operador, esperado in regra.filtros:
+        valor = texto_escopo(linha.get(coluna))
+        if operador == 'equals' and valor != texto_escopo(esperado):
+            return False, '%s=%r (exige %r)' % (coluna, valor, texto_escopo(esperado))
+        if operador == 'not_equals' and valor == texto_escopo(esperado):
+            return False, '%s=%r (exige diferente)' % (coluna, valor)
+        if operador == 'in' and valor not in {texto_escopo(v) for v in esperado}:
+            return False, '%s=%r (exige um de %s)' % (
+                coluna, valor, ', '.join(repr(texto_escopo(v)) for v in esperado))
+        if operador == 'not_in' and valor in {texto_escopo(v) for v in esperado}:
+            return False, '%s=%r (recusado pela regra)' % (coluna, valor)
+        if operador == 'not_empty' and not valor:
+            return False, '%s vazio' % coluna
+    return True, ''
+
+
+def nome_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
+    """O nome do projeto: a coluna de nome, ou 'Empresa <escopo>' se ela falta ou esta vazia."""
+    nome = ''
+    if regra.name_column:
+        valor = linha.get(regra.name_column)
+        nome = '' if valor is None else ' '.join(str(valor).split())
+    return nome or 'Empresa %s' % escopo_de(linha, regra)
+
+
+def grupo_de_linha(linha: Mapping[str, Any], regra: RegraProjeto) -> str | None:
+    """
+    O slug do grupo que a `group_column` da linha indica, ou None.
+
+    'Grupo Sul ' -> 'grupo-sul': o slug precisa ser estavel, senao a mesma
+    empresa cairia num grupo novo a cada diferenca de caixa ou espaco no ERP.
+    """
+    if not regra.group_column:
+        return None
+    return slug(linha.get(regra.group_column))
+
+
+def slug(valor: Any) -> str | None:
+    """Texto livre em slug de grupo (minusculas, digitos, -); None se nao sobra nada."""
+    import unicodedata
+    texto = texto_escopo(valor)
+    texto = unicodedata.normalize('NFKD', texto).encode('ascii', 'ignore').decode('ascii')
+    texto = re.sub(r'[^a-z0-9]+', '-', texto.lower()).strip('-')
+    return texto or None
+
+
+def descrever(regra: RegraProjeto) -> str:
+    """A regra em texto, para o log de subida do ouvinte e o plano do provisionador."""
+    linhas = [
+        '  cadastro ........: %s' % regra.source_object,
+        '  empresa .........: coluna %s' % regra.scope_column,
+        '  nome do projeto .: %s' % (
+            'coluna %s' % regra.name_column if regra.name_column
+            else '"Empresa <codigo>" (sem name_column)'),
+        '  grupo ...........: %s' % (
+            'coluna %s' % regra.group_column if regra.group_column
+            else 'so os de --grupo'),
+    ]
+    if regra.filtros:
+        for coluna, operador, valor in regra.filtros:
+            linhas.append('  so se ...........: %s' % _texto_filtro(coluna, operador, valor))
+    else:
+        linhas.append('  filtros .........: nenhum (toda linha com empresa vira projeto)')
+    return '\n'.join(linhas)
+
+
+def _texto_filtro(coluna: str, operador: str, valor: Any) -> str:
+    if operador == 'equals':
+        return '%s = %r' % (coluna, texto_escopo(valor))
+    if operador == 'not_equals':
+        return '%s <> %r' % (coluna, texto_escopo(valor))
+    if operador == 'in':
+        return '%s em (%s)' % (coluna, ', '.join(repr(texto_escopo(v)) for v in valor))
+    if operador == 'not_in':
+        return '%s fora de (%s)' % (coluna, ', '.join(repr(texto_escopo(v)) for v in valor))
+    return '%s preenchido' % coluna
