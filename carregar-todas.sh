@@ -15,11 +15,15 @@
 #                      no dataset sem key o teto de remocao compara com ele
 # Opcoes depois de CHAVES vao para cada connector (ex.: --dry-run, --max-remocao=1).
 #
+# O arquivo de chaves e lido so pelo leitor do SDK (contextia_sync/provisionamento/
+# chaves.py), o mesmo do ouvinte e do provisionar: as mesmas linhas, as mesmas recusas.
 # A chave de cada empresa vai no AMBIENTE do connector (CONTEXTIA_API_KEY), nunca
 # na linha de comando: ali ela apareceria no `ps` de qualquer usuario.
 # Uma empresa que falha nao para as outras; o resumo diz quais falharam.
+# SIGTERM, SIGINT ou SIGHUP encerram tambem o connector em curso (nenhum fica orfao).
 #
-# Saida: 0 todas ok; 1 alguma empresa falhou; 2 erro de configuracao (nada rodou).
+# Saida: 0 todas ok; 1 alguma empresa falhou; 2 erro de configuracao (nada rodou);
+# 143/130/129 parado por SIGTERM/SIGINT/SIGHUP.
 #
 # O corpo mora no pacote (contextia_sync/carga/carregar_todas.sh), para valer
 # tambem sem o repositorio; este arquivo so o chama, no mesmo processo.

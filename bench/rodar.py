@@ -16,6 +16,7 @@ BENCHS = {
     'origem': 'bench_origem.py',       # fetch em streaming vs cursor cru do driver
     'latencia': 'bench_latencia.py',   # commit -> visivel no Contextia
     'sonda': 'bench_sonda.py',         # ciclo ocioso: 100 mil vs 2 milhoes de linhas
+    'ocioso': 'bench_ocioso.py',       # issue 12: ciclo ocioso Sakila, antes x depois
 }
 
 

@@ -174,20 +174,20 @@ class Vigia:
         self.violacoes = []
         self.amostras = 0
         self.maximo_simultaneos = 0
-        self._trava = threading.Lock()
+        self.trava = threading.Lock()
         self._parar = threading.Event()
         self._thread = None
 
     def permitir(self, principal=None, intruso=None):      # noqa: ARG002
-        with self._trava:
+        with self.trava:
             self.intruso = intruso
             self.intruso_desde = time.monotonic() if intruso else None
 
     def _laco(self):
         while not self._parar.wait(self.intervalo):
-            ouvintes = [(p, c) for p, c in processos_marcados(self.marca)
-                        if 'ouvinte.py' in c]
-            with self._trava:
+            with self.trava:
+                ouvintes = [(p, c) for p, c in processos_marcados(self.marca)
+                            if 'ouvinte.py' in c]
                 self.amostras += 1
                 outros = [(p, c) for p, c in ouvintes if p != self.intruso]
                 self.maximo_simultaneos = max(self.maximo_simultaneos, len(outros))
@@ -312,11 +312,14 @@ class Matador:
         # intruso poderia ser o primeiro a travar e a conta sairia trocada.
         if not self.ouvinte.esperar_status_novo(time.time(), 30):
             return
-        processo = subprocess.Popen(
-            self.ouvinte.argv(), cwd=RAIZ, env=self.ouvinte.ambiente,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-        self.vigia.permitir(principal=self.ouvinte.pid, intruso=processo.pid)
+        # Lancado com a trava do vigia na mao: uma amostra de /proc tirada entre o
+        # Popen e o permitir veria o intruso como um segundo ouvinte (alarme falso).
+        with self.vigia.trava:
+            processo = subprocess.Popen(
+                self.ouvinte.argv(), cwd=RAIZ, env=self.ouvinte.ambiente,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+            self.vigia.intruso, self.vigia.intruso_desde = processo.pid, time.monotonic()
         try:
             saida, _ = processo.communicate(timeout=20)
         except subprocess.TimeoutExpired:

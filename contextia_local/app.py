@@ -100,6 +100,8 @@ class PedidoFalha(Modelo):
     retry_after: Optional[float] = Field(None, ge=0)
     segundos: Optional[float] = Field(None, ge=0, le=120)
     quando: Optional[str] = Field(None, pattern='^(antes|depois)$')
+    corpo: Optional[str] = Field(None, max_length=100000,
+                                 description='corpo_invalido: o texto da resposta 200')
 
 
 class TaxasDeFalha(Modelo):
@@ -165,8 +167,11 @@ def criar_app(config: Configuracao) -> FastAPI:
     def tamanho_do_lote(request: Request) -> None:
         tamanho = request.headers.get('content-length')
         if tamanho and tamanho.isdigit() and int(tamanho) > config.max_bytes_lote:
-            raise ErroRegra(413, 'lote_grande', 'lote de %s bytes passa do limite de %d.'
-                            ' Use um chunk menor.' % (tamanho, config.max_bytes_lote))
+            raise ErroRegra(413, 'lote_grande', 'lote de %s bytes passa do limite de %d'
+                            ' bytes deste servidor (capacidades.max_bytes_per_batch). O'
+                            ' cliente divide o lote ao receber 413; um registro que sozinho'
+                            ' passa do limite precisa ficar menor na origem.'
+                            % (tamanho, config.max_bytes_lote))
 
     # As rotas nao anotam o retorno de proposito: no FastAPI a anotacao de retorno
     # vira response_model (valida a resposta e muda o docs/openapi.json).

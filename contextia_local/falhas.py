@@ -11,6 +11,10 @@ rede e um servidor sobrecarregado fazem. Tipos:
                    mais bytes do que chegam e o socket fecha. Com `quando=
                    'depois'` (padrao) o pedido FOI processado -- o caso que
                    prova que o reenvio e idempotente; com 'antes', nao foi.
+    'corpo_invalido'  responde 200 com um corpo que nao sao as contagens do
+                   intake: `corpo` (padrao: uma pagina HTML, como a de um
+                   proxy), dito como application/json. Com `quando='antes'`
+                   (padrao) o pedido nao foi processado; com 'depois', foi.
 
 Duas formas de ligar: uma fila (`injetar`: as proximas N respostas) e uma
 taxa aleatoria por tipo (`taxa`: para o teste de tortura). So os caminhos
@@ -27,8 +31,9 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-TIPOS = ('500', '503', '429', 'atraso', 'derrubar')
+TIPOS = ('500', '503', '429', 'atraso', 'derrubar', 'corpo_invalido')
 CAMINHO_PADRAO = '/api/v1/intake'
+CORPO_INVALIDO = '<html><body>Servico temporariamente indisponivel</body></html>'
 
 
 class EstadoDeFalhas:
@@ -117,6 +122,17 @@ class MiddlewareDeFalhas:
                         'headers': cabecalhos})
             await send({'type': 'http.response.body', 'body': corpo})
             return
+        if tipo == 'corpo_invalido':
+            if opcoes.get('quando', 'antes') == 'depois':
+                await self.app(scope, receive, _descartar)
+            else:
+                await _drenar(receive)
+            corpo = str(opcoes.get('corpo', CORPO_INVALIDO)).encode('utf-8')
+            await send({'type': 'http.response.start', 'status': 200,
+                        'headers': [(b'content-type', b'application/json'),
+                                    (b'content-length', str(len(corpo)).encode())]})
+            await send({'type': 'http.response.body', 'body': corpo})
+            return
         # derrubar
         if opcoes.get('quando', 'depois') == 'antes':
             await _drenar(receive)
@@ -147,6 +163,10 @@ async def _meia_resposta(send: Send, status: int, cabecalhos: list[tuple[bytes, 
                 'headers': cabecalhos + [(b'content-length',
                                           str(len(pedaco) * 2 + 16).encode())]})
     await send({'type': 'http.response.body', 'body': pedaco, 'more_body': True})
+
+
+async def _descartar(mensagem: Message) -> None:    # noqa: ARG001 - um `send` que joga fora
+    return None
 
 
 async def _drenar(receive: Receive) -> None:

@@ -30,9 +30,10 @@ API estavel (outros modulos dependem dela):
     admin()        contextia_sync.intake.admin.Admin apontado para este servidor
     criar_projeto_com_chave(escopo, nome=None) -> chave (ctx_...)
     injetar(tipo, quantidade=1, **opcoes)  tipos '500' '503' '429' 'atraso'
-                   'derrubar'; opcoes: retry_after (429/503), segundos (atraso),
-                   quando='depois'|'antes' (derrubar), caminho (prefixo de URL
-                   afetado; padrao '/api/v1/intake')
+                   'derrubar' 'corpo_invalido'; opcoes: retry_after (429/503),
+                   segundos (atraso), quando='depois'|'antes' (derrubar,
+                   corpo_invalido), corpo (o texto do 200 de corpo_invalido),
+                   caminho (prefixo de URL afetado; padrao '/api/v1/intake')
     taxa_de_falhas({'503': 0.1, 'derrubar': 0.05}, caminho=None, semente=None)
     falhas_injetadas() -> {tipo: contagem}
     limpar_falhas()

@@ -6,8 +6,9 @@ Duas metades com exigencias diferentes:
     carregar_mapeamento     valida com jsonschema (import tardio) e com as regras
                             que o schema nao exprime (key fora de columns, nome
                             de dataset repetido depois de normalizar...). Reporta
-                            TODOS os problemas de uma vez: quem corrige um por
-                            execucao desiste no terceiro.
+                            TODOS os problemas de uma vez -- os do schema e os das
+                            regras na mesma recusa: quem corrige um por execucao
+                            desiste no terceiro.
     funcoes puras           valor_herdado, coluna_de_recorte, semantica,
                             chave_de, chunk_de, grupo_de. So biblioteca padrao,
                             porque o `ouvinte.py --autoteste` as usa num
@@ -154,10 +155,12 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
     problemas = ['(arquivo): chave %r aparece duas vezes no mesmo objeto -- o JSON fica'
                  ' so com a ultima; apague a que nao vale' % nome for nome in repetidas]
     problemas += _problemas_de_schema(mapa)
-    if isinstance(mapa, dict) and not problemas:
-        # As regras entre campos so fazem sentido sobre um JSON com a forma certa;
-        # sobre uma forma errada elas repetiriam o mesmo problema com outras palavras.
-        problemas += _problemas_semanticos(mapa)
+    if isinstance(mapa, dict):
+        # Schema e regras entre campos numa passada so: quem corrige um problema
+        # por execucao desiste no terceiro. Cada regra confere a forma do que le
+        # e fica calada onde a forma esta errada -- ali o schema ja falou, e
+        # falar de novo seria o mesmo problema com outras palavras.
+        problemas += [p for p in _problemas_semanticos(mapa) if p not in problemas]
     if problemas:
         raise ErroMapeamento(caminho, problemas)
     return mapa
@@ -323,48 +326,88 @@ def _traduzir(erro, schema):
     return ['%s: %s -- confira com mappings/mapeamento.schema.json' % (caminho, erro.message)]
 
 
-def _problemas_semanticos(mapa):
-    """O que o schema nao exprime: relacoes entre campos."""
-    problemas = []
-    padroes = mapa.get('defaults') or {}
+def _texto(valor: Any) -> str | None:
+    """O valor se for texto nao vazio; None se falta ou tem outro tipo (o schema diz)."""
+    return valor if isinstance(valor, str) and valor else None
+
+
+# O `coluna` do schema: nome fora dele o schema ja recusou, com a dica de nome.
+_NOME_DE_COLUNA = re.compile(r'^[A-Za-z_][A-Za-z0-9_$#]*$')
+
+
+def _coluna(valor: Any) -> str | None:
+    """O valor se for um nome de coluna que o schema aceita; None se nao (o schema diz)."""
+    return valor if isinstance(valor, str) and _NOME_DE_COLUNA.match(valor) else None
+
+
+def _objeto(valor: Any) -> dict[str, Any]:
+    """O valor se for objeto; {} se falta ou tem outro tipo (o schema diz)."""
+    return valor if isinstance(valor, dict) else {}
+
+
+def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
+    """
+    O que o schema nao exprime: relacoes entre campos.
+
+    Roda sobre um JSON que pode estar meio errado (o schema relata a forma na
+    mesma passada): cada regra so julga o que tem a forma que ela precisa --
+    `columns` que nao e lista de texto, `key` que nao e texto, `defaults` que
+    nao e objeto ficam com o problema do schema e nada mais.
+    """
+    problemas: list[str] = []
+    padroes = _objeto(mapa.get('defaults'))
 
     from contextia_sync.intake.cliente import normalizar_dataset
 
+    datasets = mapa.get('datasets')
+    lista: list[Any] = datasets if isinstance(datasets, list) else []
     vistos: dict[str, int] = {}
-    for indice, row in enumerate(mapa['datasets']):
+    for indice, row in enumerate(lista):
+        if not isinstance(row, dict):
+            continue
         onde = 'datasets[%d]' % indice
-        nome = row['dataset']
-        colunas = row['columns']
+        nome = row.get('dataset')
+        colunas_cruas = row.get('columns')
+        colunas = ([c for c in colunas_cruas if isinstance(c, str)]
+                   if isinstance(colunas_cruas, list) else None)
 
-        try:
-            normalizado = normalizar_dataset(nome)
-        except ValueError:
-            normalizado = ''
-        if not normalizado:
-            problemas.append('%s.dataset: %r fica vazio depois de normalizado -- use letras ou'
-                             ' digitos no nome' % (onde, nome))
-        elif normalizado in vistos:
-            problemas.append(
-                '%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no Contextia'
-                ' seriam UM dataset e uma carga apagaria a outra; de nomes diferentes'
-                % (onde, nome, normalizado, vistos[normalizado],
-                   mapa['datasets'][vistos[normalizado]]['dataset']))
-        else:
-            vistos[normalizado] = indice
+        if _texto(nome) is not None:
+            try:
+                normalizado = normalizar_dataset(nome)
+            except ValueError:
+                normalizado = ''
+            if not normalizado:
+                problemas.append('%s.dataset: %r fica vazio depois de normalizado -- use'
+                                 ' letras ou digitos no nome' % (onde, nome))
+            elif normalizado in vistos:
+                problemas.append(
+                    '%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no'
+                    ' Contextia seriam UM dataset e uma carga apagaria a outra; de nomes'
+                    ' diferentes'
+                    % (onde, nome, normalizado, vistos[normalizado],
+                       lista[vistos[normalizado]]['dataset']))
+            else:
+                vistos[normalizado] = indice
+
+        if colunas is None:
+            # Sem lista de colunas nao ha contra o que julgar key, watch_column,
+            # scope_column e fields: o schema ja disse o que falta.
+            continue
 
         for campo, porque in (
                 ('key', 'sem ela na projecao o upsert nao tem por onde casar'),
                 ('watch_column', 'sem ela na projecao a marca de agua nunca avanca')):
-            if row.get(campo) and row[campo] not in colunas:
+            valor = _coluna(row.get(campo))
+            if valor is not None and valor not in colunas:
                 problemas.append(
                     '%s.%s: %r nao esta em columns (dataset %r) -- %s; acrescente-a a'
                     ' columns ou corrija o nome%s'
-                    % (onde, campo, row[campo], nome, porque,
-                       _sugestao(row[campo], colunas)))
+                    % (onde, campo, valor, nome, porque, _sugestao(valor, colunas)))
 
-        recorte = valor_herdado(mapa, row, 'scope_column')
-        if recorte and recorte not in colunas:
-            origem = 'declarada' if 'scope_column' in row else 'herdada do defaults'
+        declarada = 'scope_column' in row
+        recorte = _coluna(row['scope_column'] if declarada else padroes.get('scope_column'))
+        if recorte is not None and recorte not in colunas:
+            origem = 'declarada' if declarada else 'herdada do defaults'
             # Herdada OU declarada, e erro: sem a coluna da empresa o conector
             # nao tem como filtrar, e a view inteira -- de TODAS as empresas --
             # iria para o projeto de uma so.
@@ -375,7 +418,7 @@ def _problemas_semanticos(mapa):
                 ' "scope_column": null%s'
                 % (onde, recorte, origem, nome, _sugestao(recorte, colunas)))
 
-        for coluna in sorted(row.get('fields') or {}):
+        for coluna in sorted(c for c in _objeto(row.get('fields')) if _coluna(c)):
             if coluna not in colunas:
                 problemas.append(
                     '%s.fields.%s: descreve uma coluna que nao esta em columns (dataset %r)'
@@ -383,34 +426,40 @@ def _problemas_semanticos(mapa):
                     % (onde, coluna, nome, _sugestao(coluna, colunas)))
 
     projetos = mapa.get('projects')
-    if projetos is not None and not (projetos.get('scope_column') or padroes.get('scope_column')):
-        problemas.append(
-            'projects.scope_column: nao declarada e sem defaults.scope_column -- diga qual'
-            ' coluna do cadastro %r tem o codigo da empresa' % projetos.get('source_object'))
-    if projetos is not None:
-        escopo_projeto = projetos.get('scope_column') or padroes.get('scope_column')
-        if projetos.get('name_column') and projetos.get('name_column') == escopo_projeto:
+    if isinstance(projetos, dict):
+        escopo_projeto = (_texto(projetos.get('scope_column'))
+                          or _texto(padroes.get('scope_column')))
+        # Declarada com o tipo errado o schema ja recusou; aqui so a ausencia.
+        if projetos.get('scope_column') is None and padroes.get('scope_column') is None:
+            problemas.append(
+                'projects.scope_column: nao declarada e sem defaults.scope_column -- diga'
+                ' qual coluna do cadastro %r tem o codigo da empresa'
+                % projetos.get('source_object'))
+        nome_projeto = _texto(projetos.get('name_column'))
+        if nome_projeto is not None and nome_projeto == escopo_projeto:
             problemas.append(
                 'projects.name_column: e a mesma coluna do escopo (%r) -- os projetos se'
                 ' chamariam pelo codigo; aponte para a razao social/nome fantasia'
-                % projetos['name_column'])
+                % nome_projeto)
 
     webhook = mapa.get('webhook')
-    if webhook is not None and webhook['url'].startswith('http://') and \
-            not _HOSTS_LOCAIS.match(webhook['url']):
+    url = _texto(webhook.get('url')) if isinstance(webhook, dict) else None
+    if url is not None and url.startswith('http://') and not _HOSTS_LOCAIS.match(url):
         problemas.append(
             'webhook.url: %r usa http:// fora desta maquina -- o evento e o segredo de'
-            ' assinatura passariam sem criptografia; use https://' % webhook['url'])
-    if webhook is not None:
-        sobra = re.sub(r'\{escopo\}', '', webhook['url'])
+            ' assinatura passariam sem criptografia; use https://' % url)
+    if url is not None:
+        sobra = re.sub(r'\{escopo\}', '', url)
         if '{' in sobra or '}' in sobra:
             problemas.append(
                 'webhook.url: %r tem chaves {...} que nao sao {escopo} -- o unico marcador'
-                ' trocado e {escopo} (o codigo da empresa)' % webhook['url'])
+                ' trocado e {escopo} (o codigo da empresa)' % url)
 
-    excluidos = (mapa.get('source') or {}).get('excluded_scopes') or []
+    excluidos = _objeto(mapa.get('source')).get('excluded_scopes')
     textos: dict[str, int] = {}
-    for indice, escopo in enumerate(excluidos):
+    for indice, escopo in enumerate(excluidos if isinstance(excluidos, list) else ()):
+        if isinstance(escopo, bool) or not isinstance(escopo, (str, int)):
+            continue                            # tipo errado: o schema ja disse
         texto = str(escopo).strip()
         if not texto:
             problemas.append('source.excluded_scopes[%d]: escopo vazio -- apague o item' % indice)

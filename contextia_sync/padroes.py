@@ -35,6 +35,14 @@ INATIVIDADE_FERRAMENTA = 1800
 """Segundos sem nenhuma linha de saida apos os quais a ferramenta e encerrada
 (`--inatividade-ferramenta`)."""
 
+TOLERANCIA_FUTURO = 300
+"""Segundos alem da hora da ORIGEM ate onde a marca de agua pode ir; carimbo
+mais adiantado que isso e entregue, mas nao sobe a marca."""
+
+CHAVES_POR_LEITURA = 500
+"""Chaves por `WHERE key IN (...)` ao reler so as linhas novas da janela (o
+Oracle aceita ate 1000 numa lista)."""
+
 TETO_ESPERA = 900
 """Teto, em segundos, da espera entre falhas seguidas do ciclo (dobra a cada falha)."""
 
@@ -79,3 +87,37 @@ PRAZO_RETENTATIVAS = 120
 
 STATUS_RETENTAVEIS = (429, 502, 503, 504)
 """Status HTTP que passam sozinhos (sobrecarga, gateway): re-tentados dentro do prazo."""
+
+STATUS_RECUSA_DO_REGISTRO = (400, 413, 422)
+"""Status HTTP de recusa permanente do CONTEUDO de um lote: com a quarentena
+ligada, o lote e dividido ate o registro recusado ficar sozinho, e ele vai para
+a quarentena (401/403, 409, 5xx e os passageiros nunca vao)."""
+
+# -- quarentena: os registros que o intake recusou de vez (fila/quarentena.py) --
+QUARENTENA_MAXIMO_ITENS = 1000
+"""Registros que a quarentena guarda; cheia, ela recusa e o lote conta como falho."""
+
+QUARENTENA_MAXIMO_BYTES = 256 * 1024 * 1024
+"""Bytes que a quarentena ocupa no disco; cheia, ela recusa e o lote conta como falho."""
+
+# -- a saude: `ouvinte.py --saude` (contextia_sync/saude.py) -----------------
+SAUDE_INTERVALOS = 3
+"""Quantos `--intervalo-dados` do ouvinte fazem os limites automaticos da saude
+(`--intervalos`): a idade do status e, no servico, um dataset com falha sem ciclo bom."""
+
+SAUDE_IDADE_MINIMA = TETO_ESPERA + 300
+"""Piso, em segundos, da idade maxima do status (`--max-idade`): passa da espera
+maxima entre falhas seguidas (TETO_ESPERA), quando o status fica parado de
+proposito, e do cron de 5 minutos do `--once`."""
+
+SAUDE_FALHAS = 3
+"""Falhas seguidas (voltas do laco, ou de um dataset) que a saude diz CRITICO;
+de 1 ate uma a menos e ALERTA (`--max-falhas`)."""
+
+SAUDE_VARREDURA = 26 * 3600
+"""Idade maxima, em segundos, da ultima varredura boa com a varredura diaria
+ligada (`--max-varredura`): um dia e a folga de uma varredura que demora."""
+
+SAUDE_FERRAMENTA = TIMEOUT_FERRAMENTA + 600
+"""Segundos de uma ferramenta rodando acima dos quais a saude diz ALERTA
+(`--max-ferramenta`): o tempo maximo padrao dela passou e ela nao foi encerrada."""

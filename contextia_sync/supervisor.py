@@ -19,20 +19,47 @@ Como um supervisor roda um filho:
   * encerrar = SIGTERM no grupo, espera, SIGKILL no que sobrou;
   * depois que o filho sai, le no maximo DRENO segundos: um neto que herdou o
     pipe nao pode prender o laco do ouvinte.
+
+Quando o proprio supervisor morre sem poder encerrar nada (kill -9, OOM,
+queda), duas redes:
+  * o filho direto pede ao kernel SIGTERM quando o pai morrer
+    (PR_SET_PDEATHSIG, Linux); o carregar-todas.sh repassa o sinal ao seu
+    connector. So o filho direto recebe: netos sao da segunda rede;
+  * `rodar(..., arquivo_grupo=...)` anota o grupo (pgid, o instante em que o
+    lider nasceu, uma marca no ambiente de todo o grupo, o rotulo) num arquivo
+    do diretorio de estado; `encerrar_sobra` o le na subida seguinte e
+    encerra o grupo que ainda estiver vivo -- se for o MESMO: pid reciclado por
+    outro programa nao e morto.
+
+O arquivo de grupos (JSON, trocado inteiro):
+
+    {"grupos": [{"pgid": 4242, "inicio": 123456, "boot": "<boot_id>",
+                 "marca": "<hex>", "rotulo": "varredura/carregar-todas",
+                 "comando": "bash .../carregar_todas.sh ...",
+                 "desde": "2026-09-01T03:00:00", "ouvinte": 4200}]}
+
+    inicio   campo 22 de /proc/<pgid>/stat (starttime, em ticks desde o boot)
+    marca    tambem em CONTEXTIA_GRUPO_FERRAMENTA no ambiente do filho, que
+             todo neto herda: prova de dono quando o lider ja morreu
 """
 
 from __future__ import annotations
 
+import datetime
 import enum
+import json
 import logging
 import os
 import selectors
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.registro import logger
 
 INTERVALO_SELECT = 0.25
@@ -44,6 +71,11 @@ TAMANHO_LEITURA = 8192
 MAXIMO_LINHA = 4000
 CODIGO_TEMPO = 124
 CODIGO_NAO_EXECUTOU = 125
+VARIAVEL_MARCA = 'CONTEXTIA_GRUPO_FERRAMENTA'
+# O arquivo de grupos do ouvinte, no diretorio de estado dele.
+ARQUIVO_GRUPO = 'ouvinte-ferramenta.json'
+PR_SET_PDEATHSIG = 1                  # <linux/prctl.h>
+MAXIMO_COMANDO = 300
 
 # O processo em curso, para a parada fria (segundo SIGTERM) poder mata-lo de
 # dentro do tratador de sinal.
@@ -94,20 +126,32 @@ def _nome_sinal(numero: int) -> str:
         return 'sinal %s' % numero
 
 
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(estado, pgid, inicio) de /proc/<pid>/stat, ou None se o processo nao existe."""
+    try:
+        with open('/proc/%s/stat' % pid, 'rb') as arquivo:
+            # O nome do programa (campo 2) pode ter espaco e ')': corta no ultimo.
+            campos = arquivo.read().rsplit(b')', 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return campos[0].decode(), int(campos[2]), int(campos[19])
+
+
+def _membros(pgid: int) -> list[tuple[int, int]]:
+    """(pid, inicio) de cada processo vivo do grupo `pgid`. Zumbi nao conta: ja morreu."""
+    membros = []
+    for nome in os.listdir('/proc'):
+        if nome.isdigit():
+            dados = _stat(int(nome))
+            if dados and dados[1] == pgid and dados[0] != 'Z':
+                membros.append((int(nome), dados[2]))
+    return membros
+
+
 def _grupo_vivo(pgid: int) -> bool:
     """Algum processo do grupo ainda vive? Zumbi nao conta: ja morreu."""
     if os.path.isdir('/proc/self'):
-        for nome in os.listdir('/proc'):
-            if not nome.isdigit():
-                continue
-            try:
-                with open('/proc/%s/stat' % nome, 'rb') as arquivo:
-                    campos = arquivo.read().rsplit(b')', 1)[1].split()
-            except OSError:
-                continue
-            if int(campos[2]) == pgid and campos[0] != b'Z':
-                return True
-        return False
+        return bool(_membros(pgid))
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -160,6 +204,247 @@ def matar_em_curso() -> int | None:
     return processo.pid
 
 
+def _prctl() -> Callable[..., int] | None:
+    """O prctl da libc (Linux), resolvido no pai: no filho, entre fork e exec, nada de dlopen."""
+    if not os.path.isdir('/proc/self'):
+        return None
+    try:
+        import ctypes
+        funcao: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return funcao
+
+
+def _preparo_do_filho() -> Callable[[], None] | None:
+    """
+    O que o filho faz entre o fork e o exec: pedir SIGTERM quando o pai morrer.
+
+    preexec_fn e seguro aqui: o ouvinte nao tem outras threads. O sinal e o da
+    morte da THREAD que criou o filho -- a principal, que so acaba com o ouvinte.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    pai = os.getpid()
+
+    def preparar() -> None:
+        # O tratador de SIGTERM do ouvinte veio junto no fork: ate o exec, um
+        # SIGTERM so levantaria a bandeira dele, e o filho seguiria vivo.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        # prctl(2): se o pai morreu ANTES do pedido, o sinal nunca vem -- o
+        # filho ja foi adotado por outro. Faz o que o kernel faria.
+        if os.getppid() != pai:
+            os.kill(os.getpid(), signal.SIGTERM)
+    return preparar
+
+
+def _boot() -> str | None:
+    """O id deste boot: depois de reiniciar a maquina, pid e inicio nao provam nada."""
+    try:
+        with open('/proc/sys/kernel/random/boot_id', encoding='ascii') as arquivo:
+            return arquivo.read().strip()
+    except OSError:
+        return None
+
+
+def _marcado(pid: int, marca: str) -> bool | None:
+    """O processo carrega a nossa marca no ambiente? None: nao deu para ler."""
+    try:
+        with open('/proc/%s/environ' % pid, 'rb') as arquivo:
+            ambiente = arquivo.read().split(b'\0')
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    return ('%s=%s' % (VARIAVEL_MARCA, marca)).encode() in ambiente
+
+
+def _comando(pid: int) -> str:
+    """A linha de comando de `pid`, curta, para o log (nunca tem chave: ela vai no ambiente)."""
+    try:
+        with open('/proc/%s/cmdline' % pid, 'rb') as arquivo:
+            texto = arquivo.read().replace(b'\0', b' ').decode('utf-8', 'replace').strip()
+    except OSError:
+        return '?'
+    return texto[:120] or '?'
+
+
+def _ler_grupos(arquivo_grupo: str) -> list[dict[str, Any]]:
+    """As entradas do arquivo de grupos; [] se nao existe. Levanta ValueError se ilegivel."""
+    try:
+        with open(arquivo_grupo, encoding='utf-8') as arquivo:
+            dados = json.load(arquivo)
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as erro:
+        raise ValueError('%s: %s' % (type(erro).__name__, erro)) from None
+    grupos = dados.get('grupos') if isinstance(dados, dict) else None
+    if not isinstance(grupos, list) or not all(
+            isinstance(g, dict) and isinstance(g.get('pgid'), int) and g['pgid'] > 1
+            for g in grupos):
+        raise ValueError('formato inesperado (falta "grupos" com "pgid" inteiro)')
+    return grupos
+
+
+def _gravar_grupos(arquivo_grupo: str, grupos: list[dict[str, Any]]) -> None:
+    if grupos:
+        gravar_atomico(arquivo_grupo, json.dumps({'grupos': grupos}, indent=1) + '\n')
+    else:
+        try:
+            os.unlink(arquivo_grupo)
+        except FileNotFoundError:
+            pass
+
+
+def _situacao(entrada: dict[str, Any]) -> tuple[str, list[tuple[int, int]]]:
+    """
+    O grupo anotado, hoje: ('terminou' | 'nosso' | 'outro' | 'incerto', membros vivos).
+
+    'nosso' exige prova: o lider vivo com o MESMO instante de nascimento, ou
+    (lider morto) todo membro com a nossa marca no ambiente. O kernel nao
+    reusa um numero enquanto houver processo com ele de grupo, mas reusa
+    depois -- e um grupo novo com o mesmo numero e de outro programa.
+    """
+    pgid = int(entrada['pgid'])
+    if not os.path.isdir('/proc/self'):
+        return ('incerto' if _grupo_vivo(pgid) else 'terminou'), []
+    membros = _membros(pgid)
+    if not membros:
+        return 'terminou', []
+    if entrada.get('boot') != _boot():
+        return 'outro', membros
+    inicio = entrada.get('inicio')
+    if not isinstance(inicio, int) or any(nasceu < inicio for _, nasceu in membros):
+        # Alguem do grupo nasceu antes do nosso lider: o grupo nao e o nosso.
+        return 'outro', membros
+    lider = [nasceu for pid, nasceu in membros if pid == pgid]
+    if lider:
+        return ('nosso' if lider[0] == inicio else 'outro'), membros
+    marcas = [_marcado(pid, str(entrada.get('marca'))) for pid, _ in membros]
+    if all(marcas):
+        return 'nosso', membros
+    if any(m is False for m in marcas):
+        return 'outro', membros
+    return 'incerto', membros
+
+
+def _anotar_grupo(arquivo_grupo: str, processo: subprocess.Popen[bytes], rotulo: str,
+                  argv: Sequence[str], marca: str, log: logging.Logger) -> None:
+    """Anota o grupo que acabou de nascer; mantem os anotados que ainda sao nossos e vivem."""
+    dados = _stat(processo.pid)
+    entrada = {'pgid': processo.pid, 'inicio': dados[2] if dados else None, 'boot': _boot(),
+               'marca': marca, 'rotulo': rotulo,
+               'comando': ' '.join(argv)[:MAXIMO_COMANDO],
+               'desde': datetime.datetime.now().isoformat(timespec='seconds'),
+               'ouvinte': os.getpid()}
+    try:
+        try:
+            anteriores = [g for g in _ler_grupos(arquivo_grupo)
+                          if _situacao(g)[0] in ('nosso', 'incerto')]
+        except ValueError:
+            anteriores = []
+        _gravar_grupos(arquivo_grupo, anteriores + [entrada])
+    except OSError as erro:
+        # Sem a anotacao a ferramenta roda assim mesmo; so a subida seguinte a
+        # um kill -9 deixaria de acha-la (o PR_SET_PDEATHSIG continua valendo).
+        log.error('%s: nao foi possivel anotar o grupo %s em %s (%s: %s); se o ouvinte'
+                  ' morrer agora, a proxima subida nao o encontra', rotulo, processo.pid,
+                  arquivo_grupo, type(erro).__name__, erro)
+
+
+def _soltar_grupo(arquivo_grupo: str, pgid: int, rotulo: str, log: logging.Logger) -> None:
+    """Tira o grupo da anotacao se ele acabou; se algum neto ainda vive, deixa anotado."""
+    if _grupo_vivo(pgid):
+        log.warning('%s: saiu, mas o grupo %s ainda tem processo vivo (%s): continua'
+                    ' anotado em %s e sera encerrado na proxima subida do ouvinte',
+                    rotulo, pgid, ', '.join(str(p) for p, _ in _membros(pgid)) or '?',
+                    arquivo_grupo)
+        return
+    try:
+        grupos = _ler_grupos(arquivo_grupo)
+        _gravar_grupos(arquivo_grupo, [g for g in grupos if g['pgid'] != pgid])
+    except (OSError, ValueError) as erro:
+        log.warning('%s: nao foi possivel atualizar %s (%s)', rotulo, arquivo_grupo, erro)
+
+
+def _encerrar_pgid(pgid: int, graca: float = GRACA_TERM) -> str:
+    """SIGTERM no grupo, espera `graca`, SIGKILL no que sobrou. Devolve como acabou."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return 'ja tinha acabado'
+    fim = time.monotonic() + graca
+    while time.monotonic() < fim:
+        if not _grupo_vivo(pgid):
+            return 'com SIGTERM'
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return 'com SIGTERM'
+    fim = time.monotonic() + 2.0
+    while _grupo_vivo(pgid) and time.monotonic() < fim:
+        time.sleep(0.05)
+    return 'com SIGKILL (ignorou o SIGTERM por %ss)' % graca
+
+
+def encerrar_sobra(arquivo_grupo: str, log: logging.Logger | None = None,
+                   graca: float = GRACA_TERM) -> int | None:
+    """
+    Na subida: encerra o grupo de ferramenta que um ouvinte anterior deixou vivo.
+
+    Le `arquivo_grupo` (o que `rodar(..., arquivo_grupo=...)` anota), encerra
+    cada grupo anotado que ainda vive E e o mesmo (SIGTERM, `graca`, SIGKILL,
+    como encerrar_grupo), diz no log qual era e apaga o arquivo. Um grupo que
+    nao e mais o mesmo (pid reciclado) nao e tocado. Devolve o pgid do ultimo
+    grupo encerrado (o da ferramenta que estava em curso), ou None.
+    """
+    log = log or logger
+    try:
+        grupos = _ler_grupos(arquivo_grupo)
+    except ValueError as erro:
+        log.error('arquivo de grupos %s ilegivel (%s): apagado sem encerrar nada. Se o'
+                  ' ouvinte anterior morreu no meio de uma ferramenta, confira com'
+                  ' `ps -eo pid,pgid,lstart,cmd` se sobrou um connector.py ou'
+                  ' carregar_todas.sh', arquivo_grupo, erro)
+        grupos = []
+    encerrado = None
+    for entrada in grupos:
+        pgid = int(entrada['pgid'])
+        rotulo = entrada.get('rotulo') or '?'
+        situacao, membros = _situacao(entrada)
+        origem = ('a ferramenta %r do ouvinte pid %s (grupo %s, desde %s: %s)'
+                  % (rotulo, entrada.get('ouvinte', '?'), pgid, entrada.get('desde', '?'),
+                     entrada.get('comando', '?')))
+        if situacao == 'terminou':
+            log.info('subida: %s ja tinha terminado', origem)
+            continue
+        if situacao == 'outro':
+            log.warning('subida: %s nao existe mais; o numero %s agora e de outro programa'
+                        ' (pid reciclado) e nao foi tocado', origem, pgid)
+            continue
+        if situacao == 'incerto':
+            log.error('subida: %s ainda pode estar viva, mas nao deu para provar que o grupo'
+                      ' %s e o mesmo; NAO encerrado. Confira com `ps -o pid,lstart,cmd -g %s`'
+                      ' e encerre a mao (kill -TERM -- -%s)', origem, pgid, pgid, pgid)
+            continue
+        log.error('*** SOBRA DE UM OUVINTE ANTERIOR: %s continua rodando sem dono -- pids %s.'
+                  ' Encerrando o grupo antes de qualquer outra coisa (SIGTERM, depois'
+                  ' SIGKILL): uma carga orfa poderia mandar `complete` que ninguem'
+                  ' acompanha.', origem,
+                  '; '.join('%s (%s)' % (pid, _comando(pid)) for pid, _ in membros))
+        como = _encerrar_pgid(pgid, graca)
+        log.warning('subida: grupo %s (%s) encerrado %s', pgid, rotulo, como)
+        encerrado = pgid
+    try:
+        _gravar_grupos(arquivo_grupo, [])
+    except OSError as erro:
+        log.warning('nao foi possivel apagar %s (%s)', arquivo_grupo, erro)
+    return encerrado
+
+
 class _Linhas:
     """Linhas inteiras de um fluxo de bytes; \\r tambem fecha linha (barra do tqdm)."""
 
@@ -189,7 +474,8 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
           inatividade: float | None = None, deve_parar: Callable[[], bool] | None = None,
           ao_iniciar: Callable[[int], None] | None = None,
           pulso: Callable[[], None] | None = None, intervalo_pulso: float = 30.0,
-          log: logging.Logger | None = None) -> Resultado:
+          log: logging.Logger | None = None,
+          arquivo_grupo: str | None = None) -> Resultado:
     """
     Roda `argv` e devolve um Resultado. Nunca levanta por causa do filho.
 
@@ -197,6 +483,7 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
     SIGTERM do ouvinte). `ao_iniciar(pid)` avisa quem mostra o status;
     `pulso()` e chamado a cada `intervalo_pulso` segundos enquanto roda, para o
     arquivo de status nao envelhecer durante uma varredura de horas.
+    `arquivo_grupo`: onde anotar o grupo enquanto ele vive (veja encerrar_sobra).
     """
     global _em_curso
     log = log or logger
@@ -207,11 +494,15 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
     # vai para um pipe: o log so veria as linhas no fim, e o vigia de
     # inatividade mataria uma carga saudavel que so estava "calada".
     ambiente['PYTHONUNBUFFERED'] = '1'
+    marca = uuid.uuid4().hex
+    if arquivo_grupo:
+        # Herdada por todo neto: e o que prova, depois, que o grupo e nosso.
+        ambiente[VARIAVEL_MARCA] = marca
     try:
         processo = subprocess.Popen(
             list(argv), cwd=cwd, env=ambiente, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=_preparo_do_filho())
     except OSError as erro:
         log.error('%s: nao foi possivel executar (%s: %s)', rotulo,
                   type(erro).__name__, erro)
@@ -219,6 +510,8 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
 
     _em_curso = processo
     try:
+        if arquivo_grupo:
+            _anotar_grupo(arquivo_grupo, processo, rotulo, argv, marca, log)
         if ao_iniciar:
             ao_iniciar(processo.pid)
         motivo = _bombear(processo, rotulo, log, inicio, timeout, inatividade,
@@ -228,11 +521,15 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
         # rodando sem dono.
         if processo.poll() is None or _grupo_vivo(processo.pid):
             encerrar_grupo(processo, graca=1.0)
+        if arquivo_grupo:
+            _soltar_grupo(arquivo_grupo, processo.pid, rotulo, log)
         raise
     finally:
         _em_curso = None
 
     codigo = processo.wait()
+    if arquivo_grupo:
+        _soltar_grupo(arquivo_grupo, processo.pid, rotulo, log)
     sinal = None
     if codigo < 0:
         sinal = _nome_sinal(-codigo)

@@ -29,6 +29,7 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -492,7 +493,24 @@ class Demo:
             return 0
         return 1 if faltou else 0
 
+    def saude(self):
+        """(codigo, linha) de `ouvinte.py --saude`: o que o monitoramento le; None sem estado."""
+        if not os.path.isdir(self.estado_dir):
+            return None
+        try:
+            feito = subprocess.run(
+                [sys.executable, os.path.join(RAIZ, 'ouvinte.py'), '--saude',
+                 '--estado=' + self.estado_dir], cwd=RAIZ, capture_output=True, text=True,
+                timeout=60)
+        except (OSError, subprocess.SubprocessError) as erro:
+            return None, 'a saude nao rodou: %s' % erro
+        return feito.returncode, (feito.stdout.strip() or feito.stderr.strip())
+
     def limpar(self):
+        # A saude com o ouvinte ainda no ar: e o retrato que o monitoramento veria
+        # (depois do SIGTERM ela diria, com razao, "ouvinte PARADO").
+        no_ar = self.ouvinte is not None and self.ouvinte.vivo()
+        saude = self.saude() if no_ar else None
         if self.gerador is not None:
             self.gerador.fechar()
         if self.ouvinte is not None:
@@ -500,11 +518,19 @@ class Demo:
         if self.servidor is not None:
             self.servidor.__exit__(None, None, None)
             self.servidor = None
+        if saude is None:
+            saude = self.saude()
         print('processos ....................: ouvinte e Contextia local encerrados;'
               ' nada ficou rodando', flush=True)
         onde = mostrar(self.saida)
         print('para olhar depois ............: %s (ERP, estado, log do ouvinte)' % onde,
               flush=True)
+        if saude is not None:
+            codigo, linha = saude
+            print('saude (o que o monitoramento le, %s; codigo %s):'
+                  % ('com o ouvinte no ar' if no_ar else 'depois de parar', codigo))
+            print('  $ ouvinte.py --saude --estado=%s' % mostrar(self.estado_dir))
+            print('  ' + linha, flush=True)
 
 
 if __name__ == '__main__':

@@ -1,33 +1,70 @@
 #!/usr/bin/env bash
-# Alerta do ouvinte: o arquivo de status e reescrito a cada volta do laco; se
-# ele envelheceu, o ouvinte parou (ou travou). Para Nagios/Zabbix/cron.
+# A saude do ouvinte para o Nagios/Icinga/Zabbix/NRPE/cron: uma casca sobre
+# `python -m contextia_sync.saude` (o mesmo que `ouvinte.py --saude`), que le o
+# <estado>/ouvinte-status.json que o ouvinte reescreve a cada volta e responde
+# UMA linha, com os dados de desempenho depois do "|":
 #
-#   bash deploy/verificar-saude.sh [/var/lib/contextia/estado] [MINUTOS (20)]
+#   bash deploy/verificar-saude.sh [ESTADO] [MINUTOS] [opcoes da saude ...]
 #
-# Codigos (convencao Nagios): 0 OK, 1 ALERTA (falhas seguidas no ultimo
-# ciclo), 2 CRITICO (status velho ou ausente).
+#   ESTADO    o --estado do ouvinte (padrao /var/lib/contextia/estado)
+#   MINUTOS   idade maxima do status (o --max-idade da saude). Sem ele, o padrao
+#             dela: o maior entre 3 intervalos de dados e 20 min -- mais que a
+#             espera maxima entre falhas (15 min) e que o cron de 5 min do --once
+#   o resto vai direto para a saude: --max-falhas 5, --sem-pid, ...
+#             (ouvinte.py --saude --help lista as regras e os limites)
 #
-# Padrao de 20 min: mais que o intervalo do ciclo e que a espera maxima entre
-# tentativas depois de falhas (15 min), quando o status fica parado de proposito.
-set -euo pipefail
+# Codigos (convencao dos plugins de monitoramento): 0 OK, 1 ALERTA, 2 CRITICO,
+# 3 DESCONHECIDO (argumento invalido, pasta de estado que nao existe ou que este
+# usuario nao le). As regras: docs/implantacao.md, Etapa 6.
+#
+# O python: $OUVINTE_PYTHON, senao o .venv do SDK, senao o python3 do PATH (a
+# saude so usa a biblioteca padrao).
+set -uo pipefail
 
-estado="${1:-/var/lib/contextia/estado}"
-minutos="${2:-20}"
-status="$estado/ouvinte-status.txt"
+sdk="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+uso='uso: verificar-saude.sh [ESTADO] [MINUTOS] [opcoes da saude]'
 
-if [ ! -e "$status" ]; then
-    echo "CRITICO: $status nao existe -- o ouvinte nunca completou um ciclo aqui"
-    exit 2
+estado='/var/lib/contextia/estado'
+if [ "$#" -ge 1 ] && [[ "$1" != -* ]]; then
+    [ -n "$1" ] && estado="$1"
+    shift
 fi
-if [ -z "$(find "$status" -mmin "-$minutos")" ]; then
-    echo "CRITICO: $status nao e atualizado ha mais de $minutos min -- o ouvinte parou"
-    echo "  veja: systemctl status ouvinte; journalctl -u ouvinte -n 100"
-    exit 2
+argumentos=(--estado "$estado")
+if [ "$#" -ge 1 ] && [[ "$1" != -* ]]; then
+    if [ -n "$1" ]; then
+        if ! [[ "$1" =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ]; then
+            echo "OUVINTE DESCONHECIDO - argumento invalido: MINUTOS tem de ser um inteiro de 1 para cima, e e '$1' ($uso)"
+            exit 3
+        fi
+        argumentos+=(--max-idade "${1}m")
+    fi
+    shift
 fi
-falhas="$(sed -n 's/^falhas seguidas[ .]*: *\([0-9][0-9]*\).*/\1/p' "$status" | head -n 1)"
-if [ -n "$falhas" ] && [ "$falhas" -gt 0 ]; then
-    echo "ALERTA: $falhas falha(s) seguida(s) de ciclo"
-    grep -i 'falha\|erro' "$status" | head -n 5 || true
-    exit 1
+
+python="${OUVINTE_PYTHON:-}"
+if [ -z "$python" ]; then
+    if [ -x "$sdk/.venv/bin/python" ]; then
+        python="$sdk/.venv/bin/python"
+    else
+        python="$(command -v python3 || true)"
+    fi
 fi
-echo "OK: ouvinte vivo (status de $(sed -n 's/^atualizado em[ .]*: *//p' "$status" | head -n 1))"
+if [ -z "$python" ]; then
+    echo "OUVINTE DESCONHECIDO - nao achei um python (nem $sdk/.venv/bin/python, nem python3 no PATH; ou defina OUVINTE_PYTHON)"
+    exit 3
+fi
+
+export PYTHONPATH="$sdk${PYTHONPATH:+:$PYTHONPATH}"
+saida="$("$python" -m contextia_sync.saude "${argumentos[@]}" "$@")"
+codigo=$?
+# A saude sempre responde com uma linha "OUVINTE ..." (ou a ajuda, ou a versao).
+# Sem ela, nem chegou a rodar (python quebrado, SDK incompleto): o erro saiu na
+# stderr, e para o monitoramento isso e DESCONHECIDO, nao o codigo do python.
+case "$saida" in
+    'OUVINTE '* | 'uso: '* | *'(contextia_sync '*)
+        printf '%s\n' "$saida"
+        exit "$codigo"
+        ;;
+esac
+echo "OUVINTE DESCONHECIDO - a saude nao rodou com $python (codigo $codigo; o erro saiu na stderr)"
+exit 3

@@ -9,15 +9,18 @@ integrador fica ao lado dele, com as mesmas funcoes (docs/origem.md).
 
 from contextia_sync.origem import ErroIdentificador, ErroOrigem
 from contextia_sync.origem.generico import (
+    agora,
     colunas,
     conectar,
     contar,
+    contar_sem_valor,
     escopos,
     fechar,
     fetch,
     maximo,
     renovar,
+    tipo_coluna,
 )
 
-__all__ = ['ErroIdentificador', 'ErroOrigem', 'colunas', 'conectar', 'contar', 'escopos',
-           'fechar', 'fetch', 'maximo', 'renovar']
+__all__ = ['ErroIdentificador', 'ErroOrigem', 'agora', 'colunas', 'conectar', 'contar',
+           'contar_sem_valor', 'escopos', 'fechar', 'fetch', 'maximo', 'renovar', 'tipo_coluna']

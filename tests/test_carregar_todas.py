@@ -114,7 +114,11 @@ def test_uma_empresa_falhando_nao_para_as_outras(erp, tmp_path, ambiente_context
     # O connector e o verificador rodam como modulos, do pacote de CONTEXTIA_COLETA.
     assert espiado.count('argv: -m contextia_sync.cli.conector --mapping=') == 2
     assert 'argv: -m contextia_sync.provisionamento.chaves verificar ' in espiado
-    assert espiado.count('PYTHONPATH: %s' % RAIZ) == 3
+    # A chave de cada empresa vem do leitor do SDK (`executar`, que vira o
+    # connector): ele nao a recebe, o connector a recebe no ambiente.
+    assert espiado.count('argv: -m contextia_sync.provisionamento.chaves executar ') == 2
+    assert espiado.count('chave no ambiente: sim') == 2
+    assert espiado.count('PYTHONPATH: %s' % RAIZ) == 5
 
 
 @pytest.mark.parametrize('jeito', sorted(JEITOS))
@@ -178,7 +182,7 @@ def test_pacote_sozinho_sem_o_repositorio(erp, tmp_path):
     assert saida.count('(SECO: nada enviado)') == 2
     assert 'resumo carregar-todas: 2 ok, 0 com falha' in saida
     espiado = (tmp_path / 'espiao.log').read_text()
-    assert espiado.count('PYTHONPATH: %s' % site) == 3
+    assert espiado.count('PYTHONPATH: %s' % site) == 5
 
 
 def test_coleta_sem_o_pacote_e_erro_de_configuracao(erp, tmp_path):
@@ -205,3 +209,67 @@ def test_versao_do_comando():
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     assert feito.returncode == 0
     assert feito.stdout.decode() == 'carregar-todas (contextia_sync %s)\n' % __version__
+
+
+def _conector_no_grupo(pgid: int) -> int | None:
+    """O pid do connector.py vivo no grupo `pgid` (lido do /proc), ou None."""
+    for nome in os.listdir('/proc'):
+        if not nome.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % nome) as f:
+                campos = f.read().rsplit(')', 1)[1].split()
+            with open('/proc/%s/cmdline' % nome, 'rb') as f:
+                linha = f.read()
+        except OSError:
+            continue
+        if int(campos[2]) == pgid and campos[0] != 'Z' and b'contextia_sync.cli.conector' in linha:
+            return int(nome)
+    return None
+
+
+def _vivo(pid: int) -> bool:
+    try:
+        with open('/proc/%s/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except OSError:
+        return False
+
+
+def test_sigterm_so_no_bash_encerra_o_connector_em_curso(erp, tmp_path, ambiente_contextia):
+    """
+    O que o PR_SET_PDEATHSIG entrega quando o ouvinte morre: SIGTERM so no bash.
+    Ele o repassa ao connector em curso (nada fica orfao) e nao comeca a proxima.
+    """
+    import signal
+    import time
+    arquivo = tmp_path / 'chaves.tsv'
+    gravar_registros(str(arquivo), [
+        Registro(e, ambiente_contextia.criar_projeto_com_chave(e), None, None, 'pronto', None)
+        for e in erp.escopos])
+    env = dict(os.environ, CONTEXTIA_MAPPING=erp_teste.mapeamento(tmp_path),
+               CONTEXTIA_ORIGEM=erp.url, CONTEXTIA_PYTHON=sys.executable)
+    env.pop('CONTEXTIA_API_KEY', None)
+    ambiente_contextia.injetar('atraso', quantidade=100, segundos=3)
+    processo = subprocess.Popen(JEITOS['raiz'] + [str(arquivo)], env=env, cwd=RAIZ,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        fim = time.monotonic() + 60
+        while ambiente_contextia.falhas_injetadas()['atraso'] < 1 and time.monotonic() < fim:
+            time.sleep(0.1)
+        conector = _conector_no_grupo(processo.pid)
+        assert conector is not None
+        processo.send_signal(signal.SIGTERM)             # so o bash, nao o grupo
+        saida = processo.communicate(timeout=30)[0].decode('utf-8', 'replace')
+    finally:
+        if processo.poll() is None:
+            os.killpg(processo.pid, signal.SIGKILL)
+            processo.wait()
+        ambiente_contextia.limpar_falhas()
+    assert processo.returncode == 143, saida
+    assert not _vivo(conector)
+    assert ('carregar-todas: recebi SIGTERM -- connector da empresa %s (pid %s) encerrado'
+            % (erp.escopos[0], conector)) in saida
+    assert '----- empresa %s' % erp.escopos[1] not in saida
+    assert 'resumo carregar-todas' not in saida

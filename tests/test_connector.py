@@ -295,3 +295,25 @@ def test_origem_inalcancavel_sai_com_1_sem_enviar(erp_sqlite, mapa, chave_contex
     assert 'nao foi possivel conectar na origem' in saida
     assert 'senha-secreta' not in saida
     assert no_servidor(chave) == {}
+
+
+def test_resumo_da_carga_real_leva_o_motivo_de_cada_falha(erp_sqlite, tmp_path,
+                                                         ambiente_contextia, chave_contextia):
+    # O resumo e a linha que o log do ouvinte guarda: so o nome do dataset nao diz
+    # ao operador o que corrigir. Um dataset falha no Contextia (500), outro na origem.
+    mapa = erp_teste.mapeamento(tmp_path)
+    with open(mapa) as f:
+        conteudo = json.load(f)
+    conteudo['datasets'].append({'dataset': 'Sumida', 'source_object': 'VW_QUE_NAO_HA',
+                                 'columns': ['ID', 'EMPRESA_ID']})
+    with open(mapa, 'w') as f:
+        json.dump(conteudo, f)
+    escopo = erp_sqlite.escopos[0]
+    chave = chave_contextia(escopo)
+    ambiente_contextia.injetar('500', 1)
+    codigo, saida = conector(erp_sqlite, mapa, escopo, chave)
+    assert codigo == 1, saida
+    resumo = [linha for linha in saida.splitlines() if linha.startswith('resumo escopo=')]
+    assert len(resumo) == 1, saida
+    assert re.search(r'FALHARAM: titulos_a_receber \(.*HTTP 500.*\); sumida \(.*VW_QUE_NAO_HA',
+                     resumo[0]), resumo[0]

@@ -231,6 +231,13 @@ def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
     p95 = float(re.search(r'p95 (\d+\.\d+)s', texto).group(1))
     assert p95 < 30, texto[-3000:]
 
+    # A demo termina com a linha da saude (`ouvinte.py --saude`), tirada com o
+    # ouvinte ainda no ar: o roteiro completo deixa tudo OK.
+    ultima = resultado.stdout.rstrip('\n').splitlines()[-1]
+    assert re.match(r'^  OUVINTE OK - ouvinte ativo \(servico, pid \d+\), 5 dataset\(s\) ao vivo,'
+                    r' .* \| idade_status=\d+s;', ultima), texto[-3000:]
+    assert '$ ouvinte.py --saude --estado=' in texto
+
     assert _processos_com(saida) == []
     assert os.path.exists(os.path.join(saida, 'erp.sqlite'))
     assert os.path.exists(os.path.join(saida, 'estado', 'ouvinte-status.txt'))
@@ -240,6 +247,7 @@ def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
     texto = resultado.stdout + resultado.stderr
     assert resultado.returncode == 0, texto[-4000:]
     assert 'primeiro ciclo feito' in texto and 'Resumo' in texto
+    assert re.match(r'^  OUVINTE [A-Z]+ - ', resultado.stdout.rstrip('\n').splitlines()[-1])
     assert _processos_com(saida) == []
 
 
@@ -267,5 +275,6 @@ def test_demo_interrompida_resume_e_limpa(tmp_path):
     texto = ''.join(linhas) + resto
     assert processo.returncode == 0, texto[-4000:]
     assert 'parada pedida' in texto and 'Resumo' in texto and 'nada ficou rodando' in texto
+    assert re.match(r'^  OUVINTE [A-Z]+ - ', texto.rstrip('\n').splitlines()[-1]), texto[-2000:]
     time.sleep(0.5)
     assert _processos_com(saida) == []

@@ -132,6 +132,40 @@ def test_unit_tem_o_endurecimento_pedido():
     assert '--estado=%s/' % ESTADO in servico['ExecStart']
 
 
+def _segundos(texto):
+    """Um tempo do systemd em segundos: '600', '10min', '5min 30s'."""
+    unidades = {'': 1, 's': 1, 'sec': 1, 'min': 60, 'm': 60, 'h': 3600}
+    partes = re.findall(r'(\d+)\s*([a-z]*)', texto)
+    assert partes and ''.join(n + u for n, u in partes) == re.sub(r'\s', '', texto), texto
+    return sum(int(n) * unidades[u] for n, u in partes)
+
+
+def test_unit_fala_com_o_systemd():
+    """Type=notify, o vigia acima da parada mais longa que e legitima, e o journal."""
+    import inspect
+
+    from contextia_sync import padroes, supervisor
+    servico = dict(ler_unit()['Service'])
+    assert servico['Type'] == 'notify'
+    # So o processo principal avisa (as ferramentas nem herdam NOTIFY_SOCKET).
+    assert servico['NotifyAccess'] == 'main'
+    vigia = _segundos(servico['WatchdogSec'])
+    # Os trechos sem WATCHDOG=1: a fatia do sono, o pulso do supervisor durante
+    # uma ferramenta, um pedido HTTP com as retentativas, e -- o mais longo --
+    # um dataset lido e enviado, em que uma consulta a origem pode durar
+    # CONTEXTIA_ORIGEM_TIMEOUT inteiro: o vigia e o dobro dele.
+    assert vigia >= 2 * padroes.TIMEOUT_ORIGEM
+    assert vigia > padroes.PRAZO_RETENTATIVAS + padroes.TIMEOUT_CONEXAO + padroes.TIMEOUT_LEITURA
+    assert vigia > 2 * inspect.signature(supervisor.rodar).parameters['intervalo_pulso'].default
+    # ... e abaixo do alerta de status velho que o guia recomenda (20 min).
+    assert vigia < 20 * 60
+    assert _segundos(servico['TimeoutStartSec']) >= padroes.TIMEOUT_ORIGEM
+    assert servico['SyslogIdentifier'] == 'ouvinte'
+    assert servico.get('SyslogLevelPrefix', 'yes') == 'yes'     # o <N> do fallback
+    ambiente = [v for k, v in ler_unit()['Service'] if k == 'Environment']
+    assert 'PYTHONFAULTHANDLER=1' in ambiente
+
+
 def test_systemd_analyze_verify_limpo(tmp_path):
     exigir_systemd_analyze()
     # Como instalada, so pode faltar o executavel (o SDK nao esta em /opt aqui).
@@ -177,31 +211,100 @@ def test_scripts_de_deploy_passam_no_shellcheck():
 # O alerta de saude
 # ---------------------------------------------------------------------------
 
-def _saude(estado, minutos='10'):
+def _saude(estado, minutos='10', *opcoes):
     return subprocess.run(['bash', os.path.join(DEPLOY, 'verificar-saude.sh'), str(estado),
-                           minutos], capture_output=True, text=True, timeout=30)
+                           minutos] + list(opcoes), capture_output=True, text=True, timeout=30)
+
+
+def _escrever_status(pasta, atras=0, falhas=0, erro=None, quarentena=0):
+    """
+    Um ouvinte-status.json como o de um `--once` do cron que terminou `atras`
+    segundos atras (o formato de contextia_sync/ouvinte/relatorio.py).
+    """
+    import datetime
+    import json
+    quando = (datetime.datetime.now() - datetime.timedelta(seconds=atras)).isoformat(
+        timespec='seconds')
+    dados = {
+        'versao': 1,
+        'ouvinte': {'pid': 1, 'situacao': 'parado', 'modo': 'once', 'iniciado_em': quando,
+                    'atualizado_em': quando, 'intervalo_dados_s': 60, 'folga_s': 180,
+                    'falhas_seguidas': falhas, 'datasets_ao_vivo': 1, 'datasets_total': 1},
+        'ciclos': {'dados': {'em': quando, 'erros': 0}},
+        'varredura': {'hora': None, 'ultima_em': None, 'iniciada_em': None,
+                      'terminada_em': None, 'ok': None, 'erros': [], 'nao_fechados': {},
+                      'ultima_ok_em': None},
+        'ferramenta': None,
+        'quarentena': {'total': quarentena,
+                       'por_dataset': {'titulos': quarentena} if quarentena else {}},
+        'cargas_iniciais_pendentes': [], 'entregues_a_varredura': {},
+        'datasets': [{'dataset': 'titulos', 'ao_vivo': True, 'ultima_sonda_ok_em': quando,
+                      'falhas_seguidas': 0, 'ultimo_erro': None, 'erro_desde': None}],
+    }
+    if erro:
+        dados['ciclos']['falha'] = {'em': quando, 'erro': erro}
+    (pasta / 'ouvinte-status.json').write_text(json.dumps(dados))
+    return quando
+
+
+def _uma_linha(resultado):
+    assert resultado.stderr == '' and resultado.stdout.count('\n') == 1, (
+        resultado.stdout + resultado.stderr)
+    # Os dados de desempenho, na convencao dos plugins: depois de " | ".
+    assert re.search(r' \| idade_status=\d+s;;\d+;0 ', resultado.stdout), resultado.stdout
+    return resultado.stdout
 
 
 def test_verificar_saude(tmp_path):
     resultado = _saude(tmp_path)
     assert resultado.returncode == 2 and 'nunca completou' in resultado.stdout
+    assert resultado.stdout.startswith('OUVINTE CRITICO - ')
 
-    status = tmp_path / 'ouvinte-status.txt'
-    status.write_text('ouvinte ...........: ativo\natualizado em .....: 2026-11-30 10:00:00\n'
-                      'falhas seguidas ...: 0\n')
+    quando = _escrever_status(tmp_path)
     resultado = _saude(tmp_path)
     assert resultado.returncode == 0, resultado.stdout
-    assert resultado.stdout.startswith('OK') and '2026-11-30 10:00:00' in resultado.stdout
+    assert _uma_linha(resultado).startswith('OUVINTE OK') and quando in resultado.stdout
 
-    status.write_text('ouvinte ...........: ativo\nfalhas seguidas ...: 3\n'
-                      'ULTIMA FALHA ......: OperationalError: conexao recusada\n')
+    _escrever_status(tmp_path, falhas=2, erro='OperationalError: conexao recusada')
     resultado = _saude(tmp_path)
-    assert resultado.returncode == 1 and '3 falha' in resultado.stdout
+    assert resultado.returncode == 1, resultado.stdout
+    assert '2 volta(s) seguida(s)' in _uma_linha(resultado)
+    assert 'OperationalError: conexao recusada' in resultado.stdout
+    # --max-falhas (3) seguidas: CRITICO.
+    _escrever_status(tmp_path, falhas=3, erro='OperationalError: conexao recusada')
+    resultado = _saude(tmp_path)
+    assert resultado.returncode == 2 and '3 volta(s) seguida(s)' in _uma_linha(resultado)
 
-    velho = time.time() - 30 * 60
-    os.utime(status, (velho, velho))
+    _escrever_status(tmp_path, quarentena=2)
     resultado = _saude(tmp_path)
-    assert resultado.returncode == 2 and 'parou' in resultado.stdout
+    assert resultado.returncode == 1 and '2 registro(s) na quarentena' in _uma_linha(resultado)
+
+    # MINUTOS e a idade maxima do status, nos dois sentidos.
+    _escrever_status(tmp_path, atras=30 * 60)
+    resultado = _saude(tmp_path)
+    assert resultado.returncode == 2 and 'parou' in _uma_linha(resultado)
+    assert 'limite 600s' in resultado.stdout
+    assert _saude(tmp_path, '40').returncode == 0
+    # Opcoes da saude passam direto.
+    resultado = _saude(tmp_path, '10', '--max-idade=1h')
+    assert resultado.returncode == 0, resultado.stdout
+
+
+def test_verificar_saude_argumento_invalido_e_desconhecido(tmp_path):
+    # Convencao dos plugins: argumento errado e 3 (DESCONHECIDO), nao 2 (CRITICO).
+    for minutos in ('vinte', '0', '-5x'):
+        resultado = _saude(tmp_path, minutos)
+        assert resultado.returncode == 3, (minutos, resultado.stdout)
+        assert resultado.stdout.startswith('OUVINTE DESCONHECIDO - argumento invalido')
+    resultado = _saude(tmp_path, '10', '--opcao-que-nao-existe')
+    assert resultado.returncode == 3 and 'opcao desconhecida' in resultado.stdout
+    resultado = _saude(tmp_path / 'nao-existe')
+    assert resultado.returncode == 3 and 'nao existe' in resultado.stdout
+    # Sem python que rode a saude: DESCONHECIDO, nao o codigo do python quebrado.
+    resultado = subprocess.run(['bash', os.path.join(DEPLOY, 'verificar-saude.sh'),
+                                str(tmp_path)], capture_output=True, text=True, timeout=30,
+                               env=dict(os.environ, OUVINTE_PYTHON='/bin/false'))
+    assert resultado.returncode == 3 and resultado.stdout.startswith('OUVINTE DESCONHECIDO')
 
 
 # ---------------------------------------------------------------------------
@@ -419,9 +522,28 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
             os.killpg(processo.pid, signal.SIGKILL)
             processo.wait()
 
+    # A saude do SDK instalado, como o NRPE a rodaria: sob o usuario do servico.
+    def saude_instalada(*prefixo):
+        return subprocess.run(list(prefixo or comando) + [
+            'bash', os.path.join(sdk, 'deploy', 'verificar-saude.sh'),
+            os.path.join(estado, 'estado')], env=ambiente, cwd='/', capture_output=True,
+            text=True, timeout=60)
+
+    # Depois do systemctl stop, o status diz "parado" e a saude, CRITICO.
+    saude = saude_instalada()
+    assert saude.returncode == 2, saude.stdout + saude.stderr
+    assert saude.stdout.startswith('OUVINTE CRITICO - ouvinte PARADO'), saude.stdout
+    # Outro usuario nao le o estado (700): a saude nao sabe dizer -- DESCONHECIDO.
+    saude = saude_instalada('setpriv', '--reuid=65534', '--regid=65534', '--clear-groups')
+    assert saude.returncode == 3 and 'sem permissao' in saude.stdout, saude.stdout
+
     # O mesmo ambiente pelo cron: uma execucao --once, codigo 0.
     cron = subprocess.run(
         comando + ['bash', os.path.join(sdk, 'deploy', 'ouvinte-cron.sh')],
         env=dict(ambiente, OUVINTE_ENV=env_file, OUVINTE_SDK=sdk, OUVINTE_ESTADO=estado),
         cwd='/', capture_output=True, text=True, timeout=300, umask=umask)
     assert cron.returncode == 0, cron.stdout + cron.stderr
+    # Depois do --once, "parado" e o normal: a saude julga a idade, e diz OK.
+    saude = saude_instalada()
+    assert saude.returncode == 0, saude.stdout + saude.stderr
+    assert saude.stdout.startswith('OUVINTE OK - ultima execucao once de '), saude.stdout

@@ -512,3 +512,20 @@ def test_deve_parar_no_envio_interrompe_sem_ler_a_origem(chave_contextia,
     assert 'parada pedida' in resultado.erros[0] and 'interrompido' in resultado.erros[-1]
     assert len(lidos) <= 101
     assert cliente.listar_datasets(chave) == []
+
+
+# ---------------------------------------------------------------- registro recusado sozinho
+def test_413_de_um_registro_sozinho_diz_qual_e_o_que_fazer(fabrica_contextia, monkeypatch):
+    servidor = fabrica_contextia(max_bytes_lote=2000)
+    monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
+    chave = servidor.criar_projeto_com_chave('413-sozinho')
+    # Sem quarentena: continua lote falho (a marca fica), mas a mensagem nao manda
+    # diminuir o chunk -- o registro sozinho ja passa do limite.
+    resultado = cliente.enviar_dataset('anexos', [{'ID': 1, 'CORPO': 'x' * 5000}, {'ID': 2}],
+                                       key='ID', api_key=chave, escopo='297')
+    assert (resultado.inserted, resultado.lotes_erro, resultado.quarentenados) == (1, 1, 0)
+    [erro] = resultado.erros
+    assert 'dataset anexos' in erro and 'escopo 297' in erro and 'ID=1' in erro
+    assert 'HTTP 413' in erro and 'SOZINHO' in erro and "'CORPO'" in erro
+    assert 'Diminuir o chunk nao resolve' in erro and 'view' in erro
+    assert 'chunk menor' not in erro.lower()

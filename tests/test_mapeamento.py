@@ -245,3 +245,67 @@ def test_funcoes_puras_rodam_sem_pacote_nenhum():
               'assert coluna_de_recorte({"defaults": {"scope_column": "E"}}, {}) == "E"\n'
               'assert not {"jsonschema", "requests", "sqlalchemy"} & set(sys.modules)\n' % RAIZ)
     subprocess.run([sys.executable, '-S', '-c', codigo], check=True)
+
+
+# ---------------------------------------------------------------- uma passada so
+def test_schema_e_semantica_numa_passada_so(tmp_path):
+    # Um erro de schema (chave desconhecida) e um semantico (key fora de columns):
+    # os dois na MESMA recusa, nao um por execucao.
+    mapa = com(defaults__kye='ID', datasets__0__key='ID_TITULO')
+    with pytest.raises(ErroMapeamento) as erro:
+        carregar_mapeamento(gravar(tmp_path, mapa))
+    achados = erro.value.problemas
+    assert any(p.startswith("defaults.kye: chave desconhecida 'kye'") for p in achados), achados
+    assert any(p.startswith("datasets[0].key: 'ID_TITULO' nao esta em columns")
+               for p in achados), achados
+    assert len(achados) == 2, achados
+    assert str(erro.value).count('\n  - ') == 2
+
+
+def test_forma_errada_nao_repete_o_problema_com_outras_palavras(tmp_path):
+    # Sem columns, a regra "key fora de columns" nao tem o que julgar: so o schema fala.
+    mapa = com(datasets__1__columns='__apagar__')
+    achados = problemas(tmp_path, mapa)
+    assert [p for p in achados if p.startswith('datasets[1]')] == [
+        p for p in achados if p.startswith("datasets[1].columns: falta 'columns'")], achados
+    assert len(achados) == 1, achados
+    # columns de tipo errado: idem (o schema diz o tipo; a key nao e julgada contra um texto).
+    achados = problemas(tmp_path, com(datasets__0__columns='ID', datasets__0__key='ID'))
+    assert len(achados) == 1 and achados[0].startswith('datasets[0].columns: esperava'), achados
+    # Nome de coluna invalido na key: um problema (o do nome), nao tambem "fora de columns".
+    achados = problemas(tmp_path, com(datasets__0__key='ID TITULO'))
+    assert len(achados) == 1 and achados[0].startswith("datasets[0].key: 'ID TITULO' nao e"
+                                                       " valido"), achados
+
+
+FORMAS_ERRADAS = {
+    'datasets objeto': dict(datasets={'a': 1}),
+    'dataset texto': dict(datasets__0='TITULOS'),
+    'defaults lista': dict(defaults=['EMPRESA_ID']),
+    'projects texto': dict(projects='EMPRESAS'),
+    'webhook url numero': dict(webhook={'url': 5, 'secret_env': 'SEGREDO'}),
+    'webhook lista': dict(webhook=['https://x']),
+    'fields lista': dict(datasets__0__fields=['VALOR']),
+    'nome do dataset numero': dict(datasets__0__dataset=5),
+    'scope_column numero': dict(defaults__scope_column=7),
+    'key lista': dict(datasets__0__key=['ID']),
+    'excluidos com objeto': dict(source__excluded_scopes=[{'a': 1}, [1], '99']),
+    'source lista': dict(source=['99']),
+    'columns com numero': dict(datasets__0__columns=['ID', 5, 'EMPRESA_ID', 'ALTERADO_EM']),
+    'name_column numero': dict(projects__name_column=3),
+}
+
+
+@pytest.mark.parametrize('caso', sorted(FORMAS_ERRADAS))
+def test_forma_errada_vira_problema_e_o_semantico_ainda_aparece(tmp_path, caso):
+    # As regras entre campos rodam sobre um JSON meio errado sem traceback, e o
+    # problema semantico de OUTRO lugar (datasets[1].watch_column) continua la.
+    mapa = com(**FORMAS_ERRADAS[caso])
+    if isinstance(mapa.get('datasets'), list) and len(mapa['datasets']) > 1:
+        mapa['datasets'][1]['watch_column'] = 'ALT'
+    achados = problemas(tmp_path, mapa)
+    assert achados and all(' -- ' in p for p in achados), achados
+    if isinstance(mapa.get('datasets'), list) and len(mapa['datasets']) > 1:
+        assert any(p.startswith("datasets[1].watch_column: 'ALT' nao esta em columns")
+                   for p in achados), achados
+    assert len(achados) == len(set(achados)), achados

@@ -33,7 +33,7 @@ from tests.dados import erp as erp_teste
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATASET = 'titulos_a_receber'
 SUBPACOTES = ('origem', 'intake', 'captura', 'ouvinte', 'estado', 'carga', 'provisionamento',
-              'cli')
+              'fila', 'cli')
 COMANDOS = {
     'ouvinte': 'contextia_sync.cli.ouvinte',
     'contextia-connector': 'contextia_sync.cli.conector',

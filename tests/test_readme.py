@@ -453,7 +453,8 @@ def test_solucao_de_problemas_cita_toda_recusa_do_ouvinte():
                    'ainda NAO esta implementada', "nao existe. As que existem",
                    '--varredura espera HH:MM', 'Mapeamento', 'acompanha por',
                    'nao tem a secao "projects"', 'nao e nome de modulo',
-                   'tem permissao', 'Falta CONTEXTIA_ORIGEM'):
+                   'tem permissao', 'Falta CONTEXTIA_ORIGEM',
+                   'a coluna de mudanca', 'nao aceita gravacao'):
         assert inicio in citadas, inicio
 
 

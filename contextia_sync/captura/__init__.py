@@ -65,12 +65,17 @@ class Leitura:
     quantos: int = 0                 # linhas que a sonda contou
     atrasadas: int = 0               # chegadas atrasadas entre as lidas
     posicao: Any = None              # a posicao nova: so vale depois de confirmar()
+    privado: Any = None              # o que so a estrategia usa no confirmar()
 
 
 class Captura(Protocol):
     """O que uma estrategia de captura oferece aos ciclos do ouvinte."""
 
     nome: str
+
+    def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
+        """O que a origem precisa ter para esta estrategia (na subida); problemas, ou []."""
+        ...
 
     def ler(self, alvo: DatasetVivo) -> Leitura:
         """O que mudou desde a posicao confirmada. Nao avanca nada."""

@@ -21,6 +21,7 @@ _DEPOIS = datetime.datetime(2026, 9, 2, 10, 5, 0)
 
 Caso = tuple[str, str, tuple[Any, ...], dict[str, Any], Any]
 
+
 CASOS: list[Caso] = [
     # -- recuar: o valor do WHERE
     ('datetime recua os segundos da folga', 'recuar', (_DT, 180), {},
@@ -71,4 +72,26 @@ CASOS: list[Caso] = [
      (_DEPOIS, _DT, 'ALT'), {'fechou': True}, _DEPOIS),
     ('tabela vazia na varredura: a marca fica', 'marca_apos_varredura', (_DT, None, 'ALT'),
      {'fechou': True}, _DT),
+    # -- o relogio da origem: carimbo no futuro e relogio que volta
+    ('limite = hora da origem + tolerancia', 'limite_do_relogio', (_DT, 'datetime', 300), {},
+     datetime.datetime(2026, 9, 2, 10, 5, 0)),
+    ('coluna de dia: o limite e amanha na origem', 'limite_do_relogio', (_DT, 'date', 300), {},
+     datetime.date(2026, 9, 3)),
+    ('numero nao tem relogio: sem limite', 'limite_do_relogio', (_DT, 'numerico', 300), {},
+     None),
+    ('carimbo em 2099 esta no futuro', 'no_futuro',
+     (datetime.datetime(2099, 3, 1), datetime.datetime(2026, 9, 2, 10, 5)), {}, True),
+    ('carimbo de agora nao esta', 'no_futuro', (_DT, datetime.datetime(2026, 9, 2, 10, 5)), {},
+     False),
+    ('sem limite nada esta no futuro', 'no_futuro', (datetime.datetime(2099, 3, 1), None), {},
+     False),
+    ('marca no futuro puxada de volta ao limite', 'marca_limitada',
+     ('2099-03-01T00:00:00', _DEPOIS), {}, _DEPOIS),
+    ('marca normal fica', 'marca_limitada', (_DT, _DEPOIS), {}, _DT),
+    ('relogio que voltou uma hora (fim do horario de verao)', 'recuo_do_relogio',
+     (datetime.datetime(2026, 2, 22, 1, 59), datetime.datetime(2026, 2, 22, 1, 0)), {},
+     3540.0),
+    ('relogio que andou nao recua', 'recuo_do_relogio', (_DT, _DEPOIS), {}, 0.0),
+    ('menos de 2 s e ruido', 'recuo_do_relogio',
+     (_DT, _DT - datetime.timedelta(seconds=1)), {}, 0.0),
 ]

@@ -5,9 +5,17 @@ A estrategia `coluna`: uma SONDA CURTA numa coluna de mudanca da propria view.
 
 com a credencial de leitura que ja usamos, em qualquer banco, sem pedir nada ao
 DBA. A posicao e a marca de agua do dataset; as regras dela (quando fixar,
-quanto recuar, quando avancar) sao as funcoes puras de marca_agua.py -- aqui so
-se le a origem e se guarda o que elas decidem. Exclusao NAO e vista: sai do
-Contextia so na varredura.
+quanto recuar, quando avancar, ate onde o relogio da origem deixa ir) sao as
+funcoes puras de marca_agua.py -- aqui so se le a origem e se guarda o que elas
+decidem. Exclusao NAO e vista: sai do Contextia so na varredura.
+
+A janela da folga e relida de proposito a cada ciclo, e numa tabela cujas
+linhas dividem um carimbo (migracao do ERP, Sakila) ela tem milhares de linhas
+que nao mudaram. Por isso o que ja foi ENTREGUE fica lembrado (`vistos`: a
+identidade chave + valor de mudanca de cada linha da janela), a releitura custa
+a origem uma leitura ESTREITA (chave + coluna de mudanca) antes de qualquer
+linha inteira, e so o que ainda nao foi entregue e lido inteiro, enviado e
+contado no teto por ciclo. Ciclo ocioso: zero registros enviados.
 
 Tambem mede as CHEGADAS ATRASADAS (linhas lidas pela primeira vez abaixo da
 marca anterior: so vieram por causa da folga), que o status mostra.
@@ -16,13 +24,26 @@ marca anterior: so vieram por causa da folga), que o status mostra.
 from __future__ import annotations
 
 import datetime
+import time
 from types import ModuleType
 from typing import Any
 
-from contextia_sync.captura import DatasetVivo, Leitura, Situacao
-from contextia_sync.captura import marca_agua
-from contextia_sync.estado.estado import Estado
+from contextia_sync import padroes
+from contextia_sync.captura import DatasetVivo, Leitura, Situacao, marca_agua
+from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.origem import FUNCOES_COLUNA, ErroAdaptador
+from contextia_sync.estado.estado import Estado, Vistos
 from contextia_sync.registro import logger
+
+# O relogio da origem e lido uma vez por ciclo, nao uma por dataset.
+_VALIDADE_RELOGIO = 5.0
+# Tipos aceitos como coluna de mudanca. Texto compara como texto
+# ('31/12/2026' > '01/01/2027'): a marca pararia em silencio.
+_FAMILIAS_ACEITAS = ('datetime', 'date', 'numerico')
+
+
+class ErroColunaDeMudanca(ErroConfiguracao):
+    """A coluna de mudanca de um dataset nao tem um tipo que se compare como mudanca."""
 
 
 def _agora_texto() -> str:
@@ -34,11 +55,26 @@ class CapturaColuna:
 
     nome = 'coluna'
 
-    def __init__(self, origem: ModuleType, estado: Estado, folga: int, maximo: int) -> None:
+    def __init__(self, origem: ModuleType, estado: Estado, folga: int, maximo: int,
+                 tolerancia: float = padroes.TOLERANCIA_FUTURO) -> None:
+        faltam = [f for f in FUNCOES_COLUNA if not callable(getattr(origem, f, None))]
+        if faltam:
+            raise ErroAdaptador(
+                'o adaptador de origem (%s) nao expoe %s, que a estrategia `coluna` precisa:'
+                ' a hora da origem (a marca nunca passa dela), o tipo da coluna de mudanca'
+                ' no catalogo e a contagem das linhas sem carimbo. Use --source=generic ou'
+                ' acrescente essas funcoes ao adaptador (docs/origem.md).'
+                % (getattr(origem, '__name__', '?'), ', '.join('`%s`' % f for f in faltam)))
         self.origem = origem
         self.estado = estado
         self.folga = folga
         self.maximo = maximo
+        self.tolerancia = tolerancia
+        self._familias: dict[str, str] = {}
+        self._relogio: tuple[float, datetime.datetime | None, float] | None = None
+        # Lidas e contadas como atrasadas nesta subida, mas ainda nao entregues: um
+        # envio que falhou e relido nao conta a mesma linha duas vezes.
+        self._contadas: dict[str, set[str]] = {}
 
     def _watch(self, alvo: DatasetVivo) -> str:
         if not alvo.watch:
@@ -46,76 +82,269 @@ class CapturaColuna:
                              % alvo.nome)
         return alvo.watch
 
+    # -- o que a origem precisa ter -------------------------------------------------
+    def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
+        """Problemas de cada dataset (tipo da coluna de mudanca); conta as sem carimbo."""
+        problemas = []
+        for alvo in alvos:
+            try:
+                self._conferir(alvo)
+            except ErroColunaDeMudanca as erro:
+                problemas.append(str(erro))
+        return problemas
+
+    def _conferir(self, alvo: DatasetVivo) -> str:
+        """A familia do tipo da coluna de mudanca (uma vez por subida), ou recusa."""
+        familia = self._familias.get(alvo.nome)
+        if familia is not None:
+            return familia
+        watch = self._watch(alvo)
+        familia = self.origem.tipo_coluna(alvo.source_object, watch)
+        if familia not in _FAMILIAS_ACEITAS and familia != 'desconhecido':
+            raise ErroColunaDeMudanca(
+                'dataset %s: a coluna de mudanca %s de %s e do tipo %s no catalogo da origem,'
+                ' e so data/hora, data ou numero servem -- texto compara como texto'
+                " ('31/12/2026' > '01/01/2027') e a marca de agua pararia em silencio."
+                ' Correcao: uma view com CAST (ex.: CAST(%s AS TIMESTAMP), ou'
+                " TO_TIMESTAMP(%s, 'DD/MM/YYYY HH24:MI:SS') no Oracle/PostgreSQL) e"
+                ' `watch_column` apontando para a coluna convertida; ou `watch_column: null`'
+                ' (o dataset sai do ao-vivo e fica so na varredura).'
+                % (alvo.nome, watch, alvo.source_object, familia, watch, watch))
+        if familia == 'desconhecido':
+            logger.warning('%-28s o catalogo nao diz o tipo de %s: confira que e data/hora ou'
+                           ' numero (texto pararia a marca)', alvo.nome, watch)
+        self._familias[alvo.nome] = familia
+        self._contar_sem_carimbo(alvo)
+        self._puxar_marca_do_futuro(alvo)
+        return familia
+
+    def _contar_sem_carimbo(self, alvo: DatasetVivo) -> None:
+        sem = self.origem.contar_sem_valor(alvo.source_object, self._watch(alvo))
+        self.estado.acompanhamento(alvo.nome).sem_carimbo = sem
+        if sem:
+            logger.warning('%-28s %s linha(s) sem carimbo (%s nula): a sonda nao as ve, so a'
+                           ' varredura as leva', alvo.nome, sem, self._watch(alvo))
+
+    def _puxar_marca_do_futuro(self, alvo: DatasetVivo) -> None:
+        marca = self.estado.marca(alvo.nome)
+        limite = self._limite(alvo)
+        nova = marca_agua.marca_limitada(marca, limite)
+        agora = self._agora()
+        if nova is not marca and agora is not None:
+            logger.warning('%-28s a marca de agua do estado (%s) esta no FUTURO da origem'
+                           ' (agora %s): puxada de volta para a hora da origem. Sem isto'
+                           ' nenhuma mudanca seria vista ate la.', alvo.nome, marca,
+                           agora.isoformat(' '))
+            self.estado.definir_marca(alvo.nome, agora if self._familia(alvo) == 'datetime'
+                                      else agora.date())
+
+    # -- o relogio da origem ------------------------------------------------------
+    def _ler_relogio(self) -> tuple[datetime.datetime | None, float]:
+        """(a hora da origem, quanto ela voltou desde o maior ja visto) -- por ciclo."""
+        if self._relogio is not None and time.monotonic() - self._relogio[0] < _VALIDADE_RELOGIO:
+            return self._relogio[1], self._relogio[2]
+        relogio = self.origem.agora()
+        visto = self.estado.relogio_visto()
+        recuo = 0.0
+        if visto is not None:
+            recuo = max(marca_agua.recuo_do_relogio(visto[0], relogio.utc),
+                        marca_agua.recuo_do_relogio(visto[1], relogio.local))
+        if recuo:
+            ja = self._relogio[2] if self._relogio else 0.0
+            if recuo > ja + 1:
+                logger.warning('relogio da ORIGEM voltou %ss (agora %s; ja tinha visto %s):'
+                               ' fim do horario de verao num carimbo sem fuso, ou o relogio'
+                               ' do banco acertado para tras. A leitura recua a folga MAIS'
+                               ' esse tanto ate o relogio passar do que ja tinha visto.',
+                               int(recuo), relogio.local.isoformat(' '),
+                               visto[1].isoformat(' ') if visto else '?')
+        else:
+            utc = max(relogio.utc, visto[0]) if visto else relogio.utc
+            local = max(relogio.local, visto[1]) if visto else relogio.local
+            self.estado.definir_relogio_visto(utc, local)
+        self._relogio = (time.monotonic(), relogio.maior, recuo)
+        return relogio.maior, recuo
+
+    def _agora(self) -> datetime.datetime | None:
+        return self._ler_relogio()[0]
+
+    def _familia(self, alvo: DatasetVivo) -> str:
+        return self._familias.get(alvo.nome) or self._conferir(alvo)
+
+    def _limite(self, alvo: DatasetVivo) -> Any:
+        return marca_agua.limite_do_relogio(self._agora(), self._familia(alvo), self.tolerancia)
+
     # -- Captura ----------------------------------------------------------------
     def ler(self, alvo: DatasetVivo) -> Leitura:
         watch = self._watch(alvo)
+        self._conferir(alvo)
         acomp = self.estado.acompanhamento(alvo.nome)
         marca = self.estado.marca(alvo.nome)
+        limite = self._limite(alvo)
+        recuo = self._ler_relogio()[1]
 
         if marca_agua.primeira_vez(marca, acomp.vazia_no_inicio):
-            inicial = self.origem.maximo(alvo.source_object, watch)
-            if inicial is None:
-                acomp.vazia_no_inicio = True
-                logger.info('%-28s vazia agora: o proximo ciclo envia tudo o que aparecer',
-                            alvo.nome)
-            else:
-                self.estado.definir_marca(alvo.nome, inicial)
-                logger.info('%-28s marca inicial = %s (nada enviado; a carga completa e'
-                            ' da varredura)', alvo.nome, marca_agua.texto_marca(inicial))
-            # Sem saber o que ja foi lido na janela, a contagem de atrasadas comeca
-            # no ciclo seguinte, depois de uma leitura da janela inteira.
-            self.estado.definir_vistos(alvo.nome, None)
-            return Leitura(Situacao.INICIO)
+            return self._primeira_vez(alvo, limite)
 
-        desde = marca_agua.desde(marca, self.folga)
+        agora = self._agora()
+        marca_valor = marca_agua.comparavel(marca)
+        acomp.atraso_origem_s = (
+            round((agora - marca_valor.replace(tzinfo=None)).total_seconds(), 1)
+            if agora is not None and isinstance(marca_valor, datetime.datetime) else None)
+        desde = marca_agua.desde(marca, self.folga + recuo)
         filtro = (watch, desde) if desde is not None else None
         quantos = self.origem.contar(alvo.source_object, since=filtro)
+        antes_futuras, acomp.futuras = acomp.futuras, 0
         if quantos == 0:
             return Leitura(Situacao.NADA)
-        if marca_agua.passa_do_teto(quantos, self.maximo):
-            return Leitura(Situacao.GRANDE, quantos=quantos)
 
-        # Lista, e nao gerador: repartir por empresa e avancar a marca percorrem as
-        # mesmas linhas, e o teto acima limita o tamanho.
-        linhas = list(self.origem.fetch(alvo.source_object, alvo.colunas, since=filtro))
-        atrasadas = self._contar_atrasadas(alvo, linhas, marca)
-        self._podar_vistos(alvo.nome, marca, limitar=False)
-        return Leitura(Situacao.MUDANCAS, upserts=linhas, quantos=quantos,
-                       atrasadas=atrasadas,
-                       posicao=marca_agua.marca_apos_envio(linhas, watch, marca,
-                                                           todos_ok=True, seco=False))
+        vistos = self.estado.vistos(alvo.nome)
+        entregues: Vistos = vistos or {}
+        janela = self._janela(alvo, filtro)
+        pendentes: dict[str, dict[str, Any]] = {}
+        no_presente: list[dict[str, Any]] = []
+        for linha in janela:
+            ident = marca_agua.identidade(linha, watch, alvo.chave)
+            if ident not in entregues:
+                pendentes[ident] = linha
+            if marca_agua.no_futuro(linha.get(watch), limite):
+                acomp.futuras += 1
+            else:
+                no_presente.append(linha)
+        # A marca avanca sobre TODA a janela lida, menos o que esta no futuro da origem.
+        posicao = marca_agua.marca_apos_envio(no_presente, watch, marca, todos_ok=True,
+                                              seco=False)
+        if acomp.futuras and acomp.futuras != antes_futuras:
+            # Dito quando o numero muda, nao a cada ciclo: o status mostra sempre.
+            logger.warning('%-28s %s linha(s) com carimbo no FUTURO da origem (alem de %s):'
+                           ' entregues, mas nao sobem a marca. Corrija o carimbo no ERP.',
+                           alvo.nome, acomp.futuras, limite)
+        if not pendentes:
+            # Tudo na janela ja foi entregue com este mesmo valor de mudanca.
+            return Leitura(Situacao.NADA, posicao=posicao)
+        if marca_agua.passa_do_teto(len(pendentes), self.maximo):
+            return Leitura(Situacao.GRANDE, quantos=len(pendentes))
+
+        # Sem key a janela ja veio inteira (a identidade e o conteudo): nao rele.
+        linhas = (self._inteiras(alvo, filtro, pendentes, entregues) if alvo.chave
+                  else list(pendentes.values()))
+        atrasadas = self._contar_atrasadas(alvo, [pendentes[i] for i in pendentes], marca,
+                                           vistos)
+        return Leitura(Situacao.MUDANCAS, upserts=linhas, quantos=len(linhas),
+                       atrasadas=atrasadas, posicao=posicao,
+                       privado=self._identidades(alvo, linhas))
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         self.estado.definir_marca(alvo.nome, leitura.posicao)
         self.estado.acompanhamento(alvo.nome).vazia_no_inicio = False
+        if leitura.privado:
+            juntos = dict(self.estado.vistos(alvo.nome) or {})
+            juntos.update(leitura.privado)
+            self.estado.definir_vistos(alvo.nome, juntos)
+        self._contadas.pop(alvo.nome, None)
         # Poda pela marca FINAL do ciclo: a que vale para a proxima leitura.
         self._podar_vistos(alvo.nome, self.estado.marca(alvo.nome))
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:
-        return self.origem.maximo(alvo.source_object, self._watch(alvo))
+        """O MAX antes da varredura, e a janela dele: o que a varredura vai entregar."""
+        watch = self._watch(alvo)
+        maximo = self.origem.maximo(alvo.source_object, watch)
+        limitado = marca_agua.marca_limitada(maximo, self._limite(alvo))
+        desde = marca_agua.desde(limitado, self.folga)
+        janela = self._janela(alvo, (watch, desde)) if desde is not None else []
+        return limitado, self._identidades(alvo, janela)
 
     def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
-        nova = marca_agua.marca_apos_varredura(self.estado.marca(alvo.nome), posicao,
+        maximo, janela = posicao
+        nova = marca_agua.marca_apos_varredura(self.estado.marca(alvo.nome), maximo,
                                                self._watch(alvo), fechou=True)
         self.estado.definir_marca(alvo.nome, nova)
-        self.estado.definir_vistos(alvo.nome, None)
+        # A janela lida ANTES da varredura foi entregue por ela: o proximo ciclo nao a
+        # reenvia. (Linha que comitou depois daquela leitura nao esta aqui: vai de novo.)
+        self.estado.definir_vistos(alvo.nome, janela)
+        self._contadas.pop(alvo.nome, None)
+        self._contar_sem_carimbo(alvo)
         return nova
 
+    # -- leituras -----------------------------------------------------------------
+    def _primeira_vez(self, alvo: DatasetVivo, limite: Any) -> Leitura:
+        """So fixa o ponto de partida (a carga completa e do conector) e lembra a janela."""
+        watch = self._watch(alvo)
+        inicial = self.origem.maximo(alvo.source_object, watch)
+        if inicial is None:
+            self.estado.acompanhamento(alvo.nome).vazia_no_inicio = True
+            logger.info('%-28s vazia agora: o proximo ciclo envia tudo o que aparecer',
+                        alvo.nome)
+            self.estado.definir_vistos(alvo.nome, None)
+            return Leitura(Situacao.INICIO)
+        inicial = marca_agua.marca_limitada(inicial, limite)
+        self.estado.definir_marca(alvo.nome, inicial)
+        logger.info('%-28s marca inicial = %s (nada enviado; a carga completa e da'
+                    ' varredura)', alvo.nome, marca_agua.texto_marca(inicial))
+        # A janela de agora e da carga completa, nao do ao-vivo: lembrada como
+        # entregue, senao o proximo ciclo a reenviaria inteira (ou, acima do teto,
+        # entregaria o dataset a varredura no primeiro dia).
+        desde = marca_agua.desde(inicial, self.folga)
+        janela = self._janela(alvo, (watch, desde)) if desde is not None else []
+        self.estado.definir_vistos(alvo.nome, self._identidades(alvo, janela))
+        return Leitura(Situacao.INICIO)
+
+    def _janela(self, alvo: DatasetVivo, filtro: tuple[str, Any] | None) -> list[dict[str, Any]]:
+        """A janela: so chave + mudanca (leitura estreita); sem key, a linha inteira."""
+        watch = self._watch(alvo)
+        colunas = [alvo.chave, watch] if alvo.chave and alvo.chave != watch else (
+            [watch] if alvo.chave else alvo.colunas)
+        return list(self.origem.fetch(alvo.source_object, colunas, since=filtro))
+
+    def _identidades(self, alvo: DatasetVivo, janela: list[dict[str, Any]]) -> Vistos:
+        watch = self._watch(alvo)
+        vistos: Vistos = {}
+        for linha in janela:
+            texto = marca_agua.texto_marca(marca_agua.como_valor(linha.get(watch)))
+            if texto is not None:       # sem carimbo: a sonda nunca a traz de volta
+                vistos[marca_agua.identidade(linha, watch, alvo.chave)] = texto
+        return vistos
+
+    def _inteiras(self, alvo: DatasetVivo, filtro: tuple[str, Any] | None,
+                  pendentes: dict[str, dict[str, Any]], entregues: Vistos,
+                  ) -> list[dict[str, Any]]:
+        """
+        As linhas inteiras do que ainda nao foi entregue.
+
+        So elas (`key IN (...)`, em lotes de CHAVES_POR_LEITURA). Uma linha
+        alterada entre a leitura estreita e esta tem identidade nova e vai junto:
+        e mudanca de verdade.
+        """
+        watch = self._watch(alvo)
+        chave = alvo.chave
+        if chave is None:
+            return list(pendentes.values())
+        if pendentes and len(pendentes) <= self.maximo:
+            valores = [linha[chave] for linha in pendentes.values()
+                       if linha.get(chave) is not None]
+            linhas: list[dict[str, Any]] = []
+            passo = padroes.CHAVES_POR_LEITURA
+            for inicio in range(0, len(valores), passo):
+                linhas.extend(self.origem.fetch(
+                    alvo.source_object, alvo.colunas, since=filtro,
+                    chaves=(chave, valores[inicio:inicio + passo])))
+        else:
+            linhas = list(self.origem.fetch(alvo.source_object, alvo.colunas, since=filtro))
+        return [linha for linha in linhas
+                if marca_agua.identidade(linha, watch, alvo.chave) not in entregues]
+
     # -- chegadas atrasadas -------------------------------------------------------
-    def _contar_atrasadas(self, alvo: DatasetVivo, linhas: list[dict[str, Any]],
-                          marca: Any) -> int:
+    def _contar_atrasadas(self, alvo: DatasetVivo, pendentes: list[dict[str, Any]],
+                          marca: Any, vistos: Vistos | None) -> int:
         """Chegadas atrasadas: so vistas por causa da folga. Ver marca_agua.py."""
-        vistos = self.estado.vistos(alvo.nome)
         acomp = self.estado.acompanhamento(alvo.nome)
+        contadas = self._contadas.setdefault(alvo.nome, set())
+        ja = None if vistos is None else {**vistos, **dict.fromkeys(contadas, '')}
         quantas, maior, novas = marca_agua.contar_atrasadas(
-            linhas, self._watch(alvo), alvo.chave, marca, vistos)
+            pendentes, self._watch(alvo), alvo.chave, marca, ja)
         if novas:
             acomp.ultima_mudanca_vista = _agora_texto()
-        # Lembradas mesmo se o envio falhar: a contagem e sobre o que foi LIDO, e
-        # a releitura do proximo ciclo nao pode contar a mesma linha de novo.
-        juntos = dict(vistos or {})
-        juntos.update(novas)
-        self.estado.definir_vistos(alvo.nome, juntos)
+        contadas.update(novas)
         if not quantas:
             return 0
         acomp.atrasadas_total += quantas
@@ -136,20 +365,21 @@ class CapturaColuna:
                          int(margem))
         return quantas
 
-    def _podar_vistos(self, nome: str, marca: Any, limitar: bool = True) -> None:
+    def _podar_vistos(self, nome: str, marca: Any) -> None:
         """
         Esquece o que a proxima leitura nao pode mais trazer (a marca nunca desce).
 
-        O teto de MAXIMO_VISTOS vale pela marca FINAL (a de `confirmar`): podar
-        pela marca velha guardaria mais do que a proxima leitura pode trazer.
+        Poda pela marca FINAL (a de `confirmar`): podar pela marca velha guardaria
+        mais do que a proxima leitura pode trazer.
         """
         vistos = self.estado.vistos(nome)
         if vistos is None or marca is None:
             return
-        podados: dict[str, Any] | None = marca_agua.podar_vistos(vistos, marca, self.folga)
-        if limitar and podados is not None and len(podados) > marca_agua.MAXIMO_VISTOS:
-            logger.warning('%-28s mais de %s linhas na janela da folga: contagem de'
-                           ' chegadas atrasadas suspensa neste ciclo', nome,
+        podados: Vistos | None = marca_agua.podar_vistos(vistos, marca, self.folga)
+        if podados is not None and len(podados) > marca_agua.MAXIMO_VISTOS:
+            logger.warning('%-28s mais de %s linhas na janela da folga: o que ja foi entregue'
+                           ' deixa de ser lembrado (a janela volta a ser reenviada) e a'
+                           ' contagem de chegadas atrasadas fica suspensa', nome,
                            marca_agua.MAXIMO_VISTOS)
             podados = None
         self.estado.definir_vistos(nome, podados)

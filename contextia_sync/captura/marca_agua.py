@@ -211,6 +211,55 @@ def marca_apos_varredura(marca_atual: Any, maximo_antes: Any, coluna: str, *,
     return avancar([{coluna: maximo_antes}], coluna, marca_atual)
 
 
+def limite_do_relogio(agora_origem: datetime.datetime | None, familia: str,
+                      tolerancia: float) -> Any:
+    """
+    Ate onde a marca pode ir: a hora da ORIGEM mais uma tolerancia.
+
+    Uma linha com carimbo no futuro (`2099-03-01`, digitacao errada) levaria a
+    marca para 2099, e nenhuma mudanca depois dela seria vista ate alguem
+    consertar o estado. Coluna de DIA: o dia de hoje na origem mais um.
+    Numero (sequence, ROWVERSION) nao tem relogio: sem limite (None).
+    """
+    if agora_origem is None or familia not in ('datetime', 'date'):
+        return None
+    if familia == 'date':
+        return agora_origem.date() + datetime.timedelta(days=1)
+    return agora_origem + datetime.timedelta(seconds=tolerancia)
+
+
+def no_futuro(valor: Any, limite: Any) -> bool:
+    """O carimbo passou do limite do relogio da origem (entregue, mas nao sobe a marca)."""
+    return limite is not None and valor is not None and _maior(valor, limite)
+
+
+def marca_limitada(marca: Any, limite: Any) -> Any:
+    """
+    A marca puxada de volta ao limite se esta alem dele (estado gravado com uma
+    marca no futuro); senao a mesma.
+    """
+    if no_futuro(marca, limite):
+        return limite
+    return marca
+
+
+def recuo_do_relogio(maior_visto: datetime.datetime | None,
+                     agora_origem: datetime.datetime) -> float:
+    """
+    Quantos segundos o relogio da origem voltou desde o maior valor ja visto.
+
+    Horario de verao que acaba (carimbo local sem fuso: 01:59 volta a 01:00), ou
+    o relogio do banco acertado para tras: as linhas gravadas depois levam
+    carimbos ANTERIORES a marca, e a folga sozinha nao as alcancaria. O ciclo
+    alarga a leitura por este tanto, ate o relogio passar do que ja tinha visto.
+    Menos de 2 s e ruido de leitura, nao passo.
+    """
+    if maior_visto is None:
+        return 0.0
+    passo = (maior_visto - agora_origem).total_seconds()
+    return passo if passo >= 2.0 else 0.0
+
+
 # ---------------------------------------------------------------------------
 # Chegadas atrasadas
 # ---------------------------------------------------------------------------

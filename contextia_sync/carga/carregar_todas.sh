@@ -56,9 +56,11 @@ export PYTHONPATH="$coleta${PYTHONPATH:+:$PYTHONPATH}"
 # Mesmo nome que contextia_sync/carga/historico.py:caminho_padrao (o ouvinte le dali).
 export CONTEXTIA_HISTORICO="${CONTEXTIA_HISTORICO:-$chaves.historico.json}"
 
-# Permissao e formato conferidos pelo MESMO codigo que o provisionar e o ouvinte
-# usam. Arquivo aberto para outros ou linha corrompida param tudo aqui: pular a
-# linha ruim deixaria uma empresa sem carga, calada.
+# O arquivo de chaves so e lido por contextia_sync/provisionamento/chaves.py, o
+# MESMO leitor do provisionar e do ouvinte: este script nunca o abre. Permissao
+# aberta ou linha que ele nao le param tudo aqui -- pular a linha ruim deixaria
+# uma empresa sem carga, calada; le-la de outro jeito faria o bash carregar uma
+# "empresa" que o resto do SDK nao conhece.
 if ! escopos="$("$python" -m contextia_sync.provisionamento.chaves verificar "$chaves")"; then
     echo "carregar-todas: arquivo de chaves recusado (acima); nada foi carregado." >&2
     exit 2
@@ -66,27 +68,55 @@ fi
 total="$(printf '%s\n' "$escopos" | grep -c . || true)"
 echo "===== carregar-todas: $total empresa(s) de $chaves ====="
 
+# SIGTERM/SIGINT/SIGHUP (o ouvinte parando, o kernel avisando que o ouvinte
+# morreu -- PR_SET_PDEATHSIG --, Ctrl-C) vao tambem para o connector em curso.
+# Sem isto o bash morreria sozinho e o connector seguiria orfao, podendo mandar
+# o `complete` de uma carga que ninguem mais acompanha. O connector roda em
+# segundo plano com `wait` porque o bash so atende um trap depois que o comando
+# em primeiro plano termina; o `wait` e interrompido na hora.
+filho=''
+encerrar() {
+    trap - TERM INT HUP
+    # Quem lia a nossa saida pode ter morrido: escrever no pipe daria SIGPIPE
+    # antes de o connector ser encerrado. Primeiro o sinal, depois a mensagem.
+    trap '' PIPE
+    if [ -n "$filho" ]; then
+        kill -TERM "$filho" 2>/dev/null || true
+        wait "$filho" 2>/dev/null || true
+        echo "carregar-todas: recebi SIG$1 -- connector da empresa $escopo (pid $filho) encerrado; as empresas seguintes nao foram carregadas." >&2 || true
+    else
+        echo "carregar-todas: recebi SIG$1 -- encerrado." >&2 || true
+    fi
+    exit "$2"
+}
+trap 'encerrar TERM 143' TERM
+trap 'encerrar INT 130' INT
+trap 'encerrar HUP 129' HUP
+
 ok=()
 falhas=()
 inicio=$SECONDS
-while IFS=$'\t' read -r escopo chave _resto || [ -n "$escopo" ]; do
-    # Comentario e linha em branco: o verificador ja garantiu que o resto e valido.
-    case "$escopo" in
-        '' | '#'*) continue ;;
-    esac
-    # Arquivo que passou por um editor do Windows: o CR grudaria na chave.
-    chave="${chave%$'\r'}"
+escopo=''
+while IFS= read -r escopo; do
+    [ -n "$escopo" ] || continue
     echo
     echo "----- empresa $escopo -----"
+    # A chave vem do mesmo leitor, direto para o ambiente do connector: `executar`
+    # rele o arquivo, poe a chave em CONTEXTIA_API_KEY e vira o connector (exec,
+    # mesmo pid). Ela nunca passa por este bash nem pela linha de comando.
+    "$python" -m contextia_sync.provisionamento.chaves executar "$chaves" "$escopo" -- \
+        "$python" -m contextia_sync.cli.conector \
+        --mapping="$mapeamento" --source="$fonte" --scope="$escopo" "$@" </dev/null &
+    filho=$!
     codigo=0
-    CONTEXTIA_API_KEY="$chave" "$python" -m contextia_sync.cli.conector \
-        --mapping="$mapeamento" --source="$fonte" --scope="$escopo" "$@" </dev/null || codigo=$?
+    wait "$filho" || codigo=$?
+    filho=''
     if [ "$codigo" -eq 0 ]; then
         ok+=("$escopo")
     else
         falhas+=("$escopo (saiu com $codigo)")
     fi
-done <"$chaves"
+done <<<"$escopos"
 
 echo
 resumo="resumo carregar-todas: ${#ok[@]} ok, ${#falhas[@]} com falha, em $((SECONDS - inicio))s"

@@ -16,20 +16,41 @@ As regras que protegem o dado, cada uma ao lado da linha que a cumpre:
   * tabela de dominio (`scope_column: null`) vai inteira para a empresa; com
     coluna de recorte, so as linhas da empresa (WHERE coluna = escopo).
 
+O que o seco (`connector.py --dry-run`) prova, e onde:
+
+  * `conferir_colunas` / `conferir_catalogo`: toda coluna do mapeamento (columns,
+    key, watch_column, scope_column, fields e as do cadastro `projects`) existe
+    no catalogo da origem, sem caixa como o adaptador resolve -- todas as
+    ausentes numa lista, com o nome mais parecido. O `ouvinte.py --dry-run`
+    chama a mesma funcao.
+  * `conferir_escopo`: a empresa esta no cadastro (`projects`); desconhecida e
+    recusada (ErroEscopoDesconhecido, saida 2), no seco e na carga real.
+  * `carregar_dataset(seco=True)`: cada linha passa por `conferir_registro`, a
+    MESMA serializacao do envio real (serializar_registro + o json.dumps do
+    envelope, allow_nan=False); as que nao passam sao contadas e as primeiras
+    ditas com o motivo e a correcao.
+
 O conector (contextia_sync/cli/conector.py) e a casca de linha de comando; aqui
 so ha logica.
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import difflib
+import json
+import math
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextia_sync import mapeamento, padroes
 from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.escopos import texto_escopo
 from contextia_sync.registro import logger
 
 if TYPE_CHECKING:
@@ -60,6 +81,29 @@ class ResultadoCarga:
     """Sem key: os registros da carga anterior aceita, contra os quais o teto comparou."""
     aviso: str | None = None
     """A carga valeu, mas algo ao lado dela nao (ex.: o historico nao foi gravado)."""
+    recusadas: int = 0
+    """Seco: linhas que nao viram JSON (a carga real recusaria o dataset nelas)."""
+    detalhes: list[str] = field(default_factory=list)
+    """As primeiras recusas (ou problemas), uma por linha, com o motivo e a correcao."""
+    motivo: str | None = None
+    """O erro em poucas palavras, para a linha de resumo (None: o `erro` encurtado)."""
+
+    @property
+    def motivo_curto(self) -> str:
+        """O porque da falha numa frase curta: o que o resumo leva ao lado do nome."""
+        return encurtar(self.motivo or self.erro or 'motivo desconhecido')
+
+
+# Quantas recusas de linha o seco mostra por dataset (todas sao contadas).
+DETALHES_POR_DATASET = 3
+# Tamanho do motivo que vai no resumo (a linha inteira do dataset tem o erro todo).
+MOTIVO_NO_RESUMO = 140
+
+
+def encurtar(texto: str, limite: int = MOTIVO_NO_RESUMO) -> str:
+    """O texto numa linha so, cortado em `limite` caracteres (com '...')."""
+    uma = ' '.join(str(texto).split())
+    return uma if len(uma) <= limite else uma[:limite - 3].rstrip() + '...'
 
 
 def teto_do_complete(sem_key: bool, max_remocao: float, anterior: Mapping[str, Any] | None,
@@ -134,6 +178,321 @@ def selecionar_datasets(mapa: Mapping[str, Any],
     return escolhidos
 
 
+# ---------------------------------------------------------------------------
+# O seco: o que a carga real recusaria, dito antes dela
+# ---------------------------------------------------------------------------
+
+def conferir_registro(linha: Mapping[str, Any]) -> bytes:
+    """
+    Uma linha da origem como a carga real a manda: `serializar_registro` e o
+    `json.dumps` do envelope do intake (as mesmas opcoes, `allow_nan=False`).
+
+    Devolve os bytes do registro; levanta ErroSerializacao (um ValueError) com o
+    que a carga real levantaria. E o veredito do seco: nada alem disto decide
+    se a linha passa.
+    """
+    from contextia_sync.intake.serializacao import serializar_registro
+
+    return json.dumps({'records': [serializar_registro(linha)]}, ensure_ascii=False,
+                      separators=(',', ':'), allow_nan=False).encode('utf-8')
+
+
+def _coluna_recusada(linha: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """A primeira coluna cujo valor nao vira JSON (o diagnostico; o veredito e o de cima)."""
+    from contextia_sync.intake.serializacao import ErroSerializacao, valor_json
+
+    for coluna, valor in linha.items():
+        try:
+            valor_json(valor, coluna)
+        except ErroSerializacao:
+            return str(coluna), valor
+    return None
+
+
+def _nao_finito(valor: Any) -> bool:
+    if isinstance(valor, float):
+        return not math.isfinite(valor)
+    return isinstance(valor, decimal.Decimal) and not valor.is_finite()
+
+
+def correcao_de_tipo(coluna: str, valor: Any, source_object: str) -> str:
+    """Como a view resolve um valor que nao vira JSON: a expressao e onde po-la."""
+    if _nao_finito(valor):
+        expressao = ("CASE WHEN %s IN ('NaN', 'Infinity', '-Infinity') THEN NULL ELSE %s END"
+                     " AS %s" % (coluna, coluna, coluna))
+        return ('troque o valor por NULL numa view sobre %s (%s) e aponte source_object'
+                ' para ela, ou corrija a linha no ERP' % (source_object, expressao))
+    if isinstance(valor, (list, tuple)):
+        expressao = ("CAST(%s AS TEXT) AS %s, ou array_to_string(%s, ',') AS %s"
+                     % (coluna, coluna, coluna, coluna))
+    elif isinstance(valor, (set, frozenset)):
+        expressao = 'CAST(%s AS CHAR) AS %s (o SET vira o texto "a,b")' % (coluna, coluna)
+    elif isinstance(valor, dict):
+        expressao = 'CAST(%s AS TEXT) AS %s (o JSON vira texto)' % (coluna, coluna)
+    elif isinstance(valor, datetime.timedelta):
+        expressao = ('CAST(%s AS TEXT) AS %s, ou o total de segundos como numero'
+                     % (coluna, coluna))
+    else:
+        expressao = ('CAST(%s AS TEXT) AS %s (VARCHAR/CHAR, conforme o banco)'
+                     % (coluna, coluna))
+    return ('converta numa view sobre %s: %s; aponte source_object para a view'
+            % (source_object, expressao))
+
+
+def _texto_da_chave(valor: Any) -> str:
+    if isinstance(valor, (int, str, decimal.Decimal)) and not isinstance(valor, bool):
+        return encurtar(texto_escopo(valor), 60)
+    return encurtar(repr(valor), 60)
+
+
+def recusa_da_linha(nome: str, escopo: str, source_object: str, chave: str | None,
+                    numero: int, linha: Mapping[str, Any], erro: Exception) -> str:
+    """
+    Uma linha que a carga real recusaria, dita para o operador: dataset, escopo,
+    a linha (o valor da key, ou a posicao na leitura), a coluna, o tipo do valor
+    e a correcao.
+    """
+    if chave is not None and chave in linha:
+        qual = '%s=%s' % (chave, _texto_da_chave(linha[chave]))
+    else:
+        qual = 'linha %d da leitura (sem key)' % numero
+    achada = _coluna_recusada(linha)
+    if achada is None:
+        # Nao e um valor de coluna (ex.: nome de coluna que nao e texto): o erro diz.
+        return '%s escopo=%s %s: %s' % (nome, escopo, qual, erro)
+    coluna, valor = achada
+    porque = ('que JSON nao representa' if _nao_finito(valor)
+              else 'que o SDK nao sabe enviar')
+    return ('%s escopo=%s %s: coluna %r tem valor do tipo %s (%s), %s -- %s'
+            % (nome, escopo, qual, coluna, type(valor).__name__, encurtar(repr(valor), 40),
+               porque, correcao_de_tipo(coluna, valor, source_object)))
+
+
+# ---------------------------------------------------------------------------
+# O catalogo: toda coluna do mapeamento existe na origem?
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProblemaCatalogo:
+    """Uma coluna (ou objeto) do mapeamento que a origem nao tem."""
+
+    dataset: str | None
+    """O dataset normalizado; None para o cadastro de empresas (`projects`)."""
+    coluna: str | None
+    """A coluna que falta; None quando e o proprio source_object que nao se le."""
+    texto: str
+    """O problema para o operador: onde, o que, o nome mais parecido e a correcao."""
+
+
+def _parecida(nome: str, existentes: Sequence[str]) -> str | None:
+    """O nome do catalogo mais parecido com `nome` (sem caixa), ou None."""
+    por_minusculo = {c.lower(): c for c in existentes}
+    alvo = nome.lower()
+    # Prefixo primeiro ('RAZAO' -> 'RAZAO_SOCIAL'), que o difflib acha pouco parecido.
+    comecam = sorted((c for c in por_minusculo if min(len(c), len(alvo)) >= 3
+                      and (c.startswith(alvo) or alvo.startswith(c))),
+                     key=lambda c: (abs(len(c) - len(alvo)), c))
+    if comecam:
+        return por_minusculo[comecam[0]]
+    achadas = difflib.get_close_matches(alvo, list(por_minusculo), n=1, cutoff=0.6)
+    return por_minusculo[achadas[0]] if achadas else None
+
+
+def _papeis_do_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Cada coluna que o dataset usa -> os campos do mapeamento que a citam."""
+    papeis: dict[str, list[str]] = {}
+    for coluna in row.get('columns') or ():
+        papeis.setdefault(coluna, []).append('columns')
+    usadas = (('key', mapeamento.chave_de(mapa, row)),
+              ('watch_column', mapeamento.valor_herdado(mapa, row, 'watch_column')),
+              ('scope_column', mapeamento.coluna_de_recorte(mapa, row)))
+    for campo, coluna in usadas:
+        # Herdada e fora de columns nao e lida (o dataset so perde aquele papel).
+        if coluna and coluna in papeis:
+            papeis[coluna].append(campo)
+    for coluna in row.get('fields') or {}:
+        papeis.setdefault(coluna, []).append('fields')
+    return papeis
+
+
+def _papeis_do_cadastro(mapa: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
+    """(source_object do cadastro, coluna -> campos de `projects` que a citam)."""
+    from contextia_sync.provisionamento import regra_projeto
+
+    regra = regra_projeto.resolver(mapa)
+    papeis: dict[str, list[str]] = {}
+    for campo, coluna in (('scope_column', regra.scope_column),
+                          ('name_column', regra.name_column),
+                          ('group_column', regra.group_column)):
+        if coluna:
+            papeis.setdefault(coluna, []).append(campo)
+    for indice, (coluna, _operador, _valor) in enumerate(regra.filtros):
+        papeis.setdefault(coluna, []).append('filters[%d].column' % indice)
+    return regra.source_object, papeis
+
+
+def conferir_catalogo(mapa: Mapping[str, Any], origem: Any,
+                      datasets: Sequence[Mapping[str, Any]] | None = None, *,
+                      projetos: bool = True) -> list[ProblemaCatalogo]:
+    """
+    Toda coluna do mapeamento contra o catalogo da origem (`origem.colunas`), sem
+    caixa como o adaptador resolve (origem/consultas.py: Objeto.coluna). Todos
+    os problemas numa lista -- nenhuma leitura de linha acontece aqui.
+
+    `datasets`: os do mapeamento (padrao: todos); `projetos`: confere tambem o
+    cadastro de empresas. Adaptador sem `colunas()` nao tem catalogo para
+    mostrar: um aviso no log e lista vazia (a leitura ainda acusa o que faltar).
+    """
+    from contextia_sync.intake.cliente import normalizar_dataset
+
+    listar = getattr(origem, 'colunas', None)
+    if not callable(listar):
+        logger.warning('o adaptador %s nao expoe colunas(): as colunas do mapeamento nao'
+                       ' foram conferidas no catalogo (so a leitura acusara a que faltar)',
+                       getattr(origem, '__name__', type(origem).__name__))
+        return []
+    catalogos: dict[str, list[str] | str] = {}
+
+    def catalogo(source_object: str) -> list[str] | str:
+        if source_object not in catalogos:
+            try:
+                nomes = list(listar(source_object))
+            except Exception as erro:           # noqa: BLE001 - vira problema, nao traceback
+                catalogos[source_object] = '%s: %s' % (type(erro).__name__, erro)
+            else:
+                catalogos[source_object] = nomes or (
+                    'o catalogo da origem nao mostrou coluna nenhuma de %s' % source_object)
+        return catalogos[source_object]
+
+    alvos: list[tuple[str | None, str, str, dict[str, list[str]]]] = []
+    if projetos:
+        cadastro, papeis = _papeis_do_cadastro(mapa)
+        alvos.append((None, 'projects', cadastro, papeis))
+    todos = list(mapa.get('datasets') or ())
+    for row in (todos if datasets is None else datasets):
+        indice = next((i for i, r in enumerate(todos) if r is row), None)
+        normalizado = normalizar_dataset(row['dataset'])
+        onde = ('datasets[%d] %s' % (indice, normalizado)) if indice is not None \
+            else normalizado
+        alvos.append((normalizado, onde, row['source_object'],
+                      _papeis_do_dataset(mapa, row)))
+
+    problemas: list[ProblemaCatalogo] = []
+    for nome, onde, source_object, papeis in alvos:
+        existentes = catalogo(source_object)
+        if isinstance(existentes, str):
+            problemas.append(ProblemaCatalogo(nome, None, '%s: %s' % (onde, existentes)))
+            continue
+        exatas = set(existentes)
+        minusculas = {c.lower() for c in existentes}
+        for coluna, campos in papeis.items():
+            if coluna in exatas or coluna.lower() in minusculas:
+                continue
+            parecida = _parecida(coluna, existentes)
+            dica = ('a mais parecida e %r' % parecida if parecida else
+                    'as que existem: %s' % ', '.join(sorted(existentes)[:20]))
+            problemas.append(ProblemaCatalogo(nome, coluna, (
+                '%s: a coluna %r (%s) nao existe em %s -- %s; corrija o nome no mapeamento'
+                ' (ou acrescente a coluna na view)'
+                % (onde, coluna, ', '.join(campos),
+                   'no cadastro ' + source_object if nome is None else source_object,
+                   dica))))
+    return problemas
+
+
+def conferir_colunas(mapa: Mapping[str, Any], origem: Any,
+                     datasets: Sequence[Mapping[str, Any]] | None = None, *,
+                     projetos: bool = True) -> list[str]:
+    """
+    Os problemas de `conferir_catalogo` em texto, um por coluna ausente (ou por
+    objeto que nao se le), cada um com dataset, coluna e o nome mais parecido.
+    Lista vazia: toda coluna do mapeamento existe na origem.
+    """
+    return [p.texto for p in conferir_catalogo(mapa, origem, datasets, projetos=projetos)]
+
+
+def resultado_sem_leitura(mapa: Mapping[str, Any], row: Mapping[str, Any],
+                          problemas: Sequence[ProblemaCatalogo]) -> ResultadoCarga:
+    """O dataset que o seco nem le: colunas (ou o objeto) que a origem nao tem."""
+    from contextia_sync.intake.cliente import normalizar_dataset
+
+    resultado = ResultadoCarga(dataset=normalizar_dataset(row['dataset']),
+                               dominio=mapeamento.coluna_de_recorte(mapa, row) is None,
+                               sem_key=mapeamento.chave_de(mapa, row) is None)
+    colunas = [p.coluna for p in problemas if p.coluna]
+    if colunas:
+        resultado.motivo = 'coluna(s) que %s nao tem: %s' % (row['source_object'],
+                                                            ', '.join(colunas))
+        resultado.erro = ('%d coluna(s) do mapeamento nao existem em %s (%s; a correcao esta'
+                          ' acima); nada lido -- a carga real falharia neste dataset'
+                          % (len(colunas), row['source_object'], ', '.join(colunas)))
+    else:
+        resultado.motivo = problemas[0].texto if problemas else None
+        resultado.erro = ('%s nao pode ser lido (acima); nada lido -- a carga real'
+                          ' falharia neste dataset' % row['source_object'])
+    return resultado
+
+
+# ---------------------------------------------------------------------------
+# A empresa: esta no cadastro?
+# ---------------------------------------------------------------------------
+
+class ErroEscopoDesconhecido(ErroConfiguracao, ValueError):
+    """--scope de uma empresa que o cadastro (`projects`) nao tem."""
+
+
+@dataclass(frozen=True)
+class EmpresaNoCadastro:
+    """A empresa como o cadastro a mostra."""
+
+    escopo: str
+    nome: str
+    recusa: str | None
+    """Por que a regra de projeto a recusa (ex.: inativa), ou None se ela a aceita."""
+
+
+def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> EmpresaNoCadastro:
+    """
+    A empresa `escopo` no cadastro de empresas do mapeamento (`projects`),
+    comparada como o provisionador compara (texto sem espacos nas pontas).
+
+    Ausente: ErroEscopoDesconhecido com o cadastro e algumas das que existem --
+    uma carga de empresa que nao existe nao traria linha nenhuma e mandaria as
+    tabelas de dominio inteiras a um projeto que nao corresponde a nada.
+    Presente mas recusada pela regra (inativa, bloqueada): devolvida com o
+    motivo em `recusa`; quem chama decide (o conector carrega e diz).
+    Erro de leitura do cadastro sobe como veio (ErroOrigem).
+    """
+    from contextia_sync.provisionamento import regra_projeto
+
+    regra = regra_projeto.resolver(mapa)
+    achadas: list[Mapping[str, Any]] = []
+    existentes: dict[str, bool] = {}
+    for linha in origem.fetch(regra.source_object, regra.columns):
+        codigo = regra_projeto.escopo_de(linha, regra)
+        if not codigo:
+            continue
+        aceita = regra_projeto.aceita(linha, regra)[0]
+        existentes[codigo] = existentes.get(codigo, False) or aceita
+        if codigo == escopo:
+            achadas.append(linha)
+    if not achadas:
+        ordem = sorted(existentes, key=lambda c: (not existentes[c], len(c), c))
+        mostrar = ', '.join(ordem[:10]) + (' ...' if len(ordem) > 10 else '')
+        raise ErroEscopoDesconhecido(
+            '--scope=%s: a empresa %s nao existe no cadastro de empresas %s (coluna %s,'
+            ' secao projects do mapeamento). O cadastro tem %d empresa(s)%s. Confira o'
+            ' codigo (o valor da coluna %s, como o provisionar.py o usa); se a empresa'
+            ' saiu do ERP, tire a linha dela do arquivo de chaves e revogue a chave.'
+            % (escopo, escopo, regra.source_object, regra.scope_column, len(existentes),
+               (': ' + mostrar) if mostrar else '', regra.scope_column))
+    for linha in achadas:
+        if regra_projeto.aceita(linha, regra)[0]:
+            return EmpresaNoCadastro(escopo, regra_projeto.nome_de(linha, regra), None)
+    return EmpresaNoCadastro(escopo, regra_projeto.nome_de(achadas[0], regra),
+                             regra_projeto.aceita(achadas[0], regra)[1])
+
+
 def linha_de_progresso(dataset: str, escopo: str, lidos: int) -> str:
     """A linha que diz, sem terminal, que a carga segue viva."""
     return '%s escopo=%s: %d registros lidos ate agora' % (dataset, escopo, lidos)
@@ -200,9 +559,10 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
         linhas = origem.fetch(row['source_object'], row['columns'], scope=recorte)
         linhas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso)
         if seco:
-            for _ in linhas:
-                pass
-            resultado.ok, resultado.registros = True, contador[0]
+            _conferir_linhas(resultado, linhas, escopo, row['source_object'],
+                             mapeamento.chave_de(mapa, row))
+            resultado.registros = contador[0]
+            resultado.ok = not resultado.recusadas
             return resultado
 
         sync = cliente.gerar_sync()
@@ -221,6 +581,11 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
                               ' removido (%s)' % (
                                   envio.lotes_erro, envio.lotes_erro + envio.lotes_ok,
                                   (envio.erros or ['?'])[0]))
+            # O nome do dataset ja abre a entrada do resumo: sem repeti-lo.
+            primeiro = re.sub(r'^dataset %s[,:]\s*' % re.escape(nome), '',
+                              (envio.erros or ['?'])[0])
+            resultado.motivo = '%d lote(s) com falha, sem complete: %s' % (
+                envio.lotes_erro, primeiro)
             return resultado
 
         anterior = historico.anterior(escopo, nome) if historico is not None else None
@@ -267,6 +632,41 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
         resultado.segundos = time.monotonic() - inicio
 
 
+def _conferir_linhas(resultado: ResultadoCarga, linhas: Iterable[Mapping[str, Any]],
+                     escopo: str, source_object: str, chave: str | None) -> None:
+    """
+    O seco: cada linha por `conferir_registro`, nada enviado. Conta TODAS as que
+    a carga real recusaria (nao para na primeira) e guarda as primeiras com o
+    motivo em `resultado.detalhes`.
+    """
+    # A primeira linha de cada (coluna, tipo) sempre aparece; repeticoes so ate
+    # completar DETALHES_POR_DATASET. Todas sao contadas.
+    primeiras: dict[tuple[str, str], str] = {}
+    repetidas: list[str] = []
+    for numero, linha in enumerate(linhas, 1):
+        try:
+            conferir_registro(linha)
+        except (ValueError, TypeError) as erro:  # ErroSerializacao e um ValueError
+            resultado.recusadas += 1
+            achada = _coluna_recusada(linha)
+            tipo = (achada[0], type(achada[1]).__name__) if achada else ('?', type(erro).__name__)
+            if tipo not in primeiras and len(primeiras) < 10:
+                primeiras[tipo] = recusa_da_linha(resultado.dataset, escopo, source_object,
+                                                  chave, numero, linha, erro)
+            elif len(repetidas) < DETALHES_POR_DATASET:
+                repetidas.append(recusa_da_linha(resultado.dataset, escopo, source_object,
+                                                 chave, numero, linha, erro))
+    if resultado.recusadas:
+        resultado.detalhes = list(primeiras.values()) + repetidas[
+            :max(0, DETALHES_POR_DATASET - len(primeiras))]
+        quais = ', '.join('%s [%s]' % par for par in primeiras)
+        resultado.motivo = '%d linha(s) que nao viram JSON: %s' % (resultado.recusadas, quais)
+        resultado.erro = (
+            '%d de %d linha(s) nao viram JSON (%s): a carga real recusaria este dataset'
+            ' (complete nao enviado, nada removido). Corrija na view; as primeiras:'
+            % (resultado.recusadas, numero, quais))
+
+
 def _repetir_permitindo(nome: str) -> str:
     """O fim de toda recusa do teto: como liberar quando a limpeza e real."""
     return (' -- se a remocao e real (limpeza no ERP), repita so este dataset com'
@@ -286,8 +686,17 @@ def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:
     if resultado.aviso:
         aviso += ' AVISO: %s' % resultado.aviso
     if seco:
-        return '  %-34s registros=%-7d (seco: lido e contado, nada enviado)  %.1fs' % (
-            nome, resultado.registros, resultado.segundos)
+        if resultado.ok:
+            return ('  %-34s registros=%-7d (seco: lido, serializado como no envio, nada'
+                    ' enviado)  %.1fs' % (nome, resultado.registros, resultado.segundos))
+        linhas = ['  %-34s FALHOU -- %s' % (nome, resultado.erro)]
+        linhas += ['      - %s' % detalhe for detalhe in resultado.detalhes]
+        if resultado.recusadas > len(resultado.detalhes):
+            linhas.append('      ... e mais %d linha(s) recusada(s) (contadas, nao mostradas)'
+                          % (resultado.recusadas - len(resultado.detalhes)))
+        linhas.append('  %-34s registros=%d recusadas=%d (seco: nada enviado)  %.1fs' % (
+            '', resultado.registros, resultado.recusadas, resultado.segundos))
+        return '\n'.join(linhas)
     numeros = ('registros=%d novos=%d atualizados=%d iguais=%d removidos=%d'
                ' campos descritos=%d' % (
                    resultado.registros, resultado.novos, resultado.atualizados,
@@ -300,7 +709,7 @@ def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:
 def resumo(escopo: str, resultados: Sequence[ResultadoCarga], segundos: float,
            seco: bool = False) -> str:
     """A linha unica do fim: o que o log do ouvinte guarda e um humano le primeiro."""
-    falhos = [r.dataset for r in resultados if not r.ok]
+    falhos = [r for r in resultados if not r.ok]
     texto = 'resumo escopo=%s: %d dataset(s), %d ok, %d com falha; registros=%d' % (
         escopo, len(resultados), len(resultados) - len(falhos), len(falhos),
         sum(r.registros for r in resultados))
@@ -312,5 +721,8 @@ def resumo(escopo: str, resultados: Sequence[ResultadoCarga], segundos: float,
     if seco:
         texto += ' (SECO: nada enviado)'
     if falhos:
-        texto += ' -- FALHARAM: %s' % ', '.join(falhos)
+        # Com o motivo: o resumo e o que o log do ouvinte guarda, e so o nome
+        # nao diz ao operador o que corrigir.
+        texto += ' -- FALHARAM: %s' % '; '.join(
+            '%s (%s)' % (r.dataset, r.motivo_curto) for r in falhos)
     return texto

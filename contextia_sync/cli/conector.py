@@ -68,7 +68,9 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
                    help='so este dataset (nome do mapeamento ou normalizado); repita para'
                         ' mais de um. Padrao: todos')
     p.add_argument('--dry-run', action='store_true',
-                   help='le e conta da origem; nao envia nada e nao precisa de chave')
+                   help='confere as colunas no catalogo, a empresa no cadastro e serializa'
+                        ' cada linha como o envio real; nao envia nada e nao precisa de'
+                        ' chave')
     p.add_argument('--max-remocao', type=_fracao, default=padroes.MAX_REMOCAO, metavar='F',
                    help='fracao maxima de um dataset que a carga pode remover (padrao %s).'
                         ' Acima disso o Contextia recusa o complete e nada sai. Para uma'
@@ -149,6 +151,73 @@ def preparar(args: argparse.Namespace) -> Preparo:
                    origem=origem, chave=chave or None, projeto=projeto)
 
 
+def _normalizado(row: dict[str, Any]) -> str:
+    from contextia_sync.intake.cliente import normalizar_dataset
+    return normalizar_dataset(row['dataset'])
+
+
+def conferir_antes_de_ler(args: argparse.Namespace,
+                          preparo: Preparo) -> int | dict[str | None, list[Any]]:
+    """
+    O que se confere com a origem conectada e antes de ler qualquer linha de dado.
+
+      * as colunas do cadastro de empresas (sempre) e, no seco, as de cada dataset,
+        no catalogo -- todas as ausentes de uma vez, com o nome mais parecido;
+      * a empresa no cadastro: desconhecida sai com 2 (no seco e na carga real);
+        a que existe mas a regra de projeto recusa (inativa) carrega, dito numa linha.
+
+    Devolve o codigo de saida (recusa) ou, por dataset normalizado, os problemas
+    de catalogo dele (o seco marca o dataset como falho sem le-lo).
+    """
+    from contextia_sync.carga import completa as carga
+
+    mapa, escopo, origem = preparo.mapa, preparo.escopo, preparo.origem
+    try:
+        problemas = carga.conferir_catalogo(mapa, origem,
+                                            preparo.datasets if args.dry_run else [])
+    except ErroConfiguracao as erro:
+        return comum.recusar(PROG, erro)
+    por_dataset: dict[str | None, list[Any]] = {}
+    for problema in problemas:
+        por_dataset.setdefault(problema.dataset, []).append(problema)
+    if problemas:
+        print('colunas ........: %d problema(s) no catalogo da origem (antes de ler):'
+              % len(problemas))
+        for problema in problemas:
+            print('  - %s' % problema.texto)
+    elif args.dry_run:
+        print('colunas ........: todas as do mapeamento existem na origem')
+    sys.stdout.flush()
+    if None in por_dataset:
+        return comum.recusar(
+            PROG, 'o cadastro de empresas (projects) tem coluna(s) que a origem nao mostra'
+                  ' (acima): sem ele nao ha como conferir a empresa %s. Corrija a secao'
+                  ' projects do mapeamento. Nada foi enviado.' % escopo)
+
+    try:
+        empresa = carga.conferir_escopo(mapa, origem, escopo)
+    except ErroConfiguracao as erro:
+        return comum.recusar(PROG, erro)
+    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
+        print('%s: nao foi possivel ler o cadastro de empresas para conferir a empresa %s'
+              ' (%s: %s). Nada foi enviado.' % (PROG, escopo, type(erro).__name__, erro),
+              file=sys.stderr)
+        return SAIDA_FALHA
+    print('empresa ........: %s (%s)' % (empresa.escopo, empresa.nome))
+    if empresa.recusa:
+        # Ela existe: quem decide que empresa carrega e o arquivo de chaves, e a que
+        # ja virou projeto (desativada depois) teria os dados congelados no Contextia
+        # sem ninguem saber se a carga parasse aqui. A regra so decide quem VIRA
+        # projeto; parar de carregar e a exclusao explicita.
+        print('AVISO ..........: a regra de projeto recusa a empresa %s (%s): ela nao'
+              ' viraria projeto hoje, mas existe no cadastro e a carga segue (quem decide'
+              ' que empresa carrega e o arquivo de chaves). Para parar de carrega-la, tire'
+              ' a linha dela do arquivo de chaves (e revogue a chave) ou ponha-a em'
+              ' source.excluded_scopes.' % (empresa.escopo, empresa.recusa))
+    sys.stdout.flush()
+    return por_dataset
+
+
 def main(argv: list[str] | None = None) -> int:
     """O conector: 0 tudo carregado, 1 algum dataset falhou, 2 erro de configuracao."""
     args = argumentos(argv)
@@ -203,7 +272,16 @@ def main(argv: list[str] | None = None) -> int:
               % (PROG, type(erro).__name__, erro), file=sys.stderr)
         return SAIDA_FALHA
     try:
+        conferido = conferir_antes_de_ler(args, preparo)
+        if isinstance(conferido, int):
+            return conferido
         for row in preparo.datasets:
+            problemas = conferido.get(_normalizado(row))
+            if problemas:
+                # Seco: coluna que a origem nao tem, dito acima; o dataset nem e lido.
+                resultados.append(carga.resultado_sem_leitura(mapa, row, problemas))
+                print(carga.linha_de_resultado(resultados[-1], seco=True))
+                continue
             try:
                 resultado = carga.carregar_dataset(
                     mapa, row, origem, escopo, api_key=preparo.chave, seco=args.dry_run,

@@ -57,12 +57,22 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                         ' nenhuma linha (padrao %d; 0 desliga)'
                         % padroes.INATIVIDADE_FERRAMENTA)
     p.add_argument('--log', default=None, help='arquivo de log rotativo (alem da tela)')
+    p.add_argument('--metricas', default=None, metavar='DIR',
+                   help='pasta do arquivo ouvinte.prom (metricas para o textfile collector'
+                        ' do node_exporter), reescrito a cada volta. Padrao: a pasta --estado')
+    p.add_argument('--saude', action='store_true',
+                   help='nao roda o ouvinte: le o status de --estado e diz OK, ALERTA ou'
+                        ' CRITICO, com os codigos de um plugin de monitoramento (0/1/2/3);'
+                        ' ver `ouvinte.py --saude --help`')
     p.add_argument('--varrer-agora', action='store_true',
                    help='roda a varredura completa nesta subida, sem esperar a hora')
     p.add_argument('--once', action='store_true',
                    help='um ciclo de cada e sai (codigo 1 se algum falhou)')
     p.add_argument('--dry-run', action='store_true',
                    help='le tudo e nao envia, nao cria e nao grava marca de agua')
+    p.add_argument('--reenviar-quarentena', action='store_true',
+                   help='tenta de novo os registros que o intake recusou de vez'
+                        ' (<estado>/quarentena) e sai (codigo 1 se algum ficou)')
     p.add_argument('--autoteste', action='store_true',
                    help='prova a logica pura sem banco e sem rede')
     return p.parse_args(argv)
@@ -75,8 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     if '--autoteste' in argv:
         from contextia_sync.ouvinte.autoteste import rodar
         return rodar()
+    # A saude le os arquivos de status de outro ouvinte (o que esta rodando): nao
+    # precisa de mapeamento nem trava, e tem os codigos de um plugin de monitoramento.
+    if '--saude' in argv:
+        from contextia_sync.saude import main as saude
+        return saude([a for a in argv if a != '--saude'])
     args = argumentos(argv)
 
+    from contextia_sync import systemd
     from contextia_sync.ouvinte.laco import Parada, ParadaFria, laco
     from contextia_sync.ouvinte.preparo import preparar
     from contextia_sync.registro import arquivo_de_log, logger
@@ -85,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parada = Parada()
     parada.instalar()
+    # A primeira chamada tira NOTIFY_SOCKET do ambiente antes de qualquer filho.
+    systemd.status('subindo: lendo a configuracao')
     try:
-        ctx = preparar(args, lambda: parada.pedida)
+        # `parar` e olhado entre datasets, empresas e nas esperas do transporte:
+        # cada olhada tambem e um WATCHDOG=1 (no maximo um por segundo).
+        ctx = preparar(args, systemd.vigiando(lambda: parada.pedida))
     except ErroConfiguracao as erro:
         # A mensagem ja diz o que e, por que e como corrigir. Sem traceback:
         # quem le e o operador, nao o programador.
@@ -96,10 +116,18 @@ def main(argv: list[str] | None = None) -> int:
         return SAIDA_FALHA
 
     try:
+        if args.reenviar_quarentena:
+            from contextia_sync.ouvinte.dados import reenviar_quarentena
+            resultado = reenviar_quarentena(ctx)
+            if resultado is None:
+                logger.info('quarentena vazia: nada a reenviar')
+            return SAIDA_FALHA if resultado is not None and resultado.restantes else 0
+        systemd.pronto('de pe: %d dataset(s) ao vivo' % len(ctx.vivos))
         return laco(ctx, args, parada)
     except ParadaFria:
         return SAIDA_FALHA
     finally:
+        systemd.parando('encerrando')
         try:
             ctx.origem.fechar()
         except Exception:                     # noqa: BLE001 - fechar nunca mascara o erro

@@ -15,6 +15,7 @@ versao 2):
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 from dataclasses import dataclass, field
@@ -49,12 +50,57 @@ class Acompanhamento:
     ultima_mudanca_vista: str | None = None
     atrasadas_total: int = 0
     maior_atraso_s: float | None = None
+    # Linhas com carimbo alem da hora da origem no ultimo ciclo (entregues; nao
+    # sobem a marca), e linhas sem carimbo (a sonda nao as ve; so a varredura).
+    futuras: int = 0
+    sem_carimbo: int | None = None
+    # O que o intake disse do ultimo ciclo deste dataset (somado nas empresas):
+    # reenviado igual (`iguais`) se distingue de novo e de alterado.
+    novos: int = 0
+    atualizados: int = 0
+    iguais: int = 0
+    # A hora da origem menos a marca, em segundos, na ultima sonda (so marca de data).
+    atraso_origem_s: float | None = None
+    # Falhas seguidas deste dataset (leitura ou envio) e desde quando.
+    falhas_seguidas: int = 0
+    erro_desde: str | None = None
 
+    def registrar_erro(self, texto: str, quando: str) -> None:
+        """Leitura ou envio falhou: o erro, desde quando, e mais uma falha seguida."""
+        self.ultimo_erro = texto
+        self.erro_desde = self.erro_desde or quando
+        self.falhas_seguidas += 1
+
+    def registrar_sucesso(self) -> None:
+        """Sondado (e entregue, se havia o que) sem erro: a sequencia de falhas acaba."""
+        self.ultimo_erro = None
+        self.erro_desde = None
+        self.falhas_seguidas = 0
+
+
+@dataclass
+class ResultadoVarredura:
+    """A ultima varredura, no estado: sobrevive a reinicio (o status e a saude a leem)."""
+
+    iniciada_em: str | None = None
+    terminada_em: str | None = None
+    ok: bool | None = None            # None: em curso, ou interrompida pela parada
+    erros: list[str] = field(default_factory=list)
+    # {dataset: [empresas]} que a varredura NAO fechou.
+    nao_fechados: dict[str, list[str]] = field(default_factory=dict)
+    ultima_ok_em: str | None = None   # a ultima que terminou sem erro nenhum
+
+
+# Campos que so vao para o arquivo quando nao sao zero (o arquivo fica legivel).
+_ZERO_E_AUSENTE = ('atrasadas_total', 'futuras', 'novos', 'atualizados', 'iguais',
+                   'falhas_seguidas')
 
 _TIPOS_ACOMPANHAMENTO: dict[str, tuple[type, ...]] = {
     'ultima_sonda': (str,), 'ultimo_erro': (str,), 'enviados_ultimo_ciclo': (int,),
     'vazia_no_inicio': (bool,), 'ultima_mudanca_vista': (str,),
-    'atrasadas_total': (int,), 'maior_atraso_s': (int, float)}
+    'atrasadas_total': (int,), 'maior_atraso_s': (int, float), 'futuras': (int,),
+    'sem_carimbo': (int,), 'novos': (int,), 'atualizados': (int,), 'iguais': (int,),
+    'atraso_origem_s': (int, float), 'falhas_seguidas': (int,), 'erro_desde': (str,)}
 
 
 def _problema(caminho: str, secao: str, esperado: str, valor: Any) -> ErroEstado:
@@ -96,6 +142,10 @@ class DadosEstado:
     acompanhamento: dict[str, Acompanhamento] = field(default_factory=dict)
     pendentes_varredura: dict[str, str] = field(default_factory=dict)
     cargas_iniciais_pendentes: list[str] = field(default_factory=list)
+    # O maior relogio da origem ja lido ({'utc': iso, 'local': iso}): e contra
+    # ele que se ve o relogio voltar (fim do horario de verao, acerto para tras).
+    relogio_origem: dict[str, str] = field(default_factory=dict)
+    varredura: ResultadoVarredura = field(default_factory=ResultadoVarredura)
 
     @classmethod
     def de_json(cls, caminho: str, lido: Any) -> DadosEstado:
@@ -131,6 +181,12 @@ class DadosEstado:
             (secao('pendentes_varredura', dict, 'um objeto {dataset: motivo}') or {}).items()}
         dados.cargas_iniciais_pendentes = [
             str(e) for e in secao('cargas_iniciais_pendentes', list, 'uma lista') or []]
+        relogio = secao('relogio_origem', dict, 'um objeto {"utc": ..., "local": ...}') or {}
+        dados.relogio_origem = {k: str(v) for k, v in relogio.items() if k in ('utc', 'local')}
+        varredura = secao('varredura', dict, 'um objeto') or {}
+        dados.varredura = ResultadoVarredura(**{
+            k: v for k, v in varredura.items()
+            if k in {f.name for f in dataclasses.fields(ResultadoVarredura)}})
         return dados
 
     def para_json(self) -> dict[str, Any]:
@@ -138,8 +194,8 @@ class DadosEstado:
         # Sem os campos vazios de cada dataset: o arquivo fica legivel a olho.
         dados['acompanhamento'] = {
             nome: {k: v for k, v in dataclasses.asdict(a).items()
-                   if v is not None and v is not False and not (k == 'atrasadas_total'
-                                                                and v == 0)}
+                   if v is not None and v is not False
+                   and not (k in _ZERO_E_AUSENTE and v == 0)}
             for nome, a in self.acompanhamento.items()}
         return dados
 
@@ -224,6 +280,18 @@ class Estado:
 
     def varredura_feita_em(self) -> str | None:
         return self.dados.ultima_varredura
+
+    def relogio_visto(self) -> tuple[datetime.datetime, datetime.datetime] | None:
+        """O maior relogio da origem ja lido (utc, local), ou None."""
+        r = self.dados.relogio_origem
+        try:
+            return (datetime.datetime.fromisoformat(r['utc']),
+                    datetime.datetime.fromisoformat(r['local']))
+        except (KeyError, ValueError):
+            return None
+
+    def definir_relogio_visto(self, utc: datetime.datetime, local: datetime.datetime) -> None:
+        self.dados.relogio_origem = {'utc': utc.isoformat(), 'local': local.isoformat()}
 
     def registrar_varredura(self, dia: str) -> None:
         self.dados.ultima_varredura = dia

@@ -1,9 +1,19 @@
-"""`ouvinte-status.txt`: o arquivo que um alerta le, trocado inteiro a cada volta."""
+"""
+Os arquivos de status, trocados inteiros a cada volta do laco:
+
+    ouvinte-status.txt    o que uma pessoa le (e o `find -mmin` de um alerta antigo)
+    ouvinte-status.json   o que as maquinas leem: `ouvinte.py --saude`, as metricas
+                          do Prometheus, o monitoramento (esquema em docs/ouvinte.md)
+
+Os dois saem dos mesmos dados (ouvinte/relatorio.py).
+"""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from contextia_sync.arquivos import gravar_atomico
 
@@ -25,3 +35,33 @@ def escrever_status(diretorio: str, linhas: Iterable[str]) -> str | None:
     except OSError as erro:
         return '%s: %s' % (type(erro).__name__, erro)
     return None
+
+
+ARQUIVO_STATUS_JSON = 'ouvinte-status.json'
+VERSAO_STATUS = 1
+"""
+A versao do esquema de `ouvinte-status.json` (docs/ouvinte.md descreve cada
+campo). Sobe quando um campo muda de sentido ou sai; campo novo nao a muda.
+"""
+
+
+def escrever_status_json(diretorio: str, dados: Mapping[str, Any]) -> str | None:
+    """
+    Troca o `ouvinte-status.json` inteiro (o que as maquinas leem: a saude, as
+    metricas). Devolve o erro (texto) ou None, como `escrever_status`.
+    """
+    try:
+        gravar_atomico(os.path.join(diretorio, ARQUIVO_STATUS_JSON),
+                       json.dumps(dados, ensure_ascii=False, indent=1, sort_keys=True) + '\n')
+    except (OSError, TypeError, ValueError) as erro:
+        return '%s: %s' % (type(erro).__name__, erro)
+    return None
+
+
+def ler_status_json(diretorio: str) -> dict[str, Any]:
+    """O ultimo `ouvinte-status.json` (levanta OSError/ValueError se falta ou esta torto)."""
+    with open(os.path.join(diretorio, ARQUIVO_STATUS_JSON), encoding='utf-8') as arquivo:
+        dados = json.load(arquivo)
+    if not isinstance(dados, dict):
+        raise ValueError('%s nao e um objeto JSON' % ARQUIVO_STATUS_JSON)
+    return dados

@@ -35,9 +35,24 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextia_sync import padroes
-from contextia_sync.intake.serializacao import ErroSerializacao, serializar_registro
+from contextia_sync.fila.diretorio import ErroFilaCheia
+from contextia_sync.fila.quarentena import (
+    DestinoDeRecusas,
+    Desfecho,
+    ItemQuarentena,
+    descrever,
+    identidade,
+)
+from contextia_sync.intake.serializacao import (
+    ErroSerializacao,
+    json_canonico,
+    serializar_parcial,
+    serializar_registro,
+)
 from contextia_sync.intake.transporte import (
+    STATUS_RECUSA_DO_REGISTRO,
     ErroContextia,
+    RespostaInvalida,
     do_ambiente,
     enviar_em_lotes,
     mascarar,
@@ -69,8 +84,18 @@ class ResultadoEnvio:
     """
     O que `enviar_dataset` fez: registros lidos, as contagens do servidor e os lotes.
 
-    `lotes_erro` > 0 quer dizer que algo nao chegou (e a carga nao deve ser
-    completada); `erros` diz o que, uma mensagem por problema.
+    `lotes_erro` > 0 quer dizer que algo nao chegou (a marca nao avanca, a
+    carga nao deve ser completada); `erros` diz o que, uma mensagem por problema.
+
+    Com a quarentena: `quarentenados` e quantos registros desta chamada estao
+    na quarentena em vez de no Contextia (recusados de vez agora, ou ja
+    guardados e iguais), com um motivo por registro em `quarentena_motivos`.
+    Sem `sync` eles NAO contam em `lotes_erro`: a marca avanca e o registro
+    espera na quarentena. Com `sync` contam (uma falha a mais em `lotes_erro`):
+    a carga nao esta completa, e um `complete` removeria esses registros.
+    `quarentena_superados`: itens que sairam da quarentena porque uma versao do
+    mesmo registro foi entregue agora. `interrompido`: o servidor nao respondeu
+    (ou respondeu algo que nao e do intake) e o resto da origem nao foi lido.
     """
 
     dataset: str
@@ -82,6 +107,10 @@ class ResultadoEnvio:
     lotes_ok: int = 0
     lotes_erro: int = 0
     erros: list[str] = field(default_factory=list)
+    quarentenados: int = 0
+    quarentena_motivos: list[str] = field(default_factory=list)
+    quarentena_superados: int = 0
+    interrompido: bool = False
 
 
 # ---------------------------------------------------------------- ambiente
@@ -231,28 +260,100 @@ def _falha(resultado: ResultadoEnvio, mensagem: str, logger: logging.Logger) -> 
     logger.error('%s', mensagem)
 
 
+_CONTAGENS = ('inserted', 'updated', 'duplicates')
+
+
+def _inteiro(valor: object) -> bool:
+    return isinstance(valor, int) and not isinstance(valor, bool) and valor >= 0
+
+
+def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dict[str, int]:
+    """As contagens de um 2xx do intake; RespostaInvalida se o corpo nao e isso."""
+    try:
+        corpo = resposta.json()
+    except ValueError:
+        # 200 que nao e JSON: proxy ou pagina de erro no caminho, nao o intake.
+        raise RespostaInvalida(
+            '%s: HTTP %d sem JSON de contagens (%s) -- CONTEXTIA_URL aponta para o'
+            ' intake? O lote conta como falho (pode ter sido gravado ou nao; o reenvio'
+            ' e idempotente)' % (contexto, resposta.status_code,
+                                 (resposta.text or '')[:120].strip())) from None
+    faltam = list(_CONTAGENS)
+    if isinstance(corpo, dict):
+        faltam = [c for c in _CONTAGENS if not _inteiro(corpo.get(c))]
+        faltam += [c for c in ('received', 'removed') if c in corpo
+                   and not _inteiro(corpo[c])]
+    if faltam:
+        raise RespostaInvalida(
+            '%s: HTTP %d com um corpo que nao sao as contagens do intake (%s; sem inteiro'
+            ' em %s) -- CONTEXTIA_URL aponta para o intake? O lote conta como falho (pode'
+            ' ter sido gravado ou nao; o reenvio e idempotente)'
+            % (contexto, resposta.status_code, (resposta.text or '')[:120].strip(),
+               ', '.join(faltam)))
+    if 'received' in corpo and corpo['received'] != enviados:
+        raise RespostaInvalida(
+            '%s: o intake diz que recebeu %d registro(s) de %d enviados; o lote conta como'
+            ' falho (o reenvio e idempotente)' % (contexto, corpo['received'], enviados))
+    return {c: int(corpo.get(c) or 0) for c in _CONTAGENS + ('removed',)}
+
+
+def _motivo_da_recusa(resposta: requests.Response, registro: Mapping[str, Any],
+                      chave: str) -> str:
+    """Por que o intake recusou um registro sozinho, com a correcao (413: o tamanho dele)."""
+    detalhe = mascarar(detalhe_da_resposta(resposta), chave).strip()
+    if resposta.status_code != 413:
+        return 'HTTP %d: %s' % (resposta.status_code, detalhe)
+    bytes_registro = len(json.dumps(registro, ensure_ascii=False, separators=(',', ':'),
+                                    default=str).encode('utf-8'))
+    tamanhos = {coluna: len(json.dumps(valor, ensure_ascii=False, default=str).encode('utf-8'))
+                for coluna, valor in registro.items()}
+    maior = max(tamanhos, key=lambda coluna: tamanhos[coluna]) if tamanhos else None
+    return ('HTTP 413: o registro SOZINHO tem %d bytes e passa do limite de bytes do intake'
+            ' (o servidor disse: %s). Diminuir o chunk nao resolve. Correcao: uma view que'
+            ' trunque ou exclua a coluna grande%s -- ex.: LEFT/SUBSTRING na view, ou a'
+            ' coluna fora de `columns` no mapeamento.'
+            % (bytes_registro, detalhe.rstrip('.'),
+               ' (a maior deste registro: %r, %d bytes)' % (maior, tamanhos[maior])
+               if maior is not None else ''))
+
+
 def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                    key: str | None = None, description: str | None = None,
                    fields: Mapping[str, str] | None = None, group: str | None = None,
                    chunk: int | None = padroes.CHUNK, api_key: str | None = None,
                    logger: logging.Logger | None = None, sync: str | None = None,
                    remove: Iterable[Any] | None = None, escopo: object = None,
-                   deve_parar: Callable[[], bool] | None = None) -> ResultadoEnvio:
+                   deve_parar: Callable[[], bool] | None = None,
+                   quarentena: DestinoDeRecusas | None = None) -> ResultadoEnvio:
     """
     Envia `registros` (qualquer iteravel de dicts) ao dataset `nome`, em lotes.
 
-    Devolve um ResultadoEnvio. Lote recusado (422, 409, 500...) conta em
-    `lotes_erro` e o envio segue; servidor que nao responde ou segue
-    sobrecarregado depois das retentativas conta o lote em `lotes_erro` e
-    INTERROMPE o envio (sem ler o resto da origem) -- a politica inteira esta
-    em transporte.enviar_em_lotes. So 401/403 levanta (ErroAutenticacao): com
-    chave errada nenhum lote passaria. `sync` marca os lotes como parte de um
-    ciclo de carga (parte 1, 2, ...); quem chama decide se completa. Com `sync`
-    e nenhum registro, um lote vazio e enviado para o servidor conhecer o sync.
-    `remove` (valores de key) vai no primeiro lote; o servidor precisa anunciar
-    `remove` em capacidades(). `escopo` so aparece em mensagens de erro.
-    `deve_parar()`, se dado, e olhado nas esperas entre retentativas: parada
-    pedida conta o lote como falho e interrompe o envio.
+    Devolve um ResultadoEnvio; nada do que o servidor responde levanta, so
+    401/403 (ErroAutenticacao: com chave errada nenhum lote passaria). Lote
+    recusado (422, 409, 500...) conta em `lotes_erro` e o envio segue;
+    servidor que nao responde, segue sobrecarregado depois das retentativas,
+    ou responde 2xx que nao e do intake (sem JSON, sem as contagens) conta o
+    lote em `lotes_erro` e INTERROMPE o envio (sem ler o resto da origem) -- a
+    politica inteira esta em transporte.enviar_em_lotes. `sync` marca os lotes
+    como parte de um ciclo de carga (parte 1, 2, ...); quem chama decide se
+    completa. Com `sync` e nenhum registro, um lote vazio e enviado para o
+    servidor conhecer o sync. `remove` (valores de key) vai no primeiro lote;
+    o servidor precisa anunciar `remove` em capacidades(). `escopo` aparece nas
+    mensagens e identifica a empresa na quarentena. `deve_parar()`, se dado, e
+    olhado nas esperas entre retentativas: parada pedida conta o lote como
+    falho e interrompe o envio.
+
+    `quarentena` (ex.: fila.quarentena.Quarentena): um registro que o intake
+    recusa DE VEZ (400/413/422 sobre ele, ou um valor sem JSON) e isolado --
+    o lote e dividido ate ele ficar sozinho, os outros sao entregues -- e
+    guardado la com o motivo; o lote conta como ok (sem `sync`, a marca
+    avanca). Falha passageira (5xx, 429, timeout, conexao) nunca vai para a
+    quarentena. Quarentena cheia: o lote falha e a mensagem diz como
+    esvaziar. Registro ja guardado e igual nao e reenviado (a releitura da
+    folga nao reabre a divisao a cada ciclo); registro entregue tira da
+    quarentena a versao velha dele. Sem quarentena, a recusa e um lote falho,
+    como sempre foi. Com `sync`, registro na quarentena faz a carga falhar
+    (ver ResultadoEnvio).
     """
     log = preparar_logger(logger)
     chave = _chave(api_key)
@@ -274,6 +375,12 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                           ' exclusao(oes) NAO enviada(s) -- ficam para a carga completa'
                           ' (sync + complete).' % (dataset, len(pendente_remover)), log)
         pendente_remover = None
+    # So os nomes dos arquivos: sem nada guardado, nenhuma identidade e calculada.
+    guardadas: set[str] = quarentena.identidades() if quarentena is not None else set()
+    novos_na_quarentena = 0
+
+    def qual(registro: Mapping[str, Any]) -> str:
+        return descrever(dataset, escopo, key, registro.get(key) if key else None)
 
     def montar(lote: list[dict[str, Any]]) -> bytes:
         envelope: dict[str, Any] = dict(base, records=lote)
@@ -284,63 +391,211 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
         return json.dumps(envelope, ensure_ascii=False, separators=(',', ':'),
                           allow_nan=False).encode('utf-8')
 
-    def aceitar(resposta: requests.Response, contexto: str) -> list[str]:
+    def aceitar(resposta: requests.Response, contexto: str,
+                lote: list[dict[str, Any]]) -> list[str]:
         nonlocal pendente_remover
         if resposta.status_code in (401, 403):
             raise _erro_autenticacao(resposta, escopo, dataset, chave)
         if resposta.status_code >= 300:
+            if len(lote) == 1 and resposta.status_code in STATUS_RECUSA_DO_REGISTRO:
+                # Um registro sozinho: dizer qual e por que (o 413 nao e o chunk).
+                return ['%s: %s -- %s' % (contexto, qual(lote[0]),
+                                          _motivo_da_recusa(resposta, lote[0], chave))]
             return ['%s: HTTP %d, %s' % (contexto, resposta.status_code,
                                          mascarar(detalhe_da_resposta(resposta), chave))]
-        try:
-            contagens = resposta.json()
-        except ValueError:
-            # 200 que nao e JSON: proxy ou pagina de erro no caminho, nao o intake.
-            return ['%s: HTTP %d sem JSON de contagens (%s) -- CONTEXTIA_URL aponta'
-                    ' para o intake?' % (contexto, resposta.status_code,
-                                          (resposta.text or '')[:120].strip())]
-        resultado.inserted += int(contagens.get('inserted') or 0)
-        resultado.updated += int(contagens.get('updated') or 0)
-        resultado.duplicates += int(contagens.get('duplicates') or 0)
-        resultado.removed += int(contagens.get('removed') or 0)
+        contagens = _contagens(resposta, len(lote), contexto)
+        resultado.inserted += contagens['inserted']
+        resultado.updated += contagens['updated']
+        resultado.duplicates += contagens['duplicates']
+        resultado.removed += contagens['removed']
         pendente_remover = None
+        if guardadas and quarentena is not None:
+            for registro in lote:
+                ident = identidade(dataset, escopo, key, registro)
+                if ident in guardadas and quarentena.superar(ident, dataset, escopo):
+                    guardadas.discard(ident)
+                    resultado.quarentena_superados += 1
         return []
 
+    def guardar(registro: dict[str, Any], motivo: str, status_http: int | None = None,
+                invalidos: Mapping[str, str] | None = None) -> list[str]:
+        nonlocal novos_na_quarentena
+        assert quarentena is not None
+        try:
+            quarentena.guardar(dataset, escopo, key, registro, motivo, invalidos=invalidos,
+                               status_http=status_http)
+        except ErroFilaCheia as cheia:
+            return [str(cheia)]
+        except OSError as erro:
+            return ['%s: recusado de vez (%s) e a quarentena nao pode ser gravada (%s): o'
+                    ' lote conta como falho e a marca nao avanca'
+                    % (qual(registro), motivo[:200], erro)]
+        guardadas.add(identidade(dataset, escopo, key, registro))
+        resultado.quarentenados += 1
+        resultado.quarentena_motivos.append('%s: %s' % (qual(registro), motivo))
+        novos_na_quarentena += 1
+        return []
+
+    def isolar(registro: dict[str, Any], resposta: requests.Response,
+               contexto: str) -> list[str]:  # noqa: ARG001 - assinatura de enviar_em_lotes
+        return guardar(registro, _motivo_da_recusa(resposta, registro, chave),
+                       resposta.status_code)
+
+    def ja_guardado(registro: dict[str, Any], invalidos: Mapping[str, str]) -> bool:
+        """O mesmo registro, igual, ja esta na quarentena: nao reenvia nem reabre a divisao."""
+        if not guardadas or quarentena is None:
+            return False
+        ident = identidade(dataset, escopo, key, registro)
+        if ident not in guardadas:
+            return False
+        item = quarentena.guardado(ident)
+        if item is None or item.invalidos != dict(invalidos) or (
+                json_canonico(item.registro) != json_canonico(registro)):
+            return False
+        resultado.registros += 1
+        resultado.quarentenados += 1
+        resultado.quarentena_motivos.append('%s: ja estava na quarentena desde %s (%s)'
+                                            % (qual(registro), item.desde, item.motivo))
+        return True
+
     lidos = 0
-    recusado: ErroSerializacao | None = None
+    recusado: str | None = None
+
+    def serializados() -> Iterator[dict[str, Any]]:
+        nonlocal lidos, recusado
+        for bruto in registros:
+            lidos += 1
+            try:
+                registro = serializar_registro(bruto)
+            except ErroSerializacao as erro:
+                if quarentena is None:
+                    # Registro que nao vira JSON exato: os seguintes nao saem, e
+                    # a carga conta como falha (nunca sera completada).
+                    recusado = ('registro %d da leitura: %s -- os seguintes nao foram lidos'
+                                ' nem enviados' % (lidos, erro))
+                    return
+                parcial, invalidos = serializar_parcial(bruto)
+                if ja_guardado(parcial, invalidos):
+                    continue
+                erros = guardar(parcial, 'valor sem JSON: %s' % erro, invalidos=invalidos)
+                if erros:
+                    recusado = '; '.join(erros)
+                    return
+                resultado.registros += 1
+                continue
+            if not ja_guardado(registro, {}):
+                yield registro
 
     def lotes() -> Iterator[list[dict[str, Any]]]:
-        nonlocal lidos, recusado
-        try:
-            for lote in _lotes((serializar_registro(r) for r in registros), tamanho):
-                lidos += 1
-                yield lote
-        except ErroSerializacao as erro:
-            # Registro que nao vira JSON exato: os lotes seguintes nao saem, e a
-            # carga conta como falha (nunca sera completada).
-            recusado = erro
-            return
-        if lidos == 0 and (sync is not None or pendente_remover):
+        enviados = 0
+        for lote in _lotes(serializados(), tamanho):
+            enviados += 1
+            yield lote
+        if enviados == 0 and recusado is None and (sync is not None or pendente_remover):
             # Carga vazia: um lote vazio para o servidor conhecer o sync.
             yield []
 
-    enviar_em_lotes(lotes(), url, autorizacao=chave, montar=montar, aceitar=aceitar,
-                    rotulo='dataset %s' % dataset, balanco=resultado, logger=log,
-                    deve_parar=deve_parar)
+    resultado.interrompido = enviar_em_lotes(
+        lotes(), url, autorizacao=chave, montar=montar, aceitar=aceitar,
+        rotulo='dataset %s' % dataset, balanco=resultado, logger=log, deve_parar=deve_parar,
+        isolar=isolar if quarentena is not None else None)
     if recusado is not None:
-        _falha(resultado, 'dataset %s, depois do lote %d: %s' % (dataset, lidos, recusado),
-               log)
+        _falha(resultado, 'dataset %s, %s' % (dataset, recusado), log)
+    if resultado.quarentenados:
+        log.warning('dataset %s%s: %d registro(s) na quarentena (%d agora, %d ja estavam) --'
+                    ' %s', dataset, ' escopo %s' % escopo if escopo is not None else '',
+                    resultado.quarentenados, novos_na_quarentena,
+                    resultado.quarentenados - novos_na_quarentena,
+                    '; '.join(resultado.quarentena_motivos[:3])[:600])
+    if sync is not None and resultado.quarentenados:
+        # A regra da carga completa: faltou registro, nada de `complete` (ele
+        # removeria do Contextia os que estao na quarentena).
+        _falha(resultado, 'dataset %s: %d registro(s) na quarentena; a carga (sync %s) NAO'
+                          ' esta completa -- complete nao deve ser enviado'
+               % (dataset, resultado.quarentenados, sync), log)
     return resultado
+
+
+def reenviar_item(item: ItemQuarentena, *, api_key: str | None,
+                  logger: logging.Logger | None = None,
+                  deve_parar: Callable[[], bool] | None = None) -> Desfecho:
+    """
+    O `enviar` de `Quarentena.reenviar` que usa o intake: manda o registro guardado.
+
+    `api_key` e a chave da empresa do item (`item.escopo`); None com escopo
+    dado -> pendente (nunca cai na CONTEXTIA_API_KEY do ambiente: a chave de
+    outra empresa mandaria o registro ao projeto errado). Item com valor sem
+    JSON -> pendente (so a origem corrigida o traz). Recusado de vez de novo ->
+    recusado, com o motivo novo. Falha passageira -> falhou (interrompe o passe
+    se o servidor nao respondeu). Chave recusada (401/403) -> pendente.
+    """
+    if not item.reenviavel:
+        return Desfecho.pendente(
+            'valor sem JSON em %s: o registro guardado nao e o da origem. Corrija na'
+            ' origem (view com CASE para NULL, ou no ERP); a versao corrigida sai da'
+            ' quarentena sozinha quando o ouvinte a entregar'
+            % ', '.join(sorted(item.invalidos)))
+    if api_key is None and item.escopo is not None:
+        return Desfecho.pendente('o escopo %s nao tem chave no arquivo de chaves; o item'
+                                 ' fica ate a empresa ter chave (provisionar.py)' % item.escopo)
+    coletor = _Coletor()
+    try:
+        resultado = enviar_dataset(item.dataset, [item.registro], key=item.chave_coluna,
+                                   chunk=1, api_key=api_key, logger=logger,
+                                   escopo=item.escopo, deve_parar=deve_parar,
+                                   quarentena=coletor)
+    except ErroAutenticacao as erro:
+        return Desfecho.pendente(str(erro))
+    except ErroContextia as erro:
+        return Desfecho.falhou(str(erro), interromper=True)
+    if coletor.motivos:
+        return Desfecho.recusado(coletor.motivos[-1])
+    if resultado.lotes_erro:
+        return Desfecho.falhou('; '.join(resultado.erros)[:600],
+                               interromper=resultado.interrompido)
+    return Desfecho.entregue()
+
+
+class _Coletor:
+    """Uma quarentena em memoria para o reenvio: guarda as recusas, nada no disco."""
+
+    def __init__(self) -> None:
+        self.recusas: list[dict[str, Any]] = []
+
+    @property
+    def motivos(self) -> list[str]:
+        return [str(recusa['motivo']) for recusa in self.recusas]
+
+    def guardar(self, dataset: str, escopo: object, chave_coluna: str | None,
+                registro: Mapping[str, Any], motivo: str, *,
+                invalidos: Mapping[str, str] | None = None,
+                status_http: int | None = None) -> None:
+        self.recusas.append({'dataset': dataset, 'escopo': escopo,
+                             'chave_coluna': chave_coluna, 'registro': dict(registro),
+                             'motivo': motivo, 'invalidos': dict(invalidos or {}),
+                             'status_http': status_http})
+
+    def identidades(self) -> set[str]:
+        return set()
+
+    def guardado(self, ident: str) -> ItemQuarentena | None:  # noqa: ARG002 - o protocolo
+        return None
+
+    def superar(self, ident: str, dataset: str,  # noqa: ARG002 - o protocolo
+                escopo: object) -> bool:  # noqa: ARG002
+        return False
 
 
 def _suporta_remove(chave: str, resultado: ResultadoEnvio, logger: logging.Logger) -> bool:
     try:
-        return bool(capacidades(chave).get('remove'))
+        anunciadas = capacidades(chave)
     except ErroAutenticacao:
         raise
     except ErroContextia as erro:
         resultado.erros.append('capacidades: %s' % erro)
         logger.error('capacidades: %s', erro)
         return False
+    return bool(anunciadas.get('remove'))
 
 
 def completar(nome: str, sync: str, *, api_key: str | None = None,
@@ -395,7 +650,11 @@ def capacidades(api_key: str | None = None) -> dict[str, Any]:
     if resposta.status_code >= 300:
         raise ErroContextia('capacidades: HTTP %d, %s' % (resposta.status_code,
                                                           detalhe_da_resposta(resposta)))
-    anunciadas: dict[str, Any] = json_da_resposta(resposta)
+    anunciadas = json_da_resposta(resposta)
+    if not isinstance(anunciadas, dict):
+        raise ErroContextia('capacidades: HTTP %d com um JSON que nao e um objeto (%s).'
+                            ' CONTEXTIA_URL aponta para o Contextia?'
+                            % (resposta.status_code, (resposta.text or '')[:120].strip()))
     return anunciadas
 
 

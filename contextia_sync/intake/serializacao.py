@@ -86,6 +86,34 @@ def serializar_registro(registro: Any) -> dict[str, Any]:
     return saida
 
 
+def serializar_parcial(registro: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """
+    O que der do registro em forma JSON, e {coluna: motivo} do que nao deu.
+
+    Para a quarentena guardar um registro que `serializar_registro` recusou: o
+    valor sem JSON vai como o texto do repr (para o operador ver qual era), e a
+    coluna fica nomeada nos motivos -- o registro guardado nao e reenviavel.
+    """
+    try:
+        itens = list(registro.items())
+    except AttributeError:
+        return ({'(registro)': repr(registro)[:1000]},
+                {'(registro)': 'registro do tipo %s nao e um dict coluna -> valor'
+                               % type(registro).__name__})
+    saida: dict[str, Any] = {}
+    invalidos: dict[str, str] = {}
+    for coluna, valor in itens:
+        nome = coluna if isinstance(coluna, str) else repr(coluna)
+        try:
+            if not isinstance(coluna, str):
+                raise ErroSerializacao('coluna %r nao e texto' % (coluna,))
+            saida[nome] = valor_json(valor, coluna)
+        except ErroSerializacao as erro:
+            saida[nome] = repr(valor)[:1000]
+            invalidos[nome] = str(erro)
+    return saida, invalidos
+
+
 def json_canonico(objeto: Any) -> str:
     """
     O texto JSON canonico: chaves ordenadas, sem espacos, UTF-8 cru.

@@ -19,9 +19,12 @@ A politica (uma so, neste modulo; os numeros em contextia_sync/padroes.py):
     TLS que nao confere nunca e re-tentado. `deve_parar`, se dado, e olhado
     durante as esperas: parada pedida desiste do pedido na hora, como falha.
   * `enviar_em_lotes` -- um envio em varios lotes: 413 divide o lote ao meio
-    ate passar ou sobrar um registro; servidor que nao respondeu, ou seguiu
-    sobrecarregado, dentro do prazo interrompe o envio: os lotes seguintes nao
-    saem e a origem para de ser lida.
+    ate passar ou sobrar um registro; com a quarentena, a recusa permanente do
+    conteudo (400/413/422) divide ate o registro recusado ficar sozinho, e so
+    ele sai do lote; servidor que nao respondeu, seguiu sobrecarregado dentro
+    do prazo, ou respondeu 2xx que nao e do intake interrompe o envio: os
+    lotes seguintes nao saem e a origem para de ser lida. Falha passageira
+    nunca vai para a quarentena.
   * TLS sempre verificado (CONTEXTIA_CA_BUNDLE para CA propria); destino local
     (127.0.0.1) nunca passa por proxy.
   * Chave nunca em log nem em excecao: so o prefixo mascarado (`ctx_abcd...`),
@@ -57,6 +60,7 @@ BACKOFF = padroes.BACKOFF
 BACKOFF_MAXIMO = padroes.BACKOFF_MAXIMO
 PRAZO_RETENTATIVAS = padroes.PRAZO_RETENTATIVAS
 STATUS_RETENTAVEIS = padroes.STATUS_RETENTAVEIS
+STATUS_RECUSA_DO_REGISTRO = padroes.STATUS_RECUSA_DO_REGISTRO
 
 # De quanto em quanto a espera olha `deve_parar`. Nao e politica (nao muda o
 # que e re-tentado nem quando), so quao cedo uma parada pedida e notada.
@@ -268,6 +272,15 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
         espera = min(espera * 2, BACKOFF_MAXIMO)
 
 
+class RespostaInvalida(ErroContextia):
+    """
+    Resposta 2xx que nao e a do intake (sem JSON, sem as contagens, contagem
+    que nao confere): o lote conta como falho e o envio para ali, como com um
+    servidor fora do ar -- um proxy ou pagina de erro no caminho daria o mesmo
+    a cada lote, e ler a origem so para descartar custaria a origem.
+    """
+
+
 class Balanco(Protocol):
     """O que `enviar_em_lotes` conta (o ResultadoEnvio do cliente tem estes campos)."""
 
@@ -279,9 +292,11 @@ class Balanco(Protocol):
 
 def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
                     montar: Callable[[list[T]], bytes],
-                    aceitar: Callable[[requests.Response, str], list[str]],
+                    aceitar: Callable[[requests.Response, str, list[T]], list[str]],
                     rotulo: str, balanco: Balanco, logger: logging.Logger,
-                    deve_parar: Callable[[], bool] | None = None) -> bool:
+                    deve_parar: Callable[[], bool] | None = None,
+                    isolar: Callable[[T, requests.Response, str], list[str]] | None = None
+                    ) -> bool:
     """
     POSTa cada lote de `lotes` em `url`, com a parte da politica que vale para
     um envio de muitos lotes. Devolve True se o envio foi interrompido.
@@ -289,25 +304,68 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
       * cada pedido passa por `pedir` (retentativas e prazo, `deve_parar`);
       * 413 (lote grande demais para o servidor): o lote e dividido ao meio e as
         metades reenviadas, recursivamente, ate passar ou sobrar um registro
-        (um registro sozinho recusado vira erro do lote);
-      * servidor que nao respondeu (ErroContextia, parada pedida incluida) ou
-        seguiu num status passageiro depois do prazo: as partes seguintes do
+        (sem `isolar`, um registro sozinho recusado vira erro do lote);
+      * com `isolar` (a quarentena do cliente), recusa permanente do CONTEUDO
+        (STATUS_RECUSA_DO_REGISTRO: 400, 413, 422) tambem divide o lote ao meio
+        ate o registro recusado ficar sozinho: os outros sao entregues e o
+        sozinho vai para `isolar(registro, resposta, contexto)`, que devolve os
+        erros (vazio = guardado). Antes de culpar um registro, o envelope tem de
+        ter sido aceito nesta chamada; se ainda nao foi, um envelope sem
+        registros (`montar([])`) vai como prova -- recusado tambem, a recusa e
+        do envelope (remove nao suportado, campo invalido...) e o lote falha
+        inteiro, sem dividir (dividir mandaria cada registro a quarentena);
+      * servidor que nao respondeu (ErroContextia, parada pedida incluida),
+        seguiu num status passageiro depois do prazo, ou respondeu 2xx que nao
+        e do intake (`aceitar` levanta RespostaInvalida): as partes seguintes do
         lote nao saem, os lotes seguintes tambem nao, e `lotes` NAO e mais lido
         -- a carga ja falhou, e ler a origem so para descartar custaria a origem
-        e mais um prazo inteiro por lote. Uma mensagem em `erros` diz isso.
+        e mais um prazo inteiro por lote. Uma mensagem em `erros` diz isso, e o
+        log tem UMA linha para o lote e a interrupcao juntos.
 
     `montar(lote)` faz o corpo de cada pedido (chamado de novo para cada metade);
-    `aceitar(resposta, contexto)` le uma resposta final que nao e 413 e devolve
-    os erros dela (vazio = ok; pode levantar, ex. chave recusada). `rotulo`
-    ('dataset x') abre as mensagens. Cada lote de `lotes` conta UMA vez em
-    `balanco.lotes_ok` ou `balanco.lotes_erro`, dividido ou nao.
+    `aceitar(resposta, contexto, lote)` le uma resposta final e devolve os erros
+    dela (vazio = ok; pode levantar, ex. chave recusada). `rotulo` ('dataset x')
+    abre as mensagens. Cada lote de `lotes` conta UMA vez em `balanco.lotes_ok`
+    ou `balanco.lotes_erro`, dividido ou nao; um lote cujo registro recusado foi
+    guardado por `isolar` conta em `lotes_ok`.
     """
     indisponivel = False
+    envelope_aceito = False
 
-    def uma_parte(lote: list[T], numero: int) -> list[str]:
+    def ler(resposta: requests.Response, contexto: str, lote: list[T]) -> list[str]:
+        nonlocal indisponivel, envelope_aceito
+        try:
+            erros = aceitar(resposta, contexto, lote)
+        except RespostaInvalida as erro:
+            indisponivel = True
+            return [str(erro)]
+        if not erros:
+            envelope_aceito = True
+        return erros
+
+    def provar(numero: int) -> list[str]:
+        """O envelope sem registros passa? Devolve os erros da prova (vazio = passa)."""
+        nonlocal indisponivel
+        contexto = '%s, lote %d (prova: o mesmo envelope sem registros)' % (rotulo, numero)
+        try:
+            resposta = pedir('POST', url, autorizacao=autorizacao, corpo=montar([]),
+                             contexto=contexto, deve_parar=deve_parar)
+        except ErroContextia as erro:
+            indisponivel = True
+            return [str(erro)]
+        if resposta.status_code in STATUS_RETENTAVEIS:
+            indisponivel = True
+        return ler(resposta, contexto, [])
+
+    def uma_parte(lote: list[T], numero: int, dividido: bool = False) -> list[str]:
         nonlocal indisponivel
         if indisponivel:
             return ['%s, lote %d: nao enviado (servidor indisponivel)' % (rotulo, numero)]
+        if dividido and deve_parar is not None and deve_parar():
+            # A divisao multiplica os pedidos; a parada nao espera todos.
+            indisponivel = True
+            return ['%s, lote %d: parada pedida no meio da divisao do lote; o resto dele'
+                    ' nao foi enviado' % (rotulo, numero)]
         contexto = '%s, lote %d (%d registros)' % (rotulo, numero, len(lote))
         try:
             resposta = pedir('POST', url, autorizacao=autorizacao, corpo=montar(lote),
@@ -315,36 +373,67 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
         except ErroContextia as erro:
             indisponivel = True
             return [str(erro)]
-        if resposta.status_code == 413 and len(lote) > 1:
+        status = resposta.status_code
+        recusa = isolar is not None and status in STATUS_RECUSA_DO_REGISTRO
+        if len(lote) > 1 and (status == 413 or recusa):
+            if status != 413 and not envelope_aceito:
+                prova = provar(numero)
+                if prova:
+                    return ler(resposta, contexto, lote) + [
+                        '%s, lote %d: o envelope sem registros tambem foi recusado (%s) --'
+                        ' a recusa e do envelope, nao de um registro; nada foi dividido'
+                        % (rotulo, numero, '; '.join(prova)[:300])]
             meio = len(lote) // 2
-            logger.warning('%s: servidor recusou o tamanho (413); dividindo em %d + %d',
-                           contexto, meio, len(lote) - meio)
-            return uma_parte(lote[:meio], numero) + uma_parte(lote[meio:], numero)
-        if resposta.status_code in STATUS_RETENTAVEIS:
+            if status == 413:
+                logger.warning('%s: servidor recusou o tamanho (413); dividindo em %d + %d',
+                               contexto, meio, len(lote) - meio)
+            else:
+                # INFO: o registro isolado ganha um aviso so, no fim do envio.
+                logger.info('%s: servidor recusou o conteudo (HTTP %d); dividindo em'
+                            ' %d + %d para isolar o registro recusado', contexto, status,
+                            meio, len(lote) - meio)
+            return (uma_parte(lote[:meio], numero, True)
+                    + uma_parte(lote[meio:], numero, True))
+        if recusa and len(lote) == 1:
+            prova = [] if envelope_aceito else provar(numero)
+            if not prova:
+                return isolar(lote[0], resposta, contexto) if isolar else []
+            return ler(resposta, contexto, lote) + [
+                '%s, lote %d: o envelope sem registros tambem foi recusado (%s) -- a recusa'
+                ' e do envelope, nao do registro; ele nao foi para a quarentena'
+                % (rotulo, numero, '; '.join(prova)[:300])]
+        if status in STATUS_RETENTAVEIS:
             # Sobrecarga que nao passou no prazo: os proximos lotes tambem nao
             # passariam, e cada um gastaria o prazo inteiro.
             indisponivel = True
-        return aceitar(resposta, contexto)
+        return ler(resposta, contexto, lote)
 
     for numero, lote in enumerate(lotes, 1):
         erros = uma_parte(lote, numero)
         if erros:
             balanco.lotes_erro += 1
             balanco.erros.extend(erros)
-            for erro in erros:
-                logger.error('%s', erro)
         else:
             balanco.lotes_ok += 1
         balanco.registros += len(lote)
+        interrompido = indisponivel and bool(lote)
+        # (O lote vazio que so anuncia um sync nao deixou origem por ler.)
+        mensagem = ('%s: envio interrompido depois do lote %d -- o servidor nao'
+                    ' respondeu, recusou por sobrecarga ou respondeu algo que nao e do'
+                    ' intake; registros seguintes (se houver) nao foram lidos nem'
+                    ' enviados. O proximo ciclo reenvia.' % (rotulo, numero)
+                    if interrompido else '')
+        for posicao, erro in enumerate(erros):
+            if mensagem and posicao == len(erros) - 1:
+                # Uma linha para a falha e a interrupcao: um problema, um registro no log.
+                logger.error('%s -- %s', erro, mensagem)
+            else:
+                logger.error('%s', erro)
         if indisponivel:
-            if lote:
-                # (O lote vazio que so anuncia um sync nao deixou origem por ler.)
-                mensagem = ('%s: envio interrompido depois do lote %d -- o servidor nao'
-                            ' respondeu ou recusou por sobrecarga; registros seguintes (se'
-                            ' houver) nao foram lidos nem enviados. O proximo ciclo reenvia.'
-                            % (rotulo, numero))
+            if mensagem:
                 balanco.erros.append(mensagem)
-                logger.error('%s', mensagem)
+                if not erros:
+                    logger.error('%s', mensagem)
             return True
     return False
 

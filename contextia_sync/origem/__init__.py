@@ -17,12 +17,14 @@ Nada daqui fala com o Contextia nem conhece o ouvinte: a origem so le.
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import importlib.util
 import os
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -34,6 +36,22 @@ PASTA_SOURCES = os.path.join(RAIZ, 'sources')
 
 # O que ouvinte, conector e provisionador chamam no adaptador.
 FUNCOES = ('conectar', 'fetch', 'contar', 'maximo', 'renovar', 'fechar')
+# O que a estrategia `coluna` pede a mais: a hora da ORIGEM (a marca nunca passa
+# dela), o tipo da coluna de mudanca no catalogo, e quantas linhas estao sem ela.
+FUNCOES_COLUNA = ('agora', 'tipo_coluna', 'contar_sem_valor')
+
+
+@dataclass(frozen=True)
+class Relogio:
+    """A hora da origem, sem fuso: em UTC e na hora local do servidor dela."""
+
+    utc: datetime.datetime
+    local: datetime.datetime
+
+    @property
+    def maior(self) -> datetime.datetime:
+        """O mais adiantado dos dois: o limite seguro para uma coluna de qualquer fuso."""
+        return max(self.utc, self.local)
 
 
 class ErroAdaptador(ErroConfiguracao):

@@ -111,10 +111,19 @@ def objeto_sem_reflexao(source_object: str, colunas: Iterable[str] = (),
 def _onde(objeto: Objeto, condicoes: Sequence[filtro.Condicao],
           dialeto: str) -> list[ColumnElement[bool]]:
     """O plano puro de `filtro.plano` virando expressoes SQLAlchemy, com bind."""
-    expressoes = []
+    expressoes: list[ColumnElement[bool]] = []
+    campos = {'escopo': 'scope', 'desde': 'since', 'chaves': 'key'}
     for nome, operador, parametro, valor in condicoes:
-        coluna = objeto.coluna(nome, parametro == 'escopo' and 'scope' or 'since')
+        coluna = objeto.coluna(nome, campos.get(parametro, parametro))
         tipo = coluna.type
+        if operador == 'IN':
+            # Lista expandida pelo SQLAlchemy em binds: nenhum valor vira texto de SQL.
+            valores = [v if isinstance(tipo, NullType) else coagir(v, tipo, dialeto, 'key')
+                       for v in valor]
+            expressoes.append(coluna.in_(sa.bindparam(
+                parametro, valores, expanding=True,
+                type_=None if isinstance(tipo, NullType) else tipo)))
+            continue
         if dialeto == 'sqlite' and objeto.tipos_sqlite.get(coluna.name):
             valor = texto_sqlite(coagir(valor, sa.DateTime() if objeto.tipos_sqlite[
                 coluna.name] == 'datetime' else sa.Date(), dialeto))
@@ -128,15 +137,16 @@ def _onde(objeto: Objeto, condicoes: Sequence[filtro.Condicao],
 
 
 def _filtrado(sql: sa.Select[Any], objeto: Objeto, scope: Sequence[Any] | None,
-              since: Sequence[Any] | None, dialeto: str) -> sa.Select[Any]:
-    for expr in _onde(objeto, validado(filtro.plano, scope, since), dialeto):
+              since: Sequence[Any] | None, dialeto: str,
+              chaves: Sequence[Any] | None = None) -> sa.Select[Any]:
+    for expr in _onde(objeto, validado(filtro.plano, scope, since, chaves), dialeto):
         sql = sql.where(expr)
     return sql
 
 
 def consulta_fetch(objeto: Objeto, columns: Sequence[str],
                    scope: Sequence[Any] | None = None, since: Sequence[Any] | None = None,
-                   dialeto: str = '',
+                   dialeto: str = '', chaves: Sequence[Any] | None = None,
                    ) -> tuple[sa.Select[Any], list[str], list[int], list[ColumnClause[Any]]]:
     """
     SELECT das colunas do mapeamento, sem repetir coluna.
@@ -157,7 +167,7 @@ def consulta_fetch(objeto: Objeto, columns: Sequence[str],
             posicoes.append(len(reais))
             reais.append(coluna)
     sql = _filtrado(sa.select(*reais).select_from(objeto.tabela), objeto, scope, since,
-                    dialeto)
+                    dialeto, chaves)
     return sql, nomes, posicoes, reais
 
 
@@ -181,3 +191,57 @@ def consulta_escopos(objeto: Objeto, coluna: str) -> tuple[sa.Select[Any], Colum
     real = objeto.coluna(coluna, 'scope_column')
     return (sa.select(real).select_from(objeto.tabela).where(real.is_not(None))
             .distinct().order_by(real)), real
+
+
+def consulta_sem_valor(objeto: Objeto, coluna: str) -> sa.Select[Any]:
+    """SELECT count(*) das linhas com `coluna` nula (sem carimbo: so a varredura as leva)."""
+    validado(filtro.validar_nome, coluna, 'watch_column')
+    real = objeto.coluna(coluna, 'watch_column')
+    return sa.select(sa.func.count()).select_from(objeto.tabela).where(real.is_(None))
+
+
+# O relogio da ORIGEM, nunca o da maquina (regra 1 da marca de agua): em UTC e
+# na hora local do servidor, porque uma coluna sem fuso pode guardar qualquer
+# das duas, conforme o ERP grava.
+_RELOGIO = {
+    'postgresql': ("SELECT now() AT TIME ZONE 'UTC', now() AT TIME ZONE"
+                   " (SELECT reset_val FROM pg_settings WHERE name = 'TimeZone')"),
+    'mysql': ("SELECT UTC_TIMESTAMP(6),"
+              " COALESCE(CONVERT_TZ(UTC_TIMESTAMP(6), '+00:00', @@global.time_zone),"
+              " UTC_TIMESTAMP(6))"),
+    'sqlite': "SELECT datetime('now'), datetime('now', 'localtime')",
+    'oracle': 'SELECT SYS_EXTRACT_UTC(SYSTIMESTAMP), CAST(SYSTIMESTAMP AS TIMESTAMP) FROM DUAL',
+    'mssql': 'SELECT SYSUTCDATETIME(), SYSDATETIME()',
+}
+
+
+def consulta_relogio(dialeto: str) -> sa.TextClause:
+    """A hora da origem agora: (UTC, local do servidor), ambas sem fuso."""
+    try:
+        return sa.text(_RELOGIO[dialeto])
+    except KeyError:
+        raise ErroOrigem('a origem %s nao tem consulta de relogio conhecida; o ouvinte precisa'
+                         ' da hora da ORIGEM para a marca de agua' % dialeto) from None
+
+
+def familia_do_tipo(tipo: Any, tipo_sqlite: str | None = None) -> str:
+    """
+    A familia do tipo de uma coluna de mudanca: datetime, date, numerico, texto,
+    outro, ou desconhecido (o catalogo nao disse).
+    """
+    from sqlalchemy.dialects import mssql as _mssql
+    if tipo_sqlite in ('datetime', 'date'):
+        return tipo_sqlite
+    if isinstance(tipo, _mssql.TIMESTAMP):      # rowversion: um contador de 8 bytes
+        return 'numerico'
+    if isinstance(tipo, sa.DateTime):
+        return 'datetime'
+    if isinstance(tipo, sa.Date):
+        return 'date'
+    if isinstance(tipo, (sa.Integer, sa.Numeric)):
+        return 'numerico'
+    if isinstance(tipo, NullType):
+        return 'desconhecido'
+    if isinstance(tipo, (sa.String, sa.Text)):
+        return 'texto'
+    return 'outro'

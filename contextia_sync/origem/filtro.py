@@ -26,6 +26,7 @@ TAMANHO_MAXIMO = 128
 # Nomes dos parametros de bind: aparecem no SQL compilado (`:escopo`, `:desde`).
 PARAMETRO_ESCOPO = 'escopo'
 PARAMETRO_DESDE = 'desde'
+PARAMETRO_CHAVES = 'chaves'
 
 
 class ErroIdentificador(ValueError):
@@ -88,7 +89,8 @@ def _par(par: Any, campo: str) -> tuple[str, Any] | None:
 
 
 def plano(scope: Sequence[Any] | None = None,
-          since: Sequence[Any] | None = None) -> list[Condicao]:
+          since: Sequence[Any] | None = None,
+          chaves: Sequence[Any] | None = None) -> list[Condicao]:
     """
     O WHERE como lista de condicoes (coluna, operador, parametro, valor).
 
@@ -114,6 +116,14 @@ def plano(scope: Sequence[Any] | None = None,
                 'since: valor None para a coluna %s. Sem marca de agua, leia tudo'
                 ' (since=None) ou fixe a marca com maximo().' % par[0])
         condicoes.append((par[0], '>', PARAMETRO_DESDE, par[1]))
+    par = _par(chaves, 'chaves')
+    if par is not None:
+        valores = tuple(par[1]) if isinstance(par[1], (list, tuple, set, frozenset)) else None
+        if not valores or any(v is None for v in valores):
+            raise ErroIdentificador(
+                'chaves: esperava uma lista nao vazia de valores de %s, sem None; veio %r.'
+                % (par[0], par[1]))
+        condicoes.append((par[0], 'IN', PARAMETRO_CHAVES, valores))
     return condicoes
 
 

@@ -38,6 +38,7 @@ contrato do adaptador (docs/origem.md).
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from collections.abc import Generator, Iterator, Sequence
@@ -55,6 +56,7 @@ from contextia_sync.origem import (
     ErroConfiguracaoOrigem,
     ErroIdentificador,
     ErroOrigem,
+    Relogio,
     filtro,
     validado,
 )
@@ -65,6 +67,9 @@ from contextia_sync.origem.consultas import (
     consulta_escopos,
     consulta_fetch,
     consulta_maximo,
+    consulta_relogio,
+    consulta_sem_valor,
+    familia_do_tipo,
 )
 from contextia_sync.origem.sessao import (
     COMANDO_INICIO_TRANSACAO,
@@ -78,8 +83,9 @@ from contextia_sync.registro import logger
 
 # Os nomes publicos: as funcoes do contrato (`--source=generic`), as excecoes que
 # ele promete (docs/origem.md) e a Origem avulsa (testes, bench).
-__all__ = ['ErroIdentificador', 'ErroOrigem', 'Origem', 'colunas', 'conectar', 'contar',
-           'escopos', 'fechar', 'fetch', 'mascarar', 'maximo', 'renovar']
+__all__ = ['ErroIdentificador', 'ErroOrigem', 'Origem', 'agora', 'colunas', 'conectar',
+           'contar', 'contar_sem_valor', 'escopos', 'fechar', 'fetch', 'mascarar', 'maximo',
+           'renovar', 'tipo_coluna']
 
 # O que `fetch` devolve: um gerador (`close()` larga a leitura no meio, e a
 # conexao volta ao pool na hora).
@@ -106,6 +112,16 @@ def mascarar(texto: object, senha: str | None = None) -> str:
         for forma in {senha, quote_plus(senha), quote(senha, safe='')}:
             texto = texto.replace(forma, '***')
     return _SENHA_EM_URL.sub(r'\1***@', texto)
+
+
+def _sem_fuso(valor: Any) -> datetime.datetime:
+    """A hora do relogio da origem como datetime sem fuso (SQLite devolve texto)."""
+    if isinstance(valor, str):
+        valor = datetime.datetime.fromisoformat(valor.strip())
+    if not isinstance(valor, datetime.datetime):
+        raise ErroOrigem('a origem devolveu %r como hora atual; esperava data e hora' % (valor,))
+    return valor.replace(tzinfo=None) if valor.tzinfo is None else \
+        valor.astimezone(datetime.timezone.utc).replace(tzinfo=None)
 
 
 def _erro_do_driver(erro: BaseException) -> str:
@@ -366,21 +382,23 @@ class Origem:
     # -- leituras -------------------------------------------------------------
     def fetch(self, source_object: str, columns: Sequence[str],
               scope: Sequence[Any] | None = None,
-              since: Sequence[Any] | None = None) -> Linhas:
+              since: Sequence[Any] | None = None,
+              chaves: Sequence[Any] | None = None) -> Linhas:
         """
         As linhas como dicts (chaves = nomes de `columns`), em streaming.
 
         A consulta roda AQUI (erro de conexao, coluna inexistente e nome hostil
         saem ja na chamada); as linhas vem a medida que o laco pede, em lotes
         de `linhas_por_lote`: a memoria nao cresce com o tamanho da view.
+        `chaves=(coluna, [valores])` le so essas linhas (`coluna IN (...)`).
         """
         nomes = validado(filtro.validar_colunas, columns)
-        plano = validado(filtro.plano, scope, since)
+        plano = validado(filtro.plano, scope, since, chaves)
         conn = self._abrir()
         try:
             objeto = self._objeto(conn, source_object)
             sql, nomes, posicoes, reais = consulta_fetch(objeto, nomes, scope, since,
-                                                         self.dialeto)
+                                                         self.dialeto, chaves)
             if self.dialeto == 'mysql' and self.timeout:
                 # No MySQL/MariaDB o limite conta o streaming inteiro, inclusive
                 # o tempo que NOS levamos para enviar ao Contextia: uma carga
@@ -485,6 +503,25 @@ class Origem:
                            self._avisos, objeto.tipos_sqlite.get(real.name))
         return funcao(valor) if funcao and valor is not None else valor
 
+    def agora(self) -> Relogio:
+        """A hora da ORIGEM (nunca a desta maquina): UTC e local do servidor."""
+        with self._conexao() as conn:
+            utc, local = conn.execute(consulta_relogio(self.dialeto)).one()
+        return Relogio(_sem_fuso(utc), _sem_fuso(local if local is not None else utc))
+
+    def tipo_coluna(self, source_object: str, coluna: str) -> str:
+        """A familia do tipo da coluna no catalogo (datetime, date, numerico, texto...)."""
+        with self._conexao() as conn:
+            objeto = self._objeto(conn, source_object)
+        real = objeto.coluna(coluna, 'watch_column')
+        return familia_do_tipo(real.type, objeto.tipos_sqlite.get(real.name))
+
+    def contar_sem_valor(self, source_object: str, coluna: str) -> int:
+        """Quantas linhas tem `coluna` nula: a sonda nunca as ve, so a varredura as leva."""
+        with self._conexao() as conn:
+            objeto = self._objeto(conn, source_object)
+            return int(conn.execute(consulta_sem_valor(objeto, coluna)).scalar_one())
+
     def colunas(self, source_object: str) -> list[str]:
         """Os nomes das colunas como o banco os guarda (Oracle em maiusculas)."""
         with self._conexao() as conn:
@@ -566,9 +603,24 @@ def _origem() -> Origem:
 
 
 def fetch(source_object: str, columns: Sequence[str], scope: Sequence[Any] | None = None,
-          since: Sequence[Any] | None = None) -> Linhas:
+          since: Sequence[Any] | None = None, chaves: Sequence[Any] | None = None) -> Linhas:
     """As linhas como dicts, em streaming (ver `Origem.fetch`)."""
-    return _origem().fetch(source_object, columns, scope=scope, since=since)
+    return _origem().fetch(source_object, columns, scope=scope, since=since, chaves=chaves)
+
+
+def agora() -> Relogio:
+    """A hora da origem (UTC e local do servidor)."""
+    return _origem().agora()
+
+
+def tipo_coluna(source_object: str, coluna: str) -> str:
+    """A familia do tipo de `coluna` no catalogo."""
+    return _origem().tipo_coluna(source_object, coluna)
+
+
+def contar_sem_valor(source_object: str, coluna: str) -> int:
+    """Quantas linhas tem `coluna` nula."""
+    return _origem().contar_sem_valor(source_object, coluna)
 
 
 def contar(source_object: str, scope: Sequence[Any] | None = None,

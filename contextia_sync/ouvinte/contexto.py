@@ -14,6 +14,7 @@ from contextia_sync import padroes, supervisor
 from contextia_sync.captura import Captura, DatasetVivo
 from contextia_sync.carga import historico
 from contextia_sync.estado.estado import Estado
+from contextia_sync.fila.quarentena import Quarentena
 from contextia_sync.provisionamento.regra_projeto import RegraProjeto
 
 # A pasta que contem o pacote contextia_sync: as ferramentas rodam como
@@ -60,10 +61,21 @@ class Contexto:
     raiz: str = RAIZ
     parar: Callable[[], bool] = lambda: False
     pulsar: Callable[[], None] = lambda: None
+    intervalo_dados: int = padroes.INTERVALO_DADOS
+    metricas: str | None = None      # pasta do ouvinte.prom (None: sem metricas)
+    modo: str = 'servico'            # servico, once, seco, reenviar-quarentena
+    iniciado_em: str = field(default_factory=lambda: datetime.datetime.now().isoformat(
+        timespec='seconds'))
     # -- o que muda enquanto roda
+    situacao: str = 'rodando'        # rodando, parando, parado
+    # Voltas seguidas do laco com ALGUMA falha (dataset, empresa, ferramenta, ciclo).
     falhas: int = 0
+    # Voltas seguidas em que o ciclo inteiro falhou (origem fora): a espera dobra.
+    falhas_do_ciclo: int = 0
     ferramenta_agora: FerramentaAgora | None = None
     trava: IO[str] | None = None
+    # Registros que o intake recusou de vez (<estado>/quarentena); None no seco.
+    quarentena: Quarentena | None = None
     # Escopos sem chave ja avisados nesta subida: o aviso e uma vez por
     # empresa, nao a cada ciclo (60 s) enquanto ela existir.
     avisados_sem_chave: set[tuple[str, str]] = field(default_factory=set)
@@ -78,7 +90,8 @@ class Contexto:
             return supervisor.rodar(
                 argv, rotulo, cwd=self.raiz, env=self.ambiente_filho(env),
                 timeout=self.timeout, inatividade=self.inatividade,
-                deve_parar=self.parar, ao_iniciar=ao_iniciar, pulso=self.pulsar)
+                deve_parar=self.parar, ao_iniciar=ao_iniciar, pulso=self.pulsar,
+                arquivo_grupo=os.path.join(self.estado_dir, supervisor.ARQUIVO_GRUPO))
         finally:
             self.ferramenta_agora = None
             self.pulsar()

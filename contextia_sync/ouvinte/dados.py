@@ -15,6 +15,8 @@ from typing import Any
 from contextia_sync import mapeamento, padroes
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao
 from contextia_sync.captura.ao_vivo import agrupar_por_escopo
+from contextia_sync.escopos import texto_escopo
+from contextia_sync.fila.quarentena import Desfecho, ItemQuarentena, ResultadoReenvio
 from contextia_sync.intake import cliente
 from contextia_sync.intake.transporte import ErroContextia
 from contextia_sync.mapeamento import escopos_excluidos
@@ -31,6 +33,7 @@ class ResumoDados:
     registros: int = 0
     erros: int = 0
     atrasadas: int = 0
+    quarentenados: int = 0
 
 
 def _agora_texto() -> str:
@@ -39,7 +42,7 @@ def _agora_texto() -> str:
 
 def ciclo_dados(ctx: Contexto) -> ResumoDados:
     """O que mudou desde a ultima leitura, empresa por empresa. Nada e removido."""
-    chaves = ler_chaves(ctx.chaves)
+    chaves = _chaves_do_ao_vivo(ctx)
     resumo = ResumoDados()
     if not chaves:
         logger.warning('ciclo de dados: nenhuma chave em %s -- nada a atualizar',
@@ -59,8 +62,8 @@ def ciclo_dados(ctx: Contexto) -> ResumoDados:
             # ciclo segue com os outros 26.
             falhas, ultima = falhas + 1, erro
             resumo.erros += 1
-            ctx.estado.acompanhamento(alvo.nome).ultimo_erro = '%s %s: %s' % (
-                _agora_texto(), type(erro).__name__, str(erro)[:200])
+            ctx.estado.acompanhamento(alvo.nome).registrar_erro('%s %s: %s' % (
+                _agora_texto(), type(erro).__name__, str(erro)[:200]), _agora_texto())
             logger.error('%-28s leitura falhou: %s: %s', alvo.nome, type(erro).__name__, erro)
 
     if not ctx.seco:
@@ -72,18 +75,36 @@ def ciclo_dados(ctx: Contexto) -> ResumoDados:
     return resumo
 
 
+def _chaves_do_ao_vivo(ctx: Contexto) -> dict[str, str]:
+    """
+    As chaves das empresas que recebem o ao-vivo: as do arquivo, menos as de
+    `excluded_scopes` -- o conector recusa essas, e o ao-vivo tambem.
+    """
+    chaves = ler_chaves(ctx.chaves)
+    excluidos = escopos_excluidos(ctx.mapa)
+    recusadas = sorted(set(chaves) & excluidos)
+    novas = [e for e in recusadas if ('*', e) not in ctx.avisados_sem_chave]
+    if novas:
+        ctx.avisados_sem_chave.update(('*', e) for e in novas)
+        logger.warning('empresa(s) %s com chave em %s, mas em source.excluded_scopes do'
+                       ' mapeamento: NAO recebem dado ao vivo (nem carga). Tire a linha do'
+                       ' arquivo de chaves e revogue a chave, ou tire a empresa de'
+                       ' excluded_scopes se a exclusao era engano.', ', '.join(novas),
+                       ctx.chaves)
+    return {e: k for e, k in chaves.items() if e not in excluidos}
+
+
 def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
                  resumo: ResumoDados) -> None:
     acomp = ctx.estado.acompanhamento(alvo.nome)
     leitura = ctx.captura.ler(alvo)
-    if leitura.situacao is Situacao.INICIO:
-        acomp.enviados_ultimo_ciclo = 0
-        return
+    # A sonda respondeu: e a "ultima sonda boa" que a saude vigia.
     acomp.ultima_sonda = _agora_texto()
-    if leitura.situacao is Situacao.NADA:
+    acomp.novos = acomp.atualizados = acomp.iguais = 0
+    if leitura.situacao in (Situacao.INICIO, Situacao.NADA):
         acomp.enviados_ultimo_ciclo = 0
         # Nada acima da marca: nenhum envio pendente, o erro antigo ja passou.
-        acomp.ultimo_erro = None
+        acomp.registrar_sucesso()
         return
     if leitura.situacao is Situacao.GRANDE:
         # Operacao em massa: a varredura e a ferramenta certa -- fecha a carga e
@@ -111,10 +132,10 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
     # de envio mantem a posicao velha e o proximo ciclo rele.
     if ok and not ctx.seco:
         ctx.captura.confirmar(alvo, leitura)
-        acomp.ultimo_erro = None
+        acomp.registrar_sucesso()
         ctx.estado.soltar_da_varredura(alvo.nome)
     elif not ok:
-        acomp.ultimo_erro = '%s %s' % (_agora_texto(), erro)
+        acomp.registrar_erro('%s %s' % (_agora_texto(), erro), _agora_texto())
         logger.warning('%-28s envio com erro: marca de agua NAO avancou (o proximo'
                        ' ciclo rele)', alvo.nome)
     resumo.datasets += 1
@@ -150,6 +171,12 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
     ok, enviados = True, 0
     erro: str | None = None
     for escopo, registros in sorted(grupos.items()):
+        if ctx.parar():
+            # Parada pedida: o resto fica para a proxima subida, e a marca NAO
+            # avanca sobre o que nao foi confirmado.
+            ok = False
+            erro = 'parada pedida antes de enviar a empresa %s' % escopo
+            break
         if ctx.seco:
             logger.info('%-28s [SECO] escopo=%-8s %s registro(s)', alvo.nome, escopo,
                         len(registros))
@@ -161,7 +188,11 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
                 group=mapeamento.grupo_de(ctx.mapa, alvo.row),
                 chunk=mapeamento.chunk_de(ctx.mapa, alvo.row) or padroes.CHUNK,
                 api_key=chaves[escopo], logger=logger,
-                remove=leitura.remocoes or None,
+                remove=leitura.remocoes or None, deve_parar=ctx.parar, escopo=escopo,
+                # Registro recusado de vez (NaN, grande demais, 422) vai para a
+                # quarentena e a marca segue: um registro envenenado nao segura
+                # a empresa para sempre. Falha passageira nunca vai para la.
+                quarentena=ctx.quarentena,
                 # SEM CICLO DE CARGA -- o coracao da seguranca daqui. Sem `sync`
                 # o servidor faz upsert e NAO remove nada; um incremental que
                 # mandasse `complete` apagaria tudo que nao mudou no ultimo
@@ -180,7 +211,38 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
             erro = 'escopo %s: %s lote(s) com erro: %s' % (
                 escopo, res.lotes_erro, '; '.join(res.erros or [])[:200])
         enviados += res.registros
+        resumo.quarentenados += res.quarentenados
+        acomp = ctx.estado.acompanhamento(alvo.nome)
+        acomp.novos += res.inserted
+        acomp.atualizados += res.updated
+        acomp.iguais += res.duplicates
         logger.info('%-28s escopo=%-8s enviados=%-5s novos=%-4s atualizados=%-4s'
-                    ' iguais=%-4s', alvo.nome, escopo, res.registros, res.inserted,
-                    res.updated, res.duplicates)
+                    ' iguais=%-4s%s', alvo.nome, escopo, res.registros, res.inserted,
+                    res.updated, res.duplicates,
+                    ' QUARENTENA=%s' % res.quarentenados if res.quarentenados else '')
     return ok, enviados, erro
+
+
+def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:
+    """
+    Tenta de novo cada registro da quarentena, com a chave da empresa dele.
+
+    Entregue sai; recusado de novo fica (com o motivo novo); empresa sem chave
+    fica e diz isso. `--reenviar-quarentena` e a varredura chamam isto.
+    """
+    if ctx.quarentena is None or not ctx.quarentena.contar():
+        return None
+    chaves = _chaves_do_ao_vivo(ctx)
+
+    def enviar(item: ItemQuarentena) -> Desfecho:
+        return cliente.reenviar_item(item, api_key=chaves.get(texto_escopo(item.escopo)),
+                                     logger=logger, deve_parar=ctx.parar)
+
+    resultado = ctx.quarentena.reenviar(enviar, deve_parar=ctx.parar)
+    logger.warning('quarentena reenviada: %s entregue(s), %s recusado(s) de novo, %s'
+                   ' pendente(s), %s falha(s); ficam %s', resultado.entregues,
+                   resultado.recusados, resultado.pendentes, resultado.falhas,
+                   resultado.restantes)
+    for mensagem in resultado.mensagens[:20]:
+        logger.warning('  quarentena: %s', mensagem)
+    return resultado

@@ -6,16 +6,19 @@ import argparse
 import datetime
 import signal
 import time
+from dataclasses import asdict
 from types import FrameType
+from typing import Any
 
-from contextia_sync import supervisor
+from contextia_sync import supervisor, systemd
 from contextia_sync.erros import SAIDA_FALHA, SAIDA_OK
-from contextia_sync.estado.status import escrever_status
+from contextia_sync.estado.status import escrever_status, escrever_status_json
+from contextia_sync.metricas import escrever_metricas
 from contextia_sync.ouvinte import agenda
 from contextia_sync.ouvinte.contexto import Contexto
 from contextia_sync.ouvinte.dados import ciclo_dados
 from contextia_sync.ouvinte.projetos import ciclo_projetos
-from contextia_sync.ouvinte.relatorio import linhas_status
+from contextia_sync.ouvinte.relatorio import linhas_status, status_json
 from contextia_sync.ouvinte.varredura import ciclo_varredura, e_hora_de_varrer
 from contextia_sync.registro import logger
 
@@ -41,6 +44,7 @@ class Parada:
         nome = signal.Signals(numero).name
         if not self.pedida:
             self.pedida = True
+            systemd.parando('%s: terminando o passo atual antes de sair' % nome)
             logger.warning('%s: parada pedida; terminando o passo atual antes de sair'
                            ' (outro %s = parada fria)', nome, nome)
             return
@@ -62,14 +66,30 @@ def _hora() -> str:
     return datetime.datetime.now().strftime('%H:%M:%S')
 
 
+def _agora_iso() -> str:
+    return datetime.datetime.now().isoformat(timespec='seconds')
+
+
 def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
     """Roda os ciclos ate a parada (ou uma vez, com --once). Devolve o codigo de saida."""
     resumo: dict[str, str] = {}
+    ciclos: dict[str, dict[str, Any]] = {}
 
     def pulsar() -> None:
-        erro = escrever_status(ctx.estado_dir, linhas_status(ctx, resumo))
+        if parada.pedida and ctx.situacao == 'rodando':
+            ctx.situacao = 'parando'
+        dados = status_json(ctx, ciclos)
+        erro = (escrever_status(ctx.estado_dir, linhas_status(ctx, resumo))
+                or escrever_status_json(ctx.estado_dir, dados)
+                or (escrever_metricas(ctx.metricas, dados) if ctx.metricas else None))
         if erro:
             logger.warning('nao foi possivel gravar o status (%s)', erro)
+        f = ctx.ferramenta_agora
+        systemd.status('%d dataset(s) ao vivo' % len(ctx.vivos), resumo.get('dados'),
+                       'falhas seguidas: %d' % ctx.falhas if ctx.falhas else None,
+                       resumo.get('falha'),
+                       'ferramenta %s (pid %s)' % (f.rotulo, f.pid) if f else None)
+        systemd.vigia()
 
     ctx.pulsar = pulsar
     proximo_dados = proximo_projetos = 0.0
@@ -84,38 +104,50 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
             # Retrato novo a cada rodada: sem isto Oracle e MySQL devolveriam
             # para sempre o banco do instante em que o ouvinte subiu.
             ctx.origem.renovar()
+            erros_da_volta = 0
             if not parada.pedida and (agora >= proximo_projetos or args.once):
                 p = ciclo_projetos(ctx)
                 proximo_projetos = time.monotonic() + args.intervalo_projetos
                 resumo['projetos'] = ('projetos ..........: %s criados=%s carregados=%s'
                                       ' erros=%s' % (_hora(), p.criados, p.carregados,
                                                      p.erros))
-                saida = saida or (SAIDA_FALHA if p.erros else SAIDA_OK)
+                ciclos['projetos'] = dict(asdict(p), em=_agora_iso())
+                erros_da_volta += p.erros
             if not parada.pedida and (agora >= proximo_dados or args.once):
                 d = ciclo_dados(ctx)
                 proximo_dados = time.monotonic() + args.intervalo_dados
                 resumo['dados'] = ('dados .............: %s datasets=%s registros=%s'
-                                   ' erros=%s atrasadas=%s' % (
+                                   ' erros=%s atrasadas=%s quarentena=%s' % (
                                        _hora(), d.datasets, d.registros, d.erros,
-                                       d.atrasadas))
-                saida = saida or (SAIDA_FALHA if d.erros else SAIDA_OK)
+                                       d.atrasadas, d.quarentenados))
+                ciclos['dados'] = dict(asdict(d), em=_agora_iso())
+                erros_da_volta += d.erros
             if not parada.pedida and (args.varrer_agora or e_hora_de_varrer(ctx)):
                 # Uma vez por subida: sem isto varreria a cada ciclo.
                 args.varrer_agora = False
                 v = ciclo_varredura(ctx)
                 resumo['varredura'] = 'varredura .........: %s erros=%s' % (_hora(), v.erros)
-                saida = saida or (SAIDA_FALHA if v.erros else SAIDA_OK)
-            ctx.falhas = 0
+                ciclos['varredura'] = dict(asdict(v), em=_agora_iso())
+                erros_da_volta += v.erros
+            saida = saida or (SAIDA_FALHA if erros_da_volta else SAIDA_OK)
+            # TODA falha conta (um dataset, uma empresa, uma fase da varredura), nao
+            # so o ciclo inteiro: e isto que o status e a saude mostram.
+            ctx.falhas = ctx.falhas + 1 if erros_da_volta else 0
+            ctx.falhas_do_ciclo = 0
             resumo.pop('falha', None)
+            ciclos.pop('falha', None)
         except Exception as erro:             # noqa: BLE001 - o servico nao morre por um ciclo
             # Origem fora do ar, tunel caido, Contextia em manutencao -- tudo
             # passa, e um servico que morre no primeiro soluco so volta quando
             # alguem percebe.
             ctx.falhas += 1
-            logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.falhas,
+            ctx.falhas_do_ciclo += 1
+            logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.falhas_do_ciclo,
                              type(erro).__name__, erro)
             resumo['falha'] = 'ULTIMA FALHA ......: %s %s: %s' % (
                 _hora(), type(erro).__name__, str(erro)[:200])
+            ciclos['falha'] = {'em': _agora_iso(), 'erro': '%s: %s' % (
+                type(erro).__name__, str(erro)[:300])}
             # Conexao possivelmente morta: reabre no proximo ciclo em vez de
             # insistir num handle quebrado.
             try:
@@ -127,13 +159,17 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
         pulsar()
         if args.once or parada.pedida:
             break
-        espera = agenda.espera_apos_falhas(args.intervalo_dados, ctx.falhas)
-        if ctx.falhas:
+        espera = agenda.espera_apos_falhas(args.intervalo_dados, ctx.falhas_do_ciclo)
+        if ctx.falhas_do_ciclo:
             logger.warning('esperando %ss antes de tentar de novo (dobra a cada falha,'
                            ' teto de %ss)', espera, agenda.TETO_ESPERA)
         fim = time.monotonic() + espera
         while time.monotonic() < fim and not parada.pedida:
+            systemd.vigia()
             time.sleep(min(FATIA_SONO, max(0.0, fim - time.monotonic())))
         if parada.pedida:
             break
+    # Saida limpa: o status diz PARADO (e nao "ativo" com um pid morto).
+    ctx.situacao = 'parado'
+    pulsar()
     return saida if args.once else SAIDA_OK

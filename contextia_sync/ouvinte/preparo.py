@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from types import ModuleType
+from typing import Any
 from collections.abc import Callable
 
+from contextia_sync.arquivos import gravar_atomico
+from contextia_sync.captura import Captura, DatasetVivo
+from contextia_sync import supervisor
 from contextia_sync.captura.ao_vivo import datasets_ao_vivo
 from contextia_sync.captura.estrategias import (
     criar_captura,
@@ -15,6 +20,7 @@ from contextia_sync.captura.estrategias import (
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.estado.estado import ARQUIVO_ESTADO, Estado
 from contextia_sync.estado.trava import travar
+from contextia_sync.fila.quarentena import Quarentena
 from contextia_sync.intake import cliente
 from contextia_sync.mapeamento import carregar_mapeamento
 from contextia_sync.origem import carregar_origem
@@ -23,6 +29,9 @@ from contextia_sync.ouvinte.contexto import Contexto
 from contextia_sync.provisionamento import regra_projeto
 from contextia_sync.provisionamento.chaves import ler_chaves
 from contextia_sync.registro import logger
+
+# Dentro do diretorio de estado: os registros que o intake recusou de vez.
+PASTA_QUARENTENA = 'quarentena'
 
 
 def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
@@ -52,14 +61,22 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
             ' -- ou aponte --chaves para o arquivo que ele gerou.' % args.chaves)
     quantas_chaves = len(ler_chaves(chaves))
 
-    os.makedirs(args.estado, exist_ok=True)
+    _exigir_pasta_de_estado(args.estado)
     trava = travar(args.estado)
+    # Antes de qualquer outra coisa: a ferramenta que um ouvinte morto deixou rodando.
+    supervisor.encerrar_sobra(os.path.join(args.estado, supervisor.ARQUIVO_GRUPO))
     estado = Estado(os.path.join(args.estado, ARQUIVO_ESTADO))
     vivos, fora = datasets_ao_vivo(mapa)
     regra = regra_projeto.resolver(mapa)
     origem = carregar_origem(args.source)
     captura = criar_captura(nome_estrategia, origem=origem, estado=estado,
                             folga=args.folga, maximo=args.maximo_por_ciclo)
+
+    _conferir_captura(captura, vivos)
+    if args.dry_run:
+        _conferir_catalogo(mapa, origem)
+    quarentena = None if args.dry_run else Quarentena(
+        os.path.join(args.estado, PASTA_QUARENTENA), logger=logger)
 
     ctx = Contexto(
         mapa=mapa, vivos=vivos, fora=fora, regra=regra, origem=origem, estado=estado,
@@ -68,38 +85,157 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
         grupos=args.grupo, seco=args.dry_run, varredura=varredura,
         janela=args.janela_varredura, timeout=args.timeout_ferramenta or None,
         inatividade=args.inatividade_ferramenta or None, parar=parar,
-        estrategia=nome_estrategia, trava=trava)
+        estrategia=nome_estrategia, trava=trava, quarentena=quarentena,
+        intervalo_dados=args.intervalo_dados, metricas=args.metricas or args.estado,
+        modo=('seco' if args.dry_run else 'reenviar-quarentena' if args.reenviar_quarentena
+              else 'once' if args.once else 'servico'))
 
-    logger.info('===== ouvinte (pid %s) =====', os.getpid())
-    logger.info('cliente ..........: %s', mapa.get('client') or '(sem nome)')
-    logger.info('destino ..........: %s', cliente.url_destino())
-    logger.info('chaves ...........: %s (%s empresa(s))', args.chaves, quantas_chaves)
-    logger.info('estrategia .......: %s (%s) -- %s', nome_estrategia, de_onde,
-                info['o_que_e'])
+    # O cabecalho da subida: (aviso?, texto), na ordem em que sai no log.
+    linhas: list[tuple[bool, str]] = [
+        (False, 'cliente ..........: %s' % (mapa.get('client') or '(sem nome)')),
+        (False, 'destino ..........: %s' % cliente.url_destino()),
+        (False, 'chaves ...........: %s (%s empresa(s))' % (args.chaves, quantas_chaves)),
+        (False, 'estrategia .......: %s (%s) -- %s' % (nome_estrategia, de_onde,
+                                                       info['o_que_e'])),
+    ]
     if not info['ve_delete']:
-        logger.warning('esta estrategia NAO ve exclusao: linha apagada na origem so sai'
-                       ' do Contextia na varredura. O cliente precisa saber disso.')
-    logger.info('dados ............: a cada %ss, folga de %ss, teto de %s linhas',
-                args.intervalo_dados, args.folga, args.maximo_por_ciclo)
-    logger.info('projetos .........: a cada %ss', args.intervalo_projetos)
-    logger.info('varredura ........: %s', agenda.descrever(varredura, args.janela_varredura))
-    logger.info('ferramentas ......: tempo maximo %ss, inatividade maxima %s',
-                args.timeout_ferramenta,
-                '%ss' % args.inatividade_ferramenta if args.inatividade_ferramenta
-                else 'desligada')
+        linhas.append((True, 'esta estrategia NAO ve exclusao: linha apagada na origem so'
+                             ' sai do Contextia na varredura. O cliente precisa saber disso.'))
+    linhas += [
+        (False, 'dados ............: a cada %ss, folga de %ss, teto de %s linhas'
+                % (args.intervalo_dados, args.folga, args.maximo_por_ciclo)),
+        (False, 'projetos .........: a cada %ss' % args.intervalo_projetos),
+        (False, 'varredura ........: %s' % agenda.descrever(varredura, args.janela_varredura)),
+        (False, 'ferramentas ......: tempo maximo %ss, inatividade maxima %s'
+                % (args.timeout_ferramenta,
+                   '%ss' % args.inatividade_ferramenta if args.inatividade_ferramenta
+                   else 'desligada')),
+    ]
     if varredura and not estado.varredura_feita_em() and not args.varrer_agora:
-        logger.warning('nenhuma varredura registrada ainda. O ouvinte NAO faz carga'
-                       ' completa fora da janela (cairia no horario comercial). Para'
-                       ' a carga inicial agora, suba com --varrer-agora.')
+        linhas.append((True, 'nenhuma varredura registrada ainda. O ouvinte NAO faz carga'
+                             ' completa fora da janela (cairia no horario comercial). Para'
+                             ' a carga inicial agora, suba com --varrer-agora.'))
     if args.dry_run:
-        logger.warning('MODO SECO: nada e enviado, nada e criado, a marca de agua nao'
-                       ' avanca e o estado nao e gravado')
-    logger.info('datasets ao vivo .: %s de %s', len(vivos), len(mapa.get('datasets') or []))
-    for nome, motivo in fora:
-        logger.info('   fora do ao-vivo: %-28s %s (so muda na varredura)', nome, motivo)
-    logger.info('regra de projeto:\n%s', regra_projeto.descrever(regra))
+        linhas.append((True, 'MODO SECO: nada e enviado, nada e criado, a marca de agua nao'
+                             ' avanca e o estado nao e gravado'))
+    total = len(mapa.get('datasets') or [])
+    linhas.append((False, 'datasets ao vivo .: %s de %s' % (len(vivos), total)))
+    linhas += [(False, '   fora do ao-vivo: %-28s %s (so muda na varredura)' % (nome, motivo))
+               for nome, motivo in fora]
+    linhas.append((False, 'regra de projeto:\n%s' % regra_projeto.descrever(regra)))
     if not vivos:
-        logger.warning('NENHUM dataset tem coluna de mudanca: o ouvinte so fara'
-                       ' varredura, o que o cron ja fazia. Declare `watch_column` no'
-                       ' mapeamento para o ao-vivo valer a pena.')
+        linhas.append((True, 'NENHUM dataset tem coluna de mudanca: o ouvinte so fara'
+                             ' varredura, o que o cron ja fazia. Declare `watch_column` no'
+                             ' mapeamento para o ao-vivo valer a pena.'))
+    resumo = '%s -> %s: %s de %s dataset(s) ao vivo, %s empresa(s), %s, varredura %s' % (
+        mapa.get('client') or '(sem nome)', cliente.url_destino(), len(vivos), total,
+        quantas_chaves, nome_estrategia,
+        '%02d:%02d' % varredura if varredura else 'DESLIGADA')
+    _anunciar(args, linhas, resumo)
     return ctx
+
+
+# Dentro do diretorio de estado: o ultimo cabecalho completo da subida.
+ARQUIVO_CABECALHO = 'ouvinte-cabecalho.txt'
+
+
+def _anunciar(args: argparse.Namespace, linhas: list[tuple[bool, str]], resumo: str) -> None:
+    """
+    O cabecalho da subida no log: inteiro no servico, curto no `--once` ocioso.
+
+    No servico (e no `--dry-run`, no `--reenviar-quarentena`) sai sempre inteiro.
+    No `--once` -- o cron, a cada 5 minutos -- sai inteiro so quando mudou desde
+    a execucao anterior (mapeamento, opcoes, empresa nova no arquivo de chaves,
+    aviso que apareceu ou sumiu); fora isso, uma linha (`resumo`) e o resto a
+    DEBUG. Aviso sai sempre, como WARNING: nunca fica escondido. O cabecalho
+    inteiro fica em <estado>/ouvinte-cabecalho.txt (o seco nao grava nada).
+    """
+    texto = ''.join('%s %s\n' % ('AVISO' if aviso else '     ', linha)
+                    for aviso, linha in linhas)
+    mudou = True if args.dry_run else _guardar_cabecalho(args.estado, texto)
+    if args.once and not mudou:
+        logger.info('===== ouvinte (pid %s) ===== --once: %s (cabecalho sem mudanca: %s)',
+                    os.getpid(), resumo, ARQUIVO_CABECALHO)
+        for aviso, linha in linhas:
+            (logger.warning if aviso else logger.debug)('%s', linha)
+        return
+    logger.info('===== ouvinte (pid %s) =====', os.getpid())
+    for aviso, linha in linhas:
+        (logger.warning if aviso else logger.info)('%s', linha)
+
+
+def _guardar_cabecalho(pasta: str, texto: str) -> bool:
+    """Grava o cabecalho em <pasta>/ouvinte-cabecalho.txt; True se mudou (ou se nao deu)."""
+    caminho = os.path.join(pasta, ARQUIVO_CABECALHO)
+    try:
+        with open(caminho, encoding='utf-8') as arquivo:
+            if arquivo.read() == texto:
+                return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        gravar_atomico(caminho, texto)
+    except OSError as erro:
+        logger.debug('cabecalho nao gravado em %s: %s', caminho, erro)
+    return True
+
+
+def _exigir_pasta_de_estado(pasta: str) -> None:
+    """
+    A pasta de estado existe (ou e criada) e aceita gravacao -- provado gravando.
+
+    Somente leitura ou disco cheio na subida e erro de configuracao com a correcao,
+    nao um OSError cru: sem gravar o estado, cada ciclo releria o mesmo intervalo.
+    """
+    try:
+        os.makedirs(pasta, exist_ok=True)
+        gravar_atomico(os.path.join(pasta, '.ouvinte-gravavel'), 'ok\n')
+        os.unlink(os.path.join(pasta, '.ouvinte-gravavel'))
+    except OSError as erro:
+        raise ErroConfiguracao(
+            'A pasta de estado %s nao aceita gravacao (%s: %s).\n'
+            'O ouvinte grava ali a marca de agua a cada ciclo; sem isso nada avanca.'
+            ' Correcao: de permissao de escrita ao usuario do servico (chown/chmod),'
+            ' libere espaco no disco, ou aponte --estado para outra pasta (na unidade'
+            ' systemd, ela precisa estar em ReadWritePaths=).'
+            % (pasta, type(erro).__name__, erro.strerror or erro)) from None
+
+
+def _conferir_captura(captura: Captura, vivos: list[DatasetVivo]) -> None:
+    """
+    O que a estrategia exige da origem, conferido na subida (saida 2 se falta).
+
+    Origem fora do ar agora nao e erro de configuracao: o laco tenta de novo com
+    espera, e a estrategia confere cada dataset na primeira leitura dele.
+    """
+    if not vivos:
+        return
+    try:
+        problemas = captura.conferir(vivos)
+    except ErroConfiguracao:
+        raise
+    except Exception as erro:             # noqa: BLE001 - a origem pode estar fora agora
+        logger.warning('origem indisponivel na subida (%s: %s): os datasets sao conferidos'
+                       ' na primeira leitura de cada um', type(erro).__name__, erro)
+        return
+    if problemas:
+        raise ErroConfiguracao('\n'.join(problemas))
+
+
+def _conferir_catalogo(mapa: dict[str, Any], origem: ModuleType) -> None:
+    """
+    `--dry-run`: toda coluna mapeada (columns, key, watch, scope, fields e o
+    cadastro) conferida no catalogo da origem, todas de uma vez (saida 2).
+    """
+    from contextia_sync.carga.completa import conferir_colunas
+    try:
+        problemas = conferir_colunas(mapa, origem)
+    except Exception as erro:             # noqa: BLE001 - a origem pode estar fora agora
+        logger.warning('[SECO] catalogo da origem nao conferido (%s: %s): a origem esta'
+                       ' fora?', type(erro).__name__, erro)
+        return
+    if problemas:
+        raise ErroConfiguracao('--dry-run: %d coluna(s) do mapeamento nao existem na'
+                               ' origem:\n%s' % (len(problemas),
+                                                  '\n'.join('  - %s' % p for p in problemas)))
+    logger.info('[SECO] catalogo da origem: toda coluna do mapeamento existe')

@@ -1,12 +1,17 @@
-"""O conteudo do ouvinte-status.txt: saude geral, ferramenta agora, e cada dataset."""
+"""
+O conteudo dos arquivos de status: o .txt (`linhas_status`) e o .json
+(`status_json`), dos mesmos dados -- o Contexto e o estado.
+"""
 
 from __future__ import annotations
 
 import datetime
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from contextia_sync.captura import marca_agua
+from contextia_sync.estado.status import VERSAO_STATUS
 from contextia_sync.intake import cliente
 from contextia_sync.ouvinte.contexto import Contexto
 
@@ -15,7 +20,8 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
     """As linhas do status; `resumos` sao as linhas do ultimo ciclo de cada tipo."""
     agora = datetime.datetime.now()
     linhas = [
-        'ouvinte ...........: %s' % ('SECO (nao envia)' if ctx.seco else 'ativo'),
+        'ouvinte ...........: %s' % ('SECO (nao envia)' if ctx.seco else {
+            'rodando': 'ativo', 'parando': 'parando', 'parado': 'PARADO'}[ctx.situacao]),
         'pid ...............: %s' % os.getpid(),
         'atualizado em .....: %s' % agora.strftime('%Y-%m-%d %H:%M:%S'),
         'cliente ...........: %s' % (ctx.mapa.get('client') or '-'),
@@ -23,13 +29,20 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
         'estrategia ........: %s' % ctx.estrategia,
         'datasets ao vivo ..: %s de %s' % (len(ctx.vivos), len(ctx.mapa.get('datasets') or [])),
         'falhas seguidas ...: %s' % ctx.falhas,
-        'ultima varredura ..: %s' % (ctx.estado.varredura_feita_em() or 'nenhuma'),
+        'ultima varredura ..: %s' % _texto_varredura(ctx),
     ]
     tabela, alerta = tabela_datasets(ctx)
     if alerta:
         linhas.append('ATENCAO FOLGA .....: chegadas atrasadas passaram da metade da'
                       ' --folga em %s -- aumente --folga ou fale com o DBA'
                       % ', '.join(alerta))
+    if ctx.quarentena is not None:
+        por_dataset = ctx.quarentena.por_dataset()
+        total = sum(por_dataset.values())
+        linhas.append('quarentena ........: %s registro(s)%s' % (total, (
+            ' (%s) -- recusados de vez pelo intake; corrija na origem ou reenvie com'
+            ' ouvinte.py --reenviar-quarentena' % ', '.join(
+                '%s %s' % item for item in sorted(por_dataset.items()))) if total else ''))
     f = ctx.ferramenta_agora
     if f:
         linhas.append('ferramenta agora ..: %s (pid %s, desde %s, ha %ss)' % (
@@ -51,11 +64,27 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
     return linhas
 
 
+def _texto_varredura(ctx: Contexto) -> str:
+    """O dia da ultima varredura e como ela terminou (do estado: sobrevive a reinicio)."""
+    v = ctx.estado.dados.varredura
+    dia = ctx.estado.varredura_feita_em() or 'nenhuma'
+    if v.iniciada_em and not v.terminada_em:
+        return '%s; uma EM CURSO (ou morta no meio) desde %s' % (dia, v.iniciada_em)
+    if v.ok is False:
+        problemas = list(v.erros) + ['%s nao fechou em %s' % (d, ', '.join(e[:5]))
+                                     for d, e in sorted(v.nao_fechados.items())]
+        return '%s -- FALHOU em %s: %s' % (dia, v.terminada_em, '; '.join(problemas)[:300])
+    if v.ok is None and v.erros:
+        return '%s -- a de %s foi %s' % (dia, v.terminada_em, '; '.join(v.erros)[:200])
+    return dia + (' (ok)' if v.ok else '')
+
+
 def tabela_datasets(ctx: Contexto) -> tuple[list[str], list[str]]:
     """Uma linha por dataset: qual esta parado se ve sem ler o log."""
-    formato = '%-28s %-26s %-20s %-20s %8s %9s %9s  %s'
+    formato = '%-28s %-26s %-20s %-20s %8s %9s %9s %7s %11s  %s'
     linhas = [formato % ('dataset', 'marca de agua', 'ultima sonda', 'ultima mudanca vista',
-                         'enviados', 'atrasadas', 'maior(s)', 'ultimo erro')]
+                         'enviados', 'atrasadas', 'maior(s)', 'futuro', 'sem carimbo',
+                         'ultimo erro')]
     alerta = []
     for alvo in ctx.vivos:
         a = ctx.estado.acompanhamento(alvo.nome)
@@ -67,7 +96,81 @@ def tabela_datasets(ctx: Contexto) -> tuple[list[str], list[str]]:
             alvo.nome, marca if marca is not None else '(ainda nao)',
             a.ultima_sonda or '-', a.ultima_mudanca_vista or '-',
             '-' if a.enviados_ultimo_ciclo is None else a.enviados_ultimo_ciclo,
-            a.atrasadas_total, '-' if maior is None else int(maior), a.ultimo_erro or ''))
+            a.atrasadas_total, '-' if maior is None else int(maior), a.futuras,
+            '-' if a.sem_carimbo is None else a.sem_carimbo, a.ultimo_erro or ''))
     for nome, motivo in ctx.fora:
         linhas.append('%-28s fora do ao-vivo: %s' % (cliente.normalizar_dataset(nome), motivo))
     return linhas, alerta
+
+
+def _segundos_desde(texto: str | None, agora: datetime.datetime) -> float | None:
+    if not texto:
+        return None
+    try:
+        return round((agora - datetime.datetime.fromisoformat(texto)).total_seconds(), 1)
+    except ValueError:
+        return None
+
+
+def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """
+    O `ouvinte-status.json`: os mesmos dados do .txt, para as maquinas.
+
+    `ciclos` e o resumo do ultimo ciclo de cada tipo (dados, projetos,
+    varredura, falha). Esquema: docs/ouvinte.md ("ouvinte-status.json").
+    """
+    agora = datetime.datetime.now()
+    datasets: list[dict[str, Any]] = []
+    quarentena = ctx.quarentena.por_dataset() if ctx.quarentena is not None else {}
+    for alvo in ctx.vivos:
+        a = ctx.estado.acompanhamento(alvo.nome)
+        datasets.append({
+            'dataset': alvo.nome, 'ao_vivo': True,
+            'marca_agua': ctx.estado.marca(alvo.nome),
+            'ultima_sonda_ok_em': a.ultima_sonda,
+            'segundos_desde_sonda_ok': _segundos_desde(a.ultima_sonda, agora),
+            'atraso_origem_s': a.atraso_origem_s,
+            'enviados': a.enviados_ultimo_ciclo, 'novos': a.novos,
+            'atualizados': a.atualizados, 'iguais': a.iguais,
+            'ultima_mudanca_vista_em': a.ultima_mudanca_vista,
+            'atrasadas_total': a.atrasadas_total, 'maior_atraso_s': a.maior_atraso_s,
+            'atraso_preocupante': marca_agua.atraso_preocupante(
+                a.maior_atraso_s, ctx.estado.marca(alvo.nome), ctx.folga),
+            'quarentena': quarentena.get(alvo.nome, 0),
+            'sem_carimbo': a.sem_carimbo, 'futuras': a.futuras,
+            'ultimo_erro': a.ultimo_erro, 'erro_desde': a.erro_desde,
+            'falhas_seguidas': a.falhas_seguidas,
+            'entregue_a_varredura': ctx.estado.pendentes().get(alvo.nome),
+        })
+    for nome, motivo in ctx.fora:
+        datasets.append({'dataset': cliente.normalizar_dataset(nome), 'ao_vivo': False,
+                         'motivo': motivo})
+    f = ctx.ferramenta_agora
+    varredura = ctx.estado.dados.varredura
+    return {
+        'versao': VERSAO_STATUS,
+        'ouvinte': {
+            'pid': os.getpid(), 'situacao': ctx.situacao, 'modo': ctx.modo,
+            'iniciado_em': ctx.iniciado_em, 'atualizado_em': agora.isoformat(timespec='seconds'),
+            'cliente': ctx.mapa.get('client'), 'destino': cliente.url_destino(),
+            'estrategia': ctx.estrategia, 'intervalo_dados_s': ctx.intervalo_dados,
+            'folga_s': ctx.folga, 'falhas_seguidas': ctx.falhas,
+            'datasets_ao_vivo': len(ctx.vivos),
+            'datasets_total': len(ctx.mapa.get('datasets') or []),
+        },
+        'ciclos': {nome: dict(dados) for nome, dados in ciclos.items()},
+        'varredura': {
+            'hora': ('%02d:%02d' % ctx.varredura) if ctx.varredura else None,
+            'ultima_em': ctx.estado.varredura_feita_em(),
+            'iniciada_em': varredura.iniciada_em, 'terminada_em': varredura.terminada_em,
+            'ok': varredura.ok, 'erros': list(varredura.erros),
+            'nao_fechados': dict(varredura.nao_fechados),
+            'ultima_ok_em': varredura.ultima_ok_em,
+        },
+        'ferramenta': None if f is None else {
+            'rotulo': f.rotulo, 'pid': f.pid, 'desde': f.desde.isoformat(timespec='seconds')},
+        'quarentena': {'total': sum(quarentena.values()), 'por_dataset': quarentena},
+        'cargas_iniciais_pendentes': ctx.estado.cargas_pendentes(),
+        'entregues_a_varredura': ctx.estado.pendentes(),
+        'datasets': datasets,
+    }

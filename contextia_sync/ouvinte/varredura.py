@@ -14,9 +14,11 @@ from typing import Any
 from contextia_sync.captura import DatasetVivo
 from contextia_sync.captura.marca_agua import texto_marca
 from contextia_sync.carga import historico
+from contextia_sync.intake.cliente import normalizar_dataset
 from contextia_sync.mapeamento import escopos_excluidos
 from contextia_sync.ouvinte.agenda import hora_de_varrer
 from contextia_sync.ouvinte.contexto import Contexto
+from contextia_sync.ouvinte.dados import reenviar_quarentena
 from contextia_sync.provisionamento.chaves import ErroChaves, ler_chaves
 from contextia_sync.registro import logger
 
@@ -58,8 +60,17 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         for alvo in ctx.vivos if alvo.nome in entregues}
 
     resumo = ResumoVarredura()
-    if not ctx.rodar_ferramenta(ctx.argv_provisionar(), 'varredura/provisionar').ok:
+    registro = ctx.estado.dados.varredura
+    if not ctx.seco:
+        # Anotada ANTES: um kill -9 no meio deixa no estado uma varredura que
+        # comecou e nao terminou (o status e a saude a mostram).
+        registro.iniciada_em, registro.terminada_em, registro.ok = _agora(), None, None
+        registro.erros, registro.nao_fechados = [], {}
+        ctx.estado.gravar()
+    feito = ctx.rodar_ferramenta(ctx.argv_provisionar(), 'varredura/provisionar')
+    if not feito.ok:
         resumo.erros += 1
+        registro.erros.append('provisionar: %s' % feito.descrever())
     # Cada conector desta varredura grava no historico as cargas aceitas com
     # este id: e assim que se sabe, dataset por dataset, o que ela fechou.
     execucao = 'varredura-' + uuid.uuid4().hex[:12]
@@ -68,9 +79,11 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         env = {'CONTEXTIA_MAPPING': ctx.mapping, 'CONTEXTIA_PYTHON': ctx.python,
                'CONTEXTIA_COLETA': ctx.raiz, 'CONTEXTIA_HISTORICO': ctx.caminho_historico,
                'CONTEXTIA_EXECUCAO': execucao}
-        if not ctx.rodar_ferramenta(ctx.argv_carregar_todas(), 'varredura/carregar-todas',
-                                    env).ok:
+        feito = ctx.rodar_ferramenta(ctx.argv_carregar_todas(), 'varredura/carregar-todas',
+                                     env)
+        if not feito.ok:
             resumo.erros += 1
+            registro.erros.append('carregar-todas: %s' % feito.descrever())
     else:
         resumo.erros += 1
 
@@ -83,6 +96,9 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         # Interrompida pela parada: NAO conta como feita, e a proxima subida
         # dentro da janela varre de novo.
         logger.warning('varredura interrompida pela parada: nao registrada como feita')
+        registro.erros.append('interrompida pela parada do ouvinte (nao conta como feita)')
+        registro.terminada_em = _agora()
+        ctx.estado.gravar()
         return resumo
     # O salto e POR DATASET: um dataset que a varredura fechou em todas as
     # empresas volta ao ao-vivo mesmo que outro tenha falhado. Saltar junto
@@ -99,10 +115,43 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         nova = ctx.captura.saltar(alvo, posicao)
         ctx.estado.soltar_da_varredura(nome)
         logger.info('%-28s carregado pela varredura: marca -> %s', nome, texto_marca(nova))
+    # Todo dataset do mapeamento, nao so os entregues: a saude diz o que nao fechou.
+    todos = [normalizar_dataset(row['dataset']) for row in ctx.mapa.get('datasets') or []]
+    registro.nao_fechados = {
+        nome: faltando for nome, faltando in historico.Historico(
+            ctx.caminho_historico).faltando(escopos, todos, execucao).items() if faltando}
+    _limpar_quarentena(ctx, escopos, execucao)
     if resumo.erros:
         # Registrada mesmo assim, como o cron: repetir uma carga de horas a cada
         # ciclo dentro da janela martelaria a origem. Amanha ela roda de novo.
         logger.error('varredura com %s fase(s) com erro (veja a saida acima)', resumo.erros)
     ctx.estado.registrar_varredura(datetime.date.today().isoformat())
+    registro.terminada_em = _agora()
+    registro.ok = not registro.erros and not registro.nao_fechados
+    if registro.ok:
+        registro.ultima_ok_em = registro.terminada_em
     ctx.estado.gravar()
     return resumo
+
+
+def _agora() -> str:
+    return datetime.datetime.now().isoformat(timespec='seconds')
+
+
+def _limpar_quarentena(ctx: Contexto, escopos: set[str], execucao: str) -> None:
+    """
+    Dataset que a varredura FECHOU em todas as empresas: toda linha viva dele
+    chegou (uma recusada teria impedido o `complete`), e o que estava na
+    quarentena ficou velho. O resto e reenviado uma vez.
+    """
+    if ctx.quarentena is None or not ctx.quarentena.contar():
+        return
+    nomes = [alvo.nome for alvo in ctx.vivos]
+    faltando = historico.Historico(ctx.caminho_historico).faltando(escopos, nomes, execucao)
+    for nome in nomes:
+        if not faltando[nome]:
+            descartados = ctx.quarentena.descartar(nome)
+            if descartados:
+                logger.info('%-28s %s registro(s) da quarentena descartado(s): a varredura'
+                            ' entregou o dataset inteiro', nome, descartados)
+    reenviar_quarentena(ctx)

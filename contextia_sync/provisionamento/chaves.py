@@ -14,14 +14,34 @@ O arquivo de chaves: uma linha por empresa, TSV, modo 0600.
 Uma linha so com `escopo<TAB>chave` tambem vale (arquivo escrito a mao): conta
 como pronta e o id da chave e deduzido pelo prefixo quando preciso.
 
+Este e o UNICO leitor do arquivo: ouvinte, provisionar, connector e o
+carregar-todas.sh (que pede aqui a lista e, empresa por empresa, a chave) leem
+as mesmas linhas. Arquivo escrito a mao:
+  * BOM (U+FEFF) no comeco -- o "UTF-8 com BOM" do Bloco de Notas -- e tirado
+    calado: e assinatura da codificacao, nao dado, e avisar a cada ciclo do
+    ouvinte so ensinaria o operador a ignorar aviso;
+  * CRLF (editor do Windows): o CR do fim da linha e tirado;
+  * caractere invisivel no escopo (BOM no meio do arquivo, espaco de largura
+    zero, controle) RECUSA o arquivo: '\ufeff40' nao e '40', e a empresa 40
+    pareceria nova -- o provisionar emitiria chave nova e revogaria a valida.
+
 O arquivo e a UNICA copia das chaves -- o servidor so guarda o hash. Por isso:
 gravado inteiro (temporario + fsync + rename, modo 0600 antes do conteudo
 existir), recusado se outros podem le-lo, e recusado inteiro se uma linha esta
 corrompida. Pular a linha ruim deixaria aquela empresa sem carga e sem aviso.
 
     python3 -m contextia_sync.provisionamento.chaves verificar ARQUIVO
-        confere permissao e formato; imprime as empresas (NUNCA as chaves).
-        E o que o carregar-todas.sh roda antes de comecar.
+        confere permissao e formato; imprime as empresas, uma por linha (NUNCA
+        as chaves). E o que o carregar-todas.sh roda antes de comecar.
+
+    python3 -m contextia_sync.provisionamento.chaves executar ARQUIVO ESCOPO -- PROGRAMA [ARG...]
+        le o arquivo de novo (inteiro, com as mesmas recusas), poe a chave da
+        empresa em CONTEXTIA_API_KEY e troca este processo (exec, o mesmo pid)
+        por PROGRAMA. E como o carregar-todas.sh roda cada connector: a chave
+        nunca passa pelo bash (nem por `bash -x`), nem pela linha de comando
+        (o `ps` de qualquer usuario), so pelo ambiente do connector.
+
+Saida dos dois: 0 ok; 2 arquivo recusado, empresa fora do arquivo ou uso errado.
 """
 
 from __future__ import annotations
@@ -31,6 +51,7 @@ import os
 import re
 import stat
 import sys
+import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -38,6 +59,8 @@ from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_OK, ErroConfiguracao
 
 MODO = 0o600
+BOM = '\ufeff'
+VARIAVEL_CHAVE = 'CONTEXTIA_API_KEY'
 SITUACOES = ('pendente', 'pronto')
 CABECALHO = ('# arquivo de chaves do Contextia -- gerado pelo provisionar.py. NAO copie,\n'
              '# NAO versione, mantenha em modo 600. Uma empresa por linha:\n'
@@ -83,6 +106,11 @@ def ler_registros(caminho: str) -> dict[str, Registro]:
                          ' por fora? Restaure-o de um backup ou conserte a linha.'
                          % (caminho, erro.start)) from None
 
+    # So no comeco do arquivo o BOM e assinatura; em qualquer outro lugar ele
+    # cai no escopo e _registro recusa a linha.
+    if texto.startswith(BOM):
+        texto = texto[len(BOM):]
+
     registros: dict[str, Registro] = {}
     for numero, bruta in enumerate(texto.split('\n'), start=1):
         linha = bruta[:-1] if bruta.endswith('\r') else bruta
@@ -112,10 +140,18 @@ def _registro(caminho: str, numero: int, linha: str) -> Registro:
     escopo, chave = campos[0].strip(), campos[1]
     if not escopo:
         raise ErroChaves('%s: escopo vazio -- o primeiro campo e o codigo da empresa.' % onde)
-    if not chave or re.search(r'\s', chave):
-        raise ErroChaves('%s: a chave da empresa %r esta vazia ou tem espaco -- a linha foi'
-                         ' editada por fora. Apague a linha e rode o provisionar.py (ele emite'
-                         ' outra e revoga a antiga).' % (onde, escopo))
+    invisivel = _invisivel(escopo)
+    if invisivel:
+        raise ErroChaves(
+            '%s: o escopo %s tem um caractere invisivel (%s) -- a linha foi editada por fora'
+            ' (editor que grava "UTF-8 com BOM", arquivos emendados, texto colado).'
+            ' Apague o caractere: com ele a empresa parece outra, e o provisionar a'
+            ' trataria como nova (chave nova, a valida revogada). O arquivo inteiro e'
+            ' recusado ate la.' % (onde, ascii(escopo), invisivel))
+    if not chave or re.search(r'\s', chave) or _invisivel(chave):
+        raise ErroChaves('%s: a chave da empresa %r esta vazia ou tem espaco ou caractere'
+                         ' invisivel -- a linha foi editada por fora. Apague a linha e rode o'
+                         ' provisionar.py (ele emite outra e revoga a antiga).' % (onde, escopo))
     if len(campos) == 2:
         return Registro(escopo, chave, None, None, 'pronto', numero)
     projeto, key_id, situacao = (c.strip() for c in campos[2:])
@@ -127,6 +163,18 @@ def _registro(caminho: str, numero: int, linha: str) -> Registro:
                          ' por fora.' % (onde, projeto, escopo))
     return Registro(escopo, chave, int(projeto) if projeto else None, key_id or None,
                     situacao, numero)
+
+
+def _invisivel(texto: str) -> str | None:
+    """O primeiro caractere de controle/formato/espaco de `texto` (ex.: 'U+FEFF, BOM'), ou None."""
+    for caractere in texto:
+        categoria = unicodedata.category(caractere)
+        # C*: controle, formato (BOM, largura zero, marcas de direcao); Z*:
+        # separadores. Nenhum faz parte de um codigo de empresa ou de uma chave.
+        if categoria[0] in 'CZ' and caractere != ' ':
+            nome = 'BOM' if caractere == BOM else unicodedata.name(caractere, categoria)
+            return 'U+%04X, %s' % (ord(caractere), nome)
+    return None
 
 
 def ler_chaves(caminho: str) -> dict[str, str]:
@@ -169,24 +217,57 @@ def travado(caminho: str) -> Iterator[None]:
         os.close(descritor)
 
 
-def _principal(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] != 'verificar':
-        print('uso: python3 -m contextia_sync.provisionamento.chaves verificar ARQUIVO',
-              file=sys.stderr)
-        return SAIDA_CONFIGURACAO
-    caminho = argv[1]
+USO = ('uso: python3 -m contextia_sync.provisionamento.chaves verificar ARQUIVO\n'
+       '     python3 -m contextia_sync.provisionamento.chaves executar ARQUIVO ESCOPO'
+       ' -- PROGRAMA [ARG...]')
+
+
+def _ler_para_a_linha_de_comando(caminho: str) -> dict[str, Registro] | None:
+    """Os registros, ou None depois de dizer no stderr por que o arquivo foi recusado."""
     if not os.path.exists(caminho):
         print('arquivo de chaves nao existe: %s -- rode o provisionar.py antes.' % caminho,
               file=sys.stderr)
-        return SAIDA_CONFIGURACAO
+        return None
     try:
-        registros = ler_registros(caminho)
+        return ler_registros(caminho)
     except ErroChaves as erro:
         print(str(erro), file=sys.stderr)
+        return None
+
+
+def _executar(caminho: str, escopo: str, comando: list[str]) -> int:
+    """Troca este processo por `comando`, com a chave de `escopo` so no ambiente."""
+    registros = _ler_para_a_linha_de_comando(caminho)
+    if registros is None:
         return SAIDA_CONFIGURACAO
-    for escopo in registros:
-        print(escopo)
-    return SAIDA_OK
+    registro = registros.get(escopo)
+    if registro is None:
+        # Lido de novo aqui (e nao passado pelo bash): se o arquivo mudou desde
+        # o `verificar`, vale o que esta nele agora.
+        print('a empresa %r nao esta em %s (o arquivo mudou desde a verificacao?);'
+              ' nada foi carregado para ela.' % (escopo, caminho), file=sys.stderr)
+        return SAIDA_CONFIGURACAO
+    ambiente = dict(os.environ)
+    ambiente[VARIAVEL_CHAVE] = registro.chave
+    try:
+        os.execvpe(comando[0], comando, ambiente)
+    except OSError as erro:
+        print('nao foi possivel executar %s: %s' % (comando[0], erro), file=sys.stderr)
+    return SAIDA_CONFIGURACAO
+
+
+def _principal(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == 'verificar':
+        registros = _ler_para_a_linha_de_comando(argv[1])
+        if registros is None:
+            return SAIDA_CONFIGURACAO
+        for escopo in registros:
+            print(escopo)
+        return SAIDA_OK
+    if len(argv) >= 5 and argv[0] == 'executar' and argv[3] == '--':
+        return _executar(argv[1], argv[2], argv[4:])
+    print(USO, file=sys.stderr)
+    return SAIDA_CONFIGURACAO
 
 
 if __name__ == '__main__':

@@ -204,6 +204,19 @@ class Provisionador:
         self.registros[registro.escopo] = registro
         arquivo_chaves.gravar_registros(self.caminho, self.registros.values())
 
+    def _recusar_se_outra_linha_tem(self, chave: Mapping[str, Any], escopo: str,
+                                     projeto_id: object) -> None:
+        """Uma chave que o arquivo guarda nunca e revogada: levanta ErroChaves (saida 2)."""
+        for outro in self.registros.values():
+            if outro.escopo != escopo and _e_a_do_arquivo(chave, outro):
+                raise arquivo_chaves.ErroChaves(
+                    '%s, linha %s: a empresa %s tem a chave %s ativa no projeto %s (external_id'
+                    ' %r), mas o arquivo a guarda com o escopo %s -- que nao e o do cadastro.'
+                    ' Nada foi emitido nem revogado. Corrija o escopo dessa linha para %r'
+                    ' (sem espaco ou caractere invisivel) e rode de novo.'
+                    % (self.caminho, outro.linha or '?', escopo, chave.get('key_id', '?'),
+                       projeto_id, escopo, ascii(outro.escopo), escopo))
+
     def criar(self, escopo: str, nome: str | None, grupos: list[str]) -> bool:
         """Empresa fora do arquivo: projeto, chave GRAVADA, depois o resto."""
         from contextia_sync.intake.transporte import mascarar_chave
@@ -217,6 +230,12 @@ class Provisionador:
             # reaproveitamos (nao ha como: o servidor so tem o hash) e nao a
             # deixamos valendo calada. Chave nova agora; a velha e revogada e
             # nomeada em concluir().
+            # ...salvo se a chave ativa do projeto esta no arquivo com OUTRO
+            # escopo (linha escrita a mao): a empresa nao e nova, o escopo da
+            # linha e que nao bate. Emitir e revogar ali tiraria a chave valida.
+            for chave in self.admin.listar_chaves(projeto['id']):
+                if not chave.get('revogada'):
+                    self._recusar_se_outra_linha_tem(chave, escopo, projeto['id'])
             self.escrever('  %s: projeto %s ja existia e a empresa nao esta no arquivo'
                           ' (execucao anterior interrompida): emitindo chave nova'
                           % (escopo, projeto['id']))
@@ -256,6 +275,7 @@ class Provisionador:
         for chave in self.admin.listar_chaves(projeto_id):
             if chave.get('revogada') or _e_a_do_arquivo(chave, registro):
                 continue
+            self._recusar_se_outra_linha_tem(chave, escopo, projeto_id)
             self.admin.revogar_chave(chave['key_id'])
             # Nomeada, nao adivinhada: o mais provavel e uma execucao que morreu
             # antes de gravar, mas pode ter sido emitida a mao -- quem a usa precisa

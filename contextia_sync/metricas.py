@@ -1,0 +1,452 @@
+"""
+As metricas do ouvinte para o Prometheus: o `ouvinte.prom`, no formato de
+texto do Prometheus, para o *textfile collector* do node_exporter.
+
+O laco chama `escrever_metricas(pasta, dados)` a cada volta (e a cada 30 s
+enquanto uma ferramenta roda), com o mesmo dicionario do `ouvinte-status.json`
+(`ouvinte/relatorio.py: status_json`). O arquivo e trocado inteiro
+(`arquivos.gravar_atomico`): o temporario, `.ouvinte.prom.<aleatorio>.tmp` na
+mesma pasta, nao termina em `.prom`, e o node_exporter o ignora.
+
+Decisoes (a lista das metricas, para o operador: docs/ouvinte.md, "As metricas
+(Prometheus)"; o node_exporter e os alertas: docs/implantacao.md, Etapa 6):
+
+- Hora de acontecimento vai como INSTANTE Unix (`..._timestamp_seconds`), nao
+  como "segundos atras": o arquivo de um ouvinte morto continua sendo servido
+  pelo node_exporter, e um "ha 12 s" congelado diria que esta tudo bem para
+  sempre. `time() - ouvinte_dataset_ultima_sonda_ok_timestamp_seconds` cresce
+  sozinho. As horas do status sao do relogio local do ouvinte, sem fuso, e
+  viram instante pelo fuso deste processo (o mesmo que as gravou).
+- Valor desconhecido (dataset que ainda nao foi sondado, marca que nao e data)
+  nao vira NaN: a amostra fica de fora.
+- Os contadores (`_total`) moram na memoria deste modulo, porque o status so
+  tem o ULTIMO ciclo de cada dataset: cada sonda nova de um dataset (a hora
+  `ultima_sonda_ok_em` mudou, e o ciclo de dados que a fez ja terminou) soma
+  uma vez, nao importa quantas vezes o arquivo e regravado. Recomecam do zero
+  a cada subida do processo -- o `rate()`/`increase()` do Prometheus trata a
+  volta a zero como reinicio. A excecao e `ouvinte_dataset_chegadas_atrasadas_total`,
+  que ja e um total no estado e sobrevive ao reinicio.
+- Este modulo so usa a biblioteca padrao (o laco o importa) e
+  `escrever_metricas` nunca levanta: devolve o erro como texto, e disco cheio
+  nao para o ouvinte.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextia_sync import __version__
+from contextia_sync.arquivos import gravar_atomico
+
+ARQUIVO_METRICAS = 'ouvinte.prom'
+# O node_exporter roda com outro usuario (`prometheus` no Debian) e o ouvinte
+# com UMask=0077: sem isto o arquivo nasceria 600 e ninguem o leria. Nada
+# nele e segredo (nomes de dataset, contagens, horas).
+MODO_ARQUIVO = 0o644
+# Temporario de uma gravacao morta no meio (kill -9) mais velho que isto e lixo.
+IDADE_TEMPORARIO_ORFAO = 60.0
+
+GAUGE, COUNTER = 'gauge', 'counter'
+SITUACOES = ('rodando', 'parando', 'parado')
+RESULTADOS = (('novo', 'novos'), ('atualizado', 'atualizados'), ('igual', 'iguais'))
+
+# nome -> (tipo, ajuda). A ordem e a do arquivo; docs/ouvinte.md lista todas
+# (tests/test_metricas.py confere).
+METRICAS: dict[str, tuple[str, str]] = {
+    # -- o processo
+    'ouvinte_info': (GAUGE, 'Sempre 1; os rotulos dizem a versao do SDK, a estrategia de'
+                            ' captura, o modo (servico, once, seco) e o cliente.'),
+    'ouvinte_situacao': (GAUGE, '1 na situacao atual do ouvinte (rodando, parando, parado),'
+                                ' 0 nas outras.'),
+    'ouvinte_iniciado_timestamp_seconds': (GAUGE, 'Quando este processo do ouvinte subiu'
+                                                  ' (Unix).'),
+    'ouvinte_status_atualizado_timestamp_seconds': (
+        GAUGE, 'Quando o ouvinte gravou este retrato (Unix); velho = ouvinte parado.'),
+    'ouvinte_intervalo_dados_seconds': (GAUGE, 'O --intervalo-dados: segundos entre leituras'
+                                               ' do que mudou.'),
+    'ouvinte_folga_seconds': (GAUGE, 'A --folga: quanto a leitura recua atras da marca de'
+                                     ' agua.'),
+    'ouvinte_falhas_seguidas': (GAUGE, 'Voltas seguidas do laco com alguma falha (dataset,'
+                                       ' empresa, ferramenta ou o ciclo inteiro).'),
+    'ouvinte_datasets_ao_vivo': (GAUGE, 'Datasets do mapeamento que estao no ao-vivo.'),
+    'ouvinte_datasets': (GAUGE, 'Datasets do mapeamento.'),
+    'ouvinte_cargas_iniciais_pendentes': (GAUGE, 'Empresas com carga inicial por refazer.'),
+    'ouvinte_ferramenta_rodando': (GAUGE, '1 enquanto uma ferramenta (provisionamento,'
+                                          ' carga, varredura) roda.'),
+    'ouvinte_ferramenta_inicio_timestamp_seconds': (
+        GAUGE, 'Quando a ferramenta em curso comecou (Unix); so enquanto ela roda.'),
+    # -- os ciclos
+    'ouvinte_ciclo_ultimo_timestamp_seconds': (
+        GAUGE, 'Quando o ultimo ciclo de cada tipo terminou neste processo (Unix).'),
+    'ouvinte_ciclos_total': (COUNTER, 'Ciclos terminados neste processo, por tipo.'),
+    'ouvinte_ciclo_erros_total': (COUNTER, 'Erros contados pelos ciclos (dataset, lote,'
+                                           ' empresa, fase), por tipo de ciclo.'),
+    'ouvinte_laco_falhas_total': (COUNTER, 'Voltas do laco que falharam inteiras (origem'
+                                           ' fora do ar, por exemplo).'),
+    # -- por dataset
+    'ouvinte_dataset_ao_vivo': (GAUGE, '1 se o dataset esta no ao-vivo, 0 se esta fora'
+                                       ' (o motivo esta no ouvinte-status.json).'),
+    'ouvinte_dataset_atraso_origem_seconds': (
+        GAUGE, 'Hora da origem menos a marca de agua, na ultima sonda (so marca de data).'),
+    'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds': (
+        GAUGE, 'Quando o dataset foi sondado com sucesso pela ultima vez (Unix).'),
+    'ouvinte_dataset_ultima_mudanca_vista_timestamp_seconds': (
+        GAUGE, 'Quando o ouvinte leu uma linha nova do dataset pela ultima vez (Unix).'),
+    'ouvinte_dataset_falhas_seguidas': (GAUGE, 'Falhas seguidas do dataset (leitura ou'
+                                               ' envio); 0 depois de um ciclo bom.'),
+    'ouvinte_dataset_erro_desde_timestamp_seconds': (
+        GAUGE, 'Desde quando o dataset esta falhando (Unix); so enquanto falha.'),
+    'ouvinte_dataset_falhas_total': (COUNTER, 'Ciclos em que o dataset falhou (leitura ou'
+                                              ' envio), neste processo.'),
+    'ouvinte_dataset_quarentena_registros': (
+        GAUGE, 'Registros do dataset na quarentena (recusados de vez pelo intake).'),
+    'ouvinte_dataset_sem_carimbo_registros': (
+        GAUGE, 'Linhas com a coluna de mudanca nula (so a varredura as leva).'),
+    'ouvinte_dataset_carimbo_futuro_registros': (
+        GAUGE, 'Linhas com carimbo alem da hora da origem no ultimo ciclo.'),
+    'ouvinte_dataset_maior_atraso_seconds': (
+        GAUGE, 'Maior atraso de uma chegada atrasada ja vista (segundos abaixo da marca).'),
+    'ouvinte_dataset_atraso_preocupante': (
+        GAUGE, '1 se o maior atraso passou da metade da --folga.'),
+    'ouvinte_dataset_chegadas_atrasadas_total': (
+        COUNTER, 'Chegadas atrasadas vistas (so vieram por causa da --folga); do estado,'
+                 ' sobrevive ao reinicio.'),
+    'ouvinte_dataset_entregue_a_varredura': (
+        GAUGE, '1 se o dataset passou do teto e espera a varredura.'),
+    'ouvinte_dataset_registros_enviados_total': (
+        COUNTER, 'Registros enviados ao intake pelo ao-vivo, neste processo.'),
+    'ouvinte_dataset_registros_aceitos_total': (
+        COUNTER, 'O que o intake disse dos registros enviados: novo, atualizado ou igual'
+                 ' (reenviado sem mudanca), neste processo.'),
+    # -- a varredura
+    'ouvinte_varredura_habilitada': (GAUGE, '1 se ha varredura diaria (--varredura HH:MM).'),
+    'ouvinte_varredura_iniciada_timestamp_seconds': (
+        GAUGE, 'Quando a ultima varredura comecou (Unix).'),
+    'ouvinte_varredura_terminada_timestamp_seconds': (
+        GAUGE, 'Quando a ultima varredura terminou (Unix).'),
+    'ouvinte_varredura_ok': (GAUGE, '1 se a ultima varredura terminou sem erro e fechou'
+                                    ' tudo, 0 se nao; ausente em curso.'),
+    'ouvinte_varredura_ultima_ok_timestamp_seconds': (
+        GAUGE, 'Quando terminou a ultima varredura sem erro nenhum (Unix).'),
+    'ouvinte_varredura_erros': (GAUGE, 'Fases com erro na ultima varredura.'),
+    'ouvinte_varredura_empresas_nao_fechadas': (
+        GAUGE, 'Empresas em que a ultima varredura nao fechou a carga do dataset.'),
+}
+
+
+@dataclass
+class Acumulado:
+    """Os contadores de um processo do ouvinte (o que o status nao guarda)."""
+
+    chave: tuple[Any, ...] = ()
+    # dataset -> a `ultima_sonda_ok_em` ja somada (ou ja vista de antes da subida).
+    sondas: dict[str, str] = field(default_factory=dict)
+    # dataset -> `falhas_seguidas` na ultima gravacao.
+    falhas_vistas: dict[str, int] = field(default_factory=dict)
+    falhas: dict[str, int] = field(default_factory=dict)
+    enviados: dict[str, int] = field(default_factory=dict)
+    aceitos: dict[tuple[str, str], int] = field(default_factory=dict)
+    # tipo de ciclo -> o `em` do ultimo ja somado.
+    ciclos_em: dict[str, str] = field(default_factory=dict)
+    ciclos: dict[str, int] = field(default_factory=dict)
+    ciclo_erros: dict[str, int] = field(default_factory=dict)
+    laco_falhas: int = 0
+
+    def absorver(self, dados: Mapping[str, Any]) -> None:
+        """Soma ao acumulado o que `dados` tem de novo (e so o que e novo)."""
+        ouvinte = _mapa(dados.get('ouvinte'))
+        iniciado = _instante(ouvinte.get('iniciado_em'))
+        ciclos = _mapa(dados.get('ciclos'))
+        for nome, ciclo in ciclos.items():
+            ciclo = _mapa(ciclo)
+            em = ciclo.get('em')
+            if not isinstance(em, str) or self.ciclos_em.get(nome) == em:
+                continue
+            self.ciclos_em[nome] = em
+            if nome == 'falha':
+                self.laco_falhas += 1
+                continue
+            self.ciclos[nome] = self.ciclos.get(nome, 0) + 1
+            self.ciclo_erros[nome] = self.ciclo_erros.get(nome, 0) + _inteiro(ciclo.get('erros'))
+        # Ate onde os ciclos de dados deste processo ja terminaram: uma sonda
+        # posterior e de um ciclo ainda em curso, e seus envios nao acabaram.
+        fins = [_instante(_mapa(ciclos.get(nome)).get('em')) for nome in ('dados', 'falha')]
+        terminado = max((f for f in fins if f is not None), default=None)
+        for d in _datasets(dados):
+            if d.get('ao_vivo') is False:
+                continue
+            nome = str(d.get('dataset'))
+            self._falhas(nome, d, iniciado)
+            sonda = d.get('ultima_sonda_ok_em')
+            quando = _instante(sonda)
+            if not isinstance(sonda, str) or quando is None or self.sondas.get(nome) == sonda:
+                continue
+            if iniciado is not None and quando < iniciado:
+                self.sondas[nome] = sonda        # de antes da subida: ja foi contada la
+                continue
+            if terminado is None or quando > terminado:
+                continue                         # o ciclo desta sonda ainda nao terminou
+            self.sondas[nome] = sonda
+            self.enviados[nome] = self.enviados.get(nome, 0) + _inteiro(d.get('enviados'))
+            for resultado, campo in RESULTADOS:
+                chave = (nome, resultado)
+                self.aceitos[chave] = self.aceitos.get(chave, 0) + _inteiro(d.get(campo))
+
+    def _falhas(self, nome: str, d: Mapping[str, Any], iniciado: float | None) -> None:
+        atual = _inteiro(d.get('falhas_seguidas'))
+        antes = self.falhas_vistas.get(nome)
+        if antes is None:
+            # Primeira vista neste processo: so conta a sequencia que comecou
+            # depois da subida (a de antes ja foi contada pelo processo anterior).
+            desde = _instante(d.get('erro_desde'))
+            novas = atual if atual and desde is not None and (
+                iniciado is None or desde >= iniciado) else 0
+        else:
+            novas = atual - antes if atual >= antes else atual
+        self.falhas_vistas[nome] = atual
+        self.falhas[nome] = self.falhas.get(nome, 0) + novas
+
+
+# pasta absoluta -> o acumulado do processo que grava nela.
+_ACUMULADOS: dict[str, Acumulado] = {}
+_TRAVA = threading.RLock()
+
+
+def escrever_metricas(diretorio: str, dados: Mapping[str, Any]) -> str | None:
+    """
+    Troca `<diretorio>/ouvinte.prom` inteiro. Devolve o erro (texto) ou None.
+
+    Nunca levanta (fora BaseException, como a parada fria): metricas que nao
+    se gravam nao sao motivo para parar de levar dado.
+    """
+    caminho = os.path.join(diretorio, ARQUIVO_METRICAS)
+    try:
+        with _TRAVA:
+            acumulado = _acumulado_de(diretorio, dados)
+            acumulado.absorver(dados)
+            texto = texto_metricas(dados, acumulado)
+        gravar_atomico(caminho, texto, modo=MODO_ARQUIVO)
+    except Exception as erro:                 # noqa: BLE001 - metrica nunca derruba o ouvinte
+        return 'metricas %s: %s: %s' % (caminho, type(erro).__name__, erro)
+    return None
+
+
+def _acumulado_de(diretorio: str, dados: Mapping[str, Any]) -> Acumulado:
+    """O acumulado desta pasta; outro processo do ouvinte (outra subida) recomeca do zero."""
+    ouvinte = _mapa(dados.get('ouvinte'))
+    chave = (ouvinte.get('pid'), ouvinte.get('iniciado_em'))
+    pasta = os.path.abspath(diretorio)
+    acumulado = _ACUMULADOS.get(pasta)
+    if acumulado is None or acumulado.chave != chave:
+        acumulado = _ACUMULADOS[pasta] = Acumulado(chave=chave)
+        _limpar_temporarios(pasta)
+    return acumulado
+
+
+def _limpar_temporarios(pasta: str) -> None:
+    """Apaga `.ouvinte.prom.*.tmp` deixados por uma gravacao morta no meio (kill -9)."""
+    prefixo = '.%s.' % ARQUIVO_METRICAS
+    try:
+        nomes = os.listdir(pasta)
+    except OSError:
+        return
+    limite = time.time() - IDADE_TEMPORARIO_ORFAO
+    for nome in nomes:
+        if nome.startswith(prefixo) and nome.endswith('.tmp'):
+            caminho = os.path.join(pasta, nome)
+            try:
+                if os.stat(caminho).st_mtime < limite:
+                    os.unlink(caminho)
+            except OSError:
+                pass
+
+
+def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None) -> str:
+    """O conteudo do `ouvinte.prom` para `dados` (o ouvinte-status.json)."""
+    acumulado = acumulado if acumulado is not None else Acumulado()
+    amostras: dict[str, list[tuple[dict[str, str], float | int]]] = {n: [] for n in METRICAS}
+
+    def por(nome: str, valor: Any, **rotulos: str) -> None:
+        numero = _numero(valor)
+        if numero is not None:
+            amostras[nome].append((rotulos, numero))
+
+    ouvinte = _mapa(dados.get('ouvinte'))
+    por('ouvinte_info', 1, versao=__version__, estrategia=_texto(ouvinte.get('estrategia')),
+        modo=_texto(ouvinte.get('modo')), cliente=_texto(ouvinte.get('cliente')))
+    situacao = ouvinte.get('situacao')
+    for s in SITUACOES:
+        por('ouvinte_situacao', int(s == situacao), situacao=s)
+    if situacao not in SITUACOES and situacao is not None:
+        por('ouvinte_situacao', 1, situacao=_texto(situacao))
+    por('ouvinte_iniciado_timestamp_seconds', _instante(ouvinte.get('iniciado_em')))
+    por('ouvinte_status_atualizado_timestamp_seconds', _instante(ouvinte.get('atualizado_em')))
+    por('ouvinte_intervalo_dados_seconds', ouvinte.get('intervalo_dados_s'))
+    por('ouvinte_folga_seconds', ouvinte.get('folga_s'))
+    por('ouvinte_falhas_seguidas', ouvinte.get('falhas_seguidas'))
+    por('ouvinte_datasets_ao_vivo', ouvinte.get('datasets_ao_vivo'))
+    por('ouvinte_datasets', ouvinte.get('datasets_total'))
+    cargas = dados.get('cargas_iniciais_pendentes')
+    if isinstance(cargas, list):
+        por('ouvinte_cargas_iniciais_pendentes', len(cargas))
+    ferramenta = dados.get('ferramenta')
+    por('ouvinte_ferramenta_rodando', int(isinstance(ferramenta, Mapping)))
+    if isinstance(ferramenta, Mapping):
+        por('ouvinte_ferramenta_inicio_timestamp_seconds', _instante(ferramenta.get('desde')))
+
+    for nome, ciclo in sorted(_mapa(dados.get('ciclos')).items()):
+        if nome != 'falha':
+            por('ouvinte_ciclo_ultimo_timestamp_seconds', _instante(_mapa(ciclo).get('em')),
+                ciclo=str(nome))
+    for nome in sorted(acumulado.ciclos):
+        por('ouvinte_ciclos_total', acumulado.ciclos[nome], ciclo=nome)
+        por('ouvinte_ciclo_erros_total', acumulado.ciclo_erros.get(nome, 0), ciclo=nome)
+    por('ouvinte_laco_falhas_total', acumulado.laco_falhas)
+
+    quarentena = _mapa(_mapa(dados.get('quarentena')).get('por_dataset'))
+    for d in _datasets(dados):
+        nome = str(d.get('dataset'))
+        vivo = d.get('ao_vivo') is not False
+        por('ouvinte_dataset_ao_vivo', int(vivo), dataset=nome)
+        if not vivo:
+            continue
+        por('ouvinte_dataset_atraso_origem_seconds', d.get('atraso_origem_s'), dataset=nome)
+        por('ouvinte_dataset_ultima_sonda_ok_timestamp_seconds',
+            _instante(d.get('ultima_sonda_ok_em')), dataset=nome)
+        por('ouvinte_dataset_ultima_mudanca_vista_timestamp_seconds',
+            _instante(d.get('ultima_mudanca_vista_em')), dataset=nome)
+        por('ouvinte_dataset_falhas_seguidas', d.get('falhas_seguidas') or 0, dataset=nome)
+        if d.get('ultimo_erro'):
+            por('ouvinte_dataset_erro_desde_timestamp_seconds', _instante(d.get('erro_desde')),
+                dataset=nome)
+        por('ouvinte_dataset_falhas_total', acumulado.falhas.get(nome, 0), dataset=nome)
+        if nome not in quarentena:
+            por('ouvinte_dataset_quarentena_registros', d.get('quarentena') or 0, dataset=nome)
+        por('ouvinte_dataset_sem_carimbo_registros', d.get('sem_carimbo'), dataset=nome)
+        por('ouvinte_dataset_carimbo_futuro_registros', d.get('futuras'), dataset=nome)
+        por('ouvinte_dataset_maior_atraso_seconds', d.get('maior_atraso_s'), dataset=nome)
+        por('ouvinte_dataset_atraso_preocupante', bool(d.get('atraso_preocupante')),
+            dataset=nome)
+        por('ouvinte_dataset_chegadas_atrasadas_total', d.get('atrasadas_total') or 0,
+            dataset=nome)
+        por('ouvinte_dataset_entregue_a_varredura', d.get('entregue_a_varredura') is not None,
+            dataset=nome)
+        por('ouvinte_dataset_registros_enviados_total', acumulado.enviados.get(nome, 0),
+            dataset=nome)
+        for resultado, _campo in RESULTADOS:
+            por('ouvinte_dataset_registros_aceitos_total',
+                acumulado.aceitos.get((nome, resultado), 0), dataset=nome, resultado=resultado)
+    # Da quarentena, todo dataset que tem registro la, vivo ou nao (saiu do
+    # mapeamento, foi para fora do ao-vivo): o registro continua fora do Contextia.
+    for nome, quantos in sorted(quarentena.items()):
+        por('ouvinte_dataset_quarentena_registros', quantos, dataset=str(nome))
+
+    varredura = _mapa(dados.get('varredura'))
+    if 'hora' in varredura:
+        por('ouvinte_varredura_habilitada', varredura.get('hora') is not None)
+    por('ouvinte_varredura_iniciada_timestamp_seconds', _instante(varredura.get('iniciada_em')))
+    por('ouvinte_varredura_terminada_timestamp_seconds',
+        _instante(varredura.get('terminada_em')))
+    if isinstance(varredura.get('ok'), bool):
+        por('ouvinte_varredura_ok', varredura['ok'])
+    por('ouvinte_varredura_ultima_ok_timestamp_seconds',
+        _instante(varredura.get('ultima_ok_em')))
+    if isinstance(varredura.get('erros'), list):
+        por('ouvinte_varredura_erros', len(varredura['erros']))
+    for nome, empresas in sorted(_mapa(varredura.get('nao_fechados')).items()):
+        if isinstance(empresas, list):
+            por('ouvinte_varredura_empresas_nao_fechadas', len(empresas), dataset=str(nome))
+    return _formatar(amostras)
+
+
+# -- o formato de texto (exposition format 0.0.4) ---------------------------------
+
+def _formatar(amostras: Mapping[str, list[tuple[dict[str, str], float | int]]]) -> str:
+    linhas: list[str] = []
+    for nome, (tipo, ajuda) in METRICAS.items():
+        lista = amostras.get(nome) or []
+        if not lista:
+            continue                 # familia sem amostra fica de fora (nada de NaN)
+        linhas.append('# HELP %s %s' % (nome, _escapar_ajuda(ajuda)))
+        linhas.append('# TYPE %s %s' % (nome, tipo))
+        vistos: set[tuple[tuple[str, str], ...]] = set()
+        for rotulos, valor in sorted(lista, key=lambda a: sorted(a[0].items())):
+            chave = tuple(sorted(rotulos.items()))
+            if chave in vistos:
+                continue             # serie repetida invalidaria o arquivo inteiro
+            vistos.add(chave)
+            linhas.append('%s%s %s' % (nome, _rotulos(rotulos), _formatar_valor(valor)))
+    return ''.join(linha + '\n' for linha in linhas)
+
+
+def _rotulos(rotulos: Mapping[str, str]) -> str:
+    if not rotulos:
+        return ''
+    return '{%s}' % ','.join('%s="%s"' % (chave, escapar_rotulo(valor))
+                             for chave, valor in sorted(rotulos.items()))
+
+
+def escapar_rotulo(valor: str) -> str:
+    """Valor de rotulo no formato de texto: barra invertida, aspas e quebra de linha."""
+    return valor.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
+
+
+def _escapar_ajuda(texto: str) -> str:
+    return texto.replace('\\', '\\\\').replace('\n', '\\n')
+
+
+def _formatar_valor(valor: float | int) -> str:
+    if isinstance(valor, int):
+        return str(valor)
+    if valor.is_integer() and abs(valor) < 1e15:
+        return str(int(valor))
+    return repr(valor)
+
+
+# -- leitura defensiva do dicionario do status ----------------------------------------
+
+def _mapa(valor: Any) -> Mapping[str, Any]:
+    return valor if isinstance(valor, Mapping) else {}
+
+
+def _datasets(dados: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+    lista = dados.get('datasets')
+    if not isinstance(lista, list):
+        return []
+    return [d for d in lista if isinstance(d, Mapping) and d.get('dataset') is not None]
+
+
+def _numero(valor: Any) -> float | int | None:
+    """O valor da amostra, ou None (fora do arquivo) se nao e um numero finito."""
+    if isinstance(valor, bool):
+        return int(valor)
+    if isinstance(valor, int):
+        return valor
+    if isinstance(valor, float):
+        return valor if math.isfinite(valor) else None
+    return None
+
+
+def _inteiro(valor: Any) -> int:
+    return valor if isinstance(valor, int) and not isinstance(valor, bool) and valor > 0 else 0
+
+
+def _texto(valor: Any) -> str:
+    return '' if valor is None else str(valor)
+
+
+def _instante(texto: Any) -> float | None:
+    """Hora ISO do status (local, sem fuso; ou com fuso) -> instante Unix, ou None."""
+    if not isinstance(texto, str) or not texto:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(texto).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None

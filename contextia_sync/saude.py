@@ -1,0 +1,659 @@
+"""
+A saude do ouvinte, com as convencoes de um plugin de monitoramento (Nagios,
+Icinga, Zabbix, o `check_*` do monitoring-plugins):
+
+    ouvinte.py --saude --estado DIR [limites]
+    python -m contextia_sync.saude --estado DIR [limites]
+    bash deploy/verificar-saude.sh [DIR] [MINUTOS]     (a casca para o cron e o NRPE)
+
+Le o `ouvinte-status.json` que o ouvinte reescreve a cada volta do laco (e a
+cada 30 s enquanto uma ferramenta roda) e responde UMA linha, com os dados de
+desempenho depois da barra:
+
+    OUVINTE CRITICO - dataset titulos_view sem ciclo bom ha 312s, ...: ... | idade_status=2s;...
+
+e o codigo de saida 0 OK, 1 ALERTA, 2 CRITICO, 3 DESCONHECIDO. Argumento
+invalido e DESCONHECIDO (3), nao o 2 do argparse: 2 quer dizer CRITICO para
+quem chama um plugin. As regras, cada limite e o seu padrao estao em `REGRAS`
+(o `--help` as mostra) e em docs/implantacao.md (Etapa 6); os padroes, em
+padroes.py.
+
+So biblioteca padrao: nao abre a origem, nao fala com o Contextia, nao pega a
+trava -- roda ao lado do ouvinte, como outro usuario (root, o do NRPE com
+sudo) ou de dentro do cron, em milissegundos.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import stat
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from contextia_sync import __version__, padroes
+from contextia_sync.estado.status import (
+    ARQUIVO_STATUS,
+    ARQUIVO_STATUS_JSON,
+    VERSAO_STATUS,
+    ler_status_json,
+)
+
+OK, ALERTA, CRITICO, DESCONHECIDO = 0, 1, 2, 3
+NOMES = {OK: 'OK', ALERTA: 'ALERTA', CRITICO: 'CRITICO', DESCONHECIDO: 'DESCONHECIDO'}
+PROG = 'ouvinte.py --saude'
+
+# Quantos motivos cabem na linha (o resto vira "(+N)"): o Nagios guarda 4 KB da
+# saida de um plugin, e a pessoa acordada as 3h le a primeira frase.
+MOTIVOS_NA_LINHA = 6
+TAMANHO_DO_ERRO = 160
+
+REGRAS = """\
+Regras (cada limite e uma opcao; os padroes moram em contextia_sync/padroes.py):
+
+CRITICO
+  - o ouvinte-status.json nao existe ou esta ilegivel (o ouvinte nunca
+    completou uma volta aqui, ou morreu);
+  - o status nao e reescrito ha mais de --max-idade;
+  - o servico parou (situacao "parado" no modo servico) -- no --once do cron,
+    parado e o normal e so a idade conta;
+  - o pid do status nao existe mais e o status diz "rodando" (kill -9, OOM;
+    --sem-pid desliga, para a saude rodando noutro namespace de pid);
+  - um dataset ao vivo sem ciclo bom (sonda E envio) ha mais de --max-sem-sonda,
+    medido na hora do ultimo ciclo de dados -- o Contextia fora por um ciclo
+    inteiro conta, e o tempo de uma ferramenta (varredura, carga inicial) nao;
+  - --max-falhas voltas seguidas do laco com alguma falha, ou --max-falhas
+    falhas seguidas de um dataset;
+  - a ultima varredura falhou (ok false: alguma fase com erro, ou algum
+    dataset que ela nao fechou em toda empresa);
+  - com a varredura diaria ligada, a ultima varredura boa tem mais de
+    --max-varredura;
+  - dataset entregue a varredura com a varredura diaria desligada (parado ate
+    um --varrer-agora).
+ALERTA
+  - falhas seguidas abaixo de --max-falhas (do laco ou de um dataset);
+  - registros na quarentena; linhas sem carimbo; linhas com carimbo no
+    futuro; chegada atrasada alem da metade da --folga; dataset entregue a
+    varredura; carga inicial de empresa nova pendente;
+  - uma ferramenta rodando ha mais de --max-ferramenta;
+  - varredura interrompida (parada, ou o ouvinte morreu no meio); nenhuma
+    varredura boa registrada ainda;
+  - o ouvinte parando; o ultimo status e de um --dry-run; nenhum dataset ao vivo;
+  - a execucao --once do pid do status morreu sem terminar.
+DESCONHECIDO
+  - argumento invalido; a pasta --estado nao existe ou este usuario nao a le
+    (a saude nao sabe dizer -- nao e o ouvinte que caiu); status de uma versao
+    que esta saude nao conhece.
+"""
+
+SAIDAS = ('Saida (convencao dos plugins de monitoramento): 0 OK, 1 ALERTA, 2 CRITICO,'
+          ' 3 DESCONHECIDO. Uma linha, com os dados de desempenho depois de "|".')
+
+
+# ------------------------------------------------------------------ argumentos
+class ErroArgumento(Exception):
+    """Argumento invalido: a saude responde DESCONHECIDO (3)."""
+
+
+# As frases do argparse que o operador ve, em portugues (o argparse nao traz traducao).
+_TRADUCOES = (
+    (r'^the following arguments are required: (.*)$', r'falta \1'),
+    (r'^unrecognized arguments: (.*)$', r'opcao desconhecida: \1'),
+    (r'^argument (\S+): expected one argument$', r'\1 precisa de um valor'),
+    (r'^argument (\S+): ignored explicit argument (.*)$', r'\1 nao aceita valor (\2)'),
+    (r'^argument (\S+): invalid choice: (.*)$', r'\1: valor invalido \2'),
+    (r'^ambiguous option: (\S+) could match (.*)$', r'opcao ambigua: \1 (pode ser \2)'),
+    (r'^argument (\S+): (.*)$', r'\1: \2'),
+)
+
+
+def _traduzir(mensagem: str) -> str:
+    for padrao, troca in _TRADUCOES:
+        if re.match(padrao, mensagem):
+            return re.sub(padrao, troca, mensagem)
+    return mensagem
+
+
+class _Formato(argparse.RawDescriptionHelpFormatter):
+    def add_usage(self, usage: str | None, actions: Any, groups: Any,
+                  prefix: str | None = None) -> None:
+        super().add_usage(usage, actions, groups, 'uso: ' if prefix is None else prefix)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Erro de argumento e DESCONHECIDO (3), nao o 2 do argparse (2 e CRITICO)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ErroArgumento(_traduzir(message))
+
+
+_DURACAO = re.compile(r'^\s*(\d+(?:[.,]\d+)?)\s*(s|seg|m|min|h)?\s*$', re.I)
+_UNIDADES = {None: 1, 's': 1, 'seg': 1, 'm': 60, 'min': 60, 'h': 3600}
+
+
+def duracao(texto: str) -> float:
+    """'1200' -> 1200; '20m', '20min' -> 1200; '26h' -> 93600; '90s' -> 90."""
+    achado = _DURACAO.match(texto or '')
+    if not achado:
+        raise argparse.ArgumentTypeError(
+            'duracao invalida: %r (segundos, ou com unidade: 90s, 20m, 26h)' % texto)
+    unidade = achado.group(2).lower() if achado.group(2) else None
+    return float(achado.group(1).replace(',', '.')) * _UNIDADES[unidade]
+
+
+def _inteiro_positivo(texto: str) -> int:
+    try:
+        valor = int(texto)
+    except ValueError:
+        raise argparse.ArgumentTypeError('inteiro invalido: %r' % texto) from None
+    if valor < 1:
+        raise argparse.ArgumentTypeError('tem de ser 1 ou mais: %r' % texto)
+    return valor
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG, formatter_class=_Formato, add_help=False,
+        allow_abbrev=False,
+        description='A saude do ouvinte para o monitoramento: le <estado>/%s e responde\n'
+                    'uma linha e o codigo de um plugin de monitoramento. Nao roda o ouvinte,\n'
+                    'nao abre a origem, nao fala com o Contextia.' % ARQUIVO_STATUS_JSON,
+        epilog=REGRAS + '\n' + SAIDAS)
+    p._optionals.title = 'opcoes'
+    p.add_argument('-h', '--help', action='help', help='mostra esta ajuda e sai (codigo 0)')
+    p.add_argument('--version', action='version', help='mostra a versao e sai',
+                   version='%s (contextia_sync %s)' % (PROG, __version__))
+    p.add_argument('--estado', metavar='DIR',
+                   help='obrigatoria: o --estado do ouvinte (onde ele escreve o %s)'
+                        % ARQUIVO_STATUS_JSON)
+    p.add_argument('--intervalos', type=_inteiro_positivo, default=padroes.SAUDE_INTERVALOS,
+                   metavar='N',
+                   help='quantos --intervalo-dados do ouvinte fazem os limites automaticos'
+                        ' abaixo (padrao %d)' % padroes.SAUDE_INTERVALOS)
+    p.add_argument('--max-idade', type=duracao, default=None, metavar='S',
+                   help='idade maxima do status. Padrao: o maior entre N intervalos de dados'
+                        ' e %d s (a espera maxima entre falhas e %d s; o cron do --once roda'
+                        ' a cada 5 min)' % (padroes.SAUDE_IDADE_MINIMA, padroes.TETO_ESPERA))
+    p.add_argument('--max-sem-sonda', type=duracao, default=None, metavar='S',
+                   help='tempo maximo de um dataset ao vivo com falha sem ciclo bom. Padrao:'
+                        ' N intervalos de dados no servico; no --once (o ritmo e o do cron,'
+                        ' que o status nao sabe), o mesmo de --max-idade. Dataset sem falha'
+                        ' e sem sonda nova usa o maior dos dois')
+    p.add_argument('--max-falhas', type=_inteiro_positivo, default=padroes.SAUDE_FALHAS,
+                   metavar='N',
+                   help='falhas seguidas (voltas do laco, ou de um dataset) que viram CRITICO;'
+                        ' de 1 ate N-1 e ALERTA (padrao %d)' % padroes.SAUDE_FALHAS)
+    p.add_argument('--max-varredura', type=duracao,
+                   default=float(padroes.SAUDE_VARREDURA), metavar='S',
+                   help='idade maxima da ultima varredura boa, com a varredura diaria ligada'
+                        ' (padrao %d s = %d h)' % (padroes.SAUDE_VARREDURA,
+                                                   padroes.SAUDE_VARREDURA // 3600))
+    p.add_argument('--max-ferramenta', type=duracao,
+                   default=float(padroes.SAUDE_FERRAMENTA), metavar='S',
+                   help='uma ferramenta (varredura, carga inicial) rodando ha mais que isso e'
+                        ' ALERTA (padrao %d s)' % padroes.SAUDE_FERRAMENTA)
+    p.add_argument('--sem-pid', action='store_true',
+                   help='nao confere se o pid do status existe (a saude roda noutro'
+                        ' namespace de pid, ex.: fora do conteiner do ouvinte)')
+    return p
+
+
+@dataclass
+class Limites:
+    """Os limites da avaliacao (os da linha de comando; None = automatico)."""
+
+    intervalos: int = padroes.SAUDE_INTERVALOS
+    max_idade: float | None = None
+    max_sem_sonda: float | None = None
+    max_falhas: int = padroes.SAUDE_FALHAS
+    max_varredura: float = float(padroes.SAUDE_VARREDURA)
+    max_ferramenta: float = float(padroes.SAUDE_FERRAMENTA)
+    conferir_pid: bool = True
+
+
+# ------------------------------------------------------------------ o veredito
+@dataclass
+class Veredito:
+    """O nivel, os motivos (o pior primeiro) e os dados de desempenho."""
+
+    motivos: list[tuple[int, str]] = field(default_factory=list)
+    resumo: str = ''
+    perf: list[str] = field(default_factory=list)
+    desconhecido: str | None = None
+
+    def anotar(self, nivel: int, texto: str) -> None:
+        self.motivos.append((nivel, _limpo(texto)))
+
+    @property
+    def nivel(self) -> int:
+        if self.desconhecido is not None:
+            return DESCONHECIDO
+        return max((n for n, _ in self.motivos), default=OK)
+
+    def linha(self) -> str:
+        nivel = self.nivel
+        if nivel == DESCONHECIDO:
+            texto = _limpo(self.desconhecido or '')
+        elif nivel == OK:
+            texto = self.resumo
+        else:
+            ordem = sorted((m for m in self.motivos if m[0] > OK), key=lambda m: -m[0])
+            textos = [t for _, t in ordem]
+            texto = '; '.join(textos[:MOTIVOS_NA_LINHA])
+            if len(textos) > MOTIVOS_NA_LINHA:
+                texto += '; (+%d)' % (len(textos) - MOTIVOS_NA_LINHA)
+        linha = 'OUVINTE %s - %s' % (NOMES[nivel], texto)
+        if self.perf:
+            linha += ' | ' + ' '.join(self.perf)
+        return linha
+
+
+def _limpo(texto: str) -> str:
+    """Uma linha so, sem "|" (que separa os dados de desempenho)."""
+    return re.sub(r'\s+', ' ', str(texto).replace('|', '/')).strip()
+
+
+def _erro_curto(texto: Any) -> str:
+    """
+    O ultimo erro sem a hora na frente, cortado no MEIO: o comeco diz o que
+    falhou, o fim diz o porque (o erro do driver vem depois da descricao da origem).
+    """
+    texto = re.sub(r'^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\s+', '', _limpo(texto or ''))
+    if len(texto) <= TAMANHO_DO_ERRO:
+        return texto
+    cabeca = TAMANHO_DO_ERRO // 3
+    return texto[:cabeca] + ' ... ' + texto[-(TAMANHO_DO_ERRO - cabeca - 5):]
+
+
+# ------------------------------------------------------------------ leitura tolerante
+def _quando(valor: Any) -> datetime.datetime | None:
+    """Texto ISO (com 'T' ou espaco) -> datetime ingenuo (hora local), ou None."""
+    if not isinstance(valor, str) or not valor:
+        return None
+    try:
+        momento = datetime.datetime.fromisoformat(valor)
+    except ValueError:
+        return None
+    if momento.tzinfo is not None:
+        momento = momento.astimezone().replace(tzinfo=None)
+    return momento
+
+
+def _inteiro(valor: Any) -> int:
+    return valor if isinstance(valor, int) and not isinstance(valor, bool) else 0
+
+
+def _numero(valor: Any) -> float | None:
+    if isinstance(valor, (int, float)) and not isinstance(valor, bool):
+        return float(valor)
+    return None
+
+
+def _secao(dados: Mapping[str, Any], nome: str) -> dict[str, Any]:
+    valor = dados.get(nome)
+    return valor if isinstance(valor, dict) else {}
+
+
+def _s(segundos: float) -> str:
+    return '%ds' % round(segundos)
+
+
+def _horas(segundos: float) -> str:
+    return '%.1fh' % (segundos / 3600.0)
+
+
+def pid_vivo(pid: int) -> bool | None:
+    """O pid e de um ouvinte vivo? None = nao da para saber daqui."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass                        # existe, de outro usuario
+    except OSError:
+        return None
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as arquivo:
+            comando = arquivo.read()
+    except OSError:
+        return True
+    # Zumbi (linha de comando vazia) ou pid reciclado por outro programa: morto.
+    return b'ouvinte' in comando or b'contextia' in comando
+
+
+# ------------------------------------------------------------------ a avaliacao
+def _idade(v: Veredito, idade: float | None, maxima: float, atualizado: Any, modo: str,
+           servico: bool, no_ar: bool, pid: int, pid_ok: bool | None) -> None:
+    """O status velho: CRITICO, com a causa provavel."""
+    if idade is None:
+        v.anotar(CRITICO, '%s sem atualizado_em' % ARQUIVO_STATUS_JSON)
+        return
+    if idade <= maxima:
+        return
+    if no_ar and pid_ok:
+        causa = 'com o pid %d vivo: o ouvinte travou' % pid
+    elif servico or no_ar:
+        causa = 'o ouvinte parou ou travou (journalctl -u ouvinte)'
+    else:
+        causa = 'nenhuma execucao %s desde entao: o cron parou?' % modo
+    v.anotar(CRITICO, 'status de %s nao e atualizado ha %s (limite %s): %s'
+                      % (atualizado, _s(idade), _s(maxima), causa))
+
+
+def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetime,
+            idade_arquivo: float | None = None,
+            vivo: Callable[[int], bool | None] = pid_vivo) -> Veredito:
+    """
+    O veredito sobre um `ouvinte-status.json` ja lido. `idade_arquivo` (segundos
+    desde o mtime) serve quando `atualizado_em` falta ou esta no futuro (relogio
+    acertado para tras).
+    """
+    v = Veredito()
+    versao = status.get('versao')
+    if not isinstance(versao, int) or versao > VERSAO_STATUS:
+        v.desconhecido = ('%s de versao %r; esta saude conhece ate a %d: atualize o SDK'
+                          ' onde a saude roda' % (ARQUIVO_STATUS_JSON, versao, VERSAO_STATUS))
+        return v
+    ouvinte = _secao(status, 'ouvinte')
+    if not ouvinte:
+        v.desconhecido = '%s sem a secao "ouvinte"' % ARQUIVO_STATUS_JSON
+        return v
+
+    intervalo = _numero(ouvinte.get('intervalo_dados_s')) or float(padroes.INTERVALO_DADOS)
+    modo = str(ouvinte.get('modo') or 'servico')
+    servico = modo == 'servico'
+    situacao = str(ouvinte.get('situacao') or 'rodando')
+    pid = _inteiro(ouvinte.get('pid'))
+    max_idade = limites.max_idade if limites.max_idade is not None else max(
+        limites.intervalos * intervalo, float(padroes.SAUDE_IDADE_MINIMA))
+    if limites.max_sem_sonda is not None:
+        max_sem_sonda = limites.max_sem_sonda
+    else:
+        max_sem_sonda = limites.intervalos * intervalo if servico else max_idade
+    k = limites.max_falhas
+
+    # -- o processo e a idade do status -------------------------------------
+    atualizado_txt = ouvinte.get('atualizado_em')
+    atualizado = _quando(atualizado_txt)
+    idade = (agora - atualizado).total_seconds() if atualizado else None
+    if idade is None or idade < -60:
+        idade = idade_arquivo
+    idade = max(0.0, idade) if idade is not None else None
+    no_ar = situacao in ('rodando', 'parando')
+    pid_ok: bool | None = None
+    if no_ar and limites.conferir_pid and pid > 0:
+        pid_ok = vivo(pid)
+    if pid_ok is False:
+        no_ar = False
+    if pid_ok is False and servico:
+        v.anotar(CRITICO, 'o ouvinte (pid %d) morreu sem parar: o status de %s ainda diz'
+                          ' "%s"' % (pid, atualizado_txt, situacao))
+    elif situacao == 'parado' and servico:
+        v.anotar(CRITICO, 'ouvinte PARADO: o servico saiu em %s (systemctl status ouvinte)'
+                          % atualizado_txt)
+    else:
+        if pid_ok is False:
+            v.anotar(ALERTA, 'a execucao %s (pid %d) morreu sem terminar (status de %s);'
+                             ' a proxima execucao recomeca' % (modo, pid, atualizado_txt))
+        _idade(v, idade, max_idade, atualizado_txt, modo, servico, no_ar, pid, pid_ok)
+    if situacao == 'parando' and pid_ok is not False:
+        v.anotar(ALERTA, 'ouvinte parando (parada pedida em curso)')
+    if modo == 'seco':
+        v.anotar(ALERTA, 'o ultimo status e de um --dry-run (nada foi enviado)')
+
+    ciclos = _secao(status, 'ciclos')
+    falha = _secao(ciclos, 'falha')
+    falhas = _inteiro(ouvinte.get('falhas_seguidas'))
+
+    # -- a ferramenta em curso ------------------------------------------------
+    ferramenta = _secao(status, 'ferramenta')
+    ferramenta_desde = _quando(ferramenta.get('desde'))
+    if ferramenta and ferramenta_desde and no_ar:
+        rodando = (agora - ferramenta_desde).total_seconds()
+        if rodando > limites.max_ferramenta:
+            v.anotar(ALERTA, 'ferramenta %s (pid %s) rodando ha %s (limite %s)' % (
+                ferramenta.get('rotulo'), ferramenta.get('pid'), _s(rodando),
+                _s(limites.max_ferramenta)))
+
+    # -- os datasets ------------------------------------------------------------
+    # A hora de referencia e a do ultimo ciclo de dados (ou da ultima volta que
+    # falhou inteira): o dataset e julgado pelo que aconteceu nos ciclos, nao
+    # pelo relogio de agora -- entre um ciclo e outro (o cron de 5 min, uma
+    # varredura de duas horas) quem fala e a idade do status.
+    referencias = [t for t in (_quando(_secao(ciclos, 'dados').get('em')),
+                               _quando(falha.get('em'))) if t]
+    if referencias:
+        referencia = max(referencias)
+    else:
+        referencia = atualizado or agora
+        if ferramenta_desde and ferramenta_desde < referencia:
+            referencia = ferramenta_desde
+    iniciado = _quando(ouvinte.get('iniciado_em'))
+    varredura = _secao(status, 'varredura')
+    hora_varredura = varredura.get('hora')
+    quarentena = _secao(status, 'quarentena')
+    datasets = [d for d in status.get('datasets') or [] if isinstance(d, dict)]
+    vivos = [d for d in datasets if d.get('ao_vivo')]
+    maior_lacuna = 0.0
+    maior_falhas = 0
+    sem_carimbo_total = futuras_total = 0
+    maior_atraso = 0.0
+    pendentes_em_curso = str(ferramenta.get('rotulo') or '') if no_ar else ''
+    for d in vivos:
+        nome = d.get('dataset')
+        falhas_ds = _inteiro(d.get('falhas_seguidas'))
+        sonda = _quando(d.get('ultima_sonda_ok_em'))
+        if falhas_ds:
+            candidatos = [t for t in (_quando(d.get('erro_desde')), sonda) if t]
+            desde = min(candidatos) if candidatos else (iniciado if servico else None)
+            limite = max_sem_sonda
+        else:
+            desde = sonda or (iniciado if servico else None)
+            limite = max(max_sem_sonda, max_idade)
+        lacuna = max(0.0, (referencia - desde).total_seconds()) if desde else None
+        if lacuna is not None and falhas_ds:
+            maior_lacuna = max(maior_lacuna, lacuna)
+        maior_falhas = max(maior_falhas, falhas_ds)
+        if falhas_ds:
+            critico = falhas_ds >= k or (lacuna is not None and lacuna > limite)
+            v.anotar(CRITICO if critico else ALERTA, 'dataset %s sem ciclo bom%s, %d falha(s)'
+                     ' seguida(s) (limites: %s, %d falhas): %s' % (
+                         nome, '' if lacuna is None else ' ha %s' % _s(lacuna), falhas_ds,
+                         _s(limite), k,
+                         _erro_curto(d.get('ultimo_erro')) or 'sem erro registrado'))
+        elif lacuna is not None and lacuna > limite:
+            v.anotar(CRITICO, 'dataset %s sem sonda boa ha %s (limite %s)%s' % (
+                nome, _s(lacuna), _s(limite), '' if sonda else ': nunca sondado nesta subida'))
+        sem = _inteiro(d.get('sem_carimbo'))
+        if sem:
+            sem_carimbo_total += sem
+            v.anotar(ALERTA, 'dataset %s com %d linha(s) sem carimbo (so a varredura as leva)'
+                     % (nome, sem))
+        fut = _inteiro(d.get('futuras'))
+        if fut:
+            futuras_total += fut
+            v.anotar(ALERTA, 'dataset %s com %d linha(s) com carimbo no futuro' % (nome, fut))
+        atraso = _numero(d.get('maior_atraso_s'))
+        if atraso is not None:
+            maior_atraso = max(maior_atraso, atraso)
+        if d.get('atraso_preocupante'):
+            v.anotar(ALERTA, 'dataset %s: chegada atrasada de %s passou da metade da folga'
+                             ' (%ss): aumente --folga' % (nome, _s(atraso or 0),
+                                                         ouvinte.get('folga_s')))
+        entregue = d.get('entregue_a_varredura')
+        if entregue:
+            if hora_varredura:
+                v.anotar(ALERTA, 'dataset %s entregue a varredura das %s (%s)'
+                         % (nome, hora_varredura, _limpo(entregue)))
+            else:
+                v.anotar(CRITICO, 'dataset %s entregue a varredura (%s), e a varredura diaria'
+                                  ' esta desligada: parado ate um --varrer-agora'
+                         % (nome, _limpo(entregue)))
+    if not vivos:
+        v.anotar(ALERTA, 'nenhum dataset ao vivo (so a varredura leva dado)')
+
+    # -- as falhas do laco (depois dos datasets: eles dizem qual) ---------------
+    if falhas:
+        texto = '%d volta(s) seguida(s) do laco com falha' % falhas
+        if falha.get('erro'):
+            texto += ' (ultima: %s)' % _erro_curto(falha['erro'])
+        v.anotar(CRITICO if falhas >= k else ALERTA, texto)
+
+    total_quarentena = _inteiro(quarentena.get('total'))
+    if total_quarentena:
+        por = quarentena.get('por_dataset')
+        detalhe = ', '.join('%s %s' % item for item in sorted(por.items())) \
+            if isinstance(por, dict) else ''
+        v.anotar(ALERTA, '%d registro(s) na quarentena%s: recusados de vez pelo intake;'
+                         ' corrija na origem ou ouvinte.py --reenviar-quarentena'
+                 % (total_quarentena, ' (%s)' % detalhe if detalhe else ''))
+    cargas = [str(e) for e in status.get('cargas_iniciais_pendentes') or []
+              if not pendentes_em_curso.endswith(' %s' % e)]
+    if cargas:
+        v.anotar(ALERTA, 'carga inicial pendente da(s) empresa(s) %s (refeita no proximo ciclo'
+                         ' de projetos)' % ', '.join(cargas[:10]))
+
+    # -- a varredura --------------------------------------------------------------
+    iniciada = _quando(varredura.get('iniciada_em'))
+    terminada = _quando(varredura.get('terminada_em'))
+    ok = varredura.get('ok')
+    em_curso = bool(iniciada and not terminada and ok is None and no_ar)
+    erros = [_erro_curto(e) for e in varredura.get('erros') or []]
+    if iniciada and not terminada and ok is None and not no_ar:
+        v.anotar(ALERTA, 'a varredura de %s nao terminou: o ouvinte parou ou morreu no meio'
+                         ' (nao conta como feita)' % varredura.get('iniciada_em'))
+    elif ok is False:
+        partes = list(erros[:2])
+        nao_fechados = varredura.get('nao_fechados')
+        if isinstance(nao_fechados, dict) and nao_fechados:
+            partes.append('nao fechou %s' % ', '.join(
+                '%s (%d empresa(s))' % (n, len(e) if isinstance(e, list) else 0)
+                for n, e in sorted(nao_fechados.items())[:4]))
+        v.anotar(CRITICO, 'a varredura de %s falhou%s' % (
+            varredura.get('iniciada_em'), ': ' + '; '.join(partes) if partes else ''))
+    elif ok is None and terminada:
+        v.anotar(ALERTA, 'a varredura de %s foi interrompida%s' % (
+            varredura.get('iniciada_em'), ': ' + erros[0] if erros else ''))
+    ultima_ok = _quando(varredura.get('ultima_ok_em'))
+    idade_varredura: float | None = None
+    if ultima_ok:
+        idade_varredura = max(0.0, ((iniciada if em_curso and iniciada else agora)
+                                    - ultima_ok).total_seconds())
+    if hora_varredura and ok is not False:
+        if idade_varredura is not None and idade_varredura > limites.max_varredura:
+            v.anotar(CRITICO, 'a ultima varredura boa foi ha %s (%s; limite %s; a diaria roda'
+                              ' as %s)' % (_horas(idade_varredura), varredura.get('ultima_ok_em'),
+                                           _horas(limites.max_varredura), hora_varredura))
+        elif ultima_ok is None and not em_curso and not (iniciada and ok is None):
+            no_ar_ha = (agora - iniciado).total_seconds() if iniciado and servico else 0.0
+            v.anotar(CRITICO if no_ar_ha > limites.max_varredura else ALERTA,
+                     'nenhuma varredura boa registrada (a diaria roda as %s; para a carga'
+                     ' completa agora: --varrer-agora)' % hora_varredura)
+
+    # -- o resumo (a linha do OK) e os dados de desempenho ---------------------------
+    quando = '%s (ha %s)' % (atualizado_txt, _s(idade or 0))
+    if servico:
+        v.resumo = 'ouvinte %s (servico, pid %d), %d dataset(s) ao vivo, status de %s' % (
+            'ativo' if situacao == 'rodando' else situacao, pid, len(vivos), quando)
+    else:
+        v.resumo = 'ultima execucao %s de %s, %d dataset(s) ao vivo' % (modo, quando, len(vivos))
+    if em_curso:
+        v.resumo += ', varredura em curso desde %s' % varredura.get('iniciada_em')
+    elif ultima_ok:
+        v.resumo += ', ultima varredura boa em %s' % varredura.get('ultima_ok_em')
+    elif not hora_varredura:
+        v.resumo += ', varredura diaria desligada'
+
+    v.perf = [
+        'idade_status=%ds;;%d;0' % (round(idade or 0), max_idade),
+        'datasets_ao_vivo=%d;;;0' % len(vivos),
+        'falhas_seguidas=%d;0;%d;0' % (falhas, k - 1),
+        'falhas_dataset_max=%d;0;%d;0' % (maior_falhas, k - 1),
+        'sem_ciclo_bom_max=%ds;;%d;0' % (round(maior_lacuna), max_sem_sonda),
+        'quarentena=%d;0;;0' % total_quarentena,
+        'sem_carimbo=%d;0;;0' % sem_carimbo_total,
+        'futuras=%d;0;;0' % futuras_total,
+        'maior_atraso=%ds;;;0' % round(maior_atraso),
+    ]
+    if idade_varredura is not None:
+        v.perf.append('idade_varredura_ok=%ds;;%d;0' % (round(idade_varredura),
+                                                         limites.max_varredura))
+    return v
+
+
+# ------------------------------------------------------------------ a linha de comando
+def verificar(estado: str, limites: Limites,
+              agora: datetime.datetime | None = None) -> Veredito:
+    """Le o status de `estado` e o avalia (o que `main` imprime)."""
+    v = Veredito()
+    caminho = os.path.join(estado, ARQUIVO_STATUS_JSON)
+    sem_permissao = ('sem permissao para ler %s: rode a saude como o usuario do ouvinte'
+                     ' (contextia) ou root')
+    try:
+        pasta = os.stat(estado)
+    except PermissionError:
+        v.desconhecido = sem_permissao % estado
+        return v
+    except OSError:
+        pasta = None
+    if pasta is None or not stat.S_ISDIR(pasta.st_mode):
+        v.desconhecido = ('a pasta --estado %s nao existe (ou nao e pasta): confira o caminho'
+                          ' -- e o --estado do ouvinte?' % estado)
+        return v
+    if not os.access(estado, os.R_OK | os.X_OK):
+        v.desconhecido = sem_permissao % estado
+        return v
+    try:
+        status = ler_status_json(estado)
+        idade_arquivo = datetime.datetime.now().timestamp() - os.stat(caminho).st_mtime
+    except FileNotFoundError:
+        antigo = os.path.exists(os.path.join(estado, ARQUIVO_STATUS))
+        v.anotar(CRITICO, '%s nao existe: o ouvinte nunca completou uma volta aqui%s' % (
+            caminho, ' (ha so o %s: um ouvinte de versao antiga?)' % ARQUIVO_STATUS
+            if antigo else ''))
+        return v
+    except PermissionError:
+        v.desconhecido = sem_permissao % caminho
+        return v
+    except (OSError, ValueError) as erro:
+        v.anotar(CRITICO, '%s ilegivel (%s: %s): o ouvinte grava inteiro (atomico); arquivo'
+                          ' torto e disco com problema ou mao humana'
+                 % (caminho, type(erro).__name__, _erro_curto(erro)))
+        return v
+    return avaliar(status, limites, agora or datetime.datetime.now(), idade_arquivo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`ouvinte.py --saude ...`: imprime uma linha e devolve 0, 1, 2 ou 3."""
+    argumentos = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser().parse_args(argumentos)
+    except ErroArgumento as erro:
+        print('OUVINTE DESCONHECIDO - argumento invalido: %s (%s --help)'
+              % (_limpo(str(erro)), PROG))
+        return DESCONHECIDO
+    except SystemExit as saida:             # --help e --version
+        return saida.code if isinstance(saida.code, int) else OK
+    if not args.estado:
+        print('OUVINTE DESCONHECIDO - argumento invalido: falta --estado DIR (%s --help)' % PROG)
+        return DESCONHECIDO
+    limites = Limites(intervalos=args.intervalos, max_idade=args.max_idade,
+                      max_sem_sonda=args.max_sem_sonda, max_falhas=args.max_falhas,
+                      max_varredura=args.max_varredura, max_ferramenta=args.max_ferramenta,
+                      conferir_pid=not args.sem_pid)
+    try:
+        veredito = verificar(args.estado, limites)
+    except Exception as erro:               # noqa: BLE001 - um plugin nunca sai com traceback
+        print('OUVINTE DESCONHECIDO - a saude falhou: %s: %s'
+              % (type(erro).__name__, _limpo(str(erro))))
+        return DESCONHECIDO
+    print(veredito.linha(), flush=True)
+    return veredito.nivel
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""
+O arquivo de chaves escrito a mao (issue 12, item 7): um leitor so, BOM, e
+nenhum problema de leitura vira provisionamento ou revogacao.
+
+O caso visto: o Bloco de Notas gravou o arquivo "UTF-8 com BOM"; o leitor lia
+a empresa 40 como '\\ufeff40', o ouvinte a achou nova, o provisionar emitiu
+chave nova e revogou a valida, e cada varredura falhava na linha. Aqui os
+programas sao os de verdade (ouvinte.py, provisionar.py, carregar-todas.sh)
+contra o Contextia local e um ERP SQLite.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from contextia_sync.intake import cliente
+from contextia_sync.provisionamento.chaves import ErroChaves, ler_chaves, ler_registros
+from tests.dados import erp as erp_teste
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATASET = 'titulos_a_receber'
+BOM = '\ufeff'
+
+
+@pytest.fixture
+def erp(tmp_path):
+    banco = erp_teste.erp_sqlite(tmp_path)
+    yield banco
+    banco.fechar()
+
+
+def escrever(caminho: os.PathLike[str], texto: str) -> None:
+    """Como um editor grava: bytes exatos (BOM, CRLF), modo 600."""
+    with open(caminho, 'wb') as arquivo:
+        arquivo.write(texto.encode('utf-8'))
+    os.chmod(caminho, 0o600)
+
+
+def rodar(argv: list[str], env: dict[str, str], timeout: float = 300) -> tuple[int, str]:
+    feito = subprocess.run(argv, cwd=RAIZ, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=timeout)
+    return feito.returncode, feito.stdout.decode('utf-8', 'replace')
+
+
+def ambiente(erp: erp_teste.Erp, contextia: object | None, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, CONTEXTIA_ORIGEM=erp.url, **extra)
+    env.pop('CONTEXTIA_API_KEY', None)
+    if contextia is not None:
+        env.update(contextia.ambiente())             # type: ignore[attr-defined]
+    return env
+
+
+def verificar(arquivo: object) -> tuple[int, str]:
+    return rodar([sys.executable, '-m', 'contextia_sync.provisionamento.chaves', 'verificar',
+                  str(arquivo)], dict(os.environ))
+
+
+def provisionar(erp: erp_teste.Erp, contextia: object, mapa: str,
+                arquivo: object) -> tuple[int, str]:
+    return rodar([sys.executable, 'provisionar.py', '--mapping=' + mapa, '--source=generic',
+                  '--arquivo=' + str(arquivo)], ambiente(erp, contextia))
+
+
+def carregar_todas(erp: erp_teste.Erp, contextia: object | None, mapa: str, arquivo: object,
+                   *extra: str) -> tuple[int, str]:
+    return rodar(['bash', 'carregar-todas.sh', str(arquivo)] + list(extra),
+                 ambiente(erp, contextia, CONTEXTIA_MAPPING=mapa,
+                          CONTEXTIA_PYTHON=sys.executable))
+
+
+def ouvinte(erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: object,
+            estado: object) -> tuple[int, str]:
+    return rodar([sys.executable, 'ouvinte.py', '--mapping=' + mapa, '--source=generic',
+                  '--chaves=' + str(arquivo), '--estado=' + str(estado), '--varredura=nao',
+                  '--timeout-ferramenta=120', '--once'], ambiente(erp, contextia))
+
+
+def chaves_do_projeto(admin: object, escopo: str) -> list[tuple[str, bool]]:
+    """[(key_id, revogada)] do projeto da empresa, na ordem do servidor."""
+    projeto = admin.buscar_projeto(escopo)                  # type: ignore[attr-defined]
+    return [(c['key_id'], bool(c['revogada']))
+            for c in admin.listar_chaves(projeto['id'])]    # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------- o leitor
+
+def test_bom_no_comeco_e_crlf_sao_lidos_como_a_mesma_empresa(tmp_path):
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, BOM + '40\tctx_quarenta\r\n# comentario\r\n\r\n41\tctx_quarenta_e_um\r\n')
+    assert ler_chaves(str(arquivo)) == {'40': 'ctx_quarenta', '41': 'ctx_quarenta_e_um'}
+    codigo, saida = verificar(arquivo)
+    assert codigo == 0, saida
+    assert saida == '40\n41\n'
+
+
+@pytest.mark.parametrize('linha, trecho', [
+    (BOM + '41\tctx_b\n', 'caractere invisivel (U+FEFF, BOM)'),       # arquivos emendados
+    ('4\u200b1\tctx_b\n', 'caractere invisivel (U+200B, ZERO WIDTH SPACE)'),  # colado
+    ('41\tctx_\u200bb\n', 'tem espaco ou caractere invisivel'),
+])
+def test_caractere_invisivel_recusa_o_arquivo_nomeando_a_linha(tmp_path, linha, trecho):
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, '40\tctx_a\n' + linha)
+    with pytest.raises(ErroChaves) as erro:
+        ler_registros(str(arquivo))
+    assert '%s, linha 2' % arquivo in str(erro.value)
+    assert trecho in str(erro.value)
+    assert 'ctx_' not in str(erro.value)                  # a chave nunca vai para o log
+
+
+def test_espaco_em_volta_do_escopo_sai_como_no_erp(tmp_path):
+    # NBSP e espaco para str.strip, como em escopos.texto_escopo (o lado do ERP).
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, ' 40 \tctx_a\n41\u00a0\tctx_b\n')
+    assert ler_chaves(str(arquivo)) == {'40': 'ctx_a', '41': 'ctx_b'}
+
+
+def test_executar_poe_a_chave_so_no_ambiente_do_programa(tmp_path):
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, BOM + '40\tctx_secreta_40\r\n41\tctx_secreta_41\r\n')
+    # O programa nao pode conter a chave no texto: ele esta na propria linha de comando.
+    programa = ('import hashlib, os\n'
+                'chave = os.environ["CONTEXTIA_API_KEY"]\n'
+                'linha = open("/proc/self/cmdline", "rb").read()\n'
+                'print("chave:", hashlib.sha256(chave.encode()).hexdigest())\n'
+                'print("na linha de comando:", chave.encode() in linha)\n'
+                'print("pid igual:", os.getpid() == int(os.environ["PID_DE_QUEM_CHAMOU"]))\n')
+    # O bash chama assim; o exec mantem o pid (quem sinaliza o bash acha o connector).
+    feito = subprocess.run(
+        ['bash', '-c', 'export PID_DE_QUEM_CHAMOU=$$; exec "$0" -m'
+         ' contextia_sync.provisionamento.chaves executar "$1" 40 -- "$0" -c "$2"',
+         sys.executable, str(arquivo), programa], cwd=RAIZ, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, timeout=60, env=dict(os.environ, CONTEXTIA_API_KEY='outra'))
+    saida = feito.stdout.decode()
+    assert feito.returncode == 0, saida
+    assert saida == 'chave: %s\nna linha de comando: False\npid igual: True\n' % (
+        hashlib.sha256(b'ctx_secreta_40').hexdigest())
+
+    codigo, saida = rodar([sys.executable, '-m', 'contextia_sync.provisionamento.chaves',
+                           'executar', str(arquivo), '42', '--', 'true'], dict(os.environ))
+    assert codigo == 2 and "a empresa '42' nao esta em" in saida, saida
+
+
+# ------------------------------------------- os programas, de ponta a ponta
+
+def test_bom_escrito_a_mao_nada_e_reprovisionado_nem_revogado(erp, tmp_path,
+                                                             ambiente_contextia):
+    """
+    O caso do item 7: com o arquivo "UTF-8 com BOM" o ouvinte, o provisionar e o
+    carregar-todas leem a empresa como ela e; nenhuma chave nova, nenhuma revogada.
+    """
+    contextia = ambiente_contextia
+    e0, e1 = erp.escopos
+    chaves = {e: contextia.criar_projeto_com_chave(e) for e in (e0, e1)}
+    admin = contextia.admin()
+    antes = {e: chaves_do_projeto(admin, e) for e in (e0, e1)}
+    assert all(len(v) == 1 and not v[0][1] for v in antes.values())
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, BOM + '%s\t%s\r\n%s\t%s\r\n' % (e0, chaves[e0], e1, chaves[e1]))
+    with open(arquivo, 'rb') as f:
+        bytes_antes = f.read()
+    mapa = erp_teste.mapeamento(tmp_path)
+    estado = tmp_path / 'estado'
+
+    # O ouvinte: a primeira subida so marca; a segunda entrega a mudanca com a
+    # chave de sempre. A empresa nao e "nova" em nenhuma das duas.
+    codigo, saida = ouvinte(erp, contextia, mapa, arquivo, estado)
+    assert codigo == 0, saida
+    novo = erp.base * 1000 + 901
+    erp.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)', i=novo, e=int(e0),
+                 c='Depois do BOM', v='40.00', d='2026-10-01', a='2026-09-01 11:00:00')
+    codigo, saida2 = ouvinte(erp, contextia, mapa, arquivo, estado)
+    assert codigo == 0, saida2
+    for texto in (saida, saida2):
+        assert 'EMPRESA(S) NOVA(S)' not in texto and '--somente-escopo' not in texto
+    assert novo in {int(r['ID']) for r in cliente.ler_registros(DATASET, chaves[e0])}
+
+    # O provisionar (o da varredura, sem --somente-escopo): nada a fazer.
+    codigo, saida = provisionar(erp, contextia, mapa, arquivo)
+    assert codigo == 0, saida
+    assert 'resumo: nada a fazer' in saida and 'REPARO' not in saida
+
+    # O carregar-todas: as duas empresas, com as chaves do arquivo.
+    codigo, saida = carregar_todas(erp, contextia, mapa, arquivo)
+    assert codigo == 0, saida
+    assert '2 empresa(s)' in saida and 'resumo carregar-todas: 2 ok, 0 com falha' in saida
+    assert '----- empresa %s -----' % e0 in saida and BOM not in saida
+
+    # Nenhuma chave emitida, nenhuma revogada; a de antes continua valendo.
+    assert {e: chaves_do_projeto(admin, e) for e in (e0, e1)} == antes
+    for escopo in (e0, e1):
+        assert cliente.quem_sou(chaves[escopo])['external_id'] == escopo
+    with open(arquivo, 'rb') as f:
+        assert f.read() == bytes_antes                  # ninguem regravou o arquivo
+
+
+@pytest.mark.parametrize('ruim', [
+    pytest.param(BOM + '{e1}\tctx_emendada\n', id='bom-no-meio'),
+    pytest.param('{e1}\tctx_abc\t12\n', id='tres-campos'),
+])
+def test_linha_ruim_todos_recusam_igual_e_nada_e_provisionado(erp, tmp_path,
+                                                              ambiente_contextia, ruim):
+    contextia = ambiente_contextia
+    e0, e1 = erp.escopos
+    chave = contextia.criar_projeto_com_chave(e0)
+    admin = contextia.admin()
+    antes = chaves_do_projeto(admin, e0)
+    arquivo = tmp_path / 'chaves.tsv'
+    # A empresa da linha ruim nao tem projeto: provisionar qualquer coisa o criaria.
+    escrever(arquivo, '%s\t%s\n' % (e0, chave) + ruim.format(e1=e1))
+    mapa = erp_teste.mapeamento(tmp_path)
+
+    codigo, recusa = verificar(arquivo)
+    assert codigo == 2 and '%s, linha 2' % arquivo in recusa, recusa
+    recusa = recusa.strip()
+
+    codigo, saida = carregar_todas(erp, contextia, mapa, arquivo)
+    assert codigo == 2, saida
+    assert recusa in saida and 'nada foi carregado' in saida
+    assert '----- empresa' not in saida                   # nenhum connector rodou
+
+    codigo, saida = provisionar(erp, contextia, mapa, arquivo)
+    assert codigo == 2, saida
+    assert recusa in saida and 'Traceback' not in saida
+
+    codigo, saida = ouvinte(erp, contextia, mapa, arquivo, tmp_path / 'estado')
+    assert codigo == 2, saida
+    assert recusa in saida and '--somente-escopo' not in saida
+
+    assert admin.buscar_projeto(e1) is None
+    assert chaves_do_projeto(admin, e0) == antes
+    assert 'ctx_' not in saida
+
+
+def test_escopo_escrito_diferente_nao_revoga_a_chave_que_o_arquivo_guarda(
+        erp, tmp_path, ambiente_contextia):
+    """
+    Linha que le bem mas com o escopo escrito de outro jeito ('0297' para 297):
+    a chave ativa do projeto esta no arquivo, entao o provisionar recusa (2) em
+    vez de emitir outra e revogar a que o arquivo guarda.
+    """
+    contextia = ambiente_contextia
+    e0, e1 = erp.escopos
+    chaves = {e: contextia.criar_projeto_com_chave(e) for e in (e0, e1)}
+    admin = contextia.admin()
+    antes = chaves_do_projeto(admin, e0)
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, '0%s\t%s\n%s\t%s\n' % (e0, chaves[e0], e1, chaves[e1]))
+    codigo, saida = provisionar(erp, contextia, erp_teste.mapeamento(tmp_path), arquivo)
+    assert codigo == 2, saida
+    assert "linha 1: a empresa %s tem a chave" % e0 in saida
+    assert "Corrija o escopo dessa linha para '%s'" % e0 in saida
+    assert 'Nada foi emitido nem revogado' in saida
+    assert chaves_do_projeto(admin, e0) == antes
+    assert cliente.quem_sou(chaves[e0])['external_id'] == e0
+
+
+def test_bash_nao_roda_linha_que_o_leitor_pula(erp, tmp_path):
+    """Comentario com recuo, linha so de espacos, linha so com CR: nenhuma vira empresa."""
+    e0, e1 = erp.escopos
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, '   # comentario com recuo\n  \n\r\n%s\tctx_nao_usada\n'
+                      '\t\n%s\tctx_nao_usada\r\n' % (e0, e1))
+    codigo, saida = carregar_todas(erp, None, erp_teste.mapeamento(tmp_path), arquivo,
+                                   '--dry-run')
+    assert codigo == 0, saida
+    assert '2 empresa(s)' in saida
+    assert saida.count('----- empresa ') == 2
+    assert 'resumo carregar-todas: 2 ok, 0 com falha' in saida
