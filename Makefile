@@ -38,7 +38,7 @@ lint: $(PRONTO_DEV)
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n 2 $(ARGS)
 
 autoteste:
 	$(PYTHON) ouvinte.py --autoteste

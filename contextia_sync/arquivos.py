@@ -33,7 +33,11 @@ def gravar_atomico(caminho: str, texto: str, modo: int | None = None) -> None:
         except FileNotFoundError:
             pass
         raise
-    # O rename so e duravel depois do fsync da pasta.
+    fsync_pasta(pasta)
+
+
+def fsync_pasta(pasta: str | os.PathLike[str]) -> None:
+    """O rename so e duravel depois do fsync da pasta (melhor esforco: nunca levanta)."""
     try:
         pasta_fd = os.open(pasta, os.O_RDONLY)
     except OSError:

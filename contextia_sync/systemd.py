@@ -167,12 +167,8 @@ class Notificador:
         return True
 
     def _fechar(self) -> None:
-        if self._socket is not None:
-            try:
-                self._socket.close()
-            except OSError:
-                pass
-            self._socket = None
+        _fechar_socket(self._socket)
+        self._socket = None
 
     def pronto(self, texto: str | None = None) -> bool:
         linhas = ['READY=1']
@@ -357,12 +353,8 @@ class ManipuladorJournal(logging.Handler):
         return self._socket
 
     def _fechar(self) -> None:
-        if self._socket is not None:
-            try:
-                self._socket.close()
-            except OSError:
-                pass
-            self._socket = None
+        _fechar_socket(self._socket)
+        self._socket = None
 
     def _por_memfd(self, s: socket.socket, dados: bytes) -> None:
         """Entrada grande demais para um datagrama: num memfd selado, como o sd_journal."""
@@ -444,3 +436,12 @@ def manipulador_journal(fluxo: IO[str] | None = None,
     if not fluxo_do_journal(fluxo, amb.get('JOURNAL_STREAM') or ''):
         return None
     return ManipuladorJournal(fluxo, amb.get(VARIAVEL_SOCKET_TESTE) or SOCKET_JOURNAL)
+
+
+def _fechar_socket(s: socket.socket | None) -> None:
+    """Fecha um socket sem levantar (o aviso nunca derruba o servico)."""
+    if s is not None:
+        try:
+            s.close()
+        except OSError:
+            pass

@@ -43,19 +43,6 @@ def _linha_dados(status):
     return [x for x in status.splitlines() if x.startswith('dados ')][0]
 
 
-def _mudar_estado(o, **secoes):
-    caminho = os.path.join(o.estado_dir, 'ouvinte-estado.json')
-    with open(caminho) as arquivo:
-        estado = json.load(arquivo)
-    for secao, valor in secoes.items():
-        if isinstance(valor, dict) and isinstance(estado.get(secao), dict):
-            estado[secao].update(valor)
-        else:
-            estado[secao] = valor
-    with open(caminho, 'w') as arquivo:
-        json.dump(estado, arquivo)
-
-
 # -- 1. ciclo ocioso nao reenvia a janela da folga -----------------------------
 
 def test_ciclo_ocioso_envia_zero_registros(ouvinte):
@@ -123,7 +110,7 @@ def test_marca_do_futuro_no_estado_volta_para_a_hora_da_origem(ouvinte_sqlite):
     o = ouvinte_sqlite
     e0 = o.erp.escopos[0]
     assert o.rodar('--once')[0] == 0
-    _mudar_estado(o, marca_agua={DATASET: '2037-12-01T00:00:00'})
+    o.mudar_estado(marca_agua={DATASET: '2037-12-01T00:00:00'})
     agora = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     novo = o.inserir(e0, (agora - datetime.timedelta(seconds=60)).isoformat(' ', 'seconds'))
     codigo, saida = o.rodar('--once')
@@ -182,7 +169,7 @@ def test_relogio_da_origem_que_volta_alarga_a_leitura(ouvinte_sqlite):
     uma_hora = datetime.timedelta(hours=1)
     utc = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) + uma_hora
     local = datetime.datetime.now() + uma_hora
-    _mudar_estado(o, relogio_origem={'utc': utc.isoformat(), 'local': local.isoformat()})
+    o.mudar_estado(relogio_origem={'utc': utc.isoformat(), 'local': local.isoformat()})
     # Gravada "depois do passo" com carimbo 30 min atras da marca: alem da folga (180 s).
     novo = o.inserir(e0, '2026-09-01 10:14:00')
     codigo, saida = o.rodar('--once')

@@ -92,19 +92,6 @@ def parar(processo, sinal=signal.SIGTERM, prazo=60):
             processo.wait()
 
 
-def mudar_estado(o, **secoes):
-    caminho = os.path.join(o.estado_dir, 'ouvinte-estado.json')
-    with open(caminho) as arquivo:
-        estado = json.load(arquivo)
-    for secao, valor in secoes.items():
-        if isinstance(valor, dict) and isinstance(estado.get(secao), dict):
-            estado[secao].update(valor)
-        else:
-            estado[secao] = valor
-    with open(caminho, 'w') as arquivo:
-        json.dump(estado, arquivo)
-
-
 @pytest.fixture
 def ouvinte(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
     erp = erp_teste.Erp(fabrica_de_bancos('sqlite', 'erp'))
@@ -314,7 +301,7 @@ def test_varredura_que_falha_persiste_depois_de_reiniciar(ouvinte):
     # A boa envelhece (27 h, no estado): com a diaria ligada e CRITICO; desligada, nao.
     velha = (datetime.datetime.now() - datetime.timedelta(hours=27)).isoformat(
         timespec='seconds')
-    mudar_estado(o, varredura={'ultima_ok_em': velha})
+    o.mudar_estado(varredura={'ultima_ok_em': velha})
     assert o.rodar('--once', hora)[0] == 0
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 2 and 'a ultima varredura boa foi ha 27.0h' in linha, linha

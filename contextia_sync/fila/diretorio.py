@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contextia_sync.arquivos import gravar_atomico
+from contextia_sync.arquivos import fsync_pasta, gravar_atomico
 from contextia_sync.erros import ErroConfiguracao
 
 PRONTO = 'pronto'
@@ -105,20 +105,6 @@ def parte_segura(valor: object, limite: int = 40) -> str:
 
 def _mib(quantidade: int) -> str:
     return '%.1f MiB' % (quantidade / (1024 * 1024))
-
-
-def _fsync_pasta(pasta: Path) -> None:
-    # O rename so e duravel depois do fsync da pasta.
-    try:
-        descritor = os.open(pasta, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descritor)
-    except OSError:
-        pass
-    finally:
-        os.close(descritor)
 
 
 @dataclass(frozen=True)
@@ -334,7 +320,7 @@ class FilaEmDiretorio:
                 os.rename(item.caminho, destino)
             except FileNotFoundError:
                 return None
-        _fsync_pasta(destino.parent)
+        fsync_pasta(destino.parent)
         return ItemDaFila(destino, TOMADO, item.sequencia, item.chave, item.tamanho)
 
     def proximo(self, estado: str = PRONTO) -> ItemDaFila | None:
@@ -378,7 +364,7 @@ class FilaEmDiretorio:
                 os.rename(item.caminho, destino)
             except FileNotFoundError:
                 return None
-        _fsync_pasta(destino.parent)
+        fsync_pasta(destino.parent)
         return destino
 
     # ------------------------------------------------------------ abrir
@@ -412,4 +398,4 @@ class FilaEmDiretorio:
                         ' ter chegado ou nao). Devolvido a %s/: o intake e idempotente e'
                         ' reenviar da o mesmo estado final.', self._rotulo,
                         item.caminho.name, TOMADO, self._volta)
-                _fsync_pasta(self._raiz / self._volta)
+                fsync_pasta(self._raiz / self._volta)

@@ -62,6 +62,19 @@ class Ouvinte:
         with open(os.path.join(self.estado_dir, 'ouvinte-estado.json')) as arquivo:
             return json.load(arquivo)
 
+    def mudar_estado(self, **secoes):
+        """Edita o ouvinte-estado.json como uma pessoa faria (secoes dict sao mescladas)."""
+        caminho = os.path.join(self.estado_dir, 'ouvinte-estado.json')
+        with open(caminho) as arquivo:
+            estado = json.load(arquivo)
+        for secao, valor in secoes.items():
+            if isinstance(valor, dict) and isinstance(estado.get(secao), dict):
+                estado[secao].update(valor)
+            else:
+                estado[secao] = valor
+        with open(caminho, 'w') as arquivo:
+            json.dump(estado, arquivo)
+
     def status(self):
         with open(os.path.join(self.estado_dir, 'ouvinte-status.txt')) as arquivo:
             return arquivo.read()
