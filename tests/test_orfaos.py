@@ -25,6 +25,7 @@ import time
 import pytest
 
 from contextia_sync import supervisor
+from tests.apoio.ouvinte import esperar
 from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,16 +71,6 @@ def comando(pid: int) -> str:
             return arquivo.read().replace(b'\0', b' ').decode('utf-8', 'replace')
     except OSError:
         return ''
-
-
-def esperar(condicao, segundos: float = 30, passo: float = 0.1):
-    fim = time.monotonic() + segundos
-    while time.monotonic() < fim:
-        valor = condicao()
-        if valor:
-            return valor
-        time.sleep(passo)
-    raise AssertionError('condicao nao atingida em %ss' % segundos)
 
 
 def inicio_de(pid: int) -> int:
@@ -161,7 +152,7 @@ def sobra(tmp_path, corpo: str, rotulo: str = 'varredura/carregar-todas'):
     pai = subprocess.Popen([sys.executable, '-c', programa,
                             '%s\ntouch %s\nwait' % (corpo, pronto), rotulo, arquivo],
                            cwd=RAIZ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    esperar(lambda: pronto.exists() and os.path.exists(arquivo))
+    esperar(lambda: pronto.exists() and os.path.exists(arquivo), 30, 0.1)
     with open(arquivo, encoding='utf-8') as f:
         [entrada] = json.load(f)['grupos']
     pai.kill()
