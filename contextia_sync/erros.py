@@ -15,3 +15,17 @@ SAIDA_CONFIGURACAO = 2
 
 class ErroConfiguracao(Exception):
     """A configuracao impede de comecar; a mensagem diz a correcao."""
+
+
+def resumir(texto: str, limite: int = 300) -> str:
+    """
+    O texto de um erro cabendo em `limite`: o comeco e o FIM, cortando o meio.
+
+    A causa do driver ou do requests costuma vir no fim ("... Connection
+    refused"); cortar so o fim jogaria fora justamente o porque.
+    """
+    texto = ' '.join(str(texto).split())
+    if len(texto) <= limite:
+        return texto
+    metade = (limite - 5) // 2
+    return '%s ... %s' % (texto[:metade], texto[-metade:])

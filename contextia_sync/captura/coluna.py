@@ -31,7 +31,7 @@ from typing import Any
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao, marca_agua
 from contextia_sync.erros import ErroConfiguracao
-from contextia_sync.origem import FUNCOES_COLUNA, ErroAdaptador
+from contextia_sync.origem import FUNCOES_COLUNA, ErroAdaptador, faltando
 from contextia_sync.estado.estado import Estado, Vistos
 from contextia_sync.registro import logger
 
@@ -57,7 +57,7 @@ class CapturaColuna:
 
     def __init__(self, origem: ModuleType, estado: Estado, folga: int, maximo: int,
                  tolerancia: float = padroes.TOLERANCIA_FUTURO) -> None:
-        faltam = [f for f in FUNCOES_COLUNA if not callable(getattr(origem, f, None))]
+        faltam = faltando(origem, FUNCOES_COLUNA)
         if faltam:
             raise ErroAdaptador(
                 'o adaptador de origem (%s) nao expoe %s, que a estrategia `coluna` precisa:'

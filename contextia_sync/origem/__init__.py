@@ -86,6 +86,11 @@ def validado(funcao: Callable[..., _T], *args: Any) -> _T:
         raise ErroIdentificador(str(erro)) from None
 
 
+def faltando(modulo: object, funcoes: tuple[str, ...]) -> list[str]:
+    """As `funcoes` que o adaptador nao expoe (as do contrato, ou as de uma estrategia)."""
+    return [f for f in funcoes if not callable(getattr(modulo, f, None))]
+
+
 def carregar_origem(nome: str) -> ModuleType:
     """
     O adaptador `--source=<nome>`, conferido: expoe `FUNCOES`?
@@ -120,7 +125,7 @@ def carregar_origem(nome: str) -> ModuleType:
         raise ErroAdaptador(
             'sources/%s.py nao existe. Use --source=generic (o adaptador embutido)'
             ' ou crie o adaptador em %s.' % (nome, PASTA_SOURCES))
-    faltam = [f for f in FUNCOES if not callable(getattr(modulo, f, None))]
+    faltam = faltando(modulo, FUNCOES)
     if faltam:
         raise ErroAdaptador(
             'sources/%s.py nao expoe %s. O SDK precisa de sonda (`contar`), leitura'

@@ -22,6 +22,7 @@ from contextia_sync.intake.transporte import ErroContextia
 from contextia_sync.mapeamento import escopos_excluidos
 from contextia_sync.ouvinte.contexto import Contexto
 from contextia_sync.provisionamento.chaves import ler_chaves
+from contextia_sync.erros import resumir
 from contextia_sync.registro import logger
 
 
@@ -63,7 +64,7 @@ def ciclo_dados(ctx: Contexto) -> ResumoDados:
             falhas, ultima = falhas + 1, erro
             resumo.erros += 1
             ctx.estado.acompanhamento(alvo.nome).registrar_erro('%s %s: %s' % (
-                _agora_texto(), type(erro).__name__, str(erro)[:200]), _agora_texto())
+                _agora_texto(), type(erro).__name__, resumir(str(erro))), _agora_texto())
             logger.error('%-28s leitura falhou: %s: %s', alvo.nome, type(erro).__name__, erro)
 
     if not ctx.seco:
@@ -209,7 +210,7 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
             ok = False
             resumo.erros += res.lotes_erro
             erro = 'escopo %s: %s lote(s) com erro: %s' % (
-                escopo, res.lotes_erro, '; '.join(res.erros or [])[:200])
+                escopo, res.lotes_erro, resumir('; '.join(res.erros or [])))
         enviados += res.registros
         resumo.quarentenados += res.quarentenados
         acomp = ctx.estado.acompanhamento(alvo.nome)

@@ -11,7 +11,7 @@ from types import FrameType
 from typing import Any
 
 from contextia_sync import supervisor, systemd
-from contextia_sync.erros import SAIDA_FALHA, SAIDA_OK
+from contextia_sync.erros import SAIDA_FALHA, SAIDA_OK, resumir
 from contextia_sync.estado.status import escrever_status, escrever_status_json
 from contextia_sync.metricas import escrever_metricas
 from contextia_sync.ouvinte import agenda
@@ -145,9 +145,9 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
             logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.falhas_do_ciclo,
                              type(erro).__name__, erro)
             resumo['falha'] = 'ULTIMA FALHA ......: %s %s: %s' % (
-                _hora(), type(erro).__name__, str(erro)[:200])
+                _hora(), type(erro).__name__, resumir(str(erro)))
             ciclos['falha'] = {'em': _agora_iso(), 'erro': '%s: %s' % (
-                type(erro).__name__, str(erro)[:300])}
+                type(erro).__name__, resumir(str(erro)))}
             # Conexao possivelmente morta: reabre no proximo ciclo em vez de
             # insistir num handle quebrado.
             try:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextia_sync.captura import marca_agua
+from contextia_sync.erros import resumir
 from contextia_sync.estado.status import VERSAO_STATUS
 from contextia_sync.intake import cliente
 from contextia_sync.ouvinte.contexto import Contexto
@@ -73,9 +74,9 @@ def _texto_varredura(ctx: Contexto) -> str:
     if v.ok is False:
         problemas = list(v.erros) + ['%s nao fechou em %s' % (d, ', '.join(e[:5]))
                                      for d, e in sorted(v.nao_fechados.items())]
-        return '%s -- FALHOU em %s: %s' % (dia, v.terminada_em, '; '.join(problemas)[:300])
+        return '%s -- FALHOU em %s: %s' % (dia, v.terminada_em, resumir('; '.join(problemas)))
     if v.ok is None and v.erros:
-        return '%s -- a de %s foi %s' % (dia, v.terminada_em, '; '.join(v.erros)[:200])
+        return '%s -- a de %s foi %s' % (dia, v.terminada_em, resumir('; '.join(v.erros)))
     return dia + (' (ok)' if v.ok else '')
 
 
