@@ -40,6 +40,7 @@ from tests.test_readme import (
 OUVINTE = ('ouvinte.py',)
 CONECTOR = ('connector.py',)
 PROVISIONAR = ('provisionar.py',)
+ESTADO_MARCAR = ('estado.py', 'marcar')
 
 # constante em padroes.py, o nome que a documentacao usa, os programas cujo
 # --help mostra o padrao, e o tipo do valor ('s' segundos, 'min' minutos,
@@ -51,13 +52,13 @@ PADROES = [
     Padrao('INTERVALO_PROJETOS', '--intervalo-projetos', [OUVINTE], 's'),
     Padrao('HORA_VARREDURA', '--varredura', [OUVINTE], 'hora'),
     Padrao('JANELA_VARREDURA', '--janela-varredura', [OUVINTE], 'min'),
-    Padrao('FOLGA', '--folga', [OUVINTE], 's'),
-    Padrao('MAXIMO_POR_CICLO', '--maximo-por-ciclo', [OUVINTE], 'n'),
+    Padrao('FOLGA', '--folga', [OUVINTE, ESTADO_MARCAR], 's'),
+    Padrao('MAXIMO_POR_CICLO', '--maximo-por-ciclo', [OUVINTE, ESTADO_MARCAR], 'n'),
     Padrao('TIMEOUT_FERRAMENTA', '--timeout-ferramenta', [OUVINTE], 's'),
     Padrao('INATIVIDADE_FERRAMENTA', '--inatividade-ferramenta', [OUVINTE], 's'),
     Padrao('ESTRATEGIA', '--estrategia', [OUVINTE], 'texto'),
     Padrao('MAX_REMOCAO', '--max-remocao', [CONECTOR], 'fracao'),
-    Padrao('SOURCE', '--source', [CONECTOR, PROVISIONAR], 'texto'),
+    Padrao('SOURCE', '--source', [CONECTOR, PROVISIONAR, ESTADO_MARCAR], 'texto'),
     # Sem opcao de linha de comando: so a documentacao diz o padrao.
     Padrao('CHUNK', 'chunk', [], 'n'),
     Padrao('INTERVALO_PROGRESSO', 'CONTEXTIA_PROGRESSO_SEGUNDOS', [], 's'),

@@ -37,6 +37,9 @@ PROGRAMAS = [
     (('ouvinte.py',), 'docs/ouvinte.md'),
     (('connector.py',), 'docs/carga-e-provisionamento.md'),
     (('provisionar.py',), 'docs/carga-e-provisionamento.md'),
+    (('estado.py', 'mostrar'), 'docs/ouvinte.md'),
+    (('estado.py', 'marcar'), 'docs/ouvinte.md'),
+    (('estado.py', 'esquecer-carga'), 'docs/ouvinte.md'),
     (('demo/demo.py',), 'docs/demo.md'),
     (('-m', 'contextia_local'), 'docs/contrato-intake.md'),
 ]

@@ -174,6 +174,33 @@ class CapturaColuna:
     def _limite(self, alvo: DatasetVivo) -> Any:
         return marca_agua.limite_do_relogio(self._agora(), self._familia(alvo), self.tolerancia)
 
+    # -- a marca posta a mao (estado.py marcar) ----------------------------------
+    def familia(self, alvo: DatasetVivo) -> str:
+        """A familia do tipo da coluna de mudanca; texto e recusado como na subida."""
+        return self._familia(alvo)
+
+    def limite(self, alvo: DatasetVivo) -> Any:
+        """Ate onde a marca pode ir agora (hora da origem mais a tolerancia); None = sem limite."""
+        return self._limite(alvo)
+
+    def entregue_ate(self, alvo: DatasetVivo, marca: Any) -> Vistos | None:
+        """
+        A janela da folga de `marca` dada por entregue, so ate `marca`.
+
+        Com isto a marca posta a mao quer dizer uma coisa so: o que tem carimbo
+        ate ela conta como entregue e o que tem carimbo depois dela o proximo
+        ciclo entrega -- sem reenviar a janela nem conta-la como chegada
+        atrasada. As linhas de depois ficam de fora de proposito (inclusive a
+        que comitou entre a leitura do MAX e esta). Acima de MAXIMO_VISTOS,
+        None: a janela volta a ser reenviada, como em _podar_vistos.
+        """
+        watch = self._watch(alvo)
+        desde = marca_agua.desde(marca, self.folga)
+        janela = self._janela(alvo, (watch, desde)) if desde is not None else []
+        vistos = self._identidades(alvo, [linha for linha in janela
+                                          if not marca_agua.acima(linha.get(watch), marca)])
+        return None if len(vistos) > marca_agua.MAXIMO_VISTOS else vistos
+
     # -- Captura ----------------------------------------------------------------
     def ler(self, alvo: DatasetVivo) -> Leitura:
         watch = self._watch(alvo)

@@ -108,6 +108,11 @@ def _maior(a: Any, b: Any) -> bool:
         return False
 
 
+def acima(valor: Any, marca: Any) -> bool:
+    """`valor` depois de `marca` (sem explodir com tipos diferentes; None nunca esta acima)."""
+    return valor is not None and marca is not None and _maior(valor, marca)
+
+
 def recuar(marca: Any, folga: float) -> Any:
     """
     A marca menos a folga: o valor que vai no `WHERE coluna > ?`.
@@ -230,7 +235,7 @@ def limite_do_relogio(agora_origem: datetime.datetime | None, familia: str,
 
 def no_futuro(valor: Any, limite: Any) -> bool:
     """O carimbo passou do limite do relogio da origem (entregue, mas nao sobe a marca)."""
-    return limite is not None and valor is not None and _maior(valor, limite)
+    return acima(valor, limite)
 
 
 def marca_limitada(marca: Any, limite: Any) -> Any:

@@ -10,6 +10,8 @@ O ouvinte: o servico que fica de pe e leva ao Contextia o que mudou, em segundos
     laco.py        o laco do servico: ciclos, parada, status
     relatorio.py   o conteudo do ouvinte-status.txt
     autoteste.py   `--autoteste`: a logica pura provada num `python3 -S`
+    estado_a_mao.py  o estado visto e mudado pelo operador (`estado.py`): o
+                   retrato, a marca posta a mao, a carga pendente esquecida
 
 Pode importar todos os outros subpacotes: e quem os junta. As ferramentas
 (provisionar, connector, carregar-todas) rodam como processos filhos, pelo
