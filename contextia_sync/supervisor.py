@@ -240,13 +240,42 @@ def _preparo_do_filho() -> Callable[[], None] | None:
     return preparar
 
 
+# Folga para comparar o instante do boot medido pelo relogio (ajustes do NTP
+# mexem no relogio de parede, nao no de boot); dois boots tao proximos nao ha.
+FOLGA_BOOT = 60
+
+
 def _boot() -> str | None:
-    """O id deste boot: depois de reiniciar a maquina, pid e inicio nao provam nada."""
+    """
+    O id deste boot: depois de reiniciar a maquina, pid e inicio nao provam nada.
+
+    Sob a unit (ProcSubset=pid) o /proc/sys some: o boot passa a ser dito pelo
+    instante em que ele aconteceu, `relogio:<segundos>`, o relogio de parede
+    menos o de boot (comparado com FOLGA_BOOT em `_mesmo_boot`).
+    """
     try:
         with open('/proc/sys/kernel/random/boot_id', encoding='ascii') as arquivo:
             return arquivo.read().strip()
     except OSError:
+        pass
+    try:
+        return 'relogio:%d' % (time.time() - time.clock_gettime(time.CLOCK_BOOTTIME))
+    except (AttributeError, OSError):
         return None
+
+
+def _mesmo_boot(anotado: Any, agora: str | None) -> bool:
+    """O boot anotado e este? O id exato; o instante do boot, dentro da folga."""
+    if anotado == agora:
+        return True
+    prefixo = 'relogio:'
+    if isinstance(anotado, str) and agora and anotado.startswith(prefixo) \
+            and agora.startswith(prefixo):
+        try:
+            return abs(int(anotado[len(prefixo):]) - int(agora[len(prefixo):])) <= FOLGA_BOOT
+        except ValueError:
+            return False
+    return False
 
 
 def _marcado(pid: int, marca: str) -> bool | None:
@@ -313,7 +342,7 @@ def _situacao(entrada: dict[str, Any]) -> tuple[str, list[tuple[int, int]]]:
     membros = _membros(pgid)
     if not membros:
         return 'terminou', []
-    if entrada.get('boot') != _boot():
+    if not _mesmo_boot(entrada.get('boot'), _boot()):
         return 'outro', membros
     inicio = entrada.get('inicio')
     if not isinstance(inicio, int) or any(nasceu < inicio for _, nasceu in membros):

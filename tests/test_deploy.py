@@ -13,6 +13,7 @@ docs/implantacao.md diz): ProtectSystem/ProtectHome e os demais isolamentos de n
 que so o systemd aplica; o `systemd-analyze verify` confere que sao validos.
 """
 
+import json
 import os
 import pwd
 import re
@@ -188,6 +189,73 @@ def test_systemd_analyze_verify_limpo(tmp_path):
     assert resultado.stderr.strip() == '', resultado.stderr
 
 
+# A nota do `systemd-analyze security` (0 = fechado, 10 = exposto). Ela so pode
+# descer: quem tira uma diretiva de endurecimento ve este teste cair.
+NOTA_MAXIMA = 1.1
+
+
+def test_unit_endurecida_e_a_nota_do_systemd_analyze_nao_piora(tmp_path):
+    exigir_systemd_analyze()
+    servico = {}
+    for chave, bruto in ler_unit()['Service']:
+        servico.setdefault(chave, []).append(bruto)
+    for chave, esperado in (('ProcSubset', 'pid'), ('PrivateMounts', 'yes'),
+                            ('RemoveIPC', 'yes'), ('DevicePolicy', 'closed'),
+                            ('MemoryDenyWriteExecute', 'yes'), ('PrivateUsers', 'yes'),
+                            ('SystemCallErrorNumber', 'EPERM')):
+        assert servico.get(chave) == [esperado], chave
+    assert servico['SystemCallFilter'] == ['@system-service', '~@privileged @resources']
+    copia = tmp_path / 'ouvinte.service'
+    shutil.copy(UNIT, copia)
+    resultado = subprocess.run(['systemd-analyze', 'security', '--offline=yes', str(copia)],
+                               capture_output=True, text=True, timeout=60)
+    achada = re.search(r'Overall exposure level for ouvinte\.service: ([0-9.]+)',
+                       resultado.stdout)
+    assert achada, resultado.stdout + resultado.stderr
+    assert float(achada.group(1)) <= NOTA_MAXIMA, resultado.stdout
+    # O que sobra e o que a unit nao pode fechar sem quebrar o servico (docs/implantacao.md).
+    sobras = {linha.split()[1].partition('=')[0] for linha in resultado.stdout.splitlines()
+              if linha.startswith('✗')}
+    assert sobras <= {'RootDirectory', 'RestrictAddressFamilies', 'PrivateNetwork',
+                      'DeviceAllow', 'IPAddressDeny'}, resultado.stdout
+
+
+def test_supervisor_reconhece_o_boot_sem_proc_sys(tmp_path):
+    """
+    ProcSubset=pid esconde /proc/sys (e o boot_id): o grupo anotado continua
+    dizendo de que boot e, e o de outro boot nao e tomado por nosso.
+
+    O /proc/sys escondido de verdade: um tmpfs por cima dele, num namespace de
+    montagem so deste processo (unshare), como o systemd faria.
+    """
+    if os.geteuid() != 0 or not shutil.which('unshare'):
+        pytest.skip('esconder /proc/sys exige root e o unshare (util-linux)')
+    roteiro = (
+        'import json, logging, subprocess, sys\n'
+        'from contextia_sync import supervisor as s\n'
+        'p = subprocess.Popen(["sleep", "60"], start_new_session=True)\n'
+        's._anotar_grupo(sys.argv[1], p, "teste", ["sleep", "60"], "m", logging.getLogger())\n'
+        'g = json.load(open(sys.argv[1]))["grupos"][0]\n'
+        'antes = dict(g, boot="relogio:%d" % (int(str(g["boot"]).split(":")[-1] or 0) - 7200)'
+        ' if str(g["boot"]).startswith("relogio:") else "outro")\n'
+        'print(json.dumps({"boot": g["boot"], "este": s._situacao(g)[0],'
+        ' "antes": s._situacao(antes)[0], "proc_sys": __import__("os").listdir("/proc/sys")}))\n'
+        'p.kill()\n')
+    feito = subprocess.run(
+        ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c',
+         'mount -t tmpfs nada /proc/sys && exec "$0" -c "$1" "$2"', sys.executable, roteiro,
+         str(tmp_path / 'grupos.json')],
+        capture_output=True, text=True, timeout=60, cwd=RAIZ,
+        env=dict(os.environ, PYTHONPATH=RAIZ))
+    if feito.returncode != 0 and 'mount' in feito.stderr:
+        pytest.skip('sem permissao para montar por cima de /proc/sys aqui: %s' % feito.stderr)
+    assert feito.returncode == 0, feito.stderr
+    visto = json.loads(feito.stdout)
+    assert visto['proc_sys'] == []                     # escondido de verdade
+    assert str(visto['boot']).startswith('relogio:'), visto
+    assert visto['este'] == 'nosso' and visto['antes'] == 'outro', visto
+
+
 def test_env_exemplo_cobre_o_que_a_unit_usa():
     secoes = ler_unit()
     usadas = set(re.findall(r'\$\{?([A-Z_][A-Z0-9_]*)', valor(secoes, 'Service', 'ExecStart')))
@@ -361,6 +429,35 @@ def _erp_para_leitura(caminho):
     os.chmod(caminho, 0o644)
 
 
+def _filtro_seccomp(secoes, pasta):
+    """
+    O prefixo que roda o ExecStart sob o filtro da unit, ou [] se a unit nao filtra.
+
+    tests/apoio/seccomp.py vai copiado para `pasta` (o usuario do servico nao le
+    o repositorio) e roda no python do sistema, que o usuario consegue executar.
+    """
+    from tests.apoio import seccomp
+    servico = {}
+    for chave, bruto in secoes['Service']:
+        servico.setdefault(chave, []).append(bruto)
+    if not servico.get('SystemCallFilter') and not servico.get('MemoryDenyWriteExecute'):
+        return []
+    import ctypes
+    try:
+        ctypes.CDLL('libseccomp.so.2')
+    except OSError:
+        pytest.skip('sem libseccomp.so.2 para aplicar o SystemCallFilter= da unit'
+                    ' (apt-get install libseccomp2)')
+    arquivo = os.path.join(str(pasta), 'filtro-seccomp.json')
+    with open(arquivo, 'w', encoding='utf-8') as f:
+        json.dump(seccomp.filtro_da_unit(servico), f)
+    copia = os.path.join(str(pasta), 'seccomp.py')
+    shutil.copy(seccomp.__file__, copia)
+    for caminho in (arquivo, copia):
+        os.chmod(caminho, 0o644)
+    return ['/usr/bin/python3', copia, arquivo, '--']
+
+
 @pytest.fixture
 def usuario_descartavel():
     if os.geteuid() != 0:
@@ -471,7 +568,11 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
     if servico.get('NoNewPrivileges') == 'yes':
         comando.append('--no-new-privs')
     umask = int(servico.get('UMask', '0022'), 8)
-    processo = subprocess.Popen(comando + argv, cwd=servico['WorkingDirectory'], env=ambiente,
+    # O filtro de chamadas de sistema da unit (SystemCallFilter=, MemoryDenyWriteExecute=),
+    # que so o systemd aplicaria: aplicado aqui pela libseccomp, no ouvinte e nos filhos.
+    filtro = _filtro_seccomp(secoes, tmp_path)
+    processo = subprocess.Popen(comando + filtro + argv, cwd=servico['WorkingDirectory'],
+                                env=ambiente,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True, umask=umask)
     try:
@@ -490,8 +591,11 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
 
         # Roda como o usuario do servico, e os arquivos que cria sao so dele.
         with open('/proc/%d/status' % processo.pid) as f:
-            uids = [linha.split()[1:] for linha in f if linha.startswith('Uid:')][0]
-        assert set(uids) == {str(usuario.pw_uid)}
+            situacao = dict(linha.rstrip('\n').split(':\t', 1) for linha in f if ':\t' in linha)
+        assert set(situacao['Uid'].split()) == {str(usuario.pw_uid)}
+        if filtro:
+            # Sob o filtro de verdade (modo 2 = filtro BPF), e nao por acaso.
+            assert situacao['Seccomp'] == '2', situacao
         for caminho in (chaves, status):
             info = os.stat(caminho)
             assert info.st_uid == usuario.pw_uid

@@ -309,3 +309,66 @@ def test_forma_errada_vira_problema_e_o_semantico_ainda_aparece(tmp_path, caso):
         assert any(p.startswith("datasets[1].watch_column: 'ALT' nao esta em columns")
                    for p in achados), achados
     assert len(achados) == len(set(achados)), achados
+
+
+# ----------------------------------------------------------- o fim do identificador
+# O `$` do re do Python (o jsonschema usa re.search) casa antes de um \n no fim:
+# "TITULOS\n" passava no schema. Cada nome do mapeamento, com \n no fim, e recusado.
+COM_NEWLINE = [
+    ('datasets__0__source_object', 'TITULOS\n', 'datasets[0].source_object'),
+    ('datasets__0__source_object', 'ERP.TITULOS\n', 'datasets[0].source_object'),
+    ('datasets__0__columns', ['ID', 'EMPRESA_ID\n'], 'datasets[0].columns[1]'),
+    ('defaults__scope_column', 'EMPRESA_ID\n', 'defaults.scope_column'),
+    ('datasets__0__key', 'ID\n', 'datasets[0].key'),
+    ('projects__source_object', 'EMPRESAS\n', 'projects.source_object'),
+    ('datasets__0__group', 'financeiro\n', 'datasets[0].group'),
+]
+
+
+@pytest.mark.parametrize('caminho, valor, onde', COM_NEWLINE)
+def test_nome_com_newline_no_fim_e_recusado_pelo_schema(tmp_path, caminho, valor, onde):
+    achados = problemas(tmp_path, com(**{caminho: valor}))
+    assert any(p.startswith(onde + ':') and 'nao e valido' in p for p in achados), achados
+    # o proprio schema recusa (o editor que valida pelo $schema ve o mesmo)
+    with open(CAMINHO_SCHEMA, encoding='utf-8') as f:
+        schema = json.load(f)
+    erros = list(jsonschema.Draft202012Validator(schema).iter_errors(com(**{caminho: valor})))
+    padroes = [e.validator for e in erros] + [s.validator for e in erros for s in e.context]
+    assert 'pattern' in padroes, erros
+
+
+def test_padroes_de_nome_valem_igual_em_ecma_e_em_python():
+    """
+    Os `pattern` do schema rodam em dois motores: o re do Python (jsonschema,
+    re.search) e o RegExp do ECMA (o editor que valida pelo $schema). O fim
+    do texto tem de ser o mesmo nos dois -- o \\n final recusado, o nome certo aceito.
+    """
+    import re
+    import shutil
+    with open(CAMINHO_SCHEMA, encoding='utf-8') as f:
+        defs = json.load(f)['$defs']
+    casos = {'coluna': (['EMPRESA_ID', 'C$1', 'COD#'], ['EMPRESA_ID\n', 'A B', '1A', '']),
+             'objeto': (['TITULOS', 'ERP.TITULOS'], ['TITULOS\n', 'ERP.TITULOS\n', 'A.B.C']),
+             'grupo': (['financeiro', 'a-b_1'], ['financeiro\n', 'Financeiro', ''])}
+    for nome, (bons, ruins) in casos.items():
+        padrao = defs[nome]['pattern']
+        for bom in bons:
+            assert re.search(padrao, bom), (nome, bom)
+        for ruim in ruins:
+            assert not re.search(padrao, ruim), (nome, ruim)
+    node = shutil.which('node')
+    if node is None:
+        pytest.skip('sem node para conferir os padroes no motor ECMA (apt-get install nodejs)')
+    programa = (
+        'const casos = JSON.parse(process.argv[1]); const saida = {};'
+        'for (const [nome, [padrao, textos]] of Object.entries(casos))'
+        '  saida[nome] = textos.map(t => new RegExp(padrao, "u").test(t));'
+        'console.log(JSON.stringify(saida));')
+    entrada = {nome: [defs[nome]['pattern'], bons + ruins]
+               for nome, (bons, ruins) in casos.items()}
+    feito = subprocess.run([node, '-e', programa, json.dumps(entrada)], capture_output=True,
+                           text=True, timeout=60)
+    assert feito.returncode == 0, feito.stderr
+    resultado = json.loads(feito.stdout)
+    for nome, (bons, ruins) in casos.items():
+        assert resultado[nome] == [True] * len(bons) + [False] * len(ruins), (nome, resultado)

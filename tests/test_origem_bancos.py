@@ -12,7 +12,6 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from contextia_sync.origem import ErroIdentificador, ErroOrigem
-from contextia_sync.origem.generico import Origem
 from contextia_sync.registro import logger
 from tests.apoio import bancos
 from tests.apoio.log import coletar_log
@@ -47,20 +46,8 @@ def _ddl(tipo):
 
 @pytest.fixture(scope='module', params=TIPOS)
 def origem(request, tmp_path_factory):
-    tipo = request.param
-    if tipo != 'sqlite':
-        bancos.exigir_servidor(tipo)
-    banco = bancos.criar_banco(tipo, 'orig', pasta=tmp_path_factory.mktemp('sq')
-                               if tipo == 'sqlite' else None)
-    try:
-        banco.executar_varios(_ddl(tipo))
-        o = Origem(banco.url_origem, timeout=30)
-        o.banco = banco                     # type: ignore[attr-defined]
-        o.tipo = tipo                       # type: ignore[attr-defined]
-        yield o
-        o.fechar()
-    finally:
-        bancos.derrubar_banco(banco)
+    yield from bancos.origem_de_teste(request.param, 'orig', _ddl(request.param),
+                                      tmp_path_factory)
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ O que mora aqui, e o que cada modulo pode importar:
                  excecoes que todo adaptador levanta. Puro.
     filtro       identificadores validados e o PLANO do WHERE. Puro (autoteste).
     sessao       o que cada dialeto ouve ao conectar (so-leitura, UTC, timeout). Puro.
-    valores      valores nos dois sentidos (bind e driver -> Python). SQLAlchemy.
+    valores      valores nos dois sentidos (bind e driver -> Python), e o escopo
+                 exatamente no tipo da coluna (`coagir_exato`). SQLAlchemy.
+    url          CONTEXTIA_ORIGEM lida e mostrada sem a senha. SQLAlchemy.
     consultas    o SQL de cada leitura, montado sem servidor. SQLAlchemy.
     generico     o adaptador `--source=generic`: engine proprio, sessao travada,
                  leituras curtas em streaming. SQLAlchemy + drivers.

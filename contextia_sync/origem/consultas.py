@@ -19,7 +19,7 @@ from sqlalchemy.sql.expression import ColumnClause, TableClause
 from sqlalchemy.types import NullType
 
 from contextia_sync.origem import ErroOrigem, filtro, validado
-from contextia_sync.origem.valores import coagir, texto_sqlite
+from contextia_sync.origem.valores import coagir, coagir_exato, texto_sqlite
 
 
 class Objeto:
@@ -30,10 +30,16 @@ class Objeto:
         self.tabela = tabela
         self.source_object = source_object
         self.tipos_sqlite = tipos_sqlite or {}
+        self.sem_reflexao = False
         self._exato: dict[str, ColumnClause[Any]] = {c.name: c for c in tabela.c}
         self._minusculo: dict[str, ColumnClause[Any]] = {}
         for c in tabela.c:
             self._minusculo.setdefault(c.name.lower(), c)
+
+    @property
+    def refletido(self) -> bool:
+        """As colunas e os tipos vieram do catalogo (nao e SQL compilado sem servidor)."""
+        return bool(self._exato) and not self.sem_reflexao
 
     def coluna(self, nome: str, campo: str = 'columns') -> ColumnClause[Any]:
         """
@@ -103,9 +109,24 @@ def objeto_sem_reflexao(source_object: str, colunas: Iterable[str] = (),
     if not nomes:
         tabela = sa.table(nome, schema=schema)
     objeto = Objeto(tabela, source_object)
+    objeto.sem_reflexao = True
     if not nomes:
         objeto._exato = {}
     return objeto
+
+
+def valor_do_escopo(objeto: Objeto, scope: Sequence[Any]) -> tuple[ColumnClause[Any], Any]:
+    """
+    A coluna de escopo real e o valor EXATAMENTE no tipo dela (`coagir_exato`).
+
+    Objeto sem reflexao (SQL compilado sem servidor, o autoteste) nao tem tipo a
+    que converter: o valor vai como veio.
+    """
+    coluna = objeto.coluna(scope[0], 'scope')
+    if not objeto.refletido:
+        return coluna, scope[1]
+    return coluna, coagir_exato(scope[1], coluna.type, '%s.%s' % (objeto.source_object,
+                                                                  coluna.name), 'scope')
 
 
 def _onde(objeto: Objeto, condicoes: Sequence[filtro.Condicao],
@@ -116,19 +137,24 @@ def _onde(objeto: Objeto, condicoes: Sequence[filtro.Condicao],
     for nome, operador, parametro, valor in condicoes:
         coluna = objeto.coluna(nome, campos.get(parametro, parametro))
         tipo = coluna.type
+        sem_tipo = isinstance(tipo, NullType)
         if operador == 'IN':
             # Lista expandida pelo SQLAlchemy em binds: nenhum valor vira texto de SQL.
-            valores = [v if isinstance(tipo, NullType) else coagir(v, tipo, dialeto, 'key')
-                       for v in valor]
+            # Cada valor EXATO no tipo da coluna: '17x' numa key INT seria 17 no MariaDB.
+            rotulo = '%s.%s' % (objeto.source_object, coluna.name)
+            valores = [v if sem_tipo and not objeto.refletido
+                       else coagir_exato(v, tipo, rotulo, 'key') for v in valor]
             expressoes.append(coluna.in_(sa.bindparam(
-                parametro, valores, expanding=True,
-                type_=None if isinstance(tipo, NullType) else tipo)))
+                parametro, valores, expanding=True, type_=None if sem_tipo else tipo)))
             continue
-        if dialeto == 'sqlite' and objeto.tipos_sqlite.get(coluna.name):
+        if parametro == filtro.PARAMETRO_ESCOPO:
+            coluna, valor = valor_do_escopo(objeto, (nome, valor))
+            bind = sa.bindparam(parametro, valor, type_=None if sem_tipo else tipo)
+        elif dialeto == 'sqlite' and objeto.tipos_sqlite.get(coluna.name):
             valor = texto_sqlite(coagir(valor, sa.DateTime() if objeto.tipos_sqlite[
                 coluna.name] == 'datetime' else sa.Date(), dialeto))
             bind = sa.bindparam(parametro, valor, type_=sa.String())
-        elif isinstance(tipo, NullType):
+        elif sem_tipo:
             bind = sa.bindparam(parametro, valor)
         else:
             bind = sa.bindparam(parametro, coagir(valor, tipo, dialeto), type_=tipo)
@@ -222,26 +248,3 @@ def consulta_relogio(dialeto: str) -> sa.TextClause:
     except KeyError:
         raise ErroOrigem('a origem %s nao tem consulta de relogio conhecida; o ouvinte precisa'
                          ' da hora da ORIGEM para a marca de agua' % dialeto) from None
-
-
-def familia_do_tipo(tipo: Any, tipo_sqlite: str | None = None) -> str:
-    """
-    A familia do tipo de uma coluna de mudanca: datetime, date, numerico, texto,
-    outro, ou desconhecido (o catalogo nao disse).
-    """
-    from sqlalchemy.dialects import mssql as _mssql
-    if tipo_sqlite in ('datetime', 'date'):
-        return tipo_sqlite
-    if isinstance(tipo, _mssql.TIMESTAMP):      # rowversion: um contador de 8 bytes
-        return 'numerico'
-    if isinstance(tipo, sa.DateTime):
-        return 'datetime'
-    if isinstance(tipo, sa.Date):
-        return 'date'
-    if isinstance(tipo, (sa.Integer, sa.Numeric)):
-        return 'numerico'
-    if isinstance(tipo, NullType):
-        return 'desconhecido'
-    if isinstance(tipo, (sa.String, sa.Text)):
-        return 'texto'
-    return 'outro'

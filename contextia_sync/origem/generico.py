@@ -40,11 +40,9 @@ from __future__ import annotations
 
 import datetime
 import os
-import re
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import quote, quote_plus
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -60,6 +58,7 @@ from contextia_sync.origem import (
     filtro,
     validado,
 )
+from contextia_sync.escopos import texto_escopo
 from contextia_sync.origem.consultas import (
     Objeto,
     colunas_pelo_select_mysql,
@@ -69,7 +68,7 @@ from contextia_sync.origem.consultas import (
     consulta_maximo,
     consulta_relogio,
     consulta_sem_valor,
-    familia_do_tipo,
+    valor_do_escopo,
 )
 from contextia_sync.origem.sessao import (
     COMANDO_INICIO_TRANSACAO,
@@ -78,7 +77,14 @@ from contextia_sync.origem.sessao import (
     comandos_de_sessao,
     timeout_do_ambiente,
 )
-from contextia_sync.origem.valores import DATA_SQLITE, Avisos, Conversor, conversor
+from contextia_sync.origem.url import descrever_url, ler_url, mascarar
+from contextia_sync.origem.valores import (
+    DATA_SQLITE,
+    Avisos,
+    Conversor,
+    conversor,
+    familia_do_tipo,
+)
 from contextia_sync.registro import logger
 
 # Os nomes publicos: as funcoes do contrato (`--source=generic`), as excecoes que
@@ -101,17 +107,8 @@ POOL_EXTRA = 4
 # Segredos fora de mensagens
 # ---------------------------------------------------------------------------
 
-# usuario:senha@ em qualquer lugar (inclusive numa URL torta que nem parseia).
-_SENHA_EM_URL = re.compile(r'([^:/@\s]+:)[^\s/]*@')
-
-
-def mascarar(texto: object, senha: str | None = None) -> str:
-    """Tira a senha de um texto (crua, codificada na URL, e qualquer user:senha@)."""
-    texto = str(texto)
-    if senha:
-        for forma in {senha, quote_plus(senha), quote(senha, safe='')}:
-            texto = texto.replace(forma, '***')
-    return _SENHA_EM_URL.sub(r'\1***@', texto)
+# A URL lida e mostrada sem a senha, e o texto do driver sem ela: origem/url.py
+# (`mascarar` fica exposto aqui tambem, como sempre esteve).
 
 
 def _sem_fuso(valor: Any) -> datetime.datetime:
@@ -174,14 +171,7 @@ class Origem:
 
     def __init__(self, url: str | sa.URL, timeout: int | None = None,
                  linhas_por_lote: int = LINHAS_POR_LOTE) -> None:
-        try:
-            self.url = sa.engine.make_url(url)
-        except Exception:                                # noqa: BLE001
-            # A mensagem do SQLAlchemy repete a URL inteira -- com a senha.
-            raise ErroConfiguracaoOrigem(
-                'CONTEXTIA_ORIGEM nao e URL SQLAlchemy valida (%s). Formato:'
-                ' postgresql+psycopg://usuario:senha@host:5432/banco -- ver'
-                ' docs/origem.md.' % mascarar(url)) from None
+        self.url = ler_url(url)
         self._senha = self.url.password
         self.url_dada = str(url)
         self.dialeto = self.url.get_backend_name()
@@ -201,16 +191,19 @@ class Origem:
     @property
     def descricao(self) -> str:
         """A URL com a senha trocada por ***: o unico jeito de mostra-la."""
-        return self.url.render_as_string(hide_password=True)
+        return descrever_url(self.url)
+
+    def _do_driver(self, erro: BaseException) -> str:
+        """A mensagem do driver, sem a senha (so a palavra inteira: ver origem/url.py)."""
+        return mascarar(_erro_do_driver(erro), self._senha)
 
     def _erro(self, o_que: str, erro: BaseException, correcao: str = '') -> ErroOrigem:
         if MARCAS_DE_TIMEOUT.search(str(getattr(erro, 'orig', erro))):
             correcao = ('passou de CONTEXTIA_ORIGEM_TIMEOUT=%ss e o banco cancelou.'
                         ' Indice na coluna de mudanca/escopo resolve; se a consulta e'
                         ' legitimamente lenta, aumente o limite' % self.timeout)
-        texto = '%s (%s): %s%s' % (o_que, self.descricao, _erro_do_driver(erro),
-                                   (' -- ' + correcao) if correcao else '')
-        return ErroOrigem(mascarar(texto, self._senha))
+        return ErroOrigem('%s (%s): %s%s' % (o_que, self.descricao, self._do_driver(erro),
+                                             (' -- ' + correcao) if correcao else ''))
 
     # -- conexao ------------------------------------------------------------
     def conectar(self) -> Origem:
@@ -225,11 +218,13 @@ class Origem:
         except Exception as erro:                        # noqa: BLE001
             # Prefixo que nenhum dialeto conhece ou driver que nao esta instalado:
             # a URL (ou a instalacao) e que esta errada, nao a origem fora do ar.
-            raise ErroConfiguracaoOrigem(mascarar(
+            raise ErroConfiguracaoOrigem(
                 'nao consegui montar o acesso a origem %s: %s: %s -- confira o'
                 ' prefixo da URL e se o driver esta instalado (requirements.txt).'
-                % (self.descricao, type(erro).__name__, erro), self._senha)) from None
+                % (self.descricao, type(erro).__name__, mascarar(erro, self._senha))) from None
         event.listen(engine, 'connect', self._ao_conectar)
+        if self.dialeto == 'mysql':
+            event.listen(engine, 'checkout', self._ao_retirar)
         if self.dialeto in COMANDO_INICIO_TRANSACAO:
             event.listen(engine, 'begin', self._ao_iniciar)
         self._engine = engine
@@ -266,6 +261,28 @@ class Origem:
         if self.dialeto == 'mysql':
             info = getattr(dbapi_conn, 'get_server_info', lambda: '')()
             self.mariadb = 'mariadb' in str(info).lower()
+        self._travar_sessao(dbapi_conn)
+
+    def _ao_retirar(self, dbapi_conn: Any, _registro: Any, _proxy: Any) -> None:
+        """
+        MySQL/MariaDB: a sessao travada de novo a CADA retirada do pool.
+
+        Uma funcao chamada por uma view pode rodar `SET SESSION TRANSACTION READ
+        WRITE` (ou zerar o `max_statement_time`, ou trocar o `time_zone`), e a
+        sessao fica assim pela vida inteira da conexao no pool: a leitura
+        seguinte escreveria. No PostgreSQL o SET dentro da leitura e desfeito
+        pelo rollback da devolucao; no MySQL/MariaDB nao. Se nem travar der, a
+        conexao nao e entregue: o pool a descarta e abre outra (DisconnectionError).
+        """
+        try:
+            self._travar_sessao(dbapi_conn)
+        except Exception as erro:                        # noqa: BLE001
+            raise sa_exc.DisconnectionError(
+                'a sessao da origem nao voltou a somente leitura (%s)'
+                % _erro_do_driver(erro)) from None
+
+    def _travar_sessao(self, dbapi_conn: Any) -> None:
+        """Os comandos de `sessao.comandos_de_sessao`: so leitura, UTC, limite de tempo."""
         comandos = comandos_de_sessao(self.dialeto, self.timeout, self.mariadb)
         if not self.timeout:
             comandos = [c for c in comandos if 'timeout' not in c and 'max_' not in c]
@@ -335,20 +352,20 @@ class Origem:
                     raise
                 # MySQL/MariaDB refletem view com SHOW CREATE, que exige SHOW VIEW
                 # -- direito que um login so-SELECT nao tem (e nao deve ter).
-                ultimo_erro = ' Ultimo erro: %s.' % _erro_do_driver(erro)
+                ultimo_erro = ' Ultimo erro: %s.' % self._do_driver(erro)
                 try:
                     reflexo = colunas_pelo_select_mysql(conn, cand_schema, cand_nome)
                 except sa_exc.DBAPIError as erro_select:
-                    ultimo_erro = ' Ultimo erro: %s.' % _erro_do_driver(erro_select)
+                    ultimo_erro = ' Ultimo erro: %s.' % self._do_driver(erro_select)
                     continue
             if reflexo:
                 break
         else:
-            raise ErroOrigem(mascarar(
+            raise ErroOrigem(
                 'source_object %s nao encontrado na origem %s (nem em maiusculas/'
                 'minusculas), ou este login nao tem SELECT nele. Confira o nome no'
                 ' mapeamento e o GRANT (docs/origem.md).%s'
-                % (source_object, self.descricao, ultimo_erro), self._senha))
+                % (source_object, self.descricao, ultimo_erro))
         colunas: list[ColumnClause[Any]] = []
         tipos_sqlite: dict[str, str] = {}
         for info in reflexo:
@@ -395,10 +412,19 @@ class Origem:
         nomes = validado(filtro.validar_colunas, columns)
         plano = validado(filtro.plano, scope, since, chaves)
         conn = self._abrir()
+        conferir: tuple[int, Any, str] | None = None
         try:
             objeto = self._objeto(conn, source_object)
-            sql, nomes, posicoes, reais = consulta_fetch(objeto, nomes, scope, since,
+            # A coluna de escopo vai junto (se o mapeamento nao a le) para cada linha
+            # ser conferida aqui: ver _linhas.
+            lidas = nomes + [scope[0]] if scope is not None else nomes
+            sql, lidas, posicoes, reais = consulta_fetch(objeto, lidas, scope, since,
                                                          self.dialeto, chaves)
+            if scope is not None:
+                alvo = valor_do_escopo(objeto, scope)[1]
+                conferir = (posicoes[-1], alvo, texto_escopo(alvo))
+                lidas, posicoes = lidas[:-1], posicoes[:-1]
+            nomes = lidas
             if self.dialeto == 'mysql' and self.timeout:
                 # No MySQL/MariaDB o limite conta o streaming inteiro, inclusive
                 # o tempo que NOS levamos para enviar ao Contextia: uma carga
@@ -414,18 +440,33 @@ class Origem:
             self._devolver(conn)
             raise
         self._abertas[conn] = resultado
-        conversores = self._conversores(objeto, [nomes[posicoes.index(i)]
-                                                 for i in range(len(reais))], reais)
+        rotulos = [c.name for c in reais]
+        for nome, posicao in zip(nomes, posicoes, strict=True):
+            rotulos[posicao] = nome
+        conversores = self._conversores(objeto, rotulos, reais)
         logger.debug('fetch %s: %s', source_object, filtro.descrever(plano)[0] or '(tudo)')
-        return self._linhas(conn, resultado, source_object, nomes, posicoes, conversores)
+        return self._linhas(conn, resultado, source_object, nomes, posicoes, conversores,
+                            conferir)
 
     def _linhas(self, conn: Connection, resultado: CursorResult[Any], source_object: str,
                 nomes: list[str], posicoes: list[int],
-                conversores: list[tuple[int, Conversor]]) -> Linhas:
+                conversores: list[tuple[int, Conversor]],
+                conferir: tuple[int, Any, str] | None = None) -> Linhas:
+        """
+        As linhas do `fetch`, e a ultima palavra sobre o escopo.
+
+        `conferir=(posicao, valor, escopo)`: a linha cujo valor de escopo nao e,
+        como o SDK o escreve (`texto_escopo`), o escopo pedido e descartada, com um
+        aviso ao fim. O valor ja vai exato ao banco; o que sobra e a comparacao
+        do proprio banco -- a collation `_ci` do MySQL/MariaDB e a do SQL Server
+        acham 'abc' igual a 'ABC', outra empresa para o arquivo de chaves.
+        """
         lidas = 0
         direto = posicoes == list(range(len(posicoes)))
         chaves = tuple(nomes)
         completo = False
+        descartadas = 0
+        exemplo: Any = None
         try:
             for linha in resultado:
                 valores: Sequence[Any] = linha
@@ -433,6 +474,13 @@ class Origem:
                     valores = list(linha)
                     for posicao, funcao in conversores:
                         valores[posicao] = funcao(valores[posicao])
+                # Igual ao valor pedido (o caso de toda linha) dispensa o texto.
+                if conferir is not None and valores[conferir[0]] != conferir[1] \
+                        and texto_escopo(valores[conferir[0]]) != conferir[2]:
+                    descartadas += 1
+                    if exemplo is None:
+                        exemplo = valores[conferir[0]]
+                    continue
                 # Do tamanho de `chaves` por construcao (consulta_fetch): sem
                 # conferir de novo a cada linha.
                 if direto:
@@ -441,6 +489,13 @@ class Origem:
                     yield {nome: valores[p] for nome, p in zip(chaves, posicoes, strict=False)}
                 lidas += 1
             completo = True
+            if descartadas:
+                logger.warning(
+                    'leitura de %s com escopo %r: %d linha(s) que o banco devolveu têm outro'
+                    ' valor na coluna de escopo (ex.: %r) -- o banco as compara como iguais'
+                    ' (maiúsculas/minúsculas, acentos, espaços); não são desta empresa e'
+                    ' ficaram de fora', source_object, conferir[2] if conferir else '',
+                    descartadas, exemplo)
         except sa_exc.DBAPIError as erro:
             raise self._erro('leitura de %s interrompida depois de %d linha(s)'
                              % (source_object, lidas), erro,

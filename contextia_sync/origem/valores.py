@@ -16,12 +16,15 @@ from __future__ import annotations
 import datetime
 import decimal
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mssql as _mssql
+from sqlalchemy.types import NullType
 
+from contextia_sync.escopos import texto_escopo
 from contextia_sync.origem import ErroOrigem
 from contextia_sync.registro import logger
 
@@ -43,6 +46,111 @@ def _tipo_python(tipo: Any) -> type | None:
         return tipo.python_type
     except (NotImplementedError, AttributeError):
         return None
+
+
+def familia_do_tipo(tipo: Any, tipo_sqlite: str | None = None) -> str:
+    """
+    A familia do tipo de uma coluna: datetime, date, numerico, texto, uuid,
+    outro, ou desconhecido (o catalogo nao disse).
+    """
+    if tipo_sqlite in ('datetime', 'date'):
+        return tipo_sqlite
+    if _eh_rowversion(tipo):                     # rowversion: um contador de 8 bytes
+        return 'numerico'
+    if isinstance(tipo, sa.DateTime):
+        return 'datetime'
+    if isinstance(tipo, sa.Date):
+        return 'date'
+    if isinstance(tipo, (sa.Integer, sa.Numeric)):
+        return 'numerico'
+    if isinstance(tipo, NullType):
+        return 'desconhecido'
+    if isinstance(tipo, (sa.String, sa.Text)):
+        return 'texto'
+    if isinstance(tipo, sa.Uuid):
+        return 'uuid'
+    return 'outro'
+
+
+# O inteiro como o SDK o escreve (`escopos.texto_escopo`): sem espaco, sem +,
+# sem zeros a esquerda. So esta forma vira numero; qualquer outra e recusada.
+_INTEIRO = re.compile(r'-?[0-9]+')
+
+# O que cada campo diz ao operador quando o valor nao e exato.
+_CORRECAO_EXATO = {
+    'scope': 'Confira o --scope e o código da empresa no arquivo de chaves; se o'
+             ' cadastro de empresas guarda o código como texto e a view como número,'
+             ' peça ao DBA que as duas colunas tenham o mesmo tipo.',
+    'key': 'A key do mapeamento e a coluna da view têm de ser do mesmo tipo.',
+}
+
+
+def _inteiro_exato(valor: Any) -> int | None:
+    """O inteiro que `valor` e EXATAMENTE, ou None (texto torto, fracao, bool)."""
+    if isinstance(valor, bool):
+        return None
+    if isinstance(valor, int):
+        return valor
+    if isinstance(valor, (decimal.Decimal, float)):
+        try:
+            inteiro = int(valor)
+        except (ValueError, OverflowError, decimal.InvalidOperation):
+            return None
+        return inteiro if inteiro == valor else None
+    if isinstance(valor, str) and _INTEIRO.fullmatch(valor):
+        inteiro = int(valor)
+        return inteiro if str(inteiro) == valor else None
+    return None
+
+
+def coagir_exato(valor: Any, tipo: Any, coluna: str, campo: str = 'scope') -> Any:
+    """
+    O valor do escopo (ou de uma key do `IN`) EXATAMENTE no tipo da coluna, ou ErroOrigem.
+
+    Texto comparado a coluna INT deixa o banco converter -- e o MariaDB le
+    '297x', '297 OR 1=1' e '0297' como 297: a leitura de uma empresa alargada
+    para outra. Aqui a conversao e do SDK, e so aceita o que volta igual:
+    numa coluna numerica, o inteiro escrito como `texto_escopo` o escreve
+    ('297'; '0297', '+297', ' 297', '297.0' e '297x' sao recusados); numa de
+    texto, o texto como veio (o numero vira o texto dele: 297 -> '297'); numa
+    UUID, o UUID na forma canonica. Outro tipo de coluna nao serve de escopo.
+    """
+    familia = familia_do_tipo(tipo)
+    correcao = _CORRECAO_EXATO.get(campo, '')
+    if familia == 'numerico':
+        if campo == 'key' and isinstance(valor, (int, decimal.Decimal, float)) \
+                and not isinstance(valor, bool):
+            return coagir(valor, tipo, '', campo)    # veio do banco, ja no tipo dele
+        inteiro = _inteiro_exato(valor)
+        if inteiro is None:
+            raise ErroOrigem(
+                '%s: %r não é um valor exato da coluna %s (%s, numérica): numa coluna'
+                ' numérica o valor é o inteiro escrito sem espaço, sem sinal +, sem zeros à'
+                ' esquerda e sem fração (ex.: 297) -- o banco converteria o resto por conta'
+                ' própria e 297x viraria 297. Nada foi lido. %s'
+                % (campo, valor, coluna, tipo, correcao))
+        return coagir(inteiro, tipo, '', campo)
+    if familia == 'texto':
+        if isinstance(valor, str):
+            return valor
+        if isinstance(valor, (int, decimal.Decimal, float)) and not isinstance(valor, bool):
+            return texto_escopo(valor)
+    if familia == 'uuid':
+        try:
+            convertido = valor if isinstance(valor, uuid.UUID) else uuid.UUID(str(valor))
+        except ValueError:
+            convertido = None
+        if convertido is not None and (not isinstance(valor, str)
+                                       or str(convertido) == valor.lower()):
+            return convertido
+    if campo == 'key' and familia not in ('texto', 'uuid'):
+        return coagir(valor, tipo, '', campo)        # data/hora: o coagir de sempre
+    raise ErroOrigem(
+        '%s: %r não serve para a coluna %s (%s): o SDK só compara %s com coluna inteira,'
+        ' de texto ou UUID, com o valor convertido exatamente ao tipo dela -- deixar o'
+        ' banco converter pode alargar a leitura. Nada foi lido. %s'
+        % (campo, valor, coluna, tipo, campo, correcao or
+           'Peça ao DBA uma view com a coluna como inteiro ou texto.'))
 
 
 def coagir(valor: Any, tipo: Any,
@@ -68,7 +176,11 @@ def coagir(valor: Any, tipo: Any,
                 if len(texto) > 10:
                     return datetime.datetime.fromisoformat(texto)
                 return datetime.date.fromisoformat(texto)
-            if alvo is int and re.fullmatch(r'[+-]?\d+', texto):
+            if alvo is int:
+                # Texto que nao e inteiro ia cru ao banco, e o MariaDB o
+                # converteria do jeito dele ('101x' -> 101).
+                if not re.fullmatch(r'[+-]?\d+', texto):
+                    raise ValueError(texto)
                 return int(texto)
             if alvo is decimal.Decimal:
                 return decimal.Decimal(texto)

@@ -189,6 +189,28 @@ def derrubar_banco(banco):
         motor.dispose()
 
 
+def origem_de_teste(tipo, rotulo, comandos, tmp_path_factory):
+    """
+    Gerador: um banco novo do `tipo` com `comandos` rodados e uma Origem do
+    adaptador (timeout 30 s) sobre ele, com `.banco` e `.tipo`; fecha e derruba
+    no fim. Para fixtures de modulo parametrizadas pelo tipo de banco.
+    """
+    from contextia_sync.origem.generico import Origem
+    if tipo != 'sqlite':
+        exigir_servidor(tipo)
+    banco = criar_banco(tipo, rotulo, pasta=tmp_path_factory.mktemp('sq')
+                        if tipo == 'sqlite' else None)
+    try:
+        banco.executar_varios(comandos)
+        origem = Origem(banco.url_origem, timeout=30)
+        origem.banco = banco
+        origem.tipo = tipo
+        yield origem
+        origem.fechar()
+    finally:
+        derrubar_banco(banco)
+
+
 def exigir_servidor(tipo):
     """Pula (ou, com CI=true, falha) se o servidor nao esta de pe."""
     ok, motivo = servidor_disponivel(tipo)
