@@ -37,6 +37,7 @@ PROGRAMAS = [
     (('ouvinte.py',), 'docs/ouvinte.md'),
     (('connector.py',), 'docs/carga-e-provisionamento.md'),
     (('provisionar.py',), 'docs/carga-e-provisionamento.md'),
+    (('descobrir.py',), 'docs/mapeamento.md'),
     (('demo/demo.py',), 'docs/demo.md'),
     (('-m', 'contextia_local'), 'docs/contrato-intake.md'),
 ]
