@@ -154,16 +154,26 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
 
     problemas = ['(arquivo): chave %r aparece duas vezes no mesmo objeto -- o JSON fica'
                  ' so com a ultima; apague a que nao vale' % nome for nome in repetidas]
-    problemas += _problemas_de_schema(mapa)
+    problemas += problemas_do_mapa(mapa)
+    if problemas:
+        raise ErroMapeamento(caminho, problemas)
+    return mapa
+
+
+def problemas_do_mapa(mapa: Any) -> list[str]:
+    """
+    Os problemas de um mapeamento ja lido (o schema e as regras entre campos).
+
+    O `descobrir` confere com esta mesma funcao o esqueleto que vai gravar.
+    """
+    problemas = _problemas_de_schema(mapa)
     if isinstance(mapa, dict):
         # Schema e regras entre campos numa passada so: quem corrige um problema
         # por execucao desiste no terceiro. Cada regra confere a forma do que le
         # e fica calada onde a forma esta errada -- ali o schema ja falou, e
         # falar de novo seria o mesmo problema com outras palavras.
         problemas += [p for p in _problemas_semanticos(mapa) if p not in problemas]
-    if problemas:
-        raise ErroMapeamento(caminho, problemas)
-    return mapa
+    return problemas
 
 
 def _schema():

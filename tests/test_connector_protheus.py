@@ -13,6 +13,7 @@ import pytest
 
 from contextia_sync.intake import cliente
 from contextia_sync.provisionamento.chaves import ler_chaves
+from tests.dados import protheus as protheus_dados
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.postgres
@@ -20,16 +21,7 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture
 def protheus(banco_postgres):
-    with open(os.path.join(RAIZ, 'tests', 'dados', 'protheus_pg.sql'), encoding='utf-8') as f:
-        script = f.read()
-    conexao = banco_postgres.motor().raw_connection()
-    try:
-        # psycopg 3 aceita varios comandos num execute sem parametros.
-        conexao.cursor().execute(script)
-        conexao.commit()
-    finally:
-        conexao.close()
-    return banco_postgres.url_origem
+    return protheus_dados.carregar(banco_postgres)
 
 
 def rodar(argv, ambiente):

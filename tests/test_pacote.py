@@ -33,13 +33,14 @@ from tests.dados import erp as erp_teste
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATASET = 'titulos_a_receber'
 SUBPACOTES = ('origem', 'intake', 'captura', 'ouvinte', 'estado', 'carga', 'provisionamento',
-              'fila', 'cli')
+              'fila', 'cli', 'descoberta')
 COMANDOS = {
     'ouvinte': 'contextia_sync.cli.ouvinte',
     'contextia-connector': 'contextia_sync.cli.conector',
     'contextia-provisionar': 'contextia_sync.cli.provisionar',
     'contextia-carregar-todas': 'contextia_sync.cli.carregar_todas',
     'contextia-estado': 'contextia_sync.cli.estado',
+    'contextia-descobrir': 'contextia_sync.cli.descobrir',
 }
 # O que nao entra na copia de onde a wheel e construida (o resto vai, como num clone).
 FORA_DA_COPIA = shutil.ignore_patterns('.venv', '.git', '__pycache__', '*.pyc', '.pytest_cache',
@@ -82,7 +83,7 @@ def test_requirements_sem_linhas_que_o_pyproject_nao_le():
 
 def _arquivos_de_producao():
     arquivos = [os.path.join(RAIZ, n) for n in ('ouvinte.py', 'connector.py', 'provisionar.py',
-                                                   'estado.py')]
+                                                   'estado.py', 'descobrir.py')]
     for pacote in ('contextia_sync', 'contextia_local'):
         for pasta, _subpastas, nomes in os.walk(os.path.join(RAIZ, pacote)):
             arquivos += [os.path.join(pasta, n) for n in nomes if n.endswith('.py')]

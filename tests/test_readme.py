@@ -40,6 +40,7 @@ PROGRAMAS = [
     (('estado.py', 'mostrar'), 'docs/ouvinte.md'),
     (('estado.py', 'marcar'), 'docs/ouvinte.md'),
     (('estado.py', 'esquecer-carga'), 'docs/ouvinte.md'),
+    (('descobrir.py',), 'docs/mapeamento.md'),
     (('demo/demo.py',), 'docs/demo.md'),
     (('-m', 'contextia_local'), 'docs/contrato-intake.md'),
 ]

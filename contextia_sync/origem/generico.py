@@ -328,6 +328,16 @@ class Origem:
         finally:
             conn.close()
 
+    @contextmanager
+    def sessao(self) -> Iterator[Connection]:
+        """
+        Uma conexao da sessao somente leitura (com o tempo maximo por consulta),
+        numa transacao que acaba ao sair: para quem le o catalogo inteiro pelo
+        inspector do SQLAlchemy (o `descobrir`). A trava e a mesma de toda leitura.
+        """
+        with self._conexao() as conn:
+            yield conn
+
     # -- objeto ---------------------------------------------------------------
     def _objeto(self, conn: Connection, source_object: str) -> Objeto:
         if source_object in self._objetos:
