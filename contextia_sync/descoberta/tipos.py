@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql as _pg
 from sqlalchemy.dialects.postgresql import ranges as _ranges
 
 from contextia_sync.descoberta.catalogo import Coluna
-from contextia_sync.origem.consultas import familia_do_tipo
+from contextia_sync.origem.valores import familia_do_tipo
 
 # Tipos que o SQLAlchemy nao conhece e sao geometria (PostGIS, MySQL, Oracle
 # Spatial, os geometricos nativos do PostgreSQL).
