@@ -2,6 +2,7 @@
 # CARREGAR-TODAS -- a carga completa de cada empresa do arquivo de chaves.
 #
 #   CONTEXTIA_MAPPING=mappings/<cliente>.json bash carregar-todas.sh CHAVES [--dry-run] [opcoes do connector]
+#   (CHAVES também como --chaves=CHAVES; `--help` mostra a ajuda, `--version` a versão)
 #
 # Instalado com pip, o mesmo programa e `contextia-carregar-todas CHAVES ...`.
 #

@@ -2,11 +2,13 @@
 """
 CONECTOR -- a carga completa de uma empresa, da origem ao Contextia.
 
-    CONTEXTIA_API_KEY=<chave da empresa> python3 connector.py \\
-        --mapping=mappings/<cliente>.json --source=generic --scope=297
+    python3 connector.py --mapping=mappings/<cliente>.json --scope=297 \\
+        --chaves=/var/lib/contextia/chaves.tsv
 
-A chave vem SO do ambiente: na linha de comando ela apareceria no `ps` de
-qualquer usuario da maquina. O carregar-todas.sh e o ouvinte ja a passam assim.
+A chave vem de CONTEXTIA_API_KEY (o carregar-todas.sh e o ouvinte a passam
+assim) ou, sem ela, da linha da empresa no arquivo de --chaves -- NUNCA da
+linha de comando, onde apareceria no `ps` de qualquer usuario da maquina. Com
+--chaves, a carga aceita entra no historico ao lado dele (<chaves>.historico.json).
 
 Cada dataset e lido da origem (so as linhas da empresa; tabela de dominio
 inteira) e enviado sob um ciclo de carga proprio. O `complete` -- que remove do
@@ -14,10 +16,12 @@ Contextia o que a origem nao tem mais -- so e enviado se todos os lotes daquele
 dataset chegaram, e leva o teto de remocao: view que de repente volta vazia nao
 esvazia o dataset. Detalhes em docs/carga-e-provisionamento.md.
 
-Progresso: num terminal, uma barra por dataset (fica na tela). Sem terminal
-(ouvinte, cron, carregar-todas.sh), uma linha "<dataset> escopo=S: N registros
-lidos ate agora" a cada CONTEXTIA_PROGRESSO_SEGUNDOS (padrao 30) durante a
-leitura -- o ouvinte encerra ferramenta calada por --inatividade-ferramenta.
+Progresso: as linhas da empresa sao contadas antes de cada dataset. Num
+terminal, uma barra por dataset com o total e o tempo que falta (fica na tela).
+Sem terminal (ouvinte, cron, carregar-todas.sh), uma linha "<dataset>
+escopo=S: N de M (P%), faltam ~T" a cada CONTEXTIA_PROGRESSO_SEGUNDOS (padrao
+30) durante a leitura -- o ouvinte encerra ferramenta calada por
+--inatividade-ferramenta.
 
 Codigos de saida:
     0  todos os datasets carregados

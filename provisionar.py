@@ -3,7 +3,7 @@
 PROVISIONAR -- um projeto no Contextia para cada empresa nova do ERP.
 
     CONTEXTIA_URL=... CONTEXTIA_ADMIN_TOKEN=... python3 provisionar.py \\
-        --mapping=mappings/<cliente>.json --source=generic --arquivo=/opt/contextia/chaves.tsv
+        --mapping=mappings/<cliente>.json --source=generic --chaves=/opt/contextia/chaves.tsv
 
 Instalado com pip, o mesmo programa e `contextia-provisionar` (ou
 `python3 -m contextia_sync.cli.provisionar`), com os mesmos argumentos.

@@ -154,7 +154,7 @@ class Tortura:
         # A implantacao, como o operador faz: provisiona e carrega tudo uma vez.
         registro('implantacao: provisionar.py e carregar-todas.sh')
         self.rodar_ferramenta([self.python, 'provisionar.py', '--mapping=' + self.mapa,
-                               '--source=generic', '--arquivo=' + self.chaves],
+                               '--source=generic', '--chaves=' + self.chaves],
                               'provisionar.py')
         self.rodar_ferramenta(['bash', os.path.join(RAIZ, 'carregar-todas.sh'), self.chaves],
                               'carregar-todas.sh', self.ambiente(

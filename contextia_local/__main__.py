@@ -9,10 +9,14 @@ from collections.abc import Sequence
 
 
 def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog='python3 -m contextia_local',
-        description='Servidor Contextia local: o contrato do intake (docs/contrato-intake.md)'
-                    ' sobre SQLite, para testes, demo e ensaio antes da producao.')
+    # O parser de toda CLI do SDK: em portugues, com --version e os codigos de saida.
+    from contextia_sync.cli.comum import novo_parser
+    p = novo_parser(
+        'python3 -m contextia_local',
+        'Servidor Contextia local: o contrato do intake (docs/contrato-intake.md)'
+        ' sobre SQLite, para testes, demo e ensaio antes da producao.',
+        saidas={0: 'parado (Ctrl-C, SIGTERM) ou --openapi impresso',
+                1: 'o servidor não subiu (porta ocupada?) ou caiu'})
     p.add_argument('--porta', type=int, default=8765, help='porta TCP (padrao 8765)')
     p.add_argument('--host', default='127.0.0.1',
                    help='endereco de escuta (padrao 127.0.0.1; so mude sabendo que a API'

@@ -8,9 +8,32 @@ imprimindo so a mensagem -- que ja diz o que e, por que e como corrigir. Quem
 le e o operador, nao o programador: sem traceback.
 """
 
+from collections.abc import Mapping
+
 SAIDA_OK = 0
 SAIDA_FALHA = 1
 SAIDA_CONFIGURACAO = 2
+
+# O que cada codigo quer dizer em toda ferramenta; cada uma pode dizer o 1 e o 2
+# com as palavras dela (`significados` de `texto_das_saidas`), mas o numero e este.
+SIGNIFICADO_DAS_SAIDAS = {
+    SAIDA_OK: 'tudo certo',
+    SAIDA_FALHA: 'algo falhou; o que falhou ficou como estava',
+    SAIDA_CONFIGURACAO: 'erro de configuração ou de argumento; nada foi feito',
+}
+
+
+def texto_das_saidas(significados: Mapping[int, str | None] | None = None) -> str:
+    """
+    Os códigos de saída como o `--help` de toda ferramenta os lista (uma linha
+    por código). `significados` troca ou acrescenta códigos (ex.: 143 do
+    SIGTERM); None tira um código que a ferramenta nunca usa.
+    """
+    todos: dict[int, str | None] = dict(SIGNIFICADO_DAS_SAIDAS)
+    todos.update(significados or {})
+    return 'códigos de saída:\n' + '\n'.join('  %-4d %s' % (codigo, texto)
+                                             for codigo, texto in sorted(todos.items())
+                                             if texto)
 
 
 class ErroConfiguracao(Exception):

@@ -19,6 +19,9 @@ import logging
 from contextia_sync import systemd
 
 FORMATO = '[%(levelname).1s %(asctime)s] %(message)s'
+# A data de toda linha de log, na tela e no arquivo: ISO, como o status e o
+# historico a escrevem (o padrao do logzero, '%y%m%d', dava '261201').
+FORMATO_DATA = '%Y-%m-%d %H:%M:%S'
 
 try:
     import logzero as _logzero
@@ -35,12 +38,13 @@ if _journal is not None:
     logger.setLevel(logging.INFO)
     logger.propagate = False
 elif _logzero is not None:
-    logger = _logzero.setup_logger(name='contextia', level=logging.INFO)
+    logger = _logzero.setup_logger(name='contextia', level=logging.INFO,
+                                   formatter=_logzero.LogFormatter(datefmt=FORMATO_DATA))
 else:
     logger = logging.getLogger('contextia')
     if not logger.handlers:
         _saida = logging.StreamHandler()
-        _saida.setFormatter(logging.Formatter(FORMATO))
+        _saida.setFormatter(logging.Formatter(FORMATO, FORMATO_DATA))
         logger.addHandler(_saida)
     logger.setLevel(logging.INFO)
     logger.propagate = False
@@ -57,6 +61,6 @@ def arquivo_de_log(caminho: str, max_bytes: int = 20 * 1024 * 1024,
     from logging.handlers import RotatingFileHandler
     handler = RotatingFileHandler(caminho, maxBytes=max_bytes, backupCount=copias,
                                   encoding='utf-8')
-    handler.setFormatter(logging.Formatter(FORMATO))
+    handler.setFormatter(logging.Formatter(FORMATO, FORMATO_DATA))
     logger.addHandler(handler)
     return handler

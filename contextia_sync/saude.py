@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from contextia_sync import __version__, padroes
+from contextia_sync.cli.comum import ParserPt
 from contextia_sync.estado.status import (
     ARQUIVO_STATUS,
     ARQUIVO_STATUS_JSON,
@@ -99,36 +100,14 @@ class ErroArgumento(Exception):
     """Argumento invalido: a saude responde DESCONHECIDO (3)."""
 
 
-# As frases do argparse que o operador ve, em portugues (o argparse nao traz traducao).
-_TRADUCOES = (
-    (r'^the following arguments are required: (.*)$', r'falta \1'),
-    (r'^unrecognized arguments: (.*)$', r'opcao desconhecida: \1'),
-    (r'^argument (\S+): expected one argument$', r'\1 precisa de um valor'),
-    (r'^argument (\S+): ignored explicit argument (.*)$', r'\1 nao aceita valor (\2)'),
-    (r'^argument (\S+): invalid choice: (.*)$', r'\1: valor invalido \2'),
-    (r'^ambiguous option: (\S+) could match (.*)$', r'opcao ambigua: \1 (pode ser \2)'),
-    (r'^argument (\S+): (.*)$', r'\1: \2'),
-)
-
-
-def _traduzir(mensagem: str) -> str:
-    for padrao, troca in _TRADUCOES:
-        if re.match(padrao, mensagem):
-            return re.sub(padrao, troca, mensagem)
-    return mensagem
-
-
-class _Formato(argparse.RawDescriptionHelpFormatter):
-    def add_usage(self, usage: str | None, actions: Any, groups: Any,
-                  prefix: str | None = None) -> None:
-        super().add_usage(usage, actions, groups, 'uso: ' if prefix is None else prefix)
-
-
-class _Parser(argparse.ArgumentParser):
-    """Erro de argumento e DESCONHECIDO (3), nao o 2 do argparse (2 e CRITICO)."""
+class _Parser(ParserPt):
+    """
+    Erro de argumento e DESCONHECIDO (3), nao o 2 do argparse (2 e CRITICO).
+    As frases do argparse ja chegam em portugues (cli/comum.py: ParserPt).
+    """
 
     def error(self, message: str) -> NoReturn:
-        raise ErroArgumento(_traduzir(message))
+        raise ErroArgumento(message)
 
 
 _DURACAO = re.compile(r'^\s*(\d+(?:[.,]\d+)?)\s*(s|seg|m|min|h)?\s*$', re.I)
@@ -157,13 +136,12 @@ def _inteiro_positivo(texto: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog=PROG, formatter_class=_Formato, add_help=False,
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
         allow_abbrev=False,
         description='A saude do ouvinte para o monitoramento: le <estado>/%s e responde\n'
                     'uma linha e o codigo de um plugin de monitoramento. Nao roda o ouvinte,\n'
                     'nao abre a origem, nao fala com o Contextia.' % ARQUIVO_STATUS_JSON,
         epilog=REGRAS + '\n' + SAIDAS)
-    p._optionals.title = 'opcoes'
     p.add_argument('-h', '--help', action='help', help='mostra esta ajuda e sai (codigo 0)')
     p.add_argument('--version', action='version', help='mostra a versao e sai',
                    version='%s (contextia_sync %s)' % (PROG, __version__))

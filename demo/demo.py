@@ -202,7 +202,7 @@ class Demo:
         titulo('3. Provisionamento: um projeto e uma chave por empresa')
         rodar([sys.executable, os.path.join(RAIZ, 'provisionar.py'),
                '--mapping=' + MAPEAMENTO, '--source=generic',
-               '--arquivo=' + self.chaves_path], self.ambiente, 'provisionar.py')
+               '--chaves=' + self.chaves_path], self.ambiente, 'provisionar.py')
         self.observador = Observador(self.chaves_path)
         chaves = self.observador.chaves()
         with open(MAPEAMENTO, encoding='utf-8') as f:

@@ -133,6 +133,21 @@ def test_seco_passa_adiante_e_tudo_ok(erp, tmp_path, ambiente_contextia, jeito):
     assert 'resumo carregar-todas: 2 ok, 0 com falha' in saida
 
 
+@pytest.mark.parametrize('forma', ['--chaves=%s', '--chaves %s'])
+def test_arquivo_de_chaves_tambem_como_opcao_chaves(erp, tmp_path, ambiente_contextia,
+                                                     forma):
+    """--chaves, o nome das outras ferramentas, no lugar do CHAVES posicional."""
+    arquivo = tmp_path / 'chaves.tsv'
+    gravar_registros(str(arquivo), [Registro(e, 'ctx_nao_usada', None, None, 'pronto', None)
+                                    for e in erp.escopos])
+    env = dict(os.environ, CONTEXTIA_MAPPING=erp_teste.mapeamento(tmp_path),
+               CONTEXTIA_ORIGEM=erp.url, CONTEXTIA_PYTHON=sys.executable)
+    feito = subprocess.run(['bash', SCRIPT] + (forma % arquivo).split(' ') + ['--dry-run'],
+                           env=env, cwd=RAIZ, capture_output=True, text=True, timeout=300)
+    assert feito.returncode == 0, feito.stdout + feito.stderr
+    assert 'resumo carregar-todas: 2 ok, 0 com falha' in feito.stdout
+
+
 @pytest.mark.parametrize('caso', ['permissao', 'corrompido', 'inexistente'])
 def test_arquivo_de_chaves_ruim_para_tudo_com_2(erp, tmp_path, caso):
     arquivo = tmp_path / 'chaves.tsv'
@@ -202,6 +217,21 @@ def test_sem_argumento_mostra_o_uso_e_sai_com_2(jeito):
                            stderr=subprocess.STDOUT, timeout=60)
     assert feito.returncode == 2
     assert feito.stdout.decode().startswith('uso: CONTEXTIA_MAPPING=')
+
+
+@pytest.mark.parametrize('jeito', sorted(JEITOS))
+def test_ajuda_em_portugues_com_os_codigos_de_saida(jeito):
+    feito = subprocess.run(JEITOS[jeito] + ['--help'], cwd=RAIZ, capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, COLUMNS='200'))
+    assert feito.returncode == 0, feito.stdout + feito.stderr
+    assert feito.stdout.startswith('uso: CONTEXTIA_MAPPING='), feito.stdout
+    for trecho in ('--chaves', 'CONTEXTIA_MAPPING', 'CONTEXTIA_HISTORICO', 'códigos de saída',
+                   '143  parado por SIGTERM'):
+        assert trecho in feito.stdout, trecho
+    feito = subprocess.run(JEITOS[jeito] + ['--version'], cwd=RAIZ, capture_output=True,
+                           text=True, timeout=60)
+    assert feito.returncode == 0 and feito.stdout == 'carregar-todas (contextia_sync %s)\n' % (
+        __version__), feito.stdout + feito.stderr
 
 
 def test_versao_do_comando():

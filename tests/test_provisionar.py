@@ -9,6 +9,7 @@ com SIGKILL no ponto pedido, e a recuperacao e provada rodando de novo.
 """
 
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -45,7 +46,7 @@ def provisionar_cli(erp: erp_teste.Erp, mapa: str, arquivo: object, *extra: str,
     env.update(ambiente or {})
     feito = subprocess.run(
         [sys.executable, *programa, '--mapping=' + mapa, '--source=generic',
-         '--arquivo=' + str(arquivo)] + list(extra),
+         '--chaves=' + str(arquivo)] + list(extra),
         cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
@@ -284,7 +285,7 @@ def test_versao_e_os_dois_jeitos_de_chamar(programa):
     ajuda = subprocess.run([sys.executable, *programa, '--help'], cwd=RAIZ,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     assert ajuda.returncode == 0
-    assert '2 erro de configuracao' in ajuda.stdout.decode()
+    assert re.search(r'(?m)^  2 +erro de configuração', ajuda.stdout.decode())
 
 
 def test_modulo_da_cli_provisiona_igual(erp, mapa, tmp_path, ambiente_contextia):

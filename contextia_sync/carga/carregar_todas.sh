@@ -13,20 +13,29 @@ set -euo pipefail
 
 uso() {
     echo "uso: CONTEXTIA_MAPPING=mappings/<cliente>.json bash carregar-todas.sh CHAVES [--dry-run] [opcoes do connector]" >&2
+    echo "(a ajuda inteira, com o ambiente e os códigos de saída: bash carregar-todas.sh --help)" >&2
     exit 2
 }
-
-[ "$#" -ge 1 ] || uso
-chaves_arg="$1"
-shift
-case "$chaves_arg" in
-    -*) uso ;;
-esac
 
 python="${CONTEXTIA_PYTHON:-python3}"
 # Este script e contextia_sync/carga/carregar_todas.sh: duas pastas acima esta
 # quem contem o pacote (a raiz do repositorio, ou o site-packages).
 coleta="${CONTEXTIA_COLETA:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+
+[ "$#" -ge 1 ] || uso
+case "$1" in
+    # A ajuda e a versao moram no pacote (contextia_sync/cli/carregar_todas.py):
+    # o mesmo texto, e os mesmos codigos de saida, do comando instalado.
+    -h|--help|--version)
+        PYTHONPATH="$coleta${PYTHONPATH:+:$PYTHONPATH}" exec "$python" \
+            -m contextia_sync.cli.carregar_todas "$1" ;;
+    # --chaves ARQ / --chaves=ARQ: o nome que as outras ferramentas usam.
+    --chaves=*) chaves_arg="${1#--chaves=}"; shift ;;
+    --chaves) [ "$#" -ge 2 ] || uso; chaves_arg="$2"; shift 2 ;;
+    -*) uso ;;
+    *) chaves_arg="$1"; shift ;;
+esac
+[ -n "$chaves_arg" ] || uso
 fonte="${CONTEXTIA_SOURCE:-generic}"
 mapeamento_arg="${CONTEXTIA_MAPPING:-}"
 

@@ -493,33 +493,82 @@ def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> Empres
                              regra_projeto.aceita(achadas[0], regra)[1])
 
 
-def linha_de_progresso(dataset: str, escopo: str, lidos: int) -> str:
-    """A linha que diz, sem terminal, que a carga segue viva."""
-    return '%s escopo=%s: %d registros lidos ate agora' % (dataset, escopo, lidos)
+def tempo_curto(segundos: float) -> str:
+    """Uma duracao como o operador le: '45s', '3min 05s', '2h 10min'."""
+    segundos = max(0, int(round(segundos)))
+    if segundos < 60:
+        return '%ds' % segundos
+    if segundos < 3600:
+        return '%dmin %02ds' % divmod(segundos, 60)
+    horas, resto = divmod(segundos, 3600)
+    return '%dh %02dmin' % (horas, resto // 60)
+
+
+def linha_de_progresso(dataset: str, escopo: str, lidos: int, total: int | None = None,
+                       segundos: float | None = None) -> str:
+    """
+    A linha que diz, sem terminal, que a carga segue viva e quanto falta:
+    `N de M (P%), faltam ~T`, com M contado na origem antes da leitura e T pelo
+    ritmo da leitura ate aqui. Sem contagem (o adaptador nao conseguiu contar),
+    so quantos ja foram lidos.
+    """
+    inicio = '%s escopo=%s: ' % (dataset, escopo)
+    if total is None:
+        return inicio + '%d registros lidos até agora' % lidos
+    if lidos > total:
+        # A origem ganhou linhas depois da contagem: a estimativa acabou.
+        return inicio + '%d lidos, mais que os %d contados no início' % (lidos, total)
+    # Piso, nunca arredondado para cima: 100% so no fim.
+    linha = inicio + '%d de %d (%d%%)' % (lidos, total, 100 * lidos // total if total else 100)
+    if lidos and segundos:
+        linha += ', faltam ~%s' % tempo_curto((total - lidos) * segundos / lidos)
+    return linha
 
 
 def _contando(iteravel: Iterable[T], contador: list[int], barra: bool, rotulo: str,
-              progresso: Callable[[int], None] | None, intervalo: float) -> Iterator[T]:
+              progresso: Callable[[int, float], None] | None, intervalo: float,
+              total: int | None = None) -> Iterator[T]:
     """
     Passa as linhas adiante contando -- o seco conta, a barra mostra.
 
-    Sem barra, `progresso(n)` e chamado a cada `intervalo` segundos de leitura:
-    o ouvinte mata ferramenta calada (--inatividade-ferramenta), e uma carga
-    legitima de horas nao pode morrer por estar calada. So a leitura que anda
-    gera a linha: uma leitura travada continua calada e o vigia a encerra.
+    Com barra (terminal), o tqdm com o `total` contado antes: porcentagem e o
+    tempo que falta (ETA) do dataset. Sem barra, `progresso(n, segundos)` e
+    chamado a cada `intervalo` segundos de leitura: o ouvinte mata ferramenta
+    calada (--inatividade-ferramenta), e uma carga legitima de horas nao pode
+    morrer por estar calada. So a leitura que anda gera a linha: uma leitura
+    travada continua calada e o vigia a encerra.
     """
     if barra:
         from tqdm import tqdm
         # leave=True: a barra fica na tela e o operador ve quanto cada dataset leu.
-        iteravel = tqdm(iteravel, desc=rotulo, unit=' reg', leave=True, dynamic_ncols=True)
+        iteravel = tqdm(iteravel, desc=rotulo, total=total, unit=' reg', leave=True,
+                        dynamic_ncols=True)
         progresso = None
-    proximo = time.monotonic() + intervalo
+    comeco = time.monotonic()
+    proximo = comeco + intervalo
     for linha in iteravel:
         contador[0] += 1
-        if progresso is not None and time.monotonic() >= proximo:
-            progresso(contador[0])
-            proximo = time.monotonic() + intervalo
+        if progresso is not None:
+            agora = time.monotonic()
+            if agora >= proximo:
+                progresso(contador[0], agora - comeco)
+                proximo = time.monotonic() + intervalo
         yield linha
+
+
+def contar_para_o_progresso(origem: ModuleType, source_object: str,
+                            recorte: tuple[str, str] | None) -> int | None:
+    """
+    Quantas linhas a leitura vai trazer (o total da barra e das linhas de
+    progresso), ou None se o adaptador nao conseguiu contar: a contagem so
+    serve a estimativa e nunca impede a carga (a leitura dira o erro, se houver).
+    """
+    try:
+        return int(origem.contar(source_object, scope=recorte))
+    except Exception as erro:                   # noqa: BLE001 - so a estimativa se perde
+        logger.info('progresso sem total em %s: a contagem falhou (%s: %s)', source_object,
+                    type(erro).__name__, encurtar(str(erro)))
+        return None
 
 
 def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: ModuleType,
@@ -534,7 +583,9 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
     ErroAutenticacao (chave recusada: nenhum outro dataset passaria).
 
     `origem` e o adaptador (o modulo de `contextia_sync.origem.carregar_origem`),
-    ja conectado. `progresso(texto)`, se dado, recebe `linha_de_progresso` a cada
+    ja conectado. Com `barra` ou `progresso`, as linhas sao contadas antes
+    (`contar_para_o_progresso`) para dizer o total e o tempo que falta.
+    `progresso(texto)`, se dado, recebe `linha_de_progresso` a cada
     `intervalo_progresso` segundos de leitura (so sem `barra`). `historico`
     (contextia_sync.carga.historico.Historico), se dado, da a base do teto sem
     key e recebe a carga aceita, com a `execucao` de quem pediu (a varredura do
@@ -551,13 +602,16 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
     # Com coluna de recorte, so as linhas desta empresa; sem ela (dominio), todas.
     recorte = (coluna, escopo) if coluna else None
     contador = [0]
-    avisar: Callable[[int], None] | None = None
+    total: int | None = None
+    avisar: Callable[[int, float], None] | None = None
     if progresso is not None:
-        def avisar(lidos: int) -> None:
-            progresso(linha_de_progresso(nome, escopo, lidos))
+        def avisar(lidos: int, segundos: float) -> None:
+            progresso(linha_de_progresso(nome, escopo, lidos, total, segundos))
     try:
+        if barra or progresso is not None:
+            total = contar_para_o_progresso(origem, row['source_object'], recorte)
         linhas = origem.fetch(row['source_object'], row['columns'], scope=recorte)
-        linhas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso)
+        linhas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso, total)
         if seco:
             _conferir_linhas(resultado, linhas, escopo, row['source_object'],
                              mapeamento.chave_de(mapa, row))

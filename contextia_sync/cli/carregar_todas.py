@@ -4,7 +4,9 @@ A linha de comando `contextia-carregar-todas`: a carga completa de cada empresa.
 E o `carregar-todas.sh` empacotado (contextia_sync/carga/carregar_todas.sh),
 rodado pelo bash no lugar deste processo (o mesmo pid: quem o supervisiona
 sinaliza o bash). Argumentos, ambiente, saida e codigos de saida sao os dele;
-so `--version` e respondido aqui.
+so `--version` e `--help` sao respondidos aqui -- tambem para o script, que os
+repassa a este modulo: o texto da ajuda (e os codigos de saida, de erros.py)
+mora num lugar so.
 """
 
 from __future__ import annotations
@@ -13,21 +15,57 @@ import os
 import shutil
 import sys
 
+import argparse
+
 from contextia_sync.cli.comum import novo_parser
-from contextia_sync.erros import SAIDA_CONFIGURACAO
+from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA
 
 PROG = 'carregar-todas'
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       'carga', 'carregar_todas.sh')
 
 
+AMBIENTE = """ambiente:
+  CONTEXTIA_MAPPING    o mapeamento (obrigatório)
+  CONTEXTIA_PYTHON     o python que roda o connector (padrão: python3; no comando instalado, o dele)
+  CONTEXTIA_COLETA     a pasta que contém o pacote contextia_sync, posta no PYTHONPATH do connector
+  CONTEXTIA_SOURCE     o adaptador de origem (padrão: generic)
+  CONTEXTIA_HISTORICO  o histórico de cargas aceitas (padrão: CHAVES.historico.json)
+
+A chave de cada empresa vai só no ambiente do connector (CONTEXTIA_API_KEY), lida
+do arquivo de chaves pelo leitor do SDK; nunca na linha de comando. Uma empresa
+que falha não para as outras; o resumo diz quais falharam."""
+
+
+def parser() -> argparse.ArgumentParser:
+    """A ajuda do carregar-todas (o script faz o trabalho; isto so a descreve)."""
+    p = novo_parser(
+        PROG, 'A carga completa de cada empresa do arquivo de chaves: um connector por'
+              ' empresa, em sequência.',
+        epilog=AMBIENTE,
+        usage='CONTEXTIA_MAPPING=mappings/<cliente>.json %(prog)s CHAVES'
+              ' [--dry-run] [opções do connector]',
+        saidas={SAIDA_FALHA: 'alguma empresa falhou (as outras foram carregadas)',
+                SAIDA_CONFIGURACAO: 'erro de configuração (mapeamento, arquivo de chaves'
+                                    ' recusado); nada rodou',
+                143: 'parado por SIGTERM (130: SIGINT; 129: SIGHUP); o connector em curso'
+                     ' também foi encerrado'})
+    p.add_argument('chaves', metavar='CHAVES',
+                   help='o arquivo de chaves do provisionar.py (também --chaves=CHAVES)')
+    p.add_argument('--chaves', dest='chaves_opcao', metavar='CHAVES',
+                   help='o mesmo que CHAVES, com o nome que as outras ferramentas usam')
+    p.add_argument('opcoes', nargs=argparse.REMAINDER, metavar='...',
+                   help='o resto vai para cada connector (ex.: --dry-run, --max-remocao=1,'
+                        ' --dataset=NOME)')
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
     """Troca este processo pelo `bash carregar_todas.sh argv...`; so volta se nao der."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ['--version']:
-        # A mesma linha de versao de todos os programas (sai com 0).
-        novo_parser(PROG, 'A carga completa de cada empresa do arquivo de chaves.').parse_args(
-            ['--version'])
+    if argv[:1] in (['--version'], ['--help'], ['-h']):
+        # A mesma linha de versao de todos os programas; a ajuda (saem com 0).
+        parser().parse_args(argv[:1])
     bash = shutil.which('bash')
     if bash is None:
         print('%s: bash nao encontrado no PATH -- o carregar-todas e um script bash.' % PROG,

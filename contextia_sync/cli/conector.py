@@ -22,10 +22,14 @@ from contextia_sync.cli import comum
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 PROG = 'connector'
-DESCRICAO = ('Carga completa de UMA empresa no Contextia (a chave vem de'
-             ' CONTEXTIA_API_KEY, nunca da linha de comando).')
-EPILOGO = ('Saida: %d ok; %d algum dataset falhou (nada removido nele); %d erro de'
-           ' configuracao (nada enviado).' % (SAIDA_OK, SAIDA_FALHA, SAIDA_CONFIGURACAO))
+DESCRICAO = ('Carga completa de UMA empresa no Contextia. A chave vem de CONTEXTIA_API_KEY'
+             ' ou, sem ela, da linha da empresa no arquivo de --chaves; nunca da linha de'
+             ' comando.')
+SAIDAS = {
+    SAIDA_FALHA: 'algum dataset falhou (nada removido nele); os outros foram carregados',
+    SAIDA_CONFIGURACAO: 'erro de configuração ou de argumento (mapeamento, chave ausente,'
+                        ' recusada ou de outra empresa, --dataset desconhecido); nada enviado',
+}
 
 
 def _fracao(texto: str) -> float:
@@ -58,7 +62,7 @@ def intervalo_progresso(padrao: float = padroes.INTERVALO_PROGRESSO) -> float:
 
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos da linha de comando (argparse sai com 2 se estao errados)."""
-    p = comum.novo_parser(PROG, DESCRICAO, EPILOGO)
+    p = comum.novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
                    help='adaptador em sources/ sem .py (padrao %s)' % padroes.SOURCE)
@@ -75,13 +79,57 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
                    help='fracao maxima de um dataset que a carga pode remover (padrao %s).'
                         ' Acima disso o Contextia recusa o complete e nada sai. Para uma'
                         ' limpeza real em massa: --max-remocao=1' % padroes.MAX_REMOCAO)
+    p.add_argument('--chaves', metavar='ARQ',
+                   help='o arquivo de chaves do provisionar.py: sem CONTEXTIA_API_KEY no'
+                        ' ambiente, a chave da empresa vem da linha dela ali (e o histórico'
+                        ' de cargas fica ao lado: ARQ.historico.json)')
     p.add_argument('--historico', default=os.environ.get('CONTEXTIA_HISTORICO') or None,
                    metavar='ARQ',
-                   help='historico de cargas aceitas (padrao: CONTEXTIA_HISTORICO; o'
-                        ' carregar-todas.sh usa <chaves>.historico.json). No dataset sem key'
-                        ' o teto compara com a carga anterior dele; sem historico, vale a'
-                        ' fracao do dataset')
+                   help='histórico de cargas aceitas. Padrão: CONTEXTIA_HISTORICO ou, com'
+                        ' --chaves, <chaves>.historico.json (o mesmo do carregar-todas.sh e'
+                        ' do ouvinte). No dataset sem key o teto compara com a carga anterior'
+                        ' dele; sem histórico, vale a fração do dataset')
     return p.parse_args(argv)
+
+
+def chave_da_empresa(chaves: str | None, escopo: str) -> tuple[str, str]:
+    """
+    A chave do projeto da empresa e de onde ela veio (para a recusa dizer):
+    CONTEXTIA_API_KEY (o
+    carregar-todas.sh e o ouvinte a põem ali) ou, sem ela, a linha da empresa no
+    arquivo de chaves (a carga à mão). Nunca da linha de comando: ali ela
+    apareceria no `ps` de qualquer usuário da máquina.
+    """
+    from contextia_sync.provisionamento import chaves as arquivo_chaves
+
+    chave = (os.environ.get(arquivo_chaves.VARIAVEL_CHAVE) or '').strip()
+    if chave:
+        return chave, 'em %s' % arquivo_chaves.VARIAVEL_CHAVE
+    if not chaves:
+        raise ErroConfiguracao(
+            'falta a chave do projeto da empresa %s: passe --chaves=ARQ (o arquivo de chaves'
+            ' do provisionar.py; a chave sai da linha da empresa) ou defina %s no ambiente.'
+            ' Na linha de comando ela apareceria no ps.' % (escopo, arquivo_chaves.VARIAVEL_CHAVE))
+    if not os.path.exists(chaves):
+        raise ErroConfiguracao('o arquivo de chaves %s não existe: rode o provisionar.py antes'
+                               ' (ou confira o caminho de --chaves).' % chaves)
+    registro = arquivo_chaves.ler_registros(chaves).get(escopo)
+    if registro is None:
+        raise ErroConfiguracao(
+            'a empresa %s não está no arquivo de chaves %s: ela ainda não virou projeto.'
+            ' Rode provisionar.py --somente-escopo=%s (confira antes com --dry-run).'
+            % (escopo, chaves, escopo))
+    return registro.chave, 'da linha da empresa %s em %s' % (escopo, chaves)
+
+
+def caminho_do_historico(args: argparse.Namespace) -> str | None:
+    """--historico (ou CONTEXTIA_HISTORICO), ou o de ao lado do arquivo de chaves."""
+    if args.historico:
+        return str(args.historico)
+    if args.chaves:
+        from contextia_sync.carga.historico import caminho_padrao
+        return caminho_padrao(args.chaves)
+    return None
 
 
 @dataclass
@@ -129,21 +177,16 @@ def preparar(args: argparse.Namespace) -> Preparo:
             raise ErroConfiguracao(
                 'falta CONTEXTIA_URL (a instalacao do Contextia DESTE cliente).'
                 ' Nao ha padrao: um padrao mandaria os dados para outro cliente.')
-        chave = (os.environ.get('CONTEXTIA_API_KEY') or '').strip()
-        if not chave:
-            raise ErroConfiguracao(
-                'falta CONTEXTIA_API_KEY, a chave do projeto da empresa %s. Ela vem do'
-                ' arquivo de chaves do provisionar.py e vai SO no ambiente (na linha de'
-                ' comando apareceria no ps).' % escopo)
+        chave, de_onde = chave_da_empresa(args.chaves, escopo)
         # A chave e DESTA empresa? Chave trocada mandaria os titulos da 297 para o
         # projeto da 301 -- vazamento entre empresas, sem erro nenhum do servidor.
         dono = cliente.quem_sou(chave, escopo=escopo)
         externo = texto_escopo(dono.get('external_id'))
         if externo and externo != escopo:
             raise ErroConfiguracao(
-                'a chave em CONTEXTIA_API_KEY e do projeto %r (empresa %s), nao da empresa'
+                'a chave %s e do projeto %r (empresa %s), nao da empresa'
                 ' %s. Confira a linha da empresa %s no arquivo de chaves.'
-                % (dono.get('name'), externo, escopo, escopo))
+                % (de_onde, dono.get('name'), externo, escopo, escopo))
         projeto = '%s (id %s)' % (dono.get('name'), dono.get('project_id'))
 
     origem = carregar_origem(args.source)
@@ -250,11 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         print('teto de remocao : %g%% de cada dataset%s' % (
             100 * args.max_remocao,
             ' (remocao em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
-        if args.historico:
+        caminho = caminho_do_historico(args)
+        if caminho:
             from contextia_sync.carga.historico import Historico
-            historico = Historico(args.historico)
+            historico = Historico(caminho)
         print('historico ......: %s' % (
-            args.historico or 'nenhum (sem key: teto sobre o dataset inteiro)'))
+            caminho or 'nenhum (sem --chaves nem CONTEXTIA_HISTORICO; sem key: teto sobre o'
+                       ' dataset inteiro)'))
     sys.stdout.flush()
 
     inicio = time.monotonic()

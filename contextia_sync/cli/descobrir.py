@@ -27,16 +27,17 @@ PROG = 'descobrir'
 DESCRICAO = ('Lê o catálogo da origem (CONTEXTIA_ORIGEM, com o login somente leitura) e'
              ' escreve um esqueleto de mapeamento: key, watch_column, scope_column, as colunas'
              ' que o intake aceita e a regra de projeto, com um relatório dos palpites.')
-EPILOGO = ('Saída: %d esqueleto escrito, ou o mapeamento existente ainda casa com o catálogo'
-           ' (a diferença foi mostrada); %d a origem não respondeu, ou o mapeamento existente'
-           ' cita o que sumiu do catálogo; %d erro de configuração. Nada é gravado na origem,'
-           ' e um mapeamento existente nunca é sobrescrito.'
-           % (SAIDA_OK, SAIDA_FALHA, SAIDA_CONFIGURACAO))
+EPILOGO = 'Nada é gravado na origem, e um mapeamento existente nunca é sobrescrito.'
+SAIDAS = {SAIDA_OK: 'esqueleto escrito, ou o mapeamento existente ainda casa com o catálogo'
+                    ' (a diferença foi mostrada)',
+          SAIDA_FALHA: 'a origem não respondeu, ou o mapeamento existente cita o que sumiu'
+                       ' do catálogo',
+          SAIDA_CONFIGURACAO: 'erro de configuração (nada gravado)'}
 
 
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos de `descobrir` (argparse sai com 2 se estao errados)."""
-    p = comum.novo_parser(PROG, DESCRICAO, EPILOGO)
+    p = comum.novo_parser(PROG, DESCRICAO, EPILOGO, saidas=SAIDAS)
     p.add_argument('--saida', metavar='ARQ',
                    help='o mapeamento a escrever (ex.: mappings/cliente.json). Se já existe,'
                         ' mostra a diferença (colunas novas e sumidas) e não o sobrescreve.'

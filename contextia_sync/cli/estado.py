@@ -22,22 +22,25 @@ from collections.abc import Callable
 
 from contextia_sync import padroes
 from contextia_sync.cli import comum
-from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
+from contextia_sync.erros import (SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao,
+                                  texto_das_saidas)
 
 PROG = 'estado'
 DESCRICAO = ('Ver e mudar à mão o estado do ouvinte: onde cada dataset está, a marca de água'
              ' de um dataset, a carga inicial pendente de uma empresa. Quem muda pega a'
              ' trava do ouvinte: com ele rodando, recusa. Guia: docs/ouvinte.md')
-EPILOGO = ('Saída: %d feito (ou nada a mudar); %d não confirmado, ou a origem não respondeu'
-           ' (nada mudou); %d erro de configuração, ouvinte rodando ou sem confirmação'
-           ' (nada mudou).' % (SAIDA_OK, SAIDA_FALHA, SAIDA_CONFIGURACAO))
+SAIDAS = {SAIDA_OK: 'feito (ou nada a mudar)',
+          SAIDA_FALHA: 'não confirmado, ou a origem não respondeu (nada mudou)',
+          SAIDA_CONFIGURACAO: 'erro de configuração, ouvinte rodando ou sem confirmação'
+                              ' (nada mudou)'}
+EPILOGO = texto_das_saidas(SAIDAS)
 
 
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos de `estado` (argparse sai com 2 se estao errados)."""
-    p = comum.novo_parser(PROG, DESCRICAO, EPILOGO)
+    p = comum.novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
     # As opcoes comuns valem depois do subcomando (`estado.py marcar ... --estado DIR`).
-    base = argparse.ArgumentParser(add_help=False)
+    base = comum.ParserPt(add_help=False)
     base.add_argument('--estado', required=True, metavar='DIR',
                       help='o diretório de estado do ouvinte (o --estado dele)')
     sub = p.add_subparsers(dest='comando', required=True, metavar='COMANDO')

@@ -7,18 +7,25 @@ import sys
 
 from contextia_sync import padroes
 from contextia_sync.cli import comum
-from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, ErroConfiguracao
+from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 DESCRICAO = ('Ouvinte: leva ao Contextia o que mudou na origem, em segundos.'
              ' Guia do operador: docs/ouvinte.md')
+SAIDAS = {
+    SAIDA_OK: 'tudo certo (o serviço parado por SIGTERM também sai com 0)',
+    SAIDA_FALHA: 'no --once, algum ciclo falhou; no --reenviar-quarentena, sobrou registro'
+                 ' na quarentena; no serviço, a parada fria (segundo sinal). O que falhou é'
+                 ' tentado de novo no próximo ciclo',
+}
 
 
 def argumentos(argv: list[str]) -> argparse.Namespace:
     from contextia_sync.captura.estrategias import ESTRATEGIAS
-    p = comum.novo_parser('ouvinte', DESCRICAO, comum.CODIGOS_DE_SAIDA)
+    p = comum.novo_parser('ouvinte', DESCRICAO, saidas=SAIDAS)
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
-    p.add_argument('--source', required=True, help='modulo em sources/ (sem .py)')
-    p.add_argument('--chaves', required=True,
+    p.add_argument('--source', default=padroes.SOURCE,
+                   help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
+    p.add_argument('--chaves', required=True, metavar='ARQ',
                    help='o arquivo de chaves do provisionador (uma por empresa)')
     p.add_argument('--estado', required=True,
                    help='diretorio das marcas de agua, do status e da trava')

@@ -24,13 +24,15 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos de `provisionar` (`argv` None: os da linha de comando)."""
     p = novo_parser(
         PROG, 'Cria projeto, chave, grupos e webhook para cada empresa nova.',
-        epilog='Saida: 0 ok; 1 alguma empresa falhou; 2 erro de configuracao.'
-               ' Rodar de novo conserta uma execucao interrompida.')
+        epilog='Rodar de novo conserta uma execução interrompida.',
+        saidas={SAIDA_FALHA: 'alguma empresa falhou (rode de novo para concluir) ou o'
+                             ' cadastro não pôde ser lido'})
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
                    help='adaptador em sources/ sem .py (padrao %s)' % padroes.SOURCE)
-    p.add_argument('--arquivo', required=True, metavar='CHAVES',
-                   help='arquivo de chaves (TSV, modo 600); criado se nao existe')
+    p.add_argument('--chaves', '--arquivo', dest='chaves', required=True, metavar='ARQ',
+                   help='o arquivo de chaves (TSV, modo 600); criado se não existe.'
+                        ' --arquivo é o nome antigo, aceito igual')
     p.add_argument('--somente-escopo', metavar='ESCOPO',
                    help='so esta empresa (o ouvinte chama assim para cada empresa nova)')
     p.add_argument('--grupo', action='append', default=[], metavar='SLUG',
@@ -80,7 +82,7 @@ def _provisionar(args: argparse.Namespace) -> int:
                                       ' use %r.' % (grupo, slug))
         grupos.append(slug)
     somente = texto_escopo(args.somente_escopo) if args.somente_escopo is not None else None
-    pasta = os.path.dirname(os.path.abspath(args.arquivo))
+    pasta = os.path.dirname(os.path.abspath(args.chaves))
     if not os.path.isdir(pasta):
         raise ErroProvisionamento('a pasta do arquivo de chaves nao existe: %s -- crie-a'
                                   ' (mkdir -m 700).' % pasta)
@@ -90,8 +92,8 @@ def _provisionar(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as pilha:
         if not args.dry_run:
             # A trava vem antes da leitura: o que se le tem de ser o que se regrava.
-            pilha.enter_context(arquivo_chaves.travado(args.arquivo))
-        registros = arquivo_chaves.ler_registros(args.arquivo)
+            pilha.enter_context(arquivo_chaves.travado(args.chaves))
+        registros = arquivo_chaves.ler_registros(args.chaves)
 
         try:
             origem.conectar()
@@ -114,7 +116,7 @@ def _provisionar(args: argparse.Namespace) -> int:
         print('===== provisionamento%s =====' % (' (SECO: nada e mudado)' if args.dry_run else ''))
         print('cliente .........: %s' % (mapa.get('client') or '-'))
         print('destino .........: %s' % (url_destino() or '(CONTEXTIA_URL nao definida)'))
-        print('arquivo de chaves: %s (%d empresa(s))' % (args.arquivo, len(registros)))
+        print('arquivo de chaves: %s (%d empresa(s))' % (args.chaves, len(registros)))
         print('regra de projeto :')
         print(regra_projeto.descrever(regra))
         print('cadastro ........: %d linha(s) lida(s) de %s' % (len(linhas),
@@ -135,7 +137,7 @@ def _provisionar(args: argparse.Namespace) -> int:
             raise ErroProvisionamento('falta CONTEXTIA_URL (a instalacao do Contextia DESTE'
                                       ' cliente).')
         admin = Admin()
-        executor = provisionamento.Provisionador(mapa, admin, args.arquivo, registros)
+        executor = provisionamento.Provisionador(mapa, admin, args.chaves, registros)
 
         criadas, reparadas, falhas = 0, 0, []
         trabalho = [('nova', e) for e in plano.novas] + \
@@ -160,7 +162,7 @@ def _provisionar(args: argparse.Namespace) -> int:
                 # senao cada empresa seguinte teria o mesmo destino.
                 print('  %s: FALHOU ao gravar %s (%s). A chave emitida agora nao foi'
                       ' gravada; a proxima execucao a revoga e emite outra. Corrija o'
-                      ' disco/permissao da pasta e rode de novo.' % (escopo, args.arquivo, erro))
+                      ' disco/permissao da pasta e rode de novo.' % (escopo, args.chaves, erro))
                 falhas.append(escopo)
                 break
         print('resumo: %d criada(s), %d reparada(s), %d com falha%s' % (

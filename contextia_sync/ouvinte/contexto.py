@@ -112,7 +112,7 @@ class Contexto:
     def argv_provisionar(self, escopo: str | None = None) -> list[str]:
         argv = [self.python, '-m', 'contextia_sync.cli.provisionar',
                 '--mapping=' + self.mapping, '--source=' + self.source,
-                '--arquivo=' + self.chaves]
+                '--chaves=' + self.chaves]
         if escopo is not None:
             argv.append('--somente-escopo=' + escopo)
         argv += ['--grupo=' + grupo for grupo in self.grupos]

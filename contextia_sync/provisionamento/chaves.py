@@ -56,7 +56,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from contextia_sync.arquivos import gravar_atomico
-from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_OK, ErroConfiguracao
+from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 MODO = 0o600
 BOM = '\ufeff'
@@ -217,9 +217,22 @@ def travado(caminho: str) -> Iterator[None]:
         os.close(descritor)
 
 
-USO = ('uso: python3 -m contextia_sync.provisionamento.chaves verificar ARQUIVO\n'
-       '     python3 -m contextia_sync.provisionamento.chaves executar ARQUIVO ESCOPO'
-       ' -- PROGRAMA [ARG...]')
+PROG = 'python3 -m contextia_sync.provisionamento.chaves'
+USO = ('uso: %s verificar ARQUIVO\n'
+       '     %s executar ARQUIVO ESCOPO -- PROGRAMA [ARG...]' % (PROG, PROG))
+AJUDA = """
+O leitor do arquivo de chaves na linha de comando (o carregar-todas.sh o usa).
+
+  verificar ARQUIVO    confere permissão e formato e lista as empresas, uma por
+                       linha (nunca as chaves)
+  executar ARQUIVO ESCOPO -- PROGRAMA [ARG...]
+                       põe a chave da empresa em CONTEXTIA_API_KEY e vira
+                       PROGRAMA (exec, o mesmo pid): a chave vai só no ambiente
+
+opções:
+  -h, --help           mostra esta ajuda e sai
+  --version            mostra a versão e sai
+"""
 
 
 def _ler_para_a_linha_de_comando(caminho: str) -> dict[str, Registro] | None:
@@ -257,6 +270,18 @@ def _executar(caminho: str, escopo: str, comando: list[str]) -> int:
 
 
 def _principal(argv: list[str]) -> int:
+    if argv[:1] in (['-h'], ['--help'], ['--version']):
+        # So aqui: o texto da versao e o dos codigos de saida sao os de toda CLI.
+        from contextia_sync.cli.comum import linha_de_versao
+        from contextia_sync.erros import texto_das_saidas
+        if argv[0] == '--version':
+            print(linha_de_versao(PROG))
+        else:
+            print(USO + '\n' + AJUDA + '\n' + texto_das_saidas({
+                SAIDA_OK: 'tudo certo (no executar, o código é o do PROGRAMA)',
+                SAIDA_FALHA: None,
+                SAIDA_CONFIGURACAO: 'arquivo recusado, empresa fora dele ou uso errado'}))
+        return SAIDA_OK
     if len(argv) == 2 and argv[0] == 'verificar':
         registros = _ler_para_a_linha_de_comando(argv[1])
         if registros is None:
