@@ -129,6 +129,8 @@ def preparar(args: argparse.Namespace) -> Preparo:
             raise ErroConfiguracao(
                 'falta CONTEXTIA_URL (a instalacao do Contextia DESTE cliente).'
                 ' Nao ha padrao: um padrao mandaria os dados para outro cliente.')
+        # Antes de qualquer conexao (a conferencia de dono da chave e a primeira).
+        cliente.conferir_destino()
         chave = (os.environ.get('CONTEXTIA_API_KEY') or '').strip()
         if not chave:
             raise ErroConfiguracao(
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         preparo = preparar(args)
-    except cliente.ErroAutenticacao as erro:
+    except (cliente.ErroAutenticacao, cliente.ErroDestino) as erro:
         return comum.recusar(PROG, str(erro))
     except ErroContextia as erro:
         print('%s: Contextia indisponivel: %s' % (PROG, erro), file=sys.stderr)
