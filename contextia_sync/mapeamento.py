@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contextia_sync import padroes
+from contextia_sync import padroes, segredos
 from contextia_sync.erros import ErroConfiguracao
 
 # Dentro do pacote (vai junto no `pip install`); mappings/mapeamento.schema.json
@@ -458,6 +458,12 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
         problemas.append(
             'webhook.url: %r usa http:// fora desta maquina -- o evento e o segredo de'
             ' assinatura passariam sem criptografia; use https://' % url)
+    nome_do_segredo = _texto(webhook.get('secret_env')) if isinstance(webhook, dict) else None
+    if nome_do_segredo is not None and re.match(r'^[A-Z_][A-Z0-9_]*$', nome_do_segredo):
+        # (Nome fora do formato de variavel o schema ja recusou.)
+        problema = segredos.problema_do_secret_env(nome_do_segredo)
+        if problema:
+            problemas.append('webhook.secret_env: %s' % problema)
     if url is not None:
         sobra = re.sub(r'\{escopo\}', '', url)
         if '{' in sobra or '}' in sobra:

@@ -66,3 +66,27 @@ def test_ca_bundle_inexistente_diz_o_que_corrigir(monkeypatch):
     monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', '/nao/existe.pem')
     with pytest.raises(transporte.ErroContextia, match='nao existe'):
         cliente.capacidades()
+
+
+@pytest.mark.parametrize('variavel', ['REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE'])
+def test_ca_do_ambiente_do_requests_nao_troca_as_cas_em_silencio(servidor_https, monkeypatch,
+                                                                 caplog, variavel):
+    """
+    So CONTEXTIA_CA_BUNDLE troca as CAs: REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE (de
+    outro programa no mesmo ambiente) nao fazem o cliente confiar num
+    certificado que o bundle padrao nao assina -- e um aviso diz que foram ignoradas.
+    """
+    url, certificado = servidor_https
+    monkeypatch.setenv('CONTEXTIA_URL', url)
+    monkeypatch.delenv('CONTEXTIA_CA_BUNDLE', raising=False)
+    monkeypatch.setenv(variavel, certificado)
+    monkeypatch.setattr(transporte, '_ca_avisada', set(), raising=False)
+    with caplog.at_level('WARNING', logger='contextia'):
+        with pytest.raises(transporte.ErroContextia, match='certificado TLS'):
+            cliente.capacidades()
+    assert '%s está definida e é ignorada pelo SDK' % variavel in caplog.text
+    # O padrao e o bundle do certifi, dito e usado explicitamente.
+    import certifi
+    assert transporte.cas_confiaveis() == certifi.where()
+    monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', certificado)
+    assert cliente.capacidades()['tls'] is True

@@ -156,8 +156,16 @@ ERROS = {
         'projects.filters[0]: um filtro e "column" mais EXATAMENTE uma condicao',
         'separe em dois filtros'),
     'webhook http fora da maquina': (
-        dict(webhook={'url': 'http://exemplo.com.br/x', 'secret_env': 'SEGREDO'}),
+        dict(webhook={'url': 'http://exemplo.com.br/x', 'secret_env': 'CONTEXTIA_WEBHOOK_SEGREDO'}),
         "webhook.url: 'http://exemplo.com.br/x' usa http:// fora desta maquina", 'https://'),
+    'webhook com secret_env do proprio SDK': (
+        dict(webhook={'url': 'https://exemplo.com.br/x', 'secret_env': 'CONTEXTIA_ORIGEM'}),
+        'webhook.secret_env: CONTEXTIA_ORIGEM é uma variável do próprio SDK',
+        'CONTEXTIA_WEBHOOK_SEGREDO'),
+    'webhook com secret_env que nao e de webhook': (
+        dict(webhook={'url': 'https://exemplo.com.br/x', 'secret_env': 'PGPASSWORD'}),
+        'webhook.secret_env: PGPASSWORD não é uma variável dedicada a segredo de webhook',
+        'terminar em _WEBHOOK_SECRET'),
     'webhook sem secret_env': (
         dict(webhook={'url': 'https://exemplo.com.br/x'}),
         "webhook.secret_env: falta 'secret_env'", 'o segredo nunca vai no mapeamento'),
@@ -283,7 +291,7 @@ FORMAS_ERRADAS = {
     'dataset texto': dict(datasets__0='TITULOS'),
     'defaults lista': dict(defaults=['EMPRESA_ID']),
     'projects texto': dict(projects='EMPRESAS'),
-    'webhook url numero': dict(webhook={'url': 5, 'secret_env': 'SEGREDO'}),
+    'webhook url numero': dict(webhook={'url': 5, 'secret_env': 'CONTEXTIA_WEBHOOK_SEGREDO'}),
     'webhook lista': dict(webhook=['https://x']),
     'fields lista': dict(datasets__0__fields=['VALOR']),
     'nome do dataset numero': dict(datasets__0__dataset=5),

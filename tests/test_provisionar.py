@@ -35,13 +35,13 @@ def erp(banco_sqlite):
 def mapa(tmp_path, ambiente_contextia):
     return erp_teste.mapeamento(tmp_path, webhook={
         'url': '%s/receptor/{escopo}' % ambiente_contextia.url,
-        'secret_env': 'SEGREDO_WEBHOOK_TESTE'})
+        'secret_env': 'CONTEXTIA_WEBHOOK_TESTE'})
 
 
 def provisionar_cli(erp: erp_teste.Erp, mapa: str, arquivo: object, *extra: str,
                     ambiente: dict[str, str] | None = None,
                     programa: tuple[str, ...] = ('provisionar.py',)) -> tuple[int, str]:
-    env = dict(os.environ, CONTEXTIA_ORIGEM=erp.url, SEGREDO_WEBHOOK_TESTE=SEGREDO)
+    env = dict(os.environ, CONTEXTIA_ORIGEM=erp.url, CONTEXTIA_WEBHOOK_TESTE=SEGREDO)
     env.pop('CONTEXTIA_API_KEY', None)
     env.update(ambiente or {})
     feito = subprocess.run(
@@ -202,9 +202,9 @@ def test_segredo_do_webhook_ausente_ou_curto_para_antes_de_criar(erp, mapa, tmp_
                                                                  trecho):
     arquivo = tmp_path / 'chaves.tsv'
     codigo, saida = provisionar_cli(erp, mapa, arquivo,
-                                    ambiente={'SEGREDO_WEBHOOK_TESTE': segredo})
+                                    ambiente={'CONTEXTIA_WEBHOOK_TESTE': segredo})
     assert codigo == 2, saida
-    assert 'SEGREDO_WEBHOOK_TESTE' in saida and trecho in saida
+    assert 'CONTEXTIA_WEBHOOK_TESTE' in saida and trecho in saida
     assert not arquivo.exists()
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
 
@@ -299,3 +299,55 @@ def test_modulo_da_cli_provisiona_igual(erp, mapa, tmp_path, ambiente_contextia)
     assert registro.situacao == 'pronto'
     assert cliente.quem_sou(registro.chave)['external_id'] == erp.escopos[0]
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is not None
+
+
+@pytest.mark.parametrize('variavel, trecho', [
+    ('CONTEXTIA_ORIGEM', 'CONTEXTIA_ORIGEM é uma variável do próprio SDK'),
+    ('CONTEXTIA_ADMIN_TOKEN', 'CONTEXTIA_ADMIN_TOKEN é uma variável do próprio SDK'),
+    ('PGPASSWORD', 'PGPASSWORD não é uma variável dedicada a segredo de webhook'),
+])
+def test_secret_env_que_nao_e_segredo_de_webhook_nunca_vai_ao_contextia(
+        erp, tmp_path, ambiente_contextia, variavel, trecho):
+    """`secret_env: CONTEXTIA_ORIGEM` mandaria a URL do banco, com a senha, como segredo."""
+    mapa = erp_teste.mapeamento(tmp_path, webhook={
+        'url': '%s/receptor/{escopo}' % ambiente_contextia.url, 'secret_env': variavel})
+    arquivo = tmp_path / 'chaves.tsv'
+    codigo, saida = provisionar_cli(erp, mapa, arquivo,
+                                    ambiente={'PGPASSWORD': 'senha-do-banco-' + 'x' * 16})
+    assert codigo == 2, saida
+    assert 'webhook.secret_env: ' + trecho in saida
+    assert not arquivo.exists()
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
+
+def test_segredo_do_webhook_que_e_a_senha_do_banco_nao_vai_ao_contextia(
+        erp, mapa, tmp_path, ambiente_contextia):
+    """Nome certo, valor de origem ambigua: o mesmo texto que esta em CONTEXTIA_ORIGEM."""
+    arquivo = tmp_path / 'chaves.tsv'
+    senha = 'SenhaDoBanco-' + 'k' * 12
+    origem = 'sqlite:///%s' % erp.url.split('///', 1)[1]
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, ambiente={
+        'CONTEXTIA_ORIGEM': origem + '?senha=' + senha, 'CONTEXTIA_WEBHOOK_TESTE': senha})
+    assert codigo == 2, saida
+    assert ('o segredo em CONTEXTIA_WEBHOOK_TESTE é o valor (ou parte do valor) de'
+            ' CONTEXTIA_ORIGEM') in saida
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
+
+def test_codigo_da_empresa_vai_codificado_na_url_do_webhook(erp, tmp_path, ambiente_contextia):
+    """`x/../../../outro?` no cadastro nao muda o caminho nem a consulta da URL do webhook."""
+    codigo_hostil = 'x/../../../outro?a=1#'
+    erp.executar('CREATE TABLE {FILIAIS} ({CODIGO} VARCHAR(40), {NOME} VARCHAR(60))')
+    erp.executar('INSERT INTO {FILIAIS} VALUES (:c, :n)', c=codigo_hostil, n='Filial Torta')
+    mapa = erp_teste.mapeamento(
+        tmp_path, projects={'source_object': 'FILIAIS', 'scope_column': 'CODIGO',
+                            'name_column': 'NOME'},
+        webhook={'url': '%s/receptor/{escopo}/eventos' % ambiente_contextia.url,
+                 'secret_env': 'CONTEXTIA_WEBHOOK_TESTE'})
+    arquivo = tmp_path / 'chaves.tsv'
+    codigo, saida = provisionar_cli(erp, mapa, arquivo)
+    assert codigo == 0, saida
+    admin = ambiente_contextia.admin()
+    projeto = admin.buscar_projeto(codigo_hostil)
+    assert [w['url'] for w in admin.listar_webhooks(projeto['id'])] == [
+        '%s/receptor/x%%2F..%%2F..%%2F..%%2Foutro%%3Fa%%3D1%%23/eventos' % ambiente_contextia.url]

@@ -177,6 +177,8 @@ def preparar(args: argparse.Namespace) -> Preparo:
             raise ErroConfiguracao(
                 'falta CONTEXTIA_URL (a instalacao do Contextia DESTE cliente).'
                 ' Nao ha padrao: um padrao mandaria os dados para outro cliente.')
+        # Antes de qualquer conexao (a conferencia de dono da chave e a primeira).
+        cliente.conferir_destino()
         chave, de_onde = chave_da_empresa(args.chaves, escopo)
         # A chave e DESTA empresa? Chave trocada mandaria os titulos da 297 para o
         # projeto da 301 -- vazamento entre empresas, sem erro nenhum do servidor.
@@ -271,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         preparo = preparar(args)
-    except cliente.ErroAutenticacao as erro:
+    except (cliente.ErroAutenticacao, cliente.ErroDestino) as erro:
         return comum.recusar(PROG, str(erro))
     except ErroContextia as erro:
         print('%s: Contextia indisponivel: %s' % (PROG, erro), file=sys.stderr)

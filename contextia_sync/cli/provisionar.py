@@ -63,7 +63,12 @@ def main(argv: list[str] | None = None) -> int:
 def _provisionar(args: argparse.Namespace) -> int:
     from contextia_sync.escopos import texto_escopo
     from contextia_sync.intake.admin import Admin
-    from contextia_sync.intake.cliente import ErroAutenticacao, url_base, url_destino
+    from contextia_sync.intake.cliente import (
+        ErroAutenticacao,
+        conferir_destino,
+        url_base,
+        url_destino,
+    )
     from contextia_sync.intake.transporte import ErroContextia
     from contextia_sync.mapeamento import carregar_mapeamento
     from contextia_sync.origem import carregar_origem
@@ -74,6 +79,9 @@ def _provisionar(args: argparse.Namespace) -> int:
 
     mapa = carregar_mapeamento(args.mapping)
     regra = regra_projeto.resolver(mapa)
+    if not args.dry_run:
+        # Endereco inseguro e recusado antes de ler a origem e de qualquer conexao (2).
+        conferir_destino()
     grupos: list[str] = []
     for grupo in args.grupo:
         slug = regra_projeto.slug(grupo)

@@ -6,11 +6,15 @@ O contrato HTTP esta em docs/contrato-intake.md. O que este modulo garante:
   * Ambiente lido NA HORA DA CHAMADA: CONTEXTIA_URL (sem padrao -- um padrao
     mandaria os dados de um cliente para a instalacao de outro),
     CONTEXTIA_INTAKE_URL (opcional, troca so o endpoint do intake),
-    CONTEXTIA_API_KEY, CONTEXTIA_CA_BUNDLE.
+    CONTEXTIA_API_KEY, CONTEXTIA_CA_BUNDLE. `conferir_destino` recusa, antes de
+    qualquer conexao, HTTP puro fora de loopback e um CONTEXTIA_INTAKE_URL noutro
+    host que CONTEXTIA_URL (a conferencia de dono da chave falaria com um
+    servidor e os dados iriam para outro).
   * `enviar_dataset` consome qualquer iteravel em lotes de `chunk`, sem
     materializar o dataset, e NUNCA chama `complete`: quem decide e quem
     chamou (carga com lote falho nunca e completada).
-  * Chave nunca em log nem em excecao: so o prefixo mascarado (`ctx_abcd...`).
+  * Chave nunca em log nem em excecao: so o prefixo mascarado (`ctx_abcd...`);
+    texto do servidor so entra numa mensagem por `texto_da_resposta` (mascarado).
 
 Como o pedido chega la -- Session, a politica de retentativas com prazo, o 413
 que divide o lote, a sobrecarga que interrompe o envio, TLS, mascara de chaves
@@ -52,7 +56,10 @@ from contextia_sync.intake.serializacao import (
 from contextia_sync.intake.transporte import (
     STATUS_RECUSA_DO_REGISTRO,
     ErroContextia,
+    ErroDestino,
     RespostaInvalida,
+    autorizacao_enviada,
+    conferir_url,
     do_ambiente,
     enviar_em_lotes,
     mascarar,
@@ -60,6 +67,7 @@ from contextia_sync.intake.transporte import (
     pedir,
     preparar_logger,
     servidor,
+    texto_da_resposta,
 )
 
 if TYPE_CHECKING:
@@ -132,14 +140,42 @@ def url_destino() -> str | None:
 
 
 def _url_intake() -> str:
+    conferir_destino()
     intake = do_ambiente('CONTEXTIA_INTAKE_URL')
     if intake:
         return intake.rstrip('/')
     return exigir_base() + CAMINHO_INTAKE
 
 
+def conferir_destino() -> None:
+    """
+    Recusa (ErroDestino, antes de qualquer conexao) o destino do ambiente:
+    CONTEXTIA_URL ou CONTEXTIA_INTAKE_URL em HTTP puro fora de loopback, ou um
+    CONTEXTIA_INTAKE_URL noutro host que CONTEXTIA_URL. So confere o que esta
+    definido; a falta de CONTEXTIA_URL e de `exigir_base`.
+    """
+    import urllib.parse
+
+    base = do_ambiente('CONTEXTIA_URL')
+    intake = do_ambiente('CONTEXTIA_INTAKE_URL')
+    for nome, valor in (('CONTEXTIA_URL', base), ('CONTEXTIA_INTAKE_URL', intake)):
+        if valor:
+            conferir_url(valor, nome)
+    if base and intake:
+        host_base = (urllib.parse.urlsplit(base).hostname or '').lower()
+        host_intake = (urllib.parse.urlsplit(intake).hostname or '').lower()
+        if host_base != host_intake:
+            raise ErroDestino(
+                'CONTEXTIA_INTAKE_URL (%s) aponta para outro host que CONTEXTIA_URL (%s): a'
+                ' conferência de dono da chave falaria com um servidor e os registros iriam'
+                ' para outro. Use o mesmo host nas duas (CONTEXTIA_INTAKE_URL só troca o'
+                ' caminho do intake) ou apague CONTEXTIA_INTAKE_URL. Nada foi enviado.'
+                % (servidor(intake), servidor(base)))
+
+
 def exigir_base() -> str:
     """A URL da instalacao (CONTEXTIA_URL); ErroContextia dizendo como definir, se falta."""
+    conferir_destino()
     base = url_base()
     if not base:
         raise ErroContextia(
@@ -192,11 +228,14 @@ def verificar_assinatura(segredo: str | None, corpo: bytes | str,
 
 # ---------------------------------------------------------------- respostas
 def detalhe_da_resposta(resposta: requests.Response) -> str:
-    """O motivo que o servidor deu, em uma linha (422 do FastAPI vira 'campo: problema')."""
+    """
+    O motivo que o servidor deu, em uma linha (422 do FastAPI vira 'campo:
+    problema'), mascarado como todo texto do servidor (transporte.texto_da_resposta).
+    """
     try:
         corpo = resposta.json()
     except ValueError:
-        return (resposta.text or '').strip()[:300] or 'sem corpo'
+        return texto_da_resposta(resposta, 300) or 'sem corpo'
     detalhe = corpo.get('detail', corpo) if isinstance(corpo, dict) else corpo
     if isinstance(detalhe, list):
         partes = []
@@ -206,8 +245,9 @@ def detalhe_da_resposta(resposta: requests.Response) -> str:
                 partes.append('%s: %s' % (caminho, item.get('msg')))
             else:
                 partes.append(str(item))
-        return '; '.join(partes)
-    return str(detalhe)
+        detalhe = '; '.join(partes)
+    # Um JSON tambem pode ecoar o pedido (cabecalhos, o segredo do webhook).
+    return mascarar(' '.join(str(detalhe).split()), autorizacao_enviada(resposta))[:300]
 
 
 def json_da_resposta(resposta: requests.Response) -> Any:
@@ -218,7 +258,7 @@ def json_da_resposta(resposta: requests.Response) -> Any:
         raise ErroContextia('%s respondeu HTTP %d sem JSON (%s). CONTEXTIA_URL aponta para'
                             ' o Contextia?' % (servidor(resposta.url or ''),
                                                resposta.status_code,
-                                               (resposta.text or '')[:120].strip())) from None
+                                               texto_da_resposta(resposta))) from None
 
 
 def _codigo(resposta: requests.Response) -> Any:
@@ -277,7 +317,7 @@ def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dic
             '%s: HTTP %d sem JSON de contagens (%s) -- CONTEXTIA_URL aponta para o'
             ' intake? O lote conta como falho (pode ter sido gravado ou nao; o reenvio'
             ' e idempotente)' % (contexto, resposta.status_code,
-                                 (resposta.text or '')[:120].strip())) from None
+                                 texto_da_resposta(resposta))) from None
     faltam = list(_CONTAGENS)
     if isinstance(corpo, dict):
         faltam = [c for c in _CONTAGENS if not _inteiro(corpo.get(c))]
@@ -288,7 +328,7 @@ def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dic
             '%s: HTTP %d com um corpo que nao sao as contagens do intake (%s; sem inteiro'
             ' em %s) -- CONTEXTIA_URL aponta para o intake? O lote conta como falho (pode'
             ' ter sido gravado ou nao; o reenvio e idempotente)'
-            % (contexto, resposta.status_code, (resposta.text or '')[:120].strip(),
+            % (contexto, resposta.status_code, texto_da_resposta(resposta),
                ', '.join(faltam)))
     if 'received' in corpo and corpo['received'] != enviados:
         raise RespostaInvalida(
@@ -654,7 +694,7 @@ def capacidades(api_key: str | None = None) -> dict[str, Any]:
     if not isinstance(anunciadas, dict):
         raise ErroContextia('capacidades: HTTP %d com um JSON que nao e um objeto (%s).'
                             ' CONTEXTIA_URL aponta para o Contextia?'
-                            % (resposta.status_code, (resposta.text or '')[:120].strip()))
+                            % (resposta.status_code, texto_da_resposta(resposta)))
     return anunciadas
 
 

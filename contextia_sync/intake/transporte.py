@@ -25,10 +25,20 @@ A politica (uma so, neste modulo; os numeros em contextia_sync/padroes.py):
     do prazo, ou respondeu 2xx que nao e do intake interrompe o envio: os
     lotes seguintes nao saem e a origem para de ser lida. Falha passageira
     nunca vai para a quarentena.
-  * TLS sempre verificado (CONTEXTIA_CA_BUNDLE para CA propria); destino local
-    (127.0.0.1) nunca passa por proxy.
-  * Chave nunca em log nem em excecao: so o prefixo mascarado (`ctx_abcd...`),
-    tambem pelo filtro que `preparar_logger` poe no logger.
+  * TLS sempre verificado. As CAs confiaveis sao o bundle do certifi (o do
+    requests) ou, se definida, SO a de CONTEXTIA_CA_BUNDLE: REQUESTS_CA_BUNDLE e
+    CURL_CA_BUNDLE do ambiente nao trocam as CAs em silencio (um aviso diz que
+    foram ignoradas). Destino local (loopback) nunca passa por proxy.
+  * Endereco recusado antes de qualquer conexao (`conferir_url`, ErroDestino):
+    HTTP puro so em loopback (127.0.0.0/8, ::1, localhost).
+  * Redirecionamento nunca e seguido: um 3xx e ErroRedirecionamento nomeando o
+    `Location` -- seguir um 307 re-POSTaria os registros em outro endereco (ate
+    de HTTPS para HTTP) e contaria o lote como entregue.
+  * Segredo nunca em log, excecao, estado ou status: todo texto que veio do
+    servidor passa por `texto_da_resposta` (mascarado e cortado); `mascarar`
+    esconde chaves `ctx_...` (so o prefixo `ctx_abcd...`), qualquer `Bearer ...`,
+    a autorizacao enviada e os segredos do ambiente (contextia_sync/segredos.py);
+    o filtro que `preparar_logger` poe no logger aplica a mesma mascara.
 
 O que o servidor responde (contagens, 401, teto de remocao) e assunto de
 cliente.py; o provisionamento (token de admin), de admin.py.
@@ -37,6 +47,7 @@ cliente.py; o provisionamento (token de admin), de admin.py.
 from __future__ import annotations
 
 import email.utils
+import ipaddress
 import json
 import logging
 import os
@@ -48,7 +59,8 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from contextia_sync import padroes
+from contextia_sync import padroes, segredos
+from contextia_sync.erros import ErroConfiguracao
 
 if TYPE_CHECKING:
     import requests
@@ -73,6 +85,18 @@ class ErroContextia(Exception):
     """O Contextia recusou ou nao respondeu um pedido."""
 
 
+class ErroDestino(ErroContextia, ErroConfiguracao):
+    """
+    O endereco do Contextia e recusado antes de qualquer conexao (HTTP fora de
+    loopback, intake noutro host). E ErroConfiguracao (as CLIs saem com 2) e
+    ErroContextia (quem so conhece este conta o pedido como falho).
+    """
+
+
+class ErroRedirecionamento(ErroContextia):
+    """O servidor respondeu 3xx: o cliente nunca segue (dados e chave iriam a outro endereco)."""
+
+
 # ---------------------------------------------------------------- ambiente
 def do_ambiente(nome: str) -> str | None:
     """A variavel de ambiente `nome` lida AGORA, sem espacos; None se vazia."""
@@ -81,23 +105,65 @@ def do_ambiente(nome: str) -> str | None:
 
 
 # ---------------------------------------------------------------- mascara
-_PADRAO_CHAVE = re.compile(r'ctx_[A-Za-z0-9_\-]{4,}')
+# Mais de 4 caracteres depois de `ctx_`: o prefixo ja mascarado (`ctx_abcd...`)
+# nao casa de novo, e mascarar duas vezes da o mesmo texto.
+_PADRAO_CHAVE = re.compile(r'ctx_[A-Za-z0-9_\-]{5,}')
+# Qualquer credencial num cabecalho ecoado (`Bearer x`, `Basic x`), inclusive
+# codificada numa URL (`Bearer%20x`, `Bearer+x`).
+_PADRAO_CREDENCIAL = re.compile(r'\b(Bearer|Basic)(\s+|%20|\+)(?!\*\*\*)[^\s<>"\'&,;)]+',
+                                re.IGNORECASE)
 
 
 def mascarar_chave(chave: str | None) -> str:
-    """'ctx_mR-BW77...' -> 'ctx_mR-B...': o prefixo que o admin lista, nunca o resto."""
+    """
+    'ctx_mR-BW77...' -> 'ctx_mR-B...': o prefixo que o admin lista, nunca o resto.
+
+    Segredo que nao e chave `ctx_` (token de admin, chave escrita a mao) vira
+    '***': o comeco dele nao identifica nada para ninguem e ja e um pedaco dele.
+    """
     if not chave:
         return '(sem chave)'
-    return chave[:8] + '...'
+    if chave.startswith('ctx_') and len(chave) > 12:
+        return chave[:8] + '...'
+    return '***'
 
 
-def mascarar(texto: object, *segredos: str | None) -> str:
-    """Troca chaves `ctx_...` e os `segredos` dados por versoes mascaradas."""
+def mascarar(texto: object, *conhecidos: str | None) -> str:
+    """
+    `texto` sem segredo: chaves `ctx_...`, qualquer `Bearer ...`/`Basic ...`, os
+    segredos `conhecidos` (ex.: a chave em uso) e os do ambiente, lidos agora
+    (CONTEXTIA_API_KEY, CONTEXTIA_ADMIN_TOKEN, segredos de webhook).
+    """
     mascarado = _PADRAO_CHAVE.sub(lambda m: mascarar_chave(m.group(0)), str(texto))
-    for segredo in segredos:
-        if segredo and len(segredo) >= 4:
-            mascarado = mascarado.replace(segredo, mascarar_chave(segredo))
-    return mascarado
+    valores = {s for s in conhecidos if s and len(s) >= 4}
+    valores.update(segredos.valores_secretos())
+    # O mais longo primeiro: um segredo que contem outro nao fica pela metade.
+    for valor in sorted(valores, key=len, reverse=True):
+        mascarado = mascarado.replace(valor, mascarar_chave(valor))
+    return _PADRAO_CREDENCIAL.sub(lambda m: m.group(1) + ' ***', mascarado)
+
+
+def autorizacao_enviada(resposta: requests.Response) -> str | None:
+    """A credencial que foi no pedido desta resposta (o que um eco devolveria)."""
+    pedido = getattr(resposta, 'request', None)
+    valor = str((pedido.headers.get('Authorization') if pedido is not None else '') or '')
+    return valor.split(' ', 1)[1] if ' ' in valor else (valor or None)
+
+
+def texto_da_resposta(resposta: requests.Response, limite: int = 120) -> str:
+    """
+    O corpo que o servidor mandou, em uma linha, MASCARADO e depois cortado.
+
+    E o unico jeito de citar texto do servidor numa mensagem: um proxy ou pagina
+    de depuracao que ecoa os cabecalhos poria a chave e o token no log, no
+    estado e no status. A mascara vem antes do corte: cortado no meio, o
+    segredo nao seria mais reconhecido. So o comeco do corpo e lido (uma pagina
+    de 10 MB nao e decodificada inteira para citar 120 caracteres); a janela
+    e bem maior que `limite`, entao segredo cortado na borda dela ja cai fora.
+    """
+    janela = (resposta.content or b'')[:max(16 * limite, 4096)]
+    texto = ' '.join(janela.decode(resposta.encoding or 'utf-8', 'replace').split())
+    return mascarar(texto, autorizacao_enviada(resposta))[:limite].strip()
 
 
 class FiltroDeChaves:
@@ -127,31 +193,91 @@ def preparar_logger(logger: logging.Logger | None) -> logging.Logger:
 # ---------------------------------------------------------------- sessao
 _local = threading.local()
 
+# Variaveis com que o requests (trust_env) trocaria as CAs confiaveis em
+# silencio: aqui nao valem, e um aviso diz isso uma vez.
+VARIAVEIS_CA_IGNORADAS = ('REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE')
+_ca_avisada: set[str] = set()
 
-def _sessao() -> requests.Session:
-    """Uma Session (pool de conexoes) por thread e por CA configurada."""
+
+def cas_confiaveis(avisar: bool = True) -> str:
+    """
+    O arquivo PEM das CAs em que o cliente confia: CONTEXTIA_CA_BUNDLE, ou o
+    bundle do certifi (o que o requests traz) -- nunca as CAs do sistema por
+    acaso, nem o que REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE disserem. Com `avisar`
+    (pedido HTTPS), a variavel ignorada e dita uma vez por processo.
+    """
+    ca = do_ambiente('CONTEXTIA_CA_BUNDLE')
+    if ca:
+        if not os.path.exists(ca):
+            raise ErroContextia('CONTEXTIA_CA_BUNDLE=%s nao existe. Aponte para o arquivo PEM'
+                                ' da CA que assina o certificado do Contextia.' % ca)
+        return ca
+    from requests.utils import DEFAULT_CA_BUNDLE_PATH   # o certifi.where() do requests
+    for nome in VARIAVEIS_CA_IGNORADAS:
+        if avisar and do_ambiente(nome) and nome not in _ca_avisada:
+            _ca_avisada.add(nome)
+            preparar_logger(None).warning(
+                '%s está definida e é ignorada pelo SDK: o Contextia só é conferido contra'
+                ' o bundle do certifi ou contra CONTEXTIA_CA_BUNDLE. Se o Contextia usa CA'
+                ' própria, aponte CONTEXTIA_CA_BUNDLE para o PEM dela.', nome)
+    return str(DEFAULT_CA_BUNDLE_PATH)
+
+
+def _sessao(ca: str) -> requests.Session:
+    """Uma Session (pool de conexoes) por thread e por arquivo de CAs."""
     import requests
     from requests.adapters import HTTPAdapter
 
-    ca = do_ambiente('CONTEXTIA_CA_BUNDLE')
     sessoes = getattr(_local, 'sessoes', None)
     if sessoes is None:
         sessoes = _local.sessoes = {}
     sessao: requests.Session | None = sessoes.get(ca)
     if sessao is None:
-        if ca and not os.path.exists(ca):
-            raise ErroContextia('CONTEXTIA_CA_BUNDLE=%s nao existe. Aponte para o arquivo PEM'
-                                ' da CA que assina o certificado do Contextia.' % ca)
         sessao = requests.Session()
         # trust_env fica ligado: na rede do cliente, HTTPS_PROXY pode ser o unico
-        # caminho ate o Contextia. `verify` vai em cada pedido (nunca False).
-        sessao.verify = ca or True
+        # caminho ate o Contextia. `verify` vai em cada pedido como o CAMINHO do
+        # PEM (nunca True, que o trust_env trocaria por REQUESTS_CA_BUNDLE; nunca False).
+        sessao.verify = ca
         # max_retries=0: o urllib3 nao re-tenta nada; a politica e o laco de `pedir`.
         adaptador = HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=8)
         sessao.mount('https://', adaptador)
         sessao.mount('http://', adaptador)
         sessoes[ca] = sessao
     return sessao
+
+
+# ---------------------------------------------------------------- o endereco
+def e_loopback(host: str | None) -> bool:
+    """`host` e esta maquina (127.0.0.0/8, ::1, localhost)?"""
+    if not host:
+        return False
+    if host.lower() == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def conferir_url(url: str, nome: str | None = None) -> None:
+    """
+    Recusa (ErroDestino) um endereco do Contextia inseguro, ANTES de qualquer
+    conexao: esquema que nao e http/https, sem host, ou HTTP puro fora de
+    loopback (a chave, o token e os dados do ERP passariam em claro). `nome` e a
+    variavel de onde veio, para a mensagem.
+    """
+    partes = urllib.parse.urlsplit(url)
+    if partes.scheme not in ('http', 'https') or not partes.hostname:
+        valor = url.rpartition('@')[2][:120]         # sem usuario:senha, se houver
+        raise ErroDestino('%s não é um endereço http:// ou https:// com host. Corrija para'
+                          ' https://<instalação do Contextia>. Nada foi enviado.'
+                          % ('%s=%r' % (nome, valor) if nome else 'o endereço %r' % valor))
+    qual = '%s (%s)' % (nome, servidor(url)) if nome else 'o endereço %s' % servidor(url)
+    if partes.scheme == 'http' and not e_loopback(partes.hostname):
+        raise ErroDestino('%s usa HTTP sem TLS fora desta máquina: a chave do projeto, o token'
+                          ' de admin e os dados do ERP passariam em claro pela rede. Use'
+                          ' https:// (HTTP puro só vale para 127.0.0.1, ::1 e localhost).'
+                          ' Nada foi enviado.' % qual)
 
 
 # ---------------------------------------------------------------- a politica
@@ -206,12 +332,14 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
         cabecalhos['Content-Type'] = 'application/json'
         dados = corpo if isinstance(corpo, bytes) else json.dumps(
             corpo, ensure_ascii=False, separators=(',', ':'), allow_nan=False).encode('utf-8')
-    _avisar_sem_tls(url)
+    conferir_url(url)
     # Destino local (Contextia local, testes) nunca passa por proxy do ambiente.
-    local = urllib.parse.urlsplit(url).hostname in ('127.0.0.1', 'localhost', '::1')
+    local = e_loopback(urllib.parse.urlsplit(url).hostname)
     # (None apaga o proxy que o requests tiraria do ambiente.)
     proxies: dict[str, Any] | None = {'http': None, 'https': None} if local else None
-    sessao = _sessao()
+    # (Em HTTP puro nao ha certificado: a CA ignorada nao merece aviso.)
+    ca = cas_confiaveis(avisar=url.startswith('https:'))
+    sessao = _sessao(ca)
 
     prazo = time.monotonic() + PRAZO_RETENTATIVAS
     espera = float(BACKOFF)
@@ -227,8 +355,7 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
             resposta = sessao.request(metodo, url, data=dados, params=params,
                                       headers=cabecalhos,
                                       timeout=(min(TIMEOUT[0], sobra), min(TIMEOUT[1], sobra)),
-                                      verify=do_ambiente('CONTEXTIA_CA_BUNDLE') or True,
-                                      proxies=proxies)
+                                      verify=ca, proxies=proxies, allow_redirects=False)
             _ = resposta.content      # le o corpo inteiro aqui, dentro do try
         except requests.exceptions.SSLError as erro:
             # Certificado que nao confere nao melhora com o tempo: sem retentativa.
@@ -254,6 +381,8 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
                                 % (contexto, servidor(url),
                                    mascarar(erro, autorizacao))) from None
         else:
+            if 300 <= resposta.status_code < 400:
+                raise ErroRedirecionamento(_redirecionamento(resposta, contexto, url))
             if resposta.status_code not in STATUS_RETENTAVEIS:
                 return resposta
             pedida = _retry_after(resposta)
@@ -270,6 +399,17 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
                                 ' abandonado e conta como falho (ultima tentativa: %s)'
                                 % (contexto, falha))
         espera = min(espera * 2, BACKOFF_MAXIMO)
+
+
+def _redirecionamento(resposta: requests.Response, contexto: str, url: str) -> str:
+    """A mensagem do 3xx: o que, para onde (mascarado) e a correcao."""
+    destino = mascarar(resposta.headers.get('Location') or '(sem Location)',
+                       autorizacao_enviada(resposta))[:200]
+    return ('%s: %s respondeu HTTP %d mandando para %s -- o SDK nunca segue'
+            ' redirecionamento (a chave e os registros iriam para um endereço que ninguém'
+            ' configurou, talvez sem TLS). Nada deste pedido conta como entregue. Se o'
+            ' endereço novo é o certo, ponha-o em CONTEXTIA_URL.'
+            % (contexto, servidor(url), resposta.status_code, destino))
 
 
 class RespostaInvalida(ErroContextia):
@@ -439,20 +579,7 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
 
 
 # ---------------------------------------------------------------- mensagens
-_avisados: set[str] = set()
-
-
-def _avisar_sem_tls(url: str, logger: logging.Logger | None = None) -> None:
-    partes = urllib.parse.urlsplit(url)
-    if partes.scheme == 'http' and partes.hostname not in ('127.0.0.1', 'localhost', '::1') \
-            and partes.netloc not in _avisados:
-        _avisados.add(partes.netloc)
-        preparar_logger(logger).warning(
-            'Contextia em %s sem TLS: chave e dados trafegam em claro. Use https:// em'
-            ' producao.', servidor(url))
-
-
 def servidor(url: str) -> str:
-    """'https://ctx.exemplo:8443/api/...' -> 'https://ctx.exemplo:8443' (para mensagens)."""
+    """'https://u:s@ctx.exemplo:8443/api/...' -> 'https://ctx.exemplo:8443' (para mensagens)."""
     partes = urllib.parse.urlsplit(url)
-    return '%s://%s' % (partes.scheme, partes.netloc)
+    return '%s://%s' % (partes.scheme, partes.netloc.rpartition('@')[2])

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import IO, Any
 
-from contextia_sync import padroes, supervisor
+from contextia_sync import padroes, segredos, supervisor
 from contextia_sync.captura import Captura, DatasetVivo
 from contextia_sync.carga import historico
 from contextia_sync.estado.estado import Estado
@@ -81,14 +81,20 @@ class Contexto:
     avisados_sem_chave: set[tuple[str, str]] = field(default_factory=set)
 
     def rodar_ferramenta(self, argv: list[str], rotulo: str,
-                         env: dict[str, str] | None = None) -> supervisor.Resultado:
-        """Roda uma ferramenta mostrando no status o que, desde quando e o pid."""
+                         env: dict[str, str] | None = None,
+                         segredos: tuple[str, ...] = ()) -> supervisor.Resultado:
+        """
+        Roda uma ferramenta mostrando no status o que, desde quando e o pid.
+
+        `segredos`: os nomes das variaveis secretas do ouvinte que ela recebe (o
+        provisionar: `segredos_do_provisionar()`); as outras nao vao (ambiente_filho).
+        """
         def ao_iniciar(pid: int) -> None:
             self.ferramenta_agora = FerramentaAgora(rotulo, pid, datetime.datetime.now())
             self.pulsar()
         try:
             return supervisor.rodar(
-                argv, rotulo, cwd=self.raiz, env=self.ambiente_filho(env),
+                argv, rotulo, cwd=self.raiz, env=self.ambiente_filho(env, segredos),
                 timeout=self.timeout, inatividade=self.inatividade,
                 deve_parar=self.parar, ao_iniciar=ao_iniciar, pulso=self.pulsar,
                 arquivo_grupo=os.path.join(self.estado_dir, supervisor.ARQUIVO_GRUPO))
@@ -96,9 +102,17 @@ class Contexto:
             self.ferramenta_agora = None
             self.pulsar()
 
-    def ambiente_filho(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """O ambiente de uma ferramenta: o do ouvinte, o pacote no PYTHONPATH, e `extra`."""
-        ambiente = dict(os.environ)
+    def ambiente_filho(self, extra: dict[str, str] | None = None,
+                       manter: tuple[str, ...] = ()) -> dict[str, str]:
+        """
+        O ambiente de uma ferramenta: o do ouvinte SEM os segredos (menos os de
+        `manter`), o pacote no PYTHONPATH, e `extra`.
+
+        Cada filho recebe so o segredo dele: o provisionar, o token de admin e o
+        segredo do webhook; o connector, a chave da empresa (em `extra`); o
+        carregar-todas.sh, nenhum (o `chaves executar` poe a chave de cada empresa).
+        """
+        ambiente = segredos.ambiente_sem_segredos(os.environ, manter)
         caminho = ambiente.get('PYTHONPATH')
         ambiente['PYTHONPATH'] = self.raiz + (os.pathsep + caminho if caminho else '')
         ambiente.update(extra or {})
@@ -108,6 +122,12 @@ class Contexto:
     def caminho_historico(self) -> str:
         """Onde os conectores gravam (e a varredura le) as cargas aceitas."""
         return historico.caminho_padrao(self.chaves)
+
+    def segredos_do_provisionar(self) -> tuple[str, ...]:
+        """O que o provisionar precisa do ambiente do ouvinte: o token e o segredo do webhook."""
+        webhook = self.mapa.get('webhook') or {}
+        return (segredos.TOKEN_DE_ADMIN,) + (
+            (webhook['secret_env'],) if webhook.get('secret_env') else ())
 
     def argv_provisionar(self, escopo: str | None = None) -> list[str]:
         argv = [self.python, '-m', 'contextia_sync.cli.provisionar',

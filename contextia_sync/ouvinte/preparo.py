@@ -53,6 +53,9 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
             'Nao ha padrao embutido: um valor default mandaria o dado para a'
             ' instalacao de outro cliente, sem erro nenhum. Defina-a no ambiente do'
             ' servico (ex.: no EnvironmentFile da unidade systemd).')
+    # HTTP puro fora de loopback, intake noutro host: recusado aqui, antes de
+    # qualquer conexao (ErroDestino e ErroConfiguracao: saida 2).
+    cliente.conferir_destino()
     chaves = os.path.abspath(args.chaves)
     if not os.path.exists(chaves):
         raise ErroConfiguracao(

@@ -67,8 +67,8 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
             ctx.estado.marcar_carga_pendente(escopo)
             ctx.estado.gravar()
         # Uma chamada por empresa: com `group_column` os grupos diferem.
-        if not ctx.rodar_ferramenta(ctx.argv_provisionar(escopo),
-                                    'provisionar %s' % escopo).ok:
+        if not ctx.rodar_ferramenta(ctx.argv_provisionar(escopo), 'provisionar %s' % escopo,
+                                    segredos=ctx.segredos_do_provisionar()).ok:
             resumo.erros += 1
             continue
         resumo.criados += 1

@@ -67,7 +67,8 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         registro.iniciada_em, registro.terminada_em, registro.ok = _agora(), None, None
         registro.erros, registro.nao_fechados = [], {}
         ctx.estado.gravar()
-    feito = ctx.rodar_ferramenta(ctx.argv_provisionar(), 'varredura/provisionar')
+    feito = ctx.rodar_ferramenta(ctx.argv_provisionar(), 'varredura/provisionar',
+                                 segredos=ctx.segredos_do_provisionar())
     if not feito.ok:
         resumo.erros += 1
         registro.erros.append('provisionar: %s' % feito.descrever())

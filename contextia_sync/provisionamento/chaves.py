@@ -36,10 +36,12 @@ corrompida. Pular a linha ruim deixaria aquela empresa sem carga e sem aviso.
 
     python3 -m contextia_sync.provisionamento.chaves executar ARQUIVO ESCOPO -- PROGRAMA [ARG...]
         le o arquivo de novo (inteiro, com as mesmas recusas), poe a chave da
-        empresa em CONTEXTIA_API_KEY e troca este processo (exec, o mesmo pid)
-        por PROGRAMA. E como o carregar-todas.sh roda cada connector: a chave
-        nunca passa pelo bash (nem por `bash -x`), nem pela linha de comando
-        (o `ps` de qualquer usuario), so pelo ambiente do connector.
+        empresa em CONTEXTIA_API_KEY, tira do ambiente os outros segredos
+        (CONTEXTIA_ADMIN_TOKEN, segredos de webhook: contextia_sync/segredos.py)
+        e troca este processo (exec, o mesmo pid) por PROGRAMA. E como o
+        carregar-todas.sh roda cada connector: a chave nunca passa pelo bash
+        (nem por `bash -x`), nem pela linha de comando (o `ps` de qualquer
+        usuario), so pelo ambiente do connector.
 
 Saida dos dois: 0 ok; 2 arquivo recusado, empresa fora do arquivo ou uso errado.
 """
@@ -55,6 +57,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from contextia_sync import segredos
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
@@ -260,7 +263,9 @@ def _executar(caminho: str, escopo: str, comando: list[str]) -> int:
         print('a empresa %r nao esta em %s (o arquivo mudou desde a verificacao?);'
               ' nada foi carregado para ela.' % (escopo, caminho), file=sys.stderr)
         return SAIDA_CONFIGURACAO
-    ambiente = dict(os.environ)
+    # So a chave DESTA empresa: o token de admin e o segredo do webhook que o
+    # bash tenha herdado (rodado a mao) nao chegam ao connector.
+    ambiente = segredos.ambiente_sem_segredos(os.environ)
     ambiente[VARIAVEL_CHAVE] = registro.chave
     try:
         os.execvpe(comando[0], comando, ambiente)

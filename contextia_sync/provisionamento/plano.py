@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import os
 import signal
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from contextia_sync import segredos
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.mapeamento import escopos_excluidos
 from contextia_sync.provisionamento import chaves as arquivo_chaves
@@ -166,11 +168,23 @@ def descrever_plano(plano: Plano) -> list[str]:
 
 
 def segredo_do_webhook(mapa: Mapping[str, Any]) -> str | None:
-    """O segredo do webhook (da variavel nomeada no mapeamento), ou None se nao ha webhook."""
+    """
+    O segredo do webhook (da variavel nomeada no mapeamento), ou None se nao ha webhook.
+
+    A variavel tem de ser dedicada a isso (contextia_sync/segredos.py: o nome
+    comeca com CONTEXTIA_WEBHOOK_ ou termina em _WEBHOOK_SECRET), e o valor nao
+    pode ser o de outra variavel do SDK (o token, a senha dentro de
+    CONTEXTIA_ORIGEM): segredo de origem ambigua nunca vai ao Contextia.
+    """
     webhook = mapa.get('webhook')
     if not webhook:
         return None
-    segredo = (os.environ.get(webhook['secret_env']) or '').strip()
+    nome = str(webhook.get('secret_env') or '')
+    problema = segredos.problema_do_secret_env(nome)
+    if problema:
+        # O carregar_mapeamento ja recusa; aqui vale para o mapa montado por fora.
+        raise ErroProvisionamento('webhook.secret_env: %s. Nada foi criado.' % problema)
+    segredo = (os.environ.get(nome) or '').strip()
     if not segredo:
         raise ErroProvisionamento(
             'o mapeamento registra webhook em cada projeto novo, e o segredo de assinatura'
@@ -184,7 +198,23 @@ def segredo_do_webhook(mapa: Mapping[str, Any]) -> str | None:
             'o segredo em %s tem %d caracteres; o Contextia exige pelo menos %d. Gere um'
             ' (ex.: openssl rand -hex 32) e combine-o com o receptor do webhook.'
             % (webhook['secret_env'], len(segredo), TAMANHO_MINIMO_SEGREDO))
+    repetido = segredos.segredo_repetido(segredo)
+    if repetido:
+        raise ErroProvisionamento(
+            'o segredo em %s é o valor (ou parte do valor) de %s: a origem dele é ambígua'
+            ' e ele não vai ao Contextia. Gere um só para o webhook (ex.: openssl rand -hex'
+            ' 32) e combine-o com o receptor. Nada foi criado.' % (nome, repetido))
     return segredo
+
+
+def url_do_webhook(modelo: str, escopo: str) -> str:
+    """
+    A URL do webhook da empresa: `{escopo}` trocado pelo codigo CODIFICADO.
+
+    O codigo vem do cadastro do ERP: sem codificar, `x/../../../outro?` mudaria
+    o caminho e a consulta da URL (o evento iria a outro receptor).
+    """
+    return modelo.replace('{escopo}', urllib.parse.quote(escopo, safe=''))
 
 
 class Provisionador:
@@ -298,7 +328,7 @@ class Provisionador:
 
         webhook = self.mapa.get('webhook')
         if webhook:
-            url = webhook['url'].replace('{escopo}', escopo)
+            url = url_do_webhook(webhook['url'], escopo)
             if any(w.get('url') == url for w in self.admin.listar_webhooks(projeto_id)):
                 feitos.append('webhook ja registrado')
             else:
