@@ -251,7 +251,7 @@ def test_grupo_que_nao_e_slug_e_recusado(erp, mapa, tmp_path):
     ({'CONTEXTIA_ORIGEM': ''}, 'Falta CONTEXTIA_ORIGEM'),
     ({'CONTEXTIA_ORIGEM_TIMEOUT': 'cinco'}, 'CONTEXTIA_ORIGEM_TIMEOUT'),
     ({'CONTEXTIA_ORIGEM': 'postgresql+psycopg//leitor:SenhaTorta9@erp/erp'},
-     'nao e URL SQLAlchemy valida'),
+     'não é URL SQLAlchemy válida'),
 ])
 def test_origem_mal_configurada_e_erro_de_configuracao(erp, mapa, tmp_path, ambiente_contextia,
                                                        ambiente, trecho):
