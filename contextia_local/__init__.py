@@ -1,7 +1,7 @@
 """
 O Contextia local: um servidor que honra o contrato do intake do Contextia.
 
-    python3 -m contextia_local --porta 8765 --dados /tmp/ctx --admin-token TOKEN
+    CONTEXTIA_ADMIN_TOKEN=TOKEN python3 -m contextia_local --porta 8765 --dados /tmp/ctx
 
 E o destino padrao da demo, o alvo de todos os testes e o ensaio que o
 integrador roda antes de apontar o SDK para o Contextia de verdade. O contrato

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 
 def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
+    from contextia_local.app import MAX_REGISTROS_LOTE
     # O parser de toda CLI do SDK: em portugues, com --version e os codigos de saida.
     from contextia_sync.cli.comum import novo_parser
     p = novo_parser(
@@ -23,13 +24,20 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
                         ' fica exposta a rede)')
     p.add_argument('--dados', help='pasta do banco SQLite (criada se faltar); os dados'
                                    ' sobrevivem a reinicio')
-    p.add_argument('--admin-token', default=os.environ.get('CONTEXTIA_ADMIN_TOKEN'),
-                   help='token das rotas de admin (padrao: CONTEXTIA_ADMIN_TOKEN)')
+    p.add_argument('--admin-token-arquivo', metavar='ARQUIVO',
+                   help='arquivo com o token das rotas de admin (só o dono pode ler: chmod'
+                        ' 600). Sem ele, o token vem de CONTEXTIA_ADMIN_TOKEN. Nunca na'
+                        ' linha de comando: ela aparece no ps para todo usuário da máquina')
+    # A opcao antiga so existe para recusar com a correcao (e para que argparse
+    # nao a tome por abreviacao de --admin-token-arquivo).
+    p.add_argument('--admin-token', action=_RecusarTokenNaLinha, nargs='?',
+                   help=argparse.SUPPRESS)
     p.add_argument('--falhas', action='store_true',
                    help='liga a injecao de falhas (rotas /api/v1/admin/falhas). So para teste')
-    p.add_argument('--max-registros-lote', type=int, default=None,
-                   help='lote com mais registros que isto recebe 413 (padrao: sem limite)')
-    p.add_argument('--max-bytes-lote', type=int, default=None,
+    p.add_argument('--max-registros-lote', type=_positivo, default=None,
+                   help='lote com mais registros que isto recebe 413 (padrão %d, o maior'
+                        ' chunk que o mapeamento aceita)' % MAX_REGISTROS_LOTE)
+    p.add_argument('--max-bytes-lote', type=_positivo, default=None,
                    help='lote com mais bytes que isto recebe 413 (padrao 32 MiB)')
     p.add_argument('--sem-remove', action='store_true',
                    help='imita o Contextia de hoje: sem `remove` no envelope (capacidades'
@@ -39,14 +47,64 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument('--vigiar-pai', type=int, default=None, metavar='PID',
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.admin_token = None
     if not args.openapi:
         if not args.dados:
             p.error('--dados e obrigatorio: e onde o servidor guarda os dados'
                     ' (ex.: --dados /tmp/contextia-local).')
-        if not args.admin_token:
-            p.error('--admin-token (ou CONTEXTIA_ADMIN_TOKEN) e obrigatorio: sem ele as rotas'
-                    ' de admin ficariam abertas.')
+        try:
+            args.admin_token = _token_de_admin(args.admin_token_arquivo)
+        except ValueError as erro:
+            p.error(str(erro))
     return args
+
+
+class _RecusarTokenNaLinha(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser,
+                 namespace: argparse.Namespace,  # noqa: ARG002
+                 values: object, option_string: str | None = None) -> None:  # noqa: ARG002
+        # Nunca repete o valor: ele e o segredo que nao devia estar ali.
+        parser.error('--admin-token não existe mais: o token na linha de comando aparece'
+                     ' no ps (e em /proc/<pid>/cmdline) para todo usuário da máquina.'
+                     ' Passe-o em CONTEXTIA_ADMIN_TOKEN ou num arquivo só seu'
+                     ' (chmod 600) com --admin-token-arquivo ARQUIVO.')
+
+
+def _positivo(texto: str) -> int:
+    valor = int(texto)
+    if valor < 1:
+        raise argparse.ArgumentTypeError('tem de ser um inteiro maior que zero')
+    return valor
+
+
+def _token_de_admin(arquivo: str | None) -> str:
+    """O token de admin, do arquivo ou de CONTEXTIA_ADMIN_TOKEN; ValueError diz o que falta."""
+    do_ambiente = os.environ.get('CONTEXTIA_ADMIN_TOKEN') or None
+    if arquivo is None:
+        if not do_ambiente:
+            raise ValueError('falta o token de admin: defina CONTEXTIA_ADMIN_TOKEN ou use'
+                             ' --admin-token-arquivo ARQUIVO. Sem ele as rotas de admin'
+                             ' ficariam abertas.')
+        return do_ambiente
+    try:
+        with open(arquivo, encoding='utf-8') as f:
+            modo = os.fstat(f.fileno()).st_mode
+            token = f.read().strip()
+    except (OSError, UnicodeDecodeError) as erro:
+        raise ValueError('--admin-token-arquivo %s: não consegui ler (%s).'
+                         % (arquivo, getattr(erro, 'strerror', None) or erro)) from None
+    if modo & 0o077:
+        raise ValueError('--admin-token-arquivo %s: o arquivo é legível por outros usuários'
+                         ' (modo %o). Restrinja-o ao dono: chmod 600 %s.'
+                         % (arquivo, modo & 0o777, arquivo))
+    if not token or any(c.isspace() for c in token):
+        raise ValueError('--admin-token-arquivo %s: o arquivo tem de ter o token numa linha'
+                         ' só, sem espaços (está vazio ou tem mais de uma palavra).' % arquivo)
+    if do_ambiente and do_ambiente != token:
+        raise ValueError('--admin-token-arquivo %s e CONTEXTIA_ADMIN_TOKEN dizem tokens'
+                         ' diferentes: deixe um só, para não haver dúvida de qual vale.'
+                         % arquivo)
+    return token
 
 
 def _vigiar_pai(pid: int) -> None:
@@ -62,7 +120,8 @@ def _vigiar_pai(pid: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _argumentos(argv)
-    from contextia_local.app import MAX_BYTES_LOTE, Configuracao, criar_app, openapi_json
+    from contextia_local.app import (MAX_BYTES_LOTE, MAX_REGISTROS_LOTE, Configuracao,
+                                     criar_app, openapi_json)
     if args.openapi:
         sys.stdout.write(openapi_json())
         return 0
@@ -70,7 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.vigiar_pai:
         threading.Thread(target=_vigiar_pai, args=(args.vigiar_pai,), daemon=True).start()
     config = Configuracao(dados=args.dados, admin_token=args.admin_token,
-                          falhas=args.falhas, max_registros_lote=args.max_registros_lote,
+                          falhas=args.falhas,
+                          max_registros_lote=args.max_registros_lote or MAX_REGISTROS_LOTE,
                           max_bytes_lote=args.max_bytes_lote or MAX_BYTES_LOTE,
                           remove=not args.sem_remove)
     app = criar_app(config)

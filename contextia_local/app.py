@@ -10,21 +10,35 @@ escritas entre elas.
 import dataclasses
 import hmac
 import json
-from typing import Any, Dict, List, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Dict, List, Optional
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from contextia_local import webhooks
 from contextia_local.armazenamento import Banco, ErroRegra
+from contextia_local.corpo import RegraDoCorpo, classe_de_rota
 from contextia_local.falhas import TIPOS, EstadoDeFalhas, MiddlewareDeFalhas
 
 VERSAO_API = '1'
 PADRAO_DATASET = r'^[a-z0-9_]{1,120}$'
 PADRAO_SLUG = r'^[a-z0-9][a-z0-9_-]{0,62}$'
 MAX_BYTES_LOTE = 32 * 1024 * 1024
+# O maior `chunk` que o schema do mapeamento aceita (tests/test_servidor_seguranca.py
+# confere): um mapeamento valido nunca esbarra no limite padrao do servidor.
+MAX_REGISTROS_LOTE = 10000
+# As outras rotas com corpo (complete, admin) recebem JSON de poucos campos.
+MAX_BYTES_PEDIDO = 1024 * 1024
+# O SQLite guarda INTEGER em 64 bits: id ou cursor acima disso e 422, nao OverflowError.
+MAX_INTEIRO = 2 ** 63 - 1
+IdDoProjeto = Annotated[int, Path(ge=1, le=MAX_INTEIRO,
+                                  description='id do projeto (inteiro de 64 bits)')]
 
 
 @dataclasses.dataclass
@@ -33,7 +47,7 @@ class Configuracao:
     dados: Optional[str]
     admin_token: str
     falhas: bool = False
-    max_registros_lote: Optional[int] = None
+    max_registros_lote: int = MAX_REGISTROS_LOTE
     max_bytes_lote: int = MAX_BYTES_LOTE
     # False imita o Contextia de producao de hoje, que nao tem `remove`.
     remove: bool = True
@@ -48,7 +62,8 @@ class Modelo(BaseModel):
 
 class Sync(Modelo):
     id: str = Field(min_length=1, max_length=200, description='id do ciclo de carga')
-    part: int = Field(ge=0, description='numero da parte (lote) dentro do sync')
+    part: int = Field(ge=0, le=MAX_INTEIRO,
+                      description='numero da parte (lote) dentro do sync')
 
 
 class Envelope(Modelo):
@@ -97,7 +112,7 @@ class PedidoFalha(Modelo):
     tipo: str = Field(pattern='^(%s)$' % '|'.join(TIPOS))
     quantidade: int = Field(1, ge=1, le=100000)
     caminho: Optional[str] = None
-    retry_after: Optional[float] = Field(None, ge=0)
+    retry_after: Optional[float] = Field(None, ge=0, le=3600)
     segundos: Optional[float] = Field(None, ge=0, le=120)
     quando: Optional[str] = Field(None, pattern='^(antes|depois)$')
     corpo: Optional[str] = Field(None, max_length=100000,
@@ -133,7 +148,8 @@ def criar_app(config: Configuracao) -> FastAPI:
     @app.exception_handler(ErroRegra)
     def _erro_regra(request: Request, erro: ErroRegra) -> JSONResponse:    # noqa: ARG001
         return JSONResponse(status_code=erro.status,
-                            content={'detail': erro.mensagem, 'erro': erro.codigo})
+                            content={'detail': erro.mensagem, 'erro': erro.codigo},
+                            headers={'Connection': 'close'} if erro.fechar_conexao else None)
 
     def projeto_autenticado(credenciais: Optional[HTTPAuthorizationCredentials] =
                             Depends(portador)) -> Dict[str, Any]:
@@ -158,20 +174,36 @@ def criar_app(config: Configuracao) -> FastAPI:
                             ' deste servidor (CONTEXTIA_ADMIN_TOKEN).')
         return True
 
+    def autenticar_antes_do_corpo(verificar: Callable[..., Any]) -> Callable[..., Any]:
+        async def autenticar(request: Request) -> None:
+            # Em thread, como a dependencia: a consulta ao SQLite espera o lock
+            # de uma escrita em curso e nao pode parar o laco de eventos.
+            await run_in_threadpool(verificar, await portador(request))
+        return autenticar
+
+    def regra_da_rota(rota: APIRoute) -> RegraDoCorpo:
+        # A autenticacao que a rota ja declara nas dependencias, rodada antes do
+        # corpo. A dependencia roda de novo depois dele: a chave revogada durante
+        # o envio tambem e recusada.
+        chamadas = _chamadas(rota.dependant)
+        autenticar = None
+        if admin in chamadas:
+            autenticar = autenticar_antes_do_corpo(admin)
+        elif projeto_autenticado in chamadas:
+            autenticar = autenticar_antes_do_corpo(projeto_autenticado)
+        if rota.path == '/api/v1/intake':
+            return RegraDoCorpo(autenticar, config.max_bytes_lote, config.max_registros_lote)
+        return RegraDoCorpo(autenticar, MAX_BYTES_PEDIDO)
+
+    # Antes de qualquer rota: e a classe que autentica e limita o corpo antes de
+    # o FastAPI le-lo (contextia_local/corpo.py).
+    app.router.route_class = classe_de_rota(regra_da_rota)
+
     def falhas_ligadas() -> EstadoDeFalhas:
         if estado_falhas is None:
             raise ErroRegra(404, 'falhas_desligadas', 'injecao de falhas desligada: suba'
                             ' o servidor com --falhas.')
         return estado_falhas
-
-    def tamanho_do_lote(request: Request) -> None:
-        tamanho = request.headers.get('content-length')
-        if tamanho and tamanho.isdigit() and int(tamanho) > config.max_bytes_lote:
-            raise ErroRegra(413, 'lote_grande', 'lote de %s bytes passa do limite de %d'
-                            ' bytes deste servidor (capacidades.max_bytes_per_batch). O'
-                            ' cliente divide o lote ao receber 413; um registro que sozinho'
-                            ' passa do limite precisa ficar menor na origem.'
-                            % (tamanho, config.max_bytes_lote))
 
     # As rotas nao anotam o retorno de proposito: no FastAPI a anotacao de retorno
     # vira response_model (valida a resposta e muda o docs/openapi.json).
@@ -190,15 +222,10 @@ def criar_app(config: Configuracao) -> FastAPI:
                 'decimal': 'string'}
 
     # ------------------------------------------------------------ intake
-    @app.post('/api/v1/intake', response_model=Contagens, tags=['intake'],
-              dependencies=[Depends(tamanho_do_lote)])
+    # Os limites de bytes e de registros do lote sao aplicados antes daqui, na
+    # leitura do corpo (contextia_local/corpo.py).
+    @app.post('/api/v1/intake', response_model=Contagens, tags=['intake'])
     def intake(envelope: Envelope, projeto: Dict[str, Any] = Depends(projeto_autenticado)):
-        if (config.max_registros_lote is not None
-                and len(envelope.records) > config.max_registros_lote):
-            raise ErroRegra(413, 'lote_grande',
-                            'lote com %d registros passa do limite de %d deste servidor.'
-                            ' Divida o lote (o cliente divide sozinho ao receber 413).'
-                            % (len(envelope.records), config.max_registros_lote))
         if envelope.remove is not None and not config.remove:
             raise ErroRegra(422, 'remove_nao_suportado',
                             'remove: este servidor nao suporta exclusao pelo envelope'
@@ -231,7 +258,7 @@ def criar_app(config: Configuracao) -> FastAPI:
         return {'datasets': banco().listar_datasets(projeto['id'])}
 
     @app.get('/api/v1/datasets/{dataset}/registros', tags=['leitura'])
-    def ler_registros(dataset: str, after: int = Query(0, ge=0),
+    def ler_registros(dataset: str, after: int = Query(0, ge=0, le=MAX_INTEIRO),
                       limit: int = Query(1000, ge=1, le=10000),
                       projeto: Dict[str, Any] = Depends(projeto_autenticado)):
         return banco().pagina_de_registros(projeto['id'], dataset, after, limit)
@@ -249,11 +276,11 @@ def criar_app(config: Configuracao) -> FastAPI:
         return {'projetos': banco().buscar_projetos(external_id)}
 
     @app.post('/api/v1/admin/projetos/{projeto_id}/chaves', status_code=201, **rotas_admin)
-    def emitir_chave(projeto_id: int):
+    def emitir_chave(projeto_id: IdDoProjeto):
         return banco().emitir_chave(projeto_id)
 
     @app.get('/api/v1/admin/projetos/{projeto_id}/chaves', **rotas_admin)
-    def listar_chaves(projeto_id: int):
+    def listar_chaves(projeto_id: IdDoProjeto):
         return {'chaves': banco().listar_chaves(projeto_id)}
 
     @app.delete('/api/v1/admin/chaves/{key_id}', **rotas_admin)
@@ -270,12 +297,12 @@ def criar_app(config: Configuracao) -> FastAPI:
         return {'grupos': banco().listar_grupos()}
 
     @app.put('/api/v1/admin/grupos/{slug}/projetos/{projeto_id}', **rotas_admin)
-    def incluir_no_grupo(slug: str, projeto_id: int):
+    def incluir_no_grupo(slug: str, projeto_id: IdDoProjeto):
         return banco().incluir_no_grupo(slug, projeto_id)
 
     @app.post('/api/v1/admin/projetos/{projeto_id}/webhooks', status_code=201,
               **rotas_admin)
-    def registrar_webhook(projeto_id: int, pedido: NovoWebhook):
+    def registrar_webhook(projeto_id: IdDoProjeto, pedido: NovoWebhook):
         problema = webhooks.problema_na_url(pedido.url)
         if problema:
             raise ErroRegra(422, 'url_recusada', problema)
@@ -286,7 +313,7 @@ def criar_app(config: Configuracao) -> FastAPI:
         return banco().registrar_webhook(projeto_id, pedido.url, pedido.secret, pedido.events)
 
     @app.get('/api/v1/admin/projetos/{projeto_id}/webhooks', **rotas_admin)
-    def listar_webhooks(projeto_id: int):
+    def listar_webhooks(projeto_id: IdDoProjeto):
         banco().projeto(projeto_id)
         return {'webhooks': [{k: v for k, v in w.items() if not k.startswith('_')}
                              for w in banco().listar_webhooks(projeto_id)]}
@@ -330,6 +357,14 @@ def criar_app(config: Configuracao) -> FastAPI:
 
     app.state.banco = banco_aberto
     return app
+
+
+def _chamadas(dependant: Dependant) -> List[Any]:
+    """Toda funcao que a arvore de dependencias da rota chama."""
+    chamadas = [dependant.call]
+    for filha in dependant.dependencies:
+        chamadas += _chamadas(filha)
+    return chamadas
 
 
 def openapi_json() -> str:

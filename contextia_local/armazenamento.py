@@ -103,6 +103,9 @@ class ErroRegra(Exception):
         self.status = status
         self.codigo = codigo
         self.mensagem = mensagem
+        # Recusa dada sem ler o corpo (grande ou chunked): a resposta leva
+        # `Connection: close` e o servidor nao le o resto (contextia_local/corpo.py).
+        self.fechar_conexao = False
 
 
 def agora() -> str:
@@ -123,8 +126,9 @@ class Banco:
     """Acesso ao SQLite do servidor. Uma conexao, serializada por um lock."""
 
     def __init__(self, pasta: str) -> None:
-        os.makedirs(pasta, exist_ok=True)
+        os.makedirs(pasta, mode=0o700, exist_ok=True)
         self.caminho = os.path.join(pasta, 'contextia.sqlite3')
+        _so_do_dono(self.caminho)
         self._lock = threading.RLock()
         self._con = sqlite3.connect(self.caminho, check_same_thread=False,
                                     isolation_level=None, timeout=30)
@@ -470,6 +474,22 @@ class Banco:
                                  (projeto_id, dataset, apos, limite)).fetchall()
         proximo = linhas[-1]['id'] if len(linhas) == limite else None
         return {'records': [json.loads(linha['corpo']) for linha in linhas], 'next': proximo}
+
+
+def _so_do_dono(caminho: str) -> None:
+    """
+    O banco guarda os segredos dos webhooks: nasce 0600, e um banco antigo 0644
+    e corrigido. O SQLite cria o -wal e o -shm com o modo do banco, entao os
+    dois tambem ficam 0600; os que ja existem sao corrigidos aqui.
+    """
+    descritor = os.open(caminho, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(descritor, 0o600)
+    finally:
+        os.close(descritor)
+    for sufixo in ('-wal', '-shm', '-journal'):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(caminho + sufixo, 0o600)
 
 
 def _projeto(linha: sqlite3.Row) -> dict[str, Any]:

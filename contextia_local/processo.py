@@ -131,9 +131,11 @@ class ServidorLocal:
     def _subir(self) -> None:
         porta = self.porta
         assert porta is not None, 'iniciar() escolhe a porta antes de subir'
+        # O token vai no ambiente do filho, nunca na linha de comando: ela aparece
+        # no ps (e em /proc/<pid>/cmdline) para todo usuario da maquina.
         comando = [sys.executable, '-m', 'contextia_local', '--porta', str(porta),
                    '--host', self.host, '--dados', self.dados,
-                   '--admin-token', self.admin_token, '--vigiar-pai', str(os.getpid())]
+                   '--vigiar-pai', str(os.getpid())]
         if self.falhas:
             comando.append('--falhas')
         if not self.remove:
@@ -143,6 +145,7 @@ class ServidorLocal:
         if self.max_bytes_lote is not None:
             comando += ['--max-bytes-lote', str(self.max_bytes_lote)]
         ambiente = dict(os.environ)
+        ambiente['CONTEXTIA_ADMIN_TOKEN'] = self.admin_token
         ambiente['PYTHONPATH'] = os.pathsep.join(
             [RAIZ] + [p for p in [ambiente.get('PYTHONPATH')] if p])
         with open(self.log, 'ab') as saida:

@@ -12,7 +12,10 @@ sobre os bytes EXATOS recebidos, antes de fazer parse.
 
 O servidor local so entrega para 127.0.0.0/8 (e `localhost`): este ambiente
 nao pode mandar trafego para fora, e um servidor de teste que aceitasse
-qualquer URL viraria um jeito de vazar dados por engano.
+qualquer URL viraria um jeito de vazar dados por engano. Pelo mesmo motivo a
+entrega nunca segue redirecionamento: um 3xx levaria o evento assinado para
+um `Location` que ninguem conferiu (fora de 127.0.0.0/8, ou de https para
+http); o 3xx e falha de entrega, e o erro nomeia o `Location`.
 """
 
 import datetime
@@ -36,7 +39,11 @@ EVENTOS = ('sync.completed', 'teste')
 
 def problema_na_url(url: str) -> str | None:
     """Texto do problema, ou None se a URL e aceitavel (http(s) em 127.0.0.0/8)."""
-    partes = urllib.parse.urlsplit(url)
+    try:
+        partes = urllib.parse.urlsplit(url)
+        _ = partes.port     # porta fora de 0..65535 so aparece aqui (ValueError)
+    except ValueError as erro:
+        return 'url %r não é uma URL válida (%s).' % (url, erro)
     if partes.scheme not in ('http', 'https') or not partes.hostname:
         return 'url %r nao e http(s)://host/...' % url
     if partes.hostname == 'localhost':
@@ -73,15 +80,29 @@ def entregar(webhook: dict[str, Any], evento: str, dados: Any,
         CABECALHO_ENTREGA: json.loads(corpo)['entrega'],
         CABECALHO_ASSINATURA: assinar(webhook['_segredo'], corpo),
     })
-    # Nunca via proxy: a entrega e local por definicao.
-    abridor = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    # Nunca via proxy (a entrega e local por definicao) e nunca seguindo 3xx.
+    abridor = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                          _SemRedirecionamento())
     try:
         with abridor.open(pedido, timeout=timeout) as resposta:
             return {'status': resposta.status, 'erro': None}
     except urllib.error.HTTPError as erro:
+        if 300 <= erro.code < 400:
+            return {'status': erro.code, 'erro': (
+                'receptor respondeu HTTP %d com redirecionamento para %r: a entrega não'
+                ' segue redirecionamento e não foi feita. Registre o webhook com a URL'
+                ' final.' % (erro.code, erro.headers.get('Location')))}
         return {'status': erro.code, 'erro': 'receptor respondeu HTTP %d' % erro.code}
-    except (urllib.error.URLError, OSError) as erro:
+    except (urllib.error.URLError, OSError, ValueError) as erro:
         return {'status': None, 'erro': 'receptor inalcancavel: %s' % erro}
+
+
+class _SemRedirecionamento(urllib.request.HTTPRedirectHandler):
+    """Todo 3xx chega a `entregar` como HTTPError, com o `Location` nos cabecalhos."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int,  # noqa: ARG002
+                         msg: str, headers: Any, newurl: str) -> None:  # noqa: ARG002
+        return None
 
 
 def entregar_em_segundo_plano(webhooks: Iterable[dict[str, Any]], evento: str,

@@ -251,20 +251,23 @@ def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
     assert _processos_com(saida) == []
 
 
-@pytest.mark.lento
-def test_demo_interrompida_resume_e_limpa(tmp_path):
-    """Ctrl-C (aqui SIGINT no processo) no meio do movimento: resumo e nada para tras."""
+def _demo_interrompida(saida, escala, ate):
+    """
+    Roda a demo ate `ate(linha)` devolver algo verdadeiro, manda SIGINT (o Ctrl-C)
+    e espera o fim. Devolve (o que `ate` devolveu, a saida inteira, o codigo).
+    """
     import signal
-    saida = str(tmp_path / 'saida-ctrl-c')
     processo = subprocess.Popen(
-        [sys.executable, os.path.join(DEMO, 'demo.py'), '--escala', '0.03', '--saida', saida],
+        [sys.executable, os.path.join(DEMO, 'demo.py'), '--escala', str(escala),
+         '--saida', saida],
         cwd=RAIZ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={k: v for k, v in os.environ.items() if not k.startswith('CONTEXTIA_')})
-    linhas = []
+    linhas, achado, resto = [], None, ''
     try:
         for linha in processo.stdout:
             linhas.append(linha)
-            if 'visivel em' in linha:
+            achado = ate(linha)
+            if achado:
                 break
         processo.send_signal(signal.SIGINT)
         resto, _ = processo.communicate(timeout=120)
@@ -272,9 +275,38 @@ def test_demo_interrompida_resume_e_limpa(tmp_path):
         if processo.poll() is None:
             processo.kill()
             processo.wait()
-    texto = ''.join(linhas) + resto
-    assert processo.returncode == 0, texto[-4000:]
+    return achado, ''.join(linhas) + resto, processo.returncode
+
+
+@pytest.mark.lento
+def test_demo_interrompida_resume_e_limpa(tmp_path):
+    """Ctrl-C (aqui SIGINT no processo) no meio do movimento: resumo e nada para tras."""
+    saida = str(tmp_path / 'saida-ctrl-c')
+    _, texto, codigo = _demo_interrompida(saida, 0.03, lambda linha: 'visivel em' in linha)
+    assert codigo == 0, texto[-4000:]
     assert 'parada pedida' in texto and 'Resumo' in texto and 'nada ficou rodando' in texto
     assert re.match(r'^  OUVINTE [A-Z]+ - ', texto.rstrip('\n').splitlines()[-1]), texto[-2000:]
     time.sleep(0.5)
     assert _processos_com(saida) == []
+
+
+def test_demo_nao_poe_o_token_de_admin_na_linha_de_comando(tmp_path):
+    """O token de admin da demo chega ao Contextia local pelo ambiente, nunca pelo ps."""
+    def servidor(linha):
+        achado = re.search(r'Contextia local em \S+ \(pid (\d+)\)', linha)
+        if not achado:
+            return None
+        with open('/proc/%s/cmdline' % achado.group(1), 'rb') as f:
+            linha_de_comando = f.read().replace(b'\0', b' ').decode()
+        with open('/proc/%s/environ' % achado.group(1), 'rb') as f:
+            ambiente = dict(v.decode().partition('=')[::2] for v in f.read().split(b'\0') if v)
+        return linha_de_comando, ambiente
+
+    achado, texto, _ = _demo_interrompida(str(tmp_path / 'saida-token'), 0.01, servidor)
+    assert achado, 'a demo nao disse o pid do Contextia local:\n' + texto[-3000:]
+    linha_de_comando, ambiente = achado
+    assert 'contextia_local' in linha_de_comando
+    assert '--admin-token' not in linha_de_comando, linha_de_comando
+    token = ambiente.get('CONTEXTIA_ADMIN_TOKEN')
+    assert token and len(token) >= 32, 'o servidor da demo subiu sem token no ambiente'
+    assert token not in linha_de_comando

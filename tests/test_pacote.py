@@ -269,9 +269,9 @@ def test_contextia_local_instalado_sobe_e_responde(instalado, tmp_path):
     log = open(tmp_path / 'servidor.log', 'w+b')
     processo = subprocess.Popen(
         [os.path.join(instalado.bin, 'contextia-local'), '--porta', str(porta),
-         '--dados', str(tmp_path / 'dados'), '--admin-token', 'admin-pacote',
-         '--vigiar-pai', str(os.getpid())],
-        cwd=instalado.fora, env=instalado.ambiente(), stdout=log, stderr=subprocess.STDOUT,
+         '--dados', str(tmp_path / 'dados'), '--vigiar-pai', str(os.getpid())],
+        cwd=instalado.fora, env=instalado.ambiente(CONTEXTIA_ADMIN_TOKEN='admin-pacote'),
+        stdout=log, stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL)
     try:
         abridor = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -1,0 +1,314 @@
+"""
+O corpo do pedido no Contextia local: quem pode mandar, quanto e o que.
+
+O FastAPI lê o corpo inteiro para a memória **antes** de rodar as dependências
+(a autenticação inclusive) e só depois olharia `Content-Length`. Sem isto, um
+pedido chunked de 300 MB sem chave nenhuma fazia o servidor crescer 765 MiB
+antes do 401, e 2 milhões de registros pequenos viravam 2 GiB de objetos antes
+de qualquer limite. Aqui, na ordem, para toda rota que tem corpo:
+
+1. a autenticação que a rota exige (a mesma função da dependência dela), antes
+   de ler um byte do corpo -- recusa sem chave responde já e fecha a conexão;
+2. `Content-Length` acima do limite da rota: 413 sem ler nada;
+3. o corpo lido em pedaços, contando os bytes que chegam de fato (chunked, ou
+   um `Content-Length` que mente): passou do limite, 413 na hora, sem ler o
+   resto;
+4. o JSON lido estrito: NaN, Infinity e número fora do alcance do float
+   (`1e400`) são 422 nomeando o campo (viravam 500 ao gravar); no envelope do
+   intake, os registros são lidos um a um e a leitura para no primeiro além do
+   limite de registros (413) -- milhões de registros nunca viram objetos.
+
+`classe_de_rota` devolve a `APIRoute` que faz isso; `app.py` diz, rota a rota,
+a regra (`RegraDoCorpo`).
+"""
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+from starlette.datastructures import Headers
+
+from contextia_local.armazenamento import ErroRegra
+
+LIMITE_DRENAGEM = 64 * 1024
+"""Corpo declarado até este tamanho é descartado pelo uvicorn depois de uma
+recusa (a conexão segue); maior, ou chunked, a conexão é fechada sem ler o
+resto. Fechar com bytes não lidos faz o kernel mandar RST, e o cliente pode
+perder a resposta: para o corpo pequeno, já no buffer, não vale o risco."""
+
+_ESPACO = re.compile(r'[ \t\n\r]*')
+
+
+@dataclasses.dataclass(frozen=True)
+class RegraDoCorpo:
+    """O que vale para o corpo de uma rota antes de o FastAPI o ler."""
+
+    # Levanta ErroRegra (401/403) se o pedido não pode mandar corpo a esta rota.
+    autenticar: Callable[[Request], Awaitable[None]] | None
+    max_bytes: int
+    # Só no envelope do intake: quantos itens de `records` ele pode ter.
+    max_registros: int | None = None
+
+
+class PedidoLimitado(Request):
+    """Um `Request` cujo `body()` e `json()` obedecem a uma `RegraDoCorpo`."""
+
+    regra: RegraDoCorpo
+
+    async def body(self) -> bytes:
+        if not hasattr(self, '_body'):
+            limite = self.regra.max_bytes
+            declarado = _content_length(self.headers)
+            if declarado is not None and declarado > limite:
+                raise _corpo_grande(self.regra, 'o corpo declara %d bytes (Content-Length),'
+                                    ' acima do limite' % declarado)
+            recebido = bytearray()
+            async for pedaco in self.stream():
+                recebido += pedaco
+                if len(recebido) > limite:
+                    raise _corpo_grande(self.regra, 'a leitura do corpo parou ao passar do'
+                                        ' limite')
+            self._body = bytes(recebido)
+        return self._body
+
+    async def json(self) -> Any:
+        if not hasattr(self, '_json'):
+            self._json = ler_json(await self.body(), self.regra.max_registros)
+        return self._json
+
+
+def classe_de_rota(regra_da_rota: Callable[[APIRoute], RegraDoCorpo]) -> type[APIRoute]:
+    """
+    A classe de rota do app (`app.router.route_class`): para as rotas com corpo,
+    aplica `regra_da_rota(rota)` antes de o FastAPI ler o corpo.
+    """
+
+    class RotaComCorpoLimitado(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            original = super().get_route_handler()
+            if self.body_field is None:
+                return original
+            regra = regra_da_rota(self)
+
+            async def tratar(request: Request) -> Response:
+                if regra.autenticar is not None:
+                    try:
+                        await regra.autenticar(request)
+                    except ErroRegra as erro:
+                        erro.fechar_conexao = _vai_sobrar_corpo(request.headers)
+                        raise
+                pedido = PedidoLimitado(request.scope, request.receive)
+                pedido.regra = regra
+                # Lido aqui, e não dentro do FastAPI: lá qualquer exceção ao ler o
+                # corpo vira um 400 genérico, e a recusa tem de dizer o porquê.
+                await pedido.body()
+                if _parece_json(pedido.headers):
+                    try:
+                        await pedido.json()
+                    except json.JSONDecodeError:
+                        # JSON malformado: o FastAPI responde o 422 dele (json_invalid,
+                        # com a posição), como sempre respondeu.
+                        pass
+                return await original(pedido)
+
+            return tratar
+
+    return RotaComCorpoLimitado
+
+
+# ---------------------------------------------------------------- JSON estrito
+class _NaoFinito:
+    """Marca no lugar de NaN/Infinity/1e400: o caminho dele é achado depois."""
+
+    def __init__(self, texto: str) -> None:
+        self.texto = texto
+
+
+class _Leitor:
+    def __init__(self) -> None:
+        self.nao_finitos = 0
+        self.decodificador = json.JSONDecoder(parse_float=self._numero,
+                                              parse_constant=self._constante)
+
+    def _constante(self, texto: str) -> _NaoFinito:
+        self.nao_finitos += 1
+        return _NaoFinito(texto)
+
+    def _numero(self, texto: str) -> float | _NaoFinito:
+        valor = float(texto)
+        if math.isfinite(valor):
+            return valor
+        return self._constante(texto)
+
+    def valor(self, texto: str, posicao: int) -> tuple[Any, int]:
+        return self.decodificador.raw_decode(texto, posicao)
+
+
+def ler_json(corpo: bytes, max_registros: int | None = None) -> Any:
+    """
+    O documento JSON de `corpo`, estrito. Com `max_registros`, o documento é um
+    envelope do intake e `records` com mais itens que isso é 413 (sem ler o
+    resto). Levanta json.JSONDecodeError para JSON malformado e ErroRegra para
+    o que é JSON mas não pode ser aceito.
+    """
+    try:
+        texto = corpo.decode(json.detect_encoding(corpo), 'surrogatepass')
+    except UnicodeDecodeError as erro:
+        raise ErroRegra(422, 'json_invalido', 'o corpo não é texto UTF-8 válido (byte %d):'
+                        ' o JSON do pedido tem de ser UTF-8.' % erro.start) from None
+    leitor = _Leitor()
+    try:
+        if max_registros is None:
+            documento = leitor.decodificador.decode(texto)
+        else:
+            documento = _ler_envelope(texto, leitor, max_registros)
+    except RecursionError:
+        raise ErroRegra(422, 'json_profundo', 'o JSON do pedido tem listas ou objetos'
+                        ' aninhados fundo demais (centenas de níveis). Achate o valor'
+                        ' ou envie-o como texto.') from None
+    except ValueError as erro:
+        if isinstance(erro, json.JSONDecodeError):
+            raise
+        # int() do decodificador: número com mais dígitos que o Python converte.
+        raise ErroRegra(422, 'numero_invalido', 'o JSON do pedido tem um número que não'
+                        ' pode ser lido (%s). Envie-o como texto.' % erro) from None
+    achado = _primeiro_nao_finito(documento, '') if leitor.nao_finitos else None
+    if achado is not None:
+        caminho, texto_valor = achado
+        raise ErroRegra(422, 'numero_nao_finito', '%s: o número %s não é finito. JSON não'
+                        ' representa NaN, Infinity nem número fora do alcance do float'
+                        ' (como 1e400); envie o valor como texto ou corrija-o na origem.'
+                        % (caminho or 'corpo', texto_valor))
+    return documento
+
+
+def _ler_envelope(texto: str, leitor: _Leitor, max_registros: int) -> Any:
+    # O nível de cima à mão; cada valor (e cada registro) pelo decodificador C do
+    # json. Assim `records` cresce um registro por vez e a leitura para no
+    # primeiro além do limite. Fora de objeto no topo, o documento é lido
+    # inteiro: não é um envelope, e o FastAPI diz por quê.
+    posicao = _pular(texto, 0)
+    if texto[posicao:posicao + 1] != '{':
+        return leitor.decodificador.decode(texto)
+    envelope: dict[str, Any] = {}
+    posicao = _pular(texto, posicao + 1)
+    if texto[posicao:posicao + 1] == '}':
+        return _fim(texto, posicao + 1, envelope)
+    while True:
+        if texto[posicao:posicao + 1] != '"':
+            raise json.JSONDecodeError('Expecting property name enclosed in double quotes',
+                                       texto, posicao)
+        chave, posicao = leitor.valor(texto, posicao)
+        posicao = _pular(texto, posicao)
+        if texto[posicao:posicao + 1] != ':':
+            raise json.JSONDecodeError("Expecting ':' delimiter", texto, posicao)
+        posicao = _pular(texto, posicao + 1)
+        if chave == 'records' and texto[posicao:posicao + 1] == '[':
+            valor, posicao = _ler_registros(texto, posicao, leitor, max_registros)
+        else:
+            valor, posicao = leitor.valor(texto, posicao)
+        envelope[chave] = valor
+        posicao = _pular(texto, posicao)
+        separador = texto[posicao:posicao + 1]
+        if separador == '}':
+            return _fim(texto, posicao + 1, envelope)
+        if separador != ',':
+            raise json.JSONDecodeError("Expecting ',' delimiter", texto, posicao)
+        posicao = _pular(texto, posicao + 1)
+
+
+def _ler_registros(texto: str, posicao: int, leitor: _Leitor,
+                   max_registros: int) -> tuple[list[Any], int]:
+    registros: list[Any] = []
+    posicao = _pular(texto, posicao + 1)
+    if texto[posicao:posicao + 1] == ']':
+        return registros, posicao + 1
+    while True:
+        if len(registros) == max_registros:
+            raise ErroRegra(413, 'lote_grande', 'lote com mais de %d registros passa do'
+                            ' limite deste servidor (capacidades.max_records_per_batch).'
+                            ' Divida o lote (o cliente divide sozinho ao receber 413).'
+                            % max_registros)
+        registro, posicao = leitor.valor(texto, posicao)
+        registros.append(registro)
+        posicao = _pular(texto, posicao)
+        separador = texto[posicao:posicao + 1]
+        if separador == ']':
+            return registros, posicao + 1
+        if separador != ',':
+            raise json.JSONDecodeError("Expecting ',' delimiter", texto, posicao)
+        posicao = _pular(texto, posicao + 1)
+
+
+def _pular(texto: str, posicao: int) -> int:
+    fim = _ESPACO.match(texto, posicao)
+    return fim.end() if fim else posicao
+
+
+def _fim(texto: str, posicao: int, documento: Any) -> Any:
+    posicao = _pular(texto, posicao)
+    if posicao != len(texto):
+        raise json.JSONDecodeError('Extra data', texto, posicao)
+    return documento
+
+
+def _primeiro_nao_finito(valor: Any, caminho: str) -> tuple[str, str] | None:
+    """(caminho, texto) da primeira marca de não finito em `valor`, ou None."""
+    if isinstance(valor, _NaoFinito):
+        return caminho, valor.texto
+    filhos: list[tuple[str, Any]]
+    if isinstance(valor, dict):
+        filhos = [(caminho + '.' + k if caminho else k, v) for k, v in valor.items()]
+    elif isinstance(valor, list):
+        filhos = [('%s[%d]' % (caminho, i), v) for i, v in enumerate(valor)]
+    else:
+        return None
+    for caminho_filho, filho in filhos:
+        achado = _primeiro_nao_finito(filho, caminho_filho)
+        if achado is not None:
+            return achado
+    return None
+
+
+# ---------------------------------------------------------------- cabeçalhos
+def _content_length(cabecalhos: Headers) -> int | None:
+    valor = cabecalhos.get('content-length')
+    return int(valor) if valor is not None and valor.isdigit() else None
+
+
+def _vai_sobrar_corpo(cabecalhos: Headers) -> bool:
+    """Se a recusa deixa corpo grande (ou de tamanho desconhecido) por ler."""
+    declarado = _content_length(cabecalhos)
+    if declarado is None:
+        return 'chunked' in cabecalhos.get('transfer-encoding', '').lower()
+    return declarado > LIMITE_DRENAGEM
+
+
+def _parece_json(cabecalhos: Headers) -> bool:
+    # O mesmo critério do FastAPI para ler o corpo como JSON; sem Content-Type
+    # ele lê como JSON nas versões sem `strict_content_type`.
+    tipo = cabecalhos.get('content-type')
+    if not tipo:
+        return True
+    principal = tipo.split(';', 1)[0].strip().lower()
+    return principal == 'application/json' or (principal.startswith('application/')
+                                               and principal.endswith('+json'))
+
+
+def _corpo_grande(regra: RegraDoCorpo, como: str) -> ErroRegra:
+    if regra.max_registros is None:
+        erro = ErroRegra(413, 'corpo_grande', 'pedido grande demais: %s de %d bytes desta'
+                         ' rota.' % (como, regra.max_bytes))
+    else:
+        erro = ErroRegra(413, 'lote_grande', 'lote grande demais: %s de %d bytes deste'
+                         ' servidor (capacidades.max_bytes_per_batch). O cliente divide o'
+                         ' lote ao receber 413; um registro que sozinho passa do limite'
+                         ' precisa ficar menor na origem.' % (como, regra.max_bytes))
+    # O resto do corpo não é lido: a conexão fecha em vez de drenar o que falta.
+    erro.fechar_conexao = True
+    return erro
