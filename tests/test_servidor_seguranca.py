@@ -385,7 +385,7 @@ def test_opcao_antiga_admin_token_e_recusada_sem_repetir_o_valor(tmp_path):
         assert 'segredo-na-linha' not in resultado.stderr + resultado.stdout
     # A abreviacao nao vira --admin-token-arquivo (que leria o token como nome de arquivo).
     resultado = _rodar_servidor(['--dados', str(tmp_path), '--admin-tok', 'segredo-na-linha'])
-    assert resultado.returncode == 2 and 'ambiguous option' in resultado.stderr
+    assert resultado.returncode == 2 and 'opção ambígua' in resultado.stderr
     assert 'segredo-na-linha' not in resultado.stderr + resultado.stdout
     resultado = _rodar_servidor(['--dados', str(tmp_path)])
     assert resultado.returncode == 2 and 'falta o token de admin' in resultado.stderr
