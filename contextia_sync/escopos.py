@@ -1,6 +1,47 @@
-"""O escopo (a empresa) como texto: a mesma empresa nao pode virar duas chaves."""
+"""
+O escopo (a empresa) como texto: a mesma empresa nao pode virar duas chaves.
+
+E o que um codigo de empresa pode ser. O codigo vem do cadastro do ERP e vira
+o primeiro campo de uma linha do arquivo de chaves (TSV), o `external_id` do
+projeto, um argumento das ferramentas, um pedaco da URL do webhook e texto de
+log e de status. Um TAB ou uma quebra de linha nele injetaria linhas no
+arquivo de chaves (`'Z\\tctx_x\\n555'` virava a linha `555<TAB><chave de outro
+projeto>`) e forjaria linhas de log. Por isso o codigo e conferido onde entra
+(a leitura do cadastro, o arquivo de chaves, `--scope`) contra um conjunto
+fechado -- o que `problema_no_escopo` diz:
+
+  * letras ASCII (A-Z, a-z), digitos (0-9) e os sinais `-`, `_` e `.`;
+  * comecando por letra ou digito (`..`, `-1` e `.x` nao sao codigo);
+  * ate `padroes.ESCOPO_MAXIMO` caracteres;
+  * os espacos das pontas ja sairam em `texto_escopo` (o CHAR com
+    preenchimento do Protheus, `'01  '`, e a empresa `01`).
+
+Fora dele ficam o espaco no meio (`'01 02'` e `'01  02'` pareceriam a mesma
+empresa no log) e as letras acentuadas e de outros alfabetos (`'SÃO'` em NFC e
+em NFD sao textos diferentes que parecem iguais; um `А` cirilico parece o `A`):
+com eles a empresa pareceria outra -- o problema que o arquivo de chaves ja
+recusa para o BOM. Codigo de ERP de verdade (`01`, `0101`, `297`, `MATRIZ`,
+`SP-01`, `EMP_01`, `1.2`) passa.
+
+Modulo puro (so biblioteca padrao): o `--autoteste` roda num `python3 -S`.
+"""
 
 import decimal
+import re
+import unicodedata
+
+from contextia_sync import padroes
+from contextia_sync.erros import ErroConfiguracao
+
+PERMITIDOS = 'letras ASCII (A-Z, a-z), dígitos (0-9), hífen (-), sublinhado (_) e ponto (.)'
+"""O conjunto permitido, como as mensagens o dizem ao operador."""
+
+REGRA = ('Um código de empresa só pode ter %s, começando por letra ou dígito, até %d'
+         ' caracteres' % (PERMITIDOS, padroes.ESCOPO_MAXIMO))
+"""A regra inteira numa frase (sem ponto final), para as mensagens."""
+
+_PERMITIDO = re.compile(r'[A-Za-z0-9._-]')
+_INICIO = re.compile(r'[A-Za-z0-9]')
 
 
 def texto_escopo(valor: object) -> str:
@@ -21,3 +62,45 @@ def texto_escopo(valor: object) -> str:
     if isinstance(valor, decimal.Decimal) and valor == valor.to_integral_value():
         return str(valor.quantize(decimal.Decimal(1)))
     return str(valor).strip()
+
+
+def problema_no_escopo(escopo: str) -> str | None:
+    """
+    Por que `escopo` (ja passado por `texto_escopo`) nao serve de codigo de
+    empresa, numa frase que completa "o código ..."; None se serve. Vazio e
+    problema de quem chama (a regra de projeto o recusa como "vazio").
+    """
+    if len(escopo) > padroes.ESCOPO_MAXIMO:
+        return 'tem %d caracteres (o máximo é %d)' % (len(escopo), padroes.ESCOPO_MAXIMO)
+    for caractere in escopo:
+        if not _PERMITIDO.fullmatch(caractere):
+            return 'tem o caractere %s, fora do permitido' % _descrever(caractere)
+    if escopo and not _INICIO.fullmatch(escopo[0]):
+        return 'começa com %r (o código começa com letra ou dígito)' % escopo[0]
+    return None
+
+
+def exigir_escopo(escopo: str, onde: str) -> str:
+    """
+    `escopo` (de uma opcao de linha de comando, `onde`) se ele serve de codigo de
+    empresa; ErroConfiguracao (saida 2, nada feito) se nao serve.
+    """
+    problema = problema_no_escopo(escopo)
+    if problema:
+        from contextia_sync.registro import limpo
+        raise ErroConfiguracao("%s: o código '%s' %s. %s; nada foi feito."
+                               % (onde, limpo(escopo), problema, REGRA))
+    return escopo
+
+
+def _descrever(caractere: str) -> str:
+    """'U+000A, LINE FEED' para os invisiveis; "'É' (U+00C9)" para os que se veem."""
+    codigo = 'U+%04X' % ord(caractere)
+    if caractere.isprintable() and caractere != ' ':
+        return '%r (%s)' % (caractere, codigo)
+    nomes = {'\t': 'TAB', '\n': 'LINE FEED', '\r': 'CARRIAGE RETURN', ' ': 'espaço'}
+    nome = nomes.get(caractere) or unicodedata.name(caractere, '')
+    if not nome:
+        categoria = unicodedata.category(caractere)
+        nome = 'controle' if categoria == 'Cc' else categoria
+    return '%s, %s' % (codigo, nome)

@@ -78,6 +78,9 @@ METRICAS: dict[str, tuple[str, str]] = {
     'ouvinte_datasets_ao_vivo': (GAUGE, 'Datasets do mapeamento que estao no ao-vivo.'),
     'ouvinte_datasets': (GAUGE, 'Datasets do mapeamento.'),
     'ouvinte_cargas_iniciais_pendentes': (GAUGE, 'Empresas com carga inicial por refazer.'),
+    'ouvinte_empresas_recusadas': (GAUGE, 'Empresas que nao recebem dado por recusa: codigo'
+                                          ' invalido no cadastro (onde="cadastro") ou chave'
+                                          ' de outro projeto no arquivo (onde="chave").'),
     'ouvinte_ferramenta_rodando': (GAUGE, '1 enquanto uma ferramenta (provisionamento,'
                                           ' carga, varredura) roda.'),
     'ouvinte_ferramenta_inicio_timestamp_seconds': (
@@ -296,6 +299,12 @@ def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None)
     cargas = dados.get('cargas_iniciais_pendentes')
     if isinstance(cargas, list):
         por('ouvinte_cargas_iniciais_pendentes', len(cargas))
+    recusadas = dados.get('empresas_recusadas')
+    if isinstance(recusadas, list):
+        for onde in ('cadastro', 'chave'):
+            por('ouvinte_empresas_recusadas',
+                sum(1 for r in recusadas if isinstance(r, Mapping) and r.get('onde') == onde),
+                onde=onde)
     ferramenta = dados.get('ferramenta')
     por('ouvinte_ferramenta_rodando', int(isinstance(ferramenta, Mapping)))
     if isinstance(ferramenta, Mapping):

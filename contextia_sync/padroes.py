@@ -62,6 +62,10 @@ INTERVALO_PROGRESSO = 30.0
 SOURCE = 'generic'
 """O adaptador de origem (`--source`)."""
 
+ESCOPO_MAXIMO = 64
+"""Caracteres que um codigo de empresa pode ter (`escopos.problema_no_escopo`): o
+cadastro que traz um codigo mais longo tem a empresa recusada, nunca provisionada."""
+
 # -- origem -----------------------------------------------------------------
 TIMEOUT_ORIGEM = 300
 """Segundos por consulta na origem (`CONTEXTIA_ORIGEM_TIMEOUT`; 0 desliga)."""

@@ -74,13 +74,17 @@ CRITICO
   - com a varredura diaria ligada, a ultima varredura boa tem mais de
     --max-varredura;
   - dataset entregue a varredura com a varredura diaria desligada (parado ate
-    um --varrer-agora).
+    um --varrer-agora);
+  - empresa com a chave de outro projeto no arquivo de chaves (nada vai para
+    ela até a correção).
 ALERTA
   - falhas seguidas abaixo de --max-falhas (do laco ou de um dataset);
   - registros na quarentena; linhas sem carimbo; linhas com carimbo no
     futuro; chegada atrasada alem da metade da --folga; dataset entregue a
     varredura; carga inicial de empresa nova pendente;
   - uma ferramenta rodando ha mais de --max-ferramenta;
+  - código de empresa recusado no cadastro do ERP (caractere fora do
+    permitido: nunca provisionado);
   - varredura interrompida (parada, ou o ouvinte morreu no meio); nenhuma
     varredura boa registrada ainda;
   - o ouvinte parando; o ultimo status e de um --dry-run; nenhum dataset ao vivo;
@@ -495,6 +499,19 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         v.anotar(ALERTA, 'carga inicial pendente da(s) empresa(s) %s (refeita no proximo ciclo'
                          ' de projetos)' % ', '.join(cargas[:10]))
 
+    # -- as empresas recusadas (ouvinte/relatorio.py: empresas_recusadas) ---------
+    recusadas = [r for r in status.get('empresas_recusadas') or [] if isinstance(r, dict)]
+    trocadas = [str(r.get('escopo')) for r in recusadas if r.get('onde') == 'chave']
+    invalidas = ["'%s'" % r.get('escopo') for r in recusadas if r.get('onde') == 'cadastro']
+    if trocadas:
+        v.anotar(CRITICO, 'empresa(s) %s com a chave de outro projeto no arquivo de chaves:'
+                          ' NÃO recebem dado; corrija a linha (o ouvinte-status.txt diz como)'
+                 % ', '.join(trocadas[:10]))
+    if invalidas:
+        v.anotar(ALERTA, 'código(s) de empresa recusado(s) no cadastro do ERP: %s (caractere'
+                         ' fora do permitido; nunca provisionados): corrija o código no ERP'
+                 % ', '.join(invalidas[:10]))
+
     # -- a varredura --------------------------------------------------------------
     iniciada = _quando(varredura.get('iniciada_em'))
     terminada = _quando(varredura.get('terminada_em'))
@@ -556,6 +573,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         'sem_carimbo=%d;0;;0' % sem_carimbo_total,
         'futuras=%d;0;;0' % futuras_total,
         'maior_atraso=%ds;;;0' % round(maior_atraso),
+        'empresas_recusadas=%d;0;;0' % len(recusadas),
     ]
     if idade_varredura is not None:
         v.perf.append('idade_varredura_ok=%ds;;%d;0' % (round(idade_varredura),

@@ -19,7 +19,13 @@ import sys
 import pytest
 
 from contextia_sync.intake import cliente
-from contextia_sync.provisionamento.chaves import ErroChaves, ler_chaves, ler_registros
+from contextia_sync.provisionamento.chaves import (
+    ErroChaves,
+    Registro,
+    gravar_registros,
+    ler_chaves,
+    ler_registros,
+)
 from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -272,3 +278,154 @@ def test_bash_nao_roda_linha_que_o_leitor_pula(erp, tmp_path):
     assert '2 empresa(s)' in saida
     assert saida.count('----- empresa ') == 2
     assert 'resumo carregar-todas: 2 ok, 0 com falha' in saida
+
+
+# ----------------------------------- o arquivo em si: link, dono, pasta (issue 14)
+
+NOBODY = 65534                  # o dono "outro" (os testes rodam como root)
+
+
+def _todos_os_programas(erp: erp_teste.Erp, mapa: str, arquivo: object,
+                        estado: object) -> dict[str, list[str]]:
+    """Cada programa que le o arquivo de chaves, como o operador (ou o cron) o roda."""
+    e0 = erp.escopos[0]
+    return {
+        # O provisionar primeiro: e ele que grava (e trocava o link por um arquivo).
+        'provisionar': [sys.executable, 'provisionar.py', '--mapping=' + mapa,
+                        '--source=generic', '--arquivo=' + str(arquivo)],
+        'verificar': [sys.executable, '-m', 'contextia_sync.provisionamento.chaves',
+                      'verificar', str(arquivo)],
+        'connector': [sys.executable, '-m', 'contextia_sync.provisionamento.chaves',
+                      'executar', str(arquivo), e0, '--', sys.executable, 'connector.py',
+                      '--mapping=' + mapa, '--source=generic', '--scope=' + e0],
+        'carregar-todas': ['bash', 'carregar-todas.sh', str(arquivo)],
+        'ouvinte': [sys.executable, 'ouvinte.py', '--mapping=' + mapa, '--source=generic',
+                    '--chaves=' + str(arquivo), '--estado=' + str(estado), '--varredura=nao',
+                    '--once'],
+    }
+
+
+def todos_recusam(erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: object,
+                  estado: object, trecho: str, prefixo: tuple[str, ...] = ()) -> None:
+    """Todo programa sai com 2, diz `trecho` e nao mostra traceback."""
+    env = ambiente(erp, contextia, CONTEXTIA_MAPPING=mapa, CONTEXTIA_PYTHON=sys.executable)
+    for nome, argv in _todos_os_programas(erp, mapa, arquivo, estado).items():
+        feito = subprocess.run(list(prefixo) + argv, cwd=RAIZ, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        saida = feito.stdout.decode('utf-8', 'replace')
+        assert feito.returncode == 2, (nome, saida)
+        assert trecho in saida, (nome, saida)
+        assert 'Traceback' not in saida and 'ctx_' not in saida, (nome, saida)
+
+
+def test_link_simbolico_e_recusado_por_todos_e_o_alvo_nao_fica_velho(
+        erp, tmp_path, ambiente_contextia):
+    """
+    O caso visto: o provisionar gravava por cima do LINK (temporario + rename) e
+    o alvo de verdade, que o resto lia, ficava sem a chave nova.
+    """
+    contextia = ambiente_contextia
+    e0, e1 = erp.escopos
+    chave = contextia.criar_projeto_com_chave(e0)
+    (tmp_path / 'real').mkdir()
+    alvo = tmp_path / 'real' / 'chaves.tsv'
+    escrever(alvo, '%s\t%s\n' % (e0, chave))
+    link = tmp_path / 'chaves.tsv'
+    link.symlink_to(alvo)
+    # e1 e nova: o provisionar de antes a criaria e gravaria no lugar do link.
+    todos_recusam(erp, contextia, erp_teste.mapeamento(tmp_path), link, tmp_path / 'estado',
+                  'o arquivo de chaves %s é um link simbólico (para %s): recusado.'
+                  % (link, alvo))
+    assert link.is_symlink() and os.readlink(link) == str(alvo)
+    assert alvo.read_text() == '%s\t%s\n' % (e0, chave)
+    assert contextia.admin().buscar_projeto(e1) is None
+
+
+def test_arquivo_de_outro_dono_e_recusado_por_todos(erp, tmp_path, ambiente_contextia):
+    contextia = ambiente_contextia
+    e0, e1 = erp.escopos
+    chave = contextia.criar_projeto_com_chave(e0)
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, '%s\t%s\n' % (e0, chave))
+    os.chown(arquivo, NOBODY, NOBODY)
+    todos_recusam(erp, contextia, erp_teste.mapeamento(tmp_path), arquivo, tmp_path / 'estado',
+                  'o arquivo de chaves %s é do usuário nobody (uid %d), e este programa roda'
+                  ' como root (uid 0): recusado.' % (arquivo, NOBODY))
+    assert os.stat(arquivo).st_uid == NOBODY                 # ninguem o regravou
+    assert contextia.admin().buscar_projeto(e1) is None
+
+
+def test_pasta_no_lugar_do_arquivo_sai_com_2_sem_traceback(erp, tmp_path, ambiente_contextia):
+    pasta = tmp_path / 'chaves.tsv'
+    pasta.mkdir(mode=0o700)
+    todos_recusam(erp, ambiente_contextia, erp_teste.mapeamento(tmp_path), pasta,
+                  tmp_path / 'estado', 'o arquivo de chaves %s é uma pasta, não um arquivo'
+                  % pasta)
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
+
+def test_arquivo_ilegivel_sai_com_2_sem_traceback(erp, tmp_path, ambiente_contextia):
+    """
+    O arquivo e de quem roda, mas em modo 000. Os testes rodam como root, que le
+    tudo: os programas rodam sem CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH (setpriv),
+    como o usuario do servico -- o open falha de verdade, com EACCES.
+    """
+    import shutil
+    if os.geteuid() != 0 or shutil.which('setpriv') is None:
+        if os.environ.get('CI') == 'true':
+            pytest.fail('o teste precisa de root e do setpriv (util-linux)')
+        pytest.skip('precisa de root e do setpriv (util-linux) para tirar a leitura de root')
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, '%s\tctx_nao_lida\n' % erp.escopos[0])
+    os.chmod(arquivo, 0o000)
+    todos_recusam(erp, ambiente_contextia, erp_teste.mapeamento(tmp_path), arquivo,
+                  tmp_path / 'estado', 'sem permissão para ler o arquivo de chaves %s'
+                  ' (Permission denied)' % arquivo,
+                  prefixo=('setpriv', '--bounding-set=-dac_override,-dac_read_search'))
+
+
+# ------------------------------ o codigo da empresa no arquivo (issue 14)
+
+@pytest.mark.parametrize('escopo, trecho', [
+    ('01 02', 'U+0020, espaço'),
+    ('S\u00c3O', "'\u00c3' (U+00C3)"),
+    ('-40', "começa com '-'"),
+])
+def test_escopo_fora_do_permitido_recusa_o_arquivo_nomeando_a_linha(tmp_path, escopo,
+                                                                     trecho):
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, '40\tctx_a\n%s\tctx_b\n' % escopo)
+    with pytest.raises(ErroChaves) as erro:
+        ler_registros(str(arquivo))
+    assert "%s, linha 2: o escopo '%s' " % (arquivo, escopo) in str(erro.value)
+    assert trecho in str(erro.value)
+    assert 'ctx_' not in str(erro.value)
+    codigo, saida = verificar(arquivo)
+    assert codigo == 2 and 'linha 2' in saida and 'Traceback' not in saida, saida
+
+
+@pytest.mark.parametrize('registro, trecho', [
+    (Registro('Z\tctx_lixo\n555', 'ctx_b', 7, 'key_b', 'pronto', None),
+     "o código da empresa 'Z\\tctx_lixo\\n555' tem o caractere U+0009, TAB"),
+    (Registro('41', 'ctx_b\n555\tctx_c', 7, 'key_b', 'pronto', None),
+     'a chave está vazia ou tem espaço ou caractere invisível'),
+    (Registro('41', 'ctx_b', 7, 'key_b\n555\tctx_c', 'pronto', None),
+     "o id da chave 'key_b\\n555\\tctx_c' tem espaço"),
+])
+def test_gravar_campo_que_quebraria_a_linha_nao_grava_nada(tmp_path, registro, trecho):
+    """
+    Defesa no escritor, alem da porta do cadastro: nenhum campo (codigo, ou a
+    chave e o id que o servidor devolveu) vira outra linha do arquivo.
+    """
+    arquivo = tmp_path / 'chaves.tsv'
+    valida = Registro('40', 'ctx_a', 6, 'key_a', 'pronto', None)
+    gravar_registros(str(arquivo), [valida])
+    with open(arquivo, 'rb') as f:
+        antes = f.read()
+    with pytest.raises(ErroChaves) as erro:
+        gravar_registros(str(arquivo), [valida, registro])
+    assert ('nada foi gravado em %s: ' % arquivo) in str(erro.value)
+    assert trecho in str(erro.value), str(erro.value)
+    with open(arquivo, 'rb') as f:
+        assert f.read() == antes
+    assert list(ler_registros(str(arquivo))) == ['40']

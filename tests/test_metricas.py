@@ -384,6 +384,9 @@ def _dados_completos():
     dados['ferramenta'] = {'rotulo': 'carga inicial 40', 'pid': 9,
                            'desde': '2026-11-30T20:00:03'}
     dados['cargas_iniciais_pendentes'] = ['40']
+    dados['empresas_recusadas'] = [{'escopo': 'NOVA\\nFILIAL', 'onde': 'cadastro',
+                                    'motivo': 'tem o caractere U+000A'},
+                                   {'escopo': '41', 'onde': 'chave', 'motivo': 'outra'}]
     dados['quarentena'] = {'total': 3, 'por_dataset': {'titulos': 2, 'antigo': 1}}
     dados['datasets'] = [
         _dataset(ultima_sonda_ok_em='2026-11-30 20:00:03', atraso_origem_s=12.5,
@@ -412,6 +415,8 @@ def test_retrato_completo_tem_toda_metrica_da_tabela(tmp_path):
     assert valor(texto, 'ouvinte_dataset_registros_aceitos_total', dataset='titulos',
                  resultado='atualizado') == 1
     assert valor(texto, 'ouvinte_laco_falhas_total') == 1
+    assert valor(texto, 'ouvinte_empresas_recusadas', onde='cadastro') == 1
+    assert valor(texto, 'ouvinte_empresas_recusadas', onde='chave') == 1
     assert valor(texto, 'ouvinte_dataset_falhas_total', dataset='titulos') == 1
     assert valor(texto, 'ouvinte_ferramenta_inicio_timestamp_seconds') == \
         datetime.datetime(2026, 11, 30, 20, 0, 3).timestamp()

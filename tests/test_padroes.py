@@ -285,6 +285,9 @@ NO_TEXTO = [
     ('docs/problemas.md', r'dobra até o teto de (\d+ min)', 'TETO_ESPERA', _com_unidade),
     ('docs/implantacao.md', r'depois de falhas seguidas \((\d+ min)', 'TETO_ESPERA',
      _com_unidade),
+    ('docs/carga-e-provisionamento.md', r'até (\d+) caracteres \(`contextia_sync/padroes',
+     'ESCOPO_MAXIMO', _simples),
+    ('docs/mapeamento.md', r'até (\d+) caracteres: a empresa', 'ESCOPO_MAXIMO', _simples),
 ]
 
 

@@ -47,7 +47,9 @@ if [ ! -f "$coleta/contextia_sync/__init__.py" ]; then
     echo "carregar-todas: $coleta/contextia_sync nao existe -- CONTEXTIA_COLETA deve apontar para a pasta que contem o pacote contextia_sync." >&2
     exit 2
 fi
-if [ ! -f "$chaves_arg" ]; then
+# So a existencia: pasta, link e arquivo de outro dono sao recusados (com a
+# correcao) pelo leitor de chaves, logo abaixo -- o mesmo do resto do SDK.
+if [ ! -e "$chaves_arg" ] && [ ! -L "$chaves_arg" ]; then
     echo "carregar-todas: arquivo de chaves nao existe: $chaves_arg -- rode o provisionar.py antes." >&2
     exit 2
 fi

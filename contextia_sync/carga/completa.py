@@ -468,7 +468,10 @@ def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> Empres
     regra = regra_projeto.resolver(mapa)
     achadas: list[Mapping[str, Any]] = []
     existentes: dict[str, bool] = {}
-    for linha in origem.fetch(regra.source_object, regra.columns):
+    # O codigo que nao serve nao e empresa (nem na lista das que existem, abaixo).
+    linhas, _ = regra_projeto.separar_codigos(origem.fetch(regra.source_object, regra.columns),
+                                              regra)
+    for linha in linhas:
         codigo = regra_projeto.escopo_de(linha, regra)
         if not codigo:
             continue

@@ -153,15 +153,17 @@ def preparar(args: argparse.Namespace) -> Preparo:
     ErroContextia se o Contextia nao respondeu.
     """
     from contextia_sync.carga import completa as carga
-    from contextia_sync.escopos import texto_escopo
+    from contextia_sync.escopos import exigir_escopo, texto_escopo
     from contextia_sync.intake import cliente
     from contextia_sync.mapeamento import carregar_mapeamento, escopos_excluidos
     from contextia_sync.origem import carregar_origem
+    from contextia_sync.provisionamento.chaves import empresa_da_chave
 
     mapa = carregar_mapeamento(args.mapping)
     escopo = texto_escopo(args.scope)
     if not escopo:
         raise ErroConfiguracao('--scope vazio: diga qual empresa carregar.')
+    exigir_escopo(escopo, '--scope')
     if escopo in escopos_excluidos(mapa):
         raise ErroConfiguracao(
             'a empresa %s esta em source.excluded_scopes do mapeamento: ela nao recebe'
@@ -183,8 +185,8 @@ def preparar(args: argparse.Namespace) -> Preparo:
         # A chave e DESTA empresa? Chave trocada mandaria os titulos da 297 para o
         # projeto da 301 -- vazamento entre empresas, sem erro nenhum do servidor.
         dono = cliente.quem_sou(chave, escopo=escopo)
-        externo = texto_escopo(dono.get('external_id'))
-        if externo and externo != escopo:
+        externo = empresa_da_chave(dono, escopo)
+        if externo is not None:
             raise ErroConfiguracao(
                 'a chave %s e do projeto %r (empresa %s), nao da empresa'
                 ' %s. Confira a linha da empresa %s no arquivo de chaves.'

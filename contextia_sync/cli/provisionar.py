@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _provisionar(args: argparse.Namespace) -> int:
-    from contextia_sync.escopos import texto_escopo
+    from contextia_sync.escopos import exigir_escopo, texto_escopo
     from contextia_sync.intake.admin import Admin
     from contextia_sync.intake.cliente import (
         ErroAutenticacao,
@@ -90,6 +90,8 @@ def _provisionar(args: argparse.Namespace) -> int:
                                       ' use %r.' % (grupo, slug))
         grupos.append(slug)
     somente = texto_escopo(args.somente_escopo) if args.somente_escopo is not None else None
+    if somente:
+        exigir_escopo(somente, '--somente-escopo')
     pasta = os.path.dirname(os.path.abspath(args.chaves))
     if not os.path.isdir(pasta):
         raise ErroProvisionamento('a pasta do arquivo de chaves nao existe: %s -- crie-a'
@@ -129,7 +131,7 @@ def _provisionar(args: argparse.Namespace) -> int:
         print(regra_projeto.descrever(regra))
         print('cadastro ........: %d linha(s) lida(s) de %s' % (len(linhas),
                                                               regra.source_object))
-        for linha in provisionamento.descrever_plano(plano):
+        for linha in provisionamento.descrever_plano(plano, regra):
             print(linha)
 
         if args.dry_run:

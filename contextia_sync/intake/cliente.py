@@ -667,9 +667,10 @@ def completar(nome: str, sync: str, *, api_key: str | None = None,
 
 
 def _get(caminho: str, chave: str, contexto: str, escopo: object = None,
-         params: dict[str, Any] | None = None) -> Any:
+         params: dict[str, Any] | None = None,
+         deve_parar: Callable[[], bool] | None = None) -> Any:
     resposta = pedir('GET', exigir_base() + caminho, autorizacao=chave, params=params,
-                     contexto=contexto)
+                     contexto=contexto, deve_parar=deve_parar)
     if resposta.status_code in (401, 403):
         raise _erro_autenticacao(resposta, escopo, None, chave)
     if resposta.status_code >= 300:
@@ -698,10 +699,11 @@ def capacidades(api_key: str | None = None) -> dict[str, Any]:
     return anunciadas
 
 
-def quem_sou(api_key: str | None = None, escopo: object = None) -> dict[str, Any]:
+def quem_sou(api_key: str | None = None, escopo: object = None,
+             deve_parar: Callable[[], bool] | None = None) -> dict[str, Any]:
     """{'project_id', 'external_id', 'name'} do projeto da chave; ErroAutenticacao se nao vale."""
     dono: dict[str, Any] = _get('/api/v1/projeto', _chave(api_key), 'identificar a chave',
-                                escopo)
+                                escopo, deve_parar=deve_parar)
     return dono
 
 

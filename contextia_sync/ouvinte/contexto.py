@@ -15,7 +15,7 @@ from contextia_sync.captura import Captura, DatasetVivo
 from contextia_sync.carga import historico
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.quarentena import Quarentena
-from contextia_sync.provisionamento.regra_projeto import RegraProjeto
+from contextia_sync.provisionamento.regra_projeto import CodigoRecusado, RegraProjeto
 
 # A pasta que contem o pacote contextia_sync: as ferramentas rodam como
 # `python -m contextia_sync.cli.<ferramenta>`, com ela no PYTHONPATH -- no
@@ -79,6 +79,13 @@ class Contexto:
     # Escopos sem chave ja avisados nesta subida: o aviso e uma vez por
     # empresa, nao a cada ciclo (60 s) enquanto ela existir.
     avisados_sem_chave: set[tuple[str, str]] = field(default_factory=set)
+    # Empresas recusadas, para o status: o codigo do cadastro que nao serve
+    # (ciclo de projetos) e a chave do arquivo que e de outro projeto (ciclo de dados).
+    codigos_recusados: list[CodigoRecusado] = field(default_factory=list)
+    chaves_recusadas: dict[str, str] = field(default_factory=dict)
+    # De quem e cada chave ({chave: o `quem_sou` dela}), perguntado ao Contextia uma
+    # vez por chave nesta execucao. So na memoria: nunca no estado nem no status.
+    donos_das_chaves: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def rodar_ferramenta(self, argv: list[str], rotulo: str,
                          env: dict[str, str] | None = None,

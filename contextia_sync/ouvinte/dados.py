@@ -21,7 +21,7 @@ from contextia_sync.intake import cliente
 from contextia_sync.intake.transporte import ErroContextia
 from contextia_sync.mapeamento import escopos_excluidos
 from contextia_sync.ouvinte.contexto import Contexto
-from contextia_sync.provisionamento.chaves import ler_chaves
+from contextia_sync.provisionamento.chaves import empresa_da_chave, ler_chaves
 from contextia_sync.erros import resumir
 from contextia_sync.registro import logger
 
@@ -92,7 +92,50 @@ def _chaves_do_ao_vivo(ctx: Contexto) -> dict[str, str]:
                        ' arquivo de chaves e revogue a chave, ou tire a empresa de'
                        ' excluded_scopes se a exclusao era engano.', ', '.join(novas),
                        ctx.chaves)
-    return {e: k for e, k in chaves.items() if e not in excluidos}
+    vivas = {e: k for e, k in chaves.items() if e not in excluidos}
+    # A recusa que o arquivo ja nao justifica sai do status agora (linha apagada
+    # ou chave trocada), sem esperar um dado daquela empresa: so com o que ja se
+    # sabe, sem perguntar nada ao Contextia. A chave nova e conferida no envio.
+    for escopo in list(ctx.chaves_recusadas):
+        dono = ctx.donos_das_chaves.get(vivas.get(escopo, ''))
+        if dono is None or empresa_da_chave(dono, escopo) is None:
+            del ctx.chaves_recusadas[escopo]
+    return vivas
+
+
+class ErroChaveDeOutraEmpresa(ErroContextia):
+    """A chave da linha de uma empresa no arquivo de chaves e do projeto de outra."""
+
+
+def conferir_dono(ctx: Contexto, escopo: str, chave: str) -> None:
+    """
+    A chave da linha `escopo` do arquivo de chaves e do projeto desta empresa?
+
+    Como o conector confere antes de carregar: sem isto, uma linha trocada (a
+    chave de outro projeto na linha da empresa, escrita a mao ou injetada)
+    mandaria os dados desta empresa para o projeto da outra, sem erro nenhum do
+    servidor. Perguntado ao Contextia uma vez por chave nesta execucao
+    (`ctx.donos_das_chaves`); a recusa fica em `ctx.chaves_recusadas` para o
+    status e a saude. Levanta ErroChaveDeOutraEmpresa (recusada) ou
+    ErroContextia (nao deu para saber agora: nada vai para essa empresa neste
+    ciclo, e a marca espera).
+    """
+    dono = ctx.donos_das_chaves.get(chave)
+    if dono is None:
+        dono = ctx.donos_das_chaves[chave] = dict(
+            cliente.quem_sou(chave, escopo=escopo, deve_parar=ctx.parar))
+    outra = empresa_da_chave(dono, escopo)
+    if outra is None:
+        ctx.chaves_recusadas.pop(escopo, None)
+        return
+    texto = ("a chave da empresa %s em %s é do projeto '%s' (empresa %s): recusada para a"
+             ' empresa %s, que NÃO recebe dado até a correção (com ela, os dados iriam para'
+             ' o projeto da outra empresa). Corrija a linha da empresa %s no arquivo de'
+             ' chaves: apague-a e rode o provisionar.py --somente-escopo=%s, que emite a'
+             ' chave certa.' % (escopo, ctx.chaves, dono.get('name'), outra, escopo, escopo,
+                                escopo))
+    ctx.chaves_recusadas[escopo] = texto
+    raise ErroChaveDeOutraEmpresa(texto)
 
 
 def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
@@ -184,6 +227,7 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
             enviados += len(registros)
             continue
         try:
+            conferir_dono(ctx, escopo, chaves[escopo])
             res = cliente.enviar_dataset(
                 alvo.nome, registros, key=alvo.chave, description=descricao, fields=campos,
                 group=mapeamento.grupo_de(ctx.mapa, alvo.row),
@@ -236,8 +280,17 @@ def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:
     chaves = _chaves_do_ao_vivo(ctx)
 
     def enviar(item: ItemQuarentena) -> Desfecho:
-        return cliente.reenviar_item(item, api_key=chaves.get(texto_escopo(item.escopo)),
-                                     logger=logger, deve_parar=ctx.parar)
+        escopo = texto_escopo(item.escopo)
+        chave = chaves.get(escopo)
+        if chave is not None and item.escopo is not None:
+            try:
+                conferir_dono(ctx, escopo, chave)
+            except (ErroChaveDeOutraEmpresa, cliente.ErroAutenticacao) as erro:
+                return Desfecho.pendente(str(erro))
+            except ErroContextia as erro:
+                return Desfecho.falhou(str(erro), interromper=True)
+        return cliente.reenviar_item(item, api_key=chave, logger=logger,
+                                     deve_parar=ctx.parar)
 
     resultado = ctx.quarentena.reenviar(enviar, deve_parar=ctx.parar)
     logger.warning('quarentena reenviada: %s entregue(s), %s recusado(s) de novo, %s'

@@ -57,7 +57,7 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     # qualquer conexao (ErroDestino e ErroConfiguracao: saida 2).
     cliente.conferir_destino()
     chaves = os.path.abspath(args.chaves)
-    if not os.path.exists(chaves):
+    if not os.path.lexists(chaves):
         raise ErroConfiguracao(
             'Arquivo de chaves nao existe: %s\n'
             'O ouvinte precisa de uma chave por empresa. Rode o provisionar.py antes'
@@ -125,7 +125,9 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     linhas.append((False, 'datasets ao vivo .: %s de %s' % (len(vivos), total)))
     linhas += [(False, '   fora do ao-vivo: %-28s %s (so muda na varredura)' % (nome, motivo))
                for nome, motivo in fora]
-    linhas.append((False, 'regra de projeto:\n%s' % regra_projeto.descrever(regra)))
+    # Uma linha de log por linha: o log escapa a quebra de linha dentro de um valor.
+    linhas.append((False, 'regra de projeto:'))
+    linhas += [(False, linha) for linha in regra_projeto.descrever(regra).split('\n')]
     if not vivos:
         linhas.append((True, 'NENHUM dataset tem coluna de mudanca: o ouvinte so fara'
                              ' varredura, o que o cron ja fazia. Declare `watch_column` no'

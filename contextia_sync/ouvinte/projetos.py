@@ -37,7 +37,15 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
     excluidos = escopos_excluidos(ctx.mapa)
     novos: list[tuple[str, str]] = []
     recusados: list[str] = []
-    for linha in ctx.origem.fetch(regra.source_object, regra.columns):
+    linhas, ctx.codigos_recusados = regra_projeto.separar_codigos(
+        ctx.origem.fetch(regra.source_object, regra.columns), regra)
+    for codigo in ctx.codigos_recusados:
+        # Alto uma vez por subida (o status e a saude o mostram a cada volta):
+        # a cada 5 minutos o mesmo ERRO so ensinaria a ignora-lo.
+        if ('cadastro', codigo.codigo) not in ctx.avisados_sem_chave:
+            ctx.avisados_sem_chave.add(('cadastro', codigo.codigo))
+            logger.error('*** %s', regra_projeto.texto_da_recusa(codigo, regra))
+    for linha in linhas:
         escopo = regra_projeto.escopo_de(linha, regra)
         if escopo in conhecidos or escopo in excluidos:
             continue

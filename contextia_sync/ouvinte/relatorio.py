@@ -44,6 +44,9 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
             ' (%s) -- recusados de vez pelo intake; corrija na origem ou reenvie com'
             ' ouvinte.py --reenviar-quarentena' % ', '.join(
                 '%s %s' % item for item in sorted(por_dataset.items()))) if total else ''))
+    for recusada in empresas_recusadas(ctx):
+        linhas.append("EMPRESA RECUSADA ..: '%s' (%s): %s" % (
+            recusada['escopo'], recusada['onde'], recusada['motivo']))
     f = ctx.ferramenta_agora
     if f:
         linhas.append('ferramenta agora ..: %s (pid %s, desde %s, ha %ss)' % (
@@ -63,6 +66,22 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
     linhas.append('')
     linhas.extend(tabela)
     return linhas
+
+
+def empresas_recusadas(ctx: Contexto) -> list[dict[str, str]]:
+    """
+    As empresas que nao recebem dado por recusa, para o status: `onde` diz qual.
+
+      cadastro  o codigo da empresa no cadastro do ERP nao serve (TAB, quebra de
+                linha, ...): nunca provisionada; `motivo` diz o caractere
+      chave     a chave da linha dela no arquivo de chaves e de outro projeto:
+                nada vai para ela ate a correcao; `motivo` diz o que fazer
+    """
+    recusadas = [{'escopo': c.codigo, 'onde': 'cadastro', 'motivo': c.motivo}
+                 for c in ctx.codigos_recusados]
+    recusadas += [{'escopo': escopo, 'onde': 'chave', 'motivo': motivo}
+                  for escopo, motivo in sorted(ctx.chaves_recusadas.items())]
+    return recusadas
 
 
 def _texto_varredura(ctx: Contexto) -> str:
@@ -171,6 +190,7 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
         'ferramenta': None if f is None else {
             'rotulo': f.rotulo, 'pid': f.pid, 'desde': f.desde.isoformat(timespec='seconds')},
         'quarentena': {'total': sum(quarentena.values()), 'por_dataset': quarentena},
+        'empresas_recusadas': empresas_recusadas(ctx),
         'cargas_iniciais_pendentes': ctx.estado.cargas_pendentes(),
         'entregues_a_varredura': ctx.estado.pendentes(),
         'datasets': datasets,

@@ -29,6 +29,14 @@ O arquivo e a UNICA copia das chaves -- o servidor so guarda o hash. Por isso:
 gravado inteiro (temporario + fsync + rename, modo 0600 antes do conteudo
 existir), recusado se outros podem le-lo, e recusado inteiro se uma linha esta
 corrompida. Pular a linha ruim deixaria aquela empresa sem carga e sem aviso.
+Recusado tambem (leitura e gravacao, saida 2 com a correcao) se nao e um
+arquivo comum do usuario que roda: link simbolico (o rename trocaria o link por
+um arquivo e o alvo ficaria velho -- escolha: recusar, e nao gravar no alvo,
+porque quem troca o link escolheria de onde as chaves sao lidas), pasta,
+arquivo especial, arquivo de outro dono; ilegivel vira mensagem, nao traceback.
+O codigo de empresa de cada linha segue `escopos.problema_no_escopo`, e a
+gravacao confere cada campo antes: um TAB ou uma quebra de linha viraria outra
+linha (a chave de um projeto na linha de outra empresa).
 
     python3 -m contextia_sync.provisionamento.chaves verificar ARQUIVO
         confere permissao e formato; imprime as empresas, uma por linha (NUNCA
@@ -49,17 +57,20 @@ Saida dos dois: 0 ok; 2 arquivo recusado, empresa fora do arquivo ou uso errado.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
 import sys
 import unicodedata
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from contextia_sync import segredos
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
+from contextia_sync.escopos import REGRA, problema_no_escopo, texto_escopo
+from contextia_sync.registro import limpo
 
 MODO = 0o600
 BOM = '\ufeff'
@@ -84,9 +95,17 @@ class ErroChaves(ErroConfiguracao):
     """O arquivo de chaves nao pode ser usado (permissao aberta, linha corrompida)."""
 
 
-def verificar_permissao(caminho: str) -> None:
-    """Recusa arquivo legivel/gravavel por grupo ou outros, dizendo como corrigir."""
-    modo = stat.S_IMODE(os.stat(caminho).st_mode)
+def verificar_permissao(caminho: str, info: os.stat_result | None = None) -> None:
+    """
+    Recusa o que nao e o arquivo de chaves deste usuario, dizendo como corrigir:
+    link simbolico, pasta ou arquivo especial, arquivo de outro dono, e arquivo
+    legivel/gravavel por grupo ou outros. `info`: o stat ja tirado (do
+    descritor aberto); sem ele, o do caminho, sem seguir link.
+    """
+    if info is None:
+        info = os.lstat(caminho)
+    _conferir_tipo_e_dono(caminho, info)
+    modo = stat.S_IMODE(info.st_mode)
     if modo & 0o077:
         raise ErroChaves(
             'o arquivo de chaves %s tem permissao %s: grupo/outros podem le-lo, e cada'
@@ -95,19 +114,110 @@ def verificar_permissao(caminho: str) -> None:
             ' rode o provisionar.py de novo).' % (caminho, oct(modo)[2:].zfill(3), caminho))
 
 
+def _conferir_tipo_e_dono(caminho: str, info: os.stat_result) -> None:
+    """
+    O arquivo de chaves e um arquivo comum, nao um link, e do usuario que roda.
+
+    Link simbolico: a gravacao (temporario + rename) troca o LINK por um arquivo
+    comum e o alvo fica velho -- a chave nova num lugar, os leitores do alvo no
+    outro; e quem pode trocar o link escolhe de onde as chaves sao lidas. Outro
+    dono: quem grava (root, outro usuario) deixaria o arquivo com o dono dele, e
+    o servico, que roda como o dono de verdade, nao o leria mais; e o dono de
+    verdade pode trocar as chaves por baixo de quem roda.
+    """
+    if stat.S_ISLNK(info.st_mode):
+        raise ErroChaves(
+            'o arquivo de chaves %s é um link simbólico (para %s): recusado. Gravar nele'
+            ' trocaria o link por um arquivo comum e o alvo ficaria velho. Aponte o'
+            ' programa para o arquivo de verdade: %s'
+            % (caminho, _alvo(caminho), os.path.realpath(caminho)))
+    if stat.S_ISDIR(info.st_mode):
+        raise ErroChaves(
+            'o arquivo de chaves %s é uma pasta, não um arquivo: aponte para o arquivo'
+            ' (TSV) que o provisionar.py gerou, por exemplo %s'
+            % (caminho, os.path.join(caminho, 'chaves.tsv')))
+    if not stat.S_ISREG(info.st_mode):
+        raise ErroChaves(
+            'o arquivo de chaves %s não é um arquivo comum (é um %s): aponte para o'
+            ' arquivo (TSV) que o provisionar.py gerou.' % (caminho, _tipo(info.st_mode)))
+    euid = os.geteuid()
+    if info.st_uid != euid:
+        dono = _usuario(info.st_uid)
+        raise ErroChaves(
+            'o arquivo de chaves %s é do usuário %s (uid %d), e este programa roda como %s'
+            ' (uid %d): recusado. Gravado por outro usuário, o arquivo mudaria de dono e o'
+            ' serviço deixaria de lê-lo; e quem é dono dele pode trocar as chaves. Rode'
+            ' como o dono (ex.: sudo -u %s ...) ou, se o arquivo é mesmo deste usuário,'
+            ' corrija com:  chown %s %s'
+            % (caminho, dono, info.st_uid, _usuario(euid), euid, dono, _usuario(euid),
+               caminho))
+
+
+def _alvo(caminho: str) -> str:
+    try:
+        return os.readlink(caminho)
+    except OSError:
+        return '?'
+
+
+def _tipo(modo: int) -> str:
+    for teste, nome in ((stat.S_ISFIFO, 'pipe'), (stat.S_ISSOCK, 'socket'),
+                        (stat.S_ISCHR, 'dispositivo'), (stat.S_ISBLK, 'dispositivo')):
+        if teste(modo):
+            return nome
+    return 'arquivo especial'
+
+
+def _usuario(uid: int) -> str:
+    import pwd
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _abrir(caminho: str) -> int | None:
+    """
+    O descritor do arquivo de chaves aberto para leitura, ou None se ele nao existe.
+
+    O_NOFOLLOW: o link e recusado no proprio open (entre conferir e abrir ninguem
+    troca o arquivo por um link); O_NONBLOCK: um pipe no lugar do arquivo nao
+    trava o programa -- ele e recusado pelo tipo logo depois.
+    """
+    try:
+        return os.open(caminho, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as erro:
+        if erro.errno == errno.ELOOP:
+            verificar_permissao(caminho)    # o link: recusado com a mensagem dele
+        if isinstance(erro, PermissionError):
+            raise ErroChaves(
+                'sem permissão para ler o arquivo de chaves %s (%s): rode como o dono do'
+                ' arquivo (o usuário do serviço, ex.: sudo -u contextia ...) ou corrija o'
+                ' dono e o modo (chown e chmod 600).' % (caminho, erro.strerror)) from None
+        raise ErroChaves('não foi possível abrir o arquivo de chaves %s (%s: %s).'
+                         % (caminho, type(erro).__name__, erro.strerror or erro)) from None
+
+
 def ler_registros(caminho: str) -> dict[str, Registro]:
     """{escopo: Registro}, na ordem do arquivo. Arquivo inexistente = {} (nada provisionado)."""
-    try:
-        verificar_permissao(caminho)
-    except FileNotFoundError:
+    descritor = _abrir(caminho)
+    if descritor is None:
         return {}
     try:
-        with open(caminho, encoding='utf-8', newline='') as arquivo:
+        verificar_permissao(caminho, os.fstat(descritor))
+        with open(descritor, encoding='utf-8', newline='', closefd=False) as arquivo:
             texto = arquivo.read()
     except UnicodeDecodeError as erro:
         raise ErroChaves('o arquivo de chaves %s nao e texto UTF-8 (byte %d) -- foi editado'
                          ' por fora? Restaure-o de um backup ou conserte a linha.'
                          % (caminho, erro.start)) from None
+    except OSError as erro:
+        raise ErroChaves('não foi possível ler o arquivo de chaves %s (%s: %s).'
+                         % (caminho, type(erro).__name__, erro.strerror or erro)) from None
+    finally:
+        os.close(descritor)
 
     # So no comeco do arquivo o BOM e assinatura; em qualquer outro lugar ele
     # cai no escopo e _registro recusa a linha.
@@ -151,6 +261,13 @@ def _registro(caminho: str, numero: int, linha: str) -> Registro:
             ' Apague o caractere: com ele a empresa parece outra, e o provisionar a'
             ' trataria como nova (chave nova, a valida revogada). O arquivo inteiro e'
             ' recusado ate la.' % (onde, ascii(escopo), invisivel))
+    problema = problema_no_escopo(escopo)
+    if problema:
+        raise ErroChaves(
+            "%s: o escopo '%s' %s. %s; um código assim não vem do cadastro (o provisionar"
+            ' o recusa lá) -- a linha foi editada por fora. Corrija-a para o código como o'
+            ' ERP o traz. O arquivo inteiro é recusado até lá.'
+            % (onde, limpo(escopo), problema, REGRA))
     if not chave or re.search(r'\s', chave) or _invisivel(chave):
         raise ErroChaves('%s: a chave da empresa %r esta vazia ou tem espaco ou caractere'
                          ' invisivel -- a linha foi editada por fora. Apague a linha e rode o'
@@ -185,14 +302,61 @@ def ler_chaves(caminho: str) -> dict[str, str]:
     return {escopo: r.chave for escopo, r in ler_registros(caminho).items()}
 
 
+def empresa_da_chave(dono: Mapping[str, Any], escopo: str) -> str | None:
+    """
+    A empresa do projeto de uma chave quando ela NAO e `escopo`; None se a chave
+    e de `escopo` -- ou se o projeto nao diz de que empresa e (sem external_id:
+    nada a comparar). `dono`: o que `intake.cliente.quem_sou` devolve.
+
+    O conector e o ouvinte conferem assim a linha do arquivo antes de mandar
+    dado: chave trocada mandaria os titulos da 297 para o projeto da 301 --
+    vazamento entre empresas, sem erro nenhum do servidor.
+    """
+    externo = texto_escopo(dono.get('external_id'))
+    return externo if externo and externo != escopo else None
+
+
 def gravar_registros(caminho: str, registros: Iterable[Registro]) -> None:
-    """Regrava o arquivo inteiro (atomico, 0600). `registros`: iteravel de Registro."""
+    """
+    Regrava o arquivo inteiro (atomico, 0600). `registros`: iteravel de Registro.
+
+    Cada campo e conferido ANTES de gravar: um TAB ou uma quebra de linha num
+    codigo de empresa (ou numa chave ou id que o servidor devolveu) viraria
+    outra linha -- a chave de um projeto na linha de outra empresa. Campo que
+    nao serve: ErroChaves, e nada e gravado. O caminho tambem: link simbolico ou
+    arquivo de outro dono sao recusados aqui, antes do rename que os trocaria.
+    """
     linhas = [CABECALHO]
     for r in registros:
+        _conferir_para_gravar(caminho, r)
         linhas.append('%s\t%s\t%s\t%s\t%s\n' % (
             r.escopo, r.chave, '' if r.projeto_id is None else r.projeto_id,
             r.key_id or '', r.situacao))
+    try:
+        _conferir_tipo_e_dono(caminho, os.lstat(caminho))
+    except FileNotFoundError:
+        pass
     gravar_atomico(caminho, ''.join(linhas), modo=MODO)
+
+
+def _conferir_para_gravar(caminho: str, r: Registro) -> None:
+    problema = problema_no_escopo(r.escopo) if r.escopo else 'está vazio'
+    ruins = []
+    if problema:
+        ruins.append("o código da empresa '%s' %s (%s)" % (limpo(r.escopo), problema, REGRA))
+    if not r.chave or re.search(r'\s', r.chave) or _invisivel(r.chave):
+        ruins.append('a chave está vazia ou tem espaço ou caractere invisível')
+    if r.key_id is not None and (not r.key_id or re.search(r'\s', r.key_id)
+                                 or _invisivel(r.key_id)):
+        ruins.append("o id da chave '%s' tem espaço ou caractere invisível" % limpo(r.key_id))
+    if r.projeto_id is not None and not isinstance(r.projeto_id, int):
+        ruins.append("o projeto '%s' não é número" % limpo(str(r.projeto_id)))
+    if r.situacao not in SITUACOES:
+        ruins.append("a situação '%s' não é %s" % (limpo(str(r.situacao)), ' nem '.join(SITUACOES)))
+    if ruins:
+        raise ErroChaves(
+            'nada foi gravado em %s: %s. Gravada assim, a linha viraria outra(s) no arquivo'
+            ' de chaves.' % (caminho, '; '.join(ruins)))
 
 
 @contextlib.contextmanager
@@ -206,7 +370,14 @@ def travado(caminho: str) -> Iterator[None]:
     """
     import fcntl
     trava = '%s.trava' % caminho
-    descritor = os.open(trava, os.O_RDWR | os.O_CREAT, MODO)
+    try:
+        # O_NOFOLLOW: um link posto no lugar da trava nao faz o open criar outro arquivo.
+        descritor = os.open(trava, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, MODO)
+    except OSError as erro:
+        raise ErroChaves(
+            'não foi possível abrir a trava %s do arquivo de chaves (%s: %s): ela tem de'
+            ' ser um arquivo comum numa pasta em que este usuário grava.'
+            % (trava, type(erro).__name__, erro.strerror or erro)) from None
     try:
         try:
             fcntl.flock(descritor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -240,7 +411,7 @@ opções:
 
 def _ler_para_a_linha_de_comando(caminho: str) -> dict[str, Registro] | None:
     """Os registros, ou None depois de dizer no stderr por que o arquivo foi recusado."""
-    if not os.path.exists(caminho):
+    if not os.path.lexists(caminho):
         print('arquivo de chaves nao existe: %s -- rode o provisionar.py antes.' % caminho,
               file=sys.stderr)
         return None

@@ -79,6 +79,8 @@ class Plano:
     """No arquivo, mas o cadastro nao as aceita mais (a chave continua valendo)."""
     nao_encontrada: str | None = None
     """O `somente_escopo` pedido que o cadastro nao trouxe (ou a regra recusa)."""
+    codigos_recusados: list[regra_projeto.CodigoRecusado] = field(default_factory=list)
+    """Empresas do cadastro cujo codigo nao serve (TAB, quebra de linha...): nunca gravadas."""
 
 
 def _ponto_de_teste(nome: str) -> None:
@@ -100,6 +102,8 @@ def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
     excluidos = escopos_excluidos(mapa)
     aceitas: dict[str, tuple[str, list[str]]] = {}
     recusadas: dict[str, str] = {}
+    # O codigo que nao serve sai aqui: nem regra, nem plano, nem arquivo de chaves.
+    linhas, codigos_recusados = regra_projeto.separar_codigos(linhas, regra)
     for linha in linhas:
         escopo = regra_projeto.escopo_de(linha, regra)
         if somente_escopo is not None and escopo != somente_escopo:
@@ -116,7 +120,8 @@ def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
         if grupo and grupo not in aceitas[escopo][1]:
             aceitas[escopo][1].append(grupo)
 
-    plano = Plano(recusadas=sorted((e, m) for e, m in recusadas.items() if e not in aceitas))
+    plano = Plano(recusadas=sorted((e, m) for e, m in recusadas.items() if e not in aceitas),
+                  codigos_recusados=codigos_recusados if somente_escopo is None else [])
 
     def grupos_de(escopo: str) -> list[str]:
         return list(dict.fromkeys(list(grupos_extra) + aceitas.get(escopo, ('', []))[1]))
@@ -142,7 +147,7 @@ def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
     return plano
 
 
-def descrever_plano(plano: Plano) -> list[str]:
+def descrever_plano(plano: Plano, regra: regra_projeto.RegraProjeto) -> list[str]:
     """O plano em linhas de texto (o que --dry-run imprime e o que a execucao anuncia)."""
     linhas = ['plano ...........: %d nova(s), %d pendente(s) a concluir, %d ja pronta(s),'
               ' %d recusada(s) pela regra, %d excluida(s)'
@@ -164,6 +169,8 @@ def descrever_plano(plano: Plano) -> list[str]:
     if plano.nao_encontrada:
         linhas.append('  NAO ACHADA .: %s nao esta no cadastro (ou a regra a recusa)'
                       % plano.nao_encontrada)
+    for recusado in plano.codigos_recusados:
+        linhas.append('  RECUSADA ...: %s' % regra_projeto.texto_da_recusa(recusado, regra))
     return linhas
 
 

@@ -11,18 +11,20 @@ Os filtros comparam TEXTO sem espacos nas pontas: o ERP devolve CHAR com
 preenchimento ('S ', o D_E_L_E_T_ do Protheus e ' '), numero como Decimal, e
 '1' == 1 precisa valer -- senao uma empresa ativa seria recusada pelo tipo do driver.
 
-Modulo puro (so biblioteca padrao): o ouvinte usa no ciclo de projetos.
+Modulo puro (biblioteca padrao, escopos e o `limpo` do registro): o ouvinte usa no
+ciclo de projetos.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from contextia_sync.erros import ErroConfiguracao
-from contextia_sync.escopos import texto_escopo
+from contextia_sync.escopos import REGRA, problema_no_escopo, texto_escopo
+from contextia_sync.registro import limpo
 
 OPERADORES = ('equals', 'not_equals', 'in', 'not_in', 'not_empty')
 
@@ -76,6 +78,48 @@ def resolver(mapa: Mapping[str, Any]) -> RegraProjeto:
         group_column=projetos.get('group_column'),
         filtros=filtros,
     )
+
+
+@dataclass(frozen=True)
+class CodigoRecusado:
+    """Uma empresa do cadastro cujo codigo nao serve: nunca gravada, nunca provisionada."""
+
+    codigo: str
+    """O codigo com os controles escapados (`registro.limpo`): vai para log, plano e status."""
+    motivo: str
+    """Completa "o codigo ...": `escopos.problema_no_escopo`."""
+
+
+def separar_codigos(linhas: Iterable[Mapping[str, Any]], regra: RegraProjeto
+                    ) -> tuple[list[Mapping[str, Any]], list[CodigoRecusado]]:
+    """
+    O cadastro lido, separado em (linhas com codigo que serve, codigos recusados).
+
+    A porta de entrada do codigo de empresa: o provisionador, o ciclo de
+    projetos do ouvinte e a conferencia da carga leem o cadastro por aqui, e
+    uma linha recusada nao segue para regra, plano, arquivo de chaves nem
+    Contextia. Codigo vazio segue (a regra o recusa como "vazio", como sempre).
+    """
+    validas: list[Mapping[str, Any]] = []
+    recusados: dict[str, CodigoRecusado] = {}
+    for linha in linhas:
+        escopo = escopo_de(linha, regra)
+        problema = problema_no_escopo(escopo) if escopo else None
+        if problema is None:
+            validas.append(linha)
+        elif escopo not in recusados:
+            recusados[escopo] = CodigoRecusado(limpo(escopo), problema)
+    return validas, list(recusados.values())
+
+
+def texto_da_recusa(recusado: CodigoRecusado, regra: RegraProjeto) -> str:
+    """A recusa de um codigo do cadastro, com a causa e a correcao (log e plano)."""
+    return ("código de empresa recusado no cadastro %s (coluna %s): '%s' %s. A empresa NÃO"
+            ' é provisionada nem recebe dado; as outras seguem. %s. Corrija o código no'
+            ' ERP (ou aponte a regra de projeto e os datasets para uma view que entregue'
+            ' um código permitido).'
+            % (regra.source_object, regra.scope_column, recusado.codigo, recusado.motivo,
+               REGRA))
 
 
 def escopo_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
