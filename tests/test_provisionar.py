@@ -19,6 +19,7 @@ import pytest
 
 from contextia_sync import __version__
 from contextia_sync.intake import cliente
+from contextia_sync.provisionamento import plano
 from contextia_sync.provisionamento.chaves import ErroChaves, ler_chaves, ler_registros
 from tests.dados import erp as erp_teste
 
@@ -334,11 +335,23 @@ def test_segredo_do_webhook_que_e_a_senha_do_banco_nao_vai_ao_contextia(
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
 
 
-def test_codigo_da_empresa_vai_codificado_na_url_do_webhook(erp, tmp_path, ambiente_contextia):
-    """`x/../../../outro?` no cadastro nao muda o caminho nem a consulta da URL do webhook."""
+def test_codigo_da_empresa_vai_codificado_na_url_do_webhook():
+    """
+    `x/../../../outro?` nunca chega ate aqui (o cadastro o recusa: test_codigo_empresa),
+    mas a URL do webhook codifica o codigo mesmo assim: defesa em profundidade.
+    """
+    modelo = 'https://receptor.exemplo/{escopo}/eventos'
+    assert plano.url_do_webhook(modelo, 'x/../../../outro?a=1#') == (
+        'https://receptor.exemplo/x%2F..%2F..%2F..%2Foutro%3Fa%3D1%23/eventos')
+    assert plano.url_do_webhook(modelo, 'SP-01.2') == 'https://receptor.exemplo/SP-01.2/eventos'
+
+
+def test_codigo_hostil_no_cadastro_nao_ganha_webhook(erp, tmp_path, ambiente_contextia):
+    """O codigo com / e ? e recusado no cadastro: nem projeto, nem webhook."""
     codigo_hostil = 'x/../../../outro?a=1#'
     erp.executar('CREATE TABLE {FILIAIS} ({CODIGO} VARCHAR(40), {NOME} VARCHAR(60))')
     erp.executar('INSERT INTO {FILIAIS} VALUES (:c, :n)', c=codigo_hostil, n='Filial Torta')
+    erp.executar('INSERT INTO {FILIAIS} VALUES (:c, :n)', c='SP-01', n='Filial Boa')
     mapa = erp_teste.mapeamento(
         tmp_path, projects={'source_object': 'FILIAIS', 'scope_column': 'CODIGO',
                             'name_column': 'NOME'},
@@ -348,6 +361,7 @@ def test_codigo_da_empresa_vai_codificado_na_url_do_webhook(erp, tmp_path, ambie
     codigo, saida = provisionar_cli(erp, mapa, arquivo)
     assert codigo == 0, saida
     admin = ambiente_contextia.admin()
-    projeto = admin.buscar_projeto(codigo_hostil)
+    assert admin.buscar_projeto(codigo_hostil) is None
+    projeto = admin.buscar_projeto('SP-01')
     assert [w['url'] for w in admin.listar_webhooks(projeto['id'])] == [
-        '%s/receptor/x%%2F..%%2F..%%2F..%%2Foutro%%3Fa%%3D1%%23/eventos' % ambiente_contextia.url]
+        '%s/receptor/SP-01/eventos' % ambiente_contextia.url]
