@@ -38,7 +38,7 @@ sys.path.insert(0, RAIZ)
 
 
 def montar(banco, tabelas, views):
-    """As tabelas do catalogo de teste, com DDL do tipo do banco."""
+    """As tabelas do catálogo de teste, com DDL do tipo do banco."""
     tipo = banco.tipo
     ts = {'postgres': 'TIMESTAMP', 'mariadb': 'DATETIME', 'sqlite': 'DATETIME'}[tipo]
     texto = 'TEXT' if tipo != 'mariadb' else 'VARCHAR(200)'
@@ -88,7 +88,7 @@ def inspector_puro(url):
 
 
 def descobrir(url, pasta):
-    """A linha de comando inteira, em processo (a saida vai para um buffer)."""
+    """A linha de comando inteira, em processo (a saída vai para um buffer)."""
     from contextia_sync.cli import descobrir as cli
     destino = os.path.join(pasta, 'esqueleto-%d.json' % time.monotonic_ns())
     os.environ['CONTEXTIA_ORIGEM'] = url

@@ -4,17 +4,17 @@ Quanto custa o caminho cliente -> Contextia local, em registros/s.
 
     .venv/bin/python bench/bench_intake.py [--registros 100000] [--repeticoes 3]
 
-Mede, na MESMA execucao e com os mesmos registros (~12 colunas, tipos de um
-titulo a receber: int, texto, Decimal, date, datetime):
+Mede, na MESMA execução e com os mesmos registros (~12 colunas, tipos de um
+título a receber: int, texto, Decimal, date, datetime):
 
-    linha de base   serializar_registro + json.dumps em lotes (o minimo que
+    linha de base   serializar_registro + json.dumps em lotes (o mínimo que
                     qualquer envio paga, sem rede nem servidor)
     chunk 500       enviar_dataset para um ServidorLocal, lotes de 500
     chunk 2000      idem, lotes de 2000
 
-Cada repeticao usa um dataset novo (todos os registros sao `inserted`). Mostra
+Cada repetição usa um dataset novo (todos os registros são `inserted`). Mostra
 a mediana e a RAZAO contra a linha de base: ela diz quanto HTTP + servidor
-(validacao, hash, SQLite) custam alem de serializar. Nao e teste cronometrado.
+(validação, hash, SQLite) custam além de serializar. Não é teste cronometrado.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def titulos(quantidade: int) -> Iterator[dict[str, Any]]:
             'EMPRESA_ID': 297,
             'NUMERO': 'NF-%08d' % i,
             'PARCELA': i % 12 + 1,
-            'CLIENTE': 'Cliente %05d Comercio de Pecas Ltda' % (i % 5000),
+            'CLIENTE': 'Cliente %05d Comercio de Peças Ltda' % (i % 5000),
             'EMISSAO': (base + datetime.timedelta(days=i % 400)).date(),
             'VENCIMENTO': (base + datetime.timedelta(days=i % 400 + 30)).date(),
             'VALOR': decimal.Decimal('%d.%02d' % (100 + i % 90000, i % 100)),
@@ -105,17 +105,17 @@ def main() -> None:
             for chunk in ((500, 2000) if repeticao % 2 == 0 else (2000, 500)):
                 medidas['chunk %d' % chunk].append(
                     envio(args.registros, chunk, chave, 'bench_%d_%d' % (chunk, repeticao)))
-            print('repeticao %d/%d ok' % (repeticao + 1, args.repeticoes), file=sys.stderr)
+            print('repetição %d/%d ok' % (repeticao + 1, args.repeticoes), file=sys.stderr)
 
     base = statistics.median(medidas['linha de base (serializar+JSON)'])
-    print('\n%d registros de 12 colunas (~%d bytes de JSON por registro), %d repeticoes,'
+    print('\n%d registros de 12 colunas (~%d bytes de JSON por registro), %d repetições,'
           ' mediana:' % (args.registros, tamanho // args.registros, args.repeticoes))
-    print('%-34s %14s %18s' % ('caminho', 'registros/s', 'razao vs base'))
+    print('%-34s %14s %18s' % ('caminho', 'registros/s', 'razão vs base'))
     for nome, valores in medidas.items():
         mediana = statistics.median(valores)
         print('%-34s %14.0f %17.2fx' % (nome, mediana, mediana / base))
-    print('\n(razao 0.30x = o envio real faz 30% da vazao de so serializar; o resto e'
-          ' HTTP, validacao, hash e SQLite no servidor local, num processo a parte)')
+    print('\n(razão 0.30x = o envio real faz 30% da vazao de só serializar; o resto e'
+          ' HTTP, validação, hash e SQLite no servidor local, num processo a parte)')
 
 
 if __name__ == '__main__':

@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """
-Do COMMIT na origem ao registro visivel no Contextia, passando pelo ouvinte.
+Do COMMIT na origem ao registro visível no Contextia, passando pelo ouvinte.
 
     .venv/bin/python bench/bench_latencia.py [--mudancas 200] [--intervalo 5]
 
 Tudo de verdade: PostgreSQL (127.0.0.1:5432, banco novo), o Contextia local
 num processo, e o ouvinte.py como processo com --intervalo-dados=5. Um
-escritor faz 200 mudancas (3/4 inclusoes, 1/4 alteracoes), cada uma comitada
-num instante aleatorio; um leitor consulta o Contextia a cada 0,2 s e anota
-quando cada mudanca ficou visivel.
+escritor faz 200 mudanças (3/4 inclusões, 1/4 alterações), cada uma comitada
+num instante aleatório; um leitor consulta o Contextia a cada 0,2 s e anota
+quando cada mudança ficou visível.
 
-Esperado: latencia maxima perto de um intervalo mais o tempo do ciclo.
-Linha de base (mesma execucao): o mesmo registro enviado direto pelo cliente,
+Esperado: latência máxima perto de um intervalo mais o tempo do ciclo.
+Linha de base (mesma execução): o mesmo registro enviado direto pelo cliente,
 sem ouvinte -- o piso do que o Contextia e o leitor conseguem medir.
 """
 
@@ -107,7 +107,7 @@ class Leitor(threading.Thread):
 
 
 def linha_de_base(chave, repeticoes=10):
-    """Envio direto (sem ouvinte) ate visivel: o piso da medida."""
+    """Envio direto (sem ouvinte) até visível: o piso da medida."""
     from contextia_sync.intake import cliente
     leitor = Leitor(chave, 'base')
     leitor.start()
@@ -127,7 +127,7 @@ def main():
     p.add_argument('--mudancas', type=int, default=200)
     p.add_argument('--intervalo', type=int, default=5)
     p.add_argument('--espaco', type=float, default=0.3,
-                   help='espaco medio entre commits, em segundos')
+                   help='espaço médio entre commits, em segundos')
     args = p.parse_args()
 
     from contextia_local.processo import ServidorLocal
@@ -199,15 +199,15 @@ def main():
                      if (i, v) in leitor.vistos]
         faltaram = len(ultima) - len(latencias)
 
-    print('mudancas comitadas ....: %s em %.1fs (%s linhas distintas na versao final)'
+    print('mudanças comitadas ....: %s em %.1fs (%s linhas distintas na versão final)'
           % (len(comitado), escrita, len(ultima)))
     print('intervalo dos dados ...: %ss' % args.intervalo)
-    print('linha de base (envio direto -> visivel): mediana %.2fs, max %.2fs'
+    print('linha de base (envio direto -> visível): mediana %.2fs, max %.2fs'
           % (statistics.median(base), max(base)))
-    print('commit -> visivel no Contextia pelo ouvinte:')
+    print('commit -> visível no Contextia pelo ouvinte:')
     print('  p50 %.2fs   p95 %.2fs   max %.2fs   (faltaram %s)' % (
         percentil(latencias, 0.5), percentil(latencias, 0.95), max(latencias), faltaram))
-    print('  razao p50/intervalo %.2f; max/intervalo %.2f (esperado max <= ~1 + ciclo)'
+    print('  razão p50/intervalo %.2f; max/intervalo %.2f (esperado max <= ~1 + ciclo)'
           % (percentil(latencias, 0.5) / args.intervalo, max(latencias) / args.intervalo))
     return 1 if faltaram else 0
 

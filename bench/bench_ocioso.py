@@ -1,31 +1,31 @@
 #!/usr/bin/env python3
 """
-O ciclo OCIOSO numa tabela estilo Sakila, ANTES e DEPOIS da issue 12, numa execucao so.
+O ciclo OCIOSO numa tabela estilo Sakila, ANTES e DEPOIS da issue 12, numa execução só.
 
     .venv/bin/python bench/bench_ocioso.py [--ociosos 5] [--linhas 20000] [--folga 30]
         [--antes 7c068bf] [--bancos postgres,mariadb] [--manter]
 
 O caso da issue 12 item 1: uma tabela cujas linhas dividem UM `last_update`
-(a migracao do ERP; no Sakila o `inventory` inteiro tem 2006-02-15 05:09:17).
+(a migração do ERP; no Sakila o `inventory` inteiro tem 2006-02-15 05:09:17).
 A janela da `--folga` e relida a cada ciclo; antes, ela era REENVIADA inteira
 ao Contextia a cada ciclo, mesmo sem nada mudar. Depois, o ciclo ocioso envia
 0 registros e a releitura custa a origem uma leitura estreita (chave + coluna
-de mudanca).
+de mudança).
 
-Montagem (tudo descartavel, tudo em 127.0.0.1):
-  * no PostgreSQL e no MariaDB da maquina, um banco novo (tests/apoio/bancos.py)
+Montagem (tudo descartável, tudo em 127.0.0.1):
+  * no PostgreSQL e no MariaDB da máquina, um banco novo (tests/apoio/bancos.py)
     com `store` (o cadastro de empresas da regra de projeto: uma loja = uma
-    empresa) e duas tabelas do formato do `inventory` do Sakila, com indice em
+    empresa) e duas tabelas do formato do `inventory` do Sakila, com índice em
     `last_update`:
-        inventory            N linhas com O MESMO carimbo (a migracao)
+        inventory            N linhas com O MESMO carimbo (a migração)
         inventory_controle   N linhas com carimbos DISTINTOS (1 ms entre elas),
                              todas dentro da folga: o caso normal, de controle
-  * ANTES = o ouvinte.py de um commit anterior a issue 12 (padrao 7c068bf; se
-    ele nao rodar, 30fd574), num `git worktree` em /tmp, com o mesmo Python e
+  * ANTES = o ouvinte.py de um commit anterior a issue 12 (padrão 7c068bf; se
+    ele não rodar, 30fd574), num `git worktree` em /tmp, com o mesmo Python e
     PYTHONPATH/cwd apontando para o worktree (conferido: o filho imprime o
     contextia_sync.__file__). DEPOIS = o ouvinte.py desta arvore.
-  * para cada banco x tabela x versao: um Contextia local novo (ServidorLocal),
-    um projeto e uma chave por loja (API de admin), diretorio de estado e
+  * para cada banco x tabela x versão: um Contextia local novo (ServidorLocal),
+    um projeto e uma chave por loja (API de admin), diretório de estado e
     arquivo de chaves novos; um `ouvinte.py --once --folga 30 --varredura nao`
     de primeira vista (fixa a marca) e depois N `--once` OCIOSOS (nada muda no
     ERP).
@@ -36,25 +36,25 @@ O que se mede em cada ciclo ocioso (tabela final: medianas dos N):
                      ele): bytes do corpo e len(records) de cada envelope
   linhas lidas       o que o processo leu da tabela: PostgreSQL, delta de
                      pg_stat_user_tables (seq_tup_read + idx_tup_fetch) e
-                     blocos de pg_statio (heap + indice), lidos depois que o
+                     blocos de pg_statio (heap + índice), lidos depois que o
                      backend do ouvinte saiu (a estatistica e descarregada na
-                     saida do backend); MariaDB, delta de ROWS_READ em
+                     saída do backend); MariaDB, delta de ROWS_READ em
                      information_schema.TABLE_STATISTICS (SET GLOBAL
                      userstat=1 neste servidor de teste; o valor anterior e
                      devolvido no fim)
   bytes da origem    o que o banco mandou ao ouvinte, num proxy TCP entre os
                      dois (CONTEXTIA_ORIGEM aponta para ele): processo inteiro,
-                     com conexao, catalogo e o cadastro de lojas
-  ciclo ms           o ciclo de dados, logado pelo proprio filho: ciclo_dados
+                     com conexão, catálogo e o cadastro de lojas
+  ciclo ms           o ciclo de dados, logado pelo próprio filho: ciclo_dados
                      embrulhado com um cronometro que escreve no log do SDK
-                     (nao conta a subida do processo nem o ciclo de projetos)
+                     (não conta a subida do processo nem o ciclo de projetos)
 
-Linhas lidas e bytes da origem sao do processo `--once` inteiro: a subida do
+Linhas lidas e bytes da origem são do processo `--once` inteiro: a subida do
 DEPOIS confere o tipo da coluna e conta as linhas sem carimbo (COUNT ... IS
-NULL, pelo indice: ~0 linhas); o resto e o ciclo ocioso.
+NULL, pelo índice: ~0 linhas); o resto e o ciclo ocioso.
 
 Sai com 1 se algum ciclo ocioso do DEPOIS enviou registro ou byte ao intake,
-ou se algum ouvinte falhou. Nao e teste: nada aqui e cronometrado pela suite.
+ou se algum ouvinte falhou. Não é teste: nada aqui é cronometrado pela suíte.
 """
 
 import argparse
@@ -325,7 +325,7 @@ def mapeamento(pasta: str, tabela: str) -> str:
 # ---------------------------------------------------------------------------
 
 class Medidor:
-    """Os contadores de leitura da tabela no banco, e a espera pela saida do ouvinte."""
+    """Os contadores de leitura da tabela no banco, e a espera pela saída do ouvinte."""
 
     def __init__(self, banco: Any) -> None:
         self.banco = banco
@@ -343,7 +343,7 @@ class Medidor:
                 con.exec_driver_sql('SET GLOBAL userstat = %d' % int(self.userstat_antes))
 
     def esperar_saida(self) -> None:
-        """Ate nenhuma conexao de cliente sobrar no banco (a do ouvinte descarrega a
+        """Até nenhuma conexão de cliente sobrar no banco (a do ouvinte descarrega a
         estatistica do PostgreSQL ao sair)."""
         if self.pg:
             sql = ("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
@@ -388,7 +388,7 @@ def ambiente_da_versao(raiz: str) -> dict[str, str]:
 
 
 def pacote_da_versao(raiz: str) -> str:
-    """O contextia_sync.__file__ que um filho com o ambiente da versao importa."""
+    """O contextia_sync.__file__ que um filho com o ambiente da versão importa."""
     feito = subprocess.run([sys.executable, '-c',
                             'import contextia_sync; print(contextia_sync.__file__)'],
                            cwd=raiz, env=ambiente_da_versao(raiz), capture_output=True,
@@ -401,7 +401,7 @@ def pacote_da_versao(raiz: str) -> str:
 def conferir_versao(raiz: str) -> str:
     arquivo = pacote_da_versao(raiz)
     if not os.path.realpath(arquivo).startswith(os.path.realpath(raiz) + os.sep):
-        raise RuntimeError('o filho importou %s, e nao o pacote de %s' % (arquivo, raiz))
+        raise RuntimeError('o filho importou %s, e não o pacote de %s' % (arquivo, raiz))
     ajuda = subprocess.run([sys.executable, 'ouvinte.py', '--help'], cwd=raiz,
                            env=ambiente_da_versao(raiz), capture_output=True, text=True,
                            timeout=60)
@@ -583,7 +583,7 @@ def imprimir(resultados: dict[tuple[str, str, str], dict[str, Any]], bancos: lis
                 print('%-9s %-21s %-8s' % (tipo, titulo, rotulos[versao]) + ''.join(
                     ' %12s' % _numero(m.get(campo)) for campo, _ in CAMPOS))
     print('\nregistros/bytes intake/POSTs: POST %s no proxy HTTP. linhas lidas: %s.'
-          ' consultas e blocos: so PostgreSQL (seq_scan + idx_scan; heap + indice).'
+          ' consultas e blocos: só PostgreSQL (seq_scan + idx_scan; heap + índice).'
           ' bytes origem: banco -> ouvinte no proxy TCP, processo inteiro. ciclo ms:'
           ' ciclo_dados no log do filho. estado bytes: ouvinte-estado.json depois do ciclo.'
           % (CAMINHO_INTAKE, 'PostgreSQL seq_tup_read + idx_tup_fetch; MariaDB'
@@ -600,7 +600,7 @@ def main() -> int:
     p.add_argument('--antes', default=ANTES_PADRAO, help='commit do "antes"')
     p.add_argument('--bancos', default='postgres,mariadb')
     p.add_argument('--manter', action='store_true',
-                   help='nao apaga a pasta de trabalho (logs e estados) no fim')
+                   help='não apaga a pasta de trabalho (logs e estados) no fim')
     args = p.parse_args()
 
     from tests.apoio import bancos as apoio
@@ -660,7 +660,7 @@ def main() -> int:
             shutil.rmtree(pasta, ignore_errors=True)
 
     if not resultados:
-        print('nenhum banco disponivel: nada medido', file=sys.stderr)
+        print('nenhum banco disponível: nada medido', file=sys.stderr)
         return 1
     imprimir(resultados, bancos, rotulos, args)
     falhas = ['%s/%s ciclo ocioso %d: %d registro(s), %d byte(s)'

@@ -5,15 +5,15 @@ Bench do adaptador de origem: streaming de 1.000.000 de linhas via `fetch`.
     .venv/bin/python bench/bench_origem.py [--linhas 1000000] [--repeticoes 3]
         [--bancos postgres,mariadb]
 
-Mede, no PostgreSQL e no MariaDB da maquina (banco novo, derrubado no fim):
+Mede, no PostgreSQL e no MariaDB da máquina (banco novo, derrubado no fim):
   * PICO DE RSS do processo lendo 100k e 1M linhas. Cada medida roda num
-    SUBPROCESSO proprio: o pico de um processo nunca desce, entao medir 1M
-    depois de 100k no mesmo processo mentiria. Tem de ser plano, nao 10x.
-  * LINHAS/S do `fetch` como RAZAO contra um laco cru do driver (cursor de
+    SUBPROCESSO próprio: o pico de um processo nunca desce, então medir 1M
+    depois de 100k no mesmo processo mentiria. Tem de ser plano, não 10x.
+  * LINHAS/S do `fetch` como RAZAO contra um laço cru do driver (cursor de
     servidor do psycopg / SSCursor do PyMySQL) na mesma consulta, na mesma
-    execucao -- mediana de N repeticoes, alternadas. Duas linhas de base: o
-    laco so com tuplas, e o laco montando o mesmo dict que o fetch entrega.
-Nao e teste (nada aqui e cronometrado pela suite).
+    execução -- mediana de N repetições, alternadas. Duas linhas de base: o
+    laço só com tuplas, e o laço montando o mesmo dict que o fetch entrega.
+Não é teste (nada aqui é cronometrado pela suíte).
 """
 
 import argparse
@@ -120,8 +120,8 @@ def pico_kib() -> int:
     """
     Pico de RSS deste processo: VmHWM do /proc (Linux).
 
-    Nao `ru_maxrss`: no Linux ele passa do pai para o filho atraves do
-    fork+exec, e o filho de um pai de 68 MiB ja "nasce" com pico de 68 MiB.
+    Não `ru_maxrss`: no Linux ele passa do pai para o filho através do
+    fork+exec, e o filho de um pai de 68 MiB já "nasce" com pico de 68 MiB.
     """
     try:
         with open('/proc/self/status') as arquivo:
@@ -227,8 +227,8 @@ def relatorio(res: list[dict[str, Any]], total: int) -> None:
                       / statistics.median(r['vazao']['cru_dict']))
         if 'controle' in r:
             a, b = [d['pico_kib'] / mib for d in r['controle']]
-            print('%-9s CONTROLE list(fetch): %.1f MiB -> %.1f MiB (%.1fx): o medidor ve'
-                  ' crescimento quando ha' % (r['tipo'], a, b, b / a))
+            print('%-9s CONTROLE list(fetch): %.1f MiB -> %.1f MiB (%.1fx): o medidor vê'
+                  ' crescimento quando há' % (r['tipo'], a, b, b / a))
         print('%-9s fetch/cru = %.2f; fetch/(cru + dict) = %.2f (medianas de %d;'
               ' cru+dict = %.0f linhas/s) | RSS base antes de ler: %.1f MiB'
               % (r['tipo'], razao, razao_dict, len(r['vazao']['fetch']),
@@ -245,7 +245,7 @@ def main() -> int:
     p.add_argument('--repeticoes', type=int, default=3)
     p.add_argument('--bancos', default='postgres,mariadb')
     p.add_argument('--controle', action='store_true',
-                   help='mede tambem list(fetch), que TEM de crescer (prova o medidor)')
+                   help='mede também list(fetch), que TEM de crescer (prova o medidor)')
     args = p.parse_args()
     resultados = [r for r in (medir(t, args.linhas, args.repeticoes, args.controle)
                               for t in args.bancos.split(',')) if r]

@@ -5,18 +5,18 @@ Quanto custa um ciclo de dados OCIOSO, numa tabela pequena e numa grande.
     .venv/bin/python bench/bench_sonda.py [--pequena 100000] [--grande 2000000]
 
 PostgreSQL de verdade (127.0.0.1:5432), um banco novo com duas tabelas iguais
-de tamanhos diferentes e indice na coluna de mudanca. Mede o `ciclo_dados` do
+de tamanhos diferentes e índice na coluna de mudança. Mede o `ciclo_dados` do
 ouvinte inteiro (sonda COUNT > marca - folga, estado gravado), em processo,
 com a marca no MAX -- o caso de todo minuto em que nada mudou.
 
 "Ocioso" e o ciclo real de um minuto sem movimento: a sonda acha as linhas da
-janela da folga (as ultimas ~11 nas duas tabelas, pelo espacamento) e o
-ouvinte as rele e reenvia ao Contextia local (voltam como `iguais`) -- o
-custo de reler e de proposito, e e o mesmo nas duas tabelas.
+janela da folga (as últimas ~11 nas duas tabelas, pelo espacamento) e o
+ouvinte as relê e reenvia ao Contextia local (voltam como `iguais`) -- o
+custo de reler e de propósito, e e o mesmo nas duas tabelas.
 
-O que se espera: razao grande/pequena perto de 1. A sonda usa o indice e le
-so a janela da folga; se ela varresse a tabela, a razao seria perto de 20.
-Como linha de base, na mesma execucao: um COUNT(*) sem filtro (o que uma
+O que se espera: razão grande/pequena perto de 1. A sonda usa o índice e lê
+só a janela da folga; se ela varresse a tabela, a razão seria perto de 20.
+Como linha de base, na mesma execução: um COUNT(*) sem filtro (o que uma
 varredura custaria) nas duas tabelas.
 """
 
@@ -156,7 +156,7 @@ def main():
     finally:
         derrubar()
 
-    print('\nciclo de dados ocioso (ms; %s repeticoes)' % args.repeticoes)
+    print('\nciclo de dados ocioso (ms; %s repetições)' % args.repeticoes)
     print('  %-8s %10s %10s %10s   %s' % ('tabela', 'linhas', 'mediana', 'p95',
                                          'COUNT(*) sem filtro (linha de base)'))
     for tabela, linhas in (('PEQUENA', args.pequena), ('GRANDE', args.grande)):
@@ -168,7 +168,7 @@ def main():
     razao_cheio = (statistics.median(resultado['GRANDE'][1])
                    / statistics.median(resultado['PEQUENA'][1]))
     print('\nrazao grande/pequena do ciclo ocioso ..: %.2f  (esperado perto de 1)' % razao)
-    print('razao grande/pequena do COUNT(*) cheio : %.2f  (o que custaria varrer)' % razao_cheio)
+    print('razão grande/pequena do COUNT(*) cheio : %.2f  (o que custaria varrer)' % razao_cheio)
     print('plano da sonda na GRANDE (EXPLAIN ANALYZE):')
     for linha in resultado['GRANDE'][2]:
         print('    %s' % linha)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """
-Roda os benchmarks, um processo por benchmark (o pico de memoria de um nao
+Roda os benchmarks, um processo por benchmark (o pico de memória de um não
 contamina o outro). `make bench` roda todos; `make bench ARGS="origem sonda"`
-escolhe. A tortura longa nao entra aqui: `python3 bench/tortura.py --longo`.
+escolhe. A tortura longa não entra aqui: `python3 bench/tortura.py --longo`.
 """
 
 import os

@@ -1,31 +1,31 @@
 #!/usr/bin/env python3
 """
-TORTURA -- a prova de que nenhuma linha se perde em silencio.
+TORTURA -- a prova de que nenhuma linha se perde em silêncio.
 
     .venv/bin/python bench/tortura.py                      # modo curto, PostgreSQL (~2 min)
     .venv/bin/python bench/tortura.py --modo=longo --banco=ambos   # >= 20 min por banco
 
 Roda os processos DE VERDADE sob carga hostil e confere cada linha no fim:
 
-  * origem PostgreSQL ou MariaDB, num banco novo; varias empresas (uma excluida,
+  * origem PostgreSQL ou MariaDB, num banco novo; varias empresas (uma excluída,
     uma inativa, uma que aparece no meio); datasets com e sem `key` e uma tabela
-    de dominio;
-  * carga em varias conexoes: inclusoes, alteracoes, cancelamentos
-    (SITUACAO='C'), exclusoes fisicas, transacoes que carimbam com o relogio do
-    banco e comitam atrasadas ate metade da `--folga`, rajada acima do
-    `--maximo-por-ciclo`, e uma transacao que comita DEPOIS da folga (o limite
-    documentado da estrategia `coluna`);
+    de domínio;
+  * carga em varias conexões: inclusões, alterações, cancelamentos
+    (SITUACAO='C'), exclusões fisicas, transações que carimbam com o relógio do
+    banco e comitam atrasadas até metade da `--folga`, rajada acima do
+    `--maximo-por-ciclo`, e uma transação que comita DEPOIS da folga (o limite
+    documentado da estratégia `coluna`);
   * o `ouvinte.py` como processo real, morto com kill -9 (as vezes SIGTERM) em
-    momentos aleatorios e reiniciado; um segundo ouvinte tentado de proposito;
+    momentos aleatórios e reiniciado; um segundo ouvinte tentado de propósito;
   * o Contextia local injetando 500/503, 429 com Retry-After, respostas lentas
-    e conexoes derrubadas; conexoes da origem derrubadas
+    e conexões derrubadas; conexões da origem derrubadas
     (`pg_terminate_backend` / `KILL`).
 
-Depois confere: (1) sem varredura, toda linha esta no Contextia com os valores
-mais novos, menos exclusoes e rajadas, que sao listadas; (2) depois de uma
+Depois confere: (1) sem varredura, toda linha está no Contextia com os valores
+mais novos, menos exclusões e rajadas, que são listadas; (2) depois de uma
 varredura, Contextia == origem, empresa a empresa, dataset a dataset; (3) sem
-duplicata onde ha `key`; (4) o estado foi JSON legivel depois de cada morte e
-nunca rodaram dois ouvintes; (5) a tabela de numeros. Codigo de saida 0 so se
+duplicata onde há `key`; (4) o estado foi JSON legível depois de cada morte e
+nunca rodaram dois ouvintes; (5) a tabela de números. Código de saída 0 só se
 nada se perdeu. Ver docs/tortura.md.
 """
 
@@ -75,7 +75,7 @@ def registro(mensagem, *args):
 
 
 class Falhou(Exception):
-    """A tortura nao conseguiu rodar (nao e perda de dado: e o ambiente ou o harness)."""
+    """A tortura não conseguiu rodar (não é perda de dado: e o ambiente ou o harness)."""
 
 
 class Tortura:
@@ -152,7 +152,7 @@ class Tortura:
         self.chaves = os.path.join(self.pasta, 'chaves.tsv')
 
         # A implantacao, como o operador faz: provisiona e carrega tudo uma vez.
-        registro('implantacao: provisionar.py e carregar-todas.sh')
+        registro('implantação: provisionar.py e carregar-todas.sh')
         self.rodar_ferramenta([self.python, 'provisionar.py', '--mapping=' + self.mapa,
                                '--source=generic', '--chaves=' + self.chaves],
                               'provisionar.py')
@@ -175,7 +175,7 @@ class Tortura:
         ], self.ambiente(), estado_dir, os.path.join(self.pasta, 'ouvinte.log'))
 
     def esperar_marcas(self):
-        """A primeira subida so fixa as marcas: a carga comeca depois disso."""
+        """A primeira subida só fixa as marcas: a carga começa depois disso."""
         self.ouvinte.iniciar()
         fim = time.monotonic() + 60
         while time.monotonic() < fim:
@@ -185,10 +185,10 @@ class Tortura:
                     len(origem.DATASETS):
                 return
             if not self.ouvinte.vivo():
-                raise Falhou('o ouvinte saiu na primeira subida (codigo %s); ver %s'
+                raise Falhou('o ouvinte saiu na primeira subida (código %s); ver %s'
                              % (self.ouvinte.codigo(), self.ouvinte.saida))
             time.sleep(0.2)
-        raise Falhou('o ouvinte nao fixou as marcas iniciais em 60 s; ver %s'
+        raise Falhou('o ouvinte não fixou as marcas iniciais em 60 s; ver %s'
                      % self.ouvinte.saida)
 
     # -- a tortura ---------------------------------------------------------------
@@ -216,7 +216,7 @@ class Tortura:
 
         taxas = {t: cfg['taxa'] for t in TIPOS_DE_FALHA}
         self.servidor.taxa_de_falhas(taxas, semente=self.semente + 3)
-        registro('carga por %ss: %d conexoes, kill a cada %s s, falhas %s por tipo',
+        registro('carga por %ss: %d conexões, kill a cada %s s, falhas %s por tipo',
                  cfg['duracao'], cfg['conexoes'], cfg['periodo_kill'], cfg['taxa'])
         self.carga.iniciar()
         self.matador.iniciar()
@@ -266,10 +266,10 @@ class Tortura:
             self._matar_na_carga_inicial()
             time.sleep(0.2)
 
-        registro('fim da carga; esperando as transacoes em voo comitarem')
+        registro('fim da carga; esperando as transações em voo comitarem')
         vivas = self.carga.parar(espera=atraso_alem + 30)
         if vivas:
-            self.achados.append('harness: threads da carga nao terminaram: %s' % vivas)
+            self.achados.append('harness: threads da carga não terminaram: %s' % vivas)
         self.matador.parar()
         self.conexoes.parar()
         injetadas = self.servidor.falhas_injetadas()
@@ -285,7 +285,7 @@ class Tortura:
         """
         Uma das mortes cai DE PROPOSITO na carga inicial da empresa nova (kill -9
         com o conector rodando): o ouvinte que volta tem de completar a carga,
-        senao o historico da empresa nova so chega na varredura.
+        senão o histórico da empresa nova só chega na varredura.
         """
         if self.numeros.get('kill_na_carga_inicial') or self.carga.empresa_nova_em is None:
             return
@@ -305,7 +305,7 @@ class Tortura:
                          linha.group(1))
 
     def _olhar_alem_da_folga(self):
-        """Para cada transacao alem da folga recem-comitada: a marca do ouvinte naquele instante."""
+        """Para cada transação além da folga recem-comitada: a marca do ouvinte naquele instante."""
         from contextia_sync.captura.marca_agua import como_valor
         if not hasattr(self, 'marcas_no_commit'):
             self.marcas_no_commit = []
@@ -328,8 +328,8 @@ class Tortura:
     def _olhar_pendentes(self):
         """
         Anota cada dataset que o OUVINTE entregou a varredura (pelo estado), com
-        a marca de agua daquele momento: o que mudou depois de `marca - folga`
-        naquele dataset espera a varredura -- por projeto, e visivel no status.
+        a marca de água daquele momento: o que mudou depois de `marca - folga`
+        naquele dataset espera a varredura -- por projeto, e visível no status.
         """
         from contextia_sync.captura.marca_agua import como_valor
         ok, estado = self.ouvinte.estado()
@@ -379,11 +379,11 @@ class Tortura:
             alem_da_folga=self.carga.alem_da_folga, apagados=self.carga.apagados)
 
     def conferir_ao_vivo(self):
-        """Verificacao 1: o ouvinte alcancou, sem varredura nenhuma."""
+        """Verificação 1: o ouvinte alcancou, sem varredura nenhuma."""
         cfg = self.cfg
         limite = min(self.restante() - 60, 30 + 3 * cfg['folga'] + 10 * cfg['intervalo'])
         fim = time.monotonic() + max(10, limite)
-        registro('verificacao 1: esperando o ouvinte alcancar (ate %.0fs), sem varredura',
+        registro('verificação 1: esperando o ouvinte alcancar (até %.0fs), sem varredura',
                  fim - time.monotonic())
         # Pelo menos dois ciclos completos depois do fim da carga.
         self.ouvinte.esperar_status_novo(self.fim_carga_parede + 2 * cfg['intervalo'], 60)
@@ -403,11 +403,11 @@ class Tortura:
         return resultado
 
     def varrer(self):
-        """Uma varredura pelo proprio ouvinte (`--varrer-agora`)."""
+        """Uma varredura pelo próprio ouvinte (`--varrer-agora`)."""
         registro('varredura: reiniciando o ouvinte com --varrer-agora')
         saiu, segundos = self.ouvinte.terminar(60)
         if not saiu:
-            self.achados.append('SIGTERM antes da varredura nao encerrou em 60 s')
+            self.achados.append('SIGTERM antes da varredura não encerrou em 60 s')
         processos.matar_marcados(self.marca)
         self.ouvinte.iniciar(['--varrer-agora'])
         self.vigia.permitir(principal=self.ouvinte.pid)
@@ -426,10 +426,10 @@ class Tortura:
                     self.achados.extend(self._falhas_da_varredura())
                 return True
             if not self.ouvinte.vivo():
-                raise Falhou('o ouvinte saiu durante a varredura (codigo %s)'
+                raise Falhou('o ouvinte saiu durante a varredura (código %s)'
                              % self.ouvinte.codigo())
             time.sleep(0.5)
-        self.achados.append('a varredura nao terminou em %.0f s' % (fim - inicio))
+        self.achados.append('a varredura não terminou em %.0f s' % (fim - inicio))
         return False
 
     def _falhas_da_varredura(self, quantas=4):
@@ -493,7 +493,7 @@ class Tortura:
     # -- tudo junto ----------------------------------------------------------------
 
     def _cao_de_guarda(self):
-        """Passou do prazo total e mais um minuto: mata tudo e sai, travado ou nao."""
+        """Passou do prazo total e mais um minuto: mata tudo e sai, travado ou não."""
         if self._fim_do_cao.wait(max(0, self.restante()) + 60):
             return
         registro('PRAZO TOTAL ESTOURADO: matando os processos da tortura e saindo')
@@ -530,7 +530,7 @@ class Tortura:
         return self.numeros
 
     def conferir_projetos_recusados(self):
-        """A empresa excluida e a inativa nao ganharam projeto nem chave."""
+        """A empresa excluída e a inativa não ganharam projeto nem chave."""
         from contextia_sync.intake.admin import Admin
         from contextia_sync.provisionamento.chaves import ler_chaves
         chaves = ler_chaves(self.chaves)
@@ -540,7 +540,7 @@ class Tortura:
                 self.achados.append('empresa %s (excluida/inativa) ganhou projeto ou chave'
                                     % escopo)
         if str(origem.EMPRESA_NOVA) not in chaves:
-            self.achados.append('a empresa nova %s nao foi provisionada' % origem.EMPRESA_NOVA)
+            self.achados.append('a empresa nova %s não foi provisionada' % origem.EMPRESA_NOVA)
 
     def fechar_numeros(self, ao_vivo, exato, parados):
         n = self.numeros
@@ -595,10 +595,10 @@ class Tortura:
             self.achados.append('processos da ferramenta vivos depois do SIGTERM do ouvinte: %s'
                                 % '; '.join(c[:80] for c in self.matador.orfaos_sigterm[:3]))
         if self.matador.sigterm_lentos:
-            self.achados.append('SIGTERM nao encerrou o ouvinte em 60 s (%d vez(es))'
+            self.achados.append('SIGTERM não encerrou o ouvinte em 60 s (%d vez(es))'
                                 % len(self.matador.sigterm_lentos))
         if self.matador.mortes_sozinho:
-            self.achados.append('o ouvinte saiu sozinho (codigos %s)'
+            self.achados.append('o ouvinte saiu sozinho (códigos %s)'
                                 % self.matador.mortes_sozinho)
         n['achados'] = self.achados
         n['passou'] = bool(
@@ -609,7 +609,7 @@ class Tortura:
         n['duracao_total_s'] = round(time.monotonic() - self.inicio, 1)
 
     def limpar(self):
-        """Tudo que a tortura iniciou sai daqui morto, ate o neto em grupo proprio."""
+        """Tudo que a tortura iniciou sai daqui morto, até o neto em grupo próprio."""
         for nome in ('matador', 'conexoes', 'amostrador', 'vigia'):
             objeto = getattr(self, nome, None)
             if objeto is not None:
@@ -648,13 +648,13 @@ def _arredondar(valor):
 # ---------------------------------------------------------------------------
 
 def tabela(resultados):
-    """A tabela de numeros (verificacao 5), uma coluna por banco."""
+    """A tabela de números (verificação 5), uma coluna por banco."""
     linhas = [
-        ('mudancas feitas', lambda n: n['mudancas']),
+        ('mudanças feitas', lambda n: n['mudancas']),
         ('  inclusoes/alteracoes/cancel.', lambda n: '%s/%s/%s' % (
             n['mudancas_por_tipo'].get('inclusao', 0), n['mudancas_por_tipo'].get('alteracao', 0),
             n['mudancas_por_tipo'].get('cancelamento', 0))),
-        ('  exclusoes fisicas', lambda n: n['mudancas_por_tipo'].get('exclusao', 0)),
+        ('  exclusões fisicas', lambda n: n['mudancas_por_tipo'].get('exclusao', 0)),
         ('  atrasadas (max s / folga s)', lambda n: '%s (%s/%s)' % (
             n['atrasadas']['transacoes'], n['atrasadas']['atraso_max_s'],
             n['atrasadas']['folga_s'])),
@@ -662,12 +662,12 @@ def tabela(resultados):
         ('kill -9 / SIGTERM', lambda n: '%s / %s' % (n['kills'], n['sigterms'])),
         ('segundo ouvinte recusado', lambda n: '%s (aceitos: %d)' % (
             n['intrusos_recusados'], len(n['intrusos_aceitos']))),
-        ('estado legivel apos morte', lambda n: '%d/%d' % (
+        ('estado legível após morte', lambda n: '%d/%d' % (
             n['estado_lido_apos_morte'] - len(n['estado_ilegivel']),
             n['estado_lido_apos_morte'])),
-        ('  e lido a cada 0,2 s (ilegivel)', lambda n: '%d (%d)' % (
+        ('  e lido a cada 0,2 s (ilegível)', lambda n: '%d (%d)' % (
             n['estado_lido_continuo'], len(n['estado_ilegivel']))),
-        ('conexoes da origem derrubadas', lambda n: n['conexoes_origem_derrubadas']),
+        ('conexões da origem derrubadas', lambda n: n['conexoes_origem_derrubadas']),
     ]
     for tipo in TIPOS_DE_FALHA:
         linhas.append(('falhas injetadas: %s' % tipo,
@@ -676,21 +676,21 @@ def tabela(resultados):
         ('linhas verificadas (ao vivo)', lambda n: n['linhas_verificadas']),
         ('LINHAS PERDIDAS (tem de ser 0)', lambda n: n['perdidas']),
         ('duplicadas com key', lambda n: n['duplicadas']),
-        ('exclusoes esperando varredura', lambda n: n['ao_vivo'].get('apagada_na_origem', 0)),
+        ('exclusões esperando varredura', lambda n: n['ao_vivo'].get('apagada_na_origem', 0)),
         ('rajada/dataset entregue', lambda n: '%s/%s' % (
             n['ao_vivo'].get('rajada', 0), n['ao_vivo'].get('dataset_entregue', 0))),
-        ('alem da folga: perdidas ao vivo', lambda n: '%s de %s' % (
+        ('além da folga: perdidas ao vivo', lambda n: '%s de %s' % (
             n['alem_da_folga']['perdidas_pelo_ao_vivo'], n['alem_da_folga']['transacoes'])),
-        ('apos varredura: faltando/sobrando', lambda n: '%s/%s' % (
+        ('após varredura: faltando/sobrando', lambda n: '%s/%s' % (
             n['apos_varredura'].get('divergente', 0), n['apos_varredura'].get('sobra', 0))),
-        ('ao-vivo parado apos varredura', lambda n: ','.join(
+        ('ao-vivo parado após varredura', lambda n: ','.join(
             n['ao_vivo_parado_apos_varredura']) or '-'),
-        ('latencia p50 / p95 / max (s)', lambda n: '%s / %s / %s' % (
+        ('latência p50 / p95 / max (s)', lambda n: '%s / %s / %s' % (
             n['latencia']['p50_s'], n['latencia']['p95_s'], n['latencia']['max_s'])),
-        ('  mudancas medidas', lambda n: n['latencia']['medidas']),
+        ('  mudanças medidas', lambda n: n['latencia']['medidas']),
         ('alcance depois da carga (s)', lambda n: n.get('alcance_s')),
         ('varredura (s)', lambda n: n.get('varredura_s')),
-        ('duracao total (s)', lambda n: n['duracao_total_s']),
+        ('duração total (s)', lambda n: n['duracao_total_s']),
         ('RESULTADO', lambda n: 'PASSOU' if n['passou'] else 'FALHOU'),
     ]
     cabeca = ['%-34s' % ''] + ['%-22s' % r['banco'] for r in resultados]
@@ -721,15 +721,15 @@ def principal(argv=None):
     p.add_argument('--longo', dest='modo', action='store_const', const='longo',
                    help='o mesmo que --modo=longo')
     p.add_argument('--banco', choices=('postgres', 'mariadb', 'ambos'), default='postgres',
-                   help='a origem (padrao postgres); ambos = um depois do outro')
+                   help='a origem (padrão postgres); ambos = um depois do outro')
     p.add_argument('--duracao', type=int, default=None, metavar='S',
-                   help='segundos de carga (padrao do modo)')
+                   help='segundos de carga (padrão do modo)')
     p.add_argument('--semente', type=int, default=None,
-                   help='semente do acaso (o relatorio diz qual foi usada)')
+                   help='semente do acaso (o relatório diz qual foi usada)')
     p.add_argument('--saida', default=None, metavar='ARQ',
-                   help='grava os numeros em JSON neste arquivo')
+                   help='grava os números em JSON neste arquivo')
     p.add_argument('--manter', action='store_true',
-                   help='nao apaga a pasta de trabalho (logs do ouvinte e das ferramentas)')
+                   help='não apaga a pasta de trabalho (logs do ouvinte e das ferramentas)')
     args = p.parse_args(argv)
 
     cfg = dict(MODOS[args.modo], nome=args.modo)
@@ -756,7 +756,7 @@ def principal(argv=None):
         try:
             numeros = tortura.rodar()
         except Falhou as erro:
-            registro('NAO RODOU (%s): %s', banco, erro)
+            registro('NÃO RODOU (%s): %s', banco, erro)
             falhou_ambiente.append('%s: %s' % (banco, erro))
             args.manter = True
             continue
@@ -776,7 +776,7 @@ def principal(argv=None):
                     print('  %s [%s]: %s' % (r['banco'], classe, exemplo))
             for exemplo in r['apos_varredura_exemplos'].get('divergente', []) + \
                     r['apos_varredura_exemplos'].get('sobra', []):
-                print('  %s [apos varredura]: %s' % (r['banco'], exemplo))
+                print('  %s [após varredura]: %s' % (r['banco'], exemplo))
             for achado in r['achados']:
                 print('  %s [achado]: %s' % (r['banco'], achado))
     if args.saida:

@@ -1,9 +1,9 @@
 """
 A origem da tortura: o banco de teste, o esquema, a carga hostil e o matador de
-conexoes.
+conexões.
 
-O relogio da coluna de mudanca e o do BANCO (`now()` dentro da transacao), como
-num ERP de verdade: e exatamente esse relogio que faz a transacao longa gravar
+O relógio da coluna de mudança e o do BANCO (`now()` dentro da transação), como
+num ERP de verdade: e exatamente esse relógio que faz a transação longa gravar
 um carimbo anterior ao seu commit -- o caso que a `--folga` existe para cobrir.
 """
 
@@ -42,7 +42,7 @@ def _carimbo():
 
 
 def esquema():
-    """As tabelas da tortura, com nomes em maiusculas como no ERP (sempre quotados)."""
+    """As tabelas da tortura, com nomes em maiúsculas como no ERP (sempre quotados)."""
     meta = sa.MetaData()
     sa.Table('EMPRESAS', meta,
              sa.Column('EMPRESA_ID', sa.Integer, primary_key=True, autoincrement=False),
@@ -122,7 +122,7 @@ def mapeamento(esquema_json=None):
 # ---------------------------------------------------------------------------
 
 def banco_disponivel(tipo):
-    """(True, '') se o servidor responde; (False, motivo) se nao."""
+    """(True, '') se o servidor responde; (False, motivo) se não."""
     try:
         motor = sa.create_engine(ADMIN_URL[tipo], poolclass=sa.pool.NullPool,
                                  connect_args={'connect_timeout': 3})
@@ -131,12 +131,12 @@ def banco_disponivel(tipo):
         motor.dispose()
         return True, ''
     except Exception as erro:                     # noqa: BLE001
-        return False, '%s em %s nao responde (%s)' % (
+        return False, '%s em %s não responde (%s)' % (
             tipo, ADMIN_URL[tipo].split('@')[-1], type(erro).__name__)
 
 
 def criar_banco(tipo, prefixo='tortura'):
-    """Cria um banco novo, de nome unico, com o esquema. Devolve (nome, url)."""
+    """Cria um banco novo, de nome único, com o esquema. Devolve (nome, url)."""
     nome = '%s_%s' % (prefixo, uuid.uuid4().hex[:10])
     admin = sa.create_engine(ADMIN_URL[tipo], isolation_level='AUTOCOMMIT',
                              poolclass=sa.pool.NullPool)
@@ -164,7 +164,7 @@ def derrubar_banco(tipo, nome):
 
 
 def agora_expr(tipo):
-    """O relogio do BANCO, de dentro da transacao."""
+    """O relógio do BANCO, de dentro da transação."""
     # Postgres: now() e o inicio da transacao (o que um trigger usaria).
     # MariaDB: NOW(6) e o inicio do comando -- na transacao atrasada o carimbo
     # e o primeiro comando, entao da no mesmo.
@@ -172,7 +172,7 @@ def agora_expr(tipo):
 
 
 def agora_do_banco(motor, tipo):
-    """O relogio do banco, sem fuso (como a coluna de mudanca guarda)."""
+    """O relógio do banco, sem fuso (como a coluna de mudança guarda)."""
     expressao = 'LOCALTIMESTAMP' if tipo == 'postgres' else 'NOW(6)'
     with motor.connect() as conexao:
         return conexao.execute(sa.select(sa.literal_column(expressao))).scalar()
@@ -191,12 +191,12 @@ def ler_tabela(motor, tabela):
 
 class Carga:
     """
-    Gerador de movimento em varias conexoes, com o relogio do banco.
+    Gerador de movimento em varias conexões, com o relógio do banco.
 
-    A verdade que o verificador usa no fim e a ORIGEM, nao o que a carga acha
-    que fez: um commit de destino incerto nao vira falso positivo. O que a carga
-    anota serve para classificar (rajada, atrasada, alem da folga) e para medir
-    latencia.
+    A verdade que o verificador usa no fim e a ORIGEM, não o que a carga acha
+    que fez: um commit de destino incerto não vira falso positivo. O que a carga
+    anota serve para classificar (rajada, atrasada, além da folga) e para medir
+    latência.
     """
 
     def __init__(self, tipo, url, *, conexoes, folga, maximo, semente, ritmo,
@@ -231,7 +231,7 @@ class Carga:
     # -- preparo -------------------------------------------------------------
 
     def popular(self, por_empresa=40):
-        """Linhas iniciais: a carga completa de implantacao leva estas."""
+        """Linhas iniciais: a carga completa de implantação leva estas."""
         t = self.meta.tables
         # Historico espalhado no passado (a partir do relogio do BANCO), longe
         # da janela da folga e com carimbos distintos -- como a base de um ERP no
@@ -275,7 +275,7 @@ class Carga:
             return {'EMPRESA_ID': empresa,
                     'VALOR': '%d.%02d' % (a.randint(1, 99999), a.randint(0, 99)),
                     'SITUACAO': a.choice('AAABP'),
-                    'HISTORICO': 'titulo %s' % uuid.uuid4().hex[:12]}
+                    'HISTORICO': 'título %s' % uuid.uuid4().hex[:12]}
         if tabela == 'PEDIDOS':
             return {'EMPRESA_ID': empresa,
                     'CLIENTE': 'Cliente %d' % a.randint(1, 500),
@@ -350,7 +350,7 @@ class Carga:
         return conexao.execute(sa.select(t.c.ALTERADO_EM).where(t.c[chave] == ident)).scalar()
 
     def _anotar(self, tabela, resultado, carimbo):
-        """Uma mudanca comitada agora: (dataset, ident, empresa, carimbo, commit)."""
+        """Uma mudança comitada agora: (dataset, ident, empresa, carimbo, commit)."""
         if resultado is None or carimbo is None:
             return
         ident, empresa = resultado
@@ -381,7 +381,7 @@ class Carga:
                 t = self.meta.tables['SITUACOES']
                 codigo = a.choice('ABCPV')
                 conexao.execute(t.update().where(t.c.CODIGO == codigo).values(
-                    DESCRICAO='Situacao %s v%d' % (codigo, a.randint(1, 10 ** 6)),
+                    DESCRICAO='Situação %s v%d' % (codigo, a.randint(1, 10 ** 6)),
                     ALTERADO_EM=self.agora))
                 res = (codigo, None)
                 tabela = 'SITUACOES'
@@ -395,7 +395,7 @@ class Carga:
         self._anotar(tabela, res, carimbo)
 
     def _transacao_atrasada(self, conexao, atraso, alem=False):
-        """Carimba agora e comita `atraso` segundos depois (transacao longa do ERP)."""
+        """Carimba agora e comita `atraso` segundos depois (transação longa do ERP)."""
         inicio = time.monotonic()
         # A alem da folga vai sempre para TITULOS: PEDIDOS recebe as rajadas, e
         # um dataset entregue a varredura confundiria a demonstracao.
@@ -405,7 +405,7 @@ class Carga:
                 empresa = EMPRESAS_INICIAIS[0]
                 valores = self._valores(tabela, empresa)
                 if tabela == 'TITULOS':
-                    valores['HISTORICO'] = 'ALEM DA FOLGA %s' % uuid.uuid4().hex[:8]
+                    valores['HISTORICO'] = 'ALÉM DA FOLGA %s' % uuid.uuid4().hex[:8]
                 # Fora de `vivos`: uma alteracao posterior a levaria pelo ao-vivo
                 # e esconderia a demonstracao.
                 ident = self._inserir(conexao, tabela, empresa, valores=valores,
@@ -422,14 +422,14 @@ class Carga:
             (self.alem_da_folga if alem else self.atrasadas).append(
                 (tabela.lower(), str(ident), real, carimbo))
         if alem:
-            self.registro('alem da folga: %s %s carimbado %s, comitado %.1fs depois',
+            self.registro('além da folga: %s %s carimbado %s, comitado %.1fs depois',
                           tabela.lower(), ident, carimbo, real)
         self._contar('alem_da_folga' if alem else 'atrasada')
         if not alem:
             self._anotar(tabela, (ident, empresa), carimbo)
 
     def rajada(self):
-        """Uma transacao acima do `--maximo-por-ciclo`: o ouvinte a entrega a varredura."""
+        """Uma transação acima do `--maximo-por-ciclo`: o ouvinte a entrega a varredura."""
         linhas = self.maximo + max(20, self.maximo // 4)
         empresa = EMPRESAS_INICIAIS[1]
         ids = []
@@ -522,7 +522,7 @@ class Carga:
             self._threads.append(thread)
 
     def alem_da_folga_em_thread(self, atraso):
-        """A transacao que comita DEPOIS da folga: o limite documentado da `coluna`."""
+        """A transação que comita DEPOIS da folga: o limite documentado da `coluna`."""
         def rodar():
             try:
                 with self.motor.connect() as conexao:
@@ -530,14 +530,14 @@ class Carga:
                     self._transacao_atrasada(conexao, atraso, alem=True)
             except Exception as erro:                 # noqa: BLE001
                 with self.trava:
-                    self.erros.append('alem da folga: %s: %s' % (type(erro).__name__, erro))
+                    self.erros.append('além da folga: %s: %s' % (type(erro).__name__, erro))
         thread = threading.Thread(target=rodar, name='alem-da-folga', daemon=True)
         thread.start()
         self._threads.append(thread)
         return thread
 
     def parar(self, espera=None):
-        """Para e espera toda transacao em voo comitar (inclusive as atrasadas)."""
+        """Para e espera toda transação em voo comitar (inclusive as atrasadas)."""
         self._parar.set()
         for thread in self._threads:
             thread.join(espera)
@@ -546,7 +546,7 @@ class Carga:
         return vivas
 
     def total_mudancas(self):
-        """Linhas mudadas: cada operacao conta uma, a rajada conta as suas linhas."""
+        """Linhas mudadas: cada operação conta uma, a rajada conta as suas linhas."""
         with self.trava:
             return sum(v for k, v in self.contagem.items()
                        if k not in ('empresa_nova', 'rajada'))
@@ -558,7 +558,7 @@ class Carga:
 
 class MatadorDeConexoes:
     """
-    Derruba, a esmo, uma conexao da origem que NAO e da carga: a do ouvinte, a
+    Derruba, a esmo, uma conexão da origem que NÃO é da carga: a do ouvinte, a
     do conector, a do provisionador. `pg_terminate_backend` no PostgreSQL,
     `KILL` no MariaDB.
     """

@@ -5,7 +5,7 @@ nunca houve dois.
 Todo processo que a tortura inicia leva no ambiente `TORTURA_MARCA=<id>`, e o
 ambiente e herdado pelos netos (provisionar.py, connector.py, carregar-todas.sh
 que o ouvinte roda). E assim que a limpeza os acha no fim, mesmo os que o
-ouvinte pos em grupo de processos proprio.
+ouvinte pos em grupo de processos próprio.
 """
 
 import json
@@ -21,7 +21,7 @@ VARIAVEL_MARCA = 'TORTURA_MARCA'
 
 
 def processos_marcados(marca):
-    """[(pid, cmdline)] dos processos vivos (nao zumbis) que levam a marca."""
+    """[(pid, cmdline)] dos processos vivos (não zumbis) que levam a marca."""
     achados = []
     alvo = ('%s=%s' % (VARIAVEL_MARCA, marca)).encode()
     for nome in os.listdir('/proc'):
@@ -59,7 +59,7 @@ def matar_marcados(marca, sinal=signal.SIGKILL, exceto=()):
 
 
 def ler_estado(caminho):
-    """(ok, dados|erro): o arquivo de estado e JSON legivel?"""
+    """(ok, dados|erro): o arquivo de estado e JSON legível?"""
     try:
         with open(caminho, encoding='utf-8') as f:
             return True, json.load(f)
@@ -70,7 +70,7 @@ def ler_estado(caminho):
 
 
 class Ouvinte:
-    """O `ouvinte.py` de verdade, num processo real, com a saida num arquivo."""
+    """O `ouvinte.py` de verdade, num processo real, com a saída num arquivo."""
 
     def __init__(self, python, argumentos, ambiente, estado_dir, saida):
         self.python = python
@@ -114,7 +114,7 @@ class Ouvinte:
             self.processo.wait()
 
     def terminar(self, espera):
-        """SIGTERM e espera a saida limpa. Devolve (saiu, segundos)."""
+        """SIGTERM e espera a saída limpa. Devolve (saiu, segundos)."""
         if not self.vivo():
             return True, 0.0
         inicio = time.monotonic()
@@ -160,8 +160,8 @@ class Ouvinte:
 class Vigia:
     """
     Amostra os processos `ouvinte.py` com a marca a cada 100 ms. Dois vivos ao
-    mesmo tempo -- fora o intruso de proposito, que tem de ser recusado em
-    segundos -- e um SEGUNDO OUVINTE: violacao. (O reinicio nao conta: o
+    mesmo tempo -- fora o intruso de propósito, que tem de ser recusado em
+    segundos -- e um SEGUNDO OUVINTE: violação. (O reinício não conta: o
     matador espera o morto sair antes de subir o novo.)
     """
 
@@ -211,9 +211,9 @@ class Vigia:
 
 class Matador:
     """
-    Mata o ouvinte em momentos aleatorios -- kill -9 quase sempre, SIGTERM as
+    Mata o ouvinte em momentos aleatórios -- kill -9 quase sempre, SIGTERM as
     vezes -- e o reinicia. Depois de cada morte confere que o estado e JSON
-    legivel. Depois do kill -9 faz o que o systemd faz com
+    legível. Depois do kill -9 faz o que o systemd faz com
     `KillMode=control-group`: mata os netos que sobraram antes de reiniciar
     (e conta quantos eram). De vez em quando tenta um SEGUNDO ouvinte no mesmo
     estado, que tem de ser recusado.
@@ -255,9 +255,9 @@ class Matador:
                 codigo = self.ouvinte.codigo()
                 if codigo is not None:
                     self.mortes_sozinho.append(codigo)
-                    self.registro('ATENCAO: o ouvinte saiu sozinho com codigo %s; reiniciando',
+                    self.registro('ATENÇÃO: o ouvinte saiu sozinho com código %s; reiniciando',
                                   codigo)
-                self._conferir_estado('saida sozinho')
+                self._conferir_estado('saída sozinho')
                 self._reiniciar()
 
     def _conferir_estado(self, quando):
@@ -271,7 +271,7 @@ class Matador:
         self.vigia.permitir(principal=self.ouvinte.pid)
 
     def uma_morte(self, so_kill=False, esperar=True):
-        """Uma morte e o reinicio. `esperar=False`: desiste se o matador esta ocupado."""
+        """Uma morte e o reinício. `esperar=False`: desiste se o matador está ocupado."""
         if not self._trava_ciclo.acquire(blocking=esperar):
             return False
         try:
@@ -325,7 +325,7 @@ class Matador:
         except subprocess.TimeoutExpired:
             processo.kill()
             saida, _ = processo.communicate()
-            self.intrusos_aceitos.append('nao foi recusado em 20 s')
+            self.intrusos_aceitos.append('não foi recusado em 20 s')
             self.vigia.permitir(principal=self.ouvinte.pid)
             return
         self.vigia.permitir(principal=self.ouvinte.pid)
@@ -333,7 +333,7 @@ class Matador:
         if processo.returncode != 0 and 'ouvinte' in texto.lower():
             self.intrusos_recusados += 1
         else:
-            self.intrusos_aceitos.append('codigo %s: %s' % (processo.returncode, texto[-300:]))
+            self.intrusos_aceitos.append('código %s: %s' % (processo.returncode, texto[-300:]))
 
     # -- a thread --------------------------------------------------------------
 

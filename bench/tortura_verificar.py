@@ -1,10 +1,10 @@
 """
 O verificador da tortura: a origem contra o Contextia, linha a linha, empresa a
-empresa, dataset a dataset -- e o amostrador de latencia.
+empresa, dataset a dataset -- e o amostrador de latência.
 
-A comparacao e por TIPO de coluna (numero, data, texto), nao por texto: o
+A comparação e por TIPO de coluna (número, data, texto), não por texto: o
 cliente manda Decimal como '1234.50' e datetime em ISO, e o que importa e o
-valor, nao a grafia.
+valor, não a grafia.
 """
 
 import collections
@@ -116,7 +116,7 @@ def ler_contextia(cliente, chaves):
 # ---------------------------------------------------------------------------
 
 class Contexto:
-    """O que a carga sabe e que classifica uma ausencia (nunca a esconde)."""
+    """O que a carga sabe e que classifica uma ausência (nunca a esconde)."""
 
     def __init__(self, *, fim, folga, intervalo, rajadas=(), entregues=None,
                  alem_da_folga=(), apagados=None):
@@ -153,9 +153,9 @@ class Contexto:
 
 def comparar(esperado, obtido, contexto=None):
     """
-    Compara origem x Contextia. Sem `contexto`, a comparacao e EXATA (depois da
-    varredura): toda diferenca e divergencia. Com ele (antes da varredura), cada
-    ausencia e classificada e cada sobra explicada.
+    Compara origem x Contextia. Sem `contexto`, a comparação e EXATA (depois da
+    varredura): toda diferença e divergência. Com ele (antes da varredura), cada
+    ausência e classificada e cada sobra explicada.
     Devolve dict com contagens por classe e exemplos.
     """
     classes = collections.Counter()
@@ -240,10 +240,10 @@ def comparar(esperado, obtido, contexto=None):
 
 class Amostrador:
     """
-    Le, a cada `periodo`, os datasets de UMA empresa pela API de leitura (que a
-    injecao de falhas nao toca: ela so afeta /api/v1/intake) e marca quando
-    cada mudanca anotada pela carga apareceu: registro com a mesma chave e
-    carimbo igual ou mais novo. Resolucao: o periodo.
+    Lê, a cada `periodo`, os datasets de UMA empresa pela API de leitura (que a
+    injeção de falhas não toca: ela só afeta /api/v1/intake) e marca quando
+    cada mudança anotada pela carga apareceu: registro com a mesma chave e
+    carimbo igual ou mais novo. Resolução: o período.
     """
 
     def __init__(self, cliente, chave, escopo, mudancas, trava, *, periodo=0.5):

@@ -15,15 +15,15 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
     p = novo_parser(
         'python3 -m contextia_local',
         'Servidor Contextia local: o contrato do intake (docs/contrato-intake.md)'
-        ' sobre SQLite, para testes, demo e ensaio antes da producao.',
+        ' sobre SQLite, para testes, demo e ensaio antes da produção.',
         saidas={0: 'parado (Ctrl-C, SIGTERM) ou --openapi impresso',
                 1: 'o servidor não subiu (porta ocupada?) ou caiu'})
-    p.add_argument('--porta', type=int, default=8765, help='porta TCP (padrao 8765)')
+    p.add_argument('--porta', type=int, default=8765, help='porta TCP (padrão 8765)')
     p.add_argument('--host', default='127.0.0.1',
-                   help='endereco de escuta (padrao 127.0.0.1; so mude sabendo que a API'
+                   help='endereço de escuta (padrão 127.0.0.1; só mude sabendo que a API'
                         ' fica exposta a rede)')
     p.add_argument('--dados', help='pasta do banco SQLite (criada se faltar); os dados'
-                                   ' sobrevivem a reinicio')
+                                   ' sobrevivem a reinício')
     p.add_argument('--admin-token-arquivo', metavar='ARQUIVO',
                    help='arquivo com o token das rotas de admin (só o dono pode ler: chmod'
                         ' 600). Sem ele, o token vem de CONTEXTIA_ADMIN_TOKEN. Nunca na'
@@ -33,12 +33,12 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument('--admin-token', action=_RecusarTokenNaLinha, nargs='?',
                    help=argparse.SUPPRESS)
     p.add_argument('--falhas', action='store_true',
-                   help='liga a injecao de falhas (rotas /api/v1/admin/falhas). So para teste')
+                   help='liga a injeção de falhas (rotas /api/v1/admin/falhas). Só para teste')
     p.add_argument('--max-registros-lote', type=_positivo, default=None,
                    help='lote com mais registros que isto recebe 413 (padrão %d, o maior'
                         ' chunk que o mapeamento aceita)' % MAX_REGISTROS_LOTE)
     p.add_argument('--max-bytes-lote', type=_positivo, default=None,
-                   help='lote com mais bytes que isto recebe 413 (padrao 32 MiB)')
+                   help='lote com mais bytes que isto recebe 413 (padrão 32 MiB)')
     p.add_argument('--sem-remove', action='store_true',
                    help='imita o Contextia de hoje: sem `remove` no envelope (capacidades'
                         ' anuncia remove=false e o campo recebe 422)')
@@ -50,7 +50,7 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
     args.admin_token = None
     if not args.openapi:
         if not args.dados:
-            p.error('--dados e obrigatorio: e onde o servidor guarda os dados'
+            p.error('--dados é obrigatório: e onde o servidor guarda os dados'
                     ' (ex.: --dados /tmp/contextia-local).')
         try:
             args.admin_token = _token_de_admin(args.admin_token_arquivo)

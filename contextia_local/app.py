@@ -1,8 +1,8 @@
 """
-A API do Contextia local (FastAPI). O contrato esta em docs/contrato-intake.md
-e o documento OpenAPI gerado daqui esta commitado em docs/openapi.json.
+A API do Contextia local (FastAPI). O contrato está em docs/contrato-intake.md
+e o documento OpenAPI gerado daqui está commitado em docs/openapi.json.
 
-Rotas sao `def` (nao `async def`) de proposito: o SQLite e sincrono, e o
+Rotas são `def` (não `async def`) de propósito: o SQLite e sincrono, e o
 FastAPI roda `def` num pool de threads -- o lock do `Banco` serializa as
 escritas entre elas.
 """
@@ -63,7 +63,7 @@ class Modelo(BaseModel):
 class Sync(Modelo):
     id: str = Field(min_length=1, max_length=200, description='id do ciclo de carga')
     part: int = Field(ge=0, le=MAX_INTEIRO,
-                      description='numero da parte (lote) dentro do sync')
+                      description='número da parte (lote) dentro do sync')
 
 
 class Envelope(Modelo):
@@ -89,7 +89,7 @@ class PedidoComplete(Modelo):
     dataset: str = Field(pattern=PADRAO_DATASET)
     sync: str = Field(min_length=1, max_length=200)
     max_removal: Optional[float] = Field(None, ge=0, le=1,
-                                         description='teto: fracao do dataset')
+                                         description='teto: fração do dataset')
 
 
 class NovoProjeto(Modelo):
@@ -154,7 +154,7 @@ def criar_app(config: Configuracao) -> FastAPI:
     def projeto_autenticado(credenciais: Optional[HTTPAuthorizationCredentials] =
                             Depends(portador)) -> Dict[str, Any]:
         if credenciais is None:
-            raise ErroRegra(401, 'sem_chave', 'falta o cabecalho Authorization: Bearer'
+            raise ErroRegra(401, 'sem_chave', 'falta o cabeçalho Authorization: Bearer'
                             ' <chave do projeto> (CONTEXTIA_API_KEY).')
         projeto = banco().projeto_da_chave(credenciais.credentials)
         if projeto is None:
@@ -166,11 +166,11 @@ def criar_app(config: Configuracao) -> FastAPI:
     def admin(credenciais: Optional[HTTPAuthorizationCredentials] =
               Depends(portador)) -> bool:
         if credenciais is None:
-            raise ErroRegra(401, 'sem_token', 'falta o cabecalho Authorization: Bearer'
+            raise ErroRegra(401, 'sem_token', 'falta o cabeçalho Authorization: Bearer'
                             ' <token de admin> (CONTEXTIA_ADMIN_TOKEN).')
         if not hmac.compare_digest(credenciais.credentials.encode('utf-8'),
                                    config.admin_token.encode('utf-8')):
-            raise ErroRegra(403, 'token_invalido', 'o token de admin nao confere com o'
+            raise ErroRegra(403, 'token_invalido', 'o token de admin não confere com o'
                             ' deste servidor (CONTEXTIA_ADMIN_TOKEN).')
         return True
 
@@ -201,7 +201,7 @@ def criar_app(config: Configuracao) -> FastAPI:
 
     def falhas_ligadas() -> EstadoDeFalhas:
         if estado_falhas is None:
-            raise ErroRegra(404, 'falhas_desligadas', 'injecao de falhas desligada: suba'
+            raise ErroRegra(404, 'falhas_desligadas', 'injeção de falhas desligada: suba'
                             ' o servidor com --falhas.')
         return estado_falhas
 
@@ -228,8 +228,8 @@ def criar_app(config: Configuracao) -> FastAPI:
     def intake(envelope: Envelope, projeto: Dict[str, Any] = Depends(projeto_autenticado)):
         if envelope.remove is not None and not config.remove:
             raise ErroRegra(422, 'remove_nao_suportado',
-                            'remove: este servidor nao suporta exclusao pelo envelope'
-                            ' (capacidades.remove = false). A exclusao fica para a carga'
+                            'remove: este servidor não suporta exclusão pelo envelope'
+                            ' (capacidades.remove = false). A exclusão fica para a carga'
                             ' completa (sync + complete).')
         # Montado a mao: model_dump copiaria cada registro, e `null` dentro de
         # um registro e dado (nao pode sumir como some um campo opcional).
@@ -308,8 +308,8 @@ def criar_app(config: Configuracao) -> FastAPI:
             raise ErroRegra(422, 'url_recusada', problema)
         desconhecidos = sorted(set(pedido.events) - set(webhooks.EVENTOS))
         if desconhecidos:
-            raise ErroRegra(422, 'evento_desconhecido', 'events: %s nao existe(m); os'
-                            ' eventos sao %s.' % (desconhecidos, list(webhooks.EVENTOS)))
+            raise ErroRegra(422, 'evento_desconhecido', 'events: %s não existe(m); os'
+                            ' eventos são %s.' % (desconhecidos, list(webhooks.EVENTOS)))
         return banco().registrar_webhook(projeto_id, pedido.url, pedido.secret, pedido.events)
 
     @app.get('/api/v1/admin/projetos/{projeto_id}/webhooks', **rotas_admin)
@@ -322,7 +322,7 @@ def criar_app(config: Configuracao) -> FastAPI:
     def testar_webhook(webhook_id: str):
         encontrados = banco().listar_webhooks(webhook_id=webhook_id)
         if not encontrados:
-            raise ErroRegra(404, 'webhook_inexistente', 'webhook %s nao existe.' % webhook_id)
+            raise ErroRegra(404, 'webhook_inexistente', 'webhook %s não existe.' % webhook_id)
         return webhooks.entregar(encontrados[0], 'teste', {'mensagem': 'entrega de teste'})
 
     # ------------------------------------------------------------ falhas
@@ -338,8 +338,8 @@ def criar_app(config: Configuracao) -> FastAPI:
     def definir_taxas(pedido: TaxasDeFalha):
         invalidos = sorted(set(pedido.taxas) - set(TIPOS))
         if invalidos or any(not 0 <= v <= 1 for v in pedido.taxas.values()):
-            raise ErroRegra(422, 'taxa_invalida', 'taxas: tipos validos sao %s, cada um'
-                            ' com fracao entre 0 e 1 (recebido %s).'
+            raise ErroRegra(422, 'taxa_invalida', 'taxas: tipos válidos são %s, cada um'
+                            ' com fração entre 0 e 1 (recebido %s).'
                             % (list(TIPOS), json.dumps(pedido.taxas)))
         falhas = falhas_ligadas()
         falhas.definir_taxas(pedido.taxas, pedido.caminho, pedido.semente)
@@ -360,7 +360,7 @@ def criar_app(config: Configuracao) -> FastAPI:
 
 
 def _chamadas(dependant: Dependant) -> List[Any]:
-    """Toda funcao que a arvore de dependencias da rota chama."""
+    """Toda função que a arvore de dependências da rota chama."""
     chamadas = [dependant.call]
     for filha in dependant.dependencies:
         chamadas += _chamadas(filha)
@@ -368,7 +368,7 @@ def _chamadas(dependant: Dependant) -> List[Any]:
 
 
 def openapi_json() -> str:
-    """O documento OpenAPI como texto estavel (o que esta em docs/openapi.json)."""
+    """O documento OpenAPI como texto estável (o que está em docs/openapi.json)."""
     app = criar_app(Configuracao(dados=None, admin_token='x'))
     return json.dumps(app.openapi(), indent=2, sort_keys=True, ensure_ascii=False) + '\n'
 

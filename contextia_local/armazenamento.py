@@ -3,9 +3,9 @@ O banco do Contextia local: um SQLite em `--dados`, com as regras do intake.
 
 Toda escrita passa por `Banco.transacao()`: um lock do processo + BEGIN
 IMMEDIATE. O lock serializa as threads do uvicorn (oito clientes no mesmo
-dataset dao contagens exatas); o BEGIN IMMEDIATE protege contra um segundo
+dataset dão contagens exatas); o BEGIN IMMEDIATE protege contra um segundo
 processo apontado para a mesma pasta. WAL deixa a leitura correr durante a
-escrita e sobrevive a um SIGKILL sem perder o que ja foi comitado.
+escrita e sobrevive a um SIGKILL sem perder o que já foi comitado.
 """
 
 import contextlib
@@ -123,7 +123,7 @@ def hash_chave(chave: str) -> str:
 
 
 class Banco:
-    """Acesso ao SQLite do servidor. Uma conexao, serializada por um lock."""
+    """Acesso ao SQLite do servidor. Uma conexão, serializada por um lock."""
 
     def __init__(self, pasta: str) -> None:
         os.makedirs(pasta, mode=0o700, exist_ok=True)
@@ -189,7 +189,7 @@ class Banco:
                                 (projeto_id,)).fetchone()
         if linha is None:
             raise ErroRegra(404, 'projeto_inexistente',
-                            'projeto %s nao existe. Crie-o antes (POST'
+                            'projeto %s não existe. Crie-o antes (POST'
                             ' /api/v1/admin/projetos).' % projeto_id)
         return _projeto(linha)
 
@@ -219,11 +219,11 @@ class Banco:
             cursor = con.execute('UPDATE chaves SET revogada_em = COALESCE(revogada_em, ?)'
                                  ' WHERE key_id = ?', (agora(), key_id))
             if cursor.rowcount == 0:
-                raise ErroRegra(404, 'chave_inexistente', 'chave %s nao existe.' % key_id)
+                raise ErroRegra(404, 'chave_inexistente', 'chave %s não existe.' % key_id)
         return {'key_id': key_id, 'revogada': True}
 
     def projeto_da_chave(self, chave: str) -> dict[str, Any] | None:
-        """O projeto dono da chave, ou None se ela nao existe ou foi revogada."""
+        """O projeto dono da chave, ou None se ela não existe ou foi revogada."""
         with self.leitura() as con:
             linha = con.execute(
                 'SELECT p.* FROM chaves c JOIN projetos p ON p.id = c.projeto_id'
@@ -256,7 +256,7 @@ class Banco:
         with self.transacao() as con:
             if con.execute('SELECT 1 FROM grupos WHERE slug = ?', (slug,)).fetchone() is None:
                 raise ErroRegra(404, 'grupo_inexistente',
-                                'grupo %r nao existe. Crie-o antes (criar_grupo).' % slug)
+                                'grupo %r não existe. Crie-o antes (criar_grupo).' % slug)
             con.execute('INSERT OR IGNORE INTO grupo_projetos (slug, projeto_id) VALUES (?, ?)',
                         (slug, projeto_id))
         return {'slug': slug, 'project_id': projeto_id}
@@ -289,8 +289,8 @@ class Banco:
     # ------------------------------------------------------------------- intake
     def receber_lote(self, projeto_id: int, envelope: dict[str, Any]) -> dict[str, int]:
         """
-        Grava um lote e devolve as contagens. Tudo numa transacao: um lote entra
-        inteiro ou nao entra, e um reenvio (retry) da o mesmo estado final.
+        Grava um lote e devolve as contagens. Tudo numa transação: um lote entra
+        inteiro ou não entra, e um reenvio (retry) da o mesmo estado final.
         """
         dataset = envelope['dataset']
         chave = envelope.get('key')
@@ -309,8 +309,8 @@ class Banco:
             else:
                 if registro.get(chave) is None:
                     raise ErroRegra(422, 'key_ausente',
-                                    'records[%d].%s: o registro nao tem o campo de key %r'
-                                    ' (ou ele e null). Envie o campo ou mande o dataset'
+                                    'records[%d].%s: o registro não tem o campo de key %r'
+                                    ' (ou ele é null). Envie o campo ou mande o dataset'
                                     ' sem key.' % (posicao, chave, chave))
                 ident = 'k:' + canonico(registro[chave])
             preparados.append((ident, hash_corpo, corpo))
@@ -332,13 +332,13 @@ class Banco:
                     'o dataset %r guarda registros por key=%r e este lote veio com key=%r.'
                     ' Misturar as duas duplicaria registros. Se a key mudou de verdade,'
                     ' rode uma carga completa (sync + complete) com a nova: ela substitui'
-                    ' os registros antigos. Senao, corrija a `key` no mapeamento.'
+                    ' os registros antigos. Senão, corrija a `key` no mapeamento.'
                     % (dataset, chave_guardada, chave))
             # Lote so com `remove` (sem registros) usa a key que o dataset ja tem.
             chave_do_dataset = chave if registros else (chave or chave_guardada)
             if remover and chave_do_dataset is None:
                 raise ErroRegra(422, 'remove_sem_key',
-                                'remove: so existe para dataset com `key` (o servidor remove'
+                                'remove: só existe para dataset com `key` (o servidor remove'
                                 ' pela chave). Envie o envelope com key.')
             versao = con.execute(
                 'INSERT INTO lotes (projeto_id, dataset, sync_id, parte, recebido_em)'
@@ -416,8 +416,8 @@ class Banco:
     def completar(self, projeto_id: int, dataset: str, sync_id: str,
                   max_remocao: float | None) -> dict[str, Any]:
         """
-        Fecha a carga: remove do dataset o que o sync nao viu. Recusa (e nao
-        remove nada) se isso passar de `max_remocao` (fracao do dataset).
+        Fecha a carga: remove do dataset o que o sync não viu. Recusa (e não
+        remove nada) se isso passar de `max_remocao` (fração do dataset).
         """
         with self.transacao() as con:
             sync = con.execute('SELECT * FROM syncs WHERE projeto_id = ? AND dataset = ?'
@@ -426,7 +426,7 @@ class Banco:
                 raise ErroRegra(
                     409, 'sync_desconhecido',
                     'o sync %r nunca entregou um lote ao dataset %r deste projeto. Completar'
-                    ' um sync que nao chegou apagaria o dataset inteiro; envie os lotes'
+                    ' um sync que não chegou apagaria o dataset inteiro; envie os lotes'
                     ' com este sync antes (mesmo vazio) e complete depois.'
                     % (sync_id, dataset))
             total = con.execute('SELECT COUNT(*) FROM registros WHERE projeto_id = ? AND'
@@ -443,7 +443,7 @@ class Banco:
                     'complete recusado: removeria %d de %d registros do dataset %r (%.1f%%),'
                     ' acima do teto de %.1f%%. Nada foi removido. Se a origem realmente'
                     ' perdeu esses registros, repita com um teto maior (--max-remocao);'
-                    ' senao, confira a carga (filtro, escopo, view vazia).'
+                    ' senão, confira a carga (filtro, escopo, view vazia).'
                     % (a_remover, total, dataset, 100.0 * a_remover / total,
                        100.0 * max_remocao))
             removidos = con.execute('DELETE' + filtro, parametros).rowcount
@@ -479,8 +479,8 @@ class Banco:
 def _so_do_dono(caminho: str) -> None:
     """
     O banco guarda os segredos dos webhooks: nasce 0600, e um banco antigo 0644
-    e corrigido. O SQLite cria o -wal e o -shm com o modo do banco, entao os
-    dois tambem ficam 0600; os que ja existem sao corrigidos aqui.
+    e corrigido. O SQLite cria o -wal e o -shm com o modo do banco, então os
+    dois também ficam 0600; os que já existem são corrigidos aqui.
     """
     descritor = os.open(caminho, os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -1,25 +1,25 @@
 """
-Injecao de falhas: o servidor local erra de proposito, so com `--falhas`.
+Injeção de falhas: o servidor local erra de propósito, só com `--falhas`.
 
 Serve para provar, contra HTTP de verdade, que o cliente sobrevive ao que a
 rede e um servidor sobrecarregado fazem. Tipos:
 
     '500', '503'   responde o status sem processar o pedido
-    '429'          responde 429 com `Retry-After: <retry_after>` (padrao 1 s)
-    'atraso'       dorme `segundos` (padrao 1) e depois processa normalmente
-    'derrubar'     derruba a conexao no meio da resposta: o cabecalho promete
+    '429'          responde 429 com `Retry-After: <retry_after>` (padrão 1 s)
+    'atraso'       dorme `segundos` (padrão 1) e depois processa normalmente
+    'derrubar'     derruba a conexão no meio da resposta: o cabeçalho promete
                    mais bytes do que chegam e o socket fecha. Com `quando=
-                   'depois'` (padrao) o pedido FOI processado -- o caso que
-                   prova que o reenvio e idempotente; com 'antes', nao foi.
-    'corpo_invalido'  responde 200 com um corpo que nao sao as contagens do
-                   intake: `corpo` (padrao: uma pagina HTML, como a de um
+                   'depois'` (padrão) o pedido FOI processado -- o caso que
+                   prova que o reenvio é idempotente; com 'antes', não foi.
+    'corpo_invalido'  responde 200 com um corpo que não são as contagens do
+                   intake: `corpo` (padrão: uma página HTML, como a de um
                    proxy), dito como application/json. Com `quando='antes'`
-                   (padrao) o pedido nao foi processado; com 'depois', foi.
+                   (padrão) o pedido não foi processado; com 'depois', foi.
 
-Duas formas de ligar: uma fila (`injetar`: as proximas N respostas) e uma
-taxa aleatoria por tipo (`taxa`: para o teste de tortura). So os caminhos
-que comecam com `caminho` (padrao '/api/v1/intake') sao afetados: /saude e
-o proprio controle das falhas nunca falham.
+Duas formas de ligar: uma fila (`injetar`: as próximas N respostas) e uma
+taxa aleatória por tipo (`taxa`: para o teste de tortura). Só os caminhos
+que comecam com `caminho` (padrão '/api/v1/intake') são afetados: /saude e
+o próprio controle das falhas nunca falham.
 """
 
 import asyncio
@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TIPOS = ('500', '503', '429', 'atraso', 'derrubar', 'corpo_invalido')
 CAMINHO_PADRAO = '/api/v1/intake'
-CORPO_INVALIDO = '<html><body>Servico temporariamente indisponivel</body></html>'
+CORPO_INVALIDO = '<html><body>Serviço temporariamente indisponível</body></html>'
 
 
 class EstadoDeFalhas:
@@ -73,7 +73,7 @@ class EstadoDeFalhas:
                     'taxas': dict(self._taxas)}
 
     def sortear(self, caminho: str) -> tuple[str, dict[str, Any]] | None:
-        """A falha a aplicar neste pedido (tipo, opcoes), ou None."""
+        """A falha a aplicar neste pedido (tipo, opções), ou None."""
         with self._lock:
             for posicao, (tipo, prefixo, opcoes) in enumerate(self._fila):
                 if caminho.startswith(prefixo):

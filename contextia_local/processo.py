@@ -155,7 +155,7 @@ class ServidorLocal:
         limite = time.monotonic() + self.espera
         while time.monotonic() < limite:
             if self._processo.poll() is not None:
-                raise RuntimeError('Contextia local saiu com codigo %s ao subir na porta %d.'
+                raise RuntimeError('Contextia local saiu com código %s ao subir na porta %d.'
                                    ' Fim do log (%s):\n%s'
                                    % (self._processo.returncode, porta, self.log,
                                       self._fim_do_log()))
@@ -167,7 +167,7 @@ class ServidorLocal:
                 pass
             time.sleep(0.05)
         self.parar()
-        raise RuntimeError('Contextia local nao respondeu /saude em %ss (porta %d). Fim do'
+        raise RuntimeError('Contextia local não respondeu /saude em %ss (porta %d). Fim do'
                            ' log:\n%s' % (self.espera, porta, self._fim_do_log()))
 
     def _fim_do_log(self) -> str:

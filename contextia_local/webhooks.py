@@ -1,20 +1,20 @@
 """
 Entregas de webhook, assinadas com HMAC-SHA256 do corpo cru.
 
-Cabecalhos de cada entrega (POST, corpo JSON):
+Cabeçalhos de cada entrega (POST, corpo JSON):
 
     X-Contextia-Evento      'sync.completed' ou 'teste'
-    X-Contextia-Entrega     id unico da entrega (para o receptor deduplicar)
+    X-Contextia-Entrega     id único da entrega (para o receptor deduplicar)
     X-Contextia-Assinatura  'sha256=' + hex(HMAC-SHA256(segredo, corpo cru))
 
 O receptor confere com `contextia_sync.intake.cliente.verificar_assinatura`
 sobre os bytes EXATOS recebidos, antes de fazer parse.
 
-O servidor local so entrega para 127.0.0.0/8 (e `localhost`): este ambiente
-nao pode mandar trafego para fora, e um servidor de teste que aceitasse
+O servidor local só entrega para 127.0.0.0/8 (e `localhost`): este ambiente
+não pode mandar tráfego para fora, e um servidor de teste que aceitasse
 qualquer URL viraria um jeito de vazar dados por engano. Pelo mesmo motivo a
 entrega nunca segue redirecionamento: um 3xx levaria o evento assinado para
-um `Location` que ninguem conferiu (fora de 127.0.0.0/8, ou de https para
+um `Location` que ninguém conferiu (fora de 127.0.0.0/8, ou de https para
 http); o 3xx e falha de entrega, e o erro nomeia o `Location`.
 """
 
@@ -38,23 +38,23 @@ EVENTOS = ('sync.completed', 'teste')
 
 
 def problema_na_url(url: str) -> str | None:
-    """Texto do problema, ou None se a URL e aceitavel (http(s) em 127.0.0.0/8)."""
+    """Texto do problema, ou None se a URL e aceitável (http(s) em 127.0.0.0/8)."""
     try:
         partes = urllib.parse.urlsplit(url)
         _ = partes.port     # porta fora de 0..65535 so aparece aqui (ValueError)
     except ValueError as erro:
         return 'url %r não é uma URL válida (%s).' % (url, erro)
     if partes.scheme not in ('http', 'https') or not partes.hostname:
-        return 'url %r nao e http(s)://host/...' % url
+        return 'url %r não é http(s)://host/...' % url
     if partes.hostname == 'localhost':
         return None
     try:
         endereco = ipaddress.ip_address(partes.hostname)
     except ValueError:
-        return ('url %r: o servidor local so entrega para um IP em 127.0.0.0/8 ou'
-                ' localhost (nada de nome de host: o ambiente nao sai da maquina).' % url)
+        return ('url %r: o servidor local só entrega para um IP em 127.0.0.0/8 ou'
+                ' localhost (nada de nome de host: o ambiente não sai da máquina).' % url)
     if endereco not in ipaddress.ip_network('127.0.0.0/8'):
-        return ('url %r: o servidor local so entrega para 127.0.0.0/8; %s fica fora.'
+        return ('url %r: o servidor local só entrega para 127.0.0.0/8; %s fica fora.'
                 % (url, endereco))
     return None
 
@@ -94,11 +94,11 @@ def entregar(webhook: dict[str, Any], evento: str, dados: Any,
                 ' final.' % (erro.code, erro.headers.get('Location')))}
         return {'status': erro.code, 'erro': 'receptor respondeu HTTP %d' % erro.code}
     except (urllib.error.URLError, OSError, ValueError) as erro:
-        return {'status': None, 'erro': 'receptor inalcancavel: %s' % erro}
+        return {'status': None, 'erro': 'receptor inalcançável: %s' % erro}
 
 
 class _SemRedirecionamento(urllib.request.HTTPRedirectHandler):
-    """Todo 3xx chega a `entregar` como HTTPError, com o `Location` nos cabecalhos."""
+    """Todo 3xx chega a `entregar` como HTTPError, com o `Location` nos cabeçalhos."""
 
     def redirect_request(self, req: urllib.request.Request, fp: Any, code: int,  # noqa: ARG002
                          msg: str, headers: Any, newurl: str) -> None:  # noqa: ARG002

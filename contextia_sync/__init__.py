@@ -1,18 +1,18 @@
 """
-ouvinte -- o SDK de sincronizacao do Contextia: leva os dados do ERP do cliente
+ouvinte -- o SDK de sincronização do Contextia: leva os dados do ERP do cliente
 ao Contextia em segundos, com um login SOMENTE LEITURA.
 
-Os programas que o operador roda ficam na raiz do repositorio (`ouvinte.py`,
+Os programas que o operador roda ficam na raiz do repositório (`ouvinte.py`,
 `connector.py`, `provisionar.py`, `carregar-todas.sh`) e, instalado com pip,
-como comandos (`ouvinte`, `contextia-connector`, ...). Sao cascas finas sobre
+como comandos (`ouvinte`, `contextia-connector`, ...). São cascas finas sobre
 este pacote, que tem um subpacote por assunto:
 
-    origem/            ler o ERP (adaptador, sessao travada, valores, SQL, filtro)
-    intake/            falar com o Contextia (cliente, transporte, serializacao)
-    captura/           descobrir o que mudou (estrategias, marca de agua)
-    ouvinte/           os tres ciclos, a agenda e o laco do servico
-    estado/            os arquivos do diretorio de estado (estado, status, trava)
-    carga/             a carga completa de uma empresa (teto, historico)
+    origem/            ler o ERP (adaptador, sessão travada, valores, SQL, filtro)
+    intake/            falar com o Contextia (cliente, transporte, serialização)
+    captura/           descobrir o que mudou (estratégias, marca de água)
+    ouvinte/           os três ciclos, a agenda e o laço do serviço
+    estado/            os arquivos do diretório de estado (estado, status, trava)
+    carga/             a carga completa de uma empresa (teto, histórico)
     provisionamento/   empresa nova vira projeto (regra, chaves, plano)
     cli/               a linha de comando de cada programa
     supervisor.py      rodar uma ferramenta filha (subprocess) como o seed 001

@@ -1,4 +1,4 @@
-"""Arquivos que outro processo le enquanto este escreve: trocados inteiros, nunca pela metade."""
+"""Arquivos que outro processo lê enquanto este escreve: trocados inteiros, nunca pela metade."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import tempfile
 
 def gravar_atomico(caminho: str, texto: str, modo: int | None = None) -> None:
     """
-    Grava `texto` em `caminho` via arquivo temporario + fsync + rename.
+    Grava `texto` em `caminho` via arquivo temporário + fsync + rename.
 
-    Um leitor (alerta, outro ouvinte, o proximo `start`) ve o arquivo antigo ou
-    o novo, nunca metade: um estado truncado faria o ouvinte recomecar do zero e
+    Um leitor (alerta, outro ouvinte, o próximo `start`) vê o arquivo antigo ou
+    o novo, nunca metade: um estado truncado faria o ouvinte recomeçar do zero e
     pular o que aconteceu enquanto estava fora. `modo` (ex.: 0o600 para o
-    arquivo de chaves) e aplicado ANTES do conteudo existir no disco, para que
-    nem por um instante a chave fique legivel por outros.
+    arquivo de chaves) e aplicado ANTES do conteúdo existir no disco, para que
+    nem por um instante a chave fique legível por outros.
     """
     pasta = os.path.dirname(os.path.abspath(caminho))
     descritor, temporario = tempfile.mkstemp(
@@ -37,7 +37,7 @@ def gravar_atomico(caminho: str, texto: str, modo: int | None = None) -> None:
 
 
 def fsync_pasta(pasta: str | os.PathLike[str]) -> None:
-    """O rename so e duravel depois do fsync da pasta (melhor esforco: nunca levanta)."""
+    """O rename só é durável depois do fsync da pasta (melhor esforco: nunca levanta)."""
     try:
         pasta_fd = os.open(pasta, os.O_RDONLY)
     except OSError:

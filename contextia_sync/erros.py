@@ -1,11 +1,11 @@
 """
-A base dos erros de configuracao: o que o operador corrige antes de rodar.
+A base dos erros de configuração: o que o operador corrige antes de rodar.
 
-Todo erro que quer dizer "a configuracao esta errada" (mapeamento, arquivo de
-chaves, estrategia, hora da varredura, variavel de ambiente, adaptador) herda
-de `ErroConfiguracao`. Cada CLI pega esta base UMA vez e sai com o codigo 2,
-imprimindo so a mensagem -- que ja diz o que e, por que e como corrigir. Quem
-le e o operador, nao o programador: sem traceback.
+Todo erro que quer dizer "a configuração está errada" (mapeamento, arquivo de
+chaves, estratégia, hora da varredura, variável de ambiente, adaptador) herda
+de `ErroConfiguracao`. Cada CLI pega esta base UMA vez e sai com o código 2,
+imprimindo só a mensagem -- que já diz o que é, por que é como corrigir. Quem
+lê e o operador, não o programador: sem traceback.
 """
 
 from collections.abc import Mapping
@@ -37,15 +37,15 @@ def texto_das_saidas(significados: Mapping[int, str | None] | None = None) -> st
 
 
 class ErroConfiguracao(Exception):
-    """A configuracao impede de comecar; a mensagem diz a correcao."""
+    """A configuração impede de começar; a mensagem diz a correção."""
 
 
 def resumir(texto: str, limite: int = 300) -> str:
     """
-    O texto de um erro cabendo em `limite`: o comeco e o FIM, cortando o meio.
+    O texto de um erro cabendo em `limite`: o começo e o FIM, cortando o meio.
 
     A causa do driver ou do requests costuma vir no fim ("... Connection
-    refused"); cortar so o fim jogaria fora justamente o porque.
+    refused"); cortar só o fim jogaria fora justamente o porque.
     """
     texto = ' '.join(str(texto).split())
     if len(texto) <= limite:

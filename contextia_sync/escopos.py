@@ -1,29 +1,29 @@
 """
-O escopo (a empresa) como texto: a mesma empresa nao pode virar duas chaves.
+O escopo (a empresa) como texto: a mesma empresa não pode virar duas chaves.
 
-E o que um codigo de empresa pode ser. O codigo vem do cadastro do ERP e vira
+E o que um código de empresa pode ser. O código vem do cadastro do ERP e vira
 o primeiro campo de uma linha do arquivo de chaves (TSV), o `external_id` do
 projeto, um argumento das ferramentas, um pedaco da URL do webhook e texto de
 log e de status. Um TAB ou uma quebra de linha nele injetaria linhas no
 arquivo de chaves (`'Z\\tctx_x\\n555'` virava a linha `555<TAB><chave de outro
-projeto>`) e forjaria linhas de log. Por isso o codigo e conferido onde entra
+projeto>`) e forjaria linhas de log. Por isso o código e conferido onde entra
 (a leitura do cadastro, o arquivo de chaves, `--scope`) contra um conjunto
 fechado -- o que `problema_no_escopo` diz:
 
-  * letras ASCII (A-Z, a-z), digitos (0-9) e os sinais `-`, `_` e `.`;
-  * comecando por letra ou digito (`..`, `-1` e `.x` nao sao codigo);
-  * ate `padroes.ESCOPO_MAXIMO` caracteres;
-  * os espacos das pontas ja sairam em `texto_escopo` (o CHAR com
+  * letras ASCII (A-Z, a-z), dígitos (0-9) e os sinais `-`, `_` e `.`;
+  * começando por letra ou dígito (`..`, `-1` e `.x` não são código);
+  * até `padroes.ESCOPO_MAXIMO` caracteres;
+  * os espaços das pontas já saíram em `texto_escopo` (o CHAR com
     preenchimento do Protheus, `'01  '`, e a empresa `01`).
 
-Fora dele ficam o espaco no meio (`'01 02'` e `'01  02'` pareceriam a mesma
+Fora dele ficam o espaço no meio (`'01 02'` e `'01  02'` pareceriam a mesma
 empresa no log) e as letras acentuadas e de outros alfabetos (`'SÃO'` em NFC e
-em NFD sao textos diferentes que parecem iguais; um `А` cirilico parece o `A`):
-com eles a empresa pareceria outra -- o problema que o arquivo de chaves ja
-recusa para o BOM. Codigo de ERP de verdade (`01`, `0101`, `297`, `MATRIZ`,
+em NFD são textos diferentes que parecem iguais; um `А` cirílico parece o `A`):
+com eles a empresa pareceria outra -- o problema que o arquivo de chaves já
+recusa para o BOM. Código de ERP de verdade (`01`, `0101`, `297`, `MATRIZ`,
 `SP-01`, `EMP_01`, `1.2`) passa.
 
-Modulo puro (so biblioteca padrao): o `--autoteste` roda num `python3 -S`.
+Módulo puro (só biblioteca padrão): o `--autoteste` roda num `python3 -S`.
 """
 
 import decimal
@@ -46,12 +46,12 @@ _INICIO = re.compile(r'[A-Za-z0-9]')
 
 def texto_escopo(valor: object) -> str:
     """
-    O escopo como a chave do arquivo de chaves o escreve: texto, sem espacos.
+    O escopo como a chave do arquivo de chaves o escreve: texto, sem espaços.
 
     O ERP devolve 297 (int), Decimal('297') (Oracle NUMBER), 297.0 (float de
-    driver), '297 ' (CHAR com preenchimento). Sao a mesma empresa; se cada
+    driver), '297 ' (CHAR com preenchimento). São a mesma empresa; se cada
     forma virasse um texto diferente, a empresa 297 pareceria nova a cada
-    ciclo e ninguem receberia os dados dela. Devolve '' para vazio.
+    ciclo e ninguém receberia os dados dela. Devolve '' para vazio.
     """
     if valor is None:
         return ''
@@ -66,7 +66,7 @@ def texto_escopo(valor: object) -> str:
 
 def problema_no_escopo(escopo: str) -> str | None:
     """
-    Por que `escopo` (ja passado por `texto_escopo`) nao serve de codigo de
+    Por que `escopo` (já passado por `texto_escopo`) não serve de código de
     empresa, numa frase que completa "o código ..."; None se serve. Vazio e
     problema de quem chama (a regra de projeto o recusa como "vazio").
     """
@@ -82,8 +82,8 @@ def problema_no_escopo(escopo: str) -> str | None:
 
 def exigir_escopo(escopo: str, onde: str) -> str:
     """
-    `escopo` (de uma opcao de linha de comando, `onde`) se ele serve de codigo de
-    empresa; ErroConfiguracao (saida 2, nada feito) se nao serve.
+    `escopo` (de uma opção de linha de comando, `onde`) se ele serve de código de
+    empresa; ErroConfiguracao (saída 2, nada feito) se não serve.
     """
     problema = problema_no_escopo(escopo)
     if problema:
@@ -94,7 +94,7 @@ def exigir_escopo(escopo: str, onde: str) -> str:
 
 
 def _descrever(caractere: str) -> str:
-    """'U+000A, LINE FEED' para os invisiveis; "'É' (U+00C9)" para os que se veem."""
+    """'U+000A, LINE FEED' para os invisíveis; "'É' (U+00C9)" para os que se veem."""
     codigo = 'U+%04X' % ord(caractere)
     if caractere.isprintable() and caractere != ' ':
         return '%r (%s)' % (caractere, codigo)

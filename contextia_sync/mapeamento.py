@@ -42,7 +42,7 @@ _HOSTS_LOCAIS = re.compile(r'^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+
 
 
 class ErroMapeamento(ErroConfiguracao):
-    """O mapeamento tem problemas; `.problemas` lista todos ('caminho: problema -- correcao')."""
+    """O mapeamento tem problemas; `.problemas` lista todos ('caminho: problema -- correção')."""
 
     def __init__(self, caminho: str, problemas: Iterable[str]) -> None:
         self.caminho = caminho
@@ -62,7 +62,7 @@ def valor_herdado(mapa: Mapping[str, Any], row: Mapping[str, Any], campo: str) -
     O valor de `campo` para o dataset `row`: o declarado nele, ou o do `defaults`.
 
     `null` declarado no dataset vence o `defaults` -- e o jeito de desligar o
-    herdado (tabela de dominio sem empresa, view cuja coluna de mudanca nao presta).
+    herdado (tabela de domínio sem empresa, view cuja coluna de mudança não presta).
     """
     if campo in row:
         return row[campo]
@@ -70,7 +70,7 @@ def valor_herdado(mapa: Mapping[str, Any], row: Mapping[str, Any], campo: str) -
 
 
 def coluna_de_recorte(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
-    """A coluna que separa as empresas neste dataset; None = dominio (vai para todas)."""
+    """A coluna que separa as empresas neste dataset; None = domínio (vai para todas)."""
     return valor_herdado(mapa, row, 'scope_column') or None
 
 
@@ -83,10 +83,10 @@ def semantica(mapa: Mapping[str, Any], row: Mapping[str, Any],  # noqa: ARG001 -
 
 def chave_de(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
     """
-    A coluna de upsert, ou None se nao ha ou se ela nao esta em `columns`.
+    A coluna de upsert, ou None se não há ou se ela não está em `columns`.
 
     Herdada e ausente da view vira None (dedup por hash no servidor); declarada
-    e ausente ja foi recusada por carregar_mapeamento.
+    e ausente já foi recusada por carregar_mapeamento.
     """
     chave = valor_herdado(mapa, row, 'key')
     return chave if chave and chave in row.get('columns', ()) else None
@@ -114,22 +114,22 @@ def escopos_excluidos(mapa: Mapping[str, Any]) -> set[str]:
 
 def carregar_mapeamento(caminho: str) -> dict[str, Any]:
     """
-    Le, valida e devolve o mapeamento. Levanta ErroMapeamento com TODOS os problemas.
+    Lê, valida e devolve o mapeamento. Levanta ErroMapeamento com TODOS os problemas.
 
-    Cada problema diz onde (caminho JSON), o que e, e como corrigir. Chave
-    desconhecida e erro: `wacth_column` ignorado em silencio deixaria o dataset
-    fora do ao-vivo sem ninguem saber por que.
+    Cada problema diz onde (caminho JSON), o que é, e como corrigir. Chave
+    desconhecida e erro: `wacth_column` ignorado em silêncio deixaria o dataset
+    fora do ao-vivo sem ninguém saber por que.
     """
     try:
         with open(caminho, encoding='utf-8') as arquivo:
             texto = arquivo.read()
     except FileNotFoundError:
         raise ErroMapeamento(caminho, [
-            '(arquivo): %s nao existe -- confira --mapping (caminho relativo e a partir'
+            '(arquivo): %s não existe -- confira --mapping (caminho relativo e a partir'
             ' de onde o comando roda)' % caminho]) from None
     except (OSError, UnicodeDecodeError) as erro:
         raise ErroMapeamento(caminho, [
-            '(arquivo): nao foi possivel ler (%s: %s) -- confira permissao e que o'
+            '(arquivo): não foi possível ler (%s: %s) -- confira permissão e que o'
             ' arquivo e texto UTF-8' % (type(erro).__name__, erro)]) from None
 
     repetidas: list[str] = []
@@ -148,12 +148,12 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
         mapa = json.loads(texto, object_pairs_hook=sem_repetidas)
     except json.JSONDecodeError as erro:
         raise ErroMapeamento(caminho, [
-            '(linha %d, coluna %d): JSON invalido (%s) -- virgula sobrando ou faltando,'
-            ' aspas simples ou comentario sao os suspeitos de sempre; JSON nao tem'
-            ' comentario (use "$comment")' % (erro.lineno, erro.colno, erro.msg)]) from None
+            '(linha %d, coluna %d): JSON inválido (%s) -- virgula sobrando ou faltando,'
+            ' aspas simples ou comentário são os suspeitos de sempre; JSON não tem'
+            ' comentário (use "$comment")' % (erro.lineno, erro.colno, erro.msg)]) from None
 
     problemas = ['(arquivo): chave %r aparece duas vezes no mesmo objeto -- o JSON fica'
-                 ' so com a ultima; apague a que nao vale' % nome for nome in repetidas]
+                 ' só com a última; apague a que não vale' % nome for nome in repetidas]
     problemas += problemas_do_mapa(mapa)
     if problemas:
         raise ErroMapeamento(caminho, problemas)
@@ -162,9 +162,9 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
 
 def problemas_do_mapa(mapa: Any) -> list[str]:
     """
-    Os problemas de um mapeamento ja lido (o schema e as regras entre campos).
+    Os problemas de um mapeamento já lido (o schema e as regras entre campos).
 
-    O `descobrir` confere com esta mesma funcao o esqueleto que vai gravar.
+    O `descobrir` confere com esta mesma função o esqueleto que vai gravar.
     """
     problemas = _problemas_de_schema(mapa)
     if isinstance(mapa, dict):
@@ -223,9 +223,9 @@ _DICA_OBRIGATORIO = {
     'source_object': 'acrescente "source_object": "<view ou tabela da origem>"',
     'columns': 'acrescente "columns": ["COLUNA", ...] com as colunas lidas da view',
     'column': 'acrescente "column": "<coluna do cadastro>"',
-    'url': 'acrescente "url": "https://..." (o endereco que recebe os eventos)',
+    'url': 'acrescente "url": "https://..." (o endereço que recebe os eventos)',
     'secret_env': 'acrescente "secret_env": "CONTEXTIA_WEBHOOK_SEGREDO" e exporte o segredo'
-                  ' nessa variavel (o segredo nunca vai no mapeamento)',
+                  ' nessa variável (o segredo nunca vai no mapeamento)',
 }
 
 
@@ -242,7 +242,7 @@ def _problemas_de_schema(mapa):
 
 
 def _traduzir(erro, schema):
-    """Um erro do jsonschema em 'caminho: problema -- correcao'."""
+    """Um erro do jsonschema em 'caminho: problema -- correção'."""
     caminho = caminho_json(erro.absolute_path)
     tipo = erro.validator
     valor = erro.instance
@@ -252,9 +252,9 @@ def _traduzir(erro, schema):
         saida = []
         for nome in sorted(set(valor) - set(conhecidas)):
             parecida = difflib.get_close_matches(nome, conhecidas, n=1, cutoff=0.6)
-            dica = ('voce quis dizer %r?' % parecida[0]) if parecida else (
+            dica = ('você quis dizer %r?' % parecida[0]) if parecida else (
                 'as validas aqui: %s' % ', '.join(c for c in conhecidas if c != '$comment'))
-            saida.append('%s: chave desconhecida %r -- %s (comentario vai em "$comment")'
+            saida.append('%s: chave desconhecida %r -- %s (comentário vai em "$comment")'
                          % (caminho_json(list(erro.absolute_path) + [nome]), nome, dica))
         return saida
 
@@ -268,8 +268,8 @@ def _traduzir(erro, schema):
         return saida
 
     if tipo == 'oneOf' and 'filters' in erro.absolute_path:
-        return ['%s: um filtro e "column" mais EXATAMENTE uma condicao (equals, not_equals,'
-                ' in, not_in, not_empty) -- separe em dois filtros ou acrescente a condicao'
+        return ['%s: um filtro e "column" mais EXATAMENTE uma condição (equals, not_equals,'
+                ' in, not_in, not_empty) -- separe em dois filtros ou acrescente a condição'
                 % caminho]
 
     if tipo in ('anyOf', 'oneOf'):
@@ -287,27 +287,27 @@ def _traduzir(erro, schema):
         esperados = esperado if isinstance(esperado, list) else [esperado]
         return ['%s: esperava %s, veio %s %r -- corrija o valor%s' % (
             caminho, ' ou '.join(_TIPOS.get(e, str(e)) for e in esperados), _nome_tipo(valor),
-            valor, ' (numero vai sem aspas)' if 'integer' in esperados and isinstance(valor, str)
+            valor, ' (número vai sem aspas)' if 'integer' in esperados and isinstance(valor, str)
             else '')]
 
     if tipo == 'pattern':
         ultimo = erro.absolute_path[-1] if erro.absolute_path else ''
         if ultimo in ('source_object',):
-            dica = 'use o nome da view como o banco o conhece (VIEW ou ESQUEMA.VIEW), sem espacos'
+            dica = 'use o nome da view como o banco o conhece (VIEW ou ESQUEMA.VIEW), sem espaços'
         elif ultimo == 'group' or 'grupo' in str(erro.schema.get('description', '')).lower():
-            dica = 'grupo e um slug: minusculas, digitos, - e _ (ex.: "financeiro")'
+            dica = 'grupo e um slug: minúsculas, dígitos, - e _ (ex.: "financeiro")'
         elif ultimo == 'url':
-            dica = 'comece com https:// (http:// so para 127.0.0.1/localhost)'
+            dica = 'comece com https:// (http:// só para 127.0.0.1/localhost)'
         elif ultimo == 'secret_env':
-            dica = ('e o NOME da variavel de ambiente (ex.: CONTEXTIA_WEBHOOK_SEGREDO),'
+            dica = ('e o NOME da variável de ambiente (ex.: CONTEXTIA_WEBHOOK_SEGREDO),'
                     ' nunca o segredo')
         else:
-            dica = ('nome de coluna: letra ou _ seguida de letras, digitos, _, $ ou #, sem'
-                    ' espacos nem aspas; use o nome exato que a view devolve')
-        return ['%s: %r nao e valido -- %s' % (caminho, valor, dica)]
+            dica = ('nome de coluna: letra ou _ seguida de letras, dígitos, _, $ ou #, sem'
+                    ' espaços nem aspas; use o nome exato que a view devolve')
+        return ['%s: %r não é válido -- %s' % (caminho, valor, dica)]
 
     if tipo == 'enum':
-        return ['%s: %r nao e um dos valores aceitos -- use um de: %s'
+        return ['%s: %r não é um dos valores aceitos -- use um de: %s'
                 % (caminho, valor, ', '.join(map(str, erro.validator_value)))]
 
     if tipo in ('minimum', 'maximum'):
@@ -320,24 +320,24 @@ def _traduzir(erro, schema):
 
     if tipo == 'uniqueItems':
         repetidos = sorted({repr(v) for v in valor if valor.count(v) > 1})
-        return ['%s: valor repetido %s -- deixe cada um uma vez so'
+        return ['%s: valor repetido %s -- deixe cada um uma vez só'
                 % (caminho, ', '.join(repetidos))]
 
     if tipo == 'minLength':
         return ['%s: texto vazio -- preencha ou apague a chave' % caminho]
 
     if tipo == 'const':
-        return ['%s: %s nao e aceito -- use %s ou apague a chave'
+        return ['%s: %s não é aceito -- use %s ou apague a chave'
                 % (caminho, json.dumps(valor), json.dumps(erro.validator_value))]
 
     if tipo == 'propertyNames':
-        return ['%s: %s -- as chaves de fields sao nomes de coluna' % (caminho, erro.message)]
+        return ['%s: %s -- as chaves de fields são nomes de coluna' % (caminho, erro.message)]
 
     return ['%s: %s -- confira com mappings/mapeamento.schema.json' % (caminho, erro.message)]
 
 
 def _texto(valor: Any) -> str | None:
-    """O valor se for texto nao vazio; None se falta ou tem outro tipo (o schema diz)."""
+    """O valor se for texto não vazio; None se falta ou tem outro tipo (o schema diz)."""
     return valor if isinstance(valor, str) and valor else None
 
 
@@ -346,7 +346,7 @@ _NOME_DE_COLUNA = re.compile(r'^[A-Za-z_][A-Za-z0-9_$#]*$')
 
 
 def _coluna(valor: Any) -> str | None:
-    """O valor se for um nome de coluna que o schema aceita; None se nao (o schema diz)."""
+    """O valor se for um nome de coluna que o schema aceita; None se não (o schema diz)."""
     return valor if isinstance(valor, str) and _NOME_DE_COLUNA.match(valor) else None
 
 
@@ -357,12 +357,12 @@ def _objeto(valor: Any) -> dict[str, Any]:
 
 def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
     """
-    O que o schema nao exprime: relacoes entre campos.
+    O que o schema não exprime: relações entre campos.
 
     Roda sobre um JSON que pode estar meio errado (o schema relata a forma na
-    mesma passada): cada regra so julga o que tem a forma que ela precisa --
-    `columns` que nao e lista de texto, `key` que nao e texto, `defaults` que
-    nao e objeto ficam com o problema do schema e nada mais.
+    mesma passada): cada regra só julga o que tem a forma que ela precisa --
+    `columns` que não é lista de texto, `key` que não é texto, `defaults` que
+    não é objeto ficam com o problema do schema e nada mais.
     """
     problemas: list[str] = []
     padroes = _objeto(mapa.get('defaults'))
@@ -388,7 +388,7 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
                 normalizado = ''
             if not normalizado:
                 problemas.append('%s.dataset: %r fica vazio depois de normalizado -- use'
-                                 ' letras ou digitos no nome' % (onde, nome))
+                                 ' letras ou dígitos no nome' % (onde, nome))
             elif normalizado in vistos:
                 problemas.append(
                     '%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no'
@@ -405,12 +405,12 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
             continue
 
         for campo, porque in (
-                ('key', 'sem ela na projecao o upsert nao tem por onde casar'),
-                ('watch_column', 'sem ela na projecao a marca de agua nunca avanca')):
+                ('key', 'sem ela na projeção o upsert não tem por onde casar'),
+                ('watch_column', 'sem ela na projeção a marca de água nunca avança')):
             valor = _coluna(row.get(campo))
             if valor is not None and valor not in colunas:
                 problemas.append(
-                    '%s.%s: %r nao esta em columns (dataset %r) -- %s; acrescente-a a'
+                    '%s.%s: %r não está em columns (dataset %r) -- %s; acrescente-a a'
                     ' columns ou corrija o nome%s'
                     % (onde, campo, valor, nome, porque, _sugestao(valor, colunas)))
 
@@ -422,17 +422,17 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
             # nao tem como filtrar, e a view inteira -- de TODAS as empresas --
             # iria para o projeto de uma so.
             problemas.append(
-                '%s.scope_column: %r (%s) nao esta em columns (dataset %r) -- sem ela os'
+                '%s.scope_column: %r (%s) não está em columns (dataset %r) -- sem ela os'
                 ' dados de todas as empresas iriam para cada projeto; acrescente-a a'
-                ' columns ou, se e tabela de dominio (igual para todas), declare'
+                ' columns ou, se e tabela de domínio (igual para todas), declare'
                 ' "scope_column": null%s'
                 % (onde, recorte, origem, nome, _sugestao(recorte, colunas)))
 
         for coluna in sorted(c for c in _objeto(row.get('fields')) if _coluna(c)):
             if coluna not in colunas:
                 problemas.append(
-                    '%s.fields.%s: descreve uma coluna que nao esta em columns (dataset %r)'
-                    ' -- acrescente-a a columns ou apague a descricao%s'
+                    '%s.fields.%s: descreve uma coluna que não está em columns (dataset %r)'
+                    ' -- acrescente-a a columns ou apague a descrição%s'
                     % (onde, coluna, nome, _sugestao(coluna, colunas)))
 
     projetos = mapa.get('projects')
@@ -442,21 +442,21 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
         # Declarada com o tipo errado o schema ja recusou; aqui so a ausencia.
         if projetos.get('scope_column') is None and padroes.get('scope_column') is None:
             problemas.append(
-                'projects.scope_column: nao declarada e sem defaults.scope_column -- diga'
-                ' qual coluna do cadastro %r tem o codigo da empresa'
+                'projects.scope_column: não declarada e sem defaults.scope_column -- diga'
+                ' qual coluna do cadastro %r tem o código da empresa'
                 % projetos.get('source_object'))
         nome_projeto = _texto(projetos.get('name_column'))
         if nome_projeto is not None and nome_projeto == escopo_projeto:
             problemas.append(
                 'projects.name_column: e a mesma coluna do escopo (%r) -- os projetos se'
-                ' chamariam pelo codigo; aponte para a razao social/nome fantasia'
+                ' chamariam pelo código; aponte para a razão social/nome fantasia'
                 % nome_projeto)
 
     webhook = mapa.get('webhook')
     url = _texto(webhook.get('url')) if isinstance(webhook, dict) else None
     if url is not None and url.startswith('http://') and not _HOSTS_LOCAIS.match(url):
         problemas.append(
-            'webhook.url: %r usa http:// fora desta maquina -- o evento e o segredo de'
+            'webhook.url: %r usa http:// fora desta máquina -- o evento e o segredo de'
             ' assinatura passariam sem criptografia; use https://' % url)
     nome_do_segredo = _texto(webhook.get('secret_env')) if isinstance(webhook, dict) else None
     if nome_do_segredo is not None and re.match(r'^[A-Z_][A-Z0-9_]*$', nome_do_segredo):
@@ -468,8 +468,8 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
         sobra = re.sub(r'\{escopo\}', '', url)
         if '{' in sobra or '}' in sobra:
             problemas.append(
-                'webhook.url: %r tem chaves {...} que nao sao {escopo} -- o unico marcador'
-                ' trocado e {escopo} (o codigo da empresa)' % url)
+                'webhook.url: %r tem chaves {...} que não são {escopo} -- o único marcador'
+                ' trocado e {escopo} (o código da empresa)' % url)
 
     excluidos = _objeto(mapa.get('source')).get('excluded_scopes')
     textos: dict[str, int] = {}
@@ -482,7 +482,7 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
         elif texto in textos:
             problemas.append(
                 'source.excluded_scopes[%d]: %r e a mesma empresa que o item [%d] -- deixe'
-                ' um so' % (indice, escopo, textos[texto]))
+                ' um só' % (indice, escopo, textos[texto]))
         else:
             textos[texto] = indice
     return problemas
@@ -490,4 +490,4 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
 
 def _sugestao(nome, colunas):
     parecida = difflib.get_close_matches(nome, list(colunas), n=1, cutoff=0.6)
-    return ' (em columns ha %r; era essa?)' % parecida[0] if parecida else ''
+    return ' (em columns há %r; era essa?)' % parecida[0] if parecida else ''

@@ -1,34 +1,34 @@
 """
-As metricas do ouvinte para o Prometheus: o `ouvinte.prom`, no formato de
+As métricas do ouvinte para o Prometheus: o `ouvinte.prom`, no formato de
 texto do Prometheus, para o *textfile collector* do node_exporter.
 
-O laco chama `escrever_metricas(pasta, dados)` a cada volta (e a cada 30 s
-enquanto uma ferramenta roda), com o mesmo dicionario do `ouvinte-status.json`
+O laço chama `escrever_metricas(pasta, dados)` a cada volta (e a cada 30 s
+enquanto uma ferramenta roda), com o mesmo dicionário do `ouvinte-status.json`
 (`ouvinte/relatorio.py: status_json`). O arquivo e trocado inteiro
-(`arquivos.gravar_atomico`): o temporario, `.ouvinte.prom.<aleatorio>.tmp` na
-mesma pasta, nao termina em `.prom`, e o node_exporter o ignora.
+(`arquivos.gravar_atomico`): o temporário, `.ouvinte.prom.<aleatório>.tmp` na
+mesma pasta, não termina em `.prom`, e o node_exporter o ignora.
 
-Decisoes (a lista das metricas, para o operador: docs/ouvinte.md, "As metricas
+Decisões (a lista das métricas, para o operador: docs/ouvinte.md, "As métricas
 (Prometheus)"; o node_exporter e os alertas: docs/implantacao.md, Etapa 6):
 
-- Hora de acontecimento vai como INSTANTE Unix (`..._timestamp_seconds`), nao
-  como "segundos atras": o arquivo de um ouvinte morto continua sendo servido
-  pelo node_exporter, e um "ha 12 s" congelado diria que esta tudo bem para
+- Hora de acontecimento vai como INSTANTE Unix (`..._timestamp_seconds`), não
+  como "segundos atrás": o arquivo de um ouvinte morto continua sendo servido
+  pelo node_exporter, e um "há 12 s" congelado diria que está tudo bem para
   sempre. `time() - ouvinte_dataset_ultima_sonda_ok_timestamp_seconds` cresce
-  sozinho. As horas do status sao do relogio local do ouvinte, sem fuso, e
+  sozinho. As horas do status são do relógio local do ouvinte, sem fuso, e
   viram instante pelo fuso deste processo (o mesmo que as gravou).
-- Valor desconhecido (dataset que ainda nao foi sondado, marca que nao e data)
-  nao vira NaN: a amostra fica de fora.
-- Os contadores (`_total`) moram na memoria deste modulo, porque o status so
-  tem o ULTIMO ciclo de cada dataset: cada sonda nova de um dataset (a hora
-  `ultima_sonda_ok_em` mudou, e o ciclo de dados que a fez ja terminou) soma
-  uma vez, nao importa quantas vezes o arquivo e regravado. Recomecam do zero
+- Valor desconhecido (dataset que ainda não foi sondado, marca que não é data)
+  não vira NaN: a amostra fica de fora.
+- Os contadores (`_total`) moram na memória deste módulo, porque o status só
+  tem o ÚLTIMO ciclo de cada dataset: cada sonda nova de um dataset (a hora
+  `ultima_sonda_ok_em` mudou, e o ciclo de dados que a fez já terminou) soma
+  uma vez, não importa quantas vezes o arquivo e regravado. Recomeçam do zero
   a cada subida do processo -- o `rate()`/`increase()` do Prometheus trata a
-  volta a zero como reinicio. A excecao e `ouvinte_dataset_chegadas_atrasadas_total`,
-  que ja e um total no estado e sobrevive ao reinicio.
-- Este modulo so usa a biblioteca padrao (o laco o importa) e
+  volta a zero como reinício. A exceção e `ouvinte_dataset_chegadas_atrasadas_total`,
+  que já é um total no estado e sobrevive ao reinício.
+- Este módulo só usa a biblioteca padrão (o laço o importa) e
   `escrever_metricas` nunca levanta: devolve o erro como texto, e disco cheio
-  nao para o ouvinte.
+  não para o ouvinte.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ RESULTADOS = (('novo', 'novos'), ('atualizado', 'atualizados'), ('igual', 'iguai
 # (tests/test_metricas.py confere).
 METRICAS: dict[str, tuple[str, str]] = {
     # -- o processo
-    'ouvinte_info': (GAUGE, 'Sempre 1; os rotulos dizem a versao do SDK, a estrategia de'
-                            ' captura, o modo (servico, once, seco) e o cliente.'),
-    'ouvinte_situacao': (GAUGE, '1 na situacao atual do ouvinte (rodando, parando, parado),'
+    'ouvinte_info': (GAUGE, 'Sempre 1; os rótulos dizem a versão do SDK, a estratégia de'
+                            ' captura, o modo (serviço, once, seco) e o cliente.'),
+    'ouvinte_situacao': (GAUGE, '1 na situação atual do ouvinte (rodando, parando, parado),'
                                 ' 0 nas outras.'),
     'ouvinte_iniciado_timestamp_seconds': (GAUGE, 'Quando este processo do ouvinte subiu'
                                                   ' (Unix).'),
@@ -71,82 +71,82 @@ METRICAS: dict[str, tuple[str, str]] = {
         GAUGE, 'Quando o ouvinte gravou este retrato (Unix); velho = ouvinte parado.'),
     'ouvinte_intervalo_dados_seconds': (GAUGE, 'O --intervalo-dados: segundos entre leituras'
                                                ' do que mudou.'),
-    'ouvinte_folga_seconds': (GAUGE, 'A --folga: quanto a leitura recua atras da marca de'
+    'ouvinte_folga_seconds': (GAUGE, 'A --folga: quanto a leitura recua atrás da marca de'
                                      ' agua.'),
-    'ouvinte_falhas_seguidas': (GAUGE, 'Voltas seguidas do laco com alguma falha (dataset,'
+    'ouvinte_falhas_seguidas': (GAUGE, 'Voltas seguidas do laço com alguma falha (dataset,'
                                        ' empresa, ferramenta ou o ciclo inteiro).'),
-    'ouvinte_datasets_ao_vivo': (GAUGE, 'Datasets do mapeamento que estao no ao-vivo.'),
+    'ouvinte_datasets_ao_vivo': (GAUGE, 'Datasets do mapeamento que estão no ao-vivo.'),
     'ouvinte_datasets': (GAUGE, 'Datasets do mapeamento.'),
     'ouvinte_cargas_iniciais_pendentes': (GAUGE, 'Empresas com carga inicial por refazer.'),
-    'ouvinte_empresas_recusadas': (GAUGE, 'Empresas que nao recebem dado por recusa: codigo'
-                                          ' invalido no cadastro (onde="cadastro") ou chave'
+    'ouvinte_empresas_recusadas': (GAUGE, 'Empresas que não recebem dado por recusa: código'
+                                          ' inválido no cadastro (onde="cadastro") ou chave'
                                           ' de outro projeto no arquivo (onde="chave").'),
     'ouvinte_ferramenta_rodando': (GAUGE, '1 enquanto uma ferramenta (provisionamento,'
                                           ' carga, varredura) roda.'),
     'ouvinte_ferramenta_inicio_timestamp_seconds': (
-        GAUGE, 'Quando a ferramenta em curso comecou (Unix); so enquanto ela roda.'),
+        GAUGE, 'Quando a ferramenta em curso começou (Unix); só enquanto ela roda.'),
     # -- os ciclos
     'ouvinte_ciclo_ultimo_timestamp_seconds': (
-        GAUGE, 'Quando o ultimo ciclo de cada tipo terminou neste processo (Unix).'),
+        GAUGE, 'Quando o último ciclo de cada tipo terminou neste processo (Unix).'),
     'ouvinte_ciclos_total': (COUNTER, 'Ciclos terminados neste processo, por tipo.'),
     'ouvinte_ciclo_erros_total': (COUNTER, 'Erros contados pelos ciclos (dataset, lote,'
                                            ' empresa, fase), por tipo de ciclo.'),
-    'ouvinte_laco_falhas_total': (COUNTER, 'Voltas do laco que falharam inteiras (origem'
+    'ouvinte_laco_falhas_total': (COUNTER, 'Voltas do laço que falharam inteiras (origem'
                                            ' fora do ar, por exemplo).'),
     # -- por dataset
-    'ouvinte_dataset_ao_vivo': (GAUGE, '1 se o dataset esta no ao-vivo, 0 se esta fora'
-                                       ' (o motivo esta no ouvinte-status.json).'),
+    'ouvinte_dataset_ao_vivo': (GAUGE, '1 se o dataset está no ao-vivo, 0 se está fora'
+                                       ' (o motivo está no ouvinte-status.json).'),
     'ouvinte_dataset_atraso_origem_seconds': (
-        GAUGE, 'Hora da origem menos a marca de agua, na ultima sonda (so marca de data).'),
+        GAUGE, 'Hora da origem menos a marca de água, na última sonda (só marca de data).'),
     'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds': (
-        GAUGE, 'Quando o dataset foi sondado com sucesso pela ultima vez (Unix).'),
+        GAUGE, 'Quando o dataset foi sondado com sucesso pela última vez (Unix).'),
     'ouvinte_dataset_ultima_mudanca_vista_timestamp_seconds': (
-        GAUGE, 'Quando o ouvinte leu uma linha nova do dataset pela ultima vez (Unix).'),
+        GAUGE, 'Quando o ouvinte leu uma linha nova do dataset pela última vez (Unix).'),
     'ouvinte_dataset_falhas_seguidas': (GAUGE, 'Falhas seguidas do dataset (leitura ou'
                                                ' envio); 0 depois de um ciclo bom.'),
     'ouvinte_dataset_erro_desde_timestamp_seconds': (
-        GAUGE, 'Desde quando o dataset esta falhando (Unix); so enquanto falha.'),
+        GAUGE, 'Desde quando o dataset esta falhando (Unix); só enquanto falha.'),
     'ouvinte_dataset_falhas_total': (COUNTER, 'Ciclos em que o dataset falhou (leitura ou'
                                               ' envio), neste processo.'),
     'ouvinte_dataset_quarentena_registros': (
         GAUGE, 'Registros do dataset na quarentena (recusados de vez pelo intake).'),
     'ouvinte_dataset_sem_carimbo_registros': (
-        GAUGE, 'Linhas com a coluna de mudanca nula (so a varredura as leva).'),
+        GAUGE, 'Linhas com a coluna de mudança nula (só a varredura as leva).'),
     'ouvinte_dataset_carimbo_futuro_registros': (
-        GAUGE, 'Linhas com carimbo alem da hora da origem no ultimo ciclo.'),
+        GAUGE, 'Linhas com carimbo além da hora da origem no último ciclo.'),
     'ouvinte_dataset_maior_atraso_seconds': (
-        GAUGE, 'Maior atraso de uma chegada atrasada ja vista (segundos abaixo da marca).'),
+        GAUGE, 'Maior atraso de uma chegada atrasada já vista (segundos abaixo da marca).'),
     'ouvinte_dataset_atraso_preocupante': (
         GAUGE, '1 se o maior atraso passou da metade da --folga.'),
     'ouvinte_dataset_chegadas_atrasadas_total': (
-        COUNTER, 'Chegadas atrasadas vistas (so vieram por causa da --folga); do estado,'
-                 ' sobrevive ao reinicio.'),
+        COUNTER, 'Chegadas atrasadas vistas (só vieram por causa da --folga); do estado,'
+                 ' sobrevive ao reinício.'),
     'ouvinte_dataset_entregue_a_varredura': (
         GAUGE, '1 se o dataset passou do teto e espera a varredura.'),
     'ouvinte_dataset_registros_enviados_total': (
         COUNTER, 'Registros enviados ao intake pelo ao-vivo, neste processo.'),
     'ouvinte_dataset_registros_aceitos_total': (
         COUNTER, 'O que o intake disse dos registros enviados: novo, atualizado ou igual'
-                 ' (reenviado sem mudanca), neste processo.'),
+                 ' (reenviado sem mudança), neste processo.'),
     # -- a varredura
-    'ouvinte_varredura_habilitada': (GAUGE, '1 se ha varredura diaria (--varredura HH:MM).'),
+    'ouvinte_varredura_habilitada': (GAUGE, '1 se há varredura diária (--varredura HH:MM).'),
     'ouvinte_varredura_iniciada_timestamp_seconds': (
-        GAUGE, 'Quando a ultima varredura comecou (Unix).'),
+        GAUGE, 'Quando a última varredura começou (Unix).'),
     'ouvinte_varredura_terminada_timestamp_seconds': (
-        GAUGE, 'Quando a ultima varredura terminou (Unix).'),
-    'ouvinte_varredura_ok': (GAUGE, '1 se a ultima varredura terminou sem erro e fechou'
-                                    ' tudo, 0 se nao; ausente em curso.'),
+        GAUGE, 'Quando a última varredura terminou (Unix).'),
+    'ouvinte_varredura_ok': (GAUGE, '1 se a última varredura terminou sem erro e fechou'
+                                    ' tudo, 0 se não; ausente em curso.'),
     'ouvinte_varredura_ultima_ok_timestamp_seconds': (
-        GAUGE, 'Quando terminou a ultima varredura sem erro nenhum (Unix).'),
-    'ouvinte_varredura_erros': (GAUGE, 'Fases com erro na ultima varredura.'),
+        GAUGE, 'Quando terminou a última varredura sem erro nenhum (Unix).'),
+    'ouvinte_varredura_erros': (GAUGE, 'Fases com erro na última varredura.'),
     'ouvinte_varredura_empresas_nao_fechadas': (
-        GAUGE, 'Empresas em que a ultima varredura nao fechou a carga do dataset.'),
+        GAUGE, 'Empresas em que a última varredura não fechou a carga do dataset.'),
 }
 
 
 @dataclass
 class Acumulado:
-    """Os contadores de um processo do ouvinte (o que o status nao guarda)."""
+    """Os contadores de um processo do ouvinte (o que o status não guarda)."""
 
     chave: tuple[Any, ...] = ()
     # dataset -> a `ultima_sonda_ok_em` ja somada (ou ja vista de antes da subida).
@@ -163,7 +163,7 @@ class Acumulado:
     laco_falhas: int = 0
 
     def absorver(self, dados: Mapping[str, Any]) -> None:
-        """Soma ao acumulado o que `dados` tem de novo (e so o que e novo)."""
+        """Soma ao acumulado o que `dados` tem de novo (e só o que é novo)."""
         ouvinte = _mapa(dados.get('ouvinte'))
         iniciado = _instante(ouvinte.get('iniciado_em'))
         ciclos = _mapa(dados.get('ciclos'))
@@ -224,10 +224,10 @@ _TRAVA = threading.RLock()
 
 def escrever_metricas(diretorio: str, dados: Mapping[str, Any]) -> str | None:
     """
-    Troca `<diretorio>/ouvinte.prom` inteiro. Devolve o erro (texto) ou None.
+    Troca `<diretório>/ouvinte.prom` inteiro. Devolve o erro (texto) ou None.
 
-    Nunca levanta (fora BaseException, como a parada fria): metricas que nao
-    se gravam nao sao motivo para parar de levar dado.
+    Nunca levanta (fora BaseException, como a parada fria): métricas que não
+    se gravam não são motivo para parar de levar dado.
     """
     caminho = os.path.join(diretorio, ARQUIVO_METRICAS)
     try:
@@ -237,12 +237,12 @@ def escrever_metricas(diretorio: str, dados: Mapping[str, Any]) -> str | None:
             texto = texto_metricas(dados, acumulado)
         gravar_atomico(caminho, texto, modo=MODO_ARQUIVO)
     except Exception as erro:                 # noqa: BLE001 - metrica nunca derruba o ouvinte
-        return 'metricas %s: %s: %s' % (caminho, type(erro).__name__, erro)
+        return 'métricas %s: %s: %s' % (caminho, type(erro).__name__, erro)
     return None
 
 
 def _acumulado_de(diretorio: str, dados: Mapping[str, Any]) -> Acumulado:
-    """O acumulado desta pasta; outro processo do ouvinte (outra subida) recomeca do zero."""
+    """O acumulado desta pasta; outro processo do ouvinte (outra subida) recomeça do zero."""
     ouvinte = _mapa(dados.get('ouvinte'))
     chave = (ouvinte.get('pid'), ouvinte.get('iniciado_em'))
     pasta = os.path.abspath(diretorio)
@@ -254,7 +254,7 @@ def _acumulado_de(diretorio: str, dados: Mapping[str, Any]) -> Acumulado:
 
 
 def _limpar_temporarios(pasta: str) -> None:
-    """Apaga `.ouvinte.prom.*.tmp` deixados por uma gravacao morta no meio (kill -9)."""
+    """Apaga `.ouvinte.prom.*.tmp` deixados por uma gravação morta no meio (kill -9)."""
     prefixo = '.%s.' % ARQUIVO_METRICAS
     try:
         nomes = os.listdir(pasta)
@@ -272,7 +272,7 @@ def _limpar_temporarios(pasta: str) -> None:
 
 
 def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None) -> str:
-    """O conteudo do `ouvinte.prom` para `dados` (o ouvinte-status.json)."""
+    """O conteúdo do `ouvinte.prom` para `dados` (o ouvinte-status.json)."""
     acumulado = acumulado if acumulado is not None else Acumulado()
     amostras: dict[str, list[tuple[dict[str, str], float | int]]] = {n: [] for n in METRICAS}
 
@@ -403,7 +403,7 @@ def _rotulos(rotulos: Mapping[str, str]) -> str:
 
 
 def escapar_rotulo(valor: str) -> str:
-    """Valor de rotulo no formato de texto: barra invertida, aspas e quebra de linha."""
+    """Valor de rótulo no formato de texto: barra invertida, aspas e quebra de linha."""
     return valor.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
 
 
@@ -433,7 +433,7 @@ def _datasets(dados: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
 
 
 def _numero(valor: Any) -> float | int | None:
-    """O valor da amostra, ou None (fora do arquivo) se nao e um numero finito."""
+    """O valor da amostra, ou None (fora do arquivo) se não é um número finito."""
     if isinstance(valor, bool):
         return int(valor)
     if isinstance(valor, int):

@@ -1,11 +1,11 @@
 """
-Os valores padrao do SDK, cada um num lugar so.
+Os valores padrão do SDK, cada um num lugar só.
 
 A ajuda do argparse, o `Contexto` do ouvinte, o transporte HTTP e as tabelas da
-documentacao leem daqui (um teste confere as tabelas de docs/ contra estes
-numeros). Quem muda um padrao muda aqui, e o resto acompanha.
+documentação leem daqui (um teste confere as tabelas de docs/ contra estes
+números). Quem muda um padrão muda aqui, e o resto acompanha.
 
-Modulo puro (so constantes): o `ouvinte.py --autoteste` roda num `python3 -S`.
+Módulo puro (só constantes): o `ouvinte.py --autoteste` roda num `python3 -S`.
 """
 
 # -- ouvinte: ciclos --------------------------------------------------------
@@ -16,45 +16,45 @@ INTERVALO_PROJETOS = 300
 """Segundos entre buscas por empresa nova (`--intervalo-projetos`)."""
 
 HORA_VARREDURA = '03:30'
-"""Hora da carga completa diaria, a unica que remove (`--varredura`)."""
+"""Hora da carga completa diária, a única que remove (`--varredura`)."""
 
 JANELA_VARREDURA = 180
 """Minutos depois da hora em que a varredura ainda pode disparar (`--janela-varredura`)."""
 
 FOLGA = 180
-"""Segundos que a leitura recua atras da marca de agua (`--folga`)."""
+"""Segundos que a leitura recua atrás da marca de água (`--folga`)."""
 
 MAXIMO_POR_CICLO = 20000
 """Linhas mudadas num ciclo acima das quais o dataset vai para a varredura
 (`--maximo-por-ciclo`)."""
 
 TIMEOUT_FERRAMENTA = 7200
-"""Tempo maximo, em segundos, de uma ferramenta rodada pelo ouvinte (`--timeout-ferramenta`)."""
+"""Tempo máximo, em segundos, de uma ferramenta rodada pelo ouvinte (`--timeout-ferramenta`)."""
 
 INATIVIDADE_FERRAMENTA = 1800
-"""Segundos sem nenhuma linha de saida apos os quais a ferramenta e encerrada
+"""Segundos sem nenhuma linha de saída após os quais a ferramenta e encerrada
 (`--inatividade-ferramenta`)."""
 
 TOLERANCIA_FUTURO = 300
-"""Segundos alem da hora da ORIGEM ate onde a marca de agua pode ir; carimbo
-mais adiantado que isso e entregue, mas nao sobe a marca."""
+"""Segundos além da hora da ORIGEM até onde a marca de água pode ir; carimbo
+mais adiantado que isso é entregue, mas não sobe a marca."""
 
 CHAVES_POR_LEITURA = 500
-"""Chaves por `WHERE key IN (...)` ao reler so as linhas novas da janela (o
-Oracle aceita ate 1000 numa lista)."""
+"""Chaves por `WHERE key IN (...)` ao reler só as linhas novas da janela (o
+Oracle aceita até 1000 numa lista)."""
 
 TETO_ESPERA = 900
 """Teto, em segundos, da espera entre falhas seguidas do ciclo (dobra a cada falha)."""
 
 ESTRATEGIA = 'coluna'
-"""Estrategia de captura quando nem `--estrategia` nem `listener.strategy` dizem outra."""
+"""Estratégia de captura quando nem `--estrategia` nem `listener.strategy` dizem outra."""
 
 # -- carga e envio ----------------------------------------------------------
 CHUNK = 500
 """Registros por lote enviado ao intake (`chunk` no mapeamento)."""
 
 MAX_REMOCAO = 0.5
-"""Fracao de um dataset que uma carga pode remover sem permissao explicita (`--max-remocao`)."""
+"""Fração de um dataset que uma carga pode remover sem permissão explicita (`--max-remocao`)."""
 
 INTERVALO_PROGRESSO = 30.0
 """Segundos entre linhas de progresso do conector sem terminal (`CONTEXTIA_PROGRESSO_SEGUNDOS`)."""
@@ -63,8 +63,8 @@ SOURCE = 'generic'
 """O adaptador de origem (`--source`)."""
 
 ESCOPO_MAXIMO = 64
-"""Caracteres que um codigo de empresa pode ter (`escopos.problema_no_escopo`): o
-cadastro que traz um codigo mais longo tem a empresa recusada, nunca provisionada."""
+"""Caracteres que um código de empresa pode ter (`escopos.problema_no_escopo`): o
+cadastro que traz um código mais longo tem a empresa recusada, nunca provisionada."""
 
 # -- origem -----------------------------------------------------------------
 TIMEOUT_ORIGEM = 300
@@ -78,7 +78,7 @@ TIMEOUT_LEITURA = 120
 """Segundos esperando a resposta de um pedido, por tentativa."""
 
 RETENTATIVAS = 6
-"""Tentativas a mais por pedido (conexao, leitura e status somados)."""
+"""Tentativas a mais por pedido (conexão, leitura e status somados)."""
 
 BACKOFF = 0.5
 """Espera inicial entre tentativas; dobra a cada uma."""
@@ -94,8 +94,8 @@ STATUS_RETENTAVEIS = (429, 502, 503, 504)
 
 STATUS_RECUSA_DO_REGISTRO = (400, 413, 422)
 """Status HTTP de recusa permanente do CONTEUDO de um lote: com a quarentena
-ligada, o lote e dividido ate o registro recusado ficar sozinho, e ele vai para
-a quarentena (401/403, 409, 5xx e os passageiros nunca vao)."""
+ligada, o lote e dividido até o registro recusado ficar sozinho, e ele vai para
+a quarentena (401/403, 409, 5xx e os passageiros nunca vão)."""
 
 # -- quarentena: os registros que o intake recusou de vez (fila/quarentena.py) --
 QUARENTENA_MAXIMO_ITENS = 1000
@@ -106,22 +106,22 @@ QUARENTENA_MAXIMO_BYTES = 256 * 1024 * 1024
 
 # -- a saude: `ouvinte.py --saude` (contextia_sync/saude.py) -----------------
 SAUDE_INTERVALOS = 3
-"""Quantos `--intervalo-dados` do ouvinte fazem os limites automaticos da saude
-(`--intervalos`): a idade do status e, no servico, um dataset com falha sem ciclo bom."""
+"""Quantos `--intervalo-dados` do ouvinte fazem os limites automaticos da saúde
+(`--intervalos`): a idade do status e, no serviço, um dataset com falha sem ciclo bom."""
 
 SAUDE_IDADE_MINIMA = TETO_ESPERA + 300
-"""Piso, em segundos, da idade maxima do status (`--max-idade`): passa da espera
-maxima entre falhas seguidas (TETO_ESPERA), quando o status fica parado de
-proposito, e do cron de 5 minutos do `--once`."""
+"""Piso, em segundos, da idade máxima do status (`--max-idade`): passa da espera
+máxima entre falhas seguidas (TETO_ESPERA), quando o status fica parado de
+propósito, e do cron de 5 minutos do `--once`."""
 
 SAUDE_FALHAS = 3
-"""Falhas seguidas (voltas do laco, ou de um dataset) que a saude diz CRITICO;
-de 1 ate uma a menos e ALERTA (`--max-falhas`)."""
+"""Falhas seguidas (voltas do laço, ou de um dataset) que a saúde diz CRITICO;
+de 1 até uma a menos e ALERTA (`--max-falhas`)."""
 
 SAUDE_VARREDURA = 26 * 3600
-"""Idade maxima, em segundos, da ultima varredura boa com a varredura diaria
+"""Idade máxima, em segundos, da última varredura boa com a varredura diária
 ligada (`--max-varredura`): um dia e a folga de uma varredura que demora."""
 
 SAUDE_FERRAMENTA = TIMEOUT_FERRAMENTA + 600
-"""Segundos de uma ferramenta rodando acima dos quais a saude diz ALERTA
-(`--max-ferramenta`): o tempo maximo padrao dela passou e ela nao foi encerrada."""
+"""Segundos de uma ferramenta rodando acima dos quais a saúde diz ALERTA
+(`--max-ferramenta`): o tempo máximo padrão dela passou e ela não foi encerrada."""

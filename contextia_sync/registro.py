@@ -1,17 +1,17 @@
 """
-O logger do SDK: logzero quando instalado, `logging` puro quando nao -- e o
+O logger do SDK: logzero quando instalado, `logging` puro quando não -- e o
 journal, quando a stderr e o journal.
 
 O substituto existe por causa do `--autoteste`, que roda num `python3 -S` sem
-pacote nenhum, na maquina de quem escreve o mapeamento. Com o logzero
-instalado (o normal) nada daqui e usado alem de `logger` e `arquivo_de_log`.
+pacote nenhum, na máquina de quem escreve o mapeamento. Com o logzero
+instalado (o normal) nada daqui e usado além de `logger` e `arquivo_de_log`.
 
-Sob o systemd (JOURNAL_STREAM confere com a stderr deste processo) a saida
-padrao do logger vira `systemd.ManipuladorJournal`: cada registro uma entrada
+Sob o systemd (JOURNAL_STREAM confere com a stderr deste processo) a saída
+padrão do logger vira `systemd.ManipuladorJournal`: cada registro uma entrada
 do journal, com a prioridade (`journalctl -u ouvinte -p warning`) e o
 traceback dentro da mesma entrada. O arquivo de `--log` continua igual. Uma
 ferramenta filha herda JOURNAL_STREAM, mas a stderr dela e o pipe do
-supervisor: ela loga como sempre, e o ouvinte poe cada linha no journal.
+supervisor: ela loga como sempre, e o ouvinte põe cada linha no journal.
 """
 
 import logging
@@ -33,13 +33,13 @@ _ESCAPES = {'\n': '\\n', '\r': '\\r', '\t': '\\t'}
 
 def limpo(texto: str) -> str:
     """
-    `texto` numa linha so: controles e invisiveis escapados como no Python.
+    `texto` numa linha só: controles e invisíveis escapados como no Python.
 
-    Valor que veio de fora (o codigo de uma empresa, um campo da origem, o texto
+    Valor que veio de fora (o código de uma empresa, um campo da origem, o texto
     de um erro do driver ou do servidor) com uma quebra de linha forjaria uma
     linha de log inteira (`NOVA\n[E ...] mentira`); com um CR ou um ESC, a
-    linha que o terminal mostra. Letras acentuadas e o resto do que se ve ficam
-    como estao. Caminho rapido: texto ja imprimivel volta sem copia.
+    linha que o terminal mostra. Letras acentuadas e o resto do que se vê ficam
+    como estão. Caminho rápido: texto já imprimível volta sem copia.
     """
     if texto.isprintable():
         return texto
@@ -81,10 +81,10 @@ def _argumento_limpo(valor: object) -> object:
 
 class FiltroLimpo(logging.Filter):
     """
-    O lugar unico onde valor de fora deixa de quebrar linha de log: cada
+    O lugar único onde valor de fora deixa de quebrar linha de log: cada
     argumento de cada registro do logger do SDK sai por `limpo`, e o texto da
-    excecao de um `logger.exception` tambem. A mensagem (o formato, escrito no
-    codigo) fica como esta: as quebras de linha que o SDK poe de proposito
+    exceção de um `logger.exception` também. A mensagem (o formato, escrito no
+    código) fica como está: as quebras de linha que o SDK põe de propósito
     continuam.
     """
 
@@ -156,13 +156,13 @@ logger.addFilter(FILTRO)
 
 
 def no_journal() -> bool:
-    """Os registros deste processo vao para o journal (e nao para a stderr crua)?"""
+    """Os registros deste processo vão para o journal (e não para a stderr crua)?"""
     return _journal is not None
 
 
 def arquivo_de_log(caminho: str, max_bytes: int = 20 * 1024 * 1024,
                    copias: int = 10) -> logging.Handler:
-    """Acrescenta um arquivo de log rotativo (alem da saida padrao)."""
+    """Acrescenta um arquivo de log rotativo (além da saída padrão)."""
     from logging.handlers import RotatingFileHandler
     handler = RotatingFileHandler(caminho, maxBytes=max_bytes, backupCount=copias,
                                   encoding='utf-8')

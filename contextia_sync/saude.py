@@ -1,25 +1,25 @@
 """
-A saude do ouvinte, com as convencoes de um plugin de monitoramento (Nagios,
+A saúde do ouvinte, com as convenções de um plugin de monitoramento (Nagios,
 Icinga, Zabbix, o `check_*` do monitoring-plugins):
 
     ouvinte.py --saude --estado DIR [limites]
     python -m contextia_sync.saude --estado DIR [limites]
     bash deploy/verificar-saude.sh [DIR] [MINUTOS]     (a casca para o cron e o NRPE)
 
-Le o `ouvinte-status.json` que o ouvinte reescreve a cada volta do laco (e a
+Lê o `ouvinte-status.json` que o ouvinte reescreve a cada volta do laço (e a
 cada 30 s enquanto uma ferramenta roda) e responde UMA linha, com os dados de
 desempenho depois da barra:
 
-    OUVINTE CRITICO - dataset titulos_view sem ciclo bom ha 312s, ...: ... | idade_status=2s;...
+    OUVINTE CRITICO - dataset titulos_view sem ciclo bom há 312s, ...: ... | idade_status=2s;...
 
-e o codigo de saida 0 OK, 1 ALERTA, 2 CRITICO, 3 DESCONHECIDO. Argumento
-invalido e DESCONHECIDO (3), nao o 2 do argparse: 2 quer dizer CRITICO para
-quem chama um plugin. As regras, cada limite e o seu padrao estao em `REGRAS`
-(o `--help` as mostra) e em docs/implantacao.md (Etapa 6); os padroes, em
+e o código de saída 0 OK, 1 ALERTA, 2 CRITICO, 3 DESCONHECIDO. Argumento
+inválido e DESCONHECIDO (3), não o 2 do argparse: 2 quer dizer CRITICO para
+quem chama um plugin. As regras, cada limite e o seu padrão estão em `REGRAS`
+(o `--help` as mostra) e em docs/implantacao.md (Etapa 6); os padrões, em
 padroes.py.
 
-So biblioteca padrao: nao abre a origem, nao fala com o Contextia, nao pega a
-trava -- roda ao lado do ouvinte, como outro usuario (root, o do NRPE com
+Só biblioteca padrão: não abre a origem, não fala com o Contextia, não pega a
+trava -- roda ao lado do ouvinte, como outro usuário (root, o do NRPE com
 sudo) ou de dentro do cron, em milissegundos.
 """
 
@@ -54,60 +54,60 @@ MOTIVOS_NA_LINHA = 6
 TAMANHO_DO_ERRO = 160
 
 REGRAS = """\
-Regras (cada limite e uma opcao; os padroes moram em contextia_sync/padroes.py):
+Regras (cada limite e uma opção; os padrões moram em contextia_sync/padroes.py):
 
 CRITICO
-  - o ouvinte-status.json nao existe ou esta ilegivel (o ouvinte nunca
+  - o ouvinte-status.json não existe ou esta ilegível (o ouvinte nunca
     completou uma volta aqui, ou morreu);
-  - o status nao e reescrito ha mais de --max-idade;
-  - o servico parou (situacao "parado" no modo servico) -- no --once do cron,
-    parado e o normal e so a idade conta;
-  - o pid do status nao existe mais e o status diz "rodando" (kill -9, OOM;
-    --sem-pid desliga, para a saude rodando noutro namespace de pid);
-  - um dataset ao vivo sem ciclo bom (sonda E envio) ha mais de --max-sem-sonda,
-    medido na hora do ultimo ciclo de dados -- o Contextia fora por um ciclo
-    inteiro conta, e o tempo de uma ferramenta (varredura, carga inicial) nao;
-  - --max-falhas voltas seguidas do laco com alguma falha, ou --max-falhas
+  - o status não é reescrito há mais de --max-idade;
+  - o serviço parou (situação "parado" no modo serviço) -- no --once do cron,
+    parado e o normal e só a idade conta;
+  - o pid do status não existe mais e o status diz "rodando" (kill -9, OOM;
+    --sem-pid desliga, para a saúde rodando noutro namespace de pid);
+  - um dataset ao vivo sem ciclo bom (sonda E envio) há mais de --max-sem-sonda,
+    medido na hora do último ciclo de dados -- o Contextia fora por um ciclo
+    inteiro conta, e o tempo de uma ferramenta (varredura, carga inicial) não;
+  - --max-falhas voltas seguidas do laço com alguma falha, ou --max-falhas
     falhas seguidas de um dataset;
-  - a ultima varredura falhou (ok false: alguma fase com erro, ou algum
-    dataset que ela nao fechou em toda empresa);
-  - com a varredura diaria ligada, a ultima varredura boa tem mais de
+  - a última varredura falhou (ok false: alguma fase com erro, ou algum
+    dataset que ela não fechou em toda empresa);
+  - com a varredura diária ligada, a última varredura boa tem mais de
     --max-varredura;
-  - dataset entregue a varredura com a varredura diaria desligada (parado ate
+  - dataset entregue a varredura com a varredura diária desligada (parado até
     um --varrer-agora);
   - empresa com a chave de outro projeto no arquivo de chaves (nada vai para
     ela até a correção).
 ALERTA
-  - falhas seguidas abaixo de --max-falhas (do laco ou de um dataset);
+  - falhas seguidas abaixo de --max-falhas (do laço ou de um dataset);
   - registros na quarentena; linhas sem carimbo; linhas com carimbo no
-    futuro; chegada atrasada alem da metade da --folga; dataset entregue a
+    futuro; chegada atrasada além da metade da --folga; dataset entregue a
     varredura; carga inicial de empresa nova pendente;
-  - uma ferramenta rodando ha mais de --max-ferramenta;
+  - uma ferramenta rodando há mais de --max-ferramenta;
   - código de empresa recusado no cadastro do ERP (caractere fora do
     permitido: nunca provisionado);
   - varredura interrompida (parada, ou o ouvinte morreu no meio); nenhuma
     varredura boa registrada ainda;
-  - o ouvinte parando; o ultimo status e de um --dry-run; nenhum dataset ao vivo;
-  - a execucao --once do pid do status morreu sem terminar.
+  - o ouvinte parando; o último status e de um --dry-run; nenhum dataset ao vivo;
+  - a execução --once do pid do status morreu sem terminar.
 DESCONHECIDO
-  - argumento invalido; a pasta --estado nao existe ou este usuario nao a le
-    (a saude nao sabe dizer -- nao e o ouvinte que caiu); status de uma versao
-    que esta saude nao conhece.
+  - argumento inválido; a pasta --estado nao existe ou este usuário não a lê
+    (a saúde não sabe dizer -- não é o ouvinte que caiu); status de uma versão
+    que está saúde não conhece.
 """
 
-SAIDAS = ('Saida (convencao dos plugins de monitoramento): 0 OK, 1 ALERTA, 2 CRITICO,'
+SAIDAS = ('Saída (convenção dos plugins de monitoramento): 0 OK, 1 ALERTA, 2 CRITICO,'
           ' 3 DESCONHECIDO. Uma linha, com os dados de desempenho depois de "|".')
 
 
 # ------------------------------------------------------------------ argumentos
 class ErroArgumento(Exception):
-    """Argumento invalido: a saude responde DESCONHECIDO (3)."""
+    """Argumento inválido: a saúde responde DESCONHECIDO (3)."""
 
 
 class _Parser(ParserPt):
     """
-    Erro de argumento e DESCONHECIDO (3), nao o 2 do argparse (2 e CRITICO).
-    As frases do argparse ja chegam em portugues (cli/comum.py: ParserPt).
+    Erro de argumento e DESCONHECIDO (3), não o 2 do argparse (2 e CRITICO).
+    As frases do argparse já chegam em português (cli/comum.py: ParserPt).
     """
 
     def error(self, message: str) -> NoReturn:
@@ -123,7 +123,7 @@ def duracao(texto: str) -> float:
     achado = _DURACAO.match(texto or '')
     if not achado:
         raise argparse.ArgumentTypeError(
-            'duracao invalida: %r (segundos, ou com unidade: 90s, 20m, 26h)' % texto)
+            'duração invalida: %r (segundos, ou com unidade: 90s, 20m, 26h)' % texto)
     unidade = achado.group(2).lower() if achado.group(2) else None
     return float(achado.group(1).replace(',', '.')) * _UNIDADES[unidade]
 
@@ -132,7 +132,7 @@ def _inteiro_positivo(texto: str) -> int:
     try:
         valor = int(texto)
     except ValueError:
-        raise argparse.ArgumentTypeError('inteiro invalido: %r' % texto) from None
+        raise argparse.ArgumentTypeError('inteiro inválido: %r' % texto) from None
     if valor < 1:
         raise argparse.ArgumentTypeError('tem de ser 1 ou mais: %r' % texto)
     return valor
@@ -142,51 +142,51 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
         allow_abbrev=False,
-        description='A saude do ouvinte para o monitoramento: le <estado>/%s e responde\n'
-                    'uma linha e o codigo de um plugin de monitoramento. Nao roda o ouvinte,\n'
-                    'nao abre a origem, nao fala com o Contextia.' % ARQUIVO_STATUS_JSON,
+        description='A saúde do ouvinte para o monitoramento: lê <estado>/%s e responde\n'
+                    'uma linha e o código de um plugin de monitoramento. Não roda o ouvinte,\n'
+                    'não abre a origem, não fala com o Contextia.' % ARQUIVO_STATUS_JSON,
         epilog=REGRAS + '\n' + SAIDAS)
-    p.add_argument('-h', '--help', action='help', help='mostra esta ajuda e sai (codigo 0)')
-    p.add_argument('--version', action='version', help='mostra a versao e sai',
+    p.add_argument('-h', '--help', action='help', help='mostra esta ajuda e sai (código 0)')
+    p.add_argument('--version', action='version', help='mostra a versão e sai',
                    version='%s (contextia_sync %s)' % (PROG, __version__))
     p.add_argument('--estado', metavar='DIR',
-                   help='obrigatoria: o --estado do ouvinte (onde ele escreve o %s)'
+                   help='obrigatória: o --estado do ouvinte (onde ele escreve o %s)'
                         % ARQUIVO_STATUS_JSON)
     p.add_argument('--intervalos', type=_inteiro_positivo, default=padroes.SAUDE_INTERVALOS,
                    metavar='N',
                    help='quantos --intervalo-dados do ouvinte fazem os limites automaticos'
-                        ' abaixo (padrao %d)' % padroes.SAUDE_INTERVALOS)
+                        ' abaixo (padrão %d)' % padroes.SAUDE_INTERVALOS)
     p.add_argument('--max-idade', type=duracao, default=None, metavar='S',
-                   help='idade maxima do status. Padrao: o maior entre N intervalos de dados'
-                        ' e %d s (a espera maxima entre falhas e %d s; o cron do --once roda'
+                   help='idade máxima do status. Padrão: o maior entre N intervalos de dados'
+                        ' e %d s (a espera máxima entre falhas e %d s; o cron do --once roda'
                         ' a cada 5 min)' % (padroes.SAUDE_IDADE_MINIMA, padroes.TETO_ESPERA))
     p.add_argument('--max-sem-sonda', type=duracao, default=None, metavar='S',
-                   help='tempo maximo de um dataset ao vivo com falha sem ciclo bom. Padrao:'
-                        ' N intervalos de dados no servico; no --once (o ritmo e o do cron,'
-                        ' que o status nao sabe), o mesmo de --max-idade. Dataset sem falha'
+                   help='tempo máximo de um dataset ao vivo com falha sem ciclo bom. Padrão:'
+                        ' N intervalos de dados no serviço; no --once (o ritmo e o do cron,'
+                        ' que o status não sabe), o mesmo de --max-idade. Dataset sem falha'
                         ' e sem sonda nova usa o maior dos dois')
     p.add_argument('--max-falhas', type=_inteiro_positivo, default=padroes.SAUDE_FALHAS,
                    metavar='N',
-                   help='falhas seguidas (voltas do laco, ou de um dataset) que viram CRITICO;'
-                        ' de 1 ate N-1 e ALERTA (padrao %d)' % padroes.SAUDE_FALHAS)
+                   help='falhas seguidas (voltas do laço, ou de um dataset) que viram CRITICO;'
+                        ' de 1 até N-1 e ALERTA (padrão %d)' % padroes.SAUDE_FALHAS)
     p.add_argument('--max-varredura', type=duracao,
                    default=float(padroes.SAUDE_VARREDURA), metavar='S',
-                   help='idade maxima da ultima varredura boa, com a varredura diaria ligada'
-                        ' (padrao %d s = %d h)' % (padroes.SAUDE_VARREDURA,
+                   help='idade máxima da última varredura boa, com a varredura diária ligada'
+                        ' (padrão %d s = %d h)' % (padroes.SAUDE_VARREDURA,
                                                    padroes.SAUDE_VARREDURA // 3600))
     p.add_argument('--max-ferramenta', type=duracao,
                    default=float(padroes.SAUDE_FERRAMENTA), metavar='S',
-                   help='uma ferramenta (varredura, carga inicial) rodando ha mais que isso e'
-                        ' ALERTA (padrao %d s)' % padroes.SAUDE_FERRAMENTA)
+                   help='uma ferramenta (varredura, carga inicial) rodando há mais que isso é'
+                        ' ALERTA (padrão %d s)' % padroes.SAUDE_FERRAMENTA)
     p.add_argument('--sem-pid', action='store_true',
-                   help='nao confere se o pid do status existe (a saude roda noutro'
-                        ' namespace de pid, ex.: fora do conteiner do ouvinte)')
+                   help='não confere se o pid do status existe (a saúde roda noutro'
+                        ' namespace de pid, ex.: fora do contêiner do ouvinte)')
     return p
 
 
 @dataclass
 class Limites:
-    """Os limites da avaliacao (os da linha de comando; None = automatico)."""
+    """Os limites da avaliação (os da linha de comando; None = automático)."""
 
     intervalos: int = padroes.SAUDE_INTERVALOS
     max_idade: float | None = None
@@ -200,7 +200,7 @@ class Limites:
 # ------------------------------------------------------------------ o veredito
 @dataclass
 class Veredito:
-    """O nivel, os motivos (o pior primeiro) e os dados de desempenho."""
+    """O nível, os motivos (o pior primeiro) e os dados de desempenho."""
 
     motivos: list[tuple[int, str]] = field(default_factory=list)
     resumo: str = ''
@@ -235,14 +235,14 @@ class Veredito:
 
 
 def _limpo(texto: str) -> str:
-    """Uma linha so, sem "|" (que separa os dados de desempenho)."""
+    """Uma linha só, sem "|" (que separa os dados de desempenho)."""
     return re.sub(r'\s+', ' ', str(texto).replace('|', '/')).strip()
 
 
 def _erro_curto(texto: Any) -> str:
     """
-    O ultimo erro sem a hora na frente, cortado no MEIO: o comeco diz o que
-    falhou, o fim diz o porque (o erro do driver vem depois da descricao da origem).
+    O último erro sem a hora na frente, cortado no MEIO: o começo diz o que
+    falhou, o fim diz o porque (o erro do driver vem depois da descrição da origem).
     """
     texto = re.sub(r'^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\s+', '', _limpo(texto or ''))
     if len(texto) <= TAMANHO_DO_ERRO:
@@ -253,7 +253,7 @@ def _erro_curto(texto: Any) -> str:
 
 # ------------------------------------------------------------------ leitura tolerante
 def _quando(valor: Any) -> datetime.datetime | None:
-    """Texto ISO (com 'T' ou espaco) -> datetime ingenuo (hora local), ou None."""
+    """Texto ISO (com 'T' ou espaço) -> datetime ingenuo (hora local), ou None."""
     if not isinstance(valor, str) or not valor:
         return None
     try:
@@ -289,7 +289,7 @@ def _horas(segundos: float) -> str:
 
 
 def pid_vivo(pid: int) -> bool | None:
-    """O pid e de um ouvinte vivo? None = nao da para saber daqui."""
+    """O pid e de um ouvinte vivo? None = não da para saber daqui."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -310,7 +310,7 @@ def pid_vivo(pid: int) -> bool | None:
 # ------------------------------------------------------------------ a avaliacao
 def _idade(v: Veredito, idade: float | None, maxima: float, atualizado: Any, modo: str,
            servico: bool, no_ar: bool, pid: int, pid_ok: bool | None) -> None:
-    """O status velho: CRITICO, com a causa provavel."""
+    """O status velho: CRITICO, com a causa provável."""
     if idade is None:
         v.anotar(CRITICO, '%s sem atualizado_em' % ARQUIVO_STATUS_JSON)
         return
@@ -321,8 +321,8 @@ def _idade(v: Veredito, idade: float | None, maxima: float, atualizado: Any, mod
     elif servico or no_ar:
         causa = 'o ouvinte parou ou travou (journalctl -u ouvinte)'
     else:
-        causa = 'nenhuma execucao %s desde entao: o cron parou?' % modo
-    v.anotar(CRITICO, 'status de %s nao e atualizado ha %s (limite %s): %s'
+        causa = 'nenhuma execução %s desde então: o cron parou?' % modo
+    v.anotar(CRITICO, 'status de %s não é atualizado há %s (limite %s): %s'
                       % (atualizado, _s(idade), _s(maxima), causa))
 
 
@@ -330,19 +330,19 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
             idade_arquivo: float | None = None,
             vivo: Callable[[int], bool | None] = pid_vivo) -> Veredito:
     """
-    O veredito sobre um `ouvinte-status.json` ja lido. `idade_arquivo` (segundos
-    desde o mtime) serve quando `atualizado_em` falta ou esta no futuro (relogio
-    acertado para tras).
+    O veredito sobre um `ouvinte-status.json` já lido. `idade_arquivo` (segundos
+    desde o mtime) serve quando `atualizado_em` falta ou está no futuro (relógio
+    acertado para trás).
     """
     v = Veredito()
     versao = status.get('versao')
     if not isinstance(versao, int) or versao > VERSAO_STATUS:
-        v.desconhecido = ('%s de versao %r; esta saude conhece ate a %d: atualize o SDK'
-                          ' onde a saude roda' % (ARQUIVO_STATUS_JSON, versao, VERSAO_STATUS))
+        v.desconhecido = ('%s de versão %r; esta saúde conhece até a %d: atualize o SDK'
+                          ' onde a saúde roda' % (ARQUIVO_STATUS_JSON, versao, VERSAO_STATUS))
         return v
     ouvinte = _secao(status, 'ouvinte')
     if not ouvinte:
-        v.desconhecido = '%s sem a secao "ouvinte"' % ARQUIVO_STATUS_JSON
+        v.desconhecido = '%s sem a seção "ouvinte"' % ARQUIVO_STATUS_JSON
         return v
 
     intervalo = _numero(ouvinte.get('intervalo_dados_s')) or float(padroes.INTERVALO_DADOS)
@@ -375,17 +375,17 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         v.anotar(CRITICO, 'o ouvinte (pid %d) morreu sem parar: o status de %s ainda diz'
                           ' "%s"' % (pid, atualizado_txt, situacao))
     elif situacao == 'parado' and servico:
-        v.anotar(CRITICO, 'ouvinte PARADO: o servico saiu em %s (systemctl status ouvinte)'
+        v.anotar(CRITICO, 'ouvinte PARADO: o serviço saiu em %s (systemctl status ouvinte)'
                           % atualizado_txt)
     else:
         if pid_ok is False:
-            v.anotar(ALERTA, 'a execucao %s (pid %d) morreu sem terminar (status de %s);'
-                             ' a proxima execucao recomeca' % (modo, pid, atualizado_txt))
+            v.anotar(ALERTA, 'a execução %s (pid %d) morreu sem terminar (status de %s);'
+                             ' a próxima execução recomeça' % (modo, pid, atualizado_txt))
         _idade(v, idade, max_idade, atualizado_txt, modo, servico, no_ar, pid, pid_ok)
     if situacao == 'parando' and pid_ok is not False:
         v.anotar(ALERTA, 'ouvinte parando (parada pedida em curso)')
     if modo == 'seco':
-        v.anotar(ALERTA, 'o ultimo status e de um --dry-run (nada foi enviado)')
+        v.anotar(ALERTA, 'o último status e de um --dry-run (nada foi enviado)')
 
     ciclos = _secao(status, 'ciclos')
     falha = _secao(ciclos, 'falha')
@@ -397,7 +397,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     if ferramenta and ferramenta_desde and no_ar:
         rodando = (agora - ferramenta_desde).total_seconds()
         if rodando > limites.max_ferramenta:
-            v.anotar(ALERTA, 'ferramenta %s (pid %s) rodando ha %s (limite %s)' % (
+            v.anotar(ALERTA, 'ferramenta %s (pid %s) rodando há %s (limite %s)' % (
                 ferramenta.get('rotulo'), ferramenta.get('pid'), _s(rodando),
                 _s(limites.max_ferramenta)))
 
@@ -444,16 +444,16 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
             critico = falhas_ds >= k or (lacuna is not None and lacuna > limite)
             v.anotar(CRITICO if critico else ALERTA, 'dataset %s sem ciclo bom%s, %d falha(s)'
                      ' seguida(s) (limites: %s, %d falhas): %s' % (
-                         nome, '' if lacuna is None else ' ha %s' % _s(lacuna), falhas_ds,
+                         nome, '' if lacuna is None else ' há %s' % _s(lacuna), falhas_ds,
                          _s(limite), k,
                          _erro_curto(d.get('ultimo_erro')) or 'sem erro registrado'))
         elif lacuna is not None and lacuna > limite:
-            v.anotar(CRITICO, 'dataset %s sem sonda boa ha %s (limite %s)%s' % (
+            v.anotar(CRITICO, 'dataset %s sem sonda boa há %s (limite %s)%s' % (
                 nome, _s(lacuna), _s(limite), '' if sonda else ': nunca sondado nesta subida'))
         sem = _inteiro(d.get('sem_carimbo'))
         if sem:
             sem_carimbo_total += sem
-            v.anotar(ALERTA, 'dataset %s com %d linha(s) sem carimbo (so a varredura as leva)'
+            v.anotar(ALERTA, 'dataset %s com %d linha(s) sem carimbo (só a varredura as leva)'
                      % (nome, sem))
         fut = _inteiro(d.get('futuras'))
         if fut:
@@ -472,17 +472,17 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
                 v.anotar(ALERTA, 'dataset %s entregue a varredura das %s (%s)'
                          % (nome, hora_varredura, _limpo(entregue)))
             else:
-                v.anotar(CRITICO, 'dataset %s entregue a varredura (%s), e a varredura diaria'
-                                  ' esta desligada: parado ate um --varrer-agora'
+                v.anotar(CRITICO, 'dataset %s entregue a varredura (%s), e a varredura diária'
+                                  ' está desligada: parado até um --varrer-agora'
                          % (nome, _limpo(entregue)))
     if not vivos:
-        v.anotar(ALERTA, 'nenhum dataset ao vivo (so a varredura leva dado)')
+        v.anotar(ALERTA, 'nenhum dataset ao vivo (só a varredura leva dado)')
 
     # -- as falhas do laco (depois dos datasets: eles dizem qual) ---------------
     if falhas:
-        texto = '%d volta(s) seguida(s) do laco com falha' % falhas
+        texto = '%d volta(s) seguida(s) do laço com falha' % falhas
         if falha.get('erro'):
-            texto += ' (ultima: %s)' % _erro_curto(falha['erro'])
+            texto += ' (última: %s)' % _erro_curto(falha['erro'])
         v.anotar(CRITICO if falhas >= k else ALERTA, texto)
 
     total_quarentena = _inteiro(quarentena.get('total'))
@@ -496,7 +496,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     cargas = [str(e) for e in status.get('cargas_iniciais_pendentes') or []
               if not pendentes_em_curso.endswith(' %s' % e)]
     if cargas:
-        v.anotar(ALERTA, 'carga inicial pendente da(s) empresa(s) %s (refeita no proximo ciclo'
+        v.anotar(ALERTA, 'carga inicial pendente da(s) empresa(s) %s (refeita no próximo ciclo'
                          ' de projetos)' % ', '.join(cargas[:10]))
 
     # -- as empresas recusadas (ouvinte/relatorio.py: empresas_recusadas) ---------
@@ -519,13 +519,13 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     em_curso = bool(iniciada and not terminada and ok is None and no_ar)
     erros = [_erro_curto(e) for e in varredura.get('erros') or []]
     if iniciada and not terminada and ok is None and not no_ar:
-        v.anotar(ALERTA, 'a varredura de %s nao terminou: o ouvinte parou ou morreu no meio'
-                         ' (nao conta como feita)' % varredura.get('iniciada_em'))
+        v.anotar(ALERTA, 'a varredura de %s não terminou: o ouvinte parou ou morreu no meio'
+                         ' (não conta como feita)' % varredura.get('iniciada_em'))
     elif ok is False:
         partes = list(erros[:2])
         nao_fechados = varredura.get('nao_fechados')
         if isinstance(nao_fechados, dict) and nao_fechados:
-            partes.append('nao fechou %s' % ', '.join(
+            partes.append('não fechou %s' % ', '.join(
                 '%s (%d empresa(s))' % (n, len(e) if isinstance(e, list) else 0)
                 for n, e in sorted(nao_fechados.items())[:4]))
         v.anotar(CRITICO, 'a varredura de %s falhou%s' % (
@@ -540,28 +540,28 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
                                     - ultima_ok).total_seconds())
     if hora_varredura and ok is not False:
         if idade_varredura is not None and idade_varredura > limites.max_varredura:
-            v.anotar(CRITICO, 'a ultima varredura boa foi ha %s (%s; limite %s; a diaria roda'
+            v.anotar(CRITICO, 'a última varredura boa foi há %s (%s; limite %s; a diária roda'
                               ' as %s)' % (_horas(idade_varredura), varredura.get('ultima_ok_em'),
                                            _horas(limites.max_varredura), hora_varredura))
         elif ultima_ok is None and not em_curso and not (iniciada and ok is None):
             no_ar_ha = (agora - iniciado).total_seconds() if iniciado and servico else 0.0
             v.anotar(CRITICO if no_ar_ha > limites.max_varredura else ALERTA,
-                     'nenhuma varredura boa registrada (a diaria roda as %s; para a carga'
+                     'nenhuma varredura boa registrada (a diária roda as %s; para a carga'
                      ' completa agora: --varrer-agora)' % hora_varredura)
 
     # -- o resumo (a linha do OK) e os dados de desempenho ---------------------------
-    quando = '%s (ha %s)' % (atualizado_txt, _s(idade or 0))
+    quando = '%s (há %s)' % (atualizado_txt, _s(idade or 0))
     if servico:
-        v.resumo = 'ouvinte %s (servico, pid %d), %d dataset(s) ao vivo, status de %s' % (
+        v.resumo = 'ouvinte %s (serviço, pid %d), %d dataset(s) ao vivo, status de %s' % (
             'ativo' if situacao == 'rodando' else situacao, pid, len(vivos), quando)
     else:
-        v.resumo = 'ultima execucao %s de %s, %d dataset(s) ao vivo' % (modo, quando, len(vivos))
+        v.resumo = 'última execução %s de %s, %d dataset(s) ao vivo' % (modo, quando, len(vivos))
     if em_curso:
         v.resumo += ', varredura em curso desde %s' % varredura.get('iniciada_em')
     elif ultima_ok:
-        v.resumo += ', ultima varredura boa em %s' % varredura.get('ultima_ok_em')
+        v.resumo += ', última varredura boa em %s' % varredura.get('ultima_ok_em')
     elif not hora_varredura:
-        v.resumo += ', varredura diaria desligada'
+        v.resumo += ', varredura diária desligada'
 
     v.perf = [
         'idade_status=%ds;;%d;0' % (round(idade or 0), max_idade),
@@ -584,10 +584,10 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
 # ------------------------------------------------------------------ a linha de comando
 def verificar(estado: str, limites: Limites,
               agora: datetime.datetime | None = None) -> Veredito:
-    """Le o status de `estado` e o avalia (o que `main` imprime)."""
+    """Lê o status de `estado` e o avalia (o que `main` imprime)."""
     v = Veredito()
     caminho = os.path.join(estado, ARQUIVO_STATUS_JSON)
-    sem_permissao = ('sem permissao para ler %s: rode a saude como o usuario do ouvinte'
+    sem_permissao = ('sem permissão para ler %s: rode a saúde como o usuário do ouvinte'
                      ' (contextia) ou root')
     try:
         pasta = os.stat(estado)
@@ -597,7 +597,7 @@ def verificar(estado: str, limites: Limites,
     except OSError:
         pasta = None
     if pasta is None or not stat.S_ISDIR(pasta.st_mode):
-        v.desconhecido = ('a pasta --estado %s nao existe (ou nao e pasta): confira o caminho'
+        v.desconhecido = ('a pasta --estado %s não existe (ou não é pasta): confira o caminho'
                           ' -- e o --estado do ouvinte?' % estado)
         return v
     if not os.access(estado, os.R_OK | os.X_OK):
@@ -608,16 +608,16 @@ def verificar(estado: str, limites: Limites,
         idade_arquivo = datetime.datetime.now().timestamp() - os.stat(caminho).st_mtime
     except FileNotFoundError:
         antigo = os.path.exists(os.path.join(estado, ARQUIVO_STATUS))
-        v.anotar(CRITICO, '%s nao existe: o ouvinte nunca completou uma volta aqui%s' % (
-            caminho, ' (ha so o %s: um ouvinte de versao antiga?)' % ARQUIVO_STATUS
+        v.anotar(CRITICO, '%s não existe: o ouvinte nunca completou uma volta aqui%s' % (
+            caminho, ' (há só o %s: um ouvinte de versão antiga?)' % ARQUIVO_STATUS
             if antigo else ''))
         return v
     except PermissionError:
         v.desconhecido = sem_permissao % caminho
         return v
     except (OSError, ValueError) as erro:
-        v.anotar(CRITICO, '%s ilegivel (%s: %s): o ouvinte grava inteiro (atomico); arquivo'
-                          ' torto e disco com problema ou mao humana'
+        v.anotar(CRITICO, '%s ilegível (%s: %s): o ouvinte grava inteiro (atômico); arquivo'
+                          ' torto e disco com problema ou mão humana'
                  % (caminho, type(erro).__name__, _erro_curto(erro)))
         return v
     return avaliar(status, limites, agora or datetime.datetime.now(), idade_arquivo)
@@ -629,13 +629,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argumentos)
     except ErroArgumento as erro:
-        print('OUVINTE DESCONHECIDO - argumento invalido: %s (%s --help)'
+        print('OUVINTE DESCONHECIDO - argumento inválido: %s (%s --help)'
               % (_limpo(str(erro)), PROG))
         return DESCONHECIDO
     except SystemExit as saida:             # --help e --version
         return saida.code if isinstance(saida.code, int) else OK
     if not args.estado:
-        print('OUVINTE DESCONHECIDO - argumento invalido: falta --estado DIR (%s --help)' % PROG)
+        print('OUVINTE DESCONHECIDO - argumento inválido: falta --estado DIR (%s --help)' % PROG)
         return DESCONHECIDO
     limites = Limites(intervalos=args.intervalos, max_idade=args.max_idade,
                       max_sem_sonda=args.max_sem_sonda, max_falhas=args.max_falhas,
@@ -644,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         veredito = verificar(args.estado, limites)
     except Exception as erro:               # noqa: BLE001 - um plugin nunca sai com traceback
-        print('OUVINTE DESCONHECIDO - a saude falhou: %s: %s'
+        print('OUVINTE DESCONHECIDO - a saúde falhou: %s: %s'
               % (type(erro).__name__, _limpo(str(erro))))
         return DESCONHECIDO
     print(veredito.linha(), flush=True)

@@ -1,25 +1,25 @@
 """
-Os segredos que o SDK le do ambiente: quais sao, quem os recebe, e o nome que
+Os segredos que o SDK lê do ambiente: quais são, quem os recebe, e o nome que
 um segredo de webhook pode ter.
 
-Tres regras, num lugar so (a mascara de texto mora em intake/transporte.py e
+Três regras, num lugar só (a mascara de texto mora em intake/transporte.py e
 pergunta aqui QUAIS valores esconder):
 
   * segredo e `CONTEXTIA_API_KEY` (a chave de UMA empresa), `CONTEXTIA_ADMIN_TOKEN`
-    (o token de admin, so o provisionamento usa) e toda variavel com nome de
+    (o token de admin, só o provisionamento usa) e toda variável com nome de
     segredo de webhook (abaixo). `ambiente_sem_segredos` tira todos de um
     ambiente, menos os que o filho precisa: o ouvinte da ao provisionar o token
-    e o segredo do webhook; ao connector, so a chave da empresa dele; ao
-    carregar-todas.sh, nenhum (o `chaves executar` poe a chave de cada empresa).
-  * `webhook.secret_env` so pode nomear uma variavel DEDICADA a segredo de
-    webhook: o nome comeca com `CONTEXTIA_WEBHOOK_` ou termina em
+    e o segredo do webhook; ao connector, só a chave da empresa dele; ao
+    carregar-todas.sh, nenhum (o `chaves executar` põe a chave de cada empresa).
+  * `webhook.secret_env` só pode nomear uma variável DEDICADA a segredo de
+    webhook: o nome começa com `CONTEXTIA_WEBHOOK_` ou termina em
     `_WEBHOOK_SECRET`. O valor dela vai ao Contextia; com qualquer outro nome
     (`CONTEXTIA_ORIGEM`, `PGPASSWORD`, `CONTEXTIA_ADMIN_TOKEN`) o mapeamento
     mandaria a senha do banco ou o token como "segredo de assinatura".
-  * os outros nomes `CONTEXTIA_*` sao do proprio SDK (VARIAVEIS_DO_SDK) e nunca
-    sao segredo de webhook.
+  * os outros nomes `CONTEXTIA_*` são do próprio SDK (VARIAVEIS_DO_SDK) e nunca
+    são segredo de webhook.
 
-So biblioteca padrao: o mapeamento (que o `--autoteste` importa num `python3 -S`)
+Só biblioteca padrão: o mapeamento (que o `--autoteste` importa num `python3 -S`)
 usa a regra do nome.
 """
 
@@ -54,7 +54,7 @@ TAMANHO_MINIMO_MASCARADO = 8
 
 
 def e_segredo_de_webhook(nome: str) -> bool:
-    """O nome segue a regra de variavel dedicada a segredo de webhook?"""
+    """O nome segue a regra de variável dedicada a segredo de webhook?"""
     # O teste barato antes da regex: a mascara pergunta isto de cada variavel
     # do ambiente a cada mensagem de log.
     if not (nome.startswith(PREFIXO_WEBHOOK) or nome.endswith(SUFIXO_WEBHOOK)):
@@ -68,7 +68,7 @@ def e_segredo(nome: str) -> bool:
 
 
 def problema_do_secret_env(nome: str) -> str | None:
-    """Por que `nome` nao pode ser o `webhook.secret_env` (com a correcao), ou None se pode."""
+    """Por que `nome` não pode ser o `webhook.secret_env` (com a correção), ou None se pode."""
     if nome in VARIAVEIS_DO_SDK:
         return ('%s é uma variável do próprio SDK, não um segredo de webhook: o valor dela'
                 ' iria ao Contextia como segredo de assinatura -- crie uma variável só para'
@@ -94,10 +94,10 @@ def ambiente_sem_segredos(ambiente: Mapping[str, str],
     """
     Uma copia de `ambiente` sem os segredos, menos os nomeados em `manter`.
 
-    E o ambiente de um processo filho: cada um recebe so o segredo de que
+    E o ambiente de um processo filho: cada um recebe só o segredo de que
     precisa -- um connector com o token de admin, ou com o segredo do webhook,
     poria os dois ao alcance de tudo o que ele roda (driver, `/proc/<pid>/environ`
-    de quem tem o mesmo usuario) sem usa-los.
+    de quem tem o mesmo usuário) sem usa-los.
     """
     fica = set(manter)
     return {nome: valor for nome, valor in ambiente.items()
@@ -106,10 +106,10 @@ def ambiente_sem_segredos(ambiente: Mapping[str, str],
 
 def segredo_repetido(valor: str, ambiente: Mapping[str, str] | None = None) -> str | None:
     """
-    O nome de outra variavel do SDK que guarda (ou contem) `valor`, ou None.
+    O nome de outra variável do SDK que guarda (ou contém) `valor`, ou None.
 
-    Um segredo de webhook igual ao token de admin, ou que esta dentro de
-    CONTEXTIA_ORIGEM (a senha do banco), tem origem ambigua: nunca e enviado.
+    Um segredo de webhook igual ao token de admin, ou que está dentro de
+    CONTEXTIA_ORIGEM (a senha do banco), tem origem ambígua: nunca é enviado.
     """
     fonte = os.environ if ambiente is None else ambiente
     for nome in VARIAVEIS_DO_SDK:

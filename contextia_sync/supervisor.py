@@ -2,34 +2,34 @@
 O supervisor de ferramentas: roda um programa filho (subprocess) como o seed 001.
 
 E assim que o ouvinte roda provisionar, connector e carregar-todas.sh.
-Subprocesso, e nao import: as ferramentas chamam SystemExit em erro de
-configuracao, e dentro de um processo que precisa ficar de pe isso derrubaria
-o ouvinte junto. Isolada, a falha volta como codigo de saida.
+Subprocesso, e não import: as ferramentas chamam SystemExit em erro de
+configuração, e dentro de um processo que precisa ficar de pe isso derrubaria
+o ouvinte junto. Isolada, a falha volta como código de saída.
 
 Como um supervisor roda um filho:
-  * grupo de processos proprio (`start_new_session`): o grupo inteiro e
-    enderecavel pelo pid do filho, e o bash do carregar-todas.sh com os seus
-    connector.py morre junto -- nenhuma carga orfa continua rodando;
-  * stdin DEVNULL: ninguem vai digitar nada, e herdar o terminal faria uma
-    ferramenta que le stdin esperar para sempre;
-  * saida lida linha a linha AO CHEGAR e logada na hora, com prefixo: uma
+  * grupo de processos próprio (`start_new_session`): o grupo inteiro e
+    endereçável pelo pid do filho, e o bash do carregar-todas.sh com os seus
+    connector.py morre junto -- nenhuma carga órfã continua rodando;
+  * stdin DEVNULL: ninguém vai digitar nada, e herdar o terminal faria uma
+    ferramenta que lê stdin esperar para sempre;
+  * saída lida linha a linha AO CHEGAR e logada na hora, com prefixo: uma
     varredura de duas horas aparece no log enquanto acontece;
   * vigia de inatividade (nenhuma linha por N segundos -> encerra o grupo)
-    alem do tempo total;
+    além do tempo total;
   * encerrar = SIGTERM no grupo, espera, SIGKILL no que sobrou;
-  * depois que o filho sai, le no maximo DRENO segundos: um neto que herdou o
-    pipe nao pode prender o laco do ouvinte.
+  * depois que o filho sai, lê no máximo DRENO segundos: um neto que herdou o
+    pipe não pode prender o laço do ouvinte.
 
-Quando o proprio supervisor morre sem poder encerrar nada (kill -9, OOM,
+Quando o próprio supervisor morre sem poder encerrar nada (kill -9, OOM,
 queda), duas redes:
   * o filho direto pede ao kernel SIGTERM quando o pai morrer
     (PR_SET_PDEATHSIG, Linux); o carregar-todas.sh repassa o sinal ao seu
-    connector. So o filho direto recebe: netos sao da segunda rede;
+    connector. Só o filho direto recebe: netos são da segunda rede;
   * `rodar(..., arquivo_grupo=...)` anota o grupo (pgid, o instante em que o
-    lider nasceu, uma marca no ambiente de todo o grupo, o rotulo) num arquivo
-    do diretorio de estado; `encerrar_sobra` o le na subida seguinte e
+    líder nasceu, uma marca no ambiente de todo o grupo, o rótulo) num arquivo
+    do diretório de estado; `encerrar_sobra` o lê na subida seguinte e
     encerra o grupo que ainda estiver vivo -- se for o MESMO: pid reciclado por
-    outro programa nao e morto.
+    outro programa não é morto.
 
 O arquivo de grupos (JSON, trocado inteiro):
 
@@ -38,9 +38,9 @@ O arquivo de grupos (JSON, trocado inteiro):
                  "comando": "bash .../carregar_todas.sh ...",
                  "desde": "2026-09-01T03:00:00", "ouvinte": 4200}]}
 
-    inicio   campo 22 de /proc/<pgid>/stat (starttime, em ticks desde o boot)
-    marca    tambem em CONTEXTIA_GRUPO_FERRAMENTA no ambiente do filho, que
-             todo neto herda: prova de dono quando o lider ja morreu
+    início   campo 22 de /proc/<pgid>/stat (starttime, em ticks desde o boot)
+    marca    também em CONTEXTIA_GRUPO_FERRAMENTA no ambiente do filho, que
+             todo neto herda: prova de dono quando o líder já morreu
 """
 
 from __future__ import annotations
@@ -94,13 +94,13 @@ class Motivo(str, enum.Enum):
 
 
 _POR_QUE = {Motivo.TEMPO: ' (estourou --timeout-ferramenta)',
-            Motivo.INATIVIDADE: ' (sem saida por --inatividade-ferramenta)',
+            Motivo.INATIVIDADE: ' (sem saída por --inatividade-ferramenta)',
             Motivo.PARADA: ' (encerrada pela parada do ouvinte)'}
 
 
 @dataclass(frozen=True)
 class Resultado:
-    """Como a ferramenta terminou: codigo, sinal que a matou, e por que."""
+    """Como a ferramenta terminou: código, sinal que a matou, e por que."""
 
     codigo: int
     motivo: Motivo
@@ -113,9 +113,9 @@ class Resultado:
 
     def descrever(self) -> str:
         if self.motivo is Motivo.NAO_EXECUTOU:
-            return 'nao foi possivel executar'
+            return 'não foi possível executar'
         como = ('morta pelo sinal %s' % self.sinal) if self.sinal else (
-            'saiu com codigo %s' % self.codigo)
+            'saiu com código %s' % self.codigo)
         return '%s%s em %.1fs' % (como, _POR_QUE.get(self.motivo, ''), self.duracao)
 
 
@@ -127,7 +127,7 @@ def _nome_sinal(numero: int) -> str:
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(estado, pgid, inicio) de /proc/<pid>/stat, ou None se o processo nao existe."""
+    """(estado, pgid, início) de /proc/<pid>/stat, ou None se o processo não existe."""
     try:
         with open('/proc/%s/stat' % pid, 'rb') as arquivo:
             # O nome do programa (campo 2) pode ter espaco e ')': corta no ultimo.
@@ -138,7 +138,7 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
 
 
 def _membros(pgid: int) -> list[tuple[int, int]]:
-    """(pid, inicio) de cada processo vivo do grupo `pgid`. Zumbi nao conta: ja morreu."""
+    """(pid, início) de cada processo vivo do grupo `pgid`. Zumbi não conta: já morreu."""
     membros = []
     for nome in os.listdir('/proc'):
         if nome.isdigit():
@@ -149,7 +149,7 @@ def _membros(pgid: int) -> list[tuple[int, int]]:
 
 
 def _grupo_vivo(pgid: int) -> bool:
-    """Algum processo do grupo ainda vive? Zumbi nao conta: ja morreu."""
+    """Algum processo do grupo ainda vive? Zumbi não conta: já morreu."""
     if os.path.isdir('/proc/self'):
         return bool(_membros(pgid))
     try:
@@ -165,9 +165,9 @@ def encerrar_grupo(processo: subprocess.Popen[bytes], graca: float = GRACA_TERM)
     """
     SIGTERM no GRUPO, espera `graca`, SIGKILL no que sobrou.
 
-    O grupo e nao o processo: o carregar-todas.sh abre connector.py, e sinalizar
-    so o bash deixaria os filhos rodando com o pipe aberto. Espera o grupo todo
-    sumir, nao so o filho direto: um neto que ignora SIGTERM leva SIGKILL.
+    O grupo e não o processo: o carregar-todas.sh abre connector.py, e sinalizar
+    só o bash deixaria os filhos rodando com o pipe aberto. Espera o grupo todo
+    sumir, não só o filho direto: um neto que ignora SIGTERM leva SIGKILL.
     """
     pgid = processo.pid
     try:
@@ -193,7 +193,7 @@ def encerrar_grupo(processo: subprocess.Popen[bytes], graca: float = GRACA_TERM)
 
 
 def matar_em_curso() -> int | None:
-    """Parada fria: SIGKILL no grupo da ferramenta em curso, sem graca."""
+    """Parada fria: SIGKILL no grupo da ferramenta em curso, sem graça."""
     processo = _em_curso
     if processo is None:
         return None
@@ -220,8 +220,8 @@ def _preparo_do_filho() -> Callable[[], None] | None:
     """
     O que o filho faz entre o fork e o exec: pedir SIGTERM quando o pai morrer.
 
-    preexec_fn e seguro aqui: o ouvinte nao tem outras threads. O sinal e o da
-    morte da THREAD que criou o filho -- a principal, que so acaba com o ouvinte.
+    preexec_fn é seguro aqui: o ouvinte não tem outras threads. O sinal e o da
+    morte da THREAD que criou o filho -- a principal, que só acaba com o ouvinte.
     """
     prctl = _prctl()
     if prctl is None:
@@ -247,10 +247,10 @@ FOLGA_BOOT = 60
 
 def _boot() -> str | None:
     """
-    O id deste boot: depois de reiniciar a maquina, pid e inicio nao provam nada.
+    O id deste boot: depois de reiniciar a máquina, pid e início não provam nada.
 
     Sob a unit (ProcSubset=pid) o /proc/sys some: o boot passa a ser dito pelo
-    instante em que ele aconteceu, `relogio:<segundos>`, o relogio de parede
+    instante em que ele aconteceu, `relógio:<segundos>`, o relógio de parede
     menos o de boot (comparado com FOLGA_BOOT em `_mesmo_boot`).
     """
     try:
@@ -279,7 +279,7 @@ def _mesmo_boot(anotado: Any, agora: str | None) -> bool:
 
 
 def _marcado(pid: int, marca: str) -> bool | None:
-    """O processo carrega a nossa marca no ambiente? None: nao deu para ler."""
+    """O processo carrega a nossa marca no ambiente? None: não deu para ler."""
     try:
         with open('/proc/%s/environ' % pid, 'rb') as arquivo:
             ambiente = arquivo.read().split(b'\0')
@@ -301,7 +301,7 @@ def _comando(pid: int) -> str:
 
 
 def _ler_grupos(arquivo_grupo: str) -> list[dict[str, Any]]:
-    """As entradas do arquivo de grupos; [] se nao existe. Levanta ValueError se ilegivel."""
+    """As entradas do arquivo de grupos; [] se não existe. Levanta ValueError se ilegível."""
     try:
         with open(arquivo_grupo, encoding='utf-8') as arquivo:
             dados = json.load(arquivo)
@@ -331,10 +331,10 @@ def _situacao(entrada: dict[str, Any]) -> tuple[str, list[tuple[int, int]]]:
     """
     O grupo anotado, hoje: ('terminou' | 'nosso' | 'outro' | 'incerto', membros vivos).
 
-    'nosso' exige prova: o lider vivo com o MESMO instante de nascimento, ou
-    (lider morto) todo membro com a nossa marca no ambiente. O kernel nao
-    reusa um numero enquanto houver processo com ele de grupo, mas reusa
-    depois -- e um grupo novo com o mesmo numero e de outro programa.
+    'nosso' exige prova: o líder vivo com o MESMO instante de nascimento, ou
+    (líder morto) todo membro com a nossa marca no ambiente. O kernel não
+    reusa um número enquanto houver processo com ele de grupo, mas reusa
+    depois -- e um grupo novo com o mesmo número e de outro programa.
     """
     pgid = int(entrada['pgid'])
     if not os.path.isdir('/proc/self'):
@@ -361,7 +361,7 @@ def _situacao(entrada: dict[str, Any]) -> tuple[str, list[tuple[int, int]]]:
 
 def _anotar_grupo(arquivo_grupo: str, processo: subprocess.Popen[bytes], rotulo: str,
                   argv: Sequence[str], marca: str, log: logging.Logger) -> None:
-    """Anota o grupo que acabou de nascer; mantem os anotados que ainda sao nossos e vivem."""
+    """Anota o grupo que acabou de nascer; mantém os anotados que ainda são nossos e vivem."""
     dados = _stat(processo.pid)
     entrada = {'pgid': processo.pid, 'inicio': dados[2] if dados else None, 'boot': _boot(),
                'marca': marca, 'rotulo': rotulo,
@@ -378,16 +378,16 @@ def _anotar_grupo(arquivo_grupo: str, processo: subprocess.Popen[bytes], rotulo:
     except OSError as erro:
         # Sem a anotacao a ferramenta roda assim mesmo; so a subida seguinte a
         # um kill -9 deixaria de acha-la (o PR_SET_PDEATHSIG continua valendo).
-        log.error('%s: nao foi possivel anotar o grupo %s em %s (%s: %s); se o ouvinte'
-                  ' morrer agora, a proxima subida nao o encontra', rotulo, processo.pid,
+        log.error('%s: não foi possível anotar o grupo %s em %s (%s: %s); se o ouvinte'
+                  ' morrer agora, a próxima subida não o encontra', rotulo, processo.pid,
                   arquivo_grupo, type(erro).__name__, erro)
 
 
 def _soltar_grupo(arquivo_grupo: str, pgid: int, rotulo: str, log: logging.Logger) -> None:
-    """Tira o grupo da anotacao se ele acabou; se algum neto ainda vive, deixa anotado."""
+    """Tira o grupo da anotação se ele acabou; se algum neto ainda vive, deixa anotado."""
     if _grupo_vivo(pgid):
         log.warning('%s: saiu, mas o grupo %s ainda tem processo vivo (%s): continua'
-                    ' anotado em %s e sera encerrado na proxima subida do ouvinte',
+                    ' anotado em %s e será encerrado na próxima subida do ouvinte',
                     rotulo, pgid, ', '.join(str(p) for p, _ in _membros(pgid)) or '?',
                     arquivo_grupo)
         return
@@ -395,7 +395,7 @@ def _soltar_grupo(arquivo_grupo: str, pgid: int, rotulo: str, log: logging.Logge
         grupos = _ler_grupos(arquivo_grupo)
         _gravar_grupos(arquivo_grupo, [g for g in grupos if g['pgid'] != pgid])
     except (OSError, ValueError) as erro:
-        log.warning('%s: nao foi possivel atualizar %s (%s)', rotulo, arquivo_grupo, erro)
+        log.warning('%s: não foi possível atualizar %s (%s)', rotulo, arquivo_grupo, erro)
 
 
 def _encerrar_pgid(pgid: int, graca: float = GRACA_TERM) -> str:
@@ -403,7 +403,7 @@ def _encerrar_pgid(pgid: int, graca: float = GRACA_TERM) -> str:
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
-        return 'ja tinha acabado'
+        return 'já tinha acabado'
     fim = time.monotonic() + graca
     while time.monotonic() < fim:
         if not _grupo_vivo(pgid):
@@ -424,17 +424,17 @@ def encerrar_sobra(arquivo_grupo: str, log: logging.Logger | None = None,
     """
     Na subida: encerra o grupo de ferramenta que um ouvinte anterior deixou vivo.
 
-    Le `arquivo_grupo` (o que `rodar(..., arquivo_grupo=...)` anota), encerra
+    Lê `arquivo_grupo` (o que `rodar(..., arquivo_grupo=...)` anota), encerra
     cada grupo anotado que ainda vive E e o mesmo (SIGTERM, `graca`, SIGKILL,
     como encerrar_grupo), diz no log qual era e apaga o arquivo. Um grupo que
-    nao e mais o mesmo (pid reciclado) nao e tocado. Devolve o pgid do ultimo
+    não é mais o mesmo (pid reciclado) não é tocado. Devolve o pgid do último
     grupo encerrado (o da ferramenta que estava em curso), ou None.
     """
     log = log or logger
     try:
         grupos = _ler_grupos(arquivo_grupo)
     except ValueError as erro:
-        log.error('arquivo de grupos %s ilegivel (%s): apagado sem encerrar nada. Se o'
+        log.error('arquivo de grupos %s ilegível (%s): apagado sem encerrar nada. Se o'
                   ' ouvinte anterior morreu no meio de uma ferramenta, confira com'
                   ' `ps -eo pid,pgid,lstart,cmd` se sobrou um connector.py ou'
                   ' carregar_todas.sh', arquivo_grupo, erro)
@@ -448,20 +448,20 @@ def encerrar_sobra(arquivo_grupo: str, log: logging.Logger | None = None,
                   % (rotulo, entrada.get('ouvinte', '?'), pgid, entrada.get('desde', '?'),
                      entrada.get('comando', '?')))
         if situacao == 'terminou':
-            log.info('subida: %s ja tinha terminado', origem)
+            log.info('subida: %s já tinha terminado', origem)
             continue
         if situacao == 'outro':
-            log.warning('subida: %s nao existe mais; o numero %s agora e de outro programa'
-                        ' (pid reciclado) e nao foi tocado', origem, pgid)
+            log.warning('subida: %s não existe mais; o número %s agora e de outro programa'
+                        ' (pid reciclado) e não foi tocado', origem, pgid)
             continue
         if situacao == 'incerto':
-            log.error('subida: %s ainda pode estar viva, mas nao deu para provar que o grupo'
-                      ' %s e o mesmo; NAO encerrado. Confira com `ps -o pid,lstart,cmd -g %s`'
-                      ' e encerre a mao (kill -TERM -- -%s)', origem, pgid, pgid, pgid)
+            log.error('subida: %s ainda pode estar viva, mas não deu para provar que o grupo'
+                      ' %s e o mesmo; NÃO encerrado. Confira com `ps -o pid,lstart,cmd -g %s`'
+                      ' e encerre a mão (kill -TERM -- -%s)', origem, pgid, pgid, pgid)
             continue
         log.error('*** SOBRA DE UM OUVINTE ANTERIOR: %s continua rodando sem dono -- pids %s.'
                   ' Encerrando o grupo antes de qualquer outra coisa (SIGTERM, depois'
-                  ' SIGKILL): uma carga orfa poderia mandar `complete` que ninguem'
+                  ' SIGKILL): uma carga órfã poderia mandar `complete` que ninguém'
                   ' acompanha.', origem,
                   '; '.join('%s (%s)' % (pid, _comando(pid)) for pid, _ in membros))
         como = _encerrar_pgid(pgid, graca)
@@ -470,12 +470,12 @@ def encerrar_sobra(arquivo_grupo: str, log: logging.Logger | None = None,
     try:
         _gravar_grupos(arquivo_grupo, [])
     except OSError as erro:
-        log.warning('nao foi possivel apagar %s (%s)', arquivo_grupo, erro)
+        log.warning('não foi possível apagar %s (%s)', arquivo_grupo, erro)
     return encerrado
 
 
 class _Linhas:
-    """Linhas inteiras de um fluxo de bytes; \\r tambem fecha linha (barra do tqdm)."""
+    """Linhas inteiras de um fluxo de bytes; \\r também fecha linha (barra do tqdm)."""
 
     def __init__(self, emitir: Callable[[bytes], None]) -> None:
         self._emitir = emitir
@@ -511,7 +511,7 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
     `deve_parar()` e consultado a cada 0.25s: verdadeiro encerra o grupo (e o
     SIGTERM do ouvinte). `ao_iniciar(pid)` avisa quem mostra o status;
     `pulso()` e chamado a cada `intervalo_pulso` segundos enquanto roda, para o
-    arquivo de status nao envelhecer durante uma varredura de horas.
+    arquivo de status não envelhecer durante uma varredura de horas.
     `arquivo_grupo`: onde anotar o grupo enquanto ele vive (veja encerrar_sobra).
     """
     global _em_curso
@@ -533,7 +533,7 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=_preparo_do_filho())
     except OSError as erro:
-        log.error('%s: nao foi possivel executar (%s: %s)', rotulo,
+        log.error('%s: não foi possível executar (%s: %s)', rotulo,
                   type(erro).__name__, erro)
         return Resultado(CODIGO_NAO_EXECUTOU, Motivo.NAO_EXECUTOU)
 
@@ -579,7 +579,7 @@ def _bombear(processo: subprocess.Popen[bytes], rotulo: str, log: logging.Logger
              inicio: float, timeout: float | None, inatividade: float | None,
              deve_parar: Callable[[], bool] | None, pulso: Callable[[], None] | None,
              intervalo_pulso: float) -> Motivo | None:
-    """Le a saida ao chegar; devolve o motivo de encerramento forcado, ou None."""
+    """Lê a saída ao chegar; devolve o motivo de encerramento forcado, ou None."""
     def emitir(bruta: bytes) -> None:
         texto = bruta.decode('utf-8', 'replace').rstrip()
         if texto:
@@ -617,7 +617,7 @@ def _bombear(processo: subprocess.Popen[bytes], rotulo: str, log: logging.Logger
                               ' o grupo', rotulo, timeout)
                 elif inatividade and agora - ultima_saida >= inatividade:
                     motivo = Motivo.INATIVIDADE
-                    log.error('%s: %ss sem nenhuma linha de saida'
+                    log.error('%s: %ss sem nenhuma linha de saída'
                               ' (--inatividade-ferramenta); encerrando o grupo',
                               rotulo, inatividade)
                 if motivo:
@@ -634,7 +634,7 @@ def _bombear(processo: subprocess.Popen[bytes], rotulo: str, log: logging.Logger
                     prazo_dreno = agora + DRENO_APOS_SAIDA
                 elif agora >= prazo_dreno:
                     log.warning('%s: saiu, mas algum processo filho ainda segura'
-                                ' a saida dela; paro de ler', rotulo)
+                                ' a saída dela; paro de ler', rotulo)
                     break
     finally:
         leitor.fechar()

@@ -1,42 +1,42 @@
 """
 O ouvinte sob o systemd: o aviso de prontidao, o status, o vigia e o journal.
 
-So biblioteca padrao (socket, os, struct, fcntl): importa num `python3 -S`
+Só biblioteca padrão (socket, os, struct, fcntl): importa num `python3 -S`
 sem pacote nenhum, como o `--autoteste` exige. Nada daqui levanta -- um aviso
-que nao chegou ao systemd nunca para o servico: a falha vai ao log uma vez
-(e de novo so depois que voltar a funcionar e cair outra vez).
+que não chegou ao systemd nunca para o serviço: a falha vai ao log uma vez
+(e de novo só depois que voltar a funcionar e cair outra vez).
 
 O aviso (sd_notify(3)), um datagrama AF_UNIX para $NOTIFY_SOCKET:
 
     pronto()            READY=1, uma vez, quando o preparo terminou
     status(*partes)     STATUS=<uma linha>, o que `systemctl status` mostra
-    vigia()             WATCHDOG=1 (so com WatchdogSec= na unit), no maximo
+    vigia()             WATCHDOG=1 (só com WatchdogSec= na unit), no máximo
                         uma vez por segundo; chame de todo lugar que prova que
-                        o laco anda
-    vigiando(funcao)    `funcao` (o "parar?" do ouvinte) que tambem chama vigia():
+                        o laço anda
+    vigiando(função)    `funcao` (o "parar?" do ouvinte) que também chama vigia():
                         o ouvinte pergunta "parar?" entre datasets, entre
                         empresas, nas esperas do transporte e a cada 0,25 s
                         enquanto uma ferramenta roda
-    parando(texto)      STOPPING=1, uma vez, quando a parada comecou; dai em
+    parando(texto)      STOPPING=1, uma vez, quando a parada começou; daí em
                         diante todo status() sai com 'parando; ' na frente
 
-Sem NOTIFY_SOCKET (cron, terminal, testes) tudo isso nao faz nada. A primeira
-chamada le NOTIFY_SOCKET, WATCHDOG_USEC e WATCHDOG_PID e os TIRA de
+Sem NOTIFY_SOCKET (cron, terminal, testes) tudo isso não faz nada. A primeira
+chamada lê NOTIFY_SOCKET, WATCHDOG_USEC e WATCHDOG_PID e os TIRA de
 `os.environ` (o `unset_environment` do sd_notify): as ferramentas filhas
-(provisionar, connector, carregar-todas.sh) nao herdam o canal. A unit tambem
-diz `NotifyAccess=main`; sao as duas redes.
+(provisionar, connector, carregar-todas.sh) não herdam o canal. A unit também
+diz `NotifyAccess=main`; são as duas redes.
 
 O journal (systemd.exec(5), JOURNAL_STREAM): quando a stderr do processo E o
 fluxo que o systemd ligou ao journal (o `dispositivo:inode` de JOURNAL_STREAM
-confere com o da stderr -- uma ferramenta filha herda a variavel, mas a stderr
-dela e o pipe do supervisor, e nao confere), `manipulador_journal()` devolve um
+confere com o da stderr -- uma ferramenta filha herda a variável, mas a stderr
+dela e o pipe do supervisor, e não confere), `manipulador_journal()` devolve um
 logging.Handler que manda cada registro ao socket nativo do journald
 (/run/systemd/journal/socket): um registro, uma entrada, com PRIORITY, o
 traceback inteiro dentro de MESSAGE e CODE_FILE/CODE_LINE/CODE_FUNC. Mensagem
 maior que um datagrama vai num memfd selado, como o sd_journal_send faz. Se o
-socket nativo nao responde, o mesmo registro vai para a stderr com o prefixo
+socket nativo não responde, o mesmo registro vai para a stderr com o prefixo
 `<N>` de prioridade e as quebras de linha dobradas em `\\n`: continua uma
-entrada so, com a prioridade certa.
+entrada só, com a prioridade certa.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _log() -> logging.Logger:
 
 
 def _endereco(bruto: str | None) -> str | None:
-    """$NOTIFY_SOCKET como endereco de socket: caminho, ou '@nome' (abstrato)."""
+    """$NOTIFY_SOCKET como endereço de socket: caminho, ou '@nome' (abstrato)."""
     if not bruto:
         return None
     if bruto.startswith('/'):
@@ -95,7 +95,7 @@ def _endereco(bruto: str | None) -> str | None:
 
 
 def _linha(partes: Iterable[str | None]) -> str:
-    """Uma linha so, sem os pontos de alinhamento do status em arquivo."""
+    """Uma linha só, sem os pontos de alinhamento do status em arquivo."""
     juntas = '; '.join(p.strip() for p in partes if p and p.strip())
     juntas = re.sub(r'\s*\.{2,}\s*:', ':', juntas)
     juntas = re.sub(r'\s+', ' ', juntas).strip()
@@ -106,8 +106,8 @@ def _linha(partes: Iterable[str | None]) -> str:
 
 class Notificador:
     """
-    O canal com o systemd de UM processo. `ambiente` (padrao os.environ) e lido
-    na construcao e, com `limpar`, perde as tres variaveis do aviso.
+    O canal com o systemd de UM processo. `ambiente` (padrão os.environ) e lido
+    na construção e, com `limpar`, perde as três variáveis do aviso.
     """
 
     def __init__(self, ambiente: MutableMapping[str, str] | None = None,
@@ -137,8 +137,8 @@ class Notificador:
     def enviar(self, *atribuicoes: str) -> bool:
         """Manda `CHAVE=valor` (uma por linha) num datagrama. Nunca levanta."""
         if self._sem_suporte is not None:
-            _log().warning('NOTIFY_SOCKET=%r: endereco que este ouvinte nao sabe usar'
-                           ' (so caminho ou @abstrato); o systemd nao recebe os avisos',
+            _log().warning('NOTIFY_SOCKET=%r: endereço que este ouvinte não sabe usar'
+                           ' (só caminho ou @abstrato); o systemd não recebe os avisos',
                            self._sem_suporte)
             self._sem_suporte = None
             return False
@@ -156,9 +156,9 @@ class Notificador:
             self._fechar()
             if not self._falhando:
                 self._falhando = True
-                _log().warning('aviso ao systemd falhou (%s: %s) em %s; o servico segue,'
-                               ' mas sem READY/WATCHDOG o systemd pode reinicia-lo. Proximas'
-                               ' falhas nao vao ao log.', type(erro).__name__, erro,
+                _log().warning('aviso ao systemd falhou (%s: %s) em %s; o serviço segue,'
+                               ' mas sem READY/WATCHDOG o systemd pode reinicia-lo. Próximas'
+                               ' falhas não vão ao log.', type(erro).__name__, erro,
                                endereco.replace('\0', '@'))
             return False
         if self._falhando:
@@ -216,32 +216,32 @@ def notificador() -> Notificador:
 
 
 def sob_systemd() -> bool:
-    """Ha um NOTIFY_SOCKET para avisar (Type=notify)?"""
+    """Há um NOTIFY_SOCKET para avisar (Type=notify)?"""
     return notificador().ativo
 
 
 def intervalo_vigia() -> float | None:
-    """WatchdogSec= da unit em segundos, ou None se o vigia esta desligado."""
+    """WatchdogSec= da unit em segundos, ou None se o vigia está desligado."""
     return notificador().intervalo_vigia
 
 
 def pronto(texto: str | None = None) -> bool:
-    """READY=1 (e STATUS=texto): o preparo terminou, o servico esta de pe."""
+    """READY=1 (e STATUS=texto): o preparo terminou, o serviço esta de pe."""
     return notificador().pronto(texto)
 
 
 def status(*partes: str | None) -> bool:
-    """STATUS=<as partes numa linha so, separadas por '; '>. Partes vazias somem."""
+    """STATUS=<as partes numa linha só, separadas por '; '>. Partes vazias somem."""
     return notificador().status(*partes)
 
 
 def vigia() -> bool:
-    """WATCHDOG=1, no maximo uma vez por segundo; nada sem WatchdogSec na unit."""
+    """WATCHDOG=1, no máximo uma vez por segundo; nada sem WatchdogSec na unit."""
     return notificador().vigia()
 
 
 def parando(texto: str | None = None) -> bool:
-    """STOPPING=1 (so na primeira chamada) e STATUS=texto."""
+    """STOPPING=1 (só na primeira chamada) e STATUS=texto."""
     return notificador().parando(texto)
 
 
@@ -256,7 +256,7 @@ def vigiando(funcao: Callable[[], T]) -> Callable[[], T]:
 # -- o journal ----------------------------------------------------------------
 
 def prioridade(nivel: int) -> int:
-    """Nivel do logging -> prioridade do syslog (a do `journalctl -p`)."""
+    """Nível do logging -> prioridade do syslog (a do `journalctl -p`)."""
     if nivel >= logging.CRITICAL:
         return 2
     if nivel >= logging.ERROR:
@@ -269,7 +269,7 @@ def prioridade(nivel: int) -> int:
 
 
 def fluxo_do_journal(fluxo: IO[str] | None = None, valor: str | None = None) -> bool:
-    """A `fluxo` (padrao: stderr) e o fluxo que JOURNAL_STREAM descreve?"""
+    """A `fluxo` (padrão: stderr) e o fluxo que JOURNAL_STREAM descreve?"""
     valor = os.environ.get('JOURNAL_STREAM') if valor is None else valor
     fluxo = sys.stderr if fluxo is None else fluxo
     if not valor or fluxo is None:
@@ -283,7 +283,7 @@ def fluxo_do_journal(fluxo: IO[str] | None = None, valor: str | None = None) -> 
 
 
 def _campo(nome: str, valor: str) -> bytes:
-    """Um campo do protocolo nativo: NOME=valor, ou NOME\\n<tamanho LE64><valor> se ha \\n."""
+    """Um campo do protocolo nativo: NOME=valor, ou NOME\\n<tamanho LE64><valor> se há \\n."""
     dados = valor.encode('utf-8', 'replace')
     if b'\n' not in dados:
         return nome.encode('ascii') + b'=' + dados + b'\n'
@@ -325,7 +325,7 @@ def _identificador() -> str:
 
 class ManipuladorJournal(logging.Handler):
     """
-    Cada registro, uma entrada do journal: pelo socket nativo, ou -- se ele nao
+    Cada registro, uma entrada do journal: pelo socket nativo, ou -- se ele não
     responde -- pela `fluxo` com o prefixo `<N>` e as quebras dobradas.
     """
 
@@ -428,8 +428,8 @@ def manipulador_journal(fluxo: IO[str] | None = None,
                         ambiente: MutableMapping[str, str] | None = None
                         ) -> ManipuladorJournal | None:
     """
-    O handler do journal, se a `fluxo` (padrao: stderr) e o fluxo do journal;
-    senao None (terminal, cron, arquivo, ferramenta filha: log como sempre).
+    O handler do journal, se a `fluxo` (padrão: stderr) e o fluxo do journal;
+    senão None (terminal, cron, arquivo, ferramenta filha: log como sempre).
     """
     amb: MutableMapping[str, str] = os.environ if ambiente is None else ambiente
     fluxo = sys.stderr if fluxo is None else fluxo
@@ -439,7 +439,7 @@ def manipulador_journal(fluxo: IO[str] | None = None,
 
 
 def _fechar_socket(s: socket.socket | None) -> None:
-    """Fecha um socket sem levantar (o aviso nunca derruba o servico)."""
+    """Fecha um socket sem levantar (o aviso nunca derruba o serviço)."""
     if s is not None:
         try:
             s.close()

@@ -1,26 +1,26 @@
 #!/usr/bin/env python3
 """
-`make demo` -- o produto funcionando, num comando, sobre os padroes embutidos.
+`make demo` -- o produto funcionando, num comando, sobre os padrões embutidos.
 
     .venv/bin/python demo/demo.py [--duracao SEGUNDOS] [--escala 1.0] [--saida DIR]
 
 O roteiro, do jeito que acontece num cliente:
 
-  1. um ERP de demonstracao em SQLite (demo/erp.py), recriado do zero;
+  1. um ERP de demonstração em SQLite (demo/erp.py), recriado do zero;
   2. o Contextia local (contextia_local) num processo de verdade em 127.0.0.1;
   3. `provisionar.py`: um projeto e uma chave por empresa que a regra aceita
-     (a inativa e recusada; a 99 esta em `excluded_scopes`);
+     (a inativa e recusada; a 99 está em `excluded_scopes`);
   4. a primeira carga completa (`carregar-todas.sh`, com barras de progresso);
   5. o `ouvinte.py` como processo real, com intervalo curto, e um gerador de
      movimento mudando o ERP: titulos novos, baixas, cancelamentos, um DELETE
-     fisico, uma tabela sem coluna de mudanca, e uma empresa nova;
-  6. para cada mudanca, quanto tempo ela levou para ficar VISIVEL no Contextia
-     (lida de volta do servidor, nao deduzida do log do ouvinte);
+     físico, uma tabela sem coluna de mudança, e uma empresa nova;
+  6. para cada mudança, quanto tempo ela levou para ficar VISIVEL no Contextia
+     (lida de volta do servidor, não deduzida do log do ouvinte);
   7. a varredura (o ouvinte reiniciado com --varrer-agora): o DELETE some;
-  8. no Ctrl-C ou ao fim de --duracao: o resumo, e nenhum processo para tras.
+  8. no Ctrl-C ou ao fim de --duracao: o resumo, e nenhum processo para trás.
 
-Com --duracao a demo confere o proprio roteiro no fim e sai com 1 se alguma
-etapa nao aconteceu -- e assim que o teste (tests/test_demo.py) a usa.
+Com --duracao a demo confere o próprio roteiro no fim e sai com 1 se alguma
+etapa não aconteceu -- e assim que o teste (tests/test_demo.py) a usa.
 """
 
 import argparse
@@ -72,13 +72,13 @@ def _pedir_parada(sinal, quadro):      # noqa: ARG001
 # ---------------------------------------------------------------------------
 
 def preparar_saida(saida):
-    """Recria a pasta de saida -- so se ela for da demo (tem a marca) ou vazia."""
+    """Recria a pasta de saída -- só se ela for da demo (tem a marca) ou vazia."""
     if os.path.isdir(saida) and os.listdir(saida):
         if not os.path.exists(os.path.join(saida, MARCA)):
             raise SystemExit(
-                '%s existe, nao esta vazia e nao foi criada pela demo (falta %s).\n'
-                'A demo recria a pasta de saida a cada execucao; aponte --saida para'
-                ' outra pasta ou apague esta.' % (saida, MARCA))
+                '%s existe, não está vazia e não foi criada pela demo (falta %s).\n'
+                'A demo recria a pasta de saída a cada execução; aponte --saida para'
+                ' outra pasta ou apague está.' % (saida, MARCA))
         shutil.rmtree(saida)
     os.makedirs(saida, exist_ok=True)
     open(os.path.join(saida, MARCA), 'w').close()
@@ -112,7 +112,7 @@ def apresentar_empresas(erp_path, chaves, excluidos):
         if str(empresa) in chaves:
             situacao = 'projeto e chave criados'
         elif str(empresa) in excluidos:
-            situacao = 'fora: esta em source.excluded_scopes'
+            situacao = 'fora: está em source.excluded_scopes'
         elif ativa != 'S':
             situacao = 'fora: a regra de projeto recusa (ATIVA = %r)' % ativa
         else:
@@ -122,19 +122,19 @@ def apresentar_empresas(erp_path, chaves, excluidos):
 
 def main(argv=None):
     p = argparse.ArgumentParser(
-        description='Demonstracao do ouvinte: ERP SQLite -> Contextia local, ao vivo.')
+        description='Demonstração do ouvinte: ERP SQLite -> Contextia local, ao vivo.')
     p.add_argument('--duracao', type=float, default=0, metavar='SEGUNDOS',
-                   help='segundos de movimento ao vivo depois da carga inicial; 0 (padrao)'
-                        ' = ate o Ctrl-C. O roteiro inteiro pede pelo menos %ss'
+                   help='segundos de movimento ao vivo depois da carga inicial; 0 (padrão)'
+                        ' = até o Ctrl-C. O roteiro inteiro pede pelo menos %ss'
                         % DURACAO_DO_ROTEIRO)
     p.add_argument('--escala', type=float, default=1.0,
                    help='tamanho do ERP (1.0 = ~57 mil linhas; o teste usa 0.05)')
     p.add_argument('--saida', default=os.path.join(AQUI, 'saida'), metavar='DIR',
-                   help='pasta recriada a cada execucao (padrao demo/saida)')
+                   help='pasta recriada a cada execução (padrão demo/saida)')
     p.add_argument('--intervalo', type=int, default=2, metavar='S',
-                   help='--intervalo-dados do ouvinte (padrao 2; em producao, 30 a 60)')
+                   help='--intervalo-dados do ouvinte (padrão 2; em produção, 30 a 60)')
     p.add_argument('--ritmo', type=float, default=1.0, metavar='S',
-                   help='segundos entre mudancas do gerador (padrao 1.0)')
+                   help='segundos entre mudanças do gerador (padrão 1.0)')
     args = p.parse_args(argv)
 
     for sinal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -175,7 +175,7 @@ class Demo:
 
     def executar(self):
         args = self.args
-        titulo('1. O ERP do cliente (SQLite de demonstracao)')
+        titulo('1. O ERP do cliente (SQLite de demonstração)')
         preparar_saida(self.saida)
         totais = erp.construir(self.erp_path, args.escala)
         dizer('%s linhas em %s: %s' % (
@@ -212,12 +212,12 @@ class Demo:
             mostrar(self.chaves_path),
             os.stat(self.chaves_path).st_mode & 0o777))
 
-        titulo('4. Primeira carga completa (a mesma que a varredura diaria faz)')
+        titulo('4. Primeira carga completa (a mesma que a varredura diária faz)')
         rodar(['bash', os.path.join(RAIZ, 'carregar-todas.sh'), self.chaves_path],
               self.ambiente, 'carregar-todas.sh')
 
         titulo('5. O ouvinte no ar')
-        dizer('intervalo de dados %ss, de projetos 10s, folga 30s; a varredura diaria fica'
+        dizer('intervalo de dados %ss, de projetos 10s, folga 30s; a varredura diária fica'
               ' desligada na demo (--varredura=nao): a demo a dispara com --varrer-agora'
               % args.intervalo)
         self.ouvinte = Ouvinte(
@@ -230,9 +230,9 @@ class Demo:
         self.ouvinte.iniciar()
         self.esperar_primeiro_ciclo()
 
-        titulo('6. Movimento no ERP, e quando cada mudanca fica visivel no Contextia')
-        dizer('inclusao e alteracao: no proximo ciclo de dados (a cada %ss);'
-              ' exclusao fisica: so na varredura' % args.intervalo)
+        titulo('6. Movimento no ERP, e quando cada mudança fica visível no Contextia')
+        dizer('inclusão e alteração: no próximo ciclo de dados (a cada %ss);'
+              ' exclusão física: só na varredura' % args.intervalo)
         if args.duracao:
             dizer('a demo termina sozinha em %ss (--duracao); Ctrl-C encerra antes'
                   % int(args.duracao))
@@ -245,7 +245,7 @@ class Demo:
         return self.resumir()
 
     def esperar_primeiro_ciclo(self):
-        """O ouvinte fixa as marcas de agua no 1o ciclo; mexer antes disso nao vale."""
+        """O ouvinte fixa as marcas de água no 1o ciclo; mexer antes disso não vale."""
         status = os.path.join(self.estado_dir, 'ouvinte-status.txt')
         limite = time.monotonic() + 120
         while not os.path.exists(status):
@@ -253,11 +253,11 @@ class Demo:
                 raise SystemExit('o ouvinte saiu antes do primeiro ciclo. Fim do log:\n  '
                                  + '\n  '.join(self.ouvinte.ultimas[-15:]))
             if time.monotonic() > limite:
-                raise SystemExit('o ouvinte nao completou o primeiro ciclo em 120s;'
+                raise SystemExit('o ouvinte não completou o primeiro ciclo em 120s;'
                                  ' ver %s' % self.ouvinte.log)
             time.sleep(0.2)
-        dizer('primeiro ciclo feito: marcas de agua fixadas (nada reenviado: a carga'
-              ' completa ja foi feita)')
+        dizer('primeiro ciclo feito: marcas de água fixadas (nada reenviado: a carga'
+              ' completa já foi feita)')
 
     def varredura_registrada(self):
         """O status do ouvinte diz que a varredura terminou (ela grava o dia no estado)."""
@@ -265,7 +265,7 @@ class Demo:
             with open(os.path.join(self.estado_dir, 'ouvinte-status.txt'),
                       encoding='utf-8') as f:
                 for linha in f:
-                    if linha.startswith('ultima varredura'):
+                    if linha.startswith('última varredura'):
                         return 'nenhuma' not in linha
         except FileNotFoundError:
             pass
@@ -277,10 +277,10 @@ class Demo:
         dizer('ERP       #%-3s %-18s empresa %-10s %s'
               % (m.numero, m.dataset, onde, m.descricao))
         if m.remocao:
-            dizer('          #%-3s exclusao NAO tem coluna de mudanca: o ouvinte nao a ve;'
-                  ' o registro continua no Contextia ate a varredura' % m.numero)
+            dizer('          #%-3s exclusão NÃO tem coluna de mudança: o ouvinte não a vê;'
+                  ' o registro continua no Contextia até a varredura' % m.numero)
         elif not m.ao_vivo:
-            dizer('          #%-3s tabela fora do ao-vivo: esta mudanca espera a varredura'
+            dizer('          #%-3s tabela fora do ao-vivo: esta mudança espera a varredura'
                   % m.numero)
 
     def agora(self):
@@ -301,7 +301,7 @@ class Demo:
 
         while fim is None or time.monotonic() < fim:
             if not self.ouvinte.vivo() and varredura_em != 'reiniciando':
-                raise SystemExit('o ouvinte morreu (codigo %s). Fim do log:\n  %s'
+                raise SystemExit('o ouvinte morreu (código %s). Fim do log:\n  %s'
                                  % (self.ouvinte.processo.returncode,
                                     '\n  '.join(self.ouvinte.ultimas[-15:])))
             t = self.agora()
@@ -349,10 +349,10 @@ class Demo:
                 if all(m.entregue for m in esperam) and self.varredura_registrada():
                     self.marcos['varredura_fim'] = t
                     dizer('Contextia varredura concluida em %.1fs: o DELETE sumiu e a tabela'
-                          ' sem coluna de mudanca chegou; o gerador volta' % (t - varredura_em))
+                          ' sem coluna de mudança chegou; o gerador volta' % (t - varredura_em))
                 elif t - varredura_em > ESPERA_VARREDURA:
                     self.marcos['varredura_fim'] = t
-                    dizer('AVISO: a varredura nao terminou em %ss; o gerador volta assim'
+                    dizer('AVISO: a varredura não terminou em %ss; o gerador volta assim'
                           ' mesmo' % ESPERA_VARREDURA)
 
             # -- o expediente ------------------------------------------------
@@ -380,7 +380,7 @@ class Demo:
         comecou = varredura_em not in (None, 'reiniciando')
         if comecou and 'varredura_fim' not in self.marcos:
             dizer('fim do tempo com a varredura em andamento: esperando ela terminar'
-                  ' (ate %ss)' % ESPERA_FINAL)
+                  ' (até %ss)' % ESPERA_FINAL)
             limite = time.monotonic() + ESPERA_FINAL
             while time.monotonic() < limite and self.ouvinte.vivo():
                 for m in self.observador.conferir(pendentes, True):
@@ -408,29 +408,29 @@ class Demo:
             dizer('Contextia #%-3s %-18s chegou com a varredura, em todas as empresas'
                   % (m.numero, m.dataset))
         else:
-            dizer('Contextia #%-3s %-18s ID %-7s visivel em %4.1fs'
+            dizer('Contextia #%-3s %-18s ID %-7s visível em %4.1fs'
                   % (m.numero, m.dataset, m.chave, m.latencia()))
 
     def varrer(self):
-        """A varredura diaria, agora: o ouvinte reinicia com --varrer-agora."""
+        """A varredura diária, agora: o ouvinte reinicia com --varrer-agora."""
         dizer('VARREDURA: o gerador pausa; o ouvinte recebe SIGTERM, termina o ciclo e'
               ' volta com --varrer-agora (a carga completa que as 03:30 roda sozinha)')
         codigo = self.ouvinte.parar()
-        dizer('ouvinte encerrado (codigo %s); marcas de agua ficam em %s'
+        dizer('ouvinte encerrado (código %s); marcas de água ficam em %s'
               % (codigo, mostrar(self.estado_dir)))
         self.ouvinte.iniciar(['--varrer-agora'])
 
     # -- fim ----------------------------------------------------------------
 
     def mostrar_status(self):
-        """O arquivo que o alerta le em producao (find -mmin), como ele esta agora."""
+        """O arquivo que o alerta lê em produção (find -mmin), como ele está agora."""
         caminho = os.path.join(self.estado_dir, 'ouvinte-status.txt')
         try:
             with open(caminho, encoding='utf-8') as f:
                 linhas = f.read().splitlines()
         except FileNotFoundError:
             return
-        titulo('O status do ouvinte (%s, o que um alerta le)' % mostrar(caminho))
+        titulo('O status do ouvinte (%s, o que um alerta lê)' % mostrar(caminho))
         for linha in linhas:
             print('  ' + linha)
 
@@ -444,14 +444,14 @@ class Demo:
         entregues = [m for m in ao_vivo if m.entregue]
         latencias = [m.latencia() for m in entregues]
         so_varredura = [m for m in self.mudancas if not m.ao_vivo]
-        print('mudancas feitas no ERP .......: %d (%d ao vivo, %d so pela varredura)'
+        print('mudanças feitas no ERP .......: %d (%d ao vivo, %d só pela varredura)'
               % (len(self.mudancas), len(ao_vivo), len(so_varredura)))
         print('entregues ao vivo ............: %d de %d%s'
               % (len(entregues), len(ao_vivo),
                  '' if len(entregues) == len(ao_vivo) else
                  ' (as outras ainda estavam a caminho ao encerrar)'))
         if latencias:
-            print('ate ficar visivel no Contextia: p50 %.1fs   p95 %.1fs   max %.1fs'
+            print('até ficar visível no Contextia: p50 %.1fs   p95 %.1fs   max %.1fs'
                   '   (ouvinte a cada %ss)'
                   % (percentil(latencias, 0.5), percentil(latencias, 0.95),
                      max(latencias), self.args.intervalo))
@@ -461,15 +461,15 @@ class Demo:
                 erp.EMPRESA_NOVA[0],
                 'provisionada em %.1fs, carregada em %.1fs depois do cadastro'
                 % (m['empresa_chave'] - m['empresa'], m['empresa_carga'] - m['empresa'])
-                if 'empresa_carga' in m else 'cadastrada; carga ainda nao visivel'))
+                if 'empresa_carga' in m else 'cadastrada; carga ainda não visível'))
         for x in so_varredura:
             print('%s: %s' % (
                 'DELETE fisico ................' if x.remocao else
-                'tabela sem coluna de mudanca .',
+                'tabela sem coluna de mudança .',
                 'resolvido pela varredura' if x.entregue else 'esperando a varredura'))
         faltou = []
         if not entregues:
-            faltou.append('nenhuma mudanca entregue ao vivo')
+            faltou.append('nenhuma mudança entregue ao vivo')
         for marco, texto in (('empresa_carga', 'empresa nova carregada'),
                              ('varredura_fim', 'varredura aplicada')):
             if marco not in m:
@@ -483,7 +483,7 @@ class Demo:
             print('roteiro ......................: interrompido antes de: %s'
                   % '; '.join(faltou))
         elif curta or not self.args.duracao:
-            print('roteiro ......................: nao coube (%s)' % '; '.join(faltou))
+            print('roteiro ......................: não coube (%s)' % '; '.join(faltou))
         else:
             print('roteiro ......................: incompleto -- faltou: %s'
                   % '; '.join(faltou))
@@ -494,7 +494,7 @@ class Demo:
         return 1 if faltou else 0
 
     def saude(self):
-        """(codigo, linha) de `ouvinte.py --saude`: o que o monitoramento le; None sem estado."""
+        """(código, linha) de `ouvinte.py --saude`: o que o monitoramento lê; None sem estado."""
         if not os.path.isdir(self.estado_dir):
             return None
         try:
@@ -503,7 +503,7 @@ class Demo:
                  '--estado=' + self.estado_dir], cwd=RAIZ, capture_output=True, text=True,
                 timeout=60)
         except (OSError, subprocess.SubprocessError) as erro:
-            return None, 'a saude nao rodou: %s' % erro
+            return None, 'a saúde não rodou: %s' % erro
         return feito.returncode, (feito.stdout.strip() or feito.stderr.strip())
 
     def limpar(self):
@@ -527,7 +527,7 @@ class Demo:
               flush=True)
         if saude is not None:
             codigo, linha = saude
-            print('saude (o que o monitoramento le, %s; codigo %s):'
+            print('saúde (o que o monitoramento lê, %s; código %s):'
                   % ('com o ouvinte no ar' if no_ar else 'depois de parar', codigo))
             print('  $ ouvinte.py --saude --estado=%s' % mostrar(self.estado_dir))
             print('  ' + linha, flush=True)

@@ -30,7 +30,7 @@ import sys
 
 # Empresas: (id, razao social, fantasia, cidade, uf, grupo, ativa).
 EMPRESAS = [
-    (10, 'Comercial Ipiranga de Alimentos Ltda', 'Ipiranga Alimentos', 'Sao Paulo', 'SP',
+    (10, 'Comercial Ipiranga de Alimentos Ltda', 'Ipiranga Alimentos', 'São Paulo', 'SP',
      'varejo', 'S'),
     (20, 'Distribuidora Serra Azul S.A.', 'Serra Azul', 'Belo Horizonte', 'MG',
      'distribuicao', 'S'),
@@ -38,17 +38,17 @@ EMPRESAS = [
      'agro', 'S'),
     (40, 'Metalurgica Vale do Aco Ltda (ENCERRADA)', 'Vale do Aco', 'Ipatinga', 'MG',
      'industria', 'N'),
-    (99, 'EMPRESA MODELO - NAO USAR', 'Modelo', 'Sao Paulo', 'SP', None, 'S'),
+    (99, 'EMPRESA MODELO - NÃO USAR', 'Modelo', 'São Paulo', 'SP', None, 'S'),
 ]
 
 # A empresa que o gerador de movimento cadastra no meio da demo.
-EMPRESA_NOVA = (50, 'Farmacias Boa Saude Ltda', 'Boa Saude', 'Curitiba', 'PR', 'varejo', 'S')
+EMPRESA_NOVA = (50, 'Farmacias Boa Saúde Ltda', 'Boa Saúde', 'Curitiba', 'PR', 'varejo', 'S')
 
 STATUS = [(1, 'Digitado'), (2, 'Aprovado'), (3, 'Separacao'), (4, 'Faturado'),
           (5, 'Entregue'), (6, 'Cancelado')]
 
 CIDADES = [
-    ('Sao Paulo', 'SP'), ('Campinas', 'SP'), ('Santos', 'SP'), ('Ribeirao Preto', 'SP'),
+    ('São Paulo', 'SP'), ('Campinas', 'SP'), ('Santos', 'SP'), ('Ribeirao Preto', 'SP'),
     ('Rio de Janeiro', 'RJ'), ('Niteroi', 'RJ'), ('Belo Horizonte', 'MG'),
     ('Uberlandia', 'MG'), ('Juiz de Fora', 'MG'), ('Curitiba', 'PR'), ('Londrina', 'PR'),
     ('Maringa', 'PR'), ('Porto Alegre', 'RS'), ('Caxias do Sul', 'RS'),
@@ -56,7 +56,7 @@ CIDADES = [
     ('Feira de Santana', 'BA'), ('Recife', 'PE'), ('Fortaleza', 'CE'), ('Goiania', 'GO'),
     ('Anapolis', 'GO'), ('Brasilia', 'DF'), ('Manaus', 'AM'), ('Belem', 'PA'),
     ('Vitoria', 'ES'), ('Cuiaba', 'MT'), ('Campo Grande', 'MS'), ('Natal', 'RN'),
-    ('Joao Pessoa', 'PB'), ('Maceio', 'AL'), ('Teresina', 'PI'), ('Sao Luis', 'MA'),
+    ('Joao Pessoa', 'PB'), ('Maceio', 'AL'), ('Teresina', 'PI'), ('São Luis', 'MA'),
 ]
 
 NOMES = ['Ana', 'Maria', 'Jose', 'Joao', 'Antonio', 'Francisco', 'Carlos', 'Paulo',
@@ -70,14 +70,14 @@ SOBRENOMES = ['Silva', 'Santos', 'Oliveira', 'Souza', 'Rodrigues', 'Ferreira', '
               'Dias', 'Nascimento', 'Andrade', 'Moreira', 'Nunes', 'Marques', 'Machado',
               'Mendes', 'Freitas', 'Cardoso', 'Ramos', 'Goncalves', 'Santana', 'Teixeira']
 RAMOS = ['Comercio', 'Distribuidora', 'Industria', 'Transportes', 'Servicos', 'Atacadista',
-         'Supermercado', 'Construtora', 'Auto Pecas', 'Farmacia', 'Padaria', 'Papelaria',
-         'Materiais de Construcao', 'Confeccoes', 'Laticinios', 'Agropecuaria']
+         'Supermercado', 'Construtora', 'Auto Peças', 'Farmacia', 'Padaria', 'Papelaria',
+         'Materiais de Construção', 'Confeccoes', 'Laticinios', 'Agropecuaria']
 SUFIXOS = ['Ltda', 'Ltda', 'Ltda', 'S.A.', 'ME', 'EIRELI', 'EPP']
 FORNECEDORES = ['Energisa', 'Sabesp', 'Vivo Empresas', 'Claro', 'Correios',
-                'Transportadora Rapido Sul', 'Embalagens Paulista', 'Grafica Central',
+                'Transportadora Rápido Sul', 'Embalagens Paulista', 'Grafica Central',
                 'Contabilidade Exata', 'Seguradora Porto Forte', 'Locadora Frota Viva',
                 'Papel e Cia Distribuidora', 'Cooperativa Agricola Uniao',
-                'Atacado Bom Preco', 'Manutencao Predial Alfa', 'Software Gestao Total']
+                'Atacado Bom Preco', 'Manutenção Predial Alfa', 'Software Gestao Total']
 PRODUTOS = [
     ('Arroz tipo 1 5kg', 'UN', '1006.30.21', '24.90'), ('Feijao carioca 1kg', 'UN',
                                                         '0713.33.19', '8.49'),
@@ -201,7 +201,7 @@ def _digito(numeros, pesos):
 
 
 def cpf(aleatorio):
-    """Um CPF com os dois digitos verificadores certos, formatado."""
+    """Um CPF com os dois dígitos verificadores certos, formatado."""
     base = [aleatorio.randint(0, 9) for _ in range(9)]
     base.append(_digito(base, range(10, 1, -1)))
     base.append(_digito(base, range(11, 1, -1)))
@@ -210,7 +210,7 @@ def cpf(aleatorio):
 
 
 def cnpj(aleatorio, filial=1):
-    """Um CNPJ (matriz 0001 por padrao) com digitos verificadores certos, formatado."""
+    """Um CNPJ (matriz 0001 por padrão) com dígitos verificadores certos, formatado."""
     base = [aleatorio.randint(0, 9) for _ in range(8)] + [int(c) for c in '%04d' % filial]
     base.append(_digito(base, [5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2]))
     base.append(_digito(base, [6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2]))
@@ -219,7 +219,7 @@ def cnpj(aleatorio, filial=1):
 
 
 def documento_valido(texto):
-    """Confere os digitos verificadores de um CPF ou CNPJ formatado."""
+    """Confere os dígitos verificadores de um CPF ou CNPJ formatado."""
     d = [int(c) for c in texto if c.isdigit()]
     if len(d) == 11:
         return (d[9] == _digito(d[:9], range(10, 1, -1))
@@ -244,7 +244,7 @@ def agora_texto():
 
 
 def dinheiro(aleatorio, minimo, maximo):
-    """Decimal com centavos, gravado como texto para o SQLite nao arredondar em float."""
+    """Decimal com centavos, gravado como texto para o SQLite não arredondar em float."""
     centavos = aleatorio.randint(int(minimo * 100), int(maximo * 100))
     return str((decimal.Decimal(centavos) / 100).quantize(CENTAVO))
 
@@ -273,14 +273,14 @@ def _sem_acento_minusculo(texto):
 # ---------------------------------------------------------------------------
 
 class Fabrica:
-    """Gera linhas coerentes entre si (cliente existe, titulo aponta para cliente)."""
+    """Gera linhas coerentes entre si (cliente existe, título aponta para cliente)."""
 
     def __init__(self, semente=2026, hoje=None):
         self.aleatorio = random.Random(semente)
         self.hoje = hoje or datetime.datetime.now().replace(microsecond=0)
 
     def momento_passado(self, dias=720):
-        """Um instante nos ultimos `dias`, sempre antes de agora."""
+        """Um instante nos últimos `dias`, sempre antes de agora."""
         segundos = self.aleatorio.randint(60, dias * 86400)
         return self.hoje - datetime.timedelta(seconds=segundos)
 
@@ -378,7 +378,7 @@ INSERTS = {
 
 
 def conectar(caminho):
-    """Conexao de ESCRITA do ERP (a demo e dona dele; o SDK so le)."""
+    """Conexão de ESCRITA do ERP (a demo e dona dele; o SDK só lê)."""
     conexao = sqlite3.connect(caminho, timeout=30, isolation_level=None)
     # WAL: o gerador escreve enquanto o ouvinte e o conector leem, sem um
     # bloquear o outro -- como num banco de producao.
@@ -447,10 +447,10 @@ def contar(conexao):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description='Cria o ERP de demonstracao (SQLite).')
+    p = argparse.ArgumentParser(description='Cria o ERP de demonstração (SQLite).')
     p.add_argument('--saida', default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                    'saida', 'erp.sqlite'),
-                   help='arquivo SQLite a (re)criar (padrao demo/saida/erp.sqlite)')
+                   help='arquivo SQLite a (re)criar (padrão demo/saida/erp.sqlite)')
     p.add_argument('--escala', type=float, default=1.0,
                    help='multiplica o volume (1.0 = ~57 mil linhas)')
     args = p.parse_args(argv)

@@ -1,10 +1,10 @@
 """
 O gerador de movimento: o expediente de um ERP, comprimido em segundos.
 
-Cada metodo faz UMA mudanca numa transacao curta (como o ERP faria), grava
+Cada método faz UMA mudança numa transação curta (como o ERP faria), grava
 `ALTERADO_EM` com a hora do commit e devolve uma `Mudanca` que diz o que o
 Contextia deve mostrar quando ela chegar -- e isso que a demo confere lendo o
-servidor, para medir quanto tempo o dado levou para ficar visivel.
+servidor, para medir quanto tempo o dado levou para ficar visível.
 """
 
 import datetime
@@ -25,7 +25,7 @@ def reais(valor):
 
 
 class Mudanca:
-    """Uma alteracao feita no ERP e o que se espera ver no Contextia por causa dela."""
+    """Uma alteração feita no ERP e o que se espera ver no Contextia por causa dela."""
 
     _numeros = itertools.count(1)
 
@@ -54,7 +54,7 @@ class Mudanca:
 
 
 class Gerador:
-    """Muda o ERP de demonstracao. Uma conexao de escrita, transacoes curtas."""
+    """Muda o ERP de demonstração. Uma conexão de escrita, transações curtas."""
 
     def __init__(self, caminho, empresas, semente=7):
         self.conexao = erp.conectar(caminho)
@@ -74,7 +74,7 @@ class Gerador:
         return momento, erp.texto_data_hora(momento)
 
     def _escolher(self, tabela, empresa, onde):
-        """Uma linha ainda nao tocada pela demo, para cada mudanca ser medida sozinha."""
+        """Uma linha ainda não tocada pela demo, para cada mudança ser medida sozinha."""
         linhas = self.conexao.execute(
             'SELECT ID FROM %s WHERE EMPRESA_ID = ? AND %s ORDER BY RANDOM() LIMIT 20'
             % (tabela, onde), (empresa,)).fetchall()
@@ -104,7 +104,7 @@ class Gerador:
                                             aberto=True)
         novo = self._inserir('TITULOS_RECEBER', linha)
         return Mudanca('inclusao', 'titulos_a_receber', [empresa], novo,
-                       'titulo a receber novo %s de %s' % (linha[2], reais(linha[6])),
+                       'título a receber novo %s de %s' % (linha[2], reais(linha[6])),
                        {'SITUACAO': 'A', 'VALOR': linha[6]})
 
     def baixa(self):
@@ -120,7 +120,7 @@ class Gerador:
         numero, valor = self.conexao.execute(
             'SELECT NUMERO, VALOR FROM TITULOS_RECEBER WHERE ID = ?', (linha_id,)).fetchone()
         return Mudanca('baixa', 'titulos_a_receber', [empresa], linha_id,
-                       'baixa do titulo %s, %s recebidos (SITUACAO A -> P)'
+                       'baixa do título %s, %s recebidos (SITUACAO A -> P)'
                        % (numero, reais(valor)),
                        {'SITUACAO': 'P', 'VALOR_PAGO': valor})
 
@@ -136,7 +136,7 @@ class Gerador:
         numero = self.conexao.execute(
             'SELECT NUMERO FROM TITULOS_RECEBER WHERE ID = ?', (linha_id,)).fetchone()[0]
         return Mudanca('cancelamento', 'titulos_a_receber', [empresa], linha_id,
-                       "cancelamento do titulo %s (SITUACAO = 'C': e ALTERACAO, vai ao vivo)"
+                       "cancelamento do título %s (SITUACAO = 'C': e ALTERACAO, vai ao vivo)"
                        % numero, {'SITUACAO': 'C'})
 
     def conta_a_pagar(self):
@@ -187,7 +187,7 @@ class Gerador:
         numero, status = self.conexao.execute(
             'SELECT NUMERO, STATUS_ID FROM PEDIDOS WHERE ID = ?', (linha_id,)).fetchone()
         return Mudanca('alteracao', 'pedidos_de_venda', [empresa], linha_id,
-                       'pedido %s avancou para %s' % (numero, dict(erp.STATUS)[status]),
+                       'pedido %s avançou para %s' % (numero, dict(erp.STATUS)[status]),
                        {'STATUS_ID': status})
 
     def cliente_novo(self):
@@ -216,7 +216,7 @@ class Gerador:
                        {'LIMITE_CREDITO': novo})
 
     def reajuste_de_preco(self, escopos):
-        """Tabela de DOMINIO: a mesma mudanca tem de aparecer em TODAS as empresas."""
+        """Tabela de DOMINIO: a mesma mudança tem de aparecer em TODAS as empresas."""
         linha_id, descricao, preco = self.conexao.execute(
             'SELECT ID, DESCRICAO, PRECO FROM PRODUTOS ORDER BY RANDOM() LIMIT 1').fetchone()
         novo = (decimal.Decimal(str(preco)) * decimal.Decimal('1.05')).quantize(CENTAVO)
@@ -224,7 +224,7 @@ class Gerador:
         self.conexao.execute('UPDATE PRODUTOS SET PRECO = ?, ALTERADO_EM = ? WHERE ID = ?',
                              (str(novo), agora, linha_id))
         return Mudanca('alteracao', 'produtos', escopos, linha_id,
-                       'reajuste de 5%% em %s: %s -> %s (dominio: vai para as %d empresas)'
+                       'reajuste de 5%% em %s: %s -> %s (domínio: vai para as %d empresas)'
                        % (descricao, reais(preco), reais(novo), len(escopos)),
                        {'PRECO': str(novo)})
 
@@ -240,12 +240,12 @@ class Gerador:
                        remocao=True, ao_vivo=False)
 
     def status_sem_coluna(self, escopos):
-        """Tabela sem coluna de mudanca: a alteracao so viaja na varredura."""
+        """Tabela sem coluna de mudança: a alteração só viaja na varredura."""
         self.conexao.execute("UPDATE STATUS_PEDIDO SET DESCRICAO = ? WHERE ID = 4",
                              ('Faturado (NF-e autorizada)',))
         return Mudanca('alteracao', 'status_de_pedido', escopos, 4,
                        "STATUS_PEDIDO 4 'Faturado' -> 'Faturado (NF-e autorizada)'"
-                       ' (tabela SEM coluna de mudanca)',
+                       ' (tabela SEM coluna de mudança)',
                        {'DESCRICAO': 'Faturado (NF-e autorizada)'}, ao_vivo=False)
 
     def empresa_nova(self, escala):
@@ -262,7 +262,7 @@ class Gerador:
                 'pedidos_de_venda': quantos['PEDIDOS']}
 
     def qualquer(self, escopos_com_chave):
-        """Uma mudanca sorteada com pesos de expediente: muita baixa, pouco cadastro."""
+        """Uma mudança sorteada com pesos de expediente: muita baixa, pouco cadastro."""
         opcoes = [(self.baixa, 5), (self.titulo_novo, 4), (self.cancelamento, 2),
                   (self.conta_a_pagar, 2), (self.pagamento, 2), (self.pedido_novo, 3),
                   (self.pedido_avanca, 3), (self.cliente_novo, 1),

@@ -1,8 +1,8 @@
 """
-Ler o Contextia de volta: uma mudanca so "chegou" quando da para le-la.
+Ler o Contextia de volta: uma mudança só "chegou" quando da para le-la.
 
-A latencia da demo e medida assim -- do commit no ERP ate o registro aparecer
-na API de leitura do Contextia local --, e nao deduzida do log do ouvinte.
+A latência da demo e medida assim -- do commit no ERP até o registro aparecer
+na API de leitura do Contextia local --, e não deduzida do log do ouvinte.
 """
 
 import decimal
@@ -20,7 +20,7 @@ def _mesmo_valor(a, b):
 
 
 class Observador:
-    """Confere no Contextia local quais mudancas ja estao visiveis."""
+    """Confere no Contextia local quais mudanças já estão visíveis."""
 
     def __init__(self, arquivo_chaves):
         from contextia_sync.provisionamento.chaves import ler_chaves
@@ -42,7 +42,7 @@ class Observador:
         return {d['dataset']: d.get('records') for d in listar_datasets(chave)}
 
     def conferir(self, pendentes, varredura_comecou):
-        """Marca `vista_em` nas mudancas que ja aparecem. Devolve as que mudaram agora."""
+        """Marca `vista_em` nas mudanças que já aparecem. Devolve as que mudaram agora."""
         chaves = self.chaves()
         pares = {}
         for m in pendentes:
@@ -68,7 +68,7 @@ class Observador:
 
 
 def percentil(valores, fracao):
-    """Percentil pelo posto mais proximo (p50, p95) -- sem interpolar."""
+    """Percentil pelo posto mais próximo (p50, p95) -- sem interpolar."""
     if not valores:
         return None
     ordenados = sorted(valores)

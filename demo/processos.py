@@ -1,8 +1,8 @@
 """
-Os processos que a demo sobe: cada um no seu grupo, e nenhum fica para tras.
+Os processos que a demo sobe: cada um no seu grupo, e nenhum fica para trás.
 
-O ouvinte roda como processo de verdade (o mesmo `ouvinte.py` de producao), com
-o log inteiro num arquivo e so as linhas que contam a historia na tela.
+O ouvinte roda como processo de verdade (o mesmo `ouvinte.py` de produção), com
+o log inteiro num arquivo e só as linhas que contam a historia na tela.
 """
 
 import os
@@ -15,7 +15,7 @@ from tela import RAIZ, curto, dizer, mostrar
 
 
 def encerrar_grupo(processo, espera=20):
-    """SIGTERM no grupo inteiro, espera, SIGKILL. Devolve o codigo de saida."""
+    """SIGTERM no grupo inteiro, espera, SIGKILL. Devolve o código de saída."""
     if processo.poll() is None:
         try:
             os.killpg(processo.pid, signal.SIGTERM)
@@ -35,7 +35,7 @@ def encerrar_grupo(processo, espera=20):
 
 
 def rodar(argv, ambiente, rotulo, prazo=1800):
-    """Roda uma ferramenta do SDK com a saida no terminal (as barras de progresso)."""
+    """Roda uma ferramenta do SDK com a saída no terminal (as barras de progresso)."""
     dizer('$ %s' % ' '.join(curto(a) for a in argv))
     processo = subprocess.Popen(argv, cwd=RAIZ, env=ambiente, start_new_session=True)
     try:
@@ -44,7 +44,7 @@ def rodar(argv, ambiente, rotulo, prazo=1800):
         encerrar_grupo(processo, 5)
         raise
     if codigo != 0:
-        raise SystemExit('%s saiu com %s: a demo nao pode seguir. A saida acima diz'
+        raise SystemExit('%s saiu com %s: a demo não pode seguir. A saída acima diz'
                          ' o motivo.' % (rotulo, codigo))
     return codigo
 

@@ -1,4 +1,4 @@
-"""A tela da demo: cada linha com o tempo desde o inicio, caminhos curtos."""
+"""A tela da demo: cada linha com o tempo desde o início, caminhos curtos."""
 
 import os
 import time
@@ -8,7 +8,7 @@ T0 = time.monotonic()
 
 
 def dizer(texto=''):
-    """Uma linha da demo, com o tempo desde o inicio."""
+    """Uma linha da demo, com o tempo desde o início."""
     if texto:
         print('[%6.1fs] %s' % (time.monotonic() - T0, texto), flush=True)
     else:
@@ -16,7 +16,7 @@ def dizer(texto=''):
 
 
 def mostrar(caminho):
-    """Caminho curto para a tela: relativo a raiz quando esta dentro dela."""
+    """Caminho curto para a tela: relativo a raiz quando está dentro dela."""
     caminho = os.path.abspath(caminho)
     return os.path.relpath(caminho, RAIZ) if caminho.startswith(RAIZ + os.sep) else caminho
 

@@ -33,7 +33,7 @@ log="${OUVINTE_LOG:-/var/log/contextia/ouvinte-cron.log}"
 avisos="$estado/ouvinte-cron-avisos.txt"
 
 if [ ! -r "$env_file" ]; then
-    echo "ouvinte-cron: nao consigo ler $env_file (existe? o usuario $(id -un) esta no grupo dele?)" >&2
+    echo "ouvinte-cron: não consigo ler $env_file (existe? o usuário $(id -un) está no grupo dele?)" >&2
     exit 2
 fi
 set -a
@@ -70,9 +70,9 @@ novos="$(comm -13 <(sort -u "$avisos" 2>/dev/null || true) "$saida.avisos")"
 
 motivo=''
 if [ "$codigo" -ne 0 ]; then
-    motivo="o ouvinte saiu com $codigo (1: algum ciclo falhou; 2: erro de configuracao)"
+    motivo="o ouvinte saiu com $codigo (1: algum ciclo falhou; 2: erro de configuração)"
 elif [ -n "$novos" ]; then
-    motivo="aviso novo, que a execucao anterior nao tinha (repetido, ele vai so para o log):"
+    motivo="aviso novo, que a execução anterior não tinha (repetido, ele vai só para o log):"
     motivo+=$'\n'"$novos"
 fi
 veredito=''
@@ -83,10 +83,10 @@ fi
 problemas=''
 # (o 2> por fora: a falha do proprio >> e do bash, e iria para o e-mail de novo)
 if ! { { cat "$saida"; printf '%s' "$veredito"; } >>"$log"; } 2>/dev/null; then
-    problemas+="ouvinte-cron: nao consigo acrescentar ao log $log (a pasta existe? e do usuario $(id -un)?): a saida vai so neste e-mail"$'\n'
+    problemas+="ouvinte-cron: não consigo acrescentar ao log $log (a pasta existe? e do usuário $(id -un)?): a saída vai só neste e-mail"$'\n'
 fi
 if ! cp "$saida.avisos" "$avisos" 2>/dev/null; then
-    problemas+="ouvinte-cron: nao consigo gravar $avisos: todo aviso vira e-mail"$'\n'
+    problemas+="ouvinte-cron: não consigo gravar $avisos: todo aviso vira e-mail"$'\n'
 fi
 
 # A tela e o e-mail do cron: o porque primeiro, depois a saida inteira.

@@ -63,7 +63,7 @@ while [ "$#" -gt 0 ]; do
         --usuario) [ "$#" -ge 1 ] || recusar "--usuario precisa do nome do usuário do serviço"
                    usuario="$1"; usuario_explicito=1; shift ;;
         -h|--help) uso; exit 0 ;;
-        -*) echo "preparar-ambiente: opcao desconhecida: $arg" >&2; uso >&2; exit 2 ;;
+        -*) echo "preparar-ambiente: opção desconhecida: $arg" >&2; uso >&2; exit 2 ;;
         *) posicionais+=("$arg") ;;
     esac
 done

@@ -22,7 +22,7 @@
 set -uo pipefail
 
 sdk="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-uso='uso: verificar-saude.sh [ESTADO] [MINUTOS] [opcoes da saude]'
+uso='uso: verificar-saude.sh [ESTADO] [MINUTOS] [opções da saúde]'
 
 estado='/var/lib/contextia/estado'
 if [ "$#" -ge 1 ] && [[ "$1" != -* ]]; then
@@ -33,7 +33,7 @@ argumentos=(--estado "$estado")
 if [ "$#" -ge 1 ] && [[ "$1" != -* ]]; then
     if [ -n "$1" ]; then
         if ! [[ "$1" =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ]; then
-            echo "OUVINTE DESCONHECIDO - argumento invalido: MINUTOS tem de ser um inteiro de 1 para cima, e e '$1' ($uso)"
+            echo "OUVINTE DESCONHECIDO - argumento inválido: MINUTOS tem de ser um inteiro de 1 para cima, e e '$1' ($uso)"
             exit 3
         fi
         argumentos+=(--max-idade "${1}m")
@@ -50,7 +50,7 @@ if [ -z "$python" ]; then
     fi
 fi
 if [ -z "$python" ]; then
-    echo "OUVINTE DESCONHECIDO - nao achei um python (nem $sdk/.venv/bin/python, nem python3 no PATH; ou defina OUVINTE_PYTHON)"
+    echo "OUVINTE DESCONHECIDO - não achei um python (nem $sdk/.venv/bin/python, nem python3 no PATH; ou defina OUVINTE_PYTHON)"
     exit 3
 fi
 
@@ -66,5 +66,5 @@ case "$saida" in
         exit "$codigo"
         ;;
 esac
-echo "OUVINTE DESCONHECIDO - a saude nao rodou com $python (codigo $codigo; o erro saiu na stderr)"
+echo "OUVINTE DESCONHECIDO - a saúde não rodou com $python (código $codigo; o erro saiu na stderr)"
 exit 3

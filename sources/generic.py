@@ -1,10 +1,10 @@
 """
 `--source=generic`: o adaptador embutido, para qualquer banco que o SQLAlchemy fale.
 
-A logica mora em `contextia_sync/origem/generico.py` (engine proprio, sessao
+A lógica mora em `contextia_sync/origem/generico.py` (engine próprio, sessão
 somente leitura, leituras curtas em streaming); este arquivo e a porta de
-entrada que `--source=generic` encontra em sources/. Um adaptador proprio do
-integrador fica ao lado dele, com as mesmas funcoes (docs/origem.md).
+entrada que `--source=generic` encontra em sources/. Um adaptador próprio do
+integrador fica ao lado dele, com as mesmas funções (docs/origem.md).
 """
 
 from contextia_sync.origem import ErroIdentificador, ErroOrigem

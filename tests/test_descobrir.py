@@ -1,11 +1,11 @@
 """
 `descobrir` de verdade (subprocesso, como o operador roda) contra PostgreSQL,
 MariaDB e SQLite reais: o esqueleto valida pelo mesmo carregar_mapeamento do
-ouvinte, e o `connector.py --dry-run` -- que le e serializa cada linha como o
-envio real -- sai limpo sem editar nada alem de escolher o cadastro.
+ouvinte, e o `connector.py --dry-run` -- que lê e serializa cada linha como o
+envio real -- sai limpo sem editar nada além de escolher o cadastro.
 
 Os esquemas: o Sakila em miniatura (tests/dados/sakila.py: views, tabela sem
-chave primaria, tabela sem coluna de alteracao, array/SET, indice faltando),
+chave primária, tabela sem coluna de alteração, array/SET, índice faltando),
 o ERP da demo (demo/erp.py), o Protheus dos testes (tests/dados/protheus_pg.sql,
 comparado com mappings/protheus.json) e o ERP de teste (tests/dados/erp.py).
 """
@@ -71,7 +71,7 @@ def mesmas_decisoes(gerado, exemplo):
 
 def com_herda(mapa, row, campo):
     """O valor que vale para o dataset: o declarado, ou o herdado (key/watch herdada e fora
-    de columns nao vale -- docs/mapeamento.md, Heranca)."""
+    de columns não vale -- docs/mapeamento.md, Herança)."""
     if campo in row:
         return row[campo]
     herdado = (mapa.get('defaults') or {}).get(campo)
@@ -346,7 +346,7 @@ def test_origem_fora_do_ar_sai_com_1(tmp_path):
     codigo, saida, erro = descobrir('postgresql+psycopg://leitor:segredo@127.0.0.1:9/erp',
                                     tmp_path / 'x.json')
     assert codigo == 1, saida + erro
-    assert 'nao conectou a origem' in erro and 'segredo' not in saida + erro
+    assert 'não conectou a origem' in erro and 'segredo' not in saida + erro
     assert not (tmp_path / 'x.json').exists()
 
 

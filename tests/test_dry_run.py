@@ -2,14 +2,14 @@
 O que o `connector.py --dry-run` prova (issue 12, item 11), com processos e bancos
 de verdade:
 
-  * cada linha passa pela MESMA serializacao do envio real (text[] do PostgreSQL,
+  * cada linha passa pela MESMA serialização do envio real (text[] do PostgreSQL,
     SET do MariaDB, NaN float e numeric): o seco sai com 1 nomeando dataset,
-    escopo, coluna, tipo, a key da linha e a correcao -- e a carga real recusa o
+    escopo, coluna, tipo, a key da linha e a correção -- e a carga real recusa o
     mesmo;
-  * toda coluna do mapeamento e conferida no catalogo ANTES de ler, todas de uma
+  * toda coluna do mapeamento e conferida no catálogo ANTES de ler, todas de uma
     vez, com o nome mais parecido;
-  * empresa que nao esta no cadastro (`projects`) e recusada (saida 2), no seco
-    e na carga real; a que esta mas a regra recusa (inativa) carrega, dito numa
+  * empresa que não está no cadastro (`projects`) e recusada (saída 2), no seco
+    e na carga real; a que está mas a regra recusa (inativa) carrega, dito numa
     linha;
   * o resumo leva o motivo de cada dataset que falhou.
 """
@@ -38,7 +38,7 @@ def mapear(pasta, mudar=None):
 
 
 def com_coluna(nome):
-    """Mudanca: `nome` entra nas colunas de Titulos a Receber."""
+    """Mudança: `nome` entra nas colunas de Titulos a Receber."""
     def mudar(mapa):
         mapa['datasets'][0]['columns'].append(nome)
     return mudar
@@ -93,14 +93,14 @@ def test_seco_recusa_o_que_a_carga_real_recusa(tipo, fabrica_de_bancos, tmp_path
     resumo = linha_resumo(saida)
     assert re.search(r'FALHARAM: titulos_a_receber \(.*TAGS.*\)', resumo), resumo
     # O outro dataset (dominio) passa.
-    assert re.search(r'status \(dominio\)\s+registros=3 ', saida), saida
+    assert re.search(r'status \(domínio\)\s+registros=3 ', saida), saida
 
     # A carga real recusa o mesmo: saida 1, a coluna nomeada, complete nao enviado.
     chave = chave_contextia(escopo)
     codigo, saida = conector(erp, mapa, escopo, chave)
     assert codigo == 1, saida
     assert "'TAGS'" in saida and tipo_python in saida, saida
-    assert 'complete NAO enviado' in saida, saida
+    assert 'complete NÃO enviado' in saida, saida
     assert re.search(r'FALHARAM: titulos_a_receber \(.*TAGS.*\)', linha_resumo(saida)), saida
 
     # Com a view de CAST que a mensagem pede, o seco passa.
@@ -169,7 +169,7 @@ def test_coluna_digitada_errada_aparece_com_a_sugestao_antes_de_ler(banco_sqlite
 
 
 def test_conferir_colunas_para_o_ouvinte(banco_sqlite, tmp_path):
-    """A funcao que o `ouvinte.py --dry-run` chama: todos os problemas numa lista."""
+    """A função que o `ouvinte.py --dry-run` chama: todos os problemas numa lista."""
     from contextia_sync.mapeamento import carregar_mapeamento
 
     erp = erp_teste.Erp(banco_sqlite)

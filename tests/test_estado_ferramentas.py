@@ -2,15 +2,15 @@
 As ferramentas de estado (`estado.py`) de verdade, como processo, contra o
 ouvinte.py de verdade, o Contextia local e origens SQLite e PostgreSQL:
 
-  * com o ouvinte rodando, `marcar` e `esquecer-carga` sao recusados pela trava
-    dele (saida 2, o estado intacto); `mostrar` le ao lado;
-  * sem ouvinte, a marca muda e o proximo `ouvinte.py --once` faz o que a linha
-    de confirmacao anunciou: o que ficou ate a marca nova nao e entregue, o que
+  * com o ouvinte rodando, `marcar` e `esquecer-carga` são recusados pela trava
+    dele (saída 2, o estado intacto); `mostrar` lê ao lado;
+  * sem ouvinte, a marca muda e o próximo `ouvinte.py --once` faz o que a linha
+    de confirmação anunciou: o que ficou até a marca nova não é entregue, o que
     tem carimbo depois dela e -- avancando, com `max` e recuando;
-  * `esquecer-carga` tira a empresa das pendentes e o ciclo de projetos nao a
+  * `esquecer-carga` tira a empresa das pendentes e o ciclo de projetos não a
     refaz;
   * `mostrar` em tabela e em JSON; as recusas de `marcar` (tipo, futuro,
-    dataset, sem terminal) e a confirmacao interativa num terminal de verdade.
+    dataset, sem terminal) e a confirmação interativa num terminal de verdade.
 """
 
 import json
@@ -27,7 +27,7 @@ from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.lento
-TRAVA = 'Ja existe um ouvinte rodando com este diretorio de estado'
+TRAVA = 'Já existe um ouvinte rodando com este diretório de estado'
 
 
 BANCOS = ['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)]
@@ -214,7 +214,7 @@ def test_mostrar_em_tabela_e_em_json(novo_ouvinte):
     o.mudar_estado(pendentes_varredura={DATASET: '25000 linhas em 2026-09-01 11:00:00'},
                    cargas_iniciais_pendentes=['777'])
     Quarentena(os.path.join(o.estado_dir, 'quarentena')).guardar(
-        DATASET, e0, 'ID', {'ID': 1, 'VALOR': 'NaN'}, 'HTTP 422: VALOR invalido',
+        DATASET, e0, 'ID', {'ID': 1, 'VALOR': 'NaN'}, 'HTTP 422: VALOR inválido',
         status_http=422)
 
     codigo, saida, erro = estado_py(o, 'mostrar', '--json', '--mapping=' + o.mapa)

@@ -1,7 +1,7 @@
 """
 contextia_sync/ferramenta.py: rodar uma ferramenta como um supervisor roda um filho.
 
-Os filhos aqui sao scripts bash de verdade (lentos, calados, que ignoram
+Os filhos aqui são scripts bash de verdade (lentos, calados, que ignoram
 SIGTERM, que deixam neto segurando o pipe) -- o que a ferramenta real pode fazer.
 """
 
@@ -32,7 +32,7 @@ def _bash(corpo):
 
 
 def _vivos_no_grupo(pgid):
-    """Pids vivos (nao zumbis) cujo grupo de processos e `pgid`."""
+    """Pids vivos (não zumbis) cujo grupo de processos e `pgid`."""
     vivos = []
     for nome in os.listdir('/proc'):
         if not nome.isdigit():
@@ -49,7 +49,7 @@ def _vivos_no_grupo(pgid):
 
 
 def _vivo(pid):
-    """Existe e nao e zumbi (um zumbi ja morreu; so espera quem o recolha)."""
+    """Existe e não é zumbi (um zumbi já morreu; só espera quem o recolha)."""
     try:
         with open('/proc/%s/stat' % pid) as arquivo:
             return arquivo.read().rsplit(')', 1)[1].split()[0] != 'Z'
@@ -134,9 +134,9 @@ def test_relata_o_sinal_que_matou():
 
 def test_relata_o_codigo_de_saida():
     log = Registro()
-    r = ferramenta.rodar(_bash('echo erro de configuracao; exit 2'), 'conf', log=log)
+    r = ferramenta.rodar(_bash('echo erro de configuração; exit 2'), 'conf', log=log)
     assert r.codigo == 2 and r.motivo == 'falhou' and r.sinal is None
-    assert any('saiu com codigo 2' in t for t in log.textos())
+    assert any('saiu com código 2' in t for t in log.textos())
 
 
 def test_neto_segurando_o_pipe_nao_prende_o_laco():

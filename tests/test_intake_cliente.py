@@ -1,8 +1,8 @@
 """
 O cliente contra o Contextia local de verdade (HTTP em 127.0.0.1, sem mock).
 
-Um servidor por modulo; cada teste usa um projeto proprio (chave_contextia),
-entao os datasets nao se misturam.
+Um servidor por módulo; cada teste usa um projeto próprio (chave_contextia),
+então os datasets não se misturam.
 """
 
 import datetime
@@ -259,7 +259,7 @@ def test_sem_contextia_url_recusa_sem_adivinhar(monkeypatch):
     monkeypatch.delenv('CONTEXTIA_URL', raising=False)
     monkeypatch.delenv('CONTEXTIA_INTAKE_URL', raising=False)
     assert cliente.url_base() is None and cliente.url_destino() is None
-    with pytest.raises(transporte.ErroContextia, match='CONTEXTIA_URL nao esta definida'):
+    with pytest.raises(transporte.ErroContextia, match='CONTEXTIA_URL não está definida'):
         cliente.enviar_dataset('x', [], api_key='ctx_qualquer')
 
 
@@ -350,7 +350,7 @@ def test_servidor_sem_remove_como_o_contextia_de_hoje(fabrica_contextia, monkeyp
                                        remove=[1, 2])
     # Os registros chegam; a exclusao nao, e isso conta como falha.
     assert (resultado.inserted, resultado.removed, resultado.lotes_erro) == (5, 0, 1)
-    assert 'nao suporta `remove`' in resultado.erros[0]
+    assert 'não suporta `remove`' in resultado.erros[0]
     assert cliente.listar_datasets(chave)[0]['records'] == 5
 
 
@@ -385,7 +385,7 @@ def test_servidor_fora_do_ar_interrompe_sem_ler_a_origem_toda(fabrica_contextia,
 def _pedir_intake(servidor, chave, dataset='politica', **opcoes):
     return transporte.pedir('POST', servidor.url + '/api/v1/intake', autorizacao=chave,
                             corpo={'dataset': dataset, 'records': [{'ID': 1}], 'key': 'ID'},
-                            contexto='teste da politica', **opcoes)
+                            contexto='teste da política', **opcoes)
 
 
 def test_prazo_e_um_so_por_chamada_com_503_sem_fim(chave_contextia, ambiente_contextia,
@@ -417,7 +417,7 @@ def test_prazo_nao_recomeca_quando_a_falha_muda_de_tipo(chave_contextia, ambient
         ambiente_contextia.injetar('503', 1)
     inicio = time.monotonic()
     # queda (0 s), 503 (0.5 s), queda (1.5 s); a espera seguinte, de 2 s, passaria do prazo.
-    with pytest.raises(transporte.ErroContextia, match='conexao caiu no meio da resposta'):
+    with pytest.raises(transporte.ErroContextia, match='conexão caiu no meio da resposta'):
         _pedir_intake(ambiente_contextia, chave)
     assert time.monotonic() - inicio < 2 + 1
     falhas = ambiente_contextia.falhas_injetadas()
@@ -432,7 +432,7 @@ def test_tentativa_lenta_nao_passa_do_prazo_da_chamada(chave_contextia, ambiente
     # mais que o prazo que sobra da chamada.
     ambiente_contextia.injetar('atraso', 1, segundos=6)
     inicio = time.monotonic()
-    with pytest.raises(transporte.ErroContextia, match='nao respondeu'):
+    with pytest.raises(transporte.ErroContextia, match='não respondeu'):
         _pedir_intake(ambiente_contextia, chave, dataset='lento')
     assert time.monotonic() - inicio < 2 + 1.5
 
@@ -527,5 +527,5 @@ def test_413_de_um_registro_sozinho_diz_qual_e_o_que_fazer(fabrica_contextia, mo
     [erro] = resultado.erros
     assert 'dataset anexos' in erro and 'escopo 297' in erro and 'ID=1' in erro
     assert 'HTTP 413' in erro and 'SOZINHO' in erro and "'CORPO'" in erro
-    assert 'Diminuir o chunk nao resolve' in erro and 'view' in erro
+    assert 'Diminuir o chunk não resolve' in erro and 'view' in erro
     assert 'chunk menor' not in erro.lower()

@@ -1,11 +1,11 @@
 """
 O cliente do Contextia contra servidores hostis de verdade em 127.0.0.1
-(tests/apoio/hostil.py): um proxy que ecoa os cabecalhos, um servidor que
-redireciona, e enderecos que o cliente tem de recusar antes de conectar.
+(tests/apoio/hostil.py): um proxy que ecoa os cabeçalhos, um servidor que
+redireciona, e endereços que o cliente tem de recusar antes de conectar.
 
-Nenhum trafego sai de 127.0.0.0/8: o host que nao e loopback (`.invalid`, que
-nunca resolve) so e usado com um proxy do ambiente apontado para um gravador
-local -- se o cliente tentasse a conexao, o gravador a veria.
+Nenhum tráfego sai de 127.0.0.0/8: o host que não é loopback (`.invalid`, que
+nunca resolve) só é usado com um proxy do ambiente apontado para um gravador
+local -- se o cliente tentasse a conexão, o gravador a veria.
 """
 
 import glob
@@ -46,7 +46,7 @@ def _sem_segredo(texto, *segredos_):
 
 # ================================================================ 1. o eco de segredos
 def _chamadas(chave, token):
-    """(rotulo, funcao) de cada chamada do cliente; a funcao devolve o texto do erro."""
+    """(rótulo, função) de cada chamada do cliente; a função devolve o texto do erro."""
     def enviar():
         resultado = cliente.enviar_dataset('titulos', [{'ID': 1}], key='ID', api_key=chave)
         assert resultado.lotes_erro == 1 and resultado.lotes_ok == 0
@@ -107,8 +107,8 @@ def test_mascara_esconde_bearer_a_autorizacao_e_os_segredos_do_ambiente(monkeypa
 def test_ouvinte_com_proxy_que_ecoa_nao_grava_segredo_em_log_estado_ou_status(tmp_path):
     """
     O ouvinte de verdade, com um provisionamento (token de admin) e um envio
-    (chaves de duas empresas), contra um proxy que ecoa os cabecalhos: nem a
-    saida, nem o --log, nem o estado, nem o status, nem as metricas tem segredo.
+    (chaves de duas empresas), contra um proxy que ecoa os cabeçalhos: nem a
+    saída, nem o --log, nem o estado, nem o status, nem as métricas tem segredo.
     """
     erp = erp_teste.erp_sqlite(tmp_path)
     token = 'token-admin-' + secrets.token_hex(12)
@@ -196,7 +196,7 @@ def test_complete_leitura_e_admin_nunca_seguem_redirecionamento(sem_ambiente_do_
 
 # ================================================================ 3. o endereco
 def _programa(nome, tmp_path, erp):
-    """argv de uma das tres CLIs, com o que cada uma precisa para chegar ao Contextia."""
+    """argv de uma das três CLIs, com o que cada uma precisa para chegar ao Contextia."""
     mapa = erp_teste.mapeamento(tmp_path)
     chaves = tmp_path / 'chaves.tsv'
     chaves.write_text('%s\tctx_%s\n' % (erp.escopos[0], secrets.token_urlsafe(24)))

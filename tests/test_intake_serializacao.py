@@ -1,4 +1,4 @@
-"""Serializacao, nomes, mascara e assinatura: as partes puras do cliente."""
+"""Serialização, nomes, mascara e assinatura: as partes puras do cliente."""
 
 import base64
 import datetime

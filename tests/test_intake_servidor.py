@@ -1,5 +1,5 @@
 """
-O servidor Contextia local: validacao, limites, persistencia, webhook, OpenAPI.
+O servidor Contextia local: validação, limites, persistência, webhook, OpenAPI.
 HTTP de verdade em 127.0.0.1; servidores exclusivos onde o teste reinicia ou
 muda limites.
 """
@@ -34,7 +34,7 @@ def test_422_diz_o_caminho_do_campo(chave_contextia, ambiente_contextia):
     assert resposta.status_code == 422
     assert ['body', 'sync', 'part'] in [e['loc'] for e in resposta.json()['detail']]
     resposta = _post(ambiente_contextia, '/api/v1/intake',
-                     {'dataset': 'Com Espaco', 'records': []}, chave)
+                     {'dataset': 'Com Espaço', 'records': []}, chave)
     assert resposta.status_code == 422 and resposta.json()['detail'][0]['loc'] == [
         'body', 'dataset']
     # Campo desconhecido e erro: `keys` no lugar de `key` nao pode virar dedup por hash.

@@ -1,4 +1,4 @@
-"""TLS: verificacao sempre ligada, com CA propria por CONTEXTIA_CA_BUNDLE."""
+"""TLS: verificação sempre ligada, com CA própria por CONTEXTIA_CA_BUNDLE."""
 
 import http.server
 import json
@@ -13,7 +13,7 @@ import pytest
 from contextia_sync.intake import cliente, transporte
 
 pytestmark = pytest.mark.skipif(shutil.which('openssl') is None,
-                                reason='openssl nao instalado: sem como gerar a CA de teste')
+                                reason='openssl não instalado: sem como gerar a CA de teste')
 
 
 class _Capacidades(http.server.BaseHTTPRequestHandler):
@@ -64,7 +64,7 @@ def test_certificado_desconhecido_e_recusado_e_a_ca_propria_resolve(servidor_htt
 def test_ca_bundle_inexistente_diz_o_que_corrigir(monkeypatch):
     monkeypatch.setenv('CONTEXTIA_URL', 'https://127.0.0.1:9')
     monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', '/nao/existe.pem')
-    with pytest.raises(transporte.ErroContextia, match='nao existe'):
+    with pytest.raises(transporte.ErroContextia, match='não existe'):
         cliente.capacidades()
 
 
@@ -72,9 +72,9 @@ def test_ca_bundle_inexistente_diz_o_que_corrigir(monkeypatch):
 def test_ca_do_ambiente_do_requests_nao_troca_as_cas_em_silencio(servidor_https, monkeypatch,
                                                                  caplog, variavel):
     """
-    So CONTEXTIA_CA_BUNDLE troca as CAs: REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE (de
-    outro programa no mesmo ambiente) nao fazem o cliente confiar num
-    certificado que o bundle padrao nao assina -- e um aviso diz que foram ignoradas.
+    Só CONTEXTIA_CA_BUNDLE troca as CAs: REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE (de
+    outro programa no mesmo ambiente) não fazem o cliente confiar num
+    certificado que o bundle padrão não assina -- e um aviso diz que foram ignoradas.
     """
     url, certificado = servidor_https
     monkeypatch.setenv('CONTEXTIA_URL', url)

@@ -1,4 +1,4 @@
-"""O mapeamento: heranca do defaults, e cada erro dito com caminho e correcao."""
+"""O mapeamento: herança do defaults, e cada erro dito com caminho e correção."""
 
 import copy
 import glob
@@ -56,7 +56,7 @@ def problemas(tmp_path, mapa):
 
 
 def com(**mudancas):
-    """BASE com mudancas por caminho 'datasets.0.key' -> valor (None apaga com '__apagar__')."""
+    """BASE com mudanças por caminho 'datasets.0.key' -> valor (None apaga com '__apagar__')."""
     mapa = copy.deepcopy(BASE)
     for caminho, valor in mudancas.items():
         partes = caminho.split('__')
@@ -105,20 +105,20 @@ def test_key_herdada_fora_de_columns_vira_none_sem_erro(tmp_path):
 ERROS = {
     'key declarada fora de columns': (
         dict(datasets__0__key='ID_TITULO'),
-        "datasets[0].key: 'ID_TITULO' nao esta em columns", 'acrescente-a a columns'),
+        "datasets[0].key: 'ID_TITULO' não está em columns", 'acrescente-a a columns'),
     'watch_column declarada fora de columns': (
         dict(datasets__0__watch_column='ALTERADO'),
-        "datasets[0].watch_column: 'ALTERADO' nao esta em columns", "era essa?"),
+        "datasets[0].watch_column: 'ALTERADO' não está em columns", "era essa?"),
     'scope_column herdada fora de columns': (
         dict(datasets__0__columns=['ID', 'VALOR', 'ALTERADO_EM']),
-        "datasets[0].scope_column: 'EMPRESA_ID' (herdada do defaults) nao esta em columns",
+        "datasets[0].scope_column: 'EMPRESA_ID' (herdada do defaults) não está em columns",
         '"scope_column": null'),
-    'chave desconhecida (erro de digitacao)': (
+    'chave desconhecida (erro de digitação)': (
         dict(datasets__0__wacth_column='ALTERADO_EM'),
         "datasets[0].wacth_column: chave desconhecida 'wacth_column'",
-        "voce quis dizer 'watch_column'?"),
+        "você quis dizer 'watch_column'?"),
     'chave desconhecida na raiz': (
-        dict(default={}), "default: chave desconhecida 'default'", "voce quis dizer 'defaults'?"),
+        dict(default={}), "default: chave desconhecida 'default'", "você quis dizer 'defaults'?"),
     'falta columns': (
         dict(datasets__1__columns='__apagar__'), "datasets[1].columns: falta 'columns'",
         'acrescente "columns"'),
@@ -127,7 +127,7 @@ ERROS = {
         dict(projects='__apagar__'), "projects: falta 'projects'", 'cadastro de empresas'),
     'chunk como texto': (
         dict(defaults__chunk='500'), 'defaults.chunk: esperava inteiro, veio texto',
-        'numero vai sem aspas'),
+        'número vai sem aspas'),
     'chunk fora do intervalo': (
         dict(datasets__1__chunk=50000), 'datasets[1].chunk: 50000 fora do intervalo',
         'use de 1 a 10000'),
@@ -135,49 +135,49 @@ ERROS = {
         dict(datasets__1__dataset='Títulos  a receber'),
         "datasets[1].dataset: 'Títulos  a receber' vira 'titulos_a_receber'",
         'de nomes diferentes'),
-    'fields descreve coluna que nao existe': (
+    'fields descreve coluna que não existe': (
         dict(datasets__0__fields={'VALR': 'valor'}),
-        'datasets[0].fields.VALR: descreve uma coluna que nao esta em columns', "'VALOR'"),
-    'estrategia inexistente': (
+        'datasets[0].fields.VALR: descreve uma coluna que não está em columns', "'VALOR'"),
+    'estratégia inexistente': (
         dict(listener__strategy='trigger'),
-        "listener.strategy: 'trigger' nao e um dos valores aceitos", 'coluna, binlog'),
-    'nome de coluna com espaco': (
+        "listener.strategy: 'trigger' não é um dos valores aceitos", 'coluna, binlog'),
+    'nome de coluna com espaço': (
         dict(datasets__0__columns=['ID', 'EMPRESA_ID', 'VALOR TOTAL', 'ALTERADO_EM']),
-        "datasets[0].columns[2]: 'VALOR TOTAL' nao e valido", 'sem espacos'),
+        "datasets[0].columns[2]: 'VALOR TOTAL' não é válido", 'sem espaços'),
     'coluna repetida em columns': (
         dict(datasets__0__columns=['ID', 'EMPRESA_ID', 'ID', 'ALTERADO_EM']),
-        'datasets[0].columns: valor repetido', 'uma vez so'),
+        'datasets[0].columns: valor repetido', 'uma vez só'),
     'lista de datasets vazia': (dict(datasets=[]), 'datasets: lista vazia', 'pelo menos 1'),
-    'grupo que nao e slug': (
+    'grupo que não é slug': (
         dict(datasets__0__group='Financeiro Geral'),
-        "datasets[0].group: 'Financeiro Geral' nao e valido", 'slug'),
-    'filtro com duas condicoes': (
+        "datasets[0].group: 'Financeiro Geral' não é válido", 'slug'),
+    'filtro com duas condições': (
         dict(projects__filters=[{'column': 'ATIVA', 'equals': 'S', 'not_equals': 'N'}]),
-        'projects.filters[0]: um filtro e "column" mais EXATAMENTE uma condicao',
+        'projects.filters[0]: um filtro e "column" mais EXATAMENTE uma condição',
         'separe em dois filtros'),
-    'webhook http fora da maquina': (
+    'webhook http fora da máquina': (
         dict(webhook={'url': 'http://exemplo.com.br/x', 'secret_env': 'CONTEXTIA_WEBHOOK_SEGREDO'}),
-        "webhook.url: 'http://exemplo.com.br/x' usa http:// fora desta maquina", 'https://'),
-    'webhook com secret_env do proprio SDK': (
+        "webhook.url: 'http://exemplo.com.br/x' usa http:// fora desta máquina", 'https://'),
+    'webhook com secret_env do próprio SDK': (
         dict(webhook={'url': 'https://exemplo.com.br/x', 'secret_env': 'CONTEXTIA_ORIGEM'}),
         'webhook.secret_env: CONTEXTIA_ORIGEM é uma variável do próprio SDK',
         'CONTEXTIA_WEBHOOK_SEGREDO'),
-    'webhook com secret_env que nao e de webhook': (
+    'webhook com secret_env que não é de webhook': (
         dict(webhook={'url': 'https://exemplo.com.br/x', 'secret_env': 'PGPASSWORD'}),
         'webhook.secret_env: PGPASSWORD não é uma variável dedicada a segredo de webhook',
         'terminar em _WEBHOOK_SECRET'),
     'webhook sem secret_env': (
         dict(webhook={'url': 'https://exemplo.com.br/x'}),
         "webhook.secret_env: falta 'secret_env'", 'o segredo nunca vai no mapeamento'),
-    'source_object com espaco': (
+    'source_object com espaço': (
         dict(datasets__1__source_object='MINHA VIEW'),
-        "datasets[1].source_object: 'MINHA VIEW' nao e valido", 'nome da view'),
-    'empresa excluida repetida': (
+        "datasets[1].source_object: 'MINHA VIEW' não é válido", 'nome da view'),
+    'empresa excluída repetida': (
         dict(source__excluded_scopes=['99', 99]),
-        "source.excluded_scopes[1]: 99 e a mesma empresa que o item [0]", 'deixe um so'),
+        "source.excluded_scopes[1]: 99 e a mesma empresa que o item [0]", 'deixe um só'),
     'regra de projeto sem coluna de empresa': (
         dict(defaults__scope_column='__apagar__', datasets__0__scope_column='EMPRESA_ID'),
-        'projects.scope_column: nao declarada e sem defaults.scope_column', 'diga qual coluna'),
+        'projects.scope_column: não declarada e sem defaults.scope_column', 'diga qual coluna'),
 }
 
 
@@ -186,8 +186,8 @@ def test_erro_de_mapeamento_diz_caminho_e_correcao(tmp_path, caso):
     mudancas, inicio, correcao = ERROS[caso]
     achados = problemas(tmp_path, com(**mudancas))
     alvo = [p for p in achados if p.startswith(inicio)]
-    assert alvo, 'nenhum problema comeca com %r: %r' % (inicio, achados)
-    assert ' -- ' in alvo[0], 'sem correcao: %r' % alvo[0]
+    assert alvo, 'nenhum problema começa com %r: %r' % (inicio, achados)
+    assert ' -- ' in alvo[0], 'sem correção: %r' % alvo[0]
     assert correcao in alvo[0].split(' -- ', 1)[1] or correcao in alvo[0], alvo[0]
 
 
@@ -204,7 +204,7 @@ def test_todos_os_problemas_de_uma_vez(tmp_path):
 
 def test_json_invalido_diz_linha(tmp_path):
     achados = problemas(tmp_path, '{\n  "client": "x",\n  "datasets": [],\n}\n')
-    assert achados[0].startswith('(linha 4, coluna 1): JSON invalido'), achados
+    assert achados[0].startswith('(linha 4, coluna 1): JSON inválido'), achados
     assert '$comment' in achados[0]
 
 
@@ -218,7 +218,7 @@ def test_chave_repetida_no_mesmo_objeto_e_erro(tmp_path):
 def test_arquivo_inexistente(tmp_path):
     with pytest.raises(ErroMapeamento) as erro:
         carregar_mapeamento(str(tmp_path / 'nao-ha.json'))
-    assert 'nao existe' in erro.value.problemas[0]
+    assert 'não existe' in erro.value.problemas[0]
 
 
 def test_comentario_e_aceito_em_todo_objeto(tmp_path):
@@ -264,7 +264,7 @@ def test_schema_e_semantica_numa_passada_so(tmp_path):
         carregar_mapeamento(gravar(tmp_path, mapa))
     achados = erro.value.problemas
     assert any(p.startswith("defaults.kye: chave desconhecida 'kye'") for p in achados), achados
-    assert any(p.startswith("datasets[0].key: 'ID_TITULO' nao esta em columns")
+    assert any(p.startswith("datasets[0].key: 'ID_TITULO' não está em columns")
                for p in achados), achados
     assert len(achados) == 2, achados
     assert str(erro.value).count('\n  - ') == 2
@@ -282,8 +282,8 @@ def test_forma_errada_nao_repete_o_problema_com_outras_palavras(tmp_path):
     assert len(achados) == 1 and achados[0].startswith('datasets[0].columns: esperava'), achados
     # Nome de coluna invalido na key: um problema (o do nome), nao tambem "fora de columns".
     achados = problemas(tmp_path, com(datasets__0__key='ID TITULO'))
-    assert len(achados) == 1 and achados[0].startswith("datasets[0].key: 'ID TITULO' nao e"
-                                                       " valido"), achados
+    assert len(achados) == 1 and achados[0].startswith("datasets[0].key: 'ID TITULO' não é"
+                                                       " válido"), achados
 
 
 FORMAS_ERRADAS = {
@@ -291,16 +291,16 @@ FORMAS_ERRADAS = {
     'dataset texto': dict(datasets__0='TITULOS'),
     'defaults lista': dict(defaults=['EMPRESA_ID']),
     'projects texto': dict(projects='EMPRESAS'),
-    'webhook url numero': dict(webhook={'url': 5, 'secret_env': 'CONTEXTIA_WEBHOOK_SEGREDO'}),
+    'webhook url número': dict(webhook={'url': 5, 'secret_env': 'CONTEXTIA_WEBHOOK_SEGREDO'}),
     'webhook lista': dict(webhook=['https://x']),
     'fields lista': dict(datasets__0__fields=['VALOR']),
-    'nome do dataset numero': dict(datasets__0__dataset=5),
-    'scope_column numero': dict(defaults__scope_column=7),
+    'nome do dataset número': dict(datasets__0__dataset=5),
+    'scope_column número': dict(defaults__scope_column=7),
     'key lista': dict(datasets__0__key=['ID']),
     'excluidos com objeto': dict(source__excluded_scopes=[{'a': 1}, [1], '99']),
     'source lista': dict(source=['99']),
-    'columns com numero': dict(datasets__0__columns=['ID', 5, 'EMPRESA_ID', 'ALTERADO_EM']),
-    'name_column numero': dict(projects__name_column=3),
+    'columns com número': dict(datasets__0__columns=['ID', 5, 'EMPRESA_ID', 'ALTERADO_EM']),
+    'name_column número': dict(projects__name_column=3),
 }
 
 
@@ -314,7 +314,7 @@ def test_forma_errada_vira_problema_e_o_semantico_ainda_aparece(tmp_path, caso):
     achados = problemas(tmp_path, mapa)
     assert achados and all(' -- ' in p for p in achados), achados
     if isinstance(mapa.get('datasets'), list) and len(mapa['datasets']) > 1:
-        assert any(p.startswith("datasets[1].watch_column: 'ALT' nao esta em columns")
+        assert any(p.startswith("datasets[1].watch_column: 'ALT' não está em columns")
                    for p in achados), achados
     assert len(achados) == len(set(achados)), achados
 
@@ -336,7 +336,7 @@ COM_NEWLINE = [
 @pytest.mark.parametrize('caminho, valor, onde', COM_NEWLINE)
 def test_nome_com_newline_no_fim_e_recusado_pelo_schema(tmp_path, caminho, valor, onde):
     achados = problemas(tmp_path, com(**{caminho: valor}))
-    assert any(p.startswith(onde + ':') and 'nao e valido' in p for p in achados), achados
+    assert any(p.startswith(onde + ':') and 'não é válido' in p for p in achados), achados
     # o proprio schema recusa (o editor que valida pelo $schema ve o mesmo)
     with open(CAMINHO_SCHEMA, encoding='utf-8') as f:
         schema = json.load(f)
@@ -366,7 +366,7 @@ def test_padroes_de_nome_valem_igual_em_ecma_e_em_python():
             assert not re.search(padrao, ruim), (nome, ruim)
     node = shutil.which('node')
     if node is None:
-        pytest.skip('sem node para conferir os padroes no motor ECMA (apt-get install nodejs)')
+        pytest.skip('sem node para conferir os padrões no motor ECMA (apt-get install nodejs)')
     programa = (
         'const casos = JSON.parse(process.argv[1]); const saida = {};'
         'for (const [nome, [padrao, textos]] of Object.entries(casos))'

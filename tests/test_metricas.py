@@ -1,19 +1,19 @@
 """
-As metricas do Prometheus (`ouvinte.prom`, contextia_sync/metricas.py): o
+As métricas do Prometheus (`ouvinte.prom`, contextia_sync/metricas.py): o
 ouvinte.py de verdade contra o Contextia local e um ERP SQLite, e o arquivo lido
 por parsers de verdade.
 
     prometheus_client   `text_string_to_metric_families`, o parser da biblioteca
                         oficial (requirements-dev.txt): OBRIGATORIO, todo teste
-                        que le o arquivo passa por ele.
+                        que lê o arquivo passa por ele.
     promtool            `promtool check metrics` (pacote `prometheus` do Debian):
-                        o parser do proprio Prometheus mais o lint de nomes
+                        o parser do próprio Prometheus mais o lint de nomes
                         (`_total`, unidades, HELP). Opcional: sem ele o teste
-                        PULA dizendo como instalar -- o pacote tem ~100 MB e nao
-                        entra no `make test` de toda maquina.
-    node_exporter       `prometheus-node-exporter` do Debian com so o textfile
-                        collector, numa porta livre: quem le o arquivo em
-                        producao. Opcional do mesmo jeito.
+                        PULA dizendo como instalar -- o pacote tem ~100 MB e não
+                        entra no `make test` de toda máquina.
+    node_exporter       `prometheus-node-exporter` do Debian com só o textfile
+                        collector, numa porta livre: quem lê o arquivo em
+                        produção. Opcional do mesmo jeito.
 """
 
 import datetime
@@ -40,12 +40,12 @@ DOC_OUVINTE = os.path.join(RAIZ, 'docs', 'ouvinte.md')
 # -- ler o arquivo ------------------------------------------------------------
 
 def familias(texto):
-    """{nome da familia: Metric} pelo parser do prometheus_client (levanta se torto)."""
+    """{nome da família: Metric} pelo parser do prometheus_client (levanta se torto)."""
     return {f.name: f for f in text_string_to_metric_families(texto)}
 
 
 def amostras(texto):
-    """{(nome da amostra, ((rotulo, valor), ...)): valor}, pelo prometheus_client."""
+    """{(nome da amostra, ((rótulo, valor), ...)): valor}, pelo prometheus_client."""
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for f in text_string_to_metric_families(texto) for s in f.samples}
 
@@ -60,7 +60,7 @@ def ler_prom(pasta):
 
 
 def conferir_formato(texto):
-    """O que todo ouvinte.prom tem de cumprir, alem de o parser aceitar."""
+    """O que todo ouvinte.prom tem de cumprir, além de o parser aceitar."""
     achadas = familias(texto)
     assert achadas, texto
     for nome, familia in achadas.items():
@@ -80,7 +80,7 @@ def conferir_formato(texto):
 
 
 def promtool(texto):
-    """`promtool check metrics`: (codigo, saida), ou None se nao ha promtool."""
+    """`promtool check metrics`: (código, saída), ou None se não há promtool."""
     if not shutil.which('promtool'):
         return None
     feito = subprocess.run(['promtool', 'check', 'metrics'], input=texto,
@@ -326,7 +326,7 @@ def test_gravacao_que_falha_devolve_o_erro_e_nao_levanta(tmp_path):
     if os.geteuid() == 0:
         ok, motivo = _montar_tmpfs_somente_leitura(pasta)
         if not ok:
-            pytest.skip('nao foi possivel montar um tmpfs somente leitura (%s)' % motivo)
+            pytest.skip('não foi possível montar um tmpfs somente leitura (%s)' % motivo)
     else:
         pasta.mkdir()
         pasta.chmod(0o555)
@@ -347,7 +347,7 @@ def test_ouvinte_segue_quando_a_pasta_de_metricas_nao_grava(ouvinte, tmp_path):
     o = ouvinte
     codigo, saida = o.rodar('--once', '--metricas=' + str(tmp_path / 'nao-existe'))
     assert codigo == 0, saida
-    assert 'nao foi possivel gravar o status' in saida and 'ouvinte.prom' in saida, saida
+    assert 'não foi possível gravar o status' in saida and 'ouvinte.prom' in saida, saida
     assert 'Traceback' not in saida
     assert os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.json'))
 
@@ -375,7 +375,7 @@ def test_rotulo_com_aspas_barra_e_quebra_de_linha_volta_igual_pelo_parser(tmp_pa
 
 
 def _dados_completos():
-    """Um retrato com tudo preenchido: toda familia da tabela aparece no arquivo."""
+    """Um retrato com tudo preenchido: toda família da tabela aparece no arquivo."""
     dados = _dados_minimos(cliente='acme', intervalo_dados_s=60, folga_s=180,
                            falhas_seguidas=1, datasets_ao_vivo=1, datasets_total=2)
     dados['ciclos'] = {'dados': {'em': '2026-11-30T20:00:04', 'erros': 1},
@@ -423,11 +423,11 @@ def test_retrato_completo_tem_toda_metrica_da_tabela(tmp_path):
 
 
 def test_promtool_aceita_o_arquivo(tmp_path):
-    """`promtool check metrics`: o parser do Prometheus e o lint dele (`_total` so em
-    counter, unidade de base, HELP). Os testes acima tambem o chamam, se houver."""
+    """`promtool check metrics`: o parser do Prometheus e o lint dele (`_total` só em
+    counter, unidade de base, HELP). Os testes acima também o chamam, se houver."""
     if not shutil.which('promtool'):
-        pytest.skip('promtool nao instalado (apt-get install prometheus): a validacao'
-                    ' obrigatoria e a do prometheus_client, feita nos outros testes')
+        pytest.skip('promtool não instalado (apt-get install prometheus): a validação'
+                    ' obrigatória e a do prometheus_client, feita nos outros testes')
     assert metricas.escrever_metricas(str(tmp_path), _dados_completos()) is None
     codigo, saida = promtool(ler_prom(tmp_path))
     assert codigo == 0 and not saida.strip(), saida
@@ -503,7 +503,7 @@ def test_toda_metrica_esta_documentada():
     with open(DOC_OUVINTE, encoding='utf-8') as arquivo:
         doc = arquivo.read()
     faltam = [nome for nome in metricas.METRICAS if '`%s`' % nome not in doc]
-    assert not faltam, 'docs/ouvinte.md nao lista: %s' % faltam
+    assert not faltam, 'docs/ouvinte.md não lista: %s' % faltam
 
 
 # -- quem le o arquivo em producao: o node_exporter -------------------------------
@@ -517,7 +517,7 @@ def _porta_livre():
 def test_node_exporter_le_o_arquivo_sem_erro(tmp_path):
     binario = shutil.which('prometheus-node-exporter') or shutil.which('node_exporter')
     if not binario:
-        pytest.skip('node_exporter nao instalado (apt-get install prometheus-node-exporter)')
+        pytest.skip('node_exporter não instalado (apt-get install prometheus-node-exporter)')
     dados = _dados_minimos()
     dados['datasets'] = [_dataset(ultima_sonda_ok_em='2026-11-30 20:00:04', quarentena=1,
                                   atraso_origem_s=12.5)]
@@ -567,9 +567,9 @@ tests:
          values: '0 60 120 180 180x40'}
       - {series: 'ouvinte_intervalo_dados_seconds{instance="a"}', values: '60x40'}
       - {series: 'ouvinte_ferramenta_rodando{instance="a"}', values: '0x40'}
-      - series: 'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds{instance="a",dataset="titulos"}'
+      - séries: 'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds{instance="a",dataset="titulos"}'
         values: '0x40'
-      - series: 'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds{instance="a",dataset="pedidos"}'
+      - séries: 'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds{instance="a",dataset="pedidos"}'
         values: '0+60x40'
       - {series: 'ouvinte_dataset_erro_desde_timestamp_seconds{instance="a",dataset="notas"}',
          values: '0x40'}
@@ -595,7 +595,7 @@ tests:
       - {series: 'ouvinte_varredura_ok{instance="c"}', values: '0x40'}
       - {series: 'ouvinte_intervalo_dados_seconds{instance="d"}', values: '60x40'}
       - {series: 'ouvinte_ferramenta_rodando{instance="d"}', values: '1x40'}
-      - series: 'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds{instance="d",dataset="titulos"}'
+      - séries: 'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds{instance="d",dataset="titulos"}'
         values: '0x40'
     alert_rule_test:
       - {eval_time: 10m, alertname: OuvinteParado}
@@ -632,7 +632,7 @@ def _regras_do_documento():
 
 
 def _sem_anotacoes(regras):
-    """As regras sem `annotations:` (o teste confere os rotulos, nao o texto)."""
+    """As regras sem `annotations:` (o teste confere os rótulos, não o texto)."""
     linhas, pulando = [], None
     for linha in regras.splitlines():
         recuo = len(linha) - len(linha.lstrip())
@@ -646,7 +646,7 @@ def _sem_anotacoes(regras):
 
 def test_regras_de_alerta_do_documento_disparam_quando_devem(tmp_path):
     if not shutil.which('promtool'):
-        pytest.skip('promtool nao instalado (apt-get install prometheus)')
+        pytest.skip('promtool não instalado (apt-get install prometheus)')
     regras = _regras_do_documento()
     (tmp_path / 'regras-doc.yml').write_text(regras)
     feito = subprocess.run(['promtool', 'check', 'rules', str(tmp_path / 'regras-doc.yml')],

@@ -1,14 +1,14 @@
 """
-Ferramenta orfa (issue 12, item 9): `kill -9` do ouvinte no meio de uma
+Ferramenta órfã (issue 12, item 9): `kill -9` do ouvinte no meio de uma
 varredura deixava carregar-todas.sh e connector.py rodando, adotados pelo
-PID 1, e o connector orfao mandava `complete` sozinho.
+PID 1, e o connector órfão mandava `complete` sozinho.
 
 Duas redes, cada uma provada com processos de verdade:
   * PR_SET_PDEATHSIG: o filho direto (o bash do carregar-todas) recebe SIGTERM
     quando o ouvinte morre, e o repassa ao connector;
-  * o arquivo de grupos no diretorio de estado: a subida seguinte acha o grupo
-    que sobrou, confere que e o MESMO e o encerra antes de qualquer outra
-    coisa, nomeando-o no log. Pid reciclado nao e morto.
+  * o arquivo de grupos no diretório de estado: a subida seguinte acha o grupo
+    que sobrou, confere que é o MESMO e o encerra antes de qualquer outra
+    coisa, nomeando-o no log. Pid reciclado não é morto.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Log:
-    """Um logger que so anota as mensagens."""
+    """Um logger que só anota as mensagens."""
 
     def __init__(self) -> None:
         self.linhas: list[str] = []
@@ -56,7 +56,7 @@ def stat(pid: int) -> list[str] | None:
 
 
 def vivos(pgid: int) -> list[int]:
-    """Pids vivos (nao zumbis) do grupo `pgid`, lidos do /proc (sem o codigo testado)."""
+    """Pids vivos (não zumbis) do grupo `pgid`, lidos do /proc (sem o código testado)."""
     achados = []
     for nome in os.listdir('/proc'):
         campos = stat(int(nome)) if nome.isdigit() else None
@@ -95,7 +95,7 @@ def gravar_arquivo(caminho: str, **entrada: object) -> None:
 
 @pytest.fixture
 def grupo_alheio():
-    """Um grupo de processos de outro programa (um sleep em sessao propria)."""
+    """Um grupo de processos de outro programa (um sleep em sessão própria)."""
     processo = subprocess.Popen(['sleep', '120'], start_new_session=True)
     yield processo
     processo.kill()
@@ -106,7 +106,7 @@ def grupo_alheio():
 
 @pytest.mark.parametrize('diferenca', ['inicio', 'boot'])
 def test_pid_reciclado_nao_e_morto(tmp_path, grupo_alheio, diferenca):
-    """O numero anotado agora e de outro programa: nasceu em outra hora (ou outro boot)."""
+    """O número anotado agora e de outro programa: nasceu em outra hora (ou outro boot)."""
     arquivo = str(tmp_path / 'ouvinte-ferramenta.json')
     pid = grupo_alheio.pid
     if diferenca == 'inicio':
@@ -122,7 +122,7 @@ def test_pid_reciclado_nao_e_morto(tmp_path, grupo_alheio, diferenca):
 
 
 def test_grupo_sem_lider_e_sem_a_marca_nao_e_morto(tmp_path):
-    """Lider morto: so um membro com a nossa marca no ambiente prova que o grupo e nosso."""
+    """Líder morto: só um membro com a nossa marca no ambiente prova que o grupo e nosso."""
     lider = subprocess.Popen(['bash', '-c', 'sleep 120 & echo $!'], start_new_session=True,
                              stdout=subprocess.PIPE)
     neto = int(lider.stdout.readline())
@@ -303,7 +303,7 @@ def test_kill_9_na_varredura_o_connector_morre_junto(ouvinte):
     # A subida seguinte acha a anotacao e ve que o grupo ja acabou.
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
-    assert "a ferramenta 'varredura/carregar-todas'" in saida and 'ja tinha terminado' in saida
+    assert "a ferramenta 'varredura/carregar-todas'" in saida and 'já tinha terminado' in saida
     assert 'SOBRA' not in saida
     assert not (o.estado / supervisor.ARQUIVO_GRUPO).exists()
 
@@ -311,8 +311,8 @@ def test_kill_9_na_varredura_o_connector_morre_junto(ouvinte):
 @pytest.mark.lento
 def test_connector_orfao_e_encerrado_na_subida_seguinte_antes_de_tudo(ouvinte):
     """
-    O bash morreu sem repassar nada (SIGKILL nele tambem, como um OOM): o
-    connector fica orfao, e so a subida seguinte pode acha-lo.
+    O bash morreu sem repassar nada (SIGKILL nele também, como um OOM): o
+    connector fica órfão, e só a subida seguinte pode acha-lo.
     """
     o = ouvinte
     antes = completes(o.contextia, o.erp.escopos)

@@ -1,6 +1,6 @@
 """
 O adaptador contra PostgreSQL, MariaDB e SQLite de verdade (um banco novo por
-modulo e por tipo): filtros, contagem, maximo por tipo de coluna de mudanca,
+módulo e por tipo): filtros, contagem, máximo por tipo de coluna de mudança,
 retrato novo, escrita recusada, nomes hostis, Decimal, view de 200 colunas.
 """
 
@@ -123,7 +123,7 @@ def test_maximo_por_tipo_de_coluna_de_mudanca(origem):
 
 
 def test_maximo_volta_como_since_sem_perder_nada(origem):
-    """O que maximo devolve e o que o estado devolve: a ida e volta fecha."""
+    """O que máximo devolve e o que o estado devolve: a ida e volta fecha."""
     for coluna in ('ALTERADO_EM', 'DIA', 'SEQ'):
         marca = origem.maximo('v_titulos', coluna)
         assert origem.contar('v_titulos', since=(coluna, marca)) == 0
@@ -147,7 +147,7 @@ def test_coluna_inexistente_ensina(origem):
     with pytest.raises(ErroOrigem) as erro:
         list(origem.fetch('v_titulos', ['ID', 'NAO_EXISTE']))
     assert 'NAO_EXISTE' in str(erro.value) and 'EMPRESA_ID' in str(erro.value).upper()
-    with pytest.raises(ErroOrigem, match='nao encontrado'):
+    with pytest.raises(ErroOrigem, match='não encontrado'):
         origem.contar('VIEW_QUE_NAO_HA')
 
 
@@ -214,7 +214,7 @@ def test_renovar_mostra_linha_comitada_por_outra_conexao(origem):
 
 
 def test_sem_retrato_velho_entre_chamadas(origem):
-    """Cada chamada e uma transacao curta: mesmo sem renovar, nada fica congelado."""
+    """Cada chamada e uma transação curta: mesmo sem renovar, nada fica congelado."""
     antes = origem.contar('v_titulos')
     origem.banco.executar("INSERT INTO titulos_receber (ID, EMPRESA_ID) VALUES (91, 297)")
     try:

@@ -183,7 +183,7 @@ def test_coagir_marca_do_estado_para_o_tipo_da_coluna():
     assert coagir('297', sa.Integer(), 'oracle') == 297
     assert coagir(297, sa.String(), 'oracle') == '297'
     assert coagir('1.50', sa.Numeric(), 'oracle') == decimal.Decimal('1.50')
-    with pytest.raises(ErroOrigem, match='nao e valor valido'):
+    with pytest.raises(ErroOrigem, match='não é valor válido'):
         coagir('ontem', sa.DateTime(), 'oracle')
 
 

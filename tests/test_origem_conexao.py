@@ -1,6 +1,6 @@
 """
-O adaptador quando a vida real atrapalha: conexao que cai no meio, consulta
-lenta, senha errada, data zero do MySQL, fuso, e as funcoes de modulo.
+O adaptador quando a vida real atrapalha: conexão que cai no meio, consulta
+lenta, senha errada, data zero do MySQL, fuso, e as funções de módulo.
 """
 
 import datetime
@@ -121,7 +121,7 @@ def test_timeout_cancela_a_sonda_lenta(tipo, fabrica_de_bancos):
 def test_mariadb_timeout_nao_mata_carga_completa_lida_devagar(fabrica_de_bancos):
     """
     No MariaDB o max_statement_time conta o streaming inteiro (medido: uma
-    leitura lenta morre). A carga completa nao pode morrer por nos sermos lentos.
+    leitura lenta morre). A carga completa não pode morrer por nos sermos lentos.
     """
     banco = fabrica_de_bancos('mariadb')
     _grande(banco)
@@ -223,7 +223,7 @@ def test_sqlite_texto_de_data_ilegivel_vira_none_com_aviso(tmp_path, avisos):
         assert linhas[2]['ALT'] is None and linhas[2]['DIA'] is None
         assert linhas[3]['ALT'] == datetime.datetime(2026, 9, 2, 11, 0)
         assert linhas[3]['DIA'] == datetime.date(2026, 9, 3)
-        assert len([a for a in avisos if 'nao e data legivel' in a]) == 2
+        assert len([a for a in avisos if 'não é data legível' in a]) == 2
     finally:
         origem.fechar()
         bancos.derrubar_banco(banco)
@@ -313,9 +313,9 @@ def test_interface_que_o_ouvinte_exige(com_sources, tmp_path, monkeypatch):
 
 def test_comando_de_inicio_de_transacao_roda_em_cada_transacao(tmp_path, monkeypatch):
     """
-    O gancho que no Oracle manda `SET TRANSACTION READ ONLY` a cada transacao,
+    O gancho que no Oracle manda `SET TRANSACTION READ ONLY` a cada transação,
     exercitado num SQLite real (sem Oracle aqui): o comando roda em toda
-    transacao nova, inclusive depois de renovar e de fechar.
+    transação nova, inclusive depois de renovar e de fechar.
     """
     banco = bancos.criar_banco('sqlite', pasta=tmp_path)
     banco.executar('CREATE TABLE t (ID INTEGER)')

@@ -1,4 +1,4 @@
-"""O plano do WHERE e a validacao de nomes, sem banco (contextia_sync/origem/filtro.py)."""
+"""O plano do WHERE e a validação de nomes, sem banco (contextia_sync/origem/filtro.py)."""
 
 import os
 import subprocess
@@ -68,7 +68,7 @@ def test_valor_none_no_filtro_recusado():
 def test_filtro_e_puro_roda_em_python_sem_site():
     """
     O --autoteste importa filtro num `python3 -S` sem pacote nenhum (e o
-    contrato da origem e a sessao, que vem junto: puros tambem).
+    contrato da origem e a sessão, que vem junto: puros também).
     """
     codigo = ('import sys; sys.path.insert(0, %r); from contextia_sync.origem import filtro;'
               ' from contextia_sync.origem import sessao, ErroConfiguracaoOrigem;'

@@ -1,6 +1,6 @@
 """
-O login do cliente e SO-SELECT, com os GRANTs de docs/origem.md -- nao root.
-O adaptador tem de ler (e reconhecer os tipos) so com isso.
+O login do cliente e SO-SELECT, com os GRANTs de docs/origem.md -- não root.
+O adaptador tem de ler (e reconhecer os tipos) só com isso.
 """
 
 import datetime
@@ -41,7 +41,7 @@ def test_mariadb_login_so_select_na_view(fabrica_de_bancos):
             assert origem.maximo('v_titulos', 'DIA') == datetime.date(2026, 9, 3)
             assert origem.contar('v_titulos', since=('ALT', '2026-09-02T10:00:00')) == 1
             assert origem.escopos('v_titulos', 'EMPRESA_ID') == [297, 301]
-            with pytest.raises(ErroOrigem, match='nao tem SELECT'):
+            with pytest.raises(ErroOrigem, match='não tem SELECT'):
                 origem.contar('base')                                # sem GRANT
         finally:
             origem.fechar()

@@ -5,13 +5,13 @@ PostgreSQL, MariaDB e SQLite de verdade e as CLIs como processos:
   * o escopo (e cada key do `IN`) vai ao banco EXATAMENTE no tipo da coluna,
     ou e recusado: `297x`, `297 OR 1=1`, `0297` nunca leem a empresa 297 numa
     coluna inteira (o MariaDB e a afinidade do SQLite os converteriam); numa
-    coluna de texto, '0297' e '297' sao empresas diferentes;
-  * a collation do banco (`_ci` do MariaDB) nao poe a empresa 'ABC' na
+    coluna de texto, '0297' e '297' são empresas diferentes;
+  * a collation do banco (`_ci` do MariaDB) não põe a empresa 'ABC' na
     leitura da 'abc';
-  * uma view cuja funcao roda `SET SESSION TRANSACTION READ WRITE` nao deixa
-    a conexao do pool gravavel (nem sem limite de tempo, nem em outro fuso);
+  * uma view cuja função roda `SET SESSION TRANSACTION READ WRITE` não deixa
+    a conexão do pool gravável (nem sem limite de tempo, nem em outro fuso);
   * a senha do banco nunca sai pelo `connector.py --dry-run` nem pelo
-    `ouvinte.py --once`, com URLs hostis: `@` sem codificar, URL que nao
+    `ouvinte.py --once`, com URLs hostis: `@` sem codificar, URL que não
     parseia, senha na query, senha de uma letra.
 """
 
@@ -106,7 +106,7 @@ def test_key_do_in_exata_no_tipo_da_coluna(origem):
 
 @pytest.mark.mariadb
 def test_collation_do_banco_nao_poe_outra_empresa_na_leitura(banco_mariadb):
-    """utf8mb4_general_ci acha 'abc' = 'ABC': a linha da 'ABC' nao vem na carga da 'abc'."""
+    """utf8mb4_general_ci acha 'abc' = 'ABC': a linha da 'ABC' não vem na carga da 'abc'."""
     banco_mariadb.executar_varios(DDL)
     origem = Origem(banco_mariadb.url_origem, timeout=30)
     try:
@@ -172,7 +172,7 @@ def porta_livre():
 
 
 def _rodar_clis(tmp_path, url, chave):
-    """connector.py --dry-run e ouvinte.py --once com CONTEXTIA_ORIGEM=url: (saidas, estado)."""
+    """connector.py --dry-run e ouvinte.py --once com CONTEXTIA_ORIGEM=url: (saídas, estado)."""
     mapa = erp_teste.mapeamento(tmp_path)
     chaves = tmp_path / 'chaves.tsv'
     chaves.write_text('297\t%s\n' % chave)
@@ -229,7 +229,7 @@ def test_senha_de_uma_letra_nao_estraga_as_mensagens(tmp_path, chave_contextia):
     saidas, arquivos = _rodar_clis(tmp_path, url, chave_contextia('297'))
     for saida in saidas:
         assert 'Connection refused' in saida, saida
-        assert 'confira host, porta, usuario e senha em CONTEXTIA_ORIGEM' in saida, saida
+        assert 'confira host, porta, usuário e senha em CONTEXTIA_ORIGEM' in saida, saida
         assert 'postgresql+psycopg://leitor:***@127.0.0.1:' in saida, saida
         assert '***c' not in saida and 'r***' not in saida, saida
     assert 'Connection refused' in arquivos

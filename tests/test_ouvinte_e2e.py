@@ -23,8 +23,8 @@ def _postgres_ou_pula():
     criado = erp_teste.erp_postgres()
     if criado is None:
         if os.environ.get('CI') == 'true':
-            pytest.fail('PostgreSQL em 127.0.0.1:5432 nao respondeu (CI=true exige o banco)')
-        pytest.skip('PostgreSQL em 127.0.0.1:5432 nao respondeu')
+            pytest.fail('PostgreSQL em 127.0.0.1:5432 não respondeu (CI=true exige o banco)')
+        pytest.skip('PostgreSQL em 127.0.0.1:5432 não respondeu')
     return criado
 
 
@@ -137,7 +137,7 @@ def test_transacao_longa_com_valor_antigo_e_pega_pela_folga(erp_pg, ambiente_con
     assert 'passou da METADE da folga' in saida          # 40 > 60/2
     acomp = ouvinte.estado()['acompanhamento'][DATASET]
     assert acomp['atrasadas_total'] == 1 and acomp['maior_atraso_s'] == 40.0
-    assert 'ATENCAO FOLGA' in ouvinte.status()
+    assert 'ATENÇÃO FOLGA' in ouvinte.status()
     # Ciclo seguinte rele A e B (folga) e nao conta de novo.
     codigo, saida = ouvinte.rodar('--once', '--folga=60')
     assert 'ATRASADA' not in saida and ouvinte.estado()['acompanhamento'][DATASET][
@@ -156,7 +156,7 @@ def test_intake_500_mantem_a_marca_e_o_proximo_ciclo_entrega(ouvinte_sqlite):
     finally:
         o.contextia.limpar_falhas()
     assert codigo == 1, saida
-    assert 'marca de agua NAO avancou' in saida
+    assert 'marca de água NÃO avançou' in saida
     assert o.estado()['marca_agua'][DATASET] == marca
     assert 'HTTP 500' in o.estado()['acompanhamento'][DATASET]['ultimo_erro']
     assert 'HTTP 500' in o.status()
@@ -196,7 +196,7 @@ def test_segundo_ouvinte_recusado_e_sigterm_sai_limpo(ouvinte_sqlite):
         _esperar(lambda: os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt')))
         codigo, saida = o.rodar('--once')
         assert codigo == 2
-        assert 'Ja existe um ouvinte rodando' in saida and 'pid %s' % primeiro.pid in saida
+        assert 'Já existe um ouvinte rodando' in saida and 'pid %s' % primeiro.pid in saida
         primeiro.send_signal(signal.SIGTERM)
         assert primeiro.wait(timeout=30) == 0
     finally:
@@ -253,7 +253,7 @@ def test_estado_corrompido_para_a_subida_com_a_mensagem(ouvinte_sqlite):
         arquivo.write('{"marca_agua": {"titulos_a_rec')
     codigo, saida = o.rodar('--once')
     assert codigo == 2
-    assert 'Estado ilegivel em %s' % caminho in saida
+    assert 'Estado ilegível em %s' % caminho in saida
     assert 'Conserte ou mova o arquivo' in saida
     with open(caminho) as arquivo:
         assert arquivo.read() == '{"marca_agua": {"titulos_a_rec'
@@ -301,7 +301,7 @@ def test_rajada_acima_do_teto_vai_para_a_varredura(ouvinte_sqlite):
 
 
 def test_varredura_com_falha_em_outro_dataset_solta_o_dataset_da_rajada(ouvinte_sqlite):
-    """A marca pula por dataset: o erro de um nao congela o outro (achado da tortura)."""
+    """A marca pula por dataset: o erro de um não congela o outro (achado da tortura)."""
     o = ouvinte_sqlite
     e0, e1 = o.erp.escopos
     assert o.rodar('--once')[0] == 0
@@ -327,7 +327,7 @@ def test_varredura_com_falha_em_outro_dataset_solta_o_dataset_da_rajada(ouvinte_
     o.erp.executar('DELETE FROM {TITULOS} WHERE {EMPRESA_ID} = :e', e=int(e1))
     codigo, saida = o.rodar('--once', '--maximo-por-ciclo=5', '--varrer-agora')
     assert codigo == 1, saida        # --once diz que algo falhou
-    assert re.search(r'%s +a varredura NAO fechou a carga nas empresas %s' % (DATASET, e1),
+    assert re.search(r'%s +a varredura NÃO fechou a carga nas empresas %s' % (DATASET, e1),
                      saida), saida
     assert 'entregues a varredura: %s' % DATASET in o.status()
     assert o.estado()['marca_agua'][DATASET] == '2026-09-01T11:11:00'
@@ -359,7 +359,7 @@ def test_dry_run_nao_envia_e_nao_toca_no_estado(ouvinte_sqlite):
     with open(caminho, 'rb') as arquivo:
         assert arquivo.read() == antes
     assert os.stat(caminho).st_mtime_ns == mtime
-    assert 'SECO (nao envia)' in o.status()
+    assert 'SECO (não envia)' in o.status()
 
 
 def test_segundo_sigterm_e_parada_fria(ouvinte_sqlite):
@@ -456,7 +456,7 @@ def test_view_quebrada_nao_para_as_outras(ouvinte_sqlite):
 def test_morte_durante_a_carga_inicial_da_empresa_nova_e_refeita(ouvinte_sqlite):
     """
     Achado da tortura: kill -9 no meio da carga inicial deixava a empresa com
-    chave (deixa de ser "nova") e sem historico ate a varredura.
+    chave (deixa de ser "nova") e sem histórico até a varredura.
     """
     o = ouvinte_sqlite
     assert o.rodar('--once')[0] == 0

@@ -1,7 +1,7 @@
 """
 O ao-vivo com o dado sujo do campo (issue 12): o ouvinte.py de verdade contra o
 Contextia local e ERPs de verdade (SQLite, PostgreSQL, MariaDB). Cada teste
-falha no codigo de antes da issue 12 e diz por que no seu comentario.
+falha no código de antes da issue 12 e diz por que no seu comentário.
 """
 
 import datetime
@@ -115,7 +115,7 @@ def test_marca_do_futuro_no_estado_volta_para_a_hora_da_origem(ouvinte_sqlite):
     novo = o.inserir(e0, (agora - datetime.timedelta(seconds=60)).isoformat(' ', 'seconds'))
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
-    assert 'esta no FUTURO da origem' in saida
+    assert 'está no FUTURO da origem' in saida
     # Puxada para a hora da origem; a proxima mudanca (um minuto atras, dentro da
     # folga) chega. Antes: nada depois de 2037 seria visto.
     assert not o.estado()['marca_agua'][DATASET].startswith('2037')
@@ -174,7 +174,7 @@ def test_relogio_da_origem_que_volta_alarga_a_leitura(ouvinte_sqlite):
     novo = o.inserir(e0, '2026-09-01 10:14:00')
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
-    assert 'relogio da ORIGEM voltou' in saida
+    assert 'relógio da ORIGEM voltou' in saida
     # Antes: a linha ficava abaixo de marca - folga e so a varredura a levaria.
     assert novo in o.no_contextia(e0)
 
@@ -249,7 +249,7 @@ def test_estado_com_forma_errada_e_recusado_na_subida(ouvinte_sqlite):
     codigo, saida = o.rodar('--once')
     # Antes: aceito, e cada ciclo falhava com AttributeError.
     assert codigo == 2, saida
-    assert 'Estado ilegivel' in saida and "'marca_agua'" in saida and 'Traceback' not in saida
+    assert 'Estado ilegível' in saida and "'marca_agua'" in saida and 'Traceback' not in saida
 
 
 def _montar_tmpfs(pasta, opcoes):
@@ -257,7 +257,7 @@ def _montar_tmpfs(pasta, opcoes):
     feito = subprocess.run(['mount', '-t', 'tmpfs', '-o', opcoes, 'tmpfs', str(pasta)],
                            capture_output=True, text=True)
     if feito.returncode != 0:
-        pytest.skip('nao foi possivel montar um tmpfs (%s): precisa de root'
+        pytest.skip('não foi possível montar um tmpfs (%s): precisa de root'
                     % feito.stderr.strip())
 
 
@@ -279,7 +279,7 @@ def test_pasta_de_estado_que_nao_grava_sai_com_2_e_a_correcao(ouvinte_sqlite, ca
         codigo, saida = o.rodar('--once')
         # Antes: OSError cru e saida 1.
         assert codigo == 2, saida
-        assert 'nao aceita gravacao' in saida and 'ReadWritePaths' in saida
+        assert 'não aceita gravação' in saida and 'ReadWritePaths' in saida
         assert 'Traceback' not in saida
     finally:
         subprocess.run(['umount', str(pasta)], check=False)

@@ -1,5 +1,5 @@
 """
-Partes do ouvinte que nao precisam de banco nem servidor: estado, trava,
+Partes do ouvinte que não precisam de banco nem servidor: estado, trava,
 status, autoteste no python nu e as recusas da linha de comando.
 """
 
@@ -33,7 +33,7 @@ def test_estado_ilegivel_para_com_a_mensagem(tmp_path, conteudo):
     caminho.write_text(conteudo)
     with pytest.raises(estado.ErroEstado) as erro:
         estado.Estado(str(caminho))
-    assert 'Estado ilegivel' in str(erro.value)
+    assert 'Estado ilegível' in str(erro.value)
     assert 'Conserte ou mova o arquivo' in str(erro.value)
     assert caminho.read_text() == conteudo      # nada apagado
 
@@ -44,7 +44,7 @@ def test_trava_recusa_o_segundo_e_diz_o_pid(tmp_path):
         with pytest.raises(trava.ErroTrava) as erro:
             trava.travar(str(tmp_path))
         assert 'pid %s' % os.getpid() in str(erro.value)
-        assert 'marca de agua' in str(erro.value)
+        assert 'marca de água' in str(erro.value)
     finally:
         primeira.close()
     trava.travar(str(tmp_path)).close()        # solta ao fechar
@@ -97,7 +97,7 @@ def test_recusa_de_estrategia_pela_linha_de_comando(tmp_path, nome):
     r = _ouvinte('--mapping=nao-existe.json', '--source=generic', '--chaves=x',
                  '--estado=%s' % tmp_path, '--estrategia=%s' % nome)
     assert r.returncode == 2
-    assert 'exigiria' in r.stderr and 've DELETE' in r.stderr
+    assert 'exigiria' in r.stderr and 'vê DELETE' in r.stderr
     assert 'Traceback' not in r.stderr
 
 

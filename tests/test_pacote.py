@@ -1,18 +1,18 @@
 """
 O SDK como pacote: construido do pyproject.toml e instalado num venv novo.
 
-O modulo constroi a wheel desta arvore (uma copia numa pasta temporaria, para
-nao deixar build/ nem *.egg-info no repositorio), cria um venv em tmp_path e a
+O módulo constrói a wheel desta arvore (uma copia numa pasta temporária, para
+não deixar build/ nem *.egg-info no repositório), cria um venv em tmp_path e a
 instala nele com `pip install --no-deps`: o pacote e o do venv novo, as
-dependencias (SQLAlchemy, requests, FastAPI, ...) vem do .venv do repositorio
-por um arquivo .pth -- mesma versao de Python, nada baixado. Depois roda os
+dependências (SQLAlchemy, requests, FastAPI, ...) vem do .venv do repositório
+por um arquivo .pth -- mesma versão de Python, nada baixado. Depois roda os
 comandos instalados (`ouvinte`, `contextia-connector`, ...) como processos de
-verdade, de uma pasta FORA do repositorio, e confere que o codigo que rodou e o
-instalado, nao o do checkout.
+verdade, de uma pasta FORA do repositório, e confere que o código que rodou e o
+instalado, não o do checkout.
 
-A wheel e feita com o setuptools do .venv do repositorio (requirements-dev.txt,
->= 70.1, que ja traz o bdist_wheel): o que o venv novo ganha do ensurepip e um
-setuptools 65 sem o pacote `wheel`, que nao constroi nada sem isolamento.
+A wheel e feita com o setuptools do .venv do repositório (requirements-dev.txt,
+>= 70.1, que já traz o bdist_wheel): o que o venv novo ganha do ensurepip e um
+setuptools 65 sem o pacote `wheel`, que não constrói nada sem isolamento.
 """
 
 import json
@@ -208,7 +208,7 @@ def test_importa_do_venv_e_nao_do_checkout(instalado):
         % modulos)
     dados = json.loads(saida)
     # Subpacote sem __init__.py fica fora da wheel (packages.find com namespaces = false).
-    assert dados['erros'] == {}, 'nao importam do pacote instalado: %s' % dados['erros']
+    assert dados['erros'] == {}, 'não importam do pacote instalado: %s' % dados['erros']
     venv = os.path.realpath(instalado.venv) + os.sep
     fora = {m: f for m, f in dados['arquivos'].items()
             if not f or not os.path.realpath(f).startswith(venv)}
@@ -300,9 +300,9 @@ def test_contextia_local_instalado_sobe_e_responde(instalado, tmp_path):
 def test_ouvinte_instalado_provisiona_carrega_e_acompanha(instalado, tmp_path,
                                                            ambiente_contextia):
     """
-    O ouvinte pelo comando instalado, de uma pasta fora do repositorio: chaves
-    vazias -> provisiona e carrega as empresas (as ferramentas filhas tambem sao
-    as do pacote), depois um `--once` leva a mudanca do ERP ao Contextia.
+    O ouvinte pelo comando instalado, de uma pasta fora do repositório: chaves
+    vazias -> provisiona e carrega as empresas (as ferramentas filhas também são
+    as do pacote), depois um `--once` leva a mudança do ERP ao Contextia.
     """
     from contextia_sync.intake import cliente
     from contextia_sync.provisionamento.chaves import ler_chaves

@@ -1,22 +1,22 @@
 """
-Cada valor padrao mora num lugar so: contextia_sync/padroes.py (como o
+Cada valor padrão mora num lugar só: contextia_sync/padroes.py (como o
 defaults.py do rq). A ajuda do argparse e montada dali; aqui se confere que
 
-  (a) o `--help` de cada programa mostra o mesmo numero, e
+  (a) o `--help` de cada programa mostra o mesmo número, e
   (b) toda linha de tabela -- e toda frase -- do README e de docs/*.md que diz
-      o padrao de uma opcao diz o mesmo numero;
-  (c) os numeros do transporte HTTP e do teto de espera, onde a documentacao
-      os diz em texto corrido, tambem.
+      o padrão de uma opção diz o mesmo número;
+  (c) os números do transporte HTTP e do teto de espera, onde a documentação
+      os diz em texto corrido, também.
 
-Quem muda um padrao muda padroes.py; o teste aponta cada documento que ficou
-para tras, com o arquivo, a linha e os dois numeros.
+Quem muda um padrão muda padroes.py; o teste aponta cada documento que ficou
+para trás, com o arquivo, a linha e os dois números.
 
-Como a documentacao diz um padrao (o que (b) reconhece), com a opcao em codigo:
+Como a documentação diz um padrão (o que (b) reconhece), com a opção em código:
   * numa tabela com coluna "padrão": `--folga S` | 180 | ...
-  * logo depois da opcao, entre parenteses: `--intervalo-dados` (60 s)
-  * depois da opcao, na mesma frase: `--folga` ..., padrão 180 s
-Numero em portugues: "20 000", "20.000" e "20000" sao o mesmo; "0,5" e 0.5;
-"50%" e 0.5 numa fracao; "15 min" e 900 numa opcao em segundos.
+  * logo depois da opção, entre parênteses: `--intervalo-dados` (60 s)
+  * depois da opção, na mesma frase: `--folga` ..., padrão 180 s
+Número em português: "20 000", "20.000" e "20000" são o mesmo; "0,5" e 0.5;
+"50%" e 0.5 numa fração; "15 min" e 900 numa opção em segundos.
 """
 
 import os
@@ -116,7 +116,7 @@ def _sem_acento(texto):
 
 # ---------------------------------------------------------------- (a) o --help
 def ajuda_da_opcao(texto, opcao):
-    """O texto de ajuda de `opcao` no --help (as linhas de continuacao juntas)."""
+    """O texto de ajuda de `opcao` no --help (as linhas de continuação juntas)."""
     linhas = texto.split('\n')
     for i, linha in enumerate(linhas):
         if re.match(r'^\s+(?:-\w, )?%s(?![\w-])' % re.escape(opcao), linha):
@@ -136,28 +136,28 @@ CASOS_DO_HELP = [(p, programa) for p in PADROES for programa in p.programas]
                          ids=['%s %s' % (pr[0], p.nome) for p, pr in CASOS_DO_HELP])
 def test_o_help_mostra_o_padrao(padrao, programa):
     if not os.path.exists(os.path.join(RAIZ, programa[0])):
-        pytest.skip('%s ainda nao existe' % programa[0])
+        pytest.skip('%s ainda não existe' % programa[0])
     texto = ajuda_da_opcao(ajuda(programa), padrao.nome)
     assert texto is not None, '%s --help nao tem %s' % (programa[0], padrao.nome)
     esperado = valor_de(padrao)
     if padrao.tipo == 'texto':
         assert re.search(r'padr[aã]o\b', texto, flags=re.I) and re.search(
             r'(?<![\w-])`?%s`?(?![\w-])' % re.escape(esperado), texto), (
-            '%s --help, %s: %r nao mostra o padrao %r (padroes.%s)'
+            '%s --help, %s: %r não mostra o padrão %r (padrões.%s)'
             % (programa[0], padrao.nome, texto, esperado, padrao.constante))
         return
     achado = re.search(r'padr[aã]o:?\s+' + VALOR, texto, flags=re.I)
-    assert achado, ('%s --help, %s: %r nao mostra o padrao (padroes.%s = %r)'
+    assert achado, ('%s --help, %s: %r não mostra o padrão (padrões.%s = %r)'
                     % (programa[0], padrao.nome, texto, padrao.constante, esperado))
     valor = converter(achado, padrao.tipo)
     assert iguais(valor, esperado), (
-        '%s --help, %s: diz %r, e padroes.%s = %r'
+        '%s --help, %s: diz %r, e padrões.%s = %r'
         % (programa[0], padrao.nome, valor, padrao.constante, esperado))
 
 
 # ---------------------------------------------------------------- (b) a documentacao
 def _mencoes(texto, nome):
-    """Onde `nome` aparece como codigo: `--folga` ou `--folga S` (nao `--folga=30`)."""
+    """Onde `nome` aparece como código: `--folga` ou `--folga S` (não `--folga=30`)."""
     for encontro in re.finditer(r'(`+)(.+?)(?<!`)\1(?!`)', texto):
         conteudo = encontro.group(2).strip()
         if conteudo == nome or conteudo.startswith(nome + ' '):
@@ -170,9 +170,9 @@ _PADRAO_NA_LINHA = re.compile(r'padr[aã]o:?\s*' + VALOR, flags=re.I)
 
 def _na_frase(resto):
     """
-    O valor dito em `resto` (o texto logo depois da mencao), ou None: entre
-    parenteses logo depois, ou "padrão N" na mesma frase (sem ponto final,
-    ponto-e-virgula ou outro trecho de codigo no meio).
+    O valor dito em `resto` (o texto logo depois da menção), ou None: entre
+    parênteses logo depois, ou "padrão N" na mesma frase (sem ponto final,
+    ponto-e-virgula ou outro trecho de código no meio).
     """
     encontro = _DEPOIS_ENTRE_PARENTESES.match(resto)
     if encontro:
@@ -182,7 +182,7 @@ def _na_frase(resto):
 
 
 def _declaracoes_em_tabelas(documento, texto, padrao):
-    """(lugar, linha da tabela, valor dito) de cada linha de tabela que diz o padrao."""
+    """(lugar, linha da tabela, valor dito) de cada linha de tabela que diz o padrão."""
     for numero, cabecalho, linha in tabelas(texto):
         coluna = next((i for i, c in enumerate(cabecalho) if _sem_acento(c) == 'padrao'), None)
         for indice, celula in enumerate(linha):
@@ -211,7 +211,7 @@ def _declaracoes_em_tabelas(documento, texto, padrao):
 
 
 def _paragrafos(texto):
-    """(numero da primeira linha, paragrafo numa linha so), fora de tabelas e de codigo."""
+    """(número da primeira linha, paragrafo numa linha só), fora de tabelas e de código."""
     atual: list[str] = []
     inicio = 0
     for numero, linha in enumerate(sem_blocos_de_codigo(texto).split('\n'), start=1):
@@ -249,12 +249,12 @@ def declaracoes(padrao):
 def test_a_documentacao_diz_o_mesmo_padrao(padrao):
     esperado = valor_de(padrao)
     ditas = list(declaracoes(padrao))
-    assert ditas, ('nenhum documento diz o padrao de %s (padroes.%s = %r): a tabela de'
-                   ' opcoes do guia deveria dizer' % (padrao.nome, padrao.constante, esperado))
-    erradas = ['%s: %s\n    diz %r para %s, e padroes.%s = %r'
+    assert ditas, ('nenhum documento diz o padrão de %s (padrões.%s = %r): a tabela de'
+                   ' opções do guia deveria dizer' % (padrao.nome, padrao.constante, esperado))
+    erradas = ['%s: %s\n    diz %r para %s, e padrões.%s = %r'
                % (lugar, trecho, valor, padrao.nome, padrao.constante, esperado)
                for lugar, trecho, valor in ditas if not iguais(valor, esperado)]
-    assert erradas == [], 'documentacao com outro padrao:\n' + '\n'.join(erradas)
+    assert erradas == [], 'documentação com outro padrão:\n' + '\n'.join(erradas)
 
 
 # ---------------------------------------------------------------- (c) em texto corrido
@@ -274,9 +274,9 @@ def _simples(encontro):
 NO_TEXTO = [
     ('docs/contrato-intake.md', r'(\d+) s para conectar', 'TIMEOUT_CONEXAO', _simples),
     ('docs/contrato-intake.md', r'(\d+) s para a resposta', 'TIMEOUT_LEITURA', _simples),
-    ('docs/contrato-intake.md', r'ate (\d+) retentativas', 'RETENTATIVAS', _simples),
+    ('docs/contrato-intake.md', r'até (\d+) retentativas', 'RETENTATIVAS', _simples),
     ('docs/contrato-intake.md', r'espera exponencial de (\d+(?:,\d+)?) s', 'BACKOFF', _simples),
-    ('docs/contrato-intake.md', r'dobrando ate (\d+) s', 'BACKOFF_MAXIMO', _simples),
+    ('docs/contrato-intake.md', r'dobrando até (\d+) s', 'BACKOFF_MAXIMO', _simples),
     ('docs/contrato-intake.md', r'limitado a (\d+) s por\s+pedido', 'PRAZO_RETENTATIVAS',
      _simples),
     ('docs/contrato-intake.md', r'erro de conexao/leitura, ([\d/ e]+),', 'STATUS_RETENTAVEIS',
@@ -296,15 +296,15 @@ NO_TEXTO = [
 def test_numeros_ditos_em_texto_corrido(documento, onde, constante, ler_valor):
     texto = re.sub(r'\s+', ' ', sem_blocos_de_codigo(ler(documento)))
     encontro = re.search(onde.replace(r'\s+', ' '), texto)
-    assert encontro, ('%s nao diz mais %s onde este teste procura (%r): se a frase mudou,'
-                      ' mude o padrao aqui' % (documento, constante, onde))
+    assert encontro, ('%s não diz mais %s onde este teste procura (%r): se a frase mudou,'
+                      ' mude o padrão aqui' % (documento, constante, onde))
     esperado = getattr(padroes, constante)
     if isinstance(esperado, tuple):
         esperado = tuple(sorted(esperado))
     achado = ler_valor(encontro)
     assert achado == esperado or (not isinstance(esperado, tuple)
                                   and iguais(achado, esperado)), (
-        '%s: %r diz %r, e padroes.%s = %r' % (documento, encontro.group(0), achado,
+        '%s: %r diz %r, e padrões.%s = %r' % (documento, encontro.group(0), achado,
                                               constante, esperado))
 
 
@@ -332,5 +332,5 @@ def test_o_leitor_acha_cada_forma_de_dizer_o_padrao():
         achados += [v for _, _, v in _declaracoes_no_texto('x.md', texto, folga)]
         assert achados == [valor], (texto, achados)
     # exemplo de uso nao e padrao
-    for texto in ('rode `--folga=30` agora\n', '`--folga` maior que a transacao mais longa\n'):
+    for texto in ('rode `--folga=30` agora\n', '`--folga` maior que a transação mais longa\n'):
         assert list(_declaracoes_no_texto('x.md', texto, folga)) == [], texto

@@ -4,8 +4,8 @@ provisionar.py de verdade (subprocesso), origem SQLite/PostgreSQL, Contextia loc
 O programa roda pelo provisionar.py da raiz (como o ouvinte e o cron o chamam);
 `python -m contextia_sync.cli.provisionar` e o mesmo `main`, conferido a parte.
 
-Os crashes sao de verdade: CONTEXTIA_TESTE_MORRER_EM faz o processo se matar
-com SIGKILL no ponto pedido, e a recuperacao e provada rodando de novo.
+Os crashes são de verdade: CONTEXTIA_TESTE_MORRER_EM faz o processo se matar
+com SIGKILL no ponto pedido, e a recuperação e provada rodando de novo.
 """
 
 import os
@@ -105,7 +105,7 @@ def test_crash_entre_emitir_e_gravar_e_reparado(erp, mapa, tmp_path, ambiente_co
 
     codigo, saida = provisionar_cli(erp, mapa, arquivo, '--somente-escopo=' + escopo)
     assert codigo == 0, saida
-    assert 'ja existia e a empresa nao esta no arquivo' in saida
+    assert 'já existia e a empresa não está no arquivo' in saida
     assert 'REPARO -- revogada a chave %s' % orfas[0]['key_id'] in saida
     assert 'resumo: 0 criada(s), 1 reparada(s), 0 com falha' in saida
     registro = ler_registros(str(arquivo))[escopo]
@@ -161,14 +161,14 @@ def test_arquivo_aberto_para_outros_e_recusado(erp, mapa, tmp_path, ambiente_con
 
 @pytest.mark.parametrize('linha, trecho', [
     ('297\tctx_abc\t12\n', 'esperava 5 campos'),
-    ('297\tctx_abc\t12\tkey_1\tquase\n', "situacao 'quase' desconhecida"),
+    ('297\tctx_abc\t12\tkey_1\tquase\n', "situação 'quase' desconhecida"),
     ('\tctx_abc\n', 'escopo vazio'),
-    ('297\tctx abc\n', 'esta vazia ou tem espaco'),
+    ('297\tctx abc\n', 'está vazia ou tem espaço'),
 ])
 def test_linha_corrompida_e_erro_nomeando_a_linha(erp, mapa, tmp_path, ambiente_contextia,
                                                   linha, trecho):
     arquivo = tmp_path / 'chaves.tsv'
-    arquivo.write_text('# cabecalho\n301\tctx_boa\n' + linha)
+    arquivo.write_text('# cabeçalho\n301\tctx_boa\n' + linha)
     os.chmod(arquivo, 0o600)
     codigo, saida = provisionar_cli(erp, mapa, arquivo)
     assert codigo == 2, saida
@@ -181,7 +181,7 @@ def test_escopo_repetido_no_arquivo_e_erro(tmp_path):
     arquivo = tmp_path / 'chaves.tsv'
     arquivo.write_text('301\tctx_a\n301\tctx_b\n')
     os.chmod(arquivo, 0o600)
-    with pytest.raises(ErroChaves, match=r'linha 2: a empresa .301. ja aparece na linha 1'):
+    with pytest.raises(ErroChaves, match=r'linha 2: a empresa .301. já aparece na linha 1'):
         ler_registros(str(arquivo))
 
 
@@ -196,7 +196,7 @@ def test_seco_mostra_o_plano_e_nao_muda_nada(erp, mapa, tmp_path, ambiente_conte
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
 
 
-@pytest.mark.parametrize('segredo, trecho', [('', 'nao esta definida'),
+@pytest.mark.parametrize('segredo, trecho', [('', 'não está definida'),
                                              ('curto', 'exige pelo menos 16')])
 def test_segredo_do_webhook_ausente_ou_curto_para_antes_de_criar(erp, mapa, tmp_path,
                                                                  ambiente_contextia, segredo,
@@ -220,7 +220,7 @@ def test_somente_escopo_inexistente_sai_com_1(erp, mapa, tmp_path, ambiente_cont
     codigo, saida = provisionar_cli(erp, mapa, tmp_path / 'chaves.tsv',
                                     '--somente-escopo=' + erp.inativa)
     assert codigo == 1, saida
-    assert 'NAO ACHADA .: %s' % erp.inativa in saida
+    assert 'NÃO ACHADA .: %s' % erp.inativa in saida
 
 
 @pytest.mark.postgres
@@ -239,7 +239,7 @@ def test_dois_provisionadores_no_mesmo_arquivo_o_segundo_e_recusado(erp, mapa, t
     with travado(str(arquivo)):
         codigo, saida = provisionar_cli(erp, mapa, arquivo)
     assert codigo == 2, saida
-    assert 'outro provisionar.py esta usando' in saida
+    assert 'outro provisionar.py está usando' in saida
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
 
 
@@ -256,7 +256,7 @@ def test_grupo_que_nao_e_slug_e_recusado(erp, mapa, tmp_path):
 ])
 def test_origem_mal_configurada_e_erro_de_configuracao(erp, mapa, tmp_path, ambiente_contextia,
                                                        ambiente, trecho):
-    """CONTEXTIA_ORIGEM ausente ou invalida nao e a origem fora do ar: sai com 2."""
+    """CONTEXTIA_ORIGEM ausente ou invalida não é a origem fora do ar: sai com 2."""
     arquivo = tmp_path / 'chaves.tsv'
     codigo, saida = provisionar_cli(erp, mapa, arquivo, ambiente=ambiente)
     assert codigo == 2, saida
@@ -267,12 +267,12 @@ def test_origem_mal_configurada_e_erro_de_configuracao(erp, mapa, tmp_path, ambi
 
 
 def test_origem_fora_do_ar_sai_com_1(erp, mapa, tmp_path):
-    """Origem que nao responde (aqui, um SQLite que nao abre) continua sendo 1."""
+    """Origem que não responde (aqui, um SQLite que não abre) continua sendo 1."""
     codigo, saida = provisionar_cli(
         erp, mapa, tmp_path / 'chaves.tsv', '--dry-run',
         ambiente={'CONTEXTIA_ORIGEM': 'sqlite:///%s' % (tmp_path / 'nao' / 'existe.db')})
     assert codigo == 1, saida
-    assert 'nao foi possivel ler o cadastro EMPRESAS na origem' in saida
+    assert 'não foi possível ler o cadastro EMPRESAS na origem' in saida
     assert 'Nada foi mudado' in saida
 
 
@@ -323,7 +323,7 @@ def test_secret_env_que_nao_e_segredo_de_webhook_nunca_vai_ao_contextia(
 
 def test_segredo_do_webhook_que_e_a_senha_do_banco_nao_vai_ao_contextia(
         erp, mapa, tmp_path, ambiente_contextia):
-    """Nome certo, valor de origem ambigua: o mesmo texto que esta em CONTEXTIA_ORIGEM."""
+    """Nome certo, valor de origem ambígua: o mesmo texto que está em CONTEXTIA_ORIGEM."""
     arquivo = tmp_path / 'chaves.tsv'
     senha = 'SenhaDoBanco-' + 'k' * 12
     origem = 'sqlite:///%s' % erp.url.split('///', 1)[1]
@@ -337,8 +337,8 @@ def test_segredo_do_webhook_que_e_a_senha_do_banco_nao_vai_ao_contextia(
 
 def test_codigo_da_empresa_vai_codificado_na_url_do_webhook():
     """
-    `x/../../../outro?` nunca chega ate aqui (o cadastro o recusa: test_codigo_empresa),
-    mas a URL do webhook codifica o codigo mesmo assim: defesa em profundidade.
+    `x/../../../outro?` nunca chega até aqui (o cadastro o recusa: test_codigo_empresa),
+    mas a URL do webhook codifica o código mesmo assim: defesa em profundidade.
     """
     modelo = 'https://receptor.exemplo/{escopo}/eventos'
     assert plano.url_do_webhook(modelo, 'x/../../../outro?a=1#') == (
@@ -347,7 +347,7 @@ def test_codigo_da_empresa_vai_codificado_na_url_do_webhook():
 
 
 def test_codigo_hostil_no_cadastro_nao_ganha_webhook(erp, tmp_path, ambiente_contextia):
-    """O codigo com / e ? e recusado no cadastro: nem projeto, nem webhook."""
+    """O código com / e ? e recusado no cadastro: nem projeto, nem webhook."""
     codigo_hostil = 'x/../../../outro?a=1#'
     erp.executar('CREATE TABLE {FILIAIS} ({CODIGO} VARCHAR(40), {NOME} VARCHAR(60))')
     erp.executar('INSERT INTO {FILIAIS} VALUES (:c, :n)', c=codigo_hostil, n='Filial Torta')

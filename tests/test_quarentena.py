@@ -1,9 +1,9 @@
 """
 A quarentena contra o Contextia local de verdade (HTTP em 127.0.0.1, sem mock):
 um registro envenenado vai para `<pasta>/parado/` com o motivo, os bons do
-mesmo lote chegam, e a marca pode avancar (lotes_erro 0). Falha passageira
+mesmo lote chegam, e a marca pode avançar (lotes_erro 0). Falha passageira
 nunca vai para la. Um reenvio morto no meio (kill -9) deixa o item tomado, e a
-proxima abertura o devolve e o nomeia.
+próxima abertura o devolve e o nomeia.
 """
 
 import decimal
@@ -89,7 +89,7 @@ def test_registro_acima_do_limite_de_bytes_vai_sozinho_para_a_quarentena(
     guardado = conteudo(quarentena.pasta / PARADO / nome)
     assert guardado['status_http'] == 413 and guardado['registro']['TEXTO'] == 'x' * 5000
     assert 'SOZINHO' in guardado['motivo'] and "'TEXTO'" in guardado['motivo']
-    assert 'Diminuir o chunk nao resolve' in guardado['motivo']
+    assert 'Diminuir o chunk não resolve' in guardado['motivo']
 
 
 def test_422_de_um_registro_isola_so_ele(chave_contextia, quarentena):
@@ -111,7 +111,7 @@ def test_recusa_do_envelope_nao_manda_todos_para_a_quarentena(chave_contextia, q
     chave = chave_contextia()
     # `group` invalido: TODO pedido recebe 422, inclusive o envelope vazio da prova.
     resultado = cliente.enviar_dataset('grupo', bons(range(8)), key='ID', api_key=chave,
-                                       group='Grupo Invalido', quarentena=quarentena)
+                                       group='Grupo Inválido', quarentena=quarentena)
     assert (resultado.quarentenados, resultado.lotes_erro) == (0, 1)
     assert 'a recusa e do envelope' in ' '.join(resultado.erros)
     assert quarentena.contar() == 0
@@ -147,7 +147,7 @@ def test_com_sync_registro_na_quarentena_e_carga_incompleta(chave_contextia, qua
     assert resultado.quarentenados == 1 and resultado.inserted == 3
     # A regra da carga completa: lotes_erro > 0, entao carga/completa.py nao manda complete.
     assert resultado.lotes_erro == 1
-    assert 'complete nao deve ser enviado' in resultado.erros[-1]
+    assert 'complete não deve ser enviado' in resultado.erros[-1]
 
 
 # ---------------------------------------------------------------- cheia
@@ -214,7 +214,7 @@ def test_reenviar_depois_que_o_servidor_aceita(fabrica_contextia, monkeypatch, q
     # Ainda grande demais: fica, com tentativas + 1; o escopo sem chave fica e diz.
     antes = quarentena.reenviar(enviar)
     assert (antes.entregues, antes.recusados, antes.pendentes, antes.restantes) == (0, 1, 1, 2)
-    assert any('escopo 41 nao tem chave' in m for m in antes.mensagens)
+    assert any('escopo 41 não tem chave' in m for m in antes.mensagens)
     [grande_guardado, _] = quarentena.itens()
     assert grande_guardado.tentativas == 2 and 'HTTP 413' in grande_guardado.motivo
 

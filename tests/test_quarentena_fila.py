@@ -1,6 +1,6 @@
 """
-A fila em diretorio por baixo da quarentena (seed 004), no sistema de arquivos
-de verdade: nomes com sequencia de 12 digitos, a mesma identidade substitui,
+A fila em diretório por baixo da quarentena (seed 004), no sistema de arquivos
+de verdade: nomes com sequência de 12 dígitos, a mesma identidade substitui,
 limites com recusa alta, nomes seguros para qualquer valor de key, e a trava de
 trabalho que separa "tomado por um processo vivo" de "destino desconhecido".
 """
@@ -67,7 +67,7 @@ def test_limite_de_itens_e_de_bytes_recusa_alto(tmp_path):
         quarentena.guardar('ds', '1', 'ID', {'ID': 3}, 'HTTP 413: grande')
     texto = str(cheia.value)
     assert 'quarentena cheia' in texto and 'ID=3' in texto and 'limite 2 registros' in texto
-    assert '--reenviar-quarentena' in texto and 'a marca nao avanca' in texto
+    assert '--reenviar-quarentena' in texto and 'a marca não avança' in texto
     # Substituir um que ja esta la nao cresce a contagem: cabe mesmo cheia.
     quarentena.guardar('ds', '1', 'ID', {'ID': 2, 'V': 'novo'}, 'x')
 
@@ -85,10 +85,10 @@ def test_somente_leitura_nao_cria_nada(tmp_path):
 
 def test_pasta_que_nao_se_escreve_e_erro_de_configuracao(tmp_path):
     arquivo = tmp_path / 'arquivo'
-    arquivo.write_text('nao e pasta')
+    arquivo.write_text('não é pasta')
     with pytest.raises(ErroFilaInacessivel) as erro:
         Quarentena(arquivo / 'q')
-    assert isinstance(erro.value, ErroConfiguracao) and 'permissao de escrita' in str(erro.value)
+    assert isinstance(erro.value, ErroConfiguracao) and 'permissão de escrita' in str(erro.value)
 
 
 def test_tomado_por_processo_vivo_nao_e_devolvido(tmp_path):

@@ -1,19 +1,19 @@
 """
-O README e os documentos de docs/ acompanham o codigo.
+O README e os documentos de docs/ acompanham o código.
 
   * os dois comandos vem primeiro no README;
-  * toda opcao de linha de comando esta no guia do programa dela (a ideia e do
-    sqlite-utils: opcao nova sem documentacao quebra a suite, em vez de ser
+  * toda opção de linha de comando está no guia do programa dela (a ideia e do
+    sqlite-utils: opção nova sem documentação quebra a suíte, em vez de ser
     descoberta por um operador);
   * todo link relativo aponta para um arquivo que existe, e toda ancora para
-    um titulo que existe;
-  * todo caminho de modulo citado existe no pacote;
-  * a solucao de problemas mora num lugar so (docs/problemas.md), e cada
-    mensagem citada la e em qualquer outro documento e a que o codigo imprime;
-  * toda dependencia tem o porque no README.
+    um título que existe;
+  * todo caminho de módulo citado existe no pacote;
+  * a solução de problemas mora num lugar só (docs/problemas.md), e cada
+    mensagem citada la e em qualquer outro documento e a que o código imprime;
+  * toda dependência tem o porque no README.
 
-Os padroes (os numeros de cada opcao) sao conferidos em tests/test_padroes.py,
-com as funcoes de leitura de markdown daqui.
+Os padrões (os números de cada opção) são conferidos em tests/test_padroes.py,
+com as funções de leitura de markdown daqui.
 """
 
 import ast
@@ -72,14 +72,14 @@ def sem_blocos_de_codigo(texto):
 
 
 def blocos_de_codigo(texto):
-    """[(linguagem, conteudo)] de cada bloco cercado, na ordem."""
+    """[(linguagem, conteúdo)] de cada bloco cercado, na ordem."""
     return re.findall(r'^```(\w*)\n(.*?)^```', texto, flags=re.S | re.M)
 
 
 def celulas(linha):
     """
-    As celulas de uma linha de tabela. `|` dentro de codigo (`a | b`) nao divide,
-    e `\\|` e um `|` escapado (como no GitHub, vale tambem dentro de codigo).
+    As celulas de uma linha de tabela. `|` dentro de código (`a | b`) não divide,
+    e `\\|` e um `|` escapado (como no GitHub, vale também dentro de código).
     """
     linha = linha.strip()
     if linha.startswith('|'):
@@ -117,8 +117,8 @@ def celulas(linha):
 
 def tabelas(texto):
     """
-    Cada linha de dado de cada tabela: (numero da linha, cabecalho, celulas).
-    Tabelas dentro de bloco de codigo nao contam.
+    Cada linha de dado de cada tabela: (número da linha, cabeçalho, celulas).
+    Tabelas dentro de bloco de código não contam.
     """
     linhas = sem_blocos_de_codigo(texto).split('\n')
     i = 0
@@ -135,12 +135,12 @@ def tabelas(texto):
 
 
 def trechos_de_codigo(texto):
-    """O conteudo de cada trecho de codigo em linha (`assim`, ``com ` dentro``)."""
+    """O conteúdo de cada trecho de código em linha (`assim`, ``com ` dentro``)."""
     return [m.group(2).strip() for m in re.finditer(r'(`+)(.+?)(?<!`)\1(?!`)', texto)]
 
 
 def ancora(titulo):
-    """A regra do GitHub: minusculas, sem pontuacao (acento fica), espaco vira hifen."""
+    """A regra do GitHub: minúsculas, sem pontuação (acento fica), espaço vira hífen."""
     titulo = re.sub(r'[^\w\- ]', '', titulo.strip().lower(), flags=re.U)
     return titulo.replace(' ', '-')
 
@@ -157,13 +157,13 @@ def ancoras(texto):
 
 
 def links(texto):
-    """[(alvo, ancora)] de cada link [texto](alvo#ancora) fora de bloco de codigo."""
+    """[(alvo, ancora)] de cada link [texto](alvo#ancora) fora de bloco de código."""
     return re.findall(r'\]\(([^)#\s]*)(?:#([^)\s]*))?\)', sem_blocos_de_codigo(texto))
 
 
 # ---------------------------------------------------------------- o codigo
 def _texto_literal(no):
-    """O texto de um literal (str, f-string, soma de literais); o que e valor vira %s."""
+    """O texto de um literal (str, f-string, soma de literais); o que é valor vira %s."""
     if isinstance(no, ast.Constant) and isinstance(no.value, str):
         return no.value
     if isinstance(no, ast.JoinedStr):
@@ -181,7 +181,7 @@ def _texto_literal(no):
 @functools.lru_cache(maxsize=None)
 def textos_do_codigo():
     """
-    Todo texto que o SDK pode imprimir: os literais do Python (ja juntados como o
+    Todo texto que o SDK pode imprimir: os literais do Python (já juntados como o
     interpretador junta 'a' 'b'; %r vira '%s', como sai) e as linhas dos scripts.
     """
     padroes_py = ('contextia_sync/**/*.py', '*.py', 'sources/*.py', 'contextia_local/*.py')
@@ -205,7 +205,7 @@ def textos_do_codigo():
 def padrao_da_citacao(citacao):
     """
     `...` e trecho omitido e `<assim>` e um valor: viram curinga; o resto tem de
-    estar igual, letra por letra, num texto do codigo.
+    estar igual, letra por letra, num texto do código.
     """
     # O espaco em volta de `...` e parte do que foi omitido.
     pedacos = re.split(r'\.\.\.|<[^<>]*>', re.sub(r'\s*\.\.\.\s*', '...', citacao))
@@ -218,7 +218,7 @@ def esta_no_codigo(citacao):
 
 
 def mensagens_de_problemas():
-    """[(linha, citacao)]: os trechos de codigo da coluna `mensagem` de docs/problemas.md."""
+    """[(linha, citação)]: os trechos de código da coluna `mensagem` de docs/problemas.md."""
     saida: list[tuple[int, str]] = []
     for numero, cabecalho, linha in tabelas(ler(PROBLEMAS)):
         if cabecalho[0] != 'mensagem' or not linha[0].startswith('`'):
@@ -230,7 +230,7 @@ def mensagens_de_problemas():
 # ---------------------------------------------------------------- os programas
 @functools.lru_cache(maxsize=None)
 def ajuda(argv):
-    """A saida de `<programa> --help`, larga o bastante para nao quebrar linha a toa."""
+    """A saída de `<programa> --help`, larga o bastante para não quebrar linha a toa."""
     resultado = subprocess.run([sys.executable] + list(argv) + ['--help'], cwd=RAIZ,
                                capture_output=True, text=True, timeout=60,
                                env=dict(os.environ, COLUMNS='200'))
@@ -281,7 +281,7 @@ def test_todo_documento_de_docs_e_apontado_pelo_readme():
 
 
 def test_readme_nao_repete_as_tabelas_dos_guias():
-    """Cada fato num lugar: opcoes, mensagens e estrategias moram nos guias."""
+    """Cada fato num lugar: opções, mensagens e estratégias moram nos guias."""
     repetidas = []
     for numero, cabecalho, linha in tabelas(ler(README)):
         if linha[0].startswith('`--') or cabecalho[0] in ('mensagem', 'estratégia'):
@@ -294,15 +294,15 @@ def test_readme_nao_repete_as_tabelas_dos_guias():
                          if isinstance(p, tuple) else p)
 def test_toda_opcao_de_linha_de_comando_esta_no_guia_do_programa(programa, guia):
     if not _existe(programa):
-        pytest.skip('%s ainda nao existe' % programa[0])
+        pytest.skip('%s ainda não existe' % programa[0])
     opcoes = opcoes_do_help(programa)
-    assert opcoes, 'nenhuma opcao achada no --help de %s' % ' '.join(programa)
+    assert opcoes, 'nenhuma opção achada no --help de %s' % ' '.join(programa)
     texto = ler(guia)
     faltam = sorted(o for o in opcoes
                     if not re.search('`' + re.escape(o) + r'(?![a-z0-9-])', texto)
                     and not re.search(r'[\[ ]' + re.escape(o) + r'(?![a-z0-9-])',
                                       '\n'.join(c for _, c in blocos_de_codigo(texto))))
-    assert faltam == [], 'opcoes de %s sem documentacao em %s: %s' % (
+    assert faltam == [], 'opções de %s sem documentação em %s: %s' % (
         ' '.join(programa), guia, ', '.join(faltam))
 
 
@@ -332,7 +332,7 @@ def test_ancoras_existem(documento):
         with open(destino, encoding='utf-8') as arquivo:
             if marca not in ancoras(arquivo.read()):
                 faltam.append('%s#%s' % (alvo, marca))
-    assert faltam == [], '%s: ancoras sem titulo: %s' % (documento, faltam)
+    assert faltam == [], '%s: ancoras sem título: %s' % (documento, faltam)
 
 
 # Criados ao rodar (e ignorados pelo git): citados, mas nao existem num checkout limpo.
@@ -340,7 +340,7 @@ GERADOS = ('demo/saida',)
 
 
 def _caminhos_citados(texto):
-    """Caminhos do repositorio citados em codigo: `contextia_sync/...`, `deploy/...`."""
+    """Caminhos do repositório citados em código: `contextia_sync/...`, `deploy/...`."""
     for trecho in trechos_de_codigo(sem_blocos_de_codigo(texto)):
         for caminho in re.findall(
                 r'(?<![\w/.-])((?:contextia_sync|contextia_local|sources|deploy|tests|bench|'
@@ -351,10 +351,10 @@ def _caminhos_citados(texto):
 
 @pytest.mark.parametrize('documento', documentos())
 def test_todo_caminho_citado_existe(documento):
-    """Caminho de modulo ou arquivo que nao existe mais e documentacao velha."""
+    """Caminho de módulo ou arquivo que não existe mais e documentação velha."""
     faltam = sorted({c for c in _caminhos_citados(ler(documento))
                      if not os.path.exists(os.path.join(RAIZ, c.split(':')[0]))})
-    assert faltam == [], '%s cita caminhos que nao existem: %s' % (documento, faltam)
+    assert faltam == [], '%s cita caminhos que não existem: %s' % (documento, faltam)
 
 
 def _modulo_existe(partes):
@@ -386,7 +386,7 @@ def test_todo_modulo_citado_existe(documento):
             if not _modulo_existe(partes[:n]) or len(resto) > 1 or (
                     resto and not _define(partes[:n], resto[0])):
                 faltam.add(citado)
-    assert sorted(faltam) == [], '%s cita modulos que nao existem: %s' % (
+    assert sorted(faltam) == [], '%s cita módulos que não existem: %s' % (
         documento, sorted(faltam))
 
 
@@ -450,15 +450,15 @@ def test_solucao_de_problemas_mora_num_lugar_so():
 
 
 def test_solucao_de_problemas_cita_toda_recusa_do_ouvinte():
-    """Cada erro de configuracao que o operador pode ver na subida do ouvinte tem linha."""
+    """Cada erro de configuração que o operador pode ver na subida do ouvinte tem linha."""
     citadas = ' '.join(c for _, c in mensagens_de_problemas())
-    for inicio in ('Falta CONTEXTIA_URL', 'Arquivo de chaves nao existe',
-                   'Ja existe um ouvinte rodando', 'Estado ilegivel em',
-                   'ainda NAO esta implementada', "nao existe. As que existem",
+    for inicio in ('Falta CONTEXTIA_URL', 'Arquivo de chaves não existe',
+                   'Já existe um ouvinte rodando', 'Estado ilegível em',
+                   'ainda NÃO está implementada', "não existe. As que existem",
                    '--varredura espera HH:MM', 'Mapeamento', 'acompanha por',
-                   'nao tem a secao "projects"', 'nao e nome de modulo',
-                   'tem permissao', 'Falta CONTEXTIA_ORIGEM',
-                   'a coluna de mudanca', 'nao aceita gravacao'):
+                   'não tem a seção "projects"', 'não é nome de módulo',
+                   'tem permissão', 'Falta CONTEXTIA_ORIGEM',
+                   'a coluna de mudança', 'não aceita gravação'):
         assert inicio in citadas, inicio
 
 
@@ -466,8 +466,8 @@ def test_toda_mensagem_citada_em_problemas_existe_no_codigo():
     citadas = mensagens_de_problemas()
     assert len(citadas) > 60
     faltam = ['%s:%d: %s' % (PROBLEMAS, n, c) for n, c in citadas if not esta_no_codigo(c)]
-    assert faltam == [], ('mensagens citadas que o codigo nao imprime (a citacao tem de ser'
-                          ' a do codigo, letra por letra):\n' + '\n'.join(faltam))
+    assert faltam == [], ('mensagens citadas que o código não imprime (a citação tem de ser'
+                          ' a do código, letra por letra):\n' + '\n'.join(faltam))
 
 
 def test_cada_mensagem_aparece_uma_vez_em_problemas():
@@ -481,7 +481,7 @@ def test_cada_mensagem_aparece_uma_vez_em_problemas():
 
 
 def test_citacao_de_mensagem_em_outro_documento_tem_a_mesma_redacao():
-    """Outro guia que cita uma mensagem (no texto, nao em tabela) cita a do codigo."""
+    """Outro guia que cita uma mensagem (no texto, não em tabela) cita a do código."""
     inicios = set()
     for _, citacao in mensagens_de_problemas():
         primeiro = re.split(r'\.\.\.|<[^<>]*>', citacao)[0].strip()
@@ -512,6 +512,6 @@ def test_toda_dependencia_tem_o_porque_no_readme():
             nome = re.split(r'[\[<>=!~ ;]', linha)[0].lower()
             if nome not in secao:
                 faltam.append(nome)
-    assert faltam == [], 'dependencias sem o porque no README: %s' % ', '.join(faltam)
+    assert faltam == [], 'dependências sem o porque no README: %s' % ', '.join(faltam)
     for extra in ('[local]', '[dev]', 'pip install .'):
         assert extra in secao, extra

@@ -86,4 +86,4 @@ def test_descrever_diz_cada_filtro():
         assert trecho in texto
     sem_filtro = regra_projeto.resolver({'projects': {'source_object': 'E', 'scope_column': 'X'}})
     assert 'nenhum' in regra_projeto.descrever(sem_filtro)
-    assert '"Empresa <codigo>"' in regra_projeto.descrever(sem_filtro)
+    assert '"Empresa <código>"' in regra_projeto.descrever(sem_filtro)

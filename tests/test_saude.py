@@ -1,12 +1,12 @@
 """
-A saude (`ouvinte.py --saude`, contextia_sync/saude.py): uma linha, os dados de
-desempenho depois da barra, e o codigo de um plugin de monitoramento (0 OK,
+A saúde (`ouvinte.py --saude`, contextia_sync/saude.py): uma linha, os dados de
+desempenho depois da barra, e o código de um plugin de monitoramento (0 OK,
 1 ALERTA, 2 CRITICO, 3 DESCONHECIDO).
 
-Os testes caros sao processos de verdade: o ouvinte.py contra o Contextia local
-e um ERP SQLite, e a saude lendo o `ouvinte-status.json` que ele escreveu --
-cada um confere o codigo de saida E a linha. Os de baixo (`avaliar` sobre um
-status montado a mao) cobrem as regras que um processo de verdade levaria
+Os testes caros são processos de verdade: o ouvinte.py contra o Contextia local
+e um ERP SQLite, e a saúde lendo o `ouvinte-status.json` que ele escreveu --
+cada um confere o código de saída E a linha. Os de baixo (`avaliar` sobre um
+status montado a mão) cobrem as regras que um processo de verdade levaria
 horas para mostrar (varredura de 27 h, ferramenta de duas horas).
 """
 
@@ -33,7 +33,7 @@ CODIGOS = {'OK': 0, 'ALERTA': 1, 'CRITICO': 2, 'DESCONHECIDO': 3}
 
 # ---------------------------------------------------------------- ajudantes
 def rodar_saude(estado, *extra, programa=('ouvinte.py', '--saude')):
-    """(codigo, linha) de `ouvinte.py --saude --estado DIR ...`: UMA linha, sempre."""
+    """(código, linha) de `ouvinte.py --saude --estado DIR ...`: UMA linha, sempre."""
     argv = [sys.executable] + list(programa) + (['--estado=' + str(estado)]
                                                  if estado is not None else []) + list(extra)
     feito = subprocess.run(argv, cwd=RAIZ, capture_output=True, text=True, timeout=60)
@@ -101,7 +101,7 @@ def ouvinte(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
 
 @pytest.fixture
 def processos():
-    """Os ouvintes em servico que o teste subiu: nenhum fica para tras."""
+    """Os ouvintes em serviço que o teste subiu: nenhum fica para trás."""
     subidos = []
     yield subidos
     for processo in subidos:
@@ -111,7 +111,7 @@ def processos():
 
 
 def subir(o, processos, *extra, env=None):
-    """O ouvinte em servico (intervalo de 1 s); volta quando o status JSON existe."""
+    """O ouvinte em serviço (intervalo de 1 s); volta quando o status JSON existe."""
     if env is None:
         processo = o.iniciar(*extra)
     else:
@@ -137,7 +137,7 @@ def test_argumento_invalido_e_desconhecido_3(argumentos):
     feito = subprocess.run([sys.executable, 'ouvinte.py', '--saude'] + argumentos, cwd=RAIZ,
                            capture_output=True, text=True, timeout=60)
     assert feito.returncode == 3, feito.stdout + feito.stderr
-    assert feito.stdout.startswith('OUVINTE DESCONHECIDO - argumento invalido: ')
+    assert feito.stdout.startswith('OUVINTE DESCONHECIDO - argumento inválido: ')
     assert feito.stdout.count('\n') == 1 and feito.stderr == ''
     assert 'ouvinte.py --saude --help' in feito.stdout
     # Em portugues, como o resto do que o operador le.
@@ -146,7 +146,7 @@ def test_argumento_invalido_e_desconhecido_3(argumentos):
 
 def test_pasta_de_estado_que_nao_existe_e_desconhecido(tmp_path):
     codigo, linha = rodar_saude(tmp_path / 'nao-existe')
-    assert codigo == 3 and 'nao existe' in linha and 'nao-existe' in linha
+    assert codigo == 3 and 'não existe' in linha and 'nao-existe' in linha
     # O modulo direto (o que o verificar-saude.sh chama) diz o mesmo.
     codigo, linha = rodar_saude(tmp_path / 'nao-existe', programa=('-m', 'contextia_sync.saude'))
     assert codigo == 3
@@ -154,11 +154,11 @@ def test_pasta_de_estado_que_nao_existe_e_desconhecido(tmp_path):
 
 def test_pasta_sem_status_e_critico(tmp_path):
     codigo, linha = rodar_saude(tmp_path)
-    assert codigo == 2 and 'ouvinte-status.json nao existe' in linha
+    assert codigo == 2 and 'ouvinte-status.json não existe' in linha
     assert 'nunca completou' in linha
     (tmp_path / 'ouvinte-status.json').write_text('{"versao": 1, "ouvi')
     codigo, linha = rodar_saude(tmp_path)
-    assert codigo == 2 and 'ilegivel' in linha
+    assert codigo == 2 and 'ilegível' in linha
 
 
 def test_help_em_portugues_com_os_codigos():
@@ -174,9 +174,9 @@ def test_help_em_portugues_com_os_codigos():
         assert trecho in texto, trecho
     assert 'show this help' not in texto
     # Os padroes do --help sao os de padroes.py.
-    assert 'padrao %d' % padroes.SAUDE_FALHAS in texto
+    assert 'padrão %d' % padroes.SAUDE_FALHAS in texto
     assert '%d s' % padroes.SAUDE_IDADE_MINIMA in texto
-    assert 'padrao %d s' % padroes.SAUDE_VARREDURA in texto
+    assert 'padrão %d s' % padroes.SAUDE_VARREDURA in texto
 
 
 # ---------------------------------------------------------------- processos de verdade
@@ -196,7 +196,7 @@ def test_view_que_falha_e_alerta_e_depois_critico(ouvinte, processos):
                         for n in (DATASET, VIEW)), 60)
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 0, linha
-    assert linha.startswith('OUVINTE OK - ouvinte ativo (servico, pid %d), 2 dataset(s) ao vivo'
+    assert linha.startswith('OUVINTE OK - ouvinte ativo (serviço, pid %d), 2 dataset(s) ao vivo'
                             % processo.pid), linha
     assert perf(linha)['datasets_ao_vivo'] == 2 and perf(linha)['falhas_seguidas'] == 0
 
@@ -212,7 +212,7 @@ def test_view_que_falha_e_alerta_e_depois_critico(ouvinte, processos):
     esperar(lambda: (dataset_no_status(o, VIEW) or {}).get('falhas_seguidas', 0) >= 3, 60)
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 2, linha
-    assert linha.startswith('OUVINTE CRITICO - dataset %s sem ciclo bom ha ' % VIEW), linha
+    assert linha.startswith('OUVINTE CRITICO - dataset %s sem ciclo bom há ' % VIEW), linha
     assert 'no such table' in linha and 'falha(s) seguida(s)' in linha
     assert perf(linha)['falhas_dataset_max'] >= 3
     assert processo.poll() is None
@@ -243,7 +243,7 @@ def test_contextia_fora_por_um_ciclo_e_critico(ouvinte, processos):
     codigo, linha = rodar_saude(o.estado_dir)
     # Um ciclo inteiro sem entregar passa de --intervalos (3) x --intervalo-dados (1 s).
     assert codigo == 2, linha
-    assert linha.startswith('OUVINTE CRITICO - dataset %s sem ciclo bom ha ' % DATASET), linha
+    assert linha.startswith('OUVINTE CRITICO - dataset %s sem ciclo bom há ' % DATASET), linha
     assert 'escopo %s' % e0 in linha, linha
     assert perf(linha)['sem_ciclo_bom_max'] > 3
     # Com limites folgados ainda e ALERTA, nunca OK.
@@ -258,7 +258,7 @@ def test_contextia_fora_por_um_ciclo_e_critico(ouvinte, processos):
     assert novo in o.no_contextia(e0)
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 0, linha
-    assert linha.startswith('OUVINTE OK - ultima execucao once de '), linha
+    assert linha.startswith('OUVINTE OK - última execução once de '), linha
 
 
 @pytest.mark.lento
@@ -295,7 +295,7 @@ def test_varredura_que_falha_persiste_depois_de_reiniciar(ouvinte):
     assert codigo == 0, saida
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 0, linha
-    assert 'ultima varredura boa em' in linha
+    assert 'última varredura boa em' in linha
     assert perf(linha)['idade_varredura_ok'] < 120
 
     # A boa envelhece (27 h, no estado): com a diaria ligada e CRITICO; desligada, nao.
@@ -304,7 +304,7 @@ def test_varredura_que_falha_persiste_depois_de_reiniciar(ouvinte):
     o.mudar_estado(varredura={'ultima_ok_em': velha})
     assert o.rodar('--once', hora)[0] == 0
     codigo, linha = rodar_saude(o.estado_dir)
-    assert codigo == 2 and 'a ultima varredura boa foi ha 27.0h' in linha, linha
+    assert codigo == 2 and 'a última varredura boa foi há 27.0h' in linha, linha
     codigo, linha = rodar_saude(o.estado_dir, '--max-varredura=28h')
     assert codigo == 0, linha
     assert o.rodar('--once')[0] == 0                    # --varredura=nao
@@ -349,14 +349,14 @@ def test_parada_limpa_do_servico_e_critico_e_o_once_parado_nao(ouvinte, processo
     o = ouvinte
     processo = subir(o, processos)
     codigo, linha = rodar_saude(o.estado_dir)
-    assert codigo == 0 and 'ouvinte ativo (servico, pid %d)' % processo.pid in linha, linha
+    assert codigo == 0 and 'ouvinte ativo (serviço, pid %d)' % processo.pid in linha, linha
     assert parar(processo) == 0, o.saida()
     dados = status_json(o)
     assert dados['ouvinte']['situacao'] == 'parado' and dados['ouvinte']['modo'] == 'servico'
     # Antes (issue 13): o status dizia "ativo" com o pid morto, e a saude, OK.
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 2, linha
-    assert linha.startswith('OUVINTE CRITICO - ouvinte PARADO: o servico saiu em '), linha
+    assert linha.startswith('OUVINTE CRITICO - ouvinte PARADO: o serviço saiu em '), linha
     # O --once do cron termina "parado" toda vez: ali parado e o normal.
     assert o.rodar('--once')[0] == 0
     codigo, linha = rodar_saude(o.estado_dir)
@@ -365,7 +365,7 @@ def test_parada_limpa_do_servico_e_critico_e_o_once_parado_nao(ouvinte, processo
     time.sleep(2.2)
     codigo, linha = rodar_saude(o.estado_dir, '--max-idade=1')
     assert codigo == 2, linha
-    assert 'nao e atualizado ha' in linha and 'o cron parou?' in linha, linha
+    assert 'não é atualizado há' in linha and 'o cron parou?' in linha, linha
     assert perf(linha)['idade_status'] >= 2
 
 
@@ -400,7 +400,7 @@ def _texto(segundos_atras):
 
 
 def status_bom(**ouvinte):
-    """Um status como o do servico saudavel: intervalo de 60 s, varredura as 03:30."""
+    """Um status como o do serviço saudável: intervalo de 60 s, varredura as 03:30."""
     dados = {
         'versao': 1,
         'ouvinte': dict({'pid': 4242, 'situacao': 'rodando', 'modo': 'servico',
@@ -435,8 +435,8 @@ def test_status_bom_e_ok_com_os_dados_de_desempenho():
     v = avaliar(status_bom())
     assert v.nivel == saude.OK, v.linha()
     linha = v.linha()
-    assert linha.startswith('OUVINTE OK - ouvinte ativo (servico, pid 4242), 1 dataset(s) ao'
-                            ' vivo, status de %s (ha 5s), ultima varredura boa em' % _iso(5))
+    assert linha.startswith('OUVINTE OK - ouvinte ativo (serviço, pid 4242), 1 dataset(s) ao'
+                            ' vivo, status de %s (há 5s), última varredura boa em' % _iso(5))
     assert '\n' not in linha
     dados = perf(linha)
     assert dados['idade_status'] == 5 and dados['idade_varredura_ok'] == 29000
@@ -459,14 +459,14 @@ def test_ferramenta_longa_nao_conta_como_dataset_sem_sonda():
     assert v.nivel == saude.ALERTA and 'ferramenta varredura/carregar-todas (pid 99)' in v.linha()
     # A mesma varredura sem ouvinte vivo: morreu no meio.
     v = avaliar(dados, vivo=False)
-    assert v.nivel == saude.CRITICO and 'nao terminou' in v.linha(), v.linha()
+    assert v.nivel == saude.CRITICO and 'não terminou' in v.linha(), v.linha()
 
 
 def test_varredura_velha_so_conta_com_a_diaria_ligada():
     dados = status_bom()
     dados['varredura']['ultima_ok_em'] = _iso(27 * 3600)
     v = avaliar(dados)
-    assert v.nivel == saude.CRITICO and 'a ultima varredura boa foi ha 27.0h' in v.linha()
+    assert v.nivel == saude.CRITICO and 'a última varredura boa foi há 27.0h' in v.linha()
     dados['varredura']['hora'] = None
     assert avaliar(dados).nivel == saude.OK
 
@@ -478,7 +478,7 @@ def test_entregue_a_varredura_e_alerta_e_critico_sem_a_diaria():
     assert v.nivel == saude.ALERTA and 'entregue a varredura das 03:30' in v.linha()
     dados['varredura']['hora'] = None
     v = avaliar(dados)
-    assert v.nivel == saude.CRITICO and 'parado ate um --varrer-agora' in v.linha()
+    assert v.nivel == saude.CRITICO and 'parado até um --varrer-agora' in v.linha()
 
 
 def test_dado_sujo_e_alerta():
@@ -496,10 +496,10 @@ def test_dado_sujo_e_alerta():
 
 def test_falhas_do_laco_alerta_e_critico():
     dados = status_bom(falhas_seguidas=2)
-    dados['ciclos']['falha'] = {'em': _iso(5), 'erro': 'OperationalError: conexao | recusada\n'}
+    dados['ciclos']['falha'] = {'em': _iso(5), 'erro': 'OperationalError: conexão | recusada\n'}
     v = avaliar(dados)
     assert v.nivel == saude.ALERTA, v.linha()
-    assert '2 volta(s) seguida(s) do laco com falha (ultima: OperationalError: conexao /' \
+    assert '2 volta(s) seguida(s) do laço com falha (última: OperationalError: conexão /' \
         ' recusada)' in v.linha()
     # Um "|" no texto do erro quebraria os dados de desempenho: vira "/".
     assert v.linha().count(' | ') == 1
@@ -520,14 +520,14 @@ def test_versao_desconhecida_e_secao_faltando_sao_desconhecido():
     dados = status_bom()
     dados['versao'] = 99
     v = avaliar(dados)
-    assert v.nivel == saude.DESCONHECIDO and 'versao 99' in v.linha()
+    assert v.nivel == saude.DESCONHECIDO and 'versão 99' in v.linha()
     assert avaliar({'versao': 1}).nivel == saude.DESCONHECIDO
 
 
 def test_relogio_para_tras_usa_a_idade_do_arquivo():
     dados = status_bom(atualizado_em=_iso(-3600))
     v = saude.avaliar(dados, saude.Limites(), AGORA, idade_arquivo=4000.0, vivo=lambda _pid: True)
-    assert v.nivel == saude.CRITICO and 'nao e atualizado ha 4000s' in v.linha(), v.linha()
+    assert v.nivel == saude.CRITICO and 'não é atualizado há 4000s' in v.linha(), v.linha()
 
 
 def test_muitos_motivos_cabem_numa_linha():
@@ -542,7 +542,7 @@ def test_once_morto_e_alerta_e_o_cron_parado_e_critico():
     # Um --once morto no meio de uma ferramenta: o status diz "rodando", o pid sumiu.
     dados = status_bom(modo='once', atualizado_em=_iso(60))
     v = avaliar(dados, vivo=False)
-    assert v.nivel == saude.ALERTA and 'a execucao once (pid 4242) morreu' in v.linha()
+    assert v.nivel == saude.ALERTA and 'a execução once (pid 4242) morreu' in v.linha()
     # ...e nenhuma execucao depois dele: a idade do status ainda fala.
     dados['ouvinte']['atualizado_em'] = _iso(3600)
     v = avaliar(dados, vivo=False)

@@ -44,7 +44,7 @@ def _memoria_mib(pid):
 
 
 def _ler_resposta(conexao, prazo=15):
-    """(status, cabecalhos em minusculas, corpo) de uma resposta HTTP/1.1 no socket."""
+    """(status, cabeçalhos em minúsculas, corpo) de uma resposta HTTP/1.1 no socket."""
     conexao.settimeout(prazo)
     dados = b''
     while b'\r\n\r\n' not in dados:
@@ -68,7 +68,7 @@ def _post_chunked(servidor, total, cabecalhos=b'', inicio=b'', pedaco=b'x' * MIB
     """
     POST chunked de até `total` bytes ao intake, por socket cru. Antes de cada
     pedaço olha se a resposta já chegou e para ali (como um cliente que lê
-    enquanto manda). Devolve (bytes enviados, status, cabecalhos, corpo JSON).
+    enquanto manda). Devolve (bytes enviados, status, cabeçalhos, corpo JSON).
     """
     conexao = socket.create_connection(('127.0.0.1', servidor.porta), timeout=15)
     with conexao:

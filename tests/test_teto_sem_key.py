@@ -1,9 +1,9 @@
 """
-O teto de remocao do dataset SEM key e o historico de cargas.
+O teto de remoção do dataset SEM key e o histórico de cargas.
 
-Sem key o ao-vivo manda cada alteracao como registro novo; a versao velha fica
-ate o `complete`. O teto "fracao do dataset" recusava a varredura assim que as
-versoes velhas passavam da metade (achado da tortura longa). Aqui: processo
+Sem key o ao-vivo manda cada alteração como registro novo; a versão velha fica
+até o `complete`. O teto "fração do dataset" recusava a varredura assim que as
+versões velhas passavam da metade (achado da tortura longa). Aqui: processo
 real do connector.py, Contextia local real, origem SQLite real, e o envio
 "ao vivo" feito pelo mesmo cliente e o mesmo adaptador que o ouvinte usa.
 """
@@ -124,7 +124,7 @@ def test_varredura_sem_key_remove_as_versoes_velhas_do_ao_vivo(sem_key):
     codigo, saida = conector(erp, mapa, escopo, chave)
     assert codigo == 1, saida
     assert 'removeria 90 de 135' in saida
-    assert 'sem key e sem carga aceita no historico' in saida
+    assert 'sem key e sem carga aceita no histórico' in saida
     assert no_servidor(chave)[DATASET] == 135
 
     # Com o historico a carga compara 45 com 45: aceita, e o Contextia fica igual a origem.

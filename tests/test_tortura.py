@@ -1,7 +1,7 @@
 """
 A tortura (bench/tortura.py): o modo curto roda aqui, de verdade, e tem de
 passar; e o verificador e provado capaz de ACUSAR perda -- um verificador que
-nunca falha nao prova nada.
+nunca falha não prova nada.
 """
 
 import datetime

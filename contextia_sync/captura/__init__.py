@@ -1,23 +1,23 @@
 """
 A captura: como o ouvinte descobre o que mudou na origem.
 
-Cada estrategia (`coluna` hoje; `reconciliacao`, `binlog`, `slot_logico`
-depois) implementa o protocolo `Captura` abaixo, e os ciclos do ouvinte so
-falam com ele: ler o que mudou desde a posicao guardada, entregar, e so entao
-confirmar a posicao nova. Uma estrategia nova entra sem tocar nos ciclos.
+Cada estratégia (`coluna` hoje; `reconciliacao`, `binlog`, `slot_logico`
+depois) implementa o protocolo `Captura` abaixo, e os ciclos do ouvinte só
+falam com ele: ler o que mudou desde a posição guardada, entregar, e só então
+confirmar a posição nova. Uma estratégia nova entra sem tocar nos ciclos.
 
-    estrategias.py   a tabela das estrategias, a recusa que ensina, e qual
+    estrategias.py   a tabela das estratégias, a recusa que ensina, e qual
                      classe implementa cada uma (o registro)
-    marca_agua.py    as regras da marca de agua, TODAS, em funcoes puras
+    marca_agua.py    as regras da marca de água, TODAS, em funções puras
     casos_marca.py   a tabela de casos dessas regras (autoteste e pytest)
     ao_vivo.py       que datasets ficam ao vivo; repartir linhas por empresa
-    coluna.py        a estrategia `coluna`: sonda numa coluna de mudanca
+    coluna.py        a estratégia `coluna`: sonda numa coluna de mudança
 
 Pode importar: origem (o contrato do adaptador), estado, mapeamento, escopos.
-Nao fala com o Contextia: quem entrega e o ciclo de dados (ouvinte/dados.py).
-Puro no topo de cada modulo (o autoteste roda num `python3 -S`).
+Não fala com o Contextia: quem entrega e o ciclo de dados (ouvinte/dados.py).
+Puro no topo de cada módulo (o autoteste roda num `python3 -S`).
 
-Como acrescentar uma estrategia: docs/arquitetura.md.
+Como acrescentar uma estratégia: docs/arquitetura.md.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class DatasetVivo:
 
 @dataclass
 class Leitura:
-    """O que mudou num dataset desde a posicao confirmada."""
+    """O que mudou num dataset desde a posição confirmada."""
 
     situacao: Situacao
     upserts: list[dict[str, Any]] = field(default_factory=list)
@@ -69,26 +69,26 @@ class Leitura:
 
 
 class Captura(Protocol):
-    """O que uma estrategia de captura oferece aos ciclos do ouvinte."""
+    """O que uma estratégia de captura oferece aos ciclos do ouvinte."""
 
     nome: str
 
     def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
-        """O que a origem precisa ter para esta estrategia (na subida); problemas, ou []."""
+        """O que a origem precisa ter para esta estratégia (na subida); problemas, ou []."""
         ...
 
     def ler(self, alvo: DatasetVivo) -> Leitura:
-        """O que mudou desde a posicao confirmada. Nao avanca nada."""
+        """O que mudou desde a posição confirmada. Não avança nada."""
         ...
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
-        """A leitura foi entregue inteira: a posicao avanca para `leitura.posicao`."""
+        """A leitura foi entregue inteira: a posição avança para `leitura.posicao`."""
         ...
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:
-        """A posicao da origem agora (lida ANTES de uma varredura)."""
+        """A posição da origem agora (lida ANTES de uma varredura)."""
         ...
 
     def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
-        """A varredura entregou tudo ate `posicao`: salta para la. Devolve a nova."""
+        """A varredura entregou tudo até `posicao`: salta para la. Devolve a nova."""
         ...

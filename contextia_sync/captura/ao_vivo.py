@@ -1,7 +1,7 @@
 """
 Que datasets o ouvinte acompanha, e como uma leitura se reparte por empresa.
 
-Modulo puro (autoteste): o recorte vem das funcoes puras de mapeamento.py.
+Módulo puro (autoteste): o recorte vem das funções puras de mapeamento.py.
 """
 
 from __future__ import annotations
@@ -20,19 +20,19 @@ class ErroAoVivo(ErroConfiguracao, ValueError):
 
 def datasets_ao_vivo(mapa: Mapping[str, Any]) -> tuple[list[DatasetVivo], list[tuple[str, str]]]:
     """
-    Devolve (acompanhaveis, de_fora); a segunda lista importa tanto quanto a primeira.
+    Devolve (acompanháveis, de_fora); a segunda lista importa tanto quanto a primeira.
 
-    Dataset sem coluna de mudanca nao e erro (tabela de dominio nao muda). Erro
+    Dataset sem coluna de mudança não é erro (tabela de domínio não muda). Erro
     seria passar calado: o operador ligaria o ouvinte achando que 27 datasets
-    estao ao vivo quando so 12 estao.
+    estão ao vivo quando só 12 estão.
 
     `watch_column` vem do dataset ou do `defaults`; `null` no dataset desliga
-    (coluna que existe mas nao presta). Coluna FORA de `columns`:
-      declarada no dataset -> ABORTA: alguem errou o nome de proposito.
+    (coluna que existe mas não presta). Coluna FORA de `columns`:
+      declarada no dataset -> ABORTA: alguém errou o nome de propósito.
       herdada do defaults  -> sai do ao-vivo com o motivo: nem toda view de um
                               ERP tem a mesma coluna, e derrubar tudo por uma
                               obrigaria a escrever `null` uma por uma.
-    Nos dois casos o dataset continua na varredura diaria.
+    Nos dois casos o dataset continua na varredura diária.
     """
     from contextia_sync.intake.cliente import normalizar_dataset
     from contextia_sync.mapeamento import chave_de
@@ -50,13 +50,13 @@ def datasets_ao_vivo(mapa: Mapping[str, Any]) -> tuple[list[DatasetVivo], list[t
         if coluna not in (row.get('columns') or []):
             if declarada:
                 raise ErroAoVivo(
-                    'Dataset %r acompanha por %r, mas essa coluna nao esta em'
-                    ' `columns`. Sem ela na projecao a marca de agua nunca avanca e'
+                    'Dataset %r acompanha por %r, mas essa coluna não está em'
+                    ' `columns`. Sem ela na projeção a marca de água nunca avança e'
                     ' o ouvinte releria o mesmo intervalo para sempre.\n'
                     'Inclua %r em `columns` do dataset, ou corrija `watch_column`'
                     ' (null tira o dataset do ao-vivo).'
                     % (row['dataset'], coluna, coluna))
-            fora.append((row['dataset'], 'nao tem %s (herdada do defaults)' % coluna))
+            fora.append((row['dataset'], 'não tem %s (herdada do defaults)' % coluna))
             continue
         vivos.append(DatasetVivo(nome=normalizar_dataset(row['dataset']), row=row,
                                  watch=coluna, chave=chave_de(mapa, row)))
@@ -69,13 +69,13 @@ def agrupar_por_escopo(linhas: Iterable[dict[str, Any]], mapa: Mapping[str, Any]
     """
     Devolve ({escopo: [registros]}, [escopos desconhecidos]).
 
-    UMA leitura por dataset serve TODAS as empresas: a coluna de mudanca nao
+    UMA leitura por dataset serve TODAS as empresas: a coluna de mudança não
     sabe de empresa, e filtrar empresa a empresa multiplicaria as consultas na
-    producao do cliente sem trazer nada novo.
+    produção do cliente sem trazer nada novo.
 
-    Sem recorte (`scope_column: null`, tabela de dominio) vai para TODAS as
+    Sem recorte (`scope_column: null`, tabela de domínio) vai para TODAS as
     empresas, como a carga completa faz. Escopo fora do arquivo de chaves e
-    empresa ainda nao provisionada: nao se inventa destino, ela volta na
+    empresa ainda não provisionada: não se inventa destino, ela volta na
     segunda lista e o ciclo de projetos resolve.
     """
     from contextia_sync.mapeamento import coluna_de_recorte

@@ -43,7 +43,7 @@ _FAMILIAS_ACEITAS = ('datetime', 'date', 'numerico')
 
 
 class ErroColunaDeMudanca(ErroConfiguracao):
-    """A coluna de mudanca de um dataset nao tem um tipo que se compare como mudanca."""
+    """A coluna de mudança de um dataset não tem um tipo que se compare como mudança."""
 
 
 def _agora_texto() -> str:
@@ -51,7 +51,7 @@ def _agora_texto() -> str:
 
 
 class CapturaColuna:
-    """`coluna`: a posicao de cada dataset e a sua marca de agua, no estado."""
+    """`coluna`: a posição de cada dataset e a sua marca de água, no estado."""
 
     nome = 'coluna'
 
@@ -60,10 +60,10 @@ class CapturaColuna:
         faltam = faltando(origem, FUNCOES_COLUNA)
         if faltam:
             raise ErroAdaptador(
-                'o adaptador de origem (%s) nao expoe %s, que a estrategia `coluna` precisa:'
-                ' a hora da origem (a marca nunca passa dela), o tipo da coluna de mudanca'
-                ' no catalogo e a contagem das linhas sem carimbo. Use --source=generic ou'
-                ' acrescente essas funcoes ao adaptador (docs/origem.md).'
+                'o adaptador de origem (%s) não expõe %s, que a estratégia `coluna` precisa:'
+                ' a hora da origem (a marca nunca passa dela), o tipo da coluna de mudança'
+                ' no catálogo e a contagem das linhas sem carimbo. Use --source=generic ou'
+                ' acrescente essas funções ao adaptador (docs/origem.md).'
                 % (getattr(origem, '__name__', '?'), ', '.join('`%s`' % f for f in faltam)))
         self.origem = origem
         self.estado = estado
@@ -78,13 +78,13 @@ class CapturaColuna:
 
     def _watch(self, alvo: DatasetVivo) -> str:
         if not alvo.watch:
-            raise ValueError('dataset %s sem coluna de mudanca na estrategia coluna'
+            raise ValueError('dataset %s sem coluna de mudança na estratégia coluna'
                              % alvo.nome)
         return alvo.watch
 
     # -- o que a origem precisa ter -------------------------------------------------
     def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
-        """Problemas de cada dataset (tipo da coluna de mudanca); conta as sem carimbo."""
+        """Problemas de cada dataset (tipo da coluna de mudança); conta as sem carimbo."""
         problemas = []
         for alvo in alvos:
             try:
@@ -94,7 +94,7 @@ class CapturaColuna:
         return problemas
 
     def _conferir(self, alvo: DatasetVivo) -> str:
-        """A familia do tipo da coluna de mudanca (uma vez por subida), ou recusa."""
+        """A família do tipo da coluna de mudança (uma vez por subida), ou recusa."""
         familia = self._familias.get(alvo.nome)
         if familia is not None:
             return familia
@@ -102,17 +102,17 @@ class CapturaColuna:
         familia = self.origem.tipo_coluna(alvo.source_object, watch)
         if familia not in _FAMILIAS_ACEITAS and familia != 'desconhecido':
             raise ErroColunaDeMudanca(
-                'dataset %s: a coluna de mudanca %s de %s e do tipo %s no catalogo da origem,'
-                ' e so data/hora, data ou numero servem -- texto compara como texto'
-                " ('31/12/2026' > '01/01/2027') e a marca de agua pararia em silencio."
-                ' Correcao: uma view com CAST (ex.: CAST(%s AS TIMESTAMP), ou'
+                'dataset %s: a coluna de mudança %s de %s é do tipo %s no catálogo da origem,'
+                ' e só data/hora, data ou número servem -- texto compara como texto'
+                " ('31/12/2026' > '01/01/2027') e a marca de água pararia em silêncio."
+                ' Correção: uma view com CAST (ex.: CAST(%s AS TIMESTAMP), ou'
                 " TO_TIMESTAMP(%s, 'DD/MM/YYYY HH24:MI:SS') no Oracle/PostgreSQL) e"
                 ' `watch_column` apontando para a coluna convertida; ou `watch_column: null`'
-                ' (o dataset sai do ao-vivo e fica so na varredura).'
+                ' (o dataset sai do ao-vivo e fica só na varredura).'
                 % (alvo.nome, watch, alvo.source_object, familia, watch, watch))
         if familia == 'desconhecido':
-            logger.warning('%-28s o catalogo nao diz o tipo de %s: confira que e data/hora ou'
-                           ' numero (texto pararia a marca)', alvo.nome, watch)
+            logger.warning('%-28s o catálogo não diz o tipo de %s: confira que é data/hora ou'
+                           ' número (texto pararia a marca)', alvo.nome, watch)
         self._familias[alvo.nome] = familia
         self._contar_sem_carimbo(alvo)
         self._puxar_marca_do_futuro(alvo)
@@ -122,7 +122,7 @@ class CapturaColuna:
         sem = self.origem.contar_sem_valor(alvo.source_object, self._watch(alvo))
         self.estado.acompanhamento(alvo.nome).sem_carimbo = sem
         if sem:
-            logger.warning('%-28s %s linha(s) sem carimbo (%s nula): a sonda nao as ve, so a'
+            logger.warning('%-28s %s linha(s) sem carimbo (%s nula): a sonda não as vê, só a'
                            ' varredura as leva', alvo.nome, sem, self._watch(alvo))
 
     def _puxar_marca_do_futuro(self, alvo: DatasetVivo) -> None:
@@ -131,16 +131,16 @@ class CapturaColuna:
         nova = marca_agua.marca_limitada(marca, limite)
         agora = self._agora()
         if nova is not marca and agora is not None:
-            logger.warning('%-28s a marca de agua do estado (%s) esta no FUTURO da origem'
+            logger.warning('%-28s a marca de água do estado (%s) está no FUTURO da origem'
                            ' (agora %s): puxada de volta para a hora da origem. Sem isto'
-                           ' nenhuma mudanca seria vista ate la.', alvo.nome, marca,
+                           ' nenhuma mudança seria vista até la.', alvo.nome, marca,
                            agora.isoformat(' '))
             self.estado.definir_marca(alvo.nome, agora if self._familia(alvo) == 'datetime'
                                       else agora.date())
 
     # -- o relogio da origem ------------------------------------------------------
     def _ler_relogio(self) -> tuple[datetime.datetime | None, float]:
-        """(a hora da origem, quanto ela voltou desde o maior ja visto) -- por ciclo."""
+        """(a hora da origem, quanto ela voltou desde o maior já visto) -- por ciclo."""
         if self._relogio is not None and time.monotonic() - self._relogio[0] < _VALIDADE_RELOGIO:
             return self._relogio[1], self._relogio[2]
         relogio = self.origem.agora()
@@ -152,10 +152,10 @@ class CapturaColuna:
         if recuo:
             ja = self._relogio[2] if self._relogio else 0.0
             if recuo > ja + 1:
-                logger.warning('relogio da ORIGEM voltou %ss (agora %s; ja tinha visto %s):'
-                               ' fim do horario de verao num carimbo sem fuso, ou o relogio'
-                               ' do banco acertado para tras. A leitura recua a folga MAIS'
-                               ' esse tanto ate o relogio passar do que ja tinha visto.',
+                logger.warning('relógio da ORIGEM voltou %ss (agora %s; já tinha visto %s):'
+                               ' fim do horário de verao num carimbo sem fuso, ou o relógio'
+                               ' do banco acertado para trás. A leitura recua a folga MAIS'
+                               ' esse tanto até o relógio passar do que já tinha visto.',
                                int(recuo), relogio.local.isoformat(' '),
                                visto[1].isoformat(' ') if visto else '?')
         else:
@@ -176,22 +176,22 @@ class CapturaColuna:
 
     # -- a marca posta a mao (estado.py marcar) ----------------------------------
     def familia(self, alvo: DatasetVivo) -> str:
-        """A familia do tipo da coluna de mudanca; texto e recusado como na subida."""
+        """A família do tipo da coluna de mudança; texto e recusado como na subida."""
         return self._familia(alvo)
 
     def limite(self, alvo: DatasetVivo) -> Any:
-        """Ate onde a marca pode ir agora (hora da origem mais a tolerancia); None = sem limite."""
+        """Até onde a marca pode ir agora (hora da origem mais a tolerância); None = sem limite."""
         return self._limite(alvo)
 
     def entregue_ate(self, alvo: DatasetVivo, marca: Any) -> Vistos | None:
         """
-        A janela da folga de `marca` dada por entregue, so ate `marca`.
+        A janela da folga de `marca` dada por entregue, só até `marca`.
 
-        Com isto a marca posta a mao quer dizer uma coisa so: o que tem carimbo
-        ate ela conta como entregue e o que tem carimbo depois dela o proximo
+        Com isto a marca posta a mão quer dizer uma coisa só: o que tem carimbo
+        até ela conta como entregue e o que tem carimbo depois dela o próximo
         ciclo entrega -- sem reenviar a janela nem conta-la como chegada
-        atrasada. As linhas de depois ficam de fora de proposito (inclusive a
-        que comitou entre a leitura do MAX e esta). Acima de MAXIMO_VISTOS,
+        atrasada. As linhas de depois ficam de fora de propósito (inclusive a
+        que comitou entre a leitura do MAX e está). Acima de MAXIMO_VISTOS,
         None: a janela volta a ser reenviada, como em _podar_vistos.
         """
         watch = self._watch(alvo)
@@ -243,8 +243,8 @@ class CapturaColuna:
                                               seco=False)
         if acomp.futuras and acomp.futuras != antes_futuras:
             # Dito quando o numero muda, nao a cada ciclo: o status mostra sempre.
-            logger.warning('%-28s %s linha(s) com carimbo no FUTURO da origem (alem de %s):'
-                           ' entregues, mas nao sobem a marca. Corrija o carimbo no ERP.',
+            logger.warning('%-28s %s linha(s) com carimbo no FUTURO da origem (além de %s):'
+                           ' entregues, mas não sobem a marca. Corrija o carimbo no ERP.',
                            alvo.nome, acomp.futuras, limite)
         if not pendentes:
             # Tudo na janela ja foi entregue com este mesmo valor de mudanca.
@@ -295,12 +295,12 @@ class CapturaColuna:
 
     # -- leituras -----------------------------------------------------------------
     def _primeira_vez(self, alvo: DatasetVivo, limite: Any) -> Leitura:
-        """So fixa o ponto de partida (a carga completa e do conector) e lembra a janela."""
+        """Só fixa o ponto de partida (a carga completa e do conector) e lembra a janela."""
         watch = self._watch(alvo)
         inicial = self.origem.maximo(alvo.source_object, watch)
         if inicial is None:
             self.estado.acompanhamento(alvo.nome).vazia_no_inicio = True
-            logger.info('%-28s vazia agora: o proximo ciclo envia tudo o que aparecer',
+            logger.info('%-28s vazia agora: o próximo ciclo envia tudo o que aparecer',
                         alvo.nome)
             self.estado.definir_vistos(alvo.nome, None)
             return Leitura(Situacao.INICIO)
@@ -317,7 +317,7 @@ class CapturaColuna:
         return Leitura(Situacao.INICIO)
 
     def _janela(self, alvo: DatasetVivo, filtro: tuple[str, Any] | None) -> list[dict[str, Any]]:
-        """A janela: so chave + mudanca (leitura estreita); sem key, a linha inteira."""
+        """A janela: só chave + mudança (leitura estreita); sem key, a linha inteira."""
         watch = self._watch(alvo)
         colunas = [alvo.chave, watch] if alvo.chave and alvo.chave != watch else (
             [watch] if alvo.chave else alvo.colunas)
@@ -336,11 +336,11 @@ class CapturaColuna:
                   pendentes: dict[str, dict[str, Any]], entregues: Vistos,
                   ) -> list[dict[str, Any]]:
         """
-        As linhas inteiras do que ainda nao foi entregue.
+        As linhas inteiras do que ainda não foi entregue.
 
-        So elas (`key IN (...)`, em lotes de CHAVES_POR_LEITURA). Uma linha
+        Só elas (`key IN (...)`, em lotes de CHAVES_POR_LEITURA). Uma linha
         alterada entre a leitura estreita e esta tem identidade nova e vai junto:
-        e mudanca de verdade.
+        e mudança de verdade.
         """
         watch = self._watch(alvo)
         chave = alvo.chave
@@ -363,7 +363,7 @@ class CapturaColuna:
     # -- chegadas atrasadas -------------------------------------------------------
     def _contar_atrasadas(self, alvo: DatasetVivo, pendentes: list[dict[str, Any]],
                           marca: Any, vistos: Vistos | None) -> int:
-        """Chegadas atrasadas: so vistas por causa da folga. Ver marca_agua.py."""
+        """Chegadas atrasadas: só vistas por causa da folga. Ver marca_agua.py."""
         acomp = self.estado.acompanhamento(alvo.nome)
         contadas = self._contadas.setdefault(alvo.nome, set())
         ja = None if vistos is None else {**vistos, **dict.fromkeys(contadas, '')}
@@ -379,32 +379,32 @@ class CapturaColuna:
             acomp.maior_atraso_s = max(acomp.maior_atraso_s or 0, maior)
         margem = marca_agua.margem_efetiva(marca, self.folga)
         logger.warning('%-28s %s CHEGADA(S) ATRASADA(S): lidas pela primeira vez abaixo'
-                       ' da marca anterior, maior atraso %ss (recuo %ss). So vieram'
+                       ' da marca anterior, maior atraso %ss (recuo %ss). Só vieram'
                        ' por causa da --folga.', alvo.nome, quantas,
                        '?' if maior is None else int(maior),
                        '?' if margem is None else int(margem))
         if maior is not None and margem is not None and \
                 marca_agua.atraso_preocupante(maior, marca, self.folga):
-            logger.error('%-28s ATENCAO: o atraso (%ss) passou da METADE da folga (%ss).'
-                         ' A margem esta sendo comida -- um pouco mais e linhas se perdem'
-                         ' ate a varredura. Aumente --folga ou pergunte ao DBA sobre'
-                         ' transacoes longas nesta tabela.', alvo.nome, int(maior),
+            logger.error('%-28s ATENÇÃO: o atraso (%ss) passou da METADE da folga (%ss).'
+                         ' A margem está sendo comida -- um pouco mais e linhas se perdem'
+                         ' até a varredura. Aumente --folga ou pergunte ao DBA sobre'
+                         ' transações longas nesta tabela.', alvo.nome, int(maior),
                          int(margem))
         return quantas
 
     def _podar_vistos(self, nome: str, marca: Any) -> None:
         """
-        Esquece o que a proxima leitura nao pode mais trazer (a marca nunca desce).
+        Esquece o que a próxima leitura não pode mais trazer (a marca nunca desce).
 
         Poda pela marca FINAL (a de `confirmar`): podar pela marca velha guardaria
-        mais do que a proxima leitura pode trazer.
+        mais do que a próxima leitura pode trazer.
         """
         vistos = self.estado.vistos(nome)
         if vistos is None or marca is None:
             return
         podados: Vistos | None = marca_agua.podar_vistos(vistos, marca, self.folga)
         if podados is not None and len(podados) > marca_agua.MAXIMO_VISTOS:
-            logger.warning('%-28s mais de %s linhas na janela da folga: o que ja foi entregue'
+            logger.warning('%-28s mais de %s linhas na janela da folga: o que já foi entregue'
                            ' deixa de ser lembrado (a janela volta a ser reenviada) e a'
                            ' contagem de chegadas atrasadas fica suspensa', nome,
                            marca_agua.MAXIMO_VISTOS)

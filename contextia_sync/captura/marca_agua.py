@@ -1,26 +1,26 @@
 """
-A marca de agua: TODAS as regras num so lugar, em funcoes puras.
+A marca de água: TODAS as regras num só lugar, em funções puras.
 
-Cada dataset guarda a maior mudanca ja lida. Tres jeitos conhecidos de perder
-linha em silencio, e a regra que evita cada um:
+Cada dataset guarda a maior mudança já lida. Três jeitos conhecidos de perder
+linha em silêncio, e a regra que evita cada um:
 
-  1. A marca avanca para o MAIOR VALOR LIDO, nunca para o relogio da maquina
-     (um relogio adiantado cinco minutos pularia cinco minutos de movimento).
-  2. A leitura RECUA a marca em `--folga` segundos: a transacao que comecou
-     antes e comitou depois grava um valor ANTERIOR a marca ja avancada.
-  3. A marca so avanca se TODOS os envios do dataset no ciclo deram certo
+  1. A marca avança para o MAIOR VALOR LIDO, nunca para o relógio da máquina
+     (um relógio adiantado cinco minutos pularia cinco minutos de movimento).
+  2. A leitura RECUA a marca em `--folga` segundos: a transação que começou
+     antes e comitou depois grava um valor ANTERIOR a marca já avancada.
+  3. A marca só avança se TODOS os envios do dataset no ciclo deram certo
      (`marca_apos_envio`), e nunca no modo seco.
 
-E as decisoes de quando mexer nela: a primeira vista (`primeira_vez`: so fixa
+E as decisões de quando mexer nela: a primeira vista (`primeira_vez`: só fixa
 o ponto de partida), o teto por ciclo (`passa_do_teto`) e o pulo depois da
 varredura (`marca_apos_varredura`). Quem chama (captura/coluna.py, o ciclo de
-varredura) decide com estas funcoes e so guarda o resultado; a tabela de casos
-que as prova esta em casos_marca.py.
+varredura) decide com estas funções e só guarda o resultado; a tabela de casos
+que as prova está em casos_marca.py.
 
 E uma medida que nenhuma ferramenta de polling da: as CHEGADAS ATRASADAS --
 linhas lidas pela primeira vez com valor abaixo da marca do ciclo anterior.
-So foram vistas por causa da folga; o maior atraso diz quanto da folga ja foi
-comido. Modulo puro (roda no `python3 -S` do autoteste).
+Só foram vistas por causa da folga; o maior atraso diz quanto da folga já foi
+comido. Módulo puro (roda no `python3 -S` do autoteste).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def como_valor(marca: Any) -> Any:
 
 
 def texto_marca(valor: Any) -> str | int | float | None:
-    """A marca como vai para o JSON: texto ISO ou numero, nunca objeto."""
+    """A marca como vai para o JSON: texto ISO ou número, nunca objeto."""
     if valor is None:
         return None
     if isinstance(valor, (datetime.datetime, datetime.date)):
@@ -83,7 +83,7 @@ def texto_marca(valor: Any) -> str | int | float | None:
 
 def comparavel(valor: Any) -> Any:
     """
-    Chave de ordenacao que nao explode com `date` contra `datetime`.
+    Chave de ordenação que não explode com `date` contra `datetime`.
 
     Uma coluna que devolve os dois existe (driver diferente, view com CAST), e
     um TypeError derrubaria o ciclo inteiro por causa de uma linha.
@@ -97,7 +97,7 @@ def comparavel(valor: Any) -> Any:
 
 
 def _maior(a: Any, b: Any) -> bool:
-    """a > b sem explodir; tipos incomparaveis nao sao 'maior'."""
+    """a > b sem explodir; tipos incomparáveis não são 'maior'."""
     ca, cb = comparavel(a), comparavel(b)
     try:
         return ca > cb
@@ -109,7 +109,7 @@ def _maior(a: Any, b: Any) -> bool:
 
 
 def acima(valor: Any, marca: Any) -> bool:
-    """`valor` depois de `marca` (sem explodir com tipos diferentes; None nunca esta acima)."""
+    """`valor` depois de `marca` (sem explodir com tipos diferentes; None nunca está acima)."""
     return valor is not None and marca is not None and _maior(valor, marca)
 
 
@@ -117,10 +117,10 @@ def recuar(marca: Any, folga: float) -> Any:
     """
     A marca menos a folga: o valor que vai no `WHERE coluna > ?`.
 
-    DATE (granularidade de dia) recua um dia inteiro: recuar segundos nao muda
-    nada, e `> hoje` perderia toda alteracao de hoje. Numero (sequence,
-    ROWVERSION) ou texto opaco nao recua: a folga nao tem unidade ali, e quem
-    cobre transacao em voo e a varredura.
+    DATE (granularidade de dia) recua um dia inteiro: recuar segundos não muda
+    nada, e `> hoje` perderia toda alteração de hoje. Número (sequence,
+    ROWVERSION) ou texto opaco não recua: a folga não tem unidade ali, e quem
+    cobre transação em voo e a varredura.
     """
     v = como_valor(marca)
     if isinstance(v, datetime.datetime):
@@ -132,11 +132,11 @@ def recuar(marca: Any, folga: float) -> Any:
 
 def avancar(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atual: Any) -> Any:
     """
-    O maior valor da coluna de mudanca entre as linhas LIDAS.
+    O maior valor da coluna de mudança entre as linhas LIDAS.
 
     Nenhuma linha com valor: a marca velha continua. E nunca retrocede: uma
-    linha com data futura (digitacao errada) eleva a marca, e a seguinte,
-    normal, nao pode baixa-la de volta -- isso reprocessaria em laco.
+    linha com data futura (digitação errada) eleva a marca, e a seguinte,
+    normal, não pode baixa-la de volta -- isso reprocessaria em laço.
     """
     maior: Any = None
     for linha in linhas:
@@ -158,12 +158,12 @@ def avancar(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atual: Any) 
 
 def primeira_vez(marca: Any, vazia_no_inicio: bool) -> bool:
     """
-    Sem marca (e sem ter visto a tabela vazia): a leitura so FIXA o ponto de partida.
+    Sem marca (e sem ter visto a tabela vazia): a leitura só FIXA o ponto de partida.
 
-    A carga completa e do conector (ja rodou, ou roda na varredura); reenviar a
-    base toda pela porta incremental, sem `complete`, pareceria um servico
-    louco. Tabela vazia na primeira vez e diferente: ai a proxima leitura traz
-    TUDO (`desde` None), senao as primeiras linhas so chegariam na varredura.
+    A carga completa e do conector (já rodou, ou roda na varredura); reenviar a
+    base toda pela porta incremental, sem `complete`, pareceria um serviço
+    louco. Tabela vazia na primeira vez é diferente: aí a próxima leitura traz
+    TUDO (`desde` None), senão as primeiras linhas só chegariam na varredura.
     """
     return marca is None and not vazia_no_inicio
 
@@ -175,10 +175,10 @@ def desde(marca: Any, folga: float) -> Any:
 
 def passa_do_teto(quantos: int, maximo: int) -> bool:
     """
-    Mais linhas que o teto por ciclo: operacao em massa, e da varredura.
+    Mais linhas que o teto por ciclo: operação em massa, e da varredura.
 
-    Juros, fechamento de mes, correcao em lote costumam vir com exclusao -- que o
-    incremental nao ve -- e nao devem passar pela memoria de um processo que
+    Juros, fechamento de mês, correção em lote costumam vir com exclusão -- que o
+    incremental não vê -- e não devem passar pela memória de um processo que
     precisa ficar de pe.
     """
     return quantos > maximo
@@ -189,12 +189,12 @@ def marca_apos_envio(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atu
     """
     A marca depois de entregar as linhas lidas neste ciclo.
 
-    So avanca se TODOS os envios deram certo: falha mantem a marca velha e o
-    proximo ciclo rele (avancar sobre um envio que falhou perderia aquelas
-    linhas ate a varredura). Avanca sobre as linhas LIDAS, nao as ENVIADAS: as
-    de empresa sem chave ficam para tras de proposito, senao o dataset releria
+    Só avança se TODOS os envios deram certo: falha mantém a marca velha e o
+    próximo ciclo relê (avançar sobre um envio que falhou perderia aquelas
+    linhas até a varredura). Avança sobre as linhas LIDAS, não as ENVIADAS: as
+    de empresa sem chave ficam para trás de propósito, senão o dataset releria
     o mesmo intervalo para sempre -- nada se perde porque o ciclo de projetos
-    faz carga completa da empresa nova. Seco nunca avanca.
+    faz carga completa da empresa nova. Seco nunca avança.
     """
     if not todos_ok or seco:
         return marca_atual
@@ -206,10 +206,10 @@ def marca_apos_varredura(marca_atual: Any, maximo_antes: Any, coluna: str, *,
     """
     O pulo da marca de um dataset entregue a varredura.
 
-    `maximo_antes` e o MAX da coluna lido ANTES da varredura: tudo ate ali a
+    `maximo_antes` e o MAX da coluna lido ANTES da varredura: tudo até ali a
     carga completa levou, e a marca pode pular para ca -- sem isto a rajada
-    ficaria acima do teto para sempre. So se a varredura FECHOU a carga desse
-    dataset em todas as empresas; e nunca para tras.
+    ficaria acima do teto para sempre. Só se a varredura FECHOU a carga desse
+    dataset em todas as empresas; e nunca para trás.
     """
     if not fechou:
         return marca_atual
@@ -219,12 +219,12 @@ def marca_apos_varredura(marca_atual: Any, maximo_antes: Any, coluna: str, *,
 def limite_do_relogio(agora_origem: datetime.datetime | None, familia: str,
                       tolerancia: float) -> Any:
     """
-    Ate onde a marca pode ir: a hora da ORIGEM mais uma tolerancia.
+    Até onde a marca pode ir: a hora da ORIGEM mais uma tolerância.
 
-    Uma linha com carimbo no futuro (`2099-03-01`, digitacao errada) levaria a
-    marca para 2099, e nenhuma mudanca depois dela seria vista ate alguem
+    Uma linha com carimbo no futuro (`2099-03-01`, digitação errada) levaria a
+    marca para 2099, e nenhuma mudança depois dela seria vista até alguém
     consertar o estado. Coluna de DIA: o dia de hoje na origem mais um.
-    Numero (sequence, ROWVERSION) nao tem relogio: sem limite (None).
+    Número (sequence, ROWVERSION) não tem relógio: sem limite (None).
     """
     if agora_origem is None or familia not in ('datetime', 'date'):
         return None
@@ -234,14 +234,14 @@ def limite_do_relogio(agora_origem: datetime.datetime | None, familia: str,
 
 
 def no_futuro(valor: Any, limite: Any) -> bool:
-    """O carimbo passou do limite do relogio da origem (entregue, mas nao sobe a marca)."""
+    """O carimbo passou do limite do relógio da origem (entregue, mas não sobe a marca)."""
     return acima(valor, limite)
 
 
 def marca_limitada(marca: Any, limite: Any) -> Any:
     """
-    A marca puxada de volta ao limite se esta alem dele (estado gravado com uma
-    marca no futuro); senao a mesma.
+    A marca puxada de volta ao limite se está além dele (estado gravado com uma
+    marca no futuro); senão a mesma.
     """
     if no_futuro(marca, limite):
         return limite
@@ -251,13 +251,13 @@ def marca_limitada(marca: Any, limite: Any) -> Any:
 def recuo_do_relogio(maior_visto: datetime.datetime | None,
                      agora_origem: datetime.datetime) -> float:
     """
-    Quantos segundos o relogio da origem voltou desde o maior valor ja visto.
+    Quantos segundos o relógio da origem voltou desde o maior valor já visto.
 
-    Horario de verao que acaba (carimbo local sem fuso: 01:59 volta a 01:00), ou
-    o relogio do banco acertado para tras: as linhas gravadas depois levam
-    carimbos ANTERIORES a marca, e a folga sozinha nao as alcancaria. O ciclo
-    alarga a leitura por este tanto, ate o relogio passar do que ja tinha visto.
-    Menos de 2 s e ruido de leitura, nao passo.
+    Horário de verao que acaba (carimbo local sem fuso: 01:59 volta a 01:00), ou
+    o relógio do banco acertado para trás: as linhas gravadas depois levam
+    carimbos ANTERIORES a marca, e a folga sozinha não as alcancaria. O ciclo
+    alarga a leitura por este tanto, até o relógio passar do que já tinha visto.
+    Menos de 2 s e ruido de leitura, não passo.
     """
     if maior_visto is None:
         return 0.0
@@ -280,7 +280,7 @@ def margem_efetiva(marca: Any, folga: float) -> float | None:
 
 
 def atraso_em_segundos(marca_anterior: Any, valor: Any) -> float | None:
-    """Quanto `valor` ficou atras da marca; None se nao da para medir."""
+    """Quanto `valor` ficou atrás da marca; None se não da para medir."""
     a, b = comparavel(marca_anterior), comparavel(valor)
     if isinstance(a, datetime.datetime) and isinstance(b, datetime.datetime):
         if (a.tzinfo is None) != (b.tzinfo is None):
@@ -291,11 +291,11 @@ def atraso_em_segundos(marca_anterior: Any, valor: Any) -> float | None:
 
 def identidade(linha: Mapping[str, Any], coluna: str, chave: str | None = None) -> str:
     """
-    Quem e esta linha NESTA versao: chave + valor de mudanca.
+    Quem é esta linha NESTA versão: chave + valor de mudança.
 
-    A mesma linha relida com o mesmo valor (a folga rele de proposito) tem a
-    mesma identidade e nao conta como atrasada; a mesma chave alterada de novo
-    ganha identidade nova. Sem `key`, o conteudo inteiro identifica (como o
+    A mesma linha relida com o mesmo valor (a folga relê de propósito) tem a
+    mesma identidade e não conta como atrasada; a mesma chave alterada de novo
+    ganha identidade nova. Sem `key`, o conteúdo inteiro identifica (como o
     dedup por hash do servidor). Resumida em 16 hex: o estado guarda muitas.
     """
     if chave is not None and chave in linha:
@@ -313,10 +313,10 @@ def contar_atrasadas(linhas: Iterable[Mapping[str, Any]], coluna: str, chave: st
     Devolve (quantas, maior_atraso_s, novas) das linhas lidas neste ciclo.
 
     Atrasada = lida pela PRIMEIRA vez (identidade fora de `vistos`) com valor
-    ABAIXO da marca com que o ciclo anterior terminou: so foi pega porque a
+    ABAIXO da marca com que o ciclo anterior terminou: só foi pega porque a
     leitura recuou a folga. `novas` e {identidade: valor em texto} das linhas
-    ainda nao vistas, para o chamador juntar a `vistos`.
-    `vistos=None` quer dizer "nao sei o que ja foi lido" (contagem suspensa).
+    ainda não vistas, para o chamador juntar a `vistos`.
+    `vistos=None` quer dizer "não sei o que já foi lido" (contagem suspensa).
     """
     quantas = 0
     maior: float | None = None
@@ -341,10 +341,10 @@ def contar_atrasadas(linhas: Iterable[Mapping[str, Any]], coluna: str, chave: st
 
 def podar_vistos(vistos: Mapping[str, Any], marca: Any, folga: float) -> dict[str, Any]:
     """
-    Esquece as linhas que a proxima leitura nao pode mais trazer.
+    Esquece as linhas que a próxima leitura não pode mais trazer.
 
     A leitura e `> recuar(marca)` e a marca nunca desce: o que ficou em ou
-    abaixo disso nunca volta, e lembrar dele so engordaria o estado.
+    abaixo disso nunca volta, e lembrar dele só engordaria o estado.
     """
     limite = recuar(marca, folga)
     if limite is None:

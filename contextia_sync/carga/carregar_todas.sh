@@ -12,7 +12,7 @@
 set -euo pipefail
 
 uso() {
-    echo "uso: CONTEXTIA_MAPPING=mappings/<cliente>.json bash carregar-todas.sh CHAVES [--dry-run] [opcoes do connector]" >&2
+    echo "uso: CONTEXTIA_MAPPING=mappings/<cliente>.json bash carregar-todas.sh CHAVES [--dry-run] [opções do connector]" >&2
     echo "(a ajuda inteira, com o ambiente e os códigos de saída: bash carregar-todas.sh --help)" >&2
     exit 2
 }
@@ -44,13 +44,13 @@ if [ -z "$mapeamento_arg" ]; then
     exit 2
 fi
 if [ ! -f "$coleta/contextia_sync/__init__.py" ]; then
-    echo "carregar-todas: $coleta/contextia_sync nao existe -- CONTEXTIA_COLETA deve apontar para a pasta que contem o pacote contextia_sync." >&2
+    echo "carregar-todas: $coleta/contextia_sync não existe -- CONTEXTIA_COLETA deve apontar para a pasta que contém o pacote contextia_sync." >&2
     exit 2
 fi
 # So a existencia: pasta, link e arquivo de outro dono sao recusados (com a
 # correcao) pelo leitor de chaves, logo abaixo -- o mesmo do resto do SDK.
 if [ ! -e "$chaves_arg" ] && [ ! -L "$chaves_arg" ]; then
-    echo "carregar-todas: arquivo de chaves nao existe: $chaves_arg -- rode o provisionar.py antes." >&2
+    echo "carregar-todas: arquivo de chaves não existe: $chaves_arg -- rode o provisionar.py antes." >&2
     exit 2
 fi
 
@@ -94,7 +94,7 @@ encerrar() {
     if [ -n "$filho" ]; then
         kill -TERM "$filho" 2>/dev/null || true
         wait "$filho" 2>/dev/null || true
-        echo "carregar-todas: recebi SIG$1 -- connector da empresa $escopo (pid $filho) encerrado; as empresas seguintes nao foram carregadas." >&2 || true
+        echo "carregar-todas: recebi SIG$1 -- connector da empresa $escopo (pid $filho) encerrado; as empresas seguintes não foram carregadas." >&2 || true
     else
         echo "carregar-todas: recebi SIG$1 -- encerrado." >&2 || true
     fi

@@ -71,7 +71,7 @@ class ResultadoCarga:
     iguais: int = 0
     removidos: int = 0
     campos: int = 0
-    """Campos com descricao semantica no mapeamento."""
+    """Campos com descrição semantica no mapeamento."""
     dominio: bool = False
     """Sem coluna de recorte: a tabela vai inteira para a empresa."""
     erro: str | None = None
@@ -80,11 +80,11 @@ class ResultadoCarga:
     base: int | None = None
     """Sem key: os registros da carga anterior aceita, contra os quais o teto comparou."""
     aviso: str | None = None
-    """A carga valeu, mas algo ao lado dela nao (ex.: o historico nao foi gravado)."""
+    """A carga valeu, mas algo ao lado dela não (ex.: o histórico não foi gravado)."""
     recusadas: int = 0
-    """Seco: linhas que nao viram JSON (a carga real recusaria o dataset nelas)."""
+    """Seco: linhas que não viram JSON (a carga real recusaria o dataset nelas)."""
     detalhes: list[str] = field(default_factory=list)
-    """As primeiras recusas (ou problemas), uma por linha, com o motivo e a correcao."""
+    """As primeiras recusas (ou problemas), uma por linha, com o motivo e a correção."""
     motivo: str | None = None
     """O erro em poucas palavras, para a linha de resumo (None: o `erro` encurtado)."""
 
@@ -101,7 +101,7 @@ MOTIVO_NO_RESUMO = 140
 
 
 def encurtar(texto: str, limite: int = MOTIVO_NO_RESUMO) -> str:
-    """O texto numa linha so, cortado em `limite` caracteres (com '...')."""
+    """O texto numa linha só, cortado em `limite` caracteres (com '...')."""
     uma = ' '.join(str(texto).split())
     return uma if len(uma) <= limite else uma[:limite - 3].rstrip() + '...'
 
@@ -109,17 +109,17 @@ def encurtar(texto: str, limite: int = MOTIVO_NO_RESUMO) -> str:
 def teto_do_complete(sem_key: bool, max_remocao: float, anterior: Mapping[str, Any] | None,
                      trazidos: int) -> tuple[float | None, str | None]:
     """
-    O teto que vai no `complete` e, se a carga ja deve ser recusada aqui, o motivo.
+    O teto que vai no `complete` e, se a carga já deve ser recusada aqui, o motivo.
 
-    Com key, o teto e a fracao do dataset e quem confere e o servidor: o
-    ao-vivo atualiza no lugar e o dataset so tem linhas vivas.
+    Com key, o teto e a fração do dataset e quem confere e o servidor: o
+    ao-vivo atualiza no lugar e o dataset só tem linhas vivas.
 
-    Sem key, o ao-vivo manda cada alteracao como registro NOVO e a versao velha
-    fica ate o `complete`. Num dia movimentado elas passam da metade do dataset
-    e a fracao recusaria toda varredura -- para sempre, porque cada dia soma
-    mais. Versao velha nao e linha perdida; o que o teto protege (a view que
-    voltou vazia) aparece na CONTAGEM: a carga de hoje contra a ultima aceita
-    (`anterior`, do historico). Sem historico, fica a fracao do dataset.
+    Sem key, o ao-vivo manda cada alteração como registro NOVO e a versão velha
+    fica até o `complete`. Num dia movimentado elas passam da metade do dataset
+    e a fração recusaria toda varredura -- para sempre, porque cada dia soma
+    mais. Versão velha não é linha perdida; o que o teto protege (a view que
+    voltou vazia) aparece na CONTAGEM: a carga de hoje contra a última aceita
+    (`anterior`, do histórico). Sem histórico, fica a fração do dataset.
 
     -> (max_removal para o servidor ou None, texto da recusa ou None)
     """
@@ -128,9 +128,9 @@ def teto_do_complete(sem_key: bool, max_remocao: float, anterior: Mapping[str, A
     base = anterior['registros']
     if base and trazidos < (1.0 - max_remocao) * base:
         return None, (
-            'complete recusado: a carga trouxe %d linhas e a ultima aceita (%s) trouxe %d,'
+            'complete recusado: a carga trouxe %d linhas e a última aceita (%s) trouxe %d,'
             ' queda de %.1f%%, acima do teto de %.1f%%. Nada foi removido. Sem key o teto'
-            ' compara as cargas, porque as versoes antigas que o ao-vivo acumula nao sao'
+            ' compara as cargas, porque as versões antigas que o ao-vivo acumula não são'
             ' linhas perdidas. Confira a view (voltou vazia? GRANT revogado? filtro?)'
             % (trazidos, anterior.get('em') or '?', base, 100.0 * (base - trazidos) / base,
                100.0 * max_remocao))
@@ -138,16 +138,16 @@ def teto_do_complete(sem_key: bool, max_remocao: float, anterior: Mapping[str, A
 
 
 class ErroSelecao(ErroConfiguracao, ValueError):
-    """--dataset pediu um dataset que o mapeamento nao tem."""
+    """--dataset pediu um dataset que o mapeamento não tem."""
 
 
 def selecionar_datasets(mapa: Mapping[str, Any],
                         pedidos: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """
-    Os datasets do mapeamento, ou so os `pedidos` (pelo nome escrito ou normalizado).
+    Os datasets do mapeamento, ou só os `pedidos` (pelo nome escrito ou normalizado).
 
-    Nome desconhecido e erro (com a lista dos que existem): carregar "so os que
-    existem" em silencio deixaria o dataset digitado errado sem carga.
+    Nome desconhecido e erro (com a lista dos que existem): carregar "só os que
+    existem" em silêncio deixaria o dataset digitado errado sem carga.
     """
     from contextia_sync.intake.cliente import normalizar_dataset
 
@@ -172,7 +172,7 @@ def selecionar_datasets(mapa: Mapping[str, Any],
             escolhidos.append(achado)
     if desconhecidos:
         raise ErroSelecao(
-            '--dataset %s nao existe no mapeamento. Os que existem: %s.'
+            '--dataset %s não existe no mapeamento. Os que existem: %s.'
             % (', '.join(repr(d) for d in desconhecidos),
                ', '.join(normalizar_dataset(r['dataset']) for r in mapa['datasets'])))
     return escolhidos
@@ -185,10 +185,10 @@ def selecionar_datasets(mapa: Mapping[str, Any],
 def conferir_registro(linha: Mapping[str, Any]) -> bytes:
     """
     Uma linha da origem como a carga real a manda: `serializar_registro` e o
-    `json.dumps` do envelope do intake (as mesmas opcoes, `allow_nan=False`).
+    `json.dumps` do envelope do intake (as mesmas opções, `allow_nan=False`).
 
     Devolve os bytes do registro; levanta ErroSerializacao (um ValueError) com o
-    que a carga real levantaria. E o veredito do seco: nada alem disto decide
+    que a carga real levantaria. E o veredito do seco: nada além disto decide
     se a linha passa.
     """
     from contextia_sync.intake.serializacao import serializar_registro
@@ -198,7 +198,7 @@ def conferir_registro(linha: Mapping[str, Any]) -> bytes:
 
 
 def _coluna_recusada(linha: Mapping[str, Any]) -> tuple[str, Any] | None:
-    """A primeira coluna cujo valor nao vira JSON (o diagnostico; o veredito e o de cima)."""
+    """A primeira coluna cujo valor não vira JSON (o diagnostico; o veredito e o de cima)."""
     from contextia_sync.intake.serializacao import ErroSerializacao, valor_json
 
     for coluna, valor in linha.items():
@@ -216,7 +216,7 @@ def _nao_finito(valor: Any) -> bool:
 
 
 def correcao_de_tipo(coluna: str, valor: Any, source_object: str) -> str:
-    """Como a view resolve um valor que nao vira JSON: a expressao e onde po-la."""
+    """Como a view resolve um valor que não vira JSON: a expressão e onde po-la."""
     if _nao_finito(valor):
         expressao = ("CASE WHEN %s IN ('NaN', 'Infinity', '-Infinity') THEN NULL ELSE %s END"
                      " AS %s" % (coluna, coluna, coluna))
@@ -230,7 +230,7 @@ def correcao_de_tipo(coluna: str, valor: Any, source_object: str) -> str:
     elif isinstance(valor, dict):
         expressao = 'CAST(%s AS TEXT) AS %s (o JSON vira texto)' % (coluna, coluna)
     elif isinstance(valor, datetime.timedelta):
-        expressao = ('CAST(%s AS TEXT) AS %s, ou o total de segundos como numero'
+        expressao = ('CAST(%s AS TEXT) AS %s, ou o total de segundos como número'
                      % (coluna, coluna))
     else:
         expressao = ('CAST(%s AS TEXT) AS %s (VARCHAR/CHAR, conforme o banco)'
@@ -249,8 +249,8 @@ def recusa_da_linha(nome: str, escopo: str, source_object: str, chave: str | Non
                     numero: int, linha: Mapping[str, Any], erro: Exception) -> str:
     """
     Uma linha que a carga real recusaria, dita para o operador: dataset, escopo,
-    a linha (o valor da key, ou a posicao na leitura), a coluna, o tipo do valor
-    e a correcao.
+    a linha (o valor da key, ou a posição na leitura), a coluna, o tipo do valor
+    e a correção.
     """
     if chave is not None and chave in linha:
         qual = '%s=%s' % (chave, _texto_da_chave(linha[chave]))
@@ -261,8 +261,8 @@ def recusa_da_linha(nome: str, escopo: str, source_object: str, chave: str | Non
         # Nao e um valor de coluna (ex.: nome de coluna que nao e texto): o erro diz.
         return '%s escopo=%s %s: %s' % (nome, escopo, qual, erro)
     coluna, valor = achada
-    porque = ('que JSON nao representa' if _nao_finito(valor)
-              else 'que o SDK nao sabe enviar')
+    porque = ('que JSON não representa' if _nao_finito(valor)
+              else 'que o SDK não sabe enviar')
     return ('%s escopo=%s %s: coluna %r tem valor do tipo %s (%s), %s -- %s'
             % (nome, escopo, qual, coluna, type(valor).__name__, encurtar(repr(valor), 40),
                porque, correcao_de_tipo(coluna, valor, source_object)))
@@ -274,18 +274,18 @@ def recusa_da_linha(nome: str, escopo: str, source_object: str, chave: str | Non
 
 @dataclass(frozen=True)
 class ProblemaCatalogo:
-    """Uma coluna (ou objeto) do mapeamento que a origem nao tem."""
+    """Uma coluna (ou objeto) do mapeamento que a origem não tem."""
 
     dataset: str | None
     """O dataset normalizado; None para o cadastro de empresas (`projects`)."""
     coluna: str | None
-    """A coluna que falta; None quando e o proprio source_object que nao se le."""
+    """A coluna que falta; None quando e o próprio source_object que não se lê."""
     texto: str
-    """O problema para o operador: onde, o que, o nome mais parecido e a correcao."""
+    """O problema para o operador: onde, o que, o nome mais parecido e a correção."""
 
 
 def _parecida(nome: str, existentes: Sequence[str]) -> str | None:
-    """O nome do catalogo mais parecido com `nome` (sem caixa), ou None."""
+    """O nome do catálogo mais parecido com `nome` (sem caixa), ou None."""
     por_minusculo = {c.lower(): c for c in existentes}
     alvo = nome.lower()
     # Prefixo primeiro ('RAZAO' -> 'RAZAO_SOCIAL'), que o difflib acha pouco parecido.
@@ -335,20 +335,20 @@ def conferir_catalogo(mapa: Mapping[str, Any], origem: Any,
                       datasets: Sequence[Mapping[str, Any]] | None = None, *,
                       projetos: bool = True) -> list[ProblemaCatalogo]:
     """
-    Toda coluna do mapeamento contra o catalogo da origem (`origem.colunas`), sem
+    Toda coluna do mapeamento contra o catálogo da origem (`origem.colunas`), sem
     caixa como o adaptador resolve (origem/consultas.py: Objeto.coluna). Todos
     os problemas numa lista -- nenhuma leitura de linha acontece aqui.
 
-    `datasets`: os do mapeamento (padrao: todos); `projetos`: confere tambem o
-    cadastro de empresas. Adaptador sem `colunas()` nao tem catalogo para
+    `datasets`: os do mapeamento (padrão: todos); `projetos`: confere também o
+    cadastro de empresas. Adaptador sem `colunas()` não tem catálogo para
     mostrar: um aviso no log e lista vazia (a leitura ainda acusa o que faltar).
     """
     from contextia_sync.intake.cliente import normalizar_dataset
 
     listar = getattr(origem, 'colunas', None)
     if not callable(listar):
-        logger.warning('o adaptador %s nao expoe colunas(): as colunas do mapeamento nao'
-                       ' foram conferidas no catalogo (so a leitura acusara a que faltar)',
+        logger.warning('o adaptador %s não expõe colunas(): as colunas do mapeamento não'
+                       ' foram conferidas no catálogo (só a leitura acusara a que faltar)',
                        getattr(origem, '__name__', type(origem).__name__))
         return []
     catalogos: dict[str, list[str] | str] = {}
@@ -361,7 +361,7 @@ def conferir_catalogo(mapa: Mapping[str, Any], origem: Any,
                 catalogos[source_object] = '%s: %s' % (type(erro).__name__, erro)
             else:
                 catalogos[source_object] = nomes or (
-                    'o catalogo da origem nao mostrou coluna nenhuma de %s' % source_object)
+                    'o catálogo da origem não mostrou coluna nenhuma de %s' % source_object)
         return catalogos[source_object]
 
     alvos: list[tuple[str | None, str, str, dict[str, list[str]]]] = []
@@ -392,7 +392,7 @@ def conferir_catalogo(mapa: Mapping[str, Any], origem: Any,
             dica = ('a mais parecida e %r' % parecida if parecida else
                     'as que existem: %s' % ', '.join(sorted(existentes)[:20]))
             problemas.append(ProblemaCatalogo(nome, coluna, (
-                '%s: a coluna %r (%s) nao existe em %s -- %s; corrija o nome no mapeamento'
+                '%s: a coluna %r (%s) não existe em %s -- %s; corrija o nome no mapeamento'
                 ' (ou acrescente a coluna na view)'
                 % (onde, coluna, ', '.join(campos),
                    'no cadastro ' + source_object if nome is None else source_object,
@@ -405,7 +405,7 @@ def conferir_colunas(mapa: Mapping[str, Any], origem: Any,
                      projetos: bool = True) -> list[str]:
     """
     Os problemas de `conferir_catalogo` em texto, um por coluna ausente (ou por
-    objeto que nao se le), cada um com dataset, coluna e o nome mais parecido.
+    objeto que não se lê), cada um com dataset, coluna e o nome mais parecido.
     Lista vazia: toda coluna do mapeamento existe na origem.
     """
     return [p.texto for p in conferir_catalogo(mapa, origem, datasets, projetos=projetos)]
@@ -413,7 +413,7 @@ def conferir_colunas(mapa: Mapping[str, Any], origem: Any,
 
 def resultado_sem_leitura(mapa: Mapping[str, Any], row: Mapping[str, Any],
                           problemas: Sequence[ProblemaCatalogo]) -> ResultadoCarga:
-    """O dataset que o seco nem le: colunas (ou o objeto) que a origem nao tem."""
+    """O dataset que o seco nem lê: colunas (ou o objeto) que a origem não tem."""
     from contextia_sync.intake.cliente import normalizar_dataset
 
     resultado = ResultadoCarga(dataset=normalizar_dataset(row['dataset']),
@@ -421,14 +421,14 @@ def resultado_sem_leitura(mapa: Mapping[str, Any], row: Mapping[str, Any],
                                sem_key=mapeamento.chave_de(mapa, row) is None)
     colunas = [p.coluna for p in problemas if p.coluna]
     if colunas:
-        resultado.motivo = 'coluna(s) que %s nao tem: %s' % (row['source_object'],
+        resultado.motivo = 'coluna(s) que %s não tem: %s' % (row['source_object'],
                                                             ', '.join(colunas))
-        resultado.erro = ('%d coluna(s) do mapeamento nao existem em %s (%s; a correcao esta'
+        resultado.erro = ('%d coluna(s) do mapeamento não existem em %s (%s; a correção está'
                           ' acima); nada lido -- a carga real falharia neste dataset'
                           % (len(colunas), row['source_object'], ', '.join(colunas)))
     else:
         resultado.motivo = problemas[0].texto if problemas else None
-        resultado.erro = ('%s nao pode ser lido (acima); nada lido -- a carga real'
+        resultado.erro = ('%s não pode ser lido (acima); nada lido -- a carga real'
                           ' falharia neste dataset' % row['source_object'])
     return resultado
 
@@ -438,7 +438,7 @@ def resultado_sem_leitura(mapa: Mapping[str, Any], row: Mapping[str, Any],
 # ---------------------------------------------------------------------------
 
 class ErroEscopoDesconhecido(ErroConfiguracao, ValueError):
-    """--scope de uma empresa que o cadastro (`projects`) nao tem."""
+    """--scope de uma empresa que o cadastro (`projects`) não tem."""
 
 
 @dataclass(frozen=True)
@@ -454,11 +454,11 @@ class EmpresaNoCadastro:
 def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> EmpresaNoCadastro:
     """
     A empresa `escopo` no cadastro de empresas do mapeamento (`projects`),
-    comparada como o provisionador compara (texto sem espacos nas pontas).
+    comparada como o provisionador compara (texto sem espaços nas pontas).
 
     Ausente: ErroEscopoDesconhecido com o cadastro e algumas das que existem --
-    uma carga de empresa que nao existe nao traria linha nenhuma e mandaria as
-    tabelas de dominio inteiras a um projeto que nao corresponde a nada.
+    uma carga de empresa que não existe não traria linha nenhuma e mandaria as
+    tabelas de domínio inteiras a um projeto que não corresponde a nada.
     Presente mas recusada pela regra (inativa, bloqueada): devolvida com o
     motivo em `recusa`; quem chama decide (o conector carrega e diz).
     Erro de leitura do cadastro sobe como veio (ErroOrigem).
@@ -483,9 +483,9 @@ def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> Empres
         ordem = sorted(existentes, key=lambda c: (not existentes[c], len(c), c))
         mostrar = ', '.join(ordem[:10]) + (' ...' if len(ordem) > 10 else '')
         raise ErroEscopoDesconhecido(
-            '--scope=%s: a empresa %s nao existe no cadastro de empresas %s (coluna %s,'
-            ' secao projects do mapeamento). O cadastro tem %d empresa(s)%s. Confira o'
-            ' codigo (o valor da coluna %s, como o provisionar.py o usa); se a empresa'
+            '--scope=%s: a empresa %s não existe no cadastro de empresas %s (coluna %s,'
+            ' seção projects do mapeamento). O cadastro tem %d empresa(s)%s. Confira o'
+            ' código (o valor da coluna %s, como o provisionar.py o usa); se a empresa'
             ' saiu do ERP, tire a linha dela do arquivo de chaves e revogue a chave.'
             % (escopo, escopo, regra.source_object, regra.scope_column, len(existentes),
                (': ' + mostrar) if mostrar else '', regra.scope_column))
@@ -497,7 +497,7 @@ def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> Empres
 
 
 def tempo_curto(segundos: float) -> str:
-    """Uma duracao como o operador le: '45s', '3min 05s', '2h 10min'."""
+    """Uma duração como o operador lê: '45s', '3min 05s', '2h 10min'."""
     segundos = max(0, int(round(segundos)))
     if segundos < 60:
         return '%ds' % segundos
@@ -512,8 +512,8 @@ def linha_de_progresso(dataset: str, escopo: str, lidos: int, total: int | None 
     """
     A linha que diz, sem terminal, que a carga segue viva e quanto falta:
     `N de M (P%), faltam ~T`, com M contado na origem antes da leitura e T pelo
-    ritmo da leitura ate aqui. Sem contagem (o adaptador nao conseguiu contar),
-    so quantos ja foram lidos.
+    ritmo da leitura até aqui. Sem contagem (o adaptador não conseguiu contar),
+    só quantos já foram lidos.
     """
     inicio = '%s escopo=%s: ' % (dataset, escopo)
     if total is None:
@@ -537,8 +537,8 @@ def _contando(iteravel: Iterable[T], contador: list[int], barra: bool, rotulo: s
     Com barra (terminal), o tqdm com o `total` contado antes: porcentagem e o
     tempo que falta (ETA) do dataset. Sem barra, `progresso(n, segundos)` e
     chamado a cada `intervalo` segundos de leitura: o ouvinte mata ferramenta
-    calada (--inatividade-ferramenta), e uma carga legitima de horas nao pode
-    morrer por estar calada. So a leitura que anda gera a linha: uma leitura
+    calada (--inatividade-ferramenta), e uma carga legitima de horas não pode
+    morrer por estar calada. Só a leitura que anda gera a linha: uma leitura
     travada continua calada e o vigia a encerra.
     """
     if barra:
@@ -563,8 +563,8 @@ def contar_para_o_progresso(origem: ModuleType, source_object: str,
                             recorte: tuple[str, str] | None) -> int | None:
     """
     Quantas linhas a leitura vai trazer (o total da barra e das linhas de
-    progresso), ou None se o adaptador nao conseguiu contar: a contagem so
-    serve a estimativa e nunca impede a carga (a leitura dira o erro, se houver).
+    progresso), ou None se o adaptador não conseguiu contar: a contagem só
+    serve a estimativa e nunca impede a carga (a leitura dirá o erro, se houver).
     """
     try:
         return int(origem.contar(source_object, scope=recorte))
@@ -585,11 +585,11 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
     Um dataset de uma empresa. Devolve o ResultadoCarga e nunca levanta, exceto
     ErroAutenticacao (chave recusada: nenhum outro dataset passaria).
 
-    `origem` e o adaptador (o modulo de `contextia_sync.origem.carregar_origem`),
-    ja conectado. Com `barra` ou `progresso`, as linhas sao contadas antes
+    `origem` e o adaptador (o módulo de `contextia_sync.origem.carregar_origem`),
+    já conectado. Com `barra` ou `progresso`, as linhas são contadas antes
     (`contar_para_o_progresso`) para dizer o total e o tempo que falta.
     `progresso(texto)`, se dado, recebe `linha_de_progresso` a cada
-    `intervalo_progresso` segundos de leitura (so sem `barra`). `historico`
+    `intervalo_progresso` segundos de leitura (só sem `barra`). `historico`
     (contextia_sync.carga.historico.Historico), se dado, da a base do teto sem
     key e recebe a carga aceita, com a `execucao` de quem pediu (a varredura do
     ouvinte).
@@ -634,7 +634,7 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
         resultado.iguais = envio.duplicates
         if envio.lotes_erro:
             # SEM complete: ele removeria o que estava nos lotes que nao chegaram.
-            resultado.erro = ('%d de %d lote(s) falharam; complete NAO enviado, nada'
+            resultado.erro = ('%d de %d lote(s) falharam; complete NÃO enviado, nada'
                               ' removido (%s)' % (
                                   envio.lotes_erro, envio.lotes_erro + envio.lotes_ok,
                                   (envio.erros or ['?'])[0]))
@@ -662,7 +662,7 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
                                     execucao)
             except OSError as erro:
                 # A carga valeu; so a base do proximo teto (e o aviso ao ouvinte) nao.
-                resultado.aviso = 'historico nao gravado em %s (%s)' % (
+                resultado.aviso = 'histórico não gravado em %s (%s)' % (
                     historico.caminho, erro)
         return resultado
     except cliente.ErroAutenticacao:
@@ -671,7 +671,7 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
         dica = ''
         if resultado.sem_key:
             # Sem base, as versoes velhas do ao-vivo contam como remocao.
-            dica = (' (dataset sem key e sem carga aceita no historico%s: as versoes'
+            dica = (' (dataset sem key e sem carga aceita no histórico%s: as versões'
                     ' antigas que o ao-vivo acumulou contam no teto; depois de uma carga'
                     ' aceita ele passa a comparar com ela)'
                     % (' ' + historico.caminho if historico is not None else
@@ -693,7 +693,7 @@ def _conferir_linhas(resultado: ResultadoCarga, linhas: Iterable[Mapping[str, An
                      escopo: str, source_object: str, chave: str | None) -> None:
     """
     O seco: cada linha por `conferir_registro`, nada enviado. Conta TODAS as que
-    a carga real recusaria (nao para na primeira) e guarda as primeiras com o
+    a carga real recusaria (não para na primeira) e guarda as primeiras com o
     motivo em `resultado.detalhes`.
     """
     # A primeira linha de cada (coluna, tipo) sempre aparece; repeticoes so ate
@@ -717,22 +717,22 @@ def _conferir_linhas(resultado: ResultadoCarga, linhas: Iterable[Mapping[str, An
         resultado.detalhes = list(primeiras.values()) + repetidas[
             :max(0, DETALHES_POR_DATASET - len(primeiras))]
         quais = ', '.join('%s [%s]' % par for par in primeiras)
-        resultado.motivo = '%d linha(s) que nao viram JSON: %s' % (resultado.recusadas, quais)
+        resultado.motivo = '%d linha(s) que não viram JSON: %s' % (resultado.recusadas, quais)
         resultado.erro = (
-            '%d de %d linha(s) nao viram JSON (%s): a carga real recusaria este dataset'
-            ' (complete nao enviado, nada removido). Corrija na view; as primeiras:'
+            '%d de %d linha(s) não viram JSON (%s): a carga real recusaria este dataset'
+            ' (complete não enviado, nada removido). Corrija na view; as primeiras:'
             % (resultado.recusadas, numero, quais))
 
 
 def _repetir_permitindo(nome: str) -> str:
     """O fim de toda recusa do teto: como liberar quando a limpeza e real."""
-    return (' -- se a remocao e real (limpeza no ERP), repita so este dataset com'
+    return (' -- se a remoção e real (limpeza no ERP), repita só este dataset com'
             ' --dataset=%s --max-remocao=1' % nome)
 
 
 def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:
     """A linha que o conector imprime por dataset."""
-    nome = resultado.dataset + (' (dominio)' if resultado.dominio else '')
+    nome = resultado.dataset + (' (domínio)' if resultado.dominio else '')
     # Sem key o servidor deduplica por hash: linha alterada entra como nova e a
     # velha so sai no complete. Dito na linha, para ninguem estranhar `novos`.
     aviso = ''
@@ -749,7 +749,7 @@ def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:
         linhas = ['  %-34s FALHOU -- %s' % (nome, resultado.erro)]
         linhas += ['      - %s' % detalhe for detalhe in resultado.detalhes]
         if resultado.recusadas > len(resultado.detalhes):
-            linhas.append('      ... e mais %d linha(s) recusada(s) (contadas, nao mostradas)'
+            linhas.append('      ... e mais %d linha(s) recusada(s) (contadas, não mostradas)'
                           % (resultado.recusadas - len(resultado.detalhes)))
         linhas.append('  %-34s registros=%d recusadas=%d (seco: nada enviado)  %.1fs' % (
             '', resultado.registros, resultado.recusadas, resultado.segundos))
@@ -765,7 +765,7 @@ def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:
 
 def resumo(escopo: str, resultados: Sequence[ResultadoCarga], segundos: float,
            seco: bool = False) -> str:
-    """A linha unica do fim: o que o log do ouvinte guarda e um humano le primeiro."""
+    """A linha única do fim: o que o log do ouvinte guarda e um humano lê primeiro."""
     falhos = [r for r in resultados if not r.ok]
     texto = 'resumo escopo=%s: %d dataset(s), %d ok, %d com falha; registros=%d' % (
         escopo, len(resultados), len(resultados) - len(falhos), len(falhos),

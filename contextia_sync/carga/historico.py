@@ -1,5 +1,5 @@
 """
-O historico de cargas: o que a ultima carga ACEITA de cada dataset trouxe, por
+O histórico de cargas: o que a última carga ACEITA de cada dataset trouxe, por
 empresa. Um JSON ao lado do arquivo de chaves (`<chaves>.historico.json`).
 
     {"versao": 1, "cargas": {"297": {"movimentos": {
@@ -7,17 +7,17 @@ empresa. Um JSON ao lado do arquivo de chaves (`<chaves>.historico.json`).
         "execucao": "varredura-1a2b3c4d"}}}}
 
 Para que serve:
-  * teto do dataset SEM key: la o ao-vivo manda cada alteracao como registro
-    novo e a versao antiga so sai no `complete`. Num dia movimentado as versoes
-    velhas passam da metade do dataset, e o teto "fracao do dataset" recusaria a
-    varredura para sempre. O teto certo compara a carga de hoje com a ultima
+  * teto do dataset SEM key: la o ao-vivo manda cada alteração como registro
+    novo e a versão antiga só sai no `complete`. Num dia movimentado as versões
+    velhas passam da metade do dataset, e o teto "fração do dataset" recusaria a
+    varredura para sempre. O teto certo compara a carga de hoje com a última
     aceita (ver `carga.teto_do_complete`).
   * o ouvinte sabe, dataset por dataset, o que a varredura carregou: uma entrada
     com a `execucao` dela, para cada empresa, quer dizer carregado e fechado.
 
-So carga com `complete` aceito entra: carga falha nao pode virar base (uma view
-vazia registrada como "0 linhas" liberaria a proxima view vazia). Perder este
-arquivo nao perde dado: o teto volta a ser a fracao do dataset, mais rigido.
+Só carga com `complete` aceito entra: carga falha não pode virar base (uma view
+vazia registrada como "0 linhas" liberaria a próxima view vazia). Perder este
+arquivo não perde dado: o teto volta a ser a fração do dataset, mais rígido.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ SUFIXO = '.historico.json'
 
 
 def caminho_padrao(chaves: str) -> str:
-    """O historico de uma implantacao: ao lado do arquivo de chaves, que a identifica.
+    """O histórico de uma implantação: ao lado do arquivo de chaves, que a identifica.
 
     O carregar-todas.sh monta o mesmo nome (`$chaves.historico.json`).
     """
@@ -62,8 +62,8 @@ class Historico:
         except (OSError, ValueError) as erro:
             # Ilegivel: sem base o teto volta a ser a fracao do dataset (mais
             # rigido) e o ouvinte trata a varredura como nao carregada. Nada se perde.
-            logger.warning('historico de cargas ilegivel em %s (%s: %s); tratado como vazio.'
-                           ' A proxima carga aceita o regrava.', self.caminho,
+            logger.warning('histórico de cargas ilegível em %s (%s: %s); tratado como vazio.'
+                           ' A próxima carga aceita o regrava.', self.caminho,
                            type(erro).__name__, erro)
             return None
 
@@ -79,7 +79,7 @@ class Historico:
                 fcntl.flock(trava, fcntl.LOCK_UN)
 
     def anterior(self, escopo: object, dataset: str) -> dict[str, Any] | None:
-        """A ultima carga aceita ({'registros', 'em', ...}) ou None."""
+        """A última carga aceita ({'registros', 'em', ...}) ou None."""
         dados = self._ler() or {'cargas': {}}
         entrada = (dados['cargas'].get(str(escopo)) or {}).get(dataset)
         if not isinstance(entrada, dict) or not isinstance(entrada.get('registros'), int):
@@ -88,13 +88,13 @@ class Historico:
 
     def registrar(self, escopo: object, dataset: str, registros: int, removidos: int,
                   execucao: str | None = None) -> None:
-        """Grava a carga ACEITA de `dataset` na empresa `escopo` (so apos o `complete`)."""
+        """Grava a carga ACEITA de `dataset` na empresa `escopo` (só após o `complete`)."""
         with self._travado():
             dados = self._ler()
             if dados is None:
                 # O ilegivel vai para o lado com nome, nunca sobrescrito calado.
                 os.replace(self.caminho, self.caminho + '.ilegivel')
-                logger.warning('historico ilegivel movido para %s.ilegivel', self.caminho)
+                logger.warning('histórico ilegível movido para %s.ilegivel', self.caminho)
                 dados = {'versao': 1, 'cargas': {}}
             dados['cargas'].setdefault(str(escopo), {})[dataset] = {
                 'registros': int(registros), 'removidos': int(removidos),
@@ -105,7 +105,7 @@ class Historico:
     def faltando(self, escopos: Collection[Any], datasets: Iterable[str],
                  execucao: str | None) -> dict[str, list[Any]]:
         """
-        {dataset: [empresas]} em que a execucao `execucao` NAO fechou a carga.
+        {dataset: [empresas]} em que a execução `execucao` NÃO fechou a carga.
 
         Uma leitura para todos os datasets: o arquivo pode ter milhares de entradas.
         """

@@ -1,9 +1,9 @@
 """
-A linha de comando de cada programa: argumentos, mensagens e codigos de saida.
+A linha de comando de cada programa: argumentos, mensagens e códigos de saída.
 
-Cada modulo aqui e a casca de um programa (`ouvinte`, `conector`,
-`provisionar`, `carregar_todas`, `estado`, `descobrir`) e a logica mora no subpacote do assunto. As
-regras comuns a todos estao em `comum.py`: o argparse em portugues, `--version`,
-os codigos de saida no `--help`, e o erro de configuracao pego UMA vez,
-impresso sem traceback, saida 2.
+Cada módulo aqui é a casca de um programa (`ouvinte`, `conector`,
+`provisionar`, `carregar_todas`, `estado`, `descobrir`) e a lógica mora no subpacote do assunto. As
+regras comuns a todos estão em `comum.py`: o argparse em português, `--version`,
+os códigos de saída no `--help`, e o erro de configuração pego UMA vez,
+impresso sem traceback, saída 2.
 """

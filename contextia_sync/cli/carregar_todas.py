@@ -3,10 +3,10 @@ A linha de comando `contextia-carregar-todas`: a carga completa de cada empresa.
 
 E o `carregar-todas.sh` empacotado (contextia_sync/carga/carregar_todas.sh),
 rodado pelo bash no lugar deste processo (o mesmo pid: quem o supervisiona
-sinaliza o bash). Argumentos, ambiente, saida e codigos de saida sao os dele;
-so `--version` e `--help` sao respondidos aqui -- tambem para o script, que os
-repassa a este modulo: o texto da ajuda (e os codigos de saida, de erros.py)
-mora num lugar so.
+sinaliza o bash). Argumentos, ambiente, saída e códigos de saída são os dele;
+só `--version` e `--help` são respondidos aqui -- também para o script, que os
+repassa a este módulo: o texto da ajuda (e os códigos de saída, de erros.py)
+mora num lugar só.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ que falha não para as outras; o resumo diz quais falharam."""
 
 
 def parser() -> argparse.ArgumentParser:
-    """A ajuda do carregar-todas (o script faz o trabalho; isto so a descreve)."""
+    """A ajuda do carregar-todas (o script faz o trabalho; isto só a descreve)."""
     p = novo_parser(
         PROG, 'A carga completa de cada empresa do arquivo de chaves: um connector por'
               ' empresa, em sequência.',
@@ -61,14 +61,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Troca este processo pelo `bash carregar_todas.sh argv...`; so volta se nao der."""
+    """Troca este processo pelo `bash carregar_todas.sh argv...`; só volta se não der."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] in (['--version'], ['--help'], ['-h']):
         # A mesma linha de versao de todos os programas; a ajuda (saem com 0).
         parser().parse_args(argv[:1])
     bash = shutil.which('bash')
     if bash is None:
-        print('%s: bash nao encontrado no PATH -- o carregar-todas e um script bash.' % PROG,
+        print('%s: bash não encontrado no PATH -- o carregar-todas e um script bash.' % PROG,
               file=sys.stderr)
         return SAIDA_CONFIGURACAO
     # Instalado com pip, o python deste comando e o que tem o pacote: e ele que

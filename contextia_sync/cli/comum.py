@@ -211,6 +211,6 @@ def novo_parser(prog: str, descricao: str, epilog: str | None = None,
 
 
 def recusar(prog: str, erro: ErroConfiguracao | str) -> int:
-    """Imprime o erro de configuracao (ja diz a correcao) e devolve o codigo 2."""
+    """Imprime o erro de configuração (já diz a correção) e devolve o código 2."""
     print('%s: %s' % (prog, erro), file=sys.stderr)
     return SAIDA_CONFIGURACAO

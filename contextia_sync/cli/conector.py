@@ -1,9 +1,9 @@
 """
 A linha de comando do conector (`connector.py`, ou `python -m contextia_sync.cli.conector`).
 
-A carga completa de UMA empresa. Aqui so ha a casca: argumentos, as recusas de
-configuracao (pegas uma vez, saida 2, sem traceback) e a saida que o operador e
-o ouvinte leem. A logica esta em contextia_sync/carga/completa.py; o guia do
+A carga completa de UMA empresa. Aqui só há a casca: argumentos, as recusas de
+configuração (pegas uma vez, saída 2, sem traceback) e a saída que o operador e
+o ouvinte leem. A lógica está em contextia_sync/carga/completa.py; o guia do
 operador, no topo de connector.py e em docs/carga-e-provisionamento.md.
 """
 
@@ -39,7 +39,7 @@ def _fracao(texto: str) -> float:
         valor = -1
     if not 0 <= valor <= 1:
         raise argparse.ArgumentTypeError(
-            '%r nao e uma fracao de 0 a 1 (ex.: 0.5, 50%%, ou 1 para permitir remover'
+            '%r não é uma fração de 0 a 1 (ex.: 0.5, 50%%, ou 1 para permitir remover'
             ' tudo)' % texto)
     return valor
 
@@ -54,29 +54,29 @@ def intervalo_progresso(padrao: float = padroes.INTERVALO_PROGRESSO) -> float:
     except ValueError:
         valor = -1.0
     if not valor > 0:
-        raise ErroConfiguracao('CONTEXTIA_PROGRESSO_SEGUNDOS=%r nao e numero positivo de'
-                               ' segundos. Tire a variavel (padrao %g) ou use, por exemplo,'
+        raise ErroConfiguracao('CONTEXTIA_PROGRESSO_SEGUNDOS=%r não é número positivo de'
+                               ' segundos. Tire a variável (padrão %g) ou use, por exemplo,'
                                ' 30.' % (bruto, padrao))
     return valor
 
 
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
-    """Os argumentos da linha de comando (argparse sai com 2 se estao errados)."""
+    """Os argumentos da linha de comando (argparse sai com 2 se estão errados)."""
     p = comum.novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
-                   help='adaptador em sources/ sem .py (padrao %s)' % padroes.SOURCE)
+                   help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
     p.add_argument('--scope', required=True, metavar='ESCOPO',
                    help='a empresa (o valor da scope_column, ex.: 297)')
     p.add_argument('--dataset', action='append', default=[], metavar='NOME',
-                   help='so este dataset (nome do mapeamento ou normalizado); repita para'
-                        ' mais de um. Padrao: todos')
+                   help='só este dataset (nome do mapeamento ou normalizado); repita para'
+                        ' mais de um. Padrão: todos')
     p.add_argument('--dry-run', action='store_true',
-                   help='confere as colunas no catalogo, a empresa no cadastro e serializa'
-                        ' cada linha como o envio real; nao envia nada e nao precisa de'
+                   help='confere as colunas no catálogo, a empresa no cadastro e serializa'
+                        ' cada linha como o envio real; não envia nada e não precisa de'
                         ' chave')
     p.add_argument('--max-remocao', type=_fracao, default=padroes.MAX_REMOCAO, metavar='F',
-                   help='fracao maxima de um dataset que a carga pode remover (padrao %s).'
+                   help='fração máxima de um dataset que a carga pode remover (padrão %s).'
                         ' Acima disso o Contextia recusa o complete e nada sai. Para uma'
                         ' limpeza real em massa: --max-remocao=1' % padroes.MAX_REMOCAO)
     p.add_argument('--chaves', metavar='ARQ',
@@ -134,7 +134,7 @@ def caminho_do_historico(args: argparse.Namespace) -> str | None:
 
 @dataclass
 class Preparo:
-    """O que a carga precisa, ja conferido: nada aqui e erro de configuracao."""
+    """O que a carga precisa, já conferido: nada aqui é erro de configuração."""
 
     mapa: dict[str, Any]
     escopo: str
@@ -149,8 +149,8 @@ def preparar(args: argparse.Namespace) -> Preparo:
     """
     Confere tudo o que o operador corrige antes de rodar, na ordem em que ele
     corrigiria. Levanta ErroConfiguracao (ErroMapeamento, ErroSelecao,
-    ErroAdaptador...) ou ErroAutenticacao, com a correcao na mensagem;
-    ErroContextia se o Contextia nao respondeu.
+    ErroAdaptador...) ou ErroAutenticacao, com a correção na mensagem;
+    ErroContextia se o Contextia não respondeu.
     """
     from contextia_sync.carga import completa as carga
     from contextia_sync.escopos import exigir_escopo, texto_escopo
@@ -166,9 +166,9 @@ def preparar(args: argparse.Namespace) -> Preparo:
     exigir_escopo(escopo, '--scope')
     if escopo in escopos_excluidos(mapa):
         raise ErroConfiguracao(
-            'a empresa %s esta em source.excluded_scopes do mapeamento: ela nao recebe'
+            'a empresa %s está em source.excluded_scopes do mapeamento: ela não recebe'
             ' carga. Tire a linha dela do arquivo de chaves (e revogue a chave), ou tire-a'
-            ' de excluded_scopes se a exclusao era engano.' % escopo)
+            ' de excluded_scopes se a exclusão era engano.' % escopo)
     datasets = carga.selecionar_datasets(mapa, args.dataset)
     intervalo = intervalo_progresso()
 
@@ -177,8 +177,8 @@ def preparar(args: argparse.Namespace) -> Preparo:
     if not args.dry_run:
         if not cliente.url_destino():
             raise ErroConfiguracao(
-                'falta CONTEXTIA_URL (a instalacao do Contextia DESTE cliente).'
-                ' Nao ha padrao: um padrao mandaria os dados para outro cliente.')
+                'falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).'
+                ' Não há padrão: um padrão mandaria os dados para outro cliente.')
         # Antes de qualquer conexao (a conferencia de dono da chave e a primeira).
         cliente.conferir_destino()
         chave, de_onde = chave_da_empresa(args.chaves, escopo)
@@ -188,7 +188,7 @@ def preparar(args: argparse.Namespace) -> Preparo:
         externo = empresa_da_chave(dono, escopo)
         if externo is not None:
             raise ErroConfiguracao(
-                'a chave %s e do projeto %r (empresa %s), nao da empresa'
+                'a chave %s e do projeto %r (empresa %s), não da empresa'
                 ' %s. Confira a linha da empresa %s no arquivo de chaves.'
                 % (de_onde, dono.get('name'), externo, escopo, escopo))
         projeto = '%s (id %s)' % (dono.get('name'), dono.get('project_id'))
@@ -209,12 +209,12 @@ def conferir_antes_de_ler(args: argparse.Namespace,
     O que se confere com a origem conectada e antes de ler qualquer linha de dado.
 
       * as colunas do cadastro de empresas (sempre) e, no seco, as de cada dataset,
-        no catalogo -- todas as ausentes de uma vez, com o nome mais parecido;
+        no catálogo -- todas as ausentes de uma vez, com o nome mais parecido;
       * a empresa no cadastro: desconhecida sai com 2 (no seco e na carga real);
         a que existe mas a regra de projeto recusa (inativa) carrega, dito numa linha.
 
-    Devolve o codigo de saida (recusa) ou, por dataset normalizado, os problemas
-    de catalogo dele (o seco marca o dataset como falho sem le-lo).
+    Devolve o código de saída (recusa) ou, por dataset normalizado, os problemas
+    de catálogo dele (o seco marca o dataset como falho sem le-lo).
     """
     from contextia_sync.carga import completa as carga
 
@@ -228,7 +228,7 @@ def conferir_antes_de_ler(args: argparse.Namespace,
     for problema in problemas:
         por_dataset.setdefault(problema.dataset, []).append(problema)
     if problemas:
-        print('colunas ........: %d problema(s) no catalogo da origem (antes de ler):'
+        print('colunas ........: %d problema(s) no catálogo da origem (antes de ler):'
               % len(problemas))
         for problema in problemas:
             print('  - %s' % problema.texto)
@@ -237,8 +237,8 @@ def conferir_antes_de_ler(args: argparse.Namespace,
     sys.stdout.flush()
     if None in por_dataset:
         return comum.recusar(
-            PROG, 'o cadastro de empresas (projects) tem coluna(s) que a origem nao mostra'
-                  ' (acima): sem ele nao ha como conferir a empresa %s. Corrija a secao'
+            PROG, 'o cadastro de empresas (projects) tem coluna(s) que a origem não mostra'
+                  ' (acima): sem ele não há como conferir a empresa %s. Corrija a seção'
                   ' projects do mapeamento. Nada foi enviado.' % escopo)
 
     try:
@@ -246,7 +246,7 @@ def conferir_antes_de_ler(args: argparse.Namespace,
     except ErroConfiguracao as erro:
         return comum.recusar(PROG, erro)
     except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
-        print('%s: nao foi possivel ler o cadastro de empresas para conferir a empresa %s'
+        print('%s: não foi possível ler o cadastro de empresas para conferir a empresa %s'
               ' (%s: %s). Nada foi enviado.' % (PROG, escopo, type(erro).__name__, erro),
               file=sys.stderr)
         return SAIDA_FALHA
@@ -256,7 +256,7 @@ def conferir_antes_de_ler(args: argparse.Namespace,
         # ja virou projeto (desativada depois) teria os dados congelados no Contextia
         # sem ninguem saber se a carga parasse aqui. A regra so decide quem VIRA
         # projeto; parar de carregar e a exclusao explicita.
-        print('AVISO ..........: a regra de projeto recusa a empresa %s (%s): ela nao'
+        print('AVISO ..........: a regra de projeto recusa a empresa %s (%s): ela não'
               ' viraria projeto hoje, mas existe no cadastro e a carga segue (quem decide'
               ' que empresa carrega e o arquivo de chaves). Para parar de carrega-la, tire'
               ' a linha dela do arquivo de chaves (e revogue a chave) ou ponha-a em'
@@ -266,7 +266,7 @@ def conferir_antes_de_ler(args: argparse.Namespace,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """O conector: 0 tudo carregado, 1 algum dataset falhou, 2 erro de configuracao."""
+    """O conector: 0 tudo carregado, 1 algum dataset falhou, 2 erro de configuração."""
     args = argumentos(argv)
 
     from contextia_sync.carga import completa as carga
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     except (cliente.ErroAutenticacao, cliente.ErroDestino) as erro:
         return comum.recusar(PROG, str(erro))
     except ErroContextia as erro:
-        print('%s: Contextia indisponivel: %s' % (PROG, erro), file=sys.stderr)
+        print('%s: Contextia indisponível: %s' % (PROG, erro), file=sys.stderr)
         return SAIDA_FALHA
     except ErroConfiguracao as erro:
         # Mapeamento, --dataset, escopo, ambiente, adaptador: a mensagem ja diz a correcao.
@@ -294,14 +294,14 @@ def main(argv: list[str] | None = None) -> int:
                                       ' (de %d)' % len(mapa['datasets']) if args.dataset else ''))
     historico = None
     if not args.dry_run:
-        print('teto de remocao : %g%% de cada dataset%s' % (
+        print('teto de remoção : %g%% de cada dataset%s' % (
             100 * args.max_remocao,
-            ' (remocao em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
+            ' (remoção em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
         caminho = caminho_do_historico(args)
         if caminho:
             from contextia_sync.carga.historico import Historico
             historico = Historico(caminho)
-        print('historico ......: %s' % (
+        print('histórico ......: %s' % (
             caminho or 'nenhum (sem --chaves nem CONTEXTIA_HISTORICO; sem key: teto sobre o'
                        ' dataset inteiro)'))
     sys.stdout.flush()
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         origem.conectar()
     except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
-        print('%s: nao foi possivel conectar na origem (%s: %s). Nada foi enviado.'
+        print('%s: não foi possível conectar na origem (%s: %s). Nada foi enviado.'
               % (PROG, type(erro).__name__, erro), file=sys.stderr)
         return SAIDA_FALHA
     try:

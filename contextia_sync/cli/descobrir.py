@@ -2,10 +2,10 @@
 A linha de comando do `descobrir` (`descobrir.py`, `contextia-descobrir`, ou
 `python -m contextia_sync.cli.descobrir`).
 
-Conecta na origem de CONTEXTIA_ORIGEM pela sessao somente leitura do adaptador
-generico, reflete o catalogo e escreve um esqueleto de mapeamento -- ou, se o
-arquivo de --saida ja existe, mostra a diferenca e nao toca nele. Aqui: os
-argumentos, o que se imprime e o codigo de saida; as decisoes moram em
+Conecta na origem de CONTEXTIA_ORIGEM pela sessão somente leitura do adaptador
+genérico, reflete o catálogo e escreve um esqueleto de mapeamento -- ou, se o
+arquivo de --saida ja existe, mostra a diferença e não toca nele. Aqui: os
+argumentos, o que se imprime e o código de saída; as decisões moram em
 contextia_sync/descoberta/.
 """
 
@@ -36,7 +36,7 @@ SAIDAS = {SAIDA_OK: 'esqueleto escrito, ou o mapeamento existente ainda casa com
 
 
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
-    """Os argumentos de `descobrir` (argparse sai com 2 se estao errados)."""
+    """Os argumentos de `descobrir` (argparse sai com 2 se estão errados)."""
     p = comum.novo_parser(PROG, DESCRICAO, EPILOGO, saidas=SAIDAS)
     p.add_argument('--saida', metavar='ARQ',
                    help='o mapeamento a escrever (ex.: mappings/cliente.json). Se já existe,'
@@ -73,7 +73,7 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
 # ---------------------------------------------------------------------------
 
 def ler_existente(caminho: str) -> dict[str, Any]:
-    """O mapeamento em --saida, lido como JSON (a diferenca nao exige que ele valide)."""
+    """O mapeamento em --saida, lido como JSON (a diferença não exige que ele valide)."""
     try:
         with open(caminho, encoding='utf-8') as arquivo:
             mapa = json.load(arquivo)
@@ -116,7 +116,7 @@ def casa(nome: str, esquema: str | None, incluir: Sequence[str],
 
 
 def _referencia_schema(saida: str | None) -> str:
-    """O `$schema` do arquivo: o link ao lado dele, ou o caminho ate o do pacote."""
+    """O `$schema` do arquivo: o link ao lado dele, ou o caminho até o do pacote."""
     from contextia_sync.mapeamento import CAMINHO_SCHEMA
 
     if not saida:
@@ -139,7 +139,7 @@ def _cliente(args: argparse.Namespace, url: Any) -> str:
 # ---------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    """O descobrir: 0 esqueleto escrito (ou nada sumiu), 1 origem/sumiu, 2 configuracao."""
+    """O descobrir: 0 esqueleto escrito (ou nada sumiu), 1 origem/sumiu, 2 configuração."""
     args = argumentos(argv)
     try:
         return _descobrir(args)

@@ -2,13 +2,13 @@
 A linha de comando das ferramentas de estado (`estado.py`, `contextia-estado`,
 `python -m contextia_sync.cli.estado`).
 
-    mostrar [--json]          onde cada dataset esta (le sem a trava)
-    marcar DATASET max|VALOR  poe a marca de agua de um dataset (com a trava)
+    mostrar [--json]          onde cada dataset esta (lê sem a trava)
+    marcar DATASET max|VALOR  põe a marca de água de um dataset (com a trava)
     esquecer-carga EMPRESA    esquece a carga inicial pendente (com a trava)
 
-Aqui: argumentos, a confirmacao do operador, o que se imprime e o codigo de
-saida. A logica mora em contextia_sync/ouvinte/estado_a_mao.py; o guia, em
-docs/ouvinte.md (ver e mudar o estado a mao).
+Aqui: argumentos, a confirmação do operador, o que se imprime e o código de
+saída. A lógica mora em contextia_sync/ouvinte/estado_a_mao.py; o guia, em
+docs/ouvinte.md (ver e mudar o estado a mão).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ EPILOGO = texto_das_saidas(SAIDAS)
 
 
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
-    """Os argumentos de `estado` (argparse sai com 2 se estao errados)."""
+    """Os argumentos de `estado` (argparse sai com 2 se estão errados)."""
     p = comum.novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
     # As opcoes comuns valem depois do subcomando (`estado.py marcar ... --estado DIR`).
     base = comum.ParserPt(add_help=False)
@@ -87,7 +87,7 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def confirmar(sim: bool, perguntar: Callable[[str], str] = input) -> int | None:
-    """None = confirmado; senao o codigo de saida (sem terminal, ou o operador disse nao)."""
+    """None = confirmado; senão o código de saída (sem terminal, ou o operador disse não)."""
     if sim:
         return None
     if not sys.stdin.isatty():

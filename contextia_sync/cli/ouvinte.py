@@ -28,60 +28,60 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
     p.add_argument('--chaves', required=True, metavar='ARQ',
                    help='o arquivo de chaves do provisionador (uma por empresa)')
     p.add_argument('--estado', required=True,
-                   help='diretorio das marcas de agua, do status e da trava')
+                   help='diretório das marcas de água, do status e da trava')
     p.add_argument('--intervalo-dados', type=int, default=padroes.INTERVALO_DADOS,
-                   metavar='S', help='segundos entre leituras do que mudou (padrao %d)'
+                   metavar='S', help='segundos entre leituras do que mudou (padrão %d)'
                    % padroes.INTERVALO_DADOS)
     p.add_argument('--intervalo-projetos', type=int, default=padroes.INTERVALO_PROJETOS,
-                   metavar='S', help='segundos entre buscas por empresa nova (padrao %d)'
+                   metavar='S', help='segundos entre buscas por empresa nova (padrão %d)'
                    % padroes.INTERVALO_PROJETOS)
     p.add_argument('--varredura', default=padroes.HORA_VARREDURA, metavar='HH:MM',
-                   help='hora da carga completa diaria, a UNICA que remove'
-                        ' (padrao %s; "nao" desliga)' % padroes.HORA_VARREDURA)
+                   help='hora da carga completa diária, a ÚNICA que remove'
+                        ' (padrão %s; "nao" desliga)' % padroes.HORA_VARREDURA)
     p.add_argument('--janela-varredura', type=int, default=padroes.JANELA_VARREDURA,
                    metavar='MIN',
                    help='por quantos minutos depois da hora a varredura ainda pode'
-                        ' disparar (padrao %d); fora dela espera o dia seguinte'
+                        ' disparar (padrão %d); fora dela espera o dia seguinte'
                         % padroes.JANELA_VARREDURA)
     p.add_argument('--estrategia', default=None, metavar='NOME',
-                   help='como detectar o que mudou: %s. Padrao: `listener.strategy`'
+                   help='como detectar o que mudou: %s. Padrão: `listener.strategy`'
                         ' do mapeamento, ou `%s`' % (', '.join(sorted(ESTRATEGIAS)),
                                                     padroes.ESTRATEGIA))
     p.add_argument('--folga', type=int, default=padroes.FOLGA, metavar='S',
-                   help='quanto a leitura recua atras da marca de agua, para pegar'
-                        ' transacao que comitou atrasada (padrao %d)' % padroes.FOLGA)
+                   help='quanto a leitura recua atrás da marca de água, para pegar'
+                        ' transação que comitou atrasada (padrão %d)' % padroes.FOLGA)
     p.add_argument('--maximo-por-ciclo', type=int, default=padroes.MAXIMO_POR_CICLO,
                    metavar='N', help='acima disso o dataset e entregue a varredura'
-                   ' (padrao %d)' % padroes.MAXIMO_POR_CICLO)
+                   ' (padrão %d)' % padroes.MAXIMO_POR_CICLO)
     p.add_argument('--grupo', action='append', default=[], metavar='SLUG',
                    help='grupo de empresas para o projeto de empresa nova; repita')
     p.add_argument('--timeout-ferramenta', type=int, default=padroes.TIMEOUT_FERRAMENTA,
-                   metavar='S', help='tempo maximo de uma ferramenta (carga completa),'
-                   ' padrao %d' % padroes.TIMEOUT_FERRAMENTA)
+                   metavar='S', help='tempo máximo de uma ferramenta (carga completa),'
+                   ' padrão %d' % padroes.TIMEOUT_FERRAMENTA)
     p.add_argument('--inatividade-ferramenta', type=int,
                    default=padroes.INATIVIDADE_FERRAMENTA, metavar='S',
                    help='encerra a ferramenta que ficar S segundos sem escrever'
-                        ' nenhuma linha (padrao %d; 0 desliga)'
+                        ' nenhuma linha (padrão %d; 0 desliga)'
                         % padroes.INATIVIDADE_FERRAMENTA)
-    p.add_argument('--log', default=None, help='arquivo de log rotativo (alem da tela)')
+    p.add_argument('--log', default=None, help='arquivo de log rotativo (além da tela)')
     p.add_argument('--metricas', default=None, metavar='DIR',
-                   help='pasta do arquivo ouvinte.prom (metricas para o textfile collector'
-                        ' do node_exporter), reescrito a cada volta. Padrao: a pasta --estado')
+                   help='pasta do arquivo ouvinte.prom (métricas para o textfile collector'
+                        ' do node_exporter), reescrito a cada volta. Padrão: a pasta --estado')
     p.add_argument('--saude', action='store_true',
-                   help='nao roda o ouvinte: le o status de --estado e diz OK, ALERTA ou'
-                        ' CRITICO, com os codigos de um plugin de monitoramento (0/1/2/3);'
+                   help='não roda o ouvinte: lê o status de --estado e diz OK, ALERTA ou'
+                        ' CRITICO, com os códigos de um plugin de monitoramento (0/1/2/3);'
                         ' ver `ouvinte.py --saude --help`')
     p.add_argument('--varrer-agora', action='store_true',
                    help='roda a varredura completa nesta subida, sem esperar a hora')
     p.add_argument('--once', action='store_true',
-                   help='um ciclo de cada e sai (codigo 1 se algum falhou)')
+                   help='um ciclo de cada e sai (código 1 se algum falhou)')
     p.add_argument('--dry-run', action='store_true',
-                   help='le tudo e nao envia, nao cria e nao grava marca de agua')
+                   help='lê tudo e não envia, não cria e não grava marca de água')
     p.add_argument('--reenviar-quarentena', action='store_true',
                    help='tenta de novo os registros que o intake recusou de vez'
-                        ' (<estado>/quarentena) e sai (codigo 1 se algum ficou)')
+                        ' (<estado>/quarentena) e sai (código 1 se algum ficou)')
     p.add_argument('--autoteste', action='store_true',
-                   help='prova a logica pura sem banco e sem rede')
+                   help='prova a lógica pura sem banco e sem rede')
     return p.parse_args(argv)
 
 
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parada = Parada()
     parada.instalar()
     # A primeira chamada tira NOTIFY_SOCKET do ambiente antes de qualquer filho.
-    systemd.status('subindo: lendo a configuracao')
+    systemd.status('subindo: lendo a configuração')
     try:
         # `parar` e olhado entre datasets, empresas e nas esperas do transporte:
         # cada olhada tambem e um WATCHDOG=1 (no maximo um por segundo).

@@ -1,9 +1,9 @@
 """
 A linha de comando do provisionador (`provisionar.py`, `contextia-provisionar`).
 
-A documentacao do operador esta no `provisionar.py` da raiz; o que fazer em
+A documentação do operador está no `provisionar.py` da raiz; o que fazer em
 cada passo, em `contextia_sync/provisionamento/`. Aqui: argumentos, o que se
-imprime e o codigo de saida.
+imprime e o código de saída.
 """
 
 from __future__ import annotations
@@ -29,22 +29,22 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
                              ' cadastro não pôde ser lido'})
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
-                   help='adaptador em sources/ sem .py (padrao %s)' % padroes.SOURCE)
+                   help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
     p.add_argument('--chaves', '--arquivo', dest='chaves', required=True, metavar='ARQ',
                    help='o arquivo de chaves (TSV, modo 600); criado se não existe.'
                         ' --arquivo é o nome antigo, aceito igual')
     p.add_argument('--somente-escopo', metavar='ESCOPO',
-                   help='so esta empresa (o ouvinte chama assim para cada empresa nova)')
+                   help='só está empresa (o ouvinte chama assim para cada empresa nova)')
     p.add_argument('--grupo', action='append', default=[], metavar='SLUG',
                    help='grupo para os projetos novos; repita para mais de um (soma-se ao'
                         ' group_column do cadastro)')
     p.add_argument('--dry-run', action='store_true',
-                   help='mostra o plano; nao cria, nao emite, nao grava nada')
+                   help='mostra o plano; não cria, não emite, não grava nada')
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Provisiona o que o plano pede; devolve o codigo de saida (0, 1 ou 2)."""
+    """Provisiona o que o plano pede; devolve o código de saída (0, 1 ou 2)."""
     args = argumentos(argv)
 
     from contextia_sync.intake.cliente import ErroAutenticacao
@@ -86,7 +86,7 @@ def _provisionar(args: argparse.Namespace) -> int:
     for grupo in args.grupo:
         slug = regra_projeto.slug(grupo)
         if slug is None or slug != grupo:
-            raise ErroProvisionamento('--grupo=%r nao e slug (minusculas, digitos, - e _);'
+            raise ErroProvisionamento('--grupo=%r não é slug (minúsculas, dígitos, - e _);'
                                       ' use %r.' % (grupo, slug))
         grupos.append(slug)
     somente = texto_escopo(args.somente_escopo) if args.somente_escopo is not None else None
@@ -94,7 +94,7 @@ def _provisionar(args: argparse.Namespace) -> int:
         exigir_escopo(somente, '--somente-escopo')
     pasta = os.path.dirname(os.path.abspath(args.chaves))
     if not os.path.isdir(pasta):
-        raise ErroProvisionamento('a pasta do arquivo de chaves nao existe: %s -- crie-a'
+        raise ErroProvisionamento('a pasta do arquivo de chaves não existe: %s -- crie-a'
                                   ' (mkdir -m 700).' % pasta)
 
     origem = carregar_origem(args.source)
@@ -111,7 +111,7 @@ def _provisionar(args: argparse.Namespace) -> int:
         except ErroConfiguracao:
             raise                               # CONTEXTIA_ORIGEM ausente ou invalida: 2
         except Exception as erro:               # noqa: BLE001 - o adaptador diz a causa
-            print('provisionar: nao foi possivel ler o cadastro %s na origem (%s: %s).'
+            print('provisionar: não foi possível ler o cadastro %s na origem (%s: %s).'
                   ' Nada foi mudado.' % (regra.source_object, type(erro).__name__, erro),
                   file=sys.stderr)
             return SAIDA_FALHA
@@ -125,7 +125,7 @@ def _provisionar(args: argparse.Namespace) -> int:
 
         print('===== provisionamento%s =====' % (' (SECO: nada e mudado)' if args.dry_run else ''))
         print('cliente .........: %s' % (mapa.get('client') or '-'))
-        print('destino .........: %s' % (url_destino() or '(CONTEXTIA_URL nao definida)'))
+        print('destino .........: %s' % (url_destino() or '(CONTEXTIA_URL não definida)'))
         print('arquivo de chaves: %s (%d empresa(s))' % (args.chaves, len(registros)))
         print('regra de projeto :')
         print(regra_projeto.descrever(regra))
@@ -144,7 +144,7 @@ def _provisionar(args: argparse.Namespace) -> int:
             return SAIDA_FALHA if plano.nao_encontrada else SAIDA_OK
 
         if not url_base():
-            raise ErroProvisionamento('falta CONTEXTIA_URL (a instalacao do Contextia DESTE'
+            raise ErroProvisionamento('falta CONTEXTIA_URL (a instalação do Contextia DESTE'
                                       ' cliente).')
         admin = Admin()
         executor = provisionamento.Provisionador(mapa, admin, args.chaves, registros)
@@ -170,8 +170,8 @@ def _provisionar(args: argparse.Namespace) -> int:
                 # Nao conseguiu gravar o arquivo: a chave recem-emitida ficou sem
                 # dono. A proxima execucao a revoga e emite outra -- mas pare aqui,
                 # senao cada empresa seguinte teria o mesmo destino.
-                print('  %s: FALHOU ao gravar %s (%s). A chave emitida agora nao foi'
-                      ' gravada; a proxima execucao a revoga e emite outra. Corrija o'
+                print('  %s: FALHOU ao gravar %s (%s). A chave emitida agora não foi'
+                      ' gravada; a próxima execução a revoga e emite outra. Corrija o'
                       ' disco/permissao da pasta e rode de novo.' % (escopo, args.chaves, erro))
                 falhas.append(escopo)
                 break

@@ -41,16 +41,16 @@ _TIPO_DESCONHECIDO = re.compile(r"Did not recognize type '([^']+)' of column '([
 
 @dataclass(frozen=True)
 class Coluna:
-    """Uma coluna como o catalogo a mostra."""
+    """Uma coluna como o catálogo a mostra."""
 
     nome: str
     tipo: Any
-    """O tipo SQLAlchemy refletido (o DOMAIN do PostgreSQL ja trocado pelo tipo de base)."""
+    """O tipo SQLAlchemy refletido (o DOMAIN do PostgreSQL já trocado pelo tipo de base)."""
     nula: bool
     tipo_sqlite: str | None = None
     """SQLite: 'datetime'/'date' quando o tipo declarado guarda data em TEXT."""
     desconhecido: str | None = None
-    """O nome do tipo que o SQLAlchemy nao reconheceu ('point', 'geometry')."""
+    """O nome do tipo que o SQLAlchemy não reconheceu ('point', 'geometry')."""
     declarado: str = ''
     """O tipo no SQL do banco ('TEXT[]', 'SET(...)'), para o operador reconhecer."""
 
@@ -62,7 +62,7 @@ class Coluna:
 
 @dataclass(frozen=True)
 class Indice:
-    """Um indice (ou a chave primaria, ou uma unica): as colunas na ordem."""
+    """Um índice (ou a chave primária, ou uma única): as colunas na ordem."""
 
     nome: str | None
     colunas: tuple[str, ...]
@@ -74,7 +74,7 @@ class Objeto:
     """Uma tabela ou view da origem."""
 
     esquema: str | None
-    """None: o esquema padrao da conexao (o nome vai sem prefixo no mapeamento)."""
+    """None: o esquema padrão da conexão (o nome vai sem prefixo no mapeamento)."""
     nome: str
     view: bool
     colunas: list[Coluna] = field(default_factory=list)
@@ -82,7 +82,7 @@ class Objeto:
     unicas: list[tuple[str, ...]] = field(default_factory=list)
     indices: list[Indice] = field(default_factory=list)
     problema: str | None = None
-    """A reflexao falhou (permissao): o objeto fica fora do esqueleto com isto."""
+    """A reflexão falhou (permissão): o objeto fica fora do esqueleto com isto."""
 
     @property
     def source_object(self) -> str:
@@ -107,7 +107,7 @@ class Objeto:
 
 @dataclass
 class Catalogo:
-    """O que a reflexao trouxe, na ordem (esquema, nome)."""
+    """O que a reflexão trouxe, na ordem (esquema, nome)."""
 
     dialeto: str
     objetos: list[Objeto]
@@ -143,8 +143,8 @@ def _listar(inspetor: Any, esquema: str | None) -> list[tuple[str, bool]]:
 def refletir(conn: Connection, esquemas: Sequence[str | None],
              escolher: Callable[[str | None, str], bool]) -> Catalogo:
     """
-    O catalogo dos `esquemas` (None = o padrao), so com os objetos que `escolher`
-    aceita (os padroes de --incluir/--excluir, e o cadastro).
+    O catálogo dos `esquemas` (None = o padrão), só com os objetos que `escolher`
+    aceita (os padrões de --incluir/--excluir, e o cadastro).
     """
     inspetor = sa.inspect(conn)
     dialeto = conn.dialect.name
@@ -252,7 +252,7 @@ def _primeira_linha(erro: BaseException) -> str:
 
 
 def _desconhecidos(avisos: Iterable[warnings.WarningMessage]) -> dict[str, str]:
-    """{coluna: nome do tipo} dos avisos de tipo nao reconhecido."""
+    """{coluna: nome do tipo} dos avisos de tipo não reconhecido."""
     saida: dict[str, str] = {}
     for aviso in avisos:
         achado = _TIPO_DESCONHECIDO.search(str(aviso.message))

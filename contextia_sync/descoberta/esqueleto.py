@@ -1,17 +1,17 @@
 """
-O esqueleto de mapeamento, o relatorio para o operador e a diferenca contra o
-mapeamento que ja existe.
+O esqueleto de mapeamento, o relatório para o operador e a diferença contra o
+mapeamento que já existe.
 
-    montar(catalogo, ...)        o mapeamento (dict) e, por objeto, o que foi
+    montar(catálogo, ...)        o mapeamento (dict) e, por objeto, o que foi
                                  decidido e por que (`DatasetDescoberto`)
-    relatorio(esqueleto, ...)    as linhas que o operador le: palpites, objetos
-                                 so de varredura, indices faltando, colunas de fora
+    relatorio(esqueleto, ...)    as linhas que o operador lê: palpites, objetos
+                                 só de varredura, índices faltando, colunas de fora
     diferencas(existente, ...)   colunas novas e sumidas, objetos novos e sumidos
     texto_json(mapa)             o JSON como um humano o escreveria (listas curtas
-                                 numa linha), para o arquivo ir ao git legivel
+                                 numa linha), para o arquivo ir ao git legível
 
-O esqueleto so leva o que o catalogo prova ou o que foi conferido na origem;
-o que e palpite vai dito no relatorio e no `$comment` do dataset.
+O esqueleto só leva o que o catálogo prova ou o que foi conferido na origem;
+o que é palpite vai dito no relatório e no `$comment` do dataset.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ SEM_COLUNA = 'ESCOLHA_A_COLUNA'
 
 @dataclass
 class DatasetDescoberto:
-    """Um objeto do catalogo virando dataset: o que entrou, o que ficou de fora e por que."""
+    """Um objeto do catálogo virando dataset: o que entrou, o que ficou de fora e por que."""
 
     objeto: Objeto
     nome: str
@@ -86,7 +86,7 @@ def _texto_sonda(sonda: Sonda | None) -> str:
 
 @dataclass
 class Esqueleto:
-    """O mapeamento montado e tudo o que o relatorio conta."""
+    """O mapeamento montado e tudo o que o relatório conta."""
 
     mapa: dict[str, Any]
     datasets: list[DatasetDescoberto]
@@ -95,11 +95,11 @@ class Esqueleto:
     palpites: list[str] = field(default_factory=list)
     avisos: list[str] = field(default_factory=list)
     ignorados: list[tuple[str, str]] = field(default_factory=list)
-    """(objeto, motivo) do que o catalogo mostrou e nao virou dataset."""
+    """(objeto, motivo) do que o catálogo mostrou e não virou dataset."""
 
 
 def colunas_do_objeto(objeto: Objeto, dialeto: Any) -> tuple[list[str], list[Fora]]:
-    """As colunas que entram (na ordem do catalogo) e as que ficam de fora, com o motivo."""
+    """As colunas que entram (na ordem do catálogo) e as que ficam de fora, com o motivo."""
     dentro: list[str] = []
     de_fora: list[Fora] = []
     for coluna in objeto.colunas:
@@ -187,9 +187,9 @@ def montar(catalogo: Catalogo, dialeto: Any, *, cliente: str, entra: Callable[[O
            conferir: ConferirChave | None = None,
            referencia_schema: str = './mapeamento.schema.json') -> Esqueleto:
     """
-    O esqueleto a partir do catalogo. `entra`: o objeto vira dataset (--incluir/
-    --excluir; os outros do catalogo estao la so para a diferenca e o cadastro).
-    Levanta ErroDescoberta quando --cadastro ou --escopo nao casam com o catalogo.
+    O esqueleto a partir do catálogo. `entra`: o objeto vira dataset (--incluir/
+    --excluir; os outros do catálogo estão la só para a diferença e o cadastro).
+    Levanta ErroDescoberta quando --cadastro ou --escopo nao casam com o catálogo.
     """
     cadastro = None
     if cadastro_pedido:
@@ -309,7 +309,7 @@ def _alguns(nomes: Any, quantos: int = 30) -> str:
 # ---------------------------------------------------------------------------
 
 def relatorio(esqueleto: Esqueleto) -> list[str]:
-    """As secoes do relatorio (sem o cabecalho da origem, que a linha de comando escreve)."""
+    """As seções do relatório (sem o cabeçalho da origem, que a linha de comando escreve)."""
     linhas: list[str] = []
 
     def secao(titulo: str, itens: Sequence[str]) -> None:
@@ -361,11 +361,11 @@ def relatorio(esqueleto: Esqueleto) -> list[str]:
 
 @dataclass
 class Diferencas:
-    """O que mudou entre o mapeamento gravado e o catalogo de agora."""
+    """O que mudou entre o mapeamento gravado e o catálogo de agora."""
 
     linhas: list[str] = field(default_factory=list)
     quebrado: bool = False
-    """Algo do mapeamento sumiu do catalogo: a carga dele falharia."""
+    """Algo do mapeamento sumiu do catálogo: a carga dele falharia."""
 
 
 def _colunas_citadas(row: dict[str, Any]) -> list[str]:

@@ -1,17 +1,17 @@
 """
-As decisoes do `descobrir`, sobre os registros do catalogo (nada de banco aqui).
+As decisões do `descobrir`, sobre os registros do catálogo (nada de banco aqui).
 
-    escolher_chave        key: a chave primaria de uma coluna; senao uma unica
-                          nao nula; senao nenhuma, dizendo por que
+    escolher_chave        key: a chave primária de uma coluna; senão uma única
+                          não nula; senão nenhuma, dizendo por que
     candidatas_de_chave   view: as colunas com nome de chave, para conferir na origem
-    escolher_carimbo      watch_column: data/hora ou numero com nome de carimbo de
-                          alteracao; e `sonda`: se um indice a cobre
+    escolher_carimbo      watch_column: data/hora ou número com nome de carimbo de
+                          alteração; e `sonda`: se um índice a cobre
     escolher_escopo       scope_column: a pedida, a chave do cadastro, ou a mais
                           comum entre os nomes de empresa/filial
-    adivinhar_cadastro    o cadastro de empresas, quando nao foi pedido
-    regra_de_projeto      a secao `projects`
+    adivinhar_cadastro    o cadastro de empresas, quando não foi pedido
+    regra_de_projeto      a seção `projects`
 
-Cada escolha diz o porque (`Escolha.porque`) e se foi palpite: o relatorio
+Cada escolha diz o porque (`Escolha.porque`) e se foi palpite: o relatório
 mostra os palpites para o operador conferir.
 """
 
@@ -64,7 +64,7 @@ CANDIDATAS_POR_VIEW = 3
 
 @dataclass(frozen=True)
 class Escolha:
-    """Uma decisao: a coluna (ou None) e o porque, em palavras do operador."""
+    """Uma decisão: a coluna (ou None) e o porque, em palavras do operador."""
 
     coluna: str | None
     porque: str
@@ -73,10 +73,10 @@ class Escolha:
 
 @dataclass(frozen=True)
 class Sonda:
-    """Se um indice cobre a coluna de mudanca (a sonda do ouvinte compara `coluna > marca`)."""
+    """Se um índice cobre a coluna de mudança (a sonda do ouvinte compara `coluna > marca`)."""
 
     situacao: str
-    """'coberta', 'falta' ou 'view' (o indice mora na tabela de base; o catalogo nao diz)."""
+    """'coberta', 'falta' ou 'view' (o índice mora na tabela de base; o catálogo não diz)."""
     indice: str | None = None
     criar: str | None = None
     """O CREATE INDEX que o DBA rodaria, quando falta."""
@@ -91,7 +91,7 @@ def _nomes(colunas: Iterable[str]) -> str:
 # ---------------------------------------------------------------------------
 
 def escolher_chave(objeto: Objeto, dentro: set[str], dialeto: Any) -> Escolha:
-    """A key de uma tabela pelo catalogo; numa view, None (quem chama confere candidatas)."""
+    """A key de uma tabela pelo catálogo; numa view, None (quem chama confere candidatas)."""
     if objeto.view:
         return Escolha(None, 'view: o catálogo não diz a chave de uma view')
     pk = objeto.chave_primaria
@@ -119,7 +119,7 @@ def escolher_chave(objeto: Objeto, dentro: set[str], dialeto: Any) -> Escolha:
 
 
 def candidatas_de_chave(objeto: Objeto, dentro: set[str]) -> list[str]:
-    """Colunas de uma view com nome de chave, na ordem de preferencia (para conferir)."""
+    """Colunas de uma view com nome de chave, na ordem de preferência (para conferir)."""
     candidatas: list[str] = []
     por_nome = {c.nome.upper(): c.nome for c in objeto.colunas if c.nome in dentro}
     for nome in NOMES_DE_CHAVE:
@@ -140,7 +140,7 @@ def candidatas_de_chave(objeto: Objeto, dentro: set[str]) -> list[str]:
 # ---------------------------------------------------------------------------
 
 def _posto(coluna: Coluna) -> int | None:
-    """A preferencia da coluna como carimbo (menor e melhor); None se o nome nao e de carimbo."""
+    """A preferência da coluna como carimbo (menor e melhor); None se o nome não é de carimbo."""
     if isinstance(coluna.tipo, _mssql.TIMESTAMP):
         return 0                            # rowversion: muda a cada gravacao, por definicao
     nome = coluna.nome.upper()
@@ -159,7 +159,7 @@ _FAMILIAS = {'datetime': 0, 'numerico': 1, 'date': 2}
 def escolher_carimbo(objeto: Objeto, dentro: set[str]) -> tuple[Escolha, list[str]]:
     """
     A watch_column e as notas (coluna com nome de carimbo mas tipo errado,
-    carimbo que so cresce na inclusao).
+    carimbo que só cresce na inclusão).
     """
     notas = []
     candidatas = []
@@ -232,7 +232,7 @@ def _tem(objeto: Objeto, nome: str) -> bool:
 def escolher_escopo(objetos: Sequence[Objeto], pedido: str | None,
                     cadastro: Objeto | None) -> Escolha:
     """
-    A coluna de escopo dos datasets: a pedida; a chave primaria do cadastro, se
+    A coluna de escopo dos datasets: a pedida; a chave primária do cadastro, se
     outros objetos a tem; ou o nome de empresa/filial que aparece em mais objetos.
     """
     if pedido:
@@ -261,7 +261,7 @@ def escolher_escopo(objetos: Sequence[Objeto], pedido: str | None,
 
 
 def escopo_do_cadastro(cadastro: Objeto, escopo: str | None) -> Escolha:
-    """A coluna do cadastro com o codigo da empresa: a de escopo, ou a chave primaria dele."""
+    """A coluna do cadastro com o código da empresa: a de escopo, ou a chave primária dele."""
     if escopo:
         coluna = cadastro.coluna(escopo)
         if coluna is not None:
@@ -276,7 +276,7 @@ def escopo_do_cadastro(cadastro: Objeto, escopo: str | None) -> Escolha:
 
 
 def adivinhar_cadastro(objetos: Sequence[Objeto], escopo: str | None) -> Objeto | None:
-    """O cadastro de empresas: a chave primaria e o escopo, ou o nome de cadastro."""
+    """O cadastro de empresas: a chave primária e o escopo, ou o nome de cadastro."""
     if not escopo:
         return None
 
@@ -304,10 +304,10 @@ def _primeira(objeto: Objeto, nomes: Sequence[str], menos: str | None = None,
 
 
 def regra_de_projeto(cadastro: Objeto, escopo: str) -> tuple[dict[str, Any], list[str]]:
-    """A secao `projects` a partir do cadastro (`escopo`: a coluna dele), e os palpites."""
+    """A seção `projects` a partir do cadastro (`escopo`: a coluna dele), e os palpites."""
     coluna = cadastro.coluna(escopo)
     if coluna is None:
-        raise ValueError('%s nao tem a coluna %s' % (cadastro.source_object, escopo))
+        raise ValueError('%s não tem a coluna %s' % (cadastro.source_object, escopo))
     regra: dict[str, Any] = {'source_object': cadastro.source_object,
                              'scope_column': coluna.nome}
     palpites = []

@@ -1,21 +1,21 @@
 """
-O que o intake aceita de cada tipo de coluna, decidido pelo catalogo.
+O que o intake aceita de cada tipo de coluna, decidido pelo catálogo.
 
 `fora(coluna, dialeto)` diz se a coluna fica fora do esqueleto e por que, com
-a expressao que a view escreveria para traze-la. O criterio e o da
-serializacao do envio (`intake/serializacao.py`, o que o `connector.py
+a expressão que a view escreveria para traze-la. O criterio e o da
+serialização do envio (`intake/serializacao.py`, o que o `connector.py
 --dry-run` prova linha a linha):
 
-    recusados pela serializacao   array (list), SET (set), JSON/hstore (dict),
+    recusados pela serialização   array (list), SET (set), JSON/hstore (dict),
                                   intervalo (timedelta), faixa do PostgreSQL
-                                  (Range), endereco de rede (inet/cidr viram
+                                  (Range), endereço de rede (inet/cidr viram
                                   IPv4Address no psycopg)
-    aceitos, mas sem sentido      binario (iria em base64) e espacial (WKB em
+    aceitos, mas sem sentido      binário (iria em base64) e espacial (WKB em
                                   bytes, ou o texto interno do banco): nada
                                   que quem pergunta ao Contextia leia
 
-O rowversion do SQL Server e binario no catalogo e numero no adaptador (a
-coluna de mudanca dele): fica.
+O rowversion do SQL Server e binário no catálogo e número no adaptador (a
+coluna de mudança dele): fica.
 """
 
 from __future__ import annotations
@@ -56,19 +56,19 @@ class Fora:
     tipo: str
     motivo: str
     correcao: str
-    """A expressao para a view (`... AS coluna`), ou o que fazer."""
+    """A expressão para a view (`... AS coluna`), ou o que fazer."""
 
 
 def familia(coluna: Coluna) -> str:
-    """datetime, date, numerico, texto, outro ou desconhecido (a de `consultas`)."""
+    """datetime, date, numérico, texto, outro ou desconhecido (a de `consultas`)."""
     return familia_do_tipo(coluna.tipo, coluna.tipo_sqlite)
 
 
 def quotar(nome: str, dialeto: Any) -> str:
     """
-    O nome no SQL do banco, com aspas so onde ele precisa (maiuscula no
+    O nome no SQL do banco, com aspas só onde ele precisa (maiuscula no
     PostgreSQL, palavra reservada). No Oracle o nome sem aspas e o maiusculo:
-    o SQLAlchemy o conhece em minusculas, e e assim que ele decide.
+    o SQLAlchemy o conhece em minúsculas, e e assim que ele decide.
     """
     if dialeto.name == 'oracle':
         normal = dialeto.normalize_name(nome) or nome
@@ -146,7 +146,7 @@ def _correcao_binario(nome: str, dialeto: str) -> str:
 
 
 def concatenar(colunas: list[str], dialeto: Any, alias: str) -> str:
-    """A expressao que junta uma chave composta numa coluna so (para a view)."""
+    """A expressão que junta uma chave composta numa coluna só (para a view)."""
     nomes = [quotar(c, dialeto) for c in colunas]
     if dialeto.name in ('mysql', 'mssql'):
         juntas = 'CONCAT(%s)' % ", '|', ".join(nomes)

@@ -1,10 +1,10 @@
 """
-`ouvinte-estado.json`: marcas de agua e o que o ouvinte sabe da origem.
+`ouvinte-estado.json`: marcas de água e o que o ouvinte sabe da origem.
 
-Um registro tipado por secao do arquivo (o JSON no disco continua o mesmo,
-versao 2):
+Um registro tipado por seção do arquivo (o JSON no disco continua o mesmo,
+versão 2):
 
-    marca_agua                 {dataset: marca}        a maior mudanca ja entregue
+    marca_agua                 {dataset: marca}        a maior mudança já entregue
     vistos                     {dataset: {id: valor}}  lidas na janela da folga
     acompanhamento             {dataset: Acompanhamento}  o que o status mostra
     pendentes_varredura        {dataset: motivo}       entregues a varredura
@@ -35,7 +35,7 @@ Vistos = dict[str, MarcaTexto]
 
 
 class ErroEstado(ErroConfiguracao):
-    """O arquivo de estado existe e nao da para le-lo."""
+    """O arquivo de estado existe e não da para le-lo."""
 
 
 @dataclass
@@ -72,7 +72,7 @@ class Acompanhamento:
         self.falhas_seguidas += 1
 
     def registrar_sucesso(self) -> None:
-        """Sondado (e entregue, se havia o que) sem erro: a sequencia de falhas acaba."""
+        """Sondado (e entregue, se havia o que) sem erro: a sequência de falhas acaba."""
         self.ultimo_erro = None
         self.erro_desde = None
         self.falhas_seguidas = 0
@@ -80,7 +80,7 @@ class Acompanhamento:
 
 @dataclass
 class ResultadoVarredura:
-    """A ultima varredura, no estado: sobrevive a reinicio (o status e a saude a leem)."""
+    """A última varredura, no estado: sobrevive a reinício (o status e a saúde a leem)."""
 
     iniciada_em: str | None = None
     terminada_em: str | None = None
@@ -105,9 +105,9 @@ _TIPOS_ACOMPANHAMENTO: dict[str, tuple[type, ...]] = {
 
 def _problema(caminho: str, secao: str, esperado: str, valor: Any) -> ErroEstado:
     return ErroEstado(
-        'Estado ilegivel em %s (a secao %r deveria ser %s, e e %s).\n'
-        'Conserte ou mova o arquivo. Comecar do zero faria o ouvinte pular tudo que'
-        ' aconteceu desde a ultima leitura.' % (caminho, secao, esperado,
+        'Estado ilegível em %s (a seção %r deveria ser %s, e e %s).\n'
+        'Conserte ou mova o arquivo. Começar do zero faria o ouvinte pular tudo que'
+        ' aconteceu desde a última leitura.' % (caminho, secao, esperado,
                                                type(valor).__name__))
 
 
@@ -132,7 +132,7 @@ def _acompanhamento(caminho: str, nome: str, bruto: Any) -> Acompanhamento:
 
 @dataclass
 class DadosEstado:
-    """O arquivo inteiro, secao por secao."""
+    """O arquivo inteiro, seção por seção."""
 
     versao: int = VERSAO
     marca_agua: dict[str, MarcaTexto] = field(default_factory=dict)
@@ -149,7 +149,7 @@ class DadosEstado:
 
     @classmethod
     def de_json(cls, caminho: str, lido: Any) -> DadosEstado:
-        """Confere cada secao: forma errada e recusada na subida, nao a cada ciclo."""
+        """Confere cada seção: forma errada e recusada na subida, não a cada ciclo."""
         if not isinstance(lido, dict):
             raise _problema(caminho, '(raiz)', 'um objeto JSON', lido)
         dados = cls()
@@ -163,7 +163,7 @@ class DadosEstado:
         marcas = secao('marca_agua', dict, 'um objeto {dataset: marca}') or {}
         for nome, marca in marcas.items():
             if marca is not None and not _marca_valida(marca):
-                raise _problema(caminho, 'marca_agua.%s' % nome, 'texto ou numero', marca)
+                raise _problema(caminho, 'marca_agua.%s' % nome, 'texto ou número', marca)
         dados.marca_agua = {n: m for n, m in marcas.items() if m is not None}
         dados.escopos_vistos = [str(e) for e in
                                 secao('escopos_vistos', list, 'uma lista') or []]
@@ -202,10 +202,10 @@ class DadosEstado:
 
 class Estado:
     """
-    Marcas de agua e o que o ouvinte sabe da origem, num JSON gravado atomico.
+    Marcas de água e o que o ouvinte sabe da origem, num JSON gravado atômico.
 
-    Atomico porque o ouvinte pode morrer a qualquer instante: um estado truncado
-    faria a proxima subida comecar do MAX() da origem, pulando tudo o que
+    Atômico porque o ouvinte pode morrer a qualquer instante: um estado truncado
+    faria a próxima subida começar do MAX() da origem, pulando tudo o que
     aconteceu enquanto ele estava fora.
     """
 
@@ -221,9 +221,9 @@ class Estado:
             # Nao apaga e nao segue as cegas: continuar zerado reprocessaria ou
             # pularia dado sem ninguem saber qual dos dois. Decisao de pessoa.
             raise ErroEstado(
-                'Estado ilegivel em %s (%s: %s).\n'
-                'Conserte ou mova o arquivo. Comecar do zero faria o ouvinte'
-                ' pular tudo que aconteceu desde a ultima leitura.'
+                'Estado ilegível em %s (%s: %s).\n'
+                'Conserte ou mova o arquivo. Começar do zero faria o ouvinte'
+                ' pular tudo que aconteceu desde a última leitura.'
                 % (caminho, type(erro).__name__, erro)) from None
         self.dados = DadosEstado.de_json(caminho, lido)
 
@@ -240,7 +240,7 @@ class Estado:
 
     # o que ja foi lido dentro da janela da folga (chegadas atrasadas)
     def vistos(self, dataset: str) -> Vistos | None:
-        """{identidade: valor}, ou None se nao se sabe (contagem suspensa)."""
+        """{identidade: valor}, ou None se não se sabe (contagem suspensa)."""
         return self.dados.vistos.get(dataset)
 
     def definir_vistos(self, dataset: str, vistos: Vistos | None) -> None:
@@ -282,7 +282,7 @@ class Estado:
         return self.dados.ultima_varredura
 
     def relogio_visto(self) -> tuple[datetime.datetime, datetime.datetime] | None:
-        """O maior relogio da origem ja lido (utc, local), ou None."""
+        """O maior relógio da origem já lido (utc, local), ou None."""
         r = self.dados.relogio_origem
         try:
             return (datetime.datetime.fromisoformat(r['utc']),

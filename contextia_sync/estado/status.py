@@ -1,8 +1,8 @@
 """
-Os arquivos de status, trocados inteiros a cada volta do laco:
+Os arquivos de status, trocados inteiros a cada volta do laço:
 
-    ouvinte-status.txt    o que uma pessoa le (e o `find -mmin` de um alerta antigo)
-    ouvinte-status.json   o que as maquinas leem: `ouvinte.py --saude`, as metricas
+    ouvinte-status.txt    o que uma pessoa lê (e o `find -mmin` de um alerta antigo)
+    ouvinte-status.json   o que as máquinas leem: `ouvinte.py --saude`, as métricas
                           do Prometheus, o monitoramento (esquema em docs/ouvinte.md)
 
 Os dois saem dos mesmos dados (ouvinte/relatorio.py).
@@ -24,9 +24,9 @@ def escrever_status(diretorio: str, linhas: Iterable[str]) -> str | None:
     """
     Troca o arquivo de status inteiro. Devolve o erro (texto) ou None.
 
-    E um ARQUIVO e nao um log: alerta que precisa varrer log para saber se o
-    servico esta vivo nao e alerta. `find <estado>/ouvinte-status.txt -mmin +10`
-    sem saida = vivo. Falha aqui nao derruba o ouvinte: disco cheio nao e
+    E um ARQUIVO e não um log: alerta que precisa varrer log para saber se o
+    serviço está vivo não é alerta. `find <estado>/ouvinte-status.txt -mmin +10`
+    sem saída = vivo. Falha aqui não derruba o ouvinte: disco cheio não é
     motivo para parar de levar dado.
     """
     try:
@@ -40,15 +40,15 @@ def escrever_status(diretorio: str, linhas: Iterable[str]) -> str | None:
 ARQUIVO_STATUS_JSON = 'ouvinte-status.json'
 VERSAO_STATUS = 1
 """
-A versao do esquema de `ouvinte-status.json` (docs/ouvinte.md descreve cada
-campo). Sobe quando um campo muda de sentido ou sai; campo novo nao a muda.
+A versão do esquema de `ouvinte-status.json` (docs/ouvinte.md descreve cada
+campo). Sobe quando um campo muda de sentido ou sai; campo novo não a muda.
 """
 
 
 def escrever_status_json(diretorio: str, dados: Mapping[str, Any]) -> str | None:
     """
-    Troca o `ouvinte-status.json` inteiro (o que as maquinas leem: a saude, as
-    metricas). Devolve o erro (texto) ou None, como `escrever_status`.
+    Troca o `ouvinte-status.json` inteiro (o que as máquinas leem: a saúde, as
+    métricas). Devolve o erro (texto) ou None, como `escrever_status`.
     """
     try:
         gravar_atomico(os.path.join(diretorio, ARQUIVO_STATUS_JSON),
@@ -59,9 +59,9 @@ def escrever_status_json(diretorio: str, dados: Mapping[str, Any]) -> str | None
 
 
 def ler_status_json(diretorio: str) -> dict[str, Any]:
-    """O ultimo `ouvinte-status.json` (levanta OSError/ValueError se falta ou esta torto)."""
+    """O último `ouvinte-status.json` (levanta OSError/ValueError se falta ou esta torto)."""
     with open(os.path.join(diretorio, ARQUIVO_STATUS_JSON), encoding='utf-8') as arquivo:
         dados = json.load(arquivo)
     if not isinstance(dados, dict):
-        raise ValueError('%s nao e um objeto JSON' % ARQUIVO_STATUS_JSON)
+        raise ValueError('%s não é um objeto JSON' % ARQUIVO_STATUS_JSON)
     return dados

@@ -1,4 +1,4 @@
-"""`ouvinte.lock`: um ouvinte por diretorio de estado, por flock."""
+"""`ouvinte.lock`: um ouvinte por diretório de estado, por flock."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ ARQUIVO_TRAVA = 'ouvinte.lock'
 
 
 class ErroTrava(ErroConfiguracao):
-    """Outro ouvinte ja usa este diretorio de estado."""
+    """Outro ouvinte já usa este diretório de estado."""
 
 
 def travar(diretorio: str) -> IO[str] | None:
     """
-    Um ouvinte por diretorio de estado, por flock (o kernel solta se ele morrer).
+    Um ouvinte por diretório de estado, por flock (o kernel solta se ele morrer).
 
-    Dois ouvintes disputariam a mesma marca: cada um avancaria sem ver o que o
+    Dois ouvintes disputariam a mesma marca: cada um avançaria sem ver o que o
     outro leu, e o intervalo lido por um seria dado como lido pelo outro.
     Devolve o arquivo aberto (manter vivo = manter a trava), ou None sem fcntl.
     """
@@ -37,8 +37,8 @@ def travar(diretorio: str) -> IO[str] | None:
         dono = arquivo.read().strip() or '?'
         arquivo.close()
         raise ErroTrava(
-            'Ja existe um ouvinte rodando com este diretorio de estado (%s, pid %s).\n'
-            'Dois ouvintes disputariam a mesma marca de agua, e o intervalo lido'
+            'Já existe um ouvinte rodando com este diretório de estado (%s, pid %s).\n'
+            'Dois ouvintes disputariam a mesma marca de água, e o intervalo lido'
             ' por um seria dado como lido pelo outro. Pare o outro (systemctl stop'
             ' ...) ou use outro --estado.' % (caminho, dono)) from None
     arquivo.seek(0)

@@ -1,43 +1,43 @@
 """
-Uma fila duravel entre processos: um diretorio, e o estado de cada item e a
-pasta onde ele esta (o seed 004).
+Uma fila durável entre processos: um diretório, e o estado de cada item e a
+pasta onde ele está (o seed 004).
 
     <raiz>/pronto/   esperando quem o tome, em ordem de chegada
-    <raiz>/tomado/   alguem o tomou e esta entregando agora
-    <raiz>/parado/   nao anda sozinho (recusado de vez): espera uma pessoa ou
+    <raiz>/tomado/   alguém o tomou e esta entregando agora
+    <raiz>/parado/   não anda sozinho (recusado de vez): espera uma pessoa ou
                      um reenvio pedido -- a quarentena e esta parte
     entregue         o arquivo e apagado: quem guarda o dado e o destino
 
-Por que um diretorio e nao memoria, socket ou banco: sobrevive ao processo,
-nao pede porta nem dependencia, e a atomicidade vem do sistema de arquivos --
-um rename no mesmo volume e atomico, entao um item esta sempre em exatamente
-uma pasta. Conteudo novo entra por `gravar_atomico` (temporario + fsync +
-rename): um leitor ve o arquivo antigo ou o novo, nunca metade.
+Por que um diretório e não memória, socket ou banco: sobrevive ao processo,
+não pede porta nem dependência, e a atomicidade vem do sistema de arquivos --
+um rename no mesmo volume e atômico, então um item esta sempre em exatamente
+uma pasta. Conteúdo novo entra por `gravar_atomico` (temporário + fsync +
+rename): um leitor vê o arquivo antigo ou o novo, nunca metade.
 
-O nome do arquivo e `<sequencia de 12 digitos>-<chave>.json`. A sequencia da a
+O nome do arquivo e `<sequência de 12 dígitos>-<chave>.json`. A sequência da a
 ordem (nomes ordenam como texto; sem os zeros o decimo viria antes do
 segundo). A chave e a identidade: por de novo a mesma chave substitui o
-conteudo no lugar, nao duplica -- o ouvinte rele a mesma linha a cada ciclo
-dentro da folga, e cada releitura nao pode virar um item a mais. A chave vira
-parte do nome, por isso so [A-Za-z0-9._-], com ponta alfanumerica (sem '..',
+conteúdo no lugar, não duplica -- o ouvinte relê a mesma linha a cada ciclo
+dentro da folga, e cada releitura não pode virar um item a mais. A chave vira
+parte do nome, por isso só [A-Za-z0-9._-], com ponta alfanumerica (sem '..',
 sem '/', sem arquivo oculto); o valor verdadeiro mora dentro do arquivo.
 
-Limitada em itens e em bytes: cheia, `por` levanta ErroFilaCheia e nao
+Limitada em itens e em bytes: cheia, `por` levanta ErroFilaCheia e não
 descarta nada -- quem chama decide (a quarentena faz o lote falhar e a marca
 ficar). Nunca um limite silencioso.
 
-Destino desconhecido: um item em tomado/ quando ninguem trabalha na fila e de
-um processo que morreu no meio da entrega -- pode ter chegado, pode nao ter. O
+Destino desconhecido: um item em tomado/ quando ninguém trabalha na fila e de
+um processo que morreu no meio da entrega -- pode ter chegado, pode não ter. O
 seed 004 o para em stuck/ porque la reenviar duplicaria uma mensagem a um
-comprador. Aqui o destino e o intake, que e idempotente (upsert por key,
-deduplicacao por hash sem key): reenviar da o mesmo estado final. Por isso o
+comprador. Aqui o destino e o intake, que é idempotente (upsert por key,
+deduplicação por hash sem key): reenviar da o mesmo estado final. Por isso o
 dono da fila diz para onde o item volta (`devolver_tomados_para`), e cada um e
-NOMEADO no log ao abrir -- nunca movido em silencio.
+NOMEADO no log ao abrir -- nunca movido em silêncio.
 
 Quem trabalha (toma itens) segura a trava `.trabalho` durante todo o passe
 (`trabalhando()`); o kernel solta a trava se o processo morrer. Abrir a fila
-so devolve os tomados se conseguir essa trava: os itens tomados por um
-processo vivo nao sao de destino desconhecido. Mudancas curtas (por, tomar,
+só devolve os tomados se conseguir essa trava: os itens tomados por um
+processo vivo não são de destino desconhecido. Mudanças curtas (por, tomar,
 devolver) passam pela trava `.trava`.
 """
 
@@ -62,7 +62,7 @@ PARADO = 'parado'
 ESTADOS = (PRONTO, TOMADO, PARADO)
 
 LARGURA_SEQUENCIA = 12
-"""Digitos da sequencia no nome do arquivo (zeros a esquerda: a ordem e a do texto)."""
+"""Dígitos da sequência no nome do arquivo (zeros a esquerda: a ordem e a do texto)."""
 
 PADRAO_CHAVE = re.compile(r'^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,118}[A-Za-z0-9])?$')
 """O que uma chave pode ter: vira parte do nome do arquivo."""
@@ -73,7 +73,7 @@ _TRABALHO = '.trabalho'
 
 
 class ErroFila(Exception):
-    """A fila recusou uma operacao."""
+    """A fila recusou uma operação."""
 
 
 class ErroFilaCheia(ErroFila):
@@ -89,15 +89,15 @@ class ErroFilaCheia(ErroFila):
 
 
 class ErroFilaOcupada(ErroFila):
-    """Outro processo esta trabalhando nesta fila agora."""
+    """Outro processo está trabalhando nesta fila agora."""
 
 
 class ErroFilaInacessivel(ErroFila, ErroConfiguracao):
-    """A pasta da fila nao pode ser criada ou escrita (erro de configuracao: saida 2)."""
+    """A pasta da fila não pode ser criada ou escrita (erro de configuração: saída 2)."""
 
 
 def parte_segura(valor: object, limite: int = 40) -> str:
-    """Um pedaco de chave para o nome do arquivo: so [A-Za-z0-9._-], pontas alfanumericas."""
+    """Um pedaco de chave para o nome do arquivo: só [A-Za-z0-9._-], pontas alfanumericas."""
     texto = re.sub(r'[^A-Za-z0-9._-]+', '_', str(valor))[:limite]
     texto = re.sub(r'^[^A-Za-z0-9]+|[^A-Za-z0-9]+$', '', texto)
     return texto or 'x'
@@ -109,7 +109,7 @@ def _mib(quantidade: int) -> str:
 
 @dataclass(frozen=True)
 class ItemDaFila:
-    """Um arquivo da fila: onde esta agora, a sequencia, a chave e o tamanho."""
+    """Um arquivo da fila: onde está agora, a sequência, a chave e o tamanho."""
 
     caminho: Path
     estado: str
@@ -118,7 +118,7 @@ class ItemDaFila:
     tamanho: int
 
     def ler(self) -> dict[str, Any] | None:
-        """O conteudo (um objeto JSON), ou None se o arquivo sumiu ou nao e legivel."""
+        """O conteúdo (um objeto JSON), ou None se o arquivo sumiu ou não é legível."""
         try:
             bruto = json.loads(self.caminho.read_text(encoding='utf-8'))
         except (OSError, ValueError, RecursionError):
@@ -128,11 +128,11 @@ class ItemDaFila:
 
 class FilaEmDiretorio:
     """
-    A fila em `raiz` (criada se falta). Ver o topo do modulo.
+    A fila em `raiz` (criada se falta). Ver o topo do módulo.
 
     `devolver_tomados_para`: para onde volta, ao abrir, o item achado em
-    tomado/ sem ninguem trabalhando (PRONTO para um spool, PARADO para a
-    quarentena). `somente_leitura`: nao cria nada nem devolve tomados (para o
+    tomado/ sem ninguém trabalhando (PRONTO para um spool, PARADO para a
+    quarentena). `somente_leitura`: não cria nada nem devolve tomados (para o
     status lido por outro processo); contar e listar funcionam igual.
     """
 
@@ -164,9 +164,9 @@ class FilaEmDiretorio:
             self._recuperar_tomados()
         except OSError as erro:
             raise ErroFilaInacessivel(
-                'a pasta da %s (%s) nao pode ser criada ou escrita: %s. Ela guarda o que'
-                ' nao pode se perder entre dois ciclos; de ao usuario do servico permissao'
-                ' de escrita nela (ou aponte --estado para uma pasta gravavel) e espaco'
+                'a pasta da %s (%s) não pode ser criada ou escrita: %s. Ela guarda o que'
+                ' não pode se perder entre dois ciclos; de ao usuário do serviço permissão'
+                ' de escrita nela (ou aponte --estado para uma pasta gravável) e espaço'
                 ' em disco.' % (rotulo, self._raiz, erro)) from None
 
     # ------------------------------------------------------------ leitura
@@ -186,7 +186,7 @@ class FilaEmDiretorio:
         return self._maximo_bytes
 
     def itens(self, estado: str | None = None) -> list[ItemDaFila]:
-        """Os itens (de um estado, ou de todos), em ordem de sequencia."""
+        """Os itens (de um estado, ou de todos), em ordem de sequência."""
         achados = []
         for nome_estado in (ESTADOS if estado is None else (estado,)):
             pasta = self._raiz / nome_estado
@@ -210,7 +210,7 @@ class FilaEmDiretorio:
         return achados
 
     def contar(self, estado: str | None = None) -> int:
-        """Quantos itens ha (num estado, ou em todos)."""
+        """Quantos itens há (num estado, ou em todos)."""
         return len(self.itens(estado))
 
     def bytes_ocupados(self) -> int:
@@ -220,7 +220,7 @@ class FilaEmDiretorio:
     # ------------------------------------------------------------ travas
     @contextlib.contextmanager
     def _travado(self, nome: str, esperar: bool = True) -> Iterator[bool]:
-        """flock exclusivo em `<raiz>/<nome>`; rende False se nao `esperar` e outro a tem."""
+        """flock exclusivo em `<raiz>/<nome>`; rende False se não `esperar` e outro a tem."""
         try:
             import fcntl
         except ImportError:                   # pragma: no cover - Windows
@@ -245,7 +245,7 @@ class FilaEmDiretorio:
         """
         Dentro do `with`, este processo e quem toma itens (trava `.trabalho`).
 
-        Levanta ErroFilaOcupada se outro processo ja trabalha na fila: dois
+        Levanta ErroFilaOcupada se outro processo já trabalha na fila: dois
         entregando os mesmos itens mandariam cada um duas vezes.
         """
         if self._trabalhando:
@@ -254,8 +254,8 @@ class FilaEmDiretorio:
         with self._travado(_TRABALHO, esperar=False) as livre:
             if not livre:
                 raise ErroFilaOcupada(
-                    'outro processo esta trabalhando na %s (%s) agora (trava %s). Espere'
-                    ' ele terminar; se ele morreu, a trava ja foi solta pelo sistema.'
+                    'outro processo está trabalhando na %s (%s) agora (trava %s). Espere'
+                    ' ele terminar; se ele morreu, a trava já foi solta pelo sistema.'
                     % (self._rotulo, self._raiz, self._raiz / _TRABALHO))
             self._trabalhando = True
             try:
@@ -269,13 +269,13 @@ class FilaEmDiretorio:
         """
         Grava o item `chave` em `estado`; devolve (caminho, novo).
 
-        Chave que ja esta em `estado` (ou tomada agora) tem o conteudo trocado
-        no mesmo arquivo, com a mesma sequencia: novo=False. Levanta
+        Chave que já está em `estado` (ou tomada agora) tem o conteúdo trocado
+        no mesmo arquivo, com a mesma sequência: novo=False. Levanta
         ErroFilaCheia se o item novo passaria do limite de itens ou de bytes.
         """
         if not PADRAO_CHAVE.fullmatch(chave):
-            raise ValueError('chave %r nao serve para nome de arquivo (so [A-Za-z0-9._-],'
-                             ' pontas alfanumericas, ate 120)' % (chave,))
+            raise ValueError('chave %r não serve para nome de arquivo (só [A-Za-z0-9._-],'
+                             ' pontas alfanumericas, até 120)' % (chave,))
         if estado not in (PRONTO, PARADO):
             raise ValueError('estado %r: itens entram em PRONTO ou PARADO' % (estado,))
         texto = json.dumps(dict(conteudo), ensure_ascii=False, sort_keys=True, indent=1,
@@ -291,7 +291,7 @@ class FilaEmDiretorio:
             if quantos >= self._maximo_itens or ocupados + tamanho > self._maximo_bytes:
                 raise ErroFilaCheia(
                     '%s cheia em %s: %d item(ns), %s (limite %d itens, %s); este item (%s)'
-                    ' nao foi guardado' % (self._rotulo, self._raiz, len(todos),
+                    ' não foi guardado' % (self._rotulo, self._raiz, len(todos),
                                            _mib(ocupados), self._maximo_itens,
                                            _mib(self._maximo_bytes), _mib(tamanho)),
                     itens=len(todos), ocupados=ocupados, maximo_itens=self._maximo_itens,
@@ -310,9 +310,9 @@ class FilaEmDiretorio:
         return caminho, existente is None
 
     def tomar(self, item: ItemDaFila) -> ItemDaFila | None:
-        """Move `item` para tomado/ (so dentro de `trabalhando()`); None se ele ja saiu."""
+        """Move `item` para tomado/ (só dentro de `trabalhando()`); None se ele já saiu."""
         if not self._trabalhando:
-            raise RuntimeError('tomar() so dentro de trabalhando(): sem a trava, abrir a'
+            raise RuntimeError('tomar() só dentro de trabalhando(): sem a trava, abrir a'
                                ' fila em outro processo devolveria o item no meio da entrega')
         destino = self._raiz / TOMADO / item.caminho.name
         with self._travado(_TRAVA):
@@ -324,7 +324,7 @@ class FilaEmDiretorio:
         return ItemDaFila(destino, TOMADO, item.sequencia, item.chave, item.tamanho)
 
     def proximo(self, estado: str = PRONTO) -> ItemDaFila | None:
-        """Toma o item mais antigo de `estado`; None se nao ha."""
+        """Toma o item mais antigo de `estado`; None se não há."""
         for item in self.itens(estado):
             tomado = self.tomar(item)
             if tomado is not None:
@@ -332,7 +332,7 @@ class FilaEmDiretorio:
         return None
 
     def concluir(self, item: ItemDaFila) -> None:
-        """Entregue: apaga o arquivo (o destino guarda o dado). Sumido ja e concluido."""
+        """Entregue: apaga o arquivo (o destino guarda o dado). Sumido já é concluido."""
         with self._travado(_TRAVA):
             try:
                 item.caminho.unlink()
@@ -344,7 +344,7 @@ class FilaEmDiretorio:
         """
         Volta um item tomado para `estado`, com `conteudo` novo se dado.
 
-        Se enquanto ele estava tomado entrou uma versao mais nova da mesma chave
+        Se enquanto ele estava tomado entrou uma versão mais nova da mesma chave
         em `estado`, a mais nova fica e a tomada e apagada. Devolve o caminho
         final, ou None se o item sumiu enquanto tomado (foi superado e apagado).
         """
@@ -369,7 +369,7 @@ class FilaEmDiretorio:
 
     # ------------------------------------------------------------ abrir
     def _recuperar_tomados(self) -> None:
-        """O que esta em tomado/ sem ninguem trabalhando volta, nomeado no log."""
+        """O que está em tomado/ sem ninguém trabalhando volta, nomeado no log."""
         with self._travado(_TRABALHO, esperar=False) as livre:
             if not livre:
                 return          # outro processo vivo esta entregando esses itens
@@ -387,15 +387,15 @@ class FilaEmDiretorio:
                         item.caminho.unlink()
                         self._log.warning(
                             '%s: %s estava em %s/ (destino desconhecido: o processo que o'
-                            ' tomou morreu no meio) e ja ha versao mais nova em %s/; a'
+                            ' tomou morreu no meio) e já há versão mais nova em %s/; a'
                             ' tomada foi descartada', self._rotulo, item.caminho.name,
                             TOMADO, self._volta)
                         continue
                     os.rename(item.caminho, destino)
                     self._log.warning(
-                        '%s: %s estava em %s/ sem ninguem trabalhando -- o processo que o'
+                        '%s: %s estava em %s/ sem ninguém trabalhando -- o processo que o'
                         ' tomou morreu no meio da entrega e o destino e desconhecido (pode'
-                        ' ter chegado ou nao). Devolvido a %s/: o intake e idempotente e'
+                        ' ter chegado ou não). Devolvido a %s/: o intake é idempotente e'
                         ' reenviar da o mesmo estado final.', self._rotulo,
                         item.caminho.name, TOMADO, self._volta)
                 fsync_pasta(self._raiz / self._volta)

@@ -1,29 +1,29 @@
 """
 A quarentena: os registros que o intake recusou DE VEZ, para que um registro
-envenenado nao segure a marca de agua de uma empresa para sempre.
+envenenado não segure a marca de água de uma empresa para sempre.
 
 E a parte `parado/` de uma `FilaEmDiretorio` (diretorio.py): no ouvinte,
-`<estado>/quarentena/parado/`, um arquivo JSON por registro, legivel por
+`<estado>/quarentena/parado/`, um arquivo JSON por registro, legível por
 gente:
 
-    <sequencia>-<dataset>-<escopo>-<valor da key>-<identidade>.json
+    <sequência>-<dataset>-<escopo>-<valor da key>-<identidade>.json
 
-Dataset, escopo e valor da key no nome sao so para quem lista a pasta
-(truncados e com o que nao e [A-Za-z0-9._-] trocado por '_'); os valores
+Dataset, escopo e valor da key no nome são só para quem lista a pasta
+(truncados e com o que não é [A-Za-z0-9._-] trocado por '_'); os valores
 verdadeiros moram dentro do arquivo. A identidade (16 hex) e o sha256 de
 (dataset, escopo, coluna da key, valor da key) -- ou do registro inteiro, sem
 key ou com a key nula --, e e ela que faz guardar de novo o mesmo registro
 trocar o arquivo em vez de criar outro.
 
-Conteudo: dataset, escopo, chave_coluna, chave_valor, registro (os valores ja
+Conteúdo: dataset, escopo, chave_coluna, chave_valor, registro (os valores já
 em forma JSON, como seriam enviados; o valor que nem JSON tem vai como texto e
 a coluna aparece em `invalidos`), motivo (o que o servidor disse, mascarado,
-ou a falha de serializacao), status_http, desde, ultima_vez, vezes (quantas
+ou a falha de serialização), status_http, desde, ultima_vez, vezes (quantas
 vezes o registro foi recusado e guardado), tentativas (quantos envios o
 intake recusou, reenvios incluidos), ultimo_reenvio e ultimo_desfecho.
 
 Como um item sai daqui:
-  * `superar`: uma versao do mesmo registro (mesma identidade) foi entregue --
+  * `superar`: uma versão do mesmo registro (mesma identidade) foi entregue --
     o ERP corrigiu a linha e o ao-vivo a levou; o item guardado e velho.
     `enviar_dataset` faz isso sozinho a cada lote entregue.
   * `reenviar(enviar)`: cada item passa pelo `enviar` que quem chama da (o
@@ -35,9 +35,9 @@ Como um item sai daqui:
     ficou velho.
 
 Cheia (limites em padroes.py), `guardar` levanta ErroQuarentenaCheia: quem
-chama faz o lote falhar (a marca nao avanca), com a mensagem que diz como
+chama faz o lote falhar (a marca não avança), com a mensagem que diz como
 esvaziar. Item tomado por um reenvio que morreu no meio volta a parado/ na
-proxima abertura, nomeado no log (ver diretorio.py).
+próxima abertura, nomeado no log (ver diretorio.py).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from contextia_sync.fila.diretorio import (
 )
 
 FORMATO = 1
-"""Versao do conteudo do arquivo; outra versao e tratada como ilegivel, nunca adivinhada."""
+"""Versão do conteúdo do arquivo; outra versão e tratada como ilegível, nunca adivinhada."""
 
 _TAMANHO_IDENTIDADE = 16
 
@@ -75,7 +75,7 @@ FALHOU = 'falhou'
 
 
 class ErroQuarentenaCheia(ErroFilaCheia):
-    """A quarentena esta no limite: o registro recusado nao foi guardado."""
+    """A quarentena está no limite: o registro recusado não foi guardado."""
 
 
 # ---------------------------------------------------------------- identidade
@@ -93,7 +93,7 @@ def identidade(dataset: str, escopo: object, chave_coluna: str | None,
     """
     A identidade de um registro na quarentena (16 hex).
 
-    Com key (e valor nao nulo): dataset, escopo, coluna e valor -- a linha
+    Com key (e valor não nulo): dataset, escopo, coluna e valor -- a linha
     corrigida no ERP tem a mesma identidade e substitui (ou supera) a guardada.
     Sem key, ou com a key nula: o registro inteiro, como o servidor deduplica.
     """
@@ -138,7 +138,7 @@ def descrever(dataset: str, escopo: object, chave_coluna: str | None, valor: Any
 # ---------------------------------------------------------------- itens
 @dataclass(frozen=True)
 class ItemQuarentena:
-    """Um registro guardado na quarentena (o conteudo do arquivo, tipado)."""
+    """Um registro guardado na quarentena (o conteúdo do arquivo, tipado)."""
 
     caminho: Path
     sequencia: int
@@ -160,7 +160,7 @@ class ItemQuarentena:
 
     @property
     def reenviavel(self) -> bool:
-        """False se algum valor nem JSON tem: o registro guardado nao e o da origem."""
+        """False se algum valor nem JSON tem: o registro guardado não é o da origem."""
         return not self.invalidos
 
     def descricao(self) -> str:
@@ -215,12 +215,12 @@ class Desfecho:
 
     @classmethod
     def pendente(cls, motivo: str) -> Desfecho:
-        """Nao foi tentado (ex.: o escopo nao tem chave): fica como estava, e diz por que."""
+        """Não foi tentado (ex.: o escopo não tem chave): fica como estava, e diz por que."""
         return cls(PENDENTE, motivo)
 
     @classmethod
     def falhou(cls, motivo: str, interromper: bool = False) -> Desfecho:
-        """Falha que nao e do registro (5xx, servidor fora): fica; `interromper` para o passe."""
+        """Falha que não é do registro (5xx, servidor fora): fica; `interromper` para o passe."""
         return cls(FALHOU, motivo, interromper)
 
 
@@ -255,10 +255,10 @@ class DestinoDeRecusas(Protocol):
 # ---------------------------------------------------------------- a quarentena
 class Quarentena:
     """
-    A quarentena em `pasta` (no ouvinte, `<estado>/quarentena`). Ver o topo do modulo.
+    A quarentena em `pasta` (no ouvinte, `<estado>/quarentena`). Ver o topo do módulo.
 
     Abrir devolve a parado/ o item que um reenvio morto deixou em tomado/,
-    nomeado no log. `somente_leitura=True` nao cria nem move nada (para contar
+    nomeado no log. `somente_leitura=True` não cria nem move nada (para contar
     a partir de outro processo).
     """
 
@@ -280,7 +280,7 @@ class Quarentena:
 
     @property
     def pasta(self) -> Path:
-        """A pasta da quarentena (os itens estao em `parado/`)."""
+        """A pasta da quarentena (os itens estão em `parado/`)."""
         return self._fila.raiz
 
     def _guardados(self) -> list[ItemDaFila]:
@@ -294,9 +294,9 @@ class Quarentena:
         """
         Guarda um registro recusado de vez; devolve o arquivo.
 
-        `registro` ja em forma JSON (o que seria enviado). O mesmo registro
-        (mesma identidade) troca o arquivo que ja existe: `vezes` + 1, o motivo e
-        o registro novos, `desde` mantido. ErroQuarentenaCheia se nao cabe.
+        `registro` já em forma JSON (o que seria enviado). O mesmo registro
+        (mesma identidade) troca o arquivo que já existe: `vezes` + 1, o motivo e
+        o registro novos, `desde` mantido. ErroQuarentenaCheia se não cabe.
         """
         escopo_txt = _escopo(escopo)
         ident = identidade(dataset, escopo, chave_coluna, registro)
@@ -320,13 +320,13 @@ class Quarentena:
         except ErroFilaCheia as cheia:
             raise ErroQuarentenaCheia(
                 'quarentena cheia em %s: %d registro(s), %.1f MiB (limite %d registros,'
-                ' %.1f MiB). O registro %s foi recusado de vez pelo intake (%s) e NAO pode'
-                ' ser guardado: o lote conta como falho e a marca nao avanca (nada se'
-                ' perde; o proximo ciclo tenta de novo). Para esvaziar: leia os motivos'
+                ' %.1f MiB). O registro %s foi recusado de vez pelo intake (%s) e NÃO pode'
+                ' ser guardado: o lote conta como falho e a marca não avança (nada se'
+                ' perde; o próximo ciclo tenta de novo). Para esvaziar: leia os motivos'
                 ' (um arquivo por registro em %s), corrija os registros na origem -- cada'
-                ' um sai sozinho quando a versao corrigida e entregue --, rode'
+                ' um sai sozinho quando a versão corrigida e entregue --, rode'
                 ' `ouvinte.py --reenviar-quarentena` para os que o intake passou a aceitar;'
-                ' apagar um arquivo a mao deixa o registro fora do Contextia ate a proxima'
+                ' apagar um arquivo a mão deixa o registro fora do Contextia até a próxima'
                 ' varredura.' % (self.pasta, cheia.itens, cheia.ocupados / 1048576,
                                  cheia.maximo_itens, cheia.maximo_bytes / 1048576,
                                  descrever(dataset, escopo, chave_coluna, valor),
@@ -337,13 +337,13 @@ class Quarentena:
 
     # ------------------------------------------------------------ consultar
     def contar(self, dataset: str | None = None) -> int:
-        """Quantos registros estao na quarentena (de um dataset, ou todos)."""
+        """Quantos registros estão na quarentena (de um dataset, ou todos)."""
         if dataset is None:
             return len(self._guardados())
         return self.por_dataset().get(dataset, 0)
 
     def por_dataset(self) -> dict[str, int]:
-        """{dataset: quantos}; arquivo ilegivel conta em '?'."""
+        """{dataset: quantos}; arquivo ilegível conta em '?'."""
         contagem: dict[str, int] = {}
         for meta in self._guardados():
             resumo = self._resumo(meta)
@@ -356,7 +356,7 @@ class Quarentena:
         return self._fila.bytes_ocupados()
 
     def itens(self) -> list[ItemQuarentena]:
-        """Os registros guardados, em ordem de chegada (arquivos ilegiveis ficam de fora)."""
+        """Os registros guardados, em ordem de chegada (arquivos ilegíveis ficam de fora)."""
         lidos = []
         for meta in self._guardados():
             achado = _item(meta)
@@ -365,11 +365,11 @@ class Quarentena:
         return lidos
 
     def ilegiveis(self) -> list[Path]:
-        """Arquivos da quarentena que nao se leem (editados a mao, formato de outra versao)."""
+        """Arquivos da quarentena que não se leem (editados a mão, formato de outra versão)."""
         return [meta.caminho for meta in self._guardados() if _item(meta) is None]
 
     def identidades(self) -> set[str]:
-        """As identidades guardadas (so nomes de arquivo: barato, sem ler conteudo)."""
+        """As identidades guardadas (só nomes de arquivo: barato, sem ler conteúdo)."""
         return {meta.chave[-_TAMANHO_IDENTIDADE:] for meta in self._guardados()}
 
     def guardado(self, ident: str) -> ItemQuarentena | None:
@@ -398,7 +398,7 @@ class Quarentena:
 
     # ------------------------------------------------------------ tirar
     def superar(self, ident: str, dataset: str, escopo: object) -> bool:
-        """Uma versao do registro `ident` foi entregue: o guardado sai. True se saiu."""
+        """Uma versão do registro `ident` foi entregue: o guardado sai. True se saiu."""
         for meta in self._guardados():
             if not meta.chave.endswith(ident):
                 continue
@@ -410,7 +410,7 @@ class Quarentena:
                                                                 _escopo(escopo)):
                 continue
             self._fila.concluir(meta)
-            self._log.info('quarentena: %s saiu (uma versao dele foi entregue ao intake)',
+            self._log.info('quarentena: %s saiu (uma versão dele foi entregue ao intake)',
                            item.descricao())
             return True
         return False
@@ -420,7 +420,7 @@ class Quarentena:
         Tira os itens de `dataset` (das empresas `escopos`, ou de todas). Devolve quantos.
 
         Para depois de uma carga completa ACEITA (`complete`): ela entregou todo
-        registro vivo da empresa, entao o guardado aqui ficou velho.
+        registro vivo da empresa, então o guardado aqui ficou velho.
         """
         alvo = None if escopos is None else {_escopo(e) for e in escopos}
         tirados = 0
@@ -433,7 +433,7 @@ class Quarentena:
             self._fila.concluir(meta)
             tirados += 1
         if tirados:
-            self._log.info('quarentena: %d registro(s) de %s sairam depois da carga completa',
+            self._log.info('quarentena: %d registro(s) de %s saíram depois da carga completa',
                            tirados, dataset)
         return tirados
 
@@ -448,8 +448,8 @@ class Quarentena:
         fica; com `interromper` o passe para ali (servidor fora: os outros
         gastariam o prazo inteiro cada). `deve_parar()` e olhado entre itens.
         Cada item e tomado (parado/ -> tomado/) antes do envio: se este
-        processo morrer no meio, a proxima abertura o devolve e o nomeia.
-        ErroFilaOcupada se outro processo ja reenvia.
+        processo morrer no meio, a próxima abertura o devolve e o nomeia.
+        ErroFilaOcupada se outro processo já reenvia.
         """
         resultado = ResultadoReenvio()
         with self._fila.trabalhando():
@@ -467,7 +467,7 @@ class Quarentena:
                     self._fila.devolver(tomado, PARADO)
                     resultado.pendentes += 1
                     resultado.mensagens.append(
-                        '%s: arquivo ilegivel (editado a mao? de outra versao?); ficou onde'
+                        '%s: arquivo ilegível (editado a mão? de outra versão?); ficou onde'
                         ' estava' % meta.caminho.name)
                     continue
                 item, conteudo = achado
@@ -509,7 +509,7 @@ class Quarentena:
                                                              desfecho.motivo)
         elif desfecho.tipo == PENDENTE:
             resultado.pendentes += 1
-            texto = 'nao reenviado: %s' % desfecho.motivo
+            texto = 'não reenviado: %s' % desfecho.motivo
         else:
             resultado.falhas += 1
             texto = 'reenvio falhou (fica na quarentena): %s' % desfecho.motivo

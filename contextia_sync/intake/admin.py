@@ -1,9 +1,9 @@
 """
 O provisionamento no Contextia (token de admin): projetos, chaves, grupos, webhooks.
 
-So o provisionador (e os testes, e o Contextia local) precisa disto; quem so
+Só o provisionador (e os testes, e o Contextia local) precisa disto; quem só
 envia dados usa cliente.py com a chave do projeto. O token vem de
-CONTEXTIA_ADMIN_TOKEN, lido na hora, e nunca aparece em log nem em excecao.
+CONTEXTIA_ADMIN_TOKEN, lido na hora, e nunca aparece em log nem em exceção.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from contextia_sync.intake.transporte import ErroContextia, do_ambiente, mascara
 
 
 class Admin:
-    """Provisionamento (token de admin). Toda operacao e idempotente onde o contrato diz."""
+    """Provisionamento (token de admin). Toda operação é idempotente onde o contrato diz."""
 
     def __init__(self, token: str | None = None, url: str | None = None) -> None:
         self._token = token or do_ambiente('CONTEXTIA_ADMIN_TOKEN')
         self._url = (url or '').rstrip('/') or None
         if not self._token:
-            raise ErroAutenticacao('sem token de admin: defina CONTEXTIA_ADMIN_TOKEN (so o'
+            raise ErroAutenticacao('sem token de admin: defina CONTEXTIA_ADMIN_TOKEN (só o'
                                    ' provisionamento precisa dele).')
 
     def __repr__(self) -> str:
@@ -54,20 +54,20 @@ class Admin:
         return json_da_resposta(resposta)
 
     def criar_projeto(self, external_id: object, nome: str | None = None) -> dict[str, Any]:
-        """Cria (ou devolve, se ja existe) o projeto do escopo. dict(id, ..., criado)."""
+        """Cria (ou devolve, se já existe) o projeto do escopo. dict(id, ..., criado)."""
         projeto: dict[str, Any] = self._pedido(
             'POST', '/api/v1/admin/projetos', {'external_id': str(external_id), 'name': nome})
         return projeto
 
     def buscar_projeto(self, external_id: object) -> dict[str, Any] | None:
-        """O projeto do escopo, ou None se nao ha."""
+        """O projeto do escopo, ou None se não há."""
         achados: list[dict[str, Any]] = self._pedido(
             'GET', '/api/v1/admin/projetos',
             params={'external_id': str(external_id)})['projetos']
         return achados[0] if achados else None
 
     def emitir_chave(self, projeto_id: object) -> dict[str, Any]:
-        """dict(key_id, key). A chave so existe em claro nesta resposta."""
+        """dict(key_id, key). A chave só existe em claro nesta resposta."""
         emitida: dict[str, Any] = self._pedido('POST',
                                                '/api/v1/admin/projetos/%s/chaves' % projeto_id)
         return emitida
@@ -83,7 +83,7 @@ class Admin:
         return self._pedido('DELETE', '/api/v1/admin/chaves/%s' % key_id)
 
     def criar_grupo(self, slug: str, nome: str | None = None) -> dict[str, Any]:
-        """Cria (ou devolve, se ja existe) o grupo `slug`. dict(..., criado)."""
+        """Cria (ou devolve, se já existe) o grupo `slug`. dict(..., criado)."""
         grupo: dict[str, Any] = self._pedido('POST', '/api/v1/admin/grupos',
                                              {'slug': slug, 'name': nome})
         return grupo
@@ -94,7 +94,7 @@ class Admin:
         return grupos
 
     def incluir_no_grupo(self, slug: str, projeto_id: object) -> Any:
-        """Poe o projeto no grupo (repetir e inofensivo)."""
+        """Põe o projeto no grupo (repetir é inofensivo)."""
         return self._pedido('PUT', '/api/v1/admin/grupos/%s/projetos/%s' % (slug, projeto_id))
 
     def registrar_webhook(self, projeto_id: object, url: str, segredo: str | None = None,

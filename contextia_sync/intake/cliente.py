@@ -1,24 +1,24 @@
 """
 Cliente do Contextia: envio em lotes, fechamento de carga e leitura.
 
-O contrato HTTP esta em docs/contrato-intake.md. O que este modulo garante:
+O contrato HTTP está em docs/contrato-intake.md. O que este módulo garante:
 
-  * Ambiente lido NA HORA DA CHAMADA: CONTEXTIA_URL (sem padrao -- um padrao
-    mandaria os dados de um cliente para a instalacao de outro),
-    CONTEXTIA_INTAKE_URL (opcional, troca so o endpoint do intake),
+  * Ambiente lido NA HORA DA CHAMADA: CONTEXTIA_URL (sem padrão -- um padrão
+    mandaria os dados de um cliente para a instalação de outro),
+    CONTEXTIA_INTAKE_URL (opcional, troca só o endpoint do intake),
     CONTEXTIA_API_KEY, CONTEXTIA_CA_BUNDLE. `conferir_destino` recusa, antes de
-    qualquer conexao, HTTP puro fora de loopback e um CONTEXTIA_INTAKE_URL noutro
-    host que CONTEXTIA_URL (a conferencia de dono da chave falaria com um
+    qualquer conexão, HTTP puro fora de loopback e um CONTEXTIA_INTAKE_URL noutro
+    host que CONTEXTIA_URL (a conferência de dono da chave falaria com um
     servidor e os dados iriam para outro).
-  * `enviar_dataset` consome qualquer iteravel em lotes de `chunk`, sem
+  * `enviar_dataset` consome qualquer iterável em lotes de `chunk`, sem
     materializar o dataset, e NUNCA chama `complete`: quem decide e quem
-    chamou (carga com lote falho nunca e completada).
-  * Chave nunca em log nem em excecao: so o prefixo mascarado (`ctx_abcd...`);
-    texto do servidor so entra numa mensagem por `texto_da_resposta` (mascarado).
+    chamou (carga com lote falho nunca é completada).
+  * Chave nunca em log nem em exceção: só o prefixo mascarado (`ctx_abcd...`);
+    texto do servidor só entra numa mensagem por `texto_da_resposta` (mascarado).
 
-Como o pedido chega la -- Session, a politica de retentativas com prazo, o 413
+Como o pedido chega la -- Session, a política de retentativas com prazo, o 413
 que divide o lote, a sobrecarga que interrompe o envio, TLS, mascara de chaves
--- esta em transporte.py; o provisionamento (token de admin), em admin.py.
+-- está em transporte.py; o provisionamento (token de admin), em admin.py.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class ErroAutenticacao(ErroContextia):
 
 
 class ErroRemocaoAcimaDoTeto(ErroContextia):
-    """O `complete` removeria mais que o teto pedido; o servidor nao removeu nada."""
+    """O `complete` removeria mais que o teto pedido; o servidor não removeu nada."""
 
 
 @dataclass
@@ -92,18 +92,18 @@ class ResultadoEnvio:
     """
     O que `enviar_dataset` fez: registros lidos, as contagens do servidor e os lotes.
 
-    `lotes_erro` > 0 quer dizer que algo nao chegou (a marca nao avanca, a
-    carga nao deve ser completada); `erros` diz o que, uma mensagem por problema.
+    `lotes_erro` > 0 quer dizer que algo não chegou (a marca não avança, a
+    carga não deve ser completada); `erros` diz o que, uma mensagem por problema.
 
-    Com a quarentena: `quarentenados` e quantos registros desta chamada estao
-    na quarentena em vez de no Contextia (recusados de vez agora, ou ja
+    Com a quarentena: `quarentenados` e quantos registros desta chamada estão
+    na quarentena em vez de no Contextia (recusados de vez agora, ou já
     guardados e iguais), com um motivo por registro em `quarentena_motivos`.
-    Sem `sync` eles NAO contam em `lotes_erro`: a marca avanca e o registro
+    Sem `sync` eles NÃO contam em `lotes_erro`: a marca avança e o registro
     espera na quarentena. Com `sync` contam (uma falha a mais em `lotes_erro`):
-    a carga nao esta completa, e um `complete` removeria esses registros.
-    `quarentena_superados`: itens que sairam da quarentena porque uma versao do
-    mesmo registro foi entregue agora. `interrompido`: o servidor nao respondeu
-    (ou respondeu algo que nao e do intake) e o resto da origem nao foi lido.
+    a carga não está completa, e um `complete` removeria esses registros.
+    `quarentena_superados`: itens que saíram da quarentena porque uma versão do
+    mesmo registro foi entregue agora. `interrompido`: o servidor não respondeu
+    (ou respondeu algo que não é do intake) e o resto da origem não foi lido.
     """
 
     dataset: str
@@ -123,7 +123,7 @@ class ResultadoEnvio:
 
 # ---------------------------------------------------------------- ambiente
 def url_base() -> str | None:
-    """A URL da instalacao do Contextia deste cliente (CONTEXTIA_URL), ou None."""
+    """A URL da instalação do Contextia deste cliente (CONTEXTIA_URL), ou None."""
     base = do_ambiente('CONTEXTIA_URL')
     if base:
         return base.rstrip('/')
@@ -134,7 +134,7 @@ def url_base() -> str | None:
 
 
 def url_destino() -> str | None:
-    """O que mostrar ao operador como destino: o intake explicito ou a base."""
+    """O que mostrar ao operador como destino: o intake explícito ou a base."""
     intake = do_ambiente('CONTEXTIA_INTAKE_URL')
     return intake.rstrip('/') if intake else url_base()
 
@@ -149,9 +149,9 @@ def _url_intake() -> str:
 
 def conferir_destino() -> None:
     """
-    Recusa (ErroDestino, antes de qualquer conexao) o destino do ambiente:
+    Recusa (ErroDestino, antes de qualquer conexão) o destino do ambiente:
     CONTEXTIA_URL ou CONTEXTIA_INTAKE_URL em HTTP puro fora de loopback, ou um
-    CONTEXTIA_INTAKE_URL noutro host que CONTEXTIA_URL. So confere o que esta
+    CONTEXTIA_INTAKE_URL noutro host que CONTEXTIA_URL. Só confere o que está
     definido; a falta de CONTEXTIA_URL e de `exigir_base`.
     """
     import urllib.parse
@@ -174,14 +174,14 @@ def conferir_destino() -> None:
 
 
 def exigir_base() -> str:
-    """A URL da instalacao (CONTEXTIA_URL); ErroContextia dizendo como definir, se falta."""
+    """A URL da instalação (CONTEXTIA_URL); ErroContextia dizendo como definir, se falta."""
     conferir_destino()
     base = url_base()
     if not base:
         raise ErroContextia(
-            'CONTEXTIA_URL nao esta definida. Ela e a URL da instalacao do Contextia DESTE'
-            ' cliente e nao tem padrao de proposito (um padrao mandaria os dados para outro'
-            ' cliente). Defina CONTEXTIA_URL=https://<instalacao> no ambiente do servico.')
+            'CONTEXTIA_URL não está definida. Ela é a URL da instalação do Contextia DESTE'
+            ' cliente e não tem padrão de propósito (um padrão mandaria os dados para outro'
+            ' cliente). Defina CONTEXTIA_URL=https://<instalação> no ambiente do serviço.')
     return base
 
 
@@ -200,12 +200,12 @@ def normalizar_dataset(nome: object) -> str:
     normalizado = re.sub(r'[^a-z0-9]+', '_', sem_acento.lower()).strip('_')
     if not normalizado:
         raise ValueError('nome de dataset %r fica vazio depois de normalizado; use letras'
-                         ' ou numeros no "dataset" do mapeamento.' % (nome,))
+                         ' ou números no "dataset" do mapeamento.' % (nome,))
     return normalizado[:120]
 
 
 def gerar_sync() -> str:
-    """Id de ciclo de carga: ordenavel pelo horario (UTC) e unico."""
+    """Id de ciclo de carga: ordenável pelo horário (UTC) e único."""
     agora = datetime.datetime.now(datetime.timezone.utc)
     return agora.strftime('%Y%m%dT%H%M%SZ') + '-' + secrets.token_hex(4)
 
@@ -213,10 +213,10 @@ def gerar_sync() -> str:
 def verificar_assinatura(segredo: str | None, corpo: bytes | str,
                          cabecalho: str | None) -> bool:
     """
-    Confere a assinatura de uma entrega de webhook (cabecalho X-Contextia-Assinatura).
+    Confere a assinatura de uma entrega de webhook (cabeçalho X-Contextia-Assinatura).
 
-    `corpo` sao os BYTES crus recebidos (antes de qualquer parse); `cabecalho`
-    e 'sha256=<hex>'. Devolve True/False; comparacao em tempo constante.
+    `corpo` são os BYTES crus recebidos (antes de qualquer parse); `cabecalho`
+    e 'sha256=<hex>'. Devolve True/False; comparação em tempo constante.
     """
     if not segredo or not cabecalho or not cabecalho.startswith('sha256='):
         return False
@@ -251,7 +251,7 @@ def detalhe_da_resposta(resposta: requests.Response) -> str:
 
 
 def json_da_resposta(resposta: requests.Response) -> Any:
-    """O corpo JSON da resposta; ErroContextia (a URL aponta para o Contextia?) se nao e."""
+    """O corpo JSON da resposta; ErroContextia (a URL aponta para o Contextia?) se não é."""
     try:
         return resposta.json()
     except ValueError:
@@ -276,7 +276,7 @@ def _quem(escopo: object, dataset: str | None = None) -> str:
 def _erro_autenticacao(resposta: requests.Response, escopo: object, dataset: str | None,
                        chave: str) -> ErroAutenticacao:
     return ErroAutenticacao(
-        'Contextia recusou a chave %s [%s]: HTTP %d, %s. Correcao: confira o arquivo'
+        'Contextia recusou a chave %s [%s]: HTTP %d, %s. Correção: confira o arquivo'
         ' de chaves ou emita outra (provisionar.py --somente-escopo=%s).'
         % (_quem(escopo, dataset), mascarar_chave(chave), resposta.status_code,
            mascarar(detalhe_da_resposta(resposta), chave).rstrip('.'),
@@ -294,7 +294,7 @@ def _lotes(registros: Iterable[T], tamanho: int) -> Iterator[list[T]]:
 
 
 def _falha(resultado: ResultadoEnvio, mensagem: str, logger: logging.Logger) -> None:
-    """Um problema fora de um lote que conta como lote falho (o envio nao vale inteiro)."""
+    """Um problema fora de um lote que conta como lote falho (o envio não vale inteiro)."""
     resultado.lotes_erro += 1
     resultado.erros.append(mensagem)
     logger.error('%s', mensagem)
@@ -308,15 +308,15 @@ def _inteiro(valor: object) -> bool:
 
 
 def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dict[str, int]:
-    """As contagens de um 2xx do intake; RespostaInvalida se o corpo nao e isso."""
+    """As contagens de um 2xx do intake; RespostaInvalida se o corpo não é isso."""
     try:
         corpo = resposta.json()
     except ValueError:
         # 200 que nao e JSON: proxy ou pagina de erro no caminho, nao o intake.
         raise RespostaInvalida(
             '%s: HTTP %d sem JSON de contagens (%s) -- CONTEXTIA_URL aponta para o'
-            ' intake? O lote conta como falho (pode ter sido gravado ou nao; o reenvio'
-            ' e idempotente)' % (contexto, resposta.status_code,
+            ' intake? O lote conta como falho (pode ter sido gravado ou não; o reenvio'
+            ' é idempotente)' % (contexto, resposta.status_code,
                                  texto_da_resposta(resposta))) from None
     faltam = list(_CONTAGENS)
     if isinstance(corpo, dict):
@@ -325,21 +325,21 @@ def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dic
                    and not _inteiro(corpo[c])]
     if faltam:
         raise RespostaInvalida(
-            '%s: HTTP %d com um corpo que nao sao as contagens do intake (%s; sem inteiro'
+            '%s: HTTP %d com um corpo que não são as contagens do intake (%s; sem inteiro'
             ' em %s) -- CONTEXTIA_URL aponta para o intake? O lote conta como falho (pode'
-            ' ter sido gravado ou nao; o reenvio e idempotente)'
+            ' ter sido gravado ou não; o reenvio é idempotente)'
             % (contexto, resposta.status_code, texto_da_resposta(resposta),
                ', '.join(faltam)))
     if 'received' in corpo and corpo['received'] != enviados:
         raise RespostaInvalida(
             '%s: o intake diz que recebeu %d registro(s) de %d enviados; o lote conta como'
-            ' falho (o reenvio e idempotente)' % (contexto, corpo['received'], enviados))
+            ' falho (o reenvio é idempotente)' % (contexto, corpo['received'], enviados))
     return {c: int(corpo.get(c) or 0) for c in _CONTAGENS + ('removed',)}
 
 
 def _motivo_da_recusa(resposta: requests.Response, registro: Mapping[str, Any],
                       chave: str) -> str:
-    """Por que o intake recusou um registro sozinho, com a correcao (413: o tamanho dele)."""
+    """Por que o intake recusou um registro sozinho, com a correção (413: o tamanho dele)."""
     detalhe = mascarar(detalhe_da_resposta(resposta), chave).strip()
     if resposta.status_code != 413:
         return 'HTTP %d: %s' % (resposta.status_code, detalhe)
@@ -349,7 +349,7 @@ def _motivo_da_recusa(resposta: requests.Response, registro: Mapping[str, Any],
                 for coluna, valor in registro.items()}
     maior = max(tamanhos, key=lambda coluna: tamanhos[coluna]) if tamanhos else None
     return ('HTTP 413: o registro SOZINHO tem %d bytes e passa do limite de bytes do intake'
-            ' (o servidor disse: %s). Diminuir o chunk nao resolve. Correcao: uma view que'
+            ' (o servidor disse: %s). Diminuir o chunk não resolve. Correção: uma view que'
             ' trunque ou exclua a coluna grande%s -- ex.: LEFT/SUBSTRING na view, ou a'
             ' coluna fora de `columns` no mapeamento.'
             % (bytes_registro, detalhe.rstrip('.'),
@@ -366,15 +366,15 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                    deve_parar: Callable[[], bool] | None = None,
                    quarentena: DestinoDeRecusas | None = None) -> ResultadoEnvio:
     """
-    Envia `registros` (qualquer iteravel de dicts) ao dataset `nome`, em lotes.
+    Envia `registros` (qualquer iterável de dicts) ao dataset `nome`, em lotes.
 
-    Devolve um ResultadoEnvio; nada do que o servidor responde levanta, so
+    Devolve um ResultadoEnvio; nada do que o servidor responde levanta, só
     401/403 (ErroAutenticacao: com chave errada nenhum lote passaria). Lote
     recusado (422, 409, 500...) conta em `lotes_erro` e o envio segue;
-    servidor que nao responde, segue sobrecarregado depois das retentativas,
-    ou responde 2xx que nao e do intake (sem JSON, sem as contagens) conta o
+    servidor que não responde, segue sobrecarregado depois das retentativas,
+    ou responde 2xx que não é do intake (sem JSON, sem as contagens) conta o
     lote em `lotes_erro` e INTERROMPE o envio (sem ler o resto da origem) -- a
-    politica inteira esta em transporte.enviar_em_lotes. `sync` marca os lotes
+    política inteira está em transporte.enviar_em_lotes. `sync` marca os lotes
     como parte de um ciclo de carga (parte 1, 2, ...); quem chama decide se
     completa. Com `sync` e nenhum registro, um lote vazio e enviado para o
     servidor conhecer o sync. `remove` (valores de key) vai no primeiro lote;
@@ -385,13 +385,13 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
 
     `quarentena` (ex.: fila.quarentena.Quarentena): um registro que o intake
     recusa DE VEZ (400/413/422 sobre ele, ou um valor sem JSON) e isolado --
-    o lote e dividido ate ele ficar sozinho, os outros sao entregues -- e
+    o lote e dividido até ele ficar sozinho, os outros são entregues -- e
     guardado la com o motivo; o lote conta como ok (sem `sync`, a marca
-    avanca). Falha passageira (5xx, 429, timeout, conexao) nunca vai para a
+    avança). Falha passageira (5xx, 429, timeout, conexão) nunca vai para a
     quarentena. Quarentena cheia: o lote falha e a mensagem diz como
-    esvaziar. Registro ja guardado e igual nao e reenviado (a releitura da
-    folga nao reabre a divisao a cada ciclo); registro entregue tira da
-    quarentena a versao velha dele. Sem quarentena, a recusa e um lote falho,
+    esvaziar. Registro já guardado e igual não é reenviado (a releitura da
+    folga não reabre a divisão a cada ciclo); registro entregue tira da
+    quarentena a versão velha dele. Sem quarentena, a recusa e um lote falho,
     como sempre foi. Com `sync`, registro na quarentena faz a carga falhar
     (ver ResultadoEnvio).
     """
@@ -411,8 +411,8 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     if pendente_remover and not _suporta_remove(chave, resultado, log):
         # O Contextia de hoje nao tem `remove`: os registros seguem, a exclusao
         # nao, e isso e falha (quem chamou nao pode dar a exclusao por feita).
-        _falha(resultado, 'dataset %s: o servidor nao suporta `remove` (capacidades); %d'
-                          ' exclusao(oes) NAO enviada(s) -- ficam para a carga completa'
+        _falha(resultado, 'dataset %s: o servidor não suporta `remove` (capacidades); %d'
+                          ' exclusao(oes) NÃO enviada(s) -- ficam para a carga completa'
                           ' (sync + complete).' % (dataset, len(pendente_remover)), log)
         pendente_remover = None
     # So os nomes dos arquivos: sem nada guardado, nenhuma identidade e calculada.
@@ -467,8 +467,8 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
         except ErroFilaCheia as cheia:
             return [str(cheia)]
         except OSError as erro:
-            return ['%s: recusado de vez (%s) e a quarentena nao pode ser gravada (%s): o'
-                    ' lote conta como falho e a marca nao avanca'
+            return ['%s: recusado de vez (%s) e a quarentena não pode ser gravada (%s): o'
+                    ' lote conta como falho e a marca não avança'
                     % (qual(registro), motivo[:200], erro)]
         guardadas.add(identidade(dataset, escopo, key, registro))
         resultado.quarentenados += 1
@@ -482,7 +482,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                        resposta.status_code)
 
     def ja_guardado(registro: dict[str, Any], invalidos: Mapping[str, str]) -> bool:
-        """O mesmo registro, igual, ja esta na quarentena: nao reenvia nem reabre a divisao."""
+        """O mesmo registro, igual, já está na quarentena: não reenvia nem reabre a divisão."""
         if not guardadas or quarentena is None:
             return False
         ident = identidade(dataset, escopo, key, registro)
@@ -494,7 +494,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
             return False
         resultado.registros += 1
         resultado.quarentenados += 1
-        resultado.quarentena_motivos.append('%s: ja estava na quarentena desde %s (%s)'
+        resultado.quarentena_motivos.append('%s: já estava na quarentena desde %s (%s)'
                                             % (qual(registro), item.desde, item.motivo))
         return True
 
@@ -511,7 +511,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                 if quarentena is None:
                     # Registro que nao vira JSON exato: os seguintes nao saem, e
                     # a carga conta como falha (nunca sera completada).
-                    recusado = ('registro %d da leitura: %s -- os seguintes nao foram lidos'
+                    recusado = ('registro %d da leitura: %s -- os seguintes não foram lidos'
                                 ' nem enviados' % (lidos, erro))
                     return
                 parcial, invalidos = serializar_parcial(bruto)
@@ -542,7 +542,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     if recusado is not None:
         _falha(resultado, 'dataset %s, %s' % (dataset, recusado), log)
     if resultado.quarentenados:
-        log.warning('dataset %s%s: %d registro(s) na quarentena (%d agora, %d ja estavam) --'
+        log.warning('dataset %s%s: %d registro(s) na quarentena (%d agora, %d já estavam) --'
                     ' %s', dataset, ' escopo %s' % escopo if escopo is not None else '',
                     resultado.quarentenados, novos_na_quarentena,
                     resultado.quarentenados - novos_na_quarentena,
@@ -550,8 +550,8 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     if sync is not None and resultado.quarentenados:
         # A regra da carga completa: faltou registro, nada de `complete` (ele
         # removeria do Contextia os que estao na quarentena).
-        _falha(resultado, 'dataset %s: %d registro(s) na quarentena; a carga (sync %s) NAO'
-                          ' esta completa -- complete nao deve ser enviado'
+        _falha(resultado, 'dataset %s: %d registro(s) na quarentena; a carga (sync %s) NÃO'
+                          ' está completa -- complete não deve ser enviado'
                % (dataset, resultado.quarentenados, sync), log)
     return resultado
 
@@ -565,19 +565,19 @@ def reenviar_item(item: ItemQuarentena, *, api_key: str | None,
     `api_key` e a chave da empresa do item (`item.escopo`); None com escopo
     dado -> pendente (nunca cai na CONTEXTIA_API_KEY do ambiente: a chave de
     outra empresa mandaria o registro ao projeto errado). Item com valor sem
-    JSON -> pendente (so a origem corrigida o traz). Recusado de vez de novo ->
+    JSON -> pendente (só a origem corrigida o traz). Recusado de vez de novo ->
     recusado, com o motivo novo. Falha passageira -> falhou (interrompe o passe
-    se o servidor nao respondeu). Chave recusada (401/403) -> pendente.
+    se o servidor não respondeu). Chave recusada (401/403) -> pendente.
     """
     if not item.reenviavel:
         return Desfecho.pendente(
-            'valor sem JSON em %s: o registro guardado nao e o da origem. Corrija na'
-            ' origem (view com CASE para NULL, ou no ERP); a versao corrigida sai da'
+            'valor sem JSON em %s: o registro guardado não é o da origem. Corrija na'
+            ' origem (view com CASE para NULL, ou no ERP); a versão corrigida sai da'
             ' quarentena sozinha quando o ouvinte a entregar'
             % ', '.join(sorted(item.invalidos)))
     if api_key is None and item.escopo is not None:
-        return Desfecho.pendente('o escopo %s nao tem chave no arquivo de chaves; o item'
-                                 ' fica ate a empresa ter chave (provisionar.py)' % item.escopo)
+        return Desfecho.pendente('o escopo %s não tem chave no arquivo de chaves; o item'
+                                 ' fica até a empresa ter chave (provisionar.py)' % item.escopo)
     coletor = _Coletor()
     try:
         resultado = enviar_dataset(item.dataset, [item.registro], key=item.chave_coluna,
@@ -597,7 +597,7 @@ def reenviar_item(item: ItemQuarentena, *, api_key: str | None,
 
 
 class _Coletor:
-    """Uma quarentena em memoria para o reenvio: guarda as recusas, nada no disco."""
+    """Uma quarentena em memória para o reenvio: guarda as recusas, nada no disco."""
 
     def __init__(self) -> None:
         self.recusas: list[dict[str, Any]] = []
@@ -641,7 +641,7 @@ def _suporta_remove(chave: str, resultado: ResultadoEnvio, logger: logging.Logge
 def completar(nome: str, sync: str, *, api_key: str | None = None,
               max_remocao: float | None = None, escopo: object = None) -> dict[str, Any]:
     """
-    Fecha o ciclo de carga `sync`: o servidor remove do dataset o que o sync nao
+    Fecha o ciclo de carga `sync`: o servidor remove do dataset o que o sync não
     trouxe. `max_remocao` (0..1) e o teto: acima dele o servidor recusa, nada e
     removido e levanta ErroRemocaoAcimaDoTeto.
     """
@@ -693,7 +693,7 @@ def capacidades(api_key: str | None = None) -> dict[str, Any]:
                                                           detalhe_da_resposta(resposta)))
     anunciadas = json_da_resposta(resposta)
     if not isinstance(anunciadas, dict):
-        raise ErroContextia('capacidades: HTTP %d com um JSON que nao e um objeto (%s).'
+        raise ErroContextia('capacidades: HTTP %d com um JSON que não é um objeto (%s).'
                             ' CONTEXTIA_URL aponta para o Contextia?'
                             % (resposta.status_code, texto_da_resposta(resposta)))
     return anunciadas
@@ -701,7 +701,7 @@ def capacidades(api_key: str | None = None) -> dict[str, Any]:
 
 def quem_sou(api_key: str | None = None, escopo: object = None,
              deve_parar: Callable[[], bool] | None = None) -> dict[str, Any]:
-    """{'project_id', 'external_id', 'name'} do projeto da chave; ErroAutenticacao se nao vale."""
+    """{'project_id', 'external_id', 'name'} do projeto da chave; ErroAutenticacao se não vale."""
     dono: dict[str, Any] = _get('/api/v1/projeto', _chave(api_key), 'identificar a chave',
                                 escopo, deve_parar=deve_parar)
     return dono
@@ -716,7 +716,7 @@ def listar_datasets(api_key: str | None = None) -> list[dict[str, Any]]:
 
 def ler_registros(nome: str, api_key: str | None = None,
                   pagina: int = 1000) -> Iterator[dict[str, Any]]:
-    """Itera os registros do dataset como foram guardados, pagina a pagina."""
+    """Itera os registros do dataset como foram guardados, página a página."""
     chave = _chave(api_key)
     dataset = normalizar_dataset(nome)
     apos = 0
@@ -736,4 +736,4 @@ def bytes_de(texto: str) -> bytes:
     try:
         return base64.b64decode(texto, validate=True)
     except (binascii.Error, TypeError) as erro:
-        raise ValueError('valor %r nao e base64 valido: %s' % (texto, erro)) from None
+        raise ValueError('valor %r não é base64 válido: %s' % (texto, erro)) from None

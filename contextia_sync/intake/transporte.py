@@ -1,46 +1,46 @@
 """
-Transporte HTTP do cliente do Contextia: como um pedido chega la, a politica de
+Transporte HTTP do cliente do Contextia: como um pedido chega la, a política de
 retentativas INTEIRA, e o que nunca sai daqui.
 
-A politica (uma so, neste modulo; os numeros em contextia_sync/padroes.py):
+A política (uma só, neste módulo; os números em contextia_sync/padroes.py):
 
-  * `pedir` -- um pedido, com UM prazo (PRAZO_RETENTATIVAS) contado do inicio
-    da chamada: tentativas, esperas e Retry-After somados. Re-tentado, ate
-    RETENTATIVAS vezes, com espera exponencial (BACKOFF, dobrando ate
+  * `pedir` -- um pedido, com UM prazo (PRAZO_RETENTATIVAS) contado do início
+    da chamada: tentativas, esperas e Retry-After somados. Re-tentado, até
+    RETENTATIVAS vezes, com espera exponencial (BACKOFF, dobrando até
     BACKOFF_MAXIMO):
       - status passageiro (STATUS_RETENTAVEIS: sobrecarga, gateway), com o
         Retry-After do servidor no lugar do backoff quando vier;
-      - conexao recusada ou caida, timeout de conexao ou de leitura;
-      - conexao que cai no meio do corpo da resposta (o lote pode ter sido
-        gravado; o reenvio e idempotente e resolve).
-    POST entra porque o intake e idempotente (upsert por key, hash sem key).
-    Espera que terminaria depois do prazo nao e feita: o pedido desiste ali
-    (devolve o ultimo status, ou levanta ErroContextia se nem resposta houve).
-    TLS que nao confere nunca e re-tentado. `deve_parar`, se dado, e olhado
+      - conexão recusada ou caída, timeout de conexão ou de leitura;
+      - conexão que cai no meio do corpo da resposta (o lote pode ter sido
+        gravado; o reenvio é idempotente e resolve).
+    POST entra porque o intake é idempotente (upsert por key, hash sem key).
+    Espera que terminaria depois do prazo não é feita: o pedido desiste ali
+    (devolve o último status, ou levanta ErroContextia se nem resposta houve).
+    TLS que não confere nunca é re-tentado. `deve_parar`, se dado, e olhado
     durante as esperas: parada pedida desiste do pedido na hora, como falha.
   * `enviar_em_lotes` -- um envio em varios lotes: 413 divide o lote ao meio
-    ate passar ou sobrar um registro; com a quarentena, a recusa permanente do
-    conteudo (400/413/422) divide ate o registro recusado ficar sozinho, e so
-    ele sai do lote; servidor que nao respondeu, seguiu sobrecarregado dentro
-    do prazo, ou respondeu 2xx que nao e do intake interrompe o envio: os
-    lotes seguintes nao saem e a origem para de ser lida. Falha passageira
+    até passar ou sobrar um registro; com a quarentena, a recusa permanente do
+    conteúdo (400/413/422) divide até o registro recusado ficar sozinho, e só
+    ele sai do lote; servidor que não respondeu, seguiu sobrecarregado dentro
+    do prazo, ou respondeu 2xx que não é do intake interrompe o envio: os
+    lotes seguintes não saem e a origem para de ser lida. Falha passageira
     nunca vai para a quarentena.
-  * TLS sempre verificado. As CAs confiaveis sao o bundle do certifi (o do
-    requests) ou, se definida, SO a de CONTEXTIA_CA_BUNDLE: REQUESTS_CA_BUNDLE e
-    CURL_CA_BUNDLE do ambiente nao trocam as CAs em silencio (um aviso diz que
+  * TLS sempre verificado. As CAs confiáveis são o bundle do certifi (o do
+    requests) ou, se definida, SÓ a de CONTEXTIA_CA_BUNDLE: REQUESTS_CA_BUNDLE e
+    CURL_CA_BUNDLE do ambiente não trocam as CAs em silêncio (um aviso diz que
     foram ignoradas). Destino local (loopback) nunca passa por proxy.
-  * Endereco recusado antes de qualquer conexao (`conferir_url`, ErroDestino):
-    HTTP puro so em loopback (127.0.0.0/8, ::1, localhost).
-  * Redirecionamento nunca e seguido: um 3xx e ErroRedirecionamento nomeando o
-    `Location` -- seguir um 307 re-POSTaria os registros em outro endereco (ate
+  * Endereço recusado antes de qualquer conexão (`conferir_url`, ErroDestino):
+    HTTP puro só em loopback (127.0.0.0/8, ::1, localhost).
+  * Redirecionamento nunca é seguido: um 3xx e ErroRedirecionamento nomeando o
+    `Location` -- seguir um 307 re-POSTaria os registros em outro endereço (até
     de HTTPS para HTTP) e contaria o lote como entregue.
-  * Segredo nunca em log, excecao, estado ou status: todo texto que veio do
+  * Segredo nunca em log, exceção, estado ou status: todo texto que veio do
     servidor passa por `texto_da_resposta` (mascarado e cortado); `mascarar`
-    esconde chaves `ctx_...` (so o prefixo `ctx_abcd...`), qualquer `Bearer ...`,
-    a autorizacao enviada e os segredos do ambiente (contextia_sync/segredos.py);
-    o filtro que `preparar_logger` poe no logger aplica a mesma mascara.
+    esconde chaves `ctx_...` (só o prefixo `ctx_abcd...`), qualquer `Bearer ...`,
+    a autorização enviada e os segredos do ambiente (contextia_sync/segredos.py);
+    o filtro que `preparar_logger` põe no logger aplica a mesma mascara.
 
-O que o servidor responde (contagens, 401, teto de remocao) e assunto de
+O que o servidor responde (contagens, 401, teto de remoção) e assunto de
 cliente.py; o provisionamento (token de admin), de admin.py.
 """
 
@@ -82,24 +82,24 @@ T = TypeVar('T')
 
 
 class ErroContextia(Exception):
-    """O Contextia recusou ou nao respondeu um pedido."""
+    """O Contextia recusou ou não respondeu um pedido."""
 
 
 class ErroDestino(ErroContextia, ErroConfiguracao):
     """
-    O endereco do Contextia e recusado antes de qualquer conexao (HTTP fora de
+    O endereço do Contextia e recusado antes de qualquer conexão (HTTP fora de
     loopback, intake noutro host). E ErroConfiguracao (as CLIs saem com 2) e
-    ErroContextia (quem so conhece este conta o pedido como falho).
+    ErroContextia (quem só conhece este conta o pedido como falho).
     """
 
 
 class ErroRedirecionamento(ErroContextia):
-    """O servidor respondeu 3xx: o cliente nunca segue (dados e chave iriam a outro endereco)."""
+    """O servidor respondeu 3xx: o cliente nunca segue (dados e chave iriam a outro endereço)."""
 
 
 # ---------------------------------------------------------------- ambiente
 def do_ambiente(nome: str) -> str | None:
-    """A variavel de ambiente `nome` lida AGORA, sem espacos; None se vazia."""
+    """A variável de ambiente `nome` lida AGORA, sem espaços; None se vazia."""
     valor = (os.environ.get(nome) or '').strip()
     return valor or None
 
@@ -118,8 +118,8 @@ def mascarar_chave(chave: str | None) -> str:
     """
     'ctx_mR-BW77...' -> 'ctx_mR-B...': o prefixo que o admin lista, nunca o resto.
 
-    Segredo que nao e chave `ctx_` (token de admin, chave escrita a mao) vira
-    '***': o comeco dele nao identifica nada para ninguem e ja e um pedaco dele.
+    Segredo que não é chave `ctx_` (token de admin, chave escrita a mão) vira
+    '***': o começo dele não identifica nada para ninguém e já é um pedaco dele.
     """
     if not chave:
         return '(sem chave)'
@@ -154,12 +154,12 @@ def texto_da_resposta(resposta: requests.Response, limite: int = 120) -> str:
     """
     O corpo que o servidor mandou, em uma linha, MASCARADO e depois cortado.
 
-    E o unico jeito de citar texto do servidor numa mensagem: um proxy ou pagina
-    de depuracao que ecoa os cabecalhos poria a chave e o token no log, no
+    E o único jeito de citar texto do servidor numa mensagem: um proxy ou página
+    de depuração que ecoa os cabeçalhos poria a chave e o token no log, no
     estado e no status. A mascara vem antes do corte: cortado no meio, o
-    segredo nao seria mais reconhecido. So o comeco do corpo e lido (uma pagina
-    de 10 MB nao e decodificada inteira para citar 120 caracteres); a janela
-    e bem maior que `limite`, entao segredo cortado na borda dela ja cai fora.
+    segredo não seria mais reconhecido. Só o começo do corpo e lido (uma página
+    de 10 MB não é decodificada inteira para citar 120 caracteres); a janela
+    e bem maior que `limite`, então segredo cortado na borda dela já cai fora.
     """
     janela = (resposta.content or b'')[:max(16 * limite, 4096)]
     texto = ' '.join(janela.decode(resposta.encoding or 'utf-8', 'replace').split())
@@ -204,12 +204,12 @@ def cas_confiaveis(avisar: bool = True) -> str:
     O arquivo PEM das CAs em que o cliente confia: CONTEXTIA_CA_BUNDLE, ou o
     bundle do certifi (o que o requests traz) -- nunca as CAs do sistema por
     acaso, nem o que REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE disserem. Com `avisar`
-    (pedido HTTPS), a variavel ignorada e dita uma vez por processo.
+    (pedido HTTPS), a variável ignorada e dita uma vez por processo.
     """
     ca = do_ambiente('CONTEXTIA_CA_BUNDLE')
     if ca:
         if not os.path.exists(ca):
-            raise ErroContextia('CONTEXTIA_CA_BUNDLE=%s nao existe. Aponte para o arquivo PEM'
+            raise ErroContextia('CONTEXTIA_CA_BUNDLE=%s não existe. Aponte para o arquivo PEM'
                                 ' da CA que assina o certificado do Contextia.' % ca)
         return ca
     from requests.utils import DEFAULT_CA_BUNDLE_PATH   # o certifi.where() do requests
@@ -224,7 +224,7 @@ def cas_confiaveis(avisar: bool = True) -> str:
 
 
 def _sessao(ca: str) -> requests.Session:
-    """Uma Session (pool de conexoes) por thread e por arquivo de CAs."""
+    """Uma Session (pool de conexões) por thread e por arquivo de CAs."""
     import requests
     from requests.adapters import HTTPAdapter
 
@@ -248,7 +248,7 @@ def _sessao(ca: str) -> requests.Session:
 
 # ---------------------------------------------------------------- o endereco
 def e_loopback(host: str | None) -> bool:
-    """`host` e esta maquina (127.0.0.0/8, ::1, localhost)?"""
+    """`host` e esta máquina (127.0.0.0/8, ::1, localhost)?"""
     if not host:
         return False
     if host.lower() == 'localhost':
@@ -261,10 +261,10 @@ def e_loopback(host: str | None) -> bool:
 
 def conferir_url(url: str, nome: str | None = None) -> None:
     """
-    Recusa (ErroDestino) um endereco do Contextia inseguro, ANTES de qualquer
-    conexao: esquema que nao e http/https, sem host, ou HTTP puro fora de
+    Recusa (ErroDestino) um endereço do Contextia inseguro, ANTES de qualquer
+    conexão: esquema que não é http/https, sem host, ou HTTP puro fora de
     loopback (a chave, o token e os dados do ERP passariam em claro). `nome` e a
-    variavel de onde veio, para a mensagem.
+    variável de onde veio, para a mensagem.
     """
     partes = urllib.parse.urlsplit(url)
     if partes.scheme not in ('http', 'https') or not partes.hostname:
@@ -315,11 +315,11 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
           params: dict[str, Any] | None = None, contexto: str = '',
           deve_parar: Callable[[], bool] | None = None) -> requests.Response:
     """
-    Um pedido HTTP sob a politica de retentativas (ver o topo do modulo).
+    Um pedido HTTP sob a política de retentativas (ver o topo do módulo).
 
     Devolve a resposta -- qualquer status final, inclusive o passageiro que
     durou o prazo inteiro. Levanta ErroContextia se nem resposta houve dentro
-    do prazo, se o TLS nao confere, ou se `deve_parar()` ficou verdadeiro
+    do prazo, se o TLS não confere, ou se `deve_parar()` ficou verdadeiro
     durante uma espera entre tentativas (a mensagem diz que a parada foi pedida).
     """
     import requests
@@ -360,23 +360,23 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
         except requests.exceptions.SSLError as erro:
             # Certificado que nao confere nao melhora com o tempo: sem retentativa.
             raise ErroContextia(
-                '%s: certificado TLS de %s nao confere (%s). Se o Contextia usa CA propria,'
-                ' aponte CONTEXTIA_CA_BUNDLE para o PEM dela; a verificacao nunca e'
+                '%s: certificado TLS de %s não confere (%s). Se o Contextia usa CA própria,'
+                ' aponte CONTEXTIA_CA_BUNDLE para o PEM dela; a verificação nunca é'
                 ' desligada.' % (contexto, servidor(url), mascarar(erro, autorizacao))
             ) from None
         except (requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ContentDecodingError) as erro:
-            resposta, falha = None, 'conexao caiu no meio da resposta'
-            desistencia = ('%s: conexao caiu no meio da resposta e o prazo de retentativas'
+            resposta, falha = None, 'conexão caiu no meio da resposta'
+            desistencia = ('%s: conexão caiu no meio da resposta e o prazo de retentativas'
                            ' acabou (%s)' % (contexto, mascarar(erro, autorizacao)))
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as erro:
-            resposta, falha = None, '%s nao respondeu' % servidor(url)
-            desistencia = ('%s: %s nao respondeu (ou seguiu sobrecarregado) dentro do prazo'
+            resposta, falha = None, '%s não respondeu' % servidor(url)
+            desistencia = ('%s: %s não respondeu (ou seguiu sobrecarregado) dentro do prazo'
                            ' de retentativas (%s)'
                            % (contexto, servidor(url), mascarar(erro, autorizacao)))
         except requests.exceptions.RequestException as erro:
             # URL invalida, cabecalho invalido...: tentar de novo da o mesmo.
-            raise ErroContextia('%s: %s nao respondeu (ou seguiu sobrecarregado) dentro do'
+            raise ErroContextia('%s: %s não respondeu (ou seguiu sobrecarregado) dentro do'
                                 ' prazo de retentativas (%s)'
                                 % (contexto, servidor(url),
                                    mascarar(erro, autorizacao))) from None
@@ -396,13 +396,13 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
             raise ErroContextia(desistencia)
         if _esperar(atraso, deve_parar):
             raise ErroContextia('%s: parada pedida durante as retentativas; o pedido foi'
-                                ' abandonado e conta como falho (ultima tentativa: %s)'
+                                ' abandonado e conta como falho (última tentativa: %s)'
                                 % (contexto, falha))
         espera = min(espera * 2, BACKOFF_MAXIMO)
 
 
 def _redirecionamento(resposta: requests.Response, contexto: str, url: str) -> str:
-    """A mensagem do 3xx: o que, para onde (mascarado) e a correcao."""
+    """A mensagem do 3xx: o que, para onde (mascarado) e a correção."""
     destino = mascarar(resposta.headers.get('Location') or '(sem Location)',
                        autorizacao_enviada(resposta))[:200]
     return ('%s: %s respondeu HTTP %d mandando para %s -- o SDK nunca segue'
@@ -414,10 +414,10 @@ def _redirecionamento(resposta: requests.Response, contexto: str, url: str) -> s
 
 class RespostaInvalida(ErroContextia):
     """
-    Resposta 2xx que nao e a do intake (sem JSON, sem as contagens, contagem
-    que nao confere): o lote conta como falho e o envio para ali, como com um
-    servidor fora do ar -- um proxy ou pagina de erro no caminho daria o mesmo
-    a cada lote, e ler a origem so para descartar custaria a origem.
+    Resposta 2xx que não é a do intake (sem JSON, sem as contagens, contagem
+    que não confere): o lote conta como falho e o envio para ali, como com um
+    servidor fora do ar -- um proxy ou página de erro no caminho daria o mesmo
+    a cada lote, e ler a origem só para descartar custaria a origem.
     """
 
 
@@ -438,35 +438,35 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
                     isolar: Callable[[T, requests.Response, str], list[str]] | None = None
                     ) -> bool:
     """
-    POSTa cada lote de `lotes` em `url`, com a parte da politica que vale para
+    POSTa cada lote de `lotes` em `url`, com a parte da política que vale para
     um envio de muitos lotes. Devolve True se o envio foi interrompido.
 
       * cada pedido passa por `pedir` (retentativas e prazo, `deve_parar`);
       * 413 (lote grande demais para o servidor): o lote e dividido ao meio e as
-        metades reenviadas, recursivamente, ate passar ou sobrar um registro
+        metades reenviadas, recursivamente, até passar ou sobrar um registro
         (sem `isolar`, um registro sozinho recusado vira erro do lote);
       * com `isolar` (a quarentena do cliente), recusa permanente do CONTEUDO
-        (STATUS_RECUSA_DO_REGISTRO: 400, 413, 422) tambem divide o lote ao meio
-        ate o registro recusado ficar sozinho: os outros sao entregues e o
+        (STATUS_RECUSA_DO_REGISTRO: 400, 413, 422) também divide o lote ao meio
+        até o registro recusado ficar sozinho: os outros são entregues e o
         sozinho vai para `isolar(registro, resposta, contexto)`, que devolve os
         erros (vazio = guardado). Antes de culpar um registro, o envelope tem de
-        ter sido aceito nesta chamada; se ainda nao foi, um envelope sem
-        registros (`montar([])`) vai como prova -- recusado tambem, a recusa e
-        do envelope (remove nao suportado, campo invalido...) e o lote falha
+        ter sido aceito nesta chamada; se ainda não foi, um envelope sem
+        registros (`montar([])`) vai como prova -- recusado também, a recusa e
+        do envelope (remove não suportado, campo inválido...) e o lote falha
         inteiro, sem dividir (dividir mandaria cada registro a quarentena);
-      * servidor que nao respondeu (ErroContextia, parada pedida incluida),
-        seguiu num status passageiro depois do prazo, ou respondeu 2xx que nao
+      * servidor que não respondeu (ErroContextia, parada pedida incluida),
+        seguiu num status passageiro depois do prazo, ou respondeu 2xx que não
         e do intake (`aceitar` levanta RespostaInvalida): as partes seguintes do
-        lote nao saem, os lotes seguintes tambem nao, e `lotes` NAO e mais lido
-        -- a carga ja falhou, e ler a origem so para descartar custaria a origem
+        lote não saem, os lotes seguintes também não, e `lotes` NÃO é mais lido
+        -- a carga já falhou, e ler a origem só para descartar custaria a origem
         e mais um prazo inteiro por lote. Uma mensagem em `erros` diz isso, e o
-        log tem UMA linha para o lote e a interrupcao juntos.
+        log tem UMA linha para o lote e a interrupção juntos.
 
     `montar(lote)` faz o corpo de cada pedido (chamado de novo para cada metade);
-    `aceitar(resposta, contexto, lote)` le uma resposta final e devolve os erros
+    `aceitar(resposta, contexto, lote)` lê uma resposta final e devolve os erros
     dela (vazio = ok; pode levantar, ex. chave recusada). `rotulo` ('dataset x')
     abre as mensagens. Cada lote de `lotes` conta UMA vez em `balanco.lotes_ok`
-    ou `balanco.lotes_erro`, dividido ou nao; um lote cujo registro recusado foi
+    ou `balanco.lotes_erro`, dividido ou não; um lote cujo registro recusado foi
     guardado por `isolar` conta em `lotes_ok`.
     """
     indisponivel = False
@@ -500,12 +500,12 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
     def uma_parte(lote: list[T], numero: int, dividido: bool = False) -> list[str]:
         nonlocal indisponivel
         if indisponivel:
-            return ['%s, lote %d: nao enviado (servidor indisponivel)' % (rotulo, numero)]
+            return ['%s, lote %d: não enviado (servidor indisponível)' % (rotulo, numero)]
         if dividido and deve_parar is not None and deve_parar():
             # A divisao multiplica os pedidos; a parada nao espera todos.
             indisponivel = True
-            return ['%s, lote %d: parada pedida no meio da divisao do lote; o resto dele'
-                    ' nao foi enviado' % (rotulo, numero)]
+            return ['%s, lote %d: parada pedida no meio da divisão do lote; o resto dele'
+                    ' não foi enviado' % (rotulo, numero)]
         contexto = '%s, lote %d (%d registros)' % (rotulo, numero, len(lote))
         try:
             resposta = pedir('POST', url, autorizacao=autorizacao, corpo=montar(lote),
@@ -520,8 +520,8 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
                 prova = provar(numero)
                 if prova:
                     return ler(resposta, contexto, lote) + [
-                        '%s, lote %d: o envelope sem registros tambem foi recusado (%s) --'
-                        ' a recusa e do envelope, nao de um registro; nada foi dividido'
+                        '%s, lote %d: o envelope sem registros também foi recusado (%s) --'
+                        ' a recusa e do envelope, não de um registro; nada foi dividido'
                         % (rotulo, numero, '; '.join(prova)[:300])]
             meio = len(lote) // 2
             if status == 413:
@@ -529,7 +529,7 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
                                contexto, meio, len(lote) - meio)
             else:
                 # INFO: o registro isolado ganha um aviso so, no fim do envio.
-                logger.info('%s: servidor recusou o conteudo (HTTP %d); dividindo em'
+                logger.info('%s: servidor recusou o conteúdo (HTTP %d); dividindo em'
                             ' %d + %d para isolar o registro recusado', contexto, status,
                             meio, len(lote) - meio)
             return (uma_parte(lote[:meio], numero, True)
@@ -539,8 +539,8 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
             if not prova:
                 return isolar(lote[0], resposta, contexto) if isolar else []
             return ler(resposta, contexto, lote) + [
-                '%s, lote %d: o envelope sem registros tambem foi recusado (%s) -- a recusa'
-                ' e do envelope, nao do registro; ele nao foi para a quarentena'
+                '%s, lote %d: o envelope sem registros também foi recusado (%s) -- a recusa'
+                ' e do envelope, não do registro; ele não foi para a quarentena'
                 % (rotulo, numero, '; '.join(prova)[:300])]
         if status in STATUS_RETENTAVEIS:
             # Sobrecarga que nao passou no prazo: os proximos lotes tambem nao
@@ -558,10 +558,10 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
         balanco.registros += len(lote)
         interrompido = indisponivel and bool(lote)
         # (O lote vazio que so anuncia um sync nao deixou origem por ler.)
-        mensagem = ('%s: envio interrompido depois do lote %d -- o servidor nao'
-                    ' respondeu, recusou por sobrecarga ou respondeu algo que nao e do'
-                    ' intake; registros seguintes (se houver) nao foram lidos nem'
-                    ' enviados. O proximo ciclo reenvia.' % (rotulo, numero)
+        mensagem = ('%s: envio interrompido depois do lote %d -- o servidor não'
+                    ' respondeu, recusou por sobrecarga ou respondeu algo que não é do'
+                    ' intake; registros seguintes (se houver) não foram lidos nem'
+                    ' enviados. O próximo ciclo reenvia.' % (rotulo, numero)
                     if interrompido else '')
         for posicao, erro in enumerate(erros):
             if mensagem and posicao == len(erros) - 1:

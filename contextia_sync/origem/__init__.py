@@ -1,20 +1,20 @@
 """
 A origem: o banco do ERP do cliente, lido com um login SOMENTE LEITURA.
 
-O que mora aqui, e o que cada modulo pode importar:
+O que mora aqui, e o que cada módulo pode importar:
 
     __init__     o contrato do adaptador (`FUNCOES`, `carregar_origem`) e as
-                 excecoes que todo adaptador levanta. Puro.
+                 exceções que todo adaptador levanta. Puro.
     filtro       identificadores validados e o PLANO do WHERE. Puro (autoteste).
-    sessao       o que cada dialeto ouve ao conectar (so-leitura, UTC, timeout). Puro.
+    sessão       o que cada dialeto ouve ao conectar (so-leitura, UTC, timeout). Puro.
     valores      valores nos dois sentidos (bind e driver -> Python), e o escopo
                  exatamente no tipo da coluna (`coagir_exato`). SQLAlchemy.
     url          CONTEXTIA_ORIGEM lida e mostrada sem a senha. SQLAlchemy.
     consultas    o SQL de cada leitura, montado sem servidor. SQLAlchemy.
-    generico     o adaptador `--source=generic`: engine proprio, sessao travada,
+    genérico     o adaptador `--source=generic`: engine próprio, sessão travada,
                  leituras curtas em streaming. SQLAlchemy + drivers.
 
-Nada daqui fala com o Contextia nem conhece o ouvinte: a origem so le.
+Nada daqui fala com o Contextia nem conhece o ouvinte: a origem só lê.
 """
 
 from __future__ import annotations
@@ -57,19 +57,19 @@ class Relogio:
 
 
 class ErroAdaptador(ErroConfiguracao):
-    """O adaptador pedido nao existe ou nao expoe o que o SDK precisa."""
+    """O adaptador pedido não existe ou não expõe o que o SDK precisa."""
 
 
 class ErroOrigem(Exception):
-    """A origem nao respondeu como devia (conexao, permissao, objeto, consulta)."""
+    """A origem não respondeu como devia (conexão, permissão, objeto, consulta)."""
 
 
 class ErroConfiguracaoOrigem(ErroOrigem, ErroConfiguracao):
     """
     CONTEXTIA_ORIGEM ou CONTEXTIA_ORIGEM_TIMEOUT ausente ou invalida.
 
-    Ainda e um ErroOrigem (quem pega ErroOrigem continua pegando), mas nao e a
-    origem fora do ar: esperar o proximo ciclo nao resolve, o operador corrige.
+    Ainda é um ErroOrigem (quem pega ErroOrigem continua pegando), mas não é a
+    origem fora do ar: esperar o próximo ciclo não resolve, o operador corrige.
     """
 
 
@@ -89,21 +89,21 @@ def validado(funcao: Callable[..., _T], *args: Any) -> _T:
 
 
 def faltando(modulo: object, funcoes: tuple[str, ...]) -> list[str]:
-    """As `funcoes` que o adaptador nao expoe (as do contrato, ou as de uma estrategia)."""
+    """As `funcoes` que o adaptador não expõe (as do contrato, ou as de uma estratégia)."""
     return [f for f in funcoes if not callable(getattr(modulo, f, None))]
 
 
 def carregar_origem(nome: str) -> ModuleType:
     """
-    O adaptador `--source=<nome>`, conferido: expoe `FUNCOES`?
+    O adaptador `--source=<nome>`, conferido: expõe `FUNCOES`?
 
     Procura `sources/<nome>.py` ao lado do pacote (o adaptador que o integrador
-    escreveu, ou o `sources/generic.py` do repositorio); `generic` sem arquivo
+    escreveu, ou o `sources/generic.py` do repositório); `generic` sem arquivo
     (pacote instalado com pip) e o embutido, `contextia_sync.origem.generico`.
     """
     if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', nome or ''):
         raise ErroAdaptador(
-            '--source=%r nao e nome de modulo. Use o nome do arquivo em sources/'
+            '--source=%r não é nome de módulo. Use o nome do arquivo em sources/'
             ' sem o .py (normalmente --source=generic).' % nome)
     arquivo = os.path.join(PASTA_SOURCES, nome + '.py')
     if os.path.exists(arquivo):
@@ -112,7 +112,7 @@ def carregar_origem(nome: str) -> ModuleType:
         if modulo is None:
             spec = importlib.util.spec_from_file_location(nome_modulo, arquivo)
             if spec is None or spec.loader is None:
-                raise ErroAdaptador('sources/%s.py nao pode ser carregado como modulo'
+                raise ErroAdaptador('sources/%s.py não pode ser carregado como módulo'
                                     ' Python.' % nome)
             modulo = importlib.util.module_from_spec(spec)
             sys.modules[nome_modulo] = modulo
@@ -125,13 +125,13 @@ def carregar_origem(nome: str) -> ModuleType:
         modulo = importlib.import_module('contextia_sync.origem.generico')
     else:
         raise ErroAdaptador(
-            'sources/%s.py nao existe. Use --source=generic (o adaptador embutido)'
+            'sources/%s.py não existe. Use --source=generic (o adaptador embutido)'
             ' ou crie o adaptador em %s.' % (nome, PASTA_SOURCES))
     faltam = faltando(modulo, FUNCOES)
     if faltam:
         raise ErroAdaptador(
-            'sources/%s.py nao expoe %s. O SDK precisa de sonda (`contar`), leitura'
+            'sources/%s.py não expõe %s. O SDK precisa de sonda (`contar`), leitura'
             ' (`fetch`, com `since=` e `scope=`), ponto de partida (`maximo`) e'
-            ' renovacao de retrato (`renovar`). Use sources/generic.py.'
+            ' renovação de retrato (`renovar`). Use sources/generic.py.'
             % (nome, ', '.join('`%s`' % f for f in faltam)))
     return modulo

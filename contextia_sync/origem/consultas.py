@@ -38,16 +38,16 @@ class Objeto:
 
     @property
     def refletido(self) -> bool:
-        """As colunas e os tipos vieram do catalogo (nao e SQL compilado sem servidor)."""
+        """As colunas e os tipos vieram do catálogo (não é SQL compilado sem servidor)."""
         return bool(self._exato) and not self.sem_reflexao
 
     def coluna(self, nome: str, campo: str = 'columns') -> ColumnClause[Any]:
         """
-        A coluna real para um nome do mapeamento: exato, senao sem caixa.
+        A coluna real para um nome do mapeamento: exato, senão sem caixa.
 
         Sem caixa porque o mapeamento escreve EMPRESA_ID e o PostgreSQL guarda
-        empresa_id (e o Oracle, pelo SQLAlchemy, tambem aparece minusculo) --
-        o mesmo que um SQL escrito a mao sem aspas encontraria.
+        empresa_id (e o Oracle, pelo SQLAlchemy, também aparece minusculo) --
+        o mesmo que um SQL escrito a mão sem aspas encontraria.
         """
         c = self._exato.get(nome)
         if c is None:
@@ -56,7 +56,7 @@ class Objeto:
             if not self._exato:                  # sem reflexao: o nome como veio
                 return sa.column(nome)
             raise ErroOrigem(
-                '%s: a coluna %s nao existe em %s. Colunas que o banco mostra: %s.'
+                '%s: a coluna %s não existe em %s. Colunas que o banco mostra: %s.'
                 ' Corrija o mapeamento (ou a view).'
                 % (campo, nome, self.source_object,
                    ', '.join(sorted(self._exato)[:60])))
@@ -101,7 +101,7 @@ def colunas_pelo_select_mysql(conn: Connection, schema: str | None,
 
 def objeto_sem_reflexao(source_object: str, colunas: Iterable[str] = (),
                         tipos: Mapping[str, Any] | None = None) -> Objeto:
-    """Tabela montada so com nomes (e tipos, se dados): para compilar SQL sem servidor."""
+    """Tabela montada só com nomes (e tipos, se dados): para compilar SQL sem servidor."""
     schema, nome = validado(filtro.validar_objeto, source_object)
     nomes = validado(filtro.validar_colunas, list(colunas)) if colunas else []
     tipos = tipos or {}
@@ -119,7 +119,7 @@ def valor_do_escopo(objeto: Objeto, scope: Sequence[Any]) -> tuple[ColumnClause[
     """
     A coluna de escopo real e o valor EXATAMENTE no tipo dela (`coagir_exato`).
 
-    Objeto sem reflexao (SQL compilado sem servidor, o autoteste) nao tem tipo a
+    Objeto sem reflexão (SQL compilado sem servidor, o autoteste) não tem tipo a
     que converter: o valor vai como veio.
     """
     coluna = objeto.coluna(scope[0], 'scope')
@@ -131,7 +131,7 @@ def valor_do_escopo(objeto: Objeto, scope: Sequence[Any]) -> tuple[ColumnClause[
 
 def _onde(objeto: Objeto, condicoes: Sequence[filtro.Condicao],
           dialeto: str) -> list[ColumnElement[bool]]:
-    """O plano puro de `filtro.plano` virando expressoes SQLAlchemy, com bind."""
+    """O plano puro de `filtro.plano` virando expressões SQLAlchemy, com bind."""
     expressoes: list[ColumnElement[bool]] = []
     campos = {'escopo': 'scope', 'desde': 'since', 'chaves': 'key'}
     for nome, operador, parametro, valor in condicoes:
@@ -246,5 +246,5 @@ def consulta_relogio(dialeto: str) -> sa.TextClause:
     try:
         return sa.text(_RELOGIO[dialeto])
     except KeyError:
-        raise ErroOrigem('a origem %s nao tem consulta de relogio conhecida; o ouvinte precisa'
-                         ' da hora da ORIGEM para a marca de agua' % dialeto) from None
+        raise ErroOrigem('a origem %s não tem consulta de relógio conhecida; o ouvinte precisa'
+                         ' da hora da ORIGEM para a marca de água' % dialeto) from None

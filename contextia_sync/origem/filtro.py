@@ -1,10 +1,10 @@
 """
 O filtro de leitura da origem, sem banco: identificadores validados e o PLANO do WHERE.
 
-Puro (so stdlib) de proposito: o `ouvinte.py --autoteste` roda num `python3 -S`
+Puro (só stdlib) de propósito: o `ouvinte.py --autoteste` roda num `python3 -S`
 sem pacote nenhum e confere aqui a montagem do WHERE -- a parte onde um erro
-perde dado em silencio. O adaptador generico (`origem/consultas.py`) transforma
-este plano em SQLAlchemy; a ordem, os operadores e os nomes dos parametros saem
+perde dado em silêncio. O adaptador genérico (`origem/consultas.py`) transforma
+este plano em SQLAlchemy; a ordem, os operadores e os nomes dos parâmetros saem
 daqui e de nenhum outro lugar.
 """
 
@@ -30,21 +30,21 @@ PARAMETRO_CHAVES = 'chaves'
 
 
 class ErroIdentificador(ValueError):
-    """Nome de objeto ou coluna do mapeamento que nao pode ir para um SQL."""
+    """Nome de objeto ou coluna do mapeamento que não pode ir para um SQL."""
 
 
 def validar_nome(nome: Any, campo: str) -> str:
     """Devolve `nome` se for um identificador simples; levanta ErroIdentificador."""
     if not isinstance(nome, str) or not nome:
         raise ErroIdentificador(
-            '%s: %r nao e nome de coluna/objeto. Escreva o nome como esta no banco,'
+            '%s: %r não é nome de coluna/objeto. Escreva o nome como está no banco,'
             ' ex.: "EMPRESA_ID".' % (campo, nome))
     if len(nome) > TAMANHO_MAXIMO or not _NOME.match(nome):
         raise ErroIdentificador(
-            '%s: %r recusado -- so letras, digitos, _, $ e #, comecando por letra'
-            ' (sem espaco, aspas, ponto-e-virgula ou comentario). O nome vem do'
-            ' mapeamento e vai para um SQL na producao do cliente: corrija o'
-            ' mapeamento ou peca ao DBA uma view com nomes simples.' % (campo, nome))
+            '%s: %r recusado -- só letras, dígitos, _, $ e #, começando por letra'
+            ' (sem espaço, aspas, ponto-e-virgula ou comentário). O nome vem do'
+            ' mapeamento e vai para um SQL na produção do cliente: corrija o'
+            ' mapeamento ou peça ao DBA uma view com nomes simples.' % (campo, nome))
     return nome
 
 
@@ -55,13 +55,13 @@ def validar_objeto(source_object: Any,
     """
     if not isinstance(source_object, str) or not source_object:
         raise ErroIdentificador(
-            '%s: %r nao e nome de view/tabela. Ex.: "TITULOS_RECEBER" ou'
+            '%s: %r não é nome de view/tabela. Ex.: "TITULOS_RECEBER" ou'
             ' "ERP.TITULOS_RECEBER".' % (campo, source_object))
     partes = source_object.split('.')
     if len(partes) > 2:
         raise ErroIdentificador(
             '%s: %r tem mais de um ponto. Use "VIEW" ou "SCHEMA.VIEW" (banco'
-            ' ligado por dblink/sinonimo: peca ao DBA um sinonimo local).'
+            ' ligado por dblink/sinonimo: peça ao DBA um sinonimo local).'
             % (campo, source_object))
     for parte in partes:
         validar_nome(parte, campo)
@@ -74,7 +74,7 @@ def validar_colunas(colunas: Any, campo: str = 'columns') -> list[str]:
     """Lista de nomes validados; lista vazia ou nao-lista e recusada."""
     if isinstance(colunas, str) or not colunas:
         raise ErroIdentificador(
-            '%s: esperava uma lista nao vazia de nomes de coluna, veio %r.'
+            '%s: esperava uma lista não vazia de nomes de coluna, veio %r.'
             % (campo, colunas))
     return [validar_nome(c, '%s[%d]' % (campo, i)) for i, c in enumerate(colunas)]
 
@@ -92,12 +92,12 @@ def plano(scope: Sequence[Any] | None = None,
           since: Sequence[Any] | None = None,
           chaves: Sequence[Any] | None = None) -> list[Condicao]:
     """
-    O WHERE como lista de condicoes (coluna, operador, parametro, valor).
+    O WHERE como lista de condições (coluna, operador, parâmetro, valor).
 
-    Escopo PRIMEIRO e mudanca depois: `EMPRESA_ID = :escopo AND ALT > :desde`.
+    Escopo PRIMEIRO e mudança depois: `EMPRESA_ID = :escopo AND ALT > :desde`.
     A ordem e a do SQL de antes do ouvinte (a carga por empresa), o que deixa o
-    plano de execucao da origem igual ao que o DBA ja conhece. `>` e estrito: a
-    folga (recuo da marca) e que cobre transacao em voo, nao um `>=`.
+    plano de execução da origem igual ao que o DBA já conhece. `>` e estrito: a
+    folga (recuo da marca) e que cobre transação em voo, não um `>=`.
     Valor None no escopo e recusado: `coluna = NULL` nunca casa, e a carga
     viria vazia sem erro nenhum.
     """
@@ -106,14 +106,14 @@ def plano(scope: Sequence[Any] | None = None,
     if par is not None:
         if par[1] is None:
             raise ErroIdentificador(
-                'scope: valor None para a coluna %s -- `= NULL` nao casa com nada.'
+                'scope: valor None para a coluna %s -- `= NULL` não casa com nada.'
                 ' Passe o escopo da empresa (ex.: 297).' % par[0])
         condicoes.append((par[0], '=', PARAMETRO_ESCOPO, par[1]))
     par = _par(since, 'since')
     if par is not None:
         if par[1] is None:
             raise ErroIdentificador(
-                'since: valor None para a coluna %s. Sem marca de agua, leia tudo'
+                'since: valor None para a coluna %s. Sem marca de água, leia tudo'
                 ' (since=None) ou fixe a marca com maximo().' % par[0])
         condicoes.append((par[0], '>', PARAMETRO_DESDE, par[1]))
     par = _par(chaves, 'chaves')
@@ -121,7 +121,7 @@ def plano(scope: Sequence[Any] | None = None,
         valores = tuple(par[1]) if isinstance(par[1], (list, tuple, set, frozenset)) else None
         if not valores or any(v is None for v in valores):
             raise ErroIdentificador(
-                'chaves: esperava uma lista nao vazia de valores de %s, sem None; veio %r.'
+                'chaves: esperava uma lista não vazia de valores de %s, sem None; veio %r.'
                 % (par[0], par[1]))
         condicoes.append((par[0], 'IN', PARAMETRO_CHAVES, valores))
     return condicoes

@@ -1,38 +1,38 @@
 """
-Adaptador de origem generico: le o ERP do cliente, e so le.
+Adaptador de origem genérico: lê o ERP do cliente, e só lê.
 
     CONTEXTIA_ORIGEM=postgresql+psycopg://leitor:SENHA@erp:5432/erp
     CONTEXTIA_ORIGEM_TIMEOUT=300        (segundos por consulta; 0 desliga)
 
 URLs SQLAlchemy aceitas: oracle+oracledb://, mssql+pyodbc://, mysql+pymysql://
-(MySQL e MariaDB), postgresql+psycopg://, sqlite:///. A operacao, por dialeto,
-esta em docs/origem.md.
+(MySQL e MariaDB), postgresql+psycopg://, sqlite:///. A operação, por dialeto,
+está em docs/origem.md.
 
-O que o ouvinte, o conector e o provisionador chamam (funcoes de MODULO):
+O que o ouvinte, o conector e o provisionador chamam (funções de MODULO):
 
-    conectar()                                    engine proprio, sessao so-leitura
+    conectar()                                    engine próprio, sessão so-leitura
     fetch(source_object, columns, scope=, since=) iterador de dicts, em streaming
     contar(source_object, scope=, since=)         int
     maximo(source_object, coluna)                 maior valor (None se vazio)
-    colunas(source_object)                        nomes como estao no banco
-    escopos(source_object, coluna)                valores distintos, nao nulos
-    renovar()                                     retrato novo na proxima leitura
-    fechar()                                      solta tudo; a proxima chamada reconecta
+    colunas(source_object)                        nomes como estão no banco
+    escopos(source_object, coluna)                valores distintos, não nulos
+    renovar()                                     retrato novo na próxima leitura
+    fechar()                                      solta tudo; a próxima chamada reconecta
 
-Tres garantias, e o porque de cada uma:
-  * SO LEITURA na propria sessao (PostgreSQL, MySQL/MariaDB, Oracle, SQLite): o
-    login do cliente pode ter mais direitos do que devia. SQL Server nao tem como
-    travar a sessao: la a garantia e o login (db_datareader).
-  * ENGINE PROPRIO: sessao marcada READ ONLY continua assim ao voltar ao pool;
-    nada de fora pode pegar uma conexao daqui (nem este adaptador uma de fora).
-  * TRANSACAO CURTA: cada chamada pega uma conexao, le e devolve (o pool faz
-    rollback na devolucao). Nenhum retrato fica aberto entre ciclos -- ver
+Três garantias, e o porque de cada uma:
+  * SÓ LEITURA na própria sessão (PostgreSQL, MySQL/MariaDB, Oracle, SQLite): o
+    login do cliente pode ter mais direitos do que devia. SQL Server não tem como
+    travar a sessão: la a garantia e o login (db_datareader).
+  * ENGINE PROPRIO: sessão marcada READ ONLY continua assim ao voltar ao pool;
+    nada de fora pode pegar uma conexão daqui (nem este adaptador uma de fora).
+  * TRANSACAO CURTA: cada chamada pega uma conexão, lê e devolve (o pool faz
+    rollback na devolução). Nenhum retrato fica aberto entre ciclos -- ver
     `renovar()`.
 
-O resto mora ao lado, em contextia_sync/origem/, um modulo por assunto (importe
-de la): __init__ (ErroOrigem, ErroIdentificador), sessao (comandos de sessao e
+O resto mora ao lado, em contextia_sync/origem/, um módulo por assunto (importe
+de la): __init__ (ErroOrigem, ErroIdentificador), sessão (comandos de sessão e
 timeout por dialeto), valores (coagir, conversor) e consultas (Objeto e o SQL
-de cada leitura). As excecoes ficam expostas aqui tambem porque fazem parte do
+de cada leitura). As exceções ficam expostas aqui também porque fazem parte do
 contrato do adaptador (docs/origem.md).
 """
 
@@ -112,7 +112,7 @@ POOL_EXTRA = 4
 
 
 def _sem_fuso(valor: Any) -> datetime.datetime:
-    """A hora do relogio da origem como datetime sem fuso (SQLite devolve texto)."""
+    """A hora do relógio da origem como datetime sem fuso (SQLite devolve texto)."""
     if isinstance(valor, str):
         valor = datetime.datetime.fromisoformat(valor.strip())
     if not isinstance(valor, datetime.datetime):
@@ -122,7 +122,7 @@ def _sem_fuso(valor: Any) -> datetime.datetime:
 
 
 def _erro_do_driver(erro: BaseException) -> str:
-    """A mensagem do driver sem o SQL e os parametros que o SQLAlchemy anexa."""
+    """A mensagem do driver sem o SQL e os parâmetros que o SQLAlchemy anexa."""
     origem = getattr(erro, 'orig', None) or erro
     texto = str(origem).strip().splitlines()
     return '%s: %s' % (type(origem).__name__, texto[0] if texto else '')
@@ -134,12 +134,12 @@ def _erro_do_driver(erro: BaseException) -> str:
 
 def _abandonar_mysql(conn: Connection, resultado: CursorResult[Any]) -> None:
     """
-    Leitura do MySQL/MariaDB largada no meio: derruba a conexao em vez de drenar.
+    Leitura do MySQL/MariaDB largada no meio: derruba a conexão em vez de drenar.
 
-    Fechar o cursor sem buffer do PyMySQL LE O RESTO da tabela so para
-    descarta-lo -- minutos de I/O na producao do cliente por uma leitura que
-    ninguem quer mais. Soltar o resultado pendente (atributo do PyMySQL) e
-    invalidar a conexao fecha o socket na hora.
+    Fechar o cursor sem buffer do PyMySQL LE O RESTO da tabela só para
+    descarta-lo -- minutos de I/O na produção do cliente por uma leitura que
+    ninguém quer mais. Soltar o resultado pendente (atributo do PyMySQL) e
+    invalidar a conexão fecha o socket na hora.
     """
     if conn.closed:
         return
@@ -167,7 +167,7 @@ def _fechar_leitura(conn: Connection, resultado: CursorResult[Any]) -> None:
 
 
 class Origem:
-    """Uma origem (uma URL): engine proprio, sessao so-leitura, leituras curtas."""
+    """Uma origem (uma URL): engine próprio, sessão so-leitura, leituras curtas."""
 
     def __init__(self, url: str | sa.URL, timeout: int | None = None,
                  linhas_por_lote: int = LINHAS_POR_LOTE) -> None:
@@ -190,17 +190,17 @@ class Origem:
     # -- texto seguro -------------------------------------------------------
     @property
     def descricao(self) -> str:
-        """A URL com a senha trocada por ***: o unico jeito de mostra-la."""
+        """A URL com a senha trocada por ***: o único jeito de mostra-la."""
         return descrever_url(self.url)
 
     def _do_driver(self, erro: BaseException) -> str:
-        """A mensagem do driver, sem a senha (so a palavra inteira: ver origem/url.py)."""
+        """A mensagem do driver, sem a senha (só a palavra inteira: ver origem/url.py)."""
         return mascarar(_erro_do_driver(erro), self._senha)
 
     def _erro(self, o_que: str, erro: BaseException, correcao: str = '') -> ErroOrigem:
         if MARCAS_DE_TIMEOUT.search(str(getattr(erro, 'orig', erro))):
             correcao = ('passou de CONTEXTIA_ORIGEM_TIMEOUT=%ss e o banco cancelou.'
-                        ' Indice na coluna de mudanca/escopo resolve; se a consulta e'
+                        ' Índice na coluna de mudanca/escopo resolve; se a consulta e'
                         ' legitimamente lenta, aumente o limite' % self.timeout)
         return ErroOrigem('%s (%s): %s%s' % (o_que, self.descricao, self._do_driver(erro),
                                              (' -- ' + correcao) if correcao else ''))
@@ -219,8 +219,8 @@ class Origem:
             # Prefixo que nenhum dialeto conhece ou driver que nao esta instalado:
             # a URL (ou a instalacao) e que esta errada, nao a origem fora do ar.
             raise ErroConfiguracaoOrigem(
-                'nao consegui montar o acesso a origem %s: %s: %s -- confira o'
-                ' prefixo da URL e se o driver esta instalado (requirements.txt).'
+                'não consegui montar o acesso a origem %s: %s: %s -- confira o'
+                ' prefixo da URL e se o driver está instalado (requirements.txt).'
                 % (self.descricao, type(erro).__name__, mascarar(erro, self._senha))) from None
         event.listen(engine, 'connect', self._ao_conectar)
         if self.dialeto == 'mysql':
@@ -234,17 +234,17 @@ class Origem:
         except sa_exc.DBAPIError as erro:
             self._engine = None
             engine.dispose()
-            raise self._erro('nao conectou a origem', erro,
-                             'confira host, porta, usuario e senha em'
-                             ' CONTEXTIA_ORIGEM e se o banco aceita conexao'
-                             ' desta maquina') from None
+            raise self._erro('não conectou a origem', erro,
+                             'confira host, porta, usuário e senha em'
+                             ' CONTEXTIA_ORIGEM e se o banco aceita conexão'
+                             ' desta máquina') from None
         logger.info('origem ...........: %s (somente leitura: %s; timeout: %s)',
                     self.descricao,
-                    'pelo LOGIN (SQL Server nao trava sessao)' if self.dialeto == 'mssql'
-                    else 'sessao travada', '%ss' % self.timeout if self.timeout else 'nenhum')
+                    'pelo LOGIN (SQL Server não trava sessão)' if self.dialeto == 'mssql'
+                    else 'sessão travada', '%ss' % self.timeout if self.timeout else 'nenhum')
         if self.dialeto == 'mssql':
-            logger.warning('SQL Server: o adaptador nao consegue travar a sessao em'
-                           ' leitura. Garanta que o login so tem db_datareader'
+            logger.warning('SQL Server: o adaptador não consegue travar a sessão em'
+                           ' leitura. Garanta que o login só tem db_datareader'
                            ' (docs/origem.md).')
         return self
 
@@ -265,24 +265,24 @@ class Origem:
 
     def _ao_retirar(self, dbapi_conn: Any, _registro: Any, _proxy: Any) -> None:
         """
-        MySQL/MariaDB: a sessao travada de novo a CADA retirada do pool.
+        MySQL/MariaDB: a sessão travada de novo a CADA retirada do pool.
 
-        Uma funcao chamada por uma view pode rodar `SET SESSION TRANSACTION READ
+        Uma função chamada por uma view pode rodar `SET SESSION TRANSACTION READ
         WRITE` (ou zerar o `max_statement_time`, ou trocar o `time_zone`), e a
-        sessao fica assim pela vida inteira da conexao no pool: a leitura
+        sessão fica assim pela vida inteira da conexão no pool: a leitura
         seguinte escreveria. No PostgreSQL o SET dentro da leitura e desfeito
-        pelo rollback da devolucao; no MySQL/MariaDB nao. Se nem travar der, a
-        conexao nao e entregue: o pool a descarta e abre outra (DisconnectionError).
+        pelo rollback da devolução; no MySQL/MariaDB não. Se nem travar der, a
+        conexão não é entregue: o pool a descarta e abre outra (DisconnectionError).
         """
         try:
             self._travar_sessao(dbapi_conn)
         except Exception as erro:                        # noqa: BLE001
             raise sa_exc.DisconnectionError(
-                'a sessao da origem nao voltou a somente leitura (%s)'
+                'a sessão da origem não voltou a somente leitura (%s)'
                 % _erro_do_driver(erro)) from None
 
     def _travar_sessao(self, dbapi_conn: Any) -> None:
-        """Os comandos de `sessao.comandos_de_sessao`: so leitura, UTC, limite de tempo."""
+        """Os comandos de `sessao.comandos_de_sessao`: só leitura, UTC, limite de tempo."""
         comandos = comandos_de_sessao(self.dialeto, self.timeout, self.mariadb)
         if not self.timeout:
             comandos = [c for c in comandos if 'timeout' not in c and 'max_' not in c]
@@ -309,17 +309,17 @@ class Origem:
             cursor.close()
 
     def _abrir(self) -> Connection:
-        """Uma conexao do pool; a origem fora do ar vira ErroOrigem com a correcao."""
+        """Uma conexão do pool; a origem fora do ar vira ErroOrigem com a correção."""
         engine = self._motor()
         try:
             return engine.connect()
         except sa_exc.DBAPIError as erro:
-            raise self._erro('nao conectou a origem', erro,
-                             'a origem esta no ar? o proximo ciclo tenta de novo') from None
+            raise self._erro('não conectou a origem', erro,
+                             'a origem está no ar? o próximo ciclo tenta de novo') from None
 
     @contextmanager
     def _conexao(self) -> Iterator[Connection]:
-        """Uma conexao do pool, numa transacao que acaba (rollback) ao sair."""
+        """Uma conexão do pool, numa transação que acaba (rollback) ao sair."""
         conn = self._abrir()
         try:
             yield conn
@@ -331,8 +331,8 @@ class Origem:
     @contextmanager
     def sessao(self) -> Iterator[Connection]:
         """
-        Uma conexao da sessao somente leitura (com o tempo maximo por consulta),
-        numa transacao que acaba ao sair: para quem le o catalogo inteiro pelo
+        Uma conexão da sessão somente leitura (com o tempo máximo por consulta),
+        numa transação que acaba ao sair: para quem lê o catálogo inteiro pelo
         inspector do SQLAlchemy (o `descobrir`). A trava e a mesma de toda leitura.
         """
         with self._conexao() as conn:
@@ -362,17 +362,17 @@ class Origem:
                     raise
                 # MySQL/MariaDB refletem view com SHOW CREATE, que exige SHOW VIEW
                 # -- direito que um login so-SELECT nao tem (e nao deve ter).
-                ultimo_erro = ' Ultimo erro: %s.' % self._do_driver(erro)
+                ultimo_erro = ' Último erro: %s.' % self._do_driver(erro)
                 try:
                     reflexo = colunas_pelo_select_mysql(conn, cand_schema, cand_nome)
                 except sa_exc.DBAPIError as erro_select:
-                    ultimo_erro = ' Ultimo erro: %s.' % self._do_driver(erro_select)
+                    ultimo_erro = ' Último erro: %s.' % self._do_driver(erro_select)
                     continue
             if reflexo:
                 break
         else:
             raise ErroOrigem(
-                'source_object %s nao encontrado na origem %s (nem em maiusculas/'
+                'source_object %s não encontrado na origem %s (nem em maiusculas/'
                 'minusculas), ou este login nao tem SELECT nele. Confira o nome no'
                 ' mapeamento e o GRANT (docs/origem.md).%s'
                 % (source_object, self.descricao, ultimo_erro))
@@ -414,10 +414,10 @@ class Origem:
         """
         As linhas como dicts (chaves = nomes de `columns`), em streaming.
 
-        A consulta roda AQUI (erro de conexao, coluna inexistente e nome hostil
-        saem ja na chamada); as linhas vem a medida que o laco pede, em lotes
-        de `linhas_por_lote`: a memoria nao cresce com o tamanho da view.
-        `chaves=(coluna, [valores])` le so essas linhas (`coluna IN (...)`).
+        A consulta roda AQUI (erro de conexão, coluna inexistente e nome hostil
+        saem já na chamada); as linhas vem a medida que o laço pede, em lotes
+        de `linhas_por_lote`: a memória não cresce com o tamanho da view.
+        `chaves=(coluna, [valores])` lê só essas linhas (`coluna IN (...)`).
         """
         nomes = validado(filtro.validar_colunas, columns)
         plano = validado(filtro.plano, scope, since, chaves)
@@ -463,12 +463,12 @@ class Origem:
                 conversores: list[tuple[int, Conversor]],
                 conferir: tuple[int, Any, str] | None = None) -> Linhas:
         """
-        As linhas do `fetch`, e a ultima palavra sobre o escopo.
+        As linhas do `fetch`, e a última palavra sobre o escopo.
 
-        `conferir=(posicao, valor, escopo)`: a linha cujo valor de escopo nao e,
+        `conferir=(posição, valor, escopo)`: a linha cujo valor de escopo não é,
         como o SDK o escreve (`texto_escopo`), o escopo pedido e descartada, com um
-        aviso ao fim. O valor ja vai exato ao banco; o que sobra e a comparacao
-        do proprio banco -- a collation `_ci` do MySQL/MariaDB e a do SQL Server
+        aviso ao fim. O valor já vai exato ao banco; o que sobra e a comparação
+        do próprio banco -- a collation `_ci` do MySQL/MariaDB e a do SQL Server
         acham 'abc' igual a 'ABC', outra empresa para o arquivo de chaves.
         """
         lidas = 0
@@ -510,13 +510,13 @@ class Origem:
             raise self._erro('leitura de %s interrompida depois de %d linha(s)'
                              % (source_object, lidas), erro,
                              'nada desta leitura deve ser dado como completo; a'
-                             ' proxima chamada reconecta') from None
+                             ' próxima chamada reconecta') from None
         except Exception:
             if conn in self._abertas:
                 raise
             raise ErroOrigem(
                 'leitura de %s interrompida depois de %d linha(s): fechada por'
-                ' renovar()/fechar() antes do fim -- leia ate o fim antes de'
+                ' renovar()/fechar() antes do fim -- leia até o fim antes de'
                 ' renovar, ou chame fetch de novo' % (source_object, lidas)) from None
         finally:
             self._abertas.pop(conn, None)
@@ -530,11 +530,11 @@ class Origem:
 
     def _devolver(self, conn: Connection) -> None:
         """
-        Devolve a conexao do fetch ao pool com o limite de tempo de volta.
+        Devolve a conexão do fetch ao pool com o limite de tempo de volta.
 
         O fetch do MySQL/MariaDB tira o limite da SESSAO; sem restaurar, a
-        proxima sonda nessa conexao do pool rodaria sem limite nenhum. Se nem
-        restaurar der, a conexao e descartada.
+        próxima sonda nessa conexão do pool rodaria sem limite nenhum. Se nem
+        restaurar der, a conexão e descartada.
         """
         if self.dialeto == 'mysql' and self.timeout and not conn.closed \
                 and not conn.invalidated:
@@ -559,7 +559,7 @@ class Origem:
                                                     self.dialeto)).scalar_one())
 
     def maximo(self, source_object: str, coluna: str) -> Any:
-        """O maior valor da coluna (ponto de partida da marca de agua); None se vazia."""
+        """O maior valor da coluna (ponto de partida da marca de água); None se vazia."""
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
             sql, real = consulta_maximo(objeto, coluna)
@@ -569,26 +569,26 @@ class Origem:
         return funcao(valor) if funcao and valor is not None else valor
 
     def agora(self) -> Relogio:
-        """A hora da ORIGEM (nunca a desta maquina): UTC e local do servidor."""
+        """A hora da ORIGEM (nunca a desta máquina): UTC e local do servidor."""
         with self._conexao() as conn:
             utc, local = conn.execute(consulta_relogio(self.dialeto)).one()
         return Relogio(_sem_fuso(utc), _sem_fuso(local if local is not None else utc))
 
     def tipo_coluna(self, source_object: str, coluna: str) -> str:
-        """A familia do tipo da coluna no catalogo (datetime, date, numerico, texto...)."""
+        """A família do tipo da coluna no catálogo (datetime, date, numérico, texto...)."""
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
         real = objeto.coluna(coluna, 'watch_column')
         return familia_do_tipo(real.type, objeto.tipos_sqlite.get(real.name))
 
     def contar_sem_valor(self, source_object: str, coluna: str) -> int:
-        """Quantas linhas tem `coluna` nula: a sonda nunca as ve, so a varredura as leva."""
+        """Quantas linhas tem `coluna` nula: a sonda nunca as vê, só a varredura as leva."""
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
             return int(conn.execute(consulta_sem_valor(objeto, coluna)).scalar_one())
 
     def colunas(self, source_object: str) -> list[str]:
-        """Os nomes das colunas como o banco os guarda (Oracle em maiusculas)."""
+        """Os nomes das colunas como o banco os guarda (Oracle em maiúsculas)."""
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
         dialeto = self._motor().dialect
@@ -596,7 +596,7 @@ class Origem:
                 for c in objeto.tabela.c]
 
     def escopos(self, source_object: str, coluna: str) -> list[Any]:
-        """Os valores distintos, nao nulos, de `coluna` (as empresas que existem ali)."""
+        """Os valores distintos, não nulos, de `coluna` (as empresas que existem ali)."""
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
             sql, real = consulta_escopos(objeto, coluna)
@@ -607,12 +607,12 @@ class Origem:
 
     def renovar(self) -> None:
         """
-        Garante que a proxima leitura ve o banco de AGORA.
+        Garante que a próxima leitura vê o banco de AGORA.
 
-        Oracle READ ONLY e MySQL REPEATABLE READ congelam o retrato no inicio da
-        transacao: uma sessao aberta desde a subida do ouvinte veria para sempre
-        o banco daquele instante. Aqui cada chamada ja roda numa transacao que
-        acaba ao fim dela; o que sobra para renovar e a leitura que alguem
+        Oracle READ ONLY e MySQL REPEATABLE READ congelam o retrato no início da
+        transação: uma sessão aberta desde a subida do ouvinte veria para sempre
+        o banco daquele instante. Aqui cada chamada já roda numa transação que
+        acaba ao fim dela; o que sobra para renovar e a leitura que alguém
         deixou pela metade -- essa e fechada.
         """
         for conn, resultado in list(self._abertas.items()):
@@ -623,7 +623,7 @@ class Origem:
             _fechar_leitura(conn, resultado)
 
     def fechar(self) -> None:
-        """Solta conexoes e engine. Chamar de novo qualquer leitura reconecta."""
+        """Solta conexões e engine. Chamar de novo qualquer leitura reconecta."""
         self.renovar()
         if self._engine is not None:
             self._engine.dispose()
@@ -641,7 +641,7 @@ _padrao: Origem | None = None
 def conectar(url: str | None = None, timeout: int | None = None) -> Origem:
     """
     A origem de CONTEXTIA_ORIGEM (ou de `url`), conectada. Chamada de novo,
-    devolve a mesma; as outras funcoes chamam esta sozinhas.
+    devolve a mesma; as outras funções chamam esta sozinhas.
     """
     global _padrao
     if url is None:
@@ -679,7 +679,7 @@ def agora() -> Relogio:
 
 
 def tipo_coluna(source_object: str, coluna: str) -> str:
-    """A familia do tipo de `coluna` no catalogo."""
+    """A família do tipo de `coluna` no catálogo."""
     return _origem().tipo_coluna(source_object, coluna)
 
 
@@ -705,18 +705,18 @@ def colunas(source_object: str) -> list[str]:
 
 
 def escopos(source_object: str, coluna: str) -> list[Any]:
-    """Os valores distintos, nao nulos, de `coluna`."""
+    """Os valores distintos, não nulos, de `coluna`."""
     return _origem().escopos(source_object, coluna)
 
 
 def renovar() -> None:
-    """Fecha leitura deixada pela metade: a proxima ve o banco de agora."""
+    """Fecha leitura deixada pela metade: a próxima vê o banco de agora."""
     if _padrao is not None:
         _padrao.renovar()
 
 
 def fechar() -> None:
-    """Solta a origem; a proxima chamada le CONTEXTIA_ORIGEM de novo e reconecta."""
+    """Solta a origem; a próxima chamada lê CONTEXTIA_ORIGEM de novo e reconecta."""
     global _padrao
     if _padrao is not None:
         _padrao.fechar()

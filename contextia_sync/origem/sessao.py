@@ -2,9 +2,9 @@
 O que cada banco de origem precisa ouvir ao conectar: somente leitura, fuso
 UTC e limite de tempo por consulta (CONTEXTIA_ORIGEM_TIMEOUT).
 
-Modulo puro (sem sqlalchemy): o adaptador generico (`origem/generico.py`)
-aplica estes comandos em cada conexao nova, e o `--autoteste` importa este
-modulo num `python3 -S`.
+Módulo puro (sem sqlalchemy): o adaptador genérico (`origem/generico.py`)
+aplica estes comandos em cada conexão nova, e o `--autoteste` importa este
+módulo num `python3 -S`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def comandos_de_sessao(dialeto: str, timeout: int, mariadb: bool = False) -> lis
 
 
 def comando_timeout_mysql(timeout: int, mariadb: bool) -> str:
-    """MariaDB conta em segundos (`max_statement_time`); MySQL em ms, so SELECT."""
+    """MariaDB conta em segundos (`max_statement_time`); MySQL em ms, só SELECT."""
     if mariadb:
         return 'SET SESSION max_statement_time = %d' % int(timeout)
     return 'SET SESSION max_execution_time = %d' % (int(timeout) * 1000)
@@ -68,7 +68,7 @@ def timeout_do_ambiente() -> int:
         valor = int(bruto)
     except ValueError:
         raise ErroConfiguracaoOrigem(
-            'CONTEXTIA_ORIGEM_TIMEOUT=%r nao e numero inteiro de segundos.'
+            'CONTEXTIA_ORIGEM_TIMEOUT=%r não é número inteiro de segundos.'
             ' Ex.: 300 (0 desliga).' % bruto) from None
     if valor < 0:
         raise ErroConfiguracaoOrigem(

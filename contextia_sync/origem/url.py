@@ -1,14 +1,14 @@
 """
 A URL da origem (CONTEXTIA_ORIGEM) lida e mostrada sem a senha.
 
-A URL so aparece em mensagem depois de PARSEADA pelo SQLAlchemy, e mostrada
-por ele com a senha e os parametros secretos da query trocados por `***`
-(`descrever_url`). A que nao parseia -- ou parseia errado: um `@` sem
+A URL só aparece em mensagem depois de PARSEADA pelo SQLAlchemy, e mostrada
+por ele com a senha e os parâmetros secretos da query trocados por `***`
+(`descrever_url`). A que não parseia -- ou parseia errado: um `@` sem
 codificar na senha joga o resto dela no host -- e recusada sem que nada dela
-seja mostrado (`ler_url`). Texto livre (a mensagem do driver) nao e varrido
+seja mostrado (`ler_url`). Texto livre (a mensagem do driver) não é varrido
 por pedaco da senha: uma senha de uma letra estragaria a mensagem inteira
-('cannot e***ecute'); so a senha como palavra inteira e um `usuario:senha@`
-embutido sao trocados (`mascarar`).
+('cannot e***ecute'); só a senha como palavra inteira e um `usuário:senha@`
+embutido são trocados (`mascarar`).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ FORMATO = ('Formato: postgresql+psycopg://usuario:senha@host:5432/banco (um por 
 
 def ler_url(texto: str | sa.URL) -> sa.URL:
     """
-    CONTEXTIA_ORIGEM parseada, ou ErroConfiguracaoOrigem que nao repete nada dela.
+    CONTEXTIA_ORIGEM parseada, ou ErroConfiguracaoOrigem que não repete nada dela.
 
-    O `@` sem codificar na senha: o SQLAlchemy le `leitor:abc@def@host` como
+    O `@` sem codificar na senha: o SQLAlchemy lê `leitor:abc@def@host` como
     senha `abc` e host `def@host`, e o driver poria `def` -- o resto da senha
-    -- na mensagem de "host nao encontrado". Recusado antes de conectar.
+    -- na mensagem de "host não encontrado". Recusado antes de conectar.
     """
     if isinstance(texto, sa.URL):
         url = texto
@@ -61,7 +61,7 @@ def ler_url(texto: str | sa.URL) -> sa.URL:
 
 
 def _dica(texto: str) -> str:
-    """O que falta numa URL que nao parseia, sem repetir nada dela."""
+    """O que falta numa URL que não parseia, sem repetir nada dela."""
     if '://' not in texto:
         if re.match(r'[^:/@\s]+/[^@\s/]*@', texto):
             return (' (o jeito usuario/senha@host do Oracle não vale aqui: use'
@@ -71,7 +71,7 @@ def _dica(texto: str) -> str:
 
 
 def descrever_url(url: sa.URL) -> str:
-    """A URL para mensagem e log: senha e parametros secretos da query como ***."""
+    """A URL para mensagem e log: senha e parâmetros secretos da query como ***."""
     ocultos = sorted(k for k in url.query if _QUERY_SEGREDO.search(k))
     seguros = {k: v for k, v in url.query.items() if k not in ocultos}
     texto = url.set(query=seguros).render_as_string(hide_password=True)
@@ -85,9 +85,9 @@ def mascarar(texto: object, senha: str | None = None) -> str:
     """
     Tira a senha de um texto livre (a mensagem do driver).
 
-    Um `usuario:senha@` embutido vira `usuario:***@`; a `senha` (crua ou
-    codificada) vira `***` so onde aparece como palavra inteira -- nunca dentro
-    de outra palavra: a senha `e` deixa `cannot execute` como esta.
+    Um `usuário:senha@` embutido vira `usuário:***@`; a `senha` (crua ou
+    codificada) vira `***` só onde aparece como palavra inteira -- nunca dentro
+    de outra palavra: a senha `e` deixa `cannot execute` como está.
     """
     texto = _SENHA_EM_URL.sub(r'\1***@', str(texto))
     if senha:

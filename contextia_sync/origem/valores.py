@@ -2,12 +2,12 @@
 Valores da origem, nos dois sentidos:
 
   * do mapeamento/estado para o bind (`coagir`): o escopo chega como texto e a
-    marca de agua como o estado a guardou; o banco recebe o tipo da coluna.
+    marca de água como o estado a guardou; o banco recebe o tipo da coluna.
   * do driver para o Python que o cliente serializa (`conversor`): data zero do
     MySQL, rowversion do SQL Server, NUMBER sem escala e LOBs do Oracle, datas
     em TEXT do SQLite.
 
-Usado pelo adaptador generico (`origem/generico.py`) e pelo SQL de
+Usado pelo adaptador genérico (`origem/generico.py`) e pelo SQL de
 `origem/consultas.py`.
 """
 
@@ -50,8 +50,8 @@ def _tipo_python(tipo: Any) -> type | None:
 
 def familia_do_tipo(tipo: Any, tipo_sqlite: str | None = None) -> str:
     """
-    A familia do tipo de uma coluna: datetime, date, numerico, texto, uuid,
-    outro, ou desconhecido (o catalogo nao disse).
+    A família do tipo de uma coluna: datetime, date, numérico, texto, uuid,
+    outro, ou desconhecido (o catálogo não disse).
     """
     if tipo_sqlite in ('datetime', 'date'):
         return tipo_sqlite
@@ -86,7 +86,7 @@ _CORRECAO_EXATO = {
 
 
 def _inteiro_exato(valor: Any) -> int | None:
-    """O inteiro que `valor` e EXATAMENTE, ou None (texto torto, fracao, bool)."""
+    """O inteiro que `valor` e EXATAMENTE, ou None (texto torto, fração, bool)."""
     if isinstance(valor, bool):
         return None
     if isinstance(valor, int):
@@ -107,13 +107,13 @@ def coagir_exato(valor: Any, tipo: Any, coluna: str, campo: str = 'scope') -> An
     """
     O valor do escopo (ou de uma key do `IN`) EXATAMENTE no tipo da coluna, ou ErroOrigem.
 
-    Texto comparado a coluna INT deixa o banco converter -- e o MariaDB le
+    Texto comparado a coluna INT deixa o banco converter -- e o MariaDB lê
     '297x', '297 OR 1=1' e '0297' como 297: a leitura de uma empresa alargada
-    para outra. Aqui a conversao e do SDK, e so aceita o que volta igual:
-    numa coluna numerica, o inteiro escrito como `texto_escopo` o escreve
-    ('297'; '0297', '+297', ' 297', '297.0' e '297x' sao recusados); numa de
-    texto, o texto como veio (o numero vira o texto dele: 297 -> '297'); numa
-    UUID, o UUID na forma canonica. Outro tipo de coluna nao serve de escopo.
+    para outra. Aqui a conversão e do SDK, e só aceita o que volta igual:
+    numa coluna numérica, o inteiro escrito como `texto_escopo` o escreve
+    ('297'; '0297', '+297', ' 297', '297.0' e '297x' são recusados); numa de
+    texto, o texto como veio (o número vira o texto dele: 297 -> '297'); numa
+    UUID, o UUID na forma canônica. Outro tipo de coluna não serve de escopo.
     """
     familia = familia_do_tipo(tipo)
     correcao = _CORRECAO_EXATO.get(campo, '')
@@ -160,8 +160,8 @@ def coagir(valor: Any, tipo: Any,
     O valor do filtro no tipo da coluna, para o banco comparar sem adivinhar.
 
     O escopo chega como texto ('297', da linha de comando) e a marca como o que
-    o estado guardou (ISO, numero). Comparar TEXTO com DATA deixa o banco
-    escolher a conversao -- e cada banco escolhe diferente.
+    o estado guardou (ISO, número). Comparar TEXTO com DATA deixa o banco
+    escolher a conversão -- e cada banco escolhe diferente.
     """
     if _eh_rowversion(tipo) and isinstance(valor, int) and not isinstance(valor, bool):
         # rowversion e binary(8) big-endian: comparar bytes e exato.
@@ -186,8 +186,8 @@ def coagir(valor: Any, tipo: Any,
                 return decimal.Decimal(texto)
         except (ValueError, decimal.InvalidOperation):
             raise ErroOrigem(
-                '%s: %r nao e valor valido para uma coluna %s. Confira a marca de'
-                ' agua no estado ou o tipo da coluna na view.' % (campo, valor, tipo)) from None
+                '%s: %r não é valor válido para uma coluna %s. Confira a marca de'
+                ' água no estado ou o tipo da coluna na view.' % (campo, valor, tipo)) from None
     if alvo is int and isinstance(valor, (decimal.Decimal, float)) \
             and valor == int(valor):
         return int(valor)
@@ -207,7 +207,7 @@ def texto_sqlite(valor: Any) -> Any:
 
 
 class Avisos:
-    """Um aviso por coluna, nao um por linha: 1M de linhas nao vira 1M de avisos."""
+    """Um aviso por coluna, não um por linha: 1M de linhas não vira 1M de avisos."""
 
     def __init__(self) -> None:
         self.vistos: set[str] = set()
@@ -221,8 +221,8 @@ class Avisos:
 def conversor(tipo: Any, dialeto: str, rotulo: str, avisos: Avisos,
               tipo_sqlite: str | None = None) -> Conversor | None:
     """
-    Funcao que leva o valor do driver ao valor Python que o cliente serializa,
-    ou None quando o driver ja entrega certo (o caso comum, e o mais rapido).
+    Função que leva o valor do driver ao valor Python que o cliente serializa,
+    ou None quando o driver já entrega certo (o caso comum, e o mais rápido).
     """
     if tipo_sqlite in ('datetime', 'date'):
         def ler_sqlite(valor: Any, _dia: bool = (tipo_sqlite == 'date')) -> Any:
@@ -233,8 +233,8 @@ def conversor(tipo: Any, dialeto: str, rotulo: str, avisos: Avisos,
                     return datetime.date.fromisoformat(valor.strip()[:10])
                 return datetime.datetime.fromisoformat(valor.strip())
             except ValueError:
-                avisos.uma_vez(rotulo, '%s: valor %r nao e data legivel -> None'
-                               ' (aviso unico por coluna)', rotulo, valor)
+                avisos.uma_vez(rotulo, '%s: valor %r não é data legível -> None'
+                               ' (aviso único por coluna)', rotulo, valor)
                 return None
         return ler_sqlite
 
@@ -248,7 +248,7 @@ def conversor(tipo: Any, dialeto: str, rotulo: str, avisos: Avisos,
             # O PyMySQL devolve '0000-00-00' como TEXTO: nao e data que exista.
             if isinstance(valor, str):
                 avisos.uma_vez(rotulo, '%s: data zero do MySQL (%r) vira None'
-                               ' (aviso unico por coluna)', rotulo, valor)
+                               ' (aviso único por coluna)', rotulo, valor)
                 return None
             if com_fuso and isinstance(valor, datetime.datetime) and valor.tzinfo is None:
                 return valor.replace(tzinfo=UTC)   # sessao em UTC: e UTC

@@ -1,20 +1,20 @@
 """
-O ouvinte: o servico que fica de pe e leva ao Contextia o que mudou, em segundos.
+O ouvinte: o serviço que fica de pe e leva ao Contextia o que mudou, em segundos.
 
     contexto.py    `Contexto`: tudo o que um ciclo precisa, montado uma vez
-    preparo.py     resolve a configuracao na ordem certa e monta o Contexto
+    preparo.py     resolve a configuração na ordem certa e monta o Contexto
     dados.py       ciclo de DADOS: o que mudou (pela captura), empresa por empresa
     projetos.py    ciclo de PROJETOS: empresa nova ganha projeto, chave e carga
-    varredura.py   VARREDURA: a carga completa diaria, a unica que remove
+    varredura.py   VARREDURA: a carga completa diária, a única que remove
     agenda.py      a hora da varredura e a espera depois de falhas (puro)
-    laco.py        o laco do servico: ciclos, parada, status
-    relatorio.py   o conteudo do ouvinte-status.txt
-    autoteste.py   `--autoteste`: a logica pura provada num `python3 -S`
+    laco.py        o laço do serviço: ciclos, parada, status
+    relatorio.py   o conteúdo do ouvinte-status.txt
+    autoteste.py   `--autoteste`: a lógica pura provada num `python3 -S`
     estado_a_mao.py  o estado visto e mudado pelo operador (`estado.py`): o
-                   retrato, a marca posta a mao, a carga pendente esquecida
+                   retrato, a marca posta a mão, a carga pendente esquecida
 
 Pode importar todos os outros subpacotes: e quem os junta. As ferramentas
 (provisionar, connector, carregar-todas) rodam como processos filhos, pelo
 supervisor (supervisor.py), nunca importadas: uma falha delas volta como
-codigo de saida e nao derruba o servico.
+código de saída e não derruba o serviço.
 """

@@ -1,4 +1,4 @@
-"""A hora da varredura diaria (`--varredura HH:MM`, `--janela-varredura`). Modulo puro."""
+"""A hora da varredura diária (`--varredura HH:MM`, `--janela-varredura`). Módulo puro."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from contextia_sync.erros import ErroConfiguracao
 # martela uma origem fora do ar e ainda volta sozinho quando ela voltar.
 TETO_ESPERA = padroes.TETO_ESPERA
 
-DESLIGADA = ('nao', 'no', 'off', 'nenhuma')
+DESLIGADA = ('nao', 'não', 'no', 'off', 'nenhuma')
 
 
 class ErroVarredura(ErroConfiguracao, ValueError):
-    """`--varredura` nao e HH:MM nem "nao"."""
+    """`--varredura` não é HH:MM nem "nao"."""
 
 
 def ler_hora(texto: str | None) -> tuple[int, int] | None:
@@ -41,12 +41,12 @@ def hora_de_varrer(varredura: tuple[int, int] | None, janela_min: int, feita_em:
     """
     Chegou a hora da varredura de hoje?
 
-    Compara com o DIA ja varrido, nao com um intervalo: "as 03:30" acontece uma
-    vez por dia mesmo com tres reinicios, e nao duas porque ele subiu 03:29.
+    Compara com o DIA já varrido, não com um intervalo: "as 03:30" acontece uma
+    vez por dia mesmo com três reinicios, e não duas porque ele subiu 03:29.
 
-    E so dentro da JANELA depois da hora: sem ela, um ouvinte que sobe as 14h
-    com o estado zerado veria "ainda nao varri hoje" e faria a carga completa
-    em pleno horario comercial. A janela tambem recupera atraso: fora do ar as
+    E só dentro da JANELA depois da hora: sem ela, um ouvinte que sobe as 14h
+    com o estado zerado veria "ainda não varri hoje" e faria a carga completa
+    em pleno horário comercial. A janela também recupera atraso: fora do ar as
     03:30 e de volta as 05:00, ainda varre.
     """
     if not varredura:
@@ -61,13 +61,13 @@ def hora_de_varrer(varredura: tuple[int, int] | None, janela_min: int, feita_em:
 
 def descrever(varredura: tuple[int, int] | None, janela_min: int) -> str:
     if not varredura:
-        return 'DESLIGADA -- exclusao na origem NUNCA sai do Contextia'
-    return '%02d:%02d (+%smin de janela; a UNICA que remove)' % (
+        return 'DESLIGADA -- exclusão na origem NUNCA sai do Contextia'
+    return '%02d:%02d (+%smin de janela; a ÚNICA que remove)' % (
         varredura[0], varredura[1], janela_min)
 
 
 def espera_apos_falhas(intervalo: int, falhas: int) -> int:
-    """Segundos ate a proxima tentativa: o intervalo, dobrando a cada falha seguida."""
+    """Segundos até a próxima tentativa: o intervalo, dobrando a cada falha seguida."""
     if falhas <= 0:
         return intervalo
     # min antes da potencia: 2**falhas cresce sem limite num ouvinte fora do ar ha dias.

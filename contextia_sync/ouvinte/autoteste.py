@@ -1,10 +1,10 @@
 """
-`python3 ouvinte.py --autoteste` -- prova a logica que nao da para ver a olho.
+`python3 ouvinte.py --autoteste` -- prova a lógica que não da para ver a olho.
 
-Sao justamente as partes onde um erro perde dado em silencio: a marca de
-agua, o repartir por empresa e a montagem do WHERE. Roda num `python3 -S` sem
-pacote nenhum, na maquina de quem escreve o mapeamento, antes de tocar na
-origem do cliente: prova que da trabalho nao e rodada.
+São justamente as partes onde um erro perde dado em silêncio: a marca de
+água, o repartir por empresa e a montagem do WHERE. Roda num `python3 -S` sem
+pacote nenhum, na máquina de quem escreve o mapeamento, antes de tocar na
+origem do cliente: prova que da trabalho não é rodada.
 """
 
 import datetime
@@ -32,15 +32,15 @@ class _Placar:
             else:
                 print('  ok      %s' % rotulo)
             return
-        self.falhas.append('%s: NAO recusou' % rotulo)
+        self.falhas.append('%s: NÃO recusou' % rotulo)
         print('  FALHOU  %s' % rotulo)
 
 
 def _marca(p):
-    """As regras da marca de agua: a mesma tabela que o pytest usa (casos_marca.py)."""
+    """As regras da marca de água: a mesma tabela que o pytest usa (casos_marca.py)."""
     from contextia_sync.captura import marca_agua
     from contextia_sync.captura.casos_marca import CASOS
-    print('marca de agua')
+    print('marca de água')
     for rotulo, funcao, args, nomeados, esperado in CASOS:
         p.igual(rotulo, getattr(marca_agua, funcao)(*args, **nomeados), esperado)
 
@@ -55,18 +55,18 @@ def _atrasadas(p):
              {'ID': 2, 'ALT': datetime.datetime(2026, 9, 2, 9, 58)},    # atrasada 120s
              {'ID': 3, 'ALT': datetime.datetime(2026, 9, 2, 10, 1)}]    # normal
     quantas, maior, novas = contar_atrasadas(lidas, 'ALT', 'ID', marca, vistos)
-    p.igual('releitura da mesma linha nao conta; a nova abaixo da marca conta',
+    p.igual('releitura da mesma linha não conta; a nova abaixo da marca conta',
             quantas, 1)
     p.igual('o maior atraso e marca - valor', maior, 120.0)
-    p.igual('so as ainda nao vistas entram na memoria', len(novas), 2)
+    p.igual('só as ainda não vistas entram na memória', len(novas), 2)
     alterada = {'ID': 1, 'ALT': datetime.datetime(2026, 9, 2, 9, 59, 30)}
-    p.igual('mesma chave com valor novo e outra versao da linha',
+    p.igual('mesma chave com valor novo e outra versão da linha',
             contar_atrasadas([alterada], 'ALT', 'ID', marca, vistos)[0], 1)
-    p.igual('sem memoria (primeiro ciclo) nao conta nada',
+    p.igual('sem memória (primeiro ciclo) não conta nada',
             contar_atrasadas(lidas, 'ALT', 'ID', marca, None)[0], 0)
     p.igual('atraso acima de metade da folga e preocupante',
             atraso_preocupante(100, marca, 180), True)
-    p.igual('abaixo da metade, nao', atraso_preocupante(80, marca, 180), False)
+    p.igual('abaixo da metade, não', atraso_preocupante(80, marca, 180), False)
 
 
 def _escopos(p):
@@ -80,13 +80,13 @@ def _escopos(p):
          {'ID': 3, 'EMPRESA_ID': 999}, {'ID': 4, 'EMPRESA_ID': None},
          {'ID': 5, 'EMPRESA_ID': 297.0}, {'ID': 6, 'EMPRESA_ID': '297 '}],
         mapa, row, chaves)
-    p.igual('numero 297 casa com a chave "297"', sorted(grupos), ['297', '301'])
-    p.igual('297, 297.0 e "297 " sao a mesma empresa', len(grupos['297']), 3)
-    p.igual('escopo sem chave nao inventa destino', novos, ['(vazio)', '999'])
+    p.igual('número 297 casa com a chave "297"', sorted(grupos), ['297', '301'])
+    p.igual('297, 297.0 e "297 " são a mesma empresa', len(grupos['297']), 3)
+    p.igual('escopo sem chave não inventa destino', novos, ['(vazio)', '999'])
     dominio = {'dataset': 'status', 'source_object': 'V', 'scope_column': None,
                'columns': ['ID']}
     grupos, _ = agrupar_por_escopo(iter([{'ID': 1}]), mapa, dominio, chaves)
-    p.igual('tabela de dominio vai para TODAS as empresas', sorted(grupos), ['297', '301'])
+    p.igual('tabela de domínio vai para TODAS as empresas', sorted(grupos), ['297', '301'])
     p.igual('e com o mesmo registro em cada uma',
             [len(v) for _, v in sorted(grupos.items())], [1, 1])
 
@@ -115,17 +115,17 @@ def _where(p):
     try:
         from contextia_sync.origem import filtro
     except ImportError as erro:
-        p.falhas.append('contextia_sync/filtro.py nao importa (%s)' % erro)
-        print('  FALHOU  contextia_sync/filtro.py nao importa: %s' % erro)
+        p.falhas.append('contextia_sync/filtro.py não importa (%s)' % erro)
+        print('  FALHOU  contextia_sync/filtro.py não importa: %s' % erro)
         return
     _provar_where(p, filtro)
 
 
 def _provar_where(p, filtro):
     casos = [
-        ('so escopo (identico ao de antes do ouvinte)', ('EMPRESA_ID', 297), None,
+        ('só escopo (identico ao de antes do ouvinte)', ('EMPRESA_ID', 297), None,
          'EMPRESA_ID = %s', (297,), 'EMPRESA_ID = :escopo', {'escopo': 297}),
-        ('so mudanca', None, ('ALT', 'x'), 'ALT > %s', ('x',), 'ALT > :desde',
+        ('só mudança', None, ('ALT', 'x'), 'ALT > %s', ('x',), 'ALT > :desde',
          {'desde': 'x'}),
         ('os dois, escopo primeiro', ('E', 1), ('ALT', 'x'), 'E = %s AND ALT > %s',
          (1, 'x'), 'E = :escopo AND ALT > :desde', {'escopo': 1, 'desde': 'x'}),
@@ -152,7 +152,7 @@ def _compilar_dialetos(p):
     try:
         from sqlalchemy.dialects import mssql, mysql, oracle, postgresql, sqlite
     except ImportError:
-        print('  pulado  SQL dos dialetos reais (SQLAlchemy nao instalado aqui;'
+        print('  pulado  SQL dos dialetos reais (SQLAlchemy não instalado aqui;'
               ' o plano acima e o que o adaptador segue)')
         return
     from contextia_sync.origem import consultas as sql
@@ -180,15 +180,15 @@ def _agenda(p):
         ler_hora
     print('\nhora da varredura')
     casos = [
-        ('antes da hora, nao varre', None, 180, (3, 29), False),
+        ('antes da hora, não varre', None, 180, (3, 29), False),
         ('na hora, varre', None, 180, (3, 30), True),
-        ('ja varreu hoje: nao repete', '2026-09-02', 180, (23, 0), False),
-        ('FORA da janela nao varre (subida as 18h com estado zerado)', None, 180,
+        ('já varreu hoje: não repete', '2026-09-02', 180, (23, 0), False),
+        ('FORA da janela não varre (subida as 18h com estado zerado)', None, 180,
          (18, 0), False),
         ('dentro da janela recupera atraso (subiu 05:00)', None, 180, (5, 0), True),
         ('no limite da janela ainda varre', None, 180, (6, 30), True),
-        ('um minuto depois do limite, nao', None, 180, (6, 31), False),
-        ('varreu ontem, e esta na janela: varre de novo', '2026-09-01', 180, (4, 0), True),
+        ('um minuto depois do limite, não', None, 180, (6, 31), False),
+        ('varreu ontem, e está na janela: varre de novo', '2026-09-01', 180, (4, 0), True),
     ]
     for rotulo, feita, janela, (h, m), esperado in casos:
         p.igual(rotulo, hora_de_varrer((3, 30), janela, feita,
@@ -219,10 +219,10 @@ def _estrategias(p):
         # A recusa tem de ENSINAR: sem o "exigiria", manda a pessoa procurar.
         p.recusa('%s recusa dizendo o que exigiria' % nome,
                  lambda n=nome: exigir_estrategia(n), ErroEstrategia,
-                 contem=('exigiria', ESTRATEGIAS[nome]['exige'][:20], 've DELETE'))
+                 contem=('exigiria', ESTRATEGIAS[nome]['exige'][:20], 'vê DELETE'))
     p.recusa('nome inventado lista as que existem', lambda: exigir_estrategia('inventada'),
              ErroEstrategia, contem=('coluna', 'binlog'))
-    p.igual('so `coluna` esta implementada',
+    p.igual('só `coluna` está implementada',
             sorted(n for n in ESTRATEGIAS if implementada(n)), ['coluna'])
     p.igual('e todas dizem se veem DELETE',
             all('ve_delete' in v for v in ESTRATEGIAS.values()), True)

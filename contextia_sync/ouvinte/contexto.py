@@ -93,8 +93,8 @@ class Contexto:
         """
         Roda uma ferramenta mostrando no status o que, desde quando e o pid.
 
-        `segredos`: os nomes das variaveis secretas do ouvinte que ela recebe (o
-        provisionar: `segredos_do_provisionar()`); as outras nao vao (ambiente_filho).
+        `segredos`: os nomes das variáveis secretas do ouvinte que ela recebe (o
+        provisionar: `segredos_do_provisionar()`); as outras não vão (ambiente_filho).
         """
         def ao_iniciar(pid: int) -> None:
             self.ferramenta_agora = FerramentaAgora(rotulo, pid, datetime.datetime.now())
@@ -115,9 +115,9 @@ class Contexto:
         O ambiente de uma ferramenta: o do ouvinte SEM os segredos (menos os de
         `manter`), o pacote no PYTHONPATH, e `extra`.
 
-        Cada filho recebe so o segredo dele: o provisionar, o token de admin e o
+        Cada filho recebe só o segredo dele: o provisionar, o token de admin e o
         segredo do webhook; o connector, a chave da empresa (em `extra`); o
-        carregar-todas.sh, nenhum (o `chaves executar` poe a chave de cada empresa).
+        carregar-todas.sh, nenhum (o `chaves executar` põe a chave de cada empresa).
         """
         ambiente = segredos.ambiente_sem_segredos(os.environ, manter)
         caminho = ambiente.get('PYTHONPATH')
@@ -127,7 +127,7 @@ class Contexto:
 
     @property
     def caminho_historico(self) -> str:
-        """Onde os conectores gravam (e a varredura le) as cargas aceitas."""
+        """Onde os conectores gravam (e a varredura lê) as cargas aceitas."""
         return historico.caminho_padrao(self.chaves)
 
     def segredos_do_provisionar(self) -> tuple[str, ...]:

@@ -1,8 +1,8 @@
 """
-Ciclo de DADOS: o que mudou desde a ultima leitura, empresa por empresa.
+Ciclo de DADOS: o que mudou desde a última leitura, empresa por empresa.
 
 A captura (captura/) diz o que mudou; aqui se reparte por empresa, se entrega
-SEM ciclo de carga (upsert, nada removido), e so entao se confirma a posicao.
+SEM ciclo de carga (upsert, nada removido), e só então se confirma a posição.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _agora_texto() -> str:
 
 
 def ciclo_dados(ctx: Contexto) -> ResumoDados:
-    """O que mudou desde a ultima leitura, empresa por empresa. Nada e removido."""
+    """O que mudou desde a última leitura, empresa por empresa. Nada e removido."""
     chaves = _chaves_do_ao_vivo(ctx)
     resumo = ResumoDados()
     if not chaves:
@@ -79,7 +79,7 @@ def ciclo_dados(ctx: Contexto) -> ResumoDados:
 def _chaves_do_ao_vivo(ctx: Contexto) -> dict[str, str]:
     """
     As chaves das empresas que recebem o ao-vivo: as do arquivo, menos as de
-    `excluded_scopes` -- o conector recusa essas, e o ao-vivo tambem.
+    `excluded_scopes` -- o conector recusa essas, e o ao-vivo também.
     """
     chaves = ler_chaves(ctx.chaves)
     excluidos = escopos_excluidos(ctx.mapa)
@@ -88,9 +88,9 @@ def _chaves_do_ao_vivo(ctx: Contexto) -> dict[str, str]:
     if novas:
         ctx.avisados_sem_chave.update(('*', e) for e in novas)
         logger.warning('empresa(s) %s com chave em %s, mas em source.excluded_scopes do'
-                       ' mapeamento: NAO recebem dado ao vivo (nem carga). Tire a linha do'
+                       ' mapeamento: NÃO recebem dado ao vivo (nem carga). Tire a linha do'
                        ' arquivo de chaves e revogue a chave, ou tire a empresa de'
-                       ' excluded_scopes se a exclusao era engano.', ', '.join(novas),
+                       ' excluded_scopes se a exclusão era engano.', ', '.join(novas),
                        ctx.chaves)
     vivas = {e: k for e, k in chaves.items() if e not in excluidos}
     # A recusa que o arquivo ja nao justifica sai do status agora (linha apagada
@@ -112,12 +112,12 @@ def conferir_dono(ctx: Contexto, escopo: str, chave: str) -> None:
     A chave da linha `escopo` do arquivo de chaves e do projeto desta empresa?
 
     Como o conector confere antes de carregar: sem isto, uma linha trocada (a
-    chave de outro projeto na linha da empresa, escrita a mao ou injetada)
+    chave de outro projeto na linha da empresa, escrita a mão ou injetada)
     mandaria os dados desta empresa para o projeto da outra, sem erro nenhum do
-    servidor. Perguntado ao Contextia uma vez por chave nesta execucao
+    servidor. Perguntado ao Contextia uma vez por chave nesta execução
     (`ctx.donos_das_chaves`); a recusa fica em `ctx.chaves_recusadas` para o
-    status e a saude. Levanta ErroChaveDeOutraEmpresa (recusada) ou
-    ErroContextia (nao deu para saber agora: nada vai para essa empresa neste
+    status e a saúde. Levanta ErroChaveDeOutraEmpresa (recusada) ou
+    ErroContextia (não deu para saber agora: nada vai para essa empresa neste
     ciclo, e a marca espera).
     """
     dono = ctx.donos_das_chaves.get(chave)
@@ -154,7 +154,7 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         # Operacao em massa: a varredura e a ferramenta certa -- fecha a carga e
         # remove o que sumiu (marca_agua.passa_do_teto).
         logger.warning('%-28s %s linhas mudaram (teto %s): entregue a VARREDURA,'
-                       ' nao ao incremental', alvo.nome, leitura.quantos, ctx.maximo)
+                       ' não ao incremental', alvo.nome, leitura.quantos, ctx.maximo)
         ctx.estado.entregar_a_varredura(
             alvo.nome, '%s linhas em %s' % (leitura.quantos, _agora_texto()))
         acomp.enviados_ultimo_ciclo = 0
@@ -167,8 +167,8 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         # Sem `key` o servidor deduplica por hash do conteudo: a linha ALTERADA
         # entra como registro novo e a antiga fica ate a varredura. Aviso, nao
         # recusa: o incremental ainda vale para as inclusoes.
-        logger.warning('%-28s sem `key`: alteracao vira registro NOVO (dedup por'
-                       ' hash). Ate a varredura, o antigo fica.', alvo.nome)
+        logger.warning('%-28s sem `key`: alteração vira registro NOVO (dedup por'
+                       ' hash). Até a varredura, o antigo fica.', alvo.nome)
 
     ok, enviados, erro = _enviar(ctx, alvo, grupos, chaves, leitura, resumo)
     acomp.enviados_ultimo_ciclo = enviados
@@ -180,8 +180,8 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         ctx.estado.soltar_da_varredura(alvo.nome)
     elif not ok:
         acomp.registrar_erro('%s %s' % (_agora_texto(), erro), _agora_texto())
-        logger.warning('%-28s envio com erro: marca de agua NAO avancou (o proximo'
-                       ' ciclo rele)', alvo.nome)
+        logger.warning('%-28s envio com erro: marca de água NÃO avançou (o próximo'
+                       ' ciclo relê)', alvo.nome)
     resumo.datasets += 1
     resumo.registros += enviados
 
@@ -191,10 +191,10 @@ def avisar_sem_chave(mapa: Mapping[str, Any], avisados: set[tuple[str, str]], no
     """
     Dado de empresa sem chave: nada e enviado para ela, e o operador precisa saber.
 
-    Escopo em `excluded_scopes` fica de fora por decisao do mapeamento e nao e
+    Escopo em `excluded_scopes` fica de fora por decisão do mapeamento e não é
     avisado. Os outros podem ser empresa nova (o ciclo de projetos provisiona e
     faz a carga completa) ou empresa que a regra recusa (ex.: inativa): o aviso
-    diz as duas coisas, porque daqui nao se sabe qual -- quem sabe e o ciclo de
+    diz as duas coisas, porque daqui não se sabe qual -- quem sabe e o ciclo de
     projetos, que lista os recusados pela regra. Uma vez por empresa e subida.
     """
     excluidos = escopos_excluidos(mapa)

@@ -1,29 +1,29 @@
 """
-O estado do ouvinte visto e mudado a mao: a logica de `estado.py`
+O estado do ouvinte visto e mudado a mão: a lógica de `estado.py`
 (`contextia-estado`, `python -m contextia_sync.cli.estado`).
 
-    retratar        onde cada dataset esta (marca de agua, ultima sonda boa,
+    retratar        onde cada dataset esta (marca de água, última sonda boa,
                     entregue a varredura, quarentena) e as cargas iniciais
-                    pendentes -- le sem a trava: o estado e trocado inteiro, e
-                    o que se ve e o ultimo gravado
+                    pendentes -- lê sem a trava: o estado e trocado inteiro, e
+                    o que se vê e o último gravado
     planejar_marca  o que muda se a marca de um dataset for posta em `max` (o
                     MAX da origem agora) ou num valor: lido da origem com o
-                    login somente leitura, pela estrategia `coluna`, antes de
-                    qualquer gravacao -- o anuncio diz o que sera relido ou pulado
-    aplicar_marca   grava a mudanca planejada
+                    login somente leitura, pela estratégia `coluna`, antes de
+                    qualquer gravação -- o anuncio diz o que será relido ou pulado
+    aplicar_marca   grava a mudança planejada
     esquecer_carga  tira uma empresa de `cargas_iniciais_pendentes`
 
 Quem muda o estado faz isso dentro de `com_trava`: a mesma trava do ouvinte
-(estado/trava.py). Um ouvinte rodando guarda o estado na memoria e o regrava a
-cada ciclo; mudar o arquivo pelas costas dele nao valeria nada (ele gravaria
+(estado/trava.py). Um ouvinte rodando guarda o estado na memória e o regrava a
+cada ciclo; mudar o arquivo pelas costas dele não valeria nada (ele gravaria
 por cima) ou valeria pela metade.
 
-A marca posta a mao quer dizer uma coisa so, nos dois sentidos: o que tem
-carimbo ate ela conta como entregue, e o que tem carimbo depois dela o proximo
-ciclo entrega. Para isso a janela da folga ate a marca nova fica lembrada como
+A marca posta a mão quer dizer uma coisa só, nos dois sentidos: o que tem
+carimbo até ela conta como entregue, e o que tem carimbo depois dela o próximo
+ciclo entrega. Para isso a janela da folga até a marca nova fica lembrada como
 entregue (`CapturaColuna.entregue_ate`), como depois de uma varredura.
 
-Vive em ouvinte/ e nao em estado/ porque le a origem, o mapeamento e a
+Vive em ouvinte/ e não em estado/ porque lê a origem, o mapeamento e a
 quarentena: estado/ fica abaixo de todos eles.
 """
 
@@ -46,18 +46,18 @@ from contextia_sync.estado.estado import ARQUIVO_ESTADO, Estado, MarcaTexto, Vis
 from contextia_sync.estado.trava import travar
 
 VERSAO_RETRATO = 1
-"""A versao do JSON de `estado.py mostrar --json` (sobe quando um campo muda de sentido)."""
+"""A versão do JSON de `estado.py mostrar --json` (sobe quando um campo muda de sentido)."""
 
 # O que o operador digita em `marcar DATASET max`.
 MAX = 'max'
 
 
 class ErroMarca(ErroConfiguracao):
-    """O pedido de `marcar` nao serve (dataset, valor, tipo da coluna): nada foi gravado."""
+    """O pedido de `marcar` não serve (dataset, valor, tipo da coluna): nada foi gravado."""
 
 
 def exigir_pasta(pasta: str) -> None:
-    """A pasta de estado existe: um --estado errado nao vira um estado novo e vazio."""
+    """A pasta de estado existe: um --estado errado não vira um estado novo é vazio."""
     if not os.path.isdir(pasta):
         raise ErroConfiguracao(
             'A pasta de estado %s não existe.\n'
@@ -68,11 +68,11 @@ def exigir_pasta(pasta: str) -> None:
 @contextlib.contextmanager
 def com_trava(pasta: str) -> Iterator[Estado]:
     """
-    O estado lido e mudado com a trava do ouvinte na mao (ErroTrava se ele roda).
+    O estado lido e mudado com a trava do ouvinte na mão (ErroTrava se ele roda).
 
     A trava fica pega do começo ao fim -- leitura, pergunta ao operador e
-    gravacao --: um ouvinte que subisse no meio leria o estado velho e o
-    regravaria por cima da mudanca.
+    gravação --: um ouvinte que subisse no meio leria o estado velho e o
+    regravaria por cima da mudança.
     """
     exigir_pasta(pasta)
     trava = travar(pasta)
@@ -89,7 +89,7 @@ def com_trava(pasta: str) -> Iterator[Estado]:
 
 @dataclass
 class RetratoDataset:
-    """Onde um dataset esta, no estado (e no mapeamento, se foi dado)."""
+    """Onde um dataset está, no estado (e no mapeamento, se foi dado)."""
 
     dataset: str
     ao_vivo: bool | None = None          # None: sem --mapping nao se sabe
@@ -178,10 +178,10 @@ def _gravado_em(caminho: str) -> str | None:
 def retratar(pasta: str, mapa: Mapping[str, Any] | None,
              quarentena: Mapping[str, int]) -> RetratoEstado:
     """
-    O retrato do estado em `pasta`, sem a trava (so le).
+    O retrato do estado em `pasta`, sem a trava (só lê).
 
     Com o mapeamento, todo dataset dele aparece, na ordem dele (os de fora do
-    ao-vivo com o motivo); sem, os que o estado conhece. Dataset que so o
+    ao-vivo com o motivo); sem, os que o estado conhece. Dataset que só o
     estado ou a quarentena conhece (saiu do mapeamento) vem no fim.
     """
     from contextia_sync.intake.cliente import normalizar_dataset
@@ -257,11 +257,11 @@ _FORMATO = {
 
 def valor_da_marca(texto: str, familia: str, alvo: DatasetVivo) -> Any:
     """
-    O valor digitado, conferido contra o tipo da coluna de mudanca no catalogo.
+    O valor digitado, conferido contra o tipo da coluna de mudança no catálogo.
 
-    Uma marca de outro tipo (texto numa coluna de data, hora numa coluna so de
+    Uma marca de outro tipo (texto numa coluna de data, hora numa coluna só de
     data) compararia errado no `WHERE coluna > marca`: o ouvinte pularia ou
-    releria sem ninguem saber o que.
+    releria sem ninguém saber o que.
     """
     texto = texto.strip()
     valor: Any = None
@@ -292,7 +292,7 @@ def valor_da_marca(texto: str, familia: str, alvo: DatasetVivo) -> Any:
 
 @dataclass
 class MudancaMarca:
-    """O que `marcar` vai fazer, lido da origem antes de qualquer gravacao."""
+    """O que `marcar` vai fazer, lido da origem antes de qualquer gravação."""
 
     dataset: str
     coluna: str
@@ -325,7 +325,7 @@ class MudancaMarca:
         return 'igual'
 
     def anuncio(self) -> list[str]:
-        """As linhas de confirmacao: o que sera relido, reenviado ou pulado."""
+        """As linhas de confirmação: o que será relido, reenviado ou pulado."""
         nome, antes, depois = self.dataset, self.antes, self.depois
         linhas = []
         if self.puxada is not None:
@@ -372,9 +372,9 @@ def planejar_marca(captura: CapturaColuna, estado: Estado, alvo: DatasetVivo,
     """
     O que `marcar DATASET pedido` faria, lido da origem (nada gravado).
 
-    `pedido` e `max` (o MAX da coluna de mudanca agora, puxado para a hora da
+    `pedido` e `max` (o MAX da coluna de mudança agora, puxado para a hora da
     origem se estiver no futuro -- o que o ouvinte faria) ou um valor,
-    conferido contra o tipo da coluna e recusado se esta no futuro da origem.
+    conferido contra o tipo da coluna e recusado se está no futuro da origem.
     """
     origem = captura.origem
     watch = alvo.watch or ''
@@ -434,7 +434,7 @@ def aplicar_marca(estado: Estado, mudanca: MudancaMarca) -> None:
 # ---------------------------------------------------------------------------
 
 def anuncio_esquecer_carga(estado: Estado, pedido: str) -> tuple[str, str]:
-    """(a empresa como o estado a escreve, a linha de confirmacao); recusa se nao esta pendente."""
+    """(a empresa como o estado a escreve, a linha de confirmação); recusa se não está pendente."""
     escopo = texto_escopo(pedido)
     pendentes = estado.cargas_pendentes()
     if escopo not in pendentes:

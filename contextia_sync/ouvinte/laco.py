@@ -1,4 +1,4 @@
-"""O laco do servico: os tres ciclos na agenda, a parada limpa e o status a cada volta."""
+"""O laço do serviço: os três ciclos na agenda, a parada limpa e o status a cada volta."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ FATIA_SONO = 1.0
 
 
 class ParadaFria(BaseException):
-    """Segundo SIGTERM/SIGINT: sai ja, sem terminar o passo atual."""
+    """Segundo SIGTERM/SIGINT: sai já, sem terminar o passo atual."""
 
 
 class Parada:
@@ -49,8 +49,8 @@ class Parada:
                            ' (outro %s = parada fria)', nome, nome)
             return
         pid = supervisor.matar_em_curso()
-        logger.error('%s de novo: PARADA FRIA. Passo atual abandonado%s; o que nao'
-                     ' foi confirmado nao avancou a marca e sera relido na proxima'
+        logger.error('%s de novo: PARADA FRIA. Passo atual abandonado%s; o que não'
+                     ' foi confirmado não avançou a marca e será relido na próxima'
                      ' subida.', nome,
                      ' (grupo da ferramenta %s morto com SIGKILL)' % pid if pid else '')
         raise ParadaFria()
@@ -71,7 +71,7 @@ def _agora_iso() -> str:
 
 
 def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
-    """Roda os ciclos ate a parada (ou uma vez, com --once). Devolve o codigo de saida."""
+    """Roda os ciclos até a parada (ou uma vez, com --once). Devolve o código de saída."""
     resumo: dict[str, str] = {}
     ciclos: dict[str, dict[str, Any]] = {}
 
@@ -83,7 +83,7 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
                 or escrever_status_json(ctx.estado_dir, dados)
                 or (escrever_metricas(ctx.metricas, dados) if ctx.metricas else None))
         if erro:
-            logger.warning('nao foi possivel gravar o status (%s)', erro)
+            logger.warning('não foi possível gravar o status (%s)', erro)
         f = ctx.ferramenta_agora
         systemd.status('%d dataset(s) ao vivo' % len(ctx.vivos), resumo.get('dados'),
                        'falhas seguidas: %d' % ctx.falhas if ctx.falhas else None,
@@ -144,7 +144,7 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
             ctx.falhas_do_ciclo += 1
             logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.falhas_do_ciclo,
                              type(erro).__name__, erro)
-            resumo['falha'] = 'ULTIMA FALHA ......: %s %s: %s' % (
+            resumo['falha'] = 'ÚLTIMA FALHA ......: %s %s: %s' % (
                 _hora(), type(erro).__name__, resumir(str(erro)))
             ciclos['falha'] = {'em': _agora_iso(), 'erro': '%s: %s' % (
                 type(erro).__name__, resumir(str(erro)))}

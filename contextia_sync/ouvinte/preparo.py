@@ -1,4 +1,4 @@
-"""Resolver a configuracao do ouvinte na ordem certa e montar o `Contexto`."""
+"""Resolver a configuração do ouvinte na ordem certa e montar o `Contexto`."""
 
 from __future__ import annotations
 
@@ -49,17 +49,17 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     varredura = agenda.ler_hora(args.varredura)
     if not cliente.url_destino():
         raise ErroConfiguracao(
-            'Falta CONTEXTIA_URL (a instalacao do Contextia DESTE cliente).\n'
-            'Nao ha padrao embutido: um valor default mandaria o dado para a'
-            ' instalacao de outro cliente, sem erro nenhum. Defina-a no ambiente do'
-            ' servico (ex.: no EnvironmentFile da unidade systemd).')
+            'Falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).\n'
+            'Não há padrão embutido: um valor default mandaria o dado para a'
+            ' instalação de outro cliente, sem erro nenhum. Defina-a no ambiente do'
+            ' serviço (ex.: no EnvironmentFile da unidade systemd).')
     # HTTP puro fora de loopback, intake noutro host: recusado aqui, antes de
     # qualquer conexao (ErroDestino e ErroConfiguracao: saida 2).
     cliente.conferir_destino()
     chaves = os.path.abspath(args.chaves)
     if not os.path.lexists(chaves):
         raise ErroConfiguracao(
-            'Arquivo de chaves nao existe: %s\n'
+            'Arquivo de chaves não existe: %s\n'
             'O ouvinte precisa de uma chave por empresa. Rode o provisionar.py antes'
             ' -- ou aponte --chaves para o arquivo que ele gerou.' % args.chaves)
     quantas_chaves = len(ler_chaves(chaves))
@@ -98,39 +98,39 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
         (False, 'cliente ..........: %s' % (mapa.get('client') or '(sem nome)')),
         (False, 'destino ..........: %s' % cliente.url_destino()),
         (False, 'chaves ...........: %s (%s empresa(s))' % (args.chaves, quantas_chaves)),
-        (False, 'estrategia .......: %s (%s) -- %s' % (nome_estrategia, de_onde,
+        (False, 'estratégia .......: %s (%s) -- %s' % (nome_estrategia, de_onde,
                                                        info['o_que_e'])),
     ]
     if not info['ve_delete']:
-        linhas.append((True, 'esta estrategia NAO ve exclusao: linha apagada na origem so'
+        linhas.append((True, 'esta estratégia NÃO vê exclusão: linha apagada na origem só'
                              ' sai do Contextia na varredura. O cliente precisa saber disso.'))
     linhas += [
         (False, 'dados ............: a cada %ss, folga de %ss, teto de %s linhas'
                 % (args.intervalo_dados, args.folga, args.maximo_por_ciclo)),
         (False, 'projetos .........: a cada %ss' % args.intervalo_projetos),
         (False, 'varredura ........: %s' % agenda.descrever(varredura, args.janela_varredura)),
-        (False, 'ferramentas ......: tempo maximo %ss, inatividade maxima %s'
+        (False, 'ferramentas ......: tempo máximo %ss, inatividade máxima %s'
                 % (args.timeout_ferramenta,
                    '%ss' % args.inatividade_ferramenta if args.inatividade_ferramenta
                    else 'desligada')),
     ]
     if varredura and not estado.varredura_feita_em() and not args.varrer_agora:
-        linhas.append((True, 'nenhuma varredura registrada ainda. O ouvinte NAO faz carga'
-                             ' completa fora da janela (cairia no horario comercial). Para'
+        linhas.append((True, 'nenhuma varredura registrada ainda. O ouvinte NÃO faz carga'
+                             ' completa fora da janela (cairia no horário comercial). Para'
                              ' a carga inicial agora, suba com --varrer-agora.'))
     if args.dry_run:
-        linhas.append((True, 'MODO SECO: nada e enviado, nada e criado, a marca de agua nao'
-                             ' avanca e o estado nao e gravado'))
+        linhas.append((True, 'MODO SECO: nada e enviado, nada e criado, a marca de água não'
+                             ' avança e o estado não é gravado'))
     total = len(mapa.get('datasets') or [])
     linhas.append((False, 'datasets ao vivo .: %s de %s' % (len(vivos), total)))
-    linhas += [(False, '   fora do ao-vivo: %-28s %s (so muda na varredura)' % (nome, motivo))
+    linhas += [(False, '   fora do ao-vivo: %-28s %s (só muda na varredura)' % (nome, motivo))
                for nome, motivo in fora]
     # Uma linha de log por linha: o log escapa a quebra de linha dentro de um valor.
     linhas.append((False, 'regra de projeto:'))
     linhas += [(False, linha) for linha in regra_projeto.descrever(regra).split('\n')]
     if not vivos:
-        linhas.append((True, 'NENHUM dataset tem coluna de mudanca: o ouvinte so fara'
-                             ' varredura, o que o cron ja fazia. Declare `watch_column` no'
+        linhas.append((True, 'NENHUM dataset tem coluna de mudança: o ouvinte só fará'
+                             ' varredura, o que o cron já fazia. Declare `watch_column` no'
                              ' mapeamento para o ao-vivo valer a pena.'))
     resumo = '%s -> %s: %s de %s dataset(s) ao vivo, %s empresa(s), %s, varredura %s' % (
         mapa.get('client') or '(sem nome)', cliente.url_destino(), len(vivos), total,
@@ -146,20 +146,20 @@ ARQUIVO_CABECALHO = 'ouvinte-cabecalho.txt'
 
 def _anunciar(args: argparse.Namespace, linhas: list[tuple[bool, str]], resumo: str) -> None:
     """
-    O cabecalho da subida no log: inteiro no servico, curto no `--once` ocioso.
+    O cabeçalho da subida no log: inteiro no serviço, curto no `--once` ocioso.
 
-    No servico (e no `--dry-run`, no `--reenviar-quarentena`) sai sempre inteiro.
-    No `--once` -- o cron, a cada 5 minutos -- sai inteiro so quando mudou desde
-    a execucao anterior (mapeamento, opcoes, empresa nova no arquivo de chaves,
+    No serviço (e no `--dry-run`, no `--reenviar-quarentena`) sai sempre inteiro.
+    No `--once` -- o cron, a cada 5 minutos -- sai inteiro só quando mudou desde
+    a execução anterior (mapeamento, opções, empresa nova no arquivo de chaves,
     aviso que apareceu ou sumiu); fora isso, uma linha (`resumo`) e o resto a
-    DEBUG. Aviso sai sempre, como WARNING: nunca fica escondido. O cabecalho
-    inteiro fica em <estado>/ouvinte-cabecalho.txt (o seco nao grava nada).
+    DEBUG. Aviso sai sempre, como WARNING: nunca fica escondido. O cabeçalho
+    inteiro fica em <estado>/ouvinte-cabecalho.txt (o seco não grava nada).
     """
     texto = ''.join('%s %s\n' % ('AVISO' if aviso else '     ', linha)
                     for aviso, linha in linhas)
     mudou = True if args.dry_run else _guardar_cabecalho(args.estado, texto)
     if args.once and not mudou:
-        logger.info('===== ouvinte (pid %s) ===== --once: %s (cabecalho sem mudanca: %s)',
+        logger.info('===== ouvinte (pid %s) ===== --once: %s (cabeçalho sem mudança: %s)',
                     os.getpid(), resumo, ARQUIVO_CABECALHO)
         for aviso, linha in linhas:
             (logger.warning if aviso else logger.debug)('%s', linha)
@@ -170,7 +170,7 @@ def _anunciar(args: argparse.Namespace, linhas: list[tuple[bool, str]], resumo: 
 
 
 def _guardar_cabecalho(pasta: str, texto: str) -> bool:
-    """Grava o cabecalho em <pasta>/ouvinte-cabecalho.txt; True se mudou (ou se nao deu)."""
+    """Grava o cabeçalho em <pasta>/ouvinte-cabecalho.txt; True se mudou (ou se não deu)."""
     caminho = os.path.join(pasta, ARQUIVO_CABECALHO)
     try:
         with open(caminho, encoding='utf-8') as arquivo:
@@ -181,16 +181,16 @@ def _guardar_cabecalho(pasta: str, texto: str) -> bool:
     try:
         gravar_atomico(caminho, texto)
     except OSError as erro:
-        logger.debug('cabecalho nao gravado em %s: %s', caminho, erro)
+        logger.debug('cabeçalho não gravado em %s: %s', caminho, erro)
     return True
 
 
 def _exigir_pasta_de_estado(pasta: str) -> None:
     """
-    A pasta de estado existe (ou e criada) e aceita gravacao -- provado gravando.
+    A pasta de estado existe (ou e criada) e aceita gravação -- provado gravando.
 
-    Somente leitura ou disco cheio na subida e erro de configuracao com a correcao,
-    nao um OSError cru: sem gravar o estado, cada ciclo releria o mesmo intervalo.
+    Somente leitura ou disco cheio na subida e erro de configuração com a correção,
+    não um OSError cru: sem gravar o estado, cada ciclo releria o mesmo intervalo.
     """
     try:
         os.makedirs(pasta, exist_ok=True)
@@ -198,20 +198,20 @@ def _exigir_pasta_de_estado(pasta: str) -> None:
         os.unlink(os.path.join(pasta, '.ouvinte-gravavel'))
     except OSError as erro:
         raise ErroConfiguracao(
-            'A pasta de estado %s nao aceita gravacao (%s: %s).\n'
-            'O ouvinte grava ali a marca de agua a cada ciclo; sem isso nada avanca.'
-            ' Correcao: de permissao de escrita ao usuario do servico (chown/chmod),'
-            ' libere espaco no disco, ou aponte --estado para outra pasta (na unidade'
+            'A pasta de estado %s não aceita gravação (%s: %s).\n'
+            'O ouvinte grava ali a marca de água a cada ciclo; sem isso nada avança.'
+            ' Correção: de permissão de escrita ao usuário do serviço (chown/chmod),'
+            ' libere espaço no disco, ou aponte --estado para outra pasta (na unidade'
             ' systemd, ela precisa estar em ReadWritePaths=).'
             % (pasta, type(erro).__name__, erro.strerror or erro)) from None
 
 
 def _conferir_captura(captura: Captura, vivos: list[DatasetVivo]) -> None:
     """
-    O que a estrategia exige da origem, conferido na subida (saida 2 se falta).
+    O que a estratégia exige da origem, conferido na subida (saída 2 se falta).
 
-    Origem fora do ar agora nao e erro de configuracao: o laco tenta de novo com
-    espera, e a estrategia confere cada dataset na primeira leitura dele.
+    Origem fora do ar agora não é erro de configuração: o laço tenta de novo com
+    espera, e a estratégia confere cada dataset na primeira leitura dele.
     """
     if not vivos:
         return
@@ -220,7 +220,7 @@ def _conferir_captura(captura: Captura, vivos: list[DatasetVivo]) -> None:
     except ErroConfiguracao:
         raise
     except Exception as erro:             # noqa: BLE001 - a origem pode estar fora agora
-        logger.warning('origem indisponivel na subida (%s: %s): os datasets sao conferidos'
+        logger.warning('origem indisponível na subida (%s: %s): os datasets são conferidos'
                        ' na primeira leitura de cada um', type(erro).__name__, erro)
         return
     if problemas:
@@ -230,17 +230,17 @@ def _conferir_captura(captura: Captura, vivos: list[DatasetVivo]) -> None:
 def _conferir_catalogo(mapa: dict[str, Any], origem: ModuleType) -> None:
     """
     `--dry-run`: toda coluna mapeada (columns, key, watch, scope, fields e o
-    cadastro) conferida no catalogo da origem, todas de uma vez (saida 2).
+    cadastro) conferida no catálogo da origem, todas de uma vez (saída 2).
     """
     from contextia_sync.carga.completa import conferir_colunas
     try:
         problemas = conferir_colunas(mapa, origem)
     except Exception as erro:             # noqa: BLE001 - a origem pode estar fora agora
-        logger.warning('[SECO] catalogo da origem nao conferido (%s: %s): a origem esta'
+        logger.warning('[SECO] catálogo da origem não conferido (%s: %s): a origem está'
                        ' fora?', type(erro).__name__, erro)
         return
     if problemas:
-        raise ErroConfiguracao('--dry-run: %d coluna(s) do mapeamento nao existem na'
+        raise ErroConfiguracao('--dry-run: %d coluna(s) do mapeamento não existem na'
                                ' origem:\n%s' % (len(problemas),
                                                   '\n'.join('  - %s' % p for p in problemas)))
-    logger.info('[SECO] catalogo da origem: toda coluna do mapeamento existe')
+    logger.info('[SECO] catálogo da origem: toda coluna do mapeamento existe')

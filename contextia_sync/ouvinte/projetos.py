@@ -2,7 +2,7 @@
 Ciclo de PROJETOS: empresa nova no ERP ganha projeto, chave, grupo, webhook e
 carga completa.
 
-Nao reimplementa o provisionamento: chama o provisionar (processo filho), onde
+Não reimplementa o provisionamento: chama o provisionar (processo filho), onde
 a chave e gravada antes de qualquer coisa. Um segundo caminho para criar chave
 seria um segundo caminho para perder uma.
 """
@@ -105,21 +105,21 @@ def _refazer_cargas_pendentes(ctx: Contexto, resumo: ResumoProjetos) -> None:
 
 def _carga_inicial(ctx: Contexto, escopo: str, resumo: ResumoProjetos) -> None:
     """
-    CARGA COMPLETA da empresa, agora: o incremental so traz o que MUDAR daqui
-    para a frente, e deixar para a varredura seria um assistente vazio ate a
+    CARGA COMPLETA da empresa, agora: o incremental só traz o que MUDAR daqui
+    para a frente, e deixar para a varredura seria um assistente vazio até a
     madrugada no dia em que o cliente foi cadastrado.
     """
     chave = ler_chaves(ctx.chaves).get(escopo)
     if chave is None:
-        logger.error('escopo %s provisionado e sem chave em %s -- carga inicial nao'
-                     ' feita; confira a saida do provisionar acima', escopo, ctx.chaves)
+        logger.error('escopo %s provisionado e sem chave em %s -- carga inicial não'
+                     ' feita; confira a saída do provisionar acima', escopo, ctx.chaves)
         resumo.erros += 1
         return
     env = {'CONTEXTIA_API_KEY': chave, 'CONTEXTIA_HISTORICO': ctx.caminho_historico}
     if not ctx.rodar_ferramenta(ctx.argv_conector(escopo), 'carga inicial %s' % escopo,
                                 env).ok:
         resumo.erros += 1
-        logger.error('carga inicial da empresa %s falhou: tentada de novo no proximo ciclo'
+        logger.error('carga inicial da empresa %s falhou: tentada de novo no próximo ciclo'
                      ' de projetos', escopo)
         return
     resumo.carregados += 1

@@ -1,5 +1,5 @@
 """
-O conteudo dos arquivos de status: o .txt (`linhas_status`) e o .json
+O conteúdo dos arquivos de status: o .txt (`linhas_status`) e o .json
 (`status_json`), dos mesmos dados -- o Contexto e o estado.
 """
 
@@ -18,23 +18,23 @@ from contextia_sync.ouvinte.contexto import Contexto
 
 
 def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
-    """As linhas do status; `resumos` sao as linhas do ultimo ciclo de cada tipo."""
+    """As linhas do status; `resumos` são as linhas do último ciclo de cada tipo."""
     agora = datetime.datetime.now()
     linhas = [
-        'ouvinte ...........: %s' % ('SECO (nao envia)' if ctx.seco else {
+        'ouvinte ...........: %s' % ('SECO (não envia)' if ctx.seco else {
             'rodando': 'ativo', 'parando': 'parando', 'parado': 'PARADO'}[ctx.situacao]),
         'pid ...............: %s' % os.getpid(),
         'atualizado em .....: %s' % agora.strftime('%Y-%m-%d %H:%M:%S'),
         'cliente ...........: %s' % (ctx.mapa.get('client') or '-'),
         'destino ...........: %s' % cliente.url_destino(),
-        'estrategia ........: %s' % ctx.estrategia,
+        'estratégia ........: %s' % ctx.estrategia,
         'datasets ao vivo ..: %s de %s' % (len(ctx.vivos), len(ctx.mapa.get('datasets') or [])),
         'falhas seguidas ...: %s' % ctx.falhas,
-        'ultima varredura ..: %s' % _texto_varredura(ctx),
+        'última varredura ..: %s' % _texto_varredura(ctx),
     ]
     tabela, alerta = tabela_datasets(ctx)
     if alerta:
-        linhas.append('ATENCAO FOLGA .....: chegadas atrasadas passaram da metade da'
+        linhas.append('ATENÇÃO FOLGA .....: chegadas atrasadas passaram da metade da'
                       ' --folga em %s -- aumente --folga ou fale com o DBA'
                       % ', '.join(alerta))
     if ctx.quarentena is not None:
@@ -49,7 +49,7 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
             recusada['escopo'], recusada['onde'], recusada['motivo']))
     f = ctx.ferramenta_agora
     if f:
-        linhas.append('ferramenta agora ..: %s (pid %s, desde %s, ha %ss)' % (
+        linhas.append('ferramenta agora ..: %s (pid %s, desde %s, há %ss)' % (
             f.rotulo, f.pid, f.desde.strftime('%Y-%m-%d %H:%M:%S'),
             int((agora - f.desde).total_seconds())))
     else:
@@ -57,7 +57,7 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
     linhas.extend(resumos.values())
     cargas = ctx.estado.cargas_pendentes()
     if cargas:
-        linhas.append('cargas iniciais pendentes: %s (refeitas no proximo ciclo de projetos)'
+        linhas.append('cargas iniciais pendentes: %s (refeitas no próximo ciclo de projetos)'
                       % ', '.join(cargas))
     pendentes = ctx.estado.pendentes()
     if pendentes:
@@ -70,12 +70,12 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
 
 def empresas_recusadas(ctx: Contexto) -> list[dict[str, str]]:
     """
-    As empresas que nao recebem dado por recusa, para o status: `onde` diz qual.
+    As empresas que não recebem dado por recusa, para o status: `onde` diz qual.
 
-      cadastro  o codigo da empresa no cadastro do ERP nao serve (TAB, quebra de
+      cadastro  o código da empresa no cadastro do ERP não serve (TAB, quebra de
                 linha, ...): nunca provisionada; `motivo` diz o caractere
       chave     a chave da linha dela no arquivo de chaves e de outro projeto:
-                nada vai para ela ate a correcao; `motivo` diz o que fazer
+                nada vai para ela até a correção; `motivo` diz o que fazer
     """
     recusadas = [{'escopo': c.codigo, 'onde': 'cadastro', 'motivo': c.motivo}
                  for c in ctx.codigos_recusados]
@@ -85,13 +85,13 @@ def empresas_recusadas(ctx: Contexto) -> list[dict[str, str]]:
 
 
 def _texto_varredura(ctx: Contexto) -> str:
-    """O dia da ultima varredura e como ela terminou (do estado: sobrevive a reinicio)."""
+    """O dia da última varredura e como ela terminou (do estado: sobrevive a reinício)."""
     v = ctx.estado.dados.varredura
     dia = ctx.estado.varredura_feita_em() or 'nenhuma'
     if v.iniciada_em and not v.terminada_em:
         return '%s; uma EM CURSO (ou morta no meio) desde %s' % (dia, v.iniciada_em)
     if v.ok is False:
-        problemas = list(v.erros) + ['%s nao fechou em %s' % (d, ', '.join(e[:5]))
+        problemas = list(v.erros) + ['%s não fechou em %s' % (d, ', '.join(e[:5]))
                                      for d, e in sorted(v.nao_fechados.items())]
         return '%s -- FALHOU em %s: %s' % (dia, v.terminada_em, resumir('; '.join(problemas)))
     if v.ok is None and v.erros:
@@ -100,11 +100,11 @@ def _texto_varredura(ctx: Contexto) -> str:
 
 
 def tabela_datasets(ctx: Contexto) -> tuple[list[str], list[str]]:
-    """Uma linha por dataset: qual esta parado se ve sem ler o log."""
+    """Uma linha por dataset: qual está parado se vê sem ler o log."""
     formato = '%-28s %-26s %-20s %-20s %8s %9s %9s %7s %11s  %s'
-    linhas = [formato % ('dataset', 'marca de agua', 'ultima sonda', 'ultima mudanca vista',
+    linhas = [formato % ('dataset', 'marca de água', 'última sonda', 'última mudança vista',
                          'enviados', 'atrasadas', 'maior(s)', 'futuro', 'sem carimbo',
-                         'ultimo erro')]
+                         'último erro')]
     alerta = []
     for alvo in ctx.vivos:
         a = ctx.estado.acompanhamento(alvo.nome)
@@ -113,7 +113,7 @@ def tabela_datasets(ctx: Contexto) -> tuple[list[str], list[str]]:
         if marca_agua.atraso_preocupante(maior, marca, ctx.folga):
             alerta.append(alvo.nome)
         linhas.append(formato % (
-            alvo.nome, marca if marca is not None else '(ainda nao)',
+            alvo.nome, marca if marca is not None else '(ainda não)',
             a.ultima_sonda or '-', a.ultima_mudanca_vista or '-',
             '-' if a.enviados_ultimo_ciclo is None else a.enviados_ultimo_ciclo,
             a.atrasadas_total, '-' if maior is None else int(maior), a.futuras,
@@ -134,9 +134,9 @@ def _segundos_desde(texto: str | None, agora: datetime.datetime) -> float | None
 
 def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """
-    O `ouvinte-status.json`: os mesmos dados do .txt, para as maquinas.
+    O `ouvinte-status.json`: os mesmos dados do .txt, para as máquinas.
 
-    `ciclos` e o resumo do ultimo ciclo de cada tipo (dados, projetos,
+    `ciclos` e o resumo do último ciclo de cada tipo (dados, projetos,
     varredura, falha). Esquema: docs/ouvinte.md ("ouvinte-status.json").
     """
     agora = datetime.datetime.now()

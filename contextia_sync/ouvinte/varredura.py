@@ -1,6 +1,6 @@
 """
-VARREDURA: a recarga completa diaria, identica a do cron: provisionar, depois
-carregar-todas. O unico momento em que registro apagado na origem sai do
+VARREDURA: a recarga completa diária, identica a do cron: provisionar, depois
+carregar-todas. O único momento em que registro apagado na origem sai do
 Contextia.
 """
 
@@ -47,7 +47,7 @@ def _escopos_da_varredura(ctx: Contexto) -> set[str]:
 
 def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     """
-    Fase 1 e rede de seguranca (se o ciclo de projetos vinha falhando, aparece
+    Fase 1 e rede de segurança (se o ciclo de projetos vinha falhando, aparece
     aqui); fase 2 carrega tudo com sync+complete.
     """
     logger.warning('===== varredura: carga completa de todas as empresas =====')
@@ -96,8 +96,8 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     if ctx.parar():
         # Interrompida pela parada: NAO conta como feita, e a proxima subida
         # dentro da janela varre de novo.
-        logger.warning('varredura interrompida pela parada: nao registrada como feita')
-        registro.erros.append('interrompida pela parada do ouvinte (nao conta como feita)')
+        logger.warning('varredura interrompida pela parada: não registrada como feita')
+        registro.erros.append('interrompida pela parada do ouvinte (não conta como feita)')
         registro.terminada_em = _agora()
         ctx.estado.gravar()
         return resumo
@@ -109,8 +109,8 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     for nome, (alvo, posicao) in antes.items():
         faltando = faltando_por_dataset[nome]
         if faltando:
-            logger.error('%-28s a varredura NAO fechou a carga nas empresas %s (veja a'
-                         ' saida acima): continua entregue a varredura', nome,
+            logger.error('%-28s a varredura NÃO fechou a carga nas empresas %s (veja a'
+                         ' saída acima): continua entregue a varredura', nome,
                          ', '.join(faltando[:10]))
             continue
         nova = ctx.captura.saltar(alvo, posicao)
@@ -125,7 +125,7 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     if resumo.erros:
         # Registrada mesmo assim, como o cron: repetir uma carga de horas a cada
         # ciclo dentro da janela martelaria a origem. Amanha ela roda de novo.
-        logger.error('varredura com %s fase(s) com erro (veja a saida acima)', resumo.erros)
+        logger.error('varredura com %s fase(s) com erro (veja a saída acima)', resumo.erros)
     ctx.estado.registrar_varredura(datetime.date.today().isoformat())
     registro.terminada_em = _agora()
     registro.ok = not registro.erros and not registro.nao_fechados

@@ -1,57 +1,57 @@
 """
 O arquivo de chaves: uma linha por empresa, TSV, modo 0600.
 
-    # escopo<TAB>chave<TAB>projeto<TAB>id_da_chave<TAB>situacao
+    # escopo<TAB>chave<TAB>projeto<TAB>id_da_chave<TAB>situação
     297	ctx_...	12	key_a1b2c3	pronto
     301	ctx_...	13	key_d4e5f6	pendente
 
-    situacao  pronto    projeto, chave, grupos e webhook feitos
-              pendente  a chave esta gravada (e ja serve para carga), mas o
-                        resto do provisionamento nao terminou: a proxima
-                        execucao do provisionar.py conclui e revoga chave
-                        orfa do projeto
+    situação  pronto    projeto, chave, grupos e webhook feitos
+              pendente  a chave esta gravada (e já serve para carga), mas o
+                        resto do provisionamento não terminou: a próxima
+                        execução do provisionar.py conclui e revoga chave
+                        órfã do projeto
 
-Uma linha so com `escopo<TAB>chave` tambem vale (arquivo escrito a mao): conta
+Uma linha só com `escopo<TAB>chave` também vale (arquivo escrito a mão): conta
 como pronta e o id da chave e deduzido pelo prefixo quando preciso.
 
-Este e o UNICO leitor do arquivo: ouvinte, provisionar, connector e o
+Este e o ÚNICO leitor do arquivo: ouvinte, provisionar, connector e o
 carregar-todas.sh (que pede aqui a lista e, empresa por empresa, a chave) leem
-as mesmas linhas. Arquivo escrito a mao:
-  * BOM (U+FEFF) no comeco -- o "UTF-8 com BOM" do Bloco de Notas -- e tirado
-    calado: e assinatura da codificacao, nao dado, e avisar a cada ciclo do
-    ouvinte so ensinaria o operador a ignorar aviso;
+as mesmas linhas. Arquivo escrito a mão:
+  * BOM (U+FEFF) no começo -- o "UTF-8 com BOM" do Bloco de Notas -- e tirado
+    calado: e assinatura da codificação, não dado, e avisar a cada ciclo do
+    ouvinte só ensinaria o operador a ignorar aviso;
   * CRLF (editor do Windows): o CR do fim da linha e tirado;
-  * caractere invisivel no escopo (BOM no meio do arquivo, espaco de largura
-    zero, controle) RECUSA o arquivo: '\ufeff40' nao e '40', e a empresa 40
+  * caractere invisível no escopo (BOM no meio do arquivo, espaço de largura
+    zero, controle) RECUSA o arquivo: '\ufeff40' não é '40', e a empresa 40
     pareceria nova -- o provisionar emitiria chave nova e revogaria a valida.
 
-O arquivo e a UNICA copia das chaves -- o servidor so guarda o hash. Por isso:
-gravado inteiro (temporario + fsync + rename, modo 0600 antes do conteudo
+O arquivo e a ÚNICA copia das chaves -- o servidor só guarda o hash. Por isso:
+gravado inteiro (temporário + fsync + rename, modo 0600 antes do conteúdo
 existir), recusado se outros podem le-lo, e recusado inteiro se uma linha esta
 corrompida. Pular a linha ruim deixaria aquela empresa sem carga e sem aviso.
-Recusado tambem (leitura e gravacao, saida 2 com a correcao) se nao e um
-arquivo comum do usuario que roda: link simbolico (o rename trocaria o link por
-um arquivo e o alvo ficaria velho -- escolha: recusar, e nao gravar no alvo,
-porque quem troca o link escolheria de onde as chaves sao lidas), pasta,
-arquivo especial, arquivo de outro dono; ilegivel vira mensagem, nao traceback.
-O codigo de empresa de cada linha segue `escopos.problema_no_escopo`, e a
-gravacao confere cada campo antes: um TAB ou uma quebra de linha viraria outra
+Recusado também (leitura e gravação, saída 2 com a correção) se não é um
+arquivo comum do usuário que roda: link simbólico (o rename trocaria o link por
+um arquivo e o alvo ficaria velho -- escolha: recusar, e não gravar no alvo,
+porque quem troca o link escolheria de onde as chaves são lidas), pasta,
+arquivo especial, arquivo de outro dono; ilegível vira mensagem, não traceback.
+O código de empresa de cada linha segue `escopos.problema_no_escopo`, e a
+gravação confere cada campo antes: um TAB ou uma quebra de linha viraria outra
 linha (a chave de um projeto na linha de outra empresa).
 
     python3 -m contextia_sync.provisionamento.chaves verificar ARQUIVO
-        confere permissao e formato; imprime as empresas, uma por linha (NUNCA
-        as chaves). E o que o carregar-todas.sh roda antes de comecar.
+        confere permissão e formato; imprime as empresas, uma por linha (NUNCA
+        as chaves). E o que o carregar-todas.sh roda antes de começar.
 
     python3 -m contextia_sync.provisionamento.chaves executar ARQUIVO ESCOPO -- PROGRAMA [ARG...]
-        le o arquivo de novo (inteiro, com as mesmas recusas), poe a chave da
+        lê o arquivo de novo (inteiro, com as mesmas recusas), põe a chave da
         empresa em CONTEXTIA_API_KEY, tira do ambiente os outros segredos
         (CONTEXTIA_ADMIN_TOKEN, segredos de webhook: contextia_sync/segredos.py)
         e troca este processo (exec, o mesmo pid) por PROGRAMA. E como o
         carregar-todas.sh roda cada connector: a chave nunca passa pelo bash
         (nem por `bash -x`), nem pela linha de comando (o `ps` de qualquer
-        usuario), so pelo ambiente do connector.
+        usuário), só pelo ambiente do connector.
 
-Saida dos dois: 0 ok; 2 arquivo recusado, empresa fora do arquivo ou uso errado.
+Saída dos dois: 0 ok; 2 arquivo recusado, empresa fora do arquivo ou uso errado.
 """
 
 from __future__ import annotations
@@ -76,12 +76,12 @@ MODO = 0o600
 BOM = '\ufeff'
 VARIAVEL_CHAVE = 'CONTEXTIA_API_KEY'
 SITUACOES = ('pendente', 'pronto')
-CABECALHO = ('# arquivo de chaves do Contextia -- gerado pelo provisionar.py. NAO copie,\n'
-             '# NAO versione, mantenha em modo 600. Uma empresa por linha:\n'
+CABECALHO = ('# arquivo de chaves do Contextia -- gerado pelo provisionar.py. NÃO copie,\n'
+             '# NÃO versione, mantenha em modo 600. Uma empresa por linha:\n'
              '# escopo\tchave\tprojeto\tid_da_chave\tsituacao\n')
 
 class Registro(NamedTuple):
-    """Uma linha do arquivo: a chave de uma empresa e ate onde o provisionamento foi."""
+    """Uma linha do arquivo: a chave de uma empresa e até onde o provisionamento foi."""
 
     escopo: str
     chave: str
@@ -92,14 +92,14 @@ class Registro(NamedTuple):
 
 
 class ErroChaves(ErroConfiguracao):
-    """O arquivo de chaves nao pode ser usado (permissao aberta, linha corrompida)."""
+    """O arquivo de chaves não pode ser usado (permissão aberta, linha corrompida)."""
 
 
 def verificar_permissao(caminho: str, info: os.stat_result | None = None) -> None:
     """
-    Recusa o que nao e o arquivo de chaves deste usuario, dizendo como corrigir:
-    link simbolico, pasta ou arquivo especial, arquivo de outro dono, e arquivo
-    legivel/gravavel por grupo ou outros. `info`: o stat ja tirado (do
+    Recusa o que não é o arquivo de chaves deste usuário, dizendo como corrigir:
+    link simbólico, pasta ou arquivo especial, arquivo de outro dono, e arquivo
+    legivel/gravavel por grupo ou outros. `info`: o stat já tirado (do
     descritor aberto); sem ele, o do caminho, sem seguir link.
     """
     if info is None:
@@ -108,7 +108,7 @@ def verificar_permissao(caminho: str, info: os.stat_result | None = None) -> Non
     modo = stat.S_IMODE(info.st_mode)
     if modo & 0o077:
         raise ErroChaves(
-            'o arquivo de chaves %s tem permissao %s: grupo/outros podem le-lo, e cada'
+            'o arquivo de chaves %s tem permissão %s: grupo/outros podem le-lo, e cada'
             ' linha e a chave de uma empresa. Corrija com:  chmod 600 %s\n'
             'e verifique quem o leu (se houver duvida, revogue as chaves no Contextia e'
             ' rode o provisionar.py de novo).' % (caminho, oct(modo)[2:].zfill(3), caminho))
@@ -116,13 +116,13 @@ def verificar_permissao(caminho: str, info: os.stat_result | None = None) -> Non
 
 def _conferir_tipo_e_dono(caminho: str, info: os.stat_result) -> None:
     """
-    O arquivo de chaves e um arquivo comum, nao um link, e do usuario que roda.
+    O arquivo de chaves e um arquivo comum, não um link, e do usuário que roda.
 
-    Link simbolico: a gravacao (temporario + rename) troca o LINK por um arquivo
+    Link simbólico: a gravação (temporário + rename) troca o LINK por um arquivo
     comum e o alvo fica velho -- a chave nova num lugar, os leitores do alvo no
-    outro; e quem pode trocar o link escolhe de onde as chaves sao lidas. Outro
-    dono: quem grava (root, outro usuario) deixaria o arquivo com o dono dele, e
-    o servico, que roda como o dono de verdade, nao o leria mais; e o dono de
+    outro; e quem pode trocar o link escolhe de onde as chaves são lidas. Outro
+    dono: quem grava (root, outro usuário) deixaria o arquivo com o dono dele, e
+    o serviço, que roda como o dono de verdade, não o leria mais; e o dono de
     verdade pode trocar as chaves por baixo de quem roda.
     """
     if stat.S_ISLNK(info.st_mode):
@@ -178,11 +178,11 @@ def _usuario(uid: int) -> str:
 
 def _abrir(caminho: str) -> int | None:
     """
-    O descritor do arquivo de chaves aberto para leitura, ou None se ele nao existe.
+    O descritor do arquivo de chaves aberto para leitura, ou None se ele não existe.
 
-    O_NOFOLLOW: o link e recusado no proprio open (entre conferir e abrir ninguem
-    troca o arquivo por um link); O_NONBLOCK: um pipe no lugar do arquivo nao
-    trava o programa -- ele e recusado pelo tipo logo depois.
+    O_NOFOLLOW: o link e recusado no próprio open (entre conferir e abrir ninguém
+    troca o arquivo por um link); O_NONBLOCK: um pipe no lugar do arquivo não
+    trava o programa -- ele é recusado pelo tipo logo depois.
     """
     try:
         return os.open(caminho, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -210,7 +210,7 @@ def ler_registros(caminho: str) -> dict[str, Registro]:
         with open(descritor, encoding='utf-8', newline='', closefd=False) as arquivo:
             texto = arquivo.read()
     except UnicodeDecodeError as erro:
-        raise ErroChaves('o arquivo de chaves %s nao e texto UTF-8 (byte %d) -- foi editado'
+        raise ErroChaves('o arquivo de chaves %s não é texto UTF-8 (byte %d) -- foi editado'
                          ' por fora? Restaure-o de um backup ou conserte a linha.'
                          % (caminho, erro.start)) from None
     except OSError as erro:
@@ -232,7 +232,7 @@ def ler_registros(caminho: str) -> dict[str, Registro]:
         registro = _registro(caminho, numero, linha)
         if registro.escopo in registros:
             raise ErroChaves(
-                '%s, linha %d: a empresa %r ja aparece na linha %s. Duas chaves para a'
+                '%s, linha %d: a empresa %r já aparece na linha %s. Duas chaves para a'
                 ' mesma empresa: apague a errada (na duvida, apague as duas e rode o'
                 ' provisionar.py, que emite uma nova e revoga as antigas).'
                 % (caminho, numero, registro.escopo, registros[registro.escopo].linha))
@@ -247,20 +247,20 @@ def _registro(caminho: str, numero: int, linha: str) -> Registro:
         # A chave nunca entra na mensagem: ela vai para log.
         raise ErroChaves(
             '%s: esperava 5 campos separados por TAB (escopo, chave, projeto, id da chave,'
-            ' situacao) ou 2 (escopo, chave), encontrei %d. A linha foi editada ou'
+            ' situação) ou 2 (escopo, chave), encontrei %d. A linha foi editada ou'
             ' truncada; conserte-a (o arquivo inteiro e recusado: pular a linha deixaria a'
             ' empresa sem carga).' % (onde, len(campos)))
     escopo, chave = campos[0].strip(), campos[1]
     if not escopo:
-        raise ErroChaves('%s: escopo vazio -- o primeiro campo e o codigo da empresa.' % onde)
+        raise ErroChaves('%s: escopo vazio -- o primeiro campo e o código da empresa.' % onde)
     invisivel = _invisivel(escopo)
     if invisivel:
         raise ErroChaves(
-            '%s: o escopo %s tem um caractere invisivel (%s) -- a linha foi editada por fora'
+            '%s: o escopo %s tem um caractere invisível (%s) -- a linha foi editada por fora'
             ' (editor que grava "UTF-8 com BOM", arquivos emendados, texto colado).'
             ' Apague o caractere: com ele a empresa parece outra, e o provisionar a'
             ' trataria como nova (chave nova, a valida revogada). O arquivo inteiro e'
-            ' recusado ate la.' % (onde, ascii(escopo), invisivel))
+            ' recusado até la.' % (onde, ascii(escopo), invisivel))
     problema = problema_no_escopo(escopo)
     if problema:
         raise ErroChaves(
@@ -269,17 +269,17 @@ def _registro(caminho: str, numero: int, linha: str) -> Registro:
             ' ERP o traz. O arquivo inteiro é recusado até lá.'
             % (onde, limpo(escopo), problema, REGRA))
     if not chave or re.search(r'\s', chave) or _invisivel(chave):
-        raise ErroChaves('%s: a chave da empresa %r esta vazia ou tem espaco ou caractere'
-                         ' invisivel -- a linha foi editada por fora. Apague a linha e rode o'
+        raise ErroChaves('%s: a chave da empresa %r está vazia ou tem espaço ou caractere'
+                         ' invisível -- a linha foi editada por fora. Apague a linha e rode o'
                          ' provisionar.py (ele emite outra e revoga a antiga).' % (onde, escopo))
     if len(campos) == 2:
         return Registro(escopo, chave, None, None, 'pronto', numero)
     projeto, key_id, situacao = (c.strip() for c in campos[2:])
     if situacao not in SITUACOES:
-        raise ErroChaves('%s: situacao %r desconhecida (empresa %r) -- use %s.'
+        raise ErroChaves('%s: situação %r desconhecida (empresa %r) -- use %s.'
                          % (onde, situacao, escopo, ' ou '.join(SITUACOES)))
     if projeto and not projeto.isdigit():
-        raise ErroChaves('%s: projeto %r nao e numero (empresa %r) -- a linha foi editada'
+        raise ErroChaves('%s: projeto %r não é número (empresa %r) -- a linha foi editada'
                          ' por fora.' % (onde, projeto, escopo))
     return Registro(escopo, chave, int(projeto) if projeto else None, key_id or None,
                     situacao, numero)
@@ -298,14 +298,14 @@ def _invisivel(texto: str) -> str | None:
 
 
 def ler_chaves(caminho: str) -> dict[str, str]:
-    """{escopo: chave} -- o que ouvinte e conector precisam. Pendente ja serve para carga."""
+    """{escopo: chave} -- o que ouvinte e conector precisam. Pendente já serve para carga."""
     return {escopo: r.chave for escopo, r in ler_registros(caminho).items()}
 
 
 def empresa_da_chave(dono: Mapping[str, Any], escopo: str) -> str | None:
     """
-    A empresa do projeto de uma chave quando ela NAO e `escopo`; None se a chave
-    e de `escopo` -- ou se o projeto nao diz de que empresa e (sem external_id:
+    A empresa do projeto de uma chave quando ela NÃO é `escopo`; None se a chave
+    e de `escopo` -- ou se o projeto não diz de que empresa e (sem external_id:
     nada a comparar). `dono`: o que `intake.cliente.quem_sou` devolve.
 
     O conector e o ouvinte conferem assim a linha do arquivo antes de mandar
@@ -318,13 +318,13 @@ def empresa_da_chave(dono: Mapping[str, Any], escopo: str) -> str | None:
 
 def gravar_registros(caminho: str, registros: Iterable[Registro]) -> None:
     """
-    Regrava o arquivo inteiro (atomico, 0600). `registros`: iteravel de Registro.
+    Regrava o arquivo inteiro (atômico, 0600). `registros`: iterável de Registro.
 
     Cada campo e conferido ANTES de gravar: um TAB ou uma quebra de linha num
-    codigo de empresa (ou numa chave ou id que o servidor devolveu) viraria
+    código de empresa (ou numa chave ou id que o servidor devolveu) viraria
     outra linha -- a chave de um projeto na linha de outra empresa. Campo que
-    nao serve: ErroChaves, e nada e gravado. O caminho tambem: link simbolico ou
-    arquivo de outro dono sao recusados aqui, antes do rename que os trocaria.
+    não serve: ErroChaves, e nada e gravado. O caminho também: link simbólico ou
+    arquivo de outro dono são recusados aqui, antes do rename que os trocaria.
     """
     linhas = [CABECALHO]
     for r in registros:
@@ -364,9 +364,9 @@ def travado(caminho: str) -> Iterator[None]:
     """
     Um provisionador por arquivo de chaves.
 
-    Dois ao mesmo tempo (o ciclo de projetos do ouvinte e alguem rodando a mao)
+    Dois ao mesmo tempo (o ciclo de projetos do ouvinte e alguém rodando a mão)
     leriam o mesmo arquivo, emitiriam duas chaves para a mesma empresa e o
-    ultimo a gravar apagaria a linha do outro: uma chave valida sem dono.
+    último a gravar apagaria a linha do outro: uma chave valida sem dono.
     """
     import fcntl
     trava = '%s.trava' % caminho
@@ -383,7 +383,7 @@ def travado(caminho: str) -> Iterator[None]:
             fcntl.flock(descritor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise ErroChaves(
-                'outro provisionar.py esta usando %s agora (trava %s). Espere ele terminar;'
+                'outro provisionar.py está usando %s agora (trava %s). Espere ele terminar;'
                 ' dois ao mesmo tempo poderiam emitir duas chaves para a mesma empresa.'
                 % (caminho, trava)) from None
         yield
@@ -412,7 +412,7 @@ opções:
 def _ler_para_a_linha_de_comando(caminho: str) -> dict[str, Registro] | None:
     """Os registros, ou None depois de dizer no stderr por que o arquivo foi recusado."""
     if not os.path.lexists(caminho):
-        print('arquivo de chaves nao existe: %s -- rode o provisionar.py antes.' % caminho,
+        print('arquivo de chaves não existe: %s -- rode o provisionar.py antes.' % caminho,
               file=sys.stderr)
         return None
     try:
@@ -423,7 +423,7 @@ def _ler_para_a_linha_de_comando(caminho: str) -> dict[str, Registro] | None:
 
 
 def _executar(caminho: str, escopo: str, comando: list[str]) -> int:
-    """Troca este processo por `comando`, com a chave de `escopo` so no ambiente."""
+    """Troca este processo por `comando`, com a chave de `escopo` só no ambiente."""
     registros = _ler_para_a_linha_de_comando(caminho)
     if registros is None:
         return SAIDA_CONFIGURACAO
@@ -431,7 +431,7 @@ def _executar(caminho: str, escopo: str, comando: list[str]) -> int:
     if registro is None:
         # Lido de novo aqui (e nao passado pelo bash): se o arquivo mudou desde
         # o `verificar`, vale o que esta nele agora.
-        print('a empresa %r nao esta em %s (o arquivo mudou desde a verificacao?);'
+        print('a empresa %r não está em %s (o arquivo mudou desde a verificação?);'
               ' nada foi carregado para ela.' % (escopo, caminho), file=sys.stderr)
         return SAIDA_CONFIGURACAO
     # So a chave DESTA empresa: o token de admin e o segredo do webhook que o
@@ -441,7 +441,7 @@ def _executar(caminho: str, escopo: str, comando: list[str]) -> int:
     try:
         os.execvpe(comando[0], comando, ambiente)
     except OSError as erro:
-        print('nao foi possivel executar %s: %s' % (comando[0], erro), file=sys.stderr)
+        print('não foi possível executar %s: %s' % (comando[0], erro), file=sys.stderr)
     return SAIDA_CONFIGURACAO
 
 

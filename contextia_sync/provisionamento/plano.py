@@ -1,31 +1,31 @@
 """
 Provisionar: empresa nova no cadastro do ERP ganha projeto, chave, grupos e webhook.
 
-A ordem e o produto, porque o servidor so guarda o HASH da chave -- a chave em
+A ordem e o produto, porque o servidor só guarda o HASH da chave -- a chave em
 claro existe uma vez, na resposta de `emitir_chave`, e o arquivo de chaves e a
-unica copia dela:
+única copia dela:
 
     1. criar_projeto     idempotente por external_id (= escopo): rodar de novo
                          nunca duplica projeto
     2. emitir_chave
     3. GRAVAR A CHAVE    no arquivo, antes de qualquer outra coisa, com a linha
                          marcada `pendente`
-    4. revogar orfas     chaves ativas do projeto que nao sao a do arquivo
+    4. revogar órfãs     chaves ativas do projeto que não são a do arquivo
     5. grupos, webhook   idempotentes (confere antes de criar)
     6. marcar `pronto`
 
 Um crash em qualquer ponto e consertado rodando de novo:
 
-    morreu entre 2 e 3   a chave emitida tem destino desconhecido (ninguem a
+    morreu entre 2 e 3   a chave emitida tem destino desconhecido (ninguém a
                          tem; mas ela vale). A empresa continua fora do arquivo;
-                         a proxima execucao acha o projeto ja existente, emite
+                         a próxima execução acha o projeto já existente, emite
                          chave NOVA, grava, e revoga a antiga -- dizendo qual.
-    morreu entre 3 e 6   a linha esta `pendente`: a proxima execucao faz 4-6
+    morreu entre 3 e 6   a linha esta `pendente`: a próxima execução faz 4-6
                          para ela, e diz que reparou.
 
 Pontos de teste: com CONTEXTIA_TESTE_MORRER_EM=chave-emitida (ou chave-gravada)
-o processo se mata com SIGKILL logo depois do passo 2 (ou 3). Existe so para o
-teste provar a recuperacao com um processo morto de verdade; nao use em producao.
+o processo se mata com SIGKILL logo depois do passo 2 (ou 3). Existe só para o
+teste provar a recuperação com um processo morto de verdade; não use em produção.
 """
 
 from __future__ import annotations
@@ -70,17 +70,17 @@ class Plano:
     pendentes: list[Empresa] = field(default_factory=list)
     """No arquivo como `pendente`: a chave existe, falta concluir (passos 4-6)."""
     prontas: list[str] = field(default_factory=list)
-    """Ja provisionadas: nada a fazer."""
+    """Já provisionadas: nada a fazer."""
     excluidas: list[str] = field(default_factory=list)
     """Aceitas pela regra, mas em source.excluded_scopes."""
     recusadas: list[tuple[str, str]] = field(default_factory=list)
     """(escopo, motivo) das linhas que a regra recusa."""
     fora_da_regra: list[str] = field(default_factory=list)
-    """No arquivo, mas o cadastro nao as aceita mais (a chave continua valendo)."""
+    """No arquivo, mas o cadastro não as aceita mais (a chave continua valendo)."""
     nao_encontrada: str | None = None
-    """O `somente_escopo` pedido que o cadastro nao trouxe (ou a regra recusa)."""
+    """O `somente_escopo` pedido que o cadastro não trouxe (ou a regra recusa)."""
     codigos_recusados: list[regra_projeto.CodigoRecusado] = field(default_factory=list)
-    """Empresas do cadastro cujo codigo nao serve (TAB, quebra de linha...): nunca gravadas."""
+    """Empresas do cadastro cujo código não serve (TAB, quebra de linha...): nunca gravadas."""
 
 
 def _ponto_de_teste(nome: str) -> None:
@@ -148,8 +148,8 @@ def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
 
 
 def descrever_plano(plano: Plano, regra: regra_projeto.RegraProjeto) -> list[str]:
-    """O plano em linhas de texto (o que --dry-run imprime e o que a execucao anuncia)."""
-    linhas = ['plano ...........: %d nova(s), %d pendente(s) a concluir, %d ja pronta(s),'
+    """O plano em linhas de texto (o que --dry-run imprime e o que a execução anuncia)."""
+    linhas = ['plano ...........: %d nova(s), %d pendente(s) a concluir, %d já pronta(s),'
               ' %d recusada(s) pela regra, %d excluida(s)'
               % (len(plano.novas), len(plano.pendentes), len(plano.prontas),
                  len(plano.recusadas), len(plano.excluidas))]
@@ -157,17 +157,17 @@ def descrever_plano(plano: Plano, regra: regra_projeto.RegraProjeto) -> list[str
         linhas.append('  criar ......: %s %r%s' % (
             escopo, nome, ' grupos=%s' % ','.join(grupos) if grupos else ''))
     for escopo, _nome, grupos in plano.pendentes:
-        linhas.append('  concluir ...: %s%s (chave ja gravada; provisionamento interrompido)'
+        linhas.append('  concluir ...: %s%s (chave já gravada; provisionamento interrompido)'
                       % (escopo, ' grupos=%s' % ','.join(grupos) if grupos else ''))
     for escopo, motivo in plano.recusadas:
         linhas.append('  recusada ...: %s (%s)' % (escopo, motivo))
     for escopo in plano.excluidas:
-        linhas.append('  excluida ...: %s (source.excluded_scopes)' % escopo)
+        linhas.append('  excluída ...: %s (source.excluded_scopes)' % escopo)
     for escopo in plano.fora_da_regra:
-        linhas.append('  atencao ....: %s tem chave no arquivo mas o cadastro nao a aceita mais;'
+        linhas.append('  atenção ....: %s tem chave no arquivo mas o cadastro não a aceita mais;'
                       ' a chave continua valida -- revogue-a se a empresa saiu' % escopo)
     if plano.nao_encontrada:
-        linhas.append('  NAO ACHADA .: %s nao esta no cadastro (ou a regra a recusa)'
+        linhas.append('  NÃO ACHADA .: %s não está no cadastro (ou a regra a recusa)'
                       % plano.nao_encontrada)
     for recusado in plano.codigos_recusados:
         linhas.append('  RECUSADA ...: %s' % regra_projeto.texto_da_recusa(recusado, regra))
@@ -176,12 +176,12 @@ def descrever_plano(plano: Plano, regra: regra_projeto.RegraProjeto) -> list[str
 
 def segredo_do_webhook(mapa: Mapping[str, Any]) -> str | None:
     """
-    O segredo do webhook (da variavel nomeada no mapeamento), ou None se nao ha webhook.
+    O segredo do webhook (da variável nomeada no mapeamento), ou None se não há webhook.
 
-    A variavel tem de ser dedicada a isso (contextia_sync/segredos.py: o nome
-    comeca com CONTEXTIA_WEBHOOK_ ou termina em _WEBHOOK_SECRET), e o valor nao
-    pode ser o de outra variavel do SDK (o token, a senha dentro de
-    CONTEXTIA_ORIGEM): segredo de origem ambigua nunca vai ao Contextia.
+    A variável tem de ser dedicada a isso (contextia_sync/segredos.py: o nome
+    começa com CONTEXTIA_WEBHOOK_ ou termina em _WEBHOOK_SECRET), e o valor não
+    pode ser o de outra variável do SDK (o token, a senha dentro de
+    CONTEXTIA_ORIGEM): segredo de origem ambígua nunca vai ao Contextia.
     """
     webhook = mapa.get('webhook')
     if not webhook:
@@ -195,7 +195,7 @@ def segredo_do_webhook(mapa: Mapping[str, Any]) -> str | None:
     if not segredo:
         raise ErroProvisionamento(
             'o mapeamento registra webhook em cada projeto novo, e o segredo de assinatura'
-            ' vem da variavel %s -- que nao esta definida. Exporte-a (o mesmo segredo que'
+            ' vem da variável %s -- que não está definida. Exporte-a (o mesmo segredo que'
             ' o receptor %s usa para conferir a assinatura) e rode de novo.'
             % (webhook['secret_env'], webhook['url']))
     if len(segredo) < TAMANHO_MINIMO_SEGREDO:
@@ -216,16 +216,16 @@ def segredo_do_webhook(mapa: Mapping[str, Any]) -> str | None:
 
 def url_do_webhook(modelo: str, escopo: str) -> str:
     """
-    A URL do webhook da empresa: `{escopo}` trocado pelo codigo CODIFICADO.
+    A URL do webhook da empresa: `{escopo}` trocado pelo código CODIFICADO.
 
-    O codigo vem do cadastro do ERP: sem codificar, `x/../../../outro?` mudaria
+    O código vem do cadastro do ERP: sem codificar, `x/../../../outro?` mudaria
     o caminho e a consulta da URL (o evento iria a outro receptor).
     """
     return modelo.replace('{escopo}', urllib.parse.quote(escopo, safe=''))
 
 
 class Provisionador:
-    """Executa o plano. Cada empresa e independente: a falha de uma nao para as outras."""
+    """Executa o plano. Cada empresa e independente: a falha de uma não para as outras."""
 
     def __init__(self, mapa: Mapping[str, Any], admin: Admin, caminho: str,
                  registros: MutableMapping[str, Registro],
@@ -243,14 +243,14 @@ class Provisionador:
 
     def _recusar_se_outra_linha_tem(self, chave: Mapping[str, Any], escopo: str,
                                      projeto_id: object) -> None:
-        """Uma chave que o arquivo guarda nunca e revogada: levanta ErroChaves (saida 2)."""
+        """Uma chave que o arquivo guarda nunca é revogada: levanta ErroChaves (saída 2)."""
         for outro in self.registros.values():
             if outro.escopo != escopo and _e_a_do_arquivo(chave, outro):
                 raise arquivo_chaves.ErroChaves(
                     '%s, linha %s: a empresa %s tem a chave %s ativa no projeto %s (external_id'
-                    ' %r), mas o arquivo a guarda com o escopo %s -- que nao e o do cadastro.'
+                    ' %r), mas o arquivo a guarda com o escopo %s -- que não é o do cadastro.'
                     ' Nada foi emitido nem revogado. Corrija o escopo dessa linha para %r'
-                    ' (sem espaco ou caractere invisivel) e rode de novo.'
+                    ' (sem espaço ou caractere invisível) e rode de novo.'
                     % (self.caminho, outro.linha or '?', escopo, chave.get('key_id', '?'),
                        projeto_id, escopo, ascii(outro.escopo), escopo))
 
@@ -273,8 +273,8 @@ class Provisionador:
             for chave in self.admin.listar_chaves(projeto['id']):
                 if not chave.get('revogada'):
                     self._recusar_se_outra_linha_tem(chave, escopo, projeto['id'])
-            self.escrever('  %s: projeto %s ja existia e a empresa nao esta no arquivo'
-                          ' (execucao anterior interrompida): emitindo chave nova'
+            self.escrever('  %s: projeto %s já existia e a empresa não está no arquivo'
+                          ' (execução anterior interrompida): emitindo chave nova'
                           % (escopo, projeto['id']))
         emitida = self.admin.emitir_chave(projeto['id'])
         _ponto_de_teste('chave-emitida')
@@ -292,8 +292,8 @@ class Provisionador:
     def concluir(self, registro: Registro, grupos: list[str], reparo: bool = False,
                  recem_gravada: bool = False) -> bool:
         """
-        Passos 4-6: revogar orfas, grupos, webhook, marcar pronto. Idempotente.
-        Devolve True se houve reparo (de uma execucao interrompida).
+        Passos 4-6: revogar órfãs, grupos, webhook, marcar pronto. Idempotente.
+        Devolve True se houve reparo (de uma execução interrompida).
         """
         escopo = registro.escopo
         projeto_id = registro.projeto_id
@@ -301,7 +301,7 @@ class Provisionador:
             projeto = self.admin.buscar_projeto(escopo)
             if projeto is None:
                 raise ErroProvisionamento(
-                    'empresa %s esta pendente no arquivo mas nao ha projeto com external_id'
+                    'empresa %s esta pendente no arquivo mas não há projeto com external_id'
                     ' %r no Contextia. Apague a linha dela e rode de novo.' % (escopo, escopo))
             projeto_id = projeto['id']
         if not recem_gravada and registro.situacao == 'pendente':
@@ -318,7 +318,7 @@ class Provisionador:
             # antes de gravar, mas pode ter sido emitida a mao -- quem a usa precisa
             # saber qual parou de valer.
             self.escrever('  %s: REPARO -- revogada a chave %s (%s..., emitida em %s): estava'
-                          ' ativa no projeto e fora do arquivo de chaves (execucao interrompida'
+                          ' ativa no projeto e fora do arquivo de chaves (execução interrompida'
                           ' antes de grava-la, ou emitida fora do provisionar.py); a valida e'
                           ' a do arquivo' % (escopo, chave['key_id'], chave.get('prefixo', '?'),
                                              chave.get('criada_em', '?')))
@@ -337,7 +337,7 @@ class Provisionador:
         if webhook:
             url = url_do_webhook(webhook['url'], escopo)
             if any(w.get('url') == url for w in self.admin.listar_webhooks(projeto_id)):
-                feitos.append('webhook ja registrado')
+                feitos.append('webhook já registrado')
             else:
                 self.admin.registrar_webhook(projeto_id, url, segredo=self.segredo,
                                              eventos=webhook.get('events'))

@@ -1,17 +1,17 @@
 """
 A regra de projeto: que linhas do cadastro de empresas viram projeto no Contextia.
 
-Vem da secao `projects` do mapeamento:
+Vem da seção `projects` do mapeamento:
 
     "projects": {"source_object": "EMPRESAS", "scope_column": "EMPRESA_ID",
                  "name_column": "RAZAO_SOCIAL", "group_column": "GRUPO",
                  "filters": [{"column": "ATIVA", "equals": "S"}]}
 
-Os filtros comparam TEXTO sem espacos nas pontas: o ERP devolve CHAR com
-preenchimento ('S ', o D_E_L_E_T_ do Protheus e ' '), numero como Decimal, e
-'1' == 1 precisa valer -- senao uma empresa ativa seria recusada pelo tipo do driver.
+Os filtros comparam TEXTO sem espaços nas pontas: o ERP devolve CHAR com
+preenchimento ('S ', o D_E_L_E_T_ do Protheus e ' '), número como Decimal, e
+'1' == 1 precisa valer -- senão uma empresa ativa seria recusada pelo tipo do driver.
 
-Modulo puro (biblioteca padrao, escopos e o `limpo` do registro): o ouvinte usa no
+Módulo puro (biblioteca padrão, escopos e o `limpo` do registro): o ouvinte usa no
 ciclo de projetos.
 """
 
@@ -30,12 +30,12 @@ OPERADORES = ('equals', 'not_equals', 'in', 'not_in', 'not_empty')
 
 
 class ErroRegraProjeto(ErroConfiguracao, ValueError):
-    """O mapeamento nao diz de onde tirar as empresas (falta a secao `projects`)."""
+    """O mapeamento não diz de onde tirar as empresas (falta a seção `projects`)."""
 
 
 @dataclass(frozen=True)
 class RegraProjeto:
-    """A secao `projects` resolvida: o que ler do cadastro e como decidir cada linha."""
+    """A seção `projects` resolvida: o que ler do cadastro e como decidir cada linha."""
 
     source_object: str
     columns: list[str]                     # o que ler: escopo, nome, grupo, filtros
@@ -50,14 +50,14 @@ def resolver(mapa: Mapping[str, Any]) -> RegraProjeto:
     A regra, pronta para usar: source_object, columns, scope_column, name_column,
     group_column e filtros [(coluna, operador, valor)].
 
-    Sem secao `projects`, nao ha regra: levanta ErroRegraProjeto (um ValueError)
-    dizendo o que escrever (o provisionamento nao tem de onde tirar as empresas).
+    Sem seção `projects`, não há regra: levanta ErroRegraProjeto (um ValueError)
+    dizendo o que escrever (o provisionamento não tem de onde tirar as empresas).
     """
     projetos = mapa.get('projects')
     if not projetos:
         raise ErroRegraProjeto(
-            'o mapeamento nao tem a secao "projects" (a regra de projeto). Sem ela nao'
-            ' ha de onde tirar as empresas: declare "projects": {"source_object":'
+            'o mapeamento não tem a seção "projects" (a regra de projeto). Sem ela não'
+            ' há de onde tirar as empresas: declare "projects": {"source_object":'
             ' "<cadastro de empresas>", "scope_column": ..., "name_column": ...}.')
     escopo = projetos.get('scope_column') or (mapa.get('defaults') or {}).get('scope_column')
     filtros: list[tuple[str, str, Any]] = []
@@ -82,23 +82,23 @@ def resolver(mapa: Mapping[str, Any]) -> RegraProjeto:
 
 @dataclass(frozen=True)
 class CodigoRecusado:
-    """Uma empresa do cadastro cujo codigo nao serve: nunca gravada, nunca provisionada."""
+    """Uma empresa do cadastro cujo código não serve: nunca gravada, nunca provisionada."""
 
     codigo: str
-    """O codigo com os controles escapados (`registro.limpo`): vai para log, plano e status."""
+    """O código com os controles escapados (`registro.limpo`): vai para log, plano e status."""
     motivo: str
-    """Completa "o codigo ...": `escopos.problema_no_escopo`."""
+    """Completa "o código ...": `escopos.problema_no_escopo`."""
 
 
 def separar_codigos(linhas: Iterable[Mapping[str, Any]], regra: RegraProjeto
                     ) -> tuple[list[Mapping[str, Any]], list[CodigoRecusado]]:
     """
-    O cadastro lido, separado em (linhas com codigo que serve, codigos recusados).
+    O cadastro lido, separado em (linhas com código que serve, códigos recusados).
 
-    A porta de entrada do codigo de empresa: o provisionador, o ciclo de
-    projetos do ouvinte e a conferencia da carga leem o cadastro por aqui, e
-    uma linha recusada nao segue para regra, plano, arquivo de chaves nem
-    Contextia. Codigo vazio segue (a regra o recusa como "vazio", como sempre).
+    A porta de entrada do código de empresa: o provisionador, o ciclo de
+    projetos do ouvinte e a conferência da carga leem o cadastro por aqui, e
+    uma linha recusada não segue para regra, plano, arquivo de chaves nem
+    Contextia. Código vazio segue (a regra o recusa como "vazio", como sempre).
     """
     validas: list[Mapping[str, Any]] = []
     recusados: dict[str, CodigoRecusado] = {}
@@ -113,7 +113,7 @@ def separar_codigos(linhas: Iterable[Mapping[str, Any]], regra: RegraProjeto
 
 
 def texto_da_recusa(recusado: CodigoRecusado, regra: RegraProjeto) -> str:
-    """A recusa de um codigo do cadastro, com a causa e a correcao (log e plano)."""
+    """A recusa de um código do cadastro, com a causa e a correção (log e plano)."""
     return ("código de empresa recusado no cadastro %s (coluna %s): '%s' %s. A empresa NÃO"
             ' é provisionada nem recebe dado; as outras seguem. %s. Corrija o código no'
             ' ERP (ou aponte a regra de projeto e os datasets para uma view que entregue'
@@ -123,14 +123,14 @@ def texto_da_recusa(recusado: CodigoRecusado, regra: RegraProjeto) -> str:
 
 
 def escopo_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
-    """O codigo da empresa como texto ('297' para 297, Decimal('297'), '297 ')."""
+    """O código da empresa como texto ('297' para 297, Decimal('297'), '297 ')."""
     if not regra.scope_column:                    # sem coluna de empresa, nada casa
         return ''
     return texto_escopo(linha.get(regra.scope_column))
 
 
 def aceita(linha: Mapping[str, Any], regra: RegraProjeto) -> tuple[bool, str]:
-    """(True, '') se a linha vira projeto; (False, motivo) se nao."""
+    """(True, '') se a linha vira projeto; (False, motivo) se não."""
     if not escopo_de(linha, regra):
         return False, '%s vazio' % regra.scope_column
     for coluna, operador, esperado in regra.filtros:
@@ -150,7 +150,7 @@ def aceita(linha: Mapping[str, Any], regra: RegraProjeto) -> tuple[bool, str]:
 
 
 def nome_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
-    """O nome do projeto: a coluna de nome, ou 'Empresa <escopo>' se ela falta ou esta vazia."""
+    """O nome do projeto: a coluna de nome, ou 'Empresa <escopo>' se ela falta ou está vazia."""
     nome = ''
     if regra.name_column:
         valor = linha.get(regra.name_column)
@@ -162,8 +162,8 @@ def grupo_de_linha(linha: Mapping[str, Any], regra: RegraProjeto) -> str | None:
     """
     O slug do grupo que a `group_column` da linha indica, ou None.
 
-    'Grupo Sul ' -> 'grupo-sul': o slug precisa ser estavel, senao a mesma
-    empresa cairia num grupo novo a cada diferenca de caixa ou espaco no ERP.
+    'Grupo Sul ' -> 'grupo-sul': o slug precisa ser estável, senão a mesma
+    empresa cairia num grupo novo a cada diferença de caixa ou espaço no ERP.
     """
     if not regra.group_column:
         return None
@@ -171,7 +171,7 @@ def grupo_de_linha(linha: Mapping[str, Any], regra: RegraProjeto) -> str | None:
 
 
 def slug(valor: Any) -> str | None:
-    """Texto livre em slug de grupo (minusculas, digitos, -); None se nao sobra nada."""
+    """Texto livre em slug de grupo (minúsculas, dígitos, -); None se não sobra nada."""
     import unicodedata
     texto = texto_escopo(valor)
     texto = unicodedata.normalize('NFKD', texto).encode('ascii', 'ignore').decode('ascii')
@@ -186,14 +186,14 @@ def descrever(regra: RegraProjeto) -> str:
         '  empresa .........: coluna %s' % regra.scope_column,
         '  nome do projeto .: %s' % (
             'coluna %s' % regra.name_column if regra.name_column
-            else '"Empresa <codigo>" (sem name_column)'),
+            else '"Empresa <código>" (sem name_column)'),
         '  grupo ...........: %s' % (
             'coluna %s' % regra.group_column if regra.group_column
-            else 'so os de --grupo'),
+            else 'só os de --grupo'),
     ]
     if regra.filtros:
         for coluna, operador, valor in regra.filtros:
-            linhas.append('  so se ...........: %s' % _texto_filtro(coluna, operador, valor))
+            linhas.append('  só se ...........: %s' % _texto_filtro(coluna, operador, valor))
     else:
         linhas.append('  filtros .........: nenhum (toda linha com empresa vira projeto)')
     return '\n'.join(linhas)

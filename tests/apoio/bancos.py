@@ -1,11 +1,11 @@
 """
 Bancos de origem de verdade para testes, bench, demo e tortura.
 
-Cada uso ganha um banco NOVO com nome unico (varios ajudantes rodam testes ao
-mesmo tempo nesta maquina) e o derruba no fim. Sem servidor, o teste PULA com o
-motivo; com CI=true, falta de banco e FALHA -- CI verde sem banco nao prova nada.
+Cada uso ganha um banco NOVO com nome único (varios ajudantes rodam testes ao
+mesmo tempo nesta máquina) e o derruba no fim. Sem servidor, o teste PULA com o
+motivo; com CI=true, falta de banco e FALHA -- CI verde sem banco não prova nada.
 
-Funcoes comuns (sem pytest), para bench/ e demo:
+Funções comuns (sem pytest), para bench/ e demo:
 
     banco = criar_banco('postgres')      # ou 'mariadb', ou 'sqlite' (pasta=...)
     banco.url_admin    -> monta dados (escreve)
@@ -14,7 +14,7 @@ Funcoes comuns (sem pytest), para bench/ e demo:
     derrubar_banco(banco)
 
 Servidores: PostgreSQL 127.0.0.1:5432 (postgres, trust) e MariaDB
-127.0.0.1:3306 (root sem senha); outra instancia via OUVINTE_TESTE_POSTGRES_URL /
+127.0.0.1:3306 (root sem senha); outra instância via OUVINTE_TESTE_POSTGRES_URL /
 OUVINTE_TESTE_MARIADB_URL (URL do servidor, sem banco).
 """
 
@@ -38,7 +38,7 @@ def em_ci():
 
 
 def nome_unico(rotulo='t'):
-    """ouvinte_t_<rotulo>_<pid>_<aleatorio>: unico entre processos paralelos."""
+    """ouvinte_t_<rótulo>_<pid>_<aleatório>: único entre processos paralelos."""
     rotulo = ''.join(c for c in rotulo.lower() if c.isalnum())[:16] or 't'
     return '%s%s_%d_%s' % (PREFIXO, rotulo, os.getpid(), uuid.uuid4().hex[:8])
 
@@ -57,14 +57,14 @@ def servidor_disponivel(tipo):
     try:
         socket.create_connection((host, porta), timeout=2).close()
     except OSError as erro:
-        return False, '%s em %s:%s nao responde (%s)' % (tipo, host, porta, erro)
+        return False, '%s em %s:%s não responde (%s)' % (tipo, host, porta, erro)
     try:
         motor = _motor_admin(tipo, None)
         with motor.connect() as conn:
             conn.exec_driver_sql('SELECT 1')
         motor.dispose()
     except Exception as erro:                            # noqa: BLE001
-        return False, '%s em %s:%s recusou a conexao de teste (%s)' % (
+        return False, '%s em %s:%s recusou a conexão de teste (%s)' % (
             tipo, host, porta, str(erro).splitlines()[0])
     return True, ''
 
@@ -82,7 +82,7 @@ def _motor_admin(tipo, banco):
 
 
 class BancoDeTeste:
-    """Um banco descartavel: URLs, um executor de setup e o derrubar."""
+    """Um banco descartável: URLs, um executor de setup e o derrubar."""
 
     def __init__(self, tipo, nome, url_admin, url_origem, arquivo=None):
         self.tipo = tipo
@@ -123,7 +123,7 @@ class BancoDeTeste:
 
 
 def criar_banco(tipo, rotulo='t', pasta=None):
-    """Cria um banco novo e vazio. `pasta` so para sqlite (padrao: tempdir)."""
+    """Cria um banco novo é vazio. `pasta` só para sqlite (padrão: tempdir)."""
     if tipo not in TIPOS:
         raise ValueError('tipo %r: use um de %s' % (tipo, ', '.join(TIPOS)))
     nome = nome_unico(rotulo)
@@ -151,7 +151,7 @@ def criar_banco(tipo, rotulo='t', pasta=None):
 
 
 def derrubar_banco(banco):
-    """Derruba o banco mesmo com conexao aberta (a do adaptador, por exemplo)."""
+    """Derruba o banco mesmo com conexão aberta (a do adaptador, por exemplo)."""
     if banco._motor is not None:
         banco._motor.dispose()
         banco._motor = None
@@ -193,7 +193,7 @@ def origem_de_teste(tipo, rotulo, comandos, tmp_path_factory):
     """
     Gerador: um banco novo do `tipo` com `comandos` rodados e uma Origem do
     adaptador (timeout 30 s) sobre ele, com `.banco` e `.tipo`; fecha e derruba
-    no fim. Para fixtures de modulo parametrizadas pelo tipo de banco.
+    no fim. Para fixtures de módulo parametrizadas pelo tipo de banco.
     """
     from contextia_sync.origem.generico import Origem
     if tipo != 'sqlite':
@@ -212,11 +212,11 @@ def origem_de_teste(tipo, rotulo, comandos, tmp_path_factory):
 
 
 def exigir_servidor(tipo):
-    """Pula (ou, com CI=true, falha) se o servidor nao esta de pe."""
+    """Pula (ou, com CI=true, falha) se o servidor não está de pe."""
     ok, motivo = servidor_disponivel(tipo)
     if not ok:
         if em_ci():
-            pytest.fail('CI=true e %s -- sem banco real a suite nao prova nada' % motivo)
+            pytest.fail('CI=true e %s -- sem banco real a suíte não prova nada' % motivo)
         pytest.skip('%s: teste pulado (com CI=true seria falha)' % motivo)
 
 
@@ -239,7 +239,7 @@ def _fabrica(tipo, pasta):
 
 @pytest.fixture
 def banco_postgres():
-    """Banco PostgreSQL novo e vazio, derrubado no fim do teste."""
+    """Banco PostgreSQL novo é vazio, derrubado no fim do teste."""
     banco = _fabrica('postgres', None)
     yield banco
     derrubar_banco(banco)
@@ -247,7 +247,7 @@ def banco_postgres():
 
 @pytest.fixture
 def banco_mariadb():
-    """Banco MariaDB novo e vazio, derrubado no fim do teste."""
+    """Banco MariaDB novo é vazio, derrubado no fim do teste."""
     banco = _fabrica('mariadb', None)
     yield banco
     derrubar_banco(banco)
@@ -263,7 +263,7 @@ def banco_sqlite(tmp_path):
 
 @pytest.fixture(scope='module')
 def banco_postgres_modulo():
-    """Um PostgreSQL por modulo de teste (economiza criar/derrubar)."""
+    """Um PostgreSQL por módulo de teste (economiza criar/derrubar)."""
     banco = _fabrica('postgres', None)
     yield banco
     derrubar_banco(banco)

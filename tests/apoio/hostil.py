@@ -1,18 +1,18 @@
 """
 Servidores hostis de verdade em 127.0.0.1 (http.server numa thread) para os
-testes de seguranca do cliente: o que um proxy, uma pagina de depuracao ou um
+testes de segurança do cliente: o que um proxy, uma página de depuração ou um
 servidor comprometido no caminho faria.
 
-    with ServidorHostil(eco_html(500)) as hostil:      # ecoa os cabecalhos num 500 HTML
+    with ServidorHostil(eco_html(500)) as hostil:      # ecoa os cabeçalhos num 500 HTML
         ...hostil.url...
-        hostil.pedidos                     # [Pedido(metodo, caminho, cabecalhos, corpo)]
+        hostil.pedidos                     # [Pedido(método, caminho, cabeçalhos, corpo)]
 
     with ServidorHostil(intake_falso()) as destino, \
          ServidorHostil(redirecionar(307, destino.url)) as origem:
         ...                                            # `destino.pedidos` tem de ficar vazio
 
-Cada servidor anota TODO pedido que recebe (a prova de "nenhuma conexao" e a
-lista vazia). `responder(pedido)` devolve (status, cabecalhos, corpo).
+Cada servidor anota TODO pedido que recebe (a prova de "nenhuma conexão" e a
+lista vazia). `responder(pedido)` devolve (status, cabeçalhos, corpo).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class ServidorHostil:
 
 
 def eco_html(status: int | Callable[[Pedido], int]) -> Callable[[Pedido], Resposta]:
-    """Uma pagina HTML de erro/depuracao que devolve os cabecalhos e o corpo do pedido."""
+    """Uma página HTML de erro/depuracao que devolve os cabeçalhos e o corpo do pedido."""
     def responder(pedido: Pedido) -> Resposta:
         # Authorization primeiro: e o que cabe em qualquer corte de mensagem.
         linhas = ['<tr><td>%s</td><td>%s</td></tr>' % item for item in sorted(
@@ -106,7 +106,7 @@ def redirecionar(status: int, destino: str) -> Callable[[Pedido], Resposta]:
 
 
 def intake_falso() -> Callable[[Pedido], Resposta]:
-    """Aceita tudo como um intake (contagens validas): o destino que nao pode receber nada."""
+    """Aceita tudo como um intake (contagens validas): o destino que não pode receber nada."""
     def responder(pedido: Pedido) -> Resposta:
         try:
             recebidos = len(json.loads(pedido.corpo or b'{}').get('records') or [])

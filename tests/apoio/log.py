@@ -1,6 +1,6 @@
 """
-Coleta as mensagens do logger do SDK (o logzero nao propaga para o root, e o
-caplog nao as ve).
+Coleta as mensagens do logger do SDK (o logzero não propaga para o root, e o
+caplog não as vê).
 """
 
 import contextlib

@@ -1,5 +1,5 @@
 """
-O ouvinte.py de verdade como processo, com o seu diretorio de estado e o seu
+O ouvinte.py de verdade como processo, com o seu diretório de estado e o seu
 arquivo de chaves, sobre o ERP de teste (tests/dados/erp.py) e o Contextia local.
 """
 
@@ -17,7 +17,7 @@ DATASET = 'titulos_a_receber'
 
 
 class Ouvinte:
-    """Um diretorio de estado, um arquivo de chaves e o ouvinte.py como processo."""
+    """Um diretório de estado, um arquivo de chaves e o ouvinte.py como processo."""
 
     def __init__(self, tmp_path, erp, contextia, chave_contextia, escopos=None):
         self.erp = erp
@@ -63,7 +63,7 @@ class Ouvinte:
             return json.load(arquivo)
 
     def mudar_estado(self, **secoes):
-        """Edita o ouvinte-estado.json como uma pessoa faria (secoes dict sao mescladas)."""
+        """Edita o ouvinte-estado.json como uma pessoa faria (seções dict são mescladas)."""
         caminho = os.path.join(self.estado_dir, 'ouvinte-estado.json')
         with open(caminho) as arquivo:
             estado = json.load(arquivo)
@@ -102,4 +102,4 @@ def esperar(condicao, segundos=60, passo=0.2):
         if valor:
             return valor
         time.sleep(passo)
-    raise AssertionError('condicao nao atingida em %ss' % segundos)
+    raise AssertionError('condição não atingida em %ss' % segundos)

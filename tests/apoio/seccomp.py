@@ -11,11 +11,11 @@ FILTRO.json (montado por `filtro_da_unit`, no processo do teste):
 `erro` e o errno devolvido a chamada fora da lista (SystemCallErrorNumber=
 EPERM -> 1); null mata o processo, como o systemd sem SystemCallErrorNumber.
 `mdwe` recusa com EPERM o que o MemoryDenyWriteExecute=yes recusa: mmap
-gravavel E executavel, mprotect/pkey_mprotect que pede execucao, shmat com
+gravável E executável, mprotect/pkey_mprotect que pede execução, shmat com
 SHM_EXEC. O filtro vale para o programa e para todo filho dele.
 
-Este arquivo roda SOZINHO (so a biblioteca padrao), copiado para uma pasta
-que o usuario descartavel do teste consegue ler; `filtro_da_unit` e o unico
+Este arquivo roda SOZINHO (só a biblioteca padrão), copiado para uma pasta
+que o usuário descartável do teste consegue ler; `filtro_da_unit` e o único
 trecho que o pytest importa.
 """
 
@@ -73,7 +73,7 @@ def _expandir(nomes, grupos):
 
 def filtro_da_unit(servico):
     """
-    O filtro de `servico` ({chave: [valores]} da secao [Service]) como o systemd
+    O filtro de `servico` ({chave: [valores]} da seção [Service]) como o systemd
     o monta: a primeira lista sem `~` e a permitida; cada `~lista` tira dela.
     """
     grupos = _grupos()
@@ -83,8 +83,8 @@ def filtro_da_unit(servico):
         nomes = linha.lstrip('~').split()
         if permitidas is None:
             if negar:
-                raise ValueError('SystemCallFilter comecando por ~: lista de recusa'
-                                 ' pura nao e emulada aqui')
+                raise ValueError('SystemCallFilter começando por ~: lista de recusa'
+                                 ' pura não é emulada aqui')
             permitidas = _expandir(nomes, grupos)
         elif negar:
             permitidas -= _expandir(nomes, grupos)

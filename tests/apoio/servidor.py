@@ -2,20 +2,20 @@
 Fixtures do Contextia local: um servidor de verdade (subprocesso) em 127.0.0.1.
 
     contextia            um servidor por MODULO de teste, com falhas=True
-                         (as falhas injetadas sao limpas antes de cada teste
+                         (as falhas injetadas são limpas antes de cada teste
                          que usa `ambiente_contextia`)
     ambiente_contextia   o `contextia`, com CONTEXTIA_URL/CONTEXTIA_ADMIN_TOKEN
                          no ambiente do teste e CONTEXTIA_API_KEY/INTAKE_URL fora
     chave_contextia      fabrica: chave_contextia(escopo=None, nome=None) -> chave
-                         de um projeto novo (escopo unico se nao for dado) no
+                         de um projeto novo (escopo único se não for dado) no
                          `contextia`
     fabrica_contextia    fabrica de servidores exclusivos (ex.: com
                          max_registros_lote, ou para reiniciar sem afetar
-                         ninguem): fabrica_contextia(**kwargs_do_ServidorLocal);
+                         ninguém): fabrica_contextia(**kwargs_do_ServidorLocal);
                          todos param no fim do teste
 
-Servidor por modulo (e nao por teste) porque subir um custa ~1 s e varios
-ajudantes rodam a suite ao mesmo tempo nesta maquina de 2 cores.
+Servidor por módulo (e não por teste) porque subir um custa ~1 s e varios
+ajudantes rodam a suíte ao mesmo tempo nesta máquina de 2 cores.
 """
 
 import uuid

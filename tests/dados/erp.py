@@ -103,7 +103,7 @@ class Erp:
                              e=int(escopo))[0][0]
 
     def fechar(self):
-        """Solta as conexoes de setup (o banco continua; quem o criou o derruba)."""
+        """Solta as conexões de setup (o banco continua; quem o criou o derruba)."""
         if self.banco._motor is not None:
             self.banco._motor.dispose()
             self.banco._motor = None
@@ -117,7 +117,7 @@ def erp_sqlite(pasta, **opcoes):
 
 
 def erp_postgres(**opcoes):
-    """(erp, derrubar) num banco novo do PostgreSQL, ou None se nao ha servidor."""
+    """(erp, derrubar) num banco novo do PostgreSQL, ou None se não há servidor."""
     from tests.apoio.bancos import criar_banco, derrubar_banco, servidor_disponivel
     if not servidor_disponivel('postgres')[0]:
         return None

@@ -201,7 +201,7 @@ def criar(banco):
     for n, loja in ((1, 1), (2, 2)):
         ex('INSERT INTO staff (staff_id, first_name, last_name, store_id, email, username,'
            ' picture, last_update) VALUES (:i, :f, :l, :s, :e, :n, :p, :u)',
-           {'i': n, 'f': 'Func', 'l': 'Numero %d' % n, 's': loja, 'e': 'f%d@loja.com' % n,
+           {'i': n, 'f': 'Func', 'l': 'Número %d' % n, 's': loja, 'e': 'f%d@loja.com' % n,
             'n': 'func%d' % n, 'p': b'\x89PNG\x00\x01', 'u': QUANDO})
     for n in range(1, 6):
         ex('INSERT INTO actor (actor_id, first_name, last_name, last_update) VALUES'
@@ -234,7 +234,7 @@ def criar(banco):
             ex('INSERT INTO address (address_id, address, district, phone, last_update)'
                ' VALUES (:i, :a, :d, :f, :u)',
                {'i': n, 'a': 'Rua %d' % n, 'd': 'Centro', 'f': '5511', 'u': QUANDO})
-    preferencias = ', preferencias' if tipo == 'postgres' else ''
+    preferencias = ', preferências' if tipo == 'postgres' else ''
     valor_pref = ", CAST('{\"idioma\": \"pt\"}' AS jsonb)" if tipo == 'postgres' else ''
     for n in range(1, 9):
         ex('INSERT INTO customer (customer_id, store_id, first_name, last_name, email,'
