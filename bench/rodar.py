@@ -18,6 +18,7 @@ BENCHS = {
     'sonda': 'bench_sonda.py',         # ciclo ocioso: 100 mil vs 2 milhoes de linhas
     'ocioso': 'bench_ocioso.py',       # issue 12: ciclo ocioso Sakila, antes x depois
     'descobrir': 'bench_descobrir.py', # issue 16: 200 tabelas, descobrir vs inspector puro
+    'velocidade': 'bench_velocidade.py',  # issue 18: driver cru -> envio, em voo, gzip
 }
 
 

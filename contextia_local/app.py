@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from contextia_local import webhooks
 from contextia_local.armazenamento import Banco, ErroRegra
+from contextia_local.compressao import MiddlewareDeCompressao
 from contextia_local.corpo import RegraDoCorpo, classe_de_rota
 from contextia_local.falhas import TIPOS, EstadoDeFalhas, MiddlewareDeFalhas
 
@@ -136,6 +137,8 @@ def criar_app(config: Configuracao) -> FastAPI:
         version=VERSAO_API,
         description='Servidor local que honra o contrato do intake do Contextia'
                     ' (docs/contrato-intake.md). Para testes, demo e ensaio.')
+    # Antes das falhas: a falha injetada (a mais de fora) ve o pedido primeiro.
+    app.add_middleware(MiddlewareDeCompressao, max_bytes=config.max_bytes_lote)
     if estado_falhas is not None:
         app.add_middleware(MiddlewareDeFalhas, estado=estado_falhas)
 
@@ -219,7 +222,7 @@ def criar_app(config: Configuracao) -> FastAPI:
                 'max_removal': True, 'webhooks': list(webhooks.EVENTOS),
                 'max_records_per_batch': config.max_registros_lote,
                 'max_bytes_per_batch': config.max_bytes_lote,
-                'decimal': 'string'}
+                'decimal': 'string', 'compressao': ['gzip']}
 
     # ------------------------------------------------------------ intake
     # Os limites de bytes e de registros do lote sao aplicados antes daqui, na

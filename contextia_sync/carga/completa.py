@@ -580,7 +580,8 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
                      progresso: Callable[[str], None] | None = None,
                      intervalo_progresso: float = padroes.INTERVALO_PROGRESSO,
                      historico: Historico | None = None,
-                     execucao: str | None = None) -> ResultadoCarga:
+                     execucao: str | None = None,
+                     em_voo: int = padroes.LOTES_EM_VOO) -> ResultadoCarga:
     """
     Um dataset de uma empresa. Devolve o ResultadoCarga e nunca levanta, exceto
     ErroAutenticacao (chave recusada: nenhum outro dataset passaria).
@@ -592,7 +593,7 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
     `intervalo_progresso` segundos de leitura (só sem `barra`). `historico`
     (contextia_sync.carga.historico.Historico), se dado, da a base do teto sem
     key e recebe a carga aceita, com a `execucao` de quem pediu (a varredura do
-    ouvinte).
+    ouvinte). `em_voo`: lotes esperando resposta ao mesmo tempo (enviar_dataset).
     """
     from contextia_sync.intake import cliente
 
@@ -614,6 +615,8 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
         if barra or progresso is not None:
             total = contar_para_o_progresso(origem, row['source_object'], recorte)
         linhas = origem.fetch(row['source_object'], row['columns'], scope=recorte)
+        # Os tipos do resultado (so o adaptador generico os da): um conversor por coluna.
+        familias = getattr(origem, 'familias', lambda _linhas: None)(linhas)
         linhas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso, total)
         if seco:
             _conferir_linhas(resultado, linhas, escopo, row['source_object'],
@@ -627,7 +630,7 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
             nome, linhas, key=mapeamento.chave_de(mapa, row), description=descricao,
             fields=campos, group=mapeamento.grupo_de(mapa, row),
             chunk=mapeamento.chunk_de(mapa, row), api_key=api_key, logger=logger,
-            sync=sync, escopo=escopo)
+            sync=sync, escopo=escopo, em_voo=em_voo, familias=familias)
         resultado.registros = envio.registros
         resultado.novos = envio.inserted
         resultado.atualizados = envio.updated

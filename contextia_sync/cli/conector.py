@@ -44,6 +44,13 @@ def _fracao(texto: str) -> float:
     return valor
 
 
+def _lotes_em_voo(texto: str) -> int:
+    if not texto.isdigit() or not 1 <= int(texto) <= 32:
+        raise argparse.ArgumentTypeError(
+            '%r não é um número de lotes de 1 a 32 (1 = um de cada vez)' % texto)
+    return int(texto)
+
+
 def intervalo_progresso(padrao: float = padroes.INTERVALO_PROGRESSO) -> float:
     """CONTEXTIA_PROGRESSO_SEGUNDOS (segundos entre linhas de progresso), ou `padrao`."""
     bruto = (os.environ.get('CONTEXTIA_PROGRESSO_SEGUNDOS') or '').strip()
@@ -79,6 +86,11 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
                    help='fração máxima de um dataset que a carga pode remover (padrão %s).'
                         ' Acima disso o Contextia recusa o complete e nada sai. Para uma'
                         ' limpeza real em massa: --max-remocao=1' % padroes.MAX_REMOCAO)
+    p.add_argument('--lotes-em-voo', type=_lotes_em_voo, default=padroes.LOTES_EM_VOO,
+                   metavar='N',
+                   help='lotes esperando resposta do Contextia ao mesmo tempo, enquanto os'
+                        ' seguintes são lidos (padrão %d; 1 = um de cada vez). Um lote que'
+                        ' falha continua impedindo o complete' % padroes.LOTES_EM_VOO)
     p.add_argument('--chaves', metavar='ARQ',
                    help='o arquivo de chaves do provisionar.py: sem CONTEXTIA_API_KEY no'
                         ' ambiente, a chave da empresa vem da linha dela ali (e o histórico'
@@ -336,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                     mapa, row, origem, escopo, api_key=preparo.chave, seco=args.dry_run,
                     max_remocao=args.max_remocao, barra=barra, progresso=progresso,
                     intervalo_progresso=preparo.intervalo, historico=historico,
+                    em_voo=args.lotes_em_voo,
                     execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
             except cliente.ErroAutenticacao as erro:
                 # A chave caiu no meio (revogada?): nenhum dataset seguinte passaria.

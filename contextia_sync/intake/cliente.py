@@ -33,6 +33,8 @@ import json
 import logging
 import re
 import secrets
+import threading
+import time
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -49,9 +51,11 @@ from contextia_sync.fila.quarentena import (
 )
 from contextia_sync.intake.serializacao import (
     ErroSerializacao,
+    PlanoFixo,
+    Serializador,
+    corpo_de_registros,
     json_canonico,
     serializar_parcial,
-    serializar_registro,
 )
 from contextia_sync.intake.transporte import (
     STATUS_RECUSA_DO_REGISTRO,
@@ -364,7 +368,9 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                    logger: logging.Logger | None = None, sync: str | None = None,
                    remove: Iterable[Any] | None = None, escopo: object = None,
                    deve_parar: Callable[[], bool] | None = None,
-                   quarentena: DestinoDeRecusas | None = None) -> ResultadoEnvio:
+                   quarentena: DestinoDeRecusas | None = None,
+                   em_voo: int = 1,
+                   familias: Mapping[str, str] | None = None) -> ResultadoEnvio:
     """
     Envia `registros` (qualquer iterável de dicts) ao dataset `nome`, em lotes.
 
@@ -394,6 +400,20 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     quarentena a versão velha dele. Sem quarentena, a recusa e um lote falho,
     como sempre foi. Com `sync`, registro na quarentena faz a carga falhar
     (ver ResultadoEnvio).
+
+    `em_voo` (a carga completa passa padroes.LOTES_EM_VOO): ate tantos lotes
+    esperando resposta enquanto os seguintes sao lidos e montados. So vale com
+    `sync` e sem `remove` nem quarentena; fora disso os lotes vao um de cada vez:
+    no ao vivo duas versoes da mesma key podem estar em lotes seguidos, e com
+    lotes em voo a mais nova poderia chegar antes e ser sobrescrita pela velha.
+
+    `familias` ({coluna: familia}, o `origem.generico.familias` de um fetch):
+    os registros SAO as linhas daquele fetch (dicts dele, com essas colunas), e
+    o conversor de cada coluna e escolhido uma vez pelo tipo -- as linhas sao
+    convertidas no lugar. Sem ele (ou com quarentena), pela forma de cada registro.
+
+    O corpo vai comprimido (gzip) so se o intake anuncia `compressao: ["gzip"]`
+    em capacidades (consultado uma vez a cada padroes.VALIDADE_CAPACIDADES s).
     """
     log = preparar_logger(logger)
     chave = _chave(api_key)
@@ -415,6 +435,26 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                           ' exclusao(oes) NÃO enviada(s) -- ficam para a carga completa'
                           ' (sync + complete).' % (dataset, len(pendente_remover)), log)
         pendente_remover = None
+    if sync is None or pendente_remover or quarentena is not None:
+        em_voo = 1
+    # gzip so para quem anuncia. A pergunta (capacidades) so e feita depois do
+    # primeiro lote aceito e se ha outro lote: o envio de um lote so (o ao vivo,
+    # quase sempre) nao paga um pedido a mais, e um destino que nem e o intake
+    # nao recebe pedido nenhum alem do primeiro lote.
+    gzip_decidido: list[bool] = []
+    trava_gzip = threading.Lock()
+    aceitou = False
+
+    def comprimir() -> bool:
+        if gzip_decidido:
+            return gzip_decidido[0]
+        with trava_gzip:
+            if not gzip_decidido:
+                anuncia = _anuncia_gzip(chave, url, consultar=aceitou)
+                if anuncia is None:
+                    return False
+                gzip_decidido.append(anuncia)
+        return gzip_decidido[0]
     # So os nomes dos arquivos: sem nada guardado, nenhuma identidade e calculada.
     guardadas: set[str] = quarentena.identidades() if quarentena is not None else set()
     novos_na_quarentena = 0
@@ -423,17 +463,20 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
         return descrever(dataset, escopo, key, registro.get(key) if key else None)
 
     def montar(lote: list[dict[str, Any]]) -> bytes:
-        envelope: dict[str, Any] = dict(base, records=lote)
+        envelope: dict[str, Any] = dict(base)
         if sync is not None:
             envelope['sync'] = {'id': sync, 'part': next(partes)}
         if pendente_remover:
             envelope['remove'] = pendente_remover
-        return json.dumps(envelope, ensure_ascii=False, separators=(',', ':'),
-                          allow_nan=False).encode('utf-8')
+        # O envelope pelo json de sempre; os registros (quase todo o corpo) pelo
+        # caminho rapido, encaixados no fim do objeto.
+        cabeca = json.dumps(envelope, ensure_ascii=False, separators=(',', ':'),
+                            allow_nan=False).encode('utf-8')
+        return cabeca[:-1] + b',"records":' + corpo_de_registros(lote) + b'}'
 
     def aceitar(resposta: requests.Response, contexto: str,
                 lote: list[dict[str, Any]]) -> list[str]:
-        nonlocal pendente_remover
+        nonlocal pendente_remover, aceitou
         if resposta.status_code in (401, 403):
             raise _erro_autenticacao(resposta, escopo, dataset, chave)
         if resposta.status_code >= 300:
@@ -444,6 +487,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
             return ['%s: HTTP %d, %s' % (contexto, resposta.status_code,
                                          mascarar(detalhe_da_resposta(resposta), chave))]
         contagens = _contagens(resposta, len(lote), contexto)
+        aceitou = True
         resultado.inserted += contagens['inserted']
         resultado.updated += contagens['updated']
         resultado.duplicates += contagens['duplicates']
@@ -500,13 +544,20 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
 
     lidos = 0
     recusado: str | None = None
+    # Com a quarentena os registros viram so tipos JSON (identidade, hash
+    # canonico e o arquivo dela os leem); sem ela, data e UUID ficam para o orjson.
+    serializador = Serializador(puro=quarentena is not None)
+    fixo = PlanoFixo(dict(familias)) if familias and quarentena is None else None
 
     def serializados() -> Iterator[dict[str, Any]]:
         nonlocal lidos, recusado
         for bruto in registros:
             lidos += 1
             try:
-                registro = serializar_registro(bruto)
+                if fixo is not None and type(bruto) is dict and len(bruto) == fixo.colunas:
+                    registro = fixo.registro(bruto)
+                else:
+                    registro = serializador.registro(bruto)
             except ErroSerializacao as erro:
                 if quarentena is None:
                     # Registro que nao vira JSON exato: os seguintes nao saem, e
@@ -538,7 +589,8 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     resultado.interrompido = enviar_em_lotes(
         lotes(), url, autorizacao=chave, montar=montar, aceitar=aceitar,
         rotulo='dataset %s' % dataset, balanco=resultado, logger=log, deve_parar=deve_parar,
-        isolar=isolar if quarentena is not None else None)
+        isolar=isolar if quarentena is not None else None, em_voo=max(1, int(em_voo)),
+        comprimir=comprimir)
     if recusado is not None:
         _falha(resultado, 'dataset %s, %s' % (dataset, recusado), log)
     if resultado.quarentenados:
@@ -624,6 +676,33 @@ class _Coletor:
     def superar(self, ident: str, dataset: str,  # noqa: ARG002 - o protocolo
                 escopo: object) -> bool:  # noqa: ARG002
         return False
+
+
+# (instante, anunciou gzip) por (intake, chave): uma consulta a cada VALIDADE_CAPACIDADES.
+_gzip_anunciado: dict[tuple[str, str], tuple[float, bool]] = {}
+
+
+def _anuncia_gzip(chave: str, url: str, consultar: bool = True) -> bool | None:
+    """
+    O intake anunciou `compressao: ["gzip"]` em capacidades? Na duvida (servidor
+    antigo, 404, erro, resposta torta), NAO: corpo comprimido a quem nao anuncia
+    seria recusado ou, pior, guardado como lixo. Sem `consultar`, so o que ja
+    se sabe (None: ainda nao perguntado).
+    """
+    agora = time.monotonic()
+    guardado = _gzip_anunciado.get((url, chave))
+    if guardado is not None and agora - guardado[0] < padroes.VALIDADE_CAPACIDADES:
+        return guardado[1]
+    if not consultar:
+        return None
+    try:
+        anunciadas = capacidades(chave)
+    except ErroContextia:
+        anunciadas = {}
+    formas = anunciadas.get('compressao')
+    anuncia = isinstance(formas, list) and 'gzip' in formas
+    _gzip_anunciado[(url, chave)] = (agora, anuncia)
+    return anuncia
 
 
 def _suporta_remove(chave: str, resultado: ResultadoEnvio, logger: logging.Logger) -> bool:

@@ -21,7 +21,16 @@ Deterministico quer dizer: o mesmo registro vira sempre o mesmo texto. Sem
 isso, o servidor -- que deduplica por hash do JSON canônico quando não há
 `key` -- veria um registro novo a cada envio do mesmo dado.
 
-Módulo puro: só biblioteca padrão.
+O caminho rapido (`Serializador` + `corpo_de_registros`) da o MESMO valor
+guardado que o de sempre (`serializar_registro` + `json.dumps`): o conversor
+de cada coluna e escolhido uma vez por forma de registro (as colunas e o tipo
+de cada valor), nao testado valor a valor, e o corpo sai do `orjson` quando ele
+esta instalado. O que o `orjson` escreveria diferente do contrato nunca chega a
+ele: NaN/Infinity (ele escreve `null`) sao recusados antes, Decimal e bytes vao
+como texto, hora e data com fuso vao pelo `isoformat` (ele corta o fuso de
+segundos); o que ele recusa (inteiro de mais de 64 bits) volta ao `json`.
+
+Modulo puro: so biblioteca padrao (o `orjson` e usado se estiver instalado; sem ele, o `json`).
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import decimal
 import json
 import math
 import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -123,3 +133,185 @@ def json_canonico(objeto: Any) -> str:
     """
     return json.dumps(objeto, sort_keys=True, separators=(',', ':'),
                       ensure_ascii=False, allow_nan=False)
+
+
+# ---------------------------------------------------------------- caminho rapido
+def _finito(coluna: str) -> Callable[[Any], Any]:
+    def conferir(valor: float) -> float:
+        # O orjson escreveria NaN/Infinity como null: recusados aqui, como sempre.
+        return valor if math.isfinite(valor) else valor_json(valor, coluna)
+    return conferir
+
+
+def _decimal(coluna: str) -> Callable[[Any], Any]:
+    def texto(valor: decimal.Decimal) -> Any:
+        return format(valor, 'f') if valor.is_finite() else valor_json(valor, coluna)
+    return texto
+
+
+def _data_hora(valor: datetime.datetime) -> Any:
+    # Com fuso vai pelo isoformat: o orjson escreveria '+05:30' para '+05:30:15'.
+    return valor if valor.tzinfo is None else valor.isoformat()
+
+
+def _base64(valor: bytes) -> str:
+    return base64.b64encode(bytes(valor)).decode('ascii')
+
+
+def _isoformat(valor: Any) -> str:
+    return str(valor.isoformat())
+
+
+# O que o orjson escreve exatamente como o contrato manda: nenhum conversor.
+_NATIVOS: frozenset[type] = frozenset({str, bool, int, type(None)})
+# Nativos do orjson que o caminho puro (dicts so com tipos JSON) converte.
+_NATIVOS_DO_ORJSON: dict[type, Callable[[Any], Any]] = {
+    datetime.date: _isoformat, uuid.UUID: str}
+
+Plano = tuple[tuple[str, Callable[[Any], Any]], ...]
+
+
+class Serializador:
+    """
+    `serializar_registro` sem um teste de tipo por valor.
+
+    A forma de um registro (os nomes das colunas e o tipo de cada valor) escolhe,
+    UMA vez, o conversor de cada coluna; os registros seguintes da mesma forma
+    -- numa consulta, quase todos -- so aplicam os conversores das colunas que
+    precisam (Decimal, bytes, float conferido, data com fuso). Tipo que o plano
+    nao conhece vai por `valor_json` (recusa, subclasse): o resultado e sempre o
+    de `serializar_registro`.
+
+    `puro=False` (o corpo vai direto ao `corpo_de_registros`): data, hora sem
+    fuso e UUID ficam como estao, para o orjson escrever -- o mesmo texto do
+    isoformat/str. `puro=True` (quarentena, hash canonico): so tipos JSON.
+    """
+
+    LIMITE_DE_FORMAS = 512      # formas guardadas; alem disso o plano e refeito a cada vez
+
+    def __init__(self, puro: bool = False) -> None:
+        self.puro = puro
+        self._planos: dict[tuple[Any, ...], Plano] = {}
+
+    def _plano(self, colunas: Sequence[Any], tipos: Sequence[type]) -> Plano | None:
+        plano = []
+        for coluna, tipo in zip(colunas, tipos, strict=True):
+            if not isinstance(coluna, str):
+                return None                  # o caminho de sempre diz o erro
+            if tipo in _NATIVOS:
+                continue
+            funcao: Callable[[Any], Any]
+            if tipo is float:
+                funcao = _finito(coluna)
+            elif tipo is decimal.Decimal:
+                funcao = _decimal(coluna)
+            elif tipo is datetime.datetime:
+                funcao = _isoformat if self.puro else _data_hora
+            elif tipo in _NATIVOS_DO_ORJSON:
+                if not self.puro:
+                    continue
+                funcao = _NATIVOS_DO_ORJSON[tipo]
+            elif tipo is datetime.time:
+                funcao = _isoformat          # o orjson recusa hora com fuso
+            elif tipo in (bytes, bytearray, memoryview):
+                funcao = _base64
+            else:
+                def funcao(valor: Any, _coluna: str = coluna) -> Any:
+                    return valor_json(valor, _coluna)
+            plano.append((coluna, funcao))
+        return tuple(plano)
+
+    def registro(self, bruto: Any) -> dict[str, Any]:
+        """O registro em forma JSON (igual a `serializar_registro`); ErroSerializacao."""
+        if type(bruto) is not dict:
+            return serializar_registro(bruto)
+        colunas = tuple(bruto)
+        tipos = tuple(map(type, bruto.values()))
+        forma = colunas + tipos
+        plano = self._planos.get(forma)
+        if plano is None:
+            plano = self._plano(colunas, tipos)
+            if plano is None:
+                return serializar_registro(bruto)
+            if len(self._planos) < self.LIMITE_DE_FORMAS:
+                self._planos[forma] = plano
+        saida = bruto.copy()
+        for coluna, funcao in plano:
+            saida[coluna] = funcao(saida[coluna])
+        return saida
+
+
+try:
+    import orjson as _orjson_importado
+    _orjson: Any = _orjson_importado
+except ImportError:                      # python3 -S (autoteste) ou sem o pacote
+    _orjson = None
+
+
+def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
+    """O conversor de uma coluna pela familia do tipo dela (origem.valores.familia_json)."""
+    def qualquer(valor: Any) -> Any:
+        return valor if valor is None else valor_json(valor, coluna)
+
+    if familia == 'nativo':
+        return None
+    if familia == 'decimal':
+        def decimal_(valor: Any) -> Any:
+            if type(valor) is decimal.Decimal and valor.is_finite():
+                return format(valor, 'f')
+            return valor if valor is None or type(valor) is int else valor_json(valor, coluna)
+        return decimal_
+    if familia == 'float':
+        def float_(valor: Any) -> Any:
+            if type(valor) is float and math.isfinite(valor):
+                return valor
+            return qualquer(valor)
+        return float_
+    if familia == 'datetime':
+        def data_hora(valor: Any) -> Any:
+            if type(valor) is datetime.datetime and valor.tzinfo is None:
+                return valor                 # o orjson escreve igual ao isoformat
+            return qualquer(valor)
+        return data_hora
+    return qualquer                          # time, bytes, qualquer: valor a valor
+
+
+class PlanoFixo:
+    """
+    O conversor de cada coluna escolhido UMA vez pelos tipos do resultado (o
+    `familias` de um fetch), aplicado no proprio dict da linha -- que e do
+    fetch e de mais ninguem. So as colunas que precisam (Decimal, float,
+    data e hora, bytes, tipo desconhecido) pagam uma chamada por valor; as
+    nativas (texto, inteiro, bool, date, UUID) vao direto ao orjson.
+    """
+
+    def __init__(self, familias: dict[str, str]) -> None:
+        self.colunas = len(familias)
+        self.plano: Plano = tuple((coluna, funcao) for coluna, funcao in
+                                  ((c, _conversor_fixo(f, c)) for c, f in familias.items())
+                                  if funcao is not None)
+
+    def registro(self, linha: dict[str, Any]) -> dict[str, Any]:
+        for coluna, funcao in self.plano:
+            linha[coluna] = funcao(linha[coluna])
+        return linha
+
+
+def _json_padrao(valor: Any) -> Any:
+    return valor_json(valor)
+
+
+def corpo_de_registros(registros: list[dict[str, Any]]) -> bytes:
+    """
+    A lista JSON (UTF-8) dos registros de `Serializador.registro`.
+
+    Com o orjson instalado, por ele; o que ele recusa (inteiro alem de 64 bits)
+    e o ambiente sem ele vao pelo `json`, com o mesmo resultado guardado.
+    """
+    if _orjson is not None:
+        try:
+            return bytes(_orjson.dumps(registros))
+        except TypeError:               # JSONEncodeError e TypeError
+            pass
+    return json.dumps(registros, ensure_ascii=False, separators=(',', ':'),
+                      allow_nan=False, default=_json_padrao).encode('utf-8')

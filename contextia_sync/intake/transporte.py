@@ -19,15 +19,20 @@ A política (uma só, neste módulo; os números em contextia_sync/padroes.py):
     TLS que não confere nunca é re-tentado. `deve_parar`, se dado, e olhado
     durante as esperas: parada pedida desiste do pedido na hora, como falha.
   * `enviar_em_lotes` -- um envio em varios lotes: 413 divide o lote ao meio
-    até passar ou sobrar um registro; com a quarentena, a recusa permanente do
-    conteúdo (400/413/422) divide até o registro recusado ficar sozinho, e só
-    ele sai do lote; servidor que não respondeu, seguiu sobrecarregado dentro
-    do prazo, ou respondeu 2xx que não é do intake interrompe o envio: os
-    lotes seguintes não saem e a origem para de ser lida. Falha passageira
+    ate passar ou sobrar um registro; com a quarentena, a recusa permanente do
+    conteudo (400/413/422) divide ate o registro recusado ficar sozinho, e so
+    ele sai do lote; com `em_voo` > 1 (so a carga completa), ate tantos lotes
+    ficam em voo enquanto os seguintes sao lidos e montados, e as respostas sao
+    contadas na ordem dos lotes; servidor que nao respondeu, seguiu sobrecarregado dentro
+    do prazo, ou respondeu 2xx que nao e do intake interrompe o envio: os
+    lotes seguintes nao saem e a origem para de ser lida. Falha passageira
     nunca vai para a quarentena.
-  * TLS sempre verificado. As CAs confiáveis são o bundle do certifi (o do
-    requests) ou, se definida, SÓ a de CONTEXTIA_CA_BUNDLE: REQUESTS_CA_BUNDLE e
-    CURL_CA_BUNDLE do ambiente não trocam as CAs em silêncio (um aviso diz que
+  * Corpo comprimido (gzip, `Content-Encoding: gzip`) so quando quem chama
+    diz que o intake anunciou `compressao: ["gzip"]` em capacidades; a quem
+    nao anuncia, nunca.
+  * TLS sempre verificado. As CAs confiaveis sao o bundle do certifi (o do
+    requests) ou, se definida, SO a de CONTEXTIA_CA_BUNDLE: REQUESTS_CA_BUNDLE e
+    CURL_CA_BUNDLE do ambiente nao trocam as CAs em silencio (um aviso diz que
     foram ignoradas). Destino local (loopback) nunca passa por proxy.
   * Endereço recusado antes de qualquer conexão (`conferir_url`, ErroDestino):
     HTTP puro só em loopback (127.0.0.0/8, ::1, localhost).
@@ -47,6 +52,7 @@ cliente.py; o provisionamento (token de admin), de admin.py.
 from __future__ import annotations
 
 import email.utils
+import gzip
 import ipaddress
 import json
 import logging
@@ -55,7 +61,9 @@ import re
 import threading
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -313,7 +321,8 @@ def _esperar(segundos: float, deve_parar: Callable[[], bool] | None) -> bool:
 
 def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
           params: dict[str, Any] | None = None, contexto: str = '',
-          deve_parar: Callable[[], bool] | None = None) -> requests.Response:
+          deve_parar: Callable[[], bool] | None = None,
+          comprimir: bool = False) -> requests.Response:
     """
     Um pedido HTTP sob a política de retentativas (ver o topo do módulo).
 
@@ -321,6 +330,7 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
     durou o prazo inteiro. Levanta ErroContextia se nem resposta houve dentro
     do prazo, se o TLS não confere, ou se `deve_parar()` ficou verdadeiro
     durante uma espera entre tentativas (a mensagem diz que a parada foi pedida).
+    `comprimir`: o corpo vai em gzip (so para quem anunciou; ver o topo do modulo).
     """
     import requests
 
@@ -332,6 +342,10 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
         cabecalhos['Content-Type'] = 'application/json'
         dados = corpo if isinstance(corpo, bytes) else json.dumps(
             corpo, ensure_ascii=False, separators=(',', ':'), allow_nan=False).encode('utf-8')
+        if comprimir and len(dados) >= padroes.GZIP_A_PARTIR_DE:
+            # Uma vez, antes das tentativas; o zlib solta o GIL (lotes em voo comprimem juntos).
+            dados = gzip.compress(dados, compresslevel=padroes.NIVEL_GZIP, mtime=0)
+            cabecalhos['Content-Encoding'] = 'gzip'
     conferir_url(url)
     # Destino local (Contextia local, testes) nunca passa por proxy do ambiente.
     local = e_loopback(urllib.parse.urlsplit(url).hostname)
@@ -435,8 +449,8 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
                     aceitar: Callable[[requests.Response, str, list[T]], list[str]],
                     rotulo: str, balanco: Balanco, logger: logging.Logger,
                     deve_parar: Callable[[], bool] | None = None,
-                    isolar: Callable[[T, requests.Response, str], list[str]] | None = None
-                    ) -> bool:
+                    isolar: Callable[[T, requests.Response, str], list[str]] | None = None,
+                    em_voo: int = 1, comprimir: Callable[[], bool] | None = None) -> bool:
     """
     POSTa cada lote de `lotes` em `url`, com a parte da política que vale para
     um envio de muitos lotes. Devolve True se o envio foi interrompido.
@@ -468,16 +482,44 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
     abre as mensagens. Cada lote de `lotes` conta UMA vez em `balanco.lotes_ok`
     ou `balanco.lotes_erro`, dividido ou não; um lote cujo registro recusado foi
     guardado por `isolar` conta em `lotes_ok`.
+
+    `em_voo` > 1: o lote seguinte e lido e montado (`montar`, nesta thread)
+    enquanto ate `em_voo` lotes esperam resposta (cada um numa thread); as
+    respostas sao contadas e registradas na ORDEM dos lotes, e o servidor
+    indisponivel para a leitura como antes -- os lotes ja em voo terminam e
+    contam (ok ou falho). `montar`, `aceitar` e `isolar` nunca rodam ao mesmo
+    tempo (uma trava): o balanco e a quarentena de quem chama ficam corretos.
+    A ordem de CHEGADA entre lotes em voo nao e garantida: quem precisa que as
+    versoes de uma key nao se ultrapassem (o ao vivo) usa `em_voo=1`.
+    `comprimir()`, se dado, e perguntado a cada pedido: True, o corpo vai em gzip
+    (`pedir`).
     """
     indisponivel = False
+    # O primeiro lote (na ordem) que achou o servidor indisponivel: com lotes em
+    # voo, a mensagem de interrupcao vai para ele, nao para quem terminou antes.
+    causa = 0
     envelope_aceito = False
+    trava = threading.Lock()
+    trava_causa = threading.Lock()
 
-    def ler(resposta: requests.Response, contexto: str, lote: list[T]) -> list[str]:
-        nonlocal indisponivel, envelope_aceito
-        try:
-            erros = aceitar(resposta, contexto, lote)
-        except RespostaInvalida as erro:
+    def montado(lote: list[T]) -> bytes:
+        with trava:
+            return montar(lote)
+
+    def parar_em(numero: int) -> None:
+        nonlocal indisponivel, causa
+        with trava_causa:
+            causa = numero if not indisponivel else min(causa, numero)
             indisponivel = True
+
+    def ler(resposta: requests.Response, contexto: str, lote: list[T],
+            numero: int) -> list[str]:
+        nonlocal envelope_aceito
+        try:
+            with trava:
+                erros = aceitar(resposta, contexto, lote)
+        except RespostaInvalida as erro:
+            parar_em(numero)
             return [str(erro)]
         if not erros:
             envelope_aceito = True
@@ -485,33 +527,35 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
 
     def provar(numero: int) -> list[str]:
         """O envelope sem registros passa? Devolve os erros da prova (vazio = passa)."""
-        nonlocal indisponivel
         contexto = '%s, lote %d (prova: o mesmo envelope sem registros)' % (rotulo, numero)
         try:
-            resposta = pedir('POST', url, autorizacao=autorizacao, corpo=montar([]),
-                             contexto=contexto, deve_parar=deve_parar)
+            resposta = pedir('POST', url, autorizacao=autorizacao, corpo=montado([]),
+                             contexto=contexto, deve_parar=deve_parar,
+                             comprimir=comprimir is not None and comprimir())
         except ErroContextia as erro:
-            indisponivel = True
+            parar_em(numero)
             return [str(erro)]
         if resposta.status_code in STATUS_RETENTAVEIS:
-            indisponivel = True
-        return ler(resposta, contexto, [])
+            parar_em(numero)
+        return ler(resposta, contexto, [], numero)
 
-    def uma_parte(lote: list[T], numero: int, dividido: bool = False) -> list[str]:
-        nonlocal indisponivel
+    def uma_parte(lote: list[T], numero: int, dividido: bool = False,
+                  corpo: bytes | None = None) -> list[str]:
         if indisponivel:
             return ['%s, lote %d: não enviado (servidor indisponível)' % (rotulo, numero)]
         if dividido and deve_parar is not None and deve_parar():
             # A divisao multiplica os pedidos; a parada nao espera todos.
-            indisponivel = True
-            return ['%s, lote %d: parada pedida no meio da divisão do lote; o resto dele'
-                    ' não foi enviado' % (rotulo, numero)]
+            parar_em(numero)
+            return ['%s, lote %d: parada pedida no meio da divisao do lote; o resto dele'
+                    ' nao foi enviado' % (rotulo, numero)]
         contexto = '%s, lote %d (%d registros)' % (rotulo, numero, len(lote))
         try:
-            resposta = pedir('POST', url, autorizacao=autorizacao, corpo=montar(lote),
-                             contexto=contexto, deve_parar=deve_parar)
+            resposta = pedir('POST', url, autorizacao=autorizacao,
+                             corpo=corpo if corpo is not None else montado(lote),
+                             contexto=contexto, deve_parar=deve_parar,
+                             comprimir=comprimir is not None and comprimir())
         except ErroContextia as erro:
-            indisponivel = True
+            parar_em(numero)
             return [str(erro)]
         status = resposta.status_code
         recusa = isolar is not None and status in STATUS_RECUSA_DO_REGISTRO
@@ -519,9 +563,9 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
             if status != 413 and not envelope_aceito:
                 prova = provar(numero)
                 if prova:
-                    return ler(resposta, contexto, lote) + [
-                        '%s, lote %d: o envelope sem registros também foi recusado (%s) --'
-                        ' a recusa e do envelope, não de um registro; nada foi dividido'
+                    return ler(resposta, contexto, lote, numero) + [
+                        '%s, lote %d: o envelope sem registros tambem foi recusado (%s) --'
+                        ' a recusa e do envelope, nao de um registro; nada foi dividido'
                         % (rotulo, numero, '; '.join(prova)[:300])]
             meio = len(lote) // 2
             if status == 413:
@@ -537,26 +581,31 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
         if recusa and len(lote) == 1:
             prova = [] if envelope_aceito else provar(numero)
             if not prova:
-                return isolar(lote[0], resposta, contexto) if isolar else []
-            return ler(resposta, contexto, lote) + [
-                '%s, lote %d: o envelope sem registros também foi recusado (%s) -- a recusa'
-                ' e do envelope, não do registro; ele não foi para a quarentena'
+                if isolar is None:
+                    return []
+                with trava:
+                    return isolar(lote[0], resposta, contexto)
+            return ler(resposta, contexto, lote, numero) + [
+                '%s, lote %d: o envelope sem registros tambem foi recusado (%s) -- a recusa'
+                ' e do envelope, nao do registro; ele nao foi para a quarentena'
                 % (rotulo, numero, '; '.join(prova)[:300])]
         if status in STATUS_RETENTAVEIS:
             # Sobrecarga que nao passou no prazo: os proximos lotes tambem nao
             # passariam, e cada um gastaria o prazo inteiro.
-            indisponivel = True
-        return ler(resposta, contexto, lote)
+            parar_em(numero)
+        return ler(resposta, contexto, lote, numero)
 
-    for numero, lote in enumerate(lotes, 1):
-        erros = uma_parte(lote, numero)
+    def registrar(numero: int, lote: list[T], erros: list[str], avisar: bool = True) -> bool:
+        """Conta o lote no balanco e registra os erros; True se o envio parou aqui."""
         if erros:
             balanco.lotes_erro += 1
             balanco.erros.extend(erros)
         else:
             balanco.lotes_ok += 1
         balanco.registros += len(lote)
-        interrompido = indisponivel and bool(lote)
+        # Parou aqui: o servidor ficou indisponivel neste lote ou num anterior.
+        parou = indisponivel and causa <= numero
+        interrompido = avisar and parou and bool(lote)
         # (O lote vazio que so anuncia um sync nao deixou origem por ler.)
         mensagem = ('%s: envio interrompido depois do lote %d -- o servidor não'
                     ' respondeu, recusou por sobrecarga ou respondeu algo que não é do'
@@ -569,13 +618,42 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
                 logger.error('%s -- %s', erro, mensagem)
             else:
                 logger.error('%s', erro)
-        if indisponivel:
+        if parou:
             if mensagem:
                 balanco.erros.append(mensagem)
                 if not erros:
                     logger.error('%s', mensagem)
             return True
-    return False
+        return False
+
+    if em_voo <= 1:
+        for numero, lote in enumerate(lotes, 1):
+            if registrar(numero, lote, uma_parte(lote, numero)):
+                return True
+        return False
+
+    interrompido = False
+    voo: deque[tuple[int, list[T], Future[list[str]]]] = deque()
+    fila = enumerate(lotes, 1)
+    lido_tudo = False
+    with ThreadPoolExecutor(max_workers=em_voo, thread_name_prefix='lote-em-voo') as pool:
+        while True:
+            if not lido_tudo and not indisponivel and len(voo) < em_voo:
+                proximo = next(fila, None)
+                if proximo is None:
+                    lido_tudo = True
+                    continue
+                numero, lote = proximo
+                # Lido e montado aqui, enquanto os anteriores estao em voo.
+                corpo = montado(lote)
+                voo.append((numero, lote, pool.submit(uma_parte, lote, numero, False, corpo)))
+                continue
+            if not voo:
+                return interrompido
+            numero, lote, futuro = voo.popleft()
+            if registrar(numero, lote, futuro.result(), avisar=not interrompido):
+                # Nada mais e lido; os que ja estao em voo terminam e contam.
+                interrompido = True
 
 
 # ---------------------------------------------------------------- mensagens

@@ -5,8 +5,9 @@ Adaptador de origem genérico: lê o ERP do cliente, e só lê.
     CONTEXTIA_ORIGEM_TIMEOUT=300        (segundos por consulta; 0 desliga)
 
 URLs SQLAlchemy aceitas: oracle+oracledb://, mssql+pyodbc://, mysql+pymysql://
-(MySQL e MariaDB), postgresql+psycopg://, sqlite:///. A operação, por dialeto,
-está em docs/origem.md.
+ou mysql+mysqldb:// (MySQL e MariaDB; o mysqlclient e o rapido), postgresql+psycopg://,
+sqlite:///. A operacao, por dialeto,
+esta em docs/origem.md.
 
 O que o ouvinte, o conector e o provisionador chamam (funções de MODULO):
 
@@ -40,7 +41,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Generator, Iterator, Sequence
+import weakref
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -84,6 +86,7 @@ from contextia_sync.origem.valores import (
     Conversor,
     conversor,
     familia_do_tipo,
+    familia_json,
 )
 from contextia_sync.registro import logger
 
@@ -96,6 +99,10 @@ __all__ = ['ErroIdentificador', 'ErroOrigem', 'Origem', 'agora', 'colunas', 'con
 # O que `fetch` devolve: um gerador (`close()` larga a leitura no meio, e a
 # conexao volta ao pool na hora).
 Linhas = Generator[dict[str, Any], None, None]
+
+# A familia JSON de cada coluna de uma leitura em curso (`familias`): o cliente
+# escolhe o conversor de cada coluna uma vez, pelo tipo do resultado.
+_FAMILIAS: weakref.WeakKeyDictionary[Linhas, dict[str, str]] = weakref.WeakKeyDictionary()
 
 # Linhas por ida ao servidor no streaming. 2.000 linhas de uma view de 200
 # colunas ainda cabem folgado na memoria; mais que isso so poupa idas.
@@ -136,22 +143,51 @@ def _abandonar_mysql(conn: Connection, resultado: CursorResult[Any]) -> None:
     """
     Leitura do MySQL/MariaDB largada no meio: derruba a conexão em vez de drenar.
 
-    Fechar o cursor sem buffer do PyMySQL LE O RESTO da tabela só para
-    descarta-lo -- minutos de I/O na produção do cliente por uma leitura que
-    ninguém quer mais. Soltar o resultado pendente (atributo do PyMySQL) e
-    invalidar a conexão fecha o socket na hora.
+    Fechar o cursor sem buffer do PyMySQL (e do mysqlclient) LE O RESTO da tabela so para
+    descarta-lo -- minutos de I/O na producao do cliente por uma leitura que
+    ninguem quer mais. Soltar o resultado pendente (atributo do PyMySQL) e
+    invalidar a conexao fecha o socket na hora.
     """
     if conn.closed:
         return
     cursor = getattr(resultado, 'cursor', None)
     pendente = getattr(cursor, '_result', None)
-    if cursor is not None and pendente is not None:
+    pymysql = pendente is not None and hasattr(pendente, 'unbuffered_active')
+    if cursor is not None and pendente is not None and pymysql:
         pendente.unbuffered_active = False     # senao o __del__ dele drena
         cursor._result = None
     try:
         conn.invalidate()
     except Exception:                                    # noqa: BLE001
         pass
+    if cursor is not None and pendente is not None and not pymysql:
+        # mysqlclient: o `close` do cursor le o resto (result.discard). Solto so
+        # DEPOIS da conexao fechada, o resultado nao tem mais o que ler.
+        cursor._result = None
+
+
+def _conversoes_mysqldb() -> dict[Any, Any]:
+    """
+    As conversoes do mysqlclient, com a data que ele nao le (a data zero do
+    MySQL, '0000-00-00') devolvida como TEXTO, como o PyMySQL faz: o conversor
+    da coluna (origem/valores.py) a troca por None com o aviso de sempre -- o
+    mysqlclient a trocaria por None calado.
+    """
+    from MySQLdb.constants import FIELD_TYPE
+    from MySQLdb.converters import conversions
+
+    def texto_se_nao_leu(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def ler(bruto: Any) -> Any:
+            valor = original(bruto)
+            if valor is None and bruto is not None:
+                return bruto.decode('ascii', 'replace') if isinstance(bruto, bytes) else bruto
+            return valor
+        return ler
+
+    conversoes = dict(conversions)
+    for tipo in (FIELD_TYPE.DATE, FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP):
+        conversoes[tipo] = texto_se_nao_leu(conversions[tipo])
+    return conversoes
 
 
 def _fechar_leitura(conn: Connection, resultado: CursorResult[Any]) -> None:
@@ -214,6 +250,8 @@ class Origem:
         if self.dialeto != 'sqlite':
             opcoes.update(pool_size=POOL_TAMANHO, max_overflow=POOL_EXTRA)
         try:
+            if sa.engine.make_url(self.url).drivername == 'mysql+mysqldb':
+                opcoes['connect_args'] = {'conv': _conversoes_mysqldb()}
             engine = sa.create_engine(self.url, **opcoes)
         except Exception as erro:                        # noqa: BLE001
             # Prefixo que nenhum dialeto conhece ou driver que nao esta instalado:
@@ -455,8 +493,13 @@ class Origem:
             rotulos[posicao] = nome
         conversores = self._conversores(objeto, rotulos, reais)
         logger.debug('fetch %s: %s', source_object, filtro.descrever(plano)[0] or '(tudo)')
-        return self._linhas(conn, resultado, source_object, nomes, posicoes, conversores,
-                            conferir)
+        linhas = self._linhas(conn, resultado, source_object, nomes, posicoes, conversores,
+                              conferir)
+        if self.dialeto != 'sqlite':
+            # (No SQLite o tipo e do valor: o cliente decide pela forma de cada registro.)
+            _FAMILIAS[linhas] = {nome: familia_json(reais[p].type, self.dialeto)
+                                 for nome, p in zip(nomes, posicoes, strict=True)}
+        return linhas
 
     def _linhas(self, conn: Connection, resultado: CursorResult[Any], source_object: str,
                 nomes: list[str], posicoes: list[int],
@@ -671,6 +714,18 @@ def fetch(source_object: str, columns: Sequence[str], scope: Sequence[Any] | Non
           since: Sequence[Any] | None = None, chaves: Sequence[Any] | None = None) -> Linhas:
     """As linhas como dicts, em streaming (ver `Origem.fetch`)."""
     return _origem().fetch(source_object, columns, scope=scope, since=since, chaves=chaves)
+
+
+def familias(linhas: Any) -> dict[str, str] | None:
+    """
+    {coluna: familia JSON} das linhas de um `fetch` (origem/valores.py:
+    familia_json), para `enviar_dataset(..., familias=)`; None se `linhas` nao
+    veio de um `fetch` deste adaptador.
+    """
+    try:
+        return _FAMILIAS.get(linhas)
+    except TypeError:                   # nao aceita weakref: nao e um fetch daqui
+        return None
 
 
 def agora() -> Relogio:

@@ -197,6 +197,36 @@ def coagir(valor: Any, tipo: Any,
     return valor
 
 
+def familia_json(tipo: Any, dialeto: str) -> str:
+    """
+    O que o cliente precisa fazer com os valores de uma coluna deste tipo para o
+    JSON do contrato (intake/serializacao.py: Serializador.plano_fixo):
+    'nativo' (o driver entrega str, int, bool, date, UUID ou None: nada a
+    fazer), 'decimal', 'float' (conferir NaN/Infinity), 'datetime' (com fuso:
+    isoformat), 'time', 'bytes', ou 'qualquer' (valor a valor, como sempre).
+    O SQLite tem tipo por VALOR, nao por coluna: tudo 'qualquer'.
+    """
+    if dialeto == 'sqlite' or isinstance(tipo, NullType):
+        return 'qualquer'
+    if _eh_rowversion(tipo):
+        return 'decimal'                # o conversor ja deu int; 'decimal' aceita int
+    if isinstance(tipo, sa.Float):
+        return 'float'
+    if isinstance(tipo, sa.Numeric):
+        return 'decimal'
+    if isinstance(tipo, sa.DateTime):
+        return 'datetime'
+    if isinstance(tipo, sa.Time):
+        return 'time'
+    if isinstance(tipo, sa.LargeBinary):
+        return 'bytes'
+    if isinstance(tipo, (sa.Integer, sa.Boolean, sa.Date, sa.Uuid)):
+        return 'nativo'
+    if isinstance(tipo, sa.String) and dialeto in ('postgresql', 'mysql'):
+        return 'nativo'                 # (Oracle/SQL Server: LOB e afins, valor a valor)
+    return 'qualquer'
+
+
 def texto_sqlite(valor: Any) -> Any:
     """Data para o TEXT do SQLite, no formato que ele guarda ('YYYY-MM-DD HH:MM:SS')."""
     if isinstance(valor, datetime.datetime):

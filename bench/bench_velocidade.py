@@ -1,0 +1,407 @@
+#!/usr/bin/env python3
+"""
+Issue 18: a carga completa na velocidade do driver. Uma rodada, uma tabela.
+
+    .venv/bin/python bench/bench_velocidade.py [--linhas 200000] [--repeticoes 3]
+        [--bancos postgres,mariadb] [--base DIR] [--rss]
+
+Tabela de 12 colunas com a forma de um titulo a receber (int, texto, Decimal,
+date, timestamp, NULL), no PostgreSQL e no MariaDB da maquina (banco novo,
+derrubado no fim). Cada medida roda num SUBPROCESSO proprio (o pico de RSS de
+um processo nunca desce), alternando as medidas a cada repeticao; a tabela
+mostra a MEDIANA e a razao contra o driver cru da mesma rodada:
+
+    driver cru              cursor de servidor do psycopg / SSCursor do driver
+    fetch                   o `fetch` do adaptador generico
+    fetch + serializacao    antigo: serializar_registro + json.dumps por lote de 500;
+                            novo: Serializador + corpo_de_registros (orjson)
+    envio -> sink livre     enviar_dataset(fetch, sync) para um intake minimo
+                            (outro processo em 127.0.0.1 que so le o corpo e
+                            responde 200 com contagens), chunk 500
+    envio -> sink 20 ms     idem, o sink dormindo 20 ms antes de cada resposta
+                            (o cliente falando com um intake na nuvem)
+    bytes no fio            o que o sink recebeu, com e sem gzip anunciado
+
+"antigo" e o codigo de `--base DIR` (um checkout do main anterior: o
+caminho de hoje) rodando no mesmo processo-filho, com o mesmo sink; sem
+`--base`, as linhas "antigo" saem da tabela. `--rss`: pico de RSS do envio
+novo com 100 mil e 1 milhao de linhas (PostgreSQL). Nao e teste.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# O filho usa so o codigo do PYTHONPATH (este ou o de --base).
+if RAIZ not in sys.path and '--filho' not in sys.argv:
+    sys.path.insert(0, RAIZ)
+
+COLUNAS = ['ID', 'EMPRESA_ID', 'NUMERO', 'PARCELA', 'CLIENTE', 'EMISSAO', 'VENCIMENTO',
+           'VALOR', 'SALDO', 'SITUACAO', 'ALTERADO_EM', 'OBS']
+CHUNK = 500
+
+
+def montar(banco: Any, linhas: int) -> None:
+    if banco.tipo == 'postgres':
+        banco.executar(
+            'CREATE TABLE bench AS SELECT g AS "ID", 297 AS "EMPRESA_ID",'
+            " 'NF-' || lpad(g::text, 8, '0') AS \"NUMERO\", g %% 12 + 1 AS \"PARCELA\","
+            " 'Cliente ' || (g %% 5000) || ' Comercio de Pecas Ltda' AS \"CLIENTE\","
+            " date '2026-01-01' + g %% 400 AS \"EMISSAO\","
+            " date '2026-01-31' + g %% 400 AS \"VENCIMENTO\","
+            ' (100 + g %% 90000 + (g %% 100) / 100.0)::numeric(16,2) AS "VALOR",'
+            ' ((g %% 5000) + (g * 7 %% 100) / 100.0)::numeric(16,2) AS "SALDO",'
+            " substr('ABCP', g %% 4 + 1, 1) AS \"SITUACAO\","
+            " timestamp '2026-01-01 08:00' + g * interval '13 second' AS \"ALTERADO_EM\","
+            " CASE WHEN g %% 3 = 0 THEN 'renegociado em ' || (g %% 31) END AS \"OBS\""
+            ' FROM generate_series(1, %d) g' % linhas)
+        banco.executar('ALTER TABLE bench ADD PRIMARY KEY ("ID")')
+        banco.executar('VACUUM ANALYZE bench')
+    else:
+        banco.executar(
+            'CREATE TABLE bench (ID INT PRIMARY KEY, EMPRESA_ID INT, NUMERO VARCHAR(20),'
+            ' PARCELA INT, CLIENTE VARCHAR(80), EMISSAO DATE, VENCIMENTO DATE,'
+            ' VALOR DECIMAL(16,2), SALDO DECIMAL(16,2), SITUACAO CHAR(1),'
+            ' ALTERADO_EM DATETIME, OBS VARCHAR(40))')
+        banco.executar(
+            "INSERT INTO bench SELECT seq, 297, CONCAT('NF-', LPAD(seq, 8, '0')),"
+            " MOD(seq, 12) + 1, CONCAT('Cliente ', MOD(seq, 5000), ' Comercio de Pecas Ltda'),"
+            " DATE '2026-01-01' + INTERVAL MOD(seq, 400) DAY,"
+            " DATE '2026-01-31' + INTERVAL MOD(seq, 400) DAY,"
+            ' 100 + MOD(seq, 90000) + MOD(seq, 100) / 100,'
+            ' MOD(seq, 5000) + MOD(seq * 7, 100) / 100,'
+            " SUBSTR('ABCP', MOD(seq, 4) + 1, 1),"
+            " TIMESTAMP '2026-01-01 08:00:00' + INTERVAL seq * 13 SECOND,"
+            " CASE WHEN MOD(seq, 3) = 0 THEN CONCAT('renegociado em ', MOD(seq, 31)) END"
+            ' FROM seq_1_to_%d' % linhas)
+
+
+# ---------------------------------------------------------------------------
+# O sink: um intake minimo noutro processo
+# ---------------------------------------------------------------------------
+def sink(porta: int, atraso_ms: float, anuncia_gzip: bool) -> None:
+    recebidos = [0]
+    trava = threading.Lock()
+    contagens = json.dumps({'inserted': 0, 'updated': 0, 'duplicates': 0}).encode()
+
+    class Atendente(http.server.BaseHTTPRequestHandler):
+        protocol_version = 'HTTP/1.1'
+        # Cabecalho e corpo em dois writes: sem isto, Nagle + ACK atrasado custam
+        # 40 ms por resposta e o sink "livre" viraria um sink lento.
+        disable_nagle_algorithm = True
+
+        def _responder(self, corpo: bytes) -> None:
+            self.send_response(200)
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(corpo)))
+            self.end_headers()
+            self.wfile.write(corpo)
+
+        def do_GET(self) -> None:                                # noqa: N802
+            if self.path.startswith('/bytes'):
+                self._responder(json.dumps({'bytes': recebidos[0]}).encode())
+            else:
+                self._responder(json.dumps({'remove': False, 'compressao': ['gzip']}
+                                           if anuncia_gzip else {'remove': False}).encode())
+
+        def do_POST(self) -> None:                               # noqa: N802
+            tamanho = int(self.headers.get('Content-Length') or 0)
+            lido = len(self.rfile.read(tamanho))
+            with trava:
+                recebidos[0] += lido
+            if atraso_ms:
+                time.sleep(atraso_ms / 1000.0)
+            self._responder(contagens)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    servidor = http.server.ThreadingHTTPServer(('127.0.0.1', porta), Atendente)
+    servidor.daemon_threads = True
+    servidor.serve_forever()
+
+
+class Sink:
+    def __init__(self, atraso_ms: float = 0, gzip: bool = False) -> None:
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            self.porta = s.getsockname()[1]
+        self.url = 'http://127.0.0.1:%d' % self.porta
+        self.processo = subprocess.Popen(
+            [sys.executable, __file__, '--sink', str(self.porta), '--atraso-ms',
+             str(atraso_ms)] + (['--gzip'] if gzip else []))
+        for _ in range(100):
+            try:
+                socket.create_connection(('127.0.0.1', self.porta), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError('sink nao subiu')
+
+    def bytes(self) -> int:
+        import urllib.request
+        with urllib.request.urlopen(self.url + '/bytes', timeout=10) as resposta:
+            return int(json.loads(resposta.read())['bytes'])
+
+    def parar(self) -> None:
+        self.processo.terminate()
+        self.processo.wait(10)
+
+
+# ---------------------------------------------------------------------------
+# Filho: uma medida, um processo
+# ---------------------------------------------------------------------------
+def _cru(url: str, driver: str) -> int:
+    import sqlalchemy as sa
+    u = sa.engine.make_url(url)
+    lista = ', '.join(('"%s"' if driver == 'psycopg' else '`%s`') % c for c in COLUNAS)
+    conn: Any
+    if driver == 'psycopg':
+        import psycopg
+        conn = psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database)
+        cur = conn.cursor(name='bench_cru')
+        cur.itersize = 10000
+    elif driver == 'mysqldb':
+        import MySQLdb
+        import MySQLdb.cursors
+        conn = MySQLdb.connect(host=u.host, port=u.port or 3306, user=u.username,
+                               database=u.database, charset='utf8mb4')
+        cur = conn.cursor(MySQLdb.cursors.SSCursor)
+    else:
+        import pymysql
+        import pymysql.cursors
+        conn = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username,
+                               database=u.database, charset='utf8mb4',
+                               cursorclass=pymysql.cursors.SSCursor)
+        cur = conn.cursor()
+    cur.execute('SELECT %s FROM bench' % lista)
+    linhas = 0
+    for _ in cur:
+        linhas += 1
+    cur.close()
+    conn.close()
+    return linhas
+
+
+def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, Any]:
+    # Os imports antes do relogio: a medida e a leitura e o envio, nao a partida.
+    import sqlalchemy  # noqa: F401
+
+    from contextia_sync.intake import cliente, serializacao  # noqa: F401
+    from contextia_sync.origem import generico
+    if modo == 'cru-psycopg':
+        import psycopg  # noqa: F401
+    elif modo == 'cru-mysqldb':
+        import MySQLdb  # noqa: F401
+    elif modo == 'cru-pymysql':
+        import pymysql  # noqa: F401
+    inicio = time.perf_counter()
+    if modo.startswith('cru-'):
+        linhas = _cru(url, modo[4:])
+    else:
+        from contextia_sync.origem.generico import Origem
+        origem = Origem(url, timeout=0)
+        fetch = origem.fetch('bench', COLUNAS)
+        linhas = 0
+        if modo == 'fetch':
+            for _ in fetch:
+                linhas += 1
+        elif modo == 'ser':
+            import itertools
+            try:
+                from contextia_sync.intake.serializacao import PlanoFixo, corpo_de_registros
+                fixo = PlanoFixo(generico.familias(fetch) or {})
+
+                def corpo(lote: list[Any]) -> bytes:
+                    return corpo_de_registros([fixo.registro(r) for r in lote])
+            except ImportError:                   # o codigo de --base: o caminho de hoje
+                from contextia_sync.intake.serializacao import serializar_registro
+
+                def corpo(lote: list[Any]) -> bytes:
+                    return json.dumps([serializar_registro(r) for r in lote],
+                                      ensure_ascii=False, separators=(',', ':'),
+                                      allow_nan=False).encode('utf-8')
+            while True:
+                lote = list(itertools.islice(fetch, CHUNK))
+                if not lote:
+                    break
+                linhas += len(lote)
+                corpo(lote)
+        else:                                      # envio
+            os.environ['CONTEXTIA_URL'] = sink_url or ''
+            from contextia_sync.intake import cliente
+            opcoes: dict[str, Any] = {}
+            if 'em_voo' in cliente.enviar_dataset.__code__.co_varnames:
+                # O caminho da carga completa (carga/completa.py): lotes em voo e os
+                # tipos do resultado.
+                opcoes['em_voo'] = em_voo
+                opcoes['familias'] = generico.familias(fetch)
+            resultado = cliente.enviar_dataset('bench', fetch, key='ID', chunk=CHUNK,
+                                               api_key='ctx_bench' + 'x' * 20,
+                                               sync=cliente.gerar_sync(), **opcoes)
+            assert resultado.lotes_erro == 0, resultado.erros[:3]
+            linhas = resultado.registros
+        origem.fechar()
+    segundos = time.perf_counter() - inicio
+    return {'linhas': linhas, 'segundos': segundos,
+            'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+
+
+def medir(codigo: str, modo: str, url: str, sink: Sink | None = None,
+          em_voo: int = 1) -> dict[str, Any]:
+    ambiente = dict(os.environ, PYTHONPATH=codigo)
+    argv = [sys.executable, __file__, '--filho', modo, '--url', url, '--em-voo', str(em_voo)]
+    if sink is not None:
+        argv += ['--sink-url', sink.url]
+    antes = sink.bytes() if sink is not None else 0
+    saida = subprocess.run(argv, env=ambiente, cwd=codigo, stdout=subprocess.PIPE,
+                           check=True, timeout=3600).stdout
+    medida: dict[str, Any] = json.loads(saida.decode().strip().splitlines()[-1])
+    if sink is not None:
+        medida['bytes'] = sink.bytes() - antes
+    return medida
+
+
+# ---------------------------------------------------------------------------
+# A rodada
+# ---------------------------------------------------------------------------
+def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None) -> list[tuple[str, Any]]:
+    from tests.apoio import bancos
+    banco = bancos.criar_banco(tipo, 'velocidade')
+    sinks: list[Sink] = []
+    try:
+        montar(banco, linhas)
+        url = banco.url_origem
+        url_rapido = url.replace('mysql+pymysql://', 'mysql+mysqldb://', 1)
+        livre, livre_gzip = Sink(), Sink(gzip=True)
+        lento, lento_gzip = Sink(20), Sink(20, gzip=True)
+        sinks += [livre, livre_gzip, lento, lento_gzip]
+        # (rotulo, codigo, modo, url, sink, em_voo)
+        casos: list[tuple[str, str, str, str, Sink | None, int]] = []
+        if tipo == 'postgres':
+            casos.append(('driver cru (psycopg)', RAIZ, 'cru-psycopg', url, None, 1))
+        else:
+            casos.append(('driver cru (mysqlclient)', RAIZ, 'cru-mysqldb', url, None, 1))
+            casos.append(('driver cru (PyMySQL)', RAIZ, 'cru-pymysql', url, None, 1))
+        rotulo_driver = '' if tipo == 'postgres' else ' (PyMySQL)'
+        if base:
+            casos += [
+                ('antigo: fetch' + rotulo_driver, base, 'fetch', url, None, 1),
+                ('antigo: fetch + serializacao' + rotulo_driver, base, 'ser', url, None, 1),
+                ('antigo: envio -> sink livre' + rotulo_driver, base, 'envio', url, livre, 1),
+                ('antigo: envio -> sink 20 ms' + rotulo_driver, base, 'envio', url, lento, 1)]
+        if tipo != 'postgres':
+            casos.append(('novo: fetch (PyMySQL)', RAIZ, 'fetch', url, None, 1))
+        rotulo_novo = '' if tipo == 'postgres' else ' (mysqlclient)'
+        casos += [
+            ('novo: fetch' + rotulo_novo, RAIZ, 'fetch', url_rapido, None, 1),
+            ('novo: fetch + serializacao' + rotulo_novo, RAIZ, 'ser', url_rapido, None, 1),
+            ('novo: envio -> sink livre, 1 em voo, sem gzip' + rotulo_novo, RAIZ, 'envio',
+             url_rapido, livre, 1),
+            ('novo: envio -> sink livre, 4 em voo, sem gzip' + rotulo_novo, RAIZ, 'envio',
+             url_rapido, livre, 4),
+            ('novo: envio -> sink livre, 4 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
+             url_rapido, livre_gzip, 4),
+            ('novo: envio -> sink 20 ms, 4 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
+             url_rapido, lento_gzip, 4),
+            ('novo: envio -> sink 20 ms, 8 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
+             url_rapido, lento_gzip, 8)]
+        medidas: dict[str, list[dict[str, Any]]] = {c[0]: [] for c in casos}
+        for volta in range(repeticoes):
+            for rotulo, codigo, modo, alvo, destino, em_voo in casos:
+                medida = medir(codigo, modo, alvo, destino, em_voo)
+                assert medida['linhas'] == linhas, (rotulo, medida)
+                medidas[rotulo].append(medida)
+                print('  [%s %d/%d] %-62s %8.0f linhas/s' % (
+                    tipo, volta + 1, repeticoes, rotulo, linhas / medida['segundos']),
+                    flush=True)
+        return [(rotulo, medidas[rotulo]) for rotulo, *_ in casos]
+    finally:
+        for s in sinks:
+            s.parar()
+        bancos.derrubar_banco(banco)
+
+
+def tabela(tipo: str, linhas: int, resultado: list[tuple[str, Any]]) -> None:
+    cru = statistics.median(m['segundos'] for m in resultado[0][1])
+    print('\n### %s, %d linhas, 12 colunas (medianas de %d)\n' % (
+        tipo, linhas, len(resultado[0][1])))
+    print('| caminho | linhas/s | x driver cru | MB no fio |')
+    print('|---|---|---|---|')
+    for rotulo, medidas in resultado:
+        segundos = statistics.median(m['segundos'] for m in medidas)
+        fio = ['%.1f' % (m['bytes'] / 1e6) for m in medidas if 'bytes' in m][:1]
+        print('| %s | %s | %.2f | %s |' % (rotulo, '{:,}'.format(int(linhas / segundos)),
+                                           cru / segundos, fio[0] if fio else ''))
+
+
+def rss(linhas_grande: int) -> None:
+    from tests.apoio import bancos
+    print('\n### pico de RSS do envio novo (PostgreSQL, sink livre, 4 em voo, gzip)\n')
+    picos = {}
+    for linhas in (linhas_grande // 10, linhas_grande):
+        banco = bancos.criar_banco('postgres', 'velocidade_rss')
+        destino = Sink(gzip=True)
+        try:
+            montar(banco, linhas)
+            medida = medir(RAIZ, 'envio', banco.url_origem, destino, 4)
+            picos[linhas] = medida['rss_mib']
+            print('| %d linhas | %.0f MiB | %.0f linhas/s |' % (
+                linhas, medida['rss_mib'], linhas / medida['segundos']), flush=True)
+        finally:
+            destino.parar()
+            bancos.derrubar_banco(banco)
+    pequeno, grande = sorted(picos)
+    print('\nrazao %d/%d: %.2f' % (grande, pequeno, picos[grande] / picos[pequeno]))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--linhas', type=int, default=200000)
+    p.add_argument('--repeticoes', type=int, default=3)
+    p.add_argument('--bancos', default='postgres,mariadb')
+    p.add_argument('--base', help='checkout do codigo de antes (o caminho de hoje)')
+    p.add_argument('--rss', action='store_true', help='so o pico de RSS 100k x 1M')
+    p.add_argument('--filho', help=argparse.SUPPRESS)
+    p.add_argument('--url', help=argparse.SUPPRESS)
+    p.add_argument('--sink-url', help=argparse.SUPPRESS)
+    p.add_argument('--em-voo', type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument('--sink', type=int, help=argparse.SUPPRESS)
+    p.add_argument('--atraso-ms', type=float, default=0, help=argparse.SUPPRESS)
+    p.add_argument('--gzip', action='store_true', help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.sink:
+        sink(args.sink, args.atraso_ms, args.gzip)
+        return 0
+    if args.filho:
+        print(json.dumps(filho(args.filho, args.url, args.sink_url, args.em_voo)))
+        return 0
+    if args.rss:
+        rss(1000000)
+        return 0
+    print('carga da maquina no inicio: %s' % ' '.join(
+        '%.2f' % x for x in os.getloadavg()), flush=True)
+    resultados = []
+    for tipo in args.bancos.split(','):
+        resultados.append((tipo, rodada(tipo, args.linhas, args.repeticoes,
+                                        os.path.abspath(args.base) if args.base else None)))
+    for tipo, resultado in resultados:
+        tabela(tipo, args.linhas, resultado)
+    print('\ncarga da maquina no fim: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
