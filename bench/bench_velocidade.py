@@ -5,27 +5,27 @@ Issue 18: a carga completa na velocidade do driver. Uma rodada, uma tabela.
     .venv/bin/python bench/bench_velocidade.py [--linhas 200000] [--repeticoes 3]
         [--bancos postgres,mariadb] [--base DIR] [--rss]
 
-Tabela de 12 colunas com a forma de um titulo a receber (int, texto, Decimal,
-date, timestamp, NULL), no PostgreSQL e no MariaDB da maquina (banco novo,
-derrubado no fim). Cada medida roda num SUBPROCESSO proprio (o pico de RSS de
-um processo nunca desce), alternando as medidas a cada repeticao; a tabela
-mostra a MEDIANA e a razao contra o driver cru da mesma rodada:
+Tabela de 12 colunas com a forma de um título a receber (int, texto, Decimal,
+date, timestamp, NULL), no PostgreSQL e no MariaDB da máquina (banco novo,
+derrubado no fim). Cada medida roda num SUBPROCESSO próprio (o pico de RSS de
+um processo nunca desce), alternando as medidas a cada repetição; a tabela
+mostra a MEDIANA e a razão contra o driver cru da mesma rodada:
 
     driver cru              cursor de servidor do psycopg / SSCursor do driver
-    fetch                   o `fetch` do adaptador generico
-    fetch + serializacao    antigo: serializar_registro + json.dumps por lote de 500;
+    fetch                   o `fetch` do adaptador genérico
+    fetch + serialização    antigo: serializar_registro + json.dumps por lote de 500;
                             novo: Serializador + corpo_de_registros (orjson)
-    envio -> sink livre     enviar_dataset(fetch, sync) para um intake minimo
-                            (outro processo em 127.0.0.1 que so le o corpo e
+    envio -> sink livre     enviar_dataset(fetch, sync) para um intake mínimo
+                            (outro processo em 127.0.0.1 que só lê o corpo e
                             responde 200 com contagens), chunk 500
     envio -> sink 20 ms     idem, o sink dormindo 20 ms antes de cada resposta
                             (o cliente falando com um intake na nuvem)
     bytes no fio            o que o sink recebeu, com e sem gzip anunciado
 
-"antigo" e o codigo de `--base DIR` (um checkout do main anterior: o
+"antigo" e o código de `--base DIR` (um checkout do main anterior: o
 caminho de hoje) rodando no mesmo processo-filho, com o mesmo sink; sem
 `--base`, as linhas "antigo" saem da tabela. `--rss`: pico de RSS do envio
-novo com 100 mil e 1 milhao de linhas (PostgreSQL). Nao e teste.
+novo com 100 mil e 1 milhão de linhas (PostgreSQL). Não é teste.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class Sink:
                 return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError('sink nao subiu')
+        raise RuntimeError('sink não subiu')
 
     def bytes(self) -> int:
         import urllib.request
@@ -299,7 +299,7 @@ def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None) -> list[tu
         if base:
             casos += [
                 ('antigo: fetch' + rotulo_driver, base, 'fetch', url, None, 1),
-                ('antigo: fetch + serializacao' + rotulo_driver, base, 'ser', url, None, 1),
+                ('antigo: fetch + serialização' + rotulo_driver, base, 'ser', url, None, 1),
                 ('antigo: envio -> sink livre' + rotulo_driver, base, 'envio', url, livre, 1),
                 ('antigo: envio -> sink 20 ms' + rotulo_driver, base, 'envio', url, lento, 1)]
         if tipo != 'postgres':
@@ -307,7 +307,7 @@ def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None) -> list[tu
         rotulo_novo = '' if tipo == 'postgres' else ' (mysqlclient)'
         casos += [
             ('novo: fetch' + rotulo_novo, RAIZ, 'fetch', url_rapido, None, 1),
-            ('novo: fetch + serializacao' + rotulo_novo, RAIZ, 'ser', url_rapido, None, 1),
+            ('novo: fetch + serialização' + rotulo_novo, RAIZ, 'ser', url_rapido, None, 1),
             ('novo: envio -> sink livre, 1 em voo, sem gzip' + rotulo_novo, RAIZ, 'envio',
              url_rapido, livre, 1),
             ('novo: envio -> sink livre, 4 em voo, sem gzip' + rotulo_novo, RAIZ, 'envio',
@@ -372,8 +372,8 @@ def main() -> int:
     p.add_argument('--linhas', type=int, default=200000)
     p.add_argument('--repeticoes', type=int, default=3)
     p.add_argument('--bancos', default='postgres,mariadb')
-    p.add_argument('--base', help='checkout do codigo de antes (o caminho de hoje)')
-    p.add_argument('--rss', action='store_true', help='so o pico de RSS 100k x 1M')
+    p.add_argument('--base', help='checkout do código de antes (o caminho de hoje)')
+    p.add_argument('--rss', action='store_true', help='só o pico de RSS 100k x 1M')
     p.add_argument('--filho', help=argparse.SUPPRESS)
     p.add_argument('--url', help=argparse.SUPPRESS)
     p.add_argument('--sink-url', help=argparse.SUPPRESS)
@@ -391,7 +391,7 @@ def main() -> int:
     if args.rss:
         rss(1000000)
         return 0
-    print('carga da maquina no inicio: %s' % ' '.join(
+    print('carga da máquina no início: %s' % ' '.join(
         '%.2f' % x for x in os.getloadavg()), flush=True)
     resultados = []
     for tipo in args.bancos.split(','):
@@ -399,7 +399,7 @@ def main() -> int:
                                         os.path.abspath(args.base) if args.base else None)))
     for tipo, resultado in resultados:
         tabela(tipo, args.linhas, resultado)
-    print('\ncarga da maquina no fim: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))
+    print('\ncarga da máquina no fim: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))
     return 0
 
 

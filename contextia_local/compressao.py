@@ -1,13 +1,13 @@
 """
 Corpo comprimido (`Content-Encoding: gzip`) no Contextia local.
 
-O servidor anuncia `compressao: ["gzip"]` em capacidades, e o cliente do SDK so
+O servidor anuncia `compressão: ["gzip"]` em capacidades, e o cliente do SDK só
 comprime para quem anuncia. Este middleware ASGI descomprime o corpo EM STREAMING
 e conta o limite de bytes do lote (capacidades.max_bytes_per_batch) DEPOIS da
 descompressao: uma bomba de gzip (poucos KB que viram GB) para no limite, com o
-413 de sempre, sem nunca ter mais que o limite em memoria. Outra codificacao
-(br, deflate...) e 415. A rota recebe o corpo ja descomprimido, com o
-Content-Length dele (a conferencia de tamanho da rota ve o tamanho real).
+413 de sempre, sem nunca ter mais que o limite em memória. Outra codificação
+(br, deflate...) e 415. A rota recebe o corpo já descomprimido, com o
+Content-Length dele (a conferência de tamanho da rota vê o tamanho real).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class MiddlewareDeCompressao:
         if codificacao != 'gzip':
             await _responder(send, 415, 'codificacao_nao_suportada',
                              'Content-Encoding %r não é aceito; este servidor só anuncia'
-                             ' compressao ["gzip"] em capacidades.' % codificacao[:40])
+                             ' compressão ["gzip"] em capacidades.' % codificacao[:40])
             return
         descompressor = zlib.decompressobj(wbits=31)     # 31: cabecalho gzip
         partes: list[bytes] = []

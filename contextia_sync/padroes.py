@@ -59,14 +59,14 @@ LOTES_EM_VOO = 4
 20 ms por resposta, 4 lotes em voo movem ~3x o que um de cada vez move."""
 
 NIVEL_GZIP = 1
-"""Nivel do gzip do corpo, quando o intake anuncia `compressao: ["gzip"]`:
-o 1 ja da ~7x menos bytes por ~0,7 us por registro (o 6 da 8,8x por 2 us)."""
+"""Nível do gzip do corpo, quando o intake anuncia `compressão: ["gzip"]`:
+o 1 já da ~7x menos bytes por ~0,7 us por registro (o 6 da 8,8x por 2 us)."""
 
 GZIP_A_PARTIR_DE = 1024
-"""Bytes de corpo a partir dos quais ele vai comprimido (abaixo, o gzip nao paga)."""
+"""Bytes de corpo a partir dos quais ele vai comprimido (abaixo, o gzip não paga)."""
 
 VALIDADE_CAPACIDADES = 600
-"""Segundos que o cliente guarda o que o intake anunciou em capacidades (compressao)."""
+"""Segundos que o cliente guarda o que o intake anunciou em capacidades (compressão)."""
 
 MAX_REMOCAO = 0.5
 """Fração de um dataset que uma carga pode remover sem permissão explicita (`--max-remocao`)."""

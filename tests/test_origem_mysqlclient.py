@@ -1,8 +1,8 @@
 """
 Os testes do adaptador com MariaDB de novo, agora pelo `mysqlclient`
-(`mysql+mysqldb://`, o driver rapido), alem do PyMySQL com que os modulos de
-origem ja rodam: tipos, data zero com aviso, leitura largada sem drenar, sessao
-travada em leitura, nomes hostis. Roda os mesmos modulos num pytest filho com
+(`mysql+mysqldb://`, o driver rápido), além do PyMySQL com que os módulos de
+origem já rodam: tipos, data zero com aviso, leitura largada sem drenar, sessão
+travada em leitura, nomes hostis. Roda os mesmos módulos num pytest filho com
 OUVINTE_TESTE_MARIADB_URL apontando o driver (tests/apoio/bancos.py).
 
 Sem o mysqlclient instalado, pula com o motivo (com CI=true, falha).
@@ -25,7 +25,7 @@ MODULOS = ['tests/test_origem_bancos.py', 'tests/test_origem_conexao.py',
 @pytest.mark.lento
 def test_adaptador_mariadb_pelo_mysqlclient():
     if os.environ.get('CI', '').lower() != 'true':
-        pytest.importorskip('MySQLdb', reason='mysqlclient nao instalado (pip install'
+        pytest.importorskip('MySQLdb', reason='mysqlclient não instalado (pip install'
                                               ' mysqlclient; precisa de libmariadb-dev e'
                                               ' pkg-config)')
     bancos.exigir_servidor('mariadb')

@@ -1,7 +1,7 @@
 """
-O caminho rapido do cliente (issue 18) contra o Contextia local de verdade:
+O caminho rápido do cliente (issue 18) contra o Contextia local de verdade:
 o mesmo guardado que o caminho de sempre, lotes em voo com falhas reais, e a
-compressao negociada por capacidades (nunca a quem nao anuncia; bomba de gzip
+compressão negociada por capacidades (nunca a quem não anuncia; bomba de gzip
 barrada no servidor local).
 """
 
@@ -194,7 +194,7 @@ def test_ao_vivo_sem_sync_vai_um_de_cada_vez_e_a_versao_nova_fica(chave_contexti
 
 # ---------------------------------------------------------------- compressao
 def _sink(anuncia):
-    """Um intake minimo de verdade: conta os registros (descomprimindo o gzip) e anota tudo."""
+    """Um intake mínimo de verdade: conta os registros (descomprimindo o gzip) e anota tudo."""
     def responder(pedido: Pedido):
         if pedido.caminho.startswith('/api/v1/capacidades'):
             corpo = {'remove': True, 'compressao': ['gzip']} if anuncia else {'remove': True}

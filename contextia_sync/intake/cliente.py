@@ -401,18 +401,18 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     como sempre foi. Com `sync`, registro na quarentena faz a carga falhar
     (ver ResultadoEnvio).
 
-    `em_voo` (a carga completa passa padroes.LOTES_EM_VOO): ate tantos lotes
-    esperando resposta enquanto os seguintes sao lidos e montados. So vale com
-    `sync` e sem `remove` nem quarentena; fora disso os lotes vao um de cada vez:
-    no ao vivo duas versoes da mesma key podem estar em lotes seguidos, e com
+    `em_voo` (a carga completa passa padroes.LOTES_EM_VOO): até tantos lotes
+    esperando resposta enquanto os seguintes são lidos e montados. Só vale com
+    `sync` e sem `remove` nem quarentena; fora disso os lotes vão um de cada vez:
+    no ao vivo duas versões da mesma key podem estar em lotes seguidos, e com
     lotes em voo a mais nova poderia chegar antes e ser sobrescrita pela velha.
 
-    `familias` ({coluna: familia}, o `origem.generico.familias` de um fetch):
-    os registros SAO as linhas daquele fetch (dicts dele, com essas colunas), e
-    o conversor de cada coluna e escolhido uma vez pelo tipo -- as linhas sao
+    `familias` ({coluna: família}, o `origem.generico.familias` de um fetch):
+    os registros SÃO as linhas daquele fetch (dicts dele, com essas colunas), e
+    o conversor de cada coluna e escolhido uma vez pelo tipo -- as linhas são
     convertidas no lugar. Sem ele (ou com quarentena), pela forma de cada registro.
 
-    O corpo vai comprimido (gzip) so se o intake anuncia `compressao: ["gzip"]`
+    O corpo vai comprimido (gzip) só se o intake anuncia `compressão: ["gzip"]`
     em capacidades (consultado uma vez a cada padroes.VALIDADE_CAPACIDADES s).
     """
     log = preparar_logger(logger)
@@ -684,10 +684,10 @@ _gzip_anunciado: dict[tuple[str, str], tuple[float, bool]] = {}
 
 def _anuncia_gzip(chave: str, url: str, consultar: bool = True) -> bool | None:
     """
-    O intake anunciou `compressao: ["gzip"]` em capacidades? Na duvida (servidor
-    antigo, 404, erro, resposta torta), NAO: corpo comprimido a quem nao anuncia
-    seria recusado ou, pior, guardado como lixo. Sem `consultar`, so o que ja
-    se sabe (None: ainda nao perguntado).
+    O intake anunciou `compressão: ["gzip"]` em capacidades? Na duvida (servidor
+    antigo, 404, erro, resposta torta), NÃO: corpo comprimido a quem não anuncia
+    seria recusado ou, pior, guardado como lixo. Sem `consultar`, só o que já
+    se sabe (None: ainda não perguntado).
     """
     agora = time.monotonic()
     guardado = _gzip_anunciado.get((url, chave))

@@ -21,16 +21,16 @@ Deterministico quer dizer: o mesmo registro vira sempre o mesmo texto. Sem
 isso, o servidor -- que deduplica por hash do JSON canônico quando não há
 `key` -- veria um registro novo a cada envio do mesmo dado.
 
-O caminho rapido (`Serializador` + `corpo_de_registros`) da o MESMO valor
+O caminho rápido (`Serializador` + `corpo_de_registros`) da o MESMO valor
 guardado que o de sempre (`serializar_registro` + `json.dumps`): o conversor
 de cada coluna e escolhido uma vez por forma de registro (as colunas e o tipo
-de cada valor), nao testado valor a valor, e o corpo sai do `orjson` quando ele
-esta instalado. O que o `orjson` escreveria diferente do contrato nunca chega a
-ele: NaN/Infinity (ele escreve `null`) sao recusados antes, Decimal e bytes vao
-como texto, hora e data com fuso vao pelo `isoformat` (ele corta o fuso de
+de cada valor), não testado valor a valor, e o corpo sai do `orjson` quando ele
+está instalado. O que o `orjson` escreveria diferente do contrato nunca chega a
+ele: NaN/Infinity (ele escreve `null`) são recusados antes, Decimal e bytes vão
+como texto, hora e data com fuso vão pelo `isoformat` (ele corta o fuso de
 segundos); o que ele recusa (inteiro de mais de 64 bits) volta ao `json`.
 
-Modulo puro: so biblioteca padrao (o `orjson` e usado se estiver instalado; sem ele, o `json`).
+Módulo puro: só biblioteca padrão (o `orjson` e usado se estiver instalado; sem ele, o `json`).
 """
 
 from __future__ import annotations
@@ -177,14 +177,14 @@ class Serializador:
 
     A forma de um registro (os nomes das colunas e o tipo de cada valor) escolhe,
     UMA vez, o conversor de cada coluna; os registros seguintes da mesma forma
-    -- numa consulta, quase todos -- so aplicam os conversores das colunas que
+    -- numa consulta, quase todos -- só aplicam os conversores das colunas que
     precisam (Decimal, bytes, float conferido, data com fuso). Tipo que o plano
-    nao conhece vai por `valor_json` (recusa, subclasse): o resultado e sempre o
+    não conhece vai por `valor_json` (recusa, subclasse): o resultado e sempre o
     de `serializar_registro`.
 
     `puro=False` (o corpo vai direto ao `corpo_de_registros`): data, hora sem
-    fuso e UUID ficam como estao, para o orjson escrever -- o mesmo texto do
-    isoformat/str. `puro=True` (quarentena, hash canonico): so tipos JSON.
+    fuso e UUID ficam como estão, para o orjson escrever -- o mesmo texto do
+    isoformat/str. `puro=True` (quarentena, hash canônico): só tipos JSON.
     """
 
     LIMITE_DE_FORMAS = 512      # formas guardadas; alem disso o plano e refeito a cada vez
@@ -249,7 +249,7 @@ except ImportError:                      # python3 -S (autoteste) ou sem o pacot
 
 
 def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
-    """O conversor de uma coluna pela familia do tipo dela (origem.valores.familia_json)."""
+    """O conversor de uma coluna pela família do tipo dela (origem.valores.familia_json)."""
     def qualquer(valor: Any) -> Any:
         return valor if valor is None else valor_json(valor, coluna)
 
@@ -279,10 +279,10 @@ def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
 class PlanoFixo:
     """
     O conversor de cada coluna escolhido UMA vez pelos tipos do resultado (o
-    `familias` de um fetch), aplicado no proprio dict da linha -- que e do
-    fetch e de mais ninguem. So as colunas que precisam (Decimal, float,
+    `familias` de um fetch), aplicado no próprio dict da linha -- que é do
+    fetch e de mais ninguém. Só as colunas que precisam (Decimal, float,
     data e hora, bytes, tipo desconhecido) pagam uma chamada por valor; as
-    nativas (texto, inteiro, bool, date, UUID) vao direto ao orjson.
+    nativas (texto, inteiro, bool, date, UUID) vão direto ao orjson.
     """
 
     def __init__(self, familias: dict[str, str]) -> None:
@@ -305,8 +305,8 @@ def corpo_de_registros(registros: list[dict[str, Any]]) -> bytes:
     """
     A lista JSON (UTF-8) dos registros de `Serializador.registro`.
 
-    Com o orjson instalado, por ele; o que ele recusa (inteiro alem de 64 bits)
-    e o ambiente sem ele vao pelo `json`, com o mesmo resultado guardado.
+    Com o orjson instalado, por ele; o que ele recusa (inteiro além de 64 bits)
+    e o ambiente sem ele vão pelo `json`, com o mesmo resultado guardado.
     """
     if _orjson is not None:
         try:

@@ -19,20 +19,20 @@ A política (uma só, neste módulo; os números em contextia_sync/padroes.py):
     TLS que não confere nunca é re-tentado. `deve_parar`, se dado, e olhado
     durante as esperas: parada pedida desiste do pedido na hora, como falha.
   * `enviar_em_lotes` -- um envio em varios lotes: 413 divide o lote ao meio
-    ate passar ou sobrar um registro; com a quarentena, a recusa permanente do
-    conteudo (400/413/422) divide ate o registro recusado ficar sozinho, e so
-    ele sai do lote; com `em_voo` > 1 (so a carga completa), ate tantos lotes
-    ficam em voo enquanto os seguintes sao lidos e montados, e as respostas sao
-    contadas na ordem dos lotes; servidor que nao respondeu, seguiu sobrecarregado dentro
-    do prazo, ou respondeu 2xx que nao e do intake interrompe o envio: os
-    lotes seguintes nao saem e a origem para de ser lida. Falha passageira
+    até passar ou sobrar um registro; com a quarentena, a recusa permanente do
+    conteúdo (400/413/422) divide até o registro recusado ficar sozinho, e só
+    ele sai do lote; com `em_voo` > 1 (só a carga completa), até tantos lotes
+    ficam em voo enquanto os seguintes são lidos e montados, e as respostas são
+    contadas na ordem dos lotes; servidor que não respondeu, seguiu sobrecarregado dentro
+    do prazo, ou respondeu 2xx que não é do intake interrompe o envio: os
+    lotes seguintes não saem e a origem para de ser lida. Falha passageira
     nunca vai para a quarentena.
-  * Corpo comprimido (gzip, `Content-Encoding: gzip`) so quando quem chama
-    diz que o intake anunciou `compressao: ["gzip"]` em capacidades; a quem
-    nao anuncia, nunca.
-  * TLS sempre verificado. As CAs confiaveis sao o bundle do certifi (o do
-    requests) ou, se definida, SO a de CONTEXTIA_CA_BUNDLE: REQUESTS_CA_BUNDLE e
-    CURL_CA_BUNDLE do ambiente nao trocam as CAs em silencio (um aviso diz que
+  * Corpo comprimido (gzip, `Content-Encoding: gzip`) só quando quem chama
+    diz que o intake anunciou `compressão: ["gzip"]` em capacidades; a quem
+    não anuncia, nunca.
+  * TLS sempre verificado. As CAs confiáveis são o bundle do certifi (o do
+    requests) ou, se definida, SÓ a de CONTEXTIA_CA_BUNDLE: REQUESTS_CA_BUNDLE e
+    CURL_CA_BUNDLE do ambiente não trocam as CAs em silêncio (um aviso diz que
     foram ignoradas). Destino local (loopback) nunca passa por proxy.
   * Endereço recusado antes de qualquer conexão (`conferir_url`, ErroDestino):
     HTTP puro só em loopback (127.0.0.0/8, ::1, localhost).
@@ -330,7 +330,7 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
     durou o prazo inteiro. Levanta ErroContextia se nem resposta houve dentro
     do prazo, se o TLS não confere, ou se `deve_parar()` ficou verdadeiro
     durante uma espera entre tentativas (a mensagem diz que a parada foi pedida).
-    `comprimir`: o corpo vai em gzip (so para quem anunciou; ver o topo do modulo).
+    `comprimir`: o corpo vai em gzip (só para quem anunciou; ver o topo do módulo).
     """
     import requests
 
@@ -484,13 +484,13 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
     guardado por `isolar` conta em `lotes_ok`.
 
     `em_voo` > 1: o lote seguinte e lido e montado (`montar`, nesta thread)
-    enquanto ate `em_voo` lotes esperam resposta (cada um numa thread); as
-    respostas sao contadas e registradas na ORDEM dos lotes, e o servidor
-    indisponivel para a leitura como antes -- os lotes ja em voo terminam e
+    enquanto até `em_voo` lotes esperam resposta (cada um numa thread); as
+    respostas são contadas e registradas na ORDEM dos lotes, e o servidor
+    indisponível para a leitura como antes -- os lotes já em voo terminam e
     contam (ok ou falho). `montar`, `aceitar` e `isolar` nunca rodam ao mesmo
     tempo (uma trava): o balanco e a quarentena de quem chama ficam corretos.
-    A ordem de CHEGADA entre lotes em voo nao e garantida: quem precisa que as
-    versoes de uma key nao se ultrapassem (o ao vivo) usa `em_voo=1`.
+    A ordem de CHEGADA entre lotes em voo não é garantida: quem precisa que as
+    versões de uma key não se ultrapassem (o ao vivo) usa `em_voo=1`.
     `comprimir()`, se dado, e perguntado a cada pedido: True, o corpo vai em gzip
     (`pedir`).
     """
@@ -546,8 +546,8 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
         if dividido and deve_parar is not None and deve_parar():
             # A divisao multiplica os pedidos; a parada nao espera todos.
             parar_em(numero)
-            return ['%s, lote %d: parada pedida no meio da divisao do lote; o resto dele'
-                    ' nao foi enviado' % (rotulo, numero)]
+            return ['%s, lote %d: parada pedida no meio da divisão do lote; o resto dele'
+                    ' não foi enviado' % (rotulo, numero)]
         contexto = '%s, lote %d (%d registros)' % (rotulo, numero, len(lote))
         try:
             resposta = pedir('POST', url, autorizacao=autorizacao,
@@ -564,8 +564,8 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
                 prova = provar(numero)
                 if prova:
                     return ler(resposta, contexto, lote, numero) + [
-                        '%s, lote %d: o envelope sem registros tambem foi recusado (%s) --'
-                        ' a recusa e do envelope, nao de um registro; nada foi dividido'
+                        '%s, lote %d: o envelope sem registros também foi recusado (%s) --'
+                        ' a recusa e do envelope, não de um registro; nada foi dividido'
                         % (rotulo, numero, '; '.join(prova)[:300])]
             meio = len(lote) // 2
             if status == 413:
@@ -586,8 +586,8 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
                 with trava:
                     return isolar(lote[0], resposta, contexto)
             return ler(resposta, contexto, lote, numero) + [
-                '%s, lote %d: o envelope sem registros tambem foi recusado (%s) -- a recusa'
-                ' e do envelope, nao do registro; ele nao foi para a quarentena'
+                '%s, lote %d: o envelope sem registros também foi recusado (%s) -- a recusa'
+                ' e do envelope, não do registro; ele não foi para a quarentena'
                 % (rotulo, numero, '; '.join(prova)[:300])]
         if status in STATUS_RETENTAVEIS:
             # Sobrecarga que nao passou no prazo: os proximos lotes tambem nao

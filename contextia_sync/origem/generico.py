@@ -5,9 +5,9 @@ Adaptador de origem genérico: lê o ERP do cliente, e só lê.
     CONTEXTIA_ORIGEM_TIMEOUT=300        (segundos por consulta; 0 desliga)
 
 URLs SQLAlchemy aceitas: oracle+oracledb://, mssql+pyodbc://, mysql+pymysql://
-ou mysql+mysqldb:// (MySQL e MariaDB; o mysqlclient e o rapido), postgresql+psycopg://,
-sqlite:///. A operacao, por dialeto,
-esta em docs/origem.md.
+ou mysql+mysqldb:// (MySQL e MariaDB; o mysqlclient e o rápido), postgresql+psycopg://,
+sqlite:///. A operação, por dialeto,
+está em docs/origem.md.
 
 O que o ouvinte, o conector e o provisionador chamam (funções de MODULO):
 
@@ -143,10 +143,10 @@ def _abandonar_mysql(conn: Connection, resultado: CursorResult[Any]) -> None:
     """
     Leitura do MySQL/MariaDB largada no meio: derruba a conexão em vez de drenar.
 
-    Fechar o cursor sem buffer do PyMySQL (e do mysqlclient) LE O RESTO da tabela so para
-    descarta-lo -- minutos de I/O na producao do cliente por uma leitura que
-    ninguem quer mais. Soltar o resultado pendente (atributo do PyMySQL) e
-    invalidar a conexao fecha o socket na hora.
+    Fechar o cursor sem buffer do PyMySQL (e do mysqlclient) LE O RESTO da tabela só para
+    descarta-lo -- minutos de I/O na produção do cliente por uma leitura que
+    ninguém quer mais. Soltar o resultado pendente (atributo do PyMySQL) e
+    invalidar a conexão fecha o socket na hora.
     """
     if conn.closed:
         return
@@ -168,7 +168,7 @@ def _abandonar_mysql(conn: Connection, resultado: CursorResult[Any]) -> None:
 
 def _conversoes_mysqldb() -> dict[Any, Any]:
     """
-    As conversoes do mysqlclient, com a data que ele nao le (a data zero do
+    As conversões do mysqlclient, com a data que ele não lê (a data zero do
     MySQL, '0000-00-00') devolvida como TEXTO, como o PyMySQL faz: o conversor
     da coluna (origem/valores.py) a troca por None com o aviso de sempre -- o
     mysqlclient a trocaria por None calado.
@@ -718,8 +718,8 @@ def fetch(source_object: str, columns: Sequence[str], scope: Sequence[Any] | Non
 
 def familias(linhas: Any) -> dict[str, str] | None:
     """
-    {coluna: familia JSON} das linhas de um `fetch` (origem/valores.py:
-    familia_json), para `enviar_dataset(..., familias=)`; None se `linhas` nao
+    {coluna: família JSON} das linhas de um `fetch` (origem/valores.py:
+    familia_json), para `enviar_dataset(..., familias=)`; None se `linhas` não
     veio de um `fetch` deste adaptador.
     """
     try:

@@ -204,7 +204,7 @@ def familia_json(tipo: Any, dialeto: str) -> str:
     'nativo' (o driver entrega str, int, bool, date, UUID ou None: nada a
     fazer), 'decimal', 'float' (conferir NaN/Infinity), 'datetime' (com fuso:
     isoformat), 'time', 'bytes', ou 'qualquer' (valor a valor, como sempre).
-    O SQLite tem tipo por VALOR, nao por coluna: tudo 'qualquer'.
+    O SQLite tem tipo por VALOR, não por coluna: tudo 'qualquer'.
     """
     if dialeto == 'sqlite' or isinstance(tipo, NullType):
         return 'qualquer'
