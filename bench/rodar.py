@@ -17,6 +17,7 @@ BENCHS = {
     'latencia': 'bench_latencia.py',   # commit -> visivel no Contextia
     'sonda': 'bench_sonda.py',         # ciclo ocioso: 100 mil vs 2 milhoes de linhas
     'ocioso': 'bench_ocioso.py',       # issue 12: ciclo ocioso Sakila, antes x depois
+    'reconciliacao': 'bench_reconciliacao.py',  # issue 17: DELETE -> sumiu, custo, memoria
 }
 
 

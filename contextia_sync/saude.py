@@ -67,7 +67,7 @@ CRITICO
     medido na hora do ultimo ciclo de dados -- o Contextia fora por um ciclo
     inteiro conta, e o tempo de uma ferramenta (varredura, carga inicial) nao;
   - --max-falhas voltas seguidas do laco com alguma falha, ou --max-falhas
-    falhas seguidas de um dataset;
+    falhas seguidas de um dataset (ou da reconciliação dele);
   - a ultima varredura falhou (ok false: alguma fase com erro, ou algum
     dataset que ela nao fechou em toda empresa);
   - com a varredura diaria ligada, a ultima varredura boa tem mais de
@@ -79,6 +79,9 @@ ALERTA
   - registros na quarentena; linhas sem carimbo; linhas com carimbo no
     futuro; chegada atrasada alem da metade da --folga; dataset entregue a
     varredura; carga inicial de empresa nova pendente;
+  - reconciliação recusada pelo teto de remoção (nada removido), com falha
+    (abaixo de --max-falhas), ou sem leitura completa há mais de N intervalos
+    de reconciliação;
   - uma ferramenta rodando ha mais de --max-ferramenta;
   - varredura interrompida (parada, ou o ouvinte morreu no meio); nenhuma
     varredura boa registrada ainda;
@@ -364,6 +367,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         return v
 
     intervalo = _numero(ouvinte.get('intervalo_dados_s')) or float(padroes.INTERVALO_DADOS)
+    intervalo_rec = _numero(ouvinte.get('intervalo_reconciliacao_s'))
     modo = str(ouvinte.get('modo') or 'servico')
     servico = modo == 'servico'
     situacao = str(ouvinte.get('situacao') or 'rodando')
@@ -442,6 +446,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     maior_falhas = 0
     sem_carimbo_total = futuras_total = 0
     maior_atraso = 0.0
+    removidas_total = recusadas = 0
     pendentes_em_curso = str(ferramenta.get('rotulo') or '') if no_ar else ''
     for d in vivos:
         nome = d.get('dataset')
@@ -454,6 +459,9 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         else:
             desde = sonda or (iniciado if servico else None)
             limite = max(max_sem_sonda, max_idade)
+            if d.get('captura') == 'reconciliacao' and intervalo_rec is not None:
+                # So a reconciliacao le este dataset: a sonda e a dela, no ritmo dela.
+                limite = max(limite, limites.intervalos * intervalo_rec)
         lacuna = max(0.0, (referencia - desde).total_seconds()) if desde else None
         if lacuna is not None and falhas_ds:
             maior_lacuna = max(maior_lacuna, lacuna)
@@ -484,6 +492,12 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
             v.anotar(ALERTA, 'dataset %s: chegada atrasada de %s passou da metade da folga'
                              ' (%ss): aumente --folga' % (nome, _s(atraso or 0),
                                                          ouvinte.get('folga_s')))
+        rec = d.get('reconciliacao')
+        if isinstance(rec, dict) and rec.get('ativa'):
+            removidas_total += _inteiro(rec.get('removidas'))
+            recusadas += _reconciliacao(v, nome, rec, k, referencia, iniciado if servico
+                                        else None, intervalo_rec, limites.intervalos,
+                                        max_idade)
         entregue = d.get('entregue_a_varredura')
         if entregue:
             if hora_varredura:
@@ -579,10 +593,38 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         'futuras=%d;0;;0' % futuras_total,
         'maior_atraso=%ds;;;0' % round(maior_atraso),
     ]
+    if intervalo_rec is not None:
+        v.perf += ['chaves_removidas=%d;;;0' % removidas_total,
+                   'reconciliacoes_recusadas=%d;0;;0' % recusadas]
     if idade_varredura is not None:
         v.perf.append('idade_varredura_ok=%ds;;%d;0' % (round(idade_varredura),
                                                          limites.max_varredura))
     return v
+
+
+def _reconciliacao(v: Veredito, nome: Any, rec: Mapping[str, Any], k: int,
+                   referencia: datetime.datetime, iniciado: datetime.datetime | None,
+                   intervalo: float | None, intervalos: int, max_idade: float) -> int:
+    """A reconciliacao de um dataset: recusa, falhas, e a leitura que nao vem. 1 se recusada."""
+    falhas = _inteiro(rec.get('falhas_seguidas'))
+    if falhas:
+        v.anotar(CRITICO if falhas >= k else ALERTA,
+                 'dataset %s: reconciliação falhou %d vez(es) seguida(s) desde %s (nada'
+                 ' removido): %s' % (nome, falhas, rec.get('erro_desde'),
+                                     _erro_curto(rec.get('ultimo_erro')) or '?'))
+    elif intervalo is not None:
+        desde = _quando(rec.get('ultima_em')) or iniciado
+        limite = max(intervalos * intervalo, max_idade)
+        lacuna = (referencia - desde).total_seconds() if desde else None
+        if lacuna is not None and lacuna > limite:
+            v.anotar(ALERTA, 'dataset %s: reconciliação sem leitura completa há %s (limite %s)'
+                     % (nome, _s(lacuna), _s(limite)))
+    if rec.get('recusa'):
+        v.anotar(ALERTA, 'dataset %s: reconciliação RECUSADA pelo teto desde %s (nada'
+                         ' removido): %s' % (nome, rec.get('recusa_desde'),
+                                             _erro_curto(rec['recusa'])))
+        return 1
+    return 0
 
 
 # ------------------------------------------------------------------ a linha de comando

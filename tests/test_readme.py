@@ -457,7 +457,8 @@ def test_solucao_de_problemas_cita_toda_recusa_do_ouvinte():
                    '--varredura espera HH:MM', 'Mapeamento', 'acompanha por',
                    'nao tem a secao "projects"', 'nao e nome de modulo',
                    'tem permissao', 'Falta CONTEXTIA_ORIGEM',
-                   'a coluna de mudanca', 'nao aceita gravacao'):
+                   'a coluna de mudanca', 'nao aceita gravacao',
+                   'precisa que o Contextia aceite `remove`'):
         assert inicio in citadas, inicio
 
 

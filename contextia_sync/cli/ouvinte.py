@@ -13,8 +13,20 @@ DESCRICAO = ('Ouvinte: leva ao Contextia o que mudou na origem, em segundos.'
              ' Guia do operador: docs/ouvinte.md')
 
 
+def _segundos(texto: str) -> int:
+    """Um inteiro de segundos, 0 ou mais (a mensagem do argparse e a de um `type`)."""
+    try:
+        valor = int(texto)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r não é um número inteiro de segundos' % texto) \
+            from None
+    if valor < 0:
+        raise argparse.ArgumentTypeError('%r: segundos não podem ser negativos' % texto)
+    return valor
+
+
 def argumentos(argv: list[str]) -> argparse.Namespace:
-    from contextia_sync.captura.estrategias import ESTRATEGIAS
+    from contextia_sync.captura.estrategias import ESTRATEGIAS, IMPLEMENTACOES
     p = comum.novo_parser('ouvinte', DESCRICAO, comum.CODIGOS_DE_SAIDA)
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', required=True, help='modulo em sources/ (sem .py)')
@@ -37,9 +49,18 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                         ' disparar (padrao %d); fora dela espera o dia seguinte'
                         % padroes.JANELA_VARREDURA)
     p.add_argument('--estrategia', default=None, metavar='NOME',
-                   help='como detectar o que mudou: %s. Padrao: `listener.strategy`'
+                   help='como detectar o que mudou: %s. Implementadas: %s'
+                        ' (`coluna+reconciliacao` põe o DELETE no Contextia em até um'
+                        ' --intervalo-reconciliacao). Padrao: `listener.strategy`'
                         ' do mapeamento, ou `%s`' % (', '.join(sorted(ESTRATEGIAS)),
+                                                    ', '.join(sorted(IMPLEMENTACOES)),
                                                     padroes.ESTRATEGIA))
+    p.add_argument('--intervalo-reconciliacao', type=_segundos,
+                   default=padroes.INTERVALO_RECONCILIACAO, metavar='S',
+                   help='com a reconciliação (`reconciliacao`, `coluna+reconciliacao`):'
+                        ' segundos entre duas leituras do conjunto de chaves de um dataset,'
+                        ' o que põe a exclusão no Contextia (padrão %d; 0 = a cada ciclo'
+                        ' de dados)' % padroes.INTERVALO_RECONCILIACAO)
     p.add_argument('--folga', type=int, default=padroes.FOLGA, metavar='S',
                    help='quanto a leitura recua atras da marca de agua, para pegar'
                         ' transacao que comitou atrasada (padrao %d)' % padroes.FOLGA)

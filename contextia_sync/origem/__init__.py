@@ -9,6 +9,7 @@ O que mora aqui, e o que cada modulo pode importar:
     sessao       o que cada dialeto ouve ao conectar (so-leitura, UTC, timeout). Puro.
     valores      valores nos dois sentidos (bind e driver -> Python). SQLAlchemy.
     consultas    o SQL de cada leitura, montado sem servidor. SQLAlchemy.
+    conjunto     o conjunto de chaves em ordem binaria (a reconciliacao). SQLAlchemy.
     generico     o adaptador `--source=generic`: engine proprio, sessao travada,
                  leituras curtas em streaming. SQLAlchemy + drivers.
 
@@ -39,6 +40,8 @@ FUNCOES = ('conectar', 'fetch', 'contar', 'maximo', 'renovar', 'fechar')
 # O que a estrategia `coluna` pede a mais: a hora da ORIGEM (a marca nunca passa
 # dela), o tipo da coluna de mudanca no catalogo, e quantas linhas estao sem ela.
 FUNCOES_COLUNA = ('agora', 'tipo_coluna', 'contar_sem_valor')
+# O que a `reconciliacao` pede a mais: o conjunto de chaves em ordem (origem/conjunto.py).
+FUNCOES_RECONCILIACAO = ('conjunto',)
 
 
 @dataclass(frozen=True)
