@@ -19,6 +19,7 @@ BENCHS = {
     'ocioso': 'bench_ocioso.py',       # issue 12: ciclo ocioso Sakila, antes x depois
     'descobrir': 'bench_descobrir.py', # issue 16: 200 tabelas, descobrir vs inspector puro
     'velocidade': 'bench_velocidade.py',  # issue 18: driver cru -> envio, em voo, gzip
+    'reconciliacao': 'bench_reconciliacao.py',  # issue 17: DELETE -> sumiu, custo, memoria
 }
 
 

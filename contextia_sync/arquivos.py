@@ -4,6 +4,70 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import IO
+
+
+class GravacaoAtomica:
+    """
+    Um arquivo novo escrito aos poucos num temporario da mesma pasta e trocado
+    inteiro no fim (`trocar`), ou largado sem deixar rastro (`desistir`).
+
+    Para o que nao cabe numa string so (o conjunto de chaves de um dataset de
+    milhoes de linhas) e para o que so vale depois de outra coisa dar certo:
+    o temporario pode ser fechado agora e trocado mais tarde. `modo` e
+    aplicado ANTES do conteudo existir no disco.
+    """
+
+    def __init__(self, caminho: str, modo: int | None = None) -> None:
+        self.caminho = caminho
+        self.pasta = os.path.dirname(os.path.abspath(caminho))
+        descritor, self.temporario = tempfile.mkstemp(
+            prefix='.' + os.path.basename(caminho) + '.', suffix='.tmp', dir=self.pasta)
+        try:
+            if modo is not None:
+                os.fchmod(descritor, modo)
+            self.arquivo: IO[str] | None = os.fdopen(descritor, 'w', encoding='utf-8')
+        except BaseException:
+            os.close(descritor)
+            os.unlink(self.temporario)
+            raise
+
+    def escrever(self, texto: str) -> None:
+        assert self.arquivo is not None, 'gravacao ja fechada'
+        self.arquivo.write(texto)
+
+    def fechar(self) -> None:
+        """Conteudo no disco (fsync); o arquivo de destino ainda e o antigo."""
+        if self.arquivo is not None:
+            arquivo, self.arquivo = self.arquivo, None
+            try:
+                arquivo.flush()
+                os.fsync(arquivo.fileno())
+            finally:
+                arquivo.close()
+
+    def trocar(self) -> None:
+        """O temporario vira `caminho` (rename atomico) e o rename fica duravel."""
+        try:
+            self.fechar()
+            os.replace(self.temporario, self.caminho)
+        except BaseException:
+            self.desistir()
+            raise
+        fsync_pasta(self.pasta)
+
+    def desistir(self) -> None:
+        """Larga o temporario: `caminho` continua como estava. Nunca levanta."""
+        try:
+            self.fechar()
+        except OSError:
+            pass
+        try:
+            os.unlink(self.temporario)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass
 
 
 def gravar_atomico(caminho: str, texto: str, modo: int | None = None) -> None:
@@ -16,24 +80,13 @@ def gravar_atomico(caminho: str, texto: str, modo: int | None = None) -> None:
     arquivo de chaves) e aplicado ANTES do conteúdo existir no disco, para que
     nem por um instante a chave fique legível por outros.
     """
-    pasta = os.path.dirname(os.path.abspath(caminho))
-    descritor, temporario = tempfile.mkstemp(
-        prefix='.' + os.path.basename(caminho) + '.', suffix='.tmp', dir=pasta)
+    gravacao = GravacaoAtomica(caminho, modo)
     try:
-        if modo is not None:
-            os.fchmod(descritor, modo)
-        with os.fdopen(descritor, 'w', encoding='utf-8') as arquivo:
-            arquivo.write(texto)
-            arquivo.flush()
-            os.fsync(arquivo.fileno())
-        os.replace(temporario, caminho)
+        gravacao.escrever(texto)
     except BaseException:
-        try:
-            os.unlink(temporario)
-        except FileNotFoundError:
-            pass
+        gravacao.desistir()
         raise
-    fsync_pasta(pasta)
+    gravacao.trocar()
 
 
 def fsync_pasta(pasta: str | os.PathLike[str]) -> None:

@@ -24,9 +24,10 @@ Decisões (a lista das métricas, para o operador: docs/ouvinte.md, "As métrica
   `ultima_sonda_ok_em` mudou, e o ciclo de dados que a fez já terminou) soma
   uma vez, não importa quantas vezes o arquivo e regravado. Recomeçam do zero
   a cada subida do processo -- o `rate()`/`increase()` do Prometheus trata a
-  volta a zero como reinício. A exceção e `ouvinte_dataset_chegadas_atrasadas_total`,
-  que já é um total no estado e sobrevive ao reinício.
-- Este módulo só usa a biblioteca padrão (o laço o importa) e
+  volta a zero como reinicio. As excecoes sao `ouvinte_dataset_chegadas_atrasadas_total`
+  e as chaves removidas e incluidas pela reconciliacao, que ja sao totais no
+  estado e sobrevivem ao reinicio.
+- Este modulo so usa a biblioteca padrao (o laco o importa) e
   `escrever_metricas` nunca levanta: devolve o erro como texto, e disco cheio
   não para o ouvinte.
 """
@@ -73,7 +74,10 @@ METRICAS: dict[str, tuple[str, str]] = {
                                                ' do que mudou.'),
     'ouvinte_folga_seconds': (GAUGE, 'A --folga: quanto a leitura recua atrás da marca de'
                                      ' agua.'),
-    'ouvinte_falhas_seguidas': (GAUGE, 'Voltas seguidas do laço com alguma falha (dataset,'
+    'ouvinte_intervalo_reconciliacao_seconds': (
+        GAUGE, 'O --intervalo-reconciliacao: segundos entre duas leituras do conjunto de'
+               ' chaves de um dataset (so com a reconciliação).'),
+    'ouvinte_falhas_seguidas': (GAUGE, 'Voltas seguidas do laco com alguma falha (dataset,'
                                        ' empresa, ferramenta ou o ciclo inteiro).'),
     'ouvinte_datasets_ao_vivo': (GAUGE, 'Datasets do mapeamento que estão no ao-vivo.'),
     'ouvinte_datasets': (GAUGE, 'Datasets do mapeamento.'),
@@ -127,7 +131,27 @@ METRICAS: dict[str, tuple[str, str]] = {
         COUNTER, 'Registros enviados ao intake pelo ao-vivo, neste processo.'),
     'ouvinte_dataset_registros_aceitos_total': (
         COUNTER, 'O que o intake disse dos registros enviados: novo, atualizado ou igual'
-                 ' (reenviado sem mudança), neste processo.'),
+                 ' (reenviado sem mudanca), neste processo.'),
+    # -- a reconciliacao, por dataset
+    'ouvinte_dataset_reconciliacao_ativa': (
+        GAUGE, '1 se a reconciliação acompanha o dataset, 0 se ele está fora dela (sem key).'),
+    'ouvinte_dataset_reconciliacao_ultima_timestamp_seconds': (
+        GAUGE, 'Quando a última reconciliação do dataset leu e comparou o conjunto inteiro'
+               ' (Unix).'),
+    'ouvinte_dataset_reconciliacao_duracao_seconds': (
+        GAUGE, 'Quanto durou a última reconciliação do dataset (leitura e comparação).'),
+    'ouvinte_dataset_reconciliacao_chaves': (
+        GAUGE, 'Chaves lidas na origem na última reconciliação (das empresas com chave).'),
+    'ouvinte_dataset_reconciliacao_recusada': (
+        GAUGE, '1 se o teto de remoção recusou a última reconciliação (nada removido).'),
+    'ouvinte_dataset_reconciliacao_falhas_seguidas': (
+        GAUGE, 'Reconciliações seguidas do dataset que falharam (nada removido).'),
+    'ouvinte_dataset_chaves_removidas_total': (
+        COUNTER, 'Chaves removidas do Contextia pela reconciliação; do estado, sobrevive ao'
+                 ' reinício.'),
+    'ouvinte_dataset_chaves_incluidas_total': (
+        COUNTER, 'Linhas novas que a reconciliação viu e enviou; do estado, sobrevive ao'
+                 ' reinício.'),
     # -- a varredura
     'ouvinte_varredura_habilitada': (GAUGE, '1 se há varredura diária (--varredura HH:MM).'),
     'ouvinte_varredura_iniciada_timestamp_seconds': (
@@ -293,6 +317,7 @@ def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None)
     por('ouvinte_status_atualizado_timestamp_seconds', _instante(ouvinte.get('atualizado_em')))
     por('ouvinte_intervalo_dados_seconds', ouvinte.get('intervalo_dados_s'))
     por('ouvinte_folga_seconds', ouvinte.get('folga_s'))
+    por('ouvinte_intervalo_reconciliacao_seconds', ouvinte.get('intervalo_reconciliacao_s'))
     por('ouvinte_falhas_seguidas', ouvinte.get('falhas_seguidas'))
     por('ouvinte_datasets_ao_vivo', ouvinte.get('datasets_ao_vivo'))
     por('ouvinte_datasets', ouvinte.get('datasets_total'))
@@ -352,6 +377,7 @@ def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None)
         for resultado, _campo in RESULTADOS:
             por('ouvinte_dataset_registros_aceitos_total',
                 acumulado.aceitos.get((nome, resultado), 0), dataset=nome, resultado=resultado)
+        _reconciliacao(por, nome, d.get('reconciliacao'))
     # Da quarentena, todo dataset que tem registro la, vivo ou nao (saiu do
     # mapeamento, foi para fora do ao-vivo): o registro continua fora do Contextia.
     for nome, quantos in sorted(quarentena.items()):
@@ -373,6 +399,27 @@ def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None)
         if isinstance(empresas, list):
             por('ouvinte_varredura_empresas_nao_fechadas', len(empresas), dataset=str(nome))
     return _formatar(amostras)
+
+
+def _reconciliacao(por: Any, nome: str, rec: Any) -> None:
+    """As metricas da reconciliacao de um dataset (nada, se a estrategia nao reconcilia)."""
+    if not isinstance(rec, Mapping):
+        return
+    ativa = bool(rec.get('ativa'))
+    por('ouvinte_dataset_reconciliacao_ativa', ativa, dataset=nome)
+    if not ativa:
+        return
+    por('ouvinte_dataset_reconciliacao_ultima_timestamp_seconds',
+        _instante(rec.get('ultima_em')), dataset=nome)
+    por('ouvinte_dataset_reconciliacao_duracao_seconds', rec.get('duracao_s'), dataset=nome)
+    por('ouvinte_dataset_reconciliacao_chaves', rec.get('chaves'), dataset=nome)
+    por('ouvinte_dataset_reconciliacao_recusada', bool(rec.get('recusa')), dataset=nome)
+    por('ouvinte_dataset_reconciliacao_falhas_seguidas', rec.get('falhas_seguidas') or 0,
+        dataset=nome)
+    por('ouvinte_dataset_chaves_removidas_total', rec.get('removidas_total') or 0,
+        dataset=nome)
+    por('ouvinte_dataset_chaves_incluidas_total', rec.get('incluidas_total') or 0,
+        dataset=nome)
 
 
 # -- o formato de texto (exposition format 0.0.4) ---------------------------------

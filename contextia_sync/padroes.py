@@ -49,6 +49,12 @@ TETO_ESPERA = 900
 ESTRATEGIA = 'coluna'
 """Estratégia de captura quando nem `--estrategia` nem `listener.strategy` dizem outra."""
 
+INTERVALO_RECONCILIACAO = 300
+"""Segundos entre duas reconciliacoes do mesmo dataset (`--intervalo-reconciliacao`):
+o conjunto de chaves lido inteiro, comparado com o entregue, e o que sumiu removido.
+Custa uma leitura de chaves da view inteira (so `key` e escopo, de preferencia pelo
+indice); 0 reconcilia a cada ciclo de dados."""
+
 # -- carga e envio ----------------------------------------------------------
 CHUNK = 500
 """Registros por lote enviado ao intake (`chunk` no mapeamento)."""

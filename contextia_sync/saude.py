@@ -59,19 +59,19 @@ Regras (cada limite e uma opção; os padrões moram em contextia_sync/padroes.p
 CRITICO
   - o ouvinte-status.json não existe ou esta ilegível (o ouvinte nunca
     completou uma volta aqui, ou morreu);
-  - o status não é reescrito há mais de --max-idade;
-  - o serviço parou (situação "parado" no modo serviço) -- no --once do cron,
-    parado e o normal e só a idade conta;
-  - o pid do status não existe mais e o status diz "rodando" (kill -9, OOM;
-    --sem-pid desliga, para a saúde rodando noutro namespace de pid);
-  - um dataset ao vivo sem ciclo bom (sonda E envio) há mais de --max-sem-sonda,
-    medido na hora do último ciclo de dados -- o Contextia fora por um ciclo
-    inteiro conta, e o tempo de uma ferramenta (varredura, carga inicial) não;
-  - --max-falhas voltas seguidas do laço com alguma falha, ou --max-falhas
-    falhas seguidas de um dataset;
-  - a última varredura falhou (ok false: alguma fase com erro, ou algum
-    dataset que ela não fechou em toda empresa);
-  - com a varredura diária ligada, a última varredura boa tem mais de
+  - o status nao e reescrito ha mais de --max-idade;
+  - o servico parou (situacao "parado" no modo servico) -- no --once do cron,
+    parado e o normal e so a idade conta;
+  - o pid do status nao existe mais e o status diz "rodando" (kill -9, OOM;
+    --sem-pid desliga, para a saude rodando noutro namespace de pid);
+  - um dataset ao vivo sem ciclo bom (sonda E envio) ha mais de --max-sem-sonda,
+    medido na hora do ultimo ciclo de dados -- o Contextia fora por um ciclo
+    inteiro conta, e o tempo de uma ferramenta (varredura, carga inicial) nao;
+  - --max-falhas voltas seguidas do laco com alguma falha, ou --max-falhas
+    falhas seguidas de um dataset (ou da reconciliação dele);
+  - a ultima varredura falhou (ok false: alguma fase com erro, ou algum
+    dataset que ela nao fechou em toda empresa);
+  - com a varredura diaria ligada, a ultima varredura boa tem mais de
     --max-varredura;
   - dataset entregue a varredura com a varredura diária desligada (parado até
     um --varrer-agora);
@@ -85,6 +85,10 @@ ALERTA
   - uma ferramenta rodando há mais de --max-ferramenta;
   - código de empresa recusado no cadastro do ERP (caractere fora do
     permitido: nunca provisionado);
+  - reconciliação recusada pelo teto de remoção (nada removido), com falha
+    (abaixo de --max-falhas), ou sem leitura completa há mais de N intervalos
+    de reconciliação;
+  - uma ferramenta rodando ha mais de --max-ferramenta;
   - varredura interrompida (parada, ou o ouvinte morreu no meio); nenhuma
     varredura boa registrada ainda;
   - o ouvinte parando; o último status e de um --dry-run; nenhum dataset ao vivo;
@@ -346,6 +350,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         return v
 
     intervalo = _numero(ouvinte.get('intervalo_dados_s')) or float(padroes.INTERVALO_DADOS)
+    intervalo_rec = _numero(ouvinte.get('intervalo_reconciliacao_s'))
     modo = str(ouvinte.get('modo') or 'servico')
     servico = modo == 'servico'
     situacao = str(ouvinte.get('situacao') or 'rodando')
@@ -424,6 +429,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     maior_falhas = 0
     sem_carimbo_total = futuras_total = 0
     maior_atraso = 0.0
+    removidas_total = reconciliacoes_recusadas = 0
     pendentes_em_curso = str(ferramenta.get('rotulo') or '') if no_ar else ''
     for d in vivos:
         nome = d.get('dataset')
@@ -436,6 +442,9 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         else:
             desde = sonda or (iniciado if servico else None)
             limite = max(max_sem_sonda, max_idade)
+            if d.get('captura') == 'reconciliacao' and intervalo_rec is not None:
+                # So a reconciliacao le este dataset: a sonda e a dela, no ritmo dela.
+                limite = max(limite, limites.intervalos * intervalo_rec)
         lacuna = max(0.0, (referencia - desde).total_seconds()) if desde else None
         if lacuna is not None and falhas_ds:
             maior_lacuna = max(maior_lacuna, lacuna)
@@ -466,6 +475,12 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
             v.anotar(ALERTA, 'dataset %s: chegada atrasada de %s passou da metade da folga'
                              ' (%ss): aumente --folga' % (nome, _s(atraso or 0),
                                                          ouvinte.get('folga_s')))
+        rec = d.get('reconciliacao')
+        if isinstance(rec, dict) and rec.get('ativa'):
+            removidas_total += _inteiro(rec.get('removidas'))
+            reconciliacoes_recusadas += _reconciliacao(
+                v, nome, rec, k, referencia, iniciado if servico else None, intervalo_rec,
+                limites.intervalos, max_idade)
         entregue = d.get('entregue_a_varredura')
         if entregue:
             if hora_varredura:
@@ -575,10 +590,38 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         'maior_atraso=%ds;;;0' % round(maior_atraso),
         'empresas_recusadas=%d;0;;0' % len(recusadas),
     ]
+    if intervalo_rec is not None:
+        v.perf += ['chaves_removidas=%d;;;0' % removidas_total,
+                   'reconciliacoes_recusadas=%d;0;;0' % reconciliacoes_recusadas]
     if idade_varredura is not None:
         v.perf.append('idade_varredura_ok=%ds;;%d;0' % (round(idade_varredura),
                                                          limites.max_varredura))
     return v
+
+
+def _reconciliacao(v: Veredito, nome: Any, rec: Mapping[str, Any], k: int,
+                   referencia: datetime.datetime, iniciado: datetime.datetime | None,
+                   intervalo: float | None, intervalos: int, max_idade: float) -> int:
+    """A reconciliacao de um dataset: recusa, falhas, e a leitura que nao vem. 1 se recusada."""
+    falhas = _inteiro(rec.get('falhas_seguidas'))
+    if falhas:
+        v.anotar(CRITICO if falhas >= k else ALERTA,
+                 'dataset %s: reconciliação falhou %d vez(es) seguida(s) desde %s (nada'
+                 ' removido): %s' % (nome, falhas, rec.get('erro_desde'),
+                                     _erro_curto(rec.get('ultimo_erro')) or '?'))
+    elif intervalo is not None:
+        desde = _quando(rec.get('ultima_em')) or iniciado
+        limite = max(intervalos * intervalo, max_idade)
+        lacuna = (referencia - desde).total_seconds() if desde else None
+        if lacuna is not None and lacuna > limite:
+            v.anotar(ALERTA, 'dataset %s: reconciliação sem leitura completa há %s (limite %s)'
+                     % (nome, _s(lacuna), _s(limite)))
+    if rec.get('recusa'):
+        v.anotar(ALERTA, 'dataset %s: reconciliação RECUSADA pelo teto desde %s (nada'
+                         ' removido): %s' % (nome, rec.get('recusa_desde'),
+                                             _erro_curto(rec['recusa'])))
+        return 1
+    return 0
 
 
 # ------------------------------------------------------------------ a linha de comando

@@ -12,6 +12,7 @@ from contextia_sync.origem.generico import (
     agora,
     colunas,
     conectar,
+    conjunto,
     contar,
     contar_sem_valor,
     escopos,
@@ -22,5 +23,6 @@ from contextia_sync.origem.generico import (
     tipo_coluna,
 )
 
-__all__ = ['ErroIdentificador', 'ErroOrigem', 'agora', 'colunas', 'conectar', 'contar',
-           'contar_sem_valor', 'escopos', 'fechar', 'fetch', 'maximo', 'renovar', 'tipo_coluna']
+__all__ = ['ErroIdentificador', 'ErroOrigem', 'agora', 'colunas', 'conectar', 'conjunto',
+           'contar', 'contar_sem_valor', 'escopos', 'fechar', 'fetch', 'maximo', 'renovar',
+           'tipo_coluna']

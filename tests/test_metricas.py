@@ -377,7 +377,8 @@ def test_rotulo_com_aspas_barra_e_quebra_de_linha_volta_igual_pelo_parser(tmp_pa
 def _dados_completos():
     """Um retrato com tudo preenchido: toda família da tabela aparece no arquivo."""
     dados = _dados_minimos(cliente='acme', intervalo_dados_s=60, folga_s=180,
-                           falhas_seguidas=1, datasets_ao_vivo=1, datasets_total=2)
+                           falhas_seguidas=1, datasets_ao_vivo=1, datasets_total=2,
+                           intervalo_reconciliacao_s=300)
     dados['ciclos'] = {'dados': {'em': '2026-11-30T20:00:04', 'erros': 1},
                        'projetos': {'em': '2026-11-30T20:00:02', 'erros': 0},
                        'falha': {'em': '2026-11-30T20:00:05', 'erro': 'x'}}
@@ -394,7 +395,11 @@ def _dados_completos():
                  atualizados=1, iguais=1, falhas_seguidas=1, ultimo_erro='e',
                  erro_desde='2026-11-30 20:00:03', quarentena=2, sem_carimbo=4, futuras=1,
                  maior_atraso_s=95.0, atraso_preocupante=True, atrasadas_total=7,
-                 entregue_a_varredura='900 linhas em 2026-11-30 19:00:00'),
+                 entregue_a_varredura='900 linhas em 2026-11-30 19:00:00',
+                 reconciliacao={'ativa': True, 'ultima_em': '2026-11-30 20:00:01',
+                                'duracao_s': 1.5, 'chaves': 75, 'removidas': 2,
+                                'removidas_total': 14, 'incluidas_total': 3,
+                                'recusa': 'a reconciliação removeria ...', 'falhas_seguidas': 1}),
         {'dataset': 'status', 'ao_vivo': False, 'motivo': 'watch_column: null'}]
     dados['varredura'] = {'hora': '02:00', 'iniciada_em': '2026-11-30T02:00:00',
                           'terminada_em': '2026-11-30T03:10:00', 'ok': False,
@@ -420,6 +425,12 @@ def test_retrato_completo_tem_toda_metrica_da_tabela(tmp_path):
     assert valor(texto, 'ouvinte_dataset_falhas_total', dataset='titulos') == 1
     assert valor(texto, 'ouvinte_ferramenta_inicio_timestamp_seconds') == \
         datetime.datetime(2026, 11, 30, 20, 0, 3).timestamp()
+    # A reconciliacao: os totais vem do estado (sobrevivem ao reinicio), a recusa e 1.
+    assert valor(texto, 'ouvinte_dataset_chaves_removidas_total', dataset='titulos') == 14
+    assert valor(texto, 'ouvinte_dataset_reconciliacao_recusada', dataset='titulos') == 1
+    assert valor(texto, 'ouvinte_dataset_reconciliacao_ultima_timestamp_seconds',
+                 dataset='titulos') == datetime.datetime(2026, 11, 30, 20, 0, 1).timestamp()
+    assert valor(texto, 'ouvinte_intervalo_reconciliacao_seconds') == 300
 
 
 def test_promtool_aceita_o_arquivo(tmp_path):

@@ -57,6 +57,7 @@ PADROES = [
     Padrao('TIMEOUT_FERRAMENTA', '--timeout-ferramenta', [OUVINTE], 's'),
     Padrao('INATIVIDADE_FERRAMENTA', '--inatividade-ferramenta', [OUVINTE], 's'),
     Padrao('ESTRATEGIA', '--estrategia', [OUVINTE], 'texto'),
+    Padrao('INTERVALO_RECONCILIACAO', '--intervalo-reconciliacao', [OUVINTE], 's'),
     Padrao('MAX_REMOCAO', '--max-remocao', [CONECTOR], 'fracao'),
     Padrao('SOURCE', '--source', [OUVINTE, CONECTOR, PROVISIONAR, ESTADO_MARCAR], 'texto'),
     # Sem opcao de linha de comando: so a documentacao diz o padrao.

@@ -554,3 +554,55 @@ def test_parando_e_dry_run_sao_alerta():
     assert v.nivel == saude.ALERTA and 'ouvinte parando' in v.linha()
     v = avaliar(status_bom(modo='seco', situacao='parado'))
     assert v.nivel == saude.ALERTA and '--dry-run' in v.linha()
+
+
+def _com_reconciliacao(**rec):
+    """O status bom com `coluna+reconciliacao`: intervalo de 300 s, uma reconciliacao boa."""
+    dados = status_bom(intervalo_reconciliacao_s=300, estrategia='coluna+reconciliacao')
+    dados['datasets'][0].update(captura='coluna+reconciliacao', reconciliacao=dict({
+        'ativa': True, 'ultima_em': _texto(60), 'chaves': 75, 'removidas': 2,
+        'removidas_total': 9, 'recusa': None, 'recusa_desde': None, 'ultimo_erro': None,
+        'erro_desde': None, 'falhas_seguidas': 0}, **rec))
+    return dados
+
+
+def test_reconciliacao_boa_e_ok_e_diz_as_chaves_removidas():
+    v = avaliar(_com_reconciliacao())
+    assert v.nivel == saude.OK, v.linha()
+    assert perf(v.linha())['chaves_removidas'] == 2
+    assert perf(v.linha())['reconciliacoes_recusadas'] == 0
+
+
+def test_reconciliacao_recusada_pelo_teto_e_alerta_com_o_motivo():
+    recusa = ('a reconciliação removeria 45 de 45 chave(s) de empresa 40 (100.0%), acima do'
+              ' teto de 50% (o mesmo do complete da varredura): NADA removido')
+    v = avaliar(_com_reconciliacao(recusa=recusa, recusa_desde=_texto(600)))
+    assert v.nivel == saude.ALERTA, v.linha()
+    assert 'reconciliação RECUSADA pelo teto desde %s (nada removido)' % _texto(600) \
+        in v.linha(), v.linha()
+    assert perf(v.linha())['reconciliacoes_recusadas'] == 1
+
+
+def test_reconciliacao_que_falha_e_alerta_e_depois_critico():
+    erro = '%s ErroOrigem: leitura de V interrompida depois de 12 linha(s)' % _texto(30)
+    v = avaliar(_com_reconciliacao(falhas_seguidas=1, ultimo_erro=erro, erro_desde=_texto(30)))
+    assert v.nivel == saude.ALERTA and 'reconciliação falhou 1 vez(es)' in v.linha(), v.linha()
+    assert 'interrompida depois de 12 linha(s)' in v.linha()
+    v = avaliar(_com_reconciliacao(falhas_seguidas=3, ultimo_erro=erro, erro_desde=_texto(900)))
+    assert v.nivel == saude.CRITICO, v.linha()
+
+
+def test_reconciliacao_que_nao_termina_e_alerta():
+    v = avaliar(_com_reconciliacao(ultima_em=_texto(3 * 300 + 1300)))
+    assert v.nivel == saude.ALERTA and 'reconciliação sem leitura completa há' in v.linha()
+
+
+def test_dataset_so_da_reconciliacao_tem_o_limite_do_intervalo_dela():
+    # Com --intervalo-reconciliacao=3600, a "sonda" do dataset so da reconciliacao e de
+    # hora em hora: 40 min sem ela nao e dataset parado.
+    dados = _com_reconciliacao(ultima_em=_texto(2400))
+    dados['ouvinte']['intervalo_reconciliacao_s'] = 3600
+    dados['datasets'][0].update(captura='reconciliacao', ultima_sonda_ok_em=_texto(2400))
+    assert avaliar(dados).nivel == saude.OK, avaliar(dados).linha()
+    dados['datasets'][0]['captura'] = 'coluna+reconciliacao'
+    assert avaliar(dados).nivel == saude.CRITICO

@@ -1,17 +1,24 @@
 """
 A captura: como o ouvinte descobre o que mudou na origem.
 
-Cada estratégia (`coluna` hoje; `reconciliacao`, `binlog`, `slot_logico`
-depois) implementa o protocolo `Captura` abaixo, e os ciclos do ouvinte só
-falam com ele: ler o que mudou desde a posição guardada, entregar, e só então
-confirmar a posição nova. Uma estratégia nova entra sem tocar nos ciclos.
+Cada estrategia (`coluna`, `reconciliacao` e as duas juntas hoje; `binlog`,
+`slot_logico` depois) implementa o protocolo `Captura` abaixo, e os ciclos do
+ouvinte so falam com ele: ler o que mudou desde a posicao guardada, entregar,
+e so entao confirmar a posicao nova. Uma estrategia nova entra sem tocar nos
+ciclos.
 
-    estrategias.py   a tabela das estratégias, a recusa que ensina, e qual
-                     classe implementa cada uma (o registro)
-    marca_agua.py    as regras da marca de água, TODAS, em funções puras
-    casos_marca.py   a tabela de casos dessas regras (autoteste e pytest)
-    ao_vivo.py       que datasets ficam ao vivo; repartir linhas por empresa
-    coluna.py        a estratégia `coluna`: sonda numa coluna de mudança
+    estrategias.py    a tabela das estrategias, a recusa que ensina, e qual
+                      classe implementa cada uma (o registro)
+    marca_agua.py     as regras da marca de agua, TODAS, em funcoes puras
+    casos_marca.py    a tabela de casos dessas regras (autoteste e pytest)
+    ao_vivo.py        que datasets ficam ao vivo; repartir linhas por empresa
+    coluna.py         a estrategia `coluna`: sonda numa coluna de mudanca
+    conjuntos.py      o conjunto de chaves entregue, no disco, e a diferenca
+                      dele com a origem em streaming (funcoes puras)
+    reconciliacao.py  a estrategia `reconciliacao`: a diferenca do conjunto de
+                      chaves; ve inclusao e exclusao
+    combinada.py      `coluna+reconciliacao`: as duas num ouvinte so, cada uma
+                      no seu intervalo
 
 Pode importar: origem (o contrato do adaptador), estado, mapeamento, escopos.
 Não fala com o Contextia: quem entrega e o ciclo de dados (ouvinte/dados.py).
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from collections.abc import Collection
 from typing import Any, Protocol
 
 
@@ -44,6 +52,8 @@ class DatasetVivo:
     row: dict[str, Any]              # o dataset como esta no mapeamento
     watch: str | None                # a coluna de mudanca (estrategia `coluna`)
     chave: str | None                # a `key` (None: dedup por hash no servidor)
+    escopo: str | None = None        # a `scope_column` (None: vai para toda empresa)
+    reconcilia: bool = False         # a estrategia `reconciliacao` cuida dele
 
     @property
     def source_object(self) -> str:
@@ -60,12 +70,17 @@ class Leitura:
 
     situacao: Situacao
     upserts: list[dict[str, Any]] = field(default_factory=list)
-    # Valores de `key` que sumiram da origem (estrategias que veem DELETE).
+    # Valores de `key` que sumiram da origem (estrategias que veem DELETE): de
+    # TODAS as empresas (dataset sem recorte), e por empresa.
     remocoes: list[Any] = field(default_factory=list)
+    remocoes_por_escopo: dict[str, list[Any]] = field(default_factory=dict)
     quantos: int = 0                 # linhas que a sonda contou
     atrasadas: int = 0               # chegadas atrasadas entre as lidas
     posicao: Any = None              # a posicao nova: so vale depois de confirmar()
     privado: Any = None              # o que so a estrategia usa no confirmar()
+    # False: nada foi lido da origem nesta chamada (a reconciliacao fora do
+    # intervalo dela): nao conta como sonda boa, e nao apaga o erro anterior.
+    sondou: bool = True
 
 
 class Captura(Protocol):
@@ -91,4 +106,19 @@ class Captura(Protocol):
 
     def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
         """A varredura entregou tudo até `posicao`: salta para la. Devolve a nova."""
+        ...
+
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
+        """
+        Lido ANTES de uma carga completa (de `escopo`, ou de todas com None):
+        o que a estrategia guarda para depois dela. None = nada a guardar.
+        """
+        ...
+
+    def depois_da_carga(self, alvo: DatasetVivo, antes: Any,
+                        fechados: Collection[str | None]) -> None:
+        """
+        A carga fechou as empresas `fechados` (None: o dataset sem recorte, em
+        todas): a posicao delas nasce de `antes`.
+        """
         ...

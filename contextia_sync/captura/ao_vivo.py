@@ -18,7 +18,8 @@ class ErroAoVivo(ErroConfiguracao, ValueError):
     """`watch_column` declarada no dataset mas fora de `columns`."""
 
 
-def datasets_ao_vivo(mapa: Mapping[str, Any]) -> tuple[list[DatasetVivo], list[tuple[str, str]]]:
+def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
+                     ) -> tuple[list[DatasetVivo], list[tuple[str, str]]]:
     """
     Devolve (acompanháveis, de_fora); a segunda lista importa tanto quanto a primeira.
 
@@ -26,41 +27,61 @@ def datasets_ao_vivo(mapa: Mapping[str, Any]) -> tuple[list[DatasetVivo], list[t
     seria passar calado: o operador ligaria o ouvinte achando que 27 datasets
     estão ao vivo quando só 12 estão.
 
-    `watch_column` vem do dataset ou do `defaults`; `null` no dataset desliga
-    (coluna que existe mas não presta). Coluna FORA de `columns`:
-      declarada no dataset -> ABORTA: alguém errou o nome de propósito.
+    Com `coluna`: `watch_column` vem do dataset ou do `defaults`; `null` no
+    dataset desliga (coluna que existe mas nao presta). Coluna FORA de `columns`:
+      declarada no dataset -> ABORTA: alguem errou o nome de proposito.
       herdada do defaults  -> sai do ao-vivo com o motivo: nem toda view de um
                               ERP tem a mesma coluna, e derrubar tudo por uma
                               obrigaria a escrever `null` uma por uma.
-    Nos dois casos o dataset continua na varredura diária.
+    Com `reconciliacao`: fica ao vivo todo dataset com `key` (a coluna de
+    mudanca nao importa). Com as duas, basta uma: o dataset sem `key` fica so
+    na `coluna`, o sem coluna de mudanca so na reconciliacao.
+    Em todo caso o dataset continua na varredura diaria.
     """
     from contextia_sync.intake.cliente import normalizar_dataset
-    from contextia_sync.mapeamento import chave_de
+    from contextia_sync.mapeamento import chave_de, coluna_de_recorte
 
+    partes = estrategia.split('+')
     padrao = (mapa.get('defaults') or {}).get('watch_column')
     vivos: list[DatasetVivo] = []
     fora: list[tuple[str, str]] = []
     for row in mapa.get('datasets') or []:
-        declarada = 'watch_column' in row
-        coluna = row['watch_column'] if declarada else padrao
-        if not coluna:
-            fora.append((row['dataset'],
-                         'watch_column: null' if declarada else 'sem watch_column'))
-            continue
-        if coluna not in (row.get('columns') or []):
-            if declarada:
-                raise ErroAoVivo(
-                    'Dataset %r acompanha por %r, mas essa coluna não está em'
-                    ' `columns`. Sem ela na projeção a marca de água nunca avança e'
-                    ' o ouvinte releria o mesmo intervalo para sempre.\n'
-                    'Inclua %r em `columns` do dataset, ou corrija `watch_column`'
-                    ' (null tira o dataset do ao-vivo).'
-                    % (row['dataset'], coluna, coluna))
-            fora.append((row['dataset'], 'não tem %s (herdada do defaults)' % coluna))
+        chave = chave_de(mapa, row)
+        coluna, motivo = (_coluna_de_mudanca(row, padrao) if 'coluna' in partes
+                          else (None, None))
+        reconcilia = 'reconciliacao' in partes and chave is not None
+        if coluna is None and not reconcilia:
+            if 'reconciliacao' in partes:
+                motivo = '; '.join(m for m in (motivo, SEM_KEY) if m)
+            fora.append((row['dataset'], motivo or SEM_KEY))
             continue
         vivos.append(DatasetVivo(nome=normalizar_dataset(row['dataset']), row=row,
-                                 watch=coluna, chave=chave_de(mapa, row)))
+                                 watch=coluna, chave=chave,
+                                 escopo=coluna_de_recorte(mapa, row), reconcilia=reconcilia))
     return vivos, fora
+
+
+# Por que um dataset fica fora da reconciliacao (e, sozinha, fora do ao-vivo).
+SEM_KEY = 'sem key (a reconciliação compara chaves)'
+
+
+def _coluna_de_mudanca(row: Mapping[str, Any], padrao: Any) -> tuple[str | None, str | None]:
+    """(a coluna de mudanca do dataset, None) ou (None, o motivo de ficar sem ela)."""
+    declarada = 'watch_column' in row
+    coluna = row['watch_column'] if declarada else padrao
+    if not coluna:
+        return None, 'watch_column: null' if declarada else 'sem watch_column'
+    if coluna not in (row.get('columns') or []):
+        if declarada:
+            raise ErroAoVivo(
+                'Dataset %r acompanha por %r, mas essa coluna nao esta em'
+                ' `columns`. Sem ela na projecao a marca de agua nunca avanca e'
+                ' o ouvinte releria o mesmo intervalo para sempre.\n'
+                'Inclua %r em `columns` do dataset, ou corrija `watch_column`'
+                ' (null tira o dataset do ao-vivo).'
+                % (row['dataset'], coluna, coluna))
+        return None, 'nao tem %s (herdada do defaults)' % coluna
+    return str(coluna), None
 
 
 def agrupar_por_escopo(linhas: Iterable[dict[str, Any]], mapa: Mapping[str, Any],

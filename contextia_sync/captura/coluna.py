@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Collection
 from types import ModuleType
 from typing import Any
 
@@ -292,6 +293,16 @@ class CapturaColuna:
         self._contadas.pop(alvo.nome, None)
         self._contar_sem_carimbo(alvo)
         return nova
+
+    def antes_da_carga(self, alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
+                       escopo: str | None) -> None:  # noqa: ARG002
+        """A marca e do dataset, nao da empresa: a carga de uma empresa nao a muda."""
+        return None
+
+    def depois_da_carga(self, alvo: DatasetVivo, antes: Any,  # noqa: ARG002 - o protocolo
+                        fechados: Collection[str | None]) -> None:  # noqa: ARG002
+        """Nada: quem salta a marca depois da varredura e `saltar`."""
+        return None
 
     # -- leituras -----------------------------------------------------------------
     def _primeira_vez(self, alvo: DatasetVivo, limite: Any) -> Leitura:

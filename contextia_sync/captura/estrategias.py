@@ -6,10 +6,11 @@ que o banco do cliente oferece e do que o DBA aceita liberar. A tabela vive no
 código porque e ela que o ouvinte imprime quando recusa: uma recusa que diz o
 que seria preciso resolve a conversa com o DBA na hora.
 
-Implementada e a que tem classe em `IMPLEMENTACOES` (o registro): hoje só
-`coluna`. As outras estão DECLARADAS, com o que exigiriam -- a recusa ensina.
-Uma estratégia nova implementa o protocolo `Captura` (captura/__init__.py) e
-entra no registro; os ciclos não mudam. Módulo puro (autoteste).
+Implementada e a que tem classe em `IMPLEMENTACOES` (o registro): hoje
+`coluna`, `reconciliacao` e as duas juntas (`coluna+reconciliacao`). As outras
+estao DECLARADAS, com o que exigiriam -- a recusa ensina.
+Uma estrategia nova implementa o protocolo `Captura` (captura/__init__.py) e
+entra no registro; os ciclos nao mudam. Modulo puro (autoteste).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 # Estrategia -> 'modulo:Classe' que a implementa. Estar aqui E estar implementada.
 IMPLEMENTACOES = {
     'coluna': 'contextia_sync.captura.coluna:CapturaColuna',
+    'reconciliacao': 'contextia_sync.captura.reconciliacao:CapturaReconciliacao',
+    'coluna+reconciliacao': 'contextia_sync.captura.combinada:CapturaCombinada',
 }
 
 ESTRATEGIAS: dict[str, dict[str, Any]] = {
@@ -78,14 +81,26 @@ ESTRATEGIAS: dict[str, dict[str, Any]] = {
                 ' deduplica --, mas falso negativo PERDE LINHA em silêncio',
     },
     'reconciliacao': {
-        'o_que_e': 'diferenca do conjunto de CHAVES: SELECT <pk> FROM <view>',
-        'exige': 'nada. Uma coluna, index-only, barato mesmo com 100 mil linhas,'
-                 ' em qualquer banco, sem DDL e sem privilégio nenhum',
+        'o_que_e': 'diferença do conjunto de CHAVES: SELECT <escopo>, <key> FROM <view>'
+                   ' ORDER BY <escopo>, <key>, comparado com o conjunto entregue',
+        'exige': 'nada da origem: uma leitura só das chaves (index-only), em qualquer'
+                 ' banco, sem DDL e sem privilégio nenhum. Do mapeamento, a `key`; do'
+                 ' Contextia, `remove` no envelope do intake (capacidades.remove)',
         've_delete': True,
-        'nota': 'a saída universal para quem não tem coluna nem privilégio: pega'
-                ' INCLUSAO e EXCLUSAO ao vivo, e não pega ALTERACAO. DEPENDE de um'
-                ' campo `remove:` no envelope do intake, que o ouvinte ainda NÃO'
-                ' usa -- hoje ela veria a exclusão e não teria como conta-la',
+        'nota': 'pega INCLUSÃO e EXCLUSÃO a cada --intervalo-reconciliacao e NÃO pega'
+                ' ALTERAÇÃO: junte com a coluna (`coluna+reconciliacao`). Custa, por'
+                ' intervalo, uma leitura das chaves da view inteira',
+    },
+    'coluna+reconciliacao': {
+        'o_que_e': 'as duas juntas: a `coluna` a cada --intervalo-dados (inclusão e'
+                   ' alteração em segundos) e a `reconciliacao` a cada'
+                   ' --intervalo-reconciliacao (a exclusão em minutos)',
+        'exige': 'o que cada uma exige: a coluna de mudança para a `coluna`; a `key` e'
+                 ' um Contextia com `remove` (capacidades.remove) para a reconciliação.'
+                 ' Da origem, só SELECT',
+        've_delete': True,
+        'nota': 'DELETE sai do Contextia em até um --intervalo-reconciliacao; dataset'
+                ' sem `key` fica só na `coluna` (a exclusão dele, na varredura)',
     },
 }
 
@@ -121,13 +136,14 @@ def exigir_estrategia(nome: str) -> dict[str, Any]:
         '  vê DELETE : %s' % ('sim' if info['ve_delete'] else 'nao'),
         '  atenção ..: %s' % info['nota'],
         '',
-        'Implementada hoje: %s -- %s.' % (
+        'Implementadas hoje: %s. A `coluna` exige %s; a `reconciliacao`, %s.' % (
             ', '.join('`%s`' % n for n in sorted(IMPLEMENTACOES)),
-            ESTRATEGIAS['coluna']['exige']),
+            ESTRATEGIAS['coluna']['exige'], ESTRATEGIAS['reconciliacao']['exige']),
         '',
-        'Se este cliente não tem coluna de alteração, isso NÃO é detalhe de',
-        'configuração: e uma decisão a tomar com o DBA antes de prometer dado',
-        'ao vivo. Ver a tabela de estratégias em docs/ouvinte.md.',
+        'Se este cliente nao tem coluna de alteracao, isso NAO e detalhe de',
+        'configuracao: e uma decisao a tomar com o DBA antes de prometer dado',
+        'ao vivo (com `key`, a `reconciliacao` vê inclusão e exclusão sem ela).',
+        'Ver a tabela de estrategias em docs/ouvinte.md.',
     ]
     raise ErroEstrategia('\n'.join(linhas))
 
@@ -148,11 +164,25 @@ def resolver_estrategia(da_linha_de_comando: str | None,
     return padroes.ESTRATEGIA, 'padrao'
 
 
+def partes(nome: str) -> list[str]:
+    """As estrategias que `nome` junta: 'coluna+reconciliacao' -> ['coluna', 'reconciliacao']."""
+    return nome.split('+')
+
+
 def criar_captura(nome: str, *, origem: ModuleType, estado: Estado, folga: int,
-                  maximo: int) -> Captura:
-    """A captura da estratégia `nome` (já exigida), pelo registro."""
+                  maximo: int, reconciliacao: Any = None) -> Captura:
+    """
+    A captura da estrategia `nome` (ja exigida), pelo registro. `reconciliacao`
+    (captura.reconciliacao.OpcoesReconciliacao) e obrigatoria se ela reconcilia.
+    """
     exigir_estrategia(nome)
     modulo, classe = IMPLEMENTACOES[nome].split(':')
     fabrica = getattr(importlib.import_module(modulo), classe)
-    captura: Captura = fabrica(origem=origem, estado=estado, folga=folga, maximo=maximo)
+    opcoes: dict[str, Any] = {}
+    if 'reconciliacao' in partes(nome):
+        if reconciliacao is None:
+            raise ValueError('a estrategia %s precisa das opcoes da reconciliacao' % nome)
+        opcoes['opcoes'] = reconciliacao
+    captura: Captura = fabrica(origem=origem, estado=estado, folga=folga, maximo=maximo,
+                               **opcoes)
     return captura

@@ -19,8 +19,20 @@ SAIDAS = {
 }
 
 
+def _segundos(texto: str) -> int:
+    """Um inteiro de segundos, 0 ou mais (a mensagem do argparse e a de um `type`)."""
+    try:
+        valor = int(texto)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r não é um número inteiro de segundos' % texto) \
+            from None
+    if valor < 0:
+        raise argparse.ArgumentTypeError('%r: segundos não podem ser negativos' % texto)
+    return valor
+
+
 def argumentos(argv: list[str]) -> argparse.Namespace:
-    from contextia_sync.captura.estrategias import ESTRATEGIAS
+    from contextia_sync.captura.estrategias import ESTRATEGIAS, IMPLEMENTACOES
     p = comum.novo_parser('ouvinte', DESCRICAO, saidas=SAIDAS)
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
@@ -44,9 +56,18 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                         ' disparar (padrão %d); fora dela espera o dia seguinte'
                         % padroes.JANELA_VARREDURA)
     p.add_argument('--estrategia', default=None, metavar='NOME',
-                   help='como detectar o que mudou: %s. Padrão: `listener.strategy`'
+                   help='como detectar o que mudou: %s. Implementadas: %s'
+                        ' (`coluna+reconciliacao` põe o DELETE no Contextia em até um'
+                        ' --intervalo-reconciliacao). Padrao: `listener.strategy`'
                         ' do mapeamento, ou `%s`' % (', '.join(sorted(ESTRATEGIAS)),
+                                                    ', '.join(sorted(IMPLEMENTACOES)),
                                                     padroes.ESTRATEGIA))
+    p.add_argument('--intervalo-reconciliacao', type=_segundos,
+                   default=padroes.INTERVALO_RECONCILIACAO, metavar='S',
+                   help='com a reconciliação (`reconciliacao`, `coluna+reconciliacao`):'
+                        ' segundos entre duas leituras do conjunto de chaves de um dataset,'
+                        ' o que põe a exclusão no Contextia (padrão %d; 0 = a cada ciclo'
+                        ' de dados)' % padroes.INTERVALO_RECONCILIACAO)
     p.add_argument('--folga', type=int, default=padroes.FOLGA, metavar='S',
                    help='quanto a leitura recua atrás da marca de água, para pegar'
                         ' transação que comitou atrasada (padrão %d)' % padroes.FOLGA)

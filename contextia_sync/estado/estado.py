@@ -9,6 +9,9 @@ versão 2):
     acompanhamento             {dataset: Acompanhamento}  o que o status mostra
     pendentes_varredura        {dataset: motivo}       entregues a varredura
     cargas_iniciais_pendentes  [escopo]                carga de empresa nova a refazer
+    reconciliacao              {dataset: Reconciliacao}  a ultima reconciliacao (o
+                                                       conjunto de chaves mora em
+                                                       <estado>/conjuntos/)
     escopos_vistos, ultima_varredura
 """
 
@@ -19,6 +22,7 @@ import datetime
 import json
 import os
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Union
 
 from contextia_sync.arquivos import gravar_atomico
@@ -38,8 +42,28 @@ class ErroEstado(ErroConfiguracao):
     """O arquivo de estado existe e não da para le-lo."""
 
 
+class _ComFalhas:
+    """A sequencia de falhas de um registro: o ultimo erro, desde quando, quantas seguidas."""
+
+    ultimo_erro: str | None
+    erro_desde: str | None
+    falhas_seguidas: int
+
+    def registrar_erro(self, texto: str, quando: str) -> None:
+        """Falhou: o erro, desde quando, e mais uma falha seguida."""
+        self.ultimo_erro = texto
+        self.erro_desde = self.erro_desde or quando
+        self.falhas_seguidas += 1
+
+    def registrar_sucesso(self) -> None:
+        """Deu certo: a sequencia de falhas acaba."""
+        self.ultimo_erro = None
+        self.erro_desde = None
+        self.falhas_seguidas = 0
+
+
 @dataclass
-class Acompanhamento:
+class Acompanhamento(_ComFalhas):
     """O que o status mostra de um dataset do ao-vivo."""
 
     ultima_sonda: str | None = None
@@ -61,21 +85,10 @@ class Acompanhamento:
     iguais: int = 0
     # A hora da origem menos a marca, em segundos, na ultima sonda (so marca de data).
     atraso_origem_s: float | None = None
-    # Falhas seguidas deste dataset (leitura ou envio) e desde quando.
+    # Falhas seguidas deste dataset (leitura ou envio) e desde quando
+    # (registrar_erro / registrar_sucesso).
     falhas_seguidas: int = 0
     erro_desde: str | None = None
-
-    def registrar_erro(self, texto: str, quando: str) -> None:
-        """Leitura ou envio falhou: o erro, desde quando, e mais uma falha seguida."""
-        self.ultimo_erro = texto
-        self.erro_desde = self.erro_desde or quando
-        self.falhas_seguidas += 1
-
-    def registrar_sucesso(self) -> None:
-        """Sondado (e entregue, se havia o que) sem erro: a sequência de falhas acaba."""
-        self.ultimo_erro = None
-        self.erro_desde = None
-        self.falhas_seguidas = 0
 
 
 @dataclass
@@ -91,9 +104,41 @@ class ResultadoVarredura:
     ultima_ok_em: str | None = None   # a ultima que terminou sem erro nenhum
 
 
+@dataclass
+class Reconciliacao(_ComFalhas):
+    """
+    A reconciliacao de um dataset, para o status, a saude e as metricas.
+
+    O conjunto de chaves entregue nao mora aqui (milhoes de chaves num JSON
+    trocado inteiro a cada ciclo): mora em <estado>/conjuntos/, um arquivo por
+    empresa (captura/conjuntos.py).
+    """
+
+    # A ultima leitura do conjunto comparada ate o fim, e a ultima tentativa
+    # (o --intervalo-reconciliacao conta desta).
+    ultima_em: str | None = None
+    tentada_em: str | None = None
+    duracao_s: float | None = None
+    chaves: int | None = None        # no conjunto entregue, somadas as empresas
+    empresas: int | None = None
+    # Da ultima reconciliacao entregue, e o total desde sempre.
+    removidas: int = 0
+    incluidas: int = 0
+    removidas_total: int = 0
+    incluidas_total: int = 0
+    # O teto de remocao recusou (nada removido): o motivo e desde quando.
+    recusa: str | None = None
+    recusa_desde: str | None = None
+    # A leitura do conjunto falhou (conexao, tempo, ordem): nada removido.
+    ultimo_erro: str | None = None
+    erro_desde: str | None = None
+    falhas_seguidas: int = 0
+
+
 # Campos que so vao para o arquivo quando nao sao zero (o arquivo fica legivel).
 _ZERO_E_AUSENTE = ('atrasadas_total', 'futuras', 'novos', 'atualizados', 'iguais',
-                   'falhas_seguidas')
+                   'falhas_seguidas', 'removidas', 'incluidas', 'removidas_total',
+                   'incluidas_total')
 
 _TIPOS_ACOMPANHAMENTO: dict[str, tuple[type, ...]] = {
     'ultima_sonda': (str,), 'ultimo_erro': (str,), 'enviados_ultimo_ciclo': (int,),
@@ -115,19 +160,44 @@ def _marca_valida(valor: Any) -> bool:
     return isinstance(valor, (str, int, float)) and not isinstance(valor, bool)
 
 
-def _acompanhamento(caminho: str, nome: str, bruto: Any) -> Acompanhamento:
+_TIPOS_RECONCILIACAO: dict[str, tuple[type, ...]] = {
+    'ultima_em': (str,), 'tentada_em': (str,), 'duracao_s': (int, float), 'chaves': (int,),
+    'empresas': (int,), 'removidas': (int,), 'incluidas': (int,), 'removidas_total': (int,),
+    'incluidas_total': (int,), 'recusa': (str,), 'recusa_desde': (str,),
+    'ultimo_erro': (str,), 'erro_desde': (str,), 'falhas_seguidas': (int,)}
+
+
+def _campos(caminho: str, secao: str, nome: str, bruto: Any,
+            tipos_de: Mapping[str, tuple[type, ...]]) -> dict[str, Any]:
+    """Os campos conhecidos de um registro de `secao`, com o tipo conferido."""
     if not isinstance(bruto, dict):
-        raise _problema(caminho, 'acompanhamento.%s' % nome, 'um objeto', bruto)
+        raise _problema(caminho, '%s.%s' % (secao, nome), 'um objeto', bruto)
     campos: dict[str, Any] = {}
     for chave, valor in bruto.items():
-        tipos = _TIPOS_ACOMPANHAMENTO.get(chave)
+        tipos = tipos_de.get(chave)
         if tipos is None:
             continue        # chave de versao antiga: nao usada mais
         if valor is not None and not isinstance(valor, tipos):
-            raise _problema(caminho, 'acompanhamento.%s.%s' % (nome, chave),
+            raise _problema(caminho, '%s.%s.%s' % (secao, nome, chave),
                             ' ou '.join(t.__name__ for t in tipos), valor)
         campos[chave] = valor
-    return Acompanhamento(**campos)
+    return campos
+
+
+def _acompanhamento(caminho: str, nome: str, bruto: Any) -> Acompanhamento:
+    return Acompanhamento(**_campos(caminho, 'acompanhamento', nome, bruto,
+                                    _TIPOS_ACOMPANHAMENTO))
+
+
+def _reconciliacao(caminho: str, nome: str, bruto: Any) -> Reconciliacao:
+    return Reconciliacao(**_campos(caminho, 'reconciliacao', nome, bruto,
+                                   _TIPOS_RECONCILIACAO))
+
+
+def _sem_vazios(registro: Any) -> dict[str, Any]:
+    """O registro sem None, False e os contadores zerados: o arquivo fica legivel a olho."""
+    return {k: v for k, v in dataclasses.asdict(registro).items()
+            if v is not None and v is not False and not (k in _ZERO_E_AUSENTE and v == 0)}
 
 
 @dataclass
@@ -146,6 +216,7 @@ class DadosEstado:
     # ele que se ve o relogio voltar (fim do horario de verao, acerto para tras).
     relogio_origem: dict[str, str] = field(default_factory=dict)
     varredura: ResultadoVarredura = field(default_factory=ResultadoVarredura)
+    reconciliacao: dict[str, Reconciliacao] = field(default_factory=dict)
 
     @classmethod
     def de_json(cls, caminho: str, lido: Any) -> DadosEstado:
@@ -187,16 +258,18 @@ class DadosEstado:
         dados.varredura = ResultadoVarredura(**{
             k: v for k, v in varredura.items()
             if k in {f.name for f in dataclasses.fields(ResultadoVarredura)}})
+        dados.reconciliacao = {
+            nome: _reconciliacao(caminho, nome, bruto) for nome, bruto in
+            (secao('reconciliacao', dict, 'um objeto {dataset: {...}}') or {}).items()}
         return dados
 
     def para_json(self) -> dict[str, Any]:
         dados = dataclasses.asdict(self)
         # Sem os campos vazios de cada dataset: o arquivo fica legivel a olho.
-        dados['acompanhamento'] = {
-            nome: {k: v for k, v in dataclasses.asdict(a).items()
-                   if v is not None and v is not False
-                   and not (k in _ZERO_E_AUSENTE and v == 0)}
-            for nome, a in self.acompanhamento.items()}
+        dados['acompanhamento'] = {nome: _sem_vazios(a)
+                                   for nome, a in self.acompanhamento.items()}
+        dados['reconciliacao'] = {nome: _sem_vazios(r)
+                                  for nome, r in self.reconciliacao.items()}
         return dados
 
 
@@ -249,6 +322,9 @@ class Estado:
     # o que o status mostra por dataset
     def acompanhamento(self, dataset: str) -> Acompanhamento:
         return self.dados.acompanhamento.setdefault(dataset, Acompanhamento())
+
+    def reconciliacao(self, dataset: str) -> Reconciliacao:
+        return self.dados.reconciliacao.setdefault(dataset, Reconciliacao())
 
     # entregues a varredura por excesso de linhas
     def pendentes(self) -> dict[str, str]:

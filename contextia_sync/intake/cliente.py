@@ -56,6 +56,7 @@ from contextia_sync.intake.serializacao import (
     corpo_de_registros,
     json_canonico,
     serializar_parcial,
+    valor_json,
 )
 from contextia_sync.intake.transporte import (
     STATUS_RECUSA_DO_REGISTRO,
@@ -427,7 +428,9 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
         if valor is not None:
             base[campo] = valor
     partes = itertools.count(1)
-    pendente_remover = list(remove) if remove else None
+    # A chave a remover na mesma forma JSON em que o registro a levou (Decimal como
+    # texto, data ISO): o servidor remove pela chave como a guardou.
+    pendente_remover = [valor_json(v, key or 'key') for v in remove] if remove else None
     if pendente_remover and not _suporta_remove(chave, resultado, log):
         # O Contextia de hoje nao tem `remove`: os registros seguem, a exclusao
         # nao, e isso e falha (quem chamou nao pode dar a exclusao por feita).

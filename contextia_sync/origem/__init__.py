@@ -11,7 +11,8 @@ O que mora aqui, e o que cada módulo pode importar:
                  exatamente no tipo da coluna (`coagir_exato`). SQLAlchemy.
     url          CONTEXTIA_ORIGEM lida e mostrada sem a senha. SQLAlchemy.
     consultas    o SQL de cada leitura, montado sem servidor. SQLAlchemy.
-    genérico     o adaptador `--source=generic`: engine próprio, sessão travada,
+    conjunto     o conjunto de chaves em ordem binaria (a reconciliacao). SQLAlchemy.
+    generico     o adaptador `--source=generic`: engine proprio, sessao travada,
                  leituras curtas em streaming. SQLAlchemy + drivers.
 
 Nada daqui fala com o Contextia nem conhece o ouvinte: a origem só lê.
@@ -41,6 +42,8 @@ FUNCOES = ('conectar', 'fetch', 'contar', 'maximo', 'renovar', 'fechar')
 # O que a estrategia `coluna` pede a mais: a hora da ORIGEM (a marca nunca passa
 # dela), o tipo da coluna de mudanca no catalogo, e quantas linhas estao sem ela.
 FUNCOES_COLUNA = ('agora', 'tipo_coluna', 'contar_sem_valor')
+# O que a `reconciliacao` pede a mais: o conjunto de chaves em ordem (origem/conjunto.py).
+FUNCOES_RECONCILIACAO = ('conjunto',)
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,8 @@ from contextia_sync.registro import logger
 # Os nomes publicos: as funcoes do contrato (`--source=generic`), as excecoes que
 # ele promete (docs/origem.md) e a Origem avulsa (testes, bench).
 __all__ = ['ErroIdentificador', 'ErroOrigem', 'Origem', 'agora', 'colunas', 'conectar',
-           'contar', 'contar_sem_valor', 'escopos', 'fechar', 'fetch', 'mascarar', 'maximo',
-           'renovar', 'tipo_coluna']
+           'conjunto', 'contar', 'contar_sem_valor', 'escopos', 'fechar', 'fetch', 'mascarar',
+           'maximo', 'renovar', 'tipo_coluna']
 
 # O que `fetch` devolve: um gerador (`close()` larga a leitura no meio, e a
 # conexao volta ao pool na hora).
@@ -504,7 +504,8 @@ class Origem:
     def _linhas(self, conn: Connection, resultado: CursorResult[Any], source_object: str,
                 nomes: list[str], posicoes: list[int],
                 conversores: list[tuple[int, Conversor]],
-                conferir: tuple[int, Any, str] | None = None) -> Linhas:
+                conferir: tuple[int, Any, str] | None = None,
+                tuplas: bool = False) -> Generator[Any, None, None]:
         """
         As linhas do `fetch`, e a última palavra sobre o escopo.
 
@@ -535,8 +536,11 @@ class Origem:
                         exemplo = valores[conferir[0]]
                     continue
                 # Do tamanho de `chaves` por construcao (consulta_fetch): sem
-                # conferir de novo a cada linha.
-                if direto:
+                # conferir de novo a cada linha. `tuplas`: os valores na ordem do
+                # SELECT, sem dict (o conjunto de chaves: milhoes de linhas).
+                if tuplas:
+                    yield valores
+                elif direto:
                     yield dict(zip(chaves, valores, strict=False))
                 else:
                     yield {nome: valores[p] for nome, p in zip(chaves, posicoes, strict=False)}
@@ -726,6 +730,13 @@ def familias(linhas: Any) -> dict[str, str] | None:
         return _FAMILIAS.get(linhas)
     except TypeError:                   # nao aceita weakref: nao e um fetch daqui
         return None
+
+
+def conjunto(source_object: str, chave: str, escopo: str | None = None,
+             so_escopo: Any = None) -> Generator[Sequence[Any], None, None]:
+    """As linhas (escopo, chave) em ordem, em streaming (a reconciliacao; origem/conjunto.py)."""
+    from contextia_sync.origem.conjunto import ler_conjunto
+    return ler_conjunto(_origem(), source_object, chave, escopo, so_escopo)
 
 
 def agora() -> Relogio:

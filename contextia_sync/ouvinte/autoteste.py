@@ -214,16 +214,18 @@ def _estrategias(p):
     from contextia_sync.captura.estrategias import ESTRATEGIAS, ErroEstrategia, \
         exigir_estrategia, implementada, resolver_estrategia
     print('\nestrategias')
-    p.igual('a implementada de hoje resolve', 'exige' in exigir_estrategia('coluna'), True)
-    for nome in ('binlog', 'change_tracking', 'slot_logico', 'flashback', 'reconciliacao'):
+    for nome in ('coluna', 'reconciliacao', 'coluna+reconciliacao'):
+        p.igual('%s (implementada) resolve' % nome, 'exige' in exigir_estrategia(nome), True)
+    for nome in ('binlog', 'change_tracking', 'slot_logico', 'flashback'):
         # A recusa tem de ENSINAR: sem o "exigiria", manda a pessoa procurar.
         p.recusa('%s recusa dizendo o que exigiria' % nome,
                  lambda n=nome: exigir_estrategia(n), ErroEstrategia,
                  contem=('exigiria', ESTRATEGIAS[nome]['exige'][:20], 'vê DELETE'))
     p.recusa('nome inventado lista as que existem', lambda: exigir_estrategia('inventada'),
              ErroEstrategia, contem=('coluna', 'binlog'))
-    p.igual('só `coluna` está implementada',
-            sorted(n for n in ESTRATEGIAS if implementada(n)), ['coluna'])
+    p.igual('implementadas: coluna, reconciliacao e as duas juntas',
+            sorted(n for n in ESTRATEGIAS if implementada(n)),
+            ['coluna', 'coluna+reconciliacao', 'reconciliacao'])
     p.igual('e todas dizem se veem DELETE',
             all('ve_delete' in v for v in ESTRATEGIAS.values()), True)
     mapa = {'listener': {'strategy': 'binlog'}}
@@ -234,10 +236,44 @@ def _estrategias(p):
     p.igual('sem nenhum dos dois, `coluna`', resolver_estrategia(None, {})[0], 'coluna')
 
 
+def _conjuntos(p):
+    """A diferenca dos conjuntos de chaves (a reconciliacao): o que sai, o que entra, a ordem."""
+    from contextia_sync.captura.conjuntos import (
+        Contagem,
+        ErroConjunto,
+        aplicar,
+        codificar,
+        comparar,
+        decodificar,
+    )
+    print('\nconjuntos de chaves (reconciliacao)')
+    contagem = Contagem()
+    p.igual('o que sumiu sai, o que apareceu entra',
+            list(comparar([1, 2, 3, 5], [2, 3, 4, 5, 6], contagem)),
+            [('-', 1), ('+', 4), ('+', 6)])
+    p.igual('e as contagens batem', (contagem.anteriores, contagem.atuais, contagem.removidas,
+                                     contagem.incluidas), (4, 5, 1, 2))
+    p.igual('origem vazia: tudo sai', list(comparar(['a', 'b'], [], Contagem())),
+            [('-', 'a'), ('-', 'b')])
+    p.igual('numero antes de texto, texto por code point (B < a)',
+            list(comparar([], [7, 'B', 'a', 'b'], Contagem())),
+            [('+', 7), ('+', 'B'), ('+', 'a'), ('+', 'b')])
+    p.recusa('origem fora de ordem (a collation sem caixa do banco) e recusada',
+             lambda: list(comparar([], ['a', 'B'], Contagem())), ErroConjunto,
+             contem=('fora de ordem', 'collation'))
+    p.recusa('chave repetida na origem e recusada',
+             lambda: list(comparar([], [1, 1], Contagem())), ErroConjunto,
+             contem=('repetida',))
+    p.igual('o conjunto novo: o anterior menos o removido, mais o incluido',
+            list(aplicar([1, 3, 5], [4, 2], [3])), [1, 2, 4, 5])
+    for valor in (297, 'a\nb', datetime.date(2026, 9, 2), datetime.datetime(2026, 9, 2, 10)):
+        p.igual('%r volta do disco igual' % (valor,), decodificar(codificar(valor)), valor)
+
+
 def rodar() -> int:
     """Roda tudo; 0 se passou, 1 se algo falhou."""
     p = _Placar()
-    for parte in (_marca, _atrasadas, _escopos, _where, _agenda, _estrategias):
+    for parte in (_marca, _atrasadas, _escopos, _where, _agenda, _estrategias, _conjuntos):
         try:
             parte(p)
         except Exception as erro:             # noqa: BLE001

@@ -62,6 +62,8 @@ class Contexto:
     parar: Callable[[], bool] = lambda: False
     pulsar: Callable[[], None] = lambda: None
     intervalo_dados: int = padroes.INTERVALO_DADOS
+    # O --intervalo-reconciliacao; None: a estrategia nao reconcilia.
+    intervalo_reconciliacao: int | None = None
     metricas: str | None = None      # pasta do ouvinte.prom (None: sem metricas)
     modo: str = 'servico'            # servico, once, seco, reenviar-quarentena
     iniciado_em: str = field(default_factory=lambda: datetime.datetime.now().isoformat(

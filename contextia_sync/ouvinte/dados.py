@@ -2,11 +2,13 @@
 Ciclo de DADOS: o que mudou desde a última leitura, empresa por empresa.
 
 A captura (captura/) diz o que mudou; aqui se reparte por empresa, se entrega
-SEM ciclo de carga (upsert, nada removido), e só então se confirma a posição.
+SEM ciclo de carga (upsert; so o que a captura viu sumir -- a reconciliacao --
+e removido, pela chave, com `remove`), e so entao se confirma a posicao.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ class ResumoDados:
     erros: int = 0
     atrasadas: int = 0
     quarentenados: int = 0
+    removidas: int = 0               # chaves removidas do Contextia (a reconciliacao)
 
 
 def _agora_texto() -> str:
@@ -42,7 +45,10 @@ def _agora_texto() -> str:
 
 
 def ciclo_dados(ctx: Contexto) -> ResumoDados:
-    """O que mudou desde a última leitura, empresa por empresa. Nada e removido."""
+    """
+    O que mudou desde a ultima leitura, empresa por empresa. So e removido o
+    que a captura viu sumir da origem (a reconciliacao), pela chave.
+    """
     chaves = _chaves_do_ao_vivo(ctx)
     resumo = ResumoDados()
     if not chaves:
@@ -142,6 +148,10 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
                  resumo: ResumoDados) -> None:
     acomp = ctx.estado.acompanhamento(alvo.nome)
     leitura = ctx.captura.ler(alvo)
+    if not leitura.sondou:
+        # Nada foi lido (a reconciliacao fora do intervalo dela): nem sonda boa, nem o
+        # fim de uma sequencia de falhas.
+        return
     # A sonda respondeu: e a "ultima sonda boa" que a saude vigia.
     acomp.ultima_sonda = _agora_texto()
     acomp.novos = acomp.atualizados = acomp.iguais = 0
@@ -170,20 +180,31 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         logger.warning('%-28s sem `key`: alteração vira registro NOVO (dedup por'
                        ' hash). Até a varredura, o antigo fica.', alvo.nome)
 
-    ok, enviados, erro = _enviar(ctx, alvo, grupos, chaves, leitura, resumo)
-    acomp.enviados_ultimo_ciclo = enviados
+    envio = _enviar(ctx, alvo, grupos, chaves, resumo)
+    remocoes = _enviar_remocoes(ctx, alvo, leitura, chaves, resumo) if envio.ok else None
+    acomp.enviados_ultimo_ciclo = envio.enviados
     # A POSICAO SO AVANCA SE TUDO DEU CERTO (marca_agua.marca_apos_envio): falha
-    # de envio mantem a posicao velha e o proximo ciclo rele.
-    if ok and not ctx.seco:
-        ctx.captura.confirmar(alvo, leitura)
-        acomp.registrar_sucesso()
-        ctx.estado.soltar_da_varredura(alvo.nome)
-    elif not ok:
-        acomp.registrar_erro('%s %s' % (_agora_texto(), erro), _agora_texto())
-        logger.warning('%-28s envio com erro: marca de água NÃO avançou (o próximo'
-                       ' ciclo relê)', alvo.nome)
+    # de envio mantem a posicao velha e o proximo ciclo rele. Remocao que falhou
+    # nao segura os registros entregues: a posicao deles avanca, e as remocoes
+    # ficam para a proxima reconciliacao (o conjunto entregue nao as perde).
+    if envio.ok and not ctx.seco:
+        assert remocoes is not None
+        entregue = leitura if remocoes.ok else dataclasses.replace(
+            leitura, remocoes=[], remocoes_por_escopo={})
+        ctx.captura.confirmar(alvo, entregue)
+        if remocoes.ok:
+            acomp.registrar_sucesso()
+            ctx.estado.soltar_da_varredura(alvo.nome)
+        else:
+            acomp.registrar_erro('%s %s' % (_agora_texto(), remocoes.erro), _agora_texto())
+            logger.warning('%-28s remoção com erro: os registros foram entregues, as'
+                           ' remoções ficam para a próxima reconciliação', alvo.nome)
+    elif not envio.ok:
+        acomp.registrar_erro('%s %s' % (_agora_texto(), envio.erro), _agora_texto())
+        logger.warning('%-28s envio com erro: marca de agua NAO avancou (o proximo'
+                       ' ciclo rele)', alvo.nome)
     resumo.datasets += 1
-    resumo.registros += enviados
+    resumo.registros += envio.enviados
 
 
 def avisar_sem_chave(mapa: Mapping[str, Any], avisados: set[tuple[str, str]], nome: str,
@@ -207,24 +228,33 @@ def avisar_sem_chave(mapa: Mapping[str, Any], avisados: set[tuple[str, str]], no
                    ' dados ficam fora do Contextia', nome, ', '.join(novos[:6]))
 
 
-def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str, Any]]],
-            chaves: Mapping[str, str], leitura: Leitura,
-            resumo: ResumoDados) -> tuple[bool, int, str | None]:
-    """Envia cada grupo a sua empresa. Devolve (tudo_ok, enviados, erro_texto)."""
-    descricao, campos = mapeamento.semantica(ctx.mapa, alvo.row)
-    ok, enviados = True, 0
+@dataclass
+class _Envio:
+    """O desfecho do envio de um dataset (registros, ou remocoes) a todas as empresas."""
+
+    ok: bool = True
+    enviados: int = 0
     erro: str | None = None
+
+    def falhou(self, erro: str) -> None:
+        self.ok, self.erro = False, erro
+
+
+def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str, Any]]],
+            chaves: Mapping[str, str], resumo: ResumoDados) -> _Envio:
+    """Envia cada grupo a sua empresa."""
+    descricao, campos = mapeamento.semantica(ctx.mapa, alvo.row)
+    envio = _Envio()
     for escopo, registros in sorted(grupos.items()):
         if ctx.parar():
             # Parada pedida: o resto fica para a proxima subida, e a marca NAO
             # avanca sobre o que nao foi confirmado.
-            ok = False
-            erro = 'parada pedida antes de enviar a empresa %s' % escopo
+            envio.falhou('parada pedida antes de enviar a empresa %s' % escopo)
             break
         if ctx.seco:
             logger.info('%-28s [SECO] escopo=%-8s %s registro(s)', alvo.nome, escopo,
                         len(registros))
-            enviados += len(registros)
+            envio.enviados += len(registros)
             continue
         try:
             conferir_dono(ctx, escopo, chaves[escopo])
@@ -232,8 +262,7 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
                 alvo.nome, registros, key=alvo.chave, description=descricao, fields=campos,
                 group=mapeamento.grupo_de(ctx.mapa, alvo.row),
                 chunk=mapeamento.chunk_de(ctx.mapa, alvo.row) or padroes.CHUNK,
-                api_key=chaves[escopo], logger=logger,
-                remove=leitura.remocoes or None, deve_parar=ctx.parar, escopo=escopo,
+                api_key=chaves[escopo], logger=logger, deve_parar=ctx.parar, escopo=escopo,
                 # Registro recusado de vez (NaN, grande demais, 422) vai para a
                 # quarentena e a marca segue: um registro envenenado nao segura
                 # a empresa para sempre. Falha passageira nunca vai para la.
@@ -245,17 +274,15 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
                 sync=None)
         except ErroContextia as falha:
             # Chave revogada de UMA empresa nao para as outras; a marca fica.
-            ok = False
             resumo.erros += 1
-            erro = 'escopo %s: %s: %s' % (escopo, type(falha).__name__, falha)
-            logger.error('%-28s escopo=%-8s %s', alvo.nome, escopo, erro)
+            envio.falhou('escopo %s: %s: %s' % (escopo, type(falha).__name__, falha))
+            logger.error('%-28s escopo=%-8s %s', alvo.nome, escopo, envio.erro)
             continue
         if res.lotes_erro:
-            ok = False
             resumo.erros += res.lotes_erro
-            erro = 'escopo %s: %s lote(s) com erro: %s' % (
-                escopo, res.lotes_erro, resumir('; '.join(res.erros or [])))
-        enviados += res.registros
+            envio.falhou('escopo %s: %s lote(s) com erro: %s' % (
+                escopo, res.lotes_erro, resumir('; '.join(res.erros or []))))
+        envio.enviados += res.registros
         resumo.quarentenados += res.quarentenados
         acomp = ctx.estado.acompanhamento(alvo.nome)
         acomp.novos += res.inserted
@@ -265,7 +292,61 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
                     ' iguais=%-4s%s', alvo.nome, escopo, res.registros, res.inserted,
                     res.updated, res.duplicates,
                     ' QUARENTENA=%s' % res.quarentenados if res.quarentenados else '')
-    return ok, enviados, erro
+    return envio
+
+
+def _enviar_remocoes(ctx: Contexto, alvo: DatasetVivo, leitura: Leitura,
+                     chaves: Mapping[str, str], resumo: ResumoDados) -> _Envio:
+    """
+    As chaves que sumiram da origem, removidas do Contextia empresa por empresa
+    (`remove`, sem registros e sem `sync`), em lotes do `chunk` do dataset.
+
+    Depois dos registros: a linha que mudou de empresa ja chegou a nova quando
+    sai da antiga. Dataset sem recorte: as mesmas chaves saem de toda empresa.
+    """
+    por_escopo: dict[str, list[Any]] = {e: list(v) for e, v in
+                                        leitura.remocoes_por_escopo.items() if v}
+    if leitura.remocoes:
+        for escopo in chaves:
+            por_escopo.setdefault(escopo, []).extend(leitura.remocoes)
+    envio = _Envio()
+    lote = mapeamento.chunk_de(ctx.mapa, alvo.row) or padroes.CHUNK
+    for escopo, valores in sorted(por_escopo.items()):
+        if ctx.parar():
+            envio.falhou('parada pedida antes de remover da empresa %s' % escopo)
+            break
+        if ctx.seco:
+            logger.info('%-28s [SECO] escopo=%-8s %s remoção(ões)', alvo.nome, escopo,
+                        len(valores))
+            continue
+        if escopo not in chaves:
+            envio.falhou('escopo %s: sem chave no arquivo de chaves; %d remoção(ões) não'
+                         ' enviada(s)' % (escopo, len(valores)))
+            continue
+        removidas = 0
+        for inicio in range(0, len(valores), lote):
+            try:
+                res = cliente.enviar_dataset(
+                    alvo.nome, [], key=alvo.chave, api_key=chaves[escopo], logger=logger,
+                    remove=valores[inicio:inicio + lote], deve_parar=ctx.parar,
+                    escopo=escopo, sync=None)
+            except ErroContextia as falha:
+                resumo.erros += 1
+                envio.falhou('escopo %s: remoção: %s: %s' % (escopo, type(falha).__name__,
+                                                            falha))
+                logger.error('%-28s escopo=%-8s %s', alvo.nome, escopo, envio.erro)
+                break
+            if res.lotes_erro:
+                resumo.erros += res.lotes_erro
+                envio.falhou('escopo %s: remoção com erro: %s' % (
+                    escopo, resumir('; '.join(res.erros or []))))
+                break
+            removidas += res.removed
+        envio.enviados += removidas
+        resumo.removidas += removidas
+        logger.info('%-28s escopo=%-8s removidas=%-5s (de %s chave(s) que sumiram da origem)',
+                    alvo.nome, escopo, removidas, len(valores))
+    return envio
 
 
 def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:

@@ -117,9 +117,11 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
                 d = ciclo_dados(ctx)
                 proximo_dados = time.monotonic() + args.intervalo_dados
                 resumo['dados'] = ('dados .............: %s datasets=%s registros=%s'
-                                   ' erros=%s atrasadas=%s quarentena=%s' % (
+                                   ' erros=%s atrasadas=%s quarentena=%s%s' % (
                                        _hora(), d.datasets, d.registros, d.erros,
-                                       d.atrasadas, d.quarentenados))
+                                       d.atrasadas, d.quarentenados,
+                                       ' removidas=%s' % d.removidas
+                                       if ctx.intervalo_reconciliacao is not None else ''))
                 ciclos['dados'] = dict(asdict(d), em=_agora_iso())
                 erros_da_volta += d.erros
             if not parada.pedida and (args.varrer_agora or e_hora_de_varrer(ctx)):

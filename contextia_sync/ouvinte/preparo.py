@@ -10,19 +10,22 @@ from collections.abc import Callable
 
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import Captura, DatasetVivo
-from contextia_sync import supervisor
+from contextia_sync import padroes, supervisor
 from contextia_sync.captura.ao_vivo import datasets_ao_vivo
 from contextia_sync.captura.estrategias import (
     criar_captura,
     exigir_estrategia,
+    partes,
     resolver_estrategia,
 )
+from contextia_sync.captura.reconciliacao import OpcoesReconciliacao
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.estado.estado import ARQUIVO_ESTADO, Estado
 from contextia_sync.estado.trava import travar
 from contextia_sync.fila.quarentena import Quarentena
 from contextia_sync.intake import cliente
-from contextia_sync.mapeamento import carregar_mapeamento
+from contextia_sync.intake.transporte import ErroContextia
+from contextia_sync.mapeamento import carregar_mapeamento, escopos_excluidos
 from contextia_sync.origem import carregar_origem
 from contextia_sync.ouvinte import agenda
 from contextia_sync.ouvinte.contexto import Contexto
@@ -32,6 +35,15 @@ from contextia_sync.registro import logger
 
 # Dentro do diretorio de estado: os registros que o intake recusou de vez.
 PASTA_QUARENTENA = 'quarentena'
+# Dentro do diretorio de estado: o conjunto de chaves entregue de cada dataset.
+PASTA_CONJUNTOS = 'conjuntos'
+
+# A recusa que ensina, para o dataset que a reconciliacao nao pode acompanhar.
+SEM_KEY_RECONCILIACAO = (
+    'dataset %s sem `key`: a reconciliação compara o conjunto de chaves e não tem o que'
+    ' comparar -- a exclusão dele só sai na varredura. O que fazer: declare `key` no'
+    ' dataset (ou no `defaults`) com a coluna que identifica a linha (a chave primária'
+    ' da view).')
 
 
 def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
@@ -63,17 +75,30 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
             'O ouvinte precisa de uma chave por empresa. Rode o provisionar.py antes'
             ' -- ou aponte --chaves para o arquivo que ele gerou.' % args.chaves)
     quantas_chaves = len(ler_chaves(chaves))
+    reconcilia = 'reconciliacao' in partes(nome_estrategia)
+    if reconcilia and not args.reenviar_quarentena:
+        _exigir_remove(nome_estrategia)
 
     _exigir_pasta_de_estado(args.estado)
     trava = travar(args.estado)
     # Antes de qualquer outra coisa: a ferramenta que um ouvinte morto deixou rodando.
     supervisor.encerrar_sobra(os.path.join(args.estado, supervisor.ARQUIVO_GRUPO))
     estado = Estado(os.path.join(args.estado, ARQUIVO_ESTADO))
-    vivos, fora = datasets_ao_vivo(mapa)
+    vivos, fora = datasets_ao_vivo(mapa, nome_estrategia)
     regra = regra_projeto.resolver(mapa)
     origem = carregar_origem(args.source)
+    opcoes = None
+    if reconcilia:
+        excluidos = escopos_excluidos(mapa)
+        opcoes = OpcoesReconciliacao(
+            pasta=os.path.join(args.estado, PASTA_CONJUNTOS),
+            intervalo=args.intervalo_reconciliacao, seco=args.dry_run,
+            # As empresas que recebem o ao-vivo, lidas a cada reconciliacao (o
+            # ciclo de projetos acrescenta as novas ao arquivo).
+            escopos=lambda: set(ler_chaves(chaves)) - excluidos)
     captura = criar_captura(nome_estrategia, origem=origem, estado=estado,
-                            folga=args.folga, maximo=args.maximo_por_ciclo)
+                            folga=args.folga, maximo=args.maximo_por_ciclo,
+                            reconciliacao=opcoes)
 
     _conferir_captura(captura, vivos)
     if args.dry_run:
@@ -90,6 +115,7 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
         inatividade=args.inatividade_ferramenta or None, parar=parar,
         estrategia=nome_estrategia, trava=trava, quarentena=quarentena,
         intervalo_dados=args.intervalo_dados, metricas=args.metricas or args.estado,
+        intervalo_reconciliacao=args.intervalo_reconciliacao if reconcilia else None,
         modo=('seco' if args.dry_run else 'reenviar-quarentena' if args.reenviar_quarentena
               else 'once' if args.once else 'servico'))
 
@@ -107,6 +133,14 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     linhas += [
         (False, 'dados ............: a cada %ss, folga de %ss, teto de %s linhas'
                 % (args.intervalo_dados, args.folga, args.maximo_por_ciclo)),
+    ]
+    if reconcilia:
+        linhas.append((False, 'reconciliação ....: a cada %ss; remoção acima de %.0f%% das'
+                              ' chaves de uma empresa é recusada (o teto do complete)'
+                              % (args.intervalo_reconciliacao, 100.0 * padroes.MAX_REMOCAO)))
+        linhas += [(True, SEM_KEY_RECONCILIACAO % alvo.nome)
+                   for alvo in vivos if not alvo.reconcilia]
+    linhas += [
         (False, 'projetos .........: a cada %ss' % args.intervalo_projetos),
         (False, 'varredura ........: %s' % agenda.descrever(varredura, args.janela_varredura)),
         (False, 'ferramentas ......: tempo máximo %ss, inatividade máxima %s'
@@ -204,6 +238,30 @@ def _exigir_pasta_de_estado(pasta: str) -> None:
             ' libere espaço no disco, ou aponte --estado para outra pasta (na unidade'
             ' systemd, ela precisa estar em ReadWritePaths=).'
             % (pasta, type(erro).__name__, erro.strerror or erro)) from None
+
+
+def _exigir_remove(estrategia: str) -> None:
+    """
+    A reconciliacao so serve se o Contextia aceita `remove`: senao ela veria a
+    exclusao e nao teria como conta-la. O Contextia fora do ar agora nao e
+    recusa: o envio confere de novo (e falha alto) na primeira remocao.
+    """
+    try:
+        anunciadas = cliente.capacidades()
+    except ErroContextia as erro:
+        logger.warning('capacidades do Contextia não lidas na subida (%s): o primeiro envio'
+                       ' com remoção confere de novo', erro)
+        return
+    if anunciadas.get('remove'):
+        return
+    raise ErroConfiguracao(
+        'A estratégia `%s` precisa que o Contextia aceite `remove` no envelope do intake, e o'
+        ' Contextia em %s anuncia capacidades.remove = false: a reconciliação veria a exclusão'
+        ' e não teria como contá-la.\n'
+        'O que fazer: use --estrategia=coluna (ou `listener.strategy: "coluna"` no'
+        ' mapeamento) -- inclusão e alteração continuam em segundos e a exclusão sai na'
+        ' varredura diária --, ou atualize o Contextia para uma versão que anuncie `remove`'
+        ' e suba o ouvinte de novo.' % (estrategia, cliente.url_destino()))
 
 
 def _conferir_captura(captura: Captura, vivos: list[DatasetVivo]) -> None:

@@ -10,6 +10,7 @@ seria um segundo caminho para perder uma.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from contextia_sync.mapeamento import escopos_excluidos
 from contextia_sync.ouvinte.contexto import Contexto
@@ -103,6 +104,27 @@ def _refazer_cargas_pendentes(ctx: Contexto, resumo: ResumoProjetos) -> None:
         _carga_inicial(ctx, escopo, resumo)
 
 
+def _conjuntos_antes_da_carga(ctx: Contexto, escopo: str) -> dict[str, Any] | None:
+    """
+    O que a captura guarda ANTES da carga inicial (o conjunto de chaves da empresa,
+    na reconciliacao); None se a origem nao respondeu -- a carga fica para o
+    proximo ciclo de projetos, em vez de correr sem o conjunto lido antes dela.
+    """
+    antes: dict[str, Any] = {}
+    try:
+        for alvo in ctx.vivos:
+            antes[alvo.nome] = ctx.captura.antes_da_carga(alvo, escopo)
+    except Exception as erro:             # noqa: BLE001 - a origem pode estar fora agora
+        for alvo in ctx.vivos:
+            if alvo.nome in antes:
+                ctx.captura.depois_da_carga(alvo, antes[alvo.nome], set())
+        logger.error('carga inicial da empresa %s adiada: o conjunto de chaves de antes dela'
+                     ' não foi lido (%s: %s); tentada de novo no próximo ciclo de projetos',
+                     escopo, type(erro).__name__, erro)
+        return None
+    return antes
+
+
 def _carga_inicial(ctx: Contexto, escopo: str, resumo: ResumoProjetos) -> None:
     """
     CARGA COMPLETA da empresa, agora: o incremental só traz o que MUDAR daqui
@@ -115,13 +137,23 @@ def _carga_inicial(ctx: Contexto, escopo: str, resumo: ResumoProjetos) -> None:
                      ' feita; confira a saída do provisionar acima', escopo, ctx.chaves)
         resumo.erros += 1
         return
+    antes = _conjuntos_antes_da_carga(ctx, escopo)
+    if antes is None:
+        resumo.erros += 1
+        return
     env = {'CONTEXTIA_API_KEY': chave, 'CONTEXTIA_HISTORICO': ctx.caminho_historico}
     if not ctx.rodar_ferramenta(ctx.argv_conector(escopo), 'carga inicial %s' % escopo,
                                 env).ok:
+        for alvo in ctx.vivos:
+            ctx.captura.depois_da_carga(alvo, antes.get(alvo.nome), set())
         resumo.erros += 1
         logger.error('carga inicial da empresa %s falhou: tentada de novo no próximo ciclo'
                      ' de projetos', escopo)
         return
+    # O conjunto de chaves da empresa (a reconciliacao) nasce desta carga, e antes de
+    # ela deixar de ser pendente: nenhuma comparacao corre sem ele.
+    for alvo in ctx.vivos:
+        ctx.captura.depois_da_carga(alvo, antes.get(alvo.nome), {escopo})
     resumo.carregados += 1
     ctx.estado.marcar_carga_pendente(escopo, False)
     ctx.estado.registrar_escopos([escopo])

@@ -10,7 +10,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from contextia_sync.captura import marca_agua
+from contextia_sync import padroes
+from contextia_sync.captura import DatasetVivo, marca_agua
 from contextia_sync.erros import resumir
 from contextia_sync.estado.status import VERSAO_STATUS
 from contextia_sync.intake import cliente
@@ -65,6 +66,9 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
             '%s (%s)' % (n, t) for n, t in sorted(pendentes.items())))
     linhas.append('')
     linhas.extend(tabela)
+    if ctx.intervalo_reconciliacao is not None:
+        linhas.append('')
+        linhas.extend(tabela_reconciliacao(ctx))
     return linhas
 
 
@@ -82,6 +86,53 @@ def empresas_recusadas(ctx: Contexto) -> list[dict[str, str]]:
     recusadas += [{'escopo': escopo, 'onde': 'chave', 'motivo': motivo}
                   for escopo, motivo in sorted(ctx.chaves_recusadas.items())]
     return recusadas
+
+
+def _captura_de(alvo: DatasetVivo) -> str:
+    """O que acompanha este dataset: a coluna, a reconciliacao, ou as duas."""
+    return '+'.join(nome for nome, sim in (('coluna', alvo.watch), ('reconciliacao',
+                                                                    alvo.reconcilia)) if sim)
+
+
+def tabela_reconciliacao(ctx: Contexto) -> list[str]:
+    """Uma linha por dataset da reconciliacao: a ultima, as chaves, o que saiu, a recusa."""
+    formato = '%-28s %-20s %9s %10s %10s %10s  %s'
+    linhas = ['reconciliação a cada %ss (teto de remoção %.0f%% por empresa):'
+              % (ctx.intervalo_reconciliacao, 100.0 * padroes.MAX_REMOCAO),
+              formato % ('dataset', 'ultima', 'chaves', 'removidas', 'incluidas',
+                         'total rem.', 'recusa / ultimo erro')]
+    for alvo in ctx.vivos:
+        if not alvo.reconcilia:
+            linhas.append('%-28s fora da reconciliação: sem key (a exclusão só na varredura)'
+                          % alvo.nome)
+            continue
+        r = ctx.estado.reconciliacao(alvo.nome)
+        problema = ('RECUSADA desde %s: %s' % (r.recusa_desde, r.recusa) if r.recusa
+                    else r.ultimo_erro or '')
+        linhas.append(formato % (alvo.nome, r.ultima_em or '(ainda nao)',
+                                 '-' if r.chaves is None else r.chaves, r.removidas,
+                                 r.incluidas, r.removidas_total, problema))
+    return linhas
+
+
+def _reconciliacao_json(ctx: Contexto, alvo: DatasetVivo,
+                        agora: datetime.datetime) -> dict[str, Any] | None:
+    """O objeto `reconciliacao` de um dataset no status (None: a estrategia nao reconcilia)."""
+    if ctx.intervalo_reconciliacao is None:
+        return None
+    if not alvo.reconcilia:
+        return {'ativa': False, 'motivo': 'sem key: a exclusão só sai na varredura'}
+    r = ctx.estado.reconciliacao(alvo.nome)
+    return {
+        'ativa': True, 'ultima_em': r.ultima_em, 'tentada_em': r.tentada_em,
+        'segundos_desde_ultima': _segundos_desde(r.ultima_em, agora),
+        'duracao_s': r.duracao_s, 'chaves': r.chaves, 'empresas': r.empresas,
+        'removidas': r.removidas, 'incluidas': r.incluidas,
+        'removidas_total': r.removidas_total, 'incluidas_total': r.incluidas_total,
+        'recusa': r.recusa, 'recusa_desde': r.recusa_desde,
+        'ultimo_erro': r.ultimo_erro, 'erro_desde': r.erro_desde,
+        'falhas_seguidas': r.falhas_seguidas,
+    }
 
 
 def _texto_varredura(ctx: Contexto) -> str:
@@ -161,6 +212,8 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
             'ultimo_erro': a.ultimo_erro, 'erro_desde': a.erro_desde,
             'falhas_seguidas': a.falhas_seguidas,
             'entregue_a_varredura': ctx.estado.pendentes().get(alvo.nome),
+            'captura': _captura_de(alvo),
+            'reconciliacao': _reconciliacao_json(ctx, alvo, agora),
         })
     for nome, motivo in ctx.fora:
         datasets.append({'dataset': cliente.normalizar_dataset(nome), 'ao_vivo': False,
@@ -174,6 +227,7 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
             'iniciado_em': ctx.iniciado_em, 'atualizado_em': agora.isoformat(timespec='seconds'),
             'cliente': ctx.mapa.get('client'), 'destino': cliente.url_destino(),
             'estrategia': ctx.estrategia, 'intervalo_dados_s': ctx.intervalo_dados,
+            'intervalo_reconciliacao_s': ctx.intervalo_reconciliacao,
             'folga_s': ctx.folga, 'falhas_seguidas': ctx.falhas,
             'datasets_ao_vivo': len(ctx.vivos),
             'datasets_total': len(ctx.mapa.get('datasets') or []),

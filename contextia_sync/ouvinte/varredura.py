@@ -59,6 +59,10 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         alvo.nome: (alvo, ctx.captura.posicao_atual(alvo))
         for alvo in ctx.vivos if alvo.nome in entregues}
 
+    # O conjunto de chaves de cada dataset reconciliado, lido ANTES dela tambem: a
+    # empresa que ela fechar passa a ter este conjunto (captura.depois_da_carga).
+    conjuntos = _conjuntos_antes(ctx)
+
     resumo = ResumoVarredura()
     registro = ctx.estado.dados.varredura
     if not ctx.seco:
@@ -91,6 +95,9 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     # A varredura pode ter levado horas: o retrato da nossa sessao esta velho.
     ctx.origem.renovar()
 
+    if ctx.seco or ctx.parar():
+        for alvo in ctx.vivos:
+            ctx.captura.depois_da_carga(alvo, conjuntos.get(alvo.nome), set())
     if ctx.seco:
         return resumo
     if ctx.parar():
@@ -118,9 +125,16 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         logger.info('%-28s carregado pela varredura: marca -> %s', nome, texto_marca(nova))
     # Todo dataset do mapeamento, nao so os entregues: a saude diz o que nao fechou.
     todos = [normalizar_dataset(row['dataset']) for row in ctx.mapa.get('datasets') or []]
-    registro.nao_fechados = {
-        nome: faltando for nome, faltando in historico.Historico(
-            ctx.caminho_historico).faltando(escopos, todos, execucao).items() if faltando}
+    faltando_todos = historico.Historico(ctx.caminho_historico).faltando(escopos, todos,
+                                                                         execucao)
+    registro.nao_fechados = {nome: faltando for nome, faltando in faltando_todos.items()
+                             if faltando}
+    for alvo in ctx.vivos:
+        abertos = set(faltando_todos.get(alvo.nome) or ())
+        fechados: set[str | None] = {e for e in escopos if e not in abertos}
+        if not abertos:
+            fechados.add(None)           # o dataset sem recorte: fechado em todas
+        ctx.captura.depois_da_carga(alvo, conjuntos.get(alvo.nome), fechados)
     _limpar_quarentena(ctx, escopos, execucao)
     if resumo.erros:
         # Registrada mesmo assim, como o cron: repetir uma carga de horas a cada
@@ -133,6 +147,19 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         registro.ultima_ok_em = registro.terminada_em
     ctx.estado.gravar()
     return resumo
+
+
+def _conjuntos_antes(ctx: Contexto) -> dict[str, Any]:
+    """O que a captura guarda antes da varredura, por dataset (a origem fora: nada)."""
+    antes: dict[str, Any] = {}
+    for alvo in ctx.vivos:
+        try:
+            antes[alvo.nome] = ctx.captura.antes_da_carga(alvo, None)
+        except Exception as erro:         # noqa: BLE001 - sem ele, o conjunto so nao renasce
+            logger.warning('%-28s conjunto de chaves não lido antes da varredura (%s: %s): ele'
+                           ' continua o de antes (nada se perde; só não renasce dela)',
+                           alvo.nome, type(erro).__name__, erro)
+    return antes
 
 
 def _agora() -> str:

@@ -1,0 +1,134 @@
+"""
+`coluna+reconciliacao`: as duas estrategias num ouvinte so, cada uma no seu ritmo.
+
+    a cada --intervalo-dados          a `coluna`: inclusao e alteracao, em segundos
+    a cada --intervalo-reconciliacao  a `reconciliacao`: a exclusao (e a inclusao
+                                      que a coluna nao viu), em minutos
+
+Um dataset com coluna de mudanca e `key` tem as duas; so com a coluna, so a
+`coluna` (a exclusao dele fica para a varredura, e o status diz por que); so
+com `key`, so a reconciliacao (inclusao e exclusao; alteracao na varredura).
+
+Quando as duas leem no mesmo ciclo, o conjunto de chaves e lido PRIMEIRO e a
+janela da coluna depois: uma chave que a reconciliacao viu sumir e que a
+coluna le de volta, na mesma empresa, comitou depois da leitura das chaves --
+esta viva, e nao e removida. A linha que as duas trazem vai uma vez so (a da
+coluna, lida por ultimo).
+
+Uma falha da reconciliacao (a leitura das chaves caiu no meio) nao para a
+coluna: fica no status da reconciliacao do dataset, e a coluna segue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from contextia_sync.captura import DatasetVivo, Leitura, Situacao, conjuntos
+from contextia_sync.captura.coluna import CapturaColuna
+from contextia_sync.captura.reconciliacao import CapturaReconciliacao, OpcoesReconciliacao
+from contextia_sync.escopos import texto_escopo
+from contextia_sync.estado.estado import Estado
+
+
+@dataclass
+class _Juntas:
+    """As duas leituras de um ciclo, para o `confirmar` devolver cada uma a sua dona."""
+
+    coluna: Leitura | None
+    reconciliacao: Leitura | None
+
+
+class CapturaCombinada:
+    """`coluna+reconciliacao`: a `coluna` a cada ciclo, a reconciliacao no intervalo dela."""
+
+    nome = 'coluna+reconciliacao'
+
+    def __init__(self, origem: ModuleType, estado: Estado, folga: int, maximo: int,
+                 opcoes: OpcoesReconciliacao) -> None:
+        self.coluna = CapturaColuna(origem, estado, folga, maximo)
+        self.reconciliacao = CapturaReconciliacao(origem, estado, folga, maximo, opcoes)
+
+    def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
+        return (self.coluna.conferir([a for a in alvos if a.watch])
+                + self.reconciliacao.conferir([a for a in alvos if a.reconcilia]))
+
+    def ler(self, alvo: DatasetVivo) -> Leitura:
+        rec: Leitura | None = None
+        if alvo.reconcilia:
+            try:
+                rec = self.reconciliacao.ler(alvo)
+            except Exception:                 # noqa: BLE001 - a coluna nao para por ela
+                # A falha ja esta no log e no status da reconciliacao; sem coluna de
+                # mudanca, ela e a leitura inteira do dataset, e o ciclo a registra.
+                if not alvo.watch:
+                    raise
+        if not alvo.watch:
+            return rec if rec is not None else Leitura(Situacao.NADA, sondou=False)
+        col = self.coluna.ler(alvo)
+        if rec is None or col.situacao is Situacao.GRANDE:
+            # Rajada acima do teto: o dataset vai para a varredura, que remove tambem.
+            return col
+        return _juntar(alvo, col, rec)
+
+    def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
+        juntas = leitura.privado
+        if not isinstance(juntas, _Juntas):
+            # Uma leitura so (a outra nao leu neste ciclo): de quem for.
+            if alvo.reconcilia and not alvo.watch:
+                self.reconciliacao.confirmar(alvo, leitura)
+            else:
+                self.coluna.confirmar(alvo, leitura)
+            return
+        if juntas.coluna is not None and juntas.coluna.situacao is Situacao.MUDANCAS:
+            self.coluna.confirmar(alvo, juntas.coluna)
+        if juntas.reconciliacao is not None \
+                and juntas.reconciliacao.situacao is Situacao.MUDANCAS:
+            # As remocoes que o ciclo de fato entregou (ele tira as que falharam).
+            self.reconciliacao.confirmar(alvo, dataclasses.replace(
+                juntas.reconciliacao, remocoes=leitura.remocoes,
+                remocoes_por_escopo=leitura.remocoes_por_escopo))
+
+    def posicao_atual(self, alvo: DatasetVivo) -> Any:
+        return self.coluna.posicao_atual(alvo) if alvo.watch else None
+
+    def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
+        return self.coluna.saltar(alvo, posicao) if alvo.watch else posicao
+
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
+        return self.reconciliacao.antes_da_carga(alvo, escopo) if alvo.reconcilia else None
+
+    def depois_da_carga(self, alvo: DatasetVivo, antes: Any,
+                        fechados: Collection[str | None]) -> None:
+        if alvo.reconcilia:
+            self.reconciliacao.depois_da_carga(alvo, antes, fechados)
+
+
+def _juntar(alvo: DatasetVivo, col: Leitura, rec: Leitura) -> Leitura:
+    """As duas leituras numa so: a linha repetida uma vez, a chave viva nao removida."""
+    if col.situacao is not Situacao.MUDANCAS and rec.situacao is not Situacao.MUDANCAS:
+        return col
+    vistas: set[tuple[str | None, str]] = set()
+    if alvo.chave is not None:
+        for linha in col.upserts:
+            if linha.get(alvo.chave) is not None:
+                vistas.add((texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None,
+                            conjuntos.codificar(linha[alvo.chave])))
+
+    def lida_pela_coluna(escopo: str | None, valor: Any) -> bool:
+        return (escopo, conjuntos.codificar(valor)) in vistas
+
+    upserts = list(col.upserts) + [
+        linha for linha in rec.upserts if alvo.chave is None or not lida_pela_coluna(
+            texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None, linha[alvo.chave])]
+    por_escopo = {escopo: [v for v in valores if not lida_pela_coluna(escopo, v)]
+                  for escopo, valores in rec.remocoes_por_escopo.items()}
+    return Leitura(
+        Situacao.MUDANCAS, upserts=upserts,
+        remocoes=[v for v in rec.remocoes if not lida_pela_coluna(None, v)],
+        remocoes_por_escopo={e: v for e, v in por_escopo.items() if v},
+        quantos=col.quantos + rec.quantos, atrasadas=col.atrasadas, posicao=col.posicao,
+        privado=_Juntas(col, rec))

@@ -1,0 +1,391 @@
+"""
+O conjunto de chaves ENTREGUE de cada dataset e empresa, no disco, e a comparacao
+dele com a leitura da origem -- sem nunca ter um conjunto inteiro na memoria.
+
+    <estado>/conjuntos/<dataset>/e-<empresa>.chaves     um por empresa
+    <estado>/conjuntos/<dataset>/todas.chaves           dataset sem recorte
+
+Cada arquivo e uma linha de cabecalho, uma chave por linha EM ORDEM, e uma
+linha de fim com a contagem (arquivo sem ela nao foi escrito ate o fim). E
+trocado inteiro (arquivos.GravacaoAtomica): um `kill -9` deixa o antigo ou o
+novo, nunca metade.
+
+A ordem e a regra `ordem()`: numero < texto < bytes < data e hora < data <
+UUID, e dentro de cada familia a comparacao do Python (texto por code point).
+A origem devolve o conjunto ordenado pelo banco em ordem binaria
+(origem/conjunto.py), e quem le CONFERE, elemento por elemento, que as duas
+sequencias crescem por esta mesma regra: se a do banco nao cresce (collation
+que o ORDER BY nao domou), a leitura e recusada inteira e nada e removido.
+Com as duas em ordem, a diferenca sai andando nelas ao mesmo tempo (`comparar`).
+
+Modulo puro: so biblioteca padrao (o autoteste roda num `python3 -S`).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import json
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+from urllib.parse import quote, unquote
+
+FORMATO = 'contextia-conjunto 1'
+_CABECALHO = '#' + FORMATO + ' '
+_FIM = '#fim '
+_SUFIXO = '.chaves'
+_PREFIXO_EMPRESA = 'e-'
+_TODAS = 'todas' + _SUFIXO
+
+
+class ErroConjunto(ValueError):
+    """Uma sequencia de chaves fora de ordem, repetida, ou um valor que nao se guarda."""
+
+
+class ErroConjuntoGuardado(ErroConjunto):
+    """O conjunto guardado no disco (o nosso arquivo) esta torto: recomeca-se da origem."""
+
+
+# ---------------------------------------------------------------- a regra de ordem
+def ordem(valor: Any) -> tuple[int, Any]:
+    """
+    A chave de comparacao de um valor de `key` (ou de escopo): (familia, valor).
+
+    A familia separa tipos que o Python nao compara entre si (o SQLite aceita
+    texto e numero na mesma coluna, e ordena numero antes de texto antes de
+    blob -- a mesma ordem das familias daqui).
+    """
+    if isinstance(valor, (int, float, decimal.Decimal)):
+        return (0, valor)
+    if isinstance(valor, str):
+        return (1, valor)
+    if isinstance(valor, (bytes, bytearray, memoryview)):
+        return (2, bytes(valor))
+    if isinstance(valor, datetime.datetime):
+        return (3, valor)
+    if isinstance(valor, datetime.date):
+        return (4, valor)
+    if isinstance(valor, uuid.UUID):
+        return (5, valor)
+    raise ErroConjunto('um valor do tipo %s não serve de chave na reconciliação: %r'
+                       % (type(valor).__name__, valor))
+
+
+def cresce(antes: tuple[int, Any], depois: tuple[int, Any]) -> bool:
+    """`depois` vem estritamente depois de `antes` pela regra (tipos incomparaveis: nao)."""
+    try:
+        return antes < depois
+    except TypeError:               # ex.: datetime com e sem fuso na mesma coluna
+        return False
+
+
+# ---------------------------------------------------------------- uma chave numa linha
+def codificar(valor: Any) -> str:
+    """O valor numa linha de texto que volta ao mesmo valor (e ao mesmo tipo)."""
+    if isinstance(valor, bool):
+        return 'i%d' % int(valor)
+    if isinstance(valor, int):
+        return 'i%d' % valor
+    if isinstance(valor, decimal.Decimal):
+        return 'n' + str(valor)
+    if isinstance(valor, float):
+        return 'f' + repr(valor)
+    if isinstance(valor, str):
+        # json.dumps escapa quebra de linha e controle; o resto vai cru (UTF-8).
+        return 's' + json.dumps(valor, ensure_ascii=False)
+    if isinstance(valor, (bytes, bytearray, memoryview)):
+        return 'b' + base64.b64encode(bytes(valor)).decode('ascii')
+    if isinstance(valor, datetime.datetime):
+        return 't' + valor.isoformat()
+    if isinstance(valor, datetime.date):
+        return 'd' + valor.isoformat()
+    if isinstance(valor, uuid.UUID):
+        return 'u' + str(valor)
+    raise ErroConjunto('um valor do tipo %s não serve de chave na reconciliação: %r'
+                       % (type(valor).__name__, valor))
+
+
+def decodificar(linha: str) -> Any:
+    """O inverso de `codificar`; linha torta levanta ErroConjunto."""
+    etiqueta, resto = linha[:1], linha[1:]
+    try:
+        if etiqueta == 'i':
+            return int(resto)
+        if etiqueta == 's':
+            texto = json.loads(resto)
+            if not isinstance(texto, str):
+                raise ValueError('nao e texto')
+            return texto
+        if etiqueta == 'n':
+            return decimal.Decimal(resto)
+        if etiqueta == 'f':
+            return float(resto)
+        if etiqueta == 'b':
+            return base64.b64decode(resto, validate=True)
+        if etiqueta == 't':
+            return datetime.datetime.fromisoformat(resto)
+        if etiqueta == 'd':
+            return datetime.date.fromisoformat(resto)
+        if etiqueta == 'u':
+            return uuid.UUID(resto)
+    except (ValueError, decimal.InvalidOperation) as erro:
+        raise ErroConjunto('linha %r ilegível: %s' % (linha[:80], erro)) from None
+    raise ErroConjunto('linha %r com etiqueta desconhecida' % linha[:80])
+
+
+# ---------------------------------------------------------------- os arquivos
+@dataclass(frozen=True)
+class Identidade:
+    """De onde o conjunto veio: outro objeto, outra `key` ou outro recorte = outro conjunto."""
+
+    dataset: str
+    source_object: str
+    chave: str
+    escopo_coluna: str | None
+
+    def cabecalho(self, escopo: str | None) -> str:
+        return _CABECALHO + json.dumps(
+            {'dataset': self.dataset, 'source_object': self.source_object, 'key': self.chave,
+             'scope_column': self.escopo_coluna, 'escopo': escopo},
+            ensure_ascii=False, sort_keys=True) + '\n'
+
+
+def pasta_do_dataset(pasta: str, dataset: str) -> str:
+    return os.path.join(pasta, dataset)
+
+
+def caminho(pasta: str, dataset: str, escopo: str | None) -> str:
+    """O arquivo do conjunto de `dataset` na empresa `escopo` (None: sem recorte)."""
+    nome = _TODAS if escopo is None else _PREFIXO_EMPRESA + quote(escopo, safe='') + _SUFIXO
+    return os.path.join(pasta_do_dataset(pasta, dataset), nome)
+
+
+def existentes(pasta: str, dataset: str) -> dict[str | None, str]:
+    """{escopo: arquivo} dos conjuntos guardados deste dataset (None: sem recorte)."""
+    try:
+        nomes = os.listdir(pasta_do_dataset(pasta, dataset))
+    except FileNotFoundError:
+        return {}
+    achados: dict[str | None, str] = {}
+    for nome in nomes:
+        if nome == _TODAS:
+            achados[None] = os.path.join(pasta_do_dataset(pasta, dataset), nome)
+        elif nome.startswith(_PREFIXO_EMPRESA) and nome.endswith(_SUFIXO):
+            escopo = unquote(nome[len(_PREFIXO_EMPRESA):-len(_SUFIXO)])
+            achados[escopo] = os.path.join(pasta_do_dataset(pasta, dataset), nome)
+    return achados
+
+
+def linhas_do_arquivo(conjunto: Iterable[Any], cabecalho: str) -> Iterator[str]:
+    """O texto de um arquivo de conjunto, linha a linha: cabecalho, chaves, fim."""
+    yield cabecalho
+    quantas = 0
+    for valor in conjunto:
+        yield codificar(valor) + '\n'
+        quantas += 1
+    yield '%s%d\n' % (_FIM, quantas)
+
+
+def abrir_arquivo(arquivo: str, identidade: Identidade, escopo: str | None) -> Iterator[Any]:
+    """
+    As chaves guardadas em `arquivo`, em ordem, em streaming.
+
+    O cabecalho e conferido AGORA: arquivo de outra identidade (a `key`, a view
+    ou o recorte mudaram no mapeamento) levanta ErroConjunto antes de qualquer
+    comparacao -- quem chama recomeca o conjunto da origem, sem remover nada.
+    Linha torta, fora de ordem ou a falta da linha de fim aparecem no meio da
+    leitura, como ErroConjuntoGuardado.
+    """
+    esperado = identidade.cabecalho(escopo)
+    entrada = open(arquivo, encoding='utf-8', newline='\n')
+    try:
+        primeira = entrada.readline()
+    except BaseException:
+        entrada.close()
+        raise
+    if primeira != esperado:
+        entrada.close()
+        raise ErroConjunto('%s é de outra identidade (cabeçalho %r, esperado %r)'
+                           % (arquivo, primeira.strip()[:200], esperado.strip()[:200]))
+    return _chaves_do_arquivo(entrada, arquivo)
+
+
+def _chaves_do_arquivo(entrada: IO[str], arquivo: str) -> Iterator[Any]:
+    with entrada:
+        quantas = 0
+        for linha in entrada:
+            etiqueta = linha[:1]
+            if etiqueta == 'i':             # o caso de quase toda chave: um inteiro
+                try:
+                    valor: Any = int(linha[1:])
+                except ValueError:
+                    raise ErroConjuntoGuardado('%s: linha %r ilegível' % (arquivo, linha[:80])) \
+                        from None
+            elif etiqueta == '#':
+                if not linha.startswith(_FIM) or linha.rstrip('\n') != '%s%d' % (_FIM, quantas):
+                    raise ErroConjuntoGuardado(
+                        '%s: a linha de fim diz %r e o arquivo tem %d chave(s)'
+                        % (arquivo, linha.strip(), quantas))
+                return
+            elif not linha.endswith('\n'):
+                break
+            else:
+                try:
+                    valor = decodificar(linha[:-1])
+                except ErroConjunto as erro:
+                    raise ErroConjuntoGuardado('%s: %s' % (arquivo, erro)) from None
+            quantas += 1
+            yield valor
+    raise ErroConjuntoGuardado('%s termina sem a linha de fim: não foi escrito até o fim'
+                               % arquivo)
+
+
+# ---------------------------------------------------------------- a comparacao
+@dataclass
+class Contagem:
+    """O que a comparacao de um conjunto viu."""
+
+    anteriores: int = 0
+    atuais: int = 0
+    removidas: int = 0
+    incluidas: int = 0
+
+
+# Tipos que se comparam entre si como o `ordem` compara (a mesma familia): a
+# comparacao direta, sem montar a tupla, e o caminho de quase toda chave.
+_DIRETOS = frozenset((int, str, decimal.Decimal, float, datetime.datetime, datetime.date,
+                      uuid.UUID, bytes))
+
+
+def _antes(a: Any, b: Any) -> bool:
+    """`a` vem estritamente antes de `b` pela regra (incomparaveis: nao)."""
+    if type(a) is type(b) and type(a) in _DIRETOS:
+        try:
+            return bool(a < b)
+        except TypeError:           # datetime com e sem fuso na mesma coluna
+            return False
+    return cresce(ordem(a), ordem(b))
+
+
+def _iguais(a: Any, b: Any) -> bool:
+    if type(a) is type(b) and type(a) in _DIRETOS:
+        return bool(a == b)
+    return ordem(a) == ordem(b)
+
+
+def _fora_de_ordem(lado: str, antes: Any, valor: Any,
+                   erro: type[ErroConjunto]) -> ErroConjunto:
+    try:
+        repetida = _iguais(antes, valor)
+    except ErroConjunto:
+        repetida = False
+    if repetida:
+        return erro('%s tem a chave %r repetida: a `key` do dataset não é única na view'
+                    ' (por empresa), e a reconciliação não sabe qual remover' % (lado, valor))
+    return erro('%s fora de ordem: %r veio depois de %r -- a ordem do banco (a'
+                ' collation) não é a que o ouvinte compara' % (lado, valor, antes))
+
+
+def em_ordem(valores: Iterable[Any], lado: str,
+             erro: type[ErroConjunto] = ErroConjunto) -> Iterator[Any]:
+    """Os valores, conferindo que crescem pela regra; se nao, `erro` no meio."""
+    vazio = anterior = object()
+    diretos = _DIRETOS
+    for valor in valores:
+        tipo = type(valor)
+        if tipo is type(anterior) and tipo in diretos:
+            try:
+                cresceu = anterior < valor
+            except TypeError:       # datetime com e sem fuso na mesma coluna
+                cresceu = False
+            if not cresceu:
+                raise _fora_de_ordem(lado, anterior, valor, erro)
+        else:
+            try:
+                if anterior is not vazio and not _antes(anterior, valor):
+                    raise _fora_de_ordem(lado, anterior, valor, erro)
+                if tipo not in diretos:
+                    ordem(valor)    # tipo que nao se guarda: recusado aqui, nao no disco
+            except ErroConjunto as problema:
+                if isinstance(problema, erro):
+                    raise
+                raise erro('%s: %s' % (lado, problema)) from None
+        anterior = valor
+        yield valor
+
+
+def comparar(anteriores: Iterable[Any], atuais: Iterable[Any], contagem: Contagem,
+             ) -> Iterator[tuple[str, Any]]:
+    """
+    A diferenca entre dois conjuntos em ordem: ('-', chave) saiu, ('+', chave) entrou.
+
+    Anda nas duas sequencias ao mesmo tempo (memoria constante) e confere a
+    ordem de cada uma ('o conjunto entregue', 'a origem') -- a que nao cresce
+    levanta ErroConjunto no meio, e quem chama nao pode dar nada por feito.
+    """
+    velhos = em_ordem(anteriores, 'o conjunto entregue', ErroConjuntoGuardado)
+    novos = em_ordem(atuais, 'a origem')
+    fim = object()
+    velho: Any = next(velhos, fim)
+    novo: Any = next(novos, fim)
+    iguais = removidas = incluidas = 0
+    while velho is not fim and novo is not fim:
+        tipo = type(velho)
+        if tipo is type(novo) and tipo in _DIRETOS:
+            try:
+                mesmo = velho == novo
+                sai = not mesmo and velho < novo
+            except TypeError:
+                mesmo, sai = False, False
+        else:
+            mesmo = _iguais(velho, novo)
+            sai = not mesmo and _antes(velho, novo)
+        if mesmo:
+            iguais += 1
+            velho, novo = next(velhos, fim), next(novos, fim)
+        elif sai:
+            removidas += 1
+            yield '-', velho
+            velho = next(velhos, fim)
+        else:
+            incluidas += 1
+            yield '+', novo
+            novo = next(novos, fim)
+    while velho is not fim:
+        removidas += 1
+        yield '-', velho
+        velho = next(velhos, fim)
+    while novo is not fim:
+        incluidas += 1
+        yield '+', novo
+        novo = next(novos, fim)
+    contagem.anteriores += iguais + removidas
+    contagem.atuais += iguais + incluidas
+    contagem.removidas += removidas
+    contagem.incluidas += incluidas
+
+
+def aplicar(anteriores: Iterable[Any], incluidas: Iterable[Any],
+            removidas: Iterable[Any]) -> Iterator[Any]:
+    """
+    O conjunto novo, em ordem: o anterior menos `removidas`, mais `incluidas`.
+
+    `incluidas` e `removidas` sao as ENTREGUES (pequenas: o teto por ciclo);
+    o anterior vem do disco, em streaming.
+    """
+    fora = {codificar(v) for v in removidas}
+    extras = sorted(incluidas, key=ordem)
+    i = 0
+    for valor in em_ordem(anteriores, 'o conjunto entregue', ErroConjuntoGuardado):
+        while i < len(extras) and _antes(extras[i], valor):
+            yield extras[i]
+            i += 1
+        if i < len(extras) and _iguais(extras[i], valor):
+            i += 1                   # ja estava: uma vez so
+        if not fora or codificar(valor) not in fora:
+            yield valor
+    yield from extras[i:]

@@ -1,0 +1,595 @@
+"""
+A estrategia `reconciliacao`: a diferenca do conjunto de CHAVES.
+
+    SELECT <escopo>, <key> FROM <view> ORDER BY <escopo>, <key>
+
+lido inteiro a cada `--intervalo-reconciliacao`, comparado -- empresa por
+empresa, andando nas duas sequencias ao mesmo tempo -- com o conjunto ENTREGUE
+da ultima vez (no disco, em <estado>/conjuntos/; captura/conjuntos.py). O que
+sumiu vai ao Contextia como `remove`; o que apareceu e lido inteiro (`key IN`)
+e enviado. Pega INCLUSAO e EXCLUSAO com a credencial de leitura, em qualquer
+banco; ALTERACAO nao (a chave nao muda) -- para isso ha a `coluna`, e as duas
+andam juntas em `coluna+reconciliacao` (combinada.py).
+
+Remocao errada e pior que remocao atrasada. Por isso:
+  * so uma leitura que terminou sem erro e comparada: conexao derrubada, tempo
+    esgotado, ordem que nao cresce (a collation do banco que o ORDER BY nao
+    domou) -- a leitura inteira e recusada, nada e removido, e a proxima tenta;
+  * o TETO do `complete` da varredura (padroes.MAX_REMOCAO) vale por empresa:
+    a view que de repente volta vazia ou com uma fracao (GRANT revogado,
+    manutencao no ERP) e RECUSADA alto, no log, no status, na saude e nas
+    metricas, e nada e removido;
+  * antes de remover, cada chave e procurada de novo na origem (`key IN`): a
+    que reapareceu entre a leitura e agora fica;
+  * empresa sem conjunto entregue ainda nao e comparada: o conjunto dela nasce
+    da carga inicial (lido ANTES dela, guardado depois que ela fechou --
+    `antes_da_carga`/`depois_da_carga`), ou, na primeira vez que a
+    reconciliacao a ve, da leitura de agora, sem remover nada;
+  * empresa com carga inicial pendente, sem chave ou em `excluded_scopes` fica
+    de fora da comparacao.
+
+O conjunto entregue muda so no `confirmar`, com o que foi de fato entregue: o
+anterior, menos as remocoes entregues, mais as inclusoes entregues. Passou do
+`--maximo-por-ciclo`? Vao as primeiras; o resto fica para a proxima.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import os
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from contextia_sync import padroes
+from contextia_sync.arquivos import GravacaoAtomica
+from contextia_sync.captura import DatasetVivo, Leitura, Situacao, conjuntos
+from contextia_sync.captura.conjuntos import ErroConjunto, ErroConjuntoGuardado, Identidade
+from contextia_sync.escopos import texto_escopo
+from contextia_sync.estado.estado import Estado, Reconciliacao
+from contextia_sync.origem import FUNCOES_RECONCILIACAO, ErroAdaptador, faltando
+from contextia_sync.registro import logger
+
+def _agora_texto() -> str:
+    return datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')
+
+
+@dataclass
+class OpcoesReconciliacao:
+    """O que a reconciliacao precisa alem da origem e do estado."""
+
+    pasta: str                                    # <estado>/conjuntos
+    intervalo: int = padroes.INTERVALO_RECONCILIACAO
+    max_remocao: float = padroes.MAX_REMOCAO
+    seco: bool = False
+    # As empresas que recebem o ao-vivo (com chave, fora de excluded_scopes).
+    escopos: Callable[[], Collection[str]] = field(default=lambda: ())
+
+
+@dataclass
+class _Empresa:
+    """A comparacao de uma empresa (ou do dataset sem recorte: escopo None)."""
+
+    escopo: str | None
+    anteriores: int = 0
+    atuais: int = 0
+    removidas: list[Any] = field(default_factory=list)      # as que vao agora
+    incluidas: list[Any] = field(default_factory=list)
+    removidas_total: int = 0                                # todas que a leitura viu
+    incluidas_total: int = 0
+    recusa: str | None = None
+
+
+@dataclass
+class _Plano:
+    """O que `confirmar` grava: as inclusoes entregues, por empresa (None: sem recorte)."""
+
+    incluidas: dict[str | None, list[Any]]
+
+
+class _Grupos:
+    """
+    A leitura do conjunto repartida por empresa, conferindo a ordem das empresas.
+
+    A ordem das chaves dentro de cada empresa quem confere e quem consome
+    (conjuntos.em_ordem / conjuntos.comparar). A mesma empresa em dois pedacos
+    (297 e '297' numa coluna de tipo misto) e recusada: os dois pedacos seriam
+    comparados cada um contra o conjunto inteiro.
+    """
+
+    def __init__(self, linhas: Iterable[Sequence[Any]], com_escopo: bool) -> None:
+        # Cada linha e (escopo, chave), ou (chave,) no dataset sem recorte.
+        self.linhas = iter(linhas)
+        self.com_escopo = com_escopo
+        self.atual = next(self.linhas, None)
+
+    def __iter__(self) -> Iterator[tuple[str | None, Iterator[Any]]]:
+        anterior: tuple[int, Any] | None = None
+        vistos: set[str] = set()
+        if not self.com_escopo:
+            grupo = self._chaves(None)
+            yield None, grupo
+            collections.deque(grupo, maxlen=0)
+            return
+        while self.atual is not None:
+            valor = self.atual[0]
+            ordem = conjuntos.ordem(valor)
+            texto = texto_escopo(valor)
+            if anterior is not None and not conjuntos.cresce(anterior, ordem):
+                raise ErroConjunto('a origem fora de ordem: a empresa %r veio depois de outra'
+                                   ' maior' % (valor,))
+            if texto in vistos:
+                raise ErroConjunto('a empresa %s aparece em dois valores de escopo (%r e outro)'
+                                   ' na mesma coluna: converta o escopo na view para um tipo'
+                                   ' só' % (texto, valor))
+            vistos.add(texto)
+            anterior = ordem
+            grupo = self._chaves(valor)
+            yield texto, grupo
+            collections.deque(grupo, maxlen=0)      # o que o consumidor nao leu
+
+    def _chaves(self, valor: Any) -> Iterator[Any]:
+        linhas, atual = self.linhas, self.atual
+        if not self.com_escopo:
+            while atual is not None:
+                yield atual[0]
+                atual = self.atual = next(linhas, None)
+            return
+        while atual is not None and atual[0] == valor:
+            yield atual[1]
+            atual = self.atual = next(linhas, None)
+
+
+class CapturaReconciliacao:
+    """`reconciliacao`: a posicao de cada dataset e o conjunto de chaves entregue."""
+
+    nome = 'reconciliacao'
+
+    def __init__(self, origem: ModuleType, estado: Estado, folga: int,  # noqa: ARG002
+                 maximo: int, opcoes: OpcoesReconciliacao) -> None:
+        faltam = faltando(origem, FUNCOES_RECONCILIACAO)
+        if faltam:
+            raise ErroAdaptador(
+                'o adaptador de origem (%s) não expõe %s, que a estratégia `reconciliacao`'
+                ' precisa: o conjunto de chaves da view em ordem. Use --source=generic ou'
+                ' acrescente essa função ao adaptador (docs/origem.md).'
+                % (getattr(origem, '__name__', '?'), ', '.join('`%s`' % f for f in faltam)))
+        self.origem = origem
+        self.estado = estado
+        self.maximo = maximo
+        self.opcoes = opcoes
+        # Tentativas nesta subida (relogio monotonico): o intervalo conta daqui.
+        self._tentada: dict[str, float] = {}
+        if not opcoes.seco:
+            _limpar_temporarios(opcoes.pasta)
+
+    # -- o que a origem precisa ter -------------------------------------------------
+    def conferir(self, alvos: list[DatasetVivo]) -> list[str]:  # noqa: ARG002 - o protocolo
+        """Nada na subida: a `key` ja foi exigida (sem ela o dataset fica de fora)."""
+        return []
+
+    # -- o intervalo ------------------------------------------------------------------
+    def vencida(self, alvo: DatasetVivo) -> bool:
+        """Passou um --intervalo-reconciliacao desde a ultima tentativa deste dataset?"""
+        ultima = self._tentada.get(alvo.nome)
+        if ultima is not None:
+            return time.monotonic() - ultima >= self.opcoes.intervalo
+        # Primeira vez nesta subida (o --once do cron): a ultima tentativa do estado.
+        tentada = self.estado.reconciliacao(alvo.nome).tentada_em
+        try:
+            quando = datetime.datetime.fromisoformat(tentada) if tentada else None
+        except ValueError:
+            quando = None
+        if quando is None:
+            return True
+        passados = (datetime.datetime.now() - quando).total_seconds()
+        # Um decimo de folga: o cron de 5 min com intervalo de 300 s nao pula uma vez
+        # sim, outra nao. Relogio que voltou (passados < 0): reconcilia ja.
+        return passados >= 0.9 * self.opcoes.intervalo or passados < 0
+
+    def _identidade(self, alvo: DatasetVivo) -> Identidade:
+        assert alvo.chave is not None
+        return Identidade(alvo.nome, alvo.source_object, alvo.chave, alvo.escopo)
+
+    # -- Captura ----------------------------------------------------------------
+    def ler(self, alvo: DatasetVivo) -> Leitura:
+        if alvo.chave is None or not self.vencida(alvo):
+            return Leitura(Situacao.NADA, sondou=False)
+        self._tentada[alvo.nome] = time.monotonic()
+        r = self.estado.reconciliacao(alvo.nome)
+        r.tentada_em = _agora_texto()
+        inicio = time.monotonic()
+        try:
+            leitura = self._reconciliar(alvo, r)
+        except Exception as erro:
+            r.registrar_erro('%s %s: %s' % (_agora_texto(), type(erro).__name__, erro),
+                             _agora_texto())
+            logger.error('%-28s reconciliação: a leitura do conjunto de chaves falhou (%s: %s)'
+                         ' -- NADA removido; a próxima reconciliação tenta de novo',
+                         alvo.nome, type(erro).__name__, erro)
+            raise
+        r.registrar_sucesso()
+        r.ultima_em = _agora_texto()
+        r.duracao_s = round(time.monotonic() - inicio, 3)
+        if leitura.situacao is Situacao.NADA:
+            r.removidas = r.incluidas = 0       # a ultima nao teve diferenca
+        return leitura
+
+    def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
+        """O conjunto entregue de cada empresa vira o anterior, menos as remocoes e mais as
+        inclusoes entregues (as que `leitura` ainda traz: o ciclo tira as que falharam)."""
+        plano = leitura.privado
+        if not isinstance(plano, _Plano):
+            return
+        r = self.estado.reconciliacao(alvo.nome)
+        identidade = self._identidade(alvo)
+        removidas: dict[str | None, list[Any]] = {
+            e: v for e, v in leitura.remocoes_por_escopo.items()}
+        if leitura.remocoes:
+            removidas[None] = list(leitura.remocoes)
+        total_removidas = total_incluidas = 0
+        for escopo in sorted(set(removidas) | set(plano.incluidas), key=lambda e: e or ''):
+            saem, entram = removidas.get(escopo, []), plano.incluidas.get(escopo, [])
+            if not saem and not entram:
+                continue
+            if self._regravar(identidade, escopo, entram, saem):
+                total_removidas += len(saem)
+                total_incluidas += len(entram)
+        r.removidas, r.incluidas = total_removidas, total_incluidas
+        r.removidas_total += total_removidas
+        r.incluidas_total += total_incluidas
+
+    def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002 - o protocolo
+        """Nada a saltar: o conjunto renasce pela carga (`antes_da_carga`)."""
+        return None
+
+    def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:  # noqa: ARG002 - o protocolo
+        return posicao
+
+    # -- cargas completas: o conjunto nasce delas ----------------------------------
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
+        """
+        O conjunto lido ANTES da carga (de `escopo`, ou de todas), em temporarios.
+
+        Lido antes e nao depois: o que entrou entre esta leitura e a carga volta
+        na proxima reconciliacao como inclusao (reenviado: inofensivo), e o que
+        saiu nesse meio-tempo volta como remocao (de algo que a carga ja nao
+        levou: inofensivo). Lido DEPOIS, a linha que entrasse no meio nunca
+        seria enviada, e a que saisse nunca seria removida.
+        """
+        if alvo.chave is None or self.opcoes.seco or (escopo is not None and not alvo.escopo):
+            return None
+        identidade = self._identidade(alvo)
+        linhas = self.origem.conjunto(alvo.source_object, alvo.chave, alvo.escopo, escopo)
+        fotos: dict[str | None, _Gravacao] = {}
+        try:
+            for texto, chaves in _Grupos(linhas, alvo.escopo is not None):
+                fotos[texto] = self._gravar(identidade, texto, chaves)
+        except BaseException:
+            for gravacao in fotos.values():
+                gravacao.desistir()
+            raise
+        return fotos
+
+    def depois_da_carga(self, alvo: DatasetVivo, antes: Any,
+                        fechados: Collection[str | None]) -> None:
+        """As empresas que a carga fechou passam a ter o conjunto lido antes dela."""
+        if not isinstance(antes, dict):
+            return
+        renascidas = []
+        for escopo, gravacao in antes.items():
+            if escopo in fechados:
+                gravacao.trocar()
+                renascidas.append(escopo or 'todas')
+            else:
+                gravacao.desistir()
+        if renascidas:
+            logger.info('%-28s reconciliação: conjunto de chaves de %s lido antes da carga'
+                        ' completa (que fechou)', alvo.nome, ', '.join(renascidas[:10]))
+
+    # -- a comparacao -------------------------------------------------------------
+    def _reconciliar(self, alvo: DatasetVivo, r: Reconciliacao) -> Leitura:
+        assert alvo.chave is not None
+        identidade = self._identidade(alvo)
+        com_escopo = alvo.escopo is not None
+        elegiveis = set(self.opcoes.escopos())
+        pendentes = set(self.estado.cargas_pendentes())
+        guardados = {e: a for e, a in conjuntos.existentes(self.opcoes.pasta, alvo.nome).items()
+                     if (e is not None) == com_escopo}
+        empresas: list[_Empresa] = []
+        novas: list[tuple[str | None, _Gravacao, int]] = []
+        vagas = [self.maximo, self.maximo]          # remocoes, inclusoes nesta vez
+        atuais = 0
+        try:
+            linhas = self.origem.conjunto(alvo.source_object, alvo.chave, alvo.escopo)
+            for texto, chaves in _Grupos(linhas, com_escopo):
+                if com_escopo and (texto not in elegiveis or texto in pendentes):
+                    # Sem chave, excluida, ou com a carga inicial por fazer: fora da
+                    # comparacao (o conjunto dela nasce da carga). A ordem se confere.
+                    collections.deque(conjuntos.em_ordem(chaves, 'a origem'), maxlen=0)
+                    continue
+                arquivo = guardados.pop(texto, None)
+                anteriores = self._anteriores(identidade, texto, arquivo)
+                if anteriores is None:
+                    gravacao = self._gravar(identidade, texto, chaves)
+                    novas.append((texto, gravacao, gravacao.quantas))
+                    atuais += gravacao.quantas
+                    continue
+                empresa = self._comparar(alvo, texto, anteriores, chaves, vagas)
+                atuais += empresa.atuais
+                empresas.append(empresa)
+            # Empresa com conjunto guardado que sumiu inteira da leitura: tudo saiu.
+            for texto, arquivo in sorted(guardados.items(), key=lambda item: item[0] or ''):
+                if com_escopo and (texto not in elegiveis or texto in pendentes):
+                    continue
+                anteriores = self._anteriores(identidade, texto, arquivo)
+                if anteriores is not None:
+                    empresas.append(self._comparar(alvo, texto, anteriores, iter(()), vagas))
+        except BaseException:
+            for _, gravacao, _ in novas:
+                gravacao.desistir()
+            raise
+        # A leitura foi ate o fim e em ordem: os conjuntos novos valem.
+        for texto, gravacao, quantas in novas:
+            gravacao.trocar()
+            logger.info('%-28s reconciliação: conjunto inicial de %s com %s chave(s) -- nada'
+                        ' removido (o que saiu antes disto sai na varredura)', alvo.nome,
+                        texto or 'todas as empresas', quantas)
+        self._anotar_recusas(alvo, r, empresas)
+        r.chaves, r.empresas = atuais, len(empresas) + len(novas)
+        return self._leitura(alvo, empresas, atuais)
+
+    def _anteriores(self, identidade: Identidade, escopo: str | None,
+                    arquivo: str | None) -> Iterator[Any] | None:
+        """O conjunto entregue desta empresa, ou None (nenhum, ou de outra identidade)."""
+        if arquivo is None:
+            return None
+        try:
+            return conjuntos.abrir_arquivo(arquivo, identidade, escopo)
+        except (ErroConjunto, OSError, UnicodeDecodeError) as erro:
+            logger.warning('%-28s reconciliação: o conjunto guardado de %s não serve (%s):'
+                           ' recomeçado da origem de agora, sem remover nada',
+                           identidade.dataset, escopo or 'todas as empresas', erro)
+            return None
+
+    def _gravar(self, identidade: Identidade, escopo: str | None,
+                chaves: Iterable[Any]) -> _Gravacao:
+        """O conjunto lido agora num temporario (conferida a ordem), para `trocar` depois."""
+        arquivo = conjuntos.caminho(self.opcoes.pasta, identidade.dataset, escopo)
+        gravacao = _Gravacao(arquivo, self.opcoes.seco)
+        try:
+            for texto in conjuntos.linhas_do_arquivo(
+                    conjuntos.em_ordem(chaves, 'a origem'),
+                    identidade.cabecalho(escopo)):
+                gravacao.escrever(texto)
+            gravacao.fechar()
+        except BaseException:
+            gravacao.desistir()
+            raise
+        return gravacao
+
+    def _comparar(self, alvo: DatasetVivo, escopo: str | None, anteriores: Iterator[Any],
+                  chaves: Iterator[Any], vagas: list[int]) -> _Empresa:
+        """A diferenca de uma empresa, guardando so o que cabe nas `vagas` desta vez."""
+        empresa = _Empresa(escopo)
+        contagem = conjuntos.Contagem()
+        try:
+            for sinal, valor in conjuntos.comparar(anteriores, chaves, contagem):
+                if sinal == '-':
+                    empresa.removidas_total += 1
+                    if vagas[0] > 0:
+                        empresa.removidas.append(valor)
+                        vagas[0] -= 1
+                else:
+                    empresa.incluidas_total += 1
+                    if vagas[1] > 0:
+                        empresa.incluidas.append(valor)
+                        vagas[1] -= 1
+        except ErroConjuntoGuardado as erro:
+            # O arquivo e nosso: torto, ele e largado e a empresa recomeca da origem na
+            # proxima vez, sem remover nada (o que a comparacao viu ate aqui nao vale).
+            logger.warning('%-28s reconciliação: o conjunto guardado de %s está torto (%s):'
+                           ' apagado; a próxima reconciliação recomeça da origem, sem remover'
+                           ' nada', alvo.nome, escopo or 'todas as empresas', erro)
+            collections.deque(chaves, maxlen=0)
+            vagas[0] += len(empresa.removidas)
+            vagas[1] += len(empresa.incluidas)
+            _apagar(conjuntos.caminho(self.opcoes.pasta, alvo.nome, escopo))
+            return _Empresa(escopo)
+        empresa.anteriores, empresa.atuais = contagem.anteriores, contagem.atuais
+        teto = self.opcoes.max_remocao
+        if empresa.anteriores and empresa.removidas_total > teto * empresa.anteriores:
+            empresa.recusa = (
+                'a reconciliação removeria %d de %d chave(s) de %s (%.1f%%), acima do teto de'
+                ' %.0f%% (o mesmo do complete da varredura): NADA removido'
+                % (empresa.removidas_total, empresa.anteriores,
+                   'empresa %s' % escopo if escopo is not None else 'todas as empresas',
+                   100.0 * empresa.removidas_total / empresa.anteriores, 100.0 * teto))
+            vagas[0] += len(empresa.removidas)
+            empresa.removidas = []
+        return empresa
+
+    def _anotar_recusas(self, alvo: DatasetVivo, r: Reconciliacao,
+                        empresas: list[_Empresa]) -> None:
+        """A recusa do teto: alta no log (quando muda), no status, na saude e nas metricas."""
+        recusas = [e.recusa for e in empresas if e.recusa]
+        if not recusas:
+            if r.recusa:
+                logger.warning('%-28s reconciliação: a recusa do teto acabou (a origem voltou'
+                               ' a ter as chaves, ou o conjunto recomeçou)', alvo.nome)
+            r.recusa = r.recusa_desde = None
+            return
+        texto = '; '.join(recusas[:3]) + ('; (+%d)' % (len(recusas) - 3) if len(recusas) > 3
+                                           else '')
+        arquivo = conjuntos.pasta_do_dataset(self.opcoes.pasta, alvo.nome)
+        mensagem = (
+            '%s reconciliação RECUSADA: %s. Uma view que de repente volta vazia ou com uma'
+            ' fração das linhas é GRANT revogado, filtro mudado ou manutenção no ERP, não'
+            ' exclusão. Confira a view; se a exclusão é de verdade, rode a carga completa da'
+            ' empresa com o teto que você aceita (connector.py --scope=<empresa>'
+            ' --max-remocao 1) e apague o conjunto dela em %s: a próxima reconciliação'
+            ' recomeça da origem de agora.' % (alvo.nome, texto, arquivo))
+        if texto != r.recusa:
+            logger.error('%s', mensagem)
+        else:
+            logger.warning('%-28s reconciliação ainda RECUSADA pelo teto (desde %s): %s',
+                           alvo.nome, r.recusa_desde, texto)
+        r.recusa = texto
+        r.recusa_desde = r.recusa_desde or _agora_texto()
+
+    def _leitura(self, alvo: DatasetVivo, empresas: list[_Empresa], atuais: int) -> Leitura:
+        """Remocoes conferidas de novo na origem e inclusoes lidas inteiras: a Leitura."""
+        assert alvo.chave is not None
+        candidatas = [(e.escopo, v) for e in empresas for v in e.removidas]
+        presentes = self._ainda_na_origem(alvo, [v for _, v in candidatas])
+        remocoes: dict[str | None, list[Any]] = {}
+        voltaram = 0
+        for escopo, valor in candidatas:
+            if (escopo, conjuntos.codificar(valor)) in presentes:
+                voltaram += 1
+                continue
+            remocoes.setdefault(escopo, []).append(valor)
+        if voltaram:
+            logger.info('%-28s reconciliação: %s chave(s) sumidas na leitura estavam de volta'
+                        ' na origem ao conferir: NÃO removidas', alvo.nome, voltaram)
+        pedidas = {(e.escopo, conjuntos.codificar(v)): v for e in empresas for v in e.incluidas}
+        linhas, entregues = self._inteiras(alvo, pedidas)
+        vistas = sum(e.removidas_total for e in empresas if not e.recusa)
+        vao = sum(len(v) for v in remocoes.values())
+        incluidas = sum(e.incluidas_total for e in empresas)
+        if vistas > vao + voltaram or incluidas > len(pedidas):
+            logger.warning('%-28s reconciliação: %s exclusão(ões) e %s inclusão(ões); vão agora'
+                           ' %s e %s (teto --maximo-por-ciclo %s), o resto na próxima',
+                           alvo.nome, vistas, incluidas, vao, len(pedidas), self.maximo)
+        if vao or linhas:
+            logger.info('%-28s reconciliação: %s chave(s) a remover, %s linha(s) nova(s) a'
+                        ' enviar (%s chave(s) na origem)', alvo.nome, vao, len(linhas), atuais)
+        plano = _Plano(incluidas=entregues)
+        situacao = Situacao.MUDANCAS if (vao or linhas) else Situacao.NADA
+        return Leitura(situacao, upserts=linhas,
+                       remocoes=remocoes.pop(None, []) if alvo.escopo is None else [],
+                       remocoes_por_escopo={e: v for e, v in remocoes.items() if e is not None},
+                       quantos=vao + len(linhas), privado=plano)
+
+    def _por_chave(self, alvo: DatasetVivo, colunas: list[str],
+                   valores: list[Any]) -> Iterator[dict[str, Any]]:
+        """As linhas com essas chaves (`key IN`, em lotes de CHAVES_POR_LEITURA)."""
+        assert alvo.chave is not None
+        passo = padroes.CHAVES_POR_LEITURA
+        for inicio in range(0, len(valores), passo):
+            yield from self.origem.fetch(alvo.source_object, colunas,
+                                         chaves=(alvo.chave, valores[inicio:inicio + passo]))
+
+    def _ainda_na_origem(self, alvo: DatasetVivo, valores: list[Any],
+                         ) -> set[tuple[str | None, str]]:
+        """(empresa, chave codificada) das chaves a remover que a origem ainda tem."""
+        assert alvo.chave is not None
+        if not valores:
+            return set()
+        colunas = [alvo.chave] + ([alvo.escopo] if alvo.escopo and alvo.escopo != alvo.chave
+                                  else [])
+        return {(texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None,
+                 conjuntos.codificar(linha[alvo.chave]))
+                for linha in self._por_chave(alvo, colunas, valores)}
+
+    def _inteiras(self, alvo: DatasetVivo, pedidas: dict[tuple[str | None, str], Any],
+                  ) -> tuple[list[dict[str, Any]], dict[str | None, list[Any]]]:
+        """As linhas inteiras das chaves que entraram, e o que sera dado por entregue."""
+        assert alvo.chave is not None
+        linhas: list[dict[str, Any]] = []
+        entregues: dict[str | None, list[Any]] = {}
+        if not pedidas:
+            return linhas, entregues
+        valores = list({codigo: v for (_, codigo), v in pedidas.items()}.values())
+        for linha in self._por_chave(alvo, alvo.colunas, valores):
+            par = (texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None,
+                   conjuntos.codificar(linha[alvo.chave]))
+            if par in pedidas:
+                # Linha que mudou de empresa entre as duas leituras nao e dada por
+                # entregue na empresa pedida: a proxima reconciliacao acerta.
+                linhas.append(linha)
+                entregues.setdefault(par[0], []).append(pedidas[par])
+        return linhas, entregues
+
+    def _regravar(self, identidade: Identidade, escopo: str | None, entram: list[Any],
+                  saem: list[Any]) -> bool:
+        """O conjunto entregue novo desta empresa no disco; False se nao deu (fica o velho)."""
+        arquivo = conjuntos.caminho(self.opcoes.pasta, identidade.dataset, escopo)
+        try:
+            anteriores = conjuntos.abrir_arquivo(arquivo, identidade, escopo)
+            gravacao = _Gravacao(arquivo, self.opcoes.seco)
+            try:
+                for texto in conjuntos.linhas_do_arquivo(
+                        conjuntos.aplicar(anteriores, entram, saem),
+                        identidade.cabecalho(escopo)):
+                    gravacao.escrever(texto)
+            except BaseException:
+                gravacao.desistir()
+                raise
+            gravacao.trocar()
+        except (ErroConjunto, OSError, UnicodeDecodeError) as erro:
+            # Fica o conjunto velho: a proxima reconciliacao ve as mesmas diferencas de
+            # novo e as reenvia (remover o ja removido, reenviar o ja enviado: inofensivo).
+            logger.warning('%-28s reconciliação: o conjunto de %s não foi regravado (%s): a'
+                           ' próxima reconciliação repete o envio', identidade.dataset,
+                           escopo or 'todas as empresas', erro)
+            return False
+        return True
+
+
+class _Gravacao:
+    """Uma GravacaoAtomica que conta as chaves -- e que, no seco, nao grava nada."""
+
+    def __init__(self, caminho: str, seco: bool) -> None:
+        self.quantas = 0
+        self._real: GravacaoAtomica | None = None
+        if not seco:
+            os.makedirs(os.path.dirname(caminho), exist_ok=True)
+            self._real = GravacaoAtomica(caminho)
+
+    def escrever(self, texto: str) -> None:
+        if not texto.startswith('#'):          # o cabecalho e a linha de fim nao contam
+            self.quantas += 1
+        if self._real is not None:
+            self._real.escrever(texto)
+
+    def fechar(self) -> None:
+        if self._real is not None:
+            self._real.fechar()
+
+    def trocar(self) -> None:
+        if self._real is not None:
+            self._real.trocar()
+
+    def desistir(self) -> None:
+        if self._real is not None:
+            self._real.desistir()
+
+
+def _limpar_temporarios(pasta: str) -> None:
+    """
+    Os temporarios de um ouvinte morto no meio de uma gravacao (kill -9): o
+    conjunto de verdade e o arquivo ao lado, inteiro; o temporario e lixo.
+    """
+    try:
+        datasets = os.listdir(pasta)
+    except OSError:
+        return
+    for dataset in datasets:
+        try:
+            nomes = os.listdir(os.path.join(pasta, dataset))
+        except OSError:
+            continue
+        for nome in nomes:
+            if nome.startswith('.') and nome.endswith('.tmp'):
+                _apagar(os.path.join(pasta, dataset, nome))
+
+
+def _apagar(arquivo: str) -> None:
+    try:
+        os.unlink(arquivo)
+    except OSError:
+        pass

@@ -1,0 +1,134 @@
+"""
+O conjunto de chaves entregue no disco e a diferenca em streaming
+(contextia_sync/captura/conjuntos.py), com arquivos de verdade:
+
+  * cada tipo de chave volta do disco igual, e na ordem da regra;
+  * a diferenca andando nas duas sequencias da o mesmo que a diferenca de
+    conjuntos, em milhares de casos sorteados;
+  * arquivo de outra identidade, torto, sem a linha de fim: recusado (quem le
+    recomeca da origem, sem remover nada);
+  * sequencia da origem fora de ordem ou com chave repetida: recusada no meio.
+"""
+
+import datetime
+import decimal
+import os
+import random
+import uuid
+
+import pytest
+
+from contextia_sync.arquivos import GravacaoAtomica
+from contextia_sync.captura import conjuntos
+from contextia_sync.captura.conjuntos import (
+    Contagem,
+    ErroConjunto,
+    ErroConjuntoGuardado,
+    Identidade,
+)
+
+IDENTIDADE = Identidade('titulos', 'V_TITULOS', 'ID', 'EMPRESA_ID')
+
+
+def gravar(caminho, chaves, escopo='297', identidade=IDENTIDADE):
+    os.makedirs(os.path.dirname(caminho), exist_ok=True)
+    gravacao = GravacaoAtomica(caminho)
+    for linha in conjuntos.linhas_do_arquivo(chaves, identidade.cabecalho(escopo)):
+        gravacao.escrever(linha)
+    gravacao.trocar()
+
+
+VALORES = [
+    -5, 0, 7, 2 ** 70, decimal.Decimal('10.50'), 1.25, 'a', 'B', 'ç', 'linha\ncom quebra',
+    'aspas "e" \\barra', '', b'\x00\xff', datetime.datetime(2026, 9, 2, 10, 5, 0, 123),
+    datetime.datetime(2026, 9, 2, 10, 5, tzinfo=datetime.timezone.utc),
+    datetime.date(2026, 9, 2), uuid.UUID('12345678-1234-5678-1234-567812345678'),
+]
+
+
+@pytest.mark.parametrize('valor', VALORES, ids=[repr(v)[:30] for v in VALORES])
+def test_cada_tipo_de_chave_volta_do_disco_igual(valor):
+    volta = conjuntos.decodificar(conjuntos.codificar(valor))
+    assert volta == valor and type(volta) is type(valor)
+    assert '\n' not in conjuntos.codificar(valor)
+
+
+def test_o_arquivo_volta_em_ordem_e_inteiro(tmp_path):
+    chaves = sorted([3, 1, 2, 'b', 'A', decimal.Decimal('1.5')], key=conjuntos.ordem)
+    caminho = conjuntos.caminho(str(tmp_path), 'titulos', '297')
+    gravar(caminho, chaves)
+    assert list(conjuntos.abrir_arquivo(caminho, IDENTIDADE, '297')) == chaves
+    assert conjuntos.existentes(str(tmp_path), 'titulos') == {'297': caminho}
+
+
+def test_escopo_com_barra_e_espaco_vira_nome_de_arquivo_e_volta(tmp_path):
+    for escopo in ('01/02', 'filial 9', '..', None):
+        gravar(conjuntos.caminho(str(tmp_path), 'd', escopo), [1], escopo)
+    assert set(conjuntos.existentes(str(tmp_path), 'd')) == {'01/02', 'filial 9', '..', None}
+    assert os.listdir(str(tmp_path)) == ['d']
+
+
+def test_arquivo_de_outra_identidade_e_recusado_antes_de_comparar(tmp_path):
+    caminho = str(tmp_path / 'c.chaves')
+    gravar(caminho, [1, 2], identidade=Identidade('titulos', 'V_TITULOS', 'OUTRA', 'EMPRESA_ID'))
+    with pytest.raises(ErroConjunto, match='outra identidade'):
+        conjuntos.abrir_arquivo(caminho, IDENTIDADE, '297')
+    with pytest.raises(ErroConjunto, match='outra identidade'):
+        conjuntos.abrir_arquivo(caminho, IDENTIDADE, '298')
+
+
+@pytest.mark.parametrize('estrago,motivo', [
+    (lambda t: t.replace('#fim 3\n', ''), 'sem a linha de fim'),
+    (lambda t: t.replace('#fim 3', '#fim 4'), 'linha de fim diz'),
+    (lambda t: t.replace('i2\n', 'x2\n'), 'etiqueta desconhecida'),
+    (lambda t: t.replace('i2\n', 'i9\n'), 'fora de ordem'),
+    (lambda t: t[:-3], 'linha de fim'),
+])
+def test_arquivo_torto_e_recusado_no_meio(tmp_path, estrago, motivo):
+    caminho = str(tmp_path / 'c.chaves')
+    gravar(caminho, [1, 2, 3])
+    with open(caminho, encoding='utf-8') as arquivo:
+        texto = arquivo.read()
+    with open(caminho, 'w', encoding='utf-8') as arquivo:
+        arquivo.write(estrago(texto))
+    with pytest.raises(ErroConjuntoGuardado, match=motivo):
+        list(conjuntos.comparar(conjuntos.abrir_arquivo(caminho, IDENTIDADE, '297'),
+                                [1, 2, 3], Contagem()))
+
+
+def test_a_diferenca_em_streaming_e_a_diferenca_de_conjuntos():
+    sorteio = random.Random(17)
+    for _ in range(2000):
+        universo = [sorteio.randrange(60) for _ in range(sorteio.randrange(40))] + [
+            chr(65 + sorteio.randrange(50)) for _ in range(sorteio.randrange(10))]
+        antes = sorted(set(sorteio.sample(universo, min(len(universo), sorteio.randrange(30)))),
+                       key=conjuntos.ordem)
+        agora = sorted(set(sorteio.sample(universo, min(len(universo), sorteio.randrange(30)))),
+                       key=conjuntos.ordem)
+        contagem = Contagem()
+        diferenca = list(conjuntos.comparar(iter(antes), iter(agora), contagem))
+        assert {v for s, v in diferenca if s == '-'} == set(antes) - set(agora)
+        assert {v for s, v in diferenca if s == '+'} == set(agora) - set(antes)
+        assert (contagem.anteriores, contagem.atuais) == (len(antes), len(agora))
+        # O conjunto novo: o anterior menos o que saiu, mais o que entrou = o de agora.
+        saiu = [v for s, v in diferenca if s == '-']
+        entrou = [v for s, v in diferenca if s == '+']
+        assert list(conjuntos.aplicar(antes, entrou, saiu)) == agora
+        # So parte entregue: o que nao foi continua de fora (ou dentro).
+        assert list(conjuntos.aplicar(antes, entrou[:1], saiu[:1])) == sorted(
+            (set(antes) - set(saiu[:1])) | set(entrou[:1]), key=conjuntos.ordem)
+
+
+def test_origem_fora_de_ordem_ou_repetida_e_recusada_no_meio():
+    with pytest.raises(ErroConjunto, match='fora de ordem') as erro:
+        list(conjuntos.comparar([1, 2], [1, 3, 2], Contagem()))
+    assert not isinstance(erro.value, ErroConjuntoGuardado)
+    with pytest.raises(ErroConjunto, match='repetida'):
+        list(conjuntos.comparar([], ['a', 'a'], Contagem()))
+    # Collation sem caixa (a ordem de um banco que o ORDER BY nao domou): recusada.
+    with pytest.raises(ErroConjunto, match='collation'):
+        list(conjuntos.comparar([], ['a', 'B', 'c'], Contagem()))
+    # Tipos que nao se comparam (datetime com e sem fuso na mesma coluna): recusada.
+    with pytest.raises(ErroConjunto):
+        list(conjuntos.comparar([], [datetime.datetime(2026, 1, 1), datetime.datetime(
+            2026, 1, 2, tzinfo=datetime.timezone.utc)], Contagem()))
