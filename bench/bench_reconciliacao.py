@@ -1,37 +1,37 @@
 #!/usr/bin/env python3
 """
 A reconciliacao (`coluna+reconciliacao`): quanto demora um DELETE para sumir do
-Contextia, quanto custa uma reconciliacao, e se a memoria fica plana.
+Contextia, quanto custa uma reconciliacao, e se a memória fica plana.
 
     .venv/bin/python bench/bench_reconciliacao.py [--intervalo 10] [--exclusoes 30]
         [--chaves 1000000] [--pequeno 100000] [--grande 5000000] [--partes latencia,custo,rss]
 
-Tudo de verdade, em 127.0.0.1: o PostgreSQL da maquina (um banco novo, derrubado
+Tudo de verdade, em 127.0.0.1: o PostgreSQL da máquina (um banco novo, derrubado
 no fim), o Contextia local num processo, e o ouvinte.py como processo.
 
 1. LATENCIA: DELETE comitado -> registro sumido do Contextia, com
    --intervalo-reconciliacao=10. Uma tabela de 2 000 linhas carregada pela
    varredura (`--once --varrer-agora`); o ouvinte de pe; um escritor apaga
-   --exclusoes linhas, uma a cada ~1,5 s; um leitor le o Contextia a cada 0,2 s
+   --exclusoes linhas, uma a cada ~1,5 s; um leitor lê o Contextia a cada 0,2 s
    e anota quando cada uma sumiu. Esperado: p50 perto de meio intervalo, p95
-   perto de um intervalo, mais o ciclo. Linha de base (mesma execucao): a
-   remocao mandada direto pelo cliente (`remove`), sem ouvinte -- o piso do que
+   perto de um intervalo, mais o ciclo. Linha de base (mesma execução): a
+   remoção mandada direto pelo cliente (`remove`), sem ouvinte -- o piso do que
    o Contextia e o leitor conseguem medir.
 2. CUSTO de uma reconciliacao de uma tabela de --chaves linhas (12 colunas de
-   ERP; PK em ID, indice em (EMPRESA_ID, ID); 10 empresas), contra uma leitura
-   completa da mesma tabela (o que a varredura le): o tempo no servidor
+   ERP; PK em ID, índice em (EMPRESA_ID, ID); 10 empresas), contra uma leitura
+   completa da mesma tabela (o que a varredura lê): o tempo no servidor
    (EXPLAIN ANALYZE da consulta de cada uma), o tempo e os bytes que a origem
    manda ao ouvinte (num proxy TCP na frente do banco), a reconciliacao inteira
-   (ler, comparar com o conjunto entregue em disco, sem diferencas) e a
-   leitura completa pelo adaptador (cada linha ate dict, sem enviar).
+   (ler, comparar com o conjunto entregue em disco, sem diferenças) e a
+   leitura completa pelo adaptador (cada linha até dict, sem enviar).
 3. MEMORIA: o pico de RSS de um processo que faz a reconciliacao (a primeira,
-   que grava o conjunto, e a segunda, com 100 exclusoes a comparar), num
+   que grava o conjunto, e a segunda, com 100 exclusões a comparar), num
    conjunto de --pequeno e num de --grande chaves; cada medida no seu processo.
-   Alvo: o grande no maximo 1,3x o pequeno. A base (o processo com tudo
+   Alvo: o grande no máximo 1,3x o pequeno. A base (o processo com tudo
    importado e a origem conectada, antes de ler) e medida junto.
 
-Nao e teste: nada aqui e cronometrado pela suite. A maquina pode estar
-carregada: as razoes sao da mesma execucao.
+Não é teste: nada aqui é cronometrado pela suíte. A máquina pode estar
+carregada: as razões são da mesma execução.
 """
 
 import argparse
@@ -63,7 +63,7 @@ EMPRESAS = 10
 # ---------------------------------------------------------------------------
 
 class Banco:
-    """Um banco novo no PostgreSQL da maquina; `derrubar()` no fim."""
+    """Um banco novo no PostgreSQL da máquina; `derrubar()` no fim."""
 
     def __init__(self):
         import sqlalchemy as sa
@@ -81,7 +81,7 @@ class Banco:
             return resultado.fetchall() if resultado.returns_rows else None
 
     def tabela_erp(self, nome, linhas, empresas=EMPRESAS):
-        """12 colunas com cara de titulo a receber; PK em ID, indice em (EMPRESA_ID, ID)."""
+        """12 colunas com cara de título a receber; PK em ID, índice em (EMPRESA_ID, ID)."""
         inicio = time.monotonic()
         self.executar(
             'CREATE TABLE "%s" ("ID" BIGINT PRIMARY KEY, "EMPRESA_ID" INTEGER,'
@@ -164,7 +164,7 @@ class Leitor(bench_latencia.Leitor):
 
 
 def linha_de_base(chave, repeticoes=10):
-    """A remocao mandada direto (sem ouvinte) ate sumir: o piso da medida."""
+    """A remoção mandada direto (sem ouvinte) até sumir: o piso da medida."""
     from contextia_sync.intake import cliente
     cliente.enviar_dataset('base', [{'ID': n, 'V': n} for n in range(repeticoes)], key='ID',
                            api_key=chave)
@@ -235,15 +235,15 @@ def latencia(args, banco, pasta):
         faltaram = len(comitado) - len(latencias)
         restantes = {int(r['ID']) for r in cliente.ler_registros(DATASET, chave)}
         vivas_removidas = total - len(comitado) - len(restantes)
-    print('  exclusoes comitadas ...: %s em %.1fs' % (len(comitado), escrita))
+    print('  exclusões comitadas ...: %s em %.1fs' % (len(comitado), escrita))
     print('  linha de base (remove direto -> sumiu): mediana %.2fs, max %.2fs'
           % (statistics.median(base), max(base)))
     print('  DELETE -> sumiu pelo ouvinte: p50 %.2fs   p95 %.2fs   max %.2fs   (faltaram %s)'
           % (percentil(latencias, 0.5), percentil(latencias, 0.95), max(latencias), faltaram))
-    print('  razao p50/intervalo %.2f; p95/intervalo %.2f (esperado ~0,5 e ~1, mais o ciclo)'
+    print('  razão p50/intervalo %.2f; p95/intervalo %.2f (esperado ~0,5 e ~1, mais o ciclo)'
           % (percentil(latencias, 0.5) / args.intervalo,
              percentil(latencias, 0.95) / args.intervalo))
-    print('  linhas vivas que sairam do Contextia: %d (tem de ser 0)' % vivas_removidas)
+    print('  linhas vivas que saíram do Contextia: %d (tem de ser 0)' % vivas_removidas)
     return 1 if faltaram or vivas_removidas else 0
 
 
@@ -252,7 +252,7 @@ def latencia(args, banco, pasta):
 # ---------------------------------------------------------------------------
 
 def _captura(pasta, tabela, url):
-    """A reconciliacao em processo, sobre o adaptador generico apontado para `url`."""
+    """A reconciliacao em processo, sobre o adaptador genérico apontado para `url`."""
     os.environ['CONTEXTIA_ORIGEM'] = url
     from contextia_sync.captura.ao_vivo import datasets_ao_vivo
     from contextia_sync.captura.reconciliacao import CapturaReconciliacao, OpcoesReconciliacao
@@ -278,7 +278,7 @@ def _servidor_ms(banco, sql):
 
 
 def _passe(pasta, url, proxy, repeticoes):
-    """{rotulo: (mediana do tempo, mediana dos bytes no proxy)} das tres leituras."""
+    """{rotulo: (mediana do tempo, mediana dos bytes no proxy)} das três leituras."""
     captura, alvo, origem = _captura(pasta, 'GRANDE', url)
     medidas = (
         ('reconciliação: a primeira (grava o conjunto)', lambda: captura.ler(alvo), 1),
@@ -329,7 +329,7 @@ def custo(args, banco, pasta):
         servidor[rotulo] = (statistics.median(m[0] for m in medidas), medidas[0][1]['Node Type'])
     proxy.fechar()
     print('  %-46s %10s %14s' % ('', 'tempo (s)', 'bytes origem'))
-    print('  (tempo: mediana de %d, conexao direta; bytes: pelo proxy TCP)' % args.repeticoes)
+    print('  (tempo: mediana de %d, conexão direta; bytes: pelo proxy TCP)' % args.repeticoes)
     for rotulo, (tempo, quantos) in resultados.items():
         print('  %-46s %10.2f %14s' % (rotulo, tempo, '{:,}'.format(int(quantos)).replace(
             ',', ' ')))
@@ -338,7 +338,7 @@ def custo(args, banco, pasta):
     print('  no servidor (EXPLAIN ANALYZE, mediana): chaves %.0f ms (%s), tudo %.0f ms (%s)'
           % (servidor['chaves'][0], servidor['chaves'][1], servidor['tudo'][0],
              servidor['tudo'][1]))
-    print('  razao reconciliacao/leitura completa: tempo %.2f, bytes %.2f, servidor %.2f'
+    print('  razão reconciliacao/leitura completa: tempo %.2f, bytes %.2f, servidor %.2f'
           % (rec[0] / tudo[0], rec[1] / tudo[1], servidor['chaves'][0] / servidor['tudo'][0]))
     tamanho = sum(os.path.getsize(os.path.join(r, n)) for r, _, ns in os.walk(
         os.path.join(pasta, 'tempo', 'conjuntos-GRANDE')) for n in ns)
@@ -401,7 +401,7 @@ def rss(args, banco, pasta):
                                         m['pico_kb'] / 1024, m['primeira_s'], m['segunda_s'],
                                         m['removidas']))
     razao = medidas['grande']['pico_kb'] / medidas['pequeno']['pico_kb']
-    print('  razao do pico grande/pequeno: %.2f (alvo <= 1,30); chaves %.0fx'
+    print('  razão do pico grande/pequeno: %.2f (alvo <= 1,30); chaves %.0fx'
           % (razao, args.grande / args.pequeno))
     return 0 if razao <= 1.3 else 1
 
@@ -423,7 +423,7 @@ def main():
     from contextia_sync.registro import logger
     logger.setLevel(logging.WARNING)
     partes = args.partes.split(',')
-    print('carga da maquina (1, 5, 15 min): %.1f %.1f %.1f em %d nucleo(s)'
+    print('carga da máquina (1, 5, 15 min): %.1f %.1f %.1f em %d nucleo(s)'
           % (os.getloadavg() + (os.cpu_count() or 0,)), flush=True)
     saida = 0
     with tempfile.TemporaryDirectory() as pasta:
@@ -437,7 +437,7 @@ def main():
                 saida |= rss(args, banco, pasta)
         finally:
             banco.derrubar()
-    print('\ncarga da maquina no fim (1, 5, 15 min): %.1f %.1f %.1f' % os.getloadavg())
+    print('\ncarga da máquina no fim (1, 5, 15 min): %.1f %.1f %.1f' % os.getloadavg())
     return saida
 
 

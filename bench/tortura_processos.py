@@ -161,7 +161,7 @@ class Vigia:
     """
     Amostra os processos `ouvinte.py` com a marca a cada 100 ms. Dois vivos ao
     mesmo tempo -- fora o intruso de propósito, que tem de ser recusado em
-    segundos -- e um SEGUNDO OUVINTE: violação. (O reinício não conta: o
+    segundos -- e um SEGUNDO OUVINTE: violação. (O reinício não contá: o
     matador espera o morto sair antes de subir o novo.)
     """
 
@@ -215,7 +215,7 @@ class Matador:
     vezes -- e o reinicia. Depois de cada morte confere que o estado e JSON
     legível. Depois do kill -9 faz o que o systemd faz com
     `KillMode=control-group`: mata os netos que sobraram antes de reiniciar
-    (e conta quantos eram). De vez em quando tenta um SEGUNDO ouvinte no mesmo
+    (e contá quantos eram). De vez em quando tenta um SEGUNDO ouvinte no mesmo
     estado, que tem de ser recusado.
     """
 

@@ -9,13 +9,13 @@ from typing import IO
 
 class GravacaoAtomica:
     """
-    Um arquivo novo escrito aos poucos num temporario da mesma pasta e trocado
+    Um arquivo novo escrito aos poucos num temporário da mesma pasta e trocado
     inteiro no fim (`trocar`), ou largado sem deixar rastro (`desistir`).
 
-    Para o que nao cabe numa string so (o conjunto de chaves de um dataset de
-    milhoes de linhas) e para o que so vale depois de outra coisa dar certo:
-    o temporario pode ser fechado agora e trocado mais tarde. `modo` e
-    aplicado ANTES do conteudo existir no disco.
+    Para o que não cabe numa string só (o conjunto de chaves de um dataset de
+    milhões de linhas) e para o que só vale depois de outra coisa dar certo:
+    o temporário pode ser fechado agora e trocado mais tarde. `modo` e
+    aplicado ANTES do conteúdo existir no disco.
     """
 
     def __init__(self, caminho: str, modo: int | None = None) -> None:
@@ -33,11 +33,11 @@ class GravacaoAtomica:
             raise
 
     def escrever(self, texto: str) -> None:
-        assert self.arquivo is not None, 'gravacao ja fechada'
+        assert self.arquivo is not None, 'gravação já fechada'
         self.arquivo.write(texto)
 
     def fechar(self) -> None:
-        """Conteudo no disco (fsync); o arquivo de destino ainda e o antigo."""
+        """Conteúdo no disco (fsync); o arquivo de destino ainda é o antigo."""
         if self.arquivo is not None:
             arquivo, self.arquivo = self.arquivo, None
             try:
@@ -47,7 +47,7 @@ class GravacaoAtomica:
                 arquivo.close()
 
     def trocar(self) -> None:
-        """O temporario vira `caminho` (rename atomico) e o rename fica duravel."""
+        """O temporário vira `caminho` (rename atômico) e o rename fica durável."""
         try:
             self.fechar()
             os.replace(self.temporario, self.caminho)
@@ -57,7 +57,7 @@ class GravacaoAtomica:
         fsync_pasta(self.pasta)
 
     def desistir(self) -> None:
-        """Larga o temporario: `caminho` continua como estava. Nunca levanta."""
+        """Larga o temporário: `caminho` continua como estava. Nunca levanta."""
         try:
             self.fechar()
         except OSError:

@@ -24,10 +24,10 @@ Decisões (a lista das métricas, para o operador: docs/ouvinte.md, "As métrica
   `ultima_sonda_ok_em` mudou, e o ciclo de dados que a fez já terminou) soma
   uma vez, não importa quantas vezes o arquivo e regravado. Recomeçam do zero
   a cada subida do processo -- o `rate()`/`increase()` do Prometheus trata a
-  volta a zero como reinicio. As excecoes sao `ouvinte_dataset_chegadas_atrasadas_total`
-  e as chaves removidas e incluidas pela reconciliacao, que ja sao totais no
-  estado e sobrevivem ao reinicio.
-- Este modulo so usa a biblioteca padrao (o laco o importa) e
+  volta a zero como reinício. As exceções são `ouvinte_dataset_chegadas_atrasadas_total`
+  e as chaves removidas e incluídas pela reconciliacao, que já são totais no
+  estado e sobrevivem ao reinício.
+- Este módulo só usa a biblioteca padrão (o laço o importa) e
   `escrever_metricas` nunca levanta: devolve o erro como texto, e disco cheio
   não para o ouvinte.
 """
@@ -76,8 +76,8 @@ METRICAS: dict[str, tuple[str, str]] = {
                                      ' agua.'),
     'ouvinte_intervalo_reconciliacao_seconds': (
         GAUGE, 'O --intervalo-reconciliacao: segundos entre duas leituras do conjunto de'
-               ' chaves de um dataset (so com a reconciliação).'),
-    'ouvinte_falhas_seguidas': (GAUGE, 'Voltas seguidas do laco com alguma falha (dataset,'
+               ' chaves de um dataset (só com a reconciliação).'),
+    'ouvinte_falhas_seguidas': (GAUGE, 'Voltas seguidas do laço com alguma falha (dataset,'
                                        ' empresa, ferramenta ou o ciclo inteiro).'),
     'ouvinte_datasets_ao_vivo': (GAUGE, 'Datasets do mapeamento que estão no ao-vivo.'),
     'ouvinte_datasets': (GAUGE, 'Datasets do mapeamento.'),
@@ -131,7 +131,7 @@ METRICAS: dict[str, tuple[str, str]] = {
         COUNTER, 'Registros enviados ao intake pelo ao-vivo, neste processo.'),
     'ouvinte_dataset_registros_aceitos_total': (
         COUNTER, 'O que o intake disse dos registros enviados: novo, atualizado ou igual'
-                 ' (reenviado sem mudanca), neste processo.'),
+                 ' (reenviado sem mudança), neste processo.'),
     # -- a reconciliacao, por dataset
     'ouvinte_dataset_reconciliacao_ativa': (
         GAUGE, '1 se a reconciliação acompanha o dataset, 0 se ele está fora dela (sem key).'),
@@ -402,7 +402,7 @@ def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None)
 
 
 def _reconciliacao(por: Any, nome: str, rec: Any) -> None:
-    """As metricas da reconciliacao de um dataset (nada, se a estrategia nao reconcilia)."""
+    """As métricas da reconciliacao de um dataset (nada, se a estratégia não reconcilia)."""
     if not isinstance(rec, Mapping):
         return
     ativa = bool(rec.get('ativa'))

@@ -59,19 +59,19 @@ Regras (cada limite e uma opção; os padrões moram em contextia_sync/padroes.p
 CRITICO
   - o ouvinte-status.json não existe ou esta ilegível (o ouvinte nunca
     completou uma volta aqui, ou morreu);
-  - o status nao e reescrito ha mais de --max-idade;
-  - o servico parou (situacao "parado" no modo servico) -- no --once do cron,
-    parado e o normal e so a idade conta;
-  - o pid do status nao existe mais e o status diz "rodando" (kill -9, OOM;
-    --sem-pid desliga, para a saude rodando noutro namespace de pid);
-  - um dataset ao vivo sem ciclo bom (sonda E envio) ha mais de --max-sem-sonda,
-    medido na hora do ultimo ciclo de dados -- o Contextia fora por um ciclo
-    inteiro conta, e o tempo de uma ferramenta (varredura, carga inicial) nao;
-  - --max-falhas voltas seguidas do laco com alguma falha, ou --max-falhas
+  - o status não é reescrito há mais de --max-idade;
+  - o serviço parou (situação "parado" no modo serviço) -- no --once do cron,
+    parado e o normal e só a idade contá;
+  - o pid do status não existe mais e o status diz "rodando" (kill -9, OOM;
+    --sem-pid desliga, para a saúde rodando noutro namespace de pid);
+  - um dataset ao vivo sem ciclo bom (sonda E envio) há mais de --max-sem-sonda,
+    medido na hora do último ciclo de dados -- o Contextia fora por um ciclo
+    inteiro contá, e o tempo de uma ferramenta (varredura, carga inicial) não;
+  - --max-falhas voltas seguidas do laço com alguma falha, ou --max-falhas
     falhas seguidas de um dataset (ou da reconciliação dele);
-  - a ultima varredura falhou (ok false: alguma fase com erro, ou algum
-    dataset que ela nao fechou em toda empresa);
-  - com a varredura diaria ligada, a ultima varredura boa tem mais de
+  - a última varredura falhou (ok false: alguma fase com erro, ou algum
+    dataset que ela não fechou em toda empresa);
+  - com a varredura diária ligada, a última varredura boa tem mais de
     --max-varredura;
   - dataset entregue a varredura com a varredura diária desligada (parado até
     um --varrer-agora);
@@ -88,7 +88,7 @@ ALERTA
   - reconciliação recusada pelo teto de remoção (nada removido), com falha
     (abaixo de --max-falhas), ou sem leitura completa há mais de N intervalos
     de reconciliação;
-  - uma ferramenta rodando ha mais de --max-ferramenta;
+  - uma ferramenta rodando há mais de --max-ferramenta;
   - varredura interrompida (parada, ou o ouvinte morreu no meio); nenhuma
     varredura boa registrada ainda;
   - o ouvinte parando; o último status e de um --dry-run; nenhum dataset ao vivo;
@@ -535,7 +535,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     erros = [_erro_curto(e) for e in varredura.get('erros') or []]
     if iniciada and not terminada and ok is None and not no_ar:
         v.anotar(ALERTA, 'a varredura de %s não terminou: o ouvinte parou ou morreu no meio'
-                         ' (não conta como feita)' % varredura.get('iniciada_em'))
+                         ' (não contá como feita)' % varredura.get('iniciada_em'))
     elif ok is False:
         partes = list(erros[:2])
         nao_fechados = varredura.get('nao_fechados')
@@ -602,7 +602,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
 def _reconciliacao(v: Veredito, nome: Any, rec: Mapping[str, Any], k: int,
                    referencia: datetime.datetime, iniciado: datetime.datetime | None,
                    intervalo: float | None, intervalos: int, max_idade: float) -> int:
-    """A reconciliacao de um dataset: recusa, falhas, e a leitura que nao vem. 1 se recusada."""
+    """A reconciliacao de um dataset: recusa, falhas, e a leitura que não vem. 1 se recusada."""
     falhas = _inteiro(rec.get('falhas_seguidas'))
     if falhas:
         v.anotar(CRITICO if falhas >= k else ALERTA,

@@ -1,13 +1,13 @@
 """
-O conjunto de chaves entregue no disco e a diferenca em streaming
+O conjunto de chaves entregue no disco e a diferença em streaming
 (contextia_sync/captura/conjuntos.py), com arquivos de verdade:
 
   * cada tipo de chave volta do disco igual, e na ordem da regra;
-  * a diferenca andando nas duas sequencias da o mesmo que a diferenca de
+  * a diferença andando nas duas sequências da o mesmo que a diferença de
     conjuntos, em milhares de casos sorteados;
-  * arquivo de outra identidade, torto, sem a linha de fim: recusado (quem le
-    recomeca da origem, sem remover nada);
-  * sequencia da origem fora de ordem ou com chave repetida: recusada no meio.
+  * arquivo de outra identidade, torto, sem a linha de fim: recusado (quem lê
+    recomeça da origem, sem remover nada);
+  * sequência da origem fora de ordem ou com chave repetida: recusada no meio.
 """
 
 import datetime

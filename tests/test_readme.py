@@ -456,9 +456,9 @@ def test_solucao_de_problemas_cita_toda_recusa_do_ouvinte():
                    'Já existe um ouvinte rodando', 'Estado ilegível em',
                    'ainda NÃO está implementada', "não existe. As que existem",
                    '--varredura espera HH:MM', 'Mapeamento', 'acompanha por',
-                   'nao tem a secao "projects"', 'nao e nome de modulo',
-                   'tem permissao', 'Falta CONTEXTIA_ORIGEM',
-                   'a coluna de mudanca', 'nao aceita gravacao',
+                   'não tem a seção "projects"', 'não é nome de módulo',
+                   'tem permissão', 'Falta CONTEXTIA_ORIGEM',
+                   'a coluna de mudança', 'não aceita gravação',
                    'precisa que o Contextia aceite `remove`'):
         assert inicio in citadas, inicio
 

@@ -1,17 +1,17 @@
 """
-A exclusao ao vivo com nada alem de SELECT: a estrategia `reconciliacao`, sozinha e
+A exclusão ao vivo com nada além de SELECT: a estratégia `reconciliacao`, sozinha e
 junto com a `coluna` (`coluna+reconciliacao`), com processos de verdade -- o
 ouvinte.py, o Contextia local e origens PostgreSQL, MariaDB e SQLite:
 
   * um DELETE some do Contextia dentro de um intervalo de reconciliacao (com o
-    ouvinte de pe), e so ele: nenhuma linha viva sai; a chave que volta volta;
-  * a view que de repente volta vazia nao remove nada e e dita no status, na
-    saude e nas metricas; quando a view volta, a recusa some;
-  * a conexao derrubada no meio da leitura das chaves (pg_terminate_backend,
-    KILL no MariaDB, de uma conexao de teste separada) nao remove nada;
+    ouvinte de pe), e só ele: nenhuma linha viva sai; a chave que volta volta;
+  * a view que de repente volta vazia não remove nada e e dita no status, na
+    saúde e nas métricas; quando a view volta, a recusa some;
+  * a conexão derrubada no meio da leitura das chaves (pg_terminate_backend,
+    KILL no MariaDB, de uma conexão de teste separada) não remove nada;
   * a linha que muda de empresa termina em exatamente uma empresa;
-  * texto como `key` numa collation que nao e a do Python (ICU no PostgreSQL,
-    sem caixa no MariaDB, NOCASE no SQLite) nao vira remocao falsa;
+  * texto como `key` numa collation que não é a do Python (ICU no PostgreSQL,
+    sem caixa no MariaDB, NOCASE no SQLite) não vira remoção falsa;
   * a empresa nova ganha o conjunto de chaves da carga inicial dela;
   * um Contextia sem `remove` (`--sem-remove`) e recusado com a mensagem que ensina.
 """
@@ -246,9 +246,9 @@ def _view_lenta(erp):
 
 def _derrubar_leitura_das_chaves(erp, marco):
     """
-    Derruba, de uma conexao de teste separada, a conexao do ouvinte que esta no meio
+    Derruba, de uma conexão de teste separada, a conexão do ouvinte que está no meio
     da leitura do conjunto de chaves -- a consulta longa (mais de meio segundo) sobre a
-    view lenta, numa transacao que comecou depois de `marco` (ela ve o DELETE).
+    view lenta, numa transação que começou depois de `marco` (ela vê o DELETE).
     """
     if erp.banco.tipo == 'postgres':
         linhas = erp.banco.executar(
@@ -269,7 +269,7 @@ def _derrubar_leitura_das_chaves(erp, marco):
 
 
 def _marco(erp):
-    """O instante do DELETE, no relogio de quem compara (o banco, ou o monotonico)."""
+    """O instante do DELETE, no relógio de quem compara (o banco, ou o monotonico)."""
     if erp.banco.tipo == 'postgres':
         return erp.banco.executar('SELECT clock_timestamp()')[0][0]
     return time.monotonic()
@@ -365,7 +365,7 @@ def test_texto_em_collation_que_nao_e_a_do_python_nao_vira_remocao_falsa(novo, t
                    ' {EMPRESA_ID} INTEGER, {NOME} VARCHAR(30))' % colacao)
     codigos = CODIGOS[tipo]
     o.erp.executar('INSERT INTO {CODIGOS} VALUES (:c, :e, :n)',
-                   lote=[{'c': c, 'e': int(e0), 'n': 'codigo %s' % c} for c in codigos])
+                   lote=[{'c': c, 'e': int(e0), 'n': 'código %s' % c} for c in codigos])
     with open(o.mapa, encoding='utf-8') as arquivo:
         mapa = json.load(arquivo)
     mapa['datasets'].append({'dataset': 'Codigos', 'source_object': 'CODIGOS',

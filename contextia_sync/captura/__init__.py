@@ -1,23 +1,23 @@
 """
 A captura: como o ouvinte descobre o que mudou na origem.
 
-Cada estrategia (`coluna`, `reconciliacao` e as duas juntas hoje; `binlog`,
+Cada estratégia (`coluna`, `reconciliacao` e as duas juntas hoje; `binlog`,
 `slot_logico` depois) implementa o protocolo `Captura` abaixo, e os ciclos do
-ouvinte so falam com ele: ler o que mudou desde a posicao guardada, entregar,
-e so entao confirmar a posicao nova. Uma estrategia nova entra sem tocar nos
+ouvinte só falam com ele: ler o que mudou desde a posição guardada, entregar,
+e só então confirmar a posição nova. Uma estratégia nova entra sem tocar nos
 ciclos.
 
-    estrategias.py    a tabela das estrategias, a recusa que ensina, e qual
+    estrategias.py    a tabela das estratégias, a recusa que ensina, e qual
                       classe implementa cada uma (o registro)
-    marca_agua.py     as regras da marca de agua, TODAS, em funcoes puras
+    marca_agua.py     as regras da marca de água, TODAS, em funções puras
     casos_marca.py    a tabela de casos dessas regras (autoteste e pytest)
     ao_vivo.py        que datasets ficam ao vivo; repartir linhas por empresa
-    coluna.py         a estrategia `coluna`: sonda numa coluna de mudanca
-    conjuntos.py      o conjunto de chaves entregue, no disco, e a diferenca
-                      dele com a origem em streaming (funcoes puras)
-    reconciliacao.py  a estrategia `reconciliacao`: a diferenca do conjunto de
-                      chaves; ve inclusao e exclusao
-    combinada.py      `coluna+reconciliacao`: as duas num ouvinte so, cada uma
+    coluna.py         a estratégia `coluna`: sonda numa coluna de mudança
+    conjuntos.py      o conjunto de chaves entregue, no disco, e a diferença
+                      dele com a origem em streaming (funções puras)
+    reconciliacao.py  a estratégia `reconciliacao`: a diferença do conjunto de
+                      chaves; vê inclusão e exclusão
+    combinada.py      `coluna+reconciliacao`: as duas num ouvinte só, cada uma
                       no seu intervalo
 
 Pode importar: origem (o contrato do adaptador), estado, mapeamento, escopos.
@@ -111,7 +111,7 @@ class Captura(Protocol):
     def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
         """
         Lido ANTES de uma carga completa (de `escopo`, ou de todas com None):
-        o que a estrategia guarda para depois dela. None = nada a guardar.
+        o que a estratégia guarda para depois dela. None = nada a guardar.
         """
         ...
 
@@ -119,6 +119,6 @@ class Captura(Protocol):
                         fechados: Collection[str | None]) -> None:
         """
         A carga fechou as empresas `fechados` (None: o dataset sem recorte, em
-        todas): a posicao delas nasce de `antes`.
+        todas): a posição delas nasce de `antes`.
         """
         ...

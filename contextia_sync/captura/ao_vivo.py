@@ -28,15 +28,15 @@ def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
     estão ao vivo quando só 12 estão.
 
     Com `coluna`: `watch_column` vem do dataset ou do `defaults`; `null` no
-    dataset desliga (coluna que existe mas nao presta). Coluna FORA de `columns`:
-      declarada no dataset -> ABORTA: alguem errou o nome de proposito.
+    dataset desliga (coluna que existe mas não presta). Coluna FORA de `columns`:
+      declarada no dataset -> ABORTA: alguém errou o nome de propósito.
       herdada do defaults  -> sai do ao-vivo com o motivo: nem toda view de um
                               ERP tem a mesma coluna, e derrubar tudo por uma
                               obrigaria a escrever `null` uma por uma.
     Com `reconciliacao`: fica ao vivo todo dataset com `key` (a coluna de
-    mudanca nao importa). Com as duas, basta uma: o dataset sem `key` fica so
-    na `coluna`, o sem coluna de mudanca so na reconciliacao.
-    Em todo caso o dataset continua na varredura diaria.
+    mudança não importa). Com as duas, basta uma: o dataset sem `key` fica só
+    na `coluna`, o sem coluna de mudança só na reconciliacao.
+    Em todo caso o dataset continua na varredura diária.
     """
     from contextia_sync.intake.cliente import normalizar_dataset
     from contextia_sync.mapeamento import chave_de, coluna_de_recorte
@@ -66,7 +66,7 @@ SEM_KEY = 'sem key (a reconciliação compara chaves)'
 
 
 def _coluna_de_mudanca(row: Mapping[str, Any], padrao: Any) -> tuple[str | None, str | None]:
-    """(a coluna de mudanca do dataset, None) ou (None, o motivo de ficar sem ela)."""
+    """(a coluna de mudança do dataset, None) ou (None, o motivo de ficar sem ela)."""
     declarada = 'watch_column' in row
     coluna = row['watch_column'] if declarada else padrao
     if not coluna:
@@ -74,13 +74,13 @@ def _coluna_de_mudanca(row: Mapping[str, Any], padrao: Any) -> tuple[str | None,
     if coluna not in (row.get('columns') or []):
         if declarada:
             raise ErroAoVivo(
-                'Dataset %r acompanha por %r, mas essa coluna nao esta em'
-                ' `columns`. Sem ela na projecao a marca de agua nunca avanca e'
+                'Dataset %r acompanha por %r, mas essa coluna não está em'
+                ' `columns`. Sem ela na projeção a marca de água nunca avança e'
                 ' o ouvinte releria o mesmo intervalo para sempre.\n'
                 'Inclua %r em `columns` do dataset, ou corrija `watch_column`'
                 ' (null tira o dataset do ao-vivo).'
                 % (row['dataset'], coluna, coluna))
-        return None, 'nao tem %s (herdada do defaults)' % coluna
+        return None, 'não tem %s (herdada do defaults)' % coluna
     return str(coluna), None
 
 

@@ -85,7 +85,7 @@ class CapturaColuna:
 
     # -- o que a origem precisa ter -------------------------------------------------
     def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
-        """Problemas de cada dataset (tipo da coluna de mudança); conta as sem carimbo."""
+        """Problemas de cada dataset (tipo da coluna de mudança); contá as sem carimbo."""
         problemas = []
         for alvo in alvos:
             try:
@@ -189,7 +189,7 @@ class CapturaColuna:
         A janela da folga de `marca` dada por entregue, só até `marca`.
 
         Com isto a marca posta a mão quer dizer uma coisa só: o que tem carimbo
-        até ela conta como entregue e o que tem carimbo depois dela o próximo
+        até ela contá como entregue e o que tem carimbo depois dela o próximo
         ciclo entrega -- sem reenviar a janela nem conta-la como chegada
         atrasada. As linhas de depois ficam de fora de propósito (inclusive a
         que comitou entre a leitura do MAX e está). Acima de MAXIMO_VISTOS,
@@ -296,7 +296,7 @@ class CapturaColuna:
 
     def antes_da_carga(self, alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
                        escopo: str | None) -> None:  # noqa: ARG002
-        """A marca e do dataset, nao da empresa: a carga de uma empresa nao a muda."""
+        """A marca e do dataset, não da empresa: a carga de uma empresa não a muda."""
         return None
 
     def depois_da_carga(self, alvo: DatasetVivo, antes: Any,  # noqa: ARG002 - o protocolo

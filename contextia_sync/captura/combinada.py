@@ -1,21 +1,21 @@
 """
-`coluna+reconciliacao`: as duas estrategias num ouvinte so, cada uma no seu ritmo.
+`coluna+reconciliacao`: as duas estratégias num ouvinte só, cada uma no seu ritmo.
 
-    a cada --intervalo-dados          a `coluna`: inclusao e alteracao, em segundos
-    a cada --intervalo-reconciliacao  a `reconciliacao`: a exclusao (e a inclusao
-                                      que a coluna nao viu), em minutos
+    a cada --intervalo-dados          a `coluna`: inclusão e alteração, em segundos
+    a cada --intervalo-reconciliacao  a `reconciliacao`: a exclusão (e a inclusão
+                                      que a coluna não viu), em minutos
 
-Um dataset com coluna de mudanca e `key` tem as duas; so com a coluna, so a
-`coluna` (a exclusao dele fica para a varredura, e o status diz por que); so
-com `key`, so a reconciliacao (inclusao e exclusao; alteracao na varredura).
+Um dataset com coluna de mudança e `key` tem as duas; só com a coluna, só a
+`coluna` (a exclusão dele fica para a varredura, e o status diz por que); só
+com `key`, só a reconciliacao (inclusão e exclusão; alteração na varredura).
 
 Quando as duas leem no mesmo ciclo, o conjunto de chaves e lido PRIMEIRO e a
 janela da coluna depois: uma chave que a reconciliacao viu sumir e que a
-coluna le de volta, na mesma empresa, comitou depois da leitura das chaves --
-esta viva, e nao e removida. A linha que as duas trazem vai uma vez so (a da
-coluna, lida por ultimo).
+coluna lê de volta, na mesma empresa, comitou depois da leitura das chaves --
+está viva, e não é removida. A linha que as duas trazem vai uma vez só (a da
+coluna, lida por último).
 
-Uma falha da reconciliacao (a leitura das chaves caiu no meio) nao para a
+Uma falha da reconciliacao (a leitura das chaves caiu no meio) não para a
 coluna: fica no status da reconciliacao do dataset, e a coluna segue.
 """
 
@@ -108,7 +108,7 @@ class CapturaCombinada:
 
 
 def _juntar(alvo: DatasetVivo, col: Leitura, rec: Leitura) -> Leitura:
-    """As duas leituras numa so: a linha repetida uma vez, a chave viva nao removida."""
+    """As duas leituras numa só: a linha repetida uma vez, a chave viva não removida."""
     if col.situacao is not Situacao.MUDANCAS and rec.situacao is not Situacao.MUDANCAS:
         return col
     vistas: set[tuple[str | None, str]] = set()

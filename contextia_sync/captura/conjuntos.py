@@ -43,7 +43,7 @@ _TODAS = 'todas' + _SUFIXO
 
 
 class ErroConjunto(ValueError):
-    """Uma sequencia de chaves fora de ordem, repetida, ou um valor que nao se guarda."""
+    """Uma sequência de chaves fora de ordem, repetida, ou um valor que não se guarda."""
 
 
 class ErroConjuntoGuardado(ErroConjunto):
@@ -53,10 +53,10 @@ class ErroConjuntoGuardado(ErroConjunto):
 # ---------------------------------------------------------------- a regra de ordem
 def ordem(valor: Any) -> tuple[int, Any]:
     """
-    A chave de comparacao de um valor de `key` (ou de escopo): (familia, valor).
+    A chave de comparação de um valor de `key` (ou de escopo): (família, valor).
 
-    A familia separa tipos que o Python nao compara entre si (o SQLite aceita
-    texto e numero na mesma coluna, e ordena numero antes de texto antes de
+    A família separa tipos que o Python não compara entre si (o SQLite aceita
+    texto e número na mesma coluna, e ordena número antes de texto antes de
     blob -- a mesma ordem das familias daqui).
     """
     if isinstance(valor, (int, float, decimal.Decimal)):
@@ -76,7 +76,7 @@ def ordem(valor: Any) -> tuple[int, Any]:
 
 
 def cresce(antes: tuple[int, Any], depois: tuple[int, Any]) -> bool:
-    """`depois` vem estritamente depois de `antes` pela regra (tipos incomparaveis: nao)."""
+    """`depois` vem estritamente depois de `antes` pela regra (tipos incomparáveis: não)."""
     try:
         return antes < depois
     except TypeError:               # ex.: datetime com e sem fuso na mesma coluna
@@ -118,7 +118,7 @@ def decodificar(linha: str) -> Any:
         if etiqueta == 's':
             texto = json.loads(resto)
             if not isinstance(texto, str):
-                raise ValueError('nao e texto')
+                raise ValueError('não é texto')
             return texto
         if etiqueta == 'n':
             return decimal.Decimal(resto)
@@ -181,7 +181,7 @@ def existentes(pasta: str, dataset: str) -> dict[str | None, str]:
 
 
 def linhas_do_arquivo(conjunto: Iterable[Any], cabecalho: str) -> Iterator[str]:
-    """O texto de um arquivo de conjunto, linha a linha: cabecalho, chaves, fim."""
+    """O texto de um arquivo de conjunto, linha a linha: cabeçalho, chaves, fim."""
     yield cabecalho
     quantas = 0
     for valor in conjunto:
@@ -194,9 +194,9 @@ def abrir_arquivo(arquivo: str, identidade: Identidade, escopo: str | None) -> I
     """
     As chaves guardadas em `arquivo`, em ordem, em streaming.
 
-    O cabecalho e conferido AGORA: arquivo de outra identidade (a `key`, a view
+    O cabeçalho e conferido AGORA: arquivo de outra identidade (a `key`, a view
     ou o recorte mudaram no mapeamento) levanta ErroConjunto antes de qualquer
-    comparacao -- quem chama recomeca o conjunto da origem, sem remover nada.
+    comparação -- quem chama recomeça o conjunto da origem, sem remover nada.
     Linha torta, fora de ordem ou a falta da linha de fim aparecem no meio da
     leitura, como ErroConjuntoGuardado.
     """
@@ -247,7 +247,7 @@ def _chaves_do_arquivo(entrada: IO[str], arquivo: str) -> Iterator[Any]:
 # ---------------------------------------------------------------- a comparacao
 @dataclass
 class Contagem:
-    """O que a comparacao de um conjunto viu."""
+    """O que a comparação de um conjunto viu."""
 
     anteriores: int = 0
     atuais: int = 0
@@ -262,7 +262,7 @@ _DIRETOS = frozenset((int, str, decimal.Decimal, float, datetime.datetime, datet
 
 
 def _antes(a: Any, b: Any) -> bool:
-    """`a` vem estritamente antes de `b` pela regra (incomparaveis: nao)."""
+    """`a` vem estritamente antes de `b` pela regra (incomparáveis: não)."""
     if type(a) is type(b) and type(a) in _DIRETOS:
         try:
             return bool(a < b)
@@ -292,7 +292,7 @@ def _fora_de_ordem(lado: str, antes: Any, valor: Any,
 
 def em_ordem(valores: Iterable[Any], lado: str,
              erro: type[ErroConjunto] = ErroConjunto) -> Iterator[Any]:
-    """Os valores, conferindo que crescem pela regra; se nao, `erro` no meio."""
+    """Os valores, conferindo que crescem pela regra; se não, `erro` no meio."""
     vazio = anterior = object()
     diretos = _DIRETOS
     for valor in valores:
@@ -321,11 +321,11 @@ def em_ordem(valores: Iterable[Any], lado: str,
 def comparar(anteriores: Iterable[Any], atuais: Iterable[Any], contagem: Contagem,
              ) -> Iterator[tuple[str, Any]]:
     """
-    A diferenca entre dois conjuntos em ordem: ('-', chave) saiu, ('+', chave) entrou.
+    A diferença entre dois conjuntos em ordem: ('-', chave) saiu, ('+', chave) entrou.
 
-    Anda nas duas sequencias ao mesmo tempo (memoria constante) e confere a
-    ordem de cada uma ('o conjunto entregue', 'a origem') -- a que nao cresce
-    levanta ErroConjunto no meio, e quem chama nao pode dar nada por feito.
+    Anda nas duas sequências ao mesmo tempo (memória constante) e confere a
+    ordem de cada uma ('o conjunto entregue', 'a origem') -- a que não cresce
+    levanta ErroConjunto no meio, e quem chama não pode dar nada por feito.
     """
     velhos = em_ordem(anteriores, 'o conjunto entregue', ErroConjuntoGuardado)
     novos = em_ordem(atuais, 'a origem')
@@ -374,7 +374,7 @@ def aplicar(anteriores: Iterable[Any], incluidas: Iterable[Any],
     """
     O conjunto novo, em ordem: o anterior menos `removidas`, mais `incluidas`.
 
-    `incluidas` e `removidas` sao as ENTREGUES (pequenas: o teto por ciclo);
+    `incluidas` e `removidas` são as ENTREGUES (pequenas: o teto por ciclo);
     o anterior vem do disco, em streaming.
     """
     fora = {codificar(v) for v in removidas}

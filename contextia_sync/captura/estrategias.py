@@ -8,9 +8,9 @@ que seria preciso resolve a conversa com o DBA na hora.
 
 Implementada e a que tem classe em `IMPLEMENTACOES` (o registro): hoje
 `coluna`, `reconciliacao` e as duas juntas (`coluna+reconciliacao`). As outras
-estao DECLARADAS, com o que exigiriam -- a recusa ensina.
-Uma estrategia nova implementa o protocolo `Captura` (captura/__init__.py) e
-entra no registro; os ciclos nao mudam. Modulo puro (autoteste).
+estão DECLARADAS, com o que exigiriam -- a recusa ensina.
+Uma estratégia nova implementa o protocolo `Captura` (captura/__init__.py) e
+entra no registro; os ciclos não mudam. Módulo puro (autoteste).
 """
 
 from __future__ import annotations
@@ -140,10 +140,10 @@ def exigir_estrategia(nome: str) -> dict[str, Any]:
             ', '.join('`%s`' % n for n in sorted(IMPLEMENTACOES)),
             ESTRATEGIAS['coluna']['exige'], ESTRATEGIAS['reconciliacao']['exige']),
         '',
-        'Se este cliente nao tem coluna de alteracao, isso NAO e detalhe de',
-        'configuracao: e uma decisao a tomar com o DBA antes de prometer dado',
+        'Se este cliente não tem coluna de alteração, isso NÃO é detalhe de',
+        'configuração: e uma decisão a tomar com o DBA antes de prometer dado',
         'ao vivo (com `key`, a `reconciliacao` vê inclusão e exclusão sem ela).',
-        'Ver a tabela de estrategias em docs/ouvinte.md.',
+        'Ver a tabela de estratégias em docs/ouvinte.md.',
     ]
     raise ErroEstrategia('\n'.join(linhas))
 
@@ -165,15 +165,15 @@ def resolver_estrategia(da_linha_de_comando: str | None,
 
 
 def partes(nome: str) -> list[str]:
-    """As estrategias que `nome` junta: 'coluna+reconciliacao' -> ['coluna', 'reconciliacao']."""
+    """As estratégias que `nome` junta: 'coluna+reconciliacao' -> ['coluna', 'reconciliacao']."""
     return nome.split('+')
 
 
 def criar_captura(nome: str, *, origem: ModuleType, estado: Estado, folga: int,
                   maximo: int, reconciliacao: Any = None) -> Captura:
     """
-    A captura da estrategia `nome` (ja exigida), pelo registro. `reconciliacao`
-    (captura.reconciliacao.OpcoesReconciliacao) e obrigatoria se ela reconcilia.
+    A captura da estratégia `nome` (já exigida), pelo registro. `reconciliacao`
+    (captura.reconciliacao.OpcoesReconciliacao) é obrigatória se ela reconcilia.
     """
     exigir_estrategia(nome)
     modulo, classe = IMPLEMENTACOES[nome].split(':')
@@ -181,7 +181,7 @@ def criar_captura(nome: str, *, origem: ModuleType, estado: Estado, folga: int,
     opcoes: dict[str, Any] = {}
     if 'reconciliacao' in partes(nome):
         if reconciliacao is None:
-            raise ValueError('a estrategia %s precisa das opcoes da reconciliacao' % nome)
+            raise ValueError('a estratégia %s precisa das opções da reconciliacao' % nome)
         opcoes['opcoes'] = reconciliacao
     captura: Captura = fabrica(origem=origem, estado=estado, folga=folga, maximo=maximo,
                                **opcoes)

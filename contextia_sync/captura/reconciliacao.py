@@ -59,7 +59,7 @@ def _agora_texto() -> str:
 
 @dataclass
 class OpcoesReconciliacao:
-    """O que a reconciliacao precisa alem da origem e do estado."""
+    """O que a reconciliacao precisa além da origem e do estado."""
 
     pasta: str                                    # <estado>/conjuntos
     intervalo: int = padroes.INTERVALO_RECONCILIACAO
@@ -71,7 +71,7 @@ class OpcoesReconciliacao:
 
 @dataclass
 class _Empresa:
-    """A comparacao de uma empresa (ou do dataset sem recorte: escopo None)."""
+    """A comparação de uma empresa (ou do dataset sem recorte: escopo None)."""
 
     escopo: str | None
     anteriores: int = 0
@@ -85,7 +85,7 @@ class _Empresa:
 
 @dataclass
 class _Plano:
-    """O que `confirmar` grava: as inclusoes entregues, por empresa (None: sem recorte)."""
+    """O que `confirmar` grava: as inclusões entregues, por empresa (None: sem recorte)."""
 
     incluidas: dict[str | None, list[Any]]
 
@@ -144,7 +144,7 @@ class _Grupos:
 
 
 class CapturaReconciliacao:
-    """`reconciliacao`: a posicao de cada dataset e o conjunto de chaves entregue."""
+    """`reconciliacao`: a posição de cada dataset e o conjunto de chaves entregue."""
 
     nome = 'reconciliacao'
 
@@ -168,12 +168,12 @@ class CapturaReconciliacao:
 
     # -- o que a origem precisa ter -------------------------------------------------
     def conferir(self, alvos: list[DatasetVivo]) -> list[str]:  # noqa: ARG002 - o protocolo
-        """Nada na subida: a `key` ja foi exigida (sem ela o dataset fica de fora)."""
+        """Nada na subida: a `key` já foi exigida (sem ela o dataset fica de fora)."""
         return []
 
     # -- o intervalo ------------------------------------------------------------------
     def vencida(self, alvo: DatasetVivo) -> bool:
-        """Passou um --intervalo-reconciliacao desde a ultima tentativa deste dataset?"""
+        """Passou um --intervalo-reconciliacao desde a última tentativa deste dataset?"""
         ultima = self._tentada.get(alvo.nome)
         if ultima is not None:
             return time.monotonic() - ultima >= self.opcoes.intervalo
@@ -219,8 +219,8 @@ class CapturaReconciliacao:
         return leitura
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
-        """O conjunto entregue de cada empresa vira o anterior, menos as remocoes e mais as
-        inclusoes entregues (as que `leitura` ainda traz: o ciclo tira as que falharam)."""
+        """O conjunto entregue de cada empresa vira o anterior, menos as remoções e mais as
+        inclusões entregues (as que `leitura` ainda traz: o ciclo tira as que falharam)."""
         plano = leitura.privado
         if not isinstance(plano, _Plano):
             return
@@ -254,9 +254,9 @@ class CapturaReconciliacao:
         """
         O conjunto lido ANTES da carga (de `escopo`, ou de todas), em temporarios.
 
-        Lido antes e nao depois: o que entrou entre esta leitura e a carga volta
-        na proxima reconciliacao como inclusao (reenviado: inofensivo), e o que
-        saiu nesse meio-tempo volta como remocao (de algo que a carga ja nao
+        Lido antes e não depois: o que entrou entre esta leitura e a carga volta
+        na próxima reconciliacao como inclusão (reenviado: inofensivo), e o que
+        saiu nesse meio-tempo volta como remoção (de algo que a carga já não
         levou: inofensivo). Lido DEPOIS, a linha que entrasse no meio nunca
         seria enviada, e a que saisse nunca seria removida.
         """
@@ -357,7 +357,7 @@ class CapturaReconciliacao:
 
     def _gravar(self, identidade: Identidade, escopo: str | None,
                 chaves: Iterable[Any]) -> _Gravacao:
-        """O conjunto lido agora num temporario (conferida a ordem), para `trocar` depois."""
+        """O conjunto lido agora num temporário (conferida a ordem), para `trocar` depois."""
         arquivo = conjuntos.caminho(self.opcoes.pasta, identidade.dataset, escopo)
         gravacao = _Gravacao(arquivo, self.opcoes.seco)
         try:
@@ -373,7 +373,7 @@ class CapturaReconciliacao:
 
     def _comparar(self, alvo: DatasetVivo, escopo: str | None, anteriores: Iterator[Any],
                   chaves: Iterator[Any], vagas: list[int]) -> _Empresa:
-        """A diferenca de uma empresa, guardando so o que cabe nas `vagas` desta vez."""
+        """A diferença de uma empresa, guardando só o que cabe nas `vagas` desta vez."""
         empresa = _Empresa(escopo)
         contagem = conjuntos.Contagem()
         try:
@@ -414,7 +414,7 @@ class CapturaReconciliacao:
 
     def _anotar_recusas(self, alvo: DatasetVivo, r: Reconciliacao,
                         empresas: list[_Empresa]) -> None:
-        """A recusa do teto: alta no log (quando muda), no status, na saude e nas metricas."""
+        """A recusa do teto: alta no log (quando muda), no status, na saúde e nas métricas."""
         recusas = [e.recusa for e in empresas if e.recusa]
         if not recusas:
             if r.recusa:
@@ -441,7 +441,7 @@ class CapturaReconciliacao:
         r.recusa_desde = r.recusa_desde or _agora_texto()
 
     def _leitura(self, alvo: DatasetVivo, empresas: list[_Empresa], atuais: int) -> Leitura:
-        """Remocoes conferidas de novo na origem e inclusoes lidas inteiras: a Leitura."""
+        """Remoções conferidas de novo na origem e inclusões lidas inteiras: a Leitura."""
         assert alvo.chave is not None
         candidatas = [(e.escopo, v) for e in empresas for v in e.removidas]
         presentes = self._ainda_na_origem(alvo, [v for _, v in candidatas])
@@ -497,7 +497,7 @@ class CapturaReconciliacao:
 
     def _inteiras(self, alvo: DatasetVivo, pedidas: dict[tuple[str | None, str], Any],
                   ) -> tuple[list[dict[str, Any]], dict[str | None, list[Any]]]:
-        """As linhas inteiras das chaves que entraram, e o que sera dado por entregue."""
+        """As linhas inteiras das chaves que entraram, e o que será dado por entregue."""
         assert alvo.chave is not None
         linhas: list[dict[str, Any]] = []
         entregues: dict[str | None, list[Any]] = {}
@@ -516,7 +516,7 @@ class CapturaReconciliacao:
 
     def _regravar(self, identidade: Identidade, escopo: str | None, entram: list[Any],
                   saem: list[Any]) -> bool:
-        """O conjunto entregue novo desta empresa no disco; False se nao deu (fica o velho)."""
+        """O conjunto entregue novo desta empresa no disco; False se não deu (fica o velho)."""
         arquivo = conjuntos.caminho(self.opcoes.pasta, identidade.dataset, escopo)
         try:
             anteriores = conjuntos.abrir_arquivo(arquivo, identidade, escopo)
@@ -541,7 +541,7 @@ class CapturaReconciliacao:
 
 
 class _Gravacao:
-    """Uma GravacaoAtomica que conta as chaves -- e que, no seco, nao grava nada."""
+    """Uma GravacaoAtomica que contá as chaves -- e que, no seco, não grava nada."""
 
     def __init__(self, caminho: str, seco: bool) -> None:
         self.quantas = 0
@@ -571,8 +571,8 @@ class _Gravacao:
 
 def _limpar_temporarios(pasta: str) -> None:
     """
-    Os temporarios de um ouvinte morto no meio de uma gravacao (kill -9): o
-    conjunto de verdade e o arquivo ao lado, inteiro; o temporario e lixo.
+    Os temporarios de um ouvinte morto no meio de uma gravação (kill -9): o
+    conjunto de verdade e o arquivo ao lado, inteiro; o temporário e lixo.
     """
     try:
         datasets = os.listdir(pasta)

@@ -58,7 +58,7 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
     p.add_argument('--estrategia', default=None, metavar='NOME',
                    help='como detectar o que mudou: %s. Implementadas: %s'
                         ' (`coluna+reconciliacao` põe o DELETE no Contextia em até um'
-                        ' --intervalo-reconciliacao). Padrao: `listener.strategy`'
+                        ' --intervalo-reconciliacao). Padrão: `listener.strategy`'
                         ' do mapeamento, ou `%s`' % (', '.join(sorted(ESTRATEGIAS)),
                                                     ', '.join(sorted(IMPLEMENTACOES)),
                                                     padroes.ESTRATEGIA))

@@ -9,7 +9,7 @@ versão 2):
     acompanhamento             {dataset: Acompanhamento}  o que o status mostra
     pendentes_varredura        {dataset: motivo}       entregues a varredura
     cargas_iniciais_pendentes  [escopo]                carga de empresa nova a refazer
-    reconciliacao              {dataset: Reconciliacao}  a ultima reconciliacao (o
+    reconciliacao              {dataset: Reconciliacao}  a última reconciliacao (o
                                                        conjunto de chaves mora em
                                                        <estado>/conjuntos/)
     escopos_vistos, ultima_varredura
@@ -43,7 +43,7 @@ class ErroEstado(ErroConfiguracao):
 
 
 class _ComFalhas:
-    """A sequencia de falhas de um registro: o ultimo erro, desde quando, quantas seguidas."""
+    """A sequência de falhas de um registro: o último erro, desde quando, quantas seguidas."""
 
     ultimo_erro: str | None
     erro_desde: str | None
@@ -56,7 +56,7 @@ class _ComFalhas:
         self.falhas_seguidas += 1
 
     def registrar_sucesso(self) -> None:
-        """Deu certo: a sequencia de falhas acaba."""
+        """Deu certo: a sequência de falhas acaba."""
         self.ultimo_erro = None
         self.erro_desde = None
         self.falhas_seguidas = 0
@@ -107,9 +107,9 @@ class ResultadoVarredura:
 @dataclass
 class Reconciliacao(_ComFalhas):
     """
-    A reconciliacao de um dataset, para o status, a saude e as metricas.
+    A reconciliacao de um dataset, para o status, a saúde e as métricas.
 
-    O conjunto de chaves entregue nao mora aqui (milhoes de chaves num JSON
+    O conjunto de chaves entregue não mora aqui (milhões de chaves num JSON
     trocado inteiro a cada ciclo): mora em <estado>/conjuntos/, um arquivo por
     empresa (captura/conjuntos.py).
     """
@@ -195,7 +195,7 @@ def _reconciliacao(caminho: str, nome: str, bruto: Any) -> Reconciliacao:
 
 
 def _sem_vazios(registro: Any) -> dict[str, Any]:
-    """O registro sem None, False e os contadores zerados: o arquivo fica legivel a olho."""
+    """O registro sem None, False e os contadores zerados: o arquivo fica legível a olho."""
     return {k: v for k, v in dataclasses.asdict(registro).items()
             if v is not None and v is not False and not (k in _ZERO_E_AUSENTE and v == 0)}
 

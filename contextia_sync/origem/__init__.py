@@ -11,8 +11,8 @@ O que mora aqui, e o que cada módulo pode importar:
                  exatamente no tipo da coluna (`coagir_exato`). SQLAlchemy.
     url          CONTEXTIA_ORIGEM lida e mostrada sem a senha. SQLAlchemy.
     consultas    o SQL de cada leitura, montado sem servidor. SQLAlchemy.
-    conjunto     o conjunto de chaves em ordem binaria (a reconciliacao). SQLAlchemy.
-    generico     o adaptador `--source=generic`: engine proprio, sessao travada,
+    conjunto     o conjunto de chaves em ordem binária (a reconciliacao). SQLAlchemy.
+    genérico     o adaptador `--source=generic`: engine próprio, sessão travada,
                  leituras curtas em streaming. SQLAlchemy + drivers.
 
 Nada daqui fala com o Contextia nem conhece o ouvinte: a origem só lê.

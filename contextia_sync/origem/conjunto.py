@@ -79,13 +79,13 @@ def consulta_conjunto(objeto: Objeto, chave: str, escopo: str | None, dialeto: s
 def ler_conjunto(origem: Origem, source_object: str, chave: str, escopo: str | None = None,
                  so_escopo: Any = None) -> Generator[Sequence[Any], None, None]:
     """
-    As linhas (escopo, chave) do conjunto -- so (chave,) sem `escopo` --, em
+    As linhas (escopo, chave) do conjunto -- só (chave,) sem `escopo` --, em
     streaming e em ordem.
 
     Os valores passam pelos mesmos conversores do `fetch` (a chave removida tem
     de ser a mesma que o registro levou). A consulta roda aqui; o erro no meio
-    do streaming (conexao derrubada, tempo esgotado) sai como ErroOrigem -- e a
-    leitura parcial nunca e dada por completa.
+    do streaming (conexão derrubada, tempo esgotado) sai como ErroOrigem -- e a
+    leitura parcial nunca é dada por completa.
     """
     conn = origem._abrir()
     try:

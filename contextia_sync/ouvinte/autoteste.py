@@ -55,14 +55,14 @@ def _atrasadas(p):
              {'ID': 2, 'ALT': datetime.datetime(2026, 9, 2, 9, 58)},    # atrasada 120s
              {'ID': 3, 'ALT': datetime.datetime(2026, 9, 2, 10, 1)}]    # normal
     quantas, maior, novas = contar_atrasadas(lidas, 'ALT', 'ID', marca, vistos)
-    p.igual('releitura da mesma linha não conta; a nova abaixo da marca conta',
+    p.igual('releitura da mesma linha não contá; a nova abaixo da marca contá',
             quantas, 1)
     p.igual('o maior atraso e marca - valor', maior, 120.0)
     p.igual('só as ainda não vistas entram na memória', len(novas), 2)
     alterada = {'ID': 1, 'ALT': datetime.datetime(2026, 9, 2, 9, 59, 30)}
     p.igual('mesma chave com valor novo e outra versão da linha',
             contar_atrasadas([alterada], 'ALT', 'ID', marca, vistos)[0], 1)
-    p.igual('sem memória (primeiro ciclo) não conta nada',
+    p.igual('sem memória (primeiro ciclo) não contá nada',
             contar_atrasadas(lidas, 'ALT', 'ID', marca, None)[0], 0)
     p.igual('atraso acima de metade da folga e preocupante',
             atraso_preocupante(100, marca, 180), True)
@@ -237,7 +237,7 @@ def _estrategias(p):
 
 
 def _conjuntos(p):
-    """A diferenca dos conjuntos de chaves (a reconciliacao): o que sai, o que entra, a ordem."""
+    """A diferença dos conjuntos de chaves (a reconciliacao): o que sai, o que entra, a ordem."""
     from contextia_sync.captura.conjuntos import (
         Contagem,
         ErroConjunto,
@@ -255,7 +255,7 @@ def _conjuntos(p):
                                      contagem.incluidas), (4, 5, 1, 2))
     p.igual('origem vazia: tudo sai', list(comparar(['a', 'b'], [], Contagem())),
             [('-', 'a'), ('-', 'b')])
-    p.igual('numero antes de texto, texto por code point (B < a)',
+    p.igual('número antes de texto, texto por code point (B < a)',
             list(comparar([], [7, 'B', 'a', 'b'], Contagem())),
             [('+', 7), ('+', 'B'), ('+', 'a'), ('+', 'b')])
     p.recusa('origem fora de ordem (a collation sem caixa do banco) e recusada',
@@ -264,7 +264,7 @@ def _conjuntos(p):
     p.recusa('chave repetida na origem e recusada',
              lambda: list(comparar([], [1, 1], Contagem())), ErroConjunto,
              contem=('repetida',))
-    p.igual('o conjunto novo: o anterior menos o removido, mais o incluido',
+    p.igual('o conjunto novo: o anterior menos o removido, mais o incluído',
             list(aplicar([1, 3, 5], [4, 2], [3])), [1, 2, 4, 5])
     for valor in (297, 'a\nb', datetime.date(2026, 9, 2), datetime.datetime(2026, 9, 2, 10)):
         p.igual('%r volta do disco igual' % (valor,), decodificar(codificar(valor)), valor)

@@ -2,8 +2,8 @@
 Ciclo de DADOS: o que mudou desde a última leitura, empresa por empresa.
 
 A captura (captura/) diz o que mudou; aqui se reparte por empresa, se entrega
-SEM ciclo de carga (upsert; so o que a captura viu sumir -- a reconciliacao --
-e removido, pela chave, com `remove`), e so entao se confirma a posicao.
+SEM ciclo de carga (upsert; só o que a captura viu sumir -- a reconciliacao --
+e removido, pela chave, com `remove`), e só então se confirma a posição.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _agora_texto() -> str:
 
 def ciclo_dados(ctx: Contexto) -> ResumoDados:
     """
-    O que mudou desde a ultima leitura, empresa por empresa. So e removido o
+    O que mudou desde a última leitura, empresa por empresa. Só é removido o
     que a captura viu sumir da origem (a reconciliacao), pela chave.
     """
     chaves = _chaves_do_ao_vivo(ctx)
@@ -201,8 +201,8 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
                            ' remoções ficam para a próxima reconciliação', alvo.nome)
     elif not envio.ok:
         acomp.registrar_erro('%s %s' % (_agora_texto(), envio.erro), _agora_texto())
-        logger.warning('%-28s envio com erro: marca de agua NAO avancou (o proximo'
-                       ' ciclo rele)', alvo.nome)
+        logger.warning('%-28s envio com erro: marca de água NÃO avançou (o próximo'
+                       ' ciclo relê)', alvo.nome)
     resumo.datasets += 1
     resumo.registros += envio.enviados
 
@@ -230,7 +230,7 @@ def avisar_sem_chave(mapa: Mapping[str, Any], avisados: set[tuple[str, str]], no
 
 @dataclass
 class _Envio:
-    """O desfecho do envio de um dataset (registros, ou remocoes) a todas as empresas."""
+    """O desfecho do envio de um dataset (registros, ou remoções) a todas as empresas."""
 
     ok: bool = True
     enviados: int = 0
@@ -301,7 +301,7 @@ def _enviar_remocoes(ctx: Contexto, alvo: DatasetVivo, leitura: Leitura,
     As chaves que sumiram da origem, removidas do Contextia empresa por empresa
     (`remove`, sem registros e sem `sync`), em lotes do `chunk` do dataset.
 
-    Depois dos registros: a linha que mudou de empresa ja chegou a nova quando
+    Depois dos registros: a linha que mudou de empresa já chegou a nova quando
     sai da antiga. Dataset sem recorte: as mesmas chaves saem de toda empresa.
     """
     por_escopo: dict[str, list[Any]] = {e: list(v) for e, v in

@@ -242,9 +242,9 @@ def _exigir_pasta_de_estado(pasta: str) -> None:
 
 def _exigir_remove(estrategia: str) -> None:
     """
-    A reconciliacao so serve se o Contextia aceita `remove`: senao ela veria a
-    exclusao e nao teria como conta-la. O Contextia fora do ar agora nao e
-    recusa: o envio confere de novo (e falha alto) na primeira remocao.
+    A reconciliacao só serve se o Contextia aceita `remove`: senão ela veria a
+    exclusão e não teria como conta-la. O Contextia fora do ar agora não é
+    recusa: o envio confere de novo (e falha alto) na primeira remoção.
     """
     try:
         anunciadas = cliente.capacidades()

@@ -107,8 +107,8 @@ def _refazer_cargas_pendentes(ctx: Contexto, resumo: ResumoProjetos) -> None:
 def _conjuntos_antes_da_carga(ctx: Contexto, escopo: str) -> dict[str, Any] | None:
     """
     O que a captura guarda ANTES da carga inicial (o conjunto de chaves da empresa,
-    na reconciliacao); None se a origem nao respondeu -- a carga fica para o
-    proximo ciclo de projetos, em vez de correr sem o conjunto lido antes dela.
+    na reconciliacao); None se a origem não respondeu -- a carga fica para o
+    próximo ciclo de projetos, em vez de correr sem o conjunto lido antes dela.
     """
     antes: dict[str, Any] = {}
     try:

@@ -95,12 +95,12 @@ def _captura_de(alvo: DatasetVivo) -> str:
 
 
 def tabela_reconciliacao(ctx: Contexto) -> list[str]:
-    """Uma linha por dataset da reconciliacao: a ultima, as chaves, o que saiu, a recusa."""
+    """Uma linha por dataset da reconciliacao: a última, as chaves, o que saiu, a recusa."""
     formato = '%-28s %-20s %9s %10s %10s %10s  %s'
     linhas = ['reconciliação a cada %ss (teto de remoção %.0f%% por empresa):'
               % (ctx.intervalo_reconciliacao, 100.0 * padroes.MAX_REMOCAO),
               formato % ('dataset', 'ultima', 'chaves', 'removidas', 'incluidas',
-                         'total rem.', 'recusa / ultimo erro')]
+                         'total rem.', 'recusa / último erro')]
     for alvo in ctx.vivos:
         if not alvo.reconcilia:
             linhas.append('%-28s fora da reconciliação: sem key (a exclusão só na varredura)'
@@ -109,7 +109,7 @@ def tabela_reconciliacao(ctx: Contexto) -> list[str]:
         r = ctx.estado.reconciliacao(alvo.nome)
         problema = ('RECUSADA desde %s: %s' % (r.recusa_desde, r.recusa) if r.recusa
                     else r.ultimo_erro or '')
-        linhas.append(formato % (alvo.nome, r.ultima_em or '(ainda nao)',
+        linhas.append(formato % (alvo.nome, r.ultima_em or '(ainda não)',
                                  '-' if r.chaves is None else r.chaves, r.removidas,
                                  r.incluidas, r.removidas_total, problema))
     return linhas
@@ -117,7 +117,7 @@ def tabela_reconciliacao(ctx: Contexto) -> list[str]:
 
 def _reconciliacao_json(ctx: Contexto, alvo: DatasetVivo,
                         agora: datetime.datetime) -> dict[str, Any] | None:
-    """O objeto `reconciliacao` de um dataset no status (None: a estrategia nao reconcilia)."""
+    """O objeto `reconciliacao` de um dataset no status (None: a estratégia não reconcilia)."""
     if ctx.intervalo_reconciliacao is None:
         return None
     if not alvo.reconcilia:
