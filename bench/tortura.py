@@ -340,12 +340,12 @@ class Tortura:
                 self.falhar('tortura_incompleta',
                             'prazo total curto: carga encerrada em %.0fs' % decorrido)
                 break
-            while eventos and eventos[0][0] <= decorrido:
-                if eventos[0][1] == 'relogio' and not self._alem_da_folga_comitadas() \
+            for item in [e for e in eventos if e[0] <= decorrido]:
+                if item[1] == 'relogio' and not self._alem_da_folga_comitadas() \
                         and decorrido < duracao - 3:
-                    break                     # espera a transacao alem da folga comitar
-                _, evento = eventos.pop(0)
-                self._evento(evento, atraso_alem)
+                    continue                  # espera a transacao alem da folga comitar
+                eventos.remove(item)
+                self._evento(item[1], atraso_alem)
             self._olhar_pendentes()
             self._olhar_alem_da_folga()
             self._matar_na_carga_inicial()
@@ -357,6 +357,8 @@ class Tortura:
         vivas = self.carga.parar(espera=atraso_alem + 30)
         if vivas:
             self.falhar('tortura_incompleta', 'threads da carga nao terminaram: %s' % vivas)
+        if getattr(self, 'intruso', None) is not None:
+            self.intruso.join(60)
         self.matador.parar()
         self.conexoes.parar()
         injetadas = self.servidor.falhas_injetadas()
@@ -382,7 +384,11 @@ class Tortura:
             elif evento == 'alem_da_folga':
                 self.carga.alem_da_folga_em_thread(atraso_alem, self._janela_ja_passou)
             elif evento == 'intruso':
-                self.matador.tentar_intruso()
+                # Numa thread: o intruso leva alguns segundos para ser recusado, e o
+                # laco dos eventos nao espera por ele.
+                self.intruso = threading.Thread(target=self.matador.tentar_intruso,
+                                                name='intruso', daemon=True)
+                self.intruso.start()
             elif evento == 'futuro':
                 self.carga.futuro()
             elif evento == 'venenosos':
@@ -693,6 +699,12 @@ class Tortura:
 
     def conferir_futuro(self, classes):
         """Carimbo no futuro: entregue, e a marca de agua NAO foi para o futuro."""
+        self.sujo['futuro'] = {'linhas': len(self.carga.futuros),
+                               'ausentes': classes.get('futuro_ausente', 0),
+                               'marcas_no_futuro': self._marcas_no_futuro('ao vivo')}
+
+    def _marcas_no_futuro(self, momento):
+        """Os datasets cuja marca de agua passou do relogio da origem (reprova)."""
         _, estado = self.ouvinte.estado()
         agora = self._agora_do_banco()
         tolerancia = datetime.timedelta(seconds=5)
@@ -700,11 +712,9 @@ class Tortura:
                            if _data(m) is not None and _data(m) > agora + tolerancia)
         if no_futuro:
             self.falhar('futuro', 'a marca de agua de %s foi para o futuro da origem (agora'
-                        ' %s): nenhuma mudanca depois dela seria vista' % (
-                            ', '.join(no_futuro), agora))
-        self.sujo['futuro'] = {'linhas': len(self.carga.futuros),
-                               'ausentes': classes.get('futuro_ausente', 0),
-                               'marcas_no_futuro': no_futuro}
+                        ' %s, %s): o que mudar antes dela menos a folga so chega na'
+                        ' varredura' % (', '.join(no_futuro), agora, momento))
+        return no_futuro
 
     def conferir_relogio(self, classes):
         """O relogio voltou: as linhas gravadas depois do passo chegaram ao vivo."""
@@ -801,7 +811,7 @@ class Tortura:
             self.ouvinte.matar()
             time.sleep(0.5)
             sobras = processos.processos_marcados(self.marca)
-            self.matador._conferir_estado('kill -9 na varredura')
+            self.matador.conferir_estado('kill -9 na varredura')
             registro('kill -9 na varredura: %d processo(s) orfao(s): %s', len(sobras),
                      '; '.join(c[-60:] for _, c in sobras))
         antes_de_subir = [(p, c) for p, c in sobras if _vivo(p)]
@@ -1000,6 +1010,8 @@ class Tortura:
             _, _, esperado, obtido = self.ler_dois_lados()
             exato = verificar.comparar(esperado, obtido)
             parados = self.conferir_retomada() if varreu else ['(sem varredura)']
+            self.sujo['futuro']['marcas_no_futuro_apos_varredura'] = \
+                self._marcas_no_futuro('apos varredura')
             self.conferir_projetos('apos varredura')
             self.conferir_chaves_bom()
             # Os orfaos sao contados ANTES da limpeza: o SIGTERM final tem de leva-los.
@@ -1186,7 +1198,7 @@ def _motivos_da(n, codigos):
 def tabela(resultados):
     """A tabela de numeros, uma coluna por banco; cada falha de dado sujo com a sua linha."""
     linhas = [
-        ('mudancas feitas', lambda n: n['mudancas']),
+        ('linhas mudadas (com as em massa)', lambda n: n['mudancas']),
         ('  inclusoes/alteracoes/cancel.', lambda n: '%s/%s/%s' % (
             n['mudancas_por_tipo'].get('inclusao', 0), n['mudancas_por_tipo'].get('alteracao', 0),
             n['mudancas_por_tipo'].get('cancelamento', 0))),
@@ -1236,6 +1248,7 @@ def tabela(resultados):
         ('sujo: carimbo no futuro', lambda n: '%s ausentes de %s; marca %s' % (
             _de(n, 'dado_sujo', 'futuro', 'ausentes'), _de(n, 'dado_sujo', 'futuro', 'linhas'),
             'NO FUTURO' if _de(n, 'dado_sujo', 'futuro', 'marcas_no_futuro', padrao=[])
+            or _de(n, 'dado_sujo', 'futuro', 'marcas_no_futuro_apos_varredura', padrao=[])
             else 'ok')),
         ('sujo: venenosos na quarentena', _quarentena),
         ('sujo: carimbo em massa > teto', lambda n: '%s linhas; volta em %s s' % (
@@ -1267,18 +1280,22 @@ def tabela(resultados):
         ('motivos de reprovacao', lambda n: len(n['motivos'])),
         ('RESULTADO', lambda n: 'PASSOU' if n['passou'] else 'FALHOU'),
     ]
-    cabeca = ['%-34s' % ''] + ['%-24s' % ('%s %s' % (r.get('modo') or '', r['banco']))
-                               for r in resultados]
-    saida = [' | '.join(cabeca).rstrip()]
-    saida.append('-' * len(saida[0]))
-    for rotulo, funcao in linhas:
-        celulas = []
-        for r in resultados:
-            try:
-                celulas.append('%-24s' % funcao(r))
-            except Exception:                         # noqa: BLE001
-                celulas.append('%-24s' % '?')
+    def celula(funcao, r):
+        try:
+            return str(funcao(r))
+        except Exception:                             # noqa: BLE001
+            return '?'
+    colunas = [['%s %s' % (r.get('modo') or '', r['banco'])]
+               + [celula(funcao, r) for _, funcao in linhas] for r in resultados]
+    larguras = [max(22, max(len(c) for c in coluna)) for coluna in colunas]
+    rotulos = [''] + [rotulo for rotulo, _ in linhas]
+    saida = []
+    for numero, rotulo in enumerate(rotulos):
+        celulas = ['%-*s' % (largura, coluna[numero])
+                   for largura, coluna in zip(larguras, colunas, strict=True)]
         saida.append(' | '.join(['%-34s' % rotulo] + celulas).rstrip())
+        if numero == 0:
+            saida.append('-' * len(saida[0]))
     return '\n'.join(saida)
 
 

@@ -299,10 +299,10 @@ class Matador:
                     self.mortes_sozinho.append(codigo)
                     self.registro('ATENCAO: o ouvinte saiu sozinho com codigo %s; reiniciando',
                                   codigo)
-                self._conferir_estado('saida sozinho')
+                self.conferir_estado('saida sozinho')
                 self._reiniciar()
 
-    def _conferir_estado(self, quando):
+    def conferir_estado(self, quando):
         ok, dados = self.ouvinte.estado()
         self.estados_lidos += 1
         if not ok:
@@ -354,7 +354,7 @@ class Matador:
             self.kills += 1
             self.orfaos_kill += len(matar_marcados(self.marca))
             tipo = 'kill -9'
-        self._conferir_estado(tipo)
+        self.conferir_estado(tipo)
         if entre_vidas is not None:
             try:
                 entre_vidas()
