@@ -309,6 +309,10 @@ class Tortura:
 
         taxas = {t: cfg['taxa'] for t in TIPOS_DE_FALHA}
         self.servidor.taxa_de_falhas(taxas, semente=self.semente + 3)
+        # O 200 malformado tambem na fila (a taxa sozinha pode nao sortear nenhum
+        # no modo curto): dois antes de processar, um depois.
+        self.servidor.injetar('corpo_invalido', 2)
+        self.servidor.injetar('corpo_invalido', 1, quando='depois')
         registro('carga por %ss: %d conexoes, kill a cada %s s, falhas %s por tipo',
                  cfg['duracao'], cfg['conexoes'], cfg['periodo_kill'], cfg['taxa'])
         self.carga.iniciar()
@@ -789,19 +793,30 @@ class Tortura:
         meio dela: o bash do carregar-todas morre junto (como num OOM, sem
         repassar nada) e o conector fica orfao -- a subida seguinte tem de
         encerra-lo antes de qualquer outra coisa. Depois, a varredura inteira.
+
+        O conector e morto com um lote SEGURO no servidor (20 s): solto, ele
+        escreveria a linha seguinte no cano do ouvinte morto e morreria sozinho
+        de EPIPE antes de a subida seguinte chegar nele.
         """
         registro('varredura: reiniciando o ouvinte com --varrer-agora (kill -9 no meio dela)')
         self._sigterm_e_contar('antes da varredura')
-        # Cada lote segura 3 s no servidor: o conector fica no meio da carga de
-        # uma empresa por bem mais que a subida seguinte leva.
-        self.servidor.injetar('atraso', quantidade=60, segundos=3)
         self.ouvinte.iniciar(['--varrer-agora'])
         self.vigia.permitir(principal=self.ouvinte.pid)
         achado = self._esperar_conector_da_varredura(90)
+        if achado is not None:
+            # So o conector fala com o intake agora (o ouvinte espera o
+            # carregar-todas): o proximo lote dele fica 20 s no servidor.
+            antes = self.servidor.falhas_injetadas().get('atraso', 0)
+            self.servidor.injetar('atraso', quantidade=1, segundos=20)
+            fim = time.monotonic() + 30
+            while time.monotonic() < fim and \
+                    self.servidor.falhas_injetadas().get('atraso', 0) <= antes:
+                time.sleep(0.1)
+            achado = self._esperar_conector_da_varredura(5)
         sobras = []
         if achado is None:
-            self.falhar('tortura_incompleta', 'kill -9 na varredura: o conector da varredura'
-                        ' nao apareceu em 90 s')
+            self.falhar('tortura_incompleta', 'kill -9 na varredura: nenhum conector da'
+                        ' varredura com um lote no servidor em 90 s')
         else:
             pgid, conector = achado
             try:
@@ -881,7 +896,11 @@ class Tortura:
             if grupo and dono and int(dono.group(1)) == self.ouvinte.pid:
                 pgid = int(grupo.group(1))
                 for pid, cmd in processos.processos_marcados(self.marca):
-                    if 'contextia_sync.cli.conector' in cmd and _pgid(pid) == pgid:
+                    # O conector ja depois do exec (antes dele, o processo ainda e
+                    # o `chaves executar` que poe a chave no ambiente).
+                    if '-m contextia_sync.cli.conector' in cmd and 'chaves' not in \
+                            cmd.split('contextia_sync.cli.conector')[0] and \
+                            _pgid(pid) == pgid:
                         return pgid, pid
             if not self.ouvinte.vivo():
                 return None
@@ -1120,6 +1139,8 @@ class Tortura:
                         ' empresa nova nao aconteceu')
         if not sum(n['falhas_injetadas'].values()):
             self.falhar('tortura_incompleta', 'nenhuma falha do intake foi injetada')
+        if not n['falhas_injetadas'].get('corpo_invalido'):
+            self.falhar('tortura_incompleta', 'nenhum 200 malformado foi injetado')
         n['motivos'] = self.veredito.motivos
         n['passou'] = self.veredito.passou()
         n['duracao_total_s'] = round(time.monotonic() - self.inicio, 1)
