@@ -29,7 +29,7 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Menos carga que o curto padrao (40 s): cada mutacao aparece bem antes disso.
 DURACAO = 30
 # Quantas rodam ao mesmo tempo. Medido em 2 nucleos carregados: as tres juntas
-# levaram 3,6 a 4,3 min e uma a uma 5,3 a 6,3 -- mas no `make test` o outro
+# levaram 3,6 a 4,3 min, uma a uma 5,3 a 6,3 min -- mas no `make test` o outro
 # processo do pytest pode rodar a tortura curta ao lado, e quatro torturas
 # juntas levaram a curta a mais de 3 min. Uma de cada vez deixa a curta no
 # tempo dela (76 a 112 s com uma mutacao rodando ao lado).
