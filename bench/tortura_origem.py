@@ -8,10 +8,12 @@ um carimbo anterior ao seu commit -- o caso que a `--folga` existe para cobrir.
 """
 
 import datetime
+import decimal
 import itertools
 import random
 import threading
 import time
+import typing
 import uuid
 
 import sqlalchemy as sa
@@ -34,6 +36,12 @@ EMPRESA_INATIVA = 8
 EMPRESA_NOVA = 7
 
 
+def _texto_longo():
+    # O registro acima do limite de bytes do intake mora aqui: TEXT do MariaDB
+    # guarda so 64 KiB, o MEDIUMTEXT 16 MiB.
+    return sa.Text().with_variant(mysql.MEDIUMTEXT(), 'mysql', 'mariadb')
+
+
 def _carimbo():
     # TIMESTAMP(6)/DATETIME(6): microssegundos nos dois bancos, para que a
     # latencia medida nao tenha degraus de um segundo.
@@ -54,6 +62,7 @@ def esquema():
              sa.Column('VALOR', sa.Numeric(14, 2), nullable=False),
              sa.Column('SITUACAO', sa.String(1), nullable=False),
              sa.Column('HISTORICO', sa.String(80), nullable=False),
+             sa.Column('OBSERVACAO', _texto_longo(), nullable=True),
              sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
              sa.Index('IX_TITULOS_ALTERADO_EM', 'ALTERADO_EM'))
     sa.Table('PEDIDOS', meta,
@@ -72,6 +81,15 @@ def esquema():
              sa.Column('TIPO', sa.String(1), nullable=False),
              sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
              sa.Index('IX_MOVIMENTOS_ALTERADO_EM', 'ALTERADO_EM'))
+    # O carimbo em massa: todas as linhas com o mesmo carimbo, acima do teto, e
+    # depois a tabela fica quieta (a migracao de um ERP faz isso).
+    sa.Table('ESTOQUES', meta,
+             sa.Column('ID', sa.BigInteger, primary_key=True, autoincrement=False),
+             sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
+             sa.Column('PRODUTO', sa.String(30), nullable=False),
+             sa.Column('SALDO', sa.Numeric(14, 3), nullable=False),
+             sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
+             sa.Index('IX_ESTOQUES_ALTERADO_EM', 'ALTERADO_EM'))
     # Dominio: sem recorte, vai inteiro para toda empresa.
     sa.Table('SITUACOES', meta,
              sa.Column('CODIGO', sa.String(4), primary_key=True),
@@ -83,11 +101,14 @@ def esquema():
 # Dataset do mapeamento -> (tabela, chave ou None, colunas, com recorte?)
 DATASETS = {
     'titulos': ('TITULOS', 'ID',
-                ['ID', 'EMPRESA_ID', 'VALOR', 'SITUACAO', 'HISTORICO', 'ALTERADO_EM'], True),
+                ['ID', 'EMPRESA_ID', 'VALOR', 'SITUACAO', 'HISTORICO', 'OBSERVACAO',
+                 'ALTERADO_EM'], True),
     'pedidos': ('PEDIDOS', 'ID',
                 ['ID', 'EMPRESA_ID', 'CLIENTE', 'TOTAL', 'STATUS', 'ALTERADO_EM'], True),
     'movimentos': ('MOVIMENTOS', None,
                    ['DOC', 'EMPRESA_ID', 'VALOR', 'TIPO', 'ALTERADO_EM'], True),
+    'estoques': ('ESTOQUES', 'ID', ['ID', 'EMPRESA_ID', 'PRODUTO', 'SALDO', 'ALTERADO_EM'],
+                 True),
     'situacoes': ('SITUACOES', 'CODIGO', ['CODIGO', 'DESCRICAO', 'ALTERADO_EM'], False),
 }
 
@@ -185,6 +206,44 @@ def ler_tabela(motor, tabela):
         return [dict(r._mapping) for r in conexao.execute(sa.select(meta.tables[tabela]))]
 
 
+class EmpresasDaRegra(typing.NamedTuple):
+    """O que o cadastro da origem diz, lido pelo SQL da tortura (nunca pelo produto)."""
+
+    aceitas: list          # a regra aceita e nao estao em excluded_scopes: TEM de ter projeto
+    recusadas: list        # a regra recusa (ex.: inativa): NAO pode ter projeto
+    excluidas: list        # em excluded_scopes: NAO pode ter projeto
+
+
+def empresas_da_regra(motor, mapa):
+    """
+    As empresas a verificar, calculadas do cadastro da origem e da regra de
+    projeto do mapeamento (`projects`: tabela, coluna da empresa, filtros
+    `equals`) menos `source.excluded_scopes` -- com SQL proprio, nao com o
+    arquivo de chaves nem com o codigo de regra do produto.
+    """
+    regra = mapa['projects']
+    coluna = regra['scope_column']
+    filtros = regra.get('filters') or []
+    for filtro in filtros:
+        if set(filtro) != {'column', 'equals'}:
+            raise ValueError('a tortura so sabe filtros `equals` na regra de projeto: %r'
+                             % filtro)
+    excluidas = {str(e) for e in (mapa.get('source') or {}).get('excluded_scopes') or []}
+    tabela = sa.table(regra['source_object'], sa.column(coluna),
+                      *[sa.column(f['column']) for f in filtros])
+    aceitas_sql = sa.select(tabela.c[coluna])
+    for filtro in filtros:
+        aceitas_sql = aceitas_sql.where(tabela.c[filtro['column']] == filtro['equals'])
+    with motor.connect() as conexao:
+        todas = {str(r[0]) for r in conexao.execute(sa.select(tabela.c[coluna]))}
+        aceitas = {str(r[0]) for r in conexao.execute(aceitas_sql)}
+
+    def ordem(escopos):
+        return sorted(escopos, key=lambda e: (len(e), e))
+    return EmpresasDaRegra(aceitas=ordem(aceitas - excluidas), recusadas=ordem(todas - aceitas),
+                           excluidas=ordem(aceitas & excluidas))
+
+
 # ---------------------------------------------------------------------------
 # A carga
 # ---------------------------------------------------------------------------
@@ -216,7 +275,7 @@ class Carga:
         self._parar = threading.Event()
         self._threads = []
         self.empresas = list(EMPRESAS_INICIAIS) + [EMPRESA_EXCLUIDA, EMPRESA_INATIVA]
-        self.vivos = {'TITULOS': [], 'PEDIDOS': [], 'MOVIMENTOS': []}
+        self.vivos = {'TITULOS': [], 'PEDIDOS': [], 'MOVIMENTOS': [], 'ESTOQUES': []}
         self.protegidos = set()           # backends da carga: o matador nao os toca
         # Anotacoes para o relatorio e para a latencia.
         self.mudancas = []                # (dataset, ident, empresa, commit_monotonic, valores)
@@ -224,7 +283,14 @@ class Carga:
         self.atrasadas = []               # (dataset, ident, atraso_s, carimbo)
         self.alem_da_folga = []           # (dataset, ident, atraso_s, carimbo)
         self.rajadas = []                 # dict(dataset, ids, carimbo, linhas)
-        self.apagados = {'titulos': set(), 'pedidos': set(), 'movimentos': set()}
+        self.apagados = {'titulos': set(), 'pedidos': set(), 'movimentos': set(),
+                         'estoques': set()}
+        # {dataset: {ident: {empresa de onde saiu}}}: a copia velha fica la ate a varredura.
+        self.movidos = {'titulos': {}, 'pedidos': {}, 'estoques': {}}
+        self.quietas = set()              # tabelas que a carga nao toca mais
+        self.futuros = []                 # (dataset, ident): carimbo no futuro da origem
+        self.venenosos = []               # (dataset, ident, empresa, tipo): quarentena
+        self.do_relogio = []              # (dataset, ident, carimbo): depois do passo atras
         self.erros = []
         self.empresa_nova_em = None
 
@@ -251,10 +317,12 @@ class Carga:
                 {'CODIGO': c, 'DESCRICAO': d, 'ALTERADO_EM': carimbo()} for c, d in (
                     ('A', 'Aberto'), ('B', 'Baixado'), ('C', 'Cancelado'),
                     ('P', 'Parcial'), ('V', 'Vencido'))])
-            for tabela in ('TITULOS', 'PEDIDOS', 'MOVIMENTOS'):
+            for tabela in ('TITULOS', 'PEDIDOS', 'MOVIMENTOS', 'ESTOQUES'):
                 linhas = []
+                # ESTOQUES em dobro: o carimbo em massa tem de passar do teto.
+                vezes = 2 * por_empresa if tabela == 'ESTOQUES' else por_empresa
                 for e in self.empresas:
-                    for _ in range(por_empresa):
+                    for _ in range(vezes):
                         linha = dict(self._valores(tabela, e), ALTERADO_EM=carimbo())
                         ident = self._novo_id()
                         if tabela == 'MOVIMENTOS':
@@ -275,7 +343,11 @@ class Carga:
             return {'EMPRESA_ID': empresa,
                     'VALOR': '%d.%02d' % (a.randint(1, 99999), a.randint(0, 99)),
                     'SITUACAO': a.choice('AAABP'),
-                    'HISTORICO': 'título %s' % uuid.uuid4().hex[:12]}
+                    'HISTORICO': 'titulo %s' % uuid.uuid4().hex[:12],
+                    'OBSERVACAO': a.choice((None, '', 'obs %d' % a.randint(1, 999)))}
+        if tabela == 'ESTOQUES':
+            return {'EMPRESA_ID': empresa, 'PRODUTO': 'produto %d' % a.randint(1, 300),
+                    'SALDO': '%d.%03d' % (a.randint(0, 9999), a.randint(0, 999))}
         if tabela == 'PEDIDOS':
             return {'EMPRESA_ID': empresa,
                     'CLIENTE': 'Cliente %d' % a.randint(1, 500),
@@ -358,25 +430,54 @@ class Carga:
             self.mudancas.append((tabela.lower(), str(ident), empresa, carimbo,
                                   time.monotonic()))
 
+    def _mudar_de_empresa(self, conexao, tabela):
+        """A linha passa para outra empresa (o ERP corrige um lancamento)."""
+        with self.trava:
+            lista = self.vivos[tabela]
+            if not lista:
+                return None
+            posicao = self.aleatorio.randrange(len(lista))
+            ident, empresa = lista[posicao]
+            destinos = [e for e in self.empresas if e != empresa
+                        and e not in (EMPRESA_EXCLUIDA, EMPRESA_INATIVA)]
+            nova = self.aleatorio.choice(destinos)
+            lista[posicao] = (ident, nova)
+            self.movidos[tabela.lower()].setdefault(str(ident), set()).add(str(empresa))
+        t = self.meta.tables[tabela]
+        conexao.execute(t.update().where(t.c[self._chave(tabela)] == ident)
+                        .values(EMPRESA_ID=nova, ALTERADO_EM=self.agora))
+        return ident, nova
+
+    def _tabela_da_vez(self):
+        # TITULOS pesa o dobro; uma tabela quieta (depois do carimbo em massa) sai da roda.
+        with self.trava:
+            roda = [t for t in ('TITULOS', 'TITULOS', 'PEDIDOS', 'MOVIMENTOS', 'ESTOQUES')
+                    if t not in self.quietas]
+        return self.aleatorio.choice(roda)
+
     def _uma_operacao(self, conexao):
         a = self.aleatorio
         sorteio = a.random()
-        tabela = a.choice(('TITULOS', 'TITULOS', 'PEDIDOS', 'MOVIMENTOS'))
+        tabela = self._tabela_da_vez()
+        com_situacao = tabela in ('TITULOS', 'PEDIDOS')
         with conexao.begin():
             if sorteio < 0.30:
                 empresa = self._empresa()
                 res = (self._inserir(conexao, tabela, empresa)[0], empresa)
                 tipo = 'inclusao'
-            elif sorteio < 0.65:
+            elif sorteio < 0.63:
                 res = self._atualizar(conexao, tabela)
                 tipo = 'alteracao'
-            elif sorteio < 0.75 and tabela != 'MOVIMENTOS':
+            elif sorteio < 0.73 and com_situacao:
                 res = self._atualizar(conexao, tabela, cancelar=True)
                 tipo = 'cancelamento'
-            elif sorteio < 0.85:
+            elif sorteio < 0.83:
                 self._apagar(conexao, tabela)
                 self._contar('exclusao')
                 return
+            elif sorteio < 0.85 and tabela != 'MOVIMENTOS':
+                res = self._mudar_de_empresa(conexao, tabela)
+                tipo = 'mudanca_de_empresa'
             elif sorteio < 0.87:
                 t = self.meta.tables['SITUACOES']
                 codigo = a.choice('ABCPV')
@@ -394,8 +495,13 @@ class Carga:
         self._contar(tipo)
         self._anotar(tabela, res, carimbo)
 
-    def _transacao_atrasada(self, conexao, atraso, alem=False):
-        """Carimba agora e comita `atraso` segundos depois (transação longa do ERP)."""
+    def _transacao_atrasada(self, conexao, atraso, alem=False, pronta=None):
+        """
+        Carimba agora e comita `atraso` segundos depois (transacao longa do ERP).
+        `pronta(carimbo)`: depois do atraso, so comita quando ela diz que sim (a
+        transacao alem da folga espera a marca do ouvinte passar de carimbo +
+        folga: um ouvinte atrasado ainda a pegaria, e nada seria demonstrado).
+        """
         inicio = time.monotonic()
         # A alem da folga vai sempre para TITULOS: PEDIDOS recebe as rajadas, e
         # um dataset entregue a varredura confundiria a demonstracao.
@@ -417,6 +523,9 @@ class Carga:
                 ident, empresa = res
             carimbo = self._carimbo_de(conexao, tabela, ident)
             self._dormir(atraso)
+            limite = time.monotonic() + atraso
+            while pronta is not None and not pronta(carimbo) and time.monotonic() < limite:
+                time.sleep(0.2)
         real = time.monotonic() - inicio
         with self.trava:
             (self.alem_da_folga if alem else self.atrasadas).append(
@@ -433,6 +542,7 @@ class Carga:
         linhas = self.maximo + max(20, self.maximo // 4)
         empresa = EMPRESAS_INICIAIS[1]
         ids = []
+        inicio = time.monotonic()
         with self.motor.connect() as conexao:
             self._proteger(conexao)
             with conexao.begin():
@@ -442,12 +552,109 @@ class Carga:
                 desde = self._carimbo_de(conexao, 'PEDIDOS', int(ids[0]))
                 ate = self._carimbo_de(conexao, 'PEDIDOS', int(ids[-1]))
         with self.trava:
-            self.rajadas.append({'dataset': 'pedidos', 'ids': set(ids), 'desde': desde,
-                                 'ate': ate, 'linhas': linhas, 'em': time.monotonic()})
+            self.rajadas.append({'dataset': 'pedidos', 'tipo': 'rajada', 'ids': set(ids),
+                                 'desde': desde, 'ate': ate, 'linhas': linhas,
+                                 'inicio': inicio, 'em': time.monotonic()})
         self._contar('rajada')
         with self.trava:
             self.contagem['linhas_de_rajada'] = self.contagem.get('linhas_de_rajada', 0) + linhas
         self.registro('rajada de %d linhas em pedidos (teto %d)', linhas, self.maximo)
+
+    # -- dado sujo -------------------------------------------------------------
+
+    def _inserir_fixo(self, tabela, empresa, **valores):
+        """Uma linha fora de `vivos` (a carga nao a muda depois): (ident, carimbo)."""
+        with self.motor.connect() as conexao:
+            self._proteger(conexao)
+            with conexao.begin():
+                linha = dict(self._valores(tabela, empresa), **valores)
+                ident = self._inserir(conexao, tabela, empresa, valores=linha,
+                                      mexivel=False)[0]
+                carimbo = self._carimbo_de(conexao, tabela, ident)
+        return str(ident), carimbo
+
+    def futuro(self, dias=1):
+        """Linhas carimbadas no FUTURO da origem (relogio errado na estacao do ERP)."""
+        futuro = agora_do_banco(self.motor, self.tipo) + datetime.timedelta(days=dias)
+        for dataset, tabela, empresa in (('titulos', 'TITULOS', EMPRESAS_INICIAIS[0]),
+                                         ('titulos', 'TITULOS', EMPRESAS_INICIAIS[2]),
+                                         ('movimentos', 'MOVIMENTOS', EMPRESAS_INICIAIS[1])):
+            ident, _ = self._inserir_fixo(tabela, empresa, ALTERADO_EM=futuro)
+            with self.trava:
+                self.futuros.append((dataset, ident))
+        self._contar('futuro')
+        self.registro('carimbo no futuro: %d linhas em %s', len(self.futuros), futuro)
+
+    def envenenar(self, bytes_grande):
+        """
+        Registros que o intake recusa de vez: NUMERIC NaN (so o PostgreSQL tem) e
+        um registro maior que o limite de bytes do lote do servidor.
+        """
+        feitos = []
+        if self.tipo == 'postgres':
+            ident, _ = self._inserir_fixo('TITULOS', EMPRESAS_INICIAIS[0],
+                                          VALOR=decimal.Decimal('NaN'))
+            feitos.append(('titulos', ident, str(EMPRESAS_INICIAIS[0]), 'nan'))
+        # Texto sem repeticao (o transporte poderia comprimir um 'xxxx...').
+        grande = ''.join(uuid.uuid4().hex for _ in range(bytes_grande // 32 + 1))
+        ident, _ = self._inserir_fixo('TITULOS', EMPRESAS_INICIAIS[2],
+                                      OBSERVACAO=grande[:bytes_grande])
+        feitos.append(('titulos', ident, str(EMPRESAS_INICIAIS[2]), 'bytes'))
+        with self.trava:
+            self.venenosos.extend(feitos)
+        self._contar('venenoso')
+        self.registro('venenosos: %s', ', '.join('%s %s (%s)' % (d, i, t)
+                                                 for d, i, _, t in feitos))
+
+    def corrigir_venenosos(self):
+        """O ERP corrige as linhas envenenadas: a versao nova tem de chegar e sair da quarentena."""
+        t = self.meta.tables['TITULOS']
+        ids = [int(i) for d, i, _, _ in self.venenosos if d == 'titulos']
+        if not ids:
+            return
+        with self.motor.connect() as conexao:
+            self._proteger(conexao)
+            with conexao.begin():
+                conexao.execute(t.update().where(t.c.ID.in_(ids)).values(
+                    VALOR='1.00', OBSERVACAO='corrigido', ALTERADO_EM=self.agora))
+
+    def carimbo_em_massa(self, tabela='ESTOQUES'):
+        """
+        Um UPDATE que carimba a tabela INTEIRA de uma vez (acima do teto), e
+        depois ela fica quieta: o ao-vivo tem de voltar logo depois da varredura.
+        """
+        with self.trava:
+            self.quietas.add(tabela)
+        time.sleep(0.5)                   # a operacao em voo nesta tabela comita antes
+        t = self.meta.tables[tabela]
+        inicio = time.monotonic()
+        with self.motor.connect() as conexao:
+            self._proteger(conexao)
+            with conexao.begin():
+                conexao.execute(t.update().values(ALTERADO_EM=self.agora))
+                linhas = conexao.execute(sa.select(t.c.ID, t.c.ALTERADO_EM)).all()
+        carimbos = [c for _, c in linhas]
+        with self.trava:
+            self.rajadas.append({'dataset': tabela.lower(), 'tipo': 'carimbo_em_massa',
+                                 'ids': {str(i) for i, _ in linhas},
+                                 'desde': min(carimbos), 'ate': max(carimbos),
+                                 'linhas': len(linhas), 'inicio': inicio,
+                                 'em': time.monotonic()})
+            self.contagem['linhas_carimbo_em_massa'] = len(linhas)
+        self._contar('carimbo_em_massa')
+        self.registro('carimbo em massa: %d linhas de %s (teto %d); a tabela fica quieta',
+                      len(linhas), tabela.lower(), self.maximo)
+        return len(linhas)
+
+    def linhas_do_relogio(self, carimbo, quantas=3):
+        """Linhas gravadas "depois" do relogio da origem voltar: carimbo abaixo da marca - folga."""
+        for n in range(quantas):
+            ident, _ = self._inserir_fixo('TITULOS', EMPRESAS_INICIAIS[n % 3],
+                                          ALTERADO_EM=carimbo)
+            with self.trava:
+                self.do_relogio.append(('titulos', ident, carimbo))
+        self._contar('relogio_voltou')
+        self.registro('relogio: %d linhas carimbadas %s', quantas, carimbo)
 
     def empresa_nova(self):
         t = self.meta.tables['EMPRESAS']
@@ -461,7 +668,9 @@ class Carga:
                 # carimbadas bem antes da folga, que so a carga inicial leva.
                 antigo = agora_do_banco(self.motor, self.tipo) - datetime.timedelta(days=2)
                 for n in range(10):
-                    for tabela in ('TITULOS', 'PEDIDOS', 'MOVIMENTOS'):
+                    for tabela in ('TITULOS', 'PEDIDOS', 'MOVIMENTOS', 'ESTOQUES'):
+                        if tabela in self.quietas:
+                            continue
                         valores = dict(self._valores(tabela, EMPRESA_NOVA),
                                        ALTERADO_EM=antigo + datetime.timedelta(minutes=n))
                         self._inserir(conexao, tabela, EMPRESA_NOVA, valores=valores)
@@ -521,13 +730,13 @@ class Carga:
             thread.start()
             self._threads.append(thread)
 
-    def alem_da_folga_em_thread(self, atraso):
-        """A transação que comita DEPOIS da folga: o limite documentado da `coluna`."""
+    def alem_da_folga_em_thread(self, atraso, pronta=None):
+        """A transacao que comita DEPOIS da folga: o limite documentado da `coluna`."""
         def rodar():
             try:
                 with self.motor.connect() as conexao:
                     self._proteger(conexao)
-                    self._transacao_atrasada(conexao, atraso, alem=True)
+                    self._transacao_atrasada(conexao, atraso, alem=True, pronta=pronta)
             except Exception as erro:                 # noqa: BLE001
                 with self.trava:
                     self.erros.append('além da folga: %s: %s' % (type(erro).__name__, erro))
@@ -549,7 +758,8 @@ class Carga:
         """Linhas mudadas: cada operação contá uma, a rajada contá as suas linhas."""
         with self.trava:
             return sum(v for k, v in self.contagem.items()
-                       if k not in ('empresa_nova', 'rajada'))
+                       if k not in ('empresa_nova', 'rajada', 'carimbo_em_massa', 'futuro',
+                                    'venenoso', 'relogio_voltou'))
 
 
 # ---------------------------------------------------------------------------

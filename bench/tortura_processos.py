@@ -11,17 +11,24 @@ ouvinte pos em grupo de processos próprio.
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
 import time
 
+from tortura_contextia import sem_acentos
+
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VARIAVEL_MARCA = 'TORTURA_MARCA'
+# A recusa da trava (contextia_sync/estado/trava.py), sem acentos: o intruso tem
+# de sair com 2 E dizer isto -- sair por outro motivo nao prova a trava.
+MENSAGEM_DA_TRAVA = 'Ja existe um ouvinte rodando com este diretorio de estado'
+SAIDA_DA_TRAVA = 2
 
 
-def processos_marcados(marca):
-    """[(pid, cmdline)] dos processos vivos (não zumbis) que levam a marca."""
+def processos_marcados_com_pai(marca):
+    """[(pid, ppid, cmdline)] dos processos vivos (nao zumbis) que levam a marca."""
     achados = []
     alvo = ('%s=%s' % (VARIAVEL_MARCA, marca)).encode()
     for nome in os.listdir('/proc'):
@@ -33,15 +40,39 @@ def processos_marcados(marca):
                 if alvo not in f.read().split(b'\0'):
                     continue
             with open('/proc/%d/stat' % pid, 'rb') as f:
-                estado = f.read().rsplit(b')', 1)[1].split()[0]
-            if estado == b'Z':
+                campos = f.read().rsplit(b')', 1)[1].split()
+            if campos[0] == b'Z':
                 continue
             with open('/proc/%d/cmdline' % pid, 'rb') as f:
                 cmd = f.read().replace(b'\0', b' ').decode('utf-8', 'replace').strip()
         except (OSError, IndexError):
             continue
-        achados.append((pid, cmd))
+        achados.append((pid, int(campos[1]), cmd))
     return achados
+
+
+def processos_marcados(marca):
+    """[(pid, cmdline)] dos processos vivos (nao zumbis) que levam a marca."""
+    return [(pid, cmd) for pid, _ppid, cmd in processos_marcados_com_pai(marca)]
+
+
+def ouvintes_principais(processos):
+    """
+    Os processos que SAO um ouvinte, de [(pid, ppid, cmdline)].
+
+    Um filho do ouvinte entre o fork e o exec (o supervisor rodando uma
+    ferramenta) ainda tem a linha de comando do pai: contado, ele viraria um
+    "segundo ouvinte" que nunca existiu -- o alarme falso que o vigia dava. O
+    filho de um ouvinte com a mesma linha de comando e o mesmo programa por um
+    instante, nao outro ouvinte.
+    """
+    ouvintes = {pid: ppid for pid, ppid, cmd in processos if 'ouvinte.py' in cmd}
+    return sorted(pid for pid, ppid in ouvintes.items() if ppid not in ouvintes)
+
+
+def recusa_da_trava(codigo, saida):
+    """O intruso foi recusado PELA TRAVA? (saida 2 e a mensagem dela, com ou sem acento)."""
+    return codigo == SAIDA_DA_TRAVA and MENSAGEM_DA_TRAVA in sem_acentos(saida)
 
 
 def matar_marcados(marca, sinal=signal.SIGKILL, exceto=()):
@@ -139,6 +170,13 @@ class Ouvinte:
         except OSError:
             return ''
 
+    def fez_ciclo_de_dados(self):
+        """O status e DESTE processo e ja tem a linha de um ciclo de dados."""
+        status = self.status()
+        dono = re.search(r'^pid \.+: (\d+)', status, re.MULTILINE)
+        return bool(dono and int(dono.group(1)) == self.pid
+                    and re.search(r'^dados \.+: ', status, re.MULTILINE))
+
     def status_mtime(self):
         try:
             return os.stat(self.caminho('ouvinte-status.txt')).st_mtime
@@ -160,9 +198,10 @@ class Ouvinte:
 class Vigia:
     """
     Amostra os processos `ouvinte.py` com a marca a cada 100 ms. Dois vivos ao
-    mesmo tempo -- fora o intruso de propósito, que tem de ser recusado em
-    segundos -- e um SEGUNDO OUVINTE: violação. (O reinício não contá: o
-    matador espera o morto sair antes de subir o novo.)
+    mesmo tempo -- fora o intruso de proposito, que tem de ser recusado em
+    segundos, e fora o filho de um ouvinte entre o fork e o exec
+    (`ouvintes_principais`) -- e um SEGUNDO OUVINTE: violacao. (O reinicio nao
+    conta: o matador espera o morto sair antes de subir o novo.)
     """
 
     def __init__(self, marca, intervalo=0.1, tolerancia_intruso=20.0):
@@ -186,15 +225,17 @@ class Vigia:
     def _laco(self):
         while not self._parar.wait(self.intervalo):
             with self.trava:
-                ouvintes = [(p, c) for p, c in processos_marcados(self.marca)
-                            if 'ouvinte.py' in c]
+                processos = processos_marcados_com_pai(self.marca)
+                comandos = {p: c for p, _, c in processos}
+                ouvintes = ouvintes_principais(processos)
                 self.amostras += 1
-                outros = [(p, c) for p, c in ouvintes if p != self.intruso]
+                outros = [p for p in ouvintes if p != self.intruso]
                 self.maximo_simultaneos = max(self.maximo_simultaneos, len(outros))
                 if len(outros) > 1:
                     self.violacoes.append('%d ouvintes vivos ao mesmo tempo: %s' % (
-                        len(outros), '; '.join('%d %s' % (p, c[-80:]) for p, c in outros)))
-                if self.intruso and any(p == self.intruso for p, _ in ouvintes) and \
+                        len(outros), '; '.join('%d %s' % (p, comandos[p][-80:])
+                                               for p in outros)))
+                if self.intruso and self.intruso in ouvintes and \
                         time.monotonic() - self.intruso_desde > self.tolerancia_intruso:
                     self.violacoes.append('o intruso %d segue vivo depois de %.0f s'
                                           % (self.intruso, self.tolerancia_intruso))
@@ -241,6 +282,7 @@ class Matador:
         self.intrusos_recusados = 0
         self.intrusos_aceitos = []
         self.mortes_sozinho = []          # o ouvinte saiu sem ninguem mandar
+        self.erros_entre_vidas = []       # o que a tortura fez com o ouvinte morto e falhou
         self._parar = threading.Event()
         self.pausado = threading.Event()  # as mortes ao acaso esperam (ha uma de proposito vindo)
         self._trava_ciclo = threading.Lock()
@@ -257,10 +299,10 @@ class Matador:
                     self.mortes_sozinho.append(codigo)
                     self.registro('ATENÇÃO: o ouvinte saiu sozinho com código %s; reiniciando',
                                   codigo)
-                self._conferir_estado('saída sozinho')
+                self.conferir_estado('saida sozinho')
                 self._reiniciar()
 
-    def _conferir_estado(self, quando):
+    def conferir_estado(self, quando):
         ok, dados = self.ouvinte.estado()
         self.estados_lidos += 1
         if not ok:
@@ -270,16 +312,30 @@ class Matador:
         self.ouvinte.iniciar()
         self.vigia.permitir(principal=self.ouvinte.pid)
 
-    def uma_morte(self, so_kill=False, esperar=True):
-        """Uma morte e o reinício. `esperar=False`: desiste se o matador está ocupado."""
+    def _de_pe(self):
+        """
+        O ouvinte desta vida ja fez um ciclo de dados? Matar de novo antes disso
+        so mede quanto o python leva para importar (e a carga inicial pendente
+        refeita a cada subida): numa maquina carregada, o ouvinte nunca chegaria
+        a ler nada, e o que a tortura mede deixaria de ser o ouvinte.
+        """
+        return self.ouvinte.fez_ciclo_de_dados()
+
+    def uma_morte(self, so_kill=False, esperar=True, entre_vidas=None):
+        """
+        Uma morte e o reinicio. `esperar=False`: desiste se o matador esta ocupado.
+        `entre_vidas`: o que fazer com o ouvinte MORTO e nenhuma ferramenta viva
+        (editar o arquivo de chaves, o estado) -- como o operador entre um
+        `systemctl stop` e um `start`.
+        """
         if not self._trava_ciclo.acquire(blocking=esperar):
             return False
         try:
-            return self._uma_morte(so_kill)
+            return self._uma_morte(so_kill, entre_vidas)
         finally:
             self._trava_ciclo.release()
 
-    def _uma_morte(self, so_kill):
+    def _uma_morte(self, so_kill, entre_vidas=None):
         if not self.ouvinte.vivo():
             return False
         if not so_kill and self.aleatorio.random() < self.fracao_sigterm:
@@ -298,13 +354,24 @@ class Matador:
             self.kills += 1
             self.orfaos_kill += len(matar_marcados(self.marca))
             tipo = 'kill -9'
-        self._conferir_estado(tipo)
+        self.conferir_estado(tipo)
+        if entre_vidas is not None:
+            try:
+                entre_vidas()
+            except Exception as erro:                 # noqa: BLE001
+                self.erros_entre_vidas.append('%s: %s' % (type(erro).__name__, erro))
         time.sleep(self.aleatorio.uniform(0, 1.0))
         self._reiniciar()
         if self.tentar_intruso_a_cada and \
                 (self.kills + self.sigterms) % self.tentar_intruso_a_cada == 0:
             self._tentar_intruso()
         return True
+
+    def tentar_intruso(self):
+        """Um intruso de proposito, agora (fora da conta das mortes)."""
+        with self._trava_ciclo:
+            if self.ouvinte.vivo():
+                self._tentar_intruso()
 
     def _tentar_intruso(self):
         """Um segundo ouvinte no mesmo estado, com o primeiro de pe: tem de ser recusado."""
@@ -330,7 +397,7 @@ class Matador:
             return
         self.vigia.permitir(principal=self.ouvinte.pid)
         texto = saida.decode('utf-8', 'replace')
-        if processo.returncode != 0 and 'ouvinte' in texto.lower():
+        if recusa_da_trava(processo.returncode, texto):
             self.intrusos_recusados += 1
         else:
             self.intrusos_aceitos.append('código %s: %s' % (processo.returncode, texto[-300:]))
@@ -341,7 +408,7 @@ class Matador:
         while not self._parar.wait(self.aleatorio.uniform(*self.periodo)):
             try:
                 self.garantir_vivo()
-                if not self.pausado.is_set():
+                if not self.pausado.is_set() and self._de_pe():
                     self.uma_morte()
             except Exception as erro:                 # noqa: BLE001
                 self.registro('matador: %s: %s', type(erro).__name__, erro)

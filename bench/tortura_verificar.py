@@ -4,7 +4,12 @@ empresa, dataset a dataset -- e o amostrador de latência.
 
 A comparação e por TIPO de coluna (número, data, texto), não por texto: o
 cliente manda Decimal como '1234.50' e datetime em ISO, e o que importa e o
-valor, não a grafia.
+valor, nao a grafia.
+
+As desculpas sao ESTREITAS e contadas: uma diferenca so e desculpada se cai
+numa classe documentada que a estrategia `coluna` nao tem como fazer melhor
+antes da varredura, e so para as linhas que a propria tortura mexeu daquele
+jeito (ver `DESCULPAS`). O resto reprova (`REPROVAM`).
 """
 
 import collections
@@ -40,6 +45,22 @@ def tipos_das_colunas():
 TIPOS = tipos_das_colunas()
 
 
+# Classes de ausencia/sobra que sao desculpa (contadas na tabela, nunca escondidas):
+DESCULPAS = (
+    'apagada_na_origem',      # exclusao fisica: so a varredura remove
+    'alem_da_folga',          # commit depois da --folga (o limite da `coluna`)
+    'mudou_de_empresa',       # a copia velha fica na empresa de onde a linha saiu
+    'rajada',                 # linha de uma rajada (INSERT acima do teto) da tortura
+    'carimbo_em_massa',       # linha do UPDATE que carimbou a tabela inteira (tortura)
+    'dataset_entregue',       # mudou depois que o dataset foi entregue por causa dela
+    'versao_antiga_sem_key',  # sem `key`, a versao velha fica ate a varredura
+    'quarentena',             # registro envenenado que esta na quarentena, e so la
+)
+# Classes que reprovam a rodada.
+REPROVAM = ('perdida', 'recente_ausente', 'fantasma', 'duplicada', 'futuro_ausente',
+            'relogio_ausente', 'venenoso_no_contextia', 'venenoso_sumiu')
+
+
 def canonico(tipo, valor):
     if valor is None:
         return None
@@ -48,6 +69,8 @@ def canonico(tipo, valor):
             numero = decimal.Decimal(str(valor))
         except decimal.InvalidOperation:
             return 'texto:%s' % valor
+        if not numero.is_finite():
+            return 'num:%s' % numero       # NaN da origem: nunca igual a um numero
         if numero == numero.to_integral_value():
             return str(numero.quantize(decimal.Decimal(1)))
         return str(numero.normalize())
@@ -97,18 +120,43 @@ def origem_por_empresa(linhas_por_tabela, escopos):
     return saida
 
 
-def ler_contextia(cliente, chaves):
-    """{escopo: {dataset: [registros]}} lidos pela API de leitura do servidor."""
+def ler_contextia(contextia, chaves):
+    """
+    {escopo: {dataset: [registros]}} lidos pela API de leitura do servidor, com
+    o cliente HTTP da PROPRIA tortura (tortura_contextia.Contextia).
+    """
     saida = {}
     for escopo, chave in sorted(chaves.items()):
-        existentes = {d.get('dataset') for d in cliente.listar_datasets(chave)}
+        existentes = {d.get('dataset') for d in contextia.datasets(chave)}
         saida[escopo] = {}
         for dataset in DATASETS:
             if dataset in existentes:
-                saida[escopo][dataset] = list(cliente.ler_registros(dataset, chave))
+                saida[escopo][dataset] = contextia.registros(chave, dataset)
             else:
                 saida[escopo][dataset] = []
     return saida
+
+
+def justificar_entregas(entregues, rajadas):
+    """
+    Separa os datasets que o ouvinte entregou a varredura em (justificados,
+    sem_rajada). A palavra do produto ("entreguei este dataset") nao e desculpa
+    sozinha: so vale se a PROPRIA tortura injetou, naquele dataset, uma
+    operacao acima do teto que comecou antes de a entrega ser vista.
+
+    entregues: {dataset: {'marca': datetime|None, 'visto_em': monotonic}}
+    rajadas:   [{'dataset', 'inicio' (monotonic), ...}]
+    Devolve ({dataset: marca}, [dataset, ...]).
+    """
+    justificados, sem_rajada = {}, []
+    for dataset, visto in sorted(entregues.items()):
+        casa = [r for r in rajadas if r['dataset'] == dataset
+                and r['inicio'] <= visto['visto_em']]
+        if casa:
+            justificados[dataset] = visto['marca']
+        else:
+            sem_rajada.append(dataset)
+    return justificados, sem_rajada
 
 
 # ---------------------------------------------------------------------------
@@ -119,30 +167,48 @@ class Contexto:
     """O que a carga sabe e que classifica uma ausência (nunca a esconde)."""
 
     def __init__(self, *, fim, folga, intervalo, rajadas=(), entregues=None,
-                 alem_da_folga=(), apagados=None):
+                 alem_da_folga=(), apagados=None, movidos=None, venenosos=(),
+                 na_quarentena=(), futuros=(), do_relogio=()):
         self.fim = fim                            # relogio do BANCO ao fim da carga
         self.folga = folga
         self.intervalo = intervalo
         self.rajadas = list(rajadas)              # [{'dataset', 'ids', 'desde', 'ate'}]
-        self.entregues = dict(entregues or {})    # {dataset: marca quando foi entregue}
+        # {dataset: marca quando foi entregue} -- SO os justificados por uma
+        # rajada da tortura (justificar_entregas).
+        self.entregues = dict(entregues or {})
         self.alem_da_folga = {(d, i) for d, i, *_ in alem_da_folga}
         self.apagados = apagados or {}
+        self.movidos = movidos or {}              # {dataset: {ident: {empresa de onde saiu}}}
+        self.venenosos = {(d, i) for d, i, *_ in venenosos}
+        self.na_quarentena = set(na_quarentena)   # {(dataset, escopo, ident)}
+        self.futuros = {(d, i) for d, i, *_ in futuros}
+        self.do_relogio = {(d, i) for d, i, *_ in do_relogio}
 
     def limite(self):
         return self.fim - datetime.timedelta(seconds=self.folga + self.intervalo)
 
-    def classificar_ausencia(self, dataset, linha):
+    def classificar_ausencia(self, dataset, linha, escopo=None):
         ident = chave_de(dataset, linha)
         carimbo = linha.get('ALTERADO_EM')
+        if (dataset, ident) in self.venenosos:
+            return ('quarentena' if (dataset, str(escopo), ident) in self.na_quarentena
+                    else 'venenoso_sumiu')
         if (dataset, ident) in self.alem_da_folga:
             return 'alem_da_folga'
+        # Carimbo no futuro e linha depois do relogio voltar: nenhuma desculpa
+        # vale para elas (e a condicao de aprovacao daquela falha).
+        if (dataset, ident) in self.futuros:
+            return 'futuro_ausente'
+        if (dataset, ident) in self.do_relogio:
+            return 'relogio_ausente'
         for rajada in self.rajadas:
-            # Linha da rajada que nao mudou depois dela.
+            # Linha da rajada (ou do carimbo em massa) que nao mudou depois dela.
             if rajada['dataset'] == dataset and ident in rajada['ids'] \
                     and rajada['desde'] <= carimbo <= rajada['ate']:
-                return 'rajada'
-        # Dataset que o ouvinte entregou a varredura (estado `pendentes_varredura`),
-        # com a marca daquele momento: o que mudou depois de marca - folga espera.
+                return rajada.get('tipo', 'rajada')
+        # Dataset que o ouvinte entregou a varredura por causa de uma rajada da
+        # tortura, com a marca daquele momento: o que mudou depois de marca - folga
+        # espera a varredura.
         marca = self.entregues.get(dataset)
         if marca is not None and carimbo > marca - datetime.timedelta(seconds=self.folga):
             return 'dataset_entregue'
@@ -191,6 +257,11 @@ def comparar(esperado, obtido, contexto=None):
                 ident = chave_de(dataset, linha)
                 vistos.add(ident)
                 sig = assinatura(dataset, linha)
+                if contexto is not None and (dataset, ident) in contexto.venenosos:
+                    # O envenenado nao pode estar no Contextia em versao nenhuma.
+                    if (indice.get(ident) if com_chave else None):
+                        anotar('venenoso_no_contextia', escopo, dataset, 'chave %s' % ident)
+                        continue
                 if com_chave:
                     lista = indice.get(ident) or []
                     if lista and assinatura(dataset, lista[0]) == sig:
@@ -206,7 +277,7 @@ def comparar(esperado, obtido, contexto=None):
                 if contexto is None:
                     anotar('divergente', escopo, dataset, '%s %s' % (falta, ident))
                 else:
-                    classe = contexto.classificar_ausencia(dataset, linha)
+                    classe = contexto.classificar_ausencia(dataset, linha, escopo)
                     anotar(classe, escopo, dataset, '%s %s (alterado em %s)'
                            % (falta, ident, linha.get('ALTERADO_EM')))
 
@@ -225,6 +296,8 @@ def comparar(esperado, obtido, contexto=None):
                     anotar('sobra', escopo, dataset, ident)
                 elif ident in contexto.apagados.get(dataset, ()):
                     anotar('apagada_na_origem', escopo, dataset, ident)
+                elif escopo in contexto.movidos.get(dataset, {}).get(ident, ()):
+                    anotar('mudou_de_empresa', escopo, dataset, ident)
                 elif not com_chave and ident in vistos:
                     anotar('versao_antiga_sem_key', escopo, dataset, ident)
                 else:
@@ -246,8 +319,8 @@ class Amostrador:
     carimbo igual ou mais novo. Resolução: o período.
     """
 
-    def __init__(self, cliente, chave, escopo, mudancas, trava, *, periodo=0.5):
-        self.cliente = cliente
+    def __init__(self, contextia, chave, escopo, mudancas, trava, *, periodo=0.5):
+        self.contextia = contextia
         self.chave = chave
         self.escopo = str(escopo)
         self.mudancas = mudancas          # lista compartilhada com a carga
@@ -277,7 +350,7 @@ class Amostrador:
         atuais = {}
         for dataset in {p[0] for p in self._pendentes}:
             atuais[dataset] = {}
-            for registro in self.cliente.ler_registros(dataset, self.chave):
+            for registro in self.contextia.registros(self.chave, dataset):
                 ident = chave_de(dataset, registro)
                 carimbo = carimbo_de(dataset, registro)
                 if carimbo > atuais[dataset].get(ident, ''):
