@@ -23,7 +23,7 @@ Montagem (tudo descartável, tudo em 127.0.0.1):
   * ANTES = o ouvinte.py de um commit anterior a issue 12 (padrão 7c068bf; se
     ele não rodar, 30fd574), num `git worktree` em /tmp, com o mesmo Python e
     PYTHONPATH/cwd apontando para o worktree (conferido: o filho imprime o
-    contextia_sync.__file__). DEPOIS = o ouvinte.py desta arvore.
+    contextia_sync.__file__). DEPOIS = o ouvinte.py desta árvore.
   * para cada banco x tabela x versão: um Contextia local novo (ServidorLocal),
     um projeto e uma chave por loja (API de admin), diretório de estado e
     arquivo de chaves novos; um `ouvinte.py --once --folga 30 --varredura nao`

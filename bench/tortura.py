@@ -87,7 +87,7 @@ EVENTOS = (('futuro', 0.2), ('empresa_nova', 0.3), ('venenosos', 0.35), ('intrus
            ('chaves_bom', 0.5), ('carimbo_em_massa', 0.6), ('relogio', 0.75))
 
 # As mensagens do produto que a tortura procura no log (comparadas sem acento).
-MENSAGEM_RELOGIO = 'relogio da ORIGEM voltou'
+MENSAGEM_RELOGIO = 'relógio da ORIGEM voltou'
 MENSAGEM_SOBRA = 'SOBRA DE UM OUVINTE ANTERIOR'
 
 
@@ -124,7 +124,7 @@ class Veredito:
 
 
 def _data(texto):
-    """A marca de agua do estado (ISO) como datetime, ou None."""
+    """A marca de água do estado (ISO) como datetime, ou None."""
     if not isinstance(texto, str):
         return None
     try:
@@ -313,7 +313,7 @@ class Tortura:
         # no modo curto): dois antes de processar, um depois.
         self.servidor.injetar('corpo_invalido', 2)
         self.servidor.injetar('corpo_invalido', 1, quando='depois')
-        registro('carga por %ss: %d conexoes, kill a cada %s s, falhas %s por tipo',
+        registro('carga por %ss: %d conexões, kill a cada %s s, falhas %s por tipo',
                  cfg['duracao'], cfg['conexoes'], cfg['periodo_kill'], cfg['taxa'])
         self.carga.iniciar()
         self.matador.iniciar()
@@ -355,12 +355,12 @@ class Tortura:
             self._matar_na_carga_inicial()
             time.sleep(0.2)
         for _, evento in eventos:
-            self.falhar('tortura_incompleta', 'o evento %s nao aconteceu na carga' % evento)
+            self.falhar('tortura_incompleta', 'o evento %s não aconteceu na carga' % evento)
 
         registro('fim da carga; esperando as transações em voo comitarem')
         vivas = self.carga.parar(espera=atraso_alem + 30)
         if vivas:
-            self.falhar('tortura_incompleta', 'threads da carga nao terminaram: %s' % vivas)
+            self.falhar('tortura_incompleta', 'threads da carga não terminaram: %s' % vivas)
         if getattr(self, 'intruso', None) is not None:
             self.intruso.join(60)
         self.matador.parar()
@@ -400,22 +400,22 @@ class Tortura:
             elif evento == 'carimbo_em_massa':
                 linhas = self.carga.carimbo_em_massa('ESTOQUES')
                 if linhas <= self.cfg['maximo']:
-                    self.falhar('tortura_incompleta', 'carimbo em massa de %d linhas nao passa'
+                    self.falhar('tortura_incompleta', 'carimbo em massa de %d linhas não passa'
                                 ' do teto %d' % (linhas, self.cfg['maximo']))
             elif evento == 'chaves_bom':
                 self._morte_com(self._editar_chaves_com_bom, 'arquivo de chaves com BOM')
             elif evento == 'relogio':
-                self._morte_com(self._passo_do_relogio, 'relogio da origem voltou')
+                self._morte_com(self._passo_do_relogio, 'relógio da origem voltou')
             self.feitos.append(evento)
         except Exception as erro:             # noqa: BLE001
             self.falhar('tortura_incompleta', 'evento %s falhou: %s: %s'
                         % (evento, type(erro).__name__, erro))
 
     def _morte_com(self, entre_vidas, rotulo):
-        """Uma morte (kill -9) de proposito, e `entre_vidas` com o ouvinte morto."""
+        """Uma morte (kill -9) de propósito, e `entre_vidas` com o ouvinte morto."""
         antes = len(self.matador.erros_entre_vidas)
         if not self.matador.uma_morte(so_kill=True, entre_vidas=entre_vidas):
-            raise RuntimeError('o ouvinte nao estava vivo para a morte com %s' % rotulo)
+            raise RuntimeError('o ouvinte não estava vivo para a morte com %s' % rotulo)
         if len(self.matador.erros_entre_vidas) > antes:
             raise RuntimeError(self.matador.erros_entre_vidas[-1])
         registro('kill -9 com %s', rotulo)
@@ -438,7 +438,7 @@ class Tortura:
             contextia_http.ler_arquivo_de_chaves(self.chaves))}
 
     def _chaves_ativas(self):
-        """{escopo: [key_id ativo, ...]} de todo projeto, pelo admin (HTTP proprio)."""
+        """{escopo: [key_id ativo, ...]} de todo projeto, pelo admin (HTTP próprio)."""
         saida = {}
         for projeto in self.contextia.projetos():
             saida[str(projeto['external_id'])] = sorted(
@@ -448,10 +448,10 @@ class Tortura:
 
     def _passo_do_relogio(self):
         """
-        O relogio da origem volta (acerto para tras, fim do horario de verao num
-        carimbo sem fuso). O relogio do servidor de banco desta maquina nao se
+        O relógio da origem volta (acerto para trás, fim do horário de verao num
+        carimbo sem fuso). O relógio do servidor de banco desta máquina não se
         move; o que a tortura faz e o que o ouvinte veria: o estado lembra um
-        relogio `passo_relogio` s a frente do de agora (o maior ja lido), e as
+        relógio `passo_relogio` s a frente do de agora (o maior já lido), e as
         linhas gravadas "depois do passo" levam um carimbo ABAIXO da marca menos
         a folga. Sem o alargamento da leitura, nenhuma leitura as alcancaria.
         """
@@ -463,7 +463,7 @@ class Tortura:
         antes_local = _data((relogio or {}).get('local'))
         antes_utc = _data((relogio or {}).get('utc'))
         if antes_local is None or antes_utc is None or marca is None:
-            raise RuntimeError('o estado nao tem relogio_origem {utc, local} e a marca de'
+            raise RuntimeError('o estado não tem relogio_origem {utc, local} e a marca de'
                                ' titulos como a tortura espera: %r / %r'
                                % (relogio, (estado.get('marca_agua') or {}).get('titulos')))
         passo = datetime.timedelta(seconds=self.cfg['passo_relogio'])
@@ -503,7 +503,7 @@ class Tortura:
                          linha.group(1))
 
     def _olhar_alem_da_folga(self):
-        """Para cada transacao alem da folga recem-comitada: a marca do ouvinte naquele instante."""
+        """Para cada transação além da folga recem-comitada: a marca do ouvinte naquele instante."""
         for dataset, ident, atraso, carimbo in self.carga.alem_da_folga[
                 len(self.marcas_no_commit):]:
             _, estado = self.ouvinte.estado()
@@ -514,7 +514,7 @@ class Tortura:
                 'janela_ja_passou': self._janela_ja_passou(carimbo)})
 
     def _janela_ja_passou(self, carimbo):
-        """A marca gravada pelo ouvinte ja passou de carimbo + folga?"""
+        """A marca gravada pelo ouvinte já passou de carimbo + folga?"""
         _, estado = self.ouvinte.estado()
         marca = _data(((estado or {}).get('marca_agua') or {}).get('titulos'))
         return bool(marca and carimbo and
@@ -529,8 +529,8 @@ class Tortura:
     def _olhar_pendentes(self):
         """
         Anota cada dataset que o OUVINTE entregou a varredura (pelo estado), com
-        a marca de agua e o instante em que a entrega foi vista. Se e desculpa ou
-        nao, decide `verificar.justificar_entregas` (casando com as rajadas).
+        a marca de água e o instante em que a entrega foi vista. Se e desculpa ou
+        não, decide `verificar.justificar_entregas` (casando com as rajadas).
         """
         ok, estado = self.ouvinte.estado()
         # Lido a cada 0,2 s com o ouvinte escrevendo: nunca pode estar pela metade.
@@ -548,7 +548,7 @@ class Tortura:
     # -- conferencias ------------------------------------------------------------
 
     def ler_dois_lados(self):
-        """(regra, chaves, esperado, obtido): a origem pela regra, o Contextia por HTTP proprio."""
+        """(regra, chaves, esperado, obtido): a origem pela regra, o Contextia por HTTP próprio."""
         motor = self._motor()
         try:
             regra = origem.empresas_da_regra(motor, self.mapa_dados)
@@ -569,9 +569,9 @@ class Tortura:
                                                                  self.carga.rajadas)
         for dataset in sem_rajada:
             self.falhar('entregue_sem_rajada',
-                        'o ouvinte entregou %s a varredura sem uma operacao em massa da'
+                        'o ouvinte entregou %s a varredura sem uma operação em massa da'
                         ' tortura naquele dataset: o ao-vivo dele parou sem motivo (as'
-                        ' linhas dele NAO sao desculpadas)' % dataset)
+                        ' linhas dele NÃO são desculpadas)' % dataset)
         na_quarentena = {(i['dataset'], i['escopo'], i['chave'])
                          for i in contextia_http.itens_da_quarentena(self.estado_dir)}
         return verificar.Contexto(
@@ -615,13 +615,13 @@ class Tortura:
         self.conferir_relogio(classes)
         if 'estoques' not in self.entregues_vistos:
             self.falhar('carimbo_em_massa', 'o carimbo em massa em estoques (acima do teto %d)'
-                        ' nao foi entregue a varredura' % cfg['maximo'])
+                        ' não foi entregue a varredura' % cfg['maximo'])
         return resultado
 
     def conferir_projetos(self, momento):
         """
         Toda empresa que a regra aceita (SQL da tortura na origem) tem projeto,
-        chave que e dela e dados; nenhuma recusada ou excluida tem projeto ou
+        chave que é dela e dados; nenhuma recusada ou excluída tem projeto ou
         chave; nenhum projeto a mais.
         """
         motor = self._motor()
@@ -638,7 +638,7 @@ class Tortura:
             projetos = por_externo.get(escopo, [])
             if not projetos:
                 self.falhar('empresa_sem_projeto', 'empresa %s: a regra de projeto a aceita e'
-                            ' ela nao tem projeto no Contextia (%s)' % (escopo, momento))
+                            ' ela não tem projeto no Contextia (%s)' % (escopo, momento))
                 continue
             com_projeto += 1
             if len(projetos) > 1:
@@ -653,7 +653,7 @@ class Tortura:
                 dono = str(self.contextia.quem_sou(chave)['external_id'])
                 total = sum(d.get('records') or 0 for d in self.contextia.datasets(chave))
             except contextia_http.ErroHttp as erro:
-                self.falhar('empresa_sem_chave', 'empresa %s: a chave do arquivo nao abre o'
+                self.falhar('empresa_sem_chave', 'empresa %s: a chave do arquivo não abre o'
                             ' Contextia (%s): %s' % (escopo, momento, erro))
                 continue
             if dono != escopo:
@@ -673,25 +673,25 @@ class Tortura:
         extras = sorted(set(por_externo) - set(regra.aceitas) - set(regra.recusadas)
                         - set(regra.excluidas))
         if extras:
-            self.falhar('projeto_inesperado', 'projeto(s) de escopo que a origem nao tem: %s'
+            self.falhar('projeto_inesperado', 'projeto(s) de escopo que a origem não tem: %s'
                         ' (%s)' % (', '.join(extras), momento))
         self.numeros.setdefault('empresas', {})[momento] = {
             'aceitas': regra.aceitas, 'com_projeto': com_projeto, 'com_dados': com_dados,
             'recusadas': regra.recusadas, 'excluidas': regra.excluidas}
 
     def conferir_quarentena(self):
-        """Os envenenados estao na quarentena, e so eles (falha passageira nunca vai la)."""
+        """Os envenenados estão na quarentena, e só eles (falha passageira nunca vai la)."""
         itens = contextia_http.itens_da_quarentena(self.estado_dir)
         presentes = {(i['dataset'], i['escopo'], i['chave']) for i in itens}
         esperados = {(d, e, i): tipo for d, i, e, tipo in self.carga.venenosos}
         faltam = sorted(set(esperados) - presentes)
         outros = sorted(presentes - set(esperados))
         for dataset, escopo, ident in faltam:
-            self.falhar('quarentena', 'o registro envenenado (%s) %s %s da empresa %s nao'
-                        ' esta na quarentena' % (esperados[(dataset, escopo, ident)],
+            self.falhar('quarentena', 'o registro envenenado (%s) %s %s da empresa %s não'
+                        ' está na quarentena' % (esperados[(dataset, escopo, ident)],
                                                  dataset, ident, escopo))
         if outros:
-            self.falhar('quarentena', '%d registro(s) que NAO sao envenenados na quarentena:'
+            self.falhar('quarentena', '%d registro(s) que NÃO são envenenados na quarentena:'
                         ' %s' % (len(outros), ', '.join('%s %s/%s' % x for x in outros[:5])))
         por_tipo = {}
         for chave, tipo in esperados.items():
@@ -702,26 +702,26 @@ class Tortura:
                                    'itens': len(itens)}
 
     def conferir_futuro(self, classes):
-        """Carimbo no futuro: entregue, e a marca de agua NAO foi para o futuro."""
+        """Carimbo no futuro: entregue, e a marca de água NÃO foi para o futuro."""
         self.sujo['futuro'] = {'linhas': len(self.carga.futuros),
                                'ausentes': classes.get('futuro_ausente', 0),
                                'marcas_no_futuro': self._marcas_no_futuro('ao vivo')}
 
     def _marcas_no_futuro(self, momento):
-        """Os datasets cuja marca de agua passou do relogio da origem (reprova)."""
+        """Os datasets cuja marca de água passou do relógio da origem (reprova)."""
         _, estado = self.ouvinte.estado()
         agora = self._agora_do_banco()
         tolerancia = datetime.timedelta(seconds=5)
         no_futuro = sorted(d for d, m in ((estado or {}).get('marca_agua') or {}).items()
                            if _data(m) is not None and _data(m) > agora + tolerancia)
         if no_futuro:
-            self.falhar('futuro', 'a marca de agua de %s foi para o futuro da origem (agora'
-                        ' %s, %s): o que mudar antes dela menos a folga so chega na'
+            self.falhar('futuro', 'a marca de água de %s foi para o futuro da origem (agora'
+                        ' %s, %s): o que mudar antes dela menos a folga só chega na'
                         ' varredura' % (', '.join(no_futuro), agora, momento))
         return no_futuro
 
     def conferir_relogio(self, classes):
-        """O relogio voltou: as linhas gravadas depois do passo chegaram ao vivo."""
+        """O relógio voltou: as linhas gravadas depois do passo chegaram ao vivo."""
         partida = getattr(self, 'partida_do_relogio', None)
         avisos = (self._log_do_ouvinte(partida).count(MENSAGEM_RELOGIO)
                   if partida is not None else 0)
@@ -731,12 +731,12 @@ class Tortura:
 
     def corrigir_venenosos(self):
         """
-        O ERP corrige as linhas envenenadas: a versao nova tem de chegar ao vivo e
-        tirar o item da quarentena (senao a varredura nao fecharia o dataset).
+        O ERP corrige as linhas envenenadas: a versão nova tem de chegar ao vivo e
+        tirar o item da quarentena (senão a varredura não fecharia o dataset).
         """
         if not self.carga.venenosos:
             return
-        registro('venenosos: o ERP corrige as linhas; a versao nova tem de tirar da quarentena')
+        registro('venenosos: o ERP corrige as linhas; a versão nova tem de tirar da quarentena')
         self.carga.corrigir_venenosos()
         esperados = {(d, e, i) for d, i, e, _ in self.carga.venenosos}
         fim = time.monotonic() + 5 * self.cfg['intervalo'] + 15
@@ -756,7 +756,7 @@ class Tortura:
                             chegaram, len(esperados), len(ainda)))
 
     def _chegaram(self, alvos):
-        """Os (dataset, escopo, ident) de `alvos` que estao no Contextia com o valor da origem."""
+        """Os (dataset, escopo, ident) de `alvos` que estão no Contextia com o valor da origem."""
         _, _, esperado, obtido = self.ler_dois_lados()
         feitos = set()
         for dataset, escopo, ident in alvos:
@@ -777,7 +777,7 @@ class Tortura:
         """
         saiu, segundos = self.ouvinte.terminar(60)
         if not saiu:
-            self.falhar('sigterm_lento', 'SIGTERM %s nao encerrou o ouvinte em 60 s' % momento)
+            self.falhar('sigterm_lento', 'SIGTERM %s não encerrou o ouvinte em 60 s' % momento)
         time.sleep(0.5)
         sobras = processos.processos_marcados(self.marca)
         if sobras:
@@ -789,9 +789,9 @@ class Tortura:
 
     def varrer(self):
         """
-        A varredura pelo proprio ouvinte (`--varrer-agora`), com um kill -9 no
+        A varredura pelo próprio ouvinte (`--varrer-agora`), com um kill -9 no
         meio dela: o bash do carregar-todas morre junto (como num OOM, sem
-        repassar nada) e o conector fica orfao -- a subida seguinte tem de
+        repassar nada) e o conector fica órfão -- a subida seguinte tem de
         encerra-lo antes de qualquer outra coisa. Depois, a varredura inteira.
 
         O conector e morto com um lote SEGURO no servidor (20 s): solto, ele
@@ -860,8 +860,8 @@ class Tortura:
                 except ProcessLookupError:
                     pass
         if achado is not None and not sobras:
-            self.falhar('tortura_incompleta', 'o kill -9 na varredura nao deixou orfao: o'
-                        ' caminho da subida seguinte nao foi exercitado')
+            self.falhar('tortura_incompleta', 'o kill -9 na varredura não deixou órfão: o'
+                        ' caminho da subida seguinte não foi exercitado')
 
         inicio = time.monotonic()
         fim = inicio + max(30, min(600, self.restante() - 60))
@@ -879,10 +879,10 @@ class Tortura:
                 return True
             if not self.ouvinte.vivo():
                 self.falhar('ouvinte_saiu_sozinho', 'o ouvinte saiu durante a varredura'
-                            ' (codigo %s)' % self.ouvinte.codigo())
+                            ' (código %s)' % self.ouvinte.codigo())
                 return False
             time.sleep(0.5)
-        self.falhar('varredura', 'a varredura nao terminou em %.0f s' % (fim - inicio))
+        self.falhar('varredura', 'a varredura não terminou em %.0f s' % (fim - inicio))
         return False
 
     def _esperar_conector_da_varredura(self, limite):
@@ -928,7 +928,7 @@ class Tortura:
     def conferir_retomada(self):
         """
         Depois da varredura o ao-vivo volta em TODO dataset -- o da rajada e o do
-        carimbo em massa inclusive -- no ciclo seguinte: uma alteracao em cada um
+        carimbo em massa inclusive -- no ciclo seguinte: uma alteração em cada um
         tem de chegar em poucos intervalos.
         """
         import sqlalchemy as sa
@@ -972,8 +972,8 @@ class Tortura:
             time.sleep(0.5)
         self.numeros['retomada_s'] = tempos
         if faltam:
-            self.falhar('ao_vivo_parado_apos_varredura', 'depois da varredura, uma alteracao'
-                        ' em %s nao chegou ao vivo em %.0f s' % (
+            self.falhar('ao_vivo_parado_apos_varredura', 'depois da varredura, uma alteração'
+                        ' em %s não chegou ao vivo em %.0f s' % (
                             ', '.join(sorted(faltam)), limite - inicio))
         return sorted(faltam)
 
@@ -1030,8 +1030,8 @@ class Tortura:
             exato = verificar.comparar(esperado, obtido)
             parados = self.conferir_retomada() if varreu else ['(sem varredura)']
             self.sujo['futuro']['marcas_no_futuro_apos_varredura'] = \
-                self._marcas_no_futuro('apos varredura')
-            self.conferir_projetos('apos varredura')
+                self._marcas_no_futuro('após varredura')
+            self.conferir_projetos('após varredura')
             self.conferir_chaves_bom()
             # Os orfaos sao contados ANTES da limpeza: o SIGTERM final tem de leva-los.
             sigterm_s, sobras = self._sigterm_e_contar('no fim')
@@ -1100,7 +1100,7 @@ class Tortura:
 
         # Cada achado reprova -- decidido aqui, antes de qualquer veredito impresso.
         if n['divergencias_apos_varredura']:
-            self.falhar('divergencias_apos_varredura', 'depois da varredura o Contextia nao e'
+            self.falhar('divergencias_apos_varredura', 'depois da varredura o Contextia não é'
                         ' igual a origem: %d faltando/desatualizada(s), %d sobrando; ex.: %s' % (
                             exato['classes'].get('divergente', 0),
                             exato['classes'].get('sobra', 0), '; '.join(
@@ -1110,13 +1110,13 @@ class Tortura:
             self.falhar('duplicadas', '%d chave(s) duplicadas depois da varredura'
                         % exato['classes']['duplicada'])
         if self.matador.estados_ruins:
-            self.falhar('estado_ilegivel', 'o estado nao era JSON legivel: %s'
+            self.falhar('estado_ilegivel', 'o estado não era JSON legível: %s'
                         % '; '.join(self.matador.estados_ruins[:3]))
         if self.vigia.violacoes:
             self.falhar('segundo_ouvinte', '; '.join(self.vigia.violacoes[:3]))
         if self.matador.intrusos_aceitos:
             self.falhar('intruso_aceito', 'o segundo ouvinte no mesmo --estado nao foi recusado'
-                        ' pela trava (saida %d e a mensagem dela): %s' % (
+                        ' pela trava (saída %d e a mensagem dela): %s' % (
                             processos.SAIDA_DA_TRAVA, self.matador.intrusos_aceitos[0][:300]))
         if not self.matador.intrusos_recusados and not self.matador.intrusos_aceitos:
             self.falhar('tortura_incompleta', 'nenhum segundo ouvinte foi tentado')
@@ -1125,18 +1125,18 @@ class Tortura:
                         ' SIGTERM do ouvinte: %s' % '; '.join(
                             c[:80] for c in self.matador.orfaos_sigterm[:3]))
         if self.matador.sigterm_lentos:
-            self.falhar('sigterm_lento', 'SIGTERM nao encerrou o ouvinte em 60 s (%d vez(es))'
+            self.falhar('sigterm_lento', 'SIGTERM não encerrou o ouvinte em 60 s (%d vez(es))'
                         % len(self.matador.sigterm_lentos))
         if self.matador.mortes_sozinho:
-            self.falhar('ouvinte_saiu_sozinho', 'o ouvinte saiu sozinho (codigos %s)'
+            self.falhar('ouvinte_saiu_sozinho', 'o ouvinte saiu sozinho (códigos %s)'
                         % self.matador.mortes_sozinho)
         if self.matador.erros_entre_vidas:
             self.falhar('tortura_incompleta', 'o que a tortura faz com o ouvinte morto falhou:'
                         ' %s' % '; '.join(self.matador.erros_entre_vidas[:3]))
         if self.carga.empresa_nova_em is not None and not n.get('kill_na_carga_inicial') \
                 and 'empresa_sem_projeto' not in self.veredito.codigos():
-            self.falhar('tortura_incompleta', 'a morte de proposito durante a carga inicial da'
-                        ' empresa nova nao aconteceu')
+            self.falhar('tortura_incompleta', 'a morte de propósito durante a carga inicial da'
+                        ' empresa nova não aconteceu')
         if not sum(n['falhas_injetadas'].values()):
             self.falhar('tortura_incompleta', 'nenhuma falha do intake foi injetada')
         if not n['falhas_injetadas'].get('corpo_invalido'):
@@ -1217,13 +1217,13 @@ def _motivos_da(n, codigos):
 
 
 def tabela(resultados):
-    """A tabela de numeros, uma coluna por banco; cada falha de dado sujo com a sua linha."""
+    """A tabela de números, uma coluna por banco; cada falha de dado sujo com a sua linha."""
     linhas = [
         ('linhas mudadas (com as em massa)', lambda n: n['mudancas']),
         ('  inclusoes/alteracoes/cancel.', lambda n: '%s/%s/%s' % (
             n['mudancas_por_tipo'].get('inclusao', 0), n['mudancas_por_tipo'].get('alteracao', 0),
             n['mudancas_por_tipo'].get('cancelamento', 0))),
-        ('  exclusoes / mudou de empresa', lambda n: '%s / %s' % (
+        ('  exclusões / mudou de empresa', lambda n: '%s / %s' % (
             n['mudancas_por_tipo'].get('exclusao', 0),
             n['mudancas_por_tipo'].get('mudanca_de_empresa', 0))),
         ('  atrasadas (max s / folga s)', lambda n: '%s (%s/%s)' % (
@@ -1256,14 +1256,14 @@ def tabela(resultados):
         ('linhas verificadas (ao vivo)', lambda n: n['linhas_verificadas']),
         ('LINHAS PERDIDAS (tem de ser 0)', lambda n: n['perdidas']),
         ('duplicadas com key', lambda n: n['duplicadas']),
-        ('desculpas: exclusao fisica', lambda n: n['desculpas']['apagada_na_origem']),
-        ('  alem da folga (perdidas/feitas)', lambda n: '%s de %s' % (
+        ('desculpas: exclusão física', lambda n: n['desculpas']['apagada_na_origem']),
+        ('  além da folga (perdidas/feitas)', lambda n: '%s de %s' % (
             n['alem_da_folga']['perdidas_pelo_ao_vivo'], n['alem_da_folga']['transacoes'])),
         ('  mudou de empresa', lambda n: n['desculpas']['mudou_de_empresa']),
         ('  rajada / carimbo em massa', lambda n: '%s / %s' % (
             n['desculpas']['rajada'], n['desculpas']['carimbo_em_massa'])),
         ('  dataset entregue (pos-rajada)', lambda n: n['desculpas']['dataset_entregue']),
-        ('  versao antiga sem key', lambda n: n['desculpas']['versao_antiga_sem_key']),
+        ('  versão antiga sem key', lambda n: n['desculpas']['versao_antiga_sem_key']),
         ('  quarentena', lambda n: n['desculpas']['quarentena']),
         ('entregue sem rajada da tortura', lambda n: _motivos_da(n, ('entregue_sem_rajada',))),
         ('sujo: carimbo no futuro', lambda n: '%s ausentes de %s; marca %s' % (
@@ -1275,30 +1275,30 @@ def tabela(resultados):
         ('sujo: carimbo em massa > teto', lambda n: '%s linhas; volta em %s s' % (
             n['mudancas_por_tipo'].get('linhas_carimbo_em_massa', 0),
             (n.get('retomada_s') or {}).get('estoques', '-'))),
-        ('sujo: relogio da origem voltou', lambda n: '%s ausentes de %s; avisos %s' % (
+        ('sujo: relógio da origem voltou', lambda n: '%s ausentes de %s; avisos %s' % (
             _de(n, 'dado_sujo', 'relogio', 'ausentes'), _de(n, 'dado_sujo', 'relogio', 'linhas'),
             _de(n, 'dado_sujo', 'relogio', 'avisos'))),
         ('sujo: chaves com BOM', lambda n: 'reprovisionadas %s %s' % (
             _de(n, 'dado_sujo', 'bom', 'reprovisionadas', padrao='?'),
             _motivos_da(n, ('chaves_bom',)))),
-        ('sujo: kill -9 na varredura', lambda n: 'orfaos %s/%s/%s/%s' % tuple(
+        ('sujo: kill -9 na varredura', lambda n: 'órfãos %s/%s/%s/%s' % tuple(
             _de(n, 'dado_sujo', 'kill9_varredura', c, padrao='?') for c in (
                 'orfaos', 'vivos_ao_subir', 'encerrados_pela_subida', 'vivos_apos_subir'))),
         ('sujo: 200 malformado', lambda n: '%s injetados %s' % (
             n['falhas_injetadas'].get('corpo_invalido', 0), 'ok' if not n['perdidas']
             else 'FALHOU')),
-        ('apos varredura: faltando/sobrando', lambda n: '%s/%s' % (
+        ('após varredura: faltando/sobrando', lambda n: '%s/%s' % (
             n['apos_varredura'].get('divergente', 0), n['apos_varredura'].get('sobra', 0))),
         ('ao-vivo parado após varredura', lambda n: ','.join(
             n['ao_vivo_parado_apos_varredura']) or '-'),
         ('processos sobrando no fim', lambda n: n.get('sobras_no_fim', '?')),
-        ('latencia p50 / p95 / max (s)', lambda n: '%s / %s / %s' % (
+        ('latência p50 / p95 / max (s)', lambda n: '%s / %s / %s' % (
             n['latencia']['p50_s'], n['latencia']['p95_s'], n['latencia']['max_s'])),
         ('  mudanças medidas', lambda n: n['latencia']['medidas']),
         ('alcance depois da carga (s)', lambda n: n.get('alcance_s')),
         ('varredura (s)', lambda n: n.get('varredura_s')),
-        ('duracao total (s)', lambda n: n['duracao_total_s']),
-        ('motivos de reprovacao', lambda n: len(n['motivos'])),
+        ('duração total (s)', lambda n: n['duracao_total_s']),
+        ('motivos de reprovação', lambda n: len(n['motivos'])),
         ('RESULTADO', lambda n: 'PASSOU' if n['passou'] else 'FALHOU'),
     ]
     def celula(funcao, r):
@@ -1329,7 +1329,7 @@ def imprimir(resultados):
                 print('  %s [%s]: %s' % (r['banco'], classe, exemplo))
         for exemplo in r['apos_varredura_exemplos'].get('divergente', []) + \
                 r['apos_varredura_exemplos'].get('sobra', []):
-            print('  %s [apos varredura]: %s' % (r['banco'], exemplo))
+            print('  %s [após varredura]: %s' % (r['banco'], exemplo))
         for motivo in r['motivos']:
             print('  %s FALHOU [%s]: %s' % (r['banco'], motivo['codigo'], motivo['texto']))
 
@@ -1344,7 +1344,7 @@ def principal(argv=None):
         description='Tortura do ouvinte: processos reais, kills, falhas, dado sujo e commits'
                     ' atrasados; confere cada linha no fim. Ver docs/tortura.md.')
     p.add_argument('--modo', choices=sorted(MODOS), default='curto',
-                   help='curto: cabe no make test; medio: ~5 min; longo: >= 20 min de carga'
+                   help='curto: cabe no make test; médio: ~5 min; longo: >= 20 min de carga'
                         ' por banco')
     p.add_argument('--longo', dest='modo', action='store_const', const='longo',
                    help='o mesmo que --modo=longo')
@@ -1357,9 +1357,9 @@ def principal(argv=None):
     p.add_argument('--saida', default=None, metavar='ARQ',
                    help='grava os números em JSON neste arquivo')
     p.add_argument('--manter', action='store_true',
-                   help='nao apaga a pasta de trabalho (logs do ouvinte e das ferramentas)')
+                   help='não apaga a pasta de trabalho (logs do ouvinte e das ferramentas)')
     p.add_argument('--tabela', nargs='+', metavar='JSON',
-                   help='nao roda nada: junta numa tabela so os JSON de --saida de rodadas'
+                   help='não roda nada: junta numa tabela só os JSON de --saida de rodadas'
                         ' anteriores (ex.: a do PostgreSQL e a do MariaDB)')
     args = p.parse_args(argv)
 

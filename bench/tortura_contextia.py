@@ -67,7 +67,7 @@ class Contextia:
                     ValueError) as erro:
                 ultimo = erro
             time.sleep(0.2 * (tentativa + 1))
-        raise RuntimeError('Contextia em %s nao respondeu %s %s: %s'
+        raise RuntimeError('Contextia em %s não respondeu %s %s: %s'
                            % (self.url, metodo, caminho, ultimo))
 
     # -- admin -----------------------------------------------------------------

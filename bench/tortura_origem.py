@@ -218,15 +218,15 @@ def empresas_da_regra(motor, mapa):
     """
     As empresas a verificar, calculadas do cadastro da origem e da regra de
     projeto do mapeamento (`projects`: tabela, coluna da empresa, filtros
-    `equals`) menos `source.excluded_scopes` -- com SQL proprio, nao com o
-    arquivo de chaves nem com o codigo de regra do produto.
+    `equals`) menos `source.excluded_scopes` -- com SQL próprio, não com o
+    arquivo de chaves nem com o código de regra do produto.
     """
     regra = mapa['projects']
     coluna = regra['scope_column']
     filtros = regra.get('filters') or []
     for filtro in filtros:
         if set(filtro) != {'column', 'equals'}:
-            raise ValueError('a tortura so sabe filtros `equals` na regra de projeto: %r'
+            raise ValueError('a tortura só sabe filtros `equals` na regra de projeto: %r'
                              % filtro)
     excluidas = {str(e) for e in (mapa.get('source') or {}).get('excluded_scopes') or []}
     tabela = sa.table(regra['source_object'], sa.column(coluna),
@@ -343,7 +343,7 @@ class Carga:
             return {'EMPRESA_ID': empresa,
                     'VALOR': '%d.%02d' % (a.randint(1, 99999), a.randint(0, 99)),
                     'SITUACAO': a.choice('AAABP'),
-                    'HISTORICO': 'titulo %s' % uuid.uuid4().hex[:12],
+                    'HISTORICO': 'título %s' % uuid.uuid4().hex[:12],
                     'OBSERVACAO': a.choice((None, '', 'obs %d' % a.randint(1, 999)))}
         if tabela == 'ESTOQUES':
             return {'EMPRESA_ID': empresa, 'PRODUTO': 'produto %d' % a.randint(1, 300),
@@ -497,9 +497,9 @@ class Carga:
 
     def _transacao_atrasada(self, conexao, atraso, alem=False, pronta=None):
         """
-        Carimba agora e comita `atraso` segundos depois (transacao longa do ERP).
-        `pronta(carimbo)`: depois do atraso, so comita quando ela diz que sim (a
-        transacao alem da folga espera a marca do ouvinte passar de carimbo +
+        Carimba agora e comita `atraso` segundos depois (transação longa do ERP).
+        `pronta(carimbo)`: depois do atraso, só comita quando ela diz que sim (a
+        transação além da folga espera a marca do ouvinte passar de carimbo +
         folga: um ouvinte atrasado ainda a pegaria, e nada seria demonstrado).
         """
         inicio = time.monotonic()
@@ -563,7 +563,7 @@ class Carga:
     # -- dado sujo -------------------------------------------------------------
 
     def _inserir_fixo(self, tabela, empresa, **valores):
-        """Uma linha fora de `vivos` (a carga nao a muda depois): (ident, carimbo)."""
+        """Uma linha fora de `vivos` (a carga não a muda depois): (ident, carimbo)."""
         with self.motor.connect() as conexao:
             self._proteger(conexao)
             with conexao.begin():
@@ -574,7 +574,7 @@ class Carga:
         return str(ident), carimbo
 
     def futuro(self, dias=1):
-        """Linhas carimbadas no FUTURO da origem (relogio errado na estacao do ERP)."""
+        """Linhas carimbadas no FUTURO da origem (relógio errado na estação do ERP)."""
         futuro = agora_do_banco(self.motor, self.tipo) + datetime.timedelta(days=dias)
         for dataset, tabela, empresa in (('titulos', 'TITULOS', EMPRESAS_INICIAIS[0]),
                                          ('titulos', 'TITULOS', EMPRESAS_INICIAIS[2]),
@@ -607,7 +607,7 @@ class Carga:
                                                  for d, i, _, t in feitos))
 
     def corrigir_venenosos(self):
-        """O ERP corrige as linhas envenenadas: a versao nova tem de chegar e sair da quarentena."""
+        """O ERP corrige as linhas envenenadas: a versão nova tem de chegar e sair da quarentena."""
         t = self.meta.tables['TITULOS']
         ids = [int(i) for d, i, _, _ in self.venenosos if d == 'titulos']
         if not ids:
@@ -647,14 +647,14 @@ class Carga:
         return len(linhas)
 
     def linhas_do_relogio(self, carimbo, quantas=3):
-        """Linhas gravadas "depois" do relogio da origem voltar: carimbo abaixo da marca - folga."""
+        """Linhas gravadas "depois" do relógio da origem voltar: carimbo abaixo da marca - folga."""
         for n in range(quantas):
             ident, _ = self._inserir_fixo('TITULOS', EMPRESAS_INICIAIS[n % 3],
                                           ALTERADO_EM=carimbo)
             with self.trava:
                 self.do_relogio.append(('titulos', ident, carimbo))
         self._contar('relogio_voltou')
-        self.registro('relogio: %d linhas carimbadas %s', quantas, carimbo)
+        self.registro('relógio: %d linhas carimbadas %s', quantas, carimbo)
 
     def empresa_nova(self):
         t = self.meta.tables['EMPRESAS']
@@ -731,7 +731,7 @@ class Carga:
             self._threads.append(thread)
 
     def alem_da_folga_em_thread(self, atraso, pronta=None):
-        """A transacao que comita DEPOIS da folga: o limite documentado da `coluna`."""
+        """A transação que comita DEPOIS da folga: o limite documentado da `coluna`."""
         def rodar():
             try:
                 with self.motor.connect() as conexao:

@@ -23,12 +23,12 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VARIAVEL_MARCA = 'TORTURA_MARCA'
 # A recusa da trava (contextia_sync/estado/trava.py), sem acentos: o intruso tem
 # de sair com 2 E dizer isto -- sair por outro motivo nao prova a trava.
-MENSAGEM_DA_TRAVA = 'Ja existe um ouvinte rodando com este diretorio de estado'
+MENSAGEM_DA_TRAVA = 'Já existe um ouvinte rodando com este diretório de estado'
 SAIDA_DA_TRAVA = 2
 
 
 def processos_marcados_com_pai(marca):
-    """[(pid, ppid, cmdline)] dos processos vivos (nao zumbis) que levam a marca."""
+    """[(pid, ppid, cmdline)] dos processos vivos (não zumbis) que levam a marca."""
     achados = []
     alvo = ('%s=%s' % (VARIAVEL_MARCA, marca)).encode()
     for nome in os.listdir('/proc'):
@@ -52,26 +52,26 @@ def processos_marcados_com_pai(marca):
 
 
 def processos_marcados(marca):
-    """[(pid, cmdline)] dos processos vivos (nao zumbis) que levam a marca."""
+    """[(pid, cmdline)] dos processos vivos (não zumbis) que levam a marca."""
     return [(pid, cmd) for pid, _ppid, cmd in processos_marcados_com_pai(marca)]
 
 
 def ouvintes_principais(processos):
     """
-    Os processos que SAO um ouvinte, de [(pid, ppid, cmdline)].
+    Os processos que SÃO um ouvinte, de [(pid, ppid, cmdline)].
 
     Um filho do ouvinte entre o fork e o exec (o supervisor rodando uma
     ferramenta) ainda tem a linha de comando do pai: contado, ele viraria um
     "segundo ouvinte" que nunca existiu -- o alarme falso que o vigia dava. O
     filho de um ouvinte com a mesma linha de comando e o mesmo programa por um
-    instante, nao outro ouvinte.
+    instante, não outro ouvinte.
     """
     ouvintes = {pid: ppid for pid, ppid, cmd in processos if 'ouvinte.py' in cmd}
     return sorted(pid for pid, ppid in ouvintes.items() if ppid not in ouvintes)
 
 
 def recusa_da_trava(codigo, saida):
-    """O intruso foi recusado PELA TRAVA? (saida 2 e a mensagem dela, com ou sem acento)."""
+    """O intruso foi recusado PELA TRAVA? (saída 2 e a mensagem dela, com ou sem acento)."""
     return codigo == SAIDA_DA_TRAVA and MENSAGEM_DA_TRAVA in sem_acentos(saida)
 
 
@@ -171,7 +171,7 @@ class Ouvinte:
             return ''
 
     def fez_ciclo_de_dados(self):
-        """O status e DESTE processo e ja tem a linha de um ciclo de dados."""
+        """O status e DESTE processo e já tem a linha de um ciclo de dados."""
         status = self.status()
         dono = re.search(r'^pid \.+: (\d+)', status, re.MULTILINE)
         return bool(dono and int(dono.group(1)) == self.pid
@@ -198,10 +198,10 @@ class Ouvinte:
 class Vigia:
     """
     Amostra os processos `ouvinte.py` com a marca a cada 100 ms. Dois vivos ao
-    mesmo tempo -- fora o intruso de proposito, que tem de ser recusado em
+    mesmo tempo -- fora o intruso de propósito, que tem de ser recusado em
     segundos, e fora o filho de um ouvinte entre o fork e o exec
-    (`ouvintes_principais`) -- e um SEGUNDO OUVINTE: violacao. (O reinicio nao
-    conta: o matador espera o morto sair antes de subir o novo.)
+    (`ouvintes_principais`) -- e um SEGUNDO OUVINTE: violação. (O reinício não
+    contá: o matador espera o morto sair antes de subir o novo.)
     """
 
     def __init__(self, marca, intervalo=0.1, tolerancia_intruso=20.0):
@@ -299,7 +299,7 @@ class Matador:
                     self.mortes_sozinho.append(codigo)
                     self.registro('ATENÇÃO: o ouvinte saiu sozinho com código %s; reiniciando',
                                   codigo)
-                self.conferir_estado('saida sozinho')
+                self.conferir_estado('saída sozinho')
                 self._reiniciar()
 
     def conferir_estado(self, quando):
@@ -314,16 +314,16 @@ class Matador:
 
     def _de_pe(self):
         """
-        O ouvinte desta vida ja fez um ciclo de dados? Matar de novo antes disso
-        so mede quanto o python leva para importar (e a carga inicial pendente
-        refeita a cada subida): numa maquina carregada, o ouvinte nunca chegaria
+        O ouvinte desta vida já fez um ciclo de dados? Matar de novo antes disso
+        só mede quanto o python leva para importar (e a carga inicial pendente
+        refeita a cada subida): numa máquina carregada, o ouvinte nunca chegaria
         a ler nada, e o que a tortura mede deixaria de ser o ouvinte.
         """
         return self.ouvinte.fez_ciclo_de_dados()
 
     def uma_morte(self, so_kill=False, esperar=True, entre_vidas=None):
         """
-        Uma morte e o reinicio. `esperar=False`: desiste se o matador esta ocupado.
+        Uma morte e o reinício. `esperar=False`: desiste se o matador está ocupado.
         `entre_vidas`: o que fazer com o ouvinte MORTO e nenhuma ferramenta viva
         (editar o arquivo de chaves, o estado) -- como o operador entre um
         `systemctl stop` e um `start`.
@@ -368,7 +368,7 @@ class Matador:
         return True
 
     def tentar_intruso(self):
-        """Um intruso de proposito, agora (fora da conta das mortes)."""
+        """Um intruso de propósito, agora (fora da contá das mortes)."""
         with self._trava_ciclo:
             if self.ouvinte.vivo():
                 self._tentar_intruso()

@@ -4,11 +4,11 @@ empresa, dataset a dataset -- e o amostrador de latência.
 
 A comparação e por TIPO de coluna (número, data, texto), não por texto: o
 cliente manda Decimal como '1234.50' e datetime em ISO, e o que importa e o
-valor, nao a grafia.
+valor, não a grafia.
 
-As desculpas sao ESTREITAS e contadas: uma diferenca so e desculpada se cai
-numa classe documentada que a estrategia `coluna` nao tem como fazer melhor
-antes da varredura, e so para as linhas que a propria tortura mexeu daquele
+As desculpas são ESTREITAS e contadas: uma diferença só é desculpada se cai
+numa classe documentada que a estratégia `coluna` não tem como fazer melhor
+antes da varredura, e só para as linhas que a própria tortura mexeu daquele
 jeito (ver `DESCULPAS`). O resto reprova (`REPROVAM`).
 """
 
@@ -140,9 +140,9 @@ def ler_contextia(contextia, chaves):
 def justificar_entregas(entregues, rajadas):
     """
     Separa os datasets que o ouvinte entregou a varredura em (justificados,
-    sem_rajada). A palavra do produto ("entreguei este dataset") nao e desculpa
-    sozinha: so vale se a PROPRIA tortura injetou, naquele dataset, uma
-    operacao acima do teto que comecou antes de a entrega ser vista.
+    sem_rajada). A palavra do produto ("entreguei este dataset") não é desculpa
+    sozinha: só vale se a PROPRIA tortura injetou, naquele dataset, uma
+    operação acima do teto que começou antes de a entrega ser vista.
 
     entregues: {dataset: {'marca': datetime|None, 'visto_em': monotonic}}
     rajadas:   [{'dataset', 'inicio' (monotonic), ...}]

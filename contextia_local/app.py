@@ -363,7 +363,7 @@ def criar_app(config: Configuracao) -> FastAPI:
 
 
 def _chamadas(dependant: Dependant) -> List[Any]:
-    """Toda função que a arvore de dependências da rota chama."""
+    """Toda função que a árvore de dependências da rota chama."""
     chamadas = [dependant.call]
     for filha in dependant.dependencies:
         chamadas += _chamadas(filha)

@@ -77,7 +77,7 @@ FORNECEDORES = ['Energisa', 'Sabesp', 'Vivo Empresas', 'Claro', 'Correios',
                 'Transportadora Rápido Sul', 'Embalagens Paulista', 'Grafica Central',
                 'Contabilidade Exata', 'Seguradora Porto Forte', 'Locadora Frota Viva',
                 'Papel e Cia Distribuidora', 'Cooperativa Agricola Uniao',
-                'Atacado Bom Preco', 'Manutenção Predial Alfa', 'Software Gestao Total']
+                'Atacado Bom Preço', 'Manutenção Predial Alfa', 'Software Gestao Total']
 PRODUTOS = [
     ('Arroz tipo 1 5kg', 'UN', '1006.30.21', '24.90'), ('Feijao carioca 1kg', 'UN',
                                                         '0713.33.19', '8.49'),

@@ -1,7 +1,7 @@
 """
 O SDK como pacote: construido do pyproject.toml e instalado num venv novo.
 
-O módulo constrói a wheel desta arvore (uma copia numa pasta temporária, para
+O módulo constrói a wheel desta árvore (uma copia numa pasta temporária, para
 não deixar build/ nem *.egg-info no repositório), cria um venv em tmp_path e a
 instala nele com `pip install --no-deps`: o pacote e o do venv novo, as
 dependências (SQLAlchemy, requests, FastAPI, ...) vem do .venv do repositório

@@ -4,7 +4,7 @@ Cada processo filho do ouvinte recebe só o segredo dele (contextia_sync/segredo
 O ouvinte de verdade roda o provisionar (empresa nova e varredura), o connector
 (carga inicial) e o carregar-todas.sh (que roda `chaves verificar`, `chaves
 executar` e um connector por empresa). Um `sitecustomize.py` no PYTHONPATH faz
-CADA processo Python dessa arvore gravar o próprio ambiente ao nascer -- o
+CADA processo Python dessa árvore gravar o próprio ambiente ao nascer -- o
 ambiente que o kernel deu a ele, o mesmo de /proc/<pid>/environ.
 """
 

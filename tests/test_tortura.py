@@ -1,9 +1,9 @@
 """
 A tortura (bench/tortura.py): o modo curto roda aqui, de verdade, e tem de
 passar; e o verificador e provado capaz de ACUSAR perda -- um verificador que
-nunca falha nao prova nada. As desculpas sao estreitas (so o que a tortura fez
+nunca falha não prova nada. As desculpas são estreitas (só o que a tortura fez
 daquele jeito), as empresas vem da origem, e a leitura de volta e o leitor de
-chaves sao da propria tortura. Que a tortura inteira reprova um produto
+chaves são da própria tortura. Que a tortura inteira reprova um produto
 quebrado: tests/test_tortura_mutacoes.py.
 """
 
@@ -196,7 +196,7 @@ def test_empresas_vem_do_cadastro_da_origem_pela_regra(tmp_path):
 
 def test_arquivo_de_chaves_lido_pela_tortura_aceita_bom_e_crlf(tmp_path):
     caminho = tmp_path / 'chaves.tsv'
-    caminho.write_bytes('\ufeff# cabecalho\r\n1\tctx_um\t3\tkey_a\tpronto\r\n\r\n'
+    caminho.write_bytes('\ufeff# cabeçalho\r\n1\tctx_um\t3\tkey_a\tpronto\r\n\r\n'
                         '20\tctx_vinte\r\n'.encode('utf-8'))
     assert tortura_contextia.ler_arquivo_de_chaves(str(caminho)) == {'1': 'ctx_um',
                                                                    '20': 'ctx_vinte'}
@@ -224,7 +224,7 @@ def test_filho_do_ouvinte_entre_fork_e_exec_nao_e_segundo_ouvinte():
 
 
 def test_intruso_so_conta_como_recusado_pela_trava():
-    msg = ('Ja existe um ouvinte rodando com este diretorio de estado (/e/ouvinte.lock,'
+    msg = ('Já existe um ouvinte rodando com este diretório de estado (/e/ouvinte.lock,'
            ' pid 10).')
     assert tortura_processos.recusa_da_trava(2, msg)
     assert tortura_processos.recusa_da_trava(2, msg.replace('Ja', 'J\u00e1').replace(
@@ -237,8 +237,8 @@ def test_intruso_so_conta_como_recusado_pela_trava():
 def test_todo_achado_reprova():
     veredito = tortura.Veredito()
     assert veredito.passou()
-    veredito.falhar('ouvinte_saiu_sozinho', 'o ouvinte saiu sozinho (codigos [1])')
-    veredito.falhar('ouvinte_saiu_sozinho', 'o ouvinte saiu sozinho (codigos [1])')
+    veredito.falhar('ouvinte_saiu_sozinho', 'o ouvinte saiu sozinho (códigos [1])')
+    veredito.falhar('ouvinte_saiu_sozinho', 'o ouvinte saiu sozinho (códigos [1])')
     assert not veredito.passou() and len(veredito.motivos) == 1
     assert veredito.codigos() == ['ouvinte_saiu_sozinho']
 
@@ -331,10 +331,10 @@ def ouvinte_sqlite(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contex
 
 @pytest.mark.lento
 @pytest.mark.xfail(strict=True, reason=(
-    'achado da tortura (docs/tortura.md, "O que ela ja achou"): o salto da marca depois da'
+    'achado da tortura (docs/tortura.md, "O que ela já achou"): o salto da marca depois da'
     ' varredura (CapturaColuna.posicao_atual) e a marca inicial (_primeira_vez) usam o MAX'
-    ' da coluna puxado para agora + TOLERANCIA_FUTURO quando uma linha esta no futuro -- a'
-    ' marca vai 300 s para o futuro e o que muda nesse tempo so chega na varredura seguinte.'
+    ' da coluna puxado para agora + TOLERANCIA_FUTURO quando uma linha está no futuro -- a'
+    ' marca vai 300 s para o futuro e o que muda nesse tempo só chega na varredura seguinte.'
     ' Quando o produto for corrigido, este teste passa e o strict o derruba: tire o xfail.'))
 def test_carimbo_no_futuro_num_dataset_varrido_nao_leva_a_marca_para_o_futuro(ouvinte_sqlite):
     from tests.apoio.ouvinte import DATASET

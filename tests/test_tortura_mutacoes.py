@@ -53,22 +53,22 @@ MUTACOES = (
     Mutacao(
         'sem_provisionar', 'contextia_sync/ouvinte/projetos.py',
         '        novos.append((escopo, regra_projeto.nome_de(linha, regra)))\n',
-        '        continue  # MUTACAO: empresa nova nunca e provisionada\n',
+        '        continue  # MUTACAO: empresa nova nunca é provisionada\n',
         'empresa_sem_projeto',
-        'o ciclo de projetos pula toda empresa nova: ela so chega na varredura'),
+        'o ciclo de projetos pula toda empresa nova: ela só chega na varredura'),
     Mutacao(
         'entregue_ate_varrer', 'contextia_sync/ouvinte/dados.py',
         '    if leitura.situacao is Situacao.GRANDE:\n',
         "    if leitura.situacao is Situacao.GRANDE or (alvo.nome == 'movimentos'"
         ' and not ctx.estado.varredura_feita_em()):  # MUTACAO\n',
         'entregue_sem_rajada',
-        'movimentos fica entregue a varredura ate a primeira varredura: ao-vivo morto'),
+        'movimentos fica entregue a varredura até a primeira varredura: ao-vivo morto'),
     Mutacao(
         'lote_descartado', 'contextia_sync/ouvinte/dados.py',
         '        if ctx.seco:\n            logger.info(',
         "        if ctx.seco or escopo == '3':  # MUTACAO\n            logger.info(",
         'linhas_perdidas',
-        'o lote ao vivo da empresa 3 e descartado em silencio e a marca avanca'),
+        'o lote ao vivo da empresa 3 e descartado em silêncio e a marca avança'),
 )
 
 
@@ -80,22 +80,22 @@ def _copiar_arvore(destino):
 
 
 def aplicar(raiz, mutacao):
-    """Aplica a mutacao na arvore `raiz`; falha o teste se ela nao casa mais."""
+    """Aplica a mutação na árvore `raiz`; falha o teste se ela não casa mais."""
     caminho = os.path.join(raiz, mutacao.arquivo)
     with open(caminho, encoding='utf-8') as arquivo:
         texto = arquivo.read()
     vezes = texto.count(mutacao.antes)
     if vezes != 1:
-        pytest.fail('a mutacao %r ficou velha: o trecho %r aparece %d vez(es) em %s (tem de'
-                    ' ser 1). O codigo mudou; reescreva a mutacao para quebrar o mesmo'
-                    ' comportamento no codigo de hoje (%s).'
+        pytest.fail('a mutação %r ficou velha: o trecho %r aparece %d vez(es) em %s (tem de'
+                    ' ser 1). O código mudou; reescreva a mutação para quebrar o mesmo'
+                    ' comportamento no código de hoje (%s).'
                     % (mutacao.nome, mutacao.antes, vezes, mutacao.arquivo, mutacao.descricao))
     with open(caminho, 'w', encoding='utf-8') as arquivo:
         arquivo.write(texto.replace(mutacao.antes, mutacao.depois))
 
 
 def test_cada_mutacao_casa_com_o_codigo_de_hoje(tmp_path):
-    """Rapido: a mutacao que ficou velha e dita antes de gastar minutos de tortura."""
+    """Rápido: a mutação que ficou velha e dita antes de gastar minutos de tortura."""
     for mutacao in MUTACOES:
         destino = tmp_path / mutacao.nome
         os.makedirs(destino / os.path.dirname(mutacao.arquivo))
@@ -144,28 +144,28 @@ def test_a_tortura_reprova_cada_mutacao_e_diz_por_que(tmp_path):
         log.close()
         relatorio = '--- %s (%s) ---\n%s' % (mutacao.nome, mutacao.descricao, texto[-5000:])
         if not saida.exists():
-            problemas.append('%s: a tortura nao gravou os numeros\n%s' % (mutacao.nome,
+            problemas.append('%s: a tortura não gravou os números\n%s' % (mutacao.nome,
                                                                           relatorio))
             continue
         dados = json.loads(saida.read_text())
         if dados['nao_rodou'] or not dados['resultados']:
-            problemas.append('%s: a tortura nao rodou: %s\n%s' % (mutacao.nome,
+            problemas.append('%s: a tortura não rodou: %s\n%s' % (mutacao.nome,
                                                                 dados['nao_rodou'], relatorio))
             continue
         numeros = dados['resultados'][0]
         codigos = sorted({m['codigo'] for m in numeros.get('motivos', [])})
         if processo.returncode != 1 or numeros['passou']:
-            problemas.append('%s: a tortura PASSOU (saida %s) com o produto quebrado: %s\n%s'
+            problemas.append('%s: a tortura PASSOU (saída %s) com o produto quebrado: %s\n%s'
                              % (mutacao.nome, processo.returncode, mutacao.descricao,
                                 relatorio))
         elif mutacao.motivo not in codigos:
             problemas.append('%s: FALHOU, mas sem o motivo %r (motivos: %s)\n%s'
                              % (mutacao.nome, mutacao.motivo, codigos, relatorio))
         elif 'RESULTADO' not in texto or 'FALHOU [%s]' % mutacao.motivo not in texto:
-            problemas.append('%s: a saida nao diz FALHOU [%s]\n%s'
+            problemas.append('%s: a saída não diz FALHOU [%s]\n%s'
                              % (mutacao.nome, mutacao.motivo, relatorio))
         # Rodou a copia mutada, e nao o repositorio.
         if numeros.get('raiz') != raiz:
-            problemas.append('%s: a tortura rodou o produto de %s, nao a copia mutada %s'
+            problemas.append('%s: a tortura rodou o produto de %s, não a copia mutada %s'
                              % (mutacao.nome, numeros.get('raiz'), raiz))
     assert not problemas, '\n\n'.join(problemas)

@@ -42,7 +42,7 @@ def hora_de_varrer(varredura: tuple[int, int] | None, janela_min: int, feita_em:
     Chegou a hora da varredura de hoje?
 
     Compara com o DIA já varrido, não com um intervalo: "as 03:30" acontece uma
-    vez por dia mesmo com três reinicios, e não duas porque ele subiu 03:29.
+    vez por dia mesmo com três reinícios, e não duas porque ele subiu 03:29.
 
     E só dentro da JANELA depois da hora: sem ela, um ouvinte que sobe as 14h
     com o estado zerado veria "ainda não varri hoje" e faria a carga completa

@@ -72,7 +72,7 @@ class Erp:
             self.executar(comando)
         self.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, :g, :a)', lote=[
             {'e': int(self.escopos[0]), 'n': 'Padaria Pao Quente', 'g': 'Grupo Sul', 'a': 'S'},
-            {'e': int(self.escopos[1]), 'n': 'Mercado Bom Preco', 'g': None, 'a': 'S'},
+            {'e': int(self.escopos[1]), 'n': 'Mercado Bom Preço', 'g': None, 'a': 'S'},
             {'e': int(self.inativa), 'n': 'Empresa Fechada', 'g': None, 'a': 'N'},
         ])
         linhas = []
