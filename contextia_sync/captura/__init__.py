@@ -12,6 +12,8 @@ confirmar a posicao nova. Uma estrategia nova entra sem tocar nos ciclos.
     casos_marca.py   a tabela de casos dessas regras (autoteste e pytest)
     ao_vivo.py       que datasets ficam ao vivo; repartir linhas por empresa
     coluna.py        a estrategia `coluna`: sonda numa coluna de mudanca
+    binlog.py        a estrategia `binlog` (MariaDB): o log de replicacao, pelo
+                     spool de fila/spool.py
 
 Pode importar: origem (o contrato do adaptador), estado, mapeamento, escopos.
 Nao fala com o Contextia: quem entrega e o ciclo de dados (ouvinte/dados.py).
@@ -62,6 +64,8 @@ class Leitura:
     upserts: list[dict[str, Any]] = field(default_factory=list)
     # Valores de `key` que sumiram da origem (estrategias que veem DELETE).
     remocoes: list[Any] = field(default_factory=list)
+    # As mesmas, mas de UMA empresa cada (o `binlog` sabe de qual empresa era a linha).
+    remocoes_por_escopo: dict[str, list[Any]] = field(default_factory=dict)
     quantos: int = 0                 # linhas que a sonda contou
     atrasadas: int = 0               # chegadas atrasadas entre as lidas
     posicao: Any = None              # a posicao nova: so vale depois de confirmar()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 # Estrategia -> 'modulo:Classe' que a implementa. Estar aqui E estar implementada.
 IMPLEMENTACOES = {
     'coluna': 'contextia_sync.captura.coluna:CapturaColuna',
+    'binlog': 'contextia_sync.captura.binlog:CapturaBinlog',
 }
 
 ESTRATEGIAS: dict[str, dict[str, Any]] = {
@@ -41,7 +42,8 @@ ESTRATEGIAS: dict[str, dict[str, Any]] = {
     },
     'binlog': {
         'o_que_e': 'MySQL/MariaDB: ler o binlog pelo protocolo de replicacao',
-        'exige': 'log_bin=ON, binlog_format=ROW e GRANT REPLICATION SLAVE.'
+        'exige': 'log_bin=ON, binlog_format=ROW, binlog_row_image=FULL,'
+                 ' binlog_row_metadata=FULL e GRANT REPLICATION SLAVE, BINLOG MONITOR.'
                  ' NENHUM DDL e NENHUMA escrita -- e virar uma replica de leitura.'
                  ' Em Python puro (python-mysql-replication), sem client nativo',
         've_delete': True,

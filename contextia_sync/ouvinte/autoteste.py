@@ -215,15 +215,17 @@ def _estrategias(p):
         exigir_estrategia, implementada, resolver_estrategia
     print('\nestrategias')
     p.igual('a implementada de hoje resolve', 'exige' in exigir_estrategia('coluna'), True)
-    for nome in ('binlog', 'change_tracking', 'slot_logico', 'flashback', 'reconciliacao'):
+    for nome in ('change_tracking', 'slot_logico', 'flashback', 'reconciliacao'):
         # A recusa tem de ENSINAR: sem o "exigiria", manda a pessoa procurar.
         p.recusa('%s recusa dizendo o que exigiria' % nome,
                  lambda n=nome: exigir_estrategia(n), ErroEstrategia,
                  contem=('exigiria', ESTRATEGIAS[nome]['exige'][:20], 've DELETE'))
     p.recusa('nome inventado lista as que existem', lambda: exigir_estrategia('inventada'),
              ErroEstrategia, contem=('coluna', 'binlog'))
-    p.igual('so `coluna` esta implementada',
-            sorted(n for n in ESTRATEGIAS if implementada(n)), ['coluna'])
+    p.igual('`coluna` e `binlog` estao implementadas',
+            sorted(n for n in ESTRATEGIAS if implementada(n)), ['binlog', 'coluna'])
+    p.igual('`binlog` resolve (a recusa que ensina nao vale para ela)',
+            'exige' in exigir_estrategia('binlog'), True)
     p.igual('e todas dizem se veem DELETE',
             all('ve_delete' in v for v in ESTRATEGIAS.values()), True)
     mapa = {'listener': {'strategy': 'binlog'}}

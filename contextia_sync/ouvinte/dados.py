@@ -128,6 +128,9 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
                        ' hash). Ate a varredura, o antigo fica.', alvo.nome)
 
     ok, enviados, erro = _enviar(ctx, alvo, grupos, chaves, leitura, resumo)
+    if ok and leitura.remocoes_por_escopo:
+        ok, removidas, erro = _remover_por_escopo(ctx, alvo, leitura, chaves)
+        enviados += removidas
     acomp.enviados_ultimo_ciclo = enviados
     # A POSICAO SO AVANCA SE TUDO DEU CERTO (marca_agua.marca_apos_envio): falha
     # de envio mantem a posicao velha e o proximo ciclo rele.
@@ -222,6 +225,35 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
                     res.updated, res.duplicates,
                     ' QUARENTENA=%s' % res.quarentenados if res.quarentenados else '')
     return ok, enviados, erro
+
+
+def _remover_por_escopo(ctx: Contexto, alvo: DatasetVivo, leitura: Leitura,
+                        chaves: Mapping[str, str]) -> tuple[bool, int, str | None]:
+    """
+    As chaves que a captura viu sumir, cada uma so da empresa em que estava
+    (`remove`, sem registros e sem `sync`). Depois dos upserts: a linha que
+    mudou de empresa ja chegou a nova quando sai da antiga.
+    """
+    removidas = 0
+    for escopo, valores in sorted(leitura.remocoes_por_escopo.items()):
+        if ctx.seco or not valores:
+            continue
+        if escopo not in chaves:
+            return False, removidas, ('escopo %s sem chave no arquivo de chaves: %d'
+                                      ' remoção(ões) esperam no spool' % (escopo, len(valores)))
+        try:
+            res = cliente.enviar_dataset(alvo.nome, [], key=alvo.chave, api_key=chaves[escopo],
+                                         logger=logger, remove=valores, deve_parar=ctx.parar,
+                                         escopo=escopo, sync=None)
+        except ErroContextia as falha:
+            return False, removidas, 'escopo %s: remoção: %s: %s' % (
+                escopo, type(falha).__name__, falha)
+        if res.lotes_erro:
+            return False, removidas, 'escopo %s: remoção com erro: %s' % (
+                escopo, resumir('; '.join(res.erros or [])))
+        removidas += res.removed
+        logger.info('%-28s escopo=%-8s removidas=%-5s', alvo.nome, escopo, res.removed)
+    return True, removidas, None
 
 
 def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:

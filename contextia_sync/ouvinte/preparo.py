@@ -74,6 +74,10 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     origem = carregar_origem(args.source)
     captura = criar_captura(nome_estrategia, origem=origem, estado=estado,
                             folga=args.folga, maximo=args.maximo_por_ciclo)
+    # O `binlog` precisa do mapeamento inteiro (a scope_column herdada do defaults).
+    usar_mapa = getattr(captura, 'usar_mapa', None)
+    if callable(usar_mapa):
+        usar_mapa(mapa)
 
     _conferir_captura(captura, vivos)
     if args.dry_run:
