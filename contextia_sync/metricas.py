@@ -114,6 +114,15 @@ METRICAS: dict[str, tuple[str, str]] = {
                                               ' envio), neste processo.'),
     'ouvinte_dataset_quarentena_registros': (
         GAUGE, 'Registros do dataset na quarentena (recusados de vez pelo intake).'),
+    'ouvinte_captura_atraso_origem_segundos': (
+        GAUGE, 'binlog: segundos atras da origem (hora do ultimo evento lido do log).'),
+    'ouvinte_spool_mudancas': (GAUGE, 'binlog: mudancas no spool esperando entrega.'),
+    'ouvinte_spool_bytes': (GAUGE, 'binlog: bytes do spool no disco.'),
+    'ouvinte_spool_mais_velha_segundos': (
+        GAUGE, 'binlog: idade da mudanca mais velha ainda nao entregue.'),
+    'ouvinte_captura_pausada': (GAUGE, 'binlog: 1 se a captura pausou (spool cheio).'),
+    'ouvinte_captura_critica': (
+        GAUGE, 'binlog: 1 se a posicao do log foi apagada e a varredura ainda nao rodou.'),
     'ouvinte_dataset_sem_carimbo_registros': (
         GAUGE, 'Linhas com a coluna de mudança nula (só a varredura as leva).'),
     'ouvinte_dataset_carimbo_futuro_registros': (
@@ -382,6 +391,15 @@ def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None)
     # mapeamento, foi para fora do ao-vivo): o registro continua fora do Contextia.
     for nome, quantos in sorted(quarentena.items()):
         por('ouvinte_dataset_quarentena_registros', quantos, dataset=str(nome))
+
+    captura = _mapa(dados.get('captura'))
+    if captura:
+        por('ouvinte_captura_atraso_origem_segundos', _numero(captura.get('atraso_origem_s')))
+        por('ouvinte_spool_mudancas', _numero(captura.get('spool_itens')))
+        por('ouvinte_spool_bytes', _numero(captura.get('spool_bytes')))
+        por('ouvinte_spool_mais_velha_segundos', _numero(captura.get('spool_idade_s')))
+        por('ouvinte_captura_pausada', bool(captura.get('pausada')))
+        por('ouvinte_captura_critica', bool(captura.get('critico')))
 
     varredura = _mapa(dados.get('varredura'))
     if 'hora' in varredura:

@@ -144,5 +144,15 @@ SAUDE_VARREDURA = 26 * 3600
 ligada (`--max-varredura`): um dia e a folga de uma varredura que demora."""
 
 SAUDE_FERRAMENTA = TIMEOUT_FERRAMENTA + 600
-"""Segundos de uma ferramenta rodando acima dos quais a saúde diz ALERTA
-(`--max-ferramenta`): o tempo máximo padrão dela passou e ela não foi encerrada."""
+"""Segundos de uma ferramenta rodando acima dos quais a saude diz ALERTA
+(`--max-ferramenta`): o tempo maximo padrao dela passou e ela nao foi encerrada."""
+
+# ------------------------------------------------------------ o spool da captura por log
+SPOOL_MAXIMO_ITENS = 100000
+"""Mudanças guardadas no spool (`<estado>/spool`) antes de a captura pausar e dizer."""
+
+SPOOL_MAXIMO_BYTES = 512 * 1024 * 1024
+"""Bytes do spool antes de a captura pausar (a posição do log para de avançar)."""
+
+BINLOG_SERVER_ID = 4271
+"""O server id com que o ouvinte se apresenta ao MariaDB (único entre as réplicas)."""

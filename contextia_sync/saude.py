@@ -493,6 +493,15 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     if not vivos:
         v.anotar(ALERTA, 'nenhum dataset ao vivo (só a varredura leva dado)')
 
+    # -- a captura por log (`binlog`): posicao apagada, spool cheio ----------------
+    bruto = status.get('captura')
+    captura: Mapping[str, Any] = bruto if isinstance(bruto, dict) else {}
+    if captura.get('critico'):
+        v.anotar(CRITICO, _limpo(captura['critico']))
+    if captura.get('pausada'):
+        v.anotar(CRITICO, 'captura do log pausada: spool cheio (%s mudanca(s))'
+                 % captura.get('spool_itens'))
+
     # -- as falhas do laco (depois dos datasets: eles dizem qual) ---------------
     if falhas:
         texto = '%d volta(s) seguida(s) do laço com falha' % falhas

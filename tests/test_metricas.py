@@ -389,6 +389,9 @@ def _dados_completos():
                                     'motivo': 'tem o caractere U+000A'},
                                    {'escopo': '41', 'onde': 'chave', 'motivo': 'outra'}]
     dados['quarentena'] = {'total': 3, 'por_dataset': {'titulos': 2, 'antigo': 1}}
+    dados['captura'] = {'estrategia': 'binlog', 'posicao': '0-1-9', 'atraso_origem_s': 0.4,
+                        'spool_itens': 3, 'spool_bytes': 900, 'spool_idade_s': 1.5,
+                        'spool_devolvidos': [], 'pausada': None, 'critico': None}
     dados['datasets'] = [
         _dataset(ultima_sonda_ok_em='2026-11-30 20:00:03', atraso_origem_s=12.5,
                  ultima_mudanca_vista_em='2026-11-30 20:00:03', enviados=5, novos=3,
@@ -423,6 +426,8 @@ def test_retrato_completo_tem_toda_metrica_da_tabela(tmp_path):
     assert valor(texto, 'ouvinte_empresas_recusadas', onde='cadastro') == 1
     assert valor(texto, 'ouvinte_empresas_recusadas', onde='chave') == 1
     assert valor(texto, 'ouvinte_dataset_falhas_total', dataset='titulos') == 1
+    assert valor(texto, 'ouvinte_spool_mudancas') == 3
+    assert valor(texto, 'ouvinte_captura_pausada') == 0
     assert valor(texto, 'ouvinte_ferramenta_inicio_timestamp_seconds') == \
         datetime.datetime(2026, 11, 30, 20, 0, 3).timestamp()
     # A reconciliacao: os totais vem do estado (sobrevivem ao reinicio), a recusa e 1.

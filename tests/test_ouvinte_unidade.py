@@ -90,7 +90,7 @@ def _ouvinte(*args, env=None, cwd=RAIZ):
                           capture_output=True, text=True, timeout=60, env=ambiente)
 
 
-@pytest.mark.parametrize('nome', ['binlog', 'change_tracking', 'slot_logico', 'flashback'])
+@pytest.mark.parametrize('nome', ['change_tracking', 'slot_logico', 'flashback'])
 def test_recusa_de_estrategia_pela_linha_de_comando(tmp_path, nome):
     # Nem mapeamento valido nem URL: a recusa vem antes de tudo.
     r = _ouvinte('--mapping=nao-existe.json', '--source=generic', '--chaves=x',

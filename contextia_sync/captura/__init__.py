@@ -1,7 +1,7 @@
 """
 A captura: como o ouvinte descobre o que mudou na origem.
 
-Cada estratégia (`coluna`, `reconciliacao` e as duas juntas hoje; `binlog`,
+Cada estratégia (`coluna`, `reconciliacao`, as duas juntas e `binlog` hoje;
 `slot_logico` depois) implementa o protocolo `Captura` abaixo, e os ciclos do
 ouvinte só falam com ele: ler o que mudou desde a posição guardada, entregar,
 e só então confirmar a posição nova. Uma estratégia nova entra sem tocar nos
@@ -19,6 +19,8 @@ ciclos.
                       chaves; vê inclusão e exclusão
     combinada.py      `coluna+reconciliacao`: as duas num ouvinte só, cada uma
                       no seu intervalo
+    binlog.py         a estratégia `binlog` (MariaDB): o log de replicação, pelo
+                      spool de fila/spool.py
 
 Pode importar: origem (o contrato do adaptador), estado, mapeamento, escopos.
 Não fala com o Contextia: quem entrega e o ciclo de dados (ouvinte/dados.py).

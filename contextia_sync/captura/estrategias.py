@@ -32,6 +32,7 @@ IMPLEMENTACOES = {
     'coluna': 'contextia_sync.captura.coluna:CapturaColuna',
     'reconciliacao': 'contextia_sync.captura.reconciliacao:CapturaReconciliacao',
     'coluna+reconciliacao': 'contextia_sync.captura.combinada:CapturaCombinada',
+    'binlog': 'contextia_sync.captura.binlog:CapturaBinlog',
 }
 
 ESTRATEGIAS: dict[str, dict[str, Any]] = {
@@ -43,8 +44,9 @@ ESTRATEGIAS: dict[str, dict[str, Any]] = {
         'nota': 'exclusão só na varredura diária',
     },
     'binlog': {
-        'o_que_e': 'MySQL/MariaDB: ler o binlog pelo protocolo de replicação',
-        'exige': 'log_bin=ON, binlog_format=ROW e GRANT REPLICATION SLAVE.'
+        'o_que_e': 'MySQL/MariaDB: ler o binlog pelo protocolo de replicacao',
+        'exige': 'log_bin=ON, binlog_format=ROW, binlog_row_image=FULL,'
+                 ' binlog_row_metadata=FULL e GRANT REPLICATION SLAVE, BINLOG MONITOR.'
                  ' NENHUM DDL e NENHUMA escrita -- e virar uma replica de leitura.'
                  ' Em Python puro (python-mysql-replication), sem client nativo',
         've_delete': True,

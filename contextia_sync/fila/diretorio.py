@@ -156,6 +156,9 @@ class FilaEmDiretorio:
             logger = do_sdk
         self._log = logger
         self._trabalhando = False
+        # Os itens achados em tomado/ ao abrir (destino desconhecido): o log os
+        # nomeia, e quem e dono da fila os mostra tambem no status.
+        self.devolvidos: list[str] = []
         if somente_leitura:
             return
         try:
@@ -392,6 +395,7 @@ class FilaEmDiretorio:
                             TOMADO, self._volta)
                         continue
                     os.rename(item.caminho, destino)
+                    self.devolvidos.append(item.caminho.name)
                     self._log.warning(
                         '%s: %s estava em %s/ sem ninguém trabalhando -- o processo que o'
                         ' tomou morreu no meio da entrega e o destino e desconhecido (pode'

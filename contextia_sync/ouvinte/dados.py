@@ -186,7 +186,8 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
     # A POSICAO SO AVANCA SE TUDO DEU CERTO (marca_agua.marca_apos_envio): falha
     # de envio mantem a posicao velha e o proximo ciclo rele. Remocao que falhou
     # nao segura os registros entregues: a posicao deles avanca, e as remocoes
-    # ficam para a proxima reconciliacao (o conjunto entregue nao as perde).
+    # ficam para a proxima reconciliacao (o conjunto entregue nao as perde) ou,
+    # no `binlog`, no spool (ele so conclui a mudanca cuja remocao foi entregue).
     if envio.ok and not ctx.seco:
         assert remocoes is not None
         entregue = leitura if remocoes.ok else dataclasses.replace(
@@ -198,7 +199,8 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         else:
             acomp.registrar_erro('%s %s' % (_agora_texto(), remocoes.erro), _agora_texto())
             logger.warning('%-28s remoção com erro: os registros foram entregues, as'
-                           ' remoções ficam para a próxima reconciliação', alvo.nome)
+                           ' remoções ficam para a próxima reconciliação (no binlog, ficam no'
+                           ' spool)', alvo.nome)
     elif not envio.ok:
         acomp.registrar_erro('%s %s' % (_agora_texto(), envio.erro), _agora_texto())
         logger.warning('%-28s envio com erro: marca de água NÃO avançou (o próximo'

@@ -55,6 +55,7 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
             int((agora - f.desde).total_seconds())))
     else:
         linhas.append('ferramenta agora ..: nenhuma')
+    linhas.extend(_linhas_da_captura(captura_no_status(ctx)))
     linhas.extend(resumos.values())
     cargas = ctx.estado.cargas_pendentes()
     if cargas:
@@ -133,6 +134,27 @@ def _reconciliacao_json(ctx: Contexto, alvo: DatasetVivo,
         'ultimo_erro': r.ultimo_erro, 'erro_desde': r.erro_desde,
         'falhas_seguidas': r.falhas_seguidas,
     }
+
+
+def _linhas_da_captura(bloco: Mapping[str, Any] | None) -> list[str]:
+    """As linhas do bloco `captura` (so o `binlog` tem um)."""
+    if not bloco:
+        return []
+    linhas = ['posição do log ....: %s (atraso da origem %ss)' % (
+                  bloco.get('posicao') or '-', '?' if bloco.get('atraso_origem_s') is None
+                  else bloco['atraso_origem_s']),
+              'spool .............: %s mudança(s), %.1f MiB, a mais velha há %ss' % (
+                  bloco.get('spool_itens'), (bloco.get('spool_bytes') or 0) / 1048576,
+                  '-' if bloco.get('spool_idade_s') is None else bloco['spool_idade_s'])]
+    if bloco.get('spool_devolvidos'):
+        linhas.append('spool re-enfileirado: %s (destino desconhecido: o ouvinte anterior'
+                      ' morreu no meio da entrega; reenviado, o intake é idempotente)'
+                      % ', '.join(bloco['spool_devolvidos'][:10]))
+    if bloco.get('pausada'):
+        linhas.append('CAPTURA PAUSADA ...: %s' % bloco['pausada'])
+    if bloco.get('critico'):
+        linhas.append('CRÍTICO ...........: %s' % bloco['critico'])
+    return linhas
 
 
 def _texto_varredura(ctx: Contexto) -> str:
@@ -247,5 +269,12 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
         'empresas_recusadas': empresas_recusadas(ctx),
         'cargas_iniciais_pendentes': ctx.estado.cargas_pendentes(),
         'entregues_a_varredura': ctx.estado.pendentes(),
+        'captura': captura_no_status(ctx),
         'datasets': datasets,
     }
+
+
+def captura_no_status(ctx: Contexto) -> dict[str, Any] | None:
+    """O bloco da estrategia (posicao, spool, atraso) se ela o da (`binlog`); senao None."""
+    bloco = getattr(ctx.captura, 'para_o_status', None)
+    return bloco() if callable(bloco) else None

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""
+`binlog` contra `coluna`, na mesma rodada: do COMMIT ao registro visível no
+Contextia, e a vazão do spool contra a entrega direta.
+
+    .venv/bin/python bench/bench_binlog.py [--mudancas 40] [--intervalo-dados 2]
+
+Tudo de verdade: um MariaDB privado com o binlog (subido do binário, como em
+tests/apoio/mariadb_binlog.py), o Contextia local num processo e dois
+ouvinte.py (um `coluna`, um `binlog`) com o mesmo --intervalo-dados, cada um
+no seu banco; o escritor comita a mesma mudança nos dois bancos a intervalos
+aleatórios e um leitor anota quando cada uma ficou visível.
+
+Vazão: N mudanças passando pelo spool (guardar com fsync -> tomar -> enviar ->
+concluir) contra as mesmas N enviadas direto por `enviar_dataset`.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, RAIZ)
+
+from bench.bench_latencia import Leitor, percentil  # noqa: E402
+
+
+def _mapa(pasta, dataset, estrategia):
+    caminho = os.path.join(pasta, 'mapa-%s.json' % estrategia)
+    with open(caminho, 'w') as arquivo:
+        json.dump({
+            '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
+            'client': 'bench', 'listener': {'strategy': estrategia},
+            'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
+            'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
+                         'name_column': 'RAZAO_SOCIAL',
+                         'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
+            'datasets': [{'dataset': dataset, 'source_object': 'MOVIMENTO',
+                          'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM']}],
+        }, arquivo)
+    return caminho
+
+
+def _banco(servidor):
+    import sqlalchemy as sa
+    banco = servidor.banco_de_teste()
+    with banco.motor().begin() as con:
+        con.execute(sa.text('CREATE TABLE EMPRESAS (EMPRESA_ID INT PRIMARY KEY,'
+                            ' RAZAO_SOCIAL VARCHAR(60), ATIVA CHAR(1))'))
+        con.execute(sa.text("INSERT INTO EMPRESAS VALUES (1, 'Bench', 'S')"))
+        con.execute(sa.text('CREATE TABLE MOVIMENTO (ID INT PRIMARY KEY, EMPRESA_ID INT,'
+                            ' VALOR INT, ALTERADO_EM TIMESTAMP(6) NULL, KEY (ALTERADO_EM))'))
+        con.execute(sa.text('INSERT INTO MOVIMENTO VALUES (1, 1, 0, NOW(6) - INTERVAL 1 DAY)'))
+    return banco
+
+
+def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
+    import sqlalchemy as sa
+    chaves = os.path.join(pasta, 'chaves.tsv')
+    with open(chaves, 'w') as arquivo:
+        arquivo.write('1\t%s\n' % chave)
+    os.chmod(chaves, 0o600)
+    ouvintes, bancos, leitores = {}, {}, {}
+    for estrategia in ('coluna', 'binlog'):
+        banco = bancos[estrategia] = _banco(servidor)
+        dataset = 'mov_%s' % estrategia
+        env = dict(os.environ, CONTEXTIA_ORIGEM=banco.url_origem, **contextia.ambiente())
+        env.pop('CONTEXTIA_API_KEY', None)
+        log = open(os.path.join(pasta, 'ouvinte-%s.log' % estrategia), 'wb')
+        ouvintes[estrategia] = subprocess.Popen(
+            [sys.executable, 'ouvinte.py', '--mapping=' + _mapa(pasta, dataset, estrategia),
+             '--source=generic', '--chaves=' + chaves,
+             '--estado=' + os.path.join(pasta, 'estado-' + estrategia), '--varredura=nao',
+             '--intervalo-dados=%s' % intervalo], cwd=RAIZ, env=env, stdout=log,
+            stderr=subprocess.STDOUT)
+        leitores[estrategia] = Leitor(chave, dataset)
+        leitores[estrategia].start()
+    time.sleep(intervalo * 2 + 3)           # a primeira volta fixa marca e posição
+    commits = {e: {} for e in bancos}
+    for n in range(mudancas):
+        ident = 1000 + n
+        for estrategia, banco in bancos.items():
+            with banco.motor().begin() as con:
+                con.execute(sa.text('INSERT INTO MOVIMENTO VALUES (:i, 1, :v, NOW(6))'),
+                            {'i': ident, 'v': n})
+            commits[estrategia][(ident, n)] = time.monotonic()
+        time.sleep(random.uniform(0.1, 0.6))
+    fim = time.monotonic() + intervalo * 3 + 15
+    while time.monotonic() < fim and not all(
+            set(commits[e]) <= set(leitores[e].vistos) for e in bancos):
+        time.sleep(0.2)
+    resultado = {}
+    for estrategia in bancos:
+        tempos = [leitores[estrategia].vistos[k] - t for k, t in commits[estrategia].items()
+                  if k in leitores[estrategia].vistos]
+        resultado[estrategia] = (tempos, len(commits[estrategia]) - len(tempos))
+        leitores[estrategia].parar = True
+        ouvintes[estrategia].send_signal(signal.SIGTERM)
+        ouvintes[estrategia].wait(60)
+    return resultado
+
+
+def vazao(chave, pasta, quantos):
+    from contextia_sync.fila.spool import Mudanca, Spool
+    from contextia_sync.intake import cliente
+    registros = [{'ID': n, 'VALOR': n} for n in range(quantos)]
+    inicio = time.perf_counter()
+    cliente.enviar_dataset('vazao_direta', registros, key='ID', api_key=chave)
+    direta = time.perf_counter() - inicio
+    spool = Spool(os.path.join(pasta, 'spool-bench'), maximo_itens=quantos + 1)
+    inicio = time.perf_counter()
+    spool.guardar([Mudanca('vazao_spool', n, ['1'], 'insert') for n in range(quantos)])
+    guardar = time.perf_counter() - inicio
+    tomados = spool.tomar('vazao_spool', quantos)
+    cliente.enviar_dataset('vazao_spool', [{'ID': t.chave, 'VALOR': t.chave} for t in tomados],
+                           key='ID', api_key=chave)
+    spool.concluir(tomados)
+    pelo_spool = time.perf_counter() - inicio
+    spool.fechar()
+    return direta, guardar, pelo_spool
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--mudancas', type=int, default=40)
+    p.add_argument('--intervalo-dados', type=float, default=2)
+    p.add_argument('--vazao', type=int, default=2000)
+    args = p.parse_args()
+    from contextia_local.processo import ServidorLocal
+    from tests.apoio.mariadb_binlog import MariadbBinlog
+    pasta = tempfile.mkdtemp(prefix='bench-binlog-')
+    servidor = MariadbBinlog(tempfile.mkdtemp(prefix='bench-mariadb-'))
+    servidor.iniciar()
+    contextia = ServidorLocal(os.path.join(pasta, 'contextia'))
+    contextia.iniciar()
+    try:
+        for nome, valor in contextia.ambiente().items():
+            if valor is not None:
+                os.environ[nome] = valor
+        chave = contextia.criar_projeto_com_chave('1', 'Bench')
+        resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
+                              args.intervalo_dados)
+        print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
+              % (args.intervalo_dados, args.mudancas))
+        for estrategia, (tempos, faltam) in resultado.items():
+            if tempos:
+                print('  %-7s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)' % (
+                    estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95), max(tempos),
+                    faltam))
+        direta, guardar, pelo_spool = vazao(chave, pasta, args.vazao)
+        print('vazão, %d mudanças: direta %.0f/s; pelo spool %.0f/s (só guardar com fsync:'
+              ' %.0f/s); razão %.2f' % (args.vazao, args.vazao / direta,
+                                        args.vazao / pelo_spool, args.vazao / guardar,
+                                        pelo_spool / direta))
+    finally:
+        contextia.parar()
+        servidor.parar()
+        shutil.rmtree(pasta, ignore_errors=True)
+        shutil.rmtree(servidor.pasta, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()

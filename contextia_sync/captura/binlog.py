@@ -1,0 +1,442 @@
+"""
+A estratégia `binlog` (MariaDB): ler o log de replicação, com o spool no meio.
+
+    log da origem --(leitura)--> spool (<estado>/spool) --(entrega)--> Contextia
+                        |                                    |
+               posição gravada só depois          arquivo apagado só depois
+               do fsync do spool                  que o intake confirmou
+
+Cada `ler(alvo)` primeiro BOMBEIA o log (sem bloquear: do GTID guardado até o
+fim do que já foi escrito), põe cada linha mudada no spool e só então grava a
+posição (`<estado>/binlog-posicao.json`, troca atômica); depois toma do spool
+as mudanças do dataset e RELÊ essas chaves pela view com o login somente
+leitura (`origem.fetch(..., chaves=...)`). Reler, e não usar a imagem da
+linha, dá o mesmo valor que a carga completa daria (tipo, fuso, a view com
+JOIN) e faz da linha que sumiu -- DELETE, ou UPDATE que a tirou do filtro da
+view -- um `remove`. A imagem só diz QUAL linha mudou e de que empresa(s) ela
+era (antes e depois), para o remove ir à empresa certa.
+
+O dataset diz a(s) tabela(s) base que segue em `base_tables` (padrão: o
+próprio `source_object`); a `key` e a `scope_column` têm o mesmo nome nela.
+
+Retomada só por GTID: com `is_mariadb=True` o leitor ignora `log_file`/`log_pos`
+calado e repassa o log desde o começo (NOTAS-AMBIENTE). Posição que o MariaDB
+já apagou (erro 1236) é detectada, nunca adivinhada: os datasets vão para a
+varredura, a saúde fica CRÍTICA até ela rodar, e a captura recomeça da posição
+atual. Primeira subida: a posição é tomada antes de qualquer carga (a carga
+completa é da varredura, como na `coluna`).
+
+MySQL (não MariaDB): recusado na subida -- não há servidor MySQL aqui para
+provar a retomada por arquivo/posição.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import time
+from types import ModuleType
+from typing import Any
+
+from contextia_sync import mapeamento, padroes
+from contextia_sync.arquivos import gravar_atomico
+from contextia_sync.captura import DatasetVivo, Leitura, Situacao
+from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.escopos import texto_escopo
+from contextia_sync.estado.estado import Estado
+from contextia_sync.fila.spool import ErroSpoolCheio, ItemDoSpool, Mudanca, Spool
+from contextia_sync.registro import logger
+
+ARQUIVO_POSICAO = 'binlog-posicao.json'
+PASTA_SPOOL = 'spool'
+_ERRO_POSICAO_APAGADA = 1236          # ER_MASTER_FATAL_ERROR_READING_BINLOG
+_EVENTOS_POR_BOMBA = 20000            # um ciclo não fica preso num log enorme
+_INTERVALO_BOMBA = 0.2                # segundos: uma bomba serve a todos os datasets
+
+
+class ErroBinlog(ErroConfiguracao):
+    """A origem não serve para a estratégia `binlog` (o DBA precisa mudar algo)."""
+
+
+def _tabela(nome: str, banco: str) -> tuple[str, str]:
+    esquema, _, tabela = nome.rpartition('.')
+    return (esquema or banco).lower(), tabela.lower()
+
+
+class CapturaBinlog:
+    """`binlog`: a posição é um GTID (um por domínio), o que mudou passa pelo spool."""
+
+    nome = 'binlog'
+
+    def __init__(self, origem: ModuleType, estado: Estado, folga: int,  # noqa: ARG002
+                 maximo: int) -> None:
+        # `folga` nao serve aqui: o log nao tem janela de commit atrasado.
+        from contextia_sync.origem.url import ler_url
+        self.origem = origem
+        self.estado = estado
+        self.maximo = maximo
+        self.pasta = os.path.dirname(os.path.abspath(estado.caminho))
+        url = ler_url(os.environ.get('CONTEXTIA_ORIGEM', ''))
+        self.url = url
+        self.banco = url.database or ''
+        self.conexao: dict[str, Any] = {
+            'host': url.host or '127.0.0.1', 'port': int(url.port or 3306),
+                        'user': url.username or '', 'passwd': url.password or ''}
+        self.server_id = int(os.environ.get('CONTEXTIA_BINLOG_SERVER_ID')
+                             or padroes.BINLOG_SERVER_ID)
+        self._mapa: dict[str, Any] = {}
+        self._spool: Spool | None = None
+        self._tabelas: dict[tuple[str, str], list[DatasetVivo]] = {}
+        self._bombeado = 0.0
+        self.atraso_s: float | None = None
+        self.pausada: str | None = None
+        self._posicao = self._ler_posicao()
+
+    def usar_mapa(self, mapa: dict[str, Any]) -> None:
+        """O mapeamento inteiro: a `scope_column` pode vir do `defaults`."""
+        self._mapa = mapa
+
+    def _recorte(self, alvo: DatasetVivo) -> str | None:
+        return mapeamento.coluna_de_recorte(self._mapa, alvo.row)
+
+    # -- o arquivo da posição --------------------------------------------------
+    def _caminho_posicao(self) -> str:
+        return os.path.join(self.pasta, ARQUIVO_POSICAO)
+
+    def _ler_posicao(self) -> dict[str, Any]:
+        try:
+            with open(self._caminho_posicao(), encoding='utf-8') as arquivo:
+                lido = json.load(arquivo)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as erro:
+            raise ErroBinlog(
+                'a posição do binlog em %s não se lê (%s). Não se adivinha posição: apague'
+                ' o arquivo para recomeçar da posição atual E rode a varredura'
+                ' (`ouvinte.py --varrer-agora`), que entrega o que mudou nesse meio-tempo.'
+                % (self._caminho_posicao(), erro)) from None
+        return lido if isinstance(lido, dict) else {}
+
+    def _gravar_posicao(self) -> None:
+        self._posicao['gravada_em'] = datetime.datetime.now().isoformat(timespec='seconds')
+        gravar_atomico(self._caminho_posicao(),
+                       json.dumps(self._posicao, ensure_ascii=False, indent=1) + '\n')
+
+    @property
+    def gtid(self) -> str | None:
+        return self._posicao.get('gtid')
+
+    @property
+    def spool(self) -> Spool:
+        if self._spool is None:
+            self._spool = Spool(
+                os.path.join(self.pasta, PASTA_SPOOL), logger=logger,
+                maximo_itens=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_ITENS')
+                                 or padroes.SPOOL_MAXIMO_ITENS),
+                maximo_bytes=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_BYTES')
+                                 or padroes.SPOOL_MAXIMO_BYTES))
+        return self._spool
+
+    # -- conferências na subida --------------------------------------------------
+    def _sql(self, comando: str) -> list[tuple[Any, ...]]:
+        import pymysql
+        conn = pymysql.connect(host=self.conexao['host'], port=self.conexao['port'],
+                               user=self.conexao['user'], password=self.conexao['passwd'],
+                               connect_timeout=10)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(comando)
+                return list(cursor.fetchall())
+        finally:
+            conn.close()
+
+    def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
+        """O que o DBA precisa mudar para o binlog servir; [] se serve."""
+        import pymysql
+        problemas: list[str] = []
+        self._mapear(alvos)
+        for alvo in alvos:
+            if not alvo.chave:
+                problemas.append(
+                    'dataset %s sem `key`: o binlog diz QUAL linha mudou pela chave; sem'
+                    ' ela não há como reler nem remover. Declare `key` no dataset.'
+                    % alvo.nome)
+        if self.url.get_backend_name() != 'mysql':
+            return problemas + ['a estratégia `binlog` é só para MySQL/MariaDB; a origem'
+                                ' é %s. Use `coluna`.' % self.url.get_backend_name()]
+        try:
+            versao, log_bin, formato, imagem, server_id = self._sql(
+                'SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image,'
+                ' @@server_id')[0]
+            metadados = self._sql('SELECT @@binlog_row_metadata')[0][0] \
+                if 'mariadb' in str(versao).lower() else 'FULL'
+            concessoes = ' '.join(str(linha[0]) for linha in self._sql('SHOW GRANTS'))
+        except pymysql.err.OperationalError as erro:
+            if erro.args and erro.args[0] in (2003, 2006, 2013):
+                return problemas        # fora do ar agora: confere de novo na leitura
+            raise
+        if 'mariadb' not in str(versao).lower():
+            problemas.append(
+                'a origem é MySQL (%s): a estratégia `binlog` está provada só no MariaDB'
+                ' (retomada por GTID). Use `coluna` neste servidor.' % versao)
+        if str(log_bin) not in ('1', 'ON'):
+            problemas.append(
+                'binlog desligado na origem (log_bin=OFF). Peça ao DBA: `log_bin=ON` no'
+                ' my.cnf (exige reiniciar o banco), com binlog_format=ROW,'
+                ' binlog_row_image=FULL e binlog_row_metadata=FULL.')
+        if str(formato).upper() != 'ROW':
+            problemas.append(
+                'binlog_format=%s na origem: só ROW diz que linha mudou. Peça ao DBA:'
+                ' `SET GLOBAL binlog_format=ROW` e `binlog_format=ROW` no my.cnf.' % formato)
+        if str(imagem).upper() != 'FULL':
+            problemas.append(
+                'binlog_row_image=%s na origem: sem FULL a imagem pode vir sem a key ou a'
+                ' empresa. Peça ao DBA: `SET GLOBAL binlog_row_image=FULL` e no my.cnf.'
+                % imagem)
+        if str(metadados).upper() != 'FULL':
+            problemas.append(
+                'binlog_row_metadata=%s na origem: sem FULL o MariaDB manda as colunas como'
+                ' UNKNOWN_COL0... Peça ao DBA: `SET GLOBAL binlog_row_metadata=FULL` e no'
+                ' my.cnf.' % metadados)
+        faltam = [g for g, alternativas in (
+            ('REPLICATION SLAVE', ('REPLICATION SLAVE', 'ALL PRIVILEGES')),
+            ('BINLOG MONITOR', ('BINLOG MONITOR', 'REPLICATION CLIENT', 'SUPER',
+                                'ALL PRIVILEGES')),
+            ('SELECT', ('SELECT', 'ALL PRIVILEGES')),
+        ) if not any(a in concessoes.upper() for a in alternativas)]
+        if faltam:
+            problemas.append(
+                'o login %s não tem %s. Peça ao DBA: `GRANT REPLICATION SLAVE, BINLOG'
+                ' MONITOR ON *.* TO %s` e `GRANT SELECT ON %s.* TO %s` (nenhuma escrita:'
+                ' é ler como uma réplica).' % (self.conexao['user'], ', '.join(faltam),
+                                               self.conexao['user'], self.banco or '<banco>',
+                                               self.conexao['user']))
+        if int(server_id) == self.server_id:
+            problemas.append(
+                'o server id do ouvinte (%d) é o mesmo da origem: o MariaDB derrubaria'
+                ' uma das conexões. Defina CONTEXTIA_BINLOG_SERVER_ID com um número que'
+                ' nenhuma réplica use (pergunte ao DBA).' % self.server_id)
+        return problemas
+
+    def _mapear(self, alvos: list[DatasetVivo]) -> None:
+        self._tabelas = {}
+        for alvo in alvos:
+            for nome in alvo.row.get('base_tables') or [alvo.source_object]:
+                self._tabelas.setdefault(_tabela(str(nome), self.banco), []).append(alvo)
+
+    # -- a bomba: log -> spool -> posição ------------------------------------------
+    def _gtid_atual(self) -> str:
+        return str(self._sql('SELECT @@gtid_binlog_pos')[0][0] or '')
+
+    def _bombear(self, alvos: list[DatasetVivo]) -> None:
+        if time.monotonic() - self._bombeado < _INTERVALO_BOMBA:
+            return
+        self._bombeado = time.monotonic()
+        if not self._tabelas:
+            self._mapear(alvos)
+        if self.gtid is None:
+            # Primeira subida: a posição ANTES de tudo; a carga é da varredura.
+            self._posicao['gtid'] = self._gtid_atual()
+            self._gravar_posicao()
+            logger.info('binlog: posição inicial %s (nada enviado; a carga completa é'
+                        ' da varredura)', self.gtid or '(vazia)')
+            return
+        import pymysql
+        try:
+            self._ler_log()
+        except pymysql.err.OperationalError as erro:
+            if erro.args and erro.args[0] == _ERRO_POSICAO_APAGADA:
+                self._posicao_apagada(str(erro.args[1:] or ''))
+                return
+            raise
+
+    def _ler_log(self) -> None:
+        from pymysqlreplication import BinLogStreamReader
+        from pymysqlreplication.event import MariadbGtidEvent
+        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+        leitor = BinLogStreamReader(
+            connection_settings=dict(self.conexao), server_id=self.server_id,
+            blocking=False, is_mariadb=True, auto_position=self.gtid or None,
+            only_events=[MariadbGtidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+            only_schemas=sorted({esquema for esquema, _ in self._tabelas}))
+        pendente: list[Mudanca] = []
+        transacao: str | None = None
+        ultimo_ts = 0.0
+        eventos = 0
+        mudou = False
+        try:
+            for evento in leitor:
+                eventos += 1
+                if isinstance(evento, MariadbGtidEvent):
+                    # Um GTID novo fecha a transação anterior (o log a escreveu
+                    # inteira no commit): ela vai ao spool, e só então a posição.
+                    if transacao is not None:
+                        self._guardar(pendente, transacao)
+                        mudou = True
+                    pendente, transacao = [], str(evento.gtid)
+                    ultimo_ts = float(evento.timestamp)
+                    if eventos >= _EVENTOS_POR_BOMBA:
+                        break
+                    continue
+                alvos = self._tabelas.get((str(evento.schema).lower(),
+                                           str(evento.table).lower()))
+                if not alvos:
+                    continue
+                for linha in evento.rows:
+                    imagens = [linha[k] for k in ('before_values', 'after_values', 'values')
+                               if k in linha]
+                    tipo = ('delete' if isinstance(evento, DeleteRowsEvent) else
+                            'insert' if isinstance(evento, WriteRowsEvent) else 'update')
+                    for alvo in alvos:
+                        pendente.extend(self._mudancas(alvo, imagens, tipo, transacao or '',
+                                                       float(evento.timestamp)))
+            else:
+                if transacao is not None:
+                    self._guardar(pendente, transacao)
+                    mudou = True
+                self.atraso_s = 0.0
+                self.pausada = None
+                return
+            self.atraso_s = round(max(0.0, time.time() - ultimo_ts), 1)
+            self.pausada = None
+        except ErroSpoolCheio as cheio:
+            if self.pausada != str(cheio):
+                logger.error('binlog: %s', cheio)
+            self.pausada = str(cheio)
+            self.atraso_s = round(max(0.0, time.time() - ultimo_ts), 1) if ultimo_ts else None
+        finally:
+            leitor.close()
+            if mudou:
+                self._gravar_posicao()
+
+    def _mudancas(self, alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: str,
+                  gtid: str, quando: float) -> list[Mudanca]:
+        recorte = self._recorte(alvo)
+        chaves: dict[str, Mudanca] = {}
+        for imagem in imagens:
+            valor = imagem.get(alvo.chave or '')
+            if valor is None:
+                continue
+            escopo = texto_escopo(imagem.get(recorte)) if recorte else None
+            mudanca = chaves.setdefault(str(valor), Mudanca(
+                dataset=alvo.nome, chave=valor, evento=tipo, posicao=gtid, quando=quando))
+            if escopo not in mudanca.escopos:
+                mudanca.escopos.append(escopo)
+        return list(chaves.values())
+
+    def _guardar(self, mudancas: list[Mudanca], gtid: str) -> None:
+        self.spool.guardar(mudancas)
+        dominio = gtid.split('-', 1)[0]
+        partes = {p.split('-', 1)[0]: p for p in (self.gtid or '').split(',') if p}
+        partes[dominio] = gtid
+        self._posicao['gtid'] = ','.join(partes[d] for d in sorted(partes))
+
+    def _posicao_apagada(self, detalhe: str) -> None:
+        atual = self._gtid_atual()
+        nomes = sorted({alvo.nome for alvos in self._tabelas.values() for alvo in alvos})
+        logger.error(
+            'binlog: a posição guardada (%s) já foi APAGADA do binlog da origem (%s): o'
+            ' ouvinte ficou parado mais tempo que a retenção e NÃO sabe o que perdeu. Os'
+            ' datasets %s foram entregues à varredura (a saúde fica CRÍTICA até ela rodar)'
+            ' e a captura recomeça da posição atual (%s). Para não repetir: aumente a'
+            ' retenção (expire_logs_days / binlog_expire_logs_seconds) ou não deixe o'
+            ' ouvinte parado tanto tempo.', self.gtid, detalhe, ', '.join(nomes), atual)
+        for nome in nomes:
+            self.estado.entregar_a_varredura(nome, 'posição do binlog apagada em %s'
+                                             % datetime.datetime.now().isoformat(' ', 'seconds'))
+        self.estado.gravar()
+        self._posicao.update(gtid=atual, expirada={'desde': self.gtid, 'datasets': nomes,
+                                                   'em': datetime.datetime.now().isoformat(
+                                                       timespec='seconds')})
+        self._gravar_posicao()
+
+    # -- Captura -------------------------------------------------------------------
+    def ler(self, alvo: DatasetVivo) -> Leitura:
+        todos = {a.nome: a for v in self._tabelas.values() for a in v}
+        if alvo.nome not in todos:
+            self._mapear(list(todos.values()) + [alvo])
+        self._bombear([alvo])
+        itens = self.spool.tomar(alvo.nome, self.maximo)
+        if not itens:
+            return Leitura(Situacao.NADA)
+        chave = alvo.chave or ''
+        achadas: dict[str, dict[str, Any]] = {}
+        valores = [item.chave for item in itens]
+        for inicio in range(0, len(valores), padroes.CHAVES_POR_LEITURA):
+            for linha in self.origem.fetch(alvo.source_object, alvo.colunas,
+                                           chaves=(chave, valores[inicio:inicio + padroes.
+                                                                  CHAVES_POR_LEITURA])):
+                achadas[str(linha.get(chave))] = linha
+        recorte = self._recorte(alvo)
+        remocoes: dict[str, list[Any]] = {}
+        remover_de_todas: list[Any] = []
+        # Cada mudança com as empresas de que a linha sai (None: de todas): o
+        # `confirmar` só a conclui se essas remoções foram entregues.
+        tomada: list[tuple[ItemDoSpool, list[str | None]]] = []
+        for item in itens:
+            linha = achadas.get(str(item.chave))
+            atual = texto_escopo(linha.get(recorte)) if linha is not None and recorte else None
+            sai_de: list[str | None] = []
+            for escopo in item.escopos:
+                if linha is not None and (escopo == atual or not recorte):
+                    continue
+                if escopo is None:
+                    if not recorte:
+                        remover_de_todas.append(item.chave)
+                        sai_de.append(None)
+                else:
+                    remocoes.setdefault(escopo, []).append(item.chave)
+                    sai_de.append(escopo)
+            tomada.append((item, sai_de))
+        leitura = Leitura(Situacao.MUDANCAS, upserts=list(achadas.values()),
+                          quantos=len(itens), privado=tomada)
+        leitura.remocoes_por_escopo = remocoes
+        leitura.remocoes = sorted(set(remover_de_todas), key=str) if not recorte else []
+        return leitura
+
+    def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:  # noqa: ARG002
+        """
+        Conclui no spool as mudanças entregues.
+
+        A remoção que falhou volta ao ciclo sem elas (dados.py tira as remoções da
+        `leitura`): a mudança dessa linha fica tomada, volta a pronto/ na próxima
+        leitura e a remoção é mandada de novo -- nada perdido em silêncio.
+        """
+        if not leitura.privado:
+            return
+        entregues: set[tuple[str | None, str]] = {
+            (e, str(v)) for e, valores in leitura.remocoes_por_escopo.items()
+            for v in valores}
+        entregues.update((None, str(v)) for v in leitura.remocoes)
+        self.spool.concluir(
+            item for item, removidas in leitura.privado
+            if all((e, str(item.chave)) in entregues for e in removidas))
+
+    def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
+        return self._gtid_atual()
+
+    def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
+        """A varredura fechou o dataset: se a posição tinha expirado, ele sai do CRÍTICO."""
+        expirada = self._posicao.get('expirada')
+        if expirada and alvo.nome in expirada.get('datasets', []):
+            expirada['datasets'] = [n for n in expirada['datasets'] if n != alvo.nome]
+            if not expirada['datasets']:
+                self._posicao.pop('expirada')
+            self._gravar_posicao()
+        return posicao
+
+    # -- status e saúde ---------------------------------------------------------------
+    def para_o_status(self) -> dict[str, Any]:
+        """O bloco `captura` do ouvinte-status.json (a saúde e as métricas leem daqui)."""
+        spool = self.spool
+        expirada = self._posicao.get('expirada')
+        return {
+            'estrategia': self.nome, 'posicao': self.gtid, 'atraso_origem_s': self.atraso_s,
+            'spool_itens': spool.profundidade(), 'spool_bytes': spool.bytes_ocupados(),
+            'spool_idade_s': spool.idade_do_mais_velho(),
+            'spool_devolvidos': spool.devolvidos, 'pausada': self.pausada,
+            'critico': ('posição do binlog apagada (desde %s): datasets %s esperam a'
+                        ' varredura' % (expirada.get('desde'), ', '.join(expirada['datasets'])))
+            if expirada else None,
+        }

@@ -1,0 +1,129 @@
+"""
+Um MariaDB PRIVADO com o binlog ligado (o do servico nao tem), subido do binario
+instalado uma vez por sessao de teste e derrubado no fim (NOTAS-AMBIENTE).
+
+    mariadb_binlog   o servidor: `.admin(sql)` como root, `.banco_de_teste()`
+                     um banco novo com o login `leitor` (SELECT, REPLICATION
+                     SLAVE, BINLOG MONITOR) na forma que tests/dados/erp.py usa
+
+Sem `mariadbd`/`mariadb-install-db` o teste pula dizendo; com CI=true falha.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+import pytest
+
+from tests.apoio.bancos import em_ci
+
+SENHA = 'leitor-binlog'
+
+
+def _porta_livre():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class BancoBinlog:
+    """Um banco no MariaDB privado, com a cara de tests/apoio/bancos.BancoDeTeste."""
+
+    tipo = 'mariadb'
+
+    def __init__(self, servidor, nome, usuario):
+        self.servidor = servidor
+        self.nome = nome
+        self.usuario = usuario
+        self.url_origem = 'mysql+pymysql://%s:%s@127.0.0.1:%d/%s' % (
+            usuario, SENHA, servidor.porta, nome)
+        self._motor = None
+
+    def motor(self):
+        import sqlalchemy as sa
+        if self._motor is None:
+            self._motor = sa.create_engine('mysql+pymysql://root@127.0.0.1:%d/%s'
+                                           % (self.servidor.porta, self.nome))
+        return self._motor
+
+
+class MariadbBinlog:
+    def __init__(self, pasta):
+        self.pasta = pasta
+        self.porta = _porta_livre()
+        self.processo = None
+
+    def iniciar(self):
+        dados = os.path.join(self.pasta, 'dados')
+        run = os.path.join(self.pasta, 'run')
+        os.makedirs(run)
+        shutil.chown(self.pasta, 'mysql')
+        shutil.chown(run, 'mysql')
+        subprocess.run(['mariadb-install-db', '--no-defaults', '--user=mysql',
+                        '--datadir=' + dados, '--auth-root-authentication-method=normal',
+                        '--skip-test-db'], check=True, capture_output=True)
+        self.log = open(os.path.join(self.pasta, 'mariadbd.log'), 'wb')
+        self.processo = subprocess.Popen(
+            ['mariadbd', '--no-defaults', '--user=mysql', '--datadir=' + dados,
+             '--port=%d' % self.porta, '--bind-address=127.0.0.1',
+             '--socket=' + os.path.join(run, 'm.sock'),
+             '--pid-file=' + os.path.join(run, 'm.pid'),
+             '--log-bin=' + os.path.join(dados, 'binlog'), '--binlog-format=ROW',
+             '--server-id=1', '--binlog-row-image=FULL', '--binlog-row-metadata=FULL'],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        fim = time.monotonic() + 30
+        while time.monotonic() < fim:
+            try:
+                self.admin('SELECT 1')
+                return self
+            except Exception:           # noqa: BLE001 - ainda subindo
+                time.sleep(0.1)
+        raise RuntimeError('MariaDB privado nao subiu (veja %s)' % self.log.name)
+
+    def admin(self, sql):
+        import pymysql
+        conn = pymysql.connect(host='127.0.0.1', port=self.porta, user='root',
+                               autocommit=True)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(sql)
+                return cursor.fetchall()
+        finally:
+            conn.close()
+
+    def banco_de_teste(self, concessoes=('REPLICATION SLAVE', 'BINLOG MONITOR')):
+        nome = 'erp_' + uuid.uuid4().hex[:8]
+        usuario = 'l' + uuid.uuid4().hex[:8]
+        self.admin('CREATE DATABASE %s' % nome)
+        self.admin("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'" % (usuario, SENHA))
+        self.admin("GRANT SELECT ON %s.* TO '%s'@'%%'" % (nome, usuario))
+        if concessoes:
+            self.admin("GRANT %s ON *.* TO '%s'@'%%'" % (', '.join(concessoes), usuario))
+        return BancoBinlog(self, nome, usuario)
+
+    def parar(self):
+        if self.processo is not None:
+            self.processo.terminate()
+            try:
+                self.processo.wait(30)
+            except subprocess.TimeoutExpired:
+                self.processo.kill()
+            self.log.close()
+
+
+@pytest.fixture(scope='session')
+def mariadb_binlog():
+    faltam = [b for b in ('mariadbd', 'mariadb-install-db') if shutil.which(b) is None]
+    if faltam:
+        if em_ci():
+            pytest.fail('CI=true e faltam %s para o MariaDB privado com binlog' % faltam)
+        pytest.skip('sem %s: apt-get install mariadb-server' % ', '.join(faltam))
+    pasta = tempfile.mkdtemp(prefix='mariadb-binlog-')
+    servidor = MariadbBinlog(pasta).iniciar()
+    yield servidor
+    servidor.parar()
+    shutil.rmtree(pasta, ignore_errors=True)
