@@ -250,7 +250,7 @@ def empresas_da_regra(motor, mapa):
 
 class Carga:
     """
-    Gerador de movimento em varias conexões, com o relógio do banco.
+    Gerador de movimento em várias conexões, com o relógio do banco.
 
     A verdade que o verificador usa no fim e a ORIGEM, não o que a carga acha
     que fez: um commit de destino incerto não vira falso positivo. O que a carga

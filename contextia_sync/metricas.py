@@ -115,14 +115,14 @@ METRICAS: dict[str, tuple[str, str]] = {
     'ouvinte_dataset_quarentena_registros': (
         GAUGE, 'Registros do dataset na quarentena (recusados de vez pelo intake).'),
     'ouvinte_captura_atraso_origem_segundos': (
-        GAUGE, 'binlog: segundos atras da origem (hora do ultimo evento lido do log).'),
-    'ouvinte_spool_mudancas': (GAUGE, 'binlog: mudancas no spool esperando entrega.'),
+        GAUGE, 'binlog: segundos atrás da origem (hora do último evento lido do log).'),
+    'ouvinte_spool_mudancas': (GAUGE, 'binlog: mudanças no spool esperando entrega.'),
     'ouvinte_spool_bytes': (GAUGE, 'binlog: bytes do spool no disco.'),
     'ouvinte_spool_mais_velha_segundos': (
-        GAUGE, 'binlog: idade da mudanca mais velha ainda nao entregue.'),
+        GAUGE, 'binlog: idade da mudança mais velha ainda não entregue.'),
     'ouvinte_captura_pausada': (GAUGE, 'binlog: 1 se a captura pausou (spool cheio).'),
     'ouvinte_captura_critica': (
-        GAUGE, 'binlog: 1 se a posicao do log foi apagada e a varredura ainda nao rodou.'),
+        GAUGE, 'binlog: 1 se a posição do log foi apagada e a varredura ainda não rodou.'),
     'ouvinte_dataset_sem_carimbo_registros': (
         GAUGE, 'Linhas com a coluna de mudança nula (só a varredura as leva).'),
     'ouvinte_dataset_carimbo_futuro_registros': (

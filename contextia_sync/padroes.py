@@ -144,8 +144,8 @@ SAUDE_VARREDURA = 26 * 3600
 ligada (`--max-varredura`): um dia e a folga de uma varredura que demora."""
 
 SAUDE_FERRAMENTA = TIMEOUT_FERRAMENTA + 600
-"""Segundos de uma ferramenta rodando acima dos quais a saude diz ALERTA
-(`--max-ferramenta`): o tempo maximo padrao dela passou e ela nao foi encerrada."""
+"""Segundos de uma ferramenta rodando acima dos quais a saúde diz ALERTA
+(`--max-ferramenta`): o tempo máximo padrão dela passou e ela não foi encerrada."""
 
 # ------------------------------------------------------------ o spool da captura por log
 SPOOL_MAXIMO_ITENS = 100000

@@ -1,8 +1,8 @@
 """
-A estrategia `binlog` de ponta a ponta: um MariaDB privado com o binlog
+A estratégia `binlog` de ponta a ponta: um MariaDB privado com o binlog
 (tests/apoio/mariadb_binlog.py), o ouvinte.py como processo e o Contextia
 local de verdade. Insert, update, delete e troca de empresa chegam; kill -9
-com o Contextia fora nao perde nem duplica; spool cheio pausa e diz; posicao
+com o Contextia fora não perde nem duplica; spool cheio pausa e diz; posição
 apagada do binlog e detectada e entregue a varredura; origem sem o que o
 binlog exige e recusada com a linha do DBA.
 """

@@ -44,10 +44,10 @@ ESTRATEGIAS: dict[str, dict[str, Any]] = {
         'nota': 'exclusão só na varredura diária',
     },
     'binlog': {
-        'o_que_e': 'MySQL/MariaDB: ler o binlog pelo protocolo de replicacao',
+        'o_que_e': 'MySQL/MariaDB: ler o binlog pelo protocolo de replicação',
         'exige': 'log_bin=ON, binlog_format=ROW, binlog_row_image=FULL,'
                  ' binlog_row_metadata=FULL e GRANT REPLICATION SLAVE, BINLOG MONITOR.'
-                 ' NENHUM DDL e NENHUMA escrita -- e virar uma replica de leitura.'
+                 ' NENHUM DDL e NENHUMA escrita -- e virar uma réplica de leitura.'
                  ' Em Python puro (python-mysql-replication), sem client nativo',
         've_delete': True,
         'nota': 'o melhor caso. Cuidado com a expiração do binlog: fora do ar por'

@@ -137,7 +137,7 @@ def _reconciliacao_json(ctx: Contexto, alvo: DatasetVivo,
 
 
 def _linhas_da_captura(bloco: Mapping[str, Any] | None) -> list[str]:
-    """As linhas do bloco `captura` (so o `binlog` tem um)."""
+    """As linhas do bloco `captura` (só o `binlog` tem um)."""
     if not bloco:
         return []
     linhas = ['posição do log ....: %s (atraso da origem %ss)' % (
@@ -275,6 +275,6 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
 
 
 def captura_no_status(ctx: Contexto) -> dict[str, Any] | None:
-    """O bloco da estrategia (posicao, spool, atraso) se ela o da (`binlog`); senao None."""
+    """O bloco da estratégia (posição, spool, atraso) se ela o da (`binlog`); senão None."""
     bloco = getattr(ctx.captura, 'para_o_status', None)
     return bloco() if callable(bloco) else None

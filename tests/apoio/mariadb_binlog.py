@@ -1,6 +1,6 @@
 """
-Um MariaDB PRIVADO com o binlog ligado (o do servico nao tem), subido do binario
-instalado uma vez por sessao de teste e derrubado no fim (NOTAS-AMBIENTE).
+Um MariaDB PRIVADO com o binlog ligado (o do serviço não tem), subido do binário
+instalado uma vez por sessão de teste e derrubado no fim (NOTAS-AMBIENTE).
 
     mariadb_binlog   o servidor: `.admin(sql)` como root, `.banco_de_teste()`
                      um banco novo com o login `leitor` (SELECT, REPLICATION
@@ -82,7 +82,7 @@ class MariadbBinlog:
                 return self
             except Exception:           # noqa: BLE001 - ainda subindo
                 time.sleep(0.1)
-        raise RuntimeError('MariaDB privado nao subiu (veja %s)' % self.log.name)
+        raise RuntimeError('MariaDB privado não subiu (veja %s)' % self.log.name)
 
     def admin(self, sql):
         import pymysql
