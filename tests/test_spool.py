@@ -46,3 +46,27 @@ def test_tomado_de_um_processo_morto_volta_e_e_nomeado(tmp_path):
     spool = Spool(pasta)
     assert len(spool.devolvidos) == 1 and not os.listdir(pasta / 'tomado')
     assert [t.chave for t in spool.tomar('d', 5)] == [7]
+
+
+def test_remocao_que_falhou_deixa_a_mudanca_no_spool(tmp_path):
+    # O ciclo de dados tira da leitura as remoções que o Contextia não confirmou
+    # (ouvinte/dados.py) e confirma o resto: a mudança da linha removida não
+    # pode sair do spool, senão a remoção se perde em silêncio.
+    from types import SimpleNamespace
+
+    from contextia_sync.captura import Leitura, Situacao
+    from contextia_sync.captura.binlog import CapturaBinlog
+
+    spool = Spool(tmp_path / 'spool')
+    spool.guardar([Mudanca('d', 1, ['10'], 'update'), Mudanca('d', 2, ['10'], 'delete'),
+                   Mudanca('d', 3, [None], 'delete')])
+    um, dois, tres = spool.tomar('d', 5)
+    tomada = [(um, []), (dois, ['10']), (tres, [None])]
+    falhou = Leitura(Situacao.MUDANCAS, privado=tomada)
+    CapturaBinlog.confirmar(SimpleNamespace(spool=spool), None, falhou)  # type: ignore[arg-type]
+    assert sorted(t.chave for t in spool.tomar('d', 5)) == [2, 3]
+    dois, tres = spool.tomar('d', 5)
+    entregue = Leitura(Situacao.MUDANCAS, privado=[(dois, ['10']), (tres, [None])],
+                       remocoes=[3], remocoes_por_escopo={'10': [2]})
+    CapturaBinlog.confirmar(SimpleNamespace(spool=spool), None, entregue)  # type: ignore[arg-type]
+    assert spool.tomar('d', 5) == []
