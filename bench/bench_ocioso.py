@@ -47,10 +47,10 @@ O que se mede em cada ciclo ocioso (tabela final: medianas dos N):
                      com conexão, catálogo e o cadastro de lojas
   ciclo ms           o ciclo de dados, logado pelo próprio filho: ciclo_dados
                      embrulhado com um cronometro que escreve no log do SDK
-                     (não contá a subida do processo nem o ciclo de projetos)
+                     (não conta a subida do processo nem o ciclo de projetos)
 
 Linhas lidas e bytes da origem são do processo `--once` inteiro: a subida do
-DEPOIS confere o tipo da coluna e contá as linhas sem carimbo (COUNT ... IS
+DEPOIS confere o tipo da coluna e conta as linhas sem carimbo (COUNT ... IS
 NULL, pelo índice: ~0 linhas); o resto e o ciclo ocioso.
 
 Sai com 1 se algum ciclo ocioso do DEPOIS enviou registro ou byte ao intake,
@@ -124,7 +124,7 @@ runpy.run_path('ouvinte.py', run_name='__main__')
 # ---------------------------------------------------------------------------
 
 class ProxyIntake:
-    """Proxy HTTP em 127.0.0.1: repassa tudo ao Contextia local e contá o intake."""
+    """Proxy HTTP em 127.0.0.1: repassa tudo ao Contextia local e conta o intake."""
 
     def __init__(self, destino: str) -> None:
         alvo = destino.split('://', 1)[1].rstrip('/')
@@ -192,7 +192,7 @@ class ProxyIntake:
 
 
 class ProxyTcp:
-    """Proxy TCP em 127.0.0.1 na frente do banco: contá os bytes que a origem manda."""
+    """Proxy TCP em 127.0.0.1 na frente do banco: conta os bytes que a origem manda."""
 
     def __init__(self, host: str, porta: int) -> None:
         self.destino = (host, porta)

@@ -755,7 +755,7 @@ class Carga:
         return vivas
 
     def total_mudancas(self):
-        """Linhas mudadas: cada operação contá uma, a rajada contá as suas linhas."""
+        """Linhas mudadas: cada operação conta uma, a rajada conta as suas linhas."""
         with self.trava:
             return sum(v for k, v in self.contagem.items()
                        if k not in ('empresa_nova', 'rajada', 'carimbo_em_massa', 'futuro',

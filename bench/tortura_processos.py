@@ -201,7 +201,7 @@ class Vigia:
     mesmo tempo -- fora o intruso de propósito, que tem de ser recusado em
     segundos, e fora o filho de um ouvinte entre o fork e o exec
     (`ouvintes_principais`) -- e um SEGUNDO OUVINTE: violação. (O reinício não
-    contá: o matador espera o morto sair antes de subir o novo.)
+    conta: o matador espera o morto sair antes de subir o novo.)
     """
 
     def __init__(self, marca, intervalo=0.1, tolerancia_intruso=20.0):
@@ -256,7 +256,7 @@ class Matador:
     vezes -- e o reinicia. Depois de cada morte confere que o estado e JSON
     legível. Depois do kill -9 faz o que o systemd faz com
     `KillMode=control-group`: mata os netos que sobraram antes de reiniciar
-    (e contá quantos eram). De vez em quando tenta um SEGUNDO ouvinte no mesmo
+    (e conta quantos eram). De vez em quando tenta um SEGUNDO ouvinte no mesmo
     estado, que tem de ser recusado.
     """
 
@@ -368,7 +368,7 @@ class Matador:
         return True
 
     def tentar_intruso(self):
-        """Um intruso de propósito, agora (fora da contá das mortes)."""
+        """Um intruso de propósito, agora (fora da conta das mortes)."""
         with self._trava_ciclo:
             if self.ouvinte.vivo():
                 self._tentar_intruso()

@@ -3,7 +3,7 @@ Corpo comprimido (`Content-Encoding: gzip`) no Contextia local.
 
 O servidor anuncia `compressão: ["gzip"]` em capacidades, e o cliente do SDK só
 comprime para quem anuncia. Este middleware ASGI descomprime o corpo EM STREAMING
-e contá o limite de bytes do lote (capacidades.max_bytes_per_batch) DEPOIS da
+e conta o limite de bytes do lote (capacidades.max_bytes_per_batch) DEPOIS da
 descompressao: uma bomba de gzip (poucos KB que viram GB) para no limite, com o
 413 de sempre, sem nunca ter mais que o limite em memória. Outra codificação
 (br, deflate...) e 415. A rota recebe o corpo já descomprimido, com o

@@ -8,7 +8,7 @@ antes do 401, e 2 milhões de registros pequenos viravam 2 GiB de objetos antes
 de qualquer limite. Aqui, na ordem, para toda rota que tem corpo:
 
 1. a autenticação que a rota exige (a mesma função da dependência dela), antes
-   de ler um byte do corpo -- recusa sem chave responde já é fecha a conexão;
+   de ler um byte do corpo -- recusa sem chave responde já e fecha a conexão;
 2. `Content-Length` acima do limite da rota: 413 sem ler nada;
 3. o corpo lido em pedaços, contando os bytes que chegam de fato (chunked, ou
    um `Content-Length` que mente): passou do limite, 413 na hora, sem ler o

@@ -108,7 +108,7 @@ BACKOFF_MAXIMO = 8.0
 """Teto da espera entre duas tentativas."""
 
 PRAZO_RETENTATIVAS = 120
-"""Prazo total de um pedido, tentativas e esperas somadas: passado ele, o lote contá como falho."""
+"""Prazo total de um pedido, tentativas e esperas somadas: passado ele, o lote conta como falho."""
 
 STATUS_RETENTAVEIS = (429, 502, 503, 504)
 """Status HTTP que passam sozinhos (sobrecarga, gateway): re-tentados dentro do prazo."""
@@ -120,10 +120,10 @@ a quarentena (401/403, 409, 5xx e os passageiros nunca vão)."""
 
 # -- quarentena: os registros que o intake recusou de vez (fila/quarentena.py) --
 QUARENTENA_MAXIMO_ITENS = 1000
-"""Registros que a quarentena guarda; cheia, ela recusa e o lote contá como falho."""
+"""Registros que a quarentena guarda; cheia, ela recusa e o lote conta como falho."""
 
 QUARENTENA_MAXIMO_BYTES = 256 * 1024 * 1024
-"""Bytes que a quarentena ocupa no disco; cheia, ela recusa e o lote contá como falho."""
+"""Bytes que a quarentena ocupa no disco; cheia, ela recusa e o lote conta como falho."""
 
 # -- a saude: `ouvinte.py --saude` (contextia_sync/saude.py) -----------------
 SAUDE_INTERVALOS = 3

@@ -61,12 +61,12 @@ CRITICO
     completou uma volta aqui, ou morreu);
   - o status não é reescrito há mais de --max-idade;
   - o serviço parou (situação "parado" no modo serviço) -- no --once do cron,
-    parado e o normal e só a idade contá;
+    parado e o normal e só a idade conta;
   - o pid do status não existe mais e o status diz "rodando" (kill -9, OOM;
     --sem-pid desliga, para a saúde rodando noutro namespace de pid);
   - um dataset ao vivo sem ciclo bom (sonda E envio) há mais de --max-sem-sonda,
     medido na hora do último ciclo de dados -- o Contextia fora por um ciclo
-    inteiro contá, e o tempo de uma ferramenta (varredura, carga inicial) não;
+    inteiro conta, e o tempo de uma ferramenta (varredura, carga inicial) não;
   - --max-falhas voltas seguidas do laço com alguma falha, ou --max-falhas
     falhas seguidas de um dataset (ou da reconciliação dele);
   - a última varredura falhou (ok false: alguma fase com erro, ou algum
@@ -544,7 +544,7 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     erros = [_erro_curto(e) for e in varredura.get('erros') or []]
     if iniciada and not terminada and ok is None and not no_ar:
         v.anotar(ALERTA, 'a varredura de %s não terminou: o ouvinte parou ou morreu no meio'
-                         ' (não contá como feita)' % varredura.get('iniciada_em'))
+                         ' (não conta como feita)' % varredura.get('iniciada_em'))
     elif ok is False:
         partes = list(erros[:2])
         nao_fechados = varredura.get('nao_fechados')

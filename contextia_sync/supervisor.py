@@ -138,7 +138,7 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
 
 
 def _membros(pgid: int) -> list[tuple[int, int]]:
-    """(pid, início) de cada processo vivo do grupo `pgid`. Zumbi não contá: já morreu."""
+    """(pid, início) de cada processo vivo do grupo `pgid`. Zumbi não conta: já morreu."""
     membros = []
     for nome in os.listdir('/proc'):
         if nome.isdigit():
@@ -149,7 +149,7 @@ def _membros(pgid: int) -> list[tuple[int, int]]:
 
 
 def _grupo_vivo(pgid: int) -> bool:
-    """Algum processo do grupo ainda vive? Zumbi não contá: já morreu."""
+    """Algum processo do grupo ainda vive? Zumbi não conta: já morreu."""
     if os.path.isdir('/proc/self'):
         return bool(_membros(pgid))
     try:

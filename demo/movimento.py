@@ -145,7 +145,7 @@ class Gerador:
         linha = self.fabrica.titulo_pagar(empresa, next(self.sequencia), momento)
         novo = self._inserir('TITULOS_PAGAR', linha)
         return Mudanca('inclusao', 'titulos_a_pagar', [empresa], novo,
-                       'contá a pagar %s: %s, %s' % (linha[3], linha[1], reais(linha[6])),
+                       'conta a pagar %s: %s, %s' % (linha[3], linha[1], reais(linha[6])),
                        {'VALOR': linha[6]})
 
     def pagamento(self):

@@ -5,7 +5,7 @@ Contextia local num processo e um ERP SQLite; o logrotate de verdade roda o
 deploy/ouvinte.logrotate.
 
 O que o cron faz com a saída e o contrato aqui: o cron manda e-mail de TUDO que
-o job escreve (o código de saída não contá). Então "não escreveu nada" = "não
+o job escreve (o código de saída não conta). Então "não escreveu nada" = "não
 mandou e-mail", e e isso que se confere.
 """
 

@@ -69,7 +69,7 @@ def test_identidade_e_estavel_entre_texto_e_datetime():
 
 
 def test_contar_atrasadas_ciclo_a_ciclo():
-    """Simula três ciclos: só a linha que chegou atrás da marca contá, uma vez."""
+    """Simula três ciclos: só a linha que chegou atrás da marca conta, uma vez."""
     vistos = {}
     c1 = [{'ID': 1, 'A': DT}]
     q, maior, novas = m.contar_atrasadas(c1, 'A', 'ID', DT - datetime.timedelta(minutes=1),

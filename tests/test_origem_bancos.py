@@ -123,7 +123,7 @@ def test_maximo_por_tipo_de_coluna_de_mudanca(origem):
 
 
 def test_maximo_volta_como_since_sem_perder_nada(origem):
-    """O que máximo devolve e o que o estado devolve: a ida e volta fecha."""
+    """O que maximo() devolve e o que o estado devolve: a ida e volta fecha."""
     for coluna in ('ALTERADO_EM', 'DIA', 'SEQ'):
         marca = origem.maximo('v_titulos', coluna)
         assert origem.contar('v_titulos', since=(coluna, marca)) == 0

@@ -120,7 +120,7 @@ def test_timeout_cancela_a_sonda_lenta(tipo, fabrica_de_bancos):
 @pytest.mark.mariadb
 def test_mariadb_timeout_nao_mata_carga_completa_lida_devagar(fabrica_de_bancos):
     """
-    No MariaDB o max_statement_time contá o streaming inteiro (medido: uma
+    No MariaDB o max_statement_time conta o streaming inteiro (medido: uma
     leitura lenta morre). A carga completa não pode morrer por nos sermos lentos.
     """
     banco = fabrica_de_bancos('mariadb')

@@ -194,7 +194,7 @@ def test_ao_vivo_sem_sync_vai_um_de_cada_vez_e_a_versao_nova_fica(chave_contexti
 
 # ---------------------------------------------------------------- compressao
 def _sink(anuncia):
-    """Um intake mínimo de verdade: contá os registros (descomprimindo o gzip) e anota tudo."""
+    """Um intake mínimo de verdade: conta os registros (descomprimindo o gzip) e anota tudo."""
     def responder(pedido: Pedido):
         if pedido.caminho.startswith('/api/v1/capacidades'):
             corpo = {'remove': True, 'compressao': ['gzip']} if anuncia else {'remove': True}

@@ -85,7 +85,7 @@ class CapturaColuna:
 
     # -- o que a origem precisa ter -------------------------------------------------
     def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
-        """Problemas de cada dataset (tipo da coluna de mudança); contá as sem carimbo."""
+        """Problemas de cada dataset (tipo da coluna de mudança); conta as sem carimbo."""
         problemas = []
         for alvo in alvos:
             try:
@@ -189,7 +189,7 @@ class CapturaColuna:
         A janela da folga de `marca` dada por entregue, só até `marca`.
 
         Com isto a marca posta a mão quer dizer uma coisa só: o que tem carimbo
-        até ela contá como entregue e o que tem carimbo depois dela o próximo
+        até ela conta como entregue e o que tem carimbo depois dela o próximo
         ciclo entrega -- sem reenviar a janela nem conta-la como chegada
         atrasada. As linhas de depois ficam de fora de propósito (inclusive a
         que comitou entre a leitura do MAX e está). Acima de MAXIMO_VISTOS,

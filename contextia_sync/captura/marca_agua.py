@@ -294,7 +294,7 @@ def identidade(linha: Mapping[str, Any], coluna: str, chave: str | None = None) 
     Quem é esta linha NESTA versão: chave + valor de mudança.
 
     A mesma linha relida com o mesmo valor (a folga relê de propósito) tem a
-    mesma identidade e não contá como atrasada; a mesma chave alterada de novo
+    mesma identidade e não conta como atrasada; a mesma chave alterada de novo
     ganha identidade nova. Sem `key`, o conteúdo inteiro identifica (como o
     dedup por hash do servidor). Resumida em 16 hex: o estado guarda muitas.
     """

@@ -541,7 +541,7 @@ class CapturaReconciliacao:
 
 
 class _Gravacao:
-    """Uma GravacaoAtomica que contá as chaves -- e que, no seco, não grava nada."""
+    """Uma GravacaoAtomica que conta as chaves -- e que, no seco, não grava nada."""
 
     def __init__(self, caminho: str, seco: bool) -> None:
         self.quantas = 0

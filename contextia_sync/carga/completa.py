@@ -532,7 +532,7 @@ def _contando(iteravel: Iterable[T], contador: list[int], barra: bool, rotulo: s
               progresso: Callable[[int, float], None] | None, intervalo: float,
               total: int | None = None) -> Iterator[T]:
     """
-    Passa as linhas adiante contando -- o seco contá, a barra mostra.
+    Passa as linhas adiante contando -- o seco conta, a barra mostra.
 
     Com barra (terminal), o tqdm com o `total` contado antes: porcentagem e o
     tempo que falta (ETA) do dataset. Sem barra, `progresso(n, segundos)` e
@@ -695,7 +695,7 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
 def _conferir_linhas(resultado: ResultadoCarga, linhas: Iterable[Mapping[str, Any]],
                      escopo: str, source_object: str, chave: str | None) -> None:
     """
-    O seco: cada linha por `conferir_registro`, nada enviado. Contá TODAS as que
+    O seco: cada linha por `conferir_registro`, nada enviado. Conta TODAS as que
     a carga real recusaria (não para na primeira) e guarda as primeiras com o
     motivo em `resultado.detalhes`.
     """

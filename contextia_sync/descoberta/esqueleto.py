@@ -86,7 +86,7 @@ def _texto_sonda(sonda: Sonda | None) -> str:
 
 @dataclass
 class Esqueleto:
-    """O mapeamento montado e tudo o que o relatório contá."""
+    """O mapeamento montado e tudo o que o relatório conta."""
 
     mapa: dict[str, Any]
     datasets: list[DatasetDescoberto]

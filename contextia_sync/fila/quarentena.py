@@ -321,7 +321,7 @@ class Quarentena:
             raise ErroQuarentenaCheia(
                 'quarentena cheia em %s: %d registro(s), %.1f MiB (limite %d registros,'
                 ' %.1f MiB). O registro %s foi recusado de vez pelo intake (%s) e NÃO pode'
-                ' ser guardado: o lote contá como falho e a marca não avança (nada se'
+                ' ser guardado: o lote conta como falho e a marca não avança (nada se'
                 ' perde; o próximo ciclo tenta de novo). Para esvaziar: leia os motivos'
                 ' (um arquivo por registro em %s), corrija os registros na origem -- cada'
                 ' um sai sozinho quando a versão corrigida e entregue --, rode'
@@ -343,7 +343,7 @@ class Quarentena:
         return self.por_dataset().get(dataset, 0)
 
     def por_dataset(self) -> dict[str, int]:
-        """{dataset: quantos}; arquivo ilegível contá em '?'."""
+        """{dataset: quantos}; arquivo ilegível conta em '?'."""
         contagem: dict[str, int] = {}
         for meta in self._guardados():
             resumo = self._resumo(meta)

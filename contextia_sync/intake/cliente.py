@@ -299,7 +299,7 @@ def _lotes(registros: Iterable[T], tamanho: int) -> Iterator[list[T]]:
 
 
 def _falha(resultado: ResultadoEnvio, mensagem: str, logger: logging.Logger) -> None:
-    """Um problema fora de um lote que contá como lote falho (o envio não vale inteiro)."""
+    """Um problema fora de um lote que conta como lote falho (o envio não vale inteiro)."""
     resultado.lotes_erro += 1
     resultado.erros.append(mensagem)
     logger.error('%s', mensagem)
@@ -320,7 +320,7 @@ def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dic
         # 200 que nao e JSON: proxy ou pagina de erro no caminho, nao o intake.
         raise RespostaInvalida(
             '%s: HTTP %d sem JSON de contagens (%s) -- CONTEXTIA_URL aponta para o'
-            ' intake? O lote contá como falho (pode ter sido gravado ou não; o reenvio'
+            ' intake? O lote conta como falho (pode ter sido gravado ou não; o reenvio'
             ' é idempotente)' % (contexto, resposta.status_code,
                                  texto_da_resposta(resposta))) from None
     faltam = list(_CONTAGENS)
@@ -331,13 +331,13 @@ def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dic
     if faltam:
         raise RespostaInvalida(
             '%s: HTTP %d com um corpo que não são as contagens do intake (%s; sem inteiro'
-            ' em %s) -- CONTEXTIA_URL aponta para o intake? O lote contá como falho (pode'
+            ' em %s) -- CONTEXTIA_URL aponta para o intake? O lote conta como falho (pode'
             ' ter sido gravado ou não; o reenvio é idempotente)'
             % (contexto, resposta.status_code, texto_da_resposta(resposta),
                ', '.join(faltam)))
     if 'received' in corpo and corpo['received'] != enviados:
         raise RespostaInvalida(
-            '%s: o intake diz que recebeu %d registro(s) de %d enviados; o lote contá como'
+            '%s: o intake diz que recebeu %d registro(s) de %d enviados; o lote conta como'
             ' falho (o reenvio é idempotente)' % (contexto, corpo['received'], enviados))
     return {c: int(corpo.get(c) or 0) for c in _CONTAGENS + ('removed',)}
 
@@ -377,9 +377,9 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
 
     Devolve um ResultadoEnvio; nada do que o servidor responde levanta, só
     401/403 (ErroAutenticacao: com chave errada nenhum lote passaria). Lote
-    recusado (422, 409, 500...) contá em `lotes_erro` e o envio segue;
+    recusado (422, 409, 500...) conta em `lotes_erro` e o envio segue;
     servidor que não responde, segue sobrecarregado depois das retentativas,
-    ou responde 2xx que não é do intake (sem JSON, sem as contagens) contá o
+    ou responde 2xx que não é do intake (sem JSON, sem as contagens) conta o
     lote em `lotes_erro` e INTERROMPE o envio (sem ler o resto da origem) -- a
     política inteira está em transporte.enviar_em_lotes. `sync` marca os lotes
     como parte de um ciclo de carga (parte 1, 2, ...); quem chama decide se
@@ -387,13 +387,13 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     servidor conhecer o sync. `remove` (valores de key) vai no primeiro lote;
     o servidor precisa anunciar `remove` em capacidades(). `escopo` aparece nas
     mensagens e identifica a empresa na quarentena. `deve_parar()`, se dado, e
-    olhado nas esperas entre retentativas: parada pedida contá o lote como
+    olhado nas esperas entre retentativas: parada pedida conta o lote como
     falho e interrompe o envio.
 
     `quarentena` (ex.: fila.quarentena.Quarentena): um registro que o intake
     recusa DE VEZ (400/413/422 sobre ele, ou um valor sem JSON) e isolado --
     o lote e dividido até ele ficar sozinho, os outros são entregues -- e
-    guardado la com o motivo; o lote contá como ok (sem `sync`, a marca
+    guardado la com o motivo; o lote conta como ok (sem `sync`, a marca
     avança). Falha passageira (5xx, 429, timeout, conexão) nunca vai para a
     quarentena. Quarentena cheia: o lote falha e a mensagem diz como
     esvaziar. Registro já guardado e igual não é reenviado (a releitura da
@@ -515,7 +515,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
             return [str(cheia)]
         except OSError as erro:
             return ['%s: recusado de vez (%s) e a quarentena não pode ser gravada (%s): o'
-                    ' lote contá como falho e a marca não avança'
+                    ' lote conta como falho e a marca não avança'
                     % (qual(registro), motivo[:200], erro)]
         guardadas.add(identidade(dataset, escopo, key, registro))
         resultado.quarentenados += 1

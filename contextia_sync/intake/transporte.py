@@ -97,7 +97,7 @@ class ErroDestino(ErroContextia, ErroConfiguracao):
     """
     O endereço do Contextia e recusado antes de qualquer conexão (HTTP fora de
     loopback, intake noutro host). E ErroConfiguracao (as CLIs saem com 2) e
-    ErroContextia (quem só conhece este contá o pedido como falho).
+    ErroContextia (quem só conhece este conta o pedido como falho).
     """
 
 
@@ -410,7 +410,7 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
             raise ErroContextia(desistencia)
         if _esperar(atraso, deve_parar):
             raise ErroContextia('%s: parada pedida durante as retentativas; o pedido foi'
-                                ' abandonado e contá como falho (última tentativa: %s)'
+                                ' abandonado e conta como falho (última tentativa: %s)'
                                 % (contexto, falha))
         espera = min(espera * 2, BACKOFF_MAXIMO)
 
@@ -421,7 +421,7 @@ def _redirecionamento(resposta: requests.Response, contexto: str, url: str) -> s
                        autorizacao_enviada(resposta))[:200]
     return ('%s: %s respondeu HTTP %d mandando para %s -- o SDK nunca segue'
             ' redirecionamento (a chave e os registros iriam para um endereço que ninguém'
-            ' configurou, talvez sem TLS). Nada deste pedido contá como entregue. Se o'
+            ' configurou, talvez sem TLS). Nada deste pedido conta como entregue. Se o'
             ' endereço novo é o certo, ponha-o em CONTEXTIA_URL.'
             % (contexto, servidor(url), resposta.status_code, destino))
 
@@ -429,14 +429,14 @@ def _redirecionamento(resposta: requests.Response, contexto: str, url: str) -> s
 class RespostaInvalida(ErroContextia):
     """
     Resposta 2xx que não é a do intake (sem JSON, sem as contagens, contagem
-    que não confere): o lote contá como falho e o envio para ali, como com um
+    que não confere): o lote conta como falho e o envio para ali, como com um
     servidor fora do ar -- um proxy ou página de erro no caminho daria o mesmo
     a cada lote, e ler a origem só para descartar custaria a origem.
     """
 
 
 class Balanco(Protocol):
-    """O que `enviar_em_lotes` contá (o ResultadoEnvio do cliente tem estes campos)."""
+    """O que `enviar_em_lotes` conta (o ResultadoEnvio do cliente tem estes campos)."""
 
     registros: int
     lotes_ok: int
@@ -479,9 +479,9 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
     `montar(lote)` faz o corpo de cada pedido (chamado de novo para cada metade);
     `aceitar(resposta, contexto, lote)` lê uma resposta final e devolve os erros
     dela (vazio = ok; pode levantar, ex. chave recusada). `rotulo` ('dataset x')
-    abre as mensagens. Cada lote de `lotes` contá UMA vez em `balanco.lotes_ok`
+    abre as mensagens. Cada lote de `lotes` conta UMA vez em `balanco.lotes_ok`
     ou `balanco.lotes_erro`, dividido ou não; um lote cujo registro recusado foi
-    guardado por `isolar` contá em `lotes_ok`.
+    guardado por `isolar` conta em `lotes_ok`.
 
     `em_voo` > 1: o lote seguinte e lido e montado (`montar`, nesta thread)
     enquanto até `em_voo` lotes esperam resposta (cada um numa thread); as
@@ -596,7 +596,7 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
         return ler(resposta, contexto, lote, numero)
 
     def registrar(numero: int, lote: list[T], erros: list[str], avisar: bool = True) -> bool:
-        """Contá o lote no balanco e registra os erros; True se o envio parou aqui."""
+        """Conta o lote no balanco e registra os erros; True se o envio parou aqui."""
         if erros:
             balanco.lotes_erro += 1
             balanco.erros.extend(erros)

@@ -53,7 +53,7 @@ def comandos_de_sessao(dialeto: str, timeout: int, mariadb: bool = False) -> lis
 
 
 def comando_timeout_mysql(timeout: int, mariadb: bool) -> str:
-    """MariaDB contá em segundos (`max_statement_time`); MySQL em ms, só SELECT."""
+    """MariaDB conta em segundos (`max_statement_time`); MySQL em ms, só SELECT."""
     if mariadb:
         return 'SET SESSION max_statement_time = %d' % int(timeout)
     return 'SET SESSION max_execution_time = %d' % (int(timeout) * 1000)

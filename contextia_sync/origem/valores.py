@@ -126,7 +126,7 @@ def coagir_exato(valor: Any, tipo: Any, coluna: str, campo: str = 'scope') -> An
             raise ErroOrigem(
                 '%s: %r não é um valor exato da coluna %s (%s, numérica): numa coluna'
                 ' numérica o valor é o inteiro escrito sem espaço, sem sinal +, sem zeros à'
-                ' esquerda e sem fração (ex.: 297) -- o banco converteria o resto por contá'
+                ' esquerda e sem fração (ex.: 297) -- o banco converteria o resto por conta'
                 ' própria e 297x viraria 297. Nada foi lido. %s'
                 % (campo, valor, coluna, tipo, correcao))
         return coagir(inteiro, tipo, '', campo)

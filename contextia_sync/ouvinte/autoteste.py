@@ -55,14 +55,14 @@ def _atrasadas(p):
              {'ID': 2, 'ALT': datetime.datetime(2026, 9, 2, 9, 58)},    # atrasada 120s
              {'ID': 3, 'ALT': datetime.datetime(2026, 9, 2, 10, 1)}]    # normal
     quantas, maior, novas = contar_atrasadas(lidas, 'ALT', 'ID', marca, vistos)
-    p.igual('releitura da mesma linha não contá; a nova abaixo da marca contá',
+    p.igual('releitura da mesma linha não conta; a nova abaixo da marca conta',
             quantas, 1)
     p.igual('o maior atraso e marca - valor', maior, 120.0)
     p.igual('só as ainda não vistas entram na memória', len(novas), 2)
     alterada = {'ID': 1, 'ALT': datetime.datetime(2026, 9, 2, 9, 59, 30)}
     p.igual('mesma chave com valor novo e outra versão da linha',
             contar_atrasadas([alterada], 'ALT', 'ID', marca, vistos)[0], 1)
-    p.igual('sem memória (primeiro ciclo) não contá nada',
+    p.igual('sem memória (primeiro ciclo) não conta nada',
             contar_atrasadas(lidas, 'ALT', 'ID', marca, None)[0], 0)
     p.igual('atraso acima de metade da folga e preocupante',
             atraso_preocupante(100, marca, 180), True)

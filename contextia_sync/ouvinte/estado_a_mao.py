@@ -19,7 +19,7 @@ cada ciclo; mudar o arquivo pelas costas dele não valeria nada (ele gravaria
 por cima) ou valeria pela metade.
 
 A marca posta a mão quer dizer uma coisa só, nos dois sentidos: o que tem
-carimbo até ela contá como entregue, e o que tem carimbo depois dela o próximo
+carimbo até ela conta como entregue, e o que tem carimbo depois dela o próximo
 ciclo entrega. Para isso a janela da folga até a marca nova fica lembrada como
 entregue (`CapturaColuna.entregue_ate`), como depois de uma varredura.
 

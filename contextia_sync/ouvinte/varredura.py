@@ -104,7 +104,7 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         # Interrompida pela parada: NAO conta como feita, e a proxima subida
         # dentro da janela varre de novo.
         logger.warning('varredura interrompida pela parada: não registrada como feita')
-        registro.erros.append('interrompida pela parada do ouvinte (não contá como feita)')
+        registro.erros.append('interrompida pela parada do ouvinte (não conta como feita)')
         registro.terminada_em = _agora()
         ctx.estado.gravar()
         return resumo

@@ -11,7 +11,7 @@ O arquivo de chaves: uma linha por empresa, TSV, modo 0600.
                         execução do provisionar.py conclui e revoga chave
                         órfã do projeto
 
-Uma linha só com `escopo<TAB>chave` também vale (arquivo escrito a mão): contá
+Uma linha só com `escopo<TAB>chave` também vale (arquivo escrito a mão): conta
 como pronta e o id da chave e deduzido pelo prefixo quando preciso.
 
 Este e o ÚNICO leitor do arquivo: ouvinte, provisionar, connector e o
