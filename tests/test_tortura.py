@@ -318,7 +318,7 @@ def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
     assert processo.returncode == 0, relatorio
 
 
-# -- achado da tortura, ABERTO no produto ----------------------------------------
+# -- achado da tortura, corrigido no produto -------------------------------------
 
 @pytest.fixture
 def ouvinte_sqlite(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
@@ -330,12 +330,6 @@ def ouvinte_sqlite(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contex
 
 
 @pytest.mark.lento
-@pytest.mark.xfail(strict=True, reason=(
-    'achado da tortura (docs/tortura.md, "O que ela já achou"): o salto da marca depois da'
-    ' varredura (CapturaColuna.posicao_atual) e a marca inicial (_primeira_vez) usam o MAX'
-    ' da coluna puxado para agora + TOLERANCIA_FUTURO quando uma linha está no futuro -- a'
-    ' marca vai 300 s para o futuro e o que muda nesse tempo só chega na varredura seguinte.'
-    ' Quando o produto for corrigido, este teste passa e o strict o derruba: tire o xfail.'))
 def test_carimbo_no_futuro_num_dataset_varrido_nao_leva_a_marca_para_o_futuro(ouvinte_sqlite):
     from tests.apoio.ouvinte import DATASET
     o = ouvinte_sqlite
@@ -359,3 +353,26 @@ def test_carimbo_no_futuro_num_dataset_varrido_nao_leva_a_marca_para_o_futuro(ou
     assert marca <= agora + datetime.timedelta(seconds=60), (
         'a marca foi para o futuro da origem: %s (agora %s)' % (marca, agora))
     assert novo in o.no_contextia(e0)
+
+
+@pytest.mark.lento
+def test_carimbo_no_futuro_na_primeira_subida_nao_leva_a_marca_inicial_para_o_futuro(
+        ouvinte_sqlite):
+    # O outro caminho do mesmo achado: a marca inicial (_primeira_vez) parte do
+    # MAX da coluna, e uma linha no futuro já estava lá antes da primeira subida.
+    from tests.apoio.ouvinte import DATASET
+    o = ouvinte_sqlite
+    e0 = o.erp.escopos[0]
+    torto = o.erp.base * 1000 + 1
+    o.erp.executar('UPDATE {TITULOS} SET {ALTERADO_EM} = :a WHERE {ID} = :i',
+                   a='2037-12-01 00:00:00', i=torto)
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0, saida
+    agora = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    marca = datetime.datetime.fromisoformat(o.estado()['marca_agua'][DATASET])
+    assert marca <= agora + datetime.timedelta(seconds=60), (
+        'a marca inicial foi para o futuro da origem: %s (agora %s)' % (marca, agora))
+    novo = o.inserir(e0, (agora - datetime.timedelta(seconds=30)).isoformat(' ', 'seconds'))
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0, saida
+    assert novo in o.no_contextia(e0), saida
