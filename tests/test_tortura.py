@@ -243,16 +243,14 @@ def test_todo_achado_reprova():
     assert veredito.codigos() == ['ouvinte_saiu_sozinho']
 
 
-@pytest.mark.lento
-@pytest.mark.postgres
-@pytest.mark.timeout(300)
-def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
+def _tortura_curta(tmp_path, *extra):
+    """O modo curto em PostgreSQL: (processo, saída padrão, relatório, números do JSON)."""
     exigir_servidor('postgres')
     saida = tmp_path / 'numeros.json'
     # Processo proprio: a tortura mexe no ambiente (CONTEXTIA_URL) e mata processos.
     processo = subprocess.Popen(
         [sys.executable, os.path.join(BENCH, 'tortura.py'), '--modo=curto', '--banco=postgres',
-         '--semente=4242', '--saida=%s' % saida],
+         '--semente=4242', '--saida=%s' % saida, *extra],
         cwd=RAIZ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # Guarda contra travar, nao cronometro: o tempo do modo curto e medido e
@@ -266,7 +264,14 @@ def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
     assert saida.exists(), relatorio
     dados = json.loads(saida.read_text())
     assert not dados['nao_rodou'], relatorio
-    numeros = dados['resultados'][0]
+    return processo, saida_padrao, relatorio, dados['resultados'][0]
+
+
+@pytest.mark.lento
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
+    processo, saida_padrao, relatorio, numeros = _tortura_curta(tmp_path)
 
     # Todo achado reprova: nenhum motivo, e o veredito e PASSOU.
     assert numeros['motivos'] == [], relatorio
@@ -315,6 +320,28 @@ def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
     assert sum(numeros['falhas_injetadas'].values()) > 0, relatorio
     assert numeros['mudancas_por_tipo'].get('exclusao', 0) > 0, relatorio
     assert numeros['linhas_verificadas'] > 500, relatorio
+    assert processo.returncode == 0, relatorio
+
+
+@pytest.mark.lento
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+def test_tortura_curta_com_reconciliacao_nao_deixa_apagada_nem_remove_viva(tmp_path):
+    processo, saida_padrao, relatorio, numeros = _tortura_curta(
+        tmp_path, '--estrategia=coluna+reconciliacao', '--intervalo-reconciliacao=10')
+    assert numeros['estrategia'] == 'coluna+reconciliacao', relatorio
+    assert numeros['motivos'] == [], relatorio
+    assert numeros['passou'] and 'PASSOU' in saida_padrao, relatorio
+    rec = numeros['reconciliacao']
+    # Com a reconciliacao a exclusao fisica nao e desculpa: nada apagado sobrou...
+    assert rec['apagadas_sobrando'] == 0, relatorio
+    # ...nenhuma linha viva saiu, conferido sem parar (nao so no fim)...
+    assert rec['vivas_removidas'] == 0, relatorio
+    assert rec['voltas'] >= 5, relatorio
+    # ...e houve exclusoes de verdade, removidas pelo ouvinte.
+    assert numeros['mudancas_por_tipo'].get('exclusao', 0) > 0, relatorio
+    assert rec['removidas_total'] > 0, relatorio
+    assert numeros['perdidas'] == 0 and numeros['divergencias_apos_varredura'] == 0, relatorio
     assert processo.returncode == 0, relatorio
 
 
