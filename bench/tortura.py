@@ -64,16 +64,24 @@ MODOS = {
     'curto': dict(duracao=40, intervalo=1, intervalo_projetos=4, folga=6, maximo=250,
                   conexoes=4, ritmo=4.0, taxa=0.02, periodo_kill=(3.0, 7.0),
                   periodo_conexao=(2.0, 5.0), fracao_sigterm=0.25, rajadas=1, rajada_em=0.45,
-                  alem_da_folga=1, por_empresa=30, limite_total=300, passo_relogio=15),
+                  alem_da_folga=1, por_empresa=30, limite_total=300, passo_relogio=15,
+                  intervalo_reconciliacao=10),
     'medio': dict(duracao=300, intervalo=2, intervalo_projetos=8, folga=15, maximo=300,
                   conexoes=5, ritmo=3.0, taxa=0.02, periodo_kill=(6.0, 25.0),
                   periodo_conexao=(3.0, 12.0), fracao_sigterm=0.25, rajadas=1, rajada_em=0.7,
-                  alem_da_folga=2, por_empresa=120, limite_total=300 + 600, passo_relogio=25),
+                  alem_da_folga=2, por_empresa=120, limite_total=300 + 600, passo_relogio=25,
+                  intervalo_reconciliacao=30),
     'longo': dict(duracao=1200, intervalo=2, intervalo_projetos=10, folga=20, maximo=300,
                   conexoes=5, ritmo=3.0, taxa=0.02, periodo_kill=(8.0, 40.0),
                   periodo_conexao=(3.0, 15.0), fracao_sigterm=0.25, rajadas=2, rajada_em=0.8,
-                  alem_da_folga=3, por_empresa=200, limite_total=1200 + 900, passo_relogio=30),
+                  alem_da_folga=3, por_empresa=200, limite_total=1200 + 900, passo_relogio=30,
+                  intervalo_reconciliacao=60),
 }
+
+# As estratégias que a tortura sabe torturar. Com a reconciliação, a exclusão
+# física deixa de ser desculpa (docs/tortura.md, "Exclusões ao vivo").
+ESTRATEGIAS = ('coluna', 'coluna+reconciliacao')
+RECONCILIACAO = 'coluna+reconciliacao'
 
 TIPOS_DE_FALHA = ('500', '503', '429', 'atraso', 'derrubar', 'corpo_invalido')
 # O limite de bytes do lote no Contextia local da tortura, e o registro envenenado
@@ -152,7 +160,8 @@ class Tortura:
         self.inicio = time.monotonic()
         self.prazo = self.inicio + cfg['limite_total']
         self.numeros = {'banco': banco, 'semente': semente, 'modo': cfg.get('nome'),
-                        'raiz': RAIZ}
+                        'raiz': RAIZ, 'estrategia': cfg.get('estrategia', 'coluna')}
+        self.vigia_remocoes = None
         self.veredito = Veredito()
         self.nome_banco = None
         self.servidor = None
@@ -267,7 +276,66 @@ class Tortura:
             '--varredura=nao', '--folga=%d' % cfg['folga'],
             '--maximo-por-ciclo=%d' % cfg['maximo'],
             '--timeout-ferramenta=300', '--inatividade-ferramenta=120',
-        ], self.ambiente(), self.estado_dir, os.path.join(self.pasta, 'ouvinte.log'))
+        ] + self.argumentos_da_estrategia(), self.ambiente(), self.estado_dir,
+            os.path.join(self.pasta, 'ouvinte.log'))
+
+    def reconcilia(self):
+        return self.cfg.get('estrategia') == RECONCILIACAO
+
+    def argumentos_da_estrategia(self):
+        if not self.reconcilia():
+            return []
+        return ['--estrategia=' + RECONCILIACAO,
+                '--intervalo-reconciliacao=%d' % self.cfg['intervalo_reconciliacao']]
+
+    def _desculpa_da_remocao(self, escopo, dataset, chave):
+        """A classe estreita de uma remoção que a própria tortura explica, ou None."""
+        if escopo in self.carga.movidos.get(dataset, {}).get(chave, ()):
+            # A tortura tirou a linha desta empresa (e talvez a devolveu): a saída
+            # daqui foi certa, e a volta chega pela `coluna`.
+            return 'mudou_de_empresa'
+        if chave in self.carga.apagados.get(dataset, ()):
+            # Apagada e reinserida: o limite conhecido (a chave que volta nos
+            # milissegundos entre a reconferência e o POST de remoção sai viva e
+            # volta na reconciliação seguinte). A carga de hoje não reinsere chaves:
+            # se aparecer, é contada aqui, nunca calada.
+            return 'reinserida_na_remocao'
+        return None
+
+    def iniciar_vigia_de_remocoes(self):
+        """Com a reconciliação: a remoção de linha viva é conferida sem parar."""
+        self.vigia_remocoes = None
+        if not self.reconcilia():
+            return
+        motor = self._motor()
+        self.motor_da_vigia = motor
+
+        def escopos():
+            return origem.empresas_da_regra(motor, self.mapa_dados).aceitas
+
+        def chaves():
+            return contextia_http.ler_arquivo_de_chaves(self.chaves)
+
+        self.vigia_remocoes = verificar.VigiaDeRemocoes(
+            self.contextia, motor, self.carga._proteger, chaves, escopos,
+            self._desculpa_da_remocao, periodo=3.0)
+        self.vigia_remocoes.iniciar()
+
+    def status_da_reconciliacao(self):
+        """`datasets[].reconciliacao` do ouvinte-status.json (lido do disco)."""
+        try:
+            with open(os.path.join(self.estado_dir, 'ouvinte-status.json'),
+                      encoding='utf-8') as f:
+                status = json.load(f)
+        except (OSError, ValueError):
+            return {}
+        saida = {}
+        for item in status.get('datasets') or []:
+            rec = item.get('reconciliacao') or {}
+            if rec:
+                saida[item.get('dataset')] = {c: rec.get(c) for c in (
+                    'removidas_total', 'recusa', 'falhas_seguidas', 'ultima_em')}
+        return saida
 
     def esperar_marcas(self):
         """A primeira subida só fixa as marcas: a carga começa depois disso."""
@@ -299,6 +367,7 @@ class Tortura:
                                                escopo_amostra, self.carga.mudancas,
                                                self.carga.trava)
         self.amostrador.iniciar()
+        self.iniciar_vigia_de_remocoes()
         self.matador = processos.Matador(
             self.ouvinte, self.vigia, self.marca, periodo=cfg['periodo_kill'],
             fracao_sigterm=cfg['fracao_sigterm'], espera_sigterm=60,
@@ -587,22 +656,31 @@ class Tortura:
         cfg = self.cfg
         limite = min(self.restante() - 90, 20 + 2 * cfg['folga'] + 5 * cfg['intervalo'])
         fim = time.monotonic() + max(10, limite)
-        registro('verificação 1: esperando o ouvinte alcancar (até %.0fs), sem varredura',
+        registro('verificação 1: esperando o ouvinte alcançar (até %.0fs), sem varredura',
                  fim - time.monotonic())
         # Pelo menos dois ciclos completos depois do fim da carga.
         self.ouvinte.esperar_status_novo(self.fim_carga_parede + 2 * cfg['intervalo'], 60)
         ausencias = ('perdida', 'recente_ausente', 'futuro_ausente', 'relogio_ausente',
                      'venenoso_sumiu')
+        if self.reconcilia():
+            # Um intervalo de reconciliação e mais um ciclo depois da última
+            # exclusão (o fim da carga); o dobro e 30 s de folga numa máquina
+            # dividida: o ouvinte ainda é morto e reiniciado até aqui.
+            fim = max(fim, self.inicio_alcance + 2 * cfg['intervalo_reconciliacao'] + 30)
         while True:
             self.matador.garantir_vivo()
             self._olhar_pendentes()
             regra, chaves, esperado, obtido = self.ler_dois_lados()
             resultado = verificar.comparar(esperado, obtido, self.contexto())
             classes = resultado['classes']
-            if not any(classes.get(c) for c in ausencias) or time.monotonic() >= fim:
+            sobrando = self._apagadas_sobrando(esperado, obtido)[0]
+            if (not any(classes.get(c) for c in ausencias) and not sobrando) \
+                    or time.monotonic() >= fim:
                 break
             time.sleep(max(1, cfg['intervalo']))
         self.numeros['alcance_s'] = round(time.monotonic() - self.inicio_alcance, 1)
+        if self.reconcilia():
+            self.conferir_apagadas(esperado, obtido)
         for classe in verificar.REPROVAM:
             if classes.get(classe):
                 self.falhar(_CODIGO_DA_CLASSE.get(classe, classe),
@@ -617,6 +695,91 @@ class Tortura:
             self.falhar('carimbo_em_massa', 'o carimbo em massa em estoques (acima do teto %d)'
                         ' não foi entregue a varredura' % cfg['maximo'])
         return resultado
+
+    def _apagadas_sobrando(self, esperado, obtido):
+        """
+        (sobrando, no dataset entregue): as linhas que a tortura apagou e que seguem no
+        Contextia, nos datasets com `key` (só com a reconciliação). A desculpa estreita:
+        o dataset que o ouvinte entregou à varredura por uma rajada da tortura (a
+        entrega casada por `justificar_entregas`) fica sem exclusão ao vivo até a
+        varredura, que remove (a leitura GRANDE da coluna descarta a da reconciliação:
+        captura/combinada.py); vale só para o DELETE feito
+        a partir de dois intervalos de reconciliação antes do começo da rajada (o que
+        foi apagado antes disso a reconciliação já tinha de ter removido).
+        """
+        if not self.reconcilia():
+            return [], []
+        justificados, _ = verificar.justificar_entregas(self.entregues_vistos,
+                                                         self.carga.rajadas)
+        sobrando, entregues = [], []
+        for escopo in sorted(esperado):
+            for dataset in verificar.COM_KEY:
+                na_origem = {verificar.chave_de(dataset, linha)
+                             for linha in esperado[escopo].get(dataset, [])}
+                no_contextia = {verificar.chave_de(dataset, r)
+                                for r in obtido.get(escopo, {}).get(dataset, [])}
+                apagados = self.carga.apagados.get(dataset, set())
+                for ident in sorted((no_contextia - na_origem) & apagados):
+                    item = 'empresa %s, %s %s' % (escopo, dataset, ident)
+                    inicios = [r['inicio'] for r in self.carga.rajadas
+                               if r['dataset'] == dataset]
+                    apagado_em = self.carga.apagados_em.get((dataset, ident), 0)
+                    if dataset in justificados and inicios and apagado_em >= min(inicios) \
+                            - 2 * self.cfg['intervalo_reconciliacao']:
+                        entregues.append(item)
+                    else:
+                        sobrando.append(item)
+        return sobrando, entregues
+
+    def conferir_apagadas(self, esperado, obtido):
+        """Com a reconciliação, a exclusão física não é desculpa nos datasets com `key`."""
+        lista, entregues = self._apagadas_sobrando(esperado, obtido)
+        sobrando = len(lista)
+        exemplos = lista[:8]
+        self.rec = {'apagadas_sobrando': sobrando, 'exemplos_sobrando': exemplos,
+                    'apagadas_no_dataset_entregue': len(entregues),
+                    'exemplos_no_dataset_entregue': entregues[:8],
+                    'apagadas_zeradas_s': None if sobrando else self.numeros['alcance_s']}
+        if sobrando:
+            self.falhar('apagadas_sobrando', '%d linha(s) apagada(s) na origem seguem no'
+                        ' Contextia %.0f s depois do fim da carga (intervalo de reconciliação'
+                        ' %d s); ex.: %s' % (sobrando, self.numeros['alcance_s'],
+                                             self.cfg['intervalo_reconciliacao'],
+                                             '; '.join(exemplos[:3])))
+
+    def conferir_remocoes(self):
+        """O que o vigia de remoções viu, e o estado da reconciliação no status."""
+        vigia = self.vigia_remocoes
+        vigia.parar()
+        status = self.status_da_reconciliacao()
+        rec = getattr(self, 'rec', None) or {'apagadas_sobrando': None}
+        rec.update({
+            'intervalo_s': self.cfg['intervalo_reconciliacao'],
+            'vivas_removidas': len(vigia.removidas_vivas),
+            'exemplos_vivas': ['empresa %s, %s %s' % r for r in vigia.removidas_vivas[:8]],
+            'voltas': vigia.voltas, 'voltas_com_erro': vigia.voltas_com_erro,
+            'nao_confirmadas': vigia.nao_confirmadas,
+            'desculpadas': dict(vigia.desculpadas),
+            'exemplos_desculpados': vigia.exemplos_desculpados,
+            'status': status,
+            'removidas_total': sum(s.get('removidas_total') or 0 for s in status.values()),
+        })
+        self.numeros['reconciliacao'] = rec
+        if vigia.removidas_vivas:
+            self.falhar('vivas_removidas', '%d linha(s) presentes na origem removidas do'
+                        ' Contextia (vistas pelo vigia); ex.: %s'
+                        % (len(vigia.removidas_vivas), '; '.join(rec['exemplos_vivas'][:3])))
+        if vigia.voltas < 5:
+            self.falhar('tortura_incompleta', 'o vigia de remoções deu só %d volta(s)'
+                        ' (%d com erro): a remoção de linha viva não foi conferida'
+                        % (vigia.voltas, vigia.voltas_com_erro))
+        if not rec['removidas_total']:
+            self.falhar('tortura_incompleta', 'a reconciliação não removeu nada (status: %s):'
+                        ' as exclusões ao vivo não foram exercitadas' % status)
+        recusas = {d: s['recusa'] for d, s in status.items() if s.get('recusa')}
+        if recusas:
+            self.falhar('reconciliacao_recusada', 'a reconciliação terminou recusada sem a'
+                        ' tortura esvaziar view nenhuma: %s' % recusas)
 
     def conferir_projetos(self, momento):
         """
@@ -723,7 +886,8 @@ class Tortura:
     def conferir_relogio(self, classes):
         """O relógio voltou: as linhas gravadas depois do passo chegaram ao vivo."""
         partida = getattr(self, 'partida_do_relogio', None)
-        avisos = (self._log_do_ouvinte(partida).count(MENSAGEM_RELOGIO)
+        avisos = (self._log_do_ouvinte(partida).count(contextia_http.sem_acentos(
+            MENSAGEM_RELOGIO))
                   if partida is not None else 0)
         self.sujo.setdefault('relogio', {}).update(
             linhas=len(self.carga.do_relogio), ausentes=classes.get('relogio_ausente', 0),
@@ -841,7 +1005,7 @@ class Tortura:
             time.sleep(0.1)
         vivas = [(p, c) for p, c in sobras if _vivo(p)]
         self.servidor.limpar_falhas()
-        avisou = MENSAGEM_SOBRA in self._log_do_ouvinte(partida)
+        avisou = contextia_http.sem_acentos(MENSAGEM_SOBRA) in self._log_do_ouvinte(partida)
         # O conector orfao pode morrer sozinho antes (escreve no cano do ouvinte
         # morto e leva EPIPE): entao a subida diz que ele "ja tinha terminado".
         self.sujo['kill9_varredura'] = {'orfaos': len(sobras),
@@ -1038,6 +1202,8 @@ class Tortura:
             self.numeros['sigterm_final_s'] = round(sigterm_s, 1)
             self.numeros['sobras_no_fim'] = sobras
             self.vigia.parar()
+            if self.reconcilia():
+                self.conferir_remocoes()
             self.fechar_numeros(ao_vivo, exato, parados)
         finally:
             self.limpar()
@@ -1147,7 +1313,7 @@ class Tortura:
 
     def limpar(self):
         """Tudo que a tortura iniciou sai daqui morto, até o neto em grupo próprio."""
-        for nome in ('matador', 'conexoes', 'amostrador', 'vigia'):
+        for nome in ('matador', 'conexoes', 'amostrador', 'vigia', 'vigia_remocoes'):
             objeto = getattr(self, nome, None)
             if objeto is not None:
                 try:
@@ -1256,6 +1422,25 @@ def tabela(resultados):
         ('linhas verificadas (ao vivo)', lambda n: n['linhas_verificadas']),
         ('LINHAS PERDIDAS (tem de ser 0)', lambda n: n['perdidas']),
         ('duplicadas com key', lambda n: n['duplicadas']),
+        ('estratégia (reconciliação s)', lambda n: '%s (%s)' % (
+            n.get('estrategia', 'coluna'), _de(n, 'reconciliacao', 'intervalo_s', padrao='-'))),
+        ('rec: apagadas que sobraram', lambda n: '%s (zeradas em %s s)' % (
+            _de(n, 'reconciliacao', 'apagadas_sobrando'),
+            _de(n, 'reconciliacao', 'apagadas_zeradas_s', padrao='-'))
+            if 'reconciliacao' in n else '-'),
+        ('rec: vivas removidas (vigia)', lambda n: '%s em %s voltas (erro %s, relidas %s)' % (
+            _de(n, 'reconciliacao', 'vivas_removidas'), _de(n, 'reconciliacao', 'voltas'),
+            _de(n, 'reconciliacao', 'voltas_com_erro'),
+            _de(n, 'reconciliacao', 'nao_confirmadas')) if 'reconciliacao' in n else '-'),
+        ('  apagadas no dataset entregue', lambda n: _de(
+            n, 'reconciliacao', 'apagadas_no_dataset_entregue')
+            if 'reconciliacao' in n else '-'),
+        ('rec: desculpas (empresa/reinserida)', lambda n: '%s / %s' % (
+            _de(n, 'reconciliacao', 'desculpadas', 'mudou_de_empresa'),
+            _de(n, 'reconciliacao', 'desculpadas', 'reinserida_na_remocao'))
+            if 'reconciliacao' in n else '-'),
+        ('rec: removidas pelo ouvinte', lambda n: _de(n, 'reconciliacao', 'removidas_total')
+            if 'reconciliacao' in n else '-'),
         ('desculpas: exclusão física', lambda n: n['desculpas']['apagada_na_origem']),
         ('  além da folga (perdidas/feitas)', lambda n: '%s de %s' % (
             n['alem_da_folga']['perdidas_pelo_ao_vivo'], n['alem_da_folga']['transacoes'])),
@@ -1354,6 +1539,12 @@ def principal(argv=None):
                    help='segundos de carga (padrão do modo)')
     p.add_argument('--semente', type=int, default=None,
                    help='semente do acaso (o relatório diz qual foi usada)')
+    p.add_argument('--estrategia', choices=ESTRATEGIAS, default='coluna',
+                   help='a estratégia do ouvinte (padrão coluna); com coluna+reconciliacao a'
+                        ' exclusão física deixa de ser desculpa e um vigia confere sem parar'
+                        ' que nenhuma linha viva é removida')
+    p.add_argument('--intervalo-reconciliacao', type=int, default=None, metavar='S',
+                   help='segundos entre duas reconciliações (padrão do modo: 10 no curto)')
     p.add_argument('--saida', default=None, metavar='ARQ',
                    help='grava os números em JSON neste arquivo')
     p.add_argument('--manter', action='store_true',
@@ -1371,7 +1562,9 @@ def principal(argv=None):
         imprimir(resultados)
         return 0 if resultados and all(r['passou'] for r in resultados) else 1
 
-    cfg = dict(MODOS[args.modo], nome=args.modo)
+    cfg = dict(MODOS[args.modo], nome=args.modo, estrategia=args.estrategia)
+    if args.intervalo_reconciliacao:
+        cfg['intervalo_reconciliacao'] = args.intervalo_reconciliacao
     if args.duracao:
         cfg['limite_total'] += args.duracao - cfg['duracao']
         cfg['duracao'] = args.duracao

@@ -72,7 +72,8 @@ def ouvintes_principais(processos):
 
 def recusa_da_trava(codigo, saida):
     """O intruso foi recusado PELA TRAVA? (saída 2 e a mensagem dela, com ou sem acento)."""
-    return codigo == SAIDA_DA_TRAVA and MENSAGEM_DA_TRAVA in sem_acentos(saida)
+    # Os dois lados sem acento: o mutirão de acentos reacentua a constante também.
+    return codigo == SAIDA_DA_TRAVA and sem_acentos(MENSAGEM_DA_TRAVA) in sem_acentos(saida)
 
 
 def matar_marcados(marca, sinal=signal.SIGKILL, exceto=()):

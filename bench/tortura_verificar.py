@@ -391,3 +391,162 @@ def percentil(valores, fracao):
     ordenados = sorted(valores)
     posicao = min(len(ordenados) - 1, max(0, int(round(fracao * (len(ordenados) - 1)))))
     return ordenados[posicao]
+
+
+# ---------------------------------------------------------------------------
+# Remoção de linha viva: conferida SEM PARAR, não só no fim
+# ---------------------------------------------------------------------------
+
+COM_KEY = tuple(d for d, (_t, chave, _c, _r) in DATASETS.items() if chave is not None)
+
+
+def chaves_da_origem(conexao, escopos):
+    """{(escopo, dataset): {chave}} de cada dataset com `key`, pelo SQL da tortura."""
+    meta = esquema()
+    saida = {(e, d): set() for e in escopos for d in COM_KEY}
+    for dataset in COM_KEY:
+        tabela, chave, _colunas, recorte = DATASETS[dataset]
+        t = meta.tables[tabela]
+        colunas = [t.c[chave]] + ([t.c.EMPRESA_ID] if recorte else [])
+        for linha in conexao.execute(sa.select(*colunas)):
+            ident = chave_de(dataset, {chave: linha[0]})
+            if recorte:
+                alvo = saida.get((str(linha[1]), dataset))
+                if alvo is not None:
+                    alvo.add(ident)
+            else:
+                for escopo in escopos:
+                    saida[(escopo, dataset)].add(ident)
+    return saida
+
+
+class VigiaDeRemocoes:
+    """
+    A regra da `reconciliacao` conferida o tempo todo (o modelo é a `Vigia` de
+    tests/test_reconciliacao.py): uma chave que estava no Contextia numa volta e
+    sumiu dele na seguinte, estando na origem nas leituras das DUAS voltas (antes
+    e depois da leitura do Contextia), foi removida VIVA. Antes de acusar, o
+    Contextia é lido de novo, logo em seguida: a chave que está lá de novo foi
+    uma página lida no meio de uma entrega (contada em `nao_confirmadas`), não
+    uma remoção. A remoção errada que a reconciliação seguinte desfaz (ela
+    reenvia a chave que reaparece) vem segundos depois e continua acusada.
+
+    A origem é lida por uma conexão da própria tortura, protegida do matador de
+    conexões; o Contextia, pelo HTTP da tortura. Uma volta que falhou não é
+    comparada: a próxima recomeça do zero (comparar voltas não vizinhas inventaria
+    remoções que a origem explica).
+
+    `classificar(escopo, dataset, chave)` devolve a desculpa estreita de uma
+    acusação (a chave que a tortura tirou da empresa e devolveu, a que ela
+    apagou e reinseriu) ou None (a remoção viva, que reprova).
+    """
+
+    def __init__(self, contextia, motor, proteger, chaves, escopos, classificar, *,
+                 periodo=3.0):
+        self.contextia = contextia
+        self.motor = motor
+        self.proteger = proteger          # proteger(conexao): fora do matador de conexões
+        self.chaves = chaves              # chaves() -> {escopo: api_key}
+        self.escopos = escopos            # escopos() -> [escopo]: as que a regra aceita
+        self.classificar = classificar
+        self.periodo = periodo
+        self.voltas = 0
+        self.voltas_com_erro = 0
+        self.nao_confirmadas = 0
+        self.removidas_vivas = []         # (escopo, dataset, chave)
+        self.desculpadas = collections.Counter()
+        self.exemplos_desculpados = []
+        self._conexao = None
+        self._parar = threading.Event()
+        self._thread = None
+
+    def _ler_origem(self, escopos):
+        if self._conexao is None:
+            self._conexao = self.motor.connect()
+            self.proteger(self._conexao)
+        try:
+            lido = chaves_da_origem(self._conexao, escopos)
+            self._conexao.commit()
+            return lido
+        except Exception:
+            try:
+                self._conexao.close()
+            except Exception:                         # noqa: BLE001
+                pass
+            self._conexao = None
+            raise
+
+    def _ler_contextia(self, chave, dataset):
+        from tortura_contextia import ErroHttp
+        try:
+            return {chave_de(dataset, r) for r in self.contextia.registros(chave, dataset)}
+        except ErroHttp as erro:
+            if erro.status == 404:                    # dataset ainda não criado
+                return set()
+            raise
+
+    def _uma_volta(self):
+        chaves = self.chaves()
+        escopos = [e for e in self.escopos() if e in chaves]
+        antes = self._ler_origem(escopos)
+        no_contextia = {(e, d): self._ler_contextia(chaves[e], d)
+                        for e in escopos for d in COM_KEY}
+        depois = self._ler_origem(escopos)
+        return chaves, {k: antes[k] & depois[k] for k in no_contextia}, no_contextia
+
+    def _laco(self):
+        anterior = None
+        while not self._parar.wait(self.periodo):
+            try:
+                chaves, na_origem, no_contextia = self._uma_volta()
+            except Exception:                         # noqa: BLE001
+                self.voltas_com_erro += 1
+                anterior = None
+                continue
+            self.voltas += 1
+            if anterior is not None:
+                origem_antes, contextia_antes = anterior
+                for alvo, agora in no_contextia.items():
+                    if alvo not in contextia_antes:
+                        continue
+                    sumiram = (contextia_antes[alvo] - agora) & origem_antes[alvo] \
+                        & na_origem[alvo]
+                    if sumiram:
+                        self._acusar(chaves, alvo, sumiram)
+            anterior = (na_origem, no_contextia)
+
+    def _acusar(self, chaves, alvo, sumiram):
+        escopo, dataset = alvo
+        try:
+            voltou = self._ler_contextia(chaves[escopo], dataset)
+        except Exception:                             # noqa: BLE001
+            voltou = set()
+        for chave in sorted(sumiram):
+            if chave in voltou:
+                # Está lá na releitura de agora: foi a página lida no meio de uma
+                # entrega (o upsert muda a posição do registro), não uma remoção.
+                self.nao_confirmadas += 1
+                continue
+            desculpa = self.classificar(escopo, dataset, chave)
+            if desculpa:
+                self.desculpadas[desculpa] += 1
+                if len(self.exemplos_desculpados) < 8:
+                    self.exemplos_desculpados.append('%s: empresa %s, %s %s'
+                                                     % (desculpa, escopo, dataset, chave))
+            else:
+                self.removidas_vivas.append((escopo, dataset, chave))
+
+    def iniciar(self):
+        self._thread = threading.Thread(target=self._laco, name='vigia-remocoes', daemon=True)
+        self._thread.start()
+
+    def parar(self):
+        self._parar.set()
+        if self._thread:
+            self._thread.join(60)
+        if self._conexao is not None:
+            try:
+                self._conexao.close()
+            except Exception:                         # noqa: BLE001
+                pass
+            self._conexao = None

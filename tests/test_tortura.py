@@ -243,16 +243,14 @@ def test_todo_achado_reprova():
     assert veredito.codigos() == ['ouvinte_saiu_sozinho']
 
 
-@pytest.mark.lento
-@pytest.mark.postgres
-@pytest.mark.timeout(300)
-def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
+def _tortura_curta(tmp_path, *extra):
+    """O modo curto em PostgreSQL: (processo, saída padrão, relatório, números do JSON)."""
     exigir_servidor('postgres')
     saida = tmp_path / 'numeros.json'
     # Processo proprio: a tortura mexe no ambiente (CONTEXTIA_URL) e mata processos.
     processo = subprocess.Popen(
         [sys.executable, os.path.join(BENCH, 'tortura.py'), '--modo=curto', '--banco=postgres',
-         '--semente=4242', '--saida=%s' % saida],
+         '--semente=4242', '--saida=%s' % saida, *extra],
         cwd=RAIZ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # Guarda contra travar, nao cronometro: o tempo do modo curto e medido e
@@ -266,7 +264,14 @@ def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
     assert saida.exists(), relatorio
     dados = json.loads(saida.read_text())
     assert not dados['nao_rodou'], relatorio
-    numeros = dados['resultados'][0]
+    return processo, saida_padrao, relatorio, dados['resultados'][0]
+
+
+@pytest.mark.lento
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
+    processo, saida_padrao, relatorio, numeros = _tortura_curta(tmp_path)
 
     # Todo achado reprova: nenhum motivo, e o veredito e PASSOU.
     assert numeros['motivos'] == [], relatorio
@@ -318,7 +323,29 @@ def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
     assert processo.returncode == 0, relatorio
 
 
-# -- achado da tortura, ABERTO no produto ----------------------------------------
+@pytest.mark.lento
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+def test_tortura_curta_com_reconciliacao_nao_deixa_apagada_nem_remove_viva(tmp_path):
+    processo, saida_padrao, relatorio, numeros = _tortura_curta(
+        tmp_path, '--estrategia=coluna+reconciliacao', '--intervalo-reconciliacao=10')
+    assert numeros['estrategia'] == 'coluna+reconciliacao', relatorio
+    assert numeros['motivos'] == [], relatorio
+    assert numeros['passou'] and 'PASSOU' in saida_padrao, relatorio
+    rec = numeros['reconciliacao']
+    # Com a reconciliacao a exclusao fisica nao e desculpa: nada apagado sobrou...
+    assert rec['apagadas_sobrando'] == 0, relatorio
+    # ...nenhuma linha viva saiu, conferido sem parar (nao so no fim)...
+    assert rec['vivas_removidas'] == 0, relatorio
+    assert rec['voltas'] >= 5, relatorio
+    # ...e houve exclusoes de verdade, removidas pelo ouvinte.
+    assert numeros['mudancas_por_tipo'].get('exclusao', 0) > 0, relatorio
+    assert rec['removidas_total'] > 0, relatorio
+    assert numeros['perdidas'] == 0 and numeros['divergencias_apos_varredura'] == 0, relatorio
+    assert processo.returncode == 0, relatorio
+
+
+# -- achado da tortura, corrigido no produto -------------------------------------
 
 @pytest.fixture
 def ouvinte_sqlite(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
@@ -330,12 +357,6 @@ def ouvinte_sqlite(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contex
 
 
 @pytest.mark.lento
-@pytest.mark.xfail(strict=True, reason=(
-    'achado da tortura (docs/tortura.md, "O que ela já achou"): o salto da marca depois da'
-    ' varredura (CapturaColuna.posicao_atual) e a marca inicial (_primeira_vez) usam o MAX'
-    ' da coluna puxado para agora + TOLERANCIA_FUTURO quando uma linha está no futuro -- a'
-    ' marca vai 300 s para o futuro e o que muda nesse tempo só chega na varredura seguinte.'
-    ' Quando o produto for corrigido, este teste passa e o strict o derruba: tire o xfail.'))
 def test_carimbo_no_futuro_num_dataset_varrido_nao_leva_a_marca_para_o_futuro(ouvinte_sqlite):
     from tests.apoio.ouvinte import DATASET
     o = ouvinte_sqlite
@@ -359,3 +380,26 @@ def test_carimbo_no_futuro_num_dataset_varrido_nao_leva_a_marca_para_o_futuro(ou
     assert marca <= agora + datetime.timedelta(seconds=60), (
         'a marca foi para o futuro da origem: %s (agora %s)' % (marca, agora))
     assert novo in o.no_contextia(e0)
+
+
+@pytest.mark.lento
+def test_carimbo_no_futuro_na_primeira_subida_nao_leva_a_marca_inicial_para_o_futuro(
+        ouvinte_sqlite):
+    # O outro caminho do mesmo achado: a marca inicial (_primeira_vez) parte do
+    # MAX da coluna, e uma linha no futuro já estava lá antes da primeira subida.
+    from tests.apoio.ouvinte import DATASET
+    o = ouvinte_sqlite
+    e0 = o.erp.escopos[0]
+    torto = o.erp.base * 1000 + 1
+    o.erp.executar('UPDATE {TITULOS} SET {ALTERADO_EM} = :a WHERE {ID} = :i',
+                   a='2037-12-01 00:00:00', i=torto)
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0, saida
+    agora = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    marca = datetime.datetime.fromisoformat(o.estado()['marca_agua'][DATASET])
+    assert marca <= agora + datetime.timedelta(seconds=60), (
+        'a marca inicial foi para o futuro da origem: %s (agora %s)' % (marca, agora))
+    novo = o.inserir(e0, (agora - datetime.timedelta(seconds=30)).isoformat(' ', 'seconds'))
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0, saida
+    assert novo in o.no_contextia(e0), saida

@@ -184,6 +184,10 @@ class CapturaColuna:
         """Até onde a marca pode ir agora (hora da origem mais a tolerância); None = sem limite."""
         return self._limite(alvo)
 
+    def marca_do_maximo(self, alvo: DatasetVivo, maximo: Any) -> Any:
+        """A marca que parte do MAX da origem: nunca além da hora da origem agora."""
+        return marca_agua.marca_do_maximo(maximo, self._agora(), self._familia(alvo))
+
     def entregue_ate(self, alvo: DatasetVivo, marca: Any) -> Vistos | None:
         """
         A janela da folga de `marca` dada por entregue, só até `marca`.
@@ -212,7 +216,7 @@ class CapturaColuna:
         recuo = self._ler_relogio()[1]
 
         if marca_agua.primeira_vez(marca, acomp.vazia_no_inicio):
-            return self._primeira_vez(alvo, limite)
+            return self._primeira_vez(alvo)
 
         agora = self._agora()
         marca_valor = marca_agua.comparavel(marca)
@@ -277,7 +281,7 @@ class CapturaColuna:
         """O MAX antes da varredura, e a janela dele: o que a varredura vai entregar."""
         watch = self._watch(alvo)
         maximo = self.origem.maximo(alvo.source_object, watch)
-        limitado = marca_agua.marca_limitada(maximo, self._limite(alvo))
+        limitado = self.marca_do_maximo(alvo, maximo)
         desde = marca_agua.desde(limitado, self.folga)
         janela = self._janela(alvo, (watch, desde)) if desde is not None else []
         return limitado, self._identidades(alvo, janela)
@@ -305,7 +309,7 @@ class CapturaColuna:
         return None
 
     # -- leituras -----------------------------------------------------------------
-    def _primeira_vez(self, alvo: DatasetVivo, limite: Any) -> Leitura:
+    def _primeira_vez(self, alvo: DatasetVivo) -> Leitura:
         """Só fixa o ponto de partida (a carga completa e do conector) e lembra a janela."""
         watch = self._watch(alvo)
         inicial = self.origem.maximo(alvo.source_object, watch)
@@ -315,7 +319,7 @@ class CapturaColuna:
                         alvo.nome)
             self.estado.definir_vistos(alvo.nome, None)
             return Leitura(Situacao.INICIO)
-        inicial = marca_agua.marca_limitada(inicial, limite)
+        inicial = self.marca_do_maximo(alvo, inicial)
         self.estado.definir_marca(alvo.nome, inicial)
         logger.info('%-28s marca inicial = %s (nada enviado; a carga completa e da'
                     ' varredura)', alvo.nome, marca_agua.texto_marca(inicial))

@@ -248,6 +248,27 @@ def marca_limitada(marca: Any, limite: Any) -> Any:
     return marca
 
 
+def marca_do_maximo(maximo: Any, agora_origem: datetime.datetime | None,
+                    familia: str) -> Any:
+    """
+    A marca que parte do MAX da origem (a marca inicial, o salto da varredura,
+    `estado.py marcar DATASET max`): nunca além da hora da origem AGORA.
+
+    O MAX traz a linha com carimbo no futuro, e puxá-lo só até o limite do
+    relógio (agora mais a tolerância) deixaria a marca minutos à frente: o que
+    mudasse na origem nesse tempo ganharia carimbo ABAIXO da marca e só
+    chegaria na varredura seguinte, sem aviso. Parando em agora, a leitura
+    seguinte (`> agora - folga`) vê tudo o que mudar depois; a linha do futuro
+    está na janela lida junto (dada por entregue) e segue pelo caminho de
+    sempre: entregue se mudar, sem subir a marca. Coluna de DIA: hoje na
+    origem. Número, ou sem relógio: o MAX como veio.
+    """
+    if agora_origem is None or familia not in ('datetime', 'date'):
+        return maximo
+    presente = agora_origem.date() if familia == 'date' else agora_origem
+    return presente if acima(maximo, presente) else maximo
+
+
 def recuo_do_relogio(maior_visto: datetime.datetime | None,
                      agora_origem: datetime.datetime) -> float:
     """

@@ -410,8 +410,8 @@ class Origem:
                 break
         else:
             raise ErroOrigem(
-                'source_object %s não encontrado na origem %s (nem em maiusculas/'
-                'minusculas), ou este login nao tem SELECT nele. Confira o nome no'
+                'source_object %s não encontrado na origem %s (nem em maiúsculas/'
+                'minúsculas), ou este login não tem SELECT nele. Confira o nome no'
                 ' mapeamento e o GRANT (docs/origem.md).%s'
                 % (source_object, self.descricao, ultimo_erro))
         colunas: list[ColumnClause[Any]] = []

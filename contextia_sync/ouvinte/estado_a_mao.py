@@ -330,7 +330,7 @@ class MudancaMarca:
         linhas = []
         if self.puxada is not None:
             linhas.append('o MAX de %s na origem (%s) está no futuro da origem: a marca fica'
-                          ' em %s (a hora da origem mais a tolerância), como o ouvinte faria.'
+                          ' em %s (a hora da origem agora), como o ouvinte faria.'
                           % (self.coluna, self.puxada[0], self.puxada[1]))
         if self.sentido == 'igual':
             linhas.append('a marca de água de %s já é %s: nada muda.' % (nome, depois))
@@ -373,7 +373,7 @@ def planejar_marca(captura: CapturaColuna, estado: Estado, alvo: DatasetVivo,
     O que `marcar DATASET pedido` faria, lido da origem (nada gravado).
 
     `pedido` e `max` (o MAX da coluna de mudança agora, puxado para a hora da
-    origem se estiver no futuro -- o que o ouvinte faria) ou um valor,
+    origem agora se estiver no futuro -- o que o ouvinte faria) ou um valor,
     conferido contra o tipo da coluna e recusado se está no futuro da origem.
     """
     origem = captura.origem
@@ -389,7 +389,7 @@ def planejar_marca(captura: CapturaColuna, estado: Estado, alvo: DatasetVivo,
                 'Com a marca vazia o ouvinte a fixa sozinho na primeira linha que aparecer;'
                 ' ou dê um valor: estado.py marcar %s VALOR.'
                 % (alvo.nome, alvo.source_object, watch, alvo.nome))
-        valor = marca_agua.marca_limitada(bruto, limite)
+        valor = captura.marca_do_maximo(alvo, bruto)
         if valor is not bruto:
             puxada = (_texto(bruto), _texto(valor))
     else:

@@ -234,7 +234,7 @@ def criar(banco):
             ex('INSERT INTO address (address_id, address, district, phone, last_update)'
                ' VALUES (:i, :a, :d, :f, :u)',
                {'i': n, 'a': 'Rua %d' % n, 'd': 'Centro', 'f': '5511', 'u': QUANDO})
-    preferencias = ', preferências' if tipo == 'postgres' else ''
+    preferencias = ', preferencias' if tipo == 'postgres' else ''
     valor_pref = ", CAST('{\"idioma\": \"pt\"}' AS jsonb)" if tipo == 'postgres' else ''
     for n in range(1, 9):
         ex('INSERT INTO customer (customer_id, store_id, first_name, last_name, email,'
