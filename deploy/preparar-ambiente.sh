@@ -5,7 +5,7 @@
 #
 #   (nada)           produção: o SDK e o requirements.txt, mais nada (sem pytest, sem shellcheck)
 #   --local          mais o Contextia local (FastAPI, uvicorn): o `make demo`
-#   --dev            mais o Contextia local, testes, lint e tipos: o `make test`
+#   --dev            mais o Contextia local, testes, lint e tipos e o mysqlclient: o `make test`
 #   --wheels DIR     sem internet: instala só do wheelhouse DIR (pip --no-index --find-links DIR)
 #   --usuario NOME   o usuário do serviço, que tem de conseguir rodar o .venv (padrão contextia)
 #   --atualizar-pip  atualiza o pip do .venv antes (por padrão fica o que o venv trouxe)
@@ -154,6 +154,13 @@ interpretador="$(cd "$(dirname "$interpretador")" && pwd)/$(basename "$interpret
 faltam=()
 "$python" -c 'import venv, ensurepip' 2>/dev/null || faltam+=(python3-venv)
 ldconfig -p 2>/dev/null | grep -q 'libodbc.so.2' || faltam+=(unixodbc)
+# O [dev] compila o mysqlclient (a suite roda o adaptador com os dois drivers do
+# MariaDB): precisa dos cabecalhos da libmariadb e do pkg-config.
+if [ "$extra" = dev ]; then
+    command -v pkg-config >/dev/null || faltam+=(pkg-config)
+    pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null \
+        || faltam+=(libmariadb-dev)
+fi
 if [ "${#faltam[@]}" -gt 0 ]; then
     if [ -z "$wheels" ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
         echo "instalando pacotes do sistema: ${faltam[*]}"
