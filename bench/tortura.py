@@ -583,11 +583,19 @@ class Tortura:
                 'janela_ja_passou': self._janela_ja_passou(carimbo)})
 
     def _janela_ja_passou(self, carimbo):
-        """A marca gravada pelo ouvinte já passou de carimbo + folga?"""
+        """
+        A marca gravada pelo ouvinte já passou de carimbo + folga + passo do relógio?
+
+        O passo conta porque o relógio que volta alarga a leitura em até esse
+        tanto (a folga MAIS o recuo, `captura/coluna.py`): uma transação comitada
+        com a marca só além da folga ainda seria pega pelo ao-vivo se o passo do
+        relógio caísse logo depois, e nada teria sido demonstrado.
+        """
         _, estado = self.ouvinte.estado()
         marca = _data(((estado or {}).get('marca_agua') or {}).get('titulos'))
+        alcance = self.cfg['folga'] + self.cfg['passo_relogio']
         return bool(marca and carimbo and
-                    marca - datetime.timedelta(seconds=self.cfg['folga']) > carimbo)
+                    marca - datetime.timedelta(seconds=alcance) > carimbo)
 
     def atraso_alem_da_folga(self):
         # Duas folgas e alguns ciclos: a marca gravada no estado pode estar uns
