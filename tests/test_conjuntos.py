@@ -132,3 +132,49 @@ def test_origem_fora_de_ordem_ou_repetida_e_recusada_no_meio():
     with pytest.raises(ErroConjunto):
         list(conjuntos.comparar([], [datetime.datetime(2026, 1, 1), datetime.datetime(
             2026, 1, 2, tzinfo=datetime.timezone.utc)], Contagem()))
+
+
+# ---------------------------------------------------------------------------
+# o diario da coluna
+# ---------------------------------------------------------------------------
+
+def test_diario_volta_em_ordem_sem_repetidas_e_ignora_a_linha_pela_metade(tmp_path):
+    diario = conjuntos.caminho_diario(str(tmp_path), 'titulos', '297')
+    conjuntos.anotar_diario(diario, IDENTIDADE, '297', [9, 3, 'x', 3])
+    conjuntos.anotar_diario(diario, IDENTIDADE, '297', [1, 9])
+    with open(diario, 'a', encoding='utf-8') as saida:
+        saida.write('i77')                      # kill -9 no meio do write
+    assert conjuntos.ler_diario(diario, IDENTIDADE, '297') == [1, 3, 9, 'x']
+    # Outra identidade (a `key` mudou): largado inteiro, nunca vira remocao.
+    outra = Identidade('titulos', 'V_TITULOS', 'OUTRO_ID', 'EMPRESA_ID')
+    assert conjuntos.ler_diario(diario, outra, '297') == []
+    assert conjuntos.ler_diario(diario + '-nenhum', IDENTIDADE, '297') == []
+    # O diario nao e um conjunto guardado.
+    assert conjuntos.existentes(str(tmp_path), 'titulos') == {}
+
+
+def test_tomar_o_diario_soma_ao_dobrando_que_sobrou_de_um_crash(tmp_path):
+    pasta = str(tmp_path)
+    diario = conjuntos.caminho_diario(pasta, 'titulos', '297')
+    assert conjuntos.tomar_diario(pasta, 'titulos', '297') is None
+    conjuntos.anotar_diario(diario, IDENTIDADE, '297', [5, 1])
+    tomado = conjuntos.tomar_diario(pasta, 'titulos', '297')
+    assert tomado and not os.path.exists(diario)
+    # A coluna segue anotando; o dobrando (crash antes de somar) continua valendo.
+    conjuntos.anotar_diario(diario, IDENTIDADE, '297', [3])
+    assert conjuntos.tomar_diario(pasta, 'titulos', '297') == tomado
+    assert conjuntos.ler_diario(tomado, IDENTIDADE, '297') == [1, 3, 5]
+    assert not os.path.exists(diario)
+
+
+def test_juntar_o_conjunto_e_o_diario_conta_so_o_que_faltava():
+    contador = [0]
+    juntas = list(conjuntos.juntar(iter([1, 4, 6]), [0, 4, 5, 9], contador))
+    assert juntas == [0, 1, 4, 5, 6, 9] and contador == [3]
+    contador = [0]
+    assert list(conjuntos.juntar(iter([1, 2]), [1, 2], contador)) == [1, 2]
+    assert contador == [0]
+    # Juntas seguem a regra de ordem: a comparacao as aceita como o conjunto entregue.
+    diferenca = list(conjuntos.comparar(conjuntos.juntar(iter([1, 4]), [2]), iter([1, 4]),
+                                        Contagem()))
+    assert diferenca == [('-', 2)]

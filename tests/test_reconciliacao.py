@@ -417,6 +417,39 @@ def test_empresa_nova_ganha_o_conjunto_da_carga_inicial(novo):
         base + n for n in range(4)}
 
 
+@pytest.mark.parametrize('tipo', BANCOS[:2])
+def test_linha_entregue_pela_coluna_e_apagada_antes_da_reconciliacao_sai_nela(novo, tipo):
+    """
+    A chave que a `coluna` entregou DEPOIS da última leitura do conjunto e que foi
+    apagada ANTES da seguinte: o conjunto guardado não a tem, e só o diário da
+    coluna (conjuntos.anotar_diario) a põe na comparação. Sem ele, ela ficaria no
+    Contextia até a varredura.
+    """
+    o = novo(tipo)
+    e0 = o.erp.escopos[0]
+    carregar(o)
+    nova = max(ids_na_origem(o, e0)) + 1000
+    agora = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - 2))
+    o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Entre duas leituras', '1.00',"
+                   " '2026-10-01', :a)", i=nova, e=int(e0), a=agora)
+    # So a coluna: a reconciliacao nao venceu (uma hora de intervalo).
+    codigo, saida = o.rodar('--once', COMBINADA, '--intervalo-reconciliacao=3600')
+    assert codigo == 0, saida
+    assert 'reconciliação:' not in saida, saida
+    assert nova in ids(o, e0), saida
+    diario = os.path.join(o.estado_dir, 'conjuntos', DATASET, 'e-%s.chaves.diario' % e0)
+    assert os.path.exists(diario), os.listdir(os.path.dirname(diario))
+    o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=nova)
+    saida = once(o)
+    assert nova not in ids(o, e0), saida
+    assert ids(o, e0) == ids_na_origem(o, e0), saida
+    # O conjunto somou o diario (e ja sem a removida); o diario saiu.
+    assert not os.path.exists(diario) and not os.path.exists(diario + '.dobrando')
+    # Nada de novo: a proxima reconciliacao nao remove nem reenvia nada.
+    saida = once(o)
+    assert 'a remover' not in saida, saida
+
+
 # ---------------------------------------------------------------------------
 # as recusas que ensinam
 # ---------------------------------------------------------------------------

@@ -326,11 +326,6 @@ def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
 @pytest.mark.lento
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(strict=False, reason=(
-    'ACHADO ABERTO (issue 17): com coluna+reconciliacao, a chave que a coluna entregou'
-    ' DEPOIS da ultima leitura do conjunto e foi apagada antes da seguinte nao esta no'
-    ' conjunto entregue, e a diferenca nao a remove (fica ate a varredura). O conjunto'
-    ' entregue tem de incluir o que a coluna entregou.'))
 def test_tortura_curta_com_reconciliacao_nao_deixa_apagada_nem_remove_viva(tmp_path):
     processo, saida_padrao, relatorio, numeros = _tortura_curta(
         tmp_path, '--estrategia=coluna+reconciliacao', '--intervalo-reconciliacao=10')

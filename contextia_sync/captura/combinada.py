@@ -17,6 +17,11 @@ coluna, lida por último).
 
 Uma falha da reconciliacao (a leitura das chaves caiu no meio) não para a
 coluna: fica no status da reconciliacao do dataset, e a coluna segue.
+
+O que a coluna entrega vai também para o diário da empresa
+(`reconciliacao.anotar_entregues`): a próxima comparação usa o conjunto MAIS o
+diário, e a linha entregue pela coluna entre duas leituras do conjunto e
+apagada antes da segunda sai na reconciliação, não só na varredura.
 """
 
 from __future__ import annotations
@@ -82,9 +87,14 @@ class CapturaCombinada:
                 self.reconciliacao.confirmar(alvo, leitura)
             else:
                 self.coluna.confirmar(alvo, leitura)
+                if alvo.reconcilia and leitura.situacao is Situacao.MUDANCAS:
+                    self.reconciliacao.anotar_entregues(alvo, leitura.upserts)
             return
         if juntas.coluna is not None and juntas.coluna.situacao is Situacao.MUDANCAS:
             self.coluna.confirmar(alvo, juntas.coluna)
+            # Antes do confirmar da reconciliacao: o conjunto que ela regrava agora
+            # ja nao inclui este diario (tomado na leitura), que fica para a proxima.
+            self.reconciliacao.anotar_entregues(alvo, juntas.coluna.upserts)
         if juntas.reconciliacao is not None \
                 and juntas.reconciliacao.situacao is Situacao.MUDANCAS:
             # As remocoes que o ciclo de fato entregou (ele tira as que falharam).

@@ -38,6 +38,12 @@ FORMATO = 'contextia-conjunto 1'
 _CABECALHO = '#' + FORMATO + ' '
 _FIM = '#fim '
 _SUFIXO = '.chaves'
+# O diario ao lado de cada conjunto: as chaves que a `coluna` entregou desde a
+# ultima reconciliacao (acrescentadas, fora de ordem). Dobrando = o que a
+# reconciliacao esta somando ao conjunto agora (renomeado antes, para o que a
+# coluna acrescentar enquanto isso cair num diario novo).
+_DIARIO = '.diario'
+_DOBRANDO = '.dobrando'
 _PREFIXO_EMPRESA = 'e-'
 _TODAS = 'todas' + _SUFIXO
 
@@ -162,6 +168,11 @@ def caminho(pasta: str, dataset: str, escopo: str | None) -> str:
     """O arquivo do conjunto de `dataset` na empresa `escopo` (None: sem recorte)."""
     nome = _TODAS if escopo is None else _PREFIXO_EMPRESA + quote(escopo, safe='') + _SUFIXO
     return os.path.join(pasta_do_dataset(pasta, dataset), nome)
+
+
+def caminho_diario(pasta: str, dataset: str, escopo: str | None) -> str:
+    """O diário das chaves entregues pela `coluna` ao lado do conjunto de `escopo`."""
+    return caminho(pasta, dataset, escopo) + _DIARIO
 
 
 def existentes(pasta: str, dataset: str) -> dict[str | None, str]:
@@ -389,3 +400,105 @@ def aplicar(anteriores: Iterable[Any], incluidas: Iterable[Any],
         if not fora or codificar(valor) not in fora:
             yield valor
     yield from extras[i:]
+
+
+# ---------------------------------------------------------------- o diario da coluna
+def anotar_diario(arquivo: str, identidade: Identidade, escopo: str | None,
+                  valores: Iterable[Any]) -> None:
+    """
+    Acrescenta ao diário as chaves que a `coluna` acabou de entregar.
+
+    Sem fsync de propósito: um diário perdido num crash só devolve o caso
+    antigo (a chave apagada antes da próxima leitura sai na varredura), e o
+    ciclo da coluna não paga um sync por lote. Linha pela metade no fim (kill
+    -9 no meio do write) é ignorada na leitura.
+    """
+    linhas = [codificar(v) + '\n' for v in valores]
+    if not linhas:
+        return
+    os.makedirs(os.path.dirname(arquivo), exist_ok=True)
+    with open(arquivo, 'a', encoding='utf-8', newline='\n') as saida:
+        if saida.tell() == 0:
+            saida.write(identidade.cabecalho(escopo))
+        saida.write(''.join(linhas))
+
+
+def ler_diario(arquivo: str, identidade: Identidade, escopo: str | None) -> list[Any]:
+    """
+    As chaves de um diário, em ordem e sem repetidas ([] sem diário).
+
+    Diário de outra identidade (a `key` ou a view mudaram) é largado inteiro:
+    chave de outra coluna no conjunto viraria remoção errada.
+    """
+    try:
+        entrada = open(arquivo, encoding='utf-8', newline='\n')
+    except FileNotFoundError:
+        return []
+    with entrada:
+        if entrada.readline() != identidade.cabecalho(escopo):
+            return []
+        vistos: dict[str, Any] = {}
+        for linha in entrada:
+            if not linha.endswith('\n'):
+                break                       # a ultima, pela metade
+            codigo = linha[:-1]
+            if codigo not in vistos:
+                try:
+                    vistos[codigo] = decodificar(codigo)
+                except ErroConjunto:
+                    continue
+    return sorted(vistos.values(), key=ordem)
+
+
+def tomar_diario(pasta: str, dataset: str, escopo: str | None) -> str | None:
+    """
+    O diário passa a `dobrando` (o que a reconciliação soma agora); None sem nenhum.
+
+    Um `dobrando` de antes (crash no meio de uma soma) continua valendo: o
+    diário de agora é acrescentado a ele.
+    """
+    diario = caminho_diario(pasta, dataset, escopo)
+    dobrando = diario + _DOBRANDO
+    if not os.path.exists(dobrando):
+        try:
+            os.replace(diario, dobrando)
+        except FileNotFoundError:
+            return None
+        return dobrando
+    try:
+        with open(diario, encoding='utf-8', newline='\n') as entrada:
+            entrada.readline()              # o cabecalho: o do dobrando ja vale
+            resto = entrada.read()
+    except FileNotFoundError:
+        return dobrando
+    with open(dobrando, 'a', encoding='utf-8', newline='\n') as saida:
+        saida.write(resto[:resto.rfind('\n') + 1])
+    os.unlink(diario)
+    return dobrando
+
+
+def juntar(guardadas: Iterable[Any], do_diario: list[Any],
+           contador: list[int] | None = None) -> Iterator[Any]:
+    """
+    O conjunto guardado mais as chaves do diário, em ordem e sem repetidas.
+
+    `contador[0]` soma as chaves que só o diário tinha: zero quer dizer que o
+    conjunto no disco já as tinha todas, e não precisa ser regravado.
+    """
+    fim = object()
+    extras = iter(do_diario)
+    extra: Any = next(extras, fim)
+    for valor in guardadas:
+        while extra is not fim and _antes(extra, valor):
+            if contador is not None:
+                contador[0] += 1
+            yield extra
+            extra = next(extras, fim)
+        if extra is not fim and _iguais(extra, valor):
+            extra = next(extras, fim)
+        yield valor
+    while extra is not fim:
+        if contador is not None:
+            contador[0] += 1
+        yield extra
+        extra = next(extras, fim)

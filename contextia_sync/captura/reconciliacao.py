@@ -81,13 +81,25 @@ class _Empresa:
     removidas_total: int = 0                                # todas que a leitura viu
     incluidas_total: int = 0
     recusa: str | None = None
+    torto: bool = False          # o conjunto guardado nao servia: apagado, recomeca
+
+
+@dataclass
+class _Diario:
+    """As chaves que a `coluna` entregou a uma empresa desde a última reconciliação."""
+
+    arquivo: str                 # o `dobrando`: sai quando o conjunto as tiver
+    chaves: list[Any]
+    so_nele: list[int]           # [n]: quantas o conjunto no disco ainda não tem
 
 
 @dataclass
 class _Plano:
-    """O que `confirmar` grava: as inclusões entregues, por empresa (None: sem recorte)."""
+    """O que `confirmar` grava: as inclusões entregues, por empresa (None: sem recorte),
+    e os diários que o conjunto novo soma."""
 
     incluidas: dict[str | None, list[Any]]
+    diarios: dict[str | None, _Diario] = field(default_factory=dict)
 
 
 class _Grupos:
@@ -231,16 +243,48 @@ class CapturaReconciliacao:
         if leitura.remocoes:
             removidas[None] = list(leitura.remocoes)
         total_removidas = total_incluidas = 0
-        for escopo in sorted(set(removidas) | set(plano.incluidas), key=lambda e: e or ''):
+        for escopo in sorted(set(removidas) | set(plano.incluidas) | set(plano.diarios),
+                             key=lambda e: e or ''):
             saem, entram = removidas.get(escopo, []), plano.incluidas.get(escopo, [])
+            diario = plano.diarios.get(escopo)
             if not saem and not entram:
+                if diario is not None:
+                    self._somar_diario(identidade, escopo, diario)
                 continue
-            if self._regravar(identidade, escopo, entram, saem):
+            if self._regravar(identidade, escopo, entram, saem, diario):
                 total_removidas += len(saem)
                 total_incluidas += len(entram)
         r.removidas, r.incluidas = total_removidas, total_incluidas
         r.removidas_total += total_removidas
         r.incluidas_total += total_incluidas
+
+    def anotar_entregues(self, alvo: DatasetVivo, linhas: Iterable[dict[str, Any]]) -> None:
+        """
+        As chaves que a `coluna` entregou, no diário de cada empresa.
+
+        Sem isto, a linha entregue pela coluna DEPOIS da última leitura do
+        conjunto e apagada ANTES da próxima não estaria em conjunto nenhum: a
+        diferença não a veria, e ela só sairia na varredura. A próxima
+        reconciliação compara a origem com o conjunto MAIS o diário.
+        """
+        if alvo.chave is None or self.opcoes.seco:
+            return
+        por_escopo: dict[str | None, list[Any]] = {}
+        for linha in linhas:
+            valor = linha.get(alvo.chave)
+            if valor is None:
+                continue
+            escopo = texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None
+            por_escopo.setdefault(escopo, []).append(valor)
+        identidade = self._identidade(alvo)
+        for escopo, valores in por_escopo.items():
+            arquivo = conjuntos.caminho_diario(self.opcoes.pasta, alvo.nome, escopo)
+            try:
+                conjuntos.anotar_diario(arquivo, identidade, escopo, valores)
+            except (ErroConjunto, OSError) as erro:
+                logger.warning('%-28s reconciliação: o diário de %s não foi gravado (%s): uma'
+                               ' dessas chaves apagada antes da próxima leitura só sai na'
+                               ' varredura', alvo.nome, escopo or 'todas as empresas', erro)
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002 - o protocolo
         """Nada a saltar: o conjunto renasce pela carga (`antes_da_carga`)."""
@@ -301,6 +345,7 @@ class CapturaReconciliacao:
                      if (e is not None) == com_escopo}
         empresas: list[_Empresa] = []
         novas: list[tuple[str | None, _Gravacao, int]] = []
+        diarios: dict[str | None, _Diario] = {}
         vagas = [self.maximo, self.maximo]          # remocoes, inclusoes nesta vez
         atuais = 0
         try:
@@ -312,7 +357,7 @@ class CapturaReconciliacao:
                     collections.deque(conjuntos.em_ordem(chaves, 'a origem'), maxlen=0)
                     continue
                 arquivo = guardados.pop(texto, None)
-                anteriores = self._anteriores(identidade, texto, arquivo)
+                anteriores = self._anteriores(identidade, texto, arquivo, diarios)
                 if anteriores is None:
                     gravacao = self._gravar(identidade, texto, chaves)
                     novas.append((texto, gravacao, gravacao.quantas))
@@ -325,35 +370,70 @@ class CapturaReconciliacao:
             for texto, arquivo in sorted(guardados.items(), key=lambda item: item[0] or ''):
                 if com_escopo and (texto not in elegiveis or texto in pendentes):
                     continue
-                anteriores = self._anteriores(identidade, texto, arquivo)
+                anteriores = self._anteriores(identidade, texto, arquivo, diarios)
                 if anteriores is not None:
                     empresas.append(self._comparar(alvo, texto, anteriores, iter(()), vagas))
         except BaseException:
             for _, gravacao, _ in novas:
                 gravacao.desistir()
             raise
-        # A leitura foi ate o fim e em ordem: os conjuntos novos valem.
+        # A leitura foi ate o fim e em ordem: os conjuntos novos valem. O diario de
+        # uma empresa que recomeca da origem sai: o conjunto de agora ja tem as
+        # chaves vivas dele (e o que saiu antes disto sai na varredura).
         for texto, gravacao, quantas in novas:
             gravacao.trocar()
+            if not self.opcoes.seco:
+                tomado = conjuntos.tomar_diario(self.opcoes.pasta, alvo.nome, texto)
+                if tomado:
+                    _apagar(tomado)
             logger.info('%-28s reconciliação: conjunto inicial de %s com %s chave(s) -- nada'
                         ' removido (o que saiu antes disto sai na varredura)', alvo.nome,
                         texto or 'todas as empresas', quantas)
         self._anotar_recusas(alvo, r, empresas)
         r.chaves, r.empresas = atuais, len(empresas) + len(novas)
-        return self._leitura(alvo, empresas, atuais)
+        # Conjunto guardado torto (apagado em _comparar): o diario dele tambem sai.
+        for empresa in empresas:
+            if empresa.torto and empresa.escopo in diarios:
+                _apagar(diarios.pop(empresa.escopo).arquivo)
+        leitura = self._leitura(alvo, empresas, atuais)
+        plano = leitura.privado
+        assert isinstance(plano, _Plano)
+        if leitura.situacao is Situacao.NADA:
+            # Sem `confirmar` a seguir: o conjunto soma o diario agora.
+            for escopo, diario in diarios.items():
+                self._somar_diario(identidade, escopo, diario)
+        else:
+            plano.diarios = diarios
+        return leitura
 
     def _anteriores(self, identidade: Identidade, escopo: str | None,
-                    arquivo: str | None) -> Iterator[Any] | None:
-        """O conjunto entregue desta empresa, ou None (nenhum, ou de outra identidade)."""
+                    arquivo: str | None, diarios: dict[str | None, _Diario],
+                    ) -> Iterator[Any] | None:
+        """
+        O conjunto entregue desta empresa -- o guardado mais o diário da coluna --
+        ou None (nenhum, ou de outra identidade).
+        """
         if arquivo is None:
             return None
         try:
-            return conjuntos.abrir_arquivo(arquivo, identidade, escopo)
+            guardadas = conjuntos.abrir_arquivo(arquivo, identidade, escopo)
         except (ErroConjunto, OSError, UnicodeDecodeError) as erro:
             logger.warning('%-28s reconciliação: o conjunto guardado de %s não serve (%s):'
                            ' recomeçado da origem de agora, sem remover nada',
                            identidade.dataset, escopo or 'todas as empresas', erro)
             return None
+        if self.opcoes.seco:
+            # O seco nao mexe no disco: le o diario sem toma-lo.
+            chaves = conjuntos.ler_diario(
+                conjuntos.caminho_diario(self.opcoes.pasta, identidade.dataset, escopo),
+                identidade, escopo)
+            return conjuntos.juntar(guardadas, chaves)
+        tomado = conjuntos.tomar_diario(self.opcoes.pasta, identidade.dataset, escopo)
+        if tomado is None:
+            return guardadas
+        diario = _Diario(tomado, conjuntos.ler_diario(tomado, identidade, escopo), [0])
+        diarios[escopo] = diario
+        return conjuntos.juntar(guardadas, diario.chaves, diario.so_nele)
 
     def _gravar(self, identidade: Identidade, escopo: str | None,
                 chaves: Iterable[Any]) -> _Gravacao:
@@ -398,7 +478,7 @@ class CapturaReconciliacao:
             vagas[0] += len(empresa.removidas)
             vagas[1] += len(empresa.incluidas)
             _apagar(conjuntos.caminho(self.opcoes.pasta, alvo.nome, escopo))
-            return _Empresa(escopo)
+            return _Empresa(escopo, torto=True)
         empresa.anteriores, empresa.atuais = contagem.anteriores, contagem.atuais
         teto = self.opcoes.max_remocao
         if empresa.anteriores and empresa.removidas_total > teto * empresa.anteriores:
@@ -514,12 +594,23 @@ class CapturaReconciliacao:
                 entregues.setdefault(par[0], []).append(pedidas[par])
         return linhas, entregues
 
+    def _somar_diario(self, identidade: Identidade, escopo: str | None,
+                      diario: _Diario) -> None:
+        """O conjunto no disco passa a ter as chaves do diário (regravado só se faltava alguma)."""
+        if not diario.so_nele[0] or self._regravar(identidade, escopo, [], [], diario):
+            _apagar(diario.arquivo)
+
     def _regravar(self, identidade: Identidade, escopo: str | None, entram: list[Any],
-                  saem: list[Any]) -> bool:
-        """O conjunto entregue novo desta empresa no disco; False se não deu (fica o velho)."""
+                  saem: list[Any], diario: _Diario | None = None) -> bool:
+        """
+        O conjunto entregue novo desta empresa no disco (o guardado, mais o diário,
+        menos `saem`, mais `entram`); False se não deu (fica o velho, e o diário).
+        """
         arquivo = conjuntos.caminho(self.opcoes.pasta, identidade.dataset, escopo)
         try:
-            anteriores = conjuntos.abrir_arquivo(arquivo, identidade, escopo)
+            anteriores: Iterable[Any] = conjuntos.abrir_arquivo(arquivo, identidade, escopo)
+            if diario is not None:
+                anteriores = conjuntos.juntar(anteriores, diario.chaves)
             gravacao = _Gravacao(arquivo, self.opcoes.seco)
             try:
                 for texto in conjuntos.linhas_do_arquivo(
@@ -530,6 +621,8 @@ class CapturaReconciliacao:
                 gravacao.desistir()
                 raise
             gravacao.trocar()
+            if diario is not None:
+                _apagar(diario.arquivo)
         except (ErroConjunto, OSError, UnicodeDecodeError) as erro:
             # Fica o conjunto velho: a proxima reconciliacao ve as mesmas diferencas de
             # novo e as reenvia (remover o ja removido, reenviar o ja enviado: inofensivo).
