@@ -36,6 +36,7 @@ import datetime
 import json
 import os
 import time
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -53,10 +54,39 @@ PASTA_SPOOL = 'spool'
 _ERRO_POSICAO_APAGADA = 1236          # ER_MASTER_FATAL_ERROR_READING_BINLOG
 _EVENTOS_POR_BOMBA = 20000            # um ciclo não fica preso num log enorme
 _INTERVALO_BOMBA = 0.2                # segundos: uma bomba serve a todos os datasets
+_MUDANCAS_POR_LOTE = 20000            # o lote vai ao spool antes de crescer mais
+_IDADE_DO_LOTE = 0.2                  # segundos: nem o lote espera mais que isto
+_BATIMENTO = 0.25                     # segundos sem nada no log até o servidor avisar
 
 
 class ErroBinlog(ErroConfiguracao):
     """A origem não serve para a estratégia `binlog` (o DBA precisa mudar algo)."""
+
+
+@dataclass
+class _Lote:
+    """As transações lidas do log e ainda não postas no spool (e a que está aberta)."""
+
+    mudancas: list[Mudanca] = field(default_factory=list)
+    fechadas: list[tuple[str, int]] = field(default_factory=list)   # (gtid, mudanças até ela)
+    pendente: list[Mudanca] = field(default_factory=list)
+    transacao: str | None = None
+    pular: bool = False               # já no spool: o leitor repassou o log
+    desde: float = 0.0                # quando a primeira transação fechada entrou
+
+    def abrir(self, gtid: str, pular: bool) -> None:
+        self.transacao, self.pular, self.pendente = gtid, pular, []
+
+    def fechar(self) -> None:
+        if self.transacao is not None and not self.pular:
+            if not self.fechadas:
+                self.desde = time.monotonic()
+            self.mudancas.extend(self.pendente)
+            self.fechadas.append((self.transacao, len(self.mudancas)))
+        self.transacao, self.pendente = None, []
+
+    def esvaziar(self) -> None:
+        self.mudancas, self.fechadas = [], []
 
 
 def _tabela(nome: str, banco: str) -> tuple[str, str]:
@@ -90,6 +120,7 @@ class CapturaBinlog:
         self._tabelas: dict[tuple[str, str], list[DatasetVivo]] = {}
         self._bombeado = 0.0
         self.atraso_s: float | None = None
+        self._ultimo_ts = 0.0
         self.pausada: str | None = None
         self._posicao = self._ler_posicao()
 
@@ -251,64 +282,125 @@ class CapturaBinlog:
                 return
             raise
 
-    def _ler_log(self) -> None:
+    def _novo_leitor(self, bloqueante: bool) -> Any:
         from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import MariadbGtidEvent
+        from pymysqlreplication.event import (
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            XidEvent,
+        )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
-        leitor = BinLogStreamReader(
+        return BinLogStreamReader(
             connection_settings=dict(self.conexao), server_id=self.server_id,
-            blocking=False, is_mariadb=True, auto_position=self.gtid or None,
-            only_events=[MariadbGtidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+            blocking=bloqueante, is_mariadb=True, auto_position=self.gtid or None,
+            # O batimento: o servidor manda um evento a cada tanto sem nada no log,
+            # e o leitor bloqueante volta (o prazo da espera, o SIGTERM).
+            slave_heartbeat=_BATIMENTO if bloqueante else None,
+            only_events=[MariadbGtidEvent, XidEvent, QueryEvent, HeartbeatLogEvent,
+                         WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
             only_schemas=sorted({esquema for esquema, _ in self._tabelas}))
-        pendente: list[Mudanca] = []
-        transacao: str | None = None
-        ultimo_ts = 0.0
-        eventos = 0
-        mudou = False
+
+    def _ler_log(self) -> None:
+        """Do GTID guardado até o fim do que já foi escrito (sem bloquear)."""
+        leitor = self._novo_leitor(bloqueante=False)
         try:
-            for evento in leitor:
-                eventos += 1
+            self._consumir(iter(leitor), _Lote(), prazo=None)
+        finally:
+            leitor.close()
+
+    def _consumir(self, eventos: Any, lote: _Lote, prazo: float | None) -> int:
+        """
+        Lê eventos até o fim do log (`prazo` None) ou até o prazo (monotônico);
+        devolve quantas mudanças foram ao spool. `lote` guarda a transação
+        aberta entre duas chamadas com o mesmo leitor (o bloqueante).
+
+        As transações fechadas (o COMMIT no log) se juntam no lote; o lote vai
+        ao spool de uma vez (um arquivo por dataset e empresa) e só então a
+        posição avança até a última transação dele. Vai ao spool no fim, no
+        batimento (o log parou), no prazo, quando passa de `_MUDANCAS_POR_LOTE`
+        ou de `_IDADE_DO_LOTE` segundos. Spool cheio: a posição fica na última
+        transação que entrou inteira, `pausada` diz por quê.
+        """
+        from pymysqlreplication.event import (
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            XidEvent,
+        )
+        from pymysqlreplication.row_event import DeleteRowsEvent, WriteRowsEvent
+        guardadas = 0
+        lidos = 0
+        evento: Any = None
+        try:
+            while True:
+                evento = next(eventos, None)
+                if evento is None:
+                    break
+                lidos += 1
                 if isinstance(evento, MariadbGtidEvent):
-                    # Um GTID novo fecha a transação anterior (o log a escreveu
-                    # inteira no commit): ela vai ao spool, e só então a posição.
-                    if transacao is not None:
-                        self._guardar(pendente, transacao)
-                        mudou = True
-                    pendente, transacao = [], str(evento.gtid)
-                    ultimo_ts = float(evento.timestamp)
-                    if eventos >= _EVENTOS_POR_BOMBA:
-                        break
-                    continue
-                alvos = self._tabelas.get((str(evento.schema).lower(),
-                                           str(evento.table).lower()))
-                if not alvos:
-                    continue
-                for linha in evento.rows:
-                    imagens = [linha[k] for k in ('before_values', 'after_values', 'values')
-                               if k in linha]
+                    lote.fechar()               # um GTID novo fecha o anterior
+                    if prazo is None and lidos >= _EVENTOS_POR_BOMBA:
+                        break                   # esta transacao fica para a proxima
+                    lote.abrir(str(evento.gtid), self._ja_guardada(str(evento.gtid)))
+                    self._ultimo_ts = float(evento.timestamp)
+                elif isinstance(evento, XidEvent) or (
+                        isinstance(evento, QueryEvent)
+                        and str(evento.query).strip().upper() == 'COMMIT'):
+                    lote.fechar()
+                elif isinstance(evento, HeartbeatLogEvent):
+                    lote.fechar()
+                    guardadas += self._despejar(lote)
+                elif lote.transacao is not None and not lote.pular:
+                    alvos = self._tabelas.get((str(evento.schema).lower(),
+                                               str(evento.table).lower()))
                     tipo = ('delete' if isinstance(evento, DeleteRowsEvent) else
                             'insert' if isinstance(evento, WriteRowsEvent) else 'update')
-                    for alvo in alvos:
-                        pendente.extend(self._mudancas(alvo, imagens, tipo, transacao or '',
-                                                       float(evento.timestamp)))
-            else:
-                if transacao is not None:
-                    self._guardar(pendente, transacao)
-                    mudou = True
-                self.atraso_s = 0.0
-                self.pausada = None
-                return
-            self.atraso_s = round(max(0.0, time.time() - ultimo_ts), 1)
+                    for linha in evento.rows if alvos else ():
+                        imagens = [linha[k] for k in ('before_values', 'after_values',
+                                                      'values') if k in linha]
+                        for alvo in alvos or ():
+                            lote.pendente.extend(self._mudancas(
+                                alvo, imagens, tipo, lote.transacao, float(evento.timestamp)))
+                if lote.fechadas and (len(lote.mudancas) >= _MUDANCAS_POR_LOTE
+                                      or time.monotonic() - lote.desde >= _IDADE_DO_LOTE):
+                    guardadas += self._despejar(lote)
+                if prazo is not None and time.monotonic() >= prazo:
+                    break
+            if prazo is None and evento is None:
+                # Fim do log: a transacao em curso ja foi escrita inteira no commit.
+                lote.fechar()
+            guardadas += self._despejar(lote)
+            self.atraso_s = (0.0 if evento is None or not self._ultimo_ts else
+                             round(max(0.0, time.time() - self._ultimo_ts), 1))
             self.pausada = None
         except ErroSpoolCheio as cheio:
             if self.pausada != str(cheio):
                 logger.error('binlog: %s', cheio)
             self.pausada = str(cheio)
-            self.atraso_s = round(max(0.0, time.time() - ultimo_ts), 1) if ultimo_ts else None
-        finally:
-            leitor.close()
-            if mudou:
+            self.atraso_s = (round(max(0.0, time.time() - self._ultimo_ts), 1)
+                             if self._ultimo_ts else None)
+        return guardadas
+
+    def _despejar(self, lote: _Lote) -> int:
+        """O lote fechado vai ao spool (fsync) e SÓ ENTÃO a posição avança sobre ele."""
+        if not lote.fechadas:
+            return 0
+        try:
+            self.spool.guardar(lote.mudancas)
+        except ErroSpoolCheio as cheio:
+            cabidas = [g for g, n in lote.fechadas if n <= cheio.guardadas]
+            for gtid in cabidas:
+                self._avancar(gtid)
+            if cabidas:
                 self._gravar_posicao()
+            raise
+        for gtid, _ in lote.fechadas:
+            self._avancar(gtid)
+        self._gravar_posicao()
+        quantas = len(lote.mudancas)
+        lote.esvaziar()
+        return quantas
 
     def _mudancas(self, alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: str,
                   gtid: str, quando: float) -> list[Mudanca]:
@@ -325,11 +417,23 @@ class CapturaBinlog:
                 mudanca.escopos.append(escopo)
         return list(chaves.values())
 
-    def _guardar(self, mudancas: list[Mudanca], gtid: str) -> None:
-        self.spool.guardar(mudancas)
-        dominio = gtid.split('-', 1)[0]
-        partes = {p.split('-', 1)[0]: p for p in (self.gtid or '').split(',') if p}
-        partes[dominio] = gtid
+    def _partes(self) -> dict[str, str]:
+        """A posição por domínio: {'0': '0-1-57', ...}."""
+        return {p.split('-', 1)[0]: p for p in (self.gtid or '').split(',') if p}
+
+    def _ja_guardada(self, gtid: str) -> bool:
+        """A transação já está no spool (o leitor que se reconecta sozinho repassa o log)."""
+        dominio, _, resto = gtid.partition('-')
+        atual = self._partes().get(dominio)
+        try:
+            return atual is not None and int(resto.rpartition('-')[2]) <= int(
+                atual.rpartition('-')[2])
+        except ValueError:
+            return False
+
+    def _avancar(self, gtid: str) -> None:
+        partes = self._partes()
+        partes[gtid.split('-', 1)[0]] = gtid
         self._posicao['gtid'] = ','.join(partes[d] for d in sorted(partes))
 
     def _posicao_apagada(self, detalhe: str) -> None:
