@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -114,6 +115,29 @@ def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambient
     finally:
         _parar(processo)
     assert not _spool(o, 'pronto') and not _spool(o, 'tomado')
+
+
+def test_mudanca_no_log_acorda_o_ciclo_e_o_sigterm_sai_logo(tmp_path, banco,
+                                                            ambiente_contextia,
+                                                            chave_contextia):
+    # Com --intervalo-dados de 10 min, só a espera que lê o log entrega em segundos.
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    e0 = o.erp.escopos[0]
+    processo = o.iniciar('--intervalo-dados=600')
+    try:
+        esperar(lambda: _posicao(o), 30)
+        esperar(lambda: 'esperando' in o.saida() or _status_json(o), 30)
+        novo = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: novo in _ids(o, e0), 20)
+        outro = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: outro in _ids(o, e0), 20)
+    finally:
+        inicio = time.monotonic()
+        processo.send_signal(signal.SIGTERM)
+        processo.wait(60)
+    # Bloqueado no log, o SIGTERM ainda sai em segundos (o batimento do servidor).
+    assert time.monotonic() - inicio < 10
+    assert processo.returncode == 0, o.saida()[-2000:]
 
 
 def test_kill9_com_o_contextia_fora_nada_perdido_nada_duplicado(tmp_path, banco,
