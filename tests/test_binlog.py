@@ -24,12 +24,16 @@ from tests.dados import erp as erp_teste
 pytestmark = [pytest.mark.mariadb, pytest.mark.lento]
 
 
-def _ouvinte(tmp_path, banco, contextia, chave_contextia):
+def _ouvinte(tmp_path, banco, contextia, chave_contextia, sem_coluna_de_mudanca=False):
     erp = erp_teste.Erp(banco, titulos_por_empresa=(3, 2))
     ouvinte = Ouvinte(tmp_path, erp, contextia, chave_contextia)
     with open(ouvinte.mapa, encoding='utf-8') as arquivo:
         mapa = json.load(arquivo)
     mapa['listener'] = {'strategy': 'binlog'}
+    if sem_coluna_de_mudanca:
+        # O log diz qual linha mudou: basta a `key` (nem o defaults nem o dataset
+        # têm coluna de mudança; o Status já não tinha).
+        mapa['defaults'].pop('watch_column')
     with open(ouvinte.mapa, 'w', encoding='utf-8') as arquivo:
         json.dump(mapa, arquivo)
     return ouvinte
@@ -91,11 +95,14 @@ def banco(mariadb_binlog):  # noqa: F811
 
 def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambiente_contextia,
                                                          chave_contextia):
-    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia,
+                 sem_coluna_de_mudanca=True)
     e0, e1 = o.erp.escopos
     processo = o.iniciar()
     try:
         esperar(lambda: _posicao(o), 30)
+        # Todo dataset com `key` fica ao vivo, com ou sem coluna de mudança.
+        assert 'datasets ao vivo .: 2 de 2' in o.saida()
         novo = o.inserir(e0, '2026-10-01 10:00:00', valor='11.00')
         outro = o.inserir(e0, '2026-10-01 10:00:00', valor='12.00')
         esperar(lambda: {novo, outro} <= _ids(o, e0), 30)
