@@ -62,7 +62,14 @@ def _banco(servidor):
     return banco
 
 
-def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
+def _cpu(pid):
+    """Segundos de CPU do processo (utime + stime de /proc/<pid>/stat)."""
+    with open('/proc/%d/stat' % pid) as arquivo:
+        campos = arquivo.read().rsplit(')', 1)[1].split()
+    return (int(campos[11]) + int(campos[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def latencias(servidor, contextia, chave, pasta, mudancas, intervalo, ocioso=20):
     import sqlalchemy as sa
     chaves = os.path.join(pasta, 'chaves.tsv')
     with open(chaves, 'w') as arquivo:
@@ -97,12 +104,19 @@ def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
     while time.monotonic() < fim and not all(
             set(commits[e]) <= set(leitores[e].vistos) for e in bancos):
         time.sleep(0.2)
+    # Ocioso: a CPU dos dois ouvintes numa janela sem nada mudar (o binlog tem o
+    # leitor do log acordado pelo batimento do servidor a cada 0,1 s).
+    for leitor in leitores.values():
+        leitor.parar = True
+    antes = {e: _cpu(p.pid) for e, p in ouvintes.items()}
+    time.sleep(ocioso)
+    cpu = {e: (_cpu(p.pid) - antes[e]) / ocioso for e, p in ouvintes.items()}
     resultado = {}
     for estrategia in bancos:
         tempos = [leitores[estrategia].vistos[k] - t for k, t in commits[estrategia].items()
                   if k in leitores[estrategia].vistos]
-        resultado[estrategia] = (tempos, len(commits[estrategia]) - len(tempos))
-        leitores[estrategia].parar = True
+        resultado[estrategia] = (tempos, len(commits[estrategia]) - len(tempos),
+                                 cpu[estrategia])
         ouvintes[estrategia].send_signal(signal.SIGTERM)
         ouvintes[estrategia].wait(60)
     return resultado
@@ -172,11 +186,12 @@ def main():
                                   args.intervalo_dados)
             print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
                   % (args.intervalo_dados, args.mudancas))
-            for estrategia, (tempos, faltam) in resultado.items():
+            for estrategia, (tempos, faltam, cpu) in resultado.items():
                 if tempos:
-                    print('  %-7s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)' % (
-                        estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95),
-                        max(tempos), faltam))
+                    print('  %-7s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d);'
+                          ' ocioso: %.2f%% de um núcleo' % (
+                              estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95),
+                              max(tempos), faltam, 100 * cpu))
         direta, pelo_spool, guardar, sozinha = vazao(chave, pasta, args.vazao)
         print('vazão, %d mudanças (medianas de 3, mesma rodada): direta %.0f/s; pelo spool'
               ' %.0f/s (razão spool/direta %.2f); só guardar o lote com fsync %.0f/s; uma'
