@@ -245,6 +245,7 @@ def _conjuntos(p):
         codificar,
         comparar,
         decodificar,
+        juntar,
     )
     print('\nconjuntos de chaves (reconciliacao)')
     contagem = Contagem()
@@ -266,6 +267,8 @@ def _conjuntos(p):
              contem=('repetida',))
     p.igual('o conjunto novo: o anterior menos o removido, mais o incluído',
             list(aplicar([1, 3, 5], [4, 2], [3])), [1, 2, 4, 5])
+    p.igual('o diário da coluna entra na comparação: a entregue e apagada sai',
+            list(comparar(juntar([1, 5], [3]), [1, 5], Contagem())), [('-', 3)])
     for valor in (297, 'a\nb', datetime.date(2026, 9, 2), datetime.datetime(2026, 9, 2, 10)):
         p.igual('%r volta do disco igual' % (valor,), decodificar(codificar(valor)), valor)
 
