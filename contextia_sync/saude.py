@@ -96,7 +96,7 @@ ALERTA
 DESCONHECIDO
   - argumento inválido; a pasta --estado nao existe ou este usuário não a lê
     (a saúde não sabe dizer -- não é o ouvinte que caiu); status de uma versão
-    que está saúde não conhece.
+    que esta saúde não conhece.
 """
 
 SAIDAS = ('Saída (convenção dos plugins de monitoramento): 0 OK, 1 ALERTA, 2 CRITICO,'
