@@ -35,6 +35,12 @@ retido não cresce -- até o spool encher, e aí a captura pausa e diz alto. Slo
 invalidado pelo `max_slot_wal_keep_size`, apagado, ou movido por outro
 processo: detectado, os datasets vão para a varredura e a saúde fica CRÍTICA
 até ela rodar com um slot de pé.
+
+Pontos de teste: com CONTEXTIA_TESTE_MORRER_EM=slot-lido (depois do peek, antes
+do spool), slot-no-spool (depois do fsync do spool e da intenção gravada, antes
+do advance) ou slot-entregue (o intake confirmou, antes de concluir no spool) o
+processo se mata com SIGKILL ali. Existe só para o teste provar a retomada com
+um processo morto de verdade (como em provisionamento/plano.py); não use em produção.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import struct
 import time
 from collections.abc import Iterator
@@ -67,6 +74,11 @@ _MUDANCAS_POR_GUARDA = 500            # o spool grava em lotes; o slot avança p
 _EPOCA_PG = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc).timestamp()
 # Tipos cuja key vira int (a mesma que a releitura pela view devolve).
 _TIPOS_INTEIROS = {20, 21, 23, 26}     # int8, int2, int4, oid
+
+
+def _morrer_se(ponto: str) -> None:
+    if os.environ.get('CONTEXTIA_TESTE_MORRER_EM') == ponto:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class ErroSlot(ErroConfiguracao):
@@ -483,14 +495,20 @@ class CapturaSlotLogico:
         # tabelas ficaria retido para sempre. Cortado pelo limite: até o último commit.
         final = lsn_para_int(ate) if linhas < limite else (
             transacoes[-1][0] if transacoes else confirmado)
+        if transacoes:
+            _morrer_se('slot-lido')
         guardado = self._guardar(transacoes, final, confirmado)
         if truncadas:
             self._truncadas(sorted(truncadas))
         if guardado > confirmado:
             self._posicao['lsn'] = int_para_lsn(guardado)
             self._gravar_posicao()          # a intenção antes do advance (ver acima)
+            if any(mudancas for _, mudancas in transacoes):
+                _morrer_se('slot-no-spool')
             conn.execute('SELECT pg_replication_slot_advance(%s, %s::pg_lsn)',
                          (self.slot, int_para_lsn(guardado)))
+            # O WAL retido medido de novo: o status mostra o depois do avanço.
+            self.medido = _slot(conn, self.slot) or self.medido
         self.atraso_s = 0.0 if linhas < limite and not self.pausada else (
             round(max(0.0, time.time() - ultimo_ts), 1) if ultimo_ts else None)
 
@@ -529,24 +547,36 @@ class CapturaSlotLogico:
 
     def _guardar(self, transacoes: list[tuple[int, list[Mudanca]]], final: int,
                  confirmado: int) -> int:
-        """Põe as transações no spool, em lotes; devolve até onde o slot pode avançar."""
+        """
+        Põe as transações no spool e devolve até onde o slot pode avançar: o commit
+        da última transação inteira no spool (ou `final`, se todas couberam).
+
+        Em lotes (cada `guardar` relê a lista do spool); o lote que não coube é
+        refeito transação por transação -- pôr de novo a mesma linha troca o arquivo
+        no lugar -- para o slot avançar até a última que coube: cheio, o slot ainda
+        anda sobre o WAL das tabelas que não seguimos até ali.
+        """
         guardado = confirmado
-        lote: list[Mudanca] = []
-        for indice, (lsn, mudancas) in enumerate(transacoes):
-            lote.extend(mudancas)
-            ultima = indice == len(transacoes) - 1
-            if len(lote) < _MUDANCAS_POR_GUARDA and not ultima:
+        lote: list[tuple[int, list[Mudanca]]] = []
+        for indice, transacao in enumerate(transacoes):
+            lote.append(transacao)
+            if sum(len(m) for _, m in lote) < _MUDANCAS_POR_GUARDA and \
+                    indice < len(transacoes) - 1:
                 continue
             try:
-                if lote:
-                    self.spool.guardar(lote)
-            except ErroSpoolCheio as cheio:
-                if self.pausada != str(cheio):
-                    logger.error('slot_logico: %s', cheio)
-                self.pausada = str(cheio)
-                return guardado
+                self.spool.guardar([m for _, mudancas in lote for m in mudancas])
+            except ErroSpoolCheio:
+                for lsn, mudancas in lote:
+                    try:
+                        self.spool.guardar(mudancas)
+                    except ErroSpoolCheio as cheio:
+                        if self.pausada != str(cheio):
+                            logger.error('slot_logico: %s', cheio)
+                        self.pausada = str(cheio)
+                        return guardado
+                    guardado = max(guardado, lsn)
+            guardado = max(guardado, lote[-1][0])
             lote = []
-            guardado = max(guardado, lsn)
         self.pausada = None
         return max(guardado, final)
 
@@ -628,6 +658,7 @@ class CapturaSlotLogico:
         """Conclui no spool as mudanças entregues (a remoção que falhou fica, como no binlog)."""
         if not leitura.privado:
             return
+        _morrer_se('slot-entregue')
         entregues: set[tuple[str | None, str]] = {
             (e, str(v)) for e, valores in leitura.remocoes_por_escopo.items()
             for v in valores}
