@@ -47,10 +47,11 @@ def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
     fora: list[tuple[str, str]] = []
     for row in mapa.get('datasets') or []:
         chave = chave_de(mapa, row)
-        # O `binlog` escolhe os datasets como a `coluna` (pela `watch_column`); a
-        # `key` ele mesmo exige na subida (captura/binlog.py).
+        # O `binlog` e o `slot_logico` escolhem os datasets como a `coluna` (pela
+        # `watch_column`); a `key` eles mesmos exigem na subida.
         coluna, motivo = (_coluna_de_mudanca(row, padrao)
-                          if 'coluna' in partes or 'binlog' in partes else (None, None))
+                          if {'coluna', 'binlog', 'slot_logico'} & set(partes)
+                          else (None, None))
         reconcilia = 'reconciliacao' in partes and chave is not None
         if coluna is None and not reconcilia:
             if 'reconciliacao' in partes:
