@@ -77,14 +77,14 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
                    help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
-    qual = p.add_mutually_exclusive_group(required=True)
-    qual.add_argument('--scope', metavar='ESCOPO',
-                      help='a empresa (o valor da scope_column, ex.: 297)')
-    qual.add_argument('--todas', action='store_true',
-                      help='todas as empresas do arquivo de --chaves, numa execução: uma'
-                           ' leitura por dataset, em ordem de empresa, repartida para a chave'
-                           ' de cada uma; cada empresa com o seu sync, o seu complete e o seu'
-                           ' teto (o que o carregar-todas.sh roda)')
+    p.add_argument('--scope', metavar='ESCOPO',
+                   help='a empresa (o valor da scope_column, ex.: 297); obrigatório, salvo'
+                        ' com --todas')
+    p.add_argument('--todas', action='store_true',
+                   help='no lugar de --scope: todas as empresas do arquivo de --chaves, numa'
+                        ' execução -- uma leitura por dataset, em ordem de empresa, repartida'
+                        ' para a chave de cada uma; cada empresa com o seu sync, o seu'
+                        ' complete e o seu teto (o que o carregar-todas.sh roda)')
     p.add_argument('--dataset', action='append', default=[], metavar='NOME',
                    help='só este dataset (nome do mapeamento ou normalizado); repita para'
                         ' mais de um. Padrão: todos')
@@ -111,7 +111,14 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
                         ' --chaves, <chaves>.historico.json (o mesmo do carregar-todas.sh e'
                         ' do ouvinte). No dataset sem key o teto compara com a carga anterior'
                         ' dele; sem histórico, vale a fração do dataset')
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.scope is None and not args.todas:
+        p.error('faltam os argumentos obrigatórios: --scope (a empresa; ou --todas, com'
+                ' --chaves, para todas as do arquivo de chaves)')
+    if args.scope is not None and args.todas:
+        p.error('--scope e --todas não andam juntos: uma empresa (--scope=ESCOPO) ou todas'
+                ' as do arquivo de chaves (--todas --chaves=ARQ)')
+    return args
 
 
 def chave_da_empresa(chaves: str | None, escopo: str) -> tuple[str, str]:
