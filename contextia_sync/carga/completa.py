@@ -703,12 +703,14 @@ def enviar_sob_sync(resultado: ResultadoCarga, mapa: Mapping[str, Any],
 
 def fechar_carga(resultado: ResultadoCarga, sync: str, *, api_key: str | None, escopo: str,
                  max_remocao: float = padroes.MAX_REMOCAO,
-                 historico: Historico | None = None, execucao: str | None = None) -> None:
+                 historico: Historico | None = None, execucao: str | None = None,
+                 gravar_historico: bool = True) -> None:
     """
     A outra metade: o `complete` do `sync` com o teto de remoção da empresa, e
     a carga aceita no histórico. Só se chama com todos os lotes entregues. O
     teto recusado (aqui ou pelo servidor) vira `resultado.erro`, nada removido;
-    ErroAutenticacao e o erro do Contextia sobem.
+    ErroAutenticacao e o erro do Contextia sobem. `gravar_historico=False`:
+    quem chama grava (a carga de todas as empresas grava todas de uma vez).
     """
     from contextia_sync.intake import cliente
 
@@ -736,7 +738,7 @@ def fechar_carga(resultado: ResultadoCarga, sync: str, *, api_key: str | None, e
         resultado.erro = str(erro).rstrip('. ') + dica + _repetir_permitindo(nome)
         return
     resultado.ok, resultado.removidos = True, int(fechamento.get('removed') or 0)
-    if historico is not None:
+    if historico is not None and gravar_historico:
         try:
             historico.registrar(escopo, nome, resultado.registros, resultado.removidos,
                                 execucao)

@@ -281,6 +281,8 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
         for escopo, sync in pendentes.items():
             _fechar(ativas[escopo], resultados[escopo], sync, seco=seco,
                     max_remocao=max_remocao, historico=historico, execucao=execucao)
+        if historico is not None and not seco:
+            _gravar_historico(historico, resultados, execucao)
     except Exception as erro:                   # noqa: BLE001 - vira o erro de cada empresa
         leitura.linhas = contador[0]
         leitura.erro = '%s: %s' % (type(erro).__name__, erro)
@@ -336,12 +338,27 @@ def _fechar(empresa: Empresa, resultado: ResultadoCarga, sync: str, *, seco: boo
     comeco = time.monotonic()
     try:
         fechar_carga(resultado, sync, api_key=empresa.chave, escopo=empresa.escopo,
-                     max_remocao=max_remocao, historico=historico, execucao=execucao)
+                     max_remocao=max_remocao, historico=historico, execucao=execucao,
+                     gravar_historico=False)
     except Exception as erro:                   # noqa: BLE001 - uma empresa nao derruba as outras
         resultado.ok = False
         _falhou(empresa, resultado, erro)
     finally:
         resultado.segundos += time.monotonic() - comeco
+
+
+def _gravar_historico(historico: Historico, resultados: Mapping[str, ResultadoCarga],
+                      execucao: str | None) -> None:
+    """As cargas aceitas do dataset, todas as empresas numa gravação (um fsync, não S)."""
+    aceitas = [(escopo, r.dataset, r.registros, r.removidos)
+               for escopo, r in resultados.items() if r.ok]
+    try:
+        historico.registrar_varias(aceitas, execucao)
+    except OSError as erro:
+        # As cargas valeram; so a base do proximo teto (e o aviso ao ouvinte) nao.
+        for resultado in resultados.values():
+            if resultado.ok:
+                resultado.aviso = 'histórico não gravado em %s (%s)' % (historico.caminho, erro)
 
 
 def _em_ordem(leitura: LeituraDoDataset,

@@ -540,11 +540,13 @@ def _empresa_no_fim(empresa: Any, seco: bool) -> str:
     from contextia_sync.carga import completa as carga
 
     linhas = ['', '----- empresa %s -----' % empresa.escopo]
-    if empresa.recusa is not None or empresa.falha is not None:
-        linhas.append('%s: empresa %s %s: %s' % (
-            PROG, empresa.escopo, 'RECUSADA (código 2)' if empresa.recusa is not None
-            else 'FALHOU (código 1)', empresa.recusa or empresa.falha))
-    if not seco:
+    if empresa.recusa is not None:
+        linhas.append('%s: empresa %s RECUSADA (código 2): %s' % (PROG, empresa.escopo,
+                                                                   empresa.recusa))
+    elif empresa.falha is not None:
+        linhas.append('%s: empresa %s FALHOU (código 1): %s' % (PROG, empresa.escopo,
+                                                                 empresa.falha))
+    if not seco and empresa.projeto != '-':
         linhas.append('projeto ........: %s' % empresa.projeto)
     if empresa.aviso:
         linhas.append('AVISO ..........: %s' % empresa.aviso)
