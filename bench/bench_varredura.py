@@ -13,11 +13,14 @@ em duas tabelas do mesmo banco novo (derrubado no fim):
     N empresas    as mesmas linhas repartidas entre N empresas (g %% N + 1),
                   intercaladas no disco (o pior caso para a leitura em ordem)
 
-O destino é um intake mínimo noutro processo (responde 200 com contagens, o
-`complete` e o dono de cada chave): o tempo medido é o do cliente, não o de um
-servidor de mentira. Cada carga roda num processo novo, alternando a ordem a
-cada repetição; a tabela mostra a MEDIANA e a razão N empresas / 1 empresa da
-mesma rodada (o alvo da issue: <= 1,25). `--base DIR`: o mesmo com o
+A "leitura crua" é só o `SELECT ... ORDER BY` da empresa pelo driver, nas mesmas
+duas tabelas: o piso da razão (o que o banco cobra para entregar em ordem as
+linhas intercaladas), medido na mesma rodada. O destino é um intake mínimo
+noutro processo (responde 200 com contagens, o `complete` e o dono de cada
+chave): o tempo medido é o do cliente, não o de um servidor de mentira. Cada
+carga roda num processo novo, alternando a ordem a cada repetição; a tabela
+mostra a MEDIANA e a razão N empresas / 1 empresa da mesma rodada (o alvo da
+issue: <= 1,25). `--base DIR`: o mesmo com o
 carregar-todas.sh de um checkout anterior (um connector por empresa, D×S
 leituras), na mesma rodada. Não é teste.
 """
@@ -202,6 +205,24 @@ def carga(codigo: str, pasta: str, url: str, sink_url: str, empresas: int) -> fl
     return segundos if registros else float('nan')
 
 
+def leitura_crua(url: str, tabela: str) -> float:
+    """Segundos da leitura em ordem de empresa sozinha, pelo driver (o piso da carga)."""
+    import sqlalchemy as sa
+    motor = sa.create_engine(url)
+    try:
+        with motor.connect() as conn:
+            inicio = time.perf_counter()
+            resultado = conn.execution_options(stream_results=True, yield_per=2000).execute(
+                sa.text('SELECT * FROM %s ORDER BY %s' % (
+                    tabela, '"EMPRESA_ID"' if motor.dialect.name == 'postgresql'
+                    else 'EMPRESA_ID')))
+            for _ in resultado:
+                pass
+            return time.perf_counter() - inicio
+    finally:
+        motor.dispose()
+
+
 def rodada(tipo: str, linhas: int, empresas: int, repeticoes: int,
            base: str | None) -> dict[str, list[float]]:
     from tests.apoio import bancos
@@ -223,7 +244,13 @@ def rodada(tipo: str, linhas: int, empresas: int, repeticoes: int,
                 casos += [('%s: 1 empresa' % nome, codigo, um, 1),
                           ('%s: %d empresas' % (nome, empresas), codigo, varias, empresas)]
             medidas: dict[str, list[float]] = {c[0]: [] for c in casos}
+            crua = {'leitura crua: 1 empresa': 'bench_1',
+                    'leitura crua: %d empresas' % empresas: 'bench_n'}
+            medidas.update({rotulo: [] for rotulo in crua})
             for volta in range(repeticoes):
+                for rotulo, tabela_lida in (list(crua.items()) if volta % 2 == 0
+                                            else list(reversed(crua.items()))):
+                    medidas[rotulo].append(leitura_crua(url, tabela_lida))
                 # Alterna a ordem: o aquecimento (cache do banco) nao favorece um lado.
                 for rotulo, codigo, alvo, quantas in (casos if volta % 2 == 0
                                                       else list(reversed(casos))):
@@ -242,7 +269,7 @@ def tabela(tipo: str, linhas: int, empresas: int, medidas: dict[str, list[float]
     print('\n%s, %d linhas de 12 colunas, carregar-todas.sh -> intake mínimo, mediana de %d:'
           % (tipo, linhas, len(next(iter(medidas.values())))))
     print('%-26s %10s %12s %14s' % ('carga', 'segundos', 'linhas/s', '÷ 1 empresa'))
-    for nome in ('novo', 'antigo'):
+    for nome in ('leitura crua', 'novo', 'antigo'):
         um = medidas.get('%s: 1 empresa' % nome)
         if not um:
             continue
