@@ -4,7 +4,8 @@ wal_level=logical (tests/apoio/postgres_logico.py), o ouvinte.py como processo e
 o Contextia local de verdade. Insert, update, delete e troca de empresa chegam;
 kill -9 em cada passo (lido, no spool, entregue) não perde nem duplica; com o
 Contextia fora o WAL retido fica limitado e o spool cresce (e pausa cheio),
-depois escoa; o slot apagado sob o ouvinte é CRÍTICO e vai para a varredura;
+depois escoa; o slot apagado sob o ouvinte, ou invalidado pelo
+max_slot_wal_keep_size, é CRÍTICO e vai para a varredura;
 `--remover-slot` não deixa slot; a origem sem o que o slot exige é recusada com
 a linha do DBA.
 """
@@ -271,6 +272,43 @@ def test_slot_apagado_sob_o_ouvinte_e_critico_e_vai_para_a_varredura(
         _parar(processo)
     assert 'NÃO sabe o que mudou' in o.saida()
     assert perdido not in _ids(o, e0)      # só a varredura o leva (nunca inventado)
+
+
+def test_slot_invalidado_por_max_slot_wal_keep_size_e_critico_e_vai_para_a_varredura(
+        tmp_path, banco, ambiente_contextia, chave_contextia):
+    """
+    A rede de segurança do DBA: com o ouvinte parado, o slot passa de
+    max_slot_wal_keep_size e o PostgreSQL o invalida no checkpoint (wal_status
+    'lost'). A volta do ouvinte diz isso (CRÍTICO, os datasets para a varredura),
+    e nunca finge que leu o que o WAL apagado tinha.
+    """
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    e0 = o.erp.escopos[0]
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0 and (_posicao(o) or {}).get('lsn'), saida
+    servidor = banco.servidor
+    servidor.admin("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'")
+    servidor.admin('SELECT pg_reload_conf()')
+    try:
+        perdido = o.inserir(e0, '2026-10-01 10:00:00')
+        # WAL bem além do limite (segmentos de 16 MB), e o checkpoint que invalida.
+        for _ in range(3):
+            banco.admin("CREATE TABLE lixo_%s AS SELECT g, repeat('x', 900) AS t FROM"
+                        " generate_series(1, 25000) g" % uuid.uuid4().hex[:8])
+            servidor.admin('SELECT pg_switch_wal()')
+        servidor.admin('CHECKPOINT')
+        assert banco.slots()[o.slot][0] == 'lost', banco.slots()
+        codigo, saida = o.rodar('--once')
+        assert 'INVALIDADO' in saida and 'max_slot_wal_keep_size' in saida, saida
+        assert 'critico' in _captura(o) and _captura(o)['critico'], _captura(o)
+        with open(os.path.join(o.estado_dir, 'ouvinte-status.json')) as arquivo:
+            assert DATASET in json.load(arquivo).get('entregues_a_varredura', {})
+        codigo, saude = _saude(o)
+        assert codigo == 2 and 'slot' in saude, saude
+        assert perdido not in _ids(o, e0)      # so a varredura o leva
+    finally:
+        servidor.admin('ALTER SYSTEM RESET max_slot_wal_keep_size')
+        servidor.admin('SELECT pg_reload_conf()')
 
 
 def test_origem_sem_o_que_o_slot_exige_e_recusada(tmp_path, postgres_logico,  # noqa: F811
