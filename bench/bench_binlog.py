@@ -4,6 +4,7 @@
 Contextia, e a vazão do spool contra a entrega direta.
 
     .venv/bin/python bench/bench_binlog.py [--mudancas 40] [--intervalo-dados 2]
+                                           [--vazao 2000] [--so-vazao]
 
 Tudo de verdade: um MariaDB privado com o binlog (subido do binário, como em
 tests/apoio/mariadb_binlog.py), o Contextia local num processo e dois
@@ -107,24 +108,44 @@ def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
     return resultado
 
 
-def vazao(chave, pasta, quantos):
+def vazao(chave, pasta, quantos, repeticoes=3):
+    """
+    Mudanças/s: direto (`enviar_dataset`) e pelo spool (guardar o lote com
+    fsync -> tomar -> enviar -> concluir), as mesmas N, alternados `repeticoes`
+    vezes (medianas). E o pior caso do spool: cada mudança num lote só (uma
+    transação por leitura do log), que é o fsync por arquivo.
+    """
+    import statistics
+
     from contextia_sync.fila.spool import Mudanca, Spool
     from contextia_sync.intake import cliente
     registros = [{'ID': n, 'VALOR': n} for n in range(quantos)]
+    direta, pelo_spool, guardar = [], [], []
+    for rodada in range(repeticoes):
+        inicio = time.perf_counter()
+        cliente.enviar_dataset('vazao_direta', registros, key='ID', api_key=chave)
+        direta.append(time.perf_counter() - inicio)
+        spool = Spool(os.path.join(pasta, 'spool-bench-%d' % rodada), maximo_itens=quantos + 1)
+        inicio = time.perf_counter()
+        spool.guardar([Mudanca('vazao_spool', n, ['1'], 'insert', '0-1-%d' % n)
+                       for n in range(quantos)])
+        guardar.append(time.perf_counter() - inicio)
+        tomados = spool.tomar('vazao_spool', quantos)
+        cliente.enviar_dataset('vazao_spool', [{'ID': t.chave, 'VALOR': t.chave}
+                                               for t in tomados], key='ID', api_key=chave)
+        spool.concluir(tomados)
+        pelo_spool.append(time.perf_counter() - inicio)
+        assert spool.profundidade() == 0
+        spool.fechar()
+    um_a_um = min(quantos, 300)
+    spool = Spool(os.path.join(pasta, 'spool-bench-1a1'), maximo_itens=quantos + 1)
     inicio = time.perf_counter()
-    cliente.enviar_dataset('vazao_direta', registros, key='ID', api_key=chave)
-    direta = time.perf_counter() - inicio
-    spool = Spool(os.path.join(pasta, 'spool-bench'), maximo_itens=quantos + 1)
-    inicio = time.perf_counter()
-    spool.guardar([Mudanca('vazao_spool', n, ['1'], 'insert') for n in range(quantos)])
-    guardar = time.perf_counter() - inicio
-    tomados = spool.tomar('vazao_spool', quantos)
-    cliente.enviar_dataset('vazao_spool', [{'ID': t.chave, 'VALOR': t.chave} for t in tomados],
-                           key='ID', api_key=chave)
-    spool.concluir(tomados)
-    pelo_spool = time.perf_counter() - inicio
+    for n in range(um_a_um):
+        spool.guardar([Mudanca('vazao_1a1', n, ['1'], 'insert', '0-1-%d' % n)])
+    sozinha = time.perf_counter() - inicio
     spool.fechar()
-    return direta, guardar, pelo_spool
+    return (quantos / statistics.median(direta), quantos / statistics.median(pelo_spool),
+            quantos / statistics.median(guardar), um_a_um / sozinha)
 
 
 def main():
@@ -132,6 +153,7 @@ def main():
     p.add_argument('--mudancas', type=int, default=40)
     p.add_argument('--intervalo-dados', type=float, default=2)
     p.add_argument('--vazao', type=int, default=2000)
+    p.add_argument('--so-vazao', action='store_true', help='pula a latência')
     args = p.parse_args()
     from contextia_local.processo import ServidorLocal
     from tests.apoio.mariadb_binlog import MariadbBinlog
@@ -145,20 +167,21 @@ def main():
             if valor is not None:
                 os.environ[nome] = valor
         chave = contextia.criar_projeto_com_chave('1', 'Bench')
-        resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
-                              args.intervalo_dados)
-        print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
-              % (args.intervalo_dados, args.mudancas))
-        for estrategia, (tempos, faltam) in resultado.items():
-            if tempos:
-                print('  %-7s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)' % (
-                    estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95), max(tempos),
-                    faltam))
-        direta, guardar, pelo_spool = vazao(chave, pasta, args.vazao)
-        print('vazão, %d mudanças: direta %.0f/s; pelo spool %.0f/s (só guardar com fsync:'
-              ' %.0f/s); razão %.2f' % (args.vazao, args.vazao / direta,
-                                        args.vazao / pelo_spool, args.vazao / guardar,
-                                        pelo_spool / direta))
+        if not args.so_vazao:
+            resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
+                                  args.intervalo_dados)
+            print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
+                  % (args.intervalo_dados, args.mudancas))
+            for estrategia, (tempos, faltam) in resultado.items():
+                if tempos:
+                    print('  %-7s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)' % (
+                        estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95),
+                        max(tempos), faltam))
+        direta, pelo_spool, guardar, sozinha = vazao(chave, pasta, args.vazao)
+        print('vazão, %d mudanças (medianas de 3, mesma rodada): direta %.0f/s; pelo spool'
+              ' %.0f/s (razão spool/direta %.2f); só guardar o lote com fsync %.0f/s; uma'
+              ' mudança por lote (o pior caso: fsync por arquivo) %.0f/s' % (
+                  args.vazao, direta, pelo_spool, pelo_spool / direta, guardar, sozinha))
     finally:
         contextia.parar()
         servidor.parar()

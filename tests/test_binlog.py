@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -45,6 +46,18 @@ def _posicao(ouvinte):
 def _spool(ouvinte, estado):
     pasta = os.path.join(ouvinte.estado_dir, 'spool', estado)
     return sorted(os.listdir(pasta)) if os.path.isdir(pasta) else []
+
+
+def _no_spool(ouvinte):
+    """Quantas linhas os arquivos do spool guardam (um arquivo é um lote)."""
+    linhas = set()
+    for estado in ('pronto', 'tomado'):
+        for nome in _spool(ouvinte, estado):
+            with open(os.path.join(ouvinte.estado_dir, 'spool', estado, nome)) as arquivo:
+                conteudo = json.load(arquivo)
+            linhas.update((conteudo['dataset'], json.dumps(m['chave']))
+                          for m in conteudo['mudancas'])
+    return len(linhas)
 
 
 def _status_json(ouvinte):
@@ -104,6 +117,29 @@ def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambient
     assert not _spool(o, 'pronto') and not _spool(o, 'tomado')
 
 
+def test_mudanca_no_log_acorda_o_ciclo_e_o_sigterm_sai_logo(tmp_path, banco,
+                                                            ambiente_contextia,
+                                                            chave_contextia):
+    # Com --intervalo-dados de 10 min, só a espera que lê o log entrega em segundos.
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    e0 = o.erp.escopos[0]
+    processo = o.iniciar('--intervalo-dados=600')
+    try:
+        esperar(lambda: _posicao(o), 30)
+        esperar(lambda: 'esperando' in o.saida() or _status_json(o), 30)
+        novo = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: novo in _ids(o, e0), 20)
+        outro = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: outro in _ids(o, e0), 20)
+    finally:
+        inicio = time.monotonic()
+        processo.send_signal(signal.SIGTERM)
+        processo.wait(60)
+    # Bloqueado no log, o SIGTERM ainda sai em segundos (o batimento do servidor).
+    assert time.monotonic() - inicio < 10
+    assert processo.returncode == 0, o.saida()[-2000:]
+
+
 def test_kill9_com_o_contextia_fora_nada_perdido_nada_duplicado(tmp_path, banco,
                                                                 ambiente_contextia,
                                                                 chave_contextia):
@@ -116,14 +152,14 @@ def test_kill9_com_o_contextia_fora_nada_perdido_nada_duplicado(tmp_path, banco,
         antes = (_posicao(o) or {}).get('gtid')
         ids = {o.inserir(e0, '2026-10-01 10:00:00') for _ in range(12)}
         # Capturado com o Contextia fora: o spool cresce e a posicao anda.
-        esperar(lambda: len(_spool(o, 'pronto') + _spool(o, 'tomado')) == 12, 30)
+        esperar(lambda: _no_spool(o) == 12, 30)
         esperar(lambda: (_posicao(o) or {}).get('gtid') != antes, 30)
         # Entre o spool e a entrega: itens tomados no meio da tentativa de envio.
         tomados = esperar(lambda: _spool(o, 'tomado'), 30)
     finally:
         processo.send_signal(signal.SIGKILL)
         processo.wait(30)
-    assert len(_spool(o, 'pronto') + _spool(o, 'tomado')) == 12
+    assert _no_spool(o) == 12
     ambiente_contextia.iniciar()
     processo = o.iniciar()
     try:
@@ -152,7 +188,9 @@ def test_spool_cheio_pausa_a_captura_e_diz(tmp_path, banco, ambiente_contextia,
             'pausada'), 30)
         assert 'spool cheio' in captura and 'PAUSADA' in captura
         assert 'CAPTURA PAUSADA' in o.status()
-        assert len(_spool(o, 'pronto') + _spool(o, 'tomado')) == 4
+        # Cheio no limite exato: 4 linhas no spool (em lotes), as outras 6 no log.
+        assert _status_json(o)['captura']['spool_itens'] == 4
+        assert _no_spool(o) == 4
         ambiente_contextia.iniciar()
         # Com o Contextia de volta o spool drena e a captura retoma sozinha.
         esperar(lambda: ids <= _ids(o, e0), 60)

@@ -70,3 +70,41 @@ def test_remocao_que_falhou_deixa_a_mudanca_no_spool(tmp_path):
                        remocoes=[3], remocoes_por_escopo={'10': [2]})
     CapturaBinlog.confirmar(SimpleNamespace(spool=spool), None, entregue)  # type: ignore[arg-type]
     assert spool.tomar('d', 5) == []
+
+
+def test_um_arquivo_por_lote_dataset_e_empresa_e_o_mesmo_lote_nao_duplica(tmp_path):
+    spool = Spool(tmp_path / 'spool')
+    lote = [Mudanca('d', n, [str(n % 2)], 'insert', '0-1-%d' % n) for n in range(2000)]
+    assert spool.guardar(lote) == 2000
+    nomes = sorted(os.listdir(tmp_path / 'spool' / 'pronto'))
+    # Duas empresas, dois arquivos: a sequência com zeros, a empresa no nome.
+    assert [n[:15] for n in nomes] == ['000000000001-d-', '000000000002-d-']
+    assert {n.split('-')[2] for n in nomes} == {'0', '1'}
+    # O mesmo lote relido do log (kill -9 antes da posição): o mesmo arquivo.
+    assert spool.guardar(lote) == 0
+    assert sorted(os.listdir(tmp_path / 'spool' / 'pronto')) == nomes
+    assert spool.profundidade() == 2000
+    spool.fechar()
+    # Reaberto (outro processo): o índice relido do disco dá a mesma conta.
+    spool = Spool(tmp_path / 'spool')
+    assert spool.profundidade() == 2000 and spool.bytes_ocupados() > 0
+    tomados = spool.tomar('d', 10)
+    assert len(tomados) == 1000          # arquivos inteiros: a empresa 0 toda
+    spool.concluir(tomados[:400])        # entregue pela metade: o arquivo é regravado
+    assert spool.profundidade() == 1600
+    spool.fechar()
+    spool = Spool(tmp_path / 'spool')
+    restantes = spool.tomar('d', 5000)
+    assert len(restantes) == 1600 and tomados[400].chave in {t.chave for t in restantes}
+    assert tomados[0].chave not in {t.chave for t in restantes}
+    spool.concluir(restantes)
+    assert spool.profundidade() == 0 and not os.listdir(tmp_path / 'spool' / 'tomado')
+
+
+def test_cheio_grava_o_comeco_que_cabe_e_diz_quanto(tmp_path):
+    spool = Spool(tmp_path / 'spool', maximo_itens=5)
+    with pytest.raises(ErroSpoolCheio) as cheio:
+        spool.guardar([Mudanca('d', n, ['1'], 'insert', '0-1-%d' % n) for n in range(8)])
+    assert cheio.value.guardadas == 5 and spool.profundidade() == 5
+    # A linha que já espera entrega não ocupa lugar novo.
+    assert spool.guardar([Mudanca('d', 3, ['1'], 'update', '0-1-9')]) == 0

@@ -6,9 +6,13 @@ A estratégia `binlog` (MariaDB): ler o log de replicação, com o spool no meio
                posição gravada só depois          arquivo apagado só depois
                do fsync do spool                  que o intake confirmou
 
-Cada `ler(alvo)` primeiro BOMBEIA o log (sem bloquear: do GTID guardado até o
-fim do que já foi escrito), põe cada linha mudada no spool e só então grava a
-posição (`<estado>/binlog-posicao.json`, troca atômica); depois toma do spool
+Entre os ciclos o laço espera em `esperar_mudanca`: um leitor que BLOQUEIA no
+log (o batimento do servidor o traz de volta a cada `_BATIMENTO` s) põe no
+spool o que chega e acorda o ciclo. Sem essa espera (`--once`, ou o leitor
+contínuo caiu), cada `ler(alvo)` BOMBEIA o log (sem bloquear: do GTID guardado
+até o fim do que já foi escrito). Nos dois casos as transações fechadas vão ao
+spool em lote e só então a posição é gravada
+(`<estado>/binlog-posicao.json`, troca atômica); depois `ler` toma do spool
 as mudanças do dataset e RELÊ essas chaves pela view com o login somente
 leitura (`origem.fetch(..., chaves=...)`). Reler, e não usar a imagem da
 linha, dá o mesmo valor que a carga completa daria (tipo, fuso, a view com
@@ -36,6 +40,7 @@ import datetime
 import json
 import os
 import time
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -53,10 +58,37 @@ PASTA_SPOOL = 'spool'
 _ERRO_POSICAO_APAGADA = 1236          # ER_MASTER_FATAL_ERROR_READING_BINLOG
 _EVENTOS_POR_BOMBA = 20000            # um ciclo não fica preso num log enorme
 _INTERVALO_BOMBA = 0.2                # segundos: uma bomba serve a todos os datasets
+_MUDANCAS_POR_LOTE = 20000            # o lote vai ao spool antes de crescer mais
+_IDADE_DO_LOTE = 0.2                  # segundos: nem o lote espera mais que isto
+_BATIMENTO = 0.1                      # segundos sem nada no log até o servidor avisar
+_SEM_ESPERA = 5.0                     # sem esperar_mudanca há tanto, a bomba volta ao ciclo
 
 
 class ErroBinlog(ErroConfiguracao):
     """A origem não serve para a estratégia `binlog` (o DBA precisa mudar algo)."""
+
+
+@dataclass
+class _Lote:
+    """As transações lidas do log e ainda não postas no spool (e a que está aberta)."""
+
+    mudancas: list[Mudanca] = field(default_factory=list)
+    fechadas: list[tuple[str, int]] = field(default_factory=list)   # (gtid, mudanças até ela)
+    pendente: list[Mudanca] = field(default_factory=list)
+    transacao: str | None = None
+    pular: bool = False               # já no spool: o leitor repassou o log
+
+    def abrir(self, gtid: str, pular: bool) -> None:
+        self.transacao, self.pular, self.pendente = gtid, pular, []
+
+    def fechar(self) -> None:
+        if self.transacao is not None and not self.pular:
+            self.mudancas.extend(self.pendente)
+            self.fechadas.append((self.transacao, len(self.mudancas)))
+        self.transacao, self.pendente = None, []
+
+    def esvaziar(self) -> None:
+        self.mudancas, self.fechadas = [], []
 
 
 def _tabela(nome: str, banco: str) -> tuple[str, str]:
@@ -89,7 +121,13 @@ class CapturaBinlog:
         self._spool: Spool | None = None
         self._tabelas: dict[tuple[str, str], list[DatasetVivo]] = {}
         self._bombeado = 0.0
+        self._leitor: Any = None              # o leitor continuo de esperar_mudanca
+        self._lote_continuo = _Lote()
+        self._continuo_falhou = False
+        self._despejado = 0.0
+        self._esperou = 0.0
         self.atraso_s: float | None = None
+        self._ultimo_ts = 0.0
         self.pausada: str | None = None
         self._posicao = self._ler_posicao()
 
@@ -230,6 +268,12 @@ class CapturaBinlog:
         return str(self._sql('SELECT @@gtid_binlog_pos')[0][0] or '')
 
     def _bombear(self, alvos: list[DatasetVivo]) -> None:
+        if self._leitor is not None:
+            if time.monotonic() - self._esperou < _SEM_ESPERA:
+                return          # o leitor continuo (esperar_mudanca) ja poe no spool
+            # Ninguem mais espera no log (quem chama parou de chamar): a bomba
+            # volta a ser a de cada ciclo.
+            self._fechar_leitor()
         if time.monotonic() - self._bombeado < _INTERVALO_BOMBA:
             return
         self._bombeado = time.monotonic()
@@ -250,65 +294,195 @@ class CapturaBinlog:
                 self._posicao_apagada(str(erro.args[1:] or ''))
                 return
             raise
+        self._continuo_falhou = False
+
+    # -- a espera entre ciclos: o leitor que bloqueia no log -------------------------
+    def esperar_mudanca(self, segundos: float) -> bool:
+        """
+        A espera do laço entre dois ciclos: lê o log por até `segundos` com um
+        leitor que BLOQUEIA (o servidor manda um batimento a cada `_BATIMENTO` s
+        sem nada no log, e o leitor volta para olhar o prazo), pondo no spool e
+        gravando a posição como a bomba do ciclo. Devolve True assim que uma
+        mudança de um dataset seguido foi ao spool: o laço roda o ciclo de dados
+        já, sem esperar o `--intervalo-dados` (a latência do commit ao Contextia
+        fica em décimos de segundo).
+
+        Sem posição ainda, com a captura pausada (spool cheio) ou depois de uma
+        falha do leitor contínuo, só dorme: a bomba do ciclo seguinte (sem
+        bloquear) é quem tenta de novo e diz o erro. O leitor fica aberto entre
+        uma espera e outra (não relê o log a cada volta).
+        """
+        prazo = time.monotonic() + segundos
+        if self.gtid is None or self.pausada or self._continuo_falhou or not self._tabelas:
+            time.sleep(max(0.0, segundos))
+            return False
+        try:
+            if self._leitor is None:
+                self._leitor, self._lote_continuo = self._novo_leitor(bloqueante=True), _Lote()
+            guardadas = self._consumir(iter(self._leitor), self._lote_continuo, prazo,
+                                       acordar=True)
+        except Exception as erro:             # noqa: BLE001 - a bomba do ciclo dira o erro
+            logger.warning('binlog: a leitura contínua do log parou (%s: %s); o próximo'
+                           ' ciclo relê do GTID guardado (%s)', type(erro).__name__, erro,
+                           self.gtid)
+            self._fechar_leitor()
+            self._continuo_falhou = True
+            return False
+        self._esperou = time.monotonic()
+        if self.pausada:
+            # A transacao que nao coube ja saiu do leitor: relida do GTID guardado.
+            self._fechar_leitor()
+        return guardadas > 0
+
+    def _fechar_leitor(self) -> None:
+        """Fecha o leitor contínuo; o lote que não foi ao spool é relido do GTID guardado."""
+        leitor, self._leitor = self._leitor, None
+        self._lote_continuo = _Lote()
+        if leitor is not None:
+            try:
+                leitor.close()
+            except Exception:                 # noqa: BLE001 - fechar nunca mascara nada
+                pass
+
+    def _novo_leitor(self, bloqueante: bool) -> Any:
+        from pymysqlreplication import BinLogStreamReader
+        from pymysqlreplication.event import (
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            XidEvent,
+        )
+        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+        return BinLogStreamReader(
+            connection_settings=dict(self.conexao), server_id=self.server_id,
+            blocking=bloqueante, is_mariadb=True, auto_position=self.gtid or None,
+            # O batimento: o servidor manda um evento a cada tanto sem nada no log,
+            # e o leitor bloqueante volta (o prazo da espera, o SIGTERM).
+            slave_heartbeat=_BATIMENTO if bloqueante else None,
+            only_events=[MariadbGtidEvent, XidEvent, QueryEvent, HeartbeatLogEvent,
+                         WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+            only_schemas=sorted({esquema for esquema, _ in self._tabelas}))
 
     def _ler_log(self) -> None:
-        from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import MariadbGtidEvent
-        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
-        leitor = BinLogStreamReader(
-            connection_settings=dict(self.conexao), server_id=self.server_id,
-            blocking=False, is_mariadb=True, auto_position=self.gtid or None,
-            only_events=[MariadbGtidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-            only_schemas=sorted({esquema for esquema, _ in self._tabelas}))
-        pendente: list[Mudanca] = []
-        transacao: str | None = None
-        ultimo_ts = 0.0
-        eventos = 0
-        mudou = False
+        """Do GTID guardado até o fim do que já foi escrito (sem bloquear)."""
+        leitor = self._novo_leitor(bloqueante=False)
         try:
-            for evento in leitor:
-                eventos += 1
+            self._consumir(iter(leitor), _Lote(), prazo=None)
+        finally:
+            leitor.close()
+
+    def _consumir(self, eventos: Any, lote: _Lote, prazo: float | None,
+                  acordar: bool = False) -> int:
+        """
+        Lê eventos até o fim do log (`prazo` None) ou até o prazo (monotônico);
+        devolve quantas mudanças foram ao spool. `lote` guarda a transação
+        aberta entre duas chamadas com o mesmo leitor (o bloqueante).
+
+        As transações fechadas (o COMMIT no log) se juntam no lote; o lote vai
+        ao spool de uma vez (um arquivo por dataset e empresa) e só então a
+        posição avança até a última transação dele. Vai ao spool no fim, no
+        batimento (o log parou), no prazo, quando passa de `_MUDANCAS_POR_LOTE`
+        ou quando o último despejo tem mais de `_IDADE_DO_LOTE` segundos (com o
+        leitor que bloqueia: a primeira transação depois de um silêncio vai já,
+        e sob carga as seguintes se juntam -- um fsync por lote, não por
+        transação). Spool cheio: a posição fica na última transação que entrou
+        inteira, `pausada` diz por quê. `acordar`: volta quando há mudanças
+        no spool e o log parou (ou elas já esperam `_IDADE_DO_LOTE`).
+        """
+        from pymysqlreplication.event import (
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            XidEvent,
+        )
+        from pymysqlreplication.row_event import DeleteRowsEvent, WriteRowsEvent
+        guardadas = 0
+        primeira = 0.0
+        lidos = 0
+        evento: Any = None
+        try:
+            while True:
+                evento = next(eventos, None)
+                if evento is None:
+                    break
+                lidos += 1
                 if isinstance(evento, MariadbGtidEvent):
-                    # Um GTID novo fecha a transação anterior (o log a escreveu
-                    # inteira no commit): ela vai ao spool, e só então a posição.
-                    if transacao is not None:
-                        self._guardar(pendente, transacao)
-                        mudou = True
-                    pendente, transacao = [], str(evento.gtid)
-                    ultimo_ts = float(evento.timestamp)
-                    if eventos >= _EVENTOS_POR_BOMBA:
-                        break
-                    continue
-                alvos = self._tabelas.get((str(evento.schema).lower(),
-                                           str(evento.table).lower()))
-                if not alvos:
-                    continue
-                for linha in evento.rows:
-                    imagens = [linha[k] for k in ('before_values', 'after_values', 'values')
-                               if k in linha]
+                    lote.fechar()               # um GTID novo fecha o anterior
+                    if prazo is None and lidos >= _EVENTOS_POR_BOMBA:
+                        break                   # esta transacao fica para a proxima
+                    lote.abrir(str(evento.gtid), self._ja_guardada(str(evento.gtid)))
+                    self._ultimo_ts = float(evento.timestamp)
+                elif isinstance(evento, XidEvent) or (
+                        isinstance(evento, QueryEvent)
+                        and str(evento.query).strip().upper() == 'COMMIT'):
+                    lote.fechar()
+                elif isinstance(evento, HeartbeatLogEvent):
+                    # O log parou: a transacao sem COMMIT no log (DDL) tambem fecha.
+                    lote.fechar()
+                    guardadas += self._despejar(lote)
+                elif lote.transacao is not None and not lote.pular:
+                    alvos = self._tabelas.get((str(evento.schema).lower(),
+                                               str(evento.table).lower()))
                     tipo = ('delete' if isinstance(evento, DeleteRowsEvent) else
                             'insert' if isinstance(evento, WriteRowsEvent) else 'update')
-                    for alvo in alvos:
-                        pendente.extend(self._mudancas(alvo, imagens, tipo, transacao or '',
-                                                       float(evento.timestamp)))
-            else:
-                if transacao is not None:
-                    self._guardar(pendente, transacao)
-                    mudou = True
-                self.atraso_s = 0.0
-                self.pausada = None
-                return
-            self.atraso_s = round(max(0.0, time.time() - ultimo_ts), 1)
+                    for linha in evento.rows if alvos else ():
+                        imagens = [linha[k] for k in ('before_values', 'after_values',
+                                                      'values') if k in linha]
+                        for alvo in alvos or ():
+                            lote.pendente.extend(self._mudancas(
+                                alvo, imagens, tipo, lote.transacao, float(evento.timestamp)))
+                if lote.fechadas and (
+                        len(lote.mudancas) >= _MUDANCAS_POR_LOTE
+                        or (prazo is not None
+                            and time.monotonic() - self._despejado >= _IDADE_DO_LOTE)):
+                    guardadas += self._despejar(lote)
+                if guardadas and not primeira:
+                    primeira = time.monotonic()
+                # Acorda o ciclo quando o log parou (o batimento) ou o que foi ao
+                # spool ja espera ha `_IDADE_DO_LOTE`: uma rajada de transacoes
+                # vai num ciclo so, e nao um ciclo para a primeira delas.
+                if acordar and guardadas and (
+                        isinstance(evento, HeartbeatLogEvent)
+                        or time.monotonic() - primeira >= _IDADE_DO_LOTE):
+                    break
+                if prazo is not None and time.monotonic() >= prazo:
+                    break
+            if prazo is None and evento is None:
+                # Fim do log: a transacao em curso ja foi escrita inteira no commit.
+                lote.fechar()
+            guardadas += self._despejar(lote)
+            em_dia = evento is None or isinstance(evento, HeartbeatLogEvent)
+            self.atraso_s = (0.0 if em_dia or not self._ultimo_ts else
+                             round(max(0.0, time.time() - self._ultimo_ts), 1))
             self.pausada = None
         except ErroSpoolCheio as cheio:
             if self.pausada != str(cheio):
                 logger.error('binlog: %s', cheio)
             self.pausada = str(cheio)
-            self.atraso_s = round(max(0.0, time.time() - ultimo_ts), 1) if ultimo_ts else None
-        finally:
-            leitor.close()
-            if mudou:
+            self.atraso_s = (round(max(0.0, time.time() - self._ultimo_ts), 1)
+                             if self._ultimo_ts else None)
+        return guardadas
+
+    def _despejar(self, lote: _Lote) -> int:
+        """O lote fechado vai ao spool (fsync) e SÓ ENTÃO a posição avança sobre ele."""
+        if not lote.fechadas:
+            return 0
+        try:
+            self.spool.guardar(lote.mudancas)
+        except ErroSpoolCheio as cheio:
+            cabidas = [g for g, n in lote.fechadas if n <= cheio.guardadas]
+            for gtid in cabidas:
+                self._avancar(gtid)
+            if cabidas:
                 self._gravar_posicao()
+            raise
+        for gtid, _ in lote.fechadas:
+            self._avancar(gtid)
+        self._gravar_posicao()
+        self._despejado = time.monotonic()
+        quantas = len(lote.mudancas)
+        lote.esvaziar()
+        return quantas
 
     def _mudancas(self, alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: str,
                   gtid: str, quando: float) -> list[Mudanca]:
@@ -325,11 +499,23 @@ class CapturaBinlog:
                 mudanca.escopos.append(escopo)
         return list(chaves.values())
 
-    def _guardar(self, mudancas: list[Mudanca], gtid: str) -> None:
-        self.spool.guardar(mudancas)
-        dominio = gtid.split('-', 1)[0]
-        partes = {p.split('-', 1)[0]: p for p in (self.gtid or '').split(',') if p}
-        partes[dominio] = gtid
+    def _partes(self) -> dict[str, str]:
+        """A posição por domínio: {'0': '0-1-57', ...}."""
+        return {p.split('-', 1)[0]: p for p in (self.gtid or '').split(',') if p}
+
+    def _ja_guardada(self, gtid: str) -> bool:
+        """A transação já está no spool (o leitor que se reconecta sozinho repassa o log)."""
+        dominio, _, resto = gtid.partition('-')
+        atual = self._partes().get(dominio)
+        try:
+            return atual is not None and int(resto.rpartition('-')[2]) <= int(
+                atual.rpartition('-')[2])
+        except ValueError:
+            return False
+
+    def _avancar(self, gtid: str) -> None:
+        partes = self._partes()
+        partes[gtid.split('-', 1)[0]] = gtid
         self._posicao['gtid'] = ','.join(partes[d] for d in sorted(partes))
 
     def _posicao_apagada(self, detalhe: str) -> None:
@@ -356,6 +542,7 @@ class CapturaBinlog:
         todos = {a.nome: a for v in self._tabelas.values() for a in v}
         if alvo.nome not in todos:
             self._mapear(list(todos.values()) + [alvo])
+            self._fechar_leitor()       # o leitor continuo filtra pelas tabelas de antes
         self._bombear([alvo])
         itens = self.spool.tomar(alvo.nome, self.maximo)
         if not itens:

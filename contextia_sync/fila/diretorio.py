@@ -48,12 +48,12 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contextia_sync.arquivos import fsync_pasta, gravar_atomico
+from contextia_sync.arquivos import GravacaoAtomica, fsync_pasta, gravar_atomico
 from contextia_sync.erros import ErroConfiguracao
 
 PRONTO = 'pronto'
@@ -276,41 +276,78 @@ class FilaEmDiretorio:
         no mesmo arquivo, com a mesma sequência: novo=False. Levanta
         ErroFilaCheia se o item novo passaria do limite de itens ou de bytes.
         """
-        if not PADRAO_CHAVE.fullmatch(chave):
-            raise ValueError('chave %r não serve para nome de arquivo (só [A-Za-z0-9._-],'
-                             ' pontas alfanumericas, até 120)' % (chave,))
-        if estado not in (PRONTO, PARADO):
-            raise ValueError('estado %r: itens entram em PRONTO ou PARADO' % (estado,))
         texto = json.dumps(dict(conteudo), ensure_ascii=False, sort_keys=True, indent=1,
                            allow_nan=False) + '\n'
-        tamanho = len(texto.encode('utf-8'))
+        return self.por_lote([(chave, texto)], estado=estado)[0]
+
+    def por_lote(self, itens: Sequence[tuple[str, str]], *,
+                 estado: str = PRONTO) -> list[tuple[Path, bool]]:
+        """
+        Grava vários itens de uma vez: (chave, texto JSON de um objeto) cada um.
+
+        A pasta é listada UMA vez para o lote inteiro (não uma por item), cada
+        arquivo tem o seu fsync e a pasta um só no fim, depois de todos os
+        renames: quem chama pode contar com o lote inteiro no disco quando isto
+        volta. Tudo ou nada no limite: se o lote não cabe, ErroFilaCheia e nada
+        foi gravado. Cada chave segue a regra de `por` (a que já existe troca o
+        conteúdo no lugar, com a mesma sequência).
+        """
+        for chave, _ in itens:
+            if not PADRAO_CHAVE.fullmatch(chave):
+                raise ValueError('chave %r não serve para nome de arquivo (só [A-Za-z0-9._-],'
+                                 ' pontas alfanumericas, até 120)' % (chave,))
+        if estado not in (PRONTO, PARADO):
+            raise ValueError('estado %r: itens entram em PRONTO ou PARADO' % (estado,))
+        if len({chave for chave, _ in itens}) != len(itens):
+            raise ValueError('por_lote: chave repetida no mesmo lote')
+        tamanhos = [len(texto.encode('utf-8')) for _, texto in itens]
         with self._travado(_TRAVA):
             todos = self.itens()
-            existente = next((i for i in todos if i.chave == chave and i.estado == estado),
-                             None)
-            tomado = next((i for i in todos if i.chave == chave and i.estado == TOMADO), None)
-            ocupados = sum(i.tamanho for i in todos) - (existente.tamanho if existente else 0)
-            quantos = len(todos) - (1 if existente else 0)
-            if quantos >= self._maximo_itens or ocupados + tamanho > self._maximo_bytes:
+            no_estado = {i.chave: i for i in todos if i.estado == estado}
+            tomados = {i.chave: i for i in todos if i.estado == TOMADO}
+            substituidos = [no_estado[c] for c, _ in itens if c in no_estado]
+            ocupados = sum(i.tamanho for i in todos) - sum(i.tamanho for i in substituidos)
+            quantos = len(todos) - len(substituidos)
+            if (quantos + len(itens) > self._maximo_itens
+                    or ocupados + sum(tamanhos) > self._maximo_bytes):
                 raise ErroFilaCheia(
-                    '%s cheia em %s: %d item(ns), %s (limite %d itens, %s); este item (%s)'
-                    ' não foi guardado' % (self._rotulo, self._raiz, len(todos),
-                                           _mib(ocupados), self._maximo_itens,
-                                           _mib(self._maximo_bytes), _mib(tamanho)),
+                    '%s cheia em %s: %d item(ns), %s (limite %d itens, %s); %s não foi'
+                    ' guardado' % (
+                        self._rotulo, self._raiz, len(todos), _mib(ocupados),
+                        self._maximo_itens, _mib(self._maximo_bytes),
+                        'este item (%s)' % _mib(sum(tamanhos)) if len(itens) == 1 else
+                        'este lote (%d itens, %s)' % (len(itens), _mib(sum(tamanhos)))),
                     itens=len(todos), ocupados=ocupados, maximo_itens=self._maximo_itens,
                     maximo_bytes=self._maximo_bytes)
-            if existente is not None:
-                nome = existente.caminho.name
-            elif tomado is not None:
-                # A versao nova fica com a sequencia da tomada; quem a tomou ve
-                # que ja ha uma mais nova ao devolver.
-                nome = tomado.caminho.name
-            else:
-                proxima = max((i.sequencia for i in todos), default=0) + 1
-                nome = '%0*d-%s.json' % (LARGURA_SEQUENCIA, proxima, chave)
-            caminho = self._raiz / estado / nome
-            gravar_atomico(str(caminho), texto)
-        return caminho, existente is None
+            proxima = max((i.sequencia for i in todos), default=0) + 1
+            feitos: list[tuple[Path, bool]] = []
+            gravacoes: list[GravacaoAtomica] = []
+            try:
+                for chave, texto in itens:
+                    if chave in no_estado:
+                        nome = no_estado[chave].caminho.name
+                    elif chave in tomados:
+                        # A versao nova fica com a sequencia da tomada; quem a tomou
+                        # ve que ja ha uma mais nova ao devolver.
+                        nome = tomados[chave].caminho.name
+                    else:
+                        nome = '%0*d-%s.json' % (LARGURA_SEQUENCIA, proxima, chave)
+                        proxima += 1
+                    caminho = self._raiz / estado / nome
+                    gravacao = GravacaoAtomica(str(caminho))
+                    gravacoes.append(gravacao)
+                    gravacao.escrever(texto)
+                    gravacao.fechar()           # o fsync do conteudo, um por arquivo
+                    feitos.append((caminho, chave not in no_estado))
+                for gravacao in gravacoes:
+                    os.replace(gravacao.temporario, gravacao.caminho)
+            except BaseException:
+                for gravacao in gravacoes:
+                    gravacao.desistir()
+                raise
+            if gravacoes:
+                fsync_pasta(self._raiz / estado)    # um so para todos os renames
+        return feitos
 
     def tomar(self, item: ItemDaFila) -> ItemDaFila | None:
         """Move `item` para tomado/ (só dentro de `trabalhando()`); None se ele já saiu."""

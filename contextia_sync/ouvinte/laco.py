@@ -92,6 +92,7 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
         systemd.vigia()
 
     ctx.pulsar = pulsar
+    acordador = getattr(ctx.captura, 'esperar_mudanca', None)
     proximo_dados = proximo_projetos = 0.0
     saida = SAIDA_OK
     conectado = False
@@ -168,7 +169,16 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
         fim = time.monotonic() + espera
         while time.monotonic() < fim and not parada.pedida:
             systemd.vigia()
-            time.sleep(min(FATIA_SONO, max(0.0, fim - time.monotonic())))
+            fatia = min(FATIA_SONO, max(0.0, fim - time.monotonic()))
+            # A captura que le um log (binlog) espera NO log e acorda o ciclo de
+            # dados quando chega mudanca; depois de uma volta com erro continua
+            # lendo (o log nao envelhece) mas nao acorda: o Contextia fora do ar
+            # nao vira um ciclo por evento.
+            if acordador is None:
+                time.sleep(fatia)
+            elif acordador(fatia) and not ctx.falhas:
+                proximo_dados = 0.0
+                break
         if parada.pedida:
             break
     # Saida limpa: o status diz PARADO (e nao "ativo" com um pid morto).
