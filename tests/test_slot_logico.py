@@ -72,6 +72,18 @@ def _spool(ouvinte, *estados):
     return nomes
 
 
+def _no_spool(ouvinte):
+    """Quantas linhas os arquivos do spool guardam (um arquivo é um lote, fila/spool.py)."""
+    linhas = set()
+    for estado in ('pronto', 'tomado'):
+        for nome in _spool(ouvinte, estado):
+            with open(os.path.join(ouvinte.estado_dir, 'spool', estado, nome)) as arquivo:
+                conteudo = json.load(arquivo)
+            linhas.update((conteudo['dataset'], json.dumps(m['chave']))
+                          for m in conteudo['mudancas'])
+    return len(linhas)
+
+
 def _captura(ouvinte):
     try:
         with open(os.path.join(ouvinte.estado_dir, 'ouvinte-status.json')) as arquivo:
@@ -155,6 +167,27 @@ def test_insert_update_delete_chegam_e_remover_slot_nao_deixa_slot(
     assert codigo == 0 and 'não existe' in saida, saida
 
 
+def test_mudanca_no_slot_acorda_o_ciclo_e_o_sigterm_sai_logo(tmp_path, banco,
+                                                            ambiente_contextia,
+                                                            chave_contextia):
+    # Com --intervalo-dados de 10 min, só a espera que olha o slot entrega em segundos.
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    e0 = o.erp.escopos[0]
+    processo = o.iniciar('--intervalo-dados=600')
+    try:
+        esperar(lambda: (_posicao(o) or {}).get('lsn'), 30)
+        novo = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: novo in _ids(o, e0), 20)
+        outro = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: outro in _ids(o, e0), 20)
+    finally:
+        inicio = time.monotonic()
+        processo.send_signal(signal.SIGTERM)
+        processo.wait(60)
+    assert time.monotonic() - inicio < 10
+    assert processo.returncode == 0, o.saida()[-2000:]
+
+
 def test_kill9_em_cada_passo_nada_perdido_nada_duplicado(tmp_path, banco, ambiente_contextia,
                                                         chave_contextia, monkeypatch):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
@@ -174,7 +207,7 @@ def test_kill9_em_cada_passo_nada_perdido_nada_duplicado(tmp_path, banco, ambien
     monkeypatch.setenv('CONTEXTIA_TESTE_MORRER_EM', 'slot-no-spool')
     processo = o.iniciar()
     assert processo.wait(30) == -signal.SIGKILL
-    assert len(_spool(o)) == 5 and _confirmado(o) == antes
+    assert _no_spool(o) == 5 and _confirmado(o) == antes
     # 3. Entregue ao Contextia, antes de concluir no spool: morre; o spool ainda o tem.
     monkeypatch.setenv('CONTEXTIA_TESTE_MORRER_EM', 'slot-entregue')
     processo = o.iniciar()
@@ -222,7 +255,7 @@ def test_contextia_fora_wal_limitado_spool_cresce_pausa_e_escoa(
         assert gerado > 8 * 1024 * 1024
         pausada = esperar(lambda: _captura(o).get('pausada'), 60)
         assert 'spool cheio' in pausada and 'PAUSADA' in pausada
-        assert len(_spool(o)) == 40
+        assert _no_spool(o) == 40
         retido = _captura(o)['wal_retido_bytes']
         assert retido < gerado / 4, (retido, gerado)
         codigo, saude = _saude(o)

@@ -296,6 +296,11 @@ class CapturaSlotLogico:
         self._spool: Spool | None = None
         self._tabelas: dict[tuple[str, str], list[DatasetVivo]] = {}
         self._bombeado = 0.0
+        # Mudancas postas no spool nesta subida: a espera entre ciclos acorda o
+        # laco quando cresce. `_lido_ate`: o fim do ultimo peek completo.
+        self.guardadas = 0
+        self._lido_ate = 0
+        self._espera_falhou = False
         self.atraso_s: float | None = None
         self.pausada: str | None = None
         self.medido: dict[str, Any] = {}
@@ -495,6 +500,8 @@ class CapturaSlotLogico:
         # tabelas ficaria retido para sempre. Cortado pelo limite: até o último commit.
         final = lsn_para_int(ate) if linhas < limite else (
             transacoes[-1][0] if transacoes else confirmado)
+        if linhas < limite:
+            self._lido_ate = lsn_para_int(ate)
         if transacoes:
             _morrer_se('slot-lido')
         guardado = self._guardar(transacoes, final, confirmado)
@@ -564,11 +571,14 @@ class CapturaSlotLogico:
                     indice < len(transacoes) - 1:
                 continue
             try:
-                self.spool.guardar([m for _, mudancas in lote for m in mudancas])
+                juntas = [m for _, mudancas in lote for m in mudancas]
+                self.spool.guardar(juntas)
+                self.guardadas += len(juntas)
             except ErroSpoolCheio:
                 for lsn, mudancas in lote:
                     try:
                         self.spool.guardar(mudancas)
+                        self.guardadas += len(mudancas)
                     except ErroSpoolCheio as cheio:
                         if self.pausada != str(cheio):
                             logger.error('slot_logico: %s', cheio)
@@ -611,6 +621,49 @@ class CapturaSlotLogico:
         self._gravar_posicao()
 
     # -- Captura -------------------------------------------------------------------
+    def esperar_mudanca(self, segundos: float) -> bool:
+        """
+        A espera do laço entre dois ciclos (ouvinte/laco.py): olha o fim do WAL a
+        cada `_INTERVALO_BOMBA` s e, quando ele andou, bombeia o slot para o
+        spool como o ciclo faria. Devolve True assim que uma mudança de tabela
+        seguida foi ao spool: o laço roda o ciclo de dados já (a latência do
+        commit ao Contextia fica em décimos de segundo, sem esperar o
+        --intervalo-dados). Com o WAL parado, é uma consulta trivial por volta.
+
+        Sem posição ainda, com o slot perdido, com o spool cheio ou depois de uma
+        falha aqui, só dorme: a bomba do ciclo seguinte é quem tenta de novo e
+        diz o erro (um por ciclo, não um por volta).
+        """
+        prazo = time.monotonic() + max(0.0, segundos)
+        perdido = (self._posicao.get('perdido') or {}).get('aguardando_slot')
+        if self.lsn is None or perdido or self.pausada or not self._tabelas \
+                or self._espera_falhou:
+            self._espera_falhou = False      # o ciclo seguinte tenta de novo
+            time.sleep(max(0.0, prazo - time.monotonic()))
+            return False
+        antes = self.guardadas
+        while True:
+            try:
+                fim = self._conexao().execute(
+                    'SELECT pg_current_wal_flush_lsn()::text').fetchone()[0]
+                if lsn_para_int(fim) > self._lido_ate:
+                    self._bombear()
+            except Exception as erro:             # noqa: BLE001 - a bomba do ciclo dira
+                logger.warning('slot_logico: a espera entre os ciclos parou de olhar o slot'
+                               ' (%s: %s); o próximo ciclo lê de novo',
+                               type(erro).__name__, str(erro).splitlines()[0] if str(erro)
+                               else '')
+                self._fechar_conexao()
+                self._espera_falhou = True
+                time.sleep(max(0.0, prazo - time.monotonic()))
+                return False
+            if self.guardadas > antes:
+                return True
+            resto = prazo - time.monotonic()
+            if resto <= 0:
+                return False
+            time.sleep(min(_INTERVALO_BOMBA, resto))
+
     def ler(self, alvo: DatasetVivo) -> Leitura:
         todos = {a.nome: a for v in self._tabelas.values() for a in v}
         if alvo.nome not in todos:
