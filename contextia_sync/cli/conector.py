@@ -248,27 +248,9 @@ def conferir_antes_de_ler(args: argparse.Namespace,
     from contextia_sync.carga import completa as carga
 
     mapa, escopo, origem = preparo.mapa, preparo.escopo, preparo.origem
-    try:
-        problemas = carga.conferir_catalogo(mapa, origem,
-                                            preparo.datasets if args.dry_run else [])
-    except ErroConfiguracao as erro:
-        return comum.recusar(PROG, erro)
-    por_dataset: dict[str | None, list[Any]] = {}
-    for problema in problemas:
-        por_dataset.setdefault(problema.dataset, []).append(problema)
-    if problemas:
-        print('colunas ........: %d problema(s) no catálogo da origem (antes de ler):'
-              % len(problemas))
-        for problema in problemas:
-            print('  - %s' % problema.texto)
-    elif args.dry_run:
-        print('colunas ........: todas as do mapeamento existem na origem')
-    sys.stdout.flush()
-    if None in por_dataset:
-        return comum.recusar(
-            PROG, 'o cadastro de empresas (projects) tem coluna(s) que a origem não mostra'
-                  ' (acima): sem ele não há como conferir a empresa %s. Corrija a seção'
-                  ' projects do mapeamento. Nada foi enviado.' % escopo)
+    por_dataset = _conferir_catalogo(args, preparo, 'a empresa %s' % escopo)
+    if isinstance(por_dataset, int):
+        return por_dataset
 
     try:
         empresa = carga.conferir_escopo(mapa, origem, escopo)
@@ -482,14 +464,17 @@ def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
                    origem=origem), empresas
 
 
-def _conferir_cadastro_todas(args: argparse.Namespace, preparo: Preparo,
-                             empresas: list[Any]) -> int | dict[str | None, list[Any]]:
-    """`conferir_antes_de_ler` de --todas: o catálogo uma vez, o cadastro numa leitura."""
+def _conferir_catalogo(args: argparse.Namespace, preparo: Preparo,
+                       quem: str) -> int | dict[str | None, list[Any]]:
+    """
+    O catálogo da origem antes de ler (o do cadastro sempre; no seco, o de cada
+    dataset): a recusa (código de saída) ou, por dataset, os problemas dele.
+    `quem` completa "sem ele não há como conferir ..." ('a empresa 297').
+    """
     from contextia_sync.carga import completa as carga
 
-    mapa, origem = preparo.mapa, preparo.origem
     try:
-        problemas = carga.conferir_catalogo(mapa, origem,
+        problemas = carga.conferir_catalogo(preparo.mapa, preparo.origem,
                                             preparo.datasets if args.dry_run else [])
     except ErroConfiguracao as erro:
         return comum.recusar(PROG, erro)
@@ -503,11 +488,24 @@ def _conferir_cadastro_todas(args: argparse.Namespace, preparo: Preparo,
             print('  - %s' % problema.texto)
     elif args.dry_run:
         print('colunas ........: todas as do mapeamento existem na origem')
+    sys.stdout.flush()
     if None in por_dataset:
         return comum.recusar(
             PROG, 'o cadastro de empresas (projects) tem coluna(s) que a origem não mostra'
-                  ' (acima): sem ele não há como conferir as empresas. Corrija a seção'
-                  ' projects do mapeamento. Nada foi enviado.')
+                  ' (acima): sem ele não há como conferir %s. Corrija a seção projects do'
+                  ' mapeamento. Nada foi enviado.' % quem)
+    return por_dataset
+
+
+def _conferir_cadastro_todas(args: argparse.Namespace, preparo: Preparo,
+                             empresas: list[Any]) -> int | dict[str | None, list[Any]]:
+    """`conferir_antes_de_ler` de --todas: o catálogo uma vez, o cadastro numa leitura."""
+    from contextia_sync.carga import completa as carga
+
+    mapa, origem = preparo.mapa, preparo.origem
+    por_dataset = _conferir_catalogo(args, preparo, 'as empresas')
+    if isinstance(por_dataset, int):
+        return por_dataset
     ativas = [e for e in empresas if e.ativa]
     try:
         achadas = carga.conferir_escopos(mapa, origem, [e.escopo for e in ativas])
