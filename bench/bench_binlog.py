@@ -19,9 +19,7 @@ concluir) contra as mesmas N enviadas direto por `enviar_dataset`.
 import argparse
 import json
 import os
-import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,7 @@ import time
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
-from bench.bench_latencia import Leitor, percentil  # noqa: E402
+from bench.bench_latencia import Leitor, medir_commits, percentil  # noqa: E402
 
 
 def _mapa(pasta, dataset, estrategia):
@@ -83,29 +81,12 @@ def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
             stderr=subprocess.STDOUT)
         leitores[estrategia] = Leitor(chave, dataset)
         leitores[estrategia].start()
-    time.sleep(intervalo * 2 + 3)           # a primeira volta fixa marca e posição
-    commits = {e: {} for e in bancos}
-    for n in range(mudancas):
-        ident = 1000 + n
-        for estrategia, banco in bancos.items():
-            with banco.motor().begin() as con:
-                con.execute(sa.text('INSERT INTO MOVIMENTO VALUES (:i, 1, :v, NOW(6))'),
-                            {'i': ident, 'v': n})
-            commits[estrategia][(ident, n)] = time.monotonic()
-        time.sleep(random.uniform(0.1, 0.6))
-    fim = time.monotonic() + intervalo * 3 + 15
-    while time.monotonic() < fim and not all(
-            set(commits[e]) <= set(leitores[e].vistos) for e in bancos):
-        time.sleep(0.2)
-    resultado = {}
-    for estrategia in bancos:
-        tempos = [leitores[estrategia].vistos[k] - t for k, t in commits[estrategia].items()
-                  if k in leitores[estrategia].vistos]
-        resultado[estrategia] = (tempos, len(commits[estrategia]) - len(tempos))
-        leitores[estrategia].parar = True
-        ouvintes[estrategia].send_signal(signal.SIGTERM)
-        ouvintes[estrategia].wait(60)
-    return resultado
+
+    def inserir(banco, ident, n):
+        with banco.motor().begin() as con:
+            con.execute(sa.text('INSERT INTO MOVIMENTO VALUES (:i, 1, :v, NOW(6))'),
+                        {'i': ident, 'v': n})
+    return medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir)
 
 
 def vazao(chave, pasta, quantos, repeticoes=3):

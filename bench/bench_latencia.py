@@ -106,6 +106,36 @@ class Leitor(threading.Thread):
             time.sleep(PASSO_LEITOR)
 
 
+def medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir):
+    """
+    A medida commit -> visível de várias estratégias na mesma rodada: espera a
+    primeira volta, comita `mudancas` linhas em cada banco (`inserir(banco, ident,
+    n)`, intercaladas, com pausas ao acaso), espera os `leitores`
+    as verem e para os `ouvintes`. {estrategia: (segundos de cada uma, não vistas)}.
+    """
+    time.sleep(intervalo * 2 + 3)           # a primeira volta fixa marca e posição
+    commits = {e: {} for e in bancos}
+    for n in range(mudancas):
+        ident = 1000 + n
+        for estrategia, banco in bancos.items():
+            inserir(banco, ident, n)
+            commits[estrategia][(ident, n)] = time.monotonic()
+        time.sleep(random.uniform(0.1, 0.6))
+    fim = time.monotonic() + intervalo * 3 + 15
+    while time.monotonic() < fim and not all(
+            set(commits[e]) <= set(leitores[e].vistos) for e in bancos):
+        time.sleep(0.2)
+    resultado = {}
+    for estrategia in bancos:
+        tempos = [leitores[estrategia].vistos[k] - t for k, t in commits[estrategia].items()
+                  if k in leitores[estrategia].vistos]
+        resultado[estrategia] = (tempos, len(commits[estrategia]) - len(tempos))
+        leitores[estrategia].parar = True
+        ouvintes[estrategia].send_signal(signal.SIGTERM)
+        ouvintes[estrategia].wait(60)
+    return resultado
+
+
 def linha_de_base(chave, repeticoes=10):
     """Envio direto (sem ouvinte) até visível: o piso da medida."""
     from contextia_sync.intake import cliente

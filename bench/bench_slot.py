@@ -15,18 +15,15 @@ aleatórios e um leitor anota quando cada uma ficou visível.
 import argparse
 import json
 import os
-import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
-from bench.bench_latencia import Leitor, percentil  # noqa: E402
+from bench.bench_latencia import Leitor, medir_commits, percentil  # noqa: E402
 
 ESTRATEGIAS = ('coluna', 'slot_logico')
 
@@ -85,28 +82,11 @@ def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
                                                 stderr=subprocess.STDOUT)
         leitores[estrategia] = Leitor(chave, dataset)
         leitores[estrategia].start()
-    time.sleep(intervalo * 2 + 3)           # a primeira volta fixa marca e posição
-    commits = {e: {} for e in bancos}
-    for n in range(mudancas):
-        ident = 1000 + n
-        for estrategia, banco in bancos.items():
-            banco.admin('INSERT INTO "MOVIMENTO" VALUES (%d, 1, %d, clock_timestamp())'
-                        % (ident, n))
-            commits[estrategia][(ident, n)] = time.monotonic()
-        time.sleep(random.uniform(0.1, 0.6))
-    fim = time.monotonic() + intervalo * 3 + 15
-    while time.monotonic() < fim and not all(
-            set(commits[e]) <= set(leitores[e].vistos) for e in bancos):
-        time.sleep(0.2)
-    resultado = {}
-    for estrategia in bancos:
-        tempos = [leitores[estrategia].vistos[k] - t for k, t in commits[estrategia].items()
-                  if k in leitores[estrategia].vistos]
-        resultado[estrategia] = (tempos, len(commits[estrategia]) - len(tempos))
-        leitores[estrategia].parar = True
-        ouvintes[estrategia].send_signal(signal.SIGTERM)
-        ouvintes[estrategia].wait(60)
-    return resultado
+
+    def inserir(banco, ident, n):
+        banco.admin('INSERT INTO "MOVIMENTO" VALUES (%d, 1, %d, clock_timestamp())'
+                    % (ident, n))
+    return medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir)
 
 
 def main():
