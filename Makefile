@@ -37,8 +37,12 @@ lint: $(PRONTO_DEV)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# Quatro processos nos 2 nucleos: a suite passa a maior parte do tempo esperando
+# (processos filhos, backoff, ciclos do ouvinte), nao calculando. Os testes
+# pesados (torturas, demo) vao em dois grupos do xdist (xdist_group), um
+# processo cada: nunca mais de duas torturas juntas.
 test: lint
-	$(BIN)/python -m pytest -n 2 $(ARGS)
+	$(BIN)/python -m pytest -n 4 --dist loadgroup $(ARGS)
 
 autoteste:
 	$(PYTHON) ouvinte.py --autoteste

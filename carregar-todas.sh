@@ -14,12 +14,16 @@
 #   CONTEXTIA_SOURCE   o adaptador de origem (padrao: generic)
 #   CONTEXTIA_HISTORICO  o historico de cargas aceitas (padrao: CHAVES.historico.json);
 #                      no dataset sem key o teto de remocao compara com ele
-# Opcoes depois de CHAVES vao para cada connector (ex.: --dry-run, --max-remocao=1).
+# Opcoes depois de CHAVES vao para o connector (ex.: --dry-run, --max-remocao=1).
 #
+# Um connector so (`connector --todas`) carrega todas as empresas: UMA leitura por
+# dataset, em ordem de empresa, repartida para a chave de cada uma -- cada empresa
+# com o seu sync, o seu complete e o seu teto de remocao. Uma empresa so ainda
+# carrega com `connector.py --scope=ESCOPO`.
 # O arquivo de chaves e lido so pelo leitor do SDK (contextia_sync/provisionamento/
 # chaves.py), o mesmo do ouvinte e do provisionar: as mesmas linhas, as mesmas recusas.
-# A chave de cada empresa vai no AMBIENTE do connector (CONTEXTIA_API_KEY), nunca
-# na linha de comando: ali ela apareceria no `ps` de qualquer usuario.
+# As chaves nunca passam por este bash nem pela linha de comando (ali apareceriam
+# no `ps` de qualquer usuario): o connector as le do arquivo.
 # Uma empresa que falha nao para as outras; o resumo diz quais falharam.
 # SIGTERM, SIGINT ou SIGHUP encerram tambem o connector em curso (nenhum fica orfao).
 #

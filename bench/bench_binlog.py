@@ -19,9 +19,7 @@ concluir) contra as mesmas N enviadas direto por `enviar_dataset`.
 import argparse
 import json
 import os
-import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,7 @@ import time
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
-from bench.bench_latencia import Leitor, percentil  # noqa: E402
+from bench.bench_latencia import Leitor, medir_commits, percentil  # noqa: E402
 
 
 def _mapa(pasta, dataset, estrategia):
@@ -62,14 +60,7 @@ def _banco(servidor):
     return banco
 
 
-def _cpu(pid):
-    """Segundos de CPU do processo (utime + stime de /proc/<pid>/stat)."""
-    with open('/proc/%d/stat' % pid) as arquivo:
-        campos = arquivo.read().rsplit(')', 1)[1].split()
-    return (int(campos[11]) + int(campos[12])) / os.sysconf('SC_CLK_TCK')
-
-
-def latencias(servidor, contextia, chave, pasta, mudancas, intervalo, ocioso=20):
+def latencias(servidor, contextia, chave, pasta, mudancas, intervalo, ocioso):
     import sqlalchemy as sa
     chaves = os.path.join(pasta, 'chaves.tsv')
     with open(chaves, 'w') as arquivo:
@@ -90,36 +81,13 @@ def latencias(servidor, contextia, chave, pasta, mudancas, intervalo, ocioso=20)
             stderr=subprocess.STDOUT)
         leitores[estrategia] = Leitor(chave, dataset)
         leitores[estrategia].start()
-    time.sleep(intervalo * 2 + 3)           # a primeira volta fixa marca e posição
-    commits = {e: {} for e in bancos}
-    for n in range(mudancas):
-        ident = 1000 + n
-        for estrategia, banco in bancos.items():
-            with banco.motor().begin() as con:
-                con.execute(sa.text('INSERT INTO MOVIMENTO VALUES (:i, 1, :v, NOW(6))'),
-                            {'i': ident, 'v': n})
-            commits[estrategia][(ident, n)] = time.monotonic()
-        time.sleep(random.uniform(0.1, 0.6))
-    fim = time.monotonic() + intervalo * 3 + 15
-    while time.monotonic() < fim and not all(
-            set(commits[e]) <= set(leitores[e].vistos) for e in bancos):
-        time.sleep(0.2)
-    # Ocioso: a CPU dos dois ouvintes numa janela sem nada mudar (o binlog tem o
-    # leitor do log acordado pelo batimento do servidor a cada 0,1 s).
-    for leitor in leitores.values():
-        leitor.parar = True
-    antes = {e: _cpu(p.pid) for e, p in ouvintes.items()}
-    time.sleep(ocioso)
-    cpu = {e: (_cpu(p.pid) - antes[e]) / ocioso for e, p in ouvintes.items()}
-    resultado = {}
-    for estrategia in bancos:
-        tempos = [leitores[estrategia].vistos[k] - t for k, t in commits[estrategia].items()
-                  if k in leitores[estrategia].vistos]
-        resultado[estrategia] = (tempos, len(commits[estrategia]) - len(tempos),
-                                 cpu[estrategia])
-        ouvintes[estrategia].send_signal(signal.SIGTERM)
-        ouvintes[estrategia].wait(60)
-    return resultado
+
+    def inserir(banco, ident, n):
+        with banco.motor().begin() as con:
+            con.execute(sa.text('INSERT INTO MOVIMENTO VALUES (:i, 1, :v, NOW(6))'),
+                        {'i': ident, 'v': n})
+    return medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir,
+                         ocioso=ocioso)
 
 
 def vazao(chave, pasta, quantos, repeticoes=3):
@@ -182,11 +150,13 @@ def main():
                 os.environ[nome] = valor
         chave = contextia.criar_projeto_com_chave('1', 'Bench')
         if not args.so_vazao:
+            ocioso = {}
             resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
-                                  args.intervalo_dados)
+                                  args.intervalo_dados, ocioso)
             print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
                   % (args.intervalo_dados, args.mudancas))
-            for estrategia, (tempos, faltam, cpu) in resultado.items():
+            for estrategia, (tempos, faltam) in resultado.items():
+                cpu = ocioso[estrategia]
                 if tempos:
                     print('  %-7s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d);'
                           ' ocioso: %.2f%% de um núcleo' % (

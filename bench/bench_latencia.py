@@ -106,6 +106,56 @@ class Leitor(threading.Thread):
             time.sleep(PASSO_LEITOR)
 
 
+OCIOSO_S = 20
+"""Segundos da janela ociosa de `medir_commits(..., ocioso=)`."""
+
+
+def cpu_do_processo(pid):
+    """Segundos de CPU do processo (utime + stime de /proc/<pid>/stat)."""
+    with open('/proc/%d/stat' % pid) as arquivo:
+        campos = arquivo.read().rsplit(')', 1)[1].split()
+    return (int(campos[11]) + int(campos[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir, ocioso=None):
+    """
+    A medida commit -> visível de várias estratégias na mesma rodada: espera a
+    primeira volta, comita `mudancas` linhas em cada banco (`inserir(banco, ident,
+    n)`, intercaladas, com pausas ao acaso), espera os `leitores`
+    as verem e para os `ouvintes`. {estrategia: (segundos de cada uma, não vistas)}.
+    `ocioso` (um dict): antes de parar, a fração de um núcleo que cada ouvinte
+    gastou em `OCIOSO_S` segundos sem nada mudar, posta ali por estratégia.
+    """
+    time.sleep(intervalo * 2 + 3)           # a primeira volta fixa marca e posição
+    commits = {e: {} for e in bancos}
+    for n in range(mudancas):
+        ident = 1000 + n
+        for estrategia, banco in bancos.items():
+            inserir(banco, ident, n)
+            commits[estrategia][(ident, n)] = time.monotonic()
+        time.sleep(random.uniform(0.1, 0.6))
+    fim = time.monotonic() + intervalo * 3 + 15
+    while time.monotonic() < fim and not all(
+            set(commits[e]) <= set(leitores[e].vistos) for e in bancos):
+        time.sleep(0.2)
+    if ocioso is not None:
+        for leitor in leitores.values():
+            leitor.parar = True
+        antes = {e: cpu_do_processo(p.pid) for e, p in ouvintes.items()}
+        time.sleep(OCIOSO_S)
+        ocioso.update({e: (cpu_do_processo(p.pid) - antes[e]) / OCIOSO_S
+                       for e, p in ouvintes.items()})
+    resultado = {}
+    for estrategia in bancos:
+        tempos = [leitores[estrategia].vistos[k] - t for k, t in commits[estrategia].items()
+                  if k in leitores[estrategia].vistos]
+        resultado[estrategia] = (tempos, len(commits[estrategia]) - len(tempos))
+        leitores[estrategia].parar = True
+        ouvintes[estrategia].send_signal(signal.SIGTERM)
+        ouvintes[estrategia].wait(60)
+    return resultado
+
+
 def linha_de_base(chave, repeticoes=10):
     """Envio direto (sem ouvinte) até visível: o piso da medida."""
     from contextia_sync.intake import cliente

@@ -406,6 +406,69 @@ def rss(args, banco, pasta):
     return 0 if razao <= 1.3 else 1
 
 
+def diario(args, pasta):
+    """
+    O diário da coluna (o que ela entregou entre duas reconciliações) contra a
+    comparação sem ele, num conjunto de `--chaves` chaves: quanto custa anotar
+    um ciclo, comparar com o diário e somá-lo ao conjunto (a regravação).
+    """
+    from contextia_sync.arquivos import GravacaoAtomica
+    from contextia_sync.captura import conjuntos
+    identidade = conjuntos.Identidade('titulos', 'V_TITULOS', 'ID', 'EMPRESA_ID')
+    base = os.path.join(pasta, 'diario')
+    arquivo = conjuntos.caminho(base, 'titulos', '1')
+    os.makedirs(os.path.dirname(arquivo), exist_ok=True)
+    chaves = list(range(0, 2 * args.chaves, 2))           # pares: o diario traz impares
+    gravacao = GravacaoAtomica(arquivo)
+    for linha in conjuntos.linhas_do_arquivo(chaves, identidade.cabecalho('1')):
+        gravacao.escrever(linha)
+    gravacao.trocar()
+    novas = [2 * i + 1 for i in range(0, args.chaves, max(1, args.chaves // 300))][:300]
+
+    def comparar(com_diario):
+        guardadas = conjuntos.abrir_arquivo(arquivo, identidade, '1')
+        if com_diario:
+            guardadas = conjuntos.juntar(guardadas, novas)
+        origem = iter(sorted(chaves + (novas if com_diario else [])))
+        return sum(1 for _ in conjuntos.comparar(guardadas, origem, conjuntos.Contagem()))
+
+    def regravar():
+        gravacao = GravacaoAtomica(arquivo + '.novo')
+        for linha in conjuntos.linhas_do_arquivo(
+                conjuntos.juntar(conjuntos.abrir_arquivo(arquivo, identidade, '1'), novas),
+                identidade.cabecalho('1')):
+            gravacao.escrever(linha)
+        gravacao.trocar()
+
+    def anotar():
+        alvo = conjuntos.caminho_diario(base, 'titulos', '1')
+        conjuntos.anotar_diario(alvo, identidade, '1', novas)
+        os.unlink(alvo)
+
+    tempos = {}
+    for nome, funcao in (('sem', lambda: comparar(False)), ('com', lambda: comparar(True)),
+                         ('regravar', regravar), ('anotar', anotar)):
+        medidas = []
+        for _ in range(args.repeticoes):
+            inicio = time.perf_counter()
+            funcao()
+            medidas.append(time.perf_counter() - inicio)
+        tempos[nome] = statistics.median(medidas)
+    print('\n== diário da coluna, %d chaves no conjunto, %d no diário (medianas de %d)'
+          % (args.chaves, len(novas), args.repeticoes))
+    def virgula(numero, casas=2):
+        return ('%.*f' % (casas, numero)).replace('.', ',')
+
+    print('comparar sem diário ............ %s s (1,00)' % virgula(tempos['sem']))
+    print('comparar com o diário .......... %s s (%s)' % (virgula(tempos['com']),
+                                                       virgula(tempos['com'] / tempos['sem'])))
+    print('somar o diário (regravar) ...... %s s (%s)' % (
+        virgula(tempos['regravar']), virgula(tempos['regravar'] / tempos['sem'])))
+    print('anotar um ciclo (%d chaves) .... %s ms' % (len(novas),
+                                                     virgula(1000 * tempos['anotar'])))
+    return 0
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == '--rss-filho':
         filho_rss(*sys.argv[2:5])
@@ -417,7 +480,7 @@ def main():
     p.add_argument('--pequeno', type=int, default=100000)
     p.add_argument('--grande', type=int, default=5000000)
     p.add_argument('--repeticoes', type=int, default=3)
-    p.add_argument('--partes', default='latencia,custo,rss')
+    p.add_argument('--partes', default='latencia,custo,rss,diario')
     args = p.parse_args()
     import logging
     from contextia_sync.registro import logger
@@ -427,6 +490,11 @@ def main():
           % (os.getloadavg() + (os.cpu_count() or 0,)), flush=True)
     saida = 0
     with tempfile.TemporaryDirectory() as pasta:
+        if 'diario' in partes:
+            saida |= diario(args, pasta)
+            partes.remove('diario')
+            if not partes:
+                return saida
         banco = Banco()
         try:
             if 'latencia' in partes:

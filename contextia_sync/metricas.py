@@ -122,7 +122,13 @@ METRICAS: dict[str, tuple[str, str]] = {
         GAUGE, 'binlog: idade da mudança mais velha ainda não entregue.'),
     'ouvinte_captura_pausada': (GAUGE, 'binlog: 1 se a captura pausou (spool cheio).'),
     'ouvinte_captura_critica': (
-        GAUGE, 'binlog: 1 se a posição do log foi apagada e a varredura ainda não rodou.'),
+        GAUGE, 'binlog/slot_logico: 1 se a posição do log foi perdida (apagada; o slot'
+               ' invalidado, apagado ou movido) e a varredura ainda não rodou.'),
+    'ouvinte_slot_wal_retido_bytes': (
+        GAUGE, 'slot_logico: bytes de WAL que o slot retém no disco da origem.'),
+    'ouvinte_slot_wal_seguro_bytes': (
+        GAUGE, 'slot_logico: bytes até o PostgreSQL invalidar o slot'
+               ' (max_slot_wal_keep_size; ausente se ilimitado).'),
     'ouvinte_dataset_sem_carimbo_registros': (
         GAUGE, 'Linhas com a coluna de mudança nula (só a varredura as leva).'),
     'ouvinte_dataset_carimbo_futuro_registros': (
@@ -400,6 +406,8 @@ def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None)
         por('ouvinte_spool_mais_velha_segundos', _numero(captura.get('spool_idade_s')))
         por('ouvinte_captura_pausada', bool(captura.get('pausada')))
         por('ouvinte_captura_critica', bool(captura.get('critico')))
+        por('ouvinte_slot_wal_retido_bytes', _numero(captura.get('wal_retido_bytes')))
+        por('ouvinte_slot_wal_seguro_bytes', _numero(captura.get('wal_seguro_bytes')))
 
     varredura = _mapa(dados.get('varredura'))
     if 'hora' in varredura:

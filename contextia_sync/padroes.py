@@ -156,3 +156,15 @@ SPOOL_MAXIMO_BYTES = 512 * 1024 * 1024
 
 BINLOG_SERVER_ID = 4271
 """O server id com que o ouvinte se apresenta ao MariaDB (único entre as réplicas)."""
+
+# ------------------------------------------------------------ o slot lógico (PostgreSQL)
+SLOT_MENSAGENS = 20000
+"""Mensagens do pgoutput lidas por bomba do `slot_logico` (um ciclo não fica preso
+num WAL enorme; a transação nunca é cortada no meio)."""
+
+SLOT_WAL_ALERTA = 1024 * 1024 * 1024
+"""Bytes de WAL retidos pelo slot acima dos quais a saúde diz ALERTA (`--wal-alerta`)."""
+
+SLOT_WAL_CRITICO = 8 * 1024 * 1024 * 1024
+"""Bytes de WAL retidos pelo slot acima dos quais a saúde diz CRÍTICO (`--wal-critico`):
+o disco do cliente está enchendo por nossa causa."""

@@ -76,8 +76,11 @@ CRITICO
   - dataset entregue a varredura com a varredura diária desligada (parado até
     um --varrer-agora);
   - empresa com a chave de outro projeto no arquivo de chaves (nada vai para
-    ela até a correção).
+    ela até a correção);
+  - `slot_logico`: o WAL retido pelo slot passou de --wal-critico, ou o slot
+    foi invalidado, apagado ou movido (os datasets esperam a varredura).
 ALERTA
+  - `slot_logico`: o WAL retido pelo slot passou de --wal-alerta;
   - falhas seguidas abaixo de --max-falhas (do laço ou de um dataset);
   - registros na quarentena; linhas sem carimbo; linhas com carimbo no
     futuro; chegada atrasada além da metade da --folga; dataset entregue a
@@ -96,7 +99,7 @@ ALERTA
 DESCONHECIDO
   - argumento inválido; a pasta --estado nao existe ou este usuário não a lê
     (a saúde não sabe dizer -- não é o ouvinte que caiu); status de uma versão
-    que está saúde não conhece.
+    que esta saúde não conhece.
 """
 
 SAIDAS = ('Saída (convenção dos plugins de monitoramento): 0 OK, 1 ALERTA, 2 CRITICO,'
@@ -182,6 +185,15 @@ def parser() -> argparse.ArgumentParser:
                    default=float(padroes.SAUDE_FERRAMENTA), metavar='S',
                    help='uma ferramenta (varredura, carga inicial) rodando há mais que isso é'
                         ' ALERTA (padrão %d s)' % padroes.SAUDE_FERRAMENTA)
+    p.add_argument('--wal-alerta', type=_inteiro_positivo, default=padroes.SLOT_WAL_ALERTA,
+                   metavar='BYTES',
+                   help='`slot_logico`: WAL retido pelo slot acima disso é ALERTA (padrão %d'
+                        ' = %d MiB)' % (padroes.SLOT_WAL_ALERTA, padroes.SLOT_WAL_ALERTA >> 20))
+    p.add_argument('--wal-critico', type=_inteiro_positivo, default=padroes.SLOT_WAL_CRITICO,
+                   metavar='BYTES',
+                   help='`slot_logico`: WAL retido pelo slot acima disso é CRITICO: o disco do'
+                        ' cliente enche por nossa causa (padrão %d = %d MiB)'
+                        % (padroes.SLOT_WAL_CRITICO, padroes.SLOT_WAL_CRITICO >> 20))
     p.add_argument('--sem-pid', action='store_true',
                    help='não confere se o pid do status existe (a saúde roda noutro'
                         ' namespace de pid, ex.: fora do contêiner do ouvinte)')
@@ -199,6 +211,8 @@ class Limites:
     max_varredura: float = float(padroes.SAUDE_VARREDURA)
     max_ferramenta: float = float(padroes.SAUDE_FERRAMENTA)
     conferir_pid: bool = True
+    wal_alerta: int = padroes.SLOT_WAL_ALERTA
+    wal_critico: int = padroes.SLOT_WAL_CRITICO
 
 
 # ------------------------------------------------------------------ o veredito
@@ -501,6 +515,15 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     if captura.get('pausada'):
         v.anotar(CRITICO, 'captura do log pausada: spool cheio (%s mudanca(s))'
                  % captura.get('spool_itens'))
+    # O `slot_logico`: o WAL que o slot segura no disco do cliente.
+    wal = _numero(captura.get('wal_retido_bytes'))
+    if wal is not None and wal >= limites.wal_alerta:
+        v.anotar(CRITICO if wal >= limites.wal_critico else ALERTA,
+                 'o slot %s retém %.1f MiB de WAL no disco da origem (limite %.0f MiB):'
+                 ' o ouvinte não está consumindo (veja o spool e os erros acima)'
+                 % (_limpo(str(captura.get('slot'))), wal / 1048576,
+                    (limites.wal_critico if wal >= limites.wal_critico
+                     else limites.wal_alerta) / 1048576))
 
     # -- as falhas do laco (depois dos datasets: eles dizem qual) ---------------
     if falhas:
@@ -602,6 +625,9 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     if intervalo_rec is not None:
         v.perf += ['chaves_removidas=%d;;;0' % removidas_total,
                    'reconciliacoes_recusadas=%d;0;;0' % reconciliacoes_recusadas]
+    if wal is not None:
+        v.perf.append('wal_retido=%dB;%d;%d;0' % (wal, limites.wal_alerta,
+                                                   limites.wal_critico))
     if idade_varredura is not None:
         v.perf.append('idade_varredura_ok=%ds;;%d;0' % (round(idade_varredura),
                                                          limites.max_varredura))
@@ -692,7 +718,8 @@ def main(argv: list[str] | None = None) -> int:
     limites = Limites(intervalos=args.intervalos, max_idade=args.max_idade,
                       max_sem_sonda=args.max_sem_sonda, max_falhas=args.max_falhas,
                       max_varredura=args.max_varredura, max_ferramenta=args.max_ferramenta,
-                      conferir_pid=not args.sem_pid)
+                      conferir_pid=not args.sem_pid, wal_alerta=args.wal_alerta,
+                      wal_critico=args.wal_critico)
     try:
         veredito = verificar(args.estado, limites)
     except Exception as erro:               # noqa: BLE001 - um plugin nunca sai com traceback

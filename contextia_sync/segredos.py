@@ -10,7 +10,8 @@ pergunta aqui QUAIS valores esconder):
     segredo de webhook (abaixo). `ambiente_sem_segredos` tira todos de um
     ambiente, menos os que o filho precisa: o ouvinte da ao provisionar o token
     e o segredo do webhook; ao connector, só a chave da empresa dele; ao
-    carregar-todas.sh, nenhum (o `chaves executar` põe a chave de cada empresa).
+    carregar-todas.sh, nenhum (o connector --todas lê a chave de cada empresa do
+    arquivo de chaves).
   * `webhook.secret_env` só pode nomear uma variável DEDICADA a segredo de
     webhook: o nome começa com `CONTEXTIA_WEBHOOK_` ou termina em
     `_WEBHOOK_SECRET`. O valor dela vai ao Contextia; com qualquer outro nome

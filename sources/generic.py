@@ -16,6 +16,7 @@ from contextia_sync.origem.generico import (
     contar,
     contar_sem_valor,
     escopos,
+    familias,
     fechar,
     fetch,
     maximo,
@@ -23,6 +24,8 @@ from contextia_sync.origem.generico import (
     tipo_coluna,
 )
 
+# `familias` e opcional no contrato, mas sem ela o cliente converte valor a valor
+# (o caminho lento): o adaptador embutido a expõe.
 __all__ = ['ErroIdentificador', 'ErroOrigem', 'agora', 'colunas', 'conectar', 'conjunto',
-           'contar', 'contar_sem_valor', 'escopos', 'fechar', 'fetch', 'maximo', 'renovar',
-           'tipo_coluna']
+           'contar', 'contar_sem_valor', 'escopos', 'familias', 'fechar', 'fetch', 'maximo',
+           'renovar', 'tipo_coluna']

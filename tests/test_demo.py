@@ -197,6 +197,7 @@ def _rodar_demo(saida, duracao, prazo):
 
 
 @pytest.mark.lento
+@pytest.mark.xdist_group('pesado_b')          # ver tests/test_tortura_mutacoes.py
 def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
     saida = str(tmp_path / 'saida-demo')
     resultado, _ = _rodar_demo(saida, 80, 420)

@@ -104,3 +104,20 @@ def test_verificar_assinatura():
     assert not verificar_assinatura('outro', corpo, cabecalho)
     assert not verificar_assinatura('whsec_abc', corpo, None)
     assert not verificar_assinatura('whsec_abc', corpo, 'md5=abc')
+
+
+def test_valor_sem_json_que_o_plano_fixo_deixou_passar_nomeia_a_coluna():
+    """O caminho rápido (orjson) não sabe de que coluna veio um `set`: o erro a procura."""
+    from contextia_sync.intake.serializacao import corpo_de_registros
+    with pytest.raises(ErroSerializacao, match="coluna 'TAGS'"):
+        corpo_de_registros([{'ID': 1, 'TAGS': 'a'}, {'ID': 2, 'TAGS': {'x', 'y'}}])
+
+
+def test_set_do_mysql_e_valor_a_valor_e_texto_e_nativo():
+    import sqlalchemy as sa
+    from sqlalchemy.dialects import mysql
+
+    from contextia_sync.origem.valores import familia_json
+    assert familia_json(mysql.SET('a', 'b'), 'mysql') == 'qualquer'
+    assert familia_json(mysql.ENUM('a', 'b'), 'mysql') == 'nativo'
+    assert familia_json(sa.String(20), 'postgresql') == 'nativo'

@@ -391,7 +391,8 @@ def _dados_completos():
     dados['quarentena'] = {'total': 3, 'por_dataset': {'titulos': 2, 'antigo': 1}}
     dados['captura'] = {'estrategia': 'binlog', 'posicao': '0-1-9', 'atraso_origem_s': 0.4,
                         'spool_itens': 3, 'spool_bytes': 900, 'spool_idade_s': 1.5,
-                        'spool_devolvidos': [], 'pausada': None, 'critico': None}
+                        'spool_devolvidos': [], 'pausada': None, 'critico': None,
+                        'wal_retido_bytes': 4096, 'wal_seguro_bytes': 1 << 30}
     dados['datasets'] = [
         _dataset(ultima_sonda_ok_em='2026-11-30 20:00:03', atraso_origem_s=12.5,
                  ultima_mudanca_vista_em='2026-11-30 20:00:03', enviados=5, novos=3,

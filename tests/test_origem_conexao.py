@@ -333,3 +333,17 @@ def test_comando_de_inicio_de_transacao_roda_em_cada_transacao(tmp_path, monkeyp
     finally:
         origem.fechar()
         bancos.derrubar_banco(banco)
+
+
+def test_sources_generic_expoe_tudo_que_o_adaptador_embutido_oferece():
+    """`--source=generic` e a porta do `origem.generico`: nada dele fica de fora (sem
+    `familias`, a carga caia no caminho lento, valor a valor, sem aviso nenhum)."""
+    import inspect
+
+    from contextia_sync.origem import carregar_origem
+    porta = carregar_origem('generic')
+    publicas = {nome for nome, valor in vars(generico).items()
+                if inspect.isfunction(valor) and not nome.startswith('_')
+                and valor.__module__ == generico.__name__}
+    faltam = sorted(n for n in publicas if not hasattr(porta, n))
+    assert not faltam, faltam

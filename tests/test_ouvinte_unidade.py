@@ -90,7 +90,7 @@ def _ouvinte(*args, env=None, cwd=RAIZ):
                           capture_output=True, text=True, timeout=60, env=ambiente)
 
 
-@pytest.mark.parametrize('nome', ['change_tracking', 'slot_logico', 'flashback'])
+@pytest.mark.parametrize('nome', ['change_tracking', 'flashback'])
 def test_recusa_de_estrategia_pela_linha_de_comando(tmp_path, nome):
     # Nem mapeamento valido nem URL: a recusa vem antes de tudo.
     r = _ouvinte('--mapping=nao-existe.json', '--source=generic', '--chaves=x',
@@ -109,13 +109,13 @@ def test_estrategia_inventada_lista_as_validas(tmp_path):
 def test_estrategia_do_mapeamento_tambem_recusa(tmp_path):
     with open(os.path.join(RAIZ, 'mappings', 'demo.json')) as arquivo:
         mapa = json.load(arquivo)
-    mapa['listener'] = {'strategy': 'slot_logico'}
+    mapa['listener'] = {'strategy': 'flashback'}
     mapa['$schema'] = os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json')
     caminho = tmp_path / 'm.json'
     caminho.write_text(json.dumps(mapa))
     r = _ouvinte('--mapping=%s' % caminho, '--source=generic', '--chaves=x',
                  '--estado=%s' % tmp_path)
-    assert r.returncode == 2 and 'slot_logico' in r.stderr and 'RETEM WAL' in r.stderr
+    assert r.returncode == 2 and 'flashback' in r.stderr and 'ORA_ROWSCN' in r.stderr
 
 
 def test_sem_contextia_url_recusa(tmp_path):

@@ -155,6 +155,11 @@ def _pip(python, *argv, cwd):
     return feito
 
 
+# Os testes do pacote instalado num processo so do xdist: a fixture de modulo (um
+# venv com o pacote, ~10 s) seria montada de novo em cada processo que os pegasse.
+INSTALADO = pytest.mark.xdist_group('pacote_instalado')
+
+
 @pytest.fixture(scope='module')
 def instalado(tmp_path_factory):
     import setuptools
@@ -190,6 +195,7 @@ def instalado(tmp_path_factory):
     return Instalado(venv, fora)
 
 
+@INSTALADO
 @pytest.mark.lento
 def test_importa_do_venv_e_nao_do_checkout(instalado):
     modulos = ['contextia_sync', 'contextia_local', 'contextia_local.__main__'] + \
@@ -217,6 +223,7 @@ def test_importa_do_venv_e_nao_do_checkout(instalado):
     assert dados['dist'] == contextia_sync.__version__
 
 
+@INSTALADO
 @pytest.mark.lento
 def test_pacote_instalado_tem_os_dados_e_nada_alem_do_sdk(instalado):
     saida = instalado.python_c(
@@ -238,6 +245,7 @@ def test_pacote_instalado_tem_os_dados_e_nada_alem_do_sdk(instalado):
         json.load(f)
 
 
+@INSTALADO
 @pytest.mark.lento
 @pytest.mark.parametrize('comando', sorted(COMANDOS))
 def test_version_de_cada_comando(instalado, comando):
@@ -246,6 +254,7 @@ def test_version_de_cada_comando(instalado, comando):
     assert 'contextia_sync %s' % contextia_sync.__version__ in feito.stdout, feito.stdout
 
 
+@INSTALADO
 @pytest.mark.lento
 def test_ouvinte_help_tem_as_mesmas_opcoes_que_o_ouvinte_py(instalado):
     feito = instalado.rodar('ouvinte', '--help')
@@ -261,6 +270,7 @@ def test_ouvinte_help_tem_as_mesmas_opcoes_que_o_ouvinte_py(instalado):
     assert opcoes(feito.stdout) == opcoes(raiz.stdout)
 
 
+@INSTALADO
 @pytest.mark.lento
 def test_contextia_local_instalado_sobe_e_responde(instalado, tmp_path):
     from contextia_local.processo import porta_livre
@@ -296,6 +306,7 @@ def test_contextia_local_instalado_sobe_e_responde(instalado, tmp_path):
         log.close()
 
 
+@INSTALADO
 @pytest.mark.lento
 def test_ouvinte_instalado_provisiona_carrega_e_acompanha(instalado, tmp_path,
                                                            ambiente_contextia):

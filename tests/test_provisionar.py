@@ -246,6 +246,18 @@ def test_dois_provisionadores_no_mesmo_arquivo_o_segundo_e_recusado(erp, mapa, t
 def test_grupo_que_nao_e_slug_e_recusado(erp, mapa, tmp_path):
     codigo, saida = provisionar_cli(erp, mapa, tmp_path / 'chaves.tsv', '--grupo=Rede Sul')
     assert codigo == 2 and "use 'rede-sul'" in saida, saida
+    codigo, saida = provisionar_cli(erp, mapa, tmp_path / 'chaves.tsv', '--grupo=!!!')
+    assert codigo == 2 and 'como rede-sul' in saida and 'None' not in saida, saida
+
+
+def test_somente_escopo_vazio_e_recusado_e_nada_e_provisionado(erp, mapa, tmp_path,
+                                                                ambiente_contextia):
+    """Vazio não é "todas": a variável vazia de um script não provisiona o cadastro inteiro."""
+    arquivo = tmp_path / 'chaves.tsv'
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, '--somente-escopo=')
+    assert codigo == 2 and '--somente-escopo vazio' in saida, saida
+    assert not arquivo.exists() or ler_registros(str(arquivo)) == {}
+    assert all(ambiente_contextia.admin().buscar_projeto(e) is None for e in erp.escopos)
 
 
 @pytest.mark.parametrize('ambiente, trecho', [

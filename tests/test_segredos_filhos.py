@@ -2,8 +2,8 @@
 Cada processo filho do ouvinte recebe só o segredo dele (contextia_sync/segredos.py).
 
 O ouvinte de verdade roda o provisionar (empresa nova e varredura), o connector
-(carga inicial) e o carregar-todas.sh (que roda `chaves verificar`, `chaves
-executar` e um connector por empresa). Um `sitecustomize.py` no PYTHONPATH faz
+(carga inicial) e o carregar-todas.sh (que roda `chaves verificar` e um connector
+`--todas` para todas as empresas). Um `sitecustomize.py` no PYTHONPATH faz
 CADA processo Python dessa árvore gravar o próprio ambiente ao nascer -- o
 ambiente que o kernel deu a ele, o mesmo de /proc/<pid>/environ.
 """
@@ -73,7 +73,7 @@ def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(tmp_path, ambiente_conte
     chaves = ler_chaves(o.arquivo_chaves)
     assert nova in chaves
 
-    vistos = {'provisionar': 0, 'conector': 0, 'verificar': 0, 'executar': 0}
+    vistos = {'provisionar': 0, 'conector': 0, 'todas': 0, 'verificar': 0, 'executar': 0}
     for argv, ambiente in _ambientes(str(gravados)):
         modulo = argv.split(' -m ')[1].split()[0] if ' -m ' in argv else argv
         if modulo == 'contextia_sync.cli.provisionar':
@@ -82,6 +82,10 @@ def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(tmp_path, ambiente_conte
             assert ambiente.get(TOKEN) == ambiente_contextia.admin_token, argv
             assert ambiente.get(WEBHOOK) == segredo_webhook, argv
             assert CHAVE not in ambiente, argv
+        elif modulo == 'contextia_sync.cli.conector' and '--todas' in argv:
+            vistos['todas'] += 1
+            # As chaves ele le do arquivo: nenhum segredo no ambiente.
+            assert not {TOKEN, WEBHOOK, CHAVE} & set(ambiente), argv
         elif modulo == 'contextia_sync.cli.conector':
             vistos['conector'] += 1
             escopo = argv.split('--scope=')[1].split()[0]
@@ -93,6 +97,7 @@ def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(tmp_path, ambiente_conte
             assert not {TOKEN, WEBHOOK, CHAVE} & set(ambiente), argv
         else:
             assert 'ouvinte.py' in argv, argv
-    # Provisionar: empresa nova + varredura; connector: carga inicial + um por
-    # empresa na varredura (3 com chave); verificar uma vez; executar por empresa.
-    assert vistos == {'provisionar': 2, 'conector': 4, 'verificar': 1, 'executar': 3}, vistos
+    # Provisionar: empresa nova + varredura; connector: a carga inicial da nova, e
+    # UM connector --todas na varredura (as 3 com chave); verificar uma vez.
+    assert vistos == {'provisionar': 2, 'conector': 1, 'todas': 1, 'verificar': 1,
+                      'executar': 0}, vistos

@@ -270,6 +270,7 @@ def _tortura_curta(tmp_path, *extra):
 @pytest.mark.lento
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
+@pytest.mark.xdist_group('pesado_a')        # ver tests/test_tortura_mutacoes.py
 def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
     processo, saida_padrao, relatorio, numeros = _tortura_curta(tmp_path)
 
@@ -326,6 +327,7 @@ def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
 @pytest.mark.lento
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
+@pytest.mark.xdist_group('pesado_b')
 def test_tortura_curta_com_reconciliacao_nao_deixa_apagada_nem_remove_viva(tmp_path):
     processo, saida_padrao, relatorio, numeros = _tortura_curta(
         tmp_path, '--estrategia=coluna+reconciliacao', '--intervalo-reconciliacao=10')

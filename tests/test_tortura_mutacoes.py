@@ -8,8 +8,9 @@ conferida (o trecho tem de aparecer exatamente uma vez; se o código mudou e ele
 sumiu, o teste falha dizendo que a mutação ficou velha -- e quem mudou o código
 a atualiza, em vez de o teste passar sem mutar nada).
 
-As três rodam ao mesmo tempo (cada uma com seu banco, seu Contextia local e sua
-pasta); ver docs/tortura.md.
+Uma por teste (cada uma com seu banco, seu Contextia local e sua pasta): o
+xdist as espalha pelos processos, e o grupo de cada uma (tests/conftest.py)
+deixa no máximo duas torturas rodando juntas; ver docs/tortura.md.
 """
 
 import json
@@ -17,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from typing import NamedTuple
 
 import pytest
@@ -28,12 +28,6 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Menos carga que o curto padrao (40 s): cada mutacao aparece bem antes disso.
 DURACAO = 30
-# Quantas rodam ao mesmo tempo. Medido em 2 nucleos carregados: as tres juntas
-# levaram 3,6 a 4,3 min, uma a uma 5,3 a 6,3 min -- mas no `make test` o outro
-# processo do pytest pode rodar a tortura curta ao lado, e quatro torturas
-# juntas levaram a curta a mais de 3 min. Uma de cada vez deixa a curta no
-# tempo dela (76 a 112 s com uma mutacao rodando ao lado).
-AO_MESMO_TEMPO = 1
 
 # O que nao vai para a copia: historico do git, ambiente, caches e saidas.
 FORA_DA_COPIA = {'.git', '.venv', '__pycache__', '.mypy_cache', '.pytest_cache',
@@ -73,6 +67,11 @@ MUTACOES = (
 )
 
 
+# O grupo do xdist (--dist loadgroup, Makefile): cada grupo pesado roda num processo
+# so, e as torturas nunca passam de duas ao mesmo tempo nos 2 nucleos.
+GRUPOS = ('pesado_a', 'pesado_a', 'pesado_b')
+
+
 def _copiar_arvore(destino):
     def ignorar(pasta, nomes):
         return [n for n in nomes if n in FORA_DA_COPIA or n.endswith('.egg-info')
@@ -107,66 +106,47 @@ def test_cada_mutacao_casa_com_o_codigo_de_hoje(tmp_path):
 
 @pytest.mark.lento
 @pytest.mark.postgres
-@pytest.mark.timeout(900)
-def test_a_tortura_reprova_cada_mutacao_e_diz_por_que(tmp_path):
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize('numero', [
+    pytest.param(n, id=m.nome, marks=pytest.mark.xdist_group(GRUPOS[n]))
+    for n, m in enumerate(MUTACOES)])
+def test_a_tortura_reprova_cada_mutacao_e_diz_por_que(tmp_path, numero):
     exigir_servidor('postgres')
-
-    rodadas = {}
-    prazo = time.monotonic() + 840
-    for lote in range(0, len(MUTACOES), AO_MESMO_TEMPO):
-        em_curso = []
-        for numero, mutacao in enumerate(MUTACOES[lote:lote + AO_MESMO_TEMPO], start=lote):
-            raiz = str(tmp_path / mutacao.nome / 'repo')
-            _copiar_arvore(raiz)
-            aplicar(raiz, mutacao)
-            saida = tmp_path / mutacao.nome / 'numeros.json'
-            log = open(tmp_path / mutacao.nome / 'tortura.log', 'w+', encoding='utf-8')
-            # A copia e o produto: nada do repositorio de verdade no caminho de import.
-            ambiente = dict(os.environ, PYTHONPATH=raiz)
-            processo = subprocess.Popen(
-                [sys.executable, os.path.join(raiz, 'bench', 'tortura.py'), '--modo=curto',
-                 '--duracao=%d' % DURACAO, '--banco=postgres',
-                 '--semente=%d' % (5150 + numero), '--saida=%s' % saida],
-                cwd=raiz, env=ambiente, stdout=log, stderr=subprocess.STDOUT, text=True)
-            rodadas[mutacao.nome] = (mutacao, raiz, saida, log, processo)
-            em_curso.append(processo)
-        for processo in em_curso:
-            try:
-                processo.wait(timeout=max(1, prazo - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                # SIGTERM primeiro: a tortura limpa o que iniciou (ouvinte, servidor, banco).
-                processo.terminate()
-                processo.wait(timeout=60)
-
-    problemas = []
-    for mutacao, raiz, saida, log, processo in rodadas.values():
+    mutacao = MUTACOES[numero]
+    raiz = str(tmp_path / 'repo')
+    _copiar_arvore(raiz)
+    aplicar(raiz, mutacao)
+    saida = tmp_path / 'numeros.json'
+    # A copia e o produto: nada do repositorio de verdade no caminho de import.
+    ambiente = dict(os.environ, PYTHONPATH=raiz)
+    with open(tmp_path / 'tortura.log', 'w+', encoding='utf-8') as log:
+        processo = subprocess.Popen(
+            [sys.executable, os.path.join(raiz, 'bench', 'tortura.py'), '--modo=curto',
+             '--duracao=%d' % DURACAO, '--banco=postgres',
+             '--semente=%d' % (5150 + numero), '--saida=%s' % saida],
+            cwd=raiz, env=ambiente, stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            processo.wait(timeout=540)
+        except subprocess.TimeoutExpired:
+            # SIGTERM primeiro: a tortura limpa o que iniciou (ouvinte, servidor, banco).
+            processo.terminate()
+            processo.wait(timeout=60)
         log.seek(0)
         texto = log.read()
-        log.close()
-        relatorio = '--- %s (%s) ---\n%s' % (mutacao.nome, mutacao.descricao, texto[-5000:])
-        if not saida.exists():
-            problemas.append('%s: a tortura não gravou os números\n%s' % (mutacao.nome,
-                                                                          relatorio))
-            continue
-        dados = json.loads(saida.read_text())
-        if dados['nao_rodou'] or not dados['resultados']:
-            problemas.append('%s: a tortura não rodou: %s\n%s' % (mutacao.nome,
-                                                                dados['nao_rodou'], relatorio))
-            continue
-        numeros = dados['resultados'][0]
-        codigos = sorted({m['codigo'] for m in numeros.get('motivos', [])})
-        if processo.returncode != 1 or numeros['passou']:
-            problemas.append('%s: a tortura PASSOU (saída %s) com o produto quebrado: %s\n%s'
-                             % (mutacao.nome, processo.returncode, mutacao.descricao,
-                                relatorio))
-        elif mutacao.motivo not in codigos:
-            problemas.append('%s: FALHOU, mas sem o motivo %r (motivos: %s)\n%s'
-                             % (mutacao.nome, mutacao.motivo, codigos, relatorio))
-        elif 'RESULTADO' not in texto or 'FALHOU [%s]' % mutacao.motivo not in texto:
-            problemas.append('%s: a saída não diz FALHOU [%s]\n%s'
-                             % (mutacao.nome, mutacao.motivo, relatorio))
-        # Rodou a copia mutada, e nao o repositorio.
-        if numeros.get('raiz') != raiz:
-            problemas.append('%s: a tortura rodou o produto de %s, não a copia mutada %s'
-                             % (mutacao.nome, numeros.get('raiz'), raiz))
-    assert not problemas, '\n\n'.join(problemas)
+    relatorio = '--- %s (%s) ---\n%s' % (mutacao.nome, mutacao.descricao, texto[-5000:])
+    assert saida.exists(), 'a tortura não gravou os números\n' + relatorio
+    dados = json.loads(saida.read_text())
+    assert not dados['nao_rodou'] and dados['resultados'], (
+        'a tortura não rodou: %s\n%s' % (dados['nao_rodou'], relatorio))
+    numeros = dados['resultados'][0]
+    codigos = sorted({m['codigo'] for m in numeros.get('motivos', [])})
+    assert processo.returncode == 1 and not numeros['passou'], (
+        'a tortura PASSOU (saída %s) com o produto quebrado: %s\n%s'
+        % (processo.returncode, mutacao.descricao, relatorio))
+    assert mutacao.motivo in codigos, (
+        'FALHOU, mas sem o motivo %r (motivos: %s)\n%s' % (mutacao.motivo, codigos, relatorio))
+    assert 'RESULTADO' in texto and 'FALHOU [%s]' % mutacao.motivo in texto, (
+        'a saída não diz FALHOU [%s]\n%s' % (mutacao.motivo, relatorio))
+    # Rodou a copia mutada, e nao o repositorio.
+    assert numeros.get('raiz') == raiz, (
+        'a tortura rodou o produto de %s, não a copia mutada %s' % (numeros.get('raiz'), raiz))

@@ -1,8 +1,8 @@
 """
 A captura: como o ouvinte descobre o que mudou na origem.
 
-Cada estratégia (`coluna`, `reconciliacao`, as duas juntas e `binlog` hoje;
-`slot_logico` depois) implementa o protocolo `Captura` abaixo, e os ciclos do
+Cada estratégia (`coluna`, `reconciliacao`, as duas juntas, `binlog` e
+`slot_logico`) implementa o protocolo `Captura` abaixo, e os ciclos do
 ouvinte só falam com ele: ler o que mudou desde a posição guardada, entregar,
 e só então confirmar a posição nova. Uma estratégia nova entra sem tocar nos
 ciclos.
@@ -21,6 +21,8 @@ ciclos.
                       no seu intervalo
     binlog.py         a estratégia `binlog` (MariaDB): o log de replicação, pelo
                       spool de fila/spool.py
+    slot_logico.py    a estratégia `slot_logico` (PostgreSQL): o slot lógico
+                      (pgoutput por SQL), pelo mesmo spool; --criar-slot/--remover-slot
 
 Pode importar: origem (o contrato do adaptador), estado, mapeamento, escopos.
 Não fala com o Contextia: quem entrega e o ciclo de dados (ouvinte/dados.py).

@@ -7,7 +7,8 @@ código porque e ela que o ouvinte imprime quando recusa: uma recusa que diz o
 que seria preciso resolve a conversa com o DBA na hora.
 
 Implementada e a que tem classe em `IMPLEMENTACOES` (o registro): hoje
-`coluna`, `reconciliacao` e as duas juntas (`coluna+reconciliacao`). As outras
+`coluna`, `reconciliacao`, as duas juntas (`coluna+reconciliacao`), `binlog`
+e `slot_logico`. As outras
 estão DECLARADAS, com o que exigiriam -- a recusa ensina.
 Uma estratégia nova implementa o protocolo `Captura` (captura/__init__.py) e
 entra no registro; os ciclos não mudam. Módulo puro (autoteste).
@@ -33,6 +34,7 @@ IMPLEMENTACOES = {
     'reconciliacao': 'contextia_sync.captura.reconciliacao:CapturaReconciliacao',
     'coluna+reconciliacao': 'contextia_sync.captura.combinada:CapturaCombinada',
     'binlog': 'contextia_sync.captura.binlog:CapturaBinlog',
+    'slot_logico': 'contextia_sync.captura.slot_logico:CapturaSlotLogico',
 }
 
 ESTRATEGIAS: dict[str, dict[str, Any]] = {
@@ -63,13 +65,19 @@ ESTRATEGIAS: dict[str, dict[str, Any]] = {
                 ' Le-se a chave que mudou e rele-se a view por ela',
     },
     'slot_logico': {
-        'o_que_e': 'PostgreSQL: pg_logical_slot_get_changes(), por SQL comum',
+        'o_que_e': 'PostgreSQL: a decodificação lógica (pgoutput) por SQL comum --'
+                   ' pg_logical_slot_peek_binary_changes, e o slot avançado só depois do'
+                   ' spool',
         'exige': 'wal_level=logical (EXIGE REINICIO do banco do cliente) +'
-                 ' privilégio REPLICATION',
+                 ' privilégio REPLICATION; o slot e a publicação criados uma vez'
+                 ' (`ouvinte.py --criar-slot`); REPLICA IDENTITY que traga a key e a'
+                 ' empresa (FULL, se a empresa não está na chave primária)',
         've_delete': True,
         'nota': 'PERIGO OPERACIONAL: slot não consumido RETEM WAL. Ouvinte morto e'
                 ' sem ninguém olhando enche o disco do cliente. Slot abandonado e'
-                ' incidente, não inconveniente',
+                ' incidente, não inconveniente: o WAL retido está no status e na'
+                ' saúde, max_slot_wal_keep_size é a rede do DBA, e desinstalar começa'
+                ' por `--remover-slot`',
     },
     'flashback': {
         'o_que_e': 'Oracle: VERSIONS BETWEEN SCN :a AND :b',

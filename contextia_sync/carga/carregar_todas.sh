@@ -86,6 +86,8 @@ echo "===== carregar-todas: $total empresa(s) de $chaves ====="
 # segundo plano com `wait` porque o bash so atende um trap depois que o comando
 # em primeiro plano termina; o `wait` e interrompido na hora.
 filho=''
+# Chamada pelos traps logo abaixo (o shellcheck nao ve a chamada dentro da string do trap).
+# shellcheck disable=SC2329
 encerrar() {
     trap - TERM INT HUP
     # Quem lia a nossa saida pode ter morrido: escrever no pipe daria SIGPIPE
@@ -94,7 +96,7 @@ encerrar() {
     if [ -n "$filho" ]; then
         kill -TERM "$filho" 2>/dev/null || true
         wait "$filho" 2>/dev/null || true
-        echo "carregar-todas: recebi SIG$1 -- connector da empresa $escopo (pid $filho) encerrado; as empresas seguintes não foram carregadas." >&2 || true
+        echo "carregar-todas: recebi SIG$1 -- connector (pid $filho) encerrado; a empresa em curso e as seguintes não tiveram complete neste dataset (nada removido nelas)." >&2 || true
     else
         echo "carregar-todas: recebi SIG$1 -- encerrado." >&2 || true
     fi
@@ -104,36 +106,21 @@ trap 'encerrar TERM 143' TERM
 trap 'encerrar INT 130' INT
 trap 'encerrar HUP 129' HUP
 
-ok=()
-falhas=()
-inicio=$SECONDS
-escopo=''
-while IFS= read -r escopo; do
-    [ -n "$escopo" ] || continue
-    echo
-    echo "----- empresa $escopo -----"
-    # A chave vem do mesmo leitor, direto para o ambiente do connector: `executar`
-    # rele o arquivo, poe a chave em CONTEXTIA_API_KEY e vira o connector (exec,
-    # mesmo pid). Ela nunca passa por este bash nem pela linha de comando.
-    "$python" -m contextia_sync.provisionamento.chaves executar "$chaves" "$escopo" -- \
-        "$python" -m contextia_sync.cli.conector \
-        --mapping="$mapeamento" --source="$fonte" --scope="$escopo" "$@" </dev/null &
-    filho=$!
-    codigo=0
-    wait "$filho" || codigo=$?
-    filho=''
-    if [ "$codigo" -eq 0 ]; then
-        ok+=("$escopo")
-    else
-        falhas+=("$escopo (saiu com $codigo)")
-    fi
-done <<<"$escopos"
-
-echo
-resumo="resumo carregar-todas: ${#ok[@]} ok, ${#falhas[@]} com falha, em $((SECONDS - inicio))s"
-if [ "${#falhas[@]}" -gt 0 ]; then
-    lista="$(printf '%s; ' "${falhas[@]}")"
-    echo "$resumo -- FALHARAM: ${lista%; }"
-    exit 1
-fi
-echo "$resumo"
+# UM connector para todas as empresas (--todas): uma leitura por dataset, em
+# ordem de empresa, repartida para a chave de cada uma; cada empresa com o seu
+# sync, o seu complete e o seu teto, e o resumo por empresa no fim. Ele le as
+# chaves do arquivo pelo mesmo leitor do SDK (nunca passam por este bash nem
+# pela linha de comando) e se livra de qualquer segredo herdado no ambiente.
+"$python" -m contextia_sync.cli.conector --mapping="$mapeamento" --source="$fonte" \
+    --chaves="$chaves" --todas "$@" </dev/null &
+filho=$!
+codigo=0
+wait "$filho" || codigo=$?
+filho=''
+case "$codigo" in
+    0|1) exit "$codigo" ;;
+    2) echo "carregar-todas: o connector recusou a configuração (acima); nada foi carregado." >&2
+       exit 2 ;;
+    *) echo "carregar-todas: o connector saiu com $codigo sem terminar (acima); as empresas que ele não fechou ficam para a próxima carga." >&2
+       exit 1 ;;
+esac

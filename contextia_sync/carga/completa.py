@@ -463,10 +463,24 @@ def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> Empres
     motivo em `recusa`; quem chama decide (o conector carrega e diz).
     Erro de leitura do cadastro sobe como veio (ErroOrigem).
     """
+    achada = conferir_escopos(mapa, origem, [escopo])[escopo]
+    if isinstance(achada, ErroEscopoDesconhecido):
+        raise achada
+    return achada
+
+
+def conferir_escopos(mapa: Mapping[str, Any], origem: Any, escopos: Iterable[str],
+                     ) -> dict[str, EmpresaNoCadastro | ErroEscopoDesconhecido]:
+    """
+    `conferir_escopo` de várias empresas com UMA leitura do cadastro: para cada
+    uma, a EmpresaNoCadastro ou o ErroEscopoDesconhecido (não levantado) que a
+    recusa. Erro de leitura do cadastro sobe como veio (ErroOrigem).
+    """
     from contextia_sync.provisionamento import regra_projeto
 
     regra = regra_projeto.resolver(mapa)
-    achadas: list[Mapping[str, Any]] = []
+    pedidos = list(escopos)
+    achadas: dict[str, list[Mapping[str, Any]]] = {escopo: [] for escopo in pedidos}
     existentes: dict[str, bool] = {}
     # O codigo que nao serve nao e empresa (nem na lista das que existem, abaixo).
     linhas, _ = regra_projeto.separar_codigos(origem.fetch(regra.source_object, regra.columns),
@@ -477,23 +491,30 @@ def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> Empres
             continue
         aceita = regra_projeto.aceita(linha, regra)[0]
         existentes[codigo] = existentes.get(codigo, False) or aceita
-        if codigo == escopo:
-            achadas.append(linha)
-    if not achadas:
-        ordem = sorted(existentes, key=lambda c: (not existentes[c], len(c), c))
-        mostrar = ', '.join(ordem[:10]) + (' ...' if len(ordem) > 10 else '')
-        raise ErroEscopoDesconhecido(
-            '--scope=%s: a empresa %s não existe no cadastro de empresas %s (coluna %s,'
-            ' seção projects do mapeamento). O cadastro tem %d empresa(s)%s. Confira o'
-            ' código (o valor da coluna %s, como o provisionar.py o usa); se a empresa'
-            ' saiu do ERP, tire a linha dela do arquivo de chaves e revogue a chave.'
-            % (escopo, escopo, regra.source_object, regra.scope_column, len(existentes),
-               (': ' + mostrar) if mostrar else '', regra.scope_column))
-    for linha in achadas:
-        if regra_projeto.aceita(linha, regra)[0]:
-            return EmpresaNoCadastro(escopo, regra_projeto.nome_de(linha, regra), None)
-    return EmpresaNoCadastro(escopo, regra_projeto.nome_de(achadas[0], regra),
-                             regra_projeto.aceita(achadas[0], regra)[1])
+        if codigo in achadas:
+            achadas[codigo].append(linha)
+    ordem = sorted(existentes, key=lambda c: (not existentes[c], len(c), c))
+    mostrar = ', '.join(ordem[:10]) + (' ...' if len(ordem) > 10 else '')
+    respostas: dict[str, EmpresaNoCadastro | ErroEscopoDesconhecido] = {}
+    for escopo in pedidos:
+        delas = achadas[escopo]
+        if not delas:
+            respostas[escopo] = ErroEscopoDesconhecido(
+                '--scope=%s: a empresa %s não existe no cadastro de empresas %s (coluna %s,'
+                ' seção projects do mapeamento). O cadastro tem %d empresa(s)%s. Confira o'
+                ' código (o valor da coluna %s, como o provisionar.py o usa); se a empresa'
+                ' saiu do ERP, tire a linha dela do arquivo de chaves e revogue a chave.'
+                % (escopo, escopo, regra.source_object, regra.scope_column, len(existentes),
+                   (': ' + mostrar) if mostrar else '', regra.scope_column))
+            continue
+        aceitas = [linha for linha in delas if regra_projeto.aceita(linha, regra)[0]]
+        if aceitas:
+            respostas[escopo] = EmpresaNoCadastro(escopo, regra_projeto.nome_de(aceitas[0],
+                                                                                regra), None)
+        else:
+            respostas[escopo] = EmpresaNoCadastro(escopo, regra_projeto.nome_de(delas[0], regra),
+                                                  regra_projeto.aceita(delas[0], regra)[1])
+    return respostas
 
 
 def tempo_curto(segundos: float) -> str:
@@ -625,51 +646,86 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
             resultado.ok = not resultado.recusadas
             return resultado
 
-        sync = cliente.gerar_sync()
-        envio = cliente.enviar_dataset(
-            nome, linhas, key=mapeamento.chave_de(mapa, row), description=descricao,
-            fields=campos, group=mapeamento.grupo_de(mapa, row),
-            chunk=mapeamento.chunk_de(mapa, row), api_key=api_key, logger=logger,
-            sync=sync, escopo=escopo, em_voo=em_voo, familias=familias)
-        resultado.registros = envio.registros
-        resultado.novos = envio.inserted
-        resultado.atualizados = envio.updated
-        resultado.iguais = envio.duplicates
-        if envio.lotes_erro:
-            # SEM complete: ele removeria o que estava nos lotes que nao chegaram.
-            resultado.erro = ('%d de %d lote(s) falharam; complete NÃO enviado, nada'
-                              ' removido (%s)' % (
-                                  envio.lotes_erro, envio.lotes_erro + envio.lotes_ok,
-                                  (envio.erros or ['?'])[0]))
-            # O nome do dataset ja abre a entrada do resumo: sem repeti-lo.
-            primeiro = re.sub(r'^dataset %s[,:]\s*' % re.escape(nome), '',
-                              (envio.erros or ['?'])[0])
-            resultado.motivo = '%d lote(s) com falha, sem complete: %s' % (
-                envio.lotes_erro, primeiro)
-            return resultado
-
-        anterior = historico.anterior(escopo, nome) if historico is not None else None
-        teto, recusa = teto_do_complete(resultado.sem_key, max_remocao, anterior,
-                                        envio.registros)
-        if recusa:
-            resultado.erro = recusa + _repetir_permitindo(nome)
-            return resultado
-        if resultado.sem_key and anterior is not None:
-            resultado.base = anterior['registros']
-        fechamento = cliente.completar(nome, sync, api_key=api_key, max_remocao=teto,
-                                       escopo=escopo)
-        resultado.ok, resultado.removidos = True, int(fechamento.get('removed') or 0)
-        if historico is not None:
-            try:
-                historico.registrar(escopo, nome, resultado.registros, resultado.removidos,
-                                    execucao)
-            except OSError as erro:
-                # A carga valeu; so a base do proximo teto (e o aviso ao ouvinte) nao.
-                resultado.aviso = 'histórico não gravado em %s (%s)' % (
-                    historico.caminho, erro)
+        sync = enviar_sob_sync(resultado, mapa, row, linhas, api_key=api_key, escopo=escopo,
+                               em_voo=em_voo, familias=familias)
+        if sync is not None:
+            fechar_carga(resultado, sync, api_key=api_key, escopo=escopo,
+                         max_remocao=max_remocao, historico=historico, execucao=execucao)
         return resultado
     except cliente.ErroAutenticacao:
         raise
+    except Exception as erro:                   # noqa: BLE001 - um dataset nao derruba os outros
+        # Origem que cai no meio, view que nao existe, Contextia fora: o dataset
+        # falha sem complete e os seguintes ainda tentam.
+        if not resultado.registros:
+            resultado.registros = contador[0]
+        resultado.erro = '%s: %s' % (type(erro).__name__, erro)
+        return resultado
+    finally:
+        resultado.segundos = time.monotonic() - inicio
+
+
+def enviar_sob_sync(resultado: ResultadoCarga, mapa: Mapping[str, Any],
+                    row: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]], *,
+                    api_key: str | None, escopo: str, em_voo: int = padroes.LOTES_EM_VOO,
+                    familias: Mapping[str, str] | None = None) -> str | None:
+    """
+    As linhas de UMA empresa sob um `sync` novo, sem `complete`: a metade da
+    carga que não remove nada. Soma as contagens em `resultado` e devolve o
+    `sync` se todos os lotes passaram; senão None, com o erro dito em
+    `resultado` (SEM complete: ele removeria o que estava nos lotes que não
+    chegaram). Levanta ErroAutenticacao (a chave recusada) e o erro da leitura.
+    """
+    from contextia_sync.intake import cliente
+
+    nome = resultado.dataset
+    descricao, campos = mapeamento.semantica(mapa, row)
+    sync = cliente.gerar_sync()
+    envio = cliente.enviar_dataset(
+        nome, linhas, key=mapeamento.chave_de(mapa, row), description=descricao,
+        fields=campos, group=mapeamento.grupo_de(mapa, row),
+        chunk=mapeamento.chunk_de(mapa, row), api_key=api_key, logger=logger,
+        sync=sync, escopo=escopo, em_voo=em_voo, familias=familias)
+    resultado.registros += envio.registros
+    resultado.novos += envio.inserted
+    resultado.atualizados += envio.updated
+    resultado.iguais += envio.duplicates
+    if not envio.lotes_erro:
+        return sync
+    resultado.erro = ('%d de %d lote(s) falharam; complete NÃO enviado, nada removido (%s)'
+                      % (envio.lotes_erro, envio.lotes_erro + envio.lotes_ok,
+                         (envio.erros or ['?'])[0]))
+    # O nome do dataset ja abre a entrada do resumo: sem repeti-lo.
+    primeiro = re.sub(r'^dataset %s[,:]\s*' % re.escape(nome), '', (envio.erros or ['?'])[0])
+    resultado.motivo = '%d lote(s) com falha, sem complete: %s' % (envio.lotes_erro, primeiro)
+    return None
+
+
+def fechar_carga(resultado: ResultadoCarga, sync: str, *, api_key: str | None, escopo: str,
+                 max_remocao: float = padroes.MAX_REMOCAO,
+                 historico: Historico | None = None, execucao: str | None = None,
+                 gravar_historico: bool = True) -> None:
+    """
+    A outra metade: o `complete` do `sync` com o teto de remoção da empresa, e
+    a carga aceita no histórico. Só se chama com todos os lotes entregues. O
+    teto recusado (aqui ou pelo servidor) vira `resultado.erro`, nada removido;
+    ErroAutenticacao e o erro do Contextia sobem. `gravar_historico=False`:
+    quem chama grava (a carga de todas as empresas grava todas de uma vez).
+    """
+    from contextia_sync.intake import cliente
+
+    nome = resultado.dataset
+    anterior = historico.anterior(escopo, nome) if historico is not None else None
+    teto, recusa = teto_do_complete(resultado.sem_key, max_remocao, anterior,
+                                    resultado.registros)
+    if recusa:
+        resultado.erro = recusa + _repetir_permitindo(nome)
+        return
+    if resultado.sem_key and anterior is not None:
+        resultado.base = anterior['registros']
+    try:
+        fechamento = cliente.completar(nome, sync, api_key=api_key, max_remocao=teto,
+                                       escopo=escopo)
     except cliente.ErroRemocaoAcimaDoTeto as erro:
         dica = ''
         if resultado.sem_key:
@@ -680,16 +736,15 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
                     % (' ' + historico.caminho if historico is not None else
                        ' -- sem --historico/CONTEXTIA_HISTORICO'))
         resultado.erro = str(erro).rstrip('. ') + dica + _repetir_permitindo(nome)
-        return resultado
-    except Exception as erro:                   # noqa: BLE001 - um dataset nao derruba os outros
-        # Origem que cai no meio, view que nao existe, Contextia fora: o dataset
-        # falha sem complete e os seguintes ainda tentam.
-        if not resultado.registros:
-            resultado.registros = contador[0]
-        resultado.erro = '%s: %s' % (type(erro).__name__, erro)
-        return resultado
-    finally:
-        resultado.segundos = time.monotonic() - inicio
+        return
+    resultado.ok, resultado.removidos = True, int(fechamento.get('removed') or 0)
+    if historico is not None and gravar_historico:
+        try:
+            historico.registrar(escopo, nome, resultado.registros, resultado.removidos,
+                                execucao)
+        except OSError as erro:
+            # A carga valeu; so a base do proximo teto (e o aviso ao ouvinte) nao.
+            resultado.aviso = 'histórico não gravado em %s (%s)' % (historico.caminho, erro)
 
 
 def _conferir_linhas(resultado: ResultadoCarga, linhas: Iterable[Mapping[str, Any]],

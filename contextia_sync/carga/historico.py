@@ -89,6 +89,17 @@ class Historico:
     def registrar(self, escopo: object, dataset: str, registros: int, removidos: int,
                   execucao: str | None = None) -> None:
         """Grava a carga ACEITA de `dataset` na empresa `escopo` (só após o `complete`)."""
+        self.registrar_varias([(escopo, dataset, registros, removidos)], execucao)
+
+    def registrar_varias(self, cargas: Iterable[tuple[object, str, int, int]],
+                         execucao: str | None = None) -> None:
+        """
+        Grava de uma vez as cargas ACEITAS [(escopo, dataset, registros, removidos)]
+        (a carga de todas as empresas: uma gravação por dataset, não uma por empresa).
+        """
+        cargas = list(cargas)
+        if not cargas:
+            return
         with self._travado():
             dados = self._ler()
             if dados is None:
@@ -96,10 +107,11 @@ class Historico:
                 os.replace(self.caminho, self.caminho + '.ilegivel')
                 logger.warning('histórico ilegível movido para %s.ilegivel', self.caminho)
                 dados = {'versao': 1, 'cargas': {}}
-            dados['cargas'].setdefault(str(escopo), {})[dataset] = {
-                'registros': int(registros), 'removidos': int(removidos),
-                'em': datetime.datetime.now().isoformat(timespec='seconds'),
-                'execucao': execucao}
+            em = datetime.datetime.now().isoformat(timespec='seconds')
+            for escopo, dataset, registros, removidos in cargas:
+                dados['cargas'].setdefault(str(escopo), {})[dataset] = {
+                    'registros': int(registros), 'removidos': int(removidos), 'em': em,
+                    'execucao': execucao}
             gravar_atomico(self.caminho, json.dumps(dados, indent=1, sort_keys=True) + '\n')
 
     def faltando(self, escopos: Collection[Any], datasets: Iterable[str],

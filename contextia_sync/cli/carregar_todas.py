@@ -32,16 +32,18 @@ AMBIENTE = """ambiente:
   CONTEXTIA_SOURCE     o adaptador de origem (padrão: generic)
   CONTEXTIA_HISTORICO  o histórico de cargas aceitas (padrão: CHAVES.historico.json)
 
-A chave de cada empresa vai só no ambiente do connector (CONTEXTIA_API_KEY), lida
-do arquivo de chaves pelo leitor do SDK; nunca na linha de comando. Uma empresa
-que falha não para as outras; o resumo diz quais falharam."""
+Um connector só (connector --todas) carrega todas as empresas: uma leitura por
+dataset, em ordem de empresa, repartida para a chave de cada uma; cada empresa com
+o seu sync, o seu complete e o seu teto de remoção. As chaves ele lê do arquivo
+pelo leitor do SDK; nunca na linha de comando. Uma empresa que falha não para as
+outras; o resumo diz quais falharam. Uma empresa só: connector.py --scope=ESCOPO."""
 
 
 def parser() -> argparse.ArgumentParser:
     """A ajuda do carregar-todas (o script faz o trabalho; isto só a descreve)."""
     p = novo_parser(
-        PROG, 'A carga completa de cada empresa do arquivo de chaves: um connector por'
-              ' empresa, em sequência.',
+        PROG, 'A carga completa de cada empresa do arquivo de chaves, numa execução do'
+              ' connector: uma leitura por dataset para todas as empresas.',
         epilog=AMBIENTE,
         usage='CONTEXTIA_MAPPING=mappings/<cliente>.json %(prog)s CHAVES'
               ' [--dry-run] [opções do connector]',
@@ -49,13 +51,13 @@ def parser() -> argparse.ArgumentParser:
                 SAIDA_CONFIGURACAO: 'erro de configuração (mapeamento, arquivo de chaves'
                                     ' recusado); nada rodou',
                 143: 'parado por SIGTERM (130: SIGINT; 129: SIGHUP); o connector em curso'
-                     ' também foi encerrado'})
+                     ' também foi encerrado (sem complete no dataset em curso)'})
     p.add_argument('chaves', metavar='CHAVES',
                    help='o arquivo de chaves do provisionar.py (também --chaves=CHAVES)')
     p.add_argument('--chaves', dest='chaves_opcao', metavar='CHAVES',
                    help='o mesmo que CHAVES, com o nome que as outras ferramentas usam')
     p.add_argument('opcoes', nargs=argparse.REMAINDER, metavar='...',
-                   help='o resto vai para cada connector (ex.: --dry-run, --max-remocao=1,'
+                   help='o resto vai para o connector (ex.: --dry-run, --max-remocao=1,'
                         ' --dataset=NOME)')
     return p
 

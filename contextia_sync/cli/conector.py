@@ -1,10 +1,12 @@
 """
 A linha de comando do conector (`connector.py`, ou `python -m contextia_sync.cli.conector`).
 
-A carga completa de UMA empresa. Aqui só há a casca: argumentos, as recusas de
-configuração (pegas uma vez, saída 2, sem traceback) e a saída que o operador e
-o ouvinte leem. A lógica está em contextia_sync/carga/completa.py; o guia do
-operador, no topo de connector.py e em docs/carga-e-provisionamento.md.
+A carga completa de UMA empresa (`--scope`) ou de TODAS as do arquivo de chaves
+(`--todas`, o que o carregar-todas.sh roda: uma leitura por dataset, repartida).
+Aqui só há a casca: argumentos, as recusas de configuração (pegas uma vez, saída
+2, sem traceback) e a saída que o operador e o ouvinte leem. A lógica está em
+contextia_sync/carga/completa.py e carga/todas.py; o guia do operador, no topo
+de connector.py e em docs/carga-e-provisionamento.md.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from contextia_sync.cli import comum
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 PROG = 'connector'
-DESCRICAO = ('Carga completa de UMA empresa no Contextia. A chave vem de CONTEXTIA_API_KEY'
-             ' ou, sem ela, da linha da empresa no arquivo de --chaves; nunca da linha de'
-             ' comando.')
+DESCRICAO = ('Carga completa de UMA empresa no Contextia (--scope), ou de todas as do'
+             ' arquivo de chaves numa leitura por dataset (--todas --chaves=ARQ). A chave'
+             ' vem de CONTEXTIA_API_KEY ou, sem ela, da linha da empresa no arquivo de'
+             ' --chaves (com --todas, sempre do arquivo); nunca da linha de comando.')
 SAIDAS = {
-    SAIDA_FALHA: 'algum dataset falhou (nada removido nele); os outros foram carregados',
+    SAIDA_FALHA: 'algum dataset falhou (nada removido nele); os outros foram carregados. Com'
+                 ' --todas: alguma empresa falhou ou ficou de fora; as outras foram carregadas',
     SAIDA_CONFIGURACAO: 'erro de configuração ou de argumento (mapeamento, chave ausente,'
                         ' recusada ou de outra empresa, --dataset desconhecido); nada enviado',
 }
@@ -73,8 +77,14 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
                    help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
-    p.add_argument('--scope', required=True, metavar='ESCOPO',
-                   help='a empresa (o valor da scope_column, ex.: 297)')
+    p.add_argument('--scope', metavar='ESCOPO',
+                   help='a empresa (o valor da scope_column, ex.: 297); obrigatório, salvo'
+                        ' com --todas')
+    p.add_argument('--todas', action='store_true',
+                   help='no lugar de --scope: todas as empresas do arquivo de --chaves, numa'
+                        ' execução -- uma leitura por dataset, em ordem de empresa, repartida'
+                        ' para a chave de cada uma; cada empresa com o seu sync, o seu'
+                        ' complete e o seu teto (o que o carregar-todas.sh roda)')
     p.add_argument('--dataset', action='append', default=[], metavar='NOME',
                    help='só este dataset (nome do mapeamento ou normalizado); repita para'
                         ' mais de um. Padrão: todos')
@@ -101,7 +111,14 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
                         ' --chaves, <chaves>.historico.json (o mesmo do carregar-todas.sh e'
                         ' do ouvinte). No dataset sem key o teto compara com a carga anterior'
                         ' dele; sem histórico, vale a fração do dataset')
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.scope is None and not args.todas:
+        p.error('faltam os argumentos obrigatórios: --scope (a empresa; ou --todas, com'
+                ' --chaves, para todas as do arquivo de chaves)')
+    if args.scope is not None and args.todas:
+        p.error('--scope e --todas não andam juntos: uma empresa (--scope=ESCOPO) ou todas'
+                ' as do arquivo de chaves (--todas --chaves=ARQ)')
+    return args
 
 
 def chave_da_empresa(chaves: str | None, escopo: str) -> tuple[str, str]:
@@ -231,27 +248,9 @@ def conferir_antes_de_ler(args: argparse.Namespace,
     from contextia_sync.carga import completa as carga
 
     mapa, escopo, origem = preparo.mapa, preparo.escopo, preparo.origem
-    try:
-        problemas = carga.conferir_catalogo(mapa, origem,
-                                            preparo.datasets if args.dry_run else [])
-    except ErroConfiguracao as erro:
-        return comum.recusar(PROG, erro)
-    por_dataset: dict[str | None, list[Any]] = {}
-    for problema in problemas:
-        por_dataset.setdefault(problema.dataset, []).append(problema)
-    if problemas:
-        print('colunas ........: %d problema(s) no catálogo da origem (antes de ler):'
-              % len(problemas))
-        for problema in problemas:
-            print('  - %s' % problema.texto)
-    elif args.dry_run:
-        print('colunas ........: todas as do mapeamento existem na origem')
-    sys.stdout.flush()
-    if None in por_dataset:
-        return comum.recusar(
-            PROG, 'o cadastro de empresas (projects) tem coluna(s) que a origem não mostra'
-                  ' (acima): sem ele não há como conferir a empresa %s. Corrija a seção'
-                  ' projects do mapeamento. Nada foi enviado.' % escopo)
+    por_dataset = _conferir_catalogo(args, preparo, 'a empresa %s' % escopo)
+    if isinstance(por_dataset, int):
+        return por_dataset
 
     try:
         empresa = carga.conferir_escopo(mapa, origem, escopo)
@@ -280,6 +279,8 @@ def conferir_antes_de_ler(args: argparse.Namespace,
 def main(argv: list[str] | None = None) -> int:
     """O conector: 0 tudo carregado, 1 algum dataset falhou, 2 erro de configuração."""
     args = argumentos(argv)
+    if args.todas:
+        return main_todas(args)
 
     from contextia_sync.carga import completa as carga
     from contextia_sync.intake import cliente
@@ -367,6 +368,290 @@ def main(argv: list[str] | None = None) -> int:
     if saida == SAIDA_OK and any(not r.ok for r in resultados):
         saida = SAIDA_FALHA
     return saida
+
+
+# ---------------------------------------------------------------------------
+# --todas: as empresas do arquivo de chaves numa execução (carga/todas.py)
+# ---------------------------------------------------------------------------
+
+def _sem_segredos_herdados() -> None:
+    """
+    Com --todas as chaves vêm só do arquivo: um segredo herdado no ambiente (o
+    token de admin, a chave de UMA empresa, o segredo do webhook -- o bash rodado
+    à mão os tem) não é desta carga. O processo se troca por ele mesmo sem eles
+    (exec: o mesmo pid, que o carregar-todas.sh sinaliza), como o `chaves
+    executar` fazia com cada connector.
+    """
+    from contextia_sync import segredos
+
+    if not any(segredos.e_segredo(nome) for nome in os.environ):
+        return
+    argv = list(getattr(sys, 'orig_argv', []) or [])
+    if not argv or not sys.executable:
+        return
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable] + argv[1:],
+              segredos.ambiente_sem_segredos(os.environ))
+
+
+def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
+    """
+    O `preparar` de --todas: o mapeamento, o arquivo de chaves (o leitor do SDK)
+    e, para cada empresa, a chave conferida contra o projeto (uma pergunta por
+    chave). Empresa excluída, com a chave recusada ou de outra empresa fica de
+    fora com o motivo (`Empresa.recusa`); as outras carregam. Levanta
+    ErroConfiguracao do que vale para todas.
+    """
+    from contextia_sync.carga import completa as carga
+    from contextia_sync.carga.todas import Empresa
+    from contextia_sync.intake import cliente
+    from contextia_sync.intake.transporte import ErroContextia
+    from contextia_sync.mapeamento import carregar_mapeamento, escopos_excluidos
+    from contextia_sync.origem import carregar_origem
+    from contextia_sync.provisionamento import chaves as arquivo_chaves
+
+    mapa = carregar_mapeamento(args.mapping)
+    if not args.chaves:
+        raise ErroConfiguracao(
+            '--todas carrega as empresas do arquivo de chaves: passe --chaves=ARQ (o do'
+            ' provisionar.py). Para uma empresa só, --scope=ESCOPO.')
+    if not os.path.lexists(args.chaves):
+        raise ErroConfiguracao('o arquivo de chaves %s não existe: rode o provisionar.py antes'
+                               ' (ou confira o caminho de --chaves).' % args.chaves)
+    registros = arquivo_chaves.ler_registros(args.chaves)
+    datasets = carga.selecionar_datasets(mapa, args.dataset)
+    intervalo = intervalo_progresso()
+    excluidas = escopos_excluidos(mapa)
+    empresas = []
+    for escopo, registro in registros.items():
+        empresa = Empresa(escopo, chave=None if args.dry_run else registro.chave)
+        if escopo in excluidas:
+            empresa.recusa = (
+                'a empresa %s está em source.excluded_scopes do mapeamento: ela não recebe'
+                ' carga. Tire a linha dela do arquivo de chaves (e revogue a chave), ou tire-a'
+                ' de excluded_scopes se a exclusão era engano.' % escopo)
+        empresas.append(empresa)
+    if not args.dry_run:
+        if not cliente.url_destino():
+            raise ErroConfiguracao(
+                'falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).'
+                ' Não há padrão: um padrão mandaria os dados para outro cliente.')
+        cliente.conferir_destino()
+        for empresa in empresas:
+            if not empresa.ativa:
+                continue
+            # A chave e DESTA empresa? Chave trocada mandaria os titulos da 297 para o
+            # projeto da 301 -- vazamento entre empresas, sem erro nenhum do servidor.
+            try:
+                dono = cliente.quem_sou(empresa.chave, escopo=empresa.escopo)
+            except cliente.ErroAutenticacao as erro:
+                empresa.recusa = str(erro)
+                continue
+            except ErroContextia as erro:
+                empresa.falha = 'Contextia indisponível: %s' % erro
+                continue
+            externo = arquivo_chaves.empresa_da_chave(dono, empresa.escopo)
+            if externo is not None:
+                empresa.recusa = (
+                    'a chave da linha da empresa %s em %s e do projeto %r (empresa %s), não'
+                    ' da empresa %s. Confira a linha da empresa %s no arquivo de chaves.'
+                    % (empresa.escopo, args.chaves, dono.get('name'), externo,
+                       empresa.escopo, empresa.escopo))
+                continue
+            empresa.projeto = '%s (id %s)' % (dono.get('name'), dono.get('project_id'))
+    origem = carregar_origem(args.source)
+    return Preparo(mapa=mapa, escopo='todas', datasets=datasets, intervalo=intervalo,
+                   origem=origem), empresas
+
+
+def _conferir_catalogo(args: argparse.Namespace, preparo: Preparo,
+                       quem: str) -> int | dict[str | None, list[Any]]:
+    """
+    O catálogo da origem antes de ler (o do cadastro sempre; no seco, o de cada
+    dataset): a recusa (código de saída) ou, por dataset, os problemas dele.
+    `quem` completa "sem ele não há como conferir ..." ('a empresa 297').
+    """
+    from contextia_sync.carga import completa as carga
+
+    try:
+        problemas = carga.conferir_catalogo(preparo.mapa, preparo.origem,
+                                            preparo.datasets if args.dry_run else [])
+    except ErroConfiguracao as erro:
+        return comum.recusar(PROG, erro)
+    por_dataset: dict[str | None, list[Any]] = {}
+    for problema in problemas:
+        por_dataset.setdefault(problema.dataset, []).append(problema)
+    if problemas:
+        print('colunas ........: %d problema(s) no catálogo da origem (antes de ler):'
+              % len(problemas))
+        for problema in problemas:
+            print('  - %s' % problema.texto)
+    elif args.dry_run:
+        print('colunas ........: todas as do mapeamento existem na origem')
+    sys.stdout.flush()
+    if None in por_dataset:
+        return comum.recusar(
+            PROG, 'o cadastro de empresas (projects) tem coluna(s) que a origem não mostra'
+                  ' (acima): sem ele não há como conferir %s. Corrija a seção projects do'
+                  ' mapeamento. Nada foi enviado.' % quem)
+    return por_dataset
+
+
+def _conferir_cadastro_todas(args: argparse.Namespace, preparo: Preparo,
+                             empresas: list[Any]) -> int | dict[str | None, list[Any]]:
+    """`conferir_antes_de_ler` de --todas: o catálogo uma vez, o cadastro numa leitura."""
+    from contextia_sync.carga import completa as carga
+
+    mapa, origem = preparo.mapa, preparo.origem
+    por_dataset = _conferir_catalogo(args, preparo, 'as empresas')
+    if isinstance(por_dataset, int):
+        return por_dataset
+    ativas = [e for e in empresas if e.ativa]
+    try:
+        achadas = carga.conferir_escopos(mapa, origem, [e.escopo for e in ativas])
+    except ErroConfiguracao as erro:
+        return comum.recusar(PROG, erro)
+    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
+        print('%s: não foi possível ler o cadastro de empresas para conferir as empresas'
+              ' (%s: %s). Nada foi enviado.' % (PROG, type(erro).__name__, erro),
+              file=sys.stderr)
+        return SAIDA_FALHA
+    for empresa in ativas:
+        achada = achadas[empresa.escopo]
+        if isinstance(achada, carga.ErroEscopoDesconhecido):
+            empresa.recusa = str(achada)
+        elif achada.recusa:
+            # Ela existe: quem decide que empresa carrega e o arquivo de chaves (ver
+            # conferir_antes_de_ler).
+            empresa.aviso = (
+                'a regra de projeto recusa a empresa %s (%s): ela não viraria projeto hoje,'
+                ' mas existe no cadastro e a carga segue (quem decide que empresa carrega é'
+                ' o arquivo de chaves). Para parar de carregá-la, tire a linha dela do'
+                ' arquivo de chaves (e revogue a chave) ou ponha-a em'
+                ' source.excluded_scopes.' % (empresa.escopo, achada.recusa))
+    sys.stdout.flush()
+    return por_dataset
+
+
+def _empresa_no_fim(empresa: Any, seco: bool) -> str:
+    """O bloco de uma empresa no fim da execução: os datasets dela e o resumo dela."""
+    from contextia_sync.carga import completa as carga
+
+    linhas = ['', '----- empresa %s -----' % empresa.escopo]
+    if empresa.recusa is not None:
+        linhas.append('%s: empresa %s RECUSADA (código 2): %s' % (PROG, empresa.escopo,
+                                                                   empresa.recusa))
+    elif empresa.falha is not None:
+        linhas.append('%s: empresa %s FALHOU (código 1): %s' % (PROG, empresa.escopo,
+                                                                 empresa.falha))
+    if not seco and empresa.projeto != '-':
+        linhas.append('projeto ........: %s' % empresa.projeto)
+    if empresa.aviso:
+        linhas.append('AVISO ..........: %s' % empresa.aviso)
+    linhas += [carga.linha_de_resultado(r, seco=seco) for r in empresa.resultados]
+    if empresa.resultados or empresa.ativa:
+        linhas.append(carga.resumo(empresa.escopo, empresa.resultados, empresa.segundos,
+                                   seco=seco))
+    else:
+        linhas.append('resumo escopo=%s: nada carregado (código %d)'
+                      % (empresa.escopo, empresa.codigo))
+    return '\n'.join(linhas)
+
+
+def main_todas(args: argparse.Namespace) -> int:
+    """--todas: 0 todas carregadas, 1 alguma falhou ou ficou de fora, 2 configuração."""
+    from contextia_sync.carga import completa as carga
+    from contextia_sync.carga.todas import carregar_dataset_todas, linha_da_leitura
+    from contextia_sync.intake import cliente
+
+    _sem_segredos_herdados()
+    try:
+        preparo, empresas = preparar_todas(args)
+    except (cliente.ErroAutenticacao, cliente.ErroDestino) as erro:
+        return comum.recusar(PROG, str(erro))
+    except ErroConfiguracao as erro:
+        return comum.recusar(PROG, erro)
+
+    mapa, origem = preparo.mapa, preparo.origem
+    print('===== carga completa: %d empresa(s) de %s, uma leitura por dataset ====='
+          % (len(empresas), args.chaves))
+    print('cliente ........: %s' % (mapa.get('client') or '-'))
+    print('destino ........: %s' % ('(seco: nada enviado)' if args.dry_run
+                                     else cliente.url_destino()))
+    print('datasets .......: %d%s' % (len(preparo.datasets),
+                                      ' (de %d)' % len(mapa['datasets']) if args.dataset else ''))
+    historico = None
+    if not args.dry_run:
+        print('teto de remoção : %g%% de cada dataset, em cada empresa%s' % (
+            100 * args.max_remocao,
+            ' (remoção em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
+        caminho = caminho_do_historico(args)
+        if caminho:
+            from contextia_sync.carga.historico import Historico
+            historico = Historico(caminho)
+        print('histórico ......: %s' % caminho)
+    for empresa in empresas:
+        if not empresa.ativa:
+            print('empresa %-8s: de fora -- %s' % (empresa.escopo,
+                                                   encurtar_linha(empresa.recusa
+                                                                  or empresa.falha)))
+    sys.stdout.flush()
+
+    inicio = time.monotonic()
+    barra = sys.stderr.isatty()
+
+    def progresso(texto: str) -> None:
+        print(texto, flush=True)
+
+    try:
+        origem.conectar()
+    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
+        print('%s: não foi possível conectar na origem (%s: %s). Nada foi enviado.'
+              % (PROG, type(erro).__name__, erro), file=sys.stderr)
+        return SAIDA_FALHA
+    try:
+        conferido = _conferir_cadastro_todas(args, preparo, empresas)
+        if isinstance(conferido, int):
+            return conferido
+        for row in preparo.datasets:
+            ativas = [e for e in empresas if e.ativa]
+            problemas = conferido.get(_normalizado(row))
+            if problemas:
+                # Seco: coluna que a origem nao tem, dito acima; o dataset nem e lido.
+                for empresa in ativas:
+                    empresa.resultados.append(carga.resultado_sem_leitura(mapa, row,
+                                                                          problemas))
+                continue
+            leitura = carregar_dataset_todas(
+                mapa, row, origem, empresas, seco=args.dry_run, max_remocao=args.max_remocao,
+                barra=barra, progresso=progresso, intervalo_progresso=preparo.intervalo,
+                historico=historico, em_voo=args.lotes_em_voo,
+                execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
+            print(linha_da_leitura(leitura, len(ativas)), flush=True)
+    finally:
+        try:
+            origem.fechar()
+        except Exception:                       # noqa: BLE001 - fechar nunca mascara o erro
+            pass
+
+    for empresa in empresas:
+        print(_empresa_no_fim(empresa, args.dry_run))
+    falhas = [e for e in empresas if e.codigo]
+    texto = 'resumo carregar-todas: %d ok, %d com falha, em %ds' % (
+        len(empresas) - len(falhas), len(falhas), round(time.monotonic() - inicio))
+    if args.dry_run:
+        texto += ' (seco)'
+    if falhas:
+        texto += ' -- FALHARAM: %s' % '; '.join(
+            '%s (código %d: %s)' % (e.escopo, e.codigo, e.motivo_curto()) for e in falhas)
+    print('\n' + texto)
+    return SAIDA_FALHA if falhas else SAIDA_OK
+
+
+def encurtar_linha(texto: str | None) -> str:
+    """Uma linha só, curta: a lista de empresas de fora no início da execução."""
+    from contextia_sync.carga.completa import encurtar
+    return encurtar(texto or '-', 160)
 
 
 if __name__ == '__main__':

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from contextia_sync import padroes
@@ -103,7 +104,51 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                         ' (<estado>/quarentena) e sai (código 1 se algum ficou)')
     p.add_argument('--autoteste', action='store_true',
                    help='prova a lógica pura sem banco e sem rede')
+    p.add_argument('--criar-slot', action='store_true',
+                   help='`slot_logico`: cria a publicação e o slot `contextia_<cliente>` na'
+                        ' origem (uma vez, na instalação) e sai; a partir dali o banco retém'
+                        ' WAL até o ouvinte consumir. Usa CONTEXTIA_ORIGEM_DBA se definida'
+                        ' (o dono das tabelas), senão CONTEXTIA_ORIGEM. Só --mapping e'
+                        ' --estado importam')
+    p.add_argument('--remover-slot', action='store_true',
+                   help='`slot_logico`: remove o slot e a publicação (o PRIMEIRO passo da'
+                        ' desinstalação: slot abandonado enche o disco do cliente) e sai;'
+                        ' com o ouvinte parado')
     return p.parse_args(argv)
+
+
+def comando_do_slot(argv: list[str]) -> int:
+    """`--criar-slot` / `--remover-slot`: só precisam do mapeamento e da origem."""
+    from contextia_sync.captura import slot_logico
+    from contextia_sync.captura.ao_vivo import datasets_ao_vivo
+    from contextia_sync.estado.trava import travar
+    from contextia_sync.mapeamento import carregar_mapeamento
+    p = comum.novo_parser('ouvinte', DESCRICAO, saidas=SAIDAS)
+    p.add_argument('--mapping', required=True)
+    p.add_argument('--estado', required=True)
+    p.add_argument('--criar-slot', action='store_true')
+    p.add_argument('--remover-slot', action='store_true')
+    args, _resto = p.parse_known_args(argv)
+    try:
+        if args.criar_slot and args.remover_slot:
+            raise ErroConfiguracao('--criar-slot e --remover-slot juntos: escolha um.')
+        mapa = carregar_mapeamento(args.mapping)
+        if args.criar_slot:
+            feito = slot_logico.criar_slot(mapa, datasets_ao_vivo(mapa, 'slot_logico')[0])
+        else:
+            # Com o ouvinte rodando ele acusaria o slot apagado (CRÍTICO): pare antes.
+            trava = travar(args.estado) if os.path.isdir(args.estado) else None
+            try:
+                feito = slot_logico.remover_slot(mapa)
+            finally:
+                if trava is not None:
+                    trava.close()
+    except ErroConfiguracao as erro:
+        print(str(erro), file=sys.stderr)
+        return SAIDA_CONFIGURACAO
+    for linha in feito:
+        print(linha)
+    return SAIDA_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     if '--saude' in argv:
         from contextia_sync.saude import main as saude
         return saude([a for a in argv if a != '--saude'])
+    # O slot do PostgreSQL: um comando do operador, não o serviço.
+    if '--criar-slot' in argv or '--remover-slot' in argv:
+        return comando_do_slot(argv)
     args = argumentos(argv)
 
     from contextia_sync import systemd

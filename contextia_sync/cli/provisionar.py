@@ -34,7 +34,7 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
                    help='o arquivo de chaves (TSV, modo 600); criado se não existe.'
                         ' --arquivo é o nome antigo, aceito igual')
     p.add_argument('--somente-escopo', metavar='ESCOPO',
-                   help='só está empresa (o ouvinte chama assim para cada empresa nova)')
+                   help='só esta empresa (o ouvinte chama assim para cada empresa nova)')
     p.add_argument('--grupo', action='append', default=[], metavar='SLUG',
                    help='grupo para os projetos novos; repita para mais de um (soma-se ao'
                         ' group_column do cadastro)')
@@ -85,12 +85,21 @@ def _provisionar(args: argparse.Namespace) -> int:
     grupos: list[str] = []
     for grupo in args.grupo:
         slug = regra_projeto.slug(grupo)
-        if slug is None or slug != grupo:
+        if slug is None:
+            raise ErroProvisionamento('--grupo=%r não tem letra nem dígito: um grupo é um slug'
+                                      ' (minúsculas, dígitos, - e _), como rede-sul.' % grupo)
+        if slug != grupo:
             raise ErroProvisionamento('--grupo=%r não é slug (minúsculas, dígitos, - e _);'
                                       ' use %r.' % (grupo, slug))
         grupos.append(slug)
     somente = texto_escopo(args.somente_escopo) if args.somente_escopo is not None else None
-    if somente:
+    if somente is not None:
+        # Vazio nao e "todas": `--somente-escopo=` com a variavel do script vazia
+        # provisionaria o cadastro inteiro.
+        if not somente:
+            raise ErroProvisionamento('--somente-escopo vazio: diga qual empresa provisionar'
+                                      ' (ou tire a opção para provisionar todas as novas).'
+                                      ' Nada foi feito.')
         exigir_escopo(somente, '--somente-escopo')
     pasta = os.path.dirname(os.path.abspath(args.chaves))
     if not os.path.isdir(pasta):

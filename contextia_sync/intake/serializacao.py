@@ -313,5 +313,20 @@ def corpo_de_registros(registros: list[dict[str, Any]]) -> bytes:
             return bytes(_orjson.dumps(registros))
         except TypeError:               # JSONEncodeError e TypeError
             pass
-    return json.dumps(registros, ensure_ascii=False, separators=(',', ':'),
-                      allow_nan=False, default=_json_padrao).encode('utf-8')
+    try:
+        return json.dumps(registros, ensure_ascii=False, separators=(',', ':'),
+                          allow_nan=False, default=_json_padrao).encode('utf-8')
+    except ErroSerializacao:
+        # O `default` do json nao sabe de que coluna o valor veio: procura-a, para
+        # o erro nomear a coluna (a do tipo que o plano fixo deixou passar cru).
+        _nomear_a_coluna(registros)
+        raise
+
+
+def _nomear_a_coluna(registros: list[dict[str, Any]]) -> None:
+    """Levanta o ErroSerializacao do primeiro valor sem JSON, com o nome da coluna."""
+    nativos = (str, int, float, bool, type(None), list, dict)
+    for registro in registros:
+        for coluna, valor in registro.items():
+            if not isinstance(valor, nativos):
+                valor_json(valor, coluna)

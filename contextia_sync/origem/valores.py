@@ -223,6 +223,10 @@ def familia_json(tipo: Any, dialeto: str) -> str:
     if isinstance(tipo, (sa.Integer, sa.Boolean, sa.Date, sa.Uuid)):
         return 'nativo'
     if isinstance(tipo, sa.String) and dialeto in ('postgresql', 'mysql'):
+        # O SET do MySQL/MariaDB e String para o SQLAlchemy, mas o driver entrega um
+        # `set` do Python: valor a valor, para a recusa nomear a coluna e a linha.
+        if type(tipo).__name__ == 'SET':
+            return 'qualquer'
         return 'nativo'                 # (Oracle/SQL Server: LOB e afins, valor a valor)
     return 'qualquer'
 

@@ -214,18 +214,18 @@ def _estrategias(p):
     from contextia_sync.captura.estrategias import ESTRATEGIAS, ErroEstrategia, \
         exigir_estrategia, implementada, resolver_estrategia
     print('\nestrategias')
-    for nome in ('coluna', 'reconciliacao', 'coluna+reconciliacao', 'binlog'):
+    for nome in ('coluna', 'reconciliacao', 'coluna+reconciliacao', 'binlog', 'slot_logico'):
         p.igual('%s (implementada) resolve' % nome, 'exige' in exigir_estrategia(nome), True)
-    for nome in ('change_tracking', 'slot_logico', 'flashback'):
+    for nome in ('change_tracking', 'flashback'):
         # A recusa tem de ENSINAR: sem o "exigiria", manda a pessoa procurar.
         p.recusa('%s recusa dizendo o que exigiria' % nome,
                  lambda n=nome: exigir_estrategia(n), ErroEstrategia,
                  contem=('exigiria', ESTRATEGIAS[nome]['exige'][:20], 'vê DELETE'))
     p.recusa('nome inventado lista as que existem', lambda: exigir_estrategia('inventada'),
              ErroEstrategia, contem=('coluna', 'binlog'))
-    p.igual('implementadas: coluna, reconciliacao, as duas juntas e binlog',
+    p.igual('implementadas: coluna, reconciliacao, as duas juntas, binlog e slot_logico',
             sorted(n for n in ESTRATEGIAS if implementada(n)),
-            ['binlog', 'coluna', 'coluna+reconciliacao', 'reconciliacao'])
+            ['binlog', 'coluna', 'coluna+reconciliacao', 'reconciliacao', 'slot_logico'])
     p.igual('e todas dizem se veem DELETE',
             all('ve_delete' in v for v in ESTRATEGIAS.values()), True)
     mapa = {'listener': {'strategy': 'binlog'}}
@@ -245,6 +245,7 @@ def _conjuntos(p):
         codificar,
         comparar,
         decodificar,
+        juntar,
     )
     print('\nconjuntos de chaves (reconciliacao)')
     contagem = Contagem()
@@ -266,6 +267,8 @@ def _conjuntos(p):
              contem=('repetida',))
     p.igual('o conjunto novo: o anterior menos o removido, mais o incluído',
             list(aplicar([1, 3, 5], [4, 2], [3])), [1, 2, 4, 5])
+    p.igual('o diário da coluna entra na comparação: a entregue e apagada sai',
+            list(comparar(juntar([1, 5], [3]), [1, 5], Contagem())), [('-', 3)])
     for valor in (297, 'a\nb', datetime.date(2026, 9, 2), datetime.datetime(2026, 9, 2, 10)):
         p.igual('%r volta do disco igual' % (valor,), decodificar(codificar(valor)), valor)
 

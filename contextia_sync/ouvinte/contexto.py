@@ -119,7 +119,8 @@ class Contexto:
 
         Cada filho recebe só o segredo dele: o provisionar, o token de admin e o
         segredo do webhook; o connector, a chave da empresa (em `extra`); o
-        carregar-todas.sh, nenhum (o `chaves executar` põe a chave de cada empresa).
+        carregar-todas.sh, nenhum (o connector --todas lê a chave de cada empresa do
+        arquivo de chaves).
         """
         ambiente = segredos.ambiente_sem_segredos(os.environ, manter)
         caminho = ambiente.get('PYTHONPATH')

@@ -137,7 +137,7 @@ def _reconciliacao_json(ctx: Contexto, alvo: DatasetVivo,
 
 
 def _linhas_da_captura(bloco: Mapping[str, Any] | None) -> list[str]:
-    """As linhas do bloco `captura` (só o `binlog` tem um)."""
+    """As linhas do bloco `captura` (só o `binlog` e o `slot_logico` têm um)."""
     if not bloco:
         return []
     linhas = ['posição do log ....: %s (atraso da origem %ss)' % (
@@ -146,6 +146,12 @@ def _linhas_da_captura(bloco: Mapping[str, Any] | None) -> list[str]:
               'spool .............: %s mudança(s), %.1f MiB, a mais velha há %ss' % (
                   bloco.get('spool_itens'), (bloco.get('spool_bytes') or 0) / 1048576,
                   '-' if bloco.get('spool_idade_s') is None else bloco['spool_idade_s'])]
+    if bloco.get('slot'):
+        linhas.append('slot lógico .......: %s, WAL retido %s%s' % (
+            bloco['slot'], '?' if bloco.get('wal_retido_bytes') is None
+            else '%.1f MiB' % (bloco['wal_retido_bytes'] / 1048576),
+            '' if bloco.get('wal_seguro_bytes') is None
+            else ' (invalidado em mais %.1f MiB)' % (bloco['wal_seguro_bytes'] / 1048576)))
     if bloco.get('spool_devolvidos'):
         linhas.append('spool re-enfileirado: %s (destino desconhecido: o ouvinte anterior'
                       ' morreu no meio da entrega; reenviado, o intake é idempotente)'

@@ -46,10 +46,11 @@ linha (a chave de um projeto na linha de outra empresa).
         lê o arquivo de novo (inteiro, com as mesmas recusas), põe a chave da
         empresa em CONTEXTIA_API_KEY, tira do ambiente os outros segredos
         (CONTEXTIA_ADMIN_TOKEN, segredos de webhook: contextia_sync/segredos.py)
-        e troca este processo (exec, o mesmo pid) por PROGRAMA. E como o
-        carregar-todas.sh roda cada connector: a chave nunca passa pelo bash
-        (nem por `bash -x`), nem pela linha de comando (o `ps` de qualquer
-        usuário), só pelo ambiente do connector.
+        e troca este processo (exec, o mesmo pid) por PROGRAMA: para rodar uma
+        ferramenta de uma empresa só com a chave dela sem que a chave passe
+        pelo bash (nem por `bash -x`) nem pela linha de comando (o `ps` de
+        qualquer usuário). O carregar-todas.sh não o usa mais: ele roda um
+        connector --todas, que lê as chaves deste arquivo por conta própria.
 
 Saída dos dois: 0 ok; 2 arquivo recusado, empresa fora do arquivo ou uso errado.
 """

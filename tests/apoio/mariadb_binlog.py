@@ -60,17 +60,26 @@ class MariadbBinlog:
     def iniciar(self):
         dados = os.path.join(self.pasta, 'dados')
         run = os.path.join(self.pasta, 'run')
+        # Um tmpdir por instancia: dois mariadb-install-db ao mesmo tempo (dois
+        # processos do pytest -n) batem nas tabelas temporarias do /tmp comum
+        # ("Unknown table 'mysql.tmp_proxies_priv'").
+        temporarios = os.path.join(self.pasta, 'tmp')
         os.makedirs(run)
-        shutil.chown(self.pasta, 'mysql')
-        shutil.chown(run, 'mysql')
-        subprocess.run(['mariadb-install-db', '--no-defaults', '--user=mysql',
-                        '--datadir=' + dados, '--auth-root-authentication-method=normal',
-                        '--skip-test-db'], check=True, capture_output=True)
+        os.makedirs(temporarios)
+        for pasta in (self.pasta, run, temporarios):
+            shutil.chown(pasta, 'mysql')
+        feito = subprocess.run(['mariadb-install-db', '--no-defaults', '--user=mysql',
+                                '--datadir=' + dados, '--auth-root-authentication-method=normal',
+                                '--skip-test-db'], capture_output=True,
+                               env=dict(os.environ, TMPDIR=temporarios))
+        if feito.returncode != 0:
+            raise RuntimeError('mariadb-install-db saiu com %d: %s' % (
+                feito.returncode, (feito.stdout + feito.stderr).decode('utf-8', 'replace')[-2000:]))
         self.log = open(os.path.join(self.pasta, 'mariadbd.log'), 'wb')
         self.processo = subprocess.Popen(
             ['mariadbd', '--no-defaults', '--user=mysql', '--datadir=' + dados,
              '--port=%d' % self.porta, '--bind-address=127.0.0.1',
-             '--socket=' + os.path.join(run, 'm.sock'),
+             '--socket=' + os.path.join(run, 'm.sock'), '--tmpdir=' + temporarios,
              '--pid-file=' + os.path.join(run, 'm.pid'),
              '--log-bin=' + os.path.join(dados, 'binlog'), '--binlog-format=ROW',
              '--server-id=1', '--binlog-row-image=FULL', '--binlog-row-metadata=FULL'],

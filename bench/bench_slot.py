@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""
+`slot_logico` contra `coluna`, na mesma rodada: do COMMIT ao registro visível no
+Contextia (p50/p95), com o mesmo --intervalo-dados.
+
+    .venv/bin/python bench/bench_slot.py [--mudancas 40] [--intervalo-dados 2]
+
+Tudo de verdade: um PostgreSQL privado com wal_level=logical (subido dos
+binários, como em tests/apoio/postgres_logico.py), o Contextia local num
+processo e dois ouvinte.py (um `coluna`, um `slot_logico`), cada um no seu
+banco; o escritor comita a mesma mudança nos dois bancos a intervalos
+aleatórios e um leitor anota quando cada uma ficou visível.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, RAIZ)
+
+from bench.bench_latencia import Leitor, medir_commits, percentil  # noqa: E402
+
+ESTRATEGIAS = ('coluna', 'slot_logico')
+
+
+def _mapa(pasta, dataset, estrategia):
+    caminho = os.path.join(pasta, 'mapa-%s.json' % estrategia)
+    with open(caminho, 'w') as arquivo:
+        json.dump({
+            '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
+            'client': 'bench_%s' % os.getpid(), 'listener': {'strategy': estrategia},
+            'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
+            'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
+                         'name_column': 'RAZAO_SOCIAL',
+                         'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
+            'datasets': [{'dataset': dataset, 'source_object': 'MOVIMENTO',
+                          'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM']}],
+        }, arquivo)
+    return caminho
+
+
+def _banco(servidor):
+    banco = servidor.banco_de_teste()
+    for sql in ('CREATE TABLE "EMPRESAS" ("EMPRESA_ID" INT PRIMARY KEY,'
+                ' "RAZAO_SOCIAL" VARCHAR(60), "ATIVA" CHAR(1))',
+                """INSERT INTO "EMPRESAS" VALUES (1, 'Bench', 'S')""",
+                'CREATE TABLE "MOVIMENTO" ("ID" INT PRIMARY KEY, "EMPRESA_ID" INT,'
+                ' "VALOR" INT, "ALTERADO_EM" TIMESTAMP(6))',
+                'CREATE INDEX ON "MOVIMENTO" ("ALTERADO_EM")',
+                'ALTER TABLE "MOVIMENTO" REPLICA IDENTITY FULL',
+                """INSERT INTO "MOVIMENTO" VALUES (1, 1, 0, now() - interval '1 day')"""):
+        banco.admin(sql)
+    return banco
+
+
+def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
+    chaves = os.path.join(pasta, 'chaves.tsv')
+    with open(chaves, 'w') as arquivo:
+        arquivo.write('1\t%s\n' % chave)
+    os.chmod(chaves, 0o600)
+    ouvintes, bancos, leitores = {}, {}, {}
+    for estrategia in ESTRATEGIAS:
+        banco = bancos[estrategia] = _banco(servidor)
+        dataset = 'mov_%s' % estrategia
+        env = dict(os.environ, CONTEXTIA_ORIGEM=banco.url_origem,
+                   CONTEXTIA_ORIGEM_DBA=banco.url_admin, **contextia.ambiente())
+        env.pop('CONTEXTIA_API_KEY', None)
+        argv = [sys.executable, 'ouvinte.py', '--mapping=' + _mapa(pasta, dataset, estrategia),
+                '--source=generic', '--chaves=' + chaves,
+                '--estado=' + os.path.join(pasta, 'estado-' + estrategia), '--varredura=nao',
+                '--intervalo-dados=%s' % intervalo]
+        if estrategia == 'slot_logico':
+            subprocess.run(argv + ['--criar-slot'], cwd=RAIZ, env=env, check=True,
+                           stdout=subprocess.DEVNULL)
+        log = open(os.path.join(pasta, 'ouvinte-%s.log' % estrategia), 'wb')
+        ouvintes[estrategia] = subprocess.Popen(argv, cwd=RAIZ, env=env, stdout=log,
+                                                stderr=subprocess.STDOUT)
+        leitores[estrategia] = Leitor(chave, dataset)
+        leitores[estrategia].start()
+
+    def inserir(banco, ident, n):
+        banco.admin('INSERT INTO "MOVIMENTO" VALUES (%d, 1, %d, clock_timestamp())'
+                    % (ident, n))
+    return medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--mudancas', type=int, default=40)
+    p.add_argument('--intervalo-dados', type=float, default=2)
+    args = p.parse_args()
+    from contextia_local.processo import ServidorLocal
+    from tests.apoio.postgres_logico import PostgresLogico, binarios
+    pasta = tempfile.mkdtemp(prefix='bench-slot-')
+    servidor = PostgresLogico(tempfile.mkdtemp(prefix='bench-pg-'), binarios())
+    servidor.iniciar()
+    contextia = ServidorLocal(os.path.join(pasta, 'contextia'))
+    contextia.iniciar()
+    try:
+        for nome, valor in contextia.ambiente().items():
+            if valor is not None:
+                os.environ[nome] = valor
+        chave = contextia.criar_projeto_com_chave('1', 'Bench')
+        resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
+                              args.intervalo_dados)
+        print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
+              % (args.intervalo_dados, args.mudancas))
+        for estrategia, (tempos, faltam) in resultado.items():
+            if tempos:
+                print('  %-11s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)' % (
+                    estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95), max(tempos),
+                    faltam))
+        coluna, slot = (resultado[e][0] for e in ESTRATEGIAS)
+        if coluna and slot:
+            print('  razão p95 slot_logico/coluna: %.2f' % (percentil(slot, 0.95)
+                                                         / percentil(coluna, 0.95)))
+    finally:
+        contextia.parar()
+        servidor.parar()
+        shutil.rmtree(pasta, ignore_errors=True)
+        shutil.rmtree(servidor.pasta, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()

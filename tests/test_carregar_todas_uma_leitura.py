@@ -1,0 +1,273 @@
+"""
+carregar-todas com UMA leitura por dataset para todas as empresas (carga/todas.py).
+
+Processos de verdade: o carregar-todas.sh, o connector, o Contextia local e os
+bancos (SQLite, PostgreSQL, MariaDB). Prova:
+
+  * o mesmo resultado da carga empresa por empresa: depois dela, o connector
+    `--scope` de cada empresa acha todo registro IGUAL e não remove nada;
+  * a linha apagada na origem sai de cada empresa;
+  * 500 só para uma empresa (um filtro HTTP de verdade entre o connector e o
+    Contextia, que erra só para a chave dela): sem complete nela, as outras
+    fecham na mesma execução;
+  * a conexão da leitura derrubada no meio (pg_terminate_backend): complete em
+    empresa nenhuma, nem na que já tinha passado inteira.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from contextia_sync.intake import cliente
+from contextia_sync.provisionamento.chaves import Registro, gravar_registros
+from tests.dados import erp as erp_teste
+
+RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATASET = 'titulos_a_receber'
+
+
+@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres),
+                        pytest.param('mariadb', marks=pytest.mark.mariadb)])
+def erp(request, fabrica_de_bancos):
+    return erp_teste.Erp(fabrica_de_bancos(request.param))
+
+
+def _arquivo_de_chaves(tmp_path, chaves):
+    arquivo = tmp_path / 'chaves.tsv'
+    gravar_registros(str(arquivo), [Registro(e, k, None, None, 'pronto', None)
+                                    for e, k in chaves.items()])
+    return arquivo
+
+
+def _ambiente(erp, mapa, **extra):
+    env = dict(os.environ, CONTEXTIA_MAPPING=mapa, CONTEXTIA_ORIGEM=erp.url,
+               CONTEXTIA_PYTHON=sys.executable, **extra)
+    env.pop('CONTEXTIA_API_KEY', None)
+    return env
+
+
+def carregar_todas(erp, mapa, arquivo, *extra, **ambiente):
+    feito = subprocess.run(['bash', os.path.join(RAIZ, 'carregar-todas.sh'), str(arquivo)]
+                           + list(extra), env=_ambiente(erp, mapa, **ambiente), cwd=RAIZ,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    return feito.returncode, feito.stdout.decode('utf-8', 'replace')
+
+
+def numeros_da_empresa(saida, escopo, dataset=DATASET):
+    """{'registros': 45, ...} da linha do dataset no bloco da empresa, no fim da saída."""
+    bloco = saida.split('----- empresa %s -----' % escopo, 1)[1].split('-----', 1)[0]
+    for linha in bloco.splitlines():
+        if linha.strip().startswith(dataset + ' '):
+            return {k: int(v) for k, v in re.findall(r'(\w+)=(\d+)', linha)
+                    if k in ('registros', 'novos', 'atualizados', 'iguais', 'removidos')}
+    raise AssertionError('%s sem a linha de %s:\n%s' % (escopo, dataset, saida))
+
+
+def no_servidor(chave):
+    return {d['dataset']: d['records'] for d in cliente.listar_datasets(chave)}
+
+
+def execucoes(arquivo, execucao):
+    """{(empresa, dataset)} que a execução `execucao` fechou, pelo histórico."""
+    try:
+        with open(str(arquivo) + '.historico.json', encoding='utf-8') as f:
+            cargas = json.load(f)['cargas']
+    except FileNotFoundError:
+        return set()
+    return {(escopo, dataset) for escopo, datasets in cargas.items()
+            for dataset, entrada in datasets.items() if entrada.get('execucao') == execucao}
+
+
+def test_uma_leitura_da_o_mesmo_que_a_carga_por_empresa_e_remove_o_apagado(
+        erp, tmp_path, chave_contextia):
+    e0, e1 = erp.escopos
+    chaves = {e: chave_contextia(e) for e in (e0, e1)}
+    arquivo = _arquivo_de_chaves(tmp_path, chaves)
+    mapa = erp_teste.mapeamento(tmp_path)
+
+    codigo, saida = carregar_todas(erp, mapa, arquivo)
+    assert codigo == 0, saida
+    assert '%-34s 1 leitura(s), 75 linha(s) para 2 empresa(s)' % DATASET in saida
+    assert '%-34s 1 leitura(s), 3 linha(s) para 2 empresa(s)' % 'status (domínio)' in saida
+    assert numeros_da_empresa(saida, e0)['novos'] == 45
+    assert numeros_da_empresa(saida, e1)['novos'] == 30
+    assert numeros_da_empresa(saida, e1, 'status')['novos'] == 3
+    assert {e: no_servidor(chaves[e]) for e in (e0, e1)} == {
+        e0: {DATASET: 45, 'status': 3}, e1: {DATASET: 30, 'status': 3}}
+    guardados = {e: sorted(json.dumps(r, sort_keys=True)
+                           for r in cliente.ler_registros(DATASET, chaves[e])) for e in (e0, e1)}
+
+    # A carga de UMA empresa (o connector dela, --scope) acha tudo igual: o que a
+    # leitura repartida guardou e, registro a registro, o que a carga dela guardaria.
+    for escopo in (e0, e1):
+        feito = subprocess.run(
+            [sys.executable, 'connector.py', '--mapping=' + mapa, '--source=generic',
+             '--scope=' + escopo, '--chaves=' + str(arquivo)], cwd=RAIZ,
+            env=_ambiente(erp, mapa), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            timeout=120)
+        texto = feito.stdout.decode('utf-8', 'replace')
+        assert feito.returncode == 0, texto
+        assert ' novos=0 atualizados=0 iguais=%d removidos=0' % (45 if escopo == e0 else 30) \
+            in texto, texto
+    assert {e: sorted(json.dumps(r, sort_keys=True)
+                      for r in cliente.ler_registros(DATASET, chaves[e]))
+            for e in (e0, e1)} == guardados
+
+    # Uma linha apagada em cada empresa: a leitura seguinte a tira de cada uma.
+    for escopo in (e0, e1):
+        erp.executar('DELETE FROM {TITULOS} WHERE {ID} = (SELECT MIN({ID}) FROM {TITULOS}'
+                     ' WHERE {EMPRESA_ID} = :e)' if erp.banco.tipo != 'mariadb' else
+                     'DELETE FROM {TITULOS} WHERE {EMPRESA_ID} = :e ORDER BY {ID} LIMIT 1',
+                     e=int(escopo))
+    codigo, saida = carregar_todas(erp, mapa, arquivo, CONTEXTIA_EXECUCAO='apagou')
+    assert codigo == 0, saida
+    assert numeros_da_empresa(saida, e0) == {'registros': 44, 'novos': 0, 'atualizados': 0,
+                                             'iguais': 44, 'removidos': 1}
+    assert numeros_da_empresa(saida, e1)['removidos'] == 1
+    assert {e: no_servidor(chaves[e])[DATASET] for e in (e0, e1)} == {e0: 44, e1: 29}
+    assert execucoes(arquivo, 'apagou') == {(e, d) for e in (e0, e1)
+                                            for d in (DATASET, 'status')}
+
+
+class _Filtro(http.server.BaseHTTPRequestHandler):
+    """Repassa ao Contextia, menos o intake da `chave_ruim`: esse leva 500."""
+
+    protocol_version = 'HTTP/1.1'
+    destino: tuple[str, int] = ('127.0.0.1', 0)
+    chave_ruim = ''
+    recusados = 0
+
+    def log_message(self, *_args):             # o pytest mostra a saída do teste, não isto
+        pass
+
+    def _repassar(self):
+        corpo = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        if self.path.startswith('/api/v1/intake') and self.chave_ruim and \
+                self.chave_ruim in (self.headers.get('Authorization') or ''):
+            type(self).recusados += 1
+            resposta = b'{"detail": "falha injetada: 500 so para esta empresa"}'
+            self.send_response(500)
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(resposta)))
+            self.end_headers()
+            self.wfile.write(resposta)
+            return
+        conexao = http.client.HTTPConnection(*self.destino, timeout=60)
+        cabecalhos = {k: v for k, v in self.headers.items()
+                      if k.lower() not in ('host', 'connection', 'content-length')}
+        conexao.request(self.command, self.path, body=corpo or None, headers=cabecalhos)
+        resposta = conexao.getresponse()
+        dados = resposta.read()
+        self.send_response(resposta.status)
+        for nome, valor in resposta.getheaders():
+            if nome.lower() not in ('transfer-encoding', 'connection', 'content-length'):
+                self.send_header(nome, valor)
+        self.send_header('Content-Length', str(len(dados)))
+        self.end_headers()
+        self.wfile.write(dados)
+        conexao.close()
+
+    do_GET = do_POST = do_DELETE = do_PUT = _repassar
+
+
+@pytest.fixture
+def filtro(ambiente_contextia) -> Iterator[type[_Filtro]]:
+    classe = type('FiltroDoTeste', (_Filtro,), {})
+    url = http.client.urlsplit(ambiente_contextia.url)
+    classe.destino = (url.hostname, url.port)
+    servidor = http.server.ThreadingHTTPServer(('127.0.0.1', 0), classe)
+    fio = threading.Thread(target=servidor.serve_forever, daemon=True)
+    fio.start()
+    classe.url = 'http://127.0.0.1:%d' % servidor.server_address[1]
+    yield classe
+    servidor.shutdown()
+    servidor.server_close()
+
+
+def test_500_so_para_uma_empresa_nao_fecha_ela_e_as_outras_fecham(tmp_path, chave_contextia,
+                                                                  filtro):
+    erp = erp_teste.erp_sqlite(tmp_path)
+    e0, e1 = erp.escopos
+    chaves = {e: chave_contextia(e) for e in (e0, e1)}
+    arquivo = _arquivo_de_chaves(tmp_path, chaves)
+    mapa = erp_teste.mapeamento(tmp_path)
+    assert carregar_todas(erp, mapa, arquivo)[0] == 0
+    # As duas perdem linhas na origem; a carga seguinte tem o que remover em cada uma.
+    erp.executar('DELETE FROM {TITULOS} WHERE {ID} % 5 = 0')
+    restantes = {e: erp.titulos(e) for e in (e0, e1)}
+
+    # A PRIMEIRA empresa da leitura leva 500 em todo lote: a segunda vem depois dela.
+    filtro.chave_ruim = chaves[e0]
+    codigo, saida = carregar_todas(erp, mapa, arquivo, CONTEXTIA_URL=filtro.url,
+                                   CONTEXTIA_EXECUCAO='com-500')
+    assert codigo == 1, saida
+    assert filtro.recusados >= 2
+    assert 'resumo carregar-todas: 1 ok, 1 com falha' in saida
+    assert 'FALHARAM: %s (código 1: %s' % (e0, DATASET) in saida
+    bloco = saida.split('----- empresa %s -----' % e0, 1)[1].split('-----', 1)[0]
+    assert 'complete NÃO enviado, nada removido' in bloco and 'HTTP 500' in bloco
+    # Nela, nada saiu; na outra, na mesma execução, o apagado saiu.
+    assert no_servidor(chaves[e0])[DATASET] == 45
+    assert no_servidor(chaves[e1])[DATASET] == restantes[e1]
+    assert numeros_da_empresa(saida, e1)['removidos'] == 30 - restantes[e1]
+    assert execucoes(arquivo, 'com-500') == {(e1, DATASET), (e1, 'status')}
+
+
+@pytest.mark.postgres
+@pytest.mark.lento
+def test_leitura_derrubada_no_meio_nao_fecha_empresa_nenhuma(fabrica_de_bancos, tmp_path,
+                                                             ambiente_contextia,
+                                                             chave_contextia):
+    # O primeiro FETCH do cursor (2000 linhas) traz a primeira empresa inteira e o
+    # começo da segunda; a conexão cai antes do segundo. A primeira foi lida até o
+    # fim -- e mesmo assim não fecha: a ordem só está provada no fim da leitura.
+    erp = erp_teste.Erp(fabrica_de_bancos('postgres'), titulos_por_empresa=(1990, 30))
+    e0, e1 = erp.escopos
+    chaves = {e: chave_contextia(e) for e in (e0, e1)}
+    arquivo = _arquivo_de_chaves(tmp_path, chaves)
+    mapa = erp_teste.mapeamento(tmp_path, chunk=500)
+    assert carregar_todas(erp, mapa, arquivo, '--dataset=' + DATASET)[0] == 0
+    erp.executar('DELETE FROM {TITULOS} WHERE {ID} % 10 = 0')
+    erp.fechar()
+
+    # Os quatro lotes em voo da primeira empresa esperam 3 s no Contextia: a
+    # leitura esta parada no meio, com o cursor aberto, quando a conexao cai.
+    ambiente_contextia.injetar('atraso', quantidade=4, segundos=3)
+    processo = subprocess.Popen(
+        ['bash', os.path.join(RAIZ, 'carregar-todas.sh'), str(arquivo), '--dataset=' + DATASET],
+        env=_ambiente(erp, mapa, CONTEXTIA_EXECUCAO='derrubada'), cwd=RAIZ,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        fim = time.monotonic() + 60
+        while ambiente_contextia.falhas_injetadas()['atraso'] < 1 and time.monotonic() < fim:
+            time.sleep(0.05)
+        derrubadas = erp.banco.executar(
+            'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname ='
+            ' current_database() AND pid <> pg_backend_pid()')
+        saida = processo.communicate(timeout=120)[0].decode('utf-8', 'replace')
+    finally:
+        if processo.poll() is None:
+            processo.kill()
+            processo.wait()
+        ambiente_contextia.limpar_falhas()
+    assert derrubadas, 'nenhuma conexão do connector para derrubar'
+    assert processo.returncode == 1, saida
+    assert 'A LEITURA CAIU' in saida
+    for escopo in (e0, e1):
+        bloco = saida.split('----- empresa %s -----' % escopo, 1)[1].split('-----', 1)[0]
+        assert 'complete NÃO enviado em nenhuma empresa' in bloco, saida
+    # Nenhum complete: o que a origem apagou continua no Contextia, nas duas.
+    assert no_servidor(chaves[e0])[DATASET] == 1990
+    assert no_servidor(chaves[e1])[DATASET] == 30
+    assert execucoes(arquivo, 'derrubada') == set()
