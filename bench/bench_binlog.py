@@ -60,7 +60,7 @@ def _banco(servidor):
     return banco
 
 
-def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
+def latencias(servidor, contextia, chave, pasta, mudancas, intervalo, ocioso):
     import sqlalchemy as sa
     chaves = os.path.join(pasta, 'chaves.tsv')
     with open(chaves, 'w') as arquivo:
@@ -86,7 +86,8 @@ def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
         with banco.motor().begin() as con:
             con.execute(sa.text('INSERT INTO MOVIMENTO VALUES (:i, 1, :v, NOW(6))'),
                         {'i': ident, 'v': n})
-    return medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir)
+    return medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir,
+                         ocioso=ocioso)
 
 
 def vazao(chave, pasta, quantos, repeticoes=3):
@@ -149,15 +150,18 @@ def main():
                 os.environ[nome] = valor
         chave = contextia.criar_projeto_com_chave('1', 'Bench')
         if not args.so_vazao:
+            ocioso = {}
             resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
-                                  args.intervalo_dados)
+                                  args.intervalo_dados, ocioso)
             print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
                   % (args.intervalo_dados, args.mudancas))
             for estrategia, (tempos, faltam) in resultado.items():
+                cpu = ocioso[estrategia]
                 if tempos:
-                    print('  %-7s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)' % (
-                        estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95),
-                        max(tempos), faltam))
+                    print('  %-7s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d);'
+                          ' ocioso: %.2f%% de um núcleo' % (
+                              estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95),
+                              max(tempos), faltam, 100 * cpu))
         direta, pelo_spool, guardar, sozinha = vazao(chave, pasta, args.vazao)
         print('vazão, %d mudanças (medianas de 3, mesma rodada): direta %.0f/s; pelo spool'
               ' %.0f/s (razão spool/direta %.2f); só guardar o lote com fsync %.0f/s; uma'

@@ -106,12 +106,25 @@ class Leitor(threading.Thread):
             time.sleep(PASSO_LEITOR)
 
 
-def medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir):
+OCIOSO_S = 20
+"""Segundos da janela ociosa de `medir_commits(..., ocioso=)`."""
+
+
+def cpu_do_processo(pid):
+    """Segundos de CPU do processo (utime + stime de /proc/<pid>/stat)."""
+    with open('/proc/%d/stat' % pid) as arquivo:
+        campos = arquivo.read().rsplit(')', 1)[1].split()
+    return (int(campos[11]) + int(campos[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir, ocioso=None):
     """
     A medida commit -> visível de várias estratégias na mesma rodada: espera a
     primeira volta, comita `mudancas` linhas em cada banco (`inserir(banco, ident,
     n)`, intercaladas, com pausas ao acaso), espera os `leitores`
     as verem e para os `ouvintes`. {estrategia: (segundos de cada uma, não vistas)}.
+    `ocioso` (um dict): antes de parar, a fração de um núcleo que cada ouvinte
+    gastou em `OCIOSO_S` segundos sem nada mudar, posta ali por estratégia.
     """
     time.sleep(intervalo * 2 + 3)           # a primeira volta fixa marca e posição
     commits = {e: {} for e in bancos}
@@ -125,6 +138,13 @@ def medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir):
     while time.monotonic() < fim and not all(
             set(commits[e]) <= set(leitores[e].vistos) for e in bancos):
         time.sleep(0.2)
+    if ocioso is not None:
+        for leitor in leitores.values():
+            leitor.parar = True
+        antes = {e: cpu_do_processo(p.pid) for e, p in ouvintes.items()}
+        time.sleep(OCIOSO_S)
+        ocioso.update({e: (cpu_do_processo(p.pid) - antes[e]) / OCIOSO_S
+                       for e, p in ouvintes.items()})
     resultado = {}
     for estrategia in bancos:
         tempos = [leitores[estrategia].vistos[k] - t for k, t in commits[estrategia].items()

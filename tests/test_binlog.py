@@ -24,12 +24,16 @@ from tests.dados import erp as erp_teste
 pytestmark = [pytest.mark.mariadb, pytest.mark.lento]
 
 
-def _ouvinte(tmp_path, banco, contextia, chave_contextia):
+def _ouvinte(tmp_path, banco, contextia, chave_contextia, sem_coluna_de_mudanca=False):
     erp = erp_teste.Erp(banco, titulos_por_empresa=(3, 2))
     ouvinte = Ouvinte(tmp_path, erp, contextia, chave_contextia)
     with open(ouvinte.mapa, encoding='utf-8') as arquivo:
         mapa = json.load(arquivo)
     mapa['listener'] = {'strategy': 'binlog'}
+    if sem_coluna_de_mudanca:
+        # O log diz qual linha mudou: basta a `key` (nem o defaults nem o dataset
+        # têm coluna de mudança; o Status já não tinha).
+        mapa['defaults'].pop('watch_column')
     with open(ouvinte.mapa, 'w', encoding='utf-8') as arquivo:
         json.dump(mapa, arquivo)
     return ouvinte
@@ -48,16 +52,19 @@ def _spool(ouvinte, estado):
     return sorted(os.listdir(pasta)) if os.path.isdir(pasta) else []
 
 
-def _no_spool(ouvinte):
-    """Quantas linhas os arquivos do spool guardam (um arquivo é um lote)."""
-    linhas = set()
+def _chaves_no_spool(ouvinte):
+    """As keys que os arquivos do spool guardam (um arquivo é um lote)."""
+    chaves = set()
     for estado in ('pronto', 'tomado'):
         for nome in _spool(ouvinte, estado):
             with open(os.path.join(ouvinte.estado_dir, 'spool', estado, nome)) as arquivo:
                 conteudo = json.load(arquivo)
-            linhas.update((conteudo['dataset'], json.dumps(m['chave']))
-                          for m in conteudo['mudancas'])
-    return len(linhas)
+            chaves.update(m['chave'] for m in conteudo['mudancas'])
+    return chaves
+
+
+def _no_spool(ouvinte):
+    return len(_chaves_no_spool(ouvinte))
 
 
 def _status_json(ouvinte):
@@ -88,11 +95,14 @@ def banco(mariadb_binlog):  # noqa: F811
 
 def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambiente_contextia,
                                                          chave_contextia):
-    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia,
+                 sem_coluna_de_mudanca=True)
     e0, e1 = o.erp.escopos
     processo = o.iniciar()
     try:
         esperar(lambda: _posicao(o), 30)
+        # Todo dataset com `key` fica ao vivo, com ou sem coluna de mudança.
+        assert 'datasets ao vivo .: 2 de 2' in o.saida()
         novo = o.inserir(e0, '2026-10-01 10:00:00', valor='11.00')
         outro = o.inserir(e0, '2026-10-01 10:00:00', valor='12.00')
         esperar(lambda: {novo, outro} <= _ids(o, e0), 30)
@@ -174,6 +184,94 @@ def test_kill9_com_o_contextia_fora_nada_perdido_nada_duplicado(tmp_path, banco,
     assert _ids(o, e0) >= ids
 
 
+def _cpu(pid):
+    """Segundos de CPU do processo (utime + stime de /proc/<pid>/stat)."""
+    with open('/proc/%d/stat' % pid) as arquivo:
+        campos = arquivo.read().rsplit(')', 1)[1].split()
+    return (int(campos[11]) + int(campos[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def _sequencia(gtid):
+    """O número de sequência do domínio 0 num GTID do MariaDB ('0-1-57' -> 57)."""
+    parte = next(p for p in (gtid or '').split(',') if p.startswith('0-'))
+    return int(parte.rsplit('-', 1)[1])
+
+
+def test_kill9_entre_a_leitura_do_log_e_o_spool_nada_perdido_nada_duplicado(
+        tmp_path, banco, mariadb_binlog, ambiente_contextia, chave_contextia):  # noqa: F811
+    # Uma transação de 6000 linhas leva ~0,8 s de CPU para o leitor do log
+    # atravessar (20000 levam ~2,8 s, medido): o ouvinte parado quase não gasta
+    # CPU, então 0,15 s de CPU depois do commit é ele no meio dela. Congelado ali
+    # (SIGSTOP), o estado e o spool são conferidos e ele morre (kill -9) --
+    # lida, ainda não no spool.
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    e0 = o.erp.escopos[0]
+    quantos, base = 6000, o.proximo_id + 100
+    grandes = set(range(base + 1, base + quantos + 1))
+    processo = o.iniciar()
+    try:
+        esperar(lambda: _posicao(o), 30)
+        pequeno = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: pequeno in _ids(o, e0), 30)
+        time.sleep(1)                  # o ciclo que entregou o pequeno já terminou
+        cpu = _cpu(processo.pid)
+        o.erp.executar("INSERT INTO {TITULOS} SELECT :b + seq, :e, CONCAT('Lote ', seq), 1.00,"
+                       " '2026-10-01', '2026-10-01 10:00:00' FROM seq_1_to_%d" % quantos,
+                       b=base, e=int(e0))
+        grande = mariadb_binlog.admin('SELECT @@gtid_binlog_pos')[0][0]
+        esperar(lambda: _cpu(processo.pid) - cpu >= 0.15, 30, passo=0.002)
+        os.kill(processo.pid, signal.SIGSTOP)
+        posicao = (_posicao(o) or {}).get('gtid')
+        no_spool = _chaves_no_spool(o)
+    finally:
+        processo.send_signal(signal.SIGKILL)
+        processo.wait(30)
+    # Lida em parte, nada dela no spool -- e por isso a posição não a cobre.
+    assert _sequencia(posicao) < _sequencia(grande), (posicao, grande)
+    assert not grandes & no_spool
+    assert not grandes & _ids(o, e0)
+    processo = o.iniciar()
+    try:
+        esperar(lambda: grandes <= _ids(o, e0), 60, passo=1)
+        esperar(lambda: _no_spool(o) == 0, 30)
+    finally:
+        _parar(processo)
+    assert _ids(o, e0) >= grandes | {pequeno}     # e _ids confere que nada veio duas vezes
+
+
+def test_conexao_do_log_derrubada_no_meio_de_uma_transacao_nada_perdido(
+        tmp_path, banco, mariadb_binlog, ambiente_contextia, chave_contextia):  # noqa: F811
+    # O python-mysql-replication se reconecta sozinho do GTID em que o leitor foi
+    # ABERTO e repassa o log: sem reconhecer o repasse, a transação meio lida
+    # seria fechada como inteira (a posição passaria por ela, o resto perdido).
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    e0 = o.erp.escopos[0]
+    quantos, base = 6000, o.proximo_id + 100
+    grandes = set(range(base + 1, base + quantos + 1))
+    processo = o.iniciar()
+    try:
+        esperar(lambda: _posicao(o), 30)
+        pequeno = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: pequeno in _ids(o, e0), 30)
+        time.sleep(1)
+        cpu = _cpu(processo.pid)
+        o.erp.executar("INSERT INTO {TITULOS} SELECT :b + seq, :e, CONCAT('Lote ', seq), 1.00,"
+                       " '2026-10-01', '2026-10-01 10:00:00' FROM seq_1_to_%d" % quantos,
+                       b=base, e=int(e0))
+        # Já lendo a transação (0,8 s de CPU para atravessá-la), longe do fim.
+        esperar(lambda: _cpu(processo.pid) - cpu >= 0.05, 30, passo=0.002)
+        dump = [linha[0] for linha in mariadb_binlog.admin(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%%'"
+            " AND USER = '%s'" % banco.usuario)]
+        assert len(dump) == 1, dump
+        mariadb_binlog.admin('KILL %d' % dump[0])
+        esperar(lambda: grandes <= _ids(o, e0), 60, passo=1)
+        esperar(lambda: _no_spool(o) == 0, 30)
+    finally:
+        _parar(processo)
+    assert 'repassou o log' in o.saida()        # o repasse foi visto e dito
+
+
 def test_spool_cheio_pausa_a_captura_e_diz(tmp_path, banco, ambiente_contextia,
                                            chave_contextia, monkeypatch):
     monkeypatch.setenv('CONTEXTIA_SPOOL_MAXIMO_ITENS', '4')
@@ -183,23 +281,25 @@ def test_spool_cheio_pausa_a_captura_e_diz(tmp_path, banco, ambiente_contextia,
     try:
         esperar(lambda: _posicao(o), 30)
         ambiente_contextia.parar()
+        antes = _sequencia(_posicao(o)['gtid'])
         ids = {o.inserir(e0, '2026-10-01 10:00:00') for _ in range(10)}
-        captura = esperar(lambda: ((_status_json(o) or {}).get('captura') or {}).get(
-            'pausada'), 30)
-        assert 'spool cheio' in captura and 'PAUSADA' in captura
-        assert 'CAPTURA PAUSADA' in o.status()
-        # Cheio no limite exato: 4 linhas no spool (em lotes), as outras 6 no log.
-        assert _status_json(o)['captura']['spool_itens'] == 4
+        # Dito na hora, no log (o status espera o ciclo preso no envio).
+        esperar(lambda: 'spool cheio' in o.saida() and 'PAUSADA' in o.saida(), 30)
+        # Cheio no limite exato: 4 linhas no spool (em lotes), e a posição só
+        # passou pelas 4 transações delas -- as outras 6 esperam no log.
         assert _no_spool(o) == 4
+        assert _sequencia(_posicao(o)['gtid']) == antes + 4
         ambiente_contextia.iniciar()
-        # Com o Contextia de volta o spool drena e a captura retoma sozinha.
+        # Com o Contextia de volta o spool drena em lotes de 4 e a captura retoma
+        # sozinha; enquanto isso o status e a saúde dizem a pausa.
+        esperar(lambda: ((_status_json(o) or {}).get('captura') or {}).get('pausada')
+                and 'CAPTURA PAUSADA' in o.status(), 30)
         esperar(lambda: ids <= _ids(o, e0), 60)
         esperar(lambda: not ((_status_json(o) or {}).get('captura') or {}).get('pausada'), 30)
     finally:
         if ambiente_contextia.pid is None:
             ambiente_contextia.iniciar()
         _parar(processo)
-    assert 'spool cheio' in o.saida()
 
 
 def test_origem_sem_grant_ou_com_statement_e_recusada(tmp_path, mariadb_binlog,  # noqa: F811

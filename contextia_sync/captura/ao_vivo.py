@@ -35,7 +35,11 @@ def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
                               obrigaria a escrever `null` uma por uma.
     Com `reconciliacao`: fica ao vivo todo dataset com `key` (a coluna de
     mudança não importa). Com as duas, basta uma: o dataset sem `key` fica só
-    na `coluna`, o sem coluna de mudança só na reconciliacao.
+    na `coluna`, o sem coluna de mudança só na reconciliacao. Com uma
+    estratégia que lê o log de transação (`ESTRATEGIAS_DE_LOG`): todo dataset
+    com `key` -- o log diz qual linha mudou pela key, a coluna de mudança não
+    serve para nada --, e o sem `key` fica de fora, com o motivo (o
+    `slot_logico` ainda escolhe pela `watch_column`, como a `coluna`).
     Em todo caso o dataset continua na varredura diária.
     """
     from contextia_sync.intake.cliente import normalizar_dataset
@@ -45,13 +49,21 @@ def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
     padrao = (mapa.get('defaults') or {}).get('watch_column')
     vivos: list[DatasetVivo] = []
     fora: list[tuple[str, str]] = []
+    por_log = any(parte in ESTRATEGIAS_DE_LOG for parte in partes)
     for row in mapa.get('datasets') or []:
         chave = chave_de(mapa, row)
-        # O `binlog` e o `slot_logico` escolhem os datasets como a `coluna` (pela
-        # `watch_column`); a `key` eles mesmos exigem na subida.
+        if por_log:
+            if chave is None:
+                fora.append((row['dataset'], SEM_KEY_NO_LOG))
+            else:
+                vivos.append(DatasetVivo(nome=normalizar_dataset(row['dataset']), row=row,
+                                         watch=None, chave=chave,
+                                         escopo=coluna_de_recorte(mapa, row)))
+            continue
+        # O `slot_logico` ainda escolhe os datasets como a `coluna` (pela
+        # `watch_column`); a `key` ele mesmo exige na subida.
         coluna, motivo = (_coluna_de_mudanca(row, padrao)
-                          if {'coluna', 'binlog', 'slot_logico'} & set(partes)
-                          else (None, None))
+                          if {'coluna', 'slot_logico'} & set(partes) else (None, None))
         reconcilia = 'reconciliacao' in partes and chave is not None
         if coluna is None and not reconcilia:
             if 'reconciliacao' in partes:
@@ -66,6 +78,11 @@ def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
 
 # Por que um dataset fica fora da reconciliacao (e, sozinha, fora do ao-vivo).
 SEM_KEY = 'sem key (a reconciliação compara chaves)'
+
+ESTRATEGIAS_DE_LOG = ('binlog',)
+"""As estratégias que leem o log de transação: seguem todo dataset com `key`."""
+
+SEM_KEY_NO_LOG = 'sem key (o log diz qual linha mudou pela key; só na varredura)'
 
 
 def _coluna_de_mudanca(row: Mapping[str, Any], padrao: Any) -> tuple[str | None, str | None]:

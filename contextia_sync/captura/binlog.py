@@ -9,9 +9,10 @@ A estratégia `binlog` (MariaDB): ler o log de replicação, com o spool no meio
 Entre os ciclos o laço espera em `esperar_mudanca`: um leitor que BLOQUEIA no
 log (o batimento do servidor o traz de volta a cada `_BATIMENTO` s) põe no
 spool o que chega e acorda o ciclo. Sem essa espera (`--once`, ou o leitor
-contínuo caiu), cada `ler(alvo)` BOMBEIA o log (sem bloquear: do GTID guardado
-até o fim do que já foi escrito). Nos dois casos as transações fechadas vão ao
-spool em lote e só então a posição é gravada
+caiu), cada `ler(alvo)` BOMBEIA o log (do GTID guardado até o primeiro
+batimento: o fim do que já foi escrito). O mesmo leitor, aberto entre uma
+chamada e outra, é sempre bloqueante (ver `_novo_leitor`). Nos dois casos as
+transações fechadas vão ao spool em lote e só então a posição é gravada
 (`<estado>/binlog-posicao.json`, troca atômica); depois `ler` toma do spool
 as mudanças do dataset e RELÊ essas chaves pela view com o login somente
 leitura (`origem.fetch(..., chaves=...)`). Reler, e não usar a imagem da
@@ -62,6 +63,7 @@ _MUDANCAS_POR_LOTE = 20000            # o lote vai ao spool antes de crescer mai
 _IDADE_DO_LOTE = 0.2                  # segundos: nem o lote espera mais que isto
 _BATIMENTO = 0.1                      # segundos sem nada no log até o servidor avisar
 _SEM_ESPERA = 5.0                     # sem esperar_mudanca há tanto, a bomba volta ao ciclo
+_PRAZO_BOMBA = 30.0                   # segundos: a bomba do ciclo nunca passa disto
 
 
 class ErroBinlog(ErroConfiguracao):
@@ -76,7 +78,8 @@ class _Lote:
     fechadas: list[tuple[str, int]] = field(default_factory=list)   # (gtid, mudanças até ela)
     pendente: list[Mudanca] = field(default_factory=list)
     transacao: str | None = None
-    pular: bool = False               # já no spool: o leitor repassou o log
+    pular: bool = False               # já no spool (posição guardada além dela)
+    primeiro: str = ''                # o primeiro GTID que este leitor deu
 
     def abrir(self, gtid: str, pular: bool) -> None:
         self.transacao, self.pular, self.pendente = gtid, pular, []
@@ -89,6 +92,10 @@ class _Lote:
 
     def esvaziar(self) -> None:
         self.mudancas, self.fechadas = [], []
+
+
+class _Repassou(Exception):
+    """O leitor se reconectou sozinho e repassa o log do GTID em que foi aberto."""
 
 
 def _tabela(nome: str, banco: str) -> tuple[str, str]:
@@ -268,12 +275,8 @@ class CapturaBinlog:
         return str(self._sql('SELECT @@gtid_binlog_pos')[0][0] or '')
 
     def _bombear(self, alvos: list[DatasetVivo]) -> None:
-        if self._leitor is not None:
-            if time.monotonic() - self._esperou < _SEM_ESPERA:
-                return          # o leitor continuo (esperar_mudanca) ja poe no spool
-            # Ninguem mais espera no log (quem chama parou de chamar): a bomba
-            # volta a ser a de cada ciclo.
-            self._fechar_leitor()
+        if self._leitor is not None and time.monotonic() - self._esperou < _SEM_ESPERA:
+            return              # a espera do laco (esperar_mudanca) le o log agora
         if time.monotonic() - self._bombeado < _INTERVALO_BOMBA:
             return
         self._bombeado = time.monotonic()
@@ -288,39 +291,48 @@ class CapturaBinlog:
             return
         import pymysql
         try:
-            self._ler_log()
+            for _ in range(2):
+                try:
+                    # Até o batimento: o servidor só o manda quando não há mais log.
+                    self._ler(time.monotonic() + _PRAZO_BOMBA, acordar=False)
+                    break
+                except _Repassou:
+                    continue            # relido do GTID guardado, com um leitor novo
         except pymysql.err.OperationalError as erro:
+            self._fechar_leitor()
             if erro.args and erro.args[0] == _ERRO_POSICAO_APAGADA:
                 self._posicao_apagada(str(erro.args[1:] or ''))
                 return
+            raise
+        except BaseException:
+            self._fechar_leitor()
             raise
         self._continuo_falhou = False
 
     # -- a espera entre ciclos: o leitor que bloqueia no log -------------------------
     def esperar_mudanca(self, segundos: float) -> bool:
         """
-        A espera do laço entre dois ciclos: lê o log por até `segundos` com um
-        leitor que BLOQUEIA (o servidor manda um batimento a cada `_BATIMENTO` s
-        sem nada no log, e o leitor volta para olhar o prazo), pondo no spool e
-        gravando a posição como a bomba do ciclo. Devolve True assim que uma
-        mudança de um dataset seguido foi ao spool: o laço roda o ciclo de dados
-        já, sem esperar o `--intervalo-dados` (a latência do commit ao Contextia
-        fica em décimos de segundo).
+        A espera do laço entre dois ciclos: lê o log por até `segundos` (o
+        servidor manda um batimento a cada `_BATIMENTO` s sem nada no log, e o
+        leitor volta para olhar o prazo), pondo no spool e gravando a posição
+        como a bomba do ciclo. Devolve True quando há mudança de um dataset
+        seguido no spool e o log parou: o laço roda o ciclo de dados já, sem
+        esperar o `--intervalo-dados` (a latência do commit ao Contextia fica em
+        décimos de segundo).
 
         Sem posição ainda, com a captura pausada (spool cheio) ou depois de uma
-        falha do leitor contínuo, só dorme: a bomba do ciclo seguinte (sem
-        bloquear) é quem tenta de novo e diz o erro. O leitor fica aberto entre
-        uma espera e outra (não relê o log a cada volta).
+        falha do leitor, só dorme: a bomba do ciclo seguinte é quem tenta de
+        novo e diz o erro. O leitor fica aberto entre uma espera e outra (não
+        relê o log a cada volta).
         """
         prazo = time.monotonic() + segundos
         if self.gtid is None or self.pausada or self._continuo_falhou or not self._tabelas:
             time.sleep(max(0.0, segundos))
             return False
         try:
-            if self._leitor is None:
-                self._leitor, self._lote_continuo = self._novo_leitor(bloqueante=True), _Lote()
-            guardadas = self._consumir(iter(self._leitor), self._lote_continuo, prazo,
-                                       acordar=True)
+            guardadas = self._ler(prazo, acordar=True)
+        except _Repassou:
+            return False                # o proximo pedaco da espera abre um leitor novo
         except Exception as erro:             # noqa: BLE001 - a bomba do ciclo dira o erro
             logger.warning('binlog: a leitura contínua do log parou (%s: %s); o próximo'
                            ' ciclo relê do GTID guardado (%s)', type(erro).__name__, erro,
@@ -329,13 +341,25 @@ class CapturaBinlog:
             self._continuo_falhou = True
             return False
         self._esperou = time.monotonic()
+        return guardadas > 0
+
+    def _ler(self, prazo: float, acordar: bool) -> int:
+        """O leitor aberto (ou um novo, do GTID guardado) consumido até o prazo."""
+        if self._leitor is None:
+            self._leitor, self._lote_continuo = self._novo_leitor(), _Lote()
+        try:
+            guardadas = self._consumir(iter(self._leitor), self._lote_continuo, prazo,
+                                       acordar=acordar)
+        except _Repassou:
+            self._fechar_leitor()
+            raise
         if self.pausada:
             # A transacao que nao coube ja saiu do leitor: relida do GTID guardado.
             self._fechar_leitor()
-        return guardadas > 0
+        return guardadas
 
     def _fechar_leitor(self) -> None:
-        """Fecha o leitor contínuo; o lote que não foi ao spool é relido do GTID guardado."""
+        """Fecha o leitor; o lote que não foi ao spool é relido do GTID guardado."""
         leitor, self._leitor = self._leitor, None
         self._lote_continuo = _Lote()
         if leitor is not None:
@@ -344,7 +368,13 @@ class CapturaBinlog:
             except Exception:                 # noqa: BLE001 - fechar nunca mascara nada
                 pass
 
-    def _novo_leitor(self, bloqueante: bool) -> Any:
+    def _novo_leitor(self) -> Any:
+        """
+        Um leitor que BLOQUEIA, com o batimento do servidor. Nunca o modo sem
+        bloquear: nele o MariaDB fecha a conexão ao chegar ao fim do log, e com
+        o leitor atrás (uma transação grande leva segundos em Python) a conexão
+        cai com dado ainda no caminho (ECONNRESET, medido com 20000 linhas).
+        """
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (
             HeartbeatLogEvent,
@@ -355,39 +385,34 @@ class CapturaBinlog:
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
         return BinLogStreamReader(
             connection_settings=dict(self.conexao), server_id=self.server_id,
-            blocking=bloqueante, is_mariadb=True, auto_position=self.gtid or None,
-            # O batimento: o servidor manda um evento a cada tanto sem nada no log,
-            # e o leitor bloqueante volta (o prazo da espera, o SIGTERM).
-            slave_heartbeat=_BATIMENTO if bloqueante else None,
+            blocking=True, is_mariadb=True, auto_position=self.gtid or None,
+            slave_heartbeat=_BATIMENTO,
             only_events=[MariadbGtidEvent, XidEvent, QueryEvent, HeartbeatLogEvent,
                          WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
             only_schemas=sorted({esquema for esquema, _ in self._tabelas}))
 
-    def _ler_log(self) -> None:
-        """Do GTID guardado até o fim do que já foi escrito (sem bloquear)."""
-        leitor = self._novo_leitor(bloqueante=False)
-        try:
-            self._consumir(iter(leitor), _Lote(), prazo=None)
-        finally:
-            leitor.close()
-
-    def _consumir(self, eventos: Any, lote: _Lote, prazo: float | None,
-                  acordar: bool = False) -> int:
+    def _consumir(self, eventos: Any, lote: _Lote, prazo: float, acordar: bool) -> int:
         """
-        Lê eventos até o fim do log (`prazo` None) ou até o prazo (monotônico);
-        devolve quantas mudanças foram ao spool. `lote` guarda a transação
-        aberta entre duas chamadas com o mesmo leitor (o bloqueante).
+        Lê eventos até o prazo (monotônico); devolve quantas mudanças foram ao
+        spool. `lote` guarda a transação aberta entre duas chamadas com o mesmo
+        leitor. Sem `acordar` (a bomba do ciclo), volta no primeiro batimento:
+        o log inteiro foi lido.
 
         As transações fechadas (o COMMIT no log) se juntam no lote; o lote vai
         ao spool de uma vez (um arquivo por dataset e empresa) e só então a
-        posição avança até a última transação dele. Vai ao spool no fim, no
-        batimento (o log parou), no prazo, quando passa de `_MUDANCAS_POR_LOTE`
-        ou quando o último despejo tem mais de `_IDADE_DO_LOTE` segundos (com o
-        leitor que bloqueia: a primeira transação depois de um silêncio vai já,
-        e sob carga as seguintes se juntam -- um fsync por lote, não por
-        transação). Spool cheio: a posição fica na última transação que entrou
-        inteira, `pausada` diz por quê. `acordar`: volta quando há mudanças
-        no spool e o log parou (ou elas já esperam `_IDADE_DO_LOTE`).
+        posição avança até a última transação dele. Vai ao spool no batimento
+        (o log parou), no prazo, quando passa de `_MUDANCAS_POR_LOTE` ou quando
+        o último despejo tem mais de `_IDADE_DO_LOTE` segundos (a primeira
+        transação depois de um silêncio vai já; sob carga as seguintes se
+        juntam -- um fsync por lote, não por transação). Spool cheio: a posição
+        fica na última transação que entrou inteira, `pausada` diz por quê.
+        `acordar`: volta quando há mudanças no spool e o log parou (ou elas já
+        esperam `_IDADE_DO_LOTE`).
+
+        O leitor que perde a conexão se reconecta sozinho do GTID em que foi
+        ABERTO e repassa o log: o primeiro GTID que ele deu, visto de novo, é
+        isso -- `_Repassou`, e quem chama relê do GTID guardado com um leitor novo
+        (a transação meio lida nunca é fechada como se estivesse inteira).
         """
         from pymysqlreplication.event import (
             HeartbeatLogEvent,
@@ -407,11 +432,20 @@ class CapturaBinlog:
                     break
                 lidos += 1
                 if isinstance(evento, MariadbGtidEvent):
+                    gtid = str(evento.gtid)
+                    if gtid == lote.primeiro:
+                        logger.warning('binlog: a conexão com o log caiu e o leitor se'
+                                       ' reconectou sozinho, repassou o log desde %s; o que'
+                                       ' não estava no spool é relido do GTID guardado (%s)',
+                                       gtid, self.gtid)
+                        raise _Repassou(gtid)
                     lote.fechar()               # um GTID novo fecha o anterior
-                    if prazo is None and lidos >= _EVENTOS_POR_BOMBA:
-                        break                   # esta transacao fica para a proxima
-                    lote.abrir(str(evento.gtid), self._ja_guardada(str(evento.gtid)))
+                    lote.primeiro = lote.primeiro or gtid
+                    lote.abrir(gtid, self._ja_guardada(gtid))
                     self._ultimo_ts = float(evento.timestamp)
+                    if not acordar and lidos >= _EVENTOS_POR_BOMBA:
+                        break       # um ciclo nao fica preso num log enorme: o mesmo
+                                    # leitor continua desta transacao na proxima vez
                 elif isinstance(evento, XidEvent) or (
                         isinstance(evento, QueryEvent)
                         and str(evento.query).strip().upper() == 'COMMIT'):
@@ -420,6 +454,8 @@ class CapturaBinlog:
                     # O log parou: a transacao sem COMMIT no log (DDL) tambem fecha.
                     lote.fechar()
                     guardadas += self._despejar(lote)
+                    if not acordar:
+                        break
                 elif lote.transacao is not None and not lote.pular:
                     alvos = self._tabelas.get((str(evento.schema).lower(),
                                                str(evento.table).lower()))
@@ -433,8 +469,7 @@ class CapturaBinlog:
                                 alvo, imagens, tipo, lote.transacao, float(evento.timestamp)))
                 if lote.fechadas and (
                         len(lote.mudancas) >= _MUDANCAS_POR_LOTE
-                        or (prazo is not None
-                            and time.monotonic() - self._despejado >= _IDADE_DO_LOTE)):
+                        or time.monotonic() - self._despejado >= _IDADE_DO_LOTE):
                     guardadas += self._despejar(lote)
                 if guardadas and not primeira:
                     primeira = time.monotonic()
@@ -445,13 +480,10 @@ class CapturaBinlog:
                         isinstance(evento, HeartbeatLogEvent)
                         or time.monotonic() - primeira >= _IDADE_DO_LOTE):
                     break
-                if prazo is not None and time.monotonic() >= prazo:
+                if time.monotonic() >= prazo:
                     break
-            if prazo is None and evento is None:
-                # Fim do log: a transacao em curso ja foi escrita inteira no commit.
-                lote.fechar()
             guardadas += self._despejar(lote)
-            em_dia = evento is None or isinstance(evento, HeartbeatLogEvent)
+            em_dia = isinstance(evento, HeartbeatLogEvent)
             self.atraso_s = (0.0 if em_dia or not self._ultimo_ts else
                              round(max(0.0, time.time() - self._ultimo_ts), 1))
             self.pausada = None
