@@ -155,12 +155,13 @@ def _pip(python, *argv, cwd):
     return feito
 
 
-# Os testes do pacote instalado num processo so do xdist: a fixture de modulo (um
-# venv com o pacote, ~10 s) seria montada de novo em cada processo que os pegasse.
+# Os testes do pacote instalado num processo so do xdist, e a fixture (um venv com
+# o pacote, ~10 s) da sessao: de modulo, ela era montada de novo a cada vez que o
+# processo voltava a este arquivo depois de rodar outro (quatro vezes numa suite).
 INSTALADO = pytest.mark.xdist_group('pacote_instalado')
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')
 def instalado(tmp_path_factory):
     import setuptools
     versao = tuple(int(p) for p in re.findall(r'\d+', setuptools.__version__)[:2])

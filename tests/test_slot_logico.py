@@ -300,7 +300,10 @@ def test_slot_apagado_sob_o_ouvinte_e_critico_e_vai_para_a_varredura(
         assert codigo == 0, saida
         depois = o.inserir(e0, '2026-10-01 10:00:00')
         esperar(lambda: depois in _ids(o, e0), 30)
-        assert _captura(o).get('critico') and '--criar-slot' not in _captura(o)['critico']
+        # O status e gravado no fim do ciclo, depois da entrega: espera-o.
+        critico = esperar(lambda: (lambda c: c if c and '--criar-slot' not in c else None)(
+            _captura(o).get('critico')), 30)
+        assert 'varredura' in critico, critico
     finally:
         _parar(processo)
     assert 'NÃO sabe o que mudou' in o.saida()
