@@ -85,7 +85,8 @@ class Cron:
         valores = dict(self.o.contextia.ambiente(), CONTEXTIA_ORIGEM=self.o.erp.url,
                        OUVINTE_MAPEAMENTO=self.o.mapa, OUVINTE_OPCOES=opcoes or self.opcoes)
         if url:
-            valores['CONTEXTIA_URL'] = url
+            # O Contextia fora: 3 s de prazo por pedido, nao os 120 do padrao.
+            valores.update(CONTEXTIA_URL=url, CONTEXTIA_PRAZO_ENVIO='3')
         self.env_file.write_text(''.join('%s=%s\n' % (k, shlex.quote(v))
                                          for k, v in valores.items() if v))
 

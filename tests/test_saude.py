@@ -234,14 +234,16 @@ def test_contextia_fora_por_um_ciclo_e_critico(ouvinte, processos):
     novo = o.inserir(e0, '2026-09-01 11:00:00')
     # Contextia fora: a SONDA na origem continua boa (ultima_sonda_ok_em anda), o
     # que falha e o envio -- por isso a saude olha o ciclo inteiro do dataset.
-    env = dict(o.env(), CONTEXTIA_URL='http://127.0.0.1:%d' % porta_fechada())
+    env = dict(o.env(), CONTEXTIA_URL='http://127.0.0.1:%d' % porta_fechada(),
+               CONTEXTIA_PRAZO_ENVIO='3')
     processo = subir(o, processos, env=env)
     esperar(lambda: (dataset_no_status(o, DATASET) or {}).get('falhas_seguidas', 0) >= 1, 120)
     ds = dataset_no_status(o, DATASET)
     assert ds['ultimo_erro'] and ds['ultima_sonda_ok_em'], ds
-    # Antes (issue 13): "falhas seguidas: 0" no status e OK na saude.
-    codigo, linha = rodar_saude(o.estado_dir)
-    # Um ciclo inteiro sem entregar passa de --intervalos (3) x --intervalo-dados (1 s).
+    # Antes (issue 13): "falhas seguidas: 0" no status e OK na saude. Sem ciclo bom
+    # por mais de --intervalos (3) x --intervalo-dados (1 s): CRITICO.
+    codigo, linha = esperar(lambda: (lambda r: r if r[0] == 2 else None)(
+        rodar_saude(o.estado_dir)), 30)
     assert codigo == 2, linha
     assert linha.startswith('OUVINTE CRITICO - dataset %s sem ciclo bom há ' % DATASET), linha
     assert 'escopo %s' % e0 in linha, linha

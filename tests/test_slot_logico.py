@@ -232,6 +232,9 @@ def test_kill9_em_cada_passo_nada_perdido_nada_duplicado(tmp_path, banco, ambien
 def test_contextia_fora_wal_limitado_spool_cresce_pausa_e_escoa(
         tmp_path, banco, ambiente_contextia, chave_contextia, monkeypatch):
     monkeypatch.setenv('CONTEXTIA_SPOOL_MAXIMO_ITENS', '40')
+    # Cada envio ao Contextia fora desiste em 3 s (o padrao, 120 s de prazo, faz
+    # cada ciclo esperar ~24 s de retentativas).
+    monkeypatch.setenv('CONTEXTIA_PRAZO_ENVIO', '3')
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     e0 = o.erp.escopos[0]
     banco.admin('CREATE TABLE lixo (x text)')

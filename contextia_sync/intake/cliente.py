@@ -70,6 +70,7 @@ from contextia_sync.intake.transporte import (
     mascarar,
     mascarar_chave,
     pedir,
+    prazo_do_pedido,
     preparar_logger,
     servidor,
     texto_da_resposta,
@@ -176,6 +177,8 @@ def conferir_destino() -> None:
                 ' para outro. Use o mesmo host nas duas (CONTEXTIA_INTAKE_URL só troca o'
                 ' caminho do intake) ou apague CONTEXTIA_INTAKE_URL. Nada foi enviado.'
                 % (servidor(intake), servidor(base)))
+    # O prazo dos pedidos torto e recusado na subida (saida 2), nao no primeiro envio.
+    prazo_do_pedido()
 
 
 def exigir_base() -> str:

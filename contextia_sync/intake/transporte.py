@@ -88,6 +88,28 @@ _PASSO_DA_ESPERA = 0.05
 
 T = TypeVar('T')
 
+VARIAVEL_PRAZO = 'CONTEXTIA_PRAZO_ENVIO'
+
+
+def prazo_do_pedido() -> float:
+    """
+    O prazo de um pedido ao Contextia, tentativas e esperas somadas:
+    CONTEXTIA_PRAZO_ENVIO em segundos, ou PRAZO_RETENTATIVAS. Encurtá-lo serve ao
+    `--once` de um cron de minuto (o Contextia fora não segura a execução); alongá-lo,
+    a um link que cai por minutos. ErroConfiguracao se não é número positivo.
+    """
+    bruto = os.environ.get(VARIAVEL_PRAZO, '').strip()
+    if not bruto:
+        return float(PRAZO_RETENTATIVAS)
+    try:
+        valor = float(bruto)
+    except ValueError:
+        valor = -1.0
+    if not 0 < valor < float('inf'):               # (NaN tambem cai aqui)
+        raise ErroConfiguracao('%s=%r não é um número de segundos maior que zero (o padrão,'
+                               ' sem ela, é %d).' % (VARIAVEL_PRAZO, bruto, PRAZO_RETENTATIVAS))
+    return valor
+
 
 class ErroContextia(Exception):
     """O Contextia recusou ou não respondeu um pedido."""
@@ -355,7 +377,7 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
     ca = cas_confiaveis(avisar=url.startswith('https:'))
     sessao = _sessao(ca)
 
-    prazo = time.monotonic() + PRAZO_RETENTATIVAS
+    prazo = time.monotonic() + prazo_do_pedido()
     espera = float(BACKOFF)
     retentativas = 0
     while True:
