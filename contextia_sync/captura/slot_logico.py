@@ -59,11 +59,12 @@ from typing import Any
 
 from contextia_sync import mapeamento, padroes
 from contextia_sync.arquivos import gravar_atomico
-from contextia_sync.captura import DatasetVivo, Leitura, Situacao
+from contextia_sync.captura import DatasetVivo, Leitura
+from contextia_sync.captura.do_spool import concluir_entregues, leitura_do_spool
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
-from contextia_sync.fila.spool import ErroSpoolCheio, ItemDoSpool, Mudanca, Spool
+from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca, Spool
 from contextia_sync.registro import logger
 
 ARQUIVO_POSICAO = 'slot-posicao.json'
@@ -669,56 +670,14 @@ class CapturaSlotLogico:
         if alvo.nome not in todos:
             self._tabelas = tabelas_seguidas(list(todos.values()) + [alvo])
         self._bombear()
-        itens = self.spool.tomar(alvo.nome, self.maximo)
-        if not itens:
-            return Leitura(Situacao.NADA)
-        chave = alvo.chave or ''
-        achadas: dict[str, dict[str, Any]] = {}
-        valores = [item.chave for item in itens]
-        for inicio in range(0, len(valores), padroes.CHAVES_POR_LEITURA):
-            for linha in self.origem.fetch(alvo.source_object, alvo.colunas,
-                                           chaves=(chave, valores[inicio:inicio + padroes.
-                                                                  CHAVES_POR_LEITURA])):
-                achadas[str(linha.get(chave))] = linha
-        recorte = self._recorte(alvo)
-        remocoes: dict[str, list[Any]] = {}
-        remover_de_todas: list[Any] = []
-        # Cada mudança com as empresas de que a linha sai (None: de todas): o
-        # `confirmar` só a conclui se essas remoções foram entregues.
-        tomada: list[tuple[ItemDoSpool, list[str | None]]] = []
-        for item in itens:
-            linha = achadas.get(str(item.chave))
-            atual = texto_escopo(linha.get(recorte)) if linha is not None and recorte else None
-            sai_de: list[str | None] = []
-            for escopo in item.escopos:
-                if linha is not None and (escopo == atual or not recorte):
-                    continue
-                if escopo is None:
-                    if not recorte:
-                        remover_de_todas.append(item.chave)
-                        sai_de.append(None)
-                else:
-                    remocoes.setdefault(escopo, []).append(item.chave)
-                    sai_de.append(escopo)
-            tomada.append((item, sai_de))
-        leitura = Leitura(Situacao.MUDANCAS, upserts=list(achadas.values()),
-                          quantos=len(itens), privado=tomada)
-        leitura.remocoes_por_escopo = remocoes
-        leitura.remocoes = sorted(set(remover_de_todas), key=str) if not recorte else []
-        return leitura
+        return leitura_do_spool(self.origem, alvo,
+                                self.spool.tomar(alvo.nome, self.maximo), self._recorte(alvo))
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:  # noqa: ARG002
         """Conclui no spool as mudanças entregues (a remoção que falhou fica, como no binlog)."""
-        if not leitura.privado:
-            return
-        _morrer_se('slot-entregue')
-        entregues: set[tuple[str | None, str]] = {
-            (e, str(v)) for e, valores in leitura.remocoes_por_escopo.items()
-            for v in valores}
-        entregues.update((None, str(v)) for v in leitura.remocoes)
-        self.spool.concluir(
-            item for item, removidas in leitura.privado
-            if all((e, str(item.chave)) in entregues for e in removidas))
+        if leitura.privado:
+            _morrer_se('slot-entregue')
+        concluir_entregues(self.spool, leitura)
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
         """O LSN confirmado do slot ANTES da varredura; None se não há slot de pé."""

@@ -1,0 +1,71 @@
+"""
+O lado da entrega das capturas por log (`binlog`, `slot_logico`): do spool ao ciclo.
+
+As duas leem o log de jeitos diferentes, mas entregam igual: as mudanças
+tomadas do spool são relidas pela view, por chave (o conteúdo que vai é o de
+agora, não a imagem do log), e a linha que sumiu da view -- apagada, ou que
+mudou de empresa -- vira `remove` nas empresas das imagens dela. O `confirmar`
+só conclui no spool a mudança cujas remoções foram entregues: a que falhou
+fica tomada, volta a pronto/ na próxima leitura, e a remoção vai de novo.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from contextia_sync import padroes
+from contextia_sync.captura import DatasetVivo, Leitura, Situacao
+from contextia_sync.escopos import texto_escopo
+from contextia_sync.fila.spool import ItemDoSpool, Spool
+
+
+def leitura_do_spool(origem: ModuleType, alvo: DatasetVivo, itens: list[ItemDoSpool],
+                     recorte: str | None) -> Leitura:
+    """A `Leitura` das mudanças tomadas: as linhas relidas e as remoções por empresa."""
+    if not itens:
+        return Leitura(Situacao.NADA)
+    chave = alvo.chave or ''
+    achadas: dict[str, dict[str, Any]] = {}
+    valores = [item.chave for item in itens]
+    passo = padroes.CHAVES_POR_LEITURA
+    for inicio in range(0, len(valores), passo):
+        for linha in origem.fetch(alvo.source_object, alvo.colunas,
+                                  chaves=(chave, valores[inicio:inicio + passo])):
+            achadas[str(linha.get(chave))] = linha
+    remocoes: dict[str, list[Any]] = {}
+    remover_de_todas: list[Any] = []
+    # Cada mudança com as empresas de que a linha sai (None: de todas): o
+    # `confirmar` só a conclui se essas remoções foram entregues.
+    tomada: list[tuple[ItemDoSpool, list[str | None]]] = []
+    for item in itens:
+        linha = achadas.get(str(item.chave))
+        atual = texto_escopo(linha.get(recorte)) if linha is not None and recorte else None
+        sai_de: list[str | None] = []
+        for escopo in item.escopos:
+            if linha is not None and (escopo == atual or not recorte):
+                continue
+            if escopo is None:
+                if not recorte:
+                    remover_de_todas.append(item.chave)
+                    sai_de.append(None)
+            else:
+                remocoes.setdefault(escopo, []).append(item.chave)
+                sai_de.append(escopo)
+        tomada.append((item, sai_de))
+    leitura = Leitura(Situacao.MUDANCAS, upserts=list(achadas.values()),
+                      quantos=len(itens), privado=tomada)
+    leitura.remocoes_por_escopo = remocoes
+    leitura.remocoes = sorted(set(remover_de_todas), key=str) if not recorte else []
+    return leitura
+
+
+def concluir_entregues(spool: Spool, leitura: Leitura) -> None:
+    """Conclui no spool as mudanças cujas remoções o ciclo entregou (todas as delas)."""
+    if not leitura.privado:
+        return
+    entregues: set[tuple[str | None, str]] = {
+        (e, str(v)) for e, valores in leitura.remocoes_por_escopo.items() for v in valores}
+    entregues.update((None, str(v)) for v in leitura.remocoes)
+    spool.concluir(item for item, removidas in leitura.privado
+                   if all((e, str(item.chave)) in entregues for e in removidas))
