@@ -28,7 +28,8 @@ from tests.dados import erp as erp_teste
 pytestmark = [pytest.mark.postgres, pytest.mark.lento]
 
 
-def _ouvinte(tmp_path, banco, contextia, chave_contextia, identidade='FULL', criar=True):
+def _ouvinte(tmp_path, banco, contextia, chave_contextia, identidade='FULL', criar=True,
+             sem_coluna_de_mudanca=False):
     erp = erp_teste.Erp(banco, titulos_por_empresa=(3, 2))
     if identidade:
         erp.executar('ALTER TABLE {TITULOS} REPLICA IDENTITY %s' % identidade)
@@ -38,6 +39,9 @@ def _ouvinte(tmp_path, banco, contextia, chave_contextia, identidade='FULL', cri
     # O slot é do cluster inteiro: um cliente por teste.
     mapa['client'] = 'teste_' + uuid.uuid4().hex[:8]
     mapa['listener'] = {'strategy': 'slot_logico'}
+    if sem_coluna_de_mudanca:
+        # O log diz qual linha mudou: basta a `key` (ao_vivo.ESTRATEGIAS_DE_LOG).
+        mapa['defaults'].pop('watch_column')
     with open(ouvinte.mapa, 'w', encoding='utf-8') as arquivo:
         json.dump(mapa, arquivo)
     ouvinte.slot = 'contextia_' + mapa['client']
@@ -129,11 +133,14 @@ def banco(postgres_logico):  # noqa: F811
 
 def test_insert_update_delete_chegam_e_remover_slot_nao_deixa_slot(
         tmp_path, banco, ambiente_contextia, chave_contextia):
-    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia,
+                 sem_coluna_de_mudanca=True)
     e0, e1 = o.erp.escopos
     processo = o.iniciar()
     try:
         esperar(lambda: (_posicao(o) or {}).get('lsn'), 30)
+        # Todo dataset com `key` fica ao vivo, com ou sem coluna de mudança.
+        assert 'datasets ao vivo .: 2 de 2' in o.saida(), o.saida()
         novo = o.inserir(e0, '2026-10-01 10:00:00', valor='11.00')
         outro = o.inserir(e0, '2026-10-01 10:00:00', valor='12.00')
         esperar(lambda: {novo, outro} <= _ids(o, e0), 30)

@@ -38,8 +38,7 @@ def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
     na `coluna`, o sem coluna de mudança só na reconciliacao. Com uma
     estratégia que lê o log de transação (`ESTRATEGIAS_DE_LOG`): todo dataset
     com `key` -- o log diz qual linha mudou pela key, a coluna de mudança não
-    serve para nada --, e o sem `key` fica de fora, com o motivo (o
-    `slot_logico` ainda escolhe pela `watch_column`, como a `coluna`).
+    serve para nada --, e o sem `key` fica de fora, com o motivo.
     Em todo caso o dataset continua na varredura diária.
     """
     from contextia_sync.intake.cliente import normalizar_dataset
@@ -60,10 +59,8 @@ def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
                                          watch=None, chave=chave,
                                          escopo=coluna_de_recorte(mapa, row)))
             continue
-        # O `slot_logico` ainda escolhe os datasets como a `coluna` (pela
-        # `watch_column`); a `key` ele mesmo exige na subida.
-        coluna, motivo = (_coluna_de_mudanca(row, padrao)
-                          if {'coluna', 'slot_logico'} & set(partes) else (None, None))
+        coluna, motivo = (_coluna_de_mudanca(row, padrao) if 'coluna' in partes
+                          else (None, None))
         reconcilia = 'reconciliacao' in partes and chave is not None
         if coluna is None and not reconcilia:
             if 'reconciliacao' in partes:
@@ -79,7 +76,7 @@ def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
 # Por que um dataset fica fora da reconciliacao (e, sozinha, fora do ao-vivo).
 SEM_KEY = 'sem key (a reconciliação compara chaves)'
 
-ESTRATEGIAS_DE_LOG = ('binlog',)
+ESTRATEGIAS_DE_LOG = ('binlog', 'slot_logico')
 """As estratégias que leem o log de transação: seguem todo dataset com `key`."""
 
 SEM_KEY_NO_LOG = 'sem key (o log diz qual linha mudou pela key; só na varredura)'
