@@ -15,10 +15,13 @@ from typing import Annotated, Any, Dict, List, Optional
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.dependencies.models import Dependant
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 
 from contextia_local import webhooks
@@ -67,15 +70,30 @@ class Sync(Modelo):
                       description='número da parte (lote) dentro do sync')
 
 
+# Os registros validados uma vez pelo lote, não um a um: `List[Dict[str, Any]]`
+# copiaria cada registro (e cada valor) só para dizer que é um objeto. O tipo de
+# cada registro é conferido na rota (`_registros_sao_objetos`), e o documento
+# OpenAPI segue dizendo o que o contrato diz (uma lista de objetos).
+_ESQUEMA_REGISTROS = {'items': {'additionalProperties': True, 'type': 'object'},
+                      'title': 'Records', 'type': 'array'}
+
+
 class Envelope(Modelo):
     dataset: str = Field(pattern=PADRAO_DATASET, description='nome normalizado')
-    records: List[Dict[str, Any]] = Field(default_factory=list)
+    records: Annotated[List[Any], WithJsonSchema(_ESQUEMA_REGISTROS)] = Field(
+        default_factory=list)
     key: Optional[str] = Field(None, min_length=1, description='campo do upsert')
     description: Optional[str] = None
     fields: Optional[Dict[str, str]] = Field(None, description='coluna -> significado')
     group: Optional[str] = Field(None, pattern=PADRAO_SLUG)
     sync: Optional[Sync] = None
     remove: Optional[List[Any]] = Field(None, description='valores de key a remover')
+
+
+class EnvelopeEstrito(Envelope):
+    """O envelope com cada registro validado: só para dizer o erro (`_erros_do_envelope`)."""
+
+    records: List[Dict[str, Any]] = Field(default_factory=list)
 
 
 class Contagens(BaseModel):
@@ -147,6 +165,15 @@ def criar_app(config: Configuracao) -> FastAPI:
         if banco_aberto is None:
             raise RuntimeError('Contextia local sem banco: criado sem `dados`.')
         return banco_aberto
+
+    @app.exception_handler(RequestValidationError)
+    async def _erro_validacao(request: Request, erro: RequestValidationError) -> Any:
+        # O envelope recusado do intake diz os erros de todos os campos, os dos
+        # registros inclusive, como a validação registro a registro dizia.
+        if request.url.path == '/api/v1/intake' and isinstance(erro.body, dict):
+            return JSONResponse(status_code=422, content={
+                'detail': jsonable_encoder(_erros_do_envelope(erro.body))})
+        return await request_validation_exception_handler(request, erro)
 
     @app.exception_handler(ErroRegra)
     def _erro_regra(request: Request, erro: ErroRegra) -> JSONResponse:    # noqa: ARG001
@@ -229,6 +256,9 @@ def criar_app(config: Configuracao) -> FastAPI:
     # leitura do corpo (contextia_local/corpo.py).
     @app.post('/api/v1/intake', response_model=Contagens, tags=['intake'])
     def intake(envelope: Envelope, projeto: Dict[str, Any] = Depends(projeto_autenticado)):
+        if not _registros_sao_objetos(envelope.records):
+            # Só os registros podem estar errados aqui: o resto o FastAPI já validou.
+            raise RequestValidationError(_erros_do_envelope(envelope.model_dump()))
         if envelope.remove is not None and not config.remove:
             raise ErroRegra(422, 'remove_nao_suportado',
                             'remove: este servidor não suporta exclusão pelo envelope'
@@ -360,6 +390,22 @@ def criar_app(config: Configuracao) -> FastAPI:
 
     app.state.banco = banco_aberto
     return app
+
+
+def _registros_sao_objetos(registros: List[Any]) -> bool:
+    for registro in registros:
+        if type(registro) is not dict:
+            return False
+    return True
+
+
+def _erros_do_envelope(corpo: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Os erros do envelope com cada registro validado, no formato do FastAPI."""
+    try:
+        EnvelopeEstrito.model_validate(corpo)
+    except ValidationError as erro:
+        return [{**e, 'loc': ('body',) + tuple(e['loc'])} for e in erro.errors(include_url=False)]
+    return []
 
 
 def _chamadas(dependant: Dependant) -> List[Any]:

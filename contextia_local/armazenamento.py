@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 ESQUEMA = """
 CREATE TABLE IF NOT EXISTS projetos (
     id           INTEGER PRIMARY KEY,
@@ -116,6 +118,28 @@ def canonico(objeto: Any) -> str:
     """Mesmo texto de contextia_sync.serializacao.json_canonico (o contrato do hash)."""
     return json.dumps(objeto, sort_keys=True, separators=(',', ':'),
                       ensure_ascii=False, allow_nan=False)
+
+
+# Os tipos que o orjson escreve byte a byte como o `canonico` (conferido em
+# tests/test_intake_servidor.py); float não: ele escreve 1e-05 como 0.00001.
+_SIMPLES: frozenset[type] = frozenset({str, int, bool, type(None)})
+_ORDENADO = orjson.OPT_SORT_KEYS
+
+
+def canonico_bytes(valor: Any) -> bytes:
+    """
+    `canonico(valor)` em UTF-8, pelo orjson quando dá o mesmo texto: um valor
+    simples, ou um registro (dict) só de valores simples. O resto -- float,
+    lista, objeto aninhado, inteiro além de 64 bits, texto com surrogate solto
+    -- pelo `json` de sempre.
+    """
+    tipo = type(valor)
+    if tipo in _SIMPLES or (tipo is dict and _SIMPLES.issuperset(map(type, valor.values()))):
+        try:
+            return orjson.dumps(valor, option=_ORDENADO)
+        except orjson.JSONEncodeError:
+            pass
+    return canonico(valor).encode('utf-8')
 
 
 def hash_chave(chave: str) -> str:
@@ -302,18 +326,19 @@ class Banco:
         # Preparado fora do lock: hash e JSON sao a parte cara e nao dependem do banco.
         preparados = []
         for posicao, registro in enumerate(registros):
-            corpo = canonico(registro)
-            hash_corpo = hashlib.sha256(corpo.encode('utf-8')).hexdigest()
+            corpo = canonico_bytes(registro)
+            hash_corpo = hashlib.sha256(corpo).hexdigest()
             if chave is None:
                 ident = 'h:' + hash_corpo
             else:
-                if registro.get(chave) is None:
+                valor_chave = registro.get(chave)
+                if valor_chave is None:
                     raise ErroRegra(422, 'key_ausente',
                                     'records[%d].%s: o registro não tem o campo de key %r'
                                     ' (ou ele é null). Envie o campo ou mande o dataset'
                                     ' sem key.' % (posicao, chave, chave))
-                ident = 'k:' + canonico(registro[chave])
-            preparados.append((ident, hash_corpo, corpo))
+                ident = 'k:' + canonico_bytes(valor_chave).decode('utf-8')
+            preparados.append((ident, hash_corpo, corpo.decode('utf-8')))
 
         contagens = {'received': len(registros), 'inserted': 0, 'updated': 0,
                      'duplicates': 0, 'removed': 0}
@@ -321,12 +346,12 @@ class Banco:
             atual = con.execute('SELECT chave FROM datasets WHERE projeto_id = ? AND nome = ?',
                                 (projeto_id, dataset)).fetchone()
             chave_guardada = atual['chave'] if atual is not None else None
+            vazio = con.execute('SELECT 1 FROM registros WHERE projeto_id = ? AND dataset = ?'
+                                ' LIMIT 1', (projeto_id, dataset)).fetchone() is None
             # Trocar a key so numa carga completa (com sync): o `complete` dela
             # remove os registros guardados pela key antiga. Fora disso, misturar
             # as duas duplicaria cada registro.
-            if registros and chave != chave_guardada and sync_id is None and con.execute(
-                    'SELECT 1 FROM registros WHERE projeto_id = ? AND dataset = ? LIMIT 1',
-                    (projeto_id, dataset)).fetchone():
+            if registros and chave != chave_guardada and sync_id is None and not vazio:
                 raise ErroRegra(
                     409, 'key_diferente',
                     'o dataset %r guarda registros por key=%r e este lote veio com key=%r.'
@@ -350,40 +375,42 @@ class Banco:
                             (projeto_id, dataset, sync_id, versao))
             self._gravar_dataset(con, projeto_id, envelope, chave_do_dataset)
 
-            existentes = {}
-            idents = list({p[0] for p in preparados})
-            for inicio in range(0, len(idents), 500):
-                parte = idents[inicio:inicio + 500]
-                for linha in con.execute(
+            # O que o lote toca e ja esta guardado; dataset vazio (a primeira
+            # carga) nao pergunta. Cursor sem Row: uma tupla por linha basta.
+            existentes: dict[str, str] = {}
+            if not vazio and preparados:
+                cursor = con.cursor()
+                cursor.row_factory = None
+                idents = list({p[0] for p in preparados})
+                for inicio in range(0, len(idents), 500):
+                    parte = idents[inicio:inicio + 500]
+                    existentes.update(cursor.execute(
                         'SELECT ident, hash FROM registros WHERE projeto_id = ? AND dataset = ?'
                         ' AND ident IN (%s)' % ','.join('?' * len(parte)),
-                        [projeto_id, dataset] + parte):
-                    existentes[linha['ident']] = linha['hash']
+                        [projeto_id, dataset] + parte))
 
             inserir, atualizar, tocar = [], [], []
             for ident, hash_corpo, corpo in preparados:
                 anterior = existentes.get(ident)
                 if anterior is None:
-                    contagens['inserted'] += 1
                     inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id))
                 elif anterior == hash_corpo:
-                    contagens['duplicates'] += 1
                     tocar.append((versao, sync_id, projeto_id, dataset, ident))
                 else:
-                    contagens['updated'] += 1
                     atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset,
                                       ident))
                 existentes[ident] = hash_corpo
+            contagens['inserted'] = len(inserir)
+            contagens['updated'] = len(atualizar)
+            contagens['duplicates'] = len(tocar)
+            # Tudo em bloco, numa transacao. INSERT puro: o que ja existia esta em
+            # `existentes` (lido sob a mesma trava de escrita), e a key repetida
+            # no proprio lote vai para as listas de UPDATE, que rodam depois.
             # Sem sync, o registro guarda o sync em que foi visto por ultimo
             # (COALESCE): um envio incremental no meio de uma carga nao pode
             # desmarcar o que a carga ja viu.
             con.executemany('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
-                            ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)'
-                            ' ON CONFLICT (projeto_id, dataset, ident) DO UPDATE SET'
-                            ' hash = excluded.hash, corpo = excluded.corpo,'
-                            ' versao = excluded.versao,'
-                            ' ultimo_sync = COALESCE(excluded.ultimo_sync, ultimo_sync)',
-                            inserir)
+                            ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)', inserir)
             con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
                             ' ultimo_sync = COALESCE(?, ultimo_sync)'
                             ' WHERE projeto_id = ? AND dataset = ? AND ident = ?', atualizar)
@@ -395,7 +422,9 @@ class Banco:
                 for valor in remover:
                     removidos += con.execute(
                         'DELETE FROM registros WHERE projeto_id = ? AND dataset = ?'
-                        ' AND ident = ?', (projeto_id, dataset, 'k:' + canonico(valor))).rowcount
+                        ' AND ident = ?',
+                        (projeto_id, dataset, 'k:' + canonico_bytes(valor).decode('utf-8'))
+                    ).rowcount
                 contagens['removed'] = removidos
         return contagens
 
