@@ -6,9 +6,14 @@ IMMEDIATE. O lock serializa as threads do uvicorn (oito clientes no mesmo
 dataset dão contagens exatas); o BEGIN IMMEDIATE protege contra um segundo
 processo apontado para a mesma pasta. WAL deixa a leitura correr durante a
 escrita e sobrevive a um SIGKILL sem perder o que já foi comitado.
+
+A chave de cada pedido é conferida por uma segunda conexão, só de leitura
+(`projeto_da_chave`): no WAL ela nunca espera uma escrita em curso, e por isso
+a autenticação roda no laço de eventos, sem passar por uma thread.
 """
 
 import contextlib
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -97,6 +102,24 @@ CREATE TABLE IF NOT EXISTS registros (
 """
 
 
+ESPERA_DA_TRAVA = 30
+"""Segundos que uma escrita espera a trava do SQLite tomada por outro processo."""
+
+
+class BancoOcupado(Exception):
+    """A trava de escrita não está livre agora (`transacao(esperar=False)`); nada foi feito."""
+
+
+@dataclasses.dataclass
+class Lote:
+    """Um envelope do intake já preparado para gravar (`Banco.preparar_lote`)."""
+
+    envelope: dict[str, Any]
+    idents: list[str]
+    hashes: list[str]
+    corpos: list[bytes]
+
+
 class ErroRegra(Exception):
     """O pedido e bem formado mas fere uma regra do intake (vira 409/422 na API)."""
 
@@ -155,7 +178,7 @@ class Banco:
         _so_do_dono(self.caminho)
         self._lock = threading.RLock()
         self._con = sqlite3.connect(self.caminho, check_same_thread=False,
-                                    isolation_level=None, timeout=30)
+                                    isolation_level=None, timeout=ESPERA_DA_TRAVA)
         self._con.row_factory = sqlite3.Row
         self._con.execute('PRAGMA journal_mode=WAL')
         self._con.execute('PRAGMA synchronous=NORMAL')
@@ -163,17 +186,44 @@ class Banco:
         # executescript faz COMMIT implicito; roda fora de transacao explicita.
         with self._lock:
             self._con.executescript(ESQUEMA)
+        # Aberta depois do esquema e do WAL (que fica gravado no arquivo).
+        self._lock_chaves = threading.Lock()
+        self._con_chaves = sqlite3.connect('file:%s?mode=ro' % self.caminho, uri=True,
+                                           check_same_thread=False, isolation_level=None,
+                                           timeout=ESPERA_DA_TRAVA)
+        self._con_chaves.row_factory = sqlite3.Row
 
     @contextlib.contextmanager
-    def transacao(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._con.execute('BEGIN IMMEDIATE')
+    def transacao(self, esperar: bool = True) -> Iterator[sqlite3.Connection]:
+        """
+        Uma transação de escrita. `esperar=False`: se a trava (a deste processo
+        ou a do SQLite, de outro processo) não está livre agora, levanta
+        BancoOcupado sem ter feito nada -- quem chama no laço de eventos vai
+        esperar numa thread.
+        """
+        if not self._lock.acquire(blocking=esperar):
+            raise BancoOcupado()
+        try:
+            if esperar:
+                self._con.execute('BEGIN IMMEDIATE')
+            else:
+                self._con.execute('PRAGMA busy_timeout = 0')
+                try:
+                    self._con.execute('BEGIN IMMEDIATE')
+                except sqlite3.OperationalError as erro:
+                    if 'locked' in str(erro) or 'busy' in str(erro):
+                        raise BancoOcupado() from None
+                    raise
+                finally:
+                    self._con.execute('PRAGMA busy_timeout = %d' % (ESPERA_DA_TRAVA * 1000))
             try:
                 yield self._con
             except BaseException:
                 self._con.execute('ROLLBACK')
                 raise
             self._con.execute('COMMIT')
+        finally:
+            self._lock.release()
 
     @contextlib.contextmanager
     def leitura(self) -> Iterator[sqlite3.Connection]:
@@ -181,6 +231,8 @@ class Banco:
             yield self._con
 
     def fechar(self) -> None:
+        with self._lock_chaves:
+            self._con_chaves.close()
         with self._lock:
             self._con.close()
 
@@ -247,12 +299,16 @@ class Banco:
         return {'key_id': key_id, 'revogada': True}
 
     def projeto_da_chave(self, chave: str) -> dict[str, Any] | None:
-        """O projeto dono da chave, ou None se ela não existe ou foi revogada."""
-        with self.leitura() as con:
-            linha = con.execute(
+        """
+        O projeto dono da chave, ou None se ela não existe ou foi revogada. Pela
+        conexão de leitura: não espera a escrita em curso (ver o topo do módulo).
+        """
+        with self._lock_chaves:
+            # fetchall: a leitura termina aqui (fetchone deixaria o instantâneo aberto).
+            linhas = self._con_chaves.execute(
                 'SELECT p.* FROM chaves c JOIN projetos p ON p.id = c.projeto_id'
-                ' WHERE c.hash = ? AND c.revogada_em IS NULL', (hash_chave(chave),)).fetchone()
-        return None if linha is None else _projeto(linha)
+                ' WHERE c.hash = ? AND c.revogada_em IS NULL', (hash_chave(chave),)).fetchall()
+        return _projeto(linhas[0]) if linhas else None
 
     # ------------------------------------------------------------------- grupos
     def criar_grupo(self, slug: str, nome: str | None) -> dict[str, Any]:
@@ -316,33 +372,33 @@ class Banco:
         Grava um lote e devolve as contagens. Tudo numa transação: um lote entra
         inteiro ou não entra, e um reenvio (retry) da o mesmo estado final.
         """
+        return self.gravar_lote(projeto_id, self.preparar_lote(envelope))
+
+    @staticmethod
+    def preparar_lote(envelope: dict[str, Any]) -> Lote:
+        """
+        O JSON canônico, o hash e a identidade de cada registro: a parte cara,
+        que não depende do banco (fora da trava). ErroRegra: registro sem a key.
+        """
+        return Lote(envelope, *_preparar(envelope.get('records') or [], envelope.get('key')))
+
+    def gravar_lote(self, projeto_id: int, lote: Lote, esperar: bool = True) -> dict[str, int]:
+        """
+        Grava um lote preparado, numa transação, e devolve as contagens.
+        `esperar=False`: BancoOcupado (nada gravado) se a trava não está livre.
+        """
+        envelope = lote.envelope
         dataset = envelope['dataset']
         chave = envelope.get('key')
         sync = envelope.get('sync')
         sync_id = sync['id'] if sync else None
         registros = envelope.get('records') or []
         remover = envelope.get('remove')
-
-        # Preparado fora do lock: hash e JSON sao a parte cara e nao dependem do banco.
-        preparados = []
-        for posicao, registro in enumerate(registros):
-            corpo = canonico_bytes(registro)
-            hash_corpo = hashlib.sha256(corpo).hexdigest()
-            if chave is None:
-                ident = 'h:' + hash_corpo
-            else:
-                valor_chave = registro.get(chave)
-                if valor_chave is None:
-                    raise ErroRegra(422, 'key_ausente',
-                                    'records[%d].%s: o registro não tem o campo de key %r'
-                                    ' (ou ele é null). Envie o campo ou mande o dataset'
-                                    ' sem key.' % (posicao, chave, chave))
-                ident = 'k:' + canonico_bytes(valor_chave).decode('utf-8')
-            preparados.append((ident, hash_corpo, corpo.decode('utf-8')))
+        idents, hashes, corpos = lote.idents, lote.hashes, lote.corpos
 
         contagens = {'received': len(registros), 'inserted': 0, 'updated': 0,
                      'duplicates': 0, 'removed': 0}
-        with self.transacao() as con:
+        with self.transacao(esperar) as con:
             atual = con.execute('SELECT chave FROM datasets WHERE projeto_id = ? AND nome = ?',
                                 (projeto_id, dataset)).fetchone()
             chave_guardada = atual['chave'] if atual is not None else None
@@ -378,28 +434,37 @@ class Banco:
             # O que o lote toca e ja esta guardado; dataset vazio (a primeira
             # carga) nao pergunta. Cursor sem Row: uma tupla por linha basta.
             existentes: dict[str, str] = {}
-            if not vazio and preparados:
+            distintos = set(idents)
+            if not vazio and distintos:
                 cursor = con.cursor()
                 cursor.row_factory = None
-                idents = list({p[0] for p in preparados})
-                for inicio in range(0, len(idents), 500):
-                    parte = idents[inicio:inicio + 500]
+                lista = list(distintos)
+                for inicio in range(0, len(lista), 500):
+                    parte = lista[inicio:inicio + 500]
                     existentes.update(cursor.execute(
                         'SELECT ident, hash FROM registros WHERE projeto_id = ? AND dataset = ?'
                         ' AND ident IN (%s)' % ','.join('?' * len(parte)),
                         [projeto_id, dataset] + parte))
 
-            inserir, atualizar, tocar = [], [], []
-            for ident, hash_corpo, corpo in preparados:
-                anterior = existentes.get(ident)
-                if anterior is None:
-                    inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id))
-                elif anterior == hash_corpo:
-                    tocar.append((versao, sync_id, projeto_id, dataset, ident))
-                else:
-                    atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset,
-                                      ident))
-                existentes[ident] = hash_corpo
+            inserir: list[tuple[Any, ...]] = []
+            atualizar: list[tuple[Any, ...]] = []
+            tocar: list[tuple[Any, ...]] = []
+            if not existentes and len(distintos) == len(idents):
+                # O caso da carga: tudo novo, nenhuma key repetida no lote.
+                inserir = [(projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id)
+                           for ident, hash_corpo, corpo in zip(idents, hashes, corpos, strict=True)]
+            else:
+                for ident, hash_corpo, corpo in zip(idents, hashes, corpos, strict=True):
+                    anterior = existentes.get(ident)
+                    if anterior is None:
+                        inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao,
+                                        sync_id))
+                    elif anterior == hash_corpo:
+                        tocar.append((versao, sync_id, projeto_id, dataset, ident))
+                    else:
+                        atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id,
+                                          dataset, ident))
+                    existentes[ident] = hash_corpo
             contagens['inserted'] = len(inserir)
             contagens['updated'] = len(atualizar)
             contagens['duplicates'] = len(tocar)
@@ -502,7 +567,50 @@ class Banco:
                                  ' dataset = ? AND id > ? ORDER BY id LIMIT ?',
                                  (projeto_id, dataset, apos, limite)).fetchall()
         proximo = linhas[-1]['id'] if len(linhas) == limite else None
+        # O corpo e TEXT nos registros antigos e os bytes UTF-8 do JSON nos novos
+        # (gravados como saem do orjson, sem decodificar e recodificar).
         return {'records': [json.loads(linha['corpo']) for linha in linhas], 'next': proximo}
+
+
+def _preparar(registros: list[Any], chave: str | None
+              ) -> tuple[list[str], list[str], list[bytes]]:
+    """
+    (idents, hashes, corpos) dos registros: o JSON canônico de cada um (em UTF-8,
+    guardado como está), o sha256 dele e a identidade (`k:` + a key canônica,
+    ou `h:` + o hash sem key). Levanta ErroRegra para registro sem a key.
+    """
+    simples = _SIMPLES.issuperset
+    dumps = orjson.dumps
+    sha256 = hashlib.sha256
+    idents: list[str] = []
+    hashes: list[str] = []
+    corpos: list[bytes] = []
+    for posicao, registro in enumerate(registros):
+        corpo = None
+        if simples(map(type, registro.values())):
+            try:
+                corpo = dumps(registro, option=_ORDENADO)
+            except orjson.JSONEncodeError:
+                pass
+        if corpo is None:
+            corpo = canonico(registro).encode('utf-8')
+        hash_corpo = sha256(corpo).hexdigest()
+        if chave is None:
+            ident = 'h:' + hash_corpo
+        else:
+            valor = registro.get(chave)
+            if valor is None:
+                raise ErroRegra(422, 'key_ausente',
+                                'records[%d].%s: o registro não tem o campo de key %r'
+                                ' (ou ele é null). Envie o campo ou mande o dataset'
+                                ' sem key.' % (posicao, chave, chave))
+            # int: o JSON dele é o repr (bool não entra: type exato).
+            ident = ('k:%d' % valor if type(valor) is int else
+                     'k:' + canonico_bytes(valor).decode('utf-8'))
+        idents.append(ident)
+        hashes.append(hash_corpo)
+        corpos.append(corpo)
+    return idents, hashes, corpos
 
 
 def _so_do_dono(caminho: str) -> None:
