@@ -394,7 +394,7 @@ class Banco:
         sync_id = sync['id'] if sync else None
         registros = envelope.get('records') or []
         remover = envelope.get('remove')
-        idents, hashes, corpos = lote.idents, lote.hashes, lote.corpos
+        idents = lote.idents
 
         contagens = {'received': len(registros), 'inserted': 0, 'updated': 0,
                      'duplicates': 0, 'removed': 0}
@@ -425,6 +425,7 @@ class Banco:
                 'INSERT INTO lotes (projeto_id, dataset, sync_id, parte, recebido_em)'
                 ' VALUES (?, ?, ?, ?, ?)',
                 (projeto_id, dataset, sync_id, sync['part'] if sync else None, agora())).lastrowid
+            assert versao is not None              # INSERT numa tabela com rowid
             if sync_id is not None:
                 con.execute('INSERT OR IGNORE INTO syncs (projeto_id, dataset, sync_id,'
                             ' primeiro_lote) VALUES (?, ?, ?, ?)',
@@ -433,7 +434,7 @@ class Banco:
 
             # O que o lote toca e ja esta guardado; dataset vazio (a primeira
             # carga) nao pergunta. Cursor sem Row: uma tupla por linha basta.
-            existentes: dict[str, str] = {}
+            existentes: dict[str, tuple[str, int]] = {}
             distintos = set(idents)
             if not vazio and distintos:
                 cursor = con.cursor()
@@ -441,47 +442,17 @@ class Banco:
                 lista = list(distintos)
                 for inicio in range(0, len(lista), 500):
                     parte = lista[inicio:inicio + 500]
-                    existentes.update(cursor.execute(
-                        'SELECT ident, hash FROM registros WHERE projeto_id = ? AND dataset = ?'
-                        ' AND ident IN (%s)' % ','.join('?' * len(parte)),
-                        [projeto_id, dataset] + parte))
-
-            inserir: list[tuple[Any, ...]] = []
-            atualizar: list[tuple[Any, ...]] = []
-            tocar: list[tuple[Any, ...]] = []
-            if not existentes and len(distintos) == len(idents):
-                # O caso da carga: tudo novo, nenhuma key repetida no lote.
-                inserir = [(projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id)
-                           for ident, hash_corpo, corpo in zip(idents, hashes, corpos, strict=True)]
+                    for ident, hash_guardado, rowid in cursor.execute(
+                            'SELECT ident, hash, id FROM registros WHERE projeto_id = ? AND'
+                            ' dataset = ? AND ident IN (%s)' % ','.join('?' * len(parte)),
+                            [projeto_id, dataset] + parte):
+                        existentes[ident] = (hash_guardado, rowid)
+            if len(distintos) == len(idents):
+                contagens.update(self._gravar_em_bloco(
+                    con, projeto_id, dataset, versao, sync_id, lote, existentes))
             else:
-                for ident, hash_corpo, corpo in zip(idents, hashes, corpos, strict=True):
-                    anterior = existentes.get(ident)
-                    if anterior is None:
-                        inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao,
-                                        sync_id))
-                    elif anterior == hash_corpo:
-                        tocar.append((versao, sync_id, projeto_id, dataset, ident))
-                    else:
-                        atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id,
-                                          dataset, ident))
-                    existentes[ident] = hash_corpo
-            contagens['inserted'] = len(inserir)
-            contagens['updated'] = len(atualizar)
-            contagens['duplicates'] = len(tocar)
-            # Tudo em bloco, numa transacao. INSERT puro: o que ja existia esta em
-            # `existentes` (lido sob a mesma trava de escrita), e a key repetida
-            # no proprio lote vai para as listas de UPDATE, que rodam depois.
-            # Sem sync, o registro guarda o sync em que foi visto por ultimo
-            # (COALESCE): um envio incremental no meio de uma carga nao pode
-            # desmarcar o que a carga ja viu.
-            con.executemany('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
-                            ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)', inserir)
-            con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
-                            ' ultimo_sync = COALESCE(?, ultimo_sync)'
-                            ' WHERE projeto_id = ? AND dataset = ? AND ident = ?', atualizar)
-            con.executemany('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?,'
-                            ' ultimo_sync) WHERE projeto_id = ? AND dataset = ? AND ident = ?',
-                            tocar)
+                contagens.update(self._gravar_com_repetidos(
+                    con, projeto_id, dataset, versao, sync_id, lote, existentes))
             if remover:
                 removidos = 0
                 for valor in remover:
@@ -492,6 +463,78 @@ class Banco:
                     ).rowcount
                 contagens['removed'] = removidos
         return contagens
+
+    # Sem sync, o registro guarda o sync em que foi visto por ultimo (COALESCE):
+    # um envio incremental no meio de uma carga nao pode desmarcar o que a carga
+    # ja viu. O que ja existia esta em `existentes` (lido sob a mesma trava de
+    # escrita): INSERT puro para o resto.
+    @staticmethod
+    def _gravar_em_bloco(con: sqlite3.Connection, projeto_id: int, dataset: str, versao: int,
+                         sync_id: str | None, lote: Lote,
+                         existentes: dict[str, tuple[str, int]]) -> dict[str, int]:
+        """
+        O lote sem key repetida: um INSERT de muitas linhas por vez, os iguais
+        tocados por um UPDATE por id, os mudados pelo id. Uma linha por
+        `executemany` custava um passo (e uma volta ao GIL) por registro.
+        """
+        inserir: list[Any] = []
+        atualizar: list[tuple[Any, ...]] = []
+        tocar: list[int] = []
+        novos = 0
+        for ident, hash_corpo, corpo in zip(lote.idents, lote.hashes, lote.corpos, strict=True):
+            anterior = existentes.get(ident)
+            if anterior is None:
+                inserir += (projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id)
+                novos += 1
+            elif anterior[0] == hash_corpo:
+                tocar.append(anterior[1])
+            else:
+                atualizar.append((hash_corpo, corpo, versao, sync_id, anterior[1]))
+        por_vez = min(500, con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 7)
+        for inicio in range(0, novos, por_vez):
+            parte = inserir[inicio * 7:(inicio + por_vez) * 7]
+            con.execute('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
+                        ' ultimo_sync) VALUES ' + ','.join(['(?,?,?,?,?,?,?)'] * (len(parte) // 7)),
+                        parte)
+        for inicio in range(0, len(tocar), 500):
+            parte_ids = tocar[inicio:inicio + 500]
+            con.execute('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
+                        ' WHERE id IN (%s)' % ','.join('?' * len(parte_ids)),
+                        [versao, sync_id, *parte_ids])
+        con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
+                        ' ultimo_sync = COALESCE(?, ultimo_sync) WHERE id = ?', atualizar)
+        return {'inserted': novos, 'updated': len(atualizar), 'duplicates': len(tocar)}
+
+    @staticmethod
+    def _gravar_com_repetidos(con: sqlite3.Connection, projeto_id: int, dataset: str,
+                              versao: int, sync_id: str | None, lote: Lote,
+                              existentes: dict[str, tuple[str, int]]) -> dict[str, int]:
+        """
+        O lote com a mesma key mais de uma vez: registro a registro, na ordem --
+        a primeira vez conta contra o guardado, as seguintes contra a anterior
+        do próprio lote (e vão para os UPDATE, que rodam depois do INSERT).
+        """
+        vistos = {ident: anterior[0] for ident, anterior in existentes.items()}
+        inserir, atualizar, tocar = [], [], []
+        for ident, hash_corpo, corpo in zip(lote.idents, lote.hashes, lote.corpos, strict=True):
+            anterior = vistos.get(ident)
+            if anterior is None:
+                inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id))
+            elif anterior == hash_corpo:
+                tocar.append((versao, sync_id, projeto_id, dataset, ident))
+            else:
+                atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset,
+                                  ident))
+            vistos[ident] = hash_corpo
+        con.executemany('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
+                        ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)', inserir)
+        con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
+                        ' ultimo_sync = COALESCE(?, ultimo_sync)'
+                        ' WHERE projeto_id = ? AND dataset = ? AND ident = ?', atualizar)
+        con.executemany('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?,'
+                        ' ultimo_sync) WHERE projeto_id = ? AND dataset = ? AND ident = ?',
+                        tocar)
+        return {'inserted': len(inserir), 'updated': len(atualizar), 'duplicates': len(tocar)}
 
     def _gravar_dataset(self, con: sqlite3.Connection, projeto_id: int,
                         envelope: dict[str, Any], chave: str | None) -> None:
