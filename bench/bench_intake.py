@@ -259,9 +259,9 @@ def main() -> int:
                 print('  [%d/%d] %-34s %9.0f registros/s  %5.2f s de CPU/1M' % (
                     volta + 1, args.repeticoes, rotulo, args.registros / segundos,
                     cpu * 1e6 / args.registros), flush=True)
-            for rotulo in (list(ponta) if volta % 2 == 0 else list(reversed(list(ponta)))):
+            for numero, rotulo in enumerate(ponta if volta % 2 == 0 else reversed(list(ponta))):
                 destino = (DestinoSink(gzip_=True) if 'sink' in rotulo else
-                           Contextia(RAIZ, os.path.join(pasta, 'p%d%s' % (volta, rotulo[-12:-7]))))
+                           Contextia(RAIZ, os.path.join(pasta, 'p%d_%d' % (volta, numero))))
                 try:
                     segundos = ponta_a_ponta(destino, args.registros, args.chunk,
                                              'ponta_%d' % volta)
