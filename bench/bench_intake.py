@@ -1,43 +1,69 @@
 #!/usr/bin/env python3
 """
-Quanto custa o caminho cliente -> Contextia local, em registros/s.
+Issue 18: o Contextia local deixa de ser o gargalo. Quantos registros/s ele grava.
 
     .venv/bin/python bench/bench_intake.py [--registros 100000] [--repeticoes 3]
+        [--base DIR] [--chunk 500]
 
-Mede, na MESMA execução e com os mesmos registros (~12 colunas, tipos de um
-título a receber: int, texto, Decimal, date, datetime):
+Os MESMOS lotes (registros de 12 colunas com a forma de um título a receber,
+montados uma vez como o cliente os monta: `Serializador` + `corpo_de_registros`,
+envelope com `key` e `sync`) são postados, na mesma execução, a:
 
-    linha de base   serializar_registro + json.dumps em lotes (o mínimo que
-                    qualquer envio paga, sem rede nem servidor)
-    chunk 500       enviar_dataset para um ServidorLocal, lotes de 500
-    chunk 2000      idem, lotes de 2000
+    sink trivial        um intake mínimo noutro processo (só lê o corpo e responde
+                        as contagens): o teto do HTTP nesta máquina
+    servidor de hoje    o Contextia local do código de `--base DIR` (um checkout
+                        do main anterior); sem `--base`, a linha sai da tabela
+    servidor novo       o Contextia local deste checkout
 
-Cada repetição usa um dataset novo (todos os registros são `inserted`). Mostra
-a mediana e a RAZAO contra a linha de base: ela diz quanto HTTP + servidor
-(validação, hash, SQLite) custam além de serializar. Não é teste cronometrado.
+Cada destino é um processo novo, com um dataset novo por repetição (todo
+registro é `inserted`); o postador é um `http.client` com keep-alive, sem
+serializar nada no relógio. "1 em voo" é um lote de cada vez (a latência do
+servidor por lote); "4 em voo" são quatro conexões (o padrão da carga completa,
+`--lotes-em-voo`). A coluna "CPU do servidor" é o tempo de CPU (user+sys) do
+processo destino por 1 milhão de registros, lido em /proc: menos sensível à
+carga da máquina que o relógio.
+
+Depois, ponta a ponta: `enviar_dataset` (o caminho do `connector.py`, com
+`sync`, 4 em voo, gzip quando anunciado) dos mesmos registros ao sink e ao
+servidor novo: com o servidor fora do gargalo, as duas taxas ficam próximas
+(ponta a ponta = velocidade do cliente).
+
+Mostra as medianas e a razão contra o sink da mesma rodada. Não é teste.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import decimal
+import gzip
+import http.client
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
+sys.path.insert(0, os.path.join(RAIZ, 'bench'))
 
-from contextia_local.processo import ServidorLocal           # noqa: E402
-from contextia_sync.intake import cliente       # noqa: E402
-from contextia_sync.intake.serializacao import serializar_registro  # noqa: E402
+from bench_velocidade import Sink                              # noqa: E402
+
+from contextia_local.processo import porta_livre               # noqa: E402
+from contextia_sync.intake.serializacao import (               # noqa: E402
+    Serializador,
+    corpo_de_registros,
+)
+
+_ABRIDOR = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+TOKEN = 'admin-bench'
 
 
 def titulos(quantidade: int) -> Iterator[dict[str, Any]]:
@@ -59,64 +85,213 @@ def titulos(quantidade: int) -> Iterator[dict[str, Any]]:
         }
 
 
-def linha_de_base(quantidade: int, chunk: int) -> tuple[float, int]:
-    inicio = time.perf_counter()
+def lotes_prontos(quantidade: int, chunk: int, dataset: str) -> list[bytes]:
+    """Os corpos dos lotes, como o cliente os monta (envelope + corpo_de_registros)."""
+    serializador = Serializador()
+    corpos = []
     lote: list[dict[str, Any]] = []
-    total_bytes = 0
+    parte = 0
+
+    def fechar() -> None:
+        nonlocal parte
+        parte += 1
+        cabeca = json.dumps({'dataset': dataset, 'key': 'ID',
+                             'sync': {'id': 'bench-%s' % dataset, 'part': parte}},
+                            separators=(',', ':')).encode()
+        corpos.append(cabeca[:-1] + b',"records":' + corpo_de_registros(lote) + b'}')
+
     for registro in titulos(quantidade):
-        lote.append(serializar_registro(registro))
+        lote.append(serializador.registro(registro))
         if len(lote) == chunk:
-            total_bytes += len(json.dumps({'dataset': 'x', 'records': lote},
-                                          ensure_ascii=False, separators=(',', ':')).encode())
+            fechar()
             lote = []
     if lote:
-        total_bytes += len(json.dumps({'dataset': 'x', 'records': lote}).encode())
-    return quantidade / (time.perf_counter() - inicio), total_bytes
+        fechar()
+    return corpos
 
 
-def envio(quantidade: int, chunk: int, chave: str, dataset: str) -> float:
+# ---------------------------------------------------------------- destinos
+class Contextia:
+    """`python -m contextia_local` do código em `codigo`, num processo próprio."""
+
+    def __init__(self, codigo: str, dados: str) -> None:
+        self.porta = porta_livre()
+        self.url = 'http://127.0.0.1:%d' % self.porta
+        ambiente = dict(os.environ, CONTEXTIA_ADMIN_TOKEN=TOKEN, PYTHONPATH=codigo)
+        self.processo = subprocess.Popen(
+            [sys.executable, '-m', 'contextia_local', '--porta', str(self.porta),
+             '--dados', dados, '--vigiar-pai', str(os.getpid())],
+            cwd=codigo, env=ambiente, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        for _ in range(400):
+            try:
+                with _ABRIDOR.open(self.url + '/saude', timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError('Contextia local de %s não subiu' % codigo)
+        self.chave = self._chave()
+
+    def _admin(self, caminho: str, corpo: Any) -> Any:
+        pedido = urllib.request.Request(
+            self.url + caminho, data=json.dumps(corpo).encode(), method='POST',
+            headers={'Authorization': 'Bearer ' + TOKEN, 'Content-Type': 'application/json'})
+        with _ABRIDOR.open(pedido, timeout=30) as resposta:
+            return json.loads(resposta.read())
+
+    def _chave(self) -> str:
+        projeto = self._admin('/api/v1/admin/projetos', {'external_id': 'bench'})
+        return str(self._admin('/api/v1/admin/projetos/%d/chaves' % projeto['id'], {})['key'])
+
+    def cpu(self) -> float:
+        with open('/proc/%d/stat' % self.processo.pid, encoding='ascii') as f:
+            campos = f.read().rsplit(')', 1)[1].split()
+        return (int(campos[11]) + int(campos[12])) / os.sysconf('SC_CLK_TCK')
+
+    def parar(self) -> None:
+        self.processo.terminate()
+        self.processo.wait(10)
+
+
+class DestinoSink:
+    """O sink de bench_velocidade.py, com a mesma interface do Contextia acima."""
+
+    def __init__(self, gzip_: bool = False) -> None:
+        self.sink = Sink(gzip=gzip_)
+        self.url = self.sink.url
+        self.porta = self.sink.porta
+        self.chave = 'ctx_bench' + 'x' * 20
+        self.processo = self.sink.processo
+
+    def cpu(self) -> float:
+        return Contextia.cpu(self)              # type: ignore[arg-type]
+
+    def parar(self) -> None:
+        self.sink.parar()
+
+
+# ---------------------------------------------------------------- medidas
+def postar(destino: Any, corpos: list[bytes], em_voo: int, comprimir: bool) -> float:
+    """Posta os corpos (em `em_voo` conexões); devolve os segundos de relógio."""
+    cabecalhos = {'Authorization': 'Bearer ' + destino.chave,
+                  'Content-Type': 'application/json'}
+    if comprimir:
+        corpos = [gzip.compress(c, compresslevel=1, mtime=0) for c in corpos]
+        cabecalhos['Content-Encoding'] = 'gzip'
+    falhas: list[str] = []
+
+    def trabalhar(meus: list[bytes]) -> None:
+        conexao = http.client.HTTPConnection('127.0.0.1', destino.porta, timeout=120)
+        for corpo in meus:
+            conexao.request('POST', '/api/v1/intake', body=corpo, headers=cabecalhos)
+            resposta = conexao.getresponse()
+            texto = resposta.read()
+            if resposta.status != 200:
+                falhas.append('HTTP %d %r' % (resposta.status, texto[:300]))
+                return
+        conexao.close()
+
+    fatias = [corpos[i::em_voo] for i in range(em_voo)]
+    linhas = [threading.Thread(target=trabalhar, args=(fatia,)) for fatia in fatias]
+    inicio = time.perf_counter()
+    for linha in linhas:
+        linha.start()
+    for linha in linhas:
+        linha.join()
+    segundos = time.perf_counter() - inicio
+    if falhas:
+        raise SystemExit('postagem falhou: %s' % falhas[0])
+    return segundos
+
+
+def ponta_a_ponta(destino: Any, quantidade: int, chunk: int, dataset: str) -> float:
+    from contextia_sync.intake import cliente
+    os.environ['CONTEXTIA_URL'] = destino.url
     inicio = time.perf_counter()
     resultado = cliente.enviar_dataset(dataset, titulos(quantidade), key='ID', chunk=chunk,
-                                       api_key=chave)
+                                       api_key=destino.chave, sync=cliente.gerar_sync(),
+                                       em_voo=4)
     segundos = time.perf_counter() - inicio
-    if resultado.lotes_erro or resultado.inserted != quantidade:
-        contagens = {k: v for k, v in dataclasses.asdict(resultado).items() if k != 'erros'}
-        raise SystemExit('envio falhou: %r' % contagens)
-    return quantidade / segundos
+    if resultado.lotes_erro:
+        raise SystemExit('ponta a ponta falhou: %s' % resultado.erros[:2])
+    return segundos
 
 
-def main() -> None:
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--registros', type=int, default=100000)
     p.add_argument('--repeticoes', type=int, default=3)
+    p.add_argument('--chunk', type=int, default=500)
+    p.add_argument('--base', help='checkout do código de antes (o servidor de hoje)')
     args = p.parse_args()
+    print('carga da máquina no início: %s' % ' '.join(
+        '%.2f' % x for x in os.getloadavg()), flush=True)
 
-    with tempfile.TemporaryDirectory(prefix='bench-intake-') as pasta, \
-            ServidorLocal(pasta) as servidor:
-        os.environ.update(servidor.ambiente())
-        chave = servidor.criar_projeto_com_chave('bench')
-        medidas: dict[str, list[float]] = {'linha de base (serializar+JSON)': [],
-                                           'chunk 500': [], 'chunk 2000': []}
-        tamanho = 0
-        for repeticao in range(args.repeticoes):
-            # Alterna a ordem para o aquecimento nao favorecer sempre o mesmo.
-            taxa, tamanho = linha_de_base(args.registros, 500)
-            medidas['linha de base (serializar+JSON)'].append(taxa)
-            for chunk in ((500, 2000) if repeticao % 2 == 0 else (2000, 500)):
-                medidas['chunk %d' % chunk].append(
-                    envio(args.registros, chunk, chave, 'bench_%d_%d' % (chunk, repeticao)))
-            print('repetição %d/%d ok' % (repeticao + 1, args.repeticoes), file=sys.stderr)
+    # (rótulo, fábrica do destino, em voo, gzip)
+    casos: list[tuple[str, str, int, bool]] = [('sink trivial', 'sink', 1, False)]
+    if args.base:
+        casos.append(('servidor de hoje', os.path.abspath(args.base), 1, False))
+    casos += [('servidor novo', RAIZ, 1, False),
+              ('sink trivial, 4 em voo', 'sink', 4, False)]
+    if args.base:
+        casos.append(('servidor de hoje, 4 em voo', os.path.abspath(args.base), 4, False))
+    casos += [('servidor novo, 4 em voo', RAIZ, 4, False),
+              ('servidor novo, 4 em voo, gzip', RAIZ, 4, True)]
+    medidas: dict[str, list[tuple[float, float]]] = {c[0]: [] for c in casos}
+    ponta: dict[str, list[float]] = {'ponta a ponta -> sink trivial (gzip)': [],
+                                     'ponta a ponta -> servidor novo (gzip)': []}
+    with tempfile.TemporaryDirectory(prefix='bench-intake-') as pasta:
+        for volta in range(args.repeticoes):
+            ordem = casos if volta % 2 == 0 else list(reversed(casos))
+            for rotulo, codigo, em_voo, comprimir in ordem:
+                dataset = 'bench_%d_%d' % (volta, casos.index((rotulo, codigo, em_voo,
+                                                               comprimir)))
+                corpos = lotes_prontos(args.registros, args.chunk, dataset)
+                destino: Any = (DestinoSink() if codigo == 'sink' else
+                                Contextia(codigo, os.path.join(pasta, 'd%s' % dataset)))
+                try:
+                    cpu = destino.cpu()
+                    segundos = postar(destino, corpos, em_voo, comprimir)
+                    cpu = destino.cpu() - cpu
+                finally:
+                    destino.parar()
+                medidas[rotulo].append((segundos, cpu))
+                print('  [%d/%d] %-34s %9.0f registros/s  %5.2f s de CPU/1M' % (
+                    volta + 1, args.repeticoes, rotulo, args.registros / segundos,
+                    cpu * 1e6 / args.registros), flush=True)
+            for numero, rotulo in enumerate(ponta if volta % 2 == 0 else reversed(list(ponta))):
+                destino = (DestinoSink(gzip_=True) if 'sink' in rotulo else
+                           Contextia(RAIZ, os.path.join(pasta, 'p%d_%d' % (volta, numero))))
+                try:
+                    segundos = ponta_a_ponta(destino, args.registros, args.chunk,
+                                             'ponta_%d' % volta)
+                finally:
+                    destino.parar()
+                ponta[rotulo].append(segundos)
+                print('  [%d/%d] %-34s %9.0f registros/s' % (
+                    volta + 1, args.repeticoes, rotulo, args.registros / segundos), flush=True)
 
-    base = statistics.median(medidas['linha de base (serializar+JSON)'])
-    print('\n%d registros de 12 colunas (~%d bytes de JSON por registro), %d repetições,'
-          ' mediana:' % (args.registros, tamanho // args.registros, args.repeticoes))
-    print('%-34s %14s %18s' % ('caminho', 'registros/s', 'razão vs base'))
-    for nome, valores in medidas.items():
-        mediana = statistics.median(valores)
-        print('%-34s %14.0f %17.2fx' % (nome, mediana, mediana / base))
-    print('\n(razão 0.30x = o envio real faz 30% da vazao de só serializar; o resto e'
-          ' HTTP, validação, hash e SQLite no servidor local, num processo a parte)')
+    def taxa(segundos: list[float]) -> float:
+        return args.registros / statistics.median(segundos)
+
+    print('\n%d registros de 12 colunas, lotes de %d, medianas de %d\n' % (
+        args.registros, args.chunk, args.repeticoes))
+    print('| destino | registros/s | × sink trivial | CPU do servidor por 1M |')
+    print('|---|---|---|---|')
+    for rotulo, *_ in casos:
+        sink = taxa([s for s, _ in medidas['sink trivial' + (', 4 em voo' if '4 em voo' in
+                                                             rotulo else '')]])
+        valor = taxa([s for s, _ in medidas[rotulo]])
+        cpu = statistics.median(c for _, c in medidas[rotulo]) * 1e6 / args.registros
+        print('| %s | %s | %.2f | %.1f s |' % (rotulo, '{:,}'.format(int(valor)),
+                                               valor / sink, cpu))
+    sink = taxa(ponta['ponta a ponta -> sink trivial (gzip)'])
+    for rotulo, valores in ponta.items():
+        print('| %s | %s | %.2f | |' % (rotulo, '{:,}'.format(int(taxa(valores))),
+                                        taxa(valores) / sink))
+    print('\ncarga da máquina no fim: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))
+    return 0
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(main())

@@ -3,7 +3,7 @@
 Issue 18: a carga completa na velocidade do driver. Uma rodada, uma tabela.
 
     .venv/bin/python bench/bench_velocidade.py [--linhas 200000] [--repeticoes 3]
-        [--bancos postgres,mariadb] [--base DIR] [--rss]
+        [--bancos postgres,mariadb] [--base DIR] [--rss] [--dlt PYTHON]
 
 Tabela de 12 colunas com a forma de um título a receber (int, texto, Decimal,
 date, timestamp, NULL), no PostgreSQL e no MariaDB da máquina (banco novo,
@@ -25,7 +25,17 @@ mostra a MEDIANA e a razão contra o driver cru da mesma rodada:
 "antigo" e o código de `--base DIR` (um checkout do main anterior: o
 caminho de hoje) rodando no mesmo processo-filho, com o mesmo sink; sem
 `--base`, as linhas "antigo" saem da tabela. `--rss`: pico de RSS do envio
-novo com 100 mil e 1 milhão de linhas (PostgreSQL). Não é teste.
+novo com 100 mil e 1 milhão de linhas (PostgreSQL).
+
+`--dlt PYTHON`: o python de um venv PRÓPRIO com o dlt (nunca o do projeto, nunca
+em requirements), para os pares na mesma tabela e na mesma rodada (PostgreSQL):
+o dlt com o backend sqlalchemy e com o connectorx, escrevendo jsonl num
+diretório temporário. Montado assim:
+
+    python3 -m venv /tmp/venv-dlt
+    /tmp/venv-dlt/bin/pip install 'dlt[sql-database]' connectorx psycopg2-binary pyarrow
+
+Não é teste.
 """
 
 from __future__ import annotations
@@ -195,7 +205,32 @@ def _cru(url: str, driver: str) -> int:
     return linhas
 
 
+def _dlt(backend: str, url: str) -> dict[str, Any]:
+    """O dlt (no venv dele) lendo a tabela inteira para jsonl: um par da medida."""
+    import tempfile
+
+    import dlt
+    from dlt.sources.sql_database import sql_table
+    os.environ.setdefault('RUNTIME__LOG_LEVEL', 'WARNING')
+    # O SQLAlchemy 2.1 do venv do dlt leva postgresql:// ao psycopg 3; o dlt usa o psycopg2.
+    url = url.replace('postgresql+psycopg://', 'postgresql+psycopg2://', 1)
+    with tempfile.TemporaryDirectory(prefix='bench-dlt-') as pasta:
+        inicio = time.perf_counter()
+        pipeline = dlt.pipeline(
+            pipeline_name='bench_%s' % backend, pipelines_dir=os.path.join(pasta, 'p'),
+            destination=dlt.destinations.filesystem(bucket_url='file://' + pasta + '/saida'),
+            dataset_name='bench')
+        pipeline.run(sql_table(credentials=url, table='bench', backend=backend,
+                               chunk_size=10000), loader_file_format='jsonl')
+        segundos = time.perf_counter() - inicio
+        linhas = pipeline.last_trace.last_normalize_info.row_counts.get('bench')
+    return {'linhas': linhas, 'segundos': segundos,
+            'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+
+
 def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, Any]:
+    if modo.startswith('dlt-'):
+        return _dlt(modo[4:], url)
     # Os imports antes do relogio: a medida e a leitura e o envio, nao a partida.
     import sqlalchemy  # noqa: F401
 
@@ -260,9 +295,10 @@ def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, A
 
 
 def medir(codigo: str, modo: str, url: str, sink: Sink | None = None,
-          em_voo: int = 1) -> dict[str, Any]:
+          em_voo: int = 1, python: str | None = None) -> dict[str, Any]:
     ambiente = dict(os.environ, PYTHONPATH=codigo)
-    argv = [sys.executable, __file__, '--filho', modo, '--url', url, '--em-voo', str(em_voo)]
+    argv = [python or sys.executable, __file__, '--filho', modo, '--url', url,
+            '--em-voo', str(em_voo)]
     if sink is not None:
         argv += ['--sink-url', sink.url]
     antes = sink.bytes() if sink is not None else 0
@@ -277,7 +313,8 @@ def medir(codigo: str, modo: str, url: str, sink: Sink | None = None,
 # ---------------------------------------------------------------------------
 # A rodada
 # ---------------------------------------------------------------------------
-def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None) -> list[tuple[str, Any]]:
+def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None,
+           python_dlt: str | None = None) -> list[tuple[str, Any]]:
     from tests.apoio import bancos
     banco = bancos.criar_banco(tipo, 'velocidade')
     sinks: list[Sink] = []
@@ -318,10 +355,16 @@ def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None) -> list[tu
              url_rapido, lento_gzip, 4),
             ('novo: envio -> sink 20 ms, 8 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
              url_rapido, lento_gzip, 8)]
+        if python_dlt and tipo == 'postgres':
+            casos += [('par: dlt, backend sqlalchemy -> jsonl', RAIZ, 'dlt-sqlalchemy', url,
+                       None, 1),
+                      ('par: dlt, backend connectorx -> jsonl', RAIZ, 'dlt-connectorx', url,
+                       None, 1)]
         medidas: dict[str, list[dict[str, Any]]] = {c[0]: [] for c in casos}
         for volta in range(repeticoes):
             for rotulo, codigo, modo, alvo, destino, em_voo in casos:
-                medida = medir(codigo, modo, alvo, destino, em_voo)
+                medida = medir(codigo, modo, alvo, destino, em_voo,
+                               python_dlt if modo.startswith('dlt-') else None)
                 assert medida['linhas'] == linhas, (rotulo, medida)
                 medidas[rotulo].append(medida)
                 print('  [%s %d/%d] %-62s %8.0f linhas/s' % (
@@ -374,6 +417,7 @@ def main() -> int:
     p.add_argument('--bancos', default='postgres,mariadb')
     p.add_argument('--base', help='checkout do código de antes (o caminho de hoje)')
     p.add_argument('--rss', action='store_true', help='só o pico de RSS 100k x 1M')
+    p.add_argument('--dlt', metavar='PYTHON', help='python de um venv próprio com o dlt (os pares)')
     p.add_argument('--filho', help=argparse.SUPPRESS)
     p.add_argument('--url', help=argparse.SUPPRESS)
     p.add_argument('--sink-url', help=argparse.SUPPRESS)
@@ -396,7 +440,8 @@ def main() -> int:
     resultados = []
     for tipo in args.bancos.split(','):
         resultados.append((tipo, rodada(tipo, args.linhas, args.repeticoes,
-                                        os.path.abspath(args.base) if args.base else None)))
+                                        os.path.abspath(args.base) if args.base else None,
+                                        args.dlt)))
     for tipo, resultado in resultados:
         tabela(tipo, args.linhas, resultado)
     print('\ncarga da máquina no fim: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))

@@ -6,9 +6,14 @@ IMMEDIATE. O lock serializa as threads do uvicorn (oito clientes no mesmo
 dataset dão contagens exatas); o BEGIN IMMEDIATE protege contra um segundo
 processo apontado para a mesma pasta. WAL deixa a leitura correr durante a
 escrita e sobrevive a um SIGKILL sem perder o que já foi comitado.
+
+A chave de cada pedido é conferida por uma segunda conexão, só de leitura
+(`projeto_da_chave`): no WAL ela nunca espera uma escrita em curso, e por isso
+a autenticação roda no laço de eventos, sem passar por uma thread.
 """
 
 import contextlib
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -18,6 +23,8 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+import orjson
 
 ESQUEMA = """
 CREATE TABLE IF NOT EXISTS projetos (
@@ -95,6 +102,24 @@ CREATE TABLE IF NOT EXISTS registros (
 """
 
 
+ESPERA_DA_TRAVA = 30
+"""Segundos que uma escrita espera a trava do SQLite tomada por outro processo."""
+
+
+class BancoOcupado(Exception):
+    """A trava de escrita não está livre agora (`transacao(esperar=False)`); nada foi feito."""
+
+
+@dataclasses.dataclass
+class Lote:
+    """Um envelope do intake já preparado para gravar (`Banco.preparar_lote`)."""
+
+    envelope: dict[str, Any]
+    idents: list[str]
+    hashes: list[str]
+    corpos: list[bytes]
+
+
 class ErroRegra(Exception):
     """O pedido e bem formado mas fere uma regra do intake (vira 409/422 na API)."""
 
@@ -118,6 +143,28 @@ def canonico(objeto: Any) -> str:
                       ensure_ascii=False, allow_nan=False)
 
 
+# Os tipos que o orjson escreve byte a byte como o `canonico` (conferido em
+# tests/test_intake_servidor.py); float não: ele escreve 1e-05 como 0.00001.
+_SIMPLES: frozenset[type] = frozenset({str, int, bool, type(None)})
+_ORDENADO = orjson.OPT_SORT_KEYS
+
+
+def canonico_bytes(valor: Any) -> bytes:
+    """
+    `canonico(valor)` em UTF-8, pelo orjson quando dá o mesmo texto: um valor
+    simples, ou um registro (dict) só de valores simples. O resto -- float,
+    lista, objeto aninhado, inteiro além de 64 bits, texto com surrogate solto
+    -- pelo `json` de sempre.
+    """
+    tipo = type(valor)
+    if tipo in _SIMPLES or (tipo is dict and _SIMPLES.issuperset(map(type, valor.values()))):
+        try:
+            return orjson.dumps(valor, option=_ORDENADO)
+        except orjson.JSONEncodeError:
+            pass
+    return canonico(valor).encode('utf-8')
+
+
 def hash_chave(chave: str) -> str:
     return hashlib.sha256(chave.encode('utf-8')).hexdigest()
 
@@ -131,25 +178,58 @@ class Banco:
         _so_do_dono(self.caminho)
         self._lock = threading.RLock()
         self._con = sqlite3.connect(self.caminho, check_same_thread=False,
-                                    isolation_level=None, timeout=30)
+                                    isolation_level=None, timeout=ESPERA_DA_TRAVA)
         self._con.row_factory = sqlite3.Row
         self._con.execute('PRAGMA journal_mode=WAL')
         self._con.execute('PRAGMA synchronous=NORMAL')
         self._con.execute('PRAGMA foreign_keys=ON')
+        # A carga grava milhões de linhas: o índice de (projeto, dataset, ident)
+        # cabe no cache (64 MiB, não os 2 do padrão), e o WAL só volta ao banco a
+        # cada ~40 MiB (cada volta é um fsync). A durabilidade do lote comitado
+        # é a mesma: o COMMIT vai ao WAL, que sobrevive a um SIGKILL.
+        self._con.execute('PRAGMA cache_size=-65536')
+        self._con.execute('PRAGMA wal_autocheckpoint=10000')
         # executescript faz COMMIT implicito; roda fora de transacao explicita.
         with self._lock:
             self._con.executescript(ESQUEMA)
+        # Aberta depois do esquema e do WAL (que fica gravado no arquivo).
+        self._lock_chaves = threading.Lock()
+        self._con_chaves = sqlite3.connect('file:%s?mode=ro' % self.caminho, uri=True,
+                                           check_same_thread=False, isolation_level=None,
+                                           timeout=ESPERA_DA_TRAVA)
+        self._con_chaves.row_factory = sqlite3.Row
 
     @contextlib.contextmanager
-    def transacao(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._con.execute('BEGIN IMMEDIATE')
+    def transacao(self, esperar: bool = True) -> Iterator[sqlite3.Connection]:
+        """
+        Uma transação de escrita. `esperar=False`: se a trava (a deste processo
+        ou a do SQLite, de outro processo) não está livre agora, levanta
+        BancoOcupado sem ter feito nada -- quem chama no laço de eventos vai
+        esperar numa thread.
+        """
+        if not self._lock.acquire(blocking=esperar):
+            raise BancoOcupado()
+        try:
+            if esperar:
+                self._con.execute('BEGIN IMMEDIATE')
+            else:
+                self._con.execute('PRAGMA busy_timeout = 0')
+                try:
+                    self._con.execute('BEGIN IMMEDIATE')
+                except sqlite3.OperationalError as erro:
+                    if 'locked' in str(erro) or 'busy' in str(erro):
+                        raise BancoOcupado() from None
+                    raise
+                finally:
+                    self._con.execute('PRAGMA busy_timeout = %d' % (ESPERA_DA_TRAVA * 1000))
             try:
                 yield self._con
             except BaseException:
                 self._con.execute('ROLLBACK')
                 raise
             self._con.execute('COMMIT')
+        finally:
+            self._lock.release()
 
     @contextlib.contextmanager
     def leitura(self) -> Iterator[sqlite3.Connection]:
@@ -157,6 +237,8 @@ class Banco:
             yield self._con
 
     def fechar(self) -> None:
+        with self._lock_chaves:
+            self._con_chaves.close()
         with self._lock:
             self._con.close()
 
@@ -223,12 +305,16 @@ class Banco:
         return {'key_id': key_id, 'revogada': True}
 
     def projeto_da_chave(self, chave: str) -> dict[str, Any] | None:
-        """O projeto dono da chave, ou None se ela não existe ou foi revogada."""
-        with self.leitura() as con:
-            linha = con.execute(
+        """
+        O projeto dono da chave, ou None se ela não existe ou foi revogada. Pela
+        conexão de leitura: não espera a escrita em curso (ver o topo do módulo).
+        """
+        with self._lock_chaves:
+            # fetchall: a leitura termina aqui (fetchone deixaria o instantâneo aberto).
+            linhas = self._con_chaves.execute(
                 'SELECT p.* FROM chaves c JOIN projetos p ON p.id = c.projeto_id'
-                ' WHERE c.hash = ? AND c.revogada_em IS NULL', (hash_chave(chave),)).fetchone()
-        return None if linha is None else _projeto(linha)
+                ' WHERE c.hash = ? AND c.revogada_em IS NULL', (hash_chave(chave),)).fetchall()
+        return _projeto(linhas[0]) if linhas else None
 
     # ------------------------------------------------------------------- grupos
     def criar_grupo(self, slug: str, nome: str | None) -> dict[str, Any]:
@@ -292,41 +378,42 @@ class Banco:
         Grava um lote e devolve as contagens. Tudo numa transação: um lote entra
         inteiro ou não entra, e um reenvio (retry) da o mesmo estado final.
         """
+        return self.gravar_lote(projeto_id, self.preparar_lote(envelope))
+
+    @staticmethod
+    def preparar_lote(envelope: dict[str, Any]) -> Lote:
+        """
+        O JSON canônico, o hash e a identidade de cada registro: a parte cara,
+        que não depende do banco (fora da trava). ErroRegra: registro sem a key.
+        """
+        return Lote(envelope, *_preparar(envelope.get('records') or [], envelope.get('key')))
+
+    def gravar_lote(self, projeto_id: int, lote: Lote, esperar: bool = True) -> dict[str, int]:
+        """
+        Grava um lote preparado, numa transação, e devolve as contagens.
+        `esperar=False`: BancoOcupado (nada gravado) se a trava não está livre.
+        """
+        envelope = lote.envelope
         dataset = envelope['dataset']
         chave = envelope.get('key')
         sync = envelope.get('sync')
         sync_id = sync['id'] if sync else None
         registros = envelope.get('records') or []
         remover = envelope.get('remove')
-
-        # Preparado fora do lock: hash e JSON sao a parte cara e nao dependem do banco.
-        preparados = []
-        for posicao, registro in enumerate(registros):
-            corpo = canonico(registro)
-            hash_corpo = hashlib.sha256(corpo.encode('utf-8')).hexdigest()
-            if chave is None:
-                ident = 'h:' + hash_corpo
-            else:
-                if registro.get(chave) is None:
-                    raise ErroRegra(422, 'key_ausente',
-                                    'records[%d].%s: o registro não tem o campo de key %r'
-                                    ' (ou ele é null). Envie o campo ou mande o dataset'
-                                    ' sem key.' % (posicao, chave, chave))
-                ident = 'k:' + canonico(registro[chave])
-            preparados.append((ident, hash_corpo, corpo))
+        idents = lote.idents
 
         contagens = {'received': len(registros), 'inserted': 0, 'updated': 0,
                      'duplicates': 0, 'removed': 0}
-        with self.transacao() as con:
+        with self.transacao(esperar) as con:
             atual = con.execute('SELECT chave FROM datasets WHERE projeto_id = ? AND nome = ?',
                                 (projeto_id, dataset)).fetchone()
             chave_guardada = atual['chave'] if atual is not None else None
+            vazio = con.execute('SELECT 1 FROM registros WHERE projeto_id = ? AND dataset = ?'
+                                ' LIMIT 1', (projeto_id, dataset)).fetchone() is None
             # Trocar a key so numa carga completa (com sync): o `complete` dela
             # remove os registros guardados pela key antiga. Fora disso, misturar
             # as duas duplicaria cada registro.
-            if registros and chave != chave_guardada and sync_id is None and con.execute(
-                    'SELECT 1 FROM registros WHERE projeto_id = ? AND dataset = ? LIMIT 1',
-                    (projeto_id, dataset)).fetchone():
+            if registros and chave != chave_guardada and sync_id is None and not vazio:
                 raise ErroRegra(
                     409, 'key_diferente',
                     'o dataset %r guarda registros por key=%r e este lote veio com key=%r.'
@@ -344,60 +431,116 @@ class Banco:
                 'INSERT INTO lotes (projeto_id, dataset, sync_id, parte, recebido_em)'
                 ' VALUES (?, ?, ?, ?, ?)',
                 (projeto_id, dataset, sync_id, sync['part'] if sync else None, agora())).lastrowid
+            assert versao is not None              # INSERT numa tabela com rowid
             if sync_id is not None:
                 con.execute('INSERT OR IGNORE INTO syncs (projeto_id, dataset, sync_id,'
                             ' primeiro_lote) VALUES (?, ?, ?, ?)',
                             (projeto_id, dataset, sync_id, versao))
             self._gravar_dataset(con, projeto_id, envelope, chave_do_dataset)
 
-            existentes = {}
-            idents = list({p[0] for p in preparados})
-            for inicio in range(0, len(idents), 500):
-                parte = idents[inicio:inicio + 500]
-                for linha in con.execute(
-                        'SELECT ident, hash FROM registros WHERE projeto_id = ? AND dataset = ?'
-                        ' AND ident IN (%s)' % ','.join('?' * len(parte)),
-                        [projeto_id, dataset] + parte):
-                    existentes[linha['ident']] = linha['hash']
-
-            inserir, atualizar, tocar = [], [], []
-            for ident, hash_corpo, corpo in preparados:
-                anterior = existentes.get(ident)
-                if anterior is None:
-                    contagens['inserted'] += 1
-                    inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id))
-                elif anterior == hash_corpo:
-                    contagens['duplicates'] += 1
-                    tocar.append((versao, sync_id, projeto_id, dataset, ident))
-                else:
-                    contagens['updated'] += 1
-                    atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset,
-                                      ident))
-                existentes[ident] = hash_corpo
-            # Sem sync, o registro guarda o sync em que foi visto por ultimo
-            # (COALESCE): um envio incremental no meio de uma carga nao pode
-            # desmarcar o que a carga ja viu.
-            con.executemany('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
-                            ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)'
-                            ' ON CONFLICT (projeto_id, dataset, ident) DO UPDATE SET'
-                            ' hash = excluded.hash, corpo = excluded.corpo,'
-                            ' versao = excluded.versao,'
-                            ' ultimo_sync = COALESCE(excluded.ultimo_sync, ultimo_sync)',
-                            inserir)
-            con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
-                            ' ultimo_sync = COALESCE(?, ultimo_sync)'
-                            ' WHERE projeto_id = ? AND dataset = ? AND ident = ?', atualizar)
-            con.executemany('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?,'
-                            ' ultimo_sync) WHERE projeto_id = ? AND dataset = ? AND ident = ?',
-                            tocar)
+            # O que o lote toca e ja esta guardado; dataset vazio (a primeira
+            # carga) nao pergunta. Cursor sem Row: uma tupla por linha basta.
+            existentes: dict[str, tuple[str, int]] = {}
+            distintos = set(idents)
+            if not vazio and distintos:
+                cursor = con.cursor()
+                cursor.row_factory = None
+                lista = list(distintos)
+                for inicio in range(0, len(lista), 500):
+                    parte = lista[inicio:inicio + 500]
+                    for ident, hash_guardado, rowid in cursor.execute(
+                            'SELECT ident, hash, id FROM registros WHERE projeto_id = ? AND'
+                            ' dataset = ? AND ident IN (%s)' % ','.join('?' * len(parte)),
+                            [projeto_id, dataset] + parte):
+                        existentes[ident] = (hash_guardado, rowid)
+            if len(distintos) == len(idents):
+                contagens.update(self._gravar_em_bloco(
+                    con, projeto_id, dataset, versao, sync_id, lote, existentes))
+            else:
+                contagens.update(self._gravar_com_repetidos(
+                    con, projeto_id, dataset, versao, sync_id, lote, existentes))
             if remover:
                 removidos = 0
                 for valor in remover:
                     removidos += con.execute(
                         'DELETE FROM registros WHERE projeto_id = ? AND dataset = ?'
-                        ' AND ident = ?', (projeto_id, dataset, 'k:' + canonico(valor))).rowcount
+                        ' AND ident = ?',
+                        (projeto_id, dataset, 'k:' + canonico_bytes(valor).decode('utf-8'))
+                    ).rowcount
                 contagens['removed'] = removidos
         return contagens
+
+    # Sem sync, o registro guarda o sync em que foi visto por ultimo (COALESCE):
+    # um envio incremental no meio de uma carga nao pode desmarcar o que a carga
+    # ja viu. O que ja existia esta em `existentes` (lido sob a mesma trava de
+    # escrita): INSERT puro para o resto.
+    @staticmethod
+    def _gravar_em_bloco(con: sqlite3.Connection, projeto_id: int, dataset: str, versao: int,
+                         sync_id: str | None, lote: Lote,
+                         existentes: dict[str, tuple[str, int]]) -> dict[str, int]:
+        """
+        O lote sem key repetida: um INSERT de muitas linhas por vez, os iguais
+        tocados por um UPDATE por id, os mudados pelo id. Uma linha por
+        `executemany` custava um passo (e uma volta ao GIL) por registro.
+        """
+        inserir: list[Any] = []
+        atualizar: list[tuple[Any, ...]] = []
+        tocar: list[int] = []
+        novos = 0
+        for ident, hash_corpo, corpo in zip(lote.idents, lote.hashes, lote.corpos, strict=True):
+            anterior = existentes.get(ident)
+            if anterior is None:
+                inserir += (projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id)
+                novos += 1
+            elif anterior[0] == hash_corpo:
+                tocar.append(anterior[1])
+            else:
+                atualizar.append((hash_corpo, corpo, versao, sync_id, anterior[1]))
+        por_vez = min(500, con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 7)
+        for inicio in range(0, novos, por_vez):
+            parte = inserir[inicio * 7:(inicio + por_vez) * 7]
+            con.execute('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
+                        ' ultimo_sync) VALUES ' + ','.join(['(?,?,?,?,?,?,?)'] * (len(parte) // 7)),
+                        parte)
+        for inicio in range(0, len(tocar), 500):
+            parte_ids = tocar[inicio:inicio + 500]
+            con.execute('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
+                        ' WHERE id IN (%s)' % ','.join('?' * len(parte_ids)),
+                        [versao, sync_id, *parte_ids])
+        con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
+                        ' ultimo_sync = COALESCE(?, ultimo_sync) WHERE id = ?', atualizar)
+        return {'inserted': novos, 'updated': len(atualizar), 'duplicates': len(tocar)}
+
+    @staticmethod
+    def _gravar_com_repetidos(con: sqlite3.Connection, projeto_id: int, dataset: str,
+                              versao: int, sync_id: str | None, lote: Lote,
+                              existentes: dict[str, tuple[str, int]]) -> dict[str, int]:
+        """
+        O lote com a mesma key mais de uma vez: registro a registro, na ordem --
+        a primeira vez conta contra o guardado, as seguintes contra a anterior
+        do próprio lote (e vão para os UPDATE, que rodam depois do INSERT).
+        """
+        vistos = {ident: anterior[0] for ident, anterior in existentes.items()}
+        inserir, atualizar, tocar = [], [], []
+        for ident, hash_corpo, corpo in zip(lote.idents, lote.hashes, lote.corpos, strict=True):
+            anterior = vistos.get(ident)
+            if anterior is None:
+                inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id))
+            elif anterior == hash_corpo:
+                tocar.append((versao, sync_id, projeto_id, dataset, ident))
+            else:
+                atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset,
+                                  ident))
+            vistos[ident] = hash_corpo
+        con.executemany('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
+                        ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)', inserir)
+        con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
+                        ' ultimo_sync = COALESCE(?, ultimo_sync)'
+                        ' WHERE projeto_id = ? AND dataset = ? AND ident = ?', atualizar)
+        con.executemany('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?,'
+                        ' ultimo_sync) WHERE projeto_id = ? AND dataset = ? AND ident = ?',
+                        tocar)
+        return {'inserted': len(inserir), 'updated': len(atualizar), 'duplicates': len(tocar)}
 
     def _gravar_dataset(self, con: sqlite3.Connection, projeto_id: int,
                         envelope: dict[str, Any], chave: str | None) -> None:
@@ -473,7 +616,50 @@ class Banco:
                                  ' dataset = ? AND id > ? ORDER BY id LIMIT ?',
                                  (projeto_id, dataset, apos, limite)).fetchall()
         proximo = linhas[-1]['id'] if len(linhas) == limite else None
+        # O corpo e TEXT nos registros antigos e os bytes UTF-8 do JSON nos novos
+        # (gravados como saem do orjson, sem decodificar e recodificar).
         return {'records': [json.loads(linha['corpo']) for linha in linhas], 'next': proximo}
+
+
+def _preparar(registros: list[Any], chave: str | None
+              ) -> tuple[list[str], list[str], list[bytes]]:
+    """
+    (idents, hashes, corpos) dos registros: o JSON canônico de cada um (em UTF-8,
+    guardado como está), o sha256 dele e a identidade (`k:` + a key canônica,
+    ou `h:` + o hash sem key). Levanta ErroRegra para registro sem a key.
+    """
+    simples = _SIMPLES.issuperset
+    dumps = orjson.dumps
+    sha256 = hashlib.sha256
+    idents: list[str] = []
+    hashes: list[str] = []
+    corpos: list[bytes] = []
+    for posicao, registro in enumerate(registros):
+        corpo = None
+        if simples(map(type, registro.values())):
+            try:
+                corpo = dumps(registro, option=_ORDENADO)
+            except orjson.JSONEncodeError:
+                pass
+        if corpo is None:
+            corpo = canonico(registro).encode('utf-8')
+        hash_corpo = sha256(corpo).hexdigest()
+        if chave is None:
+            ident = 'h:' + hash_corpo
+        else:
+            valor = registro.get(chave)
+            if valor is None:
+                raise ErroRegra(422, 'key_ausente',
+                                'records[%d].%s: o registro não tem o campo de key %r'
+                                ' (ou ele é null). Envie o campo ou mande o dataset'
+                                ' sem key.' % (posicao, chave, chave))
+            # int: o JSON dele é o repr (bool não entra: type exato).
+            ident = ('k:%d' % valor if type(valor) is int else
+                     'k:' + canonico_bytes(valor).decode('utf-8'))
+        idents.append(ident)
+        hashes.append(hash_corpo)
+        corpos.append(corpo)
+    return idents, hashes, corpos
 
 
 def _so_do_dono(caminho: str) -> None:

@@ -18,6 +18,16 @@ de qualquer limite. Aqui, na ordem, para toda rota que tem corpo:
    intake, os registros são lidos um a um e a leitura para no primeiro além do
    limite de registros (413) -- milhões de registros nunca viram objetos.
 
+O lote comum é lido de uma vez pelo `orjson`: o mesmo documento, ~3× mais
+rápido. Tudo o que o `orjson` lê diferente do `json` volta ao leitor estrito
+acima, que dá o resultado e as recusas de sempre: o que ele recusa (NaN,
+Infinity, `1e400`, surrogate solto, UTF-16, aninhamento fundo) e o inteiro de
+19 dígitos ou mais (ele o leria como float). O limite de registros vale igual,
+contado depois da leitura -- e por isso só lê assim o corpo que não pode virar
+milhões de objetos: com menos vírgulas que o limite de registros (nenhuma lista
+dele passa do limite), ou de até `LIMITE_LEITURA_RAPIDA` bytes (o pior caso,
+só `{}`, fica em ~25 MiB de objetos).
+
 `classe_de_rota` devolve a `APIRoute` que faz isso; `app.py` diz, rota a rota,
 a regra (`RegraDoCorpo`).
 """
@@ -41,7 +51,26 @@ recusa (a conexão segue); maior, ou chunked, a conexão é fechada sem ler o
 resto. Fechar com bytes não lidos faz o kernel mandar RST, e o cliente pode
 perder a resposta: para o corpo pequeno, já no buffer, não vale o risco."""
 
+LIMITE_LEITURA_RAPIDA = 1024 * 1024
+"""Corpo até este tamanho (ou com menos vírgulas que o limite de registros) é
+lido de uma vez pelo orjson; maior, registro a registro."""
+
 _ESPACO = re.compile(r'[ \t\n\r]*')
+
+try:
+    import orjson as _orjson_importado
+    _orjson: Any = _orjson_importado
+except ImportError:                  # sem o pacote: sempre o leitor estrito
+    _orjson = None
+
+# O corpo traduzido byte a byte para achar inteiro longo sem um regex (lento):
+# dígito vira '0', espaço em branco vira ' ', o que pode preceder um número fora
+# de texto (`:`, `,`, `[`, `-`) fica, e todo o resto vira 'x'.
+_TRADUCAO = bytes(
+    ord('0') if chr(i).isdigit() and i < 128 else
+    ord(' ') if i in b' \t\n\r' else
+    i if i in b':,[-' else ord('x') for i in range(256))
+_DIGITOS_LONGOS = b'0' * 19
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +190,9 @@ def ler_json(corpo: bytes, max_registros: int | None = None) -> Any:
     except UnicodeDecodeError as erro:
         raise ErroRegra(422, 'json_invalido', 'o corpo não é texto UTF-8 válido (byte %d):'
                         ' o JSON do pedido tem de ser UTF-8.' % erro.start) from None
+    rapido = _ler_rapido(corpo, max_registros)
+    if rapido is not None:
+        return rapido[0]
     leitor = _Leitor()
     try:
         if max_registros is None:
@@ -185,6 +217,52 @@ def ler_json(corpo: bytes, max_registros: int | None = None) -> Any:
                         ' (como 1e400); envie o valor como texto ou corrija-o na origem.'
                         % (caminho or 'corpo', texto_valor))
     return documento
+
+
+def _ler_rapido(corpo: bytes, max_registros: int | None) -> tuple[Any] | None:
+    """
+    (documento,) pelo orjson, ou None quando o leitor estrito tem de ler: o
+    corpo é grande, o orjson o recusa, ou há um inteiro que ele leria diferente.
+    """
+    if _orjson is None or _inteiro_longo(corpo):
+        return None
+    if len(corpo) > LIMITE_LEITURA_RAPIDA and (max_registros is None or
+                                               corpo.count(b',') >= max_registros):
+        return None
+    try:
+        documento = _orjson.loads(corpo)
+    except _orjson.JSONDecodeError:
+        return None
+    if max_registros is not None and type(documento) is dict:
+        registros = documento.get('records')
+        if type(registros) is list and len(registros) > max_registros:
+            raise _lote_grande(max_registros)
+    return (documento,)
+
+
+def _inteiro_longo(corpo: bytes) -> bool:
+    """
+    Se o corpo pode ter um número de 19 dígitos ou mais fora de texto (o orjson
+    lê inteiro além de 64 bits como float). Dígitos dentro de texto (a chave de
+    uma NF-e) vêm depois de aspas ou de uma letra: não contam.
+    """
+    traduzido = corpo.translate(_TRADUCAO)
+    posicao = traduzido.find(_DIGITOS_LONGOS)
+    while posicao != -1:
+        antes = posicao - 1
+        while antes >= 0 and traduzido[antes] in b' -':
+            antes -= 1
+        if antes < 0 or traduzido[antes] in b':,[':
+            return True
+        posicao = traduzido.find(_DIGITOS_LONGOS, posicao + len(_DIGITOS_LONGOS))
+    return False
+
+
+def _lote_grande(max_registros: int) -> ErroRegra:
+    return ErroRegra(413, 'lote_grande', 'lote com mais de %d registros passa do'
+                     ' limite deste servidor (capacidades.max_records_per_batch).'
+                     ' Divida o lote (o cliente divide sozinho ao receber 413).'
+                     % max_registros)
 
 
 def _ler_envelope(texto: str, leitor: _Leitor, max_registros: int) -> Any:
@@ -230,10 +308,7 @@ def _ler_registros(texto: str, posicao: int, leitor: _Leitor,
         return registros, posicao + 1
     while True:
         if len(registros) == max_registros:
-            raise ErroRegra(413, 'lote_grande', 'lote com mais de %d registros passa do'
-                            ' limite deste servidor (capacidades.max_records_per_batch).'
-                            ' Divida o lote (o cliente divide sozinho ao receber 413).'
-                            % max_registros)
+            raise _lote_grande(max_registros)
         registro, posicao = leitor.valor(texto, posicao)
         registros.append(registro)
         posicao = _pular(texto, posicao)

@@ -557,11 +557,13 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
 
     def serializados() -> Iterator[dict[str, Any]]:
         nonlocal lidos, recusado
+        converter = fixo.registro if fixo is not None else None
+        colunas = fixo.colunas if fixo is not None else -1
         for bruto in registros:
             lidos += 1
             try:
-                if fixo is not None and type(bruto) is dict and len(bruto) == fixo.colunas:
-                    registro = fixo.registro(bruto)
+                if converter is not None and type(bruto) is dict and len(bruto) == colunas:
+                    registro = converter(bruto)
                 else:
                     registro = serializador.registro(bruto)
             except ErroSerializacao as erro:
@@ -580,7 +582,8 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                     return
                 resultado.registros += 1
                 continue
-            if not ja_guardado(registro, {}):
+            # Sem nada guardado na quarentena (quase sempre), nem a chamada.
+            if not guardadas or not ja_guardado(registro, {}):
                 yield registro
 
     def lotes() -> Iterator[list[dict[str, Any]]]:

@@ -257,8 +257,12 @@ def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
         return None
     if familia == 'decimal':
         def decimal_(valor: Any) -> Any:
-            if type(valor) is decimal.Decimal and valor.is_finite():
-                return format(valor, 'f')
+            if type(valor) is decimal.Decimal:
+                texto = format(valor, 'f')
+                # Só o não finito termina em letra ('NaN', 'sNaN', 'Infinity'): sem
+                # o is_finite() por valor, a recusa de sempre por valor_json.
+                if texto[-1] not in 'Ny':
+                    return texto
             return valor if valor is None or type(valor) is int else valor_json(valor, coluna)
         return decimal_
     if familia == 'float':

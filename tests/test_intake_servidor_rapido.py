@@ -1,0 +1,183 @@
+"""
+O caminho rápido do Contextia local (issue 18): o lote lido pelo orjson, o JSON
+canônico pelo orjson, os registros validados uma vez pelo lote, a gravação em
+bloco -- com o MESMO resultado do caminho de sempre.
+
+As equivalências rodam em processo (o leitor e o canônico são funções puras; o
+Banco é um SQLite de verdade num diretório temporário); o resto contra o
+servidor de verdade em 127.0.0.1.
+"""
+
+import json
+import math
+
+import pytest
+import requests
+
+from contextia_local import corpo as corpo_mod
+from contextia_local.armazenamento import Banco, canonico, canonico_bytes
+
+MIB = 1024 * 1024
+
+# Corpos em que o orjson poderia ler diferente do json: inteiros além de 64
+# bits (ele os leria como float), floats de toda magnitude, texto com dígitos
+# longos (a chave de uma NF-e), escapes, surrogate, espaço em volta.
+CORPOS = [
+    b'{"dataset":"a","records":[{"ID":18446744073709551616,"V":-9223372036854775809}]}',
+    b'{"dataset":"a","records":[{"ID": 123456789012345678901234567890}]}',
+    b'{"dataset":"a","records":[{"ID":[1, 99999999999999999999]}]}',
+    b'{"dataset":"a","records":[{"ID":9223372036854775807,"X":18446744073709551615}]}',
+    b'{"dataset":"a","records":[{"NFE":"35260112345678000199550010000012341000012345"}]}',
+    b'{"dataset":"a","records":[{"T":"x:12345678901234567890123","U":"-1234567890123456789012"}]}',
+    b'{"dataset":"a","records":[{"F":1e-05,"G":1.5e+300,"H":0.1,"I":-0.0,"J":1E2}]}',
+    '{"dataset":"a","records":[{"T":"Peças \\u00e7 \\ud83d\\ude00 \\u0000 \\" \\\\"}]}'.encode(),
+    b'{"dataset":"a","records":[{"T":"\\ud800"}]}',
+    b' \n{"dataset" : "a" , "records" : [ {"a" : 1 , "a" : 2} ] } \n',
+    b'{"dataset":"a","records":[{"n":-0,"m":[],"o":{},"p":null,"q":true,"r":false}]}',
+]
+
+
+def _tipado(valor):
+    """O valor com o tipo de cada folha: 1 e 1.0 (e True e 1) não se confundem."""
+    if isinstance(valor, dict):
+        return {k: _tipado(v) for k, v in valor.items()}
+    if isinstance(valor, list):
+        return [_tipado(v) for v in valor]
+    if isinstance(valor, float) and math.copysign(1, valor) < 0 and valor == 0:
+        return ('float', '-0.0')
+    return (type(valor).__name__, valor)
+
+
+@pytest.mark.parametrize('corpo', CORPOS)
+def test_leitura_rapida_da_o_mesmo_documento_que_a_estrita(corpo, monkeypatch):
+    rapido = corpo_mod.ler_json(corpo, 10000)
+    monkeypatch.setattr(corpo_mod, '_orjson', None)
+    estrito = corpo_mod.ler_json(corpo, 10000)
+    assert _tipado(rapido) == _tipado(estrito)
+
+
+def test_inteiro_longo_fora_de_texto_vai_ao_leitor_estrito():
+    assert corpo_mod._inteiro_longo(b'{"a":[1, -1234567890123456789]}')
+    assert corpo_mod._inteiro_longo(b'{"a":\n  12345678901234567890}')
+    # Dentro de texto não conta (a chave de uma NF-e fica no caminho rápido).
+    assert not corpo_mod._inteiro_longo(b'{"a":"35260112345678000199550010000012341000012345"}')
+    assert not corpo_mod._inteiro_longo(b'{"a":"NF 12345678901234567890",'
+                                        b'"b":1.2345678901234567890}')
+
+
+@pytest.mark.parametrize('registro', [
+    {'ID': 1, 'NOME': 'Peças \u00e7 \U0001F600 \x00\x1f\x7f\u2028 " \\', 'OBS': None, 'OK': True},
+    {'b': 1, 'a': 2, 'B': 3, '\u00e7': 4, '\U0001F600': 5, '': 6, 'aa': -(2 ** 63)},
+    {'F': 1e-05, 'G': 0.1, 'H': 1e16, 'I': 2.5e-300},
+    {'L': [1, 'a', None], 'D': {'z': 1, 'a': [{'y': 2, 'b': 0.00001}]}},
+    {'BIG': 2 ** 64, 'NEG': -(2 ** 63) - 1},
+    {'ID': 2 ** 63 - 1, 'U': 2 ** 64 - 1},
+    'texto', 17, 2 ** 70, 0.00002, True, None,
+])
+def test_canonico_rapido_e_o_texto_de_sempre(registro):
+    assert canonico_bytes(registro) == canonico(registro).encode('utf-8')
+
+
+def test_surrogate_solto_falha_como_sempre():
+    with pytest.raises(UnicodeEncodeError):
+        canonico(['\ud800']).encode('utf-8')
+    with pytest.raises(UnicodeEncodeError):
+        canonico_bytes({'T': '\ud800'})
+
+
+def test_contagens_do_lote_em_bloco_e_com_key_repetida(tmp_path):
+    banco = Banco(str(tmp_path))
+    projeto = banco.criar_projeto('x', None)['id']
+
+    def lote(registros, sync=None, key='ID'):
+        return banco.receber_lote(projeto, {'dataset': 'd', 'records': registros, 'key': key,
+                                            'sync': {'id': sync, 'part': 1} if sync else None})
+
+    base = [{'ID': i, 'V': 'v%d' % i} for i in range(600)]
+    assert lote(base, 's1') == {'received': 600, 'inserted': 600, 'updated': 0,
+                                'duplicates': 0, 'removed': 0}
+    mudado = [dict(r, V='outro') if r['ID'] % 3 == 0 else r for r in base] + [{'ID': 600}]
+    assert lote(mudado) == {'received': 601, 'inserted': 1, 'updated': 200,
+                            'duplicates': 400, 'removed': 0}
+    # A mesma key duas vezes no lote: a segunda conta contra a primeira, e a última vale.
+    repetido = [{'ID': 1, 'V': 'a'}, {'ID': 1, 'V': 'a'}, {'ID': 1, 'V': 'b'},
+                {'ID': 9000, 'V': 'n'}, {'ID': 9000, 'V': 'm'}]
+    assert lote(repetido) == {'received': 5, 'inserted': 1, 'updated': 3,
+                              'duplicates': 1, 'removed': 0}
+    guardados = {r['ID']: r for r in banco.pagina_de_registros(projeto, 'd', 0, 10000)['records']}
+    assert len(guardados) == 602
+    assert guardados[1] == {'ID': 1, 'V': 'b'} and guardados[9000] == {'ID': 9000, 'V': 'm'}
+    assert guardados[3] == {'ID': 3, 'V': 'outro'} and guardados[4] == {'ID': 4, 'V': 'v4'}
+    # O complete do sync s1 remove o que ele não viu e que não foi tocado depois:
+    # nada (o envio sem sync tocou todos os de s1 depois que ele começou).
+    assert banco.completar(projeto, 'd', 's1', None)['removed'] == 0
+    # Sem key: o mesmo conteúdo é o mesmo registro, inclusive dentro do lote.
+    assert banco.receber_lote(projeto, {'dataset': 'h', 'records': [{'a': 1}, {'a': 1}, {'a': 2}]}
+                              ) == {'received': 3, 'inserted': 2, 'updated': 0,
+                                    'duplicates': 1, 'removed': 0}
+    banco.fechar()
+
+
+def test_inteiro_alem_de_64_bits_volta_exato_e_nfe_fica_texto(chave_contextia,
+                                                              ambiente_contextia):
+    chave = chave_contextia()
+    corpo = (b'{"dataset":"grandes","key":"ID","records":[{"ID":18446744073709551617,'
+             b'"NFE":"35260112345678000199550010000012341000012345","V":1e-05}]}')
+    cabecalhos = {'Authorization': 'Bearer ' + chave, 'Content-Type': 'application/json'}
+    resposta = requests.post(ambiente_contextia.url + '/api/v1/intake', data=corpo,
+                             headers=cabecalhos, timeout=10)
+    assert resposta.status_code == 200 and resposta.json()['inserted'] == 1
+    lido = requests.get(ambiente_contextia.url + '/api/v1/datasets/grandes/registros',
+                        headers=cabecalhos, timeout=10).text
+    # O texto como o servidor guardou: o inteiro inteiro (não 1.8446744073709552e+19).
+    assert json.loads(lido)['records'] == [{'ID': 18446744073709551617, 'NFE':
+                                            '35260112345678000199550010000012341000012345',
+                                            'V': 1e-05}]
+    assert '18446744073709551617' in lido
+    # Reenviar o mesmo: duplicates (o hash é o do texto canônico de sempre).
+    resposta = requests.post(ambiente_contextia.url + '/api/v1/intake', data=corpo,
+                             headers=cabecalhos, timeout=10)
+    assert resposta.json()['duplicates'] == 1
+
+
+def test_registro_que_nao_e_objeto_diz_o_erro_de_sempre(chave_contextia, ambiente_contextia):
+    chave = chave_contextia()
+    cabecalhos = {'Authorization': 'Bearer ' + chave}
+    url = ambiente_contextia.url + '/api/v1/intake'
+    resposta = requests.post(url, json={'dataset': 'ok', 'records': [{'a': 1}, 5, 'x']},
+                             headers=cabecalhos, timeout=10)
+    assert resposta.status_code == 422
+    erros = resposta.json()['detail']
+    assert [(e['loc'], e['type']) for e in erros] == [
+        (['body', 'records', 1], 'dict_type'), (['body', 'records', 2], 'dict_type')]
+    # Com outro campo errado junto, os dois erros (como a validação registro a registro).
+    resposta = requests.post(url, json={'dataset': 'Com Espaço', 'records': [7]},
+                             headers=cabecalhos, timeout=10)
+    assert [e['loc'] for e in resposta.json()['detail']] == [
+        ['body', 'dataset'], ['body', 'records', 0]]
+    datasets = requests.get(ambiente_contextia.url + '/api/v1/datasets', headers=cabecalhos,
+                            timeout=10).json()['datasets']
+    assert datasets == []
+
+
+def _pico_mib(pid):
+    with open('/proc/%d/status' % pid, encoding='ascii') as f:
+        for linha in f:
+            if linha.startswith('VmHWM:'):
+                return int(linha.split()[1]) / 1024
+    raise AssertionError('sem VmHWM')
+
+
+def test_corpo_lido_de_uma_vez_nao_vira_objetos_demais(fabrica_contextia):
+    # O pior caso que o caminho rápido aceita: um corpo no limite, só de `{}`.
+    servidor = fabrica_contextia()
+    chave = servidor.criar_projeto_com_chave('miudos')
+    miudos = (corpo_mod.LIMITE_LEITURA_RAPIDA - 40) // 3
+    corpo = b'{"dataset":"m","records":[' + b'{},' * (miudos - 1) + b'{}]}'
+    assert len(corpo) <= corpo_mod.LIMITE_LEITURA_RAPIDA
+    antes = _pico_mib(servidor.pid)
+    resposta = requests.post(servidor.url + '/api/v1/intake', data=corpo, timeout=30,
+                             headers={'Authorization': 'Bearer ' + chave,
+                                      'Content-Type': 'application/json'})
+    assert resposta.status_code == 413 and resposta.json()['erro'] == 'lote_grande'
+    assert _pico_mib(servidor.pid) - antes < 60
