@@ -170,10 +170,10 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
         while time.monotonic() < fim and not parada.pedida:
             systemd.vigia()
             fatia = min(FATIA_SONO, max(0.0, fim - time.monotonic()))
-            # A captura que le um log (binlog) espera NO log e acorda o ciclo de
-            # dados quando chega mudanca; depois de uma volta com erro continua
-            # lendo (o log nao envelhece) mas nao acorda: o Contextia fora do ar
-            # nao vira um ciclo por evento.
+            # A captura que le um log (binlog, slot_logico) espera NO log e acorda
+            # o ciclo de dados quando chega mudanca; depois de uma volta com erro
+            # continua lendo (o log nao envelhece) mas nao acorda: o Contextia
+            # fora do ar nao vira um ciclo por evento.
             if acordador is None:
                 time.sleep(fatia)
             elif acordador(fatia) and not ctx.falhas:
