@@ -38,7 +38,6 @@ provar a retomada por arquivo/posição.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -46,9 +45,14 @@ from types import ModuleType
 from typing import Any
 
 from contextia_sync import mapeamento, padroes
-from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import DatasetVivo, Leitura
-from contextia_sync.captura.do_spool import concluir_entregues, leitura_do_spool
+from contextia_sync.captura.do_spool import (
+    abrir_spool,
+    concluir_entregues,
+    gravar_posicao,
+    leitura_do_spool,
+    ler_posicao,
+)
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
@@ -151,23 +155,15 @@ class CapturaBinlog:
         return os.path.join(self.pasta, ARQUIVO_POSICAO)
 
     def _ler_posicao(self) -> dict[str, Any]:
-        try:
-            with open(self._caminho_posicao(), encoding='utf-8') as arquivo:
-                lido = json.load(arquivo)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as erro:
-            raise ErroBinlog(
-                'a posição do binlog em %s não se lê (%s). Não se adivinha posição: apague'
-                ' o arquivo para recomeçar da posição atual E rode a varredura'
-                ' (`ouvinte.py --varrer-agora`), que entrega o que mudou nesse meio-tempo.'
-                % (self._caminho_posicao(), erro)) from None
-        return lido if isinstance(lido, dict) else {}
+        caminho = self._caminho_posicao()
+        return ler_posicao(caminho, lambda motivo: ErroBinlog(
+            'a posição do binlog em %s não se lê (%s). Não se adivinha posição: apague'
+            ' o arquivo para recomeçar da posição atual E rode a varredura'
+            ' (`ouvinte.py --varrer-agora`), que entrega o que mudou nesse meio-tempo.'
+            % (caminho, motivo)))
 
     def _gravar_posicao(self) -> None:
-        self._posicao['gravada_em'] = datetime.datetime.now().isoformat(timespec='seconds')
-        gravar_atomico(self._caminho_posicao(),
-                       json.dumps(self._posicao, ensure_ascii=False, indent=1) + '\n')
+        gravar_posicao(self._caminho_posicao(), self._posicao)
 
     @property
     def gtid(self) -> str | None:
@@ -176,12 +172,7 @@ class CapturaBinlog:
     @property
     def spool(self) -> Spool:
         if self._spool is None:
-            self._spool = Spool(
-                os.path.join(self.pasta, PASTA_SPOOL), logger=logger,
-                maximo_itens=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_ITENS')
-                                 or padroes.SPOOL_MAXIMO_ITENS),
-                maximo_bytes=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_BYTES')
-                                 or padroes.SPOOL_MAXIMO_BYTES))
+            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL))
         return self._spool
 
     # -- conferências na subida --------------------------------------------------

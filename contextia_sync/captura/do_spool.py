@@ -11,13 +11,49 @@ fica tomada, volta a pronto/ na próxima leitura, e a remoção vai de novo.
 
 from __future__ import annotations
 
+import datetime
+import json
+import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from contextia_sync import padroes
+from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.fila.spool import ItemDoSpool, Spool
+from contextia_sync.registro import logger
+
+
+def abrir_spool(pasta: str) -> Spool:
+    """O spool da captura em `pasta`, com os limites do ambiente (ou os padrões)."""
+    return Spool(pasta, logger=logger,
+                 maximo_itens=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_ITENS')
+                                  or padroes.SPOOL_MAXIMO_ITENS),
+                 maximo_bytes=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_BYTES')
+                                  or padroes.SPOOL_MAXIMO_BYTES))
+
+
+def ler_posicao(caminho: str, recusa: Callable[[str], Exception]) -> dict[str, Any]:
+    """
+    O arquivo da posição da captura ({} se não existe). Ilegível: `recusa(motivo)`
+    é levantada -- posição não se adivinha, e cada captura diz o que fazer.
+    """
+    try:
+        with open(caminho, encoding='utf-8') as arquivo:
+            lido = json.load(arquivo)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as erro:
+        raise recusa(str(erro)) from None
+    return lido if isinstance(lido, dict) else {}
+
+
+def gravar_posicao(caminho: str, posicao: dict[str, Any]) -> None:
+    """A posição gravada atômica (temporário + fsync + rename), com a hora."""
+    posicao['gravada_em'] = datetime.datetime.now().isoformat(timespec='seconds')
+    gravar_atomico(caminho, json.dumps(posicao, ensure_ascii=False, indent=1) + '\n')
 
 
 def leitura_do_spool(origem: ModuleType, alvo: DatasetVivo, itens: list[ItemDoSpool],

@@ -46,7 +46,6 @@ um processo morto de verdade (como em provisionamento/plano.py); não use em pro
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import re
 import signal
@@ -58,9 +57,14 @@ from types import ModuleType
 from typing import Any
 
 from contextia_sync import mapeamento, padroes
-from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import DatasetVivo, Leitura
-from contextia_sync.captura.do_spool import concluir_entregues, leitura_do_spool
+from contextia_sync.captura.do_spool import (
+    abrir_spool,
+    concluir_entregues,
+    gravar_posicao,
+    leitura_do_spool,
+    ler_posicao,
+)
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
@@ -320,24 +324,16 @@ class CapturaSlotLogico:
         return os.path.join(self.pasta, ARQUIVO_POSICAO)
 
     def _ler_posicao(self) -> dict[str, Any]:
-        try:
-            with open(self._caminho_posicao(), encoding='utf-8') as arquivo:
-                lido = json.load(arquivo)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as erro:
-            raise ErroSlot(
-                'a posição do slot em %s não se lê (%s). Apague o arquivo: o ouvinte'
-                ' retoma do LSN confirmado no próprio slot, que é a verdade (este arquivo'
-                ' só serve para notar um slot recriado ou movido por outro).'
-                % (self._caminho_posicao(), erro)) from None
-        return lido if isinstance(lido, dict) else {}
+        caminho = self._caminho_posicao()
+        return ler_posicao(caminho, lambda motivo: ErroSlot(
+            'a posição do slot em %s não se lê (%s). Apague o arquivo: o ouvinte'
+            ' retoma do LSN confirmado no próprio slot, que é a verdade (este arquivo'
+            ' só serve para notar um slot recriado ou movido por outro).'
+            % (caminho, motivo)))
 
     def _gravar_posicao(self) -> None:
         self._posicao['slot'] = self.slot
-        self._posicao['gravada_em'] = datetime.datetime.now().isoformat(timespec='seconds')
-        gravar_atomico(self._caminho_posicao(),
-                       json.dumps(self._posicao, ensure_ascii=False, indent=1) + '\n')
+        gravar_posicao(self._caminho_posicao(), self._posicao)
 
     @property
     def lsn(self) -> str | None:
@@ -346,12 +342,7 @@ class CapturaSlotLogico:
     @property
     def spool(self) -> Spool:
         if self._spool is None:
-            self._spool = Spool(
-                os.path.join(self.pasta, PASTA_SPOOL), logger=logger,
-                maximo_itens=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_ITENS')
-                                 or padroes.SPOOL_MAXIMO_ITENS),
-                maximo_bytes=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_BYTES')
-                                 or padroes.SPOOL_MAXIMO_BYTES))
+            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL))
         return self._spool
 
     def _conexao(self) -> Any:
