@@ -16,8 +16,12 @@ import time
 
 import pytest
 
-from contextia_sync.intake import cliente
 from tests.apoio.mariadb_binlog import mariadb_binlog  # noqa: F401 - fixture de sessao
+from tests.apoio.captura_log import arquivos_do_spool as _spool
+from tests.apoio.captura_log import chaves_no_spool as _chaves_no_spool
+from tests.apoio.captura_log import ids_sem_duplicata as _ids
+from tests.apoio.captura_log import no_spool as _no_spool
+from tests.apoio.captura_log import parar as _parar
 from tests.apoio.ouvinte import DATASET, RAIZ, Ouvinte, esperar
 from tests.dados import erp as erp_teste
 
@@ -47,45 +51,12 @@ def _posicao(ouvinte):
         return None
 
 
-def _spool(ouvinte, estado):
-    pasta = os.path.join(ouvinte.estado_dir, 'spool', estado)
-    return sorted(os.listdir(pasta)) if os.path.isdir(pasta) else []
-
-
-def _chaves_no_spool(ouvinte):
-    """As keys que os arquivos do spool guardam (um arquivo é um lote)."""
-    chaves = set()
-    for estado in ('pronto', 'tomado'):
-        for nome in _spool(ouvinte, estado):
-            with open(os.path.join(ouvinte.estado_dir, 'spool', estado, nome)) as arquivo:
-                conteudo = json.load(arquivo)
-            chaves.update(m['chave'] for m in conteudo['mudancas'])
-    return chaves
-
-
-def _no_spool(ouvinte):
-    return len(_chaves_no_spool(ouvinte))
-
-
 def _status_json(ouvinte):
     try:
         with open(os.path.join(ouvinte.estado_dir, 'ouvinte-status.json')) as arquivo:
             return json.load(arquivo)
     except (FileNotFoundError, ValueError):
         return None
-
-
-def _parar(processo):
-    processo.send_signal(signal.SIGTERM)
-    processo.wait(60)
-
-
-def _ids(ouvinte, escopo):
-    """Os IDs no Contextia, conferindo que nenhum veio duas vezes."""
-    registros = cliente.ler_registros(DATASET, ouvinte.chaves[escopo])
-    ids = [int(r['ID']) for r in registros]
-    assert len(ids) == len(set(ids)), 'registro duplicado no Contextia: %s' % ids
-    return set(ids)
 
 
 @pytest.fixture

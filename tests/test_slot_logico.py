@@ -20,7 +20,10 @@ import uuid
 
 import pytest
 
-from contextia_sync.intake import cliente
+from tests.apoio.captura_log import arquivos_do_spool as _spool
+from tests.apoio.captura_log import ids_sem_duplicata as _ids
+from tests.apoio.captura_log import no_spool as _no_spool
+from tests.apoio.captura_log import parar as _parar
 from tests.apoio.ouvinte import DATASET, RAIZ, Ouvinte, esperar
 from tests.apoio.postgres_logico import postgres_logico  # noqa: F401 - fixture de sessao
 from tests.dados import erp as erp_teste
@@ -68,26 +71,6 @@ def _posicao(ouvinte):
         return None
 
 
-def _spool(ouvinte, *estados):
-    nomes = []
-    for estado in estados or ('pronto', 'tomado'):
-        pasta = os.path.join(ouvinte.estado_dir, 'spool', estado)
-        nomes += sorted(os.listdir(pasta)) if os.path.isdir(pasta) else []
-    return nomes
-
-
-def _no_spool(ouvinte):
-    """Quantas linhas os arquivos do spool guardam (um arquivo é um lote, fila/spool.py)."""
-    linhas = set()
-    for estado in ('pronto', 'tomado'):
-        for nome in _spool(ouvinte, estado):
-            with open(os.path.join(ouvinte.estado_dir, 'spool', estado, nome)) as arquivo:
-                conteudo = json.load(arquivo)
-            linhas.update((conteudo['dataset'], json.dumps(m['chave']))
-                          for m in conteudo['mudancas'])
-    return len(linhas)
-
-
 def _captura(ouvinte):
     try:
         with open(os.path.join(ouvinte.estado_dir, 'ouvinte-status.json')) as arquivo:
@@ -107,19 +90,6 @@ def _saude(ouvinte):
                             + ouvinte.estado_dir], cwd=RAIZ, timeout=60,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
-
-
-def _parar(processo):
-    processo.send_signal(signal.SIGTERM)
-    processo.wait(60)
-
-
-def _ids(ouvinte, escopo):
-    """Os IDs no Contextia, conferindo que nenhum veio duas vezes."""
-    registros = cliente.ler_registros(DATASET, ouvinte.chaves[escopo])
-    ids = [int(r['ID']) for r in registros]
-    assert len(ids) == len(set(ids)), 'registro duplicado no Contextia: %s' % ids
-    return set(ids)
 
 
 @pytest.fixture
