@@ -327,11 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     def progresso(texto: str) -> None:
         print(texto, flush=True)
 
-    try:
-        origem.conectar()
-    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
-        print('%s: não foi possível conectar na origem (%s: %s). Nada foi enviado.'
-              % (PROG, type(erro).__name__, erro), file=sys.stderr)
+    if not _conectar(origem):
         return SAIDA_FALHA
     try:
         conferido = conferir_antes_de_ler(args, preparo)
@@ -462,6 +458,17 @@ def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
     origem = carregar_origem(args.source)
     return Preparo(mapa=mapa, escopo='todas', datasets=datasets, intervalo=intervalo,
                    origem=origem), empresas
+
+
+def _conectar(origem: Any) -> bool:
+    """Conecta na origem; False (dito no stderr, nada enviado) se não deu."""
+    try:
+        origem.conectar()
+    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
+        print('%s: não foi possível conectar na origem (%s: %s). Nada foi enviado.'
+              % (PROG, type(erro).__name__, erro), file=sys.stderr)
+        return False
+    return True
 
 
 def _conferir_catalogo(args: argparse.Namespace, preparo: Preparo,
@@ -603,11 +610,7 @@ def main_todas(args: argparse.Namespace) -> int:
     def progresso(texto: str) -> None:
         print(texto, flush=True)
 
-    try:
-        origem.conectar()
-    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
-        print('%s: não foi possível conectar na origem (%s: %s). Nada foi enviado.'
-              % (PROG, type(erro).__name__, erro), file=sys.stderr)
+    if not _conectar(origem):
         return SAIDA_FALHA
     try:
         conferido = _conferir_cadastro_todas(args, preparo, empresas)
