@@ -401,7 +401,9 @@ def test_origem_fora_do_ar_backoff_e_volta_sozinho(erp_pg, ambiente_contextia,
             con.execute(sa.text('SELECT pg_terminate_backend(pid) FROM pg_stat_activity'
                                 ' WHERE datname = :b AND pid <> pg_backend_pid()'), {'b': banco})
         _esperar(lambda: 'ciclo falhou (2a vez seguida)' in o.saida(), 60)
-        assert 'esperando 4s antes de tentar de novo' in o.saida()
+        # A espera e dita depois do status gravado (laco.pulsar): sob carga, um
+        # instante depois da linha da falha.
+        _esperar(lambda: 'esperando 4s antes de tentar de novo' in o.saida(), 30)
         assert 'falhas seguidas ...: 2' in o.status()
         with admin.connect() as con:
             con.execute(sa.text('ALTER DATABASE %s ALLOW_CONNECTIONS true' % banco))
