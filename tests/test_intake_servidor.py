@@ -179,7 +179,7 @@ def test_taxa_de_falhas_e_contadores(fabrica_contextia, monkeypatch):
     monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
     chave = servidor.criar_projeto_com_chave('taxa')
     servidor.taxa_de_falhas({'503': 0.3, 'derrubar': 0.1}, semente=7)
-    for _ in range(4):
+    for _ in range(2):
         resultado = cliente.enviar_dataset('taxa', ({'ID': i} for i in range(200)), key='ID',
                                            chunk=20, api_key=chave)
         assert resultado.lotes_erro == 0
