@@ -88,6 +88,9 @@ def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambient
         esperar(lambda: outro in _ids(o, e1) and outro not in _ids(o, e0), 30)
         status = esperar(lambda: (_status_json(o) or {}).get('captura'), 30)
         assert status['estrategia'] == 'binlog' and status['posicao']
+        # Cada dataset diz que e o log que o acompanha (antes: '' -- nem coluna nem nada).
+        assert {d['captura'] for d in _status_json(o)['datasets'] if d.get('ao_vivo')} == \
+            {'binlog'}
         assert 'posição do log' in o.status() and 'spool ....' in o.status()
         with open(os.path.join(o.estado_dir, 'ouvinte.prom')) as arquivo:
             metricas = arquivo.read()

@@ -12,6 +12,7 @@ from typing import Any
 
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, marca_agua
+from contextia_sync.captura.ao_vivo import ESTRATEGIAS_DE_LOG
 from contextia_sync.erros import resumir
 from contextia_sync.estado.status import VERSAO_STATUS
 from contextia_sync.intake import cliente
@@ -89,8 +90,11 @@ def empresas_recusadas(ctx: Contexto) -> list[dict[str, str]]:
     return recusadas
 
 
-def _captura_de(alvo: DatasetVivo) -> str:
-    """O que acompanha este dataset: a coluna, a reconciliacao, ou as duas."""
+def _captura_de(ctx: Contexto, alvo: DatasetVivo) -> str:
+    """O que acompanha este dataset: o log (binlog, slot), a coluna, a reconciliacao."""
+    nome = getattr(ctx.captura, 'nome', '')
+    if nome in ESTRATEGIAS_DE_LOG:
+        return nome                 # todo dataset ao vivo dela e do log, com ou sem coluna
     return '+'.join(nome for nome, sim in (('coluna', alvo.watch), ('reconciliacao',
                                                                     alvo.reconcilia)) if sim)
 
@@ -240,7 +244,7 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
             'ultimo_erro': a.ultimo_erro, 'erro_desde': a.erro_desde,
             'falhas_seguidas': a.falhas_seguidas,
             'entregue_a_varredura': ctx.estado.pendentes().get(alvo.nome),
-            'captura': _captura_de(alvo),
+            'captura': _captura_de(ctx, alvo),
             'reconciliacao': _reconciliacao_json(ctx, alvo, agora),
         })
     for nome, motivo in ctx.fora:
