@@ -5,20 +5,14 @@ variável; curto, o `--once` com o Contextia fora desiste no prazo dado, não no
 ~24 s das retentativas do padrão.
 """
 
-import socket
 import subprocess
 import time
 
 import pytest
 
+from contextia_local.processo import porta_livre
 from tests.apoio.ouvinte import RAIZ, Ouvinte
 from tests.dados import erp as erp_teste
-
-
-def _porta_fechada():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -45,7 +39,8 @@ def test_prazo_curto_desiste_do_contextia_fora_no_prazo(ouvinte):
     assert ouvinte.rodar('--once')[0] == 0
     ouvinte.inserir(ouvinte.erp.escopos[0], '2026-09-01 11:00:00')
     inicio = time.monotonic()
-    codigo, saida = _rodar(ouvinte, CONTEXTIA_URL='http://127.0.0.1:%d' % _porta_fechada(),
+    # Porta livre: ninguém escuta nela (o Contextia fora do ar).
+    codigo, saida = _rodar(ouvinte, CONTEXTIA_URL='http://127.0.0.1:%d' % porta_livre(),
                            CONTEXTIA_PRAZO_ENVIO='1.5')
     levou = time.monotonic() - inicio
     assert codigo == 1 and 'marca de água NÃO avançou' in saida, saida

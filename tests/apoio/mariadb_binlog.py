@@ -11,7 +11,6 @@ Sem `mariadbd`/`mariadb-install-db` o teste pula dizendo; com CI=true falha.
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,15 +18,10 @@ import uuid
 
 import pytest
 
+from contextia_local.processo import porta_livre
 from tests.apoio.bancos import em_ci
 
 SENHA = 'leitor-binlog'
-
-
-def _porta_livre():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 class BancoBinlog:
@@ -54,7 +48,7 @@ class BancoBinlog:
 class MariadbBinlog:
     def __init__(self, pasta):
         self.pasta = pasta
-        self.porta = _porta_livre()
+        self.porta = porta_livre()
         self.processo = None
 
     def iniciar(self):

@@ -15,7 +15,6 @@ CI=true falha.
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,15 +22,10 @@ import uuid
 
 import pytest
 
+from contextia_local.processo import porta_livre
 from tests.apoio.bancos import em_ci
 
 SENHA = 'leitor-slot'
-
-
-def _porta_livre():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def binarios():
@@ -81,7 +75,7 @@ class PostgresLogico:
     def __init__(self, pasta, bin_dir):
         self.pasta = pasta
         self.bin = bin_dir
-        self.porta = _porta_livre()
+        self.porta = porta_livre()
         self.dados = os.path.join(pasta, 'dados')
         self.run = os.path.join(pasta, 'run')
         self.iniciado = False
