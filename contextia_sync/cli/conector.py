@@ -298,25 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         return comum.recusar(PROG, erro)
 
     mapa, escopo, origem = preparo.mapa, preparo.escopo, preparo.origem
-    print('===== carga completa: empresa %s =====' % escopo)
-    print('cliente ........: %s' % (mapa.get('client') or '-'))
-    print('destino ........: %s' % ('(seco: nada enviado)' if args.dry_run
-                                     else cliente.url_destino()))
-    print('projeto ........: %s' % preparo.projeto)
-    print('datasets .......: %d%s' % (len(preparo.datasets),
-                                      ' (de %d)' % len(mapa['datasets']) if args.dataset else ''))
-    historico = None
-    if not args.dry_run:
-        print('teto de remoção : %g%% de cada dataset%s' % (
-            100 * args.max_remocao,
-            ' (remoção em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
-        caminho = caminho_do_historico(args)
-        if caminho:
-            from contextia_sync.carga.historico import Historico
-            historico = Historico(caminho)
-        print('histórico ......: %s' % (
-            caminho or 'nenhum (sem --chaves nem CONTEXTIA_HISTORICO; sem key: teto sobre o'
-                       ' dataset inteiro)'))
+    historico = _cabecalho(args, preparo, 'empresa %s' % escopo, '',
+                           'projeto ........: %s' % preparo.projeto)
     sys.stdout.flush()
 
     inicio = time.monotonic()
@@ -460,6 +443,38 @@ def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
                    origem=origem), empresas
 
 
+def _cabecalho(args: argparse.Namespace, preparo: Preparo, titulo: str, teto_em: str,
+               *extras: str) -> Any:
+    """
+    O cabeçalho da carga (cliente, destino, datasets, teto, histórico) e o
+    histórico aberto, ou None (seco, ou sem --chaves nem CONTEXTIA_HISTORICO).
+    """
+    from contextia_sync.intake import cliente
+
+    mapa = preparo.mapa
+    print('===== carga completa: %s =====' % titulo)
+    print('cliente ........: %s' % (mapa.get('client') or '-'))
+    print('destino ........: %s' % ('(seco: nada enviado)' if args.dry_run
+                                     else cliente.url_destino()))
+    for linha in extras:
+        print(linha)
+    print('datasets .......: %d%s' % (len(preparo.datasets),
+                                      ' (de %d)' % len(mapa['datasets']) if args.dataset else ''))
+    if args.dry_run:
+        return None
+    print('teto de remoção : %g%% de cada dataset%s%s' % (
+        100 * args.max_remocao, teto_em,
+        ' (remoção em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
+    caminho = caminho_do_historico(args)
+    print('histórico ......: %s' % (
+        caminho or 'nenhum (sem --chaves nem CONTEXTIA_HISTORICO; sem key: teto sobre o'
+                   ' dataset inteiro)'))
+    if not caminho:
+        return None
+    from contextia_sync.carga.historico import Historico
+    return Historico(caminho)
+
+
 def _conectar(origem: Any) -> bool:
     """Conecta na origem; False (dito no stderr, nada enviado) se não deu."""
     try:
@@ -580,23 +595,8 @@ def main_todas(args: argparse.Namespace) -> int:
         return comum.recusar(PROG, erro)
 
     mapa, origem = preparo.mapa, preparo.origem
-    print('===== carga completa: %d empresa(s) de %s, uma leitura por dataset ====='
-          % (len(empresas), args.chaves))
-    print('cliente ........: %s' % (mapa.get('client') or '-'))
-    print('destino ........: %s' % ('(seco: nada enviado)' if args.dry_run
-                                     else cliente.url_destino()))
-    print('datasets .......: %d%s' % (len(preparo.datasets),
-                                      ' (de %d)' % len(mapa['datasets']) if args.dataset else ''))
-    historico = None
-    if not args.dry_run:
-        print('teto de remoção : %g%% de cada dataset, em cada empresa%s' % (
-            100 * args.max_remocao,
-            ' (remoção em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
-        caminho = caminho_do_historico(args)
-        if caminho:
-            from contextia_sync.carga.historico import Historico
-            historico = Historico(caminho)
-        print('histórico ......: %s' % caminho)
+    historico = _cabecalho(args, preparo, '%d empresa(s) de %s, uma leitura por dataset'
+                           % (len(empresas), args.chaves), ', em cada empresa')
     for empresa in empresas:
         if not empresa.ativa:
             print('empresa %-8s: de fora -- %s' % (empresa.escopo,
