@@ -28,11 +28,9 @@ leituras), na mesma rodada. Não é teste.
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +41,9 @@ from typing import Any
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if RAIZ not in sys.path:
     sys.path.insert(0, RAIZ)
+
+# O intake minimo noutro processo: o mesmo do bench_velocidade.py.
+from bench.bench_velocidade import Sink  # noqa: E402
 
 COLUNAS = ['ID', 'EMPRESA_ID', 'NUMERO', 'PARCELA', 'CLIENTE', 'EMISSAO', 'VENCIMENTO',
            'VALOR', 'SALDO', 'SITUACAO', 'ALTERADO_EM', 'OBS']
@@ -92,68 +93,6 @@ def montar_cadastro(banco: Any, empresas: int) -> None:
                    ' VARCHAR(40))'.format(a=aspas))
     banco.executar('INSERT INTO empresas VALUES %s' % ', '.join(
         "(%d, 'Empresa %d')" % (e, e) for e in range(1, empresas + 1)))
-
-
-# ---------------------------------------------------------------------------
-# O intake minimo, noutro processo
-# ---------------------------------------------------------------------------
-def sink(porta: int) -> None:
-    contagens = json.dumps({'inserted': 0, 'updated': 0, 'duplicates': 0}).encode()
-
-    class Atendente(http.server.BaseHTTPRequestHandler):
-        protocol_version = 'HTTP/1.1'
-        # Sem Nagle: cabecalho e corpo em dois writes custariam 40 ms por resposta.
-        disable_nagle_algorithm = True
-
-        def _responder(self, corpo: bytes) -> None:
-            self.send_response(200)
-            self.send_header('Content-Type', 'application/json')
-            self.send_header('Content-Length', str(len(corpo)))
-            self.end_headers()
-            self.wfile.write(corpo)
-
-        def do_GET(self) -> None:                                # noqa: N802
-            if self.path.startswith('/api/v1/projeto'):
-                # A chave do bench diz a empresa: ctx_bench_<escopo>.
-                escopo = (self.headers.get('Authorization') or '').rsplit('_', 1)[-1]
-                self._responder(json.dumps({'project_id': int(escopo), 'external_id': escopo,
-                                            'name': 'Empresa %s' % escopo}).encode())
-            else:
-                self._responder(json.dumps({'remove': False}).encode())
-
-        def do_POST(self) -> None:                               # noqa: N802
-            self.rfile.read(int(self.headers.get('Content-Length') or 0))
-            if self.path.endswith('/complete'):
-                self._responder(b'{"removed": 0}')
-            else:
-                self._responder(contagens)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    servidor = http.server.ThreadingHTTPServer(('127.0.0.1', porta), Atendente)
-    servidor.daemon_threads = True
-    servidor.serve_forever()
-
-
-class Sink:
-    def __init__(self) -> None:
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            self.porta = s.getsockname()[1]
-        self.url = 'http://127.0.0.1:%d' % self.porta
-        self.processo = subprocess.Popen([sys.executable, __file__, '--sink', str(self.porta)])
-        for _ in range(100):
-            try:
-                socket.create_connection(('127.0.0.1', self.porta), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError('sink não subiu')
-
-    def parar(self) -> None:
-        self.processo.terminate()
-        self.processo.wait(10)
 
 
 # ---------------------------------------------------------------------------
@@ -287,11 +226,7 @@ def main() -> int:
     p.add_argument('--repeticoes', type=int, default=3)
     p.add_argument('--bancos', default='postgres')
     p.add_argument('--base', help='checkout do código de antes (um connector por empresa)')
-    p.add_argument('--sink', type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.sink:
-        sink(args.sink)
-        return 0
     print('carga da máquina no início: %s' % ' '.join(
         '%.2f' % x for x in os.getloadavg()), flush=True)
     resultados = []

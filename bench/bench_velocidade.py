@@ -102,6 +102,10 @@ def montar(banco: Any, linhas: int) -> None:
 # O sink: um intake minimo noutro processo
 # ---------------------------------------------------------------------------
 def sink(porta: int, atraso_ms: float, anuncia_gzip: bool) -> None:
+    """
+    Um intake mínimo (também o do bench_varredura.py): lê o corpo, conta os bytes,
+    responde as contagens, o `complete` e a posse da chave `ctx_bench_<escopo>`.
+    """
     recebidos = [0]
     trava = threading.Lock()
     contagens = json.dumps({'inserted': 0, 'updated': 0, 'duplicates': 0}).encode()
@@ -122,6 +126,11 @@ def sink(porta: int, atraso_ms: float, anuncia_gzip: bool) -> None:
         def do_GET(self) -> None:                                # noqa: N802
             if self.path.startswith('/bytes'):
                 self._responder(json.dumps({'bytes': recebidos[0]}).encode())
+            elif self.path.startswith('/api/v1/projeto'):
+                # A posse da chave (o connector pergunta): ctx_bench_<escopo> e da empresa.
+                escopo = (self.headers.get('Authorization') or '').rsplit('_', 1)[-1]
+                self._responder(json.dumps({'project_id': int(escopo), 'external_id': escopo,
+                                            'name': 'Empresa %s' % escopo}).encode())
             else:
                 self._responder(json.dumps({'remove': False, 'compressao': ['gzip']}
                                            if anuncia_gzip else {'remove': False}).encode())
@@ -133,7 +142,7 @@ def sink(porta: int, atraso_ms: float, anuncia_gzip: bool) -> None:
                 recebidos[0] += lido
             if atraso_ms:
                 time.sleep(atraso_ms / 1000.0)
-            self._responder(contagens)
+            self._responder(b'{"removed": 0}' if self.path.endswith('/complete') else contagens)
 
         def log_message(self, *args: Any) -> None:
             pass
