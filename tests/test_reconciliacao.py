@@ -450,6 +450,25 @@ def test_linha_entregue_pela_coluna_e_apagada_antes_da_reconciliacao_sai_nela(no
     assert 'a remover' not in saida, saida
 
 
+def test_diario_que_nao_grava_aparece_na_reconciliacao_do_dataset(novo):
+    """O diário que falha (disco cheio, permissão) não passa calado: status e saúde."""
+    o = novo('sqlite')
+    e0 = o.erp.escopos[0]
+    carregar(o)
+    diario = os.path.join(o.estado_dir, 'conjuntos', DATASET, 'e-%s.chaves.diario' % e0)
+    os.makedirs(diario)                     # uma pasta no lugar: o append falha
+    agora = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - 2))
+    nova = max(ids_na_origem(o, e0)) + 1000
+    o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Sem diario', '1.00',"
+                   " '2026-10-01', :a)", i=nova, e=int(e0), a=agora)
+    codigo, saida = o.rodar('--once', COMBINADA, '--intervalo-reconciliacao=3600')
+    assert codigo == 0 and nova in ids(o, e0), saida
+    rec = status_do_dataset(o)['reconciliacao']
+    assert 'diário' in (rec['ultimo_erro'] or '') and rec['falhas_seguidas'] >= 1, rec
+    assert 'diário de %s não foi gravado' % e0 in saida, saida
+    assert saude(o)[0] >= 1
+
+
 # ---------------------------------------------------------------------------
 # as recusas que ensinam
 # ---------------------------------------------------------------------------

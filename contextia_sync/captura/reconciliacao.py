@@ -282,9 +282,16 @@ class CapturaReconciliacao:
             try:
                 conjuntos.anotar_diario(arquivo, identidade, escopo, valores)
             except (ErroConjunto, OSError) as erro:
-                logger.warning('%-28s reconciliação: o diário de %s não foi gravado (%s): uma'
-                               ' dessas chaves apagada antes da próxima leitura só sai na'
-                               ' varredura', alvo.nome, escopo or 'todas as empresas', erro)
+                texto = ('o diário de %s não foi gravado (%s: %s): uma dessas chaves apagada'
+                         ' antes da próxima leitura só sai na varredura. Confira o disco de'
+                         ' %s (cheio? sem permissão?)' % (escopo or 'todas as empresas',
+                                                          type(erro).__name__, erro,
+                                                          self.opcoes.pasta))
+                logger.warning('%-28s reconciliação: %s', alvo.nome, texto)
+                # Na reconciliação do dataset (status, saúde, métricas): a exclusão dele
+                # pode chegar atrasada, e isso não passa calado.
+                self.estado.reconciliacao(alvo.nome).registrar_erro(
+                    '%s %s' % (_agora_texto(), texto), _agora_texto())
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002 - o protocolo
         """Nada a saltar: o conjunto renasce pela carga (`antes_da_carga`)."""
