@@ -24,6 +24,9 @@ Roda os processos DE VERDADE sob carga hostil e confere cada linha no fim:
   * o Contextia local injetando 500/503, 429 com Retry-After, respostas lentas,
     conexões derrubadas e 200 malformado; conexões da origem derrubadas.
 
+`--estrategia=binlog` / `slot_logico`: o mesmo, lendo o log num servidor
+privado (tortura_log.py), e nada que a `coluna` desculpa é desculpa.
+
 O que é verificado e as desculpas são decididos pela PRÓPRIA tortura: as
 empresas vêm do cadastro da origem e da regra de projeto (SQL próprio), o
 Contextia é lido de volta por HTTP próprio, e uma entrega à varredura só é
@@ -53,6 +56,7 @@ for _caminho in (AQUI, RAIZ, os.path.join(RAIZ, 'sources')):
         sys.path.insert(0, _caminho)
 
 import tortura_contextia as contextia_http    # noqa: E402
+import tortura_log as log                    # noqa: E402
 import tortura_origem as origem              # noqa: E402
 import tortura_processos as processos        # noqa: E402
 import tortura_verificar as verificar        # noqa: E402
@@ -79,8 +83,11 @@ MODOS = {
 }
 
 # As estratégias que a tortura sabe torturar. Com a reconciliação, a exclusão
-# física deixa de ser desculpa (docs/tortura.md, "Exclusões ao vivo").
-ESTRATEGIAS = ('coluna', 'coluna+reconciliacao')
+# física deixa de ser desculpa (docs/tortura.md, "Exclusões ao vivo"); com as que
+# leem o log (`binlog`, `slot_logico`), nada que a `coluna` desculpa é desculpa:
+# nem a exclusão, nem o commit além da folga, nem a rajada acima do teto
+# (docs/tortura.md, "Os modos por log").
+ESTRATEGIAS = ('coluna', 'coluna+reconciliacao') + tuple(log.BANCO)
 RECONCILIACAO = 'coluna+reconciliacao'
 
 TIPOS_DE_FALHA = ('500', '503', '429', 'atraso', 'derrubar', 'corpo_invalido')
@@ -164,6 +171,7 @@ class Tortura:
         self.vigia_remocoes = None
         self.veredito = Veredito()
         self.nome_banco = None
+        self.privado = None               # o servidor com o log ligado (modos por log)
         self.servidor = None
         self.ouvinte = None
         self.entregues_vistos = {}        # {dataset: {'marca', 'visto_em'}} (pelo estado)
@@ -186,7 +194,7 @@ class Tortura:
         amb.update({
             'CONTEXTIA_URL': self.servidor.url,
             'CONTEXTIA_ADMIN_TOKEN': self.servidor.admin_token,
-            'CONTEXTIA_ORIGEM': self.url,
+            'CONTEXTIA_ORIGEM': self.url_produto,
             'CONTEXTIA_ORIGEM_TIMEOUT': '30',
             'PYTHONUNBUFFERED': '1',
             processos.VARIAVEL_MARCA: self.marca,
@@ -235,7 +243,15 @@ class Tortura:
         from contextia_local.processo import ServidorLocal
 
         registro('%s: banco novo, esquema e linhas iniciais', self.banco)
-        self.nome_banco, self.url = origem.criar_banco(self.banco)
+        if self.por_log():
+            # O servidor do sistema nao tem o log: um privado, com o login so
+            # leitura que o DBA daria (SELECT + replicacao) para o produto.
+            self.privado = log.ServidorPrivado(self.cfg['estrategia'])
+            nome, dono, self.url_produto = self.privado.iniciar()
+            self.nome_banco, self.url = origem.criar_banco(self.banco, nome=nome, url=dono)
+        else:
+            self.nome_banco, self.url = origem.criar_banco(self.banco)
+            self.url_produto = self.url
         self.carga = origem.Carga(self.banco, self.url, conexoes=self.cfg['conexoes'],
                                   folga=self.cfg['folga'], maximo=self.cfg['maximo'],
                                   semente=self.semente, ritmo=self.cfg['ritmo'],
@@ -254,19 +270,27 @@ class Tortura:
         with open(self.mapa, 'w', encoding='utf-8') as f:
             json.dump(self.mapa_dados, f, indent=2)
         self.chaves = os.path.join(self.pasta, 'chaves.tsv')
+        self.estado_dir = os.path.join(self.pasta, 'estado')
+        os.makedirs(self.estado_dir, exist_ok=True)
 
         # A implantacao, como o operador faz: provisiona e carrega tudo uma vez.
         registro('implantação: provisionar.py e carregar-todas.sh')
         self.rodar_ferramenta([self.python, 'provisionar.py', '--mapping=' + self.mapa,
                                '--source=generic', '--chaves=' + self.chaves],
                               'provisionar.py')
+        if self.cfg.get('estrategia') == 'slot_logico':
+            # O slot ANTES da carga completa (docs/ouvinte.md): o que mudar
+            # desde ele vem do log; o de antes, da carga.
+            self.privado.preparar_tabelas(origem.DATASETS)
+            self.rodar_ferramenta([self.python, 'ouvinte.py', '--mapping=' + self.mapa,
+                                   '--estado=' + self.estado_dir, '--criar-slot'],
+                                  'ouvinte.py --criar-slot',
+                                  self.ambiente(**self.privado.ambiente_do_dba()))
         self.rodar_ferramenta(['bash', os.path.join(RAIZ, 'carregar-todas.sh'), self.chaves],
                               'carregar-todas.sh', self.ambiente(
                                   CONTEXTIA_MAPPING=self.mapa, CONTEXTIA_PYTHON=self.python,
                                   CONTEXTIA_COLETA=RAIZ))
 
-        self.estado_dir = os.path.join(self.pasta, 'estado')
-        os.makedirs(self.estado_dir, exist_ok=True)
         cfg = self.cfg
         self.ouvinte = processos.Ouvinte(self.python, [
             '--mapping=' + self.mapa, '--source=generic', '--chaves=' + self.chaves,
@@ -282,7 +306,21 @@ class Tortura:
     def reconcilia(self):
         return self.cfg.get('estrategia') == RECONCILIACAO
 
+    def por_log(self):
+        """A estratégia lê o log de transação (`binlog`, `slot_logico`)."""
+        return self.cfg.get('estrategia') in log.BANCO
+
+    def exclui_ao_vivo(self):
+        """A exclusão física chega ao vivo: deixa de ser desculpa, e o vigia confere."""
+        return self.reconcilia() or self.por_log()
+
+    def sem_key(self):
+        """Os datasets sem `key`: com o log, só na varredura (o produto diz por quê)."""
+        return [d for d in origem.DATASETS if d not in verificar.COM_KEY]
+
     def argumentos_da_estrategia(self):
+        if self.por_log():
+            return ['--estrategia=' + self.cfg['estrategia']]
         if not self.reconcilia():
             return []
         return ['--estrategia=' + RECONCILIACAO,
@@ -305,7 +343,7 @@ class Tortura:
     def iniciar_vigia_de_remocoes(self):
         """Com a reconciliação: a remoção de linha viva é conferida sem parar."""
         self.vigia_remocoes = None
-        if not self.reconcilia():
+        if not self.exclui_ao_vivo():
             return
         motor = self._motor()
         self.motor_da_vigia = motor
@@ -338,21 +376,37 @@ class Tortura:
         return saida
 
     def esperar_marcas(self):
-        """A primeira subida só fixa as marcas: a carga começa depois disso."""
+        """
+        A primeira subida só fixa as marcas (ou, por log, a posição do log): a
+        carga começa depois disso.
+        """
         self.ouvinte.iniciar()
         fim = time.monotonic() + 60
         while time.monotonic() < fim:
-            ok, estado = self.ouvinte.estado()
-            marcas = (estado or {}).get('marca_agua') or {}
-            if ok and len([v for v in marcas.values() if v is not None]) >= \
-                    len(origem.DATASETS):
-                return
+            if self.por_log():
+                if self._posicao_do_log():
+                    return
+            else:
+                ok, estado = self.ouvinte.estado()
+                marcas = (estado or {}).get('marca_agua') or {}
+                if ok and len([v for v in marcas.values() if v is not None]) >= \
+                        len(origem.DATASETS):
+                    return
             if not self.ouvinte.vivo():
                 raise Falhou('o ouvinte saiu na primeira subida (código %s); ver %s'
                              % (self.ouvinte.codigo(), self.ouvinte.saida))
             time.sleep(0.2)
         raise Falhou('o ouvinte não fixou as marcas iniciais em 60 s; ver %s'
                      % self.ouvinte.saida)
+
+    def _posicao_do_log(self):
+        """A posição do log que o ouvinte gravou no estado, ou None."""
+        caminho = os.path.join(self.estado_dir, log.ARQUIVO_DA_POSICAO[self.cfg['estrategia']])
+        try:
+            with open(caminho, encoding='utf-8') as f:
+                return json.load(f) or None
+        except (OSError, ValueError):
+            return None
 
     # -- a tortura ---------------------------------------------------------------
 
@@ -374,7 +428,8 @@ class Tortura:
             semente=self.semente + 1, registro=registro)
         self.conexoes = origem.MatadorDeConexoes(
             self.banco, self.url, self.nome_banco, self.carga.protegidos,
-            periodo=cfg['periodo_conexao'], semente=self.semente + 2)
+            periodo=cfg['periodo_conexao'], semente=self.semente + 2,
+            replicacao=cfg.get('estrategia') == 'binlog')
 
         taxas = {t: cfg['taxa'] for t in TIPOS_DE_FALHA}
         self.servidor.taxa_de_falhas(taxas, semente=self.semente + 3)
@@ -455,7 +510,10 @@ class Tortura:
             elif evento == 'rajada':
                 self.carga.rajada()
             elif evento == 'alem_da_folga':
-                self.carga.alem_da_folga_em_thread(atraso_alem, self._janela_ja_passou)
+                # Lendo o log nao ha marca a esperar: a transacao longa so comita
+                # atrasada, e tem de chegar ao vivo no commit.
+                self.carga.alem_da_folga_em_thread(
+                    atraso_alem, None if self.por_log() else self._janela_ja_passou)
             elif evento == 'intruso':
                 # Numa thread: o intruso leva alguns segundos para ser recusado, e o
                 # laco dos eventos nao espera por ele.
@@ -473,6 +531,13 @@ class Tortura:
                                 ' do teto %d' % (linhas, self.cfg['maximo']))
             elif evento == 'chaves_bom':
                 self._morte_com(self._editar_chaves_com_bom, 'arquivo de chaves com BOM')
+            elif evento == 'relogio' and self.por_log():
+                # O log não lê relógio nenhum: as linhas carimbadas abaixo de
+                # qualquer marca menos a folga chegam como as outras.
+                atras = datetime.timedelta(seconds=self.cfg['folga'] + self.cfg['passo_relogio'])
+                self.carga.linhas_do_relogio(self._agora_do_banco() - atras)
+                self.sujo['relogio'] = {'passo_s': self.cfg['passo_relogio'],
+                                        'sem_estado': 'o log não tem relógio a voltar'}
             elif evento == 'relogio':
                 self._morte_com(self._passo_do_relogio, 'relógio da origem voltou')
             self.feitos.append(evento)
@@ -642,6 +707,24 @@ class Tortura:
         return regra, chaves, esperado, obtido
 
     def contexto(self):
+        na_quarentena = {(i['dataset'], i['escopo'], i['chave'])
+                         for i in contextia_http.itens_da_quarentena(self.estado_dir)}
+        if self.por_log():
+            # O log traz toda transação no commit, do tamanho que for: nenhuma
+            # entrega à varredura tem desculpa, e a rajada, o carimbo em massa e o
+            # commit além da folga têm de chegar ao vivo como o resto. Só o dataset
+            # sem `key` fica de fora (o produto diz: só na varredura).
+            for dataset in sorted(self.entregues_vistos):
+                self.falhar('entregue_no_log',
+                            'o ouvinte entregou %s a varredura lendo o log (%s): nada na'
+                            ' tortura justifica isso (as linhas dele NÃO são desculpadas)'
+                            % (dataset, self.cfg['estrategia']))
+            return verificar.Contexto(
+                fim=self.fim_carga, folga=self.cfg['folga'], intervalo=self.cfg['intervalo'],
+                apagados=self.carga.apagados, movidos=self.carga.movidos,
+                venenosos=self.carga.venenosos, na_quarentena=na_quarentena,
+                futuros=self.carga.futuros, do_relogio=self.carga.do_relogio,
+                fora_do_ao_vivo=self.sem_key())
         justificados, sem_rajada = verificar.justificar_entregas(self.entregues_vistos,
                                                                  self.carga.rajadas)
         for dataset in sem_rajada:
@@ -649,8 +732,6 @@ class Tortura:
                         'o ouvinte entregou %s a varredura sem uma operação em massa da'
                         ' tortura naquele dataset: o ao-vivo dele parou sem motivo (as'
                         ' linhas dele NÃO são desculpadas)' % dataset)
-        na_quarentena = {(i['dataset'], i['escopo'], i['chave'])
-                         for i in contextia_http.itens_da_quarentena(self.estado_dir)}
         return verificar.Contexto(
             fim=self.fim_carga, folga=self.cfg['folga'], intervalo=self.cfg['intervalo'],
             rajadas=self.carga.rajadas, entregues=justificados,
@@ -687,8 +768,10 @@ class Tortura:
                 break
             time.sleep(max(1, cfg['intervalo']))
         self.numeros['alcance_s'] = round(time.monotonic() - self.inicio_alcance, 1)
-        if self.reconcilia():
+        if self.exclui_ao_vivo():
             self.conferir_apagadas(esperado, obtido)
+        if self.por_log():
+            self.conferir_status_do_log()
         for classe in verificar.REPROVAM:
             if classes.get(classe):
                 self.falhar(_CODIGO_DA_CLASSE.get(classe, classe),
@@ -699,7 +782,7 @@ class Tortura:
         self.conferir_quarentena()
         self.conferir_futuro(classes)
         self.conferir_relogio(classes)
-        if 'estoques' not in self.entregues_vistos:
+        if 'estoques' not in self.entregues_vistos and not self.por_log():
             self.falhar('carimbo_em_massa', 'o carimbo em massa em estoques (acima do teto %d)'
                         ' não foi entregue a varredura' % cfg['maximo'])
         return resultado
@@ -715,10 +798,11 @@ class Tortura:
         a partir de dois intervalos de reconciliação antes do começo da rajada (o que
         foi apagado antes disso a reconciliação já tinha de ter removido).
         """
-        if not self.reconcilia():
+        if not self.exclui_ao_vivo():
             return [], []
-        justificados, _ = verificar.justificar_entregas(self.entregues_vistos,
-                                                         self.carga.rajadas)
+        # Lendo o log nenhuma entrega a varredura e justificada (contexto()).
+        justificados = {} if self.por_log() else verificar.justificar_entregas(
+            self.entregues_vistos, self.carga.rajadas)[0]
         sobrando, entregues = [], []
         for escopo in sorted(esperado):
             for dataset in verificar.COM_KEY:
@@ -749,20 +833,55 @@ class Tortura:
                     'exemplos_no_dataset_entregue': entregues[:8],
                     'apagadas_zeradas_s': None if sobrando else self.numeros['alcance_s']}
         if sobrando:
+            como = ('lendo o log (%s)' % self.cfg['estrategia'] if self.por_log() else
+                    'intervalo de reconciliação %d s' % self.cfg['intervalo_reconciliacao'])
             self.falhar('apagadas_sobrando', '%d linha(s) apagada(s) na origem seguem no'
-                        ' Contextia %.0f s depois do fim da carga (intervalo de reconciliação'
-                        ' %d s); ex.: %s' % (sobrando, self.numeros['alcance_s'],
-                                             self.cfg['intervalo_reconciliacao'],
-                                             '; '.join(exemplos[:3])))
+                        ' Contextia %.0f s depois do fim da carga (%s); ex.: %s' % (
+                            sobrando, self.numeros['alcance_s'], como,
+                            '; '.join(exemplos[:3])))
+
+    def conferir_status_do_log(self):
+        """
+        Lendo o log, o status diz a verdade de cada dataset: os com `key` ao vivo
+        pelo log; o sem `key` fora, com o motivo (nada parado em silêncio).
+        """
+        try:
+            with open(os.path.join(self.estado_dir, 'ouvinte-status.json'),
+                      encoding='utf-8') as f:
+                status = json.load(f)
+        except (OSError, ValueError) as erro:
+            self.falhar('status_do_log', 'o ouvinte-status.json não pôde ser lido: %s' % erro)
+            return
+        estrategia = self.cfg['estrategia']
+        por_nome = {d.get('dataset'): d for d in status.get('datasets') or []}
+        for dataset in origem.DATASETS:
+            item = por_nome.get(dataset) or {}
+            if dataset in self.sem_key():
+                if item.get('ao_vivo') is not False or 'key' not in (item.get('motivo') or ''):
+                    self.falhar('status_do_log', 'o dataset sem key %s não aparece no status'
+                                ' como fora do ao-vivo, com o motivo: %r' % (dataset, item))
+            elif not item.get('ao_vivo') or item.get('captura') != estrategia:
+                self.falhar('status_do_log', 'o dataset %s não aparece no status ao vivo pelo'
+                            ' %s: %r' % (dataset, estrategia, item))
+        captura = status.get('captura') or {}
+        if captura.get('estrategia') != estrategia:
+            self.falhar('status_do_log', 'o bloco captura do status não é do %s: %r'
+                        % (estrategia, captura))
+        self.numeros['captura'] = captura
 
     def conferir_remocoes(self):
         """O que o vigia de remoções viu, e o estado da reconciliação no status."""
         vigia = self.vigia_remocoes
         vigia.parar()
-        status = self.status_da_reconciliacao()
+        status = self.status_da_reconciliacao() if self.reconcilia() else {}
         rec = getattr(self, 'rec', None) or {'apagadas_sobrando': None}
+        # Lendo o log, o que prova que a exclusao ao vivo foi exercitada: as linhas
+        # com `key` que a carga apagou (conferir_apagadas viu que nenhuma sobrou).
+        apagadas = sum(len(self.carga.apagados.get(d, ())) for d in verificar.COM_KEY)
         rec.update({
-            'intervalo_s': self.cfg['intervalo_reconciliacao'],
+            'intervalo_s': (self.cfg['intervalo_reconciliacao'] if self.reconcilia()
+                            else None),
+            'apagadas_na_carga': apagadas,
             'vivas_removidas': len(vigia.removidas_vivas),
             'exemplos_vivas': ['empresa %s, %s %s' % r for r in vigia.removidas_vivas[:8]],
             'voltas': vigia.voltas, 'voltas_com_erro': vigia.voltas_com_erro,
@@ -770,7 +889,9 @@ class Tortura:
             'desculpadas': dict(vigia.desculpadas),
             'exemplos_desculpados': vigia.exemplos_desculpados,
             'status': status,
-            'removidas_total': sum(s.get('removidas_total') or 0 for s in status.values()),
+            # So a reconciliacao conta remocoes no status; lendo o log, '-'.
+            'removidas_total': (sum(s.get('removidas_total') or 0 for s in status.values())
+                                if self.reconcilia() else None),
         })
         self.numeros['reconciliacao'] = rec
         if vigia.removidas_vivas:
@@ -781,7 +902,10 @@ class Tortura:
             self.falhar('tortura_incompleta', 'o vigia de remoções deu só %d volta(s)'
                         ' (%d com erro): a remoção de linha viva não foi conferida'
                         % (vigia.voltas, vigia.voltas_com_erro))
-        if not rec['removidas_total']:
+        if self.por_log() and not apagadas:
+            self.falhar('tortura_incompleta', 'a carga não apagou nenhuma linha com key:'
+                        ' as exclusões ao vivo pelo log não foram exercitadas')
+        if self.reconcilia() and not rec['removidas_total']:
             self.falhar('tortura_incompleta', 'a reconciliação não removeu nada (status: %s):'
                         ' as exclusões ao vivo não foram exercitadas' % status)
         recusas = {d: s['recusa'] for d, s in status.items() if s.get('recusa')}
@@ -1112,6 +1236,8 @@ class Tortura:
         alvos = {}
         with motor.begin() as conexao:
             for dataset, (tabela, _chave, _colunas, recorte) in origem.DATASETS.items():
+                if self.por_log() and dataset in self.sem_key():
+                    continue              # so na varredura, e o status diz (acima)
                 t = meta.tables[tabela]
                 chave = 'DOC' if tabela == 'MOVIMENTOS' else t.primary_key.columns[0].name
                 consulta = sa.select(t.c[chave])
@@ -1179,11 +1305,7 @@ class Tortura:
         processos.matar_marcados(self.marca)
         if self.servidor is not None:
             self.servidor.parar()
-        if self.nome_banco:
-            try:
-                origem.derrubar_banco(self.banco, self.nome_banco)
-            except Exception:                         # noqa: BLE001
-                pass
+        self._derrubar_origem()
         os._exit(4)
 
     def rodar(self):
@@ -1210,7 +1332,7 @@ class Tortura:
             self.numeros['sigterm_final_s'] = round(sigterm_s, 1)
             self.numeros['sobras_no_fim'] = sobras
             self.vigia.parar()
-            if self.reconcilia():
+            if self.exclui_ao_vivo():
                 self.conferir_remocoes()
             self.fechar_numeros(ao_vivo, exato, parados)
         finally:
@@ -1341,11 +1463,17 @@ class Tortura:
                 self.servidor.__exit__(None, None, None)
             except Exception as erro:                 # noqa: BLE001
                 registro('limpeza: servidor: %s', erro)
-        if self.nome_banco:
-            try:
+        self._derrubar_origem()
+
+    def _derrubar_origem(self):
+        """O banco da tortura (ou o servidor privado inteiro, nos modos por log)."""
+        try:
+            if self.privado is not None:
+                self.privado.parar()
+            elif self.nome_banco:
                 origem.derrubar_banco(self.banco, self.nome_banco)
-            except Exception as erro:                 # noqa: BLE001
-                registro('limpeza: banco %s: %s', self.nome_banco, erro)
+        except Exception as erro:                     # noqa: BLE001
+            registro('limpeza: banco %s: %s', self.nome_banco, erro)
 
 
 # Classe do verificador -> codigo do motivo.
@@ -1447,7 +1575,10 @@ def tabela(resultados):
             _de(n, 'reconciliacao', 'desculpadas', 'mudou_de_empresa'),
             _de(n, 'reconciliacao', 'desculpadas', 'reinserida_na_remocao'))
             if 'reconciliacao' in n else '-'),
-        ('rec: removidas pelo ouvinte', lambda n: _de(n, 'reconciliacao', 'removidas_total')
+        ('rec: removidas pelo ouvinte', lambda n: '-' if _de(
+            n, 'reconciliacao', 'removidas_total', padrao=None) is None
+            else n['reconciliacao']['removidas_total']),
+        ('  apagadas na carga (com key)', lambda n: _de(n, 'reconciliacao', 'apagadas_na_carga')
             if 'reconciliacao' in n else '-'),
         ('desculpas: exclusão física', lambda n: n['desculpas']['apagada_na_origem']),
         ('  além da folga (perdidas/feitas)', lambda n: '%s de %s' % (
@@ -1458,7 +1589,9 @@ def tabela(resultados):
         ('  dataset entregue (pos-rajada)', lambda n: n['desculpas']['dataset_entregue']),
         ('  versão antiga sem key', lambda n: n['desculpas']['versao_antiga_sem_key']),
         ('  quarentena', lambda n: n['desculpas']['quarentena']),
-        ('entregue sem rajada da tortura', lambda n: _motivos_da(n, ('entregue_sem_rajada',))),
+        ('  fora do ao-vivo (sem key, no log)', lambda n: n['desculpas']['fora_do_ao_vivo']),
+        ('entregue sem rajada da tortura', lambda n: _motivos_da(
+            n, ('entregue_sem_rajada', 'entregue_no_log'))),
         ('sujo: carimbo no futuro', lambda n: '%s ausentes de %s; marca %s' % (
             _de(n, 'dado_sujo', 'futuro', 'ausentes'), _de(n, 'dado_sujo', 'futuro', 'linhas'),
             'NO FUTURO' if _de(n, 'dado_sujo', 'futuro', 'marcas_no_futuro', padrao=[])
@@ -1541,8 +1674,9 @@ def principal(argv=None):
                         ' por banco')
     p.add_argument('--longo', dest='modo', action='store_const', const='longo',
                    help='o mesmo que --modo=longo')
-    p.add_argument('--banco', choices=('postgres', 'mariadb', 'ambos'), default='postgres',
-                   help='a origem (padrão postgres); ambos = um depois do outro')
+    p.add_argument('--banco', choices=('postgres', 'mariadb', 'ambos'), default=None,
+                   help='a origem (padrão postgres; com binlog, mariadb); ambos = um depois do'
+                        ' outro')
     p.add_argument('--duracao', type=int, default=None, metavar='S',
                    help='segundos de carga (padrão do modo)')
     p.add_argument('--semente', type=int, default=None,
@@ -1550,7 +1684,10 @@ def principal(argv=None):
     p.add_argument('--estrategia', choices=ESTRATEGIAS, default='coluna',
                    help='a estratégia do ouvinte (padrão coluna); com coluna+reconciliacao a'
                         ' exclusão física deixa de ser desculpa e um vigia confere sem parar'
-                        ' que nenhuma linha viva é removida')
+                        ' que nenhuma linha viva é removida; binlog (MariaDB) e slot_logico'
+                        ' (PostgreSQL) leem o log num servidor privado subido pela tortura, e'
+                        ' nem a exclusão, nem a rajada, nem o commit além da folga têm'
+                        ' desculpa')
     p.add_argument('--intervalo-reconciliacao', type=int, default=None, metavar='S',
                    help='segundos entre duas reconciliações (padrão do modo: 10 no curto)')
     p.add_argument('--saida', default=None, metavar='ARQ',
@@ -1577,7 +1714,15 @@ def principal(argv=None):
         cfg['limite_total'] += args.duracao - cfg['duracao']
         cfg['duracao'] = args.duracao
     semente = args.semente if args.semente is not None else int(time.time()) % 100000
-    bancos = ['postgres', 'mariadb'] if args.banco == 'ambos' else [args.banco]
+    if args.estrategia in log.BANCO:
+        if args.banco not in (None, log.BANCO[args.estrategia]):
+            p.error('--estrategia=%s lê o log do %s: --banco=%s não serve'
+                    % (args.estrategia, log.BANCO[args.estrategia], args.banco))
+        bancos = [log.BANCO[args.estrategia]]
+    elif args.banco == 'ambos':
+        bancos = ['postgres', 'mariadb']
+    else:
+        bancos = [args.banco or 'postgres']
     python = os.path.join(RAIZ, '.venv', 'bin', 'python')
     if not os.path.exists(python):
         python = sys.executable
@@ -1585,7 +1730,8 @@ def principal(argv=None):
     resultados = []
     falhou_ambiente = []
     for banco in bancos:
-        disponivel, motivo = origem.banco_disponivel(banco)
+        disponivel, motivo = (log.disponivel(args.estrategia) if args.estrategia in log.BANCO
+                              else origem.banco_disponivel(banco))
         if not disponivel:
             falhou_ambiente.append(motivo)
             registro('PULADO: %s', motivo)

@@ -156,16 +156,21 @@ def banco_disponivel(tipo):
             tipo, ADMIN_URL[tipo].split('@')[-1], type(erro).__name__)
 
 
-def criar_banco(tipo, prefixo='tortura'):
-    """Cria um banco novo, de nome único, com o esquema. Devolve (nome, url)."""
-    nome = '%s_%s' % (prefixo, uuid.uuid4().hex[:10])
-    admin = sa.create_engine(ADMIN_URL[tipo], isolation_level='AUTOCOMMIT',
-                             poolclass=sa.pool.NullPool)
-    with admin.connect() as conexao:
-        quotado = admin.dialect.identifier_preparer.quote_identifier(nome)
-        conexao.execute(sa.text('CREATE DATABASE %s' % quotado))
-    admin.dispose()
-    url = ORIGEM_URL[tipo].format(banco=nome)
+def criar_banco(tipo, prefixo='tortura', nome=None, url=None):
+    """
+    Cria um banco novo, de nome único, com o esquema. Devolve (nome, url).
+    Com `nome` e `url` (o banco que o servidor privado dos modos por log já
+    criou, com o login só leitura dele), só cria o esquema, pelo dono.
+    """
+    if nome is None:
+        nome = '%s_%s' % (prefixo, uuid.uuid4().hex[:10])
+        admin = sa.create_engine(ADMIN_URL[tipo], isolation_level='AUTOCOMMIT',
+                                 poolclass=sa.pool.NullPool)
+        with admin.connect() as conexao:
+            quotado = admin.dialect.identifier_preparer.quote_identifier(nome)
+            conexao.execute(sa.text('CREATE DATABASE %s' % quotado))
+        admin.dispose()
+        url = ORIGEM_URL[tipo].format(banco=nome)
     motor = sa.create_engine(url, poolclass=sa.pool.NullPool)
     esquema().create_all(motor)
     motor.dispose()
@@ -775,9 +780,12 @@ class MatadorDeConexoes:
     `KILL` no MariaDB.
     """
 
-    def __init__(self, tipo, url, banco, protegidos, *, periodo, semente):
+    def __init__(self, tipo, url, banco, protegidos, *, periodo, semente, replicacao=False):
         self.tipo = tipo
         self.banco = banco
+        # Com o binlog: a conexao de dump do log tambem (ela nao tem banco no
+        # PROCESSLIST); derrubada, o leitor tem de reler do GTID guardado.
+        self.replicacao = replicacao
         self.protegidos = protegidos
         self.periodo = periodo
         self.aleatorio = random.Random(semente)
@@ -794,9 +802,10 @@ class MatadorDeConexoes:
                 'SELECT pid FROM pg_stat_activity WHERE datname = :banco'
                 ' AND pid <> pg_backend_pid()'), {'banco': self.banco})
         else:
+            dump = " OR COMMAND LIKE 'Binlog Dump%'" if self.replicacao else ''
             linhas = conexao.execute(sa.text(
-                'SELECT ID FROM information_schema.PROCESSLIST WHERE DB = :banco'
-                ' AND ID <> CONNECTION_ID()'), {'banco': self.banco})
+                'SELECT ID FROM information_schema.PROCESSLIST WHERE (DB = :banco%s)'
+                ' AND ID <> CONNECTION_ID()' % dump), {'banco': self.banco})
         return [int(r[0]) for r in linhas if int(r[0]) not in self.protegidos]
 
     def matar_uma(self):

@@ -55,6 +55,8 @@ DESCULPAS = (
     'dataset_entregue',       # mudou depois que o dataset foi entregue por causa dela
     'versao_antiga_sem_key',  # sem `key`, a versao velha fica ate a varredura
     'quarentena',             # registro envenenado que esta na quarentena, e so la
+    'fora_do_ao_vivo',        # dataset que o produto declara so na varredura (o sem
+                              # `key` lendo o log), conferido no status
 )
 # Classes que reprovam a rodada.
 REPROVAM = ('perdida', 'recente_ausente', 'fantasma', 'duplicada', 'futuro_ausente',
@@ -168,7 +170,7 @@ class Contexto:
 
     def __init__(self, *, fim, folga, intervalo, rajadas=(), entregues=None,
                  alem_da_folga=(), apagados=None, movidos=None, venenosos=(),
-                 na_quarentena=(), futuros=(), do_relogio=()):
+                 na_quarentena=(), futuros=(), do_relogio=(), fora_do_ao_vivo=()):
         self.fim = fim                            # relogio do BANCO ao fim da carga
         self.folga = folga
         self.intervalo = intervalo
@@ -183,6 +185,9 @@ class Contexto:
         self.na_quarentena = set(na_quarentena)   # {(dataset, escopo, ident)}
         self.futuros = {(d, i) for d, i, *_ in futuros}
         self.do_relogio = {(d, i) for d, i, *_ in do_relogio}
+        # Os datasets que a estrategia nao acompanha (so na varredura): o que a
+        # tortura confere neles e que o status o diz, nao as linhas.
+        self.fora_do_ao_vivo = set(fora_do_ao_vivo)
 
     def limite(self):
         return self.fim - datetime.timedelta(seconds=self.folga + self.intervalo)
@@ -193,6 +198,8 @@ class Contexto:
         if (dataset, ident) in self.venenosos:
             return ('quarentena' if (dataset, str(escopo), ident) in self.na_quarentena
                     else 'venenoso_sumiu')
+        if dataset in self.fora_do_ao_vivo:
+            return 'fora_do_ao_vivo'
         if (dataset, ident) in self.alem_da_folga:
             return 'alem_da_folga'
         # Carimbo no futuro e linha depois do relogio voltar: nenhuma desculpa
@@ -294,6 +301,8 @@ def comparar(esperado, obtido, contexto=None):
             for ident, _registro in sobras:
                 if contexto is None:
                     anotar('sobra', escopo, dataset, ident)
+                elif dataset in contexto.fora_do_ao_vivo:
+                    anotar('fora_do_ao_vivo', escopo, dataset, ident)
                 elif ident in contexto.apagados.get(dataset, ()):
                     anotar('apagada_na_origem', escopo, dataset, ident)
                 elif escopo in contexto.movidos.get(dataset, {}).get(ident, ()):

@@ -100,6 +100,29 @@ def test_recusa_de_estrategia_pela_linha_de_comando(tmp_path, nome):
     assert 'Traceback' not in r.stderr
 
 
+@pytest.mark.parametrize('nome', sorted(__import__(
+    'contextia_sync.captura.estrategias', fromlist=['IMPLEMENTACOES']).IMPLEMENTACOES))
+def test_toda_estrategia_registrada_implementa_o_protocolo_inteiro(nome):
+    # O registro é por texto (nenhum mypy confere a classe contra o protocolo): a
+    # `binlog` sem antes_da_carga/depois_da_carga derrubava a carga inicial da
+    # empresa nova e a varredura com AttributeError (achado da tortura binlog).
+    import importlib
+    import inspect
+
+    from contextia_sync.captura import Captura
+    from contextia_sync.captura.estrategias import IMPLEMENTACOES
+    modulo, nome_da_classe = IMPLEMENTACOES[nome].split(':')
+    classe = getattr(importlib.import_module(modulo), nome_da_classe)
+    for metodo, do_protocolo in vars(Captura).items():
+        if metodo.startswith('_') or not callable(do_protocolo):
+            continue
+        implementado = getattr(classe, metodo, None)
+        assert callable(implementado), '%s não implementa %s' % (nome_da_classe, metodo)
+        assert list(inspect.signature(implementado).parameters)[:len(
+            inspect.signature(do_protocolo).parameters)] == list(
+                inspect.signature(do_protocolo).parameters), (nome_da_classe, metodo)
+
+
 def test_estrategia_inventada_lista_as_validas(tmp_path):
     r = _ouvinte('--mapping=x.json', '--source=generic', '--chaves=x',
                  '--estado=%s' % tmp_path, '--estrategia=magica')

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.apoio.bancos import exigir_servidor
+from tests.apoio.bancos import em_ci, exigir_servidor
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(RAIZ, 'bench')
@@ -24,6 +24,7 @@ if BENCH not in sys.path:
 
 import tortura  # noqa: E402
 import tortura_contextia  # noqa: E402
+import tortura_log  # noqa: E402
 import tortura_origem  # noqa: E402
 import tortura_processos  # noqa: E402
 import tortura_verificar as verificar  # noqa: E402
@@ -243,13 +244,25 @@ def test_todo_achado_reprova():
     assert veredito.codigos() == ['ouvinte_saiu_sozinho']
 
 
-def _tortura_curta(tmp_path, *extra):
-    """O modo curto em PostgreSQL: (processo, saída padrão, relatório, números do JSON)."""
-    exigir_servidor('postgres')
+def _tortura_curta(tmp_path, *extra, log=None):
+    """
+    O modo curto em PostgreSQL (ou, com `log`, no servidor privado da estratégia
+    por log): (processo, saída padrão, relatório, números do JSON).
+    """
+    if log is None:
+        exigir_servidor('postgres')
+        extra = ('--banco=postgres',) + extra
+    else:
+        ok, motivo = tortura_log.disponivel(log)
+        if not ok:
+            if em_ci():
+                pytest.fail('CI=true e %s' % motivo)
+            pytest.skip('%s: teste pulado (com CI=true seria falha)' % motivo)
+        extra = ('--estrategia=' + log,) + extra
     saida = tmp_path / 'numeros.json'
     # Processo proprio: a tortura mexe no ambiente (CONTEXTIA_URL) e mata processos.
     processo = subprocess.Popen(
-        [sys.executable, os.path.join(BENCH, 'tortura.py'), '--modo=curto', '--banco=postgres',
+        [sys.executable, os.path.join(BENCH, 'tortura.py'), '--modo=curto',
          '--semente=4242', '--saida=%s' % saida, *extra],
         cwd=RAIZ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -345,6 +358,64 @@ def test_tortura_curta_com_reconciliacao_nao_deixa_apagada_nem_remove_viva(tmp_p
     assert rec['removidas_total'] > 0, relatorio
     assert numeros['perdidas'] == 0 and numeros['divergencias_apos_varredura'] == 0, relatorio
     assert processo.returncode == 0, relatorio
+
+
+@pytest.mark.lento
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize('estrategia,grupo', [
+    pytest.param('binlog', 'pesado_b', marks=[pytest.mark.mariadb,
+                                              pytest.mark.xdist_group('pesado_b')]),
+    pytest.param('slot_logico', 'pesado_a', marks=[pytest.mark.postgres,
+                                                   pytest.mark.xdist_group('pesado_a')]),
+])
+def test_tortura_curta_lendo_o_log_nao_perde_nem_deixa_apagada(tmp_path, estrategia, grupo):
+    # grupo: so para o id do teste dizer onde ele roda (a marca e que vale).
+    processo, saida_padrao, relatorio, numeros = _tortura_curta(tmp_path, log=estrategia)
+    assert numeros['estrategia'] == estrategia, relatorio
+    assert numeros['banco'] == tortura_log.BANCO[estrategia], relatorio
+    assert numeros['motivos'] == [], relatorio
+    assert numeros['passou'] and 'PASSOU' in saida_padrao, relatorio
+    assert numeros['perdidas'] == 0 and numeros['duplicadas'] == 0, relatorio
+    assert numeros['divergencias_apos_varredura'] == 0, relatorio
+    # Lendo o log nada que a `coluna` desculpa é desculpa: a exclusão, a rajada,
+    # o carimbo em massa e o commit além da folga chegaram ao vivo...
+    desculpas = numeros['desculpas']
+    for classe in ('apagada_na_origem', 'alem_da_folga', 'rajada', 'carimbo_em_massa',
+                   'dataset_entregue'):
+        assert desculpas[classe] == 0, (classe, relatorio)
+    assert numeros['alem_da_folga']['transacoes'] >= 1, relatorio
+    assert numeros['mudancas_por_tipo']['linhas_carimbo_em_massa'] > 250, relatorio
+    assert numeros['rajadas'] and not numeros['entregues_a_varredura_no_estado'], relatorio
+    # ...e nada apagado sobrou, nenhuma viva saiu (o vigia, sem parar).
+    rec = numeros['reconciliacao']
+    assert rec['apagadas_sobrando'] == 0 and rec['vivas_removidas'] == 0, relatorio
+    assert rec['apagadas_na_carga'] > 0 and rec['voltas'] >= 5, relatorio
+    # O dataset sem key fica fora do ao-vivo, dito no status (conferido pela
+    # tortura), e a varredura o iguala (divergencias == 0 acima).
+    assert numeros['captura']['estrategia'] == estrategia, relatorio
+    # A empresa nova recebeu a carga inicial (morta no meio, de propósito) --
+    # o achado desta tortura: a `binlog` não a fazia.
+    assert numeros.get('kill_na_carga_inicial'), relatorio
+    empresas = numeros['empresas']['ao vivo']
+    assert empresas['com_projeto'] == empresas['com_dados'] == 6, relatorio
+    assert numeros['kills'] + numeros['sigterms'] >= 3, relatorio
+    assert numeros['conexoes_origem_derrubadas'] > 0, relatorio
+    assert processo.returncode == 0, relatorio
+
+
+def test_lendo_o_log_so_o_dataset_fora_do_ao_vivo_tem_desculpa():
+    # A mesma ausência que a `coluna` desculpa (além da folga) lendo o log é perda;
+    # só o dataset que o produto declara fora (o sem key) espera a varredura.
+    linhas = [_titulo(1), _titulo(6, segundos=40)]
+    esperado, obtido = _lados(linhas, [])
+    movimento = {'DOC': 'MV1', 'EMPRESA_ID': 1, 'VALOR': '5.00', 'TIPO': 'D',
+                 'ALTERADO_EM': T0}
+    esperado['1']['movimentos'] = [movimento]
+    obtido['1']['movimentos'] = [_como_enviado(dict(movimento, DOC='MV9'))]
+    contexto = _contexto(fora_do_ao_vivo=['movimentos'])
+    classes = verificar.comparar(esperado, obtido, contexto)['classes']
+    assert classes['perdida'] == 2 and classes['fora_do_ao_vivo'] == 2, classes
+    assert 'fora_do_ao_vivo' in verificar.DESCULPAS
 
 
 # -- achado da tortura, corrigido no produto -------------------------------------

@@ -594,6 +594,15 @@ class CapturaBinlog:
             self._gravar_posicao()
         return posicao
 
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:  # noqa: ARG002
+        # A posição é fixada na primeira subida, antes de qualquer carga, e o log
+        # guarda tudo dali em diante: nada a guardar. Sem este método a carga
+        # inicial da empresa nova e a varredura morriam (achado da tortura).
+        return None
+
+    def depois_da_carga(self, alvo: DatasetVivo, antes: Any, fechados: Any) -> None:  # noqa: ARG002
+        return None
+
     # -- status e saúde ---------------------------------------------------------------
     def para_o_status(self) -> dict[str, Any]:
         """O bloco `captura` do ouvinte-status.json (a saúde e as métricas leem daqui)."""
