@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import random
-import signal
 import string
 import sys
 import threading
@@ -45,6 +44,8 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
 from bench.bench_slot import _banco, arquivo_de_chaves, rodada, subir_ouvinte  # noqa: E402
+from tests.apoio.captura_log import parar as _parar  # noqa: E402
+from tests.apoio.ouvinte import esperar  # noqa: E402
 
 VARIANTES = {'com_spool': {}, 'sem_spool': {'CONTEXTIA_SPOOL_MAXIMO_ITENS': '1'}}
 MIB = 1024 * 1024
@@ -186,21 +187,6 @@ def _na_origem(banco):
         'SELECT "ID", "VALOR" FROM "MOVIMENTO" WHERE "ID" <> 1')}
 
 
-def _esperar(condicao, segundos, passo=1.0):
-    fim = time.monotonic() + segundos
-    while time.monotonic() < fim:
-        valor = condicao()
-        if valor:
-            return valor
-        time.sleep(passo)
-    return None
-
-
-def _parar(processo):
-    processo.send_signal(signal.SIGTERM)
-    processo.wait(60)
-
-
 def medir(servidor, contextia, chave, pasta, args):
     ouvintes = {}
     try:
@@ -228,8 +214,7 @@ def _medir(servidor, contextia, chave, pasta, args, ouvintes):
     slot = {v: 'contextia_bench_%s_%s' % (os.getpid(), _dataset(v)) for v in VARIANTES}
     # O slot lido uma vez (o primeiro ciclo, com o Contextia de pé): só então ele sai.
     for variante in VARIANTES:
-        if not _esperar(lambda v=variante: _captura(pasta, v).get('posicao'), 120):
-            raise RuntimeError('o ouvinte %s não leu o slot em 120 s' % variante)
+        esperar(lambda v=variante: _captura(pasta, v).get('posicao'), 120, passo=1)
     contextia.parar()
     inicio = servidor.admin('SELECT pg_current_wal_lsn()::text')[0][0]
     escritor = Escritor([bancos[v] for v in VARIANTES], args.ritmo, args.por_transacao,
