@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from tests.apoio.captura_log import arquivos_do_spool as _spool
+from tests.apoio.captura_log import escoa_em_ciclos_seguidos
 from tests.apoio.captura_log import ids_sem_duplicata as _ids
 from tests.apoio.captura_log import no_spool as _no_spool
 from tests.apoio.captura_log import parar as _parar
@@ -271,12 +272,7 @@ def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(tmp_path, banco,
                        " TIMESTAMP '2026-10-01 10:00:00' FROM generate_series(:a, :b) g",
                        e=int(e0), a=primeiro + 600 * lote, b=primeiro + 600 * lote + 599)
     ids = set(range(primeiro, primeiro + 1800))
-    processo = o.iniciar('--intervalo-dados=600', '--maximo-por-ciclo=20')
-    try:
-        esperar(lambda: ids <= _ids(o, e0), 60, passo=1)
-        assert not _spool(o)
-    finally:
-        _parar(processo)
+    escoa_em_ciclos_seguidos(o, e0, ids, 60)
 
 
 def test_slot_apagado_sob_o_ouvinte_e_critico_e_vai_para_a_varredura(
