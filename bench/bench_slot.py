@@ -13,6 +13,7 @@ aleatórios e um leitor anota quando cada uma ficou visível.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -29,11 +30,13 @@ ESTRATEGIAS = ('coluna', 'slot_logico')
 
 
 def _mapa(pasta, dataset, estrategia):
-    caminho = os.path.join(pasta, 'mapa-%s.json' % estrategia)
+    # O cliente da o nome do slot, que e do cluster inteiro: um por dataset.
+    caminho = os.path.join(pasta, 'mapa-%s.json' % dataset)
     with open(caminho, 'w') as arquivo:
         json.dump({
             '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
-            'client': 'bench_%s' % os.getpid(), 'listener': {'strategy': estrategia},
+            'client': 'bench_%s_%s' % (os.getpid(), dataset),
+            'listener': {'strategy': estrategia},
             'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
             'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
                          'name_column': 'RAZAO_SOCIAL',
@@ -58,28 +61,46 @@ def _banco(servidor):
     return banco
 
 
-def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
+def arquivo_de_chaves(pasta, chave):
+    """O chaves.tsv da empresa 1 (a única do _banco) com a chave dada."""
     chaves = os.path.join(pasta, 'chaves.tsv')
     with open(chaves, 'w') as arquivo:
         arquivo.write('1\t%s\n' % chave)
     os.chmod(chaves, 0o600)
+    return chaves
+
+
+def subir_ouvinte(banco, contextia, pasta, chaves, dataset, estrategia, intervalo=None,
+                  criar_slot=True, log='ouvinte', **ambiente):
+    """
+    O ouvinte.py do `dataset` sobre `banco`, como processo, com o estado em
+    <pasta>/estado-<dataset> e o log em <pasta>/<log>-<dataset>.log; com
+    `slot_logico`, o --criar-slot antes (idempotente). `ambiente`: variáveis
+    a mais (CONTEXTIA_SPOOL_MAXIMO_ITENS...).
+    """
+    env = dict(os.environ, CONTEXTIA_ORIGEM=banco.url_origem,
+               CONTEXTIA_ORIGEM_DBA=banco.url_admin, **contextia.ambiente(), **ambiente)
+    env.pop('CONTEXTIA_API_KEY', None)
+    argv = [sys.executable, 'ouvinte.py', '--mapping=' + _mapa(pasta, dataset, estrategia),
+            '--source=generic', '--chaves=' + chaves,
+            '--estado=' + os.path.join(pasta, 'estado-' + dataset), '--varredura=nao']
+    if intervalo is not None:
+        argv.append('--intervalo-dados=%s' % intervalo)
+    if estrategia == 'slot_logico' and criar_slot:
+        subprocess.run(argv + ['--criar-slot'], cwd=RAIZ, env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    saida = open(os.path.join(pasta, '%s-%s.log' % (log, dataset)), 'ab')
+    return subprocess.Popen(argv, cwd=RAIZ, env=env, stdout=saida, stderr=subprocess.STDOUT)
+
+
+def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
+    chaves = arquivo_de_chaves(pasta, chave)
     ouvintes, bancos, leitores = {}, {}, {}
     for estrategia in ESTRATEGIAS:
         banco = bancos[estrategia] = _banco(servidor)
         dataset = 'mov_%s' % estrategia
-        env = dict(os.environ, CONTEXTIA_ORIGEM=banco.url_origem,
-                   CONTEXTIA_ORIGEM_DBA=banco.url_admin, **contextia.ambiente())
-        env.pop('CONTEXTIA_API_KEY', None)
-        argv = [sys.executable, 'ouvinte.py', '--mapping=' + _mapa(pasta, dataset, estrategia),
-                '--source=generic', '--chaves=' + chaves,
-                '--estado=' + os.path.join(pasta, 'estado-' + estrategia), '--varredura=nao',
-                '--intervalo-dados=%s' % intervalo]
-        if estrategia == 'slot_logico':
-            subprocess.run(argv + ['--criar-slot'], cwd=RAIZ, env=env, check=True,
-                           stdout=subprocess.DEVNULL)
-        log = open(os.path.join(pasta, 'ouvinte-%s.log' % estrategia), 'wb')
-        ouvintes[estrategia] = subprocess.Popen(argv, cwd=RAIZ, env=env, stdout=log,
-                                                stderr=subprocess.STDOUT)
+        ouvintes[estrategia] = subir_ouvinte(banco, contextia, pasta, chaves, dataset,
+                                             estrategia, intervalo)
         leitores[estrategia] = Leitor(chave, dataset)
         leitores[estrategia].start()
 
@@ -89,14 +110,16 @@ def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
     return medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--mudancas', type=int, default=40)
-    p.add_argument('--intervalo-dados', type=float, default=2)
-    args = p.parse_args()
+@contextlib.contextmanager
+def rodada(prefixo):
+    """
+    O PostgreSQL privado com wal_level=logical e o Contextia local de pé, com o
+    ambiente do cliente apontado para ele: (servidor, contextia, chave da
+    empresa 1, pasta de trabalho). Tudo derrubado e apagado na saída.
+    """
     from contextia_local.processo import ServidorLocal
     from tests.apoio.postgres_logico import PostgresLogico, binarios
-    pasta = tempfile.mkdtemp(prefix='bench-slot-')
+    pasta = tempfile.mkdtemp(prefix=prefixo)
     servidor = PostgresLogico(tempfile.mkdtemp(prefix='bench-pg-'), binarios())
     servidor.iniciar()
     contextia = ServidorLocal(os.path.join(pasta, 'contextia'))
@@ -105,25 +128,33 @@ def main():
         for nome, valor in contextia.ambiente().items():
             if valor is not None:
                 os.environ[nome] = valor
-        chave = contextia.criar_projeto_com_chave('1', 'Bench')
-        resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
-                              args.intervalo_dados)
-        print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
-              % (args.intervalo_dados, args.mudancas))
-        for estrategia, (tempos, faltam) in resultado.items():
-            if tempos:
-                print('  %-11s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)' % (
-                    estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95), max(tempos),
-                    faltam))
-        coluna, slot = (resultado[e][0] for e in ESTRATEGIAS)
-        if coluna and slot:
-            print('  razão p95 slot_logico/coluna: %.2f' % (percentil(slot, 0.95)
-                                                         / percentil(coluna, 0.95)))
+        yield servidor, contextia, contextia.criar_projeto_com_chave('1', 'Bench'), pasta
     finally:
         contextia.parar()
         servidor.parar()
         shutil.rmtree(pasta, ignore_errors=True)
         shutil.rmtree(servidor.pasta, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--mudancas', type=int, default=40)
+    p.add_argument('--intervalo-dados', type=float, default=2)
+    args = p.parse_args()
+    with rodada('bench-slot-') as (servidor, contextia, chave, pasta):
+        resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
+                              args.intervalo_dados)
+    print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
+          % (args.intervalo_dados, args.mudancas))
+    for estrategia, (tempos, faltam) in resultado.items():
+        if tempos:
+            print('  %-11s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)' % (
+                estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95), max(tempos),
+                faltam))
+    coluna, slot = (resultado[e][0] for e in ESTRATEGIAS)
+    if coluna and slot:
+        print('  razão p95 slot_logico/coluna: %.2f' % (percentil(slot, 0.95)
+                                                     / percentil(coluna, 0.95)))
 
 
 if __name__ == '__main__':

@@ -19,6 +19,7 @@ import pytest
 from tests.apoio.mariadb_binlog import mariadb_binlog  # noqa: F401 - fixture de sessao
 from tests.apoio.captura_log import arquivos_do_spool as _spool
 from tests.apoio.captura_log import chaves_no_spool as _chaves_no_spool
+from tests.apoio.captura_log import escoa_em_ciclos_seguidos
 from tests.apoio.captura_log import ids_sem_duplicata as _ids
 from tests.apoio.captura_log import no_spool as _no_spool
 from tests.apoio.captura_log import parar as _parar
@@ -122,6 +123,27 @@ def test_mudanca_no_log_acorda_o_ciclo_e_o_sigterm_sai_logo(tmp_path, banco,
     # Bloqueado no log, o SIGTERM ainda sai em segundos (o batimento do servidor).
     assert time.monotonic() - inicio < 10
     assert processo.returncode == 0, o.saida()[-2000:]
+
+
+def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(tmp_path, banco,
+                                                               ambiente_contextia,
+                                                               chave_contextia):
+    # O mesmo do slot_logico (TetoDoSpool): o spool com mais arquivos do que um
+    # ciclo toma escoa em ciclos seguidos, não um por --intervalo-dados (10 min aqui).
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    e0 = o.erp.escopos[0]
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0 and _posicao(o), saida
+    # Parado, o log guarda três transações de 5000 (um arquivo do spool tem no
+    # máximo 5000 linhas; o ciclo, com o teto de 20, toma um arquivo inteiro).
+    primeiro = o.proximo_id + 1
+    for lote in range(3):
+        o.erp.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)', lote=[
+            {'i': i, 'e': int(e0), 'c': 'Lote', 'v': '10.00', 'd': '2026-10-01',
+             'a': '2026-10-01 10:00:00'}
+            for i in range(primeiro + 5000 * lote, primeiro + 5000 * (lote + 1))])
+    ids = set(range(primeiro, primeiro + 15000))
+    escoa_em_ciclos_seguidos(o, e0, ids, 90)
 
 
 def test_kill9_com_o_contextia_fora_nada_perdido_nada_duplicado(tmp_path, banco,

@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from tests.apoio.captura_log import arquivos_do_spool as _spool
+from tests.apoio.captura_log import escoa_em_ciclos_seguidos
 from tests.apoio.captura_log import ids_sem_duplicata as _ids
 from tests.apoio.captura_log import no_spool as _no_spool
 from tests.apoio.captura_log import parar as _parar
@@ -248,6 +249,30 @@ def test_contextia_fora_wal_limitado_spool_cresce_pausa_e_escoa(
             ambiente_contextia.iniciar()
         _parar(processo)
     assert 'spool cheio' in o.saida()
+
+
+def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(tmp_path, banco,
+                                                               ambiente_contextia,
+                                                               chave_contextia):
+    """
+    O spool com mais do que um ciclo toma (`--maximo-por-ciclo`) -- a volta do
+    Contextia depois de minutos fora, com a origem já quieta -- escoa em ciclos
+    seguidos, e não um lote por `--intervalo-dados` (bench/bench_wal_retido.py:
+    36 mil linhas levavam 127 s com o intervalo padrão de 60 s).
+    """
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    e0 = o.erp.escopos[0]
+    codigo, saida = o.rodar('--once')
+    assert codigo == 0 and (_posicao(o) or {}).get('lsn'), saida
+    # Com o ouvinte parado o slot guarda três transações de 600: três arquivos no
+    # spool (um por lote guardado), e o ciclo toma um arquivo inteiro por vez.
+    primeiro = o.proximo_id + 1
+    for lote in range(3):
+        o.erp.executar("INSERT INTO {TITULOS} SELECT g, :e, 'Lote', 10.00, DATE '2026-10-01',"
+                       " TIMESTAMP '2026-10-01 10:00:00' FROM generate_series(:a, :b) g",
+                       e=int(e0), a=primeiro + 600 * lote, b=primeiro + 600 * lote + 599)
+    ids = set(range(primeiro, primeiro + 1800))
+    escoa_em_ciclos_seguidos(o, e0, ids, 60)
 
 
 def test_slot_apagado_sob_o_ouvinte_e_critico_e_vai_para_a_varredura(

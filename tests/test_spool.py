@@ -56,19 +56,21 @@ def test_remocao_que_falhou_deixa_a_mudanca_no_spool(tmp_path):
 
     from contextia_sync.captura import Leitura, Situacao
     from contextia_sync.captura.binlog import CapturaBinlog
+    from contextia_sync.captura.do_spool import TetoDoSpool
 
     spool = Spool(tmp_path / 'spool')
+    captura, alvo = SimpleNamespace(spool=spool, _teto=TetoDoSpool()), SimpleNamespace(nome='d')
     spool.guardar([Mudanca('d', 1, ['10'], 'update'), Mudanca('d', 2, ['10'], 'delete'),
                    Mudanca('d', 3, [None], 'delete')])
     um, dois, tres = spool.tomar('d', 5)
     tomada = [(um, []), (dois, ['10']), (tres, [None])]
     falhou = Leitura(Situacao.MUDANCAS, privado=tomada)
-    CapturaBinlog.confirmar(SimpleNamespace(spool=spool), None, falhou)  # type: ignore[arg-type]
+    CapturaBinlog.confirmar(captura, alvo, falhou)  # type: ignore[arg-type]
     assert sorted(t.chave for t in spool.tomar('d', 5)) == [2, 3]
     dois, tres = spool.tomar('d', 5)
     entregue = Leitura(Situacao.MUDANCAS, privado=[(dois, ['10']), (tres, [None])],
                        remocoes=[3], remocoes_por_escopo={'10': [2]})
-    CapturaBinlog.confirmar(SimpleNamespace(spool=spool), None, entregue)  # type: ignore[arg-type]
+    CapturaBinlog.confirmar(captura, alvo, entregue)  # type: ignore[arg-type]
     assert spool.tomar('d', 5) == []
 
 

@@ -47,6 +47,7 @@ from typing import Any
 from contextia_sync import mapeamento, padroes
 from contextia_sync.captura import DatasetVivo, Leitura
 from contextia_sync.captura.do_spool import (
+    TetoDoSpool,
     abrir_spool,
     concluir_entregues,
     gravar_posicao,
@@ -136,6 +137,7 @@ class CapturaBinlog:
         self._leitor: Any = None              # o leitor continuo de esperar_mudanca
         self._lote_continuo = _Lote()
         self._continuo_falhou = False
+        self._teto = TetoDoSpool()
         self._despejado = 0.0
         self._esperou = 0.0
         self.atraso_s: float | None = None
@@ -311,12 +313,16 @@ class CapturaBinlog:
         seguido no spool e o log parou: o laço roda o ciclo de dados já, sem
         esperar o `--intervalo-dados` (a latência do commit ao Contextia fica em
         décimos de segundo).
+        Também logo depois de um lote no teto entregue (`TetoDoSpool`): o resto
+        do spool vai no ciclo seguinte.
 
         Sem posição ainda, com a captura pausada (spool cheio) ou depois de uma
         falha do leitor, só dorme: a bomba do ciclo seguinte é quem tenta de
         novo e diz o erro. O leitor fica aberto entre uma espera e outra (não
         relê o log a cada volta).
         """
+        if self._teto.acordar():
+            return True
         prazo = time.monotonic() + segundos
         if self.gtid is None or self.pausada or self._continuo_falhou or not self._tabelas:
             time.sleep(max(0.0, segundos))
@@ -568,10 +574,10 @@ class CapturaBinlog:
             self._mapear(list(todos.values()) + [alvo])
             self._fechar_leitor()       # o leitor continuo filtra pelas tabelas de antes
         self._bombear([alvo])
-        return leitura_do_spool(self.origem, alvo,
-                                self.spool.tomar(alvo.nome, self.maximo), self._recorte(alvo))
+        return leitura_do_spool(self.origem, alvo, self._teto.tomar(
+            self.spool, alvo.nome, self.maximo), self._recorte(alvo))
 
-    def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:  # noqa: ARG002
+    def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         """
         Conclui no spool as mudanças entregues.
 
@@ -580,6 +586,7 @@ class CapturaBinlog:
         leitura e a remoção é mandada de novo -- nada perdido em silêncio.
         """
         concluir_entregues(self.spool, leitura)
+        self._teto.entregue(alvo.nome)
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
         return self._gtid_atual()

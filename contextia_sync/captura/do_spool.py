@@ -35,6 +35,38 @@ def abrir_spool(pasta: str) -> Spool:
                                   or padroes.SPOOL_MAXIMO_BYTES))
 
 
+class TetoDoSpool:
+    """
+    O atraso no spool maior que um ciclo toma (`--maximo-por-ciclo`): a volta
+    do Contextia depois de minutos fora, com a origem já quieta. Sem isto o
+    resto esperava o `--intervalo-dados` a cada lote (bench/bench_wal_retido.py:
+    36 mil linhas em 127 s com o intervalo padrão); com isto, o lote no teto
+    ENTREGUE acorda o ciclo seguinte já (`acordar`, na espera entre os ciclos).
+    Nunca no --dry-run nem com o Contextia fora (não há entrega), e uma vez por
+    entrega: não gira.
+    """
+
+    def __init__(self) -> None:
+        self._no_teto: set[str] = set()
+        self._sobrou = False
+
+    def tomar(self, spool: Spool, dataset: str, maximo: int) -> list[ItemDoSpool]:
+        tomadas = spool.tomar(dataset, maximo)
+        if len(tomadas) >= maximo:
+            self._no_teto.add(dataset)
+        else:
+            self._no_teto.discard(dataset)
+        return tomadas
+
+    def entregue(self, dataset: str) -> None:
+        self._sobrou = self._sobrou or dataset in self._no_teto
+
+    def acordar(self) -> bool:
+        """True uma vez depois de um lote no teto entregue: o próximo ciclo vem já."""
+        sobrou, self._sobrou = self._sobrou, False
+        return sobrou
+
+
 def ler_posicao(caminho: str, recusa: Callable[[str], Exception]) -> dict[str, Any]:
     """
     O arquivo da posição da captura ({} se não existe). Ilegível: `recusa(motivo)`

@@ -59,6 +59,7 @@ from typing import Any
 from contextia_sync import mapeamento, padroes
 from contextia_sync.captura import DatasetVivo, Leitura
 from contextia_sync.captura.do_spool import (
+    TetoDoSpool,
     abrir_spool,
     concluir_entregues,
     gravar_posicao,
@@ -306,6 +307,7 @@ class CapturaSlotLogico:
         self.guardadas = 0
         self._lido_ate = 0
         self._espera_falhou = False
+        self._teto = TetoDoSpool()
         self.atraso_s: float | None = None
         self.pausada: str | None = None
         self.medido: dict[str, Any] = {}
@@ -621,11 +623,15 @@ class CapturaSlotLogico:
         seguida foi ao spool: o laço roda o ciclo de dados já (a latência do
         commit ao Contextia fica em décimos de segundo, sem esperar o
         --intervalo-dados). Com o WAL parado, é uma consulta trivial por volta.
+        Também logo depois de um lote no teto entregue (`TetoDoSpool`): o resto
+        do spool vai no ciclo seguinte.
 
         Sem posição ainda, com o slot perdido, com o spool cheio ou depois de uma
         falha aqui, só dorme: a bomba do ciclo seguinte é quem tenta de novo e
         diz o erro (um por ciclo, não um por volta).
         """
+        if self._teto.acordar():
+            return True
         prazo = time.monotonic() + max(0.0, segundos)
         perdido = (self._posicao.get('perdido') or {}).get('aguardando_slot')
         if self.lsn is None or perdido or self.pausada or not self._tabelas \
@@ -661,14 +667,15 @@ class CapturaSlotLogico:
         if alvo.nome not in todos:
             self._tabelas = tabelas_seguidas(list(todos.values()) + [alvo])
         self._bombear()
-        return leitura_do_spool(self.origem, alvo,
-                                self.spool.tomar(alvo.nome, self.maximo), self._recorte(alvo))
+        return leitura_do_spool(self.origem, alvo, self._teto.tomar(
+            self.spool, alvo.nome, self.maximo), self._recorte(alvo))
 
-    def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:  # noqa: ARG002
+    def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         """Conclui no spool as mudanças entregues (a remoção que falhou fica, como no binlog)."""
         if leitura.privado:
             _morrer_se('slot-entregue')
         concluir_entregues(self.spool, leitura)
+        self._teto.entregue(alvo.nome)
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
         """O LSN confirmado do slot ANTES da varredura; None se não há slot de pé."""

@@ -51,3 +51,18 @@ def ids_sem_duplicata(ouvinte, escopo):
     ids = [int(r['ID']) for r in registros]
     assert len(ids) == len(set(ids)), 'registro duplicado no Contextia: %s' % ids
     return set(ids)
+
+
+def escoa_em_ciclos_seguidos(ouvinte, escopo, ids, prazo):
+    """
+    Com o atraso já no log (o ouvinte parado), sobe com o teto de 20 por ciclo e o
+    --intervalo-dados de 10 min: `ids` no Contextia em `prazo` s e o spool vazio só
+    se o lote no teto entregue acorda o ciclo seguinte (captura/do_spool.py: TetoDoSpool).
+    """
+    from tests.apoio.ouvinte import esperar
+    processo = ouvinte.iniciar('--intervalo-dados=600', '--maximo-por-ciclo=20')
+    try:
+        esperar(lambda: ids <= ids_sem_duplicata(ouvinte, escopo), prazo, passo=1)
+        assert not arquivos_do_spool(ouvinte)
+    finally:
+        parar(processo)
