@@ -280,7 +280,8 @@ def test_spool_cheio_pausa_a_captura_e_diz(tmp_path, banco, ambiente_contextia,
         antes = _sequencia(_posicao(o)['gtid'])
         ids = {o.inserir(e0, '2026-10-01 10:00:00') for _ in range(10)}
         # Dito na hora, no log (o status espera o ciclo preso no envio).
-        esperar(lambda: 'spool cheio' in o.saida() and 'PAUSADA' in o.saida(), 30)
+        esperar(lambda: 'spool cheio' in o.saida() and 'PAUSADA' in o.saida()
+                and 'binlog da origem não expirar' in o.saida(), 30)
         # Cheio no limite exato: 4 linhas no spool (em lotes), e a posição só
         # passou pelas 4 transações delas -- as outras 6 esperam no log.
         assert _no_spool(o) == 4

@@ -236,6 +236,7 @@ def test_contextia_fora_wal_limitado_spool_cresce_pausa_e_escoa(
         assert gerado > 8 * 1024 * 1024
         pausada = esperar(lambda: _captura(o).get('pausada'), 60)
         assert 'spool cheio' in pausada and 'PAUSADA' in pausada
+        assert 'RETÉM WAL' in pausada and 'CONTEXTIA_SPOOL_MAXIMO_ITENS' in pausada, pausada
         assert _no_spool(o) == 40
         retido = _captura(o)['wal_retido_bytes']
         assert retido < gerado / 4, (retido, gerado)

@@ -174,7 +174,9 @@ class CapturaBinlog:
     @property
     def spool(self) -> Spool:
         if self._spool is None:
-            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL))
+            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL),
+                                      'enquanto o binlog da origem não expirar (a retenção'
+                                      ' do MariaDB: expire_logs_days / binlog_expire_logs_seconds)')
         return self._spool
 
     # -- conferências na subida --------------------------------------------------

@@ -26,9 +26,12 @@ from contextia_sync.fila.spool import ItemDoSpool, Spool
 from contextia_sync.registro import logger
 
 
-def abrir_spool(pasta: str) -> Spool:
-    """O spool da captura em `pasta`, com os limites do ambiente (ou os padrões)."""
-    return Spool(pasta, logger=logger,
+def abrir_spool(pasta: str, risco: str) -> Spool:
+    """
+    O spool da captura em `pasta`, com os limites do ambiente (ou os padrões);
+    `risco`: o que a pausa com ele cheio custa na origem, para a recusa dizer.
+    """
+    return Spool(pasta, logger=logger, risco=risco,
                  maximo_itens=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_ITENS')
                                   or padroes.SPOOL_MAXIMO_ITENS),
                  maximo_bytes=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_BYTES')

@@ -344,7 +344,10 @@ class CapturaSlotLogico:
     @property
     def spool(self) -> Spool:
         if self._spool is None:
-            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL))
+            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL),
+                                      'enquanto o slot existir, mas o slot RETÉM WAL no disco'
+                                      ' do cliente a partir daqui (o WAL retido está no'
+                                      ' status; max_slot_wal_keep_size é a rede do DBA)')
         return self._spool
 
     def _conexao(self) -> Any:

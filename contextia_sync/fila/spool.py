@@ -174,7 +174,11 @@ class Spool:
     def __init__(self, pasta: str | os.PathLike[str], *,
                  maximo_itens: int = padroes.SPOOL_MAXIMO_ITENS,
                  maximo_bytes: int = padroes.SPOOL_MAXIMO_BYTES,
-                 logger: logging.Logger | None = None, somente_leitura: bool = False) -> None:
+                 logger: logging.Logger | None = None, somente_leitura: bool = False,
+                 risco: str = 'enquanto o log da origem guardar a posição') -> None:
+        # O que a pausa custa na origem, dito na recusa: o binlog expira, o slot
+        # retém WAL no disco do cliente (cada captura diz o seu).
+        self._risco = risco
         if logger is None:
             from contextia_sync.registro import logger as do_sdk
             logger = do_sdk
@@ -340,12 +344,13 @@ class Spool:
         return ErroSpoolCheio(
             'spool cheio em %s: %d mudança(s), %.1f MiB (limite %d, %.1f MiB). A'
             ' captura do log está PAUSADA: a posição não avança e nada se perde'
-            ' enquanto o binlog da origem não expirar. Causa: o Contextia não'
+            ' %s. Causa: o Contextia não'
             ' recebe (veja os erros de envio acima) ou recebe mais devagar do que'
             ' a origem muda. Correção: traga o Contextia de volta (o spool drena'
-            ' sozinho, em ordem), ou aumente o limite se o disco tem espaço.'
+            ' sozinho, em ordem), ou aumente o limite se o disco tem espaço'
+            ' (CONTEXTIA_SPOOL_MAXIMO_ITENS, CONTEXTIA_SPOOL_MAXIMO_BYTES).'
             % (self.pasta, itens, ocupados / 1048576, self._maximo_itens,
-               self._maximo_bytes / 1048576),
+               self._maximo_bytes / 1048576, self._risco),
             itens=itens, ocupados=ocupados, maximo_itens=self._maximo_itens,
             maximo_bytes=self._maximo_bytes, guardadas=guardadas)
 
