@@ -64,6 +64,12 @@ LOTES_EM_VOO = 4
 1 = um de cada vez). Medido em bench/bench_velocidade.py: com um intake que leva
 20 ms por resposta, 4 lotes em voo movem ~3x o que um de cada vez move."""
 
+LINHAS_REPARTIDAS = 20000
+"""Teto de linhas retidas nos buffers por empresa da carga de todas as empresas
+(carga/todas.py): a leitura sem ordem põe cada linha no buffer da empresa dela,
+que sai como lote ao chegar ao chunk; passando do teto, os maiores saem antes,
+incompletos. ~25 MB numa view de 12 colunas (mais os lotes em voo)."""
+
 NIVEL_GZIP = 1
 """Nível do gzip do corpo, quando o intake anuncia `compressão: ["gzip"]`:
 o 1 já da ~7x menos bytes por ~0,7 us por registro (o 6 da 8,8x por 2 us)."""

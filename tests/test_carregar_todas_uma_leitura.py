@@ -11,7 +11,7 @@ bancos (SQLite, PostgreSQL, MariaDB). Prova:
     Contextia, que erra só para a chave dela): sem complete nela, as outras
     fecham na mesma execução;
   * a conexão da leitura derrubada no meio (pg_terminate_backend): complete em
-    empresa nenhuma, nem na que já tinha passado inteira.
+    empresa nenhuma.
 """
 
 from __future__ import annotations
@@ -229,10 +229,12 @@ def test_500_so_para_uma_empresa_nao_fecha_ela_e_as_outras_fecham(tmp_path, chav
 def test_leitura_derrubada_no_meio_nao_fecha_empresa_nenhuma(fabrica_de_bancos, tmp_path,
                                                              ambiente_contextia,
                                                              chave_contextia):
-    # O primeiro FETCH do cursor (2000 linhas) traz a primeira empresa inteira e o
-    # começo da segunda; a conexão cai antes do segundo. A primeira foi lida até o
-    # fim -- e mesmo assim não fecha: a ordem só está provada no fim da leitura.
-    erp = erp_teste.Erp(fabrica_de_bancos('postgres'), titulos_por_empresa=(1990, 30))
+    # A leitura sem ordem: o cursor traz 2000 linhas por FETCH, os quatro primeiros
+    # lotes da primeira empresa ficam em voo (3 s no Contextia) e a leitura espera
+    # vaga para o quinto, no meio do segundo FETCH, quando a conexão cai. Nenhuma
+    # empresa fecha -- nem a segunda, da qual nada chegou: sem ordem, qualquer uma
+    # ainda podia ter linha por vir.
+    erp = erp_teste.Erp(fabrica_de_bancos('postgres'), titulos_por_empresa=(5990, 30))
     e0, e1 = erp.escopos
     chaves = {e: chave_contextia(e) for e in (e0, e1)}
     arquivo = _arquivo_de_chaves(tmp_path, chaves)
@@ -268,6 +270,6 @@ def test_leitura_derrubada_no_meio_nao_fecha_empresa_nenhuma(fabrica_de_bancos, 
         bloco = saida.split('----- empresa %s -----' % escopo, 1)[1].split('-----', 1)[0]
         assert 'complete NÃO enviado em nenhuma empresa' in bloco, saida
     # Nenhum complete: o que a origem apagou continua no Contextia, nas duas.
-    assert no_servidor(chaves[e0])[DATASET] == 1990
+    assert no_servidor(chaves[e0])[DATASET] == 5990
     assert no_servidor(chaves[e1])[DATASET] == 30
     assert execucoes(arquivo, 'derrubada') == set()

@@ -374,7 +374,8 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                    deve_parar: Callable[[], bool] | None = None,
                    quarentena: DestinoDeRecusas | None = None,
                    em_voo: int = 1,
-                   familias: Mapping[str, str] | None = None) -> ResultadoEnvio:
+                   familias: Mapping[str, str] | None = None,
+                   parte: int = 1) -> ResultadoEnvio:
     """
     Envia `registros` (qualquer iterável de dicts) ao dataset `nome`, em lotes.
 
@@ -418,6 +419,11 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
 
     O corpo vai comprimido (gzip) só se o intake anuncia `compressão: ["gzip"]`
     em capacidades (consultado uma vez a cada padroes.VALIDADE_CAPACIDADES s).
+
+    `parte`: o número (`sync.part`) do primeiro lote. A carga de todas as
+    empresas (carga/todas.py) manda cada lote de uma empresa numa chamada, com
+    o mesmo `sync`: a numeração continua, e a partir da parte 2 o envio já é de
+    muitos lotes (a consulta do gzip vale a pena desde o primeiro pedido).
     """
     log = preparar_logger(logger)
     chave = _chave(api_key)
@@ -430,7 +436,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                          ('group', group)):
         if valor is not None:
             base[campo] = valor
-    partes = itertools.count(1)
+    partes = itertools.count(max(1, int(parte)))
     # A chave a remover na mesma forma JSON em que o registro a levou (Decimal como
     # texto, data ISO): o servidor remove pela chave como a guardou.
     pendente_remover = [valor_json(v, key or 'key') for v in remove] if remove else None
@@ -449,7 +455,8 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     # nao recebe pedido nenhum alem do primeiro lote.
     gzip_decidido: list[bool] = []
     trava_gzip = threading.Lock()
-    aceitou = False
+    # A continuacao de um sync (parte > 1) ja e um envio de muitos lotes.
+    aceitou = parte > 1
 
     def comprimir() -> bool:
         if gzip_decidido:
