@@ -11,11 +11,16 @@ bancos (SQLite, PostgreSQL, MariaDB). Prova:
     Contextia, que erra só para a chave dela): sem complete nela, as outras
     fecham na mesma execução;
   * a conexão da leitura derrubada no meio (pg_terminate_backend): complete em
-    empresa nenhuma.
+    empresa nenhuma;
+  * muitas empresas intercaladas no disco com chunk pequeno: nenhum lote passa
+    do chunk, a soma dos buffers por empresa fica no teto, e a empresa com lote
+    recusado (500) não recebe complete enquanto as outras, na mesma leitura,
+    recebem.
 """
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import http.server
 import json
@@ -25,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -147,12 +153,19 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
     destino: tuple[str, int] = ('127.0.0.1', 0)
     chave_ruim = ''
     recusados = 0
+    maior_lote = 0
+    """O maior número de registros num POST de intake que passou por aqui."""
 
     def log_message(self, *_args):             # o pytest mostra a saída do teste, não isto
         pass
 
     def _repassar(self):
         corpo = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        if self.path.startswith('/api/v1/intake') and corpo:
+            cru = gzip.decompress(corpo) if self.headers.get('Content-Encoding') == 'gzip' \
+                else corpo
+            classe = type(self)
+            classe.maior_lote = max(classe.maior_lote, len(json.loads(cru).get('records', [])))
         if self.path.startswith('/api/v1/intake') and self.chave_ruim and \
                 self.chave_ruim in (self.headers.get('Authorization') or ''):
             type(self).recusados += 1
@@ -273,3 +286,74 @@ def test_leitura_derrubada_no_meio_nao_fecha_empresa_nenhuma(fabrica_de_bancos, 
     assert no_servidor(chaves[e0])[DATASET] == 5990
     assert no_servidor(chaves[e1])[DATASET] == 30
     assert execucoes(arquivo, 'derrubada') == set()
+
+
+@pytest.mark.parametrize('tipo', ['sqlite', pytest.param('postgres', marks=pytest.mark.postgres),
+                                  pytest.param('mariadb', marks=pytest.mark.mariadb)])
+def test_muitas_empresas_intercaladas_buffers_no_teto_e_a_recusada_sem_complete(
+        tipo, fabrica_de_bancos, tmp_path, chave_contextia, filtro, monkeypatch):
+    from contextia_sync.carga.todas import Empresa, carregar_dataset_todas
+    from contextia_sync.mapeamento import carregar_mapeamento
+    from contextia_sync.origem import carregar_origem
+
+    banco = fabrica_de_bancos(tipo)
+    base = int(uuid.uuid4().int % 9000 + 1000) * 100
+    empresas, por_empresa, chunk, teto = 12, 23, 5, 20
+    # Linha g e da empresa base + g % 12: intercaladas, como no pior caso do bench.
+    banco.executar('CREATE TABLE muitas (id INTEGER PRIMARY KEY, empresa_id INTEGER,'
+                   ' valor NUMERIC(12,2))')
+    linhas = [{'i': g, 'e': base + g % empresas, 'v': g / 4}
+              for g in range(empresas * por_empresa)]
+    # E 7 linhas de uma empresa que não esta no arquivo de chaves, no meio.
+    linhas[40:40] = [{'i': 100000 + n, 'e': base + 99, 'v': 1} for n in range(7)]
+    banco.executar('INSERT INTO muitas VALUES (:i, :e, :v)', linhas)
+    mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=chunk, datasets=[
+        {'dataset': 'muitas', 'source_object': 'muitas',
+         'columns': ['id', 'empresa_id', 'valor'], 'key': 'id',
+         'scope_column': 'empresa_id', 'watch_column': None}]))
+    row = mapa['datasets'][0]
+    escopos = [str(base + n) for n in range(empresas)]
+    chaves = {e: chave_contextia(e) for e in escopos}
+    monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
+    monkeypatch.setenv('CONTEXTIA_URL', filtro.url)
+    origem = carregar_origem('generic')
+    origem.conectar()
+
+    def carregar():
+        lista = [Empresa(e, chave=chaves[e]) for e in escopos]
+        leitura = carregar_dataset_todas(mapa, row, origem, lista, teto_linhas=teto)
+        return leitura, {e.escopo: e.resultados[0] for e in lista}
+
+    try:
+        leitura, resultados = carregar()
+        assert leitura.erro is None and leitura.leituras == 1
+        assert leitura.linhas == empresas * por_empresa + 7
+        assert leitura.sem_chave == {str(base + 99): 7}
+        assert all(r.ok and r.registros == por_empresa and r.novos == por_empresa
+                   for r in resultados.values()), resultados
+        # Sem o teto, os 12 buffers chegariam juntos a 4 linhas cada (48 retidas):
+        # com ele, os maiores saem antes, incompletos, e nenhum lote passa do chunk.
+        assert 0 < leitura.maior_retencao <= teto
+        assert leitura.lotes_incompletos > 0
+        assert 0 < filtro.maior_lote <= chunk
+        assert {e: no_servidor(chaves[e])['muitas'] for e in escopos} == {
+            e: por_empresa for e in escopos}
+
+        # A origem perde 1 linha em 5; uma empresa do meio leva 500 em todo lote.
+        banco.executar('DELETE FROM muitas WHERE id % 5 = 0')
+        ruim = escopos[5]
+        filtro.chave_ruim = chaves[ruim]
+        leitura, resultados = carregar()
+        assert leitura.erro is None
+        assert filtro.recusados >= 1
+        falha = resultados.pop(ruim)
+        assert not falha.ok and 'complete NÃO enviado, nada removido' in falha.erro
+        assert 'HTTP 500' in falha.erro and 'lidas e descartadas' in falha.erro
+        assert all(r.ok and r.removidos > 0 for r in resultados.values()), resultados
+        # Nela nada saiu; nas outras, na mesma leitura, o apagado saiu.
+        assert no_servidor(chaves[ruim])['muitas'] == por_empresa
+        restantes = {e: sum(1 for linha in linhas if linha['e'] == int(e)
+                            and linha['i'] % 5 != 0) for e in escopos if e != ruim}
+        assert {e: no_servidor(chaves[e])['muitas'] for e in restantes} == restantes
+    finally:
+        origem.fechar()
