@@ -140,6 +140,8 @@ class LeituraDoDataset:
     """Deles, os que saíram antes do chunk porque a soma dos buffers chegou ao teto."""
     maior_retencao: int = 0
     """O máximo de linhas nos buffers por empresa ao mesmo tempo (nunca passa do teto)."""
+    teto: int = 0
+    """O teto daquela soma nesta leitura."""
 
 
 class _Erros:
@@ -286,6 +288,7 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
                 for resultado in resultados.values():
                     resultado.segundos += time.monotonic() - comeco
                 leitura.maior_retencao = reparticao.maior_retencao
+                leitura.teto = reparticao.teto
                 leitura.lotes, leitura.lotes_incompletos = (reparticao.lotes,
                                                             reparticao.incompletos)
             pendentes.update(reparticao.pendentes)
@@ -321,6 +324,7 @@ class _Buffer(list[Any]):
     """As linhas de uma empresa esperando virar lote (a lista sabe de quem é)."""
 
     __slots__ = ('escopo',)
+    descarte = False
 
     def __init__(self, escopo: str) -> None:
         super().__init__()
@@ -331,6 +335,7 @@ class _Descarte:
     """O destino das linhas de uma empresa que não recebe nada: só as conta."""
 
     __slots__ = ('linhas',)
+    descarte = True
 
     def __init__(self) -> None:
         self.linhas = 0
@@ -398,6 +403,7 @@ class _Reparticao:
         self.destinos: dict[Any, Any] = {}
         self.voo: dict[Future[Any], str] = {}
         self.familias: Mapping[str, str] | None = None
+        self.preparar: Callable[[Mapping[str, Any]], Any] | None = None
         self.pendentes: dict[str, str] = {}
 
     # -- a empresa de cada linha ------------------------------------------------
@@ -426,6 +432,12 @@ class _Reparticao:
         pool = ThreadPoolExecutor(max_workers=self.em_voo, thread_name_prefix='lote-todas') \
             if not self.seco else None
         self._pool = pool
+        # Cada linha vira o JSON dela AO SER LIDA (ainda no cache): guardada como
+        # dict ate o lote sair, ela esfria entre as linhas das outras empresas,
+        # e serializa-la depois custava ~1/3 a mais (ver o docstring do modulo).
+        self.preparar = preparar = (
+            None if self.seco else self._cliente.preparador_de_prontos(self.familias))
+        recusa = self._cliente.ErroSerializacao
         destinos, chunk, teto = self.destinos, self.chunk, self.teto
         try:
             for linha in linhas:
@@ -436,10 +448,17 @@ class _Reparticao:
                     destino = None
                 if destino is None:
                     destino = self._destino(valor)
+                if destino.descarte:
+                    destino.linhas += 1             # sem chave, ou falhou: contada
+                    continue
+                if preparar is not None:
+                    try:
+                        linha = preparar(linha)
+                    except recusa as erro:
+                        self._recusar(destino.escopo, linha, erro)
+                        continue
                 destino.append(linha)
                 tamanho = len(destino)
-                if not tamanho:
-                    continue                        # descartada (contada)
                 self.retidas += 1
                 if tamanho >= chunk:
                     self._despachar(destino)
@@ -508,8 +527,9 @@ class _Reparticao:
         assert self._pool is not None
         futuro = self._pool.submit(
             self._cliente.enviar_dataset, self.nome, lote, api_key=empresa.chave,
-            logger=logger, sync=sync, escopo=escopo, em_voo=1, familias=self.familias,
-            parte=parte, **self.argumentos)
+            logger=logger, sync=sync, escopo=escopo, em_voo=1, parte=parte,
+            familias=None if self.preparar is not None else self.familias,
+            prontos=self.preparar is not None, **self.argumentos)
         self.voo[futuro] = escopo
 
     def _colher(self, todos: bool = False) -> None:
@@ -534,6 +554,18 @@ class _Reparticao:
                     self._tirar(escopo)
             if not todos:
                 return
+
+    def _recusar(self, escopo: str, linha: Mapping[str, Any], erro: Exception) -> None:
+        """Uma linha da empresa que não vira JSON: ela não fecha (o envio recusaria igual)."""
+        resultado = self.resultados[escopo]
+        chave = self.argumentos['key']
+        qual = self._cliente.descrever(self.nome, escopo, chave,
+                                       linha.get(chave) if chave else None)
+        logger.error('%s: %s -- as linhas seguintes dela não são enviadas', qual, erro)
+        if resultado.erro is None:
+            resultado.erro = ('%s: %s -- complete NÃO enviado, nada removido' % (qual, erro))
+            resultado.motivo = 'linha que não vira JSON, sem complete: %s' % erro
+        self._tirar(escopo)
 
     def _tirar(self, escopo: str) -> None:
         """A empresa falhou: o buffer dela sai da memória e as linhas seguintes, do envio."""
@@ -660,6 +692,11 @@ def linha_da_leitura(leitura: LeituraDoDataset, empresas: int) -> str:
                                ' ...' if len(nomes) > SEM_CHAVE_NOMEADAS else ''))
     if leitura.sem_escopo:
         texto += '; %d linha(s) sem empresa (escopo vazio) ficaram de fora' % leitura.sem_escopo
+    if leitura.lotes_incompletos:
+        # Lotes menores que o chunk: mais pedidos. Muitas empresas para o teto.
+        texto += ('; %d de %d lote(s) saíram antes do chunk (teto de %d linhas nos buffers'
+                  ' por empresa, padroes.LINHAS_REPARTIDAS)' % (
+                      leitura.lotes_incompletos, leitura.lotes, leitura.teto))
     if leitura.erro:
         texto += ' -- A LEITURA CAIU: %s' % leitura.erro
     return texto
