@@ -292,7 +292,7 @@ def test_leitura_derrubada_no_meio_nao_fecha_empresa_nenhuma(fabrica_de_bancos, 
                                   pytest.param('mariadb', marks=pytest.mark.mariadb)])
 def test_muitas_empresas_intercaladas_buffers_no_teto_e_a_recusada_sem_complete(
         tipo, fabrica_de_bancos, tmp_path, chave_contextia, filtro, monkeypatch):
-    from contextia_sync.carga.todas import Empresa, carregar_dataset_todas
+    from contextia_sync.carga.todas import Empresa, carregar_dataset_todas, linha_da_leitura
     from contextia_sync.mapeamento import carregar_mapeamento
     from contextia_sync.origem import carregar_origem
 
@@ -335,6 +335,8 @@ def test_muitas_empresas_intercaladas_buffers_no_teto_e_a_recusada_sem_complete(
         # com ele, os maiores saem antes, incompletos, e nenhum lote passa do chunk.
         assert 0 < leitura.maior_retencao <= teto
         assert leitura.lotes_incompletos > 0
+        assert '%d de %d lote(s) saíram antes do chunk (teto de 20 linhas' % (
+            leitura.lotes_incompletos, leitura.lotes) in linha_da_leitura(leitura, empresas)
         assert 0 < filtro.maior_lote <= chunk
         assert {e: no_servidor(chaves[e])['muitas'] for e in escopos} == {
             e: por_empresa for e in escopos}
@@ -355,5 +357,53 @@ def test_muitas_empresas_intercaladas_buffers_no_teto_e_a_recusada_sem_complete(
         restantes = {e: sum(1 for linha in linhas if linha['e'] == int(e)
                             and linha['i'] % 5 != 0) for e in escopos if e != ruim}
         assert {e: no_servidor(chaves[e])['muitas'] for e in restantes} == restantes
+    finally:
+        origem.fechar()
+
+
+@pytest.mark.parametrize('tipo', ['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
+def test_linha_que_nao_vira_json_tira_so_a_empresa_dela(tipo, fabrica_de_bancos, tmp_path,
+                                                       chave_contextia, monkeypatch):
+    # A carga de todas serializa cada linha ao lê-la: a que não vira JSON (NaN)
+    # tira a empresa dela, sem complete, e as outras fecham na mesma leitura.
+    from contextia_sync.carga.todas import Empresa, carregar_dataset_todas
+    from contextia_sync.mapeamento import carregar_mapeamento
+    from contextia_sync.origem import carregar_origem
+
+    banco = fabrica_de_bancos(tipo)
+    base = int(uuid.uuid4().int % 9000 + 1000) * 100
+    escopos = [str(base + n) for n in range(3)]
+    banco.executar('CREATE TABLE poucas (id INTEGER PRIMARY KEY, empresa_id INTEGER,'
+                   ' valor %s)' % ('REAL' if tipo == 'sqlite' else 'NUMERIC'))
+    banco.executar('INSERT INTO poucas VALUES (:i, :e, :v)',
+                   [{'i': g, 'e': base + g % 3, 'v': g} for g in range(60)])
+    mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=4, datasets=[
+        {'dataset': 'poucas', 'source_object': 'poucas',
+         'columns': ['id', 'empresa_id', 'valor'], 'key': 'id',
+         'scope_column': 'empresa_id', 'watch_column': None}]))
+    chaves = {e: chave_contextia(e) for e in escopos}
+    monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
+    origem = carregar_origem('generic')
+    origem.conectar()
+
+    def carregar():
+        lista = [Empresa(e, chave=chaves[e]) for e in escopos]
+        leitura = carregar_dataset_todas(mapa, mapa['datasets'][0], origem, lista)
+        return leitura, {e.escopo: e.resultados[0] for e in lista}
+
+    try:
+        assert all(r.ok for r in carregar()[1].values())
+        # Na empresa do meio, a linha 31 vira NaN; em todas, as de id % 10 == 0 saem.
+        banco.executar('UPDATE poucas SET valor = %s WHERE id = 31'
+                       % ("9e999" if tipo == 'sqlite' else "'NaN'"))
+        banco.executar('DELETE FROM poucas WHERE id % 10 = 0')
+        leitura, resultados = carregar()
+        assert leitura.erro is None
+        ruim = resultados.pop(escopos[1])
+        assert not ruim.ok and 'id=31' in ruim.erro and 'complete NÃO enviado' in ruim.erro
+        assert all(r.ok and r.removidos == 2 for r in resultados.values()), resultados
+        assert no_servidor(chaves[escopos[1]])['poucas'] == 20
+        assert {e: no_servidor(chaves[e])['poucas'] for e in (escopos[0], escopos[2])} == {
+            escopos[0]: 18, escopos[2]: 18}
     finally:
         origem.fechar()

@@ -586,12 +586,12 @@ class _Reparticao:
         for conferencia in self.conferencias.values():
             conferencia.fechar()
         for escopo, balanco in self.balancos.items():
-            resultado = self.resultados[escopo]
-            if not somar_envio(resultado, balanco) or escopo in self.falhas:
-                descartadas = self.descartes.get(escopo)
-                if descartadas is not None and descartadas.linhas and resultado.erro:
-                    resultado.erro += ('; as %d linha(s) seguintes dela nesta leitura foram'
-                                       ' lidas e descartadas' % descartadas.linhas)
+            somar_envio(self.resultados[escopo], balanco)
+        for escopo in self.falhas:
+            resultado, descartadas = self.resultados[escopo], self.descartes.get(escopo)
+            if descartadas is not None and descartadas.linhas and resultado.erro:
+                resultado.erro += ('; as %d linha(s) seguintes dela nesta leitura foram'
+                                   ' lidas e descartadas' % descartadas.linhas)
         for escopo, descarte in self.descartes.items():
             if escopo in self.ativas:
                 continue                            # a que falhou: dito no erro dela
