@@ -386,9 +386,9 @@ def test_linha_que_nao_vira_json_tira_so_a_empresa_dela(tipo, fabrica_de_bancos,
     origem = carregar_origem('generic')
     origem.conectar()
 
-    def carregar():
+    def carregar(seco=False):
         lista = [Empresa(e, chave=chaves[e]) for e in escopos]
-        leitura = carregar_dataset_todas(mapa, mapa['datasets'][0], origem, lista)
+        leitura = carregar_dataset_todas(mapa, mapa['datasets'][0], origem, lista, seco=seco)
         return leitura, {e.escopo: e.resultados[0] for e in lista}
 
     try:
@@ -397,6 +397,11 @@ def test_linha_que_nao_vira_json_tira_so_a_empresa_dela(tipo, fabrica_de_bancos,
         banco.executar('UPDATE poucas SET valor = %s WHERE id = 31'
                        % ("9e999" if tipo == 'sqlite' else "'NaN'"))
         banco.executar('DELETE FROM poucas WHERE id % 10 = 0')
+        # O seco acha a mesma linha, só na empresa dela, e diz qual.
+        seco = carregar(seco=True)[1]
+        assert [(e, r.ok, r.registros, r.recusadas) for e, r in seco.items()] == [
+            (escopos[0], True, 18, 0), (escopos[1], False, 18, 1), (escopos[2], True, 18, 0)]
+        assert 'id=31' in seco[escopos[1]].detalhes[0]
         leitura, resultados = carregar()
         assert leitura.erro is None
         ruim = resultados.pop(escopos[1])

@@ -17,20 +17,30 @@ empresas); agora, um processo e D leituras. O que continua por empresa:
 
 A leitura é SEM ORDER BY (`_Reparticao`): a varredura sequencial custa o mesmo
 com 1 ou com 50 empresas, e a leitura em ordem de empresa não -- com as
-empresas intercaladas no disco o banco salta no heap pelo índice (ou ordena):
-1,7-1,8× a mesma leitura de uma empresa só, medido em bench/bench_varredura.py
-(a linha "leitura crua"). Cada linha vai para o buffer da empresa dela; o
-buffer sai como lote ao chegar ao chunk, e os lotes de todas as empresas
-dividem os mesmos `em_voo` envios ao mesmo tempo. A soma dos buffers tem teto
-(padroes.LINHAS_REPARTIDAS): passando dele, os maiores saem antes, incompletos
--- a memória não cresce com o número de empresas (no máximo o teto, mais os
-lotes em voo). Lotes de uma empresa em voo juntos podem chegar fora de ordem,
+empresas intercaladas no disco o PostgreSQL a faz pelo índice da empresa,
+saltando no heap: 1,8× a mesma leitura de uma empresa só (bench/bench_varredura.py,
+linhas "crua ORDER BY"; a carga inteira em ordem custava 1,5×). Cada linha vai
+para o buffer da empresa dela; o buffer sai como lote ao chegar ao chunk, e os
+lotes de todas as empresas dividem os mesmos `em_voo` envios ao mesmo tempo.
+A linha vira o JSON dela AO SER LIDA (`cliente.preparador_de_prontos`, o
+mesmo plano e o mesmo corpo do envio): guardada como dict até o lote sair,
+ela esfriava no cache entre as linhas das outras 49 empresas, e serializá-la
+depois custava ~1/3 a mais de CPU (medido: mesma leitura, 50 buffers contra 1).
+O JSON (~310 bytes numa linha de 12 colunas) também ocupa ~1/4 do dict. A soma
+dos buffers tem teto (padroes.LINHAS_REPARTIDAS): passando dele, os maiores
+saem antes, incompletos -- a memória não cresce com o número de empresas (no
+máximo o teto, mais os lotes em voo). Medido (1M linhas, PostgreSQL, mediana
+de 3): 50 empresas custam 1,07× uma, e a de uma empresa ficou 1,2× mais rápida
+que a leitura em ordem. Lotes de uma empresa em voo juntos podem chegar fora de ordem,
 como os `em_voo` da carga de uma empresa: numa leitura completa cada key
 aparece uma vez (e sem key o servidor deduplica por hash), então nenhuma versão
 ultrapassa outra. Sem filtro na leitura: a empresa sem chave nesta execução é
 lida e contada (a linha do dataset a diz), como a leitura em ordem já fazia; um
-`IN (empresas)` dá o mesmo plano (varredura sequencial com filtro) quando o
-arquivo tem quase todas as empresas, que é o caso do carregar-todas.
+`IN (empresas)` dá o mesmo plano no PostgreSQL (varredura sequencial com o
+filtro, medido: o mesmo tempo) quando o arquivo tem quase todas as empresas,
+que é o caso do carregar-todas. O tamanho do FETCH do cursor de servidor
+(`yield_per` do adaptador) não pesa: a leitura crua sem ordem com 500 e com
+2000 linhas por FETCH deu o mesmo tempo.
 
 A empresa de cada linha é `texto_escopo` da coluna de escopo, a regra do ao
 vivo (captura/ao_vivo.py: agrupar_por_escopo): ' 297' e '297' são a mesma
@@ -385,7 +395,8 @@ class _Reparticao:
         self.ativas, self.resultados = ativas, resultados
         self.seco = seco
         self.argumentos = argumentos_do_envio(mapa, row)
-        self.chunk = max(1, int(self.argumentos['chunk'] or padroes.CHUNK))
+        # O seco confere cada linha ao le-la (nada a juntar para enviar).
+        self.chunk = 1 if seco else max(1, int(self.argumentos['chunk'] or padroes.CHUNK))
         self.teto = max(1, int(teto))
         self.em_voo = max(1, int(em_voo))
         self.buffers: dict[str, _Buffer] = {}
