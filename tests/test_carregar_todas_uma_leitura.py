@@ -412,3 +412,21 @@ def test_linha_que_nao_vira_json_tira_so_a_empresa_dela(tipo, fabrica_de_bancos,
             escopos[0]: 18, escopos[2]: 18}
     finally:
         origem.fechar()
+
+
+def test_registro_pronto_recusado_sozinho_diz_a_key_e_a_coluna(fabrica_contextia, monkeypatch):
+    # Os lotes da carga de todas levam o JSON de cada linha (preparador_de_prontos):
+    # o 413 de um registro sozinho ainda diz qual, e que coluna pesa, como o de dicts.
+    servidor = fabrica_contextia(max_bytes_lote=2000)
+    monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
+    chave = servidor.criar_projeto_com_chave('413-pronto')
+    preparar = cliente.preparador_de_prontos(None)
+    assert preparar is not None
+    prontos = [preparar({'ID': 1, 'CORPO': 'x' * 5000}), preparar({'ID': 2})]
+    resultado = cliente.enviar_dataset('anexos', prontos, key='ID', api_key=chave,
+                                       escopo='297', sync=cliente.gerar_sync(), parte=7,
+                                       prontos=True)
+    assert (resultado.inserted, resultado.lotes_erro) == (1, 1)
+    [erro] = resultado.erros
+    assert 'ID=1' in erro and "'CORPO'" in erro and 'SOZINHO' in erro
+    assert [r['ID'] for r in cliente.ler_registros('anexos', chave)] == [2]

@@ -354,7 +354,7 @@ def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dic
 def _legivel(registro: Any) -> Any:
     """O registro como dict, também o pronto (o JSON dele) de `preparador_de_prontos`."""
     if _Fragmento is not None and isinstance(registro, _Fragmento):
-        return json.loads(registro.contents)
+        return json.loads(_orjson.dumps(registro))     # o Fragment so se le assim
     return registro
 
 
