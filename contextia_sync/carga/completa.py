@@ -778,8 +778,8 @@ def _conferir_linhas(resultado: ResultadoCarga, linhas: Iterable[Mapping[str, An
 class Conferencia:
     """
     O seco de um dataset de uma empresa, aos pedaços: `conferir` a cada trecho
-    de linhas (a carga de todas as empresas confere cada lote de uma empresa ao
-    sair do buffer dela), `fechar` no fim diz as recusas em `resultado`.
+    de linhas (a carga de todas as empresas confere cada linha ao lê-la, na
+    empresa dela), `fechar` no fim diz as recusas em `resultado`.
     """
 
     def __init__(self, resultado: ResultadoCarga, escopo: str, source_object: str,
