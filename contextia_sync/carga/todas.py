@@ -26,13 +26,15 @@ A linha vira o JSON dela AO SER LIDA (`cliente.preparador_de_prontos`, o
 mesmo plano e o mesmo corpo do envio): guardada como dict até o lote sair,
 ela esfriava no cache entre as linhas das outras 49 empresas, e serializá-la
 depois custava ~1/3 a mais de CPU (medido: mesma leitura, 50 buffers contra 1).
-O JSON (~310 bytes numa linha de 12 colunas) também ocupa ~1/4 do dict. A soma
-dos buffers tem teto (padroes.LINHAS_REPARTIDAS): passando dele, os maiores
-saem antes, incompletos -- a memória não cresce com o número de empresas (no
-máximo o teto, mais os lotes em voo). Medido (1M linhas, PostgreSQL, mediana
-de 3): 50 empresas custam 1,07× uma, e a de uma empresa ficou 1,2× mais rápida
-que a leitura em ordem. Lotes de uma empresa em voo juntos podem chegar fora de ordem,
-como os `em_voo` da carga de uma empresa: numa leitura completa cada key
+O JSON (~310 bytes numa linha de 12 colunas) ocupa ~1/3 do dict (~980). A
+soma dos buffers tem teto (padroes.LINHAS_REPARTIDAS): passando dele, os
+maiores saem antes, incompletos -- a memória não cresce com o número de
+empresas (no máximo o teto, mais os lotes em voo). Medido (1M linhas,
+PostgreSQL, mediana de 3): 50 empresas custam 1,07× uma, e a carga de uma
+empresa ficou 1,2× mais rápida que a leitura em ordem de antes.
+
+Lotes de uma empresa em voo juntos podem chegar fora de ordem, como os
+`em_voo` da carga de uma empresa: numa leitura completa cada key
 aparece uma vez (e sem key o servidor deduplica por hash), então nenhuma versão
 ultrapassa outra. Sem filtro na leitura: a empresa sem chave nesta execução é
 lida e contada (a linha do dataset a diz), como a leitura em ordem já fazia; um
