@@ -30,8 +30,9 @@ O JSON (~310 bytes numa linha de 12 colunas) ocupa ~1/3 do dict (~980). A
 soma dos buffers tem teto (padroes.LINHAS_REPARTIDAS): passando dele, os
 maiores saem antes, incompletos -- a memória não cresce com o número de
 empresas (no máximo o teto, mais os lotes em voo). Medido (1M linhas,
-PostgreSQL, mediana de 3): 50 empresas custam 1,07× uma, e a carga de uma
-empresa ficou 1,2× mais rápida que a leitura em ordem de antes.
+PostgreSQL, mediana de 3, duas rodadas): 50 empresas custam 0,92× e 1,07× uma
+(com a leitura em ordem de antes, 1,32× e 1,49×); a de uma empresa, o mesmo
+que antes, dentro do ruído.
 
 Lotes de uma empresa em voo juntos podem chegar fora de ordem, como os
 `em_voo` da carga de uma empresa: numa leitura completa cada key
