@@ -13,9 +13,11 @@ em duas tabelas do mesmo banco novo (derrubado no fim):
     N empresas    as mesmas linhas repartidas entre N empresas (g %% N + 1),
                   intercaladas no disco (o pior caso para a leitura em ordem)
 
-A "leitura crua" é só o `SELECT ... ORDER BY` da empresa pelo driver, nas mesmas
-duas tabelas: o piso da razão (o que o banco cobra para entregar em ordem as
-linhas intercaladas), medido na mesma rodada. O destino é um intake mínimo
+A "leitura crua" é só o SELECT pelo driver, nas mesmas duas tabelas, medido na
+mesma rodada: sem ordem (a varredura sequencial, o que a carga de todas as
+empresas lê -- o piso da razão) e com `ORDER BY` da empresa (o que a leitura em
+ordem custava: o banco salta no heap pelo índice para entregar em ordem as
+linhas intercaladas). O destino é um intake mínimo
 noutro processo (responde 200 com contagens, o `complete` e o dono de cada
 chave): o tempo medido é o do cliente, não o de um servidor de mentira. Cada
 carga roda num processo novo, alternando a ordem a cada repetição; a tabela
@@ -144,17 +146,17 @@ def carga(codigo: str, pasta: str, url: str, sink_url: str, empresas: int) -> fl
     return segundos if registros else float('nan')
 
 
-def leitura_crua(url: str, tabela: str) -> float:
-    """Segundos da leitura em ordem de empresa sozinha, pelo driver (o piso da carga)."""
+def leitura_crua(url: str, tabela: str, ordem: bool = False) -> float:
+    """Segundos da leitura sozinha pelo driver (sem ordem: o piso da carga)."""
     import sqlalchemy as sa
     motor = sa.create_engine(url)
     try:
         with motor.connect() as conn:
             inicio = time.perf_counter()
             resultado = conn.execution_options(stream_results=True, yield_per=2000).execute(
-                sa.text('SELECT * FROM %s ORDER BY %s' % (
-                    tabela, '"EMPRESA_ID"' if motor.dialect.name == 'postgresql'
-                    else 'EMPRESA_ID')))
+                sa.text('SELECT * FROM %s' % tabela + (' ORDER BY %s' % (
+                    '"EMPRESA_ID"' if motor.dialect.name == 'postgresql'
+                    else 'EMPRESA_ID') if ordem else '')))
             for _ in resultado:
                 pass
             return time.perf_counter() - inicio
@@ -183,13 +185,15 @@ def rodada(tipo: str, linhas: int, empresas: int, repeticoes: int,
                 casos += [('%s: 1 empresa' % nome, codigo, um, 1),
                           ('%s: %d empresas' % (nome, empresas), codigo, varias, empresas)]
             medidas: dict[str, list[float]] = {c[0]: [] for c in casos}
-            crua = {'leitura crua: 1 empresa': 'bench_1',
-                    'leitura crua: %d empresas' % empresas: 'bench_n'}
+            crua = {'%s: 1 empresa' % nome: ('bench_1', ordem)
+                    for nome, ordem in (('leitura crua', False), ('crua ORDER BY', True))}
+            crua.update({'%s: %d empresas' % (nome, empresas): ('bench_n', ordem)
+                         for nome, ordem in (('leitura crua', False), ('crua ORDER BY', True))})
             medidas.update({rotulo: [] for rotulo in crua})
             for volta in range(repeticoes):
-                for rotulo, tabela_lida in (list(crua.items()) if volta % 2 == 0
-                                            else list(reversed(crua.items()))):
-                    medidas[rotulo].append(leitura_crua(url, tabela_lida))
+                for rotulo, (tabela_lida, ordem) in (list(crua.items()) if volta % 2 == 0
+                                                     else list(reversed(crua.items()))):
+                    medidas[rotulo].append(leitura_crua(url, tabela_lida, ordem))
                 # Alterna a ordem: o aquecimento (cache do banco) nao favorece um lado.
                 for rotulo, codigo, alvo, quantas in (casos if volta % 2 == 0
                                                       else list(reversed(casos))):
@@ -208,7 +212,7 @@ def tabela(tipo: str, linhas: int, empresas: int, medidas: dict[str, list[float]
     print('\n%s, %d linhas de 12 colunas, carregar-todas.sh -> intake mínimo, mediana de %d:'
           % (tipo, linhas, len(next(iter(medidas.values())))))
     print('%-26s %10s %12s %14s' % ('carga', 'segundos', 'linhas/s', '÷ 1 empresa'))
-    for nome in ('leitura crua', 'novo', 'antigo'):
+    for nome in ('leitura crua', 'crua ORDER BY', 'novo', 'antigo'):
         um = medidas.get('%s: 1 empresa' % nome)
         if not um:
             continue

@@ -64,6 +64,14 @@ LOTES_EM_VOO = 4
 1 = um de cada vez). Medido em bench/bench_velocidade.py: com um intake que leva
 20 ms por resposta, 4 lotes em voo movem ~3x o que um de cada vez move."""
 
+LINHAS_REPARTIDAS = 50000
+"""Teto de linhas retidas nos buffers por empresa da carga de todas as empresas
+(carga/todas.py): a leitura sem ordem põe cada linha, já como o JSON dela, no
+buffer da empresa dela, que sai como lote ao chegar ao chunk; passando do teto,
+os maiores saem antes, incompletos. ~16 MB numa view de 12 colunas (~310 bytes
+por linha), mais os lotes em voo. Com os buffers desencontrados a soma fica
+perto de S×chunk/2: até ~200 empresas de chunk 500 sem lote incompleto."""
+
 NIVEL_GZIP = 1
 """Nível do gzip do corpo, quando o intake anuncia `compressão: ["gzip"]`:
 o 1 já da ~7x menos bytes por ~0,7 us por registro (o 6 da 8,8x por 2 us)."""

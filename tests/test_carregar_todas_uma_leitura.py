@@ -11,11 +11,16 @@ bancos (SQLite, PostgreSQL, MariaDB). Prova:
     Contextia, que erra só para a chave dela): sem complete nela, as outras
     fecham na mesma execução;
   * a conexão da leitura derrubada no meio (pg_terminate_backend): complete em
-    empresa nenhuma, nem na que já tinha passado inteira.
+    empresa nenhuma;
+  * muitas empresas intercaladas no disco com chunk pequeno: nenhum lote passa
+    do chunk, a soma dos buffers por empresa fica no teto, e a empresa com lote
+    recusado (500) não recebe complete enquanto as outras, na mesma leitura,
+    recebem.
 """
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import http.server
 import json
@@ -25,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -147,12 +153,19 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
     destino: tuple[str, int] = ('127.0.0.1', 0)
     chave_ruim = ''
     recusados = 0
+    maior_lote = 0
+    """O maior número de registros num POST de intake que passou por aqui."""
 
     def log_message(self, *_args):             # o pytest mostra a saída do teste, não isto
         pass
 
     def _repassar(self):
         corpo = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        if self.path.startswith('/api/v1/intake') and corpo:
+            cru = gzip.decompress(corpo) if self.headers.get('Content-Encoding') == 'gzip' \
+                else corpo
+            classe = type(self)
+            classe.maior_lote = max(classe.maior_lote, len(json.loads(cru).get('records', [])))
         if self.path.startswith('/api/v1/intake') and self.chave_ruim and \
                 self.chave_ruim in (self.headers.get('Authorization') or ''):
             type(self).recusados += 1
@@ -229,10 +242,12 @@ def test_500_so_para_uma_empresa_nao_fecha_ela_e_as_outras_fecham(tmp_path, chav
 def test_leitura_derrubada_no_meio_nao_fecha_empresa_nenhuma(fabrica_de_bancos, tmp_path,
                                                              ambiente_contextia,
                                                              chave_contextia):
-    # O primeiro FETCH do cursor (2000 linhas) traz a primeira empresa inteira e o
-    # começo da segunda; a conexão cai antes do segundo. A primeira foi lida até o
-    # fim -- e mesmo assim não fecha: a ordem só está provada no fim da leitura.
-    erp = erp_teste.Erp(fabrica_de_bancos('postgres'), titulos_por_empresa=(1990, 30))
+    # A leitura sem ordem: o cursor traz 2000 linhas por FETCH, os quatro primeiros
+    # lotes da primeira empresa ficam em voo (3 s no Contextia) e a leitura espera
+    # vaga para o quinto, no meio do segundo FETCH, quando a conexão cai. Nenhuma
+    # empresa fecha -- nem a segunda, da qual nada chegou: sem ordem, qualquer uma
+    # ainda podia ter linha por vir.
+    erp = erp_teste.Erp(fabrica_de_bancos('postgres'), titulos_por_empresa=(5990, 30))
     e0, e1 = erp.escopos
     chaves = {e: chave_contextia(e) for e in (e0, e1)}
     arquivo = _arquivo_de_chaves(tmp_path, chaves)
@@ -268,6 +283,150 @@ def test_leitura_derrubada_no_meio_nao_fecha_empresa_nenhuma(fabrica_de_bancos, 
         bloco = saida.split('----- empresa %s -----' % escopo, 1)[1].split('-----', 1)[0]
         assert 'complete NÃO enviado em nenhuma empresa' in bloco, saida
     # Nenhum complete: o que a origem apagou continua no Contextia, nas duas.
-    assert no_servidor(chaves[e0])[DATASET] == 1990
+    assert no_servidor(chaves[e0])[DATASET] == 5990
     assert no_servidor(chaves[e1])[DATASET] == 30
     assert execucoes(arquivo, 'derrubada') == set()
+
+
+@pytest.mark.parametrize('tipo', ['sqlite', pytest.param('postgres', marks=pytest.mark.postgres),
+                                  pytest.param('mariadb', marks=pytest.mark.mariadb)])
+def test_muitas_empresas_intercaladas_buffers_no_teto_e_a_recusada_sem_complete(
+        tipo, fabrica_de_bancos, tmp_path, chave_contextia, filtro, monkeypatch):
+    from contextia_sync.carga.todas import Empresa, carregar_dataset_todas, linha_da_leitura
+    from contextia_sync.mapeamento import carregar_mapeamento
+    from contextia_sync.origem import carregar_origem
+
+    banco = fabrica_de_bancos(tipo)
+    base = int(uuid.uuid4().int % 9000 + 1000) * 100
+    empresas, por_empresa, chunk, teto = 12, 23, 5, 20
+    # Linha g e da empresa base + g % 12: intercaladas, como no pior caso do bench.
+    banco.executar('CREATE TABLE muitas (id INTEGER PRIMARY KEY, empresa_id INTEGER,'
+                   ' valor NUMERIC(12,2))')
+    linhas = [{'i': g, 'e': base + g % empresas, 'v': g / 4}
+              for g in range(empresas * por_empresa)]
+    # E 7 linhas de uma empresa que não esta no arquivo de chaves, no meio.
+    linhas[40:40] = [{'i': 100000 + n, 'e': base + 99, 'v': 1} for n in range(7)]
+    banco.executar('INSERT INTO muitas VALUES (:i, :e, :v)', linhas)
+    mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=chunk, datasets=[
+        {'dataset': 'muitas', 'source_object': 'muitas',
+         'columns': ['id', 'empresa_id', 'valor'], 'key': 'id',
+         'scope_column': 'empresa_id', 'watch_column': None}]))
+    row = mapa['datasets'][0]
+    escopos = [str(base + n) for n in range(empresas)]
+    chaves = {e: chave_contextia(e) for e in escopos}
+    monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
+    monkeypatch.setenv('CONTEXTIA_URL', filtro.url)
+    origem = carregar_origem('generic')
+    origem.conectar()
+
+    def carregar():
+        lista = [Empresa(e, chave=chaves[e]) for e in escopos]
+        leitura = carregar_dataset_todas(mapa, row, origem, lista, teto_linhas=teto)
+        return leitura, {e.escopo: e.resultados[0] for e in lista}
+
+    try:
+        leitura, resultados = carregar()
+        assert leitura.erro is None and leitura.leituras == 1
+        assert leitura.linhas == empresas * por_empresa + 7
+        assert leitura.sem_chave == {str(base + 99): 7}
+        assert all(r.ok and r.registros == por_empresa and r.novos == por_empresa
+                   for r in resultados.values()), resultados
+        # Sem o teto, os 12 buffers chegariam juntos a 4 linhas cada (48 retidas):
+        # com ele, os maiores saem antes, incompletos, e nenhum lote passa do chunk.
+        assert 0 < leitura.maior_retencao <= teto
+        assert leitura.lotes_incompletos > 0
+        assert '%d de %d lote(s) saíram antes do chunk (teto de 20 linhas' % (
+            leitura.lotes_incompletos, leitura.lotes) in linha_da_leitura(leitura, empresas)
+        assert 0 < filtro.maior_lote <= chunk
+        assert {e: no_servidor(chaves[e])['muitas'] for e in escopos} == {
+            e: por_empresa for e in escopos}
+
+        # A origem perde 1 linha em 5; uma empresa do meio leva 500 em todo lote.
+        banco.executar('DELETE FROM muitas WHERE id % 5 = 0')
+        ruim = escopos[5]
+        filtro.chave_ruim = chaves[ruim]
+        leitura, resultados = carregar()
+        assert leitura.erro is None
+        assert filtro.recusados >= 1
+        falha = resultados.pop(ruim)
+        assert not falha.ok and 'complete NÃO enviado, nada removido' in falha.erro
+        assert 'HTTP 500' in falha.erro and 'lidas e descartadas' in falha.erro
+        assert all(r.ok and r.removidos > 0 for r in resultados.values()), resultados
+        # Nela nada saiu; nas outras, na mesma leitura, o apagado saiu.
+        assert no_servidor(chaves[ruim])['muitas'] == por_empresa
+        restantes = {e: sum(1 for linha in linhas if linha['e'] == int(e)
+                            and linha['i'] % 5 != 0) for e in escopos if e != ruim}
+        assert {e: no_servidor(chaves[e])['muitas'] for e in restantes} == restantes
+    finally:
+        origem.fechar()
+
+
+@pytest.mark.parametrize('tipo', ['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
+def test_linha_que_nao_vira_json_tira_so_a_empresa_dela(tipo, fabrica_de_bancos, tmp_path,
+                                                       chave_contextia, monkeypatch):
+    # A carga de todas serializa cada linha ao lê-la: a que não vira JSON (NaN)
+    # tira a empresa dela, sem complete, e as outras fecham na mesma leitura.
+    from contextia_sync.carga.todas import Empresa, carregar_dataset_todas
+    from contextia_sync.mapeamento import carregar_mapeamento
+    from contextia_sync.origem import carregar_origem
+
+    banco = fabrica_de_bancos(tipo)
+    base = int(uuid.uuid4().int % 9000 + 1000) * 100
+    escopos = [str(base + n) for n in range(3)]
+    banco.executar('CREATE TABLE poucas (id INTEGER PRIMARY KEY, empresa_id INTEGER,'
+                   ' valor %s)' % ('REAL' if tipo == 'sqlite' else 'NUMERIC'))
+    banco.executar('INSERT INTO poucas VALUES (:i, :e, :v)',
+                   [{'i': g, 'e': base + g % 3, 'v': g} for g in range(60)])
+    mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=4, datasets=[
+        {'dataset': 'poucas', 'source_object': 'poucas',
+         'columns': ['id', 'empresa_id', 'valor'], 'key': 'id',
+         'scope_column': 'empresa_id', 'watch_column': None}]))
+    chaves = {e: chave_contextia(e) for e in escopos}
+    monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
+    origem = carregar_origem('generic')
+    origem.conectar()
+
+    def carregar(seco=False):
+        lista = [Empresa(e, chave=chaves[e]) for e in escopos]
+        leitura = carregar_dataset_todas(mapa, mapa['datasets'][0], origem, lista, seco=seco)
+        return leitura, {e.escopo: e.resultados[0] for e in lista}
+
+    try:
+        assert all(r.ok for r in carregar()[1].values())
+        # Na empresa do meio, a linha 31 vira NaN; em todas, as de id % 10 == 0 saem.
+        banco.executar('UPDATE poucas SET valor = %s WHERE id = 31'
+                       % ("9e999" if tipo == 'sqlite' else "'NaN'"))
+        banco.executar('DELETE FROM poucas WHERE id % 10 = 0')
+        # O seco acha a mesma linha, só na empresa dela, e diz qual.
+        seco = carregar(seco=True)[1]
+        assert [(e, r.ok, r.registros, r.recusadas) for e, r in seco.items()] == [
+            (escopos[0], True, 18, 0), (escopos[1], False, 18, 1), (escopos[2], True, 18, 0)]
+        assert 'id=31' in seco[escopos[1]].detalhes[0]
+        leitura, resultados = carregar()
+        assert leitura.erro is None
+        ruim = resultados.pop(escopos[1])
+        assert not ruim.ok and 'id=31' in ruim.erro and 'complete NÃO enviado' in ruim.erro
+        assert all(r.ok and r.removidos == 2 for r in resultados.values()), resultados
+        assert no_servidor(chaves[escopos[1]])['poucas'] == 20
+        assert {e: no_servidor(chaves[e])['poucas'] for e in (escopos[0], escopos[2])} == {
+            escopos[0]: 18, escopos[2]: 18}
+    finally:
+        origem.fechar()
+
+
+def test_registro_pronto_recusado_sozinho_diz_a_key_e_a_coluna(fabrica_contextia, monkeypatch):
+    # Os lotes da carga de todas levam o JSON de cada linha (preparador_de_prontos):
+    # o 413 de um registro sozinho ainda diz qual, e que coluna pesa, como o de dicts.
+    servidor = fabrica_contextia(max_bytes_lote=2000)
+    monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
+    chave = servidor.criar_projeto_com_chave('413-pronto')
+    preparar = cliente.preparador_de_prontos(None)
+    assert preparar is not None
+    prontos = [preparar({'ID': 1, 'CORPO': 'x' * 5000}), preparar({'ID': 2})]
+    resultado = cliente.enviar_dataset('anexos', prontos, key='ID', api_key=chave,
+                                       escopo='297', sync=cliente.gerar_sync(), parte=7,
+                                       prontos=True)
+    assert (resultado.inserted, resultado.lotes_erro) == (1, 1)
+    [erro] = resultado.erros
+    assert 'ID=1' in erro and "'CORPO'" in erro and 'SOZINHO' in erro
+    assert [r['ID'] for r in cliente.ler_registros('anexos', chave)] == [2]

@@ -665,6 +665,14 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Mo
         resultado.segundos = time.monotonic() - inicio
 
 
+def argumentos_do_envio(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    """O que `cliente.enviar_dataset` leva do mapeamento: key, metadados e chunk do dataset."""
+    descricao, campos = mapeamento.semantica(mapa, row)
+    return {'key': mapeamento.chave_de(mapa, row), 'description': descricao,
+            'fields': campos, 'group': mapeamento.grupo_de(mapa, row),
+            'chunk': mapeamento.chunk_de(mapa, row)}
+
+
 def enviar_sob_sync(resultado: ResultadoCarga, mapa: Mapping[str, Any],
                     row: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]], *,
                     api_key: str | None, escopo: str, em_voo: int = padroes.LOTES_EM_VOO,
@@ -678,27 +686,35 @@ def enviar_sob_sync(resultado: ResultadoCarga, mapa: Mapping[str, Any],
     """
     from contextia_sync.intake import cliente
 
-    nome = resultado.dataset
-    descricao, campos = mapeamento.semantica(mapa, row)
     sync = cliente.gerar_sync()
     envio = cliente.enviar_dataset(
-        nome, linhas, key=mapeamento.chave_de(mapa, row), description=descricao,
-        fields=campos, group=mapeamento.grupo_de(mapa, row),
-        chunk=mapeamento.chunk_de(mapa, row), api_key=api_key, logger=logger,
-        sync=sync, escopo=escopo, em_voo=em_voo, familias=familias)
+        resultado.dataset, linhas, api_key=api_key, logger=logger, sync=sync, escopo=escopo,
+        em_voo=em_voo, familias=familias, **argumentos_do_envio(mapa, row))
+    return sync if somar_envio(resultado, envio) else None
+
+
+def somar_envio(resultado: ResultadoCarga, envio: Any) -> bool:
+    """
+    As contagens de um envio (cliente.ResultadoEnvio, ou a soma dos lotes de uma
+    empresa na carga de todas) em `resultado`. False se algum lote falhou, com o
+    erro dito em `resultado` (se ele ainda não tinha um): sem complete.
+    """
+    nome = resultado.dataset
     resultado.registros += envio.registros
     resultado.novos += envio.inserted
     resultado.atualizados += envio.updated
     resultado.iguais += envio.duplicates
     if not envio.lotes_erro:
-        return sync
+        return True
+    if resultado.erro is not None:
+        return False
     resultado.erro = ('%d de %d lote(s) falharam; complete NÃO enviado, nada removido (%s)'
                       % (envio.lotes_erro, envio.lotes_erro + envio.lotes_ok,
                          (envio.erros or ['?'])[0]))
     # O nome do dataset ja abre a entrada do resumo: sem repeti-lo.
     primeiro = re.sub(r'^dataset %s[,:]\s*' % re.escape(nome), '', (envio.erros or ['?'])[0])
     resultado.motivo = '%d lote(s) com falha, sem complete: %s' % (envio.lotes_erro, primeiro)
-    return None
+    return False
 
 
 def fechar_carga(resultado: ResultadoCarga, sync: str, *, api_key: str | None, escopo: str,
@@ -754,32 +770,60 @@ def _conferir_linhas(resultado: ResultadoCarga, linhas: Iterable[Mapping[str, An
     a carga real recusaria (não para na primeira) e guarda as primeiras com o
     motivo em `resultado.detalhes`.
     """
-    # A primeira linha de cada (coluna, tipo) sempre aparece; repeticoes so ate
-    # completar DETALHES_POR_DATASET. Todas sao contadas.
-    primeiras: dict[tuple[str, str], str] = {}
-    repetidas: list[str] = []
-    for numero, linha in enumerate(linhas, 1):
-        try:
-            conferir_registro(linha)
-        except (ValueError, TypeError) as erro:  # ErroSerializacao e um ValueError
-            resultado.recusadas += 1
-            achada = _coluna_recusada(linha)
-            tipo = (achada[0], type(achada[1]).__name__) if achada else ('?', type(erro).__name__)
-            if tipo not in primeiras and len(primeiras) < 10:
-                primeiras[tipo] = recusa_da_linha(resultado.dataset, escopo, source_object,
-                                                  chave, numero, linha, erro)
-            elif len(repetidas) < DETALHES_POR_DATASET:
-                repetidas.append(recusa_da_linha(resultado.dataset, escopo, source_object,
-                                                 chave, numero, linha, erro))
-    if resultado.recusadas:
-        resultado.detalhes = list(primeiras.values()) + repetidas[
-            :max(0, DETALHES_POR_DATASET - len(primeiras))]
-        quais = ', '.join('%s [%s]' % par for par in primeiras)
-        resultado.motivo = '%d linha(s) que não viram JSON: %s' % (resultado.recusadas, quais)
-        resultado.erro = (
-            '%d de %d linha(s) não viram JSON (%s): a carga real recusaria este dataset'
-            ' (complete não enviado, nada removido). Corrija na view; as primeiras:'
-            % (resultado.recusadas, numero, quais))
+    conferencia = Conferencia(resultado, escopo, source_object, chave)
+    conferencia.conferir(linhas)
+    conferencia.fechar()
+
+
+class Conferencia:
+    """
+    O seco de um dataset de uma empresa, aos pedaços: `conferir` a cada trecho
+    de linhas (a carga de todas as empresas confere cada linha ao lê-la, na
+    empresa dela), `fechar` no fim diz as recusas em `resultado`.
+    """
+
+    def __init__(self, resultado: ResultadoCarga, escopo: str, source_object: str,
+                 chave: str | None) -> None:
+        self.resultado = resultado
+        self.escopo, self.source_object, self.chave = escopo, source_object, chave
+        self.lidas = 0
+        # A primeira linha de cada (coluna, tipo) sempre aparece; repeticoes so ate
+        # completar DETALHES_POR_DATASET. Todas sao contadas.
+        self.primeiras: dict[tuple[str, str], str] = {}
+        self.repetidas: list[str] = []
+
+    def conferir(self, linhas: Iterable[Mapping[str, Any]]) -> None:
+        resultado = self.resultado
+        for linha in linhas:
+            self.lidas += 1
+            try:
+                conferir_registro(linha)
+            except (ValueError, TypeError) as erro:  # ErroSerializacao e um ValueError
+                resultado.recusadas += 1
+                achada = _coluna_recusada(linha)
+                tipo = ((achada[0], type(achada[1]).__name__) if achada
+                        else ('?', type(erro).__name__))
+                if tipo not in self.primeiras and len(self.primeiras) < 10:
+                    self.primeiras[tipo] = recusa_da_linha(
+                        resultado.dataset, self.escopo, self.source_object, self.chave,
+                        self.lidas, linha, erro)
+                elif len(self.repetidas) < DETALHES_POR_DATASET:
+                    self.repetidas.append(recusa_da_linha(
+                        resultado.dataset, self.escopo, self.source_object, self.chave,
+                        self.lidas, linha, erro))
+
+    def fechar(self) -> None:
+        resultado, primeiras = self.resultado, self.primeiras
+        if resultado.recusadas:
+            resultado.detalhes = list(primeiras.values()) + self.repetidas[
+                :max(0, DETALHES_POR_DATASET - len(primeiras))]
+            quais = ', '.join('%s [%s]' % par for par in primeiras)
+            resultado.motivo = '%d linha(s) que não viram JSON: %s' % (resultado.recusadas,
+                                                                      quais)
+            resultado.erro = (
+                '%d de %d linha(s) não viram JSON (%s): a carga real recusaria este dataset'
+                ' (complete não enviado, nada removido). Corrija na view; as primeiras:'
+                % (resultado.recusadas, self.lidas, quais))
 
 
 def _repetir_permitindo(nome: str) -> str:

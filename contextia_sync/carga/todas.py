@@ -1,7 +1,7 @@
 """
 A carga completa de TODAS as empresas do arquivo de chaves numa execução do
 connector (`connector.py --todas`, o que o carregar-todas.sh roda): UMA leitura
-por dataset, em ordem de empresa, repartida para a chave de cada uma.
+por dataset, repartida para a chave de cada empresa.
 
 Antes eram um processo e D leituras por empresa (D×S leituras para S
 empresas); agora, um processo e D leituras. O que continua por empresa:
@@ -9,46 +9,77 @@ empresas); agora, um processo e D leituras. O que continua por empresa:
   * o `sync` dela e o `complete` dela, com o teto de remoção dela: cada empresa
     é um projeto, e o servidor confere o teto contra o dataset daquele projeto;
   * lote que falha numa empresa (o Contextia recusando a chave dela, um 500 só
-    para ela) impede o `complete` NELA; as outras seguem na mesma leitura;
+    para ela) impede o `complete` NELA; as linhas seguintes dela são lidas e
+    descartadas, e as outras seguem na mesma leitura;
   * o `complete` de cada empresa só sai depois que a leitura do dataset chegou
-    ao fim. Uma leitura que cai no meio não fecha empresa nenhuma -- nem as que
-    já tinham passado: a ordem só está provada no fim (ver `_fora_de_ordem`).
+    ao fim. Uma leitura que cai no meio não fecha empresa nenhuma: na leitura
+    sem ordem, qualquer empresa ainda pode ter linha por vir.
+
+A leitura é SEM ORDER BY (`_Reparticao`): a varredura sequencial custa o mesmo
+com 1 ou com 50 empresas, e a leitura em ordem de empresa não -- com as
+empresas intercaladas no disco o PostgreSQL a faz pelo índice da empresa,
+saltando no heap: 1,8× a mesma leitura de uma empresa só (bench/bench_varredura.py,
+linhas "crua ORDER BY"; a carga inteira em ordem custava 1,5×). Cada linha vai
+para o buffer da empresa dela; o buffer sai como lote ao chegar ao chunk, e os
+lotes de todas as empresas dividem os mesmos `em_voo` envios ao mesmo tempo.
+A linha vira o JSON dela AO SER LIDA (`cliente.preparador_de_prontos`, o
+mesmo plano e o mesmo corpo do envio): guardada como dict até o lote sair,
+ela esfriava no cache entre as linhas das outras 49 empresas, e serializá-la
+depois custava ~1/3 a mais de CPU (medido: mesma leitura, 50 buffers contra 1).
+O JSON (~310 bytes numa linha de 12 colunas) ocupa ~1/3 do dict (~980). A
+soma dos buffers tem teto (padroes.LINHAS_REPARTIDAS): passando dele, os
+maiores saem antes, incompletos -- a memória não cresce com o número de
+empresas (no máximo o teto, mais os lotes em voo). Medido (1M linhas,
+PostgreSQL, mediana de 3, duas rodadas): 50 empresas custam 0,92× e 1,07× uma
+(com a leitura em ordem de antes, 1,32× e 1,49×); a de uma empresa, o mesmo
+que antes, dentro do ruído.
+
+Lotes de uma empresa em voo juntos podem chegar fora de ordem, como os
+`em_voo` da carga de uma empresa: numa leitura completa cada key
+aparece uma vez (e sem key o servidor deduplica por hash), então nenhuma versão
+ultrapassa outra. Sem filtro na leitura: a empresa sem chave nesta execução é
+lida e contada (a linha do dataset a diz), como a leitura em ordem já fazia; um
+`IN (empresas)` dá o mesmo plano no PostgreSQL (varredura sequencial com o
+filtro, medido: o mesmo tempo) quando o arquivo tem quase todas as empresas,
+que é o caso do carregar-todas. O tamanho do FETCH do cursor de servidor
+(`yield_per` do adaptador) não pesa: a leitura crua sem ordem com 500 e com
+2000 linhas por FETCH deu o mesmo tempo.
 
 A empresa de cada linha é `texto_escopo` da coluna de escopo, a regra do ao
-vivo (captura/ao_vivo.py: agrupar_por_escopo). Linha de empresa sem chave (fora
-do arquivo, ou recusada nesta execução) não vai a lugar nenhum; a contagem
-delas é dita na linha do dataset.
+vivo (captura/ao_vivo.py: agrupar_por_escopo): ' 297' e '297' são a mesma
+empresa e caem no mesmo buffer. Linha de empresa sem chave (fora do arquivo,
+ou recusada nesta execução) não vai a lugar nenhum; a contagem delas é dita na
+linha do dataset.
 
 O dataset sem recorte (domínio, `scope_column: null`) vai inteiro para cada
 empresa: lido uma vez para um arquivo temporário (a memória não cresce com ele)
 e reenviado dali a cada empresa.
-
-Adaptador cujo `fetch` não aceita `ordem=` (um sources/*.py escrito antes
-disto): uma leitura por empresa, como antes, mas no mesmo processo -- dito no log.
 """
 
 from __future__ import annotations
 
-import inspect
-import itertools
 import pickle
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any
 
 from contextia_sync import mapeamento, padroes
 from contextia_sync.carga.completa import (
+    Conferencia,
     ResultadoCarga,
     _conferir_linhas,
     _contando,
+    argumentos_do_envio,
     contar_para_o_progresso,
     encurtar,
     enviar_sob_sync,
     fechar_carga,
     linha_de_progresso,
+    somar_envio,
 )
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.registro import logger
@@ -116,6 +147,14 @@ class LeituraDoDataset:
     """Linhas com a coluna de escopo vazia: de empresa nenhuma."""
     erro: str | None = None
     segundos: float = 0.0
+    lotes: int = 0
+    """Lotes enviados (ou conferidos, no seco) de todas as empresas juntas."""
+    lotes_incompletos: int = 0
+    """Deles, os que saíram antes do chunk porque a soma dos buffers chegou ao teto."""
+    maior_retencao: int = 0
+    """O máximo de linhas nos buffers por empresa ao mesmo tempo (nunca passa do teto)."""
+    teto: int = 0
+    """O teto daquela soma nesta leitura."""
 
 
 class _Erros:
@@ -171,14 +210,6 @@ class _Copia:
         self._arquivo.close()
 
 
-def aceita_ordem(origem: ModuleType) -> bool:
-    """O `fetch` do adaptador aceita `ordem=` (a leitura em ordem de empresa)?"""
-    try:
-        return 'ordem' in inspect.signature(origem.fetch).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
                            origem: ModuleType, empresas: Sequence[Empresa], *,
                            seco: bool = False, max_remocao: float = padroes.MAX_REMOCAO,
@@ -186,7 +217,8 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
                            progresso: Callable[[str], None] | None = None,
                            intervalo_progresso: float = padroes.INTERVALO_PROGRESSO,
                            historico: Historico | None = None, execucao: str | None = None,
-                           em_voo: int = padroes.LOTES_EM_VOO) -> LeituraDoDataset:
+                           em_voo: int = padroes.LOTES_EM_VOO,
+                           teto_linhas: int = padroes.LINHAS_REPARTIDAS) -> LeituraDoDataset:
     """
     Um dataset para todas as empresas ativas: uma leitura, repartida.
 
@@ -194,6 +226,7 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
     (a que tem a chave recusada no meio fica recusada para os datasets
     seguintes, como o connector dela parava) e devolve o que a leitura fez.
     Nunca levanta: a leitura que cai vira o erro de cada empresa, sem complete.
+    `teto_linhas`: o teto da soma dos buffers por empresa (ver `_Reparticao`).
     """
     from contextia_sync.intake import cliente
 
@@ -219,15 +252,10 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
     # As empresas ja enviadas por inteiro, esperando o fim da leitura: {escopo: sync}.
     pendentes: dict[str, str] = {}
 
-    def ler(escopo: str | None = None) -> tuple[Iterator[Any], Mapping[str, str] | None]:
-        """Uma leitura do dataset: a de todas as empresas em ordem, ou a de uma só."""
+    def ler() -> tuple[Iterator[Any], Mapping[str, str] | None]:
+        """A leitura do dataset, de todas as empresas, sem ordem nem filtro."""
         leitura.leituras += 1
-        if escopo is not None:
-            linhas = origem.fetch(row['source_object'], row['columns'], scope=(coluna, escopo))
-        elif coluna is not None:
-            linhas = origem.fetch(row['source_object'], row['columns'], ordem=coluna)
-        else:
-            linhas = origem.fetch(row['source_object'], row['columns'])
+        linhas = origem.fetch(row['source_object'], row['columns'])
         # Os tipos do resultado (so o adaptador generico os da): um conversor por coluna.
         familias = getattr(origem, 'familias', lambda _linhas: None)(linhas)
         contadas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso, total)
@@ -262,16 +290,21 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
             total = contar_para_o_progresso(origem, row['source_object'], None)
         if coluna is None:
             _dominio(ler, entregar, ativas)
-        elif aceita_ordem(origem):
-            _em_ordem(leitura, ler, entregar, coluna, ativas, resultados, pendentes)
         else:
-            logger.warning('o adaptador %s não aceita fetch(..., ordem=): %s lido uma vez por'
-                           ' empresa (%d leituras), no mesmo processo',
-                           getattr(origem, '__name__', '?'), nome, len(ativas))
-            for escopo in list(ativas):
-                if ativas[escopo].ativa:
-                    linhas, familias = ler(escopo)
-                    entregar(escopo, linhas, familias)
+            reparticao = _Reparticao(mapa, row, ativas, resultados, seco=seco, em_voo=em_voo,
+                                     teto=teto_linhas)
+            comeco = time.monotonic()
+            try:
+                reparticao.repartir(leitura, ler, coluna)
+            finally:
+                # Cada empresa esperou a leitura inteira: o tempo dela e o da leitura.
+                for resultado in resultados.values():
+                    resultado.segundos += time.monotonic() - comeco
+                leitura.maior_retencao = reparticao.maior_retencao
+                leitura.teto = reparticao.teto
+                leitura.lotes, leitura.lotes_incompletos = (reparticao.lotes,
+                                                            reparticao.incompletos)
+            pendentes.update(reparticao.pendentes)
         leitura.linhas = contador[0]
         # A leitura chegou ao fim: empresa sem linha nenhuma ainda recebe o seu
         # sync vazio (o complete dele tira o que ela tinha, dentro do teto).
@@ -298,6 +331,288 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
         for escopo, resultado in resultados.items():
             ativas[escopo].resultados.append(resultado)
     return leitura
+
+
+class _Buffer(list[Any]):
+    """As linhas de uma empresa esperando virar lote (a lista sabe de quem é)."""
+
+    __slots__ = ('escopo',)
+    descarte = False
+
+    def __init__(self, escopo: str) -> None:
+        super().__init__()
+        self.escopo = escopo
+
+
+class _Descarte:
+    """O destino das linhas de uma empresa que não recebe nada: só as conta."""
+
+    __slots__ = ('linhas',)
+    descarte = True
+
+    def __init__(self) -> None:
+        self.linhas = 0
+
+    def append(self, _linha: Any) -> None:
+        self.linhas += 1
+
+    def __len__(self) -> int:
+        return 0
+
+
+# Quantos valores crus da coluna de escopo a repartição lembra (valor -> empresa).
+# Coluna de escopo com um valor por linha (mapeamento errado) não enche a memória.
+VALORES_LEMBRADOS = 100000
+
+
+class _Reparticao:
+    """
+    A leitura sem ordem de um dataset, repartida por empresa em buffers.
+
+    Cada linha vai para o buffer da empresa dela; o buffer que chega ao chunk
+    sai como um lote (uma chamada de `cliente.enviar_dataset` com o `sync` da
+    empresa e a parte seguinte). A soma dos buffers passando de `teto` linhas,
+    os maiores saem antes, incompletos, até a soma cair à metade do teto: a
+    memória fica no teto mais os lotes em voo, com 5 ou 5000 empresas. Nenhum
+    lote passa do chunk.
+
+    Os lotes de todas as empresas dividem um pool de `em_voo` envios: a leitura
+    só espera quando todos estão ocupados. As respostas são somadas nesta
+    thread (a da leitura), na ordem em que chegam. Lote que falha (ou chave
+    recusada) tira a empresa da repartição: as linhas seguintes dela são
+    contadas e descartadas, os lotes dela já em voo terminam, e ela não entra
+    em `pendentes` (sem complete). As outras seguem.
+
+    `pendentes` ({escopo: sync}) só é preenchido depois do fim da leitura e do
+    último lote: a leitura que cai levanta daqui, sem empresa pendente.
+    """
+
+    def __init__(self, mapa: Mapping[str, Any], row: Mapping[str, Any],
+                 ativas: Mapping[str, Empresa], resultados: Mapping[str, ResultadoCarga], *,
+                 seco: bool, em_voo: int, teto: int) -> None:
+        from contextia_sync.intake import cliente
+
+        self._cliente = cliente
+        self.nome = cliente.normalizar_dataset(row['dataset'])
+        self.row = row
+        self.ativas, self.resultados = ativas, resultados
+        self.seco = seco
+        self.argumentos = argumentos_do_envio(mapa, row)
+        # O seco confere cada linha ao le-la (nada a juntar para enviar).
+        self.chunk = 1 if seco else max(1, int(self.argumentos['chunk'] or padroes.CHUNK))
+        self.teto = max(1, int(teto))
+        self.em_voo = max(1, int(em_voo))
+        self.buffers: dict[str, _Buffer] = {}
+        self.retidas = 0
+        self.maior_retencao = 0
+        self.lotes = 0
+        self.incompletos = 0
+        """Lotes que sairam antes do chunk pelo teto (o fim de cada empresa não conta)."""
+        self.syncs: dict[str, str] = {}
+        self.partes: dict[str, int] = {}
+        self.balancos: dict[str, Any] = {}
+        self.conferencias: dict[str, Conferencia] = {}
+        self.falhas: set[str] = set()
+        self.descartes: dict[str, _Descarte] = {}
+        self.destinos: dict[Any, Any] = {}
+        self.voo: dict[Future[Any], str] = {}
+        self.familias: Mapping[str, str] | None = None
+        self.preparar: Callable[[Mapping[str, Any]], Any] | None = None
+        self.pendentes: dict[str, str] = {}
+
+    # -- a empresa de cada linha ------------------------------------------------
+    def _destino(self, valor: Any) -> Any:
+        """O buffer (ou o descarte) das linhas com este valor cru de escopo."""
+        escopo = texto_escopo(valor)
+        if escopo in self.ativas and escopo not in self.falhas and \
+                self.ativas[escopo].ativa:
+            destino: Any = self.buffers.get(escopo)
+            if destino is None:
+                destino = self.buffers[escopo] = _Buffer(escopo)
+        else:
+            destino = self.descartes.setdefault(escopo, _Descarte())
+        try:
+            if len(self.destinos) < VALORES_LEMBRADOS:
+                self.destinos[valor] = destino
+        except TypeError:                       # valor sem hash: sem lembrar
+            pass
+        return destino
+
+    def repartir(self, leitura: LeituraDoDataset,
+                 ler: Callable[[], tuple[Iterator[Any], Mapping[str, str] | None]],
+                 coluna: str) -> None:
+        """Lê o dataset inteiro, repartindo; devolve depois do último lote respondido."""
+        linhas, self.familias = ler()
+        pool = ThreadPoolExecutor(max_workers=self.em_voo, thread_name_prefix='lote-todas') \
+            if not self.seco else None
+        self._pool = pool
+        # Cada linha vira o JSON dela AO SER LIDA (ainda no cache): guardada como
+        # dict ate o lote sair, ela esfria entre as linhas das outras empresas,
+        # e serializa-la depois custava ~1/3 a mais (ver o docstring do modulo).
+        self.preparar = preparar = (
+            None if self.seco else self._cliente.preparador_de_prontos(self.familias))
+        recusa = self._cliente.ErroSerializacao
+        destinos, chunk, teto = self.destinos, self.chunk, self.teto
+        try:
+            for linha in linhas:
+                valor = linha.get(coluna)
+                try:
+                    destino = destinos.get(valor)
+                except TypeError:
+                    destino = None
+                if destino is None:
+                    destino = self._destino(valor)
+                if destino.descarte:
+                    destino.linhas += 1             # sem chave, ou falhou: contada
+                    continue
+                if preparar is not None:
+                    try:
+                        linha = preparar(linha)
+                    except recusa as erro:
+                        self._recusar(destino.escopo, linha, erro)
+                        continue
+                destino.append(linha)
+                tamanho = len(destino)
+                self.retidas += 1
+                if tamanho >= chunk:
+                    self._despachar(destino)
+                elif self.retidas >= teto:
+                    self._aliviar()
+            # Fim da leitura: o resto de cada empresa sai.
+            for buffer in list(self.buffers.values()):
+                if buffer:
+                    self._despachar(buffer)
+            self._colher(todos=True)
+        finally:
+            if pool is not None:
+                # A leitura caiu: os lotes em voo terminam (partes de um sync que
+                # nunca sera completado: inofensivos), sem esperar mais nada.
+                pool.shutdown(wait=True)
+            self._somar(leitura)
+        for escopo in self.ativas:
+            if escopo in self.falhas or self.resultados[escopo].erro is not None:
+                continue
+            if escopo in self.syncs or escopo in self.conferencias:
+                self.pendentes[escopo] = self.syncs.get(escopo, '')
+
+    def _aliviar(self) -> None:
+        """A soma dos buffers passou do teto: os maiores saem até ela cair à metade."""
+        for buffer in sorted(self.buffers.values(), key=len, reverse=True):
+            if self.retidas <= self.teto // 2:
+                break
+            if buffer:                  # (o de uma empresa que falhou agora esta vazio)
+                self.incompletos += 1
+                self._despachar(buffer)
+
+    def _despachar(self, buffer: _Buffer) -> None:
+        """O buffer de uma empresa vira um lote: conferido (seco) ou enviado."""
+        escopo = buffer.escopo
+        if self.retidas > self.maior_retencao:
+            self.maior_retencao = self.retidas
+        lote = buffer.copy()
+        buffer.clear()
+        self.retidas -= len(lote)
+        if escopo in self.falhas:
+            return
+        self.lotes += 1
+        resultado = self.resultados[escopo]
+        if self.seco:
+            conferencia = self.conferencias.get(escopo)
+            if conferencia is None:
+                conferencia = self.conferencias[escopo] = Conferencia(
+                    resultado, escopo, self.row['source_object'], self.argumentos['key'])
+            conferencia.conferir(lote)
+            resultado.registros += len(lote)
+            return
+        while len(self.voo) >= self.em_voo:
+            self._colher()
+        if escopo in self.falhas:
+            return                                  # falhou enquanto esperava a vaga
+        self._submeter(escopo, lote)
+
+    def _submeter(self, escopo: str, lote: list[Any]) -> None:
+        empresa = self.ativas[escopo]
+        sync = self.syncs.get(escopo)
+        if sync is None:
+            sync = self.syncs[escopo] = self._cliente.gerar_sync()
+            self.balancos[escopo] = self._cliente.ResultadoEnvio(self.nome)
+        parte = self.partes.get(escopo, 0) + 1
+        self.partes[escopo] = parte
+        assert self._pool is not None
+        futuro = self._pool.submit(
+            self._cliente.enviar_dataset, self.nome, lote, api_key=empresa.chave,
+            logger=logger, sync=sync, escopo=escopo, em_voo=1, parte=parte,
+            familias=None if self.preparar is not None else self.familias,
+            prontos=self.preparar is not None, **self.argumentos)
+        self.voo[futuro] = escopo
+
+    def _colher(self, todos: bool = False) -> None:
+        """Soma as respostas que chegaram (uma ao menos; `todos`: até o último lote)."""
+        while self.voo:
+            prontos, _ = wait(list(self.voo), return_when=FIRST_COMPLETED)
+            for futuro in prontos:
+                escopo = self.voo.pop(futuro)
+                resultado = self.resultados[escopo]
+                try:
+                    envio = futuro.result()
+                except Exception as erro:               # noqa: BLE001 - so esta empresa
+                    self._tirar(escopo)
+                    _falhou(self.ativas[escopo], resultado, erro)
+                    continue
+                balanco = self.balancos[escopo]
+                for campo in ('registros', 'inserted', 'updated', 'duplicates', 'lotes_ok',
+                              'lotes_erro'):
+                    setattr(balanco, campo, getattr(balanco, campo) + getattr(envio, campo))
+                balanco.erros.extend(envio.erros)
+                if envio.lotes_erro:
+                    self._tirar(escopo)
+            if not todos:
+                return
+
+    def _recusar(self, escopo: str, linha: Mapping[str, Any], erro: Exception) -> None:
+        """Uma linha da empresa que não vira JSON: ela não fecha (o envio recusaria igual)."""
+        resultado = self.resultados[escopo]
+        chave = self.argumentos['key']
+        qual = self._cliente.descrever(self.nome, escopo, chave,
+                                       linha.get(chave) if chave else None)
+        logger.error('%s: %s -- as linhas seguintes dela não são enviadas', qual, erro)
+        if resultado.erro is None:
+            resultado.erro = ('%s: %s -- complete NÃO enviado, nada removido' % (qual, erro))
+            resultado.motivo = 'linha que não vira JSON, sem complete: %s' % erro
+        self._tirar(escopo)
+
+    def _tirar(self, escopo: str) -> None:
+        """A empresa falhou: o buffer dela sai da memória e as linhas seguintes, do envio."""
+        if escopo in self.falhas:
+            return
+        self.falhas.add(escopo)
+        buffer = self.buffers.pop(escopo, None)
+        if buffer:
+            self.retidas -= len(buffer)
+            buffer.clear()
+        descarte = self.descartes.setdefault(escopo, _Descarte())
+        for valor, destino in list(self.destinos.items()):
+            if destino is buffer:
+                self.destinos[valor] = descarte
+
+    def _somar(self, leitura: LeituraDoDataset) -> None:
+        """O que cada empresa enviou, no resultado dela; as linhas sem destino, na leitura."""
+        for conferencia in self.conferencias.values():
+            conferencia.fechar()
+        for escopo, balanco in self.balancos.items():
+            somar_envio(self.resultados[escopo], balanco)
+        for escopo in self.falhas:
+            resultado, descartadas = self.resultados[escopo], self.descartes.get(escopo)
+            if descartadas is not None and descartadas.linhas and resultado.erro:
+                resultado.erro += ('; as %d linha(s) seguintes dela nesta leitura foram'
+                                   ' lidas e descartadas' % descartadas.linhas)
+        for escopo, descarte in self.descartes.items():
+            if escopo in self.ativas:
+                continue                            # a que falhou: dito no erro dela
+            if not escopo:
+                leitura.sem_escopo += descarte.linhas
+            else:
+                leitura.sem_chave[escopo] = leitura.sem_chave.get(escopo, 0) + descarte.linhas
 
 
 class _Contadas:
@@ -361,59 +676,6 @@ def _gravar_historico(historico: Historico, resultados: Mapping[str, ResultadoCa
                 resultado.aviso = 'histórico não gravado em %s (%s)' % (historico.caminho, erro)
 
 
-def _em_ordem(leitura: LeituraDoDataset,
-              ler: Callable[..., tuple[Iterator[Any], Mapping[str, str] | None]],
-              entregar: Callable[[str, Iterable[Any], Mapping[str, str] | None], None],
-              coluna: str, ativas: Mapping[str, Empresa],
-              resultados: Mapping[str, ResultadoCarga], pendentes: dict[str, str]) -> None:
-    """A leitura em ordem de empresa, cada trecho contíguo entregue à empresa dele."""
-    linhas, familias = ler()
-    vistas: set[str] = set()
-    # groupby: ao pedir a empresa seguinte, o resto da anterior (a que falhou ou
-    # nao tem chave) e lido e descartado -- a leitura nunca para no meio.
-    def empresa_da(linha: Mapping[str, Any]) -> str:
-        return texto_escopo(linha.get(coluna))
-
-    for escopo, trecho in itertools.groupby(linhas, key=empresa_da):
-        if not escopo:
-            leitura.sem_escopo += sum(1 for _ in trecho)
-            continue
-        if escopo in vistas:
-            _fora_de_ordem(escopo, coluna, resultados.get(escopo), pendentes)
-            if escopo not in ativas:
-                leitura.sem_chave[escopo] = leitura.sem_chave.get(escopo, 0) + sum(
-                    1 for _ in trecho)
-            continue
-        vistas.add(escopo)
-        empresa = ativas.get(escopo)
-        if empresa is None or not empresa.ativa:
-            leitura.sem_chave[escopo] = sum(1 for _ in trecho)
-            continue
-        entregar(escopo, trecho, familias)
-
-
-def _fora_de_ordem(escopo: str, coluna: str, resultado: ResultadoCarga | None,
-                   pendentes: dict[str, str]) -> None:
-    """
-    A empresa voltou depois de outra: valores que só viram a mesma empresa sem os
-    espaços das pontas (' 297' e '297') não ficam juntos na ordem do banco. O
-    trecho novo não entra no sync dela, então o complete removeria essas linhas:
-    a empresa falha, sem complete (e por isso nenhum complete sai antes do fim).
-    """
-    logger.error('empresa %s apareceu de novo na leitura ordenada por %s: valores de escopo'
-                 ' que só diferem em espaços nas pontas?', escopo, coluna)
-    pendentes.pop(escopo, None)
-    if resultado is not None and resultado.erro is None:
-        resultado.ok = False
-        resultado.erro = (
-            'a empresa %s apareceu em dois trechos da leitura ordenada por %s -- valores da'
-            ' coluna que só viram %s sem os espaços das pontas (ex.: " %s" e "%s"): complete'
-            ' NÃO enviado, nada removido. Corrija na view (TRIM(%s) AS %s) ou carregue-a'
-            ' sozinha com --scope=%s' % (escopo, coluna, escopo, escopo, escopo, coluna,
-                                         coluna, escopo))
-        resultado.motivo = 'empresa em dois trechos da leitura (escopo com espaços)'
-
-
 def _dominio(ler: Callable[..., tuple[Iterator[Any], Mapping[str, str] | None]],
              entregar: Callable[[str, Iterable[Any], Mapping[str, str] | None], None],
              ativas: Mapping[str, Empresa]) -> None:
@@ -444,6 +706,11 @@ def linha_da_leitura(leitura: LeituraDoDataset, empresas: int) -> str:
                                ' ...' if len(nomes) > SEM_CHAVE_NOMEADAS else ''))
     if leitura.sem_escopo:
         texto += '; %d linha(s) sem empresa (escopo vazio) ficaram de fora' % leitura.sem_escopo
+    if leitura.lotes_incompletos:
+        # Lotes menores que o chunk: mais pedidos. Muitas empresas para o teto.
+        texto += ('; %d de %d lote(s) saíram antes do chunk (teto de %d linhas nos buffers'
+                  ' por empresa, padroes.LINHAS_REPARTIDAS)' % (
+                      leitura.lotes_incompletos, leitura.lotes, leitura.teto))
     if leitura.erro:
         texto += ' -- A LEITURA CAIU: %s' % leitura.erro
     return texto

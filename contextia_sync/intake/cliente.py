@@ -76,6 +76,12 @@ from contextia_sync.intake.transporte import (
     texto_da_resposta,
 )
 
+try:
+    import orjson as _orjson
+    _Fragmento: Any = _orjson.Fragment
+except ImportError:                      # sem o orjson: sem registros prontos
+    _Fragmento = None
+
 if TYPE_CHECKING:
     import requests
 
@@ -345,9 +351,43 @@ def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dic
     return {c: int(corpo.get(c) or 0) for c in _CONTAGENS + ('removed',)}
 
 
+def _legivel(registro: Any) -> Any:
+    """O registro como dict, também o pronto (o JSON dele) de `preparador_de_prontos`."""
+    if _Fragmento is not None and isinstance(registro, _Fragmento):
+        return json.loads(_orjson.dumps(registro))     # o Fragment so se le assim
+    return registro
+
+
+def preparador_de_prontos(familias: Mapping[str, str] | None
+                          ) -> Callable[[Mapping[str, Any]], Any] | None:
+    """
+    A função que faz de uma linha da origem o registro pronto (o JSON dele, do
+    jeito que `enviar_dataset` o poria no corpo: o mesmo plano por coluna de
+    `familias`, ou pela forma, e o mesmo `corpo_de_registros`), para
+    `enviar_dataset(..., prontos=True)`. Levanta ErroSerializacao como o envio.
+    None sem o orjson (o pronto é um `orjson.Fragment`): envie as linhas.
+    """
+    if _Fragmento is None:
+        return None
+    fragmento = _Fragmento
+    serializador = Serializador(puro=False)
+    fixo = PlanoFixo(dict(familias)) if familias else None
+    converter = fixo.registro if fixo is not None else None
+    colunas = fixo.colunas if fixo is not None else -1
+
+    def preparar(bruto: Mapping[str, Any]) -> Any:
+        if converter is not None and type(bruto) is dict and len(bruto) == colunas:
+            registro = converter(bruto)
+        else:
+            registro = serializador.registro(bruto)
+        return fragmento(corpo_de_registros([registro])[1:-1])
+    return preparar
+
+
 def _motivo_da_recusa(resposta: requests.Response, registro: Mapping[str, Any],
                       chave: str) -> str:
     """Por que o intake recusou um registro sozinho, com a correção (413: o tamanho dele)."""
+    registro = _legivel(registro)
     detalhe = mascarar(detalhe_da_resposta(resposta), chave).strip()
     if resposta.status_code != 413:
         return 'HTTP %d: %s' % (resposta.status_code, detalhe)
@@ -374,7 +414,8 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                    deve_parar: Callable[[], bool] | None = None,
                    quarentena: DestinoDeRecusas | None = None,
                    em_voo: int = 1,
-                   familias: Mapping[str, str] | None = None) -> ResultadoEnvio:
+                   familias: Mapping[str, str] | None = None,
+                   parte: int = 1, prontos: bool = False) -> ResultadoEnvio:
     """
     Envia `registros` (qualquer iterável de dicts) ao dataset `nome`, em lotes.
 
@@ -418,6 +459,14 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
 
     O corpo vai comprimido (gzip) só se o intake anuncia `compressão: ["gzip"]`
     em capacidades (consultado uma vez a cada padroes.VALIDADE_CAPACIDADES s).
+
+    `parte`: o número (`sync.part`) do primeiro lote. A carga de todas as
+    empresas (carga/todas.py) manda cada lote de uma empresa numa chamada, com
+    o mesmo `sync`: a numeração continua, e a partir da parte 2 o envio já é de
+    muitos lotes (a consulta do gzip vale a pena desde o primeiro pedido).
+    `prontos`: os registros já são o JSON de cada um, de `preparador_de_prontos`
+    (a carga de todas as empresas serializa cada linha ao lê-la e guarda só o
+    texto até o lote sair); vão ao corpo como estão. Sem quarentena.
     """
     log = preparar_logger(logger)
     chave = _chave(api_key)
@@ -430,7 +479,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                          ('group', group)):
         if valor is not None:
             base[campo] = valor
-    partes = itertools.count(1)
+    partes = itertools.count(max(1, int(parte)))
     # A chave a remover na mesma forma JSON em que o registro a levou (Decimal como
     # texto, data ISO): o servidor remove pela chave como a guardou.
     pendente_remover = [valor_json(v, key or 'key') for v in remove] if remove else None
@@ -449,7 +498,8 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     # nao recebe pedido nenhum alem do primeiro lote.
     gzip_decidido: list[bool] = []
     trava_gzip = threading.Lock()
-    aceitou = False
+    # A continuacao de um sync (parte > 1) ja e um envio de muitos lotes.
+    aceitou = parte > 1
 
     def comprimir() -> bool:
         if gzip_decidido:
@@ -466,6 +516,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     novos_na_quarentena = 0
 
     def qual(registro: Mapping[str, Any]) -> str:
+        registro = _legivel(registro)
         return descrever(dataset, escopo, key, registro.get(key) if key else None)
 
     def montar(lote: list[dict[str, Any]]) -> bytes:
@@ -557,6 +608,11 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
 
     def serializados() -> Iterator[dict[str, Any]]:
         nonlocal lidos, recusado
+        if prontos and quarentena is None:
+            for pronto in registros:
+                lidos += 1
+                yield pronto  # type: ignore[misc]  # o JSON do registro (Fragment)
+            return
         converter = fixo.registro if fixo is not None else None
         colunas = fixo.colunas if fixo is not None else -1
         for bruto in registros:
