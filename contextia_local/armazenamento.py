@@ -15,7 +15,9 @@ a autenticação roda no laço de eventos, sem passar por uma thread.
 import contextlib
 import dataclasses
 import datetime
+import functools
 import hashlib
+import itertools
 import json
 import os
 import secrets
@@ -88,6 +90,10 @@ CREATE TABLE IF NOT EXISTS syncs (
     removidos    INTEGER,
     PRIMARY KEY (projeto_id, dataset, sync_id)
 );
+-- `hash`: o sha256 do corpo canônico, que é a identidade do registro sem key
+-- (`ident` = 'h:' + hash). Com key, '' desde a issue 18: o registro mudou ou
+-- não é decidido comparando o próprio corpo (linhas antigas guardam o sha256,
+-- que nada mais lê).
 CREATE TABLE IF NOT EXISTS registros (
     id           INTEGER PRIMARY KEY,
     projeto_id   INTEGER NOT NULL,
@@ -116,6 +122,7 @@ class Lote:
 
     envelope: dict[str, Any]
     idents: list[str]
+    # O que vai à coluna `hash`: o sha256 sem key, '' com key (ver o ESQUEMA).
     hashes: list[str]
     corpos: list[bytes]
 
@@ -440,7 +447,7 @@ class Banco:
 
             # O que o lote toca e ja esta guardado; dataset vazio (a primeira
             # carga) nao pergunta. Cursor sem Row: uma tupla por linha basta.
-            existentes: dict[str, tuple[str, int]] = {}
+            existentes: dict[str, tuple[bytes, int]] = {}
             distintos = set(idents)
             if not vazio and distintos:
                 cursor = con.cursor()
@@ -448,11 +455,13 @@ class Banco:
                 lista = list(distintos)
                 for inicio in range(0, len(lista), 500):
                     parte = lista[inicio:inicio + 500]
-                    for ident, hash_guardado, rowid in cursor.execute(
-                            'SELECT ident, hash, id FROM registros WHERE projeto_id = ? AND'
+                    for ident, guardado, rowid in cursor.execute(
+                            'SELECT ident, corpo, id FROM registros WHERE projeto_id = ? AND'
                             ' dataset = ? AND ident IN (%s)' % ','.join('?' * len(parte)),
                             [projeto_id, dataset] + parte):
-                        existentes[ident] = (hash_guardado, rowid)
+                        # TEXT nas linhas antigas, os bytes UTF-8 nas novas.
+                        existentes[ident] = (guardado if type(guardado) is bytes else
+                                             guardado.encode('utf-8'), rowid)
             if len(distintos) == len(idents):
                 contagens.update(self._gravar_em_bloco(
                     con, projeto_id, dataset, versao, sync_id, lote, existentes))
@@ -473,35 +482,36 @@ class Banco:
     # Sem sync, o registro guarda o sync em que foi visto por ultimo (COALESCE):
     # um envio incremental no meio de uma carga nao pode desmarcar o que a carga
     # ja viu. O que ja existia esta em `existentes` (lido sob a mesma trava de
-    # escrita): INSERT puro para o resto.
+    # escrita): INSERT puro para o resto. Igual ou mudado: o corpo canônico
+    # comparado byte a byte (é ele que é guardado).
     @staticmethod
     def _gravar_em_bloco(con: sqlite3.Connection, projeto_id: int, dataset: str, versao: int,
                          sync_id: str | None, lote: Lote,
-                         existentes: dict[str, tuple[str, int]]) -> dict[str, int]:
+                         existentes: dict[str, tuple[bytes, int]]) -> dict[str, int]:
         """
         O lote sem key repetida: um INSERT de muitas linhas por vez, os iguais
         tocados por um UPDATE por id, os mudados pelo id. Uma linha por
         `executemany` custava um passo (e uma volta ao GIL) por registro.
         """
-        inserir: list[Any] = []
+        idents, hashes, corpos = lote.idents, lote.hashes, lote.corpos
         atualizar: list[tuple[Any, ...]] = []
         tocar: list[int] = []
-        novos = 0
-        for ident, hash_corpo, corpo in zip(lote.idents, lote.hashes, lote.corpos, strict=True):
-            anterior = existentes.get(ident)
-            if anterior is None:
-                inserir += (projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id)
-                novos += 1
-            elif anterior[0] == hash_corpo:
-                tocar.append(anterior[1])
-            else:
-                atualizar.append((hash_corpo, corpo, versao, sync_id, anterior[1]))
-        por_vez = min(500, con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 7)
-        for inicio in range(0, novos, por_vez):
-            parte = inserir[inicio * 7:(inicio + por_vez) * 7]
-            con.execute('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
-                        ' ultimo_sync) VALUES ' + ','.join(['(?,?,?,?,?,?,?)'] * (len(parte) // 7)),
-                        parte)
+        if existentes:
+            novos = []
+            for posicao, ident in enumerate(idents):
+                anterior = existentes.get(ident)
+                if anterior is None:
+                    novos.append(posicao)
+                elif anterior[0] == corpos[posicao]:
+                    tocar.append(anterior[1])
+                else:
+                    atualizar.append((hashes[posicao], corpos[posicao], versao, sync_id,
+                                      anterior[1]))
+            if len(novos) != len(idents):
+                idents = [idents[i] for i in novos]
+                hashes = [hashes[i] for i in novos]
+                corpos = [corpos[i] for i in novos]
+        _inserir(con, (projeto_id, dataset, versao, sync_id), idents, hashes, corpos)
         for inicio in range(0, len(tocar), 500):
             parte_ids = tocar[inicio:inicio + 500]
             con.execute('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
@@ -509,12 +519,12 @@ class Banco:
                         [versao, sync_id, *parte_ids])
         con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
                         ' ultimo_sync = COALESCE(?, ultimo_sync) WHERE id = ?', atualizar)
-        return {'inserted': novos, 'updated': len(atualizar), 'duplicates': len(tocar)}
+        return {'inserted': len(idents), 'updated': len(atualizar), 'duplicates': len(tocar)}
 
     @staticmethod
     def _gravar_com_repetidos(con: sqlite3.Connection, projeto_id: int, dataset: str,
                               versao: int, sync_id: str | None, lote: Lote,
-                              existentes: dict[str, tuple[str, int]]) -> dict[str, int]:
+                              existentes: dict[str, tuple[bytes, int]]) -> dict[str, int]:
         """
         O lote com a mesma key mais de uma vez: registro a registro, na ordem --
         a primeira vez conta contra o guardado, as seguintes contra a anterior
@@ -526,12 +536,12 @@ class Banco:
             anterior = vistos.get(ident)
             if anterior is None:
                 inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id))
-            elif anterior == hash_corpo:
+            elif anterior == corpo:
                 tocar.append((versao, sync_id, projeto_id, dataset, ident))
             else:
                 atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset,
                                   ident))
-            vistos[ident] = hash_corpo
+            vistos[ident] = corpo
         con.executemany('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
                         ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)', inserir)
         con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
@@ -621,45 +631,85 @@ class Banco:
         return {'records': [json.loads(linha['corpo']) for linha in linhas], 'next': proximo}
 
 
+# Linhas por INSERT: os ?NNN de um comando não passam de 32766 (o padrão do
+# SQLITE_LIMIT_VARIABLE_NUMBER desde o 3.32; os mais antigos, 999, são lidos
+# na conexão).
+_LINHAS_POR_INSERT = 500
+# As constantes do lote (?1..?4) ligadas uma vez por comando; por linha só
+# ident, hash e corpo. Eram 7 parâmetros por linha, e cada um passa pelo
+# adaptador do sqlite3 do Python.
+_CONSTANTES = 4
+
+
+@functools.lru_cache(maxsize=32)
+def _sql_inserir(linhas: int) -> str:
+    return ('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
+            ' ultimo_sync) VALUES ' + ','.join(
+                '(?1,?2,?%d,?%d,?%d,?3,?4)' % (i, i + 1, i + 2)
+                for i in range(_CONSTANTES + 1, _CONSTANTES + 1 + 3 * linhas, 3)))
+
+
+def _inserir(con: sqlite3.Connection, constantes: tuple[Any, ...], idents: list[str],
+             hashes: list[str], corpos: list[bytes]) -> None:
+    """INSERT das linhas novas, `_LINHAS_POR_INSERT` por comando."""
+    por_vez = min(_LINHAS_POR_INSERT,
+                  (con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - _CONSTANTES) // 3)
+    for inicio in range(0, len(idents), por_vez):
+        fim = min(inicio + por_vez, len(idents))
+        # Os parâmetros intercalados por fatias (em C), sem um laço por linha.
+        parametros: list[Any] = [*constantes, *([None] * (3 * (fim - inicio)))]
+        parametros[_CONSTANTES::3] = idents[inicio:fim]
+        parametros[_CONSTANTES + 1::3] = hashes[inicio:fim]
+        parametros[_CONSTANTES + 2::3] = corpos[inicio:fim]
+        con.execute(_sql_inserir(fim - inicio), parametros)
+
+
 def _preparar(registros: list[Any], chave: str | None
               ) -> tuple[list[str], list[str], list[bytes]]:
     """
     (idents, hashes, corpos) dos registros: o JSON canônico de cada um (em UTF-8,
-    guardado como está), o sha256 dele e a identidade (`k:` + a key canônica,
-    ou `h:` + o hash sem key). Levanta ErroRegra para registro sem a key.
+    guardado como está) e a identidade (`k:` + a key canônica, ou `h:` + o
+    sha256 do corpo sem key; o sha256 só é calculado aí). Levanta ErroRegra
+    para registro sem a key.
+
+    Cada passo é um laço em C sobre o lote inteiro: o lote comum (registros
+    de valores simples, key inteira) não tem laço Python por registro.
     """
-    simples = _SIMPLES.issuperset
-    dumps = orjson.dumps
-    sha256 = hashlib.sha256
-    idents: list[str] = []
-    hashes: list[str] = []
-    corpos: list[bytes] = []
-    for posicao, registro in enumerate(registros):
-        corpo = None
-        if simples(map(type, registro.values())):
-            try:
-                corpo = dumps(registro, option=_ORDENADO)
-            except orjson.JSONEncodeError:
-                pass
-        if corpo is None:
-            corpo = canonico(registro).encode('utf-8')
-        hash_corpo = sha256(corpo).hexdigest()
-        if chave is None:
-            ident = 'h:' + hash_corpo
-        else:
-            valor = registro.get(chave)
-            if valor is None:
-                raise ErroRegra(422, 'key_ausente',
-                                'records[%d].%s: o registro não tem o campo de key %r'
-                                ' (ou ele é null). Envie o campo ou mande o dataset'
-                                ' sem key.' % (posicao, chave, chave))
-            # int: o JSON dele é o repr (bool não entra: type exato).
-            ident = ('k:%d' % valor if type(valor) is int else
-                     'k:' + canonico_bytes(valor).decode('utf-8'))
-        idents.append(ident)
-        hashes.append(hash_corpo)
-        corpos.append(corpo)
-    return idents, hashes, corpos
+    corpos = _corpos(registros)
+    if chave is None:
+        sha256 = hashlib.sha256
+        hashes = [sha256(corpo).hexdigest() for corpo in corpos]
+        return ['h:' + h for h in hashes], hashes, corpos
+    valores = [registro.get(chave) for registro in registros]
+    if None in valores:
+        posicao = next(i for i, valor in enumerate(valores) if valor is None)
+        raise ErroRegra(422, 'key_ausente',
+                        'records[%d].%s: o registro não tem o campo de key %r'
+                        ' (ou ele é null). Envie o campo ou mande o dataset'
+                        ' sem key.' % (posicao, chave, chave))
+    # int: o JSON dele é o repr (bool não entra: type exato).
+    if set(map(type, valores)) == {int}:
+        idents = ['k:%d' % valor for valor in valores]
+    else:
+        idents = ['k:%d' % valor if type(valor) is int else
+                  'k:' + canonico_bytes(valor).decode('utf-8') for valor in valores]
+    return idents, [''] * len(corpos), corpos
+
+
+def _corpos(registros: list[Any]) -> list[bytes]:
+    """O `canonico_bytes` de cada registro; o lote só de valores simples de uma vez."""
+    try:
+        simples = _SIMPLES.issuperset(map(type, itertools.chain.from_iterable(
+            map(dict.values, registros))))
+    except TypeError:                           # um registro que não é dict
+        simples = False
+    if simples:
+        dumps = orjson.dumps
+        try:
+            return [dumps(registro, option=_ORDENADO) for registro in registros]
+        except orjson.JSONEncodeError:          # inteiro além de 64 bits, surrogate solto
+            pass
+    return [canonico_bytes(registro) for registro in registros]
 
 
 def _so_do_dono(caminho: str) -> None:

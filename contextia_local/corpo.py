@@ -185,14 +185,16 @@ def ler_json(corpo: bytes, max_registros: int | None = None) -> Any:
     resto). Levanta json.JSONDecodeError para JSON malformado e ErroRegra para
     o que é JSON mas não pode ser aceito.
     """
+    # O orjson só lê UTF-8 válido: o corpo que ele leu não precisa ser decodificado
+    # (o que ele recusa é decodificado abaixo e dá a recusa de sempre).
+    rapido = _ler_rapido(corpo, max_registros)
+    if rapido is not None:
+        return rapido[0]
     try:
         texto = corpo.decode(json.detect_encoding(corpo), 'surrogatepass')
     except UnicodeDecodeError as erro:
         raise ErroRegra(422, 'json_invalido', 'o corpo não é texto UTF-8 válido (byte %d):'
                         ' o JSON do pedido tem de ser UTF-8.' % erro.start) from None
-    rapido = _ler_rapido(corpo, max_registros)
-    if rapido is not None:
-        return rapido[0]
     leitor = _Leitor()
     try:
         if max_registros is None:
