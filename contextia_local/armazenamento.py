@@ -23,7 +23,7 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import orjson
@@ -445,29 +445,13 @@ class Banco:
                             (projeto_id, dataset, sync_id, versao))
             self._gravar_dataset(con, projeto_id, envelope, chave_do_dataset)
 
-            # O que o lote toca e ja esta guardado; dataset vazio (a primeira
-            # carga) nao pergunta. Cursor sem Row: uma tupla por linha basta.
-            existentes: dict[str, tuple[bytes, int]] = {}
-            distintos = set(idents)
-            if not vazio and distintos:
-                cursor = con.cursor()
-                cursor.row_factory = None
-                lista = list(distintos)
-                for inicio in range(0, len(lista), 500):
-                    parte = lista[inicio:inicio + 500]
-                    for ident, guardado, rowid in cursor.execute(
-                            'SELECT ident, corpo, id FROM registros WHERE projeto_id = ? AND'
-                            ' dataset = ? AND ident IN (%s)' % ','.join('?' * len(parte)),
-                            [projeto_id, dataset] + parte):
-                        # TEXT nas linhas antigas, os bytes UTF-8 nas novas.
-                        existentes[ident] = (guardado if type(guardado) is bytes else
-                                             guardado.encode('utf-8'), rowid)
-            if len(distintos) == len(idents):
+            if len(set(idents)) == len(idents):
                 contagens.update(self._gravar_em_bloco(
-                    con, projeto_id, dataset, versao, sync_id, lote, existentes))
+                    con, projeto_id, dataset, versao, sync_id, lote, vazio))
             else:
                 contagens.update(self._gravar_com_repetidos(
-                    con, projeto_id, dataset, versao, sync_id, lote, existentes))
+                    con, projeto_id, dataset, versao, sync_id, lote,
+                    {} if vazio else _existentes(con, projeto_id, dataset, set(idents))))
             if remover:
                 removidos = 0
                 for valor in remover:
@@ -481,37 +465,34 @@ class Banco:
 
     # Sem sync, o registro guarda o sync em que foi visto por ultimo (COALESCE):
     # um envio incremental no meio de uma carga nao pode desmarcar o que a carga
-    # ja viu. O que ja existia esta em `existentes` (lido sob a mesma trava de
-    # escrita): INSERT puro para o resto. Igual ou mudado: o corpo canônico
-    # comparado byte a byte (é ele que é guardado).
+    # ja viu. Igual ou mudado: o corpo canônico comparado byte a byte (é ele que
+    # é guardado).
     @staticmethod
     def _gravar_em_bloco(con: sqlite3.Connection, projeto_id: int, dataset: str, versao: int,
-                         sync_id: str | None, lote: Lote,
-                         existentes: dict[str, tuple[bytes, int]]) -> dict[str, int]:
+                         sync_id: str | None, lote: Lote, vazio: bool) -> dict[str, int]:
         """
-        O lote sem key repetida: um INSERT de muitas linhas por vez, os iguais
-        tocados por um UPDATE por id, os mudados pelo id. Uma linha por
-        `executemany` custava um passo (e uma volta ao GIL) por registro.
+        O lote sem key repetida: um INSERT de muitas linhas por vez que pula o
+        que já existe (ON CONFLICT DO NOTHING); só se algum já existia, ele é
+        lido -- o que tem outra versão que a deste lote -- e os iguais são
+        tocados por um UPDATE por id, os mudados pelo id. Perguntar antes o que
+        existe custava, na carga nova, uma busca no índice por registro a mais.
         """
-        idents, hashes, corpos = lote.idents, lote.hashes, lote.corpos
+        idents, corpos = lote.idents, lote.corpos
+        inseridos = _inserir(con, (projeto_id, dataset, versao, sync_id), idents, lote.hashes,
+                             corpos, pular_existentes=not vazio)
+        if inseridos == len(idents):
+            return {'inserted': inseridos, 'updated': 0, 'duplicates': 0}
+        posicoes = {ident: posicao for posicao, ident in enumerate(idents)}
         atualizar: list[tuple[Any, ...]] = []
         tocar: list[int] = []
-        if existentes:
-            novos = []
-            for posicao, ident in enumerate(idents):
-                anterior = existentes.get(ident)
-                if anterior is None:
-                    novos.append(posicao)
-                elif anterior[0] == corpos[posicao]:
-                    tocar.append(anterior[1])
-                else:
-                    atualizar.append((hashes[posicao], corpos[posicao], versao, sync_id,
-                                      anterior[1]))
-            if len(novos) != len(idents):
-                idents = [idents[i] for i in novos]
-                hashes = [hashes[i] for i in novos]
-                corpos = [corpos[i] for i in novos]
-        _inserir(con, (projeto_id, dataset, versao, sync_id), idents, hashes, corpos)
+        for ident, (guardado, rowid) in _existentes(con, projeto_id, dataset, posicoes,
+                                                    fora_da_versao=versao).items():
+            posicao = posicoes[ident]
+            if guardado == corpos[posicao]:
+                tocar.append(rowid)
+            else:
+                atualizar.append((lote.hashes[posicao], corpos[posicao], versao, sync_id,
+                                  rowid))
         for inicio in range(0, len(tocar), 500):
             parte_ids = tocar[inicio:inicio + 500]
             con.execute('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
@@ -519,7 +500,7 @@ class Banco:
                         [versao, sync_id, *parte_ids])
         con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
                         ' ultimo_sync = COALESCE(?, ultimo_sync) WHERE id = ?', atualizar)
-        return {'inserted': len(idents), 'updated': len(atualizar), 'duplicates': len(tocar)}
+        return {'inserted': inseridos, 'updated': len(atualizar), 'duplicates': len(tocar)}
 
     @staticmethod
     def _gravar_com_repetidos(con: sqlite3.Connection, projeto_id: int, dataset: str,
@@ -641,19 +622,25 @@ _LINHAS_POR_INSERT = 500
 _CONSTANTES = 4
 
 
-@functools.lru_cache(maxsize=32)
-def _sql_inserir(linhas: int) -> str:
+@functools.lru_cache(maxsize=64)
+def _sql_inserir(linhas: int, pular_existentes: bool) -> str:
     return ('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
             ' ultimo_sync) VALUES ' + ','.join(
                 '(?1,?2,?%d,?%d,?%d,?3,?4)' % (i, i + 1, i + 2)
-                for i in range(_CONSTANTES + 1, _CONSTANTES + 1 + 3 * linhas, 3)))
+                for i in range(_CONSTANTES + 1, _CONSTANTES + 1 + 3 * linhas, 3))
+            + (' ON CONFLICT (projeto_id, dataset, ident) DO NOTHING' if pular_existentes
+               else ''))
 
 
 def _inserir(con: sqlite3.Connection, constantes: tuple[Any, ...], idents: list[str],
-             hashes: list[str], corpos: list[bytes]) -> None:
-    """INSERT das linhas novas, `_LINHAS_POR_INSERT` por comando."""
+             hashes: list[str], corpos: list[bytes], pular_existentes: bool) -> int:
+    """
+    INSERT das linhas, `_LINHAS_POR_INSERT` por comando; devolve quantas entraram.
+    `pular_existentes`: a que já existe (mesma identidade) fica como está.
+    """
     por_vez = min(_LINHAS_POR_INSERT,
                   (con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - _CONSTANTES) // 3)
+    inseridos = 0
     for inicio in range(0, len(idents), por_vez):
         fim = min(inicio + por_vez, len(idents))
         # Os parâmetros intercalados por fatias (em C), sem um laço por linha.
@@ -661,7 +648,34 @@ def _inserir(con: sqlite3.Connection, constantes: tuple[Any, ...], idents: list[
         parametros[_CONSTANTES::3] = idents[inicio:fim]
         parametros[_CONSTANTES + 1::3] = hashes[inicio:fim]
         parametros[_CONSTANTES + 2::3] = corpos[inicio:fim]
-        con.execute(_sql_inserir(fim - inicio), parametros)
+        inseridos += con.execute(_sql_inserir(fim - inicio, pular_existentes),
+                                 parametros).rowcount
+    return inseridos
+
+
+def _existentes(con: sqlite3.Connection, projeto_id: int, dataset: str,
+                idents: Collection[str], fora_da_versao: int | None = None
+                ) -> dict[str, tuple[bytes, int]]:
+    """
+    ident -> (corpo, id) dos `idents` já guardados (os da versão `fora_da_versao`,
+    a do lote que acabou de inseri-los, não). Cursor sem Row: uma tupla basta.
+    """
+    cursor = con.cursor()
+    cursor.row_factory = None
+    lista = list(idents)
+    existentes = {}
+    filtro, extra = ('', []) if fora_da_versao is None else (' AND versao <> ?',
+                                                               [fora_da_versao])
+    for inicio in range(0, len(lista), 500):
+        parte = lista[inicio:inicio + 500]
+        for ident, guardado, rowid in cursor.execute(
+                'SELECT ident, corpo, id FROM registros WHERE projeto_id = ? AND dataset = ?'
+                ' AND ident IN (%s)%s' % (','.join('?' * len(parte)), filtro),
+                [projeto_id, dataset, *parte, *extra]):
+            # TEXT nas linhas antigas, os bytes UTF-8 nas novas.
+            existentes[ident] = (guardado if type(guardado) is bytes else
+                                 guardado.encode('utf-8'), rowid)
+    return existentes
 
 
 def _preparar(registros: list[Any], chave: str | None
