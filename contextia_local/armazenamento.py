@@ -122,8 +122,8 @@ class Lote:
 
     envelope: dict[str, Any]
     idents: list[str]
-    # O que vai à coluna `hash`: o sha256 sem key, '' com key (ver o ESQUEMA).
-    hashes: list[str]
+    # O que vai à coluna `hash`: o sha256 sem key; None com key (vai '', ver o ESQUEMA).
+    hashes: list[str] | None
     corpos: list[bytes]
 
 
@@ -491,8 +491,8 @@ class Banco:
             if guardado == corpos[posicao]:
                 tocar.append(rowid)
             else:
-                atualizar.append((lote.hashes[posicao], corpos[posicao], versao, sync_id,
-                                  rowid))
+                atualizar.append((lote.hashes[posicao] if lote.hashes else '',
+                                  bytearray(corpos[posicao]), versao, sync_id, rowid))
         for inicio in range(0, len(tocar), 500):
             parte_ids = tocar[inicio:inicio + 500]
             con.execute('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
@@ -513,7 +513,8 @@ class Banco:
         """
         vistos = {ident: anterior[0] for ident, anterior in existentes.items()}
         inserir, atualizar, tocar = [], [], []
-        for ident, hash_corpo, corpo in zip(lote.idents, lote.hashes, lote.corpos, strict=True):
+        hashes = lote.hashes or [''] * len(lote.corpos)
+        for ident, hash_corpo, corpo in zip(lote.idents, hashes, lote.corpos, strict=True):
             anterior = vistos.get(ident)
             if anterior is None:
                 inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id))
@@ -617,39 +618,46 @@ class Banco:
 # na conexão).
 _LINHAS_POR_INSERT = 500
 # As constantes do lote (?1..?4) ligadas uma vez por comando; por linha só
-# ident, hash e corpo. Eram 7 parâmetros por linha, e cada um passa pelo
-# adaptador do sqlite3 do Python.
+# ident e corpo (e o hash, sem key). Eram 7 parâmetros por linha.
 _CONSTANTES = 4
 
 
 @functools.lru_cache(maxsize=64)
-def _sql_inserir(linhas: int, pular_existentes: bool) -> str:
+def _sql_inserir(linhas: int, com_hash: bool, pular_existentes: bool) -> str:
+    por_linha = 3 if com_hash else 2
+    modelo = '(?1,?2,?%d,?%d,?%d,?3,?4)' if com_hash else "(?1,?2,?%d,'',?%d,?3,?4)"
     return ('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
             ' ultimo_sync) VALUES ' + ','.join(
-                '(?1,?2,?%d,?%d,?%d,?3,?4)' % (i, i + 1, i + 2)
-                for i in range(_CONSTANTES + 1, _CONSTANTES + 1 + 3 * linhas, 3))
+                modelo % tuple(range(i, i + por_linha))
+                for i in range(_CONSTANTES + 1, _CONSTANTES + 1 + por_linha * linhas, por_linha))
             + (' ON CONFLICT (projeto_id, dataset, ident) DO NOTHING' if pular_existentes
                else ''))
 
 
 def _inserir(con: sqlite3.Connection, constantes: tuple[Any, ...], idents: list[str],
-             hashes: list[str], corpos: list[bytes], pular_existentes: bool) -> int:
+             hashes: list[str] | None, corpos: list[bytes], pular_existentes: bool) -> int:
     """
     INSERT das linhas, `_LINHAS_POR_INSERT` por comando; devolve quantas entraram.
     `pular_existentes`: a que já existe (mesma identidade) fica como está.
     """
+    por_linha = 2 if hashes is None else 3
     por_vez = min(_LINHAS_POR_INSERT,
-                  (con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - _CONSTANTES) // 3)
+                  (con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - _CONSTANTES) // por_linha)
     inseridos = 0
     for inicio in range(0, len(idents), por_vez):
         fim = min(inicio + por_vez, len(idents))
-        # Os parâmetros intercalados por fatias (em C), sem um laço por linha.
-        parametros: list[Any] = [*constantes, *([None] * (3 * (fim - inicio)))]
-        parametros[_CONSTANTES::3] = idents[inicio:fim]
-        parametros[_CONSTANTES + 1::3] = hashes[inicio:fim]
-        parametros[_CONSTANTES + 2::3] = corpos[inicio:fim]
-        inseridos += con.execute(_sql_inserir(fim - inicio, pular_existentes),
-                                 parametros).rowcount
+        # Os parâmetros intercalados por fatias (em C), sem um laço por linha. O
+        # corpo vai como bytearray: `bytes` passa pelo protocolo de adaptação do
+        # sqlite3 (procura __conform__, cria e descarta um AttributeError) a cada
+        # parâmetro -- custava mais que a cópia.
+        parametros: list[Any] = [*constantes, *([None] * (por_linha * (fim - inicio)))]
+        parametros[_CONSTANTES::por_linha] = idents[inicio:fim]
+        if hashes is not None:
+            parametros[_CONSTANTES + 1::por_linha] = hashes[inicio:fim]
+        parametros[_CONSTANTES + por_linha - 1::por_linha] = list(
+            map(bytearray, corpos[inicio:fim]))
+        inseridos += con.execute(_sql_inserir(fim - inicio, hashes is not None,
+                                              pular_existentes), parametros).rowcount
     return inseridos
 
 
@@ -679,7 +687,7 @@ def _existentes(con: sqlite3.Connection, projeto_id: int, dataset: str,
 
 
 def _preparar(registros: list[Any], chave: str | None
-              ) -> tuple[list[str], list[str], list[bytes]]:
+              ) -> tuple[list[str], list[str] | None, list[bytes]]:
     """
     (idents, hashes, corpos) dos registros: o JSON canônico de cada um (em UTF-8,
     guardado como está) e a identidade (`k:` + a key canônica, ou `h:` + o
@@ -707,7 +715,7 @@ def _preparar(registros: list[Any], chave: str | None
     else:
         idents = ['k:%d' % valor if type(valor) is int else
                   'k:' + canonico_bytes(valor).decode('utf-8') for valor in valores]
-    return idents, [''] * len(corpos), corpos
+    return idents, None, corpos
 
 
 def _corpos(registros: list[Any]) -> list[bytes]:
