@@ -388,12 +388,14 @@ class Banco:
         return self.gravar_lote(projeto_id, self.preparar_lote(envelope))
 
     @staticmethod
-    def preparar_lote(envelope: dict[str, Any]) -> Lote:
+    def preparar_lote(envelope: dict[str, Any], registros_simples: bool = False) -> Lote:
         """
         O JSON canônico, o hash e a identidade de cada registro: a parte cara,
         que não depende do banco (fora da trava). ErroRegra: registro sem a key.
+        `registros_simples`: a leitura do corpo já sabe que são (`corpo.py`).
         """
-        return Lote(envelope, *_preparar(envelope.get('records') or [], envelope.get('key')))
+        return Lote(envelope, *_preparar(envelope.get('records') or [], envelope.get('key'),
+                                         registros_simples))
 
     def gravar_lote(self, projeto_id: int, lote: Lote, esperar: bool = True) -> dict[str, int]:
         """
@@ -686,7 +688,7 @@ def _existentes(con: sqlite3.Connection, projeto_id: int, dataset: str,
     return existentes
 
 
-def _preparar(registros: list[Any], chave: str | None
+def _preparar(registros: list[Any], chave: str | None, simples: bool = False
               ) -> tuple[list[str], list[str] | None, list[bytes]]:
     """
     (idents, hashes, corpos) dos registros: o JSON canônico de cada um (em UTF-8,
@@ -696,8 +698,9 @@ def _preparar(registros: list[Any], chave: str | None
 
     Cada passo é um laço em C sobre o lote inteiro: o lote comum (registros
     de valores simples, key inteira) não tem laço Python por registro.
+    `simples`: quem leu o lote já sabe que ele é `registros_simples`.
     """
-    corpos = _corpos(registros)
+    corpos = _corpos(registros, simples)
     if chave is None:
         sha256 = hashlib.sha256
         hashes = [sha256(corpo).hexdigest() for corpo in corpos]
@@ -718,14 +721,22 @@ def _preparar(registros: list[Any], chave: str | None
     return idents, None, corpos
 
 
-def _corpos(registros: list[Any]) -> list[bytes]:
-    """O `canonico_bytes` de cada registro; o lote só de valores simples de uma vez."""
+def registros_simples(registros: list[Any]) -> bool:
+    """
+    Se todo registro é um objeto só de valores simples (texto, inteiro,
+    booleano, null): o lote cujo canônico o orjson escreve de uma vez. Um laço
+    em C pelos valores de todos os registros.
+    """
     try:
-        simples = _SIMPLES.issuperset(map(type, itertools.chain.from_iterable(
+        return _SIMPLES.issuperset(map(type, itertools.chain.from_iterable(
             map(dict.values, registros))))
     except TypeError:                           # um registro que não é dict
-        simples = False
-    if simples:
+        return False
+
+
+def _corpos(registros: list[Any], simples: bool) -> list[bytes]:
+    """O `canonico_bytes` de cada registro; o lote simples de uma vez."""
+    if simples or registros_simples(registros):
         dumps = orjson.dumps
         try:
             return [dumps(registro, option=_ORDENADO) for registro in registros]

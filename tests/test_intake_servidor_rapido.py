@@ -59,6 +59,33 @@ def test_leitura_rapida_da_o_mesmo_documento_que_a_estrita(corpo, monkeypatch):
     assert _tipado(rapido) == _tipado(estrito)
 
 
+def test_envelope_de_registros_simples_nao_e_varrido_e_diz_que_e_simples(monkeypatch):
+    simples = b'{"dataset":"a","key":"ID","sync":{"id":"s","part":3},"records":[{"ID":1,"T":"x"}]}'
+    varridos = []
+    original = corpo_mod._inteiro_longo
+    monkeypatch.setattr(corpo_mod, '_inteiro_longo', lambda c: varridos.append(c) or original(c))
+    assert corpo_mod._ler(simples, 10000) == (json.loads(simples), True)
+    assert varridos == []
+    # Um float em qualquer lugar (é como o orjson leria um inteiro além de 64
+    # bits) leva à varredura de sempre; o inteiro longo, ao leitor estrito.
+    for corpo, esperado in [
+            (b'{"dataset":"a","records":[{"ID":1,"F":1.5}]}', False),
+            (b'{"dataset":"a","records":[{"ID":1}],"sync":{"id":"s","part":1.0}}', True),
+            (b'{"dataset":"a","records":[{"ID":1}],"fields":{"a":[[{"b":2.5}]]}}', True),
+            (b'{"dataset":"a","records":[{"ID":1, "L":[1]}]}', False)]:
+        varridos.clear()
+        assert corpo_mod._ler(corpo, 10000) == (json.loads(corpo), esperado)
+        assert varridos == [corpo]
+    longo = b'{"dataset":"a","records":[{"ID":1}],"remove":[18446744073709551617]}'
+    documento, simples = corpo_mod._ler(longo, 10000)
+    assert documento['remove'] == [18446744073709551617] and simples is False
+    assert corpo_mod._tem_float([[[[[]]]], {'a': {'b': [None, 1]}}, 'x']) is False
+    fundo = []
+    for _ in range(5000):
+        fundo = [fundo]
+    assert corpo_mod._tem_float([fundo, 0.5]) is True
+
+
 def test_inteiro_longo_fora_de_texto_vai_ao_leitor_estrito():
     assert corpo_mod._inteiro_longo(b'{"a":[1, -1234567890123456789]}')
     assert corpo_mod._inteiro_longo(b'{"a":\n  12345678901234567890}')
