@@ -28,7 +28,8 @@ Depois, ponta a ponta: `enviar_dataset` (o caminho do `connector.py`, com
 servidor novo: com o servidor fora do gargalo, as duas taxas ficam próximas
 (ponta a ponta = velocidade do cliente).
 
-Mostra as medianas e a razão contra o sink da mesma rodada. Não é teste.
+Mostra as medianas, a razão contra o sink e a do servidor novo contra o de
+hoje (`--base`), todas da mesma rodada. Não é teste.
 """
 
 from __future__ import annotations
@@ -276,19 +277,31 @@ def main() -> int:
 
     print('\n%d registros de 12 colunas, lotes de %d, medianas de %d\n' % (
         args.registros, args.chunk, args.repeticoes))
-    print('| destino | registros/s | × sink trivial | CPU do servidor por 1M |')
-    print('|---|---|---|---|')
+    def cpu_por_milhao(rotulo: str) -> float:
+        return statistics.median(c for _, c in medidas[rotulo]) * 1e6 / args.registros
+
+    # "× hoje": o servidor novo contra o de hoje com os mesmos lotes em voo, na
+    # mesma rodada (o gzip contra o de hoje sem gzip); a CPU, a razão inversa
+    # (quantas vezes menos CPU por registro).
+    print('| destino | registros/s | × sink trivial | × hoje | CPU do servidor por 1M |'
+          ' CPU: hoje ÷ novo |')
+    print('|---|---|---|---|---|---|')
     for rotulo, *_ in casos:
-        sink = taxa([s for s, _ in medidas['sink trivial' + (', 4 em voo' if '4 em voo' in
-                                                             rotulo else '')]])
+        sufixo = ', 4 em voo' if '4 em voo' in rotulo else ''
+        sink = taxa([s for s, _ in medidas['sink trivial' + sufixo]])
         valor = taxa([s for s, _ in medidas[rotulo]])
-        cpu = statistics.median(c for _, c in medidas[rotulo]) * 1e6 / args.registros
-        print('| %s | %s | %.2f | %.1f s |' % (rotulo, '{:,}'.format(int(valor)),
-                                               valor / sink, cpu))
+        hoje = 'servidor de hoje' + sufixo
+        razao = razao_cpu = ''
+        if rotulo.startswith('servidor novo') and hoje in medidas:
+            razao = '%.2f' % (valor / taxa([s for s, _ in medidas[hoje]]))
+            razao_cpu = '%.2f' % (cpu_por_milhao(hoje) / cpu_por_milhao(rotulo))
+        print('| %s | %s | %.2f | %s | %.1f s | %s |' % (
+            rotulo, '{:,}'.format(int(valor)), valor / sink, razao, cpu_por_milhao(rotulo),
+            razao_cpu))
     sink = taxa(ponta['ponta a ponta -> sink trivial (gzip)'])
     for rotulo, valores in ponta.items():
-        print('| %s | %s | %.2f | |' % (rotulo, '{:,}'.format(int(taxa(valores))),
-                                        taxa(valores) / sink))
+        print('| %s | %s | %.2f | | | |' % (rotulo, '{:,}'.format(int(taxa(valores))),
+                                            taxa(valores) / sink))
     print('\ncarga da máquina no fim: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))
     return 0
 

@@ -260,7 +260,7 @@ def criar_app(config: Configuracao) -> FastAPI:
     # Os limites de bytes e de registros do lote sao aplicados antes daqui, na
     # leitura do corpo (contextia_local/corpo.py).
     @app.post('/api/v1/intake', response_model=Contagens, tags=['intake'])
-    async def intake(envelope: Envelope,
+    async def intake(envelope: Envelope, request: Request,
                      projeto: Dict[str, Any] = Depends(projeto_autenticado)):
         if not _registros_sao_objetos(envelope.records):
             # Só os registros podem estar errados aqui: o resto o FastAPI já validou.
@@ -277,7 +277,8 @@ def criar_app(config: Configuracao) -> FastAPI:
                  'fields': envelope.fields, 'group': envelope.group,
                  'sync': envelope.sync.model_dump() if envelope.sync else None,
                  'remove': envelope.remove}
-        lote = Banco.preparar_lote(dados)
+        # Os registros simples já foram conferidos na leitura do corpo (corpo.py).
+        lote = Banco.preparar_lote(dados, getattr(request, 'registros_simples', False))
         try:
             return banco().gravar_lote(projeto['id'], lote, esperar=False)
         except BancoOcupado:

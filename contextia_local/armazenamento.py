@@ -15,13 +15,15 @@ a autenticação roda no laço de eventos, sem passar por uma thread.
 import contextlib
 import dataclasses
 import datetime
+import functools
 import hashlib
+import itertools
 import json
 import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import orjson
@@ -88,6 +90,10 @@ CREATE TABLE IF NOT EXISTS syncs (
     removidos    INTEGER,
     PRIMARY KEY (projeto_id, dataset, sync_id)
 );
+-- `hash`: o sha256 do corpo canônico, que é a identidade do registro sem key
+-- (`ident` = 'h:' + hash). Com key, '' desde a issue 18: o registro mudou ou
+-- não é decidido comparando o próprio corpo (linhas antigas guardam o sha256,
+-- que nada mais lê).
 CREATE TABLE IF NOT EXISTS registros (
     id           INTEGER PRIMARY KEY,
     projeto_id   INTEGER NOT NULL,
@@ -116,7 +122,8 @@ class Lote:
 
     envelope: dict[str, Any]
     idents: list[str]
-    hashes: list[str]
+    # O que vai à coluna `hash`: o sha256 sem key; None com key (vai '', ver o ESQUEMA).
+    hashes: list[str] | None
     corpos: list[bytes]
 
 
@@ -381,12 +388,14 @@ class Banco:
         return self.gravar_lote(projeto_id, self.preparar_lote(envelope))
 
     @staticmethod
-    def preparar_lote(envelope: dict[str, Any]) -> Lote:
+    def preparar_lote(envelope: dict[str, Any], registros_simples: bool = False) -> Lote:
         """
         O JSON canônico, o hash e a identidade de cada registro: a parte cara,
         que não depende do banco (fora da trava). ErroRegra: registro sem a key.
+        `registros_simples`: a leitura do corpo já sabe que são (`corpo.py`).
         """
-        return Lote(envelope, *_preparar(envelope.get('records') or [], envelope.get('key')))
+        return Lote(envelope, *_preparar(envelope.get('records') or [], envelope.get('key'),
+                                         registros_simples))
 
     def gravar_lote(self, projeto_id: int, lote: Lote, esperar: bool = True) -> dict[str, int]:
         """
@@ -438,27 +447,13 @@ class Banco:
                             (projeto_id, dataset, sync_id, versao))
             self._gravar_dataset(con, projeto_id, envelope, chave_do_dataset)
 
-            # O que o lote toca e ja esta guardado; dataset vazio (a primeira
-            # carga) nao pergunta. Cursor sem Row: uma tupla por linha basta.
-            existentes: dict[str, tuple[str, int]] = {}
-            distintos = set(idents)
-            if not vazio and distintos:
-                cursor = con.cursor()
-                cursor.row_factory = None
-                lista = list(distintos)
-                for inicio in range(0, len(lista), 500):
-                    parte = lista[inicio:inicio + 500]
-                    for ident, hash_guardado, rowid in cursor.execute(
-                            'SELECT ident, hash, id FROM registros WHERE projeto_id = ? AND'
-                            ' dataset = ? AND ident IN (%s)' % ','.join('?' * len(parte)),
-                            [projeto_id, dataset] + parte):
-                        existentes[ident] = (hash_guardado, rowid)
-            if len(distintos) == len(idents):
+            if len(set(idents)) == len(idents):
                 contagens.update(self._gravar_em_bloco(
-                    con, projeto_id, dataset, versao, sync_id, lote, existentes))
+                    con, projeto_id, dataset, versao, sync_id, lote, vazio))
             else:
                 contagens.update(self._gravar_com_repetidos(
-                    con, projeto_id, dataset, versao, sync_id, lote, existentes))
+                    con, projeto_id, dataset, versao, sync_id, lote,
+                    {} if vazio else _existentes(con, projeto_id, dataset, set(idents))))
             if remover:
                 removidos = 0
                 for valor in remover:
@@ -472,36 +467,34 @@ class Banco:
 
     # Sem sync, o registro guarda o sync em que foi visto por ultimo (COALESCE):
     # um envio incremental no meio de uma carga nao pode desmarcar o que a carga
-    # ja viu. O que ja existia esta em `existentes` (lido sob a mesma trava de
-    # escrita): INSERT puro para o resto.
+    # ja viu. Igual ou mudado: o corpo canônico comparado byte a byte (é ele que
+    # é guardado).
     @staticmethod
     def _gravar_em_bloco(con: sqlite3.Connection, projeto_id: int, dataset: str, versao: int,
-                         sync_id: str | None, lote: Lote,
-                         existentes: dict[str, tuple[str, int]]) -> dict[str, int]:
+                         sync_id: str | None, lote: Lote, vazio: bool) -> dict[str, int]:
         """
-        O lote sem key repetida: um INSERT de muitas linhas por vez, os iguais
-        tocados por um UPDATE por id, os mudados pelo id. Uma linha por
-        `executemany` custava um passo (e uma volta ao GIL) por registro.
+        O lote sem key repetida: um INSERT de muitas linhas por vez que pula o
+        que já existe (ON CONFLICT DO NOTHING); só se algum já existia, ele é
+        lido -- o que tem outra versão que a deste lote -- e os iguais são
+        tocados por um UPDATE por id, os mudados pelo id. Perguntar antes o que
+        existe custava, na carga nova, uma busca no índice por registro a mais.
         """
-        inserir: list[Any] = []
+        idents, corpos = lote.idents, lote.corpos
+        inseridos = _inserir(con, (projeto_id, dataset, versao, sync_id), idents, lote.hashes,
+                             corpos, pular_existentes=not vazio)
+        if inseridos == len(idents):
+            return {'inserted': inseridos, 'updated': 0, 'duplicates': 0}
+        posicoes = {ident: posicao for posicao, ident in enumerate(idents)}
         atualizar: list[tuple[Any, ...]] = []
         tocar: list[int] = []
-        novos = 0
-        for ident, hash_corpo, corpo in zip(lote.idents, lote.hashes, lote.corpos, strict=True):
-            anterior = existentes.get(ident)
-            if anterior is None:
-                inserir += (projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id)
-                novos += 1
-            elif anterior[0] == hash_corpo:
-                tocar.append(anterior[1])
+        for ident, (guardado, rowid) in _existentes(con, projeto_id, dataset, posicoes,
+                                                    fora_da_versao=versao).items():
+            posicao = posicoes[ident]
+            if guardado == corpos[posicao]:
+                tocar.append(rowid)
             else:
-                atualizar.append((hash_corpo, corpo, versao, sync_id, anterior[1]))
-        por_vez = min(500, con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 7)
-        for inicio in range(0, novos, por_vez):
-            parte = inserir[inicio * 7:(inicio + por_vez) * 7]
-            con.execute('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
-                        ' ultimo_sync) VALUES ' + ','.join(['(?,?,?,?,?,?,?)'] * (len(parte) // 7)),
-                        parte)
+                atualizar.append((lote.hashes[posicao] if lote.hashes else '',
+                                  bytearray(corpos[posicao]), versao, sync_id, rowid))
         for inicio in range(0, len(tocar), 500):
             parte_ids = tocar[inicio:inicio + 500]
             con.execute('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
@@ -509,12 +502,12 @@ class Banco:
                         [versao, sync_id, *parte_ids])
         con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
                         ' ultimo_sync = COALESCE(?, ultimo_sync) WHERE id = ?', atualizar)
-        return {'inserted': novos, 'updated': len(atualizar), 'duplicates': len(tocar)}
+        return {'inserted': inseridos, 'updated': len(atualizar), 'duplicates': len(tocar)}
 
     @staticmethod
     def _gravar_com_repetidos(con: sqlite3.Connection, projeto_id: int, dataset: str,
                               versao: int, sync_id: str | None, lote: Lote,
-                              existentes: dict[str, tuple[str, int]]) -> dict[str, int]:
+                              existentes: dict[str, tuple[bytes, int]]) -> dict[str, int]:
         """
         O lote com a mesma key mais de uma vez: registro a registro, na ordem --
         a primeira vez conta contra o guardado, as seguintes contra a anterior
@@ -522,16 +515,17 @@ class Banco:
         """
         vistos = {ident: anterior[0] for ident, anterior in existentes.items()}
         inserir, atualizar, tocar = [], [], []
-        for ident, hash_corpo, corpo in zip(lote.idents, lote.hashes, lote.corpos, strict=True):
+        hashes = lote.hashes or [''] * len(lote.corpos)
+        for ident, hash_corpo, corpo in zip(lote.idents, hashes, lote.corpos, strict=True):
             anterior = vistos.get(ident)
             if anterior is None:
                 inserir.append((projeto_id, dataset, ident, hash_corpo, corpo, versao, sync_id))
-            elif anterior == hash_corpo:
+            elif anterior == corpo:
                 tocar.append((versao, sync_id, projeto_id, dataset, ident))
             else:
                 atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset,
                                   ident))
-            vistos[ident] = hash_corpo
+            vistos[ident] = corpo
         con.executemany('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
                         ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)', inserir)
         con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
@@ -621,45 +615,134 @@ class Banco:
         return {'records': [json.loads(linha['corpo']) for linha in linhas], 'next': proximo}
 
 
-def _preparar(registros: list[Any], chave: str | None
-              ) -> tuple[list[str], list[str], list[bytes]]:
+# Linhas por INSERT: os ?NNN de um comando não passam de 32766 (o padrão do
+# SQLITE_LIMIT_VARIABLE_NUMBER desde o 3.32; os mais antigos, 999, são lidos
+# na conexão).
+_LINHAS_POR_INSERT = 500
+# As constantes do lote (?1..?4) ligadas uma vez por comando; por linha só
+# ident e corpo (e o hash, sem key). Eram 7 parâmetros por linha.
+_CONSTANTES = 4
+
+
+@functools.lru_cache(maxsize=64)
+def _sql_inserir(linhas: int, com_hash: bool, pular_existentes: bool) -> str:
+    por_linha = 3 if com_hash else 2
+    modelo = '(?1,?2,?%d,?%d,?%d,?3,?4)' if com_hash else "(?1,?2,?%d,'',?%d,?3,?4)"
+    return ('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
+            ' ultimo_sync) VALUES ' + ','.join(
+                modelo % tuple(range(i, i + por_linha))
+                for i in range(_CONSTANTES + 1, _CONSTANTES + 1 + por_linha * linhas, por_linha))
+            + (' ON CONFLICT (projeto_id, dataset, ident) DO NOTHING' if pular_existentes
+               else ''))
+
+
+def _inserir(con: sqlite3.Connection, constantes: tuple[Any, ...], idents: list[str],
+             hashes: list[str] | None, corpos: list[bytes], pular_existentes: bool) -> int:
+    """
+    INSERT das linhas, `_LINHAS_POR_INSERT` por comando; devolve quantas entraram.
+    `pular_existentes`: a que já existe (mesma identidade) fica como está.
+    """
+    por_linha = 2 if hashes is None else 3
+    por_vez = min(_LINHAS_POR_INSERT,
+                  (con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - _CONSTANTES) // por_linha)
+    inseridos = 0
+    for inicio in range(0, len(idents), por_vez):
+        fim = min(inicio + por_vez, len(idents))
+        # Os parâmetros intercalados por fatias (em C), sem um laço por linha. O
+        # corpo vai como bytearray: `bytes` passa pelo protocolo de adaptação do
+        # sqlite3 (procura __conform__, cria e descarta um AttributeError) a cada
+        # parâmetro -- custava mais que a cópia.
+        parametros: list[Any] = [*constantes, *([None] * (por_linha * (fim - inicio)))]
+        parametros[_CONSTANTES::por_linha] = idents[inicio:fim]
+        if hashes is not None:
+            parametros[_CONSTANTES + 1::por_linha] = hashes[inicio:fim]
+        parametros[_CONSTANTES + por_linha - 1::por_linha] = list(
+            map(bytearray, corpos[inicio:fim]))
+        inseridos += con.execute(_sql_inserir(fim - inicio, hashes is not None,
+                                              pular_existentes), parametros).rowcount
+    return inseridos
+
+
+def _existentes(con: sqlite3.Connection, projeto_id: int, dataset: str,
+                idents: Collection[str], fora_da_versao: int | None = None
+                ) -> dict[str, tuple[bytes, int]]:
+    """
+    ident -> (corpo, id) dos `idents` já guardados (os da versão `fora_da_versao`,
+    a do lote que acabou de inseri-los, não). Cursor sem Row: uma tupla basta.
+    """
+    cursor = con.cursor()
+    cursor.row_factory = None
+    lista = list(idents)
+    existentes = {}
+    filtro, extra = ('', []) if fora_da_versao is None else (' AND versao <> ?',
+                                                               [fora_da_versao])
+    for inicio in range(0, len(lista), 500):
+        parte = lista[inicio:inicio + 500]
+        for ident, guardado, rowid in cursor.execute(
+                'SELECT ident, corpo, id FROM registros WHERE projeto_id = ? AND dataset = ?'
+                ' AND ident IN (%s)%s' % (','.join('?' * len(parte)), filtro),
+                [projeto_id, dataset, *parte, *extra]):
+            # TEXT nas linhas antigas, os bytes UTF-8 nas novas.
+            existentes[ident] = (guardado if type(guardado) is bytes else
+                                 guardado.encode('utf-8'), rowid)
+    return existentes
+
+
+def _preparar(registros: list[Any], chave: str | None, simples: bool = False
+              ) -> tuple[list[str], list[str] | None, list[bytes]]:
     """
     (idents, hashes, corpos) dos registros: o JSON canônico de cada um (em UTF-8,
-    guardado como está), o sha256 dele e a identidade (`k:` + a key canônica,
-    ou `h:` + o hash sem key). Levanta ErroRegra para registro sem a key.
+    guardado como está) e a identidade (`k:` + a key canônica, ou `h:` + o
+    sha256 do corpo sem key; o sha256 só é calculado aí). Levanta ErroRegra
+    para registro sem a key.
+
+    Cada passo é um laço em C sobre o lote inteiro: o lote comum (registros
+    de valores simples, key inteira) não tem laço Python por registro.
+    `simples`: quem leu o lote já sabe que ele é `registros_simples`.
     """
-    simples = _SIMPLES.issuperset
-    dumps = orjson.dumps
-    sha256 = hashlib.sha256
-    idents: list[str] = []
-    hashes: list[str] = []
-    corpos: list[bytes] = []
-    for posicao, registro in enumerate(registros):
-        corpo = None
-        if simples(map(type, registro.values())):
-            try:
-                corpo = dumps(registro, option=_ORDENADO)
-            except orjson.JSONEncodeError:
-                pass
-        if corpo is None:
-            corpo = canonico(registro).encode('utf-8')
-        hash_corpo = sha256(corpo).hexdigest()
-        if chave is None:
-            ident = 'h:' + hash_corpo
-        else:
-            valor = registro.get(chave)
-            if valor is None:
-                raise ErroRegra(422, 'key_ausente',
-                                'records[%d].%s: o registro não tem o campo de key %r'
-                                ' (ou ele é null). Envie o campo ou mande o dataset'
-                                ' sem key.' % (posicao, chave, chave))
-            # int: o JSON dele é o repr (bool não entra: type exato).
-            ident = ('k:%d' % valor if type(valor) is int else
-                     'k:' + canonico_bytes(valor).decode('utf-8'))
-        idents.append(ident)
-        hashes.append(hash_corpo)
-        corpos.append(corpo)
-    return idents, hashes, corpos
+    corpos = _corpos(registros, simples)
+    if chave is None:
+        sha256 = hashlib.sha256
+        hashes = [sha256(corpo).hexdigest() for corpo in corpos]
+        return ['h:' + h for h in hashes], hashes, corpos
+    valores = [registro.get(chave) for registro in registros]
+    if None in valores:
+        posicao = next(i for i, valor in enumerate(valores) if valor is None)
+        raise ErroRegra(422, 'key_ausente',
+                        'records[%d].%s: o registro não tem o campo de key %r'
+                        ' (ou ele é null). Envie o campo ou mande o dataset'
+                        ' sem key.' % (posicao, chave, chave))
+    # int: o JSON dele é o repr (bool não entra: type exato).
+    if set(map(type, valores)) == {int}:
+        idents = ['k:%d' % valor for valor in valores]
+    else:
+        idents = ['k:%d' % valor if type(valor) is int else
+                  'k:' + canonico_bytes(valor).decode('utf-8') for valor in valores]
+    return idents, None, corpos
+
+
+def registros_simples(registros: list[Any]) -> bool:
+    """
+    Se todo registro é um objeto só de valores simples (texto, inteiro,
+    booleano, null): o lote cujo canônico o orjson escreve de uma vez. Um laço
+    em C pelos valores de todos os registros.
+    """
+    try:
+        return _SIMPLES.issuperset(map(type, itertools.chain.from_iterable(
+            map(dict.values, registros))))
+    except TypeError:                           # um registro que não é dict
+        return False
+
+
+def _corpos(registros: list[Any], simples: bool) -> list[bytes]:
+    """O `canonico_bytes` de cada registro; o lote simples de uma vez."""
+    if simples or registros_simples(registros):
+        dumps = orjson.dumps
+        try:
+            return [dumps(registro, option=_ORDENADO) for registro in registros]
+        except orjson.JSONEncodeError:          # inteiro além de 64 bits, surrogate solto
+            pass
+    return [canonico_bytes(registro) for registro in registros]
 
 
 def _so_do_dono(caminho: str) -> None:

@@ -36,14 +36,14 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 
-from contextia_local.armazenamento import ErroRegra
+from contextia_local.armazenamento import ErroRegra, registros_simples
 
 LIMITE_DRENAGEM = 64 * 1024
 """Corpo declarado até este tamanho é descartado pelo uvicorn depois de uma
@@ -105,9 +105,15 @@ class PedidoLimitado(Request):
             self._body = bytes(recebido)
         return self._body
 
+    # Se os registros do envelope lido são só de valores simples (ver
+    # `armazenamento.registros_simples`): conferido aqui, na leitura, e não de
+    # novo ao gravar.
+    registros_simples = False
+
     async def json(self) -> Any:
         if not hasattr(self, '_json'):
-            self._json = ler_json(await self.body(), self.regra.max_registros)
+            self._json, self.registros_simples = _ler(await self.body(),
+                                                      self.regra.max_registros)
         return self._json
 
 
@@ -185,14 +191,21 @@ def ler_json(corpo: bytes, max_registros: int | None = None) -> Any:
     resto). Levanta json.JSONDecodeError para JSON malformado e ErroRegra para
     o que é JSON mas não pode ser aceito.
     """
+    return _ler(corpo, max_registros)[0]
+
+
+def _ler(corpo: bytes, max_registros: int | None) -> tuple[Any, bool]:
+    """(`ler_json(corpo, max_registros)`, se os registros do envelope são simples)."""
+    # O orjson só lê UTF-8 válido: o corpo que ele leu não precisa ser decodificado
+    # (o que ele recusa é decodificado abaixo e dá a recusa de sempre).
+    rapido = _ler_rapido(corpo, max_registros)
+    if rapido is not None:
+        return rapido
     try:
         texto = corpo.decode(json.detect_encoding(corpo), 'surrogatepass')
     except UnicodeDecodeError as erro:
         raise ErroRegra(422, 'json_invalido', 'o corpo não é texto UTF-8 válido (byte %d):'
                         ' o JSON do pedido tem de ser UTF-8.' % erro.start) from None
-    rapido = _ler_rapido(corpo, max_registros)
-    if rapido is not None:
-        return rapido[0]
     leitor = _Leitor()
     try:
         if max_registros is None:
@@ -216,15 +229,16 @@ def ler_json(corpo: bytes, max_registros: int | None = None) -> Any:
                         ' representa NaN, Infinity nem número fora do alcance do float'
                         ' (como 1e400); envie o valor como texto ou corrija-o na origem.'
                         % (caminho or 'corpo', texto_valor))
-    return documento
+    return documento, False
 
 
-def _ler_rapido(corpo: bytes, max_registros: int | None) -> tuple[Any] | None:
+def _ler_rapido(corpo: bytes, max_registros: int | None) -> tuple[Any, bool] | None:
     """
-    (documento,) pelo orjson, ou None quando o leitor estrito tem de ler: o
-    corpo é grande, o orjson o recusa, ou há um inteiro que ele leria diferente.
+    (documento, registros simples) pelo orjson, ou None quando o leitor estrito
+    tem de ler: o corpo é grande, o orjson o recusa, ou há um inteiro que ele
+    leria diferente.
     """
-    if _orjson is None or _inteiro_longo(corpo):
+    if _orjson is None:
         return None
     if len(corpo) > LIMITE_LEITURA_RAPIDA and (max_registros is None or
                                                corpo.count(b',') >= max_registros):
@@ -233,11 +247,36 @@ def _ler_rapido(corpo: bytes, max_registros: int | None) -> tuple[Any] | None:
         documento = _orjson.loads(corpo)
     except _orjson.JSONDecodeError:
         return None
+    simples = False
     if max_registros is not None and type(documento) is dict:
         registros = documento.get('records')
-        if type(registros) is list and len(registros) > max_registros:
-            raise _lote_grande(max_registros)
-    return (documento,)
+        if type(registros) is list:
+            if len(registros) > max_registros:
+                raise _lote_grande(max_registros)
+            simples = registros_simples(registros)
+    # O inteiro que o orjson leria diferente vira float: o envelope de registros
+    # simples e sem float no resto não tem nenhum, e o corpo não é varrido.
+    if simples and not _tem_float(v for k, v in documento.items() if k != 'records'):
+        return documento, True
+    if _inteiro_longo(corpo):
+        return None
+    return documento, simples
+
+
+def _tem_float(valores: Iterable[Any]) -> bool:
+    """Se há um float em `valores` ou dentro deles (sem recursão: o aninhamento pode ser fundo)."""
+    pendentes = [iter(valores)]
+    while pendentes:
+        for valor in pendentes[-1]:
+            tipo = type(valor)
+            if tipo is float:
+                return True
+            if tipo is dict or tipo is list:
+                pendentes.append(iter(valor.values() if tipo is dict else valor))
+                break
+        else:
+            pendentes.pop()
+    return False
 
 
 def _inteiro_longo(corpo: bytes) -> bool:

@@ -8,13 +8,16 @@ Banco é um SQLite de verdade num diretório temporário); o resto contra o
 servidor de verdade em 127.0.0.1.
 """
 
+import hashlib
 import json
 import math
+import sqlite3
 
 import pytest
 import requests
 
 from contextia_local import corpo as corpo_mod
+from contextia_local import armazenamento
 from contextia_local.armazenamento import Banco, canonico, canonico_bytes
 
 MIB = 1024 * 1024
@@ -56,6 +59,33 @@ def test_leitura_rapida_da_o_mesmo_documento_que_a_estrita(corpo, monkeypatch):
     assert _tipado(rapido) == _tipado(estrito)
 
 
+def test_envelope_de_registros_simples_nao_e_varrido_e_diz_que_e_simples(monkeypatch):
+    simples = b'{"dataset":"a","key":"ID","sync":{"id":"s","part":3},"records":[{"ID":1,"T":"x"}]}'
+    varridos = []
+    original = corpo_mod._inteiro_longo
+    monkeypatch.setattr(corpo_mod, '_inteiro_longo', lambda c: varridos.append(c) or original(c))
+    assert corpo_mod._ler(simples, 10000) == (json.loads(simples), True)
+    assert varridos == []
+    # Um float em qualquer lugar (é como o orjson leria um inteiro além de 64
+    # bits) leva à varredura de sempre; o inteiro longo, ao leitor estrito.
+    for corpo, esperado in [
+            (b'{"dataset":"a","records":[{"ID":1,"F":1.5}]}', False),
+            (b'{"dataset":"a","records":[{"ID":1}],"sync":{"id":"s","part":1.0}}', True),
+            (b'{"dataset":"a","records":[{"ID":1}],"fields":{"a":[[{"b":2.5}]]}}', True),
+            (b'{"dataset":"a","records":[{"ID":1, "L":[1]}]}', False)]:
+        varridos.clear()
+        assert corpo_mod._ler(corpo, 10000) == (json.loads(corpo), esperado)
+        assert varridos == [corpo]
+    longo = b'{"dataset":"a","records":[{"ID":1}],"remove":[18446744073709551617]}'
+    documento, simples = corpo_mod._ler(longo, 10000)
+    assert documento['remove'] == [18446744073709551617] and simples is False
+    assert corpo_mod._tem_float([[[[[]]]], {'a': {'b': [None, 1]}}, 'x']) is False
+    fundo = []
+    for _ in range(5000):
+        fundo = [fundo]
+    assert corpo_mod._tem_float([fundo, 0.5]) is True
+
+
 def test_inteiro_longo_fora_de_texto_vai_ao_leitor_estrito():
     assert corpo_mod._inteiro_longo(b'{"a":[1, -1234567890123456789]}')
     assert corpo_mod._inteiro_longo(b'{"a":\n  12345678901234567890}')
@@ -76,6 +106,72 @@ def test_inteiro_longo_fora_de_texto_vai_ao_leitor_estrito():
 ])
 def test_canonico_rapido_e_o_texto_de_sempre(registro):
     assert canonico_bytes(registro) == canonico(registro).encode('utf-8')
+
+
+# Lotes inteiros: o canônico do lote de valores simples sai de uma vez (o
+# orjson registro a registro, sem conferir o tipo de cada um); qualquer outro
+# valor no lote -- float, lista, objeto, inteiro além de 64 bits -- leva o lote
+# ao caminho de cada registro. Os bytes guardados são os de sempre.
+LOTES = [
+    [{'ID': i, 'NOME': 'Peças %d \u00e7 \U0001F600 " \\ \x00' % i, 'OBS': None, 'OK': i % 2 == 0,
+      'NEG': -(2 ** 63)} for i in range(50)],
+    [{'ID': 1, 'V': 'a'}, {'ID': 2, 'F': 1e-05}, {'ID': 3, 'V': 'c'}],
+    [{'ID': 1}, {'ID': 2, 'L': [1, 0.1, {'b': 1, 'a': 2}]}],
+    [{'ID': 1}, {'ID': 2 ** 64}, {'ID': 3, 'U': 2 ** 64 - 1}],
+    [{'z': 1, 'a': 2, 'B': 3, '': 4, '\u00e7': 5, 'aa': 6}],
+    [{}],
+]
+
+
+@pytest.mark.parametrize('registros', LOTES)
+def test_canonico_do_lote_e_o_de_cada_registro(registros):
+    idents, hashes, corpos = armazenamento._preparar(registros, None)
+    assert corpos == [canonico(r).encode('utf-8') for r in registros]
+    # Sem key, a identidade segue o sha256 do texto canônico (a de um banco antigo).
+    assert hashes == [hashlib.sha256(c).hexdigest() for c in corpos]
+    assert idents == ['h:' + h for h in hashes]
+
+
+def test_identidade_da_key_e_a_de_sempre():
+    registros = [{'ID': 7}, {'ID': 'x\u00e7'}, {'ID': True}, {'ID': 2 ** 70}, {'ID': [1, 'a']},
+                 {'ID': 1.5}]
+    idents, hashes, _ = armazenamento._preparar(registros, 'ID')
+    assert idents == ['k:7', 'k:"x\u00e7"', 'k:true', 'k:%d' % 2 ** 70, 'k:[1,"a"]', 'k:1.5']
+    assert hashes is None
+    assert armazenamento._preparar([{'ID': 1}, {'ID': 2}], 'ID')[0] == ['k:1', 'k:2']
+    with pytest.raises(armazenamento.ErroRegra, match=r'records\[1\]\.ID'):
+        armazenamento._preparar([{'ID': 1}, {'X': 2}], 'ID')
+
+
+def test_banco_antigo_com_corpo_texto_e_sha256(tmp_path):
+    # As linhas gravadas antes da issue 18: o corpo como TEXT e o sha256 na coluna
+    # hash. Igual ou mudado vale pelo corpo, e o reenvio delas é `duplicates`.
+    banco = Banco(str(tmp_path))
+    projeto = banco.criar_projeto('antigo', None)['id']
+    assert banco.receber_lote(projeto, {'dataset': 'd', 'key': 'ID', 'records': [{'ID': 0}]}
+                              )['inserted'] == 1
+    antigos = [{'ID': i, 'V': 'ç%d' % i} for i in range(1, 4)]
+    with banco.transacao() as con:
+        for r in antigos:
+            texto = canonico(r)
+            con.execute('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao)'
+                        ' VALUES (?, ?, ?, ?, ?, 1)',
+                        (projeto, 'd', 'k:%d' % r['ID'],
+                         hashlib.sha256(texto.encode()).hexdigest(), texto))
+    lote = [antigos[0], dict(antigos[1], V='novo'), antigos[2], {'ID': 9}]
+    assert banco.receber_lote(projeto, {'dataset': 'd', 'key': 'ID', 'records': lote}) == {
+        'received': 4, 'inserted': 1, 'updated': 1, 'duplicates': 2, 'removed': 0}
+    assert banco.receber_lote(projeto, {'dataset': 'd', 'key': 'ID', 'records': lote}) == {
+        'received': 4, 'inserted': 0, 'updated': 0, 'duplicates': 4, 'removed': 0}
+    guardados = banco.pagina_de_registros(projeto, 'd', 0, 100)['records']
+    assert sorted(guardados, key=lambda r: r['ID']) == [{'ID': 0}] + lote[:3] + [{'ID': 9}]
+    banco.fechar()
+    con = sqlite3.connect(str(tmp_path / 'contextia.sqlite3'))
+    # Com key, o hash não é mais calculado; a linha que não mudou segue com o dela.
+    assert dict(con.execute("SELECT ident, hash FROM registros WHERE ident IN ('k:1', 'k:2',"
+                            " 'k:9')")) == {'k:1': hashlib.sha256(
+                                canonico(antigos[0]).encode()).hexdigest(), 'k:2': '', 'k:9': ''}
+    con.close()
 
 
 def test_surrogate_solto_falha_como_sempre():
