@@ -33,6 +33,9 @@ UTC = datetime.timezone.utc
 # Leva o valor do driver ao valor Python que o cliente serializa.
 Conversor = Callable[[Any], Any]
 
+# Os tipos que o conversor de data do MySQL devolve como estão (sem fuso).
+_PASSA_DATA = frozenset({datetime.date, datetime.datetime, type(None)})
+
 # Tipos declarados no SQLite que guardam data em TEXT.
 DATA_SQLITE = re.compile(r'^\s*(DATETIME|TIMESTAMP|DATE)\b', re.I)
 
@@ -287,6 +290,10 @@ def conversor(tipo: Any, dialeto: str, rotulo: str, avisos: Avisos,
             if com_fuso and isinstance(valor, datetime.datetime) and valor.tzinfo is None:
                 return valor.replace(tzinfo=UTC)   # sessao em UTC: e UTC
             return valor
+        if not com_fuso:
+            # Data, data e hora e NULL saem como entraram: o lote que so tem
+            # esses tipos nesta coluna não desce valor a valor (generico._lote_pronto).
+            ler_mysql.passa = _PASSA_DATA    # type: ignore[attr-defined]
         return ler_mysql
 
     if isinstance(tipo, sa.Numeric) and not isinstance(tipo, sa.Float):
