@@ -204,9 +204,9 @@ def familia_json(tipo: Any, dialeto: str) -> str:
     """
     O que o cliente precisa fazer com os valores de uma coluna deste tipo para o
     JSON do contrato (intake/serializacao.py: Serializador.plano_fixo):
-    'nativo' (o driver entrega str, int, bool, date, UUID ou None: nada a
-    fazer), 'decimal', 'float' (conferir NaN/Infinity), 'datetime' (com fuso:
-    isoformat), 'time', 'bytes', ou 'qualquer' (valor a valor, como sempre).
+    'nativo' (o driver entrega str, int, bool, date, UUID, datetime sem fuso
+    ou None: nada a fazer), 'decimal', 'float' (conferir NaN/Infinity),
+    'datetime' (com fuso: isoformat), 'time', 'bytes', ou 'qualquer' (valor a valor, como sempre).
     O SQLite tem tipo por VALOR, não por coluna: tudo 'qualquer'.
     """
     if dialeto == 'sqlite' or isinstance(tipo, NullType):
@@ -218,6 +218,12 @@ def familia_json(tipo: Any, dialeto: str) -> str:
     if isinstance(tipo, sa.Numeric):
         return 'decimal'
     if isinstance(tipo, sa.DateTime):
+        # Sem fuso no tipo, o driver entrega datetime sem fuso (o TIMESTAMP do
+        # MySQL ganha UTC no `conversor`), que o orjson escreve como o isoformat.
+        if not getattr(tipo, 'timezone', False) and (
+                dialeto == 'postgresql'
+                or (dialeto == 'mysql' and not isinstance(tipo, sa.TIMESTAMP))):
+            return 'nativo'
         return 'datetime'
     if isinstance(tipo, sa.Time):
         return 'time'
