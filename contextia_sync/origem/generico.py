@@ -577,7 +577,9 @@ class Origem:
         exemplo: Any = None
         # O cursor do driver direto (sem o Row do SQLAlchemy) quando o SQLAlchemy
         # nao converte nenhum valor deste resultado; o `tuplas` segue o de sempre.
-        cru = direto and not tuplas and self._sem_processador(resultado)
+        # (PostgreSQL e MySQL/MariaDB: os que leem por cursor de servidor, e os medidos.)
+        cru = (direto and not tuplas and self.dialeto in ('postgresql', 'mysql')
+               and self._sem_processador(resultado))
         erro_do_driver: type[BaseException] = (
             self._motor().dialect.loaded_dbapi.Error if cru else sa_exc.DBAPIError)
         try:
@@ -590,6 +592,7 @@ class Origem:
                 cursor = resultado.cursor
                 lote: Sequence[Sequence[Any]] = resultado.fetchmany(self.linhas_por_lote)
                 while lote:
+                    cheio = len(lote) == self.linhas_por_lote
                     if conversores or conferir is not None:
                         lote, fora, primeiro = _lote_pronto(lote, conversores, conferir)
                         if fora:
@@ -597,7 +600,11 @@ class Origem:
                             exemplo = primeiro if exemplo is None else exemplo
                     yield from map(dict, map(zip, itertools.repeat(chaves), lote))
                     lidas += len(lote)
-                    lote = cursor.fetchmany(self.linhas_por_lote)
+                    if conn not in self._abertas:
+                        # renovar()/fechar() no meio do lote: o except abaixo diz isso.
+                        raise ErroOrigem('leitura fechada')
+                    # Lote incompleto: acabou (e o SQLAlchemy pode ja ter fechado o cursor).
+                    lote = cursor.fetchmany(self.linhas_por_lote) if cheio else []
             else:
                 for linha in resultado:
                     valores: Sequence[Any] = linha
