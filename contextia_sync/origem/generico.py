@@ -42,11 +42,13 @@ from __future__ import annotations
 import datetime
 import itertools
 import os
+import queue
+import threading
 import weakref
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -190,6 +192,56 @@ def _conversoes_mysqldb() -> dict[Any, Any]:
     for tipo in (FIELD_TYPE.DATE, FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP):
         conversoes[tipo] = texto_se_nao_leu(conversions[tipo])
     return conversoes
+
+
+class _LeituraAdiante:
+    """
+    O lote seguinte do cursor lido numa thread enquanto quem chama trata o
+    atual: a espera pelo banco (o driver solta o GIL nela) corre junto da
+    serialização e do envio, em vez de somar a eles. No máximo um lote pronto
+    esperando (a memória não cresce); o cursor só é tocado por esta thread
+    até `esperar()` voltar. Erro do driver volta em `proximo()`.
+    """
+
+    def __init__(self, cursor: Any, tamanho: int) -> None:
+        self._cursor = cursor
+        self._tamanho = tamanho
+        self._fila: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._parado = threading.Event()
+        self._thread = threading.Thread(target=self._ler, name='leitura-adiante', daemon=True)
+        self._thread.start()
+
+    def _ler(self) -> None:
+        try:
+            while not self._parado.is_set():
+                lote = self._cursor.fetchmany(self._tamanho)
+                self._entregar(lote)
+                if len(lote) < self._tamanho:
+                    return
+        except BaseException as erro:           # noqa: BLE001 - vai para quem le
+            self._entregar(erro)
+
+    def _entregar(self, item: Any) -> None:
+        while not self._parado.is_set():
+            try:
+                self._fila.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def proximo(self) -> Sequence[Sequence[Any]]:
+        """O lote seguinte (vazio no fim); o erro do driver, se a leitura falhou."""
+        item = self._fila.get()
+        if isinstance(item, BaseException):
+            raise item
+        return cast(Sequence[Sequence[Any]], item)
+
+    def parar(self) -> None:
+        self._parado.set()
+
+    def esperar(self) -> None:
+        self._parado.set()
+        self._thread.join()
 
 
 def _lote_pronto(lote: Sequence[Sequence[Any]], conversores: list[tuple[int, Conversor]],
@@ -582,6 +634,7 @@ class Origem:
                and self._sem_processador(resultado))
         erro_do_driver: type[BaseException] = (
             self._motor().dialect.loaded_dbapi.Error if cru else sa_exc.DBAPIError)
+        adiante: _LeituraAdiante | None = None
         try:
             if cru:
                 # Um lote do cursor por vez, e um dict por linha feito em C, sem
@@ -589,8 +642,9 @@ class Origem:
                 # escopo olham o lote inteiro e so descem a linha quando algum
                 # valor precisa (ver _lote_pronto). O primeiro lote vem pelo
                 # resultado: ele ja guardou a primeira linha ao abrir o cursor.
-                cursor = resultado.cursor
                 lote: Sequence[Sequence[Any]] = resultado.fetchmany(self.linhas_por_lote)
+                if len(lote) == self.linhas_por_lote:
+                    adiante = _LeituraAdiante(resultado.cursor, self.linhas_por_lote)
                 while lote:
                     cheio = len(lote) == self.linhas_por_lote
                     if conversores or conferir is not None:
@@ -604,7 +658,7 @@ class Origem:
                         # renovar()/fechar() no meio do lote: o except abaixo diz isso.
                         raise ErroOrigem('leitura fechada')
                     # Lote incompleto: acabou (e o SQLAlchemy pode ja ter fechado o cursor).
-                    lote = cursor.fetchmany(self.linhas_por_lote) if cheio else []
+                    lote = adiante.proximo() if cheio and adiante is not None else []
             else:
                 for linha in resultado:
                     valores: Sequence[Any] = linha
@@ -662,8 +716,13 @@ class Origem:
                 ' renovar, ou chame fetch de novo' % (source_object, lidas)) from None
         finally:
             self._abertas.pop(conn, None)
+            if adiante is not None:
+                adiante.parar()
             if not completo and self.dialeto == 'mysql':
                 _abandonar_mysql(conn, resultado)
+            if adiante is not None:
+                # (Depois de derrubar a conexao do MySQL: a leitura em curso cai na hora.)
+                adiante.esperar()
             try:
                 resultado.close()
             except Exception:                            # noqa: BLE001
