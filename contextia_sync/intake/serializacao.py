@@ -30,6 +30,13 @@ ele: NaN/Infinity (ele escreve `null`) são recusados antes, Decimal e bytes vã
 como texto, hora e data com fuso vão pelo `isoformat` (ele corta o fuso de
 segundos); o que ele recusa (inteiro de mais de 64 bits) volta ao `json`.
 
+As linhas de um `fetch` (o `PlanoFixo`, pelos tipos do resultado) vão mais
+direto: o Decimal fica cru no dict e o lote inteiro sai de uma vez pelo
+`corpo_direto` (o orjson chama o conversor do Decimal sem um laço Python por
+linha); o lote com um valor que não sai exato por ali (NaN, Infinity, inteiro
+grande, tipo fora do plano) volta ao caminho de um registro por vez, que
+recusa nomeando a coluna -- os mesmos bytes, a mesma recusa.
+
 Módulo puro: só biblioteca padrão (o `orjson` e usado se estiver instalado; sem ele, o `json`).
 """
 
