@@ -236,9 +236,6 @@ class _LeituraAdiante:
             raise item
         return cast(Sequence[Sequence[Any]], item)
 
-    def parar(self) -> None:
-        self._parado.set()
-
     def esperar(self) -> None:
         self._parado.set()
         self._thread.join()
@@ -643,8 +640,12 @@ class Origem:
                 # valor precisa (ver _lote_pronto). O primeiro lote vem pelo
                 # resultado: ele ja guardou a primeira linha ao abrir o cursor.
                 lote: Sequence[Sequence[Any]] = resultado.fetchmany(self.linhas_por_lote)
-                if len(lote) == self.linhas_por_lote:
-                    adiante = _LeituraAdiante(resultado.cursor, self.linhas_por_lote)
+                cursor = resultado.cursor
+                if len(lote) == self.linhas_por_lote and self.dialeto == 'postgresql':
+                    # So no psycopg, cuja conexao tem trava: o renovar() de outra
+                    # thread espera o lote em curso. O mysqlclient fecharia a conexao
+                    # no meio da leitura da thread (o _abandonar_mysql).
+                    adiante = _LeituraAdiante(cursor, self.linhas_por_lote)
                 while lote:
                     cheio = len(lote) == self.linhas_por_lote
                     if conversores or conferir is not None:
@@ -658,7 +659,12 @@ class Origem:
                         # renovar()/fechar() no meio do lote: o except abaixo diz isso.
                         raise ErroOrigem('leitura fechada')
                     # Lote incompleto: acabou (e o SQLAlchemy pode ja ter fechado o cursor).
-                    lote = adiante.proximo() if cheio and adiante is not None else []
+                    if not cheio:
+                        lote = []
+                    elif adiante is not None:
+                        lote = adiante.proximo()
+                    else:
+                        lote = cursor.fetchmany(self.linhas_por_lote)
             else:
                 for linha in resultado:
                     valores: Sequence[Any] = linha
@@ -717,12 +723,9 @@ class Origem:
         finally:
             self._abertas.pop(conn, None)
             if adiante is not None:
-                adiante.parar()
+                adiante.esperar()           # o cursor volta a ser so desta thread
             if not completo and self.dialeto == 'mysql':
                 _abandonar_mysql(conn, resultado)
-            if adiante is not None:
-                # (Depois de derrubar a conexao do MySQL: a leitura em curso cai na hora.)
-                adiante.esperar()
             try:
                 resultado.close()
             except Exception:                            # noqa: BLE001
