@@ -465,3 +465,44 @@ def test_fetch_pelo_cursor_do_driver_e_o_de_sempre_mariadb(fabrica_de_bancos, mo
         linhas.close()
     finally:
         origem.fechar()
+
+
+@pytest.mark.postgres
+def test_leitura_adiante_largada_renovada_ou_derrubada_no_meio(fabrica_de_bancos):
+    """A thread que lê o lote seguinte termina com a leitura, em todo caminho de saída."""
+    import threading
+
+    from contextia_sync.origem import ErroOrigem, generico
+    banco = fabrica_de_bancos('postgres')
+    banco.executar('CREATE TABLE t ("ID" int PRIMARY KEY, "T" text)')
+    banco.executar("INSERT INTO t SELECT g, 'x' || g FROM generate_series(1, 50) g")
+    origem = generico.Origem(banco.url_origem, timeout=30, linhas_por_lote=4)
+
+    def adiante_vivas():
+        return [t for t in threading.enumerate() if t.name == 'leitura-adiante' and t.is_alive()]
+    try:
+        # Largada no meio (o close do gerador): a thread para e a conexao volta.
+        linhas = origem.fetch('t', ['ID', 'T'])
+        assert [next(linhas)['ID'] for _ in range(10)] == list(range(1, 11))
+        assert adiante_vivas()
+        linhas.close()
+        assert not adiante_vivas()
+        # Renovada no meio: o resto diz que foi interrompida; a próxima lê tudo.
+        linhas = origem.fetch('t', ['ID'])
+        next(linhas)
+        origem.renovar()
+        with pytest.raises(ErroOrigem, match='interrompida'):
+            list(linhas)
+        assert not adiante_vivas()
+        assert [r['ID'] for r in origem.fetch('t', ['ID'])] == list(range(1, 51))
+        # A conexao derrubada pelo servidor no meio: o erro do driver, pela thread.
+        linhas = origem.fetch('t', ['ID'])
+        next(linhas)
+        banco.executar('SELECT pg_terminate_backend(pid) FROM pg_stat_activity'
+                       ' WHERE datname = current_database() AND pid <> pg_backend_pid()')
+        with pytest.raises(ErroOrigem, match='interrompida depois de'):
+            list(linhas)
+        assert not adiante_vivas()
+        assert len(list(origem.fetch('t', ['ID']))) == 50
+    finally:
+        origem.fechar()
