@@ -42,13 +42,11 @@ from __future__ import annotations
 import datetime
 import itertools
 import os
-import queue
-import threading
 import weakref
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -192,53 +190,6 @@ def _conversoes_mysqldb() -> dict[Any, Any]:
     for tipo in (FIELD_TYPE.DATE, FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP):
         conversoes[tipo] = texto_se_nao_leu(conversions[tipo])
     return conversoes
-
-
-class _LeituraAdiante:
-    """
-    O lote seguinte do cursor lido numa thread enquanto quem chama trata o
-    atual: a espera pelo banco (o driver solta o GIL nela) corre junto da
-    serialização e do envio, em vez de somar a eles. No máximo um lote pronto
-    esperando (a memória não cresce); o cursor só é tocado por esta thread
-    até `esperar()` voltar. Erro do driver volta em `proximo()`.
-    """
-
-    def __init__(self, cursor: Any, tamanho: int) -> None:
-        self._cursor = cursor
-        self._tamanho = tamanho
-        self._fila: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self._parado = threading.Event()
-        self._thread = threading.Thread(target=self._ler, name='leitura-adiante', daemon=True)
-        self._thread.start()
-
-    def _ler(self) -> None:
-        try:
-            while not self._parado.is_set():
-                lote = self._cursor.fetchmany(self._tamanho)
-                self._entregar(lote)
-                if len(lote) < self._tamanho:
-                    return
-        except BaseException as erro:           # noqa: BLE001 - vai para quem le
-            self._entregar(erro)
-
-    def _entregar(self, item: Any) -> None:
-        while not self._parado.is_set():
-            try:
-                self._fila.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                continue
-
-    def proximo(self) -> Sequence[Sequence[Any]]:
-        """O lote seguinte (vazio no fim); o erro do driver, se a leitura falhou."""
-        item = self._fila.get()
-        if isinstance(item, BaseException):
-            raise item
-        return cast(Sequence[Sequence[Any]], item)
-
-    def esperar(self) -> None:
-        self._parado.set()
-        self._thread.join()
 
 
 def _lote_pronto(lote: Sequence[Sequence[Any]], conversores: list[tuple[int, Conversor]],
@@ -631,7 +582,6 @@ class Origem:
                and self._sem_processador(resultado))
         erro_do_driver: type[BaseException] = (
             self._motor().dialect.loaded_dbapi.Error if cru else sa_exc.DBAPIError)
-        adiante: _LeituraAdiante | None = None
         try:
             if cru:
                 # Um lote do cursor por vez, e um dict por linha feito em C, sem
@@ -640,14 +590,7 @@ class Origem:
                 # valor precisa (ver _lote_pronto). O primeiro lote vem pelo
                 # resultado: ele ja guardou a primeira linha ao abrir o cursor.
                 lote: Sequence[Sequence[Any]] = resultado.fetchmany(self.linhas_por_lote)
-                cursor = resultado.cursor
-                if len(lote) == self.linhas_por_lote and self.dialeto == 'postgresql':
-                    # So no psycopg, cuja conexao tem trava: o renovar() de outra
-                    # thread espera o lote em curso. O mysqlclient fecharia a conexao
-                    # no meio da leitura da thread (o _abandonar_mysql).
-                    adiante = _LeituraAdiante(cursor, self.linhas_por_lote)
                 while lote:
-                    cheio = len(lote) == self.linhas_por_lote
                     if conversores or conferir is not None:
                         lote, fora, primeiro = _lote_pronto(lote, conversores, conferir)
                         if fora:
@@ -658,13 +601,12 @@ class Origem:
                     if conn not in self._abertas:
                         # renovar()/fechar() no meio do lote: o except abaixo diz isso.
                         raise ErroOrigem('leitura fechada')
-                    # Lote incompleto: acabou (e o SQLAlchemy pode ja ter fechado o cursor).
-                    if not cheio:
-                        lote = []
-                    elif adiante is not None:
-                        lote = adiante.proximo()
-                    else:
-                        lote = cursor.fetchmany(self.linhas_por_lote)
+                    # Ate o driver dizer que acabou (lote vazio), como o laco de
+                    # sempre: um lote incompleto ainda não prova o fim da leitura
+                    # (a conexão que cai depois dele e uma leitura que caiu).
+                    # (Sem cursor: o SQLAlchemy já viu o fim no primeiro lote e o soltou.)
+                    cursor = resultado.cursor
+                    lote = cursor.fetchmany(self.linhas_por_lote) if cursor is not None else []
             else:
                 for linha in resultado:
                     valores: Sequence[Any] = linha
@@ -722,8 +664,6 @@ class Origem:
                 ' renovar, ou chame fetch de novo' % (source_object, lidas)) from None
         finally:
             self._abertas.pop(conn, None)
-            if adiante is not None:
-                adiante.esperar()           # o cursor volta a ser so desta thread
             if not completo and self.dialeto == 'mysql':
                 _abandonar_mysql(conn, resultado)
             try:
