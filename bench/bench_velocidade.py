@@ -241,7 +241,7 @@ def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, A
     if modo.startswith('dlt-'):
         return _dlt(modo[4:], url)
     # Os imports antes do relogio: a medida e a leitura e o envio, nao a partida.
-    import sqlalchemy  # noqa: F401
+    import sqlalchemy
 
     from contextia_sync.intake import cliente, serializacao  # noqa: F401
     from contextia_sync.origem import generico
@@ -251,6 +251,10 @@ def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, A
         import MySQLdb  # noqa: F401
     elif modo == 'cru-pymysql':
         import pymysql  # noqa: F401
+    else:
+        # O driver da URL tambem antes do relogio, como o do driver cru: a
+        # partida (o import do psycopg/MySQLdb) nao e a leitura.
+        sqlalchemy.engine.make_url(url).get_dialect().import_dbapi()
     inicio = time.perf_counter()
     if modo.startswith('cru-'):
         linhas = _cru(url, modo[4:])
@@ -266,10 +270,20 @@ def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, A
             import itertools
             try:
                 from contextia_sync.intake.serializacao import PlanoFixo, corpo_de_registros
-                fixo = PlanoFixo(generico.familias(fetch) or {})
+                try:
+                    # O de hoje: o Decimal no corpo, o lote inteiro pelo orjson.
+                    from contextia_sync.intake.serializacao import corpo_direto
+                    direto = PlanoFixo(generico.familias(fetch) or {}, decimal_no_corpo=True)
 
-                def corpo(lote: list[Any]) -> bytes:
-                    return corpo_de_registros([fixo.registro(r) for r in lote])
+                    def corpo(lote: list[Any]) -> bytes:
+                        for r in lote:
+                            direto.registro(r)
+                        return corpo_direto(lote) or corpo_de_registros(lote)
+                except ImportError:               # o de antes: o conversor por linha
+                    fixo = PlanoFixo(generico.familias(fetch) or {})
+
+                    def corpo(lote: list[Any]) -> bytes:
+                        return corpo_de_registros([fixo.registro(r) for r in lote])
             except ImportError:                   # o codigo de --base: o caminho de hoje
                 from contextia_sync.intake.serializacao import serializar_registro
 

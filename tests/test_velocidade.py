@@ -348,3 +348,121 @@ def test_conversor_por_coluna_recusa_infinito_e_nan(pg_hostil, chave_contextia):
             assert all(r['ID'] != ident for r in guardados)
     finally:
         origem.fechar()
+
+
+# ---------------------------------------------------------------- o lote inteiro de uma vez
+def test_corpo_direto_escreve_os_mesmos_bytes_que_o_caminho_de_sempre():
+    """O Decimal cru no orjson (str, ou 'f' na notação com expoente) e o texto de valor_json."""
+    import random
+    aleatorio = random.Random(18)
+    decimais = [decimal.Decimal(t) for t in (
+        '1E+3', '0E-10', '-0.00', '0', '1E-7', '0.000001', '123.4500', '-1.5E+30',
+        '9999999999999.99', '123456789012345678901234567890.123456789', '-0E+2')]
+    decimais += [decimal.Decimal(aleatorio.randint(-10 ** 20, 10 ** 20)).scaleb(
+        aleatorio.randint(-30, 12)) for _ in range(3000)]
+    registros = [{'ID': i, 'V': d, 'T': 'ç "x"', 'D': datetime.date(2026, 1, 1),
+                  'DT': datetime.datetime(2026, 9, 2, 10, 5, 0, i % 3), 'N': None, 'L': i % 2 == 0}
+                 for i, d in enumerate(decimais)]
+    esperado = serializacao.corpo_de_registros(
+        [serializacao.serializar_registro(r) for r in registros])
+    assert serializacao.corpo_direto([dict(r) for r in registros]) == esperado
+    # O que não sai exato por ali volta ao caminho de sempre (None), nunca um null.
+    for ruim in (decimal.Decimal('NaN'), decimal.Decimal('sNaN'), decimal.Decimal('-NaN'),
+                 decimal.Decimal('Infinity'), decimal.Decimal('-Infinity'), 2 ** 70, {'a'}):
+        assert serializacao.corpo_direto([{'ID': 1, 'V': decimal.Decimal('1.5')},
+                                          {'ID': 2, 'V': ruim}]) is None, ruim
+
+
+@pytest.mark.postgres
+def test_decimal_sem_json_no_meio_do_lote_os_anteriores_chegam_e_nada_depois(
+        fabrica_de_bancos, chave_contextia):
+    """Lote que o corpo direto recusa: registro a registro, a recusa diz qual e a coluna."""
+    from contextia_sync.origem import generico
+    banco = fabrica_de_bancos('postgres')
+    banco.executar('CREATE TABLE t ("ID" int PRIMARY KEY, "N" numeric, "T" text)')
+    # (Sem UPDATE: a leitura sem ORDER BY vem na ordem em que as linhas foram gravadas.)
+    banco.executar("INSERT INTO t SELECT g, CASE WHEN g = 13 THEN 'NaN' ELSE g * 1.5 END,"
+                   " 'x' || g FROM generate_series(1, 25) g")
+    chave = chave_contextia()
+    origem = generico.Origem(banco.url_origem, timeout=30, linhas_por_lote=7)
+    try:
+        linhas = origem.fetch('t', ['ID', 'N', 'T'])
+        resultado = cliente.enviar_dataset('nan_meio', linhas, key='ID', chunk=10, api_key=chave,
+                                           sync=cliente.gerar_sync(), em_voo=4,
+                                           familias=generico.familias(linhas))
+    finally:
+        origem.fechar()
+    assert resultado.lotes_erro == 1, resultado.erros
+    assert "registro 13 da leitura: coluna 'N'" in ' '.join(resultado.erros), resultado.erros
+    guardados = _guardados(chave, 'nan_meio')
+    assert sorted(guardados) == list(range(1, 13))
+    assert guardados[2]['N'] == '3.0' and guardados[12]['T'] == 'x12'
+
+
+def _fetch_pelos_dois_caminhos(origem, monkeypatch, objeto, colunas, **filtro):
+    """(linhas pelo cursor do driver, linhas pelo Row do SQLAlchemy, o cursor cru foi usado?)."""
+    from contextia_sync.origem import generico
+    usado = []
+    original = generico.Origem._sem_processador
+
+    def espiar(self, resultado):
+        cru = original(self, resultado)
+        # O que o SQLAlchemy faria com cada coluna: nada, quando o cursor cru vale.
+        assert cru == all(p is None for p in resultado._metadata._processors)
+        usado.append(cru)
+        return cru
+    monkeypatch.setattr(generico.Origem, '_sem_processador', espiar)
+    cruas = list(origem.fetch(objeto, colunas, **filtro))
+    monkeypatch.setattr(generico.Origem, '_sem_processador', lambda *_: False)
+    de_sempre = list(origem.fetch(objeto, colunas, **filtro))
+    monkeypatch.undo()
+    return cruas, de_sempre, usado[0]
+
+
+@pytest.mark.postgres
+def test_fetch_pelo_cursor_do_driver_e_o_de_sempre_postgres(pg_hostil, monkeypatch):
+    from contextia_sync.origem import generico
+    pg_hostil.executar('INSERT INTO hostil ("ID", "T") SELECT g, \'t\' || g'
+                       ' FROM generate_series(10, 40) g')
+    origem = generico.Origem(pg_hostil.url_origem, timeout=30, linhas_por_lote=4)
+    try:
+        cruas, de_sempre, usado = _fetch_pelos_dois_caminhos(origem, monkeypatch, 'hostil',
+                                                            COLUNAS_HOSTIS)
+        assert usado and len(cruas) == 34 and cruas == de_sempre
+        assert [type(v) for v in cruas[0].values()] == [type(v) for v in de_sempre[0].values()]
+        # Com escopo (a conferência olha o lote) e colunas repetidas (o caminho de sempre).
+        cruas, de_sempre, _ = _fetch_pelos_dois_caminhos(origem, monkeypatch, 'hostil',
+                                                         ['ID', 'N'], scope=('T', 't12'))
+        assert [r['ID'] for r in cruas] == [12] and cruas == de_sempre
+    finally:
+        origem.fechar()
+
+
+@pytest.mark.mariadb
+@pytest.mark.parametrize('driver', ['mysql+pymysql://', 'mysql+mysqldb://'])
+def test_fetch_pelo_cursor_do_driver_e_o_de_sempre_mariadb(fabrica_de_bancos, monkeypatch,
+                                                           driver):
+    """O SET do MariaDB vira `set` no SQLAlchemy: esse resultado segue pelo Row, como sempre."""
+    from contextia_sync.origem import generico
+    banco = fabrica_de_bancos('mariadb')
+    banco.executar('CREATE TABLE m (ID int PRIMARY KEY, N decimal(20,4), D date, DT datetime,'
+                   " TS timestamp NULL, S varchar(20), E SET('a','b'))")
+    banco.executar("INSERT INTO m VALUES (1, 1.5, '2026-01-31', '2026-09-02 10:05:00',"
+                   " '2026-09-02 10:05:00', 'ç', 'a,b'), (2, NULL, NULL, NULL, NULL, NULL, NULL)")
+    banco.executar('INSERT INTO m (ID, S) SELECT seq, CONCAT(\'s\', seq) FROM seq_3_to_20')
+    url = banco.url_origem.replace('mysql+pymysql://', driver, 1)
+    origem = generico.Origem(url, timeout=30, linhas_por_lote=3)
+    try:
+        sem_set = ['ID', 'N', 'D', 'DT', 'TS', 'S']
+        cruas, de_sempre, usado = _fetch_pelos_dois_caminhos(origem, monkeypatch, 'm', sem_set)
+        assert usado and len(cruas) == 20 and cruas == de_sempre
+        assert cruas[0]['TS'].tzinfo is not None          # o conversor de coluna ainda vale
+        cruas, de_sempre, usado = _fetch_pelos_dois_caminhos(origem, monkeypatch, 'm',
+                                                            ['ID', 'E'])
+        assert not usado and cruas == de_sempre and cruas[0]['E'] == {'a', 'b'}
+        linhas = origem.fetch('m', ['ID', 'E'])
+        assert generico.familias(linhas)['E'] == 'qualquer'
+        linhas.close()
+    finally:
+        origem.fechar()
+

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime
+import decimal
 import hashlib
 import hmac
 import itertools
@@ -54,6 +56,7 @@ from contextia_sync.intake.serializacao import (
     PlanoFixo,
     Serializador,
     corpo_de_registros,
+    corpo_direto,
     json_canonico,
     serializar_parcial,
     valor_json,
@@ -517,7 +520,15 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
 
     def qual(registro: Mapping[str, Any]) -> str:
         registro = _legivel(registro)
-        return descrever(dataset, escopo, key, registro.get(key) if key else None)
+        valor = registro.get(key) if key else None
+        if isinstance(valor, decimal.Decimal):
+            # A key como o registro a leva no JSON (o plano fixo a deixa crua).
+            with contextlib.suppress(ErroSerializacao):
+                valor = valor_json(valor, key)
+        return descrever(dataset, escopo, key, valor)
+
+    # O corpo dos registros do lote que `lotes_fixos` acabou de dar: (lote, corpo).
+    pronto: list[Any] = [None, b'']
 
     def montar(lote: list[dict[str, Any]]) -> bytes:
         envelope: dict[str, Any] = dict(base)
@@ -529,7 +540,15 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
         # caminho rapido, encaixados no fim do objeto.
         cabeca = json.dumps(envelope, ensure_ascii=False, separators=(',', ':'),
                             allow_nan=False).encode('utf-8')
-        return cabeca[:-1] + b',"records":' + corpo_de_registros(lote) + b'}'
+        if pronto[0] is lote:
+            registros_json: bytes = pronto[1]
+            pronto[:] = [None, b'']
+        elif fixo is not None:
+            # (Uma metade de um lote do plano fixo, com o Decimal ainda cru.)
+            registros_json = corpo_direto(lote) or corpo_de_registros(lote)
+        else:
+            registros_json = corpo_de_registros(lote)
+        return cabeca[:-1] + b',"records":' + registros_json + b'}'
 
     def aceitar(resposta: requests.Response, contexto: str,
                 lote: list[dict[str, Any]]) -> list[str]:
@@ -604,18 +623,25 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     # Com a quarentena os registros viram so tipos JSON (identidade, hash
     # canonico e o arquivo dela os leem); sem ela, data e UUID ficam para o orjson.
     serializador = Serializador(puro=quarentena is not None)
-    fixo = PlanoFixo(dict(familias)) if familias and quarentena is None else None
+    # O plano fixo (linhas de um fetch): `fixo` deixa o Decimal para o corpo
+    # (corpo_direto, o lote inteiro de uma vez); `inteiro` converte tudo, para o
+    # lote que volta ao caminho de um registro por vez.
+    fixo = inteiro = None
+    # Os prontos (preparador_de_prontos) ja sao o JSON: nada de plano para eles.
+    if familias and quarentena is None and not prontos:
+        fixo = PlanoFixo(dict(familias), decimal_no_corpo=True)
+        inteiro = PlanoFixo(dict(familias))
 
-    def serializados() -> Iterator[dict[str, Any]]:
+    def serializados(fonte: Iterable[Any]) -> Iterator[dict[str, Any]]:
         nonlocal lidos, recusado
         if prontos and quarentena is None:
-            for pronto in registros:
+            for json_pronto in fonte:
                 lidos += 1
-                yield pronto  # type: ignore[misc]  # o JSON do registro (Fragment)
+                yield json_pronto  # type: ignore[misc]  # o JSON do registro (Fragment)
             return
-        converter = fixo.registro if fixo is not None else None
-        colunas = fixo.colunas if fixo is not None else -1
-        for bruto in registros:
+        converter = inteiro.registro if inteiro is not None else None
+        colunas = inteiro.colunas if inteiro is not None else -1
+        for bruto in fonte:
             lidos += 1
             try:
                 if converter is not None and type(bruto) is dict and len(bruto) == colunas:
@@ -642,9 +668,46 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
             if not guardadas or not ja_guardado(registro, {}):
                 yield registro
 
+    def lotes_fixos(plano: PlanoFixo) -> Iterator[list[dict[str, Any]]]:
+        """
+        Os lotes das linhas de um fetch, cada corpo feito aqui de uma vez
+        (corpo_direto, guardado em `pronto` para o `montar`). O lote que não sai
+        exato por ali -- um valor sem JSON, um tipo fora do plano -- vai pelo
+        caminho de um registro por vez, que diz qual registro e qual coluna, e
+        nada depois dele e enviado.
+        """
+        nonlocal lidos
+        iterador = iter(registros)
+        converter = plano.registro if plano.plano else None
+        while recusado is None:
+            lote: list[Any] = list(itertools.islice(iterador, tamanho))
+            if not lote:
+                return
+            corpo = None
+            # Todos dicts com as colunas do plano (as linhas do fetch): sem olhar um a um.
+            if set(map(type, lote)) == {dict} and set(map(len, lote)) == {plano.colunas}:
+                try:
+                    if converter is not None:
+                        for registro in lote:
+                            converter(registro)
+                    corpo = corpo_direto(lote)
+                except ErroSerializacao:
+                    corpo = None
+            if corpo is None:
+                # (Os conversores do plano devolvem o que ja converteram como esta.)
+                convertidos = list(serializados(lote))
+                if convertidos:
+                    yield convertidos
+                continue
+            lidos += len(lote)
+            pronto[:] = [lote, corpo]
+            yield lote
+
     def lotes() -> Iterator[list[dict[str, Any]]]:
         enviados = 0
-        for lote in _lotes(serializados(), tamanho):
+        fonte = (lotes_fixos(fixo) if fixo is not None
+                 else _lotes(serializados(registros), tamanho))
+        for lote in fonte:
             enviados += 1
             yield lote
         if enviados == 0 and recusado is None and (sync is not None or pendente_remover):

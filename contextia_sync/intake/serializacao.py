@@ -30,6 +30,13 @@ ele: NaN/Infinity (ele escreve `null`) são recusados antes, Decimal e bytes vã
 como texto, hora e data com fuso vão pelo `isoformat` (ele corta o fuso de
 segundos); o que ele recusa (inteiro de mais de 64 bits) volta ao `json`.
 
+As linhas de um `fetch` (o `PlanoFixo`, pelos tipos do resultado) vão mais
+direto: o Decimal fica cru no dict e o lote inteiro sai de uma vez pelo
+`corpo_direto` (o orjson chama o conversor do Decimal sem um laço Python por
+linha); o lote com um valor que não sai exato por ali (NaN, Infinity, inteiro
+grande, tipo fora do plano) volta ao caminho de um registro por vez, que
+recusa nomeando a coluna -- os mesmos bytes, a mesma recusa.
+
 Módulo puro: só biblioteca padrão (o `orjson` e usado se estiver instalado; sem ele, o `json`).
 """
 
@@ -287,13 +294,19 @@ class PlanoFixo:
     fetch e de mais ninguém. Só as colunas que precisam (Decimal, float,
     data e hora, bytes, tipo desconhecido) pagam uma chamada por valor; as
     nativas (texto, inteiro, bool, date, UUID) vão direto ao orjson.
+
+    `decimal_no_corpo`: as colunas Decimal ficam fora do plano -- o Decimal
+    vai cru ao `corpo_direto`, que o escreve (o mesmo texto) sem o laço
+    Python por linha; `plano` tem só o resto, e vazio e o caso comum.
     """
 
-    def __init__(self, familias: dict[str, str]) -> None:
+    def __init__(self, familias: dict[str, str], decimal_no_corpo: bool = False) -> None:
         self.colunas = len(familias)
-        self.plano: Plano = tuple((coluna, funcao) for coluna, funcao in
-                                  ((c, _conversor_fixo(f, c)) for c, f in familias.items())
-                                  if funcao is not None)
+        self.plano: Plano = tuple(
+            (coluna, funcao) for coluna, funcao in
+            ((c, _conversor_fixo(f, c)) for c, f in familias.items()
+             if not (decimal_no_corpo and f == 'decimal'))
+            if funcao is not None)
 
     def registro(self, linha: dict[str, Any]) -> dict[str, Any]:
         for coluna, funcao in self.plano:
@@ -303,6 +316,40 @@ class PlanoFixo:
 
 def _json_padrao(valor: Any) -> Any:
     return valor_json(valor)
+
+
+class _SemCorpoDireto(TypeError):
+    """Um valor que o `corpo_direto` não escreve: o lote vai pelo caminho de sempre."""
+
+
+def _decimal_no_corpo(valor: Any) -> str:
+    """O `default` do orjson no `corpo_direto`: só o Decimal finito, como `valor_json`."""
+    if type(valor) is decimal.Decimal:
+        # str() e format(v, 'f') são o mesmo texto, exceto na notação com
+        # expoente (1E+3, 0E-10): essa vai pelo 'f'. O str e o mais barato.
+        texto = str(valor)
+        if 'E' in texto:
+            texto = format(valor, 'f')
+        # Só o não finito termina em letra ('NaN', 'sNaN', 'Infinity').
+        if texto[-1] not in 'Ny':
+            return texto
+    raise _SemCorpoDireto
+
+
+def corpo_direto(registros: list[dict[str, Any]]) -> bytes | None:
+    """
+    A lista JSON dos registros com o Decimal ainda cru, toda pelo orjson, ou
+    None se algum valor não sai exato por aqui (Decimal não finito, tipo que o
+    orjson não escreve, inteiro além de 64 bits): então o lote vai pelo caminho
+    de sempre, que recusa nomeando a coluna ou escreve pelo `json`. Os registros
+    são os do `PlanoFixo(..., decimal_no_corpo=True)`: o resto já convertido.
+    """
+    if _orjson is None:
+        return None
+    try:
+        return bytes(_orjson.dumps(registros, default=_decimal_no_corpo))
+    except TypeError:               # JSONEncodeError (o _SemCorpoDireto vem dentro dele)
+        return None
 
 
 def corpo_de_registros(registros: list[dict[str, Any]]) -> bytes:

@@ -253,18 +253,24 @@ def cas_confiaveis(avisar: bool = True) -> str:
     return str(DEFAULT_CA_BUNDLE_PATH)
 
 
-def _sessao(ca: str) -> requests.Session:
-    """Uma Session (pool de conexões) por thread e por arquivo de CAs."""
+def _sessao(ca: str, local: bool = False) -> requests.Session:
+    """
+    Uma Session (pool de conexões) por thread, por arquivo de CAs e por destino
+    local ou não. `local` (loopback, que nunca passa por proxy): sem ler o
+    ambiente a cada pedido (trust_env) -- o requests varreria as variáveis de
+    proxy duas vezes por pedido, só para o `proxies` daqui apagá-las.
+    """
     import requests
     from requests.adapters import HTTPAdapter
 
     sessoes = getattr(_local, 'sessoes', None)
     if sessoes is None:
         sessoes = _local.sessoes = {}
-    sessao: requests.Session | None = sessoes.get(ca)
+    sessao: requests.Session | None = sessoes.get((ca, local))
     if sessao is None:
         sessao = requests.Session()
-        # trust_env fica ligado: na rede do cliente, HTTPS_PROXY pode ser o unico
+        sessao.trust_env = not local
+        # trust_env fica ligado fora de loopback: na rede do cliente, HTTPS_PROXY pode ser o unico
         # caminho ate o Contextia. `verify` vai em cada pedido como o CAMINHO do
         # PEM (nunca True, que o trust_env trocaria por REQUESTS_CA_BUNDLE; nunca False).
         sessao.verify = ca
@@ -272,7 +278,7 @@ def _sessao(ca: str) -> requests.Session:
         adaptador = HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=8)
         sessao.mount('https://', adaptador)
         sessao.mount('http://', adaptador)
-        sessoes[ca] = sessao
+        sessoes[(ca, local)] = sessao
     return sessao
 
 
@@ -375,7 +381,7 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
     proxies: dict[str, Any] | None = {'http': None, 'https': None} if local else None
     # (Em HTTP puro nao ha certificado: a CA ignorada nao merece aviso.)
     ca = cas_confiaveis(avisar=url.startswith('https:'))
-    sessao = _sessao(ca)
+    sessao = _sessao(ca, local)
 
     prazo = time.monotonic() + prazo_do_pedido()
     espera = float(BACKOFF)

@@ -40,10 +40,12 @@ contrato do adaptador (docs/origem.md).
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
 import weakref
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -188,6 +190,49 @@ def _conversoes_mysqldb() -> dict[Any, Any]:
     for tipo in (FIELD_TYPE.DATE, FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP):
         conversoes[tipo] = texto_se_nao_leu(conversions[tipo])
     return conversoes
+
+
+def _lote_pronto(lote: Sequence[Sequence[Any]], conversores: list[tuple[int, Conversor]],
+                 conferir: tuple[int, Any, str] | None,
+                 ) -> tuple[Sequence[Sequence[Any]], int, Any]:
+    """
+    Um lote do cursor com os conversores de coluna aplicados e sem as linhas de
+    outro escopo: (lote, descartadas, exemplo de valor descartado). O mesmo que
+    a conferencia linha a linha de `Origem._linhas`, mas o lote inteiro e
+    olhado primeiro: uma coluna cujos valores são todos de tipos que o
+    conversor devolve como estão (`funcao.passa`) e um escopo cujos valores
+    distintos são todos o pedido não descem a linha nenhuma.
+    """
+    precisam = []
+    for posicao, funcao in conversores:
+        passa: frozenset[type] | None = getattr(funcao, 'passa', None)
+        if passa is None or not passa.issuperset(map(type, map(itemgetter(posicao), lote))):
+            precisam.append((posicao, funcao))
+    if precisam:
+        convertido = []
+        for linha in lote:
+            valores = list(linha)
+            for posicao, funcao in precisam:
+                valores[posicao] = funcao(valores[posicao])
+            convertido.append(valores)
+        lote = convertido
+    if conferir is None:
+        return lote, 0, None
+    posicao, alvo, texto = conferir
+
+    def deste_escopo(valor: Any) -> bool:
+        # Igual ao valor pedido (o caso de toda linha) dispensa o texto.
+        return bool(valor == alvo or texto_escopo(valor) == texto)
+
+    try:
+        distintos = set(map(itemgetter(posicao), lote))
+    except TypeError:                   # valor sem hash: linha a linha
+        distintos = None
+    if distintos is not None and all(map(deste_escopo, distintos)):
+        return lote, 0, None
+    ficam = [linha for linha in lote if deste_escopo(linha[posicao])]
+    fora = [linha[posicao] for linha in lote if not deste_escopo(linha[posicao])]
+    return ficam, len(fora), fora[0]
 
 
 def _fechar_leitura(conn: Connection, resultado: CursorResult[Any]) -> None:
@@ -530,30 +575,62 @@ class Origem:
         completo = False
         descartadas = 0
         exemplo: Any = None
+        # O cursor do driver direto (sem o Row do SQLAlchemy) quando o SQLAlchemy
+        # nao converte nenhum valor deste resultado; o `tuplas` segue o de sempre.
+        # (PostgreSQL e MySQL/MariaDB: os que leem por cursor de servidor, e os medidos.)
+        cru = (direto and not tuplas and self.dialeto in ('postgresql', 'mysql')
+               and self._sem_processador(resultado))
+        erro_do_driver: type[BaseException] = (
+            self._motor().dialect.loaded_dbapi.Error if cru else sa_exc.DBAPIError)
         try:
-            for linha in resultado:
-                valores: Sequence[Any] = linha
-                if conversores:
-                    valores = list(linha)
-                    for posicao, funcao in conversores:
-                        valores[posicao] = funcao(valores[posicao])
-                # Igual ao valor pedido (o caso de toda linha) dispensa o texto.
-                if conferir is not None and valores[conferir[0]] != conferir[1] \
-                        and texto_escopo(valores[conferir[0]]) != conferir[2]:
-                    descartadas += 1
-                    if exemplo is None:
-                        exemplo = valores[conferir[0]]
-                    continue
-                # Do tamanho de `chaves` por construcao (consulta_fetch): sem
-                # conferir de novo a cada linha. `tuplas`: os valores na ordem do
-                # SELECT, sem dict (o conjunto de chaves: milhoes de linhas).
-                if tuplas:
-                    yield valores
-                elif direto:
-                    yield dict(zip(chaves, valores, strict=False))
-                else:
-                    yield {nome: valores[p] for nome, p in zip(chaves, posicoes, strict=False)}
-                lidas += 1
+            if cru:
+                # Um lote do cursor por vez, e um dict por linha feito em C, sem
+                # laco Python por linha: o conversor de coluna e a conferencia do
+                # escopo olham o lote inteiro e so descem a linha quando algum
+                # valor precisa (ver _lote_pronto). O primeiro lote vem pelo
+                # resultado: ele ja guardou a primeira linha ao abrir o cursor.
+                lote: Sequence[Sequence[Any]] = resultado.fetchmany(self.linhas_por_lote)
+                while lote:
+                    if conversores or conferir is not None:
+                        lote, fora, primeiro = _lote_pronto(lote, conversores, conferir)
+                        if fora:
+                            descartadas += fora
+                            exemplo = primeiro if exemplo is None else exemplo
+                    yield from map(dict, map(zip, itertools.repeat(chaves), lote))
+                    lidas += len(lote)
+                    if conn not in self._abertas:
+                        # renovar()/fechar() no meio do lote: o except abaixo diz isso.
+                        raise ErroOrigem('leitura fechada')
+                    # Ate o driver dizer que acabou (lote vazio), como o laco de
+                    # sempre: um lote incompleto ainda não prova o fim da leitura
+                    # (a conexão que cai depois dele e uma leitura que caiu).
+                    # (Sem cursor: o SQLAlchemy já viu o fim no primeiro lote e o soltou.)
+                    cursor = resultado.cursor
+                    lote = cursor.fetchmany(self.linhas_por_lote) if cursor is not None else []
+            else:
+                for linha in resultado:
+                    valores: Sequence[Any] = linha
+                    if conversores:
+                        valores = list(linha)
+                        for posicao, funcao in conversores:
+                            valores[posicao] = funcao(valores[posicao])
+                    # Igual ao valor pedido (o caso de toda linha) dispensa o texto.
+                    if conferir is not None and valores[conferir[0]] != conferir[1] \
+                            and texto_escopo(valores[conferir[0]]) != conferir[2]:
+                        descartadas += 1
+                        if exemplo is None:
+                            exemplo = valores[conferir[0]]
+                        continue
+                    # Do tamanho de `chaves` por construcao (consulta_fetch): sem
+                    # conferir de novo a cada linha. `tuplas`: os valores na ordem do
+                    # SELECT, sem dict (o conjunto de chaves: milhoes de linhas).
+                    if tuplas:
+                        yield valores
+                    elif direto:
+                        yield dict(zip(chaves, valores, strict=False))
+                    else:
+                        yield {nome: valores[p] for nome, p in zip(chaves, posicoes, strict=False)}
+                    lidas += 1
             completo = True
             if descartadas:
                 logger.warning(
@@ -567,7 +644,18 @@ class Origem:
                              % (source_object, lidas), erro,
                              'nada desta leitura deve ser dado como completo; a'
                              ' próxima chamada reconecta') from None
-        except Exception:
+        except Exception as erro:
+            if conn in self._abertas and isinstance(erro, erro_do_driver):
+                # O erro do cursor cru (o SQLAlchemy nao o viu): a conexao pode ter
+                # caido, e nao volta ao pool.
+                try:
+                    conn.invalidate()
+                except Exception:                        # noqa: BLE001
+                    pass
+                raise self._erro('leitura de %s interrompida depois de %d linha(s)'
+                                 % (source_object, lidas), erro,
+                                 'nada desta leitura deve ser dado como completo; a'
+                                 ' próxima chamada reconecta') from None
             if conn in self._abertas:
                 raise
             raise ErroOrigem(
@@ -583,6 +671,24 @@ class Origem:
             except Exception:                            # noqa: BLE001
                 pass
             self._devolver(conn)
+
+    def _sem_processador(self, resultado: CursorResult[Any]) -> bool:
+        """
+        O SQLAlchemy não mexe em nenhum valor deste resultado? (Nenhum tipo das
+        colunas tem conversão de resultado para este driver -- o SET do MySQL tem,
+        e vira `set` --: as linhas do cursor do driver são as mesmas.) Na dúvida, não.
+        """
+        try:
+            descricao = resultado.cursor.description
+            compilado: Any = resultado.context.compiled
+            tipos = [c.type for c in compilado.statement.selected_columns]
+        except AttributeError:
+            return False
+        if descricao is None or len(descricao) != len(tipos):
+            return False
+        dialeto = self._motor().dialect
+        return all(tipo.dialect_impl(dialeto).result_processor(dialeto, campo[1]) is None
+                   for tipo, campo in zip(tipos, descricao, strict=True))
 
     def _devolver(self, conn: Connection) -> None:
         """

@@ -33,6 +33,9 @@ UTC = datetime.timezone.utc
 # Leva o valor do driver ao valor Python que o cliente serializa.
 Conversor = Callable[[Any], Any]
 
+# Os tipos que o conversor de data do MySQL devolve como estão (sem fuso).
+_PASSA_DATA = frozenset({datetime.date, datetime.datetime, type(None)})
+
 # Tipos declarados no SQLite que guardam data em TEXT.
 DATA_SQLITE = re.compile(r'^\s*(DATETIME|TIMESTAMP|DATE)\b', re.I)
 
@@ -201,9 +204,9 @@ def familia_json(tipo: Any, dialeto: str) -> str:
     """
     O que o cliente precisa fazer com os valores de uma coluna deste tipo para o
     JSON do contrato (intake/serializacao.py: Serializador.plano_fixo):
-    'nativo' (o driver entrega str, int, bool, date, UUID ou None: nada a
-    fazer), 'decimal', 'float' (conferir NaN/Infinity), 'datetime' (com fuso:
-    isoformat), 'time', 'bytes', ou 'qualquer' (valor a valor, como sempre).
+    'nativo' (o driver entrega str, int, bool, date, UUID, datetime sem fuso
+    ou None: nada a fazer), 'decimal', 'float' (conferir NaN/Infinity),
+    'datetime' (com fuso: isoformat), 'time', 'bytes', ou 'qualquer' (valor a valor, como sempre).
     O SQLite tem tipo por VALOR, não por coluna: tudo 'qualquer'.
     """
     if dialeto == 'sqlite' or isinstance(tipo, NullType):
@@ -215,6 +218,12 @@ def familia_json(tipo: Any, dialeto: str) -> str:
     if isinstance(tipo, sa.Numeric):
         return 'decimal'
     if isinstance(tipo, sa.DateTime):
+        # Sem fuso no tipo, o driver entrega datetime sem fuso (o TIMESTAMP do
+        # MySQL ganha UTC no `conversor`), que o orjson escreve como o isoformat.
+        if not getattr(tipo, 'timezone', False) and (
+                dialeto == 'postgresql'
+                or (dialeto == 'mysql' and not isinstance(tipo, sa.TIMESTAMP))):
+            return 'nativo'
         return 'datetime'
     if isinstance(tipo, sa.Time):
         return 'time'
@@ -287,6 +296,10 @@ def conversor(tipo: Any, dialeto: str, rotulo: str, avisos: Avisos,
             if com_fuso and isinstance(valor, datetime.datetime) and valor.tzinfo is None:
                 return valor.replace(tzinfo=UTC)   # sessao em UTC: e UTC
             return valor
+        if not com_fuso:
+            # Data, data e hora e NULL saem como entraram: o lote que so tem
+            # esses tipos nesta coluna não desce valor a valor (generico._lote_pronto).
+            ler_mysql.passa = _PASSA_DATA    # type: ignore[attr-defined]
         return ler_mysql
 
     if isinstance(tipo, sa.Numeric) and not isinstance(tipo, sa.Float):
