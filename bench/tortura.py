@@ -175,6 +175,10 @@ class Tortura:
         self.servidor = None
         self.ouvinte = None
         self.entregues_vistos = {}        # {dataset: {'marca', 'visto_em'}} (pelo estado)
+        # {dataset: [(inicio, visto_em)]}: cada reconciliação concluída que o estado
+        # mostrou (monotônico; o início estimado pela duração dela, para trás).
+        self.reconciliacoes_vistas = {}
+        self._ultima_reconciliacao = {}
         self.feitos = []                  # eventos que aconteceram
         self.marcas_no_commit = []
         self.leituras_do_estado = 0
@@ -680,6 +684,15 @@ class Tortura:
         if not ok:
             self.matador.estados_ruins.append('leitura continua: %s' % estado)
         if ok and estado:
+            for dataset, rec in (estado.get('reconciliacao') or {}).items():
+                ultima = (rec or {}).get('ultima_em')
+                if ultima and ultima != self._ultima_reconciliacao.get(dataset):
+                    self._ultima_reconciliacao[dataset] = ultima
+                    agora = time.monotonic()
+                    # Meio segundo a mais para tras: o estado e lido a cada 0,2 s e
+                    # gravado no fim do ciclo (o inicio estimado nunca e tardio).
+                    inicio = agora - float((rec or {}).get('duracao_s') or 0) - 0.5
+                    self.reconciliacoes_vistas.setdefault(dataset, []).append((inicio, agora))
             for dataset in (estado.get('pendentes_varredura') or {}):
                 if dataset not in self.entregues_vistos:
                     marca = _data((estado.get('marca_agua') or {}).get(dataset))
@@ -816,12 +829,24 @@ class Tortura:
                     inicios = [r['inicio'] for r in self.carga.rajadas
                                if r['dataset'] == dataset]
                     apagado_em = self.carga.apagados_em.get((dataset, ident), 0)
-                    if dataset in justificados and inicios and apagado_em >= min(inicios) \
-                            - 2 * self.cfg['intervalo_reconciliacao']:
+                    if dataset in justificados and inicios and (
+                            apagado_em >= min(inicios) - 2 * self.cfg['intervalo_reconciliacao']
+                            or not self._reconciliou_depois(dataset, apagado_em)):
                         entregues.append(item)
                     else:
                         sobrando.append(item)
         return sobrando, entregues
+
+    def _reconciliou_depois(self, dataset, apagado_em):
+        """
+        Uma reconciliação de `dataset` começou depois do DELETE e terminou antes de o
+        dataset ser entregue à varredura? Sem isso (o ouvinte morto a cada poucos
+        segundos numa máquina carregada pode não chegar a reconciliar), a linha não
+        tinha como sair ao vivo: é a mesma desculpa do dataset entregue.
+        """
+        entregue = (self.entregues_vistos.get(dataset) or {}).get('visto_em')
+        return any(inicio > apagado_em and (entregue is None or visto < entregue)
+                   for inicio, visto in self.reconciliacoes_vistas.get(dataset, ()))
 
     def conferir_apagadas(self, esperado, obtido):
         """Com a reconciliação, a exclusão física não é desculpa nos datasets com `key`."""

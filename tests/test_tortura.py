@@ -370,7 +370,10 @@ def test_tortura_curta_com_reconciliacao_nao_deixa_apagada_nem_remove_viva(tmp_p
 ])
 def test_tortura_curta_lendo_o_log_nao_perde_nem_deixa_apagada(tmp_path, estrategia, grupo):
     # grupo: so para o id do teste dizer onde ele roda (a marca e que vale).
-    processo, saida_padrao, relatorio, numeros = _tortura_curta(tmp_path, log=estrategia)
+    # 25 s de carga (o curto tem 40): cada evento ainda acontece -- a transação além
+    # da folga comita aos ~23 s --, e a suíte cabe nos 10 minutos com as duas.
+    processo, saida_padrao, relatorio, numeros = _tortura_curta(tmp_path, '--duracao=25',
+                                                                log=estrategia)
     assert numeros['estrategia'] == estrategia, relatorio
     assert numeros['banco'] == tortura_log.BANCO[estrategia], relatorio
     assert numeros['motivos'] == [], relatorio
