@@ -44,24 +44,16 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from contextia_sync import mapeamento, padroes
-from contextia_sync.captura import DatasetVivo, Leitura
-from contextia_sync.captura.do_spool import (
-    TetoDoSpool,
-    abrir_spool,
-    concluir_entregues,
-    gravar_posicao,
-    leitura_do_spool,
-    ler_posicao,
-)
+from contextia_sync import padroes
+from contextia_sync.captura import DatasetVivo
+from contextia_sync.captura.do_spool import CapturaPeloSpool
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
-from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca, Spool
+from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca
 from contextia_sync.registro import logger
 
 ARQUIVO_POSICAO = 'binlog-posicao.json'
-PASTA_SPOOL = 'spool'
 _ERRO_POSICAO_APAGADA = 1236          # ER_MASTER_FATAL_ERROR_READING_BINLOG
 _EVENTOS_POR_BOMBA = 20000            # um ciclo não fica preso num log enorme
 _INTERVALO_BOMBA = 0.2                # segundos: uma bomba serve a todos os datasets
@@ -109,19 +101,20 @@ def _tabela(nome: str, banco: str) -> tuple[str, str]:
     return (esquema or banco).lower(), tabela.lower()
 
 
-class CapturaBinlog:
+class CapturaBinlog(CapturaPeloSpool):
     """`binlog`: a posição é um GTID (um por domínio), o que mudou passa pelo spool."""
 
     nome = 'binlog'
+    ARQUIVO_POSICAO = ARQUIVO_POSICAO
+    RISCO_DO_SPOOL = ('enquanto o binlog da origem não expirar (a retenção do MariaDB:'
+                      ' expire_logs_days / binlog_expire_logs_seconds)')
+    MARCA_CRITICA = 'expirada'
 
     def __init__(self, origem: ModuleType, estado: Estado, folga: int,  # noqa: ARG002
                  maximo: int) -> None:
         # `folga` nao serve aqui: o log nao tem janela de commit atrasado.
         from contextia_sync.origem.url import ler_url
-        self.origem = origem
-        self.estado = estado
-        self.maximo = maximo
-        self.pasta = os.path.dirname(os.path.abspath(estado.caminho))
+        super().__init__(origem, estado, maximo)
         url = ler_url(os.environ.get('CONTEXTIA_ORIGEM', ''))
         self.url = url
         self.banco = url.database or ''
@@ -130,54 +123,24 @@ class CapturaBinlog:
                         'user': url.username or '', 'passwd': url.password or ''}
         self.server_id = int(os.environ.get('CONTEXTIA_BINLOG_SERVER_ID')
                              or padroes.BINLOG_SERVER_ID)
-        self._mapa: dict[str, Any] = {}
-        self._spool: Spool | None = None
-        self._tabelas: dict[tuple[str, str], list[DatasetVivo]] = {}
-        self._bombeado = 0.0
         self._leitor: Any = None              # o leitor continuo de esperar_mudanca
         self._lote_continuo = _Lote()
         self._continuo_falhou = False
-        self._teto = TetoDoSpool()
         self._despejado = 0.0
         self._esperou = 0.0
-        self.atraso_s: float | None = None
         self._ultimo_ts = 0.0
-        self.pausada: str | None = None
-        self._posicao = self._ler_posicao()
-
-    def usar_mapa(self, mapa: dict[str, Any]) -> None:
-        """O mapeamento inteiro: a `scope_column` pode vir do `defaults`."""
-        self._mapa = mapa
-
-    def _recorte(self, alvo: DatasetVivo) -> str | None:
-        return mapeamento.coluna_de_recorte(self._mapa, alvo.row)
 
     # -- o arquivo da posição --------------------------------------------------
-    def _caminho_posicao(self) -> str:
-        return os.path.join(self.pasta, ARQUIVO_POSICAO)
-
-    def _ler_posicao(self) -> dict[str, Any]:
-        caminho = self._caminho_posicao()
-        return ler_posicao(caminho, lambda motivo: ErroBinlog(
+    def _recusa_da_posicao(self, motivo: str) -> Exception:
+        return ErroBinlog(
             'a posição do binlog em %s não se lê (%s). Não se adivinha posição: apague'
             ' o arquivo para recomeçar da posição atual E rode a varredura'
             ' (`ouvinte.py --varrer-agora`), que entrega o que mudou nesse meio-tempo.'
-            % (caminho, motivo)))
-
-    def _gravar_posicao(self) -> None:
-        gravar_posicao(self._caminho_posicao(), self._posicao)
+            % (self._caminho_posicao(), motivo))
 
     @property
     def gtid(self) -> str | None:
         return self._posicao.get('gtid')
-
-    @property
-    def spool(self) -> Spool:
-        if self._spool is None:
-            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL),
-                                      'enquanto o binlog da origem não expirar (a retenção'
-                                      ' do MariaDB: expire_logs_days / binlog_expire_logs_seconds)')
-        return self._spool
 
     # -- conferências na subida --------------------------------------------------
     def _sql(self, comando: str) -> list[tuple[Any, ...]]:
@@ -570,58 +533,27 @@ class CapturaBinlog:
         self._gravar_posicao()
 
     # -- Captura -------------------------------------------------------------------
-    def ler(self, alvo: DatasetVivo) -> Leitura:
+    def _bombear_para(self, alvo: DatasetVivo) -> None:
         todos = {a.nome: a for v in self._tabelas.values() for a in v}
         if alvo.nome not in todos:
             self._mapear(list(todos.values()) + [alvo])
             self._fechar_leitor()       # o leitor continuo filtra pelas tabelas de antes
         self._bombear([alvo])
-        return leitura_do_spool(self.origem, alvo, self._teto.tomar(
-            self.spool, alvo.nome, self.maximo), self._recorte(alvo))
-
-    def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
-        """
-        Conclui no spool as mudanças entregues.
-
-        A remoção que falhou volta ao ciclo sem elas (dados.py tira as remoções da
-        `leitura`): a mudança dessa linha fica tomada, volta a pronto/ na próxima
-        leitura e a remoção é mandada de novo -- nada perdido em silêncio.
-        """
-        concluir_entregues(self.spool, leitura)
-        self._teto.entregue(alvo.nome)
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
         return self._gtid_atual()
 
     def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
         """A varredura fechou o dataset: se a posição tinha expirado, ele sai do CRÍTICO."""
-        expirada = self._posicao.get('expirada')
-        if expirada and alvo.nome in expirada.get('datasets', []):
-            expirada['datasets'] = [n for n in expirada['datasets'] if n != alvo.nome]
-            if not expirada['datasets']:
-                self._posicao.pop('expirada')
-            self._gravar_posicao()
+        self._sair_do_critico(alvo)
         return posicao
-
-    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:  # noqa: ARG002
-        # A posição é fixada na primeira subida, antes de qualquer carga, e o log
-        # guarda tudo dali em diante: nada a guardar. Sem este método a carga
-        # inicial da empresa nova e a varredura morriam (achado da tortura).
-        return None
-
-    def depois_da_carga(self, alvo: DatasetVivo, antes: Any, fechados: Any) -> None:  # noqa: ARG002
-        return None
 
     # -- status e saúde ---------------------------------------------------------------
     def para_o_status(self) -> dict[str, Any]:
         """O bloco `captura` do ouvinte-status.json (a saúde e as métricas leem daqui)."""
-        spool = self.spool
         expirada = self._posicao.get('expirada')
         return {
-            'estrategia': self.nome, 'posicao': self.gtid, 'atraso_origem_s': self.atraso_s,
-            'spool_itens': spool.profundidade(), 'spool_bytes': spool.bytes_ocupados(),
-            'spool_idade_s': spool.idade_do_mais_velho(),
-            'spool_devolvidos': spool.devolvidos, 'pausada': self.pausada,
+            'estrategia': self.nome, 'posicao': self.gtid, **self._status_do_spool(),
             'critico': ('posição do binlog apagada (desde %s): datasets %s esperam a'
                         ' varredura' % (expirada.get('desde'), ', '.join(expirada['datasets'])))
             if expirada else None,

@@ -18,12 +18,16 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from contextia_sync import padroes
+from contextia_sync import mapeamento, padroes
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao
 from contextia_sync.escopos import texto_escopo
+from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ItemDoSpool, Spool
 from contextia_sync.registro import logger
+
+
+PASTA_SPOOL = 'spool'
 
 
 def abrir_spool(pasta: str, risco: str) -> Spool:
@@ -68,6 +72,107 @@ class TetoDoSpool:
         """True uma vez depois de um lote no teto entregue: o próximo ciclo vem já."""
         sobrou, self._sobrou = self._sobrou, False
         return sobrou
+
+
+class CapturaPeloSpool:
+    """
+    O que `binlog` e `slot_logico` têm igual: a posição num arquivo do estado, o
+    spool (aberto na primeira vez), a leitura que toma dele, o `confirmar` que
+    conclui o entregue, a carga completa sem nada a guardar (a posição do log é
+    fixada antes de qualquer carga) e a marca CRÍTICA por dataset que a
+    varredura tira. Cada subclasse diz o arquivo, o risco do spool cheio, a
+    recusa da posição ilegível e como lê o log (`_bombear_para`).
+    """
+
+    ARQUIVO_POSICAO = ''
+    RISCO_DO_SPOOL = ''
+    # A chave de `_posicao` com {'datasets': [...], ...} enquanto o log se perdeu.
+    MARCA_CRITICA = ''
+
+    def __init__(self, origem: ModuleType, estado: Estado, maximo: int) -> None:
+        self.origem = origem
+        self.estado = estado
+        self.maximo = maximo
+        self.pasta = os.path.dirname(os.path.abspath(estado.caminho))
+        self._mapa: dict[str, Any] = {}
+        self._spool: Spool | None = None
+        self._tabelas: dict[tuple[str, str], list[DatasetVivo]] = {}
+        self._bombeado = 0.0
+        self._teto = TetoDoSpool()
+        self.atraso_s: float | None = None
+        self.pausada: str | None = None
+        self._posicao = ler_posicao(self._caminho_posicao(), self._recusa_da_posicao)
+
+    def usar_mapa(self, mapa: dict[str, Any]) -> None:
+        """O mapeamento inteiro: a `scope_column` pode vir do `defaults`."""
+        self._mapa = mapa
+
+    def _recorte(self, alvo: DatasetVivo) -> str | None:
+        return mapeamento.coluna_de_recorte(self._mapa, alvo.row)
+
+    def _caminho_posicao(self) -> str:
+        return os.path.join(self.pasta, self.ARQUIVO_POSICAO)
+
+    def _recusa_da_posicao(self, motivo: str) -> Exception:
+        raise NotImplementedError
+
+    def _gravar_posicao(self) -> None:
+        gravar_posicao(self._caminho_posicao(), self._posicao)
+
+    @property
+    def spool(self) -> Spool:
+        if self._spool is None:
+            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL),
+                                      self.RISCO_DO_SPOOL)
+        return self._spool
+
+    # -- Captura -------------------------------------------------------------------
+    def _bombear_para(self, alvo: DatasetVivo) -> None:
+        """Traz do log para o spool o que há (e passa a seguir `alvo`, se é novo)."""
+        raise NotImplementedError
+
+    def ler(self, alvo: DatasetVivo) -> Leitura:
+        self._bombear_para(alvo)
+        return leitura_do_spool(self.origem, alvo, self._teto.tomar(
+            self.spool, alvo.nome, self.maximo), self._recorte(alvo))
+
+    def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
+        """
+        Conclui no spool as mudanças entregues.
+
+        A remoção que falhou volta ao ciclo sem elas (dados.py tira as remoções da
+        `leitura`): a mudança dessa linha fica tomada, volta a pronto/ na próxima
+        leitura e a remoção é mandada de novo -- nada perdido em silêncio.
+        """
+        concluir_entregues(self.spool, leitura)
+        self._teto.entregue(alvo.nome)
+
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:  # noqa: ARG002
+        # A posição é fixada antes de qualquer carga e o log guarda tudo dali em
+        # diante: nada a guardar. Sem isto a carga inicial da empresa nova e a
+        # varredura morriam na `binlog` (achado da tortura).
+        return None
+
+    def depois_da_carga(self, alvo: DatasetVivo, antes: Any, fechados: Any) -> None:  # noqa: ARG002
+        return None
+
+    def _sair_do_critico(self, alvo: DatasetVivo) -> None:
+        """A varredura fechou `alvo`: ele sai da marca CRÍTICA (que some sem datasets)."""
+        marca = self._posicao.get(self.MARCA_CRITICA)
+        if not marca or alvo.nome not in marca.get('datasets', []):
+            return
+        marca['datasets'] = [n for n in marca['datasets'] if n != alvo.nome]
+        if not marca['datasets']:
+            self._posicao.pop(self.MARCA_CRITICA)
+        self._gravar_posicao()
+
+    def _status_do_spool(self) -> dict[str, Any]:
+        """Os campos do spool e da pausa no bloco `captura` do status."""
+        spool = self.spool
+        return {'atraso_origem_s': self.atraso_s,
+                'spool_itens': spool.profundidade(), 'spool_bytes': spool.bytes_ocupados(),
+                'spool_idade_s': spool.idade_do_mais_velho(),
+                'spool_devolvidos': spool.devolvidos, 'pausada': self.pausada}
 
 
 def ler_posicao(caminho: str, recusa: Callable[[str], Exception]) -> dict[str, Any]:

@@ -58,22 +58,14 @@ from typing import Any
 
 from contextia_sync import mapeamento, padroes
 from contextia_sync.captura import DatasetVivo, Leitura
-from contextia_sync.captura.do_spool import (
-    TetoDoSpool,
-    abrir_spool,
-    concluir_entregues,
-    gravar_posicao,
-    leitura_do_spool,
-    ler_posicao,
-)
+from contextia_sync.captura.do_spool import CapturaPeloSpool
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
-from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca, Spool
+from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca
 from contextia_sync.registro import logger
 
 ARQUIVO_POSICAO = 'slot-posicao.json'
-PASTA_SPOOL = 'spool'
 PLUGIN = 'pgoutput'
 _INTERVALO_BOMBA = 0.2                # segundos: uma bomba serve a todos os datasets
 _MUDANCAS_POR_GUARDA = 500            # o spool grava em lotes; o slot avança por lote
@@ -283,72 +275,50 @@ def _slot(conn: Any, nome: str) -> dict[str, Any] | None:
 
 
 # ------------------------------------------------------------------ a captura
-class CapturaSlotLogico:
+class CapturaSlotLogico(CapturaPeloSpool):
     """`slot_logico`: a posição é o LSN confirmado do slot; o que mudou passa pelo spool."""
 
     nome = 'slot_logico'
+    ARQUIVO_POSICAO = ARQUIVO_POSICAO
+    RISCO_DO_SPOOL = ('enquanto o slot existir, mas o slot RETÉM WAL no disco do cliente a'
+                      ' partir daqui (o WAL retido está no status; max_slot_wal_keep_size é'
+                      ' a rede do DBA)')
+    MARCA_CRITICA = 'perdido'
 
     def __init__(self, origem: ModuleType, estado: Estado, folga: int,  # noqa: ARG002
                  maximo: int) -> None:
         # `folga` nao serve aqui: o slot nao tem janela de commit atrasado.
-        self.origem = origem
-        self.estado = estado
-        self.maximo = maximo
-        self.pasta = os.path.dirname(os.path.abspath(estado.caminho))
-        self.url = os.environ.get('CONTEXTIA_ORIGEM', '')
-        self._mapa: dict[str, Any] = {}
         self.slot = nome_do_slot({})
+        super().__init__(origem, estado, maximo)
+        self.url = os.environ.get('CONTEXTIA_ORIGEM', '')
         self._conn: Any = None
-        self._spool: Spool | None = None
-        self._tabelas: dict[tuple[str, str], list[DatasetVivo]] = {}
-        self._bombeado = 0.0
         # Mudancas postas no spool nesta subida: a espera entre ciclos acorda o
         # laco quando cresce. `_lido_ate`: o fim do ultimo peek completo.
         self.guardadas = 0
         self._lido_ate = 0
         self._espera_falhou = False
-        self._teto = TetoDoSpool()
-        self.atraso_s: float | None = None
-        self.pausada: str | None = None
         self.medido: dict[str, Any] = {}
-        self._posicao = self._ler_posicao()
 
     def usar_mapa(self, mapa: dict[str, Any]) -> None:
         """O mapeamento inteiro: o nome do slot (o cliente) e a `scope_column` herdada."""
-        self._mapa = mapa
+        super().usar_mapa(mapa)
         self.slot = nome_do_slot(mapa)
 
-    def _recorte(self, alvo: DatasetVivo) -> str | None:
-        return mapeamento.coluna_de_recorte(self._mapa, alvo.row)
-
     # -- o arquivo da posição --------------------------------------------------
-    def _caminho_posicao(self) -> str:
-        return os.path.join(self.pasta, ARQUIVO_POSICAO)
-
-    def _ler_posicao(self) -> dict[str, Any]:
-        caminho = self._caminho_posicao()
-        return ler_posicao(caminho, lambda motivo: ErroSlot(
+    def _recusa_da_posicao(self, motivo: str) -> Exception:
+        return ErroSlot(
             'a posição do slot em %s não se lê (%s). Apague o arquivo: o ouvinte'
             ' retoma do LSN confirmado no próprio slot, que é a verdade (este arquivo'
             ' só serve para notar um slot recriado ou movido por outro).'
-            % (caminho, motivo)))
+            % (self._caminho_posicao(), motivo))
 
     def _gravar_posicao(self) -> None:
         self._posicao['slot'] = self.slot
-        gravar_posicao(self._caminho_posicao(), self._posicao)
+        super()._gravar_posicao()
 
     @property
     def lsn(self) -> str | None:
         return self._posicao.get('lsn')
-
-    @property
-    def spool(self) -> Spool:
-        if self._spool is None:
-            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL),
-                                      'enquanto o slot existir, mas o slot RETÉM WAL no disco'
-                                      ' do cliente a partir daqui (o WAL retido está no'
-                                      ' status; max_slot_wal_keep_size é a rede do DBA)')
-        return self._spool
 
     def _conexao(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -665,20 +635,17 @@ class CapturaSlotLogico:
                 return False
             time.sleep(min(_INTERVALO_BOMBA, resto))
 
-    def ler(self, alvo: DatasetVivo) -> Leitura:
+    def _bombear_para(self, alvo: DatasetVivo) -> None:
         todos = {a.nome: a for v in self._tabelas.values() for a in v}
         if alvo.nome not in todos:
             self._tabelas = tabelas_seguidas(list(todos.values()) + [alvo])
         self._bombear()
-        return leitura_do_spool(self.origem, alvo, self._teto.tomar(
-            self.spool, alvo.nome, self.maximo), self._recorte(alvo))
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         """Conclui no spool as mudanças entregues (a remoção que falhou fica, como no binlog)."""
         if leitura.privado:
             _morrer_se('slot-entregue')
-        concluir_entregues(self.spool, leitura)
-        self._teto.entregue(alvo.nome)
+        super().confirmar(alvo, leitura)
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
         """O LSN confirmado do slot ANTES da varredura; None se não há slot de pé."""
@@ -698,34 +665,20 @@ class CapturaSlotLogico:
                          ' varredura de novo (`--varrer-agora`); a saúde segue CRÍTICA.',
                          alvo.nome)
             return posicao
-        perdido['datasets'] = [n for n in perdido['datasets'] if n != alvo.nome]
-        if not perdido['datasets']:
-            self._posicao.pop('perdido')
-        self._gravar_posicao()
+        self._sair_do_critico(alvo)
         return posicao
-
-    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:  # noqa: ARG002
-        # O slot guarda tudo desde que foi criado (antes de qualquer carga): nada a guardar.
-        return None
-
-    def depois_da_carga(self, alvo: DatasetVivo, antes: Any, fechados: Any) -> None:  # noqa: ARG002
-        return None
 
     # -- status e saúde ---------------------------------------------------------------
     def para_o_status(self) -> dict[str, Any]:
         """O bloco `captura` do ouvinte-status.json (a saúde e as métricas leem daqui)."""
-        spool = self.spool
         perdido = self._posicao.get('perdido')
         medido = self.medido
         return {
             'estrategia': self.nome, 'slot': self.slot, 'posicao': self.lsn,
-            'atraso_origem_s': self.atraso_s,
             'wal_retido_bytes': medido.get('wal_retido'),
             'wal_seguro_bytes': medido.get('wal_seguro'),
             'wal_status': medido.get('wal_status'),
-            'spool_itens': spool.profundidade(), 'spool_bytes': spool.bytes_ocupados(),
-            'spool_idade_s': spool.idade_do_mais_velho(),
-            'spool_devolvidos': spool.devolvidos, 'pausada': self.pausada,
+            **self._status_do_spool(),
             'critico': ('slot lógico perdido (%s, em %s): datasets %s esperam a varredura%s'
                         % (perdido.get('motivo'), perdido.get('em'),
                            ', '.join(perdido.get('datasets') or []),
