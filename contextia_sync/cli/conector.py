@@ -55,6 +55,18 @@ def _lotes_em_voo(texto: str) -> int:
     return int(texto)
 
 
+def _progresso(texto: str) -> None:
+    """A linha de progresso de uma leitura longa, na saída já (o log do ouvinte a lê)."""
+    print(texto, flush=True)
+
+
+def _fechar(origem: ModuleType) -> None:
+    try:
+        origem.fechar()
+    except Exception:                           # noqa: BLE001 - fechar nunca mascara o erro
+        pass
+
+
 def intervalo_progresso(padrao: float = padroes.INTERVALO_PROGRESSO) -> float:
     """CONTEXTIA_PROGRESSO_SEGUNDOS (segundos entre linhas de progresso), ou `padrao`."""
     bruto = (os.environ.get('CONTEXTIA_PROGRESSO_SEGUNDOS') or '').strip()
@@ -307,9 +319,6 @@ def main(argv: list[str] | None = None) -> int:
     saida = SAIDA_OK
     barra = sys.stderr.isatty()
 
-    def progresso(texto: str) -> None:
-        print(texto, flush=True)
-
     if not _conectar(origem):
         return SAIDA_FALHA
     try:
@@ -326,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 resultado = carga.carregar_dataset(
                     mapa, row, origem, escopo, api_key=preparo.chave, seco=args.dry_run,
-                    max_remocao=args.max_remocao, barra=barra, progresso=progresso,
+                    max_remocao=args.max_remocao, barra=barra, progresso=_progresso,
                     intervalo_progresso=preparo.intervalo, historico=historico,
                     em_voo=args.lotes_em_voo,
                     execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
@@ -338,10 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             print(carga.linha_de_resultado(resultado, seco=args.dry_run))
             sys.stdout.flush()
     finally:
-        try:
-            origem.fechar()
-        except Exception:                       # noqa: BLE001 - fechar nunca mascara o erro
-            pass
+        _fechar(origem)
 
     print(carga.resumo(escopo, resultados, time.monotonic() - inicio, seco=args.dry_run))
     if saida == SAIDA_OK and any(not r.ok for r in resultados):
@@ -607,9 +613,6 @@ def main_todas(args: argparse.Namespace) -> int:
     inicio = time.monotonic()
     barra = sys.stderr.isatty()
 
-    def progresso(texto: str) -> None:
-        print(texto, flush=True)
-
     if not _conectar(origem):
         return SAIDA_FALHA
     try:
@@ -627,15 +630,12 @@ def main_todas(args: argparse.Namespace) -> int:
                 continue
             leitura = carregar_dataset_todas(
                 mapa, row, origem, empresas, seco=args.dry_run, max_remocao=args.max_remocao,
-                barra=barra, progresso=progresso, intervalo_progresso=preparo.intervalo,
+                barra=barra, progresso=_progresso, intervalo_progresso=preparo.intervalo,
                 historico=historico, em_voo=args.lotes_em_voo,
                 execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
             print(linha_da_leitura(leitura, len(ativas)), flush=True)
     finally:
-        try:
-            origem.fechar()
-        except Exception:                       # noqa: BLE001 - fechar nunca mascara o erro
-            pass
+        _fechar(origem)
 
     for empresa in empresas:
         print(_empresa_no_fim(empresa, args.dry_run))
