@@ -17,7 +17,6 @@ concluir) contra as mesmas N enviadas direto por `enviar_dataset`.
 """
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -28,23 +27,12 @@ import time
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
-from bench.bench_latencia import Leitor, medir_commits, percentil  # noqa: E402
+from bench.bench_latencia import Leitor, mapa_do_movimento, medir_commits, percentil  # noqa: E402
 
 
 def _mapa(pasta, dataset, estrategia):
-    caminho = os.path.join(pasta, 'mapa-%s.json' % estrategia)
-    with open(caminho, 'w') as arquivo:
-        json.dump({
-            '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
-            'client': 'bench', 'listener': {'strategy': estrategia},
-            'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
-            'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
-                         'name_column': 'RAZAO_SOCIAL',
-                         'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
-            'datasets': [{'dataset': dataset, 'source_object': 'MOVIMENTO',
-                          'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM']}],
-        }, arquivo)
-    return caminho
+    return mapa_do_movimento(os.path.join(pasta, 'mapa-%s.json' % estrategia), 'bench',
+                             dataset, estrategia)
 
 
 def _banco(servidor):

@@ -110,6 +110,26 @@ OCIOSO_S = 20
 """Segundos da janela ociosa de `medir_commits(..., ocioso=)`."""
 
 
+def mapa_do_movimento(caminho, cliente, dataset, estrategia):
+    """
+    O mapeamento dos benches das capturas por log (bench_binlog, bench_slot): um
+    dataset sobre a tabela MOVIMENTO, com a `estrategia`. Grava em `caminho`.
+    """
+    import json
+    with open(caminho, 'w') as arquivo:
+        json.dump({
+            '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
+            'client': cliente, 'listener': {'strategy': estrategia},
+            'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
+            'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
+                         'name_column': 'RAZAO_SOCIAL',
+                         'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
+            'datasets': [{'dataset': dataset, 'source_object': 'MOVIMENTO',
+                          'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM']}],
+        }, arquivo)
+    return caminho
+
+
 def cpu_do_processo(pid):
     """Segundos de CPU do processo (utime + stime de /proc/<pid>/stat)."""
     with open('/proc/%d/stat' % pid) as arquivo:

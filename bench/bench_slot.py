@@ -14,7 +14,6 @@ aleatórios e um leitor anota quando cada uma ficou visível.
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -24,27 +23,15 @@ import tempfile
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
-from bench.bench_latencia import Leitor, medir_commits, percentil  # noqa: E402
+from bench.bench_latencia import Leitor, mapa_do_movimento, medir_commits, percentil  # noqa: E402
 
 ESTRATEGIAS = ('coluna', 'slot_logico')
 
 
 def _mapa(pasta, dataset, estrategia):
     # O cliente da o nome do slot, que e do cluster inteiro: um por dataset.
-    caminho = os.path.join(pasta, 'mapa-%s.json' % dataset)
-    with open(caminho, 'w') as arquivo:
-        json.dump({
-            '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
-            'client': 'bench_%s_%s' % (os.getpid(), dataset),
-            'listener': {'strategy': estrategia},
-            'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
-            'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
-                         'name_column': 'RAZAO_SOCIAL',
-                         'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
-            'datasets': [{'dataset': dataset, 'source_object': 'MOVIMENTO',
-                          'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM']}],
-        }, arquivo)
-    return caminho
+    return mapa_do_movimento(os.path.join(pasta, 'mapa-%s.json' % dataset),
+                             'bench_%s_%s' % (os.getpid(), dataset), dataset, estrategia)
 
 
 def _banco(servidor):
