@@ -17,10 +17,14 @@ import time
 import pytest
 
 from tests.apoio.mariadb_binlog import mariadb_binlog  # noqa: F401 - fixture de sessao
+from tests.apoio.captura_log import acorda_no_log_e_sai_no_sigterm as _acorda_e_sai
 from tests.apoio.captura_log import arquivos_do_spool as _spool
 from tests.apoio.captura_log import chaves_no_spool as _chaves_no_spool
 from tests.apoio.captura_log import escoa_em_ciclos_seguidos
 from tests.apoio.captura_log import ids_sem_duplicata as _ids
+from tests.apoio.captura_log import (
+    insert_update_delete_e_troca_de_empresa as _insert_update_delete_e_troca,
+)
 from tests.apoio.captura_log import no_spool as _no_spool
 from tests.apoio.captura_log import parar as _parar
 from tests.apoio.ouvinte import DATASET, RAIZ, Ouvinte, esperar
@@ -69,24 +73,10 @@ def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambient
                                                          chave_contextia):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia,
                  sem_coluna_de_mudanca=True)
-    e0, e1 = o.erp.escopos
     processo = o.iniciar()
     try:
         esperar(lambda: _posicao(o), 30)
-        # Todo dataset com `key` fica ao vivo, com ou sem coluna de mudança.
-        assert 'datasets ao vivo .: 2 de 2' in o.saida()
-        novo = o.inserir(e0, '2026-10-01 10:00:00', valor='11.00')
-        outro = o.inserir(e0, '2026-10-01 10:00:00', valor='12.00')
-        esperar(lambda: {novo, outro} <= _ids(o, e0), 30)
-        o.erp.executar('UPDATE {TITULOS} SET {VALOR} = 99.50 WHERE {ID} = :i', i=novo)
-        esperar(lambda: str(o.no_contextia(e0).get(novo, {}).get('VALOR')) in ('99.5', '99.50'),
-                30)
-        o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=novo)
-        esperar(lambda: novo not in _ids(o, e0), 30)
-        # A linha que mudou de empresa chega a nova e SAI da antiga.
-        o.erp.executar('UPDATE {TITULOS} SET {EMPRESA_ID} = :e WHERE {ID} = :i',
-                       e=int(e1), i=outro)
-        esperar(lambda: outro in _ids(o, e1) and outro not in _ids(o, e0), 30)
+        _insert_update_delete_e_troca(o)
         status = esperar(lambda: (_status_json(o) or {}).get('captura'), 30)
         assert status['estrategia'] == 'binlog' and status['posicao']
         # Cada dataset diz que e o log que o acompanha (antes: '' -- nem coluna nem nada).
@@ -105,24 +95,9 @@ def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambient
 def test_mudanca_no_log_acorda_o_ciclo_e_o_sigterm_sai_logo(tmp_path, banco,
                                                             ambiente_contextia,
                                                             chave_contextia):
-    # Com --intervalo-dados de 10 min, só a espera que lê o log entrega em segundos.
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
-    e0 = o.erp.escopos[0]
-    processo = o.iniciar('--intervalo-dados=600')
-    try:
-        esperar(lambda: _posicao(o), 30)
-        esperar(lambda: 'esperando' in o.saida() or _status_json(o), 30)
-        novo = o.inserir(e0, '2026-10-01 10:00:00')
-        esperar(lambda: novo in _ids(o, e0), 20)
-        outro = o.inserir(e0, '2026-10-01 10:00:00')
-        esperar(lambda: outro in _ids(o, e0), 20)
-    finally:
-        inicio = time.monotonic()
-        processo.send_signal(signal.SIGTERM)
-        processo.wait(60)
     # Bloqueado no log, o SIGTERM ainda sai em segundos (o batimento do servidor).
-    assert time.monotonic() - inicio < 10
-    assert processo.returncode == 0, o.saida()[-2000:]
+    _acorda_e_sai(o, lambda: _posicao(o) and ('esperando' in o.saida() or _status_json(o)))
 
 
 def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(tmp_path, banco,
@@ -193,6 +168,29 @@ def _sequencia(gtid):
     return int(parte.rsplit('-', 1)[1])
 
 
+def _no_meio_de_uma_transacao_grande(o, processo, servidor, cpu, quantos=6000):
+    """
+    Com a captura de pé e um insert pequeno já entregue, comita uma transação de
+    `quantos` linhas e volta quando o ouvinte gastou `cpu` s de CPU nela (o
+    ouvinte parado quase não gasta): ele está no meio da leitura dela.
+    Devolve (o id pequeno, os ids grandes, o GTID depois da grande).
+    """
+    e0 = o.erp.escopos[0]
+    base = o.proximo_id + 100
+    grandes = set(range(base + 1, base + quantos + 1))
+    esperar(lambda: _posicao(o), 30)
+    pequeno = o.inserir(e0, '2026-10-01 10:00:00')
+    esperar(lambda: pequeno in _ids(o, e0), 30)
+    time.sleep(1)                  # o ciclo que entregou o pequeno já terminou
+    antes = _cpu(processo.pid)
+    o.erp.executar("INSERT INTO {TITULOS} SELECT :b + seq, :e, CONCAT('Lote ', seq), 1.00,"
+                   " '2026-10-01', '2026-10-01 10:00:00' FROM seq_1_to_%d" % quantos,
+                   b=base, e=int(e0))
+    grande = servidor.admin('SELECT @@gtid_binlog_pos')[0][0]
+    esperar(lambda: _cpu(processo.pid) - antes >= cpu, 30, passo=0.002)
+    return pequeno, grandes, grande
+
+
 def test_kill9_entre_a_leitura_do_log_e_o_spool_nada_perdido_nada_duplicado(
         tmp_path, banco, mariadb_binlog, ambiente_contextia, chave_contextia):  # noqa: F811
     # Uma transação de 6000 linhas leva ~0,8 s de CPU para o leitor do log
@@ -202,20 +200,10 @@ def test_kill9_entre_a_leitura_do_log_e_o_spool_nada_perdido_nada_duplicado(
     # lida, ainda não no spool.
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     e0 = o.erp.escopos[0]
-    quantos, base = 6000, o.proximo_id + 100
-    grandes = set(range(base + 1, base + quantos + 1))
     processo = o.iniciar()
     try:
-        esperar(lambda: _posicao(o), 30)
-        pequeno = o.inserir(e0, '2026-10-01 10:00:00')
-        esperar(lambda: pequeno in _ids(o, e0), 30)
-        time.sleep(1)                  # o ciclo que entregou o pequeno já terminou
-        cpu = _cpu(processo.pid)
-        o.erp.executar("INSERT INTO {TITULOS} SELECT :b + seq, :e, CONCAT('Lote ', seq), 1.00,"
-                       " '2026-10-01', '2026-10-01 10:00:00' FROM seq_1_to_%d" % quantos,
-                       b=base, e=int(e0))
-        grande = mariadb_binlog.admin('SELECT @@gtid_binlog_pos')[0][0]
-        esperar(lambda: _cpu(processo.pid) - cpu >= 0.15, 30, passo=0.002)
+        pequeno, grandes, grande = _no_meio_de_uma_transacao_grande(o, processo, mariadb_binlog,
+                                                                     cpu=0.15)
         os.kill(processo.pid, signal.SIGSTOP)
         posicao = (_posicao(o) or {}).get('gtid')
         no_spool = _chaves_no_spool(o)
@@ -242,20 +230,10 @@ def test_conexao_do_log_derrubada_no_meio_de_uma_transacao_nada_perdido(
     # seria fechada como inteira (a posição passaria por ela, o resto perdido).
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     e0 = o.erp.escopos[0]
-    quantos, base = 6000, o.proximo_id + 100
-    grandes = set(range(base + 1, base + quantos + 1))
     processo = o.iniciar()
     try:
-        esperar(lambda: _posicao(o), 30)
-        pequeno = o.inserir(e0, '2026-10-01 10:00:00')
-        esperar(lambda: pequeno in _ids(o, e0), 30)
-        time.sleep(1)
-        cpu = _cpu(processo.pid)
-        o.erp.executar("INSERT INTO {TITULOS} SELECT :b + seq, :e, CONCAT('Lote ', seq), 1.00,"
-                       " '2026-10-01', '2026-10-01 10:00:00' FROM seq_1_to_%d" % quantos,
-                       b=base, e=int(e0))
         # Já lendo a transação (0,8 s de CPU para atravessá-la), longe do fim.
-        esperar(lambda: _cpu(processo.pid) - cpu >= 0.05, 30, passo=0.002)
+        _, grandes, _ = _no_meio_de_uma_transacao_grande(o, processo, mariadb_binlog, cpu=0.05)
         dump = [linha[0] for linha in mariadb_binlog.admin(
             "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%%'"
             " AND USER = '%s'" % banco.usuario)]
