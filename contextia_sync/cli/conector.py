@@ -67,6 +67,16 @@ def _fechar(origem: ModuleType) -> None:
         pass
 
 
+def _conferir_destino() -> None:
+    """O Contextia de destino: definido (sem padrão) e aceitável (transporte.conferir_destino)."""
+    from contextia_sync.intake import cliente
+    if not cliente.url_destino():
+        raise ErroConfiguracao(
+            'falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).'
+            ' Não há padrão: um padrão mandaria os dados para outro cliente.')
+    cliente.conferir_destino()
+
+
 def intervalo_progresso(padrao: float = padroes.INTERVALO_PROGRESSO) -> float:
     """CONTEXTIA_PROGRESSO_SEGUNDOS (segundos entre linhas de progresso), ou `padrao`."""
     bruto = (os.environ.get('CONTEXTIA_PROGRESSO_SEGUNDOS') or '').strip()
@@ -216,12 +226,8 @@ def preparar(args: argparse.Namespace) -> Preparo:
     chave = None
     projeto = '-'
     if not args.dry_run:
-        if not cliente.url_destino():
-            raise ErroConfiguracao(
-                'falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).'
-                ' Não há padrão: um padrão mandaria os dados para outro cliente.')
         # Antes de qualquer conexao (a conferencia de dono da chave e a primeira).
-        cliente.conferir_destino()
+        _conferir_destino()
         chave, de_onde = chave_da_empresa(args.chaves, escopo)
         # A chave e DESTA empresa? Chave trocada mandaria os titulos da 297 para o
         # projeto da 301 -- vazamento entre empresas, sem erro nenhum do servidor.
@@ -417,11 +423,7 @@ def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
                 ' de excluded_scopes se a exclusão era engano.' % escopo)
         empresas.append(empresa)
     if not args.dry_run:
-        if not cliente.url_destino():
-            raise ErroConfiguracao(
-                'falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).'
-                ' Não há padrão: um padrão mandaria os dados para outro cliente.')
-        cliente.conferir_destino()
+        _conferir_destino()
         for empresa in empresas:
             if not empresa.ativa:
                 continue
