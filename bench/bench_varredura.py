@@ -45,48 +45,10 @@ if RAIZ not in sys.path:
     sys.path.insert(0, RAIZ)
 
 # O intake minimo noutro processo: o mesmo do bench_velocidade.py.
-from bench.bench_velocidade import Sink  # noqa: E402
+from bench.bench_velocidade import Sink, montar  # noqa: E402
 
 COLUNAS = ['ID', 'EMPRESA_ID', 'NUMERO', 'PARCELA', 'CLIENTE', 'EMISSAO', 'VENCIMENTO',
            'VALOR', 'SALDO', 'SITUACAO', 'ALTERADO_EM', 'OBS']
-
-
-def montar(banco: Any, tabela: str, linhas: int, empresas: int) -> None:
-    """`tabela` com `linhas` linhas repartidas (intercaladas) entre `empresas` empresas."""
-    if banco.tipo == 'postgres':
-        banco.executar(
-            'CREATE TABLE %s AS SELECT g AS "ID", g %% %d + 1 AS "EMPRESA_ID",'
-            " 'NF-' || lpad(g::text, 8, '0') AS \"NUMERO\", g %% 12 + 1 AS \"PARCELA\","
-            " 'Cliente ' || (g %% 5000) || ' Comercio de Pecas Ltda' AS \"CLIENTE\","
-            " date '2026-01-01' + g %% 400 AS \"EMISSAO\","
-            " date '2026-01-31' + g %% 400 AS \"VENCIMENTO\","
-            ' (100 + g %% 90000 + (g %% 100) / 100.0)::numeric(16,2) AS "VALOR",'
-            ' ((g %% 5000) + (g * 7 %% 100) / 100.0)::numeric(16,2) AS "SALDO",'
-            " substr('ABCP', g %% 4 + 1, 1) AS \"SITUACAO\","
-            " timestamp '2026-01-01 08:00' + g * interval '13 second' AS \"ALTERADO_EM\","
-            " CASE WHEN g %% 3 = 0 THEN 'renegociado em ' || (g %% 31) END AS \"OBS\""
-            ' FROM generate_series(1, %d) g' % (tabela, empresas, linhas))
-        banco.executar('ALTER TABLE %s ADD PRIMARY KEY ("ID")' % tabela)
-        # O indice que todo ERP tem na empresa (o WHERE da carga por empresa o usa).
-        banco.executar('CREATE INDEX ON %s ("EMPRESA_ID")' % tabela)
-        banco.executar('VACUUM ANALYZE %s' % tabela)
-    else:
-        banco.executar(
-            'CREATE TABLE %s (ID INT PRIMARY KEY, EMPRESA_ID INT, NUMERO VARCHAR(20),'
-            ' PARCELA INT, CLIENTE VARCHAR(80), EMISSAO DATE, VENCIMENTO DATE,'
-            ' VALOR DECIMAL(16,2), SALDO DECIMAL(16,2), SITUACAO CHAR(1),'
-            ' ALTERADO_EM DATETIME, OBS VARCHAR(40), KEY (EMPRESA_ID))' % tabela)
-        banco.executar(
-            "INSERT INTO %s SELECT seq, MOD(seq, %d) + 1, CONCAT('NF-', LPAD(seq, 8, '0')),"
-            " MOD(seq, 12) + 1, CONCAT('Cliente ', MOD(seq, 5000), ' Comercio de Pecas Ltda'),"
-            " DATE '2026-01-01' + INTERVAL MOD(seq, 400) DAY,"
-            " DATE '2026-01-31' + INTERVAL MOD(seq, 400) DAY,"
-            ' 100 + MOD(seq, 90000) + MOD(seq, 100) / 100,'
-            ' MOD(seq, 5000) + MOD(seq * 7, 100) / 100,'
-            " SUBSTR('ABCP', MOD(seq, 4) + 1, 1),"
-            " TIMESTAMP '2026-01-01 08:00:00' + INTERVAL seq * 13 SECOND,"
-            " CASE WHEN MOD(seq, 3) = 0 THEN CONCAT('renegociado em ', MOD(seq, 31)) END"
-            ' FROM seq_1_to_%d' % (tabela, empresas, linhas))
 
 
 def montar_cadastro(banco: Any, empresas: int) -> None:
@@ -170,8 +132,8 @@ def rodada(tipo: str, linhas: int, empresas: int, repeticoes: int,
     banco = bancos.criar_banco(tipo, 'varredura')
     destino = Sink()
     try:
-        montar(banco, 'bench_1', linhas, 1)
-        montar(banco, 'bench_n', linhas, empresas)
+        montar(banco, linhas, 'bench_1', 1)
+        montar(banco, linhas, 'bench_n', empresas)
         montar_cadastro(banco, empresas)
         url = banco.url_origem
         with tempfile.TemporaryDirectory(prefix='bench-varredura-') as pasta:

@@ -63,10 +63,16 @@ COLUNAS = ['ID', 'EMPRESA_ID', 'NUMERO', 'PARCELA', 'CLIENTE', 'EMISSAO', 'VENCI
 CHUNK = 500
 
 
-def montar(banco: Any, linhas: int) -> None:
+def montar(banco: Any, linhas: int, tabela: str = 'bench', empresas: int | None = None) -> None:
+    """
+    `tabela` com `linhas` linhas de 12 colunas com a forma de um título a receber:
+    todas da empresa 297, ou (`empresas`) repartidas, intercaladas no disco, entre
+    as empresas 1..N, com o índice da empresa que todo ERP tem (bench_varredura).
+    """
     if banco.tipo == 'postgres':
+        empresa = '297' if empresas is None else 'g %% %d + 1' % empresas
         banco.executar(
-            'CREATE TABLE bench AS SELECT g AS "ID", 297 AS "EMPRESA_ID",'
+            'CREATE TABLE %s AS SELECT g AS "ID", %s AS "EMPRESA_ID",'
             " 'NF-' || lpad(g::text, 8, '0') AS \"NUMERO\", g %% 12 + 1 AS \"PARCELA\","
             " 'Cliente ' || (g %% 5000) || ' Comercio de Pecas Ltda' AS \"CLIENTE\","
             " date '2026-01-01' + g %% 400 AS \"EMISSAO\","
@@ -76,17 +82,22 @@ def montar(banco: Any, linhas: int) -> None:
             " substr('ABCP', g %% 4 + 1, 1) AS \"SITUACAO\","
             " timestamp '2026-01-01 08:00' + g * interval '13 second' AS \"ALTERADO_EM\","
             " CASE WHEN g %% 3 = 0 THEN 'renegociado em ' || (g %% 31) END AS \"OBS\""
-            ' FROM generate_series(1, %d) g' % linhas)
-        banco.executar('ALTER TABLE bench ADD PRIMARY KEY ("ID")')
-        banco.executar('VACUUM ANALYZE bench')
+            ' FROM generate_series(1, %d) g' % (tabela, empresa, linhas))
+        banco.executar('ALTER TABLE %s ADD PRIMARY KEY ("ID")' % tabela)
+        if empresas is not None:
+            # O indice que todo ERP tem na empresa (o WHERE da carga por empresa o usa).
+            banco.executar('CREATE INDEX ON %s ("EMPRESA_ID")' % tabela)
+        banco.executar('VACUUM ANALYZE %s' % tabela)
     else:
+        empresa = '297' if empresas is None else 'MOD(seq, %d) + 1' % empresas
         banco.executar(
-            'CREATE TABLE bench (ID INT PRIMARY KEY, EMPRESA_ID INT, NUMERO VARCHAR(20),'
+            'CREATE TABLE %s (ID INT PRIMARY KEY, EMPRESA_ID INT, NUMERO VARCHAR(20),'
             ' PARCELA INT, CLIENTE VARCHAR(80), EMISSAO DATE, VENCIMENTO DATE,'
             ' VALOR DECIMAL(16,2), SALDO DECIMAL(16,2), SITUACAO CHAR(1),'
-            ' ALTERADO_EM DATETIME, OBS VARCHAR(40))')
+            ' ALTERADO_EM DATETIME, OBS VARCHAR(40)%s)'
+            % (tabela, '' if empresas is None else ', KEY (EMPRESA_ID)'))
         banco.executar(
-            "INSERT INTO bench SELECT seq, 297, CONCAT('NF-', LPAD(seq, 8, '0')),"
+            "INSERT INTO %s SELECT seq, %s, CONCAT('NF-', LPAD(seq, 8, '0')),"
             " MOD(seq, 12) + 1, CONCAT('Cliente ', MOD(seq, 5000), ' Comercio de Pecas Ltda'),"
             " DATE '2026-01-01' + INTERVAL MOD(seq, 400) DAY,"
             " DATE '2026-01-31' + INTERVAL MOD(seq, 400) DAY,"
@@ -95,7 +106,7 @@ def montar(banco: Any, linhas: int) -> None:
             " SUBSTR('ABCP', MOD(seq, 4) + 1, 1),"
             " TIMESTAMP '2026-01-01 08:00:00' + INTERVAL seq * 13 SECOND,"
             " CASE WHEN MOD(seq, 3) = 0 THEN CONCAT('renegociado em ', MOD(seq, 31)) END"
-            ' FROM seq_1_to_%d' % linhas)
+            ' FROM seq_1_to_%d' % (tabela, empresa, linhas))
 
 
 # ---------------------------------------------------------------------------
