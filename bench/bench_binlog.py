@@ -18,16 +18,20 @@ concluir) contra as mesmas N enviadas direto por `enviar_dataset`.
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
-from bench.bench_latencia import Leitor, mapa_do_movimento, medir_commits, percentil  # noqa: E402
+from bench.bench_latencia import (  # noqa: E402
+    Leitor,
+    mapa_do_movimento,
+    medir_commits,
+    percentil,
+    rodada_privada,
+)
 
 
 def _mapa(pasta, dataset, estrategia):
@@ -125,18 +129,8 @@ def main():
     p.add_argument('--vazao', type=int, default=2000)
     p.add_argument('--so-vazao', action='store_true', help='pula a latência')
     args = p.parse_args()
-    from contextia_local.processo import ServidorLocal
     from tests.apoio.mariadb_binlog import MariadbBinlog
-    pasta = tempfile.mkdtemp(prefix='bench-binlog-')
-    servidor = MariadbBinlog(tempfile.mkdtemp(prefix='bench-mariadb-'))
-    servidor.iniciar()
-    contextia = ServidorLocal(os.path.join(pasta, 'contextia'))
-    contextia.iniciar()
-    try:
-        for nome, valor in contextia.ambiente().items():
-            if valor is not None:
-                os.environ[nome] = valor
-        chave = contextia.criar_projeto_com_chave('1', 'Bench')
+    with rodada_privada('bench-binlog-', MariadbBinlog) as (servidor, contextia, chave, pasta):
         if not args.so_vazao:
             ocioso = {}
             resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
@@ -155,11 +149,6 @@ def main():
               ' %.0f/s (razão spool/direta %.2f); só guardar o lote com fsync %.0f/s; uma'
               ' mudança por lote (o pior caso: fsync por arquivo) %.0f/s' % (
                   args.vazao, direta, pelo_spool, pelo_spool / direta, guardar, sozinha))
-    finally:
-        contextia.parar()
-        servidor.parar()
-        shutil.rmtree(pasta, ignore_errors=True)
-        shutil.rmtree(servidor.pasta, ignore_errors=True)
 
 
 if __name__ == '__main__':

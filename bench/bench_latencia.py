@@ -16,6 +16,7 @@ sem ouvinte -- o piso do que o Contextia e o leitor conseguem medir.
 """
 
 import argparse
+import contextlib
 import os
 import random
 import signal
@@ -108,6 +109,34 @@ class Leitor(threading.Thread):
 
 OCIOSO_S = 20
 """Segundos da janela ociosa de `medir_commits(..., ocioso=)`."""
+
+
+@contextlib.contextmanager
+def rodada_privada(prefixo, servidor_em):
+    """
+    Um banco privado (`servidor_em(pasta)`: o MariaDB com binlog, o PostgreSQL com
+    wal_level=logical, de tests/apoio) e o Contextia local de pé, com o ambiente do
+    cliente apontado para ele: (servidor, contextia, chave da empresa 1, pasta de
+    trabalho). Tudo derrubado e apagado na saída.
+    """
+    import shutil
+
+    from contextia_local.processo import ServidorLocal
+    pasta = tempfile.mkdtemp(prefix=prefixo)
+    servidor = servidor_em(tempfile.mkdtemp(prefix=prefixo + 'banco-'))
+    servidor.iniciar()
+    contextia = ServidorLocal(os.path.join(pasta, 'contextia'))
+    contextia.iniciar()
+    try:
+        for nome, valor in contextia.ambiente().items():
+            if valor is not None:
+                os.environ[nome] = valor
+        yield servidor, contextia, contextia.criar_projeto_com_chave('1', 'Bench'), pasta
+    finally:
+        contextia.parar()
+        servidor.parar()
+        shutil.rmtree(pasta, ignore_errors=True)
+        shutil.rmtree(servidor.pasta, ignore_errors=True)
 
 
 def mapa_do_movimento(caminho, cliente, dataset, estrategia):

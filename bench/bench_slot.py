@@ -13,17 +13,20 @@ aleatórios e um leitor anota quando cada uma ficou visível.
 """
 
 import argparse
-import contextlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
-from bench.bench_latencia import Leitor, mapa_do_movimento, medir_commits, percentil  # noqa: E402
+from bench.bench_latencia import (  # noqa: E402
+    Leitor,
+    mapa_do_movimento,
+    medir_commits,
+    percentil,
+    rodada_privada,
+)
 
 ESTRATEGIAS = ('coluna', 'slot_logico')
 
@@ -97,30 +100,10 @@ def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
     return medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir)
 
 
-@contextlib.contextmanager
 def rodada(prefixo):
-    """
-    O PostgreSQL privado com wal_level=logical e o Contextia local de pé, com o
-    ambiente do cliente apontado para ele: (servidor, contextia, chave da
-    empresa 1, pasta de trabalho). Tudo derrubado e apagado na saída.
-    """
-    from contextia_local.processo import ServidorLocal
+    """O PostgreSQL privado com wal_level=logical e o Contextia local (rodada_privada)."""
     from tests.apoio.postgres_logico import PostgresLogico, binarios
-    pasta = tempfile.mkdtemp(prefix=prefixo)
-    servidor = PostgresLogico(tempfile.mkdtemp(prefix='bench-pg-'), binarios())
-    servidor.iniciar()
-    contextia = ServidorLocal(os.path.join(pasta, 'contextia'))
-    contextia.iniciar()
-    try:
-        for nome, valor in contextia.ambiente().items():
-            if valor is not None:
-                os.environ[nome] = valor
-        yield servidor, contextia, contextia.criar_projeto_com_chave('1', 'Bench'), pasta
-    finally:
-        contextia.parar()
-        servidor.parar()
-        shutil.rmtree(pasta, ignore_errors=True)
-        shutil.rmtree(servidor.pasta, ignore_errors=True)
+    return rodada_privada(prefixo, lambda pasta: PostgresLogico(pasta, binarios()))
 
 
 def main():
