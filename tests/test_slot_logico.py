@@ -20,9 +20,13 @@ import uuid
 
 import pytest
 
+from tests.apoio.captura_log import acorda_no_log_e_sai_no_sigterm as _acorda_e_sai
 from tests.apoio.captura_log import arquivos_do_spool as _spool
 from tests.apoio.captura_log import escoa_em_ciclos_seguidos
 from tests.apoio.captura_log import ids_sem_duplicata as _ids
+from tests.apoio.captura_log import (
+    insert_update_delete_e_troca_de_empresa as _insert_update_delete_e_troca,
+)
 from tests.apoio.captura_log import no_spool as _no_spool
 from tests.apoio.captura_log import parar as _parar
 from tests.apoio.ouvinte import DATASET, RAIZ, Ouvinte, esperar
@@ -106,24 +110,11 @@ def test_insert_update_delete_chegam_e_remover_slot_nao_deixa_slot(
         tmp_path, banco, ambiente_contextia, chave_contextia):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia,
                  sem_coluna_de_mudanca=True)
-    e0, e1 = o.erp.escopos
     processo = o.iniciar()
     try:
         esperar(lambda: (_posicao(o) or {}).get('lsn'), 30)
-        # Todo dataset com `key` fica ao vivo, com ou sem coluna de mudança.
-        assert 'datasets ao vivo .: 2 de 2' in o.saida(), o.saida()
-        novo = o.inserir(e0, '2026-10-01 10:00:00', valor='11.00')
-        outro = o.inserir(e0, '2026-10-01 10:00:00', valor='12.00')
-        esperar(lambda: {novo, outro} <= _ids(o, e0), 30)
-        o.erp.executar('UPDATE {TITULOS} SET {VALOR} = 99.50 WHERE {ID} = :i', i=novo)
-        esperar(lambda: str(o.no_contextia(e0).get(novo, {}).get('VALOR')) in ('99.5', '99.50'),
-                30)
-        o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=novo)
-        esperar(lambda: novo not in _ids(o, e0), 30)
-        # A linha que mudou de empresa chega a nova e SAI da antiga (REPLICA IDENTITY FULL).
-        o.erp.executar('UPDATE {TITULOS} SET {EMPRESA_ID} = :e WHERE {ID} = :i',
-                       e=int(e1), i=outro)
-        esperar(lambda: outro in _ids(o, e1) and outro not in _ids(o, e0), 30)
+        # A troca de empresa sai da antiga pela REPLICA IDENTITY FULL.
+        _insert_update_delete_e_troca(o)
         captura = esperar(lambda: _captura(o).get('wal_retido_bytes') is not None and
                           _captura(o), 30)
         assert captura['estrategia'] == 'slot_logico' and captura['slot'] == o.slot
@@ -148,22 +139,8 @@ def test_insert_update_delete_chegam_e_remover_slot_nao_deixa_slot(
 def test_mudanca_no_slot_acorda_o_ciclo_e_o_sigterm_sai_logo(tmp_path, banco,
                                                             ambiente_contextia,
                                                             chave_contextia):
-    # Com --intervalo-dados de 10 min, só a espera que olha o slot entrega em segundos.
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
-    e0 = o.erp.escopos[0]
-    processo = o.iniciar('--intervalo-dados=600')
-    try:
-        esperar(lambda: (_posicao(o) or {}).get('lsn'), 30)
-        novo = o.inserir(e0, '2026-10-01 10:00:00')
-        esperar(lambda: novo in _ids(o, e0), 20)
-        outro = o.inserir(e0, '2026-10-01 10:00:00')
-        esperar(lambda: outro in _ids(o, e0), 20)
-    finally:
-        inicio = time.monotonic()
-        processo.send_signal(signal.SIGTERM)
-        processo.wait(60)
-    assert time.monotonic() - inicio < 10
-    assert processo.returncode == 0, o.saida()[-2000:]
+    _acorda_e_sai(o, lambda: (_posicao(o) or {}).get('lsn'))
 
 
 def test_kill9_em_cada_passo_nada_perdido_nada_duplicado(tmp_path, banco, ambiente_contextia,

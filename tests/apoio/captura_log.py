@@ -66,3 +66,50 @@ def escoa_em_ciclos_seguidos(ouvinte, escopo, ids, prazo):
         assert not arquivos_do_spool(ouvinte)
     finally:
         parar(processo)
+
+
+def insert_update_delete_e_troca_de_empresa(ouvinte):
+    """
+    Com a captura de pé: insert, update, delete e a linha que troca de empresa
+    chegam (ela chega à nova e SAI da antiga), igual pelo binlog e pelo slot.
+    """
+    from tests.apoio.ouvinte import esperar
+    o = ouvinte
+    e0, e1 = o.erp.escopos
+    # Todo dataset com `key` fica ao vivo, com ou sem coluna de mudança.
+    assert 'datasets ao vivo .: 2 de 2' in o.saida(), o.saida()
+    novo = o.inserir(e0, '2026-10-01 10:00:00', valor='11.00')
+    outro = o.inserir(e0, '2026-10-01 10:00:00', valor='12.00')
+    esperar(lambda: {novo, outro} <= ids_sem_duplicata(o, e0), 30)
+    o.erp.executar('UPDATE {TITULOS} SET {VALOR} = 99.50 WHERE {ID} = :i', i=novo)
+    esperar(lambda: str(o.no_contextia(e0).get(novo, {}).get('VALOR')) in ('99.5', '99.50'), 30)
+    o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=novo)
+    esperar(lambda: novo not in ids_sem_duplicata(o, e0), 30)
+    o.erp.executar('UPDATE {TITULOS} SET {EMPRESA_ID} = :e WHERE {ID} = :i', e=int(e1), i=outro)
+    esperar(lambda: outro in ids_sem_duplicata(o, e1) and outro not in ids_sem_duplicata(o, e0),
+            30)
+
+
+def acorda_no_log_e_sai_no_sigterm(ouvinte, posicao_gravada):
+    """
+    Com --intervalo-dados de 10 min, só a espera que olha o log entrega em segundos;
+    bloqueado nela, o SIGTERM ainda sai em segundos e com código 0.
+    """
+    import time
+
+    from tests.apoio.ouvinte import esperar
+    o = ouvinte
+    e0 = o.erp.escopos[0]
+    processo = o.iniciar('--intervalo-dados=600')
+    try:
+        esperar(posicao_gravada, 30)
+        novo = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: novo in ids_sem_duplicata(o, e0), 20)
+        outro = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: outro in ids_sem_duplicata(o, e0), 20)
+    finally:
+        inicio = time.monotonic()
+        processo.send_signal(signal.SIGTERM)
+        processo.wait(60)
+    assert time.monotonic() - inicio < 10
+    assert processo.returncode == 0, o.saida()[-2000:]
