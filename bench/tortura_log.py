@@ -47,15 +47,11 @@ class ServidorPrivado:
         if self.estrategia == 'binlog':
             from tests.apoio.mariadb_binlog import MariadbBinlog
             self.servidor = MariadbBinlog(self.pasta).iniciar()
-            self.banco = self.servidor.banco_de_teste()
-            dono = 'mysql+pymysql://root@127.0.0.1:%d/%s' % (self.servidor.porta,
-                                                             self.banco.nome)
         else:
             from tests.apoio.postgres_logico import PostgresLogico, binarios
             self.servidor = PostgresLogico(self.pasta, binarios()).iniciar()
-            self.banco = self.servidor.banco_de_teste()
-            dono = self.banco.url_admin
-        return self.banco.nome, dono, self.banco.url_origem
+        self.banco = self.servidor.banco_de_teste()
+        return self.banco.nome, self.banco.url_admin, self.banco.url_origem
 
     def preparar_tabelas(self, datasets):
         """

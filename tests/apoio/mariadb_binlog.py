@@ -35,13 +35,14 @@ class BancoBinlog:
         self.usuario = usuario
         self.url_origem = 'mysql+pymysql://%s:%s@127.0.0.1:%d/%s' % (
             usuario, SENHA, servidor.porta, nome)
+        # O dono (root): cria as tabelas e escreve, como o ERP.
+        self.url_admin = 'mysql+pymysql://root@127.0.0.1:%d/%s' % (servidor.porta, nome)
         self._motor = None
 
     def motor(self):
         import sqlalchemy as sa
         if self._motor is None:
-            self._motor = sa.create_engine('mysql+pymysql://root@127.0.0.1:%d/%s'
-                                           % (self.servidor.porta, self.nome))
+            self._motor = sa.create_engine(self.url_admin)
         return self._motor
 
 
