@@ -793,6 +793,11 @@ class MatadorDeConexoes:
                                       poolclass=sa.pool.NullPool)
         self.mortas = 0
         self.erros = 0
+        # As conexoes vistas na volta anterior: so elas podem morrer. A da carga
+        # da tortura se protege milissegundos depois de abrir (`Carga._proteger`);
+        # sem esta espera, o matador a derrubava nesse meio-tempo (visto na suite
+        # carregada: o carimbo em massa morreu no `SELECT pg_backend_pid()`).
+        self._vistas = set()
         self._parar = threading.Event()
         self._thread = None
 
@@ -806,7 +811,9 @@ class MatadorDeConexoes:
             linhas = conexao.execute(sa.text(
                 'SELECT ID FROM information_schema.PROCESSLIST WHERE (DB = :banco%s)'
                 ' AND ID <> CONNECTION_ID()' % dump), {'banco': self.banco})
-        return [int(r[0]) for r in linhas if int(r[0]) not in self.protegidos]
+        agora = {int(r[0]) for r in linhas}
+        antes, self._vistas = self._vistas, agora
+        return [p for p in sorted(agora & antes) if p not in self.protegidos]
 
     def matar_uma(self):
         with self.motor.connect() as conexao:

@@ -479,3 +479,28 @@ def test_carimbo_no_futuro_na_primeira_subida_nao_leva_a_marca_inicial_para_o_fu
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
     assert novo in o.no_contextia(e0), saida
+
+
+@pytest.mark.parametrize('tipo', [pytest.param('postgres', marks=pytest.mark.postgres),
+                                  pytest.param('mariadb', marks=pytest.mark.mariadb)])
+def test_matador_de_conexoes_so_derruba_a_conexao_ja_vista_e_nao_protegida(
+        fabrica_de_bancos, tipo):
+    # A conexão da carga se protege milissegundos depois de abrir: nova, ela não é
+    # candidata (a suíte carregada viu o carimbo em massa morrer nesse meio-tempo).
+    import sqlalchemy as sa
+    banco = fabrica_de_bancos(tipo, 'matador')
+    motor = sa.create_engine(banco.url_admin, poolclass=sa.pool.NullPool)
+    protegidos = set()
+    matador = tortura_origem.MatadorDeConexoes(tipo, banco.url_admin, banco.nome, protegidos,
+                                              periodo=(60, 60), semente=1)
+    pid = 'SELECT pg_backend_pid()' if tipo == 'postgres' else 'SELECT CONNECTION_ID()'
+    try:
+        with motor.connect() as uma, motor.connect() as outra:
+            ids = [int(c.execute(sa.text(pid)).scalar()) for c in (uma, outra)]
+            with matador.motor.connect() as conexao:
+                assert matador._candidatas(conexao) == []          # nova: nunca
+                protegidos.add(ids[1])
+                assert matador._candidatas(conexao) == [ids[0]]    # vista, e não protegida
+    finally:
+        matador.parar()
+        motor.dispose()
