@@ -178,6 +178,28 @@ def test_em_voo_os_lotes_esperam_juntos(chave_contextia, ambiente_contextia):
     assert (resultado.inserted, resultado.lotes_erro) == (200, 0)
 
 
+def test_em_voo_o_lote_seguinte_fica_pronto_antes_da_resposta(chave_contextia,
+                                                           ambiente_contextia):
+    chave = chave_contextia()
+    # Os dois primeiros lotes demoram 1,5 s no servidor. O terceiro é lido e
+    # montado enquanto eles voam: quando a vaga abre, ele sai na hora (lido só
+    # depois da vaga, os lotes em voo voltavam juntos e esperavam a leitura).
+    ambiente_contextia.injetar('atraso', 2, segundos=1.5)
+    inicio = time.monotonic()
+    lidos_em = {}
+
+    def origem():
+        for registro in registros(300):
+            lidos_em[registro['ID']] = time.monotonic() - inicio
+            yield registro
+
+    resultado = cliente.enviar_dataset('pronto', origem(), key='ID', chunk=50, api_key=chave,
+                                       sync=cliente.gerar_sync(), em_voo=2)
+    assert (resultado.inserted, resultado.lotes_erro) == (300, 0)
+    primeiro_do_terceiro = sorted(lidos_em)[100]
+    assert lidos_em[primeiro_do_terceiro] < 1.0, lidos_em[primeiro_do_terceiro]
+
+
 def test_ao_vivo_sem_sync_vai_um_de_cada_vez_e_a_versao_nova_fica(chave_contextia,
                                                                   ambiente_contextia):
     chave = chave_contextia()
