@@ -118,7 +118,7 @@ def sink(porta: int, atraso_ms: float, anuncia_gzip: bool) -> None:
 
     HTTP/1.1 com keep-alive escrito à mão sobre o asyncio, sem framework: o
     sink é a linha de base "de graça" e tem de custar perto de nada. O
-    http.server da biblioteca padrão (o de antes) gastava ~0,4 ms por pedido de
+    http.server da biblioteca padrão (o de antes) gastava ~0,3 ms por pedido de
     500 linhas lendo cabeçalhos pelo parser de e-mail; na mesma máquina de 2
     núcleos, esse tempo era CPU roubada do cliente medido e espera dele.
     """
