@@ -187,6 +187,7 @@ def _no_meio_de_uma_transacao_grande(o, processo, servidor, cpu, quantos=6000):
                    " '2026-10-01', '2026-10-01 10:00:00' FROM seq_1_to_%d" % quantos,
                    b=base, e=int(e0))
     grande = servidor.admin('SELECT @@gtid_binlog_pos')[0][0]
+    o.proximo_id = base + quantos      # a próxima chamada não repete estes ids
     esperar(lambda: _cpu(processo.pid) - antes >= cpu, 30, passo=0.002)
     return pequeno, grandes, grande
 
@@ -198,15 +199,26 @@ def test_kill9_entre_a_leitura_do_log_e_o_spool_nada_perdido_nada_duplicado(
     # CPU, então 0,15 s de CPU depois do commit é ele no meio dela. Congelado ali
     # (SIGSTOP), o estado e o spool são conferidos e ele morre (kill -9) --
     # lida, ainda não no spool.
+    # Numa máquina mais rápida que a medida, 0,15 s de CPU podem já ter passado a
+    # transação inteira: essa volta não caiu no meio dela (o ouvinte segue, e a
+    # entrega é conferida), e a seguinte tenta com uma transação maior.
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     e0 = o.erp.escopos[0]
     processo = o.iniciar()
     try:
-        pequeno, grandes, grande = _no_meio_de_uma_transacao_grande(o, processo, mariadb_binlog,
-                                                                     cpu=0.15)
-        os.kill(processo.pid, signal.SIGSTOP)
-        posicao = (_posicao(o) or {}).get('gtid')
-        no_spool = _chaves_no_spool(o)
+        for quantos in (6000, 20000, 60000):
+            pequeno, grandes, grande = _no_meio_de_uma_transacao_grande(
+                o, processo, mariadb_binlog, cpu=0.15, quantos=quantos)
+            os.kill(processo.pid, signal.SIGSTOP)
+            posicao = (_posicao(o) or {}).get('gtid')
+            no_spool = _chaves_no_spool(o)
+            if _sequencia(posicao) < _sequencia(grande):
+                break
+            os.kill(processo.pid, signal.SIGCONT)
+            esperar(lambda g=grandes: g <= _ids(o, e0), 60, passo=1)
+        else:
+            pytest.fail('o ouvinte atravessou transações de até 60000 linhas em 0,15 s de CPU:'
+                        ' o teste nunca o pegou no meio de uma')
     finally:
         processo.send_signal(signal.SIGKILL)
         processo.wait(30)
