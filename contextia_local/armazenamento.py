@@ -5,7 +5,9 @@ Toda escrita passa por `Banco.transacao()`: um lock do processo + BEGIN
 IMMEDIATE. O lock serializa as threads do uvicorn (oito clientes no mesmo
 dataset dão contagens exatas); o BEGIN IMMEDIATE protege contra um segundo
 processo apontado para a mesma pasta. WAL deixa a leitura correr durante a
-escrita e sobrevive a um SIGKILL sem perder o que já foi comitado.
+escrita e sobrevive a um SIGKILL sem perder o que já foi comitado. O banco
+novo nasce com páginas de 16 KiB (`TAMANHO_DA_PAGINA`); o existente fica com a
+dele.
 
 A chave de cada pedido é conferida por uma segunda conexão, só de leitura
 (`projeto_da_chave`): no WAL ela nunca espera uma escrita em curso, e por isso
@@ -111,6 +113,12 @@ CREATE TABLE IF NOT EXISTS registros (
 ESPERA_DA_TRAVA = 30
 """Segundos que uma escrita espera a trava do SQLite tomada por outro processo."""
 
+TAMANHO_DA_PAGINA = 16384
+"""Bytes por página do SQLite num banco novo (o existente guarda a dele)."""
+
+BYTES_ATE_O_CHECKPOINT = 10000 * 4096
+"""Tamanho do WAL (~40 MiB) que leva o SQLite a devolvê-lo ao banco."""
+
 
 class BancoOcupado(Exception):
     """A trava de escrita não está livre agora (`transacao(esperar=False)`); nada foi feito."""
@@ -187,15 +195,23 @@ class Banco:
         self._con = sqlite3.connect(self.caminho, check_same_thread=False,
                                     isolation_level=None, timeout=ESPERA_DA_TRAVA)
         self._con.row_factory = sqlite3.Row
+        # Só vale no banco novo (antes do WAL e da primeira tabela); o existente
+        # fica com a página que tem. Com 16 KiB o COMMIT escreve no WAL um quarto
+        # dos quadros (cada um são duas escritas): 10% menos CPU por registro
+        # gravado que com 4 KiB; 32 e 64 KiB gastaram mais.
+        self._con.execute('PRAGMA page_size=%d' % TAMANHO_DA_PAGINA)
         self._con.execute('PRAGMA journal_mode=WAL')
         self._con.execute('PRAGMA synchronous=NORMAL')
         self._con.execute('PRAGMA foreign_keys=ON')
         # A carga grava milhões de linhas: o índice de (projeto, dataset, ident)
         # cabe no cache (64 MiB, não os 2 do padrão), e o WAL só volta ao banco a
-        # cada ~40 MiB (cada volta é um fsync). A durabilidade do lote comitado
-        # é a mesma: o COMMIT vai ao WAL, que sobrevive a um SIGKILL.
+        # cada ~40 MiB (cada volta é um fsync), qualquer que seja a página. A
+        # durabilidade do lote comitado é a mesma: o COMMIT vai ao WAL, que
+        # sobrevive a um SIGKILL.
         self._con.execute('PRAGMA cache_size=-65536')
-        self._con.execute('PRAGMA wal_autocheckpoint=10000')
+        pagina = self._con.execute('PRAGMA page_size').fetchone()[0]
+        self._con.execute('PRAGMA wal_autocheckpoint=%d' % max(1, BYTES_ATE_O_CHECKPOINT
+                                                               // pagina))
         # executescript faz COMMIT implicito; roda fora de transacao explicita.
         with self._lock:
             self._con.executescript(ESQUEMA)

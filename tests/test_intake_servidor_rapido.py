@@ -277,3 +277,26 @@ def test_corpo_lido_de_uma_vez_nao_vira_objetos_demais(fabrica_contextia):
                                       'Content-Type': 'application/json'})
     assert resposta.status_code == 413 and resposta.json()['erro'] == 'lote_grande'
     assert _pico_mib(servidor.pid) - antes < 60
+
+
+def test_banco_novo_nasce_com_pagina_de_16k_e_o_antigo_fica_com_a_dele(tmp_path):
+    novo = Banco(str(tmp_path / 'novo'))
+    assert novo._con.execute('PRAGMA page_size').fetchone()[0] == 16384
+    # O WAL segue voltando ao banco a cada ~40 MiB, não a cada 10000 páginas de 16 KiB.
+    assert novo._con.execute('PRAGMA wal_autocheckpoint').fetchone()[0] == 2500
+    novo.fechar()
+    # Um banco de antes (página de 4 KiB, já em WAL, com as tabelas) abre como está.
+    (tmp_path / 'antigo').mkdir()
+    caminho = str(tmp_path / 'antigo' / 'contextia.sqlite3')
+    con = sqlite3.connect(caminho)
+    con.execute('PRAGMA page_size=4096')
+    con.execute('PRAGMA journal_mode=WAL')
+    con.executescript(armazenamento.ESQUEMA)
+    con.close()
+    antigo = Banco(str(tmp_path / 'antigo'))
+    assert antigo._con.execute('PRAGMA page_size').fetchone()[0] == 4096
+    assert antigo._con.execute('PRAGMA wal_autocheckpoint').fetchone()[0] == 10000
+    projeto = antigo.criar_projeto('x', None)['id']
+    assert antigo.receber_lote(projeto, {'dataset': 'd', 'key': 'ID', 'records': [{'ID': 1}]}
+                               )['inserted'] == 1
+    antigo.fechar()
