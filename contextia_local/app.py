@@ -17,12 +17,13 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Dict, List, Optional
 
+import orjson
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
@@ -280,9 +281,12 @@ def criar_app(config: Configuracao) -> FastAPI:
         # Os registros simples já foram conferidos na leitura do corpo (corpo.py).
         lote = Banco.preparar_lote(dados, getattr(request, 'registros_simples', False))
         try:
-            return banco().gravar_lote(projeto['id'], lote, esperar=False)
+            contagens = banco().gravar_lote(projeto['id'], lote, esperar=False)
         except BancoOcupado:
-            return await run_in_threadpool(banco().gravar_lote, projeto['id'], lote)
+            contagens = await run_in_threadpool(banco().gravar_lote, projeto['id'], lote)
+        # As contagens já são as de `Contagens` (cinco inteiros, nesta ordem): o
+        # JSON de sempre, sem validá-las de novo pelo modelo a cada lote.
+        return Response(orjson.dumps(contagens), media_type='application/json')
 
     @app.post('/api/v1/intake/complete', tags=['intake'])
     def complete(pedido: PedidoComplete, projeto: Dict[str, Any] = Depends(projeto_autenticado)):
@@ -404,10 +408,11 @@ def criar_app(config: Configuracao) -> FastAPI:
 
 
 def _registros_sao_objetos(registros: List[Any]) -> bool:
-    for registro in registros:
-        if type(registro) is not dict:
-            return False
-    return True
+    # Os tipos de todos num laço em C; {dict} ou nenhum (o lote vazio).
+    return set(map(type, registros)) <= _SO_OBJETOS
+
+
+_SO_OBJETOS = frozenset({dict})
 
 
 def _erros_do_envelope(corpo: Dict[str, Any]) -> List[Dict[str, Any]]:
