@@ -12,6 +12,8 @@ import hashlib
 import json
 import math
 import sqlite3
+import threading
+import time
 
 import pytest
 import requests
@@ -300,3 +302,28 @@ def test_banco_novo_nasce_com_pagina_de_16k_e_o_antigo_fica_com_a_dele(tmp_path)
     assert antigo.receber_lote(projeto, {'dataset': 'd', 'key': 'ID', 'records': [{'ID': 1}]}
                                )['inserted'] == 1
     antigo.fechar()
+
+
+def test_trava_de_outro_processo_recusa_sem_esperar_e_espera_quando_pedido(tmp_path):
+    # O laço de eventos pede sem esperar (BancoOcupado na hora); a thread, esperando.
+    banco = Banco(str(tmp_path))
+    projeto = banco.criar_projeto('x', None)['id']
+    lote = Banco.preparar_lote({'dataset': 'd', 'key': 'ID', 'records': [{'ID': 1}]})
+    outro = sqlite3.connect(banco.caminho, isolation_level=None)
+    outro.execute('BEGIN IMMEDIATE')
+    for _ in range(2):                            # a espera zero não fica presa na conexão
+        inicio = time.monotonic()
+        with pytest.raises(armazenamento.BancoOcupado):
+            banco.gravar_lote(projeto, lote, esperar=False)
+        assert time.monotonic() - inicio < 1
+    resultado = []
+    espera = threading.Thread(target=lambda: resultado.append(banco.gravar_lote(projeto, lote)))
+    espera.start()
+    time.sleep(0.5)
+    assert resultado == []                        # esperando a trava do outro
+    outro.execute('COMMIT')
+    espera.join(10)
+    assert resultado[0]['inserted'] == 1
+    assert banco.gravar_lote(projeto, lote, esperar=False)['duplicates'] == 1
+    outro.close()
+    banco.fechar()
