@@ -96,13 +96,19 @@ class PedidoLimitado(Request):
             if declarado is not None and declarado > limite:
                 raise _corpo_grande(self.regra, 'o corpo declara %d bytes (Content-Length),'
                                     ' acima do limite' % declarado)
-            recebido = bytearray()
+            # Os pedaços juntados uma vez no fim (um só pedaço nem é copiado).
+            pedacos: list[bytes] = []
+            tamanho = 0
             async for pedaco in self.stream():
-                recebido += pedaco
-                if len(recebido) > limite:
+                if not pedaco:
+                    continue
+                pedacos.append(pedaco)
+                tamanho += len(pedaco)
+                if tamanho > limite:
                     raise _corpo_grande(self.regra, 'a leitura do corpo parou ao passar do'
                                         ' limite')
-            self._body = bytes(recebido)
+            # bytes() de um bytes não copia.
+            self._body = bytes(pedacos[0]) if len(pedacos) == 1 else b''.join(pedacos)
         return self._body
 
     # Se os registros do envelope lido são só de valores simples (ver

@@ -12,6 +12,8 @@ import hashlib
 import json
 import math
 import sqlite3
+import threading
+import time
 
 import pytest
 import requests
@@ -277,3 +279,51 @@ def test_corpo_lido_de_uma_vez_nao_vira_objetos_demais(fabrica_contextia):
                                       'Content-Type': 'application/json'})
     assert resposta.status_code == 413 and resposta.json()['erro'] == 'lote_grande'
     assert _pico_mib(servidor.pid) - antes < 60
+
+
+def test_banco_novo_nasce_com_pagina_de_16k_e_o_antigo_fica_com_a_dele(tmp_path):
+    novo = Banco(str(tmp_path / 'novo'))
+    assert novo._con.execute('PRAGMA page_size').fetchone()[0] == 16384
+    # O WAL segue voltando ao banco a cada ~40 MiB, não a cada 10000 páginas de 16 KiB.
+    assert novo._con.execute('PRAGMA wal_autocheckpoint').fetchone()[0] == 2500
+    novo.fechar()
+    # Um banco de antes (página de 4 KiB, já em WAL, com as tabelas) abre como está.
+    (tmp_path / 'antigo').mkdir()
+    caminho = str(tmp_path / 'antigo' / 'contextia.sqlite3')
+    con = sqlite3.connect(caminho)
+    con.execute('PRAGMA page_size=4096')
+    con.execute('PRAGMA journal_mode=WAL')
+    con.executescript(armazenamento.ESQUEMA)
+    con.close()
+    antigo = Banco(str(tmp_path / 'antigo'))
+    assert antigo._con.execute('PRAGMA page_size').fetchone()[0] == 4096
+    assert antigo._con.execute('PRAGMA wal_autocheckpoint').fetchone()[0] == 10000
+    projeto = antigo.criar_projeto('x', None)['id']
+    assert antigo.receber_lote(projeto, {'dataset': 'd', 'key': 'ID', 'records': [{'ID': 1}]}
+                               )['inserted'] == 1
+    antigo.fechar()
+
+
+def test_trava_de_outro_processo_recusa_sem_esperar_e_espera_quando_pedido(tmp_path):
+    # O laço de eventos pede sem esperar (BancoOcupado na hora); a thread, esperando.
+    banco = Banco(str(tmp_path))
+    projeto = banco.criar_projeto('x', None)['id']
+    lote = Banco.preparar_lote({'dataset': 'd', 'key': 'ID', 'records': [{'ID': 1}]})
+    outro = sqlite3.connect(banco.caminho, isolation_level=None)
+    outro.execute('BEGIN IMMEDIATE')
+    for _ in range(2):                            # a espera zero não fica presa na conexão
+        inicio = time.monotonic()
+        with pytest.raises(armazenamento.BancoOcupado):
+            banco.gravar_lote(projeto, lote, esperar=False)
+        assert time.monotonic() - inicio < 1
+    resultado = []
+    espera = threading.Thread(target=lambda: resultado.append(banco.gravar_lote(projeto, lote)))
+    espera.start()
+    time.sleep(0.5)
+    assert resultado == []                        # esperando a trava do outro
+    outro.execute('COMMIT')
+    espera.join(10)
+    assert resultado[0]['inserted'] == 1
+    assert banco.gravar_lote(projeto, lote, esperar=False)['duplicates'] == 1
+    outro.close()
+    banco.fechar()
