@@ -68,21 +68,7 @@ def preparar_origem():
 
 
 def mapeamento(pasta):
-    import json
-    caminho = os.path.join(pasta, 'mapa.json')
-    with open(caminho, 'w') as arquivo:
-        json.dump({
-            '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
-            'client': 'bench',
-            'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID',
-                         'watch_column': 'ALTERADO_EM'},
-            'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
-                         'name_column': 'RAZAO_SOCIAL',
-                         'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
-            'datasets': [{'dataset': DATASET, 'source_object': 'MOVIMENTO',
-                          'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM']}],
-        }, arquivo)
-    return caminho
+    return mapa_do_movimento(os.path.join(pasta, 'mapa.json'), 'bench', DATASET)
 
 
 class Leitor(threading.Thread):
@@ -139,23 +125,26 @@ def rodada_privada(prefixo, servidor_em):
         shutil.rmtree(servidor.pasta, ignore_errors=True)
 
 
-def mapa_do_movimento(caminho, cliente, dataset, estrategia):
+def mapa_do_movimento(caminho, cliente, dataset, estrategia=None):
     """
-    O mapeamento dos benches das capturas por log (bench_binlog, bench_slot): um
-    dataset sobre a tabela MOVIMENTO, com a `estrategia`. Grava em `caminho`.
+    O mapeamento dos benches: um dataset sobre a tabela MOVIMENTO, com a
+    `estrategia` do ouvinte (None: a padrão, a coluna). Grava em `caminho`.
     """
     import json
+    mapa = {
+        '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
+        'client': cliente,
+        'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
+        'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
+                     'name_column': 'RAZAO_SOCIAL',
+                     'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
+        'datasets': [{'dataset': dataset, 'source_object': 'MOVIMENTO',
+                      'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM']}],
+    }
+    if estrategia is not None:
+        mapa['listener'] = {'strategy': estrategia}
     with open(caminho, 'w') as arquivo:
-        json.dump({
-            '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
-            'client': cliente, 'listener': {'strategy': estrategia},
-            'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
-            'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
-                         'name_column': 'RAZAO_SOCIAL',
-                         'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
-            'datasets': [{'dataset': dataset, 'source_object': 'MOVIMENTO',
-                          'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM']}],
-        }, arquivo)
+        json.dump(mapa, arquivo)
     return caminho
 
 
