@@ -55,6 +55,7 @@ from contextia_sync.intake.serializacao import (
     ErroSerializacao,
     PlanoFixo,
     Serializador,
+    conversor_de_linha,
     corpo_de_registros,
     corpo_direto,
     json_canonico,
@@ -373,17 +374,11 @@ def preparador_de_prontos(familias: Mapping[str, str] | None
     if _Fragmento is None:
         return None
     fragmento = _Fragmento
-    serializador = Serializador(puro=False)
-    fixo = PlanoFixo(dict(familias)) if familias else None
-    converter = fixo.registro if fixo is not None else None
-    colunas = fixo.colunas if fixo is not None else -1
+    converter = conversor_de_linha(PlanoFixo(dict(familias)) if familias else None,
+                                   Serializador(puro=False))
 
     def preparar(bruto: Mapping[str, Any]) -> Any:
-        if converter is not None and type(bruto) is dict and len(bruto) == colunas:
-            registro = converter(bruto)
-        else:
-            registro = serializador.registro(bruto)
-        return fragmento(corpo_de_registros([registro])[1:-1])
+        return fragmento(corpo_de_registros([converter(bruto)])[1:-1])
     return preparar
 
 
@@ -639,15 +634,11 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                 lidos += 1
                 yield json_pronto  # type: ignore[misc]  # o JSON do registro (Fragment)
             return
-        converter = inteiro.registro if inteiro is not None else None
-        colunas = inteiro.colunas if inteiro is not None else -1
+        converter = conversor_de_linha(inteiro, serializador)
         for bruto in fonte:
             lidos += 1
             try:
-                if converter is not None and type(bruto) is dict and len(bruto) == colunas:
-                    registro = converter(bruto)
-                else:
-                    registro = serializador.registro(bruto)
+                registro = converter(bruto)
             except ErroSerializacao as erro:
                 if quarentena is None:
                     # Registro que nao vira JSON exato: os seguintes nao saem, e

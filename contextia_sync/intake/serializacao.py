@@ -150,9 +150,24 @@ def _finito(coluna: str) -> Callable[[Any], Any]:
     return conferir
 
 
+def _texto_decimal(valor: decimal.Decimal) -> str | None:
+    """
+    O texto que `valor_json` dá ao Decimal finito, ou None para o não finito
+    (que `valor_json` recusa nomeando a coluna), sem o is_finite() por valor.
+    """
+    # str() e format(v, 'f') são o mesmo texto, exceto na notação com expoente
+    # (1E+3, 0E-10): essa vai pelo 'f'. O str é o mais barato.
+    texto = str(valor)
+    if 'E' in texto:
+        texto = format(valor, 'f')
+    # Só o não finito termina em letra ('NaN', 'sNaN', 'Infinity').
+    return texto if texto[-1] not in 'Ny' else None
+
+
 def _decimal(coluna: str) -> Callable[[Any], Any]:
     def texto(valor: decimal.Decimal) -> Any:
-        return format(valor, 'f') if valor.is_finite() else valor_json(valor, coluna)
+        finito = _texto_decimal(valor)
+        return finito if finito is not None else valor_json(valor, coluna)
     return texto
 
 
@@ -265,11 +280,10 @@ def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
     if familia == 'decimal':
         def decimal_(valor: Any) -> Any:
             if type(valor) is decimal.Decimal:
-                texto = format(valor, 'f')
-                # Só o não finito termina em letra ('NaN', 'sNaN', 'Infinity'): sem
-                # o is_finite() por valor, a recusa de sempre por valor_json.
-                if texto[-1] not in 'Ny':
+                texto = _texto_decimal(valor)
+                if texto is not None:
                     return texto
+            # (O não finito cai aqui: a recusa de sempre por valor_json.)
             return valor if valor is None or type(valor) is int else valor_json(valor, coluna)
         return decimal_
     if familia == 'float':
@@ -314,6 +328,24 @@ class PlanoFixo:
         return linha
 
 
+def conversor_de_linha(plano: PlanoFixo | None, serializador: Serializador
+                       ) -> Callable[[Any], dict[str, Any]]:
+    """
+    O registro de cada linha: a linha de um fetch (dict com as colunas do
+    `plano`) pelo plano; qualquer outra -- e tudo, sem plano -- pelo
+    `serializador`. Levanta ErroSerializacao como os dois.
+    """
+    if plano is None:
+        return serializador.registro
+    pelo_plano, colunas, pela_forma = plano.registro, plano.colunas, serializador.registro
+
+    def converter(bruto: Any) -> dict[str, Any]:
+        if type(bruto) is dict and len(bruto) == colunas:
+            return pelo_plano(bruto)
+        return pela_forma(bruto)
+    return converter
+
+
 def _json_padrao(valor: Any) -> Any:
     return valor_json(valor)
 
@@ -325,13 +357,8 @@ class _SemCorpoDireto(TypeError):
 def _decimal_no_corpo(valor: Any) -> str:
     """O `default` do orjson no `corpo_direto`: só o Decimal finito, como `valor_json`."""
     if type(valor) is decimal.Decimal:
-        # str() e format(v, 'f') são o mesmo texto, exceto na notação com
-        # expoente (1E+3, 0E-10): essa vai pelo 'f'. O str e o mais barato.
-        texto = str(valor)
-        if 'E' in texto:
-            texto = format(valor, 'f')
-        # Só o não finito termina em letra ('NaN', 'sNaN', 'Infinity').
-        if texto[-1] not in 'Ny':
+        texto = _texto_decimal(valor)
+        if texto is not None:
             return texto
     raise _SemCorpoDireto
 
