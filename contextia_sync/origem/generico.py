@@ -218,21 +218,24 @@ def _lote_pronto(lote: Sequence[Sequence[Any]], conversores: list[tuple[int, Con
         lote = convertido
     if conferir is None:
         return lote, 0, None
-    posicao, alvo, texto = conferir
-
-    def deste_escopo(valor: Any) -> bool:
-        # Igual ao valor pedido (o caso de toda linha) dispensa o texto.
-        return bool(valor == alvo or texto_escopo(valor) == texto)
-
+    posicao = conferir[0]
     try:
         distintos = set(map(itemgetter(posicao), lote))
     except TypeError:                   # valor sem hash: linha a linha
         distintos = None
-    if distintos is not None and all(map(deste_escopo, distintos)):
+    if distintos is not None and all(_do_escopo(valor, conferir) for valor in distintos):
         return lote, 0, None
-    ficam = [linha for linha in lote if deste_escopo(linha[posicao])]
-    fora = [linha[posicao] for linha in lote if not deste_escopo(linha[posicao])]
-    return ficam, len(fora), fora[0]
+    ficam: list[Sequence[Any]] = []
+    fora: list[Sequence[Any]] = []
+    for linha in lote:
+        (ficam if _do_escopo(linha[posicao], conferir) else fora).append(linha)
+    return ficam, len(fora), fora[0][posicao] if fora else None
+
+
+def _do_escopo(valor: Any, conferir: tuple[int, Any, str]) -> bool:
+    """O valor da coluna de escopo é o do escopo pedido, como o SDK o escreve?"""
+    # Igual ao valor pedido (o caso de toda linha) dispensa o texto.
+    return bool(valor == conferir[1] or texto_escopo(valor) == conferir[2])
 
 
 def _fechar_leitura(conn: Connection, resultado: CursorResult[Any]) -> None:
@@ -580,8 +583,6 @@ class Origem:
         # (PostgreSQL e MySQL/MariaDB: os que leem por cursor de servidor, e os medidos.)
         cru = (direto and not tuplas and self.dialeto in ('postgresql', 'mysql')
                and self._sem_processador(resultado))
-        erro_do_driver: type[BaseException] = (
-            self._motor().dialect.loaded_dbapi.Error if cru else sa_exc.DBAPIError)
         try:
             if cru:
                 # Um lote do cursor por vez, e um dict por linha feito em C, sem
@@ -614,9 +615,7 @@ class Origem:
                         valores = list(linha)
                         for posicao, funcao in conversores:
                             valores[posicao] = funcao(valores[posicao])
-                    # Igual ao valor pedido (o caso de toda linha) dispensa o texto.
-                    if conferir is not None and valores[conferir[0]] != conferir[1] \
-                            and texto_escopo(valores[conferir[0]]) != conferir[2]:
+                    if conferir is not None and not _do_escopo(valores[conferir[0]], conferir):
                         descartadas += 1
                         if exemplo is None:
                             exemplo = valores[conferir[0]]
@@ -639,19 +638,17 @@ class Origem:
                     ' (maiúsculas/minúsculas, acentos, espaços); não são desta empresa e'
                     ' ficaram de fora', source_object, conferir[2] if conferir else '',
                     descartadas, exemplo)
-        except sa_exc.DBAPIError as erro:
-            raise self._erro('leitura de %s interrompida depois de %d linha(s)'
-                             % (source_object, lidas), erro,
-                             'nada desta leitura deve ser dado como completo; a'
-                             ' próxima chamada reconecta') from None
         except Exception as erro:
-            if conn in self._abertas and isinstance(erro, erro_do_driver):
-                # O erro do cursor cru (o SQLAlchemy nao o viu): a conexao pode ter
-                # caido, e nao volta ao pool.
+            # O erro do cursor cru o SQLAlchemy nao viu: a conexao pode ter caido,
+            # e nao volta ao pool.
+            do_cru = (cru and conn in self._abertas
+                      and isinstance(erro, self._motor().dialect.loaded_dbapi.Error))
+            if do_cru:
                 try:
                     conn.invalidate()
                 except Exception:                        # noqa: BLE001
                     pass
+            if do_cru or isinstance(erro, sa_exc.DBAPIError):
                 raise self._erro('leitura de %s interrompida depois de %d linha(s)'
                                  % (source_object, lidas), erro,
                                  'nada desta leitura deve ser dado como completo; a'
