@@ -488,3 +488,13 @@ def test_fetch_pelo_cursor_do_driver_e_o_de_sempre_mariadb(fabrica_de_bancos, mo
     finally:
         origem.fechar()
 
+
+
+def test_lote_com_escopo_sem_hash_todo_da_empresa_passa_inteiro():
+    from contextia_sync.origem.generico import _lote_pronto
+    # Um valor de escopo sem hash (uma lista) obriga a conferir linha a linha;
+    # todas do escopo pedido: nada descartado (antes: IndexError no exemplo).
+    lote = [[[7], 'a'], [[7], 'b']]
+    assert _lote_pronto(lote, [], (0, [7], '[7]')) == (lote, 0, None)
+    ficam, fora, exemplo = _lote_pronto(lote + [[[8], 'c']], [], (0, [7], '[7]'))
+    assert (ficam, fora, exemplo) == (lote, 1, [8])
