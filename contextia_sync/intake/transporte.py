@@ -393,8 +393,10 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
         preparado.prepare(method=metodo, url=url, headers=cabecalhos, data=dados,
                           params=params)
     except requests.exceptions.RequestException as erro:
-        raise ErroContextia('%s: pedido inválido para %s (%s)'
-                            % (contexto, servidor(url), mascarar(erro, autorizacao))) from None
+        raise ErroContextia('%s: pedido inválido para %s (%s). Confira o endereço do'
+                            ' Contextia (CONTEXTIA_URL) e a chave: sem espaços nem quebras'
+                            ' de linha.' % (contexto, servidor(url), mascarar(erro, autorizacao))
+                            ) from None
 
     prazo = time.monotonic() + prazo_do_pedido()
     espera = float(BACKOFF)
