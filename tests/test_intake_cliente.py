@@ -529,3 +529,13 @@ def test_413_de_um_registro_sozinho_diz_qual_e_o_que_fazer(fabrica_contextia, mo
     assert 'HTTP 413' in erro and 'SOZINHO' in erro and "'CORPO'" in erro
     assert 'Diminuir o chunk não resolve' in erro and 'view' in erro
     assert 'chunk menor' not in erro.lower()
+
+
+def test_chave_com_quebra_de_linha_e_recusada_antes_de_conectar_dizendo_o_que_conferir():
+    with pytest.raises(transporte.ErroContextia) as erro:
+        # Porta 9 (discard): nada escuta; o pedido nem chega a conectar.
+        transporte.pedir('GET', 'http://127.0.0.1:9/api/v1/projeto',
+                         autorizacao='ctx_abcdefgh\nX-Outro: 1', contexto='teste')
+    mensagem = str(erro.value)
+    assert 'pedido inválido' in mensagem and 'CONTEXTIA_URL' in mensagem
+    assert 'abcdefgh' not in mensagem          # a chave segue mascarada
