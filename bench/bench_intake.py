@@ -277,6 +277,9 @@ def main() -> int:
 
     print('\n%d registros de 12 colunas, lotes de %d, medianas de %d\n' % (
         args.registros, args.chunk, args.repeticoes))
+    def taxa_de(rotulo: str) -> float:
+        return taxa([s for s, _ in medidas[rotulo]])
+
     def cpu_por_milhao(rotulo: str) -> float:
         return statistics.median(c for _, c in medidas[rotulo]) * 1e6 / args.registros
 
@@ -288,12 +291,12 @@ def main() -> int:
     print('|---|---|---|---|---|---|')
     for rotulo, *_ in casos:
         sufixo = ', 4 em voo' if '4 em voo' in rotulo else ''
-        sink = taxa([s for s, _ in medidas['sink trivial' + sufixo]])
-        valor = taxa([s for s, _ in medidas[rotulo]])
+        sink = taxa_de('sink trivial' + sufixo)
+        valor = taxa_de(rotulo)
         hoje = 'servidor de hoje' + sufixo
         razao = razao_cpu = ''
         if rotulo.startswith('servidor novo') and hoje in medidas:
-            razao = '%.2f' % (valor / taxa([s for s, _ in medidas[hoje]]))
+            razao = '%.2f' % (valor / taxa_de(hoje))
             razao_cpu = '%.2f' % (cpu_por_milhao(hoje) / cpu_por_milhao(rotulo))
         print('| %s | %s | %.2f | %s | %.1f s | %s |' % (
             rotulo, '{:,}'.format(int(valor)), valor / sink, razao, cpu_por_milhao(rotulo),

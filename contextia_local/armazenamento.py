@@ -264,6 +264,8 @@ class Banco:
     @contextlib.contextmanager
     def leitura(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            # O lote do laço de eventos deixa a espera em zero; a leitura espera.
+            self._esperar_a_trava(ESPERA_DA_TRAVA)
             yield self._con
 
     def fechar(self) -> None:
@@ -436,8 +438,9 @@ class Banco:
 
         contagens = {'received': len(registros), 'inserted': 0, 'updated': 0,
                      'duplicates': 0, 'removed': 0}
-        recebido_em = agora()
         with self.transacao(esperar) as con:
+            # Depois da trava (que pode esperar): a hora cresce com o número do lote.
+            recebido_em = agora()
             # A key guardada e se o dataset tem registros, numa consulta só.
             chave_guardada, tem_registros = con.execute(
                 'SELECT (SELECT chave FROM datasets WHERE projeto_id = ?1 AND nome = ?2),'
@@ -473,20 +476,21 @@ class Banco:
                             (projeto_id, dataset, sync_id, versao))
             self._gravar_dataset(con, projeto_id, envelope, chave_do_dataset, recebido_em)
 
-            if len(set(idents)) == len(idents):
+            distintos = set(idents)
+            if len(distintos) == len(idents):
                 contagens.update(self._gravar_em_bloco(
                     con, projeto_id, dataset, versao, sync_id, lote, vazio))
             else:
                 contagens.update(self._gravar_com_repetidos(
                     con, projeto_id, dataset, versao, sync_id, lote,
-                    {} if vazio else _existentes(con, projeto_id, dataset, set(idents))))
+                    {} if vazio else _existentes(con, projeto_id, dataset, distintos)))
             if remover:
                 removidos = 0
                 for valor in remover:
                     removidos += con.execute(
                         'DELETE FROM registros WHERE projeto_id = ? AND dataset = ?'
                         ' AND ident = ?',
-                        (projeto_id, dataset, 'k:' + canonico_bytes(valor).decode('utf-8'))
+                        (projeto_id, dataset, *_idents_da_key([valor]))
                     ).rowcount
                 contagens['removed'] = removidos
         return contagens
@@ -521,8 +525,8 @@ class Banco:
             else:
                 atualizar.append((lote.hashes[posicao] if lote.hashes else '',
                                   bytearray(corpos[posicao]), versao, sync_id, rowid))
-        for inicio in range(0, len(tocar), 500):
-            parte_ids = tocar[inicio:inicio + 500]
+        for inicio in range(0, len(tocar), _IDS_POR_COMANDO):
+            parte_ids = tocar[inicio:inicio + _IDS_POR_COMANDO]
             con.execute('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
                         ' WHERE id IN (%s)' % ','.join('?' * len(parte_ids)),
                         [versao, sync_id, *parte_ids])
@@ -645,6 +649,9 @@ class Banco:
 # SQLITE_LIMIT_VARIABLE_NUMBER desde o 3.32; os mais antigos, 999, são lidos
 # na conexão).
 _LINHAS_POR_INSERT = 500
+# Valores por `IN (...)` das leituras e dos UPDATE por id (abaixo do limite de
+# variáveis do SQLite com folga).
+_IDS_POR_COMANDO = 500
 # As constantes do lote (?1..?4) ligadas uma vez por comando; por linha só
 # ident e corpo (e o hash, sem key). Eram 7 parâmetros por linha.
 _CONSTANTES = 4
@@ -702,8 +709,8 @@ def _existentes(con: sqlite3.Connection, projeto_id: int, dataset: str,
     existentes = {}
     filtro, extra = ('', []) if fora_da_versao is None else (' AND versao <> ?',
                                                                [fora_da_versao])
-    for inicio in range(0, len(lista), 500):
-        parte = lista[inicio:inicio + 500]
+    for inicio in range(0, len(lista), _IDS_POR_COMANDO):
+        parte = lista[inicio:inicio + _IDS_POR_COMANDO]
         for ident, guardado, rowid in cursor.execute(
                 'SELECT ident, corpo, id FROM registros WHERE projeto_id = ? AND dataset = ?'
                 ' AND ident IN (%s)%s' % (','.join('?' * len(parte)), filtro),
@@ -738,13 +745,16 @@ def _preparar(registros: list[Any], chave: str | None, simples: bool = False
                         'records[%d].%s: o registro não tem o campo de key %r'
                         ' (ou ele é null). Envie o campo ou mande o dataset'
                         ' sem key.' % (posicao, chave, chave))
+    return _idents_da_key(valores), None, corpos
+
+
+def _idents_da_key(valores: list[Any]) -> list[str]:
+    """A identidade de cada valor de key: `k:` + o JSON canônico dele."""
     # int: o JSON dele é o repr (bool não entra: type exato).
     if set(map(type, valores)) == {int}:
-        idents = ['k:%d' % valor for valor in valores]
-    else:
-        idents = ['k:%d' % valor if type(valor) is int else
-                  'k:' + canonico_bytes(valor).decode('utf-8') for valor in valores]
-    return idents, None, corpos
+        return ['k:%d' % valor for valor in valores]
+    return ['k:%d' % valor if type(valor) is int else
+            'k:' + canonico_bytes(valor).decode('utf-8') for valor in valores]
 
 
 def registros_simples(registros: list[Any]) -> bool:

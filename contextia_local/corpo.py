@@ -96,7 +96,7 @@ class PedidoLimitado(Request):
             if declarado is not None and declarado > limite:
                 raise _corpo_grande(self.regra, 'o corpo declara %d bytes (Content-Length),'
                                     ' acima do limite' % declarado)
-            # Os pedaços juntados uma vez no fim (um só pedaço nem é copiado).
+            # Os pedaços juntados uma vez no fim (o join de um só não o copia).
             pedacos: list[bytes] = []
             tamanho = 0
             async for pedaco in self.stream():
@@ -107,8 +107,7 @@ class PedidoLimitado(Request):
                 if tamanho > limite:
                     raise _corpo_grande(self.regra, 'a leitura do corpo parou ao passar do'
                                         ' limite')
-            # bytes() de um bytes não copia.
-            self._body = bytes(pedacos[0]) if len(pedacos) == 1 else b''.join(pedacos)
+            self._body = b''.join(pedacos)
         return self._body
 
     # Se os registros do envelope lido são só de valores simples (ver
@@ -190,18 +189,14 @@ class _Leitor:
         return self.decodificador.raw_decode(texto, posicao)
 
 
-def ler_json(corpo: bytes, max_registros: int | None = None) -> Any:
-    """
-    O documento JSON de `corpo`, estrito. Com `max_registros`, o documento é um
-    envelope do intake e `records` com mais itens que isso é 413 (sem ler o
-    resto). Levanta json.JSONDecodeError para JSON malformado e ErroRegra para
-    o que é JSON mas não pode ser aceito.
-    """
-    return _ler(corpo, max_registros)[0]
-
-
 def _ler(corpo: bytes, max_registros: int | None) -> tuple[Any, bool]:
-    """(`ler_json(corpo, max_registros)`, se os registros do envelope são simples)."""
+    """
+    (O documento JSON de `corpo`, estrito; se os registros do envelope são
+    simples). Com `max_registros`, o documento é um envelope do intake e
+    `records` com mais itens que isso é 413 (sem ler o resto). Levanta
+    json.JSONDecodeError para JSON malformado e ErroRegra para o que é JSON
+    mas não pode ser aceito.
+    """
     # O orjson só lê UTF-8 válido: o corpo que ele leu não precisa ser decodificado
     # (o que ele recusa é decodificado abaixo e dá a recusa de sempre).
     rapido = _ler_rapido(corpo, max_registros)

@@ -55,9 +55,9 @@ def _tipado(valor):
 
 @pytest.mark.parametrize('corpo', CORPOS)
 def test_leitura_rapida_da_o_mesmo_documento_que_a_estrita(corpo, monkeypatch):
-    rapido = corpo_mod.ler_json(corpo, 10000)
+    rapido = corpo_mod._ler(corpo, 10000)[0]
     monkeypatch.setattr(corpo_mod, '_orjson', None)
-    estrito = corpo_mod.ler_json(corpo, 10000)
+    estrito = corpo_mod._ler(corpo, 10000)[0]
     assert _tipado(rapido) == _tipado(estrito)
 
 
@@ -66,7 +66,9 @@ def test_envelope_de_registros_simples_nao_e_varrido_e_diz_que_e_simples(monkeyp
     varridos = []
     original = corpo_mod._inteiro_longo
     monkeypatch.setattr(corpo_mod, '_inteiro_longo', lambda c: varridos.append(c) or original(c))
-    assert corpo_mod._ler(simples, 10000) == (json.loads(simples), True)
+    documento, e_simples = corpo_mod._ler(simples, 10000)
+    # Tipado: um inteiro lido como float (1 == 1.0) não passaria despercebido.
+    assert _tipado(documento) == _tipado(json.loads(simples)) and e_simples is True
     assert varridos == []
     # Um float em qualquer lugar (é como o orjson leria um inteiro além de 64
     # bits) leva à varredura de sempre; o inteiro longo, ao leitor estrito.
@@ -76,7 +78,8 @@ def test_envelope_de_registros_simples_nao_e_varrido_e_diz_que_e_simples(monkeyp
             (b'{"dataset":"a","records":[{"ID":1}],"fields":{"a":[[{"b":2.5}]]}}', True),
             (b'{"dataset":"a","records":[{"ID":1, "L":[1]}]}', False)]:
         varridos.clear()
-        assert corpo_mod._ler(corpo, 10000) == (json.loads(corpo), esperado)
+        documento, e_simples = corpo_mod._ler(corpo, 10000)
+        assert _tipado(documento) == _tipado(json.loads(corpo)) and e_simples is esperado
         assert varridos == [corpo]
     longo = b'{"dataset":"a","records":[{"ID":1}],"remove":[18446744073709551617]}'
     documento, simples = corpo_mod._ler(longo, 10000)
@@ -311,7 +314,7 @@ def test_trava_de_outro_processo_recusa_sem_esperar_e_espera_quando_pedido(tmp_p
     lote = Banco.preparar_lote({'dataset': 'd', 'key': 'ID', 'records': [{'ID': 1}]})
     outro = sqlite3.connect(banco.caminho, isolation_level=None)
     outro.execute('BEGIN IMMEDIATE')
-    for _ in range(2):                            # a espera zero não fica presa na conexão
+    for _ in range(2):                            # de novo sem esperar: recusa na hora
         inicio = time.monotonic()
         with pytest.raises(armazenamento.BancoOcupado):
             banco.gravar_lote(projeto, lote, esperar=False)
@@ -326,4 +329,17 @@ def test_trava_de_outro_processo_recusa_sem_esperar_e_espera_quando_pedido(tmp_p
     assert resultado[0]['inserted'] == 1
     assert banco.gravar_lote(projeto, lote, esperar=False)['duplicates'] == 1
     outro.close()
+    banco.fechar()
+
+
+def test_leitura_depois_do_lote_sem_espera_volta_a_esperar_a_trava(tmp_path):
+    # O lote do laço de eventos grava com a espera em zero; a leitura seguinte
+    # (listar datasets, páginas de registros) espera a trava como sempre.
+    banco = Banco(str(tmp_path))
+    projeto = banco.criar_projeto('x', None)['id']
+    banco.gravar_lote(projeto, Banco.preparar_lote(
+        {'dataset': 'd', 'key': 'ID', 'records': [{'ID': 1}]}), esperar=False)
+    with banco.leitura() as con:
+        espera = con.execute('PRAGMA busy_timeout').fetchone()[0]
+    assert espera == armazenamento.ESPERA_DA_TRAVA * 1000
     banco.fechar()
