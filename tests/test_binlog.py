@@ -121,6 +121,31 @@ def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(tmp_path, banco,
     escoa_em_ciclos_seguidos(o, e0, ids, 90)
 
 
+def test_ddl_no_log_nao_trava_a_captura(tmp_path, banco, mariadb_binlog,  # noqa: F811
+                                        ambiente_contextia, chave_contextia):
+    # Um DDL (ALTER, CREATE, TRUNCATE de outra tabela) é um QueryEvent sem linhas
+    # e sem COMMIT no binlog, de qualquer banco do servidor: a captura passa por
+    # ele, e o insert seguinte chega.
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
+    e0 = o.erp.escopos[0]
+    processo = o.iniciar()
+    try:
+        esperar(lambda: _posicao(o), 30)
+        antes = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: antes in _ids(o, e0), 30)
+        o.erp.executar('CREATE TABLE ddl_no_log (x INT)')
+        o.erp.executar('ALTER TABLE ddl_no_log ADD COLUMN y INT')
+        depois = o.inserir(e0, '2026-10-01 10:00:00')
+        esperar(lambda: depois in _ids(o, e0), 30)
+        # O TRUNCATE da tabela seguida não tem linhas no log: o dataset vai à varredura.
+        o.erp.executar('TRUNCATE TABLE {TITULOS}')
+        esperar(lambda: DATASET in (_status_json(o) or {}).get('entregues_a_varredura', {}), 30)
+    finally:
+        _parar(processo)
+    assert 'AttributeError' not in o.saida()
+    assert 'TRUNCATE na origem' in o.saida()
+
+
 def test_kill9_com_o_contextia_fora_nada_perdido_nada_duplicado(tmp_path, banco,
                                                                 ambiente_contextia,
                                                                 chave_contextia):

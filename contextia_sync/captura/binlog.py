@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -52,6 +53,9 @@ from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca
 from contextia_sync.registro import logger
+
+# `TRUNCATE [TABLE] [banco.]tabela`, com ou sem crases.
+_TRUNCATE = re.compile(r'\s*TRUNCATE\s+(?:TABLE\s+)?(?:`?(\w+)`?\.)?`?(\w+)`?', re.IGNORECASE)
 
 ARQUIVO_POSICAO = 'binlog-posicao.json'
 _ERRO_POSICAO_APAGADA = 1236          # ER_MASTER_FATAL_ERROR_READING_BINLOG
@@ -354,6 +358,17 @@ class CapturaBinlog(CapturaPeloSpool):
                          WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
             only_schemas=sorted({esquema for esquema, _ in self._tabelas}))
 
+    def _truncadas_por(self, evento: Any) -> list[str]:
+        """Os datasets cuja tabela um QueryEvent de TRUNCATE esvaziou (nenhum se não é)."""
+        achado = _TRUNCATE.match(str(evento.query))
+        if achado is None:
+            return []
+        esquema = achado.group(1) or evento.schema or ''
+        if isinstance(esquema, bytes):
+            esquema = esquema.decode('utf-8', 'replace')
+        nome = '%s.%s' % (esquema, achado.group(2)) if esquema else achado.group(2)
+        return sorted({alvo.nome for alvo in self._tabelas.get(_tabela(nome, self.banco), ())})
+
     def _consumir(self, eventos: Any, lote: _Lote, prazo: float, acordar: bool) -> int:
         """
         Lê eventos até o prazo (monotônico); devolve quantas mudanças foram ao
@@ -413,6 +428,13 @@ class CapturaBinlog(CapturaPeloSpool):
                         isinstance(evento, QueryEvent)
                         and str(evento.query).strip().upper() == 'COMMIT'):
                     lote.fechar()
+                elif isinstance(evento, QueryEvent):
+                    # Um DDL (CREATE, ALTER, TRUNCATE...): sem linhas no log, num GTID
+                    # só dele, e de qualquer banco do servidor (o only_schemas filtra
+                    # só as linhas). O TRUNCATE de uma tabela seguida vai à varredura.
+                    truncadas = [] if lote.pular else self._truncadas_por(evento)
+                    if truncadas:
+                        self._truncadas(truncadas)
                 elif isinstance(evento, HeartbeatLogEvent):
                     # O log parou: a transacao sem COMMIT no log (DDL) tambem fecha.
                     lote.fechar()

@@ -84,6 +84,7 @@ class CapturaPeloSpool:
     recusa da posição ilegível e como lê o log (`_bombear_para`).
     """
 
+    nome = ''
     ARQUIVO_POSICAO = ''
     RISCO_DO_SPOOL = ''
     # A chave de `_posicao` com {'datasets': [...], ...} enquanto o log se perdeu.
@@ -118,6 +119,16 @@ class CapturaPeloSpool:
 
     def _gravar_posicao(self) -> None:
         gravar_posicao(self._caminho_posicao(), self._posicao)
+
+    def _truncadas(self, nomes: list[str]) -> None:
+        """O TRUNCATE de tabela seguida: o log não diz que linhas saíram -- a varredura diz."""
+        logger.error('%s: TRUNCATE na origem em %s: o log não diz que linhas saíram.'
+                     ' Entregue(s) à varredura, que refaz o conjunto.', self.nome,
+                     ', '.join(nomes))
+        for nome in nomes:
+            self.estado.entregar_a_varredura(nome, 'TRUNCATE na origem em %s'
+                                             % datetime.datetime.now().isoformat(' ', 'seconds'))
+        self.estado.gravar()
 
     @property
     def spool(self) -> Spool:

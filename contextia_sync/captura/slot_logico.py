@@ -557,14 +557,6 @@ class CapturaSlotLogico(CapturaPeloSpool):
         self.pausada = None
         return max(guardado, final)
 
-    def _truncadas(self, nomes: list[str]) -> None:
-        logger.error('slot_logico: TRUNCATE na origem em %s: o log não diz que linhas saíram.'
-                     ' Entregue(s) à varredura, que refaz o conjunto.', ', '.join(nomes))
-        for nome in nomes:
-            self.estado.entregar_a_varredura(nome, 'TRUNCATE na origem em %s'
-                                             % datetime.datetime.now().isoformat(' ', 'seconds'))
-        self.estado.gravar()
-
     def _slot_perdido(self, motivo: str, aguardar: bool = True) -> None:
         perdido = self._posicao.get('perdido')
         if perdido and perdido.get('aguardando_slot'):
