@@ -115,12 +115,12 @@ METRICAS: dict[str, tuple[str, str]] = {
     'ouvinte_dataset_quarentena_registros': (
         GAUGE, 'Registros do dataset na quarentena (recusados de vez pelo intake).'),
     'ouvinte_captura_atraso_origem_segundos': (
-        GAUGE, 'binlog: segundos atrás da origem (hora do último evento lido do log).'),
-    'ouvinte_spool_mudancas': (GAUGE, 'binlog: mudanças no spool esperando entrega.'),
-    'ouvinte_spool_bytes': (GAUGE, 'binlog: bytes do spool no disco.'),
+        GAUGE, 'binlog/slot_logico: segundos atrás da origem (hora do último evento lido do log).'),
+    'ouvinte_spool_mudancas': (GAUGE, 'binlog/slot_logico: mudanças no spool esperando entrega.'),
+    'ouvinte_spool_bytes': (GAUGE, 'binlog/slot_logico: bytes do spool no disco.'),
     'ouvinte_spool_mais_velha_segundos': (
-        GAUGE, 'binlog: idade da mudança mais velha ainda não entregue.'),
-    'ouvinte_captura_pausada': (GAUGE, 'binlog: 1 se a captura pausou (spool cheio).'),
+        GAUGE, 'binlog/slot_logico: idade da mudança mais velha ainda não entregue.'),
+    'ouvinte_captura_pausada': (GAUGE, 'binlog/slot_logico: 1 se a captura pausou (spool cheio).'),
     'ouvinte_captura_critica': (
         GAUGE, 'binlog/slot_logico: 1 se a posição do log foi perdida (apagada; o slot'
                ' invalidado, apagado ou movido) e a varredura ainda não rodou.'),

@@ -507,14 +507,14 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
     if not vivos:
         v.anotar(ALERTA, 'nenhum dataset ao vivo (só a varredura leva dado)')
 
-    # -- a captura por log (`binlog`): posicao apagada, spool cheio ----------------
+    # -- a captura por log (`binlog`, `slot_logico`): posicao perdida, spool cheio -
     bruto = status.get('captura')
     captura: Mapping[str, Any] = bruto if isinstance(bruto, dict) else {}
     if captura.get('critico'):
         v.anotar(CRITICO, _limpo(captura['critico']))
     if captura.get('pausada'):
-        v.anotar(CRITICO, 'captura do log pausada: spool cheio (%s mudanca(s))'
-                 % captura.get('spool_itens'))
+        # A recusa do spool inteira: quanto, o que a pausa custa na origem e o conserto.
+        v.anotar(CRITICO, 'captura do log pausada: %s' % _limpo(captura['pausada']))
     # O `slot_logico`: o WAL que o slot segura no disco do cliente.
     wal = _numero(captura.get('wal_retido_bytes'))
     if wal is not None and wal >= limites.wal_alerta:

@@ -237,14 +237,12 @@ class CapturaBinlog(CapturaPeloSpool):
     def _gtid_atual(self) -> str:
         return str(self._sql('SELECT @@gtid_binlog_pos')[0][0] or '')
 
-    def _bombear(self, alvos: list[DatasetVivo]) -> None:
+    def _bombear(self) -> None:
         if self._leitor is not None and time.monotonic() - self._esperou < _SEM_ESPERA:
             return              # a espera do laco (esperar_mudanca) le o log agora
         if time.monotonic() - self._bombeado < _INTERVALO_BOMBA:
             return
         self._bombeado = time.monotonic()
-        if not self._tabelas:
-            self._mapear(alvos)
         if self.gtid is None:
             # Primeira subida: a posição ANTES de tudo; a carga é da varredura.
             self._posicao['gtid'] = self._gtid_atual()
@@ -503,7 +501,7 @@ class CapturaBinlog(CapturaPeloSpool):
 
     def _mudancas(self, alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: str,
                   gtid: str, quando: float) -> list[Mudanca]:
-        recorte = self._recorte(alvo)
+        recorte = alvo.escopo
         chaves: dict[str, Mudanca] = {}
         for imagem in imagens:
             valor = imagem.get(alvo.chave or '')
@@ -560,7 +558,7 @@ class CapturaBinlog(CapturaPeloSpool):
         if alvo.nome not in todos:
             self._mapear(list(todos.values()) + [alvo])
             self._fechar_leitor()       # o leitor continuo filtra pelas tabelas de antes
-        self._bombear([alvo])
+        self._bombear()
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
         return self._gtid_atual()

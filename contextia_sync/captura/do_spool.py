@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from contextia_sync import mapeamento, padroes
+from contextia_sync import padroes
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao
 from contextia_sync.escopos import texto_escopo
@@ -95,7 +95,6 @@ class CapturaPeloSpool:
         self.estado = estado
         self.maximo = maximo
         self.pasta = os.path.dirname(os.path.abspath(estado.caminho))
-        self._mapa: dict[str, Any] = {}
         self._spool: Spool | None = None
         self._tabelas: dict[tuple[str, str], list[DatasetVivo]] = {}
         self._bombeado = 0.0
@@ -103,13 +102,6 @@ class CapturaPeloSpool:
         self.atraso_s: float | None = None
         self.pausada: str | None = None
         self._posicao = ler_posicao(self._caminho_posicao(), self._recusa_da_posicao)
-
-    def usar_mapa(self, mapa: dict[str, Any]) -> None:
-        """O mapeamento inteiro: a `scope_column` pode vir do `defaults`."""
-        self._mapa = mapa
-
-    def _recorte(self, alvo: DatasetVivo) -> str | None:
-        return mapeamento.coluna_de_recorte(self._mapa, alvo.row)
 
     def _caminho_posicao(self) -> str:
         return os.path.join(self.pasta, self.ARQUIVO_POSICAO)
@@ -145,7 +137,7 @@ class CapturaPeloSpool:
     def ler(self, alvo: DatasetVivo) -> Leitura:
         self._bombear_para(alvo)
         return leitura_do_spool(self.origem, alvo, self._teto.tomar(
-            self.spool, alvo.nome, self.maximo), self._recorte(alvo))
+            self.spool, alvo.nome, self.maximo), alvo.escopo)
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         """

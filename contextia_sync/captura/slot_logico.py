@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from contextia_sync import mapeamento, padroes
+from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura
 from contextia_sync.captura.do_spool import CapturaPeloSpool
 from contextia_sync.erros import ErroConfiguracao
@@ -300,8 +300,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
         self.medido: dict[str, Any] = {}
 
     def usar_mapa(self, mapa: dict[str, Any]) -> None:
-        """O mapeamento inteiro: o nome do slot (o cliente) e a `scope_column` herdada."""
-        super().usar_mapa(mapa)
+        """O mapeamento inteiro: o nome do slot (o `client`)."""
         self.slot = nome_do_slot(mapa)
 
     # -- o arquivo da posição --------------------------------------------------
@@ -350,7 +349,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
             if problemas:
                 return problemas
             problemas += self._conferir_slot(conn)
-            problemas += conferir_tabelas(conn, self._tabelas, self._recorte, self.slot)
+            problemas += conferir_tabelas(conn, self._tabelas, lambda a: a.escopo, self.slot)
         except psycopg.OperationalError:
             self._fechar_conexao()
             return problemas            # fora do ar agora: confere de novo na leitura
@@ -387,6 +386,8 @@ class CapturaSlotLogico(CapturaPeloSpool):
         import psycopg
         try:
             self._bombear_conectado()
+            # O slot respondeu: a espera entre os ciclos volta a olhá-lo.
+            self._espera_falhou = False
         except (psycopg.errors.UndefinedObject, psycopg.errors.ObjectNotInPrerequisiteState) \
                 as erro:
             # O slot sumiu ou foi invalidado entre a medida e o peek.
@@ -503,7 +504,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
         tipos = dict(relacao.colunas)
         evento = {'I': 'insert', 'U': 'update', 'D': 'delete'}[mensagem.tipo]
         for alvo in alvos:
-            recorte = self._recorte(alvo)
+            recorte = alvo.escopo
             chave_col = alvo.chave or ''
             for imagem in mensagem.imagens:
                 linha = dict(zip(nomes, imagem, strict=False))
@@ -601,7 +602,8 @@ class CapturaSlotLogico(CapturaPeloSpool):
         perdido = (self._posicao.get('perdido') or {}).get('aguardando_slot')
         if self.lsn is None or perdido or self.pausada or not self._tabelas \
                 or self._espera_falhou:
-            self._espera_falhou = False      # o ciclo seguinte tenta de novo
+            # (Depois de uma falha, só a bomba do ciclo seguinte tenta de novo: um
+            # aviso por ciclo com a origem fora, não um a cada pedaço da espera.)
             time.sleep(max(0.0, prazo - time.monotonic()))
             return False
         antes = self.guardadas
@@ -801,8 +803,7 @@ def criar_slot(mapa: dict[str, Any], alvos: list[DatasetVivo]) -> list[str]:
                          ' até o ouvinte consumir' % (slot, lsn, PLUGIN))
         else:
             feito.append('slot %s já existe (em %s): nada mudou' % (slot, atual['confirmado']))
-        problemas = conferir_tabelas(conn, tabelas, lambda a: mapeamento.coluna_de_recorte(
-            mapa, a.row), slot)
+        problemas = conferir_tabelas(conn, tabelas, lambda a: a.escopo, slot)
     feito.append('Proteção do disco do cliente: peça ao DBA `ALTER SYSTEM SET'
                  ' max_slot_wal_keep_size = \'<ex.: 20GB>\'; SELECT pg_reload_conf();`'
                  ' (PostgreSQL 13+): acima disso o banco invalida o slot em vez de encher o'

@@ -1,12 +1,12 @@
 """
-O spool da captura por log (`binlog`): as mudanças lidas do log ficam aqui,
-no disco, antes de ir ao Contextia.
+O spool da captura por log (`binlog`, `slot_logico`): as mudanças lidas do log
+ficam aqui, no disco, antes de ir ao Contextia.
 
 Por que existe: o log tem de ser consumido mesmo com o Contextia fora do ar,
-senão a posição envelhece além da retenção (o MariaDB apaga o binlog) e o
-ouvinte não sabe mais o que perdeu. Então a leitura do log e a entrega se
-separam: a leitura põe aqui e só então grava a posição; a entrega tira daqui e
-só apaga depois que o intake confirmou.
+senão a posição envelhece além da retenção (o MariaDB apaga o binlog) ou o
+slot retém WAL no disco do cliente, e o ouvinte não sabe mais o que perdeu.
+Então a leitura do log e a entrega se separam: a leitura põe aqui e só então
+grava a posição; a entrega tira daqui e só apaga depois que o intake confirmou.
 
 É a fila de `diretorio.py` (o seed 004), a mesma em que a quarentena mora --
 um mecanismo, não dois:
@@ -330,7 +330,7 @@ class Spool:
             try:
                 gravados = self._fila.por_lote(lote)
             except ErroFilaCheia as cheia:
-                raise self._cheio(cheia.itens, cheia.ocupados, 0) from None
+                raise self._cheio(len(self._onde), cheia.ocupados, 0) from None
             for (caminho, _), (chave, dataset, identidades), (_, texto) in zip(
                     gravados, registros, lote, strict=True):
                 meta = ItemDaFila(caminho, PRONTO, int(caminho.name.split('-', 1)[0]), chave,

@@ -99,7 +99,7 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     captura = criar_captura(nome_estrategia, origem=origem, estado=estado,
                             folga=args.folga, maximo=args.maximo_por_ciclo,
                             reconciliacao=opcoes)
-    # O `binlog` precisa do mapeamento inteiro (a scope_column herdada do defaults).
+    # O `slot_logico` tira do mapeamento inteiro o nome do slot (o `client`).
     usar_mapa = getattr(captura, 'usar_mapa', None)
     if callable(usar_mapa):
         usar_mapa(mapa)

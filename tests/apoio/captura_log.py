@@ -7,9 +7,10 @@ contextia_sync/fila/spool.py), o que está no Contextia sem duplicata, a parada.
 import json
 import os
 import signal
+import time
 
 from contextia_sync.intake import cliente
-from tests.apoio.ouvinte import DATASET
+from tests.apoio.ouvinte import DATASET, esperar
 
 
 def arquivos_do_spool(ouvinte, *estados):
@@ -59,11 +60,11 @@ def escoa_em_ciclos_seguidos(ouvinte, escopo, ids, prazo):
     --intervalo-dados de 10 min: `ids` no Contextia em `prazo` s e o spool vazio só
     se o lote no teto entregue acorda o ciclo seguinte (captura/do_spool.py: TetoDoSpool).
     """
-    from tests.apoio.ouvinte import esperar
     processo = ouvinte.iniciar('--intervalo-dados=600', '--maximo-por-ciclo=20')
     try:
         esperar(lambda: ids <= ids_sem_duplicata(ouvinte, escopo), prazo, passo=1)
-        assert not arquivos_do_spool(ouvinte)
+        # O arquivo entregue sai do spool no `confirmar`, logo depois da entrega.
+        esperar(lambda: not arquivos_do_spool(ouvinte), 10)
     finally:
         parar(processo)
 
@@ -73,7 +74,6 @@ def insert_update_delete_e_troca_de_empresa(ouvinte):
     Com a captura de pé: insert, update, delete e a linha que troca de empresa
     chegam (ela chega à nova e SAI da antiga), igual pelo binlog e pelo slot.
     """
-    from tests.apoio.ouvinte import esperar
     o = ouvinte
     e0, e1 = o.erp.escopos
     # Todo dataset com `key` fica ao vivo, com ou sem coluna de mudança.
@@ -95,9 +95,7 @@ def acorda_no_log_e_sai_no_sigterm(ouvinte, posicao_gravada):
     Com --intervalo-dados de 10 min, só a espera que olha o log entrega em segundos;
     bloqueado nela, o SIGTERM ainda sai em segundos e com código 0.
     """
-    import time
 
-    from tests.apoio.ouvinte import esperar
     o = ouvinte
     e0 = o.erp.escopos[0]
     processo = o.iniciar('--intervalo-dados=600')
