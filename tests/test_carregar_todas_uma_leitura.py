@@ -152,6 +152,7 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
     destino: tuple[str, int] = ('127.0.0.1', 0)
     chave_ruim = ''
+    status_ruim = 500
     recusados = 0
     maior_lote = 0
     """O maior número de registros num POST de intake que passou por aqui."""
@@ -169,8 +170,8 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
         if self.path.startswith('/api/v1/intake') and self.chave_ruim and \
                 self.chave_ruim in (self.headers.get('Authorization') or ''):
             type(self).recusados += 1
-            resposta = b'{"detail": "falha injetada: 500 so para esta empresa"}'
-            self.send_response(500)
+            resposta = b'{"detail": "falha injetada: %d so para esta empresa"}' % self.status_ruim
+            self.send_response(self.status_ruim)
             self.send_header('Content-Type', 'application/json')
             self.send_header('Content-Length', str(len(resposta)))
             self.end_headers()
@@ -220,7 +221,7 @@ def test_500_so_para_uma_empresa_nao_fecha_ela_e_as_outras_fecham(tmp_path, chav
     erp.executar('DELETE FROM {TITULOS} WHERE {ID} % 5 = 0')
     restantes = {e: erp.titulos(e) for e in (e0, e1)}
 
-    # A PRIMEIRA empresa da leitura leva 500 em todo lote: a segunda vem depois dela.
+    # A empresa e0 leva 500 em todo lote (a leitura sem ordem mistura as duas): e1 fecha.
     filtro.chave_ruim = chaves[e0]
     codigo, saida = carregar_todas(erp, mapa, arquivo, CONTEXTIA_URL=filtro.url,
                                    CONTEXTIA_EXECUCAO='com-500')
@@ -430,3 +431,75 @@ def test_registro_pronto_recusado_sozinho_diz_a_key_e_a_coluna(fabrica_contextia
     [erro] = resultado.erros
     assert 'ID=1' in erro and "'CORPO'" in erro and 'SOZINHO' in erro
     assert [r['ID'] for r in cliente.ler_registros('anexos', chave)] == [2]
+
+
+def test_defeito_fora_da_leitura_nao_e_dito_como_leitura_que_caiu(fabrica_de_bancos, tmp_path,
+                                                                  chave_contextia,
+                                                                  ambiente_contextia,
+                                                                  monkeypatch):
+    # A origem leu bem; quebrou a repartição (um defeito do SDK, simulado aqui):
+    # nada fecha, e a mensagem não manda o operador investigar o banco.
+    from contextia_sync.carga import todas
+    from contextia_sync.mapeamento import carregar_mapeamento
+    from contextia_sync.origem import carregar_origem
+
+    banco = fabrica_de_bancos('sqlite')
+    banco.executar('CREATE TABLE poucas (id INTEGER PRIMARY KEY, empresa_id INTEGER)')
+    banco.executar('INSERT INTO poucas VALUES (:i, :e)', [{'i': g, 'e': 1 + g % 2}
+                                                         for g in range(20)])
+    mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=5, datasets=[
+        {'dataset': 'poucas', 'source_object': 'poucas', 'columns': ['id', 'empresa_id'],
+         'key': 'id', 'scope_column': 'empresa_id', 'watch_column': None}]))
+    monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
+    monkeypatch.setenv('CONTEXTIA_URL', ambiente_contextia.url)
+
+    def quebrado(self, buffer):
+        raise KeyError('defeito simulado')
+    monkeypatch.setattr(todas._Reparticao, '_despachar', quebrado)
+    origem = carregar_origem('generic')
+    origem.conectar()
+    try:
+        lista = [todas.Empresa(e, chave=chave_contextia(e)) for e in ('1', '2')]
+        leitura = todas.carregar_dataset_todas(mapa, mapa['datasets'][0], origem, lista)
+    finally:
+        origem.fechar()
+    assert leitura.erro and 'defeito simulado' in leitura.erro
+    for empresa in lista:
+        resultado = empresa.resultados[0]
+        assert not resultado.ok and 'defeito do SDK' in resultado.erro
+        assert 'caiu' not in resultado.erro and 'nada removido' in resultado.erro
+
+
+def test_chave_recusada_no_meio_da_leitura_tira_so_a_empresa(fabrica_de_bancos, tmp_path,
+                                                            chave_contextia, filtro,
+                                                            monkeypatch):
+    # O Contextia passa a recusar a chave de uma empresa (401) com a leitura em
+    # curso: ela fica sem complete e marcada como recusada (os datasets seguintes
+    # não a tentam); a outra fecha.
+    from contextia_sync.carga import todas
+    from contextia_sync.mapeamento import carregar_mapeamento
+    from contextia_sync.origem import carregar_origem
+
+    banco = fabrica_de_bancos('sqlite')
+    banco.executar('CREATE TABLE duas (id INTEGER PRIMARY KEY, empresa_id INTEGER)')
+    banco.executar('INSERT INTO duas VALUES (:i, :e)', [{'i': g, 'e': 1 + g % 2}
+                                                       for g in range(60)])
+    mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=5, datasets=[
+        {'dataset': 'duas', 'source_object': 'duas', 'columns': ['id', 'empresa_id'],
+         'key': 'id', 'scope_column': 'empresa_id', 'watch_column': None}]))
+    monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
+    monkeypatch.setenv('CONTEXTIA_URL', filtro.url)
+    chaves = {e: chave_contextia(e) for e in ('1', '2')}
+    filtro.chave_ruim, filtro.status_ruim = chaves['1'], 401
+    origem = carregar_origem('generic')
+    origem.conectar()
+    try:
+        lista = [todas.Empresa(e, chave=chaves[e]) for e in ('1', '2')]
+        leitura = todas.carregar_dataset_todas(mapa, mapa['datasets'][0], origem, lista)
+    finally:
+        origem.fechar()
+    assert leitura.erro is None and filtro.recusados >= 1
+    recusada, outra = lista
+    assert recusada.recusa and not recusada.resultados[0].ok
+    assert 'complete NÃO enviado' in recusada.resultados[0].erro
+    assert outra.resultados[0].ok and no_servidor(chaves['2'])['duas'] == 30

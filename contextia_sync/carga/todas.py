@@ -4,7 +4,9 @@ connector (`connector.py --todas`, o que o carregar-todas.sh roda): UMA leitura
 por dataset, repartida para a chave de cada empresa.
 
 Antes eram um processo e D leituras por empresa (D×S leituras para S
-empresas); agora, um processo e D leituras. O que continua por empresa:
+empresas); agora, um processo e D leituras (mais, com o progresso ligado --
+o `connector.py` sempre o liga --, um `COUNT(*)` por dataset para o total e a
+estimativa, como na carga de uma empresa). O que continua por empresa:
 
   * o `sync` dela e o `complete` dela, com o teto de remoção dela: cada empresa
     é um projeto, e o servidor confere o teto contra o dataset daquele projeto;
@@ -255,7 +257,11 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
     def ler() -> tuple[Iterator[Any], Mapping[str, str] | None]:
         """A leitura do dataset, de todas as empresas, sem ordem nem filtro."""
         leitura.leituras += 1
-        linhas = origem.fetch(row['source_object'], row['columns'])
+        try:
+            linhas = origem.fetch(row['source_object'], row['columns'])
+        except BaseException as erro:
+            erros.erro = erro               # a consulta nem abriu: a leitura caiu
+            raise
         # Os tipos do resultado (so o adaptador generico os da): um conversor por coluna.
         familias = getattr(origem, 'familias', lambda _linhas: None)(linhas)
         contadas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso, total)
@@ -319,13 +325,23 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
     except Exception as erro:                   # noqa: BLE001 - vira o erro de cada empresa
         leitura.linhas = contador[0]
         leitura.erro = '%s: %s' % (type(erro).__name__, erro)
+        caiu = erros.erro is not None
         for resultado in resultados.values():
             if not resultado.ok and resultado.erro is None:
-                resultado.erro = (
-                    'a leitura de %s caiu depois de %d linha(s) (%s): complete NÃO enviado'
-                    ' em nenhuma empresa, nada removido' % (row['source_object'],
-                                                            contador[0], leitura.erro))
-                resultado.motivo = 'a leitura caiu: %s' % leitura.erro
+                if caiu:
+                    resultado.erro = (
+                        'a leitura de %s caiu depois de %d linha(s) (%s): complete NÃO'
+                        ' enviado em nenhuma empresa, nada removido'
+                        % (row['source_object'], contador[0], leitura.erro))
+                    resultado.motivo = 'a leitura caiu: %s' % leitura.erro
+                else:
+                    # Nem a origem nem o envio de uma empresa: um defeito do SDK.
+                    resultado.erro = (
+                        'a carga de %s parou depois de %d linha(s) lidas, fora da leitura'
+                        ' e do envio (%s): complete NÃO enviado nesta empresa, nada'
+                        ' removido. É um defeito do SDK: relate com este log; o próximo'
+                        ' ciclo tenta de novo.' % (nome, contador[0], leitura.erro))
+                    resultado.motivo = 'a carga parou: %s' % leitura.erro
     finally:
         leitura.segundos = time.monotonic() - inicio
         for escopo, resultado in resultados.items():
@@ -352,12 +368,6 @@ class _Descarte:
 
     def __init__(self) -> None:
         self.linhas = 0
-
-    def append(self, _linha: Any) -> None:
-        self.linhas += 1
-
-    def __len__(self) -> int:
-        return 0
 
 
 # Quantos valores crus da coluna de escopo a repartição lembra (valor -> empresa).
@@ -486,8 +496,10 @@ class _Reparticao:
         finally:
             if pool is not None:
                 # A leitura caiu: os lotes em voo terminam (partes de um sync que
-                # nunca sera completado: inofensivos), sem esperar mais nada.
+                # nunca sera completado: inofensivos), sem esperar mais nada -- e as
+                # respostas deles contam (a chave recusada no meio fica na empresa).
                 pool.shutdown(wait=True)
+                self._colher(todos=True)
             self._somar(leitura)
         for escopo in self.ativas:
             if escopo in self.falhas or self.resultados[escopo].erro is not None:
@@ -635,6 +647,9 @@ def _falhou(empresa: Empresa, resultado: ResultadoCarga, erro: Exception) -> Non
     if isinstance(erro, cliente.ErroAutenticacao):
         # A chave caiu no meio (revogada?): nenhum dataset seguinte passaria.
         empresa.recusa = str(erro)
+    if resultado.erro is not None:
+        return                              # a primeira causa fica (ela diz o conserto)
+    if isinstance(erro, cliente.ErroAutenticacao):
         resultado.erro = '%s -- complete NÃO enviado, nada removido' % erro
         resultado.motivo = 'chave recusada pelo Contextia'
     else:
@@ -709,7 +724,9 @@ def linha_da_leitura(leitura: LeituraDoDataset, empresas: int) -> str:
     if leitura.lotes_incompletos:
         # Lotes menores que o chunk: mais pedidos. Muitas empresas para o teto.
         texto += ('; %d de %d lote(s) saíram antes do chunk (teto de %d linhas nos buffers'
-                  ' por empresa, padroes.LINHAS_REPARTIDAS)' % (
+                  ' por empresa, somados, padroes.LINHAS_REPARTIDAS): nada se perdeu, só'
+                  ' houve mais pedidos ao Contextia; com muitas empresas, um `chunk` menor'
+                  ' no mapeamento mantém os lotes cheios' % (
                       leitura.lotes_incompletos, leitura.lotes, leitura.teto))
     if leitura.erro:
         texto += ' -- A LEITURA CAIU: %s' % leitura.erro

@@ -68,12 +68,13 @@ def _fechar(origem: ModuleType) -> None:
 
 
 def _conferir_destino() -> None:
-    """O Contextia de destino: definido (sem padrão) e aceitável (transporte.conferir_destino)."""
+    """O Contextia de destino: definido (sem padrão) e aceitável (cliente.conferir_destino)."""
     from contextia_sync.intake import cliente
     if not cliente.url_destino():
         raise ErroConfiguracao(
             'falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).'
-            ' Não há padrão: um padrão mandaria os dados para outro cliente.')
+            ' Não há padrão: um padrão mandaria os dados para outro cliente.'
+            ' Defina CONTEXTIA_URL=https://<instalação> no ambiente do serviço.')
     cliente.conferir_destino()
 
 

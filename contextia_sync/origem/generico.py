@@ -496,8 +496,7 @@ class Origem:
     def fetch(self, source_object: str, columns: Sequence[str],
               scope: Sequence[Any] | None = None,
               since: Sequence[Any] | None = None,
-              chaves: Sequence[Any] | None = None,
-              ordem: str | None = None) -> Linhas:
+              chaves: Sequence[Any] | None = None) -> Linhas:
         """
         As linhas como dicts (chaves = nomes de `columns`), em streaming.
 
@@ -505,9 +504,6 @@ class Origem:
         saem já na chamada); as linhas vem a medida que o laço pede, em lotes
         de `linhas_por_lote`: a memória não cresce com o tamanho da view.
         `chaves=(coluna, [valores])` lê só essas linhas (`coluna IN (...)`).
-        `ordem` (uma coluna: a de escopo, na carga de todas as empresas) põe as
-        linhas em ordem dela, texto em ordem binária (origem/conjunto.py): cada
-        empresa vem junta, sem a collation do banco decidir caixa e espaços.
         """
         nomes = validado(filtro.validar_colunas, columns)
         plano = validado(filtro.plano, scope, since, chaves)
@@ -520,11 +516,6 @@ class Origem:
             lidas = nomes + [scope[0]] if scope is not None else nomes
             sql, lidas, posicoes, reais = consulta_fetch(objeto, lidas, scope, since,
                                                          self.dialeto, chaves)
-            if ordem is not None:
-                from contextia_sync.origem.conjunto import ordem_binaria
-                validado(filtro.validar_nome, ordem, 'scope_column')
-                sql = sql.order_by(ordem_binaria(objeto.coluna(ordem, 'scope_column'),
-                                                 self.dialeto))
             if scope is not None:
                 alvo = valor_do_escopo(objeto, scope)[1]
                 conferir = (posicoes[-1], alvo, texto_escopo(alvo))
@@ -827,11 +818,9 @@ def _origem() -> Origem:
 
 
 def fetch(source_object: str, columns: Sequence[str], scope: Sequence[Any] | None = None,
-          since: Sequence[Any] | None = None, chaves: Sequence[Any] | None = None,
-          ordem: str | None = None) -> Linhas:
+          since: Sequence[Any] | None = None, chaves: Sequence[Any] | None = None) -> Linhas:
     """As linhas como dicts, em streaming (ver `Origem.fetch`)."""
-    return _origem().fetch(source_object, columns, scope=scope, since=since, chaves=chaves,
-                           ordem=ordem)
+    return _origem().fetch(source_object, columns, scope=scope, since=since, chaves=chaves)
 
 
 def familias(linhas: Any) -> dict[str, str] | None:
