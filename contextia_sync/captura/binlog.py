@@ -575,6 +575,9 @@ class CapturaBinlog(CapturaPeloSpool):
         return {
             'estrategia': self.nome, 'posicao': self.gtid, **self._status_do_spool(),
             'critico': ('posição do binlog apagada (desde %s): datasets %s esperam a'
-                        ' varredura' % (expirada.get('desde'), ', '.join(expirada['datasets'])))
+                        ' varredura; rode o ouvinte com --varrer-agora (ou espere a'
+                        ' varredura agendada) e peça ao DBA uma retenção maior'
+                        ' (binlog_expire_logs_seconds) que a maior parada do ouvinte'
+                        % (expirada.get('desde'), ', '.join(expirada['datasets'])))
             if expirada else None,
         }
