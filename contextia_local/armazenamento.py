@@ -503,22 +503,33 @@ class Banco:
     def _gravar_em_bloco(con: sqlite3.Connection, projeto_id: int, dataset: str, versao: int,
                          sync_id: str | None, lote: Lote, vazio: bool) -> dict[str, int]:
         """
-        O lote sem key repetida: um INSERT de muitas linhas por vez que pula o
-        que já existe (ON CONFLICT DO NOTHING); só se algum já existia, ele é
-        lido -- o que tem outra versão que a deste lote -- e os iguais são
-        tocados por um UPDATE por id, os mudados pelo id. Perguntar antes o que
-        existe custava, na carga nova, uma busca no índice por registro a mais.
+        O lote sem key repetida. Na carga nova, um INSERT de muitas linhas por vez
+        que pula o que já existe (ON CONFLICT DO NOTHING); só se algum já existia,
+        ele é lido -- o que tem outra versão que a deste lote. No reenvio (o
+        primeiro registro do lote já existe: a carga de todo dia), o que existe é
+        lido ANTES e só o novo é inserido: uma busca no índice por registro, não
+        duas (1,5× mais rápido no reenvio, medido em `gravar_lote`; perguntar
+        antes na carga nova custaria a busca a mais). Os iguais são tocados por
+        um UPDATE por id, os mudados pelo id.
         """
         idents, corpos = lote.idents, lote.corpos
-        inseridos = _inserir(con, (projeto_id, dataset, versao, sync_id), idents, lote.hashes,
-                             corpos, pular_existentes=not vazio)
-        if inseridos == len(idents):
-            return {'inserted': inseridos, 'updated': 0, 'duplicates': 0}
+        constantes = (projeto_id, dataset, versao, sync_id)
         posicoes = {ident: posicao for posicao, ident in enumerate(idents)}
+        if not vazio and _existentes(con, projeto_id, dataset, idents[:1]):
+            existentes = _existentes(con, projeto_id, dataset, posicoes)
+            novos = [posicao for posicao, ident in enumerate(idents) if ident not in existentes]
+            inseridos = _inserir(con, constantes, [idents[p] for p in novos],
+                                 [lote.hashes[p] for p in novos] if lote.hashes else None,
+                                 [corpos[p] for p in novos], pular_existentes=True)
+        else:
+            inseridos = _inserir(con, constantes, idents, lote.hashes, corpos,
+                                 pular_existentes=not vazio)
+            if inseridos == len(idents):
+                return {'inserted': inseridos, 'updated': 0, 'duplicates': 0}
+            existentes = _existentes(con, projeto_id, dataset, posicoes, fora_da_versao=versao)
         atualizar: list[tuple[Any, ...]] = []
         tocar: list[int] = []
-        for ident, (guardado, rowid) in _existentes(con, projeto_id, dataset, posicoes,
-                                                    fora_da_versao=versao).items():
+        for ident, (guardado, rowid) in existentes.items():
             posicao = posicoes[ident]
             if guardado == corpos[posicao]:
                 tocar.append(rowid)

@@ -343,3 +343,24 @@ def test_leitura_depois_do_lote_sem_espera_volta_a_esperar_a_trava(tmp_path):
         espera = con.execute('PRAGMA busy_timeout').fetchone()[0]
     assert espera == armazenamento.ESPERA_DA_TRAVA * 1000
     banco.fechar()
+
+
+def test_reenvio_le_antes_e_conta_igual_mudado_e_novo(tmp_path):
+    # O primeiro do lote já existe (o reenvio de todo dia): lido antes, só o novo
+    # inserido; as contagens e o guardado são os de sempre.
+    banco = Banco(str(tmp_path))
+    projeto = banco.criar_projeto('x', None)['id']
+    primeiro = [{'ID': 1, 'V': 'a'}, {'ID': 2, 'V': 'b'}]
+    assert banco.receber_lote(projeto, {'dataset': 'd', 'key': 'ID', 'records': primeiro}
+                              )['inserted'] == 2
+    segundo = [{'ID': 1, 'V': 'a'}, {'ID': 2, 'V': 'B'}, {'ID': 3, 'V': 'c'}]
+    contagens = banco.receber_lote(projeto, {'dataset': 'd', 'key': 'ID', 'records': segundo})
+    assert (contagens['inserted'], contagens['updated'], contagens['duplicates']) == (1, 1, 1)
+    sem_key = banco.receber_lote(projeto, {'dataset': 's', 'records': primeiro})
+    assert sem_key['inserted'] == 2
+    de_novo = banco.receber_lote(projeto, {'dataset': 's', 'records': primeiro + [{'ID': 9}]})
+    assert (de_novo['inserted'], de_novo['duplicates']) == (1, 2)
+    pagina = banco.pagina_de_registros(projeto, 'd', 0, 10)
+    assert sorted((r['ID'], r['V']) for r in pagina['records']) == [
+        (1, 'a'), (2, 'B'), (3, 'c')]
+    banco.fechar()
