@@ -433,6 +433,33 @@ def test_registro_pronto_recusado_sozinho_diz_a_key_e_a_coluna(fabrica_contextia
     assert [r['ID'] for r in cliente.ler_registros('anexos', chave)] == [2]
 
 
+def _duas_empresas_sqlite(fabrica_de_bancos, tmp_path, linhas, url, chaves, monkeypatch):
+    """
+    Uma tabela SQLite com `linhas` linhas das empresas 1 e 2 (intercaladas),
+    chunk 5, lida pela carga de todas as empresas contra `url`: (leitura, empresas).
+    """
+    from contextia_sync.carga import todas
+    from contextia_sync.mapeamento import carregar_mapeamento
+    from contextia_sync.origem import carregar_origem
+
+    banco = fabrica_de_bancos('sqlite')
+    banco.executar('CREATE TABLE duas (id INTEGER PRIMARY KEY, empresa_id INTEGER)')
+    banco.executar('INSERT INTO duas VALUES (:i, :e)', [{'i': g, 'e': 1 + g % 2}
+                                                       for g in range(linhas)])
+    mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=5, datasets=[
+        {'dataset': 'duas', 'source_object': 'duas', 'columns': ['id', 'empresa_id'],
+         'key': 'id', 'scope_column': 'empresa_id', 'watch_column': None}]))
+    monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
+    monkeypatch.setenv('CONTEXTIA_URL', url)
+    origem = carregar_origem('generic')
+    origem.conectar()
+    try:
+        lista = [todas.Empresa(e, chave=chaves[e]) for e in ('1', '2')]
+        return todas.carregar_dataset_todas(mapa, mapa['datasets'][0], origem, lista), lista
+    finally:
+        origem.fechar()
+
+
 def test_defeito_fora_da_leitura_nao_e_dito_como_leitura_que_caiu(fabrica_de_bancos, tmp_path,
                                                                   chave_contextia,
                                                                   ambiente_contextia,
@@ -440,29 +467,13 @@ def test_defeito_fora_da_leitura_nao_e_dito_como_leitura_que_caiu(fabrica_de_ban
     # A origem leu bem; quebrou a repartição (um defeito do SDK, simulado aqui):
     # nada fecha, e a mensagem não manda o operador investigar o banco.
     from contextia_sync.carga import todas
-    from contextia_sync.mapeamento import carregar_mapeamento
-    from contextia_sync.origem import carregar_origem
-
-    banco = fabrica_de_bancos('sqlite')
-    banco.executar('CREATE TABLE poucas (id INTEGER PRIMARY KEY, empresa_id INTEGER)')
-    banco.executar('INSERT INTO poucas VALUES (:i, :e)', [{'i': g, 'e': 1 + g % 2}
-                                                         for g in range(20)])
-    mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=5, datasets=[
-        {'dataset': 'poucas', 'source_object': 'poucas', 'columns': ['id', 'empresa_id'],
-         'key': 'id', 'scope_column': 'empresa_id', 'watch_column': None}]))
-    monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
-    monkeypatch.setenv('CONTEXTIA_URL', ambiente_contextia.url)
 
     def quebrado(self, buffer):
         raise KeyError('defeito simulado')
     monkeypatch.setattr(todas._Reparticao, '_despachar', quebrado)
-    origem = carregar_origem('generic')
-    origem.conectar()
-    try:
-        lista = [todas.Empresa(e, chave=chave_contextia(e)) for e in ('1', '2')]
-        leitura = todas.carregar_dataset_todas(mapa, mapa['datasets'][0], origem, lista)
-    finally:
-        origem.fechar()
+    chaves = {e: chave_contextia(e) for e in ('1', '2')}
+    leitura, lista = _duas_empresas_sqlite(fabrica_de_bancos, tmp_path, 20,
+                                           ambiente_contextia.url, chaves, monkeypatch)
     assert leitura.erro and 'defeito simulado' in leitura.erro
     for empresa in lista:
         resultado = empresa.resultados[0]
@@ -476,28 +487,10 @@ def test_chave_recusada_no_meio_da_leitura_tira_so_a_empresa(fabrica_de_bancos, 
     # O Contextia passa a recusar a chave de uma empresa (401) com a leitura em
     # curso: ela fica sem complete e marcada como recusada (os datasets seguintes
     # não a tentam); a outra fecha.
-    from contextia_sync.carga import todas
-    from contextia_sync.mapeamento import carregar_mapeamento
-    from contextia_sync.origem import carregar_origem
-
-    banco = fabrica_de_bancos('sqlite')
-    banco.executar('CREATE TABLE duas (id INTEGER PRIMARY KEY, empresa_id INTEGER)')
-    banco.executar('INSERT INTO duas VALUES (:i, :e)', [{'i': g, 'e': 1 + g % 2}
-                                                       for g in range(60)])
-    mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=5, datasets=[
-        {'dataset': 'duas', 'source_object': 'duas', 'columns': ['id', 'empresa_id'],
-         'key': 'id', 'scope_column': 'empresa_id', 'watch_column': None}]))
-    monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
-    monkeypatch.setenv('CONTEXTIA_URL', filtro.url)
     chaves = {e: chave_contextia(e) for e in ('1', '2')}
     filtro.chave_ruim, filtro.status_ruim = chaves['1'], 401
-    origem = carregar_origem('generic')
-    origem.conectar()
-    try:
-        lista = [todas.Empresa(e, chave=chaves[e]) for e in ('1', '2')]
-        leitura = todas.carregar_dataset_todas(mapa, mapa['datasets'][0], origem, lista)
-    finally:
-        origem.fechar()
+    leitura, lista = _duas_empresas_sqlite(fabrica_de_bancos, tmp_path, 60, filtro.url, chaves,
+                                           monkeypatch)
     assert leitura.erro is None and filtro.recusados >= 1
     recusada, outra = lista
     assert recusada.recusa and not recusada.resultados[0].ok
