@@ -13,15 +13,16 @@ envelope com `key` e `sync`) são postados, na mesma execução, a:
                         as contagens): o teto do HTTP nesta máquina
     servidor de hoje    o Contextia local do código de `--base DIR` (um checkout
                         do main anterior); sem `--base`, a linha sai da tabela
-    servidor novo       o Contextia local deste checkout
+    servidor novo       o Contextia local deste checkout; "N processos" é ele com
+                        `--processos N` (`--processos` deste bench, padrão 2)
 
 Cada destino é um processo novo, com um dataset novo por repetição (todo
 registro é `inserted`); o postador é um `http.client` com keep-alive, sem
 serializar nada no relógio. "1 em voo" é um lote de cada vez (a latência do
 servidor por lote); "4 em voo" são quatro conexões (o padrão da carga completa,
 `--lotes-em-voo`). A coluna "CPU do servidor" é o tempo de CPU (user+sys) do
-processo destino por 1 milhão de registros, lido em /proc: menos sensível à
-carga da máquina que o relógio.
+processo destino (com os filhos, em N processos) por 1 milhão de registros,
+lido em /proc: menos sensível à carga da máquina que o relógio.
 
 Depois, ponta a ponta: `enviar_dataset` (o caminho do `connector.py`, com
 `sync`, 4 em voo, gzip quando anunciado) dos mesmos registros ao sink e ao
@@ -115,13 +116,15 @@ def lotes_prontos(quantidade: int, chunk: int, dataset: str) -> list[bytes]:
 class Contextia:
     """`python -m contextia_local` do código em `codigo`, num processo próprio."""
 
-    def __init__(self, codigo: str, dados: str) -> None:
+    def __init__(self, codigo: str, dados: str, processos: int = 1) -> None:
         self.porta = porta_livre()
         self.url = 'http://127.0.0.1:%d' % self.porta
         ambiente = dict(os.environ, CONTEXTIA_ADMIN_TOKEN=TOKEN, PYTHONPATH=codigo)
+        # O código de antes (--base) não tem a opção: só vai quando pedida.
+        varios = ['--processos', str(processos)] if processos > 1 else []
         self.processo = subprocess.Popen(
             [sys.executable, '-m', 'contextia_local', '--porta', str(self.porta),
-             '--dados', dados, '--vigiar-pai', str(os.getpid())],
+             '--dados', dados, '--vigiar-pai', str(os.getpid()), *varios],
             cwd=codigo, env=ambiente, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         for _ in range(400):
             try:
@@ -145,13 +148,23 @@ class Contextia:
         return str(self._admin('/api/v1/admin/projetos/%d/chaves' % projeto['id'], {})['key'])
 
     def cpu(self) -> float:
-        with open('/proc/%d/stat' % self.processo.pid, encoding='ascii') as f:
-            campos = f.read().rsplit(')', 1)[1].split()
-        return (int(campos[11]) + int(campos[12])) / os.sysconf('SC_CLK_TCK')
+        """CPU (user+sys) do servidor: o processo e os filhos dele (`--processos`)."""
+        return sum(map(_cpu_de, [self.processo.pid, *_filhos(self.processo.pid)]))
 
     def parar(self) -> None:
         self.processo.terminate()
         self.processo.wait(10)
+
+
+def _cpu_de(pid: int) -> float:
+    with open('/proc/%d/stat' % pid, encoding='ascii') as f:
+        campos = f.read().rsplit(')', 1)[1].split()
+    return (int(campos[11]) + int(campos[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def _filhos(pid: int) -> list[int]:
+    with open('/proc/%d/task/%d/children' % (pid, pid), encoding='ascii') as f:
+        return [int(filho) for filho in f.read().split()]
 
 
 class DestinoSink:
@@ -224,32 +237,40 @@ def main() -> int:
     p.add_argument('--repeticoes', type=int, default=3)
     p.add_argument('--chunk', type=int, default=500)
     p.add_argument('--base', help='checkout do código de antes (o servidor de hoje)')
+    p.add_argument('--processos', type=int, default=2,
+                   help='processos do servidor novo nas linhas "N processos" (padrão 2;'
+                        ' 1 tira as linhas)')
     args = p.parse_args()
     print('carga da máquina no início: %s' % ' '.join(
         '%.2f' % x for x in os.getloadavg()), flush=True)
 
-    # (rótulo, fábrica do destino, em voo, gzip)
-    casos: list[tuple[str, str, int, bool]] = [('sink trivial', 'sink', 1, False)]
+    # (rótulo, fábrica do destino, em voo, gzip, processos do servidor)
+    casos: list[tuple[str, str, int, bool, int]] = [('sink trivial', 'sink', 1, False, 1)]
     if args.base:
-        casos.append(('servidor de hoje', os.path.abspath(args.base), 1, False))
-    casos += [('servidor novo', RAIZ, 1, False),
-              ('sink trivial, 4 em voo', 'sink', 4, False)]
+        casos.append(('servidor de hoje', os.path.abspath(args.base), 1, False, 1))
+    casos += [('servidor novo', RAIZ, 1, False, 1),
+              ('sink trivial, 4 em voo', 'sink', 4, False, 1)]
     if args.base:
-        casos.append(('servidor de hoje, 4 em voo', os.path.abspath(args.base), 4, False))
-    casos += [('servidor novo, 4 em voo', RAIZ, 4, False),
-              ('servidor novo, 4 em voo, gzip', RAIZ, 4, True)]
+        casos.append(('servidor de hoje, 4 em voo', os.path.abspath(args.base), 4, False, 1))
+    casos += [('servidor novo, 4 em voo', RAIZ, 4, False, 1),
+              ('servidor novo, 4 em voo, gzip', RAIZ, 4, True, 1)]
+    if args.processos > 1:
+        varios = ', %d processos' % args.processos
+        casos += [('servidor novo, 4 em voo' + varios, RAIZ, 4, False, args.processos),
+                  ('servidor novo, 4 em voo, gzip' + varios, RAIZ, 4, True, args.processos)]
     medidas: dict[str, list[tuple[float, float]]] = {c[0]: [] for c in casos}
     ponta: dict[str, list[float]] = {'ponta a ponta -> sink trivial (gzip)': [],
                                      'ponta a ponta -> servidor novo (gzip)': []}
     with tempfile.TemporaryDirectory(prefix='bench-intake-') as pasta:
         for volta in range(args.repeticoes):
             ordem = casos if volta % 2 == 0 else list(reversed(casos))
-            for rotulo, codigo, em_voo, comprimir in ordem:
-                dataset = 'bench_%d_%d' % (volta, casos.index((rotulo, codigo, em_voo,
-                                                               comprimir)))
+            for caso in ordem:
+                rotulo, codigo, em_voo, comprimir, processos = caso
+                dataset = 'bench_%d_%d' % (volta, casos.index(caso))
                 corpos = lotes_prontos(args.registros, args.chunk, dataset)
                 destino: Any = (DestinoSink() if codigo == 'sink' else
-                                Contextia(codigo, os.path.join(pasta, 'd%s' % dataset)))
+                                Contextia(codigo, os.path.join(pasta, 'd%s' % dataset),
+                                          processos))
                 try:
                     cpu = destino.cpu()
                     segundos = postar(destino, corpos, em_voo, comprimir)
@@ -257,7 +278,7 @@ def main() -> int:
                 finally:
                     destino.parar()
                 medidas[rotulo].append((segundos, cpu))
-                print('  [%d/%d] %-34s %9.0f registros/s  %5.2f s de CPU/1M' % (
+                print('  [%d/%d] %-46s %9.0f registros/s  %5.2f s de CPU/1M' % (
                     volta + 1, args.repeticoes, rotulo, args.registros / segundos,
                     cpu * 1e6 / args.registros), flush=True)
             for numero, rotulo in enumerate(ponta if volta % 2 == 0 else reversed(list(ponta))):
@@ -269,7 +290,7 @@ def main() -> int:
                 finally:
                     destino.parar()
                 ponta[rotulo].append(segundos)
-                print('  [%d/%d] %-34s %9.0f registros/s' % (
+                print('  [%d/%d] %-46s %9.0f registros/s' % (
                     volta + 1, args.repeticoes, rotulo, args.registros / segundos), flush=True)
 
     def taxa(segundos: list[float]) -> float:
@@ -291,6 +312,7 @@ def main() -> int:
     print('|---|---|---|---|---|---|')
     for rotulo, *_ in casos:
         sufixo = ', 4 em voo' if '4 em voo' in rotulo else ''
+        # As linhas de N processos contra o de hoje num processo: o que o operador ganha.
         sink = taxa_de('sink trivial' + sufixo)
         valor = taxa_de(rotulo)
         hoje = 'servidor de hoje' + sufixo

@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 
 def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -42,11 +43,26 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument('--sem-remove', action='store_true',
                    help='imita o Contextia de hoje: sem `remove` no envelope (capacidades'
                         ' anuncia remove=false e o campo recebe 422)')
+    p.add_argument('--processos', type=_positivo, default=PROCESSOS_PADRAO, metavar='N',
+                   help='processos que servem a porta (padrão %d). Num ensaio de carga,'
+                        ' 2 ou o número de núcleos: a gravação no SQLite é de um por vez,'
+                        ' o resto (ler o JSON, o HTTP) corre em paralelo. Não combina com'
+                        ' --falhas' % PROCESSOS_PADRAO)
     p.add_argument('--openapi', action='store_true',
                    help='imprime o documento OpenAPI e sai (e o docs/openapi.json)')
     p.add_argument('--vigiar-pai', type=int, default=None, metavar='PID',
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.processos > 1:
+        from contextia_local.distribuidor import suportado
+        if args.falhas:
+            p.error('--falhas guarda as falhas injetadas na memória de um processo: com'
+                    ' --processos %d o pedido que injeta e o lote que devia falhar cairiam'
+                    ' em processos diferentes. Use --processos 1 (o padrão) para injetar'
+                    ' falhas.' % args.processos)
+        problema = suportado()
+        if problema:
+            p.error('--processos %d: %s' % (args.processos, problema))
     args.admin_token = None
     if not args.openapi:
         if not args.dados:
@@ -68,6 +84,10 @@ class _RecusarTokenNaLinha(argparse.Action):
                      ' no ps (e em /proc/<pid>/cmdline) para todo usuário da máquina.'
                      ' Passe-o em CONTEXTIA_ADMIN_TOKEN ou num arquivo só seu'
                      ' (chmod 600) com --admin-token-arquivo ARQUIVO.')
+
+
+PROCESSOS_PADRAO = 1
+"""Um processo: a injeção de falhas (o uso de todo teste) vive na memória dele."""
 
 
 def _positivo(texto: str) -> int:
@@ -126,20 +146,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(openapi_json())
         return 0
     import uvicorn
-    if args.vigiar_pai:
-        threading.Thread(target=_vigiar_pai, args=(args.vigiar_pai,), daemon=True).start()
     config = Configuracao(dados=args.dados, admin_token=args.admin_token,
                           falhas=args.falhas,
                           max_registros_lote=args.max_registros_lote or MAX_REGISTROS_LOTE,
                           max_bytes_lote=args.max_bytes_lote or MAX_BYTES_LOTE,
                           remove=not args.sem_remove)
-    app = criar_app(config)
-    print('Contextia local em http://%s:%d  dados=%s  falhas=%s' % (
+    anuncio = 'Contextia local em http://%s:%d  dados=%s  falhas=%s' % (
         args.host, args.porta, os.path.abspath(args.dados),
-        'LIGADAS' if args.falhas else 'desligadas'), flush=True)
+        'LIGADAS' if args.falhas else 'desligadas')
+    if args.processos > 1:
+        return _em_varios_processos(args, config, anuncio)
+    if args.vigiar_pai:
+        threading.Thread(target=_vigiar_pai, args=(args.vigiar_pai,), daemon=True).start()
+    app = criar_app(config)
+    print(anuncio, flush=True)
     uvicorn.run(app, host=args.host, port=args.porta, log_level='warning',
                 access_log=False)
     return 0
+
+
+def _em_varios_processos(args: argparse.Namespace, config: Any, anuncio: str) -> int:
+    """`--processos N`: a porta aberta aqui, servida por N filhos (distribuidor.py)."""
+    import socket
+
+    import uvicorn
+
+    from contextia_local import distribuidor
+    from contextia_local.app import criar_app
+    from contextia_local.armazenamento import Banco
+    try:
+        familia = socket.getaddrinfo(args.host, args.porta, type=socket.SOCK_STREAM,
+                                     flags=socket.AI_PASSIVE)[0][0]
+        porta = socket.create_server((args.host, args.porta), family=familia,
+                                     backlog=BACKLOG)
+    except OSError as erro:
+        print('Contextia local: não consegui abrir %s:%d (%s). A porta está ocupada por'
+              ' outro processo? Escolha outra com --porta.' % (args.host, args.porta, erro),
+              file=sys.stderr, flush=True)
+        return 1
+    # O esquema criado uma vez, antes dos filhos (que abririam o banco novo juntos).
+    Banco(config.dados).fechar()
+
+    def servir_filho(canal: socket.socket) -> None:
+        servidor = uvicorn.Server(uvicorn.Config(criar_app(config), log_level='warning',
+                                                 access_log=False, backlog=BACKLOG))
+        servidor.run(sockets=[canal])
+
+    print('%s  processos=%d' % (anuncio, args.processos), flush=True)
+    vigiar = (lambda: _vigiar_pai(args.vigiar_pai)) if args.vigiar_pai else None
+    return distribuidor.servir(porta, args.processos, servir_filho, vigiar)
+
+
+BACKLOG = 2048
+"""A fila de conexões da porta (o padrão do uvicorn)."""
 
 
 if __name__ == '__main__':

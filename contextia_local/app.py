@@ -6,7 +6,9 @@ Rotas são `def` (não `async def`) de propósito: o SQLite e sincrono, e o
 FastAPI roda `def` num pool de threads -- o lock do `Banco` serializa as
 escritas entre elas. A exceção é o intake: o lote é preparado e gravado no
 próprio laço de eventos quando a trava de escrita está livre (o caso de quase
-todo lote), e só espera numa thread quando outra escrita a tem. Ir e voltar de
+todo lote); quando outra escrita a tem (outra thread, ou outro processo do
+mesmo servidor com `--processos`), só a espera vai a uma thread, e o lote é
+gravado no laço (`_gravar_no_laco`). Ir e voltar de
 uma thread custava mais que gravar um lote de 500, e as duas threads disputando
 o GIL a cada linha gravada (o sqlite3 solta o GIL a cada passo) custavam o dobro.
 Uma thread escritora dedicada (um executor de uma thread, o lote gravado lá
@@ -35,7 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from contextia_local import webhooks
-from contextia_local.armazenamento import Banco, BancoOcupado, ErroRegra
+from contextia_local.armazenamento import Banco, BancoOcupado, ErroRegra, Lote
 from contextia_local.compressao import MiddlewareDeCompressao
 from contextia_local.corpo import RegraDoCorpo, classe_de_rota
 from contextia_local.falhas import TIPOS, EstadoDeFalhas, MiddlewareDeFalhas
@@ -285,10 +287,7 @@ def criar_app(config: Configuracao) -> FastAPI:
                  'remove': envelope.remove}
         # Os registros simples já foram conferidos na leitura do corpo (corpo.py).
         lote = Banco.preparar_lote(dados, getattr(request, 'registros_simples', False))
-        try:
-            contagens = banco().gravar_lote(projeto['id'], lote, esperar=False)
-        except BancoOcupado:
-            contagens = await run_in_threadpool(banco().gravar_lote, projeto['id'], lote)
+        contagens = await _gravar_no_laco(banco(), projeto['id'], lote)
         # As contagens já são as de `Contagens` (cinco inteiros, nesta ordem): o
         # JSON de sempre, sem validá-las de novo pelo modelo a cada lote.
         return Response(orjson.dumps(contagens), media_type='application/json')
@@ -410,6 +409,26 @@ def criar_app(config: Configuracao) -> FastAPI:
 
     app.state.banco = banco_aberto
     return app
+
+
+# Quantas vezes o lote tenta a trava livre no laço (esperando a vez numa thread
+# entre uma e outra) antes de gravar na thread: com `--processos`, o outro
+# processo pode tomá-la entre a espera e a tentativa; a última vai sempre.
+TENTATIVAS_NO_LACO = 3
+
+
+async def _gravar_no_laco(banco: Banco, projeto_id: int, lote: Lote) -> Dict[str, int]:
+    """
+    Grava o lote no laço de eventos quando a trava de escrita está livre (quase
+    todo lote); ocupada (outra thread, outro processo de `--processos`), espera
+    a vez numa thread que só dorme no kernel e tenta de novo no laço.
+    """
+    for _ in range(TENTATIVAS_NO_LACO):
+        try:
+            return banco.gravar_lote(projeto_id, lote, esperar=False)
+        except BancoOcupado:
+            await run_in_threadpool(banco.esperar_a_vez)
+    return await run_in_threadpool(banco.gravar_lote, projeto_id, lote)
 
 
 def _registros_sao_objetos(registros: List[Any]) -> bool:

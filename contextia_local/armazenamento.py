@@ -1,11 +1,14 @@
 """
 O banco do Contextia local: um SQLite em `--dados`, com as regras do intake.
 
-Toda escrita passa por `Banco.transacao()`: um lock do processo + BEGIN
-IMMEDIATE. O lock serializa as threads do uvicorn (oito clientes no mesmo
-dataset dão contagens exatas); o BEGIN IMMEDIATE protege contra um segundo
-processo apontado para a mesma pasta. WAL deixa a leitura correr durante a
-escrita e sobrevive a um SIGKILL sem perder o que já foi comitado. O banco
+Toda escrita passa por `Banco.transacao()`: um lock do processo, a trava de
+arquivo da pasta (`contextia.sqlite3-escrita`) e BEGIN IMMEDIATE. O lock
+serializa as threads do uvicorn (oito clientes no mesmo dataset dão contagens
+exatas); a trava de arquivo, os processos do mesmo servidor (`--processos`):
+quem espera por ela dorme no kernel e acorda quando ela solta, e não nas
+pausas de 1 a 100 ms com que o SQLite espera a dele. O BEGIN IMMEDIATE protege
+contra qualquer outro processo apontado para a mesma pasta. WAL deixa a
+leitura correr durante a escrita e sobrevive a um SIGKILL sem perder o que já foi comitado. O banco
 novo nasce com páginas de 16 KiB (`TAMANHO_DA_PAGINA`); o existente fica com a
 dele.
 
@@ -17,6 +20,7 @@ a autenticação roda no laço de eventos, sem passar por uma thread.
 import contextlib
 import dataclasses
 import datetime
+import fcntl
 import functools
 import hashlib
 import itertools
@@ -116,6 +120,9 @@ ESPERA_DA_TRAVA = 30
 TAMANHO_DA_PAGINA = 16384
 """Bytes por página do SQLite num banco novo (o existente guarda a dele)."""
 
+SUFIXO_DA_TRAVA = '-escrita'
+"""O arquivo da trava de escrita entre processos: `contextia.sqlite3-escrita`."""
+
 BYTES_ATE_O_CHECKPOINT = 10000 * 4096
 """Tamanho do WAL (~40 MiB) que leva o SQLite a devolvê-lo ao banco."""
 
@@ -192,6 +199,10 @@ class Banco:
         self.caminho = os.path.join(pasta, 'contextia.sqlite3')
         _so_do_dono(self.caminho)
         self._lock = threading.RLock()
+        # A trava de escrita entre processos (flock num arquivo ao lado do banco;
+        # não no próprio banco, cujas travas são do SQLite).
+        self._trava = os.open(self.caminho + SUFIXO_DA_TRAVA,
+                              os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._con = sqlite3.connect(self.caminho, check_same_thread=False,
                                     isolation_level=None, timeout=ESPERA_DA_TRAVA)
         self._con.row_factory = sqlite3.Row
@@ -241,6 +252,11 @@ class Banco:
         if not self._lock.acquire(blocking=esperar):
             raise BancoOcupado()
         try:
+            fcntl.flock(self._trava, fcntl.LOCK_EX | (0 if esperar else fcntl.LOCK_NB))
+        except BlockingIOError:
+            self._lock.release()
+            raise BancoOcupado() from None
+        try:
             if esperar:
                 self._esperar_a_trava(ESPERA_DA_TRAVA)
                 self._con.execute('BEGIN IMMEDIATE')
@@ -259,7 +275,19 @@ class Banco:
                 raise
             self._con.execute('COMMIT')
         finally:
+            fcntl.flock(self._trava, fcntl.LOCK_UN)
             self._lock.release()
+
+    def esperar_a_vez(self) -> None:
+        """
+        Bloqueia até a trava de escrita (a deste processo e a de arquivo) ficar
+        livre, e a solta. Para quem está no laço de eventos: espera numa thread
+        (que só dorme no kernel) e grava no laço, em vez de gravar na thread
+        disputando o GIL com o laço a cada passo do SQLite.
+        """
+        with self._lock:
+            fcntl.flock(self._trava, fcntl.LOCK_EX)
+            fcntl.flock(self._trava, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def leitura(self) -> Iterator[sqlite3.Connection]:
@@ -273,6 +301,7 @@ class Banco:
             self._con_chaves.close()
         with self._lock:
             self._con.close()
+            os.close(self._trava)
 
     # ----------------------------------------------------------------- projetos
     def criar_projeto(self, external_id: str, nome: str | None) -> dict[str, Any]:
@@ -803,7 +832,7 @@ def _so_do_dono(caminho: str) -> None:
         os.fchmod(descritor, 0o600)
     finally:
         os.close(descritor)
-    for sufixo in ('-wal', '-shm', '-journal'):
+    for sufixo in ('-wal', '-shm', '-journal', SUFIXO_DA_TRAVA):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(caminho + sufixo, 0o600)
 

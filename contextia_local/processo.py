@@ -15,11 +15,13 @@ API estavel (outros modulos dependem dela):
 
     ServidorLocal(dados, admin_token='admin-local', porta=None, falhas=False,
                   max_registros_lote=None, max_bytes_lote=None, host='127.0.0.1',
-                  espera=20, remove=True)
+                  espera=20, remove=True, processos=1)
         dados        pasta do SQLite (sobrevive a parar/iniciar/reiniciar)
         porta        None = uma porta livre, escolhida no primeiro iniciar() e
                      mantida nos reinicios (a URL nao muda)
         remove       False imita o Contextia de hoje (sem `remove` no envelope)
+        processos    N > 1: `--processos N` (não combina com falhas=True); .pid é
+                     o do principal, que leva os filhos junto ao parar ou morrer
     .url .admin_token .dados .porta .pid (None parado) .log (arquivo de saida)
     iniciar()      sobe e espera GET /saude responder (levanta RuntimeError com
                    o fim do log se nao subir em `espera` segundos)
@@ -74,7 +76,8 @@ class ServidorLocal:
     def __init__(self, dados: str | os.PathLike[str], admin_token: str = 'admin-local',
                  porta: int | None = None, falhas: bool = False,
                  max_registros_lote: int | None = None, max_bytes_lote: int | None = None,
-                 host: str = '127.0.0.1', espera: float = 20, remove: bool = True) -> None:
+                 host: str = '127.0.0.1', espera: float = 20, remove: bool = True,
+                 processos: int = 1) -> None:
         self.dados = os.path.abspath(str(dados))
         self.admin_token = admin_token
         self.porta = porta
@@ -82,6 +85,7 @@ class ServidorLocal:
         self.max_registros_lote = max_registros_lote
         self.max_bytes_lote = max_bytes_lote
         self.remove = remove
+        self.processos = processos
         self.host = host
         self.espera = espera
         self.log = os.path.join(self.dados, 'servidor.log')
@@ -140,6 +144,8 @@ class ServidorLocal:
             comando.append('--falhas')
         if not self.remove:
             comando.append('--sem-remove')
+        if self.processos > 1:
+            comando += ['--processos', str(self.processos)]
         if self.max_registros_lote is not None:
             comando += ['--max-registros-lote', str(self.max_registros_lote)]
         if self.max_bytes_lote is not None:
