@@ -139,7 +139,9 @@ class Lote:
     idents: list[str]
     # O que vai à coluna `hash`: o sha256 sem key; None com key (vai '', ver o ESQUEMA).
     hashes: list[str] | None
-    corpos: list[bytes]
+    # bytearray, e não bytes: é o que vai ao INSERT (ver `_inserir`), feito aqui,
+    # fora da trava de escrita, que os outros processos de `--processos` esperam.
+    corpos: list[bytearray]
 
 
 class ErroRegra(Exception):
@@ -543,8 +545,8 @@ class Banco:
         """
         idents, corpos = lote.idents, lote.corpos
         constantes = (projeto_id, dataset, versao, sync_id)
-        posicoes = {ident: posicao for posicao, ident in enumerate(idents)}
         if not vazio and _existentes(con, projeto_id, dataset, idents[:1]):
+            posicoes = _posicoes(idents)
             existentes = _existentes(con, projeto_id, dataset, posicoes)
             novos = [posicao for posicao, ident in enumerate(idents) if ident not in existentes]
             inseridos = _inserir(con, constantes, [idents[p] for p in novos],
@@ -555,6 +557,7 @@ class Banco:
                                  pular_existentes=not vazio)
             if inseridos == len(idents):
                 return {'inserted': inseridos, 'updated': 0, 'duplicates': 0}
+            posicoes = _posicoes(idents)
             existentes = _existentes(con, projeto_id, dataset, posicoes, fora_da_versao=versao)
         atualizar: list[tuple[Any, ...]] = []
         tocar: list[int] = []
@@ -564,7 +567,7 @@ class Banco:
                 tocar.append(rowid)
             else:
                 atualizar.append((lote.hashes[posicao] if lote.hashes else '',
-                                  bytearray(corpos[posicao]), versao, sync_id, rowid))
+                                  corpos[posicao], versao, sync_id, rowid))
         for inicio in range(0, len(tocar), _IDS_POR_COMANDO):
             parte_ids = tocar[inicio:inicio + _IDS_POR_COMANDO]
             con.execute('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
@@ -583,7 +586,8 @@ class Banco:
         a primeira vez conta contra o guardado, as seguintes contra a anterior
         do próprio lote (e vão para os UPDATE, que rodam depois do INSERT).
         """
-        vistos = {ident: anterior[0] for ident, anterior in existentes.items()}
+        vistos: dict[str, bytes | bytearray] = {ident: anterior[0]
+                                                for ident, anterior in existentes.items()}
         inserir, atualizar, tocar = [], [], []
         hashes = lote.hashes or [''] * len(lote.corpos)
         for ident, hash_corpo, corpo in zip(lote.idents, hashes, lote.corpos, strict=True):
@@ -710,7 +714,8 @@ def _sql_inserir(linhas: int, com_hash: bool, pular_existentes: bool) -> str:
 
 
 def _inserir(con: sqlite3.Connection, constantes: tuple[Any, ...], idents: list[str],
-             hashes: list[str] | None, corpos: list[bytes], pular_existentes: bool) -> int:
+             hashes: list[str] | None, corpos: list[bytearray], pular_existentes: bool
+             ) -> int:
     """
     INSERT das linhas, `_LINHAS_POR_INSERT` por comando; devolve quantas entraram.
     `pular_existentes`: a que já existe (mesma identidade) fica como está.
@@ -721,16 +726,12 @@ def _inserir(con: sqlite3.Connection, constantes: tuple[Any, ...], idents: list[
     inseridos = 0
     for inicio in range(0, len(idents), por_vez):
         fim = min(inicio + por_vez, len(idents))
-        # Os parâmetros intercalados por fatias (em C), sem um laço por linha. O
-        # corpo vai como bytearray: `bytes` passa pelo protocolo de adaptação do
-        # sqlite3 (procura __conform__, cria e descarta um AttributeError) a cada
-        # parâmetro -- custava mais que a cópia.
+        # Os parâmetros intercalados por fatias (em C), sem um laço por linha.
         parametros: list[Any] = [*constantes, *([None] * (por_linha * (fim - inicio)))]
         parametros[_CONSTANTES::por_linha] = idents[inicio:fim]
         if hashes is not None:
             parametros[_CONSTANTES + 1::por_linha] = hashes[inicio:fim]
-        parametros[_CONSTANTES + por_linha - 1::por_linha] = list(
-            map(bytearray, corpos[inicio:fim]))
+        parametros[_CONSTANTES + por_linha - 1::por_linha] = corpos[inicio:fim]
         inseridos += con.execute(_sql_inserir(fim - inicio, hashes is not None,
                                               pular_existentes), parametros).rowcount
     return inseridos
@@ -762,7 +763,7 @@ def _existentes(con: sqlite3.Connection, projeto_id: int, dataset: str,
 
 
 def _preparar(registros: list[Any], chave: str | None, simples: bool = False
-              ) -> tuple[list[str], list[str] | None, list[bytes]]:
+              ) -> tuple[list[str], list[str] | None, list[bytearray]]:
     """
     (idents, hashes, corpos) dos registros: o JSON canônico de cada um (em UTF-8,
     guardado como está) e a identidade (`k:` + a key canônica, ou `h:` + o
@@ -773,7 +774,10 @@ def _preparar(registros: list[Any], chave: str | None, simples: bool = False
     de valores simples, key inteira) não tem laço Python por registro.
     `simples`: quem leu o lote já sabe que ele é `registros_simples`.
     """
-    corpos = _corpos(registros, simples)
+    # bytearray: `bytes` passa pelo protocolo de adaptação do sqlite3 (procura
+    # __conform__, cria e descarta um AttributeError) a cada parâmetro -- custava
+    # mais que a cópia. Comparado com o guardado (bytes), o conteúdo é o que conta.
+    corpos = list(map(bytearray, _corpos(registros, simples)))
     if chave is None:
         sha256 = hashlib.sha256
         hashes = [sha256(corpo).hexdigest() for corpo in corpos]
@@ -786,6 +790,11 @@ def _preparar(registros: list[Any], chave: str | None, simples: bool = False
                         ' (ou ele é null). Envie o campo ou mande o dataset'
                         ' sem key.' % (posicao, chave, chave))
     return _idents_da_key(valores), None, corpos
+
+
+def _posicoes(idents: list[str]) -> dict[str, int]:
+    """ident -> posição no lote (só quando algum já existia: a carga nova não usa)."""
+    return {ident: posicao for posicao, ident in enumerate(idents)}
 
 
 def _idents_da_key(valores: list[Any]) -> list[str]:
