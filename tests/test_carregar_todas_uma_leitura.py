@@ -147,12 +147,16 @@ def test_uma_leitura_da_o_mesmo_que_a_carga_por_empresa_e_remove_o_apagado(
 
 
 class _Filtro(http.server.BaseHTTPRequestHandler):
-    """Repassa ao Contextia, menos o intake da `chave_ruim`: esse leva 500."""
+    """
+    Repassa ao Contextia, menos o intake da `chave_ruim`: esse leva 500 (só o
+    lote de `sync.part` igual a `parte_ruim`, quando dada).
+    """
 
     protocol_version = 'HTTP/1.1'
     destino: tuple[str, int] = ('127.0.0.1', 0)
     chave_ruim = ''
     status_ruim = 500
+    parte_ruim: int | None = None
     recusados = 0
     maior_lote = 0
     """O maior número de registros num POST de intake que passou por aqui."""
@@ -162,13 +166,18 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
 
     def _repassar(self):
         corpo = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        parte = None
         if self.path.startswith('/api/v1/intake') and corpo:
             cru = gzip.decompress(corpo) if self.headers.get('Content-Encoding') == 'gzip' \
                 else corpo
+            envelope = json.loads(cru)
+            sync = envelope.get('sync')            # no complete, o id (texto)
+            parte = sync.get('part') if isinstance(sync, dict) else None
             classe = type(self)
-            classe.maior_lote = max(classe.maior_lote, len(json.loads(cru).get('records', [])))
+            classe.maior_lote = max(classe.maior_lote, len(envelope.get('records', [])))
         if self.path.startswith('/api/v1/intake') and self.chave_ruim and \
-                self.chave_ruim in (self.headers.get('Authorization') or ''):
+                self.chave_ruim in (self.headers.get('Authorization') or '') and \
+                self.parte_ruim in (None, parte):
             type(self).recusados += 1
             resposta = b'{"detail": "falha injetada: %d so para esta empresa"}' % self.status_ruim
             self.send_response(self.status_ruim)
@@ -236,6 +245,24 @@ def test_500_so_para_uma_empresa_nao_fecha_ela_e_as_outras_fecham(tmp_path, chav
     assert no_servidor(chaves[e1])[DATASET] == restantes[e1]
     assert numeros_da_empresa(saida, e1)['removidos'] == 30 - restantes[e1]
     assert execucoes(arquivo, 'com-500') == {(e1, DATASET), (e1, 'status')}
+
+
+def test_lote_recusado_no_meio_da_empresa_e_dito_pelo_numero_dele(tmp_path, chave_contextia,
+                                                                  filtro):
+    # Cada lote de uma empresa vai numa chamada ao envio: o log dizia "lote 1"
+    # para todos, e o operador procurava o lote errado.
+    erp = erp_teste.erp_sqlite(tmp_path)
+    e0, e1 = erp.escopos
+    chaves = {e: chave_contextia(e) for e in (e0, e1)}
+    arquivo = _arquivo_de_chaves(tmp_path, chaves)
+    filtro.chave_ruim, filtro.parte_ruim = chaves[e0], 3
+    codigo, saida = carregar_todas(erp, erp_teste.mapeamento(tmp_path), arquivo,
+                                   CONTEXTIA_URL=filtro.url)
+    assert codigo == 1, saida
+    assert filtro.recusados == 1
+    bloco = saida.split('----- empresa %s -----' % e0, 1)[1].split('-----', 1)[0]
+    assert re.search(r'dataset %s, lote 3 \(10 registros\): HTTP 500' % DATASET, saida), bloco
+    assert 'lote 1 (' not in bloco, bloco
 
 
 @pytest.mark.postgres

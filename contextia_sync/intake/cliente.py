@@ -709,7 +709,7 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
         lotes(), url, autorizacao=chave, montar=montar, aceitar=aceitar,
         rotulo='dataset %s' % dataset, balanco=resultado, logger=log, deve_parar=deve_parar,
         isolar=isolar if quarentena is not None else None, em_voo=max(1, int(em_voo)),
-        comprimir=comprimir)
+        comprimir=comprimir, primeiro=max(1, int(parte)))
     if recusado is not None:
         _falha(resultado, 'dataset %s, %s' % (dataset, recusado), log)
     if resultado.quarentenados:

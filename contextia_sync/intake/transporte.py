@@ -491,7 +491,8 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
                     rotulo: str, balanco: Balanco, logger: logging.Logger,
                     deve_parar: Callable[[], bool] | None = None,
                     isolar: Callable[[T, requests.Response, str], list[str]] | None = None,
-                    em_voo: int = 1, comprimir: Callable[[], bool] | None = None) -> bool:
+                    em_voo: int = 1, comprimir: Callable[[], bool] | None = None,
+                    primeiro: int = 1) -> bool:
     """
     POSTa cada lote de `lotes` em `url`, com a parte da política que vale para
     um envio de muitos lotes. Devolve True se o envio foi interrompido.
@@ -533,7 +534,9 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
     A ordem de CHEGADA entre lotes em voo não é garantida: quem precisa que as
     versões de uma key não se ultrapassem (o ao vivo) usa `em_voo=1`.
     `comprimir()`, se dado, e perguntado a cada pedido: True, o corpo vai em gzip
-    (`pedir`).
+    (`pedir`). `primeiro`: o número do primeiro lote nas mensagens (a carga de
+    todas as empresas manda cada lote de uma empresa numa chamada, e o "lote N"
+    do log tem de ser o N-ésimo dela, como o `sync.part`).
     """
     indisponivel = False
     # O primeiro lote (na ordem) que achou o servidor indisponivel: com lotes em
@@ -668,14 +671,14 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
         return False
 
     if em_voo <= 1:
-        for numero, lote in enumerate(lotes, 1):
+        for numero, lote in enumerate(lotes, primeiro):
             if registrar(numero, lote, uma_parte(lote, numero)):
                 return True
         return False
 
     interrompido = False
     voo: deque[tuple[int, list[T], Future[list[str]]]] = deque()
-    fila = enumerate(lotes, 1)
+    fila = enumerate(lotes, primeiro)
     lido_tudo = False
     # O lote seguinte, ja lido e montado, esperando uma vaga no voo.
     pronto: tuple[int, list[T], bytes] | None = None
