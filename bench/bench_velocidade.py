@@ -20,6 +20,9 @@ mostra a MEDIANA e a razão contra o driver cru da mesma rodada:
                             responde 200 com contagens), chunk 500
     envio -> sink 20 ms     idem, o sink dormindo 20 ms antes de cada resposta
                             (o cliente falando com um intake na nuvem)
+    envio -> Contextia local  idem, ao Contextia local de verdade (um processo, e
+                            `--processos 2`): ponta a ponta, servidor nos mesmos
+                            2 núcleos que o cliente e o banco
     bytes no fio            o que o sink recebeu, com e sem gzip anunciado
 
 "antigo" e o código de `--base DIR` (um checkout do main anterior: o
@@ -207,6 +210,31 @@ class Sink:
         self.processo.wait(10)
 
 
+class ContextiaLocal:
+    """
+    O Contextia local de verdade como destino (`--processos N`), com um projeto
+    e a chave dele: a carga ponta a ponta. Cada repetição reenvia o mesmo
+    dataset com outro sync (a carga completa de todo dia: os registros voltam
+    iguais). Os bytes no fio não são contados (o servidor não os expõe).
+    """
+
+    def __init__(self, processos: int) -> None:
+        import tempfile
+
+        from contextia_local.processo import ServidorLocal
+        self._pasta = tempfile.TemporaryDirectory(prefix='bench-velocidade-')
+        self._servidor = ServidorLocal(self._pasta.name, processos=processos).iniciar()
+        self.url = self._servidor.url
+        self.chave = self._servidor.criar_projeto_com_chave('bench')
+
+    def bytes(self) -> None:
+        return None
+
+    def parar(self) -> None:
+        self._servidor.parar()
+        self._pasta.cleanup()
+
+
 # ---------------------------------------------------------------------------
 # Filho: uma medida, um processo
 # ---------------------------------------------------------------------------
@@ -335,7 +363,8 @@ def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, A
                 opcoes['em_voo'] = em_voo
                 opcoes['familias'] = generico.familias(fetch)
             resultado = cliente.enviar_dataset('bench', fetch, key='ID', chunk=CHUNK,
-                                               api_key='ctx_bench' + 'x' * 20,
+                                               api_key=os.environ.get(
+                                                   'BENCH_CHAVE', 'ctx_bench' + 'x' * 20),
                                                sync=cliente.gerar_sync(), **opcoes)
             assert resultado.lotes_erro == 0, resultado.erros[:3]
             linhas = resultado.registros
@@ -345,19 +374,22 @@ def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, A
             'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
-def medir(codigo: str, modo: str, url: str, sink: Sink | None = None,
+def medir(codigo: str, modo: str, url: str, sink: Sink | ContextiaLocal | None = None,
           em_voo: int = 1, python: str | None = None) -> dict[str, Any]:
     ambiente = dict(os.environ, PYTHONPATH=codigo)
+    if isinstance(sink, ContextiaLocal):
+        ambiente['BENCH_CHAVE'] = sink.chave
     argv = [python or sys.executable, __file__, '--filho', modo, '--url', url,
             '--em-voo', str(em_voo)]
     if sink is not None:
         argv += ['--sink-url', sink.url]
-    antes = sink.bytes() if sink is not None else 0
+    antes = sink.bytes() if sink is not None else None
     saida = subprocess.run(argv, env=ambiente, cwd=codigo, stdout=subprocess.PIPE,
                            check=True, timeout=3600).stdout
     medida: dict[str, Any] = json.loads(saida.decode().strip().splitlines()[-1])
-    if sink is not None:
-        medida['bytes'] = sink.bytes() - antes
+    depois = sink.bytes() if sink is not None else None
+    if depois is not None and antes is not None:
+        medida['bytes'] = depois - antes
     return medida
 
 
@@ -368,7 +400,7 @@ def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None,
            python_dlt: str | None = None) -> list[tuple[str, Any]]:
     from tests.apoio import bancos
     banco = bancos.criar_banco(tipo, 'velocidade')
-    sinks: list[Sink] = []
+    sinks: list[Sink | ContextiaLocal] = []
     try:
         montar(banco, linhas)
         url = banco.url_origem
@@ -376,8 +408,10 @@ def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None,
         livre, livre_gzip = Sink(), Sink(gzip=True)
         lento, lento_gzip = Sink(20), Sink(20, gzip=True)
         sinks += [livre, livre_gzip, lento, lento_gzip]
+        um, dois = ContextiaLocal(1), ContextiaLocal(2)
+        sinks += [um, dois]
         # (rotulo, codigo, modo, url, sink, em_voo)
-        casos: list[tuple[str, str, str, str, Sink | None, int]] = []
+        casos: list[tuple[str, str, str, str, Sink | ContextiaLocal | None, int]] = []
         if tipo == 'postgres':
             casos.append(('driver cru (psycopg)', RAIZ, 'cru-psycopg', url, None, 1))
         else:
@@ -405,7 +439,11 @@ def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None,
             ('novo: envio -> sink 20 ms, 4 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
              url_rapido, lento_gzip, 4),
             ('novo: envio -> sink 20 ms, 8 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
-             url_rapido, lento_gzip, 8)]
+             url_rapido, lento_gzip, 8),
+            ('novo: envio -> Contextia local, 4 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
+             url_rapido, um, 4),
+            ('novo: envio -> Contextia local --processos 2, 4 em voo, gzip' + rotulo_novo,
+             RAIZ, 'envio', url_rapido, dois, 4)]
         if python_dlt and tipo == 'postgres':
             casos += [('par: dlt, backend sqlalchemy -> jsonl', RAIZ, 'dlt-sqlalchemy', url,
                        None, 1),
