@@ -157,6 +157,11 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
     chave_ruim = ''
     status_ruim = 500
     parte_ruim: int | None = None
+    fora_depois_de: int | None = None
+    """Depois de tantos POSTs de intake, todo intake leva 503 (o Contextia fora)."""
+    intakes = 0
+    datasets_fora: set[str] = set()
+    """Os datasets dos lotes que levaram o 503 do Contextia fora."""
     recusados = 0
     maior_lote = 0
     """O maior número de registros num POST de intake que passou por aqui."""
@@ -175,16 +180,18 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
             parte = sync.get('part') if isinstance(sync, dict) else None
             classe = type(self)
             classe.maior_lote = max(classe.maior_lote, len(envelope.get('records', [])))
+            if self.path == '/api/v1/intake':
+                classe.intakes += 1
+                if self.fora_depois_de is not None and classe.intakes > self.fora_depois_de:
+                    classe.datasets_fora.add(envelope.get('dataset'))
+                    self._responder(503, b'{"detail": "fora do ar (injetado)"}')
+                    return
         if self.path.startswith('/api/v1/intake') and self.chave_ruim and \
                 self.chave_ruim in (self.headers.get('Authorization') or '') and \
                 self.parte_ruim in (None, parte):
             type(self).recusados += 1
-            resposta = b'{"detail": "falha injetada: %d so para esta empresa"}' % self.status_ruim
-            self.send_response(self.status_ruim)
-            self.send_header('Content-Type', 'application/json')
-            self.send_header('Content-Length', str(len(resposta)))
-            self.end_headers()
-            self.wfile.write(resposta)
+            self._responder(self.status_ruim, b'{"detail": "falha injetada: %d so para esta'
+                            b' empresa"}' % self.status_ruim)
             return
         conexao = http.client.HTTPConnection(*self.destino, timeout=60)
         cabecalhos = {k: v for k, v in self.headers.items()
@@ -200,6 +207,13 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(dados)
         conexao.close()
+
+    def _responder(self, status, corpo):
+        self.send_response(status)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(corpo)))
+        self.end_headers()
+        self.wfile.write(corpo)
 
     do_GET = do_POST = do_DELETE = do_PUT = _repassar
 
@@ -263,6 +277,30 @@ def test_lote_recusado_no_meio_da_empresa_e_dito_pelo_numero_dele(tmp_path, chav
     bloco = saida.split('----- empresa %s -----' % e0, 1)[1].split('-----', 1)[0]
     assert re.search(r'dataset %s, lote 3 \(10 registros\): HTTP 500' % DATASET, saida), bloco
     assert 'lote 1 (' not in bloco, bloco
+
+
+def test_contextia_fora_no_meio_para_a_execucao_sem_esperar_cada_empresa(tmp_path,
+                                                                         chave_contextia,
+                                                                         filtro):
+    # O Contextia cai depois de 2 lotes: seguir faria cada lote de cada empresa,
+    # e depois cada dataset, esperar o próprio prazo para falhar igual.
+    erp = erp_teste.erp_sqlite(tmp_path)
+    e0, e1 = erp.escopos
+    chaves = {e: chave_contextia(e) for e in (e0, e1)}
+    arquivo = _arquivo_de_chaves(tmp_path, chaves)
+    filtro.fora_depois_de = 2
+    codigo, saida = carregar_todas(erp, erp_teste.mapeamento(tmp_path), arquivo,
+                                   CONTEXTIA_URL=filtro.url, CONTEXTIA_PRAZO_ENVIO='2')
+    assert codigo == 1, saida
+    assert 'O CONTEXTIA FICOU INDISPONÍVEL' in saida, saida
+    assert 'status' in saida.split('não lidos', 1)[0].splitlines()[-1], saida
+    # O dataset seguinte (o domínio) nem foi tentado, em empresa nenhuma.
+    assert filtro.datasets_fora == {DATASET}, filtro.datasets_fora
+    for escopo in (e0, e1):
+        assert 'empresa %s FALHOU (código 1): Contextia indisponível no meio da carga de %s' \
+            % (escopo, DATASET) in saida, saida
+    assert 'resumo carregar-todas: 0 ok, 2 com falha' in saida
+    assert no_servidor(chaves[e0]).get('status') is None
 
 
 @pytest.mark.postgres

@@ -87,6 +87,8 @@ class ResultadoCarga:
     """As primeiras recusas (ou problemas), uma por linha, com o motivo e a correção."""
     motivo: str | None = None
     """O erro em poucas palavras, para a linha de resumo (None: o `erro` encurtado)."""
+    interrompido: bool = False
+    """O envio parou porque o Contextia não respondeu dentro do prazo (ResultadoEnvio)."""
 
     @property
     def motivo_curto(self) -> str:
@@ -704,6 +706,8 @@ def somar_envio(resultado: ResultadoCarga, envio: Any) -> bool:
     resultado.novos += envio.inserted
     resultado.atualizados += envio.updated
     resultado.iguais += envio.duplicates
+    resultado.interrompido = resultado.interrompido or bool(getattr(envio, 'interrompido',
+                                                                    False))
     if not envio.lotes_erro:
         return True
     if resultado.erro is not None:

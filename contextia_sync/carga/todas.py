@@ -15,7 +15,13 @@ estimativa, como na carga de uma empresa). O que continua por empresa:
     descartadas, e as outras seguem na mesma leitura;
   * o `complete` de cada empresa só sai depois que a leitura do dataset chegou
     ao fim. Uma leitura que cai no meio não fecha empresa nenhuma: na leitura
-    sem ordem, qualquer empresa ainda pode ter linha por vir.
+    sem ordem, qualquer empresa ainda pode ter linha por vir;
+  * o Contextia que fica indisponível no meio (um lote que não teve resposta,
+    ou seguiu sobrecarregado, dentro do prazo: `ResultadoEnvio.interrompido`)
+    para a EXECUÇÃO inteira (`ContextiaFora`): ele é o mesmo para todas as
+    empresas, e seguir faria cada lote de cada empresa, e depois cada dataset,
+    esperar o próprio prazo (com 50 empresas, horas) para falhar igual. Nenhuma
+    empresa fecha; todas ficam com a causa dita, e o próximo ciclo tenta de novo.
 
 A leitura é SEM ORDER BY (`_Reparticao`): a varredura sequencial custa o mesmo
 com 1 ou com 50 empresas, e a leitura em ordem de empresa não -- com as
@@ -95,6 +101,10 @@ BLOCO_DA_COPIA = 1000
 SEM_CHAVE_NOMEADAS = 5
 
 
+class ContextiaFora(Exception):
+    """O Contextia não respondeu a um lote dentro do prazo: a carga de todas para."""
+
+
 @dataclass
 class Empresa:
     """Uma empresa do arquivo de chaves nesta execução, e o que aconteceu com ela."""
@@ -157,6 +167,8 @@ class LeituraDoDataset:
     """O máximo de linhas nos buffers por empresa ao mesmo tempo (nunca passa do teto)."""
     teto: int = 0
     """O teto daquela soma nesta leitura."""
+    fora: str | None = None
+    """O Contextia ficou indisponível nesta leitura (o erro do lote): a execução para."""
 
 
 class _Erros:
@@ -290,6 +302,8 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
             _falhou(empresa, resultado, erro)
         finally:
             resultado.segundos += time.monotonic() - comeco
+        if resultado.interrompido:
+            raise ContextiaFora(resultado.erro or 'o Contextia não respondeu')
 
     try:
         if barra or progresso is not None:
@@ -322,6 +336,10 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
                     max_remocao=max_remocao, historico=historico, execucao=execucao)
         if historico is not None and not seco:
             _gravar_historico(historico, resultados, execucao)
+    except ContextiaFora as erro:
+        leitura.linhas = contador[0]
+        leitura.fora = str(erro)
+        _parar_por_contextia_fora(nome, str(erro), ativas, resultados)
     except Exception as erro:                   # noqa: BLE001 - vira o erro de cada empresa
         leitura.linhas = contador[0]
         leitura.erro = '%s: %s' % (type(erro).__name__, erro)
@@ -347,6 +365,23 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
         for escopo, resultado in resultados.items():
             ativas[escopo].resultados.append(resultado)
     return leitura
+
+
+def _parar_por_contextia_fora(dataset: str, causa: str, ativas: Mapping[str, Empresa],
+                              resultados: Mapping[str, ResultadoCarga]) -> None:
+    """Nenhuma empresa fecha este dataset, e nenhuma segue para os próximos."""
+    for resultado in resultados.values():
+        if resultado.erro is None:
+            resultado.erro = ('o Contextia ficou indisponível no meio da carga de %s (%s):'
+                              ' complete NÃO enviado, nada removido' % (dataset, causa))
+            resultado.motivo = 'Contextia indisponível no meio da carga'
+    for empresa in ativas.values():
+        if empresa.ativa:
+            empresa.falha = (
+                'Contextia indisponível no meio da carga de %s: a execução parou ali, sem'
+                ' esperar o prazo de cada lote de cada empresa (o próximo ciclo tenta de'
+                ' novo). Confira o Contextia (CONTEXTIA_URL) e a rede. Causa: %s'
+                % (dataset, encurtar(causa, 300)))
 
 
 class _Buffer(list[Any]):
@@ -429,6 +464,8 @@ class _Reparticao:
         self.familias: Mapping[str, str] | None = None
         self.preparar: Callable[[Mapping[str, Any]], Any] | None = None
         self.pendentes: dict[str, str] = {}
+        self.fora: str | None = None
+        """O erro do primeiro lote que achou o Contextia indisponível: a leitura para."""
 
     # -- a empresa de cada linha ------------------------------------------------
     def _destino(self, valor: Any) -> Any:
@@ -488,11 +525,17 @@ class _Reparticao:
                     self._despachar(destino)
                 elif self.retidas >= teto:
                     self._aliviar()
+                else:
+                    continue
+                if self.fora is not None:
+                    raise ContextiaFora(self.fora)
             # Fim da leitura: o resto de cada empresa sai.
             for buffer in list(self.buffers.values()):
                 if buffer:
                     self._despachar(buffer)
             self._colher(todos=True)
+            if self.fora is not None:
+                raise ContextiaFora(self.fora)
         finally:
             if pool is not None:
                 # A leitura caiu: os lotes em voo terminam (partes de um sync que
@@ -538,7 +581,7 @@ class _Reparticao:
             return
         while len(self.voo) >= self.em_voo:
             self._colher()
-        if escopo in self.falhas:
+        if escopo in self.falhas or self.fora is not None:
             return                                  # falhou enquanto esperava a vaga
         self._submeter(escopo, lote)
 
@@ -576,6 +619,8 @@ class _Reparticao:
                               'lotes_erro'):
                     setattr(balanco, campo, getattr(balanco, campo) + getattr(envio, campo))
                 balanco.erros.extend(envio.erros)
+                if envio.interrompido and self.fora is None:
+                    self.fora = (envio.erros or ['o Contextia não respondeu'])[-1]
                 if envio.lotes_erro:
                     self._tirar(escopo)
             if not todos:
@@ -730,4 +775,6 @@ def linha_da_leitura(leitura: LeituraDoDataset, empresas: int) -> str:
                       leitura.lotes_incompletos, leitura.lotes, leitura.teto))
     if leitura.erro:
         texto += ' -- A LEITURA CAIU: %s' % leitura.erro
+    if leitura.fora:
+        texto += ' -- O CONTEXTIA FICOU INDISPONÍVEL: %s' % leitura.fora
     return texto

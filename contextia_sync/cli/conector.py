@@ -622,7 +622,7 @@ def main_todas(args: argparse.Namespace) -> int:
         conferido = _conferir_cadastro_todas(args, preparo, empresas)
         if isinstance(conferido, int):
             return conferido
-        for row in preparo.datasets:
+        for numero, row in enumerate(preparo.datasets):
             ativas = [e for e in empresas if e.ativa]
             problemas = conferido.get(_normalizado(row))
             if problemas:
@@ -637,6 +637,12 @@ def main_todas(args: argparse.Namespace) -> int:
                 historico=historico, em_voo=args.lotes_em_voo,
                 execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
             print(linha_da_leitura(leitura, len(ativas)), flush=True)
+            if leitura.fora is not None:
+                resto = [_normalizado(r) for r in preparo.datasets[numero + 1:]]
+                if resto:
+                    print('  %-34s não lidos: o Contextia ficou indisponível (acima)'
+                          % ', '.join(resto), flush=True)
+                break
     finally:
         _fechar(origem)
 
