@@ -417,6 +417,11 @@ def test_muitas_empresas_intercaladas_buffers_no_teto_e_a_recusada_sem_complete(
         falha = resultados.pop(ruim)
         assert not falha.ok and 'complete NÃO enviado, nada removido' in falha.erro
         assert 'HTTP 500' in falha.erro and 'lidas e descartadas' in falha.erro
+        # Toda linha dela nesta leitura foi enviada (no lote que falhou) ou contada
+        # como descartada -- as que esperavam no buffer inclusive.
+        descartadas = int(re.search(r'as outras (\d+) linha\(s\) dela', falha.erro).group(1))
+        da_ruim = sum(1 for linha in linhas if linha['e'] == int(ruim) and linha['i'] % 5 != 0)
+        assert falha.registros + descartadas == da_ruim, (falha.registros, descartadas, da_ruim)
         assert all(r.ok and r.removidos > 0 for r in resultados.values()), resultados
         # Nela nada saiu; nas outras, na mesma leitura, o apagado saiu.
         assert no_servidor(chaves[ruim])['muitas'] == por_empresa

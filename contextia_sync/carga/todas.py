@@ -644,10 +644,12 @@ class _Reparticao:
             return
         self.falhas.add(escopo)
         buffer = self.buffers.pop(escopo, None)
+        descarte = self.descartes.setdefault(escopo, _Descarte())
         if buffer:
             self.retidas -= len(buffer)
+            # Lidas e à espera do lote: descartadas como as que vierem depois.
+            descarte.linhas += len(buffer)
             buffer.clear()
-        descarte = self.descartes.setdefault(escopo, _Descarte())
         for valor, destino in list(self.destinos.items()):
             if destino is buffer:
                 self.destinos[valor] = descarte
@@ -661,8 +663,9 @@ class _Reparticao:
         for escopo in self.falhas:
             resultado, descartadas = self.resultados[escopo], self.descartes.get(escopo)
             if descartadas is not None and descartadas.linhas and resultado.erro:
-                resultado.erro += ('; as %d linha(s) seguintes dela nesta leitura foram'
-                                   ' lidas e descartadas' % descartadas.linhas)
+                resultado.erro += ('; as outras %d linha(s) dela nesta leitura (as que'
+                                   ' esperavam o lote e as seguintes) foram lidas e'
+                                   ' descartadas' % descartadas.linhas)
         for escopo, descarte in self.descartes.items():
             if escopo in self.ativas:
                 continue                            # a que falhou: dito no erro dela
