@@ -232,12 +232,22 @@ def filtro(ambiente_contextia) -> Iterator[type[_Filtro]]:
     servidor.server_close()
 
 
+def _erp_de_duas_empresas(tmp_path, chave_contextia):
+    """O ERP de teste em SQLite, uma chave por empresa e o arquivo de chaves."""
+    erp = erp_teste.erp_sqlite(tmp_path)
+    chaves = {e: chave_contextia(e) for e in erp.escopos}
+    return erp, chaves, _arquivo_de_chaves(tmp_path, chaves)
+
+
+def _bloco(saida, escopo):
+    """O bloco da empresa no fim da saída do carregar-todas."""
+    return saida.split('----- empresa %s -----' % escopo, 1)[1].split('-----', 1)[0]
+
+
 def test_500_so_para_uma_empresa_nao_fecha_ela_e_as_outras_fecham(tmp_path, chave_contextia,
                                                                   filtro):
-    erp = erp_teste.erp_sqlite(tmp_path)
+    erp, chaves, arquivo = _erp_de_duas_empresas(tmp_path, chave_contextia)
     e0, e1 = erp.escopos
-    chaves = {e: chave_contextia(e) for e in (e0, e1)}
-    arquivo = _arquivo_de_chaves(tmp_path, chaves)
     mapa = erp_teste.mapeamento(tmp_path)
     assert carregar_todas(erp, mapa, arquivo)[0] == 0
     # As duas perdem linhas na origem; a carga seguinte tem o que remover em cada uma.
@@ -252,7 +262,7 @@ def test_500_so_para_uma_empresa_nao_fecha_ela_e_as_outras_fecham(tmp_path, chav
     assert filtro.recusados >= 2
     assert 'resumo carregar-todas: 1 ok, 1 com falha' in saida
     assert 'FALHARAM: %s (código 1: %s' % (e0, DATASET) in saida
-    bloco = saida.split('----- empresa %s -----' % e0, 1)[1].split('-----', 1)[0]
+    bloco = _bloco(saida, e0)
     assert 'complete NÃO enviado, nada removido' in bloco and 'HTTP 500' in bloco
     # Nela, nada saiu; na outra, na mesma execução, o apagado saiu.
     assert no_servidor(chaves[e0])[DATASET] == 45
@@ -265,16 +275,14 @@ def test_lote_recusado_no_meio_da_empresa_e_dito_pelo_numero_dele(tmp_path, chav
                                                                   filtro):
     # Cada lote de uma empresa vai numa chamada ao envio: o log dizia "lote 1"
     # para todos, e o operador procurava o lote errado.
-    erp = erp_teste.erp_sqlite(tmp_path)
-    e0, e1 = erp.escopos
-    chaves = {e: chave_contextia(e) for e in (e0, e1)}
-    arquivo = _arquivo_de_chaves(tmp_path, chaves)
+    erp, chaves, arquivo = _erp_de_duas_empresas(tmp_path, chave_contextia)
+    e0 = erp.escopos[0]
     filtro.chave_ruim, filtro.parte_ruim = chaves[e0], 3
     codigo, saida = carregar_todas(erp, erp_teste.mapeamento(tmp_path), arquivo,
                                    CONTEXTIA_URL=filtro.url)
     assert codigo == 1, saida
     assert filtro.recusados == 1
-    bloco = saida.split('----- empresa %s -----' % e0, 1)[1].split('-----', 1)[0]
+    bloco = _bloco(saida, e0)
     assert re.search(r'dataset %s, lote 3 \(10 registros\): HTTP 500' % DATASET, saida), bloco
     assert 'lote 1 (' not in bloco, bloco
 
@@ -284,10 +292,7 @@ def test_contextia_fora_no_meio_para_a_execucao_sem_esperar_cada_empresa(tmp_pat
                                                                          filtro):
     # O Contextia cai depois de 2 lotes: seguir faria cada lote de cada empresa,
     # e depois cada dataset, esperar o próprio prazo para falhar igual.
-    erp = erp_teste.erp_sqlite(tmp_path)
-    e0, e1 = erp.escopos
-    chaves = {e: chave_contextia(e) for e in (e0, e1)}
-    arquivo = _arquivo_de_chaves(tmp_path, chaves)
+    erp, chaves, arquivo = _erp_de_duas_empresas(tmp_path, chave_contextia)
     filtro.fora_depois_de = 2
     codigo, saida = carregar_todas(erp, erp_teste.mapeamento(tmp_path), arquivo,
                                    CONTEXTIA_URL=filtro.url, CONTEXTIA_PRAZO_ENVIO='2')
@@ -296,11 +301,11 @@ def test_contextia_fora_no_meio_para_a_execucao_sem_esperar_cada_empresa(tmp_pat
     assert 'status' in saida.split('não lidos', 1)[0].splitlines()[-1], saida
     # O dataset seguinte (o domínio) nem foi tentado, em empresa nenhuma.
     assert filtro.datasets_fora == {DATASET}, filtro.datasets_fora
-    for escopo in (e0, e1):
+    for escopo in erp.escopos:
         assert 'empresa %s FALHOU (código 1): Contextia indisponível no meio da carga de %s' \
             % (escopo, DATASET) in saida, saida
     assert 'resumo carregar-todas: 0 ok, 2 com falha' in saida
-    assert no_servidor(chaves[e0]).get('status') is None
+    assert no_servidor(chaves[erp.escopos[0]]).get('status') is None
 
 
 @pytest.mark.postgres
