@@ -436,6 +436,10 @@ def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None,
              url_rapido, livre, 4),
             ('novo: envio -> sink livre, 4 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
              url_rapido, livre_gzip, 4),
+            # Um lote por vez, sem gzip: como o envio era antes da issue 18 (a base
+            # do "≥ 3× contra um intake a 20 ms", medida na mesma rodada).
+            ('novo: envio -> sink 20 ms, 1 em voo, sem gzip' + rotulo_novo, RAIZ, 'envio',
+             url_rapido, lento, 1),
             ('novo: envio -> sink 20 ms, 4 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
              url_rapido, lento_gzip, 4),
             ('novo: envio -> sink 20 ms, 8 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
