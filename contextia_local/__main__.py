@@ -6,7 +6,10 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from contextia_local.app import Configuracao
 
 
 def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -89,6 +92,9 @@ class _RecusarTokenNaLinha(argparse.Action):
 PROCESSOS_PADRAO = 1
 """Um processo: a injeção de falhas (o uso de todo teste) vive na memória dele."""
 
+BACKLOG = 2048
+"""A fila de conexões da porta com --processos (o padrão do uvicorn)."""
+
 
 def _positivo(texto: str) -> int:
     valor = int(texto)
@@ -165,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _em_varios_processos(args: argparse.Namespace, config: Any, anuncio: str) -> int:
+def _em_varios_processos(args: argparse.Namespace, config: 'Configuracao',
+                         anuncio: str) -> int:
     """`--processos N`: a porta aberta aqui, servida por N filhos (distribuidor.py)."""
     import socket
 
@@ -185,7 +192,7 @@ def _em_varios_processos(args: argparse.Namespace, config: Any, anuncio: str) ->
               file=sys.stderr, flush=True)
         return 1
     # O esquema criado uma vez, antes dos filhos (que abririam o banco novo juntos).
-    Banco(config.dados).fechar()
+    Banco(args.dados).fechar()
 
     def servir_filho(canal: socket.socket) -> None:
         servidor = uvicorn.Server(uvicorn.Config(criar_app(config), log_level='warning',
@@ -195,10 +202,6 @@ def _em_varios_processos(args: argparse.Namespace, config: Any, anuncio: str) ->
     print('%s  processos=%d' % (anuncio, args.processos), flush=True)
     vigiar = (lambda: _vigiar_pai(args.vigiar_pai)) if args.vigiar_pai else None
     return distribuidor.servir(porta, args.processos, servir_filho, vigiar)
-
-
-BACKLOG = 2048
-"""A fila de conexões da porta (o padrão do uvicorn)."""
 
 
 if __name__ == '__main__':
