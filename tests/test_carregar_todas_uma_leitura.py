@@ -159,7 +159,11 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
     parte_ruim: int | None = None
     fora_depois_de: int | None = None
     """Depois de tantos POSTs de intake, todo intake leva 503 (o Contextia fora)."""
+    complete_fora_depois_de: int | None = None
+    """Idem, contando só os `complete`: todo complete e todo intake depois levam 503."""
     intakes = 0
+    completes = 0
+    syncs_completados: set[str] = set()
     datasets_fora: set[str] = set()
     """Os datasets dos lotes que levaram o 503 do Contextia fora."""
     recusados = 0
@@ -182,10 +186,16 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
             classe.maior_lote = max(classe.maior_lote, len(envelope.get('records', [])))
             if self.path == '/api/v1/intake':
                 classe.intakes += 1
-                if self.fora_depois_de is not None and classe.intakes > self.fora_depois_de:
-                    classe.datasets_fora.add(envelope.get('dataset'))
-                    self._responder(503, b'{"detail": "fora do ar (injetado)"}')
-                    return
+                fora = self.fora_depois_de is not None and classe.intakes > self.fora_depois_de
+            else:
+                classe.completes += 1
+                classe.syncs_completados.add(envelope.get('sync'))
+                fora = False
+            if fora or (self.complete_fora_depois_de is not None and
+                        classe.completes > self.complete_fora_depois_de):
+                classe.datasets_fora.add(envelope.get('dataset'))
+                self._responder(503, b'{"detail": "fora do ar (injetado)"}')
+                return
         if self.path.startswith('/api/v1/intake') and self.chave_ruim and \
                 self.chave_ruim in (self.headers.get('Authorization') or '') and \
                 self.parte_ruim in (None, parte):
@@ -220,7 +230,8 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def filtro(ambiente_contextia) -> Iterator[type[_Filtro]]:
-    classe = type('FiltroDoTeste', (_Filtro,), {})
+    classe = type('FiltroDoTeste', (_Filtro,), {'datasets_fora': set(),
+                                                'syncs_completados': set()})
     url = http.client.urlsplit(ambiente_contextia.url)
     classe.destino = (url.hostname, url.port)
     servidor = http.server.ThreadingHTTPServer(('127.0.0.1', 0), classe)
@@ -306,6 +317,29 @@ def test_contextia_fora_no_meio_para_a_execucao_sem_esperar_cada_empresa(tmp_pat
             % (escopo, DATASET) in saida, saida
     assert 'resumo carregar-todas: 0 ok, 2 com falha' in saida
     assert no_servidor(chaves[erp.escopos[0]]).get('status') is None
+
+
+def test_contextia_fora_no_complete_para_a_execucao_e_a_que_fechou_vale(tmp_path,
+                                                                        chave_contextia,
+                                                                        filtro):
+    # Os lotes passam; o primeiro complete também; o segundo acha o Contextia
+    # fora: os complete seguintes, e o dataset seguinte, esperariam o prazo igual.
+    erp, chaves, arquivo = _erp_de_duas_empresas(tmp_path, chave_contextia)
+    filtro.complete_fora_depois_de = 1
+    codigo, saida = carregar_todas(erp, erp_teste.mapeamento(tmp_path), arquivo,
+                                   CONTEXTIA_URL=filtro.url, CONTEXTIA_PRAZO_ENVIO='2',
+                                   CONTEXTIA_EXECUCAO='queda-no-complete')
+    assert codigo == 1, saida
+    assert 'O CONTEXTIA FICOU INDISPONÍVEL' in saida, saida
+    assert len(filtro.syncs_completados) == 2, filtro.syncs_completados
+    assert filtro.datasets_fora == {DATASET}, filtro.datasets_fora
+    # A que fechou antes da queda vale, e está no histórico (a base do teto dela).
+    fechadas = execucoes(arquivo, 'queda-no-complete')
+    assert len(fechadas) == 1 and next(iter(fechadas))[1] == DATASET, fechadas
+    (fechou,) = [escopo for escopo, _ in fechadas]
+    assert 'FALHOU (código 1): Contextia indisponível no meio da carga' in _bloco(saida, fechou)
+    for escopo in erp.escopos:
+        assert no_servidor(chaves[escopo]).get('status') is None
 
 
 @pytest.mark.postgres

@@ -16,12 +16,14 @@ estimativa, como na carga de uma empresa). O que continua por empresa:
   * o `complete` de cada empresa só sai depois que a leitura do dataset chegou
     ao fim. Uma leitura que cai no meio não fecha empresa nenhuma: na leitura
     sem ordem, qualquer empresa ainda pode ter linha por vir;
-  * o Contextia que fica indisponível no meio (um lote que não teve resposta,
-    ou seguiu sobrecarregado, dentro do prazo: `ResultadoEnvio.interrompido`)
-    para a EXECUÇÃO inteira (`ContextiaFora`): ele é o mesmo para todas as
-    empresas, e seguir faria cada lote de cada empresa, e depois cada dataset,
-    esperar o próprio prazo (com 50 empresas, horas) para falhar igual. Nenhuma
-    empresa fecha; todas ficam com a causa dita, e o próximo ciclo tenta de novo.
+  * o Contextia que fica indisponível no meio (um lote ou um `complete` sem
+    resposta, ou sobrecarregado, durante todo o prazo: `ResultadoEnvio.
+    interrompido`, `ErroIndisponivel`) para a EXECUÇÃO inteira (`ContextiaFora`):
+    ele é o mesmo para todas as empresas, e seguir faria cada lote e cada
+    `complete` de cada empresa, e depois cada dataset, esperar o próprio prazo
+    (com 50 empresas, horas) para falhar igual. As empresas que já tinham
+    fechado o dataset valem; as outras não fecham, todas ficam de fora dos
+    datasets seguintes com a causa dita, e o próximo ciclo tenta de novo.
 
 A leitura é SEM ORDER BY (`_Reparticao`): a varredura sequencial custa o mesmo
 com 1 ou com 50 empresas, e a leitura em ordem de empresa não -- com as
@@ -340,6 +342,9 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
         leitura.linhas = contador[0]
         leitura.fora = str(erro)
         _parar_por_contextia_fora(nome, str(erro), ativas, resultados)
+        if historico is not None and not seco:
+            # As que fecharam antes da queda valeram: a base do próximo teto delas.
+            _gravar_historico(historico, resultados, execucao)
     except Exception as erro:                   # noqa: BLE001 - vira o erro de cada empresa
         leitura.linhas = contador[0]
         leitura.erro = '%s: %s' % (type(erro).__name__, erro)
@@ -369,9 +374,9 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
 
 def _parar_por_contextia_fora(dataset: str, causa: str, ativas: Mapping[str, Empresa],
                               resultados: Mapping[str, ResultadoCarga]) -> None:
-    """Nenhuma empresa fecha este dataset, e nenhuma segue para os próximos."""
+    """As que não fecharam este dataset não fecham; nenhuma segue para os próximos."""
     for resultado in resultados.values():
-        if resultado.erro is None:
+        if not resultado.ok and resultado.erro is None:
             resultado.erro = ('o Contextia ficou indisponível no meio da carga de %s (%s):'
                               ' complete NÃO enviado, nada removido' % (dataset, causa))
             resultado.motivo = 'Contextia indisponível no meio da carga'
@@ -714,10 +719,15 @@ def _fechar(empresa: Empresa, resultado: ResultadoCarga, sync: str, *, seco: boo
         resultado.ok = not resultado.recusadas
         return
     comeco = time.monotonic()
+    from contextia_sync.intake import cliente
+
     try:
         fechar_carga(resultado, sync, api_key=empresa.chave, escopo=empresa.escopo,
                      max_remocao=max_remocao, historico=historico, execucao=execucao,
                      gravar_historico=False)
+    except cliente.ErroIndisponivel as erro:
+        # O servidor, não esta empresa: os complete seguintes esperariam o prazo igual.
+        raise ContextiaFora(str(erro)) from None
     except Exception as erro:                   # noqa: BLE001 - uma empresa nao derruba as outras
         resultado.ok = False
         _falhou(empresa, resultado, erro)

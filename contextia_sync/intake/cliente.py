@@ -64,8 +64,10 @@ from contextia_sync.intake.serializacao import (
 )
 from contextia_sync.intake.transporte import (
     STATUS_RECUSA_DO_REGISTRO,
+    STATUS_RETENTAVEIS,
     ErroContextia,
     ErroDestino,
+    ErroIndisponivel,
     RespostaInvalida,
     autorizacao_enviada,
     conferir_url,
@@ -857,7 +859,9 @@ def completar(nome: str, sync: str, *, api_key: str | None = None,
         raise ErroRemocaoAcimaDoTeto('%s %s: %s' % (contexto, _quem(escopo),
                                                        detalhe_da_resposta(resposta)))
     if resposta.status_code >= 300:
-        raise ErroContextia('%s %s: HTTP %d, %s' % (
+        # O passageiro que durou o prazo inteiro: o servidor, não este complete.
+        erro = ErroIndisponivel if resposta.status_code in STATUS_RETENTAVEIS else ErroContextia
+        raise erro('%s %s: HTTP %d, %s' % (
             contexto, _quem(escopo), resposta.status_code,
             mascarar(detalhe_da_resposta(resposta), chave)))
     fechamento: dict[str, Any] = json_da_resposta(resposta)

@@ -124,6 +124,15 @@ class ErroDestino(ErroContextia, ErroConfiguracao):
     """
 
 
+class ErroIndisponivel(ErroContextia):
+    """
+    O Contextia não respondeu, ou seguiu sobrecarregado (429/503...), durante
+    todo o prazo de retentativas: o servidor, não o pedido. Quem faz muitos
+    pedidos (a carga de todas as empresas) para em vez de esperar o prazo de
+    cada um.
+    """
+
+
 class ErroRedirecionamento(ErroContextia):
     """O servidor respondeu 3xx: o cliente nunca segue (dados e chave iriam a outro endereço)."""
 
@@ -448,7 +457,7 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
         if retentativas > RETENTATIVAS or time.monotonic() + atraso >= prazo:
             if resposta is not None:
                 return resposta         # o status passageiro que nao passou
-            raise ErroContextia(desistencia)
+            raise ErroIndisponivel(desistencia)
         if _esperar(atraso, deve_parar):
             raise ErroContextia('%s: parada pedida durante as retentativas; o pedido foi'
                                 ' abandonado e conta como falho (última tentativa: %s)'
