@@ -5,8 +5,8 @@ conexões e N processos que servem a mesma pasta.
 Por quê: um processo Python usa um núcleo (o GIL). Num registro, ler o JSON do
 lote, escrever o canônico e o HTTP custam ~2/3; só a gravação no SQLite é de um
 escritor por vez (a trava de escrita do `Banco`, entre processos). Com dois
-processos, 4 lotes em voo gravam ~1,6× o que um grava (README, "O Contextia
-local").
+processos, 4 lotes em voo gravam ~1,6× o que um grava (README, "Desempenho da
+carga completa").
 
 Como: este processo (o principal) abre a porta, aceita cada conexão e a
 entrega, em rodízio, a um filho por um socket Unix (SCM_RIGHTS); o filho a
