@@ -298,25 +298,39 @@ def test_lote_recusado_no_meio_da_empresa_e_dito_pelo_numero_dele(tmp_path, chav
     assert 'lote 1 (' not in bloco, bloco
 
 
+def _carga_com_o_contextia_caindo(tmp_path, chave_contextia, filtro, **queda):
+    """
+    O carregar-todas com o Contextia caindo no meio (`queda`: os atributos do
+    filtro), o prazo de 2 s; confere o que vale para toda queda -- a execução
+    para ali: o dataset seguinte (o domínio) nem é tentado, em empresa nenhuma,
+    e todas saem com código 1 e a causa. Devolve (erp, saída).
+    """
+    erp, chaves, arquivo = _erp_de_duas_empresas(tmp_path, chave_contextia)
+    for nome, valor in queda.items():
+        setattr(filtro, nome, valor)
+    codigo, saida = carregar_todas(erp, erp_teste.mapeamento(tmp_path), arquivo,
+                                   CONTEXTIA_URL=filtro.url, CONTEXTIA_PRAZO_ENVIO='2',
+                                   CONTEXTIA_EXECUCAO='com-queda')
+    assert codigo == 1, saida
+    assert 'O CONTEXTIA FICOU INDISPONÍVEL' in saida, saida
+    assert 'status' in saida.split('não lidos', 1)[0].splitlines()[-1], saida
+    assert filtro.datasets_fora == {DATASET}, filtro.datasets_fora
+    for escopo in erp.escopos:
+        assert 'empresa %s FALHOU (código 1): Contextia indisponível no meio da carga de %s' \
+            % (escopo, DATASET) in saida, saida
+        assert no_servidor(chaves[escopo]).get('status') is None
+    assert 'resumo carregar-todas: 0 ok, 2 com falha' in saida
+    return arquivo, saida
+
+
 def test_contextia_fora_no_meio_para_a_execucao_sem_esperar_cada_empresa(tmp_path,
                                                                          chave_contextia,
                                                                          filtro):
     # O Contextia cai depois de 2 lotes: seguir faria cada lote de cada empresa,
     # e depois cada dataset, esperar o próprio prazo para falhar igual.
-    erp, chaves, arquivo = _erp_de_duas_empresas(tmp_path, chave_contextia)
-    filtro.fora_depois_de = 2
-    codigo, saida = carregar_todas(erp, erp_teste.mapeamento(tmp_path), arquivo,
-                                   CONTEXTIA_URL=filtro.url, CONTEXTIA_PRAZO_ENVIO='2')
-    assert codigo == 1, saida
-    assert 'O CONTEXTIA FICOU INDISPONÍVEL' in saida, saida
-    assert 'status' in saida.split('não lidos', 1)[0].splitlines()[-1], saida
-    # O dataset seguinte (o domínio) nem foi tentado, em empresa nenhuma.
-    assert filtro.datasets_fora == {DATASET}, filtro.datasets_fora
-    for escopo in erp.escopos:
-        assert 'empresa %s FALHOU (código 1): Contextia indisponível no meio da carga de %s' \
-            % (escopo, DATASET) in saida, saida
-    assert 'resumo carregar-todas: 0 ok, 2 com falha' in saida
-    assert no_servidor(chaves[erp.escopos[0]]).get('status') is None
+    arquivo, _ = _carga_com_o_contextia_caindo(tmp_path, chave_contextia, filtro,
+                                               fora_depois_de=2)
+    assert execucoes(arquivo, 'com-queda') == set()
 
 
 def test_contextia_fora_no_complete_para_a_execucao_e_a_que_fechou_vale(tmp_path,
@@ -324,22 +338,12 @@ def test_contextia_fora_no_complete_para_a_execucao_e_a_que_fechou_vale(tmp_path
                                                                         filtro):
     # Os lotes passam; o primeiro complete também; o segundo acha o Contextia
     # fora: os complete seguintes, e o dataset seguinte, esperariam o prazo igual.
-    erp, chaves, arquivo = _erp_de_duas_empresas(tmp_path, chave_contextia)
-    filtro.complete_fora_depois_de = 1
-    codigo, saida = carregar_todas(erp, erp_teste.mapeamento(tmp_path), arquivo,
-                                   CONTEXTIA_URL=filtro.url, CONTEXTIA_PRAZO_ENVIO='2',
-                                   CONTEXTIA_EXECUCAO='queda-no-complete')
-    assert codigo == 1, saida
-    assert 'O CONTEXTIA FICOU INDISPONÍVEL' in saida, saida
+    arquivo, _ = _carga_com_o_contextia_caindo(tmp_path, chave_contextia, filtro,
+                                               complete_fora_depois_de=1)
     assert len(filtro.syncs_completados) == 2, filtro.syncs_completados
-    assert filtro.datasets_fora == {DATASET}, filtro.datasets_fora
     # A que fechou antes da queda vale, e está no histórico (a base do teto dela).
-    fechadas = execucoes(arquivo, 'queda-no-complete')
+    fechadas = execucoes(arquivo, 'com-queda')
     assert len(fechadas) == 1 and next(iter(fechadas))[1] == DATASET, fechadas
-    (fechou,) = [escopo for escopo, _ in fechadas]
-    assert 'FALHOU (código 1): Contextia indisponível no meio da carga' in _bloco(saida, fechou)
-    for escopo in erp.escopos:
-        assert no_servidor(chaves[escopo]).get('status') is None
 
 
 @pytest.mark.postgres
