@@ -8,9 +8,9 @@ exatas); a trava de arquivo, os processos do mesmo servidor (`--processos`):
 quem espera por ela dorme no kernel e acorda quando ela solta, e não nas
 pausas de 1 a 100 ms com que o SQLite espera a dele. O BEGIN IMMEDIATE protege
 contra qualquer outro processo apontado para a mesma pasta. WAL deixa a
-leitura correr durante a escrita e sobrevive a um SIGKILL sem perder o que já foi comitado. O banco
-novo nasce com páginas de 16 KiB (`TAMANHO_DA_PAGINA`); o existente fica com a
-dele.
+leitura correr durante a escrita e sobrevive a um SIGKILL sem perder o que já
+foi comitado. O banco novo nasce com páginas de 16 KiB (`TAMANHO_DA_PAGINA`);
+o existente fica com a dele.
 
 A chave de cada pedido é conferida por uma segunda conexão, só de leitura
 (`projeto_da_chave`): no WAL ela nunca espera uma escrita em curso, e por isso
