@@ -195,8 +195,13 @@ def _em_varios_processos(args: argparse.Namespace, config: 'Configuracao',
     Banco(args.dados).fechar()
 
     def servir_filho(canal: socket.socket) -> None:
+        # loop='asyncio', nunca o uvloop (que o 'auto' pegaria se instalado): a
+        # conexão entregue chega pelo `accept` Python do canal (distribuidor.py),
+        # que o uvloop não chama -- ele aceita direto no descritor (medido: com o
+        # uvloop instalado e o 'auto', nenhum pedido era atendido).
         servidor = uvicorn.Server(uvicorn.Config(criar_app(config), log_level='warning',
-                                                 access_log=False, backlog=BACKLOG))
+                                                 access_log=False, backlog=BACKLOG,
+                                                 loop='asyncio'))
         servidor.run(sockets=[canal])
 
     print('%s  processos=%d' % (anuncio, args.processos), flush=True)
