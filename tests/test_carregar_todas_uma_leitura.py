@@ -546,10 +546,12 @@ def test_registro_pronto_recusado_sozinho_diz_a_key_e_a_coluna(fabrica_contextia
     assert [r['ID'] for r in cliente.ler_registros('anexos', chave)] == [2]
 
 
-def _duas_empresas_sqlite(fabrica_de_bancos, tmp_path, linhas, url, chaves, monkeypatch):
+def _duas_empresas_sqlite(fabrica_de_bancos, tmp_path, linhas, url, chaves, monkeypatch,
+                          empresas=2):
     """
-    Uma tabela SQLite com `linhas` linhas das empresas 1 e 2 (intercaladas),
-    chunk 5, lida pela carga de todas as empresas contra `url`: (leitura, empresas).
+    Uma tabela SQLite com `linhas` linhas das empresas 1 e 2 (intercaladas; com
+    `empresas`, de 1 a N, só a 1 e a 2 com chave), chunk 5, lida pela carga de
+    todas as empresas contra `url`: (leitura, empresas).
     """
     from contextia_sync.carga import todas
     from contextia_sync.mapeamento import carregar_mapeamento
@@ -557,7 +559,7 @@ def _duas_empresas_sqlite(fabrica_de_bancos, tmp_path, linhas, url, chaves, monk
 
     banco = fabrica_de_bancos('sqlite')
     banco.executar('CREATE TABLE duas (id INTEGER PRIMARY KEY, empresa_id INTEGER)')
-    banco.executar('INSERT INTO duas VALUES (:i, :e)', [{'i': g, 'e': 1 + g % 2}
+    banco.executar('INSERT INTO duas VALUES (:i, :e)', [{'i': g, 'e': 1 + g % empresas}
                                                        for g in range(linhas)])
     mapa = carregar_mapeamento(erp_teste.mapeamento(tmp_path, chunk=5, datasets=[
         {'dataset': 'duas', 'source_object': 'duas', 'columns': ['id', 'empresa_id'],
@@ -609,3 +611,24 @@ def test_chave_recusada_no_meio_da_leitura_tira_so_a_empresa(fabrica_de_bancos, 
     assert recusada.recusa and not recusada.resultados[0].ok
     assert 'complete NÃO enviado' in recusada.resultados[0].erro
     assert outra.resultados[0].ok and no_servidor(chaves['2'])['duas'] == 30
+
+
+def test_empresas_sem_chave_demais_sao_contadas_juntas_e_apontam_a_coluna(
+        fabrica_de_bancos, tmp_path, fabrica_contextia, monkeypatch):
+    # Uma coluna de escopo com um valor por linha (a coluna errada no mapeamento)
+    # não vira um contador por valor: depois de SEM_CHAVE_CONTADAS, contadas juntas.
+    # (Um servidor só dele: as empresas 1 e 2 dos outros testes têm outro 'duas'.)
+    from contextia_sync.carga import todas
+
+    monkeypatch.setattr(todas, 'SEM_CHAVE_CONTADAS', 3)
+    servidor = fabrica_contextia()
+    chaves = {e: servidor.criar_projeto_com_chave(e) for e in ('1', '2')}
+    leitura, lista = _duas_empresas_sqlite(fabrica_de_bancos, tmp_path, 120, servidor.url,
+                                           chaves, monkeypatch, empresas=12)
+    assert [(e.escopo, e.resultados[0].ok, e.resultados[0].registros) for e in lista] == [
+        ('1', True, 10), ('2', True, 10)]
+    assert len(leitura.sem_chave) == 3
+    # Nenhuma linha sumiu da conta: as das 10 empresas sem chave, 100.
+    assert sum(leitura.sem_chave.values()) + leitura.sem_chave_alem == 100
+    assert leitura.sem_chave_alem == 70
+    assert 'confira-a' in todas.linha_da_leitura(leitura, 2)

@@ -101,6 +101,10 @@ if TYPE_CHECKING:
 BLOCO_DA_COPIA = 1000
 # Quantas empresas sem chave a linha do dataset nomeia (todas são contadas).
 SEM_CHAVE_NOMEADAS = 5
+# Quantas empresas sem chave uma leitura conta uma a uma; as linhas das seguintes
+# são contadas juntas. Uma coluna de escopo com um valor por linha (o mapeamento
+# apontando a coluna errada) não enche a memória de contadores.
+SEM_CHAVE_CONTADAS = 10000
 
 
 class ContextiaFora(Exception):
@@ -157,6 +161,8 @@ class LeituraDoDataset:
     linhas: int = 0
     sem_chave: dict[str, int] = field(default_factory=dict)
     """Empresa fora do arquivo de chaves (ou recusada) -> linhas dela que ficaram de fora."""
+    sem_chave_alem: int = 0
+    """As linhas das empresas sem chave além das SEM_CHAVE_CONTADAS primeiras, juntas."""
     sem_escopo: int = 0
     """Linhas com a coluna de escopo vazia: de empresa nenhuma."""
     erro: str | None = None
@@ -471,6 +477,8 @@ class _Reparticao:
         self.pendentes: dict[str, str] = {}
         self.fora: str | None = None
         """O erro do primeiro lote que achou o Contextia indisponível: a leitura para."""
+        self.alem = _Descarte()
+        """As linhas sem chave além das SEM_CHAVE_CONTADAS empresas contadas uma a uma."""
 
     # -- a empresa de cada linha ------------------------------------------------
     def _destino(self, valor: Any) -> Any:
@@ -482,7 +490,12 @@ class _Reparticao:
             if destino is None:
                 destino = self.buffers[escopo] = _Buffer(escopo)
         else:
-            destino = self.descartes.setdefault(escopo, _Descarte())
+            destino = self.descartes.get(escopo)
+            if destino is None:
+                if len(self.descartes) < SEM_CHAVE_CONTADAS or escopo in self.ativas:
+                    destino = self.descartes[escopo] = _Descarte()
+                else:
+                    destino = self.alem                 # contadas juntas
         try:
             if len(self.destinos) < VALORES_LEMBRADOS:
                 self.destinos[valor] = destino
@@ -678,6 +691,7 @@ class _Reparticao:
                 leitura.sem_escopo += descarte.linhas
             else:
                 leitura.sem_chave[escopo] = leitura.sem_chave.get(escopo, 0) + descarte.linhas
+        leitura.sem_chave_alem += self.alem.linhas
 
 
 class _Contadas:
@@ -777,6 +791,11 @@ def linha_da_leitura(leitura: LeituraDoDataset, empresas: int) -> str:
                   ' (%s%s)' % (sum(leitura.sem_chave.values()), len(nomes),
                                ', '.join(nomes[:SEM_CHAVE_NOMEADAS]),
                                ' ...' if len(nomes) > SEM_CHAVE_NOMEADAS else ''))
+    if leitura.sem_chave_alem:
+        texto += ('; e mais %d linha(s) de empresas sem chave além dessas %d, contadas juntas:'
+                  ' tantas empresas assim é quase sempre a coluna de escopo errada no'
+                  ' mapeamento (scope_column) -- confira-a' % (leitura.sem_chave_alem,
+                                                               len(leitura.sem_chave)))
     if leitura.sem_escopo:
         texto += '; %d linha(s) sem empresa (escopo vazio) ficaram de fora' % leitura.sem_escopo
     if leitura.lotes_incompletos:
