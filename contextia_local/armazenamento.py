@@ -246,19 +246,20 @@ class Banco:
     @contextlib.contextmanager
     def transacao(self, esperar: bool = True) -> Iterator[sqlite3.Connection]:
         """
-        Uma transação de escrita. `esperar=False`: se a trava (a deste processo
-        ou a do SQLite, de outro processo) não está livre agora, levanta
-        BancoOcupado sem ter feito nada -- quem chama no laço de eventos vai
-        esperar numa thread.
+        Uma transação de escrita. `esperar=False`: se a trava (a deste processo,
+        a de arquivo ou a do SQLite, de outro processo) não está livre agora,
+        levanta BancoOcupado sem ter feito nada -- quem chama no laço de eventos
+        espera a vez numa thread (`esperar_a_vez`).
         """
         if not self._lock.acquire(blocking=esperar):
             raise BancoOcupado()
         try:
-            fcntl.flock(self._trava, fcntl.LOCK_EX | (0 if esperar else fcntl.LOCK_NB))
-        except BlockingIOError:
-            self._lock.release()
-            raise BancoOcupado() from None
-        try:
+            # Dentro do try: o lock do processo sai no finally por qualquer erro
+            # (soltar a trava de arquivo que não foi tomada não faz nada).
+            try:
+                fcntl.flock(self._trava, fcntl.LOCK_EX | (0 if esperar else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise BancoOcupado() from None
             if esperar:
                 self._esperar_a_trava(ESPERA_DA_TRAVA)
                 self._con.execute('BEGIN IMMEDIATE')
