@@ -151,7 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.openapi:
         sys.stdout.write(openapi_json())
         return 0
-    import uvicorn
     config = Configuracao(dados=args.dados, admin_token=args.admin_token,
                           falhas=args.falhas,
                           max_registros_lote=args.max_registros_lote or MAX_REGISTROS_LOTE,
@@ -162,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         'LIGADAS' if args.falhas else 'desligadas')
     if args.processos > 1:
         return _em_varios_processos(args, config, anuncio)
+    import uvicorn
     if args.vigiar_pai:
         threading.Thread(target=_vigiar_pai, args=(args.vigiar_pai,), daemon=True).start()
     app = criar_app(config)

@@ -144,8 +144,10 @@ def _distribuir(porta: socket.socket, filhos: dict[int, socket.socket]) -> int:
             if morto is not None:
                 pid, como = morto
                 print('Contextia local: o processo %d saiu (%s); o servidor para inteiro'
-                      ' (com menos processos ele mediria menos do que diz). Veja acima'
-                      ' o erro dele.' % (pid, como), file=sys.stderr, flush=True)
+                      ' (com menos processos ele mediria menos do que diz). Se ele disse'
+                      ' o erro, está acima; morto por sinal sem dizer nada (9: o OOM'
+                      ' killer do kernel? veja o dmesg), suba de novo com menos'
+                      ' --processos.' % (pid, como), file=sys.stderr, flush=True)
                 saida = 1
                 break
             for chave, _ in seletor.select():
@@ -175,13 +177,20 @@ def _distribuir(porta: socket.socket, filhos: dict[int, socket.socket]) -> int:
     return saida
 
 
+def _colher(pid: int) -> int | None:
+    """O status de saída do filho `pid` se ele já saiu (e o colhe), senão None."""
+    try:
+        pid_saiu, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:                   # já colhido: saiu
+        return 0
+    return status if pid_saiu else None
+
+
 def _filho_que_saiu(filhos: dict[int, socket.socket]) -> tuple[int, str] | None:
+    """(pid, como saiu) do primeiro filho que saiu, tirado de `filhos`; None se todos vivem."""
     for pid in list(filhos):
-        try:
-            pid_saiu, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            continue
-        if pid_saiu:
+        status = _colher(pid)
+        if status is not None:
             filhos.pop(pid).close()
             if os.WIFSIGNALED(status):
                 return pid, 'morto pelo sinal %d' % os.WTERMSIG(status)
@@ -200,12 +209,7 @@ def _parar_filhos(filhos: dict[int, socket.socket]) -> None:
     prazo = time.monotonic() + ESPERA_DOS_FILHOS
     pendentes = set(filhos)
     while pendentes and time.monotonic() < prazo:
-        for pid in list(pendentes):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    pendentes.discard(pid)
-            except ChildProcessError:
-                pendentes.discard(pid)
+        pendentes = {pid for pid in pendentes if _colher(pid) is None}
         time.sleep(0.05)
     for pid in pendentes:
         try:
