@@ -163,8 +163,11 @@ class _Filtro(http.server.BaseHTTPRequestHandler):
     """Idem, contando só os `complete`: todo complete e todo intake depois levam 503."""
     intakes = 0
     completes = 0
-    syncs_completados: set[str] = set()
-    datasets_fora: set[str] = set()
+    # Os dois conjuntos são dados por teste, pela fixture `filtro` (um conjunto da
+    # classe seria dividido entre os testes).
+    syncs_completados: set[str]
+    """Os `sync` dos `complete` que chegaram aqui."""
+    datasets_fora: set[str]
     """Os datasets dos lotes que levaram o 503 do Contextia fora."""
     recusados = 0
     maior_lote = 0
@@ -303,7 +306,7 @@ def _carga_com_o_contextia_caindo(tmp_path, chave_contextia, filtro, **queda):
     O carregar-todas com o Contextia caindo no meio (`queda`: os atributos do
     filtro), o prazo de 2 s; confere o que vale para toda queda -- a execução
     para ali: o dataset seguinte (o domínio) nem é tentado, em empresa nenhuma,
-    e todas saem com código 1 e a causa. Devolve (erp, saída).
+    e todas saem com código 1 e a causa. Devolve (arquivo de chaves, saída).
     """
     erp, chaves, arquivo = _erp_de_duas_empresas(tmp_path, chave_contextia)
     for nome, valor in queda.items():
