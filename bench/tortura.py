@@ -175,10 +175,6 @@ class Tortura:
         self.servidor = None
         self.ouvinte = None
         self.entregues_vistos = {}        # {dataset: {'marca', 'visto_em'}} (pelo estado)
-        # {dataset: [(inicio, visto_em)]}: cada reconciliação concluída que o estado
-        # mostrou (monotônico; o início estimado pela duração dela, para trás).
-        self.reconciliacoes_vistas = {}
-        self._ultima_reconciliacao = {}
         self.feitos = []                  # eventos que aconteceram
         self.marcas_no_commit = []
         self.leituras_do_estado = 0
@@ -684,15 +680,6 @@ class Tortura:
         if not ok:
             self.matador.estados_ruins.append('leitura continua: %s' % estado)
         if ok and estado:
-            for dataset, rec in (estado.get('reconciliacao') or {}).items():
-                ultima = (rec or {}).get('ultima_em')
-                if ultima and ultima != self._ultima_reconciliacao.get(dataset):
-                    self._ultima_reconciliacao[dataset] = ultima
-                    agora = time.monotonic()
-                    # Meio segundo a mais para tras: o estado e lido a cada 0,2 s e
-                    # gravado no fim do ciclo (o inicio estimado nunca e tardio).
-                    inicio = agora - float((rec or {}).get('duracao_s') or 0) - 0.5
-                    self.reconciliacoes_vistas.setdefault(dataset, []).append((inicio, agora))
             for dataset in (estado.get('pendentes_varredura') or {}):
                 if dataset not in self.entregues_vistos:
                     marca = _data((estado.get('marca_agua') or {}).get(dataset))
@@ -775,7 +762,7 @@ class Tortura:
             regra, chaves, esperado, obtido = self.ler_dois_lados()
             resultado = verificar.comparar(esperado, obtido, self.contexto())
             classes = resultado['classes']
-            sobrando = self._apagadas_sobrando(esperado, obtido)[0]
+            sobrando = self._apagadas_sobrando(esperado, obtido)
             if (not any(classes.get(c) for c in ausencias) and not sobrando) \
                     or time.monotonic() >= fim:
                 break
@@ -802,21 +789,13 @@ class Tortura:
 
     def _apagadas_sobrando(self, esperado, obtido):
         """
-        (sobrando, no dataset entregue): as linhas que a tortura apagou e que seguem no
-        Contextia, nos datasets com `key` (só com a reconciliação). A desculpa estreita:
-        o dataset que o ouvinte entregou à varredura por uma rajada da tortura (a
-        entrega casada por `justificar_entregas`) fica sem exclusão ao vivo até a
-        varredura, que remove (a leitura GRANDE da coluna descarta a da reconciliação:
-        captura/combinada.py); vale só para o DELETE feito
-        a partir de dois intervalos de reconciliação antes do começo da rajada (o que
-        foi apagado antes disso a reconciliação já tinha de ter removido).
+        As linhas que a tortura apagou e que seguem no Contextia, nos datasets com
+        `key` (só com a exclusão ao vivo). Sem desculpa nenhuma: nem o dataset
+        entregue à varredura, em que a reconciliação segue (captura/combinada.py).
         """
         if not self.exclui_ao_vivo():
-            return [], []
-        # Lendo o log nenhuma entrega a varredura e justificada (contexto()).
-        justificados = {} if self.por_log() else verificar.justificar_entregas(
-            self.entregues_vistos, self.carga.rajadas)[0]
-        sobrando, entregues = [], []
+            return []
+        sobrando = []
         for escopo in sorted(esperado):
             for dataset in verificar.COM_KEY:
                 na_origem = {verificar.chave_de(dataset, linha)
@@ -824,38 +803,16 @@ class Tortura:
                 no_contextia = {verificar.chave_de(dataset, r)
                                 for r in obtido.get(escopo, {}).get(dataset, [])}
                 apagados = self.carga.apagados.get(dataset, set())
-                for ident in sorted((no_contextia - na_origem) & apagados):
-                    item = 'empresa %s, %s %s' % (escopo, dataset, ident)
-                    inicios = [r['inicio'] for r in self.carga.rajadas
-                               if r['dataset'] == dataset]
-                    apagado_em = self.carga.apagados_em.get((dataset, ident), 0)
-                    if dataset in justificados and inicios and (
-                            apagado_em >= min(inicios) - 2 * self.cfg['intervalo_reconciliacao']
-                            or not self._reconciliou_depois(dataset, apagado_em)):
-                        entregues.append(item)
-                    else:
-                        sobrando.append(item)
-        return sobrando, entregues
-
-    def _reconciliou_depois(self, dataset, apagado_em):
-        """
-        Uma reconciliação de `dataset` começou depois do DELETE e terminou antes de o
-        dataset ser entregue à varredura? Sem isso (o ouvinte morto a cada poucos
-        segundos numa máquina carregada pode não chegar a reconciliar), a linha não
-        tinha como sair ao vivo: é a mesma desculpa do dataset entregue.
-        """
-        entregue = (self.entregues_vistos.get(dataset) or {}).get('visto_em')
-        return any(inicio > apagado_em and (entregue is None or visto < entregue)
-                   for inicio, visto in self.reconciliacoes_vistas.get(dataset, ()))
+                sobrando.extend('empresa %s, %s %s' % (escopo, dataset, ident)
+                                for ident in sorted((no_contextia - na_origem) & apagados))
+        return sobrando
 
     def conferir_apagadas(self, esperado, obtido):
         """Com a reconciliação, a exclusão física não é desculpa nos datasets com `key`."""
-        lista, entregues = self._apagadas_sobrando(esperado, obtido)
+        lista = self._apagadas_sobrando(esperado, obtido)
         sobrando = len(lista)
         exemplos = lista[:8]
         self.rec = {'apagadas_sobrando': sobrando, 'exemplos_sobrando': exemplos,
-                    'apagadas_no_dataset_entregue': len(entregues),
-                    'exemplos_no_dataset_entregue': entregues[:8],
                     'apagadas_zeradas_s': None if sobrando else self.numeros['alcance_s']}
         if sobrando:
             como = ('lendo o log (%s)' % self.cfg['estrategia'] if self.por_log() else
@@ -1593,9 +1550,6 @@ def tabela(resultados):
             _de(n, 'reconciliacao', 'vivas_removidas'), _de(n, 'reconciliacao', 'voltas'),
             _de(n, 'reconciliacao', 'voltas_com_erro'),
             _de(n, 'reconciliacao', 'nao_confirmadas')) if 'reconciliacao' in n else '-'),
-        ('  apagadas no dataset entregue', lambda n: _de(
-            n, 'reconciliacao', 'apagadas_no_dataset_entregue')
-            if 'reconciliacao' in n else '-'),
         ('rec: desculpas (empresa/reinserida)', lambda n: '%s / %s' % (
             _de(n, 'reconciliacao', 'desculpadas', 'mudou_de_empresa'),
             _de(n, 'reconciliacao', 'desculpadas', 'reinserida_na_remocao'))

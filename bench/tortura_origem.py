@@ -290,7 +290,6 @@ class Carga:
         self.rajadas = []                 # dict(dataset, ids, carimbo, linhas)
         self.apagados = {'titulos': set(), 'pedidos': set(), 'movimentos': set(),
                          'estoques': set()}
-        self.apagados_em = {}             # {(dataset, ident): monotonic do DELETE}
         # {dataset: {ident: {empresa de onde saiu}}}: a copia velha fica la ate a varredura.
         self.movidos = {'titulos': {}, 'pedidos': {}, 'estoques': {}}
         self.quietas = set()              # tabelas que a carga nao toca mais
@@ -412,7 +411,6 @@ class Carga:
         t = self.meta.tables[tabela]
         conexao.execute(t.delete().where(t.c[self._chave(tabela)] == ident))
         self.apagados[tabela.lower()].add(str(ident))
-        self.apagados_em[(tabela.lower(), str(ident))] = time.monotonic()
         return ident, empresa
 
     def _empresa(self):

@@ -450,6 +450,88 @@ def test_linha_entregue_pela_coluna_e_apagada_antes_da_reconciliacao_sai_nela(no
     assert 'a remover' not in saida, saida
 
 
+@pytest.mark.parametrize('tipo', BANCOS[:2])
+def test_dataset_entregue_a_varredura_segue_com_a_exclusao_ao_vivo(novo, tipo):
+    """
+    Uma alteração em massa acima do --maximo-por-ciclo entrega o dataset à varredura
+    (a marca da coluna para até ela), mas a reconciliação segue nele: o DELETE e a
+    linha nova chegam ao vivo, a alteração em massa não, e o dataset continua
+    entregue até a varredura. Antes, a leitura da reconciliação era descartada, e
+    a exclusão esperava a varredura do dia (achado da tortura).
+    """
+    o = novo(tipo)
+    e0 = o.erp.escopos[0]
+    carregar(o)
+    antes = sorted(ids_na_origem(o, e0))
+    apagada, nova = antes[0], antes[-1] + 1000
+    agora = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - 2))
+    o.erp.executar("UPDATE {TITULOS} SET {CLIENTE} = 'Em massa', {ALTERADO_EM} = :a"
+                   ' WHERE {EMPRESA_ID} = :e AND {ID} <> :i', a=agora, e=int(e0), i=apagada)
+    o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=apagada)
+    o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Nova', '1.00', '2026-10-01',"
+                   ' NULL)', i=nova, e=int(e0))
+    for volta in range(2):
+        saida = once(o, '--maximo-por-ciclo=5')
+        assert 'entregue a VARREDURA' in saida, saida
+        assert 'entregues a varredura: %s' % DATASET in o.status(), o.status()
+        no_contextia = o.no_contextia(e0)
+        assert apagada not in no_contextia and nova in no_contextia, saida
+        assert set(no_contextia) == set(ids_na_origem(o, e0)), saida
+        # A alteração em massa é da varredura: nenhuma chegou pelo ao-vivo.
+        assert not [r for r in no_contextia.values() if r['CLIENTE'] == 'Em massa'], saida
+        if volta == 0:
+            assert 'a reconciliação segue ao vivo (2 chave(s) agora)' in saida, saida
+        else:
+            assert 'a remover' not in saida and 'a reconciliação segue' not in saida, saida
+    rec = status_do_dataset(o)['reconciliacao']
+    assert rec['removidas_total'] >= 1 and rec['recusa'] is None, rec
+    # A varredura leva a alteração e solta o dataset.
+    carregar(o)
+    assert 'entregues a varredura' not in o.status()
+    assert {r['CLIENTE'] for i, r in o.no_contextia(e0).items() if i != nova} == {'Em massa'}
+
+
+@pytest.mark.parametrize('tipo', BANCOS[:2])
+def test_linha_de_envio_que_falhou_noutra_empresa_e_apagada_depois_sai_na_reconciliacao(
+        novo, tipo):
+    """
+    O envio chega à empresa A e falha na B: o ciclo não se confirma (a marca fica, e
+    nada entra no conjunto nem no diário), mas a linha de A JÁ está no Contextia.
+    Apagada na origem antes do ciclo seguinte, a coluna não a relê, e nenhuma
+    comparação a veria: ficava até a varredura (achado da tortura, com o 200 sem
+    JSON injetado numa empresa). As chaves do envio são anotadas antes dele
+    (`.tentadas-*`), e a reconciliação seguinte confere cada uma na origem.
+    """
+    o = novo(tipo)
+    e0, e1 = o.erp.escopos
+    carregar(o)
+    agora = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - 2))
+    nova_a, nova_b = max(ids_na_origem(o, e0)) + 1000, max(ids_na_origem(o, e1)) + 1000
+    for ident, escopo in ((nova_a, e0), (nova_b, e1)):
+        o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Envio torto', '1.00',"
+                       " '2026-10-01', :a)", i=ident, e=int(escopo), a=agora)
+    with open(o.arquivo_chaves, 'w') as arquivo:
+        arquivo.write('%s\t%s\n%s\tctx_chave_que_o_contextia_nao_conhece\n'
+                      % (e0, o.chaves[e0], e1))
+    codigo, saida = o.rodar('--once', COMBINADA, '--intervalo-reconciliacao=0')
+    assert nova_a in ids(o, e0) and nova_b not in ids(o, e1), saida
+    assert 'marca de água NÃO avançou' in saida, saida
+    pasta = os.path.join(o.estado_dir, 'conjuntos', DATASET)
+    assert [n for n in os.listdir(pasta) if '.tentadas-' in n], os.listdir(pasta)
+
+    o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=nova_a)
+    with open(o.arquivo_chaves, 'w') as arquivo:
+        arquivo.writelines('%s\t%s\n' % item for item in o.chaves.items())
+    saida = once(o)
+    assert 'de um envio não confirmado já não estão na origem' in saida, saida
+    assert nova_a not in ids(o, e0) and nova_b in ids(o, e1), saida
+    assert ids(o, e0) == ids_na_origem(o, e0) and ids(o, e1) == ids_na_origem(o, e1)
+    # Conferidas e entregues: nenhum arquivo de chaves tentadas sobra.
+    assert not [n for n in os.listdir(pasta) if '.tentadas-' in n], os.listdir(pasta)
+    saida = once(o)
+    assert 'a remover' not in saida, saida
+
+
 def test_diario_que_nao_grava_aparece_na_reconciliacao_do_dataset(novo):
     """O diário que falha (disco cheio, permissão) não passa calado: status e saúde."""
     o = novo('sqlite')

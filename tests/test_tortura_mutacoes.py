@@ -52,9 +52,10 @@ MUTACOES = (
         'o ciclo de projetos pula toda empresa nova: ela só chega na varredura'),
     Mutacao(
         'entregue_ate_varrer', 'contextia_sync/ouvinte/dados.py',
-        '    if leitura.situacao is Situacao.GRANDE:\n',
-        "    if leitura.situacao is Situacao.GRANDE or (alvo.nome == 'movimentos'"
-        ' and not ctx.estado.varredura_feita_em()):  # MUTACAO\n',
+        '    grande = leitura.situacao is Situacao.GRANDE\n',
+        "    if alvo.nome == 'movimentos' and not ctx.estado.varredura_feita_em():  # MUTACAO\n"
+        '        leitura = Leitura(Situacao.GRANDE, quantos=len(leitura.upserts))\n'
+        '    grande = leitura.situacao is Situacao.GRANDE\n',
         'entregue_sem_rajada',
         'movimentos fica entregue a varredura até a primeira varredura: ao-vivo morto'),
     Mutacao(

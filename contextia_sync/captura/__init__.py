@@ -44,7 +44,9 @@ class Situacao(str, enum.Enum):
 
     INICIO = 'inicio'        # primeira sonda: so fixou o ponto de partida, nada a enviar
     NADA = 'nada'            # nada mudou desde a posicao guardada
-    GRANDE = 'grande'        # passou do teto por ciclo: o dataset vai para a varredura
+    # Passou do teto por ciclo: o dataset vai para a varredura. Pode trazer o que
+    # a reconciliacao achou no mesmo dataset, que vai assim mesmo (combinada.py).
+    GRANDE = 'grande'
     MUDANCAS = 'mudancas'    # ha o que entregar
 
 
@@ -98,6 +100,14 @@ class Captura(Protocol):
 
     def ler(self, alvo: DatasetVivo) -> Leitura:
         """O que mudou desde a posição confirmada. Não avança nada."""
+        ...
+
+    def antes_de_enviar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
+        """
+        `leitura` vai ser enviada agora. Quem precisa saber o que PODE ter chegado
+        ao Contextia mesmo sem `confirmar` (o envio que falha no meio, o kill -9
+        depois da primeira empresa) anota aqui; as outras não fazem nada.
+        """
         ...
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:

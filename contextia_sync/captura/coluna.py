@@ -266,6 +266,10 @@ class CapturaColuna:
                        atrasadas=atrasadas, posicao=posicao,
                        privado=self._identidades(alvo, linhas))
 
+    def antes_de_enviar(self, alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
+                        leitura: Leitura) -> None:
+        """Nada: a marca não avança sem `confirmar`, e o próximo ciclo relê a janela."""
+
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         self.estado.definir_marca(alvo.nome, leitura.posicao)
         self.estado.acompanhamento(alvo.nome).vazia_no_inicio = False

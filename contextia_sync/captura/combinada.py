@@ -15,6 +15,11 @@ coluna lê de volta, na mesma empresa, comitou depois da leitura das chaves --
 está viva, e não é removida. A linha que as duas trazem vai uma vez só (a da
 coluna, lida por último).
 
+A coluna acima do `--maximo-por-ciclo` entrega o dataset à varredura (a marca
+dela para até lá), e a reconciliação NÃO para com ela: a exclusão e a inclusão
+daquele dataset seguem ao vivo (`_acima_do_teto`); só a alteração espera a
+varredura.
+
 Uma falha da reconciliacao (a leitura das chaves caiu no meio) não para a
 coluna: fica no status da reconciliacao do dataset, e a coluna segue.
 
@@ -74,12 +79,25 @@ class CapturaCombinada:
         if not alvo.watch:
             return rec if rec is not None else Leitura(Situacao.NADA, sondou=False)
         col = self.coluna.ler(alvo)
-        if rec is None or col.situacao is Situacao.GRANDE:
-            # Rajada acima do teto: o dataset vai para a varredura, que remove tambem.
+        if rec is None:
             return col
+        if col.situacao is Situacao.GRANDE:
+            return _acima_do_teto(col, rec)
         return _juntar(alvo, col, rec)
 
+    def antes_de_enviar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
+        if alvo.reconcilia:
+            # As linhas da coluna também: entregues sem confirmar e apagadas antes do
+            # próximo ciclo, a coluna não as relê, e só a reconciliação as tira.
+            self.reconciliacao.antes_de_enviar(alvo, leitura)
+
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
+        self._confirmar(alvo, leitura)
+        if alvo.reconcilia:
+            # Depois do diário e do conjunto: as chaves deste envio já estão neles.
+            self.reconciliacao.soltar_tentadas(alvo)
+
+    def _confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         juntas = leitura.privado
         if not isinstance(juntas, _Juntas):
             # Uma leitura so (a outra nao leu neste ciclo): de quem for.
@@ -115,6 +133,24 @@ class CapturaCombinada:
                         fechados: Collection[str | None]) -> None:
         if alvo.reconcilia:
             self.reconciliacao.depois_da_carga(alvo, antes, fechados)
+
+
+def _acima_do_teto(col: Leitura, rec: Leitura) -> Leitura:
+    """
+    A coluna acima do teto entrega o dataset à varredura e a marca dela para; a
+    reconciliação segue no mesmo dataset, e o que ela achou vai agora.
+
+    Descartada, a exclusão do dataset ficaria para a varredura do dia (até 24 h
+    depois de uma operação em massa às 10 h). Sem a coluna para casar, a
+    proteção é a da própria reconciliação: a chave a remover é conferida de
+    novo na origem (`key IN`) logo antes de ir.
+    """
+    if rec.situacao is not Situacao.MUDANCAS:
+        return col
+    return Leitura(
+        Situacao.GRANDE, upserts=rec.upserts, remocoes=rec.remocoes,
+        remocoes_por_escopo=rec.remocoes_por_escopo, quantos=col.quantos,
+        privado=_Juntas(None, rec))
 
 
 def _juntar(alvo: DatasetVivo, col: Leitura, rec: Leitura) -> Leitura:

@@ -44,6 +44,11 @@ _SUFIXO = '.chaves'
 # coluna acrescentar enquanto isso cair num diario novo).
 _DIARIO = '.diario'
 _DOBRANDO = '.dobrando'
+# As chaves de um envio, anotadas ANTES dele, um arquivo por envio: o que pode
+# estar no Contextia sem estar no conjunto nem no diario (o envio que falhou no
+# meio, o kill -9 depois da primeira empresa). Sai quando o envio e confirmado,
+# ou quando a reconciliacao conferiu cada chave na origem e removeu as que sumiram.
+_TENTADAS = '.tentadas-'
 _PREFIXO_EMPRESA = 'e-'
 _TODAS = 'todas' + _SUFIXO
 
@@ -173,6 +178,22 @@ def caminho(pasta: str, dataset: str, escopo: str | None) -> str:
 def caminho_diario(pasta: str, dataset: str, escopo: str | None) -> str:
     """O diário das chaves entregues pela `coluna` ao lado do conjunto de `escopo`."""
     return caminho(pasta, dataset, escopo) + _DIARIO
+
+
+def caminho_tentadas(pasta: str, dataset: str, escopo: str | None, envio: str) -> str:
+    """O arquivo das chaves tentadas de `escopo` no `envio` (um nome novo por envio)."""
+    return caminho(pasta, dataset, escopo) + _TENTADAS + envio
+
+
+def tentadas_de(pasta: str, dataset: str, escopo: str | None) -> list[str]:
+    """Os arquivos de chaves tentadas e não confirmadas de `escopo`, do mais velho ao novo."""
+    prefixo = os.path.basename(caminho(pasta, dataset, escopo)) + _TENTADAS
+    try:
+        nomes = os.listdir(pasta_do_dataset(pasta, dataset))
+    except FileNotFoundError:
+        return []
+    return [os.path.join(pasta_do_dataset(pasta, dataset), nome)
+            for nome in sorted(nomes) if nome.startswith(prefixo)]
 
 
 def existentes(pasta: str, dataset: str) -> dict[str | None, str]:
@@ -402,11 +423,12 @@ def aplicar(anteriores: Iterable[Any], incluidas: Iterable[Any],
     yield from extras[i:]
 
 
-# ---------------------------------------------------------------- o diario da coluna
+# ------------------------------------------- o diario da coluna, e as chaves tentadas
 def anotar_diario(arquivo: str, identidade: Identidade, escopo: str | None,
                   valores: Iterable[Any]) -> None:
     """
-    Acrescenta ao diário as chaves que a `coluna` acabou de entregar.
+    Acrescenta ao diário as chaves que a `coluna` acabou de entregar (ou, no
+    mesmo formato, ao arquivo das chaves que um envio vai tentar).
 
     Sem fsync de propósito: um diário perdido num crash só devolve o caso
     antigo (a chave apagada antes da próxima leitura sai na varredura), e o

@@ -139,6 +139,10 @@ class CapturaPeloSpool:
         return leitura_do_spool(self.origem, alvo, self._teto.tomar(
             self.spool, alvo.nome, self.maximo), alvo.escopo)
 
+    def antes_de_enviar(self, alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
+                        leitura: Leitura) -> None:
+        """Nada: a mudança só sai do spool quando o intake a confirmou."""
+
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         """
         Conclui no spool as mudanças entregues.

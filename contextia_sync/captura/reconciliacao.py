@@ -82,6 +82,7 @@ class _Empresa:
     incluidas_total: int = 0
     recusa: str | None = None
     torto: bool = False          # o conjunto guardado nao servia: apagado, recomeca
+    tentadas: list[Any] = field(default_factory=list)   # de envios nao confirmados
 
 
 @dataclass
@@ -96,10 +97,13 @@ class _Diario:
 @dataclass
 class _Plano:
     """O que `confirmar` grava: as inclusões entregues, por empresa (None: sem recorte),
-    e os diários que o conjunto novo soma."""
+    e os diários que o conjunto novo soma; e os arquivos de chaves tentadas que esta
+    leitura conferiu, que saem quando as remoções dela forem entregues."""
 
     incluidas: dict[str | None, list[Any]]
     diarios: dict[str | None, _Diario] = field(default_factory=dict)
+    tentadas: list[str] = field(default_factory=list)
+    com_remocoes: bool = False
 
 
 class _Grupos:
@@ -175,6 +179,8 @@ class CapturaReconciliacao:
         self.opcoes = opcoes
         # Tentativas nesta subida (relogio monotonico): o intervalo conta daqui.
         self._tentada: dict[str, float] = {}
+        # Os arquivos de chaves tentadas do envio em curso de cada dataset.
+        self._tentadas_agora: dict[str, list[str]] = {}
         if not opcoes.seco:
             _limpar_temporarios(opcoes.pasta)
 
@@ -234,8 +240,17 @@ class CapturaReconciliacao:
         """O conjunto entregue de cada empresa vira o anterior, menos as remoções e mais as
         inclusões entregues (as que `leitura` ainda traz: o ciclo tira as que falharam)."""
         plano = leitura.privado
-        if not isinstance(plano, _Plano):
+        if isinstance(plano, _Plano) and not self._gravar_entregue(alvo, leitura, plano):
+            # Um conjunto não regravado: as chaves tentadas ficam, e a próxima
+            # reconciliação as confere de novo.
+            self._tentadas_agora.pop(alvo.nome, None)
             return
+        # Só agora, com o conjunto e o diário gravados: um kill -9 antes disto deixa
+        # as chaves tentadas, nunca uma chave entregue fora de todo arquivo.
+        self.soltar_tentadas(alvo)
+
+    def _gravar_entregue(self, alvo: DatasetVivo, leitura: Leitura, plano: _Plano) -> bool:
+        """O conjunto de cada empresa com o que foi entregue; False se algum não se gravou."""
         r = self.estado.reconciliacao(alvo.nome)
         identidade = self._identidade(alvo)
         removidas: dict[str | None, list[Any]] = {
@@ -243,6 +258,7 @@ class CapturaReconciliacao:
         if leitura.remocoes:
             removidas[None] = list(leitura.remocoes)
         total_removidas = total_incluidas = 0
+        gravados = True
         for escopo in sorted(set(removidas) | set(plano.incluidas) | set(plano.diarios),
                              key=lambda e: e or ''):
             saem, entram = removidas.get(escopo, []), plano.incluidas.get(escopo, [])
@@ -254,9 +270,70 @@ class CapturaReconciliacao:
             if self._regravar(identidade, escopo, entram, saem, diario):
                 total_removidas += len(saem)
                 total_incluidas += len(entram)
+            else:
+                gravados = False
         r.removidas, r.incluidas = total_removidas, total_incluidas
         r.removidas_total += total_removidas
         r.incluidas_total += total_incluidas
+        if gravados and (not plano.com_remocoes or removidas):
+            # Conferidas na origem, e as que sumiram removidas: nada mais a ver nelas.
+            for arquivo in plano.tentadas:
+                _apagar(arquivo)
+        return gravados
+
+    def antes_de_enviar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
+        """
+        As chaves que este envio vai levar, anotadas ANTES dele, por empresa.
+
+        Sem isto, a linha que chegou ao Contextia num envio que não se confirmou
+        (outra empresa falhou depois, o ouvinte morreu no meio) não está no
+        conjunto nem no diário; apagada antes do próximo envio, nenhuma
+        comparação a veria, e ela ficaria até a varredura. A próxima
+        reconciliação confere cada chave tentada na origem (`key IN`), e a que
+        sumiu é removida. Envio confirmado: `confirmar` apaga estas.
+        """
+        self._tentadas_agora[alvo.nome] = []
+        if alvo.chave is None or self.opcoes.seco:
+            return
+        identidade = self._identidade(alvo)
+        envio = '%020d-%d' % (time.time_ns(), os.getpid())
+        for escopo, valores in self._por_escopo(alvo, leitura.upserts).items():
+            arquivo = conjuntos.caminho_tentadas(self.opcoes.pasta, alvo.nome, escopo, envio)
+            try:
+                conjuntos.anotar_diario(arquivo, identidade, escopo, valores)
+            except (ErroConjunto, OSError) as erro:
+                self._sem_disco(alvo, 'as chaves tentadas de %s não foram anotadas'
+                                % (escopo or 'todas as empresas'), erro)
+                continue
+            self._tentadas_agora[alvo.nome].append(arquivo)
+
+    def soltar_tentadas(self, alvo: DatasetVivo) -> None:
+        """O envio em curso foi confirmado: as chaves dele estão no conjunto ou no diário."""
+        for arquivo in self._tentadas_agora.pop(alvo.nome, []):
+            _apagar(arquivo)
+
+    def _por_escopo(self, alvo: DatasetVivo, linhas: Iterable[dict[str, Any]],
+                    ) -> dict[str | None, list[Any]]:
+        """Os valores de `key` das linhas, por empresa (None: o dataset sem recorte)."""
+        assert alvo.chave is not None
+        por_escopo: dict[str | None, list[Any]] = {}
+        for linha in linhas:
+            valor = linha.get(alvo.chave)
+            if valor is None:
+                continue
+            escopo = texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None
+            por_escopo.setdefault(escopo, []).append(valor)
+        return por_escopo
+
+    def _sem_disco(self, alvo: DatasetVivo, o_que: str, erro: Exception) -> None:
+        """Um arquivo ao lado do conjunto que não se gravou: no log e na reconciliação
+        do dataset (status, saúde, métricas) -- a exclusão pode chegar atrasada."""
+        texto = ('%s (%s: %s): uma dessas chaves apagada antes da próxima leitura só sai'
+                 ' na varredura. Confira o disco de %s (cheio? sem permissão?)'
+                 % (o_que, type(erro).__name__, erro, self.opcoes.pasta))
+        logger.warning('%-28s reconciliação: %s', alvo.nome, texto)
+        self.estado.reconciliacao(alvo.nome).registrar_erro(
+            '%s %s' % (_agora_texto(), texto), _agora_texto())
 
     def anotar_entregues(self, alvo: DatasetVivo, linhas: Iterable[dict[str, Any]]) -> None:
         """
@@ -269,29 +346,17 @@ class CapturaReconciliacao:
         """
         if alvo.chave is None or self.opcoes.seco:
             return
-        por_escopo: dict[str | None, list[Any]] = {}
-        for linha in linhas:
-            valor = linha.get(alvo.chave)
-            if valor is None:
-                continue
-            escopo = texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None
-            por_escopo.setdefault(escopo, []).append(valor)
         identidade = self._identidade(alvo)
-        for escopo, valores in por_escopo.items():
+        for escopo, valores in self._por_escopo(alvo, linhas).items():
             arquivo = conjuntos.caminho_diario(self.opcoes.pasta, alvo.nome, escopo)
             try:
                 conjuntos.anotar_diario(arquivo, identidade, escopo, valores)
             except (ErroConjunto, OSError) as erro:
-                texto = ('o diário de %s não foi gravado (%s: %s): uma dessas chaves apagada'
-                         ' antes da próxima leitura só sai na varredura. Confira o disco de'
-                         ' %s (cheio? sem permissão?)' % (escopo or 'todas as empresas',
-                                                          type(erro).__name__, erro,
-                                                          self.opcoes.pasta))
-                logger.warning('%-28s reconciliação: %s', alvo.nome, texto)
-                # Na reconciliação do dataset (status, saúde, métricas): a exclusão dele
-                # pode chegar atrasada, e isso não passa calado.
-                self.estado.reconciliacao(alvo.nome).registrar_erro(
-                    '%s %s' % (_agora_texto(), texto), _agora_texto())
+                self._sem_disco(alvo, 'o diário de %s não foi gravado'
+                                % (escopo or 'todas as empresas'), erro)
+                # As chaves tentadas deste envio ficam no disco: a próxima
+                # reconciliação as confere na origem no lugar do diário.
+                self._tentadas_agora.pop(alvo.nome, None)
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002 - o protocolo
         """Nada a saltar: o conjunto renasce pela carga (`antes_da_carga`)."""
@@ -402,16 +467,40 @@ class CapturaReconciliacao:
         for empresa in empresas:
             if empresa.torto and empresa.escopo in diarios:
                 _apagar(diarios.pop(empresa.escopo).arquivo)
+        tentadas = self._tentadas(identidade, empresas)
         leitura = self._leitura(alvo, empresas, atuais)
         plano = leitura.privado
         assert isinstance(plano, _Plano)
         if leitura.situacao is Situacao.NADA:
-            # Sem `confirmar` a seguir: o conjunto soma o diario agora.
+            # Sem `confirmar` a seguir: o conjunto soma o diario agora, e as chaves
+            # tentadas, todas ainda na origem, ja nao tem o que dizer.
             for escopo, diario in diarios.items():
                 self._somar_diario(identidade, escopo, diario)
+            if not self.opcoes.seco:
+                for arquivo in tentadas:
+                    _apagar(arquivo)
         else:
             plano.diarios = diarios
+            plano.tentadas = tentadas
         return leitura
+
+    def _tentadas(self, identidade: Identidade, empresas: list[_Empresa]) -> list[str]:
+        """
+        As chaves de envios não confirmados de cada empresa comparada (em
+        `empresa.tentadas`); devolve os arquivos lidos. A empresa recusada pelo
+        teto ou de conjunto torto fica com os dela para a próxima vez.
+        """
+        arquivos: list[str] = []
+        for empresa in empresas:
+            if empresa.recusa or empresa.torto:
+                continue
+            for arquivo in conjuntos.tentadas_de(self.opcoes.pasta, identidade.dataset,
+                                                 empresa.escopo):
+                # De outra identidade (a `key` ou a view mudaram): [] e o arquivo sai.
+                empresa.tentadas.extend(conjuntos.ler_diario(arquivo, identidade,
+                                                             empresa.escopo))
+                arquivos.append(arquivo)
+        return arquivos
 
     def _anteriores(self, identidade: Identidade, escopo: str | None,
                     arquivo: str | None, diarios: dict[str | None, _Diario],
@@ -531,7 +620,13 @@ class CapturaReconciliacao:
         """Remoções conferidas de novo na origem e inclusões lidas inteiras: a Leitura."""
         assert alvo.chave is not None
         candidatas = [(e.escopo, v) for e in empresas for v in e.removidas]
-        presentes = self._ainda_na_origem(alvo, [v for _, v in candidatas])
+        # As chaves de envios não confirmados: só as que a origem já não tem saem.
+        ja = {(escopo, conjuntos.codificar(v)) for escopo, v in candidatas}
+        tentadas = {(e.escopo, conjuntos.codificar(v)): (e.escopo, v)
+                    for e in empresas for v in e.tentadas}
+        tentadas = {par: item for par, item in tentadas.items() if par not in ja}
+        presentes = self._ainda_na_origem(
+            alvo, [v for _, v in candidatas] + [v for _, v in tentadas.values()])
         remocoes: dict[str | None, list[Any]] = {}
         voltaram = 0
         for escopo, valor in candidatas:
@@ -542,19 +637,26 @@ class CapturaReconciliacao:
         if voltaram:
             logger.info('%-28s reconciliação: %s chave(s) sumidas na leitura estavam de volta'
                         ' na origem ao conferir: NÃO removidas', alvo.nome, voltaram)
+        sumidas = [item for par, item in tentadas.items() if par not in presentes]
+        for escopo, valor in sumidas:
+            remocoes.setdefault(escopo, []).append(valor)
+        if sumidas:
+            logger.info('%-28s reconciliação: %s chave(s) de um envio não confirmado já não'
+                        ' estão na origem: removidas também', alvo.nome, len(sumidas))
         pedidas = {(e.escopo, conjuntos.codificar(v)): v for e in empresas for v in e.incluidas}
         linhas, entregues = self._inteiras(alvo, pedidas)
         vistas = sum(e.removidas_total for e in empresas if not e.recusa)
         vao = sum(len(v) for v in remocoes.values())
         incluidas = sum(e.incluidas_total for e in empresas)
-        if vistas > vao + voltaram or incluidas > len(pedidas):
+        if vistas > vao - len(sumidas) + voltaram or incluidas > len(pedidas):
             logger.warning('%-28s reconciliação: %s exclusão(ões) e %s inclusão(ões); vão agora'
                            ' %s e %s (teto --maximo-por-ciclo %s), o resto na próxima',
-                           alvo.nome, vistas, incluidas, vao, len(pedidas), self.maximo)
+                           alvo.nome, vistas, incluidas, vao - len(sumidas), len(pedidas),
+                           self.maximo)
         if vao or linhas:
             logger.info('%-28s reconciliação: %s chave(s) a remover, %s linha(s) nova(s) a'
                         ' enviar (%s chave(s) na origem)', alvo.nome, vao, len(linhas), atuais)
-        plano = _Plano(incluidas=entregues)
+        plano = _Plano(incluidas=entregues, com_remocoes=bool(vao))
         situacao = Situacao.MUDANCAS if (vao or linhas) else Situacao.NADA
         return Leitura(situacao, upserts=linhas,
                        remocoes=remocoes.pop(None, []) if alvo.escopo is None else [],

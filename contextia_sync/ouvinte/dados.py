@@ -160,15 +160,21 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         # Nada acima da marca: nenhum envio pendente, o erro antigo ja passou.
         acomp.registrar_sucesso()
         return
-    if leitura.situacao is Situacao.GRANDE:
+    grande = leitura.situacao is Situacao.GRANDE
+    if grande:
         # Operacao em massa: a varredura e a ferramenta certa -- fecha a carga e
         # remove o que sumiu (marca_agua.passa_do_teto).
+        da_reconciliacao = len(leitura.upserts) + len(leitura.remocoes) + sum(
+            len(v) for v in leitura.remocoes_por_escopo.values())
         logger.warning('%-28s %s linhas mudaram (teto %s): entregue a VARREDURA,'
-                       ' não ao incremental', alvo.nome, leitura.quantos, ctx.maximo)
+                       ' não ao incremental%s', alvo.nome, leitura.quantos, ctx.maximo,
+                       '; a reconciliação segue ao vivo (%d chave(s) agora)'
+                       % da_reconciliacao if da_reconciliacao else '')
         ctx.estado.entregar_a_varredura(
             alvo.nome, '%s linhas em %s' % (leitura.quantos, _agora_texto()))
         acomp.enviados_ultimo_ciclo = 0
-        return
+        if not da_reconciliacao:
+            return
 
     resumo.atrasadas += leitura.atrasadas
     grupos, novos = agrupar_por_escopo(leitura.upserts, ctx.mapa, alvo.row, chaves)
@@ -180,6 +186,8 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         logger.warning('%-28s sem `key`: alteração vira registro NOVO (dedup por'
                        ' hash). Até a varredura, o antigo fica.', alvo.nome)
 
+    if not ctx.seco:
+        ctx.captura.antes_de_enviar(alvo, leitura)
     envio = _enviar(ctx, alvo, grupos, chaves, resumo)
     remocoes = _enviar_remocoes(ctx, alvo, leitura, chaves, resumo) if envio.ok else None
     acomp.enviados_ultimo_ciclo = envio.enviados
@@ -193,14 +201,15 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         entregue = leitura if remocoes.ok else dataclasses.replace(
             leitura, remocoes=[], remocoes_por_escopo={})
         ctx.captura.confirmar(alvo, entregue)
-        if remocoes.ok:
-            acomp.registrar_sucesso()
-            ctx.estado.soltar_da_varredura(alvo.nome)
-        else:
+        if not remocoes.ok:
             acomp.registrar_erro('%s %s' % (_agora_texto(), remocoes.erro), _agora_texto())
             logger.warning('%-28s remoção com erro: os registros foram entregues, as'
                            ' remoções ficam para a próxima reconciliação (no binlog, ficam no'
                            ' spool)', alvo.nome)
+        elif not grande:
+            # O dataset entregue a varredura (grande) so ela solta.
+            acomp.registrar_sucesso()
+            ctx.estado.soltar_da_varredura(alvo.nome)
     elif not envio.ok:
         acomp.registrar_erro('%s %s' % (_agora_texto(), envio.erro), _agora_texto())
         logger.warning('%-28s envio com erro: marca de água NÃO avançou (o próximo'
