@@ -153,7 +153,9 @@ interpretador="$(cd "$(dirname "$interpretador")" && pwd)/$(basename "$interpret
 # unixODBC, sem o qual o driver do SQL Server (pyodbc) nem importa.
 faltam=()
 "$python" -c 'import venv, ensurepip' 2>/dev/null || faltam+=(python3-venv)
-ldconfig -p 2>/dev/null | grep -q 'libodbc.so.2' || faltam+=(unixodbc)
+# Sem `grep -q`: ele sai no primeiro achado, o ldconfig leva SIGPIPE, e o pipefail
+# dava o unixODBC instalado por faltando, de vez em quando (visto na suite).
+ldconfig -p 2>/dev/null | grep 'libodbc.so.2' >/dev/null || faltam+=(unixodbc)
 # O [dev] compila o mysqlclient (a suite roda o adaptador com os dois drivers do
 # MariaDB): precisa dos cabecalhos da libmariadb e do pkg-config.
 if [ "$extra" = dev ]; then

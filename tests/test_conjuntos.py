@@ -178,3 +178,34 @@ def test_juntar_o_conjunto_e_o_diario_conta_so_o_que_faltava():
     diferenca = list(conjuntos.comparar(conjuntos.juntar(iter([1, 4]), [2]), iter([1, 4]),
                                         Contagem()))
     assert diferenca == [('-', 2)]
+
+
+def test_chaves_tentadas_por_empresa_numa_listagem_so(tmp_path):
+    """
+    Os arquivos das chaves de envios não confirmados, por empresa: o nome com
+    caractere especial volta igual, o dataset sem recorte é None, e o conjunto,
+    o diário e o temporário ao lado não entram.
+    """
+    pasta = str(tmp_path)
+    esquisita = 'filial/01 ç'
+    arquivos = {
+        ('1', 'a'): conjuntos.caminho_tentadas(pasta, 'titulos', '1', '%020d-7' % 2),
+        ('1', 'b'): conjuntos.caminho_tentadas(pasta, 'titulos', '1', '%020d-7' % 1),
+        (esquisita, 'a'): conjuntos.caminho_tentadas(pasta, 'titulos', esquisita, '9-1'),
+        (None, 'a'): conjuntos.caminho_tentadas(pasta, 'titulos', None, '3-1'),
+    }
+    for (escopo, _), arquivo in arquivos.items():
+        conjuntos.anotar_diario(arquivo, IDENTIDADE, escopo, [1, 2])
+    conjuntos.anotar_diario(conjuntos.caminho_diario(pasta, 'titulos', '1'), IDENTIDADE,
+                            '1', [3])
+    with open(conjuntos.caminho(pasta, 'titulos', '1'), 'w') as arquivo:
+        arquivo.write('')
+    with open(os.path.join(pasta, 'titulos', '.e-1.chaves.tmp'), 'w') as arquivo:
+        arquivo.write('')
+    achados = conjuntos.tentadas(pasta, 'titulos')
+    # Do envio mais velho ao mais novo (o número do envio tem largura fixa).
+    assert achados == {'1': [arquivos[('1', 'b')], arquivos[('1', 'a')]],
+                       esquisita: [arquivos[(esquisita, 'a')]],
+                       None: [arquivos[(None, 'a')]]}
+    assert conjuntos.ler_diario(arquivos[(esquisita, 'a')], IDENTIDADE, esquisita) == [1, 2]
+    assert conjuntos.tentadas(pasta, 'outro') == {}

@@ -523,13 +523,61 @@ def test_linha_de_envio_que_falhou_noutra_empresa_e_apagada_depois_sai_na_reconc
     with open(o.arquivo_chaves, 'w') as arquivo:
         arquivo.writelines('%s\t%s\n' % item for item in o.chaves.items())
     saida = once(o)
-    assert 'de um envio não confirmado já não estão na origem' in saida, saida
+    assert 'tentadas (de um envio não confirmado, ou que entraram durante uma carga) já' \
+        ' não estão na origem' in saida, saida
     assert nova_a not in ids(o, e0) and nova_b in ids(o, e1), saida
     assert ids(o, e0) == ids_na_origem(o, e0) and ids(o, e1) == ids_na_origem(o, e1)
     # Conferidas e entregues: nenhum arquivo de chaves tentadas sobra.
     assert not [n for n in os.listdir(pasta) if '.tentadas-' in n], os.listdir(pasta)
     saida = once(o)
     assert 'a remover' not in saida, saida
+
+
+@pytest.mark.parametrize('tipo', BANCOS[:2])
+def test_linha_que_entrou_durante_a_carga_e_saiu_depois_sai_na_reconciliacao(novo, tipo,
+                                                                             tmp_path):
+    """
+    O conjunto de uma empresa nasce do lido ANTES da carga completa; a linha que
+    entrou entre essa leitura e a da carga foi levada por ela, e está no Contextia
+    fora do conjunto. Apagada antes da reconciliação seguinte, nenhuma comparação a
+    veria (achado da tortura: a empresa nova, carregada no meio da carga de
+    linhas). `depois_da_carga` relê a origem e anota o que entrou como chave
+    tentada. Aqui a captura roda no processo, sobre a origem de verdade: o INSERT
+    entre o `antes_da_carga` e o `depois_da_carga` é a linha que a carga levou.
+    """
+    from contextia_sync.captura import DatasetVivo, Situacao
+    from contextia_sync.captura.reconciliacao import CapturaReconciliacao, OpcoesReconciliacao
+    from contextia_sync.estado.estado import Estado
+    from contextia_sync.origem import generico
+
+    o = novo(tipo)
+    e0 = o.erp.escopos[0]
+    with open(o.mapa, encoding='utf-8') as arquivo:
+        row = json.load(arquivo)['datasets'][0]
+    alvo = DatasetVivo(nome=DATASET, row=row, watch=None, chave='ID', escopo='EMPRESA_ID',
+                       reconcilia=True)
+    generico.conectar(o.erp.url)
+    try:
+        captura = CapturaReconciliacao(
+            generico, Estado(str(tmp_path / 'estado.json')), 0, 1000,
+            OpcoesReconciliacao(pasta=str(tmp_path / 'conjuntos'), intervalo=0,
+                                escopos=lambda: o.erp.escopos))
+        antes = captura.antes_da_carga(alvo, e0)
+        entrou = max(ids_na_origem(o, e0)) + 1000
+        o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Durante a carga', '1.00',"
+                       " '2026-10-01', NULL)", i=entrou, e=int(e0))
+        captura.depois_da_carga(alvo, antes, {e0})
+        o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=entrou)
+        leitura = captura.ler(alvo)
+        assert leitura.situacao is Situacao.MUDANCAS, leitura
+        assert leitura.remocoes_por_escopo == {e0: [entrou]} and not leitura.upserts, leitura
+        captura.confirmar(alvo, leitura)
+        # Conferida e removida: nada mais a ver nela.
+        assert captura.ler(alvo).situacao is Situacao.NADA
+        assert not [n for n in os.listdir(str(tmp_path / 'conjuntos' / DATASET))
+                    if '.tentadas-' in n]
+    finally:
+        generico.fechar()
 
 
 def test_diario_que_nao_grava_aparece_na_reconciliacao_do_dataset(novo):

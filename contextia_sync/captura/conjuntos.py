@@ -185,15 +185,29 @@ def caminho_tentadas(pasta: str, dataset: str, escopo: str | None, envio: str) -
     return caminho(pasta, dataset, escopo) + _TENTADAS + envio
 
 
-def tentadas_de(pasta: str, dataset: str, escopo: str | None) -> list[str]:
-    """Os arquivos de chaves tentadas e não confirmadas de `escopo`, do mais velho ao novo."""
-    prefixo = os.path.basename(caminho(pasta, dataset, escopo)) + _TENTADAS
+def tentadas(pasta: str, dataset: str) -> dict[str | None, list[str]]:
+    """
+    {escopo: arquivos} das chaves tentadas e não confirmadas de `dataset` (None: sem
+    recorte), cada lista do envio mais velho ao mais novo. Uma listagem só da pasta.
+    """
     try:
         nomes = os.listdir(pasta_do_dataset(pasta, dataset))
     except FileNotFoundError:
-        return []
-    return [os.path.join(pasta_do_dataset(pasta, dataset), nome)
-            for nome in sorted(nomes) if nome.startswith(prefixo)]
+        return {}
+    achados: dict[str | None, list[str]] = {}
+    for nome in sorted(nomes):
+        conjunto, _, envio = nome.partition(_TENTADAS)
+        if not envio:
+            continue
+        if conjunto == _TODAS:
+            escopo: str | None = None
+        elif conjunto.startswith(_PREFIXO_EMPRESA) and conjunto.endswith(_SUFIXO):
+            escopo = unquote(conjunto[len(_PREFIXO_EMPRESA):-len(_SUFIXO)])
+        else:
+            continue
+        achados.setdefault(escopo, []).append(
+            os.path.join(pasta_do_dataset(pasta, dataset), nome))
+    return achados
 
 
 def existentes(pasta: str, dataset: str) -> dict[str | None, str]:

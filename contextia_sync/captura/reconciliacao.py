@@ -95,6 +95,14 @@ class _Diario:
 
 
 @dataclass
+class _Antes:
+    """O conjunto lido antes de uma carga: de que empresa (None: de todas) e as fotos."""
+
+    escopo: str | None
+    fotos: dict[str | None, _Gravacao]
+
+
+@dataclass
 class _Plano:
     """O que `confirmar` grava: as inclusões entregues, por empresa (None: sem recorte),
     e os diários que o conjunto novo soma; e os arquivos de chaves tentadas que esta
@@ -325,12 +333,14 @@ class CapturaReconciliacao:
             por_escopo.setdefault(escopo, []).append(valor)
         return por_escopo
 
-    def _sem_disco(self, alvo: DatasetVivo, o_que: str, erro: Exception) -> None:
+    def _sem_disco(self, alvo: DatasetVivo, o_que: str, erro: Exception,
+                   conserto: str | None = None) -> None:
         """Um arquivo ao lado do conjunto que não se gravou: no log e na reconciliação
         do dataset (status, saúde, métricas) -- a exclusão pode chegar atrasada."""
         texto = ('%s (%s: %s): uma dessas chaves apagada antes da próxima leitura só sai'
-                 ' na varredura. Confira o disco de %s (cheio? sem permissão?)'
-                 % (o_que, type(erro).__name__, erro, self.opcoes.pasta))
+                 ' na varredura. %s' % (
+                     o_que, type(erro).__name__, erro, conserto or
+                     'Confira o disco de %s (cheio? sem permissão?)' % self.opcoes.pasta))
         logger.warning('%-28s reconciliação: %s', alvo.nome, texto)
         self.estado.reconciliacao(alvo.nome).registrar_erro(
             '%s %s' % (_agora_texto(), texto), _agora_texto())
@@ -374,7 +384,8 @@ class CapturaReconciliacao:
         na próxima reconciliacao como inclusão (reenviado: inofensivo), e o que
         saiu nesse meio-tempo volta como remoção (de algo que a carga já não
         levou: inofensivo). Lido DEPOIS, a linha que entrasse no meio nunca
-        seria enviada, e a que saisse nunca seria removida.
+        seria enviada, e a que saisse nunca seria removida. A que entrou no
+        meio e sai depois, `depois_da_carga` anota.
         """
         if alvo.chave is None or self.opcoes.seco or (escopo is not None and not alvo.escopo):
             return None
@@ -388,23 +399,61 @@ class CapturaReconciliacao:
             for gravacao in fotos.values():
                 gravacao.desistir()
             raise
-        return fotos
+        return _Antes(escopo, fotos)
 
     def depois_da_carga(self, alvo: DatasetVivo, antes: Any,
                         fechados: Collection[str | None]) -> None:
         """As empresas que a carga fechou passam a ter o conjunto lido antes dela."""
-        if not isinstance(antes, dict):
+        if not isinstance(antes, _Antes):
             return
-        renascidas = []
-        for escopo, gravacao in antes.items():
+        renascidas: list[str | None] = []
+        for escopo, gravacao in antes.fotos.items():
             if escopo in fechados:
                 gravacao.trocar()
-                renascidas.append(escopo or 'todas')
+                renascidas.append(escopo)
             else:
                 gravacao.desistir()
         if renascidas:
             logger.info('%-28s reconciliação: conjunto de chaves de %s lido antes da carga'
-                        ' completa (que fechou)', alvo.nome, ', '.join(renascidas[:10]))
+                        ' completa (que fechou)', alvo.nome,
+                        ', '.join((e or 'todas') for e in renascidas[:10]))
+            self._anotar_entradas_da_carga(alvo, antes.escopo, set(renascidas))
+
+    def _anotar_entradas_da_carga(self, alvo: DatasetVivo, escopo: str | None,
+                                  renascidas: set[str | None]) -> None:
+        """
+        As chaves que entraram na origem DURANTE a carga, como chaves tentadas.
+
+        O conjunto guardado é o de antes da carga, e a carga levou o que havia
+        quando leu: a linha que entrou no meio está no Contextia e fora do
+        conjunto. Apagada antes da próxima reconciliação, nenhuma comparação a
+        veria. A origem relida agora, contra o conjunto de antes: o que está e
+        não estava vai para as chaves tentadas, que a próxima reconciliação
+        confere. Sobra a linha que entrou e saiu dentro da própria carga sem a
+        coluna a ver (segundos): essa sai na varredura seguinte.
+        """
+        assert alvo.chave is not None
+        identidade = self._identidade(alvo)
+        envio = 'carga-%020d-%d' % (time.time_ns(), os.getpid())
+        try:
+            linhas = self.origem.conjunto(alvo.source_object, alvo.chave, alvo.escopo, escopo)
+            for texto, chaves in _Grupos(linhas, alvo.escopo is not None):
+                if texto not in renascidas:
+                    collections.deque(chaves, maxlen=0)
+                    continue
+                antes = conjuntos.abrir_arquivo(
+                    conjuntos.caminho(self.opcoes.pasta, alvo.nome, texto), identidade, texto)
+                entraram = [valor for sinal, valor in
+                            conjuntos.comparar(antes, chaves, conjuntos.Contagem())
+                            if sinal == '+']
+                conjuntos.anotar_diario(
+                    conjuntos.caminho_tentadas(self.opcoes.pasta, alvo.nome, texto, envio),
+                    identidade, texto, entraram)
+        except Exception as erro:             # noqa: BLE001 - a carga ja fechou
+            self._sem_disco(alvo, 'as chaves que entraram durante a carga não foram relidas'
+                            ' na origem', erro, 'Se foi a origem (conexão caída, tempo'
+                            ' esgotado), nada a fazer: a próxima carga relê. Se foi o disco,'
+                            ' confira %s (cheio? sem permissão?)' % self.opcoes.pasta)
 
     # -- a comparacao -------------------------------------------------------------
     def _reconciliar(self, alvo: DatasetVivo, r: Reconciliacao) -> Leitura:
@@ -491,11 +540,11 @@ class CapturaReconciliacao:
         teto ou de conjunto torto fica com os dela para a próxima vez.
         """
         arquivos: list[str] = []
+        por_escopo = conjuntos.tentadas(self.opcoes.pasta, identidade.dataset)
         for empresa in empresas:
             if empresa.recusa or empresa.torto:
                 continue
-            for arquivo in conjuntos.tentadas_de(self.opcoes.pasta, identidade.dataset,
-                                                 empresa.escopo):
+            for arquivo in por_escopo.get(empresa.escopo, ()):
                 # De outra identidade (a `key` ou a view mudaram): [] e o arquivo sai.
                 empresa.tentadas.extend(conjuntos.ler_diario(arquivo, identidade,
                                                              empresa.escopo))
@@ -641,8 +690,9 @@ class CapturaReconciliacao:
         for escopo, valor in sumidas:
             remocoes.setdefault(escopo, []).append(valor)
         if sumidas:
-            logger.info('%-28s reconciliação: %s chave(s) de um envio não confirmado já não'
-                        ' estão na origem: removidas também', alvo.nome, len(sumidas))
+            logger.info('%-28s reconciliação: %s chave(s) tentadas (de um envio não confirmado,'
+                        ' ou que entraram durante uma carga) já não estão na origem: removidas'
+                        ' também', alvo.nome, len(sumidas))
         pedidas = {(e.escopo, conjuntos.codificar(v)): v for e in empresas for v in e.incluidas}
         linhas, entregues = self._inteiras(alvo, pedidas)
         vistas = sum(e.removidas_total for e in empresas if not e.recusa)
