@@ -31,6 +31,13 @@ Remocao errada e pior que remocao atrasada. Por isso:
 O conjunto entregue muda so no `confirmar`, com o que foi de fato entregue: o
 anterior, menos as remocoes entregues, mais as inclusoes entregues. Passou do
 `--maximo-por-ciclo`? Vao as primeiras; o resto fica para a proxima.
+
+O que pode estar no Contextia FORA do conjunto -- as linhas de um envio que não
+se confirmou (falhou noutra empresa, kill -9 no meio) e as que entraram durante
+uma carga (o conjunto é o de antes dela) -- fica anotado como chaves TENTADAS
+(`antes_de_enviar`, `depois_da_carga`); a reconciliação seguinte confere cada
+uma na origem e remove as que sumiram. Remover o que nunca chegou e inofensivo;
+deixar o que chegou e foi apagado, até a varredura, nao.
 """
 
 from __future__ import annotations
@@ -82,7 +89,7 @@ class _Empresa:
     incluidas_total: int = 0
     recusa: str | None = None
     torto: bool = False          # o conjunto guardado nao servia: apagado, recomeca
-    tentadas: list[Any] = field(default_factory=list)   # de envios nao confirmados
+    tentadas: list[Any] = field(default_factory=list)   # as chaves tentadas (conferir)
 
 
 @dataclass
@@ -310,8 +317,8 @@ class CapturaReconciliacao:
             try:
                 conjuntos.anotar_diario(arquivo, identidade, escopo, valores)
             except (ErroConjunto, OSError) as erro:
-                self._sem_disco(alvo, 'as chaves tentadas de %s não foram anotadas'
-                                % (escopo or 'todas as empresas'), erro)
+                self._exclusao_atrasada(alvo, 'as chaves tentadas de %s não foram anotadas'
+                                        % (escopo or 'todas as empresas'), erro)
                 continue
             self._tentadas_agora[alvo.nome].append(arquivo)
 
@@ -333,7 +340,7 @@ class CapturaReconciliacao:
             por_escopo.setdefault(escopo, []).append(valor)
         return por_escopo
 
-    def _sem_disco(self, alvo: DatasetVivo, o_que: str, erro: Exception,
+    def _exclusao_atrasada(self, alvo: DatasetVivo, o_que: str, erro: Exception,
                    conserto: str | None = None) -> None:
         """Um arquivo ao lado do conjunto que não se gravou: no log e na reconciliação
         do dataset (status, saúde, métricas) -- a exclusão pode chegar atrasada."""
@@ -362,8 +369,8 @@ class CapturaReconciliacao:
             try:
                 conjuntos.anotar_diario(arquivo, identidade, escopo, valores)
             except (ErroConjunto, OSError) as erro:
-                self._sem_disco(alvo, 'o diário de %s não foi gravado'
-                                % (escopo or 'todas as empresas'), erro)
+                self._exclusao_atrasada(alvo, 'o diário de %s não foi gravado'
+                                        % (escopo or 'todas as empresas'), erro)
                 # As chaves tentadas deste envio ficam no disco: a próxima
                 # reconciliação as confere na origem no lugar do diário.
                 self._tentadas_agora.pop(alvo.nome, None)
@@ -450,10 +457,11 @@ class CapturaReconciliacao:
                     conjuntos.caminho_tentadas(self.opcoes.pasta, alvo.nome, texto, envio),
                     identidade, texto, entraram)
         except Exception as erro:             # noqa: BLE001 - a carga ja fechou
-            self._sem_disco(alvo, 'as chaves que entraram durante a carga não foram relidas'
-                            ' na origem', erro, 'Se foi a origem (conexão caída, tempo'
-                            ' esgotado), nada a fazer: a próxima carga relê. Se foi o disco,'
-                            ' confira %s (cheio? sem permissão?)' % self.opcoes.pasta)
+            self._exclusao_atrasada(
+                alvo, 'as chaves que entraram durante a carga não foram relidas na origem',
+                erro, 'Se foi a origem (conexão caída, tempo esgotado), nada a fazer: a'
+                ' próxima carga relê. Se foi o disco, confira %s (cheio? sem permissão?)'
+                % self.opcoes.pasta)
 
     # -- a comparacao -------------------------------------------------------------
     def _reconciliar(self, alvo: DatasetVivo, r: Reconciliacao) -> Leitura:
