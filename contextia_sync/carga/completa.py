@@ -55,6 +55,7 @@ from contextia_sync.registro import logger
 
 if TYPE_CHECKING:
     from contextia_sync.carga.historico import Historico
+    from contextia_sync.intake.cliente import ResultadoEnvio
 
 T = TypeVar('T')
 
@@ -695,7 +696,7 @@ def enviar_sob_sync(resultado: ResultadoCarga, mapa: Mapping[str, Any],
     return sync if somar_envio(resultado, envio) else None
 
 
-def somar_envio(resultado: ResultadoCarga, envio: Any) -> bool:
+def somar_envio(resultado: ResultadoCarga, envio: ResultadoEnvio) -> bool:
     """
     As contagens de um envio (cliente.ResultadoEnvio, ou a soma dos lotes de uma
     empresa na carga de todas) em `resultado`. False se algum lote falhou, com o
@@ -706,8 +707,7 @@ def somar_envio(resultado: ResultadoCarga, envio: Any) -> bool:
     resultado.novos += envio.inserted
     resultado.atualizados += envio.updated
     resultado.iguais += envio.duplicates
-    resultado.interrompido = resultado.interrompido or bool(getattr(envio, 'interrompido',
-                                                                    False))
+    resultado.interrompido = resultado.interrompido or envio.interrompido
     if not envio.lotes_erro:
         return True
     if resultado.erro is not None:
