@@ -13,8 +13,17 @@ fechado -- o que `problema_no_escopo` diz:
   * letras ASCII (A-Z, a-z), dígitos (0-9) e os sinais `-`, `_` e `.`;
   * começando por letra ou dígito (`..`, `-1` e `.x` não são código);
   * até `padroes.ESCOPO_MAXIMO` caracteres;
-  * os espaços das pontas já saíram em `texto_escopo` (o CHAR com
-    preenchimento do Protheus, `'01  '`, e a empresa `01`).
+  * os espaços ASCII das pontas já saíram em `texto_escopo` (o CHAR com
+    preenchimento do Protheus, `'01  '`, e a empresa `01`) -- e SÓ eles.
+
+`texto_escopo` e a forma canônica, a única: cadastro, linhas de dados, arquivo
+de chaves, `--scope`, provisionamento, ouvinte, connector e carregar-todas
+passam por ela. Ela nunca faz dois valores guardados diferentes virarem o
+mesmo código: nada de `str.strip()` (que tira também `\u00a0`, `\u2003` e os
+separadores `\x1c`-`\x1f`: `'10\x1c'` virava a empresa 10 e sobrescrevia um
+registro dela), nada de NFKC (`'１０'` não é `10`). O que sobra fora do
+alfabeto é recusado por `problema_no_escopo` e dito por `codigo_invalido`,
+escapado: `código de empresa inválido: '10\x1c' (U+001C)`.
 
 Fora dele ficam o espaço no meio (`'01 02'` e `'01  02'` pareceriam a mesma
 empresa no log) e as letras acentuadas e de outros alfabetos (`'SÃO'` em NFC e
@@ -61,7 +70,9 @@ def texto_escopo(valor: object) -> str:
         return str(int(valor))
     if isinstance(valor, decimal.Decimal) and valor == valor.to_integral_value():
         return str(valor.quantize(decimal.Decimal(1)))
-    return str(valor).strip()
+    # So o espaco ASCII: o resto do que str.strip() tira (NBSP, EM SPACE, os
+    # separadores de arquivo/grupo) e outro valor guardado, e fica para a recusa.
+    return str(valor).strip(' ')
 
 
 def problema_no_escopo(escopo: str) -> str | None:
@@ -78,6 +89,24 @@ def problema_no_escopo(escopo: str) -> str | None:
     if escopo and not _INICIO.fullmatch(escopo[0]):
         return 'começa com %r (o código começa com letra ou dígito)' % escopo[0]
     return None
+
+
+def codigo_invalido(escopo: str, com_motivo: bool = True) -> str | None:
+    """
+    "código de empresa inválido: '10\\x1c' (U+001C)" se `escopo` (já canônico) não
+    serve de código, com o valor escapado para o terminal e, com `com_motivo`,
+    o porquê ("-- o código tem o caractere ..."); None se serve (ou vazio).
+
+    A frase com que linha de dados, cadastro, carga e quarentena nomeiam a recusa.
+    """
+    problema = problema_no_escopo(escopo) if escopo else None
+    if problema is None:
+        return None
+    from contextia_sync.registro import limpo
+    fora = next((c for c in escopo if not _PERMITIDO.fullmatch(c)), None)
+    texto = "código de empresa inválido: '%s'%s" % (
+        limpo(escopo), ' (U+%04X)' % ord(fora) if fora is not None else '')
+    return '%s -- o código %s' % (texto, problema) if com_motivo else texto
 
 
 def exigir_escopo(escopo: str, onde: str) -> str:

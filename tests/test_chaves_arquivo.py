@@ -120,10 +120,19 @@ def test_caractere_invisivel_recusa_o_arquivo_nomeando_a_linha(tmp_path, linha, 
 
 
 def test_espaco_em_volta_do_escopo_sai_como_no_erp(tmp_path):
-    # NBSP e espaco para str.strip, como em escopos.texto_escopo (o lado do ERP).
+    # So o espaco ASCII (o CHAR com preenchimento), como em escopos.texto_escopo.
     arquivo = tmp_path / 'chaves.tsv'
-    escrever(arquivo, ' 40 \tctx_a\n41\u00a0\tctx_b\n')
+    escrever(arquivo, ' 40 \tctx_a\n41\tctx_b\n')
     assert ler_chaves(str(arquivo)) == {'40': 'ctx_a', '41': 'ctx_b'}
+
+
+@pytest.mark.parametrize('hostil', ['41\u00a0', '41\u2003', '41\x1c', '\uff14\uff11'])
+def test_espaco_unicode_no_escopo_nao_some_recusa_o_arquivo(tmp_path, hostil):
+    # str.strip() tirava o NBSP e os separadores: '41\xa0' virava a 41 (issue 28).
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, '40\tctx_a\n%s\tctx_b\n' % hostil)
+    with pytest.raises(ErroChaves, match=r'linha 2: o escopo .*U\+(00A0|2003|001C|FF14)'):
+        ler_chaves(str(arquivo))
 
 
 def test_executar_poe_a_chave_so_no_ambiente_do_programa(tmp_path):

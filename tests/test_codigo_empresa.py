@@ -137,10 +137,10 @@ def test_codigo_hostil_no_cadastro_nunca_vira_linha_do_arquivo(erp, tmp_path,
     codigo, saida = provisionar(erp, contextia, mapa, arquivo)
     assert codigo == 0, saida
     assert 'resumo: 2 criada(s), 0 reparada(s), 0 com falha' in saida
-    assert ("RECUSADA ...: código de empresa recusado no cadastro EMPRESAS_TXT (coluna"
-            " EMPRESA_ID): 'Z\\tctx_lixo\\n555' tem o caractere U+0009, TAB, fora do"
-            " permitido. A empresa NÃO é provisionada") in saida
-    assert "'NOVA\\nFILIAL' tem o caractere U+000A, LINE FEED" in saida
+    assert ("RECUSADA ...: código de empresa inválido: 'Z\\tctx_lixo\\n555' (U+0009) -- o"
+            " código tem o caractere U+0009, TAB, fora do permitido (cadastro EMPRESAS_TXT,"
+            " coluna EMPRESA_ID). A empresa NÃO é provisionada") in saida
+    assert "'NOVA\\nFILIAL' (U+000A) -- o código tem o caractere U+000A, LINE FEED" in saida
     sem_linha_forjada(saida)
 
     with open(arquivo, encoding='utf-8') as f:
@@ -213,10 +213,11 @@ def test_ouvinte_recusa_o_codigo_hostil_alto_e_o_log_nao_tem_linha_forjada(
     assert codigo == 0, saida2
 
     for texto in (saida, saida2):
-        assert "código de empresa recusado no cadastro EMPRESAS_TXT (coluna EMPRESA_ID):" \
-               " 'NOVA\\nFILIAL' tem o caractere U+000A, LINE FEED" in texto, texto
+        assert "código de empresa inválido: 'NOVA\\nFILIAL' (U+000A) -- o código tem o" \
+               " caractere U+000A, LINE FEED" in texto, texto
         assert 'EMPRESA(S) NOVA(S)' not in texto and '--somente-escopo' not in texto
-    assert 'dado de escopo sem chave: ' in saida2 and 'NOVA\\nFILIAL' in saida2
+    # A linha de dados com o código hostil vai para a quarentena, nomeada (issue 28).
+    assert "linha(s) com código de empresa inválido: 'NOVA\\nFILIAL'" in saida2, saida2
     with open(log, encoding='utf-8') as f:
         arquivo_de_log = f.read()
     # O --log (formato sem recuo): toda linha e um registro; nenhuma foi forjada.
@@ -344,8 +345,8 @@ def test_valor_da_origem_nao_forja_linha_no_log(erp, tmp_path, ambiente_contexti
                                                 chave_contextia):
     """
     Só o dado hostil, sem código hostil no cadastro: a coluna de empresa de uma
-    linha de titulos traz uma linha de log inteira. O aviso de "escopo sem chave"
-    a mostra escapada, numa linha só -- no --log e na saída.
+    linha de titulos traz uma linha de log inteira. O aviso de "código de empresa
+    inválido" (a linha vai para a quarentena) a mostra escapada, numa linha só -- no --log e na saída.
     """
     o = Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
     log = str(tmp_path / 'ouvinte.log')
@@ -357,8 +358,8 @@ def test_valor_da_origem_nao_forja_linha_no_log(erp, tmp_path, ambiente_contexti
     assert codigo == 0, saida
     with open(log, encoding='utf-8') as f:
         texto = f.read()
-    esperado = ('dado de escopo sem chave: X\\n[E 2026-01-01 00:00:00,000] FORJADA pelo'
-                ' cadastro')
+    esperado = ("código de empresa inválido: 'X\\n[E 2026-01-01 00:00:00,000] FORJADA pelo"
+                " cadastro' (U+000A)")
     assert esperado in texto and esperado in saida, texto
     for pedaco in (texto, saida):
         sem_linha_forjada(pedaco)

@@ -7,11 +7,12 @@ Módulo puro (autoteste): o recorte vem das funções puras de mapeamento.py.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from contextia_sync.captura import DatasetVivo
 from contextia_sync.erros import ErroConfiguracao
-from contextia_sync.escopos import texto_escopo
+from contextia_sync.escopos import problema_no_escopo, texto_escopo
 
 
 class ErroAoVivo(ErroConfiguracao, ValueError):
@@ -101,11 +102,22 @@ def _coluna_de_mudanca(row: Mapping[str, Any], padrao: Any) -> tuple[str | None,
     return str(coluna), None
 
 
+@dataclass
+class Reparticao:
+    """Uma leitura repartida por empresa: o que vai, o que espera, o que nunca vai."""
+
+    grupos: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """{escopo: [registros]} das empresas com chave."""
+    sem_chave: list[str] = field(default_factory=list)
+    """Escopos válidos sem chave (empresa nova, ou que a regra recusa), em ordem."""
+    invalidos: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """{código inválido (canônico): [registros]}: nunca vão a projeto nenhum."""
+
+
 def agrupar_por_escopo(linhas: Iterable[dict[str, Any]], mapa: Mapping[str, Any],
-                       row: Mapping[str, Any], chaves: Mapping[str, str],
-                       ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+                       row: Mapping[str, Any], chaves: Mapping[str, str]) -> Reparticao:
     """
-    Devolve ({escopo: [registros]}, [escopos desconhecidos]).
+    A leitura repartida por empresa (`Reparticao`).
 
     UMA leitura por dataset serve TODAS as empresas: a coluna de mudança não
     sabe de empresa, e filtrar empresa a empresa multiplicaria as consultas na
@@ -113,21 +125,28 @@ def agrupar_por_escopo(linhas: Iterable[dict[str, Any]], mapa: Mapping[str, Any]
 
     Sem recorte (`scope_column: null`, tabela de domínio) vai para TODAS as
     empresas, como a carga completa faz. Escopo fora do arquivo de chaves e
-    empresa ainda não provisionada: não se inventa destino, ela volta na
-    segunda lista e o ciclo de projetos resolve.
+    empresa ainda não provisionada: não se inventa destino, ela volta em
+    `sem_chave` e o ciclo de projetos resolve. Código que não serve de código
+    de empresa (`escopos.codigo_invalido`: `'10\\x1c'`, `'10\\u00a0'`) volta em
+    `invalidos`, com as linhas: quem chama as põe na quarentena e as nomeia --
+    nunca viram a empresa 10.
     """
     from contextia_sync.mapeamento import coluna_de_recorte
     coluna = coluna_de_recorte(mapa, row)
     if not coluna:
         linhas = list(linhas)
-        return {escopo: list(linhas) for escopo in chaves}, []
-    grupos: dict[str, list[dict[str, Any]]] = {}
+        return Reparticao(grupos={escopo: list(linhas) for escopo in chaves})
+    reparticao = Reparticao()
+    grupos, invalidos = reparticao.grupos, reparticao.invalidos
     desconhecidos: set[str] = set()
     for linha in linhas:
-        # 297, Decimal('297'), 297.0 e '297 ' sao a mesma empresa.
+        # 297, Decimal('297'), 297.0 e '297 ' sao a mesma empresa; '297\xa0' nao.
         escopo = texto_escopo(linha.get(coluna))
-        if escopo not in chaves:
+        if escopo in chaves:
+            grupos.setdefault(escopo, []).append(linha)
+        elif escopo and problema_no_escopo(escopo):
+            invalidos.setdefault(escopo, []).append(linha)
+        else:
             desconhecidos.add(escopo or '(vazio)')
-            continue
-        grupos.setdefault(escopo, []).append(linha)
-    return grupos, sorted(desconhecidos)
+    reparticao.sem_chave = sorted(desconhecidos)
+    return reparticao

@@ -75,17 +75,22 @@ def _escopos(p):
     mapa = {'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID'}, 'datasets': []}
     row = {'dataset': 'contas', 'source_object': 'V', 'columns': ['ID', 'EMPRESA_ID']}
     chaves = {'297': 'ctx_a', '301': 'ctx_b'}
-    grupos, novos = agrupar_por_escopo(
+    reparticao = agrupar_por_escopo(
         [{'ID': 1, 'EMPRESA_ID': 297}, {'ID': 2, 'EMPRESA_ID': '301'},
          {'ID': 3, 'EMPRESA_ID': 999}, {'ID': 4, 'EMPRESA_ID': None},
-         {'ID': 5, 'EMPRESA_ID': 297.0}, {'ID': 6, 'EMPRESA_ID': '297 '}],
+         {'ID': 5, 'EMPRESA_ID': 297.0}, {'ID': 6, 'EMPRESA_ID': '297 '},
+         {'ID': 7, 'EMPRESA_ID': '297\x1c'}, {'ID': 8, 'EMPRESA_ID': '297\u00a0'},
+         {'ID': 9, 'EMPRESA_ID': '\uff12\uff19\uff17'}],
         mapa, row, chaves)
+    grupos = reparticao.grupos
     p.igual('número 297 casa com a chave "297"', sorted(grupos), ['297', '301'])
     p.igual('297, 297.0 e "297 " são a mesma empresa', len(grupos['297']), 3)
-    p.igual('escopo sem chave não inventa destino', novos, ['(vazio)', '999'])
+    p.igual('escopo sem chave não inventa destino', reparticao.sem_chave, ['(vazio)', '999'])
+    p.igual('"297\\x1c", "297\\xa0" e "２９７" não são a 297: código inválido',
+            sorted(reparticao.invalidos), ['297\x1c', '297\xa0', '\uff12\uff19\uff17'])
     dominio = {'dataset': 'status', 'source_object': 'V', 'scope_column': None,
                'columns': ['ID']}
-    grupos, _ = agrupar_por_escopo(iter([{'ID': 1}]), mapa, dominio, chaves)
+    grupos = agrupar_por_escopo(iter([{'ID': 1}]), mapa, dominio, chaves).grupos
     p.igual('tabela de domínio vai para TODAS as empresas', sorted(grupos), ['297', '301'])
     p.igual('e com o mesmo registro em cada uma',
             [len(v) for _, v in sorted(grupos.items())], [1, 1])

@@ -17,9 +17,11 @@ from typing import Any
 from contextia_sync import mapeamento, padroes
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao
 from contextia_sync.captura.ao_vivo import agrupar_por_escopo
-from contextia_sync.escopos import texto_escopo
+from contextia_sync.escopos import codigo_invalido, texto_escopo
+from contextia_sync.fila.diretorio import ErroFilaCheia
 from contextia_sync.fila.quarentena import Desfecho, ItemQuarentena, ResultadoReenvio
 from contextia_sync.intake import cliente
+from contextia_sync.intake.serializacao import serializar_parcial
 from contextia_sync.intake.transporte import ErroContextia
 from contextia_sync.mapeamento import escopos_excluidos
 from contextia_sync.ouvinte.contexto import Contexto
@@ -177,8 +179,9 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
             return
 
     resumo.atrasadas += leitura.atrasadas
-    grupos, novos = agrupar_por_escopo(leitura.upserts, ctx.mapa, alvo.row, chaves)
-    avisar_sem_chave(ctx.mapa, ctx.avisados_sem_chave, alvo.nome, novos)
+    reparticao = agrupar_por_escopo(leitura.upserts, ctx.mapa, alvo.row, chaves)
+    grupos = reparticao.grupos
+    avisar_sem_chave(ctx.mapa, ctx.avisados_sem_chave, alvo.nome, reparticao.sem_chave)
     if alvo.chave is None:
         # Sem `key` o servidor deduplica por hash do conteudo: a linha ALTERADA
         # entra como registro novo e a antiga fica ate a varredura. Aviso, nao
@@ -189,6 +192,8 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
     if not ctx.seco:
         ctx.captura.antes_de_enviar(alvo, leitura)
     envio = _enviar(ctx, alvo, grupos, chaves, resumo)
+    if reparticao.invalidos:
+        _quarentenar_invalidos(ctx, alvo, reparticao.invalidos, envio, resumo)
     remocoes = _enviar_remocoes(ctx, alvo, leitura, chaves, resumo) if envio.ok else None
     acomp.enviados_ultimo_ciclo = envio.enviados
     # A POSICAO SO AVANCA SE TUDO DEU CERTO (marca_agua.marca_apos_envio): falha
@@ -306,6 +311,36 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
     return envio
 
 
+def _quarentenar_invalidos(ctx: Contexto, alvo: DatasetVivo,
+                           invalidos: Mapping[str, list[dict[str, Any]]], envio: _Envio,
+                           resumo: ResumoDados) -> None:
+    """
+    As linhas cujo código de empresa não serve (`escopos.codigo_invalido`), na
+    quarentena: nunca vão a projeto nenhum, e ficam nomeadas no status, na saúde
+    e nas métricas (a contagem da quarentena por dataset) até a correção no ERP.
+
+    Quarentena cheia ou que não grava: o envio do dataset falha e a marca não
+    avança (nada se perde calado; o próximo ciclo tenta de novo).
+    """
+    for codigo, linhas in sorted(invalidos.items()):
+        motivo = codigo_invalido(codigo) or codigo
+        logger.error('%-28s %d linha(s) com %s. NÃO enviadas a empresa nenhuma: vão para a'
+                     ' quarentena. Corrija o código no ERP (a linha corrigida chega ao vivo)'
+                     ' e apague o arquivo dela em %s.', alvo.nome, len(linhas), motivo,
+                     ctx.quarentena.pasta if ctx.quarentena is not None else 'quarentena/')
+        if ctx.seco or ctx.quarentena is None:
+            continue
+        for linha in linhas:
+            registro, sem_json = serializar_parcial(linha)
+            try:
+                ctx.quarentena.guardar(alvo.nome, codigo, alvo.chave, registro, motivo,
+                                       invalidos=sem_json)
+            except (ErroFilaCheia, OSError) as erro:
+                envio.falhou('%s; e a quarentena não o guardou: %s' % (motivo, erro))
+                return
+            resumo.quarentenados += 1
+
+
 def _enviar_remocoes(ctx: Contexto, alvo: DatasetVivo, leitura: Leitura,
                      chaves: Mapping[str, str], resumo: ResumoDados) -> _Envio:
     """
@@ -329,6 +364,13 @@ def _enviar_remocoes(ctx: Contexto, alvo: DatasetVivo, leitura: Leitura,
         if ctx.seco:
             logger.info('%-28s [SECO] escopo=%-8s %s remoção(ões)', alvo.nome, escopo,
                         len(valores))
+            continue
+        invalido = codigo_invalido(escopo)
+        if invalido:
+            # Linha com codigo invalido nunca e entregue (vai para a quarentena):
+            # nao ha o que remover, e a remocao nao pode ficar pendente para sempre.
+            logger.warning('%-28s %d remoção(ões) com %s: nada a remover (linha assim nunca'
+                           ' é entregue)', alvo.nome, len(valores), invalido)
             continue
         if escopo not in chaves:
             envio.falhou('escopo %s: sem chave no arquivo de chaves; %d remoção(ões) não'
@@ -373,6 +415,10 @@ def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:
 
     def enviar(item: ItemQuarentena) -> Desfecho:
         escopo = texto_escopo(item.escopo)
+        invalido = codigo_invalido(escopo)
+        if invalido:
+            return Desfecho.pendente('%s: corrija o código no ERP e apague este arquivo'
+                                     % invalido)
         chave = chaves.get(escopo)
         if chave is not None and item.escopo is not None:
             try:

@@ -251,7 +251,9 @@ def _registro(caminho: str, numero: int, linha: str) -> Registro:
             ' situação) ou 2 (escopo, chave), encontrei %d. A linha foi editada ou'
             ' truncada; conserte-a (o arquivo inteiro e recusado: pular a linha deixaria a'
             ' empresa sem carga).' % (onde, len(campos)))
-    escopo, chave = campos[0].strip(), campos[1]
+    # A forma canonica (so o espaco ASCII sai): o NBSP ou o TAB que um editor
+    # deixou no codigo e recusado abaixo, nunca apagado em silencio.
+    escopo, chave = texto_escopo(campos[0]), campos[1]
     if not escopo:
         raise ErroChaves('%s: escopo vazio -- o primeiro campo e o código da empresa.' % onde)
     invisivel = _invisivel(escopo)

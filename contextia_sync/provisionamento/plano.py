@@ -150,9 +150,9 @@ def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
 def descrever_plano(plano: Plano, regra: regra_projeto.RegraProjeto) -> list[str]:
     """O plano em linhas de texto (o que --dry-run imprime e o que a execução anuncia)."""
     linhas = ['plano ...........: %d nova(s), %d pendente(s) a concluir, %d já pronta(s),'
-              ' %d recusada(s) pela regra, %d excluida(s)'
+              ' %d recusada(s) pela regra, %d com código inválido, %d excluída(s)'
               % (len(plano.novas), len(plano.pendentes), len(plano.prontas),
-                 len(plano.recusadas), len(plano.excluidas))]
+                 len(plano.recusadas), len(plano.codigos_recusados), len(plano.excluidas))]
     for escopo, nome, grupos in plano.novas:
         linhas.append('  criar ......: %s %r%s' % (
             escopo, nome, ' grupos=%s' % ','.join(grupos) if grupos else ''))

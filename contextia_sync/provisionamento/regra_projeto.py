@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextia_sync.erros import ErroConfiguracao
-from contextia_sync.escopos import REGRA, problema_no_escopo, texto_escopo
+from contextia_sync.escopos import REGRA, codigo_invalido, problema_no_escopo, texto_escopo
 from contextia_sync.registro import limpo
 
 OPERADORES = ('equals', 'not_equals', 'in', 'not_in', 'not_empty')
@@ -88,6 +88,8 @@ class CodigoRecusado:
     """O código com os controles escapados (`registro.limpo`): vai para log, plano e status."""
     motivo: str
     """Completa "o código ...": `escopos.problema_no_escopo`."""
+    descricao: str
+    """"código de empresa inválido: '555\\xa0' (U+00A0) -- ...": `escopos.codigo_invalido`."""
 
 
 def separar_codigos(linhas: Iterable[Mapping[str, Any]], regra: RegraProjeto
@@ -108,18 +110,17 @@ def separar_codigos(linhas: Iterable[Mapping[str, Any]], regra: RegraProjeto
         if problema is None:
             validas.append(linha)
         elif escopo not in recusados:
-            recusados[escopo] = CodigoRecusado(limpo(escopo), problema)
+            recusados[escopo] = CodigoRecusado(limpo(escopo), problema,
+                                               codigo_invalido(escopo) or problema)
     return validas, list(recusados.values())
 
 
 def texto_da_recusa(recusado: CodigoRecusado, regra: RegraProjeto) -> str:
     """A recusa de um código do cadastro, com a causa e a correção (log e plano)."""
-    return ("código de empresa recusado no cadastro %s (coluna %s): '%s' %s. A empresa NÃO"
-            ' é provisionada nem recebe dado; as outras seguem. %s. Corrija o código no'
-            ' ERP (ou aponte a regra de projeto e os datasets para uma view que entregue'
-            ' um código permitido).'
-            % (regra.source_object, regra.scope_column, recusado.codigo, recusado.motivo,
-               REGRA))
+    return ('%s (cadastro %s, coluna %s). A empresa NÃO é provisionada nem recebe dado;'
+            ' as outras seguem. %s. Corrija o código no ERP (ou aponte a regra de projeto'
+            ' e os datasets para uma view que entregue um código permitido).'
+            % (recusado.descricao, regra.source_object, regra.scope_column, REGRA))
 
 
 def escopo_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
