@@ -537,8 +537,10 @@ def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetim
         por = quarentena.get('por_dataset')
         detalhe = ', '.join('%s %s' % item for item in sorted(por.items())) \
             if isinstance(por, dict) else ''
-        v.anotar(ALERTA, '%d registro(s) na quarentena%s: recusados de vez pelo intake;'
-                         ' corrija na origem ou ouvinte.py --reenviar-quarentena'
+        v.anotar(ALERTA, '%d registro(s) na quarentena%s: recusados de vez pelo intake, ou'
+                         ' com código de empresa inválido; o motivo de cada um está no'
+                         ' arquivo dele; corrija na origem e rode ouvinte.py'
+                         ' --reenviar-quarentena'
                  % (total_quarentena, ' (%s)' % detalhe if detalhe else ''))
     cargas = [str(e) for e in status.get('cargas_iniciais_pendentes') or []
               if not pendentes_em_curso.endswith(' %s' % e)]

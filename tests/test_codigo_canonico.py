@@ -233,3 +233,17 @@ def test_ouvinte_poe_linha_de_codigo_invalido_na_quarentena_e_nao_na_empresa(
     assert '8 registro(s) na quarentena' in linha, linha
     with open(estado / 'ouvinte.prom', encoding='utf-8') as f:
         assert 'ouvinte_dataset_quarentena_registros{dataset="titulos"} 8' in f.read()
+
+
+@pytest.mark.parametrize('opcao, programa', [('--scope=', 'connector.py'),
+                                             ('--somente-escopo=', 'provisionar.py')])
+def test_codigo_com_espaco_unicode_na_linha_de_comando_sai_com_2(tmp_path, opcao, programa):
+    env = dict(os.environ, CONTEXTIA_ORIGEM='sqlite:///' + str(tmp_path / 'nada.db'),
+               CONTEXTIA_URL='http://127.0.0.1:9', CONTEXTIA_API_KEY='ctx_qualquer_coisa')
+    extra = ['--arquivo=' + str(tmp_path / 'c.tsv')] if programa == 'provisionar.py' else []
+    feito = subprocess.run([sys.executable, programa, '--mapping=' + _mapeamento(tmp_path),
+                            '--source=generic', opcao + '10\u00a0'] + extra, cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=60)
+    saida = feito.stdout.decode('utf-8', 'replace')
+    assert feito.returncode == 2, saida
+    assert "o código '10\\xa0' tem o caractere U+00A0, NO-BREAK SPACE" in saida, saida
