@@ -165,7 +165,12 @@ ERROS = {
     'webhook com secret_env que não é de webhook': (
         dict(webhook={'url': 'https://exemplo.com.br/x', 'secret_env': 'PGPASSWORD'}),
         'webhook.secret_env: PGPASSWORD não é uma variável dedicada a segredo de webhook',
-        'terminar em _WEBHOOK_SECRET'),
+        'começar com CONTEXTIA_WEBHOOK_'),
+    # O segredo de outra aplicação do mesmo servidor (issue 28): só o prefixo vale.
+    'webhook com secret_env de outra aplicação': (
+        dict(webhook={'url': 'https://exemplo.com.br/x', 'secret_env': 'APP_WEBHOOK_SECRET'}),
+        'webhook.secret_env: APP_WEBHOOK_SECRET não é uma variável dedicada a segredo de'
+        ' webhook', 'começar com CONTEXTIA_WEBHOOK_'),
     'webhook sem secret_env': (
         dict(webhook={'url': 'https://exemplo.com.br/x'}),
         "webhook.secret_env: falta 'secret_env'", 'o segredo nunca vai no mapeamento'),

@@ -347,6 +347,22 @@ def test_segredo_do_webhook_que_e_a_senha_do_banco_nao_vai_ao_contextia(
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
 
 
+
+def test_segredo_do_webhook_que_e_a_senha_do_dba_nao_vai_ao_contextia(
+        erp, mapa, tmp_path, ambiente_contextia):
+    """A senha do DBA (CONTEXTIA_ORIGEM_DBA, codificada na URL) reusada como segredo (issue 28)."""
+    arquivo = tmp_path / 'chaves.tsv'
+    senha = 'Dono@Da-Base-' + 'k' * 12
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, ambiente={
+        'CONTEXTIA_ORIGEM_DBA': 'postgresql://dono:%s@127.0.0.1/erp'
+                                % senha.replace('@', '%40'),
+        'CONTEXTIA_WEBHOOK_TESTE': senha})
+    assert codigo == 2, saida
+    assert ('o segredo em CONTEXTIA_WEBHOOK_TESTE é o valor (ou parte do valor) de'
+            ' CONTEXTIA_ORIGEM_DBA') in saida, saida
+    assert senha not in saida
+    assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
+
 def test_codigo_da_empresa_vai_codificado_na_url_do_webhook():
     """
     `x/../../../outro?` nunca chega até aqui (o cadastro o recusa: test_codigo_empresa),

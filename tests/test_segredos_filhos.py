@@ -33,6 +33,8 @@ if _pasta:
 TOKEN = 'CONTEXTIA_ADMIN_TOKEN'
 CHAVE = 'CONTEXTIA_API_KEY'
 WEBHOOK = 'CONTEXTIA_WEBHOOK_TESTE'
+DBA = 'CONTEXTIA_ORIGEM_DBA'
+URL_DBA = 'postgresql://dono:senha-do-dono-da-base@127.0.0.1:9/erp'
 
 
 def _ambientes(pasta):
@@ -59,8 +61,9 @@ def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(tmp_path, ambiente_conte
     segredo_webhook = 'segredo-webhook-' + secrets.token_hex(12)
     # Uma chave perdida no ambiente do ouvinte (a de outra empresa) tambem nao desce.
     perdida = o.chaves[erp.escopos[0]]
+    # A URL do DBA (so o --criar-slot a usa): nenhum filho a recebe (issue 28).
     env = dict(o.env(), ESPIAO_AMBIENTE=str(gravados), **{WEBHOOK: segredo_webhook,
-                                                         CHAVE: perdida})
+                                                         CHAVE: perdida, DBA: URL_DBA})
     env['PYTHONPATH'] = os.pathsep.join(p for p in (str(espiao), env.get('PYTHONPATH')) if p)
     o.env = lambda: env
 
@@ -97,6 +100,8 @@ def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(tmp_path, ambiente_conte
             assert not {TOKEN, WEBHOOK, CHAVE} & set(ambiente), argv
         else:
             assert 'ouvinte.py' in argv, argv
+            continue
+        assert DBA not in ambiente, argv
     # Provisionar: empresa nova + varredura; connector: a carga inicial da nova, e
     # UM connector --todas na varredura (as 3 com chave); verificar uma vez.
     assert vistos == {'provisionar': 2, 'conector': 1, 'todas': 1, 'verificar': 1,

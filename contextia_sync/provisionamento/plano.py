@@ -179,9 +179,9 @@ def segredo_do_webhook(mapa: Mapping[str, Any]) -> str | None:
     O segredo do webhook (da variável nomeada no mapeamento), ou None se não há webhook.
 
     A variável tem de ser dedicada a isso (contextia_sync/segredos.py: o nome
-    começa com CONTEXTIA_WEBHOOK_ ou termina em _WEBHOOK_SECRET), e o valor não
-    pode ser o de outra variável do SDK (o token, a senha dentro de
-    CONTEXTIA_ORIGEM): segredo de origem ambígua nunca vai ao Contextia.
+    começa com CONTEXTIA_WEBHOOK_), e o valor não pode ser o de outra variável
+    do SDK (o token, a senha dentro de CONTEXTIA_ORIGEM ou de
+    CONTEXTIA_ORIGEM_DBA): segredo de origem ambígua nunca vai ao Contextia.
     """
     webhook = mapa.get('webhook')
     if not webhook:
