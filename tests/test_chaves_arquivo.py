@@ -438,3 +438,31 @@ def test_gravar_campo_que_quebraria_a_linha_nao_grava_nada(tmp_path, registro, t
     with open(arquivo, 'rb') as f:
         assert f.read() == antes
     assert list(ler_registros(str(arquivo))) == ['40']
+
+
+def test_arquivo_lido_uma_vez_e_relido_quando_muda(tmp_path, monkeypatch):
+    """O ouvinte pergunta as chaves a cada ciclo: o arquivo só é relido quando muda."""
+    from contextia_sync.provisionamento import chaves as modulo
+
+    arquivo = tmp_path / 'chaves.tsv'
+    escrever(arquivo, '40\tctx_a\n')
+    lidas = []
+    original = modulo._registro
+    monkeypatch.setattr(modulo, '_registro',
+                        lambda *a: lidas.append(a[2]) or original(*a))
+    for _ in range(5):
+        assert ler_chaves(str(arquivo)) == {'40': 'ctx_a'}
+    assert lidas == ['40\tctx_a']
+    # Trocado pelo rename (como o provisionar grava), editado no lugar, e o modo.
+    novo = tmp_path / 'novo.tsv'
+    escrever(novo, '40\tctx_a\n41\tctx_b\n')
+    os.replace(novo, arquivo)
+    assert ler_chaves(str(arquivo)) == {'40': 'ctx_a', '41': 'ctx_b'}
+    with open(arquivo, 'a') as f:
+        f.write('42\tctx_c\n')
+    assert sorted(ler_chaves(str(arquivo))) == ['40', '41', '42']
+    os.chmod(arquivo, 0o644)
+    with pytest.raises(ErroChaves):
+        ler_chaves(str(arquivo))                 # a permissão vale a cada chamada
+    arquivo.unlink()
+    assert ler_chaves(str(arquivo)) == {}

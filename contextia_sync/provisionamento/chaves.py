@@ -201,13 +201,35 @@ def _abrir(caminho: str) -> int | None:
                          % (caminho, type(erro).__name__, erro.strerror or erro)) from None
 
 
+# O arquivo lido por ultimo em cada caminho: (identidade, registros). O ouvinte
+# pergunta as chaves a cada ciclo de dados; reler e reconferir cada linha a
+# cada segundo nao traz nada enquanto o arquivo nao muda.
+_LIDOS: dict[str, tuple[tuple[int, ...], dict[str, Registro]]] = {}
+
+
+def _identidade(estado: os.stat_result) -> tuple[int, ...]:
+    """O que muda quando o arquivo muda: trocado (rename), reescrito, ou o modo."""
+    return (estado.st_dev, estado.st_ino, estado.st_size, estado.st_mtime_ns,
+            estado.st_ctime_ns)
+
+
 def ler_registros(caminho: str) -> dict[str, Registro]:
-    """{escopo: Registro}, na ordem do arquivo. Arquivo inexistente = {} (nada provisionado)."""
+    """
+    {escopo: Registro}, na ordem do arquivo. Arquivo inexistente = {} (nada provisionado).
+
+    Lido de novo só quando muda (a identidade do `fstat`); o open sem seguir link
+    e a conferência do dono e do modo valem a cada chamada.
+    """
     descritor = _abrir(caminho)
     if descritor is None:
+        _LIDOS.pop(caminho, None)
         return {}
     try:
-        verificar_permissao(caminho, os.fstat(descritor))
+        estado = os.fstat(descritor)
+        verificar_permissao(caminho, estado)
+        lido = _LIDOS.get(caminho)
+        if lido is not None and lido[0] == _identidade(estado):
+            return dict(lido[1])
         with open(descritor, encoding='utf-8', newline='', closefd=False) as arquivo:
             texto = arquivo.read()
     except UnicodeDecodeError as erro:
@@ -238,6 +260,7 @@ def ler_registros(caminho: str) -> dict[str, Registro]:
                 ' provisionar.py, que emite uma nova e revoga as antigas).'
                 % (caminho, numero, registro.escopo, registros[registro.escopo].linha))
         registros[registro.escopo] = registro
+    _LIDOS[caminho] = (_identidade(estado), dict(registros))
     return registros
 
 
