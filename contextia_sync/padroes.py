@@ -85,6 +85,11 @@ VALIDADE_CAPACIDADES = 600
 MAX_REMOCAO = 0.5
 """Fração de um dataset que uma carga pode remover sem permissão explicita (`--max-remocao`)."""
 
+JANELA_TETO_REMOCAO_DIAS = 7
+"""Dias (de calendário, mais hoje) em que a maior carga aceita de um dataset, na
+empresa, é a base do teto de remoção: rodadas seguidas, cada uma dentro do
+`--max-remocao`, não esvaziam o dataset aos poucos (carga/historico.py)."""
+
 INTERVALO_PROGRESSO = 30.0
 """Segundos entre linhas de progresso do conector sem terminal (`CONTEXTIA_PROGRESSO_SEGUNDOS`)."""
 
@@ -117,6 +122,18 @@ BACKOFF_MAXIMO = 8.0
 
 PRAZO_RETENTATIVAS = 120
 """Prazo total de um pedido, tentativas e esperas somadas: passado ele, o lote conta como falho."""
+
+RESPOSTA_MAXIMA_BYTES = 1024 * 1024
+"""Bytes que o SDK lê de uma resposta do Contextia (contagens do intake,
+`complete`, capacidades, `quem_sou`, admin), contados depois de descomprimir e
+enquanto o corpo chega. Passado o limite, a conexão é fechada sem ler o resto e
+o pedido conta como falha passageira (re-tentada dentro do prazo). O prazo do
+pedido (PRAZO_RETENTATIVAS, `CONTEXTIA_PRAZO_ENVIO`) vale até o último byte do
+corpo, não só até o cabeçalho."""
+
+RESPOSTA_MAXIMA_BYTES_REGISTROS = 64 * 1024 * 1024
+"""O mesmo limite para uma página de registros lida de volta (`ler_registros`,
+1000 registros por página)."""
 
 STATUS_RETENTAVEIS = (429, 502, 503, 504)
 """Status HTTP que passam sozinhos (sobrecarga, gateway): re-tentados dentro do prazo."""

@@ -166,7 +166,7 @@ def test_cadastro_hostil_nao_provisiona_apelido_e_a_carga_nao_mistura_empresas(
     saida = _provisionar(erp, contextia, mapa, arquivo)
     assert '1 nova(s)' in saida and '1 recusada(s) pela regra, 7 com código inválido' \
         in saida, saida
-    for hostil, codigo in HOSTIS.items():
+    for hostil in HOSTIS:
         texto = codigo_invalido(hostil, com_motivo=False)
         assert 'RECUSADA ...: %s' % texto in saida, (texto, saida)
         assert contextia.admin().buscar_projeto(hostil) is None
@@ -200,11 +200,15 @@ def test_ouvinte_poe_linha_de_codigo_invalido_na_quarentena_e_nao_na_empresa(
     log = tmp_path / 'ouvinte.log'
     argv = ['ouvinte.py', '--mapping=' + mapa, '--source=generic', '--chaves=' + str(arquivo),
             '--estado=' + str(estado), '--varredura=nao', '--once', '--log=' + str(log)]
-    codigo, saida = _rodar(argv, erp, contextia)          # a carga inicial da 10
+    # A carga completa da 10 (o que a varredura faz), e a marca inicial do ouvinte.
+    codigo, saida = _rodar(['connector.py', '--mapping=' + mapa, '--source=generic',
+                            '--chaves=' + str(arquivo), '--todas'], erp, contextia)
+    assert codigo == 0, saida
+    codigo, saida = _rodar(argv, erp, contextia)
     assert codigo == 0, saida
     chave = ler_registros(str(arquivo))['10'].chave
     assert {r['cliente'] for r in _registros(chave).values()} == {
-        'dez-%d' % n for n in range(1, 6)}
+        'dez-%d' % n for n in range(1, 6)}, saida
 
     erp.executar("UPDATE titulos SET alterado_em = :a WHERE empresa_id <> '10'",
                  {'a': '2026-09-02 10:00:00'})
@@ -241,9 +245,10 @@ def test_codigo_com_espaco_unicode_na_linha_de_comando_sai_com_2(tmp_path, opcao
     env = dict(os.environ, CONTEXTIA_ORIGEM='sqlite:///' + str(tmp_path / 'nada.db'),
                CONTEXTIA_URL='http://127.0.0.1:9', CONTEXTIA_API_KEY='ctx_qualquer_coisa')
     extra = ['--arquivo=' + str(tmp_path / 'c.tsv')] if programa == 'provisionar.py' else []
-    feito = subprocess.run([sys.executable, programa, '--mapping=' + _mapeamento(tmp_path),
-                            '--source=generic', opcao + '10\u00a0'] + extra, cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=60)
+    argv = [sys.executable, programa, '--mapping=' + _mapeamento(tmp_path), '--source=generic',
+            opcao + '10\u00a0'] + extra
+    feito = subprocess.run(argv, cwd=RAIZ, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=60)
     saida = feito.stdout.decode('utf-8', 'replace')
     assert feito.returncode == 2, saida
     assert "o código '10\\xa0' tem o caractere U+00A0, NO-BREAK SPACE" in saida, saida

@@ -26,8 +26,12 @@ DATASET = 'titulos_a_receber'
 
 # ---------------------------------------------------------------- a regra pura
 
-def test_com_key_o_teto_e_a_fracao_do_dataset_mesmo_com_historico():
-    assert teto_do_complete(False, 0.5, {'registros': 100}, 1) == (0.5, None)
+def test_com_key_o_teto_e_a_fracao_do_dataset_e_a_queda_contra_a_base():
+    # Dentro do teto contra a maior carga da janela: o servidor confere a fracao.
+    assert teto_do_complete(False, 0.5, {'registros': 100, 'janela_dias': 7}, 60) == (0.5, None)
+    # Abaixo dela, com ou sem key, recusada aqui (issue 28: o teto acumulado).
+    teto, recusa = teto_do_complete(False, 0.5, {'registros': 100}, 1)
+    assert teto is None and recusa is not None and 'trouxe 100' in recusa
 
 
 def test_sem_key_sem_historico_fica_a_fracao():

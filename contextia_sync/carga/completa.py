@@ -10,9 +10,14 @@ As regras que protegem o dado, cada uma ao lado da linha que a cumpre:
   * `complete` leva o teto de remocao (`max_remocao`, padrao
     `padroes.MAX_REMOCAO`). View que de repente devolve nada (manutencao do ERP,
     GRANT revogado, filtro errado) nao pode esvaziar o dataset: o servidor
-    recusa e nada sai. No dataset SEM key o teto compara com a ultima carga
-    aceita (ver `teto_do_complete`). Limpeza real acima do teto se pede com
-    --max-remocao=1 (ver docs/carga-e-provisionamento.md).
+    recusa e nada sai. O teto e ACUMULADO: a carga tambem e comparada com a
+    maior carga aceita do dataset na empresa nos ultimos
+    `padroes.JANELA_TETO_REMOCAO_DIAS` dias (o historico), senao rodadas
+    seguidas, cada uma dentro do teto, esvaziariam o dataset aos poucos. No
+    dataset SEM key so essa comparacao vale (ver `teto_do_complete`). Limpeza
+    real acima do teto se pede com --max-remocao=1, e ela vira a nova base (ver
+    docs/carga-e-provisionamento.md). `fechar_carga` e o unico lugar que decide:
+    o conector por empresa e a carga de todas (todas.py) passam por ele.
   * tabela de dominio (`scope_column: null`) vai inteira para a empresa; com
     coluna de recorte, so as linhas da empresa (WHERE coluna = escopo).
 
@@ -51,7 +56,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from contextia_sync import mapeamento, padroes
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
-from contextia_sync.registro import logger
+from contextia_sync.registro import limpo, logger
 
 if TYPE_CHECKING:
     from contextia_sync.carga.historico import Historico
@@ -79,7 +84,9 @@ class ResultadoCarga:
     segundos: float = 0.0
     sem_key: bool = False
     base: int | None = None
-    """Sem key: os registros da carga anterior aceita, contra os quais o teto comparou."""
+    """Os registros da carga aceita contra a qual o teto comparou (a maior da janela)."""
+    nova_base: bool = False
+    """Aceita com o teto acima do padrão: no histórico ela recomeça a janela (a nova base)."""
     aviso: str | None = None
     """A carga valeu, mas algo ao lado dela não (ex.: o histórico não foi gravado)."""
     recusadas: int = 0
@@ -104,40 +111,58 @@ MOTIVO_NO_RESUMO = 140
 
 
 def encurtar(texto: str, limite: int = MOTIVO_NO_RESUMO) -> str:
-    """O texto numa linha só, cortado em `limite` caracteres (com '...')."""
-    uma = ' '.join(str(texto).split())
+    """O texto numa linha só, escapado (`registro.limpo`), cortado em `limite` caracteres."""
+    uma = limpo(' '.join(str(texto).split()))
     return uma if len(uma) <= limite else uma[:limite - 3].rstrip() + '...'
 
 
-def teto_do_complete(sem_key: bool, max_remocao: float, anterior: Mapping[str, Any] | None,
+def teto_do_complete(sem_key: bool, max_remocao: float, base: Mapping[str, Any] | None,
                      trazidos: int) -> tuple[float | None, str | None]:
     """
     O teto que vai no `complete` e, se a carga já deve ser recusada aqui, o motivo.
 
-    Com key, o teto e a fração do dataset e quem confere e o servidor: o
-    ao-vivo atualiza no lugar e o dataset só tem linhas vivas.
+    `base` é a maior carga aceita do dataset na empresa dentro da janela
+    (`Historico.base`; {'registros', 'em', 'janela_dias'}), ou None. Em todo
+    dataset, trazer menos que `(1 - max_remocao)` dela é recusado aqui, antes do
+    `complete`: o teto do servidor só vê a rodada, e rodadas de -30% esvaziariam
+    o dataset sem nenhuma passar do teto.
+
+    Com key, o servidor ainda confere a fração do dataset (o ao-vivo atualiza no
+    lugar e o dataset só tem linhas vivas).
 
     Sem key, o ao-vivo manda cada alteração como registro NOVO e a versão velha
     fica até o `complete`. Num dia movimentado elas passam da metade do dataset
     e a fração recusaria toda varredura -- para sempre, porque cada dia soma
     mais. Versão velha não é linha perdida; o que o teto protege (a view que
-    voltou vazia) aparece na CONTAGEM: a carga de hoje contra a última aceita
-    (`anterior`, do histórico). Sem histórico, fica a fração do dataset.
+    voltou vazia) aparece na CONTAGEM: com base, o servidor vai sem teto. Sem
+    base, fica a fração do dataset.
 
     -> (max_removal para o servidor ou None, texto da recusa ou None)
     """
-    if not sem_key or anterior is None:
-        return max_remocao, None
-    base = anterior['registros']
-    if base and trazidos < (1.0 - max_remocao) * base:
-        return None, (
-            'complete recusado: a carga trouxe %d linhas e a última aceita (%s) trouxe %d,'
-            ' queda de %.1f%%, acima do teto de %.1f%%. Nada foi removido. Sem key o teto'
-            ' compara as cargas, porque as versões antigas que o ao-vivo acumula não são'
-            ' linhas perdidas. Confira a view (voltou vazia? GRANT revogado? filtro?)'
-            % (trazidos, anterior.get('em') or '?', base, 100.0 * (base - trazidos) / base,
-               100.0 * max_remocao))
-    return None, None
+    if base is not None and base['registros'] and trazidos < (1.0 - max_remocao) * base[
+            'registros']:
+        return None, _recusa_acumulada(sem_key, max_remocao, base, trazidos)
+    if sem_key and base is not None:
+        return None, None
+    return max_remocao, None
+
+
+def _recusa_acumulada(sem_key: bool, max_remocao: float, base: Mapping[str, Any],
+                      trazidos: int) -> str:
+    """A recusa contra a base: o tamanho, a data daquela carga, a janela e o porquê."""
+    maior = base['registros']
+    qual = ('a maior carga aceita nos últimos %d dias' % base['janela_dias']
+            if base.get('janela_dias') else 'a última carga aceita')
+    texto = ('complete recusado: a carga trouxe %d linhas e %s (a de %s) trouxe %d,'
+             ' queda de %.1f%%, acima do teto de %.1f%%. Nada foi removido. O teto mede a'
+             ' queda contra essa base, não só contra a carga anterior: rodadas seguidas,'
+             ' cada uma dentro do teto, não esvaziam o dataset aos poucos.'
+             % (trazidos, qual, base.get('em') or '?', maior,
+                100.0 * (maior - trazidos) / maior, 100.0 * max_remocao))
+    if sem_key:
+        texto += (' Sem key o teto só compara as cargas, porque as versões antigas que o'
+                  ' ao-vivo acumula não são linhas perdidas.')
+    return texto + ' Confira a view (voltou vazia? GRANT revogado? filtro?)'
 
 
 class ErroSelecao(ErroConfiguracao, ValueError):
@@ -735,14 +760,14 @@ def fechar_carga(resultado: ResultadoCarga, sync: str, *, api_key: str | None, e
     from contextia_sync.intake import cliente
 
     nome = resultado.dataset
-    anterior = historico.anterior(escopo, nome) if historico is not None else None
-    teto, recusa = teto_do_complete(resultado.sem_key, max_remocao, anterior,
+    base = _base_do_teto(historico, escopo, nome, resultado.sem_key)
+    teto, recusa = teto_do_complete(resultado.sem_key, max_remocao, base,
                                     resultado.registros)
     if recusa:
         resultado.erro = recusa + _repetir_permitindo(nome)
         return
-    if resultado.sem_key and anterior is not None:
-        resultado.base = anterior['registros']
+    if base is not None:
+        resultado.base = base['registros']
     try:
         fechamento = cliente.completar(nome, sync, api_key=api_key, max_remocao=teto,
                                        escopo=escopo)
@@ -758,13 +783,32 @@ def fechar_carga(resultado: ResultadoCarga, sync: str, *, api_key: str | None, e
         resultado.erro = str(erro).rstrip('. ') + dica + _repetir_permitindo(nome)
         return
     resultado.ok, resultado.removidos = True, int(fechamento.get('removed') or 0)
+    # O operador afrouxou o teto (--max-remocao=1 depois de uma limpeza real): o
+    # que esta carga trouxe e o tamanho certo, e a base dali em diante; a janela
+    # velha recusaria a próxima carga de rotina pela mesma limpeza, de novo.
+    resultado.nova_base = max_remocao > padroes.MAX_REMOCAO
     if historico is not None and gravar_historico:
         try:
             historico.registrar(escopo, nome, resultado.registros, resultado.removidos,
-                                execucao)
+                                execucao, nova_base=resultado.nova_base)
         except OSError as erro:
             # A carga valeu; so a base do proximo teto (e o aviso ao ouvinte) nao.
             resultado.aviso = 'histórico não gravado em %s (%s)' % (historico.caminho, erro)
+
+
+def _base_do_teto(historico: Historico | None, escopo: str, nome: str,
+                  sem_key: bool) -> dict[str, Any] | None:
+    """
+    A maior carga aceita na janela; sem key e sem carga na janela, a última
+    aceita, de qualquer data (sem base o teto sem key cairia na fração do
+    dataset, que as versões antigas do ao-vivo estouram).
+    """
+    if historico is None:
+        return None
+    base = historico.base(escopo, nome)
+    if base is None and sem_key:
+        base = historico.anterior(escopo, nome)
+    return base
 
 
 def _conferir_linhas(resultado: ResultadoCarga, linhas: Iterable[Mapping[str, Any]],
@@ -832,8 +876,9 @@ class Conferencia:
 
 def _repetir_permitindo(nome: str) -> str:
     """O fim de toda recusa do teto: como liberar quando a limpeza e real."""
-    return (' -- se a remoção e real (limpeza no ERP), repita só este dataset com'
-            ' --dataset=%s --max-remocao=1' % nome)
+    return (' -- se a remoção é real (limpeza no ERP), repita só este dataset, uma vez, com'
+            ' --dataset=%s --max-remocao=1 (a carga aceita assim vira a nova base do teto)'
+            % nome)
 
 
 def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:

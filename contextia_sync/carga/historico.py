@@ -1,17 +1,30 @@
 """
-O histórico de cargas: o que a última carga ACEITA de cada dataset trouxe, por
+O histórico de cargas: o que as cargas ACEITAS de cada dataset trouxeram, por
 empresa. Um JSON ao lado do arquivo de chaves (`<chaves>.historico.json`).
 
     {"versao": 1, "cargas": {"297": {"movimentos": {
         "registros": 573, "removidos": 12, "em": "2026-11-30T03:31:07",
-        "execucao": "varredura-1a2b3c4d"}}}}
+        "execucao": "varredura-1a2b3c4d",
+        "janela": [{"registros": 600, "em": "2026-11-28T03:30:55"},
+                   {"registros": 573, "em": "2026-11-30T03:31:07"}]}}}}
+
+`registros`/`em`/`execucao`: a última carga aceita. `janela`: a maior carga
+aceita de cada dia, só os dias da janela (`padroes.JANELA_TETO_REMOCAO_DIAS`
+dias de calendário mais hoje), em ordem; a cada gravação os dias que saíram
+da janela caem, então a lista tem no máximo JANELA+1 itens por empresa e
+dataset, por mais cargas que se rodem.
 
 Para que serve:
+  * a base do teto de remoção (`base`): a MAIOR carga aceita na janela, não só
+    a anterior. Comparando só com a anterior, uma view que perde 30% por rodada
+    ia de 100 a 2 linhas em 7 rodadas, cada uma dentro do teto. Uma carga aceita
+    com o teto acima do padrão (`--max-remocao` explícito, a limpeza real)
+    recomeça a janela: o tamanho que ela trouxe é a nova base.
   * teto do dataset SEM key: la o ao-vivo manda cada alteração como registro
     novo e a versão antiga só sai no `complete`. Num dia movimentado as versões
     velhas passam da metade do dataset, e o teto "fração do dataset" recusaria a
-    varredura para sempre. O teto certo compara a carga de hoje com a última
-    aceita (ver `carga.teto_do_complete`).
+    varredura para sempre. O teto certo compara a contagem de hoje com a base
+    (ver `carga.teto_do_complete`).
   * o ouvinte sabe, dataset por dataset, o que a varredura carregou: uma entrada
     com a `execucao` dela, para cada empresa, quer dizer carregado e fechado.
 
@@ -30,10 +43,65 @@ import os
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
+from contextia_sync import padroes
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.registro import logger
 
 SUFIXO = '.historico.json'
+
+
+def _momento(texto: object) -> datetime.datetime | None:
+    """O `em` de uma carga como hora local sem fuso; None se não é uma data."""
+    if not isinstance(texto, str):
+        return None
+    try:
+        momento = datetime.datetime.fromisoformat(texto)
+    except ValueError:
+        return None
+    if momento.tzinfo is not None:
+        momento = momento.astimezone().replace(tzinfo=None)
+    return momento
+
+
+def _janela(entrada: object, agora: datetime.datetime,
+            dias: int) -> list[dict[str, Any]]:
+    """
+    As cargas da `janela` de uma entrada que ainda valem em `agora`, em ordem.
+
+    Dias inteiros: a maior de um dia vale até o fim do dia `dias` depois dele
+    (contar em horas esqueceria, na borda, as cargas menores do mesmo dia que
+    vieram depois da maior; a janela um pouco mais longa só é mais rígida).
+    Entrada do formato anterior (sem `janela`): a última carga aceita é a janela.
+    """
+    if not isinstance(entrada, dict):
+        return []
+    cargas = entrada.get('janela')
+    if not isinstance(cargas, list):
+        cargas = [entrada]
+    primeiro_dia = agora.date() - datetime.timedelta(days=dias)
+    validas = []
+    for carga in cargas:
+        momento = _momento(carga.get('em')) if isinstance(carga, dict) else None
+        registros = carga.get('registros') if isinstance(carga, dict) else None
+        if (momento is not None and isinstance(registros, int)
+                and not isinstance(registros, bool) and momento.date() >= primeiro_dia):
+            validas.append({'registros': registros, 'em': carga['em'], '_momento': momento})
+    validas.sort(key=lambda c: c['_momento'])
+    return validas
+
+
+def _com_a_carga(janela: list[dict[str, Any]], registros: int, em: str,
+                 agora: datetime.datetime, dias: int) -> list[dict[str, Any]]:
+    """A janela com a carga aceita agora: a maior de hoje fica, uma por dia."""
+    hoje = [c for c in janela if c['_momento'].date() == agora.date()]
+    janela = [c for c in janela if c['_momento'].date() != agora.date()]
+    maior_de_hoje = max(hoje, key=lambda c: (c['registros'], c['_momento']), default=None)
+    if maior_de_hoje is None or registros >= maior_de_hoje['registros']:
+        maior_de_hoje = {'registros': registros, 'em': em, '_momento': agora}
+    janela.append(maior_de_hoje)
+    janela.sort(key=lambda c: c['_momento'])
+    # Relogio que voltou pode deixar dias "do futuro": o teto do tamanho vale igual.
+    return [{'registros': c['registros'], 'em': c['em']} for c in janela[-(dias + 1):]]
 
 
 def caminho_padrao(chaves: str) -> str:
@@ -47,8 +115,9 @@ def caminho_padrao(chaves: str) -> str:
 class Historico:
     """Leitura sempre do disco: outro processo (o conector) pode ter gravado agora."""
 
-    def __init__(self, caminho: str) -> None:
+    def __init__(self, caminho: str, janela_dias: int = padroes.JANELA_TETO_REMOCAO_DIAS) -> None:
         self.caminho = caminho
+        self.janela_dias = janela_dias
 
     def _ler(self) -> dict[str, Any] | None:
         try:
@@ -86,16 +155,39 @@ class Historico:
             return None
         return entrada
 
+    def base(self, escopo: object, dataset: str,
+             agora: datetime.datetime | None = None) -> dict[str, Any] | None:
+        """
+        A base do teto de remoção: a MAIOR carga aceita de `dataset` na empresa
+        `escopo` dentro da janela, {'registros', 'em', 'janela_dias'}; None se
+        não houve carga aceita na janela.
+        """
+        dados = self._ler() or {'cargas': {}}
+        entrada = (dados['cargas'].get(str(escopo)) or {}).get(dataset)
+        janela = _janela(entrada, agora or datetime.datetime.now(), self.janela_dias)
+        if not janela:
+            return None
+        # Empate: a mais recente (a data que a recusa mostra é a que ainda vale mais tempo).
+        maior = max(janela, key=lambda c: (c['registros'], c['_momento']))
+        return {'registros': maior['registros'], 'em': maior['em'],
+                'janela_dias': self.janela_dias}
+
     def registrar(self, escopo: object, dataset: str, registros: int, removidos: int,
-                  execucao: str | None = None) -> None:
+                  execucao: str | None = None, *, nova_base: bool = False,
+                  agora: datetime.datetime | None = None) -> None:
         """Grava a carga ACEITA de `dataset` na empresa `escopo` (só após o `complete`)."""
-        self.registrar_varias([(escopo, dataset, registros, removidos)], execucao)
+        self.registrar_varias([(escopo, dataset, registros, removidos)], execucao,
+                              nova_base=nova_base, agora=agora)
 
     def registrar_varias(self, cargas: Iterable[tuple[object, str, int, int]],
-                         execucao: str | None = None) -> None:
+                         execucao: str | None = None, *, nova_base: bool = False,
+                         agora: datetime.datetime | None = None) -> None:
         """
         Grava de uma vez as cargas ACEITAS [(escopo, dataset, registros, removidos)]
         (a carga de todas as empresas: uma gravação por dataset, não uma por empresa).
+
+        `nova_base`: aceitas com o teto acima do padrão (o operador permitiu a
+        remoção): a janela recomeça nelas, e o tamanho delas é a base dali em diante.
         """
         cargas = list(cargas)
         if not cargas:
@@ -107,11 +199,17 @@ class Historico:
                 os.replace(self.caminho, self.caminho + '.ilegivel')
                 logger.warning('histórico ilegível movido para %s.ilegivel', self.caminho)
                 dados = {'versao': 1, 'cargas': {}}
-            em = datetime.datetime.now().isoformat(timespec='seconds')
+            agora = (agora or datetime.datetime.now()).replace(microsecond=0)
+            em = agora.isoformat(timespec='seconds')
             for escopo, dataset, registros, removidos in cargas:
-                dados['cargas'].setdefault(str(escopo), {})[dataset] = {
+                da_empresa = dados['cargas'].setdefault(str(escopo), {})
+                janela = ([] if nova_base else
+                          _janela(da_empresa.get(dataset), agora, self.janela_dias))
+                da_empresa[dataset] = {
                     'registros': int(registros), 'removidos': int(removidos), 'em': em,
-                    'execucao': execucao}
+                    'execucao': execucao,
+                    'janela': _com_a_carga(janela, int(registros), em, agora,
+                                           self.janela_dias)}
             gravar_atomico(self.caminho, json.dumps(dados, indent=1, sort_keys=True) + '\n')
 
     def faltando(self, escopos: Collection[Any], datasets: Iterable[str],

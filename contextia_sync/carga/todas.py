@@ -91,8 +91,8 @@ from contextia_sync.carga.completa import (
     linha_de_progresso,
     somar_envio,
 )
-from contextia_sync.escopos import texto_escopo
-from contextia_sync.registro import logger
+from contextia_sync.escopos import REGRA, codigo_invalido, problema_no_escopo, texto_escopo
+from contextia_sync.registro import limpo, logger
 
 if TYPE_CHECKING:
     from contextia_sync.carga.historico import Historico
@@ -165,6 +165,8 @@ class LeituraDoDataset:
     """As linhas das empresas sem chave além das SEM_CHAVE_CONTADAS primeiras, juntas."""
     sem_escopo: int = 0
     """Linhas com a coluna de escopo vazia: de empresa nenhuma."""
+    invalidos: dict[str, int] = field(default_factory=dict)
+    """Código de empresa inválido (`escopos.codigo_invalido`) -> linhas que ficaram de fora."""
     erro: str | None = None
     segundos: float = 0.0
     lotes: int = 0
@@ -689,6 +691,8 @@ class _Reparticao:
                 continue                            # a que falhou: dito no erro dela
             if not escopo:
                 leitura.sem_escopo += descarte.linhas
+            elif problema_no_escopo(escopo):
+                leitura.invalidos[escopo] = leitura.invalidos.get(escopo, 0) + descarte.linhas
             else:
                 leitura.sem_chave[escopo] = leitura.sem_chave.get(escopo, 0) + descarte.linhas
         leitura.sem_chave_alem += self.alem.linhas
@@ -752,10 +756,14 @@ def _fechar(empresa: Empresa, resultado: ResultadoCarga, sync: str, *, seco: boo
 def _gravar_historico(historico: Historico, resultados: Mapping[str, ResultadoCarga],
                       execucao: str | None) -> None:
     """As cargas aceitas do dataset, todas as empresas numa gravação (um fsync, não S)."""
-    aceitas = [(escopo, r.dataset, r.registros, r.removidos)
-               for escopo, r in resultados.items() if r.ok]
     try:
-        historico.registrar_varias(aceitas, execucao)
+        # Aceitas com o teto afrouxado (`nova_base`) recomeçam a janela delas; na
+        # prática todas de uma execução são de um tipo só, e é uma gravação.
+        for nova_base in (False, True):
+            historico.registrar_varias([(escopo, r.dataset, r.registros, r.removidos)
+                                        for escopo, r in resultados.items()
+                                        if r.ok and r.nova_base == nova_base],
+                                       execucao, nova_base=nova_base)
     except OSError as erro:
         # As cargas valeram; so a base do proximo teto (e o aviso ao ouvinte) nao.
         for resultado in resultados.values():
@@ -786,11 +794,20 @@ def linha_da_leitura(leitura: LeituraDoDataset, empresas: int) -> str:
         leitura.dataset + (' (domínio)' if leitura.dominio else ''), leitura.leituras,
         leitura.linhas, empresas, leitura.segundos)
     if leitura.sem_chave:
-        nomes = sorted(leitura.sem_chave)
+        # O codigo vem de uma linha do ERP: escapado (um '\n' nele forjaria uma linha).
+        nomes = [limpo(n) for n in sorted(leitura.sem_chave)]
         texto += ('; %d linha(s) de %d empresa(s) sem chave nesta execução ficaram de fora'
                   ' (%s%s)' % (sum(leitura.sem_chave.values()), len(nomes),
                                ', '.join(nomes[:SEM_CHAVE_NOMEADAS]),
                                ' ...' if len(nomes) > SEM_CHAVE_NOMEADAS else ''))
+    if leitura.invalidos:
+        invalidos = sorted(leitura.invalidos)
+        texto += ('; CÓDIGO DE EMPRESA INVÁLIDO em %d linha(s), que NÃO foram a empresa'
+                  ' nenhuma: %s%s -- corrija o código no ERP (%s)' % (
+                      sum(leitura.invalidos.values()),
+                      '; '.join(str(codigo_invalido(c, com_motivo=False))
+                                for c in invalidos[:SEM_CHAVE_NOMEADAS]),
+                      ' ...' if len(invalidos) > SEM_CHAVE_NOMEADAS else '', REGRA))
     if leitura.sem_chave_alem:
         texto += ('; e mais %d linha(s) de empresas sem chave além dessas %d, contadas juntas:'
                   ' tantas empresas assim é quase sempre a coluna de escopo errada no'

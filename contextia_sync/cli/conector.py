@@ -116,9 +116,13 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
                         ' cada linha como o envio real; não envia nada e não precisa de'
                         ' chave')
     p.add_argument('--max-remocao', type=_fracao, default=padroes.MAX_REMOCAO, metavar='F',
-                   help='fração máxima de um dataset que a carga pode remover (padrão %s).'
-                        ' Acima disso o Contextia recusa o complete e nada sai. Para uma'
-                        ' limpeza real em massa: --max-remocao=1' % padroes.MAX_REMOCAO)
+                   help='fração máxima de um dataset que a carga pode remover (padrão %s),'
+                        ' medida também contra a maior carga aceita do dataset na empresa'
+                        ' nos últimos %d dias (o histórico): rodadas seguidas não o esvaziam'
+                        ' aos poucos. Acima disso o complete é recusado e nada sai. Para uma'
+                        ' limpeza real em massa: --max-remocao=1, uma vez, só no dataset'
+                        ' limpo (--dataset); a carga aceita com o teto acima do padrão vira'
+                        ' a nova base' % (padroes.MAX_REMOCAO, padroes.JANELA_TETO_REMOCAO_DIAS))
     p.add_argument('--lotes-em-voo', type=_lotes_em_voo, default=padroes.LOTES_EM_VOO,
                    metavar='N',
                    help='lotes esperando resposta do Contextia ao mesmo tempo, enquanto os'
@@ -132,8 +136,10 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
                    metavar='ARQ',
                    help='histórico de cargas aceitas. Padrão: CONTEXTIA_HISTORICO ou, com'
                         ' --chaves, <chaves>.historico.json (o mesmo do carregar-todas.sh e'
-                        ' do ouvinte). No dataset sem key o teto compara com a carga anterior'
-                        ' dele; sem histórico, vale a fração do dataset')
+                        ' do ouvinte). Com ele, o teto mede a queda contra a maior carga'
+                        ' aceita do dataset nos últimos %d dias (rodadas seguidas não o'
+                        ' esvaziam aos poucos); sem histórico, vale só a fração da rodada'
+                        % padroes.JANELA_TETO_REMOCAO_DIAS)
     args = p.parse_args(argv)
     if args.scope is None and not args.todas:
         p.error('faltam os argumentos obrigatórios: --scope (a empresa; ou --todas, com'
@@ -265,6 +271,7 @@ def conferir_antes_de_ler(args: argparse.Namespace,
     de catálogo dele (o seco marca o dataset como falho sem le-lo).
     """
     from contextia_sync.carga import completa as carga
+    from contextia_sync.registro import limpo
 
     mapa, escopo, origem = preparo.mapa, preparo.escopo, preparo.origem
     por_dataset = _conferir_catalogo(args, preparo, 'a empresa %s' % escopo)
@@ -280,7 +287,8 @@ def conferir_antes_de_ler(args: argparse.Namespace,
               ' (%s: %s). Nada foi enviado.' % (PROG, escopo, type(erro).__name__, erro),
               file=sys.stderr)
         return SAIDA_FALHA
-    print('empresa ........: %s (%s)' % (empresa.escopo, empresa.nome))
+    # O nome vem do cadastro do ERP: escapado, como todo valor de la que se imprime.
+    print('empresa ........: %s (%s)' % (empresa.escopo, limpo(empresa.nome)))
     if empresa.recusa:
         # Ela existe: quem decide que empresa carrega e o arquivo de chaves, e a que
         # ja virou projeto (desativada depois) teria os dados congelados no Contextia
@@ -471,10 +479,11 @@ def _cabecalho(args: argparse.Namespace, preparo: Preparo, titulo: str, teto_em:
                                       ' (de %d)' % len(mapa['datasets']) if args.dataset else ''))
     if args.dry_run:
         return None
-    print('teto de remoção : %g%% de cada dataset%s%s' % (
-        100 * args.max_remocao, teto_em,
-        ' (remoção em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
     caminho = caminho_do_historico(args)
+    print('teto de remoção : %g%% de cada dataset%s%s%s' % (
+        100 * args.max_remocao, teto_em,
+        ', e contra a maior carga aceita em %d dias' % padroes.JANELA_TETO_REMOCAO_DIAS
+        if caminho else '', ' (remoção em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
     print('histórico ......: %s' % (
         caminho or 'nenhum (sem --chaves nem CONTEXTIA_HISTORICO; sem key: teto sobre o'
                    ' dataset inteiro)'))
