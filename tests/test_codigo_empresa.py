@@ -346,7 +346,8 @@ def test_valor_da_origem_nao_forja_linha_no_log(erp, tmp_path, ambiente_contexti
     """
     Só o dado hostil, sem código hostil no cadastro: a coluna de empresa de uma
     linha de titulos traz uma linha de log inteira. O aviso de "código de empresa
-    inválido" (a linha vai para a quarentena) a mostra escapada, numa linha só -- no --log e na saída.
+    inválido" (a linha vai para a quarentena) a mostra escapada, numa linha só --
+    no --log e na saída.
     """
     o = Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
     log = str(tmp_path / 'ouvinte.log')

@@ -48,7 +48,7 @@ from typing import Any
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo
 from contextia_sync.captura.do_spool import CapturaPeloSpool
-from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.erros import ErroConfiguracao, resumir
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca
@@ -117,14 +117,19 @@ class CapturaBinlog(CapturaPeloSpool):
     def __init__(self, origem: ModuleType, estado: Estado, folga: int,  # noqa: ARG002
                  maximo: int) -> None:
         # `folga` nao serve aqui: o log nao tem janela de commit atrasado.
-        from contextia_sync.origem.url import ler_url
+        from contextia_sync.origem.url import argumentos_pymysql, ler_url, tls_da_url
         super().__init__(origem, estado, maximo)
         url = ler_url(os.environ.get('CONTEXTIA_ORIGEM', ''))
         self.url = url
         self.banco = url.database or ''
+        # O TLS da URL, o mesmo do engine da origem: vale para a conexão de controle
+        # (`_sql`) e para as duas do leitor do log (o BinLogStreamReader repassa
+        # estes argumentos a ambas).
+        self.tls = tls_da_url(url)
         self.conexao: dict[str, Any] = {
             'host': url.host or '127.0.0.1', 'port': int(url.port or 3306),
-                        'user': url.username or '', 'passwd': url.password or ''}
+            'user': url.username or '', 'password': url.password or '',
+            **(argumentos_pymysql(self.tls) if self.tls.familia == 'mysql' else {})}
         self.server_id = int(os.environ.get('CONTEXTIA_BINLOG_SERVER_ID')
                              or padroes.BINLOG_SERVER_ID)
         self._leitor: Any = None              # o leitor continuo de esperar_mudanca
@@ -147,11 +152,27 @@ class CapturaBinlog(CapturaPeloSpool):
         return self._posicao.get('gtid')
 
     # -- conferências na subida --------------------------------------------------
+    def _recusa_tls(self, erro: BaseException) -> ErroBinlog | None:
+        """
+        A conexão recusada no TLS (CA errado, servidor que exige TLS): erro de
+        configuração dito em português, nunca "fora do ar agora"; None se não é isso.
+        """
+        from contextia_sync.origem.url import correcao_tls, descrever_url, falha_de_tls, mascarar
+        if not falha_de_tls(erro):
+            return None
+        return ErroBinlog('binlog: não conectou ao MariaDB de CONTEXTIA_ORIGEM (%s): %s -- %s.'
+                          % (descrever_url(self.url), resumir(mascarar(
+                              erro, self.url.password), 240), correcao_tls(self.tls)))
+
     def _sql(self, comando: str) -> list[tuple[Any, ...]]:
         import pymysql
-        conn = pymysql.connect(host=self.conexao['host'], port=self.conexao['port'],
-                               user=self.conexao['user'], password=self.conexao['passwd'],
-                               connect_timeout=10)
+        try:
+            conn = pymysql.connect(**self.conexao, connect_timeout=10)
+        except pymysql.err.OperationalError as erro:
+            recusa = self._recusa_tls(erro)
+            if recusa is not None:
+                raise recusa from None
+            raise
         try:
             with conn.cursor() as cursor:
                 cursor.execute(comando)
@@ -170,7 +191,7 @@ class CapturaBinlog(CapturaPeloSpool):
                     'dataset %s sem `key`: o binlog diz QUAL linha mudou pela chave; sem'
                     ' ela não há como reler nem remover. Declare `key` no dataset.'
                     % alvo.nome)
-        if self.url.get_backend_name() != 'mysql':
+        if self.tls.familia != 'mysql':             # mysql:// e mariadb://
             return problemas + ['a estratégia `binlog` é só para MySQL/MariaDB; a origem'
                                 ' é %s. Use `coluna`.' % self.url.get_backend_name()]
         try:
@@ -264,6 +285,9 @@ class CapturaBinlog(CapturaPeloSpool):
             if erro.args and erro.args[0] == _ERRO_POSICAO_APAGADA:
                 self._posicao_apagada(str(erro.args[1:] or ''))
                 return
+            recusa = self._recusa_tls(erro)
+            if recusa is not None:
+                raise recusa from None
             raise
         except BaseException:
             self._fechar_leitor()

@@ -54,7 +54,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura
@@ -64,6 +64,11 @@ from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca
 from contextia_sync.registro import logger
+
+if TYPE_CHECKING:                       # o autoteste importa captura/ sem SQLAlchemy
+    from sqlalchemy import URL
+
+    from contextia_sync.origem.url import TlsOrigem
 
 ARQUIVO_POSICAO = 'slot-posicao.json'
 PLUGIN = 'pgoutput'
@@ -192,26 +197,57 @@ def decodificar(dados: bytes) -> Mensagem:
 
 
 # ------------------------------------------------------------------ a conexão
-def _conectar(url_texto: str, somente_leitura: bool = True) -> Any:
-    """Uma conexão psycopg própria (fora do pool do adaptador), autocommit."""
+def _conectar(url_texto: str, somente_leitura: bool = True,
+              variavel: str = 'CONTEXTIA_ORIGEM') -> Any:
+    """
+    Uma conexão psycopg própria (fora do pool do adaptador), autocommit, com o
+    TLS da URL lido como o engine da origem o lê (origem/url.py).
+
+    A captura com a origem fora do ar agora recebe o erro do driver (o ciclo
+    tenta de novo); a recusa no TLS, a URL que o libpq não aceita e -- nos
+    comandos do operador (`somente_leitura=False`) -- qualquer falha ao conectar
+    viram ErroSlot: uma linha em português, com a variável e a correção.
+    """
     import psycopg
 
-    from contextia_sync.origem.url import ler_url
-    url = ler_url(url_texto)
+    from contextia_sync.origem.url import argumentos_psycopg, falha_de_tls, ler_url, tls_da_url
+    url = ler_url(url_texto, variavel)
     if url.get_backend_name() != 'postgresql':
-        raise ErroSlot('a estratégia `slot_logico` é só para PostgreSQL; a origem é %s.'
-                       ' Use `coluna` (ou `binlog` no MySQL/MariaDB).'
-                       % url.get_backend_name())
+        raise ErroSlot('a estratégia `slot_logico` é só para PostgreSQL; %s aponta para %s.'
+                       ' Use `coluna` (ou `binlog` no MySQL/MariaDB)%s.'
+                       % (variavel, url.get_backend_name(),
+                          '' if variavel == 'CONTEXTIA_ORIGEM' else
+                          ', ou corrija %s para o mesmo PostgreSQL de CONTEXTIA_ORIGEM'
+                          % variavel))
+    tls = tls_da_url(url, variavel)
     opcoes: dict[str, Any] = {
         'host': url.host or '127.0.0.1', 'port': int(url.port or 5432),
         'user': url.username or '', 'dbname': url.database or '', 'connect_timeout': 10,
-        'application_name': 'contextia-ouvinte'}
+        'application_name': 'contextia-ouvinte', **argumentos_psycopg(tls)}
     if url.password:
         opcoes['password'] = url.password
     if somente_leitura:
         # Nada aqui escreve: o peek e o advance funcionam numa sessão READ ONLY.
         opcoes['options'] = '-c default_transaction_read_only=on'
-    return psycopg.connect(autocommit=True, **opcoes)
+    try:
+        return psycopg.connect(autocommit=True, **opcoes)
+    except psycopg.Error as erro:
+        if somente_leitura and isinstance(erro, psycopg.OperationalError) \
+                and not falha_de_tls(erro):
+            raise
+        raise ErroSlot(_recusa_da_conexao(url, tls, erro)) from None
+
+
+def _recusa_da_conexao(url: URL, tls: TlsOrigem, erro: BaseException) -> str:
+    """A conexão que não abriu, numa linha: a URL e o driver sem a senha, e a correção."""
+    from contextia_sync.erros import resumir
+    from contextia_sync.origem.url import correcao_tls, descrever_url, falha_de_tls, mascarar
+    correcao = correcao_tls(tls) if falha_de_tls(erro) else (
+        'confira host, porta, usuário e senha em %s e se o banco aceita conexão desta'
+        ' máquina' % tls.variavel)
+    return ('slot_logico: não conectou ao PostgreSQL de %s (%s): %s -- %s. Nada foi feito.'
+            % (tls.variavel, descrever_url(url),
+               resumir(mascarar(erro, url.password), 240), correcao))
 
 
 def _tabela(nome: str) -> tuple[str, str]:
@@ -749,8 +785,12 @@ def conferir_tabelas(conn: Any, tabelas: dict[tuple[str, str], list[DatasetVivo]
 
 
 # ------------------------------------------------------------------ os comandos do operador
-def _url_do_dba() -> str:
-    return os.environ.get('CONTEXTIA_ORIGEM_DBA') or os.environ.get('CONTEXTIA_ORIGEM', '')
+def _url_do_dba() -> tuple[str, str]:
+    """(URL, variável): CONTEXTIA_ORIGEM_DBA se definida, senão CONTEXTIA_ORIGEM."""
+    dba = os.environ.get('CONTEXTIA_ORIGEM_DBA', '').strip()
+    if dba:
+        return dba, 'CONTEXTIA_ORIGEM_DBA'
+    return os.environ.get('CONTEXTIA_ORIGEM', '').strip(), 'CONTEXTIA_ORIGEM'
 
 
 def criar_slot(mapa: dict[str, Any], alvos: list[DatasetVivo]) -> list[str]:
@@ -766,7 +806,8 @@ def criar_slot(mapa: dict[str, Any], alvos: list[DatasetVivo]) -> list[str]:
         raise ErroSlot('nenhum dataset ao vivo no mapeamento: não há tabela para o slot'
                        ' seguir. Declare `watch_column` (e `key`) nos datasets.')
     feito: list[str] = []
-    with _conectar(_url_do_dba(), somente_leitura=False) as conn:
+    url, variavel = _url_do_dba()
+    with _conectar(url, somente_leitura=False, variavel=variavel) as conn:
         problemas = _conferir_origem(conn, usuario_da_captura=False)
         if problemas:
             raise ErroSlot('\n'.join(problemas))
@@ -817,7 +858,8 @@ def remover_slot(mapa: dict[str, Any]) -> list[str]:
     import psycopg
     slot = nome_do_slot(mapa)
     feito: list[str] = []
-    with _conectar(_url_do_dba(), somente_leitura=False) as conn:
+    url, variavel = _url_do_dba()
+    with _conectar(url, somente_leitura=False, variavel=variavel) as conn:
         atual = _slot(conn, slot)
         if atual is None:
             feito.append('slot %s: não existe (nada retém WAL por este ouvinte)' % slot)

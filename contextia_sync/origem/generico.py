@@ -81,7 +81,17 @@ from contextia_sync.origem.sessao import (
     comandos_de_sessao,
     timeout_do_ambiente,
 )
-from contextia_sync.origem.url import descrever_url, ler_url, mascarar
+from contextia_sync.origem.url import (
+    argumentos_do_engine,
+    correcao_tls,
+    descrever_url,
+    falha_de_tls,
+    familia_da_url,
+    ler_url,
+    mascarar,
+    sem_tls,
+    tls_da_url,
+)
 from contextia_sync.origem.valores import (
     DATA_SQLITE,
     Avisos,
@@ -258,7 +268,10 @@ class Origem:
         self.url = ler_url(url)
         self._senha = self.url.password
         self.url_dada = str(url)
-        self.dialeto = self.url.get_backend_name()
+        # O TLS lido uma vez, o mesmo que `binlog` e `slot_logico` usam (origem/url.py).
+        self.tls = tls_da_url(self.url)
+        # `mariadb://` é o MySQL aqui: a mesma trava de sessão, o mesmo SQL.
+        self.dialeto = familia_da_url(self.url)
         if self.dialeto == 'mysql' and 'charset' not in self.url.query:
             # utf8 de 3 bytes do MySQL corta emoji e alguns ideogramas.
             self.url = self.url.update_query_dict({'charset': 'utf8mb4'})
@@ -286,6 +299,8 @@ class Origem:
             correcao = ('passou de CONTEXTIA_ORIGEM_TIMEOUT=%ss e o banco cancelou.'
                         ' Índice na coluna de mudanca/escopo resolve; se a consulta e'
                         ' legitimamente lenta, aumente o limite' % self.timeout)
+        elif falha_de_tls(erro):
+            correcao = correcao_tls(self.tls)
         return ErroOrigem('%s (%s): %s%s' % (o_que, self.descricao, self._do_driver(erro),
                                              (' -- ' + correcao) if correcao else ''))
 
@@ -298,9 +313,21 @@ class Origem:
         if self.dialeto != 'sqlite':
             opcoes.update(pool_size=POOL_TAMANHO, max_overflow=POOL_EXTRA)
         try:
-            if sa.engine.make_url(self.url).drivername == 'mysql+mysqldb':
-                opcoes['connect_args'] = {'conv': _conversoes_mysqldb()}
-            engine = sa.create_engine(self.url, **opcoes)
+            url = self.url
+            argumentos: dict[str, Any] = {}
+            if url.get_driver_name() == 'mysqldb':
+                argumentos['conv'] = _conversoes_mysqldb()
+            # O TLS vai pelo connect_args, montado de `self.tls` como nas outras
+            # conexões da origem, e não pela query (cada driver a lê de um jeito).
+            tls = argumentos_do_engine(url, self.tls)
+            if tls is not None:
+                url = sem_tls(url)
+                argumentos.update(tls)
+            if argumentos:
+                opcoes['connect_args'] = argumentos
+            engine = sa.create_engine(url, **opcoes)
+        except ErroConfiguracaoOrigem:
+            raise
         except Exception as erro:                        # noqa: BLE001
             # Prefixo que nenhum dialeto conhece ou driver que nao esta instalado:
             # a URL (ou a instalacao) e que esta errada, nao a origem fora do ar.

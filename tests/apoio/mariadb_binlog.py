@@ -7,6 +7,11 @@ instalado uma vez por sessão de teste e derrubado no fim (NOTAS-AMBIENTE).
                      SLAVE, BINLOG MONITOR) na forma que tests/dados/erp.py usa
 
 Sem `mariadbd`/`mariadb-install-db` o teste pula dizendo; com CI=true falha.
+
+Com `tls=Certificados(...)` (tests/test_origem_tls.py) o servidor sobe com o
+certificado e `require_secure_transport=ON` (a conexão TCP sem TLS é recusada);
+o `leitor` é criado com `REQUIRE X509` (só entra com certificado de cliente), o
+`.admin` vai pelo socket Unix e as URLs levam `ssl_ca`, `ssl_cert` e `ssl_key`.
 """
 
 import os
@@ -33,10 +38,11 @@ class BancoBinlog:
         self.servidor = servidor
         self.nome = nome
         self.usuario = usuario
-        self.url_origem = 'mysql+pymysql://%s:%s@127.0.0.1:%d/%s' % (
-            usuario, SENHA, servidor.porta, nome)
+        self.url_origem = 'mysql+pymysql://%s:%s@127.0.0.1:%d/%s%s' % (
+            usuario, SENHA, servidor.porta, nome, servidor.query_tls())
         # O dono (root): cria as tabelas e escreve, como o ERP.
-        self.url_admin = 'mysql+pymysql://root@127.0.0.1:%d/%s' % (servidor.porta, nome)
+        self.url_admin = 'mysql+pymysql://root@127.0.0.1:%d/%s%s' % (
+            servidor.porta, nome, servidor.query_tls())
         self._motor = None
 
     def motor(self):
@@ -47,10 +53,35 @@ class BancoBinlog:
 
 
 class MariadbBinlog:
-    def __init__(self, pasta):
+    def __init__(self, pasta, tls=None):
         self.pasta = pasta
         self.porta = porta_livre()
         self.processo = None
+        self.tls = tls
+        self.socket = os.path.join(pasta, 'run', 'm.sock')
+
+    def query_tls(self, ca=None):
+        """A query de TLS das URLs ('' sem TLS); `ca` troca o CA (o errado, no teste)."""
+        if self.tls is None:
+            return ''
+        return '?ssl_ca=%s&ssl_cert=%s&ssl_key=%s' % (ca or self.tls.ca, self.tls.cliente,
+                                                       self.tls.chave_cliente)
+
+    def _opcoes_tls(self):
+        if self.tls is None:
+            return []
+        pasta = os.path.join(self.pasta, 'tls')
+        os.makedirs(pasta)
+        copias = {}
+        for nome, origem in (('ca.pem', self.tls.ca), ('servidor.pem', self.tls.servidor),
+                             ('servidor.key', self.tls.chave_servidor)):
+            copias[nome] = os.path.join(pasta, nome)
+            shutil.copyfile(origem, copias[nome])
+            shutil.chown(copias[nome], 'mysql')
+            os.chmod(copias[nome], 0o600)
+        shutil.chown(pasta, 'mysql')
+        return ['--ssl-ca=' + copias['ca.pem'], '--ssl-cert=' + copias['servidor.pem'],
+                '--ssl-key=' + copias['servidor.key'], '--require-secure-transport=ON']
 
     def iniciar(self):
         dados = os.path.join(self.pasta, 'dados')
@@ -77,8 +108,8 @@ class MariadbBinlog:
              '--socket=' + os.path.join(run, 'm.sock'), '--tmpdir=' + temporarios,
              '--pid-file=' + os.path.join(run, 'm.pid'),
              '--log-bin=' + os.path.join(dados, 'binlog'), '--binlog-format=ROW',
-             '--server-id=1', '--binlog-row-image=FULL', '--binlog-row-metadata=FULL'],
-            stdout=self.log, stderr=subprocess.STDOUT)
+             '--server-id=1', '--binlog-row-image=FULL', '--binlog-row-metadata=FULL']
+            + self._opcoes_tls(), stdout=self.log, stderr=subprocess.STDOUT)
         fim = time.monotonic() + 30
         while time.monotonic() < fim:
             try:
@@ -90,8 +121,10 @@ class MariadbBinlog:
 
     def admin(self, sql):
         import pymysql
-        conn = pymysql.connect(host='127.0.0.1', port=self.porta, user='root',
-                               autocommit=True)
+        # Com TLS, a preparação vai pelo socket Unix (o require_secure_transport o aceita).
+        onde = ({'unix_socket': self.socket} if self.tls is not None else
+                {'host': '127.0.0.1', 'port': self.porta})
+        conn = pymysql.connect(user='root', autocommit=True, **onde)
         try:
             with conn.cursor() as cursor:
                 cursor.execute(sql)
@@ -103,7 +136,8 @@ class MariadbBinlog:
         nome = 'erp_' + uuid.uuid4().hex[:8]
         usuario = 'l' + uuid.uuid4().hex[:8]
         self.admin('CREATE DATABASE %s' % nome)
-        self.admin("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'" % (usuario, SENHA))
+        self.admin("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'%s" % (
+            usuario, SENHA, ' REQUIRE X509' if self.tls is not None else ''))
         self.admin("GRANT SELECT ON %s.* TO '%s'@'%%'" % (nome, usuario))
         if concessoes:
             self.admin("GRANT %s ON *.* TO '%s'@'%%'" % (', '.join(concessoes), usuario))

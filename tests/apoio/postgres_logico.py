@@ -10,6 +10,13 @@ binários instalados uma vez por sessão de teste e derrubado no fim (NOTAS-AMBI
 initdb e pg_ctl recusam rodar como root: rodam como `postgres` (runuser), com a
 pasta de dados e a do socket dele. Sem os binários o teste pula dizendo; com
 CI=true falha.
+
+Com `tls=Certificados(...)` (tests/test_origem_tls.py) o servidor sobe com
+`ssl=on` e um pg_hba SÓ de `hostssl` (a conexão sem TLS é recusada): o `leitor`
+entra com senha, o `postgres` (o DBA) só com certificado de cliente
+(`clientcert=verify-ca`). O `.admin` vai então pelo socket Unix, e as URLs dos
+bancos levam os parâmetros de TLS (`url_origem`: o CA; `url_admin`: o CA e o
+certificado de cliente).
 """
 
 import glob
@@ -47,11 +54,11 @@ class BancoLogico:
         self.servidor = servidor
         self.nome = nome
         self.usuario = usuario
-        self.url_origem = 'postgresql+psycopg://%s:%s@127.0.0.1:%d/%s' % (
-            usuario, SENHA, servidor.porta, nome)
+        self.url_origem = 'postgresql+psycopg://%s:%s@127.0.0.1:%d/%s%s' % (
+            usuario, SENHA, servidor.porta, nome, servidor.query_tls())
         # O login do DBA: o dono das tabelas (cria a publicação, muda REPLICA IDENTITY).
-        self.url_admin = 'postgresql+psycopg://postgres@127.0.0.1:%d/%s' % (
-            servidor.porta, nome)
+        self.url_admin = 'postgresql+psycopg://postgres@127.0.0.1:%d/%s%s' % (
+            servidor.porta, nome, servidor.query_tls(cliente=True))
         self._motor = None
 
     def motor(self):
@@ -72,13 +79,43 @@ class BancoLogico:
 
 
 class PostgresLogico:
-    def __init__(self, pasta, bin_dir):
+    def __init__(self, pasta, bin_dir, tls=None):
         self.pasta = pasta
         self.bin = bin_dir
         self.porta = porta_livre()
         self.dados = os.path.join(pasta, 'dados')
         self.run = os.path.join(pasta, 'run')
+        self.tls = tls
         self.iniciado = False
+
+    def query_tls(self, cliente=False, ca=None):
+        """A query de TLS das URLs ('' sem TLS); `ca` troca o CA (o errado, no teste)."""
+        if self.tls is None:
+            return ''
+        query = '?sslmode=verify-ca&sslrootcert=%s' % (ca or self.tls.ca)
+        if cliente:
+            query += '&sslcert=%s&sslkey=%s' % (self.tls.cliente, self.tls.chave_cliente)
+        return query
+
+    def _preparar_tls(self):
+        """Certificado e chave do servidor numa pasta do postgres (a chave 0600), e o pg_hba."""
+        pasta = os.path.join(self.pasta, 'tls')
+        os.makedirs(pasta)
+        copias = {}
+        for nome, origem in (('ca.pem', self.tls.ca), ('servidor.pem', self.tls.servidor),
+                             ('servidor.key', self.tls.chave_servidor)):
+            copias[nome] = os.path.join(pasta, nome)
+            shutil.copyfile(origem, copias[nome])
+            shutil.chown(copias[nome], 'postgres')
+            os.chmod(copias[nome], 0o600)
+        shutil.chown(pasta, 'postgres')
+        # Só hostssl: nenhuma linha `host`, então a conexão TCP sem TLS é recusada.
+        with open(os.path.join(self.dados, 'pg_hba.conf'), 'w') as arquivo:
+            arquivo.write('local all all trust\n'
+                          'hostssl all postgres 127.0.0.1/32 trust clientcert=verify-ca\n'
+                          'hostssl all all 127.0.0.1/32 scram-sha-256\n')
+        return (' -c ssl=on -c ssl_ca_file=%s -c ssl_cert_file=%s -c ssl_key_file=%s'
+                % (copias['ca.pem'], copias['servidor.pem'], copias['servidor.key']))
 
     def _como_postgres(self, *argv):
         return subprocess.run(['runuser', '-u', 'postgres', '--'] + list(argv), check=True,
@@ -93,6 +130,8 @@ class PostgresLogico:
         opcoes = ('-p %d -k %s -c listen_addresses=127.0.0.1 -c wal_level=logical'
                   ' -c max_replication_slots=20 -c max_wal_senders=20 -c fsync=off'
                   ' -c full_page_writes=off' % (self.porta, self.run))
+        if self.tls is not None:
+            opcoes += self._preparar_tls()
         self._como_postgres(os.path.join(self.bin, 'pg_ctl'), '-D', self.dados, '-w', '-l',
                             os.path.join(self.pasta, 'postgres.log'), '-o', opcoes, 'start')
         self.iniciado = True
@@ -107,7 +146,9 @@ class PostgresLogico:
 
     def admin(self, sql, banco='postgres'):
         import psycopg
-        with psycopg.connect(host='127.0.0.1', port=self.porta, user='postgres', dbname=banco,
+        # Com TLS, o DBA entra pelo TCP só com certificado: a preparação vai pelo socket.
+        host = self.run if self.tls is not None else '127.0.0.1'
+        with psycopg.connect(host=host, port=self.porta, user='postgres', dbname=banco,
                              autocommit=True, connect_timeout=10) as conn:
             cursor = conn.execute(sql)
             return cursor.fetchall() if cursor.description else None
