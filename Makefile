@@ -1,6 +1,6 @@
 # make demo  -- o produto funcionando sobre os padroes embutidos (ERP SQLite + Contextia local)
 # make test  -- lint (ruff), tipos (mypy) e a suite inteira; ARGS vai para o pytest
-# make lint  -- so o ruff e o mypy
+# make lint  -- o ruff, o mypy e as setas entre as salas (lint-imports)
 # Todos criam o .venv e instalam o que precisam (deploy/preparar-ambiente.sh):
 # um carimbo por nivel (producao, local, dev), refeito quando o pyproject.toml ou
 # um requirements*.txt muda.
@@ -36,6 +36,7 @@ demo: $(PRONTO_LOCAL)
 lint: $(PRONTO_DEV)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 # Quatro processos nos 2 nucleos: a suite passa a maior parte do tempo esperando
 # (processos filhos, backoff, ciclos do ouvinte), nao calculando. Os testes

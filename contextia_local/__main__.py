@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
     from contextia_local.app import MAX_REGISTROS_LOTE
     # O parser de toda CLI do SDK: em portugues, com --version e os codigos de saida.
-    from contextia_sync.cli.comum import novo_parser
+    from contextia_sync.linha_de_comando import novo_parser
     p = novo_parser(
         'python3 -m contextia_local',
         'Servidor Contextia local: o contrato do intake (docs/contrato-intake.md)'

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from contextia_sync import __version__, padroes
-from contextia_sync.cli.comum import ParserPt
+from contextia_sync.linha_de_comando import ParserPt
 from contextia_sync.estado.status import (
     ARQUIVO_STATUS,
     ARQUIVO_STATUS_JSON,
@@ -114,7 +114,7 @@ class ErroArgumento(Exception):
 class _Parser(ParserPt):
     """
     Erro de argumento e DESCONHECIDO (3), não o 2 do argparse (2 e CRITICO).
-    As frases do argparse já chegam em português (cli/comum.py: ParserPt).
+    As frases do argparse já chegam em português (linha_de_comando.py: ParserPt).
     """
 
     def error(self, message: str) -> NoReturn:

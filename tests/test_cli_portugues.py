@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from contextia_sync import __version__
-from contextia_sync.cli import comum
+from contextia_sync.linha_de_comando import novo_parser
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -118,7 +118,7 @@ def test_saude_erro_de_argumento_em_portugues():
 
 def test_as_traducoes_valem_so_dentro_do_nosso_parser():
     """Outro parser do processo (de uma biblioteca) continua como o argparse o escreve."""
-    nosso = comum.novo_parser('x', 'Teste.')
+    nosso = novo_parser('x', 'Teste.')
     nosso.add_argument('--n', type=int, required=True)
     assert nosso.format_help().startswith('uso: x')
     with pytest.raises(SystemExit):

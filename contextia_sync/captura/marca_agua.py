@@ -32,6 +32,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+# A marca como o estado a grava mora com o estado (que a captura usa, nunca o contrario).
+from contextia_sync.estado.estado import texto_marca as texto_marca
+
 _NUMERO = re.compile(r'^-?\d+(\.\d+)?$')
 
 # Quanto do recuo efetivo um atraso pode comer antes do aviso alto.
@@ -64,21 +67,6 @@ def como_valor(marca: Any) -> Any:
         return datetime.datetime.fromisoformat(texto)
     except ValueError:
         return marca
-
-
-def texto_marca(valor: Any) -> str | int | float | None:
-    """A marca como vai para o JSON: texto ISO ou número, nunca objeto."""
-    if valor is None:
-        return None
-    if isinstance(valor, (datetime.datetime, datetime.date)):
-        return valor.isoformat()
-    if isinstance(valor, bool):
-        return int(valor)
-    if isinstance(valor, (int, float)):
-        return valor
-    if isinstance(valor, decimal.Decimal):
-        return int(valor) if valor == valor.to_integral_value() else str(valor)
-    return str(valor)
 
 
 def comparavel(valor: Any) -> Any:

@@ -17,7 +17,7 @@ import sys
 
 import argparse
 
-from contextia_sync.cli.comum import novo_parser
+from contextia_sync.linha_de_comando import novo_parser
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA
 
 PROG = 'carregar-todas'

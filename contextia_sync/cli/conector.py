@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from contextia_sync import padroes
-from contextia_sync.cli import comum
+from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 PROG = 'connector'
@@ -96,7 +96,7 @@ def intervalo_progresso(padrao: float = padroes.INTERVALO_PROGRESSO) -> float:
 
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos da linha de comando (argparse sai com 2 se estão errados)."""
-    p = comum.novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
+    p = novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
                    help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
@@ -281,7 +281,7 @@ def conferir_antes_de_ler(args: argparse.Namespace,
     try:
         empresa = carga.conferir_escopo(mapa, origem, escopo)
     except ErroConfiguracao as erro:
-        return comum.recusar(PROG, erro)
+        return recusar(PROG, erro)
     except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
         print('%s: não foi possível ler o cadastro de empresas para conferir a empresa %s'
               ' (%s: %s). Nada foi enviado.' % (PROG, escopo, type(erro).__name__, erro),
@@ -316,13 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         preparo = preparar(args)
     except (cliente.ErroAutenticacao, cliente.ErroDestino) as erro:
-        return comum.recusar(PROG, str(erro))
+        return recusar(PROG, str(erro))
     except ErroContextia as erro:
         print('%s: Contextia indisponível: %s' % (PROG, erro), file=sys.stderr)
         return SAIDA_FALHA
     except ErroConfiguracao as erro:
         # Mapeamento, --dataset, escopo, ambiente, adaptador: a mensagem ja diz a correcao.
-        return comum.recusar(PROG, erro)
+        return recusar(PROG, erro)
 
     mapa, escopo, origem = preparo.mapa, preparo.escopo, preparo.origem
     historico = _cabecalho(args, preparo, 'empresa %s' % escopo, '',
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                     execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
             except cliente.ErroAutenticacao as erro:
                 # A chave caiu no meio (revogada?): nenhum dataset seguinte passaria.
-                saida = comum.recusar(PROG, str(erro))
+                saida = recusar(PROG, str(erro))
                 break
             resultados.append(resultado)
             print(carga.linha_de_resultado(resultado, seco=args.dry_run))
@@ -517,7 +517,7 @@ def _conferir_catalogo(args: argparse.Namespace, preparo: Preparo,
         problemas = carga.conferir_catalogo(preparo.mapa, preparo.origem,
                                             preparo.datasets if args.dry_run else [])
     except ErroConfiguracao as erro:
-        return comum.recusar(PROG, erro)
+        return recusar(PROG, erro)
     por_dataset: dict[str | None, list[Any]] = {}
     for problema in problemas:
         por_dataset.setdefault(problema.dataset, []).append(problema)
@@ -530,7 +530,7 @@ def _conferir_catalogo(args: argparse.Namespace, preparo: Preparo,
         print('colunas ........: todas as do mapeamento existem na origem')
     sys.stdout.flush()
     if None in por_dataset:
-        return comum.recusar(
+        return recusar(
             PROG, 'o cadastro de empresas (projects) tem coluna(s) que a origem não mostra'
                   ' (acima): sem ele não há como conferir %s. Corrija a seção projects do'
                   ' mapeamento. Nada foi enviado.' % quem)
@@ -550,7 +550,7 @@ def _conferir_cadastro_todas(args: argparse.Namespace, preparo: Preparo,
     try:
         achadas = carga.conferir_escopos(mapa, origem, [e.escopo for e in ativas])
     except ErroConfiguracao as erro:
-        return comum.recusar(PROG, erro)
+        return recusar(PROG, erro)
     except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
         print('%s: não foi possível ler o cadastro de empresas para conferir as empresas'
               ' (%s: %s). Nada foi enviado.' % (PROG, type(erro).__name__, erro),
@@ -608,9 +608,9 @@ def main_todas(args: argparse.Namespace) -> int:
     try:
         preparo, empresas = preparar_todas(args)
     except (cliente.ErroAutenticacao, cliente.ErroDestino) as erro:
-        return comum.recusar(PROG, str(erro))
+        return recusar(PROG, str(erro))
     except ErroConfiguracao as erro:
-        return comum.recusar(PROG, erro)
+        return recusar(PROG, erro)
 
     mapa, origem = preparo.mapa, preparo.origem
     historico = _cabecalho(args, preparo, '%d empresa(s) de %s, uma leitura por dataset'

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from contextia_sync.cli import comum
+from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 PROG = 'descobrir'
@@ -37,7 +37,7 @@ SAIDAS = {SAIDA_OK: 'esqueleto escrito, ou o mapeamento existente ainda casa com
 
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos de `descobrir` (argparse sai com 2 se estão errados)."""
-    p = comum.novo_parser(PROG, DESCRICAO, EPILOGO, saidas=SAIDAS)
+    p = novo_parser(PROG, DESCRICAO, EPILOGO, saidas=SAIDAS)
     p.add_argument('--saida', metavar='ARQ',
                    help='o mapeamento a escrever (ex.: mappings/cliente.json). Se já existe,'
                         ' mostra a diferença (colunas novas e sumidas) e não o sobrescreve.'
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     except ErroConfiguracao as erro:
         # CONTEXTIA_ORIGEM, --cadastro, --escopo, --esquema, --saida ilegivel: a
         # mensagem ja diz a correcao.
-        return comum.recusar(PROG, erro)
+        return recusar(PROG, erro)
 
 
 def _descobrir(args: argparse.Namespace) -> int:

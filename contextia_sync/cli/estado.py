@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 
 from contextia_sync import padroes
-from contextia_sync.cli import comum
+from contextia_sync.linha_de_comando import ParserPt, novo_parser, recusar
 from contextia_sync.erros import (SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao,
                                   texto_das_saidas)
 
@@ -38,9 +38,9 @@ EPILOGO = texto_das_saidas(SAIDAS)
 
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos de `estado` (argparse sai com 2 se estão errados)."""
-    p = comum.novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
+    p = novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
     # As opcoes comuns valem depois do subcomando (`estado.py marcar ... --estado DIR`).
-    base = comum.ParserPt(add_help=False)
+    base = ParserPt(add_help=False)
     base.add_argument('--estado', required=True, metavar='DIR',
                       help='o diretório de estado do ouvinte (o --estado dele)')
     sub = p.add_subparsers(dest='comando', required=True, metavar='COMANDO')
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     except ErroConfiguracao as erro:
         # A trava (ouvinte rodando), o mapeamento, o valor, o estado ilegivel: a
         # mensagem ja diz o que e e como corrigir.
-        return comum.recusar(PROG, erro)
+        return recusar(PROG, erro)
 
 
 if __name__ == '__main__':

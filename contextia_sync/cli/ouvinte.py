@@ -7,7 +7,7 @@ import os
 import sys
 
 from contextia_sync import padroes
-from contextia_sync.cli import comum
+from contextia_sync.linha_de_comando import novo_parser
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 DESCRICAO = ('Ouvinte: leva ao Contextia o que mudou na origem, em segundos.'
@@ -34,7 +34,7 @@ def _segundos(texto: str) -> int:
 
 def argumentos(argv: list[str]) -> argparse.Namespace:
     from contextia_sync.captura.estrategias import ESTRATEGIAS, IMPLEMENTACOES
-    p = comum.novo_parser('ouvinte', DESCRICAO, saidas=SAIDAS)
+    p = novo_parser('ouvinte', DESCRICAO, saidas=SAIDAS)
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
                    help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
@@ -123,7 +123,7 @@ def comando_do_slot(argv: list[str]) -> int:
     from contextia_sync.captura.ao_vivo import datasets_ao_vivo
     from contextia_sync.estado.trava import travar
     from contextia_sync.mapeamento import carregar_mapeamento
-    p = comum.novo_parser('ouvinte', DESCRICAO, saidas=SAIDAS)
+    p = novo_parser('ouvinte', DESCRICAO, saidas=SAIDAS)
     p.add_argument('--mapping', required=True)
     p.add_argument('--estado', required=True)
     p.add_argument('--criar-slot', action='store_true')

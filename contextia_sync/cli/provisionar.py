@@ -14,7 +14,7 @@ import os
 import sys
 
 from contextia_sync import padroes
-from contextia_sync.cli.comum import novo_parser, recusar
+from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 PROG = 'provisionar'

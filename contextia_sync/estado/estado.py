@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import decimal
 import json
 import os
 from dataclasses import dataclass, field
@@ -26,8 +27,22 @@ from collections.abc import Mapping
 from typing import Any, Union
 
 from contextia_sync.arquivos import gravar_atomico
-from contextia_sync.captura.marca_agua import texto_marca
 from contextia_sync.erros import ErroConfiguracao
+
+def texto_marca(valor: Any) -> str | int | float | None:
+    """A marca como vai para o JSON: texto ISO ou número, nunca objeto."""
+    if valor is None:
+        return None
+    if isinstance(valor, (datetime.datetime, datetime.date)):
+        return valor.isoformat()
+    if isinstance(valor, bool):
+        return int(valor)
+    if isinstance(valor, (int, float)):
+        return valor
+    if isinstance(valor, decimal.Decimal):
+        return int(valor) if valor == valor.to_integral_value() else str(valor)
+    return str(valor)
+
 
 ARQUIVO_ESTADO = 'ouvinte-estado.json'
 VERSAO = 2

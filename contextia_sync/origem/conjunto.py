@@ -23,11 +23,9 @@ O adaptador generico expoe isto como `conjunto(...)` (origem/generico.py).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import mysql as _mysql
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.expression import ColumnClause
@@ -35,10 +33,6 @@ from sqlalchemy.types import NullType
 
 from contextia_sync.origem import filtro, validado
 from contextia_sync.origem.consultas import Objeto, _filtrado
-from contextia_sync.registro import logger
-
-if TYPE_CHECKING:
-    from contextia_sync.origem.generico import Origem
 
 # Texto em ordem de bytes (UTF-8 = ordem de code point, a do `str` do Python).
 _COLACAO_BINARIA = {'postgresql': 'C', 'sqlite': 'BINARY', 'mssql': 'Latin1_General_BIN2'}
@@ -74,34 +68,3 @@ def consulta_conjunto(objeto: Objeto, chave: str, escopo: str | None, dialeto: s
     if so_escopo is not None and escopo is not None:
         sql = _filtrado(sql, objeto, (escopo, so_escopo), None, dialeto)
     return sql.order_by(*[ordem_binaria(real, dialeto) for real in reais]), reais
-
-
-def ler_conjunto(origem: Origem, source_object: str, chave: str, escopo: str | None = None,
-                 so_escopo: Any = None) -> Generator[Sequence[Any], None, None]:
-    """
-    As linhas (escopo, chave) do conjunto -- só (chave,) sem `escopo` --, em
-    streaming e em ordem.
-
-    Os valores passam pelos mesmos conversores do `fetch` (a chave removida tem
-    de ser a mesma que o registro levou). A consulta roda aqui; o erro no meio
-    do streaming (conexão derrubada, tempo esgotado) sai como ErroOrigem -- e a
-    leitura parcial nunca é dada por completa.
-    """
-    conn = origem._abrir()
-    try:
-        objeto = origem._objeto(conn, source_object)
-        sql, reais = consulta_conjunto(objeto, chave, escopo, origem.dialeto, so_escopo)
-        resultado = conn.execution_options(
-            stream_results=True, yield_per=origem.linhas_por_lote).execute(sql)
-    except sa_exc.DBAPIError as erro:
-        origem._devolver(conn)
-        raise origem._erro('leitura das chaves de %s falhou' % source_object, erro) from None
-    except BaseException:
-        origem._devolver(conn)
-        raise
-    origem._abertas[conn] = resultado
-    nomes = ([escopo] if escopo is not None else []) + [chave]
-    conversores = origem._conversores(objeto, nomes, reais)
-    logger.debug('conjunto %s: %s', source_object, sql)
-    return origem._linhas(conn, resultado, source_object, nomes, list(range(len(nomes))),
-                          conversores, tuplas=True)

@@ -782,6 +782,38 @@ class Origem:
                            self._avisos, objeto.tipos_sqlite.get(real.name))
         return [funcao(v) for v in valores] if funcao else list(valores)
 
+    def ler_conjunto(self, source_object: str, chave: str, escopo: str | None = None,
+                     so_escopo: Any = None) -> Generator[Sequence[Any], None, None]:
+        """
+        As linhas (escopo, chave) do conjunto -- só (chave,) sem `escopo` --, em
+        streaming e em ordem (o SQL em origem/conjunto.py: `consulta_conjunto`).
+
+        Os valores passam pelos mesmos conversores do `fetch` (a chave removida tem
+        de ser a mesma que o registro levou). A consulta roda aqui; o erro no meio
+        do streaming (conexão derrubada, tempo esgotado) sai como ErroOrigem -- e a
+        leitura parcial nunca é dada por completa.
+        """
+        from contextia_sync.origem.conjunto import consulta_conjunto
+        conn = self._abrir()
+        try:
+            objeto = self._objeto(conn, source_object)
+            sql, reais = consulta_conjunto(objeto, chave, escopo, self.dialeto, so_escopo)
+            resultado = conn.execution_options(
+                stream_results=True, yield_per=self.linhas_por_lote).execute(sql)
+        except sa_exc.DBAPIError as erro:
+            self._devolver(conn)
+            raise self._erro('leitura das chaves de %s falhou' % source_object,
+                             erro) from None
+        except BaseException:
+            self._devolver(conn)
+            raise
+        self._abertas[conn] = resultado
+        nomes = ([escopo] if escopo is not None else []) + [chave]
+        conversores = self._conversores(objeto, nomes, reais)
+        logger.debug('conjunto %s: %s', source_object, sql)
+        return self._linhas(conn, resultado, source_object, nomes, list(range(len(nomes))),
+                            conversores, tuplas=True)
+
     def renovar(self) -> None:
         """
         Garante que a próxima leitura vê o banco de AGORA.
@@ -865,8 +897,7 @@ def familias(linhas: Any) -> dict[str, str] | None:
 def conjunto(source_object: str, chave: str, escopo: str | None = None,
              so_escopo: Any = None) -> Generator[Sequence[Any], None, None]:
     """As linhas (escopo, chave) em ordem, em streaming (a reconciliacao; origem/conjunto.py)."""
-    from contextia_sync.origem.conjunto import ler_conjunto
-    return ler_conjunto(_origem(), source_object, chave, escopo, so_escopo)
+    return _origem().ler_conjunto(source_object, chave, escopo, so_escopo)
 
 
 def agora() -> Relogio:

@@ -474,7 +474,7 @@ def _executar(caminho: str, escopo: str, comando: list[str]) -> int:
 def _principal(argv: list[str]) -> int:
     if argv[:1] in (['-h'], ['--help'], ['--version']):
         # So aqui: o texto da versao e o dos codigos de saida sao os de toda CLI.
-        from contextia_sync.cli.comum import linha_de_versao
+        from contextia_sync.linha_de_comando import linha_de_versao
         from contextia_sync.erros import texto_das_saidas
         if argv[0] == '--version':
             print(linha_de_versao(PROG))
