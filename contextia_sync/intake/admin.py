@@ -4,6 +4,8 @@ O provisionamento no Contextia (token de admin): projetos, chaves, grupos, webho
 Só o provisionador (e os testes, e o Contextia local) precisa disto; quem só
 envia dados usa cliente.py com a chave do projeto. O token vem de
 CONTEXTIA_ADMIN_TOKEN, lido na hora, e nunca aparece em log nem em exceção.
+Toda resposta passa por `pedir`: lida com limite de bytes e dentro do prazo
+(`transporte.ler_corpo`); passada de um deles, a chamada falha como um timeout.
 """
 
 from __future__ import annotations

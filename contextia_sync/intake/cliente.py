@@ -15,6 +15,9 @@ O contrato HTTP está em docs/contrato-intake.md. O que este módulo garante:
     chamou (carga com lote falho nunca é completada).
   * Chave nunca em log nem em exceção: só o prefixo mascarado (`ctx_abcd...`);
     texto do servidor só entra numa mensagem por `texto_da_resposta` (mascarado).
+  * Toda resposta é lida com limite de bytes e dentro do prazo do pedido
+    (`transporte.ler_corpo`, por `pedir`); só a página de `ler_registros` tem
+    limite maior (`padroes.RESPOSTA_MAXIMA_BYTES_REGISTROS`).
 
 Como o pedido chega la -- Session, a política de retentativas com prazo, o 413
 que divide o lote, a sobrecarga que interrompe o envio, TLS, mascara de chaves
@@ -870,9 +873,10 @@ def completar(nome: str, sync: str, *, api_key: str | None = None,
 
 def _get(caminho: str, chave: str, contexto: str, escopo: object = None,
          params: dict[str, Any] | None = None,
-         deve_parar: Callable[[], bool] | None = None) -> Any:
+         deve_parar: Callable[[], bool] | None = None, limite: int | None = None) -> Any:
+    # `limite`: bytes da resposta (None: transporte.RESPOSTA_MAXIMA_BYTES).
     resposta = pedir('GET', exigir_base() + caminho, autorizacao=chave, params=params,
-                     contexto=contexto, deve_parar=deve_parar)
+                     contexto=contexto, deve_parar=deve_parar, limite=limite)
     if resposta.status_code in (401, 403):
         raise _erro_autenticacao(resposta, escopo, None, chave)
     if resposta.status_code >= 300:
@@ -925,7 +929,9 @@ def ler_registros(nome: str, api_key: str | None = None,
     while True:
         resposta = _get('/api/v1/datasets/%s/registros' % dataset, chave,
                         'ler registros de %s' % dataset,
-                        params={'after': apos, 'limit': pagina})
+                        params={'after': apos, 'limit': pagina},
+                        # Uma página de registros passa do limite das outras respostas.
+                        limite=padroes.RESPOSTA_MAXIMA_BYTES_REGISTROS)
         yield from resposta['records']
         if resposta.get('next') is None:
             return

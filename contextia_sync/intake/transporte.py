@@ -12,7 +12,11 @@ A política (uma só, neste módulo; os números em contextia_sync/padroes.py):
         Retry-After do servidor no lugar do backoff quando vier;
       - conexão recusada ou caída, timeout de conexão ou de leitura;
       - conexão que cai no meio do corpo da resposta (o lote pode ter sido
-        gravado; o reenvio é idempotente e resolve).
+        gravado; o reenvio é idempotente e resolve);
+      - corpo da resposta maior que RESPOSTA_MAXIMA_BYTES, ou que não terminou
+        de chegar dentro do prazo (`ler_corpo`: a conexão é fechada ali e o
+        resto nunca é lido -- um corpo sem fim não cresce a memória, um que
+        pinga um byte por vez não segura o pedido além do prazo).
     POST entra porque o intake é idempotente (upsert por key, hash sem key).
     Espera que terminaria depois do prazo não é feita: o pedido desiste ali
     (devolve o último status, ou levanta ErroContextia se nem resposta houve).
@@ -53,7 +57,9 @@ from __future__ import annotations
 
 import email.utils
 import gzip
+import heapq
 import ipaddress
+import itertools
 import json
 import logging
 import os
@@ -82,6 +88,11 @@ BACKOFF_MAXIMO = padroes.BACKOFF_MAXIMO
 PRAZO_RETENTATIVAS = padroes.PRAZO_RETENTATIVAS
 STATUS_RETENTAVEIS = padroes.STATUS_RETENTAVEIS
 STATUS_RECUSA_DO_REGISTRO = padroes.STATUS_RECUSA_DO_REGISTRO
+RESPOSTA_MAXIMA_BYTES = padroes.RESPOSTA_MAXIMA_BYTES
+
+# O corpo da resposta e lido nestes pedacos: a memoria de uma leitura e o
+# limite mais um pedaco, nunca o que o servidor quiser mandar.
+_PEDACO_DO_CORPO = 64 * 1024
 
 # De quanto em quanto a espera olha `deve_parar`. Nao e politica (nao muda o
 # que e re-tentado nem quando), so quao cedo uma parada pedida e notada.
@@ -133,6 +144,14 @@ class ErroIndisponivel(ErroContextia):
     """
 
 
+class RespostaAbandonada(Exception):
+    """
+    O corpo de uma resposta passou do limite de bytes ou do prazo e foi
+    abandonado (`ler_corpo`). Dentro de `pedir` é falha passageira, re-tentada
+    como um timeout; a mensagem nomeia a causa e o caminho.
+    """
+
+
 class ErroRedirecionamento(ErroContextia):
     """O servidor respondeu 3xx: o cliente nunca segue (dados e chave iriam a outro endereço)."""
 
@@ -174,12 +193,17 @@ def mascarar(texto: object, *conhecidos: str | None) -> str:
     segredos `conhecidos` (ex.: a chave em uso) e os do ambiente, lidos agora
     (CONTEXTIA_API_KEY, CONTEXTIA_ADMIN_TOKEN, segredos de webhook).
     """
-    mascarado = _PADRAO_CHAVE.sub(lambda m: mascarar_chave(m.group(0)), str(texto))
     valores = {s for s in conhecidos if s and len(s) >= 4}
     valores.update(segredos.valores_secretos())
-    # O mais longo primeiro: um segredo que contem outro nao fica pela metade.
+    # Antes da regex das chaves: todo pedaco de 8+ caracteres de um segredo
+    # conhecido some, mesmo quebrado em linhas (o eco dobrado de um cabecalho).
+    mascarado = segredos.mascarar_pedacos(str(texto), valores, mascarar_chave)
+    # O segredo curto (4 a 7 caracteres, dito por quem chama) so inteiro; o mais
+    # longo primeiro: um que contem outro nao fica pela metade.
     for valor in sorted(valores, key=len, reverse=True):
-        mascarado = mascarado.replace(valor, mascarar_chave(valor))
+        if len(valor) < segredos.TAMANHO_MINIMO_MASCARADO:
+            mascarado = mascarado.replace(valor, mascarar_chave(valor))
+    mascarado = _PADRAO_CHAVE.sub(lambda m: mascarar_chave(m.group(0)), mascarado)
     return _PADRAO_CREDENCIAL.sub(lambda m: m.group(1) + ' ***', mascarado)
 
 
@@ -362,10 +386,165 @@ def _esperar(segundos: float, deve_parar: Callable[[], bool] | None) -> bool:
     return True
 
 
+def _caminho(resposta: requests.Response) -> str:
+    """'POST /api/v1/intake' (sem a query: nada do pedido além do caminho vai ao log)."""
+    pedido = resposta.request
+    metodo = (pedido.method if pedido is not None else None) or ''
+    return ('%s %s' % (metodo, urllib.parse.urlsplit(resposta.url or '').path)).strip()
+
+
+def _cortar_conexao(resposta: requests.Response) -> None:
+    """
+    Fecha para leitura e escrita o socket da resposta, de outra thread: a
+    leitura parada nele volta na hora. `socket.socket.shutdown` direto (e não
+    o do SSLSocket, que solta o estado TLS por baixo da leitura em curso).
+    """
+    import socket
+
+    conexao = getattr(resposta.raw, 'connection', None)
+    # Corpo ate o fim da conexao: o http.client a passa a resposta e esquece o
+    # socket (`sock` None); ele segue no arquivo que a resposta le.
+    arquivo = getattr(getattr(getattr(resposta.raw, '_fp', None), 'fp', None), 'raw', None)
+    for soquete in (getattr(conexao, 'sock', None), getattr(arquivo, '_sock', None)):
+        if not isinstance(soquete, socket.socket):
+            soquete = getattr(soquete, 'socket', None)      # TLS dentro de TLS (proxy)
+        if isinstance(soquete, socket.socket):
+            try:
+                socket.socket.shutdown(soquete, socket.SHUT_RDWR)
+            except OSError:
+                pass                                       # ja fechado: nada a cortar
+            return
+
+
+class _Vigia:
+    """
+    Uma thread para todos os pedidos do processo: guarda (instante, ação) e
+    roda, no instante, cada ação que não foi desarmada. Uma threading.Timer por
+    pedido custava ~0,5 ms de CPU a cada resposta; armar aqui custa um heappush.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._fila: list[tuple[float, int, Callable[[], None]]] = []
+        self._armadas: set[int] = set()
+        self._numeros = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def armar(self, quando: float, acao: Callable[[], None]) -> int:
+        """Roda `acao()` no instante `quando` (time.monotonic); devolve o número para desarmar."""
+        with self._cond:
+            numero = next(self._numeros)
+            heapq.heappush(self._fila, (quando, numero, acao))
+            self._armadas.add(numero)
+            if self._thread is None or not self._thread.is_alive():   # (e depois de um fork)
+                self._thread = threading.Thread(target=self._rodar, name='vigia-de-respostas',
+                                                daemon=True)
+                self._thread.start()
+            if self._fila[0][1] == numero:
+                self._cond.notify()
+            return numero
+
+    def desarmar(self, numero: int) -> None:
+        with self._cond:
+            self._armadas.discard(numero)
+            # As desarmadas saem da fila quando chegam a frente; muitas, de uma vez.
+            if len(self._fila) > 2 * len(self._armadas) + 64:
+                self._fila = [item for item in self._fila if item[1] in self._armadas]
+                heapq.heapify(self._fila)
+
+    def _proxima(self) -> Callable[[], None]:
+        """Espera a próxima ação armada vencer e a tira da fila."""
+        with self._cond:
+            while True:
+                while self._fila and self._fila[0][1] not in self._armadas:
+                    heapq.heappop(self._fila)
+                if not self._fila:
+                    self._cond.wait()
+                    continue
+                resto = self._fila[0][0] - time.monotonic()
+                if resto > 0:
+                    self._cond.wait(resto)
+                    continue
+                _, numero, acao = heapq.heappop(self._fila)
+                self._armadas.discard(numero)
+                return acao
+
+    def _rodar(self) -> None:
+        while True:
+            acao = self._proxima()
+            try:
+                acao()
+            except Exception:            # noqa: BLE001 - a vigia nunca morre por uma ação
+                pass
+
+
+_vigia = _Vigia()
+
+
+def ler_corpo(resposta: requests.Response, *, limite: int, ate: float,
+              segundos: float) -> bytes:
+    """
+    O corpo de `resposta` (pedida com stream=True), lido aos pedaços com dois
+    limites -- a única leitura de corpo de resposta do SDK:
+
+      * `limite` bytes, contados depois de descomprimir e enquanto chegam (um
+        `Content-Length` acima dele é recusado sem ler nada);
+      * o instante `ate` (time.monotonic): o timeout do requests é por leitura
+        do socket, e um servidor que manda um byte a cada meio segundo nunca o
+        dispara. Uma vigia corta o socket no prazo, mesmo com a leitura parada.
+
+    Passado um deles, a conexão é fechada (o resto nunca é lido) e
+    RespostaAbandonada diz qual, com o caminho. Lido inteiro, o corpo fica em
+    `resposta.content`. `segundos` é o prazo de onde `ate` veio, para a mensagem.
+    """
+    import requests
+
+    maior = 'resposta maior que %d bytes (%s)' % (limite, _caminho(resposta))
+    declarado = (resposta.headers.get('Content-Length') or '').strip()
+    if declarado.isdigit() and int(declarado) > limite:
+        resposta.close()
+        raise RespostaAbandonada(maior)
+    cortada = threading.Event()
+
+    def cortar() -> None:
+        cortada.set()
+        _cortar_conexao(resposta)
+
+    vigiada = _vigia.armar(ate, cortar)
+    partes: list[bytes] = []
+    lidos = 0
+    try:
+        for pedaco in resposta.iter_content(_PEDACO_DO_CORPO):
+            lidos += len(pedaco)
+            if lidos > limite:
+                raise RespostaAbandonada(maior)
+            if cortada.is_set() or time.monotonic() >= ate:
+                break
+            partes.append(pedaco)
+    except requests.exceptions.RequestException:
+        if not cortada.is_set():
+            raise
+        # O corte da vigia aparece como conexão caída: a causa é o prazo.
+    except RespostaAbandonada:
+        resposta.close()
+        raise
+    finally:
+        _vigia.desarmar(vigiada)
+    if cortada.is_set() or time.monotonic() >= ate:
+        # (Corpo sem tamanho, até o fim da conexão: o corte pareceria o fim.)
+        resposta.close()
+        raise RespostaAbandonada('a resposta de %s não terminou de chegar no prazo de %g s'
+                                 ' (%d bytes lidos até ali)'
+                                 % (_caminho(resposta), segundos, lidos))
+    corpo = b''.join(partes)
+    resposta._content = corpo
+    return corpo
+
+
 def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
           params: dict[str, Any] | None = None, contexto: str = '',
           deve_parar: Callable[[], bool] | None = None,
-          comprimir: bool = False) -> requests.Response:
+          comprimir: bool = False, limite: int | None = None) -> requests.Response:
     """
     Um pedido HTTP sob a política de retentativas (ver o topo do módulo).
 
@@ -374,6 +553,8 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
     do prazo, se o TLS não confere, ou se `deve_parar()` ficou verdadeiro
     durante uma espera entre tentativas (a mensagem diz que a parada foi pedida).
     `comprimir`: o corpo vai em gzip (só para quem anunciou; ver o topo do módulo).
+    `limite`: bytes lidos da resposta, no lugar de RESPOSTA_MAXIMA_BYTES; o
+    corpo de cada tentativa é lido por `ler_corpo` até o fim do prazo.
     """
     import requests
 
@@ -407,7 +588,9 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
                             ' de linha.' % (contexto, servidor(url), mascarar(erro, autorizacao))
                             ) from None
 
-    prazo = time.monotonic() + prazo_do_pedido()
+    segundos = prazo_do_pedido()
+    prazo = time.monotonic() + segundos
+    maximo = RESPOSTA_MAXIMA_BYTES if limite is None else limite
     espera = float(BACKOFF)
     retentativas = 0
     while True:
@@ -418,9 +601,11 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
         desistencia = ''              # a mensagem se esta falha for a ultima
         falha = ''                    # esta falha, curta (para a parada pedida)
         try:
-            resposta = adaptador.send(preparado, stream=False, verify=ca, proxies=proxies,
+            ate = time.monotonic() + sobra
+            # stream=True: o corpo e lido aqui, dentro do try, com limite e prazo.
+            resposta = adaptador.send(preparado, stream=True, verify=ca, proxies=proxies,
                                       timeout=(min(TIMEOUT[0], sobra), min(TIMEOUT[1], sobra)))
-            _ = resposta.content      # le o corpo inteiro aqui, dentro do try
+            ler_corpo(resposta, limite=maximo, ate=ate, segundos=segundos)
         except requests.exceptions.SSLError as erro:
             # Certificado que nao confere nao melhora com o tempo: sem retentativa.
             raise ErroContextia(
@@ -428,6 +613,11 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
                 ' aponte CONTEXTIA_CA_BUNDLE para o PEM dela; a verificação nunca é'
                 ' desligada.' % (contexto, servidor(url), mascarar(erro, autorizacao))
             ) from None
+        except RespostaAbandonada as erro:
+            # Como um timeout: passageiro, re-tentado dentro do prazo da chamada.
+            resposta, falha = None, str(erro)
+            desistencia = ('%s: %s; o prazo de retentativas (%g s) acabou sem uma resposta'
+                           ' inteira' % (contexto, erro, segundos))
         except (requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ContentDecodingError) as erro:
             resposta, falha = None, 'conexão caiu no meio da resposta'
