@@ -26,6 +26,7 @@ import difflib
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -67,6 +68,16 @@ def valor_herdado(mapa: Mapping[str, Any], row: Mapping[str, Any], campo: str) -
     if campo in row:
         return row[campo]
     return (mapa.get('defaults') or {}).get(campo)
+
+
+def normalizar_dataset(nome: object) -> str:
+    """'Títulos a Receber' -> 'titulos_a_receber': ASCII minusculo, deterministico."""
+    sem_acento = unicodedata.normalize('NFKD', str(nome)).encode('ascii', 'ignore').decode()
+    normalizado = re.sub(r'[^a-z0-9]+', '_', sem_acento.lower()).strip('_')
+    if not normalizado:
+        raise ValueError('nome de dataset %r fica vazio depois de normalizado; use letras'
+                         ' ou números no "dataset" do mapeamento.' % (nome,))
+    return normalizado[:120]
 
 
 def coluna_de_recorte(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
@@ -366,8 +377,6 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
     """
     problemas: list[str] = []
     padroes = _objeto(mapa.get('defaults'))
-
-    from contextia_sync.intake.cliente import normalizar_dataset
 
     datasets = mapa.get('datasets')
     lista: list[Any] = datasets if isinstance(datasets, list) else []

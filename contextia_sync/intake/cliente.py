@@ -36,11 +36,9 @@ import hmac
 import itertools
 import json
 import logging
-import re
 import secrets
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -54,6 +52,8 @@ from contextia_sync.fila.quarentena import (
     descrever,
     identidade,
 )
+# O nome do dataset e regra do mapeamento; `cliente.normalizar_dataset` continua valendo.
+from contextia_sync.mapeamento import normalizar_dataset as normalizar_dataset
 from contextia_sync.intake.serializacao import (
     ErroSerializacao,
     PlanoFixo,
@@ -217,16 +217,6 @@ def _chave(api_key: str | None) -> str:
 
 
 # ---------------------------------------------------------------- nomes
-def normalizar_dataset(nome: object) -> str:
-    """'Títulos a Receber' -> 'titulos_a_receber': ASCII minusculo, deterministico."""
-    sem_acento = unicodedata.normalize('NFKD', str(nome)).encode('ascii', 'ignore').decode()
-    normalizado = re.sub(r'[^a-z0-9]+', '_', sem_acento.lower()).strip('_')
-    if not normalizado:
-        raise ValueError('nome de dataset %r fica vazio depois de normalizado; use letras'
-                         ' ou números no "dataset" do mapeamento.' % (nome,))
-    return normalizado[:120]
-
-
 def gerar_sync() -> str:
     """Id de ciclo de carga: ordenável pelo horário (UTC) e único."""
     agora = datetime.datetime.now(datetime.timezone.utc)
