@@ -81,7 +81,9 @@ def test_a_doc_mostra_as_camadas_do_pyproject():
     assert bloco, 'docs/arquitetura.md perdeu o bloco <!-- camadas -->'
     linhas = [linha.strip() for linha in bloco.group(1).splitlines() if linha.strip()]
     assert linhas == _camadas(), 'docs/arquitetura.md e pyproject.toml divergem nas camadas'
-    # Cada sala das camadas aparece na tabela dos cômodos.
-    for camada in _camadas():
-        for sala in camada.split(' | '):
-            assert re.search(r'\| `%s(/|\.py)?`' % re.escape(sala), doc), sala
+    # Cada sala aparece na tabela dos cômodos, com o número da camada dela.
+    na_tabela = {m.group(1): int(m.group(2)) for m in
+                 re.finditer(r'^\| `(\w+)(?:/|\.py)` \|.*\| (\d+) \|$', doc, re.M)}
+    esperado = {sala: numero for numero, camada in enumerate(_camadas(), 1)
+                for sala in camada.split(' | ')}
+    assert na_tabela == esperado
