@@ -318,6 +318,10 @@ def test_modulo_da_cli_provisiona_igual(erp, mapa, tmp_path, ambiente_contextia)
     ('CONTEXTIA_ORIGEM', 'CONTEXTIA_ORIGEM é uma variável do próprio SDK'),
     ('CONTEXTIA_ADMIN_TOKEN', 'CONTEXTIA_ADMIN_TOKEN é uma variável do próprio SDK'),
     ('PGPASSWORD', 'PGPASSWORD não é uma variável dedicada a segredo de webhook'),
+    # O segredo de outra aplicação do mesmo servidor (issue 28): só o prefixo vale.
+    ('APP_WEBHOOK_SECRET', 'APP_WEBHOOK_SECRET não é uma variável dedicada a segredo de'
+                           ' webhook'),
+    ('CONTEXTIA_ORIGEM_DBA', 'CONTEXTIA_ORIGEM_DBA é uma variável do próprio SDK'),
 ])
 def test_secret_env_que_nao_e_segredo_de_webhook_nunca_vai_ao_contextia(
         erp, tmp_path, ambiente_contextia, variavel, trecho):
@@ -325,8 +329,9 @@ def test_secret_env_que_nao_e_segredo_de_webhook_nunca_vai_ao_contextia(
     mapa = erp_teste.mapeamento(tmp_path, webhook={
         'url': '%s/receptor/{escopo}' % ambiente_contextia.url, 'secret_env': variavel})
     arquivo = tmp_path / 'chaves.tsv'
-    codigo, saida = provisionar_cli(erp, mapa, arquivo,
-                                    ambiente={'PGPASSWORD': 'senha-do-banco-' + 'x' * 16})
+    codigo, saida = provisionar_cli(erp, mapa, arquivo, ambiente={
+        'PGPASSWORD': 'senha-do-banco-' + 'x' * 16,
+        'APP_WEBHOOK_SECRET': 'segredo-de-outra-aplicacao-' + 'y' * 16})
     assert codigo == 2, saida
     assert 'webhook.secret_env: ' + trecho in saida
     assert not arquivo.exists()
