@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from contextia_local.app import Configuracao
+    from contextia_local.configuracao import Configuracao
 
 
 def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
-    from contextia_local.app import MAX_REGISTROS_LOTE
+    from contextia_local.configuracao import MAX_REGISTROS_LOTE
     # O parser de toda CLI do SDK: em portugues, com --version e os codigos de saida.
     from contextia_sync.linha_de_comando import novo_parser
     p = novo_parser(
@@ -146,8 +146,8 @@ def _vigiar_pai(pid: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _argumentos(argv)
-    from contextia_local.app import (MAX_BYTES_LOTE, MAX_REGISTROS_LOTE, Configuracao,
-                                     criar_app, openapi_json)
+    from contextia_local.app import criar_app, openapi_json
+    from contextia_local.configuracao import MAX_BYTES_LOTE, MAX_REGISTROS_LOTE, Configuracao
     if args.openapi:
         sys.stdout.write(openapi_json())
         return 0

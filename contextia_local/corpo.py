@@ -28,8 +28,8 @@ milhões de objetos: com menos vírgulas que o limite de registros (nenhuma list
 dele passa do limite), ou de até `LIMITE_LEITURA_RAPIDA` bytes (o pior caso,
 só `{}`, fica em ~25 MiB de objetos).
 
-`classe_de_rota` devolve a `APIRoute` que faz isso; `app.py` diz, rota a rota,
-a regra (`RegraDoCorpo`).
+`classe_de_rota` devolve a `APIRoute` que faz isso; `dependencias.py` diz, rota
+a rota, a regra (`RegraDoCorpo`).
 """
 
 import dataclasses
@@ -84,6 +84,10 @@ class RegraDoCorpo:
     max_registros: int | None = None
 
 
+RegraDoPedido = Callable[[Request], RegraDoCorpo]
+"""A regra de uma rota para um pedido: os limites do lote vêm do app que o recebe."""
+
+
 class PedidoLimitado(Request):
     """Um `Request` cujo `body()` e `json()` obedecem a uma `RegraDoCorpo`."""
 
@@ -122,10 +126,10 @@ class PedidoLimitado(Request):
         return self._json
 
 
-def classe_de_rota(regra_da_rota: Callable[[APIRoute], RegraDoCorpo]) -> type[APIRoute]:
+def classe_de_rota(regra_da_rota: Callable[[APIRoute], RegraDoPedido]) -> type[APIRoute]:
     """
-    A classe de rota do app (`app.router.route_class`): para as rotas com corpo,
-    aplica `regra_da_rota(rota)` antes de o FastAPI ler o corpo.
+    A classe de rota dos roteadores do app: para as rotas com corpo, aplica
+    `regra_da_rota(rota)(pedido)` antes de o FastAPI ler o corpo.
     """
 
     class RotaComCorpoLimitado(APIRoute):
@@ -133,9 +137,10 @@ def classe_de_rota(regra_da_rota: Callable[[APIRoute], RegraDoCorpo]) -> type[AP
             original = super().get_route_handler()
             if self.body_field is None:
                 return original
-            regra = regra_da_rota(self)
+            regra_do_pedido = regra_da_rota(self)
 
             async def tratar(request: Request) -> Response:
+                regra = regra_do_pedido(request)
                 if regra.autenticar is not None:
                     try:
                         await regra.autenticar(request)

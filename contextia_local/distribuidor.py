@@ -65,7 +65,7 @@ class _ConexoesEntregues(socket.socket):
         # de verdade é a da porta do principal.
         return None
 
-    def accept(self) -> tuple[socket.socket, Any]:  # type: ignore[override]
+    def accept(self) -> tuple[socket.socket, Any]:
         _, descritores, _, _ = socket.recv_fds(self, 1, 1)
         if not descritores:
             # O principal fechou o canal: ele está saindo. O SIGTERM para o

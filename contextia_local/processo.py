@@ -67,7 +67,8 @@ def porta_livre(host: str = '127.0.0.1') -> int:
     """Uma porta TCP livre agora (o kernel escolhe)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        porta: int = s.getsockname()[1]
+        return porta
 
 
 class ServidorLocal:
@@ -222,7 +223,8 @@ class ServidorLocal:
         """Projeto do escopo (idempotente) + uma chave nova. Devolve a chave."""
         admin = self.admin()
         projeto = admin.criar_projeto(str(escopo), nome or 'Empresa %s' % escopo)
-        return admin.emitir_chave(projeto['id'])['key']
+        chave: str = admin.emitir_chave(projeto['id'])['key']
+        return chave
 
     # ------------------------------------------------------------ falhas
     def _url(self) -> str:
@@ -230,7 +232,8 @@ class ServidorLocal:
         assert url is not None, 'servidor sem porta: chame iniciar() antes'
         return url
 
-    def _controle(self, metodo: str, caminho: str, corpo: Any = None) -> Any:
+    def _controle(self, metodo: str, caminho: str, corpo: Any = None) -> dict[str, Any]:
+        """O resumo das falhas que a rota de controle responde (um objeto JSON)."""
         dados = json.dumps(corpo).encode() if corpo is not None else None
         pedido = urllib.request.Request(
             self._url() + '/api/v1/admin/falhas' + caminho, data=dados, method=metodo,
@@ -238,7 +241,8 @@ class ServidorLocal:
                      'Content-Type': 'application/json'})
         try:
             with _ABRIDOR.open(pedido, timeout=10) as resposta:
-                return json.loads(resposta.read())
+                resumo: dict[str, Any] = json.loads(resposta.read())
+                return resumo
         except urllib.error.HTTPError as erro:
             raise RuntimeError('controle de falhas: HTTP %d %r (o servidor subiu com'
                                ' falhas=True?)' % (erro.code, erro.read()[:300])) from None
@@ -257,7 +261,8 @@ class ServidorLocal:
         return self._controle('PUT', '/taxas', corpo)
 
     def falhas_injetadas(self) -> dict[str, int]:
-        return self._controle('GET', '')['injetadas']
+        injetadas: dict[str, int] = self._controle('GET', '')['injetadas']
+        return injetadas
 
     def limpar_falhas(self) -> dict[str, Any]:
         return self._controle('DELETE', '')
