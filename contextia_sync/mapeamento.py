@@ -27,11 +27,18 @@ import json
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from contextia_sync import padroes, segredos
 from contextia_sync.erros import ErroConfiguracao
+
+if TYPE_CHECKING:                       # o jsonschema e tardio: o autoteste nao o tem
+    from jsonschema.exceptions import ValidationError
+
+    # Cada tradução recebe o erro (e o schema, para a alternativa que vira outro
+    # erro) e devolve as frases, ou None sem nada a dizer além da mensagem crua.
+    _Traducao = Callable[[ValidationError, Mapping[str, Any]], list[str] | None]
 
 # Dentro do pacote (vai junto no `pip install`); mappings/mapeamento.schema.json
 # e um link para ele, para o editor de quem escreve o mapeamento achar.
@@ -145,10 +152,11 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
 
     repetidas: list[str] = []
 
-    def sem_repetidas(pares, _repetidas=repetidas):
+    def sem_repetidas(pares: list[tuple[str, Any]],
+                      _repetidas: list[str] = repetidas) -> dict[str, Any]:
         # O json do Python fica com a ULTIMA chave repetida, calado. Duas `key`
         # no mesmo dataset e erro de edicao, nao escolha.
-        objeto = {}
+        objeto: dict[str, Any] = {}
         for nome, valor in pares:
             if nome in objeto:
                 _repetidas.append(nome)
@@ -168,7 +176,9 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
     problemas += problemas_do_mapa(mapa)
     if problemas:
         raise ErroMapeamento(caminho, problemas)
-    return mapa
+    # O schema exige um objeto na raiz: sem problemas, o JSON lido é um dict.
+    validado: dict[str, Any] = mapa
+    return validado
 
 
 def problemas_do_mapa(mapa: Any) -> list[str]:
@@ -187,9 +197,10 @@ def problemas_do_mapa(mapa: Any) -> list[str]:
     return problemas
 
 
-def _schema():
+def _schema() -> dict[str, Any]:
     with open(CAMINHO_SCHEMA, encoding='utf-8') as arquivo:
-        return json.load(arquivo)
+        schema: dict[str, Any] = json.load(arquivo)
+    return schema
 
 
 def caminho_json(partes: Iterable[Any]) -> str:
@@ -207,7 +218,7 @@ _TIPOS = {'string': 'texto', 'integer': 'inteiro', 'number': 'numero', 'boolean'
           'null': 'null', 'array': 'lista [...]', 'object': 'objeto {...}'}
 
 
-def _nome_tipo(valor):
+def _nome_tipo(valor: Any) -> str:
     if valor is None:
         return 'null'
     if isinstance(valor, bool):
@@ -240,111 +251,175 @@ _DICA_OBRIGATORIO = {
 }
 
 
-def _problemas_de_schema(mapa):
+def _problemas_de_schema(mapa: Any) -> list[str]:
     import jsonschema                                   # tardio: autoteste nao tem
 
     schema = _schema()
     validador = jsonschema.Draft202012Validator(schema)
-    problemas = []
+    problemas: list[str] = []
     for erro in sorted(validador.iter_errors(mapa), key=lambda e: list(map(str, e.absolute_path))):
         problemas.extend(_traduzir(erro, schema))
     # A mesma frase por dois caminhos de anyOf nao ajuda ninguem.
     return list(dict.fromkeys(problemas))
 
 
-def _traduzir(erro, schema):
-    """Um erro do jsonschema em 'caminho: problema -- correção'."""
+def _traduzir(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]:
+    """Um erro do jsonschema em 'caminho: problema -- correção' (`_TRADUCOES`, por validador)."""
+    traducao = _TRADUCOES.get(str(erro.validator))
+    frases = traducao(erro, schema) if traducao is not None else None
+    if frases is None:
+        return ['%s: %s -- confira com mappings/mapeamento.schema.json'
+                % (caminho_json(erro.absolute_path), erro.message)]
+    return frases
+
+
+def _chave_desconhecida(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str] | None:
+    valor = _valor(erro)
+    if not isinstance(valor, dict):
+        return None
+    conhecidas = sorted(_propriedades(erro))
+    saida = []
+    for nome in sorted(set(valor) - set(conhecidas)):
+        parecida = difflib.get_close_matches(nome, conhecidas, n=1, cutoff=0.6)
+        dica = ('você quis dizer %r?' % parecida[0]) if parecida else (
+            'as validas aqui: %s' % ', '.join(c for c in conhecidas if c != '$comment'))
+        saida.append('%s: chave desconhecida %r -- %s (comentário vai em "$comment")'
+                     % (caminho_json([*erro.absolute_path, nome]), nome, dica))
+    return saida
+
+
+def _valor(erro: ValidationError) -> Any:
+    """O valor recusado, como veio do JSON do mapeamento."""
+    return erro.instance
+
+
+def _esperado(erro: ValidationError) -> Any:
+    """O que o schema pedia (o tipo, a lista, o mínimo...), como está no schema."""
+    return erro.validator_value
+
+
+def _propriedades(erro: ValidationError) -> Mapping[str, Any]:
+    """As `properties` do pedaço do schema que recusou (nenhuma, se ele não é objeto)."""
+    pedaco = erro.schema
+    return pedaco.get('properties', {}) if isinstance(pedaco, Mapping) else {}
+
+
+def _do_schema(erro: ValidationError, campo: str, falta: Any = None) -> Any:
+    """Um campo do pedaço do schema que recusou (`falta` se ele não o tem)."""
+    pedaco = erro.schema
+    return pedaco.get(campo, falta) if isinstance(pedaco, Mapping) else falta
+
+
+def _obrigatorio(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
     caminho = caminho_json(erro.absolute_path)
-    tipo = erro.validator
-    valor = erro.instance
+    faltando = re.findall(r"'([^']+)' is a required property", erro.message)
+    saida = []
+    for nome in faltando or [erro.message]:
+        saida.append('%s: falta %r -- %s' % (
+            caminho_json([*erro.absolute_path, nome]) if faltando else caminho,
+            nome, _DICA_OBRIGATORIO.get(nome, 'acrescente %r' % nome)))
+    return saida
 
-    if tipo == 'additionalProperties' and isinstance(valor, dict):
-        conhecidas = sorted(erro.schema.get('properties', {}))
-        saida = []
-        for nome in sorted(set(valor) - set(conhecidas)):
-            parecida = difflib.get_close_matches(nome, conhecidas, n=1, cutoff=0.6)
-            dica = ('você quis dizer %r?' % parecida[0]) if parecida else (
-                'as validas aqui: %s' % ', '.join(c for c in conhecidas if c != '$comment'))
-            saida.append('%s: chave desconhecida %r -- %s (comentário vai em "$comment")'
-                         % (caminho_json(list(erro.absolute_path) + [nome]), nome, dica))
-        return saida
 
-    if tipo == 'required':
-        faltando = re.findall(r"'([^']+)' is a required property", erro.message)
-        saida = []
-        for nome in faltando or [erro.message]:
-            saida.append('%s: falta %r -- %s' % (
-                caminho_json(list(erro.absolute_path) + [nome]) if faltando else caminho,
-                nome, _DICA_OBRIGATORIO.get(nome, 'acrescente %r' % nome)))
-        return saida
-
-    if tipo == 'oneOf' and 'filters' in erro.absolute_path:
+def _alternativas(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]:
+    caminho = caminho_json(erro.absolute_path)
+    if erro.validator == 'oneOf' and 'filters' in erro.absolute_path:
         return ['%s: um filtro e "column" mais EXATAMENTE uma condição (equals, not_equals,'
                 ' in, not_in, not_empty) -- separe em dois filtros ou acrescente a condição'
                 % caminho]
+    # coluna_ou_nulo, grupo_ou_nulo: diga o que a alternativa nao-nula exige.
+    for sub in erro.context or ():
+        if sub.validator in ('pattern', 'minLength'):
+            return _traduzir(sub, schema)
+    esperado = ' ou '.join(sorted({_TIPOS.get(_esperado(s), str(_esperado(s)))
+                                   for s in erro.context or () if s.validator == 'type'}))
+    return ['%s: esperava %s, veio %s %r -- corrija o valor'
+            % (caminho, esperado or 'outro valor', _nome_tipo(_valor(erro)), _valor(erro))]
 
-    if tipo in ('anyOf', 'oneOf'):
-        # coluna_ou_nulo, grupo_ou_nulo: diga o que a alternativa nao-nula exige.
-        for sub in erro.context:
-            if sub.validator in ('pattern', 'minLength'):
-                return _traduzir(sub, schema)
-        esperado = ' ou '.join(sorted({_TIPOS.get(s.validator_value, str(s.validator_value))
-                                       for s in erro.context if s.validator == 'type'}))
-        return ['%s: esperava %s, veio %s %r -- corrija o valor'
-                % (caminho, esperado or 'outro valor', _nome_tipo(valor), valor)]
 
-    if tipo == 'type':
-        esperado = erro.validator_value
-        esperados = esperado if isinstance(esperado, list) else [esperado]
-        return ['%s: esperava %s, veio %s %r -- corrija o valor%s' % (
-            caminho, ' ou '.join(_TIPOS.get(e, str(e)) for e in esperados), _nome_tipo(valor),
-            valor, ' (número vai sem aspas)' if 'integer' in esperados and isinstance(valor, str)
-            else '')]
+def _tipo_errado(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+    valor = _valor(erro)
+    esperado = _esperado(erro)
+    esperados = esperado if isinstance(esperado, list) else [esperado]
+    return ['%s: esperava %s, veio %s %r -- corrija o valor%s' % (
+        caminho_json(erro.absolute_path), ' ou '.join(_TIPOS.get(e, str(e)) for e in esperados),
+        _nome_tipo(valor), valor,
+        ' (número vai sem aspas)' if 'integer' in esperados and isinstance(valor, str) else '')]
 
-    if tipo == 'pattern':
-        ultimo = erro.absolute_path[-1] if erro.absolute_path else ''
-        if ultimo in ('source_object',):
-            dica = 'use o nome da view como o banco o conhece (VIEW ou ESQUEMA.VIEW), sem espaços'
-        elif ultimo == 'group' or 'grupo' in str(erro.schema.get('description', '')).lower():
-            dica = 'grupo e um slug: minúsculas, dígitos, - e _ (ex.: "financeiro")'
-        elif ultimo == 'url':
-            dica = 'comece com https:// (http:// só para 127.0.0.1/localhost)'
-        elif ultimo == 'secret_env':
-            dica = ('e o NOME da variável de ambiente (ex.: CONTEXTIA_WEBHOOK_SEGREDO),'
-                    ' nunca o segredo')
-        else:
-            dica = ('nome de coluna: letra ou _ seguida de letras, dígitos, _, $ ou #, sem'
-                    ' espaços nem aspas; use o nome exato que a view devolve')
-        return ['%s: %r não é válido -- %s' % (caminho, valor, dica)]
 
-    if tipo == 'enum':
-        return ['%s: %r não é um dos valores aceitos -- use um de: %s'
-                % (caminho, valor, ', '.join(map(str, erro.validator_value)))]
+def _padrao(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+    ultimo = erro.absolute_path[-1] if erro.absolute_path else ''
+    if ultimo in ('source_object',):
+        dica = 'use o nome da view como o banco o conhece (VIEW ou ESQUEMA.VIEW), sem espaços'
+    elif ultimo == 'group' or 'grupo' in str(_do_schema(erro, 'description', '')).lower():
+        dica = 'grupo e um slug: minúsculas, dígitos, - e _ (ex.: "financeiro")'
+    elif ultimo == 'url':
+        dica = 'comece com https:// (http:// só para 127.0.0.1/localhost)'
+    elif ultimo == 'secret_env':
+        dica = ('e o NOME da variável de ambiente (ex.: CONTEXTIA_WEBHOOK_SEGREDO),'
+                ' nunca o segredo')
+    else:
+        dica = ('nome de coluna: letra ou _ seguida de letras, dígitos, _, $ ou #, sem'
+                ' espaços nem aspas; use o nome exato que a view devolve')
+    return ['%s: %r não é válido -- %s' % (caminho_json(erro.absolute_path), _valor(erro), dica)]
 
-    if tipo in ('minimum', 'maximum'):
-        return ['%s: %r fora do intervalo -- use de %s a %s' % (
-            caminho, valor, erro.schema.get('minimum', '-'), erro.schema.get('maximum', '-'))]
 
-    if tipo == 'minItems':
-        return ['%s: lista vazia -- precisa de pelo menos %d item(ns)'
-                % (caminho, erro.validator_value)]
+def _fora_da_lista(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+    return ['%s: %r não é um dos valores aceitos -- use um de: %s'
+            % (caminho_json(erro.absolute_path), _valor(erro),
+               ', '.join(map(str, _esperado(erro))))]
 
-    if tipo == 'uniqueItems':
-        repetidos = sorted({repr(v) for v in valor if valor.count(v) > 1})
-        return ['%s: valor repetido %s -- deixe cada um uma vez só'
-                % (caminho, ', '.join(repetidos))]
 
-    if tipo == 'minLength':
-        return ['%s: texto vazio -- preencha ou apague a chave' % caminho]
+def _fora_do_intervalo(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+    return ['%s: %r fora do intervalo -- use de %s a %s' % (
+        caminho_json(erro.absolute_path), _valor(erro), _do_schema(erro, 'minimum', '-'),
+        _do_schema(erro, 'maximum', '-'))]
 
-    if tipo == 'const':
-        return ['%s: %s não é aceito -- use %s ou apague a chave'
-                % (caminho, json.dumps(valor), json.dumps(erro.validator_value))]
 
-    if tipo == 'propertyNames':
-        return ['%s: %s -- as chaves de fields são nomes de coluna' % (caminho, erro.message)]
+def _lista_vazia(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+    return ['%s: lista vazia -- precisa de pelo menos %d item(ns)'
+            % (caminho_json(erro.absolute_path), _esperado(erro))]
 
-    return ['%s: %s -- confira com mappings/mapeamento.schema.json' % (caminho, erro.message)]
+
+def _repetido(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+    valor = _valor(erro)
+    repetidos = sorted({repr(v) for v in valor if valor.count(v) > 1})
+    return ['%s: valor repetido %s -- deixe cada um uma vez só'
+            % (caminho_json(erro.absolute_path), ', '.join(repetidos))]
+
+
+def _texto_vazio(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+    return ['%s: texto vazio -- preencha ou apague a chave' % caminho_json(erro.absolute_path)]
+
+
+def _constante(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+    return ['%s: %s não é aceito -- use %s ou apague a chave'
+            % (caminho_json(erro.absolute_path), json.dumps(_valor(erro)),
+               json.dumps(_esperado(erro)))]
+
+
+def _nome_de_campo(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+    return ['%s: %s -- as chaves de fields são nomes de coluna'
+            % (caminho_json(erro.absolute_path), erro.message)]
+
+
+# O validador do jsonschema que recusou -> a frase que o operador lê.
+_TRADUCOES: dict[str, _Traducao] = {
+    'additionalProperties': _chave_desconhecida,
+    'required': _obrigatorio,
+    'anyOf': _alternativas,
+    'oneOf': _alternativas,
+    'type': _tipo_errado,
+    'pattern': _padrao,
+    'enum': _fora_da_lista,
+    'minimum': _fora_do_intervalo,
+    'maximum': _fora_do_intervalo,
+    'minItems': _lista_vazia,
+    'uniqueItems': _repetido,
+    'minLength': _texto_vazio,
+    'const': _constante,
+    'propertyNames': _nome_de_campo,
+}
 
 
 def _texto(valor: Any) -> str | None:
@@ -368,7 +443,7 @@ def _objeto(valor: Any) -> dict[str, Any]:
 
 def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
     """
-    O que o schema não exprime: relações entre campos.
+    O que o schema não exprime: relações entre campos (`_REGRAS_DO_MAPA`, na ordem).
 
     Roda sobre um JSON que pode estar meio errado (o schema relata a forma na
     mesma passada): cada regra só julga o que tem a forma que ela precisa --
@@ -376,98 +451,131 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
     não é objeto ficam com o problema do schema e nada mais.
     """
     problemas: list[str] = []
-    padroes = _objeto(mapa.get('defaults'))
+    for regra in _REGRAS_DO_MAPA:
+        problemas += regra(mapa)
+    return problemas
 
+
+def _problemas_dos_datasets(mapa: dict[str, Any]) -> list[str]:
+    """Cada dataset: o nome depois de normalizado, e as colunas contra `columns`."""
+
+    defaults = _objeto(mapa.get('defaults'))
     datasets = mapa.get('datasets')
     lista: list[Any] = datasets if isinstance(datasets, list) else []
+    problemas: list[str] = []
     vistos: dict[str, int] = {}
     for indice, row in enumerate(lista):
         if not isinstance(row, dict):
             continue
         onde = 'datasets[%d]' % indice
-        nome = row.get('dataset')
+        problemas += _problema_do_nome(onde, row.get('dataset'), indice, lista, vistos,
+                                       normalizar_dataset)
         colunas_cruas = row.get('columns')
-        colunas = ([c for c in colunas_cruas if isinstance(c, str)]
-                   if isinstance(colunas_cruas, list) else None)
-
-        if _texto(nome) is not None:
-            try:
-                normalizado = normalizar_dataset(nome)
-            except ValueError:
-                normalizado = ''
-            if not normalizado:
-                problemas.append('%s.dataset: %r fica vazio depois de normalizado -- use'
-                                 ' letras ou dígitos no nome' % (onde, nome))
-            elif normalizado in vistos:
-                problemas.append(
-                    '%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no'
-                    ' Contextia seriam UM dataset e uma carga apagaria a outra; de nomes'
-                    ' diferentes'
-                    % (onde, nome, normalizado, vistos[normalizado],
-                       lista[vistos[normalizado]]['dataset']))
-            else:
-                vistos[normalizado] = indice
-
-        if colunas is None:
+        if isinstance(colunas_cruas, list):
             # Sem lista de colunas nao ha contra o que julgar key, watch_column,
             # scope_column e fields: o schema ja disse o que falta.
-            continue
+            colunas = [c for c in colunas_cruas if isinstance(c, str)]
+            problemas += _problemas_das_colunas(onde, row, colunas, defaults)
+    return problemas
 
-        for campo, porque in (
-                ('key', 'sem ela na projeção o upsert não tem por onde casar'),
-                ('watch_column', 'sem ela na projeção a marca de água nunca avança')):
-            valor = _coluna(row.get(campo))
-            if valor is not None and valor not in colunas:
-                problemas.append(
-                    '%s.%s: %r não está em columns (dataset %r) -- %s; acrescente-a a'
-                    ' columns ou corrija o nome%s'
-                    % (onde, campo, valor, nome, porque, _sugestao(valor, colunas)))
 
-        declarada = 'scope_column' in row
-        recorte = _coluna(row['scope_column'] if declarada else padroes.get('scope_column'))
-        if recorte is not None and recorte not in colunas:
-            origem = 'declarada' if declarada else 'herdada do defaults'
-            # Herdada OU declarada, e erro: sem a coluna da empresa o conector
-            # nao tem como filtrar, e a view inteira -- de TODAS as empresas --
-            # iria para o projeto de uma so.
+def _problema_do_nome(onde: str, nome: Any, indice: int, lista: list[Any],
+                      vistos: dict[str, int],
+                      normalizar: Callable[[str], str]) -> list[str]:
+    """O nome que fica vazio, ou que vira o de outro dataset, depois de normalizado."""
+    if _texto(nome) is None:
+        return []
+    try:
+        normalizado = normalizar(nome)
+    except ValueError:
+        normalizado = ''
+    if not normalizado:
+        return ['%s.dataset: %r fica vazio depois de normalizado -- use'
+                ' letras ou dígitos no nome' % (onde, nome)]
+    if normalizado in vistos:
+        return ['%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no'
+                ' Contextia seriam UM dataset e uma carga apagaria a outra; de nomes'
+                ' diferentes'
+                % (onde, nome, normalizado, vistos[normalizado],
+                   lista[vistos[normalizado]]['dataset'])]
+    vistos[normalizado] = indice
+    return []
+
+
+def _problemas_das_colunas(onde: str, row: dict[str, Any], colunas: list[str],
+                           defaults: dict[str, Any]) -> list[str]:
+    """key, watch_column, scope_column e fields de um dataset contra o `columns` dele."""
+    problemas: list[str] = []
+    nome = row.get('dataset')
+    for campo, porque in (
+            ('key', 'sem ela na projeção o upsert não tem por onde casar'),
+            ('watch_column', 'sem ela na projeção a marca de água nunca avança')):
+        valor = _coluna(row.get(campo))
+        if valor is not None and valor not in colunas:
             problemas.append(
-                '%s.scope_column: %r (%s) não está em columns (dataset %r) -- sem ela os'
-                ' dados de todas as empresas iriam para cada projeto; acrescente-a a'
-                ' columns ou, se e tabela de domínio (igual para todas), declare'
-                ' "scope_column": null%s'
-                % (onde, recorte, origem, nome, _sugestao(recorte, colunas)))
+                '%s.%s: %r não está em columns (dataset %r) -- %s; acrescente-a a'
+                ' columns ou corrija o nome%s'
+                % (onde, campo, valor, nome, porque, _sugestao(valor, colunas)))
 
-        for coluna in sorted(c for c in _objeto(row.get('fields')) if _coluna(c)):
-            if coluna not in colunas:
-                problemas.append(
-                    '%s.fields.%s: descreve uma coluna que não está em columns (dataset %r)'
-                    ' -- acrescente-a a columns ou apague a descrição%s'
-                    % (onde, coluna, nome, _sugestao(coluna, colunas)))
+    declarada = 'scope_column' in row
+    recorte = _coluna(row['scope_column'] if declarada else defaults.get('scope_column'))
+    if recorte is not None and recorte not in colunas:
+        origem = 'declarada' if declarada else 'herdada do defaults'
+        # Herdada OU declarada, e erro: sem a coluna da empresa o conector
+        # nao tem como filtrar, e a view inteira -- de TODAS as empresas --
+        # iria para o projeto de uma so.
+        problemas.append(
+            '%s.scope_column: %r (%s) não está em columns (dataset %r) -- sem ela os'
+            ' dados de todas as empresas iriam para cada projeto; acrescente-a a'
+            ' columns ou, se e tabela de domínio (igual para todas), declare'
+            ' "scope_column": null%s'
+            % (onde, recorte, origem, nome, _sugestao(recorte, colunas)))
 
+    for coluna in sorted(c for c in _objeto(row.get('fields')) if _coluna(c)):
+        if coluna not in colunas:
+            problemas.append(
+                '%s.fields.%s: descreve uma coluna que não está em columns (dataset %r)'
+                ' -- acrescente-a a columns ou apague a descrição%s'
+                % (onde, coluna, nome, _sugestao(coluna, colunas)))
+    return problemas
+
+
+def _problemas_do_cadastro(mapa: dict[str, Any]) -> list[str]:
+    """A regra de projeto: a coluna do código da empresa, e o nome que não é ela."""
     projetos = mapa.get('projects')
-    if isinstance(projetos, dict):
-        escopo_projeto = (_texto(projetos.get('scope_column'))
-                          or _texto(padroes.get('scope_column')))
-        # Declarada com o tipo errado o schema ja recusou; aqui so a ausencia.
-        if projetos.get('scope_column') is None and padroes.get('scope_column') is None:
-            problemas.append(
-                'projects.scope_column: não declarada e sem defaults.scope_column -- diga'
-                ' qual coluna do cadastro %r tem o código da empresa'
-                % projetos.get('source_object'))
-        nome_projeto = _texto(projetos.get('name_column'))
-        if nome_projeto is not None and nome_projeto == escopo_projeto:
-            problemas.append(
-                'projects.name_column: e a mesma coluna do escopo (%r) -- os projetos se'
-                ' chamariam pelo código; aponte para a razão social/nome fantasia'
-                % nome_projeto)
+    if not isinstance(projetos, dict):
+        return []
+    defaults = _objeto(mapa.get('defaults'))
+    problemas: list[str] = []
+    escopo_projeto = (_texto(projetos.get('scope_column'))
+                      or _texto(defaults.get('scope_column')))
+    # Declarada com o tipo errado o schema ja recusou; aqui so a ausencia.
+    if projetos.get('scope_column') is None and defaults.get('scope_column') is None:
+        problemas.append(
+            'projects.scope_column: não declarada e sem defaults.scope_column -- diga'
+            ' qual coluna do cadastro %r tem o código da empresa'
+            % projetos.get('source_object'))
+    nome_projeto = _texto(projetos.get('name_column'))
+    if nome_projeto is not None and nome_projeto == escopo_projeto:
+        problemas.append(
+            'projects.name_column: e a mesma coluna do escopo (%r) -- os projetos se'
+            ' chamariam pelo código; aponte para a razão social/nome fantasia'
+            % nome_projeto)
+    return problemas
 
+
+def _problemas_do_webhook(mapa: dict[str, Any]) -> list[str]:
+    """O endereço (https fora desta máquina, só o marcador {escopo}) e o nome do segredo."""
     webhook = mapa.get('webhook')
-    url = _texto(webhook.get('url')) if isinstance(webhook, dict) else None
+    if not isinstance(webhook, dict):
+        return []
+    problemas: list[str] = []
+    url = _texto(webhook.get('url'))
     if url is not None and url.startswith('http://') and not _HOSTS_LOCAIS.match(url):
         problemas.append(
             'webhook.url: %r usa http:// fora desta máquina -- o evento e o segredo de'
             ' assinatura passariam sem criptografia; use https://' % url)
-    nome_do_segredo = _texto(webhook.get('secret_env')) if isinstance(webhook, dict) else None
+    nome_do_segredo = _texto(webhook.get('secret_env'))
     if nome_do_segredo is not None and re.match(r'^[A-Z_][A-Z0-9_]*$', nome_do_segredo):
         # (Nome fora do formato de variavel o schema ja recusou.)
         problema = segredos.problema_do_secret_env(nome_do_segredo)
@@ -479,8 +587,13 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
             problemas.append(
                 'webhook.url: %r tem chaves {...} que não são {escopo} -- o único marcador'
                 ' trocado e {escopo} (o código da empresa)' % url)
+    return problemas
 
+
+def _problemas_dos_excluidos(mapa: dict[str, Any]) -> list[str]:
+    """`source.excluded_scopes`: o item vazio e a mesma empresa duas vezes."""
     excluidos = _objeto(mapa.get('source')).get('excluded_scopes')
+    problemas: list[str] = []
     textos: dict[str, int] = {}
     for indice, escopo in enumerate(excluidos if isinstance(excluidos, list) else ()):
         if isinstance(escopo, bool) or not isinstance(escopo, (str, int)):
@@ -497,6 +610,12 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
     return problemas
 
 
-def _sugestao(nome, colunas):
+# As regras entre campos, na ordem em que os problemas saem.
+_REGRAS_DO_MAPA: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
+    _problemas_dos_datasets, _problemas_do_cadastro, _problemas_do_webhook,
+    _problemas_dos_excluidos)
+
+
+def _sugestao(nome: str, colunas: Iterable[str]) -> str:
     parecida = difflib.get_close_matches(nome, list(colunas), n=1, cutoff=0.6)
     return ' (em columns há %r; era essa?)' % parecida[0] if parecida else ''

@@ -252,132 +252,201 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
     Nunca levanta: a leitura que cai vira o erro de cada empresa, sem complete.
     `teto_linhas`: o teto da soma dos buffers por empresa (ver `_Reparticao`).
     """
-    from contextia_sync.intake import cliente
+    opcoes = _Opcoes(seco=seco, max_remocao=max_remocao, barra=barra, progresso=progresso,
+                     intervalo_progresso=intervalo_progresso, historico=historico,
+                     execucao=execucao, em_voo=em_voo, teto_linhas=teto_linhas)
+    carga = _CargaDoDataset(mapa, row, origem, empresas, opcoes)
+    if carga.ativas:
+        carga.rodar()
+    return carga.leitura
 
-    nome = cliente.normalizar_dataset(row['dataset'])
-    coluna = mapeamento.coluna_de_recorte(mapa, row)
-    campos = mapeamento.semantica(mapa, row)[1]
-    ativas = {e.escopo: e for e in empresas if e.ativa}
-    resultados = {escopo: ResultadoCarga(dataset=nome, campos=len(campos or ()),
-                                         dominio=coluna is None,
-                                         sem_key=mapeamento.chave_de(mapa, row) is None)
-                  for escopo in ativas}
-    leitura = LeituraDoDataset(nome, dominio=coluna is None)
-    if not ativas:
-        return leitura
-    inicio = time.monotonic()
-    contador = [0]
-    total: int | None = None
-    avisar: Callable[[int, float], None] | None = None
-    if progresso is not None:
-        def avisar(lidos: int, segundos: float) -> None:
-            progresso(linha_de_progresso(nome, 'todas', lidos, total, segundos))
-    erros = _Erros()
-    # As empresas ja enviadas por inteiro, esperando o fim da leitura: {escopo: sync}.
-    pendentes: dict[str, str] = {}
 
-    def ler() -> tuple[Iterator[Any], Mapping[str, str] | None]:
-        """A leitura do dataset, de todas as empresas, sem ordem nem filtro."""
-        leitura.leituras += 1
+@dataclass(frozen=True)
+class _Opcoes:
+    """As opções da execução que valem para cada dataset (as de `carregar_dataset_todas`)."""
+
+    seco: bool
+    max_remocao: float
+    barra: bool
+    progresso: Callable[[str], None] | None
+    intervalo_progresso: float
+    historico: Historico | None
+    execucao: str | None
+    em_voo: int
+    teto_linhas: int
+
+
+class _CargaDoDataset:
+    """
+    Um dataset para todas as empresas, em etapas: `_ler` (a leitura, repartida
+    ou, no domínio, copiada), `_sync_vazio` (a empresa sem linha nenhuma),
+    `_fechar_todas` (o complete de cada uma, depois do fim da leitura) e o
+    histórico. A queda de cada etapa vira o erro das empresas em `rodar`.
+    """
+
+    def __init__(self, mapa: Mapping[str, Any], row: Mapping[str, Any], origem: ModuleType,
+                 empresas: Sequence[Empresa], opcoes: _Opcoes) -> None:
+        from contextia_sync.intake.cliente import normalizar_dataset
+
+        self.mapa, self.row, self.origem, self.opcoes = mapa, row, origem, opcoes
+        self.nome = normalizar_dataset(row['dataset'])
+        self.coluna = mapeamento.coluna_de_recorte(mapa, row)
+        campos = mapeamento.semantica(mapa, row)[1]
+        self.ativas = {e.escopo: e for e in empresas if e.ativa}
+        self.resultados = {
+            escopo: ResultadoCarga(dataset=self.nome, campos=len(campos or ()),
+                                   dominio=self.coluna is None,
+                                   sem_key=mapeamento.chave_de(mapa, row) is None)
+            for escopo in self.ativas}
+        self.leitura = LeituraDoDataset(self.nome, dominio=self.coluna is None)
+        self.contador = [0]
+        self.total: int | None = None
+        self.erros = _Erros()
+        self.pendentes: dict[str, str] = {}
+        """As empresas já enviadas por inteiro, esperando o fim da leitura: {escopo: sync}."""
+
+    def rodar(self) -> None:
+        """As etapas; nunca levanta (a queda vira o erro de cada empresa)."""
+        inicio = time.monotonic()
+        historico = None if self.opcoes.seco else self.opcoes.historico
         try:
-            linhas = origem.fetch(row['source_object'], row['columns'])
-        except BaseException as erro:
-            erros.erro = erro               # a consulta nem abriu: a leitura caiu
-            raise
-        # Os tipos do resultado (so o adaptador generico os da): um conversor por coluna.
-        familias = getattr(origem, 'familias', lambda _linhas: None)(linhas)
-        contadas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso, total)
-        return _guardando(contadas, erros), familias
+            if self.opcoes.barra or self.opcoes.progresso is not None:
+                self.total = contar_para_o_progresso(self.origem, self.row['source_object'],
+                                                     None)
+            self._ler()
+            self.leitura.linhas = self.contador[0]
+            self._sync_vazio()
+            self._fechar_todas()
+            if historico is not None:
+                _gravar_historico(historico, self.resultados, self.opcoes.execucao)
+        except ContextiaFora as erro:
+            self.leitura.linhas = self.contador[0]
+            self.leitura.fora = str(erro)
+            _parar_por_contextia_fora(self.nome, str(erro), self.ativas, self.resultados)
+            if historico is not None:
+                # As que fecharam antes da queda valeram: a base do próximo teto delas.
+                _gravar_historico(historico, self.resultados, self.opcoes.execucao)
+        except Exception as erro:                   # noqa: BLE001 - vira o erro de cada empresa
+            self.leitura.linhas = self.contador[0]
+            self.leitura.erro = '%s: %s' % (type(erro).__name__, erro)
+            self._parou()
+        finally:
+            self.leitura.segundos = time.monotonic() - inicio
+            for escopo, resultado in self.resultados.items():
+                self.ativas[escopo].resultados.append(resultado)
 
-    def entregar(escopo: str, linhas: Iterable[Any],
-                 familias: Mapping[str, str] | None) -> None:
-        """As linhas de uma empresa sob o sync dela; o complete espera o fim da leitura."""
-        empresa, resultado = ativas[escopo], resultados[escopo]
+    # -- as etapas ---------------------------------------------------------------
+    def _ler(self) -> None:
+        """A leitura inteira: copiada (domínio) ou repartida por empresa."""
+        if self.coluna is None:
+            _dominio(self.ler, self.entregar, self.ativas)
+            return
+        opcoes = self.opcoes
+        reparticao = _Reparticao(self.mapa, self.row, self.ativas, self.resultados,
+                                 seco=opcoes.seco, em_voo=opcoes.em_voo,
+                                 teto=opcoes.teto_linhas)
         comeco = time.monotonic()
         try:
-            if seco:
-                contadas = _Contadas(linhas)
-                _conferir_linhas(resultado, contadas, escopo, row['source_object'],
-                                 mapeamento.chave_de(mapa, row))
-                resultado.registros += contadas.n
-                pendentes[escopo] = ''
+            reparticao.repartir(self.leitura, self.ler, self.coluna)
+        finally:
+            # Cada empresa esperou a leitura inteira: o tempo dela e o da leitura.
+            for resultado in self.resultados.values():
+                resultado.segundos += time.monotonic() - comeco
+            self.leitura.maior_retencao = reparticao.maior_retencao
+            self.leitura.teto = reparticao.teto
+            self.leitura.lotes = reparticao.lotes
+            self.leitura.lotes_incompletos = reparticao.incompletos
+        self.pendentes.update(reparticao.pendentes)
+
+    def _sync_vazio(self) -> None:
+        """A leitura chegou ao fim: empresa sem linha nenhuma ainda recebe o seu
+        sync vazio (o complete dele tira o que ela tinha, dentro do teto)."""
+        for escopo, empresa in self.ativas.items():
+            if (escopo not in self.pendentes and empresa.ativa
+                    and self.resultados[escopo].erro is None):
+                self.entregar(escopo, (), None)
+
+    def _fechar_todas(self) -> None:
+        opcoes = self.opcoes
+        for escopo, sync in self.pendentes.items():
+            _fechar(self.ativas[escopo], self.resultados[escopo], sync, seco=opcoes.seco,
+                    max_remocao=opcoes.max_remocao, historico=opcoes.historico,
+                    execucao=opcoes.execucao)
+
+    def _parou(self) -> None:
+        """A carga parou no meio: cada empresa que não fechou diz por quê, sem complete."""
+        erro, linhas = self.leitura.erro, self.contador[0]
+        caiu = self.erros.erro is not None
+        for resultado in self.resultados.values():
+            if resultado.ok or resultado.erro is not None:
+                continue
+            if caiu:
+                resultado.erro = (
+                    'a leitura de %s caiu depois de %d linha(s) (%s): complete NÃO'
+                    ' enviado em nenhuma empresa, nada removido'
+                    % (self.row['source_object'], linhas, erro))
+                resultado.motivo = 'a leitura caiu: %s' % erro
+            else:
+                # Nem a origem nem o envio de uma empresa: um defeito do SDK.
+                resultado.erro = (
+                    'a carga de %s parou depois de %d linha(s) lidas, fora da leitura'
+                    ' e do envio (%s): complete NÃO enviado nesta empresa, nada'
+                    ' removido. É um defeito do SDK: relate com este log; o próximo'
+                    ' ciclo tenta de novo.' % (self.nome, linhas, erro))
+                resultado.motivo = 'a carga parou: %s' % erro
+
+    # -- o que a leitura e a entrega chamam ----------------------------------------
+    def _avisar(self, lidos: int, segundos: float) -> None:
+        progresso = self.opcoes.progresso
+        if progresso is not None:
+            progresso(linha_de_progresso(self.nome, 'todas', lidos, self.total, segundos))
+
+    def ler(self) -> tuple[Iterator[Any], Mapping[str, str] | None]:
+        """A leitura do dataset, de todas as empresas, sem ordem nem filtro."""
+        self.leitura.leituras += 1
+        try:
+            linhas = self.origem.fetch(self.row['source_object'], self.row['columns'])
+        except BaseException as erro:
+            self.erros.erro = erro              # a consulta nem abriu: a leitura caiu
+            raise
+        # Os tipos do resultado (so o adaptador generico os da): um conversor por coluna.
+        familias = getattr(self.origem, 'familias', lambda _linhas: None)(linhas)
+        opcoes = self.opcoes
+        avisar = self._avisar if opcoes.progresso is not None else None
+        contadas = _contando(linhas, self.contador, opcoes.barra, self.nome, avisar,
+                             opcoes.intervalo_progresso, self.total)
+        return _guardando(contadas, self.erros), familias
+
+    def entregar(self, escopo: str, linhas: Iterable[Any],
+                 familias: Mapping[str, str] | None) -> None:
+        """As linhas de uma empresa sob o sync dela; o complete espera o fim da leitura."""
+        empresa, resultado = self.ativas[escopo], self.resultados[escopo]
+        comeco = time.monotonic()
+        try:
+            if self.opcoes.seco:
+                self._conferir(escopo, resultado, linhas)
                 return
-            sync = enviar_sob_sync(resultado, mapa, row, linhas, api_key=empresa.chave,
-                                   escopo=escopo, em_voo=em_voo, familias=familias)
+            sync = enviar_sob_sync(resultado, self.mapa, self.row, linhas,
+                                   api_key=empresa.chave, escopo=escopo,
+                                   em_voo=self.opcoes.em_voo, familias=familias)
             if sync is not None:
-                pendentes[escopo] = sync
+                self.pendentes[escopo] = sync
         except Exception as erro:
-            if erros.erro is not None:
-                raise                       # a leitura caiu: o dataset inteiro falha
+            if self.erros.erro is not None:
+                raise                           # a leitura caiu: o dataset inteiro falha
             _falhou(empresa, resultado, erro)
         finally:
             resultado.segundos += time.monotonic() - comeco
         if resultado.interrompido:
             raise ContextiaFora(resultado.erro or 'o Contextia não respondeu')
 
-    try:
-        if barra or progresso is not None:
-            total = contar_para_o_progresso(origem, row['source_object'], None)
-        if coluna is None:
-            _dominio(ler, entregar, ativas)
-        else:
-            reparticao = _Reparticao(mapa, row, ativas, resultados, seco=seco, em_voo=em_voo,
-                                     teto=teto_linhas)
-            comeco = time.monotonic()
-            try:
-                reparticao.repartir(leitura, ler, coluna)
-            finally:
-                # Cada empresa esperou a leitura inteira: o tempo dela e o da leitura.
-                for resultado in resultados.values():
-                    resultado.segundos += time.monotonic() - comeco
-                leitura.maior_retencao = reparticao.maior_retencao
-                leitura.teto = reparticao.teto
-                leitura.lotes, leitura.lotes_incompletos = (reparticao.lotes,
-                                                            reparticao.incompletos)
-            pendentes.update(reparticao.pendentes)
-        leitura.linhas = contador[0]
-        # A leitura chegou ao fim: empresa sem linha nenhuma ainda recebe o seu
-        # sync vazio (o complete dele tira o que ela tinha, dentro do teto).
-        for escopo, empresa in ativas.items():
-            if escopo not in pendentes and empresa.ativa and resultados[escopo].erro is None:
-                entregar(escopo, (), None)
-        for escopo, sync in pendentes.items():
-            _fechar(ativas[escopo], resultados[escopo], sync, seco=seco,
-                    max_remocao=max_remocao, historico=historico, execucao=execucao)
-        if historico is not None and not seco:
-            _gravar_historico(historico, resultados, execucao)
-    except ContextiaFora as erro:
-        leitura.linhas = contador[0]
-        leitura.fora = str(erro)
-        _parar_por_contextia_fora(nome, str(erro), ativas, resultados)
-        if historico is not None and not seco:
-            # As que fecharam antes da queda valeram: a base do próximo teto delas.
-            _gravar_historico(historico, resultados, execucao)
-    except Exception as erro:                   # noqa: BLE001 - vira o erro de cada empresa
-        leitura.linhas = contador[0]
-        leitura.erro = '%s: %s' % (type(erro).__name__, erro)
-        caiu = erros.erro is not None
-        for resultado in resultados.values():
-            if not resultado.ok and resultado.erro is None:
-                if caiu:
-                    resultado.erro = (
-                        'a leitura de %s caiu depois de %d linha(s) (%s): complete NÃO'
-                        ' enviado em nenhuma empresa, nada removido'
-                        % (row['source_object'], contador[0], leitura.erro))
-                    resultado.motivo = 'a leitura caiu: %s' % leitura.erro
-                else:
-                    # Nem a origem nem o envio de uma empresa: um defeito do SDK.
-                    resultado.erro = (
-                        'a carga de %s parou depois de %d linha(s) lidas, fora da leitura'
-                        ' e do envio (%s): complete NÃO enviado nesta empresa, nada'
-                        ' removido. É um defeito do SDK: relate com este log; o próximo'
-                        ' ciclo tenta de novo.' % (nome, contador[0], leitura.erro))
-                    resultado.motivo = 'a carga parou: %s' % leitura.erro
-    finally:
-        leitura.segundos = time.monotonic() - inicio
-        for escopo, resultado in resultados.items():
-            ativas[escopo].resultados.append(resultado)
-    return leitura
+    def _conferir(self, escopo: str, resultado: ResultadoCarga, linhas: Iterable[Any]) -> None:
+        """O seco: cada linha da empresa conferida, nada enviado."""
+        contadas = _Contadas(linhas)
+        _conferir_linhas(resultado, contadas, escopo, self.row['source_object'],
+                         mapeamento.chave_de(self.mapa, self.row))
+        resultado.registros += contadas.n
+        self.pendentes[escopo] = ''
 
 
 def _parar_por_contextia_fora(dataset: str, causa: str, ativas: Mapping[str, Empresa],
@@ -509,6 +578,8 @@ class _Reparticao:
                  ler: Callable[[], tuple[Iterator[Any], Mapping[str, str] | None]],
                  coluna: str) -> None:
         """Lê o dataset inteiro, repartindo; devolve depois do último lote respondido."""
+        from contextia_sync.intake.serializacao import ErroSerializacao
+
         linhas, self.familias = ler()
         pool = ThreadPoolExecutor(max_workers=self.em_voo, thread_name_prefix='lote-todas') \
             if not self.seco else None
@@ -516,46 +587,10 @@ class _Reparticao:
         # Cada linha vira o JSON dela AO SER LIDA (ainda no cache): guardada como
         # dict ate o lote sair, ela esfria entre as linhas das outras empresas,
         # e serializa-la depois custava ~1/3 a mais (ver o docstring do modulo).
-        self.preparar = preparar = (
-            None if self.seco else self._cliente.preparador_de_prontos(self.familias))
-        recusa = self._cliente.ErroSerializacao
-        destinos, chunk, teto = self.destinos, self.chunk, self.teto
+        self.preparar = None if self.seco else self._cliente.preparador_de_prontos(self.familias)
         try:
-            for linha in linhas:
-                valor = linha.get(coluna)
-                try:
-                    destino = destinos.get(valor)
-                except TypeError:
-                    destino = None
-                if destino is None:
-                    destino = self._destino(valor)
-                if destino.descarte:
-                    destino.linhas += 1             # sem chave, ou falhou: contada
-                    continue
-                if preparar is not None:
-                    try:
-                        linha = preparar(linha)
-                    except recusa as erro:
-                        self._recusar(destino.escopo, linha, erro)
-                        continue
-                destino.append(linha)
-                tamanho = len(destino)
-                self.retidas += 1
-                if tamanho >= chunk:
-                    self._despachar(destino)
-                elif self.retidas >= teto:
-                    self._aliviar()
-                else:
-                    continue
-                if self.fora is not None:
-                    raise ContextiaFora(self.fora)
-            # Fim da leitura: o resto de cada empresa sai.
-            for buffer in list(self.buffers.values()):
-                if buffer:
-                    self._despachar(buffer)
-            self._colher(todos=True)
-            if self.fora is not None:
-                raise ContextiaFora(self.fora)
+            self._distribuir(linhas, coluna, ErroSerializacao)
+            self._fim_da_leitura()
         finally:
             if pool is not None:
                 # A leitura caiu: os lotes em voo terminam (partes de um sync que
@@ -564,6 +599,58 @@ class _Reparticao:
                 pool.shutdown(wait=True)
                 self._colher(todos=True)
             self._somar(leitura)
+        self._anotar_pendentes()
+
+    def _distribuir(self, linhas: Iterator[Any], coluna: str,
+                    recusa: type[Exception]) -> None:
+        """
+        O laço por linha (o caminho quente: nada de chamada a mais por linha).
+
+        Cada linha vai ao buffer da empresa dela (o destino lembrado pelo valor
+        cru do escopo), já como JSON; o buffer no chunk sai como lote, e a soma
+        no teto alivia os maiores.
+        """
+        destinos, chunk, teto, preparar = self.destinos, self.chunk, self.teto, self.preparar
+        for linha in linhas:
+            valor = linha.get(coluna)
+            try:
+                destino = destinos.get(valor)
+            except TypeError:
+                destino = None
+            if destino is None:
+                destino = self._destino(valor)
+            if destino.descarte:
+                destino.linhas += 1             # sem chave, ou falhou: contada
+                continue
+            if preparar is not None:
+                try:
+                    linha = preparar(linha)
+                except recusa as erro:
+                    self._recusar(destino.escopo, linha, erro)
+                    continue
+            destino.append(linha)
+            tamanho = len(destino)
+            self.retidas += 1
+            if tamanho >= chunk:
+                self._despachar(destino)
+            elif self.retidas >= teto:
+                self._aliviar()
+            else:
+                continue
+            if self.fora is not None:
+                raise ContextiaFora(self.fora)
+
+    def _fim_da_leitura(self) -> None:
+        """O resto de cada empresa sai; volta depois da resposta do último lote."""
+        for buffer in list(self.buffers.values()):
+            if buffer:
+                self._despachar(buffer)
+        self._colher(todos=True)
+        if self.fora is not None:
+            raise ContextiaFora(self.fora)
+
+    def _anotar_pendentes(self) -> None:
+        """Depois do último lote: as empresas inteiras esperam o complete ({escopo: sync})."""
         for escopo in self.ativas:
             if escopo in self.falhas or self.resultados[escopo].erro is not None:
                 continue
@@ -648,10 +735,11 @@ class _Reparticao:
 
     def _recusar(self, escopo: str, linha: Mapping[str, Any], erro: Exception) -> None:
         """Uma linha da empresa que não vira JSON: ela não fecha (o envio recusaria igual)."""
+        from contextia_sync.fila.quarentena import descrever
+
         resultado = self.resultados[escopo]
         chave = self.argumentos['key']
-        qual = self._cliente.descrever(self.nome, escopo, chave,
-                                       linha.get(chave) if chave else None)
+        qual = descrever(self.nome, escopo, chave, linha.get(chave) if chave else None)
         logger.error('%s: %s -- as linhas seguintes dela não são enviadas', qual, erro)
         if resultado.erro is None:
             resultado.erro = ('%s: %s -- complete NÃO enviado, nada removido' % (qual, erro))
@@ -737,13 +825,13 @@ def _fechar(empresa: Empresa, resultado: ResultadoCarga, sync: str, *, seco: boo
         resultado.ok = not resultado.recusadas
         return
     comeco = time.monotonic()
-    from contextia_sync.intake import cliente
+    from contextia_sync.intake.transporte import ErroIndisponivel
 
     try:
         fechar_carga(resultado, sync, api_key=empresa.chave, escopo=empresa.escopo,
                      max_remocao=max_remocao, historico=historico, execucao=execucao,
                      gravar_historico=False)
-    except cliente.ErroIndisponivel as erro:
+    except ErroIndisponivel as erro:
         # O servidor, não esta empresa: os complete seguintes esperariam o prazo igual.
         raise ContextiaFora(str(erro)) from None
     except Exception as erro:                   # noqa: BLE001 - uma empresa nao derruba as outras

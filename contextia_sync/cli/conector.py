@@ -311,11 +311,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from contextia_sync.carga import completa as carga
     from contextia_sync.intake import cliente
-    from contextia_sync.intake.transporte import ErroContextia
+    from contextia_sync.intake.transporte import ErroContextia, ErroDestino
 
     try:
         preparo = preparar(args)
-    except (cliente.ErroAutenticacao, cliente.ErroDestino) as erro:
+    except (cliente.ErroAutenticacao, ErroDestino) as erro:
         return recusar(PROG, str(erro))
     except ErroContextia as erro:
         print('%s: Contextia indisponível: %s' % (PROG, erro), file=sys.stderr)
@@ -603,11 +603,12 @@ def main_todas(args: argparse.Namespace) -> int:
     from contextia_sync.carga import completa as carga
     from contextia_sync.carga.todas import carregar_dataset_todas, linha_da_leitura
     from contextia_sync.intake import cliente
+    from contextia_sync.intake.transporte import ErroDestino
 
     _sem_segredos_herdados()
     try:
         preparo, empresas = preparar_todas(args)
-    except (cliente.ErroAutenticacao, cliente.ErroDestino) as erro:
+    except (cliente.ErroAutenticacao, ErroDestino) as erro:
         return recusar(PROG, str(erro))
     except ErroConfiguracao as erro:
         return recusar(PROG, erro)

@@ -18,10 +18,16 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
 
 from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
+
+if TYPE_CHECKING:
+    from contextia_sync.descoberta.catalogo import Catalogo, Conferencia, Objeto
+    from contextia_sync.descoberta.esqueleto import Esqueleto
+    from contextia_sync.origem.generico import Origem
 
 PROG = 'descobrir'
 DESCRICAO = ('Lê o catálogo da origem (CONTEXTIA_ORIGEM, com o login somente leitura) e'
@@ -129,7 +135,8 @@ def _referencia_schema(saida: str | None) -> str:
 
 def _cliente(args: argparse.Namespace, url: Any) -> str:
     if args.cliente:
-        return args.cliente
+        cliente: str = args.cliente
+        return cliente
     banco = os.path.splitext(os.path.basename(url.database or ''))[0]
     return banco or 'cliente'
 
@@ -149,40 +156,94 @@ def main(argv: list[str] | None = None) -> int:
         return recusar(PROG, erro)
 
 
-def _descobrir(args: argparse.Namespace) -> int:
-    from contextia_sync.descoberta.catalogo import conferir_unica, refletir
-    from contextia_sync.descoberta.esqueleto import diferencas, montar, relatorio, texto_json
-    from contextia_sync.mapeamento import problemas_do_mapa
-    from contextia_sync.origem import ErroOrigem
-    from contextia_sync.origem.generico import conectar
+@dataclass(frozen=True)
+class _Escolha:
+    """O que refletir e o que vira dataset: --esquema, --incluir/--excluir, e o que não sai."""
 
-    existente = ler_existente(args.saida) if args.saida and os.path.exists(args.saida) \
-        else None
-    if args.saida and not os.path.isdir(os.path.dirname(os.path.abspath(args.saida))):
-        raise ErroConfiguracao('--saida %s: a pasta %s não existe -- crie-a ou aponte --saida'
-                               ' para uma pasta que existe (mappings/, normalmente).'
-                               % (args.saida, os.path.dirname(os.path.abspath(args.saida))))
-    citados = _citados(existente)
-    cadastro = (args.cadastro or '').strip() or None
-    esquemas: list[str | None] = list(dict.fromkeys(args.esquema)) or [None]
-    for nome in ([cadastro] if cadastro else []) + citados:
+    esquemas: list[str]
+    """Os --esquema pedidos, como vieram."""
+    incluir: Sequence[str]
+    excluir: Sequence[str]
+    sempre: frozenset[str]
+    """Os nomes (sem esquema, em minúsculas) do cadastro e do mapeamento existente."""
+
+    def refletir(self, esquema: str | None, nome: str) -> bool:
+        # O cadastro e os objetos do mapeamento existente sao refletidos mesmo
+        # fora dos padroes: a regra de projeto e a diferenca precisam deles.
+        return nome.lower() in self.sempre or (
+            (esquema is None or esquema in self.esquemas
+             or esquema.lower() in {e.lower() for e in self.esquemas})
+            and casa(nome, esquema, self.incluir, self.excluir))
+
+    def entra(self, objeto: Objeto) -> bool:
+        pedido = objeto.esquema is None or objeto.esquema.lower() in {
+            e.lower() for e in self.esquemas}
+        return pedido and casa(objeto.nome, objeto.esquema, self.incluir, self.excluir)
+
+
+def _esquemas_a_ler(pedidos: list[str], nomes: list[str]) -> list[str | None]:
+    """Os --esquema (ou o padrão do login, None), mais os que o cadastro e o mapeamento citam."""
+    esquemas: list[str | None] = list(dict.fromkeys(pedidos)) or [None]
+    for nome in nomes:
         esquema = _esquema_de(nome)
         if esquema and esquema not in esquemas:
             esquemas.append(esquema)
-    sempre = {n.rpartition('.')[2].lower() for n in citados + ([cadastro] if cadastro else [])}
+    return esquemas
 
-    def refletir_este(esquema: str | None, nome: str) -> bool:
-        # O cadastro e os objetos do mapeamento existente sao refletidos mesmo
-        # fora dos padroes: a regra de projeto e a diferenca precisam deles.
-        return nome.lower() in sempre or (
-            (esquema is None or esquema in args.esquema
-             or esquema.lower() in {e.lower() for e in args.esquema})
-            and casa(nome, esquema, args.incluir, args.excluir))
 
-    def entra(objeto: Any) -> bool:
-        pedido = objeto.esquema is None or objeto.esquema.lower() in {
-            e.lower() for e in args.esquema}
-        return pedido and casa(objeto.nome, objeto.esquema, args.incluir, args.excluir)
+@dataclass
+class _Descoberta:
+    """O que a origem deu: o catálogo refletido e o esqueleto montado dele."""
+
+    origem: Origem
+    catalogo: Catalogo
+    dialeto: Any
+    segundos: float
+    esqueleto: Esqueleto
+
+
+def _descobrir(args: argparse.Namespace) -> int:
+    """As etapas: a --saida, a origem (catálogo e esqueleto), a validação, o relato."""
+    from contextia_sync.mapeamento import problemas_do_mapa
+
+    existente = _conferir_saida(args.saida)
+    citados = _citados(existente)
+    cadastro = (args.cadastro or '').strip() or None
+    pedidos = ([cadastro] if cadastro else []) + citados
+    esquemas = _esquemas_a_ler(args.esquema, pedidos)
+    escolha = _Escolha(args.esquema, args.incluir, args.excluir,
+                       frozenset(n.rpartition('.')[2].lower()
+                                 for n in citados + ([cadastro] if cadastro else [])))
+    descoberta = _ler_a_origem(args, esquemas, escolha, cadastro)
+    if descoberta is None:
+        return SAIDA_FALHA
+
+    problemas = problemas_do_mapa(descoberta.esqueleto.mapa)
+    if problemas:
+        # Erro do descobrir, nao do operador: o esqueleto tem de validar sempre.
+        print('%s: o esqueleto montado não valida (defeito do descobrir; nada foi gravado):'
+              '\n%s' % (PROG, '\n'.join('  - %s' % p for p in problemas)), file=sys.stderr)
+        return SAIDA_FALHA
+    return _relatar(args, descoberta, existente)
+
+
+def _conferir_saida(saida: str | None) -> dict[str, Any] | None:
+    """O mapeamento que já está em --saida (None se não há), e a pasta dela existe."""
+    existente = ler_existente(saida) if saida and os.path.exists(saida) else None
+    if saida and not os.path.isdir(os.path.dirname(os.path.abspath(saida))):
+        raise ErroConfiguracao('--saida %s: a pasta %s não existe -- crie-a ou aponte --saida'
+                               ' para uma pasta que existe (mappings/, normalmente).'
+                               % (saida, os.path.dirname(os.path.abspath(saida))))
+    return existente
+
+
+def _ler_a_origem(args: argparse.Namespace, esquemas: list[str | None], escolha: _Escolha,
+                  cadastro: str | None) -> _Descoberta | None:
+    """Conecta, reflete o catálogo e monta o esqueleto; None (a causa impressa) se ela caiu."""
+    from contextia_sync.descoberta.catalogo import conferir_unica, refletir
+    from contextia_sync.descoberta.esqueleto import montar
+    from contextia_sync.origem import ErroOrigem
+    from contextia_sync.origem.generico import conectar
 
     inicio = time.monotonic()
     try:
@@ -191,17 +252,18 @@ def _descobrir(args: argparse.Namespace) -> int:
         raise
     except ErroOrigem as erro:
         print('%s: %s. Nada foi gravado.' % (PROG, erro), file=sys.stderr)
-        return SAIDA_FALHA
+        return None
     try:
         with origem.sessao() as conn:
-            catalogo = refletir(conn, esquemas, refletir_este)
+            catalogo = refletir(conn, esquemas, escolha.refletir)
             dialeto = conn.dialect
         segundos = time.monotonic() - inicio
 
-        def conferir(objeto: Any, coluna: str, escopo: str | None) -> Any:
+        def conferir(objeto: Objeto, coluna: str, escopo: str | None) -> Conferencia:
             with origem.sessao() as conn:
                 return conferir_unica(conn, objeto, coluna, escopo)
-        esqueleto = montar(catalogo, dialeto, cliente=_cliente(args, origem.url), entra=entra,
+        esqueleto = montar(catalogo, dialeto, cliente=_cliente(args, origem.url),
+                           entra=escolha.entra,
                            escopo_pedido=(args.escopo or '').strip() or None,
                            cadastro_pedido=cadastro,
                            conferir=None if args.sem_conferir_chaves else conferir,
@@ -211,55 +273,70 @@ def _descobrir(args: argparse.Namespace) -> int:
     except ErroOrigem as erro:
         print('%s: a origem não respondeu ao ler o catálogo (%s). Nada foi gravado.'
               % (PROG, erro), file=sys.stderr)
-        return SAIDA_FALHA
+        return None
     finally:
         origem.fechar()
+    return _Descoberta(origem, catalogo, dialeto, segundos, esqueleto)
 
-    problemas = problemas_do_mapa(esqueleto.mapa)
-    if problemas:
-        # Erro do descobrir, nao do operador: o esqueleto tem de validar sempre.
-        print('%s: o esqueleto montado não valida (defeito do descobrir; nada foi gravado):'
-              '\n%s' % (PROG, '\n'.join('  - %s' % p for p in problemas)), file=sys.stderr)
-        return SAIDA_FALHA
 
+def _relatar(args: argparse.Namespace, descoberta: _Descoberta,
+             existente: dict[str, Any] | None) -> int:
+    """O relato (e o esqueleto gravado, ou a diferença contra o existente): o código de saída."""
+    catalogo, esqueleto = descoberta.catalogo, descoberta.esqueleto
     relato: TextIO = sys.stdout if args.saida else sys.stderr
     tabelas = sum(1 for o in catalogo.objetos if not o.view)
     escrever = [
         '===== descobrir =====',
-        'origem ............: %s (sessão somente leitura)' % origem.descricao,
+        'origem ............: %s (sessão somente leitura)' % descoberta.origem.descricao,
         'catálogo ..........: %d objeto(s) refletido(s): %d tabela(s), %d view(s), em %s s'
         % (len(catalogo.objetos), tabelas, len(catalogo.objetos) - tabelas,
-           ('%.2f' % segundos).replace('.', ',')),
+           ('%.2f' % descoberta.segundos).replace('.', ',')),
         'escopo ............: %s' % (esqueleto.escopo.coluna or 'nenhum (tudo é domínio)'),
         'cadastro ..........: %s' % (esqueleto.mapa['projects']['source_object']),
     ]
     saida = SAIDA_OK
-    texto = texto_json(esqueleto.mapa) + '\n'
     if existente is not None:
-        diferenca = diferencas(existente, esqueleto, catalogo, dialeto)
-        escrever.append('mapeamento .......: %s já existe: NÃO sobrescrito; a diferença contra'
-                        ' o catálogo de agora:' % args.saida)
-        escrever += ['  - %s' % linha for linha in diferenca.linhas] or [
-            '  (nenhuma: o mapeamento cita só o que existe, e nenhum objeto ou coluna novo)']
-        if diferenca.quebrado:
-            saida = SAIDA_FALHA
-        escrever.append('Para um esqueleto novo ao lado dele: --saida OUTRO.json.')
+        quebrado = _diferenca(args.saida, existente, descoberta, escrever)
+        saida = SAIDA_FALHA if quebrado else SAIDA_OK
     else:
-        destino = args.saida or '(saída padrão)'
-        escrever.append('esqueleto .........: %d dataset(s) em %s'
-                        % (len(esqueleto.datasets), destino))
-        if args.saida:
-            from contextia_sync.arquivos import gravar_atomico
-            gravar_atomico(args.saida, texto, 0o644)
-        else:
-            sys.stdout.write(texto)
-            sys.stdout.flush()
-        escrever += relatorio(esqueleto)
-        escrever += ['', 'Próximo passo: python3 connector.py --mapping=%s --scope=<uma empresa>'
-                         ' --dry-run (lê e serializa cada linha, sem enviar nada).'
-                     % (args.saida or 'ARQUIVO')]
+        _gravar_esqueleto(args.saida, esqueleto, escrever)
     print('\n'.join(escrever), file=relato, flush=True)
     return saida
+
+
+def _diferenca(saida: str, existente: dict[str, Any], descoberta: _Descoberta,
+               escrever: list[str]) -> bool:
+    """O mapeamento existente fica; a diferença vai ao relato. True: ele cita o que sumiu."""
+    from contextia_sync.descoberta.esqueleto import diferencas
+
+    diferenca = diferencas(existente, descoberta.esqueleto, descoberta.catalogo,
+                           descoberta.dialeto)
+    escrever.append('mapeamento .......: %s já existe: NÃO sobrescrito; a diferença contra'
+                    ' o catálogo de agora:' % saida)
+    escrever += ['  - %s' % linha for linha in diferenca.linhas] or [
+        '  (nenhuma: o mapeamento cita só o que existe, e nenhum objeto ou coluna novo)']
+    escrever.append('Para um esqueleto novo ao lado dele: --saida OUTRO.json.')
+    return diferenca.quebrado
+
+
+def _gravar_esqueleto(saida: str | None, esqueleto: Esqueleto, escrever: list[str]) -> None:
+    """O esqueleto em --saida (ou na saída padrão), e o relatório dos palpites."""
+    from contextia_sync.descoberta.esqueleto import relatorio, texto_json
+
+    texto = texto_json(esqueleto.mapa) + '\n'
+    destino = saida or '(saída padrão)'
+    escrever.append('esqueleto .........: %d dataset(s) em %s'
+                    % (len(esqueleto.datasets), destino))
+    if saida:
+        from contextia_sync.arquivos import gravar_atomico
+        gravar_atomico(saida, texto, 0o644)
+    else:
+        sys.stdout.write(texto)
+        sys.stdout.flush()
+    escrever += relatorio(esqueleto)
+    escrever += ['', 'Próximo passo: python3 connector.py --mapping=%s --scope=<uma empresa>'
+                     ' --dry-run (lê e serializa cada linha, sem enviar nada).'
+                 % (saida or 'ARQUIVO')]
 
 
 if __name__ == '__main__':

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from contextia_sync import padroes
 from contextia_sync.linha_de_comando import novo_parser
@@ -33,8 +34,15 @@ def _segundos(texto: str) -> int:
 
 
 def argumentos(argv: list[str]) -> argparse.Namespace:
-    from contextia_sync.captura.estrategias import ESTRATEGIAS, IMPLEMENTACOES
+    """Os argumentos do ouvinte; o `--help` os lista na ordem de `_GRUPOS`."""
     p = novo_parser('ouvinte', DESCRICAO, saidas=SAIDAS)
+    for grupo in _GRUPOS:
+        grupo(p)
+    return p.parse_args(argv)
+
+
+def _entrada(p: argparse.ArgumentParser) -> None:
+    """O que o ouvinte lê e onde guarda o estado."""
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument('--source', default=padroes.SOURCE,
                    help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
@@ -42,6 +50,10 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                    help='o arquivo de chaves do provisionador (uma por empresa)')
     p.add_argument('--estado', required=True,
                    help='diretório das marcas de água, do status e da trava')
+
+
+def _ritmo(p: argparse.ArgumentParser) -> None:
+    """De quanto em quanto tempo cada ciclo roda, e a hora da varredura."""
     p.add_argument('--intervalo-dados', type=int, default=padroes.INTERVALO_DADOS,
                    metavar='S', help='segundos entre leituras do que mudou (padrão %d)'
                    % padroes.INTERVALO_DADOS)
@@ -56,6 +68,12 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                    help='por quantos minutos depois da hora a varredura ainda pode'
                         ' disparar (padrão %d); fora dela espera o dia seguinte'
                         % padroes.JANELA_VARREDURA)
+
+
+def _captura(p: argparse.ArgumentParser) -> None:
+    """Como se descobre o que mudou, e quanto se lê por ciclo."""
+    from contextia_sync.captura.estrategias import ESTRATEGIAS, IMPLEMENTACOES
+
     p.add_argument('--estrategia', default=None, metavar='NOME',
                    help='como detectar o que mudou: %s. Implementadas: %s'
                         ' (`coluna+reconciliacao` põe o DELETE no Contextia em até um'
@@ -75,6 +93,10 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
     p.add_argument('--maximo-por-ciclo', type=int, default=padroes.MAXIMO_POR_CICLO,
                    metavar='N', help='acima disso o dataset e entregue a varredura'
                    ' (padrão %d)' % padroes.MAXIMO_POR_CICLO)
+
+
+def _ferramentas(p: argparse.ArgumentParser) -> None:
+    """A empresa nova e as ferramentas filhas (provisionar, carga completa)."""
     p.add_argument('--grupo', action='append', default=[], metavar='SLUG',
                    help='grupo de empresas para o projeto de empresa nova; repita')
     p.add_argument('--timeout-ferramenta', type=int, default=padroes.TIMEOUT_FERRAMENTA,
@@ -85,6 +107,10 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                    help='encerra a ferramenta que ficar S segundos sem escrever'
                         ' nenhuma linha (padrão %d; 0 desliga)'
                         % padroes.INATIVIDADE_FERRAMENTA)
+
+
+def _observar(p: argparse.ArgumentParser) -> None:
+    """O log, as métricas e a saúde vista de fora."""
     p.add_argument('--log', default=None, help='arquivo de log rotativo (além da tela)')
     p.add_argument('--metricas', default=None, metavar='DIR',
                    help='pasta do arquivo ouvinte.prom (métricas para o textfile collector'
@@ -93,6 +119,10 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                    help='não roda o ouvinte: lê o status de --estado e diz OK, ALERTA ou'
                         ' CRITICO, com os códigos de um plugin de monitoramento (0/1/2/3);'
                         ' ver `ouvinte.py --saude --help`')
+
+
+def _modos(p: argparse.ArgumentParser) -> None:
+    """O que roda em vez do serviço: uma volta, o seco, a quarentena, o autoteste."""
     p.add_argument('--varrer-agora', action='store_true',
                    help='roda a varredura completa nesta subida, sem esperar a hora')
     p.add_argument('--once', action='store_true',
@@ -104,6 +134,10 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                         ' (<estado>/quarentena) e sai (código 1 se algum ficou)')
     p.add_argument('--autoteste', action='store_true',
                    help='prova a lógica pura sem banco e sem rede')
+
+
+def _slot(p: argparse.ArgumentParser) -> None:
+    """Os comandos do `slot_logico` (instalação e desinstalação)."""
     p.add_argument('--criar-slot', action='store_true',
                    help='`slot_logico`: cria a publicação e o slot `contextia_<cliente>` na'
                         ' origem (uma vez, na instalação) e sai; a partir dali o banco retém'
@@ -114,7 +148,11 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
                    help='`slot_logico`: remove o slot e a publicação (o PRIMEIRO passo da'
                         ' desinstalação: slot abandonado enche o disco do cliente) e sai;'
                         ' com o ouvinte parado')
-    return p.parse_args(argv)
+
+
+# Os grupos de opções, na ordem do `--help`.
+_GRUPOS: tuple[Callable[[argparse.ArgumentParser], None], ...] = (
+    _entrada, _ritmo, _captura, _ferramentas, _observar, _modos, _slot)
 
 
 def comando_do_slot(argv: list[str]) -> int:

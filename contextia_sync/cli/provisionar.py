@@ -12,10 +12,18 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Mapping, MutableMapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from contextia_sync import padroes
 from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
+
+if TYPE_CHECKING:
+    from contextia_sync.provisionamento.chaves import Registro
+    from contextia_sync.provisionamento.plano import Plano
+    from contextia_sync.provisionamento.regra_projeto import RegraProjeto
 
 PROG = 'provisionar'
 
@@ -61,50 +69,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _provisionar(args: argparse.Namespace) -> int:
-    from contextia_sync.escopos import exigir_escopo, texto_escopo
-    from contextia_sync.intake.admin import Admin
-    from contextia_sync.intake.cliente import (
-        ErroAutenticacao,
-        conferir_destino,
-        url_base,
-        url_destino,
-    )
-    from contextia_sync.intake.transporte import ErroContextia
+    """As etapas: conferir os pedidos, ler o cadastro, mostrar o plano, executá-lo."""
+    from contextia_sync.intake.cliente import conferir_destino
     from contextia_sync.mapeamento import carregar_mapeamento
     from contextia_sync.origem import carregar_origem
     from contextia_sync.provisionamento import chaves as arquivo_chaves
     from contextia_sync.provisionamento import plano as provisionamento
     from contextia_sync.provisionamento import regra_projeto
-    from contextia_sync.provisionamento.plano import ErroProvisionamento
 
     mapa = carregar_mapeamento(args.mapping)
     regra = regra_projeto.resolver(mapa)
     if not args.dry_run:
         # Endereco inseguro e recusado antes de ler a origem e de qualquer conexao (2).
         conferir_destino()
-    grupos: list[str] = []
-    for grupo in args.grupo:
-        slug = regra_projeto.slug(grupo)
-        if slug is None:
-            raise ErroProvisionamento('--grupo=%r não tem letra nem dígito: um grupo é um slug'
-                                      ' (minúsculas, dígitos, - e _), como rede-sul.' % grupo)
-        if slug != grupo:
-            raise ErroProvisionamento('--grupo=%r não é slug (minúsculas, dígitos, - e _);'
-                                      ' use %r.' % (grupo, slug))
-        grupos.append(slug)
-    somente = texto_escopo(args.somente_escopo) if args.somente_escopo is not None else None
-    if somente is not None:
-        # Vazio nao e "todas": `--somente-escopo=` com a variavel do script vazia
-        # provisionaria o cadastro inteiro.
-        if not somente:
-            raise ErroProvisionamento('--somente-escopo vazio: diga qual empresa provisionar'
-                                      ' (ou tire a opção para provisionar todas as novas).'
-                                      ' Nada foi feito.')
-        exigir_escopo(somente, '--somente-escopo')
-    pasta = os.path.dirname(os.path.abspath(args.chaves))
-    if not os.path.isdir(pasta):
-        raise ErroProvisionamento('a pasta do arquivo de chaves não existe: %s -- crie-a'
-                                  ' (mkdir -m 700).' % pasta)
+    grupos = _grupos_pedidos(args.grupo)
+    somente = _somente_escopo(args.somente_escopo)
+    _exigir_pasta_das_chaves(args.chaves)
 
     origem = carregar_origem(args.source)
 
@@ -113,80 +93,152 @@ def _provisionar(args: argparse.Namespace) -> int:
             # A trava vem antes da leitura: o que se le tem de ser o que se regrava.
             pilha.enter_context(arquivo_chaves.travado(args.chaves))
         registros = arquivo_chaves.ler_registros(args.chaves)
-
-        try:
-            origem.conectar()
-            linhas = list(origem.fetch(regra.source_object, regra.columns))
-        except ErroConfiguracao:
-            raise                               # CONTEXTIA_ORIGEM ausente ou invalida: 2
-        except Exception as erro:               # noqa: BLE001 - o adaptador diz a causa
-            print('provisionar: não foi possível ler o cadastro %s na origem (%s: %s).'
-                  ' Nada foi mudado.' % (regra.source_object, type(erro).__name__, erro),
-                  file=sys.stderr)
+        linhas = _ler_cadastro(origem, regra)
+        if linhas is None:
             return SAIDA_FALHA
-        finally:
-            try:
-                origem.fechar()
-            except Exception:                   # noqa: BLE001 - fechar nunca mascara o erro
-                pass
-
         plano = provisionamento.planejar(mapa, linhas, registros, somente, grupos)
-
-        print('===== provisionamento%s =====' % (' (SECO: nada e mudado)' if args.dry_run else ''))
-        print('cliente .........: %s' % (mapa.get('client') or '-'))
-        print('destino .........: %s' % (url_destino() or '(CONTEXTIA_URL não definida)'))
-        print('arquivo de chaves: %s (%d empresa(s))' % (args.chaves, len(registros)))
-        print('regra de projeto :')
-        print(regra_projeto.descrever(regra))
-        print('cadastro ........: %d linha(s) lida(s) de %s' % (len(linhas),
-                                                              regra.source_object))
-        for linha in provisionamento.descrever_plano(plano, regra):
-            print(linha)
+        _mostrar(args, mapa, regra, registros, linhas, plano)
 
         if args.dry_run:
             print('resumo: SECO -- %d seriam criadas, %d pendentes seriam concluidas'
                   % (len(plano.novas), len(plano.pendentes)))
             return SAIDA_FALHA if plano.nao_encontrada else SAIDA_OK
-
         if not plano.novas and not plano.pendentes:
             print('resumo: nada a fazer')
             return SAIDA_FALHA if plano.nao_encontrada else SAIDA_OK
-
-        if not url_base():
-            raise ErroProvisionamento('falta CONTEXTIA_URL (a instalação do Contextia DESTE'
-                                      ' cliente).')
-        admin = Admin()
-        executor = provisionamento.Provisionador(mapa, admin, args.chaves, registros)
-
-        criadas, reparadas, falhas = 0, 0, []
-        trabalho = [('nova', e) for e in plano.novas] + \
-                   [('pendente', e) for e in plano.pendentes]
-        for tipo, (escopo, nome, grupos_empresa) in trabalho:
-            try:
-                if tipo == 'nova':
-                    reparo = executor.criar(escopo, nome, grupos_empresa)
-                    criadas += 0 if reparo else 1
-                else:
-                    executor.concluir(registros[escopo], grupos_empresa)
-                    reparo = True
-                reparadas += 1 if reparo else 0
-            except (ErroAutenticacao, arquivo_chaves.ErroChaves):
-                raise                           # token recusado, arquivo de chaves: 2
-            except (ErroContextia, ErroProvisionamento) as erro:
-                falhas.append(escopo)
-                print('  %s: FALHOU -- %s (rode de novo para concluir)' % (escopo, erro))
-            except OSError as erro:
-                # Nao conseguiu gravar o arquivo: a chave recem-emitida ficou sem
-                # dono. A proxima execucao a revoga e emite outra -- mas pare aqui,
-                # senao cada empresa seguinte teria o mesmo destino.
-                print('  %s: FALHOU ao gravar %s (%s). A chave emitida agora não foi'
-                      ' gravada; a próxima execução a revoga e emite outra. Corrija o'
-                      ' disco/permissao da pasta e rode de novo.' % (escopo, args.chaves, erro))
-                falhas.append(escopo)
-                break
-        print('resumo: %d criada(s), %d reparada(s), %d com falha%s' % (
-            criadas, reparadas, len(falhas), ' (%s)' % ', '.join(falhas) if falhas else ''))
+        falhas = _executar(args, mapa, registros, plano)
         return SAIDA_FALHA if falhas or plano.nao_encontrada else SAIDA_OK
+
+
+def _grupos_pedidos(pedidos: list[str]) -> list[str]:
+    """Os `--grupo`, cada um conferido: um slug, escrito como slug."""
+    from contextia_sync.provisionamento import regra_projeto
+    from contextia_sync.provisionamento.plano import ErroProvisionamento
+
+    grupos: list[str] = []
+    for grupo in pedidos:
+        slug = regra_projeto.slug(grupo)
+        if slug is None:
+            raise ErroProvisionamento('--grupo=%r não tem letra nem dígito: um grupo é um slug'
+                                      ' (minúsculas, dígitos, - e _), como rede-sul.' % grupo)
+        if slug != grupo:
+            raise ErroProvisionamento('--grupo=%r não é slug (minúsculas, dígitos, - e _);'
+                                      ' use %r.' % (grupo, slug))
+        grupos.append(slug)
+    return grupos
+
+
+def _somente_escopo(pedido: str | None) -> str | None:
+    """O `--somente-escopo` como código de empresa (None: todas as novas)."""
+    from contextia_sync.escopos import exigir_escopo, texto_escopo
+    from contextia_sync.provisionamento.plano import ErroProvisionamento
+
+    if pedido is None:
+        return None
+    somente = texto_escopo(pedido)
+    # Vazio nao e "todas": `--somente-escopo=` com a variavel do script vazia
+    # provisionaria o cadastro inteiro.
+    if not somente:
+        raise ErroProvisionamento('--somente-escopo vazio: diga qual empresa provisionar'
+                                  ' (ou tire a opção para provisionar todas as novas).'
+                                  ' Nada foi feito.')
+    exigir_escopo(somente, '--somente-escopo')
+    return somente
+
+
+def _exigir_pasta_das_chaves(chaves: str) -> None:
+    from contextia_sync.provisionamento.plano import ErroProvisionamento
+
+    pasta = os.path.dirname(os.path.abspath(chaves))
+    if not os.path.isdir(pasta):
+        raise ErroProvisionamento('a pasta do arquivo de chaves não existe: %s -- crie-a'
+                                  ' (mkdir -m 700).' % pasta)
+
+
+def _ler_cadastro(origem: ModuleType, regra: RegraProjeto) -> list[Mapping[str, Any]] | None:
+    """O cadastro de empresas lido da origem; None (e a causa impressa) se ela falhou."""
+    try:
+        origem.conectar()
+        return list(origem.fetch(regra.source_object, regra.columns))
+    except ErroConfiguracao:
+        raise                                   # CONTEXTIA_ORIGEM ausente ou invalida: 2
+    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
+        print('provisionar: não foi possível ler o cadastro %s na origem (%s: %s).'
+              ' Nada foi mudado.' % (regra.source_object, type(erro).__name__, erro),
+              file=sys.stderr)
+        return None
+    finally:
+        try:
+            origem.fechar()
+        except Exception:                       # noqa: BLE001 - fechar nunca mascara o erro
+            pass
+
+
+def _mostrar(args: argparse.Namespace, mapa: Mapping[str, Any], regra: RegraProjeto,
+             registros: Mapping[str, Registro], linhas: list[Mapping[str, Any]],
+             plano: Plano) -> None:
+    """O cabeçalho e o plano, antes de fazer qualquer coisa (ou no lugar dela, no seco)."""
+    from contextia_sync.intake.cliente import url_destino
+    from contextia_sync.provisionamento import plano as provisionamento
+    from contextia_sync.provisionamento import regra_projeto
+
+    print('===== provisionamento%s =====' % (' (SECO: nada e mudado)' if args.dry_run else ''))
+    print('cliente .........: %s' % (mapa.get('client') or '-'))
+    print('destino .........: %s' % (url_destino() or '(CONTEXTIA_URL não definida)'))
+    print('arquivo de chaves: %s (%d empresa(s))' % (args.chaves, len(registros)))
+    print('regra de projeto :')
+    print(regra_projeto.descrever(regra))
+    print('cadastro ........: %d linha(s) lida(s) de %s' % (len(linhas),
+                                                          regra.source_object))
+    for linha in provisionamento.descrever_plano(plano, regra):
+        print(linha)
+
+
+def _executar(args: argparse.Namespace, mapa: Mapping[str, Any],
+              registros: MutableMapping[str, Registro], plano: Plano) -> list[str]:
+    """Cria as novas e conclui as pendentes; imprime o resumo e devolve as que falharam."""
+    from contextia_sync.intake.admin import Admin
+    from contextia_sync.intake.cliente import ErroAutenticacao, url_base
+    from contextia_sync.intake.transporte import ErroContextia
+    from contextia_sync.provisionamento import chaves as arquivo_chaves
+    from contextia_sync.provisionamento import plano as provisionamento
+    from contextia_sync.provisionamento.plano import ErroProvisionamento
+
+    if not url_base():
+        raise ErroProvisionamento('falta CONTEXTIA_URL (a instalação do Contextia DESTE'
+                                  ' cliente).')
+    admin = Admin()
+    executor = provisionamento.Provisionador(mapa, admin, args.chaves, registros)
+
+    criadas, reparadas, falhas = 0, 0, []
+    trabalho = [('nova', e) for e in plano.novas] + \
+               [('pendente', e) for e in plano.pendentes]
+    for tipo, (escopo, nome, grupos_empresa) in trabalho:
+        try:
+            if tipo == 'nova':
+                reparo = executor.criar(escopo, nome, grupos_empresa)
+                criadas += 0 if reparo else 1
+            else:
+                executor.concluir(registros[escopo], grupos_empresa)
+                reparo = True
+            reparadas += 1 if reparo else 0
+        except (ErroAutenticacao, arquivo_chaves.ErroChaves):
+            raise                               # token recusado, arquivo de chaves: 2
+        except (ErroContextia, ErroProvisionamento) as erro:
+            falhas.append(escopo)
+            print('  %s: FALHOU -- %s (rode de novo para concluir)' % (escopo, erro))
+        except OSError as erro:
+            # Nao conseguiu gravar o arquivo: a chave recem-emitida ficou sem
+            # dono. A proxima execucao a revoga e emite outra -- mas pare aqui,
+            # senao cada empresa seguinte teria o mesmo destino.
+            print('  %s: FALHOU ao gravar %s (%s). A chave emitida agora não foi'
+                  ' gravada; a próxima execução a revoga e emite outra. Corrija o'
+                  ' disco/permissao da pasta e rode de novo.' % (escopo, args.chaves, erro))
+            falhas.append(escopo)
+            break
+    print('resumo: %d criada(s), %d reparada(s), %d com falha%s' % (
+        criadas, reparadas, len(falhas), ' (%s)' % ', '.join(falhas) if falhas else ''))
+    return falhas
 
 
 if __name__ == '__main__':

@@ -187,22 +187,50 @@ def montar(catalogo: Catalogo, dialeto: Any, *, cliente: str, entra: Callable[[O
            conferir: ConferirChave | None = None,
            referencia_schema: str = './mapeamento.schema.json') -> Esqueleto:
     """
-    O esqueleto a partir do catálogo. `entra`: o objeto vira dataset (--incluir/
-    --excluir; os outros do catálogo estão la só para a diferença e o cadastro).
-    Levanta ErroDescoberta quando --cadastro ou --escopo nao casam com o catálogo.
+    O esqueleto a partir do catálogo, em etapas: o cadastro pedido, os objetos
+    úteis, o escopo (e o cadastro adivinhado), um dataset por objeto útil.
+    `entra`: o objeto vira dataset (--incluir/--excluir; os outros do catálogo
+    estão la só para a diferença e o cadastro). Levanta ErroDescoberta quando
+    --cadastro ou --escopo nao casam com o catálogo.
     """
-    cadastro = None
-    if cadastro_pedido:
-        cadastro = catalogo.achar(cadastro_pedido)
-        if cadastro is None:
-            raise ErroDescoberta(
-                '--cadastro %s: nenhuma tabela ou view com esse nome no catálogo%s. Os objetos'
-                ' que ele mostra: %s.' % (cadastro_pedido, _onde_procurou(catalogo),
-                                           _alguns(o.source_object for o in catalogo.objetos)))
-    candidatos = [o for o in catalogo.objetos if entra(o)]
+    cadastro = _cadastro_pedido(catalogo, cadastro_pedido)
     esqueleto = Esqueleto({}, [], Escolha(None, ''), cadastro)
+    uteis = _objetos_uteis(catalogo, dialeto, entra, esqueleto)
+    escopo = _escolher_escopo(esqueleto, [o for o, _d, _f in uteis], escopo_pedido)
+    usados: set[str] = set()
+    for objeto, dentro, de_fora in uteis:
+        esqueleto.datasets.append(_dataset(objeto, dentro, de_fora, escopo, dialeto, conferir,
+                                           usados))
+    esqueleto.mapa = {
+        '$schema': referencia_schema,
+        '$comment': 'Esqueleto escrito pelo descobrir: confira os palpites do relatório e o'
+                    ' $comment de cada dataset (docs/mapeamento.md, "Começar com descobrir").',
+        'client': cliente,
+        'listener': {'strategy': 'coluna'},
+        'projects': _projetos(esqueleto, esqueleto.cadastro, escopo, bool(cadastro_pedido)),
+        'datasets': [d.entrada() for d in esqueleto.datasets],
+    }
+    return esqueleto
+
+
+def _cadastro_pedido(catalogo: Catalogo, pedido: str | None) -> Objeto | None:
+    """O objeto do --cadastro (None sem ele); o nome que não está no catálogo é recusado."""
+    if not pedido:
+        return None
+    cadastro = catalogo.achar(pedido)
+    if cadastro is None:
+        raise ErroDescoberta(
+            '--cadastro %s: nenhuma tabela ou view com esse nome no catálogo%s. Os objetos'
+            ' que ele mostra: %s.' % (pedido, _onde_procurou(catalogo),
+                                       _alguns(o.source_object for o in catalogo.objetos)))
+    return cadastro
+
+
+def _objetos_uteis(catalogo: Catalogo, dialeto: Any, entra: Callable[[Objeto], bool],
+                   esqueleto: Esqueleto) -> list[tuple[Objeto, list[str], list[Fora]]]:
+    """Os objetos que viram dataset, com as colunas de dentro e de fora; os outros, ignorados."""
     uteis: list[tuple[Objeto, list[str], list[Fora]]] = []
-    for objeto in candidatos:
+    for objeto in (o for o in catalogo.objetos if entra(o)):
         problema = objeto.problema or _problema_do_nome(objeto)
         if problema:
             esqueleto.ignorados.append((objeto.source_object, problema))
@@ -220,9 +248,13 @@ def montar(catalogo: Catalogo, dialeto: Any, *, cliente: str, entra: Callable[[O
             'nenhum objeto do catálogo virou dataset%s: confira --incluir/--excluir e o'
             ' --esquema. Os objetos que o catálogo mostra: %s.'
             % (_onde_procurou(catalogo), _alguns(o.source_object for o in catalogo.objetos)))
+    return uteis
 
-    objetos = [o for o, _d, _f in uteis]
-    escopo = regras.escolher_escopo(objetos, escopo_pedido, cadastro)
+
+def _escolher_escopo(esqueleto: Esqueleto, objetos: list[Objeto],
+                     escopo_pedido: str | None) -> Escolha:
+    """A coluna de escopo (pedida ou adivinhada) e, sem --cadastro, o cadastro adivinhado."""
+    escopo = regras.escolher_escopo(objetos, escopo_pedido, esqueleto.cadastro)
     if escopo_pedido and not any(o.coluna(escopo_pedido) for o in objetos):
         raise ErroDescoberta(
             '--escopo %s: nenhum objeto do catálogo tem essa coluna. Confira o nome (o valor'
@@ -235,38 +267,27 @@ def montar(catalogo: Catalogo, dialeto: Any, *, cliente: str, entra: Callable[[O
         esqueleto.avisos.append(
             'NENHUMA coluna de escopo: todo objeto vai inteiro para cada empresa (%s). Se o'
             ' ERP tem mais de uma empresa, diga a coluna com --escopo COLUNA.' % escopo.porque)
-    if cadastro is None:
-        cadastro = regras.adivinhar_cadastro(objetos, escopo.coluna)
-        esqueleto.cadastro = cadastro
-        if cadastro is not None:
+    if esqueleto.cadastro is None:
+        esqueleto.cadastro = regras.adivinhar_cadastro(objetos, escopo.coluna)
+        if esqueleto.cadastro is not None:
             esqueleto.palpites.append('cadastro de empresas: %s (confirme com --cadastro)'
-                                      % cadastro.source_object)
+                                      % esqueleto.cadastro.source_object)
+    return escopo
 
-    usados: set[str] = set()
-    for objeto, dentro, de_fora in uteis:
-        aceitas = set(dentro)
-        coluna_escopo = objeto.coluna(escopo.coluna) if escopo.coluna else None
-        recorte = coluna_escopo.nome if coluna_escopo and coluna_escopo.nome in aceitas \
-            else None
-        chave = regras.escolher_chave(objeto, aceitas, dialeto)
-        if objeto.view:
-            chave = _chave_da_view(objeto, aceitas, recorte, conferir)
-        carimbo, notas = regras.escolher_carimbo(objeto, aceitas)
-        sonda = regras.sonda(objeto, carimbo.coluna, dialeto) if carimbo.coluna else None
-        esqueleto.datasets.append(DatasetDescoberto(
-            objeto, _nome_do_dataset(objeto, usados), dentro, de_fora, chave, carimbo, sonda,
-            recorte, notas))
 
-    esqueleto.mapa = {
-        '$schema': referencia_schema,
-        '$comment': 'Esqueleto escrito pelo descobrir: confira os palpites do relatório e o'
-                    ' $comment de cada dataset (docs/mapeamento.md, "Começar com descobrir").',
-        'client': cliente,
-        'listener': {'strategy': 'coluna'},
-        'projects': _projetos(esqueleto, cadastro, escopo, bool(cadastro_pedido)),
-        'datasets': [d.entrada() for d in esqueleto.datasets],
-    }
-    return esqueleto
+def _dataset(objeto: Objeto, dentro: list[str], de_fora: list[Fora], escopo: Escolha,
+             dialeto: Any, conferir: ConferirChave | None, usados: set[str]) -> DatasetDescoberto:
+    """Um objeto útil virando dataset: o recorte, a key, a coluna de mudança e a sonda."""
+    aceitas = set(dentro)
+    coluna_escopo = objeto.coluna(escopo.coluna) if escopo.coluna else None
+    recorte = coluna_escopo.nome if coluna_escopo and coluna_escopo.nome in aceitas else None
+    chave = regras.escolher_chave(objeto, aceitas, dialeto)
+    if objeto.view:
+        chave = _chave_da_view(objeto, aceitas, recorte, conferir)
+    carimbo, notas = regras.escolher_carimbo(objeto, aceitas)
+    sonda = regras.sonda(objeto, carimbo.coluna, dialeto) if carimbo.coluna else None
+    return DatasetDescoberto(objeto, _nome_do_dataset(objeto, usados), dentro, de_fora, chave,
+                             carimbo, sonda, recorte, notas)
 
 
 def _projetos(esqueleto: Esqueleto, cadastro: Objeto | None, escopo: Escolha,

@@ -72,9 +72,10 @@ def quotar(nome: str, dialeto: Any) -> str:
     """
     if dialeto.name == 'oracle':
         normal = dialeto.normalize_name(nome) or nome
-        quotado = dialeto.identifier_preparer.quote(normal)
+        quotado: str = dialeto.identifier_preparer.quote(normal)
         return nome if quotado == normal else quotado
-    return dialeto.identifier_preparer.quote(nome)
+    citado: str = dialeto.identifier_preparer.quote(nome)
+    return citado
 
 
 def fora(coluna: Coluna, dialeto: Any) -> Fora | None:
@@ -130,9 +131,10 @@ def fora(coluna: Coluna, dialeto: Any) -> Fora | None:
 
 def _tipo_python(tipo: Any) -> type | None:
     try:
-        return tipo.python_type
+        python: type = tipo.python_type
     except (NotImplementedError, AttributeError):
         return None
+    return python
 
 
 def _correcao_binario(nome: str, dialeto: str) -> str:

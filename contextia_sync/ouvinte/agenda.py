@@ -71,4 +71,5 @@ def espera_apos_falhas(intervalo: int, falhas: int) -> int:
     if falhas <= 0:
         return intervalo
     # min antes da potencia: 2**falhas cresce sem limite num ouvinte fora do ar ha dias.
-    return min(intervalo * (2 ** min(falhas, 20)), TETO_ESPERA)
+    fator: int = 2 ** min(falhas, 20)
+    return min(intervalo * fator, TETO_ESPERA)

@@ -7,21 +7,32 @@ pacote nenhum, na máquina de quem escreve o mapeamento, antes de tocar na
 origem do cliente: prova que da trabalho não é rodada.
 """
 
+from __future__ import annotations
+
 import datetime
+import functools
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:                         # so o mypy: o `python3 -S` nem le isto
+    from collections.abc import Callable, Iterable
 
 
 class _Placar:
-    def __init__(self):
-        self.falhas = []
+    """As falhas do autoteste; cada prova imprime a sua linha (ok/FALHOU)."""
 
-    def igual(self, rotulo, obtido, esperado):
+    def __init__(self) -> None:
+        self.falhas: list[str] = []
+
+    def igual(self, rotulo: str, obtido: Any, esperado: Any) -> None:
         if obtido != esperado:
             self.falhas.append('%s: obtido %r, esperado %r' % (rotulo, obtido, esperado))
             print('  FALHOU  %s' % rotulo)
         else:
             print('  ok      %s' % rotulo)
 
-    def recusa(self, rotulo, funcao, excecao, contem=()):
+    def recusa(self, rotulo: str, funcao: Callable[[], Any],
+               excecao: type[BaseException], contem: Iterable[str] = ()) -> None:
         try:
             funcao()
         except excecao as erro:
@@ -36,7 +47,7 @@ class _Placar:
         print('  FALHOU  %s' % rotulo)
 
 
-def _marca(p):
+def _marca(p: _Placar) -> None:
     """As regras da marca de água: a mesma tabela que o pytest usa (casos_marca.py)."""
     from contextia_sync.captura import marca_agua
     from contextia_sync.captura.casos_marca import CASOS
@@ -45,7 +56,7 @@ def _marca(p):
         p.igual(rotulo, getattr(marca_agua, funcao)(*args, **nomeados), esperado)
 
 
-def _atrasadas(p):
+def _atrasadas(p: _Placar) -> None:
     from contextia_sync.captura.marca_agua import atraso_preocupante, contar_atrasadas, identidade
     print('\nchegadas atrasadas')
     marca = datetime.datetime(2026, 9, 2, 10, 0, 0)
@@ -69,7 +80,7 @@ def _atrasadas(p):
     p.igual('abaixo da metade, não', atraso_preocupante(80, marca, 180), False)
 
 
-def _escopos(p):
+def _escopos(p: _Placar) -> None:
     from contextia_sync.captura.ao_vivo import ErroAoVivo, agrupar_por_escopo, datasets_ao_vivo
     print('\nrepartir por empresa')
     mapa = {'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID'}, 'datasets': []}
@@ -114,7 +125,7 @@ def _escopos(p):
                   'watch_column': 'ALT'}]}), ErroAoVivo, contem=('columns',))
 
 
-def _where(p):
+def _where(p: _Placar) -> None:
     """O WHERE que o adaptador monta: plano puro, e os dialetos reais se houver SQLAlchemy."""
     print('\nWHERE montado pelo adaptador')
     try:
@@ -126,7 +137,7 @@ def _where(p):
     _provar_where(p, filtro)
 
 
-def _provar_where(p, filtro):
+def _provar_where(p: _Placar, filtro: ModuleType) -> None:
     casos = [
         ('só escopo (identico ao de antes do ouvinte)', ('EMPRESA_ID', 297), None,
          'EMPRESA_ID = %s', (297,), 'EMPRESA_ID = :escopo', {'escopo': 297}),
@@ -152,7 +163,7 @@ def _provar_where(p, filtro):
     _compilar_dialetos(p)
 
 
-def _compilar_dialetos(p):
+def _compilar_dialetos(p: _Placar) -> None:
     """Com SQLAlchemy instalado, o SQL real de cada banco; sem ele, "pulado"."""
     try:
         from sqlalchemy.dialects import mssql, mysql, oracle, postgresql, sqlite
@@ -180,7 +191,7 @@ def _compilar_dialetos(p):
                     ' valores por bind' % (nome, tipo), certo, True)
 
 
-def _agenda(p):
+def _agenda(p: _Placar) -> None:
     from contextia_sync.ouvinte.agenda import ErroVarredura, espera_apos_falhas, hora_de_varrer, \
         ler_hora
     print('\nhora da varredura')
@@ -209,13 +220,13 @@ def _agenda(p):
 
     print('\nhora invalida na linha de comando')
     for ruim in ('25:00', '3h30', '03:70', 'abc', '3:30:00', '-1:30'):
-        p.recusa('--varredura=%s aborta' % ruim, lambda r=ruim: ler_hora(r), ErroVarredura,
+        p.recusa('--varredura=%s aborta' % ruim, functools.partial(ler_hora, ruim), ErroVarredura,
                  contem=('HH:MM',))
     p.igual('"nao" desliga', ler_hora('nao'), None)
     p.igual('03:30 vira (3, 30)', ler_hora('03:30'), (3, 30))
 
 
-def _estrategias(p):
+def _estrategias(p: _Placar) -> None:
     from contextia_sync.captura.estrategias import ESTRATEGIAS, ErroEstrategia, \
         exigir_estrategia, implementada, resolver_estrategia
     print('\nestrategias')
@@ -224,7 +235,7 @@ def _estrategias(p):
     for nome in ('change_tracking', 'flashback'):
         # A recusa tem de ENSINAR: sem o "exigiria", manda a pessoa procurar.
         p.recusa('%s recusa dizendo o que exigiria' % nome,
-                 lambda n=nome: exigir_estrategia(n), ErroEstrategia,
+                 functools.partial(exigir_estrategia, nome), ErroEstrategia,
                  contem=('exigiria', ESTRATEGIAS[nome]['exige'][:20], 'vê DELETE'))
     p.recusa('nome inventado lista as que existem', lambda: exigir_estrategia('inventada'),
              ErroEstrategia, contem=('coluna', 'binlog'))
@@ -241,7 +252,7 @@ def _estrategias(p):
     p.igual('sem nenhum dos dois, `coluna`', resolver_estrategia(None, {})[0], 'coluna')
 
 
-def _conjuntos(p):
+def _conjuntos(p: _Placar) -> None:
     """A diferença dos conjuntos de chaves (a reconciliacao): o que sai, o que entra, a ordem."""
     from contextia_sync.captura.conjuntos import (
         Contagem,

@@ -6,7 +6,7 @@ import argparse
 import os
 from types import ModuleType
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import Captura, DatasetVivo
@@ -59,21 +59,8 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     info = exigir_estrategia(nome_estrategia)
 
     varredura = agenda.ler_hora(args.varredura)
-    if not cliente.url_destino():
-        raise ErroConfiguracao(
-            'Falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).\n'
-            'Não há padrão embutido: um valor default mandaria o dado para a'
-            ' instalação de outro cliente, sem erro nenhum. Defina-a no ambiente do'
-            ' serviço (ex.: no EnvironmentFile da unidade systemd).')
-    # HTTP puro fora de loopback, intake noutro host: recusado aqui, antes de
-    # qualquer conexao (ErroDestino e ErroConfiguracao: saida 2).
-    cliente.conferir_destino()
-    chaves = os.path.abspath(args.chaves)
-    if not os.path.lexists(chaves):
-        raise ErroConfiguracao(
-            'Arquivo de chaves não existe: %s\n'
-            'O ouvinte precisa de uma chave por empresa. Rode o provisionar.py antes'
-            ' -- ou aponte --chaves para o arquivo que ele gerou.' % args.chaves)
+    _exigir_destino()
+    chaves = _exigir_chaves(args.chaves)
     quantas_chaves = len(ler_chaves(chaves))
     reconcilia = 'reconciliacao' in partes(nome_estrategia)
     if reconcilia and not args.reenviar_quarentena:
@@ -87,22 +74,7 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     vivos, fora = datasets_ao_vivo(mapa, nome_estrategia)
     regra = regra_projeto.resolver(mapa)
     origem = carregar_origem(args.source)
-    opcoes = None
-    if reconcilia:
-        excluidos = escopos_excluidos(mapa)
-        opcoes = OpcoesReconciliacao(
-            pasta=os.path.join(args.estado, PASTA_CONJUNTOS),
-            intervalo=args.intervalo_reconciliacao, seco=args.dry_run,
-            # As empresas que recebem o ao-vivo, lidas a cada reconciliacao (o
-            # ciclo de projetos acrescenta as novas ao arquivo).
-            escopos=lambda: set(ler_chaves(chaves)) - excluidos)
-    captura = criar_captura(nome_estrategia, origem=origem, estado=estado,
-                            folga=args.folga, maximo=args.maximo_por_ciclo,
-                            reconciliacao=opcoes)
-    # O `slot_logico` tira do mapeamento inteiro o nome do slot (o `client`).
-    usar_mapa = getattr(captura, 'usar_mapa', None)
-    if callable(usar_mapa):
-        usar_mapa(mapa)
+    captura = _criar_captura(args, nome_estrategia, mapa, origem, estado, chaves, reconcilia)
 
     _conferir_captura(captura, vivos)
     if args.dry_run:
@@ -123,7 +95,64 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
         modo=('seco' if args.dry_run else 'reenviar-quarentena' if args.reenviar_quarentena
               else 'once' if args.once else 'servico'))
 
-    # O cabecalho da subida: (aviso?, texto), na ordem em que sai no log.
+    linhas, resumo = _cabecalho(args, ctx, info, de_onde, quantas_chaves)
+    _anunciar(args, linhas, resumo)
+    return ctx
+
+
+def _exigir_destino() -> None:
+    """CONTEXTIA_URL definida e segura, antes de qualquer conexão (saída 2)."""
+    if not cliente.url_destino():
+        raise ErroConfiguracao(
+            'Falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).\n'
+            'Não há padrão embutido: um valor default mandaria o dado para a'
+            ' instalação de outro cliente, sem erro nenhum. Defina-a no ambiente do'
+            ' serviço (ex.: no EnvironmentFile da unidade systemd).')
+    # HTTP puro fora de loopback, intake noutro host: recusado aqui, antes de
+    # qualquer conexao (ErroDestino e ErroConfiguracao: saida 2).
+    cliente.conferir_destino()
+
+
+def _exigir_chaves(pedido: str) -> str:
+    """O caminho absoluto do arquivo de chaves, que tem de existir."""
+    chaves = os.path.abspath(pedido)
+    if not os.path.lexists(chaves):
+        raise ErroConfiguracao(
+            'Arquivo de chaves não existe: %s\n'
+            'O ouvinte precisa de uma chave por empresa. Rode o provisionar.py antes'
+            ' -- ou aponte --chaves para o arquivo que ele gerou.' % pedido)
+    return chaves
+
+
+def _criar_captura(args: argparse.Namespace, nome_estrategia: str, mapa: dict[str, Any],
+                   origem: ModuleType, estado: Estado, chaves: str,
+                   reconcilia: bool) -> Captura:
+    """A estratégia de captura escolhida, com as opções da reconciliação se ela as usa."""
+    opcoes = None
+    if reconcilia:
+        excluidos = escopos_excluidos(mapa)
+        opcoes = OpcoesReconciliacao(
+            pasta=os.path.join(args.estado, PASTA_CONJUNTOS),
+            intervalo=args.intervalo_reconciliacao, seco=args.dry_run,
+            # As empresas que recebem o ao-vivo, lidas a cada reconciliacao (o
+            # ciclo de projetos acrescenta as novas ao arquivo).
+            escopos=lambda: set(ler_chaves(chaves)) - excluidos)
+    captura = criar_captura(nome_estrategia, origem=origem, estado=estado,
+                            folga=args.folga, maximo=args.maximo_por_ciclo,
+                            reconciliacao=opcoes)
+    # O `slot_logico` tira do mapeamento inteiro o nome do slot (o `client`).
+    usar_mapa = getattr(captura, 'usar_mapa', None)
+    if callable(usar_mapa):
+        usar_mapa(mapa)
+    return captura
+
+
+def _cabecalho(args: argparse.Namespace, ctx: Contexto, info: Mapping[str, Any],
+               de_onde: str, quantas_chaves: int) -> tuple[list[tuple[bool, str]], str]:
+    """O cabeçalho da subida, (aviso?, texto) na ordem em que sai no log, e o resumo."""
+    mapa, vivos, fora, regra = ctx.mapa, ctx.vivos, ctx.fora, ctx.regra
+    nome_estrategia, varredura = ctx.estrategia, ctx.varredura
+    reconcilia = ctx.intervalo_reconciliacao is not None
     linhas: list[tuple[bool, str]] = [
         (False, 'cliente ..........: %s' % (mapa.get('client') or '(sem nome)')),
         (False, 'destino ..........: %s' % cliente.url_destino()),
@@ -152,7 +181,7 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
                    '%ss' % args.inatividade_ferramenta if args.inatividade_ferramenta
                    else 'desligada')),
     ]
-    if varredura and not estado.varredura_feita_em() and not args.varrer_agora:
+    if varredura and not ctx.estado.varredura_feita_em() and not args.varrer_agora:
         linhas.append((True, 'nenhuma varredura registrada ainda. O ouvinte NÃO faz carga'
                              ' completa fora da janela (cairia no horário comercial). Para'
                              ' a carga inicial agora, suba com --varrer-agora.'))
@@ -174,8 +203,7 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
         mapa.get('client') or '(sem nome)', cliente.url_destino(), len(vivos), total,
         quantas_chaves, nome_estrategia,
         '%02d:%02d' % varredura if varredura else 'DESLIGADA')
-    _anunciar(args, linhas, resumo)
-    return ctx
+    return linhas, resumo
 
 
 # Dentro do diretorio de estado: o ultimo cabecalho completo da subida.

@@ -14,6 +14,7 @@ from typing import Any
 from contextia_sync.captura import DatasetVivo
 from contextia_sync.captura.marca_agua import texto_marca
 from contextia_sync.carga import historico
+from contextia_sync.estado.estado import ResultadoVarredura
 from contextia_sync.intake.cliente import normalizar_dataset
 from contextia_sync.mapeamento import escopos_excluidos
 from contextia_sync.ouvinte.agenda import hora_de_varrer
@@ -48,7 +49,9 @@ def _escopos_da_varredura(ctx: Contexto) -> set[str]:
 def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     """
     Fase 1 e rede de segurança (se o ciclo de projetos vinha falhando, aparece
-    aqui); fase 2 carrega tudo com sync+complete.
+    aqui); fase 2 carrega tudo com sync+complete. Depois, por dataset, o que
+    ela fechou: a captura salta (`_saltar_os_fechados`) e recebe o conjunto
+    (`_entregar_conjuntos`); o registro da varredura no estado por último.
     """
     logger.warning('===== varredura: carga completa de todas as empresas =====')
     # A posicao de cada dataset entregue a varredura, lida ANTES dela: tudo ate
@@ -63,7 +66,6 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     # empresa que ela fechar passa a ter este conjunto (captura.depois_da_carga).
     conjuntos = _conjuntos_antes(ctx)
 
-    resumo = ResumoVarredura()
     registro = ctx.estado.dados.varredura
     if not ctx.seco:
         # Anotada ANTES: um kill -9 no meio deixa no estado uma varredura que
@@ -71,6 +73,35 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         registro.iniciada_em, registro.terminada_em, registro.ok = _agora(), None, None
         registro.erros, registro.nao_fechados = [], {}
         ctx.estado.gravar()
+    resumo, execucao, escopos = _rodar_as_fases(ctx, registro)
+
+    # A varredura pode ter levado horas: o retrato da nossa sessao esta velho.
+    ctx.origem.renovar()
+
+    if ctx.seco or ctx.parar():
+        for alvo in ctx.vivos:
+            ctx.captura.depois_da_carga(alvo, conjuntos.get(alvo.nome), set())
+    if ctx.seco:
+        return resumo
+    if ctx.parar():
+        # Interrompida pela parada: NAO conta como feita, e a proxima subida
+        # dentro da janela varre de novo.
+        logger.warning('varredura interrompida pela parada: não registrada como feita')
+        registro.erros.append('interrompida pela parada do ouvinte (não conta como feita)')
+        registro.terminada_em = _agora()
+        ctx.estado.gravar()
+        return resumo
+    _saltar_os_fechados(ctx, antes, escopos, execucao)
+    _entregar_conjuntos(ctx, registro, conjuntos, escopos, execucao)
+    _limpar_quarentena(ctx, escopos, execucao)
+    _registrar_fim(ctx, registro, resumo)
+    return resumo
+
+
+def _rodar_as_fases(ctx: Contexto,
+                    registro: ResultadoVarredura) -> tuple[ResumoVarredura, str, set[str]]:
+    """provisionar e carregar-todas, as ferramentas filhas: (resumo, execução, empresas)."""
+    resumo = ResumoVarredura()
     feito = ctx.rodar_ferramenta(ctx.argv_provisionar(), 'varredura/provisionar',
                                  segredos=ctx.segredos_do_provisionar())
     if not feito.ok:
@@ -91,26 +122,16 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
             registro.erros.append('carregar-todas: %s' % feito.descrever())
     else:
         resumo.erros += 1
+    return resumo, execucao, escopos
 
-    # A varredura pode ter levado horas: o retrato da nossa sessao esta velho.
-    ctx.origem.renovar()
 
-    if ctx.seco or ctx.parar():
-        for alvo in ctx.vivos:
-            ctx.captura.depois_da_carga(alvo, conjuntos.get(alvo.nome), set())
-    if ctx.seco:
-        return resumo
-    if ctx.parar():
-        # Interrompida pela parada: NAO conta como feita, e a proxima subida
-        # dentro da janela varre de novo.
-        logger.warning('varredura interrompida pela parada: não registrada como feita')
-        registro.erros.append('interrompida pela parada do ouvinte (não conta como feita)')
-        registro.terminada_em = _agora()
-        ctx.estado.gravar()
-        return resumo
-    # O salto e POR DATASET: um dataset que a varredura fechou em todas as
-    # empresas volta ao ao-vivo mesmo que outro tenha falhado. Saltar junto
-    # deixaria um dataset bom congelado por causa do erro de outro.
+def _saltar_os_fechados(ctx: Contexto, antes: dict[str, tuple[DatasetVivo, Any]],
+                        escopos: set[str], execucao: str) -> None:
+    """
+    O salto e POR DATASET: um dataset que a varredura fechou em todas as
+    empresas volta ao ao-vivo mesmo que outro tenha falhado. Saltar junto
+    deixaria um dataset bom congelado por causa do erro de outro.
+    """
     faltando_por_dataset = historico.Historico(ctx.caminho_historico).faltando(
         escopos, antes, execucao)
     for nome, (alvo, posicao) in antes.items():
@@ -123,6 +144,11 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         nova = ctx.captura.saltar(alvo, posicao)
         ctx.estado.soltar_da_varredura(nome)
         logger.info('%-28s carregado pela varredura: marca -> %s', nome, texto_marca(nova))
+
+
+def _entregar_conjuntos(ctx: Contexto, registro: ResultadoVarredura, conjuntos: dict[str, Any],
+                        escopos: set[str], execucao: str) -> None:
+    """O que não fechou vai ao registro; a captura recebe, por dataset, as empresas fechadas."""
     # Todo dataset do mapeamento, nao so os entregues: a saude diz o que nao fechou.
     todos = [normalizar_dataset(row['dataset']) for row in ctx.mapa.get('datasets') or []]
     faltando_todos = historico.Historico(ctx.caminho_historico).faltando(escopos, todos,
@@ -135,7 +161,10 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
         if not abertos:
             fechados.add(None)           # o dataset sem recorte: fechado em todas
         ctx.captura.depois_da_carga(alvo, conjuntos.get(alvo.nome), fechados)
-    _limpar_quarentena(ctx, escopos, execucao)
+
+
+def _registrar_fim(ctx: Contexto, registro: ResultadoVarredura, resumo: ResumoVarredura) -> None:
+    """A varredura registrada como feita hoje, com erro ou não, e o fim no estado."""
     if resumo.erros:
         # Registrada mesmo assim, como o cron: repetir uma carga de horas a cada
         # ciclo dentro da janela martelaria a origem. Amanha ela roda de novo.
@@ -146,7 +175,6 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     if registro.ok:
         registro.ultima_ok_em = registro.terminada_em
     ctx.estado.gravar()
-    return resumo
 
 
 def _conjuntos_antes(ctx: Contexto) -> dict[str, Any]:

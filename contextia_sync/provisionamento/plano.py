@@ -99,33 +99,17 @@ def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
     dos grupos que a `group_column` da empresa indica.
     """
     regra = regra_projeto.resolver(mapa)
-    excluidos = escopos_excluidos(mapa)
-    aceitas: dict[str, tuple[str, list[str]]] = {}
-    recusadas: dict[str, str] = {}
     # O codigo que nao serve sai aqui: nem regra, nem plano, nem arquivo de chaves.
     linhas, codigos_recusados = regra_projeto.separar_codigos(linhas, regra)
-    for linha in linhas:
-        escopo = regra_projeto.escopo_de(linha, regra)
-        if somente_escopo is not None and escopo != somente_escopo:
-            continue
-        ok, motivo = regra_projeto.aceita(linha, regra)
-        if not ok:
-            recusadas.setdefault(escopo or '(vazio)', motivo)
-            continue
-        grupo = regra_projeto.grupo_de_linha(linha, regra)
-        if escopo not in aceitas:
-            aceitas[escopo] = (regra_projeto.nome_de(linha, regra), [])
-        # A mesma empresa em varias linhas (uma por filial, no Protheus): um
-        # projeto so, com os grupos de todas.
-        if grupo and grupo not in aceitas[escopo][1]:
-            aceitas[escopo][1].append(grupo)
-
+    aceitas, recusadas = _aceitas_pela_regra(linhas, regra, somente_escopo)
     plano = Plano(recusadas=sorted((e, m) for e, m in recusadas.items() if e not in aceitas),
                   codigos_recusados=codigos_recusados if somente_escopo is None else [])
+    extra = list(grupos_extra)
 
     def grupos_de(escopo: str) -> list[str]:
-        return list(dict.fromkeys(list(grupos_extra) + aceitas.get(escopo, ('', []))[1]))
+        return list(dict.fromkeys(extra + aceitas.get(escopo, ('', []))[1]))
 
+    excluidos = escopos_excluidos(mapa)
     for escopo, (nome, _) in aceitas.items():
         if escopo in excluidos:
             plano.excluidas.append(escopo)
@@ -145,6 +129,32 @@ def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
             somente_escopo not in registros:
         plano.nao_encontrada = somente_escopo
     return plano
+
+
+def _aceitas_pela_regra(linhas: Iterable[Mapping[str, Any]], regra: regra_projeto.RegraProjeto,
+                        somente_escopo: str | None
+                        ) -> tuple[dict[str, tuple[str, list[str]]], dict[str, str]]:
+    """
+    O cadastro pela regra de projeto: ({escopo: (nome, grupos)} das aceitas,
+    {escopo: motivo} das recusadas). A mesma empresa em várias linhas (uma por
+    filial, no Protheus) é um projeto só, com os grupos de todas.
+    """
+    aceitas: dict[str, tuple[str, list[str]]] = {}
+    recusadas: dict[str, str] = {}
+    for linha in linhas:
+        escopo = regra_projeto.escopo_de(linha, regra)
+        if somente_escopo is not None and escopo != somente_escopo:
+            continue
+        ok, motivo = regra_projeto.aceita(linha, regra)
+        if not ok:
+            recusadas.setdefault(escopo or '(vazio)', motivo)
+            continue
+        grupo = regra_projeto.grupo_de_linha(linha, regra)
+        if escopo not in aceitas:
+            aceitas[escopo] = (regra_projeto.nome_de(linha, regra), [])
+        if grupo and grupo not in aceitas[escopo][1]:
+            aceitas[escopo][1].append(grupo)
+    return aceitas, recusadas
 
 
 def descrever_plano(plano: Plano, regra: regra_projeto.RegraProjeto) -> list[str]:
@@ -350,7 +360,7 @@ class Provisionador:
 
 def _e_a_do_arquivo(chave: Mapping[str, Any], registro: Registro) -> bool:
     if registro.key_id:
-        return chave['key_id'] == registro.key_id
+        return bool(chave['key_id'] == registro.key_id)
     # Linha escrita a mao (so escopo e chave): casa pelo prefixo que o admin lista.
     prefixo = chave.get('prefixo') or ''
     return bool(prefixo) and registro.chave.startswith(prefixo)
