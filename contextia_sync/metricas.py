@@ -39,9 +39,9 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from contextia_sync import __version__
 from contextia_sync.arquivos import gravar_atomico
@@ -310,147 +310,212 @@ def _limpar_temporarios(pasta: str) -> None:
                 pass
 
 
-def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None) -> str:
-    """O conteúdo do `ouvinte.prom` para `dados` (o ouvinte-status.json)."""
-    acumulado = acumulado if acumulado is not None else Acumulado()
-    amostras: dict[str, list[tuple[dict[str, str], float | int]]] = {n: [] for n in METRICAS}
+# -- as amostras e os coletores ------------------------------------------------------
 
-    def por(nome: str, valor: Any, **rotulos: str) -> None:
+class Amostra(NamedTuple):
+    """Uma série: os rótulos e o valor."""
+
+    rotulos: dict[str, str]
+    valor: float | int
+
+
+class Amostras:
+    """As amostras de cada família, na ordem em que os coletores as deram."""
+
+    def __init__(self) -> None:
+        self.por_familia: dict[str, list[Amostra]] = {n: [] for n in METRICAS}
+
+    def por(self, nome: str, valor: Any, **rotulos: str) -> None:
+        """Anota uma amostra; valor que não é número finito fica de fora (nada de NaN)."""
         numero = _numero(valor)
         if numero is not None:
-            amostras[nome].append((rotulos, numero))
+            self.por_familia[nome].append(Amostra(rotulos, numero))
 
+
+# Um coletor lê uma parte do status (e do acumulado) e anota as amostras dela.
+Coletor = Callable[[Mapping[str, Any], Acumulado, Amostras], None]
+
+
+def _do_processo(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+    """A seção `ouvinte`: quem é, a situação, o ritmo."""
     ouvinte = _mapa(dados.get('ouvinte'))
-    por('ouvinte_info', 1, versao=__version__, estrategia=_texto(ouvinte.get('estrategia')),
-        modo=_texto(ouvinte.get('modo')), cliente=_texto(ouvinte.get('cliente')))
+    a.por('ouvinte_info', 1, versao=__version__, estrategia=_texto(ouvinte.get('estrategia')),
+          modo=_texto(ouvinte.get('modo')), cliente=_texto(ouvinte.get('cliente')))
     situacao = ouvinte.get('situacao')
     for s in SITUACOES:
-        por('ouvinte_situacao', int(s == situacao), situacao=s)
+        a.por('ouvinte_situacao', int(s == situacao), situacao=s)
     if situacao not in SITUACOES and situacao is not None:
-        por('ouvinte_situacao', 1, situacao=_texto(situacao))
-    por('ouvinte_iniciado_timestamp_seconds', _instante(ouvinte.get('iniciado_em')))
-    por('ouvinte_status_atualizado_timestamp_seconds', _instante(ouvinte.get('atualizado_em')))
-    por('ouvinte_intervalo_dados_seconds', ouvinte.get('intervalo_dados_s'))
-    por('ouvinte_folga_seconds', ouvinte.get('folga_s'))
-    por('ouvinte_intervalo_reconciliacao_seconds', ouvinte.get('intervalo_reconciliacao_s'))
-    por('ouvinte_falhas_seguidas', ouvinte.get('falhas_seguidas'))
-    por('ouvinte_datasets_ao_vivo', ouvinte.get('datasets_ao_vivo'))
-    por('ouvinte_datasets', ouvinte.get('datasets_total'))
+        a.por('ouvinte_situacao', 1, situacao=_texto(situacao))
+    a.por('ouvinte_iniciado_timestamp_seconds', _instante(ouvinte.get('iniciado_em')))
+    a.por('ouvinte_status_atualizado_timestamp_seconds', _instante(ouvinte.get('atualizado_em')))
+    a.por('ouvinte_intervalo_dados_seconds', ouvinte.get('intervalo_dados_s'))
+    a.por('ouvinte_folga_seconds', ouvinte.get('folga_s'))
+    a.por('ouvinte_intervalo_reconciliacao_seconds', ouvinte.get('intervalo_reconciliacao_s'))
+    a.por('ouvinte_falhas_seguidas', ouvinte.get('falhas_seguidas'))
+    a.por('ouvinte_datasets_ao_vivo', ouvinte.get('datasets_ao_vivo'))
+    a.por('ouvinte_datasets', ouvinte.get('datasets_total'))
+
+
+def _das_empresas(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+    """As empresas com carga inicial por refazer e as recusadas (por onde)."""
     cargas = dados.get('cargas_iniciais_pendentes')
     if isinstance(cargas, list):
-        por('ouvinte_cargas_iniciais_pendentes', len(cargas))
+        a.por('ouvinte_cargas_iniciais_pendentes', len(cargas))
     recusadas = dados.get('empresas_recusadas')
     if isinstance(recusadas, list):
         for onde in ('cadastro', 'chave'):
-            por('ouvinte_empresas_recusadas',
-                sum(1 for r in recusadas if isinstance(r, Mapping) and r.get('onde') == onde),
-                onde=onde)
-    ferramenta = dados.get('ferramenta')
-    por('ouvinte_ferramenta_rodando', int(isinstance(ferramenta, Mapping)))
-    if isinstance(ferramenta, Mapping):
-        por('ouvinte_ferramenta_inicio_timestamp_seconds', _instante(ferramenta.get('desde')))
+            a.por('ouvinte_empresas_recusadas',
+                  sum(1 for r in recusadas if isinstance(r, Mapping) and r.get('onde') == onde),
+                  onde=onde)
 
+
+def _da_ferramenta(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+    ferramenta = dados.get('ferramenta')
+    a.por('ouvinte_ferramenta_rodando', int(isinstance(ferramenta, Mapping)))
+    if isinstance(ferramenta, Mapping):
+        a.por('ouvinte_ferramenta_inicio_timestamp_seconds', _instante(ferramenta.get('desde')))
+
+
+def _dos_ciclos(dados: Mapping[str, Any], acumulado: Acumulado, a: Amostras) -> None:
+    """O último de cada tipo (do status) e as contas deste processo (do acumulado)."""
     for nome, ciclo in sorted(_mapa(dados.get('ciclos')).items()):
         if nome != 'falha':
-            por('ouvinte_ciclo_ultimo_timestamp_seconds', _instante(_mapa(ciclo).get('em')),
-                ciclo=str(nome))
+            a.por('ouvinte_ciclo_ultimo_timestamp_seconds', _instante(_mapa(ciclo).get('em')),
+                  ciclo=str(nome))
     for nome in sorted(acumulado.ciclos):
-        por('ouvinte_ciclos_total', acumulado.ciclos[nome], ciclo=nome)
-        por('ouvinte_ciclo_erros_total', acumulado.ciclo_erros.get(nome, 0), ciclo=nome)
-    por('ouvinte_laco_falhas_total', acumulado.laco_falhas)
+        a.por('ouvinte_ciclos_total', acumulado.ciclos[nome], ciclo=nome)
+        a.por('ouvinte_ciclo_erros_total', acumulado.ciclo_erros.get(nome, 0), ciclo=nome)
+    a.por('ouvinte_laco_falhas_total', acumulado.laco_falhas)
 
-    quarentena = _mapa(_mapa(dados.get('quarentena')).get('por_dataset'))
+
+def _dos_datasets(dados: Mapping[str, Any], acumulado: Acumulado, a: Amostras) -> None:
+    """Cada dataset: fora do ao-vivo, só isso; no ao-vivo, tudo dele."""
+    quarentena = _quarentena_por_dataset(dados)
     for d in _datasets(dados):
         nome = str(d.get('dataset'))
         vivo = d.get('ao_vivo') is not False
-        por('ouvinte_dataset_ao_vivo', int(vivo), dataset=nome)
-        if not vivo:
-            continue
-        por('ouvinte_dataset_atraso_origem_seconds', d.get('atraso_origem_s'), dataset=nome)
-        por('ouvinte_dataset_ultima_sonda_ok_timestamp_seconds',
-            _instante(d.get('ultima_sonda_ok_em')), dataset=nome)
-        por('ouvinte_dataset_ultima_mudanca_vista_timestamp_seconds',
-            _instante(d.get('ultima_mudanca_vista_em')), dataset=nome)
-        por('ouvinte_dataset_falhas_seguidas', d.get('falhas_seguidas') or 0, dataset=nome)
-        if d.get('ultimo_erro'):
-            por('ouvinte_dataset_erro_desde_timestamp_seconds', _instante(d.get('erro_desde')),
-                dataset=nome)
-        por('ouvinte_dataset_falhas_total', acumulado.falhas.get(nome, 0), dataset=nome)
-        if nome not in quarentena:
-            por('ouvinte_dataset_quarentena_registros', d.get('quarentena') or 0, dataset=nome)
-        por('ouvinte_dataset_sem_carimbo_registros', d.get('sem_carimbo'), dataset=nome)
-        por('ouvinte_dataset_carimbo_futuro_registros', d.get('futuras'), dataset=nome)
-        por('ouvinte_dataset_maior_atraso_seconds', d.get('maior_atraso_s'), dataset=nome)
-        por('ouvinte_dataset_atraso_preocupante', bool(d.get('atraso_preocupante')),
-            dataset=nome)
-        por('ouvinte_dataset_chegadas_atrasadas_total', d.get('atrasadas_total') or 0,
-            dataset=nome)
-        por('ouvinte_dataset_entregue_a_varredura', d.get('entregue_a_varredura') is not None,
-            dataset=nome)
-        por('ouvinte_dataset_registros_enviados_total', acumulado.enviados.get(nome, 0),
-            dataset=nome)
-        for resultado, _campo in RESULTADOS:
-            por('ouvinte_dataset_registros_aceitos_total',
-                acumulado.aceitos.get((nome, resultado), 0), dataset=nome, resultado=resultado)
-        _reconciliacao(por, nome, d.get('reconciliacao'))
-    # Da quarentena, todo dataset que tem registro la, vivo ou nao (saiu do
-    # mapeamento, foi para fora do ao-vivo): o registro continua fora do Contextia.
-    for nome, quantos in sorted(quarentena.items()):
-        por('ouvinte_dataset_quarentena_registros', quantos, dataset=str(nome))
-
-    captura = _mapa(dados.get('captura'))
-    if captura:
-        por('ouvinte_captura_atraso_origem_segundos', _numero(captura.get('atraso_origem_s')))
-        por('ouvinte_spool_mudancas', _numero(captura.get('spool_itens')))
-        por('ouvinte_spool_bytes', _numero(captura.get('spool_bytes')))
-        por('ouvinte_spool_mais_velha_segundos', _numero(captura.get('spool_idade_s')))
-        por('ouvinte_captura_pausada', bool(captura.get('pausada')))
-        por('ouvinte_captura_critica', bool(captura.get('critico')))
-        por('ouvinte_slot_wal_retido_bytes', _numero(captura.get('wal_retido_bytes')))
-        por('ouvinte_slot_wal_seguro_bytes', _numero(captura.get('wal_seguro_bytes')))
-
-    varredura = _mapa(dados.get('varredura'))
-    if 'hora' in varredura:
-        por('ouvinte_varredura_habilitada', varredura.get('hora') is not None)
-    por('ouvinte_varredura_iniciada_timestamp_seconds', _instante(varredura.get('iniciada_em')))
-    por('ouvinte_varredura_terminada_timestamp_seconds',
-        _instante(varredura.get('terminada_em')))
-    if isinstance(varredura.get('ok'), bool):
-        por('ouvinte_varredura_ok', varredura['ok'])
-    por('ouvinte_varredura_ultima_ok_timestamp_seconds',
-        _instante(varredura.get('ultima_ok_em')))
-    if isinstance(varredura.get('erros'), list):
-        por('ouvinte_varredura_erros', len(varredura['erros']))
-    for nome, empresas in sorted(_mapa(varredura.get('nao_fechados')).items()):
-        if isinstance(empresas, list):
-            por('ouvinte_varredura_empresas_nao_fechadas', len(empresas), dataset=str(nome))
-    return _formatar(amostras)
+        a.por('ouvinte_dataset_ao_vivo', int(vivo), dataset=nome)
+        if vivo:
+            _do_dataset(a, nome, d, acumulado, em_quarentena=nome in quarentena)
+            _reconciliacao(a, nome, d.get('reconciliacao'))
 
 
-def _reconciliacao(por: Any, nome: str, rec: Any) -> None:
+def _do_dataset(a: Amostras, nome: str, d: Mapping[str, Any], acumulado: Acumulado,
+                em_quarentena: bool) -> None:
+    """As amostras de um dataset ao vivo (a reconciliação dele à parte)."""
+    a.por('ouvinte_dataset_atraso_origem_seconds', d.get('atraso_origem_s'), dataset=nome)
+    a.por('ouvinte_dataset_ultima_sonda_ok_timestamp_seconds',
+          _instante(d.get('ultima_sonda_ok_em')), dataset=nome)
+    a.por('ouvinte_dataset_ultima_mudanca_vista_timestamp_seconds',
+          _instante(d.get('ultima_mudanca_vista_em')), dataset=nome)
+    a.por('ouvinte_dataset_falhas_seguidas', d.get('falhas_seguidas') or 0, dataset=nome)
+    if d.get('ultimo_erro'):
+        a.por('ouvinte_dataset_erro_desde_timestamp_seconds', _instante(d.get('erro_desde')),
+              dataset=nome)
+    a.por('ouvinte_dataset_falhas_total', acumulado.falhas.get(nome, 0), dataset=nome)
+    if not em_quarentena:                       # o da seção `quarentena` vale mais
+        a.por('ouvinte_dataset_quarentena_registros', d.get('quarentena') or 0, dataset=nome)
+    a.por('ouvinte_dataset_sem_carimbo_registros', d.get('sem_carimbo'), dataset=nome)
+    a.por('ouvinte_dataset_carimbo_futuro_registros', d.get('futuras'), dataset=nome)
+    a.por('ouvinte_dataset_maior_atraso_seconds', d.get('maior_atraso_s'), dataset=nome)
+    a.por('ouvinte_dataset_atraso_preocupante', bool(d.get('atraso_preocupante')),
+          dataset=nome)
+    a.por('ouvinte_dataset_chegadas_atrasadas_total', d.get('atrasadas_total') or 0,
+          dataset=nome)
+    a.por('ouvinte_dataset_entregue_a_varredura', d.get('entregue_a_varredura') is not None,
+          dataset=nome)
+    a.por('ouvinte_dataset_registros_enviados_total', acumulado.enviados.get(nome, 0),
+          dataset=nome)
+    for resultado, _campo in RESULTADOS:
+        a.por('ouvinte_dataset_registros_aceitos_total',
+              acumulado.aceitos.get((nome, resultado), 0), dataset=nome, resultado=resultado)
+
+
+def _reconciliacao(a: Amostras, nome: str, rec: Any) -> None:
     """As métricas da reconciliacao de um dataset (nada, se a estratégia não reconcilia)."""
     if not isinstance(rec, Mapping):
         return
     ativa = bool(rec.get('ativa'))
-    por('ouvinte_dataset_reconciliacao_ativa', ativa, dataset=nome)
+    a.por('ouvinte_dataset_reconciliacao_ativa', ativa, dataset=nome)
     if not ativa:
         return
-    por('ouvinte_dataset_reconciliacao_ultima_timestamp_seconds',
-        _instante(rec.get('ultima_em')), dataset=nome)
-    por('ouvinte_dataset_reconciliacao_duracao_seconds', rec.get('duracao_s'), dataset=nome)
-    por('ouvinte_dataset_reconciliacao_chaves', rec.get('chaves'), dataset=nome)
-    por('ouvinte_dataset_reconciliacao_recusada', bool(rec.get('recusa')), dataset=nome)
-    por('ouvinte_dataset_reconciliacao_falhas_seguidas', rec.get('falhas_seguidas') or 0,
-        dataset=nome)
-    por('ouvinte_dataset_chaves_removidas_total', rec.get('removidas_total') or 0,
-        dataset=nome)
-    por('ouvinte_dataset_chaves_incluidas_total', rec.get('incluidas_total') or 0,
-        dataset=nome)
+    a.por('ouvinte_dataset_reconciliacao_ultima_timestamp_seconds',
+          _instante(rec.get('ultima_em')), dataset=nome)
+    a.por('ouvinte_dataset_reconciliacao_duracao_seconds', rec.get('duracao_s'), dataset=nome)
+    a.por('ouvinte_dataset_reconciliacao_chaves', rec.get('chaves'), dataset=nome)
+    a.por('ouvinte_dataset_reconciliacao_recusada', bool(rec.get('recusa')), dataset=nome)
+    a.por('ouvinte_dataset_reconciliacao_falhas_seguidas', rec.get('falhas_seguidas') or 0,
+          dataset=nome)
+    a.por('ouvinte_dataset_chaves_removidas_total', rec.get('removidas_total') or 0,
+          dataset=nome)
+    a.por('ouvinte_dataset_chaves_incluidas_total', rec.get('incluidas_total') or 0,
+          dataset=nome)
+
+
+def _quarentena_por_dataset(dados: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapa(_mapa(dados.get('quarentena')).get('por_dataset'))
+
+
+def _da_quarentena(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+    # Todo dataset que tem registro la, vivo ou nao (saiu do mapeamento, foi
+    # para fora do ao-vivo): o registro continua fora do Contextia.
+    for nome, quantos in sorted(_quarentena_por_dataset(dados).items()):
+        a.por('ouvinte_dataset_quarentena_registros', quantos, dataset=str(nome))
+
+
+def _da_captura(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+    """`binlog`, `slot_logico`: o atraso, o spool, a pausa, a posição perdida, o WAL."""
+    captura = _mapa(dados.get('captura'))
+    if not captura:
+        return
+    a.por('ouvinte_captura_atraso_origem_segundos', _numero(captura.get('atraso_origem_s')))
+    a.por('ouvinte_spool_mudancas', _numero(captura.get('spool_itens')))
+    a.por('ouvinte_spool_bytes', _numero(captura.get('spool_bytes')))
+    a.por('ouvinte_spool_mais_velha_segundos', _numero(captura.get('spool_idade_s')))
+    a.por('ouvinte_captura_pausada', bool(captura.get('pausada')))
+    a.por('ouvinte_captura_critica', bool(captura.get('critico')))
+    a.por('ouvinte_slot_wal_retido_bytes', _numero(captura.get('wal_retido_bytes')))
+    a.por('ouvinte_slot_wal_seguro_bytes', _numero(captura.get('wal_seguro_bytes')))
+
+
+def _da_varredura(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+    varredura = _mapa(dados.get('varredura'))
+    if 'hora' in varredura:
+        a.por('ouvinte_varredura_habilitada', varredura.get('hora') is not None)
+    a.por('ouvinte_varredura_iniciada_timestamp_seconds', _instante(varredura.get('iniciada_em')))
+    a.por('ouvinte_varredura_terminada_timestamp_seconds',
+          _instante(varredura.get('terminada_em')))
+    if isinstance(varredura.get('ok'), bool):
+        a.por('ouvinte_varredura_ok', varredura['ok'])
+    a.por('ouvinte_varredura_ultima_ok_timestamp_seconds',
+          _instante(varredura.get('ultima_ok_em')))
+    if isinstance(varredura.get('erros'), list):
+        a.por('ouvinte_varredura_erros', len(varredura['erros']))
+    for nome, empresas in sorted(_mapa(varredura.get('nao_fechados')).items()):
+        if isinstance(empresas, list):
+            a.por('ouvinte_varredura_empresas_nao_fechadas', len(empresas), dataset=str(nome))
+
+
+# A tabela dos coletores, como os do node_exporter: cada um uma parte do status.
+# A ordem das famílias no arquivo é a de METRICAS, não esta.
+COLETORES: tuple[Coletor, ...] = (
+    _do_processo, _das_empresas, _da_ferramenta, _dos_ciclos, _dos_datasets, _da_quarentena,
+    _da_captura, _da_varredura,
+)
+
+
+def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None) -> str:
+    """O conteúdo do `ouvinte.prom` para `dados` (o ouvinte-status.json): a tabela dobrada."""
+    acumulado = acumulado if acumulado is not None else Acumulado()
+    amostras = Amostras()
+    for coletor in COLETORES:
+        coletor(dados, acumulado, amostras)
+    return _formatar(amostras.por_familia)
 
 
 # -- o formato de texto (exposition format 0.0.4) ---------------------------------
 
-def _formatar(amostras: Mapping[str, list[tuple[dict[str, str], float | int]]]) -> str:
+def _formatar(amostras: Mapping[str, list[Amostra]]) -> str:
     linhas: list[str] = []
     for nome, (tipo, ajuda) in METRICAS.items():
         lista = amostras.get(nome) or []
