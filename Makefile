@@ -1,6 +1,7 @@
 # make demo  -- o produto funcionando sobre os padroes embutidos (ERP SQLite + Contextia local)
 # make test  -- lint (ruff), tipos (mypy) e a suite inteira; ARGS vai para o pytest
-# make lint  -- o ruff, o mypy e as setas entre as salas (lint-imports)
+# make lint  -- o ruff (com a complexidade), o mypy --strict, as setas entre as salas
+#               (lint-imports) e o tamanho das funções
 # Todos criam o .venv e instalam o que precisam (deploy/preparar-ambiente.sh):
 # um carimbo por nivel (producao, local, dev), refeito quando o pyproject.toml ou
 # um requirements*.txt muda.
@@ -37,6 +38,7 @@ lint: $(PRONTO_DEV)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/python -m tests.apoio.tamanho_das_funcoes contextia_sync contextia_local
 
 # Quatro processos nos 2 nucleos: a suite passa a maior parte do tempo esperando
 # (processos filhos, backoff, ciclos do ouvinte), nao calculando. Os testes
