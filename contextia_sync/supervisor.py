@@ -575,6 +575,27 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
     return resultado
 
 
+def _motivo_para_encerrar(processo: subprocess.Popen[bytes], rotulo: str,
+                          log: logging.Logger, rodando: float, calado: float,
+                          timeout: float | None, inatividade: float | None,
+                          deve_parar: Callable[[], bool] | None) -> Motivo | None:
+    """Os vigias, nesta ordem: a parada pedida, o tempo total, o silêncio. Diz no log."""
+    if deve_parar and deve_parar():
+        log.warning('%s: parada pedida -- encerrando o grupo %s (SIGTERM,'
+                    ' depois SIGKILL)', rotulo, processo.pid)
+        return Motivo.PARADA
+    if timeout and rodando >= timeout:
+        log.error('%s: passou de %ss (--timeout-ferramenta); encerrando'
+                  ' o grupo', rotulo, timeout)
+        return Motivo.TEMPO
+    if inatividade and calado >= inatividade:
+        log.error('%s: %ss sem nenhuma linha de saída'
+                  ' (--inatividade-ferramenta); encerrando o grupo',
+                  rotulo, inatividade)
+        return Motivo.INATIVIDADE
+    return None
+
+
 def _bombear(processo: subprocess.Popen[bytes], rotulo: str, log: logging.Logger,
              inicio: float, timeout: float | None, inatividade: float | None,
              deve_parar: Callable[[], bool] | None, pulso: Callable[[], None] | None,
@@ -607,19 +628,9 @@ def _bombear(processo: subprocess.Popen[bytes], rotulo: str, log: logging.Logger
             agora = time.monotonic()
             vivo = processo.poll() is None
             if vivo and motivo is None:
-                if deve_parar and deve_parar():
-                    motivo = Motivo.PARADA
-                    log.warning('%s: parada pedida -- encerrando o grupo %s (SIGTERM,'
-                                ' depois SIGKILL)', rotulo, processo.pid)
-                elif timeout and agora - inicio >= timeout:
-                    motivo = Motivo.TEMPO
-                    log.error('%s: passou de %ss (--timeout-ferramenta); encerrando'
-                              ' o grupo', rotulo, timeout)
-                elif inatividade and agora - ultima_saida >= inatividade:
-                    motivo = Motivo.INATIVIDADE
-                    log.error('%s: %ss sem nenhuma linha de saída'
-                              ' (--inatividade-ferramenta); encerrando o grupo',
-                              rotulo, inatividade)
+                motivo = _motivo_para_encerrar(processo, rotulo, log, agora - inicio,
+                                               agora - ultima_saida, timeout, inatividade,
+                                               deve_parar)
                 if motivo:
                     encerrar_grupo(processo)
                     vivo = False

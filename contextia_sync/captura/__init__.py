@@ -19,10 +19,17 @@ ciclos.
                       chaves; vê inclusão e exclusão
     combinada.py      `coluna+reconciliacao`: as duas num ouvinte só, cada uma
                       no seu intervalo
-    binlog.py         a estratégia `binlog` (MariaDB): o log de replicação, pelo
-                      spool de fila/spool.py
-    slot_logico.py    a estratégia `slot_logico` (PostgreSQL): o slot lógico
-                      (pgoutput por SQL), pelo mesmo spool; --criar-slot/--remover-slot
+    do_spool.py       o que `binlog` e `slot_logico` têm igual: a base
+                      `CapturaPeloSpool`, a posição em arquivo, a leitura do spool
+    binlog.py         a estratégia `binlog` (MariaDB): o leitor do log de
+                      replicação e o laço sobre os eventos, pelo spool de fila/spool.py
+    binlog_eventos.py o que se faz com os eventos, puro: o lote, o GTID, o TRUNCATE
+    slot_logico.py    a estratégia `slot_logico` (PostgreSQL): a bomba slot ->
+                      spool -> advance (pgoutput por SQL), pelo mesmo spool
+    pgoutput.py       o decodificador do protocolo pgoutput, puro (bytes -> Mensagem)
+    slot_mudancas.py  mensagens decodificadas -> transações de mudanças, puro
+    slot_banco.py     o PostgreSQL do slot: conexão, a linha do slot, as conferências
+    comandos_slot.py  os comandos do operador: --criar-slot/--remover-slot
 
 Pode importar: origem (o contrato do adaptador), estado, mapeamento, escopos.
 Não fala com o Contextia: quem entrega e o ciclo de dados (ouvinte/dados.py).

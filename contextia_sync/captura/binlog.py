@@ -38,24 +38,29 @@ provar a retomada por arquivo/posição.
 from __future__ import annotations
 
 import datetime
+import functools
 import os
-import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo
+from contextia_sync.captura.binlog_eventos import (
+    Lote,
+    avancar,
+    ja_guardada,
+    mudancas_da_linha,
+    tabela,
+    tabela_truncada,
+)
 from contextia_sync.captura.do_spool import CapturaPeloSpool
 from contextia_sync.erros import ErroConfiguracao, resumir
-from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
-from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca
+from contextia_sync.fila.spool import ErroSpoolCheio
 from contextia_sync.registro import logger
-
-# `TRUNCATE [TABLE] [banco.]tabela`, com ou sem crases.
-_TRUNCATE = re.compile(r'\s*TRUNCATE\s+(?:TABLE\s+)?(?:`?(\w+)`?\.)?`?(\w+)`?', re.IGNORECASE)
 
 ARQUIVO_POSICAO = 'binlog-posicao.json'
 _ERRO_POSICAO_APAGADA = 1236          # ER_MASTER_FATAL_ERROR_READING_BINLOG
@@ -72,37 +77,58 @@ class ErroBinlog(ErroConfiguracao):
     """A origem não serve para a estratégia `binlog` (o DBA precisa mudar algo)."""
 
 
-@dataclass
-class _Lote:
-    """As transações lidas do log e ainda não postas no spool (e a que está aberta)."""
-
-    mudancas: list[Mudanca] = field(default_factory=list)
-    fechadas: list[tuple[str, int]] = field(default_factory=list)   # (gtid, mudanças até ela)
-    pendente: list[Mudanca] = field(default_factory=list)
-    transacao: str | None = None
-    pular: bool = False               # já no spool (posição guardada além dela)
-    primeiro: str = ''                # o primeiro GTID que este leitor deu
-
-    def abrir(self, gtid: str, pular: bool) -> None:
-        self.transacao, self.pular, self.pendente = gtid, pular, []
-
-    def fechar(self) -> None:
-        if self.transacao is not None and not self.pular:
-            self.mudancas.extend(self.pendente)
-            self.fechadas.append((self.transacao, len(self.mudancas)))
-        self.transacao, self.pendente = None, []
-
-    def esvaziar(self) -> None:
-        self.mudancas, self.fechadas = [], []
-
-
 class _Repassou(Exception):
     """O leitor se reconectou sozinho e repassa o log do GTID em que foi aberto."""
 
 
-def _tabela(nome: str, banco: str) -> tuple[str, str]:
-    esquema, _, tabela = nome.rpartition('.')
-    return (esquema or banco).lower(), tabela.lower()
+class _TiposDeEvento(NamedTuple):
+    """As classes de evento do python-mysql-replication (import tardio: só quem lê o log)."""
+
+    gtid: type[Any]
+    xid: type[Any]
+    query: type[Any]
+    batimento: type[Any]
+    delete: type[Any]
+    write: type[Any]
+
+
+@functools.cache
+def _tipos() -> _TiposDeEvento:
+    from pymysqlreplication.event import (
+        HeartbeatLogEvent,
+        MariadbGtidEvent,
+        QueryEvent,
+        XidEvent,
+    )
+    from pymysqlreplication.row_event import DeleteRowsEvent, WriteRowsEvent
+    return _TiposDeEvento(MariadbGtidEvent, XidEvent, QueryEvent, HeartbeatLogEvent,
+                          DeleteRowsEvent, WriteRowsEvent)
+
+
+def _especie(evento: Any, tipos: _TiposDeEvento) -> str:
+    """'gtid', 'commit' (Xid ou a query COMMIT), 'ddl', 'batimento' ou 'linhas'."""
+    if isinstance(evento, tipos.gtid):
+        return 'gtid'
+    if isinstance(evento, tipos.xid):
+        return 'commit'
+    if isinstance(evento, tipos.query):
+        return 'commit' if str(evento.query).strip().upper() == 'COMMIT' else 'ddl'
+    if isinstance(evento, tipos.batimento):
+        return 'batimento'
+    return 'linhas'
+
+
+@dataclass
+class _Consumo:
+    """Uma chamada de `_consumir`: o lote, o modo, e o que já foi ao spool nela."""
+
+    lote: Lote
+    prazo: float                      # monotônico
+    acordar: bool                     # a espera do laço (True) ou a bomba do ciclo
+    guardadas: int = 0
+    primeira: float = 0.0             # quando a primeira mudança desta chamada foi ao spool
+    lidos: int = 0
+    especie: str = ''                 # a do último evento ('' se o leitor acabou)
 
 
 class CapturaBinlog(CapturaPeloSpool):
@@ -133,7 +159,7 @@ class CapturaBinlog(CapturaPeloSpool):
         self.server_id = int(os.environ.get('CONTEXTIA_BINLOG_SERVER_ID')
                              or padroes.BINLOG_SERVER_ID)
         self._leitor: Any = None              # o leitor continuo de esperar_mudanca
-        self._lote_continuo = _Lote()
+        self._lote_continuo = Lote()
         self._continuo_falhou = False
         self._despejado = 0.0
         self._esperou = 0.0
@@ -252,7 +278,7 @@ class CapturaBinlog(CapturaPeloSpool):
         self._tabelas = {}
         for alvo in alvos:
             for nome in alvo.row.get('base_tables') or [alvo.source_object]:
-                self._tabelas.setdefault(_tabela(str(nome), self.banco), []).append(alvo)
+                self._tabelas.setdefault(tabela(str(nome), self.banco), []).append(alvo)
 
     # -- a bomba: log -> spool -> posição ------------------------------------------
     def _gtid_atual(self) -> str:
@@ -335,7 +361,7 @@ class CapturaBinlog(CapturaPeloSpool):
     def _ler(self, prazo: float, acordar: bool) -> int:
         """O leitor aberto (ou um novo, do GTID guardado) consumido até o prazo."""
         if self._leitor is None:
-            self._leitor, self._lote_continuo = self._novo_leitor(), _Lote()
+            self._leitor, self._lote_continuo = self._novo_leitor(), Lote()
         try:
             guardadas = self._consumir(iter(self._leitor), self._lote_continuo, prazo,
                                        acordar=acordar)
@@ -350,7 +376,7 @@ class CapturaBinlog(CapturaPeloSpool):
     def _fechar_leitor(self) -> None:
         """Fecha o leitor; o lote que não foi ao spool é relido do GTID guardado."""
         leitor, self._leitor = self._leitor, None
-        self._lote_continuo = _Lote()
+        self._lote_continuo = Lote()
         if leitor is not None:
             try:
                 leitor.close()
@@ -382,16 +408,13 @@ class CapturaBinlog(CapturaPeloSpool):
 
     def _truncadas_por(self, evento: Any) -> list[str]:
         """Os datasets cuja tabela um QueryEvent de TRUNCATE esvaziou (nenhum se não é)."""
-        achado = _TRUNCATE.match(str(evento.query))
-        if achado is None:
+        nome = tabela_truncada(str(evento.query), evento.schema)
+        if nome is None:
             return []
-        esquema = achado.group(1) or evento.schema or ''
-        if isinstance(esquema, bytes):
-            esquema = esquema.decode('utf-8', 'replace')
-        nome = '%s.%s' % (esquema, achado.group(2)) if esquema else achado.group(2)
-        return sorted({alvo.nome for alvo in self._tabelas.get(_tabela(nome, self.banco), ())})
+        return sorted({alvo.nome for alvo in self._tabelas.get(tabela(nome, self.banco), ())})
 
-    def _consumir(self, eventos: Any, lote: _Lote, prazo: float, acordar: bool) -> int:
+    def _consumir(self, eventos: Iterator[Any], lote: Lote, prazo: float,
+                  acordar: bool) -> int:
         """
         Lê eventos até o prazo (monotônico); devolve quantas mudanças foram ao
         spool. `lote` guarda a transação aberta entre duas chamadas com o mesmo
@@ -414,95 +437,110 @@ class CapturaBinlog(CapturaPeloSpool):
         isso -- `_Repassou`, e quem chama relê do GTID guardado com um leitor novo
         (a transação meio lida nunca é fechada como se estivesse inteira).
         """
-        from pymysqlreplication.event import (
-            HeartbeatLogEvent,
-            MariadbGtidEvent,
-            QueryEvent,
-            XidEvent,
-        )
-        from pymysqlreplication.row_event import DeleteRowsEvent, WriteRowsEvent
-        guardadas = 0
-        primeira = 0.0
-        lidos = 0
-        evento: Any = None
+        consumo = _Consumo(lote, prazo, acordar)
+        tipos = _tipos()
         try:
             while True:
                 evento = next(eventos, None)
                 if evento is None:
+                    consumo.especie = ''
                     break
-                lidos += 1
-                if isinstance(evento, MariadbGtidEvent):
-                    gtid = str(evento.gtid)
-                    if gtid == lote.primeiro:
-                        logger.warning('binlog: a conexão com o log caiu e o leitor se'
-                                       ' reconectou sozinho, repassou o log desde %s; o que'
-                                       ' não estava no spool é relido do GTID guardado (%s)',
-                                       gtid, self.gtid)
-                        raise _Repassou(gtid)
-                    lote.fechar()               # um GTID novo fecha o anterior
-                    lote.primeiro = lote.primeiro or gtid
-                    lote.abrir(gtid, self._ja_guardada(gtid))
-                    self._ultimo_ts = float(evento.timestamp)
-                    if not acordar and lidos >= _EVENTOS_POR_BOMBA:
-                        break       # um ciclo nao fica preso num log enorme: o mesmo
-                                    # leitor continua desta transacao na proxima vez
-                elif isinstance(evento, XidEvent) or (
-                        isinstance(evento, QueryEvent)
-                        and str(evento.query).strip().upper() == 'COMMIT'):
-                    lote.fechar()
-                elif isinstance(evento, QueryEvent):
-                    # Um DDL (CREATE, ALTER, TRUNCATE...): sem linhas no log, num GTID
-                    # só dele, e de qualquer banco do servidor (o only_schemas filtra
-                    # só as linhas). O TRUNCATE de uma tabela seguida vai à varredura.
-                    truncadas = [] if lote.pular else self._truncadas_por(evento)
-                    if truncadas:
-                        self._truncadas(truncadas)
-                elif isinstance(evento, HeartbeatLogEvent):
-                    # O log parou: a transacao sem COMMIT no log (DDL) tambem fecha.
-                    lote.fechar()
-                    guardadas += self._despejar(lote)
-                    if not acordar:
-                        break
-                elif lote.transacao is not None and not lote.pular:
-                    alvos = self._tabelas.get((str(evento.schema).lower(),
-                                               str(evento.table).lower()))
-                    tipo = ('delete' if isinstance(evento, DeleteRowsEvent) else
-                            'insert' if isinstance(evento, WriteRowsEvent) else 'update')
-                    for linha in evento.rows if alvos else ():
-                        imagens = [linha[k] for k in ('before_values', 'after_values',
-                                                      'values') if k in linha]
-                        for alvo in alvos or ():
-                            lote.pendente.extend(self._mudancas(
-                                alvo, imagens, tipo, lote.transacao, float(evento.timestamp)))
-                if lote.fechadas and (
-                        len(lote.mudancas) >= _MUDANCAS_POR_LOTE
-                        or time.monotonic() - self._despejado >= _IDADE_DO_LOTE):
-                    guardadas += self._despejar(lote)
-                if guardadas and not primeira:
-                    primeira = time.monotonic()
-                # Acorda o ciclo quando o log parou (o batimento) ou o que foi ao
-                # spool ja espera ha `_IDADE_DO_LOTE`: uma rajada de transacoes
-                # vai num ciclo so, e nao um ciclo para a primeira delas.
-                if acordar and guardadas and (
-                        isinstance(evento, HeartbeatLogEvent)
-                        or time.monotonic() - primeira >= _IDADE_DO_LOTE):
+                consumo.lidos += 1
+                consumo.especie = _especie(evento, tipos)
+                if _TRATAR[consumo.especie](self, evento, consumo) or self._basta(consumo):
                     break
-                if time.monotonic() >= prazo:
-                    break
-            guardadas += self._despejar(lote)
-            em_dia = isinstance(evento, HeartbeatLogEvent)
-            self.atraso_s = (0.0 if em_dia or not self._ultimo_ts else
-                             round(max(0.0, time.time() - self._ultimo_ts), 1))
-            self.pausada = None
+            consumo.guardadas += self._despejar(lote)
+            self._em_dia(consumo.especie == 'batimento')
         except ErroSpoolCheio as cheio:
-            if self.pausada != str(cheio):
-                logger.error('binlog: %s', cheio)
-            self.pausada = str(cheio)
-            self.atraso_s = (round(max(0.0, time.time() - self._ultimo_ts), 1)
-                             if self._ultimo_ts else None)
-        return guardadas
+            self._pausar(cheio)
+        return consumo.guardadas
 
-    def _despejar(self, lote: _Lote) -> int:
+    # Cada espécie de evento: devolve True quando a leitura para já.
+    def _no_gtid(self, evento: Any, consumo: _Consumo) -> bool:
+        lote = consumo.lote
+        gtid = str(evento.gtid)
+        if gtid == lote.primeiro:
+            logger.warning('binlog: a conexão com o log caiu e o leitor se reconectou'
+                           ' sozinho, repassou o log desde %s; o que não estava no spool é'
+                           ' relido do GTID guardado (%s)', gtid, self.gtid)
+            raise _Repassou(gtid)
+        lote.fechar()                   # um GTID novo fecha o anterior
+        lote.primeiro = lote.primeiro or gtid
+        lote.abrir(gtid, ja_guardada(self.gtid, gtid))
+        self._ultimo_ts = float(evento.timestamp)
+        # Um ciclo não fica preso num log enorme: o mesmo leitor continua desta
+        # transação na próxima vez.
+        return not consumo.acordar and consumo.lidos >= _EVENTOS_POR_BOMBA
+
+    def _no_commit(self, evento: Any, consumo: _Consumo) -> bool:  # noqa: ARG002
+        consumo.lote.fechar()
+        return False
+
+    def _no_ddl(self, evento: Any, consumo: _Consumo) -> bool:
+        # Um DDL (CREATE, ALTER, TRUNCATE...): sem linhas no log, num GTID só dele, e
+        # de qualquer banco do servidor (o only_schemas filtra só as linhas). O
+        # TRUNCATE de uma tabela seguida vai à varredura.
+        truncadas = [] if consumo.lote.pular else self._truncadas_por(evento)
+        if truncadas:
+            self._truncadas(truncadas)
+        return False
+
+    def _no_batimento(self, evento: Any, consumo: _Consumo) -> bool:  # noqa: ARG002
+        # O log parou: a transação sem COMMIT no log (DDL) também fecha.
+        consumo.lote.fechar()
+        consumo.guardadas += self._despejar(consumo.lote)
+        return not consumo.acordar
+
+    def _nas_linhas(self, evento: Any, consumo: _Consumo) -> bool:
+        lote = consumo.lote
+        if lote.transacao is None or lote.pular:
+            return False
+        alvos = self._tabelas.get((str(evento.schema).lower(), str(evento.table).lower()))
+        if not alvos:
+            return False
+        tipos = _tipos()
+        tipo = ('delete' if isinstance(evento, tipos.delete) else
+                'insert' if isinstance(evento, tipos.write) else 'update')
+        for linha in evento.rows:
+            imagens = [linha[k] for k in ('before_values', 'after_values', 'values')
+                       if k in linha]
+            for alvo in alvos:
+                lote.pendente.extend(mudancas_da_linha(
+                    alvo, imagens, tipo, lote.transacao, float(evento.timestamp)))
+        return False
+
+    def _basta(self, consumo: _Consumo) -> bool:
+        """Depois de cada evento: o lote vai ao spool se já é hora, e a leitura para?"""
+        lote = consumo.lote
+        if lote.fechadas and (len(lote.mudancas) >= _MUDANCAS_POR_LOTE
+                              or time.monotonic() - self._despejado >= _IDADE_DO_LOTE):
+            consumo.guardadas += self._despejar(lote)
+        if consumo.guardadas and not consumo.primeira:
+            consumo.primeira = time.monotonic()
+        # Acorda o ciclo quando o log parou (o batimento) ou o que foi ao spool já
+        # espera há `_IDADE_DO_LOTE`: uma rajada de transações vai num ciclo só, e
+        # não um ciclo para a primeira delas.
+        if consumo.acordar and consumo.guardadas and (
+                consumo.especie == 'batimento'
+                or time.monotonic() - consumo.primeira >= _IDADE_DO_LOTE):
+            return True
+        return time.monotonic() >= consumo.prazo
+
+    def _em_dia(self, no_batimento: bool) -> None:
+        """O fim de uma leitura que não encheu o spool: o atraso medido e a pausa desfeita."""
+        self.atraso_s = (0.0 if no_batimento or not self._ultimo_ts else
+                         round(max(0.0, time.time() - self._ultimo_ts), 1))
+        self.pausada = None
+
+    def _pausar(self, cheio: ErroSpoolCheio) -> None:
+        """Spool cheio: a posição ficou na última transação inteira; a captura pausa e diz."""
+        if self.pausada != str(cheio):
+            logger.error('binlog: %s', cheio)
+        self.pausada = str(cheio)
+        self.atraso_s = (round(max(0.0, time.time() - self._ultimo_ts), 1)
+                         if self._ultimo_ts else None)
+
+    def _despejar(self, lote: Lote) -> int:
         """O lote fechado vai ao spool (fsync) e SÓ ENTÃO a posição avança sobre ele."""
         if not lote.fechadas:
             return 0
@@ -511,51 +549,17 @@ class CapturaBinlog(CapturaPeloSpool):
         except ErroSpoolCheio as cheio:
             cabidas = [g for g, n in lote.fechadas if n <= cheio.guardadas]
             for gtid in cabidas:
-                self._avancar(gtid)
+                self._posicao['gtid'] = avancar(self.gtid, gtid)
             if cabidas:
                 self._gravar_posicao()
             raise
         for gtid, _ in lote.fechadas:
-            self._avancar(gtid)
+            self._posicao['gtid'] = avancar(self.gtid, gtid)
         self._gravar_posicao()
         self._despejado = time.monotonic()
         quantas = len(lote.mudancas)
         lote.esvaziar()
         return quantas
-
-    def _mudancas(self, alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: str,
-                  gtid: str, quando: float) -> list[Mudanca]:
-        recorte = alvo.escopo
-        chaves: dict[str, Mudanca] = {}
-        for imagem in imagens:
-            valor = imagem.get(alvo.chave or '')
-            if valor is None:
-                continue
-            escopo = texto_escopo(imagem.get(recorte)) if recorte else None
-            mudanca = chaves.setdefault(str(valor), Mudanca(
-                dataset=alvo.nome, chave=valor, evento=tipo, posicao=gtid, quando=quando))
-            if escopo not in mudanca.escopos:
-                mudanca.escopos.append(escopo)
-        return list(chaves.values())
-
-    def _partes(self) -> dict[str, str]:
-        """A posição por domínio: {'0': '0-1-57', ...}."""
-        return {p.split('-', 1)[0]: p for p in (self.gtid or '').split(',') if p}
-
-    def _ja_guardada(self, gtid: str) -> bool:
-        """A transação já está no spool (o leitor que se reconecta sozinho repassa o log)."""
-        dominio, _, resto = gtid.partition('-')
-        atual = self._partes().get(dominio)
-        try:
-            return atual is not None and int(resto.rpartition('-')[2]) <= int(
-                atual.rpartition('-')[2])
-        except ValueError:
-            return False
-
-    def _avancar(self, gtid: str) -> None:
-        partes = self._partes()
-        partes[gtid.split('-', 1)[0]] = gtid
-        self._posicao['gtid'] = ','.join(partes[d] for d in sorted(partes))
 
     def _posicao_apagada(self, detalhe: str) -> None:
         atual = self._gtid_atual()
@@ -605,3 +609,9 @@ class CapturaBinlog(CapturaPeloSpool):
                         % (expirada.get('desde'), ', '.join(expirada['datasets'])))
             if expirada else None,
         }
+
+
+_TRATAR: dict[str, Callable[[CapturaBinlog, Any, _Consumo], bool]] = {
+    'gtid': CapturaBinlog._no_gtid, 'commit': CapturaBinlog._no_commit,
+    'ddl': CapturaBinlog._no_ddl, 'batimento': CapturaBinlog._no_batimento,
+    'linhas': CapturaBinlog._nas_linhas}

@@ -96,11 +96,11 @@ class CapturaColuna:
 
     def _conferir(self, alvo: DatasetVivo) -> str:
         """A família do tipo da coluna de mudança (uma vez por subida), ou recusa."""
-        familia = self._familias.get(alvo.nome)
-        if familia is not None:
-            return familia
+        conhecida = self._familias.get(alvo.nome)
+        if conhecida is not None:
+            return conhecida
         watch = self._watch(alvo)
-        familia = self.origem.tipo_coluna(alvo.source_object, watch)
+        familia: str = self.origem.tipo_coluna(alvo.source_object, watch)
         if familia not in _FAMILIAS_ACEITAS and familia != 'desconhecido':
             raise ErroColunaDeMudanca(
                 'dataset %s: a coluna de mudança %s de %s é do tipo %s no catálogo da origem,'

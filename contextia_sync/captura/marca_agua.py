@@ -88,12 +88,13 @@ def _maior(a: Any, b: Any) -> bool:
     """a > b sem explodir; tipos incomparáveis não são 'maior'."""
     ca, cb = comparavel(a), comparavel(b)
     try:
-        return ca > cb
+        maior: bool = ca > cb
     except TypeError:
         # datetime com fuso contra sem fuso: compara no relogio de parede.
         if isinstance(ca, datetime.datetime) and isinstance(cb, datetime.datetime):
             return ca.replace(tzinfo=None) > cb.replace(tzinfo=None)
         return False
+    return maior
 
 
 def acima(valor: Any, marca: Any) -> bool:

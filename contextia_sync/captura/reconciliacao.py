@@ -467,48 +467,81 @@ class CapturaReconciliacao:
     def _reconciliar(self, alvo: DatasetVivo, r: Reconciliacao) -> Leitura:
         assert alvo.chave is not None
         identidade = self._identidade(alvo)
-        com_escopo = alvo.escopo is not None
-        elegiveis = set(self.opcoes.escopos())
-        pendentes = set(self.estado.cargas_pendentes())
-        guardados = {e: a for e, a in conjuntos.existentes(self.opcoes.pasta, alvo.nome).items()
-                     if (e is not None) == com_escopo}
         empresas: list[_Empresa] = []
         novas: list[tuple[str | None, _Gravacao, int]] = []
         diarios: dict[str | None, _Diario] = {}
-        vagas = [self.maximo, self.maximo]          # remocoes, inclusoes nesta vez
-        atuais = 0
         try:
-            linhas = self.origem.conjunto(alvo.source_object, alvo.chave, alvo.escopo)
-            for texto, chaves in _Grupos(linhas, com_escopo):
-                if com_escopo and (texto not in elegiveis or texto in pendentes):
-                    # Sem chave, excluida, ou com a carga inicial por fazer: fora da
-                    # comparacao (o conjunto dela nasce da carga). A ordem se confere.
-                    collections.deque(conjuntos.em_ordem(chaves, 'a origem'), maxlen=0)
-                    continue
-                arquivo = guardados.pop(texto, None)
-                anteriores = self._anteriores(identidade, texto, arquivo, diarios)
-                if anteriores is None:
-                    gravacao = self._gravar(identidade, texto, chaves)
-                    novas.append((texto, gravacao, gravacao.quantas))
-                    atuais += gravacao.quantas
-                    continue
-                empresa = self._comparar(alvo, texto, anteriores, chaves, vagas)
-                atuais += empresa.atuais
-                empresas.append(empresa)
-            # Empresa com conjunto guardado que sumiu inteira da leitura: tudo saiu.
-            for texto, arquivo in sorted(guardados.items(), key=lambda item: item[0] or ''):
-                if com_escopo and (texto not in elegiveis or texto in pendentes):
-                    continue
-                anteriores = self._anteriores(identidade, texto, arquivo, diarios)
-                if anteriores is not None:
-                    empresas.append(self._comparar(alvo, texto, anteriores, iter(()), vagas))
+            atuais = self._comparar_todas(alvo, identidade, empresas, novas, diarios)
         except BaseException:
             for _, gravacao, _ in novas:
                 gravacao.desistir()
             raise
-        # A leitura foi ate o fim e em ordem: os conjuntos novos valem. O diario de
-        # uma empresa que recomeca da origem sai: o conjunto de agora ja tem as
-        # chaves vivas dele (e o que saiu antes disto sai na varredura).
+        self._valer_novas(alvo, novas)
+        self._anotar_recusas(alvo, r, empresas)
+        r.chaves, r.empresas = atuais, len(empresas) + len(novas)
+        # Conjunto guardado torto (apagado em _comparar): o diario dele tambem sai.
+        for empresa in empresas:
+            if empresa.torto and empresa.escopo in diarios:
+                _apagar(diarios.pop(empresa.escopo).arquivo)
+        tentadas = self._tentadas(identidade, empresas)
+        leitura = self._leitura(alvo, empresas, atuais)
+        self._fechar_plano(leitura, identidade, diarios, tentadas)
+        return leitura
+
+    def _comparar_todas(self, alvo: DatasetVivo, identidade: Identidade,
+                        empresas: list[_Empresa],
+                        novas: list[tuple[str | None, _Gravacao, int]],
+                        diarios: dict[str | None, _Diario]) -> int:
+        """
+        A leitura do conjunto na origem, empresa a empresa, contra o guardado:
+        cada comparada vai a `empresas`, cada sem conjunto guardado (o inicial,
+        gravado aqui) a `novas`. Devolve quantas chaves a origem tem agora.
+        """
+        assert alvo.chave is not None
+        com_escopo = alvo.escopo is not None
+        elegiveis = set(self.opcoes.escopos())
+        pendentes = set(self.estado.cargas_pendentes())
+
+        def fora(texto: str | None) -> bool:
+            # Sem chave, excluida, ou com a carga inicial por fazer: fora da
+            # comparacao (o conjunto dela nasce da carga).
+            return com_escopo and (texto not in elegiveis or texto in pendentes)
+
+        guardados = {e: a for e, a in conjuntos.existentes(self.opcoes.pasta, alvo.nome).items()
+                     if (e is not None) == com_escopo}
+        vagas = [self.maximo, self.maximo]          # remocoes, inclusoes nesta vez
+        atuais = 0
+        linhas = self.origem.conjunto(alvo.source_object, alvo.chave, alvo.escopo)
+        for texto, chaves in _Grupos(linhas, com_escopo):
+            if fora(texto):
+                # A ordem se confere mesmo assim.
+                collections.deque(conjuntos.em_ordem(chaves, 'a origem'), maxlen=0)
+                continue
+            arquivo = guardados.pop(texto, None)
+            anteriores = self._anteriores(identidade, texto, arquivo, diarios)
+            if anteriores is None:
+                gravacao = self._gravar(identidade, texto, chaves)
+                novas.append((texto, gravacao, gravacao.quantas))
+                atuais += gravacao.quantas
+                continue
+            empresa = self._comparar(alvo, texto, anteriores, chaves, vagas)
+            atuais += empresa.atuais
+            empresas.append(empresa)
+        # Empresa com conjunto guardado que sumiu inteira da leitura: tudo saiu.
+        for texto, arquivo in sorted(guardados.items(), key=lambda item: item[0] or ''):
+            anteriores = None if fora(texto) else self._anteriores(
+                identidade, texto, arquivo, diarios)
+            if anteriores is not None:
+                empresas.append(self._comparar(alvo, texto, anteriores, iter(()), vagas))
+        return atuais
+
+    def _valer_novas(self, alvo: DatasetVivo,
+                     novas: list[tuple[str | None, _Gravacao, int]]) -> None:
+        """
+        A leitura foi ate o fim e em ordem: os conjuntos novos valem. O diario de
+        uma empresa que recomeca da origem sai: o conjunto de agora ja tem as
+        chaves vivas dele (e o que saiu antes disto sai na varredura).
+        """
         for texto, gravacao, quantas in novas:
             gravacao.trocar()
             if not self.opcoes.seco:
@@ -518,14 +551,10 @@ class CapturaReconciliacao:
             logger.info('%-28s reconciliação: conjunto inicial de %s com %s chave(s) -- nada'
                         ' removido (o que saiu antes disto sai na varredura)', alvo.nome,
                         texto or 'todas as empresas', quantas)
-        self._anotar_recusas(alvo, r, empresas)
-        r.chaves, r.empresas = atuais, len(empresas) + len(novas)
-        # Conjunto guardado torto (apagado em _comparar): o diario dele tambem sai.
-        for empresa in empresas:
-            if empresa.torto and empresa.escopo in diarios:
-                _apagar(diarios.pop(empresa.escopo).arquivo)
-        tentadas = self._tentadas(identidade, empresas)
-        leitura = self._leitura(alvo, empresas, atuais)
+
+    def _fechar_plano(self, leitura: Leitura, identidade: Identidade,
+                      diarios: dict[str | None, _Diario], tentadas: list[str]) -> None:
+        """Os diarios e as tentadas vao com o plano ao `confirmar`; sem mudanca, somam ja."""
         plano = leitura.privado
         assert isinstance(plano, _Plano)
         if leitura.situacao is Situacao.NADA:
@@ -539,7 +568,6 @@ class CapturaReconciliacao:
         else:
             plano.diarios = diarios
             plano.tentadas = tentadas
-        return leitura
 
     def _tentadas(self, identidade: Identidade, empresas: list[_Empresa]) -> list[str]:
         """

@@ -18,6 +18,7 @@ import decimal
 import re
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,9 +47,10 @@ def _eh_rowversion(tipo: Any) -> bool:
 
 def _tipo_python(tipo: Any) -> type | None:
     try:
-        return tipo.python_type
+        python: type = tipo.python_type
     except (NotImplementedError, AttributeError):
         return None
+    return python
 
 
 def familia_do_tipo(tipo: Any, tipo_sqlite: str | None = None) -> str:
@@ -261,61 +263,112 @@ class Avisos:
             logger.warning(mensagem, *args)
 
 
+@dataclass(frozen=True)
+class _Coluna:
+    """O que a escolha do conversor olha numa coluna do resultado."""
+
+    tipo: Any
+    dialeto: str
+    rotulo: str
+    avisos: Avisos
+    tipo_sqlite: str | None
+
+
+def _data_sqlite(c: _Coluna) -> Conversor:
+    def ler_sqlite(valor: Any, _dia: bool = (c.tipo_sqlite == 'date')) -> Any:
+        if not isinstance(valor, str):
+            return valor
+        try:
+            if _dia:
+                return datetime.date.fromisoformat(valor.strip()[:10])
+            return datetime.datetime.fromisoformat(valor.strip())
+        except ValueError:
+            c.avisos.uma_vez(c.rotulo, '%s: valor %r não é data legível -> None'
+                             ' (aviso único por coluna)', c.rotulo, valor)
+            return None
+    return ler_sqlite
+
+
+def _rowversion(c: _Coluna) -> Conversor:  # noqa: ARG001
+    return lambda v: int.from_bytes(v, 'big') if isinstance(v, (bytes, bytearray)) else v
+
+
+def _data_mysql(c: _Coluna) -> Conversor:
+    com_fuso = isinstance(c.tipo, sa.TIMESTAMP)
+
+    def ler_mysql(valor: Any) -> Any:
+        # O PyMySQL devolve '0000-00-00' como TEXTO: nao e data que exista.
+        if isinstance(valor, str):
+            c.avisos.uma_vez(c.rotulo, '%s: data zero do MySQL (%r) vira None'
+                             ' (aviso único por coluna)', c.rotulo, valor)
+            return None
+        if com_fuso and isinstance(valor, datetime.datetime) and valor.tzinfo is None:
+            return valor.replace(tzinfo=UTC)   # sessao em UTC: e UTC
+        return valor
+    if not com_fuso:
+        # Data, data e hora e NULL saem como entraram: o lote que so tem
+        # esses tipos nesta coluna não desce valor a valor (generico._lote_pronto).
+        ler_mysql.passa = _PASSA_DATA    # type: ignore[attr-defined]
+    return ler_mysql
+
+
+def _numerico(c: _Coluna) -> Conversor | None:
+    escala = getattr(c.tipo, 'scale', None)
+    precisao = getattr(c.tipo, 'precision', None)
+    if escala == 0:
+        return lambda v: int(v) if isinstance(v, (decimal.Decimal, float)) else v
+    if c.dialeto == 'oracle' and escala is None and precisao is None:
+        # NUMBER sem escala: inteiro quando o valor e inteiro; fracao fica Decimal.
+        return lambda v: (int(v) if isinstance(v, decimal.Decimal)
+                          and v == v.to_integral_value() else v)
+    return None
+
+
+def _inteiro(c: _Coluna) -> Conversor:  # noqa: ARG001
+    return lambda v: int(v) if isinstance(v, (decimal.Decimal, float)) else v
+
+
+def _lob_oracle(c: _Coluna) -> Conversor:  # noqa: ARG001
+    return lambda v: v.read() if hasattr(v, 'read') else v
+
+
+def _e_data_mysql(c: _Coluna) -> bool:
+    return c.dialeto == 'mysql' and isinstance(c.tipo, (sa.Date, sa.DateTime))
+
+
+def _e_numerico(c: _Coluna) -> bool:
+    return isinstance(c.tipo, sa.Numeric) and not isinstance(c.tipo, sa.Float)
+
+
+def _e_inteiro_sem_int(c: _Coluna) -> bool:
+    return isinstance(c.tipo, sa.Integer) and c.dialeto in ('oracle', 'mssql')
+
+
+def _e_lob_oracle(c: _Coluna) -> bool:
+    return c.dialeto == 'oracle' and isinstance(c.tipo, (sa.Text, sa.LargeBinary,
+                                                         sa.UnicodeText))
+
+
+# (a coluna é deste caso?, o conversor dela -- None: o driver já entrega certo).
+# A primeira regra que vale decide; a ordem importa (a data do SQLite antes de tudo).
+_REGRAS: tuple[tuple[Callable[[_Coluna], bool], Callable[[_Coluna], Conversor | None]], ...] = (
+    (lambda c: c.tipo_sqlite in ('datetime', 'date'), _data_sqlite),
+    (lambda c: _eh_rowversion(c.tipo), _rowversion),
+    (_e_data_mysql, _data_mysql),
+    (_e_numerico, _numerico),
+    (_e_inteiro_sem_int, _inteiro),
+    (_e_lob_oracle, _lob_oracle),
+)
+
+
 def conversor(tipo: Any, dialeto: str, rotulo: str, avisos: Avisos,
               tipo_sqlite: str | None = None) -> Conversor | None:
     """
     Função que leva o valor do driver ao valor Python que o cliente serializa,
     ou None quando o driver já entrega certo (o caso comum, e o mais rápido).
     """
-    if tipo_sqlite in ('datetime', 'date'):
-        def ler_sqlite(valor: Any, _dia: bool = (tipo_sqlite == 'date')) -> Any:
-            if not isinstance(valor, str):
-                return valor
-            try:
-                if _dia:
-                    return datetime.date.fromisoformat(valor.strip()[:10])
-                return datetime.datetime.fromisoformat(valor.strip())
-            except ValueError:
-                avisos.uma_vez(rotulo, '%s: valor %r não é data legível -> None'
-                               ' (aviso único por coluna)', rotulo, valor)
-                return None
-        return ler_sqlite
-
-    if _eh_rowversion(tipo):
-        return lambda v: int.from_bytes(v, 'big') if isinstance(v, (bytes, bytearray)) else v
-
-    if dialeto == 'mysql' and isinstance(tipo, (sa.Date, sa.DateTime)):
-        com_fuso = isinstance(tipo, sa.TIMESTAMP)
-
-        def ler_mysql(valor: Any) -> Any:
-            # O PyMySQL devolve '0000-00-00' como TEXTO: nao e data que exista.
-            if isinstance(valor, str):
-                avisos.uma_vez(rotulo, '%s: data zero do MySQL (%r) vira None'
-                               ' (aviso único por coluna)', rotulo, valor)
-                return None
-            if com_fuso and isinstance(valor, datetime.datetime) and valor.tzinfo is None:
-                return valor.replace(tzinfo=UTC)   # sessao em UTC: e UTC
-            return valor
-        if not com_fuso:
-            # Data, data e hora e NULL saem como entraram: o lote que so tem
-            # esses tipos nesta coluna não desce valor a valor (generico._lote_pronto).
-            ler_mysql.passa = _PASSA_DATA    # type: ignore[attr-defined]
-        return ler_mysql
-
-    if isinstance(tipo, sa.Numeric) and not isinstance(tipo, sa.Float):
-        escala = getattr(tipo, 'scale', None)
-        precisao = getattr(tipo, 'precision', None)
-        if escala == 0:
-            return lambda v: int(v) if isinstance(v, (decimal.Decimal, float)) else v
-        if dialeto == 'oracle' and escala is None and precisao is None:
-            # NUMBER sem escala: inteiro quando o valor e inteiro; fracao fica Decimal.
-            return lambda v: (int(v) if isinstance(v, decimal.Decimal)
-                              and v == v.to_integral_value() else v)
-        return None
-
-    if isinstance(tipo, sa.Integer) and dialeto in ('oracle', 'mssql'):
-        return lambda v: int(v) if isinstance(v, (decimal.Decimal, float)) else v
-
-    if dialeto == 'oracle' and isinstance(tipo, (sa.Text, sa.LargeBinary, sa.UnicodeText)):
-        return lambda v: v.read() if hasattr(v, 'read') else v
+    coluna = _Coluna(tipo, dialeto, rotulo, avisos, tipo_sqlite)
+    for vale, fabrica in _REGRAS:
+        if vale(coluna):
+            return fabrica(coluna)
     return None

@@ -6,7 +6,8 @@ import argparse
 import datetime
 import signal
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -70,118 +71,158 @@ def _agora_iso() -> str:
     return datetime.datetime.now().isoformat(timespec='seconds')
 
 
+@dataclass
+class _Volta:
+    """O que o laço leva de uma volta à outra: o resumo do status e as próximas horas."""
+
+    resumo: dict[str, str] = field(default_factory=dict)
+    ciclos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    proximo_dados: float = 0.0
+    proximo_projetos: float = 0.0
+    conectado: bool = False
+    saida: int = SAIDA_OK
+
+
+def _pulsar(ctx: Contexto, parada: Parada, volta: _Volta) -> None:
+    """O status, as métricas e o systemd, a cada volta (e durante as ferramentas)."""
+    if parada.pedida and ctx.situacao == 'rodando':
+        ctx.situacao = 'parando'
+    dados = status_json(ctx, volta.ciclos)
+    erro = (escrever_status(ctx.estado_dir, linhas_status(ctx, volta.resumo))
+            or escrever_status_json(ctx.estado_dir, dados)
+            or (escrever_metricas(ctx.metricas, dados) if ctx.metricas else None))
+    if erro:
+        logger.warning('não foi possível gravar o status (%s)', erro)
+    f = ctx.ferramenta_agora
+    systemd.status('%d dataset(s) ao vivo' % len(ctx.vivos), volta.resumo.get('dados'),
+                   'falhas seguidas: %d' % ctx.falhas if ctx.falhas else None,
+                   volta.resumo.get('falha'),
+                   'ferramenta %s (pid %s)' % (f.rotulo, f.pid) if f else None)
+    systemd.vigia()
+
+
 def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
     """Roda os ciclos até a parada (ou uma vez, com --once). Devolve o código de saída."""
-    resumo: dict[str, str] = {}
-    ciclos: dict[str, dict[str, Any]] = {}
+    volta = _Volta()
 
     def pulsar() -> None:
-        if parada.pedida and ctx.situacao == 'rodando':
-            ctx.situacao = 'parando'
-        dados = status_json(ctx, ciclos)
-        erro = (escrever_status(ctx.estado_dir, linhas_status(ctx, resumo))
-                or escrever_status_json(ctx.estado_dir, dados)
-                or (escrever_metricas(ctx.metricas, dados) if ctx.metricas else None))
-        if erro:
-            logger.warning('não foi possível gravar o status (%s)', erro)
-        f = ctx.ferramenta_agora
-        systemd.status('%d dataset(s) ao vivo' % len(ctx.vivos), resumo.get('dados'),
-                       'falhas seguidas: %d' % ctx.falhas if ctx.falhas else None,
-                       resumo.get('falha'),
-                       'ferramenta %s (pid %s)' % (f.rotulo, f.pid) if f else None)
-        systemd.vigia()
+        _pulsar(ctx, parada, volta)
 
     ctx.pulsar = pulsar
     acordador = getattr(ctx.captura, 'esperar_mudanca', None)
-    proximo_dados = proximo_projetos = 0.0
-    saida = SAIDA_OK
-    conectado = False
     while True:
         agora = time.monotonic()
         try:
-            if not conectado:
-                ctx.origem.conectar()
-                conectado = True
-            # Retrato novo a cada rodada: sem isto Oracle e MySQL devolveriam
-            # para sempre o banco do instante em que o ouvinte subiu.
-            ctx.origem.renovar()
-            erros_da_volta = 0
-            if not parada.pedida and (agora >= proximo_projetos or args.once):
-                p = ciclo_projetos(ctx)
-                proximo_projetos = time.monotonic() + args.intervalo_projetos
-                resumo['projetos'] = ('projetos ..........: %s criados=%s carregados=%s'
-                                      ' erros=%s' % (_hora(), p.criados, p.carregados,
-                                                     p.erros))
-                ciclos['projetos'] = dict(asdict(p), em=_agora_iso())
-                erros_da_volta += p.erros
-            if not parada.pedida and (agora >= proximo_dados or args.once):
-                d = ciclo_dados(ctx)
-                proximo_dados = time.monotonic() + args.intervalo_dados
-                resumo['dados'] = ('dados .............: %s datasets=%s registros=%s'
-                                   ' erros=%s atrasadas=%s quarentena=%s%s' % (
-                                       _hora(), d.datasets, d.registros, d.erros,
-                                       d.atrasadas, d.quarentenados,
-                                       ' removidas=%s' % d.removidas
-                                       if ctx.intervalo_reconciliacao is not None else ''))
-                ciclos['dados'] = dict(asdict(d), em=_agora_iso())
-                erros_da_volta += d.erros
-            if not parada.pedida and (args.varrer_agora or e_hora_de_varrer(ctx)):
-                # Uma vez por subida: sem isto varreria a cada ciclo.
-                args.varrer_agora = False
-                v = ciclo_varredura(ctx)
-                resumo['varredura'] = 'varredura .........: %s erros=%s' % (_hora(), v.erros)
-                ciclos['varredura'] = dict(asdict(v), em=_agora_iso())
-                erros_da_volta += v.erros
-            saida = saida or (SAIDA_FALHA if erros_da_volta else SAIDA_OK)
-            # TODA falha conta (um dataset, uma empresa, uma fase da varredura), nao
-            # so o ciclo inteiro: e isto que o status e a saude mostram.
-            ctx.falhas = ctx.falhas + 1 if erros_da_volta else 0
-            ctx.falhas_do_ciclo = 0
-            resumo.pop('falha', None)
-            ciclos.pop('falha', None)
+            _rodar_ciclos(ctx, args, parada, volta, agora)
         except Exception as erro:             # noqa: BLE001 - o servico nao morre por um ciclo
-            # Origem fora do ar, tunel caido, Contextia em manutencao -- tudo
-            # passa, e um servico que morre no primeiro soluco so volta quando
-            # alguem percebe.
-            ctx.falhas += 1
-            ctx.falhas_do_ciclo += 1
-            logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.falhas_do_ciclo,
-                             type(erro).__name__, erro)
-            resumo['falha'] = 'ÚLTIMA FALHA ......: %s %s: %s' % (
-                _hora(), type(erro).__name__, resumir(str(erro)))
-            ciclos['falha'] = {'em': _agora_iso(), 'erro': '%s: %s' % (
-                type(erro).__name__, resumir(str(erro)))}
-            # Conexao possivelmente morta: reabre no proximo ciclo em vez de
-            # insistir num handle quebrado.
-            try:
-                ctx.origem.fechar()
-            except Exception:                 # noqa: BLE001 - fechar nunca mascara o erro
-                pass
-            conectado = False
-            saida = SAIDA_FALHA
+            _volta_falhou(ctx, volta, erro)
         pulsar()
         if args.once or parada.pedida:
             break
-        espera = agenda.espera_apos_falhas(args.intervalo_dados, ctx.falhas_do_ciclo)
-        if ctx.falhas_do_ciclo:
-            logger.warning('esperando %ss antes de tentar de novo (dobra a cada falha,'
-                           ' teto de %ss)', espera, agenda.TETO_ESPERA)
-        fim = time.monotonic() + espera
-        while time.monotonic() < fim and not parada.pedida:
-            systemd.vigia()
-            fatia = min(FATIA_SONO, max(0.0, fim - time.monotonic()))
-            # A captura que le um log (binlog, slot_logico) espera NO log e acorda
-            # o ciclo de dados quando chega mudanca; depois de uma volta com erro
-            # continua lendo (o log nao envelhece) mas nao acorda: o Contextia
-            # fora do ar nao vira um ciclo por evento.
-            if acordador is None:
-                time.sleep(fatia)
-            elif acordador(fatia) and not ctx.falhas:
-                proximo_dados = 0.0
-                break
+        _esperar(ctx, args, parada, volta, acordador)
         if parada.pedida:
             break
     # Saida limpa: o status diz PARADO (e nao "ativo" com um pid morto).
     ctx.situacao = 'parado'
     pulsar()
-    return saida if args.once else SAIDA_OK
+    return volta.saida if args.once else SAIDA_OK
+
+
+def _rodar_ciclos(ctx: Contexto, args: argparse.Namespace, parada: Parada, volta: _Volta,
+                  agora: float) -> None:
+    """Uma volta: a origem conectada e renovada, e cada ciclo que está na hora."""
+    if not volta.conectado:
+        ctx.origem.conectar()
+        volta.conectado = True
+    # Retrato novo a cada rodada: sem isto Oracle e MySQL devolveriam
+    # para sempre o banco do instante em que o ouvinte subiu.
+    ctx.origem.renovar()
+    erros_da_volta = 0
+    if not parada.pedida and (agora >= volta.proximo_projetos or args.once):
+        erros_da_volta += _ciclo_projetos(ctx, args, volta)
+    if not parada.pedida and (agora >= volta.proximo_dados or args.once):
+        erros_da_volta += _ciclo_dados(ctx, args, volta)
+    if not parada.pedida and (args.varrer_agora or e_hora_de_varrer(ctx)):
+        # Uma vez por subida: sem isto varreria a cada ciclo.
+        args.varrer_agora = False
+        erros_da_volta += _ciclo_varredura(ctx, volta)
+    volta.saida = volta.saida or (SAIDA_FALHA if erros_da_volta else SAIDA_OK)
+    # TODA falha conta (um dataset, uma empresa, uma fase da varredura), nao
+    # so o ciclo inteiro: e isto que o status e a saude mostram.
+    ctx.falhas = ctx.falhas + 1 if erros_da_volta else 0
+    ctx.falhas_do_ciclo = 0
+    volta.resumo.pop('falha', None)
+    volta.ciclos.pop('falha', None)
+
+
+def _ciclo_projetos(ctx: Contexto, args: argparse.Namespace, volta: _Volta) -> int:
+    p = ciclo_projetos(ctx)
+    volta.proximo_projetos = time.monotonic() + args.intervalo_projetos
+    volta.resumo['projetos'] = ('projetos ..........: %s criados=%s carregados=%s'
+                                ' erros=%s' % (_hora(), p.criados, p.carregados, p.erros))
+    volta.ciclos['projetos'] = dict(asdict(p), em=_agora_iso())
+    return int(p.erros)
+
+
+def _ciclo_dados(ctx: Contexto, args: argparse.Namespace, volta: _Volta) -> int:
+    d = ciclo_dados(ctx)
+    volta.proximo_dados = time.monotonic() + args.intervalo_dados
+    volta.resumo['dados'] = ('dados .............: %s datasets=%s registros=%s'
+                             ' erros=%s atrasadas=%s quarentena=%s%s' % (
+                                 _hora(), d.datasets, d.registros, d.erros,
+                                 d.atrasadas, d.quarentenados,
+                                 ' removidas=%s' % d.removidas
+                                 if ctx.intervalo_reconciliacao is not None else ''))
+    volta.ciclos['dados'] = dict(asdict(d), em=_agora_iso())
+    return int(d.erros)
+
+
+def _ciclo_varredura(ctx: Contexto, volta: _Volta) -> int:
+    v = ciclo_varredura(ctx)
+    volta.resumo['varredura'] = 'varredura .........: %s erros=%s' % (_hora(), v.erros)
+    volta.ciclos['varredura'] = dict(asdict(v), em=_agora_iso())
+    return int(v.erros)
+
+
+def _volta_falhou(ctx: Contexto, volta: _Volta, erro: Exception) -> None:
+    # Origem fora do ar, tunel caido, Contextia em manutencao -- tudo
+    # passa, e um servico que morre no primeiro soluco so volta quando
+    # alguem percebe.
+    ctx.falhas += 1
+    ctx.falhas_do_ciclo += 1
+    logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.falhas_do_ciclo,
+                     type(erro).__name__, erro)
+    volta.resumo['falha'] = 'ÚLTIMA FALHA ......: %s %s: %s' % (
+        _hora(), type(erro).__name__, resumir(str(erro)))
+    volta.ciclos['falha'] = {'em': _agora_iso(), 'erro': '%s: %s' % (
+        type(erro).__name__, resumir(str(erro)))}
+    # Conexao possivelmente morta: reabre no proximo ciclo em vez de
+    # insistir num handle quebrado.
+    try:
+        ctx.origem.fechar()
+    except Exception:                 # noqa: BLE001 - fechar nunca mascara o erro
+        pass
+    volta.conectado = False
+    volta.saida = SAIDA_FALHA
+
+
+def _esperar(ctx: Contexto, args: argparse.Namespace, parada: Parada, volta: _Volta,
+             acordador: Callable[[float], bool] | None) -> None:
+    """A espera até a próxima volta, em fatias (o SIGTERM não espera o intervalo inteiro)."""
+    espera = agenda.espera_apos_falhas(args.intervalo_dados, ctx.falhas_do_ciclo)
+    if ctx.falhas_do_ciclo:
+        logger.warning('esperando %ss antes de tentar de novo (dobra a cada falha,'
+                       ' teto de %ss)', espera, agenda.TETO_ESPERA)
+    fim = time.monotonic() + espera
+    while time.monotonic() < fim and not parada.pedida:
+        systemd.vigia()
+        fatia = min(FATIA_SONO, max(0.0, fim - time.monotonic()))
+        # A captura que le um log (binlog, slot_logico) espera NO log e acorda
+        # o ciclo de dados quando chega mudanca; depois de uma volta com erro
+        # continua lendo (o log nao envelhece) mas nao acorda: o Contextia
+        # fora do ar nao vira um ciclo por evento.
+        if acordador is None:
+            time.sleep(fatia)
+        elif acordador(fatia) and not ctx.falhas:
+            volta.proximo_dados = 0.0
+            break

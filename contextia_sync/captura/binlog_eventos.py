@@ -1,0 +1,104 @@
+"""
+O que a estratégia `binlog` faz com os eventos do log, sem conexão nenhuma. Puro.
+
+O `BinLogStreamReader` (python-mysql-replication) já decodifica os bytes; aqui
+mora o que vem depois: o lote de transações entre o log e o spool (`Lote`), a
+posição por GTID (um por domínio) e como ela avança, a linha mudada vira
+`Mudanca` (a key e as empresas das imagens antes/depois) e o TRUNCATE lido do
+texto do QueryEvent. `binlog.py` é a conexão, o leitor e o laço sobre os eventos.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextia_sync.captura import DatasetVivo
+from contextia_sync.escopos import texto_escopo
+from contextia_sync.fila.spool import Mudanca
+
+# `TRUNCATE [TABLE] [banco.]tabela`, com ou sem crases.
+_TRUNCATE = re.compile(r'\s*TRUNCATE\s+(?:TABLE\s+)?(?:`?(\w+)`?\.)?`?(\w+)`?', re.IGNORECASE)
+
+
+@dataclass
+class Lote:
+    """As transações lidas do log e ainda não postas no spool (e a que está aberta)."""
+
+    mudancas: list[Mudanca] = field(default_factory=list)
+    fechadas: list[tuple[str, int]] = field(default_factory=list)   # (gtid, mudanças até ela)
+    pendente: list[Mudanca] = field(default_factory=list)
+    transacao: str | None = None
+    pular: bool = False               # já no spool (posição guardada além dela)
+    primeiro: str = ''                # o primeiro GTID que este leitor deu
+
+    def abrir(self, gtid: str, pular: bool) -> None:
+        self.transacao, self.pular, self.pendente = gtid, pular, []
+
+    def fechar(self) -> None:
+        if self.transacao is not None and not self.pular:
+            self.mudancas.extend(self.pendente)
+            self.fechadas.append((self.transacao, len(self.mudancas)))
+        self.transacao, self.pendente = None, []
+
+    def esvaziar(self) -> None:
+        self.mudancas, self.fechadas = [], []
+
+
+def tabela(nome: str, banco: str) -> tuple[str, str]:
+    """(banco, tabela) em minúsculas; sem banco no nome, o da URL."""
+    esquema, _, nome_tabela = nome.rpartition('.')
+    return (esquema or banco).lower(), nome_tabela.lower()
+
+
+def tabela_truncada(query: str, esquema_da_sessao: Any) -> str | None:
+    """`banco.tabela` (ou só `tabela`) que um TRUNCATE esvazia; None se a query não é um."""
+    achado = _TRUNCATE.match(query)
+    if achado is None:
+        return None
+    esquema = achado.group(1) or esquema_da_sessao or ''
+    if isinstance(esquema, bytes):
+        esquema = esquema.decode('utf-8', 'replace')
+    return '%s.%s' % (esquema, achado.group(2)) if esquema else achado.group(2)
+
+
+def mudancas_da_linha(alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: str,
+                      gtid: str, quando: float) -> list[Mudanca]:
+    """Uma Mudanca por key das imagens (antes/depois), com as empresas de cada uma."""
+    recorte = alvo.escopo
+    chaves: dict[str, Mudanca] = {}
+    for imagem in imagens:
+        valor = imagem.get(alvo.chave or '')
+        if valor is None:
+            continue
+        escopo = texto_escopo(imagem.get(recorte)) if recorte else None
+        mudanca = chaves.setdefault(str(valor), Mudanca(
+            dataset=alvo.nome, chave=valor, evento=tipo, posicao=gtid, quando=quando))
+        if escopo not in mudanca.escopos:
+            mudanca.escopos.append(escopo)
+    return list(chaves.values())
+
+
+# -- a posição: um GTID por domínio ('0-1-57,1-2-9') ----------------------------------
+def partes_do_gtid(posicao: str | None) -> dict[str, str]:
+    """A posição por domínio: {'0': '0-1-57', ...}."""
+    return {p.split('-', 1)[0]: p for p in (posicao or '').split(',') if p}
+
+
+def ja_guardada(posicao: str | None, gtid: str) -> bool:
+    """A transação `gtid` está aquém da posição (o leitor que se reconecta repassa o log)."""
+    dominio, _, resto = gtid.partition('-')
+    atual = partes_do_gtid(posicao).get(dominio)
+    try:
+        return atual is not None and int(resto.rpartition('-')[2]) <= int(
+            atual.rpartition('-')[2])
+    except ValueError:
+        return False
+
+
+def avancar(posicao: str | None, gtid: str) -> str:
+    """A posição com o domínio de `gtid` trocado por ele (domínios em ordem)."""
+    partes = partes_do_gtid(posicao)
+    partes[gtid.split('-', 1)[0]] = gtid
+    return ','.join(partes[d] for d in sorted(partes))
