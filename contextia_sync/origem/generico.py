@@ -45,6 +45,7 @@ import os
 import weakref
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -240,6 +241,33 @@ def _lote_pronto(lote: Sequence[Sequence[Any]], conversores: list[tuple[int, Con
     for linha in lote:
         (ficam if _do_escopo(linha[posicao], conferir) else fora).append(linha)
     return ficam, len(fora), fora[0][posicao] if fora else None
+
+
+@dataclass
+class _Contagem:
+    """O que uma leitura do `fetch` contou: as linhas entregues, as de outra empresa."""
+
+    lidas: int = 0
+    descartadas: int = 0
+    exemplo: Any = None
+    completo: bool = False
+
+    def descartar(self, valor: Any, quantas: int = 1) -> None:
+        """`quantas` linhas de outra empresa; `valor` fica de exemplo se for o primeiro."""
+        self.descartadas += quantas
+        if self.exemplo is None:
+            self.exemplo = valor
+
+
+def _avisar_descartadas(source_object: str, conferir: tuple[int, Any, str] | None,
+                        conta: _Contagem) -> None:
+    if conta.descartadas:
+        logger.warning(
+            'leitura de %s com escopo %r: %d linha(s) que o banco devolveu têm outro'
+            ' valor na coluna de escopo (ex.: %r) -- o banco as compara como iguais'
+            ' (maiúsculas/minúsculas, acentos, espaços); não são desta empresa e'
+            ' ficaram de fora', source_object, conferir[2] if conferir else '',
+            conta.descartadas, conta.exemplo)
 
 
 def _do_escopo(valor: Any, conferir: tuple[int, Any, str]) -> bool:
@@ -589,13 +617,14 @@ class Origem:
         aviso ao fim. O valor já vai exato ao banco; o que sobra e a comparação
         do próprio banco -- a collation `_ci` do MySQL/MariaDB e a do SQL Server
         acham 'abc' igual a 'ABC', outra empresa para o arquivo de chaves.
+
+        Dois caminhos, e o laço de cada linha fica AQUI nos dois (o caminho quente
+        da carga: nenhuma chamada nem gerador a mais por linha): o cursor cru, um
+        lote por vez (`_lotes_crus`), e o de uma linha por vez.
         """
-        lidas = 0
+        conta = _Contagem()
         direto = posicoes == list(range(len(posicoes)))
         chaves = tuple(nomes)
-        completo = False
-        descartadas = 0
-        exemplo: Any = None
         # O cursor do driver direto (sem o Row do SQLAlchemy) quando o SQLAlchemy
         # nao converte nenhum valor deste resultado; o `tuplas` segue o de sempre.
         # (PostgreSQL e MySQL/MariaDB: os que leem por cursor de servidor, e os medidos.)
@@ -603,29 +632,9 @@ class Origem:
                and self._sem_processador(resultado))
         try:
             if cru:
-                # Um lote do cursor por vez, e um dict por linha feito em C, sem
-                # laco Python por linha: o conversor de coluna e a conferencia do
-                # escopo olham o lote inteiro e so descem a linha quando algum
-                # valor precisa (ver _lote_pronto). O primeiro lote vem pelo
-                # resultado: ele ja guardou a primeira linha ao abrir o cursor.
-                lote: Sequence[Sequence[Any]] = resultado.fetchmany(self.linhas_por_lote)
-                while lote:
-                    if conversores or conferir is not None:
-                        lote, fora, primeiro = _lote_pronto(lote, conversores, conferir)
-                        if fora:
-                            descartadas += fora
-                            exemplo = primeiro if exemplo is None else exemplo
+                # Um dict por linha feito em C, sem laco Python por linha.
+                for lote in self._lotes_crus(conn, resultado, conversores, conferir, conta):
                     yield from map(dict, map(zip, itertools.repeat(chaves), lote))
-                    lidas += len(lote)
-                    if conn not in self._abertas:
-                        # renovar()/fechar() no meio do lote: o except abaixo diz isso.
-                        raise ErroOrigem('leitura fechada')
-                    # Ate o driver dizer que acabou (lote vazio), como o laco de
-                    # sempre: um lote incompleto ainda não prova o fim da leitura
-                    # (a conexão que cai depois dele e uma leitura que caiu).
-                    # (Sem cursor: o SQLAlchemy já viu o fim no primeiro lote e o soltou.)
-                    cursor = resultado.cursor
-                    lote = cursor.fetchmany(self.linhas_por_lote) if cursor is not None else []
             else:
                 for linha in resultado:
                     valores: Sequence[Any] = linha
@@ -634,9 +643,7 @@ class Origem:
                         for posicao, funcao in conversores:
                             valores[posicao] = funcao(valores[posicao])
                     if conferir is not None and not _do_escopo(valores[conferir[0]], conferir):
-                        descartadas += 1
-                        if exemplo is None:
-                            exemplo = valores[conferir[0]]
+                        conta.descartar(valores[conferir[0]])
                         continue
                     # Do tamanho de `chaves` por construcao (consulta_fetch): sem
                     # conferir de novo a cada linha. `tuplas`: os valores na ordem do
@@ -647,45 +654,83 @@ class Origem:
                         yield dict(zip(chaves, valores, strict=False))
                     else:
                         yield {nome: valores[p] for nome, p in zip(chaves, posicoes, strict=False)}
-                    lidas += 1
-            completo = True
-            if descartadas:
-                logger.warning(
-                    'leitura de %s com escopo %r: %d linha(s) que o banco devolveu têm outro'
-                    ' valor na coluna de escopo (ex.: %r) -- o banco as compara como iguais'
-                    ' (maiúsculas/minúsculas, acentos, espaços); não são desta empresa e'
-                    ' ficaram de fora', source_object, conferir[2] if conferir else '',
-                    descartadas, exemplo)
+                    conta.lidas += 1
+            conta.completo = True
+            _avisar_descartadas(source_object, conferir, conta)
         except Exception as erro:
-            # O erro do cursor cru o SQLAlchemy nao viu: a conexao pode ter caido,
-            # e nao volta ao pool.
-            do_cru = (cru and conn in self._abertas
-                      and isinstance(erro, self._motor().dialect.loaded_dbapi.Error))
-            if do_cru:
-                try:
-                    conn.invalidate()
-                except Exception:                        # noqa: BLE001
-                    pass
-            if do_cru or isinstance(erro, sa_exc.DBAPIError):
-                raise self._erro('leitura de %s interrompida depois de %d linha(s)'
-                                 % (source_object, lidas), erro,
-                                 'nada desta leitura deve ser dado como completo; a'
-                                 ' próxima chamada reconecta') from None
-            if conn in self._abertas:
+            substituto = self._interrompida(erro, conn, cru, source_object, conta.lidas)
+            if substituto is None:
                 raise
-            raise ErroOrigem(
-                'leitura de %s interrompida depois de %d linha(s): fechada por'
-                ' renovar()/fechar() antes do fim -- leia até o fim antes de'
-                ' renovar, ou chame fetch de novo' % (source_object, lidas)) from None
+            raise substituto from None
         finally:
-            self._abertas.pop(conn, None)
-            if not completo and self.dialeto == 'mysql':
-                _abandonar_mysql(conn, resultado)
+            self._soltar(conn, resultado, conta.completo)
+
+    def _lotes_crus(self, conn: Connection, resultado: CursorResult[Any],
+                    conversores: list[tuple[int, Conversor]],
+                    conferir: tuple[int, Any, str] | None,
+                    conta: _Contagem) -> Generator[Sequence[Sequence[Any]], None, None]:
+        """
+        Os lotes do cursor do driver, prontos: o conversor de coluna e a conferência
+        do escopo olham o lote inteiro e só descem à linha quando algum valor
+        precisa (`_lote_pronto`). O primeiro lote vem pelo resultado: ele já
+        guardou a primeira linha ao abrir o cursor. `conta.lidas` soma o lote
+        depois que quem lê pede o seguinte (as linhas dele já foram entregues).
+        """
+        lote: Sequence[Sequence[Any]] = resultado.fetchmany(self.linhas_por_lote)
+        while lote:
+            if conversores or conferir is not None:
+                lote, fora, primeiro = _lote_pronto(lote, conversores, conferir)
+                if fora:
+                    conta.descartar(primeiro, fora)
+            yield lote
+            conta.lidas += len(lote)
+            if conn not in self._abertas:
+                # renovar()/fechar() no meio do lote: o except de _linhas diz isso.
+                raise ErroOrigem('leitura fechada')
+            # Ate o driver dizer que acabou (lote vazio), como o laco de sempre: um
+            # lote incompleto ainda não prova o fim da leitura (a conexão que cai
+            # depois dele e uma leitura que caiu). (Sem cursor: o SQLAlchemy já viu
+            # o fim no primeiro lote e o soltou.)
+            cursor = resultado.cursor
+            lote = cursor.fetchmany(self.linhas_por_lote) if cursor is not None else []
+
+    def _interrompida(self, erro: Exception, conn: Connection, cru: bool, source_object: str,
+                      lidas: int) -> ErroOrigem | None:
+        """
+        O erro que a leitura interrompida levanta no lugar de `erro`; None: o
+        próprio `erro` sobe (não é da origem nem de um fechamento no meio).
+        """
+        # O erro do cursor cru o SQLAlchemy nao viu: a conexao pode ter caido, e
+        # nao volta ao pool.
+        do_cru = (cru and conn in self._abertas
+                  and isinstance(erro, self._motor().dialect.loaded_dbapi.Error))
+        if do_cru:
             try:
-                resultado.close()
-            except Exception:                            # noqa: BLE001
+                conn.invalidate()
+            except Exception:                        # noqa: BLE001
                 pass
-            self._devolver(conn)
+        if do_cru or isinstance(erro, sa_exc.DBAPIError):
+            return self._erro('leitura de %s interrompida depois de %d linha(s)'
+                              % (source_object, lidas), erro,
+                              'nada desta leitura deve ser dado como completo; a'
+                              ' próxima chamada reconecta')
+        if conn in self._abertas:
+            return None
+        return ErroOrigem(
+            'leitura de %s interrompida depois de %d linha(s): fechada por'
+            ' renovar()/fechar() antes do fim -- leia até o fim antes de'
+            ' renovar, ou chame fetch de novo' % (source_object, lidas))
+
+    def _soltar(self, conn: Connection, resultado: CursorResult[Any], completo: bool) -> None:
+        """A conexão de volta ao pool, lida até o fim ou não (o MySQL abandonado no meio)."""
+        self._abertas.pop(conn, None)
+        if not completo and self.dialeto == 'mysql':
+            _abandonar_mysql(conn, resultado)
+        try:
+            resultado.close()
+        except Exception:                            # noqa: BLE001
+            pass
+        self._devolver(conn)
 
     def _sem_processador(self, resultado: CursorResult[Any]) -> bool:
         """
