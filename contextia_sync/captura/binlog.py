@@ -43,9 +43,9 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, NamedTuple
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo
 from contextia_sync.captura.binlog_eventos import (
@@ -140,7 +140,7 @@ class CapturaBinlog(CapturaPeloSpool):
                       ' expire_logs_days / binlog_expire_logs_seconds)')
     MARCA_CRITICA = 'expirada'
 
-    def __init__(self, origem: ModuleType, estado: Estado, folga: int,  # noqa: ARG002
+    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int,  # noqa: ARG002
                  maximo: int) -> None:
         # `folga` nao serve aqui: o log nao tem janela de commit atrasado.
         from contextia_sync.origem.url import argumentos_pymysql, ler_url, tls_da_url

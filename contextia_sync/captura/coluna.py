@@ -26,9 +26,9 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Collection
-from types import ModuleType
 from typing import Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao, marca_agua
 from contextia_sync.erros import ErroConfiguracao
@@ -56,7 +56,7 @@ class CapturaColuna:
 
     nome = 'coluna'
 
-    def __init__(self, origem: ModuleType, estado: Estado, folga: int, maximo: int,
+    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int, maximo: int,
                  tolerancia: float = padroes.TOLERANCIA_FUTURO) -> None:
         faltam = faltando(origem, FUNCOES_COLUNA)
         if faltam:

@@ -34,9 +34,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao, conjuntos
 from contextia_sync.captura.coluna import CapturaColuna
 from contextia_sync.captura.reconciliacao import CapturaReconciliacao, OpcoesReconciliacao
@@ -57,7 +57,7 @@ class CapturaCombinada:
 
     nome = 'coluna+reconciliacao'
 
-    def __init__(self, origem: ModuleType, estado: Estado, folga: int, maximo: int,
+    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int, maximo: int,
                  opcoes: OpcoesReconciliacao) -> None:
         self.coluna = CapturaColuna(origem, estado, folga, maximo)
         self.reconciliacao = CapturaReconciliacao(origem, estado, folga, maximo, opcoes)

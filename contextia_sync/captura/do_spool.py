@@ -15,9 +15,9 @@ import datetime
 import json
 import os
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao
@@ -90,7 +90,7 @@ class CapturaPeloSpool:
     # A chave de `_posicao` com {'datasets': [...], ...} enquanto o log se perdeu.
     MARCA_CRITICA = ''
 
-    def __init__(self, origem: ModuleType, estado: Estado, maximo: int) -> None:
+    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, maximo: int) -> None:
         self.origem = origem
         self.estado = estado
         self.maximo = maximo
@@ -203,7 +203,7 @@ def gravar_posicao(caminho: str, posicao: dict[str, Any]) -> None:
     gravar_atomico(caminho, json.dumps(posicao, ensure_ascii=False, indent=1) + '\n')
 
 
-def leitura_do_spool(origem: ModuleType, alvo: DatasetVivo, itens: list[ItemDoSpool],
+def leitura_do_spool(origem: AdaptadorDeOrigem, alvo: DatasetVivo, itens: list[ItemDoSpool],
                      recorte: str | None) -> Leitura:
     """A `Leitura` das mudanças tomadas: as linhas relidas e as remoções por empresa."""
     if not itens:
@@ -213,9 +213,9 @@ def leitura_do_spool(origem: ModuleType, alvo: DatasetVivo, itens: list[ItemDoSp
     valores = [item.chave for item in itens]
     passo = padroes.CHAVES_POR_LEITURA
     for inicio in range(0, len(valores), passo):
-        for linha in origem.fetch(alvo.source_object, alvo.colunas,
-                                  chaves=(chave, valores[inicio:inicio + passo])):
-            achadas[str(linha.get(chave))] = linha
+        for lida in origem.fetch(alvo.source_object, alvo.colunas,
+                                 chaves=(chave, valores[inicio:inicio + passo])):
+            achadas[str(lida.get(chave))] = lida
     remocoes: dict[str, list[Any]] = {}
     remover_de_todas: list[Any] = []
     # Cada mudança com as empresas de que a linha sai (None: de todas): o

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.erros import ErroConfiguracao
 
@@ -179,7 +179,7 @@ def partes(nome: str) -> list[str]:
     return nome.split('+')
 
 
-def criar_captura(nome: str, *, origem: ModuleType, estado: Estado, folga: int,
+def criar_captura(nome: str, *, origem: AdaptadorDeOrigem, estado: Estado, folga: int,
                   maximo: int, reconciliacao: Any = None) -> Captura:
     """
     A captura da estratégia `nome` (já exigida), pelo registro. `reconciliacao`

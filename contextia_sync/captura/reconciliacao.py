@@ -48,9 +48,9 @@ import os
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.arquivos import GravacaoAtomica
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao, conjuntos
@@ -179,7 +179,7 @@ class CapturaReconciliacao:
 
     nome = 'reconciliacao'
 
-    def __init__(self, origem: ModuleType, estado: Estado, folga: int,  # noqa: ARG002
+    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int,  # noqa: ARG002
                  maximo: int, opcoes: OpcoesReconciliacao) -> None:
         faltam = faltando(origem, FUNCOES_RECONCILIACAO)
         if faltam:

@@ -52,9 +52,9 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from types import ModuleType
 from typing import Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura
 from contextia_sync.captura.comandos_slot import criar_slot, remover_slot
@@ -112,7 +112,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
                       ' a rede do DBA)')
     MARCA_CRITICA = 'perdido'
 
-    def __init__(self, origem: ModuleType, estado: Estado, folga: int,  # noqa: ARG002
+    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int,  # noqa: ARG002
                  maximo: int) -> None:
         # `folga` nao serve aqui: o slot nao tem janela de commit atrasado.
         self.slot = nome_do_slot({})

@@ -50,9 +50,9 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import mapeamento, padroes
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
@@ -359,7 +359,7 @@ def _papeis_do_cadastro(mapa: Mapping[str, Any]) -> tuple[str, dict[str, list[st
     return regra.source_object, papeis
 
 
-def conferir_catalogo(mapa: Mapping[str, Any], origem: Any,
+def conferir_catalogo(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
                       datasets: Sequence[Mapping[str, Any]] | None = None, *,
                       projetos: bool = True) -> list[ProblemaCatalogo]:
     """
@@ -428,7 +428,7 @@ def conferir_catalogo(mapa: Mapping[str, Any], origem: Any,
     return problemas
 
 
-def conferir_colunas(mapa: Mapping[str, Any], origem: Any,
+def conferir_colunas(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
                      datasets: Sequence[Mapping[str, Any]] | None = None, *,
                      projetos: bool = True) -> list[str]:
     """
@@ -479,7 +479,8 @@ class EmpresaNoCadastro:
     """Por que a regra de projeto a recusa (ex.: inativa), ou None se ela a aceita."""
 
 
-def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> EmpresaNoCadastro:
+def conferir_escopo(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
+                    escopo: str) -> EmpresaNoCadastro:
     """
     A empresa `escopo` no cadastro de empresas do mapeamento (`projects`),
     comparada como o provisionador compara (texto sem espaços nas pontas).
@@ -497,7 +498,7 @@ def conferir_escopo(mapa: Mapping[str, Any], origem: Any, escopo: str) -> Empres
     return achada
 
 
-def conferir_escopos(mapa: Mapping[str, Any], origem: Any, escopos: Iterable[str],
+def conferir_escopos(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem, escopos: Iterable[str],
                      ) -> dict[str, EmpresaNoCadastro | ErroEscopoDesconhecido]:
     """
     `conferir_escopo` de várias empresas com UMA leitura do cadastro: para cada
@@ -608,7 +609,7 @@ def _contando(iteravel: Iterable[T], contador: list[int], barra: bool, rotulo: s
         yield linha
 
 
-def contar_para_o_progresso(origem: ModuleType, source_object: str,
+def contar_para_o_progresso(origem: AdaptadorDeOrigem, source_object: str,
                             recorte: tuple[str, str] | None) -> int | None:
     """
     Quantas linhas a leitura vai trazer (o total da barra e das linhas de
@@ -623,7 +624,7 @@ def contar_para_o_progresso(origem: ModuleType, source_object: str,
         return None
 
 
-def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: ModuleType,
+def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: AdaptadorDeOrigem,
                      escopo: str, *, api_key: str | None = None, seco: bool = False,
                      max_remocao: float = padroes.MAX_REMOCAO, barra: bool = False,
                      progresso: Callable[[str], None] | None = None,

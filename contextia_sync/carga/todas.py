@@ -74,9 +74,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import mapeamento, padroes
 from contextia_sync.carga.completa import (
     Conferencia,
@@ -235,7 +235,7 @@ class _Copia:
 
 
 def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
-                           origem: ModuleType, empresas: Sequence[Empresa], *,
+                           origem: AdaptadorDeOrigem, empresas: Sequence[Empresa], *,
                            seco: bool = False, max_remocao: float = padroes.MAX_REMOCAO,
                            barra: bool = False,
                            progresso: Callable[[str], None] | None = None,
@@ -284,7 +284,7 @@ class _CargaDoDataset:
     histórico. A queda de cada etapa vira o erro das empresas em `rodar`.
     """
 
-    def __init__(self, mapa: Mapping[str, Any], row: Mapping[str, Any], origem: ModuleType,
+    def __init__(self, mapa: Mapping[str, Any], row: Mapping[str, Any], origem: AdaptadorDeOrigem,
                  empresas: Sequence[Empresa], opcoes: _Opcoes) -> None:
         from contextia_sync.intake.cliente import normalizar_dataset
 

@@ -16,9 +16,9 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
@@ -60,7 +60,7 @@ def _progresso(texto: str) -> None:
     print(texto, flush=True)
 
 
-def _fechar(origem: ModuleType) -> None:
+def _fechar(origem: AdaptadorDeOrigem) -> None:
     try:
         origem.fechar()
     except Exception:                           # noqa: BLE001 - fechar nunca mascara o erro
@@ -198,7 +198,7 @@ class Preparo:
     escopo: str
     datasets: list[dict[str, Any]]
     intervalo: float
-    origem: ModuleType
+    origem: AdaptadorDeOrigem
     chave: str | None = None
     projeto: str = '-'
 
@@ -493,7 +493,7 @@ def _cabecalho(args: argparse.Namespace, preparo: Preparo, titulo: str, teto_em:
     return Historico(caminho)
 
 
-def _conectar(origem: Any) -> bool:
+def _conectar(origem: AdaptadorDeOrigem) -> bool:
     """Conecta na origem; False (dito no stderr, nada enviado) se não deu."""
     try:
         origem.conectar()

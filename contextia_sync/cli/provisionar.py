@@ -13,9 +13,9 @@ import contextlib
 import os
 import sys
 from collections.abc import Mapping, MutableMapping
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
@@ -155,7 +155,7 @@ def _exigir_pasta_das_chaves(chaves: str) -> None:
                                   ' (mkdir -m 700).' % pasta)
 
 
-def _ler_cadastro(origem: ModuleType, regra: RegraProjeto) -> list[Mapping[str, Any]] | None:
+def _ler_cadastro(origem: AdaptadorDeOrigem, regra: RegraProjeto) -> list[Mapping[str, Any]] | None:
     """O cadastro de empresas lido da origem; None (e a causa impressa) se ela falhou."""
     try:
         origem.conectar()

@@ -26,10 +26,9 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.origem import filtro
@@ -57,6 +56,54 @@ class Relogio:
     def maior(self) -> datetime.datetime:
         """O mais adiantado dos dois: o limite seguro para uma coluna de qualquer fuso."""
         return max(self.utc, self.local)
+
+
+class AdaptadorDeOrigem(Protocol):
+    """
+    A origem como o SDK a vê: um objeto, carregado uma vez por execução
+    (`carregar_origem`), que o ouvinte, o conector, o provisionar e as capturas
+    recebem já pronto -- o adaptador `--source=` (o módulo `sources/<nome>.py`
+    que o integrador escreveu, ou o embutido, `origem.generico`).
+
+    O contrato (`FUNCOES`) todo adaptador tem; o que uma estratégia pede a mais
+    (`FUNCOES_COLUNA`: o relógio e o catálogo da coluna de mudança;
+    `FUNCOES_RECONCILIACAO`: o conjunto de chaves) é conferido por `faltando`
+    antes de a estratégia ser escolhida.
+    """
+
+    def conectar(self, url: str | None = None, timeout: int | None = None) -> object:
+        """Conecta (ou devolve a conexão que já existe)."""
+
+    def fetch(self, source_object: str, columns: Sequence[str],
+              scope: Sequence[Any] | None = None, since: Sequence[Any] | None = None,
+              chaves: Sequence[Any] | None = None) -> Iterable[dict[str, Any]]:
+        """As linhas, em streaming: a empresa (`scope`), a janela (`since`), as chaves."""
+
+    def contar(self, source_object: str, scope: Sequence[Any] | None = None,
+               since: Sequence[Any] | None = None) -> int:
+        """A sonda: quantas linhas."""
+
+    def maximo(self, source_object: str, coluna: str) -> Any:
+        """O maior valor da coluna (o ponto de partida da marca)."""
+
+    def renovar(self) -> None:
+        """Um retrato novo da origem (a próxima leitura vê o que comitou até agora)."""
+
+    def fechar(self) -> None:
+        """Solta as conexões."""
+
+    def agora(self) -> Relogio:
+        """A hora da origem (`FUNCOES_COLUNA`)."""
+
+    def tipo_coluna(self, source_object: str, coluna: str) -> str:
+        """O tipo da coluna de mudança no catálogo (`FUNCOES_COLUNA`)."""
+
+    def contar_sem_valor(self, source_object: str, coluna: str) -> int:
+        """Quantas linhas sem a coluna de mudança (`FUNCOES_COLUNA`)."""
+
+    def conjunto(self, source_object: str, chave: str, escopo: str | None = None,
+                 so_escopo: Any = None) -> Iterable[Sequence[Any]]:
+        """As linhas (escopo, chave) em ordem binária (`FUNCOES_RECONCILIACAO`)."""
 
 
 class ErroAdaptador(ErroConfiguracao):
@@ -96,7 +143,7 @@ def faltando(modulo: object, funcoes: tuple[str, ...]) -> list[str]:
     return [f for f in funcoes if not callable(getattr(modulo, f, None))]
 
 
-def carregar_origem(nome: str) -> ModuleType:
+def carregar_origem(nome: str) -> AdaptadorDeOrigem:
     """
     O adaptador `--source=<nome>`, conferido: expõe `FUNCOES`?
 
@@ -137,4 +184,5 @@ def carregar_origem(nome: str) -> ModuleType:
             ' (`fetch`, com `since=` e `scope=`), ponto de partida (`maximo`) e'
             ' renovação de retrato (`renovar`). Use sources/generic.py.'
             % (nome, ', '.join('`%s`' % f for f in faltam)))
-    return modulo
+    # Conferido acima (FUNCOES); o que a estrategia pede a mais, na escolha dela.
+    return cast(AdaptadorDeOrigem, modulo)

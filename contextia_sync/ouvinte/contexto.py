@@ -7,9 +7,9 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import IO, Any
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes, segredos, supervisor
 from contextia_sync.captura import Captura, DatasetVivo
 from contextia_sync.carga import historico
@@ -39,7 +39,7 @@ class Contexto:
 
     mapa: dict[str, Any]
     regra: RegraProjeto
-    origem: ModuleType
+    origem: AdaptadorDeOrigem
     estado: Estado
     estado_dir: str
     mapping: str

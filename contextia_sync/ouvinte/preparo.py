@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from types import ModuleType
 from typing import Any
 from collections.abc import Callable, Mapping
 
+from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import Captura, DatasetVivo
 from contextia_sync import padroes, supervisor
@@ -125,7 +125,7 @@ def _exigir_chaves(pedido: str) -> str:
 
 
 def _criar_captura(args: argparse.Namespace, nome_estrategia: str, mapa: dict[str, Any],
-                   origem: ModuleType, estado: Estado, chaves: str,
+                   origem: AdaptadorDeOrigem, estado: Estado, chaves: str,
                    reconcilia: bool) -> Captura:
     """A estratégia de captura escolhida, com as opções da reconciliação se ela as usa."""
     opcoes = None
@@ -317,7 +317,7 @@ def _conferir_captura(captura: Captura, vivos: list[DatasetVivo]) -> None:
         raise ErroConfiguracao('\n'.join(problemas))
 
 
-def _conferir_catalogo(mapa: dict[str, Any], origem: ModuleType) -> None:
+def _conferir_catalogo(mapa: dict[str, Any], origem: AdaptadorDeOrigem) -> None:
     """
     `--dry-run`: toda coluna mapeada (columns, key, watch, scope, fields e o
     cadastro) conferida no catálogo da origem, todas de uma vez (saída 2).
