@@ -19,65 +19,62 @@ O contrato HTTP está em docs/contrato-intake.md. O que este módulo garante:
     (`transporte.ler_corpo`, por `pedir`); só a página de `ler_registros` tem
     limite maior (`padroes.RESPOSTA_MAXIMA_BYTES_REGISTROS`).
 
-Como o pedido chega la -- Session, a política de retentativas com prazo, o 413
-que divide o lote, a sobrecarga que interrompe o envio, TLS, mascara de chaves
--- está em transporte.py; o provisionamento (token de admin), em admin.py.
+O envio é uma fila de etapas, cada uma num módulo, e `enviar_dataset` só as
+liga: registros -> serializar -> lotes (lotes.py: `FonteDeLotes`) -> corpo
+(envio.py: `Envelope`) -> remessa (remessa.py: lotes em voo, a divisão e o
+isolamento do recusado, o balanço) -> pedido (transporte.py: a política de
+retentativas com prazo, TLS, mascara de chaves) -> resultado (envio.py:
+`Aceite`, `ResultadoEnvio`; a quarentena em `RecusasDoEnvio`). As respostas do
+servidor são lidas em respostas.py; o provisionamento (token de admin), em admin.py.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import datetime
-import decimal
 import hashlib
 import hmac
-import itertools
-import json
 import logging
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from contextia_sync import padroes
-from contextia_sync.fila.diretorio import ErroFilaCheia
-from contextia_sync.fila.quarentena import (
-    DestinoDeRecusas,
-    Desfecho,
-    ItemQuarentena,
-    descrever,
-    identidade,
-)
+from contextia_sync.fila.quarentena import DestinoDeRecusas, Desfecho, ItemQuarentena
 # O nome do dataset e regra do mapeamento; `cliente.normalizar_dataset` continua valendo.
 from contextia_sync.mapeamento import normalizar_dataset as normalizar_dataset
-from contextia_sync.intake.serializacao import (
-    ErroSerializacao,
-    PlanoFixo,
-    Serializador,
-    conversor_de_linha,
-    corpo_de_registros,
-    corpo_direto,
-    json_canonico,
-    serializar_parcial,
-    valor_json,
+from contextia_sync.intake.envio import (
+    Aceite,
+    Alvo,
+    Envelope,
+    RecusasDoEnvio,
+    ResultadoEnvio as ResultadoEnvio,
 )
+from contextia_sync.intake.lotes import (
+    FonteDeLotes,
+    preparador_de_prontos as preparador_de_prontos,
+)
+from contextia_sync.intake.remessa import enviar_em_lotes
+from contextia_sync.intake.respostas import (
+    ErroAutenticacao as ErroAutenticacao,
+    codigo_de_erro,
+    detalhe_da_resposta as detalhe_da_resposta,
+    erro_autenticacao,
+    json_da_resposta as json_da_resposta,
+    quem,
+)
+from contextia_sync.intake.serializacao import valor_json
 from contextia_sync.intake.transporte import (
-    STATUS_RECUSA_DO_REGISTRO,
     STATUS_RETENTAVEIS,
     ErroContextia,
     ErroDestino,
     ErroIndisponivel,
-    RespostaInvalida,
-    autorizacao_enviada,
     conferir_url,
     do_ambiente,
-    enviar_em_lotes,
     mascarar,
-    mascarar_chave,
     pedir,
     prazo_do_pedido,
     preparar_logger,
@@ -85,61 +82,12 @@ from contextia_sync.intake.transporte import (
     texto_da_resposta,
 )
 
-try:
-    import orjson as _orjson
-    _Fragmento: Any = _orjson.Fragment
-except ImportError:                      # sem o orjson: sem registros prontos
-    _Fragmento = None
-
-if TYPE_CHECKING:
-    import requests
-
 CAMINHO_INTAKE = '/api/v1/intake'
 CABECALHO_ASSINATURA = 'X-Contextia-Assinatura'
-
-T = TypeVar('T')
-
-
-class ErroAutenticacao(ErroContextia):
-    """Chave de projeto ou token de admin recusado (401/403)."""
 
 
 class ErroRemocaoAcimaDoTeto(ErroContextia):
     """O `complete` removeria mais que o teto pedido; o servidor não removeu nada."""
-
-
-@dataclass
-class ResultadoEnvio:
-    """
-    O que `enviar_dataset` fez: registros lidos, as contagens do servidor e os lotes.
-
-    `lotes_erro` > 0 quer dizer que algo não chegou (a marca não avança, a
-    carga não deve ser completada); `erros` diz o que, uma mensagem por problema.
-
-    Com a quarentena: `quarentenados` e quantos registros desta chamada estão
-    na quarentena em vez de no Contextia (recusados de vez agora, ou já
-    guardados e iguais), com um motivo por registro em `quarentena_motivos`.
-    Sem `sync` eles NÃO contam em `lotes_erro`: a marca avança e o registro
-    espera na quarentena. Com `sync` contam (uma falha a mais em `lotes_erro`):
-    a carga não está completa, e um `complete` removeria esses registros.
-    `quarentena_superados`: itens que saíram da quarentena porque uma versão do
-    mesmo registro foi entregue agora. `interrompido`: o servidor não respondeu
-    (ou respondeu algo que não é do intake) e o resto da origem não foi lido.
-    """
-
-    dataset: str
-    registros: int = 0
-    inserted: int = 0
-    updated: int = 0
-    duplicates: int = 0
-    removed: int = 0
-    lotes_ok: int = 0
-    lotes_erro: int = 0
-    erros: list[str] = field(default_factory=list)
-    quarentenados: int = 0
-    quarentena_motivos: list[str] = field(default_factory=list)
-    quarentena_superados: int = 0
-    interrompido: bool = False
 
 
 # ---------------------------------------------------------------- ambiente
@@ -239,72 +187,6 @@ def verificar_assinatura(segredo: str | None, corpo: bytes | str,
     return hmac.compare_digest(esperado, cabecalho[len('sha256='):].strip().lower())
 
 
-# ---------------------------------------------------------------- respostas
-def detalhe_da_resposta(resposta: requests.Response) -> str:
-    """
-    O motivo que o servidor deu, em uma linha (422 do FastAPI vira 'campo:
-    problema'), mascarado como todo texto do servidor (transporte.texto_da_resposta).
-    """
-    try:
-        corpo = resposta.json()
-    except ValueError:
-        return texto_da_resposta(resposta, 300) or 'sem corpo'
-    detalhe = corpo.get('detail', corpo) if isinstance(corpo, dict) else corpo
-    if isinstance(detalhe, list):
-        partes = []
-        for item in detalhe[:5]:
-            if isinstance(item, dict):
-                caminho = '.'.join(str(p) for p in item.get('loc', ()) if p != 'body')
-                partes.append('%s: %s' % (caminho, item.get('msg')))
-            else:
-                partes.append(str(item))
-        detalhe = '; '.join(partes)
-    # Um JSON tambem pode ecoar o pedido (cabecalhos, o segredo do webhook).
-    return mascarar(' '.join(str(detalhe).split()), autorizacao_enviada(resposta))[:300]
-
-
-def json_da_resposta(resposta: requests.Response) -> Any:
-    """O corpo JSON da resposta; ErroContextia (a URL aponta para o Contextia?) se não é."""
-    try:
-        return resposta.json()
-    except ValueError:
-        raise ErroContextia('%s respondeu HTTP %d sem JSON (%s). CONTEXTIA_URL aponta para'
-                            ' o Contextia?' % (servidor(resposta.url or ''),
-                                               resposta.status_code,
-                                               texto_da_resposta(resposta))) from None
-
-
-def _codigo(resposta: requests.Response) -> Any:
-    try:
-        return resposta.json().get('erro')
-    except (ValueError, AttributeError):
-        return None
-
-
-def _quem(escopo: object, dataset: str | None = None) -> str:
-    alvo = 'do escopo %s' % escopo if escopo is not None else 'do projeto desta chave'
-    return alvo + (' (dataset %s)' % dataset if dataset else '')
-
-
-def _erro_autenticacao(resposta: requests.Response, escopo: object, dataset: str | None,
-                       chave: str) -> ErroAutenticacao:
-    return ErroAutenticacao(
-        'Contextia recusou a chave %s [%s]: HTTP %d, %s. Correção: confira o arquivo'
-        ' de chaves ou emita outra (provisionar.py --somente-escopo=%s).'
-        % (_quem(escopo, dataset), mascarar_chave(chave), resposta.status_code,
-           mascarar(detalhe_da_resposta(resposta), chave).rstrip('.'),
-           escopo if escopo is not None else '<escopo>'))
-
-
-# ---------------------------------------------------------------- intake
-def _lotes(registros: Iterable[T], tamanho: int) -> Iterator[list[T]]:
-    iterador = iter(registros)
-    while True:
-        lote = list(itertools.islice(iterador, tamanho))
-        if not lote:
-            return
-        yield lote
-
 
 def _falha(resultado: ResultadoEnvio, mensagem: str, logger: logging.Logger) -> None:
     """Um problema fora de um lote que conta como lote falho (o envio não vale inteiro)."""
@@ -313,91 +195,7 @@ def _falha(resultado: ResultadoEnvio, mensagem: str, logger: logging.Logger) -> 
     logger.error('%s', mensagem)
 
 
-_CONTAGENS = ('inserted', 'updated', 'duplicates')
-
-
-def _inteiro(valor: object) -> bool:
-    return isinstance(valor, int) and not isinstance(valor, bool) and valor >= 0
-
-
-def _contagens(resposta: requests.Response, enviados: int, contexto: str) -> dict[str, int]:
-    """As contagens de um 2xx do intake; RespostaInvalida se o corpo não é isso."""
-    try:
-        corpo = resposta.json()
-    except ValueError:
-        # 200 que nao e JSON: proxy ou pagina de erro no caminho, nao o intake.
-        raise RespostaInvalida(
-            '%s: HTTP %d sem JSON de contagens (%s) -- CONTEXTIA_URL aponta para o'
-            ' intake? O lote conta como falho (pode ter sido gravado ou não; o reenvio'
-            ' é idempotente)' % (contexto, resposta.status_code,
-                                 texto_da_resposta(resposta))) from None
-    faltam = list(_CONTAGENS)
-    if isinstance(corpo, dict):
-        faltam = [c for c in _CONTAGENS if not _inteiro(corpo.get(c))]
-        faltam += [c for c in ('received', 'removed') if c in corpo
-                   and not _inteiro(corpo[c])]
-    if faltam:
-        raise RespostaInvalida(
-            '%s: HTTP %d com um corpo que não são as contagens do intake (%s; sem inteiro'
-            ' em %s) -- CONTEXTIA_URL aponta para o intake? O lote conta como falho (pode'
-            ' ter sido gravado ou não; o reenvio é idempotente)'
-            % (contexto, resposta.status_code, texto_da_resposta(resposta),
-               ', '.join(faltam)))
-    if 'received' in corpo and corpo['received'] != enviados:
-        raise RespostaInvalida(
-            '%s: o intake diz que recebeu %d registro(s) de %d enviados; o lote conta como'
-            ' falho (o reenvio é idempotente)' % (contexto, corpo['received'], enviados))
-    return {c: int(corpo.get(c) or 0) for c in _CONTAGENS + ('removed',)}
-
-
-def _legivel(registro: Any) -> Any:
-    """O registro como dict, também o pronto (o JSON dele) de `preparador_de_prontos`."""
-    if _Fragmento is not None and isinstance(registro, _Fragmento):
-        return json.loads(_orjson.dumps(registro))     # o Fragment so se le assim
-    return registro
-
-
-def preparador_de_prontos(familias: Mapping[str, str] | None
-                          ) -> Callable[[Mapping[str, Any]], Any] | None:
-    """
-    A função que faz de uma linha da origem o registro pronto (o JSON dele, do
-    jeito que `enviar_dataset` o poria no corpo: o mesmo plano por coluna de
-    `familias`, ou pela forma, e o mesmo `corpo_de_registros`), para
-    `enviar_dataset(..., prontos=True)`. Levanta ErroSerializacao como o envio.
-    None sem o orjson (o pronto é um `orjson.Fragment`): envie as linhas.
-    """
-    if _Fragmento is None:
-        return None
-    fragmento = _Fragmento
-    converter = conversor_de_linha(PlanoFixo(dict(familias)) if familias else None,
-                                   Serializador(puro=False))
-
-    def preparar(bruto: Mapping[str, Any]) -> Any:
-        return fragmento(corpo_de_registros([converter(bruto)])[1:-1])
-    return preparar
-
-
-def _motivo_da_recusa(resposta: requests.Response, registro: Mapping[str, Any],
-                      chave: str) -> str:
-    """Por que o intake recusou um registro sozinho, com a correção (413: o tamanho dele)."""
-    registro = _legivel(registro)
-    detalhe = mascarar(detalhe_da_resposta(resposta), chave).strip()
-    if resposta.status_code != 413:
-        return 'HTTP %d: %s' % (resposta.status_code, detalhe)
-    bytes_registro = len(json.dumps(registro, ensure_ascii=False, separators=(',', ':'),
-                                    default=str).encode('utf-8'))
-    tamanhos = {coluna: len(json.dumps(valor, ensure_ascii=False, default=str).encode('utf-8'))
-                for coluna, valor in registro.items()}
-    maior = max(tamanhos, key=lambda coluna: tamanhos[coluna]) if tamanhos else None
-    return ('HTTP 413: o registro SOZINHO tem %d bytes e passa do limite de bytes do intake'
-            ' (o servidor disse: %s). Diminuir o chunk não resolve. Correção: uma view que'
-            ' trunque ou exclua a coluna grande%s -- ex.: LEFT/SUBSTRING na view, ou a'
-            ' coluna fora de `columns` no mapeamento.'
-            % (bytes_registro, detalhe.rstrip('.'),
-               ' (a maior deste registro: %r, %d bytes)' % (maior, tamanhos[maior])
-               if maior is not None else ''))
-
-
+# ---------------------------------------------------------------- intake
 def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
                    key: str | None = None, description: str | None = None,
                    fields: Mapping[str, str] | None = None, group: str | None = None,
@@ -416,28 +214,18 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     401/403 (ErroAutenticacao: com chave errada nenhum lote passaria). Lote
     recusado (422, 409, 500...) conta em `lotes_erro` e o envio segue;
     servidor que não responde, segue sobrecarregado depois das retentativas,
-    ou responde 2xx que não é do intake (sem JSON, sem as contagens) conta o
-    lote em `lotes_erro` e INTERROMPE o envio (sem ler o resto da origem) -- a
-    política inteira está em transporte.enviar_em_lotes. `sync` marca os lotes
-    como parte de um ciclo de carga (parte 1, 2, ...); quem chama decide se
-    completa. Com `sync` e nenhum registro, um lote vazio e enviado para o
-    servidor conhecer o sync. `remove` (valores de key) vai no primeiro lote;
-    o servidor precisa anunciar `remove` em capacidades(). `escopo` aparece nas
-    mensagens e identifica a empresa na quarentena. `deve_parar()`, se dado, e
-    olhado nas esperas entre retentativas: parada pedida conta o lote como
-    falho e interrompe o envio.
+    ou responde 2xx que não é do intake conta o lote em `lotes_erro` e
+    INTERROMPE o envio (sem ler o resto da origem) -- ver remessa.py. `sync`
+    marca os lotes como parte de um ciclo de carga (parte 1, 2, ...); quem
+    chama decide se completa. Com `sync` e nenhum registro, um lote vazio e
+    enviado para o servidor conhecer o sync. `remove` (valores de key) vai no
+    primeiro lote; o servidor precisa anunciar `remove` em capacidades().
+    `escopo` aparece nas mensagens e identifica a empresa na quarentena.
+    `deve_parar()`, se dado, e olhado nas esperas entre retentativas.
 
-    `quarentena` (ex.: fila.quarentena.Quarentena): um registro que o intake
-    recusa DE VEZ (400/413/422 sobre ele, ou um valor sem JSON) e isolado --
-    o lote e dividido até ele ficar sozinho, os outros são entregues -- e
-    guardado la com o motivo; o lote conta como ok (sem `sync`, a marca
-    avança). Falha passageira (5xx, 429, timeout, conexão) nunca vai para a
-    quarentena. Quarentena cheia: o lote falha e a mensagem diz como
-    esvaziar. Registro já guardado e igual não é reenviado (a releitura da
-    folga não reabre a divisão a cada ciclo); registro entregue tira da
-    quarentena a versão velha dele. Sem quarentena, a recusa e um lote falho,
-    como sempre foi. Com `sync`, registro na quarentena faz a carga falhar
-    (ver ResultadoEnvio).
+    `quarentena` (ex.: fila.quarentena.Quarentena): o registro recusado de vez
+    é isolado e guardado lá -- ver envio.py. `familias` (o plano por coluna de
+    um fetch) e `prontos` (os registros de `preparador_de_prontos`): ver lotes.py.
 
     `em_voo` (a carga completa passa padroes.LOTES_EM_VOO): até tantos lotes
     esperando resposta enquanto os seguintes são lidos e montados. Só vale com
@@ -445,281 +233,111 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     no ao vivo duas versões da mesma key podem estar em lotes seguidos, e com
     lotes em voo a mais nova poderia chegar antes e ser sobrescrita pela velha.
 
-    `familias` ({coluna: família}, o `origem.generico.familias` de um fetch):
-    os registros SÃO as linhas daquele fetch (dicts dele, com essas colunas), e
-    o conversor de cada coluna e escolhido uma vez pelo tipo -- as linhas são
-    convertidas no lugar. Sem ele (ou com quarentena), pela forma de cada registro.
-
-    O corpo vai comprimido (gzip) só se o intake anuncia `compressão: ["gzip"]`
-    em capacidades (consultado uma vez a cada padroes.VALIDADE_CAPACIDADES s).
-
     `parte`: o número (`sync.part`) do primeiro lote. A carga de todas as
     empresas (carga/todas.py) manda cada lote de uma empresa numa chamada, com
-    o mesmo `sync`: a numeração continua, e a partir da parte 2 o envio já é de
-    muitos lotes (a consulta do gzip vale a pena desde o primeiro pedido).
-    `prontos`: os registros já são o JSON de cada um, de `preparador_de_prontos`
-    (a carga de todas as empresas serializa cada linha ao lê-la e guarda só o
-    texto até o lote sair); vão ao corpo como estão. Sem quarentena.
+    o mesmo `sync`: a numeração continua. O corpo vai em gzip só a quem anuncia
+    (`_Compressao`).
     """
     log = preparar_logger(logger)
     chave = _chave(api_key)
     url = _url_intake()
-    dataset = normalizar_dataset(nome)
+    alvo = Alvo(normalizar_dataset(nome), escopo, key)
     tamanho = max(1, int(chunk or padroes.CHUNK))
-    resultado = ResultadoEnvio(dataset)
+    resultado = ResultadoEnvio(alvo.dataset)
+    primeira = max(1, int(parte))
+    remover = _a_remover(remove, alvo, chave, resultado, log)
+    if sync is None or remover or quarentena is not None:
+        em_voo = 1
+    recusas = (RecusasDoEnvio(quarentena, alvo, chave, resultado)
+               if quarentena is not None else None)
+    fonte = FonteDeLotes(registros, tamanho, resultado=resultado, recusas=recusas,
+                         familias=familias, prontos=prontos,
+                         anunciar_vazio=sync is not None or bool(remover))
+    envelope = Envelope(_base(alvo.dataset, key, description, fields, group), sync=sync,
+                        parte=primeira, remover=remover, registros_json=fonte.registros_json)
+    aceite = Aceite(alvo, chave, resultado, envelope, recusas)
+    resultado.interrompido = enviar_em_lotes(
+        fonte, url, autorizacao=chave, montar=envelope.montar, aceitar=aceite.aceitar,
+        rotulo='dataset %s' % alvo.dataset, balanco=resultado, logger=log,
+        deve_parar=deve_parar, isolar=recusas.isolar if recusas is not None else None,
+        em_voo=max(1, int(em_voo)), comprimir=_Compressao(chave, url, aceite, parte > 1).decidir,
+        primeiro=primeira)
+    _concluir(resultado, fonte.recusado, recusas.novos if recusas is not None else 0,
+              alvo, sync, log)
+    return resultado
+
+
+def _base(dataset: str, key: str | None, description: str | None,
+          fields: Mapping[str, str] | None, group: str | None) -> dict[str, Any]:
+    """O envelope comum a todo lote: o dataset e o que foi dado dele."""
     base: dict[str, Any] = {'dataset': dataset}
     for campo, valor in (('key', key), ('description', description), ('fields', fields),
                          ('group', group)):
         if valor is not None:
             base[campo] = valor
-    partes = itertools.count(max(1, int(parte)))
+    return base
+
+
+def _a_remover(remove: Iterable[Any] | None, alvo: Alvo, chave: str,
+               resultado: ResultadoEnvio, log: logging.Logger) -> list[Any] | None:
+    """As keys a remover, se o servidor tem `remove`; sem ele, a falha contada."""
     # A chave a remover na mesma forma JSON em que o registro a levou (Decimal como
     # texto, data ISO): o servidor remove pela chave como a guardou.
-    pendente_remover = [valor_json(v, key or 'key') for v in remove] if remove else None
-    if pendente_remover and not _suporta_remove(chave, resultado, log):
+    pendente = [valor_json(v, alvo.key or 'key') for v in remove] if remove else None
+    if pendente and not _suporta_remove(chave, resultado, log):
         # O Contextia de hoje nao tem `remove`: os registros seguem, a exclusao
         # nao, e isso e falha (quem chamou nao pode dar a exclusao por feita).
         _falha(resultado, 'dataset %s: o servidor não suporta `remove` (capacidades); %d'
                           ' exclusao(ões) NÃO enviada(s) -- ficam para a carga completa'
-                          ' (sync + complete).' % (dataset, len(pendente_remover)), log)
-        pendente_remover = None
-    if sync is None or pendente_remover or quarentena is not None:
-        em_voo = 1
-    # gzip so para quem anuncia. A pergunta (capacidades) so e feita depois do
-    # primeiro lote aceito e se ha outro lote: o envio de um lote so (o ao vivo,
-    # quase sempre) nao paga um pedido a mais, e um destino que nem e o intake
-    # nao recebe pedido nenhum alem do primeiro lote.
-    gzip_decidido: list[bool] = []
-    trava_gzip = threading.Lock()
-    # A continuacao de um sync (parte > 1) ja e um envio de muitos lotes.
-    aceitou = parte > 1
+                          ' (sync + complete).' % (alvo.dataset, len(pendente)), log)
+        return None
+    return pendente
 
-    def comprimir() -> bool:
-        if gzip_decidido:
-            return gzip_decidido[0]
-        with trava_gzip:
-            if not gzip_decidido:
-                anuncia = _anuncia_gzip(chave, url, consultar=aceitou)
-                if anuncia is None:
-                    return False
-                gzip_decidido.append(anuncia)
-        return gzip_decidido[0]
-    # So os nomes dos arquivos: sem nada guardado, nenhuma identidade e calculada.
-    guardadas: set[str] = quarentena.identidades() if quarentena is not None else set()
-    novos_na_quarentena = 0
 
-    def qual(registro: Mapping[str, Any]) -> str:
-        registro = _legivel(registro)
-        valor = registro.get(key) if key else None
-        if isinstance(valor, decimal.Decimal):
-            # A key como o registro a leva no JSON (o plano fixo a deixa crua).
-            with contextlib.suppress(ErroSerializacao):
-                valor = valor_json(valor, key)
-        return descrever(dataset, escopo, key, valor)
-
-    # O corpo dos registros do lote que `lotes_fixos` acabou de dar: (lote, corpo).
-    pronto: list[Any] = [None, b'']
-
-    def montar(lote: list[dict[str, Any]]) -> bytes:
-        envelope: dict[str, Any] = dict(base)
-        if sync is not None:
-            envelope['sync'] = {'id': sync, 'part': next(partes)}
-        if pendente_remover:
-            envelope['remove'] = pendente_remover
-        # O envelope pelo json de sempre; os registros (quase todo o corpo) pelo
-        # caminho rapido, encaixados no fim do objeto.
-        cabeca = json.dumps(envelope, ensure_ascii=False, separators=(',', ':'),
-                            allow_nan=False).encode('utf-8')
-        if pronto[0] is lote:
-            registros_json: bytes = pronto[1]
-            pronto[:] = [None, b'']
-        elif fixo is not None:
-            # (Uma metade de um lote do plano fixo, com o Decimal ainda cru.)
-            registros_json = corpo_direto(lote) or corpo_de_registros(lote)
-        else:
-            registros_json = corpo_de_registros(lote)
-        return cabeca[:-1] + b',"records":' + registros_json + b'}'
-
-    def aceitar(resposta: requests.Response, contexto: str,
-                lote: list[dict[str, Any]]) -> list[str]:
-        nonlocal pendente_remover, aceitou
-        if resposta.status_code in (401, 403):
-            raise _erro_autenticacao(resposta, escopo, dataset, chave)
-        if resposta.status_code >= 300:
-            if len(lote) == 1 and resposta.status_code in STATUS_RECUSA_DO_REGISTRO:
-                # Um registro sozinho: dizer qual e por que (o 413 nao e o chunk).
-                return ['%s: %s -- %s' % (contexto, qual(lote[0]),
-                                          _motivo_da_recusa(resposta, lote[0], chave))]
-            return ['%s: HTTP %d, %s' % (contexto, resposta.status_code,
-                                         mascarar(detalhe_da_resposta(resposta), chave))]
-        contagens = _contagens(resposta, len(lote), contexto)
-        aceitou = True
-        resultado.inserted += contagens['inserted']
-        resultado.updated += contagens['updated']
-        resultado.duplicates += contagens['duplicates']
-        resultado.removed += contagens['removed']
-        pendente_remover = None
-        if guardadas and quarentena is not None:
-            for registro in lote:
-                ident = identidade(dataset, escopo, key, registro)
-                if ident in guardadas and quarentena.superar(ident, dataset, escopo):
-                    guardadas.discard(ident)
-                    resultado.quarentena_superados += 1
-        return []
-
-    def guardar(registro: dict[str, Any], motivo: str, status_http: int | None = None,
-                invalidos: Mapping[str, str] | None = None) -> list[str]:
-        nonlocal novos_na_quarentena
-        assert quarentena is not None
-        try:
-            quarentena.guardar(dataset, escopo, key, registro, motivo, invalidos=invalidos,
-                               status_http=status_http)
-        except ErroFilaCheia as cheia:
-            return [str(cheia)]
-        except OSError as erro:
-            return ['%s: recusado de vez (%s) e a quarentena não pode ser gravada (%s): o'
-                    ' lote conta como falho e a marca não avança'
-                    % (qual(registro), motivo[:200], erro)]
-        guardadas.add(identidade(dataset, escopo, key, registro))
-        resultado.quarentenados += 1
-        resultado.quarentena_motivos.append('%s: %s' % (qual(registro), motivo))
-        novos_na_quarentena += 1
-        return []
-
-    def isolar(registro: dict[str, Any], resposta: requests.Response,
-               contexto: str) -> list[str]:  # noqa: ARG001 - assinatura de enviar_em_lotes
-        return guardar(registro, _motivo_da_recusa(resposta, registro, chave),
-                       resposta.status_code)
-
-    def ja_guardado(registro: dict[str, Any], invalidos: Mapping[str, str]) -> bool:
-        """O mesmo registro, igual, já está na quarentena: não reenvia nem reabre a divisão."""
-        if not guardadas or quarentena is None:
-            return False
-        ident = identidade(dataset, escopo, key, registro)
-        if ident not in guardadas:
-            return False
-        item = quarentena.guardado(ident)
-        if item is None or item.invalidos != dict(invalidos) or (
-                json_canonico(item.registro) != json_canonico(registro)):
-            return False
-        resultado.registros += 1
-        resultado.quarentenados += 1
-        resultado.quarentena_motivos.append('%s: já estava na quarentena desde %s (%s)'
-                                            % (qual(registro), item.desde, item.motivo))
-        return True
-
-    lidos = 0
-    recusado: str | None = None
-    # Com a quarentena os registros viram so tipos JSON (identidade, hash
-    # canonico e o arquivo dela os leem); sem ela, data e UUID ficam para o orjson.
-    serializador = Serializador(puro=quarentena is not None)
-    # O plano fixo (linhas de um fetch): `fixo` deixa o Decimal para o corpo
-    # (corpo_direto, o lote inteiro de uma vez); `inteiro` converte tudo, para o
-    # lote que volta ao caminho de um registro por vez.
-    fixo = inteiro = None
-    # Os prontos (preparador_de_prontos) ja sao o JSON: nada de plano para eles.
-    if familias and quarentena is None and not prontos:
-        fixo = PlanoFixo(dict(familias), decimal_no_corpo=True)
-        inteiro = PlanoFixo(dict(familias))
-
-    def serializados(fonte: Iterable[Any]) -> Iterator[dict[str, Any]]:
-        nonlocal lidos, recusado
-        if prontos and quarentena is None:
-            for json_pronto in fonte:
-                lidos += 1
-                yield json_pronto  # type: ignore[misc]  # o JSON do registro (Fragment)
-            return
-        converter = conversor_de_linha(inteiro, serializador)
-        for bruto in fonte:
-            lidos += 1
-            try:
-                registro = converter(bruto)
-            except ErroSerializacao as erro:
-                if quarentena is None:
-                    # Registro que nao vira JSON exato: os seguintes nao saem, e
-                    # a carga conta como falha (nunca sera completada).
-                    recusado = ('registro %d da leitura: %s -- os seguintes não foram lidos'
-                                ' nem enviados' % (lidos, erro))
-                    return
-                parcial, invalidos = serializar_parcial(bruto)
-                if ja_guardado(parcial, invalidos):
-                    continue
-                erros = guardar(parcial, 'valor sem JSON: %s' % erro, invalidos=invalidos)
-                if erros:
-                    recusado = '; '.join(erros)
-                    return
-                resultado.registros += 1
-                continue
-            # Sem nada guardado na quarentena (quase sempre), nem a chamada.
-            if not guardadas or not ja_guardado(registro, {}):
-                yield registro
-
-    def lotes_fixos(plano: PlanoFixo) -> Iterator[list[dict[str, Any]]]:
-        """
-        Os lotes das linhas de um fetch, cada corpo feito aqui de uma vez
-        (corpo_direto, guardado em `pronto` para o `montar`). O lote que não sai
-        exato por ali -- um valor sem JSON, um tipo fora do plano -- vai pelo
-        caminho de um registro por vez, que diz qual registro e qual coluna, e
-        nada depois dele e enviado.
-        """
-        nonlocal lidos
-        iterador = iter(registros)
-        converter = plano.registro if plano.plano else None
-        while recusado is None:
-            lote: list[Any] = list(itertools.islice(iterador, tamanho))
-            if not lote:
-                return
-            corpo = None
-            # Todos dicts com as colunas do plano (as linhas do fetch): sem olhar um a um.
-            if set(map(type, lote)) == {dict} and set(map(len, lote)) == {plano.colunas}:
-                try:
-                    if converter is not None:
-                        for registro in lote:
-                            converter(registro)
-                    corpo = corpo_direto(lote)
-                except ErroSerializacao:
-                    corpo = None
-            if corpo is None:
-                # (Os conversores do plano devolvem o que ja converteram como esta.)
-                convertidos = list(serializados(lote))
-                if convertidos:
-                    yield convertidos
-                continue
-            lidos += len(lote)
-            pronto[:] = [lote, corpo]
-            yield lote
-
-    def lotes() -> Iterator[list[dict[str, Any]]]:
-        enviados = 0
-        fonte = (lotes_fixos(fixo) if fixo is not None
-                 else _lotes(serializados(registros), tamanho))
-        for lote in fonte:
-            enviados += 1
-            yield lote
-        if enviados == 0 and recusado is None and (sync is not None or pendente_remover):
-            # Carga vazia: um lote vazio para o servidor conhecer o sync.
-            yield []
-
-    resultado.interrompido = enviar_em_lotes(
-        lotes(), url, autorizacao=chave, montar=montar, aceitar=aceitar,
-        rotulo='dataset %s' % dataset, balanco=resultado, logger=log, deve_parar=deve_parar,
-        isolar=isolar if quarentena is not None else None, em_voo=max(1, int(em_voo)),
-        comprimir=comprimir, primeiro=max(1, int(parte)))
+def _concluir(resultado: ResultadoEnvio, recusado: str | None, novos: int, alvo: Alvo,
+              sync: str | None, log: logging.Logger) -> None:
+    """O que fica depois dos lotes: a leitura que parou, a quarentena, a carga incompleta."""
     if recusado is not None:
-        _falha(resultado, 'dataset %s, %s' % (dataset, recusado), log)
+        _falha(resultado, 'dataset %s, %s' % (alvo.dataset, recusado), log)
     if resultado.quarentenados:
         log.warning('dataset %s%s: %d registro(s) na quarentena (%d agora, %d já estavam) --'
-                    ' %s', dataset, ' escopo %s' % escopo if escopo is not None else '',
-                    resultado.quarentenados, novos_na_quarentena,
-                    resultado.quarentenados - novos_na_quarentena,
+                    ' %s', alvo.dataset,
+                    ' escopo %s' % alvo.escopo if alvo.escopo is not None else '',
+                    resultado.quarentenados, novos, resultado.quarentenados - novos,
                     '; '.join(resultado.quarentena_motivos[:3])[:600])
     if sync is not None and resultado.quarentenados:
         # A regra da carga completa: faltou registro, nada de `complete` (ele
         # removeria do Contextia os que estao na quarentena).
         _falha(resultado, 'dataset %s: %d registro(s) na quarentena; a carga (sync %s) NÃO'
                           ' está completa -- complete não deve ser enviado'
-               % (dataset, resultado.quarentenados, sync), log)
-    return resultado
+               % (alvo.dataset, resultado.quarentenados, sync), log)
+
+
+class _Compressao:
+    """
+    O `comprimir` da remessa: gzip só para quem anuncia. A pergunta
+    (capacidades) só é feita depois do primeiro lote aceito e se há outro lote:
+    o envio de um lote só (o ao vivo, quase sempre) não paga um pedido a mais, e
+    um destino que nem é o intake não recebe pedido nenhum além do primeiro
+    lote. A continuação de um sync (`parte` > 1) já é um envio de muitos lotes.
+    """
+
+    def __init__(self, chave: str, url: str, aceite: Aceite, continuacao: bool) -> None:
+        self.chave, self.url, self.aceite, self.continuacao = chave, url, aceite, continuacao
+        self._decidido: list[bool] = []
+        self._trava = threading.Lock()
+
+    def decidir(self) -> bool:
+        if self._decidido:
+            return self._decidido[0]
+        with self._trava:
+            if not self._decidido:
+                anuncia = _anuncia_gzip(self.chave, self.url,
+                                        consultar=self.continuacao or self.aceite.aceitou)
+                if anuncia is None:
+                    return False
+                self._decidido.append(anuncia)
+        return self._decidido[0]
 
 
 def reenviar_item(item: ItemQuarentena, *, api_key: str | None,
@@ -847,15 +465,15 @@ def completar(nome: str, sync: str, *, api_key: str | None = None,
     resposta = pedir('POST', _url_intake() + '/complete', autorizacao=chave, corpo=pedido,
                      contexto=contexto)
     if resposta.status_code in (401, 403):
-        raise _erro_autenticacao(resposta, escopo, dataset, chave)
-    if resposta.status_code == 409 and _codigo(resposta) == 'remocao_acima_do_teto':
-        raise ErroRemocaoAcimaDoTeto('%s %s: %s' % (contexto, _quem(escopo),
+        raise erro_autenticacao(resposta, escopo, dataset, chave)
+    if resposta.status_code == 409 and codigo_de_erro(resposta) == 'remocao_acima_do_teto':
+        raise ErroRemocaoAcimaDoTeto('%s %s: %s' % (contexto, quem(escopo),
                                                        detalhe_da_resposta(resposta)))
     if resposta.status_code >= 300:
         # O passageiro que durou o prazo inteiro: o servidor, não este complete.
         erro = ErroIndisponivel if resposta.status_code in STATUS_RETENTAVEIS else ErroContextia
         raise erro('%s %s: HTTP %d, %s' % (
-            contexto, _quem(escopo), resposta.status_code,
+            contexto, quem(escopo), resposta.status_code,
             mascarar(detalhe_da_resposta(resposta), chave)))
     fechamento: dict[str, Any] = json_da_resposta(resposta)
     return fechamento
@@ -868,7 +486,7 @@ def _get(caminho: str, chave: str, contexto: str, escopo: object = None,
     resposta = pedir('GET', exigir_base() + caminho, autorizacao=chave, params=params,
                      contexto=contexto, deve_parar=deve_parar, limite=limite)
     if resposta.status_code in (401, 403):
-        raise _erro_autenticacao(resposta, escopo, None, chave)
+        raise erro_autenticacao(resposta, escopo, None, chave)
     if resposta.status_code >= 300:
         raise ErroContextia('%s: HTTP %d, %s' % (contexto, resposta.status_code,
                                                  mascarar(detalhe_da_resposta(resposta),

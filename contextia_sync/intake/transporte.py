@@ -2,7 +2,7 @@
 Transporte HTTP do cliente do Contextia: como um pedido chega la, a política de
 retentativas INTEIRA, e o que nunca sai daqui.
 
-A política (uma só, neste módulo; os números em contextia_sync/padroes.py):
+A política (uma só, `PoliticaDeRetentativas`; os números em padroes.py):
 
   * `pedir` -- um pedido, com UM prazo (PRAZO_RETENTATIVAS) contado do início
     da chamada: tentativas, esperas e Retry-After somados. Re-tentado, até
@@ -22,15 +22,15 @@ A política (uma só, neste módulo; os números em contextia_sync/padroes.py):
     (devolve o último status, ou levanta ErroContextia se nem resposta houve).
     TLS que não confere nunca é re-tentado. `deve_parar`, se dado, e olhado
     durante as esperas: parada pedida desiste do pedido na hora, como falha.
-  * `enviar_em_lotes` -- um envio em varios lotes: 413 divide o lote ao meio
-    até passar ou sobrar um registro; com a quarentena, a recusa permanente do
-    conteúdo (400/413/422) divide até o registro recusado ficar sozinho, e só
-    ele sai do lote; com `em_voo` > 1 (só a carga completa), até tantos lotes
-    ficam em voo enquanto os seguintes são lidos e montados, e as respostas são
-    contadas na ordem dos lotes; servidor que não respondeu, seguiu sobrecarregado dentro
-    do prazo, ou respondeu 2xx que não é do intake interrompe o envio: os
-    lotes seguintes não saem e a origem para de ser lida. Falha passageira
-    nunca vai para a quarentena.
+  * `remessa.enviar_em_lotes` (remessa.py) -- um envio em varios lotes: 413
+    divide o lote ao meio até passar ou sobrar um registro; com a quarentena,
+    a recusa permanente do conteúdo (400/413/422) divide até o registro
+    recusado ficar sozinho, e só ele sai do lote; com `em_voo` > 1 (só a carga
+    completa), até tantos lotes ficam em voo enquanto os seguintes são lidos e
+    montados, e as respostas são contadas na ordem dos lotes; servidor que não
+    respondeu, seguiu sobrecarregado dentro do prazo, ou respondeu 2xx que não
+    é do intake interrompe o envio: os lotes seguintes não saem e a origem
+    para de ser lida. Falha passageira nunca vai para a quarentena.
   * Corpo comprimido (gzip, `Content-Encoding: gzip`) só quando quem chama
     diz que o intake anunciou `compressão: ["gzip"]` em capacidades; a quem
     não anuncia, nunca.
@@ -50,7 +50,7 @@ A política (uma só, neste módulo; os números em contextia_sync/padroes.py):
     o filtro que `preparar_logger` põe no logger aplica a mesma mascara.
 
 O que o servidor responde (contagens, 401, teto de remoção) e assunto de
-cliente.py; o provisionamento (token de admin), de admin.py.
+respostas.py; o provisionamento (token de admin), de admin.py.
 """
 
 from __future__ import annotations
@@ -67,11 +67,9 @@ import re
 import threading
 import time
 import urllib.parse
-from collections import deque
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from contextia_sync import padroes, segredos
 from contextia_sync.erros import ErroConfiguracao
@@ -97,8 +95,6 @@ _PEDACO_DO_CORPO = 64 * 1024
 # De quanto em quanto a espera olha `deve_parar`. Nao e politica (nao muda o
 # que e re-tentado nem quando), so quao cedo uma parada pedida e notada.
 _PASSO_DA_ESPERA = 0.05
-
-T = TypeVar('T')
 
 VARIAVEL_PRAZO = 'CONTEXTIA_PRAZO_ENVIO'
 
@@ -541,6 +537,76 @@ def ler_corpo(resposta: requests.Response, *, limite: int, ate: float,
     return corpo
 
 
+class PoliticaDeRetentativas(NamedTuple):
+    """
+    A política de `pedir` (ver o topo do módulo): até `retentativas` novas
+    tentativas, a espera começando em `backoff` e dobrando até `backoff_maximo`,
+    tudo dentro de `segundos` contados do início da chamada. `atual()` lê os
+    números deste módulo na hora (os testes os encurtam trocando-os aqui).
+    """
+
+    retentativas: int
+    backoff: float
+    backoff_maximo: float
+    segundos: float
+
+    @classmethod
+    def atual(cls) -> PoliticaDeRetentativas:
+        return cls(RETENTATIVAS, float(BACKOFF), BACKOFF_MAXIMO, prazo_do_pedido())
+
+
+class _Tentativas:
+    """As tentativas de uma chamada: o prazo dela, a espera da vez e quantas já foram."""
+
+    def __init__(self, politica: PoliticaDeRetentativas) -> None:
+        self.politica = politica
+        self.prazo = time.monotonic() + politica.segundos
+        self.espera = politica.backoff
+        self.feitas = 0
+
+    def sobra(self) -> float:
+        """O que resta do prazo (ao menos 0,1 s): nenhuma tentativa espera além dele."""
+        return max(self.prazo - time.monotonic(), 0.1)
+
+    def proxima_espera(self, pedida: float | None) -> float | None:
+        """
+        Quanto esperar antes da próxima tentativa (o Retry-After `pedida`, se o
+        servidor disse), ou None: desistir -- as retentativas acabaram, ou a
+        espera terminaria depois do prazo (ela não é feita).
+        """
+        self.feitas += 1
+        atraso = self.espera if pedida is None else pedida
+        if self.feitas > self.politica.retentativas or time.monotonic() + atraso >= self.prazo:
+            return None
+        self.espera = min(self.espera * 2, self.politica.backoff_maximo)
+        return atraso
+
+
+class _PedidoPronto(NamedTuple):
+    """O pedido preparado uma vez e por onde ele sai: as tentativas reenviam o mesmo."""
+
+    preparado: requests.PreparedRequest
+    adaptador: requests.adapters.HTTPAdapter
+    ca: str
+    proxies: dict[str, str]
+    url: str
+    contexto: str
+    autorizacao: str | None
+
+
+class _Falha(NamedTuple):
+    """
+    Uma tentativa sem resposta final: a resposta passageira (None se nem houve),
+    o Retry-After dela, a falha curta (para a parada pedida) e a mensagem se
+    esta for a última.
+    """
+
+    resposta: requests.Response | None
+    pedida: float | None
+    falha: str
+    desistencia: str
+
+
 def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
           params: dict[str, Any] | None = None, contexto: str = '',
           deve_parar: Callable[[], bool] | None = None,
@@ -556,20 +622,48 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
     `limite`: bytes lidos da resposta, no lugar de RESPOSTA_MAXIMA_BYTES; o
     corpo de cada tentativa é lido por `ler_corpo` até o fim do prazo.
     """
-    import requests
+    pronto = _preparar(metodo, url, autorizacao, corpo, params, contexto, comprimir)
+    tentativas = _Tentativas(PoliticaDeRetentativas.atual())
+    maximo = RESPOSTA_MAXIMA_BYTES if limite is None else limite
+    while True:
+        tentativa = _tentar(pronto, tentativas, maximo)
+        if not isinstance(tentativa, _Falha):
+            return tentativa
+        atraso = tentativas.proxima_espera(tentativa.pedida)
+        if atraso is None:
+            if tentativa.resposta is not None:
+                return tentativa.resposta         # o status passageiro que nao passou
+            raise ErroIndisponivel(tentativa.desistencia)
+        if _esperar(atraso, deve_parar):
+            raise ErroContextia('%s: parada pedida durante as retentativas; o pedido foi'
+                                ' abandonado e conta como falho (última tentativa: %s)'
+                                % (contexto, tentativa.falha))
 
+
+def _corpo_e_cabecalhos(autorizacao: str | None, corpo: Any,
+                        comprimir: bool) -> tuple[dict[str, str], bytes | None]:
+    """Os cabeçalhos e o corpo em bytes (JSON estrito; gzip só se pedido e vale a pena)."""
     cabecalhos = {'Accept': 'application/json'}
     if autorizacao:
         cabecalhos['Authorization'] = 'Bearer ' + autorizacao
-    dados = None
-    if corpo is not None:
-        cabecalhos['Content-Type'] = 'application/json'
-        dados = corpo if isinstance(corpo, bytes) else json.dumps(
-            corpo, ensure_ascii=False, separators=(',', ':'), allow_nan=False).encode('utf-8')
-        if comprimir and len(dados) >= padroes.GZIP_A_PARTIR_DE:
-            # Uma vez, antes das tentativas; o zlib solta o GIL (lotes em voo comprimem juntos).
-            dados = gzip.compress(dados, compresslevel=padroes.NIVEL_GZIP, mtime=0)
-            cabecalhos['Content-Encoding'] = 'gzip'
+    if corpo is None:
+        return cabecalhos, None
+    cabecalhos['Content-Type'] = 'application/json'
+    dados = corpo if isinstance(corpo, bytes) else json.dumps(
+        corpo, ensure_ascii=False, separators=(',', ':'), allow_nan=False).encode('utf-8')
+    if comprimir and len(dados) >= padroes.GZIP_A_PARTIR_DE:
+        # Uma vez, antes das tentativas; o zlib solta o GIL (lotes em voo comprimem juntos).
+        dados = gzip.compress(dados, compresslevel=padroes.NIVEL_GZIP, mtime=0)
+        cabecalhos['Content-Encoding'] = 'gzip'
+    return cabecalhos, dados
+
+
+def _preparar(metodo: str, url: str, autorizacao: str | None, corpo: Any,
+              params: dict[str, Any] | None, contexto: str, comprimir: bool) -> _PedidoPronto:
+    """O pedido preparado uma vez, com o pool, as CAs e o proxy do destino."""
+    import requests
+
+    cabecalhos, dados = _corpo_e_cabecalhos(autorizacao, corpo, comprimir)
     conferir_url(url)
     # Destino local (Contextia local, testes) nunca passa por proxy do ambiente.
     proxies = _proxies(url, e_loopback(urllib.parse.urlsplit(url).hostname))
@@ -587,72 +681,56 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
                             ' Contextia (CONTEXTIA_URL) e a chave: sem espaços nem quebras'
                             ' de linha.' % (contexto, servidor(url), mascarar(erro, autorizacao))
                             ) from None
+    return _PedidoPronto(preparado, adaptador, ca, proxies, url, contexto, autorizacao)
 
-    segundos = prazo_do_pedido()
-    prazo = time.monotonic() + segundos
-    maximo = RESPOSTA_MAXIMA_BYTES if limite is None else limite
-    espera = float(BACKOFF)
-    retentativas = 0
-    while True:
-        # Nenhuma tentativa espera alem do prazo da chamada.
-        sobra = max(prazo - time.monotonic(), 0.1)
-        resposta: requests.Response | None = None
-        pedida: float | None = None
-        desistencia = ''              # a mensagem se esta falha for a ultima
-        falha = ''                    # esta falha, curta (para a parada pedida)
-        try:
-            ate = time.monotonic() + sobra
-            # stream=True: o corpo e lido aqui, dentro do try, com limite e prazo.
-            resposta = adaptador.send(preparado, stream=True, verify=ca, proxies=proxies,
-                                      timeout=(min(TIMEOUT[0], sobra), min(TIMEOUT[1], sobra)))
-            ler_corpo(resposta, limite=maximo, ate=ate, segundos=segundos)
-        except requests.exceptions.SSLError as erro:
-            # Certificado que nao confere nao melhora com o tempo: sem retentativa.
-            raise ErroContextia(
-                '%s: certificado TLS de %s não confere (%s). Se o Contextia usa CA própria,'
-                ' aponte CONTEXTIA_CA_BUNDLE para o PEM dela; a verificação nunca é'
-                ' desligada.' % (contexto, servidor(url), mascarar(erro, autorizacao))
-            ) from None
-        except RespostaAbandonada as erro:
-            # Como um timeout: passageiro, re-tentado dentro do prazo da chamada.
-            resposta, falha = None, str(erro)
-            desistencia = ('%s: %s; o prazo de retentativas (%g s) acabou sem uma resposta'
-                           ' inteira' % (contexto, erro, segundos))
-        except (requests.exceptions.ChunkedEncodingError,
-                requests.exceptions.ContentDecodingError) as erro:
-            resposta, falha = None, 'conexão caiu no meio da resposta'
-            desistencia = ('%s: conexão caiu no meio da resposta e o prazo de retentativas'
-                           ' acabou (%s)' % (contexto, mascarar(erro, autorizacao)))
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as erro:
-            resposta, falha = None, '%s não respondeu' % servidor(url)
-            desistencia = ('%s: %s não respondeu (ou seguiu sobrecarregado) dentro do prazo'
-                           ' de retentativas (%s)'
-                           % (contexto, servidor(url), mascarar(erro, autorizacao)))
-        except requests.exceptions.RequestException as erro:
-            # URL invalida, cabecalho invalido...: tentar de novo da o mesmo.
-            raise ErroContextia('%s: %s não respondeu (ou seguiu sobrecarregado) dentro do'
-                                ' prazo de retentativas (%s)'
-                                % (contexto, servidor(url),
-                                   mascarar(erro, autorizacao))) from None
-        else:
-            if 300 <= resposta.status_code < 400:
-                raise ErroRedirecionamento(_redirecionamento(resposta, contexto, url))
-            if resposta.status_code not in STATUS_RETENTAVEIS:
-                return resposta
-            pedida = _retry_after(resposta)
-            falha = 'HTTP %d' % resposta.status_code
 
-        retentativas += 1
-        atraso = espera if pedida is None else pedida
-        if retentativas > RETENTATIVAS or time.monotonic() + atraso >= prazo:
-            if resposta is not None:
-                return resposta         # o status passageiro que nao passou
-            raise ErroIndisponivel(desistencia)
-        if _esperar(atraso, deve_parar):
-            raise ErroContextia('%s: parada pedida durante as retentativas; o pedido foi'
-                                ' abandonado e conta como falho (última tentativa: %s)'
-                                % (contexto, falha))
-        espera = min(espera * 2, BACKOFF_MAXIMO)
+def _tentar(pronto: _PedidoPronto, tentativas: _Tentativas,
+            maximo: int) -> requests.Response | _Falha:
+    """Uma tentativa: a resposta final, ou a falha passageira; o que não passa levanta."""
+    import requests
+
+    contexto, url, autorizacao = pronto.contexto, pronto.url, pronto.autorizacao
+    segundos = tentativas.politica.segundos
+    sobra = tentativas.sobra()
+    try:
+        ate = time.monotonic() + sobra
+        # stream=True: o corpo e lido aqui, dentro do try, com limite e prazo.
+        resposta = pronto.adaptador.send(
+            pronto.preparado, stream=True, verify=pronto.ca, proxies=pronto.proxies,
+            timeout=(min(TIMEOUT[0], sobra), min(TIMEOUT[1], sobra)))
+        ler_corpo(resposta, limite=maximo, ate=ate, segundos=segundos)
+    except requests.exceptions.SSLError as erro:
+        # Certificado que nao confere nao melhora com o tempo: sem retentativa.
+        raise ErroContextia(
+            '%s: certificado TLS de %s não confere (%s). Se o Contextia usa CA própria,'
+            ' aponte CONTEXTIA_CA_BUNDLE para o PEM dela; a verificação nunca é'
+            ' desligada.' % (contexto, servidor(url), mascarar(erro, autorizacao))
+        ) from None
+    except RespostaAbandonada as erro:
+        # Como um timeout: passageiro, re-tentado dentro do prazo da chamada.
+        return _Falha(None, None, str(erro),
+                      '%s: %s; o prazo de retentativas (%g s) acabou sem uma resposta'
+                      ' inteira' % (contexto, erro, segundos))
+    except (requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.ContentDecodingError) as erro:
+        return _Falha(None, None, 'conexão caiu no meio da resposta',
+                      '%s: conexão caiu no meio da resposta e o prazo de retentativas'
+                      ' acabou (%s)' % (contexto, mascarar(erro, autorizacao)))
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as erro:
+        return _Falha(None, None, '%s não respondeu' % servidor(url),
+                      '%s: %s não respondeu (ou seguiu sobrecarregado) dentro do prazo'
+                      ' de retentativas (%s)'
+                      % (contexto, servidor(url), mascarar(erro, autorizacao)))
+    except requests.exceptions.RequestException as erro:
+        # URL invalida, cabecalho invalido...: tentar de novo da o mesmo.
+        raise ErroContextia('%s: %s não respondeu (ou seguiu sobrecarregado) dentro do'
+                            ' prazo de retentativas (%s)'
+                            % (contexto, servidor(url), mascarar(erro, autorizacao))) from None
+    if 300 <= resposta.status_code < 400:
+        raise ErroRedirecionamento(_redirecionamento(resposta, contexto, url))
+    if resposta.status_code not in STATUS_RETENTAVEIS:
+        return resposta
+    return _Falha(resposta, _retry_after(resposta), 'HTTP %d' % resposta.status_code, '')
 
 
 def _redirecionamento(resposta: requests.Response, contexto: str, url: str) -> str:
@@ -673,239 +751,6 @@ class RespostaInvalida(ErroContextia):
     servidor fora do ar -- um proxy ou página de erro no caminho daria o mesmo
     a cada lote, e ler a origem só para descartar custaria a origem.
     """
-
-
-class Balanco(Protocol):
-    """O que `enviar_em_lotes` conta (o ResultadoEnvio do cliente tem estes campos)."""
-
-    registros: int
-    lotes_ok: int
-    lotes_erro: int
-    erros: list[str]
-
-
-def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
-                    montar: Callable[[list[T]], bytes],
-                    aceitar: Callable[[requests.Response, str, list[T]], list[str]],
-                    rotulo: str, balanco: Balanco, logger: logging.Logger,
-                    deve_parar: Callable[[], bool] | None = None,
-                    isolar: Callable[[T, requests.Response, str], list[str]] | None = None,
-                    em_voo: int = 1, comprimir: Callable[[], bool] | None = None,
-                    primeiro: int = 1) -> bool:
-    """
-    POSTa cada lote de `lotes` em `url`, com a parte da política que vale para
-    um envio de muitos lotes. Devolve True se o envio foi interrompido.
-
-      * cada pedido passa por `pedir` (retentativas e prazo, `deve_parar`);
-      * 413 (lote grande demais para o servidor): o lote e dividido ao meio e as
-        metades reenviadas, recursivamente, até passar ou sobrar um registro
-        (sem `isolar`, um registro sozinho recusado vira erro do lote);
-      * com `isolar` (a quarentena do cliente), recusa permanente do CONTEUDO
-        (STATUS_RECUSA_DO_REGISTRO: 400, 413, 422) também divide o lote ao meio
-        até o registro recusado ficar sozinho: os outros são entregues e o
-        sozinho vai para `isolar(registro, resposta, contexto)`, que devolve os
-        erros (vazio = guardado). Antes de culpar um registro, o envelope tem de
-        ter sido aceito nesta chamada; se ainda não foi, um envelope sem
-        registros (`montar([])`) vai como prova -- recusado também, a recusa e
-        do envelope (remove não suportado, campo inválido...) e o lote falha
-        inteiro, sem dividir (dividir mandaria cada registro a quarentena);
-      * servidor que não respondeu (ErroContextia, parada pedida incluida),
-        seguiu num status passageiro depois do prazo, ou respondeu 2xx que não
-        e do intake (`aceitar` levanta RespostaInvalida): as partes seguintes do
-        lote não saem, os lotes seguintes também não, e `lotes` NÃO é mais lido
-        -- a carga já falhou, e ler a origem só para descartar custaria a origem
-        e mais um prazo inteiro por lote. Uma mensagem em `erros` diz isso, e o
-        log tem UMA linha para o lote e a interrupção juntos.
-
-    `montar(lote)` faz o corpo de cada pedido (chamado de novo para cada metade);
-    `aceitar(resposta, contexto, lote)` lê uma resposta final e devolve os erros
-    dela (vazio = ok; pode levantar, ex. chave recusada). `rotulo` ('dataset x')
-    abre as mensagens. Cada lote de `lotes` conta UMA vez em `balanco.lotes_ok`
-    ou `balanco.lotes_erro`, dividido ou não; um lote cujo registro recusado foi
-    guardado por `isolar` conta em `lotes_ok`.
-
-    `em_voo` > 1: o lote seguinte e lido e montado (`montar`, nesta thread)
-    enquanto até `em_voo` lotes esperam resposta (cada um numa thread); as
-    respostas são contadas e registradas na ORDEM dos lotes, e o servidor
-    indisponível para a leitura como antes -- os lotes já em voo terminam e
-    contam (ok ou falho). `montar`, `aceitar` e `isolar` nunca rodam ao mesmo
-    tempo (uma trava): o balanco e a quarentena de quem chama ficam corretos.
-    A ordem de CHEGADA entre lotes em voo não é garantida: quem precisa que as
-    versões de uma key não se ultrapassem (o ao vivo) usa `em_voo=1`.
-    `comprimir()`, se dado, e perguntado a cada pedido: True, o corpo vai em gzip
-    (`pedir`). `primeiro`: o número do primeiro lote nas mensagens (a carga de
-    todas as empresas manda cada lote de uma empresa numa chamada, e o "lote N"
-    do log tem de ser o N-ésimo dela, como o `sync.part`).
-    """
-    indisponivel = False
-    # O primeiro lote (na ordem) que achou o servidor indisponivel: com lotes em
-    # voo, a mensagem de interrupcao vai para ele, nao para quem terminou antes.
-    causa = 0
-    envelope_aceito = False
-    trava = threading.Lock()
-    trava_causa = threading.Lock()
-
-    def montado(lote: list[T]) -> bytes:
-        with trava:
-            return montar(lote)
-
-    def parar_em(numero: int) -> None:
-        nonlocal indisponivel, causa
-        with trava_causa:
-            causa = numero if not indisponivel else min(causa, numero)
-            indisponivel = True
-
-    def ler(resposta: requests.Response, contexto: str, lote: list[T],
-            numero: int) -> list[str]:
-        nonlocal envelope_aceito
-        try:
-            with trava:
-                erros = aceitar(resposta, contexto, lote)
-        except RespostaInvalida as erro:
-            parar_em(numero)
-            return [str(erro)]
-        if not erros:
-            envelope_aceito = True
-        return erros
-
-    def provar(numero: int) -> list[str]:
-        """O envelope sem registros passa? Devolve os erros da prova (vazio = passa)."""
-        contexto = '%s, lote %d (prova: o mesmo envelope sem registros)' % (rotulo, numero)
-        try:
-            resposta = pedir('POST', url, autorizacao=autorizacao, corpo=montado([]),
-                             contexto=contexto, deve_parar=deve_parar,
-                             comprimir=comprimir is not None and comprimir())
-        except ErroContextia as erro:
-            parar_em(numero)
-            return [str(erro)]
-        if resposta.status_code in STATUS_RETENTAVEIS:
-            parar_em(numero)
-        return ler(resposta, contexto, [], numero)
-
-    def uma_parte(lote: list[T], numero: int, dividido: bool = False,
-                  corpo: bytes | None = None) -> list[str]:
-        if indisponivel:
-            return ['%s, lote %d: não enviado (servidor indisponível)' % (rotulo, numero)]
-        if dividido and deve_parar is not None and deve_parar():
-            # A divisao multiplica os pedidos; a parada nao espera todos.
-            parar_em(numero)
-            return ['%s, lote %d: parada pedida no meio da divisão do lote; o resto dele'
-                    ' não foi enviado' % (rotulo, numero)]
-        contexto = '%s, lote %d (%d registros)' % (rotulo, numero, len(lote))
-        try:
-            resposta = pedir('POST', url, autorizacao=autorizacao,
-                             corpo=corpo if corpo is not None else montado(lote),
-                             contexto=contexto, deve_parar=deve_parar,
-                             comprimir=comprimir is not None and comprimir())
-        except ErroContextia as erro:
-            parar_em(numero)
-            return [str(erro)]
-        status = resposta.status_code
-        recusa = isolar is not None and status in STATUS_RECUSA_DO_REGISTRO
-        if len(lote) > 1 and (status == 413 or recusa):
-            if status != 413 and not envelope_aceito:
-                prova = provar(numero)
-                if prova:
-                    return ler(resposta, contexto, lote, numero) + [
-                        '%s, lote %d: o envelope sem registros também foi recusado (%s) --'
-                        ' a recusa e do envelope, não de um registro; nada foi dividido'
-                        % (rotulo, numero, '; '.join(prova)[:300])]
-            meio = len(lote) // 2
-            if status == 413:
-                logger.warning('%s: servidor recusou o tamanho (413); dividindo em %d + %d',
-                               contexto, meio, len(lote) - meio)
-            else:
-                # INFO: o registro isolado ganha um aviso so, no fim do envio.
-                logger.info('%s: servidor recusou o conteúdo (HTTP %d); dividindo em'
-                            ' %d + %d para isolar o registro recusado', contexto, status,
-                            meio, len(lote) - meio)
-            return (uma_parte(lote[:meio], numero, True)
-                    + uma_parte(lote[meio:], numero, True))
-        if recusa and len(lote) == 1:
-            prova = [] if envelope_aceito else provar(numero)
-            if not prova:
-                if isolar is None:
-                    return []
-                with trava:
-                    return isolar(lote[0], resposta, contexto)
-            return ler(resposta, contexto, lote, numero) + [
-                '%s, lote %d: o envelope sem registros também foi recusado (%s) -- a recusa'
-                ' e do envelope, não do registro; ele não foi para a quarentena'
-                % (rotulo, numero, '; '.join(prova)[:300])]
-        if status in STATUS_RETENTAVEIS:
-            # Sobrecarga que nao passou no prazo: os proximos lotes tambem nao
-            # passariam, e cada um gastaria o prazo inteiro.
-            parar_em(numero)
-        return ler(resposta, contexto, lote, numero)
-
-    def registrar(numero: int, lote: list[T], erros: list[str], avisar: bool = True) -> bool:
-        """Conta o lote no balanco e registra os erros; True se o envio parou aqui."""
-        if erros:
-            balanco.lotes_erro += 1
-            balanco.erros.extend(erros)
-        else:
-            balanco.lotes_ok += 1
-        balanco.registros += len(lote)
-        # Parou aqui: o servidor ficou indisponivel neste lote ou num anterior.
-        parou = indisponivel and causa <= numero
-        interrompido = avisar and parou and bool(lote)
-        # (O lote vazio que so anuncia um sync nao deixou origem por ler.)
-        mensagem = ('%s: envio interrompido depois do lote %d -- o servidor não'
-                    ' respondeu, recusou por sobrecarga ou respondeu algo que não é do'
-                    ' intake; registros seguintes (se houver) não foram lidos nem'
-                    ' enviados. O próximo ciclo reenvia.' % (rotulo, numero)
-                    if interrompido else '')
-        for posicao, erro in enumerate(erros):
-            if mensagem and posicao == len(erros) - 1:
-                # Uma linha para a falha e a interrupcao: um problema, um registro no log.
-                logger.error('%s -- %s', erro, mensagem)
-            else:
-                logger.error('%s', erro)
-        if parou:
-            if mensagem:
-                balanco.erros.append(mensagem)
-                if not erros:
-                    logger.error('%s', mensagem)
-            return True
-        return False
-
-    if em_voo <= 1:
-        for numero, lote in enumerate(lotes, primeiro):
-            if registrar(numero, lote, uma_parte(lote, numero)):
-                return True
-        return False
-
-    interrompido = False
-    voo: deque[tuple[int, list[T], Future[list[str]]]] = deque()
-    fila = enumerate(lotes, primeiro)
-    lido_tudo = False
-    # O lote seguinte, ja lido e montado, esperando uma vaga no voo.
-    pronto: tuple[int, list[T], bytes] | None = None
-    with ThreadPoolExecutor(max_workers=em_voo, thread_name_prefix='lote-em-voo') as pool:
-        while True:
-            # Lido e montado ANTES de esperar a resposta mais antiga: quando a vaga
-            # abre, ele sai na hora. Lido so depois da vaga, os lotes em voo voltavam
-            # juntos e esperavam os seguintes serem lidos -- contra um intake a 20 ms,
-            # 4 em voo rendiam o que 2 rendem.
-            if pronto is None and not lido_tudo and not indisponivel:
-                proximo = next(fila, None)
-                if proximo is None:
-                    lido_tudo = True
-                else:
-                    pronto = (proximo[0], proximo[1], montado(proximo[1]))
-            if pronto is not None and len(voo) < em_voo:
-                # (Servidor indisponivel desde a leitura: uma_parte nao envia, e o
-                # lote conta como nao enviado, como todo lote ja tirado de `lotes`.)
-                numero, lote, corpo = pronto
-                pronto = None
-                voo.append((numero, lote, pool.submit(uma_parte, lote, numero, False, corpo)))
-                continue
-            if not voo:
-                return interrompido
-            numero, lote, futuro = voo.popleft()
-            if registrar(numero, lote, futuro.result(), avisar=not interrompido):
-                # Nada mais e lido; os que ja estao em voo terminam e contam.
-                interrompido = True
 
 
 # ---------------------------------------------------------------- mensagens
