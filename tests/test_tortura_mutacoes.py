@@ -60,8 +60,9 @@ MUTACOES = (
         'movimentos fica entregue a varredura até a primeira varredura: ao-vivo morto'),
     Mutacao(
         'lote_descartado', 'contextia_sync/ouvinte/dados.py',
-        "        if ctx.seco:\n            logger.info('%-28s [SECO] escopo=%-8s %s registro(s)',",
-        "        if ctx.seco or escopo == '3':  # MUTACAO\n"
+        "        if ctx.config.seco:\n"
+        "            logger.info('%-28s [SECO] escopo=%-8s %s registro(s)',",
+        "        if ctx.config.seco or escopo == '3':  # MUTACAO\n"
         "            logger.info('%-28s [SECO] escopo=%-8s %s registro(s)',",
         'linhas_perdidas',
         'o lote ao vivo da empresa 3 e descartado em silêncio e a marca avança'),

@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             if resultado is None:
                 logger.info('quarentena vazia: nada a reenviar')
             return SAIDA_FALHA if resultado is not None and resultado.restantes else 0
-        systemd.pronto('de pe: %d dataset(s) ao vivo' % len(ctx.vivos))
+        systemd.pronto('de pe: %d dataset(s) ao vivo' % len(ctx.config.vivos))
         return laco(ctx, args, parada)
     except ParadaFria:
         return SAIDA_FALHA

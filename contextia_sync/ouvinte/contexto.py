@@ -33,18 +33,14 @@ class FerramentaAgora:
     desde: datetime.datetime
 
 
-@dataclass
-class Contexto:
-    """Tudo o que um ciclo precisa; montado uma vez por ouvinte/preparo.py."""
+@dataclass(frozen=True)
+class Configuracao:
+    """O que o operador escolheu para esta execução (linha de comando e mapeamento): não muda."""
 
     mapa: dict[str, Any]
-    regra: RegraProjeto
-    origem: AdaptadorDeOrigem
-    estado: Estado
     estado_dir: str
     mapping: str
     chaves: str
-    captura: Captura
     vivos: list[DatasetVivo] = field(default_factory=list)
     fora: list[tuple[str, str]] = field(default_factory=list)
     source: str = padroes.SOURCE
@@ -59,8 +55,6 @@ class Contexto:
     inatividade: int | None = padroes.INATIVIDADE_FERRAMENTA
     python: str = field(default_factory=lambda: sys.executable or 'python3')
     raiz: str = RAIZ
-    parar: Callable[[], bool] = lambda: False
-    pulsar: Callable[[], None] = lambda: None
     intervalo_dados: int = padroes.INTERVALO_DADOS
     # O --intervalo-reconciliacao; None: a estrategia nao reconcilia.
     intervalo_reconciliacao: int | None = None
@@ -68,16 +62,23 @@ class Contexto:
     modo: str = 'servico'            # servico, once, seco, reenviar-quarentena
     iniciado_em: str = field(default_factory=lambda: datetime.datetime.now().isoformat(
         timespec='seconds'))
-    # -- o que muda enquanto roda
+
+    @property
+    def caminho_historico(self) -> str:
+        """Onde os conectores gravam (e a varredura lê) as cargas aceitas."""
+        return historico.caminho_padrao(self.chaves)
+
+
+@dataclass
+class Execucao:
+    """O que muda enquanto o ouvinte roda: o status o mostra, nada disso vai para o estado."""
+
     situacao: str = 'rodando'        # rodando, parando, parado
     # Voltas seguidas do laco com ALGUMA falha (dataset, empresa, ferramenta, ciclo).
     falhas: int = 0
     # Voltas seguidas em que o ciclo inteiro falhou (origem fora): a espera dobra.
     falhas_do_ciclo: int = 0
     ferramenta_agora: FerramentaAgora | None = None
-    trava: IO[str] | None = None
-    # Registros que o intake recusou de vez (<estado>/quarentena); None no seco.
-    quarentena: Quarentena | None = None
     # Escopos sem chave ja avisados nesta subida: o aviso e uma vez por
     # empresa, nao a cada ciclo (60 s) enquanto ela existir.
     avisados_sem_chave: set[tuple[str, str]] = field(default_factory=set)
@@ -89,6 +90,28 @@ class Contexto:
     # vez por chave nesta execucao. So na memoria: nunca no estado nem no status.
     donos_das_chaves: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
+
+@dataclass
+class Contexto:
+    """
+    Tudo o que um ciclo precisa, montado uma vez por ouvinte/preparo.py, em três
+    partes: `config` (a configuração, congelada), os colaboradores (a origem, o
+    estado, a captura, a quarentena, a regra de projeto; a trava da pasta de
+    estado; `parar` e `pulsar`, do laço) e `execucao` (o que muda enquanto roda).
+    """
+
+    config: Configuracao
+    regra: RegraProjeto
+    origem: AdaptadorDeOrigem
+    estado: Estado
+    captura: Captura
+    # Registros que o intake recusou de vez (<estado>/quarentena); None no seco.
+    quarentena: Quarentena | None = None
+    trava: IO[str] | None = None
+    parar: Callable[[], bool] = lambda: False
+    pulsar: Callable[[], None] = lambda: None
+    execucao: Execucao = field(default_factory=Execucao)
+
     def rodar_ferramenta(self, argv: list[str], rotulo: str,
                          env: dict[str, str] | None = None,
                          segredos: tuple[str, ...] = ()) -> supervisor.Resultado:
@@ -99,16 +122,16 @@ class Contexto:
         provisionar: `segredos_do_provisionar()`); as outras não vão (ambiente_filho).
         """
         def ao_iniciar(pid: int) -> None:
-            self.ferramenta_agora = FerramentaAgora(rotulo, pid, datetime.datetime.now())
+            self.execucao.ferramenta_agora = FerramentaAgora(rotulo, pid, datetime.datetime.now())
             self.pulsar()
         try:
             return supervisor.rodar(
-                argv, rotulo, cwd=self.raiz, env=self.ambiente_filho(env, segredos),
-                timeout=self.timeout, inatividade=self.inatividade,
+                argv, rotulo, cwd=self.config.raiz, env=self.ambiente_filho(env, segredos),
+                timeout=self.config.timeout, inatividade=self.config.inatividade,
                 deve_parar=self.parar, ao_iniciar=ao_iniciar, pulso=self.pulsar,
-                arquivo_grupo=os.path.join(self.estado_dir, supervisor.ARQUIVO_GRUPO))
+                arquivo_grupo=os.path.join(self.config.estado_dir, supervisor.ARQUIVO_GRUPO))
         finally:
-            self.ferramenta_agora = None
+            self.execucao.ferramenta_agora = None
             self.pulsar()
 
     def ambiente_filho(self, extra: dict[str, str] | None = None,
@@ -124,38 +147,34 @@ class Contexto:
         """
         ambiente = segredos.ambiente_sem_segredos(os.environ, manter)
         caminho = ambiente.get('PYTHONPATH')
-        ambiente['PYTHONPATH'] = self.raiz + (os.pathsep + caminho if caminho else '')
+        ambiente['PYTHONPATH'] = self.config.raiz + (os.pathsep + caminho if caminho else '')
         ambiente.update(extra or {})
         return ambiente
 
-    @property
-    def caminho_historico(self) -> str:
-        """Onde os conectores gravam (e a varredura lê) as cargas aceitas."""
-        return historico.caminho_padrao(self.chaves)
-
     def segredos_do_provisionar(self) -> tuple[str, ...]:
         """O que o provisionar precisa do ambiente do ouvinte: o token e o segredo do webhook."""
-        webhook = self.mapa.get('webhook') or {}
+        webhook = self.config.mapa.get('webhook') or {}
         return (segredos.TOKEN_DE_ADMIN,) + (
             (webhook['secret_env'],) if webhook.get('secret_env') else ())
 
     def argv_provisionar(self, escopo: str | None = None) -> list[str]:
-        argv = [self.python, '-m', 'contextia_sync.cli.provisionar',
-                '--mapping=' + self.mapping, '--source=' + self.source,
-                '--chaves=' + self.chaves]
+        argv = [self.config.python, '-m', 'contextia_sync.cli.provisionar',
+                '--mapping=' + self.config.mapping, '--source=' + self.config.source,
+                '--chaves=' + self.config.chaves]
         if escopo is not None:
             argv.append('--somente-escopo=' + escopo)
-        argv += ['--grupo=' + grupo for grupo in self.grupos]
-        if self.seco:
+        argv += ['--grupo=' + grupo for grupo in self.config.grupos]
+        if self.config.seco:
             argv.append('--dry-run')
         return argv
 
     def argv_conector(self, escopo: str) -> list[str]:
-        return [self.python, '-m', 'contextia_sync.cli.conector',
-                '--mapping=' + self.mapping, '--source=' + self.source, '--scope=' + escopo]
+        config = self.config
+        return [config.python, '-m', 'contextia_sync.cli.conector',
+                '--mapping=' + config.mapping, '--source=' + config.source, '--scope=' + escopo]
 
     def argv_carregar_todas(self) -> list[str]:
-        argv = ['bash', SCRIPT_CARREGAR_TODAS, self.chaves]
-        if self.seco:
+        argv = ['bash', SCRIPT_CARREGAR_TODAS, self.config.chaves]
+        if self.config.seco:
             argv.append('--dry-run')
         return argv

@@ -55,12 +55,12 @@ def ciclo_dados(ctx: Contexto) -> ResumoDados:
     resumo = ResumoDados()
     if not chaves:
         logger.warning('ciclo de dados: nenhuma chave em %s -- nada a atualizar',
-                       ctx.chaves)
+                       ctx.config.chaves)
         return resumo
 
     tentados, falhas = 0, 0
     ultima: Exception | None = None
-    for alvo in ctx.vivos:
+    for alvo in ctx.config.vivos:
         if ctx.parar():
             break
         tentados += 1
@@ -75,7 +75,7 @@ def ciclo_dados(ctx: Contexto) -> ResumoDados:
                 _agora_texto(), type(erro).__name__, resumir(str(erro))), _agora_texto())
             logger.error('%-28s leitura falhou: %s: %s', alvo.nome, type(erro).__name__, erro)
 
-    if not ctx.seco:
+    if not ctx.config.seco:
         ctx.estado.gravar()
     if tentados and falhas == tentados and ultima is not None:
         # TODOS falharam: e a origem (ou a rede), nao um dataset. O laco faz
@@ -89,25 +89,25 @@ def _chaves_do_ao_vivo(ctx: Contexto) -> dict[str, str]:
     As chaves das empresas que recebem o ao-vivo: as do arquivo, menos as de
     `excluded_scopes` -- o conector recusa essas, e o ao-vivo também.
     """
-    chaves = ler_chaves(ctx.chaves)
-    excluidos = escopos_excluidos(ctx.mapa)
+    chaves = ler_chaves(ctx.config.chaves)
+    excluidos = escopos_excluidos(ctx.config.mapa)
     recusadas = sorted(set(chaves) & excluidos)
-    novas = [e for e in recusadas if ('*', e) not in ctx.avisados_sem_chave]
+    novas = [e for e in recusadas if ('*', e) not in ctx.execucao.avisados_sem_chave]
     if novas:
-        ctx.avisados_sem_chave.update(('*', e) for e in novas)
+        ctx.execucao.avisados_sem_chave.update(('*', e) for e in novas)
         logger.warning('empresa(s) %s com chave em %s, mas em source.excluded_scopes do'
                        ' mapeamento: NÃO recebem dado ao vivo (nem carga). Tire a linha do'
                        ' arquivo de chaves e revogue a chave, ou tire a empresa de'
                        ' excluded_scopes se a exclusão era engano.', ', '.join(novas),
-                       ctx.chaves)
+                       ctx.config.chaves)
     vivas = {e: k for e, k in chaves.items() if e not in excluidos}
     # A recusa que o arquivo ja nao justifica sai do status agora (linha apagada
     # ou chave trocada), sem esperar um dado daquela empresa: so com o que ja se
     # sabe, sem perguntar nada ao Contextia. A chave nova e conferida no envio.
-    for escopo in list(ctx.chaves_recusadas):
-        dono = ctx.donos_das_chaves.get(vivas.get(escopo, ''))
+    for escopo in list(ctx.execucao.chaves_recusadas):
+        dono = ctx.execucao.donos_das_chaves.get(vivas.get(escopo, ''))
         if dono is None or empresa_da_chave(dono, escopo) is None:
-            del ctx.chaves_recusadas[escopo]
+            del ctx.execucao.chaves_recusadas[escopo]
     return vivas
 
 
@@ -123,26 +123,26 @@ def conferir_dono(ctx: Contexto, escopo: str, chave: str) -> None:
     chave de outro projeto na linha da empresa, escrita a mão ou injetada)
     mandaria os dados desta empresa para o projeto da outra, sem erro nenhum do
     servidor. Perguntado ao Contextia uma vez por chave nesta execução
-    (`ctx.donos_das_chaves`); a recusa fica em `ctx.chaves_recusadas` para o
+    (`ctx.execucao.donos_das_chaves`); a recusa fica em `ctx.execucao.chaves_recusadas` para o
     status e a saúde. Levanta ErroChaveDeOutraEmpresa (recusada) ou
     ErroContextia (não deu para saber agora: nada vai para essa empresa neste
     ciclo, e a marca espera).
     """
-    dono = ctx.donos_das_chaves.get(chave)
+    dono = ctx.execucao.donos_das_chaves.get(chave)
     if dono is None:
-        dono = ctx.donos_das_chaves[chave] = dict(
+        dono = ctx.execucao.donos_das_chaves[chave] = dict(
             cliente.quem_sou(chave, escopo=escopo, deve_parar=ctx.parar))
     outra = empresa_da_chave(dono, escopo)
     if outra is None:
-        ctx.chaves_recusadas.pop(escopo, None)
+        ctx.execucao.chaves_recusadas.pop(escopo, None)
         return
     texto = ("a chave da empresa %s em %s é do projeto '%s' (empresa %s): recusada para a"
              ' empresa %s, que NÃO recebe dado até a correção (com ela, os dados iriam para'
              ' o projeto da outra empresa). Corrija a linha da empresa %s no arquivo de'
              ' chaves: apague-a e rode o provisionar.py --somente-escopo=%s, que emite a'
-             ' chave certa.' % (escopo, ctx.chaves, dono.get('name'), outra, escopo, escopo,
+             ' chave certa.' % (escopo, ctx.config.chaves, dono.get('name'), outra, escopo, escopo,
                                 escopo))
-    ctx.chaves_recusadas[escopo] = texto
+    ctx.execucao.chaves_recusadas[escopo] = texto
     raise ErroChaveDeOutraEmpresa(texto)
 
 
@@ -169,7 +169,7 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         da_reconciliacao = len(leitura.upserts) + len(leitura.remocoes) + sum(
             len(v) for v in leitura.remocoes_por_escopo.values())
         logger.warning('%-28s %s linhas mudaram (teto %s): entregue a VARREDURA,'
-                       ' não ao incremental%s', alvo.nome, leitura.quantos, ctx.maximo,
+                       ' não ao incremental%s', alvo.nome, leitura.quantos, ctx.config.maximo,
                        '; a reconciliação segue ao vivo (%d chave(s) agora)'
                        % da_reconciliacao if da_reconciliacao else '')
         ctx.estado.entregar_a_varredura(
@@ -179,9 +179,10 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
             return
 
     resumo.atrasadas += leitura.atrasadas
-    reparticao = agrupar_por_escopo(leitura.upserts, ctx.mapa, alvo.row, chaves)
+    reparticao = agrupar_por_escopo(leitura.upserts, ctx.config.mapa, alvo.row, chaves)
     grupos = reparticao.grupos
-    avisar_sem_chave(ctx.mapa, ctx.avisados_sem_chave, alvo.nome, reparticao.sem_chave)
+    avisar_sem_chave(ctx.config.mapa, ctx.execucao.avisados_sem_chave, alvo.nome,
+                     reparticao.sem_chave)
     if alvo.chave is None:
         # Sem `key` o servidor deduplica por hash do conteudo: a linha ALTERADA
         # entra como registro novo e a antiga fica ate a varredura. Aviso, nao
@@ -189,7 +190,7 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
         logger.warning('%-28s sem `key`: alteração vira registro NOVO (dedup por'
                        ' hash). Até a varredura, o antigo fica.', alvo.nome)
 
-    if not ctx.seco:
+    if not ctx.config.seco:
         ctx.captura.antes_de_enviar(alvo, leitura)
     envio = _enviar(ctx, alvo, grupos, chaves, resumo)
     if reparticao.invalidos:
@@ -201,7 +202,7 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
     # nao segura os registros entregues: a posicao deles avanca, e as remocoes
     # ficam para a proxima reconciliacao (o conjunto entregue nao as perde) ou,
     # no `binlog`, no spool (ele so conclui a mudanca cuja remocao foi entregue).
-    if envio.ok and not ctx.seco:
+    if envio.ok and not ctx.config.seco:
         assert remocoes is not None
         entregue = leitura if remocoes.ok else dataclasses.replace(
             leitura, remocoes=[], remocoes_por_escopo={})
@@ -259,7 +260,7 @@ class _Envio:
 def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str, Any]]],
             chaves: Mapping[str, str], resumo: ResumoDados) -> _Envio:
     """Envia cada grupo a sua empresa."""
-    descricao, campos = mapeamento.semantica(ctx.mapa, alvo.row)
+    descricao, campos = mapeamento.semantica(ctx.config.mapa, alvo.row)
     envio = _Envio()
     for escopo, registros in sorted(grupos.items()):
         if ctx.parar():
@@ -267,7 +268,7 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
             # avanca sobre o que nao foi confirmado.
             envio.falhou('parada pedida antes de enviar a empresa %s' % escopo)
             break
-        if ctx.seco:
+        if ctx.config.seco:
             logger.info('%-28s [SECO] escopo=%-8s %s registro(s)', alvo.nome, escopo,
                         len(registros))
             envio.enviados += len(registros)
@@ -276,8 +277,8 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
             conferir_dono(ctx, escopo, chaves[escopo])
             res = cliente.enviar_dataset(
                 alvo.nome, registros, key=alvo.chave, description=descricao, fields=campos,
-                group=mapeamento.grupo_de(ctx.mapa, alvo.row),
-                chunk=mapeamento.chunk_de(ctx.mapa, alvo.row) or padroes.CHUNK,
+                group=mapeamento.grupo_de(ctx.config.mapa, alvo.row),
+                chunk=mapeamento.chunk_de(ctx.config.mapa, alvo.row) or padroes.CHUNK,
                 api_key=chaves[escopo], logger=logger, deve_parar=ctx.parar, escopo=escopo,
                 # Registro recusado de vez (NaN, grande demais, 422) vai para a
                 # quarentena e a marca segue: um registro envenenado nao segura
@@ -328,7 +329,7 @@ def _quarentenar_invalidos(ctx: Contexto, alvo: DatasetVivo,
                      ' quarentena. Corrija o código no ERP (a linha corrigida chega ao vivo)'
                      ' e apague o arquivo dela em %s.', alvo.nome, len(linhas), motivo,
                      ctx.quarentena.pasta if ctx.quarentena is not None else 'quarentena/')
-        if ctx.seco or ctx.quarentena is None:
+        if ctx.config.seco or ctx.quarentena is None:
             continue
         for linha in linhas:
             registro, sem_json = serializar_parcial(linha)
@@ -356,12 +357,12 @@ def _enviar_remocoes(ctx: Contexto, alvo: DatasetVivo, leitura: Leitura,
         for escopo in chaves:
             por_escopo.setdefault(escopo, []).extend(leitura.remocoes)
     envio = _Envio()
-    lote = mapeamento.chunk_de(ctx.mapa, alvo.row) or padroes.CHUNK
+    lote = mapeamento.chunk_de(ctx.config.mapa, alvo.row) or padroes.CHUNK
     for escopo, valores in sorted(por_escopo.items()):
         if ctx.parar():
             envio.falhou('parada pedida antes de remover da empresa %s' % escopo)
             break
-        if ctx.seco:
+        if ctx.config.seco:
             logger.info('%-28s [SECO] escopo=%-8s %s remoção(ões)', alvo.nome, escopo,
                         len(valores))
             continue

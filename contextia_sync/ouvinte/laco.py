@@ -85,17 +85,17 @@ class _Volta:
 
 def _pulsar(ctx: Contexto, parada: Parada, volta: _Volta) -> None:
     """O status, as métricas e o systemd, a cada volta (e durante as ferramentas)."""
-    if parada.pedida and ctx.situacao == 'rodando':
-        ctx.situacao = 'parando'
+    if parada.pedida and ctx.execucao.situacao == 'rodando':
+        ctx.execucao.situacao = 'parando'
     dados = status_json(ctx, volta.ciclos)
-    erro = (escrever_status(ctx.estado_dir, linhas_status(ctx, volta.resumo))
-            or escrever_status_json(ctx.estado_dir, dados)
-            or (escrever_metricas(ctx.metricas, dados) if ctx.metricas else None))
+    erro = (escrever_status(ctx.config.estado_dir, linhas_status(ctx, volta.resumo))
+            or escrever_status_json(ctx.config.estado_dir, dados)
+            or (escrever_metricas(ctx.config.metricas, dados) if ctx.config.metricas else None))
     if erro:
         logger.warning('não foi possível gravar o status (%s)', erro)
-    f = ctx.ferramenta_agora
-    systemd.status('%d dataset(s) ao vivo' % len(ctx.vivos), volta.resumo.get('dados'),
-                   'falhas seguidas: %d' % ctx.falhas if ctx.falhas else None,
+    f = ctx.execucao.ferramenta_agora
+    systemd.status('%d dataset(s) ao vivo' % len(ctx.config.vivos), volta.resumo.get('dados'),
+                   'falhas seguidas: %d' % ctx.execucao.falhas if ctx.execucao.falhas else None,
                    volta.resumo.get('falha'),
                    'ferramenta %s (pid %s)' % (f.rotulo, f.pid) if f else None)
     systemd.vigia()
@@ -123,7 +123,7 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
         if parada.pedida:
             break
     # Saida limpa: o status diz PARADO (e nao "ativo" com um pid morto).
-    ctx.situacao = 'parado'
+    ctx.execucao.situacao = 'parado'
     pulsar()
     return volta.saida if args.once else SAIDA_OK
 
@@ -149,8 +149,8 @@ def _rodar_ciclos(ctx: Contexto, args: argparse.Namespace, parada: Parada, volta
     volta.saida = volta.saida or (SAIDA_FALHA if erros_da_volta else SAIDA_OK)
     # TODA falha conta (um dataset, uma empresa, uma fase da varredura), nao
     # so o ciclo inteiro: e isto que o status e a saude mostram.
-    ctx.falhas = ctx.falhas + 1 if erros_da_volta else 0
-    ctx.falhas_do_ciclo = 0
+    ctx.execucao.falhas = ctx.execucao.falhas + 1 if erros_da_volta else 0
+    ctx.execucao.falhas_do_ciclo = 0
     volta.resumo.pop('falha', None)
     volta.ciclos.pop('falha', None)
 
@@ -172,7 +172,7 @@ def _ciclo_dados(ctx: Contexto, args: argparse.Namespace, volta: _Volta) -> int:
                                  _hora(), d.datasets, d.registros, d.erros,
                                  d.atrasadas, d.quarentenados,
                                  ' removidas=%s' % d.removidas
-                                 if ctx.intervalo_reconciliacao is not None else ''))
+                                 if ctx.config.intervalo_reconciliacao is not None else ''))
     volta.ciclos['dados'] = dict(asdict(d), em=_agora_iso())
     return int(d.erros)
 
@@ -188,9 +188,9 @@ def _volta_falhou(ctx: Contexto, volta: _Volta, erro: Exception) -> None:
     # Origem fora do ar, tunel caido, Contextia em manutencao -- tudo
     # passa, e um servico que morre no primeiro soluco so volta quando
     # alguem percebe.
-    ctx.falhas += 1
-    ctx.falhas_do_ciclo += 1
-    logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.falhas_do_ciclo,
+    ctx.execucao.falhas += 1
+    ctx.execucao.falhas_do_ciclo += 1
+    logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.execucao.falhas_do_ciclo,
                      type(erro).__name__, erro)
     volta.resumo['falha'] = 'ÚLTIMA FALHA ......: %s %s: %s' % (
         _hora(), type(erro).__name__, resumir(str(erro)))
@@ -209,8 +209,8 @@ def _volta_falhou(ctx: Contexto, volta: _Volta, erro: Exception) -> None:
 def _esperar(ctx: Contexto, args: argparse.Namespace, parada: Parada, volta: _Volta,
              acordador: Callable[[float], bool] | None) -> None:
     """A espera até a próxima volta, em fatias (o SIGTERM não espera o intervalo inteiro)."""
-    espera = agenda.espera_apos_falhas(args.intervalo_dados, ctx.falhas_do_ciclo)
-    if ctx.falhas_do_ciclo:
+    espera = agenda.espera_apos_falhas(args.intervalo_dados, ctx.execucao.falhas_do_ciclo)
+    if ctx.execucao.falhas_do_ciclo:
         logger.warning('esperando %ss antes de tentar de novo (dobra a cada falha,'
                        ' teto de %ss)', espera, agenda.TETO_ESPERA)
     fim = time.monotonic() + espera
@@ -223,6 +223,6 @@ def _esperar(ctx: Contexto, args: argparse.Namespace, parada: Parada, volta: _Vo
         # fora do ar nao vira um ciclo por evento.
         if acordador is None:
             time.sleep(fatia)
-        elif acordador(fatia) and not ctx.falhas:
+        elif acordador(fatia) and not ctx.execucao.falhas:
             volta.proximo_dados = 0.0
             break

@@ -28,7 +28,7 @@ from contextia_sync.intake.transporte import ErroContextia
 from contextia_sync.mapeamento import carregar_mapeamento, escopos_excluidos
 from contextia_sync.origem import carregar_origem
 from contextia_sync.ouvinte import agenda
-from contextia_sync.ouvinte.contexto import Contexto
+from contextia_sync.ouvinte.contexto import Configuracao, Contexto
 from contextia_sync.provisionamento import regra_projeto
 from contextia_sync.provisionamento.chaves import ler_chaves
 from contextia_sync.registro import logger
@@ -82,18 +82,18 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     quarentena = None if args.dry_run else Quarentena(
         os.path.join(args.estado, PASTA_QUARENTENA), logger=logger)
 
-    ctx = Contexto(
-        mapa=mapa, vivos=vivos, fora=fora, regra=regra, origem=origem, estado=estado,
-        estado_dir=args.estado, mapping=mapping, source=args.source, chaves=chaves,
-        captura=captura, folga=args.folga, maximo=args.maximo_por_ciclo,
+    config = Configuracao(
+        mapa=mapa, vivos=vivos, fora=fora, estado_dir=args.estado, mapping=mapping,
+        source=args.source, chaves=chaves, folga=args.folga, maximo=args.maximo_por_ciclo,
         grupos=args.grupo, seco=args.dry_run, varredura=varredura,
         janela=args.janela_varredura, timeout=args.timeout_ferramenta or None,
-        inatividade=args.inatividade_ferramenta or None, parar=parar,
-        estrategia=nome_estrategia, trava=trava, quarentena=quarentena,
+        inatividade=args.inatividade_ferramenta or None, estrategia=nome_estrategia,
         intervalo_dados=args.intervalo_dados, metricas=args.metricas or args.estado,
         intervalo_reconciliacao=args.intervalo_reconciliacao if reconcilia else None,
         modo=('seco' if args.dry_run else 'reenviar-quarentena' if args.reenviar_quarentena
               else 'once' if args.once else 'servico'))
+    ctx = Contexto(config=config, regra=regra, origem=origem, estado=estado, captura=captura,
+                   parar=parar, trava=trava, quarentena=quarentena)
 
     linhas, resumo = _cabecalho(args, ctx, info, de_onde, quantas_chaves)
     _anunciar(args, linhas, resumo)
@@ -150,9 +150,9 @@ def _criar_captura(args: argparse.Namespace, nome_estrategia: str, mapa: dict[st
 def _cabecalho(args: argparse.Namespace, ctx: Contexto, info: Mapping[str, Any],
                de_onde: str, quantas_chaves: int) -> tuple[list[tuple[bool, str]], str]:
     """O cabeçalho da subida, (aviso?, texto) na ordem em que sai no log, e o resumo."""
-    mapa, vivos, fora, regra = ctx.mapa, ctx.vivos, ctx.fora, ctx.regra
-    nome_estrategia, varredura = ctx.estrategia, ctx.varredura
-    reconcilia = ctx.intervalo_reconciliacao is not None
+    mapa, vivos, fora, regra = ctx.config.mapa, ctx.config.vivos, ctx.config.fora, ctx.regra
+    nome_estrategia, varredura = ctx.config.estrategia, ctx.config.varredura
+    reconcilia = ctx.config.intervalo_reconciliacao is not None
     linhas: list[tuple[bool, str]] = [
         (False, 'cliente ..........: %s' % (mapa.get('client') or '(sem nome)')),
         (False, 'destino ..........: %s' % cliente.url_destino()),

@@ -34,17 +34,17 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
     _refazer_cargas_pendentes(ctx, resumo)
 
     regra = ctx.regra
-    conhecidos = set(ler_chaves(ctx.chaves))
-    excluidos = escopos_excluidos(ctx.mapa)
+    conhecidos = set(ler_chaves(ctx.config.chaves))
+    excluidos = escopos_excluidos(ctx.config.mapa)
     novos: list[tuple[str, str]] = []
     recusados: list[str] = []
-    linhas, ctx.codigos_recusados = regra_projeto.separar_codigos(
+    linhas, ctx.execucao.codigos_recusados = regra_projeto.separar_codigos(
         ctx.origem.fetch(regra.source_object, regra.columns), regra)
-    for codigo in ctx.codigos_recusados:
+    for codigo in ctx.execucao.codigos_recusados:
         # Alto uma vez por subida (o status e a saude o mostram a cada volta):
         # a cada 5 minutos o mesmo ERRO so ensinaria a ignora-lo.
-        if ('cadastro', codigo.codigo) not in ctx.avisados_sem_chave:
-            ctx.avisados_sem_chave.add(('cadastro', codigo.codigo))
+        if ('cadastro', codigo.codigo) not in ctx.execucao.avisados_sem_chave:
+            ctx.execucao.avisados_sem_chave.add(('cadastro', codigo.codigo))
             logger.error('*** %s', regra_projeto.texto_da_recusa(codigo, regra))
     for linha in linhas:
         escopo = regra_projeto.escopo_de(linha, regra)
@@ -67,7 +67,7 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
     for escopo, _ in novos:
         if ctx.parar():
             break
-        if not ctx.seco:
+        if not ctx.config.seco:
             # Anotada ANTES de provisionar: a partir do momento em que a chave
             # existe, a empresa deixa de ser "nova" e nada mais a carregaria ate
             # a varredura -- enquanto a marca de agua ja passou pelo historico
@@ -81,7 +81,7 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
             resumo.erros += 1
             continue
         resumo.criados += 1
-        if ctx.seco:
+        if ctx.config.seco:
             continue
         _carga_inicial(ctx, escopo, resumo)
     return resumo
@@ -89,9 +89,9 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
 
 def _refazer_cargas_pendentes(ctx: Contexto, resumo: ResumoProjetos) -> None:
     """Cargas iniciais que ficaram pela metade (morte, falha): refeitas agora."""
-    if ctx.seco:
+    if ctx.config.seco:
         return
-    chaves = ler_chaves(ctx.chaves)
+    chaves = ler_chaves(ctx.config.chaves)
     for escopo in ctx.estado.cargas_pendentes():
         if ctx.parar():
             return
@@ -112,10 +112,10 @@ def _conjuntos_antes_da_carga(ctx: Contexto, escopo: str) -> dict[str, Any] | No
     """
     antes: dict[str, Any] = {}
     try:
-        for alvo in ctx.vivos:
+        for alvo in ctx.config.vivos:
             antes[alvo.nome] = ctx.captura.antes_da_carga(alvo, escopo)
     except Exception as erro:             # noqa: BLE001 - a origem pode estar fora agora
-        for alvo in ctx.vivos:
+        for alvo in ctx.config.vivos:
             if alvo.nome in antes:
                 ctx.captura.depois_da_carga(alvo, antes[alvo.nome], set())
         logger.error('carga inicial da empresa %s adiada: o conjunto de chaves de antes dela'
@@ -131,20 +131,20 @@ def _carga_inicial(ctx: Contexto, escopo: str, resumo: ResumoProjetos) -> None:
     para a frente, e deixar para a varredura seria um assistente vazio até a
     madrugada no dia em que o cliente foi cadastrado.
     """
-    chave = ler_chaves(ctx.chaves).get(escopo)
+    chave = ler_chaves(ctx.config.chaves).get(escopo)
     if chave is None:
         logger.error('escopo %s provisionado e sem chave em %s -- carga inicial não'
-                     ' feita; confira a saída do provisionar acima', escopo, ctx.chaves)
+                     ' feita; confira a saída do provisionar acima', escopo, ctx.config.chaves)
         resumo.erros += 1
         return
     antes = _conjuntos_antes_da_carga(ctx, escopo)
     if antes is None:
         resumo.erros += 1
         return
-    env = {'CONTEXTIA_API_KEY': chave, 'CONTEXTIA_HISTORICO': ctx.caminho_historico}
+    env = {'CONTEXTIA_API_KEY': chave, 'CONTEXTIA_HISTORICO': ctx.config.caminho_historico}
     if not ctx.rodar_ferramenta(ctx.argv_conector(escopo), 'carga inicial %s' % escopo,
                                 env).ok:
-        for alvo in ctx.vivos:
+        for alvo in ctx.config.vivos:
             ctx.captura.depois_da_carga(alvo, antes.get(alvo.nome), set())
         resumo.erros += 1
         logger.error('carga inicial da empresa %s falhou: tentada de novo no próximo ciclo'
@@ -152,7 +152,7 @@ def _carga_inicial(ctx: Contexto, escopo: str, resumo: ResumoProjetos) -> None:
         return
     # O conjunto de chaves da empresa (a reconciliacao) nasce desta carga, e antes de
     # ela deixar de ser pendente: nenhuma comparacao corre sem ele.
-    for alvo in ctx.vivos:
+    for alvo in ctx.config.vivos:
         ctx.captura.depois_da_carga(alvo, antes.get(alvo.nome), {escopo})
     resumo.carregados += 1
     ctx.estado.marcar_carga_pendente(escopo, False)

@@ -23,15 +23,16 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
     """As linhas do status; `resumos` são as linhas do último ciclo de cada tipo."""
     agora = datetime.datetime.now()
     linhas = [
-        'ouvinte ...........: %s' % ('SECO (não envia)' if ctx.seco else {
-            'rodando': 'ativo', 'parando': 'parando', 'parado': 'PARADO'}[ctx.situacao]),
+        'ouvinte ...........: %s' % ('SECO (não envia)' if ctx.config.seco else {
+            'rodando': 'ativo', 'parando': 'parando', 'parado': 'PARADO'}[ctx.execucao.situacao]),
         'pid ...............: %s' % os.getpid(),
         'atualizado em .....: %s' % agora.strftime('%Y-%m-%d %H:%M:%S'),
-        'cliente ...........: %s' % (ctx.mapa.get('client') or '-'),
+        'cliente ...........: %s' % (ctx.config.mapa.get('client') or '-'),
         'destino ...........: %s' % cliente.url_destino(),
-        'estratégia ........: %s' % ctx.estrategia,
-        'datasets ao vivo ..: %s de %s' % (len(ctx.vivos), len(ctx.mapa.get('datasets') or [])),
-        'falhas seguidas ...: %s' % ctx.falhas,
+        'estratégia ........: %s' % ctx.config.estrategia,
+        'datasets ao vivo ..: %s de %s' % (len(ctx.config.vivos),
+                                           len(ctx.config.mapa.get('datasets') or [])),
+        'falhas seguidas ...: %s' % ctx.execucao.falhas,
         'última varredura ..: %s' % _texto_varredura(ctx),
     ]
     tabela, alerta = tabela_datasets(ctx)
@@ -49,7 +50,7 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
     for recusada in empresas_recusadas(ctx):
         linhas.append("EMPRESA RECUSADA ..: '%s' (%s): %s" % (
             recusada['escopo'], recusada['onde'], recusada['motivo']))
-    f = ctx.ferramenta_agora
+    f = ctx.execucao.ferramenta_agora
     if f:
         linhas.append('ferramenta agora ..: %s (pid %s, desde %s, há %ss)' % (
             f.rotulo, f.pid, f.desde.strftime('%Y-%m-%d %H:%M:%S'),
@@ -68,7 +69,7 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
             '%s (%s)' % (n, t) for n, t in sorted(pendentes.items())))
     linhas.append('')
     linhas.extend(tabela)
-    if ctx.intervalo_reconciliacao is not None:
+    if ctx.config.intervalo_reconciliacao is not None:
         linhas.append('')
         linhas.extend(tabela_reconciliacao(ctx))
     return linhas
@@ -84,9 +85,9 @@ def empresas_recusadas(ctx: Contexto) -> list[dict[str, str]]:
                 nada vai para ela até a correção; `motivo` diz o que fazer
     """
     recusadas = [{'escopo': c.codigo, 'onde': 'cadastro', 'motivo': c.motivo}
-                 for c in ctx.codigos_recusados]
+                 for c in ctx.execucao.codigos_recusados]
     recusadas += [{'escopo': escopo, 'onde': 'chave', 'motivo': motivo}
-                  for escopo, motivo in sorted(ctx.chaves_recusadas.items())]
+                  for escopo, motivo in sorted(ctx.execucao.chaves_recusadas.items())]
     return recusadas
 
 
@@ -103,10 +104,10 @@ def tabela_reconciliacao(ctx: Contexto) -> list[str]:
     """Uma linha por dataset da reconciliacao: a última, as chaves, o que saiu, a recusa."""
     formato = '%-28s %-20s %9s %10s %10s %10s  %s'
     linhas = ['reconciliação a cada %ss (teto de remoção %.0f%% por empresa):'
-              % (ctx.intervalo_reconciliacao, 100.0 * padroes.MAX_REMOCAO),
+              % (ctx.config.intervalo_reconciliacao, 100.0 * padroes.MAX_REMOCAO),
               formato % ('dataset', 'ultima', 'chaves', 'removidas', 'incluidas',
                          'total rem.', 'recusa / último erro')]
-    for alvo in ctx.vivos:
+    for alvo in ctx.config.vivos:
         if not alvo.reconcilia:
             linhas.append('%-28s fora da reconciliação: sem key (a exclusão só na varredura)'
                           % alvo.nome)
@@ -123,7 +124,7 @@ def tabela_reconciliacao(ctx: Contexto) -> list[str]:
 def _reconciliacao_json(ctx: Contexto, alvo: DatasetVivo,
                         agora: datetime.datetime) -> dict[str, Any] | None:
     """O objeto `reconciliacao` de um dataset no status (None: a estratégia não reconcilia)."""
-    if ctx.intervalo_reconciliacao is None:
+    if ctx.config.intervalo_reconciliacao is None:
         return None
     if not alvo.reconcilia:
         return {'ativa': False, 'motivo': 'sem key: a exclusão só sai na varredura'}
@@ -189,11 +190,11 @@ def tabela_datasets(ctx: Contexto) -> tuple[list[str], list[str]]:
                          'enviados', 'atrasadas', 'maior(s)', 'futuro', 'sem carimbo',
                          'último erro')]
     alerta = []
-    for alvo in ctx.vivos:
+    for alvo in ctx.config.vivos:
         a = ctx.estado.acompanhamento(alvo.nome)
         marca = ctx.estado.marca(alvo.nome)
         maior = a.maior_atraso_s
-        if marca_agua.atraso_preocupante(maior, marca, ctx.folga):
+        if marca_agua.atraso_preocupante(maior, marca, ctx.config.folga):
             alerta.append(alvo.nome)
         linhas.append(formato % (
             alvo.nome, marca if marca is not None else '(ainda não)',
@@ -201,7 +202,7 @@ def tabela_datasets(ctx: Contexto) -> tuple[list[str], list[str]]:
             '-' if a.enviados_ultimo_ciclo is None else a.enviados_ultimo_ciclo,
             a.atrasadas_total, '-' if maior is None else int(maior), a.futuras,
             '-' if a.sem_carimbo is None else a.sem_carimbo, a.ultimo_erro or ''))
-    for nome, motivo in ctx.fora:
+    for nome, motivo in ctx.config.fora:
         linhas.append('%-28s fora do ao-vivo: %s' % (cliente.normalizar_dataset(nome), motivo))
     return linhas, alerta
 
@@ -225,7 +226,7 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
     agora = datetime.datetime.now()
     datasets: list[dict[str, Any]] = []
     quarentena = ctx.quarentena.por_dataset() if ctx.quarentena is not None else {}
-    for alvo in ctx.vivos:
+    for alvo in ctx.config.vivos:
         a = ctx.estado.acompanhamento(alvo.nome)
         datasets.append({
             'dataset': alvo.nome, 'ao_vivo': True,
@@ -238,7 +239,7 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
             'ultima_mudanca_vista_em': a.ultima_mudanca_vista,
             'atrasadas_total': a.atrasadas_total, 'maior_atraso_s': a.maior_atraso_s,
             'atraso_preocupante': marca_agua.atraso_preocupante(
-                a.maior_atraso_s, ctx.estado.marca(alvo.nome), ctx.folga),
+                a.maior_atraso_s, ctx.estado.marca(alvo.nome), ctx.config.folga),
             'quarentena': quarentena.get(alvo.nome, 0),
             'sem_carimbo': a.sem_carimbo, 'futuras': a.futuras,
             'ultimo_erro': a.ultimo_erro, 'erro_desde': a.erro_desde,
@@ -247,26 +248,27 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
             'captura': _captura_de(ctx, alvo),
             'reconciliacao': _reconciliacao_json(ctx, alvo, agora),
         })
-    for nome, motivo in ctx.fora:
+    for nome, motivo in ctx.config.fora:
         datasets.append({'dataset': cliente.normalizar_dataset(nome), 'ao_vivo': False,
                          'motivo': motivo})
-    f = ctx.ferramenta_agora
+    f = ctx.execucao.ferramenta_agora
     varredura = ctx.estado.dados.varredura
     return {
         'versao': VERSAO_STATUS,
         'ouvinte': {
-            'pid': os.getpid(), 'situacao': ctx.situacao, 'modo': ctx.modo,
-            'iniciado_em': ctx.iniciado_em, 'atualizado_em': agora.isoformat(timespec='seconds'),
-            'cliente': ctx.mapa.get('client'), 'destino': cliente.url_destino(),
-            'estrategia': ctx.estrategia, 'intervalo_dados_s': ctx.intervalo_dados,
-            'intervalo_reconciliacao_s': ctx.intervalo_reconciliacao,
-            'folga_s': ctx.folga, 'falhas_seguidas': ctx.falhas,
-            'datasets_ao_vivo': len(ctx.vivos),
-            'datasets_total': len(ctx.mapa.get('datasets') or []),
+            'pid': os.getpid(), 'situacao': ctx.execucao.situacao, 'modo': ctx.config.modo,
+            'iniciado_em': ctx.config.iniciado_em,
+            'atualizado_em': agora.isoformat(timespec='seconds'),
+            'cliente': ctx.config.mapa.get('client'), 'destino': cliente.url_destino(),
+            'estrategia': ctx.config.estrategia, 'intervalo_dados_s': ctx.config.intervalo_dados,
+            'intervalo_reconciliacao_s': ctx.config.intervalo_reconciliacao,
+            'folga_s': ctx.config.folga, 'falhas_seguidas': ctx.execucao.falhas,
+            'datasets_ao_vivo': len(ctx.config.vivos),
+            'datasets_total': len(ctx.config.mapa.get('datasets') or []),
         },
         'ciclos': {nome: dict(dados) for nome, dados in ciclos.items()},
         'varredura': {
-            'hora': ('%02d:%02d' % ctx.varredura) if ctx.varredura else None,
+            'hora': ('%02d:%02d' % ctx.config.varredura) if ctx.config.varredura else None,
             'ultima_em': ctx.estado.varredura_feita_em(),
             'iniciada_em': varredura.iniciada_em, 'terminada_em': varredura.terminada_em,
             'ok': varredura.ok, 'erros': list(varredura.erros),

@@ -32,18 +32,19 @@ class ResumoVarredura:
 
 
 def e_hora_de_varrer(ctx: Contexto, agora: datetime.datetime | None = None) -> bool:
-    return hora_de_varrer(ctx.varredura, ctx.janela, ctx.estado.varredura_feita_em(), agora)
+    return hora_de_varrer(ctx.config.varredura, ctx.config.janela,
+                          ctx.estado.varredura_feita_em(), agora)
 
 
 def _escopos_da_varredura(ctx: Contexto) -> set[str]:
     """As empresas que o carregar-todas.sh vai carregar (as do arquivo de chaves)."""
     try:
-        escopos = set(ler_chaves(ctx.chaves))
+        escopos = set(ler_chaves(ctx.config.chaves))
     except (ErroChaves, OSError):
         # O carregar-todas recusa o mesmo arquivo: nenhuma empresa fecha carga.
         return {'(arquivo de chaves recusado)'}
     # Empresa excluida no mapeamento: o conector a recusa e ela nunca fecha carga.
-    return escopos - escopos_excluidos(ctx.mapa)
+    return escopos - escopos_excluidos(ctx.config.mapa)
 
 
 def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
@@ -60,14 +61,14 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     entregues = ctx.estado.pendentes()
     antes: dict[str, tuple[DatasetVivo, Any]] = {
         alvo.nome: (alvo, ctx.captura.posicao_atual(alvo))
-        for alvo in ctx.vivos if alvo.nome in entregues}
+        for alvo in ctx.config.vivos if alvo.nome in entregues}
 
     # O conjunto de chaves de cada dataset reconciliado, lido ANTES dela tambem: a
     # empresa que ela fechar passa a ter este conjunto (captura.depois_da_carga).
     conjuntos = _conjuntos_antes(ctx)
 
     registro = ctx.estado.dados.varredura
-    if not ctx.seco:
+    if not ctx.config.seco:
         # Anotada ANTES: um kill -9 no meio deixa no estado uma varredura que
         # comecou e nao terminou (o status e a saude a mostram).
         registro.iniciada_em, registro.terminada_em, registro.ok = _agora(), None, None
@@ -78,10 +79,10 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     # A varredura pode ter levado horas: o retrato da nossa sessao esta velho.
     ctx.origem.renovar()
 
-    if ctx.seco or ctx.parar():
-        for alvo in ctx.vivos:
+    if ctx.config.seco or ctx.parar():
+        for alvo in ctx.config.vivos:
             ctx.captura.depois_da_carga(alvo, conjuntos.get(alvo.nome), set())
-    if ctx.seco:
+    if ctx.config.seco:
         return resumo
     if ctx.parar():
         # Interrompida pela parada: NAO conta como feita, e a proxima subida
@@ -112,8 +113,9 @@ def _rodar_as_fases(ctx: Contexto,
     execucao = 'varredura-' + uuid.uuid4().hex[:12]
     escopos = _escopos_da_varredura(ctx)
     if not ctx.parar():
-        env = {'CONTEXTIA_MAPPING': ctx.mapping, 'CONTEXTIA_PYTHON': ctx.python,
-               'CONTEXTIA_COLETA': ctx.raiz, 'CONTEXTIA_HISTORICO': ctx.caminho_historico,
+        env = {'CONTEXTIA_MAPPING': ctx.config.mapping, 'CONTEXTIA_PYTHON': ctx.config.python,
+               'CONTEXTIA_COLETA': ctx.config.raiz,
+               'CONTEXTIA_HISTORICO': ctx.config.caminho_historico,
                'CONTEXTIA_EXECUCAO': execucao}
         feito = ctx.rodar_ferramenta(ctx.argv_carregar_todas(), 'varredura/carregar-todas',
                                      env)
@@ -132,7 +134,7 @@ def _saltar_os_fechados(ctx: Contexto, antes: dict[str, tuple[DatasetVivo, Any]]
     empresas volta ao ao-vivo mesmo que outro tenha falhado. Saltar junto
     deixaria um dataset bom congelado por causa do erro de outro.
     """
-    faltando_por_dataset = historico.Historico(ctx.caminho_historico).faltando(
+    faltando_por_dataset = historico.Historico(ctx.config.caminho_historico).faltando(
         escopos, antes, execucao)
     for nome, (alvo, posicao) in antes.items():
         faltando = faltando_por_dataset[nome]
@@ -150,12 +152,12 @@ def _entregar_conjuntos(ctx: Contexto, registro: ResultadoVarredura, conjuntos: 
                         escopos: set[str], execucao: str) -> None:
     """O que não fechou vai ao registro; a captura recebe, por dataset, as empresas fechadas."""
     # Todo dataset do mapeamento, nao so os entregues: a saude diz o que nao fechou.
-    todos = [normalizar_dataset(row['dataset']) for row in ctx.mapa.get('datasets') or []]
-    faltando_todos = historico.Historico(ctx.caminho_historico).faltando(escopos, todos,
+    todos = [normalizar_dataset(row['dataset']) for row in ctx.config.mapa.get('datasets') or []]
+    faltando_todos = historico.Historico(ctx.config.caminho_historico).faltando(escopos, todos,
                                                                          execucao)
     registro.nao_fechados = {nome: faltando for nome, faltando in faltando_todos.items()
                              if faltando}
-    for alvo in ctx.vivos:
+    for alvo in ctx.config.vivos:
         abertos = set(faltando_todos.get(alvo.nome) or ())
         fechados: set[str | None] = {e for e in escopos if e not in abertos}
         if not abertos:
@@ -180,7 +182,7 @@ def _registrar_fim(ctx: Contexto, registro: ResultadoVarredura, resumo: ResumoVa
 def _conjuntos_antes(ctx: Contexto) -> dict[str, Any]:
     """O que a captura guarda antes da varredura, por dataset (a origem fora: nada)."""
     antes: dict[str, Any] = {}
-    for alvo in ctx.vivos:
+    for alvo in ctx.config.vivos:
         try:
             antes[alvo.nome] = ctx.captura.antes_da_carga(alvo, None)
         except Exception as erro:         # noqa: BLE001 - sem ele, o conjunto so nao renasce
@@ -202,8 +204,8 @@ def _limpar_quarentena(ctx: Contexto, escopos: set[str], execucao: str) -> None:
     """
     if ctx.quarentena is None or not ctx.quarentena.contar():
         return
-    nomes = [alvo.nome for alvo in ctx.vivos]
-    faltando = historico.Historico(ctx.caminho_historico).faltando(escopos, nomes, execucao)
+    nomes = [alvo.nome for alvo in ctx.config.vivos]
+    faltando = historico.Historico(ctx.config.caminho_historico).faltando(escopos, nomes, execucao)
     for nome in nomes:
         if not faltando[nome]:
             descartados = ctx.quarentena.descartar(nome)
