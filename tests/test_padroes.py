@@ -274,7 +274,7 @@ def _simples(encontro):
 # (documento, onde o numero e dito, constante, como ler o que o grupo 1 achou)
 NO_TEXTO = [
     ('docs/contrato-intake.md', r'(\d+) s para conectar', 'TIMEOUT_CONEXAO', _simples),
-    ('docs/contrato-intake.md', r'(\d+) s para a resposta', 'TIMEOUT_LEITURA', _simples),
+    ('docs/contrato-intake.md', r'(\d+) s por leitura do socket', 'TIMEOUT_LEITURA', _simples),
     ('docs/contrato-intake.md', r'até (\d+) retentativas', 'RETENTATIVAS', _simples),
     ('docs/contrato-intake.md', r'espera exponencial de (\d+(?:,\d+)?) s', 'BACKOFF', _simples),
     ('docs/contrato-intake.md', r'dobrando até (\d+) s', 'BACKOFF_MAXIMO', _simples),
