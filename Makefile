@@ -36,6 +36,7 @@ demo: $(PRONTO_LOCAL)
 
 lint: $(PRONTO_DEV)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m tests.apoio.tamanho_das_funcoes contextia_sync contextia_local

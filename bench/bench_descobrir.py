@@ -42,8 +42,10 @@ def montar(banco, tabelas, views):
     tipo = banco.tipo
     ts = {'postgres': 'TIMESTAMP', 'mariadb': 'DATETIME', 'sqlite': 'DATETIME'}[tipo]
     texto = 'TEXT' if tipo != 'mariadb' else 'VARCHAR(200)'
-    banco.executar('CREATE TABLE EMPRESAS (EMPRESA_ID INTEGER PRIMARY KEY, RAZAO_SOCIAL'
-                   ' VARCHAR(60), ATIVA CHAR(1), ALTERADO_EM %s)' % ts)
+    banco.executar(
+        'CREATE TABLE EMPRESAS (EMPRESA_ID INTEGER PRIMARY KEY, RAZAO_SOCIAL'
+        ' VARCHAR(60), ATIVA CHAR(1), ALTERADO_EM %s)' % ts
+    )
     banco.executar("INSERT INTO EMPRESAS VALUES (1, 'Empresa Um', 'S', '2026-09-01 10:00:00')")
     comandos = []
     for n in range(tabelas):
@@ -52,15 +54,19 @@ def montar(banco, tabelas, views):
             'CREATE TABLE %s (ID INTEGER PRIMARY KEY, EMPRESA_ID INTEGER NOT NULL,'
             ' CODIGO VARCHAR(20), DESCRICAO %s, VALOR NUMERIC(14,2), QUANTIDADE INTEGER,'
             ' EMISSAO DATE, VENCIMENTO DATE, SITUACAO CHAR(1), OBS %s, PESO NUMERIC(10,3),'
-            ' ORIGEM VARCHAR(10), ALTERADO_EM %s)' % (nome, texto, texto, ts))
+            ' ORIGEM VARCHAR(10), ALTERADO_EM %s)' % (nome, texto, texto, ts)
+        )
         if n % 2 == 0:
             comandos.append('CREATE INDEX IX_%s_ALT ON %s (ALTERADO_EM)' % (nome, nome))
         comandos.append('CREATE INDEX IX_%s_EMP ON %s (EMPRESA_ID)' % (nome, nome))
-        comandos.append("INSERT INTO %s (ID, EMPRESA_ID, CODIGO, ALTERADO_EM) VALUES"
-                        " (1, 1, 'A', '2026-09-01 10:00:00')" % nome)
+        comandos.append(
+            'INSERT INTO %s (ID, EMPRESA_ID, CODIGO, ALTERADO_EM) VALUES'
+            " (1, 1, 'A', '2026-09-01 10:00:00')" % nome
+        )
     for n in range(views):
-        comandos.append('CREATE VIEW V%03d AS SELECT ID, EMPRESA_ID, VALOR, ALTERADO_EM FROM'
-                        ' T%03d' % (n, n))
+        comandos.append(
+            'CREATE VIEW V%03d AS SELECT ID, EMPRESA_ID, VALOR, ALTERADO_EM FROM T%03d' % (n, n)
+        )
     for comando in comandos:
         banco.executar(comando)
 
@@ -69,6 +75,7 @@ def inspector_puro(url):
     """A base: o inspector do SQLAlchemy refletindo as mesmas tabelas e views."""
     import sqlalchemy as sa
     from sqlalchemy.engine.reflection import ObjectKind
+
     motor = sa.create_engine(url)
     try:
         with motor.connect() as conn:
@@ -76,6 +83,7 @@ def inspector_puro(url):
             nomes = inspetor.get_table_names() + inspetor.get_view_names()
             opcoes = dict(filter_names=nomes, kind=ObjectKind.ANY)
             import warnings
+
             with warnings.catch_warnings():
                 warnings.simplefilter('ignore')
                 inspetor.get_multi_columns(**opcoes)
@@ -90,6 +98,7 @@ def inspector_puro(url):
 def descobrir(url, pasta):
     """A linha de comando inteira, em processo (a saída vai para um buffer)."""
     from contextia_sync.cli import descobrir as cli
+
     destino = os.path.join(pasta, 'esqueleto-%d.json' % time.monotonic_ns())
     os.environ['CONTEXTIA_ORIGEM'] = url
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -101,6 +110,7 @@ def descobrir(url, pasta):
 
 def medir(tipo, tabelas, views, rodadas):
     from tests.apoio.bancos import criar_banco, derrubar_banco, servidor_disponivel
+
     ok, motivo = servidor_disponivel(tipo)
     if not ok:
         print('%-8s pulado: %s' % (tipo, motivo))
@@ -110,10 +120,13 @@ def medir(tipo, tabelas, views, rodadas):
     try:
         inicio = time.monotonic()
         montar(banco, tabelas, views)
-        print('%-8s catálogo de %d tabelas + %d views + EMPRESAS montado em %.1f s'
-              % (tipo, tabelas, views, time.monotonic() - inicio), flush=True)
+        print(
+            '%-8s catálogo de %d tabelas + %d views + EMPRESAS montado em %.1f s'
+            % (tipo, tabelas, views, time.monotonic() - inicio),
+            flush=True,
+        )
         url = banco.url_origem
-        descobrir(url, pasta)                       # aquece (imports, jsonschema)
+        descobrir(url, pasta)  # aquece (imports, jsonschema)
         inspector_puro(url)
         base, nosso, razoes = [], [], []
         for _ in range(rodadas):
@@ -127,17 +140,38 @@ def medir(tipo, tabelas, views, rodadas):
             razoes.append((t2 - t1) / (t1 - t0))
         env = dict(os.environ, CONTEXTIA_ORIGEM=url)
         t0 = time.perf_counter()
-        feito = subprocess.run([sys.executable, os.path.join(RAIZ, 'descobrir.py'), '--saida',
-                                os.path.join(pasta, 'processo.json'), '--cadastro', 'EMPRESAS'],
-                               cwd=RAIZ, env=env, capture_output=True, timeout=600)
+        feito = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(RAIZ, 'descobrir.py'),
+                '--saida',
+                os.path.join(pasta, 'processo.json'),
+                '--cadastro',
+                'EMPRESAS',
+            ],
+            cwd=RAIZ,
+            env=env,
+            capture_output=True,
+            timeout=600,
+        )
         parede = time.perf_counter() - t0
         if feito.returncode != 0:
             raise SystemExit(feito.stdout.decode() + feito.stderr.decode())
-        print('%-8s inspector puro: mediana %.3f s | descobrir: mediana %.3f s | razão %.2f'
-              ' (min %.2f, máx %.2f) em %d rodadas | processo novo: %.2f s'
-              % (tipo, statistics.median(base), statistics.median(nosso),
-                 statistics.median(razoes), min(razoes), max(razoes), rodadas, parede),
-              flush=True)
+        print(
+            '%-8s inspector puro: mediana %.3f s | descobrir: mediana %.3f s | razão %.2f'
+            ' (min %.2f, máx %.2f) em %d rodadas | processo novo: %.2f s'
+            % (
+                tipo,
+                statistics.median(base),
+                statistics.median(nosso),
+                statistics.median(razoes),
+                min(razoes),
+                max(razoes),
+                rodadas,
+                parede,
+            ),
+            flush=True,
+        )
     finally:
         derrubar_banco(banco)
         for nome in os.listdir(pasta):

@@ -56,10 +56,10 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 sys.path.insert(0, os.path.join(RAIZ, 'bench'))
 
-from bench_velocidade import Sink                              # noqa: E402
+from bench_velocidade import Sink  # noqa: E402
 
-from contextia_local.processo import porta_livre               # noqa: E402
-from contextia_sync.intake.serializacao import (               # noqa: E402
+from contextia_local.processo import porta_livre  # noqa: E402
+from contextia_sync.intake.serializacao import (  # noqa: E402
     Serializador,
     corpo_de_registros,
 )
@@ -97,9 +97,10 @@ def lotes_prontos(quantidade: int, chunk: int, dataset: str) -> list[bytes]:
     def fechar() -> None:
         nonlocal parte
         parte += 1
-        cabeca = json.dumps({'dataset': dataset, 'key': 'ID',
-                             'sync': {'id': 'bench-%s' % dataset, 'part': parte}},
-                            separators=(',', ':')).encode()
+        cabeca = json.dumps(
+            {'dataset': dataset, 'key': 'ID', 'sync': {'id': 'bench-%s' % dataset, 'part': parte}},
+            separators=(',', ':'),
+        ).encode()
         corpos.append(cabeca[:-1] + b',"records":' + corpo_de_registros(lote) + b'}')
 
     for registro in titulos(quantidade):
@@ -123,9 +124,23 @@ class Contextia:
         # O código de antes (--base) não tem a opção: só vai quando pedida.
         varios = ['--processos', str(processos)] if processos > 1 else []
         self.processo = subprocess.Popen(
-            [sys.executable, '-m', 'contextia_local', '--porta', str(self.porta),
-             '--dados', dados, '--vigiar-pai', str(os.getpid()), *varios],
-            cwd=codigo, env=ambiente, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                '-m',
+                'contextia_local',
+                '--porta',
+                str(self.porta),
+                '--dados',
+                dados,
+                '--vigiar-pai',
+                str(os.getpid()),
+                *varios,
+            ],
+            cwd=codigo,
+            env=ambiente,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         for _ in range(400):
             try:
                 with _ABRIDOR.open(self.url + '/saude', timeout=1):
@@ -138,8 +153,11 @@ class Contextia:
 
     def _admin(self, caminho: str, corpo: Any) -> Any:
         pedido = urllib.request.Request(
-            self.url + caminho, data=json.dumps(corpo).encode(), method='POST',
-            headers={'Authorization': 'Bearer ' + TOKEN, 'Content-Type': 'application/json'})
+            self.url + caminho,
+            data=json.dumps(corpo).encode(),
+            method='POST',
+            headers={'Authorization': 'Bearer ' + TOKEN, 'Content-Type': 'application/json'},
+        )
         with _ABRIDOR.open(pedido, timeout=30) as resposta:
             return json.loads(resposta.read())
 
@@ -178,7 +196,7 @@ class DestinoSink:
         self.processo = self.sink.processo
 
     def cpu(self) -> float:
-        return Contextia.cpu(self)              # type: ignore[arg-type]
+        return Contextia.cpu(self)  # type: ignore[arg-type]
 
     def parar(self) -> None:
         self.sink.parar()
@@ -187,8 +205,7 @@ class DestinoSink:
 # ---------------------------------------------------------------- medidas
 def postar(destino: Any, corpos: list[bytes], em_voo: int, comprimir: bool) -> float:
     """Posta os corpos (em `em_voo` conexões); devolve os segundos de relógio."""
-    cabecalhos = {'Authorization': 'Bearer ' + destino.chave,
-                  'Content-Type': 'application/json'}
+    cabecalhos = {'Authorization': 'Bearer ' + destino.chave, 'Content-Type': 'application/json'}
     if comprimir:
         corpos = [gzip.compress(c, compresslevel=1, mtime=0) for c in corpos]
         cabecalhos['Content-Encoding'] = 'gzip'
@@ -220,11 +237,18 @@ def postar(destino: Any, corpos: list[bytes], em_voo: int, comprimir: bool) -> f
 
 def ponta_a_ponta(destino: Any, quantidade: int, chunk: int, dataset: str) -> float:
     from contextia_sync.intake import cliente
+
     os.environ['CONTEXTIA_URL'] = destino.url
     inicio = time.perf_counter()
-    resultado = cliente.enviar_dataset(dataset, titulos(quantidade), key='ID', chunk=chunk,
-                                       api_key=destino.chave, sync=cliente.gerar_sync(),
-                                       em_voo=4)
+    resultado = cliente.enviar_dataset(
+        dataset,
+        titulos(quantidade),
+        key='ID',
+        chunk=chunk,
+        api_key=destino.chave,
+        sync=cliente.gerar_sync(),
+        em_voo=4,
+    )
     segundos = time.perf_counter() - inicio
     if resultado.lotes_erro:
         raise SystemExit('ponta a ponta falhou: %s' % resultado.erros[:2])
@@ -237,30 +261,39 @@ def main() -> int:
     p.add_argument('--repeticoes', type=int, default=3)
     p.add_argument('--chunk', type=int, default=500)
     p.add_argument('--base', help='checkout do código de antes (o servidor de hoje)')
-    p.add_argument('--processos', type=int, default=2,
-                   help='processos do servidor novo nas linhas "N processos" (padrão 2;'
-                        ' 1 tira as linhas)')
+    p.add_argument(
+        '--processos',
+        type=int,
+        default=2,
+        help='processos do servidor novo nas linhas "N processos" (padrão 2; 1 tira as linhas)',
+    )
     args = p.parse_args()
-    print('carga da máquina no início: %s' % ' '.join(
-        '%.2f' % x for x in os.getloadavg()), flush=True)
+    print(
+        'carga da máquina no início: %s' % ' '.join('%.2f' % x for x in os.getloadavg()), flush=True
+    )
 
     # (rótulo, fábrica do destino, em voo, gzip, processos do servidor)
     casos: list[tuple[str, str, int, bool, int]] = [('sink trivial', 'sink', 1, False, 1)]
     if args.base:
         casos.append(('servidor de hoje', os.path.abspath(args.base), 1, False, 1))
-    casos += [('servidor novo', RAIZ, 1, False, 1),
-              ('sink trivial, 4 em voo', 'sink', 4, False, 1)]
+    casos += [('servidor novo', RAIZ, 1, False, 1), ('sink trivial, 4 em voo', 'sink', 4, False, 1)]
     if args.base:
         casos.append(('servidor de hoje, 4 em voo', os.path.abspath(args.base), 4, False, 1))
-    casos += [('servidor novo, 4 em voo', RAIZ, 4, False, 1),
-              ('servidor novo, 4 em voo, gzip', RAIZ, 4, True, 1)]
+    casos += [
+        ('servidor novo, 4 em voo', RAIZ, 4, False, 1),
+        ('servidor novo, 4 em voo, gzip', RAIZ, 4, True, 1),
+    ]
     if args.processos > 1:
         varios = ', %d processos' % args.processos
-        casos += [('servidor novo, 4 em voo' + varios, RAIZ, 4, False, args.processos),
-                  ('servidor novo, 4 em voo, gzip' + varios, RAIZ, 4, True, args.processos)]
+        casos += [
+            ('servidor novo, 4 em voo' + varios, RAIZ, 4, False, args.processos),
+            ('servidor novo, 4 em voo, gzip' + varios, RAIZ, 4, True, args.processos),
+        ]
     medidas: dict[str, list[tuple[float, float]]] = {c[0]: [] for c in casos}
-    ponta: dict[str, list[float]] = {'ponta a ponta -> sink trivial (gzip)': [],
-                                     'ponta a ponta -> servidor novo (gzip)': []}
+    ponta: dict[str, list[float]] = {
+        'ponta a ponta -> sink trivial (gzip)': [],
+        'ponta a ponta -> servidor novo (gzip)': [],
+    }
     with tempfile.TemporaryDirectory(prefix='bench-intake-') as pasta:
         for volta in range(args.repeticoes):
             ordem = casos if volta % 2 == 0 else list(reversed(casos))
@@ -268,9 +301,11 @@ def main() -> int:
                 rotulo, codigo, em_voo, comprimir, processos = caso
                 dataset = 'bench_%d_%d' % (volta, casos.index(caso))
                 corpos = lotes_prontos(args.registros, args.chunk, dataset)
-                destino: Any = (DestinoSink() if codigo == 'sink' else
-                                Contextia(codigo, os.path.join(pasta, 'd%s' % dataset),
-                                          processos))
+                destino: Any = (
+                    DestinoSink()
+                    if codigo == 'sink'
+                    else Contextia(codigo, os.path.join(pasta, 'd%s' % dataset), processos)
+                )
                 try:
                     cpu = destino.cpu()
                     segundos = postar(destino, corpos, em_voo, comprimir)
@@ -278,26 +313,44 @@ def main() -> int:
                 finally:
                     destino.parar()
                 medidas[rotulo].append((segundos, cpu))
-                print('  [%d/%d] %-46s %9.0f registros/s  %5.2f s de CPU/1M' % (
-                    volta + 1, args.repeticoes, rotulo, args.registros / segundos,
-                    cpu * 1e6 / args.registros), flush=True)
+                print(
+                    '  [%d/%d] %-46s %9.0f registros/s  %5.2f s de CPU/1M'
+                    % (
+                        volta + 1,
+                        args.repeticoes,
+                        rotulo,
+                        args.registros / segundos,
+                        cpu * 1e6 / args.registros,
+                    ),
+                    flush=True,
+                )
             for numero, rotulo in enumerate(ponta if volta % 2 == 0 else reversed(list(ponta))):
-                destino = (DestinoSink(gzip_=True) if 'sink' in rotulo else
-                           Contextia(RAIZ, os.path.join(pasta, 'p%d_%d' % (volta, numero))))
+                destino = (
+                    DestinoSink(gzip_=True)
+                    if 'sink' in rotulo
+                    else Contextia(RAIZ, os.path.join(pasta, 'p%d_%d' % (volta, numero)))
+                )
                 try:
-                    segundos = ponta_a_ponta(destino, args.registros, args.chunk,
-                                             'ponta_%d' % volta)
+                    segundos = ponta_a_ponta(
+                        destino, args.registros, args.chunk, 'ponta_%d' % volta
+                    )
                 finally:
                     destino.parar()
                 ponta[rotulo].append(segundos)
-                print('  [%d/%d] %-46s %9.0f registros/s' % (
-                    volta + 1, args.repeticoes, rotulo, args.registros / segundos), flush=True)
+                print(
+                    '  [%d/%d] %-46s %9.0f registros/s'
+                    % (volta + 1, args.repeticoes, rotulo, args.registros / segundos),
+                    flush=True,
+                )
 
     def taxa(segundos: list[float]) -> float:
         return args.registros / statistics.median(segundos)
 
-    print('\n%d registros de 12 colunas, lotes de %d, medianas de %d\n' % (
-        args.registros, args.chunk, args.repeticoes))
+    print(
+        '\n%d registros de 12 colunas, lotes de %d, medianas de %d\n'
+        % (args.registros, args.chunk, args.repeticoes)
+    )
+
     def taxa_de(rotulo: str) -> float:
         return taxa([s for s, _ in medidas[rotulo]])
 
@@ -307,8 +360,10 @@ def main() -> int:
     # "× hoje": o servidor novo contra o de hoje com os mesmos lotes em voo, na
     # mesma rodada (o gzip contra o de hoje sem gzip); a CPU, a razão inversa
     # (quantas vezes menos CPU por registro).
-    print('| destino | registros/s | × sink trivial | × hoje | CPU do servidor por 1M |'
-          ' CPU: hoje ÷ novo |')
+    print(
+        '| destino | registros/s | × sink trivial | × hoje | CPU do servidor por 1M |'
+        ' CPU: hoje ÷ novo |'
+    )
     print('|---|---|---|---|---|---|')
     for rotulo, *_ in casos:
         sufixo = ', 4 em voo' if '4 em voo' in rotulo else ''
@@ -320,13 +375,23 @@ def main() -> int:
         if rotulo.startswith('servidor novo') and hoje in medidas:
             razao = '%.2f' % (valor / taxa_de(hoje))
             razao_cpu = '%.2f' % (cpu_por_milhao(hoje) / cpu_por_milhao(rotulo))
-        print('| %s | %s | %.2f | %s | %.1f s | %s |' % (
-            rotulo, '{:,}'.format(int(valor)), valor / sink, razao, cpu_por_milhao(rotulo),
-            razao_cpu))
+        print(
+            '| %s | %s | %.2f | %s | %.1f s | %s |'
+            % (
+                rotulo,
+                '{:,}'.format(int(valor)),
+                valor / sink,
+                razao,
+                cpu_por_milhao(rotulo),
+                razao_cpu,
+            )
+        )
     sink = taxa(ponta['ponta a ponta -> sink trivial (gzip)'])
     for rotulo, valores in ponta.items():
-        print('| %s | %s | %.2f | | | |' % (rotulo, '{:,}'.format(int(taxa(valores))),
-                                            taxa(valores) / sink))
+        print(
+            '| %s | %s | %.2f | | | |'
+            % (rotulo, '{:,}'.format(int(taxa(valores))), taxa(valores) / sink)
+        )
     print('\ncarga da máquina no fim: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))
     return 0
 

@@ -43,6 +43,7 @@ def percentil(valores, p):
 
 def preparar_origem():
     import sqlalchemy as sa
+
     nome = 'bench_lat_%s' % uuid.uuid4().hex[:8]
     admin = sa.create_engine(URL_ADMIN, isolation_level='AUTOCOMMIT')
     with admin.connect() as con:
@@ -50,20 +51,33 @@ def preparar_origem():
     url = URL_ADMIN.rsplit('/', 1)[0] + '/' + nome
     motor = sa.create_engine(url)
     with motor.begin() as con:
-        con.execute(sa.text('CREATE TABLE "EMPRESAS" ("EMPRESA_ID" INTEGER PRIMARY KEY,'
-                            ' "RAZAO_SOCIAL" VARCHAR(60), "ATIVA" CHAR(1))'))
-        con.execute(sa.text('INSERT INTO "EMPRESAS" VALUES (1, \'Bench\', \'S\')'))
-        con.execute(sa.text('CREATE TABLE "MOVIMENTO" ("ID" INTEGER PRIMARY KEY,'
-                            ' "EMPRESA_ID" INTEGER, "VALOR" INTEGER, "ALTERADO_EM" TIMESTAMP)'))
+        con.execute(
+            sa.text(
+                'CREATE TABLE "EMPRESAS" ("EMPRESA_ID" INTEGER PRIMARY KEY,'
+                ' "RAZAO_SOCIAL" VARCHAR(60), "ATIVA" CHAR(1))'
+            )
+        )
+        con.execute(sa.text("INSERT INTO \"EMPRESAS\" VALUES (1, 'Bench', 'S')"))
+        con.execute(
+            sa.text(
+                'CREATE TABLE "MOVIMENTO" ("ID" INTEGER PRIMARY KEY,'
+                ' "EMPRESA_ID" INTEGER, "VALOR" INTEGER, "ALTERADO_EM" TIMESTAMP)'
+            )
+        )
         con.execute(sa.text('CREATE INDEX "MOV_ALT" ON "MOVIMENTO" ("ALTERADO_EM")'))
-        con.execute(sa.text('INSERT INTO "MOVIMENTO" SELECT i, 1, 0, clock_timestamp()'
-                            ' - INTERVAL \'1 day\' FROM generate_series(1, 50) i'))
+        con.execute(
+            sa.text(
+                'INSERT INTO "MOVIMENTO" SELECT i, 1, 0, clock_timestamp()'
+                " - INTERVAL '1 day' FROM generate_series(1, 50) i"
+            )
+        )
 
     def derrubar():
         motor.dispose()
         with admin.connect() as con:
             con.execute(sa.text('DROP DATABASE IF EXISTS %s WITH (FORCE)' % nome))
         admin.dispose()
+
     return url, motor, derrubar
 
 
@@ -82,6 +96,7 @@ class Leitor(threading.Thread):
 
     def run(self):
         from contextia_sync.intake import cliente, transporte
+
         while not self.parar:
             try:
                 registros = list(cliente.ler_registros(self.dataset, self.chave))
@@ -108,6 +123,7 @@ def rodada_privada(prefixo, servidor_em):
     import shutil
 
     from contextia_local.processo import ServidorLocal
+
     pasta = tempfile.mkdtemp(prefix=prefixo)
     servidor = servidor_em(tempfile.mkdtemp(prefix=prefixo + 'banco-'))
     servidor.iniciar()
@@ -131,15 +147,24 @@ def mapa_do_movimento(caminho, cliente, dataset, estrategia=None):
     `estrategia` do ouvinte (None: a padrão, a coluna). Grava em `caminho`.
     """
     import json
+
     mapa = {
         '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
         'client': cliente,
         'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
-        'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
-                     'name_column': 'RAZAO_SOCIAL',
-                     'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
-        'datasets': [{'dataset': dataset, 'source_object': 'MOVIMENTO',
-                      'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM']}],
+        'projects': {
+            'source_object': 'EMPRESAS',
+            'scope_column': 'EMPRESA_ID',
+            'name_column': 'RAZAO_SOCIAL',
+            'filters': [{'column': 'ATIVA', 'equals': 'S'}],
+        },
+        'datasets': [
+            {
+                'dataset': dataset,
+                'source_object': 'MOVIMENTO',
+                'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM'],
+            }
+        ],
     }
     if estrategia is not None:
         mapa['listener'] = {'strategy': estrategia}
@@ -164,7 +189,7 @@ def medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir, ocio
     `ocioso` (um dict): antes de parar, a fração de um núcleo que cada ouvinte
     gastou em `OCIOSO_S` segundos sem nada mudar, posta ali por estratégia.
     """
-    time.sleep(intervalo * 2 + 3)           # a primeira volta fixa marca e posição
+    time.sleep(intervalo * 2 + 3)  # a primeira volta fixa marca e posição
     commits = {e: {} for e in bancos}
     for n in range(mudancas):
         ident = 1000 + n
@@ -174,19 +199,24 @@ def medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir, ocio
         time.sleep(random.uniform(0.1, 0.6))
     fim = time.monotonic() + intervalo * 3 + 15
     while time.monotonic() < fim and not all(
-            set(commits[e]) <= set(leitores[e].vistos) for e in bancos):
+        set(commits[e]) <= set(leitores[e].vistos) for e in bancos
+    ):
         time.sleep(0.2)
     if ocioso is not None:
         for leitor in leitores.values():
             leitor.parar = True
         antes = {e: cpu_do_processo(p.pid) for e, p in ouvintes.items()}
         time.sleep(OCIOSO_S)
-        ocioso.update({e: (cpu_do_processo(p.pid) - antes[e]) / OCIOSO_S
-                       for e, p in ouvintes.items()})
+        ocioso.update(
+            {e: (cpu_do_processo(p.pid) - antes[e]) / OCIOSO_S for e, p in ouvintes.items()}
+        )
     resultado = {}
     for estrategia in bancos:
-        tempos = [leitores[estrategia].vistos[k] - t for k, t in commits[estrategia].items()
-                  if k in leitores[estrategia].vistos]
+        tempos = [
+            leitores[estrategia].vistos[k] - t
+            for k, t in commits[estrategia].items()
+            if k in leitores[estrategia].vistos
+        ]
         resultado[estrategia] = (tempos, len(commits[estrategia]) - len(tempos))
         leitores[estrategia].parar = True
         ouvintes[estrategia].send_signal(signal.SIGTERM)
@@ -197,6 +227,7 @@ def medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir, ocio
 def linha_de_base(chave, repeticoes=10):
     """Envio direto (sem ouvinte) até visível: o piso da medida."""
     from contextia_sync.intake import cliente
+
     leitor = Leitor(chave, 'base')
     leitor.start()
     tempos = []
@@ -214,16 +245,19 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--mudancas', type=int, default=200)
     p.add_argument('--intervalo', type=int, default=5)
-    p.add_argument('--espaco', type=float, default=0.3,
-                   help='espaço médio entre commits, em segundos')
+    p.add_argument(
+        '--espaco', type=float, default=0.3, help='espaço médio entre commits, em segundos'
+    )
     args = p.parse_args()
 
     from contextia_local.processo import ServidorLocal
     import sqlalchemy as sa
 
     url, motor, derrubar = preparar_origem()
-    with tempfile.TemporaryDirectory() as pasta, \
-            ServidorLocal(os.path.join(pasta, 'contextia')) as servidor:
+    with (
+        tempfile.TemporaryDirectory() as pasta,
+        ServidorLocal(os.path.join(pasta, 'contextia')) as servidor,
+    ):
         os.environ.update(servidor.ambiente())
         chave = servidor.criar_projeto_com_chave('1', 'Bench')
         chaves = os.path.join(pasta, 'chaves.tsv')
@@ -235,10 +269,22 @@ def main():
         env = dict(os.environ, CONTEXTIA_ORIGEM=url)
         log = open(os.path.join(pasta, 'ouvinte.log'), 'w+b')
         ouvinte = subprocess.Popen(
-            [sys.executable, 'ouvinte.py', '--mapping=' + mapeamento(pasta),
-             '--source=generic', '--chaves=' + chaves, '--estado=' + os.path.join(pasta, 'e'),
-             '--intervalo-dados=%d' % args.intervalo, '--intervalo-projetos=3600',
-             '--varredura=nao'], cwd=RAIZ, env=env, stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                'ouvinte.py',
+                '--mapping=' + mapeamento(pasta),
+                '--source=generic',
+                '--chaves=' + chaves,
+                '--estado=' + os.path.join(pasta, 'e'),
+                '--intervalo-dados=%d' % args.intervalo,
+                '--intervalo-projetos=3600',
+                '--varredura=nao',
+            ],
+            cwd=RAIZ,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         leitor = Leitor(chave, DATASET)
         try:
             # Espera a marca inicial (primeiro ciclo) antes de comecar a mexer.
@@ -256,20 +302,29 @@ def main():
                     time.sleep(sorteio.uniform(0, 2 * args.espaco))
                     if n % 4 == 3:
                         ident = sorteio.randint(1, 50)
-                        con.execute(sa.text('UPDATE "MOVIMENTO" SET "VALOR" = :v,'
-                                            ' "ALTERADO_EM" = clock_timestamp() WHERE "ID" = :i'),
-                                    {'v': n + 1, 'i': ident})
+                        con.execute(
+                            sa.text(
+                                'UPDATE "MOVIMENTO" SET "VALOR" = :v,'
+                                ' "ALTERADO_EM" = clock_timestamp() WHERE "ID" = :i'
+                            ),
+                            {'v': n + 1, 'i': ident},
+                        )
                     else:
                         proximo += 1
                         ident = proximo
-                        con.execute(sa.text('INSERT INTO "MOVIMENTO" VALUES (:i, 1, :v,'
-                                            ' clock_timestamp())'), {'i': ident, 'v': n + 1})
+                        con.execute(
+                            sa.text(
+                                'INSERT INTO "MOVIMENTO" VALUES (:i, 1, :v, clock_timestamp())'
+                            ),
+                            {'i': ident, 'v': n + 1},
+                        )
                     con.commit()
                     comitado[(ident, n + 1)] = time.monotonic()
             escrita = time.monotonic() - inicio
             prazo = time.monotonic() + 4 * args.intervalo + 30
             while time.monotonic() < prazo and not all(
-                    chave_ in leitor.vistos for chave_ in comitado):
+                chave_ in leitor.vistos for chave_ in comitado
+            ):
                 time.sleep(0.2)
         finally:
             leitor.parar = True
@@ -283,20 +338,29 @@ def main():
         for (ident, valor), quando in comitado.items():
             if ident not in ultima or valor > ultima[ident][0]:
                 ultima[ident] = (valor, quando)
-        latencias = [leitor.vistos[(i, v)] - q for i, (v, q) in ultima.items()
-                     if (i, v) in leitor.vistos]
+        latencias = [
+            leitor.vistos[(i, v)] - q for i, (v, q) in ultima.items() if (i, v) in leitor.vistos
+        ]
         faltaram = len(ultima) - len(latencias)
 
-    print('mudanças comitadas ....: %s em %.1fs (%s linhas distintas na versão final)'
-          % (len(comitado), escrita, len(ultima)))
+    print(
+        'mudanças comitadas ....: %s em %.1fs (%s linhas distintas na versão final)'
+        % (len(comitado), escrita, len(ultima))
+    )
     print('intervalo dos dados ...: %ss' % args.intervalo)
-    print('linha de base (envio direto -> visível): mediana %.2fs, max %.2fs'
-          % (statistics.median(base), max(base)))
+    print(
+        'linha de base (envio direto -> visível): mediana %.2fs, max %.2fs'
+        % (statistics.median(base), max(base))
+    )
     print('commit -> visível no Contextia pelo ouvinte:')
-    print('  p50 %.2fs   p95 %.2fs   max %.2fs   (faltaram %s)' % (
-        percentil(latencias, 0.5), percentil(latencias, 0.95), max(latencias), faltaram))
-    print('  razão p50/intervalo %.2f; max/intervalo %.2f (esperado max <= ~1 + ciclo)'
-          % (percentil(latencias, 0.5) / args.intervalo, max(latencias) / args.intervalo))
+    print(
+        '  p50 %.2fs   p95 %.2fs   max %.2fs   (faltaram %s)'
+        % (percentil(latencias, 0.5), percentil(latencias, 0.95), max(latencias), faltaram)
+    )
+    print(
+        '  razão p50/intervalo %.2f; max/intervalo %.2f (esperado max <= ~1 + ciclo)'
+        % (percentil(latencias, 0.5) / args.intervalo, max(latencias) / args.intervalo)
+    )
     return 1 if faltaram else 0
 
 

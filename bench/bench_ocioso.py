@@ -87,17 +87,32 @@ ANTES_RESERVA = '30fd574'
 CARIMBO = datetime.datetime(2006, 2, 15, 5, 9, 17)
 LOJAS = (1, 2)
 COLUNAS = ['inventory_id', 'film_id', 'store_id', 'last_update']
-TABELAS = (('inventory', 'inventory (1 carimbo)'),
-           ('inventory_controle', 'controle (distintos)'))
+TABELAS = (('inventory', 'inventory (1 carimbo)'), ('inventory_controle', 'controle (distintos)'))
 CAMINHO_INTAKE = '/api/v1/intake'
-VARIAVEIS_CONTEXTIA = ('CONTEXTIA_URL', 'CONTEXTIA_INTAKE_URL', 'CONTEXTIA_API_KEY',
-                       'CONTEXTIA_ADMIN_TOKEN', 'CONTEXTIA_CA_BUNDLE', 'CONTEXTIA_ORIGEM')
-SALTO_DE_SALTO = ('connection', 'keep-alive', 'proxy-connection', 'transfer-encoding',
-                  'te', 'trailer', 'upgrade', 'content-length', 'server', 'date')
+VARIAVEIS_CONTEXTIA = (
+    'CONTEXTIA_URL',
+    'CONTEXTIA_INTAKE_URL',
+    'CONTEXTIA_API_KEY',
+    'CONTEXTIA_ADMIN_TOKEN',
+    'CONTEXTIA_CA_BUNDLE',
+    'CONTEXTIA_ORIGEM',
+)
+SALTO_DE_SALTO = (
+    'connection',
+    'keep-alive',
+    'proxy-connection',
+    'transfer-encoding',
+    'te',
+    'trailer',
+    'upgrade',
+    'content-length',
+    'server',
+    'date',
+)
 
 # O filho: o ouvinte.py da versao, com ciclo_dados embrulhado por um cronometro
 # que escreve no log do SDK. Roda com cwd = raiz da versao (sys.path[0] = '').
-EMBRULHO = r'''
+EMBRULHO = r"""
 import runpy, sys, time
 import contextia_sync
 from contextia_sync.registro import logger
@@ -116,12 +131,13 @@ alvo.ciclo_dados = medido
 logger.info('BENCH pacote %s', contextia_sync.__file__)
 sys.argv = ['ouvinte.py'] + sys.argv[1:]
 runpy.run_path('ouvinte.py', run_name='__main__')
-'''
+"""
 
 
 # ---------------------------------------------------------------------------
 # Os proxies que contam
 # ---------------------------------------------------------------------------
+
 
 class ProxyIntake:
     """Proxy HTTP em 127.0.0.1: repassa tudo ao Contextia local e conta o intake."""
@@ -141,12 +157,14 @@ class ProxyIntake:
                 corpo = self.rfile.read(tamanho) if tamanho else b''
                 if self.command == 'POST' and self.path.split('?')[0] == CAMINHO_INTAKE:
                     dono.contar(corpo, self.headers.get('Content-Encoding') or '')
-                cabecalhos = {k: v for k, v in self.headers.items()
-                              if k.lower() not in SALTO_DE_SALTO and k.lower() != 'host'}
+                cabecalhos = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower() not in SALTO_DE_SALTO and k.lower() != 'host'
+                }
                 conexao = http.client.HTTPConnection(host, int(porta), timeout=300)
                 try:
-                    conexao.request(self.command, self.path, body=corpo or None,
-                                    headers=cabecalhos)
+                    conexao.request(self.command, self.path, body=corpo or None, headers=cabecalhos)
                     resposta = conexao.getresponse()
                     dados = resposta.read()
                     self.send_response_only(resposta.status, resposta.reason)
@@ -222,10 +240,10 @@ class ProxyTcp:
                 cliente.close()
                 continue
             banco.settimeout(None)
-            threading.Thread(target=self._bombear, args=(cliente, banco, False),
-                             daemon=True).start()
-            threading.Thread(target=self._bombear, args=(banco, cliente, True),
-                             daemon=True).start()
+            threading.Thread(
+                target=self._bombear, args=(cliente, banco, False), daemon=True
+            ).start()
+            threading.Thread(target=self._bombear, args=(banco, cliente, True), daemon=True).start()
 
     def _bombear(self, de: socket.socket, para: socket.socket, da_origem: bool) -> None:
         try:
@@ -256,37 +274,53 @@ class ProxyTcp:
 # O ERP estilo Sakila
 # ---------------------------------------------------------------------------
 
+
 def montar(banco: Any, linhas: int) -> None:
     """store + inventory (um carimbo) + inventory_controle (carimbos distintos)."""
     pg = banco.tipo == 'postgres'
     carimbo = CARIMBO.strftime('%Y-%m-%d %H:%M:%S')
     # Como no Sakila do MySQL: TIMESTAMP com DEFAULT/ON UPDATE; o controle precisa
     # de milissegundos para caber N carimbos distintos dentro da folga.
-    tipo = 'TIMESTAMP' if pg else ('TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP'
-                                   ' ON UPDATE CURRENT_TIMESTAMP')
-    tipo_ms = 'TIMESTAMP(3)' if pg else ('TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)'
-                                         ' ON UPDATE CURRENT_TIMESTAMP(3)')
-    banco.executar('CREATE TABLE store (store_id INTEGER PRIMARY KEY, manager_staff_id'
-                   ' INTEGER NOT NULL, address_id INTEGER NOT NULL, last_update %s)' % tipo)
+    tipo = (
+        'TIMESTAMP'
+        if pg
+        else ('TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP')
+    )
+    tipo_ms = (
+        'TIMESTAMP(3)'
+        if pg
+        else ('TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)')
+    )
+    banco.executar(
+        'CREATE TABLE store (store_id INTEGER PRIMARY KEY, manager_staff_id'
+        ' INTEGER NOT NULL, address_id INTEGER NOT NULL, last_update %s)' % tipo
+    )
     for loja in LOJAS:
         banco.executar('INSERT INTO store VALUES (:s, :s, :s, :c)', {'s': loja, 'c': carimbo})
     for tabela, coluna in (('inventory', tipo), ('inventory_controle', tipo_ms)):
-        banco.executar('CREATE TABLE %s (inventory_id INTEGER PRIMARY KEY, film_id INTEGER'
-                       ' NOT NULL, store_id INTEGER NOT NULL, last_update %s)'
-                       % (tabela, coluna))
+        banco.executar(
+            'CREATE TABLE %s (inventory_id INTEGER PRIMARY KEY, film_id INTEGER'
+            ' NOT NULL, store_id INTEGER NOT NULL, last_update %s)' % (tabela, coluna)
+        )
         if tabela == 'inventory':
             valor = "TIMESTAMP '%s'" % carimbo
         elif pg:
             valor = "TIMESTAMP '%s' - (g - 1) * INTERVAL '1 millisecond'" % carimbo
         else:
             valor = "TIMESTAMP '%s.000' - INTERVAL ((g - 1) * 1000) MICROSECOND" % carimbo
-        origem = ('generate_series(1, %d) AS s(g)' % linhas if pg
-                  else '(SELECT seq AS g FROM seq_1_to_%d) AS s' % linhas)
-        banco.executar('INSERT INTO %s SELECT g, 1 + MOD(g * 7, 1000), 1 + MOD(g, %d), %s'
-                       ' FROM %s' % (tabela, len(LOJAS), valor, origem))
+        origem = (
+            'generate_series(1, %d) AS s(g)' % linhas
+            if pg
+            else '(SELECT seq AS g FROM seq_1_to_%d) AS s' % linhas
+        )
+        banco.executar(
+            'INSERT INTO %s SELECT g, 1 + MOD(g * 7, 1000), 1 + MOD(g, %d), %s'
+            ' FROM %s' % (tabela, len(LOJAS), valor, origem)
+        )
         banco.executar('CREATE INDEX idx_%s_last_update ON %s (last_update)' % (tabela, tabela))
-        banco.executar('CREATE INDEX idx_%s_store_film ON %s (store_id, film_id)'
-                       % (tabela, tabela))
+        banco.executar(
+            'CREATE INDEX idx_%s_store_film ON %s (store_id, film_id)' % (tabela, tabela)
+        )
     with banco.motor().connect() as con:
         for tabela in ('store', 'inventory', 'inventory_controle'):
             con.exec_driver_sql(('VACUUM ANALYZE %s' if pg else 'ANALYZE TABLE %s') % tabela)
@@ -296,23 +330,38 @@ def conferir_montagem(banco: Any, linhas: int) -> None:
     for tabela, distintos in (('inventory', 1), ('inventory_controle', linhas)):
         total, carimbos, menor, maior = banco.executar(
             'SELECT COUNT(*), COUNT(DISTINCT last_update), MIN(last_update), MAX(last_update)'
-            ' FROM %s' % tabela)[0]
+            ' FROM %s' % tabela
+        )[0]
         if total != linhas or carimbos != distintos:
-            raise SystemExit('%s: %s linhas e %s carimbos, esperava %s e %s'
-                             % (tabela, total, carimbos, linhas, distintos))
-        print('    %-20s %6d linhas, %6d carimbo(s) de %s a %s'
-              % (tabela, total, carimbos, menor, maior))
+            raise SystemExit(
+                '%s: %s linhas e %s carimbos, esperava %s e %s'
+                % (tabela, total, carimbos, linhas, distintos)
+            )
+        print(
+            '    %-20s %6d linhas, %6d carimbo(s) de %s a %s'
+            % (tabela, total, carimbos, menor, maior)
+        )
 
 
 def mapeamento(pasta: str, tabela: str) -> str:
     mapa = {
         'client': 'bench-ocioso',
         'source': {'excluded_scopes': []},
-        'defaults': {'scope_column': 'store_id', 'key': 'inventory_id',
-                     'watch_column': 'last_update', 'chunk': 500},
+        'defaults': {
+            'scope_column': 'store_id',
+            'key': 'inventory_id',
+            'watch_column': 'last_update',
+            'chunk': 500,
+        },
         'projects': {'source_object': 'store'},
-        'datasets': [{'dataset': tabela, 'source_object': tabela, 'columns': COLUNAS,
-                      'description': 'estoque por loja (Sakila)'}],
+        'datasets': [
+            {
+                'dataset': tabela,
+                'source_object': tabela,
+                'columns': COLUNAS,
+                'description': 'estoque por loja (Sakila)',
+            }
+        ],
     }
     caminho = os.path.join(pasta, 'mapeamento.json')
     with open(caminho, 'w', encoding='utf-8') as arquivo:
@@ -324,6 +373,7 @@ def mapeamento(pasta: str, tabela: str) -> str:
 # O custo na origem
 # ---------------------------------------------------------------------------
 
+
 class Medidor:
     """Os contadores de leitura da tabela no banco, e a espera pela saída do ouvinte."""
 
@@ -333,8 +383,7 @@ class Medidor:
         self.userstat_antes: str | None = None
         if not self.pg:
             with banco.motor().connect() as con:
-                self.userstat_antes = con.exec_driver_sql(
-                    'SELECT @@GLOBAL.userstat').scalar()
+                self.userstat_antes = con.exec_driver_sql('SELECT @@GLOBAL.userstat').scalar()
                 con.exec_driver_sql('SET GLOBAL userstat = 1')
 
     def devolver(self) -> None:
@@ -346,11 +395,15 @@ class Medidor:
         """Até nenhuma conexão de cliente sobrar no banco (a do ouvinte descarrega a
         estatistica do PostgreSQL ao sair)."""
         if self.pg:
-            sql = ("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
-                   " AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+            sql = (
+                'SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()'
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            )
         else:
-            sql = ('SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE()'
-                   ' AND ID <> CONNECTION_ID()')
+            sql = (
+                'SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE()'
+                ' AND ID <> CONNECTION_ID()'
+            )
         fim = time.monotonic() + 15
         with self.banco.motor().connect() as con:
             while con.exec_driver_sql(sql).scalar() and time.monotonic() < fim:
@@ -366,19 +419,26 @@ class Medidor:
                     ' s.heap_blks_read + s.heap_blks_hit'
                     ' + COALESCE(s.idx_blks_read, 0) + COALESCE(s.idx_blks_hit, 0)'
                     ' FROM pg_stat_user_tables t JOIN pg_statio_user_tables s USING (relid)'
-                    ' WHERE t.relname = %(t)s', {'t': tabela}).one()
-                return {'varreduras': int(linha[0]), 'linhas': int(linha[1]),
-                        'blocos': int(linha[2])}
+                    ' WHERE t.relname = %(t)s',
+                    {'t': tabela},
+                ).one()
+                return {
+                    'varreduras': int(linha[0]),
+                    'linhas': int(linha[1]),
+                    'blocos': int(linha[2]),
+                }
             lidas = con.exec_driver_sql(
                 'SELECT COALESCE(SUM(ROWS_READ), 0) FROM information_schema.TABLE_STATISTICS'
                 ' WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(t)s',
-                {'t': tabela}).scalar()
+                {'t': tabela},
+            ).scalar()
             return {'linhas': int(lidas or 0)}
 
 
 # ---------------------------------------------------------------------------
 # As versoes
 # ---------------------------------------------------------------------------
+
 
 def ambiente_da_versao(raiz: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in VARIAVEIS_CONTEXTIA}
@@ -389,10 +449,14 @@ def ambiente_da_versao(raiz: str) -> dict[str, str]:
 
 def pacote_da_versao(raiz: str) -> str:
     """O contextia_sync.__file__ que um filho com o ambiente da versão importa."""
-    feito = subprocess.run([sys.executable, '-c',
-                            'import contextia_sync; print(contextia_sync.__file__)'],
-                           cwd=raiz, env=ambiente_da_versao(raiz), capture_output=True,
-                           text=True, timeout=60)
+    feito = subprocess.run(
+        [sys.executable, '-c', 'import contextia_sync; print(contextia_sync.__file__)'],
+        cwd=raiz,
+        env=ambiente_da_versao(raiz),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if feito.returncode:
         raise RuntimeError(feito.stderr.strip()[-500:])
     return feito.stdout.strip()
@@ -402,18 +466,26 @@ def conferir_versao(raiz: str) -> str:
     arquivo = pacote_da_versao(raiz)
     if not os.path.realpath(arquivo).startswith(os.path.realpath(raiz) + os.sep):
         raise RuntimeError('o filho importou %s, e não o pacote de %s' % (arquivo, raiz))
-    ajuda = subprocess.run([sys.executable, 'ouvinte.py', '--help'], cwd=raiz,
-                           env=ambiente_da_versao(raiz), capture_output=True, text=True,
-                           timeout=60)
+    ajuda = subprocess.run(
+        [sys.executable, 'ouvinte.py', '--help'],
+        cwd=raiz,
+        env=ambiente_da_versao(raiz),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if ajuda.returncode or '--folga' not in ajuda.stdout or '--once' not in ajuda.stdout:
-        raise RuntimeError('ouvinte.py --help saiu com %s: %s'
-                           % (ajuda.returncode, (ajuda.stderr or ajuda.stdout)[-500:]))
+        raise RuntimeError(
+            'ouvinte.py --help saiu com %s: %s'
+            % (ajuda.returncode, (ajuda.stderr or ajuda.stdout)[-500:])
+        )
     return arquivo
 
 
 def git(*argumentos: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(['git', '-C', RAIZ] + list(argumentos), capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        ['git', '-C', RAIZ] + list(argumentos), capture_output=True, text=True, timeout=120
+    )
 
 
 def remover_worktree(caminho: str) -> None:
@@ -444,8 +516,16 @@ def preparar_antes(pasta: str, pedido: str) -> tuple[str, str, str]:
 # Um cenario: banco x tabela x versao
 # ---------------------------------------------------------------------------
 
-def rodar_cenario(banco: Any, medidor: Medidor, tabela: str, raiz: str, pacote: str,
-                  pasta: str, args: argparse.Namespace) -> dict[str, Any]:
+
+def rodar_cenario(
+    banco: Any,
+    medidor: Medidor,
+    tabela: str,
+    raiz: str,
+    pacote: str,
+    pasta: str,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
     import sqlalchemy as sa
 
     from contextia_local.processo import ServidorLocal
@@ -461,17 +541,33 @@ def rodar_cenario(banco: Any, medidor: Medidor, tabela: str, raiz: str, pacote: 
         chaves = os.path.join(pasta, 'chaves.tsv')
         with open(chaves, 'w') as arquivo:
             for loja in LOJAS:
-                arquivo.write('%s\t%s\n' % (loja, servidor.criar_projeto_com_chave(
-                    str(loja), 'Loja %s' % loja)))
+                arquivo.write(
+                    '%s\t%s\n'
+                    % (loja, servidor.criar_projeto_com_chave(str(loja), 'Loja %s' % loja))
+                )
         os.chmod(chaves, 0o600)
         estado = os.path.join(pasta, 'estado')
-        argv = [sys.executable, '-c', EMBRULHO, '--mapping=' + mapeamento(pasta, tabela),
-                '--source=generic', '--chaves=' + chaves, '--estado=' + estado,
-                '--varredura=nao', '--once', '--folga', str(args.folga),
-                '--maximo-por-ciclo', str(max(20000, args.linhas))]
+        argv = [
+            sys.executable,
+            '-c',
+            EMBRULHO,
+            '--mapping=' + mapeamento(pasta, tabela),
+            '--source=generic',
+            '--chaves=' + chaves,
+            '--estado=' + estado,
+            '--varredura=nao',
+            '--once',
+            '--folga',
+            str(args.folga),
+            '--maximo-por-ciclo',
+            str(max(20000, args.linhas)),
+        ]
         env = ambiente_da_versao(raiz)
-        env.update(CONTEXTIA_URL=intake.url, CONTEXTIA_ADMIN_TOKEN=servidor.admin_token,
-                   CONTEXTIA_ORIGEM=origem)
+        env.update(
+            CONTEXTIA_URL=intake.url,
+            CONTEXTIA_ADMIN_TOKEN=servidor.admin_token,
+            CONTEXTIA_ORIGEM=origem,
+        )
 
         def um_ciclo(rotulo: str) -> dict[str, Any]:
             medidor.esperar_saida()
@@ -481,8 +577,9 @@ def rodar_cenario(banco: Any, medidor: Medidor, tabela: str, raiz: str, pacote: 
             log = os.path.join(pasta, '%s.log' % rotulo)
             inicio = time.monotonic()
             with open(log, 'wb') as saida:
-                codigo = subprocess.call(argv, cwd=raiz, env=env, stdout=saida,
-                                         stderr=subprocess.STDOUT, timeout=600)
+                codigo = subprocess.call(
+                    argv, cwd=raiz, env=env, stdout=saida, stderr=subprocess.STDOUT, timeout=600
+                )
             processo = time.monotonic() - inicio
             medidor.esperar_saida()
             depois = medidor.ler(tabela)
@@ -491,18 +588,21 @@ def rodar_cenario(banco: Any, medidor: Medidor, tabela: str, raiz: str, pacote: 
             ciclo = re.findall(r'BENCH ciclo_dados ([0-9.]+) ms', texto)
             importado = re.findall(r'BENCH pacote (\S+)', texto)
             if codigo or not ciclo or importado != [pacote]:
-                raise SystemExit('ouvinte (%s, %s) saiu com %s; pacote %s (esperado %s).'
-                                 ' Fim do log %s:\n%s' % (raiz, rotulo, codigo, importado,
-                                                          pacote, log, texto[-3000:]))
+                raise SystemExit(
+                    'ouvinte (%s, %s) saiu com %s; pacote %s (esperado %s).'
+                    ' Fim do log %s:\n%s'
+                    % (raiz, rotulo, codigo, importado, pacote, log, texto[-3000:])
+                )
             medida = {chave: depois[chave] - antes[chave] for chave in depois}
             with intake.lock:
-                medida.update(registros=intake.registros, bytes=intake.bytes,
-                              envios=intake.envios)
+                medida.update(registros=intake.registros, bytes=intake.bytes, envios=intake.envios)
             with tcp.lock:
                 medida['origem'] = tcp.descida
-            medida.update(ciclo_ms=float(ciclo[-1]), processo_s=processo,
-                          estado=os.path.getsize(os.path.join(estado,
-                                                              'ouvinte-estado.json')))
+            medida.update(
+                ciclo_ms=float(ciclo[-1]),
+                processo_s=processo,
+                estado=os.path.getsize(os.path.join(estado, 'ouvinte-estado.json')),
+            )
             return medida
 
         primeira = um_ciclo('primeira')
@@ -520,9 +620,17 @@ def rodar_cenario(banco: Any, medidor: Medidor, tabela: str, raiz: str, pacote: 
 # A tabela
 # ---------------------------------------------------------------------------
 
-CAMPOS = [('registros', 'registros'), ('bytes', 'bytes intake'), ('envios', 'POSTs'),
-          ('linhas', 'linhas lidas'), ('varreduras', 'consultas'), ('blocos', 'blocos'),
-          ('origem', 'bytes origem'), ('ciclo_ms', 'ciclo ms'), ('estado', 'estado bytes')]
+CAMPOS = [
+    ('registros', 'registros'),
+    ('bytes', 'bytes intake'),
+    ('envios', 'POSTs'),
+    ('linhas', 'linhas lidas'),
+    ('varreduras', 'consultas'),
+    ('blocos', 'blocos'),
+    ('origem', 'bytes origem'),
+    ('ciclo_ms', 'ciclo ms'),
+    ('estado', 'estado bytes'),
+]
 
 
 def _numero(valor: Any) -> str:
@@ -542,16 +650,26 @@ def _razao(antes: Any, depois: Any) -> str:
 
 
 def medianas(medidas: list[dict[str, Any]]) -> dict[str, Any]:
-    return {campo: statistics.median(m[campo] for m in medidas)
-            for campo, _ in CAMPOS if campo in medidas[0]}
+    return {
+        campo: statistics.median(m[campo] for m in medidas)
+        for campo, _ in CAMPOS
+        if campo in medidas[0]
+    }
 
 
-def imprimir(resultados: dict[tuple[str, str, str], dict[str, Any]], bancos: list[str],
-             rotulos: dict[str, str], args: argparse.Namespace) -> None:
+def imprimir(
+    resultados: dict[tuple[str, str, str], dict[str, Any]],
+    bancos: list[str],
+    rotulos: dict[str, str],
+    args: argparse.Namespace,
+) -> None:
     cabeca = '%-9s %-21s %-8s' % ('banco', 'tabela', 'versao') + ''.join(
-        ' %12s' % titulo for _, titulo in CAMPOS)
-    print('\nCICLO OCIOSO: mediana de %d ciclos `ouvinte.py --once --folga %s`, janela de'
-          ' %d linhas (depois/antes na linha "razao")' % (args.ociosos, args.folga, args.linhas))
+        ' %12s' % titulo for _, titulo in CAMPOS
+    )
+    print(
+        '\nCICLO OCIOSO: mediana de %d ciclos `ouvinte.py --once --folga %s`, janela de'
+        ' %d linhas (depois/antes na linha "razao")' % (args.ociosos, args.folga, args.linhas)
+    )
     print(cabeca)
     print('-' * len(cabeca))
     for tipo in bancos:
@@ -562,13 +680,21 @@ def imprimir(resultados: dict[tuple[str, str, str], dict[str, Any]], bancos: lis
             m_antes = medianas(resultados[chave_antes]['ociosos'])
             m_depois = medianas(resultados[chave_depois]['ociosos'])
             for versao, m in (('antes', m_antes), ('depois', m_depois)):
-                primeira = (tipo if versao == 'antes' else '', titulo if versao == 'antes'
-                            else '', rotulos[versao])
-                print('%-9s %-21s %-8s' % primeira + ''.join(
-                    ' %12s' % _numero(m.get(campo)) for campo, _ in CAMPOS))
-            print('%-9s %-21s %-8s' % ('', '', 'razao') + ''.join(
-                ' %12s' % _razao(m_antes.get(campo), m_depois.get(campo))
-                for campo, _ in CAMPOS))
+                primeira = (
+                    tipo if versao == 'antes' else '',
+                    titulo if versao == 'antes' else '',
+                    rotulos[versao],
+                )
+                print(
+                    '%-9s %-21s %-8s' % primeira
+                    + ''.join(' %12s' % _numero(m.get(campo)) for campo, _ in CAMPOS)
+                )
+            print(
+                '%-9s %-21s %-8s' % ('', '', 'razao')
+                + ''.join(
+                    ' %12s' % _razao(m_antes.get(campo), m_depois.get(campo)) for campo, _ in CAMPOS
+                )
+            )
         print()
     print('PRIMEIRA VISTA (o --once que fixa a marca; uma vez por cenario)')
     print(cabeca)
@@ -580,17 +706,24 @@ def imprimir(resultados: dict[tuple[str, str, str], dict[str, Any]], bancos: lis
                 if resultado is None:
                     continue
                 m = resultado['primeira']
-                print('%-9s %-21s %-8s' % (tipo, titulo, rotulos[versao]) + ''.join(
-                    ' %12s' % _numero(m.get(campo)) for campo, _ in CAMPOS))
-    print('\nregistros/bytes intake/POSTs: POST %s no proxy HTTP. linhas lidas: %s.'
-          ' consultas e blocos: só PostgreSQL (seq_scan + idx_scan; heap + índice).'
-          ' bytes origem: banco -> ouvinte no proxy TCP, processo inteiro. ciclo ms:'
-          ' ciclo_dados no log do filho. estado bytes: ouvinte-estado.json depois do ciclo.'
-          % (CAMINHO_INTAKE, 'PostgreSQL seq_tup_read + idx_tup_fetch; MariaDB'
-             ' TABLE_STATISTICS.ROWS_READ'))
+                print(
+                    '%-9s %-21s %-8s' % (tipo, titulo, rotulos[versao])
+                    + ''.join(' %12s' % _numero(m.get(campo)) for campo, _ in CAMPOS)
+                )
+    print(
+        '\nregistros/bytes intake/POSTs: POST %s no proxy HTTP. linhas lidas: %s.'
+        ' consultas e blocos: só PostgreSQL (seq_scan + idx_scan; heap + índice).'
+        ' bytes origem: banco -> ouvinte no proxy TCP, processo inteiro. ciclo ms:'
+        ' ciclo_dados no log do filho. estado bytes: ouvinte-estado.json depois do ciclo.'
+        % (
+            CAMINHO_INTAKE,
+            'PostgreSQL seq_tup_read + idx_tup_fetch; MariaDB TABLE_STATISTICS.ROWS_READ',
+        )
+    )
 
 
 # ---------------------------------------------------------------------------
+
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0].strip())
@@ -599,8 +732,11 @@ def main() -> int:
     p.add_argument('--folga', type=int, default=30)
     p.add_argument('--antes', default=ANTES_PADRAO, help='commit do "antes"')
     p.add_argument('--bancos', default='postgres,mariadb')
-    p.add_argument('--manter', action='store_true',
-                   help='não apaga a pasta de trabalho (logs e estados) no fim')
+    p.add_argument(
+        '--manter',
+        action='store_true',
+        help='não apaga a pasta de trabalho (logs e estados) no fim',
+    )
     args = p.parse_args()
 
     from tests.apoio import bancos as apoio
@@ -616,8 +752,10 @@ def main() -> int:
         cabeca = git('rev-parse', '--short', 'HEAD').stdout.strip()
         alterados = len(git('status', '--short', '--untracked-files=no').stdout.splitlines())
         print('antes : %s (worktree %s) -> importa %s' % (commit, worktree, pacote_antes))
-        print('depois: %s (HEAD %s + %d arquivo(s) alterado(s)) -> importa %s'
-              % (RAIZ, cabeca, alterados, pacote_depois))
+        print(
+            'depois: %s (HEAD %s + %d arquivo(s) alterado(s)) -> importa %s'
+            % (RAIZ, cabeca, alterados, pacote_depois)
+        )
         versoes = {'antes': (worktree, pacote_antes), 'depois': (RAIZ, pacote_depois)}
         rotulos = {'antes': 'antes', 'depois': 'depois'}
 
@@ -632,21 +770,33 @@ def main() -> int:
             try:
                 t0 = time.monotonic()
                 montar(banco, args.linhas)
-                print('%s: banco %s montado em %.1fs' % (tipo, banco.nome,
-                                                         time.monotonic() - t0))
+                print('%s: banco %s montado em %.1fs' % (tipo, banco.nome, time.monotonic() - t0))
                 conferir_montagem(banco, args.linhas)
                 medidor = Medidor(banco)
                 for tabela, _ in TABELAS:
                     for versao, (raiz, pacote) in versoes.items():
                         t0 = time.monotonic()
                         resultado = rodar_cenario(
-                            banco, medidor, tabela, raiz, pacote,
-                            os.path.join(pasta, '%s-%s-%s' % (tipo, tabela, versao)), args)
+                            banco,
+                            medidor,
+                            tabela,
+                            raiz,
+                            pacote,
+                            os.path.join(pasta, '%s-%s-%s' % (tipo, tabela, versao)),
+                            args,
+                        )
                         resultados[(tipo, tabela, versao)] = resultado
-                        print('  %-9s %-19s %-7s registros por ciclo ocioso %s; %.0fs'
-                              % (tipo, tabela, versao,
-                                 [m['registros'] for m in resultado['ociosos']],
-                                 time.monotonic() - t0), flush=True)
+                        print(
+                            '  %-9s %-19s %-7s registros por ciclo ocioso %s; %.0fs'
+                            % (
+                                tipo,
+                                tabela,
+                                versao,
+                                [m['registros'] for m in resultado['ociosos']],
+                                time.monotonic() - t0,
+                            ),
+                            flush=True,
+                        )
             finally:
                 if medidor is not None:
                     medidor.devolver()
@@ -663,14 +813,20 @@ def main() -> int:
         print('nenhum banco disponível: nada medido', file=sys.stderr)
         return 1
     imprimir(resultados, bancos, rotulos, args)
-    falhas = ['%s/%s ciclo ocioso %d: %d registro(s), %d byte(s)'
-              % (tipo, tabela, n, m['registros'], m['bytes'])
-              for (tipo, tabela, versao), r in sorted(resultados.items()) if versao == 'depois'
-              for n, m in enumerate(r['ociosos'], 1) if m['registros'] or m['bytes']]
+    falhas = [
+        '%s/%s ciclo ocioso %d: %d registro(s), %d byte(s)'
+        % (tipo, tabela, n, m['registros'], m['bytes'])
+        for (tipo, tabela, versao), r in sorted(resultados.items())
+        if versao == 'depois'
+        for n, m in enumerate(r['ociosos'], 1)
+        if m['registros'] or m['bytes']
+    ]
     print('\ntempo total: %.0fs' % (time.monotonic() - inicio))
     if falhas:
-        print('FALHOU: o DEPOIS enviou ao intake em ciclo ocioso:\n  ' + '\n  '.join(falhas),
-              file=sys.stderr)
+        print(
+            'FALHOU: o DEPOIS enviou ao intake em ciclo ocioso:\n  ' + '\n  '.join(falhas),
+            file=sys.stderr,
+        )
         return 1
     print('ok: nenhum ciclo ocioso do DEPOIS enviou registro ou byte ao intake')
     return 0

@@ -41,44 +41,56 @@ def montar(banco: Any, linhas: int) -> None:
             'CREATE TABLE bench AS SELECT g AS "ID", g %% 11 AS "EMPRESA_ID",'
             ' (g * 1.37)::numeric(16,2) AS "VALOR",'
             " timestamp '2026-01-01' + g * interval '1 second' AS \"ALTERADO_EM\","
-            " md5(g::text) || md5((g+1)::text) || 'historico' AS \"HISTORICO\""
-            ' FROM generate_series(1, %d) g' % linhas)
+            ' md5(g::text) || md5((g+1)::text) || \'historico\' AS "HISTORICO"'
+            ' FROM generate_series(1, %d) g' % linhas
+        )
         banco.executar('ALTER TABLE bench ADD PRIMARY KEY ("ID")')
         banco.executar('VACUUM ANALYZE bench')
     else:
         banco.executar(
             'CREATE TABLE bench (ID INT PRIMARY KEY, EMPRESA_ID INT, VALOR DECIMAL(16,2),'
-            ' ALTERADO_EM DATETIME, HISTORICO VARCHAR(100))')
+            ' ALTERADO_EM DATETIME, HISTORICO VARCHAR(100))'
+        )
         banco.executar(
             'INSERT INTO bench SELECT seq, MOD(seq, 11), seq * 1.37,'
             " TIMESTAMP '2026-01-01 00:00:00' + INTERVAL seq SECOND,"
-            " CONCAT(MD5(seq), MD5(seq + 1), 'historico') FROM seq_1_to_%d" % linhas)
+            " CONCAT(MD5(seq), MD5(seq + 1), 'historico') FROM seq_1_to_%d" % linhas
+        )
 
 
 # ---------------------------------------------------------------------------
 # Filho: uma leitura, um processo
 # ---------------------------------------------------------------------------
 
+
 def _laco_cru(tipo: str, url: str, desde: int, como_dict: bool = False) -> tuple[int, float]:
     import sqlalchemy as sa
+
     u = sa.engine.make_url(url)
     sql = 'SELECT %s FROM bench WHERE %s > %%s' % (
         ', '.join(('"%s"' if tipo == 'postgres' else '`%s`') % c for c in COLUNAS),
-        '"ID"' if tipo == 'postgres' else '`ID`')
+        '"ID"' if tipo == 'postgres' else '`ID`',
+    )
     conn: Any
     cur: Any
     if tipo == 'postgres':
         import psycopg
-        conn = psycopg.connect(host=u.host, port=u.port, user=u.username,
-                               dbname=u.database)
+
+        conn = psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database)
         cur = conn.cursor(name='bench_cru')
         cur.itersize = LOTE
     else:
         import pymysql
         import pymysql.cursors
-        conn = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username,
-                               database=u.database, charset='utf8mb4',
-                               cursorclass=pymysql.cursors.SSCursor)
+
+        conn = pymysql.connect(
+            host=u.host,
+            port=u.port or 3306,
+            user=u.username,
+            database=u.database,
+            charset='utf8mb4',
+            cursorclass=pymysql.cursors.SSCursor,
+        )
         cur = conn.cursor()
     inicio = time.perf_counter()
     cur.execute(sql, (desde,))
@@ -87,7 +99,7 @@ def _laco_cru(tipo: str, url: str, desde: int, como_dict: bool = False) -> tuple
     if como_dict:
         # o mesmo dict que o fetch entrega: separa o custo do dict do custo do SDK
         for linha in cur:
-            dict(zip(chaves, linha, strict=False))      # como o fetch: sem conferir por linha
+            dict(zip(chaves, linha, strict=False))  # como o fetch: sem conferir por linha
             lidas += 1
     else:
         for _linha in cur:
@@ -100,8 +112,9 @@ def _laco_cru(tipo: str, url: str, desde: int, como_dict: bool = False) -> tuple
 
 def _laco_fetch(url: str, desde: int, em_lista: bool = False) -> tuple[int, float]:
     from contextia_sync.origem.generico import Origem
+
     origem = Origem(url, timeout=0, linhas_por_lote=LOTE).conectar()
-    origem.colunas('bench')            # reflexao fora do cronometro (e cacheada)
+    origem.colunas('bench')  # reflexao fora do cronometro (e cacheada)
     inicio = time.perf_counter()
     lidas = 0
     linhas: Any = origem.fetch('bench', COLUNAS, since=('ID', desde))
@@ -136,9 +149,10 @@ def pico_kib() -> int:
 def filho(modo: str, tipo: str, url: str, total: int, linhas: int) -> None:
     # importa tudo ANTES de medir a base: o pico que interessa e o da leitura
     import sqlalchemy  # noqa: F401
-    import psycopg     # noqa: F401
-    import pymysql     # noqa: F401
+    import psycopg  # noqa: F401
+    import pymysql  # noqa: F401
     import contextia_sync.origem.generico  # noqa: F401
+
     base = pico_kib()
     desde = total - linhas
     if modo in ('fetch', 'lista'):
@@ -146,15 +160,26 @@ def filho(modo: str, tipo: str, url: str, total: int, linhas: int) -> None:
     else:
         lidas, segundos = _laco_cru(tipo, url, desde, como_dict=(modo == 'cru_dict'))
     pico = pico_kib()
-    print(json.dumps({'lidas': lidas, 'segundos': segundos,
-                      'pico_kib': pico, 'base_kib': base}))
+    print(json.dumps({'lidas': lidas, 'segundos': segundos, 'pico_kib': pico, 'base_kib': base}))
 
 
 def rodar_filho(modo: str, tipo: str, url: str, total: int, linhas: int) -> dict[str, Any]:
     saida = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), '--filho', modo, tipo, url,
-         str(total), str(linhas)],
-        capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONHASHSEED='0'))
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            '--filho',
+            modo,
+            tipo,
+            url,
+            str(total),
+            str(linhas),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONHASHSEED='0'),
+    )
     dado = json.loads(saida.stdout.strip().splitlines()[-1])
     if dado['lidas'] != linhas:
         raise SystemExit('%s/%s leu %s linhas, esperava %s' % (tipo, modo, dado['lidas'], linhas))
@@ -165,9 +190,10 @@ def rodar_filho(modo: str, tipo: str, url: str, total: int, linhas: int) -> dict
 # Pai
 # ---------------------------------------------------------------------------
 
-def medir(tipo: str, total: int, repeticoes: int,
-          controle: bool = False) -> dict[str, Any] | None:
+
+def medir(tipo: str, total: int, repeticoes: int, controle: bool = False) -> dict[str, Any] | None:
     from tests.apoio import bancos
+
     ok, motivo = bancos.servidor_disponivel(tipo)
     if not ok:
         print('%-9s PULADO: %s' % (tipo, motivo))
@@ -191,8 +217,9 @@ def medir(tipo: str, total: int, repeticoes: int,
                 picos[modo].append(d)
         res['vazao'] = vazao
         if controle:
-            res['controle'] = [rodar_filho('lista', tipo, banco.url_origem, total, n)
-                               for n in (menor, total)]
+            res['controle'] = [
+                rodar_filho('lista', tipo, banco.url_origem, total, n) for n in (menor, total)
+            ]
         res['rss_maior'] = {m: max(picos[m], key=lambda d: d['pico_kib']) for m in picos}
         return res
     finally:
@@ -207,32 +234,62 @@ def relatorio(res: list[dict[str, Any]], total: int) -> None:
     mib = 1024.0
     print()
     menor, maior = _rotulo(total // 10), _rotulo(total)
-    print('pico = VmHWM do processo filho; (+x) = acima do RSS do mesmo processo'
-          ' depois dos imports e antes de ler')
-    print('%-9s %-6s %20s %20s %10s %12s' % ('banco', 'leitor', 'pico ' + menor,
-                                             'pico ' + maior, '%s/%s' % (maior, menor),
-                                             'linhas/s'))
+    print(
+        'pico = VmHWM do processo filho; (+x) = acima do RSS do mesmo processo'
+        ' depois dos imports e antes de ler'
+    )
+    print(
+        '%-9s %-6s %20s %20s %10s %12s'
+        % (
+            'banco',
+            'leitor',
+            'pico ' + menor,
+            'pico ' + maior,
+            '%s/%s' % (maior, menor),
+            'linhas/s',
+        )
+    )
     for r in res:
         for modo in ('fetch', 'cru'):
             d_menor, d_maior = r['rss_%s_menor' % modo], r['rss_maior'][modo]
             menor = d_menor['pico_kib'] / mib
             maior = d_maior['pico_kib'] / mib
-            print('%-9s %-6s %8.1f MiB (+%5.1f) %8.1f MiB (+%5.1f) %9.2fx %12.0f' % (
-                r['tipo'], modo, menor, menor - d_menor['base_kib'] / mib,
-                maior, maior - d_maior['base_kib'] / mib, maior / menor,
-                statistics.median(r['vazao'][modo])))
+            print(
+                '%-9s %-6s %8.1f MiB (+%5.1f) %8.1f MiB (+%5.1f) %9.2fx %12.0f'
+                % (
+                    r['tipo'],
+                    modo,
+                    menor,
+                    menor - d_menor['base_kib'] / mib,
+                    maior,
+                    maior - d_maior['base_kib'] / mib,
+                    maior / menor,
+                    statistics.median(r['vazao'][modo]),
+                )
+            )
         razao = statistics.median(r['vazao']['fetch']) / statistics.median(r['vazao']['cru'])
         base = r['rss_maior']['fetch']['base_kib'] / mib
-        razao_dict = (statistics.median(r['vazao']['fetch'])
-                      / statistics.median(r['vazao']['cru_dict']))
+        razao_dict = statistics.median(r['vazao']['fetch']) / statistics.median(
+            r['vazao']['cru_dict']
+        )
         if 'controle' in r:
             a, b = [d['pico_kib'] / mib for d in r['controle']]
-            print('%-9s CONTROLE list(fetch): %.1f MiB -> %.1f MiB (%.1fx): o medidor vê'
-                  ' crescimento quando há' % (r['tipo'], a, b, b / a))
-        print('%-9s fetch/cru = %.2f; fetch/(cru + dict) = %.2f (medianas de %d;'
-              ' cru+dict = %.0f linhas/s) | RSS base antes de ler: %.1f MiB'
-              % (r['tipo'], razao, razao_dict, len(r['vazao']['fetch']),
-                 statistics.median(r['vazao']['cru_dict']), base))
+            print(
+                '%-9s CONTROLE list(fetch): %.1f MiB -> %.1f MiB (%.1fx): o medidor vê'
+                ' crescimento quando há' % (r['tipo'], a, b, b / a)
+            )
+        print(
+            '%-9s fetch/cru = %.2f; fetch/(cru + dict) = %.2f (medianas de %d;'
+            ' cru+dict = %.0f linhas/s) | RSS base antes de ler: %.1f MiB'
+            % (
+                r['tipo'],
+                razao,
+                razao_dict,
+                len(r['vazao']['fetch']),
+                statistics.median(r['vazao']['cru_dict']),
+                base,
+            )
+        )
 
 
 def main() -> int:
@@ -244,11 +301,19 @@ def main() -> int:
     p.add_argument('--linhas', type=int, default=1000000)
     p.add_argument('--repeticoes', type=int, default=3)
     p.add_argument('--bancos', default='postgres,mariadb')
-    p.add_argument('--controle', action='store_true',
-                   help='mede também list(fetch), que TEM de crescer (prova o medidor)')
+    p.add_argument(
+        '--controle',
+        action='store_true',
+        help='mede também list(fetch), que TEM de crescer (prova o medidor)',
+    )
     args = p.parse_args()
-    resultados = [r for r in (medir(t, args.linhas, args.repeticoes, args.controle)
-                              for t in args.bancos.split(',')) if r]
+    resultados = [
+        r
+        for r in (
+            medir(t, args.linhas, args.repeticoes, args.controle) for t in args.bancos.split(',')
+        )
+        if r
+    ]
     relatorio(resultados, args.linhas)
     return 0
 

@@ -62,11 +62,13 @@ EMPRESAS = 10
 # o banco
 # ---------------------------------------------------------------------------
 
+
 class Banco:
     """Um banco novo no PostgreSQL da máquina; `derrubar()` no fim."""
 
     def __init__(self):
         import sqlalchemy as sa
+
         self.nome = 'bench_rec_%s' % uuid.uuid4().hex[:8]
         self.admin = sa.create_engine(URL_ADMIN, isolation_level='AUTOCOMMIT')
         with self.admin.connect() as con:
@@ -76,6 +78,7 @@ class Banco:
 
     def executar(self, sql, **parametros):
         import sqlalchemy as sa
+
         with self.motor.connect() as con:
             resultado = con.execute(sa.text(sql), parametros)
             return resultado.fetchall() if resultado.returns_rows else None
@@ -88,28 +91,35 @@ class Banco:
             ' "CLIENTE" VARCHAR(60), "DOCUMENTO" VARCHAR(20), "PARCELA" INTEGER,'
             ' "VALOR" NUMERIC(14,2), "SALDO" NUMERIC(14,2), "EMISSAO" DATE,'
             ' "VENCIMENTO" DATE, "SITUACAO" CHAR(1), "HISTORICO" VARCHAR(80),'
-            ' "ALTERADO_EM" TIMESTAMP)' % nome)
+            ' "ALTERADO_EM" TIMESTAMP)' % nome
+        )
         self.executar(
             'INSERT INTO "%s" SELECT i, 1 + i %% %d, \'Cliente \' || (i %% 5000),'
-            ' \'NF-\' || i, 1 + i %% 6, (i %% 100000) / 100.0, (i %% 70000) / 100.0,'
-            ' DATE \'2025-01-01\' + (i %% 365), DATE \'2025-02-01\' + (i %% 365),'
-            ' \'A\', repeat(\'h\', 40), TIMESTAMP \'2025-01-01\' + i * INTERVAL \'1 second\''
-            ' FROM generate_series(1, :n) AS i' % (nome, empresas), n=linhas)
+            " 'NF-' || i, 1 + i %% 6, (i %% 100000) / 100.0, (i %% 70000) / 100.0,"
+            " DATE '2025-01-01' + (i %% 365), DATE '2025-02-01' + (i %% 365),"
+            " 'A', repeat('h', 40), TIMESTAMP '2025-01-01' + i * INTERVAL '1 second'"
+            ' FROM generate_series(1, :n) AS i' % (nome, empresas),
+            n=linhas,
+        )
         self.executar('CREATE INDEX "%s_EMP_ID" ON "%s" ("EMPRESA_ID", "ID")' % (nome, nome))
         self.executar('CREATE INDEX "%s_ALT" ON "%s" ("ALTERADO_EM")' % (nome, nome))
         self.executar('VACUUM ANALYZE "%s"' % nome)
-        print('  %s: %s linhas criadas em %.1fs' % (nome, linhas, time.monotonic() - inicio),
-              flush=True)
+        print(
+            '  %s: %s linhas criadas em %.1fs' % (nome, linhas, time.monotonic() - inicio),
+            flush=True,
+        )
 
     def empresas(self, quantas=EMPRESAS):
-        self.executar('CREATE TABLE "EMPRESAS" ("EMPRESA_ID" INTEGER PRIMARY KEY,'
-                      ' "RAZAO_SOCIAL" VARCHAR(60), "ATIVA" CHAR(1))')
+        self.executar(
+            'CREATE TABLE "EMPRESAS" ("EMPRESA_ID" INTEGER PRIMARY KEY,'
+            ' "RAZAO_SOCIAL" VARCHAR(60), "ATIVA" CHAR(1))'
+        )
         for n in range(1, quantas + 1):
-            self.executar('INSERT INTO "EMPRESAS" VALUES (:e, :r, \'S\')', e=n,
-                          r='Empresa %d' % n)
+            self.executar('INSERT INTO "EMPRESAS" VALUES (:e, :r, \'S\')', e=n, r='Empresa %d' % n)
 
     def derrubar(self):
         import sqlalchemy as sa
+
         self.motor.dispose()
         with self.admin.connect() as con:
             con.execute(sa.text('DROP DATABASE IF EXISTS %s WITH (FORCE)' % self.nome))
@@ -119,26 +129,52 @@ class Banco:
 def mapeamento(pasta, tabela, estrategia='coluna+reconciliacao'):
     caminho = os.path.join(pasta, 'mapa-%s.json' % tabela)
     with open(caminho, 'w') as arquivo:
-        json.dump({
-            '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
-            'client': 'bench',
-            'listener': {'strategy': estrategia},
-            'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID',
-                         'watch_column': 'ALTERADO_EM'},
-            'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
-                         'name_column': 'RAZAO_SOCIAL',
-                         'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
-            'datasets': [{'dataset': DATASET, 'source_object': tabela,
-                          'columns': ['ID', 'EMPRESA_ID', 'CLIENTE', 'DOCUMENTO', 'PARCELA',
-                                      'VALOR', 'SALDO', 'EMISSAO', 'VENCIMENTO', 'SITUACAO',
-                                      'HISTORICO', 'ALTERADO_EM']}],
-        }, arquivo)
+        json.dump(
+            {
+                '$schema': os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json'),
+                'client': 'bench',
+                'listener': {'strategy': estrategia},
+                'defaults': {
+                    'scope_column': 'EMPRESA_ID',
+                    'key': 'ID',
+                    'watch_column': 'ALTERADO_EM',
+                },
+                'projects': {
+                    'source_object': 'EMPRESAS',
+                    'scope_column': 'EMPRESA_ID',
+                    'name_column': 'RAZAO_SOCIAL',
+                    'filters': [{'column': 'ATIVA', 'equals': 'S'}],
+                },
+                'datasets': [
+                    {
+                        'dataset': DATASET,
+                        'source_object': tabela,
+                        'columns': [
+                            'ID',
+                            'EMPRESA_ID',
+                            'CLIENTE',
+                            'DOCUMENTO',
+                            'PARCELA',
+                            'VALOR',
+                            'SALDO',
+                            'EMISSAO',
+                            'VENCIMENTO',
+                            'SITUACAO',
+                            'HISTORICO',
+                            'ALTERADO_EM',
+                        ],
+                    }
+                ],
+            },
+            arquivo,
+        )
     return caminho
 
 
 # ---------------------------------------------------------------------------
 # 1. latencia DELETE -> sumiu
 # ---------------------------------------------------------------------------
+
 
 class Leitor(bench_latencia.Leitor):
     """O leitor do bench_latencia, ao contrario: anota quando cada ID SUMIU do Contextia."""
@@ -149,11 +185,11 @@ class Leitor(bench_latencia.Leitor):
 
     def run(self):
         from contextia_sync.intake import cliente, transporte
+
         vistos = set()
         while not self.parar:
             try:
-                agora_ids = {int(r['ID']) for r in cliente.ler_registros(self.dataset,
-                                                                          self.chave)}
+                agora_ids = {int(r['ID']) for r in cliente.ler_registros(self.dataset, self.chave)}
             except transporte.ErroContextia:
                 agora_ids = None
             agora = time.monotonic()
@@ -166,8 +202,10 @@ class Leitor(bench_latencia.Leitor):
 def linha_de_base(chave, repeticoes=10):
     """A remoção mandada direto (sem ouvinte) até sumir: o piso da medida."""
     from contextia_sync.intake import cliente
-    cliente.enviar_dataset('base', [{'ID': n, 'V': n} for n in range(repeticoes)], key='ID',
-                           api_key=chave)
+
+    cliente.enviar_dataset(
+        'base', [{'ID': n, 'V': n} for n in range(repeticoes)], key='ID', api_key=chave
+    )
     leitor = Leitor(chave, 'base')
     leitor.start()
     time.sleep(1)
@@ -185,8 +223,11 @@ def linha_de_base(chave, repeticoes=10):
 def latencia(args, banco, pasta):
     from contextia_local.processo import ServidorLocal
     from contextia_sync.intake import cliente
-    print('\n== 1. DELETE -> sumiu do Contextia, --intervalo-reconciliacao=%ds =='
-          % args.intervalo, flush=True)
+
+    print(
+        '\n== 1. DELETE -> sumiu do Contextia, --intervalo-reconciliacao=%ds ==' % args.intervalo,
+        flush=True,
+    )
     banco.empresas(1)
     banco.tabela_erp('MOVIMENTO', 2000, empresas=1)
     with ServidorLocal(os.path.join(pasta, 'contextia')) as servidor:
@@ -198,24 +239,38 @@ def latencia(args, banco, pasta):
         os.chmod(chaves, 0o600)
         base = linha_de_base(chave)
         env = dict(os.environ, CONTEXTIA_ORIGEM=banco.url)
-        argv = [sys.executable, 'ouvinte.py', '--mapping=' + mapeamento(pasta, 'MOVIMENTO'),
-                '--source=generic', '--chaves=' + chaves, '--estado=' + os.path.join(pasta, 'e'),
-                '--intervalo-reconciliacao=%d' % args.intervalo, '--intervalo-projetos=3600',
-                '--varredura=nao']
-        carga = subprocess.run(argv + ['--once', '--varrer-agora'], cwd=RAIZ, env=env,
-                               capture_output=True, text=True, timeout=900)
+        argv = [
+            sys.executable,
+            'ouvinte.py',
+            '--mapping=' + mapeamento(pasta, 'MOVIMENTO'),
+            '--source=generic',
+            '--chaves=' + chaves,
+            '--estado=' + os.path.join(pasta, 'e'),
+            '--intervalo-reconciliacao=%d' % args.intervalo,
+            '--intervalo-projetos=3600',
+            '--varredura=nao',
+        ]
+        carga = subprocess.run(
+            argv + ['--once', '--varrer-agora'],
+            cwd=RAIZ,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if carga.returncode:
             raise SystemExit('carga completa falhou:\n' + carga.stdout + carga.stderr)
         total = len(list(cliente.ler_registros(DATASET, chave)))
         print('  carga completa pela varredura: %d registros no Contextia' % total, flush=True)
         log = open(os.path.join(pasta, 'ouvinte.log'), 'w+b')
-        ouvinte = subprocess.Popen(argv + ['--intervalo-dados=5'], cwd=RAIZ, env=env,
-                                   stdout=log, stderr=subprocess.STDOUT)
+        ouvinte = subprocess.Popen(
+            argv + ['--intervalo-dados=5'], cwd=RAIZ, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
         leitor = Leitor(chave, DATASET)
         comitado = {}
         try:
             leitor.start()
-            time.sleep(2 * args.intervalo)           # de pe, uma reconciliacao feita
+            time.sleep(2 * args.intervalo)  # de pe, uma reconciliacao feita
             sorteio = random.Random(7)
             alvos = sorteio.sample(range(1, 2001), args.exclusoes)
             inicio = time.monotonic()
@@ -236,13 +291,18 @@ def latencia(args, banco, pasta):
         restantes = {int(r['ID']) for r in cliente.ler_registros(DATASET, chave)}
         vivas_removidas = total - len(comitado) - len(restantes)
     print('  exclusões comitadas ...: %s em %.1fs' % (len(comitado), escrita))
-    print('  linha de base (remove direto -> sumiu): mediana %.2fs, max %.2fs'
-          % (statistics.median(base), max(base)))
-    print('  DELETE -> sumiu pelo ouvinte: p50 %.2fs   p95 %.2fs   max %.2fs   (faltaram %s)'
-          % (percentil(latencias, 0.5), percentil(latencias, 0.95), max(latencias), faltaram))
-    print('  razão p50/intervalo %.2f; p95/intervalo %.2f (esperado ~0,5 e ~1, mais o ciclo)'
-          % (percentil(latencias, 0.5) / args.intervalo,
-             percentil(latencias, 0.95) / args.intervalo))
+    print(
+        '  linha de base (remove direto -> sumiu): mediana %.2fs, max %.2fs'
+        % (statistics.median(base), max(base))
+    )
+    print(
+        '  DELETE -> sumiu pelo ouvinte: p50 %.2fs   p95 %.2fs   max %.2fs   (faltaram %s)'
+        % (percentil(latencias, 0.5), percentil(latencias, 0.95), max(latencias), faltaram)
+    )
+    print(
+        '  razão p50/intervalo %.2f; p95/intervalo %.2f (esperado ~0,5 e ~1, mais o ciclo)'
+        % (percentil(latencias, 0.5) / args.intervalo, percentil(latencias, 0.95) / args.intervalo)
+    )
     print('  linhas vivas que saíram do Contextia: %d (tem de ser 0)' % vivas_removidas)
     return 1 if faltaram or vivas_removidas else 0
 
@@ -251,6 +311,7 @@ def latencia(args, banco, pasta):
 # 2. o custo de uma reconciliacao contra uma leitura completa
 # ---------------------------------------------------------------------------
 
+
 def _captura(pasta, tabela, url):
     """A reconciliacao em processo, sobre o adaptador genérico apontado para `url`."""
     os.environ['CONTEXTIA_ORIGEM'] = url
@@ -258,6 +319,7 @@ def _captura(pasta, tabela, url):
     from contextia_sync.captura.reconciliacao import CapturaReconciliacao, OpcoesReconciliacao
     from contextia_sync.estado.estado import Estado
     from contextia_sync.origem import carregar_origem
+
     os.makedirs(pasta, exist_ok=True)
     with open(mapeamento(pasta, tabela, 'reconciliacao')) as arquivo:
         mapa = json.load(arquivo)
@@ -265,9 +327,11 @@ def _captura(pasta, tabela, url):
     origem = carregar_origem('generic')
     origem.conectar(url)
     estado = Estado(os.path.join(pasta, 'estado-%s.json' % tabela))
-    opcoes = OpcoesReconciliacao(pasta=os.path.join(pasta, 'conjuntos-%s' % tabela),
-                                 intervalo=0,
-                                 escopos=lambda: {str(n) for n in range(1, EMPRESAS + 1)})
+    opcoes = OpcoesReconciliacao(
+        pasta=os.path.join(pasta, 'conjuntos-%s' % tabela),
+        intervalo=0,
+        escopos=lambda: {str(n) for n in range(1, EMPRESAS + 1)},
+    )
     captura = CapturaReconciliacao(origem, estado, 180, 20000, opcoes)
     return captura, vivos[0], origem
 
@@ -283,8 +347,12 @@ def _passe(pasta, url, proxy, repeticoes):
     medidas = (
         ('reconciliação: a primeira (grava o conjunto)', lambda: captura.ler(alvo), 1),
         ('reconciliação: sem diferença (lê e compara)', lambda: captura.ler(alvo), repeticoes),
-        ('leitura completa pelo adaptador (12 colunas)', lambda: sum(
-            1 for _ in origem.fetch(alvo.source_object, alvo.colunas)), repeticoes))
+        (
+            'leitura completa pelo adaptador (12 colunas)',
+            lambda: sum(1 for _ in origem.fetch(alvo.source_object, alvo.colunas)),
+            repeticoes,
+        ),
+    )
     resultados = {}
     for rotulo, funcao, vezes in medidas:
         tempos, quantos = [], []
@@ -302,14 +370,17 @@ def _passe(pasta, url, proxy, repeticoes):
 
 def custo(args, banco, pasta):
     from bench_ocioso import ProxyTcp
-    print('\n== 2. uma reconciliacao de %s chaves contra uma leitura completa ==' % args.chaves,
-          flush=True)
+
+    print(
+        '\n== 2. uma reconciliacao de %s chaves contra uma leitura completa ==' % args.chaves,
+        flush=True,
+    )
     banco.tabela_erp('GRANDE', args.chaves)
     import sqlalchemy as sa
+
     url = sa.engine.make_url(banco.url)
     proxy = ProxyTcp(url.host or '127.0.0.1', url.port or 5432)
-    via_proxy = url.set(host='127.0.0.1', port=proxy.porta).render_as_string(
-        hide_password=False)
+    via_proxy = url.set(host='127.0.0.1', port=proxy.porta).render_as_string(hide_password=False)
     # Os bytes num passe pelo proxy; o tempo noutro, direto (o proxy roda neste
     # processo e disputaria a CPU com a leitura).
     bytes_ = _passe(os.path.join(pasta, 'bytes'), via_proxy, proxy, 1)
@@ -319,9 +390,13 @@ def custo(args, banco, pasta):
     from contextia_sync.origem.conjunto import consulta_conjunto
     from contextia_sync.origem.consultas import objeto_sem_reflexao
     from sqlalchemy.dialects import postgresql
+
     objeto = objeto_sem_reflexao('GRANDE', ['ID', 'EMPRESA_ID'])
-    sql_chaves = str(consulta_conjunto(objeto, 'ID', 'EMPRESA_ID', 'postgresql')[0].compile(
-        dialect=postgresql.dialect()))
+    sql_chaves = str(
+        consulta_conjunto(objeto, 'ID', 'EMPRESA_ID', 'postgresql')[0].compile(
+            dialect=postgresql.dialect()
+        )
+    )
     sql_tudo = 'SELECT %s FROM "GRANDE"' % ', '.join('"%s"' % c for c in alvo.colunas)
     servidor = {}
     for rotulo, sql in (('chaves', sql_chaves), ('tudo', sql_tudo)):
@@ -331,17 +406,24 @@ def custo(args, banco, pasta):
     print('  %-46s %10s %14s' % ('', 'tempo (s)', 'bytes origem'))
     print('  (tempo: mediana de %d, conexão direta; bytes: pelo proxy TCP)' % args.repeticoes)
     for rotulo, (tempo, quantos) in resultados.items():
-        print('  %-46s %10.2f %14s' % (rotulo, tempo, '{:,}'.format(int(quantos)).replace(
-            ',', ' ')))
+        print(
+            '  %-46s %10.2f %14s' % (rotulo, tempo, '{:,}'.format(int(quantos)).replace(',', ' '))
+        )
     rec = resultados['reconciliação: sem diferença (lê e compara)']
     tudo = resultados['leitura completa pelo adaptador (12 colunas)']
-    print('  no servidor (EXPLAIN ANALYZE, mediana): chaves %.0f ms (%s), tudo %.0f ms (%s)'
-          % (servidor['chaves'][0], servidor['chaves'][1], servidor['tudo'][0],
-             servidor['tudo'][1]))
-    print('  razão reconciliacao/leitura completa: tempo %.2f, bytes %.2f, servidor %.2f'
-          % (rec[0] / tudo[0], rec[1] / tudo[1], servidor['chaves'][0] / servidor['tudo'][0]))
-    tamanho = sum(os.path.getsize(os.path.join(r, n)) for r, _, ns in os.walk(
-        os.path.join(pasta, 'tempo', 'conjuntos-GRANDE')) for n in ns)
+    print(
+        '  no servidor (EXPLAIN ANALYZE, mediana): chaves %.0f ms (%s), tudo %.0f ms (%s)'
+        % (servidor['chaves'][0], servidor['chaves'][1], servidor['tudo'][0], servidor['tudo'][1])
+    )
+    print(
+        '  razão reconciliacao/leitura completa: tempo %.2f, bytes %.2f, servidor %.2f'
+        % (rec[0] / tudo[0], rec[1] / tudo[1], servidor['chaves'][0] / servidor['tudo'][0])
+    )
+    tamanho = sum(
+        os.path.getsize(os.path.join(r, n))
+        for r, _, ns in os.walk(os.path.join(pasta, 'tempo', 'conjuntos-GRANDE'))
+        for n in ns
+    )
     print('  o conjunto entregue no disco: %.1f MB (%d empresas)' % (tamanho / 1e6, EMPRESAS))
     return 0
 
@@ -350,59 +432,94 @@ def custo(args, banco, pasta):
 # 3. o pico de memoria
 # ---------------------------------------------------------------------------
 
+
 def filho_rss(pasta, tabela, url):
     """No processo filho: reconcilia duas vezes e diz o pico de RSS (JSON)."""
     captura, alvo, origem = _captura(pasta, tabela, url)
     origem.contar(alvo.source_object)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     inicio = time.perf_counter()
-    captura.ler(alvo)                              # a primeira: grava o conjunto
+    captura.ler(alvo)  # a primeira: grava o conjunto
     primeira = time.perf_counter() - inicio
     import sqlalchemy as sa
+
     motor = sa.create_engine(url, isolation_level='AUTOCOMMIT')
     with motor.connect() as con:
-        con.execute(sa.text('DELETE FROM "%s" WHERE "ID" IN (SELECT "ID" FROM "%s"'
-                            ' ORDER BY "ID" LIMIT 100)' % (tabela, tabela)))
+        con.execute(
+            sa.text(
+                'DELETE FROM "%s" WHERE "ID" IN (SELECT "ID" FROM "%s"'
+                ' ORDER BY "ID" LIMIT 100)' % (tabela, tabela)
+            )
+        )
     motor.dispose()
     inicio = time.perf_counter()
-    leitura = captura.ler(alvo)                    # a segunda: compara, 100 saem
+    leitura = captura.ler(alvo)  # a segunda: compara, 100 saem
     segunda = time.perf_counter() - inicio
     removidas = sum(len(v) for v in leitura.remocoes_por_escopo.values())
     pico = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({'base_kb': base, 'pico_kb': pico, 'primeira_s': primeira,
-                      'segunda_s': segunda, 'removidas': removidas}))
+    print(
+        json.dumps(
+            {
+                'base_kb': base,
+                'pico_kb': pico,
+                'primeira_s': primeira,
+                'segunda_s': segunda,
+                'removidas': removidas,
+            }
+        )
+    )
 
 
 def rss(args, banco, pasta):
-    print('\n== 3. pico de RSS: %s contra %s chaves ==' % (args.pequeno, args.grande),
-          flush=True)
+    print('\n== 3. pico de RSS: %s contra %s chaves ==' % (args.pequeno, args.grande), flush=True)
     medidas = {}
     for rotulo, linhas in (('pequeno', args.pequeno), ('grande', args.grande)):
         tabela = 'RSS_%s' % rotulo.upper()
-        banco.executar('CREATE TABLE "%s" ("ID" BIGINT PRIMARY KEY, "EMPRESA_ID" INTEGER,'
-                       ' "VALOR" INTEGER, "ALTERADO_EM" TIMESTAMP)' % tabela)
+        banco.executar(
+            'CREATE TABLE "%s" ("ID" BIGINT PRIMARY KEY, "EMPRESA_ID" INTEGER,'
+            ' "VALOR" INTEGER, "ALTERADO_EM" TIMESTAMP)' % tabela
+        )
         inicio = time.monotonic()
-        banco.executar('INSERT INTO "%s" SELECT i, 1 + i %% %d, i, TIMESTAMP \'2025-01-01\''
-                       ' FROM generate_series(1, :n) AS i' % (tabela, EMPRESAS), n=linhas)
+        banco.executar(
+            'INSERT INTO "%s" SELECT i, 1 + i %% %d, i, TIMESTAMP \'2025-01-01\''
+            ' FROM generate_series(1, :n) AS i' % (tabela, EMPRESAS),
+            n=linhas,
+        )
         banco.executar('CREATE INDEX "%s_EMP_ID" ON "%s" ("EMPRESA_ID", "ID")' % (tabela, tabela))
         banco.executar('VACUUM ANALYZE "%s"' % tabela)
-        print('  %s: %s linhas criadas em %.1fs' % (tabela, linhas, time.monotonic() - inicio),
-              flush=True)
-        feito = subprocess.run([sys.executable, os.path.abspath(__file__), '--rss-filho',
-                                pasta, tabela, banco.url], capture_output=True, text=True,
-                               timeout=3600)
+        print(
+            '  %s: %s linhas criadas em %.1fs' % (tabela, linhas, time.monotonic() - inicio),
+            flush=True,
+        )
+        feito = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), '--rss-filho', pasta, tabela, banco.url],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         if feito.returncode:
             raise SystemExit('filho de %s falhou:\n%s' % (tabela, feito.stdout + feito.stderr))
         medidas[rotulo] = json.loads(feito.stdout.strip().splitlines()[-1])
     for rotulo, linhas in (('pequeno', args.pequeno), ('grande', args.grande)):
         m = medidas[rotulo]
-        print('  %-8s %9s chaves: base %6.1f MiB, pico %6.1f MiB; primeira %.1fs, segunda'
-              ' %.1fs (%d removidas)' % (rotulo, linhas, m['base_kb'] / 1024,
-                                        m['pico_kb'] / 1024, m['primeira_s'], m['segunda_s'],
-                                        m['removidas']))
+        print(
+            '  %-8s %9s chaves: base %6.1f MiB, pico %6.1f MiB; primeira %.1fs, segunda'
+            ' %.1fs (%d removidas)'
+            % (
+                rotulo,
+                linhas,
+                m['base_kb'] / 1024,
+                m['pico_kb'] / 1024,
+                m['primeira_s'],
+                m['segunda_s'],
+                m['removidas'],
+            )
+        )
     razao = medidas['grande']['pico_kb'] / medidas['pequeno']['pico_kb']
-    print('  razão do pico grande/pequeno: %.2f (alvo <= 1,30); chaves %.0fx'
-          % (razao, args.grande / args.pequeno))
+    print(
+        '  razão do pico grande/pequeno: %.2f (alvo <= 1,30); chaves %.0fx'
+        % (razao, args.grande / args.pequeno)
+    )
     return 0 if razao <= 1.3 else 1
 
 
@@ -414,11 +531,12 @@ def diario(args, pasta):
     """
     from contextia_sync.arquivos import GravacaoAtomica
     from contextia_sync.captura import conjuntos
+
     identidade = conjuntos.Identidade('titulos', 'V_TITULOS', 'ID', 'EMPRESA_ID')
     base = os.path.join(pasta, 'diario')
     arquivo = conjuntos.caminho(base, 'titulos', '1')
     os.makedirs(os.path.dirname(arquivo), exist_ok=True)
-    chaves = list(range(0, 2 * args.chaves, 2))           # pares: o diario traz impares
+    chaves = list(range(0, 2 * args.chaves, 2))  # pares: o diario traz impares
     gravacao = GravacaoAtomica(arquivo)
     for linha in conjuntos.linhas_do_arquivo(chaves, identidade.cabecalho('1')):
         gravacao.escrever(linha)
@@ -435,8 +553,9 @@ def diario(args, pasta):
     def regravar():
         gravacao = GravacaoAtomica(arquivo + '.novo')
         for linha in conjuntos.linhas_do_arquivo(
-                conjuntos.juntar(conjuntos.abrir_arquivo(arquivo, identidade, '1'), novas),
-                identidade.cabecalho('1')):
+            conjuntos.juntar(conjuntos.abrir_arquivo(arquivo, identidade, '1'), novas),
+            identidade.cabecalho('1'),
+        ):
             gravacao.escrever(linha)
         gravacao.trocar()
 
@@ -446,26 +565,36 @@ def diario(args, pasta):
         os.unlink(alvo)
 
     tempos = {}
-    for nome, funcao in (('sem', lambda: comparar(False)), ('com', lambda: comparar(True)),
-                         ('regravar', regravar), ('anotar', anotar)):
+    for nome, funcao in (
+        ('sem', lambda: comparar(False)),
+        ('com', lambda: comparar(True)),
+        ('regravar', regravar),
+        ('anotar', anotar),
+    ):
         medidas = []
         for _ in range(args.repeticoes):
             inicio = time.perf_counter()
             funcao()
             medidas.append(time.perf_counter() - inicio)
         tempos[nome] = statistics.median(medidas)
-    print('\n== diário da coluna, %d chaves no conjunto, %d no diário (medianas de %d)'
-          % (args.chaves, len(novas), args.repeticoes))
+    print(
+        '\n== diário da coluna, %d chaves no conjunto, %d no diário (medianas de %d)'
+        % (args.chaves, len(novas), args.repeticoes)
+    )
+
     def virgula(numero, casas=2):
         return ('%.*f' % (casas, numero)).replace('.', ',')
 
     print('comparar sem diário ............ %s s (1,00)' % virgula(tempos['sem']))
-    print('comparar com o diário .......... %s s (%s)' % (virgula(tempos['com']),
-                                                       virgula(tempos['com'] / tempos['sem'])))
-    print('somar o diário (regravar) ...... %s s (%s)' % (
-        virgula(tempos['regravar']), virgula(tempos['regravar'] / tempos['sem'])))
-    print('anotar um ciclo (%d chaves) .... %s ms' % (len(novas),
-                                                     virgula(1000 * tempos['anotar'])))
+    print(
+        'comparar com o diário .......... %s s (%s)'
+        % (virgula(tempos['com']), virgula(tempos['com'] / tempos['sem']))
+    )
+    print(
+        'somar o diário (regravar) ...... %s s (%s)'
+        % (virgula(tempos['regravar']), virgula(tempos['regravar'] / tempos['sem']))
+    )
+    print('anotar um ciclo (%d chaves) .... %s ms' % (len(novas), virgula(1000 * tempos['anotar'])))
     return 0
 
 
@@ -484,10 +613,14 @@ def main():
     args = p.parse_args()
     import logging
     from contextia_sync.registro import logger
+
     logger.setLevel(logging.WARNING)
     partes = args.partes.split(',')
-    print('carga da máquina (1, 5, 15 min): %.1f %.1f %.1f em %d nucleo(s)'
-          % (os.getloadavg() + (os.cpu_count() or 0,)), flush=True)
+    print(
+        'carga da máquina (1, 5, 15 min): %.1f %.1f %.1f em %d nucleo(s)'
+        % (os.getloadavg() + (os.cpu_count() or 0,)),
+        flush=True,
+    )
     saida = 0
     with tempfile.TemporaryDirectory() as pasta:
         if 'diario' in partes:

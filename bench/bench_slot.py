@@ -33,20 +33,26 @@ ESTRATEGIAS = ('coluna', 'slot_logico')
 
 def _mapa(pasta, dataset, estrategia):
     # O cliente da o nome do slot, que e do cluster inteiro: um por dataset.
-    return mapa_do_movimento(os.path.join(pasta, 'mapa-%s.json' % dataset),
-                             'bench_%s_%s' % (os.getpid(), dataset), dataset, estrategia)
+    return mapa_do_movimento(
+        os.path.join(pasta, 'mapa-%s.json' % dataset),
+        'bench_%s_%s' % (os.getpid(), dataset),
+        dataset,
+        estrategia,
+    )
 
 
 def _banco(servidor):
     banco = servidor.banco_de_teste()
-    for sql in ('CREATE TABLE "EMPRESAS" ("EMPRESA_ID" INT PRIMARY KEY,'
-                ' "RAZAO_SOCIAL" VARCHAR(60), "ATIVA" CHAR(1))',
-                """INSERT INTO "EMPRESAS" VALUES (1, 'Bench', 'S')""",
-                'CREATE TABLE "MOVIMENTO" ("ID" INT PRIMARY KEY, "EMPRESA_ID" INT,'
-                ' "VALOR" INT, "ALTERADO_EM" TIMESTAMP(6))',
-                'CREATE INDEX ON "MOVIMENTO" ("ALTERADO_EM")',
-                'ALTER TABLE "MOVIMENTO" REPLICA IDENTITY FULL',
-                """INSERT INTO "MOVIMENTO" VALUES (1, 1, 0, now() - interval '1 day')"""):
+    for sql in (
+        'CREATE TABLE "EMPRESAS" ("EMPRESA_ID" INT PRIMARY KEY,'
+        ' "RAZAO_SOCIAL" VARCHAR(60), "ATIVA" CHAR(1))',
+        """INSERT INTO "EMPRESAS" VALUES (1, 'Bench', 'S')""",
+        'CREATE TABLE "MOVIMENTO" ("ID" INT PRIMARY KEY, "EMPRESA_ID" INT,'
+        ' "VALOR" INT, "ALTERADO_EM" TIMESTAMP(6))',
+        'CREATE INDEX ON "MOVIMENTO" ("ALTERADO_EM")',
+        'ALTER TABLE "MOVIMENTO" REPLICA IDENTITY FULL',
+        """INSERT INTO "MOVIMENTO" VALUES (1, 1, 0, now() - interval '1 day')""",
+    ):
         banco.admin(sql)
     return banco
 
@@ -60,25 +66,47 @@ def arquivo_de_chaves(pasta, chave):
     return chaves
 
 
-def subir_ouvinte(banco, contextia, pasta, chaves, dataset, estrategia, intervalo=None,
-                  criar_slot=True, log='ouvinte', **ambiente):
+def subir_ouvinte(
+    banco,
+    contextia,
+    pasta,
+    chaves,
+    dataset,
+    estrategia,
+    intervalo=None,
+    criar_slot=True,
+    log='ouvinte',
+    **ambiente,
+):
     """
     O ouvinte.py do `dataset` sobre `banco`, como processo, com o estado em
     <pasta>/estado-<dataset> e o log em <pasta>/<log>-<dataset>.log; com
     `slot_logico`, o --criar-slot antes (idempotente). `ambiente`: variáveis
     a mais (CONTEXTIA_SPOOL_MAXIMO_ITENS...).
     """
-    env = dict(os.environ, CONTEXTIA_ORIGEM=banco.url_origem,
-               CONTEXTIA_ORIGEM_DBA=banco.url_admin, **contextia.ambiente(), **ambiente)
+    env = dict(
+        os.environ,
+        CONTEXTIA_ORIGEM=banco.url_origem,
+        CONTEXTIA_ORIGEM_DBA=banco.url_admin,
+        **contextia.ambiente(),
+        **ambiente,
+    )
     env.pop('CONTEXTIA_API_KEY', None)
-    argv = [sys.executable, 'ouvinte.py', '--mapping=' + _mapa(pasta, dataset, estrategia),
-            '--source=generic', '--chaves=' + chaves,
-            '--estado=' + os.path.join(pasta, 'estado-' + dataset), '--varredura=nao']
+    argv = [
+        sys.executable,
+        'ouvinte.py',
+        '--mapping=' + _mapa(pasta, dataset, estrategia),
+        '--source=generic',
+        '--chaves=' + chaves,
+        '--estado=' + os.path.join(pasta, 'estado-' + dataset),
+        '--varredura=nao',
+    ]
     if intervalo is not None:
         argv.append('--intervalo-dados=%s' % intervalo)
     if estrategia == 'slot_logico' and criar_slot:
-        subprocess.run(argv + ['--criar-slot'], cwd=RAIZ, env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            argv + ['--criar-slot'], cwd=RAIZ, env=env, check=True, stdout=subprocess.DEVNULL
+        )
     saida = open(os.path.join(pasta, '%s-%s.log' % (log, dataset)), 'ab')
     return subprocess.Popen(argv, cwd=RAIZ, env=env, stdout=saida, stderr=subprocess.STDOUT)
 
@@ -89,20 +117,22 @@ def latencias(servidor, contextia, chave, pasta, mudancas, intervalo):
     for estrategia in ESTRATEGIAS:
         banco = bancos[estrategia] = _banco(servidor)
         dataset = 'mov_%s' % estrategia
-        ouvintes[estrategia] = subir_ouvinte(banco, contextia, pasta, chaves, dataset,
-                                             estrategia, intervalo)
+        ouvintes[estrategia] = subir_ouvinte(
+            banco, contextia, pasta, chaves, dataset, estrategia, intervalo
+        )
         leitores[estrategia] = Leitor(chave, dataset)
         leitores[estrategia].start()
 
     def inserir(banco, ident, n):
-        banco.admin('INSERT INTO "MOVIMENTO" VALUES (%d, 1, %d, clock_timestamp())'
-                    % (ident, n))
+        banco.admin('INSERT INTO "MOVIMENTO" VALUES (%d, 1, %d, clock_timestamp())' % (ident, n))
+
     return medir_commits(bancos, leitores, ouvintes, mudancas, intervalo, inserir)
 
 
 def rodada(prefixo):
     """O PostgreSQL privado com wal_level=logical e o Contextia local (rodada_privada)."""
     from tests.apoio.postgres_logico import PostgresLogico, binarios
+
     return rodada_privada(prefixo, lambda pasta: PostgresLogico(pasta, binarios()))
 
 
@@ -112,19 +142,25 @@ def main():
     p.add_argument('--intervalo-dados', type=float, default=2)
     args = p.parse_args()
     with rodada('bench-slot-') as (servidor, contextia, chave, pasta):
-        resultado = latencias(servidor, contextia, chave, pasta, args.mudancas,
-                              args.intervalo_dados)
-    print('commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
-          % (args.intervalo_dados, args.mudancas))
+        resultado = latencias(
+            servidor, contextia, chave, pasta, args.mudancas, args.intervalo_dados
+        )
+    print(
+        'commit -> visível, --intervalo-dados %s, %d mudanças (mesma rodada):'
+        % (args.intervalo_dados, args.mudancas)
+    )
     for estrategia, (tempos, faltam) in resultado.items():
         if tempos:
-            print('  %-11s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)' % (
-                estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95), max(tempos),
-                faltam))
+            print(
+                '  %-11s p50 %.2f s  p95 %.2f s  máx %.2f s  (não vistas: %d)'
+                % (estrategia, percentil(tempos, 0.5), percentil(tempos, 0.95), max(tempos), faltam)
+            )
     coluna, slot = (resultado[e][0] for e in ESTRATEGIAS)
     if coluna and slot:
-        print('  razão p95 slot_logico/coluna: %.2f' % (percentil(slot, 0.95)
-                                                     / percentil(coluna, 0.95)))
+        print(
+            '  razão p95 slot_logico/coluna: %.2f'
+            % (percentil(slot, 0.95) / percentil(coluna, 0.95))
+        )
 
 
 if __name__ == '__main__':

@@ -37,6 +37,7 @@ URL_ADMIN = 'postgresql+psycopg://postgres@127.0.0.1:5432/postgres'
 
 def criar_banco(linhas_por_tabela):
     import sqlalchemy as sa
+
     nome = 'bench_sonda_%s' % uuid.uuid4().hex[:8]
     admin = sa.create_engine(URL_ADMIN, isolation_level='AUTOCOMMIT')
     with admin.connect() as con:
@@ -46,18 +47,23 @@ def criar_banco(linhas_por_tabela):
     for tabela, quantas in linhas_por_tabela.items():
         inicio = time.monotonic()
         with motor.begin() as con:
-            con.execute(sa.text(
-                'CREATE TABLE "%s" ("ID" BIGINT PRIMARY KEY, "EMPRESA_ID" INTEGER,'
-                ' "VALOR" NUMERIC(12,2), "HISTORICO" VARCHAR(80), "ALTERADO_EM" TIMESTAMP)'
-                % tabela))
+            con.execute(
+                sa.text(
+                    'CREATE TABLE "%s" ("ID" BIGINT PRIMARY KEY, "EMPRESA_ID" INTEGER,'
+                    ' "VALOR" NUMERIC(12,2), "HISTORICO" VARCHAR(80), "ALTERADO_EM" TIMESTAMP)'
+                    % tabela
+                )
+            )
             # Um ano de movimento espalhado: a janela da folga no fim tem poucas linhas.
-            con.execute(sa.text(
-                'INSERT INTO "%s" SELECT i, 1, (i %% 100000) / 100.0,'
-                ' repeat(\'x\', 60), TIMESTAMP \'2025-01-01\' + i * (INTERVAL \'1 second\''
-                ' * (31536000.0 / :n)) FROM generate_series(1, :n) AS i' % tabela),
-                {'n': quantas})
-            con.execute(sa.text('CREATE INDEX "%s_ALT" ON "%s" ("ALTERADO_EM")'
-                                % (tabela, tabela)))
+            con.execute(
+                sa.text(
+                    'INSERT INTO "%s" SELECT i, 1, (i %% 100000) / 100.0,'
+                    " repeat('x', 60), TIMESTAMP '2025-01-01' + i * (INTERVAL '1 second'"
+                    ' * (31536000.0 / :n)) FROM generate_series(1, :n) AS i' % tabela
+                ),
+                {'n': quantas},
+            )
+            con.execute(sa.text('CREATE INDEX "%s_ALT" ON "%s" ("ALTERADO_EM")' % (tabela, tabela)))
         with motor.connect().execution_options(isolation_level='AUTOCOMMIT') as con:
             con.execute(sa.text('VACUUM ANALYZE "%s"' % tabela))
         print('  %s: %s linhas criadas em %.1fs' % (tabela, quantas, time.monotonic() - inicio))
@@ -67,6 +73,7 @@ def criar_banco(linhas_por_tabela):
         with admin.connect() as con:
             con.execute(sa.text('DROP DATABASE IF EXISTS %s WITH (FORCE)' % nome))
         admin.dispose()
+
     return url, derrubar
 
 
@@ -79,12 +86,17 @@ def medir_ciclos(tabela, pasta, repeticoes, chave):
     from contextia_sync.ouvinte.dados import ciclo_dados
     from contextia_sync.provisionamento import regra_projeto
 
-    mapa = {'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID',
-                         'watch_column': 'ALTERADO_EM'},
-            'projects': {'source_object': tabela},
-            'datasets': [{'dataset': tabela, 'source_object': tabela,
-                          'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'HISTORICO',
-                                      'ALTERADO_EM']}]}
+    mapa = {
+        'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM'},
+        'projects': {'source_object': tabela},
+        'datasets': [
+            {
+                'dataset': tabela,
+                'source_object': tabela,
+                'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'HISTORICO', 'ALTERADO_EM'],
+            }
+        ],
+    }
     vivos, fora = datasets_ao_vivo(mapa)
     chaves = os.path.join(pasta, 'chaves-%s.tsv' % tabela)
     with open(chaves, 'w') as arquivo:
@@ -93,13 +105,21 @@ def medir_ciclos(tabela, pasta, repeticoes, chave):
     origem = carregar_origem('generic')
     origem.conectar()
     estado = Estado(os.path.join(pasta, 'estado-%s.json' % tabela))
-    ctx = Contexto(mapa=mapa, vivos=vivos, fora=fora, origem=origem, estado=estado,
-                   regra=regra_projeto.resolver(mapa), estado_dir=pasta, mapping='-',
-                   chaves=chaves, folga=180,
-                   captura=CapturaColuna(origem=origem, estado=estado, folga=180,
-                                         maximo=20000))
-    ciclo_dados(ctx)                 # primeira vez: so a marca inicial
-    ciclo_dados(ctx)                 # segunda: entrega a janela pela 1a vez
+    ctx = Contexto(
+        mapa=mapa,
+        vivos=vivos,
+        fora=fora,
+        origem=origem,
+        estado=estado,
+        regra=regra_projeto.resolver(mapa),
+        estado_dir=pasta,
+        mapping='-',
+        chaves=chaves,
+        folga=180,
+        captura=CapturaColuna(origem=origem, estado=estado, folga=180, maximo=20000),
+    )
+    ciclo_dados(ctx)  # primeira vez: so a marca inicial
+    ciclo_dados(ctx)  # segunda: entrega a janela pela 1a vez
     tempos = []
     for _ in range(repeticoes):
         origem.renovar()
@@ -113,6 +133,7 @@ def medir_ciclos(tabela, pasta, repeticoes, chave):
 
 def contar_tudo(url, tabela, repeticoes):
     import sqlalchemy as sa
+
     motor = sa.create_engine(url)
     tempos = []
     with motor.connect() as con:
@@ -121,9 +142,17 @@ def contar_tudo(url, tabela, repeticoes):
             con.execute(sa.text('SELECT COUNT(*) FROM "%s"' % tabela)).scalar()
             tempos.append((time.perf_counter() - inicio) * 1000)
         maior = con.execute(sa.text('SELECT MAX("ALTERADO_EM") FROM "%s"' % tabela)).scalar()
-        plano = con.execute(sa.text(
-            'EXPLAIN (ANALYZE, COSTS OFF) SELECT COUNT(*) FROM "%s" WHERE "ALTERADO_EM" > :v'
-            % tabela), {'v': maior - datetime.timedelta(seconds=180)}).scalars().all()
+        plano = (
+            con.execute(
+                sa.text(
+                    'EXPLAIN (ANALYZE, COSTS OFF) SELECT COUNT(*) FROM "%s"'
+                    ' WHERE "ALTERADO_EM" > :v' % tabela
+                ),
+                {'v': maior - datetime.timedelta(seconds=180)},
+            )
+            .scalars()
+            .all()
+        )
     motor.dispose()
     return tempos, plano
 
@@ -142,10 +171,12 @@ def main():
     print('criando as tabelas no PostgreSQL...')
     url, derrubar = criar_banco({'PEQUENA': args.pequena, 'GRANDE': args.grande})
     os.environ['CONTEXTIA_ORIGEM'] = url
-    logger.setLevel(logging.WARNING)        # o log de cada ciclo nao entra na medida
+    logger.setLevel(logging.WARNING)  # o log de cada ciclo nao entra na medida
     try:
-        with tempfile.TemporaryDirectory() as pasta, \
-                ServidorLocal(os.path.join(pasta, 'contextia')) as servidor:
+        with (
+            tempfile.TemporaryDirectory() as pasta,
+            ServidorLocal(os.path.join(pasta, 'contextia')) as servidor,
+        ):
             os.environ.update(servidor.ambiente())
             chave = servidor.criar_projeto_com_chave('1', 'Bench')
             resultado = {}
@@ -157,16 +188,26 @@ def main():
         derrubar()
 
     print('\nciclo de dados ocioso (ms; %s repetições)' % args.repeticoes)
-    print('  %-8s %10s %10s %10s   %s' % ('tabela', 'linhas', 'mediana', 'p95',
-                                         'COUNT(*) sem filtro (linha de base)'))
+    print(
+        '  %-8s %10s %10s %10s   %s'
+        % ('tabela', 'linhas', 'mediana', 'p95', 'COUNT(*) sem filtro (linha de base)')
+    )
     for tabela, linhas in (('PEQUENA', args.pequena), ('GRANDE', args.grande)):
         ciclo, cheio, _ = resultado[tabela]
-        print('  %-8s %10s %10.2f %10.2f   %.1f ms' % (
-            tabela, linhas, statistics.median(ciclo),
-            sorted(ciclo)[int(len(ciclo) * 0.95) - 1], statistics.median(cheio)))
+        print(
+            '  %-8s %10s %10.2f %10.2f   %.1f ms'
+            % (
+                tabela,
+                linhas,
+                statistics.median(ciclo),
+                sorted(ciclo)[int(len(ciclo) * 0.95) - 1],
+                statistics.median(cheio),
+            )
+        )
     razao = statistics.median(resultado['GRANDE'][0]) / statistics.median(resultado['PEQUENA'][0])
-    razao_cheio = (statistics.median(resultado['GRANDE'][1])
-                   / statistics.median(resultado['PEQUENA'][1]))
+    razao_cheio = statistics.median(resultado['GRANDE'][1]) / statistics.median(
+        resultado['PEQUENA'][1]
+    )
     print('\nrazao grande/pequena do ciclo ocioso ..: %.2f  (esperado perto de 1)' % razao)
     print('razão grande/pequena do COUNT(*) cheio : %.2f  (o que custaria varrer)' % razao_cheio)
     print('plano da sonda na GRANDE (EXPLAIN ANALYZE):')

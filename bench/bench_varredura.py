@@ -47,16 +47,33 @@ if RAIZ not in sys.path:
 # O intake minimo noutro processo: o mesmo do bench_velocidade.py.
 from bench.bench_velocidade import Sink, montar  # noqa: E402
 
-COLUNAS = ['ID', 'EMPRESA_ID', 'NUMERO', 'PARCELA', 'CLIENTE', 'EMISSAO', 'VENCIMENTO',
-           'VALOR', 'SALDO', 'SITUACAO', 'ALTERADO_EM', 'OBS']
+COLUNAS = [
+    'ID',
+    'EMPRESA_ID',
+    'NUMERO',
+    'PARCELA',
+    'CLIENTE',
+    'EMISSAO',
+    'VENCIMENTO',
+    'VALOR',
+    'SALDO',
+    'SITUACAO',
+    'ALTERADO_EM',
+    'OBS',
+]
 
 
 def montar_cadastro(banco: Any, empresas: int) -> None:
     aspas = '"' if banco.tipo == 'postgres' else '`'
-    banco.executar('CREATE TABLE empresas ({a}EMPRESA_ID{a} INT PRIMARY KEY, {a}RAZAO{a}'
-                   ' VARCHAR(40))'.format(a=aspas))
-    banco.executar('INSERT INTO empresas VALUES %s' % ', '.join(
-        "(%d, 'Empresa %d')" % (e, e) for e in range(1, empresas + 1)))
+    banco.executar(
+        'CREATE TABLE empresas ({a}EMPRESA_ID{a} INT PRIMARY KEY, {a}RAZAO{a} VARCHAR(40))'.format(
+            a=aspas
+        )
+    )
+    banco.executar(
+        'INSERT INTO empresas VALUES %s'
+        % ', '.join("(%d, 'Empresa %d')" % (e, e) for e in range(1, empresas + 1))
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -69,18 +86,30 @@ def preparar_pasta(pasta: str, tabela: str, empresas: int) -> tuple[str, str]:
     os.makedirs(pasta, exist_ok=True)
     mapa = {
         'client': 'bench',
-        'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM',
-                     'chunk': 500},
-        'projects': {'source_object': 'empresas', 'scope_column': 'EMPRESA_ID',
-                     'name_column': 'RAZAO'},
+        'defaults': {
+            'scope_column': 'EMPRESA_ID',
+            'key': 'ID',
+            'watch_column': 'ALTERADO_EM',
+            'chunk': 500,
+        },
+        'projects': {
+            'source_object': 'empresas',
+            'scope_column': 'EMPRESA_ID',
+            'name_column': 'RAZAO',
+        },
         'datasets': [{'dataset': 'titulos', 'source_object': tabela, 'columns': COLUNAS}],
     }
     caminho_mapa = os.path.join(pasta, 'mapeamento.json')
     with open(caminho_mapa, 'w', encoding='utf-8') as f:
         json.dump(mapa, f)
     chaves = os.path.join(pasta, 'chaves.tsv')
-    gravar_registros(chaves, [Registro(str(e), 'ctx_bench_%d' % e, e, None, 'pronto', None)
-                              for e in range(1, empresas + 1)])
+    gravar_registros(
+        chaves,
+        [
+            Registro(str(e), 'ctx_bench_%d' % e, e, None, 'pronto', None)
+            for e in range(1, empresas + 1)
+        ],
+    )
     return caminho_mapa, chaves
 
 
@@ -90,20 +119,29 @@ def carga(codigo: str, pasta: str, url: str, sink_url: str, empresas: int) -> fl
     for sobra in (chaves + '.historico.json',):
         if os.path.exists(sobra):
             os.unlink(sobra)
-    env = dict(os.environ, CONTEXTIA_MAPPING=mapa, CONTEXTIA_ORIGEM=url, CONTEXTIA_URL=sink_url,
-               CONTEXTIA_PYTHON=sys.executable, CONTEXTIA_COLETA=codigo,
-               CONTEXTIA_PROGRESSO_SEGUNDOS='3600')
+    env = dict(
+        os.environ,
+        CONTEXTIA_MAPPING=mapa,
+        CONTEXTIA_ORIGEM=url,
+        CONTEXTIA_URL=sink_url,
+        CONTEXTIA_PYTHON=sys.executable,
+        CONTEXTIA_COLETA=codigo,
+        CONTEXTIA_PROGRESSO_SEGUNDOS='3600',
+    )
     env.pop('CONTEXTIA_API_KEY', None)
     inicio = time.perf_counter()
-    feito = subprocess.run(['bash', os.path.join(codigo, 'carregar-todas.sh'), chaves],
-                           env=env, cwd=codigo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=3600)
+    feito = subprocess.run(
+        ['bash', os.path.join(codigo, 'carregar-todas.sh'), chaves],
+        env=env,
+        cwd=codigo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=3600,
+    )
     segundos = time.perf_counter() - inicio
     saida = feito.stdout.decode('utf-8', 'replace')
-    if feito.returncode != 0 or 'resumo carregar-todas: %d ok, 0 com falha' % empresas \
-            not in saida:
-        raise SystemExit('carga falhou (%s, %d empresas):\n%s' % (codigo, empresas,
-                                                                  saida[-3000:]))
+    if feito.returncode != 0 or 'resumo carregar-todas: %d ok, 0 com falha' % empresas not in saida:
+        raise SystemExit('carga falhou (%s, %d empresas):\n%s' % (codigo, empresas, saida[-3000:]))
     registros = sum(int(n) for n in re.findall(r'resumo escopo=\S+: .*?registros=(\d+)', saida))
     return segundos if registros else float('nan')
 
@@ -111,14 +149,22 @@ def carga(codigo: str, pasta: str, url: str, sink_url: str, empresas: int) -> fl
 def leitura_crua(url: str, tabela: str, ordem: bool = False) -> float:
     """Segundos da leitura sozinha pelo driver (sem ordem: o piso da carga)."""
     import sqlalchemy as sa
+
     motor = sa.create_engine(url)
     try:
         with motor.connect() as conn:
             inicio = time.perf_counter()
             resultado = conn.execution_options(stream_results=True, yield_per=2000).execute(
-                sa.text('SELECT * FROM %s' % tabela + (' ORDER BY %s' % (
-                    '"EMPRESA_ID"' if motor.dialect.name == 'postgresql'
-                    else 'EMPRESA_ID') if ordem else '')))
+                sa.text(
+                    'SELECT * FROM %s' % tabela
+                    + (
+                        ' ORDER BY %s'
+                        % ('"EMPRESA_ID"' if motor.dialect.name == 'postgresql' else 'EMPRESA_ID')
+                        if ordem
+                        else ''
+                    )
+                )
+            )
             for _ in resultado:
                 pass
             return time.perf_counter() - inicio
@@ -126,9 +172,11 @@ def leitura_crua(url: str, tabela: str, ordem: bool = False) -> float:
         motor.dispose()
 
 
-def rodada(tipo: str, linhas: int, empresas: int, repeticoes: int,
-           base: str | None) -> dict[str, list[float]]:
+def rodada(
+    tipo: str, linhas: int, empresas: int, repeticoes: int, base: str | None
+) -> dict[str, list[float]]:
     from tests.apoio import bancos
+
     banco = bancos.criar_banco(tipo, 'varredura')
     destino = Sink()
     try:
@@ -144,26 +192,38 @@ def rodada(tipo: str, linhas: int, empresas: int, repeticoes: int,
                 varias = os.path.join(pasta, nome + '-n')
                 preparar_pasta(um, 'bench_1', 1)
                 preparar_pasta(varias, 'bench_n', empresas)
-                casos += [('%s: 1 empresa' % nome, codigo, um, 1),
-                          ('%s: %d empresas' % (nome, empresas), codigo, varias, empresas)]
+                casos += [
+                    ('%s: 1 empresa' % nome, codigo, um, 1),
+                    ('%s: %d empresas' % (nome, empresas), codigo, varias, empresas),
+                ]
             medidas: dict[str, list[float]] = {c[0]: [] for c in casos}
-            crua = {'%s: 1 empresa' % nome: ('bench_1', ordem)
-                    for nome, ordem in (('leitura crua', False), ('crua ORDER BY', True))}
-            crua.update({'%s: %d empresas' % (nome, empresas): ('bench_n', ordem)
-                         for nome, ordem in (('leitura crua', False), ('crua ORDER BY', True))})
+            crua = {
+                '%s: 1 empresa' % nome: ('bench_1', ordem)
+                for nome, ordem in (('leitura crua', False), ('crua ORDER BY', True))
+            }
+            crua.update(
+                {
+                    '%s: %d empresas' % (nome, empresas): ('bench_n', ordem)
+                    for nome, ordem in (('leitura crua', False), ('crua ORDER BY', True))
+                }
+            )
             medidas.update({rotulo: [] for rotulo in crua})
             for volta in range(repeticoes):
-                for rotulo, (tabela_lida, ordem) in (list(crua.items()) if volta % 2 == 0
-                                                     else list(reversed(crua.items()))):
+                for rotulo, (tabela_lida, ordem) in (
+                    list(crua.items()) if volta % 2 == 0 else list(reversed(crua.items()))
+                ):
                     medidas[rotulo].append(leitura_crua(url, tabela_lida, ordem))
                 # Alterna a ordem: o aquecimento (cache do banco) nao favorece um lado.
-                for rotulo, codigo, alvo, quantas in (casos if volta % 2 == 0
-                                                      else list(reversed(casos))):
+                for rotulo, codigo, alvo, quantas in (
+                    casos if volta % 2 == 0 else list(reversed(casos))
+                ):
                     segundos = carga(codigo, alvo, url, destino.url, quantas)
                     medidas[rotulo].append(segundos)
-                    print('  [%s %d/%d] %-24s %7.1f s  %8.0f linhas/s' % (
-                        tipo, volta + 1, repeticoes, rotulo, segundos, linhas / segundos),
-                        flush=True)
+                    print(
+                        '  [%s %d/%d] %-24s %7.1f s  %8.0f linhas/s'
+                        % (tipo, volta + 1, repeticoes, rotulo, segundos, linhas / segundos),
+                        flush=True,
+                    )
             return medidas
     finally:
         destino.parar()
@@ -171,8 +231,10 @@ def rodada(tipo: str, linhas: int, empresas: int, repeticoes: int,
 
 
 def tabela(tipo: str, linhas: int, empresas: int, medidas: dict[str, list[float]]) -> None:
-    print('\n%s, %d linhas de 12 colunas, carregar-todas.sh -> intake mínimo, mediana de %d:'
-          % (tipo, linhas, len(next(iter(medidas.values())))))
+    print(
+        '\n%s, %d linhas de 12 colunas, carregar-todas.sh -> intake mínimo, mediana de %d:'
+        % (tipo, linhas, len(next(iter(medidas.values()))))
+    )
     print('%-26s %10s %12s %14s' % ('carga', 'segundos', 'linhas/s', '÷ 1 empresa'))
     for nome in ('leitura crua', 'crua ORDER BY', 'novo', 'antigo'):
         um = medidas.get('%s: 1 empresa' % nome)
@@ -181,8 +243,9 @@ def tabela(tipo: str, linhas: int, empresas: int, medidas: dict[str, list[float]
         base = statistics.median(um)
         for rotulo in ('%s: 1 empresa' % nome, '%s: %d empresas' % (nome, empresas)):
             mediana = statistics.median(medidas[rotulo])
-            print('%-26s %10.1f %12.0f %13.2fx' % (rotulo, mediana, linhas / mediana,
-                                                   mediana / base))
+            print(
+                '%-26s %10.1f %12.0f %13.2fx' % (rotulo, mediana, linhas / mediana, mediana / base)
+            )
 
 
 def main() -> int:
@@ -193,12 +256,23 @@ def main() -> int:
     p.add_argument('--bancos', default='postgres')
     p.add_argument('--base', help='checkout do código de antes (um connector por empresa)')
     args = p.parse_args()
-    print('carga da máquina no início: %s' % ' '.join(
-        '%.2f' % x for x in os.getloadavg()), flush=True)
+    print(
+        'carga da máquina no início: %s' % ' '.join('%.2f' % x for x in os.getloadavg()), flush=True
+    )
     resultados = []
     for tipo in args.bancos.split(','):
-        resultados.append((tipo, rodada(tipo, args.linhas, args.empresas, args.repeticoes,
-                                        os.path.abspath(args.base) if args.base else None)))
+        resultados.append(
+            (
+                tipo,
+                rodada(
+                    tipo,
+                    args.linhas,
+                    args.empresas,
+                    args.repeticoes,
+                    os.path.abspath(args.base) if args.base else None,
+                ),
+            )
+        )
     for tipo, medidas in resultados:
         tabela(tipo, args.linhas, args.empresas, medidas)
     print('\ncarga da máquina no fim: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))

@@ -59,8 +59,20 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if RAIZ not in sys.path and '--filho' not in sys.argv:
     sys.path.insert(0, RAIZ)
 
-COLUNAS = ['ID', 'EMPRESA_ID', 'NUMERO', 'PARCELA', 'CLIENTE', 'EMISSAO', 'VENCIMENTO',
-           'VALOR', 'SALDO', 'SITUACAO', 'ALTERADO_EM', 'OBS']
+COLUNAS = [
+    'ID',
+    'EMPRESA_ID',
+    'NUMERO',
+    'PARCELA',
+    'CLIENTE',
+    'EMISSAO',
+    'VENCIMENTO',
+    'VALOR',
+    'SALDO',
+    'SITUACAO',
+    'ALTERADO_EM',
+    'OBS',
+]
 CHUNK = 500
 
 
@@ -74,16 +86,17 @@ def montar(banco: Any, linhas: int, tabela: str = 'bench', empresas: int | None 
         empresa = '297' if empresas is None else 'g %% %d + 1' % empresas
         banco.executar(
             'CREATE TABLE %s AS SELECT g AS "ID", %s AS "EMPRESA_ID",'
-            " 'NF-' || lpad(g::text, 8, '0') AS \"NUMERO\", g %% 12 + 1 AS \"PARCELA\","
+            ' \'NF-\' || lpad(g::text, 8, \'0\') AS "NUMERO", g %% 12 + 1 AS "PARCELA",'
             " 'Cliente ' || (g %% 5000) || ' Comercio de Pecas Ltda' AS \"CLIENTE\","
-            " date '2026-01-01' + g %% 400 AS \"EMISSAO\","
-            " date '2026-01-31' + g %% 400 AS \"VENCIMENTO\","
+            ' date \'2026-01-01\' + g %% 400 AS "EMISSAO",'
+            ' date \'2026-01-31\' + g %% 400 AS "VENCIMENTO",'
             ' (100 + g %% 90000 + (g %% 100) / 100.0)::numeric(16,2) AS "VALOR",'
             ' ((g %% 5000) + (g * 7 %% 100) / 100.0)::numeric(16,2) AS "SALDO",'
-            " substr('ABCP', g %% 4 + 1, 1) AS \"SITUACAO\","
+            ' substr(\'ABCP\', g %% 4 + 1, 1) AS "SITUACAO",'
             " timestamp '2026-01-01 08:00' + g * interval '13 second' AS \"ALTERADO_EM\","
-            " CASE WHEN g %% 3 = 0 THEN 'renegociado em ' || (g %% 31) END AS \"OBS\""
-            ' FROM generate_series(1, %d) g' % (tabela, empresa, linhas))
+            ' CASE WHEN g %% 3 = 0 THEN \'renegociado em \' || (g %% 31) END AS "OBS"'
+            ' FROM generate_series(1, %d) g' % (tabela, empresa, linhas)
+        )
         banco.executar('ALTER TABLE %s ADD PRIMARY KEY ("ID")' % tabela)
         if empresas is not None:
             # O indice que todo ERP tem na empresa (o WHERE da carga por empresa o usa).
@@ -96,7 +109,8 @@ def montar(banco: Any, linhas: int, tabela: str = 'bench', empresas: int | None 
             ' PARCELA INT, CLIENTE VARCHAR(80), EMISSAO DATE, VENCIMENTO DATE,'
             ' VALOR DECIMAL(16,2), SALDO DECIMAL(16,2), SITUACAO CHAR(1),'
             ' ALTERADO_EM DATETIME, OBS VARCHAR(40)%s)'
-            % (tabela, '' if empresas is None else ', KEY (EMPRESA_ID)'))
+            % (tabela, '' if empresas is None else ', KEY (EMPRESA_ID)')
+        )
         banco.executar(
             "INSERT INTO %s SELECT seq, %s, CONCAT('NF-', LPAD(seq, 8, '0')),"
             " MOD(seq, 12) + 1, CONCAT('Cliente ', MOD(seq, 5000), ' Comercio de Pecas Ltda'),"
@@ -107,7 +121,8 @@ def montar(banco: Any, linhas: int, tabela: str = 'bench', empresas: int | None 
             " SUBSTR('ABCP', MOD(seq, 4) + 1, 1),"
             " TIMESTAMP '2026-01-01 08:00:00' + INTERVAL seq * 13 SECOND,"
             " CASE WHEN MOD(seq, 3) = 0 THEN CONCAT('renegociado em ', MOD(seq, 31)) END"
-            ' FROM seq_1_to_%d' % (tabela, empresa, linhas))
+            ' FROM seq_1_to_%d' % (tabela, empresa, linhas)
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -131,8 +146,10 @@ def sink(porta: int, atraso_ms: float, anuncia_gzip: bool) -> None:
     contagens = json.dumps({'inserted': 0, 'updated': 0, 'duplicates': 0}).encode()
 
     def resposta(corpo: bytes) -> bytes:
-        return (b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n'
-                b'Content-Length: %d\r\n\r\n' % len(corpo)) + corpo
+        return (
+            b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n'
+            b'Content-Length: %d\r\n\r\n' % len(corpo)
+        ) + corpo
 
     def responder_get(caminho: str, cabecalhos: dict[str, str]) -> bytes:
         if caminho.startswith('/bytes'):
@@ -140,10 +157,12 @@ def sink(porta: int, atraso_ms: float, anuncia_gzip: bool) -> None:
         if caminho.startswith('/api/v1/projeto'):
             # A posse da chave (o connector pergunta): ctx_bench_<escopo> e da empresa.
             escopo = cabecalhos.get('authorization', '').rsplit('_', 1)[-1]
-            return json.dumps({'project_id': int(escopo), 'external_id': escopo,
-                               'name': 'Empresa %s' % escopo}).encode()
-        return json.dumps({'remove': False, 'compressao': ['gzip']}
-                          if anuncia_gzip else {'remove': False}).encode()
+            return json.dumps(
+                {'project_id': int(escopo), 'external_id': escopo, 'name': 'Empresa %s' % escopo}
+            ).encode()
+        return json.dumps(
+            {'remove': False, 'compressao': ['gzip']} if anuncia_gzip else {'remove': False}
+        ).encode()
 
     async def atender(leitor: asyncio.StreamReader, escritor: asyncio.StreamWriter) -> None:
         try:
@@ -190,8 +209,9 @@ class Sink:
             self.porta = s.getsockname()[1]
         self.url = 'http://127.0.0.1:%d' % self.porta
         self.processo = subprocess.Popen(
-            [sys.executable, __file__, '--sink', str(self.porta), '--atraso-ms',
-             str(atraso_ms)] + (['--gzip'] if gzip else []))
+            [sys.executable, __file__, '--sink', str(self.porta), '--atraso-ms', str(atraso_ms)]
+            + (['--gzip'] if gzip else [])
+        )
         for _ in range(100):
             try:
                 socket.create_connection(('127.0.0.1', self.porta), timeout=0.2).close()
@@ -202,6 +222,7 @@ class Sink:
 
     def bytes(self) -> int:
         import urllib.request
+
         with urllib.request.urlopen(self.url + '/bytes', timeout=10) as resposta:
             return int(json.loads(resposta.read())['bytes'])
 
@@ -222,6 +243,7 @@ class ContextiaLocal:
         import tempfile
 
         from contextia_local.processo import ServidorLocal
+
         self._pasta = tempfile.TemporaryDirectory(prefix='bench-velocidade-')
         self._servidor = ServidorLocal(self._pasta.name, processos=processos).iniciar()
         self.url = self._servidor.url
@@ -240,26 +262,40 @@ class ContextiaLocal:
 # ---------------------------------------------------------------------------
 def _cru(url: str, driver: str) -> int:
     import sqlalchemy as sa
+
     u = sa.engine.make_url(url)
     lista = ', '.join(('"%s"' if driver == 'psycopg' else '`%s`') % c for c in COLUNAS)
     conn: Any
     if driver == 'psycopg':
         import psycopg
+
         conn = psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database)
         cur = conn.cursor(name='bench_cru')
         cur.itersize = 10000
     elif driver == 'mysqldb':
         import MySQLdb
         import MySQLdb.cursors
-        conn = MySQLdb.connect(host=u.host, port=u.port or 3306, user=u.username,
-                               database=u.database, charset='utf8mb4')
+
+        conn = MySQLdb.connect(
+            host=u.host,
+            port=u.port or 3306,
+            user=u.username,
+            database=u.database,
+            charset='utf8mb4',
+        )
         cur = conn.cursor(MySQLdb.cursors.SSCursor)
     else:
         import pymysql
         import pymysql.cursors
-        conn = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username,
-                               database=u.database, charset='utf8mb4',
-                               cursorclass=pymysql.cursors.SSCursor)
+
+        conn = pymysql.connect(
+            host=u.host,
+            port=u.port or 3306,
+            user=u.username,
+            database=u.database,
+            charset='utf8mb4',
+            cursorclass=pymysql.cursors.SSCursor,
+        )
         cur = conn.cursor()
     cur.execute('SELECT %s FROM bench' % lista)
     linhas = 0
@@ -276,21 +312,29 @@ def _dlt(backend: str, url: str) -> dict[str, Any]:
 
     import dlt
     from dlt.sources.sql_database import sql_table
+
     os.environ.setdefault('RUNTIME__LOG_LEVEL', 'WARNING')
     # O SQLAlchemy 2.1 do venv do dlt leva postgresql:// ao psycopg 3; o dlt usa o psycopg2.
     url = url.replace('postgresql+psycopg://', 'postgresql+psycopg2://', 1)
     with tempfile.TemporaryDirectory(prefix='bench-dlt-') as pasta:
         inicio = time.perf_counter()
         pipeline = dlt.pipeline(
-            pipeline_name='bench_%s' % backend, pipelines_dir=os.path.join(pasta, 'p'),
+            pipeline_name='bench_%s' % backend,
+            pipelines_dir=os.path.join(pasta, 'p'),
             destination=dlt.destinations.filesystem(bucket_url='file://' + pasta + '/saida'),
-            dataset_name='bench')
-        pipeline.run(sql_table(credentials=url, table='bench', backend=backend,
-                               chunk_size=10000), loader_file_format='jsonl')
+            dataset_name='bench',
+        )
+        pipeline.run(
+            sql_table(credentials=url, table='bench', backend=backend, chunk_size=10000),
+            loader_file_format='jsonl',
+        )
         segundos = time.perf_counter() - inicio
         linhas = pipeline.last_trace.last_normalize_info.row_counts.get('bench')
-    return {'linhas': linhas, 'segundos': segundos,
-            'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    return {
+        'linhas': linhas,
+        'segundos': segundos,
+        'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
 
 
 def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, Any]:
@@ -301,6 +345,7 @@ def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, A
 
     from contextia_sync.intake import cliente, serializacao  # noqa: F401
     from contextia_sync.origem import generico
+
     if modo == 'cru-psycopg':
         import psycopg  # noqa: F401
     elif modo == 'cru-mysqldb':
@@ -316,6 +361,7 @@ def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, A
         linhas = _cru(url, modo[4:])
     else:
         from contextia_sync.origem.generico import Origem
+
         origem = Origem(url, timeout=0)
         fetch = origem.fetch('bench', COLUNAS)
         linhas = 0
@@ -324,68 +370,99 @@ def filho(modo: str, url: str, sink_url: str | None, em_voo: int) -> dict[str, A
                 linhas += 1
         elif modo == 'ser':
             import itertools
+
             try:
                 from contextia_sync.intake.serializacao import PlanoFixo, corpo_de_registros
+
                 try:
                     # O de hoje: o Decimal no corpo, o lote inteiro pelo orjson.
                     from contextia_sync.intake.serializacao import corpo_direto
+
                     direto = PlanoFixo(generico.familias(fetch) or {}, decimal_no_corpo=True)
 
                     def corpo(lote: list[Any]) -> bytes:
                         for r in lote:
                             direto.registro(r)
                         return corpo_direto(lote) or corpo_de_registros(lote)
-                except ImportError:               # o de antes: o conversor por linha
+                except ImportError:  # o de antes: o conversor por linha
                     fixo = PlanoFixo(generico.familias(fetch) or {})
 
                     def corpo(lote: list[Any]) -> bytes:
                         return corpo_de_registros([fixo.registro(r) for r in lote])
-            except ImportError:                   # o codigo de --base: o caminho de hoje
+            except ImportError:  # o codigo de --base: o caminho de hoje
                 from contextia_sync.intake.serializacao import serializar_registro
 
                 def corpo(lote: list[Any]) -> bytes:
-                    return json.dumps([serializar_registro(r) for r in lote],
-                                      ensure_ascii=False, separators=(',', ':'),
-                                      allow_nan=False).encode('utf-8')
+                    return json.dumps(
+                        [serializar_registro(r) for r in lote],
+                        ensure_ascii=False,
+                        separators=(',', ':'),
+                        allow_nan=False,
+                    ).encode('utf-8')
+
             while True:
                 lote = list(itertools.islice(fetch, CHUNK))
                 if not lote:
                     break
                 linhas += len(lote)
                 corpo(lote)
-        else:                                      # envio
+        else:  # envio
             os.environ['CONTEXTIA_URL'] = sink_url or ''
             from contextia_sync.intake import cliente
+
             opcoes: dict[str, Any] = {}
             if 'em_voo' in cliente.enviar_dataset.__code__.co_varnames:
                 # O caminho da carga completa (carga/completa.py): lotes em voo e os
                 # tipos do resultado.
                 opcoes['em_voo'] = em_voo
                 opcoes['familias'] = generico.familias(fetch)
-            resultado = cliente.enviar_dataset('bench', fetch, key='ID', chunk=CHUNK,
-                                               api_key=os.environ.get(
-                                                   'BENCH_CHAVE', 'ctx_bench' + 'x' * 20),
-                                               sync=cliente.gerar_sync(), **opcoes)
+            resultado = cliente.enviar_dataset(
+                'bench',
+                fetch,
+                key='ID',
+                chunk=CHUNK,
+                api_key=os.environ.get('BENCH_CHAVE', 'ctx_bench' + 'x' * 20),
+                sync=cliente.gerar_sync(),
+                **opcoes,
+            )
             assert resultado.lotes_erro == 0, resultado.erros[:3]
             linhas = resultado.registros
         origem.fechar()
     segundos = time.perf_counter() - inicio
-    return {'linhas': linhas, 'segundos': segundos,
-            'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    return {
+        'linhas': linhas,
+        'segundos': segundos,
+        'rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
 
 
-def medir(codigo: str, modo: str, url: str, sink: Sink | ContextiaLocal | None = None,
-          em_voo: int = 1, python: str | None = None) -> dict[str, Any]:
+def medir(
+    codigo: str,
+    modo: str,
+    url: str,
+    sink: Sink | ContextiaLocal | None = None,
+    em_voo: int = 1,
+    python: str | None = None,
+) -> dict[str, Any]:
     ambiente = dict(os.environ, PYTHONPATH=codigo)
     if isinstance(sink, ContextiaLocal):
         ambiente['BENCH_CHAVE'] = sink.chave
-    argv = [python or sys.executable, __file__, '--filho', modo, '--url', url,
-            '--em-voo', str(em_voo)]
+    argv = [
+        python or sys.executable,
+        __file__,
+        '--filho',
+        modo,
+        '--url',
+        url,
+        '--em-voo',
+        str(em_voo),
+    ]
     if sink is not None:
         argv += ['--sink-url', sink.url]
     antes = sink.bytes() if sink is not None else None
-    saida = subprocess.run(argv, env=ambiente, cwd=codigo, stdout=subprocess.PIPE,
-                           check=True, timeout=3600).stdout
+    saida = subprocess.run(
+        argv, env=ambiente, cwd=codigo, stdout=subprocess.PIPE, check=True, timeout=3600
+    ).stdout
     medida: dict[str, Any] = json.loads(saida.decode().strip().splitlines()[-1])
     depois = sink.bytes() if sink is not None else None
     if depois is not None and antes is not None:
@@ -396,9 +473,11 @@ def medir(codigo: str, modo: str, url: str, sink: Sink | ContextiaLocal | None =
 # ---------------------------------------------------------------------------
 # A rodada
 # ---------------------------------------------------------------------------
-def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None,
-           python_dlt: str | None = None) -> list[tuple[str, Any]]:
+def rodada(
+    tipo: str, linhas: int, repeticoes: int, base: str | None, python_dlt: str | None = None
+) -> list[tuple[str, Any]]:
     from tests.apoio import bancos
+
     banco = bancos.criar_banco(tipo, 'velocidade')
     sinks: list[Sink | ContextiaLocal] = []
     try:
@@ -423,46 +502,104 @@ def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None,
                 ('antigo: fetch' + rotulo_driver, base, 'fetch', url, None, 1),
                 ('antigo: fetch + serialização' + rotulo_driver, base, 'ser', url, None, 1),
                 ('antigo: envio -> sink livre' + rotulo_driver, base, 'envio', url, livre, 1),
-                ('antigo: envio -> sink 20 ms' + rotulo_driver, base, 'envio', url, lento, 1)]
+                ('antigo: envio -> sink 20 ms' + rotulo_driver, base, 'envio', url, lento, 1),
+            ]
         if tipo != 'postgres':
             casos.append(('novo: fetch (PyMySQL)', RAIZ, 'fetch', url, None, 1))
         rotulo_novo = '' if tipo == 'postgres' else ' (mysqlclient)'
         casos += [
             ('novo: fetch' + rotulo_novo, RAIZ, 'fetch', url_rapido, None, 1),
             ('novo: fetch + serialização' + rotulo_novo, RAIZ, 'ser', url_rapido, None, 1),
-            ('novo: envio -> sink livre, 1 em voo, sem gzip' + rotulo_novo, RAIZ, 'envio',
-             url_rapido, livre, 1),
-            ('novo: envio -> sink livre, 4 em voo, sem gzip' + rotulo_novo, RAIZ, 'envio',
-             url_rapido, livre, 4),
-            ('novo: envio -> sink livre, 4 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
-             url_rapido, livre_gzip, 4),
+            (
+                'novo: envio -> sink livre, 1 em voo, sem gzip' + rotulo_novo,
+                RAIZ,
+                'envio',
+                url_rapido,
+                livre,
+                1,
+            ),
+            (
+                'novo: envio -> sink livre, 4 em voo, sem gzip' + rotulo_novo,
+                RAIZ,
+                'envio',
+                url_rapido,
+                livre,
+                4,
+            ),
+            (
+                'novo: envio -> sink livre, 4 em voo, gzip' + rotulo_novo,
+                RAIZ,
+                'envio',
+                url_rapido,
+                livre_gzip,
+                4,
+            ),
             # Um lote por vez, sem gzip: como o envio era antes da issue 18 (a base
             # do "≥ 3× contra um intake a 20 ms", medida na mesma rodada).
-            ('novo: envio -> sink 20 ms, 1 em voo, sem gzip' + rotulo_novo, RAIZ, 'envio',
-             url_rapido, lento, 1),
-            ('novo: envio -> sink 20 ms, 4 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
-             url_rapido, lento_gzip, 4),
-            ('novo: envio -> sink 20 ms, 8 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
-             url_rapido, lento_gzip, 8),
-            ('novo: envio -> Contextia local, 4 em voo, gzip' + rotulo_novo, RAIZ, 'envio',
-             url_rapido, um, 4),
-            ('novo: envio -> Contextia local --processos 2, 4 em voo, gzip' + rotulo_novo,
-             RAIZ, 'envio', url_rapido, dois, 4)]
+            (
+                'novo: envio -> sink 20 ms, 1 em voo, sem gzip' + rotulo_novo,
+                RAIZ,
+                'envio',
+                url_rapido,
+                lento,
+                1,
+            ),
+            (
+                'novo: envio -> sink 20 ms, 4 em voo, gzip' + rotulo_novo,
+                RAIZ,
+                'envio',
+                url_rapido,
+                lento_gzip,
+                4,
+            ),
+            (
+                'novo: envio -> sink 20 ms, 8 em voo, gzip' + rotulo_novo,
+                RAIZ,
+                'envio',
+                url_rapido,
+                lento_gzip,
+                8,
+            ),
+            (
+                'novo: envio -> Contextia local, 4 em voo, gzip' + rotulo_novo,
+                RAIZ,
+                'envio',
+                url_rapido,
+                um,
+                4,
+            ),
+            (
+                'novo: envio -> Contextia local --processos 2, 4 em voo, gzip' + rotulo_novo,
+                RAIZ,
+                'envio',
+                url_rapido,
+                dois,
+                4,
+            ),
+        ]
         if python_dlt and tipo == 'postgres':
-            casos += [('par: dlt, backend sqlalchemy -> jsonl', RAIZ, 'dlt-sqlalchemy', url,
-                       None, 1),
-                      ('par: dlt, backend connectorx -> jsonl', RAIZ, 'dlt-connectorx', url,
-                       None, 1)]
+            casos += [
+                ('par: dlt, backend sqlalchemy -> jsonl', RAIZ, 'dlt-sqlalchemy', url, None, 1),
+                ('par: dlt, backend connectorx -> jsonl', RAIZ, 'dlt-connectorx', url, None, 1),
+            ]
         medidas: dict[str, list[dict[str, Any]]] = {c[0]: [] for c in casos}
         for volta in range(repeticoes):
             for rotulo, codigo, modo, alvo, destino, em_voo in casos:
-                medida = medir(codigo, modo, alvo, destino, em_voo,
-                               python_dlt if modo.startswith('dlt-') else None)
+                medida = medir(
+                    codigo,
+                    modo,
+                    alvo,
+                    destino,
+                    em_voo,
+                    python_dlt if modo.startswith('dlt-') else None,
+                )
                 assert medida['linhas'] == linhas, (rotulo, medida)
                 medidas[rotulo].append(medida)
-                print('  [%s %d/%d] %-62s %8.0f linhas/s' % (
-                    tipo, volta + 1, repeticoes, rotulo, linhas / medida['segundos']),
-                    flush=True)
+                print(
+                    '  [%s %d/%d] %-62s %8.0f linhas/s'
+                    % (tipo, volta + 1, repeticoes, rotulo, linhas / medida['segundos']),
+                    flush=True,
+                )
         return [(rotulo, medidas[rotulo]) for rotulo, *_ in casos]
     finally:
         for s in sinks:
@@ -472,19 +609,23 @@ def rodada(tipo: str, linhas: int, repeticoes: int, base: str | None,
 
 def tabela(tipo: str, linhas: int, resultado: list[tuple[str, Any]]) -> None:
     cru = statistics.median(m['segundos'] for m in resultado[0][1])
-    print('\n### %s, %d linhas, 12 colunas (medianas de %d)\n' % (
-        tipo, linhas, len(resultado[0][1])))
+    print(
+        '\n### %s, %d linhas, 12 colunas (medianas de %d)\n' % (tipo, linhas, len(resultado[0][1]))
+    )
     print('| caminho | linhas/s | x driver cru | MB no fio |')
     print('|---|---|---|---|')
     for rotulo, medidas in resultado:
         segundos = statistics.median(m['segundos'] for m in medidas)
         fio = ['%.1f' % (m['bytes'] / 1e6) for m in medidas if 'bytes' in m][:1]
-        print('| %s | %s | %.2f | %s |' % (rotulo, '{:,}'.format(int(linhas / segundos)),
-                                           cru / segundos, fio[0] if fio else ''))
+        print(
+            '| %s | %s | %.2f | %s |'
+            % (rotulo, '{:,}'.format(int(linhas / segundos)), cru / segundos, fio[0] if fio else '')
+        )
 
 
 def rss(linhas_grande: int) -> None:
     from tests.apoio import bancos
+
     print('\n### pico de RSS do envio novo (PostgreSQL, sink livre, 4 em voo, gzip)\n')
     picos = {}
     for linhas in (linhas_grande // 10, linhas_grande):
@@ -494,8 +635,11 @@ def rss(linhas_grande: int) -> None:
             montar(banco, linhas)
             medida = medir(RAIZ, 'envio', banco.url_origem, destino, 4)
             picos[linhas] = medida['rss_mib']
-            print('| %d linhas | %.0f MiB | %.0f linhas/s |' % (
-                linhas, medida['rss_mib'], linhas / medida['segundos']), flush=True)
+            print(
+                '| %d linhas | %.0f MiB | %.0f linhas/s |'
+                % (linhas, medida['rss_mib'], linhas / medida['segundos']),
+                flush=True,
+            )
         finally:
             destino.parar()
             bancos.derrubar_banco(banco)
@@ -528,13 +672,23 @@ def main() -> int:
     if args.rss:
         rss(1000000)
         return 0
-    print('carga da máquina no início: %s' % ' '.join(
-        '%.2f' % x for x in os.getloadavg()), flush=True)
+    print(
+        'carga da máquina no início: %s' % ' '.join('%.2f' % x for x in os.getloadavg()), flush=True
+    )
     resultados = []
     for tipo in args.bancos.split(','):
-        resultados.append((tipo, rodada(tipo, args.linhas, args.repeticoes,
-                                        os.path.abspath(args.base) if args.base else None,
-                                        args.dlt)))
+        resultados.append(
+            (
+                tipo,
+                rodada(
+                    tipo,
+                    args.linhas,
+                    args.repeticoes,
+                    os.path.abspath(args.base) if args.base else None,
+                    args.dlt,
+                ),
+            )
+        )
     for tipo, resultado in resultados:
         tabela(tipo, args.linhas, resultado)
     print('\ncarga da máquina no fim: %s' % ' '.join('%.2f' % x for x in os.getloadavg()))

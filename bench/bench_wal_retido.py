@@ -72,8 +72,12 @@ class Escritor(threading.Thread):
 
     def __init__(self, bancos, ritmo, por_transacao, linha, semente=20):
         super().__init__(daemon=True)
-        self.bancos, self.ritmo, self.por_transacao, self.linha = bancos, ritmo, \
-            por_transacao, linha
+        self.bancos, self.ritmo, self.por_transacao, self.linha = (
+            bancos,
+            ritmo,
+            por_transacao,
+            linha,
+        )
         self.aleatorio = random.Random(semente)
         # A linha 1 do _banco é anterior ao slot (nenhuma carga a levou): fica quieta.
         self.vivos = []
@@ -83,12 +87,13 @@ class Escritor(threading.Thread):
         self.erro = None
         self.segundos = 0.0
         # Texto de onde o histórico de cada linha é cortado (sem custo por mudança).
-        self._texto = ''.join(self.aleatorio.choice(string.ascii_letters + ' ')
-                              for _ in range(linha * 8))
+        self._texto = ''.join(
+            self.aleatorio.choice(string.ascii_letters + ' ') for _ in range(linha * 8)
+        )
 
     def _historico(self):
         inicio = self.aleatorio.randrange(len(self._texto) - self.linha)
-        return self._texto[inicio:inicio + self.linha]
+        return self._texto[inicio : inicio + self.linha]
 
     def _tirar(self):
         indice = self.aleatorio.randrange(len(self.vivos))
@@ -102,21 +107,31 @@ class Escritor(threading.Thread):
             if sorteio < 0.6 or len(self.vivos) < 100:
                 self.vivos.append(self.proximo)
                 self.proximo += 1
-                yield 'insert', ('INSERT INTO "MOVIMENTO" VALUES (%s, 1, %s,'
-                                 ' clock_timestamp(), %s)'), (
-                    self.vivos[-1], self.aleatorio.randrange(10 ** 6), self._historico())
+                yield (
+                    'insert',
+                    ('INSERT INTO "MOVIMENTO" VALUES (%s, 1, %s, clock_timestamp(), %s)'),
+                    (self.vivos[-1], self.aleatorio.randrange(10**6), self._historico()),
+                )
             elif sorteio < 0.9:
                 ident = self.vivos[self.aleatorio.randrange(len(self.vivos))]
-                yield 'update', ('UPDATE "MOVIMENTO" SET "VALOR" = %s, "HISTORICO" = %s,'
-                                 ' "ALTERADO_EM" = clock_timestamp() WHERE "ID" = %s'), (
-                    self.aleatorio.randrange(10 ** 6), self._historico(), ident)
+                yield (
+                    'update',
+                    (
+                        'UPDATE "MOVIMENTO" SET "VALOR" = %s, "HISTORICO" = %s,'
+                        ' "ALTERADO_EM" = clock_timestamp() WHERE "ID" = %s'
+                    ),
+                    (self.aleatorio.randrange(10**6), self._historico(), ident),
+                )
             else:
                 yield 'delete', 'DELETE FROM "MOVIMENTO" WHERE "ID" = %s', (self._tirar(),)
 
     def run(self):
         import psycopg
-        conexoes = [psycopg.connect(host='127.0.0.1', port=b.servidor.porta, user='postgres',
-                                    dbname=b.nome) for b in self.bancos]
+
+        conexoes = [
+            psycopg.connect(host='127.0.0.1', port=b.servidor.porta, user='postgres', dbname=b.nome)
+            for b in self.bancos
+        ]
         passo = self.por_transacao / self.ritmo
         inicio = proximo = time.monotonic()
         try:
@@ -132,7 +147,7 @@ class Escritor(threading.Thread):
                 espera = proximo - time.monotonic()
                 if espera > 0:
                     self.parar.wait(espera)
-        except Exception as erro:           # noqa: BLE001 - dito no fim, não engolido
+        except Exception as erro:  # noqa: BLE001 - dito no fim, não engolido
             self.erro = erro
         finally:
             self.segundos = time.monotonic() - inicio
@@ -146,18 +161,21 @@ def _slots(servidor, inicio):
         "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '%s')::bigint, slot_name,"
         ' pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint,'
         ' pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint'
-        ' FROM pg_replication_slots' % inicio)
+        ' FROM pg_replication_slots' % inicio
+    )
     return linhas[0][0], {nome: (retido, atras) for _, nome, retido, atras in linhas}
 
 
 def _spool(pasta, variante):
     """(linhas, bytes) do spool, pela conta do próprio spool, lido sem tocar em nada."""
     from contextia_sync.fila.spool import Spool
+
     calado = logging.getLogger('bench.spool')
     calado.propagate = False
     calado.addHandler(logging.NullHandler())
-    spool = Spool(os.path.join(_estado(pasta, variante), 'spool'), logger=calado,
-                  somente_leitura=True)
+    spool = Spool(
+        os.path.join(_estado(pasta, variante), 'spool'), logger=calado, somente_leitura=True
+    )
     try:
         return spool.profundidade(), spool.bytes_ocupados()
     finally:
@@ -174,17 +192,22 @@ def _captura(pasta, variante):
 
 def _no_contextia(chave, variante):
     from contextia_sync.intake import cliente, transporte
+
     try:
-        return {(int(r['ID']), int(r['VALOR']))
-                for r in cliente.ler_registros(_dataset(variante), chave)}
+        return {
+            (int(r['ID']), int(r['VALOR']))
+            for r in cliente.ler_registros(_dataset(variante), chave)
+        }
     except transporte.ErroContextia:
         return None
 
 
 def _na_origem(banco):
     """O que o Contextia deve ter: toda linha que o escritor deixou (a 1 é de antes do slot)."""
-    return {(int(i), int(v)) for i, v in banco.admin(
-        'SELECT "ID", "VALOR" FROM "MOVIMENTO" WHERE "ID" <> 1')}
+    return {
+        (int(i), int(v))
+        for i, v in banco.admin('SELECT "ID", "VALOR" FROM "MOVIMENTO" WHERE "ID" <> 1')
+    }
 
 
 def medir(servidor, contextia, chave, pasta, args):
@@ -195,8 +218,11 @@ def medir(servidor, contextia, chave, pasta, args):
         for nome in sorted(os.listdir(pasta)):
             if nome.endswith('.log'):
                 with open(os.path.join(pasta, nome), 'rb') as arquivo:
-                    print('--- fim de %s:\n%s' % (nome, arquivo.read()[-3000:].decode(
-                        'utf-8', 'replace')), file=sys.stderr)
+                    print(
+                        '--- fim de %s:\n%s'
+                        % (nome, arquivo.read()[-3000:].decode('utf-8', 'replace')),
+                        file=sys.stderr,
+                    )
         raise
     finally:
         for processo in ouvintes.values():
@@ -209,26 +235,37 @@ def _medir(servidor, contextia, chave, pasta, args, ouvintes):
     bancos = {}
     for variante, ambiente in VARIANTES.items():
         bancos[variante] = preparar(servidor, args.linha)
-        ouvintes[variante] = subir_ouvinte(bancos[variante], contextia, pasta, chaves,
-                                           _dataset(variante), 'slot_logico', **ambiente)
+        ouvintes[variante] = subir_ouvinte(
+            bancos[variante],
+            contextia,
+            pasta,
+            chaves,
+            _dataset(variante),
+            'slot_logico',
+            **ambiente,
+        )
     slot = {v: 'contextia_bench_%s_%s' % (os.getpid(), _dataset(v)) for v in VARIANTES}
     # O slot lido uma vez (o primeiro ciclo, com o Contextia de pé): só então ele sai.
     for variante in VARIANTES:
         esperar(lambda v=variante: _captura(pasta, v).get('posicao'), 120, passo=1)
     contextia.parar()
     inicio = servidor.admin('SELECT pg_current_wal_lsn()::text')[0][0]
-    escritor = Escritor([bancos[v] for v in VARIANTES], args.ritmo, args.por_transacao,
-                        args.linha)
+    escritor = Escritor([bancos[v] for v in VARIANTES], args.ritmo, args.por_transacao, args.linha)
     comeco = time.monotonic()
     escritor.start()
     amostras, proxima = [], 0.0
     while True:
         decorrido = time.monotonic() - comeco
         gerado, por_slot = _slots(servidor, inicio)
-        amostras.append((decorrido, gerado, {v: por_slot.get(slot[v], (None, None))
-                                             for v in VARIANTES},
-                         _spool(pasta, 'com_spool'),
-                         {v: _captura(pasta, v).get('pausada') for v in VARIANTES}))
+        amostras.append(
+            (
+                decorrido,
+                gerado,
+                {v: por_slot.get(slot[v], (None, None)) for v in VARIANTES},
+                _spool(pasta, 'com_spool'),
+                {v: _captura(pasta, v).get('pausada') for v in VARIANTES},
+            )
+        )
         if decorrido >= args.segundos or escritor.erro:
             break
         proxima = min(proxima + args.amostra, args.segundos)
@@ -241,9 +278,16 @@ def _medir(servidor, contextia, chave, pasta, args, ouvintes):
     _parar(ouvintes['sem_spool'])
     contextia.iniciar()
     volta = time.monotonic()
-    ouvintes['sem_spool'] = subir_ouvinte(bancos['sem_spool'], contextia, pasta, chaves,
-                                          _dataset('sem_spool'), 'slot_logico',
-                                          criar_slot=False, log='volta')
+    ouvintes['sem_spool'] = subir_ouvinte(
+        bancos['sem_spool'],
+        contextia,
+        pasta,
+        chaves,
+        _dataset('sem_spool'),
+        'slot_logico',
+        criar_slot=False,
+        log='volta',
+    )
     # A primeira entrega (o com spool só tenta no próximo ciclo: até --intervalo-dados
     # depois) e o Contextia igual à origem.
     comecou, escoado = {}, {}
@@ -271,38 +315,73 @@ def _razao(parte, todo):
 def relatar(args, amostras, escritor, volta, origem, spool_no_fim):
     comecou, escoado = volta
     feitas = sum(escritor.feitas.values())
-    print('Contextia fora por %d s; escritor: %d mudanças por banco em %.0f s (%.0f/s;'
-          ' %s), %d por COMMIT, histórico de %d bytes; o mesmo nos dois bancos.'
-          % (args.segundos, feitas, escritor.segundos, feitas / max(escritor.segundos, 1e-9),
-             ', '.join('%s %d' % item for item in escritor.feitas.items()),
-             args.por_transacao, args.linha))
+    print(
+        'Contextia fora por %d s; escritor: %d mudanças por banco em %.0f s (%.0f/s;'
+        ' %s), %d por COMMIT, histórico de %d bytes; o mesmo nos dois bancos.'
+        % (
+            args.segundos,
+            feitas,
+            escritor.segundos,
+            feitas / max(escritor.segundos, 1e-9),
+            ', '.join('%s %d' % item for item in escritor.feitas.items()),
+            args.por_transacao,
+            args.linha,
+        )
+    )
     print()
-    print('| t (s) | WAL gerado (MiB) | com spool: retido / não confirmado (MiB)'
-          ' | sem spool: retido / não confirmado (MiB) | spool (linhas) | spool (MiB) |')
+    print(
+        '| t (s) | WAL gerado (MiB) | com spool: retido / não confirmado (MiB)'
+        ' | sem spool: retido / não confirmado (MiB) | spool (linhas) | spool (MiB) |'
+    )
     print('|---|---|---|---|---|---|')
     for decorrido, gerado, por_variante, (linhas, ocupados), pausada in amostras:
-        celulas = ['%s / %s%s' % (_mib(por_variante[v][0]), _mib(por_variante[v][1]),
-                                  ' (pausada)' if pausada[v] else '') for v in VARIANTES]
-        print('| %.0f | %s | %s | %s | %d | %s |' % (decorrido, _mib(gerado), celulas[0],
-                                                     celulas[1], linhas, _mib(ocupados)))
+        celulas = [
+            '%s / %s%s'
+            % (
+                _mib(por_variante[v][0]),
+                _mib(por_variante[v][1]),
+                ' (pausada)' if pausada[v] else '',
+            )
+            for v in VARIANTES
+        ]
+        print(
+            '| %.0f | %s | %s | %s | %d | %s |'
+            % (decorrido, _mib(gerado), celulas[0], celulas[1], linhas, _mib(ocupados))
+        )
     gerado = amostras[-1][1]
     print()
     for variante in VARIANTES:
         retidos = [a[2][variante][0] or 0 for a in amostras]
-        print('%s: pico do WAL retido %s MiB = %s do WAL gerado (%s MiB); no fim %s MiB (%s)'
-              % (variante.replace('_', ' '), _mib(max(retidos)), _razao(max(retidos), gerado),
-                 _mib(gerado), _mib(retidos[-1]), _razao(retidos[-1], gerado)))
+        print(
+            '%s: pico do WAL retido %s MiB = %s do WAL gerado (%s MiB); no fim %s MiB (%s)'
+            % (
+                variante.replace('_', ' '),
+                _mib(max(retidos)),
+                _razao(max(retidos), gerado),
+                _mib(gerado),
+                _mib(retidos[-1]),
+                _razao(retidos[-1], gerado),
+            )
+        )
     for variante in VARIANTES:
         if variante in escoado:
-            print('%s: Contextia de volta -> primeira entrega em %.0f s, igual à origem'
-                  ' (%d linhas) em %.0f s: escoou em %.0f s'
-                  % (variante.replace('_', ' '), comecou[variante], len(origem[variante]),
-                     escoado[variante], escoado[variante] - comecou[variante]))
+            print(
+                '%s: Contextia de volta -> primeira entrega em %.0f s, igual à origem'
+                ' (%d linhas) em %.0f s: escoou em %.0f s'
+                % (
+                    variante.replace('_', ' '),
+                    comecou[variante],
+                    len(origem[variante]),
+                    escoado[variante],
+                    escoado[variante] - comecou[variante],
+                )
+            )
         else:
-            print('%s: NÃO ficou igual à origem em %d s' % (variante.replace('_', ' '),
-                                                           args.prazo_volta))
-    print('spool com spool no fim: %d linhas, %s MiB' % (spool_no_fim[0],
-                                                      _mib(spool_no_fim[1])))
+            print(
+                '%s: NÃO ficou igual à origem em %d s'
+                % (variante.replace('_', ' '), args.prazo_volta)
+            )
+    print('spool com spool no fim: %d linhas, %s MiB' % (spool_no_fim[0], _mib(spool_no_fim[1])))
     return 0 if len(escoado) == len(VARIANTES) else 1
 
 
@@ -313,8 +392,12 @@ def main():
     p.add_argument('--por-transacao', type=int, default=10)
     p.add_argument('--linha', type=int, default=400, help='bytes do histórico de cada linha')
     p.add_argument('--amostra', type=float, default=10, help='segundos entre as amostras')
-    p.add_argument('--prazo-volta', type=int, default=900,
-                   help='segundos para o Contextia ficar igual à origem depois da volta')
+    p.add_argument(
+        '--prazo-volta',
+        type=int,
+        default=900,
+        help='segundos para o Contextia ficar igual à origem depois da volta',
+    )
     args = p.parse_args()
     with rodada('bench-wal-') as (servidor, contextia, chave, pasta):
         resultado = medir(servidor, contextia, chave, pasta, args)

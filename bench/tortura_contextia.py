@@ -52,8 +52,10 @@ class Contextia:
         ultimo = None
         for tentativa in range(self.tentativas):
             pedido = urllib.request.Request(
-                endereco, method=metodo,
-                headers={'Authorization': 'Bearer ' + token, 'Accept': 'application/json'})
+                endereco,
+                method=metodo,
+                headers={'Authorization': 'Bearer ' + token, 'Accept': 'application/json'},
+            )
             try:
                 self.pedidos += 1
                 with _ABRIDOR.open(pedido, timeout=self.prazo) as resposta:
@@ -63,22 +65,22 @@ class Contextia:
                 if erro.code < 500:
                     raise ErroHttp(erro.code, metodo, caminho, corpo) from None
                 ultimo = ErroHttp(erro.code, metodo, caminho, corpo)
-            except (urllib.error.URLError, OSError, http.client.HTTPException,
-                    ValueError) as erro:
+            except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as erro:
                 ultimo = erro
             time.sleep(0.2 * (tentativa + 1))
-        raise RuntimeError('Contextia em %s não respondeu %s %s: %s'
-                           % (self.url, metodo, caminho, ultimo))
+        raise RuntimeError(
+            'Contextia em %s não respondeu %s %s: %s' % (self.url, metodo, caminho, ultimo)
+        )
 
     # -- admin -----------------------------------------------------------------
     def projetos(self, external_id=None):
         consulta = {'external_id': external_id} if external_id is not None else None
-        return self._pedir('GET', '/api/v1/admin/projetos', self.admin_token,
-                           consulta)['projetos']
+        return self._pedir('GET', '/api/v1/admin/projetos', self.admin_token, consulta)['projetos']
 
     def chaves_do_projeto(self, projeto_id):
-        return self._pedir('GET', '/api/v1/admin/projetos/%s/chaves' % projeto_id,
-                           self.admin_token)['chaves']
+        return self._pedir(
+            'GET', '/api/v1/admin/projetos/%s/chaves' % projeto_id, self.admin_token
+        )['chaves']
 
     # -- com a chave de um projeto -----------------------------------------------
     def quem_sou(self, chave):
@@ -91,8 +93,12 @@ class Contextia:
         """Todos os registros do dataset, página por página (`next`)."""
         saida, apos = [], 0
         while True:
-            resposta = self._pedir('GET', '/api/v1/datasets/%s/registros' % dataset, chave,
-                                   {'after': apos, 'limit': pagina})
+            resposta = self._pedir(
+                'GET',
+                '/api/v1/datasets/%s/registros' % dataset,
+                chave,
+                {'after': apos, 'limit': pagina},
+            )
             saida.extend(resposta['records'])
             if resposta.get('next') is None:
                 return saida
@@ -151,10 +157,17 @@ def itens_da_quarentena(estado_dir):
         except (OSError, ValueError):
             # Sumiu entre o listdir e o open (o ouvinte tirou): não está mais lá.
             continue
-        itens.append({'dataset': dados.get('dataset'), 'escopo': str(dados.get('escopo')),
-                      'chave': None if dados.get('chave_valor') is None
-                      else str(dados.get('chave_valor')),
-                      'motivo': str(dados.get('motivo', ''))[:200], 'arquivo': nome})
+        itens.append(
+            {
+                'dataset': dados.get('dataset'),
+                'escopo': str(dados.get('escopo')),
+                'chave': None
+                if dados.get('chave_valor') is None
+                else str(dados.get('chave_valor')),
+                'motivo': str(dados.get('motivo', ''))[:200],
+                'arquivo': nome,
+            }
+        )
     return itens
 
 

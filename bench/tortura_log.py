@@ -26,9 +26,12 @@ def disponivel(estrategia):
             return False, 'sem %s para o MariaDB privado com binlog' % ', '.join(faltam)
         return True, ''
     from tests.apoio.postgres_logico import binarios
+
     if binarios() is None or shutil.which('runuser') is None:
-        return False, 'sem initdb/pg_ctl (ou runuser) para o PostgreSQL privado com' \
-                      ' wal_level=logical'
+        return (
+            False,
+            'sem initdb/pg_ctl (ou runuser) para o PostgreSQL privado com wal_level=logical',
+        )
     return True, ''
 
 
@@ -46,9 +49,11 @@ class ServidorPrivado:
         """Sobe o servidor e cria o banco. Devolve (nome, url do dono, url do leitor)."""
         if self.estrategia == 'binlog':
             from tests.apoio.mariadb_binlog import MariadbBinlog
+
             self.servidor = MariadbBinlog(self.pasta).iniciar()
         else:
             from tests.apoio.postgres_logico import PostgresLogico, binarios
+
             self.servidor = PostgresLogico(self.pasta, binarios()).iniciar()
         self.banco = self.servidor.banco_de_teste()
         return self.banco.nome, self.banco.url_admin, self.banco.url_origem

@@ -45,70 +45,96 @@ def _texto_longo():
 def _carimbo():
     # TIMESTAMP(6)/DATETIME(6): microssegundos nos dois bancos, para que a
     # latencia medida nao tenha degraus de um segundo.
-    return sa.DateTime().with_variant(postgresql.TIMESTAMP(precision=6), 'postgresql') \
+    return (
+        sa.DateTime()
+        .with_variant(postgresql.TIMESTAMP(precision=6), 'postgresql')
         .with_variant(mysql.DATETIME(fsp=6), 'mysql', 'mariadb')
+    )
 
 
 def esquema():
     """As tabelas da tortura, com nomes em maiúsculas como no ERP (sempre quotados)."""
     meta = sa.MetaData()
-    sa.Table('EMPRESAS', meta,
-             sa.Column('EMPRESA_ID', sa.Integer, primary_key=True, autoincrement=False),
-             sa.Column('RAZAO_SOCIAL', sa.String(60), nullable=False),
-             sa.Column('ATIVA', sa.String(1), nullable=False))
-    sa.Table('TITULOS', meta,
-             sa.Column('ID', sa.BigInteger, primary_key=True, autoincrement=False),
-             sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
-             sa.Column('VALOR', sa.Numeric(14, 2), nullable=False),
-             sa.Column('SITUACAO', sa.String(1), nullable=False),
-             sa.Column('HISTORICO', sa.String(80), nullable=False),
-             sa.Column('OBSERVACAO', _texto_longo(), nullable=True),
-             sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
-             sa.Index('IX_TITULOS_ALTERADO_EM', 'ALTERADO_EM'))
-    sa.Table('PEDIDOS', meta,
-             sa.Column('ID', sa.BigInteger, primary_key=True, autoincrement=False),
-             sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
-             sa.Column('CLIENTE', sa.String(40), nullable=False),
-             sa.Column('TOTAL', sa.Numeric(14, 2), nullable=False),
-             sa.Column('STATUS', sa.String(1), nullable=False),
-             sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
-             sa.Index('IX_PEDIDOS_ALTERADO_EM', 'ALTERADO_EM'))
+    sa.Table(
+        'EMPRESAS',
+        meta,
+        sa.Column('EMPRESA_ID', sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column('RAZAO_SOCIAL', sa.String(60), nullable=False),
+        sa.Column('ATIVA', sa.String(1), nullable=False),
+    )
+    sa.Table(
+        'TITULOS',
+        meta,
+        sa.Column('ID', sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
+        sa.Column('VALOR', sa.Numeric(14, 2), nullable=False),
+        sa.Column('SITUACAO', sa.String(1), nullable=False),
+        sa.Column('HISTORICO', sa.String(80), nullable=False),
+        sa.Column('OBSERVACAO', _texto_longo(), nullable=True),
+        sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
+        sa.Index('IX_TITULOS_ALTERADO_EM', 'ALTERADO_EM'),
+    )
+    sa.Table(
+        'PEDIDOS',
+        meta,
+        sa.Column('ID', sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
+        sa.Column('CLIENTE', sa.String(40), nullable=False),
+        sa.Column('TOTAL', sa.Numeric(14, 2), nullable=False),
+        sa.Column('STATUS', sa.String(1), nullable=False),
+        sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
+        sa.Index('IX_PEDIDOS_ALTERADO_EM', 'ALTERADO_EM'),
+    )
     # Sem `key` no mapeamento: o servidor deduplica por hash do conteudo.
-    sa.Table('MOVIMENTOS', meta,
-             sa.Column('DOC', sa.String(24), primary_key=True),
-             sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
-             sa.Column('VALOR', sa.Numeric(14, 2), nullable=False),
-             sa.Column('TIPO', sa.String(1), nullable=False),
-             sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
-             sa.Index('IX_MOVIMENTOS_ALTERADO_EM', 'ALTERADO_EM'))
+    sa.Table(
+        'MOVIMENTOS',
+        meta,
+        sa.Column('DOC', sa.String(24), primary_key=True),
+        sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
+        sa.Column('VALOR', sa.Numeric(14, 2), nullable=False),
+        sa.Column('TIPO', sa.String(1), nullable=False),
+        sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
+        sa.Index('IX_MOVIMENTOS_ALTERADO_EM', 'ALTERADO_EM'),
+    )
     # O carimbo em massa: todas as linhas com o mesmo carimbo, acima do teto, e
     # depois a tabela fica quieta (a migracao de um ERP faz isso).
-    sa.Table('ESTOQUES', meta,
-             sa.Column('ID', sa.BigInteger, primary_key=True, autoincrement=False),
-             sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
-             sa.Column('PRODUTO', sa.String(30), nullable=False),
-             sa.Column('SALDO', sa.Numeric(14, 3), nullable=False),
-             sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
-             sa.Index('IX_ESTOQUES_ALTERADO_EM', 'ALTERADO_EM'))
+    sa.Table(
+        'ESTOQUES',
+        meta,
+        sa.Column('ID', sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column('EMPRESA_ID', sa.Integer, nullable=False),
+        sa.Column('PRODUTO', sa.String(30), nullable=False),
+        sa.Column('SALDO', sa.Numeric(14, 3), nullable=False),
+        sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
+        sa.Index('IX_ESTOQUES_ALTERADO_EM', 'ALTERADO_EM'),
+    )
     # Dominio: sem recorte, vai inteiro para toda empresa.
-    sa.Table('SITUACOES', meta,
-             sa.Column('CODIGO', sa.String(4), primary_key=True),
-             sa.Column('DESCRICAO', sa.String(60), nullable=False),
-             sa.Column('ALTERADO_EM', _carimbo(), nullable=False))
+    sa.Table(
+        'SITUACOES',
+        meta,
+        sa.Column('CODIGO', sa.String(4), primary_key=True),
+        sa.Column('DESCRICAO', sa.String(60), nullable=False),
+        sa.Column('ALTERADO_EM', _carimbo(), nullable=False),
+    )
     return meta
 
 
 # Dataset do mapeamento -> (tabela, chave ou None, colunas, com recorte?)
 DATASETS = {
-    'titulos': ('TITULOS', 'ID',
-                ['ID', 'EMPRESA_ID', 'VALOR', 'SITUACAO', 'HISTORICO', 'OBSERVACAO',
-                 'ALTERADO_EM'], True),
-    'pedidos': ('PEDIDOS', 'ID',
-                ['ID', 'EMPRESA_ID', 'CLIENTE', 'TOTAL', 'STATUS', 'ALTERADO_EM'], True),
-    'movimentos': ('MOVIMENTOS', None,
-                   ['DOC', 'EMPRESA_ID', 'VALOR', 'TIPO', 'ALTERADO_EM'], True),
-    'estoques': ('ESTOQUES', 'ID', ['ID', 'EMPRESA_ID', 'PRODUTO', 'SALDO', 'ALTERADO_EM'],
-                 True),
+    'titulos': (
+        'TITULOS',
+        'ID',
+        ['ID', 'EMPRESA_ID', 'VALOR', 'SITUACAO', 'HISTORICO', 'OBSERVACAO', 'ALTERADO_EM'],
+        True,
+    ),
+    'pedidos': (
+        'PEDIDOS',
+        'ID',
+        ['ID', 'EMPRESA_ID', 'CLIENTE', 'TOTAL', 'STATUS', 'ALTERADO_EM'],
+        True,
+    ),
+    'movimentos': ('MOVIMENTOS', None, ['DOC', 'EMPRESA_ID', 'VALOR', 'TIPO', 'ALTERADO_EM'], True),
+    'estoques': ('ESTOQUES', 'ID', ['ID', 'EMPRESA_ID', 'PRODUTO', 'SALDO', 'ALTERADO_EM'], True),
     'situacoes': ('SITUACOES', 'CODIGO', ['CODIGO', 'DESCRICAO', 'ALTERADO_EM'], False),
 }
 
@@ -117,8 +143,13 @@ def mapeamento(esquema_json=None):
     """O mapeamento da tortura (formato da issue 4)."""
     datasets = []
     for nome, (tabela, chave, colunas, recorte) in DATASETS.items():
-        row = {'dataset': nome, 'source_object': tabela, 'columns': list(colunas),
-               'key': chave, 'description': 'tortura: %s' % tabela.lower()}
+        row = {
+            'dataset': nome,
+            'source_object': tabela,
+            'columns': list(colunas),
+            'key': chave,
+            'description': 'tortura: %s' % tabela.lower(),
+        }
         if not recorte:
             row['scope_column'] = None
         datasets.append(row)
@@ -126,11 +157,18 @@ def mapeamento(esquema_json=None):
         'client': 'tortura',
         'source': {'excluded_scopes': [str(EMPRESA_EXCLUIDA)]},
         'listener': {'strategy': 'coluna'},
-        'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID',
-                     'watch_column': 'ALTERADO_EM', 'chunk': 200},
-        'projects': {'source_object': 'EMPRESAS', 'scope_column': 'EMPRESA_ID',
-                     'name_column': 'RAZAO_SOCIAL',
-                     'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
+        'defaults': {
+            'scope_column': 'EMPRESA_ID',
+            'key': 'ID',
+            'watch_column': 'ALTERADO_EM',
+            'chunk': 200,
+        },
+        'projects': {
+            'source_object': 'EMPRESAS',
+            'scope_column': 'EMPRESA_ID',
+            'name_column': 'RAZAO_SOCIAL',
+            'filters': [{'column': 'ATIVA', 'equals': 'S'}],
+        },
         'datasets': datasets,
     }
     if esquema_json:
@@ -142,18 +180,23 @@ def mapeamento(esquema_json=None):
 # O banco de teste
 # ---------------------------------------------------------------------------
 
+
 def banco_disponivel(tipo):
     """(True, '') se o servidor responde; (False, motivo) se não."""
     try:
-        motor = sa.create_engine(ADMIN_URL[tipo], poolclass=sa.pool.NullPool,
-                                 connect_args={'connect_timeout': 3})
+        motor = sa.create_engine(
+            ADMIN_URL[tipo], poolclass=sa.pool.NullPool, connect_args={'connect_timeout': 3}
+        )
         with motor.connect() as conexao:
             conexao.execute(sa.text('SELECT 1'))
         motor.dispose()
         return True, ''
-    except Exception as erro:                     # noqa: BLE001
+    except Exception as erro:  # noqa: BLE001
         return False, '%s em %s não responde (%s)' % (
-            tipo, ADMIN_URL[tipo].split('@')[-1], type(erro).__name__)
+            tipo,
+            ADMIN_URL[tipo].split('@')[-1],
+            type(erro).__name__,
+        )
 
 
 def criar_banco(tipo, prefixo='tortura', nome=None, url=None):
@@ -164,8 +207,9 @@ def criar_banco(tipo, prefixo='tortura', nome=None, url=None):
     """
     if nome is None:
         nome = '%s_%s' % (prefixo, uuid.uuid4().hex[:10])
-        admin = sa.create_engine(ADMIN_URL[tipo], isolation_level='AUTOCOMMIT',
-                                 poolclass=sa.pool.NullPool)
+        admin = sa.create_engine(
+            ADMIN_URL[tipo], isolation_level='AUTOCOMMIT', poolclass=sa.pool.NullPool
+        )
         with admin.connect() as conexao:
             quotado = admin.dialect.identifier_preparer.quote_identifier(nome)
             conexao.execute(sa.text('CREATE DATABASE %s' % quotado))
@@ -178,8 +222,9 @@ def criar_banco(tipo, prefixo='tortura', nome=None, url=None):
 
 
 def derrubar_banco(tipo, nome):
-    admin = sa.create_engine(ADMIN_URL[tipo], isolation_level='AUTOCOMMIT',
-                             poolclass=sa.pool.NullPool)
+    admin = sa.create_engine(
+        ADMIN_URL[tipo], isolation_level='AUTOCOMMIT', poolclass=sa.pool.NullPool
+    )
     quotado = admin.dialect.identifier_preparer.quote_identifier(nome)
     with admin.connect() as conexao:
         if tipo == 'postgres':
@@ -214,9 +259,9 @@ def ler_tabela(motor, tabela):
 class EmpresasDaRegra(typing.NamedTuple):
     """O que o cadastro da origem diz, lido pelo SQL da tortura (nunca pelo produto)."""
 
-    aceitas: list          # a regra aceita e nao estao em excluded_scopes: TEM de ter projeto
-    recusadas: list        # a regra recusa (ex.: inativa): NAO pode ter projeto
-    excluidas: list        # em excluded_scopes: NAO pode ter projeto
+    aceitas: list  # a regra aceita e nao estao em excluded_scopes: TEM de ter projeto
+    recusadas: list  # a regra recusa (ex.: inativa): NAO pode ter projeto
+    excluidas: list  # em excluded_scopes: NAO pode ter projeto
 
 
 def empresas_da_regra(motor, mapa):
@@ -231,11 +276,11 @@ def empresas_da_regra(motor, mapa):
     filtros = regra.get('filters') or []
     for filtro in filtros:
         if set(filtro) != {'column', 'equals'}:
-            raise ValueError('a tortura só sabe filtros `equals` na regra de projeto: %r'
-                             % filtro)
+            raise ValueError('a tortura só sabe filtros `equals` na regra de projeto: %r' % filtro)
     excluidas = {str(e) for e in (mapa.get('source') or {}).get('excluded_scopes') or []}
-    tabela = sa.table(regra['source_object'], sa.column(coluna),
-                      *[sa.column(f['column']) for f in filtros])
+    tabela = sa.table(
+        regra['source_object'], sa.column(coluna), *[sa.column(f['column']) for f in filtros]
+    )
     aceitas_sql = sa.select(tabela.c[coluna])
     for filtro in filtros:
         aceitas_sql = aceitas_sql.where(tabela.c[filtro['column']] == filtro['equals'])
@@ -245,13 +290,18 @@ def empresas_da_regra(motor, mapa):
 
     def ordem(escopos):
         return sorted(escopos, key=lambda e: (len(e), e))
-    return EmpresasDaRegra(aceitas=ordem(aceitas - excluidas), recusadas=ordem(todas - aceitas),
-                           excluidas=ordem(aceitas & excluidas))
+
+    return EmpresasDaRegra(
+        aceitas=ordem(aceitas - excluidas),
+        recusadas=ordem(todas - aceitas),
+        excluidas=ordem(aceitas & excluidas),
+    )
 
 
 # ---------------------------------------------------------------------------
 # A carga
 # ---------------------------------------------------------------------------
+
 
 class Carga:
     """
@@ -263,14 +313,13 @@ class Carga:
     latência.
     """
 
-    def __init__(self, tipo, url, *, conexoes, folga, maximo, semente, ritmo,
-                 registro=None):
+    def __init__(self, tipo, url, *, conexoes, folga, maximo, semente, ritmo, registro=None):
         self.tipo = tipo
         self.motor = sa.create_engine(url, poolclass=sa.pool.NullPool)
         self.conexoes = conexoes
         self.folga = folga
         self.maximo = maximo
-        self.ritmo = ritmo                # operacoes por segundo por conexao
+        self.ritmo = ritmo  # operacoes por segundo por conexao
         self.aleatorio = random.Random(semente)
         self.meta = esquema()
         self.agora = agora_expr(tipo)
@@ -281,21 +330,20 @@ class Carga:
         self._threads = []
         self.empresas = list(EMPRESAS_INICIAIS) + [EMPRESA_EXCLUIDA, EMPRESA_INATIVA]
         self.vivos = {'TITULOS': [], 'PEDIDOS': [], 'MOVIMENTOS': [], 'ESTOQUES': []}
-        self.protegidos = set()           # backends da carga: o matador nao os toca
+        self.protegidos = set()  # backends da carga: o matador nao os toca
         # Anotacoes para o relatorio e para a latencia.
-        self.mudancas = []                # (dataset, ident, empresa, commit_monotonic, valores)
+        self.mudancas = []  # (dataset, ident, empresa, commit_monotonic, valores)
         self.contagem = {}
-        self.atrasadas = []               # (dataset, ident, atraso_s, carimbo)
-        self.alem_da_folga = []           # (dataset, ident, atraso_s, carimbo)
-        self.rajadas = []                 # dict(dataset, ids, carimbo, linhas)
-        self.apagados = {'titulos': set(), 'pedidos': set(), 'movimentos': set(),
-                         'estoques': set()}
+        self.atrasadas = []  # (dataset, ident, atraso_s, carimbo)
+        self.alem_da_folga = []  # (dataset, ident, atraso_s, carimbo)
+        self.rajadas = []  # dict(dataset, ids, carimbo, linhas)
+        self.apagados = {'titulos': set(), 'pedidos': set(), 'movimentos': set(), 'estoques': set()}
         # {dataset: {ident: {empresa de onde saiu}}}: a copia velha fica la ate a varredura.
         self.movidos = {'titulos': {}, 'pedidos': {}, 'estoques': {}}
-        self.quietas = set()              # tabelas que a carga nao toca mais
-        self.futuros = []                 # (dataset, ident): carimbo no futuro da origem
-        self.venenosos = []               # (dataset, ident, empresa, tipo): quarentena
-        self.do_relogio = []              # (dataset, ident, carimbo): depois do passo atras
+        self.quietas = set()  # tabelas que a carga nao toca mais
+        self.futuros = []  # (dataset, ident): carimbo no futuro da origem
+        self.venenosos = []  # (dataset, ident, empresa, tipo): quarentena
+        self.do_relogio = []  # (dataset, ident, carimbo): depois do passo atras
         self.erros = []
         self.empresa_nova_em = None
 
@@ -315,13 +363,30 @@ class Carga:
             return base - datetime.timedelta(seconds=7 * next(passos))
 
         with self.motor.begin() as conexao:
-            conexao.execute(t['EMPRESAS'].insert(), [
-                {'EMPRESA_ID': e, 'RAZAO_SOCIAL': 'Empresa %d Ltda' % e,
-                 'ATIVA': 'N' if e == EMPRESA_INATIVA else 'S'} for e in self.empresas])
-            conexao.execute(t['SITUACOES'].insert(), [
-                {'CODIGO': c, 'DESCRICAO': d, 'ALTERADO_EM': carimbo()} for c, d in (
-                    ('A', 'Aberto'), ('B', 'Baixado'), ('C', 'Cancelado'),
-                    ('P', 'Parcial'), ('V', 'Vencido'))])
+            conexao.execute(
+                t['EMPRESAS'].insert(),
+                [
+                    {
+                        'EMPRESA_ID': e,
+                        'RAZAO_SOCIAL': 'Empresa %d Ltda' % e,
+                        'ATIVA': 'N' if e == EMPRESA_INATIVA else 'S',
+                    }
+                    for e in self.empresas
+                ],
+            )
+            conexao.execute(
+                t['SITUACOES'].insert(),
+                [
+                    {'CODIGO': c, 'DESCRICAO': d, 'ALTERADO_EM': carimbo()}
+                    for c, d in (
+                        ('A', 'Aberto'),
+                        ('B', 'Baixado'),
+                        ('C', 'Cancelado'),
+                        ('P', 'Parcial'),
+                        ('V', 'Vencido'),
+                    )
+                ],
+            )
             for tabela in ('TITULOS', 'PEDIDOS', 'MOVIMENTOS', 'ESTOQUES'):
                 linhas = []
                 # ESTOQUES em dobro: o carimbo em massa tem de passar do teto.
@@ -345,22 +410,31 @@ class Carga:
     def _valores(self, tabela, empresa):
         a = self.aleatorio
         if tabela == 'TITULOS':
-            return {'EMPRESA_ID': empresa,
-                    'VALOR': '%d.%02d' % (a.randint(1, 99999), a.randint(0, 99)),
-                    'SITUACAO': a.choice('AAABP'),
-                    'HISTORICO': 'título %s' % uuid.uuid4().hex[:12],
-                    'OBSERVACAO': a.choice((None, '', 'obs %d' % a.randint(1, 999)))}
+            return {
+                'EMPRESA_ID': empresa,
+                'VALOR': '%d.%02d' % (a.randint(1, 99999), a.randint(0, 99)),
+                'SITUACAO': a.choice('AAABP'),
+                'HISTORICO': 'título %s' % uuid.uuid4().hex[:12],
+                'OBSERVACAO': a.choice((None, '', 'obs %d' % a.randint(1, 999))),
+            }
         if tabela == 'ESTOQUES':
-            return {'EMPRESA_ID': empresa, 'PRODUTO': 'produto %d' % a.randint(1, 300),
-                    'SALDO': '%d.%03d' % (a.randint(0, 9999), a.randint(0, 999))}
+            return {
+                'EMPRESA_ID': empresa,
+                'PRODUTO': 'produto %d' % a.randint(1, 300),
+                'SALDO': '%d.%03d' % (a.randint(0, 9999), a.randint(0, 999)),
+            }
         if tabela == 'PEDIDOS':
-            return {'EMPRESA_ID': empresa,
-                    'CLIENTE': 'Cliente %d' % a.randint(1, 500),
-                    'TOTAL': '%d.%02d' % (a.randint(1, 9999), a.randint(0, 99)),
-                    'STATUS': a.choice('ANF')}
-        return {'EMPRESA_ID': empresa,
-                'VALOR': '%d.%02d' % (a.randint(1, 9999), a.randint(0, 99)),
-                'TIPO': a.choice('DC')}
+            return {
+                'EMPRESA_ID': empresa,
+                'CLIENTE': 'Cliente %d' % a.randint(1, 500),
+                'TOTAL': '%d.%02d' % (a.randint(1, 9999), a.randint(0, 99)),
+                'STATUS': a.choice('ANF'),
+            }
+        return {
+            'EMPRESA_ID': empresa,
+            'VALOR': '%d.%02d' % (a.randint(1, 9999), a.randint(0, 99)),
+            'TIPO': a.choice('DC'),
+        }
 
     def _chave(self, tabela):
         return 'DOC' if tabela == 'MOVIMENTOS' else 'ID'
@@ -398,8 +472,9 @@ class Carga:
         if cancelar:
             valores = {'SITUACAO': 'C'} if tabela == 'TITULOS' else {'STATUS': 'C'}
         chave = self._chave(tabela)
-        conexao.execute(t.update().where(t.c[chave] == ident)
-                        .values(ALTERADO_EM=self.agora, **valores))
+        conexao.execute(
+            t.update().where(t.c[chave] == ident).values(ALTERADO_EM=self.agora, **valores)
+        )
         return ident, empresa
 
     def _apagar(self, conexao, tabela):
@@ -432,8 +507,7 @@ class Carga:
             return
         ident, empresa = resultado
         with self.trava:
-            self.mudancas.append((tabela.lower(), str(ident), empresa, carimbo,
-                                  time.monotonic()))
+            self.mudancas.append((tabela.lower(), str(ident), empresa, carimbo, time.monotonic()))
 
     def _mudar_de_empresa(self, conexao, tabela):
         """A linha passa para outra empresa (o ERP corrige um lancamento)."""
@@ -443,21 +517,30 @@ class Carga:
                 return None
             posicao = self.aleatorio.randrange(len(lista))
             ident, empresa = lista[posicao]
-            destinos = [e for e in self.empresas if e != empresa
-                        and e not in (EMPRESA_EXCLUIDA, EMPRESA_INATIVA)]
+            destinos = [
+                e
+                for e in self.empresas
+                if e != empresa and e not in (EMPRESA_EXCLUIDA, EMPRESA_INATIVA)
+            ]
             nova = self.aleatorio.choice(destinos)
             lista[posicao] = (ident, nova)
             self.movidos[tabela.lower()].setdefault(str(ident), set()).add(str(empresa))
         t = self.meta.tables[tabela]
-        conexao.execute(t.update().where(t.c[self._chave(tabela)] == ident)
-                        .values(EMPRESA_ID=nova, ALTERADO_EM=self.agora))
+        conexao.execute(
+            t.update()
+            .where(t.c[self._chave(tabela)] == ident)
+            .values(EMPRESA_ID=nova, ALTERADO_EM=self.agora)
+        )
         return ident, nova
 
     def _tabela_da_vez(self):
         # TITULOS pesa o dobro; uma tabela quieta (depois do carimbo em massa) sai da roda.
         with self.trava:
-            roda = [t for t in ('TITULOS', 'TITULOS', 'PEDIDOS', 'MOVIMENTOS', 'ESTOQUES')
-                    if t not in self.quietas]
+            roda = [
+                t
+                for t in ('TITULOS', 'TITULOS', 'PEDIDOS', 'MOVIMENTOS', 'ESTOQUES')
+                if t not in self.quietas
+            ]
         return self.aleatorio.choice(roda)
 
     def _uma_operacao(self, conexao):
@@ -486,9 +569,14 @@ class Carga:
             elif sorteio < 0.87:
                 t = self.meta.tables['SITUACOES']
                 codigo = a.choice('ABCPV')
-                conexao.execute(t.update().where(t.c.CODIGO == codigo).values(
-                    DESCRICAO='Situação %s v%d' % (codigo, a.randint(1, 10 ** 6)),
-                    ALTERADO_EM=self.agora))
+                conexao.execute(
+                    t.update()
+                    .where(t.c.CODIGO == codigo)
+                    .values(
+                        DESCRICAO='Situação %s v%d' % (codigo, a.randint(1, 10**6)),
+                        ALTERADO_EM=self.agora,
+                    )
+                )
                 res = (codigo, None)
                 tabela = 'SITUACOES'
                 tipo = 'dominio'
@@ -519,8 +607,7 @@ class Carga:
                     valores['HISTORICO'] = 'ALÉM DA FOLGA %s' % uuid.uuid4().hex[:8]
                 # Fora de `vivos`: uma alteracao posterior a levaria pelo ao-vivo
                 # e esconderia a demonstracao.
-                ident = self._inserir(conexao, tabela, empresa, valores=valores,
-                                      mexivel=False)[0]
+                ident = self._inserir(conexao, tabela, empresa, valores=valores, mexivel=False)[0]
             else:
                 res = self._atualizar(conexao, tabela)
                 if res is None:
@@ -534,10 +621,16 @@ class Carga:
         real = time.monotonic() - inicio
         with self.trava:
             (self.alem_da_folga if alem else self.atrasadas).append(
-                (tabela.lower(), str(ident), real, carimbo))
+                (tabela.lower(), str(ident), real, carimbo)
+            )
         if alem:
-            self.registro('além da folga: %s %s carimbado %s, comitado %.1fs depois',
-                          tabela.lower(), ident, carimbo, real)
+            self.registro(
+                'além da folga: %s %s carimbado %s, comitado %.1fs depois',
+                tabela.lower(),
+                ident,
+                carimbo,
+                real,
+            )
         self._contar('alem_da_folga' if alem else 'atrasada')
         if not alem:
             self._anotar(tabela, (ident, empresa), carimbo)
@@ -557,9 +650,18 @@ class Carga:
                 desde = self._carimbo_de(conexao, 'PEDIDOS', int(ids[0]))
                 ate = self._carimbo_de(conexao, 'PEDIDOS', int(ids[-1]))
         with self.trava:
-            self.rajadas.append({'dataset': 'pedidos', 'tipo': 'rajada', 'ids': set(ids),
-                                 'desde': desde, 'ate': ate, 'linhas': linhas,
-                                 'inicio': inicio, 'em': time.monotonic()})
+            self.rajadas.append(
+                {
+                    'dataset': 'pedidos',
+                    'tipo': 'rajada',
+                    'ids': set(ids),
+                    'desde': desde,
+                    'ate': ate,
+                    'linhas': linhas,
+                    'inicio': inicio,
+                    'em': time.monotonic(),
+                }
+            )
         self._contar('rajada')
         with self.trava:
             self.contagem['linhas_de_rajada'] = self.contagem.get('linhas_de_rajada', 0) + linhas
@@ -573,17 +675,18 @@ class Carga:
             self._proteger(conexao)
             with conexao.begin():
                 linha = dict(self._valores(tabela, empresa), **valores)
-                ident = self._inserir(conexao, tabela, empresa, valores=linha,
-                                      mexivel=False)[0]
+                ident = self._inserir(conexao, tabela, empresa, valores=linha, mexivel=False)[0]
                 carimbo = self._carimbo_de(conexao, tabela, ident)
         return str(ident), carimbo
 
     def futuro(self, dias=1):
         """Linhas carimbadas no FUTURO da origem (relógio errado na estação do ERP)."""
         futuro = agora_do_banco(self.motor, self.tipo) + datetime.timedelta(days=dias)
-        for dataset, tabela, empresa in (('titulos', 'TITULOS', EMPRESAS_INICIAIS[0]),
-                                         ('titulos', 'TITULOS', EMPRESAS_INICIAIS[2]),
-                                         ('movimentos', 'MOVIMENTOS', EMPRESAS_INICIAIS[1])):
+        for dataset, tabela, empresa in (
+            ('titulos', 'TITULOS', EMPRESAS_INICIAIS[0]),
+            ('titulos', 'TITULOS', EMPRESAS_INICIAIS[2]),
+            ('movimentos', 'MOVIMENTOS', EMPRESAS_INICIAIS[1]),
+        ):
             ident, _ = self._inserir_fixo(tabela, empresa, ALTERADO_EM=futuro)
             with self.trava:
                 self.futuros.append((dataset, ident))
@@ -597,19 +700,20 @@ class Carga:
         """
         feitos = []
         if self.tipo == 'postgres':
-            ident, _ = self._inserir_fixo('TITULOS', EMPRESAS_INICIAIS[0],
-                                          VALOR=decimal.Decimal('NaN'))
+            ident, _ = self._inserir_fixo(
+                'TITULOS', EMPRESAS_INICIAIS[0], VALOR=decimal.Decimal('NaN')
+            )
             feitos.append(('titulos', ident, str(EMPRESAS_INICIAIS[0]), 'nan'))
         # Texto sem repeticao (o transporte poderia comprimir um 'xxxx...').
         grande = ''.join(uuid.uuid4().hex for _ in range(bytes_grande // 32 + 1))
-        ident, _ = self._inserir_fixo('TITULOS', EMPRESAS_INICIAIS[2],
-                                      OBSERVACAO=grande[:bytes_grande])
+        ident, _ = self._inserir_fixo(
+            'TITULOS', EMPRESAS_INICIAIS[2], OBSERVACAO=grande[:bytes_grande]
+        )
         feitos.append(('titulos', ident, str(EMPRESAS_INICIAIS[2]), 'bytes'))
         with self.trava:
             self.venenosos.extend(feitos)
         self._contar('venenoso')
-        self.registro('venenosos: %s', ', '.join('%s %s (%s)' % (d, i, t)
-                                                 for d, i, _, t in feitos))
+        self.registro('venenosos: %s', ', '.join('%s %s (%s)' % (d, i, t) for d, i, _, t in feitos))
 
     def corrigir_venenosos(self):
         """O ERP corrige as linhas envenenadas: a versão nova tem de chegar e sair da quarentena."""
@@ -620,8 +724,11 @@ class Carga:
         with self.motor.connect() as conexao:
             self._proteger(conexao)
             with conexao.begin():
-                conexao.execute(t.update().where(t.c.ID.in_(ids)).values(
-                    VALOR='1.00', OBSERVACAO='corrigido', ALTERADO_EM=self.agora))
+                conexao.execute(
+                    t.update()
+                    .where(t.c.ID.in_(ids))
+                    .values(VALOR='1.00', OBSERVACAO='corrigido', ALTERADO_EM=self.agora)
+                )
 
     def carimbo_em_massa(self, tabela='ESTOQUES'):
         """
@@ -630,7 +737,7 @@ class Carga:
         """
         with self.trava:
             self.quietas.add(tabela)
-        time.sleep(0.5)                   # a operacao em voo nesta tabela comita antes
+        time.sleep(0.5)  # a operacao em voo nesta tabela comita antes
         t = self.meta.tables[tabela]
         inicio = time.monotonic()
         with self.motor.connect() as conexao:
@@ -640,22 +747,32 @@ class Carga:
                 linhas = conexao.execute(sa.select(t.c.ID, t.c.ALTERADO_EM)).all()
         carimbos = [c for _, c in linhas]
         with self.trava:
-            self.rajadas.append({'dataset': tabela.lower(), 'tipo': 'carimbo_em_massa',
-                                 'ids': {str(i) for i, _ in linhas},
-                                 'desde': min(carimbos), 'ate': max(carimbos),
-                                 'linhas': len(linhas), 'inicio': inicio,
-                                 'em': time.monotonic()})
+            self.rajadas.append(
+                {
+                    'dataset': tabela.lower(),
+                    'tipo': 'carimbo_em_massa',
+                    'ids': {str(i) for i, _ in linhas},
+                    'desde': min(carimbos),
+                    'ate': max(carimbos),
+                    'linhas': len(linhas),
+                    'inicio': inicio,
+                    'em': time.monotonic(),
+                }
+            )
             self.contagem['linhas_carimbo_em_massa'] = len(linhas)
         self._contar('carimbo_em_massa')
-        self.registro('carimbo em massa: %d linhas de %s (teto %d); a tabela fica quieta',
-                      len(linhas), tabela.lower(), self.maximo)
+        self.registro(
+            'carimbo em massa: %d linhas de %s (teto %d); a tabela fica quieta',
+            len(linhas),
+            tabela.lower(),
+            self.maximo,
+        )
         return len(linhas)
 
     def linhas_do_relogio(self, carimbo, quantas=3):
         """Linhas gravadas "depois" do relógio da origem voltar: carimbo abaixo da marca - folga."""
         for n in range(quantas):
-            ident, _ = self._inserir_fixo('TITULOS', EMPRESAS_INICIAIS[n % 3],
-                                          ALTERADO_EM=carimbo)
+            ident, _ = self._inserir_fixo('TITULOS', EMPRESAS_INICIAIS[n % 3], ALTERADO_EM=carimbo)
             with self.trava:
                 self.do_relogio.append(('titulos', ident, carimbo))
         self._contar('relogio_voltou')
@@ -666,9 +783,16 @@ class Carga:
         with self.motor.connect() as conexao:
             self._proteger(conexao)
             with conexao.begin():
-                conexao.execute(t.insert(), [{
-                    'EMPRESA_ID': EMPRESA_NOVA, 'ATIVA': 'S',
-                    'RAZAO_SOCIAL': 'Empresa Nova %d SA' % EMPRESA_NOVA}])
+                conexao.execute(
+                    t.insert(),
+                    [
+                        {
+                            'EMPRESA_ID': EMPRESA_NOVA,
+                            'ATIVA': 'S',
+                            'RAZAO_SOCIAL': 'Empresa Nova %d SA' % EMPRESA_NOVA,
+                        }
+                    ],
+                )
                 # A empresa chega COM historico (migrada de outro sistema): linhas
                 # carimbadas bem antes da folga, que so a carga inicial leva.
                 antigo = agora_do_banco(self.motor, self.tipo) - datetime.timedelta(days=2)
@@ -676,8 +800,10 @@ class Carga:
                     for tabela in ('TITULOS', 'PEDIDOS', 'MOVIMENTOS', 'ESTOQUES'):
                         if tabela in self.quietas:
                             continue
-                        valores = dict(self._valores(tabela, EMPRESA_NOVA),
-                                       ALTERADO_EM=antigo + datetime.timedelta(minutes=n))
+                        valores = dict(
+                            self._valores(tabela, EMPRESA_NOVA),
+                            ALTERADO_EM=antigo + datetime.timedelta(minutes=n),
+                        )
                         self._inserir(conexao, tabela, EMPRESA_NOVA, valores=valores)
         with self.trava:
             self.empresas.append(EMPRESA_NOVA)
@@ -711,16 +837,15 @@ class Carga:
                     self._proteger(conexao)
                 if numero == 0 and aleatorio.random() < 0.08:
                     # Transacao atrasada ate METADE da folga: a folga tem de cobri-la.
-                    self._transacao_atrasada(
-                        conexao, aleatorio.uniform(0.2, self.folga / 2.0))
+                    self._transacao_atrasada(conexao, aleatorio.uniform(0.2, self.folga / 2.0))
                 else:
                     self._uma_operacao(conexao)
-            except Exception as erro:                 # noqa: BLE001
+            except Exception as erro:  # noqa: BLE001
                 with self.trava:
                     self.erros.append('%s: %s' % (type(erro).__name__, str(erro)[:160]))
                 try:
                     conexao.close()
-                except Exception:                     # noqa: BLE001
+                except Exception:  # noqa: BLE001
                     pass
                 conexao = None
                 time.sleep(0.2)
@@ -730,21 +855,24 @@ class Carga:
 
     def iniciar(self):
         for numero in range(self.conexoes):
-            thread = threading.Thread(target=self._trabalhador, args=(numero,),
-                                      name='carga-%d' % numero, daemon=True)
+            thread = threading.Thread(
+                target=self._trabalhador, args=(numero,), name='carga-%d' % numero, daemon=True
+            )
             thread.start()
             self._threads.append(thread)
 
     def alem_da_folga_em_thread(self, atraso, pronta=None):
         """A transação que comita DEPOIS da folga: o limite documentado da `coluna`."""
+
         def rodar():
             try:
                 with self.motor.connect() as conexao:
                     self._proteger(conexao)
                     self._transacao_atrasada(conexao, atraso, alem=True, pronta=pronta)
-            except Exception as erro:                 # noqa: BLE001
+            except Exception as erro:  # noqa: BLE001
                 with self.trava:
                     self.erros.append('além da folga: %s: %s' % (type(erro).__name__, erro))
+
         thread = threading.Thread(target=rodar, name='alem-da-folga', daemon=True)
         thread.start()
         self._threads.append(thread)
@@ -762,14 +890,25 @@ class Carga:
     def total_mudancas(self):
         """Linhas mudadas: cada operação conta uma, a rajada conta as suas linhas."""
         with self.trava:
-            return sum(v for k, v in self.contagem.items()
-                       if k not in ('empresa_nova', 'rajada', 'carimbo_em_massa', 'futuro',
-                                    'venenoso', 'relogio_voltou'))
+            return sum(
+                v
+                for k, v in self.contagem.items()
+                if k
+                not in (
+                    'empresa_nova',
+                    'rajada',
+                    'carimbo_em_massa',
+                    'futuro',
+                    'venenoso',
+                    'relogio_voltou',
+                )
+            )
 
 
 # ---------------------------------------------------------------------------
 # O matador de conexoes da origem
 # ---------------------------------------------------------------------------
+
 
 class MatadorDeConexoes:
     """
@@ -787,8 +926,7 @@ class MatadorDeConexoes:
         self.protegidos = protegidos
         self.periodo = periodo
         self.aleatorio = random.Random(semente)
-        self.motor = sa.create_engine(url, isolation_level='AUTOCOMMIT',
-                                      poolclass=sa.pool.NullPool)
+        self.motor = sa.create_engine(url, isolation_level='AUTOCOMMIT', poolclass=sa.pool.NullPool)
         self.mortas = 0
         self.erros = 0
         # As conexoes vistas na volta anterior: so elas podem morrer. A da carga
@@ -801,14 +939,22 @@ class MatadorDeConexoes:
 
     def _candidatas(self, conexao):
         if self.tipo == 'postgres':
-            linhas = conexao.execute(sa.text(
-                'SELECT pid FROM pg_stat_activity WHERE datname = :banco'
-                ' AND pid <> pg_backend_pid()'), {'banco': self.banco})
+            linhas = conexao.execute(
+                sa.text(
+                    'SELECT pid FROM pg_stat_activity WHERE datname = :banco'
+                    ' AND pid <> pg_backend_pid()'
+                ),
+                {'banco': self.banco},
+            )
         else:
             dump = " OR COMMAND LIKE 'Binlog Dump%'" if self.replicacao else ''
-            linhas = conexao.execute(sa.text(
-                'SELECT ID FROM information_schema.PROCESSLIST WHERE (DB = :banco%s)'
-                ' AND ID <> CONNECTION_ID()' % dump), {'banco': self.banco})
+            linhas = conexao.execute(
+                sa.text(
+                    'SELECT ID FROM information_schema.PROCESSLIST WHERE (DB = :banco%s)'
+                    ' AND ID <> CONNECTION_ID()' % dump
+                ),
+                {'banco': self.banco},
+            )
         agora = {int(r[0]) for r in linhas}
         antes, self._vistas = self._vistas, agora
         return [p for p in sorted(agora & antes) if p not in self.protegidos]
@@ -824,8 +970,8 @@ class MatadorDeConexoes:
             else:
                 try:
                     conexao.execute(sa.text('KILL %d' % vitima))
-                except Exception:                     # noqa: BLE001
-                    return False                      # ja tinha saido
+                except Exception:  # noqa: BLE001
+                    return False  # ja tinha saido
             self.mortas += 1
             return True
 
@@ -833,12 +979,11 @@ class MatadorDeConexoes:
         while not self._parar.wait(self.aleatorio.uniform(*self.periodo)):
             try:
                 self.matar_uma()
-            except Exception:                         # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 self.erros += 1
 
     def iniciar(self):
-        self._thread = threading.Thread(target=self._laco, name='matador-conexoes',
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._laco, name='matador-conexoes', daemon=True)
         self._thread.start()
 
     def parar(self):

@@ -97,7 +97,7 @@ def ler_estado(caminho):
             return True, json.load(f)
     except FileNotFoundError:
         return True, None
-    except Exception as erro:                         # noqa: BLE001
+    except Exception as erro:  # noqa: BLE001
         return False, '%s: %s' % (type(erro).__name__, erro)
 
 
@@ -122,13 +122,21 @@ class Ouvinte:
 
     def iniciar(self, extra=()):
         with open(self.saida, 'ab') as log:
-            log.write(('\n===== tortura: partida %d %s =====\n'
-                       % (self.partidas + 1, ' '.join(extra))).encode())
+            log.write(
+                (
+                    '\n===== tortura: partida %d %s =====\n' % (self.partidas + 1, ' '.join(extra))
+                ).encode()
+            )
             log.flush()
             self.processo = subprocess.Popen(
-                self.argv(extra), cwd=RAIZ, env=self.ambiente, stdout=log,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+                self.argv(extra),
+                cwd=RAIZ,
+                env=self.ambiente,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self.partidas += 1
         return self.processo
 
@@ -175,8 +183,11 @@ class Ouvinte:
         """O status e DESTE processo e já tem a linha de um ciclo de dados."""
         status = self.status()
         dono = re.search(r'^pid \.+: (\d+)', status, re.MULTILINE)
-        return bool(dono and int(dono.group(1)) == self.pid
-                    and re.search(r'^dados \.+: ', status, re.MULTILINE))
+        return bool(
+            dono
+            and int(dono.group(1)) == self.pid
+            and re.search(r'^dados \.+: ', status, re.MULTILINE)
+        )
 
     def status_mtime(self):
         try:
@@ -218,7 +229,7 @@ class Vigia:
         self._parar = threading.Event()
         self._thread = None
 
-    def permitir(self, principal=None, intruso=None):      # noqa: ARG002
+    def permitir(self, principal=None, intruso=None):  # noqa: ARG002
         with self.trava:
             self.intruso = intruso
             self.intruso_desde = time.monotonic() if intruso else None
@@ -233,13 +244,19 @@ class Vigia:
                 outros = [p for p in ouvintes if p != self.intruso]
                 self.maximo_simultaneos = max(self.maximo_simultaneos, len(outros))
                 if len(outros) > 1:
-                    self.violacoes.append('%d ouvintes vivos ao mesmo tempo: %s' % (
-                        len(outros), '; '.join('%d %s' % (p, comandos[p][-80:])
-                                               for p in outros)))
-                if self.intruso and self.intruso in ouvintes and \
-                        time.monotonic() - self.intruso_desde > self.tolerancia_intruso:
-                    self.violacoes.append('o intruso %d segue vivo depois de %.0f s'
-                                          % (self.intruso, self.tolerancia_intruso))
+                    self.violacoes.append(
+                        '%d ouvintes vivos ao mesmo tempo: %s'
+                        % (len(outros), '; '.join('%d %s' % (p, comandos[p][-80:]) for p in outros))
+                    )
+                if (
+                    self.intruso
+                    and self.intruso in ouvintes
+                    and time.monotonic() - self.intruso_desde > self.tolerancia_intruso
+                ):
+                    self.violacoes.append(
+                        'o intruso %d segue vivo depois de %.0f s'
+                        % (self.intruso, self.tolerancia_intruso)
+                    )
 
     def iniciar(self):
         self._thread = threading.Thread(target=self._laco, name='vigia', daemon=True)
@@ -261,8 +278,19 @@ class Matador:
     estado, que tem de ser recusado.
     """
 
-    def __init__(self, ouvinte, vigia, marca, *, periodo, fracao_sigterm, espera_sigterm,
-                 semente, registro, tentar_intruso_a_cada=4):
+    def __init__(
+        self,
+        ouvinte,
+        vigia,
+        marca,
+        *,
+        periodo,
+        fracao_sigterm,
+        espera_sigterm,
+        semente,
+        registro,
+        tentar_intruso_a_cada=4,
+    ):
         self.ouvinte = ouvinte
         self.vigia = vigia
         self.marca = marca
@@ -274,16 +302,16 @@ class Matador:
         self.tentar_intruso_a_cada = tentar_intruso_a_cada
         self.kills = 0
         self.sigterms = 0
-        self.sigterm_lentos = []          # segundos de SIGTERMs que nao sairam no prazo
+        self.sigterm_lentos = []  # segundos de SIGTERMs que nao sairam no prazo
         self.sigterm_tempos = []
-        self.orfaos_kill = 0              # netos vivos apos kill -9 (o systemd os mataria)
-        self.orfaos_sigterm = []          # netos vivos apos SIGTERM: o ouvinte devia te-los levado
+        self.orfaos_kill = 0  # netos vivos apos kill -9 (o systemd os mataria)
+        self.orfaos_sigterm = []  # netos vivos apos SIGTERM: o ouvinte devia te-los levado
         self.estados_lidos = 0
         self.estados_ruins = []
         self.intrusos_recusados = 0
         self.intrusos_aceitos = []
-        self.mortes_sozinho = []          # o ouvinte saiu sem ninguem mandar
-        self.erros_entre_vidas = []       # o que a tortura fez com o ouvinte morto e falhou
+        self.mortes_sozinho = []  # o ouvinte saiu sem ninguem mandar
+        self.erros_entre_vidas = []  # o que a tortura fez com o ouvinte morto e falhou
         self._parar = threading.Event()
         self.pausado = threading.Event()  # as mortes ao acaso esperam (ha uma de proposito vindo)
         self._trava_ciclo = threading.Lock()
@@ -298,8 +326,9 @@ class Matador:
                 codigo = self.ouvinte.codigo()
                 if codigo is not None:
                     self.mortes_sozinho.append(codigo)
-                    self.registro('ATENÇÃO: o ouvinte saiu sozinho com código %s; reiniciando',
-                                  codigo)
+                    self.registro(
+                        'ATENÇÃO: o ouvinte saiu sozinho com código %s; reiniciando', codigo
+                    )
                 self.conferir_estado('saída sozinho')
                 self._reiniciar()
 
@@ -359,12 +388,14 @@ class Matador:
         if entre_vidas is not None:
             try:
                 entre_vidas()
-            except Exception as erro:                 # noqa: BLE001
+            except Exception as erro:  # noqa: BLE001
                 self.erros_entre_vidas.append('%s: %s' % (type(erro).__name__, erro))
         time.sleep(self.aleatorio.uniform(0, 1.0))
         self._reiniciar()
-        if self.tentar_intruso_a_cada and \
-                (self.kills + self.sigterms) % self.tentar_intruso_a_cada == 0:
+        if (
+            self.tentar_intruso_a_cada
+            and (self.kills + self.sigterms) % self.tentar_intruso_a_cada == 0
+        ):
             self._tentar_intruso()
         return True
 
@@ -384,9 +415,14 @@ class Matador:
         # Popen e o permitir veria o intruso como um segundo ouvinte (alarme falso).
         with self.vigia.trava:
             processo = subprocess.Popen(
-                self.ouvinte.argv(), cwd=RAIZ, env=self.ouvinte.ambiente,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+                self.ouvinte.argv(),
+                cwd=RAIZ,
+                env=self.ouvinte.ambiente,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             self.vigia.intruso, self.vigia.intruso_desde = processo.pid, time.monotonic()
         try:
             saida, _ = processo.communicate(timeout=20)
@@ -411,7 +447,7 @@ class Matador:
                 self.garantir_vivo()
                 if not self.pausado.is_set() and self._de_pe():
                     self.uma_morte()
-            except Exception as erro:                 # noqa: BLE001
+            except Exception as erro:  # noqa: BLE001
                 self.registro('matador: %s: %s', type(erro).__name__, erro)
 
     def iniciar(self):

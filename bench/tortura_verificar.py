@@ -47,20 +47,28 @@ TIPOS = tipos_das_colunas()
 
 # Classes de ausencia/sobra que sao desculpa (contadas na tabela, nunca escondidas):
 DESCULPAS = (
-    'apagada_na_origem',      # exclusao fisica: so a varredura remove
-    'alem_da_folga',          # commit depois da --folga (o limite da `coluna`)
-    'mudou_de_empresa',       # a copia velha fica na empresa de onde a linha saiu
-    'rajada',                 # linha de uma rajada (INSERT acima do teto) da tortura
-    'carimbo_em_massa',       # linha do UPDATE que carimbou a tabela inteira (tortura)
-    'dataset_entregue',       # mudou depois que o dataset foi entregue por causa dela
+    'apagada_na_origem',  # exclusao fisica: so a varredura remove
+    'alem_da_folga',  # commit depois da --folga (o limite da `coluna`)
+    'mudou_de_empresa',  # a copia velha fica na empresa de onde a linha saiu
+    'rajada',  # linha de uma rajada (INSERT acima do teto) da tortura
+    'carimbo_em_massa',  # linha do UPDATE que carimbou a tabela inteira (tortura)
+    'dataset_entregue',  # mudou depois que o dataset foi entregue por causa dela
     'versao_antiga_sem_key',  # sem `key`, a versao velha fica ate a varredura
-    'quarentena',             # registro envenenado que esta na quarentena, e so la
-    'fora_do_ao_vivo',        # dataset que o produto declara so na varredura (o sem
-                              # `key` lendo o log), conferido no status
+    'quarentena',  # registro envenenado que esta na quarentena, e so la
+    'fora_do_ao_vivo',  # dataset que o produto declara so na varredura (o sem
+    # `key` lendo o log), conferido no status
 )
 # Classes que reprovam a rodada.
-REPROVAM = ('perdida', 'recente_ausente', 'fantasma', 'duplicada', 'futuro_ausente',
-            'relogio_ausente', 'venenoso_no_contextia', 'venenoso_sumiu')
+REPROVAM = (
+    'perdida',
+    'recente_ausente',
+    'fantasma',
+    'duplicada',
+    'futuro_ausente',
+    'relogio_ausente',
+    'venenoso_no_contextia',
+    'venenoso_sumiu',
+)
 
 
 def canonico(tipo, valor):
@@ -72,7 +80,7 @@ def canonico(tipo, valor):
         except decimal.InvalidOperation:
             return 'texto:%s' % valor
         if not numero.is_finite():
-            return 'num:%s' % numero       # NaN da origem: nunca igual a um numero
+            return 'num:%s' % numero  # NaN da origem: nunca igual a um numero
         if numero == numero.to_integral_value():
             return str(numero.quantize(decimal.Decimal(1)))
         return str(numero.normalize())
@@ -97,17 +105,18 @@ def assinatura(dataset, registro):
 
 def chave_de(dataset, registro):
     tabela, chave, _colunas, _recorte = DATASETS[dataset]
-    coluna = chave or 'DOC'            # movimentos: DOC identifica, mesmo sem `key`
+    coluna = chave or 'DOC'  # movimentos: DOC identifica, mesmo sem `key`
     return canonico(TIPOS[dataset][coluna], registro.get(coluna))
 
 
-def carimbo_de(dataset, registro):    # noqa: ARG001 -- mesma assinatura de chave_de
+def carimbo_de(dataset, registro):  # noqa: ARG001 -- mesma assinatura de chave_de
     return canonico('data', registro.get('ALTERADO_EM'))
 
 
 # ---------------------------------------------------------------------------
 # Ler os dois lados
 # ---------------------------------------------------------------------------
+
 
 def origem_por_empresa(linhas_por_tabela, escopos):
     """{escopo: {dataset: [linhas]}}: o que cada empresa DEVE ter."""
@@ -116,7 +125,8 @@ def origem_por_empresa(linhas_por_tabela, escopos):
         for escopo in escopos:
             if recorte:
                 saida[escopo][dataset] = [
-                    x for x in linhas_por_tabela[tabela] if str(x['EMPRESA_ID']) == escopo]
+                    x for x in linhas_por_tabela[tabela] if str(x['EMPRESA_ID']) == escopo
+                ]
             else:
                 saida[escopo][dataset] = list(linhas_por_tabela[tabela])
     return saida
@@ -152,8 +162,7 @@ def justificar_entregas(entregues, rajadas):
     """
     justificados, sem_rajada = {}, []
     for dataset, visto in sorted(entregues.items()):
-        casa = [r for r in rajadas if r['dataset'] == dataset
-                and r['inicio'] <= visto['visto_em']]
+        casa = [r for r in rajadas if r['dataset'] == dataset and r['inicio'] <= visto['visto_em']]
         if casa:
             justificados[dataset] = visto['marca']
         else:
@@ -165,24 +174,39 @@ def justificar_entregas(entregues, rajadas):
 # Comparar
 # ---------------------------------------------------------------------------
 
+
 class Contexto:
     """O que a carga sabe e que classifica uma ausência (nunca a esconde)."""
 
-    def __init__(self, *, fim, folga, intervalo, rajadas=(), entregues=None,
-                 alem_da_folga=(), apagados=None, movidos=None, venenosos=(),
-                 na_quarentena=(), futuros=(), do_relogio=(), fora_do_ao_vivo=()):
-        self.fim = fim                            # relogio do BANCO ao fim da carga
+    def __init__(
+        self,
+        *,
+        fim,
+        folga,
+        intervalo,
+        rajadas=(),
+        entregues=None,
+        alem_da_folga=(),
+        apagados=None,
+        movidos=None,
+        venenosos=(),
+        na_quarentena=(),
+        futuros=(),
+        do_relogio=(),
+        fora_do_ao_vivo=(),
+    ):
+        self.fim = fim  # relogio do BANCO ao fim da carga
         self.folga = folga
         self.intervalo = intervalo
-        self.rajadas = list(rajadas)              # [{'dataset', 'ids', 'desde', 'ate'}]
+        self.rajadas = list(rajadas)  # [{'dataset', 'ids', 'desde', 'ate'}]
         # {dataset: marca quando foi entregue} -- SO os justificados por uma
         # rajada da tortura (justificar_entregas).
         self.entregues = dict(entregues or {})
         self.alem_da_folga = {(d, i) for d, i, *_ in alem_da_folga}
         self.apagados = apagados or {}
-        self.movidos = movidos or {}              # {dataset: {ident: {empresa de onde saiu}}}
+        self.movidos = movidos or {}  # {dataset: {ident: {empresa de onde saiu}}}
         self.venenosos = {(d, i) for d, i, *_ in venenosos}
-        self.na_quarentena = set(na_quarentena)   # {(dataset, escopo, ident)}
+        self.na_quarentena = set(na_quarentena)  # {(dataset, escopo, ident)}
         self.futuros = {(d, i) for d, i, *_ in futuros}
         self.do_relogio = {(d, i) for d, i, *_ in do_relogio}
         # Os datasets que a estrategia nao acompanha (so na varredura): o que a
@@ -196,8 +220,11 @@ class Contexto:
         ident = chave_de(dataset, linha)
         carimbo = linha.get('ALTERADO_EM')
         if (dataset, ident) in self.venenosos:
-            return ('quarentena' if (dataset, str(escopo), ident) in self.na_quarentena
-                    else 'venenoso_sumiu')
+            return (
+                'quarentena'
+                if (dataset, str(escopo), ident) in self.na_quarentena
+                else 'venenoso_sumiu'
+            )
         if dataset in self.fora_do_ao_vivo:
             return 'fora_do_ao_vivo'
         if (dataset, ident) in self.alem_da_folga:
@@ -210,8 +237,11 @@ class Contexto:
             return 'relogio_ausente'
         for rajada in self.rajadas:
             # Linha da rajada (ou do carimbo em massa) que nao mudou depois dela.
-            if rajada['dataset'] == dataset and ident in rajada['ids'] \
-                    and rajada['desde'] <= carimbo <= rajada['ate']:
+            if (
+                rajada['dataset'] == dataset
+                and ident in rajada['ids']
+                and rajada['desde'] <= carimbo <= rajada['ate']
+            ):
                 return rajada.get('tipo', 'rajada')
         # Dataset que o ouvinte entregou a varredura por causa de uma rajada da
         # tortura, com a marca daquele momento: o que mudou depois de marca - folga
@@ -266,7 +296,7 @@ def comparar(esperado, obtido, contexto=None):
                 sig = assinatura(dataset, linha)
                 if contexto is not None and (dataset, ident) in contexto.venenosos:
                     # O envenenado nao pode estar no Contextia em versao nenhuma.
-                    if (indice.get(ident) if com_chave else None):
+                    if indice.get(ident) if com_chave else None:
                         anotar('venenoso_no_contextia', escopo, dataset, 'chave %s' % ident)
                         continue
                 if com_chave:
@@ -285,8 +315,12 @@ def comparar(esperado, obtido, contexto=None):
                     anotar('divergente', escopo, dataset, '%s %s' % (falta, ident))
                 else:
                     classe = contexto.classificar_ausencia(dataset, linha, escopo)
-                    anotar(classe, escopo, dataset, '%s %s (alterado em %s)'
-                           % (falta, ident, linha.get('ALTERADO_EM')))
+                    anotar(
+                        classe,
+                        escopo,
+                        dataset,
+                        '%s %s (alterado em %s)' % (falta, ident, linha.get('ALTERADO_EM')),
+                    )
 
             # Sobras: o que o Contextia tem e a origem nao.
             if com_chave:
@@ -312,13 +346,17 @@ def comparar(esperado, obtido, contexto=None):
                 else:
                     anotar('fantasma', escopo, dataset, ident)
 
-    return {'classes': dict(classes), 'exemplos': dict(exemplos),
-            'por_dataset': {d: dict(c) for d, c in por_dataset.items()}}
+    return {
+        'classes': dict(classes),
+        'exemplos': dict(exemplos),
+        'por_dataset': {d: dict(c) for d, c in por_dataset.items()},
+    }
 
 
 # ---------------------------------------------------------------------------
 # Latencia: do commit na origem ate o registro aparecer no Contextia
 # ---------------------------------------------------------------------------
+
 
 class Amostrador:
     """
@@ -332,13 +370,13 @@ class Amostrador:
         self.contextia = contextia
         self.chave = chave
         self.escopo = str(escopo)
-        self.mudancas = mudancas          # lista compartilhada com a carga
+        self.mudancas = mudancas  # lista compartilhada com a carga
         self.trava = trava
         self.periodo = periodo
         self.latencias = []
         self.lidas = 0
         self.erros = 0
-        self._proxima = 0                 # indice da proxima mudanca ainda nao vista
+        self._proxima = 0  # indice da proxima mudanca ainda nao vista
         self._pendentes = []
         self._parar = threading.Event()
         self._thread = None
@@ -348,7 +386,7 @@ class Amostrador:
 
     def uma_leitura(self):
         with self.trava:
-            novas = self.mudancas[self._proxima:]
+            novas = self.mudancas[self._proxima :]
             self._proxima = len(self.mudancas)
         for dataset, ident, empresa, carimbo, commit in novas:
             if self._relevante(dataset, empresa):
@@ -378,7 +416,7 @@ class Amostrador:
         while not self._parar.wait(self.periodo):
             try:
                 self.uma_leitura()
-            except Exception:                         # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 self.erros += 1
 
     def iniciar(self):
@@ -450,19 +488,18 @@ class VigiaDeRemocoes:
     apagou e reinseriu) ou None (a remoção viva, que reprova).
     """
 
-    def __init__(self, contextia, motor, proteger, chaves, escopos, classificar, *,
-                 periodo=3.0):
+    def __init__(self, contextia, motor, proteger, chaves, escopos, classificar, *, periodo=3.0):
         self.contextia = contextia
         self.motor = motor
-        self.proteger = proteger          # proteger(conexao): fora do matador de conexões
-        self.chaves = chaves              # chaves() -> {escopo: api_key}
-        self.escopos = escopos            # escopos() -> [escopo]: as que a regra aceita
+        self.proteger = proteger  # proteger(conexao): fora do matador de conexões
+        self.chaves = chaves  # chaves() -> {escopo: api_key}
+        self.escopos = escopos  # escopos() -> [escopo]: as que a regra aceita
         self.classificar = classificar
         self.periodo = periodo
         self.voltas = 0
         self.voltas_com_erro = 0
         self.nao_confirmadas = 0
-        self.removidas_vivas = []         # (escopo, dataset, chave)
+        self.removidas_vivas = []  # (escopo, dataset, chave)
         self.desculpadas = collections.Counter()
         self.exemplos_desculpados = []
         self._conexao = None
@@ -480,17 +517,18 @@ class VigiaDeRemocoes:
         except Exception:
             try:
                 self._conexao.close()
-            except Exception:                         # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 pass
             self._conexao = None
             raise
 
     def _ler_contextia(self, chave, dataset):
         from tortura_contextia import ErroHttp
+
         try:
             return {chave_de(dataset, r) for r in self.contextia.registros(chave, dataset)}
         except ErroHttp as erro:
-            if erro.status == 404:                    # dataset ainda não criado
+            if erro.status == 404:  # dataset ainda não criado
                 return set()
             raise
 
@@ -498,8 +536,7 @@ class VigiaDeRemocoes:
         chaves = self.chaves()
         escopos = [e for e in self.escopos() if e in chaves]
         antes = self._ler_origem(escopos)
-        no_contextia = {(e, d): self._ler_contextia(chaves[e], d)
-                        for e in escopos for d in COM_KEY}
+        no_contextia = {(e, d): self._ler_contextia(chaves[e], d) for e in escopos for d in COM_KEY}
         depois = self._ler_origem(escopos)
         return chaves, {k: antes[k] & depois[k] for k in no_contextia}, no_contextia
 
@@ -508,7 +545,7 @@ class VigiaDeRemocoes:
         while not self._parar.wait(self.periodo):
             try:
                 chaves, na_origem, no_contextia = self._uma_volta()
-            except Exception:                         # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 self.voltas_com_erro += 1
                 anterior = None
                 continue
@@ -518,8 +555,7 @@ class VigiaDeRemocoes:
                 for alvo, agora in no_contextia.items():
                     if alvo not in contextia_antes:
                         continue
-                    sumiram = (contextia_antes[alvo] - agora) & origem_antes[alvo] \
-                        & na_origem[alvo]
+                    sumiram = (contextia_antes[alvo] - agora) & origem_antes[alvo] & na_origem[alvo]
                     if sumiram:
                         self._acusar(chaves, alvo, sumiram)
             anterior = (na_origem, no_contextia)
@@ -528,7 +564,7 @@ class VigiaDeRemocoes:
         escopo, dataset = alvo
         try:
             voltou = self._ler_contextia(chaves[escopo], dataset)
-        except Exception:                             # noqa: BLE001
+        except Exception:  # noqa: BLE001
             voltou = set()
         for chave in sorted(sumiram):
             if chave in voltou:
@@ -540,8 +576,9 @@ class VigiaDeRemocoes:
             if desculpa:
                 self.desculpadas[desculpa] += 1
                 if len(self.exemplos_desculpados) < 8:
-                    self.exemplos_desculpados.append('%s: empresa %s, %s %s'
-                                                     % (desculpa, escopo, dataset, chave))
+                    self.exemplos_desculpados.append(
+                        '%s: empresa %s, %s %s' % (desculpa, escopo, dataset, chave)
+                    )
             else:
                 self.removidas_vivas.append((escopo, dataset, chave))
 
@@ -556,6 +593,6 @@ class VigiaDeRemocoes:
         if self._conexao is not None:
             try:
                 self._conexao.close()
-            except Exception:                         # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 pass
             self._conexao = None

@@ -17,8 +17,16 @@ from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from contextia_local import (rotas_chaves, rotas_falhas, rotas_grupos, rotas_intake,
-                             rotas_leitura, rotas_projetos, rotas_publicas, rotas_webhooks)
+from contextia_local import (
+    rotas_chaves,
+    rotas_falhas,
+    rotas_grupos,
+    rotas_intake,
+    rotas_leitura,
+    rotas_projetos,
+    rotas_publicas,
+    rotas_webhooks,
+)
 from contextia_local.armazenamento import ErroRegra
 from contextia_local.compressao import MiddlewareDeCompressao
 from contextia_local.configuracao import CAMINHO_INTAKE, VERSAO_API, Configuracao
@@ -27,14 +35,14 @@ from contextia_local.falhas import MiddlewareDeFalhas
 from contextia_local.modelos import erros_do_envelope
 
 ROTEADORES: tuple[APIRouter, ...] = (
-    rotas_publicas.roteador,    # /saude, /api/v1/capacidades
-    rotas_intake.roteador,      # o lote, o complete, o quem_sou
-    rotas_leitura.roteador,     # /api/v1/datasets...
-    rotas_projetos.roteador,    # admin
+    rotas_publicas.roteador,  # /saude, /api/v1/capacidades
+    rotas_intake.roteador,  # o lote, o complete, o quem_sou
+    rotas_leitura.roteador,  # /api/v1/datasets...
+    rotas_projetos.roteador,  # admin
     rotas_chaves.roteador,
     rotas_grupos.roteador,
     rotas_webhooks.roteador,
-    rotas_falhas.roteador,      # admin, só com --falhas
+    rotas_falhas.roteador,  # admin, só com --falhas
 )
 """Os recursos da API, na ordem em que o app os casa com o caminho."""
 
@@ -45,7 +53,8 @@ def criar_app(config: Configuracao) -> FastAPI:
         title='Contextia local',
         version=VERSAO_API,
         description='Servidor local que honra o contrato do intake do Contextia'
-                    ' (docs/contrato-intake.md). Para testes, demo e ensaio.')
+        ' (docs/contrato-intake.md). Para testes, demo e ensaio.',
+    )
     app.state.servidor = servidor
     # Antes das falhas: a falha injetada (a mais de fora) ve o pedido primeiro.
     app.add_middleware(MiddlewareDeCompressao, max_bytes=config.max_bytes_lote)
@@ -62,15 +71,18 @@ async def _erro_validacao(request: Request, erro: RequestValidationError) -> Res
     # O envelope recusado do intake diz os erros de todos os campos, os dos
     # registros inclusive, como a validação registro a registro dizia.
     if request.url.path == CAMINHO_INTAKE and isinstance(erro.body, dict):
-        return JSONResponse(status_code=422, content={
-            'detail': jsonable_encoder(erros_do_envelope(erro.body))})
+        return JSONResponse(
+            status_code=422, content={'detail': jsonable_encoder(erros_do_envelope(erro.body))}
+        )
     return await request_validation_exception_handler(request, erro)
 
 
-def _erro_regra(request: Request, erro: ErroRegra) -> JSONResponse:    # noqa: ARG001
-    return JSONResponse(status_code=erro.status,
-                        content={'detail': erro.mensagem, 'erro': erro.codigo},
-                        headers={'Connection': 'close'} if erro.fechar_conexao else None)
+def _erro_regra(request: Request, erro: ErroRegra) -> JSONResponse:  # noqa: ARG001
+    return JSONResponse(
+        status_code=erro.status,
+        content={'detail': erro.mensagem, 'erro': erro.codigo},
+        headers={'Connection': 'close'} if erro.fechar_conexao else None,
+    )
 
 
 def openapi_json() -> str:

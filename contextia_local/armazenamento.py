@@ -163,8 +163,9 @@ def agora() -> str:
 
 def canonico(objeto: Any) -> str:
     """Mesmo texto de contextia_sync.serializacao.json_canonico (o contrato do hash)."""
-    return json.dumps(objeto, sort_keys=True, separators=(',', ':'),
-                      ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        objeto, sort_keys=True, separators=(',', ':'), ensure_ascii=False, allow_nan=False
+    )
 
 
 # Os tipos que o orjson escreve byte a byte como o `canonico` (conferido em
@@ -203,10 +204,12 @@ class Banco:
         self._lock = threading.RLock()
         # A trava de escrita entre processos (flock num arquivo ao lado do banco;
         # não no próprio banco, cujas travas são do SQLite).
-        self._trava = os.open(self.caminho + SUFIXO_DA_TRAVA,
-                              os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        self._con = sqlite3.connect(self.caminho, check_same_thread=False,
-                                    isolation_level=None, timeout=ESPERA_DA_TRAVA)
+        self._trava = os.open(
+            self.caminho + SUFIXO_DA_TRAVA, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+        )
+        self._con = sqlite3.connect(
+            self.caminho, check_same_thread=False, isolation_level=None, timeout=ESPERA_DA_TRAVA
+        )
         self._con.row_factory = sqlite3.Row
         # Só vale no banco novo (antes do WAL e da primeira tabela); o existente
         # fica com a página que tem. Com 16 KiB o COMMIT escreve no WAL um quarto
@@ -223,16 +226,19 @@ class Banco:
         # sobrevive a um SIGKILL.
         self._con.execute('PRAGMA cache_size=-65536')
         pagina = self._con.execute('PRAGMA page_size').fetchone()[0]
-        self._con.execute('PRAGMA wal_autocheckpoint=%d' % max(1, BYTES_ATE_O_CHECKPOINT
-                                                               // pagina))
+        self._con.execute('PRAGMA wal_autocheckpoint=%d' % max(1, BYTES_ATE_O_CHECKPOINT // pagina))
         # executescript faz COMMIT implicito; roda fora de transacao explicita.
         with self._lock:
             self._con.executescript(ESQUEMA)
         # Aberta depois do esquema e do WAL (que fica gravado no arquivo).
         self._lock_chaves = threading.Lock()
-        self._con_chaves = sqlite3.connect('file:%s?mode=ro' % self.caminho, uri=True,
-                                           check_same_thread=False, isolation_level=None,
-                                           timeout=ESPERA_DA_TRAVA)
+        self._con_chaves = sqlite3.connect(
+            'file:%s?mode=ro' % self.caminho,
+            uri=True,
+            check_same_thread=False,
+            isolation_level=None,
+            timeout=ESPERA_DA_TRAVA,
+        )
         self._con_chaves.row_factory = sqlite3.Row
         # A espera da trava do SQLite que a conexão tem agora (o busy_timeout):
         # trocada só quando muda, e não duas vezes a cada lote do laço de eventos.
@@ -309,15 +315,18 @@ class Banco:
     # ----------------------------------------------------------------- projetos
     def criar_projeto(self, external_id: str, nome: str | None) -> dict[str, Any]:
         with self.transacao() as con:
-            linha = con.execute('SELECT * FROM projetos WHERE external_id = ?',
-                                (external_id,)).fetchone()
+            linha = con.execute(
+                'SELECT * FROM projetos WHERE external_id = ?', (external_id,)
+            ).fetchone()
             if linha is not None:
                 return dict(_projeto(linha), criado=False)
             cursor = con.execute(
                 'INSERT INTO projetos (external_id, nome, criado_em) VALUES (?, ?, ?)',
-                (external_id, nome or external_id, agora()))
-            linha = con.execute('SELECT * FROM projetos WHERE id = ?',
-                                (cursor.lastrowid,)).fetchone()
+                (external_id, nome or external_id, agora()),
+            )
+            linha = con.execute(
+                'SELECT * FROM projetos WHERE id = ?', (cursor.lastrowid,)
+            ).fetchone()
             return dict(_projeto(linha), criado=True)
 
     def buscar_projetos(self, external_id: str | None = None) -> list[dict[str, Any]]:
@@ -325,18 +334,20 @@ class Banco:
             if external_id is None:
                 linhas = con.execute('SELECT * FROM projetos ORDER BY id').fetchall()
             else:
-                linhas = con.execute('SELECT * FROM projetos WHERE external_id = ?',
-                                     (external_id,)).fetchall()
+                linhas = con.execute(
+                    'SELECT * FROM projetos WHERE external_id = ?', (external_id,)
+                ).fetchall()
             return [_projeto(linha) for linha in linhas]
 
     def projeto(self, projeto_id: int) -> dict[str, Any]:
         with self.leitura() as con:
-            linha = con.execute('SELECT * FROM projetos WHERE id = ?',
-                                (projeto_id,)).fetchone()
+            linha = con.execute('SELECT * FROM projetos WHERE id = ?', (projeto_id,)).fetchone()
         if linha is None:
-            raise ErroRegra(404, 'projeto_inexistente',
-                            'projeto %s não existe. Crie-o antes (POST'
-                            ' /api/v1/admin/projetos).' % projeto_id)
+            raise ErroRegra(
+                404,
+                'projeto_inexistente',
+                'projeto %s não existe. Crie-o antes (POST /api/v1/admin/projetos).' % projeto_id,
+            )
         return _projeto(linha)
 
     # ------------------------------------------------------------------- chaves
@@ -345,25 +356,37 @@ class Banco:
         chave = 'ctx_' + secrets.token_urlsafe(32)
         key_id = 'key_' + secrets.token_hex(6)
         with self.transacao() as con:
-            con.execute('INSERT INTO chaves (key_id, projeto_id, hash, prefixo, criada_em)'
-                        ' VALUES (?, ?, ?, ?, ?)',
-                        (key_id, projeto_id, hash_chave(chave), chave[:8], agora()))
+            con.execute(
+                'INSERT INTO chaves (key_id, projeto_id, hash, prefixo, criada_em)'
+                ' VALUES (?, ?, ?, ?, ?)',
+                (key_id, projeto_id, hash_chave(chave), chave[:8], agora()),
+            )
         # A unica vez que a chave existe em claro: o banco so guarda o hash.
         return {'key_id': key_id, 'key': chave, 'project_id': projeto_id}
 
     def listar_chaves(self, projeto_id: int) -> list[dict[str, Any]]:
         self.projeto(projeto_id)
         with self.leitura() as con:
-            linhas = con.execute('SELECT * FROM chaves WHERE projeto_id = ? ORDER BY criada_em,'
-                                 ' key_id', (projeto_id,)).fetchall()
-        return [{'key_id': linha['key_id'], 'prefixo': linha['prefixo'],
-                 'criada_em': linha['criada_em'], 'revogada': linha['revogada_em'] is not None}
-                for linha in linhas]
+            linhas = con.execute(
+                'SELECT * FROM chaves WHERE projeto_id = ? ORDER BY criada_em, key_id',
+                (projeto_id,),
+            ).fetchall()
+        return [
+            {
+                'key_id': linha['key_id'],
+                'prefixo': linha['prefixo'],
+                'criada_em': linha['criada_em'],
+                'revogada': linha['revogada_em'] is not None,
+            }
+            for linha in linhas
+        ]
 
     def revogar_chave(self, key_id: str) -> dict[str, Any]:
         with self.transacao() as con:
-            cursor = con.execute('UPDATE chaves SET revogada_em = COALESCE(revogada_em, ?)'
-                                 ' WHERE key_id = ?', (agora(), key_id))
+            cursor = con.execute(
+                'UPDATE chaves SET revogada_em = COALESCE(revogada_em, ?) WHERE key_id = ?',
+                (agora(), key_id),
+            )
             if cursor.rowcount == 0:
                 raise ErroRegra(404, 'chave_inexistente', 'chave %s não existe.' % key_id)
         return {'key_id': key_id, 'revogada': True}
@@ -377,7 +400,9 @@ class Banco:
             # fetchall: a leitura termina aqui (fetchone deixaria o instantâneo aberto).
             linhas = self._con_chaves.execute(
                 'SELECT p.* FROM chaves c JOIN projetos p ON p.id = c.projeto_id'
-                ' WHERE c.hash = ? AND c.revogada_em IS NULL', (hash_chave(chave),)).fetchall()
+                ' WHERE c.hash = ? AND c.revogada_em IS NULL',
+                (hash_chave(chave),),
+            ).fetchall()
         return _projeto(linhas[0]) if linhas else None
 
     # ------------------------------------------------------------------- grupos
@@ -392,49 +417,73 @@ class Banco:
     def listar_grupos(self) -> list[dict[str, Any]]:
         with self.leitura() as con:
             grupos = con.execute('SELECT * FROM grupos ORDER BY slug').fetchall()
-            membros = con.execute('SELECT slug, projeto_id FROM grupo_projetos'
-                                  ' ORDER BY projeto_id').fetchall()
+            membros = con.execute(
+                'SELECT slug, projeto_id FROM grupo_projetos ORDER BY projeto_id'
+            ).fetchall()
         saida = []
         for g in grupos:
-            saida.append({'slug': g['slug'], 'name': g['nome'],
-                          'projetos': [m['projeto_id'] for m in membros
-                                       if m['slug'] == g['slug']]})
+            saida.append(
+                {
+                    'slug': g['slug'],
+                    'name': g['nome'],
+                    'projetos': [m['projeto_id'] for m in membros if m['slug'] == g['slug']],
+                }
+            )
         return saida
 
     def incluir_no_grupo(self, slug: str, projeto_id: int) -> dict[str, Any]:
         self.projeto(projeto_id)
         with self.transacao() as con:
             if con.execute('SELECT 1 FROM grupos WHERE slug = ?', (slug,)).fetchone() is None:
-                raise ErroRegra(404, 'grupo_inexistente',
-                                'grupo %r não existe. Crie-o antes (criar_grupo).' % slug)
-            con.execute('INSERT OR IGNORE INTO grupo_projetos (slug, projeto_id) VALUES (?, ?)',
-                        (slug, projeto_id))
+                raise ErroRegra(
+                    404,
+                    'grupo_inexistente',
+                    'grupo %r não existe. Crie-o antes (criar_grupo).' % slug,
+                )
+            con.execute(
+                'INSERT OR IGNORE INTO grupo_projetos (slug, projeto_id) VALUES (?, ?)',
+                (slug, projeto_id),
+            )
         return {'slug': slug, 'project_id': projeto_id}
 
     # ----------------------------------------------------------------- webhooks
-    def registrar_webhook(self, projeto_id: int, url: str, segredo: str | None,
-                          eventos: list[str]) -> dict[str, Any]:
+    def registrar_webhook(
+        self, projeto_id: int, url: str, segredo: str | None, eventos: list[str]
+    ) -> dict[str, Any]:
         self.projeto(projeto_id)
         webhook_id = 'wh_' + secrets.token_hex(6)
         segredo = segredo or 'whsec_' + secrets.token_urlsafe(24)
         with self.transacao() as con:
-            con.execute('INSERT INTO webhooks (id, projeto_id, url, segredo, eventos, criado_em)'
-                        ' VALUES (?, ?, ?, ?, ?, ?)',
-                        (webhook_id, projeto_id, url, segredo, json.dumps(eventos), agora()))
+            con.execute(
+                'INSERT INTO webhooks (id, projeto_id, url, segredo, eventos, criado_em)'
+                ' VALUES (?, ?, ?, ?, ?, ?)',
+                (webhook_id, projeto_id, url, segredo, json.dumps(eventos), agora()),
+            )
         return {'id': webhook_id, 'secret': segredo, 'url': url, 'eventos': eventos}
 
-    def listar_webhooks(self, projeto_id: int | None = None,
-                        webhook_id: str | None = None) -> list[dict[str, Any]]:
+    def listar_webhooks(
+        self, projeto_id: int | None = None, webhook_id: str | None = None
+    ) -> list[dict[str, Any]]:
         with self.leitura() as con:
             if webhook_id is not None:
-                linhas = con.execute('SELECT * FROM webhooks WHERE id = ?',
-                                     (webhook_id,)).fetchall()
+                linhas = con.execute(
+                    'SELECT * FROM webhooks WHERE id = ?', (webhook_id,)
+                ).fetchall()
             else:
-                linhas = con.execute('SELECT * FROM webhooks WHERE projeto_id = ? ORDER BY'
-                                     ' criado_em, id', (projeto_id,)).fetchall()
-        return [{'id': linha['id'], 'project_id': linha['projeto_id'], 'url': linha['url'],
-                 'eventos': json.loads(linha['eventos']), '_segredo': linha['segredo']}
-                for linha in linhas]
+                linhas = con.execute(
+                    'SELECT * FROM webhooks WHERE projeto_id = ? ORDER BY criado_em, id',
+                    (projeto_id,),
+                ).fetchall()
+        return [
+            {
+                'id': linha['id'],
+                'project_id': linha['projeto_id'],
+                'url': linha['url'],
+                'eventos': json.loads(linha['eventos']),
+                '_segredo': linha['segredo'],
+            }
+            for linha in linhas
+        ]
 
     # ------------------------------------------------------------------- intake
     def receber_lote(self, projeto_id: int, envelope: dict[str, Any]) -> dict[str, int]:
@@ -451,8 +500,10 @@ class Banco:
         que não depende do banco (fora da trava). ErroRegra: registro sem a key.
         `registros_simples`: a leitura do corpo já sabe que são (`corpo.py`).
         """
-        return Lote(envelope, *_preparar(envelope.get('records') or [], envelope.get('key'),
-                                         registros_simples))
+        return Lote(
+            envelope,
+            *_preparar(envelope.get('records') or [], envelope.get('key'), registros_simples),
+        )
 
     def gravar_lote(self, projeto_id: int, lote: Lote, esperar: bool = True) -> dict[str, int]:
         """
@@ -468,8 +519,13 @@ class Banco:
         remover = envelope.get('remove')
         idents = lote.idents
 
-        contagens = {'received': len(registros), 'inserted': 0, 'updated': 0,
-                     'duplicates': 0, 'removed': 0}
+        contagens = {
+            'received': len(registros),
+            'inserted': 0,
+            'updated': 0,
+            'duplicates': 0,
+            'removed': 0,
+        }
         with self.transacao(esperar) as con:
             # Depois da trava (que pode esperar): a hora cresce com o número do lote.
             recebido_em = agora()
@@ -477,52 +533,68 @@ class Banco:
             chave_guardada, tem_registros = con.execute(
                 'SELECT (SELECT chave FROM datasets WHERE projeto_id = ?1 AND nome = ?2),'
                 ' EXISTS (SELECT 1 FROM registros WHERE projeto_id = ?1 AND dataset = ?2)',
-                (projeto_id, dataset)).fetchone()
+                (projeto_id, dataset),
+            ).fetchone()
             vazio = not tem_registros
             # Trocar a key so numa carga completa (com sync): o `complete` dela
             # remove os registros guardados pela key antiga. Fora disso, misturar
             # as duas duplicaria cada registro.
             if registros and chave != chave_guardada and sync_id is None and not vazio:
                 raise ErroRegra(
-                    409, 'key_diferente',
+                    409,
+                    'key_diferente',
                     'o dataset %r guarda registros por key=%r e este lote veio com key=%r.'
                     ' Misturar as duas duplicaria registros. Se a key mudou de verdade,'
                     ' rode uma carga completa (sync + complete) com a nova: ela substitui'
                     ' os registros antigos. Senão, corrija a `key` no mapeamento.'
-                    % (dataset, chave_guardada, chave))
+                    % (dataset, chave_guardada, chave),
+                )
             # Lote so com `remove` (sem registros) usa a key que o dataset ja tem.
             chave_do_dataset = chave if registros else (chave or chave_guardada)
             if remover and chave_do_dataset is None:
-                raise ErroRegra(422, 'remove_sem_key',
-                                'remove: só existe para dataset com `key` (o servidor remove'
-                                ' pela chave). Envie o envelope com key.')
+                raise ErroRegra(
+                    422,
+                    'remove_sem_key',
+                    'remove: só existe para dataset com `key` (o servidor remove'
+                    ' pela chave). Envie o envelope com key.',
+                )
             versao = con.execute(
                 'INSERT INTO lotes (projeto_id, dataset, sync_id, parte, recebido_em)'
                 ' VALUES (?, ?, ?, ?, ?)',
-                (projeto_id, dataset, sync_id, sync['part'] if sync else None,
-                 recebido_em)).lastrowid
-            assert versao is not None              # INSERT numa tabela com rowid
+                (projeto_id, dataset, sync_id, sync['part'] if sync else None, recebido_em),
+            ).lastrowid
+            assert versao is not None  # INSERT numa tabela com rowid
             if sync_id is not None:
-                con.execute('INSERT OR IGNORE INTO syncs (projeto_id, dataset, sync_id,'
-                            ' primeiro_lote) VALUES (?, ?, ?, ?)',
-                            (projeto_id, dataset, sync_id, versao))
+                con.execute(
+                    'INSERT OR IGNORE INTO syncs (projeto_id, dataset, sync_id,'
+                    ' primeiro_lote) VALUES (?, ?, ?, ?)',
+                    (projeto_id, dataset, sync_id, versao),
+                )
             self._gravar_dataset(con, projeto_id, envelope, chave_do_dataset, recebido_em)
 
             distintos = set(idents)
             if len(distintos) == len(idents):
-                contagens.update(self._gravar_em_bloco(
-                    con, projeto_id, dataset, versao, sync_id, lote, vazio))
+                contagens.update(
+                    self._gravar_em_bloco(con, projeto_id, dataset, versao, sync_id, lote, vazio)
+                )
             else:
-                contagens.update(self._gravar_com_repetidos(
-                    con, projeto_id, dataset, versao, sync_id, lote,
-                    {} if vazio else _existentes(con, projeto_id, dataset, distintos)))
+                contagens.update(
+                    self._gravar_com_repetidos(
+                        con,
+                        projeto_id,
+                        dataset,
+                        versao,
+                        sync_id,
+                        lote,
+                        {} if vazio else _existentes(con, projeto_id, dataset, distintos),
+                    )
+                )
             if remover:
                 removidos = 0
                 for valor in remover:
                     removidos += con.execute(
-                        'DELETE FROM registros WHERE projeto_id = ? AND dataset = ?'
-                        ' AND ident = ?',
-                        (projeto_id, dataset, *_idents_da_key([valor]))
+                        'DELETE FROM registros WHERE projeto_id = ? AND dataset = ? AND ident = ?',
+                        (projeto_id, dataset, *_idents_da_key([valor])),
                     ).rowcount
                 contagens['removed'] = removidos
         return contagens
@@ -532,8 +604,15 @@ class Banco:
     # ja viu. Igual ou mudado: o corpo canônico comparado byte a byte (é ele que
     # é guardado).
     @staticmethod
-    def _gravar_em_bloco(con: sqlite3.Connection, projeto_id: int, dataset: str, versao: int,
-                         sync_id: str | None, lote: Lote, vazio: bool) -> dict[str, int]:
+    def _gravar_em_bloco(
+        con: sqlite3.Connection,
+        projeto_id: int,
+        dataset: str,
+        versao: int,
+        sync_id: str | None,
+        lote: Lote,
+        vazio: bool,
+    ) -> dict[str, int]:
         """
         O lote sem key repetida. Na carga nova, um INSERT de muitas linhas por vez
         que pula o que já existe (ON CONFLICT DO NOTHING); só se algum já existia,
@@ -550,12 +629,18 @@ class Banco:
             posicoes = _posicoes(idents)
             existentes = _existentes(con, projeto_id, dataset, posicoes)
             novos = [posicao for posicao, ident in enumerate(idents) if ident not in existentes]
-            inseridos = _inserir(con, constantes, [idents[p] for p in novos],
-                                 [lote.hashes[p] for p in novos] if lote.hashes else None,
-                                 [corpos[p] for p in novos], pular_existentes=True)
+            inseridos = _inserir(
+                con,
+                constantes,
+                [idents[p] for p in novos],
+                [lote.hashes[p] for p in novos] if lote.hashes else None,
+                [corpos[p] for p in novos],
+                pular_existentes=True,
+            )
         else:
-            inseridos = _inserir(con, constantes, idents, lote.hashes, corpos,
-                                 pular_existentes=not vazio)
+            inseridos = _inserir(
+                con, constantes, idents, lote.hashes, corpos, pular_existentes=not vazio
+            )
             if inseridos == len(idents):
                 return {'inserted': inseridos, 'updated': 0, 'duplicates': 0}
             posicoes = _posicoes(idents)
@@ -567,28 +652,47 @@ class Banco:
             if guardado == corpos[posicao]:
                 tocar.append(rowid)
             else:
-                atualizar.append((lote.hashes[posicao] if lote.hashes else '',
-                                  corpos[posicao], versao, sync_id, rowid))
+                atualizar.append(
+                    (
+                        lote.hashes[posicao] if lote.hashes else '',
+                        corpos[posicao],
+                        versao,
+                        sync_id,
+                        rowid,
+                    )
+                )
         for inicio in range(0, len(tocar), _IDS_POR_COMANDO):
-            parte_ids = tocar[inicio:inicio + _IDS_POR_COMANDO]
-            con.execute('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
-                        ' WHERE id IN (%s)' % ','.join('?' * len(parte_ids)),
-                        [versao, sync_id, *parte_ids])
-        con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
-                        ' ultimo_sync = COALESCE(?, ultimo_sync) WHERE id = ?', atualizar)
+            parte_ids = tocar[inicio : inicio + _IDS_POR_COMANDO]
+            con.execute(
+                'UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?, ultimo_sync)'
+                ' WHERE id IN (%s)' % ','.join('?' * len(parte_ids)),
+                [versao, sync_id, *parte_ids],
+            )
+        con.executemany(
+            'UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
+            ' ultimo_sync = COALESCE(?, ultimo_sync) WHERE id = ?',
+            atualizar,
+        )
         return {'inserted': inseridos, 'updated': len(atualizar), 'duplicates': len(tocar)}
 
     @staticmethod
-    def _gravar_com_repetidos(con: sqlite3.Connection, projeto_id: int, dataset: str,
-                              versao: int, sync_id: str | None, lote: Lote,
-                              existentes: dict[str, tuple[bytes, int]]) -> dict[str, int]:
+    def _gravar_com_repetidos(
+        con: sqlite3.Connection,
+        projeto_id: int,
+        dataset: str,
+        versao: int,
+        sync_id: str | None,
+        lote: Lote,
+        existentes: dict[str, tuple[bytes, int]],
+    ) -> dict[str, int]:
         """
         O lote com a mesma key mais de uma vez: registro a registro, na ordem --
         a primeira vez conta contra o guardado, as seguintes contra a anterior
         do próprio lote (e vão para os UPDATE, que rodam depois do INSERT).
         """
-        vistos: dict[str, bytes | bytearray] = {ident: anterior[0]
-                                                for ident, anterior in existentes.items()}
+        vistos: dict[str, bytes | bytearray] = {
+            ident: anterior[0] for ident, anterior in existentes.items()
+        }
         inserir, atualizar, tocar = [], [], []
         hashes = lote.hashes or [''] * len(lote.corpos)
         for ident, hash_corpo, corpo in zip(lote.idents, hashes, lote.corpos, strict=True):
@@ -598,21 +702,34 @@ class Banco:
             elif anterior == corpo:
                 tocar.append((versao, sync_id, projeto_id, dataset, ident))
             else:
-                atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset,
-                                  ident))
+                atualizar.append((hash_corpo, corpo, versao, sync_id, projeto_id, dataset, ident))
             vistos[ident] = corpo
-        con.executemany('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
-                        ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)', inserir)
-        con.executemany('UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
-                        ' ultimo_sync = COALESCE(?, ultimo_sync)'
-                        ' WHERE projeto_id = ? AND dataset = ? AND ident = ?', atualizar)
-        con.executemany('UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?,'
-                        ' ultimo_sync) WHERE projeto_id = ? AND dataset = ? AND ident = ?',
-                        tocar)
+        con.executemany(
+            'INSERT INTO registros (projeto_id, dataset, ident, hash, corpo,'
+            ' versao, ultimo_sync) VALUES (?, ?, ?, ?, ?, ?, ?)',
+            inserir,
+        )
+        con.executemany(
+            'UPDATE registros SET hash = ?, corpo = ?, versao = ?,'
+            ' ultimo_sync = COALESCE(?, ultimo_sync)'
+            ' WHERE projeto_id = ? AND dataset = ? AND ident = ?',
+            atualizar,
+        )
+        con.executemany(
+            'UPDATE registros SET versao = ?, ultimo_sync = COALESCE(?,'
+            ' ultimo_sync) WHERE projeto_id = ? AND dataset = ? AND ident = ?',
+            tocar,
+        )
         return {'inserted': len(inserir), 'updated': len(atualizar), 'duplicates': len(tocar)}
 
-    def _gravar_dataset(self, con: sqlite3.Connection, projeto_id: int,
-                        envelope: dict[str, Any], chave: str | None, quando: str) -> None:
+    def _gravar_dataset(
+        self,
+        con: sqlite3.Connection,
+        projeto_id: int,
+        envelope: dict[str, Any],
+        chave: str | None,
+        quando: str,
+    ) -> None:
         campos = envelope.get('fields')
         con.execute(
             'INSERT INTO datasets (projeto_id, nome, chave, descricao, campos, grupo,'
@@ -621,49 +738,72 @@ class Banco:
             ' descricao = COALESCE(excluded.descricao, descricao),'
             ' campos = COALESCE(excluded.campos, campos),'
             ' grupo = COALESCE(excluded.grupo, grupo), atualizado_em = excluded.atualizado_em',
-            (projeto_id, envelope['dataset'], chave, envelope.get('description'),
-             json.dumps(campos, ensure_ascii=False) if campos is not None else None,
-             envelope.get('group'), quando))
+            (
+                projeto_id,
+                envelope['dataset'],
+                chave,
+                envelope.get('description'),
+                json.dumps(campos, ensure_ascii=False) if campos is not None else None,
+                envelope.get('group'),
+                quando,
+            ),
+        )
 
-    def completar(self, projeto_id: int, dataset: str, sync_id: str,
-                  max_remocao: float | None) -> dict[str, Any]:
+    def completar(
+        self, projeto_id: int, dataset: str, sync_id: str, max_remocao: float | None
+    ) -> dict[str, Any]:
         """
         Fecha a carga: remove do dataset o que o sync não viu. Recusa (e não
         remove nada) se isso passar de `max_remocao` (fração do dataset).
         """
         with self.transacao() as con:
-            sync = con.execute('SELECT * FROM syncs WHERE projeto_id = ? AND dataset = ?'
-                               ' AND sync_id = ?', (projeto_id, dataset, sync_id)).fetchone()
+            sync = con.execute(
+                'SELECT * FROM syncs WHERE projeto_id = ? AND dataset = ? AND sync_id = ?',
+                (projeto_id, dataset, sync_id),
+            ).fetchone()
             if sync is None:
                 raise ErroRegra(
-                    409, 'sync_desconhecido',
+                    409,
+                    'sync_desconhecido',
                     'o sync %r nunca entregou um lote ao dataset %r deste projeto. Completar'
                     ' um sync que não chegou apagaria o dataset inteiro; envie os lotes'
-                    ' com este sync antes (mesmo vazio) e complete depois.'
-                    % (sync_id, dataset))
-            total = con.execute('SELECT COUNT(*) FROM registros WHERE projeto_id = ? AND'
-                                ' dataset = ?', (projeto_id, dataset)).fetchone()[0]
+                    ' com este sync antes (mesmo vazio) e complete depois.' % (sync_id, dataset),
+                )
+            total = con.execute(
+                'SELECT COUNT(*) FROM registros WHERE projeto_id = ? AND dataset = ?',
+                (projeto_id, dataset),
+            ).fetchone()[0]
             # So sai o que o sync nao viu E que nao foi tocado depois que ele
             # comecou: um envio incremental durante a carga traz linha viva.
-            filtro = (' FROM registros WHERE projeto_id = ? AND dataset = ?'
-                      ' AND (ultimo_sync IS NULL OR ultimo_sync <> ?) AND versao < ?')
+            filtro = (
+                ' FROM registros WHERE projeto_id = ? AND dataset = ?'
+                ' AND (ultimo_sync IS NULL OR ultimo_sync <> ?) AND versao < ?'
+            )
             parametros = (projeto_id, dataset, sync_id, sync['primeiro_lote'])
             a_remover = con.execute('SELECT COUNT(*)' + filtro, parametros).fetchone()[0]
             if max_remocao is not None and total and a_remover / total > max_remocao:
                 raise ErroRegra(
-                    409, 'remocao_acima_do_teto',
+                    409,
+                    'remocao_acima_do_teto',
                     'complete recusado: removeria %d de %d registros do dataset %r (%.1f%%),'
                     ' acima do teto de %.1f%%. Nada foi removido. Se a origem realmente'
                     ' perdeu esses registros, repita com um teto maior (--max-remocao);'
                     ' senão, confira a carga (filtro, escopo, view vazia).'
-                    % (a_remover, total, dataset, 100.0 * a_remover / total,
-                       100.0 * max_remocao))
+                    % (a_remover, total, dataset, 100.0 * a_remover / total, 100.0 * max_remocao),
+                )
             removidos = con.execute('DELETE' + filtro, parametros).rowcount
-            con.execute('UPDATE syncs SET completado_em = ?, removidos = COALESCE(removidos, 0)'
-                        ' + ? WHERE projeto_id = ? AND dataset = ? AND sync_id = ?',
-                        (agora(), removidos, projeto_id, dataset, sync_id))
-        return {'dataset': dataset, 'sync': sync_id, 'removed': removidos,
-                'records_before': total, 'records': total - removidos}
+            con.execute(
+                'UPDATE syncs SET completado_em = ?, removidos = COALESCE(removidos, 0)'
+                ' + ? WHERE projeto_id = ? AND dataset = ? AND sync_id = ?',
+                (agora(), removidos, projeto_id, dataset, sync_id),
+            )
+        return {
+            'dataset': dataset,
+            'sync': sync_id,
+            'removed': removidos,
+            'records_before': total,
+            'records': total - removidos,
+        }
 
     # ------------------------------------------------------------------ leitura
     def listar_datasets(self, projeto_id: int) -> list[dict[str, Any]]:
@@ -671,19 +811,31 @@ class Banco:
             linhas = con.execute(
                 'SELECT d.*, (SELECT COUNT(*) FROM registros r WHERE r.projeto_id ='
                 ' d.projeto_id AND r.dataset = d.nome) AS total FROM datasets d'
-                ' WHERE d.projeto_id = ? ORDER BY d.nome', (projeto_id,)).fetchall()
-        return [{'dataset': linha['nome'], 'records': linha['total'], 'key': linha['chave'],
-                 'description': linha['descricao'],
-                 'fields': json.loads(linha['campos']) if linha['campos'] else None,
-                 'group': linha['grupo'], 'updated_at': linha['atualizado_em']}
-                for linha in linhas]
+                ' WHERE d.projeto_id = ? ORDER BY d.nome',
+                (projeto_id,),
+            ).fetchall()
+        return [
+            {
+                'dataset': linha['nome'],
+                'records': linha['total'],
+                'key': linha['chave'],
+                'description': linha['descricao'],
+                'fields': json.loads(linha['campos']) if linha['campos'] else None,
+                'group': linha['grupo'],
+                'updated_at': linha['atualizado_em'],
+            }
+            for linha in linhas
+        ]
 
-    def pagina_de_registros(self, projeto_id: int, dataset: str, apos: int,
-                            limite: int) -> dict[str, Any]:
+    def pagina_de_registros(
+        self, projeto_id: int, dataset: str, apos: int, limite: int
+    ) -> dict[str, Any]:
         with self.leitura() as con:
-            linhas = con.execute('SELECT id, corpo FROM registros WHERE projeto_id = ? AND'
-                                 ' dataset = ? AND id > ? ORDER BY id LIMIT ?',
-                                 (projeto_id, dataset, apos, limite)).fetchall()
+            linhas = con.execute(
+                'SELECT id, corpo FROM registros WHERE projeto_id = ? AND'
+                ' dataset = ? AND id > ? ORDER BY id LIMIT ?',
+                (projeto_id, dataset, apos, limite),
+            ).fetchall()
         proximo = linhas[-1]['id'] if len(linhas) == limite else None
         # O corpo e TEXT nos registros antigos e os bytes UTF-8 do JSON nos novos
         # (gravados como saem do orjson, sem decodificar e recodificar).
@@ -706,24 +858,34 @@ _CONSTANTES = 4
 def _sql_inserir(linhas: int, com_hash: bool, pular_existentes: bool) -> str:
     por_linha = 3 if com_hash else 2
     modelo = '(?1,?2,?%d,?%d,?%d,?3,?4)' if com_hash else "(?1,?2,?%d,'',?%d,?3,?4)"
-    return ('INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
-            ' ultimo_sync) VALUES ' + ','.join(
-                modelo % tuple(range(i, i + por_linha))
-                for i in range(_CONSTANTES + 1, _CONSTANTES + 1 + por_linha * linhas, por_linha))
-            + (' ON CONFLICT (projeto_id, dataset, ident) DO NOTHING' if pular_existentes
-               else ''))
+    return (
+        'INSERT INTO registros (projeto_id, dataset, ident, hash, corpo, versao,'
+        ' ultimo_sync) VALUES '
+        + ','.join(
+            modelo % tuple(range(i, i + por_linha))
+            for i in range(_CONSTANTES + 1, _CONSTANTES + 1 + por_linha * linhas, por_linha)
+        )
+        + (' ON CONFLICT (projeto_id, dataset, ident) DO NOTHING' if pular_existentes else '')
+    )
 
 
-def _inserir(con: sqlite3.Connection, constantes: tuple[Any, ...], idents: list[str],
-             hashes: list[str] | None, corpos: list[bytearray], pular_existentes: bool
-             ) -> int:
+def _inserir(
+    con: sqlite3.Connection,
+    constantes: tuple[Any, ...],
+    idents: list[str],
+    hashes: list[str] | None,
+    corpos: list[bytearray],
+    pular_existentes: bool,
+) -> int:
     """
     INSERT das linhas, `_LINHAS_POR_INSERT` por comando; devolve quantas entraram.
     `pular_existentes`: a que já existe (mesma identidade) fica como está.
     """
     por_linha = 2 if hashes is None else 3
-    por_vez = min(_LINHAS_POR_INSERT,
-                  (con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - _CONSTANTES) // por_linha)
+    por_vez = min(
+        _LINHAS_POR_INSERT,
+        (con.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - _CONSTANTES) // por_linha,
+    )
     inseridos = 0
     for inicio in range(0, len(idents), por_vez):
         fim = min(inicio + por_vez, len(idents))
@@ -731,16 +893,21 @@ def _inserir(con: sqlite3.Connection, constantes: tuple[Any, ...], idents: list[
         parametros: list[Any] = [*constantes, *([None] * (por_linha * (fim - inicio)))]
         parametros[_CONSTANTES::por_linha] = idents[inicio:fim]
         if hashes is not None:
-            parametros[_CONSTANTES + 1::por_linha] = hashes[inicio:fim]
-        parametros[_CONSTANTES + por_linha - 1::por_linha] = corpos[inicio:fim]
-        inseridos += con.execute(_sql_inserir(fim - inicio, hashes is not None,
-                                              pular_existentes), parametros).rowcount
+            parametros[_CONSTANTES + 1 :: por_linha] = hashes[inicio:fim]
+        parametros[_CONSTANTES + por_linha - 1 :: por_linha] = corpos[inicio:fim]
+        inseridos += con.execute(
+            _sql_inserir(fim - inicio, hashes is not None, pular_existentes), parametros
+        ).rowcount
     return inseridos
 
 
-def _existentes(con: sqlite3.Connection, projeto_id: int, dataset: str,
-                idents: Collection[str], fora_da_versao: int | None = None
-                ) -> dict[str, tuple[bytes, int]]:
+def _existentes(
+    con: sqlite3.Connection,
+    projeto_id: int,
+    dataset: str,
+    idents: Collection[str],
+    fora_da_versao: int | None = None,
+) -> dict[str, tuple[bytes, int]]:
     """
     ident -> (corpo, id) dos `idents` já guardados (os da versão `fora_da_versao`,
     a do lote que acabou de inseri-los, não). Cursor sem Row: uma tupla basta.
@@ -749,22 +916,25 @@ def _existentes(con: sqlite3.Connection, projeto_id: int, dataset: str,
     cursor.row_factory = None
     lista = list(idents)
     existentes = {}
-    filtro, extra = ('', []) if fora_da_versao is None else (' AND versao <> ?',
-                                                               [fora_da_versao])
+    filtro, extra = ('', []) if fora_da_versao is None else (' AND versao <> ?', [fora_da_versao])
     for inicio in range(0, len(lista), _IDS_POR_COMANDO):
-        parte = lista[inicio:inicio + _IDS_POR_COMANDO]
+        parte = lista[inicio : inicio + _IDS_POR_COMANDO]
         for ident, guardado, rowid in cursor.execute(
-                'SELECT ident, corpo, id FROM registros WHERE projeto_id = ? AND dataset = ?'
-                ' AND ident IN (%s)%s' % (','.join('?' * len(parte)), filtro),
-                [projeto_id, dataset, *parte, *extra]):
+            'SELECT ident, corpo, id FROM registros WHERE projeto_id = ? AND dataset = ?'
+            ' AND ident IN (%s)%s' % (','.join('?' * len(parte)), filtro),
+            [projeto_id, dataset, *parte, *extra],
+        ):
             # TEXT nas linhas antigas, os bytes UTF-8 nas novas.
-            existentes[ident] = (guardado if type(guardado) is bytes else
-                                 guardado.encode('utf-8'), rowid)
+            existentes[ident] = (
+                guardado if type(guardado) is bytes else guardado.encode('utf-8'),
+                rowid,
+            )
     return existentes
 
 
-def _preparar(registros: list[Any], chave: str | None, simples: bool = False
-              ) -> tuple[list[str], list[str] | None, list[bytearray]]:
+def _preparar(
+    registros: list[Any], chave: str | None, simples: bool = False
+) -> tuple[list[str], list[str] | None, list[bytearray]]:
     """
     (idents, hashes, corpos) dos registros: o JSON canônico de cada um (em UTF-8,
     guardado como está) e a identidade (`k:` + a key canônica, ou `h:` + o
@@ -786,10 +956,13 @@ def _preparar(registros: list[Any], chave: str | None, simples: bool = False
     valores: list[Any] = list(map(dict.get, registros, itertools.repeat(chave)))
     if None in valores:
         posicao = next(i for i, valor in enumerate(valores) if valor is None)
-        raise ErroRegra(422, 'key_ausente',
-                        'records[%d].%s: o registro não tem o campo de key %r'
-                        ' (ou ele é null). Envie o campo ou mande o dataset'
-                        ' sem key.' % (posicao, chave, chave))
+        raise ErroRegra(
+            422,
+            'key_ausente',
+            'records[%d].%s: o registro não tem o campo de key %r'
+            ' (ou ele é null). Envie o campo ou mande o dataset'
+            ' sem key.' % (posicao, chave, chave),
+        )
     return _idents_da_key(valores), None, corpos
 
 
@@ -803,8 +976,10 @@ def _idents_da_key(valores: list[Any]) -> list[str]:
     # int: o JSON dele é o repr (bool não entra: type exato).
     if set(map(type, valores)) == {int}:
         return ['k:%d' % valor for valor in valores]
-    return ['k:%d' % valor if type(valor) is int else
-            'k:' + canonico_bytes(valor).decode('utf-8') for valor in valores]
+    return [
+        'k:%d' % valor if type(valor) is int else 'k:' + canonico_bytes(valor).decode('utf-8')
+        for valor in valores
+    ]
 
 
 def registros_simples(registros: list[Any]) -> bool:
@@ -814,9 +989,10 @@ def registros_simples(registros: list[Any]) -> bool:
     em C pelos valores de todos os registros.
     """
     try:
-        return _SIMPLES.issuperset(map(type, itertools.chain.from_iterable(
-            map(dict.values, registros))))
-    except TypeError:                           # um registro que não é dict
+        return _SIMPLES.issuperset(
+            map(type, itertools.chain.from_iterable(map(dict.values, registros)))
+        )
+    except TypeError:  # um registro que não é dict
         return False
 
 
@@ -826,7 +1002,7 @@ def _corpos(registros: list[Any], simples: bool) -> list[bytes]:
         dumps = orjson.dumps
         try:
             return [dumps(registro, option=_ORDENADO) for registro in registros]
-        except orjson.JSONEncodeError:          # inteiro além de 64 bits, surrogate solto
+        except orjson.JSONEncodeError:  # inteiro além de 64 bits, surrogate solto
             pass
     return [canonico_bytes(registro) for registro in registros]
 
@@ -848,5 +1024,9 @@ def _so_do_dono(caminho: str) -> None:
 
 
 def _projeto(linha: sqlite3.Row) -> dict[str, Any]:
-    return {'id': linha['id'], 'external_id': linha['external_id'], 'name': linha['nome'],
-            'criado_em': linha['criado_em']}
+    return {
+        'id': linha['id'],
+        'external_id': linha['external_id'],
+        'name': linha['nome'],
+        'criado_em': linha['criado_em'],
+    }

@@ -18,7 +18,7 @@ MAX_REGISTROS_LOTE = 10000
 # As outras rotas com corpo (complete, admin) recebem JSON de poucos campos.
 MAX_BYTES_PEDIDO = 1024 * 1024
 # O SQLite guarda INTEGER em 64 bits: id ou cursor acima disso e 422, nao OverflowError.
-MAX_INTEIRO = 2 ** 63 - 1
+MAX_INTEIRO = 2**63 - 1
 CAMINHO_INTAKE = '/api/v1/intake'
 """A rota do lote: o limite de bytes e de registros dela é o da configuração."""
 

@@ -59,17 +59,24 @@ _ESPACO = re.compile(r'[ \t\n\r]*')
 
 try:
     import orjson as _orjson_importado
+
     _orjson: Any = _orjson_importado
-except ImportError:                  # sem o pacote: sempre o leitor estrito
+except ImportError:  # sem o pacote: sempre o leitor estrito
     _orjson = None
 
 # O corpo traduzido byte a byte para achar inteiro longo sem um regex (lento):
 # dígito vira '0', espaço em branco vira ' ', o que pode preceder um número fora
 # de texto (`:`, `,`, `[`, `-`) fica, e todo o resto vira 'x'.
 _TRADUCAO = bytes(
-    ord('0') if chr(i).isdigit() and i < 128 else
-    ord(' ') if i in b' \t\n\r' else
-    i if i in b':,[-' else ord('x') for i in range(256))
+    ord('0')
+    if chr(i).isdigit() and i < 128
+    else ord(' ')
+    if i in b' \t\n\r'
+    else i
+    if i in b':,[-'
+    else ord('x')
+    for i in range(256)
+)
 _DIGITOS_LONGOS = b'0' * 19
 
 
@@ -98,8 +105,10 @@ class PedidoLimitado(Request):
             limite = self.regra.max_bytes
             declarado = _content_length(self.headers)
             if declarado is not None and declarado > limite:
-                raise _corpo_grande(self.regra, 'o corpo declara %d bytes (Content-Length),'
-                                    ' acima do limite' % declarado)
+                raise _corpo_grande(
+                    self.regra,
+                    'o corpo declara %d bytes (Content-Length), acima do limite' % declarado,
+                )
             # Os pedaços juntados uma vez no fim (o join de um só não o copia).
             pedacos: list[bytes] = []
             tamanho = 0
@@ -109,8 +118,7 @@ class PedidoLimitado(Request):
                 pedacos.append(pedaco)
                 tamanho += len(pedaco)
                 if tamanho > limite:
-                    raise _corpo_grande(self.regra, 'a leitura do corpo parou ao passar do'
-                                        ' limite')
+                    raise _corpo_grande(self.regra, 'a leitura do corpo parou ao passar do limite')
             self._body = b''.join(pedacos)
         return self._body
 
@@ -121,8 +129,7 @@ class PedidoLimitado(Request):
 
     async def json(self) -> Any:
         if not hasattr(self, '_json'):
-            self._json, self.registros_simples = _ler(await self.body(),
-                                                      self.regra.max_registros)
+            self._json, self.registros_simples = _ler(await self.body(), self.regra.max_registros)
         return self._json
 
 
@@ -177,8 +184,9 @@ class _NaoFinito:
 class _Leitor:
     def __init__(self) -> None:
         self.nao_finitos = 0
-        self.decodificador = json.JSONDecoder(parse_float=self._numero,
-                                              parse_constant=self._constante)
+        self.decodificador = json.JSONDecoder(
+            parse_float=self._numero, parse_constant=self._constante
+        )
 
     def _constante(self, texto: str) -> _NaoFinito:
         self.nao_finitos += 1
@@ -210,8 +218,12 @@ def _ler(corpo: bytes, max_registros: int | None) -> tuple[Any, bool]:
     try:
         texto = corpo.decode(json.detect_encoding(corpo), 'surrogatepass')
     except UnicodeDecodeError as erro:
-        raise ErroRegra(422, 'json_invalido', 'o corpo não é texto UTF-8 válido (byte %d):'
-                        ' o JSON do pedido tem de ser UTF-8.' % erro.start) from None
+        raise ErroRegra(
+            422,
+            'json_invalido',
+            'o corpo não é texto UTF-8 válido (byte %d):'
+            ' o JSON do pedido tem de ser UTF-8.' % erro.start,
+        ) from None
     leitor = _Leitor()
     try:
         if max_registros is None:
@@ -219,22 +231,33 @@ def _ler(corpo: bytes, max_registros: int | None) -> tuple[Any, bool]:
         else:
             documento = _ler_envelope(texto, leitor, max_registros)
     except RecursionError:
-        raise ErroRegra(422, 'json_profundo', 'o JSON do pedido tem listas ou objetos'
-                        ' aninhados fundo demais (centenas de níveis). Achate o valor'
-                        ' ou envie-o como texto.') from None
+        raise ErroRegra(
+            422,
+            'json_profundo',
+            'o JSON do pedido tem listas ou objetos'
+            ' aninhados fundo demais (centenas de níveis). Achate o valor'
+            ' ou envie-o como texto.',
+        ) from None
     except ValueError as erro:
         if isinstance(erro, json.JSONDecodeError):
             raise
         # int() do decodificador: número com mais dígitos que o Python converte.
-        raise ErroRegra(422, 'numero_invalido', 'o JSON do pedido tem um número que não'
-                        ' pode ser lido (%s). Envie-o como texto.' % erro) from None
+        raise ErroRegra(
+            422,
+            'numero_invalido',
+            'o JSON do pedido tem um número que não pode ser lido (%s). Envie-o como texto.' % erro,
+        ) from None
     achado = _primeiro_nao_finito(documento, '') if leitor.nao_finitos else None
     if achado is not None:
         caminho, texto_valor = achado
-        raise ErroRegra(422, 'numero_nao_finito', '%s: o número %s não é finito. JSON não'
-                        ' representa NaN, Infinity nem número fora do alcance do float'
-                        ' (como 1e400); envie o valor como texto ou corrija-o na origem.'
-                        % (caminho or 'corpo', texto_valor))
+        raise ErroRegra(
+            422,
+            'numero_nao_finito',
+            '%s: o número %s não é finito. JSON não'
+            ' representa NaN, Infinity nem número fora do alcance do float'
+            ' (como 1e400); envie o valor como texto ou corrija-o na origem.'
+            % (caminho or 'corpo', texto_valor),
+        )
     return documento, False
 
 
@@ -246,8 +269,9 @@ def _ler_rapido(corpo: bytes, max_registros: int | None) -> tuple[Any, bool] | N
     """
     if _orjson is None:
         return None
-    if len(corpo) > LIMITE_LEITURA_RAPIDA and (max_registros is None or
-                                               corpo.count(b',') >= max_registros):
+    if len(corpo) > LIMITE_LEITURA_RAPIDA and (
+        max_registros is None or corpo.count(b',') >= max_registros
+    ):
         return None
     try:
         documento = _orjson.loads(corpo)
@@ -304,10 +328,13 @@ def _inteiro_longo(corpo: bytes) -> bool:
 
 
 def _lote_grande(max_registros: int) -> ErroRegra:
-    return ErroRegra(413, 'lote_grande', 'lote com mais de %d registros passa do'
-                     ' limite deste servidor (capacidades.max_records_per_batch).'
-                     ' Divida o lote (o cliente divide sozinho ao receber 413).'
-                     % max_registros)
+    return ErroRegra(
+        413,
+        'lote_grande',
+        'lote com mais de %d registros passa do'
+        ' limite deste servidor (capacidades.max_records_per_batch).'
+        ' Divida o lote (o cliente divide sozinho ao receber 413).' % max_registros,
+    )
 
 
 def _ler_envelope(texto: str, leitor: _Leitor, max_registros: int) -> Any:
@@ -316,28 +343,29 @@ def _ler_envelope(texto: str, leitor: _Leitor, max_registros: int) -> Any:
     # primeiro além do limite. Fora de objeto no topo, o documento é lido
     # inteiro: não é um envelope, e o FastAPI diz por quê.
     posicao = _pular(texto, 0)
-    if texto[posicao:posicao + 1] != '{':
+    if texto[posicao : posicao + 1] != '{':
         return leitor.decodificador.decode(texto)
     envelope: dict[str, Any] = {}
     posicao = _pular(texto, posicao + 1)
-    if texto[posicao:posicao + 1] == '}':
+    if texto[posicao : posicao + 1] == '}':
         return _fim(texto, posicao + 1, envelope)
     while True:
-        if texto[posicao:posicao + 1] != '"':
-            raise json.JSONDecodeError('Expecting property name enclosed in double quotes',
-                                       texto, posicao)
+        if texto[posicao : posicao + 1] != '"':
+            raise json.JSONDecodeError(
+                'Expecting property name enclosed in double quotes', texto, posicao
+            )
         chave, posicao = leitor.valor(texto, posicao)
         posicao = _pular(texto, posicao)
-        if texto[posicao:posicao + 1] != ':':
+        if texto[posicao : posicao + 1] != ':':
             raise json.JSONDecodeError("Expecting ':' delimiter", texto, posicao)
         posicao = _pular(texto, posicao + 1)
-        if chave == 'records' and texto[posicao:posicao + 1] == '[':
+        if chave == 'records' and texto[posicao : posicao + 1] == '[':
             valor, posicao = _ler_registros(texto, posicao, leitor, max_registros)
         else:
             valor, posicao = leitor.valor(texto, posicao)
         envelope[chave] = valor
         posicao = _pular(texto, posicao)
-        separador = texto[posicao:posicao + 1]
+        separador = texto[posicao : posicao + 1]
         if separador == '}':
             return _fim(texto, posicao + 1, envelope)
         if separador != ',':
@@ -345,11 +373,12 @@ def _ler_envelope(texto: str, leitor: _Leitor, max_registros: int) -> Any:
         posicao = _pular(texto, posicao + 1)
 
 
-def _ler_registros(texto: str, posicao: int, leitor: _Leitor,
-                   max_registros: int) -> tuple[list[Any], int]:
+def _ler_registros(
+    texto: str, posicao: int, leitor: _Leitor, max_registros: int
+) -> tuple[list[Any], int]:
     registros: list[Any] = []
     posicao = _pular(texto, posicao + 1)
-    if texto[posicao:posicao + 1] == ']':
+    if texto[posicao : posicao + 1] == ']':
         return registros, posicao + 1
     while True:
         if len(registros) == max_registros:
@@ -357,7 +386,7 @@ def _ler_registros(texto: str, posicao: int, leitor: _Leitor,
         registro, posicao = leitor.valor(texto, posicao)
         registros.append(registro)
         posicao = _pular(texto, posicao)
-        separador = texto[posicao:posicao + 1]
+        separador = texto[posicao : posicao + 1]
         if separador == ']':
             return registros, posicao + 1
         if separador != ',':
@@ -416,19 +445,27 @@ def _parece_json(cabecalhos: Headers) -> bool:
     if not tipo:
         return True
     principal = tipo.split(';', 1)[0].strip().lower()
-    return principal == 'application/json' or (principal.startswith('application/')
-                                               and principal.endswith('+json'))
+    return principal == 'application/json' or (
+        principal.startswith('application/') and principal.endswith('+json')
+    )
 
 
 def _corpo_grande(regra: RegraDoCorpo, como: str) -> ErroRegra:
     if regra.max_registros is None:
-        erro = ErroRegra(413, 'corpo_grande', 'pedido grande demais: %s de %d bytes desta'
-                         ' rota.' % (como, regra.max_bytes))
+        erro = ErroRegra(
+            413,
+            'corpo_grande',
+            'pedido grande demais: %s de %d bytes desta rota.' % (como, regra.max_bytes),
+        )
     else:
-        erro = ErroRegra(413, 'lote_grande', 'lote grande demais: %s de %d bytes deste'
-                         ' servidor (capacidades.max_bytes_per_batch). O cliente divide o'
-                         ' lote ao receber 413; um registro que sozinho passa do limite'
-                         ' precisa ficar menor na origem.' % (como, regra.max_bytes))
+        erro = ErroRegra(
+            413,
+            'lote_grande',
+            'lote grande demais: %s de %d bytes deste'
+            ' servidor (capacidades.max_bytes_per_batch). O cliente divide o'
+            ' lote ao receber 413; um registro que sozinho passa do limite'
+            ' precisa ficar menor na origem.' % (como, regra.max_bytes),
+        )
     # O resto do corpo não é lido: a conexão fecha em vez de drenar o que falta.
     erro.fechar_conexao = True
     return erro

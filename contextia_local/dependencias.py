@@ -45,8 +45,11 @@ class EstadoDoServidor:
 
     @classmethod
     def da_configuracao(cls, config: Configuracao) -> 'EstadoDoServidor':
-        return cls(config, Banco(config.dados) if config.dados else None,
-                   EstadoDeFalhas() if config.falhas else None)
+        return cls(
+            config,
+            Banco(config.dados) if config.dados else None,
+            EstadoDeFalhas() if config.falhas else None,
+        )
 
     def banco(self) -> Banco:
         # Sem `dados` (so o openapi_json) as rotas existem para o documento, nao para servir.
@@ -57,8 +60,11 @@ class EstadoDoServidor:
     def falhas(self) -> EstadoDeFalhas:
         """A injeção de falhas, ou 404 se o servidor subiu sem --falhas."""
         if self.falhas_injetaveis is None:
-            raise ErroRegra(404, 'falhas_desligadas', 'injeção de falhas desligada: suba'
-                            ' o servidor com --falhas.')
+            raise ErroRegra(
+                404,
+                'falhas_desligadas',
+                'injeção de falhas desligada: suba o servidor com --falhas.',
+            )
         return self.falhas_injetaveis
 
 
@@ -82,25 +88,37 @@ Credenciais = Annotated[Optional[HTTPAuthorizationCredentials], Depends(portador
 
 async def projeto_autenticado(request: Request, credenciais: Credenciais) -> Projeto:
     if credenciais is None:
-        raise ErroRegra(401, 'sem_chave', 'falta o cabeçalho Authorization: Bearer'
-                        ' <chave do projeto> (CONTEXTIA_API_KEY).')
+        raise ErroRegra(
+            401,
+            'sem_chave',
+            'falta o cabeçalho Authorization: Bearer <chave do projeto> (CONTEXTIA_API_KEY).',
+        )
     projeto = estado_do_pedido(request).banco().projeto_da_chave(credenciais.credentials)
     if projeto is None:
-        raise ErroRegra(401, 'chave_invalida', 'chave de projeto desconhecida ou'
-                        ' revogada. Emita uma nova (provisionar.py) e atualize o'
-                        ' arquivo de chaves.')
+        raise ErroRegra(
+            401,
+            'chave_invalida',
+            'chave de projeto desconhecida ou'
+            ' revogada. Emita uma nova (provisionar.py) e atualize o'
+            ' arquivo de chaves.',
+        )
     return projeto
 
 
 async def admin(request: Request, credenciais: Credenciais) -> bool:
     if credenciais is None:
-        raise ErroRegra(401, 'sem_token', 'falta o cabeçalho Authorization: Bearer'
-                        ' <token de admin> (CONTEXTIA_ADMIN_TOKEN).')
+        raise ErroRegra(
+            401,
+            'sem_token',
+            'falta o cabeçalho Authorization: Bearer <token de admin> (CONTEXTIA_ADMIN_TOKEN).',
+        )
     token = estado_do_pedido(request).config.admin_token
-    if not hmac.compare_digest(credenciais.credentials.encode('utf-8'),
-                               token.encode('utf-8')):
-        raise ErroRegra(403, 'token_invalido', 'o token de admin não confere com o'
-                        ' deste servidor (CONTEXTIA_ADMIN_TOKEN).')
+    if not hmac.compare_digest(credenciais.credentials.encode('utf-8'), token.encode('utf-8')):
+        raise ErroRegra(
+            403,
+            'token_invalido',
+            'o token de admin não confere com o deste servidor (CONTEXTIA_ADMIN_TOKEN).',
+        )
     return True
 
 
@@ -116,6 +134,7 @@ Verificacao = Callable[[Request, Optional[HTTPAuthorizationCredentials]], Awaita
 def _antes_do_corpo(verificar: Verificacao) -> Callable[[Request], Awaitable[None]]:
     async def autenticar(request: Request) -> None:
         await verificar(request, await portador(request))
+
     return autenticar
 
 
@@ -136,12 +155,13 @@ def regra_da_rota(rota: APIRoute) -> RegraDoPedido:
     tem os limites da configuração do app; as outras rotas, `MAX_BYTES_PEDIDO`.
     """
     chamadas = _chamadas(rota.dependant)
-    autenticar = next((antes for exigida, antes in _AUTENTICACOES if exigida in chamadas),
-                      None)
+    autenticar = next((antes for exigida, antes in _AUTENTICACOES if exigida in chamadas), None)
     if rota.path == CAMINHO_INTAKE:
+
         def do_lote(request: Request) -> RegraDoCorpo:
             config = estado_do_pedido(request).config
             return RegraDoCorpo(autenticar, config.max_bytes_lote, config.max_registros_lote)
+
         return do_lote
     regra = RegraDoCorpo(autenticar, MAX_BYTES_PEDIDO)
     return lambda _request: regra
@@ -165,5 +185,6 @@ def novo_roteador(tag: str, so_admin: bool = False) -> APIRouter:
     FastAPI a anotação de retorno vira `response_model` (valida a resposta e
     muda o docs/openapi.json), por isso cada uma diz `response_model=None`.
     """
-    return APIRouter(tags=[tag], dependencies=SO_ADMIN if so_admin else None,
-                     route_class=RotaDoServidor)
+    return APIRouter(
+        tags=[tag], dependencies=SO_ADMIN if so_admin else None, route_class=RotaDoServidor
+    )

@@ -49,8 +49,9 @@ _PR_SET_PDEATHSIG = 1
 def suportado() -> str | None:
     """None se este sistema pode servir em vários processos; senão, o porquê."""
     if not hasattr(os, 'fork') or not hasattr(socket, 'send_fds'):
-        return ('este sistema não tem fork e SCM_RIGHTS (os.fork, socket.send_fds):'
-                ' use --processos 1.')
+        return (
+            'este sistema não tem fork e SCM_RIGHTS (os.fork, socket.send_fds): use --processos 1.'
+        )
     return None
 
 
@@ -60,7 +61,7 @@ class _ConexoesEntregues(socket.socket):
     de escuta: cada `accept` recebe uma conexão que o principal aceitou.
     """
 
-    def listen(self, backlog: int = 0) -> None:     # noqa: ARG002
+    def listen(self, backlog: int = 0) -> None:  # noqa: ARG002
         # O asyncio chama listen() na porta que vai servir; a fila de conexões
         # de verdade é a da porta do principal.
         return None
@@ -76,9 +77,12 @@ class _ConexoesEntregues(socket.socket):
         return conexao, conexao.getpeername()
 
 
-def servir(porta: socket.socket, processos: int,
-           servir_filho: Callable[[socket.socket], None],
-           vigiar_pai: Callable[[], None] | None = None) -> int:
+def servir(
+    porta: socket.socket,
+    processos: int,
+    servir_filho: Callable[[socket.socket], None],
+    vigiar_pai: Callable[[], None] | None = None,
+) -> int:
     """
     Serve `porta` (já aberta) em `processos` filhos. `servir_filho(canal)` roda
     em cada filho depois do fork e serve as conexões de `canal` até o SIGTERM.
@@ -90,13 +94,20 @@ def servir(porta: socket.socket, processos: int,
     for numero in range(processos):
         meu, do_filho = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
-        if pid == 0:                       # o filho nunca volta ao código do principal
+        if pid == 0:  # o filho nunca volta ao código do principal
             meu.close()
             porta.close()
             for canal in filhos.values():
                 canal.close()
-            os._exit(_rodar_filho(principal, numero + 1, processos, servir_filho,
-                                  _ConexoesEntregues(fileno=do_filho.detach())))
+            os._exit(
+                _rodar_filho(
+                    principal,
+                    numero + 1,
+                    processos,
+                    servir_filho,
+                    _ConexoesEntregues(fileno=do_filho.detach()),
+                )
+            )
         do_filho.close()
         filhos[pid] = meu
     if vigiar_pai is not None:
@@ -104,15 +115,23 @@ def servir(porta: socket.socket, processos: int,
     return _distribuir(porta, filhos)
 
 
-def _rodar_filho(principal: int, numero: int, processos: int,
-                 servir_filho: Callable[[socket.socket], None], canal: socket.socket) -> int:
+def _rodar_filho(
+    principal: int,
+    numero: int,
+    processos: int,
+    servir_filho: Callable[[socket.socket], None],
+    canal: socket.socket,
+) -> int:
     try:
         _morrer_com(principal)
         servir_filho(canal)
-    except BaseException as erro:                          # noqa: BLE001
+    except BaseException as erro:  # noqa: BLE001
         # Nada pode subir daqui: o resto da pilha é a do principal.
-        print('Contextia local: o processo %d de %d caiu: %r' % (numero, processos, erro),
-              file=sys.stderr, flush=True)
+        print(
+            'Contextia local: o processo %d de %d caiu: %r' % (numero, processos, erro),
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     return 0
 
@@ -124,7 +143,7 @@ def _distribuir(porta: socket.socket, filhos: dict[int, socket.socket]) -> int:
     parar = threading.Event()
     anteriores = {}
 
-    def ao_sinal(numero: int, quadro: Any) -> None:       # noqa: ARG001
+    def ao_sinal(numero: int, quadro: Any) -> None:  # noqa: ARG001
         if numero != signal.SIGCHLD:
             parar.set()
 
@@ -143,16 +162,20 @@ def _distribuir(porta: socket.socket, filhos: dict[int, socket.socket]) -> int:
             morto = _filho_que_saiu(filhos)
             if morto is not None:
                 pid, como = morto
-                print('Contextia local: o processo %d saiu (%s); o servidor para inteiro'
-                      ' (com menos processos ele mediria menos do que diz). Se ele disse'
-                      ' o erro, está acima; morto por sinal sem dizer nada (9: o OOM'
-                      ' killer do kernel? veja o dmesg), suba de novo com menos'
-                      ' --processos.' % (pid, como), file=sys.stderr, flush=True)
+                print(
+                    'Contextia local: o processo %d saiu (%s); o servidor para inteiro'
+                    ' (com menos processos ele mediria menos do que diz). Se ele disse'
+                    ' o erro, está acima; morto por sinal sem dizer nada (9: o OOM'
+                    ' killer do kernel? veja o dmesg), suba de novo com menos'
+                    ' --processos.' % (pid, como),
+                    file=sys.stderr,
+                    flush=True,
+                )
                 saida = 1
                 break
             for chave, _ in seletor.select():
                 if chave.fileobj is not porta:
-                    os.read(leitura, 512)              # o sinal já foi tratado acima
+                    os.read(leitura, 512)  # o sinal já foi tratado acima
                     continue
                 try:
                     conexao, _ = porta.accept()
@@ -181,7 +204,7 @@ def _colher(pid: int) -> int | None:
     """O status de saída do filho `pid` se ele já saiu (e o colhe), senão None."""
     try:
         pid_saiu, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:                   # já colhido: saiu
+    except ChildProcessError:  # já colhido: saiu
         return 0
     return status if pid_saiu else None
 

@@ -47,14 +47,16 @@ class EstadoDeFalhas:
         self._sorteio = random.Random(semente)
         self.contadores = {t: 0 for t in TIPOS}
 
-    def injetar(self, tipo: str, quantidade: int = 1, caminho: str | None = None,
-                **opcoes: Any) -> None:
+    def injetar(
+        self, tipo: str, quantidade: int = 1, caminho: str | None = None, **opcoes: Any
+    ) -> None:
         with self._lock:
             for _ in range(quantidade):
                 self._fila.append((tipo, caminho or CAMINHO_PADRAO, opcoes))
 
-    def definir_taxas(self, taxas: dict[str, float], caminho: str | None = None,
-                      semente: int | None = None) -> None:
+    def definir_taxas(
+        self, taxas: dict[str, float], caminho: str | None = None, semente: int | None = None
+    ) -> None:
         with self._lock:
             self._taxas = dict(taxas)
             self._caminho_taxas = caminho or CAMINHO_PADRAO
@@ -69,8 +71,11 @@ class EstadoDeFalhas:
 
     def resumo(self) -> dict[str, Any]:
         with self._lock:
-            return {'injetadas': dict(self.contadores), 'pendentes': len(self._fila),
-                    'taxas': dict(self._taxas)}
+            return {
+                'injetadas': dict(self.contadores),
+                'pendentes': len(self._fila),
+                'taxas': dict(self._taxas),
+            }
 
     def sortear(self, caminho: str) -> tuple[str, dict[str, Any]] | None:
         """A falha a aplicar neste pedido (tipo, opções), ou None."""
@@ -115,11 +120,11 @@ class MiddlewareDeFalhas:
                 # Retry-After so aceita segundos inteiros (RFC 9110).
                 segundos = int(math.ceil(float(opcoes.get('retry_after', 1))))
                 cabecalhos.append((b'retry-after', str(segundos).encode()))
-            corpo = json.dumps({'detail': 'falha injetada (%s) pelo --falhas do servidor local'
-                                % tipo}).encode()
+            corpo = json.dumps(
+                {'detail': 'falha injetada (%s) pelo --falhas do servidor local' % tipo}
+            ).encode()
             cabecalhos.append((b'content-length', str(len(corpo)).encode()))
-            await send({'type': 'http.response.start', 'status': int(tipo),
-                        'headers': cabecalhos})
+            await send({'type': 'http.response.start', 'status': int(tipo), 'headers': cabecalhos})
             await send({'type': 'http.response.body', 'body': corpo})
             return
         if tipo == 'corpo_invalido':
@@ -128,9 +133,16 @@ class MiddlewareDeFalhas:
             else:
                 await _drenar(receive)
             corpo = str(opcoes.get('corpo', CORPO_INVALIDO)).encode('utf-8')
-            await send({'type': 'http.response.start', 'status': 200,
-                        'headers': [(b'content-type', b'application/json'),
-                                    (b'content-length', str(len(corpo)).encode())]})
+            await send(
+                {
+                    'type': 'http.response.start',
+                    'status': 200,
+                    'headers': [
+                        (b'content-type', b'application/json'),
+                        (b'content-length', str(len(corpo)).encode()),
+                    ],
+                }
+            )
             await send({'type': 'http.response.body', 'body': corpo})
             return
         # derrubar
@@ -149,23 +161,30 @@ class MiddlewareDeFalhas:
 
         await self.app(scope, receive, guardar)
         corpo = b''.join(partes)
-        cabecalhos = [(k, v) for k, v in capturado.get('headers', [])
-                      if k.lower() != b'content-length']
-        await _meia_resposta(send, capturado.get('status', 200), cabecalhos,
-                             corpo[:max(1, len(corpo) // 2)])
+        cabecalhos = [
+            (k, v) for k, v in capturado.get('headers', []) if k.lower() != b'content-length'
+        ]
+        await _meia_resposta(
+            send, capturado.get('status', 200), cabecalhos, corpo[: max(1, len(corpo) // 2)]
+        )
 
 
-async def _meia_resposta(send: Send, status: int, cabecalhos: list[tuple[bytes, bytes]],
-                         pedaco: bytes) -> None:
+async def _meia_resposta(
+    send: Send, status: int, cabecalhos: list[tuple[bytes, bytes]], pedaco: bytes
+) -> None:
     # Promete o dobro e entrega a metade; ao retornar sem `more_body=False`
     # o uvicorn fecha o socket, e o cliente ve a conexao cair no meio do corpo.
-    await send({'type': 'http.response.start', 'status': status,
-                'headers': cabecalhos + [(b'content-length',
-                                          str(len(pedaco) * 2 + 16).encode())]})
+    await send(
+        {
+            'type': 'http.response.start',
+            'status': status,
+            'headers': cabecalhos + [(b'content-length', str(len(pedaco) * 2 + 16).encode())],
+        }
+    )
     await send({'type': 'http.response.body', 'body': pedaco, 'more_body': True})
 
 
-async def _descartar(mensagem: Message) -> None:    # noqa: ARG001 - um `send` que joga fora
+async def _descartar(mensagem: Message) -> None:  # noqa: ARG001 - um `send` que joga fora
     return None
 
 

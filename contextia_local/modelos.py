@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from contextia_local.configuracao import MAX_INTEIRO, PADRAO_DATASET, PADRAO_SLUG
 from contextia_local.falhas import TIPOS
 
-IdDoProjeto = Annotated[int, Path(ge=1, le=MAX_INTEIRO,
-                                  description='id do projeto (inteiro de 64 bits)')]
+IdDoProjeto = Annotated[
+    int, Path(ge=1, le=MAX_INTEIRO, description='id do projeto (inteiro de 64 bits)')
+]
 
 
 class Modelo(BaseModel):
@@ -25,22 +26,23 @@ class Modelo(BaseModel):
 # ---------------------------------------------------------------- intake
 class Sync(Modelo):
     id: str = Field(min_length=1, max_length=200, description='id do ciclo de carga')
-    part: int = Field(ge=0, le=MAX_INTEIRO,
-                      description='número da parte (lote) dentro do sync')
+    part: int = Field(ge=0, le=MAX_INTEIRO, description='número da parte (lote) dentro do sync')
 
 
 # Os registros validados uma vez pelo lote, não um a um: `List[Dict[str, Any]]`
 # copiaria cada registro (e cada valor) só para dizer que é um objeto. O tipo de
 # cada registro é conferido na rota (`rotas_intake.registros_sao_objetos`), e o
 # documento OpenAPI segue dizendo o que o contrato diz (uma lista de objetos).
-_ESQUEMA_REGISTROS = {'items': {'additionalProperties': True, 'type': 'object'},
-                      'title': 'Records', 'type': 'array'}
+_ESQUEMA_REGISTROS = {
+    'items': {'additionalProperties': True, 'type': 'object'},
+    'title': 'Records',
+    'type': 'array',
+}
 
 
 class Envelope(Modelo):
     dataset: str = Field(pattern=PADRAO_DATASET, description='nome normalizado')
-    records: Annotated[List[Any], WithJsonSchema(_ESQUEMA_REGISTROS)] = Field(
-        default_factory=list)
+    records: Annotated[List[Any], WithJsonSchema(_ESQUEMA_REGISTROS)] = Field(default_factory=list)
     key: Optional[str] = Field(None, min_length=1, description='campo do upsert')
     description: Optional[str] = None
     fields: Optional[Dict[str, str]] = Field(None, description='coluna -> significado')
@@ -75,8 +77,7 @@ class Contagens(BaseModel):
 class PedidoComplete(Modelo):
     dataset: str = Field(pattern=PADRAO_DATASET)
     sync: str = Field(min_length=1, max_length=200)
-    max_removal: Optional[float] = Field(None, ge=0, le=1,
-                                         description='teto: fração do dataset')
+    max_removal: Optional[float] = Field(None, ge=0, le=1, description='teto: fração do dataset')
 
 
 # ---------------------------------------------------------------- admin
@@ -104,8 +105,9 @@ class PedidoFalha(Modelo):
     retry_after: Optional[float] = Field(None, ge=0, le=3600)
     segundos: Optional[float] = Field(None, ge=0, le=120)
     quando: Optional[str] = Field(None, pattern='^(antes|depois)$')
-    corpo: Optional[str] = Field(None, max_length=100000,
-                                 description='corpo_invalido: o texto da resposta 200')
+    corpo: Optional[str] = Field(
+        None, max_length=100000, description='corpo_invalido: o texto da resposta 200'
+    )
 
 
 class TaxasDeFalha(Modelo):

@@ -74,11 +74,19 @@ def porta_livre(host: str = '127.0.0.1') -> int:
 class ServidorLocal:
     """O Contextia local num subprocesso (`python -m contextia_local`)."""
 
-    def __init__(self, dados: str | os.PathLike[str], admin_token: str = 'admin-local',
-                 porta: int | None = None, falhas: bool = False,
-                 max_registros_lote: int | None = None, max_bytes_lote: int | None = None,
-                 host: str = '127.0.0.1', espera: float = 20, remove: bool = True,
-                 processos: int = 1) -> None:
+    def __init__(
+        self,
+        dados: str | os.PathLike[str],
+        admin_token: str = 'admin-local',
+        porta: int | None = None,
+        falhas: bool = False,
+        max_registros_lote: int | None = None,
+        max_bytes_lote: int | None = None,
+        host: str = '127.0.0.1',
+        espera: float = 20,
+        remove: bool = True,
+        processos: int = 1,
+    ) -> None:
         self.dados = os.path.abspath(str(dados))
         self.admin_token = admin_token
         self.porta = porta
@@ -138,9 +146,19 @@ class ServidorLocal:
         assert porta is not None, 'iniciar() escolhe a porta antes de subir'
         # O token vai no ambiente do filho, nunca na linha de comando: ela aparece
         # no ps (e em /proc/<pid>/cmdline) para todo usuario da maquina.
-        comando = [sys.executable, '-m', 'contextia_local', '--porta', str(porta),
-                   '--host', self.host, '--dados', self.dados,
-                   '--vigiar-pai', str(os.getpid())]
+        comando = [
+            sys.executable,
+            '-m',
+            'contextia_local',
+            '--porta',
+            str(porta),
+            '--host',
+            self.host,
+            '--dados',
+            self.dados,
+            '--vigiar-pai',
+            str(os.getpid()),
+        ]
         if self.falhas:
             comando.append('--falhas')
         if not self.remove:
@@ -154,18 +172,25 @@ class ServidorLocal:
         ambiente = dict(os.environ)
         ambiente['CONTEXTIA_ADMIN_TOKEN'] = self.admin_token
         ambiente['PYTHONPATH'] = os.pathsep.join(
-            [RAIZ] + [p for p in [ambiente.get('PYTHONPATH')] if p])
+            [RAIZ] + [p for p in [ambiente.get('PYTHONPATH')] if p]
+        )
         with open(self.log, 'ab') as saida:
-            self._processo = subprocess.Popen(comando, cwd=RAIZ, env=ambiente, stdout=saida,
-                                              stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL)
+            self._processo = subprocess.Popen(
+                comando,
+                cwd=RAIZ,
+                env=ambiente,
+                stdout=saida,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         limite = time.monotonic() + self.espera
         while time.monotonic() < limite:
             if self._processo.poll() is not None:
-                raise RuntimeError('Contextia local saiu com código %s ao subir na porta %d.'
-                                   ' Fim do log (%s):\n%s'
-                                   % (self._processo.returncode, porta, self.log,
-                                      self._fim_do_log()))
+                raise RuntimeError(
+                    'Contextia local saiu com código %s ao subir na porta %d.'
+                    ' Fim do log (%s):\n%s'
+                    % (self._processo.returncode, porta, self.log, self._fim_do_log())
+                )
             try:
                 with _ABRIDOR.open(self._url() + '/saude', timeout=1) as resposta:
                     if resposta.status == 200:
@@ -174,8 +199,10 @@ class ServidorLocal:
                 pass
             time.sleep(0.05)
         self.parar()
-        raise RuntimeError('Contextia local não respondeu /saude em %ss (porta %d). Fim do'
-                           ' log:\n%s' % (self.espera, porta, self._fim_do_log()))
+        raise RuntimeError(
+            'Contextia local não respondeu /saude em %ss (porta %d). Fim do'
+            ' log:\n%s' % (self.espera, porta, self._fim_do_log())
+        )
 
     def _fim_do_log(self) -> str:
         try:
@@ -217,6 +244,7 @@ class ServidorLocal:
 
     def admin(self) -> 'Admin':
         from contextia_sync.intake.admin import Admin
+
         return Admin(token=self.admin_token, url=self.url)
 
     def criar_projeto_com_chave(self, escopo: object, nome: str | None = None) -> str:
@@ -236,23 +264,31 @@ class ServidorLocal:
         """O resumo das falhas que a rota de controle responde (um objeto JSON)."""
         dados = json.dumps(corpo).encode() if corpo is not None else None
         pedido = urllib.request.Request(
-            self._url() + '/api/v1/admin/falhas' + caminho, data=dados, method=metodo,
-            headers={'Authorization': 'Bearer ' + self.admin_token,
-                     'Content-Type': 'application/json'})
+            self._url() + '/api/v1/admin/falhas' + caminho,
+            data=dados,
+            method=metodo,
+            headers={
+                'Authorization': 'Bearer ' + self.admin_token,
+                'Content-Type': 'application/json',
+            },
+        )
         try:
             with _ABRIDOR.open(pedido, timeout=10) as resposta:
                 resumo: dict[str, Any] = json.loads(resposta.read())
                 return resumo
         except urllib.error.HTTPError as erro:
-            raise RuntimeError('controle de falhas: HTTP %d %r (o servidor subiu com'
-                               ' falhas=True?)' % (erro.code, erro.read()[:300])) from None
+            raise RuntimeError(
+                'controle de falhas: HTTP %d %r (o servidor subiu com'
+                ' falhas=True?)' % (erro.code, erro.read()[:300])
+            ) from None
 
     def injetar(self, tipo: object, quantidade: int = 1, **opcoes: Any) -> dict[str, Any]:
         corpo = dict(opcoes, tipo=str(tipo), quantidade=quantidade)
         return self._controle('POST', '', corpo)
 
-    def taxa_de_falhas(self, taxas: dict[Any, float], caminho: str | None = None,
-                       semente: int | None = None) -> dict[str, Any]:
+    def taxa_de_falhas(
+        self, taxas: dict[Any, float], caminho: str | None = None, semente: int | None = None
+    ) -> dict[str, Any]:
         corpo: dict[str, Any] = {'taxas': {str(k): v for k, v in taxas.items()}}
         if caminho is not None:
             corpo['caminho'] = caminho

@@ -8,8 +8,7 @@ from contextia_local.modelos import IdDoProjeto
 roteador = novo_roteador('admin', so_admin=True)
 
 
-@roteador.post('/api/v1/admin/projetos/{projeto_id}/chaves', status_code=201,
-               response_model=None)
+@roteador.post('/api/v1/admin/projetos/{projeto_id}/chaves', status_code=201, response_model=None)
 def emitir_chave(projeto_id: IdDoProjeto, servidor: Servidor) -> dict[str, Any]:
     return servidor.banco().emitir_chave(projeto_id)
 

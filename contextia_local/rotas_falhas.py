@@ -16,8 +16,7 @@ roteador = novo_roteador('falhas', so_admin=True)
 
 @roteador.post('/api/v1/admin/falhas', response_model=None)
 def injetar(pedido: PedidoFalha, servidor: Servidor) -> dict[str, Any]:
-    opcoes = pedido.model_dump(exclude_none=True, exclude={'tipo', 'quantidade',
-                                                             'caminho'})
+    opcoes = pedido.model_dump(exclude_none=True, exclude={'tipo', 'quantidade', 'caminho'})
     falhas = servidor.falhas()
     falhas.injetar(pedido.tipo, pedido.quantidade, pedido.caminho, **opcoes)
     return falhas.resumo()
@@ -28,9 +27,12 @@ def definir_taxas(pedido: TaxasDeFalha, servidor: Servidor) -> dict[str, Any]:
     # A taxa inválida é dita antes da falha desligada: o pedido errado é 422 sempre.
     invalidos = sorted(set(pedido.taxas) - set(TIPOS))
     if invalidos or any(not 0 <= v <= 1 for v in pedido.taxas.values()):
-        raise ErroRegra(422, 'taxa_invalida', 'taxas: tipos válidos são %s, cada um'
-                        ' com fração entre 0 e 1 (recebido %s).'
-                        % (list(TIPOS), json.dumps(pedido.taxas)))
+        raise ErroRegra(
+            422,
+            'taxa_invalida',
+            'taxas: tipos válidos são %s, cada um'
+            ' com fração entre 0 e 1 (recebido %s).' % (list(TIPOS), json.dumps(pedido.taxas)),
+        )
     falhas = servidor.falhas()
     falhas.definir_taxas(pedido.taxas, pedido.caminho, pedido.semente)
     return falhas.resumo()

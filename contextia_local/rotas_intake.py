@@ -38,23 +38,32 @@ roteador = novo_roteador('intake')
 # Os limites de bytes e de registros do lote sao aplicados antes daqui, na
 # leitura do corpo (contextia_local/corpo.py).
 @roteador.post(CAMINHO_INTAKE, response_model=Contagens)
-async def intake(envelope: Envelope, request: Request, projeto: ProjetoAutenticado,
-                 servidor: Servidor) -> Response:
+async def intake(
+    envelope: Envelope, request: Request, projeto: ProjetoAutenticado, servidor: Servidor
+) -> Response:
     if not registros_sao_objetos(envelope.records):
         # Só os registros podem estar errados aqui: o resto o FastAPI já validou.
         raise RequestValidationError(erros_do_envelope(envelope.model_dump()))
     if envelope.remove is not None and not servidor.config.remove:
-        raise ErroRegra(422, 'remove_nao_suportado',
-                        'remove: este servidor não suporta exclusão pelo envelope'
-                        ' (capacidades.remove = false). A exclusão fica para a carga'
-                        ' completa (sync + complete).')
+        raise ErroRegra(
+            422,
+            'remove_nao_suportado',
+            'remove: este servidor não suporta exclusão pelo envelope'
+            ' (capacidades.remove = false). A exclusão fica para a carga'
+            ' completa (sync + complete).',
+        )
     # Montado a mao: model_dump copiaria cada registro, e `null` dentro de
     # um registro e dado (nao pode sumir como some um campo opcional).
-    dados = {'dataset': envelope.dataset, 'records': envelope.records,
-             'key': envelope.key, 'description': envelope.description,
-             'fields': envelope.fields, 'group': envelope.group,
-             'sync': envelope.sync.model_dump() if envelope.sync else None,
-             'remove': envelope.remove}
+    dados = {
+        'dataset': envelope.dataset,
+        'records': envelope.records,
+        'key': envelope.key,
+        'description': envelope.description,
+        'fields': envelope.fields,
+        'group': envelope.group,
+        'sync': envelope.sync.model_dump() if envelope.sync else None,
+        'remove': envelope.remove,
+    }
     # Os registros simples já foram conferidos na leitura do corpo (corpo.py).
     lote = Banco.preparar_lote(dados, getattr(request, 'registros_simples', False))
     contagens = await _gravar_no_laco(servidor.banco(), projeto['id'], lote)
@@ -64,20 +73,24 @@ async def intake(envelope: Envelope, request: Request, projeto: ProjetoAutentica
 
 
 @roteador.post('/api/v1/intake/complete', response_model=None)
-def complete(pedido: PedidoComplete, projeto: ProjetoAutenticado,
-             servidor: Servidor) -> dict[str, Any]:
+def complete(
+    pedido: PedidoComplete, projeto: ProjetoAutenticado, servidor: Servidor
+) -> dict[str, Any]:
     banco = servidor.banco()
-    resultado = banco.completar(projeto['id'], pedido.dataset, pedido.sync,
-                                pedido.max_removal)
+    resultado = banco.completar(projeto['id'], pedido.dataset, pedido.sync, pedido.max_removal)
     webhooks.entregar_em_segundo_plano(
-        banco.listar_webhooks(projeto['id']), 'sync.completed', resultado)
+        banco.listar_webhooks(projeto['id']), 'sync.completed', resultado
+    )
     return resultado
 
 
 @roteador.get('/api/v1/projeto', response_model=None)
 def quem_sou(projeto: ProjetoAutenticado) -> dict[str, Any]:
-    return {'project_id': projeto['id'], 'external_id': projeto['external_id'],
-            'name': projeto['name']}
+    return {
+        'project_id': projeto['id'],
+        'external_id': projeto['external_id'],
+        'name': projeto['name'],
+    }
 
 
 # Quantas vezes o lote tenta a trava livre no laço (esperando a vez numa thread

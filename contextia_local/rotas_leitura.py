@@ -16,7 +16,11 @@ def listar_datasets(projeto: ProjetoAutenticado, servidor: Servidor) -> dict[str
 
 
 @roteador.get('/api/v1/datasets/{dataset}/registros', response_model=None)
-def ler_registros(dataset: str, projeto: ProjetoAutenticado, servidor: Servidor,
-                  after: int = Query(0, ge=0, le=MAX_INTEIRO),
-                  limit: int = Query(1000, ge=1, le=10000)) -> dict[str, Any]:
+def ler_registros(
+    dataset: str,
+    projeto: ProjetoAutenticado,
+    servidor: Servidor,
+    after: int = Query(0, ge=0, le=MAX_INTEIRO),
+    limit: int = Query(1000, ge=1, le=10000),
+) -> dict[str, Any]:
     return servidor.banco().pagina_de_registros(projeto['id'], dataset, after, limit)

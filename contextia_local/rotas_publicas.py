@@ -17,8 +17,15 @@ def saude() -> dict[str, str]:
 @roteador.get('/api/v1/capacidades', response_model=None)
 def capacidades(servidor: Servidor) -> dict[str, Any]:
     config = servidor.config
-    return {'versao': VERSAO_API, 'remove': config.remove, 'sync': True, 'complete': True,
-            'max_removal': True, 'webhooks': list(webhooks.EVENTOS),
-            'max_records_per_batch': config.max_registros_lote,
-            'max_bytes_per_batch': config.max_bytes_lote,
-            'decimal': 'string', 'compressao': ['gzip']}
+    return {
+        'versao': VERSAO_API,
+        'remove': config.remove,
+        'sync': True,
+        'complete': True,
+        'max_removal': True,
+        'webhooks': list(webhooks.EVENTOS),
+        'max_records_per_batch': config.max_registros_lote,
+        'max_bytes_per_batch': config.max_bytes_lote,
+        'decimal': 'string',
+        'compressao': ['gzip'],
+    }

@@ -10,19 +10,22 @@ from contextia_local.modelos import IdDoProjeto, NovoWebhook
 roteador = novo_roteador('admin', so_admin=True)
 
 
-@roteador.post('/api/v1/admin/projetos/{projeto_id}/webhooks', status_code=201,
-               response_model=None)
-def registrar_webhook(projeto_id: IdDoProjeto, pedido: NovoWebhook,
-                      servidor: Servidor) -> dict[str, Any]:
+@roteador.post('/api/v1/admin/projetos/{projeto_id}/webhooks', status_code=201, response_model=None)
+def registrar_webhook(
+    projeto_id: IdDoProjeto, pedido: NovoWebhook, servidor: Servidor
+) -> dict[str, Any]:
     problema = webhooks.problema_na_url(pedido.url)
     if problema:
         raise ErroRegra(422, 'url_recusada', problema)
     desconhecidos = sorted(set(pedido.events) - set(webhooks.EVENTOS))
     if desconhecidos:
-        raise ErroRegra(422, 'evento_desconhecido', 'events: %s não existe(m); os'
-                        ' eventos são %s.' % (desconhecidos, list(webhooks.EVENTOS)))
-    return servidor.banco().registrar_webhook(projeto_id, pedido.url, pedido.secret,
-                                              pedido.events)
+        raise ErroRegra(
+            422,
+            'evento_desconhecido',
+            'events: %s não existe(m); os'
+            ' eventos são %s.' % (desconhecidos, list(webhooks.EVENTOS)),
+        )
+    return servidor.banco().registrar_webhook(projeto_id, pedido.url, pedido.secret, pedido.events)
 
 
 @roteador.get('/api/v1/admin/projetos/{projeto_id}/webhooks', response_model=None)
@@ -30,8 +33,12 @@ def listar_webhooks(projeto_id: IdDoProjeto, servidor: Servidor) -> dict[str, An
     banco = servidor.banco()
     banco.projeto(projeto_id)
     # Os campos com `_` (o segredo) nunca saem.
-    return {'webhooks': [{k: v for k, v in w.items() if not k.startswith('_')}
-                         for w in banco.listar_webhooks(projeto_id)]}
+    return {
+        'webhooks': [
+            {k: v for k, v in w.items() if not k.startswith('_')}
+            for w in banco.listar_webhooks(projeto_id)
+        ]
+    }
 
 
 @roteador.post('/api/v1/admin/webhooks/{webhook_id}/teste', response_model=None)

@@ -41,7 +41,7 @@ def problema_na_url(url: str) -> str | None:
     """Texto do problema, ou None se a URL e aceitável (http(s) em 127.0.0.0/8)."""
     try:
         partes = urllib.parse.urlsplit(url)
-        _ = partes.port     # porta fora de 0..65535 so aparece aqui (ValueError)
+        _ = partes.port  # porta fora de 0..65535 so aparece aqui (ValueError)
     except ValueError as erro:
         return 'url %r não é uma URL válida (%s).' % (url, erro)
     if partes.scheme not in ('http', 'https') or not partes.hostname:
@@ -51,11 +51,15 @@ def problema_na_url(url: str) -> str | None:
     try:
         endereco = ipaddress.ip_address(partes.hostname)
     except ValueError:
-        return ('url %r: o servidor local só entrega para um IP em 127.0.0.0/8 ou'
-                ' localhost (nada de nome de host: o ambiente não sai da máquina).' % url)
+        return (
+            'url %r: o servidor local só entrega para um IP em 127.0.0.0/8 ou'
+            ' localhost (nada de nome de host: o ambiente não sai da máquina).' % url
+        )
     if endereco not in ipaddress.ip_network('127.0.0.0/8'):
-        return ('url %r: o servidor local só entrega para 127.0.0.0/8; %s fica fora.'
-                % (url, endereco))
+        return 'url %r: o servidor local só entrega para 127.0.0.0/8; %s fica fora.' % (
+            url,
+            endereco,
+        )
     return None
 
 
@@ -63,35 +67,49 @@ def assinar(segredo: str, corpo: bytes) -> str:
     return 'sha256=' + hmac.new(segredo.encode('utf-8'), corpo, hashlib.sha256).hexdigest()
 
 
-def entregar(webhook: dict[str, Any], evento: str, dados: Any,
-             timeout: float = 5.0) -> dict[str, Any]:
+def entregar(
+    webhook: dict[str, Any], evento: str, dados: Any, timeout: float = 5.0
+) -> dict[str, Any]:
     """Entrega agora, de forma sincrona. Devolve {'status': int|None, 'erro': str|None}."""
-    corpo = json.dumps({
-        'evento': evento,
-        'entrega': 'ent_' + secrets.token_hex(8),
-        'enviado_em': datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec='seconds'),
-        'project_id': webhook['project_id'],
-        'dados': dados,
-    }, ensure_ascii=False, sort_keys=True).encode('utf-8')
-    pedido = urllib.request.Request(webhook['url'], data=corpo, method='POST', headers={
-        'Content-Type': 'application/json',
-        CABECALHO_EVENTO: evento,
-        CABECALHO_ENTREGA: json.loads(corpo)['entrega'],
-        CABECALHO_ASSINATURA: assinar(webhook['_segredo'], corpo),
-    })
+    corpo = json.dumps(
+        {
+            'evento': evento,
+            'entrega': 'ent_' + secrets.token_hex(8),
+            'enviado_em': datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec='seconds'
+            ),
+            'project_id': webhook['project_id'],
+            'dados': dados,
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+    ).encode('utf-8')
+    pedido = urllib.request.Request(
+        webhook['url'],
+        data=corpo,
+        method='POST',
+        headers={
+            'Content-Type': 'application/json',
+            CABECALHO_EVENTO: evento,
+            CABECALHO_ENTREGA: json.loads(corpo)['entrega'],
+            CABECALHO_ASSINATURA: assinar(webhook['_segredo'], corpo),
+        },
+    )
     # Nunca via proxy (a entrega e local por definicao) e nunca seguindo 3xx.
-    abridor = urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                          _SemRedirecionamento())
+    abridor = urllib.request.build_opener(urllib.request.ProxyHandler({}), _SemRedirecionamento())
     try:
         with abridor.open(pedido, timeout=timeout) as resposta:
             return {'status': resposta.status, 'erro': None}
     except urllib.error.HTTPError as erro:
         if 300 <= erro.code < 400:
-            return {'status': erro.code, 'erro': (
-                'receptor respondeu HTTP %d com redirecionamento para %r: a entrega não'
-                ' segue redirecionamento e não foi feita. Registre o webhook com a URL'
-                ' final.' % (erro.code, erro.headers.get('Location')))}
+            return {
+                'status': erro.code,
+                'erro': (
+                    'receptor respondeu HTTP %d com redirecionamento para %r: a entrega não'
+                    ' segue redirecionamento e não foi feita. Registre o webhook com a URL'
+                    ' final.' % (erro.code, erro.headers.get('Location'))
+                ),
+            }
         return {'status': erro.code, 'erro': 'receptor respondeu HTTP %d' % erro.code}
     except (urllib.error.URLError, OSError, ValueError) as erro:
         return {'status': None, 'erro': 'receptor inalcançável: %s' % erro}
@@ -100,15 +118,20 @@ def entregar(webhook: dict[str, Any], evento: str, dados: Any,
 class _SemRedirecionamento(urllib.request.HTTPRedirectHandler):
     """Todo 3xx chega a `entregar` como HTTPError, com o `Location` nos cabeçalhos."""
 
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int,  # noqa: ARG002
-                         msg: str, headers: Any, newurl: str) -> None:  # noqa: ARG002
+    def redirect_request(
+        self,
+        req: urllib.request.Request,  # noqa: ARG002
+        fp: Any,  # noqa: ARG002
+        code: int,  # noqa: ARG002
+        msg: str,  # noqa: ARG002
+        headers: Any,  # noqa: ARG002
+        newurl: str,  # noqa: ARG002
+    ) -> None:  # noqa: ARG002
         return None
 
 
-def entregar_em_segundo_plano(webhooks: Iterable[dict[str, Any]], evento: str,
-                              dados: Any) -> None:
+def entregar_em_segundo_plano(webhooks: Iterable[dict[str, Any]], evento: str, dados: Any) -> None:
     """Dispara as entregas sem segurar a resposta do intake."""
     for webhook in webhooks:
         if evento in webhook['eventos'] and problema_na_url(webhook['url']) is None:
-            threading.Thread(target=entregar, args=(webhook, evento, dados),
-                             daemon=True).start()
+            threading.Thread(target=entregar, args=(webhook, evento, dados), daemon=True).start()

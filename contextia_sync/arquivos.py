@@ -22,7 +22,8 @@ class GravacaoAtomica:
         self.caminho = caminho
         self.pasta = os.path.dirname(os.path.abspath(caminho))
         descritor, self.temporario = tempfile.mkstemp(
-            prefix='.' + os.path.basename(caminho) + '.', suffix='.tmp', dir=self.pasta)
+            prefix='.' + os.path.basename(caminho) + '.', suffix='.tmp', dir=self.pasta
+        )
         try:
             if modo is not None:
                 os.fchmod(descritor, modo)

@@ -31,9 +31,9 @@ def texto_das_saidas(significados: Mapping[int, str | None] | None = None) -> st
     """
     todos: dict[int, str | None] = dict(SIGNIFICADO_DAS_SAIDAS)
     todos.update(significados or {})
-    return 'códigos de saída:\n' + '\n'.join('  %-4d %s' % (codigo, texto)
-                                             for codigo, texto in sorted(todos.items())
-                                             if texto)
+    return 'códigos de saída:\n' + '\n'.join(
+        '  %-4d %s' % (codigo, texto) for codigo, texto in sorted(todos.items()) if texto
+    )
 
 
 class ErroConfiguracao(Exception):

@@ -45,8 +45,10 @@ from contextia_sync.erros import ErroConfiguracao
 PERMITIDOS = 'letras ASCII (A-Z, a-z), dígitos (0-9), hífen (-), sublinhado (_) e ponto (.)'
 """O conjunto permitido, como as mensagens o dizem ao operador."""
 
-REGRA = ('Um código de empresa só pode ter %s, começando por letra ou dígito, até %d'
-         ' caracteres' % (PERMITIDOS, padroes.ESCOPO_MAXIMO))
+REGRA = 'Um código de empresa só pode ter %s, começando por letra ou dígito, até %d caracteres' % (
+    PERMITIDOS,
+    padroes.ESCOPO_MAXIMO,
+)
 """A regra inteira numa frase (sem ponto final), para as mensagens."""
 
 _PERMITIDO = re.compile(r'[A-Za-z0-9._-]')
@@ -103,9 +105,12 @@ def codigo_invalido(escopo: str, com_motivo: bool = True) -> str | None:
     if problema is None:
         return None
     from contextia_sync.registro import limpo
+
     fora = next((c for c in escopo if not _PERMITIDO.fullmatch(c)), None)
     texto = "código de empresa inválido: '%s'%s" % (
-        limpo(escopo), ' (U+%04X)' % ord(fora) if fora is not None else '')
+        limpo(escopo),
+        ' (U+%04X)' % ord(fora) if fora is not None else '',
+    )
     return '%s -- o código %s' % (texto, problema) if com_motivo else texto
 
 
@@ -117,8 +122,10 @@ def exigir_escopo(escopo: str, onde: str) -> str:
     problema = problema_no_escopo(escopo)
     if problema:
         from contextia_sync.registro import limpo
-        raise ErroConfiguracao("%s: o código '%s' %s. %s; nada foi feito."
-                               % (onde, limpo(escopo), problema, REGRA))
+
+        raise ErroConfiguracao(
+            "%s: o código '%s' %s. %s; nada foi feito." % (onde, limpo(escopo), problema, REGRA)
+        )
     return escopo
 
 

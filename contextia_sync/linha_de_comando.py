@@ -53,34 +53,36 @@ TRADUCOES: dict[str, str] = {
     'expected at least one argument': 'precisa de ao menos um valor',
     'not allowed with argument %s': 'não pode ser usado junto com %s',
     'ignored explicit argument %r': 'não aceita valor (recebeu %r)',
-    'ambiguous option: %(option)s could match %(matches)s':
-        'opção ambígua: %(option)s pode ser %(matches)s',
+    'ambiguous option: %(option)s could match %(matches)s': (
+        'opção ambígua: %(option)s pode ser %(matches)s'
+    ),
     'invalid %(type)s value: %(value)r': '%(value)r não é %(type)s',
-    'invalid choice: %(value)r (choose from %(choices)s)':
-        'valor inválido: %(value)r (escolha entre %(choices)s)',
-    'invalid choice: %(value)r, maybe you meant %(closest)r?':
-        'valor inválido: %(value)r; seria %(closest)r?',
+    'invalid choice: %(value)r (choose from %(choices)s)': (
+        'valor inválido: %(value)r (escolha entre %(choices)s)'
+    ),
+    'invalid choice: %(value)r, maybe you meant %(closest)r?': (
+        'valor inválido: %(value)r; seria %(closest)r?'
+    ),
     'unexpected option string: %s': 'opção inesperada: %s',
     "can't open '%(filename)s': %(error)s": "não foi possível abrir '%(filename)s': %(error)s",
-    'unknown parser %(parser_name)r (choices: %(choices)s)':
-        'subcomando desconhecido: %(parser_name)r (escolha entre %(choices)s)',
+    'unknown parser %(parser_name)r (choices: %(choices)s)': (
+        'subcomando desconhecido: %(parser_name)r (escolha entre %(choices)s)'
+    ),
     'option %(option)s: %(message)s': 'opção %(option)s: %(message)s',
 }
 
 # As que o argparse pede com ngettext: (singular, plural) -> (singular, plural).
 PLURAIS: dict[tuple[str, str], tuple[str, str]] = {
-    ('expected %s argument', 'expected %s arguments'):
-        ('precisa de %s valor', 'precisa de %s valores'),
+    ('expected %s argument', 'expected %s arguments'): (
+        'precisa de %s valor',
+        'precisa de %s valores',
+    )
 }
 
 # O nome do tipo em `invalid %(type)s value` (a funcao de conversao), dito como
 # gente diz. Tipo de quem escreve o parser levanta ArgumentTypeError com a frase
 # dele e nao passa por aqui.
-NOMES_DE_TIPO = {
-    'int': 'um número inteiro',
-    'float': 'um número',
-    'str': 'um texto',
-}
+NOMES_DE_TIPO = {'int': 'um número inteiro', 'float': 'um número', 'str': 'um texto'}
 
 
 class _ComTipo(str):
@@ -89,8 +91,7 @@ class _ComTipo(str):
     def __mod__(self, valores: Any) -> str:
         if isinstance(valores, dict) and 'type' in valores:
             nome = str(valores['type'])
-            valores = dict(valores, type=NOMES_DE_TIPO.get(nome, 'um valor aceito por %s'
-                                                           % nome))
+            valores = dict(valores, type=NOMES_DE_TIPO.get(nome, 'um valor aceito por %s' % nome))
         return str.__mod__(self, valores)
 
 
@@ -129,6 +130,7 @@ def _portugues(metodo: Callable[..., T]) -> Callable[..., T]:
     def traduzido(*args: Any, **kwargs: Any) -> T:
         with em_portugues():
             return metodo(*args, **kwargs)
+
     traduzido.__name__ = metodo.__name__
     traduzido.__doc__ = metodo.__doc__
     return traduzido
@@ -148,8 +150,13 @@ class FormatoPt(argparse.HelpFormatter):
         for linha in text.splitlines():
             if not linha.strip():
                 blocos.append('')
-            elif linha[:1].isspace() or not blocos or not blocos[-1] \
-                    or blocos[-1][:1].isspace() or blocos[-1].endswith(':'):
+            elif (
+                linha[:1].isspace()
+                or not blocos
+                or not blocos[-1]
+                or blocos[-1][:1].isspace()
+                or blocos[-1].endswith(':')
+            ):
                 blocos.append(linha.rstrip())
             else:
                 blocos[-1] += ' ' + linha.strip()
@@ -158,11 +165,17 @@ class FormatoPt(argparse.HelpFormatter):
             if not bloco:
                 saida.append('')
                 continue
-            recuo = bloco[:len(bloco) - len(bloco.lstrip())]
+            recuo = bloco[: len(bloco) - len(bloco.lstrip())]
             item = re.match(r'\s+(?:\S+\s{2,}|- )', bloco) if recuo else None
             continuacao = ' ' * item.end() if item else recuo
-            saida.append(textwrap.fill(bloco.strip(), width, initial_indent=indent + recuo,
-                                       subsequent_indent=indent + continuacao))
+            saida.append(
+                textwrap.fill(
+                    bloco.strip(),
+                    width,
+                    initial_indent=indent + recuo,
+                    subsequent_indent=indent + continuacao,
+                )
+            )
         return '\n'.join(saida)
 
 
@@ -176,7 +189,8 @@ class ParserPt(argparse.ArgumentParser):
 
     parse_args = _portugues(argparse.ArgumentParser.parse_args)  # type: ignore[assignment]
     parse_known_args = _portugues(  # type: ignore[assignment]
-        argparse.ArgumentParser.parse_known_args)
+        argparse.ArgumentParser.parse_known_args
+    )
     format_usage = _portugues(argparse.ArgumentParser.format_usage)
     format_help = _portugues(argparse.ArgumentParser.format_help)
     add_argument = _portugues(argparse.ArgumentParser.add_argument)
@@ -185,7 +199,7 @@ class ParserPt(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         with em_portugues():
             super().error(message)
-        raise AssertionError('argparse.error voltou')      # pragma: no cover
+        raise AssertionError('argparse.error voltou')  # pragma: no cover
 
 
 def linha_de_versao(prog: str) -> str:
@@ -193,9 +207,13 @@ def linha_de_versao(prog: str) -> str:
     return '%s (contextia_sync %s)' % (prog, __version__)
 
 
-def novo_parser(prog: str, descricao: str, epilog: str | None = None,
-                saidas: Mapping[int, str] | None = None,
-                **opcoes: Any) -> argparse.ArgumentParser:
+def novo_parser(
+    prog: str,
+    descricao: str,
+    epilog: str | None = None,
+    saidas: Mapping[int, str] | None = None,
+    **opcoes: Any,
+) -> argparse.ArgumentParser:
     """
     O parser de um programa do SDK: em português, com `--version` e, no fim do
     `--help`, o `epilog` e os códigos de saída (`saidas` troca o que 1 e 2
@@ -203,10 +221,10 @@ def novo_parser(prog: str, descricao: str, epilog: str | None = None,
     """
     partes = [epilog] if epilog else []
     partes.append(texto_das_saidas(saidas))
-    parser = ParserPt(prog=prog, description=descricao, epilog='\n\n'.join(partes),
-                      **opcoes)
-    parser.add_argument('--version', action='version', version=linha_de_versao(prog),
-                        help='mostra a versão e sai')
+    parser = ParserPt(prog=prog, description=descricao, epilog='\n\n'.join(partes), **opcoes)
+    parser.add_argument(
+        '--version', action='version', version=linha_de_versao(prog), help='mostra a versão e sai'
+    )
     return parser
 
 

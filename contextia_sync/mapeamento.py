@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from contextia_sync import padroes, segredos
 from contextia_sync.erros import ErroConfiguracao
 
-if TYPE_CHECKING:                       # o jsonschema e tardio: o autoteste nao o tem
+if TYPE_CHECKING:  # o jsonschema e tardio: o autoteste nao o tem
     from jsonschema.exceptions import ValidationError
 
     # Cada tradução recebe o erro (e o schema, para a alternativa que vira outro
@@ -42,8 +42,7 @@ if TYPE_CHECKING:                       # o jsonschema e tardio: o autoteste nao
 
 # Dentro do pacote (vai junto no `pip install`); mappings/mapeamento.schema.json
 # e um link para ele, para o editor de quem escreve o mapeamento achar.
-CAMINHO_SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                              'mapeamento.schema.json')
+CAMINHO_SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'mapeamento.schema.json')
 
 # Hosts onde webhook em http:// e aceitavel: so a propria maquina (teste, demo).
 _HOSTS_LOCAIS = re.compile(r'^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|$)')
@@ -57,13 +56,14 @@ class ErroMapeamento(ErroConfiguracao):
         self.problemas = list(problemas)
         super().__init__(
             'Mapeamento %s tem %d problema(s):\n%s'
-            % (caminho, len(self.problemas),
-               '\n'.join('  - %s' % p for p in self.problemas)))
+            % (caminho, len(self.problemas), '\n'.join('  - %s' % p for p in self.problemas))
+        )
 
 
 # ---------------------------------------------------------------------------
 # Funcoes puras (sem jsonschema: o autoteste roda sem pacote nenhum)
 # ---------------------------------------------------------------------------
+
 
 def valor_herdado(mapa: Mapping[str, Any], row: Mapping[str, Any], campo: str) -> Any:
     """
@@ -82,8 +82,10 @@ def normalizar_dataset(nome: object) -> str:
     sem_acento = unicodedata.normalize('NFKD', str(nome)).encode('ascii', 'ignore').decode()
     normalizado = re.sub(r'[^a-z0-9]+', '_', sem_acento.lower()).strip('_')
     if not normalizado:
-        raise ValueError('nome de dataset %r fica vazio depois de normalizado; use letras'
-                         ' ou números no "dataset" do mapeamento.' % (nome,))
+        raise ValueError(
+            'nome de dataset %r fica vazio depois de normalizado; use letras'
+            ' ou números no "dataset" do mapeamento.' % (nome,)
+        )
     return normalizado[:120]
 
 
@@ -92,8 +94,10 @@ def coluna_de_recorte(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | 
     return valor_herdado(mapa, row, 'scope_column') or None
 
 
-def semantica(mapa: Mapping[str, Any], row: Mapping[str, Any],  # noqa: ARG001 - o mapa e do contrato
-              ) -> tuple[str | None, dict[str, Any] | None]:
+def semantica(
+    mapa: Mapping[str, Any],  # noqa: ARG001
+    row: Mapping[str, Any],  # noqa: ARG001 - o mapa e do contrato
+) -> tuple[str | None, dict[str, Any] | None]:
     """(description, fields) do dataset, para o Contextia entender o que recebe."""
     campos = row.get('fields') or None
     return row.get('description') or None, dict(campos) if campos else None
@@ -123,12 +127,14 @@ def grupo_de(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
 def escopos_excluidos(mapa: Mapping[str, Any]) -> set[str]:
     """As empresas que nunca viram projeto nem recebem carga, como texto."""
     from contextia_sync.escopos import texto_escopo
+
     return {texto_escopo(e) for e in (mapa.get('source') or {}).get('excluded_scopes') or ()}
 
 
 # ---------------------------------------------------------------------------
 # Carregar e validar
 # ---------------------------------------------------------------------------
+
 
 def carregar_mapeamento(caminho: str) -> dict[str, Any]:
     """
@@ -142,18 +148,27 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
         with open(caminho, encoding='utf-8') as arquivo:
             texto = arquivo.read()
     except FileNotFoundError:
-        raise ErroMapeamento(caminho, [
-            '(arquivo): %s não existe -- confira --mapping (caminho relativo e a partir'
-            ' de onde o comando roda)' % caminho]) from None
+        raise ErroMapeamento(
+            caminho,
+            [
+                '(arquivo): %s não existe -- confira --mapping (caminho relativo e a partir'
+                ' de onde o comando roda)' % caminho
+            ],
+        ) from None
     except (OSError, UnicodeDecodeError) as erro:
-        raise ErroMapeamento(caminho, [
-            '(arquivo): não foi possível ler (%s: %s) -- confira permissão e que o'
-            ' arquivo e texto UTF-8' % (type(erro).__name__, erro)]) from None
+        raise ErroMapeamento(
+            caminho,
+            [
+                '(arquivo): não foi possível ler (%s: %s) -- confira permissão e que o'
+                ' arquivo e texto UTF-8' % (type(erro).__name__, erro)
+            ],
+        ) from None
 
     repetidas: list[str] = []
 
-    def sem_repetidas(pares: list[tuple[str, Any]],
-                      _repetidas: list[str] = repetidas) -> dict[str, Any]:
+    def sem_repetidas(
+        pares: list[tuple[str, Any]], _repetidas: list[str] = repetidas
+    ) -> dict[str, Any]:
         # O json do Python fica com a ULTIMA chave repetida, calado. Duas `key`
         # no mesmo dataset e erro de edicao, nao escolha.
         objeto: dict[str, Any] = {}
@@ -166,13 +181,20 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
     try:
         mapa = json.loads(texto, object_pairs_hook=sem_repetidas)
     except json.JSONDecodeError as erro:
-        raise ErroMapeamento(caminho, [
-            '(linha %d, coluna %d): JSON inválido (%s) -- virgula sobrando ou faltando,'
-            ' aspas simples ou comentário são os suspeitos de sempre; JSON não tem'
-            ' comentário (use "$comment")' % (erro.lineno, erro.colno, erro.msg)]) from None
+        raise ErroMapeamento(
+            caminho,
+            [
+                '(linha %d, coluna %d): JSON inválido (%s) -- virgula sobrando ou faltando,'
+                ' aspas simples ou comentário são os suspeitos de sempre; JSON não tem'
+                ' comentário (use "$comment")' % (erro.lineno, erro.colno, erro.msg)
+            ],
+        ) from None
 
-    problemas = ['(arquivo): chave %r aparece duas vezes no mesmo objeto -- o JSON fica'
-                 ' só com a última; apague a que não vale' % nome for nome in repetidas]
+    problemas = [
+        '(arquivo): chave %r aparece duas vezes no mesmo objeto -- o JSON fica'
+        ' só com a última; apague a que não vale' % nome
+        for nome in repetidas
+    ]
     problemas += problemas_do_mapa(mapa)
     if problemas:
         raise ErroMapeamento(caminho, problemas)
@@ -214,8 +236,15 @@ def caminho_json(partes: Iterable[Any]) -> str:
     return texto or '(raiz)'
 
 
-_TIPOS = {'string': 'texto', 'integer': 'inteiro', 'number': 'numero', 'boolean': 'true/false',
-          'null': 'null', 'array': 'lista [...]', 'object': 'objeto {...}'}
+_TIPOS = {
+    'string': 'texto',
+    'integer': 'inteiro',
+    'number': 'numero',
+    'boolean': 'true/false',
+    'null': 'null',
+    'array': 'lista [...]',
+    'object': 'objeto {...}',
+}
 
 
 def _nome_tipo(valor: Any) -> str:
@@ -238,21 +267,21 @@ def _nome_tipo(valor: Any) -> str:
 _DICA_OBRIGATORIO = {
     'client': 'acrescente "client": "<nome curto do cliente>"',
     'datasets': 'acrescente "datasets": [ { "dataset": ..., "source_object": ...,'
-                ' "columns": [...] } ]',
+    ' "columns": [...] } ]',
     'projects': 'acrescente a regra de projeto: "projects": {"source_object": "<cadastro de'
-                ' empresas>", "scope_column": ..., "name_column": ...} (docs/mapeamento.md)',
+    ' empresas>", "scope_column": ..., "name_column": ...} (docs/mapeamento.md)',
     'dataset': 'acrescente "dataset": "<nome no Contextia>"',
     'source_object': 'acrescente "source_object": "<view ou tabela da origem>"',
     'columns': 'acrescente "columns": ["COLUNA", ...] com as colunas lidas da view',
     'column': 'acrescente "column": "<coluna do cadastro>"',
     'url': 'acrescente "url": "https://..." (o endereço que recebe os eventos)',
     'secret_env': 'acrescente "secret_env": "CONTEXTIA_WEBHOOK_SEGREDO" e exporte o segredo'
-                  ' nessa variável (o segredo nunca vai no mapeamento)',
+    ' nessa variável (o segredo nunca vai no mapeamento)',
 }
 
 
 def _problemas_de_schema(mapa: Any) -> list[str]:
-    import jsonschema                                   # tardio: autoteste nao tem
+    import jsonschema  # tardio: autoteste nao tem
 
     schema = _schema()
     validador = jsonschema.Draft202012Validator(schema)
@@ -268,8 +297,10 @@ def _traduzir(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]:
     traducao = _TRADUCOES.get(str(erro.validator))
     frases = traducao(erro, schema) if traducao is not None else None
     if frases is None:
-        return ['%s: %s -- confira com mappings/mapeamento.schema.json'
-                % (caminho_json(erro.absolute_path), erro.message)]
+        return [
+            '%s: %s -- confira com mappings/mapeamento.schema.json'
+            % (caminho_json(erro.absolute_path), erro.message)
+        ]
     return frases
 
 
@@ -281,10 +312,15 @@ def _chave_desconhecida(erro: ValidationError, _schema: Mapping[str, Any]) -> li
     saida = []
     for nome in sorted(set(valor) - set(conhecidas)):
         parecida = difflib.get_close_matches(nome, conhecidas, n=1, cutoff=0.6)
-        dica = ('você quis dizer %r?' % parecida[0]) if parecida else (
-            'as validas aqui: %s' % ', '.join(c for c in conhecidas if c != '$comment'))
-        saida.append('%s: chave desconhecida %r -- %s (comentário vai em "$comment")'
-                     % (caminho_json([*erro.absolute_path, nome]), nome, dica))
+        dica = (
+            ('você quis dizer %r?' % parecida[0])
+            if parecida
+            else ('as validas aqui: %s' % ', '.join(c for c in conhecidas if c != '$comment'))
+        )
+        saida.append(
+            '%s: chave desconhecida %r -- %s (comentário vai em "$comment")'
+            % (caminho_json([*erro.absolute_path, nome]), nome, dica)
+        )
     return saida
 
 
@@ -315,36 +351,57 @@ def _obrigatorio(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]
     faltando = re.findall(r"'([^']+)' is a required property", erro.message)
     saida = []
     for nome in faltando or [erro.message]:
-        saida.append('%s: falta %r -- %s' % (
-            caminho_json([*erro.absolute_path, nome]) if faltando else caminho,
-            nome, _DICA_OBRIGATORIO.get(nome, 'acrescente %r' % nome)))
+        saida.append(
+            '%s: falta %r -- %s'
+            % (
+                caminho_json([*erro.absolute_path, nome]) if faltando else caminho,
+                nome,
+                _DICA_OBRIGATORIO.get(nome, 'acrescente %r' % nome),
+            )
+        )
     return saida
 
 
 def _alternativas(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]:
     caminho = caminho_json(erro.absolute_path)
     if erro.validator == 'oneOf' and 'filters' in erro.absolute_path:
-        return ['%s: um filtro e "column" mais EXATAMENTE uma condição (equals, not_equals,'
-                ' in, not_in, not_empty) -- separe em dois filtros ou acrescente a condição'
-                % caminho]
+        return [
+            '%s: um filtro e "column" mais EXATAMENTE uma condição (equals, not_equals,'
+            ' in, not_in, not_empty) -- separe em dois filtros ou acrescente a condição' % caminho
+        ]
     # coluna_ou_nulo, grupo_ou_nulo: diga o que a alternativa nao-nula exige.
     for sub in erro.context or ():
         if sub.validator in ('pattern', 'minLength'):
             return _traduzir(sub, schema)
-    esperado = ' ou '.join(sorted({_TIPOS.get(_esperado(s), str(_esperado(s)))
-                                   for s in erro.context or () if s.validator == 'type'}))
-    return ['%s: esperava %s, veio %s %r -- corrija o valor'
-            % (caminho, esperado or 'outro valor', _nome_tipo(_valor(erro)), _valor(erro))]
+    esperado = ' ou '.join(
+        sorted(
+            {
+                _TIPOS.get(_esperado(s), str(_esperado(s)))
+                for s in erro.context or ()
+                if s.validator == 'type'
+            }
+        )
+    )
+    return [
+        '%s: esperava %s, veio %s %r -- corrija o valor'
+        % (caminho, esperado or 'outro valor', _nome_tipo(_valor(erro)), _valor(erro))
+    ]
 
 
 def _tipo_errado(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
     valor = _valor(erro)
     esperado = _esperado(erro)
     esperados = esperado if isinstance(esperado, list) else [esperado]
-    return ['%s: esperava %s, veio %s %r -- corrija o valor%s' % (
-        caminho_json(erro.absolute_path), ' ou '.join(_TIPOS.get(e, str(e)) for e in esperados),
-        _nome_tipo(valor), valor,
-        ' (número vai sem aspas)' if 'integer' in esperados and isinstance(valor, str) else '')]
+    return [
+        '%s: esperava %s, veio %s %r -- corrija o valor%s'
+        % (
+            caminho_json(erro.absolute_path),
+            ' ou '.join(_TIPOS.get(e, str(e)) for e in esperados),
+            _nome_tipo(valor),
+            valor,
+            ' (número vai sem aspas)' if 'integer' in esperados and isinstance(valor, str) else '',
+        )
+    ]
 
 
 def _padrao(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
@@ -356,36 +413,48 @@ def _padrao(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
     elif ultimo == 'url':
         dica = 'comece com https:// (http:// só para 127.0.0.1/localhost)'
     elif ultimo == 'secret_env':
-        dica = ('e o NOME da variável de ambiente (ex.: CONTEXTIA_WEBHOOK_SEGREDO),'
-                ' nunca o segredo')
+        dica = 'e o NOME da variável de ambiente (ex.: CONTEXTIA_WEBHOOK_SEGREDO), nunca o segredo'
     else:
-        dica = ('nome de coluna: letra ou _ seguida de letras, dígitos, _, $ ou #, sem'
-                ' espaços nem aspas; use o nome exato que a view devolve')
+        dica = (
+            'nome de coluna: letra ou _ seguida de letras, dígitos, _, $ ou #, sem'
+            ' espaços nem aspas; use o nome exato que a view devolve'
+        )
     return ['%s: %r não é válido -- %s' % (caminho_json(erro.absolute_path), _valor(erro), dica)]
 
 
 def _fora_da_lista(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
-    return ['%s: %r não é um dos valores aceitos -- use um de: %s'
-            % (caminho_json(erro.absolute_path), _valor(erro),
-               ', '.join(map(str, _esperado(erro))))]
+    return [
+        '%s: %r não é um dos valores aceitos -- use um de: %s'
+        % (caminho_json(erro.absolute_path), _valor(erro), ', '.join(map(str, _esperado(erro))))
+    ]
 
 
 def _fora_do_intervalo(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
-    return ['%s: %r fora do intervalo -- use de %s a %s' % (
-        caminho_json(erro.absolute_path), _valor(erro), _do_schema(erro, 'minimum', '-'),
-        _do_schema(erro, 'maximum', '-'))]
+    return [
+        '%s: %r fora do intervalo -- use de %s a %s'
+        % (
+            caminho_json(erro.absolute_path),
+            _valor(erro),
+            _do_schema(erro, 'minimum', '-'),
+            _do_schema(erro, 'maximum', '-'),
+        )
+    ]
 
 
 def _lista_vazia(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
-    return ['%s: lista vazia -- precisa de pelo menos %d item(ns)'
-            % (caminho_json(erro.absolute_path), _esperado(erro))]
+    return [
+        '%s: lista vazia -- precisa de pelo menos %d item(ns)'
+        % (caminho_json(erro.absolute_path), _esperado(erro))
+    ]
 
 
 def _repetido(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
     valor = _valor(erro)
     repetidos = sorted({repr(v) for v in valor if valor.count(v) > 1})
-    return ['%s: valor repetido %s -- deixe cada um uma vez só'
-            % (caminho_json(erro.absolute_path), ', '.join(repetidos))]
+    return [
+        '%s: valor repetido %s -- deixe cada um uma vez só'
+        % (caminho_json(erro.absolute_path), ', '.join(repetidos))
+    ]
 
 
 def _texto_vazio(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
@@ -393,14 +462,17 @@ def _texto_vazio(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]
 
 
 def _constante(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
-    return ['%s: %s não é aceito -- use %s ou apague a chave'
-            % (caminho_json(erro.absolute_path), json.dumps(_valor(erro)),
-               json.dumps(_esperado(erro)))]
+    return [
+        '%s: %s não é aceito -- use %s ou apague a chave'
+        % (caminho_json(erro.absolute_path), json.dumps(_valor(erro)), json.dumps(_esperado(erro)))
+    ]
 
 
 def _nome_de_campo(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
-    return ['%s: %s -- as chaves de fields são nomes de coluna'
-            % (caminho_json(erro.absolute_path), erro.message)]
+    return [
+        '%s: %s -- as chaves de fields são nomes de coluna'
+        % (caminho_json(erro.absolute_path), erro.message)
+    ]
 
 
 # O validador do jsonschema que recusou -> a frase que o operador lê.
@@ -468,8 +540,9 @@ def _problemas_dos_datasets(mapa: dict[str, Any]) -> list[str]:
         if not isinstance(row, dict):
             continue
         onde = 'datasets[%d]' % indice
-        problemas += _problema_do_nome(onde, row.get('dataset'), indice, lista, vistos,
-                                       normalizar_dataset)
+        problemas += _problema_do_nome(
+            onde, row.get('dataset'), indice, lista, vistos, normalizar_dataset
+        )
         colunas_cruas = row.get('columns')
         if isinstance(colunas_cruas, list):
             # Sem lista de colunas nao ha contra o que julgar key, watch_column,
@@ -479,9 +552,14 @@ def _problemas_dos_datasets(mapa: dict[str, Any]) -> list[str]:
     return problemas
 
 
-def _problema_do_nome(onde: str, nome: Any, indice: int, lista: list[Any],
-                      vistos: dict[str, int],
-                      normalizar: Callable[[str], str]) -> list[str]:
+def _problema_do_nome(
+    onde: str,
+    nome: Any,
+    indice: int,
+    lista: list[Any],
+    vistos: dict[str, int],
+    normalizar: Callable[[str], str],
+) -> list[str]:
     """O nome que fica vazio, ou que vira o de outro dataset, depois de normalizado."""
     if _texto(nome) is None:
         return []
@@ -490,32 +568,38 @@ def _problema_do_nome(onde: str, nome: Any, indice: int, lista: list[Any],
     except ValueError:
         normalizado = ''
     if not normalizado:
-        return ['%s.dataset: %r fica vazio depois de normalizado -- use'
-                ' letras ou dígitos no nome' % (onde, nome)]
+        return [
+            '%s.dataset: %r fica vazio depois de normalizado -- use'
+            ' letras ou dígitos no nome' % (onde, nome)
+        ]
     if normalizado in vistos:
-        return ['%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no'
-                ' Contextia seriam UM dataset e uma carga apagaria a outra; de nomes'
-                ' diferentes'
-                % (onde, nome, normalizado, vistos[normalizado],
-                   lista[vistos[normalizado]]['dataset'])]
+        return [
+            '%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no'
+            ' Contextia seriam UM dataset e uma carga apagaria a outra; de nomes'
+            ' diferentes'
+            % (onde, nome, normalizado, vistos[normalizado], lista[vistos[normalizado]]['dataset'])
+        ]
     vistos[normalizado] = indice
     return []
 
 
-def _problemas_das_colunas(onde: str, row: dict[str, Any], colunas: list[str],
-                           defaults: dict[str, Any]) -> list[str]:
+def _problemas_das_colunas(
+    onde: str, row: dict[str, Any], colunas: list[str], defaults: dict[str, Any]
+) -> list[str]:
     """key, watch_column, scope_column e fields de um dataset contra o `columns` dele."""
     problemas: list[str] = []
     nome = row.get('dataset')
     for campo, porque in (
-            ('key', 'sem ela na projeção o upsert não tem por onde casar'),
-            ('watch_column', 'sem ela na projeção a marca de água nunca avança')):
+        ('key', 'sem ela na projeção o upsert não tem por onde casar'),
+        ('watch_column', 'sem ela na projeção a marca de água nunca avança'),
+    ):
         valor = _coluna(row.get(campo))
         if valor is not None and valor not in colunas:
             problemas.append(
                 '%s.%s: %r não está em columns (dataset %r) -- %s; acrescente-a a'
                 ' columns ou corrija o nome%s'
-                % (onde, campo, valor, nome, porque, _sugestao(valor, colunas)))
+                % (onde, campo, valor, nome, porque, _sugestao(valor, colunas))
+            )
 
     declarada = 'scope_column' in row
     recorte = _coluna(row['scope_column'] if declarada else defaults.get('scope_column'))
@@ -528,15 +612,16 @@ def _problemas_das_colunas(onde: str, row: dict[str, Any], colunas: list[str],
             '%s.scope_column: %r (%s) não está em columns (dataset %r) -- sem ela os'
             ' dados de todas as empresas iriam para cada projeto; acrescente-a a'
             ' columns ou, se e tabela de domínio (igual para todas), declare'
-            ' "scope_column": null%s'
-            % (onde, recorte, origem, nome, _sugestao(recorte, colunas)))
+            ' "scope_column": null%s' % (onde, recorte, origem, nome, _sugestao(recorte, colunas))
+        )
 
     for coluna in sorted(c for c in _objeto(row.get('fields')) if _coluna(c)):
         if coluna not in colunas:
             problemas.append(
                 '%s.fields.%s: descreve uma coluna que não está em columns (dataset %r)'
                 ' -- acrescente-a a columns ou apague a descrição%s'
-                % (onde, coluna, nome, _sugestao(coluna, colunas)))
+                % (onde, coluna, nome, _sugestao(coluna, colunas))
+            )
     return problemas
 
 
@@ -547,20 +632,19 @@ def _problemas_do_cadastro(mapa: dict[str, Any]) -> list[str]:
         return []
     defaults = _objeto(mapa.get('defaults'))
     problemas: list[str] = []
-    escopo_projeto = (_texto(projetos.get('scope_column'))
-                      or _texto(defaults.get('scope_column')))
+    escopo_projeto = _texto(projetos.get('scope_column')) or _texto(defaults.get('scope_column'))
     # Declarada com o tipo errado o schema ja recusou; aqui so a ausencia.
     if projetos.get('scope_column') is None and defaults.get('scope_column') is None:
         problemas.append(
             'projects.scope_column: não declarada e sem defaults.scope_column -- diga'
-            ' qual coluna do cadastro %r tem o código da empresa'
-            % projetos.get('source_object'))
+            ' qual coluna do cadastro %r tem o código da empresa' % projetos.get('source_object')
+        )
     nome_projeto = _texto(projetos.get('name_column'))
     if nome_projeto is not None and nome_projeto == escopo_projeto:
         problemas.append(
             'projects.name_column: e a mesma coluna do escopo (%r) -- os projetos se'
-            ' chamariam pelo código; aponte para a razão social/nome fantasia'
-            % nome_projeto)
+            ' chamariam pelo código; aponte para a razão social/nome fantasia' % nome_projeto
+        )
     return problemas
 
 
@@ -574,7 +658,8 @@ def _problemas_do_webhook(mapa: dict[str, Any]) -> list[str]:
     if url is not None and url.startswith('http://') and not _HOSTS_LOCAIS.match(url):
         problemas.append(
             'webhook.url: %r usa http:// fora desta máquina -- o evento e o segredo de'
-            ' assinatura passariam sem criptografia; use https://' % url)
+            ' assinatura passariam sem criptografia; use https://' % url
+        )
     nome_do_segredo = _texto(webhook.get('secret_env'))
     if nome_do_segredo is not None and re.match(r'^[A-Z_][A-Z0-9_]*$', nome_do_segredo):
         # (Nome fora do formato de variavel o schema ja recusou.)
@@ -586,7 +671,8 @@ def _problemas_do_webhook(mapa: dict[str, Any]) -> list[str]:
         if '{' in sobra or '}' in sobra:
             problemas.append(
                 'webhook.url: %r tem chaves {...} que não são {escopo} -- o único marcador'
-                ' trocado e {escopo} (o código da empresa)' % url)
+                ' trocado e {escopo} (o código da empresa)' % url
+            )
     return problemas
 
 
@@ -597,14 +683,15 @@ def _problemas_dos_excluidos(mapa: dict[str, Any]) -> list[str]:
     textos: dict[str, int] = {}
     for indice, escopo in enumerate(excluidos if isinstance(excluidos, list) else ()):
         if isinstance(escopo, bool) or not isinstance(escopo, (str, int)):
-            continue                            # tipo errado: o schema ja disse
+            continue  # tipo errado: o schema ja disse
         texto = str(escopo).strip()
         if not texto:
             problemas.append('source.excluded_scopes[%d]: escopo vazio -- apague o item' % indice)
         elif texto in textos:
             problemas.append(
                 'source.excluded_scopes[%d]: %r e a mesma empresa que o item [%d] -- deixe'
-                ' um só' % (indice, escopo, textos[texto]))
+                ' um só' % (indice, escopo, textos[texto])
+            )
         else:
             textos[texto] = indice
     return problemas
@@ -612,8 +699,11 @@ def _problemas_dos_excluidos(mapa: dict[str, Any]) -> list[str]:
 
 # As regras entre campos, na ordem em que os problemas saem.
 _REGRAS_DO_MAPA: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
-    _problemas_dos_datasets, _problemas_do_cadastro, _problemas_do_webhook,
-    _problemas_dos_excluidos)
+    _problemas_dos_datasets,
+    _problemas_do_cadastro,
+    _problemas_do_webhook,
+    _problemas_dos_excluidos,
+)
 
 
 def _sugestao(nome: str, colunas: Iterable[str]) -> str:

@@ -62,124 +62,214 @@ RESULTADOS = (('novo', 'novos'), ('atualizado', 'atualizados'), ('igual', 'iguai
 # (tests/test_metricas.py confere).
 METRICAS: dict[str, tuple[str, str]] = {
     # -- o processo
-    'ouvinte_info': (GAUGE, 'Sempre 1; os rótulos dizem a versão do SDK, a estratégia de'
-                            ' captura, o modo (serviço, once, seco) e o cliente.'),
-    'ouvinte_situacao': (GAUGE, '1 na situação atual do ouvinte (rodando, parando, parado),'
-                                ' 0 nas outras.'),
-    'ouvinte_iniciado_timestamp_seconds': (GAUGE, 'Quando este processo do ouvinte subiu'
-                                                  ' (Unix).'),
+    'ouvinte_info': (
+        GAUGE,
+        'Sempre 1; os rótulos dizem a versão do SDK, a estratégia de'
+        ' captura, o modo (serviço, once, seco) e o cliente.',
+    ),
+    'ouvinte_situacao': (
+        GAUGE,
+        '1 na situação atual do ouvinte (rodando, parando, parado), 0 nas outras.',
+    ),
+    'ouvinte_iniciado_timestamp_seconds': (GAUGE, 'Quando este processo do ouvinte subiu (Unix).'),
     'ouvinte_status_atualizado_timestamp_seconds': (
-        GAUGE, 'Quando o ouvinte gravou este retrato (Unix); velho = ouvinte parado.'),
-    'ouvinte_intervalo_dados_seconds': (GAUGE, 'O --intervalo-dados: segundos entre leituras'
-                                               ' do que mudou.'),
-    'ouvinte_folga_seconds': (GAUGE, 'A --folga: quanto a leitura recua atrás da marca de'
-                                     ' agua.'),
+        GAUGE,
+        'Quando o ouvinte gravou este retrato (Unix); velho = ouvinte parado.',
+    ),
+    'ouvinte_intervalo_dados_seconds': (
+        GAUGE,
+        'O --intervalo-dados: segundos entre leituras do que mudou.',
+    ),
+    'ouvinte_folga_seconds': (GAUGE, 'A --folga: quanto a leitura recua atrás da marca de agua.'),
     'ouvinte_intervalo_reconciliacao_seconds': (
-        GAUGE, 'O --intervalo-reconciliacao: segundos entre duas leituras do conjunto de'
-               ' chaves de um dataset (só com a reconciliação).'),
-    'ouvinte_falhas_seguidas': (GAUGE, 'Voltas seguidas do laço com alguma falha (dataset,'
-                                       ' empresa, ferramenta ou o ciclo inteiro).'),
+        GAUGE,
+        'O --intervalo-reconciliacao: segundos entre duas leituras do conjunto de'
+        ' chaves de um dataset (só com a reconciliação).',
+    ),
+    'ouvinte_falhas_seguidas': (
+        GAUGE,
+        'Voltas seguidas do laço com alguma falha (dataset,'
+        ' empresa, ferramenta ou o ciclo inteiro).',
+    ),
     'ouvinte_datasets_ao_vivo': (GAUGE, 'Datasets do mapeamento que estão no ao-vivo.'),
     'ouvinte_datasets': (GAUGE, 'Datasets do mapeamento.'),
     'ouvinte_cargas_iniciais_pendentes': (GAUGE, 'Empresas com carga inicial por refazer.'),
-    'ouvinte_empresas_recusadas': (GAUGE, 'Empresas que não recebem dado por recusa: código'
-                                          ' inválido no cadastro (onde="cadastro") ou chave'
-                                          ' de outro projeto no arquivo (onde="chave").'),
-    'ouvinte_ferramenta_rodando': (GAUGE, '1 enquanto uma ferramenta (provisionamento,'
-                                          ' carga, varredura) roda.'),
+    'ouvinte_empresas_recusadas': (
+        GAUGE,
+        'Empresas que não recebem dado por recusa: código'
+        ' inválido no cadastro (onde="cadastro") ou chave'
+        ' de outro projeto no arquivo (onde="chave").',
+    ),
+    'ouvinte_ferramenta_rodando': (
+        GAUGE,
+        '1 enquanto uma ferramenta (provisionamento, carga, varredura) roda.',
+    ),
     'ouvinte_ferramenta_inicio_timestamp_seconds': (
-        GAUGE, 'Quando a ferramenta em curso começou (Unix); só enquanto ela roda.'),
+        GAUGE,
+        'Quando a ferramenta em curso começou (Unix); só enquanto ela roda.',
+    ),
     # -- os ciclos
     'ouvinte_ciclo_ultimo_timestamp_seconds': (
-        GAUGE, 'Quando o último ciclo de cada tipo terminou neste processo (Unix).'),
+        GAUGE,
+        'Quando o último ciclo de cada tipo terminou neste processo (Unix).',
+    ),
     'ouvinte_ciclos_total': (COUNTER, 'Ciclos terminados neste processo, por tipo.'),
-    'ouvinte_ciclo_erros_total': (COUNTER, 'Erros contados pelos ciclos (dataset, lote,'
-                                           ' empresa, fase), por tipo de ciclo.'),
-    'ouvinte_laco_falhas_total': (COUNTER, 'Voltas do laço que falharam inteiras (origem'
-                                           ' fora do ar, por exemplo).'),
+    'ouvinte_ciclo_erros_total': (
+        COUNTER,
+        'Erros contados pelos ciclos (dataset, lote, empresa, fase), por tipo de ciclo.',
+    ),
+    'ouvinte_laco_falhas_total': (
+        COUNTER,
+        'Voltas do laço que falharam inteiras (origem fora do ar, por exemplo).',
+    ),
     # -- por dataset
-    'ouvinte_dataset_ao_vivo': (GAUGE, '1 se o dataset está no ao-vivo, 0 se está fora'
-                                       ' (o motivo está no ouvinte-status.json).'),
+    'ouvinte_dataset_ao_vivo': (
+        GAUGE,
+        '1 se o dataset está no ao-vivo, 0 se está fora (o motivo está no ouvinte-status.json).',
+    ),
     'ouvinte_dataset_atraso_origem_seconds': (
-        GAUGE, 'Hora da origem menos a marca de água, na última sonda (só marca de data).'),
+        GAUGE,
+        'Hora da origem menos a marca de água, na última sonda (só marca de data).',
+    ),
     'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds': (
-        GAUGE, 'Quando o dataset foi sondado com sucesso pela última vez (Unix).'),
+        GAUGE,
+        'Quando o dataset foi sondado com sucesso pela última vez (Unix).',
+    ),
     'ouvinte_dataset_ultima_mudanca_vista_timestamp_seconds': (
-        GAUGE, 'Quando o ouvinte leu uma linha nova do dataset pela última vez (Unix).'),
-    'ouvinte_dataset_falhas_seguidas': (GAUGE, 'Falhas seguidas do dataset (leitura ou'
-                                               ' envio); 0 depois de um ciclo bom.'),
+        GAUGE,
+        'Quando o ouvinte leu uma linha nova do dataset pela última vez (Unix).',
+    ),
+    'ouvinte_dataset_falhas_seguidas': (
+        GAUGE,
+        'Falhas seguidas do dataset (leitura ou envio); 0 depois de um ciclo bom.',
+    ),
     'ouvinte_dataset_erro_desde_timestamp_seconds': (
-        GAUGE, 'Desde quando o dataset esta falhando (Unix); só enquanto falha.'),
-    'ouvinte_dataset_falhas_total': (COUNTER, 'Ciclos em que o dataset falhou (leitura ou'
-                                              ' envio), neste processo.'),
+        GAUGE,
+        'Desde quando o dataset esta falhando (Unix); só enquanto falha.',
+    ),
+    'ouvinte_dataset_falhas_total': (
+        COUNTER,
+        'Ciclos em que o dataset falhou (leitura ou envio), neste processo.',
+    ),
     'ouvinte_dataset_quarentena_registros': (
-        GAUGE, 'Registros do dataset na quarentena (recusados de vez pelo intake).'),
+        GAUGE,
+        'Registros do dataset na quarentena (recusados de vez pelo intake).',
+    ),
     'ouvinte_captura_atraso_origem_segundos': (
-        GAUGE, 'binlog/slot_logico: segundos atrás da origem (hora do último evento lido do log).'),
+        GAUGE,
+        'binlog/slot_logico: segundos atrás da origem (hora do último evento lido do log).',
+    ),
     'ouvinte_spool_mudancas': (GAUGE, 'binlog/slot_logico: mudanças no spool esperando entrega.'),
     'ouvinte_spool_bytes': (GAUGE, 'binlog/slot_logico: bytes do spool no disco.'),
     'ouvinte_spool_mais_velha_segundos': (
-        GAUGE, 'binlog/slot_logico: idade da mudança mais velha ainda não entregue.'),
+        GAUGE,
+        'binlog/slot_logico: idade da mudança mais velha ainda não entregue.',
+    ),
     'ouvinte_captura_pausada': (GAUGE, 'binlog/slot_logico: 1 se a captura pausou (spool cheio).'),
     'ouvinte_captura_critica': (
-        GAUGE, 'binlog/slot_logico: 1 se a posição do log foi perdida (apagada; o slot'
-               ' invalidado, apagado ou movido) e a varredura ainda não rodou.'),
+        GAUGE,
+        'binlog/slot_logico: 1 se a posição do log foi perdida (apagada; o slot'
+        ' invalidado, apagado ou movido) e a varredura ainda não rodou.',
+    ),
     'ouvinte_slot_wal_retido_bytes': (
-        GAUGE, 'slot_logico: bytes de WAL que o slot retém no disco da origem.'),
+        GAUGE,
+        'slot_logico: bytes de WAL que o slot retém no disco da origem.',
+    ),
     'ouvinte_slot_wal_seguro_bytes': (
-        GAUGE, 'slot_logico: bytes até o PostgreSQL invalidar o slot'
-               ' (max_slot_wal_keep_size; ausente se ilimitado).'),
+        GAUGE,
+        'slot_logico: bytes até o PostgreSQL invalidar o slot'
+        ' (max_slot_wal_keep_size; ausente se ilimitado).',
+    ),
     'ouvinte_dataset_sem_carimbo_registros': (
-        GAUGE, 'Linhas com a coluna de mudança nula (só a varredura as leva).'),
+        GAUGE,
+        'Linhas com a coluna de mudança nula (só a varredura as leva).',
+    ),
     'ouvinte_dataset_carimbo_futuro_registros': (
-        GAUGE, 'Linhas com carimbo além da hora da origem no último ciclo.'),
+        GAUGE,
+        'Linhas com carimbo além da hora da origem no último ciclo.',
+    ),
     'ouvinte_dataset_maior_atraso_seconds': (
-        GAUGE, 'Maior atraso de uma chegada atrasada já vista (segundos abaixo da marca).'),
+        GAUGE,
+        'Maior atraso de uma chegada atrasada já vista (segundos abaixo da marca).',
+    ),
     'ouvinte_dataset_atraso_preocupante': (
-        GAUGE, '1 se o maior atraso passou da metade da --folga.'),
+        GAUGE,
+        '1 se o maior atraso passou da metade da --folga.',
+    ),
     'ouvinte_dataset_chegadas_atrasadas_total': (
-        COUNTER, 'Chegadas atrasadas vistas (só vieram por causa da --folga); do estado,'
-                 ' sobrevive ao reinício.'),
+        COUNTER,
+        'Chegadas atrasadas vistas (só vieram por causa da --folga); do estado,'
+        ' sobrevive ao reinício.',
+    ),
     'ouvinte_dataset_entregue_a_varredura': (
-        GAUGE, '1 se o dataset passou do teto e espera a varredura.'),
+        GAUGE,
+        '1 se o dataset passou do teto e espera a varredura.',
+    ),
     'ouvinte_dataset_registros_enviados_total': (
-        COUNTER, 'Registros enviados ao intake pelo ao-vivo, neste processo.'),
+        COUNTER,
+        'Registros enviados ao intake pelo ao-vivo, neste processo.',
+    ),
     'ouvinte_dataset_registros_aceitos_total': (
-        COUNTER, 'O que o intake disse dos registros enviados: novo, atualizado ou igual'
-                 ' (reenviado sem mudança), neste processo.'),
+        COUNTER,
+        'O que o intake disse dos registros enviados: novo, atualizado ou igual'
+        ' (reenviado sem mudança), neste processo.',
+    ),
     # -- a reconciliacao, por dataset
     'ouvinte_dataset_reconciliacao_ativa': (
-        GAUGE, '1 se a reconciliação acompanha o dataset, 0 se ele está fora dela (sem key).'),
+        GAUGE,
+        '1 se a reconciliação acompanha o dataset, 0 se ele está fora dela (sem key).',
+    ),
     'ouvinte_dataset_reconciliacao_ultima_timestamp_seconds': (
-        GAUGE, 'Quando a última reconciliação do dataset leu e comparou o conjunto inteiro'
-               ' (Unix).'),
+        GAUGE,
+        'Quando a última reconciliação do dataset leu e comparou o conjunto inteiro (Unix).',
+    ),
     'ouvinte_dataset_reconciliacao_duracao_seconds': (
-        GAUGE, 'Quanto durou a última reconciliação do dataset (leitura e comparação).'),
+        GAUGE,
+        'Quanto durou a última reconciliação do dataset (leitura e comparação).',
+    ),
     'ouvinte_dataset_reconciliacao_chaves': (
-        GAUGE, 'Chaves lidas na origem na última reconciliação (das empresas com chave).'),
+        GAUGE,
+        'Chaves lidas na origem na última reconciliação (das empresas com chave).',
+    ),
     'ouvinte_dataset_reconciliacao_recusada': (
-        GAUGE, '1 se o teto de remoção recusou a última reconciliação (nada removido).'),
+        GAUGE,
+        '1 se o teto de remoção recusou a última reconciliação (nada removido).',
+    ),
     'ouvinte_dataset_reconciliacao_falhas_seguidas': (
-        GAUGE, 'Reconciliações seguidas do dataset que falharam (nada removido).'),
+        GAUGE,
+        'Reconciliações seguidas do dataset que falharam (nada removido).',
+    ),
     'ouvinte_dataset_chaves_removidas_total': (
-        COUNTER, 'Chaves removidas do Contextia pela reconciliação; do estado, sobrevive ao'
-                 ' reinício.'),
+        COUNTER,
+        'Chaves removidas do Contextia pela reconciliação; do estado, sobrevive ao reinício.',
+    ),
     'ouvinte_dataset_chaves_incluidas_total': (
-        COUNTER, 'Linhas novas que a reconciliação viu e enviou; do estado, sobrevive ao'
-                 ' reinício.'),
+        COUNTER,
+        'Linhas novas que a reconciliação viu e enviou; do estado, sobrevive ao reinício.',
+    ),
     # -- a varredura
     'ouvinte_varredura_habilitada': (GAUGE, '1 se há varredura diária (--varredura HH:MM).'),
     'ouvinte_varredura_iniciada_timestamp_seconds': (
-        GAUGE, 'Quando a última varredura começou (Unix).'),
+        GAUGE,
+        'Quando a última varredura começou (Unix).',
+    ),
     'ouvinte_varredura_terminada_timestamp_seconds': (
-        GAUGE, 'Quando a última varredura terminou (Unix).'),
-    'ouvinte_varredura_ok': (GAUGE, '1 se a última varredura terminou sem erro e fechou'
-                                    ' tudo, 0 se não; ausente em curso.'),
+        GAUGE,
+        'Quando a última varredura terminou (Unix).',
+    ),
+    'ouvinte_varredura_ok': (
+        GAUGE,
+        '1 se a última varredura terminou sem erro e fechou tudo, 0 se não; ausente em curso.',
+    ),
     'ouvinte_varredura_ultima_ok_timestamp_seconds': (
-        GAUGE, 'Quando terminou a última varredura sem erro nenhum (Unix).'),
+        GAUGE,
+        'Quando terminou a última varredura sem erro nenhum (Unix).',
+    ),
     'ouvinte_varredura_erros': (GAUGE, 'Fases com erro na última varredura.'),
     'ouvinte_varredura_empresas_nao_fechadas': (
-        GAUGE, 'Empresas em que a última varredura não fechou a carga do dataset.'),
+        GAUGE,
+        'Empresas em que a última varredura não fechou a carga do dataset.',
+    ),
 }
 
 
@@ -231,10 +321,10 @@ class Acumulado:
             if not isinstance(sonda, str) or quando is None or self.sondas.get(nome) == sonda:
                 continue
             if iniciado is not None and quando < iniciado:
-                self.sondas[nome] = sonda        # de antes da subida: ja foi contada la
+                self.sondas[nome] = sonda  # de antes da subida: ja foi contada la
                 continue
             if terminado is None or quando > terminado:
-                continue                         # o ciclo desta sonda ainda nao terminou
+                continue  # o ciclo desta sonda ainda nao terminou
             self.sondas[nome] = sonda
             self.enviados[nome] = self.enviados.get(nome, 0) + _inteiro(d.get('enviados'))
             for resultado, campo in RESULTADOS:
@@ -248,8 +338,11 @@ class Acumulado:
             # Primeira vista neste processo: so conta a sequencia que comecou
             # depois da subida (a de antes ja foi contada pelo processo anterior).
             desde = _instante(d.get('erro_desde'))
-            novas = atual if atual and desde is not None and (
-                iniciado is None or desde >= iniciado) else 0
+            novas = (
+                atual
+                if atual and desde is not None and (iniciado is None or desde >= iniciado)
+                else 0
+            )
         else:
             novas = atual - antes if atual >= antes else atual
         self.falhas_vistas[nome] = atual
@@ -275,7 +368,7 @@ def escrever_metricas(diretorio: str, dados: Mapping[str, Any]) -> str | None:
             acumulado.absorver(dados)
             texto = texto_metricas(dados, acumulado)
         gravar_atomico(caminho, texto, modo=MODO_ARQUIVO)
-    except Exception as erro:                 # noqa: BLE001 - metrica nunca derruba o ouvinte
+    except Exception as erro:  # noqa: BLE001 - metrica nunca derruba o ouvinte
         return 'métricas %s: %s: %s' % (caminho, type(erro).__name__, erro)
     return None
 
@@ -312,6 +405,7 @@ def _limpar_temporarios(pasta: str) -> None:
 
 # -- as amostras e os coletores ------------------------------------------------------
 
+
 class Amostra(NamedTuple):
     """Uma série: os rótulos e o valor."""
 
@@ -339,8 +433,14 @@ Coletor = Callable[[Mapping[str, Any], Acumulado, Amostras], None]
 def _do_processo(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
     """A seção `ouvinte`: quem é, a situação, o ritmo."""
     ouvinte = _mapa(dados.get('ouvinte'))
-    a.por('ouvinte_info', 1, versao=__version__, estrategia=_texto(ouvinte.get('estrategia')),
-          modo=_texto(ouvinte.get('modo')), cliente=_texto(ouvinte.get('cliente')))
+    a.por(
+        'ouvinte_info',
+        1,
+        versao=__version__,
+        estrategia=_texto(ouvinte.get('estrategia')),
+        modo=_texto(ouvinte.get('modo')),
+        cliente=_texto(ouvinte.get('cliente')),
+    )
     situacao = ouvinte.get('situacao')
     for s in SITUACOES:
         a.por('ouvinte_situacao', int(s == situacao), situacao=s)
@@ -364,9 +464,11 @@ def _das_empresas(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) 
     recusadas = dados.get('empresas_recusadas')
     if isinstance(recusadas, list):
         for onde in ('cadastro', 'chave'):
-            a.por('ouvinte_empresas_recusadas',
-                  sum(1 for r in recusadas if isinstance(r, Mapping) and r.get('onde') == onde),
-                  onde=onde)
+            a.por(
+                'ouvinte_empresas_recusadas',
+                sum(1 for r in recusadas if isinstance(r, Mapping) and r.get('onde') == onde),
+                onde=onde,
+            )
 
 
 def _da_ferramenta(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
@@ -380,8 +482,11 @@ def _dos_ciclos(dados: Mapping[str, Any], acumulado: Acumulado, a: Amostras) -> 
     """O último de cada tipo (do status) e as contas deste processo (do acumulado)."""
     for nome, ciclo in sorted(_mapa(dados.get('ciclos')).items()):
         if nome != 'falha':
-            a.por('ouvinte_ciclo_ultimo_timestamp_seconds', _instante(_mapa(ciclo).get('em')),
-                  ciclo=str(nome))
+            a.por(
+                'ouvinte_ciclo_ultimo_timestamp_seconds',
+                _instante(_mapa(ciclo).get('em')),
+                ciclo=str(nome),
+            )
     for nome in sorted(acumulado.ciclos):
         a.por('ouvinte_ciclos_total', acumulado.ciclos[nome], ciclo=nome)
         a.por('ouvinte_ciclo_erros_total', acumulado.ciclo_erros.get(nome, 0), ciclo=nome)
@@ -400,35 +505,49 @@ def _dos_datasets(dados: Mapping[str, Any], acumulado: Acumulado, a: Amostras) -
             _reconciliacao(a, nome, d.get('reconciliacao'))
 
 
-def _do_dataset(a: Amostras, nome: str, d: Mapping[str, Any], acumulado: Acumulado,
-                em_quarentena: bool) -> None:
+def _do_dataset(
+    a: Amostras, nome: str, d: Mapping[str, Any], acumulado: Acumulado, em_quarentena: bool
+) -> None:
     """As amostras de um dataset ao vivo (a reconciliação dele à parte)."""
     a.por('ouvinte_dataset_atraso_origem_seconds', d.get('atraso_origem_s'), dataset=nome)
-    a.por('ouvinte_dataset_ultima_sonda_ok_timestamp_seconds',
-          _instante(d.get('ultima_sonda_ok_em')), dataset=nome)
-    a.por('ouvinte_dataset_ultima_mudanca_vista_timestamp_seconds',
-          _instante(d.get('ultima_mudanca_vista_em')), dataset=nome)
+    a.por(
+        'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds',
+        _instante(d.get('ultima_sonda_ok_em')),
+        dataset=nome,
+    )
+    a.por(
+        'ouvinte_dataset_ultima_mudanca_vista_timestamp_seconds',
+        _instante(d.get('ultima_mudanca_vista_em')),
+        dataset=nome,
+    )
     a.por('ouvinte_dataset_falhas_seguidas', d.get('falhas_seguidas') or 0, dataset=nome)
     if d.get('ultimo_erro'):
-        a.por('ouvinte_dataset_erro_desde_timestamp_seconds', _instante(d.get('erro_desde')),
-              dataset=nome)
+        a.por(
+            'ouvinte_dataset_erro_desde_timestamp_seconds',
+            _instante(d.get('erro_desde')),
+            dataset=nome,
+        )
     a.por('ouvinte_dataset_falhas_total', acumulado.falhas.get(nome, 0), dataset=nome)
-    if not em_quarentena:                       # o da seção `quarentena` vale mais
+    if not em_quarentena:  # o da seção `quarentena` vale mais
         a.por('ouvinte_dataset_quarentena_registros', d.get('quarentena') or 0, dataset=nome)
     a.por('ouvinte_dataset_sem_carimbo_registros', d.get('sem_carimbo'), dataset=nome)
     a.por('ouvinte_dataset_carimbo_futuro_registros', d.get('futuras'), dataset=nome)
     a.por('ouvinte_dataset_maior_atraso_seconds', d.get('maior_atraso_s'), dataset=nome)
-    a.por('ouvinte_dataset_atraso_preocupante', bool(d.get('atraso_preocupante')),
-          dataset=nome)
-    a.por('ouvinte_dataset_chegadas_atrasadas_total', d.get('atrasadas_total') or 0,
-          dataset=nome)
-    a.por('ouvinte_dataset_entregue_a_varredura', d.get('entregue_a_varredura') is not None,
-          dataset=nome)
-    a.por('ouvinte_dataset_registros_enviados_total', acumulado.enviados.get(nome, 0),
-          dataset=nome)
+    a.por('ouvinte_dataset_atraso_preocupante', bool(d.get('atraso_preocupante')), dataset=nome)
+    a.por('ouvinte_dataset_chegadas_atrasadas_total', d.get('atrasadas_total') or 0, dataset=nome)
+    a.por(
+        'ouvinte_dataset_entregue_a_varredura',
+        d.get('entregue_a_varredura') is not None,
+        dataset=nome,
+    )
+    a.por('ouvinte_dataset_registros_enviados_total', acumulado.enviados.get(nome, 0), dataset=nome)
     for resultado, _campo in RESULTADOS:
-        a.por('ouvinte_dataset_registros_aceitos_total',
-              acumulado.aceitos.get((nome, resultado), 0), dataset=nome, resultado=resultado)
+        a.por(
+            'ouvinte_dataset_registros_aceitos_total',
+            acumulado.aceitos.get((nome, resultado), 0),
+            dataset=nome,
+            resultado=resultado,
+        )
 
 
 def _reconciliacao(a: Amostras, nome: str, rec: Any) -> None:
@@ -439,17 +558,21 @@ def _reconciliacao(a: Amostras, nome: str, rec: Any) -> None:
     a.por('ouvinte_dataset_reconciliacao_ativa', ativa, dataset=nome)
     if not ativa:
         return
-    a.por('ouvinte_dataset_reconciliacao_ultima_timestamp_seconds',
-          _instante(rec.get('ultima_em')), dataset=nome)
+    a.por(
+        'ouvinte_dataset_reconciliacao_ultima_timestamp_seconds',
+        _instante(rec.get('ultima_em')),
+        dataset=nome,
+    )
     a.por('ouvinte_dataset_reconciliacao_duracao_seconds', rec.get('duracao_s'), dataset=nome)
     a.por('ouvinte_dataset_reconciliacao_chaves', rec.get('chaves'), dataset=nome)
     a.por('ouvinte_dataset_reconciliacao_recusada', bool(rec.get('recusa')), dataset=nome)
-    a.por('ouvinte_dataset_reconciliacao_falhas_seguidas', rec.get('falhas_seguidas') or 0,
-          dataset=nome)
-    a.por('ouvinte_dataset_chaves_removidas_total', rec.get('removidas_total') or 0,
-          dataset=nome)
-    a.por('ouvinte_dataset_chaves_incluidas_total', rec.get('incluidas_total') or 0,
-          dataset=nome)
+    a.por(
+        'ouvinte_dataset_reconciliacao_falhas_seguidas',
+        rec.get('falhas_seguidas') or 0,
+        dataset=nome,
+    )
+    a.por('ouvinte_dataset_chaves_removidas_total', rec.get('removidas_total') or 0, dataset=nome)
+    a.por('ouvinte_dataset_chaves_incluidas_total', rec.get('incluidas_total') or 0, dataset=nome)
 
 
 def _quarentena_por_dataset(dados: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -483,12 +606,10 @@ def _da_varredura(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) 
     if 'hora' in varredura:
         a.por('ouvinte_varredura_habilitada', varredura.get('hora') is not None)
     a.por('ouvinte_varredura_iniciada_timestamp_seconds', _instante(varredura.get('iniciada_em')))
-    a.por('ouvinte_varredura_terminada_timestamp_seconds',
-          _instante(varredura.get('terminada_em')))
+    a.por('ouvinte_varredura_terminada_timestamp_seconds', _instante(varredura.get('terminada_em')))
     if isinstance(varredura.get('ok'), bool):
         a.por('ouvinte_varredura_ok', varredura['ok'])
-    a.por('ouvinte_varredura_ultima_ok_timestamp_seconds',
-          _instante(varredura.get('ultima_ok_em')))
+    a.por('ouvinte_varredura_ultima_ok_timestamp_seconds', _instante(varredura.get('ultima_ok_em')))
     if isinstance(varredura.get('erros'), list):
         a.por('ouvinte_varredura_erros', len(varredura['erros']))
     for nome, empresas in sorted(_mapa(varredura.get('nao_fechados')).items()):
@@ -499,8 +620,14 @@ def _da_varredura(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) 
 # A tabela dos coletores, como os do node_exporter: cada um uma parte do status.
 # A ordem das famílias no arquivo é a de METRICAS, não esta.
 COLETORES: tuple[Coletor, ...] = (
-    _do_processo, _das_empresas, _da_ferramenta, _dos_ciclos, _dos_datasets, _da_quarentena,
-    _da_captura, _da_varredura,
+    _do_processo,
+    _das_empresas,
+    _da_ferramenta,
+    _dos_ciclos,
+    _dos_datasets,
+    _da_quarentena,
+    _da_captura,
+    _da_varredura,
 )
 
 
@@ -515,19 +642,20 @@ def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None)
 
 # -- o formato de texto (exposition format 0.0.4) ---------------------------------
 
+
 def _formatar(amostras: Mapping[str, list[Amostra]]) -> str:
     linhas: list[str] = []
     for nome, (tipo, ajuda) in METRICAS.items():
         lista = amostras.get(nome) or []
         if not lista:
-            continue                 # familia sem amostra fica de fora (nada de NaN)
+            continue  # familia sem amostra fica de fora (nada de NaN)
         linhas.append('# HELP %s %s' % (nome, _escapar_ajuda(ajuda)))
         linhas.append('# TYPE %s %s' % (nome, tipo))
         vistos: set[tuple[tuple[str, str], ...]] = set()
         for rotulos, valor in sorted(lista, key=lambda a: sorted(a[0].items())):
             chave = tuple(sorted(rotulos.items()))
             if chave in vistos:
-                continue             # serie repetida invalidaria o arquivo inteiro
+                continue  # serie repetida invalidaria o arquivo inteiro
             vistos.add(chave)
             linhas.append('%s%s %s' % (nome, _rotulos(rotulos), _formatar_valor(valor)))
     return ''.join(linha + '\n' for linha in linhas)
@@ -536,8 +664,9 @@ def _formatar(amostras: Mapping[str, list[Amostra]]) -> str:
 def _rotulos(rotulos: Mapping[str, str]) -> str:
     if not rotulos:
         return ''
-    return '{%s}' % ','.join('%s="%s"' % (chave, escapar_rotulo(valor))
-                             for chave, valor in sorted(rotulos.items()))
+    return '{%s}' % ','.join(
+        '%s="%s"' % (chave, escapar_rotulo(valor)) for chave, valor in sorted(rotulos.items())
+    )
 
 
 def escapar_rotulo(valor: str) -> str:
@@ -558,6 +687,7 @@ def _formatar_valor(valor: float | int) -> str:
 
 
 # -- leitura defensiva do dicionario do status ----------------------------------------
+
 
 def _mapa(valor: Any) -> Mapping[str, Any]:
     return valor if isinstance(valor, Mapping) else {}

@@ -109,12 +109,15 @@ def _traceback_limpo(excecao: BaseException, vistas: set[int] | None = None) -> 
     partes: list[str] = []
     causa, contexto = excecao.__cause__, excecao.__context__
     if causa is not None and id(causa) not in vistas:
-        partes += [_traceback_limpo(causa, vistas), '\n\nThe above exception was the direct'
-                   ' cause of the following exception:\n\n']
-    elif (contexto is not None and not excecao.__suppress_context__
-          and id(contexto) not in vistas):
-        partes += [_traceback_limpo(contexto, vistas), '\n\nDuring handling of the above'
-                   ' exception, another exception occurred:\n\n']
+        partes += [
+            _traceback_limpo(causa, vistas),
+            '\n\nThe above exception was the direct cause of the following exception:\n\n',
+        ]
+    elif contexto is not None and not excecao.__suppress_context__ and id(contexto) not in vistas:
+        partes += [
+            _traceback_limpo(contexto, vistas),
+            '\n\nDuring handling of the above exception, another exception occurred:\n\n',
+        ]
     quadro: TracebackType | None = excecao.__traceback__
     if quadro is not None:
         partes.append('Traceback (most recent call last):\n')
@@ -128,7 +131,7 @@ FILTRO = FiltroLimpo()
 
 try:
     import logzero as _logzero
-except ImportError:                      # pragma: no cover - so no autoteste
+except ImportError:  # pragma: no cover - so no autoteste
     _logzero = None
 
 _journal = systemd.manipulador_journal()
@@ -141,8 +144,9 @@ if _journal is not None:
     logger.setLevel(logging.INFO)
     logger.propagate = False
 elif _logzero is not None:
-    logger = _logzero.setup_logger(name='contextia', level=logging.INFO,
-                                   formatter=_logzero.LogFormatter(datefmt=FORMATO_DATA))
+    logger = _logzero.setup_logger(
+        name='contextia', level=logging.INFO, formatter=_logzero.LogFormatter(datefmt=FORMATO_DATA)
+    )
 else:
     logger = logging.getLogger('contextia')
     if not logger.handlers:
@@ -160,12 +164,13 @@ def no_journal() -> bool:
     return _journal is not None
 
 
-def arquivo_de_log(caminho: str, max_bytes: int = 20 * 1024 * 1024,
-                   copias: int = 10) -> logging.Handler:
+def arquivo_de_log(
+    caminho: str, max_bytes: int = 20 * 1024 * 1024, copias: int = 10
+) -> logging.Handler:
     """Acrescenta um arquivo de log rotativo (além da saída padrão)."""
     from logging.handlers import RotatingFileHandler
-    handler = RotatingFileHandler(caminho, maxBytes=max_bytes, backupCount=copias,
-                                  encoding='utf-8')
+
+    handler = RotatingFileHandler(caminho, maxBytes=max_bytes, backupCount=copias, encoding='utf-8')
     handler.setFormatter(logging.Formatter(FORMATO, FORMATO_DATA))
     logger.addHandler(handler)
     return handler

@@ -37,11 +37,8 @@ from typing import NoReturn
 
 from contextia_sync import __version__, padroes
 from contextia_sync.linha_de_comando import ParserPt
-from contextia_sync.estado.status import (
-    ARQUIVO_STATUS,
-    ARQUIVO_STATUS_JSON,
-    ler_status_json,
-)
+from contextia_sync.estado.status import ARQUIVO_STATUS, ARQUIVO_STATUS_JSON, ler_status_json
+
 # As regras moram na tabela de verificações; aqui, só a linha de comando. Os
 # nomes de lá continuam à mão por aqui (os testes e quem chama `saude.avaliar`).
 from contextia_sync.saude_verificacoes import (
@@ -58,8 +55,21 @@ from contextia_sync.saude_verificacoes import (
     pid_vivo,
 )
 
-__all__ = ['ALERTA', 'CRITICO', 'DESCONHECIDO', 'NOMES', 'OK', 'Limites', 'Veredito',
-           'avaliar', 'duracao', 'main', 'parser', 'pid_vivo', 'verificar']
+__all__ = [
+    'ALERTA',
+    'CRITICO',
+    'DESCONHECIDO',
+    'NOMES',
+    'OK',
+    'Limites',
+    'Veredito',
+    'avaliar',
+    'duracao',
+    'main',
+    'parser',
+    'pid_vivo',
+    'verificar',
+]
 
 PROG = 'ouvinte.py --saude'
 
@@ -112,8 +122,10 @@ DESCONHECIDO
     que esta saúde não conhece.
 """
 
-SAIDAS = ('Saída (convenção dos plugins de monitoramento): 0 OK, 1 ALERTA, 2 CRITICO,'
-          ' 3 DESCONHECIDO. Uma linha, com os dados de desempenho depois de "|".')
+SAIDAS = (
+    'Saída (convenção dos plugins de monitoramento): 0 OK, 1 ALERTA, 2 CRITICO,'
+    ' 3 DESCONHECIDO. Uma linha, com os dados de desempenho depois de "|".'
+)
 
 
 # ------------------------------------------------------------------ argumentos
@@ -140,7 +152,8 @@ def duracao(texto: str) -> float:
     achado = _DURACAO.match(texto or '')
     if not achado:
         raise argparse.ArgumentTypeError(
-            'duração invalida: %r (segundos, ou com unidade: 90s, 20m, 26h)' % texto)
+            'duração invalida: %r (segundos, ou com unidade: 90s, 20m, 26h)' % texto
+        )
     unidade = achado.group(2).lower() if achado.group(2) else None
     return float(achado.group(1).replace(',', '.')) * _UNIDADES[unidade]
 
@@ -157,67 +170,112 @@ def _inteiro_positivo(texto: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
+        prog=PROG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
         allow_abbrev=False,
         description='A saúde do ouvinte para o monitoramento: lê <estado>/%s e responde\n'
-                    'uma linha e o código de um plugin de monitoramento. Não roda o ouvinte,\n'
-                    'não abre a origem, não fala com o Contextia.' % ARQUIVO_STATUS_JSON,
-        epilog=REGRAS + '\n' + SAIDAS)
+        'uma linha e o código de um plugin de monitoramento. Não roda o ouvinte,\n'
+        'não abre a origem, não fala com o Contextia.' % ARQUIVO_STATUS_JSON,
+        epilog=REGRAS + '\n' + SAIDAS,
+    )
     p.add_argument('-h', '--help', action='help', help='mostra esta ajuda e sai (código 0)')
-    p.add_argument('--version', action='version', help='mostra a versão e sai',
-                   version='%s (contextia_sync %s)' % (PROG, __version__))
-    p.add_argument('--estado', metavar='DIR',
-                   help='obrigatória: o --estado do ouvinte (onde ele escreve o %s)'
-                        % ARQUIVO_STATUS_JSON)
-    p.add_argument('--intervalos', type=_inteiro_positivo, default=padroes.SAUDE_INTERVALOS,
-                   metavar='N',
-                   help='quantos --intervalo-dados do ouvinte fazem os limites automaticos'
-                        ' abaixo (padrão %d)' % padroes.SAUDE_INTERVALOS)
-    p.add_argument('--max-idade', type=duracao, default=None, metavar='S',
-                   help='idade máxima do status. Padrão: o maior entre N intervalos de dados'
-                        ' e %d s (a espera máxima entre falhas e %d s; o cron do --once roda'
-                        ' a cada 5 min)' % (padroes.SAUDE_IDADE_MINIMA, padroes.TETO_ESPERA))
-    p.add_argument('--max-sem-sonda', type=duracao, default=None, metavar='S',
-                   help='tempo máximo de um dataset ao vivo com falha sem ciclo bom. Padrão:'
-                        ' N intervalos de dados no serviço; no --once (o ritmo e o do cron,'
-                        ' que o status não sabe), o mesmo de --max-idade. Dataset sem falha'
-                        ' e sem sonda nova usa o maior dos dois')
-    p.add_argument('--max-falhas', type=_inteiro_positivo, default=padroes.SAUDE_FALHAS,
-                   metavar='N',
-                   help='falhas seguidas (voltas do laço, ou de um dataset) que viram CRITICO;'
-                        ' de 1 até N-1 e ALERTA (padrão %d)' % padroes.SAUDE_FALHAS)
-    p.add_argument('--max-varredura', type=duracao,
-                   default=float(padroes.SAUDE_VARREDURA), metavar='S',
-                   help='idade máxima da última varredura boa, com a varredura diária ligada'
-                        ' (padrão %d s = %d h)' % (padroes.SAUDE_VARREDURA,
-                                                   padroes.SAUDE_VARREDURA // 3600))
-    p.add_argument('--max-ferramenta', type=duracao,
-                   default=float(padroes.SAUDE_FERRAMENTA), metavar='S',
-                   help='uma ferramenta (varredura, carga inicial) rodando há mais que isso é'
-                        ' ALERTA (padrão %d s)' % padroes.SAUDE_FERRAMENTA)
-    p.add_argument('--wal-alerta', type=_inteiro_positivo, default=padroes.SLOT_WAL_ALERTA,
-                   metavar='BYTES',
-                   help='`slot_logico`: WAL retido pelo slot acima disso é ALERTA (padrão %d'
-                        ' = %d MiB)' % (padroes.SLOT_WAL_ALERTA, padroes.SLOT_WAL_ALERTA >> 20))
-    p.add_argument('--wal-critico', type=_inteiro_positivo, default=padroes.SLOT_WAL_CRITICO,
-                   metavar='BYTES',
-                   help='`slot_logico`: WAL retido pelo slot acima disso é CRITICO: o disco do'
-                        ' cliente enche por nossa causa (padrão %d = %d MiB)'
-                        % (padroes.SLOT_WAL_CRITICO, padroes.SLOT_WAL_CRITICO >> 20))
-    p.add_argument('--sem-pid', action='store_true',
-                   help='não confere se o pid do status existe (a saúde roda noutro'
-                        ' namespace de pid, ex.: fora do contêiner do ouvinte)')
+    p.add_argument(
+        '--version',
+        action='version',
+        help='mostra a versão e sai',
+        version='%s (contextia_sync %s)' % (PROG, __version__),
+    )
+    p.add_argument(
+        '--estado',
+        metavar='DIR',
+        help='obrigatória: o --estado do ouvinte (onde ele escreve o %s)' % ARQUIVO_STATUS_JSON,
+    )
+    p.add_argument(
+        '--intervalos',
+        type=_inteiro_positivo,
+        default=padroes.SAUDE_INTERVALOS,
+        metavar='N',
+        help='quantos --intervalo-dados do ouvinte fazem os limites automaticos'
+        ' abaixo (padrão %d)' % padroes.SAUDE_INTERVALOS,
+    )
+    p.add_argument(
+        '--max-idade',
+        type=duracao,
+        default=None,
+        metavar='S',
+        help='idade máxima do status. Padrão: o maior entre N intervalos de dados'
+        ' e %d s (a espera máxima entre falhas e %d s; o cron do --once roda'
+        ' a cada 5 min)' % (padroes.SAUDE_IDADE_MINIMA, padroes.TETO_ESPERA),
+    )
+    p.add_argument(
+        '--max-sem-sonda',
+        type=duracao,
+        default=None,
+        metavar='S',
+        help='tempo máximo de um dataset ao vivo com falha sem ciclo bom. Padrão:'
+        ' N intervalos de dados no serviço; no --once (o ritmo e o do cron,'
+        ' que o status não sabe), o mesmo de --max-idade. Dataset sem falha'
+        ' e sem sonda nova usa o maior dos dois',
+    )
+    p.add_argument(
+        '--max-falhas',
+        type=_inteiro_positivo,
+        default=padroes.SAUDE_FALHAS,
+        metavar='N',
+        help='falhas seguidas (voltas do laço, ou de um dataset) que viram CRITICO;'
+        ' de 1 até N-1 e ALERTA (padrão %d)' % padroes.SAUDE_FALHAS,
+    )
+    p.add_argument(
+        '--max-varredura',
+        type=duracao,
+        default=float(padroes.SAUDE_VARREDURA),
+        metavar='S',
+        help='idade máxima da última varredura boa, com a varredura diária ligada'
+        ' (padrão %d s = %d h)' % (padroes.SAUDE_VARREDURA, padroes.SAUDE_VARREDURA // 3600),
+    )
+    p.add_argument(
+        '--max-ferramenta',
+        type=duracao,
+        default=float(padroes.SAUDE_FERRAMENTA),
+        metavar='S',
+        help='uma ferramenta (varredura, carga inicial) rodando há mais que isso é'
+        ' ALERTA (padrão %d s)' % padroes.SAUDE_FERRAMENTA,
+    )
+    p.add_argument(
+        '--wal-alerta',
+        type=_inteiro_positivo,
+        default=padroes.SLOT_WAL_ALERTA,
+        metavar='BYTES',
+        help='`slot_logico`: WAL retido pelo slot acima disso é ALERTA (padrão %d'
+        ' = %d MiB)' % (padroes.SLOT_WAL_ALERTA, padroes.SLOT_WAL_ALERTA >> 20),
+    )
+    p.add_argument(
+        '--wal-critico',
+        type=_inteiro_positivo,
+        default=padroes.SLOT_WAL_CRITICO,
+        metavar='BYTES',
+        help='`slot_logico`: WAL retido pelo slot acima disso é CRITICO: o disco do'
+        ' cliente enche por nossa causa (padrão %d = %d MiB)'
+        % (padroes.SLOT_WAL_CRITICO, padroes.SLOT_WAL_CRITICO >> 20),
+    )
+    p.add_argument(
+        '--sem-pid',
+        action='store_true',
+        help='não confere se o pid do status existe (a saúde roda noutro'
+        ' namespace de pid, ex.: fora do contêiner do ouvinte)',
+    )
     return p
 
 
 # ------------------------------------------------------------------ a linha de comando
-def verificar(estado: str, limites: Limites,
-              agora: datetime.datetime | None = None) -> Veredito:
+def verificar(estado: str, limites: Limites, agora: datetime.datetime | None = None) -> Veredito:
     """Lê o status de `estado` e o avalia (o que `main` imprime)."""
     v = Veredito()
     caminho = os.path.join(estado, ARQUIVO_STATUS_JSON)
-    sem_permissao = ('sem permissão para ler %s: rode a saúde como o usuário do ouvinte'
-                     ' (contextia) ou root')
+    sem_permissao = (
+        'sem permissão para ler %s: rode a saúde como o usuário do ouvinte (contextia) ou root'
+    )
     try:
         pasta = os.stat(estado)
     except PermissionError:
@@ -226,8 +284,10 @@ def verificar(estado: str, limites: Limites,
     except OSError:
         pasta = None
     if pasta is None or not stat.S_ISDIR(pasta.st_mode):
-        v.desconhecido = ('a pasta --estado %s não existe (ou não é pasta): confira o caminho'
-                          ' -- e o --estado do ouvinte?' % estado)
+        v.desconhecido = (
+            'a pasta --estado %s não existe (ou não é pasta): confira o caminho'
+            ' -- e o --estado do ouvinte?' % estado
+        )
         return v
     if not os.access(estado, os.R_OK | os.X_OK):
         v.desconhecido = sem_permissao % estado
@@ -237,17 +297,25 @@ def verificar(estado: str, limites: Limites,
         idade_arquivo = datetime.datetime.now().timestamp() - os.stat(caminho).st_mtime
     except FileNotFoundError:
         antigo = os.path.exists(os.path.join(estado, ARQUIVO_STATUS))
-        v.anotar(CRITICO, '%s não existe: o ouvinte nunca completou uma volta aqui%s' % (
-            caminho, ' (há só o %s: um ouvinte de versão antiga?)' % ARQUIVO_STATUS
-            if antigo else ''))
+        v.anotar(
+            CRITICO,
+            '%s não existe: o ouvinte nunca completou uma volta aqui%s'
+            % (
+                caminho,
+                ' (há só o %s: um ouvinte de versão antiga?)' % ARQUIVO_STATUS if antigo else '',
+            ),
+        )
         return v
     except PermissionError:
         v.desconhecido = sem_permissao % caminho
         return v
     except (OSError, ValueError) as erro:
-        v.anotar(CRITICO, '%s ilegível (%s: %s): o ouvinte grava inteiro (atômico); arquivo'
-                          ' torto e disco com problema ou mão humana'
-                 % (caminho, type(erro).__name__, erro_curto(erro)))
+        v.anotar(
+            CRITICO,
+            '%s ilegível (%s: %s): o ouvinte grava inteiro (atômico); arquivo'
+            ' torto e disco com problema ou mão humana'
+            % (caminho, type(erro).__name__, erro_curto(erro)),
+        )
         return v
     return avaliar(status, limites, agora or datetime.datetime.now(), idade_arquivo)
 
@@ -258,24 +326,33 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argumentos)
     except ErroArgumento as erro:
-        print('OUVINTE DESCONHECIDO - argumento inválido: %s (%s --help)'
-              % (limpo(str(erro)), PROG))
+        print(
+            'OUVINTE DESCONHECIDO - argumento inválido: %s (%s --help)' % (limpo(str(erro)), PROG)
+        )
         return DESCONHECIDO
-    except SystemExit as saida:             # --help e --version
+    except SystemExit as saida:  # --help e --version
         return saida.code if isinstance(saida.code, int) else OK
     if not args.estado:
         print('OUVINTE DESCONHECIDO - argumento inválido: falta --estado DIR (%s --help)' % PROG)
         return DESCONHECIDO
-    limites = Limites(intervalos=args.intervalos, max_idade=args.max_idade,
-                      max_sem_sonda=args.max_sem_sonda, max_falhas=args.max_falhas,
-                      max_varredura=args.max_varredura, max_ferramenta=args.max_ferramenta,
-                      conferir_pid=not args.sem_pid, wal_alerta=args.wal_alerta,
-                      wal_critico=args.wal_critico)
+    limites = Limites(
+        intervalos=args.intervalos,
+        max_idade=args.max_idade,
+        max_sem_sonda=args.max_sem_sonda,
+        max_falhas=args.max_falhas,
+        max_varredura=args.max_varredura,
+        max_ferramenta=args.max_ferramenta,
+        conferir_pid=not args.sem_pid,
+        wal_alerta=args.wal_alerta,
+        wal_critico=args.wal_critico,
+    )
     try:
         veredito = verificar(args.estado, limites)
-    except Exception as erro:               # noqa: BLE001 - um plugin nunca sai com traceback
-        print('OUVINTE DESCONHECIDO - a saúde falhou: %s: %s'
-              % (type(erro).__name__, limpo(str(erro))))
+    except Exception as erro:  # noqa: BLE001 - um plugin nunca sai com traceback
+        print(
+            'OUVINTE DESCONHECIDO - a saúde falhou: %s: %s'
+            % (type(erro).__name__, limpo(str(erro)))
+        )
         return DESCONHECIDO
     print(veredito.linha(), flush=True)
     return veredito.nivel

@@ -53,11 +53,24 @@ URLS_COM_SENHA = (ORIGEM, ORIGEM_DBA)
 # As variaveis que o proprio SDK le ou escreve (o prefixo CONTEXTIA_ e dele, salvo
 # CONTEXTIA_WEBHOOK_*, que e do segredo do webhook).
 VARIAVEIS_DO_SDK = (
-    'CONTEXTIA_URL', 'CONTEXTIA_INTAKE_URL', CHAVE_DO_PROJETO, TOKEN_DE_ADMIN,
-    'CONTEXTIA_CA_BUNDLE', ORIGEM, ORIGEM_DBA, 'CONTEXTIA_ORIGEM_TIMEOUT',
-    'CONTEXTIA_PRAZO_ENVIO', 'CONTEXTIA_MAPPING', 'CONTEXTIA_SOURCE', 'CONTEXTIA_HISTORICO',
-    'CONTEXTIA_COLETA', 'CONTEXTIA_PYTHON', 'CONTEXTIA_EXECUCAO',
-    'CONTEXTIA_PROGRESSO_SEGUNDOS', 'CONTEXTIA_GRUPO_FERRAMENTA', 'CONTEXTIA_TESTE_MORRER_EM',
+    'CONTEXTIA_URL',
+    'CONTEXTIA_INTAKE_URL',
+    CHAVE_DO_PROJETO,
+    TOKEN_DE_ADMIN,
+    'CONTEXTIA_CA_BUNDLE',
+    ORIGEM,
+    ORIGEM_DBA,
+    'CONTEXTIA_ORIGEM_TIMEOUT',
+    'CONTEXTIA_PRAZO_ENVIO',
+    'CONTEXTIA_MAPPING',
+    'CONTEXTIA_SOURCE',
+    'CONTEXTIA_HISTORICO',
+    'CONTEXTIA_COLETA',
+    'CONTEXTIA_PYTHON',
+    'CONTEXTIA_EXECUCAO',
+    'CONTEXTIA_PROGRESSO_SEGUNDOS',
+    'CONTEXTIA_GRUPO_FERRAMENTA',
+    'CONTEXTIA_TESTE_MORRER_EM',
     'CONTEXTIA_TESTE_SOCKET_JOURNAL',
 )
 
@@ -86,14 +99,18 @@ def e_segredo(nome: str) -> bool:
 def problema_do_secret_env(nome: str) -> str | None:
     """Por que `nome` não pode ser o `webhook.secret_env` (com a correção), ou None se pode."""
     if nome in VARIAVEIS_DO_SDK:
-        return ('%s é uma variável do próprio SDK, não um segredo de webhook: o valor dela'
-                ' iria ao Contextia como segredo de assinatura -- crie uma variável só para'
-                ' isso, ex.: CONTEXTIA_WEBHOOK_SEGREDO' % nome)
+        return (
+            '%s é uma variável do próprio SDK, não um segredo de webhook: o valor dela'
+            ' iria ao Contextia como segredo de assinatura -- crie uma variável só para'
+            ' isso, ex.: CONTEXTIA_WEBHOOK_SEGREDO' % nome
+        )
     if not e_segredo_de_webhook(nome):
-        return ('%s não é uma variável dedicada a segredo de webhook: qualquer outra (senha'
-                ' do banco, token, o segredo de outra aplicação deste servidor) iria ao'
-                ' Contextia como segredo de assinatura -- o nome tem de começar com %s'
-                ' (ex.: CONTEXTIA_WEBHOOK_SEGREDO)' % (nome, PREFIXO_WEBHOOK))
+        return (
+            '%s não é uma variável dedicada a segredo de webhook: qualquer outra (senha'
+            ' do banco, token, o segredo de outra aplicação deste servidor) iria ao'
+            ' Contextia como segredo de assinatura -- o nome tem de começar com %s'
+            ' (ex.: CONTEXTIA_WEBHOOK_SEGREDO)' % (nome, PREFIXO_WEBHOOK)
+        )
     return None
 
 
@@ -119,12 +136,10 @@ def valores_secretos(ambiente: Mapping[str, str] | None = None) -> list[str]:
         senha = senha_da_url(url)
         if senha:
             valores += [senha, urllib.parse.quote(senha, safe='')]
-    return [valor for valor in dict.fromkeys(valores)
-            if len(valor) >= TAMANHO_MINIMO_MASCARADO]
+    return [valor for valor in dict.fromkeys(valores) if len(valor) >= TAMANHO_MINIMO_MASCARADO]
 
 
-def mascarar_pedacos(texto: str, segredos: Iterable[str],
-                     substituir: Callable[[str], str]) -> str:
+def mascarar_pedacos(texto: str, segredos: Iterable[str], substituir: Callable[[str], str]) -> str:
     """
     `texto` com todo trecho de 8+ caracteres que está dentro de um dos `segredos`
     trocado por `substituir(trecho)`.
@@ -136,14 +151,15 @@ def mascarar_pedacos(texto: str, segredos: Iterable[str],
     contra as do segredo, e as que casam (e as que se emendam nelas) somem.
     """
     janela = TAMANHO_MINIMO_MASCARADO
-    pedacos = {s[i:i + janela] for s in segredos if len(s) >= janela
-               for i in range(len(s) - janela + 1)}
+    pedacos = {
+        s[i : i + janela] for s in segredos if len(s) >= janela for i in range(len(s) - janela + 1)
+    }
     if not pedacos or len(texto) < janela:
         return texto
     coberto = bytearray(len(texto))
     for inicio in range(len(texto) - janela + 1):
-        if texto[inicio:inicio + janela] in pedacos:
-            coberto[inicio:inicio + janela] = b'\x01' * janela
+        if texto[inicio : inicio + janela] in pedacos:
+            coberto[inicio : inicio + janela] = b'\x01' * janela
     if not any(coberto):
         return texto
     partes: list[str] = []
@@ -159,8 +175,9 @@ def mascarar_pedacos(texto: str, segredos: Iterable[str],
     return ''.join(partes)
 
 
-def ambiente_sem_segredos(ambiente: Mapping[str, str],
-                          manter: Iterable[str] = ()) -> dict[str, str]:
+def ambiente_sem_segredos(
+    ambiente: Mapping[str, str], manter: Iterable[str] = ()
+) -> dict[str, str]:
     """
     Uma copia de `ambiente` sem os segredos, menos os nomeados em `manter`.
 
@@ -170,8 +187,7 @@ def ambiente_sem_segredos(ambiente: Mapping[str, str],
     de quem tem o mesmo usuário) sem usa-los.
     """
     fica = set(manter)
-    return {nome: valor for nome, valor in ambiente.items()
-            if nome in fica or not e_segredo(nome)}
+    return {nome: valor for nome, valor in ambiente.items() if nome in fica or not e_segredo(nome)}
 
 
 def segredo_repetido(valor: str, ambiente: Mapping[str, str] | None = None) -> str | None:

@@ -74,7 +74,7 @@ CODIGO_NAO_EXECUTOU = 125
 VARIAVEL_MARCA = 'CONTEXTIA_GRUPO_FERRAMENTA'
 # O arquivo de grupos do ouvinte, no diretorio de estado dele.
 ARQUIVO_GRUPO = 'ouvinte-ferramenta.json'
-PR_SET_PDEATHSIG = 1                  # <linux/prctl.h>
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 MAXIMO_COMANDO = 300
 
 # O processo em curso, para a parada fria (segundo SIGTERM) poder mata-lo de
@@ -87,15 +87,17 @@ class Motivo(str, enum.Enum):
 
     OK = 'ok'
     FALHOU = 'falhou'
-    TEMPO = 'tempo'                   # estourou --timeout-ferramenta
-    INATIVIDADE = 'inatividade'       # calada por --inatividade-ferramenta
-    PARADA = 'parada'                 # encerrada pela parada do ouvinte
-    NAO_EXECUTOU = 'nao_executou'     # nem comecou (programa ausente, permissao)
+    TEMPO = 'tempo'  # estourou --timeout-ferramenta
+    INATIVIDADE = 'inatividade'  # calada por --inatividade-ferramenta
+    PARADA = 'parada'  # encerrada pela parada do ouvinte
+    NAO_EXECUTOU = 'nao_executou'  # nem comecou (programa ausente, permissao)
 
 
-_POR_QUE = {Motivo.TEMPO: ' (estourou --timeout-ferramenta)',
-            Motivo.INATIVIDADE: ' (sem saída por --inatividade-ferramenta)',
-            Motivo.PARADA: ' (encerrada pela parada do ouvinte)'}
+_POR_QUE = {
+    Motivo.TEMPO: ' (estourou --timeout-ferramenta)',
+    Motivo.INATIVIDADE: ' (sem saída por --inatividade-ferramenta)',
+    Motivo.PARADA: ' (encerrada pela parada do ouvinte)',
+}
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,11 @@ class Resultado:
     def descrever(self) -> str:
         if self.motivo is Motivo.NAO_EXECUTOU:
             return 'não foi possível executar'
-        como = ('morta pelo sinal %s' % self.sinal) if self.sinal else (
-            'saiu com código %s' % self.codigo)
+        como = (
+            ('morta pelo sinal %s' % self.sinal)
+            if self.sinal
+            else ('saiu com código %s' % self.codigo)
+        )
         return '%s%s em %.1fs' % (como, _POR_QUE.get(self.motivo, ''), self.duracao)
 
 
@@ -210,6 +215,7 @@ def _prctl() -> Callable[..., int] | None:
         return None
     try:
         import ctypes
+
         funcao: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
@@ -237,6 +243,7 @@ def _preparo_do_filho() -> Callable[[], None] | None:
         # filho ja foi adotado por outro. Faz o que o kernel faria.
         if os.getppid() != pai:
             os.kill(os.getpid(), signal.SIGTERM)
+
     return preparar
 
 
@@ -269,10 +276,14 @@ def _mesmo_boot(anotado: Any, agora: str | None) -> bool:
     if anotado == agora:
         return True
     prefixo = 'relogio:'
-    if isinstance(anotado, str) and agora and anotado.startswith(prefixo) \
-            and agora.startswith(prefixo):
+    if (
+        isinstance(anotado, str)
+        and agora
+        and anotado.startswith(prefixo)
+        and agora.startswith(prefixo)
+    ):
         try:
-            return abs(int(anotado[len(prefixo):]) - int(agora[len(prefixo):])) <= FOLGA_BOOT
+            return abs(int(anotado[len(prefixo) :]) - int(agora[len(prefixo) :])) <= FOLGA_BOOT
         except ValueError:
             return False
     return False
@@ -311,8 +322,8 @@ def _ler_grupos(arquivo_grupo: str) -> list[dict[str, Any]]:
         raise ValueError('%s: %s' % (type(erro).__name__, erro)) from None
     grupos = dados.get('grupos') if isinstance(dados, dict) else None
     if not isinstance(grupos, list) or not all(
-            isinstance(g, dict) and isinstance(g.get('pgid'), int) and g['pgid'] > 1
-            for g in grupos):
+        isinstance(g, dict) and isinstance(g.get('pgid'), int) and g['pgid'] > 1 for g in grupos
+    ):
         raise ValueError('formato inesperado (falta "grupos" com "pgid" inteiro)')
     return grupos
 
@@ -359,37 +370,59 @@ def _situacao(entrada: dict[str, Any]) -> tuple[str, list[tuple[int, int]]]:
     return 'incerto', membros
 
 
-def _anotar_grupo(arquivo_grupo: str, processo: subprocess.Popen[bytes], rotulo: str,
-                  argv: Sequence[str], marca: str, log: logging.Logger) -> None:
+def _anotar_grupo(
+    arquivo_grupo: str,
+    processo: subprocess.Popen[bytes],
+    rotulo: str,
+    argv: Sequence[str],
+    marca: str,
+    log: logging.Logger,
+) -> None:
     """Anota o grupo que acabou de nascer; mantém os anotados que ainda são nossos e vivem."""
     dados = _stat(processo.pid)
-    entrada = {'pgid': processo.pid, 'inicio': dados[2] if dados else None, 'boot': _boot(),
-               'marca': marca, 'rotulo': rotulo,
-               'comando': ' '.join(argv)[:MAXIMO_COMANDO],
-               'desde': datetime.datetime.now().isoformat(timespec='seconds'),
-               'ouvinte': os.getpid()}
+    entrada = {
+        'pgid': processo.pid,
+        'inicio': dados[2] if dados else None,
+        'boot': _boot(),
+        'marca': marca,
+        'rotulo': rotulo,
+        'comando': ' '.join(argv)[:MAXIMO_COMANDO],
+        'desde': datetime.datetime.now().isoformat(timespec='seconds'),
+        'ouvinte': os.getpid(),
+    }
     try:
         try:
-            anteriores = [g for g in _ler_grupos(arquivo_grupo)
-                          if _situacao(g)[0] in ('nosso', 'incerto')]
+            anteriores = [
+                g for g in _ler_grupos(arquivo_grupo) if _situacao(g)[0] in ('nosso', 'incerto')
+            ]
         except ValueError:
             anteriores = []
         _gravar_grupos(arquivo_grupo, anteriores + [entrada])
     except OSError as erro:
         # Sem a anotacao a ferramenta roda assim mesmo; so a subida seguinte a
         # um kill -9 deixaria de acha-la (o PR_SET_PDEATHSIG continua valendo).
-        log.error('%s: não foi possível anotar o grupo %s em %s (%s: %s); se o ouvinte'
-                  ' morrer agora, a próxima subida não o encontra', rotulo, processo.pid,
-                  arquivo_grupo, type(erro).__name__, erro)
+        log.error(
+            '%s: não foi possível anotar o grupo %s em %s (%s: %s); se o ouvinte'
+            ' morrer agora, a próxima subida não o encontra',
+            rotulo,
+            processo.pid,
+            arquivo_grupo,
+            type(erro).__name__,
+            erro,
+        )
 
 
 def _soltar_grupo(arquivo_grupo: str, pgid: int, rotulo: str, log: logging.Logger) -> None:
     """Tira o grupo da anotação se ele acabou; se algum neto ainda vive, deixa anotado."""
     if _grupo_vivo(pgid):
-        log.warning('%s: saiu, mas o grupo %s ainda tem processo vivo (%s): continua'
-                    ' anotado em %s e será encerrado na próxima subida do ouvinte',
-                    rotulo, pgid, ', '.join(str(p) for p, _ in _membros(pgid)) or '?',
-                    arquivo_grupo)
+        log.warning(
+            '%s: saiu, mas o grupo %s ainda tem processo vivo (%s): continua'
+            ' anotado em %s e será encerrado na próxima subida do ouvinte',
+            rotulo,
+            pgid,
+            ', '.join(str(p) for p, _ in _membros(pgid)) or '?',
+            arquivo_grupo,
+        )
         return
     try:
         grupos = _ler_grupos(arquivo_grupo)
@@ -419,8 +452,9 @@ def _encerrar_pgid(pgid: int, graca: float = GRACA_TERM) -> str:
     return 'com SIGKILL (ignorou o SIGTERM por %ss)' % graca
 
 
-def encerrar_sobra(arquivo_grupo: str, log: logging.Logger | None = None,
-                   graca: float = GRACA_TERM) -> int | None:
+def encerrar_sobra(
+    arquivo_grupo: str, log: logging.Logger | None = None, graca: float = GRACA_TERM
+) -> int | None:
     """
     Na subida: encerra o grupo de ferramenta que um ouvinte anterior deixou vivo.
 
@@ -434,36 +468,57 @@ def encerrar_sobra(arquivo_grupo: str, log: logging.Logger | None = None,
     try:
         grupos = _ler_grupos(arquivo_grupo)
     except ValueError as erro:
-        log.error('arquivo de grupos %s ilegível (%s): apagado sem encerrar nada. Se o'
-                  ' ouvinte anterior morreu no meio de uma ferramenta, confira com'
-                  ' `ps -eo pid,pgid,lstart,cmd` se sobrou um connector.py ou'
-                  ' carregar_todas.sh', arquivo_grupo, erro)
+        log.error(
+            'arquivo de grupos %s ilegível (%s): apagado sem encerrar nada. Se o'
+            ' ouvinte anterior morreu no meio de uma ferramenta, confira com'
+            ' `ps -eo pid,pgid,lstart,cmd` se sobrou um connector.py ou'
+            ' carregar_todas.sh',
+            arquivo_grupo,
+            erro,
+        )
         grupos = []
     encerrado = None
     for entrada in grupos:
         pgid = int(entrada['pgid'])
         rotulo = entrada.get('rotulo') or '?'
         situacao, membros = _situacao(entrada)
-        origem = ('a ferramenta %r do ouvinte pid %s (grupo %s, desde %s: %s)'
-                  % (rotulo, entrada.get('ouvinte', '?'), pgid, entrada.get('desde', '?'),
-                     entrada.get('comando', '?')))
+        origem = 'a ferramenta %r do ouvinte pid %s (grupo %s, desde %s: %s)' % (
+            rotulo,
+            entrada.get('ouvinte', '?'),
+            pgid,
+            entrada.get('desde', '?'),
+            entrada.get('comando', '?'),
+        )
         if situacao == 'terminou':
             log.info('subida: %s já tinha terminado', origem)
             continue
         if situacao == 'outro':
-            log.warning('subida: %s não existe mais; o número %s agora e de outro programa'
-                        ' (pid reciclado) e não foi tocado', origem, pgid)
+            log.warning(
+                'subida: %s não existe mais; o número %s agora e de outro programa'
+                ' (pid reciclado) e não foi tocado',
+                origem,
+                pgid,
+            )
             continue
         if situacao == 'incerto':
-            log.error('subida: %s ainda pode estar viva, mas não deu para provar que o grupo'
-                      ' %s e o mesmo; NÃO encerrado. Confira com `ps -o pid,lstart,cmd -g %s`'
-                      ' e encerre a mão (kill -TERM -- -%s)', origem, pgid, pgid, pgid)
+            log.error(
+                'subida: %s ainda pode estar viva, mas não deu para provar que o grupo'
+                ' %s e o mesmo; NÃO encerrado. Confira com `ps -o pid,lstart,cmd -g %s`'
+                ' e encerre a mão (kill -TERM -- -%s)',
+                origem,
+                pgid,
+                pgid,
+                pgid,
+            )
             continue
-        log.error('*** SOBRA DE UM OUVINTE ANTERIOR: %s continua rodando sem dono -- pids %s.'
-                  ' Encerrando o grupo antes de qualquer outra coisa (SIGTERM, depois'
-                  ' SIGKILL): uma carga órfã poderia mandar `complete` que ninguém'
-                  ' acompanha.', origem,
-                  '; '.join('%s (%s)' % (pid, _comando(pid)) for pid, _ in membros))
+        log.error(
+            '*** SOBRA DE UM OUVINTE ANTERIOR: %s continua rodando sem dono -- pids %s.'
+            ' Encerrando o grupo antes de qualquer outra coisa (SIGTERM, depois'
+            ' SIGKILL): uma carga órfã poderia mandar `complete` que ninguém'
+            ' acompanha.',
+            origem,
+            '; '.join('%s (%s)' % (pid, _comando(pid)) for pid, _ in membros),
+        )
         como = _encerrar_pgid(pgid, graca)
         log.warning('subida: grupo %s (%s) encerrado %s', pgid, rotulo, como)
         encerrado = pgid
@@ -498,13 +553,21 @@ class _Linhas:
             self._pendente = b''
 
 
-def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
-          env: dict[str, str] | None = None, timeout: float | None = None,
-          inatividade: float | None = None, deve_parar: Callable[[], bool] | None = None,
-          ao_iniciar: Callable[[int], None] | None = None,
-          pulso: Callable[[], None] | None = None, intervalo_pulso: float = 30.0,
-          log: logging.Logger | None = None,
-          arquivo_grupo: str | None = None) -> Resultado:
+def rodar(
+    argv: Sequence[str],
+    rotulo: str,
+    *,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+    inatividade: float | None = None,
+    deve_parar: Callable[[], bool] | None = None,
+    ao_iniciar: Callable[[int], None] | None = None,
+    pulso: Callable[[], None] | None = None,
+    intervalo_pulso: float = 30.0,
+    log: logging.Logger | None = None,
+    arquivo_grupo: str | None = None,
+) -> Resultado:
     """
     Roda `argv` e devolve um Resultado. Nunca levanta por causa do filho.
 
@@ -529,12 +592,17 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
         ambiente[VARIAVEL_MARCA] = marca
     try:
         processo = subprocess.Popen(
-            list(argv), cwd=cwd, env=ambiente, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_preparo_do_filho())
+            list(argv),
+            cwd=cwd,
+            env=ambiente,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_preparo_do_filho(),
+        )
     except OSError as erro:
-        log.error('%s: não foi possível executar (%s: %s)', rotulo,
-                  type(erro).__name__, erro)
+        log.error('%s: não foi possível executar (%s: %s)', rotulo, type(erro).__name__, erro)
         return Resultado(CODIGO_NAO_EXECUTOU, Motivo.NAO_EXECUTOU)
 
     _em_curso = processo
@@ -543,8 +611,9 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
             _anotar_grupo(arquivo_grupo, processo, rotulo, argv, marca, log)
         if ao_iniciar:
             ao_iniciar(processo.pid)
-        motivo = _bombear(processo, rotulo, log, inicio, timeout, inatividade,
-                          deve_parar, pulso, intervalo_pulso)
+        motivo = _bombear(
+            processo, rotulo, log, inicio, timeout, inatividade, deve_parar, pulso, intervalo_pulso
+        )
     except BaseException:
         # Qualquer saida por excecao (parada fria, bug aqui): o grupo nao fica
         # rodando sem dono.
@@ -575,39 +644,57 @@ def rodar(argv: Sequence[str], rotulo: str, *, cwd: str | None = None,
     return resultado
 
 
-def _motivo_para_encerrar(processo: subprocess.Popen[bytes], rotulo: str,
-                          log: logging.Logger, rodando: float, calado: float,
-                          timeout: float | None, inatividade: float | None,
-                          deve_parar: Callable[[], bool] | None) -> Motivo | None:
+def _motivo_para_encerrar(
+    processo: subprocess.Popen[bytes],
+    rotulo: str,
+    log: logging.Logger,
+    rodando: float,
+    calado: float,
+    timeout: float | None,
+    inatividade: float | None,
+    deve_parar: Callable[[], bool] | None,
+) -> Motivo | None:
     """Os vigias, nesta ordem: a parada pedida, o tempo total, o silêncio. Diz no log."""
     if deve_parar and deve_parar():
-        log.warning('%s: parada pedida -- encerrando o grupo %s (SIGTERM,'
-                    ' depois SIGKILL)', rotulo, processo.pid)
+        log.warning(
+            '%s: parada pedida -- encerrando o grupo %s (SIGTERM, depois SIGKILL)',
+            rotulo,
+            processo.pid,
+        )
         return Motivo.PARADA
     if timeout and rodando >= timeout:
-        log.error('%s: passou de %ss (--timeout-ferramenta); encerrando'
-                  ' o grupo', rotulo, timeout)
+        log.error('%s: passou de %ss (--timeout-ferramenta); encerrando o grupo', rotulo, timeout)
         return Motivo.TEMPO
     if inatividade and calado >= inatividade:
-        log.error('%s: %ss sem nenhuma linha de saída'
-                  ' (--inatividade-ferramenta); encerrando o grupo',
-                  rotulo, inatividade)
+        log.error(
+            '%s: %ss sem nenhuma linha de saída (--inatividade-ferramenta); encerrando o grupo',
+            rotulo,
+            inatividade,
+        )
         return Motivo.INATIVIDADE
     return None
 
 
-def _bombear(processo: subprocess.Popen[bytes], rotulo: str, log: logging.Logger,
-             inicio: float, timeout: float | None, inatividade: float | None,
-             deve_parar: Callable[[], bool] | None, pulso: Callable[[], None] | None,
-             intervalo_pulso: float) -> Motivo | None:
+def _bombear(
+    processo: subprocess.Popen[bytes],
+    rotulo: str,
+    log: logging.Logger,
+    inicio: float,
+    timeout: float | None,
+    inatividade: float | None,
+    deve_parar: Callable[[], bool] | None,
+    pulso: Callable[[], None] | None,
+    intervalo_pulso: float,
+) -> Motivo | None:
     """Lê a saída ao chegar; devolve o motivo de encerramento forcado, ou None."""
+
     def emitir(bruta: bytes) -> None:
         texto = bruta.decode('utf-8', 'replace').rstrip()
         if texto:
             log.info('  %s | %s', rotulo, texto[:MAXIMO_LINHA])
 
     saida = processo.stdout
-    if saida is None:                     # pragma: no cover - rodar() sempre pede PIPE
+    if saida is None:  # pragma: no cover - rodar() sempre pede PIPE
         raise ValueError('_bombear precisa de stdout=PIPE')
     seletor = selectors.DefaultSelector()
     seletor.register(saida, selectors.EVENT_READ)
@@ -628,9 +715,16 @@ def _bombear(processo: subprocess.Popen[bytes], rotulo: str, log: logging.Logger
             agora = time.monotonic()
             vivo = processo.poll() is None
             if vivo and motivo is None:
-                motivo = _motivo_para_encerrar(processo, rotulo, log, agora - inicio,
-                                               agora - ultima_saida, timeout, inatividade,
-                                               deve_parar)
+                motivo = _motivo_para_encerrar(
+                    processo,
+                    rotulo,
+                    log,
+                    agora - inicio,
+                    agora - ultima_saida,
+                    timeout,
+                    inatividade,
+                    deve_parar,
+                )
                 if motivo:
                     encerrar_grupo(processo)
                     vivo = False
@@ -644,8 +738,10 @@ def _bombear(processo: subprocess.Popen[bytes], rotulo: str, log: logging.Logger
                     # exatamente o travamento que isto limita.
                     prazo_dreno = agora + DRENO_APOS_SAIDA
                 elif agora >= prazo_dreno:
-                    log.warning('%s: saiu, mas algum processo filho ainda segura'
-                                ' a saída dela; paro de ler', rotulo)
+                    log.warning(
+                        '%s: saiu, mas algum processo filho ainda segura a saída dela; paro de ler',
+                        rotulo,
+                    )
                     break
     finally:
         leitor.fechar()

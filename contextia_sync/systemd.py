@@ -100,7 +100,7 @@ def _linha(partes: Iterable[str | None]) -> str:
     juntas = re.sub(r'\s*\.{2,}\s*:', ':', juntas)
     juntas = re.sub(r'\s+', ' ', juntas).strip()
     if len(juntas) > MAXIMO_STATUS:
-        juntas = juntas[:MAXIMO_STATUS - 3] + '...'
+        juntas = juntas[: MAXIMO_STATUS - 3] + '...'
     return juntas
 
 
@@ -110,8 +110,9 @@ class Notificador:
     na construção e, com `limpar`, perde as três variáveis do aviso.
     """
 
-    def __init__(self, ambiente: MutableMapping[str, str] | None = None,
-                 limpar: bool = True) -> None:
+    def __init__(
+        self, ambiente: MutableMapping[str, str] | None = None, limpar: bool = True
+    ) -> None:
         amb: MutableMapping[str, str] = os.environ if ambiente is None else ambiente
         bruto = amb.get('NOTIFY_SOCKET') or None
         usec, pid = amb.get('WATCHDOG_USEC'), amb.get('WATCHDOG_PID')
@@ -122,8 +123,13 @@ class Notificador:
         self.endereco = _endereco(bruto)
         self._sem_suporte = bruto if bruto and self.endereco is None else None
         self.intervalo_vigia: float | None = None
-        if self.endereco and usec and usec.isdigit() and int(usec) > 0 and (
-                not pid or (pid.isdigit() and int(pid) == self._pid)):
+        if (
+            self.endereco
+            and usec
+            and usec.isdigit()
+            and int(usec) > 0
+            and (not pid or (pid.isdigit() and int(pid) == self._pid))
+        ):
             self.intervalo_vigia = int(usec) / 1e6
         self._socket: socket.socket | None = None
         self._falhando = False
@@ -137,9 +143,11 @@ class Notificador:
     def enviar(self, *atribuicoes: str) -> bool:
         """Manda `CHAVE=valor` (uma por linha) num datagrama. Nunca levanta."""
         if self._sem_suporte is not None:
-            _log().warning('NOTIFY_SOCKET=%r: endereço que este ouvinte não sabe usar'
-                           ' (só caminho ou @abstrato); o systemd não recebe os avisos',
-                           self._sem_suporte)
+            _log().warning(
+                'NOTIFY_SOCKET=%r: endereço que este ouvinte não sabe usar'
+                ' (só caminho ou @abstrato); o systemd não recebe os avisos',
+                self._sem_suporte,
+            )
             self._sem_suporte = None
             return False
         endereco = self.endereco
@@ -148,18 +156,23 @@ class Notificador:
         dados = '\n'.join(atribuicoes).encode('utf-8', 'replace')
         try:
             if self._socket is None:
-                self._socket = socket.socket(socket.AF_UNIX,
-                                             socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._socket = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC
+                )
                 self._socket.settimeout(PRAZO_ENVIO)
             self._socket.sendto(dados, endereco)
-        except Exception as erro:             # noqa: BLE001 - o aviso nunca derruba o servico
+        except Exception as erro:  # noqa: BLE001 - o aviso nunca derruba o servico
             self._fechar()
             if not self._falhando:
                 self._falhando = True
-                _log().warning('aviso ao systemd falhou (%s: %s) em %s; o serviço segue,'
-                               ' mas sem READY/WATCHDOG o systemd pode reinicia-lo. Próximas'
-                               ' falhas não vão ao log.', type(erro).__name__, erro,
-                               endereco.replace('\0', '@'))
+                _log().warning(
+                    'aviso ao systemd falhou (%s: %s) em %s; o serviço segue,'
+                    ' mas sem READY/WATCHDOG o systemd pode reinicia-lo. Próximas'
+                    ' falhas não vão ao log.',
+                    type(erro).__name__,
+                    erro,
+                    endereco.replace('\0', '@'),
+                )
             return False
         if self._falhando:
             self._falhando = False
@@ -247,13 +260,16 @@ def parando(texto: str | None = None) -> bool:
 
 def vigiando(funcao: Callable[[], T]) -> Callable[[], T]:
     """`funcao` que, antes de responder, chama vigia(): para o "parar?" do ouvinte."""
+
     def com_vigia() -> T:
         vigia()
         return funcao()
+
     return com_vigia
 
 
 # -- o journal ----------------------------------------------------------------
+
 
 def prioridade(nivel: int) -> int:
     """Nível do logging -> prioridade do syslog (a do `journalctl -p`)."""
@@ -304,14 +320,15 @@ def ler_entrada_nativa(dados: bytes) -> dict[str, str]:
         quebra = len(dados) if quebra < 0 else quebra
         igual = dados.find(b'=', posicao, quebra)
         if igual >= 0:
-            campos[dados[posicao:igual].decode('ascii')] = dados[igual + 1:quebra].decode(
-                'utf-8', 'replace')
+            campos[dados[posicao:igual].decode('ascii')] = dados[igual + 1 : quebra].decode(
+                'utf-8', 'replace'
+            )
             posicao = quebra + 1
             continue
         nome = dados[posicao:quebra].decode('ascii')
-        (tamanho,) = struct.unpack('<Q', dados[quebra + 1:quebra + 9])
+        (tamanho,) = struct.unpack('<Q', dados[quebra + 1 : quebra + 9])
         inicio = quebra + 9
-        campos[nome] = dados[inicio:inicio + tamanho].decode('utf-8', 'replace')
+        campos[nome] = dados[inicio : inicio + tamanho].decode('utf-8', 'replace')
         posicao = inicio + tamanho + 1
     return campos
 
@@ -329,8 +346,12 @@ class ManipuladorJournal(logging.Handler):
     responde -- pela `fluxo` com o prefixo `<N>` e as quebras dobradas.
     """
 
-    def __init__(self, fluxo: IO[str], socket_journal: str | None = SOCKET_JOURNAL,
-                 identificador: str | None = None) -> None:
+    def __init__(
+        self,
+        fluxo: IO[str],
+        socket_journal: str | None = SOCKET_JOURNAL,
+        identificador: str | None = None,
+    ) -> None:
         super().__init__()
         self.fluxo = fluxo
         self.socket_journal = socket_journal
@@ -359,6 +380,7 @@ class ManipuladorJournal(logging.Handler):
     def _por_memfd(self, s: socket.socket, dados: bytes) -> None:
         """Entrada grande demais para um datagrama: num memfd selado, como o sd_journal."""
         import fcntl
+
         fd = os.memfd_create('contextia-journal', os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             vista = memoryview(dados)
@@ -366,18 +388,27 @@ class ManipuladorJournal(logging.Handler):
                 escritos = os.write(fd, vista)
                 vista = vista[escritos:]
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SELOS_MEMFD)
-            s.sendmsg([], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [fd]))],
-                      0, self.socket_journal)
+            s.sendmsg(
+                [],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [fd]))],
+                0,
+                self.socket_journal,
+            )
         finally:
             os.close(fd)
 
     def _nativo(self, registro: logging.LogRecord, mensagem: str) -> bool:
         if not self.socket_journal or time.monotonic() < self._nativo_depois_de:
             return False
-        campos = [('MESSAGE', mensagem), ('PRIORITY', str(prioridade(registro.levelno))),
-                  ('SYSLOG_IDENTIFIER', self.identificador),
-                  ('CODE_FILE', registro.pathname), ('CODE_LINE', str(registro.lineno)),
-                  ('CODE_FUNC', registro.funcName), ('LOGGER', registro.name)]
+        campos = [
+            ('MESSAGE', mensagem),
+            ('PRIORITY', str(prioridade(registro.levelno))),
+            ('SYSLOG_IDENTIFIER', self.identificador),
+            ('CODE_FILE', registro.pathname),
+            ('CODE_LINE', str(registro.lineno)),
+            ('CODE_FUNC', registro.funcName),
+            ('LOGGER', registro.name),
+        ]
         if registro.exc_info and registro.exc_info[0] is not None:
             campos.append(('EXCEPTION', registro.exc_info[0].__name__))
         dados = entrada_nativa(campos)
@@ -389,16 +420,18 @@ class ManipuladorJournal(logging.Handler):
                 if erro.errno not in (errno.EMSGSIZE, errno.ENOBUFS):
                     raise
                 self._por_memfd(s, dados)
-        except Exception as erro:             # noqa: BLE001 - o log nunca derruba o servico
+        except Exception as erro:  # noqa: BLE001 - o log nunca derruba o servico
             self._fechar()
             self._nativo_depois_de = time.monotonic() + PAUSA_NATIVO
             if not self._avisado:
                 self._avisado = True
-                self._escrever(4, 'journal nativo (%s) falhou: %s: %s; os registros seguem'
-                               ' pela stderr, com a prioridade no prefixo, e o socket e'
-                               ' tentado de novo a cada %ss' % (
-                                   self.socket_journal, type(erro).__name__, erro,
-                                   int(PAUSA_NATIVO)))
+                self._escrever(
+                    4,
+                    'journal nativo (%s) falhou: %s: %s; os registros seguem'
+                    ' pela stderr, com a prioridade no prefixo, e o socket e'
+                    ' tentado de novo a cada %ss'
+                    % (self.socket_journal, type(erro).__name__, erro, int(PAUSA_NATIVO)),
+                )
             return False
         self._avisado = False
         return True
@@ -414,9 +447,9 @@ class ManipuladorJournal(logging.Handler):
             mensagem = self.format(record)
             if not self._nativo(record, mensagem):
                 self._escrever(prioridade(record.levelno), mensagem)
-        except RecursionError:                # pragma: no cover - como o StreamHandler
+        except RecursionError:  # pragma: no cover - como o StreamHandler
             raise
-        except Exception:                     # noqa: BLE001 - como o StreamHandler
+        except Exception:  # noqa: BLE001 - como o StreamHandler
             self.handleError(record)
 
     def close(self) -> None:
@@ -424,9 +457,9 @@ class ManipuladorJournal(logging.Handler):
         super().close()
 
 
-def manipulador_journal(fluxo: IO[str] | None = None,
-                        ambiente: MutableMapping[str, str] | None = None
-                        ) -> ManipuladorJournal | None:
+def manipulador_journal(
+    fluxo: IO[str] | None = None, ambiente: MutableMapping[str, str] | None = None
+) -> ManipuladorJournal | None:
     """
     O handler do journal, se a `fluxo` (padrão: stderr) e o fluxo do journal;
     senão None (terminal, cron, arquivo, ferramenta filha: log como sempre).

@@ -24,6 +24,7 @@ class Observador:
 
     def __init__(self, arquivo_chaves):
         from contextia_sync.provisionamento.chaves import ler_chaves
+
         self._ler_chaves = ler_chaves
         self.arquivo_chaves = arquivo_chaves
 
@@ -35,10 +36,12 @@ class Observador:
 
     def registros(self, dataset, chave):
         from contextia_sync.intake.cliente import ler_registros
+
         return {str(r.get('ID')): r for r in ler_registros(dataset, chave)}
 
     def contagens(self, chave):
         from contextia_sync.intake.cliente import listar_datasets
+
         return {d['dataset']: d.get('records') for d in listar_datasets(chave)}
 
     def conferir(self, pendentes, varredura_comecou):
@@ -60,7 +63,8 @@ class Observador:
                     if registro is None and varredura_comecou:
                         m.vista_em[escopo] = agora
                 elif registro is not None and all(
-                        _mesmo_valor(registro.get(c), v) for c, v in m.esperado.items()):
+                    _mesmo_valor(registro.get(c), v) for c, v in m.esperado.items()
+                ):
                     m.vista_em[escopo] = agora
                 if m.entregue and m not in novidades:
                     novidades.append(m)

@@ -44,8 +44,9 @@ def rodar(argv, ambiente, rotulo, prazo=1800):
         encerrar_grupo(processo, 5)
         raise
     if codigo != 0:
-        raise SystemExit('%s saiu com %s: a demo não pode seguir. A saída acima diz'
-                         ' o motivo.' % (rotulo, codigo))
+        raise SystemExit(
+            '%s saiu com %s: a demo não pode seguir. A saída acima diz o motivo.' % (rotulo, codigo)
+        )
     return codigo
 
 
@@ -72,12 +73,16 @@ class Ouvinte:
         argv = list(self.argv) + list(extras)
         dizer('$ %s' % ' '.join(curto(a) for a in argv[1:]))
         self.processo = subprocess.Popen(
-            argv, cwd=RAIZ, env=self.ambiente, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True)
+            argv,
+            cwd=RAIZ,
+            env=self.ambiente,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.leitor = threading.Thread(target=self._ler, args=(self.processo,), daemon=True)
         self.leitor.start()
-        dizer('ouvinte no ar (pid %s); log completo em %s'
-              % (self.processo.pid, mostrar(self.log)))
+        dizer('ouvinte no ar (pid %s); log completo em %s' % (self.processo.pid, mostrar(self.log)))
 
     def _ler(self, processo):
         with open(self.log, 'ab') as arquivo:
@@ -95,7 +100,7 @@ class Ouvinte:
         prefixo = self.PREFIXO.match(linha)
         if not prefixo:
             return None
-        nivel, corpo = prefixo.group(1), linha[prefixo.end():]
+        nivel, corpo = prefixo.group(1), linha[prefixo.end() :]
         if ' | ' in corpo:
             rotulo, saida = corpo.split(' | ', 1)
             if self.ECOAR_FERRAMENTA.search(saida.strip()):

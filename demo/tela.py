@@ -23,8 +23,9 @@ def mostrar(caminho):
 
 def curto(argumento):
     """Um argumento de linha de comando com o caminho encurtado (--x=/a/b -> --x=a/b)."""
-    nome, igual, valor = argumento.rpartition('=') if argumento.startswith('--') else (
-        '', '', argumento)
+    nome, igual, valor = (
+        argumento.rpartition('=') if argumento.startswith('--') else ('', '', argumento)
+    )
     return nome + igual + (mostrar(valor) if valor.startswith('/') else valor)
 
 

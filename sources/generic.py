@@ -26,6 +26,20 @@ from contextia_sync.origem.generico import (
 
 # `familias` e opcional no contrato, mas sem ela o cliente converte valor a valor
 # (o caminho lento): o adaptador embutido a expõe.
-__all__ = ['ErroIdentificador', 'ErroOrigem', 'agora', 'colunas', 'conectar', 'conjunto',
-           'contar', 'contar_sem_valor', 'escopos', 'familias', 'fechar', 'fetch', 'maximo',
-           'renovar', 'tipo_coluna']
+__all__ = [
+    'ErroIdentificador',
+    'ErroOrigem',
+    'agora',
+    'colunas',
+    'conectar',
+    'conjunto',
+    'contar',
+    'contar_sem_valor',
+    'escopos',
+    'familias',
+    'fechar',
+    'fetch',
+    'maximo',
+    'renovar',
+    'tipo_coluna',
+]

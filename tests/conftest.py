@@ -5,8 +5,8 @@ A raiz do repositorio entra no sys.path pelo `pythonpath` do pytest
 """
 
 pytest_plugins = [
-    'tests.apoio.servidor',     # o Contextia local num processo de verdade
-    'tests.apoio.bancos',       # PostgreSQL, MariaDB e SQLite de verdade
+    'tests.apoio.servidor',  # o Contextia local num processo de verdade
+    'tests.apoio.bancos',  # PostgreSQL, MariaDB e SQLite de verdade
 ]
 
 
@@ -17,9 +17,13 @@ def pytest_collection_modifyitems(config, items):  # noqa: ARG001 - o gancho do 
     os últimos minutos rodavam só os dois processos delas; primeiro, os outros
     dois processos levam o resto da suíte ao lado delas.
     """
+
     def pesado(item):
-        return any(str((marca.args or [marca.kwargs.get('name', '')])[0]).startswith('pesado')
-                   for marca in item.iter_markers('xdist_group'))
+        return any(
+            str((marca.args or [marca.kwargs.get('name', '')])[0]).startswith('pesado')
+            for marca in item.iter_markers('xdist_group')
+        )
+
     pesados = [item for item in items if pesado(item)]
     if pesados:
         marcados = set(map(id, pesados))

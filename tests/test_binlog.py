@@ -69,10 +69,10 @@ def banco(mariadb_binlog):  # noqa: F811
     return mariadb_binlog.banco_de_teste()
 
 
-def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambiente_contextia,
-                                                         chave_contextia):
-    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia,
-                 sem_coluna_de_mudanca=True)
+def test_insert_update_delete_e_troca_de_empresa_chegam(
+    tmp_path, banco, ambiente_contextia, chave_contextia
+):
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia, sem_coluna_de_mudanca=True)
     processo = o.iniciar()
     try:
         esperar(lambda: _posicao(o), 30)
@@ -80,8 +80,7 @@ def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambient
         status = esperar(lambda: (_status_json(o) or {}).get('captura'), 30)
         assert status['estrategia'] == 'binlog' and status['posicao']
         # Cada dataset diz que e o log que o acompanha (antes: '' -- nem coluna nem nada).
-        assert {d['captura'] for d in _status_json(o)['datasets'] if d.get('ao_vivo')} == \
-            {'binlog'}
+        assert {d['captura'] for d in _status_json(o)['datasets'] if d.get('ao_vivo')} == {'binlog'}
         assert 'posição do log' in o.status() and 'spool ....' in o.status()
         with open(os.path.join(o.estado_dir, 'ouvinte.prom')) as arquivo:
             metricas = arquivo.read()
@@ -92,17 +91,17 @@ def test_insert_update_delete_e_troca_de_empresa_chegam(tmp_path, banco, ambient
     assert not _spool(o, 'pronto') and not _spool(o, 'tomado')
 
 
-def test_mudanca_no_log_acorda_o_ciclo_e_o_sigterm_sai_logo(tmp_path, banco,
-                                                            ambiente_contextia,
-                                                            chave_contextia):
+def test_mudanca_no_log_acorda_o_ciclo_e_o_sigterm_sai_logo(
+    tmp_path, banco, ambiente_contextia, chave_contextia
+):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     # Bloqueado no log, o SIGTERM ainda sai em segundos (o batimento do servidor).
     _acorda_e_sai(o, lambda: _posicao(o) and ('esperando' in o.saida() or _status_json(o)))
 
 
-def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(tmp_path, banco,
-                                                               ambiente_contextia,
-                                                               chave_contextia):
+def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(
+    tmp_path, banco, ambiente_contextia, chave_contextia
+):
     # O mesmo do slot_logico (TetoDoSpool): o spool com mais arquivos do que um
     # ciclo toma escoa em ciclos seguidos, não um por --intervalo-dados (10 min aqui).
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
@@ -113,16 +112,31 @@ def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(tmp_path, banco,
     # máximo 5000 linhas; o ciclo, com o teto de 20, toma um arquivo inteiro).
     primeiro = o.proximo_id + 1
     for lote in range(3):
-        o.erp.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)', lote=[
-            {'i': i, 'e': int(e0), 'c': 'Lote', 'v': '10.00', 'd': '2026-10-01',
-             'a': '2026-10-01 10:00:00'}
-            for i in range(primeiro + 5000 * lote, primeiro + 5000 * (lote + 1))])
+        o.erp.executar(
+            'INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)',
+            lote=[
+                {
+                    'i': i,
+                    'e': int(e0),
+                    'c': 'Lote',
+                    'v': '10.00',
+                    'd': '2026-10-01',
+                    'a': '2026-10-01 10:00:00',
+                }
+                for i in range(primeiro + 5000 * lote, primeiro + 5000 * (lote + 1))
+            ],
+        )
     ids = set(range(primeiro, primeiro + 15000))
     escoa_em_ciclos_seguidos(o, e0, ids, 90)
 
 
-def test_ddl_no_log_nao_trava_a_captura(tmp_path, banco, mariadb_binlog,  # noqa: F811
-                                        ambiente_contextia, chave_contextia):
+def test_ddl_no_log_nao_trava_a_captura(
+    tmp_path,
+    banco,
+    mariadb_binlog,  # noqa: F811
+    ambiente_contextia,
+    chave_contextia,
+):
     # Um DDL (ALTER, CREATE, TRUNCATE de outra tabela) é um QueryEvent sem linhas
     # e sem COMMIT no binlog, de qualquer banco do servidor: a captura passa por
     # ele, e o insert seguinte chega.
@@ -146,9 +160,9 @@ def test_ddl_no_log_nao_trava_a_captura(tmp_path, banco, mariadb_binlog,  # noqa
     assert 'TRUNCATE na origem' in o.saida()
 
 
-def test_kill9_com_o_contextia_fora_nada_perdido_nada_duplicado(tmp_path, banco,
-                                                                ambiente_contextia,
-                                                                chave_contextia):
+def test_kill9_com_o_contextia_fora_nada_perdido_nada_duplicado(
+    tmp_path, banco, ambiente_contextia, chave_contextia
+):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     e0 = o.erp.escopos[0]
     processo = o.iniciar()
@@ -206,19 +220,27 @@ def _no_meio_de_uma_transacao_grande(o, processo, servidor, cpu, quantos=6000):
     esperar(lambda: _posicao(o), 30)
     pequeno = o.inserir(e0, '2026-10-01 10:00:00')
     esperar(lambda: pequeno in _ids(o, e0), 30)
-    time.sleep(1)                  # o ciclo que entregou o pequeno já terminou
+    time.sleep(1)  # o ciclo que entregou o pequeno já terminou
     antes = _cpu(processo.pid)
-    o.erp.executar("INSERT INTO {TITULOS} SELECT :b + seq, :e, CONCAT('Lote ', seq), 1.00,"
-                   " '2026-10-01', '2026-10-01 10:00:00' FROM seq_1_to_%d" % quantos,
-                   b=base, e=int(e0))
+    o.erp.executar(
+        "INSERT INTO {TITULOS} SELECT :b + seq, :e, CONCAT('Lote ', seq), 1.00,"
+        " '2026-10-01', '2026-10-01 10:00:00' FROM seq_1_to_%d" % quantos,
+        b=base,
+        e=int(e0),
+    )
     grande = servidor.admin('SELECT @@gtid_binlog_pos')[0][0]
-    o.proximo_id = base + quantos      # a próxima chamada não repete estes ids
+    o.proximo_id = base + quantos  # a próxima chamada não repete estes ids
     esperar(lambda: _cpu(processo.pid) - antes >= cpu, 30, passo=0.002)
     return pequeno, grandes, grande
 
 
 def test_kill9_entre_a_leitura_do_log_e_o_spool_nada_perdido_nada_duplicado(
-        tmp_path, banco, mariadb_binlog, ambiente_contextia, chave_contextia):  # noqa: F811
+    tmp_path,
+    banco,
+    mariadb_binlog,  # noqa: F811
+    ambiente_contextia,
+    chave_contextia,
+):  # noqa: F811
     # Uma transação de 6000 linhas leva ~0,8 s de CPU para o leitor do log
     # atravessar (20000 levam ~2,8 s, medido): o ouvinte parado quase não gasta
     # CPU, então 0,15 s de CPU depois do commit é ele no meio dela. Congelado ali
@@ -233,7 +255,8 @@ def test_kill9_entre_a_leitura_do_log_e_o_spool_nada_perdido_nada_duplicado(
     try:
         for quantos in (6000, 20000, 60000):
             pequeno, grandes, grande = _no_meio_de_uma_transacao_grande(
-                o, processo, mariadb_binlog, cpu=0.15, quantos=quantos)
+                o, processo, mariadb_binlog, cpu=0.15, quantos=quantos
+            )
             os.kill(processo.pid, signal.SIGSTOP)
             posicao = (_posicao(o) or {}).get('gtid')
             no_spool = _chaves_no_spool(o)
@@ -242,8 +265,10 @@ def test_kill9_entre_a_leitura_do_log_e_o_spool_nada_perdido_nada_duplicado(
             os.kill(processo.pid, signal.SIGCONT)
             esperar(lambda g=grandes: g <= _ids(o, e0), 60, passo=1)
         else:
-            pytest.fail('o ouvinte atravessou transações de até 60000 linhas em 0,15 s de CPU:'
-                        ' o teste nunca o pegou no meio de uma')
+            pytest.fail(
+                'o ouvinte atravessou transações de até 60000 linhas em 0,15 s de CPU:'
+                ' o teste nunca o pegou no meio de uma'
+            )
     finally:
         processo.send_signal(signal.SIGKILL)
         processo.wait(30)
@@ -257,11 +282,16 @@ def test_kill9_entre_a_leitura_do_log_e_o_spool_nada_perdido_nada_duplicado(
         esperar(lambda: _no_spool(o) == 0, 30)
     finally:
         _parar(processo)
-    assert _ids(o, e0) >= grandes | {pequeno}     # e _ids confere que nada veio duas vezes
+    assert _ids(o, e0) >= grandes | {pequeno}  # e _ids confere que nada veio duas vezes
 
 
 def test_conexao_do_log_derrubada_no_meio_de_uma_transacao_nada_perdido(
-        tmp_path, banco, mariadb_binlog, ambiente_contextia, chave_contextia):  # noqa: F811
+    tmp_path,
+    banco,
+    mariadb_binlog,  # noqa: F811
+    ambiente_contextia,
+    chave_contextia,
+):  # noqa: F811
     # O python-mysql-replication se reconecta sozinho do GTID em que o leitor foi
     # ABERTO e repassa o log: sem reconhecer o repasse, a transação meio lida
     # seria fechada como inteira (a posição passaria por ela, o resto perdido).
@@ -271,20 +301,25 @@ def test_conexao_do_log_derrubada_no_meio_de_uma_transacao_nada_perdido(
     try:
         # Já lendo a transação (0,8 s de CPU para atravessá-la), longe do fim.
         _, grandes, _ = _no_meio_de_uma_transacao_grande(o, processo, mariadb_binlog, cpu=0.05)
-        dump = [linha[0] for linha in mariadb_binlog.admin(
-            "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%%'"
-            " AND USER = '%s'" % banco.usuario)]
+        dump = [
+            linha[0]
+            for linha in mariadb_binlog.admin(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%%'"
+                " AND USER = '%s'" % banco.usuario
+            )
+        ]
         assert len(dump) == 1, dump
         mariadb_binlog.admin('KILL %d' % dump[0])
         esperar(lambda: grandes <= _ids(o, e0), 60, passo=1)
         esperar(lambda: _no_spool(o) == 0, 30)
     finally:
         _parar(processo)
-    assert 'repassou o log' in o.saida()        # o repasse foi visto e dito
+    assert 'repassou o log' in o.saida()  # o repasse foi visto e dito
 
 
-def test_spool_cheio_pausa_a_captura_e_diz(tmp_path, banco, ambiente_contextia,
-                                           chave_contextia, monkeypatch):
+def test_spool_cheio_pausa_a_captura_e_diz(
+    tmp_path, banco, ambiente_contextia, chave_contextia, monkeypatch
+):
     monkeypatch.setenv('CONTEXTIA_SPOOL_MAXIMO_ITENS', '4')
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     e0 = o.erp.escopos[0]
@@ -295,8 +330,14 @@ def test_spool_cheio_pausa_a_captura_e_diz(tmp_path, banco, ambiente_contextia,
         antes = _sequencia(_posicao(o)['gtid'])
         ids = {o.inserir(e0, '2026-10-01 10:00:00') for _ in range(10)}
         # Dito na hora, no log (o status espera o ciclo preso no envio).
-        esperar(lambda: 'spool cheio' in o.saida() and 'PAUSADA' in o.saida()
-                and 'binlog da origem não expirar' in o.saida(), 30)
+        esperar(
+            lambda: (
+                'spool cheio' in o.saida()
+                and 'PAUSADA' in o.saida()
+                and 'binlog da origem não expirar' in o.saida()
+            ),
+            30,
+        )
         # Cheio no limite exato: 4 linhas no spool (em lotes), e a posição só
         # passou pelas 4 transações delas -- as outras 6 esperam no log.
         assert _no_spool(o) == 4
@@ -304,8 +345,13 @@ def test_spool_cheio_pausa_a_captura_e_diz(tmp_path, banco, ambiente_contextia,
         ambiente_contextia.iniciar()
         # Com o Contextia de volta o spool drena em lotes de 4 e a captura retoma
         # sozinha; enquanto isso o status e a saúde dizem a pausa.
-        esperar(lambda: ((_status_json(o) or {}).get('captura') or {}).get('pausada')
-                and 'CAPTURA PAUSADA' in o.status(), 30)
+        esperar(
+            lambda: (
+                ((_status_json(o) or {}).get('captura') or {}).get('pausada')
+                and 'CAPTURA PAUSADA' in o.status()
+            ),
+            30,
+        )
         esperar(lambda: ids <= _ids(o, e0), 60)
         esperar(lambda: not ((_status_json(o) or {}).get('captura') or {}).get('pausada'), 30)
     finally:
@@ -314,8 +360,12 @@ def test_spool_cheio_pausa_a_captura_e_diz(tmp_path, banco, ambiente_contextia,
         _parar(processo)
 
 
-def test_origem_sem_grant_ou_com_statement_e_recusada(tmp_path, mariadb_binlog,  # noqa: F811
-                                                     ambiente_contextia, chave_contextia):
+def test_origem_sem_grant_ou_com_statement_e_recusada(
+    tmp_path,
+    mariadb_binlog,  # noqa: F811
+    ambiente_contextia,
+    chave_contextia,
+):
     (tmp_path / 'a').mkdir()
     (tmp_path / 'b').mkdir()
     sem_grant = mariadb_binlog.banco_de_teste(concessoes=())
@@ -325,8 +375,9 @@ def test_origem_sem_grant_ou_com_statement_e_recusada(tmp_path, mariadb_binlog, 
     assert 'REPLICATION SLAVE' in saida and 'Peça ao DBA' in saida
     mariadb_binlog.admin("SET GLOBAL binlog_format = 'STATEMENT'")
     try:
-        o = _ouvinte(tmp_path / 'b', mariadb_binlog.banco_de_teste(), ambiente_contextia,
-                     chave_contextia)
+        o = _ouvinte(
+            tmp_path / 'b', mariadb_binlog.banco_de_teste(), ambiente_contextia, chave_contextia
+        )
         codigo, saida = o.rodar(timeout=60)
     finally:
         mariadb_binlog.admin("SET GLOBAL binlog_format = 'ROW'")
@@ -334,9 +385,13 @@ def test_origem_sem_grant_ou_com_statement_e_recusada(tmp_path, mariadb_binlog, 
     assert 'binlog_format=STATEMENT' in saida and 'SET GLOBAL binlog_format=ROW' in saida
 
 
-def test_posicao_apagada_e_detectada_e_vai_para_a_varredura(tmp_path, banco, mariadb_binlog,  # noqa: F811
-                                                            ambiente_contextia,
-                                                            chave_contextia):
+def test_posicao_apagada_e_detectada_e_vai_para_a_varredura(
+    tmp_path,
+    banco,
+    mariadb_binlog,  # noqa: F811
+    ambiente_contextia,
+    chave_contextia,
+):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     e0 = o.erp.escopos[0]
     processo = o.iniciar()
@@ -356,19 +411,22 @@ def test_posicao_apagada_e_detectada_e_vai_para_a_varredura(tmp_path, banco, mar
     esperar(apagado, 30)
     processo = o.iniciar()
     try:
-        status = esperar(lambda: ((_status_json(o) or {}).get('captura') or {}).get('critico'),
-                         30)
+        status = esperar(lambda: ((_status_json(o) or {}).get('captura') or {}).get('critico'), 30)
         assert 'apagada' in status
         assert DATASET in (_status_json(o) or {}).get('entregues_a_varredura', {})
         # Nunca adivinhada: a captura recomeca da posicao atual e segue viva.
         depois = o.inserir(e0, '2026-10-01 10:00:00')
         esperar(lambda: depois in _ids(o, e0), 30)
-        feito = subprocess.run([sys.executable, 'ouvinte.py', '--saude',
-                                '--estado=' + o.estado_dir], cwd=RAIZ, timeout=60,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        feito = subprocess.run(
+            [sys.executable, 'ouvinte.py', '--saude', '--estado=' + o.estado_dir],
+            cwd=RAIZ,
+            timeout=60,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         codigo, saude = feito.returncode, feito.stdout.decode('utf-8', 'replace')
         assert codigo == 2 and 'apagada' in saude, saude
     finally:
         _parar(processo)
     assert 'APAGADA' in o.saida()
-    assert perdido not in _ids(o, e0)      # so a varredura o leva (nunca inventado)
+    assert perdido not in _ids(o, e0)  # so a varredura o leva (nunca inventado)

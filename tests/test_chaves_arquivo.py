@@ -48,8 +48,9 @@ def escrever(caminho: os.PathLike[str], texto: str) -> None:
 
 
 def rodar(argv: list[str], env: dict[str, str], timeout: float = 300) -> tuple[int, str]:
-    feito = subprocess.run(argv, cwd=RAIZ, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=timeout)
+    feito = subprocess.run(
+        argv, cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout
+    )
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
@@ -57,43 +58,68 @@ def ambiente(erp: erp_teste.Erp, contextia: object | None, **extra: str) -> dict
     env = dict(os.environ, CONTEXTIA_ORIGEM=erp.url, **extra)
     env.pop('CONTEXTIA_API_KEY', None)
     if contextia is not None:
-        env.update(contextia.ambiente())             # type: ignore[attr-defined]
+        env.update(contextia.ambiente())  # type: ignore[attr-defined]
     return env
 
 
 def verificar(arquivo: object) -> tuple[int, str]:
-    return rodar([sys.executable, '-m', 'contextia_sync.provisionamento.chaves', 'verificar',
-                  str(arquivo)], dict(os.environ))
+    return rodar(
+        [sys.executable, '-m', 'contextia_sync.provisionamento.chaves', 'verificar', str(arquivo)],
+        dict(os.environ),
+    )
 
 
-def provisionar(erp: erp_teste.Erp, contextia: object, mapa: str,
-                arquivo: object) -> tuple[int, str]:
-    return rodar([sys.executable, 'provisionar.py', '--mapping=' + mapa, '--source=generic',
-                  '--arquivo=' + str(arquivo)], ambiente(erp, contextia))
+def provisionar(
+    erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: object
+) -> tuple[int, str]:
+    return rodar(
+        [
+            sys.executable,
+            'provisionar.py',
+            '--mapping=' + mapa,
+            '--source=generic',
+            '--arquivo=' + str(arquivo),
+        ],
+        ambiente(erp, contextia),
+    )
 
 
-def carregar_todas(erp: erp_teste.Erp, contextia: object | None, mapa: str, arquivo: object,
-                   *extra: str) -> tuple[int, str]:
-    return rodar(['bash', 'carregar-todas.sh', str(arquivo)] + list(extra),
-                 ambiente(erp, contextia, CONTEXTIA_MAPPING=mapa,
-                          CONTEXTIA_PYTHON=sys.executable))
+def carregar_todas(
+    erp: erp_teste.Erp, contextia: object | None, mapa: str, arquivo: object, *extra: str
+) -> tuple[int, str]:
+    return rodar(
+        ['bash', 'carregar-todas.sh', str(arquivo)] + list(extra),
+        ambiente(erp, contextia, CONTEXTIA_MAPPING=mapa, CONTEXTIA_PYTHON=sys.executable),
+    )
 
 
-def ouvinte(erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: object,
-            estado: object) -> tuple[int, str]:
-    return rodar([sys.executable, 'ouvinte.py', '--mapping=' + mapa, '--source=generic',
-                  '--chaves=' + str(arquivo), '--estado=' + str(estado), '--varredura=nao',
-                  '--timeout-ferramenta=120', '--once'], ambiente(erp, contextia))
+def ouvinte(
+    erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: object, estado: object
+) -> tuple[int, str]:
+    return rodar(
+        [
+            sys.executable,
+            'ouvinte.py',
+            '--mapping=' + mapa,
+            '--source=generic',
+            '--chaves=' + str(arquivo),
+            '--estado=' + str(estado),
+            '--varredura=nao',
+            '--timeout-ferramenta=120',
+            '--once',
+        ],
+        ambiente(erp, contextia),
+    )
 
 
 def chaves_do_projeto(admin: object, escopo: str) -> list[tuple[str, bool]]:
     """[(key_id, revogada)] do projeto da empresa, na ordem do servidor."""
-    projeto = admin.buscar_projeto(escopo)                  # type: ignore[attr-defined]
-    return [(c['key_id'], bool(c['revogada']))
-            for c in admin.listar_chaves(projeto['id'])]    # type: ignore[attr-defined]
+    projeto = admin.buscar_projeto(escopo)  # type: ignore[attr-defined]
+    return [(c['key_id'], bool(c['revogada'])) for c in admin.listar_chaves(projeto['id'])]  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------- o leitor
+
 
 def test_bom_no_comeco_e_crlf_sao_lidos_como_a_mesma_empresa(tmp_path):
     arquivo = tmp_path / 'chaves.tsv'
@@ -104,11 +130,14 @@ def test_bom_no_comeco_e_crlf_sao_lidos_como_a_mesma_empresa(tmp_path):
     assert saida == '40\n41\n'
 
 
-@pytest.mark.parametrize('linha, trecho', [
-    (BOM + '41\tctx_b\n', 'caractere invisível (U+FEFF, BOM)'),       # arquivos emendados
-    ('4\u200b1\tctx_b\n', 'caractere invisível (U+200B, ZERO WIDTH SPACE)'),  # colado
-    ('41\tctx_\u200bb\n', 'tem espaço ou caractere invisível'),
-])
+@pytest.mark.parametrize(
+    'linha, trecho',
+    [
+        (BOM + '41\tctx_b\n', 'caractere invisível (U+FEFF, BOM)'),  # arquivos emendados
+        ('4\u200b1\tctx_b\n', 'caractere invisível (U+200B, ZERO WIDTH SPACE)'),  # colado
+        ('41\tctx_\u200bb\n', 'tem espaço ou caractere invisível'),
+    ],
+)
 def test_caractere_invisivel_recusa_o_arquivo_nomeando_a_linha(tmp_path, linha, trecho):
     arquivo = tmp_path / 'chaves.tsv'
     escrever(arquivo, '40\tctx_a\n' + linha)
@@ -116,7 +145,7 @@ def test_caractere_invisivel_recusa_o_arquivo_nomeando_a_linha(tmp_path, linha, 
         ler_registros(str(arquivo))
     assert '%s, linha 2' % arquivo in str(erro.value)
     assert trecho in str(erro.value)
-    assert 'ctx_' not in str(erro.value)                  # a chave nunca vai para o log
+    assert 'ctx_' not in str(erro.value)  # a chave nunca vai para o log
 
 
 def test_espaco_em_volta_do_escopo_sai_como_no_erp(tmp_path):
@@ -139,32 +168,57 @@ def test_executar_poe_a_chave_so_no_ambiente_do_programa(tmp_path):
     arquivo = tmp_path / 'chaves.tsv'
     escrever(arquivo, BOM + '40\tctx_secreta_40\r\n41\tctx_secreta_41\r\n')
     # O programa nao pode conter a chave no texto: ele esta na propria linha de comando.
-    programa = ('import hashlib, os\n'
-                'chave = os.environ["CONTEXTIA_API_KEY"]\n'
-                'linha = open("/proc/self/cmdline", "rb").read()\n'
-                'print("chave:", hashlib.sha256(chave.encode()).hexdigest())\n'
-                'print("na linha de comando:", chave.encode() in linha)\n'
-                'print("pid igual:", os.getpid() == int(os.environ["PID_DE_QUEM_CHAMOU"]))\n')
+    programa = (
+        'import hashlib, os\n'
+        'chave = os.environ["CONTEXTIA_API_KEY"]\n'
+        'linha = open("/proc/self/cmdline", "rb").read()\n'
+        'print("chave:", hashlib.sha256(chave.encode()).hexdigest())\n'
+        'print("na linha de comando:", chave.encode() in linha)\n'
+        'print("pid igual:", os.getpid() == int(os.environ["PID_DE_QUEM_CHAMOU"]))\n'
+    )
     # O bash chama assim; o exec mantem o pid (quem sinaliza o bash acha o connector).
     feito = subprocess.run(
-        ['bash', '-c', 'export PID_DE_QUEM_CHAMOU=$$; exec "$0" -m'
-         ' contextia_sync.provisionamento.chaves executar "$1" 40 -- "$0" -c "$2"',
-         sys.executable, str(arquivo), programa], cwd=RAIZ, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, timeout=60, env=dict(os.environ, CONTEXTIA_API_KEY='outra'))
+        [
+            'bash',
+            '-c',
+            'export PID_DE_QUEM_CHAMOU=$$; exec "$0" -m'
+            ' contextia_sync.provisionamento.chaves executar "$1" 40 -- "$0" -c "$2"',
+            sys.executable,
+            str(arquivo),
+            programa,
+        ],
+        cwd=RAIZ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=60,
+        env=dict(os.environ, CONTEXTIA_API_KEY='outra'),
+    )
     saida = feito.stdout.decode()
     assert feito.returncode == 0, saida
     assert saida == 'chave: %s\nna linha de comando: False\npid igual: True\n' % (
-        hashlib.sha256(b'ctx_secreta_40').hexdigest())
+        hashlib.sha256(b'ctx_secreta_40').hexdigest()
+    )
 
-    codigo, saida = rodar([sys.executable, '-m', 'contextia_sync.provisionamento.chaves',
-                           'executar', str(arquivo), '42', '--', 'true'], dict(os.environ))
+    codigo, saida = rodar(
+        [
+            sys.executable,
+            '-m',
+            'contextia_sync.provisionamento.chaves',
+            'executar',
+            str(arquivo),
+            '42',
+            '--',
+            'true',
+        ],
+        dict(os.environ),
+    )
     assert codigo == 2 and "a empresa '42' não está em" in saida, saida
 
 
 # ------------------------------------------- os programas, de ponta a ponta
 
-def test_bom_escrito_a_mao_nada_e_reprovisionado_nem_revogado(erp, tmp_path,
-                                                             ambiente_contextia):
+
+def test_bom_escrito_a_mao_nada_e_reprovisionado_nem_revogado(erp, tmp_path, ambiente_contextia):
     """
     O caso do item 7: com o arquivo "UTF-8 com BOM" o ouvinte, o provisionar e o
     carregar-todas leem a empresa como ela é; nenhuma chave nova, nenhuma revogada.
@@ -187,8 +241,15 @@ def test_bom_escrito_a_mao_nada_e_reprovisionado_nem_revogado(erp, tmp_path,
     codigo, saida = ouvinte(erp, contextia, mapa, arquivo, estado)
     assert codigo == 0, saida
     novo = erp.base * 1000 + 901
-    erp.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)', i=novo, e=int(e0),
-                 c='Depois do BOM', v='40.00', d='2026-10-01', a='2026-09-01 11:00:00')
+    erp.executar(
+        'INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)',
+        i=novo,
+        e=int(e0),
+        c='Depois do BOM',
+        v='40.00',
+        d='2026-10-01',
+        a='2026-09-01 11:00:00',
+    )
     codigo, saida2 = ouvinte(erp, contextia, mapa, arquivo, estado)
     assert codigo == 0, saida2
     for texto in (saida, saida2):
@@ -211,15 +272,19 @@ def test_bom_escrito_a_mao_nada_e_reprovisionado_nem_revogado(erp, tmp_path,
     for escopo in (e0, e1):
         assert cliente.quem_sou(chaves[escopo])['external_id'] == escopo
     with open(arquivo, 'rb') as f:
-        assert f.read() == bytes_antes                  # ninguem regravou o arquivo
+        assert f.read() == bytes_antes  # ninguem regravou o arquivo
 
 
-@pytest.mark.parametrize('ruim', [
-    pytest.param(BOM + '{e1}\tctx_emendada\n', id='bom-no-meio'),
-    pytest.param('{e1}\tctx_abc\t12\n', id='tres-campos'),
-])
-def test_linha_ruim_todos_recusam_igual_e_nada_e_provisionado(erp, tmp_path,
-                                                              ambiente_contextia, ruim):
+@pytest.mark.parametrize(
+    'ruim',
+    [
+        pytest.param(BOM + '{e1}\tctx_emendada\n', id='bom-no-meio'),
+        pytest.param('{e1}\tctx_abc\t12\n', id='tres-campos'),
+    ],
+)
+def test_linha_ruim_todos_recusam_igual_e_nada_e_provisionado(
+    erp, tmp_path, ambiente_contextia, ruim
+):
     contextia = ambiente_contextia
     e0, e1 = erp.escopos
     chave = contextia.criar_projeto_com_chave(e0)
@@ -237,7 +302,7 @@ def test_linha_ruim_todos_recusam_igual_e_nada_e_provisionado(erp, tmp_path,
     codigo, saida = carregar_todas(erp, contextia, mapa, arquivo)
     assert codigo == 2, saida
     assert recusa in saida and 'nada foi carregado' in saida
-    assert '----- empresa' not in saida                   # nenhum connector rodou
+    assert '----- empresa' not in saida  # nenhum connector rodou
 
     codigo, saida = provisionar(erp, contextia, mapa, arquivo)
     assert codigo == 2, saida
@@ -253,7 +318,8 @@ def test_linha_ruim_todos_recusam_igual_e_nada_e_provisionado(erp, tmp_path,
 
 
 def test_escopo_escrito_diferente_nao_revoga_a_chave_que_o_arquivo_guarda(
-        erp, tmp_path, ambiente_contextia):
+    erp, tmp_path, ambiente_contextia
+):
     """
     Linha que lê bem mas com o escopo escrito de outro jeito ('0297' para 297):
     a chave ativa do projeto está no arquivo, então o provisionar recusa (2) em
@@ -268,7 +334,7 @@ def test_escopo_escrito_diferente_nao_revoga_a_chave_que_o_arquivo_guarda(
     escrever(arquivo, '0%s\t%s\n%s\t%s\n' % (e0, chaves[e0], e1, chaves[e1]))
     codigo, saida = provisionar(erp, contextia, erp_teste.mapeamento(tmp_path), arquivo)
     assert codigo == 2, saida
-    assert "linha 1: a empresa %s tem a chave" % e0 in saida
+    assert 'linha 1: a empresa %s tem a chave' % e0 in saida
     assert "Corrija o escopo dessa linha para '%s'" % e0 in saida
     assert 'Nada foi emitido nem revogado' in saida
     assert chaves_do_projeto(admin, e0) == antes
@@ -279,10 +345,12 @@ def test_bash_nao_roda_linha_que_o_leitor_pula(erp, tmp_path):
     """Comentário com recuo, linha só de espaços, linha só com CR: nenhuma vira empresa."""
     e0, e1 = erp.escopos
     arquivo = tmp_path / 'chaves.tsv'
-    escrever(arquivo, '   # comentário com recuo\n  \n\r\n%s\tctx_nao_usada\n'
-                      '\t\n%s\tctx_nao_usada\r\n' % (e0, e1))
-    codigo, saida = carregar_todas(erp, None, erp_teste.mapeamento(tmp_path), arquivo,
-                                   '--dry-run')
+    escrever(
+        arquivo,
+        '   # comentário com recuo\n  \n\r\n%s\tctx_nao_usada\n'
+        '\t\n%s\tctx_nao_usada\r\n' % (e0, e1),
+    )
+    codigo, saida = carregar_todas(erp, None, erp_teste.mapeamento(tmp_path), arquivo, '--dry-run')
     assert codigo == 0, saida
     assert '2 empresa(s)' in saida
     assert saida.count('----- empresa ') == 2
@@ -291,36 +359,78 @@ def test_bash_nao_roda_linha_que_o_leitor_pula(erp, tmp_path):
 
 # ----------------------------------- o arquivo em si: link, dono, pasta (issue 14)
 
-NOBODY = 65534                  # o dono "outro" (os testes rodam como root)
+NOBODY = 65534  # o dono "outro" (os testes rodam como root)
 
 
-def _todos_os_programas(erp: erp_teste.Erp, mapa: str, arquivo: object,
-                        estado: object) -> dict[str, list[str]]:
+def _todos_os_programas(
+    erp: erp_teste.Erp, mapa: str, arquivo: object, estado: object
+) -> dict[str, list[str]]:
     """Cada programa que lê o arquivo de chaves, como o operador (ou o cron) o roda."""
     e0 = erp.escopos[0]
     return {
         # O provisionar primeiro: e ele que grava (e trocava o link por um arquivo).
-        'provisionar': [sys.executable, 'provisionar.py', '--mapping=' + mapa,
-                        '--source=generic', '--arquivo=' + str(arquivo)],
-        'verificar': [sys.executable, '-m', 'contextia_sync.provisionamento.chaves',
-                      'verificar', str(arquivo)],
-        'connector': [sys.executable, '-m', 'contextia_sync.provisionamento.chaves',
-                      'executar', str(arquivo), e0, '--', sys.executable, 'connector.py',
-                      '--mapping=' + mapa, '--source=generic', '--scope=' + e0],
+        'provisionar': [
+            sys.executable,
+            'provisionar.py',
+            '--mapping=' + mapa,
+            '--source=generic',
+            '--arquivo=' + str(arquivo),
+        ],
+        'verificar': [
+            sys.executable,
+            '-m',
+            'contextia_sync.provisionamento.chaves',
+            'verificar',
+            str(arquivo),
+        ],
+        'connector': [
+            sys.executable,
+            '-m',
+            'contextia_sync.provisionamento.chaves',
+            'executar',
+            str(arquivo),
+            e0,
+            '--',
+            sys.executable,
+            'connector.py',
+            '--mapping=' + mapa,
+            '--source=generic',
+            '--scope=' + e0,
+        ],
         'carregar-todas': ['bash', 'carregar-todas.sh', str(arquivo)],
-        'ouvinte': [sys.executable, 'ouvinte.py', '--mapping=' + mapa, '--source=generic',
-                    '--chaves=' + str(arquivo), '--estado=' + str(estado), '--varredura=nao',
-                    '--once'],
+        'ouvinte': [
+            sys.executable,
+            'ouvinte.py',
+            '--mapping=' + mapa,
+            '--source=generic',
+            '--chaves=' + str(arquivo),
+            '--estado=' + str(estado),
+            '--varredura=nao',
+            '--once',
+        ],
     }
 
 
-def todos_recusam(erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: object,
-                  estado: object, trecho: str, prefixo: tuple[str, ...] = ()) -> None:
+def todos_recusam(
+    erp: erp_teste.Erp,
+    contextia: object,
+    mapa: str,
+    arquivo: object,
+    estado: object,
+    trecho: str,
+    prefixo: tuple[str, ...] = (),
+) -> None:
     """Todo programa sai com 2, diz `trecho` e não mostra traceback."""
     env = ambiente(erp, contextia, CONTEXTIA_MAPPING=mapa, CONTEXTIA_PYTHON=sys.executable)
     for nome, argv in _todos_os_programas(erp, mapa, arquivo, estado).items():
-        feito = subprocess.run(list(prefixo) + argv, cwd=RAIZ, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        feito = subprocess.run(
+            list(prefixo) + argv,
+            cwd=RAIZ,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=300,
+        )
         saida = feito.stdout.decode('utf-8', 'replace')
         assert feito.returncode == 2, (nome, saida)
         assert trecho in saida, (nome, saida)
@@ -328,7 +438,8 @@ def todos_recusam(erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: obj
 
 
 def test_link_simbolico_e_recusado_por_todos_e_o_alvo_nao_fica_velho(
-        erp, tmp_path, ambiente_contextia):
+    erp, tmp_path, ambiente_contextia
+):
     """
     O caso visto: o provisionar gravava por cima do LINK (temporário + rename) e
     o alvo de verdade, que o resto lia, ficava sem a chave nova.
@@ -342,9 +453,14 @@ def test_link_simbolico_e_recusado_por_todos_e_o_alvo_nao_fica_velho(
     link = tmp_path / 'chaves.tsv'
     link.symlink_to(alvo)
     # e1 e nova: o provisionar de antes a criaria e gravaria no lugar do link.
-    todos_recusam(erp, contextia, erp_teste.mapeamento(tmp_path), link, tmp_path / 'estado',
-                  'o arquivo de chaves %s é um link simbólico (para %s): recusado.'
-                  % (link, alvo))
+    todos_recusam(
+        erp,
+        contextia,
+        erp_teste.mapeamento(tmp_path),
+        link,
+        tmp_path / 'estado',
+        'o arquivo de chaves %s é um link simbólico (para %s): recusado.' % (link, alvo),
+    )
     assert link.is_symlink() and os.readlink(link) == str(alvo)
     assert alvo.read_text() == '%s\t%s\n' % (e0, chave)
     assert contextia.admin().buscar_projeto(e1) is None
@@ -357,19 +473,30 @@ def test_arquivo_de_outro_dono_e_recusado_por_todos(erp, tmp_path, ambiente_cont
     arquivo = tmp_path / 'chaves.tsv'
     escrever(arquivo, '%s\t%s\n' % (e0, chave))
     os.chown(arquivo, NOBODY, NOBODY)
-    todos_recusam(erp, contextia, erp_teste.mapeamento(tmp_path), arquivo, tmp_path / 'estado',
-                  'o arquivo de chaves %s é do usuário nobody (uid %d), e este programa roda'
-                  ' como root (uid 0): recusado.' % (arquivo, NOBODY))
-    assert os.stat(arquivo).st_uid == NOBODY                 # ninguem o regravou
+    todos_recusam(
+        erp,
+        contextia,
+        erp_teste.mapeamento(tmp_path),
+        arquivo,
+        tmp_path / 'estado',
+        'o arquivo de chaves %s é do usuário nobody (uid %d), e este programa roda'
+        ' como root (uid 0): recusado.' % (arquivo, NOBODY),
+    )
+    assert os.stat(arquivo).st_uid == NOBODY  # ninguem o regravou
     assert contextia.admin().buscar_projeto(e1) is None
 
 
 def test_pasta_no_lugar_do_arquivo_sai_com_2_sem_traceback(erp, tmp_path, ambiente_contextia):
     pasta = tmp_path / 'chaves.tsv'
     pasta.mkdir(mode=0o700)
-    todos_recusam(erp, ambiente_contextia, erp_teste.mapeamento(tmp_path), pasta,
-                  tmp_path / 'estado', 'o arquivo de chaves %s é uma pasta, não um arquivo'
-                  % pasta)
+    todos_recusam(
+        erp,
+        ambiente_contextia,
+        erp_teste.mapeamento(tmp_path),
+        pasta,
+        tmp_path / 'estado',
+        'o arquivo de chaves %s é uma pasta, não um arquivo' % pasta,
+    )
     assert ambiente_contextia.admin().buscar_projeto(erp.escopos[0]) is None
 
 
@@ -380,6 +507,7 @@ def test_arquivo_ilegivel_sai_com_2_sem_traceback(erp, tmp_path, ambiente_contex
     como o usuário do serviço -- o open falha de verdade, com EACCES.
     """
     import shutil
+
     if os.geteuid() != 0 or shutil.which('setpriv') is None:
         if os.environ.get('CI') == 'true':
             pytest.fail('o teste precisa de root e do setpriv (util-linux)')
@@ -387,21 +515,25 @@ def test_arquivo_ilegivel_sai_com_2_sem_traceback(erp, tmp_path, ambiente_contex
     arquivo = tmp_path / 'chaves.tsv'
     escrever(arquivo, '%s\tctx_nao_lida\n' % erp.escopos[0])
     os.chmod(arquivo, 0o000)
-    todos_recusam(erp, ambiente_contextia, erp_teste.mapeamento(tmp_path), arquivo,
-                  tmp_path / 'estado', 'sem permissão para ler o arquivo de chaves %s'
-                  ' (Permission denied)' % arquivo,
-                  prefixo=('setpriv', '--bounding-set=-dac_override,-dac_read_search'))
+    todos_recusam(
+        erp,
+        ambiente_contextia,
+        erp_teste.mapeamento(tmp_path),
+        arquivo,
+        tmp_path / 'estado',
+        'sem permissão para ler o arquivo de chaves %s (Permission denied)' % arquivo,
+        prefixo=('setpriv', '--bounding-set=-dac_override,-dac_read_search'),
+    )
 
 
 # ------------------------------ o codigo da empresa no arquivo (issue 14)
 
-@pytest.mark.parametrize('escopo, trecho', [
-    ('01 02', 'U+0020, espaço'),
-    ('S\u00c3O', "'\u00c3' (U+00C3)"),
-    ('-40', "começa com '-'"),
-])
-def test_escopo_fora_do_permitido_recusa_o_arquivo_nomeando_a_linha(tmp_path, escopo,
-                                                                     trecho):
+
+@pytest.mark.parametrize(
+    'escopo, trecho',
+    [('01 02', 'U+0020, espaço'), ('S\u00c3O', "'\u00c3' (U+00C3)"), ('-40', "começa com '-'")],
+)
+def test_escopo_fora_do_permitido_recusa_o_arquivo_nomeando_a_linha(tmp_path, escopo, trecho):
     arquivo = tmp_path / 'chaves.tsv'
     escrever(arquivo, '40\tctx_a\n%s\tctx_b\n' % escopo)
     with pytest.raises(ErroChaves) as erro:
@@ -413,14 +545,23 @@ def test_escopo_fora_do_permitido_recusa_o_arquivo_nomeando_a_linha(tmp_path, es
     assert codigo == 2 and 'linha 2' in saida and 'Traceback' not in saida, saida
 
 
-@pytest.mark.parametrize('registro, trecho', [
-    (Registro('Z\tctx_lixo\n555', 'ctx_b', 7, 'key_b', 'pronto', None),
-     "o código da empresa 'Z\\tctx_lixo\\n555' tem o caractere U+0009, TAB"),
-    (Registro('41', 'ctx_b\n555\tctx_c', 7, 'key_b', 'pronto', None),
-     'a chave está vazia ou tem espaço ou caractere invisível'),
-    (Registro('41', 'ctx_b', 7, 'key_b\n555\tctx_c', 'pronto', None),
-     "o id da chave 'key_b\\n555\\tctx_c' tem espaço"),
-])
+@pytest.mark.parametrize(
+    'registro, trecho',
+    [
+        (
+            Registro('Z\tctx_lixo\n555', 'ctx_b', 7, 'key_b', 'pronto', None),
+            "o código da empresa 'Z\\tctx_lixo\\n555' tem o caractere U+0009, TAB",
+        ),
+        (
+            Registro('41', 'ctx_b\n555\tctx_c', 7, 'key_b', 'pronto', None),
+            'a chave está vazia ou tem espaço ou caractere invisível',
+        ),
+        (
+            Registro('41', 'ctx_b', 7, 'key_b\n555\tctx_c', 'pronto', None),
+            "o id da chave 'key_b\\n555\\tctx_c' tem espaço",
+        ),
+    ],
+)
 def test_gravar_campo_que_quebraria_a_linha_nao_grava_nada(tmp_path, registro, trecho):
     """
     Defesa no escritor, além da porta do cadastro: nenhum campo (código, ou a
@@ -448,8 +589,7 @@ def test_arquivo_lido_uma_vez_e_relido_quando_muda(tmp_path, monkeypatch):
     escrever(arquivo, '40\tctx_a\n')
     lidas = []
     original = modulo._registro
-    monkeypatch.setattr(modulo, '_registro',
-                        lambda *a: lidas.append(a[2]) or original(*a))
+    monkeypatch.setattr(modulo, '_registro', lambda *a: lidas.append(a[2]) or original(*a))
     for _ in range(5):
         assert ler_chaves(str(arquivo)) == {'40': 'ctx_a'}
     assert lidas == ['40\tctx_a']
@@ -463,6 +603,6 @@ def test_arquivo_lido_uma_vez_e_relido_quando_muda(tmp_path, monkeypatch):
     assert sorted(ler_chaves(str(arquivo))) == ['40', '41', '42']
     os.chmod(arquivo, 0o644)
     with pytest.raises(ErroChaves):
-        ler_chaves(str(arquivo))                 # a permissão vale a cada chamada
+        ler_chaves(str(arquivo))  # a permissão vale a cada chamada
     arquivo.unlink()
     assert ler_chaves(str(arquivo)) == {}

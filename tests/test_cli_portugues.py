@@ -19,10 +19,24 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 
 # O que o argparse (ou um uso escrito à mão) diria em inglês.
-INGLES = ('usage:', 'options:', 'optional arguments', 'positional arguments',
-          'show this help', "show program's version", 'error:', 'the following arguments',
-          'are required', 'unrecognized arguments', 'invalid int value', 'invalid choice',
-          'expected one argument', 'ambiguous option', 'not allowed with', 'ignored explicit')
+INGLES = (
+    'usage:',
+    'options:',
+    'optional arguments',
+    'positional arguments',
+    'show this help',
+    "show program's version",
+    'error:',
+    'the following arguments',
+    'are required',
+    'unrecognized arguments',
+    'invalid int value',
+    'invalid choice',
+    'expected one argument',
+    'ambiguous option',
+    'not allowed with',
+    'ignored explicit',
+)
 
 # Cada programa: como chamá-lo e o nome que aparece na linha de versão.
 PROGRAMAS = {
@@ -30,10 +44,11 @@ PROGRAMAS = {
     'connector.py': ([PY, 'connector.py'], 'connector'),
     'provisionar.py': ([PY, 'provisionar.py'], 'provisionar'),
     'carregar-todas.sh': (['bash', 'carregar-todas.sh'], 'carregar-todas'),
-    'contextia-carregar-todas': ([PY, '-m', 'contextia_sync.cli.carregar_todas'],
-                                 'carregar-todas'),
-    'chaves': ([PY, '-m', 'contextia_sync.provisionamento.chaves'],
-               'python3 -m contextia_sync.provisionamento.chaves'),
+    'contextia-carregar-todas': ([PY, '-m', 'contextia_sync.cli.carregar_todas'], 'carregar-todas'),
+    'chaves': (
+        [PY, '-m', 'contextia_sync.provisionamento.chaves'],
+        'python3 -m contextia_sync.provisionamento.chaves',
+    ),
     'contextia_local': ([PY, '-m', 'contextia_local'], 'python3 -m contextia_local'),
     'ouvinte.py --saude': ([PY, 'ouvinte.py', '--saude'], 'ouvinte.py --saude'),
     'estado.py': ([PY, 'estado.py'], 'estado'),
@@ -45,8 +60,7 @@ def rodar(argv, **extra):
     env = dict(os.environ, LANG='pt_BR.UTF-8', LC_ALL='pt_BR.UTF-8', COLUMNS='100')
     env.pop('CONTEXTIA_API_KEY', None)
     env.update(extra)
-    return subprocess.run(argv, cwd=RAIZ, env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(argv, cwd=RAIZ, env=env, capture_output=True, text=True, timeout=60)
 
 
 def sem_ingles(texto):
@@ -86,10 +100,16 @@ def test_ajuda_dos_subcomandos_em_portugues(subcomando):
 
 # Os erros de argumento que o operador mais comete, em cada programa com argparse.
 ERROS = [
-    ('ouvinte.py', ['--mapping=m', '--chaves=c', '--estado=e', '--opcao-que-nao-existe'],
-     'argumentos desconhecidos: --opcao-que-nao-existe'),
-    ('ouvinte.py', ['--mapping=m', '--chaves=c', '--estado=e', '--folga=dez'],
-     "'dez' não é um número inteiro"),
+    (
+        'ouvinte.py',
+        ['--mapping=m', '--chaves=c', '--estado=e', '--opcao-que-nao-existe'],
+        'argumentos desconhecidos: --opcao-que-nao-existe',
+    ),
+    (
+        'ouvinte.py',
+        ['--mapping=m', '--chaves=c', '--estado=e', '--folga=dez'],
+        "'dez' não é um número inteiro",
+    ),
     ('ouvinte.py', ['--chaves=c'], 'faltam os argumentos obrigatórios: --mapping, --estado'),
     ('ouvinte.py', ['--mapping'], 'falta o valor'),
     ('connector.py', ['--mapping=m'], 'faltam os argumentos obrigatórios: --scope'),
@@ -99,8 +119,9 @@ ERROS = [
 ]
 
 
-@pytest.mark.parametrize('nome,argv,trecho', ERROS, ids=['%s %s' % (n, ' '.join(a))
-                                                         for n, a, _ in ERROS])
+@pytest.mark.parametrize(
+    'nome,argv,trecho', ERROS, ids=['%s %s' % (n, ' '.join(a)) for n, a, _ in ERROS]
+)
 def test_erro_de_argumento_em_portugues_sai_com_2(nome, argv, trecho):
     comando, prog = PROGRAMAS[nome]
     feito = rodar(comando + argv)
@@ -131,8 +152,10 @@ def test_as_traducoes_valem_so_dentro_do_nosso_parser():
 
 def test_um_nome_por_conceito():
     """--chaves em toda ferramenta (provisionar aceita o --arquivo antigo); --source generic."""
-    ajudas = {nome: rodar(PROGRAMAS[nome][0] + ['--help']).stdout
-              for nome in ('ouvinte.py', 'connector.py', 'provisionar.py', 'carregar-todas.sh')}
+    ajudas = {
+        nome: rodar(PROGRAMAS[nome][0] + ['--help']).stdout
+        for nome in ('ouvinte.py', 'connector.py', 'provisionar.py', 'carregar-todas.sh')
+    }
     for nome, texto in ajudas.items():
         assert '--chaves' in texto, nome
     assert '--arquivo' in ajudas['provisionar.py']
@@ -141,5 +164,6 @@ def test_um_nome_por_conceito():
         assert re.search(r'padr[aã]o generic', linha), (nome, linha)
     # O apelido chega ao mesmo destino.
     from contextia_sync.cli import provisionar
+
     for forma in ('--chaves=/tmp/a.tsv', '--arquivo=/tmp/a.tsv'):
         assert provisionar.argumentos(['--mapping=m', forma]).chaves == '/tmp/a.tsv'

@@ -43,44 +43,66 @@ def erp(tmp_path):
     banco = erp_teste.erp_sqlite(tmp_path)
     # O cadastro com o codigo como TEXTO (CHAR/VARCHAR, como o M0_CODIGO do
     # Protheus): as empresas do ERP de teste e as hostis, todas ativas.
-    banco.executar('CREATE TABLE {EMPRESAS_TXT} ({EMPRESA_ID} VARCHAR(80),'
-                   ' {RAZAO_SOCIAL} VARCHAR(60), {GRUPO} VARCHAR(30), {ATIVA} CHAR(1))')
-    banco.executar('INSERT INTO {EMPRESAS_TXT} SELECT CAST({EMPRESA_ID} AS VARCHAR(80)),'
-                   ' {RAZAO_SOCIAL}, {GRUPO}, {ATIVA} FROM {EMPRESAS}')
-    banco.executar('INSERT INTO {EMPRESAS_TXT} VALUES (:e, :n, NULL, :a)',
-                   lote=[{'e': e, 'n': 'Hostil %d' % i, 'a': 'S'} for i, e in enumerate(HOSTIS)])
+    banco.executar(
+        'CREATE TABLE {EMPRESAS_TXT} ({EMPRESA_ID} VARCHAR(80),'
+        ' {RAZAO_SOCIAL} VARCHAR(60), {GRUPO} VARCHAR(30), {ATIVA} CHAR(1))'
+    )
+    banco.executar(
+        'INSERT INTO {EMPRESAS_TXT} SELECT CAST({EMPRESA_ID} AS VARCHAR(80)),'
+        ' {RAZAO_SOCIAL}, {GRUPO}, {ATIVA} FROM {EMPRESAS}'
+    )
+    banco.executar(
+        'INSERT INTO {EMPRESAS_TXT} VALUES (:e, :n, NULL, :a)',
+        lote=[{'e': e, 'n': 'Hostil %d' % i, 'a': 'S'} for i, e in enumerate(HOSTIS)],
+    )
     yield banco
     banco.fechar()
 
 
 def mapear(pasta: object) -> str:
-    return erp_teste.mapeamento(pasta, projects={
-        'source_object': CADASTRO, 'name_column': 'RAZAO_SOCIAL', 'group_column': 'GRUPO',
-        'filters': [{'column': 'ATIVA', 'equals': 'S'}]})
+    return erp_teste.mapeamento(
+        pasta,
+        projects={
+            'source_object': CADASTRO,
+            'name_column': 'RAZAO_SOCIAL',
+            'group_column': 'GRUPO',
+            'filters': [{'column': 'ATIVA', 'equals': 'S'}],
+        },
+    )
 
 
 def rodar(argv: list[str], env: dict[str, str], timeout: float = 300) -> tuple[int, str]:
-    feito = subprocess.run(argv, cwd=RAIZ, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=timeout)
+    feito = subprocess.run(
+        argv, cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout
+    )
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
 def ambiente(erp: erp_teste.Erp, contextia: object, **extra: str) -> dict[str, str]:
     env = dict(os.environ, CONTEXTIA_ORIGEM=erp.url, **extra)
     env.pop('CONTEXTIA_API_KEY', None)
-    env.update(contextia.ambiente())                  # type: ignore[attr-defined]
+    env.update(contextia.ambiente())  # type: ignore[attr-defined]
     return env
 
 
-def provisionar(erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: object,
-                *extra: str) -> tuple[int, str]:
-    return rodar([sys.executable, 'provisionar.py', '--mapping=' + mapa, '--source=generic',
-                  '--arquivo=' + str(arquivo)] + list(extra), ambiente(erp, contextia))
+def provisionar(
+    erp: erp_teste.Erp, contextia: object, mapa: str, arquivo: object, *extra: str
+) -> tuple[int, str]:
+    return rodar(
+        [
+            sys.executable,
+            'provisionar.py',
+            '--mapping=' + mapa,
+            '--source=generic',
+            '--arquivo=' + str(arquivo),
+        ]
+        + list(extra),
+        ambiente(erp, contextia),
+    )
 
 
 def saude(estado: str) -> tuple[int, str]:
-    return rodar([sys.executable, 'ouvinte.py', '--saude', '--estado=' + estado],
-                 dict(os.environ))
+    return rodar([sys.executable, 'ouvinte.py', '--saude', '--estado=' + estado], dict(os.environ))
 
 
 def status_json(o: Ouvinte) -> dict:
@@ -98,34 +120,41 @@ def sem_linha_forjada(texto: str) -> None:
 
 # --------------------------------------------------------------- o conjunto
 
-@pytest.mark.parametrize('codigo', ['01', '0101', '297', 'MATRIZ', 'SP-01', 'EMP_01', '1.2',
-                                    'x' * 64])
+
+@pytest.mark.parametrize(
+    'codigo', ['01', '0101', '297', 'MATRIZ', 'SP-01', 'EMP_01', '1.2', 'x' * 64]
+)
 def test_codigo_de_erp_de_verdade_passa(codigo):
     from contextia_sync.escopos import problema_no_escopo
+
     assert problema_no_escopo(codigo) is None
 
 
-@pytest.mark.parametrize('codigo, trecho', [
-    (TAB_E_LINHA, 'U+0009, TAB'),
-    (QUEBRA, 'U+000A, LINE FEED'),
-    ('01\r', 'U+000D, CARRIAGE RETURN'),
-    ('01 02', 'U+0020, espaço'),
-    ('S\u00c3O', "'\u00c3' (U+00C3)"),
-    ('\u0410BC', "'\u0410' (U+0410)"),              # o A cirilico
-    ('4\u200b1', 'U+200B, ZERO WIDTH SPACE'),
-    ('..', "começa com '.'"),
-    ('-1', "começa com '-'"),
-    ('x' * 65, 'tem 65 caracteres (o máximo é 64)'),
-])
+@pytest.mark.parametrize(
+    'codigo, trecho',
+    [
+        (TAB_E_LINHA, 'U+0009, TAB'),
+        (QUEBRA, 'U+000A, LINE FEED'),
+        ('01\r', 'U+000D, CARRIAGE RETURN'),
+        ('01 02', 'U+0020, espaço'),
+        ('S\u00c3O', "'\u00c3' (U+00C3)"),
+        ('\u0410BC', "'\u0410' (U+0410)"),  # o A cirilico
+        ('4\u200b1', 'U+200B, ZERO WIDTH SPACE'),
+        ('..', "começa com '.'"),
+        ('-1', "começa com '-'"),
+        ('x' * 65, 'tem 65 caracteres (o máximo é 64)'),
+    ],
+)
 def test_codigo_fora_do_permitido_diz_o_caractere(codigo, trecho):
     from contextia_sync.escopos import problema_no_escopo
+
     assert trecho in (problema_no_escopo(codigo) or ''), problema_no_escopo(codigo)
 
 
 # --------------------------------------------------------------- o provisionar
 
-def test_codigo_hostil_no_cadastro_nunca_vira_linha_do_arquivo(erp, tmp_path,
-                                                               ambiente_contextia):
+
+def test_codigo_hostil_no_cadastro_nunca_vira_linha_do_arquivo(erp, tmp_path, ambiente_contextia):
     """
     O caso da issue: TAB e quebra de linha no código. O provisionar recusa essas
     empresas alto, provisiona as outras, e o arquivo tem só as linhas delas --
@@ -137,9 +166,11 @@ def test_codigo_hostil_no_cadastro_nunca_vira_linha_do_arquivo(erp, tmp_path,
     codigo, saida = provisionar(erp, contextia, mapa, arquivo)
     assert codigo == 0, saida
     assert 'resumo: 2 criada(s), 0 reparada(s), 0 com falha' in saida
-    assert ("RECUSADA ...: código de empresa inválido: 'Z\\tctx_lixo\\n555' (U+0009) -- o"
-            " código tem o caractere U+0009, TAB, fora do permitido (cadastro EMPRESAS_TXT,"
-            " coluna EMPRESA_ID). A empresa NÃO é provisionada") in saida
+    assert (
+        "RECUSADA ...: código de empresa inválido: 'Z\\tctx_lixo\\n555' (U+0009) -- o"
+        ' código tem o caractere U+0009, TAB, fora do permitido (cadastro EMPRESAS_TXT,'
+        ' coluna EMPRESA_ID). A empresa NÃO é provisionada'
+    ) in saida
     assert "'NOVA\\nFILIAL' (U+000A) -- o código tem o caractere U+000A, LINE FEED" in saida
     sem_linha_forjada(saida)
 
@@ -170,25 +201,36 @@ def test_escopo_invalido_na_linha_de_comando_sai_com_2(erp, tmp_path, ambiente_c
     arquivo = tmp_path / 'chaves.tsv'
     codigo, saida = provisionar(erp, contextia, mapa, arquivo, '--somente-escopo=' + QUEBRA)
     assert codigo == 2, saida
-    assert ("--somente-escopo: o código 'NOVA\\nFILIAL' tem o caractere U+000A, LINE FEED,"
-            ' fora do permitido.') in saida and 'nada foi feito' in saida
+    assert (
+        "--somente-escopo: o código 'NOVA\\nFILIAL' tem o caractere U+000A, LINE FEED,"
+        ' fora do permitido.'
+    ) in saida and 'nada foi feito' in saida
     assert not arquivo.exists() and 'Traceback' not in saida
     assert contextia.admin().buscar_projeto(QUEBRA) is None
 
     chave = contextia.criar_projeto_com_chave(erp.escopos[0])
-    codigo, saida = rodar([sys.executable, 'connector.py', '--mapping=' + mapa,
-                           '--source=generic', '--scope=' + TAB_E_LINHA],
-                          ambiente(erp, contextia, CONTEXTIA_API_KEY=chave))
+    codigo, saida = rodar(
+        [
+            sys.executable,
+            'connector.py',
+            '--mapping=' + mapa,
+            '--source=generic',
+            '--scope=' + TAB_E_LINHA,
+        ],
+        ambiente(erp, contextia, CONTEXTIA_API_KEY=chave),
+    )
     assert codigo == 2, saida
     assert "--scope: o código 'Z\\tctx_lixo\\n555' tem o caractere U+0009, TAB" in saida
-    assert cliente.listar_datasets(chave) == []          # nada foi enviado
+    assert cliente.listar_datasets(chave) == []  # nada foi enviado
     sem_linha_forjada(saida)
 
 
 # --------------------------------------------------------------- o ouvinte
 
+
 def test_ouvinte_recusa_o_codigo_hostil_alto_e_o_log_nao_tem_linha_forjada(
-        erp, tmp_path, ambiente_contextia, chave_contextia):
+    erp, tmp_path, ambiente_contextia, chave_contextia
+):
     """
     O cadastro traz empresas com código hostil, e a tabela de titulos traz linhas
     delas: nada e provisionado para elas, o arquivo de chaves fica como estava, as
@@ -206,15 +248,22 @@ def test_ouvinte_recusa_o_codigo_hostil_alto_e_o_log_nao_tem_linha_forjada(
     assert codigo == 0, saida
     novo = o.inserir(e0, '2026-09-01 11:00:00')
     for n, hostil in enumerate(HOSTIS):
-        erp.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, 1, :d, :a)',
-                     i=erp.base * 1000 + 950 + n, e=hostil, c='Hostil\nlinha', d='2026-10-01',
-                     a='2026-09-01 11:00:0%d' % n)
+        erp.executar(
+            'INSERT INTO {TITULOS} VALUES (:i, :e, :c, 1, :d, :a)',
+            i=erp.base * 1000 + 950 + n,
+            e=hostil,
+            c='Hostil\nlinha',
+            d='2026-10-01',
+            a='2026-09-01 11:00:0%d' % n,
+        )
     codigo, saida2 = o.rodar('--once', '--log=' + log)
     assert codigo == 0, saida2
 
     for texto in (saida, saida2):
-        assert "código de empresa inválido: 'NOVA\\nFILIAL' (U+000A) -- o código tem o" \
-               " caractere U+000A, LINE FEED" in texto, texto
+        assert (
+            "código de empresa inválido: 'NOVA\\nFILIAL' (U+000A) -- o código tem o"
+            ' caractere U+000A, LINE FEED' in texto
+        ), texto
         assert 'EMPRESA(S) NOVA(S)' not in texto and '--somente-escopo' not in texto
     # A linha de dados com o código hostil vai para a quarentena, nomeada (issue 28).
     assert "linha(s) com código de empresa inválido: 'NOVA\\nFILIAL'" in saida2, saida2
@@ -229,18 +278,19 @@ def test_ouvinte_recusa_o_codigo_hostil_alto_e_o_log_nao_tem_linha_forjada(
 
     with open(o.arquivo_chaves, 'rb') as f:
         assert f.read() == bytes_antes
-    assert novo in o.no_contextia(e0)                     # as outras seguem
+    assert novo in o.no_contextia(e0)  # as outras seguem
     admin = ambiente_contextia.admin()
     for hostil in HOSTIS:
         assert admin.buscar_projeto(hostil) is None, hostil
 
     recusadas = status_json(o)['empresas_recusadas']
     assert {r['escopo'] for r in recusadas} == {
-        'Z\\tctx_lixo\\n555', 'NOVA\\nFILIAL', 'X\\n[E 2026-01-01 00:00:00,000] FORJADA pelo'
-        ' cadastro'}, recusadas
+        'Z\\tctx_lixo\\n555',
+        'NOVA\\nFILIAL',
+        'X\\n[E 2026-01-01 00:00:00,000] FORJADA pelo cadastro',
+    }, recusadas
     assert {r['onde'] for r in recusadas} == {'cadastro'}
-    assert "EMPRESA RECUSADA ..: 'NOVA\\nFILIAL' (cadastro): tem o caractere U+000A" \
-           in o.status()
+    assert "EMPRESA RECUSADA ..: 'NOVA\\nFILIAL' (cadastro): tem o caractere U+000A" in o.status()
     sem_linha_forjada(o.status())
     codigo, linha = saude(o.estado_dir)
     assert codigo == 1, linha
@@ -251,7 +301,8 @@ def test_ouvinte_recusa_o_codigo_hostil_alto_e_o_log_nao_tem_linha_forjada(
 
 
 def test_ouvinte_confere_a_posse_da_chave_uma_vez_por_chave(
-        erp, tmp_path, ambiente_contextia, chave_contextia):
+    erp, tmp_path, ambiente_contextia, chave_contextia
+):
     """
     O arquivo de chaves adulterado: na linha da empresa e1, a chave do projeto de
     outra empresa. O ouvinte pergunta de quem é cada chave uma vez por execução,
@@ -265,7 +316,7 @@ def test_ouvinte_confere_a_posse_da_chave_uma_vez_por_chave(
     with open(o.arquivo_chaves, 'w') as f:
         f.write('%s\t%s\n%s\t%s\n' % (e0, o.chaves[e0], e1, outra))
 
-    assert o.rodar('--once')[0] == 0                      # a marca inicial
+    assert o.rodar('--once')[0] == 0  # a marca inicial
     ids0 = [o.inserir(e0, '2026-09-01 11:00:%02d' % n) for n in range(2)]
     ids1 = [o.inserir(e1, '2026-09-01 11:01:%02d' % n) for n in range(2)]
     # Conta os pedidos a GET /api/v1/projeto (o `quem_sou`): a falha "atraso de
@@ -288,19 +339,20 @@ def test_ouvinte_confere_a_posse_da_chave_uma_vez_por_chave(
 
         nada = {int(r['ID']) for r in cliente.ler_registros(DATASET, outra)}
         assert not nada & set(ids1), 'dado da empresa %s no projeto de outra' % e1
-        assert set(ids0) <= set(o.no_contextia(e0))      # a outra empresa segue
+        assert set(ids0) <= set(o.no_contextia(e0))  # a outra empresa segue
         # Duas chaves, duas perguntas -- em quatro ciclos de dados (e cada um
         # tenta de novo as duas empresas: a marca nao avancou).
         assert saida.count('envio com erro: marca de água NÃO avançou') >= 3, saida
         assert perguntas == 2, (perguntas, saida)
-        assert ("a chave da empresa %s em %s é do projeto 'Outra Empresa' (empresa outra-"
-                % (e1, o.arquivo_chaves)) in saida
+        assert (
+            "a chave da empresa %s em %s é do projeto 'Outra Empresa' (empresa outra-"
+            % (e1, o.arquivo_chaves)
+        ) in saida
         assert 'recusada para a empresa %s, que NÃO recebe dado' % e1 in saida
         assert 'provisionar.py --somente-escopo=%s' % e1 in saida
         recusadas = status_json(o)['empresas_recusadas']
         assert [(r['escopo'], r['onde']) for r in recusadas] == [(e1, 'chave')], recusadas
-        assert "EMPRESA RECUSADA ..: '%s' (chave): a chave da empresa %s" % (e1, e1) \
-            in o.status()
+        assert "EMPRESA RECUSADA ..: '%s' (chave): a chave da empresa %s" % (e1, e1) in o.status()
         codigo, linha = saude(o.estado_dir)
         assert codigo == 2, linha
         assert 'empresa(s) %s com a chave de outro projeto no arquivo de chaves' % e1 in linha
@@ -318,10 +370,12 @@ def test_ouvinte_confere_a_posse_da_chave_uma_vez_por_chave(
     assert processo.returncode == 0, o.saida()
 
 
-def test_reenviar_quarentena_confere_a_posse_da_chave(erp, tmp_path, ambiente_contextia,
-                                                      chave_contextia):
+def test_reenviar_quarentena_confere_a_posse_da_chave(
+    erp, tmp_path, ambiente_contextia, chave_contextia
+):
     """O reenvio da quarentena usa a mesma conferência: o item fica, e diz por que."""
     from contextia_sync.fila.quarentena import Quarentena
+
     o = Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
     e0, e1 = erp.escopos
     outra = chave_contextia('outra-' + uuid.uuid4().hex[:8], 'Outra Empresa')
@@ -330,10 +384,10 @@ def test_reenviar_quarentena_confere_a_posse_da_chave(erp, tmp_path, ambiente_co
     assert o.rodar('--once')[0] == 0
     # Um registro de e1 que o intake recusou antes (e que hoje ele aceita).
     Quarentena(os.path.join(o.estado_dir, 'quarentena')).guardar(
-        DATASET, e1, 'ID', {'ID': 424242, 'EMPRESA_ID': int(e1), 'VALOR': 1},
-        'HTTP 422: exemplo')
+        DATASET, e1, 'ID', {'ID': 424242, 'EMPRESA_ID': int(e1), 'VALOR': 1}, 'HTTP 422: exemplo'
+    )
     codigo, saida = o.rodar('--reenviar-quarentena')
-    assert codigo == 1, saida                              # ficou um
+    assert codigo == 1, saida  # ficou um
     assert "é do projeto 'Outra Empresa' (empresa outra-" in saida, saida
     assert 424242 not in {int(r['ID']) for r in cliente.ler_registros(DATASET, outra)}
     assert len(Quarentena(os.path.join(o.estado_dir, 'quarentena')).itens()) == 1
@@ -341,8 +395,8 @@ def test_reenviar_quarentena_confere_a_posse_da_chave(erp, tmp_path, ambiente_co
 
 # --------------------------------------------------------------- o log
 
-def test_valor_da_origem_nao_forja_linha_no_log(erp, tmp_path, ambiente_contextia,
-                                                chave_contextia):
+
+def test_valor_da_origem_nao_forja_linha_no_log(erp, tmp_path, ambiente_contextia, chave_contextia):
     """
     Só o dado hostil, sem código hostil no cadastro: a coluna de empresa de uma
     linha de titulos traz uma linha de log inteira. O aviso de "código de empresa
@@ -352,15 +406,22 @@ def test_valor_da_origem_nao_forja_linha_no_log(erp, tmp_path, ambiente_contexti
     o = Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
     log = str(tmp_path / 'ouvinte.log')
     assert o.rodar('--once', '--log=' + log)[0] == 0
-    erp.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, 1, :d, :a)',
-                 i=erp.base * 1000 + 990, e=FORJADA, c='x', d='2026-10-01',
-                 a='2026-09-01 11:00:00')
+    erp.executar(
+        'INSERT INTO {TITULOS} VALUES (:i, :e, :c, 1, :d, :a)',
+        i=erp.base * 1000 + 990,
+        e=FORJADA,
+        c='x',
+        d='2026-10-01',
+        a='2026-09-01 11:00:00',
+    )
     codigo, saida = o.rodar('--once', '--log=' + log)
     assert codigo == 0, saida
     with open(log, encoding='utf-8') as f:
         texto = f.read()
-    esperado = ("código de empresa inválido: 'X\\n[E 2026-01-01 00:00:00,000] FORJADA pelo"
-                " cadastro' (U+000A)")
+    esperado = (
+        "código de empresa inválido: 'X\\n[E 2026-01-01 00:00:00,000] FORJADA pelo"
+        " cadastro' (U+000A)"
+    )
     assert esperado in texto and esperado in saida, texto
     for pedaco in (texto, saida):
         sem_linha_forjada(pedaco)
@@ -369,6 +430,7 @@ def test_valor_da_origem_nao_forja_linha_no_log(erp, tmp_path, ambiente_contexti
 def test_excecao_com_valor_hostil_nao_forja_linha_no_traceback(tmp_path):
     """`logger.exception`: a mensagem da exceção (o erro do driver cita o valor) numa linha."""
     from contextia_sync.registro import arquivo_de_log, logger
+
     caminho = tmp_path / 'log.txt'
     manipulador = arquivo_de_log(str(caminho))
     try:

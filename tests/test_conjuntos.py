@@ -39,10 +39,23 @@ def gravar(caminho, chaves, escopo='297', identidade=IDENTIDADE):
 
 
 VALORES = [
-    -5, 0, 7, 2 ** 70, decimal.Decimal('10.50'), 1.25, 'a', 'B', 'ç', 'linha\ncom quebra',
-    'aspas "e" \\barra', '', b'\x00\xff', datetime.datetime(2026, 9, 2, 10, 5, 0, 123),
+    -5,
+    0,
+    7,
+    2**70,
+    decimal.Decimal('10.50'),
+    1.25,
+    'a',
+    'B',
+    'ç',
+    'linha\ncom quebra',
+    'aspas "e" \\barra',
+    '',
+    b'\x00\xff',
+    datetime.datetime(2026, 9, 2, 10, 5, 0, 123),
     datetime.datetime(2026, 9, 2, 10, 5, tzinfo=datetime.timezone.utc),
-    datetime.date(2026, 9, 2), uuid.UUID('12345678-1234-5678-1234-567812345678'),
+    datetime.date(2026, 9, 2),
+    uuid.UUID('12345678-1234-5678-1234-567812345678'),
 ]
 
 
@@ -77,13 +90,16 @@ def test_arquivo_de_outra_identidade_e_recusado_antes_de_comparar(tmp_path):
         conjuntos.abrir_arquivo(caminho, IDENTIDADE, '298')
 
 
-@pytest.mark.parametrize('estrago,motivo', [
-    (lambda t: t.replace('#fim 3\n', ''), 'sem a linha de fim'),
-    (lambda t: t.replace('#fim 3', '#fim 4'), 'linha de fim diz'),
-    (lambda t: t.replace('i2\n', 'x2\n'), 'etiqueta desconhecida'),
-    (lambda t: t.replace('i2\n', 'i9\n'), 'fora de ordem'),
-    (lambda t: t[:-3], 'linha de fim'),
-])
+@pytest.mark.parametrize(
+    'estrago,motivo',
+    [
+        (lambda t: t.replace('#fim 3\n', ''), 'sem a linha de fim'),
+        (lambda t: t.replace('#fim 3', '#fim 4'), 'linha de fim diz'),
+        (lambda t: t.replace('i2\n', 'x2\n'), 'etiqueta desconhecida'),
+        (lambda t: t.replace('i2\n', 'i9\n'), 'fora de ordem'),
+        (lambda t: t[:-3], 'linha de fim'),
+    ],
+)
 def test_arquivo_torto_e_recusado_no_meio(tmp_path, estrago, motivo):
     caminho = str(tmp_path / 'c.chaves')
     gravar(caminho, [1, 2, 3])
@@ -92,19 +108,27 @@ def test_arquivo_torto_e_recusado_no_meio(tmp_path, estrago, motivo):
     with open(caminho, 'w', encoding='utf-8') as arquivo:
         arquivo.write(estrago(texto))
     with pytest.raises(ErroConjuntoGuardado, match=motivo):
-        list(conjuntos.comparar(conjuntos.abrir_arquivo(caminho, IDENTIDADE, '297'),
-                                [1, 2, 3], Contagem()))
+        list(
+            conjuntos.comparar(
+                conjuntos.abrir_arquivo(caminho, IDENTIDADE, '297'), [1, 2, 3], Contagem()
+            )
+        )
 
 
 def test_a_diferenca_em_streaming_e_a_diferenca_de_conjuntos():
     sorteio = random.Random(17)
     for _ in range(2000):
         universo = [sorteio.randrange(60) for _ in range(sorteio.randrange(40))] + [
-            chr(65 + sorteio.randrange(50)) for _ in range(sorteio.randrange(10))]
-        antes = sorted(set(sorteio.sample(universo, min(len(universo), sorteio.randrange(30)))),
-                       key=conjuntos.ordem)
-        agora = sorted(set(sorteio.sample(universo, min(len(universo), sorteio.randrange(30)))),
-                       key=conjuntos.ordem)
+            chr(65 + sorteio.randrange(50)) for _ in range(sorteio.randrange(10))
+        ]
+        antes = sorted(
+            set(sorteio.sample(universo, min(len(universo), sorteio.randrange(30)))),
+            key=conjuntos.ordem,
+        )
+        agora = sorted(
+            set(sorteio.sample(universo, min(len(universo), sorteio.randrange(30)))),
+            key=conjuntos.ordem,
+        )
         contagem = Contagem()
         diferenca = list(conjuntos.comparar(iter(antes), iter(agora), contagem))
         assert {v for s, v in diferenca if s == '-'} == set(antes) - set(agora)
@@ -116,7 +140,8 @@ def test_a_diferenca_em_streaming_e_a_diferenca_de_conjuntos():
         assert list(conjuntos.aplicar(antes, entrou, saiu)) == agora
         # So parte entregue: o que nao foi continua de fora (ou dentro).
         assert list(conjuntos.aplicar(antes, entrou[:1], saiu[:1])) == sorted(
-            (set(antes) - set(saiu[:1])) | set(entrou[:1]), key=conjuntos.ordem)
+            (set(antes) - set(saiu[:1])) | set(entrou[:1]), key=conjuntos.ordem
+        )
 
 
 def test_origem_fora_de_ordem_ou_repetida_e_recusada_no_meio():
@@ -130,20 +155,29 @@ def test_origem_fora_de_ordem_ou_repetida_e_recusada_no_meio():
         list(conjuntos.comparar([], ['a', 'B', 'c'], Contagem()))
     # Tipos que nao se comparam (datetime com e sem fuso na mesma coluna): recusada.
     with pytest.raises(ErroConjunto):
-        list(conjuntos.comparar([], [datetime.datetime(2026, 1, 1), datetime.datetime(
-            2026, 1, 2, tzinfo=datetime.timezone.utc)], Contagem()))
+        list(
+            conjuntos.comparar(
+                [],
+                [
+                    datetime.datetime(2026, 1, 1),
+                    datetime.datetime(2026, 1, 2, tzinfo=datetime.timezone.utc),
+                ],
+                Contagem(),
+            )
+        )
 
 
 # ---------------------------------------------------------------------------
 # o diario da coluna
 # ---------------------------------------------------------------------------
 
+
 def test_diario_volta_em_ordem_sem_repetidas_e_ignora_a_linha_pela_metade(tmp_path):
     diario = conjuntos.caminho_diario(str(tmp_path), 'titulos', '297')
     conjuntos.anotar_diario(diario, IDENTIDADE, '297', [9, 3, 'x', 3])
     conjuntos.anotar_diario(diario, IDENTIDADE, '297', [1, 9])
     with open(diario, 'a', encoding='utf-8') as saida:
-        saida.write('i77')                      # kill -9 no meio do write
+        saida.write('i77')  # kill -9 no meio do write
     assert conjuntos.ler_diario(diario, IDENTIDADE, '297') == [1, 3, 9, 'x']
     # Outra identidade (a `key` mudou): largado inteiro, nunca vira remocao.
     outra = Identidade('titulos', 'V_TITULOS', 'OUTRO_ID', 'EMPRESA_ID')
@@ -175,8 +209,9 @@ def test_juntar_o_conjunto_e_o_diario_conta_so_o_que_faltava():
     assert list(conjuntos.juntar(iter([1, 2]), [1, 2], contador)) == [1, 2]
     assert contador == [0]
     # Juntas seguem a regra de ordem: a comparacao as aceita como o conjunto entregue.
-    diferenca = list(conjuntos.comparar(conjuntos.juntar(iter([1, 4]), [2]), iter([1, 4]),
-                                        Contagem()))
+    diferenca = list(
+        conjuntos.comparar(conjuntos.juntar(iter([1, 4]), [2]), iter([1, 4]), Contagem())
+    )
     assert diferenca == [('-', 2)]
 
 
@@ -196,16 +231,17 @@ def test_chaves_tentadas_por_empresa_numa_listagem_so(tmp_path):
     }
     for (escopo, _), arquivo in arquivos.items():
         conjuntos.anotar_diario(arquivo, IDENTIDADE, escopo, [1, 2])
-    conjuntos.anotar_diario(conjuntos.caminho_diario(pasta, 'titulos', '1'), IDENTIDADE,
-                            '1', [3])
+    conjuntos.anotar_diario(conjuntos.caminho_diario(pasta, 'titulos', '1'), IDENTIDADE, '1', [3])
     with open(conjuntos.caminho(pasta, 'titulos', '1'), 'w') as arquivo:
         arquivo.write('')
     with open(os.path.join(pasta, 'titulos', '.e-1.chaves.tmp'), 'w') as arquivo:
         arquivo.write('')
     achados = conjuntos.tentadas(pasta, 'titulos')
     # Do envio mais velho ao mais novo (o número do envio tem largura fixa).
-    assert achados == {'1': [arquivos[('1', 'b')], arquivos[('1', 'a')]],
-                       esquisita: [arquivos[(esquisita, 'a')]],
-                       None: [arquivos[(None, 'a')]]}
+    assert achados == {
+        '1': [arquivos[('1', 'b')], arquivos[('1', 'a')]],
+        esquisita: [arquivos[(esquisita, 'a')]],
+        None: [arquivos[(None, 'a')]],
+    }
     assert conjuntos.ler_diario(arquivos[(esquisita, 'a')], IDENTIDADE, esquisita) == [1, 2]
     assert conjuntos.tentadas(pasta, 'outro') == {}

@@ -17,8 +17,13 @@ from tests.dados import erp as erp_teste
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres),
-                        pytest.param('mariadb', marks=pytest.mark.mariadb)])
+@pytest.fixture(
+    params=[
+        'sqlite',
+        pytest.param('postgres', marks=pytest.mark.postgres),
+        pytest.param('mariadb', marks=pytest.mark.mariadb),
+    ]
+)
 def erp(request, fabrica_de_bancos):
     return erp_teste.Erp(fabrica_de_bancos(request.param))
 
@@ -35,9 +40,20 @@ def conector(erp, mapa, escopo, chave, *extra, ambiente=None):
         env['CONTEXTIA_API_KEY'] = chave
     env.update(ambiente or {})
     feito = subprocess.run(
-        [sys.executable, 'connector.py', '--mapping=' + mapa, '--source=generic',
-         '--scope=' + escopo] + list(extra),
-        cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        [
+            sys.executable,
+            'connector.py',
+            '--mapping=' + mapa,
+            '--source=generic',
+            '--scope=' + escopo,
+        ]
+        + list(extra),
+        cwd=RAIZ,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=120,
+    )
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
@@ -45,8 +61,11 @@ def numeros(saida, dataset):
     """{'registros': 45, 'novos': ...} da linha do dataset na saída."""
     for linha in saida.splitlines():
         if linha.strip().startswith(dataset + ' ') or linha.strip().startswith(dataset + '  '):
-            achados = dict((k, int(v)) for k, v in re.findall(r'(\w+)=(\d+)', linha)
-                           if k in ('registros', 'novos', 'atualizados', 'iguais', 'removidos'))
+            achados = dict(
+                (k, int(v))
+                for k, v in re.findall(r'(\w+)=(\d+)', linha)
+                if k in ('registros', 'novos', 'atualizados', 'iguais', 'removidos')
+            )
             if 'registros' in achados:
                 return achados
     raise AssertionError('dataset %s não aparece na saída:\n%s' % (dataset, saida))
@@ -63,7 +82,12 @@ def test_carga_completa_repetida_e_remocao(erp, mapa, chave_contextia):
     codigo, saida = conector(erp, mapa, escopo, chave)
     assert codigo == 0, saida
     assert numeros(saida, 'titulos_a_receber') == {
-        'registros': 45, 'novos': 45, 'atualizados': 0, 'iguais': 0, 'removidos': 0}
+        'registros': 45,
+        'novos': 45,
+        'atualizados': 0,
+        'iguais': 0,
+        'removidos': 0,
+    }
     assert 'campos descritos=2' in saida
     assert 'resumo escopo=%s: 2 dataset(s), 2 ok, 0 com falha' % escopo in saida
     assert no_servidor(chave) == {'titulos_a_receber': 45, 'status': 3}
@@ -72,29 +96,38 @@ def test_carga_completa_repetida_e_remocao(erp, mapa, chave_contextia):
     codigo, saida = conector(erp, mapa, escopo, chave)
     assert codigo == 0, saida
     assert numeros(saida, 'titulos_a_receber') == {
-        'registros': 45, 'novos': 0, 'atualizados': 0, 'iguais': 45, 'removidos': 0}
+        'registros': 45,
+        'novos': 0,
+        'atualizados': 0,
+        'iguais': 45,
+        'removidos': 0,
+    }
 
     # Linha apagada e linha alterada na origem: a carga seguinte remove e atualiza.
-    menor, maior = erp.executar('SELECT MIN({ID}), MAX({ID}) FROM {TITULOS} WHERE'
-                                ' {EMPRESA_ID} = :e', e=int(escopo))[0]
+    menor, maior = erp.executar(
+        'SELECT MIN({ID}), MAX({ID}) FROM {TITULOS} WHERE {EMPRESA_ID} = :e', e=int(escopo)
+    )[0]
     erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=menor)
     erp.executar('UPDATE {TITULOS} SET {VALOR} = 1.50 WHERE {ID} = :i', i=maior)
     codigo, saida = conector(erp, mapa, escopo, chave)
     assert codigo == 0, saida
     assert numeros(saida, 'titulos_a_receber') == {
-        'registros': 44, 'novos': 0, 'atualizados': 1, 'iguais': 43, 'removidos': 1}
+        'registros': 44,
+        'novos': 0,
+        'atualizados': 1,
+        'iguais': 43,
+        'removidos': 1,
+    }
     assert no_servidor(chave)['titulos_a_receber'] == 44
     valores = {float(r['VALOR']) for r in cliente.ler_registros('titulos_a_receber', chave)}
     assert 1.5 in valores
 
 
-def test_falha_no_meio_do_dataset_nao_remove_nada(erp, mapa, ambiente_contextia,
-                                                   chave_contextia):
+def test_falha_no_meio_do_dataset_nao_remove_nada(erp, mapa, ambiente_contextia, chave_contextia):
     escopo = erp.escopos[0]
     chave = chave_contextia(escopo)
     assert conector(erp, mapa, escopo, chave)[0] == 0
-    erp.executar('DELETE FROM {TITULOS} WHERE {EMPRESA_ID} = :e AND {ID} % 10 = 0',
-                 e=int(escopo))
+    erp.executar('DELETE FROM {TITULOS} WHERE {EMPRESA_ID} = :e AND {ID} % 10 = 0', e=int(escopo))
     restantes = erp.titulos(escopo)
     assert restantes < 45
 
@@ -141,8 +174,9 @@ def test_dominio_vai_inteiro_e_recorte_so_da_empresa(erp, mapa, chave_contextia)
         assert conector(erp, mapa, escopo, chave)[0] == 0
     assert no_servidor(chaves[erp.escopos[0]]) == {'titulos_a_receber': 45, 'status': 3}
     assert no_servidor(chaves[erp.escopos[1]]) == {'titulos_a_receber': 30, 'status': 3}
-    empresas = {r['EMPRESA_ID'] for r in cliente.ler_registros('titulos_a_receber',
-                                                              chaves[erp.escopos[1]])}
+    empresas = {
+        r['EMPRESA_ID'] for r in cliente.ler_registros('titulos_a_receber', chaves[erp.escopos[1]])
+    }
     assert empresas == {int(erp.escopos[1])}
 
 
@@ -170,14 +204,17 @@ def test_chave_de_outra_empresa_e_recusada(erp_sqlite, mapa, chave_contextia):
 
 def _arquivo_de_chaves(pasta, chaves):
     from contextia_sync.provisionamento.chaves import Registro, gravar_registros
+
     arquivo = pasta / 'chaves.tsv'
-    gravar_registros(str(arquivo), [Registro(e, c, None, None, 'pronto', None)
-                                    for e, c in chaves.items()])
+    gravar_registros(
+        str(arquivo), [Registro(e, c, None, None, 'pronto', None) for e, c in chaves.items()]
+    )
     return arquivo
 
 
-def test_carga_a_mao_le_a_chave_do_arquivo_e_grava_o_historico(erp_sqlite, mapa, tmp_path,
-                                                                 chave_contextia):
+def test_carga_a_mao_le_a_chave_do_arquivo_e_grava_o_historico(
+    erp_sqlite, mapa, tmp_path, chave_contextia
+):
     """`connector.py --scope=X --chaves=ARQ`, sem CONTEXTIA_API_KEY: a linha da empresa."""
     escopo, outra = erp_sqlite.escopos[0], erp_sqlite.escopos[1]
     chave = chave_contextia(escopo)
@@ -204,24 +241,30 @@ def test_carga_a_mao_le_a_chave_do_arquivo_e_grava_o_historico(erp_sqlite, mapa,
     assert 'provisionar.py --somente-escopo=%s' % escopo in saida
 
 
-def test_sem_chave_no_ambiente_nem_arquivo_diz_as_duas_saidas(erp_sqlite, mapa, tmp_path,
-                                                              ambiente_contextia):
+def test_sem_chave_no_ambiente_nem_arquivo_diz_as_duas_saidas(
+    erp_sqlite, mapa, tmp_path, ambiente_contextia
+):
     codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], None)
     assert codigo == 2, saida
     assert 'passe --chaves=ARQ' in saida and 'CONTEXTIA_API_KEY' in saida, saida
-    codigo, saida = conector(erp_sqlite, mapa, erp_sqlite.escopos[0], None,
-                             '--chaves=%s' % (tmp_path / 'nao.tsv'))
+    codigo, saida = conector(
+        erp_sqlite, mapa, erp_sqlite.escopos[0], None, '--chaves=%s' % (tmp_path / 'nao.tsv')
+    )
     assert codigo == 2 and 'não existe: rode o provisionar.py' in saida, saida
 
 
-@pytest.mark.parametrize('caso, extra, trecho', [
-    ('sem chave', [], 'falta a chave do projeto da empresa'),
-    ('chave revogada', ['revogada'], 'recusou a chave'),
-    ('dataset desconhecido', ['--dataset=titulos'], "--dataset 'titulos' não existe"),
-    ('teto inválido', ['--max-remocao=2'], 'não é uma fração de 0 a 1'),
-])
-def test_erros_de_configuracao_saem_com_2(erp_sqlite, mapa, ambiente_contextia, caso, extra,
-                                          trecho):
+@pytest.mark.parametrize(
+    'caso, extra, trecho',
+    [
+        ('sem chave', [], 'falta a chave do projeto da empresa'),
+        ('chave revogada', ['revogada'], 'recusou a chave'),
+        ('dataset desconhecido', ['--dataset=titulos'], "--dataset 'titulos' não existe"),
+        ('teto inválido', ['--max-remocao=2'], 'não é uma fração de 0 a 1'),
+    ],
+)
+def test_erros_de_configuracao_saem_com_2(
+    erp_sqlite, mapa, ambiente_contextia, caso, extra, trecho
+):
     chave = None
     if caso != 'sem chave':
         chave = ambiente_contextia.criar_projeto_com_chave(erp_sqlite.escopos[0])
@@ -238,50 +281,65 @@ def test_erros_de_configuracao_saem_com_2(erp_sqlite, mapa, ambiente_contextia, 
         assert chave not in saida
 
 
-def test_sem_terminal_carga_longa_imprime_progresso_com_o_que_falta(erp_sqlite, mapa,
-                                                                    chave_contextia):
+def test_sem_terminal_carga_longa_imprime_progresso_com_o_que_falta(
+    erp_sqlite, mapa, chave_contextia
+):
     # O ouvinte encerra ferramenta calada; sem terminal (aqui, um pipe) o conector
     # diz quanto ja leu, de quanto (contado na origem antes) e quanto falta.
     # Intervalo curto para a carga de 45 registros em lotes de 10 caber em varios
     # intervalos (cada lote e um POST real).
     escopo = erp_sqlite.escopos[0]
     chave = chave_contextia(escopo)
-    codigo, saida = conector(erp_sqlite, mapa, escopo, chave,
-                             ambiente={'CONTEXTIA_PROGRESSO_SEGUNDOS': '0.001'})
+    codigo, saida = conector(
+        erp_sqlite, mapa, escopo, chave, ambiente={'CONTEXTIA_PROGRESSO_SEGUNDOS': '0.001'}
+    )
     assert codigo == 0, saida
     achados = re.findall(
         r'^titulos_a_receber escopo=%s: (\d+) de 45 \((\d+)%%\), faltam ~(\d+)s$' % escopo,
-        saida, re.M)
+        saida,
+        re.M,
+    )
     assert achados, saida
     lidos = [int(n) for n, _, _ in achados]
     assert lidos == sorted(set(lidos)) and 0 < lidos[-1] <= 45, lidos
     assert all(int(p) == 100 * int(n) // 45 for n, p, _ in achados), achados
     assert numeros(saida, 'titulos_a_receber')['registros'] == 45
-    assert '\r' not in saida                # sem terminal, nada de barra do tqdm
+    assert '\r' not in saida  # sem terminal, nada de barra do tqdm
 
     # Com o padrao (30 s) uma carga curta nao imprime progresso nenhum.
     codigo, saida = conector(erp_sqlite, mapa, escopo, chave)
     assert codigo == 0 and ' de 45 (' not in saida, saida
 
-    codigo, saida = conector(erp_sqlite, mapa, escopo, chave,
-                             ambiente={'CONTEXTIA_PROGRESSO_SEGUNDOS': 'meia hora'})
+    codigo, saida = conector(
+        erp_sqlite, mapa, escopo, chave, ambiente={'CONTEXTIA_PROGRESSO_SEGUNDOS': 'meia hora'}
+    )
     assert codigo == 2 and 'CONTEXTIA_PROGRESSO_SEGUNDOS' in saida, saida
 
 
 def test_linha_de_progresso_e_o_tempo_que_falta():
     from contextia_sync.carga.completa import linha_de_progresso, tempo_curto
 
-    assert linha_de_progresso('t', '297', 250, 1000, 10.0) == 't escopo=297: 250 de 1000' \
+    assert (
+        linha_de_progresso('t', '297', 250, 1000, 10.0) == 't escopo=297: 250 de 1000'
         ' (25%), faltam ~30s'
+    )
     assert linha_de_progresso('t', '297', 999, 1000, 999.0).endswith('(99%), faltam ~1s')
     assert linha_de_progresso('t', '297', 10, 7200 * 10 + 10, 1.0).endswith('faltam ~2h 00min')
     # A origem cresceu depois da contagem; o adaptador nao conseguiu contar.
-    assert linha_de_progresso('t', '297', 12, 10, 1.0) == \
-        't escopo=297: 12 lidos, mais que os 10 contados no início'
+    assert (
+        linha_de_progresso('t', '297', 12, 10, 1.0)
+        == 't escopo=297: 12 lidos, mais que os 10 contados no início'
+    )
     assert linha_de_progresso('t', '297', 12) == 't escopo=297: 12 registros lidos até agora'
     assert linha_de_progresso('t', '297', 0, 0, 1.0) == 't escopo=297: 0 de 0 (100%)'
     assert [tempo_curto(s) for s in (0, 59.4, 60, 185, 3600, 7260)] == [
-        '0s', '59s', '1min 00s', '3min 05s', '1h 00min', '2h 01min']
+        '0s',
+        '59s',
+        '1min 00s',
+        '3min 05s',
+        '1h 00min',
+        '2h 01min',
+    ]
 
 
 def _no_pty(argv, env):
@@ -295,14 +353,15 @@ def _no_pty(argv, env):
     # Terminal de 120 colunas: um pty novo tem 0, e o tqdm nao desenharia nada.
     fcntl.ioctl(escravo, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 120, 0, 0))
     try:
-        feito = subprocess.run(argv, cwd=RAIZ, env=env, stdout=subprocess.PIPE,
-                               stderr=escravo, timeout=120)
+        feito = subprocess.run(
+            argv, cwd=RAIZ, env=env, stdout=subprocess.PIPE, stderr=escravo, timeout=120
+        )
         os.close(escravo)
         tela = b''
         while True:
             try:
                 pedaco = os.read(mestre, 65536)
-            except OSError:                      # Linux: EIO quando o escravo fecha
+            except OSError:  # Linux: EIO quando o escravo fecha
                 break
             if not pedaco:
                 break
@@ -312,13 +371,20 @@ def _no_pty(argv, env):
     return feito, tela.decode('utf-8', 'replace')
 
 
-def test_no_terminal_a_barra_tem_o_total_e_o_tempo_que_falta(erp_sqlite, mapa,
-                                                               chave_contextia):
+def test_no_terminal_a_barra_tem_o_total_e_o_tempo_que_falta(erp_sqlite, mapa, chave_contextia):
     escopo = erp_sqlite.escopos[0]
     chave = chave_contextia(escopo)
     env = dict(os.environ, CONTEXTIA_ORIGEM=erp_sqlite.url, CONTEXTIA_API_KEY=chave)
-    feito, tela = _no_pty([sys.executable, 'connector.py', '--mapping=' + mapa,
-                           '--source=generic', '--scope=' + escopo], env)
+    feito, tela = _no_pty(
+        [
+            sys.executable,
+            'connector.py',
+            '--mapping=' + mapa,
+            '--source=generic',
+            '--scope=' + escopo,
+        ],
+        env,
+    )
     assert feito.returncode == 0, feito.stdout
     # leave=True: o ultimo desenho da barra termina em nova linha, nao e apagado
     # (o pty troca \n por \r\n; o que vale e o desenho depois do ultimo \r).
@@ -347,8 +413,9 @@ def test_view_que_nao_existe_falha_so_aquele_dataset(erp_sqlite, tmp_path, chave
     mapa = erp_teste.mapeamento(tmp_path)
     with open(mapa) as f:
         conteudo = json.load(f)
-    conteudo['datasets'].insert(0, {'dataset': 'Sumida', 'source_object': 'VW_QUE_NAO_HA',
-                                    'columns': ['ID', 'EMPRESA_ID']})
+    conteudo['datasets'].insert(
+        0, {'dataset': 'Sumida', 'source_object': 'VW_QUE_NAO_HA', 'columns': ['ID', 'EMPRESA_ID']}
+    )
     with open(mapa, 'w') as f:
         json.dump(conteudo, f)
     escopo = erp_sqlite.escopos[0]
@@ -363,23 +430,30 @@ def test_view_que_nao_existe_falha_so_aquele_dataset(erp_sqlite, tmp_path, chave
 def test_origem_inalcancavel_sai_com_1_sem_enviar(erp_sqlite, mapa, chave_contextia):
     escopo = erp_sqlite.escopos[0]
     chave = chave_contextia(escopo)
-    codigo, saida = conector(erp_sqlite, mapa, escopo, chave, ambiente={
-        'CONTEXTIA_ORIGEM': 'postgresql+psycopg://leitor:senha-secreta@127.0.0.1:1/erp'})
+    codigo, saida = conector(
+        erp_sqlite,
+        mapa,
+        escopo,
+        chave,
+        ambiente={'CONTEXTIA_ORIGEM': 'postgresql+psycopg://leitor:senha-secreta@127.0.0.1:1/erp'},
+    )
     assert codigo == 1, saida
     assert 'não foi possível conectar na origem' in saida
     assert 'senha-secreta' not in saida
     assert no_servidor(chave) == {}
 
 
-def test_resumo_da_carga_real_leva_o_motivo_de_cada_falha(erp_sqlite, tmp_path,
-                                                         ambiente_contextia, chave_contextia):
+def test_resumo_da_carga_real_leva_o_motivo_de_cada_falha(
+    erp_sqlite, tmp_path, ambiente_contextia, chave_contextia
+):
     # O resumo e a linha que o log do ouvinte guarda: so o nome do dataset nao diz
     # ao operador o que corrigir. Um dataset falha no Contextia (500), outro na origem.
     mapa = erp_teste.mapeamento(tmp_path)
     with open(mapa) as f:
         conteudo = json.load(f)
-    conteudo['datasets'].append({'dataset': 'Sumida', 'source_object': 'VW_QUE_NAO_HA',
-                                 'columns': ['ID', 'EMPRESA_ID']})
+    conteudo['datasets'].append(
+        {'dataset': 'Sumida', 'source_object': 'VW_QUE_NAO_HA', 'columns': ['ID', 'EMPRESA_ID']}
+    )
     with open(mapa, 'w') as f:
         json.dump(conteudo, f)
     escopo = erp_sqlite.escopos[0]
@@ -389,5 +463,6 @@ def test_resumo_da_carga_real_leva_o_motivo_de_cada_falha(erp_sqlite, tmp_path,
     assert codigo == 1, saida
     resumo = [linha for linha in saida.splitlines() if linha.startswith('resumo escopo=')]
     assert len(resumo) == 1, saida
-    assert re.search(r'FALHARAM: titulos_a_receber \(.*HTTP 500.*\); sumida \(.*VW_QUE_NAO_HA',
-                     resumo[0]), resumo[0]
+    assert re.search(
+        r'FALHARAM: titulos_a_receber \(.*HTTP 500.*\); sumida \(.*VW_QUE_NAO_HA', resumo[0]
+    ), resumo[0]

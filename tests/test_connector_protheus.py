@@ -25,8 +25,9 @@ def protheus(banco_postgres):
 
 
 def rodar(argv, ambiente):
-    feito = subprocess.run(argv, cwd=RAIZ, env=ambiente, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=300)
+    feito = subprocess.run(
+        argv, cwd=RAIZ, env=ambiente, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300
+    )
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
@@ -38,13 +39,19 @@ def test_exemplo_protheus_de_ponta_a_ponta(protheus, tmp_path, ambiente_contexti
     caminho = tmp_path / 'protheus.json'
     caminho.write_text(json.dumps(mapa))
     chaves = tmp_path / 'chaves.tsv'
-    ambiente = dict(os.environ, CONTEXTIA_ORIGEM=protheus,
-                    CONTEXTIA_WEBHOOK_SEGREDO='s3gr3d0-do-receptor-protheus',
-                    CONTEXTIA_MAPPING=str(caminho), CONTEXTIA_PYTHON=sys.executable,
-                    CONTEXTIA_COLETA=RAIZ)
+    ambiente = dict(
+        os.environ,
+        CONTEXTIA_ORIGEM=protheus,
+        CONTEXTIA_WEBHOOK_SEGREDO='s3gr3d0-do-receptor-protheus',
+        CONTEXTIA_MAPPING=str(caminho),
+        CONTEXTIA_PYTHON=sys.executable,
+        CONTEXTIA_COLETA=RAIZ,
+    )
 
-    codigo, saida = rodar([sys.executable, 'provisionar.py', '--mapping=%s' % caminho,
-                           '--arquivo=%s' % chaves], ambiente)
+    codigo, saida = rodar(
+        [sys.executable, 'provisionar.py', '--mapping=%s' % caminho, '--arquivo=%s' % chaves],
+        ambiente,
+    )
     assert codigo == 0, saida
     assert "recusada ...: 0103 (CTX_BLOQUEADA='S' (exige 'N'))" in saida
     assert "recusada ...: 0104 (D_E_L_E_T_='*' (exige diferente))" in saida
@@ -61,11 +68,20 @@ def test_exemplo_protheus_de_ponta_a_ponta(protheus, tmp_path, ambiente_contexti
     assert 'resumo carregar-todas: 2 ok, 0 com falha' in saida
 
     matriz = {d['dataset']: d['records'] for d in cliente.listar_datasets(registros['0101'])}
-    assert matriz == {'titulos_a_receber': 3, 'titulos_a_pagar': 1, 'clientes': 3,
-                      'pedidos_de_venda': 2, 'tipos_de_titulo': 4}
+    assert matriz == {
+        'titulos_a_receber': 3,
+        'titulos_a_pagar': 1,
+        'clientes': 3,
+        'pedidos_de_venda': 2,
+        'tipos_de_titulo': 4,
+    }
     campinas = {d['dataset']: d['records'] for d in cliente.listar_datasets(registros['0102'])}
-    assert campinas == {'titulos_a_receber': 1, 'titulos_a_pagar': 0, 'clientes': 3,
-                        'pedidos_de_venda': 0, 'tipos_de_titulo': 4}
-    pedidos = {r['C5_NUM']: r for r in cliente.ler_registros('pedidos_de_venda',
-                                                              registros['0101'])}
+    assert campinas == {
+        'titulos_a_receber': 1,
+        'titulos_a_pagar': 0,
+        'clientes': 3,
+        'pedidos_de_venda': 0,
+        'tipos_de_titulo': 4,
+    }
+    pedidos = {r['C5_NUM']: r for r in cliente.ler_registros('pedidos_de_venda', registros['0101'])}
     assert pedidos['000321']['CTX_VALOR_TOTAL'] == '3000.00'

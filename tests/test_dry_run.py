@@ -39,8 +39,10 @@ def mapear(pasta, mudar=None):
 
 def com_coluna(nome):
     """Mudança: `nome` entra nas colunas de Titulos a Receber."""
+
     def mudar(mapa):
         mapa['datasets'][0]['columns'].append(nome)
+
     return mudar
 
 
@@ -51,8 +53,12 @@ def linha_resumo(saida):
 
 
 def ids_da_empresa(erp, escopo):
-    return [r[0] for r in erp.executar('SELECT {ID} FROM {TITULOS} WHERE {EMPRESA_ID} = :e'
-                                       ' ORDER BY {ID}', e=int(escopo))]
+    return [
+        r[0]
+        for r in erp.executar(
+            'SELECT {ID} FROM {TITULOS} WHERE {EMPRESA_ID} = :e ORDER BY {ID}', e=int(escopo)
+        )
+    ]
 
 
 # ------------------------------------------------------------ serializacao
@@ -63,10 +69,14 @@ TIPOS_QUE_NAO_SERIALIZAM = {
 }
 
 
-@pytest.mark.parametrize('tipo', [pytest.param('postgres', marks=pytest.mark.postgres),
-                                  pytest.param('mariadb', marks=pytest.mark.mariadb)])
-def test_seco_recusa_o_que_a_carga_real_recusa(tipo, fabrica_de_bancos, tmp_path,
-                                                chave_contextia):
+@pytest.mark.parametrize(
+    'tipo',
+    [
+        pytest.param('postgres', marks=pytest.mark.postgres),
+        pytest.param('mariadb', marks=pytest.mark.mariadb),
+    ],
+)
+def test_seco_recusa_o_que_a_carga_real_recusa(tipo, fabrica_de_bancos, tmp_path, chave_contextia):
     erp = erp_teste.Erp(fabrica_de_bancos(tipo))
     ddl, valor, tipo_python = TIPOS_QUE_NAO_SERIALIZAM[tipo]
     erp.executar('ALTER TABLE {TITULOS} ADD {TAGS} %s NULL' % ddl)
@@ -104,13 +114,16 @@ def test_seco_recusa_o_que_a_carga_real_recusa(tipo, fabrica_de_bancos, tmp_path
     assert re.search(r'FALHARAM: titulos_a_receber \(.*TAGS.*\)', linha_resumo(saida)), saida
 
     # Com a view de CAST que a mensagem pede, o seco passa.
-    erp.executar('CREATE VIEW {TITULOS_V} AS SELECT {ID}, {EMPRESA_ID}, {CLIENTE}, {VALOR},'
-                 ' {VENCIMENTO}, {ALTERADO_EM}, CAST({TAGS} AS %s) AS {TAGS} FROM {TITULOS}'
-                 % ('TEXT' if tipo == 'postgres' else 'CHAR'))
+    erp.executar(
+        'CREATE VIEW {TITULOS_V} AS SELECT {ID}, {EMPRESA_ID}, {CLIENTE}, {VALOR},'
+        ' {VENCIMENTO}, {ALTERADO_EM}, CAST({TAGS} AS %s) AS {TAGS} FROM {TITULOS}'
+        % ('TEXT' if tipo == 'postgres' else 'CHAR')
+    )
 
     def pela_view(m):
         com_coluna('TAGS')(m)
         m['datasets'][0]['source_object'] = 'TITULOS_V'
+
     codigo, saida = conector(erp, mapear(tmp_path, pela_view), escopo, None, '--dry-run')
     assert codigo == 0, saida
 
@@ -127,6 +140,7 @@ def test_seco_nomeia_nan_float_e_numeric(banco_postgres, tmp_path):
 
     def mudar(mapa):
         mapa['datasets'][0]['columns'] += ['TAXA', 'SALDO']
+
     codigo, saida = conector(erp, mapear(tmp_path, mudar), escopo, None, '--dry-run')
     assert codigo == 1, saida
     assert '3 de 30 linha(s)' in saida, saida
@@ -148,10 +162,10 @@ def test_coluna_digitada_errada_aparece_com_a_sugestao_antes_de_ler(banco_sqlite
         titulos, status = mapa['datasets']
         # Duas erradas no mesmo dataset, uma no outro; 'cliente' em minusculas vale
         # (o adaptador resolve sem caixa, como um SQL sem aspas).
-        titulos['columns'] = ['ID', 'EMPRESA_ID', 'cliente', 'VALR', 'VENCIMENTOS',
-                              'ALTERADO_EM']
+        titulos['columns'] = ['ID', 'EMPRESA_ID', 'cliente', 'VALR', 'VENCIMENTOS', 'ALTERADO_EM']
         titulos['fields'] = {'VALR': 'valor em reais'}
         status['columns'] = ['COD', 'NOMEE']
+
     codigo, saida = conector(erp, mapear(tmp_path, mudar), erp.escopos[0], None, '--dry-run')
     assert codigo == 1, saida
     linhas = saida.splitlines()
@@ -176,11 +190,13 @@ def test_conferir_colunas_para_o_ouvinte(banco_sqlite, tmp_path):
 
     def mudar(mapa):
         mapa['projects']['name_column'] = 'RAZAO'
-        mapa['datasets'][0]['columns'][3] = 'valor'            # caixa diferente: vale
+        mapa['datasets'][0]['columns'][3] = 'valor'  # caixa diferente: vale
         mapa['datasets'][0]['fields'] = {'valor': 'x'}
         mapa['datasets'][1]['columns'] = ['COD', 'NOM']
-        mapa['datasets'].append({'dataset': 'Sumida', 'source_object': 'VW_QUE_NAO_HA',
-                                 'columns': ['ID', 'EMPRESA_ID']})
+        mapa['datasets'].append(
+            {'dataset': 'Sumida', 'source_object': 'VW_QUE_NAO_HA', 'columns': ['ID', 'EMPRESA_ID']}
+        )
+
     mapa = carregar_mapeamento(mapear(tmp_path, mudar))
     origem = Origem(erp.url).conectar()
     try:
@@ -189,22 +205,21 @@ def test_conferir_colunas_para_o_ouvinte(banco_sqlite, tmp_path):
         origem.fechar()
     assert len(problemas) == 3, problemas
     texto = '\n'.join(problemas)
-    assert "projects" in texto and "'RAZAO'" in texto and "'RAZAO_SOCIAL'" in texto, texto
-    assert "status" in texto and "'NOM'" in texto and "'NOME'" in texto, texto
+    assert 'projects' in texto and "'RAZAO'" in texto and "'RAZAO_SOCIAL'" in texto, texto
+    assert 'status' in texto and "'NOM'" in texto and "'NOME'" in texto, texto
     assert 'VW_QUE_NAO_HA' in texto and 'sumida' in texto, texto
     assert "'valor'" not in texto, texto
 
 
 # ------------------------------------------------------------ escopo
-def test_escopo_que_nao_existe_no_cadastro_e_recusado(banco_sqlite, tmp_path,
-                                                       chave_contextia):
+def test_escopo_que_nao_existe_no_cadastro_e_recusado(banco_sqlite, tmp_path, chave_contextia):
     erp = erp_teste.Erp(banco_sqlite)
     mapa = mapear(tmp_path)
     fantasma = str(erp.base + 97)
     codigo, saida = conector(erp, mapa, fantasma, None, '--dry-run')
     assert codigo == 2, saida
     assert 'empresa %s' % fantasma in saida and 'EMPRESAS' in saida, saida
-    assert erp.escopos[0] in saida, saida          # as que existem, algumas
+    assert erp.escopos[0] in saida, saida  # as que existem, algumas
     assert 'registros=' not in saida, saida
 
     # Carga real: recusada antes de enviar (hoje a tabela de dominio iria inteira).

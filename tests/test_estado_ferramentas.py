@@ -41,6 +41,7 @@ def novo_ouvinte(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contexti
     def criar(tipo='sqlite'):
         erps.append(erp_teste.Erp(fabrica_de_bancos(tipo, 'erp')))
         return Ouvinte(tmp_path, erps[-1], ambiente_contextia, chave_contextia)
+
     yield criar
     for erp in erps:
         erp.fechar()
@@ -51,13 +52,15 @@ def estado_py(o, *argv, entrada=None):
     comando = [sys.executable, 'estado.py'] + list(argv) + ['--estado=' + o.estado_dir]
     if argv[0] == 'marcar':
         comando.append('--mapping=' + o.mapa)
-    feito = subprocess.run(comando, cwd=RAIZ, env=o.env(), input=entrada, text=True,
-                           capture_output=True, timeout=120)
+    feito = subprocess.run(
+        comando, cwd=RAIZ, env=o.env(), input=entrada, text=True, capture_output=True, timeout=120
+    )
     return feito.returncode, feito.stdout, feito.stderr
 
 
 def _pid_no_status(o):
     from contextia_sync.estado.status import ler_status_json
+
     try:
         return ler_status_json(o.estado_dir)['ouvinte']['pid']
     except (OSError, ValueError):
@@ -73,6 +76,7 @@ def rodar_once(o):
 # ---------------------------------------------------------------------------
 # com o ouvinte rodando: a trava
 # ---------------------------------------------------------------------------
+
 
 def test_com_o_ouvinte_rodando_marcar_e_esquecer_sao_recusados_pela_trava(novo_ouvinte):
     o = novo_ouvinte()
@@ -94,7 +98,8 @@ def test_com_o_ouvinte_rodando_marcar_e_esquecer_sao_recusados_pela_trava(novo_o
         assert codigo == 0, erro
         retrato = json.loads(saida)
         assert [d['marca_agua'] for d in retrato['datasets'] if d['dataset'] == DATASET] == [
-            antes['marca_agua'][DATASET]]
+            antes['marca_agua'][DATASET]
+        ]
     finally:
         processo.send_signal(signal.SIGTERM)
         assert processo.wait(60) == 0, o.saida()
@@ -108,11 +113,12 @@ def test_com_o_ouvinte_rodando_marcar_e_esquecer_sao_recusados_pela_trava(novo_o
 # sem ouvinte: a marca muda e o proximo ciclo faz o anunciado
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize('tipo', BANCOS)
 def test_marca_que_avanca_pula_o_que_ficou_para_tras_e_o_ciclo_entrega_o_depois(novo_ouvinte, tipo):
     o = novo_ouvinte(tipo)
     e0 = o.erp.escopos[0]
-    rodar_once(o)                                 # marca inicial: 10:44:00
+    rodar_once(o)  # marca inicial: 10:44:00
     assert o.estado()['marca_agua'][DATASET] == '2026-09-01T10:44:00'
     # r0 fica dentro da folga antes da marca nova, r1 entre as duas marcas: ambas
     # puladas; r2 depois da marca nova: entregue.
@@ -121,10 +127,11 @@ def test_marca_que_avanca_pula_o_que_ficou_para_tras_e_o_ciclo_entrega_o_depois(
     r2 = o.inserir(e0, '2026-09-01 11:10:00')
     codigo, saida, erro = estado_py(o, 'marcar', DATASET, '2026-09-01 11:05:00', '--sim')
     assert codigo == 0, saida + erro
-    assert ('a marca de água de titulos_a_receber vai de 2026-09-01T10:44:00 para'
-            ' 2026-09-01T11:05:00: as 2 linha(s) com carimbo entre 2026-09-01T10:44:00 e'
-            ' 2026-09-01T11:05:00 NÃO serão entregues ao vivo; só a varredura as trará.'
-            in saida), saida
+    assert (
+        'a marca de água de titulos_a_receber vai de 2026-09-01T10:44:00 para'
+        ' 2026-09-01T11:05:00: as 2 linha(s) com carimbo entre 2026-09-01T10:44:00 e'
+        ' 2026-09-01T11:05:00 NÃO serão entregues ao vivo; só a varredura as trará.' in saida
+    ), saida
     assert 'depois de 2026-09-01T11:05:00 (1 linha(s) agora)' in saida, saida
     assert o.estado()['marca_agua'][DATASET] == '2026-09-01T11:05:00'
 
@@ -140,8 +147,9 @@ def test_marca_que_avanca_pula_o_que_ficou_para_tras_e_o_ciclo_entrega_o_depois(
     r3 = o.inserir(e0, '2026-09-01 11:20:00')
     codigo, saida, erro = estado_py(o, 'marcar', DATASET, 'max', '--sim')
     assert codigo == 0, saida + erro
-    assert ('vai de 2026-09-01T11:10:00 para 2026-09-01T11:20:00: as 1 linha(s) com carimbo'
-            in saida), saida
+    assert (
+        'vai de 2026-09-01T11:10:00 para 2026-09-01T11:20:00: as 1 linha(s) com carimbo' in saida
+    ), saida
     r4 = o.inserir(e0, '2026-09-01 11:30:00')
     rodar_once(o)
     chegou = set(o.no_contextia(e0))
@@ -152,12 +160,12 @@ def test_marca_que_avanca_pula_o_que_ficou_para_tras_e_o_ciclo_entrega_o_depois(
 def test_marca_que_recua_rele_e_reenvia_o_que_tem_carimbo_depois_dela(novo_ouvinte, tipo):
     o = novo_ouvinte(tipo)
     e0, e1 = o.erp.escopos
-    rodar_once(o)                                 # marca inicial: 10:44:00, nada enviado
+    rodar_once(o)  # marca inicial: 10:44:00, nada enviado
     novo = o.inserir(e0, '2026-09-01 11:00:00')
     rodar_once(o)
     assert set(o.no_contextia(e0)) == {novo}
     # Uma correcao que nao mexeu no carimbo: o ao-vivo nao a ve...
-    corrigido = o.erp.base * 1000 + 41            # e0, n=40: carimbo 10:40:00
+    corrigido = o.erp.base * 1000 + 41  # e0, n=40: carimbo 10:40:00
     o.erp.executar('UPDATE {TITULOS} SET {VALOR} = 555.55 WHERE {ID} = :i', i=corrigido)
     rodar_once(o)
     assert corrigido not in o.no_contextia(e0)
@@ -166,9 +174,11 @@ def test_marca_que_recua_rele_e_reenvia_o_que_tem_carimbo_depois_dela(novo_ouvin
     codigo, saida, erro = estado_py(o, 'marcar', DATASET, '2026-09-01 10:30:00', '--sim')
     assert codigo == 0, saida + erro
     # Depois de 10:30: e0 n=31..44 (14) e o novo; a outra empresa so vai ate 10:29.
-    assert ('a marca de água de titulos_a_receber vai de 2026-09-01T11:00:00 para'
-            ' 2026-09-01T10:30:00 (recua): as 15 linha(s) com carimbo depois de'
-            ' 2026-09-01T10:30:00 serão relidas e reenviadas' in saida), saida
+    assert (
+        'a marca de água de titulos_a_receber vai de 2026-09-01T11:00:00 para'
+        ' 2026-09-01T10:30:00 (recua): as 15 linha(s) com carimbo depois de'
+        ' 2026-09-01T10:30:00 serão relidas e reenviadas' in saida
+    ), saida
 
     saida = rodar_once(o)
     registros = o.no_contextia(e0)
@@ -178,7 +188,7 @@ def test_marca_que_recua_rele_e_reenvia_o_que_tem_carimbo_depois_dela(novo_ouvin
     assert o.no_contextia(e1) == {}
     acomp = o.estado()['acompanhamento'][DATASET]
     assert acomp['enviados_ultimo_ciclo'] == 15
-    assert acomp.get('iguais', 0) == 1            # o `novo`, que ja estava la
+    assert acomp.get('iguais', 0) == 1  # o `novo`, que ja estava la
     assert o.estado()['marca_agua'][DATASET] == '2026-09-01T11:00:00'
 
 
@@ -189,8 +199,9 @@ def test_esquecer_carga_e_o_ciclo_de_projetos_nao_a_refaz(novo_ouvinte):
     o.mudar_estado(cargas_iniciais_pendentes=[e0])
     codigo, saida, erro = estado_py(o, 'esquecer-carga', e0, '--sim')
     assert codigo == 0, saida + erro
-    assert ('a carga inicial pendente da empresa %s será esquecida: o ouvinte não a refaz'
-            % e0) in saida
+    assert (
+        'a carga inicial pendente da empresa %s será esquecida: o ouvinte não a refaz' % e0
+    ) in saida
     assert o.estado()['cargas_iniciais_pendentes'] == []
     saida = rodar_once(o)
     assert 'ficou pela metade' not in saida and 'carga inicial %s' % e0 not in saida, saida
@@ -206,16 +217,20 @@ def test_esquecer_carga_e_o_ciclo_de_projetos_nao_a_refaz(novo_ouvinte):
 # mostrar
 # ---------------------------------------------------------------------------
 
+
 def test_mostrar_em_tabela_e_em_json(novo_ouvinte):
     from contextia_sync.fila.quarentena import Quarentena
+
     o = novo_ouvinte()
     e0 = o.erp.escopos[0]
     rodar_once(o)
-    o.mudar_estado(pendentes_varredura={DATASET: '25000 linhas em 2026-09-01 11:00:00'},
-                   cargas_iniciais_pendentes=['777'])
+    o.mudar_estado(
+        pendentes_varredura={DATASET: '25000 linhas em 2026-09-01 11:00:00'},
+        cargas_iniciais_pendentes=['777'],
+    )
     Quarentena(os.path.join(o.estado_dir, 'quarentena')).guardar(
-        DATASET, e0, 'ID', {'ID': 1, 'VALOR': 'NaN'}, 'HTTP 422: VALOR inválido',
-        status_http=422)
+        DATASET, e0, 'ID', {'ID': 1, 'VALOR': 'NaN'}, 'HTTP 422: VALOR inválido', status_http=422
+    )
 
     codigo, saida, erro = estado_py(o, 'mostrar', '--json', '--mapping=' + o.mapa)
     assert codigo == 0, erro
@@ -228,13 +243,13 @@ def test_mostrar_em_tabela_e_em_json(novo_ouvinte):
     assert titulos['dataset'] == DATASET and titulos['ao_vivo'] is True
     assert titulos['watch_column'] == 'ALTERADO_EM'
     assert titulos['marca_agua'] == '2026-09-01T10:44:00'
-    assert titulos['ultima_sonda_ok_em'] == o.estado()['acompanhamento'][DATASET][
-        'ultima_sonda']
+    assert titulos['ultima_sonda_ok_em'] == o.estado()['acompanhamento'][DATASET]['ultima_sonda']
     assert titulos['entregue_a_varredura'] == '25000 linhas em 2026-09-01 11:00:00'
     assert titulos['quarentena'] == 1 and titulos['falhas_seguidas'] == 0
     assert titulos['janela_lembrada'] == len(o.estado()['vistos'][DATASET])
-    assert status == dict(status, dataset='status', ao_vivo=False,
-                          motivo='watch_column: null', marca_agua=None)
+    assert status == dict(
+        status, dataset='status', ao_vivo=False, motivo='watch_column: null', marca_agua=None
+    )
 
     codigo, saida, erro = estado_py(o, 'mostrar')
     assert codigo == 0, erro
@@ -251,21 +266,30 @@ def test_mostrar_em_tabela_e_em_json(novo_ouvinte):
 # recusas e confirmacao
 # ---------------------------------------------------------------------------
 
+
 def test_marcar_recusa_o_que_nao_serve_e_nao_grava(novo_ouvinte):
     o = novo_ouvinte()
     rodar_once(o)
     antes = o.estado()
     casos = [
-        (('marcar', DATASET, '01/09/2026 10:00', '--sim'),
-         "O valor '01/09/2026 10:00' não serve de marca para titulos_a_receber: a coluna de"
-         ' mudança ALTERADO_EM é datetime no catálogo da origem.'),
-        (('marcar', DATASET, '2099-01-01 00:00:00', '--sim'),
-         'O valor 2099-01-01T00:00:00 está no futuro da origem'),
-        (('marcar', 'nao_existe', 'max', '--sim'),
-         "O dataset 'nao_existe' não está no mapeamento.\nOs datasets ao vivo dele:"
-         ' titulos_a_receber.'),
-        (('marcar', 'Status', 'max', '--sim'),
-         'O dataset status está fora do ao-vivo (watch_column: null): não tem marca de água.'),
+        (
+            ('marcar', DATASET, '01/09/2026 10:00', '--sim'),
+            "O valor '01/09/2026 10:00' não serve de marca para titulos_a_receber: a coluna de"
+            ' mudança ALTERADO_EM é datetime no catálogo da origem.',
+        ),
+        (
+            ('marcar', DATASET, '2099-01-01 00:00:00', '--sim'),
+            'O valor 2099-01-01T00:00:00 está no futuro da origem',
+        ),
+        (
+            ('marcar', 'nao_existe', 'max', '--sim'),
+            "O dataset 'nao_existe' não está no mapeamento.\nOs datasets ao vivo dele:"
+            ' titulos_a_receber.',
+        ),
+        (
+            ('marcar', 'Status', 'max', '--sim'),
+            'O dataset status está fora do ao-vivo (watch_column: null): não tem marca de água.',
+        ),
         # Sem terminal e sem --sim: nada de confirmar por omissao.
         (('marcar', DATASET, '2026-09-01 10:00:00'), 'sem terminal para confirmar: nada mudou.'),
     ]
@@ -286,10 +310,16 @@ def _num_terminal(o, argv, resposta):
     mestre, escravo = pty.openpty()
     try:
         processo = subprocess.Popen(
-            [sys.executable, 'estado.py'] + argv + ['--estado=' + o.estado_dir,
-                                                    '--mapping=' + o.mapa],
-            cwd=RAIZ, env=o.env(), stdin=escravo, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            [sys.executable, 'estado.py']
+            + argv
+            + ['--estado=' + o.estado_dir, '--mapping=' + o.mapa],
+            cwd=RAIZ,
+            env=o.env(),
+            stdin=escravo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         os.write(mestre, resposta.encode() + b'\n')
         saida, erro = processo.communicate(timeout=120)
     finally:

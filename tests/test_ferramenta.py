@@ -90,21 +90,28 @@ def test_vigia_de_inatividade_encerra_o_grupo():
 
 
 def test_vigia_nao_mata_quem_fala():
-    r = ferramenta.rodar(_bash('for i in 1 2 3 4; do echo $i; sleep 0.6; done'), 'falante',
-                         inatividade=1, log=Registro())
+    r = ferramenta.rodar(
+        _bash('for i in 1 2 3 4; do echo $i; sleep 0.6; done'),
+        'falante',
+        inatividade=1,
+        log=Registro(),
+    )
     assert r.ok
 
 
 def test_tempo_total():
-    r = ferramenta.rodar(_bash('while true; do echo x; sleep 0.2; done'), 'sem-fim',
-                         timeout=1, log=Registro())
+    r = ferramenta.rodar(
+        _bash('while true; do echo x; sleep 0.2; done'), 'sem-fim', timeout=1, log=Registro()
+    )
     assert r.motivo == 'tempo' and r.codigo == ferramenta.CODIGO_TEMPO
 
 
 def test_parada_encerra_o_grupo_inteiro_mesmo_neto_que_ignora_sigterm(tmp_path):
     pids = tmp_path / 'pids'
-    corpo = ('(trap "" TERM; echo $BASHPID >> %s; while true; do sleep 0.2; done) & '
-             'sleep 300 & echo $! >> %s; echo pronto; wait' % (pids, pids))
+    corpo = (
+        '(trap "" TERM; echo $BASHPID >> %s; while true; do sleep 0.2; done) & '
+        'sleep 300 & echo $! >> %s; echo pronto; wait' % (pids, pids)
+    )
     pedido = {'parar': False, 'pid': None}
 
     def ao_iniciar(pid):
@@ -116,8 +123,9 @@ def test_parada_encerra_o_grupo_inteiro_mesmo_neto_que_ignora_sigterm(tmp_path):
     def deve_parar():
         return time.monotonic() - inicio > 1.0
 
-    r = ferramenta.rodar(_bash(corpo), 'carga', deve_parar=deve_parar,
-                         ao_iniciar=ao_iniciar, log=log)
+    r = ferramenta.rodar(
+        _bash(corpo), 'carga', deve_parar=deve_parar, ao_iniciar=ao_iniciar, log=log
+    )
     assert r.motivo == 'parada'
     assert time.monotonic() - inicio < ferramenta.GRACA_TERM + 5
     assert _vivos_no_grupo(pedido['pid']) == []
@@ -151,8 +159,7 @@ def test_neto_segurando_o_pipe_nao_prende_o_laco():
 
 def test_stdin_e_devnull():
     # Uma ferramenta que le stdin recebe EOF na hora em vez de esperar para sempre.
-    r = ferramenta.rodar(_bash('read linha; echo "leu:$?"'), 'leitora', timeout=10,
-                         log=Registro())
+    r = ferramenta.rodar(_bash('read linha; echo "leu:$?"'), 'leitora', timeout=10, log=Registro())
     assert r.ok and r.duracao < 5
 
 
@@ -163,6 +170,11 @@ def test_programa_inexistente():
 
 def test_pulso_chamado_durante_ferramenta_longa():
     pulsos = []
-    r = ferramenta.rodar(_bash('sleep 1.2'), 'longa', pulso=lambda: pulsos.append(1),
-                         intervalo_pulso=0.3, log=Registro())
+    r = ferramenta.rodar(
+        _bash('sleep 1.2'),
+        'longa',
+        pulso=lambda: pulsos.append(1),
+        intervalo_pulso=0.3,
+        log=Registro(),
+    )
     assert r.ok and len(pulsos) >= 2

@@ -23,19 +23,28 @@ from contextia_sync.registro import logger as logger_sdk
 
 def registros(quantidade, inicio=0, sufixo=''):
     for i in range(inicio, inicio + quantidade):
-        yield {'ID': i, 'NOME': 'registro %d%s' % (i, sufixo),
-               'VALOR': decimal.Decimal('%d.%02d' % (i, i % 100)),
-               'VENCIMENTO': datetime.date(2026, 1, 1) + datetime.timedelta(days=i % 365)}
+        yield {
+            'ID': i,
+            'NOME': 'registro %d%s' % (i, sufixo),
+            'VALOR': decimal.Decimal('%d.%02d' % (i, i % 100)),
+            'VENCIMENTO': datetime.date(2026, 1, 1) + datetime.timedelta(days=i % 365),
+        }
 
 
 def test_upsert_repetir_o_envio_da_so_duplicates(chave_contextia):
     chave = chave_contextia()
-    primeiro = cliente.enviar_dataset('Titulos a Receber', registros(1200), key='ID',
-                                      chunk=500, api_key=chave)
-    assert (primeiro.registros, primeiro.inserted, primeiro.lotes_ok,
-            primeiro.lotes_erro) == (1200, 1200, 3, 0)
-    segundo = cliente.enviar_dataset('Titulos a Receber', registros(1200), key='ID',
-                                     chunk=500, api_key=chave)
+    primeiro = cliente.enviar_dataset(
+        'Titulos a Receber', registros(1200), key='ID', chunk=500, api_key=chave
+    )
+    assert (primeiro.registros, primeiro.inserted, primeiro.lotes_ok, primeiro.lotes_erro) == (
+        1200,
+        1200,
+        3,
+        0,
+    )
+    segundo = cliente.enviar_dataset(
+        'Titulos a Receber', registros(1200), key='ID', chunk=500, api_key=chave
+    )
     assert (segundo.inserted, segundo.updated, segundo.duplicates) == (0, 0, 1200)
     # 10 alterados + 5 novos
     alterados = list(registros(10, sufixo=' alterado')) + list(registros(5, inicio=1200))
@@ -43,7 +52,10 @@ def test_upsert_repetir_o_envio_da_so_duplicates(chave_contextia):
     assert (terceiro.inserted, terceiro.updated, terceiro.duplicates) == (5, 10, 0)
     [dataset] = cliente.listar_datasets(chave)
     assert (dataset['dataset'], dataset['records'], dataset['key']) == (
-        'titulos_a_receber', 1205, 'ID')
+        'titulos_a_receber',
+        1205,
+        'ID',
+    )
 
 
 def test_sem_key_deduplica_por_hash_e_alteracao_vira_registro_novo(chave_contextia):
@@ -54,8 +66,9 @@ def test_sem_key_deduplica_por_hash_e_alteracao_vira_registro_novo(chave_context
     reordenado = [{'DESCRICAO': r['DESCRICAO'], 'CODIGO': r['CODIGO']} for r in base]
     repetido = cliente.enviar_dataset('status', reordenado, api_key=chave)
     assert (repetido.inserted, repetido.duplicates) == (0, 2)
-    alterado = cliente.enviar_dataset('status', [{'CODIGO': 'A', 'DESCRICAO': 'ATIVO'}],
-                                      api_key=chave)
+    alterado = cliente.enviar_dataset(
+        'status', [{'CODIGO': 'A', 'DESCRICAO': 'ATIVO'}], api_key=chave
+    )
     assert (alterado.inserted, alterado.updated) == (1, 0)
     assert cliente.listar_datasets(chave)[0]['records'] == 3
 
@@ -63,13 +76,31 @@ def test_sem_key_deduplica_por_hash_e_alteracao_vira_registro_novo(chave_context
 def test_leitura_devolve_os_valores_como_enviados(chave_contextia):
     chave = chave_contextia()
     uid = uuid.uuid4()
-    enviado = {'ID': 1, 'VALOR': decimal.Decimal('10.50'), 'QUANDO': datetime.datetime(
-        2026, 9, 2, 10, 5), 'ARQ': b'\x00\x01', 'UID': uid, 'NADA': None}
-    cliente.enviar_dataset('tipos', [enviado], key='ID', api_key=chave,
-                           description='tipos', fields={'VALOR': 'valor em reais'})
+    enviado = {
+        'ID': 1,
+        'VALOR': decimal.Decimal('10.50'),
+        'QUANDO': datetime.datetime(2026, 9, 2, 10, 5),
+        'ARQ': b'\x00\x01',
+        'UID': uid,
+        'NADA': None,
+    }
+    cliente.enviar_dataset(
+        'tipos',
+        [enviado],
+        key='ID',
+        api_key=chave,
+        description='tipos',
+        fields={'VALOR': 'valor em reais'},
+    )
     [lido] = list(cliente.ler_registros('tipos', chave))
-    assert lido == {'ID': 1, 'VALOR': '10.50', 'QUANDO': '2026-09-02T10:05:00',
-                    'ARQ': 'AAE=', 'UID': str(uid), 'NADA': None}
+    assert lido == {
+        'ID': 1,
+        'VALOR': '10.50',
+        'QUANDO': '2026-09-02T10:05:00',
+        'ARQ': 'AAE=',
+        'UID': str(uid),
+        'NADA': None,
+    }
     assert cliente.bytes_de(lido['ARQ']) == b'\x00\x01'
     [info] = cliente.listar_datasets(chave)
     assert info['fields'] == {'VALOR': 'valor em reais'} and info['description'] == 'tipos'
@@ -93,8 +124,7 @@ def test_envio_e_em_streaming_sem_materializar(chave_contextia):
                 vistos_no_servidor.append(cliente.listar_datasets(chave)[0]['records'])
             yield {'ID': i}
 
-    resultado = cliente.enviar_dataset('stream', gerador(), key='ID', chunk=200,
-                                       api_key=chave)
+    resultado = cliente.enviar_dataset('stream', gerador(), key='ID', chunk=200, api_key=chave)
     assert resultado.inserted == 1000
     assert vistos_no_servidor == [600]
 
@@ -104,8 +134,9 @@ def test_sync_e_complete_removem_exatamente_o_que_nao_foi_visto(chave_contextia)
     cliente.enviar_dataset('carga', registros(100), key='ID', api_key=chave)
     sync = cliente.gerar_sync()
     # A origem perdeu os IDs 90..99.
-    resultado = cliente.enviar_dataset('carga', registros(90), key='ID', chunk=40,
-                                       api_key=chave, sync=sync)
+    resultado = cliente.enviar_dataset(
+        'carga', registros(90), key='ID', chunk=40, api_key=chave, sync=sync
+    )
     assert (resultado.duplicates, resultado.lotes_erro) == (90, 0)
     fechado = cliente.completar('carga', sync, api_key=chave, max_remocao=0.2)
     assert fechado['removed'] == 10
@@ -123,8 +154,7 @@ def test_complete_nao_remove_o_que_chegou_por_fora_durante_a_carga(chave_context
     # O ouvinte manda uma inclusao (sem sync) enquanto a varredura corre.
     cliente.enviar_dataset('vivo', registros(1, inicio=500), key='ID', api_key=chave)
     assert cliente.completar('vivo', sync, api_key=chave)['removed'] == 5
-    assert sorted(r['ID'] for r in cliente.ler_registros('vivo', chave)) == [
-        0, 1, 2, 3, 4, 500]
+    assert sorted(r['ID'] for r in cliente.ler_registros('vivo', chave)) == [0, 1, 2, 3, 4, 500]
 
 
 def test_teto_de_remocao_recusa_e_nao_remove_nada(chave_contextia):
@@ -159,14 +189,14 @@ def test_remove_no_envelope(chave_contextia):
     assert sorted(r['ID'] for r in cliente.ler_registros('rem', chave)) == [0, 2, 4]
 
 
-def test_um_lote_que_falha_conta_em_lotes_erro_e_o_resto_segue(chave_contextia,
-                                                               ambiente_contextia):
+def test_um_lote_que_falha_conta_em_lotes_erro_e_o_resto_segue(chave_contextia, ambiente_contextia):
     chave = chave_contextia()
     cliente.enviar_dataset('falha', registros(1), key='ID', api_key=chave)
     # 500 nao e re-tentado (erro do servidor, nao sobrecarga): o 2o lote falha.
     ambiente_contextia.injetar('500', 1)
-    resultado = cliente.enviar_dataset('falha', registros(300, inicio=1), key='ID',
-                                       chunk=100, api_key=chave)
+    resultado = cliente.enviar_dataset(
+        'falha', registros(300, inicio=1), key='ID', chunk=100, api_key=chave
+    )
     assert (resultado.lotes_ok, resultado.lotes_erro) == (2, 1)
     assert 'HTTP 500' in resultado.erros[0]
     assert cliente.listar_datasets(chave)[0]['records'] == 201
@@ -190,8 +220,7 @@ def test_429_respeita_retry_after(chave_contextia, ambiente_contextia):
     assert ambiente_contextia.falhas_injetadas()['429'] == 1
 
 
-def test_conexao_derrubada_no_meio_e_reenviada_sem_duplicar(chave_contextia,
-                                                            ambiente_contextia):
+def test_conexao_derrubada_no_meio_e_reenviada_sem_duplicar(chave_contextia, ambiente_contextia):
     chave = chave_contextia()
     # O servidor GRAVA e derruba a resposta: o reenvio tem de dar o mesmo estado.
     ambiente_contextia.injetar('derrubar', 1, quando='depois')
@@ -263,8 +292,7 @@ def test_sem_contextia_url_recusa_sem_adivinhar(monkeypatch):
         cliente.enviar_dataset('x', [], api_key='ctx_qualquer')
 
 
-def test_contextia_intake_url_troca_o_endpoint(chave_contextia, ambiente_contextia,
-                                               monkeypatch):
+def test_contextia_intake_url_troca_o_endpoint(chave_contextia, ambiente_contextia, monkeypatch):
     chave = chave_contextia()
     monkeypatch.delenv('CONTEXTIA_URL')
     monkeypatch.setenv('CONTEXTIA_INTAKE_URL', ambiente_contextia.url + '/api/v1/intake')
@@ -308,8 +336,9 @@ def test_oito_clientes_concorrentes_no_mesmo_dataset(chave_contextia):
         proprios = list(registros(400, inicio=posicao * 1000))
         # Intercala: todos escrevem os 100 comuns ao mesmo tempo que os seus.
         lote = [r for par in zip(proprios[:100], comum, strict=True) for r in par] + proprios[100:]
-        resultados[posicao] = cliente.enviar_dataset('concorrente', lote, key='ID',
-                                                     chunk=50, api_key=chave)
+        resultados[posicao] = cliente.enviar_dataset(
+            'concorrente', lote, key='ID', chunk=50, api_key=chave
+        )
 
     threads = [threading.Thread(target=enviar, args=(i,)) for i in range(8)]
     for t in threads:
@@ -327,14 +356,21 @@ def test_oito_clientes_concorrentes_no_mesmo_dataset(chave_contextia):
 
 def test_trocar_a_key_so_numa_carga_completa(chave_contextia):
     chave = chave_contextia()
-    cliente.enviar_dataset('trocakey', [{'ID': 1, 'COD': 'a'}, {'ID': 2, 'COD': 'b'}],
-                           api_key=chave)
-    incremental = cliente.enviar_dataset('trocakey', [{'ID': 1, 'COD': 'a'}], key='ID',
-                                         api_key=chave)
+    cliente.enviar_dataset(
+        'trocakey', [{'ID': 1, 'COD': 'a'}, {'ID': 2, 'COD': 'b'}], api_key=chave
+    )
+    incremental = cliente.enviar_dataset(
+        'trocakey', [{'ID': 1, 'COD': 'a'}], key='ID', api_key=chave
+    )
     assert incremental.lotes_erro == 1 and 'carga completa' in incremental.erros[0]
     sync = cliente.gerar_sync()
-    carga = cliente.enviar_dataset('trocakey', [{'ID': 1, 'COD': 'a'}, {'ID': 2, 'COD': 'B'}],
-                                   key='ID', api_key=chave, sync=sync)
+    carga = cliente.enviar_dataset(
+        'trocakey',
+        [{'ID': 1, 'COD': 'a'}, {'ID': 2, 'COD': 'B'}],
+        key='ID',
+        api_key=chave,
+        sync=sync,
+    )
     assert (carga.inserted, carga.lotes_erro) == (2, 0)
     assert cliente.completar('trocakey', sync, api_key=chave)['removed'] == 2
     assert sorted(r['COD'] for r in cliente.ler_registros('trocakey', chave)) == ['B', 'a']
@@ -346,16 +382,14 @@ def test_servidor_sem_remove_como_o_contextia_de_hoje(fabrica_contextia, monkeyp
     monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
     chave = servidor.criar_projeto_com_chave('sem-remove')
     assert cliente.capacidades(chave)['remove'] is False
-    resultado = cliente.enviar_dataset('rem', registros(5), key='ID', api_key=chave,
-                                       remove=[1, 2])
+    resultado = cliente.enviar_dataset('rem', registros(5), key='ID', api_key=chave, remove=[1, 2])
     # Os registros chegam; a exclusao nao, e isso conta como falha.
     assert (resultado.inserted, resultado.removed, resultado.lotes_erro) == (5, 0, 1)
     assert 'não suporta `remove`' in resultado.erros[0]
     assert cliente.listar_datasets(chave)[0]['records'] == 5
 
 
-def test_servidor_fora_do_ar_interrompe_sem_ler_a_origem_toda(fabrica_contextia,
-                                                              monkeypatch):
+def test_servidor_fora_do_ar_interrompe_sem_ler_a_origem_toda(fabrica_contextia, monkeypatch):
     servidor = fabrica_contextia()
     monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
     chave = servidor.criar_projeto_com_chave('fora')
@@ -382,14 +416,21 @@ def test_servidor_fora_do_ar_interrompe_sem_ler_a_origem_toda(fabrica_contextia,
 # Uma politica so (transporte.pedir): um prazo por CHAMADA, contado do inicio,
 # que vale para status passageiro, queda de conexao e timeout somados.
 
+
 def _pedir_intake(servidor, chave, dataset='politica', **opcoes):
-    return transporte.pedir('POST', servidor.url + '/api/v1/intake', autorizacao=chave,
-                            corpo={'dataset': dataset, 'records': [{'ID': 1}], 'key': 'ID'},
-                            contexto='teste da política', **opcoes)
+    return transporte.pedir(
+        'POST',
+        servidor.url + '/api/v1/intake',
+        autorizacao=chave,
+        corpo={'dataset': dataset, 'records': [{'ID': 1}], 'key': 'ID'},
+        contexto='teste da política',
+        **opcoes,
+    )
 
 
-def test_prazo_e_um_so_por_chamada_com_503_sem_fim(chave_contextia, ambiente_contextia,
-                                                   monkeypatch):
+def test_prazo_e_um_so_por_chamada_com_503_sem_fim(
+    chave_contextia, ambiente_contextia, monkeypatch
+):
     chave = chave_contextia()
     monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 2)
     # Tentativas de sobra: quem para o pedido e o prazo, nao a contagem.
@@ -405,8 +446,9 @@ def test_prazo_e_um_so_por_chamada_com_503_sem_fim(chave_contextia, ambiente_con
     assert decorrido < 2 + 1
 
 
-def test_prazo_nao_recomeca_quando_a_falha_muda_de_tipo(chave_contextia, ambiente_contextia,
-                                                        monkeypatch):
+def test_prazo_nao_recomeca_quando_a_falha_muda_de_tipo(
+    chave_contextia, ambiente_contextia, monkeypatch
+):
     chave = chave_contextia()
     monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 2)
     monkeypatch.setattr(transporte, 'RETENTATIVAS', 100)
@@ -424,8 +466,9 @@ def test_prazo_nao_recomeca_quando_a_falha_muda_de_tipo(chave_contextia, ambient
     assert (falhas['derrubar'], falhas['503']) == (2, 1)
 
 
-def test_tentativa_lenta_nao_passa_do_prazo_da_chamada(chave_contextia, ambiente_contextia,
-                                                       monkeypatch):
+def test_tentativa_lenta_nao_passa_do_prazo_da_chamada(
+    chave_contextia, ambiente_contextia, monkeypatch
+):
     chave = chave_contextia()
     monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 2)
     # A resposta levaria 6 s; o timeout de leitura por tentativa (120 s) nao vale
@@ -437,8 +480,9 @@ def test_tentativa_lenta_nao_passa_do_prazo_da_chamada(chave_contextia, ambiente
     assert time.monotonic() - inicio < 2 + 1.5
 
 
-def test_queda_no_meio_do_corpo_e_retentada_no_mesmo_prazo(chave_contextia,
-                                                           ambiente_contextia, monkeypatch):
+def test_queda_no_meio_do_corpo_e_retentada_no_mesmo_prazo(
+    chave_contextia, ambiente_contextia, monkeypatch
+):
     chave = chave_contextia()
     ambiente_contextia.injetar('derrubar', 2, quando='antes')
     resposta = _pedir_intake(ambiente_contextia, chave, dataset='queda_corpo')
@@ -459,8 +503,7 @@ def test_queda_no_meio_do_corpo_e_retentada_no_mesmo_prazo(chave_contextia,
     assert (falhas['503'], falhas['derrubar']) == (1, 2)
 
 
-def test_retentativas_somam_status_e_conexao(chave_contextia, ambiente_contextia,
-                                             monkeypatch):
+def test_retentativas_somam_status_e_conexao(chave_contextia, ambiente_contextia, monkeypatch):
     chave = chave_contextia()
     monkeypatch.setattr(transporte, 'RETENTATIVAS', 2)
     ambiente_contextia.injetar('503', 1)
@@ -488,12 +531,11 @@ def test_deve_parar_encerra_a_espera_na_hora(chave_contextia, ambiente_contextia
         _pedir_intake(ambiente_contextia, chave, deve_parar=deve_parar)
     assert time.monotonic() - inicio < 1.5
     assert 'HTTP 429' in str(erro.value) and chave not in str(erro.value)
-    assert len(perguntas) > 1                   # olhado durante a espera, nao so antes
+    assert len(perguntas) > 1  # olhado durante a espera, nao so antes
     assert ambiente_contextia.falhas_injetadas()['429'] == 1
 
 
-def test_deve_parar_no_envio_interrompe_sem_ler_a_origem(chave_contextia,
-                                                         ambiente_contextia):
+def test_deve_parar_no_envio_interrompe_sem_ler_a_origem(chave_contextia, ambiente_contextia):
     chave = chave_contextia()
     ambiente_contextia.injetar('503', 1, retry_after=30)
     lidos = []
@@ -504,8 +546,9 @@ def test_deve_parar_no_envio_interrompe_sem_ler_a_origem(chave_contextia,
             yield {'ID': i}
 
     inicio = time.monotonic()
-    resultado = cliente.enviar_dataset('parada', origem(), key='ID', chunk=100, api_key=chave,
-                                       deve_parar=lambda: True)
+    resultado = cliente.enviar_dataset(
+        'parada', origem(), key='ID', chunk=100, api_key=chave, deve_parar=lambda: True
+    )
     assert time.monotonic() - inicio < 1.5
     assert isinstance(resultado, cliente.ResultadoEnvio)
     assert (resultado.lotes_ok, resultado.lotes_erro, resultado.registros) == (0, 1, 100)
@@ -521,8 +564,9 @@ def test_413_de_um_registro_sozinho_diz_qual_e_o_que_fazer(fabrica_contextia, mo
     chave = servidor.criar_projeto_com_chave('413-sozinho')
     # Sem quarentena: continua lote falho (a marca fica), mas a mensagem nao manda
     # diminuir o chunk -- o registro sozinho ja passa do limite.
-    resultado = cliente.enviar_dataset('anexos', [{'ID': 1, 'CORPO': 'x' * 5000}, {'ID': 2}],
-                                       key='ID', api_key=chave, escopo='297')
+    resultado = cliente.enviar_dataset(
+        'anexos', [{'ID': 1, 'CORPO': 'x' * 5000}, {'ID': 2}], key='ID', api_key=chave, escopo='297'
+    )
     assert (resultado.inserted, resultado.lotes_erro, resultado.quarentenados) == (1, 1, 0)
     [erro] = resultado.erros
     assert 'dataset anexos' in erro and 'escopo 297' in erro and 'ID=1' in erro
@@ -534,8 +578,12 @@ def test_413_de_um_registro_sozinho_diz_qual_e_o_que_fazer(fabrica_contextia, mo
 def test_chave_com_quebra_de_linha_e_recusada_antes_de_conectar_dizendo_o_que_conferir():
     with pytest.raises(transporte.ErroContextia) as erro:
         # Porta 9 (discard): nada escuta; o pedido nem chega a conectar.
-        transporte.pedir('GET', 'http://127.0.0.1:9/api/v1/projeto',
-                         autorizacao='ctx_abcdefgh\nX-Outro: 1', contexto='teste')
+        transporte.pedir(
+            'GET',
+            'http://127.0.0.1:9/api/v1/projeto',
+            autorizacao='ctx_abcdefgh\nX-Outro: 1',
+            contexto='teste',
+        )
     mensagem = str(erro.value)
     assert 'pedido inválido' in mensagem and 'CONTEXTIA_URL' in mensagem
-    assert 'abcdefgh' not in mensagem          # a chave segue mascarada
+    assert 'abcdefgh' not in mensagem  # a chave segue mascarada

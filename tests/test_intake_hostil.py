@@ -31,8 +31,13 @@ BEARER_ABERTO = re.compile(r'Bearer(\s|%20|\+)(?!\*\*\*)\S')
 
 @pytest.fixture
 def sem_ambiente_do_contextia(monkeypatch):
-    for nome in ('CONTEXTIA_URL', 'CONTEXTIA_INTAKE_URL', 'CONTEXTIA_API_KEY',
-                 'CONTEXTIA_ADMIN_TOKEN', 'CONTEXTIA_CA_BUNDLE'):
+    for nome in (
+        'CONTEXTIA_URL',
+        'CONTEXTIA_INTAKE_URL',
+        'CONTEXTIA_API_KEY',
+        'CONTEXTIA_ADMIN_TOKEN',
+        'CONTEXTIA_CA_BUNDLE',
+    ):
         monkeypatch.delenv(nome, raising=False)
     monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 3)
 
@@ -47,6 +52,7 @@ def _sem_segredo(texto, *segredos_):
 # ================================================================ 1. o eco de segredos
 def _chamadas(chave, token):
     """(rótulo, função) de cada chamada do cliente; a função devolve o texto do erro."""
+
     def enviar():
         resultado = cliente.enviar_dataset('titulos', [{'ID': 1}], key='ID', api_key=chave)
         assert resultado.lotes_erro == 1 and resultado.lotes_ok == 0
@@ -57,6 +63,7 @@ def _chamadas(chave, token):
             with pytest.raises(transporte.ErroContextia) as erro:
                 funcao()
             return str(erro.value)
+
         return chamar
 
     return [
@@ -64,16 +71,22 @@ def _chamadas(chave, token):
         ('completar', levantar(lambda: cliente.completar('titulos', 'sync-1', api_key=chave))),
         ('quem_sou', levantar(lambda: cliente.quem_sou(chave))),
         ('capacidades', levantar(lambda: cliente.capacidades(chave))),
-        ('admin', levantar(lambda: Admin(token=token, url=os.environ['CONTEXTIA_URL'])
-                           .criar_projeto('297'))),
+        (
+            'admin',
+            levantar(
+                lambda: Admin(token=token, url=os.environ['CONTEXTIA_URL']).criar_projeto('297')
+            ),
+        ),
     ]
 
 
 @pytest.mark.parametrize('status', [200, 500])
-@pytest.mark.parametrize('chamada', ['enviar_dataset', 'completar', 'quem_sou', 'capacidades',
-                                     'admin'])
+@pytest.mark.parametrize(
+    'chamada', ['enviar_dataset', 'completar', 'quem_sou', 'capacidades', 'admin']
+)
 def test_servidor_que_ecoa_os_cabecalhos_nao_poe_segredo_na_mensagem(
-        sem_ambiente_do_contextia, monkeypatch, capfd, status, chamada):
+    sem_ambiente_do_contextia, monkeypatch, capfd, status, chamada
+):
     # Chave que nao tem a cara `ctx_` (arquivo escrito a mao) e token qualquer:
     # a mascara nao pode depender do formato, so do que foi enviado.
     chave = 'chave-propria-' + secrets.token_hex(12)
@@ -95,11 +108,13 @@ def test_mascara_esconde_bearer_a_autorizacao_e_os_segredos_do_ambiente(monkeypa
     monkeypatch.setenv('CONTEXTIA_ADMIN_TOKEN', token)
     monkeypatch.setenv('CONTEXTIA_WEBHOOK_SEGREDO', webhook)
     chave = 'ctx_' + secrets.token_urlsafe(24)
-    texto = ('Authorization: Bearer %s | x-admin: %s | hook=%s | Bearer%%20qualquer-coisa'
-             ' | Basic dXNlcjpzZW5oYQ== | chave %s' % (token, token, webhook, chave))
+    texto = (
+        'Authorization: Bearer %s | x-admin: %s | hook=%s | Bearer%%20qualquer-coisa'
+        ' | Basic dXNlcjpzZW5oYQ== | chave %s' % (token, token, webhook, chave)
+    )
     mascarado = transporte.mascarar(texto)
     _sem_segredo(mascarado, token, webhook, chave, 'qualquer-coisa', 'dXNlcjpzZW5oYQ')
-    assert chave[:8] + '...' in mascarado               # o prefixo que o admin lista
+    assert chave[:8] + '...' in mascarado  # o prefixo que o admin lista
     assert transporte.mascarar(mascarado) == mascarado  # mascarar de novo nao muda nada
 
 
@@ -112,25 +127,29 @@ def test_ouvinte_com_proxy_que_ecoa_nao_grava_segredo_em_log_estado_ou_status(tm
     """
     erp = erp_teste.erp_sqlite(tmp_path)
     token = 'token-admin-' + secrets.token_hex(12)
-    chaves = {erp.escopos[0]: 'ctx_' + secrets.token_urlsafe(24),
-              erp.escopos[1]: 'chave-propria-' + secrets.token_hex(12)}
+    chaves = {
+        erp.escopos[0]: 'ctx_' + secrets.token_urlsafe(24),
+        erp.escopos[1]: 'chave-propria-' + secrets.token_hex(12),
+    }
 
     def status(pedido):
         # 200 HTML no intake e no admin (o proxy que responde por eles), 500 no resto.
         return 200 if pedido.caminho.startswith(('/api/v1/intake', '/api/v1/admin')) else 500
 
     with ServidorHostil(eco_html(status)) as hostil:
+
         class Destino:
             def ambiente(self):
                 return {'CONTEXTIA_URL': hostil.url, 'CONTEXTIA_ADMIN_TOKEN': token}
 
         o = Ouvinte(tmp_path, erp, Destino(), lambda escopo: chaves[escopo])
-        assert o.rodar('--once')[0] == 0                 # a marca inicial (nada enviado)
+        assert o.rodar('--once')[0] == 0  # a marca inicial (nada enviado)
         for escopo in erp.escopos:
             o.inserir(escopo, '2026-09-01 11:00:00')
-        nova = str(erp.base + 7)                         # empresa nova: o provisionar roda
-        erp.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova),
-                     n='Loja Nova', a='S')
+        nova = str(erp.base + 7)  # empresa nova: o provisionar roda
+        erp.executar(
+            'INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova), n='Loja Nova', a='S'
+        )
         log = tmp_path / 'ouvinte.log'
         codigo, saida = o.rodar('--once', '--log=' + str(log))
         enviados = ' '.join(p.cabecalhos.get('Authorization', '') for p in hostil.pedidos)
@@ -157,16 +176,20 @@ def test_ouvinte_com_proxy_que_ecoa_nao_grava_segredo_em_log_estado_ou_status(tm
 
 # ================================================================ 2. redirecionamento
 @pytest.mark.parametrize('codigo', [301, 302, 307, 308])
-def test_intake_nunca_segue_redirecionamento_e_o_lote_nao_conta(sem_ambiente_do_contextia,
-                                                                 monkeypatch, codigo):
+def test_intake_nunca_segue_redirecionamento_e_o_lote_nao_conta(
+    sem_ambiente_do_contextia, monkeypatch, codigo
+):
     chave = 'ctx_' + secrets.token_urlsafe(24)
-    with ServidorHostil(intake_falso()) as destino, \
-            ServidorHostil(redirecionar(codigo, destino.url)) as origem:
+    with (
+        ServidorHostil(intake_falso()) as destino,
+        ServidorHostil(redirecionar(codigo, destino.url)) as origem,
+    ):
         monkeypatch.setenv('CONTEXTIA_URL', origem.url)
-        resultado = cliente.enviar_dataset('titulos', [{'ID': i} for i in range(5)], key='ID',
-                                           chunk=2, api_key=chave)
+        resultado = cliente.enviar_dataset(
+            'titulos', [{'ID': i} for i in range(5)], key='ID', chunk=2, api_key=chave
+        )
         assert destino.conexoes == 0 and destino.pedidos == []
-        assert len(origem.pedidos) == 1                  # o resto nem foi lido
+        assert len(origem.pedidos) == 1  # o resto nem foi lido
     assert (resultado.lotes_ok, resultado.inserted, resultado.interrompido) == (0, 0, True)
     assert resultado.lotes_erro == 1
     texto = ' '.join(resultado.erros)
@@ -174,20 +197,25 @@ def test_intake_nunca_segue_redirecionamento_e_o_lote_nao_conta(sem_ambiente_do_
     assert 'o SDK nunca segue redirecionamento' in texto
 
 
-def test_complete_leitura_e_admin_nunca_seguem_redirecionamento(sem_ambiente_do_contextia,
-                                                                monkeypatch):
+def test_complete_leitura_e_admin_nunca_seguem_redirecionamento(
+    sem_ambiente_do_contextia, monkeypatch
+):
     chave = 'ctx_' + secrets.token_urlsafe(24)
-    with ServidorHostil(intake_falso()) as destino, \
-            ServidorHostil(redirecionar(307, destino.url)) as origem:
+    with (
+        ServidorHostil(intake_falso()) as destino,
+        ServidorHostil(redirecionar(307, destino.url)) as origem,
+    ):
         monkeypatch.setenv('CONTEXTIA_URL', origem.url)
         admin = Admin(token='token-admin-' + secrets.token_hex(8), url=origem.url)
-        for chamar in (lambda: cliente.completar('titulos', 'sync-1', api_key=chave),
-                       lambda: cliente.quem_sou(chave),
-                       lambda: admin.criar_projeto('297'),
-                       lambda: admin.registrar_webhook(1, 'https://receptor.exemplo/x',
-                                                       segredo='s' * 32)):
-            with pytest.raises(transporte.ErroContextia, match='HTTP 307 mandando'
-                                                               ' para %s' % destino.url) as erro:
+        for chamar in (
+            lambda: cliente.completar('titulos', 'sync-1', api_key=chave),
+            lambda: cliente.quem_sou(chave),
+            lambda: admin.criar_projeto('297'),
+            lambda: admin.registrar_webhook(1, 'https://receptor.exemplo/x', segredo='s' * 32),
+        ):
+            with pytest.raises(
+                transporte.ErroContextia, match='HTTP 307 mandando para %s' % destino.url
+            ) as erro:
                 chamar()
             assert type(erro.value).__name__ == 'ErroRedirecionamento'
         assert destino.conexoes == 0 and destino.pedidos == []
@@ -206,17 +234,34 @@ def _programa(nome, tmp_path, erp):
         return ['connector.py'] + base + ['--scope=' + erp.escopos[0]]
     if nome == 'provisionar.py':
         return ['provisionar.py'] + base + ['--arquivo=' + str(tmp_path / 'novo.tsv')]
-    return ['ouvinte.py'] + base + ['--chaves=' + str(chaves), '--estado=' + str(
-        tmp_path / 'estado'), '--varredura=nao', '--once']
+    return (
+        ['ouvinte.py']
+        + base
+        + [
+            '--chaves=' + str(chaves),
+            '--estado=' + str(tmp_path / 'estado'),
+            '--varredura=nao',
+            '--once',
+        ]
+    )
 
 
 def _rodar(argv, **ambiente):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith('CONTEXTIA_') and k.lower() not in ('http_proxy', 'https_proxy',
-                                                                   'no_proxy', 'all_proxy')}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith('CONTEXTIA_')
+        and k.lower() not in ('http_proxy', 'https_proxy', 'no_proxy', 'all_proxy')
+    }
     env.update(ambiente)
-    feito = subprocess.run([sys.executable] + argv, cwd=RAIZ, env=env, timeout=120,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    feito = subprocess.run(
+        [sys.executable] + argv,
+        cwd=RAIZ,
+        env=env,
+        timeout=120,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
@@ -227,16 +272,22 @@ def test_http_fora_de_loopback_e_recusado_antes_de_qualquer_conexao(tmp_path, pr
     # o host de fora chegaria nele (e nada sairia desta maquina).
     with ServidorHostil(intake_falso()) as proxy:
         codigo, saida = _rodar(
-            _programa(programa, tmp_path, erp), CONTEXTIA_ORIGEM=erp.url,
-            CONTEXTIA_URL='http://contextia.invalid:8080', CONTEXTIA_API_KEY='ctx_' + 'a' * 30,
+            _programa(programa, tmp_path, erp),
+            CONTEXTIA_ORIGEM=erp.url,
+            CONTEXTIA_URL='http://contextia.invalid:8080',
+            CONTEXTIA_API_KEY='ctx_' + 'a' * 30,
             CONTEXTIA_ADMIN_TOKEN='token-admin-' + secrets.token_hex(8),
-            HTTP_PROXY=proxy.url, http_proxy=proxy.url, HTTPS_PROXY=proxy.url,
-            https_proxy=proxy.url)
+            HTTP_PROXY=proxy.url,
+            http_proxy=proxy.url,
+            HTTPS_PROXY=proxy.url,
+            https_proxy=proxy.url,
+        )
         assert proxy.conexoes == 0 and proxy.pedidos == [], saida
     erp.fechar()
     assert codigo == 2, saida
-    assert ('CONTEXTIA_URL (http://contextia.invalid:8080) usa HTTP sem TLS fora desta'
-            ' máquina') in saida
+    assert (
+        'CONTEXTIA_URL (http://contextia.invalid:8080) usa HTTP sem TLS fora desta máquina'
+    ) in saida
     assert 'Use https://' in saida and 'Traceback' not in saida
 
 
@@ -246,33 +297,44 @@ def test_intake_em_outro_host_e_recusado(tmp_path, chave_contextia, ambiente_con
     chave = chave_contextia(escopo)
     with ServidorHostil(intake_falso(), host='127.0.0.2') as outro:
         codigo, saida = _rodar(
-            _programa('connector.py', tmp_path, erp), CONTEXTIA_ORIGEM=erp.url,
-            CONTEXTIA_URL=ambiente_contextia.url, CONTEXTIA_API_KEY=chave,
-            CONTEXTIA_INTAKE_URL=outro.url + '/api/v1/intake')
+            _programa('connector.py', tmp_path, erp),
+            CONTEXTIA_ORIGEM=erp.url,
+            CONTEXTIA_URL=ambiente_contextia.url,
+            CONTEXTIA_API_KEY=chave,
+            CONTEXTIA_INTAKE_URL=outro.url + '/api/v1/intake',
+        )
         assert outro.conexoes == 0 and outro.pedidos == [], saida
     assert codigo == 2, saida
-    assert ('CONTEXTIA_INTAKE_URL (%s) aponta para outro host que CONTEXTIA_URL (%s)'
-            % (outro.url, ambiente_contextia.url)) in saida
+    assert (
+        'CONTEXTIA_INTAKE_URL (%s) aponta para outro host que CONTEXTIA_URL (%s)'
+        % (outro.url, ambiente_contextia.url)
+    ) in saida
     assert cliente.listar_datasets(chave) == []
     # O mesmo host (maiusculas nao contam) com o caminho do intake explicito vale.
     mesmo = ambiente_contextia.url.replace('127.0.0.1', 'LocalHost')
     codigo, saida = _rodar(
-        _programa('connector.py', tmp_path, erp), CONTEXTIA_ORIGEM=erp.url,
+        _programa('connector.py', tmp_path, erp),
+        CONTEXTIA_ORIGEM=erp.url,
         CONTEXTIA_URL=ambiente_contextia.url.replace('127.0.0.1', 'localhost'),
-        CONTEXTIA_API_KEY=chave, CONTEXTIA_INTAKE_URL=mesmo + '/api/v1/intake')
+        CONTEXTIA_API_KEY=chave,
+        CONTEXTIA_INTAKE_URL=mesmo + '/api/v1/intake',
+    )
     assert codigo == 0, saida
-    assert {d['dataset'] for d in cliente.listar_datasets(chave)} == {'titulos_a_receber',
-                                                                      'status'}
+    assert {d['dataset'] for d in cliente.listar_datasets(chave)} == {'titulos_a_receber', 'status'}
 
 
-@pytest.mark.parametrize('url, trecho', [
-    ('http://10.0.0.1:8080', 'usa HTTP sem TLS fora desta máquina'),
-    ('http://contextia.invalid', 'usa HTTP sem TLS fora desta máquina'),
-    ('ftp://contextia.invalid', 'não é um endereço http:// ou https:// com host'),
-    ('contextia.invalid', 'não é um endereço http:// ou https:// com host'),
-])
-def test_endereco_inseguro_e_recusado_na_biblioteca(sem_ambiente_do_contextia, monkeypatch,
-                                                    url, trecho):
+@pytest.mark.parametrize(
+    'url, trecho',
+    [
+        ('http://10.0.0.1:8080', 'usa HTTP sem TLS fora desta máquina'),
+        ('http://contextia.invalid', 'usa HTTP sem TLS fora desta máquina'),
+        ('ftp://contextia.invalid', 'não é um endereço http:// ou https:// com host'),
+        ('contextia.invalid', 'não é um endereço http:// ou https:// com host'),
+    ],
+)
+def test_endereco_inseguro_e_recusado_na_biblioteca(
+    sem_ambiente_do_contextia, monkeypatch, url, trecho
+):
     with ServidorHostil(intake_falso()) as proxy:
         for nome in ('HTTP_PROXY', 'http_proxy', 'HTTPS_PROXY', 'https_proxy'):
             monkeypatch.setenv(nome, proxy.url)

@@ -22,29 +22,35 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _post(servidor, caminho, corpo, chave):
-    return requests.post(servidor.url + caminho, json=corpo, timeout=10,
-                         headers={'Authorization': 'Bearer ' + chave})
+    return requests.post(
+        servidor.url + caminho, json=corpo, timeout=10, headers={'Authorization': 'Bearer ' + chave}
+    )
 
 
 def test_422_diz_o_caminho_do_campo(chave_contextia, ambiente_contextia):
     chave = chave_contextia()
-    resposta = _post(ambiente_contextia, '/api/v1/intake',
-                     {'dataset': 'ok', 'records': [{'a': 1}], 'sync': {'id': 's', 'part': -1}},
-                     chave)
+    resposta = _post(
+        ambiente_contextia,
+        '/api/v1/intake',
+        {'dataset': 'ok', 'records': [{'a': 1}], 'sync': {'id': 's', 'part': -1}},
+        chave,
+    )
     assert resposta.status_code == 422
     assert ['body', 'sync', 'part'] in [e['loc'] for e in resposta.json()['detail']]
-    resposta = _post(ambiente_contextia, '/api/v1/intake',
-                     {'dataset': 'Com Espaço', 'records': []}, chave)
+    resposta = _post(
+        ambiente_contextia, '/api/v1/intake', {'dataset': 'Com Espaço', 'records': []}, chave
+    )
     assert resposta.status_code == 422 and resposta.json()['detail'][0]['loc'] == [
-        'body', 'dataset']
+        'body',
+        'dataset',
+    ]
     # Campo desconhecido e erro: `keys` no lugar de `key` nao pode virar dedup por hash.
-    resposta = _post(ambiente_contextia, '/api/v1/intake',
-                     {'dataset': 'ok', 'records': [], 'keys': 'ID'}, chave)
-    assert resposta.status_code == 422 and resposta.json()['detail'][0]['loc'] == [
-        'body', 'keys']
+    resposta = _post(
+        ambiente_contextia, '/api/v1/intake', {'dataset': 'ok', 'records': [], 'keys': 'ID'}, chave
+    )
+    assert resposta.status_code == 422 and resposta.json()['detail'][0]['loc'] == ['body', 'keys']
     # Registro sem o campo da key: o indice do registro no caminho.
-    resultado = cliente.enviar_dataset('semkey', [{'ID': 1}, {'OUTRO': 2}], key='ID',
-                                       api_key=chave)
+    resultado = cliente.enviar_dataset('semkey', [{'ID': 1}, {'OUTRO': 2}], key='ID', api_key=chave)
     assert resultado.lotes_erro == 1 and 'records[1].ID' in resultado.erros[0]
 
 
@@ -52,11 +58,11 @@ def test_413_divide_o_lote_ao_meio(fabrica_contextia, monkeypatch):
     servidor = fabrica_contextia(max_registros_lote=100)
     monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
     chave = servidor.criar_projeto_com_chave('413')
-    resultado = cliente.enviar_dataset('grande', ({'ID': i} for i in range(1000)), key='ID',
-                                       chunk=500, api_key=chave)
+    resultado = cliente.enviar_dataset(
+        'grande', ({'ID': i} for i in range(1000)), key='ID', chunk=500, api_key=chave
+    )
     # 500 -> 250 -> 125 -> 62/63: cada lote original vira 8 pedidos aceitos.
-    assert (resultado.inserted, resultado.lotes_ok, resultado.lotes_erro) == (
-        1000, 2, 0)
+    assert (resultado.inserted, resultado.lotes_ok, resultado.lotes_erro) == (1000, 2, 0)
     assert cliente.capacidades()['max_records_per_batch'] == 100
 
 
@@ -64,8 +70,9 @@ def test_413_de_um_registro_so_vira_lote_erro(fabrica_contextia, monkeypatch):
     servidor = fabrica_contextia(max_bytes_lote=2000)
     monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
     chave = servidor.criar_projeto_com_chave('413b')
-    resultado = cliente.enviar_dataset('bytes', [{'ID': 1, 'T': 'x' * 5000}, {'ID': 2}],
-                                       key='ID', api_key=chave)
+    resultado = cliente.enviar_dataset(
+        'bytes', [{'ID': 1, 'T': 'x' * 5000}, {'ID': 2}], key='ID', api_key=chave
+    )
     assert resultado.inserted == 1 and resultado.lotes_erro == 1
     assert 'HTTP 413' in resultado.erros[0]
 
@@ -79,12 +86,12 @@ def test_reinicio_e_queda_preservam_os_dados(fabrica_contextia, monkeypatch):
     servidor.reiniciar()
     assert servidor.url == url and servidor.pid != pid
     assert cliente.listar_datasets(chave)[0]['records'] == 500
-    segundo = cliente.enviar_dataset('dados', ({'ID': i} for i in range(500)), key='ID',
-                                     api_key=chave)
+    segundo = cliente.enviar_dataset(
+        'dados', ({'ID': i} for i in range(500)), key='ID', api_key=chave
+    )
     assert segundo.duplicates == 500
     # SIGKILL: o que foi respondido como gravado estava comitado.
-    cliente.enviar_dataset('dados', ({'ID': i} for i in range(500, 600)), key='ID',
-                           api_key=chave)
+    cliente.enviar_dataset('dados', ({'ID': i} for i in range(500, 600)), key='ID', api_key=chave)
     servidor.matar()
     servidor.iniciar()
     assert cliente.listar_datasets(chave)[0]['records'] == 600
@@ -109,13 +116,13 @@ def test_chave_guardada_so_como_hash(fabrica_contextia):
 class _Receptor(http.server.BaseHTTPRequestHandler):
     recebidos = None
 
-    def do_POST(self):                      # noqa: N802 - nome do http.server
+    def do_POST(self):  # noqa: N802 - nome do http.server
         corpo = self.rfile.read(int(self.headers['Content-Length']))
         self.recebidos.put((dict(self.headers), corpo))
         self.send_response(204)
         self.end_headers()
 
-    def log_message(self, *args):           # silencio no teste
+    def log_message(self, *args):  # silencio no teste
         pass
 
 
@@ -144,8 +151,9 @@ def test_webhook_assinado_e_verificavel(chave_contextia, ambiente_contextia, rec
     cabecalhos, corpo = recebidos.get(timeout=5)
     assinatura = cabecalhos['X-Contextia-Assinatura']
     assert cliente.verificar_assinatura(webhook['secret'], corpo, assinatura)
-    assert not cliente.verificar_assinatura(webhook['secret'], corpo.replace(b'teste', b'TESTE'),
-                                            assinatura)
+    assert not cliente.verificar_assinatura(
+        webhook['secret'], corpo.replace(b'teste', b'TESTE'), assinatura
+    )
     assert json.loads(corpo)['evento'] == 'teste'
 
     # complete entrega sync.completed (em segundo plano)
@@ -154,13 +162,15 @@ def test_webhook_assinado_e_verificavel(chave_contextia, ambiente_contextia, rec
     cliente.completar('gancho', sync, api_key=chave)
     cabecalhos, corpo = recebidos.get(timeout=5)
     assert cabecalhos['X-Contextia-Evento'] == 'sync.completed'
-    assert cliente.verificar_assinatura(webhook['secret'], corpo,
-                                        cabecalhos['X-Contextia-Assinatura'])
+    assert cliente.verificar_assinatura(
+        webhook['secret'], corpo, cabecalhos['X-Contextia-Assinatura']
+    )
     assert json.loads(corpo)['dados']['sync'] == sync
 
 
-@pytest.mark.parametrize('url', ['http://10.0.0.1/x', 'https://exemplo.com/gancho',
-                                 'ftp://127.0.0.1/x'])
+@pytest.mark.parametrize(
+    'url', ['http://10.0.0.1/x', 'https://exemplo.com/gancho', 'ftp://127.0.0.1/x']
+)
 def test_webhook_fora_de_127_e_recusado(ambiente_contextia, url):
     admin = ambiente_contextia.admin()
     projeto = admin.criar_projeto('webhook-fora')
@@ -180,8 +190,9 @@ def test_taxa_de_falhas_e_contadores(fabrica_contextia, monkeypatch):
     chave = servidor.criar_projeto_com_chave('taxa')
     servidor.taxa_de_falhas({'503': 0.3, 'derrubar': 0.1}, semente=7)
     for _ in range(2):
-        resultado = cliente.enviar_dataset('taxa', ({'ID': i} for i in range(200)), key='ID',
-                                           chunk=20, api_key=chave)
+        resultado = cliente.enviar_dataset(
+            'taxa', ({'ID': i} for i in range(200)), key='ID', chunk=20, api_key=chave
+        )
         assert resultado.lotes_erro == 0
     contagem = servidor.falhas_injetadas()
     assert contagem['503'] > 0 and contagem['derrubar'] > 0
@@ -192,13 +203,29 @@ def test_taxa_de_falhas_e_contadores(fabrica_contextia, monkeypatch):
 
 def test_servidor_sobe_pela_linha_de_comando_documentada():
     import subprocess
-    saida = subprocess.run([sys.executable, '-m', 'contextia_local', '--help'], cwd=RAIZ,
-                           capture_output=True, text=True, check=True).stdout
-    for opcao in ('--porta', '--dados', '--admin-token', '--host', '--falhas',
-                  '--max-registros-lote'):
+
+    saida = subprocess.run(
+        [sys.executable, '-m', 'contextia_local', '--help'],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for opcao in (
+        '--porta',
+        '--dados',
+        '--admin-token',
+        '--host',
+        '--falhas',
+        '--max-registros-lote',
+    ):
         assert opcao in saida
-    erro = subprocess.run([sys.executable, '-m', 'contextia_local', '--porta', '1'], cwd=RAIZ,
-                          capture_output=True, text=True)
+    erro = subprocess.run(
+        [sys.executable, '-m', 'contextia_local', '--porta', '1'],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+    )
     assert erro.returncode == 2 and '--dados' in erro.stderr
 
 
@@ -207,4 +234,5 @@ def test_openapi_commitado_e_o_gerado():
         commitado = f.read()
     assert commitado == openapi_json(), (
         'docs/openapi.json esta desatualizado. Regere com:'
-        ' python3 -m contextia_local --openapi > docs/openapi.json')
+        ' python3 -m contextia_local --openapi > docs/openapi.json'
+    )

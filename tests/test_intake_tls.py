@@ -12,12 +12,13 @@ import pytest
 
 from contextia_sync.intake import cliente, transporte
 
-pytestmark = pytest.mark.skipif(shutil.which('openssl') is None,
-                                reason='openssl não instalado: sem como gerar a CA de teste')
+pytestmark = pytest.mark.skipif(
+    shutil.which('openssl') is None, reason='openssl não instalado: sem como gerar a CA de teste'
+)
 
 
 class _Capacidades(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):                       # noqa: N802 - nome do http.server
+    def do_GET(self):  # noqa: N802 - nome do http.server
         corpo = json.dumps({'remove': True, 'tls': True}).encode()
         self.send_response(200)
         self.send_header('Content-Type', 'application/json')
@@ -25,17 +26,35 @@ class _Capacidades(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(corpo)
 
-    def log_message(self, *args):           # silencio no teste
+    def log_message(self, *args):  # silencio no teste
         pass
 
 
 @pytest.fixture
 def servidor_https(tmp_path):
     chave, certificado = tmp_path / 'chave.pem', tmp_path / 'cert.pem'
-    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1',
-                    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
-                    '-keyout', str(chave), '-out', str(certificado)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            'openssl',
+            'req',
+            '-x509',
+            '-newkey',
+            'rsa:2048',
+            '-nodes',
+            '-days',
+            '1',
+            '-subj',
+            '/CN=127.0.0.1',
+            '-addext',
+            'subjectAltName=IP:127.0.0.1',
+            '-keyout',
+            str(chave),
+            '-out',
+            str(certificado),
+        ],
+        check=True,
+        capture_output=True,
+    )
     servidor = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Capacidades)
     contexto = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     contexto.load_cert_chain(str(certificado), str(chave))
@@ -47,8 +66,7 @@ def servidor_https(tmp_path):
     servidor.server_close()
 
 
-def test_certificado_desconhecido_e_recusado_e_a_ca_propria_resolve(servidor_https,
-                                                                    monkeypatch):
+def test_certificado_desconhecido_e_recusado_e_a_ca_propria_resolve(servidor_https, monkeypatch):
     url, certificado = servidor_https
     monkeypatch.setenv('CONTEXTIA_URL', url)
     monkeypatch.delenv('CONTEXTIA_CA_BUNDLE', raising=False)
@@ -69,8 +87,9 @@ def test_ca_bundle_inexistente_diz_o_que_corrigir(monkeypatch):
 
 
 @pytest.mark.parametrize('variavel', ['REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE'])
-def test_ca_do_ambiente_do_requests_nao_troca_as_cas_em_silencio(servidor_https, monkeypatch,
-                                                                 caplog, variavel):
+def test_ca_do_ambiente_do_requests_nao_troca_as_cas_em_silencio(
+    servidor_https, monkeypatch, caplog, variavel
+):
     """
     Só CONTEXTIA_CA_BUNDLE troca as CAs: REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE (de
     outro programa no mesmo ambiente) não fazem o cliente confiar num
@@ -87,6 +106,7 @@ def test_ca_do_ambiente_do_requests_nao_troca_as_cas_em_silencio(servidor_https,
     assert '%s está definida e é ignorada pelo SDK' % variavel in caplog.text
     # O padrao e o bundle do certifi, dito e usado explicitamente.
     import certifi
+
     assert transporte.cas_confiaveis() == certifi.where()
     monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', certificado)
     assert cliente.capacidades()['tls'] is True

@@ -29,16 +29,34 @@ BASE = {
     'client': 'teste',
     'source': {'excluded_scopes': ['99']},
     'listener': {'strategy': 'coluna'},
-    'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM',
-                 'chunk': 200},
-    'projects': {'source_object': 'EMPRESAS', 'name_column': 'RAZAO_SOCIAL',
-                 'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
+    'defaults': {
+        'scope_column': 'EMPRESA_ID',
+        'key': 'ID',
+        'watch_column': 'ALTERADO_EM',
+        'chunk': 200,
+    },
+    'projects': {
+        'source_object': 'EMPRESAS',
+        'name_column': 'RAZAO_SOCIAL',
+        'filters': [{'column': 'ATIVA', 'equals': 'S'}],
+    },
     'datasets': [
-        {'dataset': 'Titulos a Receber', 'source_object': 'TITULOS',
-         'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM'],
-         'fields': {'VALOR': 'valor em reais'}, 'group': 'financeiro'},
-        {'dataset': 'Status', 'source_object': 'STATUS', 'columns': ['COD', 'NOME'],
-         'key': 'COD', 'scope_column': None, 'watch_column': None, 'chunk': 50},
+        {
+            'dataset': 'Titulos a Receber',
+            'source_object': 'TITULOS',
+            'columns': ['ID', 'EMPRESA_ID', 'VALOR', 'ALTERADO_EM'],
+            'fields': {'VALOR': 'valor em reais'},
+            'group': 'financeiro',
+        },
+        {
+            'dataset': 'Status',
+            'source_object': 'STATUS',
+            'columns': ['COD', 'NOME'],
+            'key': 'COD',
+            'scope_column': None,
+            'watch_column': None,
+            'chunk': 50,
+        },
     ],
 }
 
@@ -105,84 +123,127 @@ def test_key_herdada_fora_de_columns_vira_none_sem_erro(tmp_path):
 ERROS = {
     'key declarada fora de columns': (
         dict(datasets__0__key='ID_TITULO'),
-        "datasets[0].key: 'ID_TITULO' não está em columns", 'acrescente-a a columns'),
+        "datasets[0].key: 'ID_TITULO' não está em columns",
+        'acrescente-a a columns',
+    ),
     'watch_column declarada fora de columns': (
         dict(datasets__0__watch_column='ALTERADO'),
-        "datasets[0].watch_column: 'ALTERADO' não está em columns", "era essa?"),
+        "datasets[0].watch_column: 'ALTERADO' não está em columns",
+        'era essa?',
+    ),
     'scope_column herdada fora de columns': (
         dict(datasets__0__columns=['ID', 'VALOR', 'ALTERADO_EM']),
         "datasets[0].scope_column: 'EMPRESA_ID' (herdada do defaults) não está em columns",
-        '"scope_column": null'),
+        '"scope_column": null',
+    ),
     'chave desconhecida (erro de digitação)': (
         dict(datasets__0__wacth_column='ALTERADO_EM'),
         "datasets[0].wacth_column: chave desconhecida 'wacth_column'",
-        "você quis dizer 'watch_column'?"),
+        "você quis dizer 'watch_column'?",
+    ),
     'chave desconhecida na raiz': (
-        dict(default={}), "default: chave desconhecida 'default'", "você quis dizer 'defaults'?"),
+        dict(default={}),
+        "default: chave desconhecida 'default'",
+        "você quis dizer 'defaults'?",
+    ),
     'falta columns': (
-        dict(datasets__1__columns='__apagar__'), "datasets[1].columns: falta 'columns'",
-        'acrescente "columns"'),
+        dict(datasets__1__columns='__apagar__'),
+        "datasets[1].columns: falta 'columns'",
+        'acrescente "columns"',
+    ),
     'falta client': (dict(client='__apagar__'), "client: falta 'client'", 'acrescente'),
     'falta a regra de projeto': (
-        dict(projects='__apagar__'), "projects: falta 'projects'", 'cadastro de empresas'),
+        dict(projects='__apagar__'),
+        "projects: falta 'projects'",
+        'cadastro de empresas',
+    ),
     'chunk como texto': (
-        dict(defaults__chunk='500'), 'defaults.chunk: esperava inteiro, veio texto',
-        'número vai sem aspas'),
+        dict(defaults__chunk='500'),
+        'defaults.chunk: esperava inteiro, veio texto',
+        'número vai sem aspas',
+    ),
     'chunk fora do intervalo': (
-        dict(datasets__1__chunk=50000), 'datasets[1].chunk: 50000 fora do intervalo',
-        'use de 1 a 10000'),
+        dict(datasets__1__chunk=50000),
+        'datasets[1].chunk: 50000 fora do intervalo',
+        'use de 1 a 10000',
+    ),
     'dataset repetido depois de normalizar': (
         dict(datasets__1__dataset='Títulos  a receber'),
         "datasets[1].dataset: 'Títulos  a receber' vira 'titulos_a_receber'",
-        'de nomes diferentes'),
+        'de nomes diferentes',
+    ),
     'fields descreve coluna que não existe': (
         dict(datasets__0__fields={'VALR': 'valor'}),
-        'datasets[0].fields.VALR: descreve uma coluna que não está em columns', "'VALOR'"),
+        'datasets[0].fields.VALR: descreve uma coluna que não está em columns',
+        "'VALOR'",
+    ),
     'estratégia inexistente': (
         dict(listener__strategy='trigger'),
-        "listener.strategy: 'trigger' não é um dos valores aceitos", 'coluna, binlog'),
+        "listener.strategy: 'trigger' não é um dos valores aceitos",
+        'coluna, binlog',
+    ),
     'nome de coluna com espaço': (
         dict(datasets__0__columns=['ID', 'EMPRESA_ID', 'VALOR TOTAL', 'ALTERADO_EM']),
-        "datasets[0].columns[2]: 'VALOR TOTAL' não é válido", 'sem espaços'),
+        "datasets[0].columns[2]: 'VALOR TOTAL' não é válido",
+        'sem espaços',
+    ),
     'coluna repetida em columns': (
         dict(datasets__0__columns=['ID', 'EMPRESA_ID', 'ID', 'ALTERADO_EM']),
-        'datasets[0].columns: valor repetido', 'uma vez só'),
+        'datasets[0].columns: valor repetido',
+        'uma vez só',
+    ),
     'lista de datasets vazia': (dict(datasets=[]), 'datasets: lista vazia', 'pelo menos 1'),
     'grupo que não é slug': (
         dict(datasets__0__group='Financeiro Geral'),
-        "datasets[0].group: 'Financeiro Geral' não é válido", 'slug'),
+        "datasets[0].group: 'Financeiro Geral' não é válido",
+        'slug',
+    ),
     'filtro com duas condições': (
         dict(projects__filters=[{'column': 'ATIVA', 'equals': 'S', 'not_equals': 'N'}]),
         'projects.filters[0]: um filtro e "column" mais EXATAMENTE uma condição',
-        'separe em dois filtros'),
+        'separe em dois filtros',
+    ),
     'webhook http fora da máquina': (
         dict(webhook={'url': 'http://exemplo.com.br/x', 'secret_env': 'CONTEXTIA_WEBHOOK_SEGREDO'}),
-        "webhook.url: 'http://exemplo.com.br/x' usa http:// fora desta máquina", 'https://'),
+        "webhook.url: 'http://exemplo.com.br/x' usa http:// fora desta máquina",
+        'https://',
+    ),
     'webhook com secret_env do próprio SDK': (
         dict(webhook={'url': 'https://exemplo.com.br/x', 'secret_env': 'CONTEXTIA_ORIGEM'}),
         'webhook.secret_env: CONTEXTIA_ORIGEM é uma variável do próprio SDK',
-        'CONTEXTIA_WEBHOOK_SEGREDO'),
+        'CONTEXTIA_WEBHOOK_SEGREDO',
+    ),
     'webhook com secret_env que não é de webhook': (
         dict(webhook={'url': 'https://exemplo.com.br/x', 'secret_env': 'PGPASSWORD'}),
         'webhook.secret_env: PGPASSWORD não é uma variável dedicada a segredo de webhook',
-        'começar com CONTEXTIA_WEBHOOK_'),
+        'começar com CONTEXTIA_WEBHOOK_',
+    ),
     # O segredo de outra aplicação do mesmo servidor (issue 28): só o prefixo vale.
     'webhook com secret_env de outra aplicação': (
         dict(webhook={'url': 'https://exemplo.com.br/x', 'secret_env': 'APP_WEBHOOK_SECRET'}),
-        'webhook.secret_env: APP_WEBHOOK_SECRET não é uma variável dedicada a segredo de'
-        ' webhook', 'começar com CONTEXTIA_WEBHOOK_'),
+        'webhook.secret_env: APP_WEBHOOK_SECRET não é uma variável dedicada a segredo de webhook',
+        'começar com CONTEXTIA_WEBHOOK_',
+    ),
     'webhook sem secret_env': (
         dict(webhook={'url': 'https://exemplo.com.br/x'}),
-        "webhook.secret_env: falta 'secret_env'", 'o segredo nunca vai no mapeamento'),
+        "webhook.secret_env: falta 'secret_env'",
+        'o segredo nunca vai no mapeamento',
+    ),
     'source_object com espaço': (
         dict(datasets__1__source_object='MINHA VIEW'),
-        "datasets[1].source_object: 'MINHA VIEW' não é válido", 'nome da view'),
+        "datasets[1].source_object: 'MINHA VIEW' não é válido",
+        'nome da view',
+    ),
     'empresa excluída repetida': (
         dict(source__excluded_scopes=['99', 99]),
-        "source.excluded_scopes[1]: 99 e a mesma empresa que o item [0]", 'deixe um só'),
+        'source.excluded_scopes[1]: 99 e a mesma empresa que o item [0]',
+        'deixe um só',
+    ),
     'regra de projeto sem coluna de empresa': (
         dict(defaults__scope_column='__apagar__', datasets__0__scope_column='EMPRESA_ID'),
-        'projects.scope_column: não declarada e sem defaults.scope_column', 'diga qual coluna'),
+        'projects.scope_column: não declarada e sem defaults.scope_column',
+        'diga qual coluna',
+    ),
 }
 
 
@@ -197,8 +258,11 @@ def test_erro_de_mapeamento_diz_caminho_e_correcao(tmp_path, caso):
 
 
 def test_todos_os_problemas_de_uma_vez(tmp_path):
-    mapa = com(datasets__0__key='ID_TITULO', datasets__1__watch_column='ALT',
-               datasets__0__fields={'NADA': 'x'})
+    mapa = com(
+        datasets__0__key='ID_TITULO',
+        datasets__1__watch_column='ALT',
+        datasets__0__fields={'NADA': 'x'},
+    )
     achados = problemas(tmp_path, mapa)
     assert len(achados) == 3, achados
     # E a mensagem da excecao lista todos, para o operador que so ve o texto.
@@ -214,8 +278,9 @@ def test_json_invalido_diz_linha(tmp_path):
 
 
 def test_chave_repetida_no_mesmo_objeto_e_erro(tmp_path):
-    texto = json.dumps(BASE).replace('"source_object": "TITULOS"',
-                                     '"source_object": "TITULOS", "key": "A", "key": "ID"')
+    texto = json.dumps(BASE).replace(
+        '"source_object": "TITULOS"', '"source_object": "TITULOS", "key": "A", "key": "ID"'
+    )
     achados = problemas(tmp_path, texto)
     assert any("chave 'key' aparece duas vezes" in p for p in achados), achados
 
@@ -227,8 +292,14 @@ def test_arquivo_inexistente(tmp_path):
 
 
 def test_comentario_e_aceito_em_todo_objeto(tmp_path):
-    mapa = com(**{'$comment': 'x', 'defaults__$comment': 'y', 'datasets__0__$comment': 'z',
-                  'projects__filters': [{'column': 'ATIVA', 'equals': 'S', '$comment': 'w'}]})
+    mapa = com(
+        **{
+            '$comment': 'x',
+            'defaults__$comment': 'y',
+            'datasets__0__$comment': 'z',
+            'projects__filters': [{'column': 'ATIVA', 'equals': 'S', '$comment': 'w'}],
+        }
+    )
     carregar_mapeamento(gravar(tmp_path, mapa))
 
 
@@ -238,8 +309,11 @@ def test_schema_e_um_json_schema_valido():
 
 
 # mappings/mapeamento.schema.json e um link para o schema do pacote, nao um exemplo.
-EXEMPLOS = sorted(c for c in glob.glob(os.path.join(RAIZ, 'mappings', '*.json'))
-                  if os.path.realpath(c) != os.path.realpath(CAMINHO_SCHEMA))
+EXEMPLOS = sorted(
+    c
+    for c in glob.glob(os.path.join(RAIZ, 'mappings', '*.json'))
+    if os.path.realpath(c) != os.path.realpath(CAMINHO_SCHEMA)
+)
 
 
 @pytest.mark.parametrize('caminho', EXEMPLOS, ids=os.path.basename)
@@ -252,11 +326,13 @@ def test_todo_exemplo_referencia_o_schema_e_e_valido(caminho):
 def test_funcoes_puras_rodam_sem_pacote_nenhum():
     # O `ouvinte.py --autoteste` roda em `python3 -S`: importar o modulo nao pode
     # puxar jsonschema/requests/sqlalchemy.
-    codigo = ('import sys; sys.path.insert(0, %r)\n'
-              'from contextia_sync.mapeamento import coluna_de_recorte, semantica\n'
-              'from contextia_sync.provisionamento import regra_projeto\n'
-              'assert coluna_de_recorte({"defaults": {"scope_column": "E"}}, {}) == "E"\n'
-              'assert not {"jsonschema", "requests", "sqlalchemy"} & set(sys.modules)\n' % RAIZ)
+    codigo = (
+        'import sys; sys.path.insert(0, %r)\n'
+        'from contextia_sync.mapeamento import coluna_de_recorte, semantica\n'
+        'from contextia_sync.provisionamento import regra_projeto\n'
+        'assert coluna_de_recorte({"defaults": {"scope_column": "E"}}, {}) == "E"\n'
+        'assert not {"jsonschema", "requests", "sqlalchemy"} & set(sys.modules)\n' % RAIZ
+    )
     subprocess.run([sys.executable, '-S', '-c', codigo], check=True)
 
 
@@ -269,8 +345,9 @@ def test_schema_e_semantica_numa_passada_so(tmp_path):
         carregar_mapeamento(gravar(tmp_path, mapa))
     achados = erro.value.problemas
     assert any(p.startswith("defaults.kye: chave desconhecida 'kye'") for p in achados), achados
-    assert any(p.startswith("datasets[0].key: 'ID_TITULO' não está em columns")
-               for p in achados), achados
+    assert any(p.startswith("datasets[0].key: 'ID_TITULO' não está em columns") for p in achados), (
+        achados
+    )
     assert len(achados) == 2, achados
     assert str(erro.value).count('\n  - ') == 2
 
@@ -280,15 +357,17 @@ def test_forma_errada_nao_repete_o_problema_com_outras_palavras(tmp_path):
     mapa = com(datasets__1__columns='__apagar__')
     achados = problemas(tmp_path, mapa)
     assert [p for p in achados if p.startswith('datasets[1]')] == [
-        p for p in achados if p.startswith("datasets[1].columns: falta 'columns'")], achados
+        p for p in achados if p.startswith("datasets[1].columns: falta 'columns'")
+    ], achados
     assert len(achados) == 1, achados
     # columns de tipo errado: idem (o schema diz o tipo; a key nao e julgada contra um texto).
     achados = problemas(tmp_path, com(datasets__0__columns='ID', datasets__0__key='ID'))
     assert len(achados) == 1 and achados[0].startswith('datasets[0].columns: esperava'), achados
     # Nome de coluna invalido na key: um problema (o do nome), nao tambem "fora de columns".
     achados = problemas(tmp_path, com(datasets__0__key='ID TITULO'))
-    assert len(achados) == 1 and achados[0].startswith("datasets[0].key: 'ID TITULO' não é"
-                                                       " válido"), achados
+    assert len(achados) == 1 and achados[0].startswith(
+        "datasets[0].key: 'ID TITULO' não é válido"
+    ), achados
 
 
 FORMAS_ERRADAS = {
@@ -319,8 +398,9 @@ def test_forma_errada_vira_problema_e_o_semantico_ainda_aparece(tmp_path, caso):
     achados = problemas(tmp_path, mapa)
     assert achados and all(' -- ' in p for p in achados), achados
     if isinstance(mapa.get('datasets'), list) and len(mapa['datasets']) > 1:
-        assert any(p.startswith("datasets[1].watch_column: 'ALT' não está em columns")
-                   for p in achados), achados
+        assert any(
+            p.startswith("datasets[1].watch_column: 'ALT' não está em columns") for p in achados
+        ), achados
     assert len(achados) == len(set(achados)), achados
 
 
@@ -358,11 +438,14 @@ def test_padroes_de_nome_valem_igual_em_ecma_e_em_python():
     """
     import re
     import shutil
+
     with open(CAMINHO_SCHEMA, encoding='utf-8') as f:
         defs = json.load(f)['$defs']
-    casos = {'coluna': (['EMPRESA_ID', 'C$1', 'COD#'], ['EMPRESA_ID\n', 'A B', '1A', '']),
-             'objeto': (['TITULOS', 'ERP.TITULOS'], ['TITULOS\n', 'ERP.TITULOS\n', 'A.B.C']),
-             'grupo': (['financeiro', 'a-b_1'], ['financeiro\n', 'Financeiro', ''])}
+    casos = {
+        'coluna': (['EMPRESA_ID', 'C$1', 'COD#'], ['EMPRESA_ID\n', 'A B', '1A', '']),
+        'objeto': (['TITULOS', 'ERP.TITULOS'], ['TITULOS\n', 'ERP.TITULOS\n', 'A.B.C']),
+        'grupo': (['financeiro', 'a-b_1'], ['financeiro\n', 'Financeiro', '']),
+    }
     for nome, (bons, ruins) in casos.items():
         padrao = defs[nome]['pattern']
         for bom in bons:
@@ -376,11 +459,12 @@ def test_padroes_de_nome_valem_igual_em_ecma_e_em_python():
         'const casos = JSON.parse(process.argv[1]); const saida = {};'
         'for (const [nome, [padrao, textos]] of Object.entries(casos))'
         '  saida[nome] = textos.map(t => new RegExp(padrao, "u").test(t));'
-        'console.log(JSON.stringify(saida));')
-    entrada = {nome: [defs[nome]['pattern'], bons + ruins]
-               for nome, (bons, ruins) in casos.items()}
-    feito = subprocess.run([node, '-e', programa, json.dumps(entrada)], capture_output=True,
-                           text=True, timeout=60)
+        'console.log(JSON.stringify(saida));'
+    )
+    entrada = {nome: [defs[nome]['pattern'], bons + ruins] for nome, (bons, ruins) in casos.items()}
+    feito = subprocess.run(
+        [node, '-e', programa, json.dumps(entrada)], capture_output=True, text=True, timeout=60
+    )
     assert feito.returncode == 0, feito.stderr
     resultado = json.loads(feito.stdout)
     for nome, (bons, ruins) in casos.items():

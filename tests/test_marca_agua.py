@@ -13,17 +13,26 @@ DT = datetime.datetime(2026, 9, 2, 10, 0, 0)
 UTC = datetime.timezone.utc
 
 
-@pytest.mark.parametrize('rotulo, funcao, args, nomeados, esperado', CASOS,
-                         ids=[c[0] for c in CASOS])
+@pytest.mark.parametrize(
+    'rotulo, funcao, args, nomeados, esperado', CASOS, ids=[c[0] for c in CASOS]
+)
 def test_a_tabela_de_casos_do_autoteste(rotulo, funcao, args, nomeados, esperado):
     # A mesma tabela roda no `ouvinte.py --autoteste` (python3 -S).
     assert getattr(m, funcao)(*args, **nomeados) == esperado, rotulo
 
 
-@pytest.mark.parametrize('valor', [
-    DT, DT.replace(microsecond=123456), DT.replace(tzinfo=UTC),
-    datetime.date(2026, 9, 2), 918273, decimal.Decimal('12.50'), 'opaco-ABC',
-])
+@pytest.mark.parametrize(
+    'valor',
+    [
+        DT,
+        DT.replace(microsecond=123456),
+        DT.replace(tzinfo=UTC),
+        datetime.date(2026, 9, 2),
+        918273,
+        decimal.Decimal('12.50'),
+        'opaco-ABC',
+    ],
+)
 def test_ida_e_volta_pelo_json_do_estado(valor):
     texto = json.loads(json.dumps(m.texto_marca(valor)))
     assert m.como_valor(texto) == valor
@@ -72,8 +81,7 @@ def test_contar_atrasadas_ciclo_a_ciclo():
     """Simula três ciclos: só a linha que chegou atrás da marca conta, uma vez."""
     vistos = {}
     c1 = [{'ID': 1, 'A': DT}]
-    q, maior, novas = m.contar_atrasadas(c1, 'A', 'ID', DT - datetime.timedelta(minutes=1),
-                                         vistos)
+    q, maior, novas = m.contar_atrasadas(c1, 'A', 'ID', DT - datetime.timedelta(minutes=1), vistos)
     assert (q, maior) == (0, None)
     vistos.update(novas)
     marca = m.avancar(c1, 'A', None)

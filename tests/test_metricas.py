@@ -39,6 +39,7 @@ DOC_OUVINTE = os.path.join(RAIZ, 'docs', 'ouvinte.md')
 
 # -- ler o arquivo ------------------------------------------------------------
 
+
 def familias(texto):
     """{nome da família: Metric} pelo parser do prometheus_client (levanta se torto)."""
     return {f.name: f for f in text_string_to_metric_families(texto)}
@@ -46,8 +47,11 @@ def familias(texto):
 
 def amostras(texto):
     """{(nome da amostra, ((rótulo, valor), ...)): valor}, pelo prometheus_client."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(texto) for s in f.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(texto)
+        for s in f.samples
+    }
 
 
 def valor(texto, nome, **rotulos):
@@ -69,8 +73,8 @@ def conferir_formato(texto):
         if familia.type == 'counter':
             assert all(s.name == nome + '_total' for s in familia.samples), familia
         for amostra in familia.samples:
-            assert amostra.value == amostra.value, amostra       # nada de NaN
-            assert amostra.timestamp is None, amostra            # o textfile as recusa
+            assert amostra.value == amostra.value, amostra  # nada de NaN
+            assert amostra.timestamp is None, amostra  # o textfile as recusa
     # Toda familia do arquivo esta na tabela do modulo, com o tipo de la.
     for linha in texto.splitlines():
         if linha.startswith('# TYPE '):
@@ -83,8 +87,9 @@ def promtool(texto):
     """`promtool check metrics`: (código, saída), ou None se não há promtool."""
     if not shutil.which('promtool'):
         return None
-    feito = subprocess.run(['promtool', 'check', 'metrics'], input=texto,
-                           capture_output=True, text=True, timeout=60)
+    feito = subprocess.run(
+        ['promtool', 'check', 'metrics'], input=texto, capture_output=True, text=True, timeout=60
+    )
     return feito.returncode, feito.stdout + feito.stderr
 
 
@@ -98,6 +103,7 @@ def conferir_com_promtool(texto):
 
 
 # -- o ouvinte de verdade -----------------------------------------------------
+
 
 @pytest.fixture
 def ouvinte(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
@@ -121,14 +127,13 @@ def ouvinte_limitado(tmp_path, fabrica_de_bancos, fabrica_contextia, monkeypatch
 def test_ouvinte_once_grava_o_prom_com_a_quarentena_e_os_contadores(ouvinte_limitado):
     o = ouvinte_limitado
     e0 = o.erp.escopos[0]
-    codigo, saida = o.rodar('--once')                 # provisiona, carga inicial, a marca
+    codigo, saida = o.rodar('--once')  # provisiona, carga inicial, a marca
     assert codigo == 0, saida
     primeiro = ler_prom(o.estado_dir)
     conferir_formato(primeiro)
     o.inserir(e0, '2026-09-01 11:00:00')
     grande = o.inserir(e0, '2026-09-01 11:00:01')
-    o.erp.executar('UPDATE {TITULOS} SET {CLIENTE} = :c WHERE {ID} = :i', c='x' * 30000,
-                   i=grande)
+    o.erp.executar('UPDATE {TITULOS} SET {CLIENTE} = :c WHERE {ID} = :i', c='x' * 30000, i=grande)
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
     assert 'QUARENTENA=1' in saida, saida
@@ -140,11 +145,20 @@ def test_ouvinte_once_grava_o_prom_com_a_quarentena_e_os_contadores(ouvinte_limi
     assert valor(texto, 'ouvinte_dataset_ao_vivo', dataset=DATASET) == 1
     assert valor(texto, 'ouvinte_dataset_ao_vivo', dataset='status') == 0
     assert valor(texto, 'ouvinte_dataset_registros_enviados_total', dataset=DATASET) == 2
-    assert valor(texto, 'ouvinte_dataset_registros_aceitos_total', dataset=DATASET,
-                 resultado='novo') == 1
+    assert (
+        valor(texto, 'ouvinte_dataset_registros_aceitos_total', dataset=DATASET, resultado='novo')
+        == 1
+    )
     for resultado in ('atualizado', 'igual'):
-        assert valor(texto, 'ouvinte_dataset_registros_aceitos_total', dataset=DATASET,
-                     resultado=resultado) == 0
+        assert (
+            valor(
+                texto,
+                'ouvinte_dataset_registros_aceitos_total',
+                dataset=DATASET,
+                resultado=resultado,
+            )
+            == 0
+        )
     assert valor(texto, 'ouvinte_dataset_falhas_seguidas', dataset=DATASET) == 0
     assert valor(texto, 'ouvinte_dataset_falhas_total', dataset=DATASET) == 0
     assert valor(texto, 'ouvinte_ciclos_total', ciclo='dados') == 1
@@ -167,12 +181,13 @@ def test_ouvinte_once_grava_o_prom_com_a_quarentena_e_os_contadores(ouvinte_limi
     [linha] = [d for d in status['datasets'] if d['dataset'] == DATASET]
     sonda = valor(texto, 'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds', dataset=DATASET)
     assert abs(time.time() - sonda) < 120
-    assert time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(sonda)) == \
-        linha['ultima_sonda_ok_em']
+    assert time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(sonda)) == linha['ultima_sonda_ok_em']
     atualizado = valor(texto, 'ouvinte_status_atualizado_timestamp_seconds')
     assert atualizado >= sonda and abs(time.time() - atualizado) < 120
-    assert valor(texto, 'ouvinte_dataset_atraso_origem_seconds', dataset=DATASET) == \
-        linha['atraso_origem_s']
+    assert (
+        valor(texto, 'ouvinte_dataset_atraso_origem_seconds', dataset=DATASET)
+        == linha['atraso_origem_s']
+    )
     assert valor(texto, 'ouvinte_intervalo_dados_seconds') == 1
     # Nada alem do arquivo (o temporario nao sobra, e nao termina em .prom).
     assert [n for n in os.listdir(o.estado_dir) if 'prom' in n] == ['ouvinte.prom']
@@ -193,8 +208,9 @@ def test_ouvinte_once_grava_o_prom_com_a_quarentena_e_os_contadores(ouvinte_limi
     assert valor(texto, 'ouvinte_ciclos_total', ciclo='varredura') == 1
     assert valor(texto, 'ouvinte_ciclo_erros_total', ciclo='varredura') >= 1
     assert 'ouvinte_varredura_ultima_ok_timestamp_seconds' not in texto
-    assert valor(texto, 'ouvinte_varredura_terminada_timestamp_seconds') >= \
-        valor(texto, 'ouvinte_varredura_iniciada_timestamp_seconds')
+    assert valor(texto, 'ouvinte_varredura_terminada_timestamp_seconds') >= valor(
+        texto, 'ouvinte_varredura_iniciada_timestamp_seconds'
+    )
     conferir_com_promtool(texto)
 
 
@@ -219,10 +235,10 @@ def test_varredura_boa_da_o_instante_da_ultima_ok(ouvinte):
 def test_contadores_sobem_entre_ciclos_no_mesmo_processo(ouvinte, tmp_path):
     o = ouvinte
     e0 = o.erp.escopos[0]
-    assert o.rodar('--once')[0] == 0                  # provisiona e carrega antes
+    assert o.rodar('--once')[0] == 0  # provisiona e carrega antes
     pasta = str(tmp_path / 'metricas')
     os.makedirs(pasta)
-    os.unlink(os.path.join(o.estado_dir, 'ouvinte.prom'))      # o do --once acima
+    os.unlink(os.path.join(o.estado_dir, 'ouvinte.prom'))  # o do --once acima
     processo = o.iniciar('--metricas=' + pasta)
     vistos = []
 
@@ -241,19 +257,25 @@ def test_contadores_sobem_entre_ciclos_no_mesmo_processo(ouvinte, tmp_path):
     try:
         esperar(lambda: (contador('ouvinte_ciclos_total', ciclo='dados') or 0) >= 2, 60)
         o.inserir(e0, '2026-09-01 11:00:00')
-        esperar(lambda: contador('ouvinte_dataset_registros_enviados_total',
-                                 dataset=DATASET) == 1, 60)
+        esperar(
+            lambda: contador('ouvinte_dataset_registros_enviados_total', dataset=DATASET) == 1, 60
+        )
         ciclos = contador('ouvinte_ciclos_total', ciclo='dados')
         o.inserir(e0, '2026-09-01 11:00:01')
         o.inserir(e0, '2026-09-01 11:00:02')
-        esperar(lambda: contador('ouvinte_dataset_registros_enviados_total',
-                                 dataset=DATASET) == 3, 60)
+        esperar(
+            lambda: contador('ouvinte_dataset_registros_enviados_total', dataset=DATASET) == 3, 60
+        )
         # Ciclos ociosos depois: o contador fica, nao volta a somar o ultimo ciclo.
         esperar(lambda: contador('ouvinte_ciclos_total', ciclo='dados') >= ciclos + 3, 60)
         texto = ler()
         assert valor(texto, 'ouvinte_dataset_registros_enviados_total', dataset=DATASET) == 3
-        assert valor(texto, 'ouvinte_dataset_registros_aceitos_total', dataset=DATASET,
-                     resultado='novo') == 3
+        assert (
+            valor(
+                texto, 'ouvinte_dataset_registros_aceitos_total', dataset=DATASET, resultado='novo'
+            )
+            == 3
+        )
         assert valor(texto, 'ouvinte_situacao', situacao='rodando') == 1
         [info] = familias(texto)['ouvinte_info'].samples
         assert info.labels['modo'] == 'servico'
@@ -262,14 +284,17 @@ def test_contadores_sobem_entre_ciclos_no_mesmo_processo(ouvinte, tmp_path):
         # (era o unico dataset vivo).
         o.erp.executar('ALTER TABLE {TITULOS} RENAME TO {TITULOS_FORA}')
         try:
-            esperar(lambda: (contador('ouvinte_dataset_falhas_seguidas', dataset=DATASET)
-                             or 0) >= 2, 60)
+            esperar(
+                lambda: (contador('ouvinte_dataset_falhas_seguidas', dataset=DATASET) or 0) >= 2, 60
+            )
             texto = ler()
             assert valor(texto, 'ouvinte_dataset_falhas_total', dataset=DATASET) >= 2
             assert valor(texto, 'ouvinte_laco_falhas_total') >= 1
             assert valor(texto, 'ouvinte_falhas_seguidas') >= 1
-            assert valor(texto, 'ouvinte_dataset_erro_desde_timestamp_seconds',
-                         dataset=DATASET) <= time.time()
+            assert (
+                valor(texto, 'ouvinte_dataset_erro_desde_timestamp_seconds', dataset=DATASET)
+                <= time.time()
+            )
         finally:
             o.erp.executar('ALTER TABLE {TITULOS_FORA} RENAME TO {TITULOS}')
         esperar(lambda: contador('ouvinte_dataset_falhas_seguidas', dataset=DATASET) == 0, 60)
@@ -298,17 +323,32 @@ def test_contadores_sobem_entre_ciclos_no_mesmo_processo(ouvinte, tmp_path):
 
 # -- gravar que falha ---------------------------------------------------------
 
+
 def _dados_minimos(**ouvinte):
-    return {'ouvinte': dict({'pid': 1, 'iniciado_em': '2026-11-30T20:00:00',
-                             'atualizado_em': '2026-11-30T20:00:05', 'situacao': 'rodando',
-                             'modo': 'servico', 'estrategia': 'coluna'}, **ouvinte),
-            'ciclos': {}, 'datasets': []}
+    return {
+        'ouvinte': dict(
+            {
+                'pid': 1,
+                'iniciado_em': '2026-11-30T20:00:00',
+                'atualizado_em': '2026-11-30T20:00:05',
+                'situacao': 'rodando',
+                'modo': 'servico',
+                'estrategia': 'coluna',
+            },
+            **ouvinte,
+        ),
+        'ciclos': {},
+        'datasets': [],
+    }
 
 
 def _montar_tmpfs_somente_leitura(pasta):
     os.makedirs(pasta, exist_ok=True)
-    feito = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16k,ro', 'tmpfs', str(pasta)],
-                           capture_output=True, text=True)
+    feito = subprocess.run(
+        ['mount', '-t', 'tmpfs', '-o', 'size=16k,ro', 'tmpfs', str(pasta)],
+        capture_output=True,
+        text=True,
+    )
     return feito.returncode == 0, feito.stderr.strip()
 
 
@@ -354,21 +394,32 @@ def test_ouvinte_segue_quando_a_pasta_de_metricas_nao_grava(ouvinte, tmp_path):
 
 # -- o formato ----------------------------------------------------------------
 
+
 def test_rotulo_com_aspas_barra_e_quebra_de_linha_volta_igual_pelo_parser(tmp_path):
     nome = 'nome "estranho"\\com\nquebra'
     dados = _dados_minimos(cliente='Cliente "A"\\B')
-    dados['datasets'] = [{'dataset': nome, 'ao_vivo': True, 'quarentena': 2,
-                          'atraso_origem_s': float('nan'), 'maior_atraso_s': None,
-                          'ultima_sonda_ok_em': 'torto', 'falhas_seguidas': 0}]
+    dados['datasets'] = [
+        {
+            'dataset': nome,
+            'ao_vivo': True,
+            'quarentena': 2,
+            'atraso_origem_s': float('nan'),
+            'maior_atraso_s': None,
+            'ultima_sonda_ok_em': 'torto',
+            'falhas_seguidas': 0,
+        }
+    ]
     assert metricas.escrever_metricas(str(tmp_path), dados) is None
     texto = ler_prom(tmp_path)
     conferir_formato(texto)
     assert valor(texto, 'ouvinte_dataset_quarentena_registros', dataset=nome) == 2
     assert familias(texto)['ouvinte_info'].samples[0].labels['cliente'] == 'Cliente "A"\\B'
     # NaN, None e hora torta: a amostra fica de fora (e a familia, sem amostra).
-    for ausente in ('ouvinte_dataset_atraso_origem_seconds',
-                    'ouvinte_dataset_maior_atraso_seconds',
-                    'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds'):
+    for ausente in (
+        'ouvinte_dataset_atraso_origem_seconds',
+        'ouvinte_dataset_maior_atraso_seconds',
+        'ouvinte_dataset_ultima_sonda_ok_timestamp_seconds',
+    ):
         assert ausente not in texto
     assert 'NaN' not in texto
     conferir_com_promtool(texto)
@@ -376,40 +427,82 @@ def test_rotulo_com_aspas_barra_e_quebra_de_linha_volta_igual_pelo_parser(tmp_pa
 
 def _dados_completos():
     """Um retrato com tudo preenchido: toda família da tabela aparece no arquivo."""
-    dados = _dados_minimos(cliente='acme', intervalo_dados_s=60, folga_s=180,
-                           falhas_seguidas=1, datasets_ao_vivo=1, datasets_total=2,
-                           intervalo_reconciliacao_s=300)
-    dados['ciclos'] = {'dados': {'em': '2026-11-30T20:00:04', 'erros': 1},
-                       'projetos': {'em': '2026-11-30T20:00:02', 'erros': 0},
-                       'falha': {'em': '2026-11-30T20:00:05', 'erro': 'x'}}
-    dados['ferramenta'] = {'rotulo': 'carga inicial 40', 'pid': 9,
-                           'desde': '2026-11-30T20:00:03'}
+    dados = _dados_minimos(
+        cliente='acme',
+        intervalo_dados_s=60,
+        folga_s=180,
+        falhas_seguidas=1,
+        datasets_ao_vivo=1,
+        datasets_total=2,
+        intervalo_reconciliacao_s=300,
+    )
+    dados['ciclos'] = {
+        'dados': {'em': '2026-11-30T20:00:04', 'erros': 1},
+        'projetos': {'em': '2026-11-30T20:00:02', 'erros': 0},
+        'falha': {'em': '2026-11-30T20:00:05', 'erro': 'x'},
+    }
+    dados['ferramenta'] = {'rotulo': 'carga inicial 40', 'pid': 9, 'desde': '2026-11-30T20:00:03'}
     dados['cargas_iniciais_pendentes'] = ['40']
-    dados['empresas_recusadas'] = [{'escopo': 'NOVA\\nFILIAL', 'onde': 'cadastro',
-                                    'motivo': 'tem o caractere U+000A'},
-                                   {'escopo': '41', 'onde': 'chave', 'motivo': 'outra'}]
+    dados['empresas_recusadas'] = [
+        {'escopo': 'NOVA\\nFILIAL', 'onde': 'cadastro', 'motivo': 'tem o caractere U+000A'},
+        {'escopo': '41', 'onde': 'chave', 'motivo': 'outra'},
+    ]
     dados['quarentena'] = {'total': 3, 'por_dataset': {'titulos': 2, 'antigo': 1}}
-    dados['captura'] = {'estrategia': 'binlog', 'posicao': '0-1-9', 'atraso_origem_s': 0.4,
-                        'spool_itens': 3, 'spool_bytes': 900, 'spool_idade_s': 1.5,
-                        'spool_devolvidos': [], 'pausada': None, 'critico': None,
-                        'wal_retido_bytes': 4096, 'wal_seguro_bytes': 1 << 30}
+    dados['captura'] = {
+        'estrategia': 'binlog',
+        'posicao': '0-1-9',
+        'atraso_origem_s': 0.4,
+        'spool_itens': 3,
+        'spool_bytes': 900,
+        'spool_idade_s': 1.5,
+        'spool_devolvidos': [],
+        'pausada': None,
+        'critico': None,
+        'wal_retido_bytes': 4096,
+        'wal_seguro_bytes': 1 << 30,
+    }
     dados['datasets'] = [
-        _dataset(ultima_sonda_ok_em='2026-11-30 20:00:03', atraso_origem_s=12.5,
-                 ultima_mudanca_vista_em='2026-11-30 20:00:03', enviados=5, novos=3,
-                 atualizados=1, iguais=1, falhas_seguidas=1, ultimo_erro='e',
-                 erro_desde='2026-11-30 20:00:03', quarentena=2, sem_carimbo=4, futuras=1,
-                 maior_atraso_s=95.0, atraso_preocupante=True, atrasadas_total=7,
-                 entregue_a_varredura='900 linhas em 2026-11-30 19:00:00',
-                 reconciliacao={'ativa': True, 'ultima_em': '2026-11-30 20:00:01',
-                                'duracao_s': 1.5, 'chaves': 75, 'removidas': 2,
-                                'removidas_total': 14, 'incluidas_total': 3,
-                                'recusa': 'a reconciliação removeria ...', 'falhas_seguidas': 1}),
-        {'dataset': 'status', 'ao_vivo': False, 'motivo': 'watch_column: null'}]
-    dados['varredura'] = {'hora': '02:00', 'iniciada_em': '2026-11-30T02:00:00',
-                          'terminada_em': '2026-11-30T03:10:00', 'ok': False,
-                          'erros': ['carregar-todas: saiu com 1'],
-                          'nao_fechados': {'titulos': ['40', '41']},
-                          'ultima_ok_em': '2026-11-29T03:05:00'}
+        _dataset(
+            ultima_sonda_ok_em='2026-11-30 20:00:03',
+            atraso_origem_s=12.5,
+            ultima_mudanca_vista_em='2026-11-30 20:00:03',
+            enviados=5,
+            novos=3,
+            atualizados=1,
+            iguais=1,
+            falhas_seguidas=1,
+            ultimo_erro='e',
+            erro_desde='2026-11-30 20:00:03',
+            quarentena=2,
+            sem_carimbo=4,
+            futuras=1,
+            maior_atraso_s=95.0,
+            atraso_preocupante=True,
+            atrasadas_total=7,
+            entregue_a_varredura='900 linhas em 2026-11-30 19:00:00',
+            reconciliacao={
+                'ativa': True,
+                'ultima_em': '2026-11-30 20:00:01',
+                'duracao_s': 1.5,
+                'chaves': 75,
+                'removidas': 2,
+                'removidas_total': 14,
+                'incluidas_total': 3,
+                'recusa': 'a reconciliação removeria ...',
+                'falhas_seguidas': 1,
+            },
+        ),
+        {'dataset': 'status', 'ao_vivo': False, 'motivo': 'watch_column: null'},
+    ]
+    dados['varredura'] = {
+        'hora': '02:00',
+        'iniciada_em': '2026-11-30T02:00:00',
+        'terminada_em': '2026-11-30T03:10:00',
+        'ok': False,
+        'erros': ['carregar-todas: saiu com 1'],
+        'nao_fechados': {'titulos': ['40', '41']},
+        'ultima_ok_em': '2026-11-29T03:05:00',
+    }
     return dados
 
 
@@ -418,24 +511,35 @@ def test_retrato_completo_tem_toda_metrica_da_tabela(tmp_path):
     texto = ler_prom(tmp_path)
     conferir_formato(texto)
     tipos = [linha.split(' ')[2] for linha in texto.splitlines() if linha.startswith('# TYPE')]
-    assert tipos == list(metricas.METRICAS)          # todas, na ordem da tabela
+    assert tipos == list(metricas.METRICAS)  # todas, na ordem da tabela
     assert valor(texto, 'ouvinte_dataset_quarentena_registros', dataset='antigo') == 1
     assert valor(texto, 'ouvinte_varredura_empresas_nao_fechadas', dataset='titulos') == 2
-    assert valor(texto, 'ouvinte_dataset_registros_aceitos_total', dataset='titulos',
-                 resultado='atualizado') == 1
+    assert (
+        valor(
+            texto,
+            'ouvinte_dataset_registros_aceitos_total',
+            dataset='titulos',
+            resultado='atualizado',
+        )
+        == 1
+    )
     assert valor(texto, 'ouvinte_laco_falhas_total') == 1
     assert valor(texto, 'ouvinte_empresas_recusadas', onde='cadastro') == 1
     assert valor(texto, 'ouvinte_empresas_recusadas', onde='chave') == 1
     assert valor(texto, 'ouvinte_dataset_falhas_total', dataset='titulos') == 1
     assert valor(texto, 'ouvinte_spool_mudancas') == 3
     assert valor(texto, 'ouvinte_captura_pausada') == 0
-    assert valor(texto, 'ouvinte_ferramenta_inicio_timestamp_seconds') == \
-        datetime.datetime(2026, 11, 30, 20, 0, 3).timestamp()
+    assert (
+        valor(texto, 'ouvinte_ferramenta_inicio_timestamp_seconds')
+        == datetime.datetime(2026, 11, 30, 20, 0, 3).timestamp()
+    )
     # A reconciliacao: os totais vem do estado (sobrevivem ao reinicio), a recusa e 1.
     assert valor(texto, 'ouvinte_dataset_chaves_removidas_total', dataset='titulos') == 14
     assert valor(texto, 'ouvinte_dataset_reconciliacao_recusada', dataset='titulos') == 1
-    assert valor(texto, 'ouvinte_dataset_reconciliacao_ultima_timestamp_seconds',
-                 dataset='titulos') == datetime.datetime(2026, 11, 30, 20, 0, 1).timestamp()
+    assert (
+        valor(texto, 'ouvinte_dataset_reconciliacao_ultima_timestamp_seconds', dataset='titulos')
+        == datetime.datetime(2026, 11, 30, 20, 0, 1).timestamp()
+    )
     assert valor(texto, 'ouvinte_intervalo_reconciliacao_seconds') == 300
 
 
@@ -443,8 +547,10 @@ def test_promtool_aceita_o_arquivo(tmp_path):
     """`promtool check metrics`: o parser do Prometheus e o lint dele (`_total` só em
     counter, unidade de base, HELP). Os testes acima também o chamam, se houver."""
     if not shutil.which('promtool'):
-        pytest.skip('promtool não instalado (apt-get install prometheus): a validação'
-                    ' obrigatória e a do prometheus_client, feita nos outros testes')
+        pytest.skip(
+            'promtool não instalado (apt-get install prometheus): a validação'
+            ' obrigatória e a do prometheus_client, feita nos outros testes'
+        )
     assert metricas.escrever_metricas(str(tmp_path), _dados_completos()) is None
     codigo, saida = promtool(ler_prom(tmp_path))
     assert codigo == 0 and not saida.strip(), saida
@@ -454,37 +560,54 @@ def test_promtool_aceita_o_arquivo(tmp_path):
 
 
 def _dataset(**campos):
-    return dict({'dataset': 'titulos', 'ao_vivo': True, 'falhas_seguidas': 0, 'enviados': 0,
-                 'novos': 0, 'atualizados': 0, 'iguais': 0}, **campos)
+    return dict(
+        {
+            'dataset': 'titulos',
+            'ao_vivo': True,
+            'falhas_seguidas': 0,
+            'enviados': 0,
+            'novos': 0,
+            'atualizados': 0,
+            'iguais': 0,
+        },
+        **campos,
+    )
 
 
 def test_o_mesmo_ciclo_regravado_nao_soma_de_novo_e_a_subida_recomeca(tmp_path):
     pasta = str(tmp_path)
     dados = _dados_minimos()
     # Uma sonda de ANTES da subida (do processo anterior): nao conta aqui.
-    dados['datasets'] = [_dataset(ultima_sonda_ok_em='2026-11-30 19:59:00', enviados=7,
-                                  novos=7)]
+    dados['datasets'] = [_dataset(ultima_sonda_ok_em='2026-11-30 19:59:00', enviados=7, novos=7)]
     assert metricas.escrever_metricas(pasta, dados) is None
-    assert valor(ler_prom(pasta), 'ouvinte_dataset_registros_enviados_total',
-                 dataset='titulos') == 0
+    assert (
+        valor(ler_prom(pasta), 'ouvinte_dataset_registros_enviados_total', dataset='titulos') == 0
+    )
     # Sonda deste processo, mas o ciclo de dados ainda nao terminou: espera.
-    dados['datasets'] = [_dataset(ultima_sonda_ok_em='2026-11-30 20:00:10', enviados=4,
-                                  novos=3, iguais=1)]
+    dados['datasets'] = [
+        _dataset(ultima_sonda_ok_em='2026-11-30 20:00:10', enviados=4, novos=3, iguais=1)
+    ]
     assert metricas.escrever_metricas(pasta, dados) is None
-    assert valor(ler_prom(pasta), 'ouvinte_dataset_registros_enviados_total',
-                 dataset='titulos') == 0
+    assert (
+        valor(ler_prom(pasta), 'ouvinte_dataset_registros_enviados_total', dataset='titulos') == 0
+    )
     dados['ciclos'] = {'dados': {'em': '2026-11-30T20:00:11', 'erros': 0}}
-    for _ in range(3):                # o laco e a ferramenta regravam o mesmo retrato
+    for _ in range(3):  # o laco e a ferramenta regravam o mesmo retrato
         assert metricas.escrever_metricas(pasta, dados) is None
     texto = ler_prom(pasta)
     assert valor(texto, 'ouvinte_dataset_registros_enviados_total', dataset='titulos') == 4
-    assert valor(texto, 'ouvinte_dataset_registros_aceitos_total', dataset='titulos',
-                 resultado='igual') == 1
+    assert (
+        valor(
+            texto, 'ouvinte_dataset_registros_aceitos_total', dataset='titulos', resultado='igual'
+        )
+        == 1
+    )
     assert valor(texto, 'ouvinte_ciclos_total', ciclo='dados') == 1
     # Falha do dataset: conta uma vez por ciclo que falhou, e a sonda velha nao soma.
     dados['ciclos'] = {'dados': {'em': '2026-11-30T20:00:20', 'erros': 1}}
-    dados['datasets'][0].update(falhas_seguidas=1, ultimo_erro='x',
-                                erro_desde='2026-11-30 20:00:19')
+    dados['datasets'][0].update(
+        falhas_seguidas=1, ultimo_erro='x', erro_desde='2026-11-30 20:00:19'
+    )
     assert metricas.escrever_metricas(pasta, dados) is None
     assert metricas.escrever_metricas(pasta, dados) is None
     texto = ler_prom(pasta)
@@ -513,7 +636,8 @@ def test_temporario_orfao_de_uma_gravacao_morta_e_apagado(tmp_path):
     outro.write_text('# de outro coletor\n')
     assert metricas.escrever_metricas(str(tmp_path), _dados_minimos(pid=99)) is None
     assert sorted(os.listdir(tmp_path)) == sorted(
-        ['.ouvinte.prom.def456.tmp', 'outro-coletor.prom', 'ouvinte.prom'])
+        ['.ouvinte.prom.def456.tmp', 'outro-coletor.prom', 'ouvinte.prom']
+    )
 
 
 def test_toda_metrica_esta_documentada():
@@ -524,6 +648,7 @@ def test_toda_metrica_esta_documentada():
 
 
 # -- quem le o arquivo em producao: o node_exporter -------------------------------
+
 
 def _porta_livre():
     with socket.socket() as s:
@@ -536,24 +661,34 @@ def test_node_exporter_le_o_arquivo_sem_erro(tmp_path):
     if not binario:
         pytest.skip('node_exporter não instalado (apt-get install prometheus-node-exporter)')
     dados = _dados_minimos()
-    dados['datasets'] = [_dataset(ultima_sonda_ok_em='2026-11-30 20:00:04', quarentena=1,
-                                  atraso_origem_s=12.5)]
+    dados['datasets'] = [
+        _dataset(ultima_sonda_ok_em='2026-11-30 20:00:04', quarentena=1, atraso_origem_s=12.5)
+    ]
     dados['ciclos'] = {'dados': {'em': '2026-11-30T20:00:05', 'erros': 0}}
     assert metricas.escrever_metricas(str(tmp_path), dados) is None
     porta = _porta_livre()
     processo = subprocess.Popen(
-        [binario, '--collector.disable-defaults', '--collector.textfile',
-         '--collector.textfile.directory=' + str(tmp_path),
-         '--web.listen-address=127.0.0.1:%d' % porta],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [
+            binario,
+            '--collector.disable-defaults',
+            '--collector.textfile',
+            '--collector.textfile.directory=' + str(tmp_path),
+            '--web.listen-address=127.0.0.1:%d' % porta,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
+
         def raspar():
             try:
-                with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % porta,
-                                            timeout=5) as resposta:
+                with urllib.request.urlopen(
+                    'http://127.0.0.1:%d/metrics' % porta, timeout=5
+                ) as resposta:
                     return resposta.read().decode('utf-8')
             except OSError:
                 return None
+
         texto = esperar(raspar, 30)
     finally:
         processo.terminate()
@@ -574,7 +709,7 @@ MARCA_REGRAS = '<!-- regras-prometheus'
 # falhando desde 0, `vendas` com 3 falhas seguidas, nenhuma varredura boa desde
 # a subida (ha 28 h). b: varredura boa ha pouco. c: subiu agora. d: uma
 # ferramenta roda (a varredura): sem sonda, e calado.
-TESTE_REGRAS = '''
+TESTE_REGRAS = """
 rule_files: [regras.yml]
 evaluation_interval: 1m
 tests:
@@ -636,16 +771,16 @@ tests:
       - eval_time: 5m
         alertname: OuvinteQuarentena
         exp_alerts: [{exp_labels: {severity: warning, instance: a, dataset: titulos}}]
-'''
+"""
 
 
 def _regras_do_documento():
     with open(DOC_IMPLANTACAO, encoding='utf-8') as arquivo:
         doc = arquivo.read()
     assert MARCA_REGRAS in doc, 'o bloco das regras sumiu de docs/implantacao.md'
-    resto = doc[doc.index(MARCA_REGRAS):]
+    resto = doc[doc.index(MARCA_REGRAS) :]
     inicio = resto.index('```yaml\n') + len('```yaml\n')
-    return resto[inicio:resto.index('```', inicio)]
+    return resto[inicio : resto.index('```', inicio)]
 
 
 def _sem_anotacoes(regras):
@@ -666,14 +801,23 @@ def test_regras_de_alerta_do_documento_disparam_quando_devem(tmp_path):
         pytest.skip('promtool não instalado (apt-get install prometheus)')
     regras = _regras_do_documento()
     (tmp_path / 'regras-doc.yml').write_text(regras)
-    feito = subprocess.run(['promtool', 'check', 'rules', str(tmp_path / 'regras-doc.yml')],
-                           capture_output=True, text=True, timeout=60)
+    feito = subprocess.run(
+        ['promtool', 'check', 'rules', str(tmp_path / 'regras-doc.yml')],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert feito.returncode == 0, feito.stdout + feito.stderr
     # Toda metrica que as regras usam existe.
     usadas = set(re.findall(r'\b(ouvinte_[a-z_]+)', regras))
     assert usadas and usadas <= set(metricas.METRICAS), usadas - set(metricas.METRICAS)
     (tmp_path / 'regras.yml').write_text(_sem_anotacoes(regras))
     (tmp_path / 'teste.yml').write_text(TESTE_REGRAS)
-    feito = subprocess.run(['promtool', 'test', 'rules', 'teste.yml'], cwd=str(tmp_path),
-                           capture_output=True, text=True, timeout=60)
+    feito = subprocess.run(
+        ['promtool', 'test', 'rules', 'teste.yml'],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert feito.returncode == 0, feito.stdout + feito.stderr

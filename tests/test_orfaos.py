@@ -86,8 +86,14 @@ def boot() -> str:
 
 
 def gravar_arquivo(caminho: str, **entrada: object) -> None:
-    base = {'boot': boot(), 'marca': 'nao-e-nossa', 'rotulo': 'teste',
-            'comando': 'sleep', 'desde': '2026-09-01T03:00:00', 'ouvinte': 1}
+    base = {
+        'boot': boot(),
+        'marca': 'nao-e-nossa',
+        'rotulo': 'teste',
+        'comando': 'sleep',
+        'desde': '2026-09-01T03:00:00',
+        'ouvinte': 1,
+    }
     base.update(entrada)
     with open(caminho, 'w', encoding='utf-8') as arquivo:
         json.dump({'grupos': [base]}, arquivo)
@@ -104,6 +110,7 @@ def grupo_alheio():
 
 # ------------------------------------------------------ encerrar_sobra, unidade
 
+
 @pytest.mark.parametrize('diferenca', ['inicio', 'boot'])
 def test_pid_reciclado_nao_e_morto(tmp_path, grupo_alheio, diferenca):
     """O número anotado agora e de outro programa: nasceu em outra hora (ou outro boot)."""
@@ -116,15 +123,16 @@ def test_pid_reciclado_nao_e_morto(tmp_path, grupo_alheio, diferenca):
     log = Log()
     assert supervisor.encerrar_sobra(arquivo, log, graca=0.5) is None
     time.sleep(0.3)
-    assert grupo_alheio.poll() is None                    # continua vivo
+    assert grupo_alheio.poll() is None  # continua vivo
     assert 'pid reciclado' in log.texto() and str(pid) in log.texto()
     assert not os.path.exists(arquivo)
 
 
 def test_grupo_sem_lider_e_sem_a_marca_nao_e_morto(tmp_path):
     """Líder morto: só um membro com a nossa marca no ambiente prova que o grupo e nosso."""
-    lider = subprocess.Popen(['bash', '-c', 'sleep 120 & echo $!'], start_new_session=True,
-                             stdout=subprocess.PIPE)
+    lider = subprocess.Popen(
+        ['bash', '-c', 'sleep 120 & echo $!'], start_new_session=True, stdout=subprocess.PIPE
+    )
     neto = int(lider.stdout.readline())
     lider.wait()
     try:
@@ -132,7 +140,7 @@ def test_grupo_sem_lider_e_sem_a_marca_nao_e_morto(tmp_path):
         gravar_arquivo(arquivo, pgid=lider.pid, inicio=inicio_de(neto))
         log = Log()
         assert supervisor.encerrar_sobra(arquivo, log, graca=0.5) is None
-        assert vivos(lider.pid) == [neto]                 # intocado
+        assert vivos(lider.pid) == [neto]  # intocado
         assert 'pid reciclado' in log.texto()
     finally:
         os.kill(neto, signal.SIGKILL)
@@ -145,13 +153,18 @@ def sobra(tmp_path, corpo: str, rotulo: str = 'varredura/carregar-todas'):
     """
     arquivo = str(tmp_path / 'ouvinte-ferramenta.json')
     pronto = tmp_path / 'pronto'
-    programa = ('import sys\n'
-                'from contextia_sync import supervisor\n'
-                'supervisor.rodar(["bash", "-c", sys.argv[1]], sys.argv[2],'
-                ' arquivo_grupo=sys.argv[3])\n')
-    pai = subprocess.Popen([sys.executable, '-c', programa,
-                            '%s\ntouch %s\nwait' % (corpo, pronto), rotulo, arquivo],
-                           cwd=RAIZ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    programa = (
+        'import sys\n'
+        'from contextia_sync import supervisor\n'
+        'supervisor.rodar(["bash", "-c", sys.argv[1]], sys.argv[2],'
+        ' arquivo_grupo=sys.argv[3])\n'
+    )
+    pai = subprocess.Popen(
+        [sys.executable, '-c', programa, '%s\ntouch %s\nwait' % (corpo, pronto), rotulo, arquivo],
+        cwd=RAIZ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     esperar(lambda: pronto.exists() and os.path.exists(arquivo), 30, 0.1)
     with open(arquivo, encoding='utf-8') as f:
         [entrada] = json.load(f)['grupos']
@@ -200,15 +213,21 @@ def test_rodar_anota_e_tira_o_grupo(tmp_path):
         with open(arquivo, encoding='utf-8') as f:
             visto.update(json.load(f)['grupos'][0], pid=pid)
 
-    r = supervisor.rodar(['bash', '-c', 'echo "$%s"' % supervisor.VARIAVEL_MARCA], 'curta',
-                         arquivo_grupo=arquivo, ao_iniciar=ao_iniciar, log=Log())
+    r = supervisor.rodar(
+        ['bash', '-c', 'echo "$%s"' % supervisor.VARIAVEL_MARCA],
+        'curta',
+        arquivo_grupo=arquivo,
+        ao_iniciar=ao_iniciar,
+        log=Log(),
+    )
     assert r.ok
     assert visto['pgid'] == visto['pid'] and visto['rotulo'] == 'curta'
     assert isinstance(visto['inicio'], int) and visto['marca']
-    assert not os.path.exists(arquivo)                    # o grupo acabou: anotacao tirada
+    assert not os.path.exists(arquivo)  # o grupo acabou: anotacao tirada
 
 
 # ------------------------------------------------- o ouvinte de verdade
+
 
 def completes(contextia, escopos: list[str]) -> list[tuple[str, str, str]]:
     """Os `complete` que o Contextia local aceitou para estas empresas."""
@@ -218,7 +237,9 @@ def completes(contextia, escopos: list[str]) -> list[tuple[str, str, str]]:
         return con.execute(
             'SELECT p.external_id, s.dataset, s.completado_em FROM syncs s JOIN projetos p'
             ' ON p.id = s.projeto_id WHERE s.completado_em IS NOT NULL AND p.external_id IN'
-            ' (%s) ORDER BY 1, 2, 3' % ','.join('?' * len(escopos)), escopos).fetchall()
+            ' (%s) ORDER BY 1, 2, 3' % ','.join('?' * len(escopos)),
+            escopos,
+        ).fetchall()
     finally:
         con.close()
 
@@ -236,9 +257,16 @@ class Ouvinte:
         self.pasta = tmp_path
 
     def argv(self, *extra: str) -> list[str]:
-        return [sys.executable, 'ouvinte.py', '--mapping=' + self.mapa, '--source=generic',
-                '--chaves=%s' % self.arquivo_chaves, '--estado=%s' % self.estado,
-                '--varredura=nao', '--timeout-ferramenta=120'] + list(extra)
+        return [
+            sys.executable,
+            'ouvinte.py',
+            '--mapping=' + self.mapa,
+            '--source=generic',
+            '--chaves=%s' % self.arquivo_chaves,
+            '--estado=%s' % self.estado,
+            '--varredura=nao',
+            '--timeout-ferramenta=120',
+        ] + list(extra)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ, CONTEXTIA_ORIGEM=self.erp.url, **self.contextia.ambiente())
@@ -247,19 +275,30 @@ class Ouvinte:
 
     def iniciar(self, *extra: str) -> subprocess.Popen[bytes]:
         self.log = open(self.pasta / ('ouvinte-%d.log' % time.monotonic_ns()), 'w+b')
-        return subprocess.Popen(self.argv(*extra), cwd=RAIZ, env=self.env(), stdout=self.log,
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            self.argv(*extra), cwd=RAIZ, env=self.env(), stdout=self.log, stderr=subprocess.STDOUT
+        )
 
     def rodar(self, *extra: str) -> tuple[int, str]:
-        feito = subprocess.run(self.argv(*extra), cwd=RAIZ, env=self.env(), timeout=180,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        feito = subprocess.run(
+            self.argv(*extra),
+            cwd=RAIZ,
+            env=self.env(),
+            timeout=180,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
     def pgid_da_varredura(self) -> int:
         status = self.estado / 'ouvinte-status.txt'
-        achado = esperar(lambda: re.search(
-            r'ferramenta agora ..: varredura/carregar-todas \(pid (\d+)',
-            status.read_text() if status.exists() else ''), 120)
+        achado = esperar(
+            lambda: re.search(
+                r'ferramenta agora ..: varredura/carregar-todas \(pid (\d+)',
+                status.read_text() if status.exists() else '',
+            ),
+            120,
+        )
         return int(achado.group(1))
 
 
@@ -278,8 +317,11 @@ def varredura_no_meio(o: Ouvinte) -> tuple[subprocess.Popen[bytes], int, int]:
     processo = o.iniciar('--varrer-agora', '--intervalo-dados=600')
     pgid = o.pgid_da_varredura()
     esperar(lambda: o.contextia.falhas_injetadas()['atraso'] >= 1, 60)
-    [conector] = esperar(lambda: [p for p in vivos(pgid) if p != pgid
-                                  and 'contextia_sync.cli.conector' in comando(p)])
+    [conector] = esperar(
+        lambda: [
+            p for p in vivos(pgid) if p != pgid and 'contextia_sync.cli.conector' in comando(p)
+        ]
+    )
     return processo, pgid, conector
 
 
@@ -289,7 +331,7 @@ def test_kill_9_na_varredura_o_connector_morre_junto(ouvinte):
     antes = completes(o.contextia, o.erp.escopos)
     processo, pgid, conector = varredura_no_meio(o)
     try:
-        processo.kill()                       # kill -9: nenhum finally do ouvinte roda
+        processo.kill()  # kill -9: nenhum finally do ouvinte roda
         processo.wait()
         # PR_SET_PDEATHSIG: o kernel manda SIGTERM ao bash, que o repassa ao connector.
         esperar(lambda: vivos(pgid) == [], 10)
@@ -297,7 +339,7 @@ def test_kill_9_na_varredura_o_connector_morre_junto(ouvinte):
         for pid in vivos(pgid):
             os.kill(pid, signal.SIGKILL)
         o.contextia.limpar_falhas()
-    time.sleep(3)                             # um orfao teria agora o servidor livre
+    time.sleep(3)  # um orfao teria agora o servidor livre
     assert completes(o.contextia, o.erp.escopos) == antes
 
     # A subida seguinte acha a anotacao e ve que o grupo ja acabou.
@@ -318,11 +360,11 @@ def test_connector_orfao_e_encerrado_na_subida_seguinte_antes_de_tudo(ouvinte):
     antes = completes(o.contextia, o.erp.escopos)
     processo, pgid, conector = varredura_no_meio(o)
     try:
-        os.kill(pgid, signal.SIGKILL)         # o bash primeiro: o SIGTERM do kernel nao o acha
+        os.kill(pgid, signal.SIGKILL)  # o bash primeiro: o SIGTERM do kernel nao o acha
         processo.kill()
         processo.wait()
         time.sleep(0.5)
-        assert vivos(pgid) == [conector]      # orfao, adotado, ainda enviando
+        assert vivos(pgid) == [conector]  # orfao, adotado, ainda enviando
         codigo, saida = o.rodar('--once')
     finally:
         for pid in vivos(pgid):

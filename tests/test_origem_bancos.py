@@ -17,9 +17,11 @@ from tests.apoio import bancos
 from tests.apoio.log import coletar_log
 
 DT = datetime.datetime
-TIPOS = [pytest.param('sqlite', id='sqlite'),
-         pytest.param('postgres', id='postgres', marks=pytest.mark.postgres),
-         pytest.param('mariadb', id='mariadb', marks=pytest.mark.mariadb)]
+TIPOS = [
+    pytest.param('sqlite', id='sqlite'),
+    pytest.param('postgres', id='postgres', marks=pytest.mark.postgres),
+    pytest.param('mariadb', id='mariadb', marks=pytest.mark.mariadb),
+]
 
 LARGA = 200
 
@@ -30,11 +32,11 @@ def _ddl(tipo):
     comandos = [
         'CREATE TABLE titulos_receber (ID INTEGER PRIMARY KEY, EMPRESA_ID INTEGER,'
         ' VALOR NUMERIC(16,2), ALTERADO_EM %s, DIA DATE, SEQ BIGINT, OBS %s)' % (ts, texto),
-        "INSERT INTO titulos_receber VALUES"
+        'INSERT INTO titulos_receber VALUES'
         " (1, 297, 12345678901234.56, '2026-09-02 10:00:00', '2026-09-01', 100, 'a'),"
         " (2, 297, 0.01, '2026-09-02 10:05:00', '2026-09-02', 101, NULL),"
         " (3, 301, 7.50, '2026-09-02 10:10:00', '2026-09-03', 102, 'c'),"
-        " (4, 301, NULL, NULL, NULL, NULL, NULL)",
+        ' (4, 301, NULL, NULL, NULL, NULL, NULL)',
         'CREATE VIEW v_titulos AS SELECT * FROM titulos_receber',
         'CREATE TABLE larga (%s)' % ', '.join('C%03d INTEGER' % i for i in range(LARGA)),
         'INSERT INTO larga VALUES (%s)' % ', '.join(str(i) for i in range(LARGA)),
@@ -46,8 +48,7 @@ def _ddl(tipo):
 
 @pytest.fixture(scope='module', params=TIPOS)
 def origem(request, tmp_path_factory):
-    yield from bancos.origem_de_teste(request.param, 'orig', _ddl(request.param),
-                                      tmp_path_factory)
+    yield from bancos.origem_de_teste(request.param, 'orig', _ddl(request.param), tmp_path_factory)
 
 
 @pytest.fixture
@@ -66,7 +67,7 @@ def ids(linhas):
 
 def test_fetch_devolve_iterador_de_dicts_com_os_nomes_do_mapeamento(origem):
     linhas = origem.fetch('V_TITULOS', COLS)
-    assert not isinstance(linhas, (list, tuple))     # streaming, nao lista pronta
+    assert not isinstance(linhas, (list, tuple))  # streaming, nao lista pronta
     linhas = list(linhas)
     assert ids(linhas) == [1, 2, 3, 4]
     primeira = [linha for linha in linhas if linha['ID'] == 1][0]
@@ -91,16 +92,19 @@ def test_filtro_de_escopo(origem):
     assert origem.contar('v_titulos', scope=('EMPRESA_ID', '297')) == 2
 
 
-@pytest.mark.parametrize('since, esperado', [
-    (('ALTERADO_EM', DT(2026, 9, 2, 10, 0)), [2, 3]),           # > e estrito
-    (('ALTERADO_EM', '2026-09-02T10:04:59'), [2, 3]),           # ISO do estado
-    (('ALTERADO_EM', DT(2026, 9, 2, 10, 10)), []),
-    (('DIA', datetime.date(2026, 9, 1)), [2, 3]),
-    (('DIA', '2026-09-02'), [3]),
-    (('SEQ', 100), [2, 3]),
-    (('SEQ', '101'), [3]),
-    (('SEQ', decimal.Decimal('101')), [3]),
-])
+@pytest.mark.parametrize(
+    'since, esperado',
+    [
+        (('ALTERADO_EM', DT(2026, 9, 2, 10, 0)), [2, 3]),  # > e estrito
+        (('ALTERADO_EM', '2026-09-02T10:04:59'), [2, 3]),  # ISO do estado
+        (('ALTERADO_EM', DT(2026, 9, 2, 10, 10)), []),
+        (('DIA', datetime.date(2026, 9, 1)), [2, 3]),
+        (('DIA', '2026-09-02'), [3]),
+        (('SEQ', 100), [2, 3]),
+        (('SEQ', '101'), [3]),
+        (('SEQ', decimal.Decimal('101')), [3]),
+    ],
+)
 def test_filtro_de_mudanca_por_tipo_de_coluna(origem, since, esperado):
     assert ids(origem.fetch('v_titulos', ['ID'], since=since)) == esperado
     assert origem.contar('v_titulos', since=since) == len(esperado)
@@ -119,7 +123,7 @@ def test_maximo_por_tipo_de_coluna_de_mudanca(origem):
     assert dia == datetime.date(2026, 9, 3) and type(dia) is datetime.date
     seq = origem.maximo('v_titulos', 'SEQ')
     assert seq == 102 and type(seq) is int
-    assert origem.maximo('vitima', 'ID') is None            # vazia
+    assert origem.maximo('vitima', 'ID') is None  # vazia
 
 
 def test_maximo_volta_como_since_sem_perder_nada(origem):
@@ -151,26 +155,30 @@ def test_coluna_inexistente_ensina(origem):
         origem.contar('VIEW_QUE_NAO_HA')
 
 
-@pytest.mark.parametrize('campo, chamada', [
-    ('source_object', lambda o: o.fetch('vitima; DROP TABLE vitima', ['ID'])),
-    ('source_object', lambda o: o.contar('vitima --')),
-    ('columns[1]', lambda o: o.fetch('vitima', ['ID', 'ID FROM vitima; DROP TABLE vitima'])),
-    ('columns[0]', lambda o: o.fetch('vitima', ['"ID"'])),
-    ('scope', lambda o: o.fetch('vitima', ['ID'], scope=("ID' OR '1'='1", 1))),
-    ('since', lambda o: o.contar('vitima', since=('ID/**/', 1))),
-    ('watch_column', lambda o: o.maximo('vitima', 'ID); DROP TABLE vitima; --')),
-])
+@pytest.mark.parametrize(
+    'campo, chamada',
+    [
+        ('source_object', lambda o: o.fetch('vitima; DROP TABLE vitima', ['ID'])),
+        ('source_object', lambda o: o.contar('vitima --')),
+        ('columns[1]', lambda o: o.fetch('vitima', ['ID', 'ID FROM vitima; DROP TABLE vitima'])),
+        ('columns[0]', lambda o: o.fetch('vitima', ['"ID"'])),
+        ('scope', lambda o: o.fetch('vitima', ['ID'], scope=("ID' OR '1'='1", 1))),
+        ('since', lambda o: o.contar('vitima', since=('ID/**/', 1))),
+        ('watch_column', lambda o: o.maximo('vitima', 'ID); DROP TABLE vitima; --')),
+    ],
+)
 def test_identificador_hostil_recusado_e_nada_executa(origem, campo, chamada):
     with pytest.raises(ErroIdentificador) as erro:
         chamada(origem)
     assert campo in str(erro.value)
-    assert origem.banco.executar('SELECT COUNT(*) FROM vitima')[0][0] == 0   # ainda existe
+    assert origem.banco.executar('SELECT COUNT(*) FROM vitima')[0][0] == 0  # ainda existe
 
 
 def test_valor_hostil_vai_por_bind_e_nao_casa_nada(origem):
     assert origem.contar('v_titulos', scope=('OBS', "a' OR 'x'='x")) == 0
-    assert list(origem.fetch('v_titulos', ['ID'],
-                             scope=('OBS', "a'; DELETE FROM vitima; --"))) == []
+    assert (
+        list(origem.fetch('v_titulos', ['ID'], scope=('OBS', "a'; DELETE FROM vitima; --"))) == []
+    )
     assert origem.contar('v_titulos', scope=('OBS', 'a')) == 1
 
 
@@ -179,8 +187,11 @@ def test_escrita_pela_conexao_do_adaptador_falha(origem):
         with pytest.raises(sa_exc.DBAPIError) as erro:
             conn.exec_driver_sql('INSERT INTO vitima (ID) VALUES (1)')
     texto = str(erro.value).lower()
-    assert 'read' in texto and 'only' in texto.replace('-', ' ').replace('_', ' ') \
+    assert (
+        'read' in texto
+        and 'only' in texto.replace('-', ' ').replace('_', ' ')
         or 'readonly' in texto
+    )
     with origem._conexao() as conn:
         with pytest.raises(sa_exc.DBAPIError):
             conn.exec_driver_sql('CREATE TABLE intrusa (x INTEGER)')
@@ -195,18 +206,20 @@ def test_escrita_pela_conexao_do_adaptador_falha(origem):
 def test_renovar_mostra_linha_comitada_por_outra_conexao(origem):
     antes = origem.contar('v_titulos')
     aberta = origem.fetch('v_titulos', ['ID'])
-    next(aberta)                               # leitura deixada pela metade
+    next(aberta)  # leitura deixada pela metade
     # renovar fecha a leitura abandonada: no SQLite ela seguraria o lock de
     # leitura e o ERP nao conseguiria gravar; no MySQL/Oracle seguraria o retrato.
     origem.renovar()
     origem.banco.executar(
-        "INSERT INTO titulos_receber (ID, EMPRESA_ID, ALTERADO_EM) VALUES"
-        " (90, 297, '2026-09-02 11:00:00')")
+        'INSERT INTO titulos_receber (ID, EMPRESA_ID, ALTERADO_EM) VALUES'
+        " (90, 297, '2026-09-02 11:00:00')"
+    )
     try:
         assert origem.contar('v_titulos') == antes + 1
         assert origem.maximo('v_titulos', 'ALTERADO_EM') == DT(2026, 9, 2, 11, 0)
-        assert 90 in ids(origem.fetch('v_titulos', ['ID'],
-                                      since=('ALTERADO_EM', DT(2026, 9, 2, 10, 30))))
+        assert 90 in ids(
+            origem.fetch('v_titulos', ['ID'], since=('ALTERADO_EM', DT(2026, 9, 2, 10, 30)))
+        )
         with pytest.raises(ErroOrigem, match='interrompida'):
             list(aberta)
     finally:
@@ -216,7 +229,7 @@ def test_renovar_mostra_linha_comitada_por_outra_conexao(origem):
 def test_sem_retrato_velho_entre_chamadas(origem):
     """Cada chamada e uma transação curta: mesmo sem renovar, nada fica congelado."""
     antes = origem.contar('v_titulos')
-    origem.banco.executar("INSERT INTO titulos_receber (ID, EMPRESA_ID) VALUES (91, 297)")
+    origem.banco.executar('INSERT INTO titulos_receber (ID, EMPRESA_ID) VALUES (91, 297)')
     try:
         assert origem.contar('v_titulos') == antes + 1
     finally:

@@ -39,31 +39,41 @@ GRANDE = 100000
 
 def _grande(banco):
     if banco.tipo == 'postgres':
-        banco.executar("CREATE TABLE grande AS SELECT g AS ID, repeat('x', 200) AS PAD"
-                       " FROM generate_series(1, %d) g" % GRANDE)
+        banco.executar(
+            "CREATE TABLE grande AS SELECT g AS ID, repeat('x', 200) AS PAD"
+            ' FROM generate_series(1, %d) g' % GRANDE
+        )
     else:
-        banco.executar("CREATE TABLE grande AS SELECT seq AS ID, REPEAT('x', 200) AS PAD"
-                       " FROM seq_1_to_%d" % GRANDE)
+        banco.executar(
+            "CREATE TABLE grande AS SELECT seq AS ID, REPEAT('x', 200) AS PAD"
+            ' FROM seq_1_to_%d' % GRANDE
+        )
 
 
 def _matar_conexoes_do_adaptador(banco):
     if banco.tipo == 'postgres':
-        banco.executar('SELECT pg_terminate_backend(pid) FROM pg_stat_activity'
-                       ' WHERE datname = current_database() AND pid <> pg_backend_pid()')
+        banco.executar(
+            'SELECT pg_terminate_backend(pid) FROM pg_stat_activity'
+            ' WHERE datname = current_database() AND pid <> pg_backend_pid()'
+        )
     else:
         for (ident,) in banco.executar(
-                'SELECT id FROM information_schema.processlist WHERE db = :b'
-                ' AND id <> CONNECTION_ID()', {'b': banco.nome}):
+            'SELECT id FROM information_schema.processlist WHERE db = :b AND id <> CONNECTION_ID()',
+            {'b': banco.nome},
+        ):
             banco.executar('KILL %d' % int(ident))
 
 
-SERVIDORES = [pytest.param('postgres', marks=pytest.mark.postgres, id='postgres'),
-              pytest.param('mariadb', marks=pytest.mark.mariadb, id='mariadb')]
+SERVIDORES = [
+    pytest.param('postgres', marks=pytest.mark.postgres, id='postgres'),
+    pytest.param('mariadb', marks=pytest.mark.mariadb, id='mariadb'),
+]
 
 
 @pytest.mark.parametrize('tipo', SERVIDORES)
 def test_conexao_perdida_no_meio_da_leitura_e_erro_claro_e_a_proxima_reconecta(
-        tipo, fabrica_de_bancos):
+    tipo, fabrica_de_bancos
+):
     banco = fabrica_de_bancos(tipo)
     _grande(banco)
     origem = Origem(banco.url_origem, timeout=30, linhas_por_lote=100)
@@ -91,7 +101,7 @@ def test_conexao_ociosa_morta_no_pool_e_trocada_sem_erro(tipo, fabrica_de_bancos
     origem = Origem(banco.url_origem, timeout=30)
     try:
         assert origem.contar('t') == 0
-        _matar_conexoes_do_adaptador(banco)   # a conexao parada no pool morreu
+        _matar_conexoes_do_adaptador(banco)  # a conexao parada no pool morreu
         assert origem.contar('t') == 0
     finally:
         origem.fechar()
@@ -161,13 +171,14 @@ def test_mariadb_leitura_largada_no_meio_nao_drena_a_tabela(fabrica_de_bancos):
 def test_mariadb_data_zero_vira_none_com_um_aviso_por_coluna(fabrica_de_bancos, avisos):
     banco = fabrica_de_bancos('mariadb')
     banco.executar('CREATE TABLE datas (ID INT, DIA DATE, ALT DATETIME, MARCA TIMESTAMP NULL)')
-    banco.executar("INSERT INTO datas VALUES (1, '0000-00-00', '0000-00-00 00:00:00', NULL),"
-                   " (2, '0000-00-00', '2026-09-02 10:00:00', '2026-09-02 10:00:00'),"
-                   " (3, '2026-09-02', '0000-00-00 00:00:00', '0000-00-00 00:00:00')")
+    banco.executar(
+        "INSERT INTO datas VALUES (1, '0000-00-00', '0000-00-00 00:00:00', NULL),"
+        " (2, '0000-00-00', '2026-09-02 10:00:00', '2026-09-02 10:00:00'),"
+        " (3, '2026-09-02', '0000-00-00 00:00:00', '0000-00-00 00:00:00')"
+    )
     origem = Origem(banco.url_origem, timeout=30)
     try:
-        linhas = {lida['ID']: lida for lida in origem.fetch('datas',
-                                                            ['ID', 'DIA', 'ALT', 'MARCA'])}
+        linhas = {lida['ID']: lida for lida in origem.fetch('datas', ['ID', 'DIA', 'ALT', 'MARCA'])}
         assert linhas[1]['DIA'] is None and linhas[1]['ALT'] is None
         assert linhas[2]['DIA'] is None
         assert linhas[2]['ALT'] == datetime.datetime(2026, 9, 2, 10, 0)
@@ -175,7 +186,7 @@ def test_mariadb_data_zero_vira_none_com_um_aviso_por_coluna(fabrica_de_bancos, 
         assert linhas[3]['MARCA'] is None
         zeros = [a for a in avisos if 'data zero' in a]
         assert sorted(a.split(':')[0] for a in zeros) == ['datas.ALT', 'datas.DIA', 'datas.MARCA']
-        list(origem.fetch('datas', ['ID', 'DIA']))          # de novo: sem aviso novo
+        list(origem.fetch('datas', ['ID', 'DIA']))  # de novo: sem aviso novo
         assert len([a for a in avisos if 'data zero' in a]) == 3
     finally:
         origem.fechar()
@@ -191,8 +202,10 @@ def test_fuso_coluna_com_fuso_sai_em_utc_e_sem_fuso_sai_como_gravada(tipo, fabri
         banco.executar('CREATE TABLE f (ID INT, COM TIMESTAMP NULL, SEM DATETIME)')
         banco.executar("SET time_zone = '-03:00'")
         # o SET acima e de outra conexao (NullPool): grava em UTC explicito
-        banco.executar("INSERT INTO f VALUES (1, CONVERT_TZ('2026-09-02 10:00:00', '-03:00',"
-                       " @@session.time_zone), '2026-09-02 10:00:00')")
+        banco.executar(
+            "INSERT INTO f VALUES (1, CONVERT_TZ('2026-09-02 10:00:00', '-03:00',"
+            " @@session.time_zone), '2026-09-02 10:00:00')"
+        )
     origem = Origem(banco.url_origem, timeout=30)
     try:
         linha = next(origem.fetch('f', ['COM', 'SEM']))
@@ -213,13 +226,18 @@ def test_fuso_coluna_com_fuso_sai_em_utc_e_sem_fuso_sai_como_gravada(tipo, fabri
 def test_sqlite_texto_de_data_ilegivel_vira_none_com_aviso(tmp_path, avisos):
     banco = bancos.criar_banco('sqlite', pasta=tmp_path)
     banco.executar('CREATE TABLE t (ID INTEGER, ALT TIMESTAMP, DIA DATE)')
-    banco.executar("INSERT INTO t VALUES (1, '2026-09-02 10:00:00', '2026-09-02'),"
-                   " (2, 'ontem', 'nunca'), (3, '2026-09-02T11:00:00', '2026-09-03 00:00:00')")
+    banco.executar(
+        "INSERT INTO t VALUES (1, '2026-09-02 10:00:00', '2026-09-02'),"
+        " (2, 'ontem', 'nunca'), (3, '2026-09-02T11:00:00', '2026-09-03 00:00:00')"
+    )
     origem = Origem(banco.url_origem, timeout=30)
     try:
         linhas = {lida['ID']: lida for lida in origem.fetch('t', ['ID', 'ALT', 'DIA'])}
-        assert linhas[1] == {'ID': 1, 'ALT': datetime.datetime(2026, 9, 2, 10, 0),
-                             'DIA': datetime.date(2026, 9, 2)}
+        assert linhas[1] == {
+            'ID': 1,
+            'ALT': datetime.datetime(2026, 9, 2, 10, 0),
+            'DIA': datetime.date(2026, 9, 2),
+        }
         assert linhas[2]['ALT'] is None and linhas[2]['DIA'] is None
         assert linhas[3]['ALT'] == datetime.datetime(2026, 9, 2, 11, 0)
         assert linhas[3]['DIA'] == datetime.date(2026, 9, 3)
@@ -229,13 +247,16 @@ def test_sqlite_texto_de_data_ilegivel_vira_none_com_aviso(tmp_path, avisos):
         bancos.derrubar_banco(banco)
 
 
-@pytest.mark.parametrize('url', [
-    'postgresql+psycopg://leitor:%s@127.0.0.1:{porta}/erp' % SENHA,
-    'mysql+pymysql://leitor:%s@127.0.0.1:{porta}/erp' % SENHA,
-    'postgresql+psycopg://leitor:%s@127.0.0.1:{porta}' % SENHA.replace('-', '%2D'),
-    'postgresql+psycopg//leitor:%s@127.0.0.1:{porta}/erp' % SENHA,       # URL torta
-    'bancoinventado://leitor:%s@127.0.0.1:{porta}/erp' % SENHA,
-])
+@pytest.mark.parametrize(
+    'url',
+    [
+        'postgresql+psycopg://leitor:%s@127.0.0.1:{porta}/erp' % SENHA,
+        'mysql+pymysql://leitor:%s@127.0.0.1:{porta}/erp' % SENHA,
+        'postgresql+psycopg://leitor:%s@127.0.0.1:{porta}' % SENHA.replace('-', '%2D'),
+        'postgresql+psycopg//leitor:%s@127.0.0.1:{porta}/erp' % SENHA,  # URL torta
+        'bancoinventado://leitor:%s@127.0.0.1:{porta}/erp' % SENHA,
+    ],
+)
 def test_senha_nunca_em_excecao_nem_em_log(url, avisos):
     url = url.format(porta=porta_livre())
     with pytest.raises(ErroOrigem) as erro:
@@ -249,13 +270,13 @@ def test_senha_nunca_em_excecao_nem_em_log(url, avisos):
 def test_senha_errada_de_verdade_no_mariadb(avisos):
     bancos.exigir_servidor('mariadb')
     with pytest.raises(ErroOrigem) as erro:
-        Origem('mysql+pymysql://ninguem_%s:%s@127.0.0.1:3306/x'
-                       % (porta_livre(), SENHA), timeout=5).conectar()
+        Origem(
+            'mysql+pymysql://ninguem_%s:%s@127.0.0.1:3306/x' % (porta_livre(), SENHA), timeout=5
+        ).conectar()
     assert 'Access denied' in str(erro.value) and SENHA not in str(erro.value)
 
 
-def test_funcoes_de_modulo_leem_o_ambiente_e_reconectam_depois_de_fechar(
-        tmp_path, monkeypatch):
+def test_funcoes_de_modulo_leem_o_ambiente_e_reconectam_depois_de_fechar(tmp_path, monkeypatch):
     banco = bancos.criar_banco('sqlite', pasta=tmp_path)
     banco.executar('CREATE TABLE t (ID INTEGER, ALT DATETIME)')
     banco.executar("INSERT INTO t VALUES (1, '2026-09-02 10:00:00')")
@@ -270,8 +291,8 @@ def test_funcoes_de_modulo_leem_o_ambiente_e_reconectam_depois_de_fechar(
         assert generico.colunas('t') == ['ID', 'ALT']
         assert generico.escopos('t', 'ID') == [1]
         generico.renovar()
-        generico.fechar()                    # o ouvinte fecha depois de uma falha...
-        assert generico.contar('t') == 1     # ...e o proximo ciclo reconecta sozinho
+        generico.fechar()  # o ouvinte fecha depois de uma falha...
+        assert generico.contar('t') == 1  # ...e o proximo ciclo reconecta sozinho
     finally:
         generico.fechar()
         bancos.derrubar_banco(banco)
@@ -303,8 +324,18 @@ def test_interface_que_o_ouvinte_exige(com_sources, tmp_path, monkeypatch):
     modulo = contrato.carregar_origem('generic')
     if not com_sources:
         assert modulo is generico
-    for nome in ('conectar', 'fetch', 'contar', 'maximo', 'renovar', 'fechar',
-                 'colunas', 'escopos', 'ErroOrigem', 'ErroIdentificador'):
+    for nome in (
+        'conectar',
+        'fetch',
+        'contar',
+        'maximo',
+        'renovar',
+        'fechar',
+        'colunas',
+        'escopos',
+        'ErroOrigem',
+        'ErroIdentificador',
+    ):
         assert hasattr(modulo, nome), nome
     assert modulo.ErroOrigem is ErroOrigem
     assert modulo.ErroIdentificador is contrato.ErroIdentificador
@@ -325,9 +356,9 @@ def test_comando_de_inicio_de_transacao_roda_em_cada_transacao(tmp_path, monkeyp
         for _ in range(2):
             with origem._conexao() as conn:
                 assert conn.exec_driver_sql('PRAGMA cache_size').scalar() == -777
-                conn.exec_driver_sql('PRAGMA cache_size = 10')      # desfaz no meio
+                conn.exec_driver_sql('PRAGMA cache_size = 10')  # desfaz no meio
             origem.renovar()
-            with origem._conexao() as conn:                         # transacao nova
+            with origem._conexao() as conn:  # transacao nova
                 assert conn.exec_driver_sql('PRAGMA cache_size').scalar() == -777
             origem.fechar()
     finally:
@@ -341,9 +372,14 @@ def test_sources_generic_expoe_tudo_que_o_adaptador_embutido_oferece():
     import inspect
 
     from contextia_sync.origem import carregar_origem
+
     porta = carregar_origem('generic')
-    publicas = {nome for nome, valor in vars(generico).items()
-                if inspect.isfunction(valor) and not nome.startswith('_')
-                and valor.__module__ == generico.__name__}
+    publicas = {
+        nome
+        for nome, valor in vars(generico).items()
+        if inspect.isfunction(valor)
+        and not nome.startswith('_')
+        and valor.__module__ == generico.__name__
+    }
     faltam = sorted(n for n in publicas if not hasattr(porta, n))
     assert not faltam, faltam

@@ -10,14 +10,33 @@ from contextia_sync.origem import filtro
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-HOSTIS = ['X; DROP TABLE Y', 'TITULOS"', "TIT'ULOS", 'A--B', 'A/*x*/', 'COL UNA',
-          'COL\tUNA', 'COL\nUNA', '1COLUNA', '', ' ID', 'ID ', '[ID]', '`ID`', 'A.B.C',
-          'x' * 129, 'ID)', 'ID,SENHA']
+HOSTIS = [
+    'X; DROP TABLE Y',
+    'TITULOS"',
+    "TIT'ULOS",
+    'A--B',
+    'A/*x*/',
+    'COL UNA',
+    'COL\tUNA',
+    'COL\nUNA',
+    '1COLUNA',
+    '',
+    ' ID',
+    'ID ',
+    '[ID]',
+    '`ID`',
+    'A.B.C',
+    'x' * 129,
+    'ID)',
+    'ID,SENHA',
+]
 
 
 def test_escopo_primeiro_e_mudanca_depois():
     assert filtro.plano(scope=('E', 1), since=('ALT', 'x')) == [
-        ('E', '=', 'escopo', 1), ('ALT', '>', 'desde', 'x')]
+        ('E', '=', 'escopo', 1),
+        ('ALT', '>', 'desde', 'x'),
+    ]
 
 
 def test_so_escopo_so_mudanca_e_nenhum():
@@ -28,8 +47,7 @@ def test_so_escopo_so_mudanca_e_nenhum():
 
 def test_descrever_nos_dois_estilos():
     plano = filtro.plano(scope=('E', 1), since=('ALT', 'x'))
-    assert filtro.descrever(plano) == ('E = :escopo AND ALT > :desde',
-                                      {'escopo': 1, 'desde': 'x'})
+    assert filtro.descrever(plano) == ('E = :escopo AND ALT > :desde', {'escopo': 1, 'desde': 'x'})
     assert filtro.descrever(plano, 'format') == ('E = %s AND ALT > %s', (1, 'x'))
     assert filtro.descrever([]) == ('', {})
 
@@ -70,11 +88,14 @@ def test_filtro_e_puro_roda_em_python_sem_site():
     O --autoteste importa filtro num `python3 -S` sem pacote nenhum (e o
     contrato da origem e a sessão, que vem junto: puros também).
     """
-    codigo = ('import sys; sys.path.insert(0, %r); from contextia_sync.origem import filtro;'
-              ' from contextia_sync.origem import sessao, ErroConfiguracaoOrigem;'
-              ' print(filtro.descrever(filtro.plano(("E", 1), ("A", 2)))[0]);'
-              ' print(sorted(m for m in sys.modules if m.split(".")[0] in'
-              ' ("sqlalchemy", "jsonschema", "requests", "logzero")))' % RAIZ)
-    saida = subprocess.run([sys.executable, '-S', '-c', codigo], capture_output=True,
-                           text=True, check=True).stdout.splitlines()
+    codigo = (
+        'import sys; sys.path.insert(0, %r); from contextia_sync.origem import filtro;'
+        ' from contextia_sync.origem import sessao, ErroConfiguracaoOrigem;'
+        ' print(filtro.descrever(filtro.plano(("E", 1), ("A", 2)))[0]);'
+        ' print(sorted(m for m in sys.modules if m.split(".")[0] in'
+        ' ("sqlalchemy", "jsonschema", "requests", "logzero")))' % RAIZ
+    )
+    saida = subprocess.run(
+        [sys.executable, '-S', '-c', codigo], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     assert saida == ['E = :escopo AND A > :desde', '[]']

@@ -34,9 +34,11 @@ from tests.apoio.log import coletar_log
 from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TIPOS = [pytest.param('sqlite', id='sqlite'),
-         pytest.param('postgres', id='postgres', marks=pytest.mark.postgres),
-         pytest.param('mariadb', id='mariadb', marks=pytest.mark.mariadb)]
+TIPOS = [
+    pytest.param('sqlite', id='sqlite'),
+    pytest.param('postgres', id='postgres', marks=pytest.mark.postgres),
+    pytest.param('mariadb', id='mariadb', marks=pytest.mark.mariadb),
+]
 
 DDL = [
     'CREATE TABLE titulos (ID INTEGER PRIMARY KEY, EMPRESA_ID INTEGER,'
@@ -57,8 +59,22 @@ def ids(linhas):
 
 
 # ------------------------------------------------------------------ escopo exato
-TORTOS = ['297x', '301abc', '297 OR 1=1', '0297', '+297', ' 297', '297 ', '297.0',
-          '2.97e2', '297\n', '', decimal.Decimal('297.5'), 297.5, True]
+TORTOS = [
+    '297x',
+    '301abc',
+    '297 OR 1=1',
+    '0297',
+    '+297',
+    ' 297',
+    '297 ',
+    '297.0',
+    '2.97e2',
+    '297\n',
+    '',
+    decimal.Decimal('297.5'),
+    297.5,
+    True,
+]
 
 
 @pytest.mark.parametrize('coluna', ['EMPRESA_ID', 'EMPRESA_NUM'])
@@ -100,8 +116,7 @@ def test_key_do_in_exata_no_tipo_da_coluna(origem):
         with pytest.raises(ErroOrigem) as erro:
             list(origem.fetch('v_titulos', ['ID'], chaves=('ID', [1, torto])))
         assert 'key: %r não é um valor exato' % (torto,) in str(erro.value)
-        assert 'A key do mapeamento e a coluna da view têm de ser do mesmo tipo' \
-            in str(erro.value)
+        assert 'A key do mapeamento e a coluna da view têm de ser do mesmo tipo' in str(erro.value)
 
 
 @pytest.mark.mariadb
@@ -111,13 +126,13 @@ def test_collation_do_banco_nao_poe_outra_empresa_na_leitura(banco_mariadb):
     origem = Origem(banco_mariadb.url_origem, timeout=30)
     try:
         # o proprio banco alarga: a prova de que o teste mede alguma coisa
-        assert banco_mariadb.executar("SELECT COUNT(*) FROM titulos WHERE FILIAL = 'abc'"
-                                      )[0][0] == 2
+        assert (
+            banco_mariadb.executar("SELECT COUNT(*) FROM titulos WHERE FILIAL = 'abc'")[0][0] == 2
+        )
         with coletar_log(logging.WARNING, logger) as avisos:
-            linhas = list(origem.fetch('v_titulos', ['ID', 'EMPRESA_ID'],
-                                       scope=('FILIAL', 'abc')))
+            linhas = list(origem.fetch('v_titulos', ['ID', 'EMPRESA_ID'], scope=('FILIAL', 'abc')))
             assert [linha['ID'] for linha in linhas] == [4]
-            assert list(linhas[0]) == ['ID', 'EMPRESA_ID']      # a coluna conferida nao sai
+            assert list(linhas[0]) == ['ID', 'EMPRESA_ID']  # a coluna conferida nao sai
             assert ids(origem.fetch('v_titulos', ['ID'], scope=('FILIAL', 'ABC'))) == [3]
         descartes = [a for a in avisos if 'ficaram de fora' in a]
         assert len(descartes) == 2, avisos
@@ -130,17 +145,19 @@ def test_collation_do_banco_nao_poe_outra_empresa_na_leitura(banco_mariadb):
 @pytest.mark.mariadb
 def test_view_que_liga_a_escrita_nao_deixa_a_conexao_do_pool_gravavel(banco_mariadb):
     banco = banco_mariadb
-    banco.executar_varios([
-        'CREATE TABLE vitima (ID INTEGER)',
-        'CREATE TABLE t (ID INTEGER)',
-        'INSERT INTO t VALUES (1)',
-        # A funcao que uma view hostil (ou mal escrita) chama: destrava a sessao,
-        # tira o limite de tempo e muda o fuso -- para a vida da conexao.
-        'CREATE FUNCTION destrava() RETURNS BIGINT NOT DETERMINISTIC NO SQL BEGIN'
-        ' SET SESSION TRANSACTION READ WRITE; SET SESSION max_statement_time = 0;'
-        " SET SESSION time_zone = '+05:00'; RETURN CONNECTION_ID(); END",
-        'CREATE VIEW v_hostil AS SELECT ID, destrava() AS CONEXAO FROM t',
-    ])
+    banco.executar_varios(
+        [
+            'CREATE TABLE vitima (ID INTEGER)',
+            'CREATE TABLE t (ID INTEGER)',
+            'INSERT INTO t VALUES (1)',
+            # A funcao que uma view hostil (ou mal escrita) chama: destrava a sessao,
+            # tira o limite de tempo e muda o fuso -- para a vida da conexao.
+            'CREATE FUNCTION destrava() RETURNS BIGINT NOT DETERMINISTIC NO SQL BEGIN'
+            ' SET SESSION TRANSACTION READ WRITE; SET SESSION max_statement_time = 0;'
+            " SET SESSION time_zone = '+05:00'; RETURN CONNECTION_ID(); END",
+            'CREATE VIEW v_hostil AS SELECT ID, destrava() AS CONEXAO FROM t',
+        ]
+    )
     origem = Origem(banco.url_origem, timeout=30)
     try:
         conexao = [linha['CONEXAO'] for linha in origem.fetch('v_hostil', ['ID', 'CONEXAO'])]
@@ -150,12 +167,13 @@ def test_view_que_liga_a_escrita_nao_deixa_a_conexao_do_pool_gravavel(banco_mari
                 # a MESMA conexao do pool que rodou a funcao
                 assert conn.exec_driver_sql('SELECT CONNECTION_ID()').scalar() == conexao[0]
                 fuso, limite = conn.exec_driver_sql(
-                    'SELECT @@session.time_zone, @@session.max_statement_time').one()
+                    'SELECT @@session.time_zone, @@session.max_statement_time'
+                ).one()
                 assert fuso == '+00:00' and float(limite) == 30
                 with pytest.raises(sa_exc.DBAPIError) as erro:
                     conn.exec_driver_sql('INSERT INTO vitima VALUES (1)')
                 assert erro.value.orig.args[0] == 1792, erro.value
-        assert origem.contar('v_hostil') == 1         # e a leitura segue normal
+        assert origem.contar('v_hostil') == 1  # e a leitura segue normal
     finally:
         origem.fechar()
     assert banco.executar('SELECT COUNT(*) FROM vitima')[0][0] == 0
@@ -182,11 +200,25 @@ def _rodar_clis(tmp_path, url, chave):
     env.pop('CONTEXTIA_API_KEY', None)
     comum = ['--mapping=%s' % mapa, '--source=generic']
     saidas = []
-    for argv in ([sys.executable, 'connector.py', '--scope=297', '--dry-run'],
-                 [sys.executable, 'ouvinte.py', '--chaves=%s' % chaves,
-                  '--estado=%s' % estado, '--varredura=nao', '--once']):
-        feito = subprocess.run(argv + comum, cwd=RAIZ, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, timeout=120)
+    for argv in (
+        [sys.executable, 'connector.py', '--scope=297', '--dry-run'],
+        [
+            sys.executable,
+            'ouvinte.py',
+            '--chaves=%s' % chaves,
+            '--estado=%s' % estado,
+            '--varredura=nao',
+            '--once',
+        ],
+    ):
+        feito = subprocess.run(
+            argv + comum,
+            cwd=RAIZ,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
         saidas.append(feito.stdout.decode('utf-8', 'replace'))
     arquivos = ''
     for caminho in glob.glob(str(estado / '*')):
@@ -196,22 +228,37 @@ def _rodar_clis(tmp_path, url, chave):
     return saidas, arquivos
 
 
-@pytest.mark.parametrize('url, deve, nunca', [
-    # '@' sem codificar: o resto da senha ia para o host e o driver o repetia
-    # (socket unix inexistente: nada sai da maquina, nem DNS)
-    ('mysql+pymysql://leitor:Pri1meira@%s@localhost/erp?unix_socket=/nao/existe.sock' % SEGREDO,
-     'tem "@" sem codificar antes do host (mysql+pymysql://leitor:***@localhost/erp',
-     ['Pri1meira']),
-    # nao parseia (o jeito usuario/senha@host do Oracle): saia inteira
-    ('leitor/%s@127.0.0.1:1521/ERP' % SEGREDO,
-     'não é URL SQLAlchemy válida (o jeito usuario/senha@host do Oracle',
-     ['leitor/', '127.0.0.1:1521']),
-    ('postgresql+psycopg//leitor:%s@127.0.0.1/erp' % SEGREDO,
-     'não é URL SQLAlchemy válida (falta o "://"', ['leitor:', 'postgresql+psycopg//']),
-    # a senha na query: render_as_string(hide_password) nao a esconde
-    ('postgresql+psycopg://leitor@127.0.0.1:{porta}/erp?password=%s&sslmode=disable' % SEGREDO,
-     'postgresql+psycopg://leitor@127.0.0.1:{porta}/erp?sslmode=disable&password=***', []),
-])
+@pytest.mark.parametrize(
+    'url, deve, nunca',
+    [
+        # '@' sem codificar: o resto da senha ia para o host e o driver o repetia
+        # (socket unix inexistente: nada sai da maquina, nem DNS)
+        (
+            'mysql+pymysql://leitor:Pri1meira@%s@localhost/erp?unix_socket=/nao/existe.sock'
+            % SEGREDO,
+            'tem "@" sem codificar antes do host (mysql+pymysql://leitor:***@localhost/erp',
+            ['Pri1meira'],
+        ),
+        # nao parseia (o jeito usuario/senha@host do Oracle): saia inteira
+        (
+            'leitor/%s@127.0.0.1:1521/ERP' % SEGREDO,
+            'não é URL SQLAlchemy válida (o jeito usuario/senha@host do Oracle',
+            ['leitor/', '127.0.0.1:1521'],
+        ),
+        (
+            'postgresql+psycopg//leitor:%s@127.0.0.1/erp' % SEGREDO,
+            'não é URL SQLAlchemy válida (falta o "://"',
+            ['leitor:', 'postgresql+psycopg//'],
+        ),
+        # a senha na query: render_as_string(hide_password) nao a esconde
+        (
+            'postgresql+psycopg://leitor@127.0.0.1:{porta}/erp?password=%s&sslmode=disable'
+            % SEGREDO,
+            'postgresql+psycopg://leitor@127.0.0.1:{porta}/erp?sslmode=disable&password=***',
+            [],
+        ),
+    ],
+)
 def test_url_hostil_nao_vaza_a_senha_pelas_clis(tmp_path, chave_contextia, url, deve, nunca):
     porta = porta_livre()
     url, deve = url.replace('{porta}', str(porta)), deve.replace('{porta}', str(porta))

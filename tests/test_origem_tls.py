@@ -49,7 +49,7 @@ class Certificados:
     chave_servidor: str
     cliente: str
     chave_cliente: str
-    ca_errado: str           # outro CA autoassinado: não assinou nada daqui
+    ca_errado: str  # outro CA autoassinado: não assinou nada daqui
 
 
 _CONFIG = """[req]
@@ -74,22 +74,70 @@ def _config(pasta, nome, cn, ext):
 
 
 def _ca(pasta, nome):
-    config = _config(pasta, nome, 'CA de teste %s' % nome,
-                     'basicConstraints = critical, CA:TRUE\n'
-                     'keyUsage = critical, keyCertSign, cRLSign\n'
-                     'subjectKeyIdentifier = hash')
-    _openssl(pasta, 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2',
-             '-config', config, '-extensions', 'ext', '-keyout', nome + '.key',
-             '-out', nome + '.pem')
+    config = _config(
+        pasta,
+        nome,
+        'CA de teste %s' % nome,
+        'basicConstraints = critical, CA:TRUE\n'
+        'keyUsage = critical, keyCertSign, cRLSign\n'
+        'subjectKeyIdentifier = hash',
+    )
+    _openssl(
+        pasta,
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '2',
+        '-config',
+        config,
+        '-extensions',
+        'ext',
+        '-keyout',
+        nome + '.key',
+        '-out',
+        nome + '.pem',
+    )
 
 
 def _assinado(pasta, nome, cn, ext):
     config = _config(pasta, nome, cn, ext + '\nauthorityKeyIdentifier = keyid')
-    _openssl(pasta, 'req', '-new', '-newkey', 'rsa:2048', '-nodes', '-config', config,
-             '-keyout', nome + '.key', '-out', nome + '.csr')
-    _openssl(pasta, 'x509', '-req', '-in', nome + '.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key',
-             '-CAcreateserial', '-days', '2', '-extfile', config, '-extensions', 'ext',
-             '-out', nome + '.pem')
+    _openssl(
+        pasta,
+        'req',
+        '-new',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-config',
+        config,
+        '-keyout',
+        nome + '.key',
+        '-out',
+        nome + '.csr',
+    )
+    _openssl(
+        pasta,
+        'x509',
+        '-req',
+        '-in',
+        nome + '.csr',
+        '-CA',
+        'ca.pem',
+        '-CAkey',
+        'ca.key',
+        '-CAcreateserial',
+        '-days',
+        '2',
+        '-extfile',
+        config,
+        '-extensions',
+        'ext',
+        '-out',
+        nome + '.pem',
+    )
     os.chmod(os.path.join(pasta, nome + '.key'), 0o600)
 
 
@@ -97,16 +145,29 @@ def gerar_certificados(pasta):
     """Um CA, o certificado do servidor (127.0.0.1), um de cliente e um segundo CA."""
     _ca(pasta, 'ca')
     _ca(pasta, 'ca-errado')
-    _assinado(pasta, 'servidor', '127.0.0.1',
-              'basicConstraints = CA:FALSE\nkeyUsage = digitalSignature, keyEncipherment\n'
-              'extendedKeyUsage = serverAuth\nsubjectAltName = IP:127.0.0.1, DNS:localhost')
-    _assinado(pasta, 'cliente', 'postgres',
-              'basicConstraints = CA:FALSE\nkeyUsage = digitalSignature, keyEncipherment\n'
-              'extendedKeyUsage = clientAuth')
+    _assinado(
+        pasta,
+        'servidor',
+        '127.0.0.1',
+        'basicConstraints = CA:FALSE\nkeyUsage = digitalSignature, keyEncipherment\n'
+        'extendedKeyUsage = serverAuth\nsubjectAltName = IP:127.0.0.1, DNS:localhost',
+    )
+    _assinado(
+        pasta,
+        'cliente',
+        'postgres',
+        'basicConstraints = CA:FALSE\nkeyUsage = digitalSignature, keyEncipherment\n'
+        'extendedKeyUsage = clientAuth',
+    )
     em = lambda nome: os.path.join(pasta, nome)  # noqa: E731
-    return Certificados(ca=em('ca.pem'), servidor=em('servidor.pem'),
-                        chave_servidor=em('servidor.key'), cliente=em('cliente.pem'),
-                        chave_cliente=em('cliente.key'), ca_errado=em('ca-errado.pem'))
+    return Certificados(
+        ca=em('ca.pem'),
+        servidor=em('servidor.pem'),
+        chave_servidor=em('servidor.key'),
+        cliente=em('cliente.pem'),
+        chave_cliente=em('cliente.key'),
+        ca_errado=em('ca-errado.pem'),
+    )
 
 
 def _faltando(binarios_):
@@ -164,7 +225,7 @@ def _mapa(tmp_path, estrategia, erp):  # noqa: ARG001 - o ERP já existe no banc
     caminho = erp_teste.mapeamento(tmp_path)
     with open(caminho, encoding='utf-8') as arquivo:
         mapa = json.load(arquivo)
-    mapa['client'] = 'tls_' + uuid.uuid4().hex[:8]     # o slot é do cluster inteiro
+    mapa['client'] = 'tls_' + uuid.uuid4().hex[:8]  # o slot é do cluster inteiro
     mapa['listener'] = {'strategy': estrategia}
     with open(caminho, 'w', encoding='utf-8') as arquivo:
         json.dump(mapa, arquivo)
@@ -187,11 +248,24 @@ def _sem_traceback_e_sem_senha(texto, senha):
 
 def _criar_slot(tmp_path, mapa_caminho, origem, dba):
     env = dict(os.environ, CONTEXTIA_ORIGEM=origem, CONTEXTIA_ORIGEM_DBA=dba)
-    feito = subprocess.run([sys.executable, 'ouvinte.py', '--mapping=' + mapa_caminho,
-                            '--estado=' + str(tmp_path / 'estado'), '--criar-slot'],
-                           cwd=RAIZ, env=env, timeout=60, capture_output=True)
-    return (feito.returncode, feito.stdout.decode('utf-8', 'replace'),
-            feito.stderr.decode('utf-8', 'replace'))
+    feito = subprocess.run(
+        [
+            sys.executable,
+            'ouvinte.py',
+            '--mapping=' + mapa_caminho,
+            '--estado=' + str(tmp_path / 'estado'),
+            '--criar-slot',
+        ],
+        cwd=RAIZ,
+        env=env,
+        timeout=60,
+        capture_output=True,
+    )
+    return (
+        feito.returncode,
+        feito.stdout.decode('utf-8', 'replace'),
+        feito.stderr.decode('utf-8', 'replace'),
+    )
 
 
 def _ouvinte_once(tmp_path, erp, estrategia, contextia, chave_contextia):
@@ -222,7 +296,8 @@ def test_postgres_so_aceita_tls_e_a_origem_sem_tls_diz_o_porque(postgres_tls):
 
 @pytest.mark.postgres
 def test_postgres_com_o_ca_certo_origem_slot_e_dba_conectam_por_tls(
-        tmp_path, postgres_tls, monkeypatch):
+    tmp_path, postgres_tls, monkeypatch
+):
     banco = postgres_tls.banco_de_teste()
     erp = erp_teste.Erp(banco, titulos_por_empresa=(2, 1))
     erp.executar('ALTER TABLE {TITULOS} REPLICA IDENTITY FULL')
@@ -235,13 +310,19 @@ def test_postgres_com_o_ca_certo_origem_slot_e_dba_conectam_por_tls(
     # (a) o engine da origem: conecta, e a sessão é TLS.
     origem = generico.Origem(banco.url_origem).conectar()
     with origem.sessao() as conn:
-        assert conn.exec_driver_sql('SELECT ssl FROM pg_stat_ssl'
-                                    ' WHERE pid = pg_backend_pid()').scalar() is True
+        assert (
+            conn.exec_driver_sql(
+                'SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()'
+            ).scalar()
+            is True
+        )
     origem.fechar()
     # (a) a conexão da captura `slot_logico` (a mesma função que o comando do DBA usa).
     with _conectar(banco.url_origem) as conn:
-        assert conn.execute('SELECT ssl FROM pg_stat_ssl'
-                            ' WHERE pid = pg_backend_pid()').fetchone()[0] is True
+        assert (
+            conn.execute('SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()').fetchone()[0]
+            is True
+        )
 
     # E a captura inteira: o slot lido, a linha relida pela origem.
     monkeypatch.setenv('CONTEXTIA_ORIGEM', banco.url_origem)
@@ -250,10 +331,13 @@ def test_postgres_com_o_ca_certo_origem_slot_e_dba_conectam_por_tls(
     captura.usar_mapa(mapa)
     alvo = _alvo(mapa, 'slot_logico')
     assert captura.conferir([alvo]) == []
-    captura.ler(alvo)                                       # a primeira: a posição
+    captura.ler(alvo)  # a primeira: a posição
     novo = erp.base * 1000 + 901
-    erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'TLS', 1, '2026-10-01', NULL)",
-                 i=novo, e=int(erp.escopos[0]))
+    erp.executar(
+        "INSERT INTO {TITULOS} VALUES (:i, :e, 'TLS', 1, '2026-10-01', NULL)",
+        i=novo,
+        e=int(erp.escopos[0]),
+    )
     captura._bombeado = 0.0
     leitura = captura.ler(alvo)
     assert novo in {linha['ID'] for linha in leitura.upserts}, leitura
@@ -261,7 +345,8 @@ def test_postgres_com_o_ca_certo_origem_slot_e_dba_conectam_por_tls(
 
 @pytest.mark.postgres
 def test_postgres_com_o_ca_errado_cada_caminho_recusa_em_portugues(
-        tmp_path, postgres_tls, certificados, monkeypatch):
+    tmp_path, postgres_tls, certificados, monkeypatch
+):
     banco = postgres_tls.banco_de_teste()
     erp = erp_teste.Erp(banco, titulos_por_empresa=(1, 1))
     caminho, mapa = _mapa(tmp_path, 'slot_logico', erp)
@@ -298,13 +383,13 @@ def test_postgres_com_o_ca_errado_cada_caminho_recusa_em_portugues(
 
 @pytest.mark.postgres
 def test_postgres_ca_errado_no_ouvinte_sai_com_2_e_uma_mensagem(
-        tmp_path, postgres_tls, certificados, ambiente_contextia, chave_contextia):
+    tmp_path, postgres_tls, certificados, ambiente_contextia, chave_contextia
+):
     """O serviço de verdade: a captura recusada no TLS na subida é saída 2, sem traceback."""
     banco = postgres_tls.banco_de_teste()
     banco.url_origem = _trocar_ca(banco.url_origem, certificados.ca, certificados.ca_errado)
     erp = erp_teste.Erp(banco, titulos_por_empresa=(1, 1))
-    codigo, saida = _ouvinte_once(tmp_path, erp, 'slot_logico', ambiente_contextia,
-                                  chave_contextia)
+    codigo, saida = _ouvinte_once(tmp_path, erp, 'slot_logico', ambiente_contextia, chave_contextia)
     assert codigo == 2, saida
     assert 'recusada no TLS' in saida and 'sslrootcert' in saida, saida
     _sem_traceback_e_sem_senha(saida, SENHA_POSTGRES)
@@ -319,6 +404,7 @@ def test_mariadb_so_aceita_tls(mariadb_tls):
     a origem não o chama de recusa de TLS.
     """
     import pymysql
+
     banco = mariadb_tls.banco_de_teste()
     sem_tls = banco.url_admin.split('?')[0] + '?ssl_disabled=true'
     with pytest.raises(ErroOrigem, match='não conectou a origem.*1045'):
@@ -326,13 +412,15 @@ def test_mariadb_so_aceita_tls(mariadb_tls):
     sem_verificar = ssl.create_default_context()
     sem_verificar.check_hostname = False
     sem_verificar.verify_mode = ssl.CERT_NONE
-    pymysql.connect(host='127.0.0.1', port=mariadb_tls.porta, user='root',
-                    ssl=sem_verificar).close()
+    pymysql.connect(
+        host='127.0.0.1', port=mariadb_tls.porta, user='root', ssl=sem_verificar
+    ).close()
 
 
 @pytest.mark.mariadb
 def test_mariadb_com_o_ca_certo_origem_e_as_conexoes_do_binlog_usam_tls(
-        tmp_path, mariadb_tls, monkeypatch):
+    tmp_path, mariadb_tls, monkeypatch
+):
     banco = mariadb_tls.banco_de_teste()
     erp = erp_teste.Erp(banco, titulos_por_empresa=(2, 1))
     _caminho, mapa = _mapa(tmp_path, 'binlog', erp)
@@ -351,10 +439,13 @@ def test_mariadb_com_o_ca_certo_origem_e_as_conexoes_do_binlog_usam_tls(
     alvo = _alvo(mapa, 'binlog')
     assert captura.conferir([alvo]) == []
     assert captura._sql("SHOW SESSION STATUS LIKE 'Ssl_cipher'")[0][1]
-    captura.ler(alvo)                                       # a primeira: a posição
+    captura.ler(alvo)  # a primeira: a posição
     novo = erp.base * 1000 + 901
-    erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'TLS', 1, '2026-10-01', NULL)",
-                 i=novo, e=int(erp.escopos[0]))
+    erp.executar(
+        "INSERT INTO {TITULOS} VALUES (:i, :e, 'TLS', 1, '2026-10-01', NULL)",
+        i=novo,
+        e=int(erp.escopos[0]),
+    )
     captura._bombeado = 0.0
     leitura = captura.ler(alvo)
     # A linha veio do log: o leitor conectou (o servidor só aceita TLS e o leitor
@@ -365,7 +456,8 @@ def test_mariadb_com_o_ca_certo_origem_e_as_conexoes_do_binlog_usam_tls(
 
 @pytest.mark.mariadb
 def test_mariadb_com_o_ca_errado_cada_caminho_recusa_em_portugues(
-        tmp_path, mariadb_tls, certificados, monkeypatch):
+    tmp_path, mariadb_tls, certificados, monkeypatch
+):
     banco = mariadb_tls.banco_de_teste()
     erp = erp_teste.Erp(banco, titulos_por_empresa=(1, 1))
     _caminho, mapa = _mapa(tmp_path, 'binlog', erp)
@@ -399,29 +491,32 @@ def test_mariadb_com_o_ca_errado_cada_caminho_recusa_em_portugues(
 
 @pytest.mark.mariadb
 def test_mariadb_ca_errado_no_ouvinte_sai_com_2_e_uma_mensagem(
-        tmp_path, mariadb_tls, certificados, ambiente_contextia, chave_contextia):
+    tmp_path, mariadb_tls, certificados, ambiente_contextia, chave_contextia
+):
     banco = mariadb_tls.banco_de_teste()
     banco.url_origem = _trocar_ca(banco.url_origem, certificados.ca, certificados.ca_errado)
     erp = erp_teste.Erp(banco, titulos_por_empresa=(1, 1))
-    codigo, saida = _ouvinte_once(tmp_path, erp, 'binlog', ambiente_contextia,
-                                  chave_contextia)
+    codigo, saida = _ouvinte_once(tmp_path, erp, 'binlog', ambiente_contextia, chave_contextia)
     assert codigo == 2, saida
     assert 'recusada no TLS' in saida and 'ssl_ca' in saida, saida
     _sem_traceback_e_sem_senha(saida, SENHA_MARIADB)
 
 
 # ------------------------------------------------------------------ a leitura da URL (sem servidor)
-@pytest.mark.parametrize('query, modo', [
-    ('', 'preferido'),
-    ('?ssl_ca={ca}', 'verificar_nome'),           # como o SQLAlchemy: cadeia E nome
-    ('?ssl_ca={ca}&ssl_check_hostname=false', 'verificar_ca'),
-    ('?ssl_ca={ca}&ssl_verify_identity=false', 'verificar_ca'),
-    ('?ssl_verify_cert=true', 'verificar_ca'),
-    ('?ssl_verify_cert=false', 'exigido'),
-    ('?ssl_mode=VERIFY_IDENTITY', 'verificar_nome'),
-    ('?ssl_mode=required', 'exigido'),
-    ('?ssl_disabled=true', 'desligado'),
-])
+@pytest.mark.parametrize(
+    'query, modo',
+    [
+        ('', 'preferido'),
+        ('?ssl_ca={ca}', 'verificar_nome'),  # como o SQLAlchemy: cadeia E nome
+        ('?ssl_ca={ca}&ssl_check_hostname=false', 'verificar_ca'),
+        ('?ssl_ca={ca}&ssl_verify_identity=false', 'verificar_ca'),
+        ('?ssl_verify_cert=true', 'verificar_ca'),
+        ('?ssl_verify_cert=false', 'exigido'),
+        ('?ssl_mode=VERIFY_IDENTITY', 'verificar_nome'),
+        ('?ssl_mode=required', 'exigido'),
+        ('?ssl_disabled=true', 'desligado'),
+    ],
+)
 def test_o_modo_do_mysql_e_um_so_para_todo_driver(certificados, query, modo):
     from contextia_sync.origem.url import (
         argumentos_mysqldb,
@@ -429,8 +524,10 @@ def test_o_modo_do_mysql_e_um_so_para_todo_driver(certificados, query, modo):
         ler_url,
         tls_da_url,
     )
-    tls = tls_da_url(ler_url('mysql+pymysql://l:s@127.0.0.1/erp' + query.format(
-        ca=certificados.ca)))
+
+    tls = tls_da_url(
+        ler_url('mysql+pymysql://l:s@127.0.0.1/erp' + query.format(ca=certificados.ca))
+    )
     assert tls.modo == modo
     pymysql = argumentos_pymysql(tls)
     mysqldb = argumentos_mysqldb(tls)
@@ -442,27 +539,51 @@ def test_o_modo_do_mysql_e_um_so_para_todo_driver(certificados, query, modo):
         contexto = pymysql['ssl']
         assert contexto.check_hostname is (modo == 'verificar_nome')
         assert (contexto.verify_mode == ssl.CERT_REQUIRED) is (modo != 'exigido')
-        assert mysqldb['ssl_mode'] == {'verificar_nome': 'VERIFY_IDENTITY',
-                                       'verificar_ca': 'VERIFY_CA',
-                                       'exigido': 'REQUIRED'}[modo]
+        assert (
+            mysqldb['ssl_mode']
+            == {
+                'verificar_nome': 'VERIFY_IDENTITY',
+                'verificar_ca': 'VERIFY_CA',
+                'exigido': 'REQUIRED',
+            }[modo]
+        )
 
 
-@pytest.mark.parametrize('url, variavel, trecho', [
-    ('mysql+pymysql://l:{senha}@h/erp?sslrootcert={ca}', 'CONTEXTIA_ORIGEM',
-     'sslrootcert, parâmetro de TLS de outro banco'),
-    ('postgresql://l:{senha}@h/erp?ssl_ca={ca}', 'CONTEXTIA_ORIGEM_DBA',
-     'ssl_ca, parâmetro de TLS de outro banco'),
-    ('postgresql://l:{senha}@h/erp?sslmode=verificar', 'CONTEXTIA_ORIGEM', 'sslmode=verificar'),
-    ('postgresql://l:{senha}@h/erp?sslmode=verify-ca&sslrootcert=/nao/existe.pem',
-     'CONTEXTIA_ORIGEM', 'sslrootcert=/nao/existe.pem não é arquivo'),
-    ('mysql+pymysql://l:{senha}@h/erp?ssl_verify_cert=talvez', 'CONTEXTIA_ORIGEM',
-     'ssl_verify_cert=talvez: use true ou false'),
-    ('mysql+pymysql://l:{senha}@h/erp?ssl_disabled=true&ssl_ca={ca}', 'CONTEXTIA_ORIGEM',
-     'desliga o TLS e pede ssl_ca'),
-])
+@pytest.mark.parametrize(
+    'url, variavel, trecho',
+    [
+        (
+            'mysql+pymysql://l:{senha}@h/erp?sslrootcert={ca}',
+            'CONTEXTIA_ORIGEM',
+            'sslrootcert, parâmetro de TLS de outro banco',
+        ),
+        (
+            'postgresql://l:{senha}@h/erp?ssl_ca={ca}',
+            'CONTEXTIA_ORIGEM_DBA',
+            'ssl_ca, parâmetro de TLS de outro banco',
+        ),
+        ('postgresql://l:{senha}@h/erp?sslmode=verificar', 'CONTEXTIA_ORIGEM', 'sslmode=verificar'),
+        (
+            'postgresql://l:{senha}@h/erp?sslmode=verify-ca&sslrootcert=/nao/existe.pem',
+            'CONTEXTIA_ORIGEM',
+            'sslrootcert=/nao/existe.pem não é arquivo',
+        ),
+        (
+            'mysql+pymysql://l:{senha}@h/erp?ssl_verify_cert=talvez',
+            'CONTEXTIA_ORIGEM',
+            'ssl_verify_cert=talvez: use true ou false',
+        ),
+        (
+            'mysql+pymysql://l:{senha}@h/erp?ssl_disabled=true&ssl_ca={ca}',
+            'CONTEXTIA_ORIGEM',
+            'desliga o TLS e pede ssl_ca',
+        ),
+    ],
+)
 def test_tls_mal_escrito_e_recusado_antes_de_conectar(certificados, url, variavel, trecho):
     from contextia_sync.origem import ErroConfiguracaoOrigem
     from contextia_sync.origem.url import ler_url, tls_da_url
+
     senha = 'segredo-da-url'
     with pytest.raises(ErroConfiguracaoOrigem) as recusa:
         tls_da_url(ler_url(url.format(senha=senha, ca=certificados.ca), variavel), variavel)
@@ -474,17 +595,24 @@ def test_tls_mal_escrito_e_recusado_antes_de_conectar(certificados, url, variave
 def test_o_engine_recebe_o_tls_pelo_connect_args_e_nao_pela_query(certificados):
     """A query sem os parâmetros de TLS: nenhum driver os lê do jeito dele por trás."""
     from contextia_sync.origem.url import argumentos_do_engine, ler_url, sem_tls, tls_da_url
-    url = ler_url('mysql+pymysql://l:s@127.0.0.1/erp?charset=utf8mb4&ssl_ca=%s'
-                  '&ssl_check_hostname=false' % certificados.ca)
+
+    url = ler_url(
+        'mysql+pymysql://l:s@127.0.0.1/erp?charset=utf8mb4&ssl_ca=%s'
+        '&ssl_check_hostname=false' % certificados.ca
+    )
     assert dict(sem_tls(url).query) == {'charset': 'utf8mb4'}
     argumentos = argumentos_do_engine(url, tls_da_url(url))
     assert argumentos is not None and argumentos['ssl'].check_hostname is False
-    url = ler_url('postgres://l:s@127.0.0.1/erp?sslmode=verify-full&sslrootcert=%s'
-                  '&application_name=x' % certificados.ca)
+    url = ler_url(
+        'postgres://l:s@127.0.0.1/erp?sslmode=verify-full&sslrootcert=%s'
+        '&application_name=x' % certificados.ca
+    )
     assert url.drivername == 'postgresql'
     assert dict(sem_tls(url).query) == {'application_name': 'x'}
     assert argumentos_do_engine(url, tls_da_url(url)) == {
-        'sslmode': 'verify-full', 'sslrootcert': certificados.ca}
+        'sslmode': 'verify-full',
+        'sslrootcert': certificados.ca,
+    }
 
 
 @pytest.mark.mariadb

@@ -66,6 +66,7 @@ def ouvinte_sqlite(tmp_path, erp_sqlite, ambiente_contextia, chave_contextia):
 
 # ---------------------------------------------------------------------------
 
+
 def test_inclusao_e_alteracao_chegam_num_once(ouvinte):
     e0 = ouvinte.erp.escopos[0]
     codigo, saida = ouvinte.rodar('--once')
@@ -81,8 +82,11 @@ def test_inclusao_e_alteracao_chegam_num_once(ouvinte):
 
     novo = ouvinte.inserir(e0, '2026-09-01 11:00:00', '77.70')
     alterado = ouvinte.erp.base * 1000 + 1
-    ouvinte.erp.executar('UPDATE {TITULOS} SET {VALOR} = 999.99, {ALTERADO_EM} = :a'
-                         ' WHERE {ID} = :i', a='2026-09-01 11:00:05', i=alterado)
+    ouvinte.erp.executar(
+        'UPDATE {TITULOS} SET {VALOR} = 999.99, {ALTERADO_EM} = :a WHERE {ID} = :i',
+        a='2026-09-01 11:00:05',
+        i=alterado,
+    )
     codigo, saida = ouvinte.rodar('--once')
     assert codigo == 0, saida
     registros = ouvinte.no_contextia(e0)
@@ -98,32 +102,40 @@ def test_inclusao_e_alteracao_chegam_num_once(ouvinte):
 
 
 @pytest.mark.postgres
-def test_transacao_longa_com_valor_antigo_e_pega_pela_folga(erp_pg, ambiente_contextia,
-                                                            chave_contextia, tmp_path):
+def test_transacao_longa_com_valor_antigo_e_pega_pela_folga(
+    erp_pg, ambiente_contextia, chave_contextia, tmp_path
+):
     import psycopg
+
     ouvinte = Ouvinte(tmp_path, erp_pg, ambiente_contextia, chave_contextia)
     e0 = erp_pg.escopos[0]
     assert ouvinte.rodar('--once')[0] == 0
     dsn = erp_pg.url.replace('postgresql+psycopg://', 'postgresql://')
-    longa = psycopg.connect(dsn)          # transacao A: abre antes, comita depois
+    longa = psycopg.connect(dsn)  # transacao A: abre antes, comita depois
     curta = psycopg.connect(dsn, autocommit=True)
     try:
         a = ouvinte.proximo_id = ouvinte.proximo_id + 1
-        longa.execute('INSERT INTO "TITULOS" VALUES (%s, %s, %s, 1, %s, %s)',
-                      (a, int(e0), 'longa', '2026-10-01', '2026-09-01 11:00:00'))
+        longa.execute(
+            'INSERT INTO "TITULOS" VALUES (%s, %s, %s, 1, %s, %s)',
+            (a, int(e0), 'longa', '2026-10-01', '2026-09-01 11:00:00'),
+        )
         # C: tambem abre antes, e comita com valor 100s atras -- alem da folga.
         c = a + 1
-        longa.execute('INSERT INTO "TITULOS" VALUES (%s, %s, %s, 1, %s, %s)',
-                      (c, int(e0), 'longa demais', '2026-10-01', '2026-09-01 10:59:00'))
+        longa.execute(
+            'INSERT INTO "TITULOS" VALUES (%s, %s, %s, 1, %s, %s)',
+            (c, int(e0), 'longa demais', '2026-10-01', '2026-09-01 10:59:00'),
+        )
         b = c + 1
-        curta.execute('INSERT INTO "TITULOS" VALUES (%s, %s, %s, 1, %s, %s)',
-                      (b, int(e0), 'curta', '2026-10-01', '2026-09-01 11:00:40'))
+        curta.execute(
+            'INSERT INTO "TITULOS" VALUES (%s, %s, %s, 1, %s, %s)',
+            (b, int(e0), 'curta', '2026-10-01', '2026-09-01 11:00:40'),
+        )
         codigo, saida = ouvinte.rodar('--once', '--folga=60')
         assert codigo == 0, saida
         chegou = set(ouvinte.no_contextia(e0))
         assert b in chegou and a not in chegou and c not in chegou
         assert ouvinte.estado()['marca_agua'][DATASET] == '2026-09-01T11:00:40'
-        longa.commit()                    # so agora A e C existem para os outros
+        longa.commit()  # so agora A e C existem para os outros
     finally:
         longa.close()
         curta.close()
@@ -134,14 +146,16 @@ def test_transacao_longa_com_valor_antigo_e_pega_pela_folga(erp_pg, ambiente_con
     chegou = set(ouvinte.no_contextia(e0))
     assert a in chegou and b in chegou and c not in chegou
     assert '1 CHEGADA(S) ATRASADA(S)' in saida and 'maior atraso 40s' in saida
-    assert 'passou da METADE da folga' in saida          # 40 > 60/2
+    assert 'passou da METADE da folga' in saida  # 40 > 60/2
     acomp = ouvinte.estado()['acompanhamento'][DATASET]
     assert acomp['atrasadas_total'] == 1 and acomp['maior_atraso_s'] == 40.0
     assert 'ATENÇÃO FOLGA' in ouvinte.status()
     # Ciclo seguinte rele A e B (folga) e nao conta de novo.
     codigo, saida = ouvinte.rodar('--once', '--folga=60')
-    assert 'ATRASADA' not in saida and ouvinte.estado()['acompanhamento'][DATASET][
-        'atrasadas_total'] == 1
+    assert (
+        'ATRASADA' not in saida
+        and ouvinte.estado()['acompanhamento'][DATASET]['atrasadas_total'] == 1
+    )
 
 
 def test_intake_500_mantem_a_marca_e_o_proximo_ciclo_entrega(ouvinte_sqlite):
@@ -181,9 +195,9 @@ def test_kill_9_no_meio_do_ciclo_e_reinicio_sem_perda(ouvinte_sqlite):
         processo.kill()
         processo.wait()
     o.contextia.limpar_falhas()
-    estado = o.estado()                   # JSON integro (gravacao atomica)
+    estado = o.estado()  # JSON integro (gravacao atomica)
     assert estado['marca_agua'][DATASET].startswith('2026-09-01T10:44')
-    codigo, saida = o.rodar('--once')     # a trava morreu com o processo
+    codigo, saida = o.rodar('--once')  # a trava morreu com o processo
     assert codigo == 0, saida
     chegou = set(o.no_contextia(e0)) | set(o.no_contextia(e1))
     assert set(novos) <= chegou
@@ -224,10 +238,15 @@ def test_sigterm_durante_ferramenta_lenta_nao_deixa_o_grupo_vivo(ouvinte_sqlite)
     o.contextia.injetar('atraso', quantidade=200, segundos=2)
     processo = o.iniciar('--varrer-agora', '--intervalo-dados=60')
     try:
-        achado = _esperar(lambda: re.search(
-            r'ferramenta agora ..: varredura/carregar-todas \(pid (\d+)',
-            o.status() if os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt'))
-            else ''), 120)
+        achado = _esperar(
+            lambda: re.search(
+                r'ferramenta agora ..: varredura/carregar-todas \(pid (\d+)',
+                o.status()
+                if os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt'))
+                else '',
+            ),
+            120,
+        )
         pgid = int(achado.group(1))
         # O connector.py (neto, no mesmo grupo) ja esta enviando.
         _esperar(lambda: o.contextia.falhas_injetadas()['atraso'] >= 1, 60)
@@ -263,8 +282,9 @@ def test_empresa_nova_e_provisionada_e_carregada_num_ciclo(ouvinte_sqlite):
     o = ouvinte_sqlite
     assert o.rodar('--once')[0] == 0
     nova = str(o.erp.base + 7)
-    o.erp.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova),
-                   n='Loja Nova', a='S')
+    o.erp.executar(
+        'INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova), n='Loja Nova', a='S'
+    )
     ids = [o.inserir(nova, '2026-09-01 09:00:00') for _ in range(3)]
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
@@ -273,6 +293,7 @@ def test_empresa_nova_e_provisionada_e_carregada_num_ciclo(ouvinte_sqlite):
     # A saida das ferramentas aparece no log com prefixo.
     assert 'provisionar %s | ' % nova in saida and 'carga inicial %s | ' % nova in saida
     from contextia_sync.provisionamento.chaves import ler_chaves
+
     chave = ler_chaves(o.arquivo_chaves)[nova]
     registros = {int(r['ID']) for r in cliente.ler_registros(DATASET, chave)}
     assert set(ids) <= registros
@@ -311,7 +332,7 @@ def test_varredura_com_falha_em_outro_dataset_solta_o_dataset_da_rajada(ouvinte_
     # O dataset de dominio quebra na origem: a varredura falha nele, em todas as empresas.
     o.erp.executar('ALTER TABLE {STATUS} RENAME TO {STATUS_FORA}')
     codigo, saida = o.rodar('--once', '--maximo-por-ciclo=5', '--varrer-agora')
-    assert codigo == 1, saida        # --once diz que algo falhou
+    assert codigo == 1, saida  # --once diz que algo falhou
     assert 'FALHARAM: status' in saida
     assert 'varredura com 1 fase(s) com erro' in saida
     # ...e os titulos, que ela fechou nas duas empresas, voltam ao ao-vivo.
@@ -326,9 +347,10 @@ def test_varredura_com_falha_em_outro_dataset_solta_o_dataset_da_rajada(ouvinte_
     assert o.rodar('--once', '--maximo-por-ciclo=5')[0] == 0
     o.erp.executar('DELETE FROM {TITULOS} WHERE {EMPRESA_ID} = :e', e=int(e1))
     codigo, saida = o.rodar('--once', '--maximo-por-ciclo=5', '--varrer-agora')
-    assert codigo == 1, saida        # --once diz que algo falhou
-    assert re.search(r'%s +a varredura NÃO fechou a carga nas empresas %s' % (DATASET, e1),
-                     saida), saida
+    assert codigo == 1, saida  # --once diz que algo falhou
+    assert re.search(
+        r'%s +a varredura NÃO fechou a carga nas empresas %s' % (DATASET, e1), saida
+    ), saida
     assert 'entregues a varredura: %s' % DATASET in o.status()
     assert o.estado()['marca_agua'][DATASET] == '2026-09-01T11:11:00'
 
@@ -345,8 +367,9 @@ def test_dry_run_nao_envia_e_nao_toca_no_estado(ouvinte_sqlite):
         chaves_antes = arquivo.read()
     o.inserir(e0, '2026-09-01 11:00:00')
     nova = str(o.erp.base + 9)
-    o.erp.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova),
-                   n='Loja Seca', a='S')
+    o.erp.executar(
+        'INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova), n='Loja Seca', a='S'
+    )
     codigo, saida = o.rodar('--once', '--dry-run')
     assert codigo == 0, saida
     assert '[SECO] escopo=%s' % e0 in saida
@@ -367,10 +390,15 @@ def test_segundo_sigterm_e_parada_fria(ouvinte_sqlite):
     o.contextia.injetar('atraso', quantidade=200, segundos=2)
     processo = o.iniciar('--varrer-agora', '--intervalo-dados=60')
     try:
-        achado = _esperar(lambda: re.search(
-            r'ferramenta agora ..: varredura/carregar-todas \(pid (\d+)',
-            o.status() if os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt'))
-            else ''), 120)
+        achado = _esperar(
+            lambda: re.search(
+                r'ferramenta agora ..: varredura/carregar-todas \(pid (\d+)',
+                o.status()
+                if os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt'))
+                else '',
+            ),
+            120,
+        )
         pgid = int(achado.group(1))
         _esperar(lambda: o.contextia.falhas_injetadas()['atraso'] >= 1, 60)
         processo.send_signal(signal.SIGTERM)
@@ -386,20 +414,28 @@ def test_segundo_sigterm_e_parada_fria(ouvinte_sqlite):
 
 
 @pytest.mark.postgres
-def test_origem_fora_do_ar_backoff_e_volta_sozinho(erp_pg, ambiente_contextia,
-                                                    chave_contextia, tmp_path):
+def test_origem_fora_do_ar_backoff_e_volta_sozinho(
+    erp_pg, ambiente_contextia, chave_contextia, tmp_path
+):
     import sqlalchemy as sa
+
     o = Ouvinte(tmp_path, erp_pg, ambiente_contextia, chave_contextia)
     banco = erp_pg.banco.nome
-    admin = sa.create_engine('postgresql+psycopg://postgres@127.0.0.1:5432/postgres',
-                             isolation_level='AUTOCOMMIT')
+    admin = sa.create_engine(
+        'postgresql+psycopg://postgres@127.0.0.1:5432/postgres', isolation_level='AUTOCOMMIT'
+    )
     processo = o.iniciar('--log=%s' % (tmp_path / 'ouvinte.log'))
     try:
         _esperar(lambda: 'marca inicial' in o.saida(), 60)
         with admin.connect() as con:
             con.execute(sa.text('ALTER DATABASE %s ALLOW_CONNECTIONS false' % banco))
-            con.execute(sa.text('SELECT pg_terminate_backend(pid) FROM pg_stat_activity'
-                                ' WHERE datname = :b AND pid <> pg_backend_pid()'), {'b': banco})
+            con.execute(
+                sa.text(
+                    'SELECT pg_terminate_backend(pid) FROM pg_stat_activity'
+                    ' WHERE datname = :b AND pid <> pg_backend_pid()'
+                ),
+                {'b': banco},
+            )
         _esperar(lambda: 'ciclo falhou (2a vez seguida)' in o.saida(), 60)
         # A espera e dita depois do status gravado (laco.pulsar): sob carga, um
         # instante depois da linha da falha.
@@ -407,7 +443,7 @@ def test_origem_fora_do_ar_backoff_e_volta_sozinho(erp_pg, ambiente_contextia,
         assert 'falhas seguidas ...: 2' in o.status()
         with admin.connect() as con:
             con.execute(sa.text('ALTER DATABASE %s ALLOW_CONNECTIONS true' % banco))
-        erp_pg.fechar()             # conexoes de setup foram derrubadas junto
+        erp_pg.fechar()  # conexoes de setup foram derrubadas junto
         novo = o.inserir(erp_pg.escopos[1], '2026-09-01 12:00:00')
         # Volta sozinho: reconecta, le e entrega, e a contagem de falhas zera.
         _esperar(lambda: novo in o.no_contextia(erp_pg.escopos[1]), 60)
@@ -441,16 +477,22 @@ def test_view_quebrada_nao_para_as_outras(ouvinte_sqlite):
     o = ouvinte_sqlite
     with open(o.mapa) as arquivo:
         mapa = json.load(arquivo)
-    mapa['datasets'].insert(0, {'dataset': 'Quebrado', 'source_object': 'NAO_EXISTE',
-                                'columns': ['ID', 'EMPRESA_ID', 'ALTERADO_EM']})
+    mapa['datasets'].insert(
+        0,
+        {
+            'dataset': 'Quebrado',
+            'source_object': 'NAO_EXISTE',
+            'columns': ['ID', 'EMPRESA_ID', 'ALTERADO_EM'],
+        },
+    )
     with open(o.mapa, 'w') as arquivo:
         json.dump(mapa, arquivo)
     o.rodar('--once')
     novo = o.inserir(o.erp.escopos[0], '2026-09-01 11:00:00')
     codigo, saida = o.rodar('--once')
-    assert codigo == 1                                   # --once: houve erro
+    assert codigo == 1  # --once: houve erro
     assert 'quebrado' in saida and 'leitura falhou' in saida
-    assert novo in o.no_contextia(o.erp.escopos[0])     # e o outro dataset andou
+    assert novo in o.no_contextia(o.erp.escopos[0])  # e o outro dataset andou
     linha = [x for x in o.status().splitlines() if x.startswith('quebrado')][0]
     assert 'NAO_EXISTE' in linha or 'Erro' in linha
 
@@ -463,17 +505,23 @@ def test_morte_durante_a_carga_inicial_da_empresa_nova_e_refeita(ouvinte_sqlite)
     o = ouvinte_sqlite
     assert o.rodar('--once')[0] == 0
     nova = str(o.erp.base + 8)
-    o.erp.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova),
-                   n='Loja Lenta', a='S')
+    o.erp.executar(
+        'INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova), n='Loja Lenta', a='S'
+    )
     # Historico ANTIGO (abaixo da marca): so a carga inicial o leva.
     ids = [o.inserir(nova, '2026-09-01 08:00:00') for _ in range(25)]
     o.contextia.injetar('atraso', quantidade=100, segundos=2)
     processo = o.iniciar('--intervalo-projetos=3600')
     try:
-        achado = _esperar(lambda: re.search(
-            r'ferramenta agora ..: carga inicial %s \(pid (\d+)' % nova,
-            o.status() if os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt'))
-            else ''), 120)
+        achado = _esperar(
+            lambda: re.search(
+                r'ferramenta agora ..: carga inicial %s \(pid (\d+)' % nova,
+                o.status()
+                if os.path.exists(os.path.join(o.estado_dir, 'ouvinte-status.txt'))
+                else '',
+            ),
+            120,
+        )
         _esperar(lambda: o.contextia.falhas_injetadas()['atraso'] >= 1, 60)
     finally:
         # Queda de energia: o ouvinte e o grupo da ferramenta, juntos.
@@ -489,6 +537,7 @@ def test_morte_durante_a_carga_inicial_da_empresa_nova_e_refeita(ouvinte_sqlite)
     assert codigo == 0, saida
     assert 'carga inicial da empresa %s ficou pela metade' % nova in saida
     from contextia_sync.provisionamento.chaves import ler_chaves
+
     chave = ler_chaves(o.arquivo_chaves)[nova]
     assert set(ids) <= {int(r['ID']) for r in cliente.ler_registros(DATASET, chave)}
     assert o.estado()['cargas_iniciais_pendentes'] == []

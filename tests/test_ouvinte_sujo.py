@@ -24,8 +24,13 @@ pytestmark = pytest.mark.lento
 FUTURO = '2037-12-01 00:00:00'
 
 
-@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres),
-                        pytest.param('mariadb', marks=pytest.mark.mariadb)])
+@pytest.fixture(
+    params=[
+        'sqlite',
+        pytest.param('postgres', marks=pytest.mark.postgres),
+        pytest.param('mariadb', marks=pytest.mark.mariadb),
+    ]
+)
 def ouvinte(request, tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
     erp = erp_teste.Erp(fabrica_de_bancos(request.param, 'erp'))
     yield Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
@@ -45,9 +50,10 @@ def _linha_dados(status):
 
 # -- 1. ciclo ocioso nao reenvia a janela da folga -----------------------------
 
+
 def test_ciclo_ocioso_envia_zero_registros(ouvinte):
     o = ouvinte
-    assert o.rodar('--once')[0] == 0                # primeira vez: so a marca
+    assert o.rodar('--once')[0] == 0  # primeira vez: so a marca
     # Antes: a janela da folga (3 linhas) era reenviada a cada ciclo ocioso.
     for _ in range(2):
         codigo, saida = o.rodar('--once')
@@ -83,13 +89,13 @@ def test_carimbo_de_migracao_acima_do_teto_nao_trava_o_ao_vivo(ouvinte_sqlite):
 
 # -- 2. carimbo no futuro nao congela o dataset --------------------------------
 
+
 def test_carimbo_no_futuro_e_entregue_e_nao_sobe_a_marca(ouvinte):
     o = ouvinte
     e0 = o.erp.escopos[0]
     assert o.rodar('--once')[0] == 0
     torto = o.erp.base * 1000 + 1
-    o.erp.executar('UPDATE {TITULOS} SET {ALTERADO_EM} = :a WHERE {ID} = :i', a=FUTURO,
-                   i=torto)
+    o.erp.executar('UPDATE {TITULOS} SET {ALTERADO_EM} = :a WHERE {ID} = :i', a=FUTURO, i=torto)
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
     assert torto in o.no_contextia(e0)
@@ -102,8 +108,7 @@ def test_carimbo_no_futuro_e_entregue_e_nao_sobe_a_marca(ouvinte):
     assert codigo == 0, saida
     assert novo in o.no_contextia(e0)
     # A linha do futuro ja entregue nao e reenviada.
-    assert 'registros=0' in _linha_dados(o.status()) or 'registros=1' in _linha_dados(
-        o.status())
+    assert 'registros=0' in _linha_dados(o.status()) or 'registros=1' in _linha_dados(o.status())
 
 
 def test_marca_do_futuro_no_estado_volta_para_a_hora_da_origem(ouvinte_sqlite):
@@ -125,17 +130,26 @@ def test_marca_do_futuro_no_estado_volta_para_a_hora_da_origem(ouvinte_sqlite):
 
 # -- 3. coluna de mudanca em texto; linhas sem carimbo --------------------------
 
+
 def test_coluna_de_mudanca_em_texto_e_recusada_na_subida(ouvinte, tmp_path):
     o = ouvinte
-    o.erp.executar('CREATE TABLE {NOTAS} ({ID} INTEGER PRIMARY KEY, {EMPRESA_ID} INTEGER,'
-                   ' {ALTERADO} VARCHAR(19))')
-    o.erp.executar('INSERT INTO {NOTAS} VALUES (1, :e, :a)', e=int(o.erp.escopos[0]),
-                   a='31/12/2026 23:50:00')
+    o.erp.executar(
+        'CREATE TABLE {NOTAS} ({ID} INTEGER PRIMARY KEY, {EMPRESA_ID} INTEGER,'
+        ' {ALTERADO} VARCHAR(19))'
+    )
+    o.erp.executar(
+        'INSERT INTO {NOTAS} VALUES (1, :e, :a)', e=int(o.erp.escopos[0]), a='31/12/2026 23:50:00'
+    )
     with open(o.mapa) as arquivo:
         mapa = json.load(arquivo)
-    mapa['datasets'].append({'dataset': 'Notas', 'source_object': 'NOTAS',
-                             'columns': ['ID', 'EMPRESA_ID', 'ALTERADO'],
-                             'watch_column': 'ALTERADO'})
+    mapa['datasets'].append(
+        {
+            'dataset': 'Notas',
+            'source_object': 'NOTAS',
+            'columns': ['ID', 'EMPRESA_ID', 'ALTERADO'],
+            'watch_column': 'ALTERADO',
+        }
+    )
     with open(o.mapa, 'w') as arquivo:
         json.dump(mapa, arquivo)
     # Antes: aceita, e a marca '31/12/2026 23:50:00' (texto) nunca via 01/01/2027.
@@ -148,8 +162,9 @@ def test_coluna_de_mudanca_em_texto_e_recusada_na_subida(ouvinte, tmp_path):
 
 def test_linhas_sem_carimbo_sao_contadas_e_mostradas(ouvinte_sqlite):
     o = ouvinte_sqlite
-    o.erp.executar('UPDATE {TITULOS} SET {ALTERADO_EM} = NULL WHERE {ID} <= :i',
-                   i=o.erp.base * 1000 + 2)
+    o.erp.executar(
+        'UPDATE {TITULOS} SET {ALTERADO_EM} = NULL WHERE {ID} <= :i', i=o.erp.base * 1000 + 2
+    )
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
     assert '2 linha(s) sem carimbo' in saida
@@ -160,10 +175,11 @@ def test_linhas_sem_carimbo_sao_contadas_e_mostradas(ouvinte_sqlite):
 
 # -- 5. relogio da origem que volta -------------------------------------------
 
+
 def test_relogio_da_origem_que_volta_alarga_a_leitura(ouvinte_sqlite):
     o = ouvinte_sqlite
     e0 = o.erp.escopos[0]
-    assert o.rodar('--once')[0] == 0                # marca 10:44
+    assert o.rodar('--once')[0] == 0  # marca 10:44
     # O maior relogio da origem ja visto estava uma hora a frente do de agora:
     # como no fim do horario de verao (carimbo local sem fuso volta uma hora).
     uma_hora = datetime.timedelta(hours=1)
@@ -180,6 +196,7 @@ def test_relogio_da_origem_que_volta_alarga_a_leitura(ouvinte_sqlite):
 
 
 # -- 6. empresa excluida nao recebe ao vivo ------------------------------------
+
 
 def test_empresa_em_excluded_scopes_nao_recebe_ao_vivo(ouvinte_sqlite):
     o = ouvinte_sqlite
@@ -201,6 +218,7 @@ def test_empresa_em_excluded_scopes_nao_recebe_ao_vivo(ouvinte_sqlite):
 
 # -- 8. SIGTERM com o Contextia fora ------------------------------------------
 
+
 def _porta_fechada():
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
@@ -217,8 +235,7 @@ def test_sigterm_com_contextia_fora_sai_em_ate_10_segundos(ouvinte_sqlite):
     porta = _porta_fechada()
     env = dict(o.env(), CONTEXTIA_URL='http://127.0.0.1:%d' % porta)
     log = open(str(o.pasta / 'sigterm.log'), 'w+b')
-    processo = subprocess.Popen(o.argv(), cwd=RAIZ, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
+    processo = subprocess.Popen(o.argv(), cwd=RAIZ, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         # Ja re-tentando o envio da primeira empresa.
         esperar(lambda: os.path.exists(os.path.join(o.estado_dir, 'ouvinte.lock')), 30)
@@ -241,6 +258,7 @@ def test_sigterm_com_contextia_fora_sai_em_ate_10_segundos(ouvinte_sqlite):
 
 # -- 10. estado torto e pasta de estado que nao grava --------------------------
 
+
 def test_estado_com_forma_errada_e_recusado_na_subida(ouvinte_sqlite):
     o = ouvinte_sqlite
     os.makedirs(o.estado_dir)
@@ -254,11 +272,11 @@ def test_estado_com_forma_errada_e_recusado_na_subida(ouvinte_sqlite):
 
 def _montar_tmpfs(pasta, opcoes):
     os.makedirs(pasta, exist_ok=True)
-    feito = subprocess.run(['mount', '-t', 'tmpfs', '-o', opcoes, 'tmpfs', str(pasta)],
-                           capture_output=True, text=True)
+    feito = subprocess.run(
+        ['mount', '-t', 'tmpfs', '-o', opcoes, 'tmpfs', str(pasta)], capture_output=True, text=True
+    )
     if feito.returncode != 0:
-        pytest.skip('não foi possível montar um tmpfs (%s): precisa de root'
-                    % feito.stderr.strip())
+        pytest.skip('não foi possível montar um tmpfs (%s): precisa de root' % feito.stderr.strip())
 
 
 @pytest.mark.parametrize('caso', ['somente-leitura', 'cheio'])
@@ -286,6 +304,7 @@ def test_pasta_de_estado_que_nao_grava_sai_com_2_e_a_correcao(ouvinte_sqlite, ca
 
 
 # -- 4. registro envenenado: quarentena, e a marca segue ----------------------
+
 
 @pytest.fixture
 def ouvinte_pg(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
@@ -316,8 +335,11 @@ def test_registro_envenenado_vai_para_a_quarentena_e_a_marca_segue(ouvinte_pg):
     itens = _quarentena(o)
     assert len(itens) == 1 and DATASET in itens[0] and str(envenenado) in itens[0], itens
     assert re.search(r'^quarentena \.+: 1 registro', o.status(), re.M), o.status()
-    saude = subprocess.run(['bash', os.path.join(RAIZ, 'deploy', 'verificar-saude.sh'),
-                            o.estado_dir], capture_output=True, text=True)
+    saude = subprocess.run(
+        ['bash', os.path.join(RAIZ, 'deploy', 'verificar-saude.sh'), o.estado_dir],
+        capture_output=True,
+        text=True,
+    )
     assert saude.returncode == 1 and 'quarentena' in saude.stdout, saude.stdout
     # Um ciclo ocioso nao manda de novo o envenenado (nem re-divide lotes).
     codigo, saida = o.rodar('--once')
@@ -327,8 +349,11 @@ def test_registro_envenenado_vai_para_a_quarentena_e_a_marca_segue(ouvinte_pg):
     assert codigo == 1, saida
     assert len(_quarentena(o)) == 1
     # O ERP corrige a linha: a versao nova chega e tira o item da quarentena.
-    o.erp.executar('UPDATE {TITULOS} SET {VALOR} = 5, {ALTERADO_EM} = :a WHERE {ID} = :i',
-                   a='2026-09-01 11:00:02', i=envenenado)
+    o.erp.executar(
+        'UPDATE {TITULOS} SET {VALOR} = 5, {ALTERADO_EM} = :a WHERE {ID} = :i',
+        a='2026-09-01 11:00:02',
+        i=envenenado,
+    )
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
     assert envenenado in o.no_contextia(e0)

@@ -35,7 +35,7 @@ def test_estado_ilegivel_para_com_a_mensagem(tmp_path, conteudo):
         estado.Estado(str(caminho))
     assert 'Estado ilegível' in str(erro.value)
     assert 'Conserte ou mova o arquivo' in str(erro.value)
-    assert caminho.read_text() == conteudo      # nada apagado
+    assert caminho.read_text() == conteudo  # nada apagado
 
 
 def test_trava_recusa_o_segundo_e_diz_o_pid(tmp_path):
@@ -47,7 +47,7 @@ def test_trava_recusa_o_segundo_e_diz_o_pid(tmp_path):
         assert 'marca de água' in str(erro.value)
     finally:
         primeira.close()
-    trava.travar(str(tmp_path)).close()        # solta ao fechar
+    trava.travar(str(tmp_path)).close()  # solta ao fechar
 
 
 def test_status_trocado_inteiro(tmp_path):
@@ -61,22 +61,30 @@ def test_status_em_pasta_sumida_devolve_erro_sem_levantar(tmp_path):
 
 def test_autoteste_roda_em_python_nu_sem_pacote_nenhum():
     # -S: sem site-packages. -I nao: o diretorio do script precisa estar no path.
-    saida = subprocess.run([sys.executable, '-S', 'ouvinte.py', '--autoteste'], cwd=RAIZ,
-                           capture_output=True, text=True, timeout=120)
+    saida = subprocess.run(
+        [sys.executable, '-S', 'ouvinte.py', '--autoteste'],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert saida.returncode == 0, saida.stdout + saida.stderr
     assert 'tudo passou.' in saida.stdout
     assert 'FALHOU' not in saida.stdout
 
 
 def test_autoteste_nao_importa_nada_pesado():
-    codigo = ('import sys; sys.argv=["ouvinte.py","--autoteste"]; import runpy, io, '
-              'contextlib\nwith contextlib.redirect_stdout(io.StringIO()):\n'
-              '    try: runpy.run_path("ouvinte.py", run_name="__main__")\n'
-              '    except SystemExit: pass\n'
-              'print(sorted(m for m in ("requests","jsonschema","sqlalchemy","logzero",'
-              '"urllib3") if m in sys.modules))')
-    saida = subprocess.run([sys.executable, '-c', codigo], cwd=RAIZ, capture_output=True,
-                           text=True, timeout=120)
+    codigo = (
+        'import sys; sys.argv=["ouvinte.py","--autoteste"]; import runpy, io, '
+        'contextlib\nwith contextlib.redirect_stdout(io.StringIO()):\n'
+        '    try: runpy.run_path("ouvinte.py", run_name="__main__")\n'
+        '    except SystemExit: pass\n'
+        'print(sorted(m for m in ("requests","jsonschema","sqlalchemy","logzero",'
+        '"urllib3") if m in sys.modules))'
+    )
+    saida = subprocess.run(
+        [sys.executable, '-c', codigo], cwd=RAIZ, capture_output=True, text=True, timeout=120
+    )
     # logzero pode vir pelo registro.py (e leve e opcional); os outros nao.
     pesados = json.loads(saida.stdout.strip().splitlines()[-1].replace("'", '"'))
     assert set(pesados) <= {'logzero', 'sqlalchemy'}, saida.stderr
@@ -86,22 +94,37 @@ def _ouvinte(*args, env=None, cwd=RAIZ):
     ambiente = dict(os.environ)
     ambiente.pop('CONTEXTIA_URL', None)
     ambiente.update(env or {})
-    return subprocess.run([sys.executable, 'ouvinte.py'] + list(args), cwd=cwd,
-                          capture_output=True, text=True, timeout=60, env=ambiente)
+    return subprocess.run(
+        [sys.executable, 'ouvinte.py'] + list(args),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ambiente,
+    )
 
 
 @pytest.mark.parametrize('nome', ['change_tracking', 'flashback'])
 def test_recusa_de_estrategia_pela_linha_de_comando(tmp_path, nome):
     # Nem mapeamento valido nem URL: a recusa vem antes de tudo.
-    r = _ouvinte('--mapping=nao-existe.json', '--source=generic', '--chaves=x',
-                 '--estado=%s' % tmp_path, '--estrategia=%s' % nome)
+    r = _ouvinte(
+        '--mapping=nao-existe.json',
+        '--source=generic',
+        '--chaves=x',
+        '--estado=%s' % tmp_path,
+        '--estrategia=%s' % nome,
+    )
     assert r.returncode == 2
     assert 'exigiria' in r.stderr and 'vê DELETE' in r.stderr
     assert 'Traceback' not in r.stderr
 
 
-@pytest.mark.parametrize('nome', sorted(__import__(
-    'contextia_sync.captura.estrategias', fromlist=['IMPLEMENTACOES']).IMPLEMENTACOES))
+@pytest.mark.parametrize(
+    'nome',
+    sorted(
+        __import__('contextia_sync.captura.estrategias', fromlist=['IMPLEMENTACOES']).IMPLEMENTACOES
+    ),
+)
 def test_toda_estrategia_registrada_implementa_o_protocolo_inteiro(nome):
     # O registro é por texto (nenhum mypy confere a classe contra o protocolo): a
     # `binlog` sem antes_da_carga/depois_da_carga derrubava a carga inicial da
@@ -111,6 +134,7 @@ def test_toda_estrategia_registrada_implementa_o_protocolo_inteiro(nome):
 
     from contextia_sync.captura import Captura
     from contextia_sync.captura.estrategias import IMPLEMENTACOES
+
     modulo, nome_da_classe = IMPLEMENTACOES[nome].split(':')
     classe = getattr(importlib.import_module(modulo), nome_da_classe)
     for metodo, do_protocolo in vars(Captura).items():
@@ -118,14 +142,19 @@ def test_toda_estrategia_registrada_implementa_o_protocolo_inteiro(nome):
             continue
         implementado = getattr(classe, metodo, None)
         assert callable(implementado), '%s não implementa %s' % (nome_da_classe, metodo)
-        assert list(inspect.signature(implementado).parameters)[:len(
-            inspect.signature(do_protocolo).parameters)] == list(
-                inspect.signature(do_protocolo).parameters), (nome_da_classe, metodo)
+        assert list(inspect.signature(implementado).parameters)[
+            : len(inspect.signature(do_protocolo).parameters)
+        ] == list(inspect.signature(do_protocolo).parameters), (nome_da_classe, metodo)
 
 
 def test_estrategia_inventada_lista_as_validas(tmp_path):
-    r = _ouvinte('--mapping=x.json', '--source=generic', '--chaves=x',
-                 '--estado=%s' % tmp_path, '--estrategia=magica')
+    r = _ouvinte(
+        '--mapping=x.json',
+        '--source=generic',
+        '--chaves=x',
+        '--estado=%s' % tmp_path,
+        '--estrategia=magica',
+    )
     assert r.returncode == 2 and 'coluna' in r.stderr and 'binlog' in r.stderr
 
 
@@ -136,35 +165,52 @@ def test_estrategia_do_mapeamento_tambem_recusa(tmp_path):
     mapa['$schema'] = os.path.join(RAIZ, 'mappings', 'mapeamento.schema.json')
     caminho = tmp_path / 'm.json'
     caminho.write_text(json.dumps(mapa))
-    r = _ouvinte('--mapping=%s' % caminho, '--source=generic', '--chaves=x',
-                 '--estado=%s' % tmp_path)
+    r = _ouvinte(
+        '--mapping=%s' % caminho, '--source=generic', '--chaves=x', '--estado=%s' % tmp_path
+    )
     assert r.returncode == 2 and 'flashback' in r.stderr and 'ORA_ROWSCN' in r.stderr
 
 
 def test_sem_contextia_url_recusa(tmp_path):
-    r = _ouvinte('--mapping=mappings/demo.json', '--source=generic', '--chaves=x',
-                 '--estado=%s' % tmp_path)
+    r = _ouvinte(
+        '--mapping=mappings/demo.json', '--source=generic', '--chaves=x', '--estado=%s' % tmp_path
+    )
     assert r.returncode == 2 and 'CONTEXTIA_URL' in r.stderr
 
 
 def test_varredura_invalida(tmp_path):
-    r = _ouvinte('--mapping=mappings/demo.json', '--source=generic', '--chaves=x',
-                 '--estado=%s' % tmp_path, '--varredura=25:00',
-                 env={'CONTEXTIA_URL': 'http://127.0.0.1:9'})
+    r = _ouvinte(
+        '--mapping=mappings/demo.json',
+        '--source=generic',
+        '--chaves=x',
+        '--estado=%s' % tmp_path,
+        '--varredura=25:00',
+        env={'CONTEXTIA_URL': 'http://127.0.0.1:9'},
+    )
     assert r.returncode == 2 and 'HH:MM' in r.stderr
 
 
 def test_sem_arquivo_de_chaves(tmp_path):
-    r = _ouvinte('--mapping=mappings/demo.json', '--source=generic',
-                 '--chaves=%s' % (tmp_path / 'nao.tsv'), '--estado=%s' % tmp_path,
-                 env={'CONTEXTIA_URL': 'http://127.0.0.1:9'})
+    r = _ouvinte(
+        '--mapping=mappings/demo.json',
+        '--source=generic',
+        '--chaves=%s' % (tmp_path / 'nao.tsv'),
+        '--estado=%s' % tmp_path,
+        env={'CONTEXTIA_URL': 'http://127.0.0.1:9'},
+    )
     assert r.returncode == 2 and 'provisionar.py' in r.stderr
 
 
 def test_toda_opcao_do_ouvinte_esta_no_guia_do_operador():
-    ajuda = subprocess.run([sys.executable, 'ouvinte.py', '--help'], cwd=RAIZ,
-                           capture_output=True, text=True, timeout=60).stdout
+    ajuda = subprocess.run(
+        [sys.executable, 'ouvinte.py', '--help'],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     import re
+
     opcoes = set(re.findall(r'(--[a-z][a-z-]+)', ajuda)) - {'--help'}
     with open(os.path.join(RAIZ, 'docs', 'ouvinte.md'), encoding='utf-8') as arquivo:
         guia = arquivo.read()

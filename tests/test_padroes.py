@@ -68,9 +68,11 @@ PADROES = [
 
 
 # ---------------------------------------------------------------- numeros
-_NUMERO = (r'(?P<numero>\d{1,2}:\d{2}(?!\d)'
-           r'|\d{1,3}(?:[ \u00a0\u202f.]\d{3})+(?![\d,.]\d)'
-           r'|\d+(?:[.,]\d+)?)')
+_NUMERO = (
+    r'(?P<numero>\d{1,2}:\d{2}(?!\d)'
+    r'|\d{1,3}(?:[ \u00a0\u202f.]\d{3})+(?![\d,.]\d)'
+    r'|\d+(?:[.,]\d+)?)'
+)
 _UNIDADE = r'(?:\s*(?P<unidade>segundos|minutos|horas|min\b|s\b|h\b|%))?'
 VALOR = _NUMERO + _UNIDADE
 
@@ -111,8 +113,9 @@ def valor_de(padrao):
 
 
 def _sem_acento(texto):
-    return ''.join(c for c in unicodedata.normalize('NFD', texto)
-                   if unicodedata.category(c) != 'Mn')
+    return ''.join(
+        c for c in unicodedata.normalize('NFD', texto) if unicodedata.category(c) != 'Mn'
+    )
 
 
 # ---------------------------------------------------------------- (a) o --help
@@ -122,7 +125,7 @@ def ajuda_da_opcao(texto, opcao):
     for i, linha in enumerate(linhas):
         if re.match(r'^\s+(?:-\w, )?%s(?![\w-])' % re.escape(opcao), linha):
             bloco = [linha]
-            for seguinte in linhas[i + 1:]:
+            for seguinte in linhas[i + 1 :]:
                 if not seguinte.strip() or re.match(r'^\s{0,4}-', seguinte):
                     break
                 bloco.append(seguinte)
@@ -133,8 +136,9 @@ def ajuda_da_opcao(texto, opcao):
 CASOS_DO_HELP = [(p, programa) for p in PADROES for programa in p.programas]
 
 
-@pytest.mark.parametrize('padrao,programa', CASOS_DO_HELP,
-                         ids=['%s %s' % (pr[0], p.nome) for p, pr in CASOS_DO_HELP])
+@pytest.mark.parametrize(
+    'padrao,programa', CASOS_DO_HELP, ids=['%s %s' % (pr[0], p.nome) for p, pr in CASOS_DO_HELP]
+)
 def test_o_help_mostra_o_padrao(padrao, programa):
     if not os.path.exists(os.path.join(RAIZ, programa[0])):
         pytest.skip('%s ainda não existe' % programa[0])
@@ -143,17 +147,31 @@ def test_o_help_mostra_o_padrao(padrao, programa):
     esperado = valor_de(padrao)
     if padrao.tipo == 'texto':
         assert re.search(r'padr[aã]o\b', texto, flags=re.I) and re.search(
-            r'(?<![\w-])`?%s`?(?![\w-])' % re.escape(esperado), texto), (
-            '%s --help, %s: %r não mostra o padrão %r (padrões.%s)'
-            % (programa[0], padrao.nome, texto, esperado, padrao.constante))
+            r'(?<![\w-])`?%s`?(?![\w-])' % re.escape(esperado), texto
+        ), '%s --help, %s: %r não mostra o padrão %r (padrões.%s)' % (
+            programa[0],
+            padrao.nome,
+            texto,
+            esperado,
+            padrao.constante,
+        )
         return
     achado = re.search(r'padr[aã]o:?\s+' + VALOR, texto, flags=re.I)
-    assert achado, ('%s --help, %s: %r não mostra o padrão (padrões.%s = %r)'
-                    % (programa[0], padrao.nome, texto, padrao.constante, esperado))
+    assert achado, '%s --help, %s: %r não mostra o padrão (padrões.%s = %r)' % (
+        programa[0],
+        padrao.nome,
+        texto,
+        padrao.constante,
+        esperado,
+    )
     valor = converter(achado, padrao.tipo)
-    assert iguais(valor, esperado), (
-        '%s --help, %s: diz %r, e padrões.%s = %r'
-        % (programa[0], padrao.nome, valor, padrao.constante, esperado))
+    assert iguais(valor, esperado), '%s --help, %s: diz %r, e padrões.%s = %r' % (
+        programa[0],
+        padrao.nome,
+        valor,
+        padrao.constante,
+        esperado,
+    )
 
 
 # ---------------------------------------------------------------- (b) a documentacao
@@ -195,8 +213,15 @@ def _declaracoes_em_tabelas(documento, texto, padrao):
                     if padrao.tipo == 'texto':
                         citados = trechos_de_codigo(alvo)
                         if citados:
-                            yield lugar, crua, (valor_de(padrao) if valor_de(padrao) in citados
-                                                else ', '.join(citados))
+                            yield (
+                                lugar,
+                                crua,
+                                (
+                                    valor_de(padrao)
+                                    if valor_de(padrao) in citados
+                                    else ', '.join(citados)
+                                ),
+                            )
                         continue
                     encontro = re.search(VALOR, alvo)
                     if encontro:
@@ -204,7 +229,7 @@ def _declaracoes_em_tabelas(documento, texto, padrao):
                     continue
                 if padrao.tipo == 'texto':
                     continue
-                encontro = _na_frase(celula[mencao.end():])
+                encontro = _na_frase(celula[mencao.end() :])
                 if encontro is None and indice == 0:
                     encontro = _PADRAO_NA_LINHA.search(' | '.join(linha[1:]))
                 if encontro:
@@ -233,9 +258,9 @@ def _declaracoes_no_texto(documento, texto, padrao):
         return
     for numero, paragrafo in _paragrafos(texto):
         for mencao in _mencoes(paragrafo, padrao.nome):
-            encontro = _na_frase(paragrafo[mencao.end():])
+            encontro = _na_frase(paragrafo[mencao.end() :])
             if encontro:
-                trecho = paragrafo[max(0, mencao.start() - 40):mencao.end() + 60]
+                trecho = paragrafo[max(0, mencao.start() - 40) : mencao.end() + 60]
                 yield '%s:%d' % (documento, numero), trecho, converter(encontro, padrao.tipo)
 
 
@@ -250,11 +275,16 @@ def declaracoes(padrao):
 def test_a_documentacao_diz_o_mesmo_padrao(padrao):
     esperado = valor_de(padrao)
     ditas = list(declaracoes(padrao))
-    assert ditas, ('nenhum documento diz o padrão de %s (padrões.%s = %r): a tabela de'
-                   ' opções do guia deveria dizer' % (padrao.nome, padrao.constante, esperado))
-    erradas = ['%s: %s\n    diz %r para %s, e padrões.%s = %r'
-               % (lugar, trecho, valor, padrao.nome, padrao.constante, esperado)
-               for lugar, trecho, valor in ditas if not iguais(valor, esperado)]
+    assert ditas, (
+        'nenhum documento diz o padrão de %s (padrões.%s = %r): a tabela de'
+        ' opções do guia deveria dizer' % (padrao.nome, padrao.constante, esperado)
+    )
+    erradas = [
+        '%s: %s\n    diz %r para %s, e padrões.%s = %r'
+        % (lugar, trecho, valor, padrao.nome, padrao.constante, esperado)
+        for lugar, trecho, valor in ditas
+        if not iguais(valor, esperado)
+    ]
     assert erradas == [], 'documentação com outro padrão:\n' + '\n'.join(erradas)
 
 
@@ -278,44 +308,63 @@ NO_TEXTO = [
     ('docs/contrato-intake.md', r'até (\d+) retentativas', 'RETENTATIVAS', _simples),
     ('docs/contrato-intake.md', r'espera exponencial de (\d+(?:,\d+)?) s', 'BACKOFF', _simples),
     ('docs/contrato-intake.md', r'dobrando até (\d+) s', 'BACKOFF_MAXIMO', _simples),
-    ('docs/contrato-intake.md', r'limitado a (\d+) s por\s+pedido', 'PRAZO_RETENTATIVAS',
-     _simples),
-    ('docs/contrato-intake.md', r'erro de conexao/leitura, ([\d/ e]+),', 'STATUS_RETENTAVEIS',
-     _status),
+    ('docs/contrato-intake.md', r'limitado a (\d+) s por\s+pedido', 'PRAZO_RETENTATIVAS', _simples),
+    (
+        'docs/contrato-intake.md',
+        r'erro de conexao/leitura, ([\d/ e]+),',
+        'STATUS_RETENTAVEIS',
+        _status,
+    ),
     ('docs/ouvinte.md', r'com teto de\s+\*\*(\d+ min)\*\*', 'TETO_ESPERA', _com_unidade),
     ('docs/problemas.md', r'dobra até o teto de (\d+ min)', 'TETO_ESPERA', _com_unidade),
-    ('docs/implantacao.md', r'depois de falhas seguidas \((\d+ min)', 'TETO_ESPERA',
-     _com_unidade),
-    ('docs/carga-e-provisionamento.md', r'até (\d+) caracteres \(`contextia_sync/padroes',
-     'ESCOPO_MAXIMO', _simples),
+    ('docs/implantacao.md', r'depois de falhas seguidas \((\d+ min)', 'TETO_ESPERA', _com_unidade),
+    (
+        'docs/carga-e-provisionamento.md',
+        r'até (\d+) caracteres \(`contextia_sync/padroes',
+        'ESCOPO_MAXIMO',
+        _simples,
+    ),
     ('docs/mapeamento.md', r'até (\d+) caracteres: a empresa', 'ESCOPO_MAXIMO', _simples),
 ]
 
 
-@pytest.mark.parametrize('documento,onde,constante,ler_valor', NO_TEXTO,
-                         ids=['%s %s' % (c[0], c[2]) for c in NO_TEXTO])
+@pytest.mark.parametrize(
+    'documento,onde,constante,ler_valor', NO_TEXTO, ids=['%s %s' % (c[0], c[2]) for c in NO_TEXTO]
+)
 def test_numeros_ditos_em_texto_corrido(documento, onde, constante, ler_valor):
     texto = re.sub(r'\s+', ' ', sem_blocos_de_codigo(ler(documento)))
     encontro = re.search(onde.replace(r'\s+', ' '), texto)
-    assert encontro, ('%s não diz mais %s onde este teste procura (%r): se a frase mudou,'
-                      ' mude o padrão aqui' % (documento, constante, onde))
+    assert encontro, (
+        '%s não diz mais %s onde este teste procura (%r): se a frase mudou,'
+        ' mude o padrão aqui' % (documento, constante, onde)
+    )
     esperado = getattr(padroes, constante)
     if isinstance(esperado, tuple):
         esperado = tuple(sorted(esperado))
     achado = ler_valor(encontro)
-    assert achado == esperado or (not isinstance(esperado, tuple)
-                                  and iguais(achado, esperado)), (
-        '%s: %r diz %r, e padrões.%s = %r' % (documento, encontro.group(0), achado,
-                                              constante, esperado))
+    assert achado == esperado or (not isinstance(esperado, tuple) and iguais(achado, esperado)), (
+        '%s: %r diz %r, e padrões.%s = %r'
+        % (documento, encontro.group(0), achado, constante, esperado)
+    )
 
 
 # ---------------------------------------------------------------- o proprio leitor
-@pytest.mark.parametrize('texto,tipo,esperado', [
-    ('20 000', 'n', 20000), ('20.000', 'n', 20000), ('20000', 'n', 20000),
-    ('0,5', 'fracao', 0.5), ('0.5', 'fracao', 0.5), ('50%', 'fracao', 0.5),
-    ('15 min', 's', 900), ('2 h', 's', 7200), ('180 s', 's', 180), ('03:30', 'hora', '03:30'),
-    ('3 h', 'min', 180),
-])
+@pytest.mark.parametrize(
+    'texto,tipo,esperado',
+    [
+        ('20 000', 'n', 20000),
+        ('20.000', 'n', 20000),
+        ('20000', 'n', 20000),
+        ('0,5', 'fracao', 0.5),
+        ('0.5', 'fracao', 0.5),
+        ('50%', 'fracao', 0.5),
+        ('15 min', 's', 900),
+        ('2 h', 's', 7200),
+        ('180 s', 's', 180),
+        ('03:30', 'hora', '03:30'),
+        ('3 h', 'min', 180),
+    ],
+)
 def test_leitura_de_numero_em_portugues(texto, tipo, esperado):
     assert iguais(converter(re.match(VALOR, texto), tipo), esperado)
 

@@ -28,42 +28,52 @@ from contextia_sync.captura.slot_mudancas import LidoDoSlot
 BEGIN = '42000000000194d4780003050c28fe2cde000002da'
 RELACAO_PEDIDO = (
     '52000040017075626c69630070656469646f006400040169640000000017ffffffff00656d70726573'
-    '610000000019ffffffff006f62730000000019ffffffff006772616e64650000000019ffffffff')
+    '610000000019ffffffff006f62730000000019ffffffff006772616e64650000000019ffffffff'
+)
 # A coluna `grande` (5000 'x') gravada inteira: o prefixo e o valor repetido.
 INSERT_PEDIDO = '49000040014e0004740000000131740000000441434d456e7400001388' + '78' * 5000
 COMMIT = '4300000000000194d478000000000194d4a80003050c28fe2cde'
-UPDATE_COM_KEY = ('55000040014b00047400000001316e6e6e4e0004740000000132740000000441434d4574'
-                  '000000046e6f766175')
+UPDATE_COM_KEY = (
+    '55000040014b00047400000001316e6e6e4e0004740000000132740000000441434d4574000000046e6f766175'
+)
 RELACAO_ITEM = (
     '52000040087075626c6963006974656d006600030169640000000014ffffffff01656d70726573610000'
-    '000019ffffffff016e6f6d650000000019ffffffff')
+    '000019ffffffff016e6f6d650000000019ffffffff'
+)
 INSERT_ITEM = '49000040084e0003740000000137740000000441434d45740000000370c3a1'
 UPDATE_COM_LINHA_ANTIGA = (
     '55000040084f0003740000000137740000000441434d45740000000370c3a14e00037400000001377400'
-    '00000442455441740000000370c3a1')
+    '00000442455441740000000370c3a1'
+)
 DELETE_COM_KEY = '44000040014b00047400000001326e6e6e'
 TRUNCATE = '54000000010000004008'
 
 # (lsn, mensagem) na ordem do peek: seis transações.
 GRAVADO = [
-    ('0/194D380', BEGIN), ('0/194D380', RELACAO_PEDIDO), ('0/194D380', INSERT_PEDIDO),
+    ('0/194D380', BEGIN),
+    ('0/194D380', RELACAO_PEDIDO),
+    ('0/194D380', INSERT_PEDIDO),
     ('0/194D4A8', COMMIT),
-    ('0/194D4E0', '42000000000194d5900003050c28fe5a89000002db'), ('0/194D4E0', UPDATE_COM_KEY),
+    ('0/194D4E0', '42000000000194d5900003050c28fe5a89000002db'),
+    ('0/194D4E0', UPDATE_COM_KEY),
     ('0/194D5C0', '4300000000000194d590000000000194d5c00003050c28fe5a89'),
-    ('0/194D5C0', '42000000000194d6080003050c28fe8f67000002dc'), ('0/194D5C0', RELACAO_ITEM),
+    ('0/194D5C0', '42000000000194d6080003050c28fe8f67000002dc'),
+    ('0/194D5C0', RELACAO_ITEM),
     ('0/194D5C0', INSERT_ITEM),
     ('0/194D638', '4300000000000194d608000000000194d6380003050c28fe8f67'),
     ('0/194D638', '42000000000194d6a80003050c28feeec6000002dd'),
     ('0/194D638', UPDATE_COM_LINHA_ANTIGA),
     ('0/194D6D8', '4300000000000194d6a8000000000194d6d80003050c28feeec6'),
-    ('0/194D6D8', '42000000000194d7c00003050c28ff6a0f000002de'), ('0/194D6D8', DELETE_COM_KEY),
+    ('0/194D6D8', '42000000000194d7c00003050c28ff6a0f000002de'),
+    ('0/194D6D8', DELETE_COM_KEY),
     ('0/194D7F0', '4300000000000194d7c0000000000194d7f00003050c28ff6a0f'),
-    ('0/194E038', '42000000000194e0680003050c28ffc07e000002df'), ('0/194E038', RELACAO_ITEM),
+    ('0/194E038', '42000000000194e0680003050c28ffc07e000002df'),
+    ('0/194E038', RELACAO_ITEM),
     ('0/194E038', TRUNCATE),
     ('0/194E178', '4300000000000194e068000000000194e1780003050c28ffc07e'),
 ]
 
-PEDIDO, ITEM = 16385, 16392         # os oids das duas tabelas no banco gravado
+PEDIDO, ITEM = 16385, 16392  # os oids das duas tabelas no banco gravado
 
 
 def _m(texto):
@@ -120,8 +130,9 @@ def test_truncate_traz_os_oids():
 
 def test_commit_traz_a_hora():
     quando = datetime.datetime.fromtimestamp(_m(COMMIT).quando, datetime.timezone.utc)
-    esperado = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc) + \
-        datetime.timedelta(microseconds=0x0003050c28fe2cde)
+    esperado = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(
+        microseconds=0x0003050C28FE2CDE
+    )
     assert abs((quando - esperado).total_seconds()) < 1e-3
     assert quando.year >= 2024
 
@@ -147,10 +158,13 @@ def test_o_peek_gravado_vira_transacoes_de_mudancas():
         lido.receber(lsn, _m(texto))
     assert lido.linhas == len(GRAVADO)
     assert [lsn for lsn, _ in lido.transacoes] == [
-        lsn_para_int(x) for x in ('0/194D4A8', '0/194D5C0', '0/194D638', '0/194D6D8',
-                                  '0/194D7F0', '0/194E178')]
-    resumo = [[(m.dataset, m.chave, m.evento, m.escopos) for m in mudancas]
-              for _, mudancas in lido.transacoes]
+        lsn_para_int(x)
+        for x in ('0/194D4A8', '0/194D5C0', '0/194D638', '0/194D6D8', '0/194D7F0', '0/194E178')
+    ]
+    resumo = [
+        [(m.dataset, m.chave, m.evento, m.escopos) for m in mudancas]
+        for _, mudancas in lido.transacoes
+    ]
     assert resumo == [
         [('pedidos', 1, 'insert', ['ACME'])],
         # A key antiga (1) e a nova (2): as duas linhas mudaram. A imagem K não traz

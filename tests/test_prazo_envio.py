@@ -23,8 +23,14 @@ def ouvinte(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
 
 
 def _rodar(ouvinte, **troca):
-    feito = subprocess.run(ouvinte.argv('--once'), cwd=RAIZ, env=dict(ouvinte.env(), **troca),
-                           timeout=180, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    feito = subprocess.run(
+        ouvinte.argv('--once'),
+        cwd=RAIZ,
+        env=dict(ouvinte.env(), **troca),
+        timeout=180,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
@@ -40,8 +46,9 @@ def test_prazo_curto_desiste_do_contextia_fora_no_prazo(ouvinte):
     ouvinte.inserir(ouvinte.erp.escopos[0], '2026-09-01 11:00:00')
     inicio = time.monotonic()
     # Porta livre: ninguém escuta nela (o Contextia fora do ar).
-    codigo, saida = _rodar(ouvinte, CONTEXTIA_URL='http://127.0.0.1:%d' % porta_livre(),
-                           CONTEXTIA_PRAZO_ENVIO='1.5')
+    codigo, saida = _rodar(
+        ouvinte, CONTEXTIA_URL='http://127.0.0.1:%d' % porta_livre(), CONTEXTIA_PRAZO_ENVIO='1.5'
+    )
     levou = time.monotonic() - inicio
     assert codigo == 1 and 'marca de água NÃO avançou' in saida, saida
     # O padrao levaria ~24 s (0,5 + 1 + 2 + 4 + 8 + 8 de espera) so no envio.

@@ -25,8 +25,10 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def bons(ids, **extra):
-    return [dict({'ID': i, 'NOME': 'registro %d' % i, 'VALOR': decimal.Decimal('%d.50' % i)},
-                 **extra) for i in ids]
+    return [
+        dict({'ID': i, 'NOME': 'registro %d' % i, 'VALOR': decimal.Decimal('%d.50' % i)}, **extra)
+        for i in ids
+    ]
 
 
 def arquivos(quarentena, estado=PARADO):
@@ -53,8 +55,9 @@ def test_nan_entre_bons_vai_para_a_quarentena_e_os_bons_chegam(chave_contextia, 
     registros = bons(range(10))
     registros[4]['VALOR'] = float('nan')
     registros[7]['VALOR'] = decimal.Decimal('NaN')
-    resultado = cliente.enviar_dataset('Titulos', registros, key='ID', chunk=4, api_key=chave,
-                                       escopo='40', quarentena=quarentena)
+    resultado = cliente.enviar_dataset(
+        'Titulos', registros, key='ID', chunk=4, api_key=chave, escopo='40', quarentena=quarentena
+    )
     assert (resultado.quarentenados, resultado.lotes_erro, resultado.inserted) == (2, 0, 8)
     assert ids_no_servidor('titulos', chave) == [0, 1, 2, 3, 5, 6, 8, 9]
     nomes = arquivos(quarentena)
@@ -62,8 +65,12 @@ def test_nan_entre_bons_vai_para_a_quarentena_e_os_bons_chegam(chave_contextia, 
     assert nomes[0].startswith('000000000001-titulos-40-4-') and nomes[0].endswith('.json')
     assert nomes[1].startswith('000000000002-titulos-40-7-')
     guardado = conteudo(quarentena.pasta / PARADO / nomes[0])
-    assert (guardado['dataset'], guardado['escopo'], guardado['chave_coluna'],
-            guardado['chave_valor']) == ('titulos', '40', 'ID', 4)
+    assert (
+        guardado['dataset'],
+        guardado['escopo'],
+        guardado['chave_coluna'],
+        guardado['chave_valor'],
+    ) == ('titulos', '40', 'ID', 4)
     assert 'VALOR' in guardado['motivo'] and 'nan' in guardado['motivo']
     # O que tem JSON vai como seria enviado; o que nao tem, como texto, nomeado.
     assert guardado['registro'] == {'ID': 4, 'NOME': 'registro 4', 'VALOR': 'nan'}
@@ -74,14 +81,16 @@ def test_nan_entre_bons_vai_para_a_quarentena_e_os_bons_chegam(chave_contextia, 
 
 
 def test_registro_acima_do_limite_de_bytes_vai_sozinho_para_a_quarentena(
-        fabrica_contextia, monkeypatch, quarentena):
+    fabrica_contextia, monkeypatch, quarentena
+):
     servidor = fabrica_contextia(max_bytes_lote=3000)
     monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
     chave = servidor.criar_projeto_com_chave('bytes-q')
     registros = bons(range(6))
     registros[3]['TEXTO'] = 'x' * 5000
-    resultado = cliente.enviar_dataset('notas', registros, key='ID', chunk=6, api_key=chave,
-                                       escopo='12', quarentena=quarentena)
+    resultado = cliente.enviar_dataset(
+        'notas', registros, key='ID', chunk=6, api_key=chave, escopo='12', quarentena=quarentena
+    )
     assert (resultado.quarentenados, resultado.lotes_erro, resultado.lotes_ok) == (1, 0, 1)
     assert ids_no_servidor('notas', chave) == [0, 1, 2, 4, 5]
     [nome] = arquivos(quarentena)
@@ -95,9 +104,10 @@ def test_registro_acima_do_limite_de_bytes_vai_sozinho_para_a_quarentena(
 def test_422_de_um_registro_isola_so_ele(chave_contextia, quarentena):
     chave = chave_contextia()
     registros = bons(range(5))
-    registros[2]['ID'] = None              # sem o campo da key: 422 records[i].ID
-    resultado = cliente.enviar_dataset('pedidos', registros, key='ID', api_key=chave,
-                                       escopo='7', quarentena=quarentena)
+    registros[2]['ID'] = None  # sem o campo da key: 422 records[i].ID
+    resultado = cliente.enviar_dataset(
+        'pedidos', registros, key='ID', api_key=chave, escopo='7', quarentena=quarentena
+    )
     assert (resultado.quarentenados, resultado.lotes_erro, resultado.inserted) == (1, 0, 4)
     assert ids_no_servidor('pedidos', chave) == [0, 1, 3, 4]
     [nome] = arquivos(quarentena)
@@ -110,27 +120,36 @@ def test_422_de_um_registro_isola_so_ele(chave_contextia, quarentena):
 def test_recusa_do_envelope_nao_manda_todos_para_a_quarentena(chave_contextia, quarentena):
     chave = chave_contextia()
     # `group` invalido: TODO pedido recebe 422, inclusive o envelope vazio da prova.
-    resultado = cliente.enviar_dataset('grupo', bons(range(8)), key='ID', api_key=chave,
-                                       group='Grupo Inválido', quarentena=quarentena)
+    resultado = cliente.enviar_dataset(
+        'grupo',
+        bons(range(8)),
+        key='ID',
+        api_key=chave,
+        group='Grupo Inválido',
+        quarentena=quarentena,
+    )
     assert (resultado.quarentenados, resultado.lotes_erro) == (0, 1)
     assert 'a recusa e do envelope' in ' '.join(resultado.erros)
     assert quarentena.contar() == 0
 
 
-def test_falha_passageira_nunca_vai_para_a_quarentena(chave_contextia, ambiente_contextia,
-                                                      monkeypatch, quarentena):
+def test_falha_passageira_nunca_vai_para_a_quarentena(
+    chave_contextia, ambiente_contextia, monkeypatch, quarentena
+):
     chave = chave_contextia()
     ambiente_contextia.injetar('500', 1)
-    resultado = cliente.enviar_dataset('passageira', bons(range(3)), key='ID', api_key=chave,
-                                       quarentena=quarentena)
+    resultado = cliente.enviar_dataset(
+        'passageira', bons(range(3)), key='ID', api_key=chave, quarentena=quarentena
+    )
     assert (resultado.quarentenados, resultado.lotes_erro) == (0, 1)
     assert 'HTTP 500' in resultado.erros[0]
 
     monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 2)
     monkeypatch.setattr(transporte._local, 'sessoes', {}, raising=False)
     ambiente_contextia.injetar('429', 50, retry_after=1)
-    resultado = cliente.enviar_dataset('passageira', bons(range(3)), key='ID', api_key=chave,
-                                       quarentena=quarentena)
+    resultado = cliente.enviar_dataset(
+        'passageira', bons(range(3)), key='ID', api_key=chave, quarentena=quarentena
+    )
     assert (resultado.quarentenados, resultado.lotes_erro) == (0, 1)
     assert resultado.interrompido and 'HTTP 429' in resultado.erros[0]
     assert quarentena.contar() == 0
@@ -142,8 +161,9 @@ def test_com_sync_registro_na_quarentena_e_carga_incompleta(chave_contextia, qua
     registros = bons(range(4))
     registros[1]['VALOR'] = float('inf')
     sync = cliente.gerar_sync()
-    resultado = cliente.enviar_dataset('carga', registros, key='ID', api_key=chave, sync=sync,
-                                       quarentena=quarentena)
+    resultado = cliente.enviar_dataset(
+        'carga', registros, key='ID', api_key=chave, sync=sync, quarentena=quarentena
+    )
     assert resultado.quarentenados == 1 and resultado.inserted == 3
     # A regra da carga completa: lotes_erro > 0, entao carga/completa.py nao manda complete.
     assert resultado.lotes_erro == 1
@@ -154,27 +174,39 @@ def test_com_sync_registro_na_quarentena_e_carga_incompleta(chave_contextia, qua
 def test_quarentena_cheia_faz_o_lote_falhar_e_diz_como_esvaziar(chave_contextia, tmp_path):
     chave = chave_contextia()
     quarentena = Quarentena(tmp_path / 'q', maximo_itens=1)
-    primeiro = cliente.enviar_dataset('cheia', [{'ID': 1, 'V': float('nan')}], key='ID',
-                                      api_key=chave, quarentena=quarentena)
+    primeiro = cliente.enviar_dataset(
+        'cheia', [{'ID': 1, 'V': float('nan')}], key='ID', api_key=chave, quarentena=quarentena
+    )
     assert (primeiro.quarentenados, primeiro.lotes_erro) == (1, 0)
 
     # Valor sem JSON com a quarentena cheia: nao cabe, a leitura para, a marca fica.
-    segundo = cliente.enviar_dataset('cheia', [{'ID': 2, 'V': float('nan')}, {'ID': 3, 'V': 1}],
-                                     key='ID', api_key=chave, quarentena=quarentena)
+    segundo = cliente.enviar_dataset(
+        'cheia',
+        [{'ID': 2, 'V': float('nan')}, {'ID': 3, 'V': 1}],
+        key='ID',
+        api_key=chave,
+        quarentena=quarentena,
+    )
     assert segundo.lotes_erro == 1 and segundo.quarentenados == 0
     texto = ' '.join(segundo.erros)
     assert 'quarentena cheia' in texto and str(quarentena.pasta) in texto
     assert '--reenviar-quarentena' in texto and 'ID=2' in texto
 
     # Recusa do intake com a quarentena cheia: o bom chega, o lote falha.
-    terceiro = cliente.enviar_dataset('cheia', [{'ID': 4, 'V': 1}, {'ID': None, 'V': 2}],
-                                      key='ID', api_key=chave, quarentena=quarentena)
+    terceiro = cliente.enviar_dataset(
+        'cheia',
+        [{'ID': 4, 'V': 1}, {'ID': None, 'V': 2}],
+        key='ID',
+        api_key=chave,
+        quarentena=quarentena,
+    )
     assert terceiro.lotes_erro == 1 and 'quarentena cheia' in ' '.join(terceiro.erros)
     assert ids_no_servidor('cheia', chave) == [4]
 
     # O mesmo registro de novo (a releitura da folga): ja esta la, nao falha.
-    quarto = cliente.enviar_dataset('cheia', [{'ID': 1, 'V': float('nan')}], key='ID',
-                                    api_key=chave, quarentena=quarentena)
+    quarto = cliente.enviar_dataset(
+        'cheia', [{'ID': 1, 'V': float('nan')}], key='ID', api_key=chave, quarentena=quarentena
+    )
     assert (quarto.quarentenados, quarto.lotes_erro) == (1, 0)
     assert quarentena.contar() == 1
 
@@ -182,18 +214,36 @@ def test_quarentena_cheia_faz_o_lote_falhar_e_diz_como_esvaziar(chave_contextia,
 # ---------------------------------------------------------------- sair da quarentena
 def test_versao_corrigida_entregue_tira_da_quarentena(chave_contextia, quarentena):
     chave = chave_contextia()
-    cliente.enviar_dataset('corrigida', [{'ID': 5, 'V': float('nan')}], key='ID',
-                           api_key=chave, escopo='3', quarentena=quarentena)
+    cliente.enviar_dataset(
+        'corrigida',
+        [{'ID': 5, 'V': float('nan')}],
+        key='ID',
+        api_key=chave,
+        escopo='3',
+        quarentena=quarentena,
+    )
     assert quarentena.contar() == 1
     # A releitura do mesmo registro, igual, nao vai ao servidor de novo.
-    repetido = cliente.enviar_dataset('corrigida', [{'ID': 5, 'V': float('nan')}], key='ID',
-                                      api_key=chave, escopo='3', quarentena=quarentena)
+    repetido = cliente.enviar_dataset(
+        'corrigida',
+        [{'ID': 5, 'V': float('nan')}],
+        key='ID',
+        api_key=chave,
+        escopo='3',
+        quarentena=quarentena,
+    )
     assert (repetido.quarentenados, repetido.lotes_ok, repetido.registros) == (1, 0, 1)
     [item] = quarentena.itens()
     assert item.vezes == 1
     # O ERP corrigiu a linha: a versao nova chega e a velha sai da quarentena.
-    corrigido = cliente.enviar_dataset('corrigida', [{'ID': 5, 'V': 0.0}], key='ID',
-                                       api_key=chave, escopo='3', quarentena=quarentena)
+    corrigido = cliente.enviar_dataset(
+        'corrigida',
+        [{'ID': 5, 'V': 0.0}],
+        key='ID',
+        api_key=chave,
+        escopo='3',
+        quarentena=quarentena,
+    )
     assert (corrigido.inserted, corrigido.quarentena_superados) == (1, 1)
     assert quarentena.contar() == 0
 
@@ -203,8 +253,9 @@ def test_reenviar_depois_que_o_servidor_aceita(fabrica_contextia, monkeypatch, q
     monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
     chave = servidor.criar_projeto_com_chave('reenvio')
     grande = bons([1], TEXTO='y' * 5000)
-    cliente.enviar_dataset('anexos', grande, key='ID', api_key=chave, escopo='40',
-                           quarentena=quarentena)
+    cliente.enviar_dataset(
+        'anexos', grande, key='ID', api_key=chave, escopo='40', quarentena=quarentena
+    )
     quarentena.guardar('anexos', '41', 'ID', {'ID': 9}, 'HTTP 422: exemplo')
     chaves = {'40': chave}
 
@@ -218,7 +269,7 @@ def test_reenviar_depois_que_o_servidor_aceita(fabrica_contextia, monkeypatch, q
     [grande_guardado, _] = quarentena.itens()
     assert grande_guardado.tentativas == 2 and 'HTTP 413' in grande_guardado.motivo
 
-    servidor.max_bytes_lote = None          # o intake passou a aceitar
+    servidor.max_bytes_lote = None  # o intake passou a aceitar
     servidor.reiniciar()
     depois = quarentena.reenviar(enviar)
     assert (depois.entregues, depois.pendentes, depois.restantes) == (1, 1, 1)
@@ -226,7 +277,7 @@ def test_reenviar_depois_que_o_servidor_aceita(fabrica_contextia, monkeypatch, q
     assert [item.escopo for item in quarentena.itens()] == ['41']
 
 
-_AJUDANTE = r'''
+_AJUDANTE = r"""
 import os, sys, time
 from contextia_sync.fila.quarentena import Quarentena
 from contextia_sync.intake import cliente
@@ -245,19 +296,24 @@ def enviar(item):
     return desfecho
 
 quarentena.reenviar(enviar)
-'''
+"""
 
 
-def test_kill_9_no_meio_do_reenviar_devolve_o_tomado_e_o_nomeia(chave_contextia,
-                                                                 quarentena, tmp_path):
+def test_kill_9_no_meio_do_reenviar_devolve_o_tomado_e_o_nomeia(
+    chave_contextia, quarentena, tmp_path
+):
     chave = chave_contextia()
     for i in range(3):
         quarentena.guardar('morto', '40', 'ID', {'ID': i, 'NOME': 'n%d' % i}, 'HTTP 422: antes')
     marca = tmp_path / 'marca'
     ambiente = dict(os.environ, CHAVE_TESTE=chave, PYTHONPATH=RAIZ)
-    processo = subprocess.Popen([sys.executable, '-c', _AJUDANTE, str(quarentena.pasta),
-                                 str(marca)], cwd=RAIZ, env=ambiente,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    processo = subprocess.Popen(
+        [sys.executable, '-c', _AJUDANTE, str(quarentena.pasta), str(marca)],
+        cwd=RAIZ,
+        env=ambiente,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         limite = time.monotonic() + 30
         while not marca.exists() and time.monotonic() < limite:
@@ -297,17 +353,26 @@ def test_reenviar_que_levanta_devolve_o_item(quarentena):
     with pytest.raises(RuntimeError):
         quarentena.reenviar(quebra)
     assert arquivos(quarentena, TOMADO) == [] and quarentena.contar() == 1
-    feito = quarentena.reenviar(lambda item: Desfecho.falhou('fora: %s' % item.dataset,
-                                                             interromper=True))
+    feito = quarentena.reenviar(
+        lambda item: Desfecho.falhou('fora: %s' % item.dataset, interromper=True)
+    )
     assert feito.interrompido and feito.falhas == 1 and quarentena.contar() == 1
 
 
 # ---------------------------------------------------------------- 200 que nao e do intake
-@pytest.mark.parametrize('corpo', [None, '[]', '{"ok": true}', '{"inserted": "1"}',
-                                   '{"received": 7, "inserted": 7, "updated": 0,'
-                                   ' "duplicates": 0, "removed": 0}'])
-def test_200_com_corpo_invalido_e_lote_falho_sem_excecao(chave_contextia, ambiente_contextia,
-                                                         corpo, quarentena):
+@pytest.mark.parametrize(
+    'corpo',
+    [
+        None,
+        '[]',
+        '{"ok": true}',
+        '{"inserted": "1"}',
+        '{"received": 7, "inserted": 7, "updated": 0, "duplicates": 0, "removed": 0}',
+    ],
+)
+def test_200_com_corpo_invalido_e_lote_falho_sem_excecao(
+    chave_contextia, ambiente_contextia, corpo, quarentena
+):
     chave_a, chave_b = chave_contextia(), chave_contextia()
     opcoes = {} if corpo is None else {'corpo': corpo}
     ambiente_contextia.injetar('corpo_invalido', 1, **opcoes)
@@ -320,14 +385,18 @@ def test_200_com_corpo_invalido_e_lote_falho_sem_excecao(chave_contextia, ambien
 
     resultados = []
     with coletar_log() as mensagens:
-        for chave in (chave_a, chave_b):    # duas empresas: a segunda nao e pulada
-            resultados.append(cliente.enviar_dataset('corpo', origem(), key='ID', chunk=50,
-                                                     api_key=chave, quarentena=quarentena))
+        for chave in (chave_a, chave_b):  # duas empresas: a segunda nao e pulada
+            resultados.append(
+                cliente.enviar_dataset(
+                    'corpo', origem(), key='ID', chunk=50, api_key=chave, quarentena=quarentena
+                )
+            )
     primeiro, segundo = resultados
     assert (primeiro.lotes_ok, primeiro.lotes_erro, primeiro.interrompido) == (0, 1, True)
     assert 'CONTEXTIA_URL aponta para o intake?' in primeiro.erros[0] or (
-        'recebeu 7 registro(s) de 50' in primeiro.erros[0])
+        'recebeu 7 registro(s) de 50' in primeiro.erros[0]
+    )
     assert primeiro.quarentenados == 0 and quarentena.contar() == 0
-    assert len(lidos) <= 500 + 51              # a primeira parou de ler a origem
+    assert len(lidos) <= 500 + 51  # a primeira parou de ler a origem
     assert len([m for m in mensagens if 'dataset corpo' in m and 'lote 1' in m]) == 1
     assert (segundo.lotes_erro, segundo.inserted) == (0, 500)

@@ -92,7 +92,7 @@ def test_pasta_que_nao_se_escreve_e_erro_de_configuracao(tmp_path):
 
 
 def test_tomado_por_processo_vivo_nao_e_devolvido(tmp_path):
-    fila = FilaEmDiretorio(tmp_path / 'f', maximo_itens=10, maximo_bytes=10 ** 6)
+    fila = FilaEmDiretorio(tmp_path / 'f', maximo_itens=10, maximo_bytes=10**6)
     fila.por('a', {'n': 1})
     fila.por('b', {'n': 2})
     with fila.trabalhando():
@@ -100,11 +100,10 @@ def test_tomado_por_processo_vivo_nao_e_devolvido(tmp_path):
         assert tomado is not None and tomado.estado == TOMADO
         # Outro "processo" (outra abertura, outra descricao de arquivo) abre agora.
         with coletar_log() as avisos:
-            FilaEmDiretorio(tmp_path / 'f', maximo_itens=10, maximo_bytes=10 ** 6)
+            FilaEmDiretorio(tmp_path / 'f', maximo_itens=10, maximo_bytes=10**6)
         assert avisos == [] and fila.contar(TOMADO) == 1
         with pytest.raises(ErroFilaOcupada):
-            with FilaEmDiretorio(tmp_path / 'f', maximo_itens=10,
-                                 maximo_bytes=10 ** 6).trabalhando():
+            with FilaEmDiretorio(tmp_path / 'f', maximo_itens=10, maximo_bytes=10**6).trabalhando():
                 pass
         fila.devolver(tomado, PARADO, {'n': 1, 'nota': 'recusado'})
     assert [i.chave for i in fila.itens(PARADO)] == ['a']
@@ -113,14 +112,14 @@ def test_tomado_por_processo_vivo_nao_e_devolvido(tmp_path):
 
 
 def test_tomar_fora_do_trabalho_e_recusado(tmp_path):
-    fila = FilaEmDiretorio(tmp_path / 'f', maximo_itens=10, maximo_bytes=10 ** 6)
+    fila = FilaEmDiretorio(tmp_path / 'f', maximo_itens=10, maximo_bytes=10**6)
     fila.por('a', {'n': 1})
     with pytest.raises(RuntimeError, match='trabalhando'):
         fila.tomar(fila.itens(PRONTO)[0])
 
 
 def test_chave_invalida_e_recusada(tmp_path):
-    fila = FilaEmDiretorio(tmp_path / 'f', maximo_itens=10, maximo_bytes=10 ** 6)
+    fila = FilaEmDiretorio(tmp_path / 'f', maximo_itens=10, maximo_bytes=10**6)
     for ruim in ('', '.', '..', '.oculto', 'a/b', 'x' * 121, 'fim-'):
         with pytest.raises(ValueError):
             fila.por(ruim, {'n': 1})

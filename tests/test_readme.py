@@ -54,8 +54,9 @@ def ler(relativo):
 
 def documentos():
     """README.md e todo docs/*.md, como caminhos relativos a raiz."""
-    return [README] + sorted(os.path.relpath(c, RAIZ)
-                             for c in glob.glob(os.path.join(RAIZ, 'docs', '*.md')))
+    return [README] + sorted(
+        os.path.relpath(c, RAIZ) for c in glob.glob(os.path.join(RAIZ, 'docs', '*.md'))
+    )
 
 
 # ---------------------------------------------------------------- markdown
@@ -89,7 +90,7 @@ def celulas(linha):
     saida, atual, cerca, i = [], '', None, 0
     while i < len(linha):
         c = linha[i]
-        if c == '\\' and linha[i + 1:i + 2] == '|':
+        if c == '\\' and linha[i + 1 : i + 2] == '|':
             atual += '|'
             i += 2
             continue
@@ -167,14 +168,17 @@ def _texto_literal(no):
     if isinstance(no, ast.Constant) and isinstance(no.value, str):
         return no.value
     if isinstance(no, ast.JoinedStr):
-        return ''.join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str)
-                       else '%s' for v in no.values)
+        return ''.join(
+            v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else '%s'
+            for v in no.values
+        )
     if isinstance(no, ast.BinOp) and isinstance(no.op, ast.Add):
         esquerda, direita = _texto_literal(no.left), _texto_literal(no.right)
         if esquerda is None and direita is None:
             return None
         return (esquerda if esquerda is not None else '%s') + (
-            direita if direita is not None else '%s')
+            direita if direita is not None else '%s'
+        )
     return None
 
 
@@ -231,9 +235,14 @@ def mensagens_de_problemas():
 @functools.lru_cache(maxsize=None)
 def ajuda(argv):
     """A saída de `<programa> --help`, larga o bastante para não quebrar linha a toa."""
-    resultado = subprocess.run([sys.executable] + list(argv) + ['--help'], cwd=RAIZ,
-                               capture_output=True, text=True, timeout=60,
-                               env=dict(os.environ, COLUMNS='200'))
+    resultado = subprocess.run(
+        [sys.executable] + list(argv) + ['--help'],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, COLUMNS='200'),
+    )
     assert resultado.returncode == 0, resultado.stdout + resultado.stderr
     return resultado.stdout
 
@@ -265,12 +274,25 @@ def test_os_dois_comandos_vem_primeiro():
 
 def test_readme_diz_o_que_e_ao_vivo_e_aponta_para_cada_guia():
     readme = ler(README)
-    for trecho in ('O que é ao vivo e o que não é', 'só na **varredura**', 'segundos',
-                   'Dependências', 'só no nível do SQL compilado'):
+    for trecho in (
+        'O que é ao vivo e o que não é',
+        'só na **varredura**',
+        'segundos',
+        'Dependências',
+        'só no nível do SQL compilado',
+    ):
         assert trecho in readme, trecho
-    for guia in ('docs/implantacao.md', 'docs/ouvinte.md', 'docs/carga-e-provisionamento.md',
-                 'docs/mapeamento.md', 'docs/origem.md', 'docs/contrato-intake.md',
-                 'docs/demo.md', 'docs/problemas.md', 'docs/arquitetura.md'):
+    for guia in (
+        'docs/implantacao.md',
+        'docs/ouvinte.md',
+        'docs/carga-e-provisionamento.md',
+        'docs/mapeamento.md',
+        'docs/origem.md',
+        'docs/contrato-intake.md',
+        'docs/demo.md',
+        'docs/problemas.md',
+        'docs/arquitetura.md',
+    ):
         assert '](%s' % guia in readme, guia
 
 
@@ -290,20 +312,29 @@ def test_readme_nao_repete_as_tabelas_dos_guias():
 
 
 # ================================================================ opcoes
-@pytest.mark.parametrize('programa,guia', PROGRAMAS, ids=lambda p: ' '.join(p)
-                         if isinstance(p, tuple) else p)
+@pytest.mark.parametrize(
+    'programa,guia', PROGRAMAS, ids=lambda p: ' '.join(p) if isinstance(p, tuple) else p
+)
 def test_toda_opcao_de_linha_de_comando_esta_no_guia_do_programa(programa, guia):
     if not _existe(programa):
         pytest.skip('%s ainda não existe' % programa[0])
     opcoes = opcoes_do_help(programa)
     assert opcoes, 'nenhuma opção achada no --help de %s' % ' '.join(programa)
     texto = ler(guia)
-    faltam = sorted(o for o in opcoes
-                    if not re.search('`' + re.escape(o) + r'(?![a-z0-9-])', texto)
-                    and not re.search(r'[\[ ]' + re.escape(o) + r'(?![a-z0-9-])',
-                                      '\n'.join(c for _, c in blocos_de_codigo(texto))))
+    faltam = sorted(
+        o
+        for o in opcoes
+        if not re.search('`' + re.escape(o) + r'(?![a-z0-9-])', texto)
+        and not re.search(
+            r'[\[ ]' + re.escape(o) + r'(?![a-z0-9-])',
+            '\n'.join(c for _, c in blocos_de_codigo(texto)),
+        )
+    )
     assert faltam == [], 'opções de %s sem documentação em %s: %s' % (
-        ' '.join(programa), guia, ', '.join(faltam))
+        ' '.join(programa),
+        guia,
+        ', '.join(faltam),
+    )
 
 
 # ================================================================ links
@@ -343,8 +374,10 @@ def _caminhos_citados(texto):
     """Caminhos do repositório citados em código: `contextia_sync/...`, `deploy/...`."""
     for trecho in trechos_de_codigo(sem_blocos_de_codigo(texto)):
         for caminho in re.findall(
-                r'(?<![\w/.-])((?:contextia_sync|contextia_local|sources|deploy|tests|bench|'
-                r'mappings|demo|docs)/[\w./-]*)', trecho):
+            r'(?<![\w/.-])((?:contextia_sync|contextia_local|sources|deploy|tests|bench|'
+            r'mappings|demo|docs)/[\w./-]*)',
+            trecho,
+        ):
             if not re.search(r'[<*]', trecho) and not caminho.startswith(GERADOS):
                 yield caminho.rstrip('.')
 
@@ -352,8 +385,13 @@ def _caminhos_citados(texto):
 @pytest.mark.parametrize('documento', documentos())
 def test_todo_caminho_citado_existe(documento):
     """Caminho de módulo ou arquivo que não existe mais e documentação velha."""
-    faltam = sorted({c for c in _caminhos_citados(ler(documento))
-                     if not os.path.exists(os.path.join(RAIZ, c.split(':')[0]))})
+    faltam = sorted(
+        {
+            c
+            for c in _caminhos_citados(ler(documento))
+            if not os.path.exists(os.path.join(RAIZ, c.split(':')[0]))
+        }
+    )
     assert faltam == [], '%s cita caminhos que não existem: %s' % (documento, faltam)
 
 
@@ -367,8 +405,13 @@ def _define(partes, nome):
     caminho = base + '.py' if os.path.exists(base + '.py') else os.path.join(base, '__init__.py')
     with open(caminho, encoding='utf-8') as arquivo:
         fonte = arquivo.read()
-    return bool(re.search(r'^\s*(def|class)\s+%s\b|^%s\s*[:=]|import .*\b%s\b'
-                          % ((re.escape(nome),) * 3), fonte, flags=re.M))
+    return bool(
+        re.search(
+            r'^\s*(def|class)\s+%s\b|^%s\s*[:=]|import .*\b%s\b' % ((re.escape(nome),) * 3),
+            fonte,
+            flags=re.M,
+        )
+    )
 
 
 @pytest.mark.parametrize('documento', documentos())
@@ -383,28 +426,45 @@ def test_todo_modulo_citado_existe(documento):
                 if _modulo_existe(partes[:n]):
                     break
             resto = partes[n:]
-            if not _modulo_existe(partes[:n]) or len(resto) > 1 or (
-                    resto and not _define(partes[:n], resto[0])):
+            if (
+                not _modulo_existe(partes[:n])
+                or len(resto) > 1
+                or (resto and not _define(partes[:n], resto[0]))
+            ):
                 faltam.add(citado)
-    assert sorted(faltam) == [], '%s cita módulos que não existem: %s' % (
-        documento, sorted(faltam))
+    assert sorted(faltam) == [], '%s cita módulos que não existem: %s' % (documento, sorted(faltam))
 
 
 # ================================================================ guias
 def test_guia_de_implantacao_cobre_cada_etapa():
     guia = ler(GUIA_DE_IMPLANTACAO)
     for trecho in (
-            # Etapa 0: o login de leitura (os GRANTs moram em docs/origem.md) e a janela
-            'docs/origem.md', 'somente leitura', '--janela-varredura',
-            # mapeamento com schema, e o ensaio
-            'mapeamento.md', '--dry-run',
-            # provisionar, carga, chaves
-            '--varrer-agora', 'modo 600', 'contextia_sync.provisionamento.chaves verificar',
-            # systemd e cron
-            'deploy/ouvinte.service', 'systemd-analyze verify', 'NoNewPrivileges',
-            'ProtectSystem=strict', 'ReadWritePaths', 'deploy/ouvinte.cron', '--once',
-            # monitoramento
-            'ouvinte-status.txt', 'find ', '-mmin', 'Códigos de saída', 'problemas.md'):
+        # Etapa 0: o login de leitura (os GRANTs moram em docs/origem.md) e a janela
+        'docs/origem.md',
+        'somente leitura',
+        '--janela-varredura',
+        # mapeamento com schema, e o ensaio
+        'mapeamento.md',
+        '--dry-run',
+        # provisionar, carga, chaves
+        '--varrer-agora',
+        'modo 600',
+        'contextia_sync.provisionamento.chaves verificar',
+        # systemd e cron
+        'deploy/ouvinte.service',
+        'systemd-analyze verify',
+        'NoNewPrivileges',
+        'ProtectSystem=strict',
+        'ReadWritePaths',
+        'deploy/ouvinte.cron',
+        '--once',
+        # monitoramento
+        'ouvinte-status.txt',
+        'find ',
+        '-mmin',
+        'Códigos de saída',
+        'problemas.md',
+    ):
         assert trecho in guia, trecho
     for etapa in range(7):
         assert re.search(r'^## Etapa %d ' % etapa, guia, flags=re.M), etapa
@@ -412,27 +472,42 @@ def test_guia_de_implantacao_cobre_cada_etapa():
 
 def test_grants_de_leitura_para_cada_banco():
     origem = ler('docs/origem.md')
-    for trecho in ('GRANT CREATE SESSION', 'GRANT SELECT ON SCHEMA::', 'GRANT SELECT ON erp.',
-                   'default_transaction_read_only', 'db_datareader'):
+    for trecho in (
+        'GRANT CREATE SESSION',
+        'GRANT SELECT ON SCHEMA::',
+        'GRANT SELECT ON erp.',
+        'default_transaction_read_only',
+        'db_datareader',
+    ):
         assert trecho in origem, trecho
 
 
 def test_estrategias_estao_no_guia_do_ouvinte():
     guia = ler('docs/ouvinte.md')
-    for estrategia in ('coluna', 'binlog', 'change_tracking', 'slot_logico', 'flashback',
-                       'reconciliacao'):
+    for estrategia in (
+        'coluna',
+        'binlog',
+        'change_tracking',
+        'slot_logico',
+        'flashback',
+        'reconciliacao',
+    ):
         assert '`%s`' % estrategia in guia, estrategia
 
 
 def test_exemplo_de_mapeamento_e_valido(tmp_path):
-    blocos = [c for lingua, c in blocos_de_codigo(ler('docs/mapeamento.md'))
-              if lingua == 'json' and '"datasets"' in c]
+    blocos = [
+        c
+        for lingua, c in blocos_de_codigo(ler('docs/mapeamento.md'))
+        if lingua == 'json' and '"datasets"' in c
+    ]
     assert blocos, 'docs/mapeamento.md sem o exemplo completo'
     mapa = json.loads(blocos[0])
     assert mapa['$schema'] == './mapeamento.schema.json'
     caminho = tmp_path / 'cliente.json'
     caminho.write_text(blocos[0], encoding='utf-8')
     from contextia_sync.mapeamento import carregar_mapeamento
+
     carregado = carregar_mapeamento(str(caminho))
     assert [d['dataset'] for d in carregado['datasets']] == ['Titulos a Receber', 'Produtos']
 
@@ -452,14 +527,24 @@ def test_solucao_de_problemas_mora_num_lugar_so():
 def test_solucao_de_problemas_cita_toda_recusa_do_ouvinte():
     """Cada erro de configuração que o operador pode ver na subida do ouvinte tem linha."""
     citadas = ' '.join(c for _, c in mensagens_de_problemas())
-    for inicio in ('Falta CONTEXTIA_URL', 'Arquivo de chaves não existe',
-                   'Já existe um ouvinte rodando', 'Estado ilegível em',
-                   'ainda NÃO está implementada', "não existe. As que existem",
-                   '--varredura espera HH:MM', 'Mapeamento', 'acompanha por',
-                   'não tem a seção "projects"', 'não é nome de módulo',
-                   'tem permissão', 'Falta CONTEXTIA_ORIGEM',
-                   'a coluna de mudança', 'não aceita gravação',
-                   'precisa que o Contextia aceite `remove`'):
+    for inicio in (
+        'Falta CONTEXTIA_URL',
+        'Arquivo de chaves não existe',
+        'Já existe um ouvinte rodando',
+        'Estado ilegível em',
+        'ainda NÃO está implementada',
+        'não existe. As que existem',
+        '--varredura espera HH:MM',
+        'Mapeamento',
+        'acompanha por',
+        'não tem a seção "projects"',
+        'não é nome de módulo',
+        'tem permissão',
+        'Falta CONTEXTIA_ORIGEM',
+        'a coluna de mudança',
+        'não aceita gravação',
+        'precisa que o Contextia aceite `remove`',
+    ):
         assert inicio in citadas, inicio
 
 
@@ -467,8 +552,10 @@ def test_toda_mensagem_citada_em_problemas_existe_no_codigo():
     citadas = mensagens_de_problemas()
     assert len(citadas) > 60
     faltam = ['%s:%d: %s' % (PROBLEMAS, n, c) for n, c in citadas if not esta_no_codigo(c)]
-    assert faltam == [], ('mensagens citadas que o código não imprime (a citação tem de ser'
-                          ' a do código, letra por letra):\n' + '\n'.join(faltam))
+    assert faltam == [], (
+        'mensagens citadas que o código não imprime (a citação tem de ser'
+        ' a do código, letra por letra):\n' + '\n'.join(faltam)
+    )
 
 
 def test_cada_mensagem_aparece_uma_vez_em_problemas():
@@ -501,8 +588,8 @@ def test_citacao_de_mensagem_em_outro_documento_tem_a_mesma_redacao():
 # ================================================================ dependencias
 def test_toda_dependencia_tem_o_porque_no_readme():
     readme = ler(README)
-    secao = readme[readme.index('## Dependências'):]
-    secao = secao[:secao.index('\n## ', 3)].lower()
+    secao = readme[readme.index('## Dependências') :]
+    secao = secao[: secao.index('\n## ', 3)].lower()
     faltam = []
     for arquivo in ('requirements.txt', 'requirements-local.txt', 'requirements-dev.txt'):
         assert arquivo in secao, arquivo

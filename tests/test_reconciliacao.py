@@ -35,10 +35,15 @@ from tests.dados import erp as erp_teste
 pytestmark = pytest.mark.lento
 
 COMBINADA = '--estrategia=coluna+reconciliacao'
-BANCOS = ['sqlite', pytest.param('postgres', marks=pytest.mark.postgres),
-          pytest.param('mariadb', marks=pytest.mark.mariadb)]
-SERVIDORES = [pytest.param('postgres', marks=pytest.mark.postgres),
-              pytest.param('mariadb', marks=pytest.mark.mariadb)]
+BANCOS = [
+    'sqlite',
+    pytest.param('postgres', marks=pytest.mark.postgres),
+    pytest.param('mariadb', marks=pytest.mark.mariadb),
+]
+SERVIDORES = [
+    pytest.param('postgres', marks=pytest.mark.postgres),
+    pytest.param('mariadb', marks=pytest.mark.mariadb),
+]
 
 
 def _mapa(o, **troca):
@@ -62,6 +67,7 @@ def novo(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
         pasta = tmp_path / ('o%d' % len(erps))
         pasta.mkdir()
         return Ouvinte(pasta, erps[-1], ambiente_contextia, chave_contextia)
+
     yield criar
     for erp in erps:
         erp.fechar()
@@ -78,8 +84,12 @@ def ids(o, escopo):
 
 
 def ids_na_origem(o, escopo):
-    return {int(linha[0]) for linha in o.erp.executar(
-        'SELECT {ID} FROM {TITULOS} WHERE {EMPRESA_ID} = :e', e=int(escopo))}
+    return {
+        int(linha[0])
+        for linha in o.erp.executar(
+            'SELECT {ID} FROM {TITULOS} WHERE {EMPRESA_ID} = :e', e=int(escopo)
+        )
+    }
 
 
 def status_do_dataset(o, nome=DATASET):
@@ -87,8 +97,13 @@ def status_do_dataset(o, nome=DATASET):
 
 
 def saude(o):
-    feito = subprocess.run([sys.executable, 'ouvinte.py', '--saude', '--estado=' + o.estado_dir],
-                           cwd=RAIZ, capture_output=True, text=True, timeout=60)
+    feito = subprocess.run(
+        [sys.executable, 'ouvinte.py', '--saude', '--estado=' + o.estado_dir],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return feito.returncode, feito.stdout
 
 
@@ -139,6 +154,7 @@ class Vigia(threading.Thread):
 # DELETE ao vivo
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize('tipo', BANCOS)
 def test_delete_some_do_contextia_dentro_de_um_intervalo_de_reconciliacao(novo, tipo):
     o = novo(tipo)
@@ -149,12 +165,18 @@ def test_delete_some_do_contextia_dentro_de_um_intervalo_de_reconciliacao(novo, 
     vigia = Vigia(o)
     try:
         # De pe: uma reconciliacao deste processo ja terminou.
-        esperar(lambda: (status_do_dataset(o).get('reconciliacao') or {}).get('ultima_em')
-                and ler_status_json(o.estado_dir)['ouvinte']['pid'] == processo.pid, 90)
+        esperar(
+            lambda: (
+                (status_do_dataset(o).get('reconciliacao') or {}).get('ultima_em')
+                and ler_status_json(o.estado_dir)['ouvinte']['pid'] == processo.pid
+            ),
+            90,
+        )
         vigia.start()
         apagar = sorted(ids_na_origem(o, e0))[:2] + sorted(ids_na_origem(o, e1))[:1]
-        o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} IN (%s)'
-                       % ','.join(str(i) for i in apagar))
+        o.erp.executar(
+            'DELETE FROM {TITULOS} WHERE {ID} IN (%s)' % ','.join(str(i) for i in apagar)
+        )
         o.erp.executar("DELETE FROM {STATUS} WHERE {COD} = 'C'")
         inicio = time.monotonic()
         esperar(lambda: not (set(apagar) & (ids(o, e0) | ids(o, e1))), 120)
@@ -163,12 +185,21 @@ def test_delete_some_do_contextia_dentro_de_um_intervalo_de_reconciliacao(novo, 
         assert levou < intervalo + 30, levou
         assert ids(o, e0) == ids_na_origem(o, e0) and ids(o, e1) == ids_na_origem(o, e1)
         # O dataset sem recorte (STATUS, so com `key`): sai de toda empresa.
-        esperar(lambda: all('C' not in {r['COD'] for r in cliente.ler_registros(
-            'status', o.chaves[e])} for e in (e0, e1)), 60)
+        esperar(
+            lambda: all(
+                'C' not in {r['COD'] for r in cliente.ler_registros('status', o.chaves[e])}
+                for e in (e0, e1)
+            ),
+            60,
+        )
         # A chave removida que reaparece e enviada de novo, logo.
         volta = apagar[0]
-        o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'De volta', '1.00',"
-                       " '2026-10-01', '2026-09-01 10:00:00')", i=volta, e=int(e0))
+        o.erp.executar(
+            "INSERT INTO {TITULOS} VALUES (:i, :e, 'De volta', '1.00',"
+            " '2026-10-01', '2026-09-01 10:00:00')",
+            i=volta,
+            e=int(e0),
+        )
         esperar(lambda: volta in ids(o, e0), intervalo + 60)
         vigia.parar.set()
         vigia.join(60)
@@ -176,8 +207,9 @@ def test_delete_some_do_contextia_dentro_de_um_intervalo_de_reconciliacao(novo, 
         rec = status_do_dataset(o)['reconciliacao']
         assert rec['ativa'] and rec['removidas_total'] >= 3 and rec['recusa'] is None, rec
         assert status_do_dataset(o)['captura'] == 'coluna+reconciliacao'
-        assert re.search(r'ouvinte_dataset_chaves_removidas_total\{dataset="%s"\} [3-9]'
-                         % DATASET, metricas(o)), metricas(o)
+        assert re.search(
+            r'ouvinte_dataset_chaves_removidas_total\{dataset="%s"\} [3-9]' % DATASET, metricas(o)
+        ), metricas(o)
     finally:
         vigia.parar.set()
         processo.terminate()
@@ -189,13 +221,15 @@ def test_delete_some_do_contextia_dentro_de_um_intervalo_de_reconciliacao(novo, 
 # a view que volta vazia
 # ---------------------------------------------------------------------------
 
+
 def _trocar_view(erp, condicao):
     if erp.banco.tipo == 'sqlite':
         erp.executar('DROP VIEW IF EXISTS {V_TITULOS}')
         erp.executar('CREATE VIEW {V_TITULOS} AS SELECT * FROM {TITULOS} WHERE %s' % condicao)
     else:
-        erp.executar('CREATE OR REPLACE VIEW {V_TITULOS} AS SELECT * FROM {TITULOS} WHERE %s'
-                     % condicao)
+        erp.executar(
+            'CREATE OR REPLACE VIEW {V_TITULOS} AS SELECT * FROM {TITULOS} WHERE %s' % condicao
+        )
 
 
 @pytest.mark.parametrize('tipo', BANCOS)
@@ -235,11 +269,14 @@ def test_view_que_volta_vazia_nao_remove_nada_e_e_dita_alto(novo, tipo):
 # a conexao derrubada no meio da leitura
 # ---------------------------------------------------------------------------
 
+
 def _view_lenta(erp):
     """Uma view que demora ~50 ms por linha: a leitura das chaves leva segundos."""
     if erp.banco.tipo == 'postgres':
-        erp.executar('CREATE VIEW {V_TITULOS} AS SELECT t.* FROM {TITULOS} t CROSS JOIN'
-                     ' LATERAL (SELECT pg_sleep(0.05) WHERE t.{ID} IS NOT NULL) AS devagar')
+        erp.executar(
+            'CREATE VIEW {V_TITULOS} AS SELECT t.* FROM {TITULOS} t CROSS JOIN'
+            ' LATERAL (SELECT pg_sleep(0.05) WHERE t.{ID} IS NOT NULL) AS devagar'
+        )
     else:
         erp.executar('CREATE VIEW {V_TITULOS} AS SELECT * FROM {TITULOS} WHERE SLEEP(0.05) = 0')
 
@@ -252,17 +289,21 @@ def _derrubar_leitura_das_chaves(erp, marco):
     """
     if erp.banco.tipo == 'postgres':
         linhas = erp.banco.executar(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            'SELECT pid FROM pg_stat_activity WHERE datname = current_database()'
             " AND state = 'active' AND pid <> pg_backend_pid() AND xact_start > :t"
-            " AND now() - query_start > interval '0.5 seconds'", {'t': marco})
+            " AND now() - query_start > interval '0.5 seconds'",
+            {'t': marco},
+        )
         for (pid,) in linhas:
             erp.banco.executar('SELECT pg_terminate_backend(:p)', {'p': pid})
         return len(linhas)
     desde = (time.monotonic() - marco) * 1000
     linhas = erp.banco.executar(
-        "SELECT id FROM information_schema.processlist WHERE db = DATABASE()"
+        'SELECT id FROM information_schema.processlist WHERE db = DATABASE()'
         " AND info LIKE '%ORDER BY%' AND id <> CONNECTION_ID()"
-        " AND time_ms > 500 AND time_ms < :ms", {'ms': desde})
+        ' AND time_ms > 500 AND time_ms < :ms',
+        {'ms': desde},
+    )
     for (ident,) in linhas:
         erp.banco.executar('KILL %d' % int(ident))
     return len(linhas)
@@ -283,30 +324,31 @@ def test_conexao_derrubada_no_meio_da_leitura_nao_remove_nada(novo, tipo):
     _mapa(o, source_object='V_TITULOS')
     # So a reconciliacao: o conjunto nasce da primeira leitura, e o que entra depois
     # ela mesma envia.
-    codigo, saida = o.rodar('--once', '--estrategia=reconciliacao',
-                            '--intervalo-reconciliacao=0')
+    codigo, saida = o.rodar('--once', '--estrategia=reconciliacao', '--intervalo-reconciliacao=0')
     assert codigo == 0, saida
     novas = [o.inserir(e0, '2026-09-01 11:00:00') for _ in range(3)]
-    codigo, saida = o.rodar('--once', '--estrategia=reconciliacao',
-                            '--intervalo-reconciliacao=0')
+    codigo, saida = o.rodar('--once', '--estrategia=reconciliacao', '--intervalo-reconciliacao=0')
     assert codigo == 0 and set(novas) <= ids(o, e0), saida
 
     processo = o.iniciar('--estrategia=reconciliacao', '--intervalo-reconciliacao=1')
     try:
         esperar(lambda: ler_status_json(o.estado_dir)['ouvinte']['pid'] == processo.pid, 60)
         marco = _marco(o.erp)
-        o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} IN (%s)'
-                       % ','.join(str(i) for i in novas))
+        o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} IN (%s)' % ','.join(str(i) for i in novas))
         # A primeira leitura das chaves que comecou depois do DELETE e derrubada no meio.
         esperar(lambda: _derrubar_leitura_das_chaves(o.erp, marco), 60, passo=0.02)
-        rec = esperar(lambda: (lambda r: r if r.get('falhas_seguidas') else None)(
-            status_do_dataset(o)['reconciliacao']), 60)
+        rec = esperar(
+            lambda: (lambda r: r if r.get('falhas_seguidas') else None)(
+                status_do_dataset(o)['reconciliacao']
+            ),
+            60,
+        )
         assert 'ErroOrigem' in rec['ultimo_erro'], rec
         # Nada removido pela leitura que caiu.
         assert set(novas) <= ids(o, e0)
         # A proxima leitura, inteira, remove.
         esperar(lambda: not set(novas) & ids(o, e0), 120)
-        assert ids(o, e0) == set()          # so as tres novas tinham ido ao Contextia
+        assert ids(o, e0) == set()  # so as tres novas tinham ido ao Contextia
     finally:
         processo.terminate()
         assert processo.wait(60) == 0, o.saida()
@@ -317,6 +359,7 @@ def test_conexao_derrubada_no_meio_da_leitura_nao_remove_nada(novo, tipo):
 # a linha que muda de empresa
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize('tipo', BANCOS)
 def test_linha_que_muda_de_empresa_termina_em_exatamente_uma(novo, tipo):
     o = novo(tipo)
@@ -325,18 +368,20 @@ def test_linha_que_muda_de_empresa_termina_em_exatamente_uma(novo, tipo):
     quieta, carimbada = sorted(ids_na_origem(o, e0))[:2]
     # Uma muda de empresa SEM mexer no carimbo (so a reconciliacao a ve); a outra com
     # o carimbo (a coluna a leva a nova, a reconciliacao a tira da antiga).
-    o.erp.executar('UPDATE {TITULOS} SET {EMPRESA_ID} = :e WHERE {ID} = :i', e=int(e1),
-                   i=quieta)
-    o.erp.executar("UPDATE {TITULOS} SET {EMPRESA_ID} = :e, {ALTERADO_EM} ="
-                   " '2026-09-01 11:30:00' WHERE {ID} = :i", e=int(e1), i=carimbada)
+    o.erp.executar('UPDATE {TITULOS} SET {EMPRESA_ID} = :e WHERE {ID} = :i', e=int(e1), i=quieta)
+    o.erp.executar(
+        'UPDATE {TITULOS} SET {EMPRESA_ID} = :e, {ALTERADO_EM} ='
+        " '2026-09-01 11:30:00' WHERE {ID} = :i",
+        e=int(e1),
+        i=carimbada,
+    )
     once(o)
     for linha in (quieta, carimbada):
         onde = [e for e in (e0, e1) if linha in ids(o, e)]
         assert onde == [e1], (linha, onde)
     assert ids(o, e0) == ids_na_origem(o, e0) and ids(o, e1) == ids_na_origem(o, e1)
     # E volta: a linha volta a e0, sai de e1.
-    o.erp.executar('UPDATE {TITULOS} SET {EMPRESA_ID} = :e WHERE {ID} = :i', e=int(e0),
-                   i=quieta)
+    o.erp.executar('UPDATE {TITULOS} SET {EMPRESA_ID} = :e WHERE {ID} = :i', e=int(e0), i=quieta)
     once(o)
     assert [e for e in (e0, e1) if quieta in ids(o, e)] == [e0]
 
@@ -359,18 +404,31 @@ CODIGOS = {
 def test_texto_em_collation_que_nao_e_a_do_python_nao_vira_remocao_falsa(novo, tipo):
     o = novo(tipo)
     e0 = o.erp.escopos[0]
-    colacao = {'postgres': ' COLLATE "pt-BR-x-icu"', 'mariadb': ' COLLATE utf8mb4_general_ci',
-               'sqlite': ' COLLATE NOCASE'}[tipo]
-    o.erp.executar('CREATE TABLE {CODIGOS} ({COD} VARCHAR(10)%s PRIMARY KEY,'
-                   ' {EMPRESA_ID} INTEGER, {NOME} VARCHAR(30))' % colacao)
+    colacao = {
+        'postgres': ' COLLATE "pt-BR-x-icu"',
+        'mariadb': ' COLLATE utf8mb4_general_ci',
+        'sqlite': ' COLLATE NOCASE',
+    }[tipo]
+    o.erp.executar(
+        'CREATE TABLE {CODIGOS} ({COD} VARCHAR(10)%s PRIMARY KEY,'
+        ' {EMPRESA_ID} INTEGER, {NOME} VARCHAR(30))' % colacao
+    )
     codigos = CODIGOS[tipo]
-    o.erp.executar('INSERT INTO {CODIGOS} VALUES (:c, :e, :n)',
-                   lote=[{'c': c, 'e': int(e0), 'n': 'código %s' % c} for c in codigos])
+    o.erp.executar(
+        'INSERT INTO {CODIGOS} VALUES (:c, :e, :n)',
+        lote=[{'c': c, 'e': int(e0), 'n': 'código %s' % c} for c in codigos],
+    )
     with open(o.mapa, encoding='utf-8') as arquivo:
         mapa = json.load(arquivo)
-    mapa['datasets'].append({'dataset': 'Codigos', 'source_object': 'CODIGOS',
-                             'columns': ['COD', 'EMPRESA_ID', 'NOME'], 'key': 'COD',
-                             'watch_column': None})
+    mapa['datasets'].append(
+        {
+            'dataset': 'Codigos',
+            'source_object': 'CODIGOS',
+            'columns': ['COD', 'EMPRESA_ID', 'NOME'],
+            'key': 'COD',
+            'watch_column': None,
+        }
+    )
     with open(o.mapa, 'w', encoding='utf-8') as arquivo:
         json.dump(mapa, arquivo)
 
@@ -379,6 +437,7 @@ def test_texto_em_collation_que_nao_e_a_do_python_nao_vira_remocao_falsa(novo, t
             return {r['COD'] for r in cliente.ler_registros('codigos', o.chaves[e0])}
         except transporte.ErroContextia:
             return set()
+
     carregar(o)
     assert no_contextia() == set(codigos)
     for _ in range(2):
@@ -394,15 +453,27 @@ def test_texto_em_collation_que_nao_e_a_do_python_nao_vira_remocao_falsa(novo, t
 # empresa nova: o conjunto nasce da carga inicial dela
 # ---------------------------------------------------------------------------
 
+
 def test_empresa_nova_ganha_o_conjunto_da_carga_inicial(novo):
     o = novo('sqlite')
     carregar(o)
     nova = str(int(o.erp.escopos[1]) + 10)
     o.erp.executar("INSERT INTO {EMPRESAS} VALUES (:e, 'Loja Nova', NULL, 'S')", e=int(nova))
     base = int(nova) * 1000
-    o.erp.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)', lote=[
-        {'i': base + n, 'e': int(nova), 'c': 'Cliente %d' % n, 'v': '1.00',
-         'd': '2026-09-01', 'a': '2026-09-01 10:00:00'} for n in range(5)])
+    o.erp.executar(
+        'INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)',
+        lote=[
+            {
+                'i': base + n,
+                'e': int(nova),
+                'c': 'Cliente %d' % n,
+                'v': '1.00',
+                'd': '2026-09-01',
+                'a': '2026-09-01 10:00:00',
+            }
+            for n in range(5)
+        ],
+    )
     saida = once(o)
     assert 'carga inicial %s' % nova in saida, saida
     assert 'lido antes da carga completa' in saida, saida
@@ -414,7 +485,8 @@ def test_empresa_nova_ganha_o_conjunto_da_carga_inicial(novo):
     o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=base + 4)
     once(o)
     assert {int(r['ID']) for r in cliente.ler_registros(DATASET, chave)} == {
-        base + n for n in range(4)}
+        base + n for n in range(4)
+    }
 
 
 @pytest.mark.parametrize('tipo', BANCOS[:2])
@@ -430,8 +502,12 @@ def test_linha_entregue_pela_coluna_e_apagada_antes_da_reconciliacao_sai_nela(no
     carregar(o)
     nova = max(ids_na_origem(o, e0)) + 1000
     agora = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - 2))
-    o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Entre duas leituras', '1.00',"
-                   " '2026-10-01', :a)", i=nova, e=int(e0), a=agora)
+    o.erp.executar(
+        "INSERT INTO {TITULOS} VALUES (:i, :e, 'Entre duas leituras', '1.00', '2026-10-01', :a)",
+        i=nova,
+        e=int(e0),
+        a=agora,
+    )
     # So a coluna: a reconciliacao nao venceu (uma hora de intervalo).
     codigo, saida = o.rodar('--once', COMBINADA, '--intervalo-reconciliacao=3600')
     assert codigo == 0, saida
@@ -465,11 +541,19 @@ def test_dataset_entregue_a_varredura_segue_com_a_exclusao_ao_vivo(novo, tipo):
     antes = sorted(ids_na_origem(o, e0))
     apagada, nova = antes[0], antes[-1] + 1000
     agora = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - 2))
-    o.erp.executar("UPDATE {TITULOS} SET {CLIENTE} = 'Em massa', {ALTERADO_EM} = :a"
-                   ' WHERE {EMPRESA_ID} = :e AND {ID} <> :i', a=agora, e=int(e0), i=apagada)
+    o.erp.executar(
+        "UPDATE {TITULOS} SET {CLIENTE} = 'Em massa', {ALTERADO_EM} = :a"
+        ' WHERE {EMPRESA_ID} = :e AND {ID} <> :i',
+        a=agora,
+        e=int(e0),
+        i=apagada,
+    )
     o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=apagada)
-    o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Nova', '1.00', '2026-10-01',"
-                   ' NULL)', i=nova, e=int(e0))
+    o.erp.executar(
+        "INSERT INTO {TITULOS} VALUES (:i, :e, 'Nova', '1.00', '2026-10-01', NULL)",
+        i=nova,
+        e=int(e0),
+    )
     for volta in range(2):
         saida = once(o, '--maximo-por-ciclo=5')
         assert 'entregue a VARREDURA' in saida, saida
@@ -492,8 +576,7 @@ def test_dataset_entregue_a_varredura_segue_com_a_exclusao_ao_vivo(novo, tipo):
 
 
 @pytest.mark.parametrize('tipo', BANCOS[:2])
-def test_linha_de_envio_que_falhou_noutra_empresa_e_apagada_depois_sai_na_reconciliacao(
-        novo, tipo):
+def test_linha_de_envio_que_falhou_noutra_empresa_e_apagada_depois_sai_na_reconciliacao(novo, tipo):
     """
     O envio chega à empresa A e falha na B: o ciclo não se confirma (a marca fica, e
     nada entra no conjunto nem no diário), mas a linha de A JÁ está no Contextia.
@@ -508,11 +591,16 @@ def test_linha_de_envio_que_falhou_noutra_empresa_e_apagada_depois_sai_na_reconc
     agora = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - 2))
     nova_a, nova_b = max(ids_na_origem(o, e0)) + 1000, max(ids_na_origem(o, e1)) + 1000
     for ident, escopo in ((nova_a, e0), (nova_b, e1)):
-        o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Envio torto', '1.00',"
-                       " '2026-10-01', :a)", i=ident, e=int(escopo), a=agora)
+        o.erp.executar(
+            "INSERT INTO {TITULOS} VALUES (:i, :e, 'Envio torto', '1.00', '2026-10-01', :a)",
+            i=ident,
+            e=int(escopo),
+            a=agora,
+        )
     with open(o.arquivo_chaves, 'w') as arquivo:
-        arquivo.write('%s\t%s\n%s\tctx_chave_que_o_contextia_nao_conhece\n'
-                      % (e0, o.chaves[e0], e1))
+        arquivo.write(
+            '%s\t%s\n%s\tctx_chave_que_o_contextia_nao_conhece\n' % (e0, o.chaves[e0], e1)
+        )
     codigo, saida = o.rodar('--once', COMBINADA, '--intervalo-reconciliacao=0')
     assert nova_a in ids(o, e0) and nova_b not in ids(o, e1), saida
     assert 'marca de água NÃO avançou' in saida, saida
@@ -523,8 +611,10 @@ def test_linha_de_envio_que_falhou_noutra_empresa_e_apagada_depois_sai_na_reconc
     with open(o.arquivo_chaves, 'w') as arquivo:
         arquivo.writelines('%s\t%s\n' % item for item in o.chaves.items())
     saida = once(o)
-    assert 'tentadas (de um envio não confirmado, ou que entraram durante uma carga) já' \
-        ' não estão na origem' in saida, saida
+    assert (
+        'tentadas (de um envio não confirmado, ou que entraram durante uma carga) já'
+        ' não estão na origem' in saida
+    ), saida
     assert nova_a not in ids(o, e0) and nova_b in ids(o, e1), saida
     assert ids(o, e0) == ids_na_origem(o, e0) and ids(o, e1) == ids_na_origem(o, e1)
     # Conferidas e entregues: nenhum arquivo de chaves tentadas sobra.
@@ -534,8 +624,7 @@ def test_linha_de_envio_que_falhou_noutra_empresa_e_apagada_depois_sai_na_reconc
 
 
 @pytest.mark.parametrize('tipo', BANCOS[:2])
-def test_linha_que_entrou_durante_a_carga_e_saiu_depois_sai_na_reconciliacao(novo, tipo,
-                                                                             tmp_path):
+def test_linha_que_entrou_durante_a_carga_e_saiu_depois_sai_na_reconciliacao(novo, tipo, tmp_path):
     """
     O conjunto de uma empresa nasce do lido ANTES da carga completa; a linha que
     entrou entre essa leitura e a da carga foi levada por ela, e está no Contextia
@@ -554,18 +643,27 @@ def test_linha_que_entrou_durante_a_carga_e_saiu_depois_sai_na_reconciliacao(nov
     e0 = o.erp.escopos[0]
     with open(o.mapa, encoding='utf-8') as arquivo:
         row = json.load(arquivo)['datasets'][0]
-    alvo = DatasetVivo(nome=DATASET, row=row, watch=None, chave='ID', escopo='EMPRESA_ID',
-                       reconcilia=True)
+    alvo = DatasetVivo(
+        nome=DATASET, row=row, watch=None, chave='ID', escopo='EMPRESA_ID', reconcilia=True
+    )
     generico.conectar(o.erp.url)
     try:
         captura = CapturaReconciliacao(
-            generico, Estado(str(tmp_path / 'estado.json')), 0, 1000,
-            OpcoesReconciliacao(pasta=str(tmp_path / 'conjuntos'), intervalo=0,
-                                escopos=lambda: o.erp.escopos))
+            generico,
+            Estado(str(tmp_path / 'estado.json')),
+            0,
+            1000,
+            OpcoesReconciliacao(
+                pasta=str(tmp_path / 'conjuntos'), intervalo=0, escopos=lambda: o.erp.escopos
+            ),
+        )
         antes = captura.antes_da_carga(alvo, e0)
         entrou = max(ids_na_origem(o, e0)) + 1000
-        o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Durante a carga', '1.00',"
-                       " '2026-10-01', NULL)", i=entrou, e=int(e0))
+        o.erp.executar(
+            "INSERT INTO {TITULOS} VALUES (:i, :e, 'Durante a carga', '1.00', '2026-10-01', NULL)",
+            i=entrou,
+            e=int(e0),
+        )
         captura.depois_da_carga(alvo, antes, {e0})
         o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=entrou)
         leitura = captura.ler(alvo)
@@ -574,8 +672,9 @@ def test_linha_que_entrou_durante_a_carga_e_saiu_depois_sai_na_reconciliacao(nov
         captura.confirmar(alvo, leitura)
         # Conferida e removida: nada mais a ver nela.
         assert captura.ler(alvo).situacao is Situacao.NADA
-        assert not [n for n in os.listdir(str(tmp_path / 'conjuntos' / DATASET))
-                    if '.tentadas-' in n]
+        assert not [
+            n for n in os.listdir(str(tmp_path / 'conjuntos' / DATASET)) if '.tentadas-' in n
+        ]
     finally:
         generico.fechar()
 
@@ -586,11 +685,15 @@ def test_diario_que_nao_grava_aparece_na_reconciliacao_do_dataset(novo):
     e0 = o.erp.escopos[0]
     carregar(o)
     diario = os.path.join(o.estado_dir, 'conjuntos', DATASET, 'e-%s.chaves.diario' % e0)
-    os.makedirs(diario)                     # uma pasta no lugar: o append falha
+    os.makedirs(diario)  # uma pasta no lugar: o append falha
     agora = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(time.time() - 2))
     nova = max(ids_na_origem(o, e0)) + 1000
-    o.erp.executar("INSERT INTO {TITULOS} VALUES (:i, :e, 'Sem diario', '1.00',"
-                   " '2026-10-01', :a)", i=nova, e=int(e0), a=agora)
+    o.erp.executar(
+        "INSERT INTO {TITULOS} VALUES (:i, :e, 'Sem diario', '1.00', '2026-10-01', :a)",
+        i=nova,
+        e=int(e0),
+        a=agora,
+    )
     codigo, saida = o.rodar('--once', COMBINADA, '--intervalo-reconciliacao=3600')
     assert codigo == 0 and nova in ids(o, e0), saida
     rec = status_do_dataset(o)['reconciliacao']
@@ -603,9 +706,10 @@ def test_diario_que_nao_grava_aparece_na_reconciliacao_do_dataset(novo):
 # as recusas que ensinam
 # ---------------------------------------------------------------------------
 
-def test_contextia_sem_remove_e_recusado_com_a_mensagem_que_ensina(tmp_path, fabrica_de_bancos,
-                                                                   fabrica_contextia,
-                                                                   chave_contextia):
+
+def test_contextia_sem_remove_e_recusado_com_a_mensagem_que_ensina(
+    tmp_path, fabrica_de_bancos, fabrica_contextia, chave_contextia
+):
     sem_remove = fabrica_contextia(remove=False)
     erp = erp_teste.Erp(fabrica_de_bancos('sqlite', 'erp'))
     o = Ouvinte(tmp_path, erp, sem_remove, chave_contextia)
@@ -634,7 +738,9 @@ def test_dataset_sem_key_fica_so_na_coluna_com_o_porque(novo):
     assert 'dataset %s sem `key`: a reconciliação compara' % DATASET in saida, saida
     d = status_do_dataset(o)
     assert d['captura'] == 'coluna' and d['reconciliacao'] == {
-        'ativa': False, 'motivo': 'sem key: a exclusão só sai na varredura'}
+        'ativa': False,
+        'motivo': 'sem key: a exclusão só sai na varredura',
+    }
     # So a reconciliacao: sem key e sem o que acompanhar, o dataset fica fora, com o porque.
     codigo, saida = o.rodar('--once', '--estrategia=reconciliacao')
     assert codigo == 0, saida

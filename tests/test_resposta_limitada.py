@@ -42,8 +42,8 @@ from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIB = 1024 * 1024
-PRAZO = 3                         # CONTEXTIA_PRAZO_ENVIO dos testes, em segundos
-FOLGA = 2.0                       # o que passa do prazo: processo, log, fechar a conexão
+PRAZO = 3  # CONTEXTIA_PRAZO_ENVIO dos testes, em segundos
+FOLGA = 2.0  # o que passa do prazo: processo, log, fechar a conexão
 LIMITE = padroes.RESPOSTA_MAXIMA_BYTES
 MAIOR = 'resposta maior que %d bytes' % LIMITE
 FORA_DO_PRAZO = 'prazo de %d s' % PRAZO
@@ -67,6 +67,7 @@ def _aquecer_ou(hostil):
 
     def responder(pedido: Pedido):
         return bom(pedido) if pedido.caminho.startswith('/aquecer') else hostil(pedido)
+
     return responder
 
 
@@ -82,7 +83,7 @@ def _ambiente(url, **extra):
 
 
 # O cliente num processo só dele: o ru_maxrss é o dele, antes e depois do envio.
-FILHO = textwrap.dedent('''
+FILHO = textwrap.dedent("""
     import json, os, resource, sys, time
     from contextia_sync.intake import cliente, transporte
 
@@ -99,7 +100,7 @@ FILHO = textwrap.dedent('''
     print(json.dumps({'segundos': time.monotonic() - inicio, 'antes': antes,
                       'depois': pico(), 'lotes_ok': resultado.lotes_ok,
                       'lotes_erro': resultado.lotes_erro, 'erros': resultado.erros}))
-''')
+""")
 
 
 @pytest.mark.parametrize('caso', list(CASOS))
@@ -107,9 +108,14 @@ def test_envio_contra_resposta_hostil_falha_passageira_no_prazo_com_memoria_limi
     hostil, causa = CASOS[caso]
     with ServidorHostil(_aquecer_ou(hostil())) as servidor:
         feito = subprocess.run(
-            [sys.executable, '-c', FILHO], cwd=RAIZ, env=_ambiente(servidor.url, CHAVE=CHAVE),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=PRAZO + 20,
-            preexec_fn=_com_teto_de_memoria)
+            [sys.executable, '-c', FILHO],
+            cwd=RAIZ,
+            env=_ambiente(servidor.url, CHAVE=CHAVE),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=PRAZO + 20,
+            preexec_fn=_com_teto_de_memoria,
+        )
         posts = [p for p in servidor.pedidos if p.metodo == 'POST']
         enviados = servidor.enviados
     log = feito.stderr.decode('utf-8', 'replace')
@@ -119,9 +125,9 @@ def test_envio_contra_resposta_hostil_falha_passageira_no_prazo_com_memoria_limi
     assert (medido['lotes_ok'], medido['lotes_erro']) == (0, 1), medido
     erros = '\n'.join(medido['erros'])
     assert causa in erros and 'POST /api/v1/intake' in erros, erros
-    assert 'prazo de retentativas' in erros, erros      # o fim de um pedido passageiro
+    assert 'prazo de retentativas' in erros, erros  # o fim de um pedido passageiro
     assert causa in log and 'POST /api/v1/intake' in log, log[-2000:]
-    assert 'envio interrompido' in log, log[-2000:]       # o servidor, não o lote
+    assert 'envio interrompido' in log, log[-2000:]  # o servidor, não o lote
     # Dentro do prazo da chamada, mais a folga.
     assert medido['segundos'] <= PRAZO + FOLGA, medido
     # A memória: o pico do filho mal se mexe.
@@ -137,8 +143,14 @@ def test_envio_contra_resposta_hostil_falha_passageira_no_prazo_com_memoria_limi
 
 @pytest.fixture
 def ambiente_hostil(monkeypatch):
-    for nome in ('CONTEXTIA_URL', 'CONTEXTIA_INTAKE_URL', 'CONTEXTIA_API_KEY',
-                 'CONTEXTIA_ADMIN_TOKEN', 'CONTEXTIA_CA_BUNDLE', 'CONTEXTIA_PRAZO_ENVIO'):
+    for nome in (
+        'CONTEXTIA_URL',
+        'CONTEXTIA_INTAKE_URL',
+        'CONTEXTIA_API_KEY',
+        'CONTEXTIA_ADMIN_TOKEN',
+        'CONTEXTIA_CA_BUNDLE',
+        'CONTEXTIA_PRAZO_ENVIO',
+    ):
         monkeypatch.delenv(nome, raising=False)
     monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', PRAZO)
 
@@ -146,6 +158,7 @@ def ambiente_hostil(monkeypatch):
         servidor = ServidorHostil(responder)
         monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
         return servidor
+
     return subir
 
 
@@ -159,17 +172,20 @@ def test_resposta_grande_e_re_tentada_e_a_seguinte_entrega(ambiente_hostil):
             primeira.clear()
             return grande(pedido)
         return bom(pedido)
+
     with ambiente_hostil(responder) as servidor:
-        resultado = cliente.enviar_dataset('titulos', [{'ID': 1}, {'ID': 2}], key='ID',
-                                           api_key=CHAVE)
+        resultado = cliente.enviar_dataset(
+            'titulos', [{'ID': 1}, {'ID': 2}], key='ID', api_key=CHAVE
+        )
         posts = [p for p in servidor.pedidos if p.metodo == 'POST']
     assert (resultado.lotes_ok, resultado.lotes_erro) == (1, 0), resultado.erros
-    assert len(posts) == 2          # o mesmo lote, de novo, como depois de um timeout
+    assert len(posts) == 2  # o mesmo lote, de novo, como depois de um timeout
     assert posts[0].corpo == posts[1].corpo
 
 
 def _chamadas():
     """(rótulo, função) de cada leitura de resposta do SDK; a função levanta ou devolve erros."""
+
     def enviar():
         resultado = cliente.enviar_dataset('titulos', [{'ID': 1}], key='ID', api_key=CHAVE)
         assert (resultado.lotes_ok, resultado.lotes_erro) == (0, 1)
@@ -180,13 +196,17 @@ def _chamadas():
 
     return {
         'enviar_dataset': (enviar, 'POST /api/v1/intake'),
-        'completar': (lambda: cliente.completar('titulos', 'sync-1', api_key=CHAVE),
-                      'POST /api/v1/intake/complete'),
+        'completar': (
+            lambda: cliente.completar('titulos', 'sync-1', api_key=CHAVE),
+            'POST /api/v1/intake/complete',
+        ),
         'quem_sou': (lambda: cliente.quem_sou(CHAVE), 'GET /api/v1/projeto'),
         'capacidades': (lambda: cliente.capacidades(CHAVE), 'GET /api/v1/capacidades'),
         'listar_datasets': (lambda: cliente.listar_datasets(CHAVE), 'GET /api/v1/datasets'),
-        'admin_criar_projeto': (lambda: admin().criar_projeto('297'),
-                                'POST /api/v1/admin/projetos'),
+        'admin_criar_projeto': (
+            lambda: admin().criar_projeto('297'),
+            'POST /api/v1/admin/projetos',
+        ),
         'admin_listar_grupos': (lambda: admin().listar_grupos(), 'GET /api/v1/admin/grupos'),
     }
 
@@ -219,8 +239,9 @@ def _falha_passageira(funcao):
     def chamar():
         try:
             funcao()
-        except BaseException as erro:         # noqa: BLE001 - o teste confere qual
+        except BaseException as erro:  # noqa: BLE001 - o teste confere qual
             desfecho.append(erro)
+
     inicio = time.monotonic()
     chamada = threading.Thread(target=chamar, daemon=True)
     chamada.start()
@@ -235,22 +256,44 @@ def test_corpo_que_pinga_e_cortado_no_prazo_mesmo_com_a_leitura_parada(ambiente_
     """O prazo vale até o último byte: a vigia corta o socket com a leitura em curso."""
     with ambiente_hostil(gotejar(0.5)):
         erro, segundos = _falha_passageira(lambda: cliente.quem_sou(CHAVE))
-    assert 'a resposta de GET /api/v1/projeto não terminou de chegar no %s' % FORA_DO_PRAZO \
-        in erro, erro
+    assert (
+        'a resposta de GET /api/v1/projeto não terminou de chegar no %s' % FORA_DO_PRAZO in erro
+    ), erro
     assert PRAZO - 0.5 <= segundos <= PRAZO + FOLGA, segundos
 
 
 @pytest.mark.skipif(shutil.which('openssl') is None, reason='openssl não instalado')
-@pytest.mark.parametrize('hostil, causa', [
-    (gotejar, FORA_DO_PRAZO), (lambda: corpo_grande(2 * MIB, declarado=False), MAIOR)])
-def test_sob_tls_o_corte_e_o_limite_valem_igual(ambiente_hostil, monkeypatch, tmp_path,
-                                                hostil, causa):
+@pytest.mark.parametrize(
+    'hostil, causa',
+    [(gotejar, FORA_DO_PRAZO), (lambda: corpo_grande(2 * MIB, declarado=False), MAIOR)],
+)
+def test_sob_tls_o_corte_e_o_limite_valem_igual(
+    ambiente_hostil, monkeypatch, tmp_path, hostil, causa
+):
     """O corte da vigia num SSLSocket (o socket por baixo, sem soltar o TLS da leitura)."""
     chave, certificado = tmp_path / 'chave.pem', tmp_path / 'cert.pem'
-    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1',
-                    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
-                    '-keyout', str(chave), '-out', str(certificado)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            'openssl',
+            'req',
+            '-x509',
+            '-newkey',
+            'rsa:2048',
+            '-nodes',
+            '-days',
+            '1',
+            '-subj',
+            '/CN=127.0.0.1',
+            '-addext',
+            'subjectAltName=IP:127.0.0.1',
+            '-keyout',
+            str(chave),
+            '-out',
+            str(certificado),
+        ],
+        check=True,
+        capture_output=True,
+    )
     contexto = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     contexto.load_cert_chain(str(certificado), str(chave))
     monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', str(certificado))
@@ -268,6 +311,7 @@ def test_pagina_de_registros_tem_limite_proprio_e_maior(ambiente_hostil):
     def responder(pedido):
         corpo = json.dumps({'records': registros, 'next': None}).encode()
         return 200, {'Content-Type': 'application/json'}, corpo
+
     with ambiente_hostil(responder):
         assert len(list(cliente.ler_registros('titulos', CHAVE))) == 2100
     assert padroes.RESPOSTA_MAXIMA_BYTES_REGISTROS > 2 * MIB > LIMITE
@@ -281,9 +325,14 @@ def _intake_sem_fim_com_dono(escopo):
     def responder(pedido):
         if pedido.metodo == 'POST':
             return sem_fim(pedido)
-        corpo = {'project_id': 1, 'external_id': str(escopo), 'name': 'empresa %s' % escopo,
-                 'remove': True}
+        corpo = {
+            'project_id': 1,
+            'external_id': str(escopo),
+            'name': 'empresa %s' % escopo,
+            'remove': True,
+        }
         return 200, {'Content-Type': 'application/json'}, json.dumps(corpo).encode()
+
     return responder
 
 
@@ -292,20 +341,31 @@ def test_connector_contra_corpo_sem_fim_sai_com_erro_sem_historico(banco_sqlite,
     mapa = erp_teste.mapeamento(tmp_path)
     escopo = erp.escopos[0]
     from contextia_sync.provisionamento.chaves import Registro, gravar_registros
+
     chaves = tmp_path / 'chaves.tsv'
     gravar_registros(str(chaves), [Registro(escopo, CHAVE, None, None, 'pronto', None)])
     with ServidorHostil(_intake_sem_fim_com_dono(escopo)) as servidor:
         inicio = time.monotonic()
         feito = subprocess.run(
-            [sys.executable, 'connector.py', '--mapping=' + mapa, '--source=generic',
-             '--scope=' + escopo, '--chaves=%s' % chaves],
-            cwd=RAIZ, env=_ambiente(servidor.url, CONTEXTIA_ORIGEM=erp.url),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
-            preexec_fn=_com_teto_de_memoria)
+            [
+                sys.executable,
+                'connector.py',
+                '--mapping=' + mapa,
+                '--source=generic',
+                '--scope=' + escopo,
+                '--chaves=%s' % chaves,
+            ],
+            cwd=RAIZ,
+            env=_ambiente(servidor.url, CONTEXTIA_ORIGEM=erp.url),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+            preexec_fn=_com_teto_de_memoria,
+        )
         segundos = time.monotonic() - inicio
         posts = [p for p in servidor.pedidos if p.metodo == 'POST']
     saida = feito.stdout.decode('utf-8', 'replace')
-    assert feito.returncode == 1, saida[-3000:]           # a carga falhou (não configuração)
+    assert feito.returncode == 1, saida[-3000:]  # a carga falhou (não configuração)
     assert '%s (POST /api/v1/intake)' % MAIOR in saida, saida[-3000:]
     assert posts, saida[-3000:]
     # Nem complete nem histórico: a carga não conta como feita, nada é removido.

@@ -34,13 +34,17 @@ CODIGOS = {'OK': 0, 'ALERTA': 1, 'CRITICO': 2, 'DESCONHECIDO': 3}
 # ---------------------------------------------------------------- ajudantes
 def rodar_saude(estado, *extra, programa=('ouvinte.py', '--saude')):
     """(código, linha) de `ouvinte.py --saude --estado DIR ...`: UMA linha, sempre."""
-    argv = [sys.executable] + list(programa) + (['--estado=' + str(estado)]
-                                                 if estado is not None else []) + list(extra)
+    argv = (
+        [sys.executable]
+        + list(programa)
+        + (['--estado=' + str(estado)] if estado is not None else [])
+        + list(extra)
+    )
     feito = subprocess.run(argv, cwd=RAIZ, capture_output=True, text=True, timeout=60)
     assert feito.stderr == '', feito.stderr
     assert feito.stdout.endswith('\n') and feito.stdout.count('\n') == 1, feito.stdout
     linha = feito.stdout.rstrip('\n')
-    print(linha)                 # o pytest mostra as linhas do teste que falhou
+    print(linha)  # o pytest mostra as linhas do teste que falhou
     achado = LINHA.match(linha)
     assert achado, linha
     # O codigo e o da palavra da linha (o Nagios mostra uma e age pelo outro).
@@ -116,26 +120,45 @@ def subir(o, processos, *extra, env=None):
         processo = o.iniciar(*extra)
     else:
         o.log = open(str(o.pasta / ('ouvinte-%d.log' % time.monotonic_ns())), 'w+b')
-        processo = subprocess.Popen(o.argv(*extra), cwd=RAIZ, env=env, stdout=o.log,
-                                    stderr=subprocess.STDOUT)
+        processo = subprocess.Popen(
+            o.argv(*extra), cwd=RAIZ, env=env, stdout=o.log, stderr=subprocess.STDOUT
+        )
     processos.append(processo)
-    esperar(lambda: processo.poll() is not None or (status_json(o) or {}).get(
-        'ouvinte', {}).get('pid') == processo.pid, 90)
+    esperar(
+        lambda: (
+            processo.poll() is not None
+            or (status_json(o) or {}).get('ouvinte', {}).get('pid') == processo.pid
+        ),
+        90,
+    )
     assert processo.poll() is None, o.saida()
     return processo
 
 
 # ---------------------------------------------------------------- argumentos
-@pytest.mark.parametrize('argumentos', [
-    [], ['--estado'], ['--estado=/tmp', '--opcao-que-nao-existe'],
-    ['--estado=/tmp', '--max-idade', 'vinte'], ['--estado=/tmp', '--max-falhas', '0'],
-    ['--estado=/tmp', '--intervalos=1.5'], ['--estado=/tmp', 'sobra'],
-    ['--estado=/tmp', '--max-idade'], ['--estado=/tmp', '--sem-pid=sim'],
-])
+@pytest.mark.parametrize(
+    'argumentos',
+    [
+        [],
+        ['--estado'],
+        ['--estado=/tmp', '--opcao-que-nao-existe'],
+        ['--estado=/tmp', '--max-idade', 'vinte'],
+        ['--estado=/tmp', '--max-falhas', '0'],
+        ['--estado=/tmp', '--intervalos=1.5'],
+        ['--estado=/tmp', 'sobra'],
+        ['--estado=/tmp', '--max-idade'],
+        ['--estado=/tmp', '--sem-pid=sim'],
+    ],
+)
 def test_argumento_invalido_e_desconhecido_3(argumentos):
     # Com o argparse cru seria 2 -- que para o Nagios quer dizer CRITICO.
-    feito = subprocess.run([sys.executable, 'ouvinte.py', '--saude'] + argumentos, cwd=RAIZ,
-                           capture_output=True, text=True, timeout=60)
+    feito = subprocess.run(
+        [sys.executable, 'ouvinte.py', '--saude'] + argumentos,
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert feito.returncode == 3, feito.stdout + feito.stderr
     assert feito.stdout.startswith('OUVINTE DESCONHECIDO - argumento inválido: ')
     assert feito.stdout.count('\n') == 1 and feito.stderr == ''
@@ -162,15 +185,31 @@ def test_pasta_sem_status_e_critico(tmp_path):
 
 
 def test_help_em_portugues_com_os_codigos():
-    feito = subprocess.run([sys.executable, 'ouvinte.py', '--saude', '--help'], cwd=RAIZ,
-                           capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, COLUMNS='200'))
+    feito = subprocess.run(
+        [sys.executable, 'ouvinte.py', '--saude', '--help'],
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, COLUMNS='200'),
+    )
     assert feito.returncode == 0, feito.stderr
     texto = feito.stdout
     assert texto.startswith('uso: ouvinte.py --saude')
-    for trecho in ('0 OK', '1 ALERTA', '2 CRITICO', '3 DESCONHECIDO', '--max-idade',
-                   '--max-sem-sonda', '--max-falhas', '--max-varredura', '--max-ferramenta',
-                   '--sem-pid', '--intervalos', 'mostra esta ajuda'):
+    for trecho in (
+        '0 OK',
+        '1 ALERTA',
+        '2 CRITICO',
+        '3 DESCONHECIDO',
+        '--max-idade',
+        '--max-sem-sonda',
+        '--max-falhas',
+        '--max-varredura',
+        '--max-ferramenta',
+        '--sem-pid',
+        '--intervalos',
+        'mostra esta ajuda',
+    ):
         assert trecho in texto, trecho
     assert 'show this help' not in texto
     # Os padroes do --help sao os de padroes.py.
@@ -186,18 +225,27 @@ def test_view_que_falha_e_alerta_e_depois_critico(ouvinte, processos):
     o.erp.executar('CREATE VIEW {V_TITULOS} AS SELECT * FROM {TITULOS}')
     with open(o.mapa) as arquivo:
         mapa = json.load(arquivo)
-    mapa['datasets'].append({'dataset': 'Titulos View', 'source_object': 'V_TITULOS',
-                             'columns': ['ID', 'EMPRESA_ID', 'CLIENTE', 'VALOR', 'VENCIMENTO',
-                                         'ALTERADO_EM']})
+    mapa['datasets'].append(
+        {
+            'dataset': 'Titulos View',
+            'source_object': 'V_TITULOS',
+            'columns': ['ID', 'EMPRESA_ID', 'CLIENTE', 'VALOR', 'VENCIMENTO', 'ALTERADO_EM'],
+        }
+    )
     with open(o.mapa, 'w') as arquivo:
         json.dump(mapa, arquivo)
     processo = subir(o, processos)
-    esperar(lambda: all((dataset_no_status(o, n) or {}).get('ultima_sonda_ok_em')
-                        for n in (DATASET, VIEW)), 60)
+    esperar(
+        lambda: all(
+            (dataset_no_status(o, n) or {}).get('ultima_sonda_ok_em') for n in (DATASET, VIEW)
+        ),
+        60,
+    )
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 0, linha
-    assert linha.startswith('OUVINTE OK - ouvinte ativo (serviço, pid %d), 2 dataset(s) ao vivo'
-                            % processo.pid), linha
+    assert linha.startswith(
+        'OUVINTE OK - ouvinte ativo (serviço, pid %d), 2 dataset(s) ao vivo' % processo.pid
+    ), linha
     assert perf(linha)['datasets_ao_vivo'] == 2 and perf(linha)['falhas_seguidas'] == 0
 
     # A view some do ERP: a leitura DELA falha a cada ciclo, a outra segue.
@@ -219,8 +267,13 @@ def test_view_que_falha_e_alerta_e_depois_critico(ouvinte, processos):
 
     # A view volta: o proximo ciclo dela e bom, e a saude volta a OK sozinha.
     o.erp.executar('CREATE VIEW {V_TITULOS} AS SELECT * FROM {TITULOS}')
-    esperar(lambda: (dataset_no_status(o, VIEW) or {}).get('falhas_seguidas') == 0
-            and (status_json(o) or {}).get('ouvinte', {}).get('falhas_seguidas') == 0, 60)
+    esperar(
+        lambda: (
+            (dataset_no_status(o, VIEW) or {}).get('falhas_seguidas') == 0
+            and (status_json(o) or {}).get('ouvinte', {}).get('falhas_seguidas') == 0
+        ),
+        60,
+    )
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 0, linha
     assert parar(processo) == 0, o.saida()
@@ -234,16 +287,18 @@ def test_contextia_fora_por_um_ciclo_e_critico(ouvinte, processos):
     novo = o.inserir(e0, '2026-09-01 11:00:00')
     # Contextia fora: a SONDA na origem continua boa (ultima_sonda_ok_em anda), o
     # que falha e o envio -- por isso a saude olha o ciclo inteiro do dataset.
-    env = dict(o.env(), CONTEXTIA_URL='http://127.0.0.1:%d' % porta_fechada(),
-               CONTEXTIA_PRAZO_ENVIO='3')
+    env = dict(
+        o.env(), CONTEXTIA_URL='http://127.0.0.1:%d' % porta_fechada(), CONTEXTIA_PRAZO_ENVIO='3'
+    )
     processo = subir(o, processos, env=env)
     esperar(lambda: (dataset_no_status(o, DATASET) or {}).get('falhas_seguidas', 0) >= 1, 120)
     ds = dataset_no_status(o, DATASET)
     assert ds['ultimo_erro'] and ds['ultima_sonda_ok_em'], ds
     # Antes (issue 13): "falhas seguidas: 0" no status e OK na saude. Sem ciclo bom
     # por mais de --intervalos (3) x --intervalo-dados (1 s): CRITICO.
-    codigo, linha = esperar(lambda: (lambda r: r if r[0] == 2 else None)(
-        rodar_saude(o.estado_dir)), 30)
+    codigo, linha = esperar(
+        lambda: (lambda r: r if r[0] == 2 else None)(rodar_saude(o.estado_dir)), 30
+    )
     assert codigo == 2, linha
     assert linha.startswith('OUVINTE CRITICO - dataset %s sem ciclo bom há ' % DATASET), linha
     assert 'escopo %s' % e0 in linha, linha
@@ -301,22 +356,22 @@ def test_varredura_que_falha_persiste_depois_de_reiniciar(ouvinte):
     assert perf(linha)['idade_varredura_ok'] < 120
 
     # A boa envelhece (27 h, no estado): com a diaria ligada e CRITICO; desligada, nao.
-    velha = (datetime.datetime.now() - datetime.timedelta(hours=27)).isoformat(
-        timespec='seconds')
+    velha = (datetime.datetime.now() - datetime.timedelta(hours=27)).isoformat(timespec='seconds')
     o.mudar_estado(varredura={'ultima_ok_em': velha})
     assert o.rodar('--once', hora)[0] == 0
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 2 and 'a última varredura boa foi há 27.0h' in linha, linha
     codigo, linha = rodar_saude(o.estado_dir, '--max-varredura=28h')
     assert codigo == 0, linha
-    assert o.rodar('--once')[0] == 0                    # --varredura=nao
+    assert o.rodar('--once')[0] == 0  # --varredura=nao
     codigo, linha = rodar_saude(o.estado_dir)
     assert codigo == 0 and 'varredura' in linha, linha
 
 
 @pytest.mark.lento
-def test_registro_na_quarentena_e_alerta(tmp_path, fabrica_de_bancos, fabrica_contextia,
-                                         ambiente_contextia, monkeypatch):
+def test_registro_na_quarentena_e_alerta(
+    tmp_path, fabrica_de_bancos, fabrica_contextia, ambiente_contextia, monkeypatch
+):
     # Um registro maior que o limite de bytes do intake: 413 sozinho, quarentena.
     servidor = fabrica_contextia(max_bytes_lote=3000)
     monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
@@ -327,8 +382,7 @@ def test_registro_na_quarentena_e_alerta(tmp_path, fabrica_de_bancos, fabrica_co
         assert o.rodar('--once')[0] == 0
         bom = o.inserir(e0, '2026-09-01 11:00:00')
         grande = o.inserir(e0, '2026-09-01 11:00:01')
-        erp.executar('UPDATE {TITULOS} SET {CLIENTE} = :c WHERE {ID} = :i', c='x' * 5000,
-                     i=grande)
+        erp.executar('UPDATE {TITULOS} SET {CLIENTE} = :c WHERE {ID} = :i', c='x' * 5000, i=grande)
         codigo, saida = o.rodar('--once')
         assert codigo == 0, saida
         assert bom in o.no_contextia(e0) and grande not in o.no_contextia(e0)
@@ -340,8 +394,12 @@ def test_registro_na_quarentena_e_alerta(tmp_path, fabrica_de_bancos, fabrica_co
     assert '--reenviar-quarentena' in linha
     assert perf(linha)['quarentena'] == 1
     # A casca do deploy diz o mesmo, com o mesmo codigo.
-    feito = subprocess.run(['bash', os.path.join(RAIZ, 'deploy', 'verificar-saude.sh'),
-                            o.estado_dir], capture_output=True, text=True, timeout=60)
+    feito = subprocess.run(
+        ['bash', os.path.join(RAIZ, 'deploy', 'verificar-saude.sh'), o.estado_dir],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert feito.returncode == 1, feito.stdout + feito.stderr
     assert feito.stdout.count('\n') == 1 and feito.stdout.split(' | ')[0] == linha.split(' | ')[0]
 
@@ -405,24 +463,52 @@ def status_bom(**ouvinte):
     """Um status como o do serviço saudável: intervalo de 60 s, varredura as 03:30."""
     dados = {
         'versao': 1,
-        'ouvinte': dict({'pid': 4242, 'situacao': 'rodando', 'modo': 'servico',
-                         'iniciado_em': _iso(86400 * 3), 'atualizado_em': _iso(5),
-                         'intervalo_dados_s': 60, 'folga_s': 180, 'falhas_seguidas': 0,
-                         'datasets_ao_vivo': 1, 'datasets_total': 2}, **ouvinte),
+        'ouvinte': dict(
+            {
+                'pid': 4242,
+                'situacao': 'rodando',
+                'modo': 'servico',
+                'iniciado_em': _iso(86400 * 3),
+                'atualizado_em': _iso(5),
+                'intervalo_dados_s': 60,
+                'folga_s': 180,
+                'falhas_seguidas': 0,
+                'datasets_ao_vivo': 1,
+                'datasets_total': 2,
+            },
+            **ouvinte,
+        ),
         'ciclos': {'dados': {'em': _iso(5), 'erros': 0}},
-        'varredura': {'hora': '03:30', 'ultima_em': AGORA.date().isoformat(),
-                      'iniciada_em': _iso(30000), 'terminada_em': _iso(29000), 'ok': True,
-                      'erros': [], 'nao_fechados': {}, 'ultima_ok_em': _iso(29000)},
+        'varredura': {
+            'hora': '03:30',
+            'ultima_em': AGORA.date().isoformat(),
+            'iniciada_em': _iso(30000),
+            'terminada_em': _iso(29000),
+            'ok': True,
+            'erros': [],
+            'nao_fechados': {},
+            'ultima_ok_em': _iso(29000),
+        },
         'ferramenta': None,
         'quarentena': {'total': 0, 'por_dataset': {}},
         'cargas_iniciais_pendentes': [],
         'entregues_a_varredura': {},
         'datasets': [
-            {'dataset': DATASET, 'ao_vivo': True, 'ultima_sonda_ok_em': _texto(6),
-             'segundos_desde_sonda_ok': 1.0, 'quarentena': 0, 'sem_carimbo': 0,
-             'futuras': 0, 'maior_atraso_s': None, 'atraso_preocupante': False,
-             'ultimo_erro': None, 'erro_desde': None, 'falhas_seguidas': 0,
-             'entregue_a_varredura': None},
+            {
+                'dataset': DATASET,
+                'ao_vivo': True,
+                'ultima_sonda_ok_em': _texto(6),
+                'segundos_desde_sonda_ok': 1.0,
+                'quarentena': 0,
+                'sem_carimbo': 0,
+                'futuras': 0,
+                'maior_atraso_s': None,
+                'atraso_preocupante': False,
+                'ultimo_erro': None,
+                'erro_desde': None,
+                'falhas_seguidas': 0,
+                'entregue_a_varredura': None,
+            },
             {'dataset': 'status', 'ao_vivo': False, 'motivo': 'watch_column: null'},
         ],
     }
@@ -437,8 +523,10 @@ def test_status_bom_e_ok_com_os_dados_de_desempenho():
     v = avaliar(status_bom())
     assert v.nivel == saude.OK, v.linha()
     linha = v.linha()
-    assert linha.startswith('OUVINTE OK - ouvinte ativo (serviço, pid 4242), 1 dataset(s) ao'
-                            ' vivo, status de %s (há 5s), última varredura boa em' % _iso(5))
+    assert linha.startswith(
+        'OUVINTE OK - ouvinte ativo (serviço, pid 4242), 1 dataset(s) ao'
+        ' vivo, status de %s (há 5s), última varredura boa em' % _iso(5)
+    )
     assert '\n' not in linha
     dados = perf(linha)
     assert dados['idade_status'] == 5 and dados['idade_varredura_ok'] == 29000
@@ -485,13 +573,17 @@ def test_entregue_a_varredura_e_alerta_e_critico_sem_a_diaria():
 
 def test_dado_sujo_e_alerta():
     dados = status_bom()
-    dados['datasets'][0].update(sem_carimbo=2, futuras=1, maior_atraso_s=120.0,
-                                atraso_preocupante=True)
+    dados['datasets'][0].update(
+        sem_carimbo=2, futuras=1, maior_atraso_s=120.0, atraso_preocupante=True
+    )
     v = avaliar(dados)
     assert v.nivel == saude.ALERTA, v.linha()
     linha = v.linha()
-    for trecho in ('2 linha(s) sem carimbo', '1 linha(s) com carimbo no futuro',
-                   'chegada atrasada de 120s passou da metade da folga (180s)'):
+    for trecho in (
+        '2 linha(s) sem carimbo',
+        '1 linha(s) com carimbo no futuro',
+        'chegada atrasada de 120s passou da metade da folga (180s)',
+    ):
         assert trecho in linha, linha
     assert perf(linha)['sem_carimbo'] == 2 and perf(linha)['maior_atraso'] == 120
 
@@ -501,8 +593,10 @@ def test_falhas_do_laco_alerta_e_critico():
     dados['ciclos']['falha'] = {'em': _iso(5), 'erro': 'OperationalError: conexão | recusada\n'}
     v = avaliar(dados)
     assert v.nivel == saude.ALERTA, v.linha()
-    assert '2 volta(s) seguida(s) do laço com falha (última: OperationalError: conexão /' \
+    assert (
+        '2 volta(s) seguida(s) do laço com falha (última: OperationalError: conexão /'
         ' recusada)' in v.linha()
+    )
     # Um "|" no texto do erro quebraria os dados de desempenho: vira "/".
     assert v.linha().count(' | ') == 1
     dados['ouvinte']['falhas_seguidas'] = 3
@@ -534,8 +628,9 @@ def test_relogio_para_tras_usa_a_idade_do_arquivo():
 
 def test_muitos_motivos_cabem_numa_linha():
     dados = status_bom()
-    dados['datasets'] = [dict(dados['datasets'][0], dataset='d%d' % n, sem_carimbo=1)
-                         for n in range(20)]
+    dados['datasets'] = [
+        dict(dados['datasets'][0], dataset='d%d' % n, sem_carimbo=1) for n in range(20)
+    ]
     linha = avaliar(dados).linha()
     assert '(+14)' in linha and '\n' not in linha
 
@@ -561,10 +656,24 @@ def test_parando_e_dry_run_sao_alerta():
 def _com_reconciliacao(**rec):
     """O status bom com `coluna+reconciliacao`: intervalo de 300 s, uma reconciliacao boa."""
     dados = status_bom(intervalo_reconciliacao_s=300, estrategia='coluna+reconciliacao')
-    dados['datasets'][0].update(captura='coluna+reconciliacao', reconciliacao=dict({
-        'ativa': True, 'ultima_em': _texto(60), 'chaves': 75, 'removidas': 2,
-        'removidas_total': 9, 'recusa': None, 'recusa_desde': None, 'ultimo_erro': None,
-        'erro_desde': None, 'falhas_seguidas': 0}, **rec))
+    dados['datasets'][0].update(
+        captura='coluna+reconciliacao',
+        reconciliacao=dict(
+            {
+                'ativa': True,
+                'ultima_em': _texto(60),
+                'chaves': 75,
+                'removidas': 2,
+                'removidas_total': 9,
+                'recusa': None,
+                'recusa_desde': None,
+                'ultimo_erro': None,
+                'erro_desde': None,
+                'falhas_seguidas': 0,
+            },
+            **rec,
+        ),
+    )
     return dados
 
 
@@ -576,12 +685,15 @@ def test_reconciliacao_boa_e_ok_e_diz_as_chaves_removidas():
 
 
 def test_reconciliacao_recusada_pelo_teto_e_alerta_com_o_motivo():
-    recusa = ('a reconciliação removeria 45 de 45 chave(s) de empresa 40 (100.0%), acima do'
-              ' teto de 50% (o mesmo do complete da varredura): NADA removido')
+    recusa = (
+        'a reconciliação removeria 45 de 45 chave(s) de empresa 40 (100.0%), acima do'
+        ' teto de 50% (o mesmo do complete da varredura): NADA removido'
+    )
     v = avaliar(_com_reconciliacao(recusa=recusa, recusa_desde=_texto(600)))
     assert v.nivel == saude.ALERTA, v.linha()
-    assert 'reconciliação RECUSADA pelo teto desde %s (nada removido)' % _texto(600) \
-        in v.linha(), v.linha()
+    assert 'reconciliação RECUSADA pelo teto desde %s (nada removido)' % _texto(600) in v.linha(), (
+        v.linha()
+    )
     assert perf(v.linha())['reconciliacoes_recusadas'] == 1
 
 

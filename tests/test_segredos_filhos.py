@@ -21,14 +21,14 @@ from tests.dados import erp as erp_teste
 
 pytestmark = pytest.mark.lento
 
-ESPIAO = '''
+ESPIAO = """
 import json, os, sys, uuid
 _pasta = os.environ.get('ESPIAO_AMBIENTE')
 if _pasta:
     with open(os.path.join(_pasta, '%d-%s.json' % (os.getpid(), uuid.uuid4().hex)), 'w') as _f:
         json.dump({'argv': list(getattr(sys, 'orig_argv', sys.argv)),
                    'env': dict(os.environ)}, _f)
-'''
+"""
 
 TOKEN = 'CONTEXTIA_ADMIN_TOKEN'
 CHAVE = 'CONTEXTIA_API_KEY'
@@ -47,12 +47,15 @@ def _ambientes(pasta):
     return saida
 
 
-def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(tmp_path, ambiente_contextia,
-                                                       chave_contextia):
+def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(
+    tmp_path, ambiente_contextia, chave_contextia
+):
     erp = erp_teste.erp_sqlite(tmp_path)
     o = Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
-    o.mapa = erp_teste.mapeamento(tmp_path, webhook={
-        'url': ambiente_contextia.url + '/receptor/{escopo}', 'secret_env': WEBHOOK})
+    o.mapa = erp_teste.mapeamento(
+        tmp_path,
+        webhook={'url': ambiente_contextia.url + '/receptor/{escopo}', 'secret_env': WEBHOOK},
+    )
     espiao = tmp_path / 'espiao'
     espiao.mkdir()
     (espiao / 'sitecustomize.py').write_text(ESPIAO)
@@ -62,14 +65,18 @@ def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(tmp_path, ambiente_conte
     # Uma chave perdida no ambiente do ouvinte (a de outra empresa) tambem nao desce.
     perdida = o.chaves[erp.escopos[0]]
     # A URL do DBA (so o --criar-slot a usa): nenhum filho a recebe (issue 28).
-    env = dict(o.env(), ESPIAO_AMBIENTE=str(gravados), **{WEBHOOK: segredo_webhook,
-                                                         CHAVE: perdida, DBA: URL_DBA})
+    env = dict(
+        o.env(),
+        ESPIAO_AMBIENTE=str(gravados),
+        **{WEBHOOK: segredo_webhook, CHAVE: perdida, DBA: URL_DBA},
+    )
     env['PYTHONPATH'] = os.pathsep.join(p for p in (str(espiao), env.get('PYTHONPATH')) if p)
     o.env = lambda: env
 
     nova = str(erp.base + 7)
-    erp.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova),
-                 n='Loja Nova', a='S')
+    erp.executar(
+        'INSERT INTO {EMPRESAS} VALUES (:e, :n, NULL, :a)', e=int(nova), n='Loja Nova', a='S'
+    )
     codigo, saida = o.rodar('--once', '--varrer-agora')
     erp.fechar()
     assert codigo == 0, saida
@@ -92,7 +99,7 @@ def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(tmp_path, ambiente_conte
         elif modulo == 'contextia_sync.cli.conector':
             vistos['conector'] += 1
             escopo = argv.split('--scope=')[1].split()[0]
-            assert ambiente.get(CHAVE) == chaves[escopo], argv     # a chave DELA
+            assert ambiente.get(CHAVE) == chaves[escopo], argv  # a chave DELA
             assert TOKEN not in ambiente and WEBHOOK not in ambiente, argv
         elif modulo == 'contextia_sync.provisionamento.chaves':
             vistos['verificar' if ' verificar ' in argv else 'executar'] += 1
@@ -104,5 +111,6 @@ def test_cada_filho_do_ouvinte_recebe_so_o_segredo_dele(tmp_path, ambiente_conte
         assert DBA not in ambiente, argv
     # Provisionar: empresa nova + varredura; connector: a carga inicial da nova, e
     # UM connector --todas na varredura (as 3 com chave); verificar uma vez.
-    assert vistos == {'provisionar': 2, 'conector': 1, 'todas': 1, 'verificar': 1,
-                      'executar': 0}, vistos
+    assert vistos == {'provisionar': 2, 'conector': 1, 'todas': 1, 'verificar': 1, 'executar': 0}, (
+        vistos
+    )

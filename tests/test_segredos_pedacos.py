@@ -25,31 +25,42 @@ JANELA = segredos.TAMANHO_MINIMO_MASCARADO
 
 
 def _pedacos(segredo: str) -> set[str]:
-    return {segredo[i:i + JANELA] for i in range(len(segredo) - JANELA + 1)}
+    return {segredo[i : i + JANELA] for i in range(len(segredo) - JANELA + 1)}
 
 
 def _sem_pedaco(texto: str, *segredos_: str) -> None:
     for segredo in segredos_:
         vazados = sorted(p for p in _pedacos(segredo) if p in texto)
         assert not vazados, 'pedaços de %s... apareceram: %s\n%s' % (
-            segredo[:4], vazados[:3], texto[:600])
+            segredo[:4],
+            vazados[:3],
+            texto[:600],
+        )
 
 
 def _eco_dobrado(largura: int, status: int):
     """Responde `status` com o Authorization ecoado em linhas de `largura` caracteres."""
+
     def responder(pedido: Pedido):
         valor = pedido.cabecalhos.get('Authorization', '')
-        dobrado = '\n  '.join(valor[i:i + largura] for i in range(0, len(valor), largura))
-        corpo = ('<html><pre>echo de depuracao\nAuthorization: %s\n</pre></html>'
-                 % dobrado).encode()
+        dobrado = '\n  '.join(valor[i : i + largura] for i in range(0, len(valor), largura))
+        corpo = (
+            '<html><pre>echo de depuracao\nAuthorization: %s\n</pre></html>' % dobrado
+        ).encode()
         return status, {'Content-Type': 'text/html'}, corpo
+
     return responder
 
 
 @pytest.fixture
 def sem_contextia(monkeypatch):
-    for nome in ('CONTEXTIA_URL', 'CONTEXTIA_INTAKE_URL', 'CONTEXTIA_API_KEY',
-                 'CONTEXTIA_ADMIN_TOKEN', 'CONTEXTIA_CA_BUNDLE'):
+    for nome in (
+        'CONTEXTIA_URL',
+        'CONTEXTIA_INTAKE_URL',
+        'CONTEXTIA_API_KEY',
+        'CONTEXTIA_ADMIN_TOKEN',
+        'CONTEXTIA_CA_BUNDLE',
+    ):
         monkeypatch.delenv(nome, raising=False)
     monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 2)
 
@@ -65,9 +76,10 @@ def _erro(funcao) -> str:
 @pytest.mark.parametrize('largura', [9, 13, 20, 33])
 @pytest.mark.parametrize('status', [400, 500])
 def test_eco_dobrado_do_authorization_nao_deixa_pedaco_da_chave(
-        sem_contextia, monkeypatch, capfd, largura, status):
-    chave = 'ctx_' + secrets.token_urlsafe(32)           # 47 caracteres, como no achado
-    outra = 'chave-propria-' + secrets.token_hex(16)     # sem a cara ctx_
+    sem_contextia, monkeypatch, capfd, largura, status
+):
+    chave = 'ctx_' + secrets.token_urlsafe(32)  # 47 caracteres, como no achado
+    outra = 'chave-propria-' + secrets.token_hex(16)  # sem a cara ctx_
     token = 'token-admin-' + secrets.token_hex(16)
     with ServidorHostil(_eco_dobrado(largura, status)) as hostil:
         monkeypatch.setenv('CONTEXTIA_URL', hostil.url)
@@ -103,8 +115,11 @@ def test_uma_lista_de_segredos_para_toda_regra():
     assert segredos.ORIGEM_DBA in segredos.SEGREDOS_DO_SDK
     assert segredos.ORIGEM_DBA in segredos.VARIAVEIS_DO_SDK
     assert set(segredos.URLS_COM_SENHA) <= set(segredos.VARIAVEIS_DO_SDK)
-    ambiente = {'CONTEXTIA_ORIGEM_DBA': 'postgresql://dono:x@db/erp',
-                'CONTEXTIA_ORIGEM': 'postgresql://leitor:y@db/erp', 'PATH': '/bin'}
+    ambiente = {
+        'CONTEXTIA_ORIGEM_DBA': 'postgresql://dono:x@db/erp',
+        'CONTEXTIA_ORIGEM': 'postgresql://leitor:y@db/erp',
+        'PATH': '/bin',
+    }
     filho = segredos.ambiente_sem_segredos(ambiente)
     assert 'CONTEXTIA_ORIGEM_DBA' not in filho and filho['CONTEXTIA_ORIGEM']
     senha = 'Dono-Da-Base-' + secrets.token_hex(4)
@@ -112,9 +127,9 @@ def test_uma_lista_de_segredos_para_toda_regra():
     assert segredos.segredo_repetido(senha, ambiente) == 'CONTEXTIA_ORIGEM_DBA'
 
 
-@pytest.mark.parametrize('nome', ['APP_WEBHOOK_SECRET', 'ERP_WEBHOOK_SECRET', 'PGPASSWORD',
-                                  'CONTEXTIA_ORIGEM_DBA'])
+@pytest.mark.parametrize(
+    'nome', ['APP_WEBHOOK_SECRET', 'ERP_WEBHOOK_SECRET', 'PGPASSWORD', 'CONTEXTIA_ORIGEM_DBA']
+)
 def test_secret_env_so_com_o_prefixo_dedicado(nome):
     assert segredos.problema_do_secret_env(nome)
     assert segredos.problema_do_secret_env('CONTEXTIA_WEBHOOK_SEGREDO') is None
-

@@ -21,8 +21,9 @@ import requests
 from contextia_local.armazenamento import Banco
 from contextia_local.processo import RAIZ
 
-pytestmark = pytest.mark.skipif(sys.platform != 'linux',
-                                reason='os filhos e a CPU deles são lidos em /proc (Linux)')
+pytestmark = pytest.mark.skipif(
+    sys.platform != 'linux', reason='os filhos e a CPU deles são lidos em /proc (Linux)'
+)
 
 
 def _filhos(pid):
@@ -54,15 +55,21 @@ def _esperar(condicao, segundos=10.0):
 
 
 def _filhos_de_pe(servidor, quantos=2):
-    assert _esperar(lambda: len(_filhos(servidor.pid)) == quantos), \
+    assert _esperar(lambda: len(_filhos(servidor.pid)) == quantos), (
         'o principal devia ter %d filhos: %s' % (quantos, _filhos(servidor.pid))
+    )
     return _filhos(servidor.pid)
 
 
 def _lote(dataset, inicio, quantos, sync=None, parte=0, versao=0):
-    envelope = {'dataset': dataset, 'key': 'ID',
-                'records': [{'ID': i, 'NOME': 'item %d' % i, 'VERSAO': versao}
-                            for i in range(inicio, inicio + quantos)]}
+    envelope = {
+        'dataset': dataset,
+        'key': 'ID',
+        'records': [
+            {'ID': i, 'NOME': 'item %d' % i, 'VERSAO': versao}
+            for i in range(inicio, inicio + quantos)
+        ],
+    }
     if sync:
         envelope['sync'] = {'id': sync, 'part': parte}
     return envelope
@@ -87,9 +94,12 @@ def test_dois_processos_dividem_as_conexoes_e_as_contagens_ficam_exatas(fabrica_
         with requests.Session() as sessao:
             for volta in range(10):
                 inicio = ((volta + numero * 3) % 10) * 200
-                resposta = sessao.post(url, json=_lote('itens', inicio, 200,
-                                                       versao=volta % 2),
-                                       headers=cabecalhos, timeout=60)
+                resposta = sessao.post(
+                    url,
+                    json=_lote('itens', inicio, 200, versao=volta % 2),
+                    headers=cabecalhos,
+                    timeout=60,
+                )
                 if resposta.status_code != 200:
                     erros.append(resposta.text)
                     return
@@ -105,16 +115,16 @@ def test_dois_processos_dividem_as_conexoes_e_as_contagens_ficam_exatas(fabrica_
     assert not erros, erros[:2]
     assert somas['inserted'] == 2000
     assert sum(somas.values()) == 4 * 10 * 200
-    datasets = requests.get(servidor.url + '/api/v1/datasets', headers=cabecalhos,
-                            timeout=10).json()['datasets']
+    datasets = requests.get(
+        servidor.url + '/api/v1/datasets', headers=cabecalhos, timeout=10
+    ).json()['datasets']
     assert [(d['dataset'], d['records']) for d in datasets] == [('itens', 2000)]
     # As duas metades das conexões foram a filhos diferentes: os dois trabalharam.
     gastos = {pid: _cpu(pid) - cpu_antes[pid] for pid in filhos}
     assert all(gasto > 0 for gasto in gastos.values()), gastos
 
 
-def test_sync_e_complete_em_processos_diferentes_removem_so_o_que_o_sync_nao_viu(
-        fabrica_contextia):
+def test_sync_e_complete_em_processos_diferentes_removem_so_o_que_o_sync_nao_viu(fabrica_contextia):
     servidor = fabrica_contextia(processos=2)
     _filhos_de_pe(servidor)
     chave = servidor.criar_projeto_com_chave('proc-complete')
@@ -123,14 +133,28 @@ def test_sync_e_complete_em_processos_diferentes_removem_so_o_que_o_sync_nao_viu
     # 1000 registros, depois um sync que só vê os 600 primeiros, em lotes por
     # conexões novas (cada uma cai no próximo filho do rodízio).
     for inicio in range(0, 1000, 250):
-        assert requests.post(url, json=_lote('carga', inicio, 250), headers=cabecalhos,
-                             timeout=30).status_code == 200
+        assert (
+            requests.post(
+                url, json=_lote('carga', inicio, 250), headers=cabecalhos, timeout=30
+            ).status_code
+            == 200
+        )
     for parte, inicio in enumerate(range(0, 600, 150)):
-        assert requests.post(url, json=_lote('carga', inicio, 150, sync='s2', parte=parte),
-                             headers=cabecalhos, timeout=30).status_code == 200
-    resposta = requests.post(url + '/complete', json={'dataset': 'carga', 'sync': 's2',
-                                                      'max_removal': 0.5},
-                             headers=cabecalhos, timeout=30)
+        assert (
+            requests.post(
+                url,
+                json=_lote('carga', inicio, 150, sync='s2', parte=parte),
+                headers=cabecalhos,
+                timeout=30,
+            ).status_code
+            == 200
+        )
+    resposta = requests.post(
+        url + '/complete',
+        json={'dataset': 'carga', 'sync': 's2', 'max_removal': 0.5},
+        headers=cabecalhos,
+        timeout=30,
+    )
     assert resposta.status_code == 200, resposta.text
     assert resposta.json()['removed'] == 400
     assert resposta.json()['records'] == 600
@@ -175,9 +199,14 @@ def test_filho_que_morre_derruba_o_servidor_e_diz_qual(fabrica_contextia):
 
 def _rodar_cli(*argumentos, dados):
     ambiente = dict(os.environ, CONTEXTIA_ADMIN_TOKEN='admin-local', PYTHONPATH=RAIZ)
-    return subprocess.run([sys.executable, '-m', 'contextia_local', '--dados', str(dados),
-                           *argumentos], cwd=RAIZ, env=ambiente, capture_output=True,
-                          text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, '-m', 'contextia_local', '--dados', str(dados), *argumentos],
+        cwd=RAIZ,
+        env=ambiente,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_falhas_com_varios_processos_e_recusado_dizendo_por_que(tmp_path):
@@ -202,6 +231,7 @@ def test_trava_de_escrita_e_de_todos_os_processos_da_pasta(tmp_path):
     # Dois Banco na mesma pasta (como dois filhos): enquanto um grava, o outro
     # não entra -- nem sem esperar (BancoOcupado), nem esperando a vez.
     from contextia_local.armazenamento import BancoOcupado
+
     um, outro = Banco(str(tmp_path)), Banco(str(tmp_path))
     livre = threading.Event()
     try:

@@ -53,8 +53,9 @@ def _ler_resposta(conexao, prazo=15):
         dados += pedaco
     cabeca, _, corpo = dados.partition(b'\r\n\r\n')
     linhas = cabeca.decode('latin-1').split('\r\n')
-    cabecalhos = dict((n.strip().lower(), v.strip()) for n, _, v in
-                      (linha.partition(':') for linha in linhas[1:]))
+    cabecalhos = dict(
+        (n.strip().lower(), v.strip()) for n, _, v in (linha.partition(':') for linha in linhas[1:])
+    )
     tamanho = int(cabecalhos.get('content-length', 0))
     while len(corpo) < tamanho:
         pedaco = conexao.recv(65536)
@@ -72,9 +73,12 @@ def _post_chunked(servidor, total, cabecalhos=b'', inicio=b'', pedaco=b'x' * MIB
     """
     conexao = socket.create_connection(('127.0.0.1', servidor.porta), timeout=15)
     with conexao:
-        conexao.sendall(b'POST /api/v1/intake HTTP/1.1\r\nHost: 127.0.0.1\r\n'
-                        b'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n'
-                        + cabecalhos + b'\r\n')
+        conexao.sendall(
+            b'POST /api/v1/intake HTTP/1.1\r\nHost: 127.0.0.1\r\n'
+            b'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n'
+            + cabecalhos
+            + b'\r\n'
+        )
         enviados = 0
         try:
             for parte in [inicio] if inicio else []:
@@ -89,7 +93,7 @@ def _post_chunked(servidor, total, cabecalhos=b'', inicio=b'', pedaco=b'x' * MIB
             else:
                 conexao.sendall(b'0\r\n\r\n')
         except (BrokenPipeError, ConnectionResetError):
-            pass    # o servidor respondeu e fechou: a resposta esta no socket
+            pass  # o servidor respondeu e fechou: a resposta esta no socket
         status, resposta, corpo = _ler_resposta(conexao)
     return enviados, status, resposta, json.loads(corpo)
 
@@ -110,8 +114,7 @@ def test_chunked_sem_chave_recebe_401_sem_o_servidor_ler_o_corpo(fabrica_context
     assert cabecalhos['connection'] == 'close'
     assert depois['VmHWM'] - antes['VmHWM'] < 16, (antes, depois)
     # Chave que nao existe: o mesmo, antes do corpo.
-    enviados, status, _, corpo = _post_chunked(servidor, 256 * MIB,
-                                               _autorizacao('ctx_' + 'x' * 43))
+    enviados, status, _, corpo = _post_chunked(servidor, 256 * MIB, _autorizacao('ctx_' + 'x' * 43))
     assert status == 401 and corpo['erro'] == 'chave_invalida', corpo
     assert enviados < 8 * MIB
     assert _memoria_mib(servidor.pid)['VmHWM'] - antes['VmHWM'] < 16
@@ -126,9 +129,12 @@ def test_rota_de_admin_autentica_antes_do_corpo(fabrica_contextia):
         conexao = socket.create_connection(('127.0.0.1', servidor.porta), timeout=15)
         with conexao:
             # Content-Length de 200 MB que nunca chega: a resposta nao pode esperar por ele.
-            conexao.sendall(b'POST /api/v1/admin/projetos HTTP/1.1\r\nHost: 127.0.0.1\r\n'
-                            b'Content-Type: application/json\r\nContent-Length: 200000000\r\n'
-                            + cabecalho + b'\r\n{"external_id": "')
+            conexao.sendall(
+                b'POST /api/v1/admin/projetos HTTP/1.1\r\nHost: 127.0.0.1\r\n'
+                b'Content-Type: application/json\r\nContent-Length: 200000000\r\n'
+                + cabecalho
+                + b'\r\n{"external_id": "'
+            )
             status, _, _ = _ler_resposta(conexao)
         assert status == esperado
     assert _memoria_mib(servidor.pid)['VmHWM'] - antes['VmHWM'] < 16
@@ -141,8 +147,12 @@ def test_chunked_com_chave_acima_do_limite_recebe_413_e_para_de_ler(fabrica_cont
     # Um envelope valido de 64 MiB em registros de 1 KiB, sem Content-Length.
     registro = b'{"T": "%s"},' % (b'x' * 1000)
     enviados, status, cabecalhos, corpo = _post_chunked(
-        servidor, 64 * MIB, _autorizacao(chave), inicio=b'{"dataset": "grande", "records": [',
-        pedaco=registro * 1024)
+        servidor,
+        64 * MIB,
+        _autorizacao(chave),
+        inicio=b'{"dataset": "grande", "records": [',
+        pedaco=registro * 1024,
+    )
     depois = _memoria_mib(servidor.pid)
     assert status == 413 and corpo['erro'] == 'lote_grande', corpo
     assert 'max_bytes_per_batch' in corpo['detail'] and str(4 * MIB) in corpo['detail']
@@ -150,8 +160,9 @@ def test_chunked_com_chave_acima_do_limite_recebe_413_e_para_de_ler(fabrica_cont
     # Leu o limite (4 MiB) e parou: o que passou disso ficou nos buffers do kernel.
     assert enviados < 16 * MIB, '%d MiB enviados antes da resposta' % (enviados // MIB)
     assert depois['VmHWM'] - antes['VmHWM'] < 40, (antes, depois)
-    sessao = requests.get(servidor.url + '/api/v1/datasets', timeout=5,
-                          headers={'Authorization': 'Bearer ' + chave})
+    sessao = requests.get(
+        servidor.url + '/api/v1/datasets', timeout=5, headers={'Authorization': 'Bearer ' + chave}
+    )
     assert sessao.json()['datasets'] == []
 
 
@@ -161,9 +172,12 @@ def test_content_length_que_mente_nao_faz_o_servidor_ler_alem_do_limite(fabrica_
     conexao = socket.create_connection(('127.0.0.1', servidor.porta), timeout=15)
     with conexao:
         # Declara 10 GB e nao manda nada: a recusa vem so pelo cabecalho.
-        conexao.sendall(b'POST /api/v1/intake HTTP/1.1\r\nHost: 127.0.0.1\r\n'
-                        b'Content-Type: application/json\r\nContent-Length: 10000000000\r\n'
-                        + _autorizacao(chave) + b'\r\n')
+        conexao.sendall(
+            b'POST /api/v1/intake HTTP/1.1\r\nHost: 127.0.0.1\r\n'
+            b'Content-Type: application/json\r\nContent-Length: 10000000000\r\n'
+            + _autorizacao(chave)
+            + b'\r\n'
+        )
         status, _, corpo = _ler_resposta(conexao)
     assert status == 413 and json.loads(corpo)['erro'] == 'lote_grande'
     assert 'Content-Length' in json.loads(corpo)['detail']
@@ -173,9 +187,12 @@ def test_content_length_que_mente_nao_faz_o_servidor_ler_alem_do_limite(fabrica_
     antes = _memoria_mib(servidor.pid)
     conexao = socket.create_connection(('127.0.0.1', servidor.porta), timeout=15)
     with conexao:
-        conexao.sendall(b'POST /api/v1/intake HTTP/1.1\r\nHost: 127.0.0.1\r\n'
-                        b'Content-Type: application/json\r\nContent-Length: 40\r\n'
-                        + _autorizacao(chave) + b'\r\n')
+        conexao.sendall(
+            b'POST /api/v1/intake HTTP/1.1\r\nHost: 127.0.0.1\r\n'
+            b'Content-Type: application/json\r\nContent-Length: 40\r\n'
+            + _autorizacao(chave)
+            + b'\r\n'
+        )
         try:
             for _ in range(64):
                 conexao.sendall(b'{' * MIB)
@@ -191,17 +208,21 @@ def test_dois_milhoes_de_registros_recusados_sem_virar_objetos(fabrica_contextia
     servidor = fabrica_contextia()
     chave = servidor.criar_projeto_com_chave('2m')
     corpo = b'{"dataset": "miudos", "records": [' + b'{"i": 0},' * 1999999 + b'{"i": 0}]}'
-    assert len(corpo) < 32 * MIB     # dentro do limite de bytes: quem recusa e a contagem
+    assert len(corpo) < 32 * MIB  # dentro do limite de bytes: quem recusa e a contagem
     antes = _memoria_mib(servidor.pid)
     # O prazo e folgado (o codigo antigo levava 35 s e 2 GiB); o que se mede e a memoria.
-    resposta = requests.post(servidor.url + '/api/v1/intake', data=corpo, timeout=30,
-                             headers={'Authorization': 'Bearer ' + chave,
-                                      'Content-Type': 'application/json'})
+    resposta = requests.post(
+        servidor.url + '/api/v1/intake',
+        data=corpo,
+        timeout=30,
+        headers={'Authorization': 'Bearer ' + chave, 'Content-Type': 'application/json'},
+    )
     depois = _memoria_mib(servidor.pid)
     assert resposta.status_code == 413, resposta.text[:300]
     assert resposta.json()['erro'] == 'lote_grande'
     limite = requests.get(servidor.url + '/api/v1/capacidades', timeout=5).json()[
-        'max_records_per_batch']
+        'max_records_per_batch'
+    ]
     assert 'lote com mais de %s registros' % limite in resposta.json()['detail']
     # O corpo (22 MiB) lido uma vez e decodificado uma vez; nada de 2 milhoes de dicts.
     assert depois['VmHWM'] - antes['VmHWM'] < 120, (antes, depois)
@@ -212,86 +233,126 @@ def test_limite_de_registros_e_o_anunciado_e_cabe_o_maior_chunk(fabrica_contexti
     chave = servidor.criar_projeto_com_chave('limite')
     # O padrao do servidor e o maior `chunk` que o mapeamento aceita: um
     # mapeamento valido nunca esbarra nele.
-    with open(os.path.join(RAIZ, 'contextia_sync', 'mapeamento.schema.json'),
-              encoding='utf-8') as f:
+    with open(
+        os.path.join(RAIZ, 'contextia_sync', 'mapeamento.schema.json'), encoding='utf-8'
+    ) as f:
         limite = json.load(f)['$defs']['chunk']['maximum']
     capacidades = requests.get(servidor.url + '/api/v1/capacidades', timeout=5).json()
     assert capacidades['max_records_per_batch'] == limite
     cabecalhos = {'Authorization': 'Bearer ' + chave}
     exato = {'dataset': 'limite', 'key': 'i', 'records': [{'i': i} for i in range(limite)]}
-    resposta = requests.post(servidor.url + '/api/v1/intake', json=exato, headers=cabecalhos,
-                             timeout=60)
+    resposta = requests.post(
+        servidor.url + '/api/v1/intake', json=exato, headers=cabecalhos, timeout=60
+    )
     assert resposta.status_code == 200 and resposta.json()['inserted'] == limite
     exato['records'].append({'i': -1})
-    resposta = requests.post(servidor.url + '/api/v1/intake', json=exato, headers=cabecalhos,
-                             timeout=60)
+    resposta = requests.post(
+        servidor.url + '/api/v1/intake', json=exato, headers=cabecalhos, timeout=60
+    )
     assert resposta.status_code == 413 and resposta.json()['erro'] == 'lote_grande'
 
 
 # ---------------------------------------------------------------- 422, nunca 500
-@pytest.mark.parametrize('caminho', [
-    '/api/v1/admin/projetos/%d/chaves' % 2 ** 64,
-    '/api/v1/admin/projetos/%d/webhooks' % 2 ** 63,
-    '/api/v1/admin/projetos/-%d/chaves' % 2 ** 64,
-])
+@pytest.mark.parametrize(
+    'caminho',
+    [
+        '/api/v1/admin/projetos/%d/chaves' % 2**64,
+        '/api/v1/admin/projetos/%d/webhooks' % 2**63,
+        '/api/v1/admin/projetos/-%d/chaves' % 2**64,
+    ],
+)
 def test_id_acima_de_64_bits_e_422(ambiente_contextia, caminho):
     admin = {'Authorization': 'Bearer ' + ambiente_contextia.admin_token}
     for metodo in ('GET', 'POST'):
-        resposta = requests.request(metodo, ambiente_contextia.url + caminho, headers=admin,
-                                    json={'url': 'http://127.0.0.1:1/x'}, timeout=10)
+        resposta = requests.request(
+            metodo,
+            ambiente_contextia.url + caminho,
+            headers=admin,
+            json={'url': 'http://127.0.0.1:1/x'},
+            timeout=10,
+        )
         assert resposta.status_code == 422, (metodo, resposta.status_code, resposta.text)
         assert resposta.json()['detail'][0]['loc'] == ['path', 'projeto_id']
-    resposta = requests.put(ambiente_contextia.url + '/api/v1/admin/grupos/g/projetos/%d'
-                            % 2 ** 64, headers=admin, timeout=10)
+    resposta = requests.put(
+        ambiente_contextia.url + '/api/v1/admin/grupos/g/projetos/%d' % 2**64,
+        headers=admin,
+        timeout=10,
+    )
     assert resposta.status_code == 422
 
 
 def test_after_e_part_acima_de_64_bits_sao_422(chave_contextia, ambiente_contextia):
     chave = chave_contextia()
     cabecalhos = {'Authorization': 'Bearer ' + chave}
-    resposta = requests.get(ambiente_contextia.url + '/api/v1/datasets/x/registros',
-                            params={'after': 2 ** 64}, headers=cabecalhos, timeout=10)
+    resposta = requests.get(
+        ambiente_contextia.url + '/api/v1/datasets/x/registros',
+        params={'after': 2**64},
+        headers=cabecalhos,
+        timeout=10,
+    )
+    assert resposta.status_code == 422 and resposta.json()['detail'][0]['loc'] == ['query', 'after']
+    resposta = requests.post(
+        ambiente_contextia.url + '/api/v1/intake',
+        headers=cabecalhos,
+        json={'dataset': 'x', 'records': [], 'sync': {'id': 's', 'part': 2**64}},
+        timeout=10,
+    )
     assert resposta.status_code == 422 and resposta.json()['detail'][0]['loc'] == [
-        'query', 'after']
-    resposta = requests.post(ambiente_contextia.url + '/api/v1/intake', headers=cabecalhos,
-                             json={'dataset': 'x', 'records': [],
-                                   'sync': {'id': 's', 'part': 2 ** 64}}, timeout=10)
-    assert resposta.status_code == 422 and resposta.json()['detail'][0]['loc'] == [
-        'body', 'sync', 'part']
+        'body',
+        'sync',
+        'part',
+    ]
 
 
 @pytest.mark.parametrize('valor', ['NaN', 'Infinity', '-Infinity', '1e400', '-1E999'])
-def test_numero_nao_finito_num_registro_e_422_nomeando_o_campo(chave_contextia,
-                                                               ambiente_contextia, valor):
+def test_numero_nao_finito_num_registro_e_422_nomeando_o_campo(
+    chave_contextia, ambiente_contextia, valor
+):
     chave = chave_contextia()
-    corpo = ('{"dataset": "nan", "key": "ID", "records": [{"ID": 1, "VALOR": 2.5},'
-             ' {"ID": 2, "VALOR": %s}]}' % valor)
-    resposta = requests.post(ambiente_contextia.url + '/api/v1/intake', data=corpo, timeout=10,
-                             headers={'Authorization': 'Bearer ' + chave,
-                                      'Content-Type': 'application/json'})
+    corpo = (
+        '{"dataset": "nan", "key": "ID", "records": [{"ID": 1, "VALOR": 2.5},'
+        ' {"ID": 2, "VALOR": %s}]}' % valor
+    )
+    resposta = requests.post(
+        ambiente_contextia.url + '/api/v1/intake',
+        data=corpo,
+        timeout=10,
+        headers={'Authorization': 'Bearer ' + chave, 'Content-Type': 'application/json'},
+    )
     assert resposta.status_code == 422, resposta.text
     assert resposta.json()['erro'] == 'numero_nao_finito'
     assert resposta.json()['detail'].startswith('records[1].VALOR: o número %s' % valor)
     # Nada gravado: o lote e uma transacao, e este nem chegou a ela.
-    datasets = requests.get(ambiente_contextia.url + '/api/v1/datasets', timeout=10,
-                            headers={'Authorization': 'Bearer ' + chave}).json()['datasets']
+    datasets = requests.get(
+        ambiente_contextia.url + '/api/v1/datasets',
+        timeout=10,
+        headers={'Authorization': 'Bearer ' + chave},
+    ).json()['datasets']
     assert datasets == []
 
 
 def test_numero_nao_finito_fora_do_intake_tambem_e_422(chave_contextia, ambiente_contextia):
     chave = chave_contextia()
-    resposta = requests.post(ambiente_contextia.url + '/api/v1/intake/complete', timeout=10,
-                             data='{"dataset": "x", "sync": "s", "max_removal": NaN}',
-                             headers={'Authorization': 'Bearer ' + chave,
-                                      'Content-Type': 'application/json'})
+    resposta = requests.post(
+        ambiente_contextia.url + '/api/v1/intake/complete',
+        timeout=10,
+        data='{"dataset": "x", "sync": "s", "max_removal": NaN}',
+        headers={'Authorization': 'Bearer ' + chave, 'Content-Type': 'application/json'},
+    )
     assert resposta.status_code == 422 and resposta.json()['detail'].startswith(
-        'max_removal: o número NaN')
+        'max_removal: o número NaN'
+    )
     # Inteiro com mais digitos do que o Python converte, e aninhamento sem fim.
-    for corpo in ('{"dataset": "x", "records": [{"n": %s}]}' % ('9' * 5000),
-                  '{"dataset": "x", "records": [{"n": %s%s}]}' % ('[' * 100000, ']' * 100000)):
-        resposta = requests.post(ambiente_contextia.url + '/api/v1/intake', data=corpo,
-                                 timeout=10, headers={'Authorization': 'Bearer ' + chave,
-                                                      'Content-Type': 'application/json'})
+    for corpo in (
+        '{"dataset": "x", "records": [{"n": %s}]}' % ('9' * 5000),
+        '{"dataset": "x", "records": [{"n": %s%s}]}' % ('[' * 100000, ']' * 100000),
+    ):
+        resposta = requests.post(
+            ambiente_contextia.url + '/api/v1/intake',
+            data=corpo,
+            timeout=10,
+            headers={'Authorization': 'Bearer ' + chave, 'Content-Type': 'application/json'},
+        )
         assert resposta.status_code == 422, resposta.text[:300]
 
 
@@ -320,8 +381,9 @@ class _Receptor(http.server.BaseHTTPRequestHandler):
 
 
 def _servir(status, destino=None):
-    classe = type('Receptor%d' % status, (_Receptor,),
-                  {'status': status, 'destino': destino, 'pedidos': []})
+    classe = type(
+        'Receptor%d' % status, (_Receptor,), {'status': status, 'destino': destino, 'pedidos': []}
+    )
     servidor = http.server.ThreadingHTTPServer(('127.0.0.1', 0), classe)
     threading.Thread(target=servidor.serve_forever, daemon=True).start()
     return servidor, classe
@@ -336,7 +398,8 @@ def test_webhook_nao_segue_redirecionamento(ambiente_contextia, status):
         admin = ambiente_contextia.admin()
         projeto = admin.criar_projeto('redir-%d' % status)
         webhook = admin.registrar_webhook(
-            projeto['id'], 'http://127.0.0.1:%d/gancho' % redirecionador.server_address[1])
+            projeto['id'], 'http://127.0.0.1:%d/gancho' % redirecionador.server_address[1]
+        )
         resultado = admin.testar_webhook(webhook['id'])
     finally:
         redirecionador.shutdown()
@@ -371,13 +434,22 @@ def _rodar_servidor(args, ambiente=None):
     env = {k: v for k, v in os.environ.items() if k != 'CONTEXTIA_ADMIN_TOKEN'}
     env.update(ambiente or {})
     env['PYTHONPATH'] = RAIZ
-    return subprocess.run([sys.executable, '-m', 'contextia_local'] + args, cwd=RAIZ,
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, '-m', 'contextia_local'] + args,
+        cwd=RAIZ,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def test_opcao_antiga_admin_token_e_recusada_sem_repetir_o_valor(tmp_path):
-    for args in (['--admin-token', 'segredo-na-linha'], ['--admin-token=segredo-na-linha'],
-                 ['--admin-token']):
+    for args in (
+        ['--admin-token', 'segredo-na-linha'],
+        ['--admin-token=segredo-na-linha'],
+        ['--admin-token'],
+    ):
         resultado = _rodar_servidor(['--dados', str(tmp_path)] + args)
         assert resultado.returncode == 2, resultado.stderr
         assert '--admin-token não existe mais' in resultado.stderr
@@ -393,25 +465,41 @@ def test_opcao_antiga_admin_token_e_recusada_sem_repetir_o_valor(tmp_path):
 
 def test_token_de_admin_por_arquivo(tmp_path):
     from contextia_local.processo import porta_livre
+
     arquivo = tmp_path / 'token'
     arquivo.write_text('token-do-arquivo\n')
     arquivo.chmod(0o644)
-    resultado = _rodar_servidor(['--dados', str(tmp_path), '--admin-token-arquivo',
-                                 str(arquivo)])
+    resultado = _rodar_servidor(['--dados', str(tmp_path), '--admin-token-arquivo', str(arquivo)])
     assert resultado.returncode == 2 and 'legível por outros usuários' in resultado.stderr
     assert 'chmod 600' in resultado.stderr and 'token-do-arquivo' not in resultado.stderr
     arquivo.chmod(0o600)
-    resultado = _rodar_servidor(['--dados', str(tmp_path), '--admin-token-arquivo',
-                                 str(arquivo)], {'CONTEXTIA_ADMIN_TOKEN': 'outro'})
+    resultado = _rodar_servidor(
+        ['--dados', str(tmp_path), '--admin-token-arquivo', str(arquivo)],
+        {'CONTEXTIA_ADMIN_TOKEN': 'outro'},
+    )
     assert resultado.returncode == 2 and 'tokens diferentes' in resultado.stderr
     porta = porta_livre()
     env = {k: v for k, v in os.environ.items() if k != 'CONTEXTIA_ADMIN_TOKEN'}
     env['PYTHONPATH'] = RAIZ
     processo = subprocess.Popen(
-        [sys.executable, '-m', 'contextia_local', '--porta', str(porta), '--dados',
-         str(tmp_path / 'dados'), '--admin-token-arquivo', str(arquivo), '--vigiar-pai',
-         str(os.getpid())], cwd=RAIZ, env=env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            '-m',
+            'contextia_local',
+            '--porta',
+            str(porta),
+            '--dados',
+            str(tmp_path / 'dados'),
+            '--admin-token-arquivo',
+            str(arquivo),
+            '--vigiar-pai',
+            str(os.getpid()),
+        ],
+        cwd=RAIZ,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         url = 'http://127.0.0.1:%d' % porta
         limite = time.monotonic() + 30
@@ -421,10 +509,20 @@ def test_token_de_admin_por_arquivo(tmp_path):
                 break
             except requests.ConnectionError:
                 time.sleep(0.1)
-        assert requests.get(url + '/api/v1/admin/grupos', timeout=5, headers={
-            'Authorization': 'Bearer token-do-arquivo'}).status_code == 200
-        assert requests.get(url + '/api/v1/admin/grupos', timeout=5, headers={
-            'Authorization': 'Bearer outro'}).status_code == 403
+        assert (
+            requests.get(
+                url + '/api/v1/admin/grupos',
+                timeout=5,
+                headers={'Authorization': 'Bearer token-do-arquivo'},
+            ).status_code
+            == 200
+        )
+        assert (
+            requests.get(
+                url + '/api/v1/admin/grupos', timeout=5, headers={'Authorization': 'Bearer outro'}
+            ).status_code
+            == 403
+        )
     finally:
         processo.terminate()
         processo.wait(10)

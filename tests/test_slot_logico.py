@@ -36,8 +36,15 @@ from tests.dados import erp as erp_teste
 pytestmark = [pytest.mark.postgres, pytest.mark.lento]
 
 
-def _ouvinte(tmp_path, banco, contextia, chave_contextia, identidade='FULL', criar=True,
-             sem_coluna_de_mudanca=False):
+def _ouvinte(
+    tmp_path,
+    banco,
+    contextia,
+    chave_contextia,
+    identidade='FULL',
+    criar=True,
+    sem_coluna_de_mudanca=False,
+):
     erp = erp_teste.Erp(banco, titulos_por_empresa=(3, 2))
     if identidade:
         erp.executar('ALTER TABLE {TITULOS} REPLICA IDENTITY %s' % identidade)
@@ -63,8 +70,14 @@ def _ouvinte(tmp_path, banco, contextia, chave_contextia, identidade='FULL', cri
 
 def _comando(ouvinte, *extra):
     env = dict(ouvinte.env(), CONTEXTIA_ORIGEM_DBA=ouvinte.banco.url_admin)
-    feito = subprocess.run(ouvinte.argv(*extra), cwd=RAIZ, env=env, timeout=60,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    feito = subprocess.run(
+        ouvinte.argv(*extra),
+        cwd=RAIZ,
+        env=env,
+        timeout=60,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
@@ -87,13 +100,18 @@ def _captura(ouvinte):
 def _confirmado(ouvinte):
     return ouvinte.banco.servidor.admin(
         "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '%s'"
-        % ouvinte.slot)[0][0]
+        % ouvinte.slot
+    )[0][0]
 
 
 def _saude(ouvinte):
-    feito = subprocess.run([sys.executable, 'ouvinte.py', '--saude', '--estado='
-                            + ouvinte.estado_dir], cwd=RAIZ, timeout=60,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    feito = subprocess.run(
+        [sys.executable, 'ouvinte.py', '--saude', '--estado=' + ouvinte.estado_dir],
+        cwd=RAIZ,
+        timeout=60,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
@@ -102,21 +120,24 @@ def banco(postgres_logico):  # noqa: F811
     banco = postgres_logico.banco_de_teste()
     yield banco
     # Slot esquecido retém WAL do cluster inteiro: nenhum sobra de um teste.
-    postgres_logico.admin("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
-                          " WHERE database = '%s' AND NOT active" % banco.nome)
+    postgres_logico.admin(
+        'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots'
+        " WHERE database = '%s' AND NOT active" % banco.nome
+    )
 
 
 def test_insert_update_delete_chegam_e_remover_slot_nao_deixa_slot(
-        tmp_path, banco, ambiente_contextia, chave_contextia):
-    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia,
-                 sem_coluna_de_mudanca=True)
+    tmp_path, banco, ambiente_contextia, chave_contextia
+):
+    o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia, sem_coluna_de_mudanca=True)
     processo = o.iniciar()
     try:
         esperar(lambda: (_posicao(o) or {}).get('lsn'), 30)
         # A troca de empresa sai da antiga pela REPLICA IDENTITY FULL.
         _insert_update_delete_e_troca(o)
-        captura = esperar(lambda: _captura(o).get('wal_retido_bytes') is not None and
-                          _captura(o), 30)
+        captura = esperar(
+            lambda: _captura(o).get('wal_retido_bytes') is not None and _captura(o), 30
+        )
         assert captura['estrategia'] == 'slot_logico' and captura['slot'] == o.slot
         assert 'slot lógico' in o.status() and 'WAL retido' in o.status()
         with open(os.path.join(o.estado_dir, 'ouvinte.prom')) as arquivo:
@@ -136,15 +157,16 @@ def test_insert_update_delete_chegam_e_remover_slot_nao_deixa_slot(
     assert codigo == 0 and 'não existe' in saida, saida
 
 
-def test_mudanca_no_slot_acorda_o_ciclo_e_o_sigterm_sai_logo(tmp_path, banco,
-                                                            ambiente_contextia,
-                                                            chave_contextia):
+def test_mudanca_no_slot_acorda_o_ciclo_e_o_sigterm_sai_logo(
+    tmp_path, banco, ambiente_contextia, chave_contextia
+):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     _acorda_e_sai(o, lambda: (_posicao(o) or {}).get('lsn'))
 
 
-def test_kill9_em_cada_passo_nada_perdido_nada_duplicado(tmp_path, banco, ambiente_contextia,
-                                                        chave_contextia, monkeypatch):
+def test_kill9_em_cada_passo_nada_perdido_nada_duplicado(
+    tmp_path, banco, ambiente_contextia, chave_contextia, monkeypatch
+):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     e0 = o.erp.escopos[0]
     processo = o.iniciar()
@@ -180,12 +202,13 @@ def test_kill9_em_cada_passo_nada_perdido_nada_duplicado(tmp_path, banco, ambien
         assert all(nome in saida for nome in tomados), saida
     finally:
         _parar(processo)
-    assert ids <= _ids(o, e0)           # _ids confere: nenhum registro duplicado
+    assert ids <= _ids(o, e0)  # _ids confere: nenhum registro duplicado
     assert _confirmado(o) != antes and not (_captura(o) or {}).get('critico')
 
 
 def test_contextia_fora_wal_limitado_spool_cresce_pausa_e_escoa(
-        tmp_path, banco, ambiente_contextia, chave_contextia, monkeypatch):
+    tmp_path, banco, ambiente_contextia, chave_contextia, monkeypatch
+):
     monkeypatch.setenv('CONTEXTIA_SPOOL_MAXIMO_ITENS', '40')
     # Cada envio ao Contextia fora desiste em 3 s (o padrao, 120 s de prazo, faz
     # cada ciclo esperar ~24 s de retentativas).
@@ -208,8 +231,9 @@ def test_contextia_fora_wal_limitado_spool_cresce_pausa_e_escoa(
         # Mais do que o spool cabe: ele enche, a captura pausa e diz -- e o slot
         # avançou até a última transação que coube, por cima do WAL do `lixo`.
         ids |= {o.inserir(e0, '2026-10-01 10:00:00') for _ in range(20)}
-        gerado = int(banco.admin("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '%s')"
-                                 % inicio)[0][0])
+        gerado = int(
+            banco.admin("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '%s')" % inicio)[0][0]
+        )
         assert gerado > 8 * 1024 * 1024
         pausada = esperar(lambda: _captura(o).get('pausada'), 60)
         assert 'spool cheio' in pausada and 'PAUSADA' in pausada
@@ -229,9 +253,9 @@ def test_contextia_fora_wal_limitado_spool_cresce_pausa_e_escoa(
     assert 'spool cheio' in o.saida()
 
 
-def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(tmp_path, banco,
-                                                               ambiente_contextia,
-                                                               chave_contextia):
+def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(
+    tmp_path, banco, ambiente_contextia, chave_contextia
+):
     """
     O spool com mais do que um ciclo toma (`--maximo-por-ciclo`) -- a volta do
     Contextia depois de minutos fora, com a origem já quieta -- escoa em ciclos
@@ -246,15 +270,20 @@ def test_atraso_no_spool_acima_do_teto_vai_em_ciclos_seguidos(tmp_path, banco,
     # spool (um por lote guardado), e o ciclo toma um arquivo inteiro por vez.
     primeiro = o.proximo_id + 1
     for lote in range(3):
-        o.erp.executar("INSERT INTO {TITULOS} SELECT g, :e, 'Lote', 10.00, DATE '2026-10-01',"
-                       " TIMESTAMP '2026-10-01 10:00:00' FROM generate_series(:a, :b) g",
-                       e=int(e0), a=primeiro + 600 * lote, b=primeiro + 600 * lote + 599)
+        o.erp.executar(
+            "INSERT INTO {TITULOS} SELECT g, :e, 'Lote', 10.00, DATE '2026-10-01',"
+            " TIMESTAMP '2026-10-01 10:00:00' FROM generate_series(:a, :b) g",
+            e=int(e0),
+            a=primeiro + 600 * lote,
+            b=primeiro + 600 * lote + 599,
+        )
     ids = set(range(primeiro, primeiro + 1800))
     escoa_em_ciclos_seguidos(o, e0, ids, 60)
 
 
 def test_slot_apagado_sob_o_ouvinte_e_critico_e_vai_para_a_varredura(
-        tmp_path, banco, ambiente_contextia, chave_contextia):
+    tmp_path, banco, ambiente_contextia, chave_contextia
+):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     e0 = o.erp.escopos[0]
     processo = o.iniciar()
@@ -265,7 +294,7 @@ def test_slot_apagado_sob_o_ouvinte_e_critico_e_vai_para_a_varredura(
             try:
                 banco.admin("SELECT pg_drop_replication_slot('%s')" % o.slot)
                 return True
-            except Exception:            # noqa: BLE001 - em uso no instante do peek
+            except Exception:  # noqa: BLE001 - em uso no instante do peek
                 time.sleep(0.05)
                 return False
 
@@ -284,17 +313,22 @@ def test_slot_apagado_sob_o_ouvinte_e_critico_e_vai_para_a_varredura(
         depois = o.inserir(e0, '2026-10-01 10:00:00')
         esperar(lambda: depois in _ids(o, e0), 30)
         # O status e gravado no fim do ciclo, depois da entrega: espera-o.
-        critico = esperar(lambda: (lambda c: c if c and '--criar-slot' not in c else None)(
-            _captura(o).get('critico')), 30)
+        critico = esperar(
+            lambda: (lambda c: c if c and '--criar-slot' not in c else None)(
+                _captura(o).get('critico')
+            ),
+            30,
+        )
         assert 'varredura' in critico, critico
     finally:
         _parar(processo)
     assert 'NÃO sabe o que mudou' in o.saida()
-    assert perdido not in _ids(o, e0)      # só a varredura o leva (nunca inventado)
+    assert perdido not in _ids(o, e0)  # só a varredura o leva (nunca inventado)
 
 
 def test_slot_invalidado_por_max_slot_wal_keep_size_e_critico_e_vai_para_a_varredura(
-        tmp_path, banco, ambiente_contextia, chave_contextia):
+    tmp_path, banco, ambiente_contextia, chave_contextia
+):
     """
     A rede de segurança do DBA: com o ouvinte parado, o slot passa de
     max_slot_wal_keep_size e o PostgreSQL o invalida no checkpoint (wal_status
@@ -312,8 +346,10 @@ def test_slot_invalidado_por_max_slot_wal_keep_size_e_critico_e_vai_para_a_varre
         perdido = o.inserir(e0, '2026-10-01 10:00:00')
         # WAL bem além do limite (segmentos de 16 MB), e o checkpoint que invalida.
         for _ in range(3):
-            banco.admin("CREATE TABLE lixo_%s AS SELECT g, repeat('x', 900) AS t FROM"
-                        " generate_series(1, 25000) g" % uuid.uuid4().hex[:8])
+            banco.admin(
+                "CREATE TABLE lixo_%s AS SELECT g, repeat('x', 900) AS t FROM"
+                ' generate_series(1, 25000) g' % uuid.uuid4().hex[:8]
+            )
             servidor.admin('SELECT pg_switch_wal()')
         servidor.admin('CHECKPOINT')
         assert banco.slots()[o.slot][0] == 'lost', banco.slots()
@@ -324,36 +360,57 @@ def test_slot_invalidado_por_max_slot_wal_keep_size_e_critico_e_vai_para_a_varre
             assert DATASET in json.load(arquivo).get('entregues_a_varredura', {})
         codigo, saude = _saude(o)
         assert codigo == 2 and 'slot' in saude, saude
-        assert perdido not in _ids(o, e0)      # so a varredura o leva
+        assert perdido not in _ids(o, e0)  # so a varredura o leva
     finally:
         servidor.admin('ALTER SYSTEM RESET max_slot_wal_keep_size')
         servidor.admin('SELECT pg_reload_conf()')
 
 
-def test_origem_sem_o_que_o_slot_exige_e_recusada(tmp_path, postgres_logico,  # noqa: F811
-                                                  banco_postgres, ambiente_contextia,
-                                                  chave_contextia):
+def test_origem_sem_o_que_o_slot_exige_e_recusada(
+    tmp_path,
+    postgres_logico,  # noqa: F811
+    banco_postgres,
+    ambiente_contextia,
+    chave_contextia,
+):
     for nome in 'abcd':
         (tmp_path / nome).mkdir()
     try:
         _recusas(tmp_path, postgres_logico, banco_postgres, ambiente_contextia, chave_contextia)
     finally:
-        postgres_logico.admin('SELECT pg_drop_replication_slot(slot_name) FROM'
-                              " pg_replication_slots WHERE slot_name LIKE 'contextia_teste_%'"
-                              ' AND NOT active')
+        postgres_logico.admin(
+            'SELECT pg_drop_replication_slot(slot_name) FROM'
+            " pg_replication_slots WHERE slot_name LIKE 'contextia_teste_%'"
+            ' AND NOT active'
+        )
 
 
-def _recusas(tmp_path, postgres_logico, banco_postgres, ambiente_contextia,  # noqa: F811
-             chave_contextia):
+def _recusas(
+    tmp_path,
+    postgres_logico,  # noqa: F811
+    banco_postgres,
+    ambiente_contextia,  # noqa: F811
+    chave_contextia,
+):
     # Sem o slot: a subida não o cria em silêncio.
-    o = _ouvinte(tmp_path / 'a', postgres_logico.banco_de_teste(), ambiente_contextia,
-                 chave_contextia, criar=False)
+    o = _ouvinte(
+        tmp_path / 'a',
+        postgres_logico.banco_de_teste(),
+        ambiente_contextia,
+        chave_contextia,
+        criar=False,
+    )
     codigo, saida = o.rodar('--once', timeout=60)
     assert codigo == 2 and 'não existe' in saida and '--criar-slot' in saida, saida
     assert not o.banco.slots()
     # REPLICA IDENTITY DEFAULT com a empresa fora da chave primária.
-    o = _ouvinte(tmp_path / 'b', postgres_logico.banco_de_teste(), ambiente_contextia,
-                 chave_contextia, identidade=None)
+    o = _ouvinte(
+        tmp_path / 'b',
+        postgres_logico.banco_de_teste(),
+        ambiente_contextia,
+        chave_contextia,
+        identidade=None,
+    )
     codigo, saida = o.rodar('--once', timeout=60)
     assert codigo == 2 and 'REPLICA IDENTITY FULL' in saida and 'EMPRESA_ID' in saida, saida
     # Login sem REPLICATION.
@@ -362,8 +419,12 @@ def _recusas(tmp_path, postgres_logico, banco_postgres, ambiente_contextia,  # n
     codigo, saida = o.rodar('--once', timeout=60)
     assert codigo == 2 and 'ALTER ROLE %s REPLICATION' % sem.usuario in saida, saida
     # O PostgreSQL do serviço: wal_level=replica.
-    o = Ouvinte(tmp_path / 'd', erp_teste.Erp(banco_postgres, titulos_por_empresa=(1, 1)),
-                ambiente_contextia, chave_contextia)
+    o = Ouvinte(
+        tmp_path / 'd',
+        erp_teste.Erp(banco_postgres, titulos_por_empresa=(1, 1)),
+        ambiente_contextia,
+        chave_contextia,
+    )
     with open(o.mapa, encoding='utf-8') as arquivo:
         mapa = json.load(arquivo)
     mapa['listener'] = {'strategy': 'slot_logico'}
@@ -371,5 +432,6 @@ def _recusas(tmp_path, postgres_logico, banco_postgres, ambiente_contextia,  # n
         json.dump(mapa, arquivo)
     codigo, saida = o.rodar('--once', timeout=60)
     if banco_postgres.executar('SHOW wal_level')[0][0] != 'logical':
-        assert codigo == 2 and 'wal_level=' in saida and 'ALTER SYSTEM SET wal_level' in saida, \
+        assert codigo == 2 and 'wal_level=' in saida and 'ALTER SYSTEM SET wal_level' in saida, (
             saida
+        )

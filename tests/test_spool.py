@@ -19,7 +19,9 @@ def test_a_mesma_linha_e_um_item_so_e_a_ordem_e_a_da_captura(tmp_path):
     assert spool.profundidade() == 3
     tomados = spool.tomar('d', 10)
     assert [(t.chave, t.escopos, t.evento) for t in tomados] == [
-        (1, ('10', '20'), 'update'), (2, ('10',), 'insert')]
+        (1, ('10', '20'), 'update'),
+        (2, ('10',), 'insert'),
+    ]
     nomes = sorted(os.listdir(tmp_path / 'spool' / 'tomado'))
     assert nomes[0].startswith('000000000001-') and nomes[1].startswith('000000000002-')
     spool.concluir(tomados)
@@ -36,11 +38,14 @@ def test_cheio_recusa_alto_e_nao_descarta(tmp_path):
 
 def test_tomado_de_um_processo_morto_volta_e_e_nomeado(tmp_path):
     pasta = tmp_path / 'spool'
-    codigo = ('import os; from contextia_sync.fila.spool import Spool, Mudanca;'
-              ' s = Spool(%r); s.guardar([Mudanca("d", 7, ["1"])]); s.tomar("d", 5);'
-              ' os._exit(9)' % str(pasta))
-    feito = subprocess.run([sys.executable, '-c', codigo], cwd=RAIZ,
-                           env=dict(os.environ, PYTHONPATH=RAIZ))
+    codigo = (
+        'import os; from contextia_sync.fila.spool import Spool, Mudanca;'
+        ' s = Spool(%r); s.guardar([Mudanca("d", 7, ["1"])]); s.tomar("d", 5);'
+        ' os._exit(9)' % str(pasta)
+    )
+    feito = subprocess.run(
+        [sys.executable, '-c', codigo], cwd=RAIZ, env=dict(os.environ, PYTHONPATH=RAIZ)
+    )
     assert feito.returncode == 9
     assert len(os.listdir(pasta / 'tomado')) == 1
     spool = Spool(pasta)
@@ -60,16 +65,25 @@ def test_remocao_que_falhou_deixa_a_mudanca_no_spool(tmp_path):
 
     spool = Spool(tmp_path / 'spool')
     captura, alvo = SimpleNamespace(spool=spool, _teto=TetoDoSpool()), SimpleNamespace(nome='d')
-    spool.guardar([Mudanca('d', 1, ['10'], 'update'), Mudanca('d', 2, ['10'], 'delete'),
-                   Mudanca('d', 3, [None], 'delete')])
+    spool.guardar(
+        [
+            Mudanca('d', 1, ['10'], 'update'),
+            Mudanca('d', 2, ['10'], 'delete'),
+            Mudanca('d', 3, [None], 'delete'),
+        ]
+    )
     um, dois, tres = spool.tomar('d', 5)
     tomada = [(um, []), (dois, ['10']), (tres, [None])]
     falhou = Leitura(Situacao.MUDANCAS, privado=tomada)
     CapturaBinlog.confirmar(captura, alvo, falhou)  # type: ignore[arg-type]
     assert sorted(t.chave for t in spool.tomar('d', 5)) == [2, 3]
     dois, tres = spool.tomar('d', 5)
-    entregue = Leitura(Situacao.MUDANCAS, privado=[(dois, ['10']), (tres, [None])],
-                       remocoes=[3], remocoes_por_escopo={'10': [2]})
+    entregue = Leitura(
+        Situacao.MUDANCAS,
+        privado=[(dois, ['10']), (tres, [None])],
+        remocoes=[3],
+        remocoes_por_escopo={'10': [2]},
+    )
     CapturaBinlog.confirmar(captura, alvo, entregue)  # type: ignore[arg-type]
     assert spool.tomar('d', 5) == []
 
@@ -91,8 +105,8 @@ def test_um_arquivo_por_lote_dataset_e_empresa_e_o_mesmo_lote_nao_duplica(tmp_pa
     spool = Spool(tmp_path / 'spool')
     assert spool.profundidade() == 2000 and spool.bytes_ocupados() > 0
     tomados = spool.tomar('d', 10)
-    assert len(tomados) == 1000          # arquivos inteiros: a empresa 0 toda
-    spool.concluir(tomados[:400])        # entregue pela metade: o arquivo é regravado
+    assert len(tomados) == 1000  # arquivos inteiros: a empresa 0 toda
+    spool.concluir(tomados[:400])  # entregue pela metade: o arquivo é regravado
     assert spool.profundidade() == 1600
     spool.fechar()
     spool = Spool(tmp_path / 'spool')

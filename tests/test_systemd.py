@@ -58,7 +58,7 @@ class Ouvido:
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
         self.socket.bind(endereco)
-        self.recebidas = []          # (monotonic, pid, bytes, veio_por_fd, selos)
+        self.recebidas = []  # (monotonic, pid, bytes, veio_por_fd, selos)
         self._fim = threading.Event()
         self._fio = threading.Thread(target=self._ouvir, daemon=True)
         self._fio.start()
@@ -73,12 +73,13 @@ class Ouvido:
             pid, fds = None, []
             for nivel, tipo, bruto in ancilares:
                 if nivel == socket.SOL_SOCKET and tipo == socket.SCM_CREDENTIALS:
-                    pid = struct.unpack('iII', bruto[:struct.calcsize('iII')])[0]
+                    pid = struct.unpack('iII', bruto[: struct.calcsize('iII')])[0]
                 elif nivel == socket.SOL_SOCKET and tipo == socket.SCM_RIGHTS:
-                    fds.extend(array.array('i', bruto[:len(bruto) - len(bruto) % 4]))
+                    fds.extend(array.array('i', bruto[: len(bruto) - len(bruto) % 4]))
             selos = None
             if fds:
                 import fcntl
+
                 selos = fcntl.fcntl(fds[0], fcntl.F_GET_SEALS)
                 with os.fdopen(fds[0], 'rb') as arquivo:
                     arquivo.seek(0)
@@ -123,20 +124,30 @@ def _filho(pasta, codigo, env, stderr=subprocess.PIPE, nu=True, timeout=60):
     script = os.path.join(pasta, 'filho-%s.py' % uuid.uuid4().hex[:6])
     with open(script, 'w', encoding='utf-8') as f:
         f.write('import sys\nsys.path.insert(0, %r)\n' % RAIZ + codigo)
-    ambiente = {k: v for k, v in os.environ.items()
-                if k not in ('NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'JOURNAL_STREAM',
-                             systemd.VARIAVEL_SOCKET_TESTE)}
+    ambiente = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            'NOTIFY_SOCKET',
+            'WATCHDOG_USEC',
+            'WATCHDOG_PID',
+            'JOURNAL_STREAM',
+            systemd.VARIAVEL_SOCKET_TESTE,
+        )
+    }
     ambiente.update(env)
     argv = [sys.executable] + (['-S'] if nu else []) + [script]
-    return subprocess.run(argv, env=ambiente, stdout=subprocess.PIPE, stderr=stderr,
-                          timeout=timeout)
+    return subprocess.run(
+        argv, env=ambiente, stdout=subprocess.PIPE, stderr=stderr, timeout=timeout
+    )
 
 
 # ---------------------------------------------------------------------------
 # O aviso, de um processo de verdade
 # ---------------------------------------------------------------------------
 
-AVISOS = r'''
+AVISOS = r"""
 import os, subprocess, time
 from contextia_sync import systemd
 print('sob_systemd', systemd.sob_systemd(), systemd.intervalo_vigia())
@@ -163,22 +174,24 @@ systemd.parando('SIGTERM: terminando o passo atual')
 systemd.status('2 ao vivo')
 systemd.parando('ainda parando')
 print('fim')
-'''
+"""
 
 
 def test_avisos_de_um_processo_de_verdade(pasta, ouvido):
     systemd_falso = ouvido()
-    feito = _filho(pasta, AVISOS, {'NOTIFY_SOCKET': systemd_falso.endereco,
-                                   'WATCHDOG_USEC': '4000000'})
+    feito = _filho(
+        pasta, AVISOS, {'NOTIFY_SOCKET': systemd_falso.endereco, 'WATCHDOG_USEC': '4000000'}
+    )
     saida = feito.stdout.decode()
     assert feito.returncode == 0, saida + feito.stderr.decode()
     assert feito.stderr == b''
     assert 'sob_systemd True 4.0' in saida
     # A primeira chamada tira as variaveis do ambiente: o neto nao as herda.
-    assert "ambiente []" in saida and "neto []" in saida
+    assert 'ambiente []' in saida and 'neto []' in saida
     assert 'parar nao' in saida
-    assert systemd_falso.esperar(lambda o: len(o.recebidas) >= 1 and
-                                 o.textos()[-1] == 'STATUS=ainda parando', 5)
+    assert systemd_falso.esperar(
+        lambda o: len(o.recebidas) >= 1 and o.textos()[-1] == 'STATUS=ainda parando', 5
+    )
 
     textos = systemd_falso.textos()
     assert textos[0] == 'STATUS=subindo: lendo a configuracao'
@@ -189,8 +202,9 @@ def test_avisos_de_um_processo_de_verdade(pasta, ouvido):
     assert textos[-4:] == [
         'STATUS=2 ao vivo; dados: 10:00:00 datasets=2 erros=0; linha com quebra',
         'STOPPING=1\nSTATUS=SIGTERM: terminando o passo atual',
-        'STATUS=parando; 2 ao vivo',         # o pulso depois do STOPPING nao parece normal
-        'STATUS=ainda parando']
+        'STATUS=parando; 2 ao vivo',  # o pulso depois do STOPPING nao parece normal
+        'STATUS=ainda parando',
+    ]
     # Tudo veio do processo principal (o que NotifyAccess=main aceita).
     pids = {pid for _, pid, _, _, _ in systemd_falso.recebidas}
     assert len(pids) == 1 and None not in pids
@@ -200,10 +214,14 @@ def test_avisos_de_um_processo_de_verdade(pasta, ouvido):
 
 
 def test_sem_notify_socket_nada_acontece(pasta):
-    feito = _filho(pasta, 'from contextia_sync import systemd\n'
-                          'r = [systemd.status("x"), systemd.pronto("y"), systemd.vigia(),'
-                          ' systemd.parando("z"), systemd.sob_systemd(),'
-                          ' systemd.intervalo_vigia()]\nprint(r)\n', {'WATCHDOG_USEC': '1000000'})
+    feito = _filho(
+        pasta,
+        'from contextia_sync import systemd\n'
+        'r = [systemd.status("x"), systemd.pronto("y"), systemd.vigia(),'
+        ' systemd.parando("z"), systemd.sob_systemd(),'
+        ' systemd.intervalo_vigia()]\nprint(r)\n',
+        {'WATCHDOG_USEC': '1000000'},
+    )
     assert feito.returncode == 0, feito.stderr.decode()
     assert feito.stdout.decode().strip() == '[False, False, False, False, False, None]'
     assert feito.stderr == b''
@@ -243,9 +261,17 @@ def test_endereco_que_nao_sabemos_usar_avisa_uma_vez_e_nao_levanta():
     assert len(mensagens) == 1 and 'vsock:2:9999' in mensagens[0]
 
 
-@pytest.mark.parametrize('usec,pid,ligado', [
-    (None, None, False), ('abc', None, False), ('0', None, False),
-    ('5000000', None, True), ('5000000', 'mesmo', True), ('5000000', '1', False)])
+@pytest.mark.parametrize(
+    'usec,pid,ligado',
+    [
+        (None, None, False),
+        ('abc', None, False),
+        ('0', None, False),
+        ('5000000', None, True),
+        ('5000000', 'mesmo', True),
+        ('5000000', '1', False),
+    ],
+)
 def test_vigia_so_com_watchdog_deste_processo(ouvido, usec, pid, ligado):
     receptor = ouvido()
     ambiente = {'NOTIFY_SOCKET': receptor.endereco}
@@ -257,7 +283,7 @@ def test_vigia_so_com_watchdog_deste_processo(ouvido, usec, pid, ligado):
     assert ambiente == {}
     assert (canal.intervalo_vigia == 5.0) is ligado
     assert canal.vigia() is ligado
-    assert canal.vigia() is False            # menos de 1 s depois: nao manda outro
+    assert canal.vigia() is False  # menos de 1 s depois: nao manda outro
     if ligado:
         assert receptor.esperar(lambda o: o.textos() == ['WATCHDOG=1'], 5)
 
@@ -285,7 +311,7 @@ def test_status_e_uma_linha_curta(ouvido):
 # O journal, de um processo de verdade
 # ---------------------------------------------------------------------------
 
-REGISTROS = r'''
+REGISTROS = r"""
 from contextia_sync.registro import logger, no_journal
 print('no_journal', no_journal())
 logger.info('linha de info')
@@ -297,7 +323,7 @@ try:
 except KeyError:
     logger.exception('ciclo falhou: %s', 'de proposito')
 logger.critical('critico')
-'''
+"""
 
 
 def _journal_stream(fd):
@@ -309,10 +335,15 @@ def test_journal_pela_stderr_com_prefixo_quando_o_socket_nativo_falta(pasta):
     """python3 -S (sem logzero): o socket nativo nao existe; tudo pela stderr, prefixado."""
     caminho = os.path.join(pasta, 'stderr.txt')
     with open(caminho, 'w+b') as stderr:
-        feito = _filho(pasta, REGISTROS, {
-            'JOURNAL_STREAM': _journal_stream(stderr.fileno()),
-            systemd.VARIAVEL_SOCKET_TESTE: os.path.join(pasta, 'nao-existe.sock')},
-            stderr=stderr)
+        feito = _filho(
+            pasta,
+            REGISTROS,
+            {
+                'JOURNAL_STREAM': _journal_stream(stderr.fileno()),
+                systemd.VARIAVEL_SOCKET_TESTE: os.path.join(pasta, 'nao-existe.sock'),
+            },
+            stderr=stderr,
+        )
         stderr.seek(0)
         linhas = stderr.read().decode('utf-8').splitlines()
     assert feito.returncode == 0, linhas
@@ -323,7 +354,7 @@ def test_journal_pela_stderr_com_prefixo_quando_o_socket_nativo_falta(pasta):
     assert linhas[1] == '<6>[I] linha de info'
     assert linhas[2] == '<4>[W] um aviso\\ncom duas linhas'
     assert linhas[3].startswith('<3>[E] ciclo falhou: de proposito\\nTraceback (most recent')
-    assert "in quebrar\\n" in linhas[3] and linhas[3].endswith("KeyError: 'nao tem'")
+    assert 'in quebrar\\n' in linhas[3] and linhas[3].endswith("KeyError: 'nao tem'")
     assert linhas[4] == '<2>[C] critico'
     assert len(linhas) == 5
 
@@ -333,9 +364,16 @@ def test_journal_nativo_uma_entrada_por_registro(pasta, ouvido):
     journald = ouvido('journal.sock')
     leitura, escrita = os.pipe()
     try:
-        feito = _filho(pasta, REGISTROS + 'import os\nprint("pid", os.getpid())\n', {
-            'JOURNAL_STREAM': _journal_stream(escrita),
-            systemd.VARIAVEL_SOCKET_TESTE: journald.endereco}, stderr=escrita, nu=False)
+        feito = _filho(
+            pasta,
+            REGISTROS + 'import os\nprint("pid", os.getpid())\n',
+            {
+                'JOURNAL_STREAM': _journal_stream(escrita),
+                systemd.VARIAVEL_SOCKET_TESTE: journald.endereco,
+            },
+            stderr=escrita,
+            nu=False,
+        )
         os.close(escrita)
         escrita = None
         with os.fdopen(leitura, 'rb') as pipe:
@@ -347,7 +385,7 @@ def test_journal_nativo_uma_entrada_por_registro(pasta, ouvido):
                 os.close(fd)
     saida = feito.stdout.decode()
     assert feito.returncode == 0, saida
-    assert stderr == b''                      # nada pela stderr: tudo pelo socket
+    assert stderr == b''  # nada pela stderr: tudo pelo socket
     assert journald.esperar(lambda o: len(o.recebidas) == 4, 5), journald.textos()
     entradas = [systemd.ler_entrada_nativa(d) for _, _, d, _, _ in journald.recebidas]
     assert [e['PRIORITY'] for e in entradas] == ['6', '4', '3', '2']
@@ -366,12 +404,17 @@ def test_journal_entrada_maior_que_um_datagrama_vai_num_memfd_selado(pasta, ouvi
     # O socket pede 8 MB de buffer de envio (o kernel dobra: ate 16 MB); 20 MB nao cabem.
     journald = ouvido('journal.sock')
     with open(os.path.join(pasta, 'stderr.txt'), 'w+b') as stderr:
-        feito = _filho(pasta, 'from contextia_sync.registro import logger\n'
-                              'logger.warning("GRANDE " + "x" * 20000000 + " FIM")\n'
-                              'logger.warning("depois")\n', {
-                                  'JOURNAL_STREAM': _journal_stream(stderr.fileno()),
-                                  systemd.VARIAVEL_SOCKET_TESTE: journald.endereco},
-                       stderr=stderr)
+        feito = _filho(
+            pasta,
+            'from contextia_sync.registro import logger\n'
+            'logger.warning("GRANDE " + "x" * 20000000 + " FIM")\n'
+            'logger.warning("depois")\n',
+            {
+                'JOURNAL_STREAM': _journal_stream(stderr.fileno()),
+                systemd.VARIAVEL_SOCKET_TESTE: journald.endereco,
+            },
+            stderr=stderr,
+        )
         stderr.seek(0)
         assert stderr.read() == b''
     assert feito.returncode == 0
@@ -379,6 +422,7 @@ def test_journal_entrada_maior_que_um_datagrama_vai_num_memfd_selado(pasta, ouvi
     (_, _, grande, por_fd, selos), (_, _, depois, por_fd2, _) = journald.recebidas
     assert por_fd and not por_fd2
     import fcntl
+
     assert selos & fcntl.F_SEAL_WRITE and selos & fcntl.F_SEAL_SHRINK
     entrada = systemd.ler_entrada_nativa(grande)
     assert entrada['PRIORITY'] == '4'
@@ -389,11 +433,19 @@ def test_journal_entrada_maior_que_um_datagrama_vai_num_memfd_selado(pasta, ouvi
 def test_stderr_que_nao_e_o_journal_loga_como_sempre(pasta, ouvido):
     """A ferramenta filha herda JOURNAL_STREAM, mas a stderr dela e o pipe do supervisor."""
     journald = ouvido('journal.sock')
-    with open(os.path.join(pasta, 'outro.txt'), 'wb') as outro, \
-            open(os.path.join(pasta, 'stderr.txt'), 'w+b') as stderr:
-        feito = _filho(pasta, REGISTROS, {
-            'JOURNAL_STREAM': _journal_stream(outro.fileno()),
-            systemd.VARIAVEL_SOCKET_TESTE: journald.endereco}, stderr=stderr)
+    with (
+        open(os.path.join(pasta, 'outro.txt'), 'wb') as outro,
+        open(os.path.join(pasta, 'stderr.txt'), 'w+b') as stderr,
+    ):
+        feito = _filho(
+            pasta,
+            REGISTROS,
+            {
+                'JOURNAL_STREAM': _journal_stream(outro.fileno()),
+                systemd.VARIAVEL_SOCKET_TESTE: journald.endereco,
+            },
+            stderr=stderr,
+        )
         stderr.seek(0)
         texto = stderr.read().decode('utf-8')
     assert feito.returncode == 0
@@ -406,9 +458,19 @@ def test_stderr_que_nao_e_o_journal_loga_como_sempre(pasta, ouvido):
 
 def test_prioridades():
     import logging
-    assert [systemd.prioridade(n) for n in (logging.DEBUG, logging.INFO, logging.WARNING,
-                                            logging.ERROR, logging.CRITICAL, 25, 45)] == [
-        7, 6, 4, 3, 2, 6, 3]
+
+    assert [
+        systemd.prioridade(n)
+        for n in (
+            logging.DEBUG,
+            logging.INFO,
+            logging.WARNING,
+            logging.ERROR,
+            logging.CRITICAL,
+            25,
+            45,
+        )
+    ] == [7, 6, 4, 3, 2, 6, 3]
 
 
 def test_entrada_nativa_ida_e_volta():
@@ -420,9 +482,11 @@ def test_entrada_nativa_ida_e_volta():
 # O ouvinte.py de verdade
 # ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def erp_sqlite(tmp_path):
     from tests.dados import erp as erp_teste
+
     banco = erp_teste.erp_sqlite(tmp_path)
     yield banco
     banco.fechar()
@@ -431,6 +495,7 @@ def erp_sqlite(tmp_path):
 @pytest.fixture
 def ouvinte_sqlite(tmp_path, erp_sqlite, ambiente_contextia, chave_contextia):
     from tests.apoio.ouvinte import Ouvinte
+
     return Ouvinte(tmp_path, erp_sqlite, ambiente_contextia, chave_contextia)
 
 
@@ -438,21 +503,27 @@ def ouvinte_sqlite(tmp_path, erp_sqlite, ambiente_contextia, chave_contextia):
 def test_ouvinte_de_verdade_no_journal_nativo(ouvinte_sqlite, pasta, ouvido):
     """A origem fora do ar: o `ciclo falhou` com traceback e UMA entrada, prioridade err."""
     from tests.apoio.ouvinte import RAIZ as RAIZ_OUVINTE
+
     o = ouvinte_sqlite
     journald = ouvido('journal.sock')
-    env = dict(o.env(), CONTEXTIA_ORIGEM='sqlite:///%s/nao/existe/erp.sqlite' % pasta,
-               **{systemd.VARIAVEL_SOCKET_TESTE: journald.endereco})
+    env = dict(
+        o.env(),
+        CONTEXTIA_ORIGEM='sqlite:///%s/nao/existe/erp.sqlite' % pasta,
+        **{systemd.VARIAVEL_SOCKET_TESTE: journald.endereco},
+    )
     with open(os.path.join(pasta, 'stderr.txt'), 'w+b') as stderr:
         env['JOURNAL_STREAM'] = _journal_stream(stderr.fileno())
-        processo = subprocess.Popen(o.argv('--once'), cwd=RAIZ_OUVINTE, env=env,
-                                    stdout=stderr, stderr=stderr)
+        processo = subprocess.Popen(
+            o.argv('--once'), cwd=RAIZ_OUVINTE, env=env, stdout=stderr, stderr=stderr
+        )
         codigo = processo.wait(120)
         stderr.seek(0)
         crua = stderr.read().decode('utf-8', 'replace')
     assert codigo == 1, crua
-    assert crua == ''                         # nada fora do journal
-    assert journald.esperar(lambda o: any(b'ouvinte encerrado' in d
-                                          for _, _, d, _, _ in o.recebidas), 10)
+    assert crua == ''  # nada fora do journal
+    assert journald.esperar(
+        lambda o: any(b'ouvinte encerrado' in d for _, _, d, _, _ in o.recebidas), 10
+    )
     entradas = [systemd.ler_entrada_nativa(d) for _, _, d, _, _ in journald.recebidas]
     assert {e['SYSLOG_IDENTIFIER'] for e in entradas} == {'ouvinte'}
     assert {p for _, p, _, _, _ in journald.recebidas} == {processo.pid}
@@ -498,9 +569,15 @@ def test_integracao_laco_ouvinte_avisa_o_systemd(ouvinte_sqlite, pasta, ouvido):
     o.contextia.injetar('atraso', quantidade=200, segundos=2)
     env = dict(o.env(), NOTIFY_SOCKET=systemd_falso.endereco, WATCHDOG_USEC='10000000')
     from tests.apoio.ouvinte import RAIZ as RAIZ_OUVINTE, esperar
+
     log = open(os.path.join(pasta, 'ouvinte.log'), 'w+b')
-    processo = subprocess.Popen(o.argv('--varrer-agora', '--intervalo-dados=60'),
-                                cwd=RAIZ_OUVINTE, env=env, stdout=log, stderr=subprocess.STDOUT)
+    processo = subprocess.Popen(
+        o.argv('--varrer-agora', '--intervalo-dados=60'),
+        cwd=RAIZ_OUVINTE,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
     def saida():
         log.flush()
@@ -518,9 +595,12 @@ def test_integracao_laco_ouvinte_avisa_o_systemd(ouvinte_sqlite, pasta, ouvido):
             ambiente = _ambiente_de(pid)
             assert ambiente is None or b'NOTIFY_SOCKET' not in ambiente, pid
         # WATCHDOG=1 durante a ferramenta: pelo menos dois (o pulso e de 30 s).
-        assert systemd_falso.esperar(lambda s: len([
-            1 for t, _, d, _, _ in s.recebidas if t >= comeco and b'WATCHDOG=1' in d]) >= 2,
-            90), (systemd_falso.textos(), saida())
+        assert systemd_falso.esperar(
+            lambda s: (
+                len([1 for t, _, d, _, _ in s.recebidas if t >= comeco and b'WATCHDOG=1' in d]) >= 2
+            ),
+            90,
+        ), (systemd_falso.textos(), saida())
         assert _pid_da_ferramenta(o) == pgid, 'a ferramenta acabou antes dos vigias'
         processo.send_signal(signal.SIGTERM)
         assert processo.wait(timeout=60) == 0, saida()
@@ -529,20 +609,24 @@ def test_integracao_laco_ouvinte_avisa_o_systemd(ouvinte_sqlite, pasta, ouvido):
             processo.kill()
             processo.wait()
         o.contextia.limpar_falhas()
-    assert systemd_falso.esperar(lambda s: any(d.startswith(b'STOPPING=1')
-                                               for _, _, d, _, _ in s.recebidas), 5)
+    assert systemd_falso.esperar(
+        lambda s: any(d.startswith(b'STOPPING=1') for _, _, d, _, _ in s.recebidas), 5
+    )
     textos = systemd_falso.textos()
     linhas = [linha for t in textos for linha in t.split('\n')]
     assert all(re.match(r'(READY|STATUS|WATCHDOG|STOPPING)=', linha) for linha in linhas), linhas
     assert len([t for t in linhas if t == 'READY=1']) == 1
     assert len([t for t in linhas if t == 'STOPPING=1']) == 1
-    indice = {chave: next(i for i, t in enumerate(textos) if chave in t.split('\n'))
-              for chave in ('READY=1', 'STOPPING=1')}
+    indice = {
+        chave: next(i for i, t in enumerate(textos) if chave in t.split('\n'))
+        for chave in ('READY=1', 'STOPPING=1')
+    }
     assert indice['READY=1'] < indice['STOPPING=1']
     # STATUS a cada volta (e no pulso): uma linha so, varios diferentes.
     status = [linha for linha in linhas if linha.startswith('STATUS=')]
-    assert len(status) >= 2 and all(len(s) <= len('STATUS=') + systemd.MAXIMO_STATUS
-                                    for s in status)
+    assert len(status) >= 2 and all(
+        len(s) <= len('STATUS=') + systemd.MAXIMO_STATUS for s in status
+    )
     # So o processo principal avisou (NotifyAccess=main).
     assert {p for _, p, _, _, _ in systemd_falso.recebidas} == {processo.pid}
     log.close()

@@ -39,8 +39,12 @@ def cem(fabrica_de_bancos, tmp_path, chave_contextia, monkeypatch):
 
 def _encolher(erp, escopo, para):
     """Apaga na origem os títulos de maior ID da empresa até sobrarem `para`."""
-    ids = [i for (i,) in erp.executar('SELECT {ID} FROM {TITULOS} WHERE {EMPRESA_ID} = :e'
-                                      ' ORDER BY {ID}', e=int(escopo))]
+    ids = [
+        i
+        for (i,) in erp.executar(
+            'SELECT {ID} FROM {TITULOS} WHERE {EMPRESA_ID} = :e ORDER BY {ID}', e=int(escopo)
+        )
+    ]
     for ident in ids[para:]:
         erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=ident)
     assert erp.titulos(escopo) == para
@@ -94,8 +98,10 @@ def test_view_que_perde_30_por_cento_por_rodada_e_recusada_abaixo_da_maior_da_ja
     assert no_servidor(chave)[DATASET] == 70
 
 
-@pytest.mark.parametrize('dias, aceita', [(padroes.JANELA_TETO_REMOCAO_DIAS + 1, True),
-                                          (padroes.JANELA_TETO_REMOCAO_DIAS - 1, False)])
+@pytest.mark.parametrize(
+    'dias, aceita',
+    [(padroes.JANELA_TETO_REMOCAO_DIAS + 1, True), (padroes.JANELA_TETO_REMOCAO_DIAS - 1, False)],
+)
 def test_carga_fora_da_janela_nao_conta(cem, dias, aceita):
     erp, _mapa, escopo, chave, historico = cem
     assert _rodar(cem)[0] == 0
@@ -106,8 +112,7 @@ def test_carga_fora_da_janela_nao_conta(cem, dias, aceita):
     with open(historico, encoding='utf-8') as arquivo:
         dados = json.load(arquivo)
     entrada = dados['cargas'][escopo][DATASET]
-    entrada['janela'] = [{'registros': 100, 'em': velha},
-                         {'registros': 70, 'em': entrada['em']}]
+    entrada['janela'] = [{'registros': 100, 'em': velha}, {'registros': 70, 'em': entrada['em']}]
     with open(historico, 'w', encoding='utf-8') as arquivo:
         json.dump(dados, arquivo)
 
@@ -154,8 +159,13 @@ def test_todas_as_empresas_tem_o_mesmo_teto_acumulado(cem, tmp_path, chave_conte
     outra = erp.escopos[1]
     chave_outra = chave_contextia(outra)
     arquivo = tmp_path / 'chaves.tsv'
-    gravar_registros(str(arquivo), [Registro(e, c, None, None, 'pronto', None)
-                                    for e, c in ((escopo, chave), (outra, chave_outra))])
+    gravar_registros(
+        str(arquivo),
+        [
+            Registro(e, c, None, None, 'pronto', None)
+            for e, c in ((escopo, chave), (outra, chave_outra))
+        ],
+    )
     historico = '%s.historico.json' % arquivo
 
     def todas(*extra):
@@ -163,9 +173,21 @@ def test_todas_as_empresas_tem_o_mesmo_teto_acumulado(cem, tmp_path, chave_conte
         env.pop('CONTEXTIA_API_KEY', None)
         env.pop('CONTEXTIA_HISTORICO', None)
         feito = subprocess.run(
-            [sys.executable, 'connector.py', '--mapping=' + mapa, '--source=generic',
-             '--todas', '--chaves=%s' % arquivo, *extra], cwd=RAIZ, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+            [
+                sys.executable,
+                'connector.py',
+                '--mapping=' + mapa,
+                '--source=generic',
+                '--todas',
+                '--chaves=%s' % arquivo,
+                *extra,
+            ],
+            cwd=RAIZ,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
         return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
     codigo, saida = todas()
@@ -192,6 +214,7 @@ def test_todas_as_empresas_tem_o_mesmo_teto_acumulado(cem, tmp_path, chave_conte
 
 # ---------------------------------------------------------------- o arquivo
 
+
 def test_o_historico_guarda_a_maior_de_cada_dia_e_fica_limitado(tmp_path):
     hist = Historico(str(tmp_path / 'h.json'))
     inicio = datetime.datetime(2026, 11, 1, 3, 0)
@@ -213,8 +236,9 @@ def test_o_historico_guarda_a_maior_de_cada_dia_e_fica_limitado(tmp_path):
     dia_22 = 1000 - 3 * (22 * 4)
     assert base['registros'] == dia_22 and base['em'] == '2026-11-23T03:00:00'
     # Um dia depois sem carga nenhuma: a base anda sozinha (a velha sai da janela).
-    assert hist.base('297', 'pedidos', agora=ultima + datetime.timedelta(days=1))[
-        'registros'] < dia_22
+    assert (
+        hist.base('297', 'pedidos', agora=ultima + datetime.timedelta(days=1))['registros'] < dia_22
+    )
     # Nada na janela: sem base (com key, fica só o teto do servidor).
     assert hist.base('297', 'pedidos', agora=ultima + datetime.timedelta(days=30)) is None
 
@@ -224,16 +248,31 @@ def test_nova_base_descarta_a_janela_e_historico_antigo_ainda_vale(tmp_path):
     agora = datetime.datetime(2026, 12, 1, 3, 0)
     # O formato de antes (sem "janela"): a última aceita vale como a janela.
     with open(caminho, 'w', encoding='utf-8') as arquivo:
-        json.dump({'versao': 1, 'cargas': {'297': {'pedidos': {
-            'registros': 100, 'removidos': 0, 'em': '2026-11-30T03:00:00',
-            'execucao': 'x'}}}}, arquivo)
+        json.dump(
+            {
+                'versao': 1,
+                'cargas': {
+                    '297': {
+                        'pedidos': {
+                            'registros': 100,
+                            'removidos': 0,
+                            'em': '2026-11-30T03:00:00',
+                            'execucao': 'x',
+                        }
+                    }
+                },
+            },
+            arquivo,
+        )
     hist = Historico(caminho)
     assert hist.base('297', 'pedidos', agora=agora)['registros'] == 100
     hist.registrar('297', 'pedidos', 40, 60, 'y', agora=agora)
     assert hist.base('297', 'pedidos', agora=agora)['registros'] == 100
     hist.registrar('297', 'pedidos', 30, 10, 'z', nova_base=True, agora=agora)
     assert hist.base('297', 'pedidos', agora=agora) == {
-        'registros': 30, 'em': '2026-12-01T03:00:00',
-        'janela_dias': padroes.JANELA_TETO_REMOCAO_DIAS}
+        'registros': 30,
+        'em': '2026-12-01T03:00:00',
+        'janela_dias': padroes.JANELA_TETO_REMOCAO_DIAS,
+    }
     assert hist.anterior('297', 'pedidos')['execucao'] == 'z'
     assert os.path.exists(caminho)

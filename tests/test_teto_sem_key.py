@@ -26,6 +26,7 @@ DATASET = 'titulos_a_receber'
 
 # ---------------------------------------------------------------- a regra pura
 
+
 def test_com_key_o_teto_e_a_fracao_do_dataset_e_a_queda_contra_a_base():
     # Dentro do teto contra a maior carga da janela: o servidor confere a fracao.
     assert teto_do_complete(False, 0.5, {'registros': 100, 'janela_dias': 7}, 60) == (0.5, None)
@@ -53,6 +54,7 @@ def test_sem_key_compara_com_a_carga_anterior():
 
 # ---------------------------------------------------------------- o arquivo
 
+
 def test_historico_registra_le_e_diz_o_que_faltou(tmp_path):
     caminho = str(tmp_path / 'chaves.tsv.historico.json')
     assert caminho_padrao(str(tmp_path / 'chaves.tsv')) == caminho
@@ -63,7 +65,9 @@ def test_historico_registra_le_e_diz_o_que_faltou(tmp_path):
     hist.registrar('297', 'movimentos', 5, 0, 'varredura-a')
     assert Historico(caminho).anterior('297', 'pedidos')['registros'] == 10
     assert hist.faltando({'297', '301'}, ['pedidos', 'movimentos'], 'varredura-a') == {
-        'pedidos': [], 'movimentos': ['301']}
+        'pedidos': [],
+        'movimentos': ['301'],
+    }
     assert hist.faltando({'297'}, ['pedidos'], 'varredura-b') == {'pedidos': ['297']}
 
 
@@ -83,12 +87,15 @@ def test_historico_ilegivel_nao_e_base_e_vai_para_o_lado(tmp_path):
 
 # ---------------------------------------------------------------- ponta a ponta
 
+
 @pytest.fixture
 def sem_key(fabrica_de_bancos, tmp_path, chave_contextia, monkeypatch):
     erp = erp_teste.Erp(fabrica_de_bancos('sqlite'))
     # Titulos SEM key (a do defaults sai); Status mantem a dele.
-    mapa = erp_teste.mapeamento(tmp_path, defaults={
-        'scope_column': 'EMPRESA_ID', 'watch_column': 'ALTERADO_EM', 'chunk': 10})
+    mapa = erp_teste.mapeamento(
+        tmp_path,
+        defaults={'scope_column': 'EMPRESA_ID', 'watch_column': 'ALTERADO_EM', 'chunk': 10},
+    )
     escopo = erp.escopos[0]
     monkeypatch.setenv('CONTEXTIA_ORIGEM', erp.url)
     return erp, mapa, escopo, chave_contextia(escopo), str(tmp_path / 'historico.json')
@@ -97,8 +104,12 @@ def sem_key(fabrica_de_bancos, tmp_path, chave_contextia, monkeypatch):
 def _alterar_e_enviar_ao_vivo(erp, escopo, chave, rodada):
     """Altera todas as linhas da empresa e manda como o ciclo de dados manda."""
     from contextia_sync.origem import carregar_origem
-    erp.executar("UPDATE {TITULOS} SET {CLIENTE} = :c WHERE {EMPRESA_ID} = :e",
-                 c='Cliente alterado %d' % rodada, e=int(escopo))
+
+    erp.executar(
+        'UPDATE {TITULOS} SET {CLIENTE} = :c WHERE {EMPRESA_ID} = :e',
+        c='Cliente alterado %d' % rodada,
+        e=int(escopo),
+    )
     origem = carregar_origem('generic')
     origem.conectar()
     try:
@@ -112,8 +123,14 @@ def _alterar_e_enviar_ao_vivo(erp, escopo, chave, rodada):
 
 def test_varredura_sem_key_remove_as_versoes_velhas_do_ao_vivo(sem_key):
     erp, mapa, escopo, chave, historico = sem_key
-    codigo, saida = conector(erp, mapa, escopo, chave, '--historico=' + historico,
-                             ambiente={'CONTEXTIA_EXECUCAO': 'implantacao'})
+    codigo, saida = conector(
+        erp,
+        mapa,
+        escopo,
+        chave,
+        '--historico=' + historico,
+        ambiente={'CONTEXTIA_EXECUCAO': 'implantacao'},
+    )
     assert codigo == 0, saida
     assert 'teto sobre o dataset' in saida
     assert Historico(historico).anterior(escopo, DATASET)['execucao'] == 'implantacao'
@@ -154,8 +171,15 @@ def test_sem_key_view_vazia_continua_recusada(sem_key):
     # A recusa nao vira base: a proxima view vazia e recusada de novo.
     assert Historico(historico).anterior(escopo, DATASET)['registros'] == 45
 
-    codigo, saida = conector(erp, mapa, escopo, chave, '--historico=' + historico,
-                             '--dataset=' + DATASET, '--max-remocao=1')
+    codigo, saida = conector(
+        erp,
+        mapa,
+        escopo,
+        chave,
+        '--historico=' + historico,
+        '--dataset=' + DATASET,
+        '--max-remocao=1',
+    )
     assert codigo == 0, saida
     assert no_servidor(chave)[DATASET] == 0
     assert Historico(historico).anterior(escopo, DATASET)['registros'] == 0
@@ -166,13 +190,21 @@ def test_carregar_todas_grava_o_historico_ao_lado_das_chaves(sem_key, tmp_path):
     chaves = tmp_path / 'chaves.tsv'
     chaves.write_text('%s\t%s\n' % (escopo, chave))
     os.chmod(str(chaves), 0o600)
-    env = dict(os.environ, CONTEXTIA_MAPPING=mapa, CONTEXTIA_EXECUCAO='cron-1',
-               CONTEXTIA_PYTHON=sys.executable)
+    env = dict(
+        os.environ,
+        CONTEXTIA_MAPPING=mapa,
+        CONTEXTIA_EXECUCAO='cron-1',
+        CONTEXTIA_PYTHON=sys.executable,
+    )
     env.pop('CONTEXTIA_HISTORICO', None)
     raiz = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    feito = subprocess.run(['bash', os.path.join(raiz, 'carregar-todas.sh'), str(chaves)],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=120)
+    feito = subprocess.run(
+        ['bash', os.path.join(raiz, 'carregar-todas.sh'), str(chaves)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=120,
+    )
     assert feito.returncode == 0, feito.stdout.decode()
     with open(caminho_padrao(str(chaves))) as arquivo:
         cargas = json.load(arquivo)['cargas'][escopo]

@@ -33,15 +33,20 @@ T0 = datetime.datetime(2026, 11, 30, 12, 0, 0)
 
 
 def _titulo(ident, empresa=1, valor='10.50', situacao='A', segundos=0):
-    return {'ID': ident, 'EMPRESA_ID': empresa, 'VALOR': valor, 'SITUACAO': situacao,
-            'HISTORICO': 'h%d' % ident, 'OBSERVACAO': None,
-            'ALTERADO_EM': T0 + datetime.timedelta(seconds=segundos)}
+    return {
+        'ID': ident,
+        'EMPRESA_ID': empresa,
+        'VALOR': valor,
+        'SITUACAO': situacao,
+        'HISTORICO': 'h%d' % ident,
+        'OBSERVACAO': None,
+        'ALTERADO_EM': T0 + datetime.timedelta(seconds=segundos),
+    }
 
 
 def _como_enviado(linha):
     """O registro como o cliente o manda: Decimal em texto, data em ISO."""
-    return {k: (v.isoformat() if isinstance(v, datetime.datetime) else v)
-            for k, v in linha.items()}
+    return {k: (v.isoformat() if isinstance(v, datetime.datetime) else v) for k, v in linha.items()}
 
 
 def _lados(linhas, registros, dataset='titulos', escopo='1'):
@@ -76,7 +81,7 @@ def test_verificador_acusa_linha_ausente_e_desatualizada_como_perda():
 
 
 def test_verificador_separa_recente_de_perdida():
-    linhas = [_titulo(1, segundos=99)]          # mudou depois de fim - (folga + intervalo)
+    linhas = [_titulo(1, segundos=99)]  # mudou depois de fim - (folga + intervalo)
     esperado, obtido = _lados(linhas, [])
     classes = verificar.comparar(esperado, obtido, _contexto())['classes']
     assert classes == {'verificadas': 1, 'recente_ausente': 1}
@@ -88,10 +93,17 @@ def test_verificador_classifica_exclusao_rajada_e_alem_da_folga_sem_esconder():
     esperado, obtido = _lados(linhas, registros)
     contexto = _contexto(
         apagados={'titulos': {'9'}},
-        rajadas=[{'dataset': 'titulos', 'tipo': 'rajada', 'ids': {'5'},
-                  'desde': T0 + datetime.timedelta(
-            seconds=50), 'ate': T0 + datetime.timedelta(seconds=51)}],
-        alem_da_folga=[('titulos', '6', 15.0)])
+        rajadas=[
+            {
+                'dataset': 'titulos',
+                'tipo': 'rajada',
+                'ids': {'5'},
+                'desde': T0 + datetime.timedelta(seconds=50),
+                'ate': T0 + datetime.timedelta(seconds=51),
+            }
+        ],
+        alem_da_folga=[('titulos', '6', 15.0)],
+    )
     classes = verificar.comparar(esperado, obtido, contexto)['classes']
     assert classes['apagada_na_origem'] == 1
     assert classes['rajada'] == 1
@@ -111,13 +123,15 @@ def test_verificador_acusa_duplicata_com_key():
 def test_verificador_sem_key_compara_conteudo_e_explica_versao_antiga():
     atual = {'DOC': 'MV1', 'EMPRESA_ID': 1, 'VALOR': '5.00', 'TIPO': 'D', 'ALTERADO_EM': T0}
     velho = dict(atual, VALOR='4.00', ALTERADO_EM=T0 - datetime.timedelta(seconds=5))
-    esperado, obtido = _lados([atual], [_como_enviado(atual), _como_enviado(velho)],
-                              dataset='movimentos')
+    esperado, obtido = _lados(
+        [atual], [_como_enviado(atual), _como_enviado(velho)], dataset='movimentos'
+    )
     classes = verificar.comparar(esperado, obtido, _contexto())['classes']
     assert classes['ok'] == 1 and classes['versao_antiga_sem_key'] == 1
 
 
 # -- as desculpas sao estreitas -------------------------------------------------
+
 
 def _visto(segundos):
     return {'marca': T0, 'visto_em': 1000.0 + segundos}
@@ -143,18 +157,24 @@ def test_venenoso_so_e_desculpa_na_quarentena_e_fora_do_contextia():
     linhas = [_titulo(1), _titulo(2), _titulo(3)]
     registros = [_como_enviado(_titulo(3, valor='0'))]
     esperado, obtido = _lados(linhas, registros)
-    contexto = _contexto(venenosos=[('titulos', '1', '1', 'nan'), ('titulos', '2', '1', 'bytes'),
-                                    ('titulos', '3', '1', 'nan')],
-                         na_quarentena={('titulos', '1', '1')})
+    contexto = _contexto(
+        venenosos=[
+            ('titulos', '1', '1', 'nan'),
+            ('titulos', '2', '1', 'bytes'),
+            ('titulos', '3', '1', 'nan'),
+        ],
+        na_quarentena={('titulos', '1', '1')},
+    )
     classes = verificar.comparar(esperado, obtido, contexto)['classes']
-    assert classes['quarentena'] == 1                 # 1: na quarentena e so la
-    assert classes['venenoso_sumiu'] == 1             # 2: nem no Contextia nem na quarentena
-    assert classes['venenoso_no_contextia'] == 1      # 3: chegou ao Contextia
+    assert classes['quarentena'] == 1  # 1: na quarentena e so la
+    assert classes['venenoso_sumiu'] == 1  # 2: nem no Contextia nem na quarentena
+    assert classes['venenoso_no_contextia'] == 1  # 3: chegou ao Contextia
     assert set(verificar.REPROVAM) >= {'venenoso_sumiu', 'venenoso_no_contextia'}
 
 
 def test_nan_da_origem_nunca_e_igual_a_um_numero():
     import decimal
+
     assert verificar.canonico('num', decimal.Decimal('NaN')) != verificar.canonico('num', '0')
     assert verificar.canonico('num', decimal.Decimal('NaN')) != verificar.canonico('num', None)
 
@@ -176,20 +196,26 @@ def test_carimbo_no_futuro_e_linha_do_relogio_nao_tem_desculpa():
     # Recentes e num dataset entregue por uma rajada -- e mesmo assim reprovam.
     linhas = [_titulo(1, segundos=99), _titulo(2, segundos=99)]
     esperado, obtido = _lados(linhas, [])
-    contexto = _contexto(entregues={'titulos': T0}, futuros=[('titulos', '1')],
-                         do_relogio=[('titulos', '2', T0)])
+    contexto = _contexto(
+        entregues={'titulos': T0}, futuros=[('titulos', '1')], do_relogio=[('titulos', '2', T0)]
+    )
     classes = verificar.comparar(esperado, obtido, contexto)['classes']
     assert classes == {'verificadas': 2, 'futuro_ausente': 1, 'relogio_ausente': 1}
 
 
 def test_empresas_vem_do_cadastro_da_origem_pela_regra(tmp_path):
     import sqlalchemy as sa
+
     motor = sa.create_engine('sqlite:///%s' % (tmp_path / 'origem.db'))
     tortura_origem.esquema().tables['EMPRESAS'].create(motor)
     with motor.begin() as conexao:
-        conexao.execute(tortura_origem.esquema().tables['EMPRESAS'].insert(), [
-            {'EMPRESA_ID': e, 'RAZAO_SOCIAL': 'E%d' % e, 'ATIVA': a}
-            for e, a in ((1, 'S'), (10, 'S'), (2, 'S'), (8, 'N'), (99, 'S'))])
+        conexao.execute(
+            tortura_origem.esquema().tables['EMPRESAS'].insert(),
+            [
+                {'EMPRESA_ID': e, 'RAZAO_SOCIAL': 'E%d' % e, 'ATIVA': a}
+                for e, a in ((1, 'S'), (10, 'S'), (2, 'S'), (8, 'N'), (99, 'S'))
+            ],
+        )
     regra = tortura_origem.empresas_da_regra(motor, tortura_origem.mapeamento())
     assert regra.aceitas == ['1', '2', '10']
     assert regra.recusadas == ['8'] and regra.excluidas == ['99']
@@ -197,14 +223,18 @@ def test_empresas_vem_do_cadastro_da_origem_pela_regra(tmp_path):
 
 def test_arquivo_de_chaves_lido_pela_tortura_aceita_bom_e_crlf(tmp_path):
     caminho = tmp_path / 'chaves.tsv'
-    caminho.write_bytes('\ufeff# cabeçalho\r\n1\tctx_um\t3\tkey_a\tpronto\r\n\r\n'
-                        '20\tctx_vinte\r\n'.encode('utf-8'))
-    assert tortura_contextia.ler_arquivo_de_chaves(str(caminho)) == {'1': 'ctx_um',
-                                                                   '20': 'ctx_vinte'}
+    caminho.write_bytes(
+        '\ufeff# cabeçalho\r\n1\tctx_um\t3\tkey_a\tpronto\r\n\r\n20\tctx_vinte\r\n'.encode('utf-8')
+    )
+    assert tortura_contextia.ler_arquivo_de_chaves(str(caminho)) == {
+        '1': 'ctx_um',
+        '20': 'ctx_vinte',
+    }
 
 
 def test_leitura_de_volta_com_http_da_tortura_pagina_tudo(chave_contextia, contextia):
     from contextia_sync.intake import cliente
+
     chave = chave_contextia()
     registros = [{'ID': i, 'NOME': 'r%d' % i} for i in range(23)]
     cliente.enviar_dataset('paginas', registros, key='ID', api_key=chave)
@@ -225,12 +255,12 @@ def test_filho_do_ouvinte_entre_fork_e_exec_nao_e_segundo_ouvinte():
 
 
 def test_intruso_so_conta_como_recusado_pela_trava():
-    msg = ('Já existe um ouvinte rodando com este diretório de estado (/e/ouvinte.lock,'
-           ' pid 10).')
+    msg = 'Já existe um ouvinte rodando com este diretório de estado (/e/ouvinte.lock, pid 10).'
     assert tortura_processos.recusa_da_trava(2, msg)
-    assert tortura_processos.recusa_da_trava(2, msg.replace('Ja', 'J\u00e1').replace(
-        'diretorio', 'diret\u00f3rio'))
-    assert not tortura_processos.recusa_da_trava(1, msg)           # saiu por outra coisa
+    assert tortura_processos.recusa_da_trava(
+        2, msg.replace('Ja', 'J\u00e1').replace('diretorio', 'diret\u00f3rio')
+    )
+    assert not tortura_processos.recusa_da_trava(1, msg)  # saiu por outra coisa
     assert not tortura_processos.recusa_da_trava(2, 'Falta CONTEXTIA_URL')
     assert not tortura_processos.recusa_da_trava(0, '')
 
@@ -262,9 +292,19 @@ def _tortura_curta(tmp_path, *extra, log=None):
     saida = tmp_path / 'numeros.json'
     # Processo proprio: a tortura mexe no ambiente (CONTEXTIA_URL) e mata processos.
     processo = subprocess.Popen(
-        [sys.executable, os.path.join(BENCH, 'tortura.py'), '--modo=curto',
-         '--semente=4242', '--saida=%s' % saida, *extra],
-        cwd=RAIZ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            os.path.join(BENCH, 'tortura.py'),
+            '--modo=curto',
+            '--semente=4242',
+            '--saida=%s' % saida,
+            *extra,
+        ],
+        cwd=RAIZ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # Guarda contra travar, nao cronometro: o tempo do modo curto e medido e
         # dito em docs/tortura.md (teste cronometrado nao prova velocidade).
@@ -283,7 +323,7 @@ def _tortura_curta(tmp_path, *extra, log=None):
 @pytest.mark.lento
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
-@pytest.mark.xdist_group('pesado_a')        # ver tests/test_tortura_mutacoes.py
+@pytest.mark.xdist_group('pesado_a')  # ver tests/test_tortura_mutacoes.py
 def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
     processo, saida_padrao, relatorio, numeros = _tortura_curta(tmp_path)
 
@@ -343,7 +383,8 @@ def test_tortura_curta_postgres_nao_perde_nenhuma_linha(tmp_path):
 @pytest.mark.xdist_group('pesado_b')
 def test_tortura_curta_com_reconciliacao_nao_deixa_apagada_nem_remove_viva(tmp_path):
     processo, saida_padrao, relatorio, numeros = _tortura_curta(
-        tmp_path, '--estrategia=coluna+reconciliacao', '--intervalo-reconciliacao=10')
+        tmp_path, '--estrategia=coluna+reconciliacao', '--intervalo-reconciliacao=10'
+    )
     assert numeros['estrategia'] == 'coluna+reconciliacao', relatorio
     assert numeros['motivos'] == [], relatorio
     assert numeros['passou'] and 'PASSOU' in saida_padrao, relatorio
@@ -362,18 +403,26 @@ def test_tortura_curta_com_reconciliacao_nao_deixa_apagada_nem_remove_viva(tmp_p
 
 @pytest.mark.lento
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize('estrategia,grupo', [
-    pytest.param('binlog', 'pesado_b', marks=[pytest.mark.mariadb,
-                                              pytest.mark.xdist_group('pesado_b')]),
-    pytest.param('slot_logico', 'pesado_a', marks=[pytest.mark.postgres,
-                                                   pytest.mark.xdist_group('pesado_a')]),
-])
+@pytest.mark.parametrize(
+    'estrategia,grupo',
+    [
+        pytest.param(
+            'binlog', 'pesado_b', marks=[pytest.mark.mariadb, pytest.mark.xdist_group('pesado_b')]
+        ),
+        pytest.param(
+            'slot_logico',
+            'pesado_a',
+            marks=[pytest.mark.postgres, pytest.mark.xdist_group('pesado_a')],
+        ),
+    ],
+)
 def test_tortura_curta_lendo_o_log_nao_perde_nem_deixa_apagada(tmp_path, estrategia, grupo):
     # grupo: so para o id do teste dizer onde ele roda (a marca e que vale).
     # 25 s de carga (o curto tem 40): cada evento ainda acontece -- a transação além
     # da folga comita aos ~23 s --, e a suíte cabe nos 10 minutos com as duas.
-    processo, saida_padrao, relatorio, numeros = _tortura_curta(tmp_path, '--duracao=25',
-                                                                log=estrategia)
+    processo, saida_padrao, relatorio, numeros = _tortura_curta(
+        tmp_path, '--duracao=25', log=estrategia
+    )
     assert numeros['estrategia'] == estrategia, relatorio
     assert numeros['banco'] == tortura_log.BANCO[estrategia], relatorio
     assert numeros['motivos'] == [], relatorio
@@ -383,8 +432,13 @@ def test_tortura_curta_lendo_o_log_nao_perde_nem_deixa_apagada(tmp_path, estrate
     # Lendo o log nada que a `coluna` desculpa é desculpa: a exclusão, a rajada,
     # o carimbo em massa e o commit além da folga chegaram ao vivo...
     desculpas = numeros['desculpas']
-    for classe in ('apagada_na_origem', 'alem_da_folga', 'rajada', 'carimbo_em_massa',
-                   'dataset_entregue'):
+    for classe in (
+        'apagada_na_origem',
+        'alem_da_folga',
+        'rajada',
+        'carimbo_em_massa',
+        'dataset_entregue',
+    ):
         assert desculpas[classe] == 0, (classe, relatorio)
     assert numeros['alem_da_folga']['transacoes'] >= 1, relatorio
     assert numeros['mudancas_por_tipo']['linhas_carimbo_em_massa'] > 250, relatorio
@@ -411,8 +465,7 @@ def test_lendo_o_log_so_o_dataset_fora_do_ao_vivo_tem_desculpa():
     # só o dataset que o produto declara fora (o sem key) espera a varredura.
     linhas = [_titulo(1), _titulo(6, segundos=40)]
     esperado, obtido = _lados(linhas, [])
-    movimento = {'DOC': 'MV1', 'EMPRESA_ID': 1, 'VALOR': '5.00', 'TIPO': 'D',
-                 'ALTERADO_EM': T0}
+    movimento = {'DOC': 'MV1', 'EMPRESA_ID': 1, 'VALOR': '5.00', 'TIPO': 'D', 'ALTERADO_EM': T0}
     esperado['1']['movimentos'] = [movimento]
     obtido['1']['movimentos'] = [_como_enviado(dict(movimento, DOC='MV9'))]
     contexto = _contexto(fora_do_ao_vivo=['movimentos'])
@@ -423,10 +476,12 @@ def test_lendo_o_log_so_o_dataset_fora_do_ao_vivo_tem_desculpa():
 
 # -- achado da tortura, corrigido no produto -------------------------------------
 
+
 @pytest.fixture
 def ouvinte_sqlite(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contextia):
     from tests.apoio.ouvinte import Ouvinte
     from tests.dados import erp as erp_teste
+
     erp = erp_teste.Erp(fabrica_de_bancos('sqlite', 'erp'))
     yield Ouvinte(tmp_path, erp, ambiente_contextia, chave_contextia)
     erp.fechar()
@@ -435,6 +490,7 @@ def ouvinte_sqlite(tmp_path, fabrica_de_bancos, ambiente_contextia, chave_contex
 @pytest.mark.lento
 def test_carimbo_no_futuro_num_dataset_varrido_nao_leva_a_marca_para_o_futuro(ouvinte_sqlite):
     from tests.apoio.ouvinte import DATASET
+
     o = ouvinte_sqlite
     e0 = o.erp.escopos[0]
     assert o.rodar('--once')[0] == 0
@@ -442,8 +498,9 @@ def test_carimbo_no_futuro_num_dataset_varrido_nao_leva_a_marca_para_o_futuro(ou
     # linha dele tem carimbo no futuro (digitacao errada na estacao do ERP).
     o.erp.executar('UPDATE {TITULOS} SET {ALTERADO_EM} = :a', a='2026-09-01 12:00:00')
     torto = o.erp.base * 1000 + 1
-    o.erp.executar('UPDATE {TITULOS} SET {ALTERADO_EM} = :a WHERE {ID} = :i',
-                   a='2037-12-01 00:00:00', i=torto)
+    o.erp.executar(
+        'UPDATE {TITULOS} SET {ALTERADO_EM} = :a WHERE {ID} = :i', a='2037-12-01 00:00:00', i=torto
+    )
     codigo, saida = o.rodar('--once', '--maximo-por-ciclo=20', '--varrer-agora')
     assert codigo == 0, saida
     assert 'carregado pela varredura' in saida, saida
@@ -454,53 +511,64 @@ def test_carimbo_no_futuro_num_dataset_varrido_nao_leva_a_marca_para_o_futuro(ou
     assert codigo == 0, saida
     marca = datetime.datetime.fromisoformat(o.estado()['marca_agua'][DATASET])
     assert marca <= agora + datetime.timedelta(seconds=60), (
-        'a marca foi para o futuro da origem: %s (agora %s)' % (marca, agora))
+        'a marca foi para o futuro da origem: %s (agora %s)' % (marca, agora)
+    )
     assert novo in o.no_contextia(e0)
 
 
 @pytest.mark.lento
 def test_carimbo_no_futuro_na_primeira_subida_nao_leva_a_marca_inicial_para_o_futuro(
-        ouvinte_sqlite):
+    ouvinte_sqlite,
+):
     # O outro caminho do mesmo achado: a marca inicial (_primeira_vez) parte do
     # MAX da coluna, e uma linha no futuro já estava lá antes da primeira subida.
     from tests.apoio.ouvinte import DATASET
+
     o = ouvinte_sqlite
     e0 = o.erp.escopos[0]
     torto = o.erp.base * 1000 + 1
-    o.erp.executar('UPDATE {TITULOS} SET {ALTERADO_EM} = :a WHERE {ID} = :i',
-                   a='2037-12-01 00:00:00', i=torto)
+    o.erp.executar(
+        'UPDATE {TITULOS} SET {ALTERADO_EM} = :a WHERE {ID} = :i', a='2037-12-01 00:00:00', i=torto
+    )
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
     agora = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     marca = datetime.datetime.fromisoformat(o.estado()['marca_agua'][DATASET])
     assert marca <= agora + datetime.timedelta(seconds=60), (
-        'a marca inicial foi para o futuro da origem: %s (agora %s)' % (marca, agora))
+        'a marca inicial foi para o futuro da origem: %s (agora %s)' % (marca, agora)
+    )
     novo = o.inserir(e0, (agora - datetime.timedelta(seconds=30)).isoformat(' ', 'seconds'))
     codigo, saida = o.rodar('--once')
     assert codigo == 0, saida
     assert novo in o.no_contextia(e0), saida
 
 
-@pytest.mark.parametrize('tipo', [pytest.param('postgres', marks=pytest.mark.postgres),
-                                  pytest.param('mariadb', marks=pytest.mark.mariadb)])
-def test_matador_de_conexoes_so_derruba_a_conexao_ja_vista_e_nao_protegida(
-        fabrica_de_bancos, tipo):
+@pytest.mark.parametrize(
+    'tipo',
+    [
+        pytest.param('postgres', marks=pytest.mark.postgres),
+        pytest.param('mariadb', marks=pytest.mark.mariadb),
+    ],
+)
+def test_matador_de_conexoes_so_derruba_a_conexao_ja_vista_e_nao_protegida(fabrica_de_bancos, tipo):
     # A conexão da carga se protege milissegundos depois de abrir: nova, ela não é
     # candidata (a suíte carregada viu o carimbo em massa morrer nesse meio-tempo).
     import sqlalchemy as sa
+
     banco = fabrica_de_bancos(tipo, 'matador')
     motor = sa.create_engine(banco.url_admin, poolclass=sa.pool.NullPool)
     protegidos = set()
-    matador = tortura_origem.MatadorDeConexoes(tipo, banco.url_admin, banco.nome, protegidos,
-                                              periodo=(60, 60), semente=1)
+    matador = tortura_origem.MatadorDeConexoes(
+        tipo, banco.url_admin, banco.nome, protegidos, periodo=(60, 60), semente=1
+    )
     pid = 'SELECT pg_backend_pid()' if tipo == 'postgres' else 'SELECT CONNECTION_ID()'
     try:
         with motor.connect() as uma, motor.connect() as outra:
             ids = [int(c.execute(sa.text(pid)).scalar()) for c in (uma, outra)]
             with matador.motor.connect() as conexao:
-                assert matador._candidatas(conexao) == []          # nova: nunca
+                assert matador._candidatas(conexao) == []  # nova: nunca
                 protegidos.add(ids[1])
-                assert matador._candidatas(conexao) == [ids[0]]    # vista, e não protegida
+                assert matador._candidatas(conexao) == [ids[0]]  # vista, e não protegida
     finally:
         matador.parar()
         motor.dispose()

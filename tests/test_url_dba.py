@@ -29,7 +29,7 @@ def _mapa(tmp_path):
     caminho = erp_teste.mapeamento(tmp_path)
     with open(caminho, encoding='utf-8') as arquivo:
         mapa = json.load(arquivo)
-    mapa['client'] = 'dba_' + uuid.uuid4().hex[:8]          # o slot é do cluster inteiro
+    mapa['client'] = 'dba_' + uuid.uuid4().hex[:8]  # o slot é do cluster inteiro
     mapa['listener'] = {'strategy': 'slot_logico'}
     with open(caminho, 'w', encoding='utf-8') as arquivo:
         json.dump(mapa, arquivo)
@@ -41,11 +41,24 @@ def _criar_slot(tmp_path, mapa, origem, dba):
     env.pop('CONTEXTIA_ORIGEM_DBA', None)
     if dba is not None:
         env['CONTEXTIA_ORIGEM_DBA'] = dba
-    feito = subprocess.run([sys.executable, 'ouvinte.py', '--mapping=' + mapa,
-                            '--estado=' + str(tmp_path / 'estado'), '--criar-slot'],
-                           cwd=RAIZ, env=env, timeout=60, capture_output=True)
-    return (feito.returncode, feito.stdout.decode('utf-8', 'replace'),
-            feito.stderr.decode('utf-8', 'replace'))
+    feito = subprocess.run(
+        [
+            sys.executable,
+            'ouvinte.py',
+            '--mapping=' + mapa,
+            '--estado=' + str(tmp_path / 'estado'),
+            '--criar-slot',
+        ],
+        cwd=RAIZ,
+        env=env,
+        timeout=60,
+        capture_output=True,
+    )
+    return (
+        feito.returncode,
+        feito.stdout.decode('utf-8', 'replace'),
+        feito.stderr.decode('utf-8', 'replace'),
+    )
 
 
 def _uma_linha_sem_traceback(codigo, saida, erros):
@@ -57,7 +70,7 @@ def _uma_linha_sem_traceback(codigo, saida, erros):
 
 def test_dba_fora_do_ar_diz_a_variavel_e_a_correcao(tmp_path):
     mapa, _slot = _mapa(tmp_path)
-    porta = porta_livre()                   # ninguém escuta nela
+    porta = porta_livre()  # ninguém escuta nela
     origem = 'postgresql+psycopg://leitor:outra@127.0.0.1:%d/erp' % porta
     dba = 'postgresql+psycopg://dba:%s@127.0.0.1:%d/erp' % (SENHA, porta)
     codigo, saida, erros = _criar_slot(tmp_path, mapa, origem, dba)
@@ -66,10 +79,13 @@ def test_dba_fora_do_ar_diz_a_variavel_e_a_correcao(tmp_path):
     assert 'dba:***@127.0.0.1' in erros and 'confira host, porta' in erros, erros
 
 
-@pytest.mark.parametrize('dba, dica', [
-    ('postgresql+psycopg://dba:abc@%s@127.0.0.1:5432/erp' % SENHA, '"@" sem codificar'),
-    ('dba:%s@127.0.0.1:5432/erp' % SENHA, 'falta o "://"'),
-])
+@pytest.mark.parametrize(
+    'dba, dica',
+    [
+        ('postgresql+psycopg://dba:abc@%s@127.0.0.1:5432/erp' % SENHA, '"@" sem codificar'),
+        ('dba:%s@127.0.0.1:5432/erp' % SENHA, 'falta o "://"'),
+    ],
+)
 def test_dba_malformada_e_culpa_de_contextia_origem_dba(tmp_path, dba, dica):
     mapa, _slot = _mapa(tmp_path)
     origem = 'postgresql+psycopg://leitor:outra@127.0.0.1:5432/erp'
@@ -89,8 +105,11 @@ def test_dba_de_outro_banco_diz_qual_variavel(tmp_path):
 
 @pytest.mark.postgres
 @pytest.mark.parametrize('prefixo', ['postgres', 'postgresql', 'postgresql+psycopg'])
-def test_dba_postgres_postgresql_e_com_driver_valem_igual(tmp_path, postgres_logico,  # noqa: F811
-                                                          prefixo):
+def test_dba_postgres_postgresql_e_com_driver_valem_igual(
+    tmp_path,
+    postgres_logico,  # noqa: F811
+    prefixo,
+):
     banco = postgres_logico.banco_de_teste()
     erp_teste.Erp(banco, titulos_por_empresa=(1, 1))
     banco.admin('ALTER TABLE "TITULOS" REPLICA IDENTITY FULL')
@@ -104,14 +123,17 @@ def test_dba_postgres_postgresql_e_com_driver_valem_igual(tmp_path, postgres_log
         assert 'slot %s criado' % slot in saida, saida
         assert generico.Origem(origem).conectar().contar('TITULOS') == 2
     finally:
-        postgres_logico.admin("SELECT pg_drop_replication_slot(slot_name) FROM"
-                              " pg_replication_slots WHERE slot_name = '%s'" % slot)
+        postgres_logico.admin(
+            'SELECT pg_drop_replication_slot(slot_name) FROM'
+            " pg_replication_slots WHERE slot_name = '%s'" % slot
+        )
 
 
 @pytest.mark.mariadb
 def test_origem_mariadb_trava_a_sessao_como_mysql():
     """`mariadb+pymysql://` é MySQL para a origem: a sessão é somente leitura do mesmo jeito."""
     from tests.apoio.bancos import criar_banco, derrubar_banco
+
     exigir_servidor('mariadb')
     banco = criar_banco('mariadb')
     try:

@@ -49,24 +49,24 @@ from typing import Any, Protocol
 class Situacao(str, enum.Enum):
     """O que uma leitura achou."""
 
-    INICIO = 'inicio'        # primeira sonda: so fixou o ponto de partida, nada a enviar
-    NADA = 'nada'            # nada mudou desde a posicao guardada
+    INICIO = 'inicio'  # primeira sonda: so fixou o ponto de partida, nada a enviar
+    NADA = 'nada'  # nada mudou desde a posicao guardada
     # Passou do teto por ciclo: o dataset vai para a varredura. Pode trazer o que
     # a reconciliacao achou no mesmo dataset, que vai assim mesmo (combinada.py).
     GRANDE = 'grande'
-    MUDANCAS = 'mudancas'    # ha o que entregar
+    MUDANCAS = 'mudancas'  # ha o que entregar
 
 
 @dataclass
 class DatasetVivo:
     """Um dataset do ao-vivo: o trecho do mapeamento e o que a captura usa dele."""
 
-    nome: str                        # normalizado, como o Contextia o conhece
-    row: dict[str, Any]              # o dataset como esta no mapeamento
-    watch: str | None                # a coluna de mudanca (estrategia `coluna`)
-    chave: str | None                # a `key` (None: dedup por hash no servidor)
-    escopo: str | None = None        # a `scope_column` (None: vai para toda empresa)
-    reconcilia: bool = False         # a estrategia `reconciliacao` cuida dele
+    nome: str  # normalizado, como o Contextia o conhece
+    row: dict[str, Any]  # o dataset como esta no mapeamento
+    watch: str | None  # a coluna de mudanca (estrategia `coluna`)
+    chave: str | None  # a `key` (None: dedup por hash no servidor)
+    escopo: str | None = None  # a `scope_column` (None: vai para toda empresa)
+    reconcilia: bool = False  # a estrategia `reconciliacao` cuida dele
 
     @property
     def source_object(self) -> str:
@@ -87,10 +87,10 @@ class Leitura:
     # TODAS as empresas (dataset sem recorte), e por empresa.
     remocoes: list[Any] = field(default_factory=list)
     remocoes_por_escopo: dict[str, list[Any]] = field(default_factory=dict)
-    quantos: int = 0                 # linhas que a sonda contou
-    atrasadas: int = 0               # chegadas atrasadas entre as lidas
-    posicao: Any = None              # a posicao nova: so vale depois de confirmar()
-    privado: Any = None              # o que so a estrategia usa no confirmar()
+    quantos: int = 0  # linhas que a sonda contou
+    atrasadas: int = 0  # chegadas atrasadas entre as lidas
+    posicao: Any = None  # a posicao nova: so vale depois de confirmar()
+    privado: Any = None  # o que so a estrategia usa no confirmar()
     # False: nada foi lido da origem nesta chamada (a reconciliacao fora do
     # intervalo dela): nao conta como sonda boa, e nao apaga o erro anterior.
     sondou: bool = True
@@ -136,8 +136,9 @@ class Captura(Protocol):
         """
         ...
 
-    def depois_da_carga(self, alvo: DatasetVivo, antes: Any,
-                        fechados: Collection[str | None]) -> None:
+    def depois_da_carga(
+        self, alvo: DatasetVivo, antes: Any, fechados: Collection[str | None]
+    ) -> None:
         """
         A carga fechou as empresas `fechados` (None: o dataset sem recorte, em
         todas): a posição delas nasce de `antes`.

@@ -19,8 +19,9 @@ class ErroAoVivo(ErroConfiguracao, ValueError):
     """`watch_column` declarada no dataset mas fora de `columns`."""
 
 
-def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
-                     ) -> tuple[list[DatasetVivo], list[tuple[str, str]]]:
+def datasets_ao_vivo(
+    mapa: Mapping[str, Any], estrategia: str = 'coluna'
+) -> tuple[list[DatasetVivo], list[tuple[str, str]]]:
     """
     Devolve (acompanháveis, de_fora); a segunda lista importa tanto quanto a primeira.
 
@@ -56,21 +57,33 @@ def datasets_ao_vivo(mapa: Mapping[str, Any], estrategia: str = 'coluna',
             if chave is None:
                 fora.append((row['dataset'], SEM_KEY_NO_LOG))
             else:
-                vivos.append(DatasetVivo(nome=normalizar_dataset(row['dataset']), row=row,
-                                         watch=None, chave=chave,
-                                         escopo=coluna_de_recorte(mapa, row)))
+                vivos.append(
+                    DatasetVivo(
+                        nome=normalizar_dataset(row['dataset']),
+                        row=row,
+                        watch=None,
+                        chave=chave,
+                        escopo=coluna_de_recorte(mapa, row),
+                    )
+                )
             continue
-        coluna, motivo = (_coluna_de_mudanca(row, padrao) if 'coluna' in partes
-                          else (None, None))
+        coluna, motivo = _coluna_de_mudanca(row, padrao) if 'coluna' in partes else (None, None)
         reconcilia = 'reconciliacao' in partes and chave is not None
         if coluna is None and not reconcilia:
             if 'reconciliacao' in partes:
                 motivo = '; '.join(m for m in (motivo, SEM_KEY) if m)
             fora.append((row['dataset'], motivo or SEM_KEY))
             continue
-        vivos.append(DatasetVivo(nome=normalizar_dataset(row['dataset']), row=row,
-                                 watch=coluna, chave=chave,
-                                 escopo=coluna_de_recorte(mapa, row), reconcilia=reconcilia))
+        vivos.append(
+            DatasetVivo(
+                nome=normalizar_dataset(row['dataset']),
+                row=row,
+                watch=coluna,
+                chave=chave,
+                escopo=coluna_de_recorte(mapa, row),
+                reconcilia=reconcilia,
+            )
+        )
     return vivos, fora
 
 
@@ -96,8 +109,8 @@ def _coluna_de_mudanca(row: Mapping[str, Any], padrao: Any) -> tuple[str | None,
                 ' `columns`. Sem ela na projeção a marca de água nunca avança e'
                 ' o ouvinte releria o mesmo intervalo para sempre.\n'
                 'Inclua %r em `columns` do dataset, ou corrija `watch_column`'
-                ' (null tira o dataset do ao-vivo).'
-                % (row['dataset'], coluna, coluna))
+                ' (null tira o dataset do ao-vivo).' % (row['dataset'], coluna, coluna)
+            )
         return None, 'não tem %s (herdada do defaults)' % coluna
     return str(coluna), None
 
@@ -114,8 +127,12 @@ class Reparticao:
     """{código inválido (canônico): [registros]}: nunca vão a projeto nenhum."""
 
 
-def agrupar_por_escopo(linhas: Iterable[dict[str, Any]], mapa: Mapping[str, Any],
-                       row: Mapping[str, Any], chaves: Mapping[str, str]) -> Reparticao:
+def agrupar_por_escopo(
+    linhas: Iterable[dict[str, Any]],
+    mapa: Mapping[str, Any],
+    row: Mapping[str, Any],
+    chaves: Mapping[str, str],
+) -> Reparticao:
     """
     A leitura repartida por empresa (`Reparticao`).
 
@@ -132,6 +149,7 @@ def agrupar_por_escopo(linhas: Iterable[dict[str, Any]], mapa: Mapping[str, Any]
     nunca viram a empresa 10.
     """
     from contextia_sync.mapeamento import coluna_de_recorte
+
     coluna = coluna_de_recorte(mapa, row)
     if not coluna:
         linhas = list(linhas)

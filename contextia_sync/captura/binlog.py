@@ -63,14 +63,14 @@ from contextia_sync.fila.spool import ErroSpoolCheio
 from contextia_sync.registro import logger
 
 ARQUIVO_POSICAO = 'binlog-posicao.json'
-_ERRO_POSICAO_APAGADA = 1236          # ER_MASTER_FATAL_ERROR_READING_BINLOG
-_EVENTOS_POR_BOMBA = 20000            # um ciclo não fica preso num log enorme
-_INTERVALO_BOMBA = 0.2                # segundos: uma bomba serve a todos os datasets
-_MUDANCAS_POR_LOTE = 20000            # o lote vai ao spool antes de crescer mais
-_IDADE_DO_LOTE = 0.2                  # segundos: nem o lote espera mais que isto
-_BATIMENTO = 0.1                      # segundos sem nada no log até o servidor avisar
-_SEM_ESPERA = 5.0                     # sem esperar_mudanca há tanto, a bomba volta ao ciclo
-_PRAZO_BOMBA = 30.0                   # segundos: a bomba do ciclo nunca passa disto
+_ERRO_POSICAO_APAGADA = 1236  # ER_MASTER_FATAL_ERROR_READING_BINLOG
+_EVENTOS_POR_BOMBA = 20000  # um ciclo não fica preso num log enorme
+_INTERVALO_BOMBA = 0.2  # segundos: uma bomba serve a todos os datasets
+_MUDANCAS_POR_LOTE = 20000  # o lote vai ao spool antes de crescer mais
+_IDADE_DO_LOTE = 0.2  # segundos: nem o lote espera mais que isto
+_BATIMENTO = 0.1  # segundos sem nada no log até o servidor avisar
+_SEM_ESPERA = 5.0  # sem esperar_mudanca há tanto, a bomba volta ao ciclo
+_PRAZO_BOMBA = 30.0  # segundos: a bomba do ciclo nunca passa disto
 
 
 class ErroBinlog(ErroConfiguracao):
@@ -94,15 +94,12 @@ class _TiposDeEvento(NamedTuple):
 
 @functools.cache
 def _tipos() -> _TiposDeEvento:
-    from pymysqlreplication.event import (
-        HeartbeatLogEvent,
-        MariadbGtidEvent,
-        QueryEvent,
-        XidEvent,
-    )
+    from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, WriteRowsEvent
-    return _TiposDeEvento(MariadbGtidEvent, XidEvent, QueryEvent, HeartbeatLogEvent,
-                          DeleteRowsEvent, WriteRowsEvent)
+
+    return _TiposDeEvento(
+        MariadbGtidEvent, XidEvent, QueryEvent, HeartbeatLogEvent, DeleteRowsEvent, WriteRowsEvent
+    )
 
 
 def _especie(evento: Any, tipos: _TiposDeEvento) -> str:
@@ -123,12 +120,12 @@ class _Consumo:
     """Uma chamada de `_consumir`: o lote, o modo, e o que já foi ao spool nela."""
 
     lote: Lote
-    prazo: float                      # monotônico
-    acordar: bool                     # a espera do laço (True) ou a bomba do ciclo
+    prazo: float  # monotônico
+    acordar: bool  # a espera do laço (True) ou a bomba do ciclo
     guardadas: int = 0
-    primeira: float = 0.0             # quando a primeira mudança desta chamada foi ao spool
+    primeira: float = 0.0  # quando a primeira mudança desta chamada foi ao spool
     lidos: int = 0
-    especie: str = ''                 # a do último evento ('' se o leitor acabou)
+    especie: str = ''  # a do último evento ('' se o leitor acabou)
 
 
 class CapturaBinlog(CapturaPeloSpool):
@@ -136,14 +133,22 @@ class CapturaBinlog(CapturaPeloSpool):
 
     nome = 'binlog'
     ARQUIVO_POSICAO = ARQUIVO_POSICAO
-    RISCO_DO_SPOOL = ('enquanto o binlog da origem não expirar (a retenção do MariaDB:'
-                      ' expire_logs_days / binlog_expire_logs_seconds)')
+    RISCO_DO_SPOOL = (
+        'enquanto o binlog da origem não expirar (a retenção do MariaDB:'
+        ' expire_logs_days / binlog_expire_logs_seconds)'
+    )
     MARCA_CRITICA = 'expirada'
 
-    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int,  # noqa: ARG002
-                 maximo: int) -> None:
+    def __init__(
+        self,
+        origem: AdaptadorDeOrigem,
+        estado: Estado,
+        folga: int,  # noqa: ARG002
+        maximo: int,
+    ) -> None:
         # `folga` nao serve aqui: o log nao tem janela de commit atrasado.
         from contextia_sync.origem.url import argumentos_pymysql, ler_url, tls_da_url
+
         super().__init__(origem, estado, maximo)
         url = ler_url(os.environ.get('CONTEXTIA_ORIGEM', ''))
         self.url = url
@@ -153,12 +158,16 @@ class CapturaBinlog(CapturaPeloSpool):
         # estes argumentos a ambas).
         self.tls = tls_da_url(url)
         self.conexao: dict[str, Any] = {
-            'host': url.host or '127.0.0.1', 'port': int(url.port or 3306),
-            'user': url.username or '', 'password': url.password or '',
-            **(argumentos_pymysql(self.tls) if self.tls.familia == 'mysql' else {})}
-        self.server_id = int(os.environ.get('CONTEXTIA_BINLOG_SERVER_ID')
-                             or padroes.BINLOG_SERVER_ID)
-        self._leitor: Any = None              # o leitor continuo de esperar_mudanca
+            'host': url.host or '127.0.0.1',
+            'port': int(url.port or 3306),
+            'user': url.username or '',
+            'password': url.password or '',
+            **(argumentos_pymysql(self.tls) if self.tls.familia == 'mysql' else {}),
+        }
+        self.server_id = int(
+            os.environ.get('CONTEXTIA_BINLOG_SERVER_ID') or padroes.BINLOG_SERVER_ID
+        )
+        self._leitor: Any = None  # o leitor continuo de esperar_mudanca
         self._lote_continuo = Lote()
         self._continuo_falhou = False
         self._despejado = 0.0
@@ -171,7 +180,8 @@ class CapturaBinlog(CapturaPeloSpool):
             'a posição do binlog em %s não se lê (%s). Não se adivinha posição: apague'
             ' o arquivo para recomeçar da posição atual E rode a varredura'
             ' (`ouvinte.py --varrer-agora`), que entrega o que mudou nesse meio-tempo.'
-            % (self._caminho_posicao(), motivo))
+            % (self._caminho_posicao(), motivo)
+        )
 
     @property
     def gtid(self) -> str | None:
@@ -184,14 +194,21 @@ class CapturaBinlog(CapturaPeloSpool):
         configuração dito em português, nunca "fora do ar agora"; None se não é isso.
         """
         from contextia_sync.origem.url import correcao_tls, descrever_url, falha_de_tls, mascarar
+
         if not falha_de_tls(erro):
             return None
-        return ErroBinlog('binlog: não conectou ao MariaDB de CONTEXTIA_ORIGEM (%s): %s -- %s.'
-                          % (descrever_url(self.url), resumir(mascarar(
-                              erro, self.url.password), 240), correcao_tls(self.tls)))
+        return ErroBinlog(
+            'binlog: não conectou ao MariaDB de CONTEXTIA_ORIGEM (%s): %s -- %s.'
+            % (
+                descrever_url(self.url),
+                resumir(mascarar(erro, self.url.password), 240),
+                correcao_tls(self.tls),
+            )
+        )
 
     def _sql(self, comando: str) -> list[tuple[Any, ...]]:
         import pymysql
+
         try:
             conn = pymysql.connect(**self.conexao, connect_timeout=10)
         except pymysql.err.OperationalError as erro:
@@ -209,69 +226,92 @@ class CapturaBinlog(CapturaPeloSpool):
     def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
         """O que o DBA precisa mudar para o binlog servir; [] se serve."""
         import pymysql
+
         problemas: list[str] = []
         self._mapear(alvos)
         for alvo in alvos:
             if not alvo.chave:
                 problemas.append(
                     'dataset %s sem `key`: o binlog diz QUAL linha mudou pela chave; sem'
-                    ' ela não há como reler nem remover. Declare `key` no dataset.'
-                    % alvo.nome)
-        if self.tls.familia != 'mysql':             # mysql:// e mariadb://
-            return problemas + ['a estratégia `binlog` é só para MySQL/MariaDB; a origem'
-                                ' é %s. Use `coluna`.' % self.url.get_backend_name()]
+                    ' ela não há como reler nem remover. Declare `key` no dataset.' % alvo.nome
+                )
+        if self.tls.familia != 'mysql':  # mysql:// e mariadb://
+            return problemas + [
+                'a estratégia `binlog` é só para MySQL/MariaDB; a origem'
+                ' é %s. Use `coluna`.' % self.url.get_backend_name()
+            ]
         try:
             versao, log_bin, formato, imagem, server_id = self._sql(
-                'SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image,'
-                ' @@server_id')[0]
-            metadados = self._sql('SELECT @@binlog_row_metadata')[0][0] \
-                if 'mariadb' in str(versao).lower() else 'FULL'
+                'SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id'
+            )[0]
+            metadados = (
+                self._sql('SELECT @@binlog_row_metadata')[0][0]
+                if 'mariadb' in str(versao).lower()
+                else 'FULL'
+            )
             concessoes = ' '.join(str(linha[0]) for linha in self._sql('SHOW GRANTS'))
         except pymysql.err.OperationalError as erro:
             if erro.args and erro.args[0] in (2003, 2006, 2013):
-                return problemas        # fora do ar agora: confere de novo na leitura
+                return problemas  # fora do ar agora: confere de novo na leitura
             raise
         if 'mariadb' not in str(versao).lower():
             problemas.append(
                 'a origem é MySQL (%s): a estratégia `binlog` está provada só no MariaDB'
-                ' (retomada por GTID). Use `coluna` neste servidor.' % versao)
+                ' (retomada por GTID). Use `coluna` neste servidor.' % versao
+            )
         if str(log_bin) not in ('1', 'ON'):
             problemas.append(
                 'binlog desligado na origem (log_bin=OFF). Peça ao DBA: `log_bin=ON` no'
                 ' my.cnf (exige reiniciar o banco), com binlog_format=ROW,'
-                ' binlog_row_image=FULL e binlog_row_metadata=FULL.')
+                ' binlog_row_image=FULL e binlog_row_metadata=FULL.'
+            )
         if str(formato).upper() != 'ROW':
             problemas.append(
                 'binlog_format=%s na origem: só ROW diz que linha mudou. Peça ao DBA:'
-                ' `SET GLOBAL binlog_format=ROW` e `binlog_format=ROW` no my.cnf.' % formato)
+                ' `SET GLOBAL binlog_format=ROW` e `binlog_format=ROW` no my.cnf.' % formato
+            )
         if str(imagem).upper() != 'FULL':
             problemas.append(
                 'binlog_row_image=%s na origem: sem FULL a imagem pode vir sem a key ou a'
-                ' empresa. Peça ao DBA: `SET GLOBAL binlog_row_image=FULL` e no my.cnf.'
-                % imagem)
+                ' empresa. Peça ao DBA: `SET GLOBAL binlog_row_image=FULL` e no my.cnf.' % imagem
+            )
         if str(metadados).upper() != 'FULL':
             problemas.append(
                 'binlog_row_metadata=%s na origem: sem FULL o MariaDB manda as colunas como'
                 ' UNKNOWN_COL0... Peça ao DBA: `SET GLOBAL binlog_row_metadata=FULL` e no'
-                ' my.cnf.' % metadados)
-        faltam = [g for g, alternativas in (
-            ('REPLICATION SLAVE', ('REPLICATION SLAVE', 'ALL PRIVILEGES')),
-            ('BINLOG MONITOR', ('BINLOG MONITOR', 'REPLICATION CLIENT', 'SUPER',
-                                'ALL PRIVILEGES')),
-            ('SELECT', ('SELECT', 'ALL PRIVILEGES')),
-        ) if not any(a in concessoes.upper() for a in alternativas)]
+                ' my.cnf.' % metadados
+            )
+        faltam = [
+            g
+            for g, alternativas in (
+                ('REPLICATION SLAVE', ('REPLICATION SLAVE', 'ALL PRIVILEGES')),
+                (
+                    'BINLOG MONITOR',
+                    ('BINLOG MONITOR', 'REPLICATION CLIENT', 'SUPER', 'ALL PRIVILEGES'),
+                ),
+                ('SELECT', ('SELECT', 'ALL PRIVILEGES')),
+            )
+            if not any(a in concessoes.upper() for a in alternativas)
+        ]
         if faltam:
             problemas.append(
                 'o login %s não tem %s. Peça ao DBA: `GRANT REPLICATION SLAVE, BINLOG'
                 ' MONITOR ON *.* TO %s` e `GRANT SELECT ON %s.* TO %s` (nenhuma escrita:'
-                ' é ler como uma réplica).' % (self.conexao['user'], ', '.join(faltam),
-                                               self.conexao['user'], self.banco or '<banco>',
-                                               self.conexao['user']))
+                ' é ler como uma réplica).'
+                % (
+                    self.conexao['user'],
+                    ', '.join(faltam),
+                    self.conexao['user'],
+                    self.banco or '<banco>',
+                    self.conexao['user'],
+                )
+            )
         if int(server_id) == self.server_id:
             problemas.append(
                 'o server id do ouvinte (%d) é o mesmo da origem: o MariaDB derrubaria'
                 ' uma das conexões. Defina CONTEXTIA_BINLOG_SERVER_ID com um número que'
-                ' nenhuma réplica use (pergunte ao DBA).' % self.server_id)
+                ' nenhuma réplica use (pergunte ao DBA).' % self.server_id
+            )
         return problemas
 
     def _mapear(self, alvos: list[DatasetVivo]) -> None:
@@ -286,7 +326,7 @@ class CapturaBinlog(CapturaPeloSpool):
 
     def _bombear(self) -> None:
         if self._leitor is not None and time.monotonic() - self._esperou < _SEM_ESPERA:
-            return              # a espera do laco (esperar_mudanca) le o log agora
+            return  # a espera do laco (esperar_mudanca) le o log agora
         if time.monotonic() - self._bombeado < _INTERVALO_BOMBA:
             return
         self._bombeado = time.monotonic()
@@ -294,10 +334,13 @@ class CapturaBinlog(CapturaPeloSpool):
             # Primeira subida: a posição ANTES de tudo; a carga é da varredura.
             self._posicao['gtid'] = self._gtid_atual()
             self._gravar_posicao()
-            logger.info('binlog: posição inicial %s (nada enviado; a carga completa é'
-                        ' da varredura)', self.gtid or '(vazia)')
+            logger.info(
+                'binlog: posição inicial %s (nada enviado; a carga completa é da varredura)',
+                self.gtid or '(vazia)',
+            )
             return
         import pymysql
+
         try:
             for _ in range(2):
                 try:
@@ -305,7 +348,7 @@ class CapturaBinlog(CapturaPeloSpool):
                     self._ler(time.monotonic() + _PRAZO_BOMBA, acordar=False)
                     break
                 except _Repassou:
-                    continue            # relido do GTID guardado, com um leitor novo
+                    continue  # relido do GTID guardado, com um leitor novo
         except pymysql.err.OperationalError as erro:
             self._fechar_leitor()
             if erro.args and erro.args[0] == _ERRO_POSICAO_APAGADA:
@@ -347,11 +390,15 @@ class CapturaBinlog(CapturaPeloSpool):
         try:
             guardadas = self._ler(prazo, acordar=True)
         except _Repassou:
-            return False                # o proximo pedaco da espera abre um leitor novo
-        except Exception as erro:             # noqa: BLE001 - a bomba do ciclo dira o erro
-            logger.warning('binlog: a leitura contínua do log parou (%s: %s); o próximo'
-                           ' ciclo relê do GTID guardado (%s)', type(erro).__name__, erro,
-                           self.gtid)
+            return False  # o proximo pedaco da espera abre um leitor novo
+        except Exception as erro:  # noqa: BLE001 - a bomba do ciclo dira o erro
+            logger.warning(
+                'binlog: a leitura contínua do log parou (%s: %s); o próximo'
+                ' ciclo relê do GTID guardado (%s)',
+                type(erro).__name__,
+                erro,
+                self.gtid,
+            )
             self._fechar_leitor()
             self._continuo_falhou = True
             return False
@@ -363,8 +410,9 @@ class CapturaBinlog(CapturaPeloSpool):
         if self._leitor is None:
             self._leitor, self._lote_continuo = self._novo_leitor(), Lote()
         try:
-            guardadas = self._consumir(iter(self._leitor), self._lote_continuo, prazo,
-                                       acordar=acordar)
+            guardadas = self._consumir(
+                iter(self._leitor), self._lote_continuo, prazo, acordar=acordar
+            )
         except _Repassou:
             self._fechar_leitor()
             raise
@@ -380,7 +428,7 @@ class CapturaBinlog(CapturaPeloSpool):
         if leitor is not None:
             try:
                 leitor.close()
-            except Exception:                 # noqa: BLE001 - fechar nunca mascara nada
+            except Exception:  # noqa: BLE001 - fechar nunca mascara nada
                 pass
 
     def _novo_leitor(self) -> Any:
@@ -398,13 +446,25 @@ class CapturaBinlog(CapturaPeloSpool):
             XidEvent,
         )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
         return BinLogStreamReader(
-            connection_settings=dict(self.conexao), server_id=self.server_id,
-            blocking=True, is_mariadb=True, auto_position=self.gtid or None,
+            connection_settings=dict(self.conexao),
+            server_id=self.server_id,
+            blocking=True,
+            is_mariadb=True,
+            auto_position=self.gtid or None,
             slave_heartbeat=_BATIMENTO,
-            only_events=[MariadbGtidEvent, XidEvent, QueryEvent, HeartbeatLogEvent,
-                         WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-            only_schemas=sorted({esquema for esquema, _ in self._tabelas}))
+            only_events=[
+                MariadbGtidEvent,
+                XidEvent,
+                QueryEvent,
+                HeartbeatLogEvent,
+                WriteRowsEvent,
+                UpdateRowsEvent,
+                DeleteRowsEvent,
+            ],
+            only_schemas=sorted({esquema for esquema, _ in self._tabelas}),
+        )
 
     def _truncadas_por(self, evento: Any) -> list[str]:
         """Os datasets cuja tabela um QueryEvent de TRUNCATE esvaziou (nenhum se não é)."""
@@ -413,8 +473,7 @@ class CapturaBinlog(CapturaPeloSpool):
             return []
         return sorted({alvo.nome for alvo in self._tabelas.get(tabela(nome, self.banco), ())})
 
-    def _consumir(self, eventos: Iterator[Any], lote: Lote, prazo: float,
-                  acordar: bool) -> int:
+    def _consumir(self, eventos: Iterator[Any], lote: Lote, prazo: float, acordar: bool) -> int:
         """
         Lê eventos até o prazo (monotônico); devolve quantas mudanças foram ao
         spool. `lote` guarda a transação aberta entre duas chamadas com o mesmo
@@ -460,11 +519,15 @@ class CapturaBinlog(CapturaPeloSpool):
         lote = consumo.lote
         gtid = str(evento.gtid)
         if gtid == lote.primeiro:
-            logger.warning('binlog: a conexão com o log caiu e o leitor se reconectou'
-                           ' sozinho, repassou o log desde %s; o que não estava no spool é'
-                           ' relido do GTID guardado (%s)', gtid, self.gtid)
+            logger.warning(
+                'binlog: a conexão com o log caiu e o leitor se reconectou'
+                ' sozinho, repassou o log desde %s; o que não estava no spool é'
+                ' relido do GTID guardado (%s)',
+                gtid,
+                self.gtid,
+            )
             raise _Repassou(gtid)
-        lote.fechar()                   # um GTID novo fecha o anterior
+        lote.fechar()  # um GTID novo fecha o anterior
         lote.primeiro = lote.primeiro or gtid
         lote.abrir(gtid, ja_guardada(self.gtid, gtid))
         self._ultimo_ts = float(evento.timestamp)
@@ -499,37 +562,52 @@ class CapturaBinlog(CapturaPeloSpool):
         if not alvos:
             return False
         tipos = _tipos()
-        tipo = ('delete' if isinstance(evento, tipos.delete) else
-                'insert' if isinstance(evento, tipos.write) else 'update')
+        tipo = (
+            'delete'
+            if isinstance(evento, tipos.delete)
+            else 'insert'
+            if isinstance(evento, tipos.write)
+            else 'update'
+        )
         for linha in evento.rows:
-            imagens = [linha[k] for k in ('before_values', 'after_values', 'values')
-                       if k in linha]
+            imagens = [linha[k] for k in ('before_values', 'after_values', 'values') if k in linha]
             for alvo in alvos:
-                lote.pendente.extend(mudancas_da_linha(
-                    alvo, imagens, tipo, lote.transacao, float(evento.timestamp)))
+                lote.pendente.extend(
+                    mudancas_da_linha(alvo, imagens, tipo, lote.transacao, float(evento.timestamp))
+                )
         return False
 
     def _basta(self, consumo: _Consumo) -> bool:
         """Depois de cada evento: o lote vai ao spool se já é hora, e a leitura para?"""
         lote = consumo.lote
-        if lote.fechadas and (len(lote.mudancas) >= _MUDANCAS_POR_LOTE
-                              or time.monotonic() - self._despejado >= _IDADE_DO_LOTE):
+        if lote.fechadas and (
+            len(lote.mudancas) >= _MUDANCAS_POR_LOTE
+            or time.monotonic() - self._despejado >= _IDADE_DO_LOTE
+        ):
             consumo.guardadas += self._despejar(lote)
         if consumo.guardadas and not consumo.primeira:
             consumo.primeira = time.monotonic()
         # Acorda o ciclo quando o log parou (o batimento) ou o que foi ao spool já
         # espera há `_IDADE_DO_LOTE`: uma rajada de transações vai num ciclo só, e
         # não um ciclo para a primeira delas.
-        if consumo.acordar and consumo.guardadas and (
+        if (
+            consumo.acordar
+            and consumo.guardadas
+            and (
                 consumo.especie == 'batimento'
-                or time.monotonic() - consumo.primeira >= _IDADE_DO_LOTE):
+                or time.monotonic() - consumo.primeira >= _IDADE_DO_LOTE
+            )
+        ):
             return True
         return time.monotonic() >= consumo.prazo
 
     def _em_dia(self, no_batimento: bool) -> None:
         """O fim de uma leitura que não encheu o spool: o atraso medido e a pausa desfeita."""
-        self.atraso_s = (0.0 if no_batimento or not self._ultimo_ts else
-                         round(max(0.0, time.time() - self._ultimo_ts), 1))
+        self.atraso_s = (
+            0.0
+            if no_batimento or not self._ultimo_ts
+            else round(max(0.0, time.time() - self._ultimo_ts), 1)
+        )
         self.pausada = None
 
     def _pausar(self, cheio: ErroSpoolCheio) -> None:
@@ -537,8 +615,9 @@ class CapturaBinlog(CapturaPeloSpool):
         if self.pausada != str(cheio):
             logger.error('binlog: %s', cheio)
         self.pausada = str(cheio)
-        self.atraso_s = (round(max(0.0, time.time() - self._ultimo_ts), 1)
-                         if self._ultimo_ts else None)
+        self.atraso_s = (
+            round(max(0.0, time.time() - self._ultimo_ts), 1) if self._ultimo_ts else None
+        )
 
     def _despejar(self, lote: Lote) -> int:
         """O lote fechado vai ao spool (fsync) e SÓ ENTÃO a posição avança sobre ele."""
@@ -570,14 +649,27 @@ class CapturaBinlog(CapturaPeloSpool):
             ' datasets %s foram entregues à varredura (a saúde fica CRÍTICA até ela rodar)'
             ' e a captura recomeça da posição atual (%s). Para não repetir: aumente a'
             ' retenção (expire_logs_days / binlog_expire_logs_seconds) ou não deixe o'
-            ' ouvinte parado tanto tempo.', self.gtid, detalhe, ', '.join(nomes), atual)
+            ' ouvinte parado tanto tempo.',
+            self.gtid,
+            detalhe,
+            ', '.join(nomes),
+            atual,
+        )
         for nome in nomes:
-            self.estado.entregar_a_varredura(nome, 'posição do binlog apagada em %s'
-                                             % datetime.datetime.now().isoformat(' ', 'seconds'))
+            self.estado.entregar_a_varredura(
+                nome,
+                'posição do binlog apagada em %s'
+                % datetime.datetime.now().isoformat(' ', 'seconds'),
+            )
         self.estado.gravar()
-        self._posicao.update(gtid=atual, expirada={'desde': self.gtid, 'datasets': nomes,
-                                                   'em': datetime.datetime.now().isoformat(
-                                                       timespec='seconds')})
+        self._posicao.update(
+            gtid=atual,
+            expirada={
+                'desde': self.gtid,
+                'datasets': nomes,
+                'em': datetime.datetime.now().isoformat(timespec='seconds'),
+            },
+        )
         self._gravar_posicao()
 
     # -- Captura -------------------------------------------------------------------
@@ -585,7 +677,7 @@ class CapturaBinlog(CapturaPeloSpool):
         todos = {a.nome: a for v in self._tabelas.values() for a in v}
         if alvo.nome not in todos:
             self._mapear(list(todos.values()) + [alvo])
-            self._fechar_leitor()       # o leitor continuo filtra pelas tabelas de antes
+            self._fechar_leitor()  # o leitor continuo filtra pelas tabelas de antes
         self._bombear()
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
@@ -601,17 +693,25 @@ class CapturaBinlog(CapturaPeloSpool):
         """O bloco `captura` do ouvinte-status.json (a saúde e as métricas leem daqui)."""
         expirada = self._posicao.get('expirada')
         return {
-            'estrategia': self.nome, 'posicao': self.gtid, **self._status_do_spool(),
-            'critico': ('posição do binlog apagada (desde %s): datasets %s esperam a'
-                        ' varredura; rode o ouvinte com --varrer-agora (ou espere a'
-                        ' varredura agendada) e peça ao DBA uma retenção maior'
-                        ' (binlog_expire_logs_seconds) que a maior parada do ouvinte'
-                        % (expirada.get('desde'), ', '.join(expirada['datasets'])))
-            if expirada else None,
+            'estrategia': self.nome,
+            'posicao': self.gtid,
+            **self._status_do_spool(),
+            'critico': (
+                'posição do binlog apagada (desde %s): datasets %s esperam a'
+                ' varredura; rode o ouvinte com --varrer-agora (ou espere a'
+                ' varredura agendada) e peça ao DBA uma retenção maior'
+                ' (binlog_expire_logs_seconds) que a maior parada do ouvinte'
+                % (expirada.get('desde'), ', '.join(expirada['datasets']))
+            )
+            if expirada
+            else None,
         }
 
 
 _TRATAR: dict[str, Callable[[CapturaBinlog, Any, _Consumo], bool]] = {
-    'gtid': CapturaBinlog._no_gtid, 'commit': CapturaBinlog._no_commit,
-    'ddl': CapturaBinlog._no_ddl, 'batimento': CapturaBinlog._no_batimento,
-    'linhas': CapturaBinlog._nas_linhas}
+    'gtid': CapturaBinlog._no_gtid,
+    'commit': CapturaBinlog._no_commit,
+    'ddl': CapturaBinlog._no_ddl,
+    'batimento': CapturaBinlog._no_batimento,
+    'linhas': CapturaBinlog._nas_linhas,
+}

@@ -27,11 +27,11 @@ class Lote:
     """As transações lidas do log e ainda não postas no spool (e a que está aberta)."""
 
     mudancas: list[Mudanca] = field(default_factory=list)
-    fechadas: list[tuple[str, int]] = field(default_factory=list)   # (gtid, mudanças até ela)
+    fechadas: list[tuple[str, int]] = field(default_factory=list)  # (gtid, mudanças até ela)
     pendente: list[Mudanca] = field(default_factory=list)
     transacao: str | None = None
-    pular: bool = False               # já no spool (posição guardada além dela)
-    primeiro: str = ''                # o primeiro GTID que este leitor deu
+    pular: bool = False  # já no spool (posição guardada além dela)
+    primeiro: str = ''  # o primeiro GTID que este leitor deu
 
     def abrir(self, gtid: str, pular: bool) -> None:
         self.transacao, self.pular, self.pendente = gtid, pular, []
@@ -63,8 +63,9 @@ def tabela_truncada(query: str, esquema_da_sessao: Any) -> str | None:
     return '%s.%s' % (esquema, achado.group(2)) if esquema else achado.group(2)
 
 
-def mudancas_da_linha(alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: str,
-                      gtid: str, quando: float) -> list[Mudanca]:
+def mudancas_da_linha(
+    alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: str, gtid: str, quando: float
+) -> list[Mudanca]:
     """Uma Mudanca por key das imagens (antes/depois), com as empresas de cada uma."""
     recorte = alvo.escopo
     chaves: dict[str, Mudanca] = {}
@@ -73,8 +74,10 @@ def mudancas_da_linha(alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: st
         if valor is None:
             continue
         escopo = texto_escopo(imagem.get(recorte)) if recorte else None
-        mudanca = chaves.setdefault(str(valor), Mudanca(
-            dataset=alvo.nome, chave=valor, evento=tipo, posicao=gtid, quando=quando))
+        mudanca = chaves.setdefault(
+            str(valor),
+            Mudanca(dataset=alvo.nome, chave=valor, evento=tipo, posicao=gtid, quando=quando),
+        )
         if escopo not in mudanca.escopos:
             mudanca.escopos.append(escopo)
     return list(chaves.values())
@@ -91,8 +94,7 @@ def ja_guardada(posicao: str | None, gtid: str) -> bool:
     dominio, _, resto = gtid.partition('-')
     atual = partes_do_gtid(posicao).get(dominio)
     try:
-        return atual is not None and int(resto.rpartition('-')[2]) <= int(
-            atual.rpartition('-')[2])
+        return atual is not None and int(resto.rpartition('-')[2]) <= int(atual.rpartition('-')[2])
     except ValueError:
         return False
 

@@ -56,8 +56,14 @@ class CapturaColuna:
 
     nome = 'coluna'
 
-    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int, maximo: int,
-                 tolerancia: float = padroes.TOLERANCIA_FUTURO) -> None:
+    def __init__(
+        self,
+        origem: AdaptadorDeOrigem,
+        estado: Estado,
+        folga: int,
+        maximo: int,
+        tolerancia: float = padroes.TOLERANCIA_FUTURO,
+    ) -> None:
         faltam = faltando(origem, FUNCOES_COLUNA)
         if faltam:
             raise ErroAdaptador(
@@ -65,7 +71,8 @@ class CapturaColuna:
                 ' a hora da origem (a marca nunca passa dela), o tipo da coluna de mudança'
                 ' no catálogo e a contagem das linhas sem carimbo. Use --source=generic ou'
                 ' acrescente essas funções ao adaptador (docs/origem.md).'
-                % (getattr(origem, '__name__', '?'), ', '.join('`%s`' % f for f in faltam)))
+                % (getattr(origem, '__name__', '?'), ', '.join('`%s`' % f for f in faltam))
+            )
         self.origem = origem
         self.estado = estado
         self.folga = folga
@@ -79,8 +86,7 @@ class CapturaColuna:
 
     def _watch(self, alvo: DatasetVivo) -> str:
         if not alvo.watch:
-            raise ValueError('dataset %s sem coluna de mudança na estratégia coluna'
-                             % alvo.nome)
+            raise ValueError('dataset %s sem coluna de mudança na estratégia coluna' % alvo.nome)
         return alvo.watch
 
     # -- o que a origem precisa ter -------------------------------------------------
@@ -110,10 +116,15 @@ class CapturaColuna:
                 " TO_TIMESTAMP(%s, 'DD/MM/YYYY HH24:MI:SS') no Oracle/PostgreSQL) e"
                 ' `watch_column` apontando para a coluna convertida; ou `watch_column: null`'
                 ' (o dataset sai do ao-vivo e fica só na varredura).'
-                % (alvo.nome, watch, alvo.source_object, familia, watch, watch))
+                % (alvo.nome, watch, alvo.source_object, familia, watch, watch)
+            )
         if familia == 'desconhecido':
-            logger.warning('%-28s o catálogo não diz o tipo de %s: confira que é data/hora ou'
-                           ' número (texto pararia a marca)', alvo.nome, watch)
+            logger.warning(
+                '%-28s o catálogo não diz o tipo de %s: confira que é data/hora ou'
+                ' número (texto pararia a marca)',
+                alvo.nome,
+                watch,
+            )
         self._familias[alvo.nome] = familia
         self._contar_sem_carimbo(alvo)
         self._puxar_marca_do_futuro(alvo)
@@ -123,8 +134,13 @@ class CapturaColuna:
         sem = self.origem.contar_sem_valor(alvo.source_object, self._watch(alvo))
         self.estado.acompanhamento(alvo.nome).sem_carimbo = sem
         if sem:
-            logger.warning('%-28s %s linha(s) sem carimbo (%s nula): a sonda não as vê, só a'
-                           ' varredura as leva', alvo.nome, sem, self._watch(alvo))
+            logger.warning(
+                '%-28s %s linha(s) sem carimbo (%s nula): a sonda não as vê, só a'
+                ' varredura as leva',
+                alvo.nome,
+                sem,
+                self._watch(alvo),
+            )
 
     def _puxar_marca_do_futuro(self, alvo: DatasetVivo) -> None:
         marca = self.estado.marca(alvo.nome)
@@ -132,12 +148,17 @@ class CapturaColuna:
         nova = marca_agua.marca_limitada(marca, limite)
         agora = self._agora()
         if nova is not marca and agora is not None:
-            logger.warning('%-28s a marca de água do estado (%s) está no FUTURO da origem'
-                           ' (agora %s): puxada de volta para a hora da origem. Sem isto'
-                           ' nenhuma mudança seria vista até la.', alvo.nome, marca,
-                           agora.isoformat(' '))
-            self.estado.definir_marca(alvo.nome, agora if self._familia(alvo) == 'datetime'
-                                      else agora.date())
+            logger.warning(
+                '%-28s a marca de água do estado (%s) está no FUTURO da origem'
+                ' (agora %s): puxada de volta para a hora da origem. Sem isto'
+                ' nenhuma mudança seria vista até la.',
+                alvo.nome,
+                marca,
+                agora.isoformat(' '),
+            )
+            self.estado.definir_marca(
+                alvo.nome, agora if self._familia(alvo) == 'datetime' else agora.date()
+            )
 
     # -- o relogio da origem ------------------------------------------------------
     def _ler_relogio(self) -> tuple[datetime.datetime | None, float]:
@@ -148,17 +169,22 @@ class CapturaColuna:
         visto = self.estado.relogio_visto()
         recuo = 0.0
         if visto is not None:
-            recuo = max(marca_agua.recuo_do_relogio(visto[0], relogio.utc),
-                        marca_agua.recuo_do_relogio(visto[1], relogio.local))
+            recuo = max(
+                marca_agua.recuo_do_relogio(visto[0], relogio.utc),
+                marca_agua.recuo_do_relogio(visto[1], relogio.local),
+            )
         if recuo:
             ja = self._relogio[2] if self._relogio else 0.0
             if recuo > ja + 1:
-                logger.warning('relógio da ORIGEM voltou %ss (agora %s; já tinha visto %s):'
-                               ' fim do horário de verao num carimbo sem fuso, ou o relógio'
-                               ' do banco acertado para trás. A leitura recua a folga MAIS'
-                               ' esse tanto até o relógio passar do que já tinha visto.',
-                               int(recuo), relogio.local.isoformat(' '),
-                               visto[1].isoformat(' ') if visto else '?')
+                logger.warning(
+                    'relógio da ORIGEM voltou %ss (agora %s; já tinha visto %s):'
+                    ' fim do horário de verao num carimbo sem fuso, ou o relógio'
+                    ' do banco acertado para trás. A leitura recua a folga MAIS'
+                    ' esse tanto até o relógio passar do que já tinha visto.',
+                    int(recuo),
+                    relogio.local.isoformat(' '),
+                    visto[1].isoformat(' ') if visto else '?',
+                )
         else:
             utc = max(relogio.utc, visto[0]) if visto else relogio.utc
             local = max(relogio.local, visto[1]) if visto else relogio.local
@@ -202,8 +228,9 @@ class CapturaColuna:
         watch = self._watch(alvo)
         desde = marca_agua.desde(marca, self.folga)
         janela = self._janela(alvo, (watch, desde)) if desde is not None else []
-        vistos = self._identidades(alvo, [linha for linha in janela
-                                          if not marca_agua.acima(linha.get(watch), marca)])
+        vistos = self._identidades(
+            alvo, [linha for linha in janela if not marca_agua.acima(linha.get(watch), marca)]
+        )
         return None if len(vistos) > marca_agua.MAXIMO_VISTOS else vistos
 
     # -- Captura ----------------------------------------------------------------
@@ -222,7 +249,9 @@ class CapturaColuna:
         marca_valor = marca_agua.comparavel(marca)
         acomp.atraso_origem_s = (
             round((agora - marca_valor.replace(tzinfo=None)).total_seconds(), 1)
-            if agora is not None and isinstance(marca_valor, datetime.datetime) else None)
+            if agora is not None and isinstance(marca_valor, datetime.datetime)
+            else None
+        )
         desde = marca_agua.desde(marca, self.folga + recuo)
         filtro = (watch, desde) if desde is not None else None
         quantos = self.origem.contar(alvo.source_object, since=filtro)
@@ -244,13 +273,16 @@ class CapturaColuna:
             else:
                 no_presente.append(linha)
         # A marca avanca sobre TODA a janela lida, menos o que esta no futuro da origem.
-        posicao = marca_agua.marca_apos_envio(no_presente, watch, marca, todos_ok=True,
-                                              seco=False)
+        posicao = marca_agua.marca_apos_envio(no_presente, watch, marca, todos_ok=True, seco=False)
         if acomp.futuras and acomp.futuras != antes_futuras:
             # Dito quando o numero muda, nao a cada ciclo: o status mostra sempre.
-            logger.warning('%-28s %s linha(s) com carimbo no FUTURO da origem (além de %s):'
-                           ' entregues, mas não sobem a marca. Corrija o carimbo no ERP.',
-                           alvo.nome, acomp.futuras, limite)
+            logger.warning(
+                '%-28s %s linha(s) com carimbo no FUTURO da origem (além de %s):'
+                ' entregues, mas não sobem a marca. Corrija o carimbo no ERP.',
+                alvo.nome,
+                acomp.futuras,
+                limite,
+            )
         if not pendentes:
             # Tudo na janela ja foi entregue com este mesmo valor de mudanca.
             return Leitura(Situacao.NADA, posicao=posicao)
@@ -258,16 +290,26 @@ class CapturaColuna:
             return Leitura(Situacao.GRANDE, quantos=len(pendentes))
 
         # Sem key a janela ja veio inteira (a identidade e o conteudo): nao rele.
-        linhas = (self._inteiras(alvo, filtro, pendentes, entregues) if alvo.chave
-                  else list(pendentes.values()))
-        atrasadas = self._contar_atrasadas(alvo, [pendentes[i] for i in pendentes], marca,
-                                           vistos)
-        return Leitura(Situacao.MUDANCAS, upserts=linhas, quantos=len(linhas),
-                       atrasadas=atrasadas, posicao=posicao,
-                       privado=self._identidades(alvo, linhas))
+        linhas = (
+            self._inteiras(alvo, filtro, pendentes, entregues)
+            if alvo.chave
+            else list(pendentes.values())
+        )
+        atrasadas = self._contar_atrasadas(alvo, [pendentes[i] for i in pendentes], marca, vistos)
+        return Leitura(
+            Situacao.MUDANCAS,
+            upserts=linhas,
+            quantos=len(linhas),
+            atrasadas=atrasadas,
+            posicao=posicao,
+            privado=self._identidades(alvo, linhas),
+        )
 
-    def antes_de_enviar(self, alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
-                        leitura: Leitura) -> None:
+    def antes_de_enviar(
+        self,
+        alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
+        leitura: Leitura,
+    ) -> None:
         """Nada: a marca não avança sem `confirmar`, e o próximo ciclo relê a janela."""
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
@@ -292,8 +334,9 @@ class CapturaColuna:
 
     def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
         maximo, janela = posicao
-        nova = marca_agua.marca_apos_varredura(self.estado.marca(alvo.nome), maximo,
-                                               self._watch(alvo), fechou=True)
+        nova = marca_agua.marca_apos_varredura(
+            self.estado.marca(alvo.nome), maximo, self._watch(alvo), fechou=True
+        )
         self.estado.definir_marca(alvo.nome, nova)
         # A janela lida ANTES da varredura foi entregue por ela: o proximo ciclo nao a
         # reenvia. (Linha que comitou depois daquela leitura nao esta aqui: vai de novo.)
@@ -302,13 +345,20 @@ class CapturaColuna:
         self._contar_sem_carimbo(alvo)
         return nova
 
-    def antes_da_carga(self, alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
-                       escopo: str | None) -> None:  # noqa: ARG002
+    def antes_da_carga(
+        self,
+        alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
+        escopo: str | None,  # noqa: ARG002
+    ) -> None:  # noqa: ARG002
         """A marca e do dataset, não da empresa: a carga de uma empresa não a muda."""
         return None
 
-    def depois_da_carga(self, alvo: DatasetVivo, antes: Any,  # noqa: ARG002 - o protocolo
-                        fechados: Collection[str | None]) -> None:  # noqa: ARG002
+    def depois_da_carga(
+        self,
+        alvo: DatasetVivo,  # noqa: ARG002
+        antes: Any,  # noqa: ARG002 - o protocolo
+        fechados: Collection[str | None],  # noqa: ARG002
+    ) -> None:  # noqa: ARG002
         """Nada: quem salta a marca depois da varredura e `saltar`."""
         return None
 
@@ -319,14 +369,16 @@ class CapturaColuna:
         inicial = self.origem.maximo(alvo.source_object, watch)
         if inicial is None:
             self.estado.acompanhamento(alvo.nome).vazia_no_inicio = True
-            logger.info('%-28s vazia agora: o próximo ciclo envia tudo o que aparecer',
-                        alvo.nome)
+            logger.info('%-28s vazia agora: o próximo ciclo envia tudo o que aparecer', alvo.nome)
             self.estado.definir_vistos(alvo.nome, None)
             return Leitura(Situacao.INICIO)
         inicial = self.marca_do_maximo(alvo, inicial)
         self.estado.definir_marca(alvo.nome, inicial)
-        logger.info('%-28s marca inicial = %s (nada enviado; a carga completa e da'
-                    ' varredura)', alvo.nome, marca_agua.texto_marca(inicial))
+        logger.info(
+            '%-28s marca inicial = %s (nada enviado; a carga completa e da varredura)',
+            alvo.nome,
+            marca_agua.texto_marca(inicial),
+        )
         # A janela de agora e da carga completa, nao do ao-vivo: lembrada como
         # entregue, senao o proximo ciclo a reenviaria inteira (ou, acima do teto,
         # entregaria o dataset a varredura no primeiro dia).
@@ -338,8 +390,11 @@ class CapturaColuna:
     def _janela(self, alvo: DatasetVivo, filtro: tuple[str, Any] | None) -> list[dict[str, Any]]:
         """A janela: só chave + mudança (leitura estreita); sem key, a linha inteira."""
         watch = self._watch(alvo)
-        colunas = [alvo.chave, watch] if alvo.chave and alvo.chave != watch else (
-            [watch] if alvo.chave else alvo.colunas)
+        colunas = (
+            [alvo.chave, watch]
+            if alvo.chave and alvo.chave != watch
+            else ([watch] if alvo.chave else alvo.colunas)
+        )
         return list(self.origem.fetch(alvo.source_object, colunas, since=filtro))
 
     def _identidades(self, alvo: DatasetVivo, janela: list[dict[str, Any]]) -> Vistos:
@@ -347,13 +402,17 @@ class CapturaColuna:
         vistos: Vistos = {}
         for linha in janela:
             texto = marca_agua.texto_marca(marca_agua.como_valor(linha.get(watch)))
-            if texto is not None:       # sem carimbo: a sonda nunca a traz de volta
+            if texto is not None:  # sem carimbo: a sonda nunca a traz de volta
                 vistos[marca_agua.identidade(linha, watch, alvo.chave)] = texto
         return vistos
 
-    def _inteiras(self, alvo: DatasetVivo, filtro: tuple[str, Any] | None,
-                  pendentes: dict[str, dict[str, Any]], entregues: Vistos,
-                  ) -> list[dict[str, Any]]:
+    def _inteiras(
+        self,
+        alvo: DatasetVivo,
+        filtro: tuple[str, Any] | None,
+        pendentes: dict[str, dict[str, Any]],
+        entregues: Vistos,
+    ) -> list[dict[str, Any]]:
         """
         As linhas inteiras do que ainda não foi entregue.
 
@@ -366,28 +425,37 @@ class CapturaColuna:
         if chave is None:
             return list(pendentes.values())
         if pendentes and len(pendentes) <= self.maximo:
-            valores = [linha[chave] for linha in pendentes.values()
-                       if linha.get(chave) is not None]
+            valores = [linha[chave] for linha in pendentes.values() if linha.get(chave) is not None]
             linhas: list[dict[str, Any]] = []
             passo = padroes.CHAVES_POR_LEITURA
             for inicio in range(0, len(valores), passo):
-                linhas.extend(self.origem.fetch(
-                    alvo.source_object, alvo.colunas, since=filtro,
-                    chaves=(chave, valores[inicio:inicio + passo])))
+                linhas.extend(
+                    self.origem.fetch(
+                        alvo.source_object,
+                        alvo.colunas,
+                        since=filtro,
+                        chaves=(chave, valores[inicio : inicio + passo]),
+                    )
+                )
         else:
             linhas = list(self.origem.fetch(alvo.source_object, alvo.colunas, since=filtro))
-        return [linha for linha in linhas
-                if marca_agua.identidade(linha, watch, alvo.chave) not in entregues]
+        return [
+            linha
+            for linha in linhas
+            if marca_agua.identidade(linha, watch, alvo.chave) not in entregues
+        ]
 
     # -- chegadas atrasadas -------------------------------------------------------
-    def _contar_atrasadas(self, alvo: DatasetVivo, pendentes: list[dict[str, Any]],
-                          marca: Any, vistos: Vistos | None) -> int:
+    def _contar_atrasadas(
+        self, alvo: DatasetVivo, pendentes: list[dict[str, Any]], marca: Any, vistos: Vistos | None
+    ) -> int:
         """Chegadas atrasadas: só vistas por causa da folga. Ver marca_agua.py."""
         acomp = self.estado.acompanhamento(alvo.nome)
         contadas = self._contadas.setdefault(alvo.nome, set())
         ja = None if vistos is None else {**vistos, **dict.fromkeys(contadas, '')}
         quantas, maior, novas = marca_agua.contar_atrasadas(
-            pendentes, self._watch(alvo), alvo.chave, marca, ja)
+            pendentes, self._watch(alvo), alvo.chave, marca, ja
+        )
         if novas:
             acomp.ultima_mudanca_vista = _agora_texto()
         contadas.update(novas)
@@ -397,18 +465,29 @@ class CapturaColuna:
         if maior is not None:
             acomp.maior_atraso_s = max(acomp.maior_atraso_s or 0, maior)
         margem = marca_agua.margem_efetiva(marca, self.folga)
-        logger.warning('%-28s %s CHEGADA(S) ATRASADA(S): lidas pela primeira vez abaixo'
-                       ' da marca anterior, maior atraso %ss (recuo %ss). Só vieram'
-                       ' por causa da --folga.', alvo.nome, quantas,
-                       '?' if maior is None else int(maior),
-                       '?' if margem is None else int(margem))
-        if maior is not None and margem is not None and \
-                marca_agua.atraso_preocupante(maior, marca, self.folga):
-            logger.error('%-28s ATENÇÃO: o atraso (%ss) passou da METADE da folga (%ss).'
-                         ' A margem está sendo comida -- um pouco mais e linhas se perdem'
-                         ' até a varredura. Aumente --folga ou pergunte ao DBA sobre'
-                         ' transações longas nesta tabela.', alvo.nome, int(maior),
-                         int(margem))
+        logger.warning(
+            '%-28s %s CHEGADA(S) ATRASADA(S): lidas pela primeira vez abaixo'
+            ' da marca anterior, maior atraso %ss (recuo %ss). Só vieram'
+            ' por causa da --folga.',
+            alvo.nome,
+            quantas,
+            '?' if maior is None else int(maior),
+            '?' if margem is None else int(margem),
+        )
+        if (
+            maior is not None
+            and margem is not None
+            and marca_agua.atraso_preocupante(maior, marca, self.folga)
+        ):
+            logger.error(
+                '%-28s ATENÇÃO: o atraso (%ss) passou da METADE da folga (%ss).'
+                ' A margem está sendo comida -- um pouco mais e linhas se perdem'
+                ' até a varredura. Aumente --folga ou pergunte ao DBA sobre'
+                ' transações longas nesta tabela.',
+                alvo.nome,
+                int(maior),
+                int(margem),
+            )
         return quantas
 
     def _podar_vistos(self, nome: str, marca: Any) -> None:
@@ -423,9 +502,12 @@ class CapturaColuna:
             return
         podados: Vistos | None = marca_agua.podar_vistos(vistos, marca, self.folga)
         if podados is not None and len(podados) > marca_agua.MAXIMO_VISTOS:
-            logger.warning('%-28s mais de %s linhas na janela da folga: o que já foi entregue'
-                           ' deixa de ser lembrado (a janela volta a ser reenviada) e a'
-                           ' contagem de chegadas atrasadas fica suspensa', nome,
-                           marca_agua.MAXIMO_VISTOS)
+            logger.warning(
+                '%-28s mais de %s linhas na janela da folga: o que já foi entregue'
+                ' deixa de ser lembrado (a janela volta a ser reenviada) e a'
+                ' contagem de chegadas atrasadas fica suspensa',
+                nome,
+                marca_agua.MAXIMO_VISTOS,
+            )
             podados = None
         self.estado.definir_vistos(nome, podados)

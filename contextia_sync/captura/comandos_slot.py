@@ -28,9 +28,10 @@ from contextia_sync.captura.slot_banco import (
 
 _PROTECAO_DO_DISCO = (
     'Proteção do disco do cliente: peça ao DBA `ALTER SYSTEM SET'
-    ' max_slot_wal_keep_size = \'<ex.: 20GB>\'; SELECT pg_reload_conf();`'
+    " max_slot_wal_keep_size = '<ex.: 20GB>'; SELECT pg_reload_conf();`"
     ' (PostgreSQL 13+): acima disso o banco invalida o slot em vez de encher o'
-    ' disco, e o ouvinte cai na varredura. Desinstalar: `--remover-slot` PRIMEIRO.')
+    ' disco, e o ouvinte cai na varredura. Desinstalar: `--remover-slot` PRIMEIRO.'
+)
 
 
 def _url_do_dba() -> tuple[str, str]:
@@ -50,8 +51,10 @@ def criar_slot(mapa: dict[str, Any], alvos: list[DatasetVivo]) -> list[str]:
     slot = nome_do_slot(mapa)
     tabelas = tabelas_seguidas(alvos)
     if not tabelas:
-        raise ErroSlot('nenhum dataset ao vivo no mapeamento: não há tabela para o slot'
-                       ' seguir. Declare `watch_column` (e `key`) nos datasets.')
+        raise ErroSlot(
+            'nenhum dataset ao vivo no mapeamento: não há tabela para o slot'
+            ' seguir. Declare `watch_column` (e `key`) nos datasets.'
+        )
     url, variavel = _url_do_dba()
     with conectar(url, somente_leitura=False, variavel=variavel) as conn:
         problemas = conferir_origem(conn, usuario_da_captura=False)
@@ -67,17 +70,24 @@ def criar_slot(mapa: dict[str, Any], alvos: list[DatasetVivo]) -> list[str]:
 def _publicar(conn: Any, slot: str, tabelas: Tabelas) -> str:
     """A publicação `slot` criada, ou alterada para cobrir as tabelas que faltam."""
     import psycopg
+
     nomes = [ident(e, t) for e, t in sorted(tabelas)]
-    existe = conn.execute('SELECT 1 FROM pg_publication WHERE pubname = %s',
-                          (slot,)).fetchone() is not None
-    publicadas = {ident(e, t) for e, t in conn.execute(
-        'SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s',
-        (slot,)).fetchall()}
+    existe = (
+        conn.execute('SELECT 1 FROM pg_publication WHERE pubname = %s', (slot,)).fetchone()
+        is not None
+    )
+    publicadas = {
+        ident(e, t)
+        for e, t in conn.execute(
+            'SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s', (slot,)
+        ).fetchall()
+    }
     faltam = [n for n in nomes if n not in publicadas]
     if not faltam:
         return 'publicação %s: já cobre %s' % (slot, ', '.join(nomes))
-    comando = ('ALTER PUBLICATION %s ADD TABLE %s' if existe else
-               'CREATE PUBLICATION %s FOR TABLE %s') % (slot, ', '.join(faltam))
+    comando = (
+        'ALTER PUBLICATION %s ADD TABLE %s' if existe else 'CREATE PUBLICATION %s FOR TABLE %s'
+    ) % (slot, ', '.join(faltam))
     try:
         conn.execute(comando)
     except psycopg.errors.InsufficientPrivilege as erro:
@@ -85,8 +95,8 @@ def _publicar(conn: Any, slot: str, tabelas: Tabelas) -> str:
             'a publicação %s não pôde ser %s com este login (%s). Ela pede o dono'
             ' das tabelas. Peça ao DBA: `%s;` -- ou rode este comando com'
             ' CONTEXTIA_ORIGEM_DBA=<URL de um login dono das tabelas>.'
-            % (slot, 'alterada' if existe else 'criada',
-               str(erro).splitlines()[0], comando)) from None
+            % (slot, 'alterada' if existe else 'criada', str(erro).splitlines()[0], comando)
+        ) from None
     return 'publicação %s: %s' % (slot, ', '.join(faltam))
 
 
@@ -94,14 +104,19 @@ def _criar_o_slot(conn: Any, slot: str) -> str:
     """O slot criado com o pgoutput; o que já existe fica (o invalidado é recusado)."""
     atual = ler_slot(conn, slot)
     if atual is not None and atual.wal_status == 'lost':
-        raise ErroSlot('o slot %s existe mas foi INVALIDADO (max_slot_wal_keep_size): não'
-                       ' serve mais. Rode `--remover-slot` e depois `--criar-slot`.' % slot)
+        raise ErroSlot(
+            'o slot %s existe mas foi INVALIDADO (max_slot_wal_keep_size): não'
+            ' serve mais. Rode `--remover-slot` e depois `--criar-slot`.' % slot
+        )
     if atual is not None:
         return 'slot %s já existe (em %s): nada mudou' % (slot, atual.confirmado)
-    lsn = conn.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s,"
-                       " %s)", (slot, PLUGIN)).fetchone()[0]
-    return ('slot %s criado em %s (plugin %s): a partir daqui o banco RETÉM WAL'
-            ' até o ouvinte consumir' % (slot, lsn, PLUGIN))
+    lsn = conn.execute(
+        'SELECT lsn::text FROM pg_create_logical_replication_slot(%s, %s)', (slot, PLUGIN)
+    ).fetchone()[0]
+    return (
+        'slot %s criado em %s (plugin %s): a partir daqui o banco RETÉM WAL'
+        ' até o ouvinte consumir' % (slot, lsn, PLUGIN)
+    )
 
 
 def remover_slot(mapa: dict[str, Any]) -> list[str]:
@@ -114,25 +129,30 @@ def remover_slot(mapa: dict[str, Any]) -> list[str]:
 
 def _remover_o_slot(conn: Any, slot: str) -> str:
     import psycopg
+
     atual = ler_slot(conn, slot)
     if atual is None:
         return 'slot %s: não existe (nada retém WAL por este ouvinte)' % slot
     try:
         conn.execute('SELECT pg_drop_replication_slot(%s)', (slot,))
     except psycopg.errors.ObjectInUse:
-        raise ErroSlot('o slot %s está em uso agora (outro processo o lê). Pare o'
-                       ' ouvinte e rode de novo.' % slot) from None
+        raise ErroSlot(
+            'o slot %s está em uso agora (outro processo o lê). Pare o'
+            ' ouvinte e rode de novo.' % slot
+        ) from None
     return 'slot %s removido (retinha %s bytes de WAL)' % (slot, atual.wal_retido)
 
 
 def _remover_a_publicacao(conn: Any, slot: str) -> str:
     import psycopg
-    if conn.execute('SELECT 1 FROM pg_publication WHERE pubname = %s',
-                    (slot,)).fetchone() is None:
+
+    if conn.execute('SELECT 1 FROM pg_publication WHERE pubname = %s', (slot,)).fetchone() is None:
         return 'publicação %s: não existe' % slot
     try:
         conn.execute('DROP PUBLICATION %s' % slot)
     except psycopg.errors.InsufficientPrivilege:
-        return ('publicação %s NÃO removida (pede o dono): peça ao DBA `DROP'
-                ' PUBLICATION %s;` (ela não retém WAL; é só limpeza)' % (slot, slot))
+        return (
+            'publicação %s NÃO removida (pede o dono): peça ao DBA `DROP'
+            ' PUBLICATION %s;` (ela não retém WAL; é só limpeza)' % (slot, slot)
+        )
     return 'publicação %s removida' % slot

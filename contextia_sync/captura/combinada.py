@@ -57,21 +57,28 @@ class CapturaCombinada:
 
     nome = 'coluna+reconciliacao'
 
-    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int, maximo: int,
-                 opcoes: OpcoesReconciliacao) -> None:
+    def __init__(
+        self,
+        origem: AdaptadorDeOrigem,
+        estado: Estado,
+        folga: int,
+        maximo: int,
+        opcoes: OpcoesReconciliacao,
+    ) -> None:
         self.coluna = CapturaColuna(origem, estado, folga, maximo)
         self.reconciliacao = CapturaReconciliacao(origem, estado, folga, maximo, opcoes)
 
     def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
-        return (self.coluna.conferir([a for a in alvos if a.watch])
-                + self.reconciliacao.conferir([a for a in alvos if a.reconcilia]))
+        return self.coluna.conferir([a for a in alvos if a.watch]) + self.reconciliacao.conferir(
+            [a for a in alvos if a.reconcilia]
+        )
 
     def ler(self, alvo: DatasetVivo) -> Leitura:
         rec: Leitura | None = None
         if alvo.reconcilia:
             try:
                 rec = self.reconciliacao.ler(alvo)
-            except Exception:                 # noqa: BLE001 - a coluna nao para por ela
+            except Exception:  # noqa: BLE001 - a coluna nao para por ela
                 # A falha ja esta no log e no status da reconciliacao; sem coluna de
                 # mudanca, ela e a leitura inteira do dataset, e o ciclo a registra.
                 if not alvo.watch:
@@ -113,12 +120,16 @@ class CapturaCombinada:
             # Antes do confirmar da reconciliacao: o conjunto que ela regrava agora
             # ja nao inclui este diario (tomado na leitura), que fica para a proxima.
             self.reconciliacao.anotar_entregues(alvo, juntas.coluna.upserts)
-        if juntas.reconciliacao is not None \
-                and juntas.reconciliacao.situacao is Situacao.MUDANCAS:
+        if juntas.reconciliacao is not None and juntas.reconciliacao.situacao is Situacao.MUDANCAS:
             # As remocoes que o ciclo de fato entregou (ele tira as que falharam).
-            self.reconciliacao.confirmar(alvo, dataclasses.replace(
-                juntas.reconciliacao, remocoes=leitura.remocoes,
-                remocoes_por_escopo=leitura.remocoes_por_escopo))
+            self.reconciliacao.confirmar(
+                alvo,
+                dataclasses.replace(
+                    juntas.reconciliacao,
+                    remocoes=leitura.remocoes,
+                    remocoes_por_escopo=leitura.remocoes_por_escopo,
+                ),
+            )
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:
         return self.coluna.posicao_atual(alvo) if alvo.watch else None
@@ -129,8 +140,9 @@ class CapturaCombinada:
     def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
         return self.reconciliacao.antes_da_carga(alvo, escopo) if alvo.reconcilia else None
 
-    def depois_da_carga(self, alvo: DatasetVivo, antes: Any,
-                        fechados: Collection[str | None]) -> None:
+    def depois_da_carga(
+        self, alvo: DatasetVivo, antes: Any, fechados: Collection[str | None]
+    ) -> None:
         if alvo.reconcilia:
             self.reconciliacao.depois_da_carga(alvo, antes, fechados)
 
@@ -148,9 +160,13 @@ def _acima_do_teto(col: Leitura, rec: Leitura) -> Leitura:
     if rec.situacao is not Situacao.MUDANCAS:
         return col
     return Leitura(
-        Situacao.GRANDE, upserts=rec.upserts, remocoes=rec.remocoes,
-        remocoes_por_escopo=rec.remocoes_por_escopo, quantos=col.quantos,
-        privado=_Juntas(None, rec))
+        Situacao.GRANDE,
+        upserts=rec.upserts,
+        remocoes=rec.remocoes,
+        remocoes_por_escopo=rec.remocoes_por_escopo,
+        quantos=col.quantos,
+        privado=_Juntas(None, rec),
+    )
 
 
 def _juntar(alvo: DatasetVivo, col: Leitura, rec: Leitura) -> Leitura:
@@ -161,20 +177,35 @@ def _juntar(alvo: DatasetVivo, col: Leitura, rec: Leitura) -> Leitura:
     if alvo.chave is not None:
         for linha in col.upserts:
             if linha.get(alvo.chave) is not None:
-                vistas.add((texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None,
-                            conjuntos.codificar(linha[alvo.chave])))
+                vistas.add(
+                    (
+                        texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None,
+                        conjuntos.codificar(linha[alvo.chave]),
+                    )
+                )
 
     def lida_pela_coluna(escopo: str | None, valor: Any) -> bool:
         return (escopo, conjuntos.codificar(valor)) in vistas
 
     upserts = list(col.upserts) + [
-        linha for linha in rec.upserts if alvo.chave is None or not lida_pela_coluna(
-            texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None, linha[alvo.chave])]
-    por_escopo = {escopo: [v for v in valores if not lida_pela_coluna(escopo, v)]
-                  for escopo, valores in rec.remocoes_por_escopo.items()}
+        linha
+        for linha in rec.upserts
+        if alvo.chave is None
+        or not lida_pela_coluna(
+            texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None, linha[alvo.chave]
+        )
+    ]
+    por_escopo = {
+        escopo: [v for v in valores if not lida_pela_coluna(escopo, v)]
+        for escopo, valores in rec.remocoes_por_escopo.items()
+    }
     return Leitura(
-        Situacao.MUDANCAS, upserts=upserts,
+        Situacao.MUDANCAS,
+        upserts=upserts,
         remocoes=[v for v in rec.remocoes if not lida_pela_coluna(None, v)],
         remocoes_por_escopo={e: v for e, v in por_escopo.items() if v},
-        quantos=col.quantos + rec.quantos, atrasadas=col.atrasadas, posicao=col.posicao,
-        privado=_Juntas(col, rec))
+        quantos=col.quantos + rec.quantos,
+        atrasadas=col.atrasadas,
+        posicao=col.posicao,
+        privado=_Juntas(col, rec),
+    )

@@ -82,15 +82,17 @@ def ordem(valor: Any) -> tuple[int, Any]:
         return (4, valor)
     if isinstance(valor, uuid.UUID):
         return (5, valor)
-    raise ErroConjunto('um valor do tipo %s não serve de chave na reconciliação: %r'
-                       % (type(valor).__name__, valor))
+    raise ErroConjunto(
+        'um valor do tipo %s não serve de chave na reconciliação: %r'
+        % (type(valor).__name__, valor)
+    )
 
 
 def cresce(antes: tuple[int, Any], depois: tuple[int, Any]) -> bool:
     """`depois` vem estritamente depois de `antes` pela regra (tipos incomparáveis: não)."""
     try:
         return antes < depois
-    except TypeError:               # ex.: datetime com e sem fuso na mesma coluna
+    except TypeError:  # ex.: datetime com e sem fuso na mesma coluna
         return False
 
 
@@ -116,8 +118,10 @@ def codificar(valor: Any) -> str:
         return 'd' + valor.isoformat()
     if isinstance(valor, uuid.UUID):
         return 'u' + str(valor)
-    raise ErroConjunto('um valor do tipo %s não serve de chave na reconciliação: %r'
-                       % (type(valor).__name__, valor))
+    raise ErroConjunto(
+        'um valor do tipo %s não serve de chave na reconciliação: %r'
+        % (type(valor).__name__, valor)
+    )
 
 
 def decodificar(linha: str) -> Any:
@@ -159,10 +163,21 @@ class Identidade:
     escopo_coluna: str | None
 
     def cabecalho(self, escopo: str | None) -> str:
-        return _CABECALHO + json.dumps(
-            {'dataset': self.dataset, 'source_object': self.source_object, 'key': self.chave,
-             'scope_column': self.escopo_coluna, 'escopo': escopo},
-            ensure_ascii=False, sort_keys=True) + '\n'
+        return (
+            _CABECALHO
+            + json.dumps(
+                {
+                    'dataset': self.dataset,
+                    'source_object': self.source_object,
+                    'key': self.chave,
+                    'scope_column': self.escopo_coluna,
+                    'escopo': escopo,
+                },
+                ensure_ascii=False,
+                sort_keys=True,
+            )
+            + '\n'
+        )
 
 
 def pasta_do_dataset(pasta: str, dataset: str) -> str:
@@ -202,11 +217,10 @@ def tentadas(pasta: str, dataset: str) -> dict[str | None, list[str]]:
         if conjunto == _TODAS:
             escopo: str | None = None
         elif conjunto.startswith(_PREFIXO_EMPRESA) and conjunto.endswith(_SUFIXO):
-            escopo = unquote(conjunto[len(_PREFIXO_EMPRESA):-len(_SUFIXO)])
+            escopo = unquote(conjunto[len(_PREFIXO_EMPRESA) : -len(_SUFIXO)])
         else:
             continue
-        achados.setdefault(escopo, []).append(
-            os.path.join(pasta_do_dataset(pasta, dataset), nome))
+        achados.setdefault(escopo, []).append(os.path.join(pasta_do_dataset(pasta, dataset), nome))
     return achados
 
 
@@ -221,7 +235,7 @@ def existentes(pasta: str, dataset: str) -> dict[str | None, str]:
         if nome == _TODAS:
             achados[None] = os.path.join(pasta_do_dataset(pasta, dataset), nome)
         elif nome.startswith(_PREFIXO_EMPRESA) and nome.endswith(_SUFIXO):
-            escopo = unquote(nome[len(_PREFIXO_EMPRESA):-len(_SUFIXO)])
+            escopo = unquote(nome[len(_PREFIXO_EMPRESA) : -len(_SUFIXO)])
             achados[escopo] = os.path.join(pasta_do_dataset(pasta, dataset), nome)
     return achados
 
@@ -255,8 +269,10 @@ def abrir_arquivo(arquivo: str, identidade: Identidade, escopo: str | None) -> I
         raise
     if primeira != esperado:
         entrada.close()
-        raise ErroConjunto('%s é de outra identidade (cabeçalho %r, esperado %r)'
-                           % (arquivo, primeira.strip()[:200], esperado.strip()[:200]))
+        raise ErroConjunto(
+            '%s é de outra identidade (cabeçalho %r, esperado %r)'
+            % (arquivo, primeira.strip()[:200], esperado.strip()[:200])
+        )
     return _chaves_do_arquivo(entrada, arquivo)
 
 
@@ -265,17 +281,19 @@ def _chaves_do_arquivo(entrada: IO[str], arquivo: str) -> Iterator[Any]:
         quantas = 0
         for linha in entrada:
             etiqueta = linha[:1]
-            if etiqueta == 'i':             # o caso de quase toda chave: um inteiro
+            if etiqueta == 'i':  # o caso de quase toda chave: um inteiro
                 try:
                     valor: Any = int(linha[1:])
                 except ValueError:
-                    raise ErroConjuntoGuardado('%s: linha %r ilegível' % (arquivo, linha[:80])) \
-                        from None
+                    raise ErroConjuntoGuardado(
+                        '%s: linha %r ilegível' % (arquivo, linha[:80])
+                    ) from None
             elif etiqueta == '#':
                 if not linha.startswith(_FIM) or linha.rstrip('\n') != '%s%d' % (_FIM, quantas):
                     raise ErroConjuntoGuardado(
                         '%s: a linha de fim diz %r e o arquivo tem %d chave(s)'
-                        % (arquivo, linha.strip(), quantas))
+                        % (arquivo, linha.strip(), quantas)
+                    )
                 return
             elif not linha.endswith('\n'):
                 break
@@ -286,8 +304,7 @@ def _chaves_do_arquivo(entrada: IO[str], arquivo: str) -> Iterator[Any]:
                     raise ErroConjuntoGuardado('%s: %s' % (arquivo, erro)) from None
             quantas += 1
             yield valor
-    raise ErroConjuntoGuardado('%s termina sem a linha de fim: não foi escrito até o fim'
-                               % arquivo)
+    raise ErroConjuntoGuardado('%s termina sem a linha de fim: não foi escrito até o fim' % arquivo)
 
 
 # ---------------------------------------------------------------- a comparacao
@@ -303,8 +320,9 @@ class Contagem:
 
 # Tipos que se comparam entre si como o `ordem` compara (a mesma familia): a
 # comparacao direta, sem montar a tupla, e o caminho de quase toda chave.
-_DIRETOS = frozenset((int, str, decimal.Decimal, float, datetime.datetime, datetime.date,
-                      uuid.UUID, bytes))
+_DIRETOS = frozenset(
+    (int, str, decimal.Decimal, float, datetime.datetime, datetime.date, uuid.UUID, bytes)
+)
 
 
 def _antes(a: Any, b: Any) -> bool:
@@ -312,7 +330,7 @@ def _antes(a: Any, b: Any) -> bool:
     if type(a) is type(b) and type(a) in _DIRETOS:
         try:
             return bool(a < b)
-        except TypeError:           # datetime com e sem fuso na mesma coluna
+        except TypeError:  # datetime com e sem fuso na mesma coluna
             return False
     return cresce(ordem(a), ordem(b))
 
@@ -323,21 +341,25 @@ def _iguais(a: Any, b: Any) -> bool:
     return ordem(a) == ordem(b)
 
 
-def _fora_de_ordem(lado: str, antes: Any, valor: Any,
-                   erro: type[ErroConjunto]) -> ErroConjunto:
+def _fora_de_ordem(lado: str, antes: Any, valor: Any, erro: type[ErroConjunto]) -> ErroConjunto:
     try:
         repetida = _iguais(antes, valor)
     except ErroConjunto:
         repetida = False
     if repetida:
-        return erro('%s tem a chave %r repetida: a `key` do dataset não é única na view'
-                    ' (por empresa), e a reconciliação não sabe qual remover' % (lado, valor))
-    return erro('%s fora de ordem: %r veio depois de %r -- a ordem do banco (a'
-                ' collation) não é a que o ouvinte compara' % (lado, valor, antes))
+        return erro(
+            '%s tem a chave %r repetida: a `key` do dataset não é única na view'
+            ' (por empresa), e a reconciliação não sabe qual remover' % (lado, valor)
+        )
+    return erro(
+        '%s fora de ordem: %r veio depois de %r -- a ordem do banco (a'
+        ' collation) não é a que o ouvinte compara' % (lado, valor, antes)
+    )
 
 
-def em_ordem(valores: Iterable[Any], lado: str,
-             erro: type[ErroConjunto] = ErroConjunto) -> Iterator[Any]:
+def em_ordem(
+    valores: Iterable[Any], lado: str, erro: type[ErroConjunto] = ErroConjunto
+) -> Iterator[Any]:
     """Os valores, conferindo que crescem pela regra; se não, `erro` no meio."""
     vazio = anterior = object()
     diretos = _DIRETOS
@@ -346,7 +368,7 @@ def em_ordem(valores: Iterable[Any], lado: str,
         if tipo is type(anterior) and tipo in diretos:
             try:
                 cresceu = anterior < valor
-            except TypeError:       # datetime com e sem fuso na mesma coluna
+            except TypeError:  # datetime com e sem fuso na mesma coluna
                 cresceu = False
             if not cresceu:
                 raise _fora_de_ordem(lado, anterior, valor, erro)
@@ -355,7 +377,7 @@ def em_ordem(valores: Iterable[Any], lado: str,
                 if anterior is not vazio and not _antes(anterior, valor):
                     raise _fora_de_ordem(lado, anterior, valor, erro)
                 if tipo not in diretos:
-                    ordem(valor)    # tipo que nao se guarda: recusado aqui, nao no disco
+                    ordem(valor)  # tipo que nao se guarda: recusado aqui, nao no disco
             except ErroConjunto as problema:
                 if isinstance(problema, erro):
                     raise
@@ -364,8 +386,9 @@ def em_ordem(valores: Iterable[Any], lado: str,
         yield valor
 
 
-def comparar(anteriores: Iterable[Any], atuais: Iterable[Any], contagem: Contagem,
-             ) -> Iterator[tuple[str, Any]]:
+def comparar(
+    anteriores: Iterable[Any], atuais: Iterable[Any], contagem: Contagem
+) -> Iterator[tuple[str, Any]]:
     """
     A diferença entre dois conjuntos em ordem: ('-', chave) saiu, ('+', chave) entrou.
 
@@ -415,8 +438,9 @@ def comparar(anteriores: Iterable[Any], atuais: Iterable[Any], contagem: Contage
     contagem.incluidas += incluidas
 
 
-def aplicar(anteriores: Iterable[Any], incluidas: Iterable[Any],
-            removidas: Iterable[Any]) -> Iterator[Any]:
+def aplicar(
+    anteriores: Iterable[Any], incluidas: Iterable[Any], removidas: Iterable[Any]
+) -> Iterator[Any]:
     """
     O conjunto novo, em ordem: o anterior menos `removidas`, mais `incluidas`.
 
@@ -431,15 +455,16 @@ def aplicar(anteriores: Iterable[Any], incluidas: Iterable[Any],
             yield extras[i]
             i += 1
         if i < len(extras) and _iguais(extras[i], valor):
-            i += 1                   # ja estava: uma vez so
+            i += 1  # ja estava: uma vez so
         if not fora or codificar(valor) not in fora:
             yield valor
     yield from extras[i:]
 
 
 # ------------------------------------------- o diario da coluna, e as chaves tentadas
-def anotar_diario(arquivo: str, identidade: Identidade, escopo: str | None,
-                  valores: Iterable[Any]) -> None:
+def anotar_diario(
+    arquivo: str, identidade: Identidade, escopo: str | None, valores: Iterable[Any]
+) -> None:
     """
     Acrescenta ao diário as chaves que a `coluna` acabou de entregar (ou, no
     mesmo formato, ao arquivo das chaves que um envio vai tentar).
@@ -476,7 +501,7 @@ def ler_diario(arquivo: str, identidade: Identidade, escopo: str | None) -> list
         vistos: dict[str, Any] = {}
         for linha in entrada:
             if not linha.endswith('\n'):
-                break                       # a ultima, pela metade
+                break  # a ultima, pela metade
             codigo = linha[:-1]
             if codigo not in vistos:
                 try:
@@ -503,18 +528,19 @@ def tomar_diario(pasta: str, dataset: str, escopo: str | None) -> str | None:
         return dobrando
     try:
         with open(diario, encoding='utf-8', newline='\n') as entrada:
-            entrada.readline()              # o cabecalho: o do dobrando ja vale
+            entrada.readline()  # o cabecalho: o do dobrando ja vale
             resto = entrada.read()
     except FileNotFoundError:
         return dobrando
     with open(dobrando, 'a', encoding='utf-8', newline='\n') as saida:
-        saida.write(resto[:resto.rfind('\n') + 1])
+        saida.write(resto[: resto.rfind('\n') + 1])
     os.unlink(diario)
     return dobrando
 
 
-def juntar(guardadas: Iterable[Any], do_diario: list[Any],
-           contador: list[int] | None = None) -> Iterator[Any]:
+def juntar(
+    guardadas: Iterable[Any], do_diario: list[Any], contador: list[int] | None = None
+) -> Iterator[Any]:
     """
     O conjunto guardado mais as chaves do diário, em ordem e sem repetidas.
 

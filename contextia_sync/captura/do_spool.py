@@ -35,11 +35,17 @@ def abrir_spool(pasta: str, risco: str) -> Spool:
     O spool da captura em `pasta`, com os limites do ambiente (ou os padrões);
     `risco`: o que a pausa com ele cheio custa na origem, para a recusa dizer.
     """
-    return Spool(pasta, logger=logger, risco=risco,
-                 maximo_itens=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_ITENS')
-                                  or padroes.SPOOL_MAXIMO_ITENS),
-                 maximo_bytes=int(os.environ.get('CONTEXTIA_SPOOL_MAXIMO_BYTES')
-                                  or padroes.SPOOL_MAXIMO_BYTES))
+    return Spool(
+        pasta,
+        logger=logger,
+        risco=risco,
+        maximo_itens=int(
+            os.environ.get('CONTEXTIA_SPOOL_MAXIMO_ITENS') or padroes.SPOOL_MAXIMO_ITENS
+        ),
+        maximo_bytes=int(
+            os.environ.get('CONTEXTIA_SPOOL_MAXIMO_BYTES') or padroes.SPOOL_MAXIMO_BYTES
+        ),
+    )
 
 
 class TetoDoSpool:
@@ -114,19 +120,22 @@ class CapturaPeloSpool:
 
     def _truncadas(self, nomes: list[str]) -> None:
         """O TRUNCATE de tabela seguida: o log não diz que linhas saíram -- a varredura diz."""
-        logger.error('%s: TRUNCATE na origem em %s: o log não diz que linhas saíram.'
-                     ' Entregue(s) à varredura, que refaz o conjunto.', self.nome,
-                     ', '.join(nomes))
+        logger.error(
+            '%s: TRUNCATE na origem em %s: o log não diz que linhas saíram.'
+            ' Entregue(s) à varredura, que refaz o conjunto.',
+            self.nome,
+            ', '.join(nomes),
+        )
         for nome in nomes:
-            self.estado.entregar_a_varredura(nome, 'TRUNCATE na origem em %s'
-                                             % datetime.datetime.now().isoformat(' ', 'seconds'))
+            self.estado.entregar_a_varredura(
+                nome, 'TRUNCATE na origem em %s' % datetime.datetime.now().isoformat(' ', 'seconds')
+            )
         self.estado.gravar()
 
     @property
     def spool(self) -> Spool:
         if self._spool is None:
-            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL),
-                                      self.RISCO_DO_SPOOL)
+            self._spool = abrir_spool(os.path.join(self.pasta, PASTA_SPOOL), self.RISCO_DO_SPOOL)
         return self._spool
 
     # -- Captura -------------------------------------------------------------------
@@ -136,11 +145,15 @@ class CapturaPeloSpool:
 
     def ler(self, alvo: DatasetVivo) -> Leitura:
         self._bombear_para(alvo)
-        return leitura_do_spool(self.origem, alvo, self._teto.tomar(
-            self.spool, alvo.nome, self.maximo), alvo.escopo)
+        return leitura_do_spool(
+            self.origem, alvo, self._teto.tomar(self.spool, alvo.nome, self.maximo), alvo.escopo
+        )
 
-    def antes_de_enviar(self, alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
-                        leitura: Leitura) -> None:
+    def antes_de_enviar(
+        self,
+        alvo: DatasetVivo,  # noqa: ARG002 - o protocolo
+        leitura: Leitura,
+    ) -> None:
         """Nada: a mudança só sai do spool quando o intake a confirmou."""
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
@@ -176,10 +189,14 @@ class CapturaPeloSpool:
     def _status_do_spool(self) -> dict[str, Any]:
         """Os campos do spool e da pausa no bloco `captura` do status."""
         spool = self.spool
-        return {'atraso_origem_s': self.atraso_s,
-                'spool_itens': spool.profundidade(), 'spool_bytes': spool.bytes_ocupados(),
-                'spool_idade_s': spool.idade_do_mais_velho(),
-                'spool_devolvidos': spool.devolvidos, 'pausada': self.pausada}
+        return {
+            'atraso_origem_s': self.atraso_s,
+            'spool_itens': spool.profundidade(),
+            'spool_bytes': spool.bytes_ocupados(),
+            'spool_idade_s': spool.idade_do_mais_velho(),
+            'spool_devolvidos': spool.devolvidos,
+            'pausada': self.pausada,
+        }
 
 
 def ler_posicao(caminho: str, recusa: Callable[[str], Exception]) -> dict[str, Any]:
@@ -203,8 +220,9 @@ def gravar_posicao(caminho: str, posicao: dict[str, Any]) -> None:
     gravar_atomico(caminho, json.dumps(posicao, ensure_ascii=False, indent=1) + '\n')
 
 
-def leitura_do_spool(origem: AdaptadorDeOrigem, alvo: DatasetVivo, itens: list[ItemDoSpool],
-                     recorte: str | None) -> Leitura:
+def leitura_do_spool(
+    origem: AdaptadorDeOrigem, alvo: DatasetVivo, itens: list[ItemDoSpool], recorte: str | None
+) -> Leitura:
     """A `Leitura` das mudanças tomadas: as linhas relidas e as remoções por empresa."""
     if not itens:
         return Leitura(Situacao.NADA)
@@ -213,8 +231,9 @@ def leitura_do_spool(origem: AdaptadorDeOrigem, alvo: DatasetVivo, itens: list[I
     valores = [item.chave for item in itens]
     passo = padroes.CHAVES_POR_LEITURA
     for inicio in range(0, len(valores), passo):
-        for lida in origem.fetch(alvo.source_object, alvo.colunas,
-                                 chaves=(chave, valores[inicio:inicio + passo])):
+        for lida in origem.fetch(
+            alvo.source_object, alvo.colunas, chaves=(chave, valores[inicio : inicio + passo])
+        ):
             achadas[str(lida.get(chave))] = lida
     remocoes: dict[str, list[Any]] = {}
     remover_de_todas: list[Any] = []
@@ -236,8 +255,9 @@ def leitura_do_spool(origem: AdaptadorDeOrigem, alvo: DatasetVivo, itens: list[I
                 remocoes.setdefault(escopo, []).append(item.chave)
                 sai_de.append(escopo)
         tomada.append((item, sai_de))
-    leitura = Leitura(Situacao.MUDANCAS, upserts=list(achadas.values()),
-                      quantos=len(itens), privado=tomada)
+    leitura = Leitura(
+        Situacao.MUDANCAS, upserts=list(achadas.values()), quantos=len(itens), privado=tomada
+    )
     leitura.remocoes_por_escopo = remocoes
     leitura.remocoes = sorted(set(remover_de_todas), key=str) if not recorte else []
     return leitura
@@ -248,7 +268,11 @@ def concluir_entregues(spool: Spool, leitura: Leitura) -> None:
     if not leitura.privado:
         return
     entregues: set[tuple[str | None, str]] = {
-        (e, str(v)) for e, valores in leitura.remocoes_por_escopo.items() for v in valores}
+        (e, str(v)) for e, valores in leitura.remocoes_por_escopo.items() for v in valores
+    }
     entregues.update((None, str(v)) for v in leitura.remocoes)
-    spool.concluir(item for item, removidas in leitura.privado
-                   if all((e, str(item.chave)) in entregues for e in removidas))
+    spool.concluir(
+        item
+        for item, removidas in leitura.privado
+        if all((e, str(item.chave)) in entregues for e in removidas)
+    )

@@ -41,76 +41,75 @@ ESTRATEGIAS: dict[str, dict[str, Any]] = {
     'coluna': {
         'o_que_e': 'sonda numa coluna de alteração da própria view (`watch_column`)',
         'exige': 'uma coluna que a origem atualize a cada alteração. Nada mais:'
-                 ' SELECT com a credencial de leitura que ja usamos',
+        ' SELECT com a credencial de leitura que ja usamos',
         've_delete': False,
         'nota': 'exclusão só na varredura diária',
     },
     'binlog': {
         'o_que_e': 'MySQL/MariaDB: ler o binlog pelo protocolo de replicação',
         'exige': 'log_bin=ON, binlog_format=ROW, binlog_row_image=FULL,'
-                 ' binlog_row_metadata=FULL e GRANT REPLICATION SLAVE, BINLOG MONITOR.'
-                 ' NENHUM DDL e NENHUMA escrita -- e virar uma réplica de leitura.'
-                 ' Em Python puro (python-mysql-replication), sem client nativo',
+        ' binlog_row_metadata=FULL e GRANT REPLICATION SLAVE, BINLOG MONITOR.'
+        ' NENHUM DDL e NENHUMA escrita -- e virar uma réplica de leitura.'
+        ' Em Python puro (python-mysql-replication), sem client nativo',
         've_delete': True,
         'nota': 'o melhor caso. Cuidado com a expiração do binlog: fora do ar por'
-                ' mais tempo que a retenção, o ouvinte NÃO sabe o que perdeu e'
-                ' precisa cair na varredura',
+        ' mais tempo que a retenção, o ouvinte NÃO sabe o que perdeu e'
+        ' precisa cair na varredura',
     },
     'change_tracking': {
         'o_que_e': 'SQL Server: CHANGETABLE(CHANGES <tabela>, @versao)',
         'exige': 'ALTER DATABASE ... CHANGE_TRACKING = ON uma vez (DDL do DBA, sem'
-                 ' trigger) + permissao VIEW CHANGE TRACKING',
+        ' trigger) + permissao VIEW CHANGE TRACKING',
         've_delete': True,
         'nota': 'rastreia TABELA, não view -- e o mapeamento aponta para views.'
-                ' Le-se a chave que mudou e rele-se a view por ela',
+        ' Le-se a chave que mudou e rele-se a view por ela',
     },
     'slot_logico': {
         'o_que_e': 'PostgreSQL: a decodificação lógica (pgoutput) por SQL comum --'
-                   ' pg_logical_slot_peek_binary_changes, e o slot avançado só depois do'
-                   ' spool',
+        ' pg_logical_slot_peek_binary_changes, e o slot avançado só depois do'
+        ' spool',
         'exige': 'wal_level=logical (EXIGE REINICIO do banco do cliente) +'
-                 ' privilégio REPLICATION; o slot e a publicação criados uma vez'
-                 ' (`ouvinte.py --criar-slot`); REPLICA IDENTITY que traga a key e a'
-                 ' empresa (FULL, se a empresa não está na chave primária)',
+        ' privilégio REPLICATION; o slot e a publicação criados uma vez'
+        ' (`ouvinte.py --criar-slot`); REPLICA IDENTITY que traga a key e a'
+        ' empresa (FULL, se a empresa não está na chave primária)',
         've_delete': True,
         'nota': 'PERIGO OPERACIONAL: slot não consumido RETEM WAL. Ouvinte morto e'
-                ' sem ninguém olhando enche o disco do cliente. Slot abandonado e'
-                ' incidente, não inconveniente: o WAL retido está no status e na'
-                ' saúde, max_slot_wal_keep_size é a rede do DBA, e desinstalar começa'
-                ' por `--remover-slot`',
+        ' sem ninguém olhando enche o disco do cliente. Slot abandonado e'
+        ' incidente, não inconveniente: o WAL retido está no status e na'
+        ' saúde, max_slot_wal_keep_size é a rede do DBA, e desinstalar começa'
+        ' por `--remover-slot`',
     },
     'flashback': {
         'o_que_e': 'Oracle: VERSIONS BETWEEN SCN :a AND :b',
-        'exige': 'privilégio FLASHBACK no objeto + undo_retention MAIOR que o'
-                 ' intervalo do ciclo',
+        'exige': 'privilégio FLASHBACK no objeto + undo_retention MAIOR que o intervalo do ciclo',
         've_delete': True,
         'nota': 'nao confunda com ORA_ROWSCN, que custa so um SELECT e parece a'
-                ' solução magica: a granularidade e de BLOCO e a Oracle NÃO garante'
-                ' o valor para detecção de mudança (delayed block cleanout deixa o'
-                ' SCN atrás do commit). Falso positivo é inofensivo -- o upsert'
-                ' deduplica --, mas falso negativo PERDE LINHA em silêncio',
+        ' solução magica: a granularidade e de BLOCO e a Oracle NÃO garante'
+        ' o valor para detecção de mudança (delayed block cleanout deixa o'
+        ' SCN atrás do commit). Falso positivo é inofensivo -- o upsert'
+        ' deduplica --, mas falso negativo PERDE LINHA em silêncio',
     },
     'reconciliacao': {
         'o_que_e': 'diferença do conjunto de CHAVES: SELECT <escopo>, <key> FROM <view>'
-                   ' ORDER BY <escopo>, <key>, comparado com o conjunto entregue',
+        ' ORDER BY <escopo>, <key>, comparado com o conjunto entregue',
         'exige': 'nada da origem: uma leitura só das chaves (index-only), em qualquer'
-                 ' banco, sem DDL e sem privilégio nenhum. Do mapeamento, a `key`; do'
-                 ' Contextia, `remove` no envelope do intake (capacidades.remove)',
+        ' banco, sem DDL e sem privilégio nenhum. Do mapeamento, a `key`; do'
+        ' Contextia, `remove` no envelope do intake (capacidades.remove)',
         've_delete': True,
         'nota': 'pega INCLUSÃO e EXCLUSÃO a cada --intervalo-reconciliacao e NÃO pega'
-                ' ALTERAÇÃO: junte com a coluna (`coluna+reconciliacao`). Custa, por'
-                ' intervalo, uma leitura das chaves da view inteira',
+        ' ALTERAÇÃO: junte com a coluna (`coluna+reconciliacao`). Custa, por'
+        ' intervalo, uma leitura das chaves da view inteira',
     },
     'coluna+reconciliacao': {
         'o_que_e': 'as duas juntas: a `coluna` a cada --intervalo-dados (inclusão e'
-                   ' alteração em segundos) e a `reconciliacao` a cada'
-                   ' --intervalo-reconciliacao (a exclusão em minutos)',
+        ' alteração em segundos) e a `reconciliacao` a cada'
+        ' --intervalo-reconciliacao (a exclusão em minutos)',
         'exige': 'o que cada uma exige: a coluna de mudança para a `coluna`; a `key` e'
-                 ' um Contextia com `remove` (capacidades.remove) para a reconciliação.'
-                 ' Da origem, só SELECT',
+        ' um Contextia com `remove` (capacidades.remove) para a reconciliação.'
+        ' Da origem, só SELECT',
         've_delete': True,
         'nota': 'DELETE sai do Contextia em até um --intervalo-reconciliacao; dataset'
-                ' sem `key` fica só na `coluna` (a exclusão dele, na varredura)',
+        ' sem `key` fica só na `coluna` (a exclusão dele, na varredura)',
     },
 }
 
@@ -135,7 +134,8 @@ def exigir_estrategia(nome: str) -> dict[str, Any]:
         raise ErroEstrategia(
             'Estratégia %r não existe. As que existem: %s.\n'
             'Corrija --estrategia ou `listener.strategy` no mapeamento.'
-            % (nome, ', '.join(sorted(ESTRATEGIAS))))
+            % (nome, ', '.join(sorted(ESTRATEGIAS)))
+        )
     if implementada(nome):
         return info
     linhas = [
@@ -146,9 +146,12 @@ def exigir_estrategia(nome: str) -> dict[str, Any]:
         '  vê DELETE : %s' % ('sim' if info['ve_delete'] else 'nao'),
         '  atenção ..: %s' % info['nota'],
         '',
-        'Implementadas hoje: %s. A `coluna` exige %s; a `reconciliacao`, %s.' % (
+        'Implementadas hoje: %s. A `coluna` exige %s; a `reconciliacao`, %s.'
+        % (
             ', '.join('`%s`' % n for n in sorted(IMPLEMENTACOES)),
-            ESTRATEGIAS['coluna']['exige'], ESTRATEGIAS['reconciliacao']['exige']),
+            ESTRATEGIAS['coluna']['exige'],
+            ESTRATEGIAS['reconciliacao']['exige'],
+        ),
         '',
         'Se este cliente não tem coluna de alteração, isso NÃO é detalhe de',
         'configuração: e uma decisão a tomar com o DBA antes de prometer dado',
@@ -158,8 +161,9 @@ def exigir_estrategia(nome: str) -> dict[str, Any]:
     raise ErroEstrategia('\n'.join(linhas))
 
 
-def resolver_estrategia(da_linha_de_comando: str | None,
-                        mapa: Mapping[str, Any] | None) -> tuple[str, str]:
+def resolver_estrategia(
+    da_linha_de_comando: str | None, mapa: Mapping[str, Any] | None
+) -> tuple[str, str]:
     """
     --estrategia, senão `listener.strategy` do mapeamento, senão `coluna`.
 
@@ -179,8 +183,15 @@ def partes(nome: str) -> list[str]:
     return nome.split('+')
 
 
-def criar_captura(nome: str, *, origem: AdaptadorDeOrigem, estado: Estado, folga: int,
-                  maximo: int, reconciliacao: Any = None) -> Captura:
+def criar_captura(
+    nome: str,
+    *,
+    origem: AdaptadorDeOrigem,
+    estado: Estado,
+    folga: int,
+    maximo: int,
+    reconciliacao: Any = None,
+) -> Captura:
     """
     A captura da estratégia `nome` (já exigida), pelo registro. `reconciliacao`
     (captura.reconciliacao.OpcoesReconciliacao) é obrigatória se ela reconcilia.
@@ -193,6 +204,5 @@ def criar_captura(nome: str, *, origem: AdaptadorDeOrigem, estado: Estado, folga
         if reconciliacao is None:
             raise ValueError('a estratégia %s precisa das opções da reconciliacao' % nome)
         opcoes['opcoes'] = reconciliacao
-    captura: Captura = fabrica(origem=origem, estado=estado, folga=folga, maximo=maximo,
-                               **opcoes)
+    captura: Captura = fabrica(origem=origem, estado=estado, folga=folga, maximo=maximo, **opcoes)
     return captura

@@ -145,6 +145,7 @@ def avancar(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atual: Any) 
 # Quando mexer na marca
 # ---------------------------------------------------------------------------
 
+
 def primeira_vez(marca: Any, vazia_no_inicio: bool) -> bool:
     """
     Sem marca (e sem ter visto a tabela vazia): a leitura só FIXA o ponto de partida.
@@ -173,8 +174,14 @@ def passa_do_teto(quantos: int, maximo: int) -> bool:
     return quantos > maximo
 
 
-def marca_apos_envio(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atual: Any,
-                     *, todos_ok: bool, seco: bool) -> Any:
+def marca_apos_envio(
+    linhas: Iterable[Mapping[str, Any]],
+    coluna: str,
+    marca_atual: Any,
+    *,
+    todos_ok: bool,
+    seco: bool,
+) -> Any:
     """
     A marca depois de entregar as linhas lidas neste ciclo.
 
@@ -190,8 +197,7 @@ def marca_apos_envio(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atu
     return avancar(linhas, coluna, marca_atual)
 
 
-def marca_apos_varredura(marca_atual: Any, maximo_antes: Any, coluna: str, *,
-                         fechou: bool) -> Any:
+def marca_apos_varredura(marca_atual: Any, maximo_antes: Any, coluna: str, *, fechou: bool) -> Any:
     """
     O pulo da marca de um dataset entregue a varredura.
 
@@ -205,8 +211,9 @@ def marca_apos_varredura(marca_atual: Any, maximo_antes: Any, coluna: str, *,
     return avancar([{coluna: maximo_antes}], coluna, marca_atual)
 
 
-def limite_do_relogio(agora_origem: datetime.datetime | None, familia: str,
-                      tolerancia: float) -> Any:
+def limite_do_relogio(
+    agora_origem: datetime.datetime | None, familia: str, tolerancia: float
+) -> Any:
     """
     Até onde a marca pode ir: a hora da ORIGEM mais uma tolerância.
 
@@ -237,8 +244,7 @@ def marca_limitada(marca: Any, limite: Any) -> Any:
     return marca
 
 
-def marca_do_maximo(maximo: Any, agora_origem: datetime.datetime | None,
-                    familia: str) -> Any:
+def marca_do_maximo(maximo: Any, agora_origem: datetime.datetime | None, familia: str) -> Any:
     """
     A marca que parte do MAX da origem (a marca inicial, o salto da varredura,
     `estado.py marcar DATASET max`): nunca além da hora da origem AGORA.
@@ -258,8 +264,9 @@ def marca_do_maximo(maximo: Any, agora_origem: datetime.datetime | None,
     return presente if acima(maximo, presente) else maximo
 
 
-def recuo_do_relogio(maior_visto: datetime.datetime | None,
-                     agora_origem: datetime.datetime) -> float:
+def recuo_do_relogio(
+    maior_visto: datetime.datetime | None, agora_origem: datetime.datetime
+) -> float:
     """
     Quantos segundos o relógio da origem voltou desde o maior valor já visto.
 
@@ -278,6 +285,7 @@ def recuo_do_relogio(maior_visto: datetime.datetime | None,
 # ---------------------------------------------------------------------------
 # Chegadas atrasadas
 # ---------------------------------------------------------------------------
+
 
 def margem_efetiva(marca: Any, folga: float) -> float | None:
     """Quanto a leitura realmente recua, em segundos (None para numero/texto)."""
@@ -316,9 +324,13 @@ def identidade(linha: Mapping[str, Any], coluna: str, chave: str | None = None) 
     return hashlib.sha1(bruto.encode('utf-8')).hexdigest()[:16]
 
 
-def contar_atrasadas(linhas: Iterable[Mapping[str, Any]], coluna: str, chave: str | None,
-                     marca_anterior: Any, vistos: Mapping[str, Any] | None,
-                     ) -> tuple[int, float | None, dict[str, Any]]:
+def contar_atrasadas(
+    linhas: Iterable[Mapping[str, Any]],
+    coluna: str,
+    chave: str | None,
+    marca_anterior: Any,
+    vistos: Mapping[str, Any] | None,
+) -> tuple[int, float | None, dict[str, Any]]:
     """
     Devolve (quantas, maior_atraso_s, novas) das linhas lidas neste ciclo.
 
@@ -359,8 +371,7 @@ def podar_vistos(vistos: Mapping[str, Any], marca: Any, folga: float) -> dict[st
     limite = recuar(marca, folga)
     if limite is None:
         return dict(vistos)
-    return {ident: valor for ident, valor in vistos.items()
-            if _maior(valor, limite)}
+    return {ident: valor for ident, valor in vistos.items() if _maior(valor, limite)}
 
 
 def atraso_preocupante(maior_atraso_s: float | None, marca: Any, folga: float) -> bool:

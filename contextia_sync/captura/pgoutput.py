@@ -31,7 +31,7 @@ from typing import Any
 # A época do PostgreSQL: os carimbos do protocolo contam microssegundos desde ela.
 _EPOCA_PG = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc).timestamp()
 # Tipos cuja key vira int (a mesma que a releitura pela view devolve).
-TIPOS_INTEIROS = frozenset({20, 21, 23, 26})     # int8, int2, int4, oid
+TIPOS_INTEIROS = frozenset({20, 21, 23, 26})  # int8, int2, int4, oid
 _FORMATOS = {1: '>b', 2: '>h', 4: '>i', 8: '>q'}
 
 
@@ -59,12 +59,12 @@ class Relacao:
 class Mensagem:
     """Uma mensagem do pgoutput já decodificada (só o que a captura usa)."""
 
-    tipo: str                                   # B C R I U D T (outras: ignoradas)
+    tipo: str  # B C R I U D T (outras: ignoradas)
     relacao: int = 0
-    imagens: list[list[Any]] = field(default_factory=list)   # antes/depois, por coluna
+    imagens: list[list[Any]] = field(default_factory=list)  # antes/depois, por coluna
     relacao_nova: Relacao | None = None
     truncadas: list[int] = field(default_factory=list)
-    quando: float = 0.0                         # C: a hora do commit (epoch)
+    quando: float = 0.0  # C: a hora do commit (epoch)
 
 
 class _Leitor:
@@ -85,7 +85,7 @@ class _Leitor:
 
     def texto(self) -> str:
         fim = self.dados.index(b'\0', self.pos)
-        valor = self.dados[self.pos:fim].decode('utf-8')
+        valor = self.dados[self.pos : fim].decode('utf-8')
         self.pos = fim + 1
         return valor
 
@@ -98,9 +98,9 @@ class _Leitor:
             marca = self.byte()
             if marca == 't':
                 tamanho = self.inteiro(4)
-                colunas.append(self.dados[self.pos:self.pos + tamanho].decode('utf-8'))
+                colunas.append(self.dados[self.pos : self.pos + tamanho].decode('utf-8'))
                 self.pos += tamanho
-            else:                   # 'n' nulo, 'u' TOAST sem mudança: não é key nem empresa
+            else:  # 'n' nulo, 'u' TOAST sem mudança: não é key nem empresa
                 colunas.append(None)
         return colunas
 
@@ -108,20 +108,20 @@ class _Leitor:
 def _relacao(leitor: _Leitor, mensagem: Mensagem) -> None:
     mensagem.relacao = leitor.inteiro(4)
     esquema, tabela = leitor.texto() or 'pg_catalog', leitor.texto()
-    leitor.inteiro(1)                           # replica identity
+    leitor.inteiro(1)  # replica identity
     colunas = []
     for _ in range(leitor.inteiro(2)):
-        leitor.inteiro(1)                       # flags (1 = parte da key)
+        leitor.inteiro(1)  # flags (1 = parte da key)
         nome = leitor.texto()
         colunas.append((nome, leitor.inteiro(4)))
-        leitor.inteiro(4)                       # typmod
+        leitor.inteiro(4)  # typmod
     mensagem.relacao_nova = Relacao(esquema, tabela, colunas)
 
 
 def _linha(leitor: _Leitor, mensagem: Mensagem) -> None:
     mensagem.relacao = leitor.inteiro(4)
     while not leitor.no_fim():
-        marca = leitor.byte()                   # K (key antiga), O (linha antiga), N (nova)
+        marca = leitor.byte()  # K (key antiga), O (linha antiga), N (nova)
         mensagem.imagens.append(leitor.tupla())
         if marca == 'N':
             break
@@ -129,20 +129,26 @@ def _linha(leitor: _Leitor, mensagem: Mensagem) -> None:
 
 def _truncate(leitor: _Leitor, mensagem: Mensagem) -> None:
     quantas = leitor.inteiro(4)
-    leitor.inteiro(1)                           # opções (CASCADE, RESTART IDENTITY)
+    leitor.inteiro(1)  # opções (CASCADE, RESTART IDENTITY)
     mensagem.truncadas = [leitor.inteiro(4) for _ in range(quantas)]
 
 
 def _commit(leitor: _Leitor, mensagem: Mensagem) -> None:
-    leitor.inteiro(1)                           # flags
-    leitor.inteiro(8)                           # LSN do commit
-    leitor.inteiro(8)                           # LSN do fim da transação
+    leitor.inteiro(1)  # flags
+    leitor.inteiro(8)  # LSN do commit
+    leitor.inteiro(8)  # LSN do fim da transação
     mensagem.quando = _EPOCA_PG + leitor.inteiro(8) / 1e6
 
 
 # O que cada tipo de mensagem traz além do tipo (o Begin e os outros: nada que se use).
 _CORPO: dict[str, Callable[[_Leitor, Mensagem], None]] = {
-    'R': _relacao, 'I': _linha, 'U': _linha, 'D': _linha, 'T': _truncate, 'C': _commit}
+    'R': _relacao,
+    'I': _linha,
+    'U': _linha,
+    'D': _linha,
+    'T': _truncate,
+    'C': _commit,
+}
 
 
 def decodificar(dados: bytes) -> Mensagem:

@@ -60,6 +60,7 @@ from contextia_sync.estado.estado import Estado, Reconciliacao
 from contextia_sync.origem import FUNCOES_RECONCILIACAO, ErroAdaptador, faltando
 from contextia_sync.registro import logger
 
+
 def _agora_texto() -> str:
     return datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')
 
@@ -68,7 +69,7 @@ def _agora_texto() -> str:
 class OpcoesReconciliacao:
     """O que a reconciliacao precisa além da origem e do estado."""
 
-    pasta: str                                    # <estado>/conjuntos
+    pasta: str  # <estado>/conjuntos
     intervalo: int = padroes.INTERVALO_RECONCILIACAO
     max_remocao: float = padroes.MAX_REMOCAO
     seco: bool = False
@@ -83,22 +84,22 @@ class _Empresa:
     escopo: str | None
     anteriores: int = 0
     atuais: int = 0
-    removidas: list[Any] = field(default_factory=list)      # as que vao agora
+    removidas: list[Any] = field(default_factory=list)  # as que vao agora
     incluidas: list[Any] = field(default_factory=list)
-    removidas_total: int = 0                                # todas que a leitura viu
+    removidas_total: int = 0  # todas que a leitura viu
     incluidas_total: int = 0
     recusa: str | None = None
-    torto: bool = False          # o conjunto guardado nao servia: apagado, recomeca
-    tentadas: list[Any] = field(default_factory=list)   # as chaves tentadas (conferir)
+    torto: bool = False  # o conjunto guardado nao servia: apagado, recomeca
+    tentadas: list[Any] = field(default_factory=list)  # as chaves tentadas (conferir)
 
 
 @dataclass
 class _Diario:
     """As chaves que a `coluna` entregou a uma empresa desde a última reconciliação."""
 
-    arquivo: str                 # o `dobrando`: sai quando o conjunto as tiver
+    arquivo: str  # o `dobrando`: sai quando o conjunto as tiver
     chaves: list[Any]
-    so_nele: list[int]           # [n]: quantas o conjunto no disco ainda não tem
+    so_nele: list[int]  # [n]: quantas o conjunto no disco ainda não tem
 
 
 @dataclass
@@ -150,17 +151,20 @@ class _Grupos:
             ordem = conjuntos.ordem(valor)
             texto = texto_escopo(valor)
             if anterior is not None and not conjuntos.cresce(anterior, ordem):
-                raise ErroConjunto('a origem fora de ordem: a empresa %r veio depois de outra'
-                                   ' maior' % (valor,))
+                raise ErroConjunto(
+                    'a origem fora de ordem: a empresa %r veio depois de outra maior' % (valor,)
+                )
             if texto in vistos:
-                raise ErroConjunto('a empresa %s aparece em dois valores de escopo (%r e outro)'
-                                   ' na mesma coluna: converta o escopo na view para um tipo'
-                                   ' só' % (texto, valor))
+                raise ErroConjunto(
+                    'a empresa %s aparece em dois valores de escopo (%r e outro)'
+                    ' na mesma coluna: converta o escopo na view para um tipo'
+                    ' só' % (texto, valor)
+                )
             vistos.add(texto)
             anterior = ordem
             grupo = self._chaves(valor)
             yield texto, grupo
-            collections.deque(grupo, maxlen=0)      # o que o consumidor nao leu
+            collections.deque(grupo, maxlen=0)  # o que o consumidor nao leu
 
     def _chaves(self, valor: Any) -> Iterator[Any]:
         linhas, atual = self.linhas, self.atual
@@ -179,15 +183,22 @@ class CapturaReconciliacao:
 
     nome = 'reconciliacao'
 
-    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int,  # noqa: ARG002
-                 maximo: int, opcoes: OpcoesReconciliacao) -> None:
+    def __init__(
+        self,
+        origem: AdaptadorDeOrigem,
+        estado: Estado,
+        folga: int,  # noqa: ARG002
+        maximo: int,
+        opcoes: OpcoesReconciliacao,
+    ) -> None:
         faltam = faltando(origem, FUNCOES_RECONCILIACAO)
         if faltam:
             raise ErroAdaptador(
                 'o adaptador de origem (%s) não expõe %s, que a estratégia `reconciliacao`'
                 ' precisa: o conjunto de chaves da view em ordem. Use --source=generic ou'
                 ' acrescente essa função ao adaptador (docs/origem.md).'
-                % (getattr(origem, '__name__', '?'), ', '.join('`%s`' % f for f in faltam)))
+                % (getattr(origem, '__name__', '?'), ', '.join('`%s`' % f for f in faltam))
+            )
         self.origem = origem
         self.estado = estado
         self.maximo = maximo
@@ -238,17 +249,22 @@ class CapturaReconciliacao:
         try:
             leitura = self._reconciliar(alvo, r)
         except Exception as erro:
-            r.registrar_erro('%s %s: %s' % (_agora_texto(), type(erro).__name__, erro),
-                             _agora_texto())
-            logger.error('%-28s reconciliação: a leitura do conjunto de chaves falhou (%s: %s)'
-                         ' -- NADA removido; a próxima reconciliação tenta de novo',
-                         alvo.nome, type(erro).__name__, erro)
+            r.registrar_erro(
+                '%s %s: %s' % (_agora_texto(), type(erro).__name__, erro), _agora_texto()
+            )
+            logger.error(
+                '%-28s reconciliação: a leitura do conjunto de chaves falhou (%s: %s)'
+                ' -- NADA removido; a próxima reconciliação tenta de novo',
+                alvo.nome,
+                type(erro).__name__,
+                erro,
+            )
             raise
         r.registrar_sucesso()
         r.ultima_em = _agora_texto()
         r.duracao_s = round(time.monotonic() - inicio, 3)
         if leitura.situacao is Situacao.NADA:
-            r.removidas = r.incluidas = 0       # a ultima nao teve diferenca
+            r.removidas = r.incluidas = 0  # a ultima nao teve diferenca
         return leitura
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
@@ -269,13 +285,15 @@ class CapturaReconciliacao:
         r = self.estado.reconciliacao(alvo.nome)
         identidade = self._identidade(alvo)
         removidas: dict[str | None, list[Any]] = {
-            e: v for e, v in leitura.remocoes_por_escopo.items()}
+            e: v for e, v in leitura.remocoes_por_escopo.items()
+        }
         if leitura.remocoes:
             removidas[None] = list(leitura.remocoes)
         total_removidas = total_incluidas = 0
         gravados = True
-        for escopo in sorted(set(removidas) | set(plano.incluidas) | set(plano.diarios),
-                             key=lambda e: e or ''):
+        for escopo in sorted(
+            set(removidas) | set(plano.incluidas) | set(plano.diarios), key=lambda e: e or ''
+        ):
             saem, entram = removidas.get(escopo, []), plano.incluidas.get(escopo, [])
             diario = plano.diarios.get(escopo)
             if not saem and not entram:
@@ -317,8 +335,11 @@ class CapturaReconciliacao:
             try:
                 conjuntos.anotar_diario(arquivo, identidade, escopo, valores)
             except (ErroConjunto, OSError) as erro:
-                self._exclusao_atrasada(alvo, 'as chaves tentadas de %s não foram anotadas'
-                                        % (escopo or 'todas as empresas'), erro)
+                self._exclusao_atrasada(
+                    alvo,
+                    'as chaves tentadas de %s não foram anotadas' % (escopo or 'todas as empresas'),
+                    erro,
+                )
                 continue
             self._tentadas_agora[alvo.nome].append(arquivo)
 
@@ -327,8 +348,9 @@ class CapturaReconciliacao:
         for arquivo in self._tentadas_agora.pop(alvo.nome, []):
             _apagar(arquivo)
 
-    def _por_escopo(self, alvo: DatasetVivo, linhas: Iterable[dict[str, Any]],
-                    ) -> dict[str | None, list[Any]]:
+    def _por_escopo(
+        self, alvo: DatasetVivo, linhas: Iterable[dict[str, Any]]
+    ) -> dict[str | None, list[Any]]:
         """Os valores de `key` das linhas, por empresa (None: o dataset sem recorte)."""
         assert alvo.chave is not None
         por_escopo: dict[str | None, list[Any]] = {}
@@ -340,17 +362,25 @@ class CapturaReconciliacao:
             por_escopo.setdefault(escopo, []).append(valor)
         return por_escopo
 
-    def _exclusao_atrasada(self, alvo: DatasetVivo, o_que: str, erro: Exception,
-                   conserto: str | None = None) -> None:
+    def _exclusao_atrasada(
+        self, alvo: DatasetVivo, o_que: str, erro: Exception, conserto: str | None = None
+    ) -> None:
         """Um arquivo ao lado do conjunto que não se gravou: no log e na reconciliação
         do dataset (status, saúde, métricas) -- a exclusão pode chegar atrasada."""
-        texto = ('%s (%s: %s): uma dessas chaves apagada antes da próxima leitura só sai'
-                 ' na varredura. %s' % (
-                     o_que, type(erro).__name__, erro, conserto or
-                     'Confira o disco de %s (cheio? sem permissão?)' % self.opcoes.pasta))
+        texto = (
+            '%s (%s: %s): uma dessas chaves apagada antes da próxima leitura só sai'
+            ' na varredura. %s'
+            % (
+                o_que,
+                type(erro).__name__,
+                erro,
+                conserto or 'Confira o disco de %s (cheio? sem permissão?)' % self.opcoes.pasta,
+            )
+        )
         logger.warning('%-28s reconciliação: %s', alvo.nome, texto)
         self.estado.reconciliacao(alvo.nome).registrar_erro(
-            '%s %s' % (_agora_texto(), texto), _agora_texto())
+            '%s %s' % (_agora_texto(), texto), _agora_texto()
+        )
 
     def anotar_entregues(self, alvo: DatasetVivo, linhas: Iterable[dict[str, Any]]) -> None:
         """
@@ -369,8 +399,9 @@ class CapturaReconciliacao:
             try:
                 conjuntos.anotar_diario(arquivo, identidade, escopo, valores)
             except (ErroConjunto, OSError) as erro:
-                self._exclusao_atrasada(alvo, 'o diário de %s não foi gravado'
-                                        % (escopo or 'todas as empresas'), erro)
+                self._exclusao_atrasada(
+                    alvo, 'o diário de %s não foi gravado' % (escopo or 'todas as empresas'), erro
+                )
                 # As chaves tentadas deste envio ficam no disco: a próxima
                 # reconciliação as confere na origem no lugar do diário.
                 self._tentadas_agora.pop(alvo.nome, None)
@@ -408,8 +439,9 @@ class CapturaReconciliacao:
             raise
         return _Antes(escopo, fotos)
 
-    def depois_da_carga(self, alvo: DatasetVivo, antes: Any,
-                        fechados: Collection[str | None]) -> None:
+    def depois_da_carga(
+        self, alvo: DatasetVivo, antes: Any, fechados: Collection[str | None]
+    ) -> None:
         """As empresas que a carga fechou passam a ter o conjunto lido antes dela."""
         if not isinstance(antes, _Antes):
             return
@@ -421,13 +453,17 @@ class CapturaReconciliacao:
             else:
                 gravacao.desistir()
         if renascidas:
-            logger.info('%-28s reconciliação: conjunto de chaves de %s lido antes da carga'
-                        ' completa (que fechou)', alvo.nome,
-                        ', '.join((e or 'todas') for e in renascidas[:10]))
+            logger.info(
+                '%-28s reconciliação: conjunto de chaves de %s lido antes da carga'
+                ' completa (que fechou)',
+                alvo.nome,
+                ', '.join((e or 'todas') for e in renascidas[:10]),
+            )
             self._anotar_entradas_da_carga(alvo, antes.escopo, set(renascidas))
 
-    def _anotar_entradas_da_carga(self, alvo: DatasetVivo, escopo: str | None,
-                                  renascidas: set[str | None]) -> None:
+    def _anotar_entradas_da_carga(
+        self, alvo: DatasetVivo, escopo: str | None, renascidas: set[str | None]
+    ) -> None:
         """
         As chaves que entraram na origem DURANTE a carga, como chaves tentadas.
 
@@ -449,19 +485,28 @@ class CapturaReconciliacao:
                     collections.deque(chaves, maxlen=0)
                     continue
                 antes = conjuntos.abrir_arquivo(
-                    conjuntos.caminho(self.opcoes.pasta, alvo.nome, texto), identidade, texto)
-                entraram = [valor for sinal, valor in
-                            conjuntos.comparar(antes, chaves, conjuntos.Contagem())
-                            if sinal == '+']
+                    conjuntos.caminho(self.opcoes.pasta, alvo.nome, texto), identidade, texto
+                )
+                entraram = [
+                    valor
+                    for sinal, valor in conjuntos.comparar(antes, chaves, conjuntos.Contagem())
+                    if sinal == '+'
+                ]
                 conjuntos.anotar_diario(
                     conjuntos.caminho_tentadas(self.opcoes.pasta, alvo.nome, texto, envio),
-                    identidade, texto, entraram)
-        except Exception as erro:             # noqa: BLE001 - a carga ja fechou
+                    identidade,
+                    texto,
+                    entraram,
+                )
+        except Exception as erro:  # noqa: BLE001 - a carga ja fechou
             self._exclusao_atrasada(
-                alvo, 'as chaves que entraram durante a carga não foram relidas na origem',
-                erro, 'Se foi a origem (conexão caída, tempo esgotado), nada a fazer: a'
+                alvo,
+                'as chaves que entraram durante a carga não foram relidas na origem',
+                erro,
+                'Se foi a origem (conexão caída, tempo esgotado), nada a fazer: a'
                 ' próxima carga relê. Se foi o disco, confira %s (cheio? sem permissão?)'
-                % self.opcoes.pasta)
+                % self.opcoes.pasta,
+            )
 
     # -- a comparacao -------------------------------------------------------------
     def _reconciliar(self, alvo: DatasetVivo, r: Reconciliacao) -> Leitura:
@@ -488,10 +533,14 @@ class CapturaReconciliacao:
         self._fechar_plano(leitura, identidade, diarios, tentadas)
         return leitura
 
-    def _comparar_todas(self, alvo: DatasetVivo, identidade: Identidade,
-                        empresas: list[_Empresa],
-                        novas: list[tuple[str | None, _Gravacao, int]],
-                        diarios: dict[str | None, _Diario]) -> int:
+    def _comparar_todas(
+        self,
+        alvo: DatasetVivo,
+        identidade: Identidade,
+        empresas: list[_Empresa],
+        novas: list[tuple[str | None, _Gravacao, int]],
+        diarios: dict[str | None, _Diario],
+    ) -> int:
         """
         A leitura do conjunto na origem, empresa a empresa, contra o guardado:
         cada comparada vai a `empresas`, cada sem conjunto guardado (o inicial,
@@ -507,9 +556,12 @@ class CapturaReconciliacao:
             # comparacao (o conjunto dela nasce da carga).
             return com_escopo and (texto not in elegiveis or texto in pendentes)
 
-        guardados = {e: a for e, a in conjuntos.existentes(self.opcoes.pasta, alvo.nome).items()
-                     if (e is not None) == com_escopo}
-        vagas = [self.maximo, self.maximo]          # remocoes, inclusoes nesta vez
+        guardados = {
+            e: a
+            for e, a in conjuntos.existentes(self.opcoes.pasta, alvo.nome).items()
+            if (e is not None) == com_escopo
+        }
+        vagas = [self.maximo, self.maximo]  # remocoes, inclusoes nesta vez
         atuais = 0
         linhas = self.origem.conjunto(alvo.source_object, alvo.chave, alvo.escopo)
         for texto, chaves in _Grupos(linhas, com_escopo):
@@ -529,14 +581,16 @@ class CapturaReconciliacao:
             empresas.append(empresa)
         # Empresa com conjunto guardado que sumiu inteira da leitura: tudo saiu.
         for texto, arquivo in sorted(guardados.items(), key=lambda item: item[0] or ''):
-            anteriores = None if fora(texto) else self._anteriores(
-                identidade, texto, arquivo, diarios)
+            anteriores = (
+                None if fora(texto) else self._anteriores(identidade, texto, arquivo, diarios)
+            )
             if anteriores is not None:
                 empresas.append(self._comparar(alvo, texto, anteriores, iter(()), vagas))
         return atuais
 
-    def _valer_novas(self, alvo: DatasetVivo,
-                     novas: list[tuple[str | None, _Gravacao, int]]) -> None:
+    def _valer_novas(
+        self, alvo: DatasetVivo, novas: list[tuple[str | None, _Gravacao, int]]
+    ) -> None:
         """
         A leitura foi ate o fim e em ordem: os conjuntos novos valem. O diario de
         uma empresa que recomeca da origem sai: o conjunto de agora ja tem as
@@ -548,12 +602,21 @@ class CapturaReconciliacao:
                 tomado = conjuntos.tomar_diario(self.opcoes.pasta, alvo.nome, texto)
                 if tomado:
                     _apagar(tomado)
-            logger.info('%-28s reconciliação: conjunto inicial de %s com %s chave(s) -- nada'
-                        ' removido (o que saiu antes disto sai na varredura)', alvo.nome,
-                        texto or 'todas as empresas', quantas)
+            logger.info(
+                '%-28s reconciliação: conjunto inicial de %s com %s chave(s) -- nada'
+                ' removido (o que saiu antes disto sai na varredura)',
+                alvo.nome,
+                texto or 'todas as empresas',
+                quantas,
+            )
 
-    def _fechar_plano(self, leitura: Leitura, identidade: Identidade,
-                      diarios: dict[str | None, _Diario], tentadas: list[str]) -> None:
+    def _fechar_plano(
+        self,
+        leitura: Leitura,
+        identidade: Identidade,
+        diarios: dict[str | None, _Diario],
+        tentadas: list[str],
+    ) -> None:
         """Os diarios e as tentadas vao com o plano ao `confirmar`; sem mudanca, somam ja."""
         plano = leitura.privado
         assert isinstance(plano, _Plano)
@@ -582,14 +645,17 @@ class CapturaReconciliacao:
                 continue
             for arquivo in por_escopo.get(empresa.escopo, ()):
                 # De outra identidade (a `key` ou a view mudaram): [] e o arquivo sai.
-                empresa.tentadas.extend(conjuntos.ler_diario(arquivo, identidade,
-                                                             empresa.escopo))
+                empresa.tentadas.extend(conjuntos.ler_diario(arquivo, identidade, empresa.escopo))
                 arquivos.append(arquivo)
         return arquivos
 
-    def _anteriores(self, identidade: Identidade, escopo: str | None,
-                    arquivo: str | None, diarios: dict[str | None, _Diario],
-                    ) -> Iterator[Any] | None:
+    def _anteriores(
+        self,
+        identidade: Identidade,
+        escopo: str | None,
+        arquivo: str | None,
+        diarios: dict[str | None, _Diario],
+    ) -> Iterator[Any] | None:
         """
         O conjunto entregue desta empresa -- o guardado mais o diário da coluna --
         ou None (nenhum, ou de outra identidade).
@@ -599,15 +665,21 @@ class CapturaReconciliacao:
         try:
             guardadas = conjuntos.abrir_arquivo(arquivo, identidade, escopo)
         except (ErroConjunto, OSError, UnicodeDecodeError) as erro:
-            logger.warning('%-28s reconciliação: o conjunto guardado de %s não serve (%s):'
-                           ' recomeçado da origem de agora, sem remover nada',
-                           identidade.dataset, escopo or 'todas as empresas', erro)
+            logger.warning(
+                '%-28s reconciliação: o conjunto guardado de %s não serve (%s):'
+                ' recomeçado da origem de agora, sem remover nada',
+                identidade.dataset,
+                escopo or 'todas as empresas',
+                erro,
+            )
             return None
         if self.opcoes.seco:
             # O seco nao mexe no disco: le o diario sem toma-lo.
             chaves = conjuntos.ler_diario(
                 conjuntos.caminho_diario(self.opcoes.pasta, identidade.dataset, escopo),
-                identidade, escopo)
+                identidade,
+                escopo,
+            )
             return conjuntos.juntar(guardadas, chaves)
         tomado = conjuntos.tomar_diario(self.opcoes.pasta, identidade.dataset, escopo)
         if tomado is None:
@@ -616,15 +688,16 @@ class CapturaReconciliacao:
         diarios[escopo] = diario
         return conjuntos.juntar(guardadas, diario.chaves, diario.so_nele)
 
-    def _gravar(self, identidade: Identidade, escopo: str | None,
-                chaves: Iterable[Any]) -> _Gravacao:
+    def _gravar(
+        self, identidade: Identidade, escopo: str | None, chaves: Iterable[Any]
+    ) -> _Gravacao:
         """O conjunto lido agora num temporário (conferida a ordem), para `trocar` depois."""
         arquivo = conjuntos.caminho(self.opcoes.pasta, identidade.dataset, escopo)
         gravacao = _Gravacao(arquivo, self.opcoes.seco)
         try:
             for texto in conjuntos.linhas_do_arquivo(
-                    conjuntos.em_ordem(chaves, 'a origem'),
-                    identidade.cabecalho(escopo)):
+                conjuntos.em_ordem(chaves, 'a origem'), identidade.cabecalho(escopo)
+            ):
                 gravacao.escrever(texto)
             gravacao.fechar()
         except BaseException:
@@ -632,8 +705,14 @@ class CapturaReconciliacao:
             raise
         return gravacao
 
-    def _comparar(self, alvo: DatasetVivo, escopo: str | None, anteriores: Iterator[Any],
-                  chaves: Iterator[Any], vagas: list[int]) -> _Empresa:
+    def _comparar(
+        self,
+        alvo: DatasetVivo,
+        escopo: str | None,
+        anteriores: Iterator[Any],
+        chaves: Iterator[Any],
+        vagas: list[int],
+    ) -> _Empresa:
         """A diferença de uma empresa, guardando só o que cabe nas `vagas` desta vez."""
         empresa = _Empresa(escopo)
         contagem = conjuntos.Contagem()
@@ -652,9 +731,14 @@ class CapturaReconciliacao:
         except ErroConjuntoGuardado as erro:
             # O arquivo e nosso: torto, ele e largado e a empresa recomeca da origem na
             # proxima vez, sem remover nada (o que a comparacao viu ate aqui nao vale).
-            logger.warning('%-28s reconciliação: o conjunto guardado de %s está torto (%s):'
-                           ' apagado; a próxima reconciliação recomeça da origem, sem remover'
-                           ' nada', alvo.nome, escopo or 'todas as empresas', erro)
+            logger.warning(
+                '%-28s reconciliação: o conjunto guardado de %s está torto (%s):'
+                ' apagado; a próxima reconciliação recomeça da origem, sem remover'
+                ' nada',
+                alvo.nome,
+                escopo or 'todas as empresas',
+                erro,
+            )
             collections.deque(chaves, maxlen=0)
             vagas[0] += len(empresa.removidas)
             vagas[1] += len(empresa.incluidas)
@@ -666,25 +750,35 @@ class CapturaReconciliacao:
             empresa.recusa = (
                 'a reconciliação removeria %d de %d chave(s) de %s (%.1f%%), acima do teto de'
                 ' %.0f%% (o mesmo do complete da varredura): NADA removido'
-                % (empresa.removidas_total, empresa.anteriores,
-                   'empresa %s' % escopo if escopo is not None else 'todas as empresas',
-                   100.0 * empresa.removidas_total / empresa.anteriores, 100.0 * teto))
+                % (
+                    empresa.removidas_total,
+                    empresa.anteriores,
+                    'empresa %s' % escopo if escopo is not None else 'todas as empresas',
+                    100.0 * empresa.removidas_total / empresa.anteriores,
+                    100.0 * teto,
+                )
+            )
             vagas[0] += len(empresa.removidas)
             empresa.removidas = []
         return empresa
 
-    def _anotar_recusas(self, alvo: DatasetVivo, r: Reconciliacao,
-                        empresas: list[_Empresa]) -> None:
+    def _anotar_recusas(
+        self, alvo: DatasetVivo, r: Reconciliacao, empresas: list[_Empresa]
+    ) -> None:
         """A recusa do teto: alta no log (quando muda), no status, na saúde e nas métricas."""
         recusas = [e.recusa for e in empresas if e.recusa]
         if not recusas:
             if r.recusa:
-                logger.warning('%-28s reconciliação: a recusa do teto acabou (a origem voltou'
-                               ' a ter as chaves, ou o conjunto recomeçou)', alvo.nome)
+                logger.warning(
+                    '%-28s reconciliação: a recusa do teto acabou (a origem voltou'
+                    ' a ter as chaves, ou o conjunto recomeçou)',
+                    alvo.nome,
+                )
             r.recusa = r.recusa_desde = None
             return
-        texto = '; '.join(recusas[:3]) + ('; (+%d)' % (len(recusas) - 3) if len(recusas) > 3
-                                           else '')
+        texto = '; '.join(recusas[:3]) + (
+            '; (+%d)' % (len(recusas) - 3) if len(recusas) > 3 else ''
+        )
         arquivo = conjuntos.pasta_do_dataset(self.opcoes.pasta, alvo.nome)
         mensagem = (
             '%s reconciliação RECUSADA: %s. Uma view que de repente volta vazia ou com uma'
@@ -692,12 +786,17 @@ class CapturaReconciliacao:
             ' exclusão. Confira a view; se a exclusão é de verdade, rode a carga completa da'
             ' empresa com o teto que você aceita (connector.py --scope=<empresa>'
             ' --max-remocao 1) e apague o conjunto dela em %s: a próxima reconciliação'
-            ' recomeça da origem de agora.' % (alvo.nome, texto, arquivo))
+            ' recomeça da origem de agora.' % (alvo.nome, texto, arquivo)
+        )
         if texto != r.recusa:
             logger.error('%s', mensagem)
         else:
-            logger.warning('%-28s reconciliação ainda RECUSADA pelo teto (desde %s): %s',
-                           alvo.nome, r.recusa_desde, texto)
+            logger.warning(
+                '%-28s reconciliação ainda RECUSADA pelo teto (desde %s): %s',
+                alvo.nome,
+                r.recusa_desde,
+                texto,
+            )
         r.recusa = texto
         r.recusa_desde = r.recusa_desde or _agora_texto()
 
@@ -707,11 +806,13 @@ class CapturaReconciliacao:
         candidatas = [(e.escopo, v) for e in empresas for v in e.removidas]
         # As chaves de envios não confirmados: só as que a origem já não tem saem.
         ja = {(escopo, conjuntos.codificar(v)) for escopo, v in candidatas}
-        tentadas = {(e.escopo, conjuntos.codificar(v)): (e.escopo, v)
-                    for e in empresas for v in e.tentadas}
+        tentadas = {
+            (e.escopo, conjuntos.codificar(v)): (e.escopo, v) for e in empresas for v in e.tentadas
+        }
         tentadas = {par: item for par, item in tentadas.items() if par not in ja}
         presentes = self._ainda_na_origem(
-            alvo, [v for _, v in candidatas] + [v for _, v in tentadas.values()])
+            alvo, [v for _, v in candidatas] + [v for _, v in tentadas.values()]
+        )
         remocoes: dict[str | None, list[Any]] = {}
         voltaram = 0
         for escopo, valor in candidatas:
@@ -720,58 +821,91 @@ class CapturaReconciliacao:
                 continue
             remocoes.setdefault(escopo, []).append(valor)
         if voltaram:
-            logger.info('%-28s reconciliação: %s chave(s) sumidas na leitura estavam de volta'
-                        ' na origem ao conferir: NÃO removidas', alvo.nome, voltaram)
+            logger.info(
+                '%-28s reconciliação: %s chave(s) sumidas na leitura estavam de volta'
+                ' na origem ao conferir: NÃO removidas',
+                alvo.nome,
+                voltaram,
+            )
         sumidas = [item for par, item in tentadas.items() if par not in presentes]
         for escopo, valor in sumidas:
             remocoes.setdefault(escopo, []).append(valor)
         if sumidas:
-            logger.info('%-28s reconciliação: %s chave(s) tentadas (de um envio não confirmado,'
-                        ' ou que entraram durante uma carga) já não estão na origem: removidas'
-                        ' também', alvo.nome, len(sumidas))
+            logger.info(
+                '%-28s reconciliação: %s chave(s) tentadas (de um envio não confirmado,'
+                ' ou que entraram durante uma carga) já não estão na origem: removidas'
+                ' também',
+                alvo.nome,
+                len(sumidas),
+            )
         pedidas = {(e.escopo, conjuntos.codificar(v)): v for e in empresas for v in e.incluidas}
         linhas, entregues = self._inteiras(alvo, pedidas)
         vistas = sum(e.removidas_total for e in empresas if not e.recusa)
         vao = sum(len(v) for v in remocoes.values())
         incluidas = sum(e.incluidas_total for e in empresas)
         if vistas > vao - len(sumidas) + voltaram or incluidas > len(pedidas):
-            logger.warning('%-28s reconciliação: %s exclusão(ões) e %s inclusão(ões); vão agora'
-                           ' %s e %s (teto --maximo-por-ciclo %s), o resto na próxima',
-                           alvo.nome, vistas, incluidas, vao - len(sumidas), len(pedidas),
-                           self.maximo)
+            logger.warning(
+                '%-28s reconciliação: %s exclusão(ões) e %s inclusão(ões); vão agora'
+                ' %s e %s (teto --maximo-por-ciclo %s), o resto na próxima',
+                alvo.nome,
+                vistas,
+                incluidas,
+                vao - len(sumidas),
+                len(pedidas),
+                self.maximo,
+            )
         if vao or linhas:
-            logger.info('%-28s reconciliação: %s chave(s) a remover, %s linha(s) nova(s) a'
-                        ' enviar (%s chave(s) na origem)', alvo.nome, vao, len(linhas), atuais)
+            logger.info(
+                '%-28s reconciliação: %s chave(s) a remover, %s linha(s) nova(s) a'
+                ' enviar (%s chave(s) na origem)',
+                alvo.nome,
+                vao,
+                len(linhas),
+                atuais,
+            )
         plano = _Plano(incluidas=entregues, com_remocoes=bool(vao))
         situacao = Situacao.MUDANCAS if (vao or linhas) else Situacao.NADA
-        return Leitura(situacao, upserts=linhas,
-                       remocoes=remocoes.pop(None, []) if alvo.escopo is None else [],
-                       remocoes_por_escopo={e: v for e, v in remocoes.items() if e is not None},
-                       quantos=vao + len(linhas), privado=plano)
+        return Leitura(
+            situacao,
+            upserts=linhas,
+            remocoes=remocoes.pop(None, []) if alvo.escopo is None else [],
+            remocoes_por_escopo={e: v for e, v in remocoes.items() if e is not None},
+            quantos=vao + len(linhas),
+            privado=plano,
+        )
 
-    def _por_chave(self, alvo: DatasetVivo, colunas: list[str],
-                   valores: list[Any]) -> Iterator[dict[str, Any]]:
+    def _por_chave(
+        self, alvo: DatasetVivo, colunas: list[str], valores: list[Any]
+    ) -> Iterator[dict[str, Any]]:
         """As linhas com essas chaves (`key IN`, em lotes de CHAVES_POR_LEITURA)."""
         assert alvo.chave is not None
         passo = padroes.CHAVES_POR_LEITURA
         for inicio in range(0, len(valores), passo):
-            yield from self.origem.fetch(alvo.source_object, colunas,
-                                         chaves=(alvo.chave, valores[inicio:inicio + passo]))
+            yield from self.origem.fetch(
+                alvo.source_object, colunas, chaves=(alvo.chave, valores[inicio : inicio + passo])
+            )
 
-    def _ainda_na_origem(self, alvo: DatasetVivo, valores: list[Any],
-                         ) -> set[tuple[str | None, str]]:
+    def _ainda_na_origem(
+        self, alvo: DatasetVivo, valores: list[Any]
+    ) -> set[tuple[str | None, str]]:
         """(empresa, chave codificada) das chaves a remover que a origem ainda tem."""
         assert alvo.chave is not None
         if not valores:
             return set()
-        colunas = [alvo.chave] + ([alvo.escopo] if alvo.escopo and alvo.escopo != alvo.chave
-                                  else [])
-        return {(texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None,
-                 conjuntos.codificar(linha[alvo.chave]))
-                for linha in self._por_chave(alvo, colunas, valores)}
+        colunas = [alvo.chave] + (
+            [alvo.escopo] if alvo.escopo and alvo.escopo != alvo.chave else []
+        )
+        return {
+            (
+                texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None,
+                conjuntos.codificar(linha[alvo.chave]),
+            )
+            for linha in self._por_chave(alvo, colunas, valores)
+        }
 
-    def _inteiras(self, alvo: DatasetVivo, pedidas: dict[tuple[str | None, str], Any],
-                  ) -> tuple[list[dict[str, Any]], dict[str | None, list[Any]]]:
+    def _inteiras(
+        self, alvo: DatasetVivo, pedidas: dict[tuple[str | None, str], Any]
+    ) -> tuple[list[dict[str, Any]], dict[str | None, list[Any]]]:
         """As linhas inteiras das chaves que entraram, e o que será dado por entregue."""
         assert alvo.chave is not None
         linhas: list[dict[str, Any]] = []
@@ -780,8 +914,10 @@ class CapturaReconciliacao:
             return linhas, entregues
         valores = list({codigo: v for (_, codigo), v in pedidas.items()}.values())
         for linha in self._por_chave(alvo, alvo.colunas, valores):
-            par = (texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None,
-                   conjuntos.codificar(linha[alvo.chave]))
+            par = (
+                texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None,
+                conjuntos.codificar(linha[alvo.chave]),
+            )
             if par in pedidas:
                 # Linha que mudou de empresa entre as duas leituras nao e dada por
                 # entregue na empresa pedida: a proxima reconciliacao acerta.
@@ -789,14 +925,19 @@ class CapturaReconciliacao:
                 entregues.setdefault(par[0], []).append(pedidas[par])
         return linhas, entregues
 
-    def _somar_diario(self, identidade: Identidade, escopo: str | None,
-                      diario: _Diario) -> None:
+    def _somar_diario(self, identidade: Identidade, escopo: str | None, diario: _Diario) -> None:
         """O conjunto no disco passa a ter as chaves do diário (regravado só se faltava alguma)."""
         if not diario.so_nele[0] or self._regravar(identidade, escopo, [], [], diario):
             _apagar(diario.arquivo)
 
-    def _regravar(self, identidade: Identidade, escopo: str | None, entram: list[Any],
-                  saem: list[Any], diario: _Diario | None = None) -> bool:
+    def _regravar(
+        self,
+        identidade: Identidade,
+        escopo: str | None,
+        entram: list[Any],
+        saem: list[Any],
+        diario: _Diario | None = None,
+    ) -> bool:
         """
         O conjunto entregue novo desta empresa no disco (o guardado, mais o diário,
         menos `saem`, mais `entram`); False se não deu (fica o velho, e o diário).
@@ -809,8 +950,8 @@ class CapturaReconciliacao:
             gravacao = _Gravacao(arquivo, self.opcoes.seco)
             try:
                 for texto in conjuntos.linhas_do_arquivo(
-                        conjuntos.aplicar(anteriores, entram, saem),
-                        identidade.cabecalho(escopo)):
+                    conjuntos.aplicar(anteriores, entram, saem), identidade.cabecalho(escopo)
+                ):
                     gravacao.escrever(texto)
             except BaseException:
                 gravacao.desistir()
@@ -821,9 +962,13 @@ class CapturaReconciliacao:
         except (ErroConjunto, OSError, UnicodeDecodeError) as erro:
             # Fica o conjunto velho: a proxima reconciliacao ve as mesmas diferencas de
             # novo e as reenvia (remover o ja removido, reenviar o ja enviado: inofensivo).
-            logger.warning('%-28s reconciliação: o conjunto de %s não foi regravado (%s): a'
-                           ' próxima reconciliação repete o envio', identidade.dataset,
-                           escopo or 'todas as empresas', erro)
+            logger.warning(
+                '%-28s reconciliação: o conjunto de %s não foi regravado (%s): a'
+                ' próxima reconciliação repete o envio',
+                identidade.dataset,
+                escopo or 'todas as empresas',
+                erro,
+            )
             return False
         return True
 
@@ -839,7 +984,7 @@ class _Gravacao:
             self._real = GravacaoAtomica(caminho)
 
     def escrever(self, texto: str) -> None:
-        if not texto.startswith('#'):          # o cabecalho e a linha de fim nao contam
+        if not texto.startswith('#'):  # o cabecalho e a linha de fim nao contam
             self.quantas += 1
         if self._real is not None:
             self._real.escrever(texto)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from contextia_sync.captura import DatasetVivo
 from contextia_sync.erros import ErroConfiguracao
 
-if TYPE_CHECKING:                       # o autoteste importa captura/ sem SQLAlchemy
+if TYPE_CHECKING:  # o autoteste importa captura/ sem SQLAlchemy
     from sqlalchemy import URL
 
     from contextia_sync.origem.url import TlsOrigem
@@ -38,8 +38,9 @@ def nome_do_slot(mapa: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------ a conexão
-def conectar(url_texto: str, somente_leitura: bool = True,
-              variavel: str = 'CONTEXTIA_ORIGEM') -> Any:
+def conectar(
+    url_texto: str, somente_leitura: bool = True, variavel: str = 'CONTEXTIA_ORIGEM'
+) -> Any:
     """
     Uma conexão psycopg própria (fora do pool do adaptador), autocommit, com o
     TLS da URL lido como o engine da origem o lê (origem/url.py).
@@ -52,19 +53,30 @@ def conectar(url_texto: str, somente_leitura: bool = True,
     import psycopg
 
     from contextia_sync.origem.url import argumentos_psycopg, falha_de_tls, ler_url, tls_da_url
+
     url = ler_url(url_texto, variavel)
     if url.get_backend_name() != 'postgresql':
-        raise ErroSlot('a estratégia `slot_logico` é só para PostgreSQL; %s aponta para %s.'
-                       ' Use `coluna` (ou `binlog` no MySQL/MariaDB)%s.'
-                       % (variavel, url.get_backend_name(),
-                          '' if variavel == 'CONTEXTIA_ORIGEM' else
-                          ', ou corrija %s para o mesmo PostgreSQL de CONTEXTIA_ORIGEM'
-                          % variavel))
+        raise ErroSlot(
+            'a estratégia `slot_logico` é só para PostgreSQL; %s aponta para %s.'
+            ' Use `coluna` (ou `binlog` no MySQL/MariaDB)%s.'
+            % (
+                variavel,
+                url.get_backend_name(),
+                ''
+                if variavel == 'CONTEXTIA_ORIGEM'
+                else ', ou corrija %s para o mesmo PostgreSQL de CONTEXTIA_ORIGEM' % variavel,
+            )
+        )
     tls = tls_da_url(url, variavel)
     opcoes: dict[str, Any] = {
-        'host': url.host or '127.0.0.1', 'port': int(url.port or 5432),
-        'user': url.username or '', 'dbname': url.database or '', 'connect_timeout': 10,
-        'application_name': 'contextia-ouvinte', **argumentos_psycopg(tls)}
+        'host': url.host or '127.0.0.1',
+        'port': int(url.port or 5432),
+        'user': url.username or '',
+        'dbname': url.database or '',
+        'connect_timeout': 10,
+        'application_name': 'contextia-ouvinte',
+        **argumentos_psycopg(tls),
+    }
     if url.password:
         opcoes['password'] = url.password
     if somente_leitura:
@@ -73,8 +85,11 @@ def conectar(url_texto: str, somente_leitura: bool = True,
     try:
         return psycopg.connect(autocommit=True, **opcoes)
     except psycopg.Error as erro:
-        if somente_leitura and isinstance(erro, psycopg.OperationalError) \
-                and not falha_de_tls(erro):
+        if (
+            somente_leitura
+            and isinstance(erro, psycopg.OperationalError)
+            and not falha_de_tls(erro)
+        ):
             raise
         raise ErroSlot(_recusa_da_conexao(url, tls, erro)) from None
 
@@ -83,12 +98,21 @@ def _recusa_da_conexao(url: URL, tls: TlsOrigem, erro: BaseException) -> str:
     """A conexão que não abriu, numa linha: a URL e o driver sem a senha, e a correção."""
     from contextia_sync.erros import resumir
     from contextia_sync.origem.url import correcao_tls, descrever_url, falha_de_tls, mascarar
-    correcao = correcao_tls(tls) if falha_de_tls(erro) else (
-        'confira host, porta, usuário e senha em %s e se o banco aceita conexão desta'
-        ' máquina' % tls.variavel)
-    return ('slot_logico: não conectou ao PostgreSQL de %s (%s): %s -- %s. Nada foi feito.'
-            % (tls.variavel, descrever_url(url),
-               resumir(mascarar(erro, url.password), 240), correcao))
+
+    correcao = (
+        correcao_tls(tls)
+        if falha_de_tls(erro)
+        else (
+            'confira host, porta, usuário e senha em %s e se o banco aceita conexão desta'
+            ' máquina' % tls.variavel
+        )
+    )
+    return 'slot_logico: não conectou ao PostgreSQL de %s (%s): %s -- %s. Nada foi feito.' % (
+        tls.variavel,
+        descrever_url(url),
+        resumir(mascarar(erro, url.password), 240),
+        correcao,
+    )
 
 
 def _tabela(nome: str) -> tuple[str, str]:
@@ -114,25 +138,34 @@ def conferir_origem(conn: Any, usuario_da_captura: bool) -> list[str]:
     problemas: list[str] = []
     versao = int(conn.execute('SHOW server_version_num').fetchone()[0])
     if versao < 100000:
-        return ['a origem é PostgreSQL %d: a decodificação lógica com o pgoutput pede'
-                ' PostgreSQL 10 ou mais novo. Use `coluna`.' % (versao // 10000)]
+        return [
+            'a origem é PostgreSQL %d: a decodificação lógica com o pgoutput pede'
+            ' PostgreSQL 10 ou mais novo. Use `coluna`.' % (versao // 10000)
+        ]
     nivel = conn.execute('SHOW wal_level').fetchone()[0]
     if nivel != 'logical':
         problemas.append(
             'wal_level=%s na origem: o slot lógico pede wal_level=logical. Peça ao DBA:'
             ' `ALTER SYSTEM SET wal_level = logical;` e REINICIAR o PostgreSQL (é só'
             ' depois do reinício que vale), com max_replication_slots e max_wal_senders'
-            ' de pelo menos 1 livre.' % nivel)
+            ' de pelo menos 1 livre.' % nivel
+        )
     usuario, pode = conn.execute(
-        'SELECT current_user, rolreplication OR rolsuper FROM pg_roles'
-        ' WHERE rolname = current_user').fetchone()
+        'SELECT current_user, rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user'
+    ).fetchone()
     if not pode:
         problemas.append(
             'o login %s não tem o privilégio REPLICATION (o slot só se lê com ele). Peça'
             ' ao DBA: `ALTER ROLE %s REPLICATION;` (nenhuma escrita: ler o slot não muda'
-            ' dado)%s.' % (usuario, usuario, '' if usuario_da_captura else
-                           ', ou rode o comando com CONTEXTIA_ORIGEM_DBA de um login que'
-                           ' o tenha'))
+            ' dado)%s.'
+            % (
+                usuario,
+                usuario,
+                ''
+                if usuario_da_captura
+                else ', ou rode o comando com CONTEXTIA_ORIGEM_DBA de um login que o tenha',
+            )
+        )
     return problemas
 
 
@@ -145,7 +178,7 @@ class SlotNoBanco(NamedTuple):
     reinicio: str
     wal_retido: int | None
     ativo: bool
-    wal_status: str | None          # PostgreSQL 13+: 'lost' = invalidado
+    wal_status: str | None  # PostgreSQL 13+: 'lost' = invalidado
     wal_seguro: int | None
 
 
@@ -155,54 +188,77 @@ def ler_slot(conn: Any, nome: str) -> SlotNoBanco | None:
     extra = ', wal_status, safe_wal_size' if versao >= 130000 else ', NULL, NULL'
     linha = conn.execute(
         'SELECT plugin, database, confirmed_flush_lsn::text, restart_lsn::text,'
-        ' pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, active' + extra +
-        ' FROM pg_replication_slots WHERE slot_name = %s', (nome,)).fetchone()
+        ' pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, active'
+        + extra
+        + ' FROM pg_replication_slots WHERE slot_name = %s',
+        (nome,),
+    ).fetchone()
     if linha is None:
         return None
     return SlotNoBanco(*linha)
 
 
-def conferir_tabelas(conn: Any, tabelas: Tabelas,
-                     recorte: Callable[[DatasetVivo], str | None], publicacao: str) -> list[str]:
+def conferir_tabelas(
+    conn: Any, tabelas: Tabelas, recorte: Callable[[DatasetVivo], str | None], publicacao: str
+) -> list[str]:
     """
     Cada tabela seguida: existe, é tabela, está na publicação, e a imagem antiga
     (REPLICA IDENTITY) traz a key E a empresa -- um DELETE sem a empresa não sabe
     de que projeto sair, e um UPDATE que troca a empresa não sairia da antiga.
     """
     problemas: list[str] = []
-    publicadas = {(e, t) for e, t in conn.execute(
-        'SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s',
-        (publicacao,)).fetchall()}
-    existe_pub = conn.execute('SELECT 1 FROM pg_publication WHERE pubname = %s',
-                              (publicacao,)).fetchone() is not None
+    publicadas = {
+        (e, t)
+        for e, t in conn.execute(
+            'SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s',
+            (publicacao,),
+        ).fetchall()
+    }
+    existe_pub = (
+        conn.execute('SELECT 1 FROM pg_publication WHERE pubname = %s', (publicacao,)).fetchone()
+        is not None
+    )
     faltam_pub: list[str] = []
     for (esquema, tabela), alvos in sorted(tabelas.items()):
         linha = conn.execute(
             'SELECT c.relkind, c.relreplident, c.oid FROM pg_class c JOIN pg_namespace n'
             ' ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s',
-            (esquema, tabela)).fetchone()
+            (esquema, tabela),
+        ).fetchone()
         nome = '%s.%s' % (esquema, tabela)
         if linha is None:
-            problemas.append('a tabela %s (seguida por %s) não existe na origem. Corrija'
-                             ' `base_tables` (ou o `source_object`) no mapeamento.'
-                             % (nome, ', '.join(a.nome for a in alvos)))
+            problemas.append(
+                'a tabela %s (seguida por %s) não existe na origem. Corrija'
+                ' `base_tables` (ou o `source_object`) no mapeamento.'
+                % (nome, ', '.join(a.nome for a in alvos))
+            )
             continue
         tipo, identidade, oid = linha
         if tipo not in ('r', 'p'):
             problemas.append(
                 '%s (dataset %s) não é tabela (relkind %s): o slot vê TABELAS. Declare'
                 ' no dataset `base_tables` com a(s) tabela(s) por trás da view; a view é'
-                ' relida pela chave.' % (nome, ', '.join(a.nome for a in alvos), tipo))
+                ' relida pela chave.' % (nome, ', '.join(a.nome for a in alvos), tipo)
+            )
             continue
         if (esquema, tabela) not in publicadas:
             faltam_pub.append(ident(esquema, tabela))
         if identidade == 'f':
             continue
-        colunas_da_identidade = {c for (c,) in conn.execute(
-            'SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid'
-            ' AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s AND'
-            + (' i.indisprimary' if identidade == 'd' else ' i.indisreplident'),
-            (oid,)).fetchall()} if identidade in ('d', 'i') else set()
+        colunas_da_identidade = (
+            {
+                c
+                for (c,) in conn.execute(
+                    'SELECT a.attname FROM pg_index i JOIN pg_attribute a'
+                    ' ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)'
+                    ' WHERE i.indrelid = %s AND'
+                    + (' i.indisprimary' if identidade == 'd' else ' i.indisreplident'),
+                    (oid,),
+                ).fetchall()
+            }
+            if identidade in ('d', 'i')
+            else set()
+        )
         for alvo in alvos:
             precisa = [c for c in (alvo.chave, recorte(alvo)) if c]
             faltam = [c for c in precisa if c not in colunas_da_identidade]
@@ -213,18 +269,26 @@ def conferir_tabelas(conn: Any, tabelas: Tabelas,
                     ' sem a empresa não se sabe de que projeto. Peça ao DBA: `ALTER TABLE'
                     ' %s REPLICA IDENTITY FULL;` (o WAL de UPDATE/DELETE dessa tabela passa'
                     ' a levar a linha antiga inteira).'
-                    % (nome, {'d': 'DEFAULT', 'i': 'USING INDEX', 'n': 'NOTHING'}.get(
-                        identidade, identidade), ', '.join(faltam), alvo.nome,
-                       ident(esquema, tabela)))
+                    % (
+                        nome,
+                        {'d': 'DEFAULT', 'i': 'USING INDEX', 'n': 'NOTHING'}.get(
+                            identidade, identidade
+                        ),
+                        ', '.join(faltam),
+                        alvo.nome,
+                        ident(esquema, tabela),
+                    )
+                )
     if not existe_pub:
-        problemas.append('a publicação %s não existe (o slot lê só as tabelas dela). Rode'
-                         ' `ouvinte.py ... --criar-slot`, que a cria com o slot.' % publicacao)
+        problemas.append(
+            'a publicação %s não existe (o slot lê só as tabelas dela). Rode'
+            ' `ouvinte.py ... --criar-slot`, que a cria com o slot.' % publicacao
+        )
     elif faltam_pub:
         problemas.append(
             'a publicação %s não cobre %s: a mudança nelas não sairia do banco. Peça ao DBA:'
             ' `ALTER PUBLICATION %s ADD TABLE %s;` e rode a varredura depois (o que mudou'
-            ' antes disso não está no slot).' % (publicacao, ', '.join(faltam_pub), publicacao,
-                                                 ', '.join(faltam_pub)))
+            ' antes disso não está no slot).'
+            % (publicacao, ', '.join(faltam_pub), publicacao, ', '.join(faltam_pub))
+        )
     return problemas
-
-

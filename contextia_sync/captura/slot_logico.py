@@ -86,13 +86,26 @@ from contextia_sync.registro import logger
 # mora em pgoutput.py, a conexão e as conferências em slot_banco.py, os comandos do
 # operador em comandos_slot.py.
 _conectar = conectar
-__all__ = ['ARQUIVO_POSICAO', 'PLUGIN', 'CapturaSlotLogico', 'ErroSlot', 'Mensagem', 'Relacao',
-           'conferir_tabelas', 'criar_slot', 'decodificar', 'int_para_lsn', 'lsn_para_int',
-           'nome_do_slot', 'remover_slot', 'tabelas_seguidas']
+__all__ = [
+    'ARQUIVO_POSICAO',
+    'PLUGIN',
+    'CapturaSlotLogico',
+    'ErroSlot',
+    'Mensagem',
+    'Relacao',
+    'conferir_tabelas',
+    'criar_slot',
+    'decodificar',
+    'int_para_lsn',
+    'lsn_para_int',
+    'nome_do_slot',
+    'remover_slot',
+    'tabelas_seguidas',
+]
 
 ARQUIVO_POSICAO = 'slot-posicao.json'
-_INTERVALO_BOMBA = 0.2                # segundos: uma bomba serve a todos os datasets
-_MUDANCAS_POR_GUARDA = 500            # o spool grava em lotes; o slot avança por lote
+_INTERVALO_BOMBA = 0.2  # segundos: uma bomba serve a todos os datasets
+_MUDANCAS_POR_GUARDA = 500  # o spool grava em lotes; o slot avança por lote
 
 
 def _morrer_se(ponto: str) -> None:
@@ -100,20 +113,25 @@ def _morrer_se(ponto: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-
-
 class CapturaSlotLogico(CapturaPeloSpool):
     """`slot_logico`: a posição é o LSN confirmado do slot; o que mudou passa pelo spool."""
 
     nome = 'slot_logico'
     ARQUIVO_POSICAO = ARQUIVO_POSICAO
-    RISCO_DO_SPOOL = ('enquanto o slot existir, mas o slot RETÉM WAL no disco do cliente a'
-                      ' partir daqui (o WAL retido está no status; max_slot_wal_keep_size é'
-                      ' a rede do DBA)')
+    RISCO_DO_SPOOL = (
+        'enquanto o slot existir, mas o slot RETÉM WAL no disco do cliente a'
+        ' partir daqui (o WAL retido está no status; max_slot_wal_keep_size é'
+        ' a rede do DBA)'
+    )
     MARCA_CRITICA = 'perdido'
 
-    def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, folga: int,  # noqa: ARG002
-                 maximo: int) -> None:
+    def __init__(
+        self,
+        origem: AdaptadorDeOrigem,
+        estado: Estado,
+        folga: int,  # noqa: ARG002
+        maximo: int,
+    ) -> None:
         # `folga` nao serve aqui: o slot nao tem janela de commit atrasado.
         self.slot = nome_do_slot({})
         super().__init__(origem, estado, maximo)
@@ -136,7 +154,8 @@ class CapturaSlotLogico(CapturaPeloSpool):
             'a posição do slot em %s não se lê (%s). Apague o arquivo: o ouvinte'
             ' retoma do LSN confirmado no próprio slot, que é a verdade (este arquivo'
             ' só serve para notar um slot recriado ou movido por outro).'
-            % (self._caminho_posicao(), motivo))
+            % (self._caminho_posicao(), motivo)
+        )
 
     def _gravar_posicao(self) -> None:
         self._posicao['slot'] = self.slot
@@ -155,7 +174,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
         if self._conn is not None:
             try:
                 self._conn.close()
-            except Exception:                 # noqa: BLE001 - já caída
+            except Exception:  # noqa: BLE001 - já caída
                 pass
             self._conn = None
 
@@ -163,13 +182,15 @@ class CapturaSlotLogico(CapturaPeloSpool):
     def conferir(self, alvos: list[DatasetVivo]) -> list[str]:
         """O que o DBA (ou o operador) precisa fazer para o slot servir; [] se serve."""
         import psycopg
+
         problemas: list[str] = []
         self._tabelas = tabelas_seguidas(alvos)
         for alvo in alvos:
             if not alvo.chave:
                 problemas.append(
                     'dataset %s sem `key`: o slot diz QUAL linha mudou pela chave; sem ela'
-                    ' não há como reler nem remover. Declare `key` no dataset.' % alvo.nome)
+                    ' não há como reler nem remover. Declare `key` no dataset.' % alvo.nome
+                )
         try:
             conn = self._conexao()
             problemas += conferir_origem(conn, usuario_da_captura=True)
@@ -179,30 +200,41 @@ class CapturaSlotLogico(CapturaPeloSpool):
             problemas += conferir_tabelas(conn, self._tabelas, lambda a: a.escopo, self.slot)
         except psycopg.OperationalError:
             self._fechar_conexao()
-            return problemas            # fora do ar agora: confere de novo na leitura
+            return problemas  # fora do ar agora: confere de novo na leitura
         return problemas
 
     def _conferir_slot(self, conn: Any) -> list[str]:
         slot = ler_slot(conn, self.slot)
         comando = 'ouvinte.py --mapping=... --estado=... --criar-slot'
         if slot is None:
-            antes = (' O ouvinte já consumia este slot até %s: o que mudou desde então vem'
-                     ' da varredura, que ele agenda sozinho ao subir com o slot novo.'
-                     % self.lsn) if self.lsn else ''
-            return ['o slot %s não existe nesta origem. Ele é criado UMA VEZ pelo operador,'
-                    ' nunca em silêncio na subida (a partir dali o banco retém WAL por nós):'
-                    ' rode `%s` (com CONTEXTIA_ORIGEM_DBA de um login dono das tabelas, se o'
-                    ' do ouvinte não puder criar a publicação) e suba de novo.%s'
-                    % (self.slot, comando, antes)]
+            antes = (
+                (
+                    ' O ouvinte já consumia este slot até %s: o que mudou desde então vem'
+                    ' da varredura, que ele agenda sozinho ao subir com o slot novo.' % self.lsn
+                )
+                if self.lsn
+                else ''
+            )
+            return [
+                'o slot %s não existe nesta origem. Ele é criado UMA VEZ pelo operador,'
+                ' nunca em silêncio na subida (a partir dali o banco retém WAL por nós):'
+                ' rode `%s` (com CONTEXTIA_ORIGEM_DBA de um login dono das tabelas, se o'
+                ' do ouvinte não puder criar a publicação) e suba de novo.%s'
+                % (self.slot, comando, antes)
+            ]
         if slot.plugin != PLUGIN:
-            return ['o slot %s usa o plugin %s; o ouvinte lê o %s. Remova-o'
-                    ' (`--remover-slot`) e crie de novo (`--criar-slot`).'
-                    % (self.slot, slot.plugin, PLUGIN)]
+            return [
+                'o slot %s usa o plugin %s; o ouvinte lê o %s. Remova-o'
+                ' (`--remover-slot`) e crie de novo (`--criar-slot`).'
+                % (self.slot, slot.plugin, PLUGIN)
+            ]
         banco = conn.execute('SELECT current_database()').fetchone()[0]
         if slot.banco != banco:
-            return ['o slot %s é do banco %s, e a origem é o banco %s: dois clientes com o'
-                    ' mesmo nome? Mude `client` no mapeamento ou remova o slot antigo.'
-                    % (self.slot, slot.banco, banco)]
+            return [
+                'o slot %s é do banco %s, e a origem é o banco %s: dois clientes com o'
+                ' mesmo nome? Mude `client` no mapeamento ou remova o slot antigo.'
+                % (self.slot, slot.banco, banco)
+            ]
         return []
 
     # -- a bomba: slot -> spool -> advance ------------------------------------------
@@ -211,12 +243,15 @@ class CapturaSlotLogico(CapturaPeloSpool):
             return
         self._bombeado = time.monotonic()
         import psycopg
+
         try:
             self._bombear_conectado()
             # O slot respondeu: a espera entre os ciclos volta a olhá-lo.
             self._espera_falhou = False
-        except (psycopg.errors.UndefinedObject, psycopg.errors.ObjectNotInPrerequisiteState) \
-                as erro:
+        except (
+            psycopg.errors.UndefinedObject,
+            psycopg.errors.ObjectNotInPrerequisiteState,
+        ) as erro:
             # O slot sumiu ou foi invalidado entre a medida e o peek.
             self._slot_perdido(str(erro).splitlines()[0])
         except psycopg.OperationalError:
@@ -228,33 +263,45 @@ class CapturaSlotLogico(CapturaPeloSpool):
         slot = ler_slot(conn, self.slot)
         self.medido = slot
         if slot is None:
-            self._slot_perdido('o slot %s não existe mais (apagado: pg_drop_replication_slot,'
-                               ' ou a desinstalação)' % self.slot)
+            self._slot_perdido(
+                'o slot %s não existe mais (apagado: pg_drop_replication_slot,'
+                ' ou a desinstalação)' % self.slot
+            )
             return
         if slot.wal_status == 'lost':
-            self._slot_perdido('o slot %s foi INVALIDADO pelo PostgreSQL: reteve mais WAL'
-                               ' que max_slot_wal_keep_size' % self.slot)
+            self._slot_perdido(
+                'o slot %s foi INVALIDADO pelo PostgreSQL: reteve mais WAL'
+                ' que max_slot_wal_keep_size' % self.slot
+            )
             return
         confirmado = lsn_para_int(slot.confirmado)
         if self.lsn is None or self._posicao.get('perdido', {}).get('aguardando_slot'):
             if self._posicao.get('perdido'):
                 self._posicao['perdido']['aguardando_slot'] = False
-                logger.warning('slot_logico: o slot %s está de pé de novo (em %s): a captura'
-                               ' retoma dali; o que mudou antes dele vem da varredura',
-                               self.slot, slot.confirmado)
+                logger.warning(
+                    'slot_logico: o slot %s está de pé de novo (em %s): a captura'
+                    ' retoma dali; o que mudou antes dele vem da varredura',
+                    self.slot,
+                    slot.confirmado,
+                )
             else:
-                logger.info('slot_logico: primeira leitura do slot %s, em %s (o que mudou'
-                            ' desde a criação dele vem daqui; antes dela, da carga completa)',
-                            self.slot, slot.confirmado)
+                logger.info(
+                    'slot_logico: primeira leitura do slot %s, em %s (o que mudou'
+                    ' desde a criação dele vem daqui; antes dela, da carga completa)',
+                    self.slot,
+                    slot.confirmado,
+                )
             self._posicao['lsn'] = slot.confirmado
             self._gravar_posicao()
         elif confirmado > lsn_para_int(self.lsn):
             # Só o ouvinte avança o slot, e grava a intenção ANTES: o slot à frente do
             # arquivo foi movido por outro processo (ou apagado e criado de novo).
-            self._slot_perdido('o slot %s está em %s, À FRENTE do que o ouvinte confirmou'
-                               ' (%s): outro processo o consumiu, ou ele foi apagado e'
-                               ' criado de novo' % (self.slot, slot.confirmado, self.lsn),
-                               aguardar=False)
+            self._slot_perdido(
+                'o slot %s está em %s, À FRENTE do que o ouvinte confirmou'
+                ' (%s): outro processo o consumiu, ou ele foi apagado e'
+                ' criado de novo' % (self.slot, slot.confirmado, self.lsn),
+                aguardar=False,
+            )
             self._posicao['lsn'] = slot.confirmado
             self._gravar_posicao()
         self._ler_slot(conn, confirmado)
@@ -270,8 +317,11 @@ class CapturaSlotLogico(CapturaPeloSpool):
         # Peek completo (abaixo do limite): tudo o que comitou antes de `ate` foi visto,
         # e o slot pode ir até lá mesmo sem mudança nossa -- senão o WAL das outras
         # tabelas ficaria retido para sempre. Cortado pelo limite: até o último commit.
-        final = lsn_para_int(ate) if completo else (
-            lido.transacoes[-1][0] if lido.transacoes else confirmado)
+        final = (
+            lsn_para_int(ate)
+            if completo
+            else (lido.transacoes[-1][0] if lido.transacoes else confirmado)
+        )
         if completo:
             self._lido_ate = lsn_para_int(ate)
         if lido.transacoes:
@@ -281,8 +331,11 @@ class CapturaSlotLogico(CapturaPeloSpool):
             self._truncadas(sorted(lido.truncadas))
         if guardado > confirmado:
             self._avancar(conn, guardado, lido)
-        self.atraso_s = 0.0 if completo and not self.pausada else (
-            round(max(0.0, time.time() - lido.ultimo_ts), 1) if lido.ultimo_ts else None)
+        self.atraso_s = (
+            0.0
+            if completo and not self.pausada
+            else (round(max(0.0, time.time() - lido.ultimo_ts), 1) if lido.ultimo_ts else None)
+        )
 
     def _avancar(self, conn: Any, guardado: int, lido: LidoDoSlot) -> None:
         """O slot até `guardado`: a intenção gravada ANTES do advance (ver _bombear_conectado)."""
@@ -290,8 +343,10 @@ class CapturaSlotLogico(CapturaPeloSpool):
         self._gravar_posicao()
         if any(mudancas for _, mudancas in lido.transacoes):
             _morrer_se('slot-no-spool')
-        conn.execute('SELECT pg_replication_slot_advance(%s, %s::pg_lsn)',
-                     (self.slot, int_para_lsn(guardado)))
+        conn.execute(
+            'SELECT pg_replication_slot_advance(%s, %s::pg_lsn)',
+            (self.slot, int_para_lsn(guardado)),
+        )
         # O WAL retido medido de novo: o status mostra o depois do avanço.
         self.medido = ler_slot(conn, self.slot) or self.medido
 
@@ -299,12 +354,14 @@ class CapturaSlotLogico(CapturaPeloSpool):
         publicacao = self.slot
         cursor = conn.cursor()
         yield from cursor.stream(
-            "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn,"
+            'SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn,'
             " %s, 'proto_version', '1', 'publication_names', %s)",
-            (self.slot, ate, limite, publicacao))
+            (self.slot, ate, limite, publicacao),
+        )
 
-    def _guardar(self, transacoes: list[tuple[int, list[Mudanca]]], final: int,
-                 confirmado: int) -> int:
+    def _guardar(
+        self, transacoes: list[tuple[int, list[Mudanca]]], final: int, confirmado: int
+    ) -> int:
         """
         Põe as transações no spool e devolve até onde o slot pode avançar: o commit
         da última transação inteira no spool (ou `final`, se todas couberam).
@@ -318,8 +375,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
         lote: list[tuple[int, list[Mudanca]]] = []
         for indice, transacao in enumerate(transacoes):
             lote.append(transacao)
-            if sum(len(m) for _, m in lote) < _MUDANCAS_POR_GUARDA and \
-                    indice < len(transacoes) - 1:
+            if sum(len(m) for _, m in lote) < _MUDANCAS_POR_GUARDA and indice < len(transacoes) - 1:
                 continue
             try:
                 juntas = [m for _, mudancas in lote for m in mudancas]
@@ -344,23 +400,33 @@ class CapturaSlotLogico(CapturaPeloSpool):
     def _slot_perdido(self, motivo: str, aguardar: bool = True) -> None:
         perdido = self._posicao.get('perdido')
         if perdido and perdido.get('aguardando_slot'):
-            return                              # já dito; a bomba só confere se voltou
+            return  # já dito; a bomba só confere se voltou
         nomes = sorted({alvo.nome for alvos in self._tabelas.values() for alvo in alvos})
         logger.error(
             'slot_logico: %s. O ouvinte NÃO sabe o que mudou desde %s: os datasets %s foram'
             ' entregues à varredura (a saúde fica CRÍTICA até ela rodar com um slot de pé).'
             '%s Para não repetir: não deixe o ouvinte parado (o spool segura o Contextia'
-            ' fora), e dimensione max_slot_wal_keep_size.', motivo, self.lsn or '?',
-            ', '.join(nomes), ' Crie o slot de novo: `ouvinte.py ... --criar-slot` (a'
-            ' captura retoma sozinha quando ele existir).' if aguardar else '')
+            ' fora), e dimensione max_slot_wal_keep_size.',
+            motivo,
+            self.lsn or '?',
+            ', '.join(nomes),
+            ' Crie o slot de novo: `ouvinte.py ... --criar-slot` (a'
+            ' captura retoma sozinha quando ele existir).'
+            if aguardar
+            else '',
+        )
         agora = datetime.datetime.now().isoformat(' ', 'seconds')
         for nome in nomes:
             self.estado.entregar_a_varredura(nome, 'slot lógico perdido em %s' % agora)
         self.estado.gravar()
         anteriores = list((perdido or {}).get('datasets') or [])
         self._posicao['perdido'] = {
-            'motivo': motivo, 'desde': self.lsn, 'em': agora, 'aguardando_slot': aguardar,
-            'datasets': sorted(set(anteriores) | set(nomes))}
+            'motivo': motivo,
+            'desde': self.lsn,
+            'em': agora,
+            'aguardando_slot': aguardar,
+            'datasets': sorted(set(anteriores) | set(nomes)),
+        }
         self._gravar_posicao()
 
     # -- Captura -------------------------------------------------------------------
@@ -383,8 +449,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
             return True
         prazo = time.monotonic() + max(0.0, segundos)
         perdido = (self._posicao.get('perdido') or {}).get('aguardando_slot')
-        if self.lsn is None or perdido or self.pausada or not self._tabelas \
-                or self._espera_falhou:
+        if self.lsn is None or perdido or self.pausada or not self._tabelas or self._espera_falhou:
             # (Depois de uma falha, só a bomba do ciclo seguinte tenta de novo: um
             # aviso por ciclo com a origem fora, não um a cada pedaço da espera.)
             time.sleep(max(0.0, prazo - time.monotonic()))
@@ -392,15 +457,18 @@ class CapturaSlotLogico(CapturaPeloSpool):
         antes = self.guardadas
         while True:
             try:
-                fim = self._conexao().execute(
-                    'SELECT pg_current_wal_flush_lsn()::text').fetchone()[0]
+                fim = (
+                    self._conexao().execute('SELECT pg_current_wal_flush_lsn()::text').fetchone()[0]
+                )
                 if lsn_para_int(fim) > self._lido_ate:
                     self._bombear()
-            except Exception as erro:             # noqa: BLE001 - a bomba do ciclo dira
-                logger.warning('slot_logico: a espera entre os ciclos parou de olhar o slot'
-                               ' (%s: %s); o próximo ciclo lê de novo',
-                               type(erro).__name__, str(erro).splitlines()[0] if str(erro)
-                               else '')
+            except Exception as erro:  # noqa: BLE001 - a bomba do ciclo dira
+                logger.warning(
+                    'slot_logico: a espera entre os ciclos parou de olhar o slot'
+                    ' (%s: %s); o próximo ciclo lê de novo',
+                    type(erro).__name__,
+                    str(erro).splitlines()[0] if str(erro) else '',
+                )
                 self._fechar_conexao()
                 self._espera_falhou = True
                 time.sleep(max(0.0, prazo - time.monotonic()))
@@ -437,10 +505,12 @@ class CapturaSlotLogico(CapturaPeloSpool):
         if not perdido or alvo.nome not in perdido.get('datasets', []):
             return posicao
         if posicao is None:
-            logger.error('slot_logico: a varredura de %s rodou SEM o slot de pé: o que mudar'
-                         ' até ele existir não é visto. Crie o slot (`--criar-slot`) e rode a'
-                         ' varredura de novo (`--varrer-agora`); a saúde segue CRÍTICA.',
-                         alvo.nome)
+            logger.error(
+                'slot_logico: a varredura de %s rodou SEM o slot de pé: o que mudar'
+                ' até ele existir não é visto. Crie o slot (`--criar-slot`) e rode a'
+                ' varredura de novo (`--varrer-agora`); a saúde segue CRÍTICA.',
+                alvo.nome,
+            )
             return posicao
         self._sair_do_critico(alvo)
         return posicao
@@ -451,16 +521,24 @@ class CapturaSlotLogico(CapturaPeloSpool):
         perdido = self._posicao.get('perdido')
         medido = self.medido
         return {
-            'estrategia': self.nome, 'slot': self.slot, 'posicao': self.lsn,
+            'estrategia': self.nome,
+            'slot': self.slot,
+            'posicao': self.lsn,
             'wal_retido_bytes': medido.wal_retido if medido else None,
             'wal_seguro_bytes': medido.wal_seguro if medido else None,
             'wal_status': medido.wal_status if medido else None,
             **self._status_do_spool(),
-            'critico': ('slot lógico perdido (%s, em %s): datasets %s esperam a varredura%s'
-                        % (perdido.get('motivo'), perdido.get('em'),
-                           ', '.join(perdido.get('datasets') or []),
-                           ' e o slot não existe: rode --criar-slot'
-                           if perdido.get('aguardando_slot') else ''))
-            if perdido else None,
+            'critico': (
+                'slot lógico perdido (%s, em %s): datasets %s esperam a varredura%s'
+                % (
+                    perdido.get('motivo'),
+                    perdido.get('em'),
+                    ', '.join(perdido.get('datasets') or []),
+                    ' e o slot não existe: rode --criar-slot'
+                    if perdido.get('aguardando_slot')
+                    else '',
+                )
+            )
+            if perdido
+            else None,
         }
-

@@ -58,15 +58,15 @@ class LidoDoSlot:
             relacao = self.relacoes.get(oid)
             if relacao is not None:
                 self.truncadas.update(
-                    alvo.nome for alvo in self.tabelas.get((relacao.esquema, relacao.tabela), []))
+                    alvo.nome for alvo in self.tabelas.get((relacao.esquema, relacao.tabela), [])
+                )
 
     def _commit(self, lsn: str, mensagem: Mensagem) -> None:
         self.transacoes.append((lsn_para_int(lsn), list(self.pendente.values())))
         self.pendente = {}
         self.ultimo_ts = mensagem.quando
 
-    def _mudanca(self, alvo: DatasetVivo, relacao: Relacao, mensagem: Mensagem,
-                 lsn: str) -> None:
+    def _mudanca(self, alvo: DatasetVivo, relacao: Relacao, mensagem: Mensagem, lsn: str) -> None:
         """A linha mudada em `alvo`: uma Mudanca por key na transação, e as empresas das imagens."""
         nomes = [nome for nome, _ in relacao.colunas]
         inteira = dict(relacao.colunas).get(alvo.chave or '') in TIPOS_INTEIROS
@@ -79,14 +79,21 @@ class LidoDoSlot:
             if inteira:
                 valor = int(valor)
             escopo = texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None
-            mudanca = self.pendente.setdefault((alvo.nome, str(valor)), Mudanca(
-                dataset=alvo.nome, chave=valor, evento=evento, posicao=lsn))
+            mudanca = self.pendente.setdefault(
+                (alvo.nome, str(valor)),
+                Mudanca(dataset=alvo.nome, chave=valor, evento=evento, posicao=lsn),
+            )
             mudanca.evento = evento
             if escopo not in mudanca.escopos:
                 mudanca.escopos.append(escopo)
 
 
 _TRATAR: dict[str, Callable[[LidoDoSlot, str, Mensagem], None]] = {
-    'R': LidoDoSlot._relacao, 'B': LidoDoSlot._begin, 'I': LidoDoSlot._linha,
-    'U': LidoDoSlot._linha, 'D': LidoDoSlot._linha, 'T': LidoDoSlot._truncate,
-    'C': LidoDoSlot._commit}
+    'R': LidoDoSlot._relacao,
+    'B': LidoDoSlot._begin,
+    'I': LidoDoSlot._linha,
+    'U': LidoDoSlot._linha,
+    'D': LidoDoSlot._linha,
+    'T': LidoDoSlot._truncate,
+    'C': LidoDoSlot._commit,
+}

@@ -113,11 +113,12 @@ MOTIVO_NO_RESUMO = 140
 def encurtar(texto: str, limite: int = MOTIVO_NO_RESUMO) -> str:
     """O texto numa linha só, escapado (`registro.limpo`), cortado em `limite` caracteres."""
     uma = limpo(' '.join(str(texto).split()))
-    return uma if len(uma) <= limite else uma[:limite - 3].rstrip() + '...'
+    return uma if len(uma) <= limite else uma[: limite - 3].rstrip() + '...'
 
 
-def teto_do_complete(sem_key: bool, max_remocao: float, base: Mapping[str, Any] | None,
-                     trazidos: int) -> tuple[float | None, str | None]:
+def teto_do_complete(
+    sem_key: bool, max_remocao: float, base: Mapping[str, Any] | None, trazidos: int
+) -> tuple[float | None, str | None]:
     """
     O teto que vai no `complete` e, se a carga já deve ser recusada aqui, o motivo.
 
@@ -139,29 +140,46 @@ def teto_do_complete(sem_key: bool, max_remocao: float, base: Mapping[str, Any] 
 
     -> (max_removal para o servidor ou None, texto da recusa ou None)
     """
-    if base is not None and base['registros'] and trazidos < (1.0 - max_remocao) * base[
-            'registros']:
+    if (
+        base is not None
+        and base['registros']
+        and trazidos < (1.0 - max_remocao) * base['registros']
+    ):
         return None, _recusa_acumulada(sem_key, max_remocao, base, trazidos)
     if sem_key and base is not None:
         return None, None
     return max_remocao, None
 
 
-def _recusa_acumulada(sem_key: bool, max_remocao: float, base: Mapping[str, Any],
-                      trazidos: int) -> str:
+def _recusa_acumulada(
+    sem_key: bool, max_remocao: float, base: Mapping[str, Any], trazidos: int
+) -> str:
     """A recusa contra a base: o tamanho, a data daquela carga, a janela e o porquê."""
     maior = base['registros']
-    qual = ('a maior carga aceita nos últimos %d dias' % base['janela_dias']
-            if base.get('janela_dias') else 'a última carga aceita')
-    texto = ('complete recusado: a carga trouxe %d linhas e %s (a de %s) trouxe %d,'
-             ' queda de %.1f%%, acima do teto de %.1f%%. Nada foi removido. O teto mede a'
-             ' queda contra essa base, não só contra a carga anterior: rodadas seguidas,'
-             ' cada uma dentro do teto, não esvaziam o dataset aos poucos.'
-             % (trazidos, qual, base.get('em') or '?', maior,
-                100.0 * (maior - trazidos) / maior, 100.0 * max_remocao))
+    qual = (
+        'a maior carga aceita nos últimos %d dias' % base['janela_dias']
+        if base.get('janela_dias')
+        else 'a última carga aceita'
+    )
+    texto = (
+        'complete recusado: a carga trouxe %d linhas e %s (a de %s) trouxe %d,'
+        ' queda de %.1f%%, acima do teto de %.1f%%. Nada foi removido. O teto mede a'
+        ' queda contra essa base, não só contra a carga anterior: rodadas seguidas,'
+        ' cada uma dentro do teto, não esvaziam o dataset aos poucos.'
+        % (
+            trazidos,
+            qual,
+            base.get('em') or '?',
+            maior,
+            100.0 * (maior - trazidos) / maior,
+            100.0 * max_remocao,
+        )
+    )
     if sem_key:
-        texto += (' Sem key o teto só compara as cargas, porque as versões antigas que o'
-                  ' ao-vivo acumula não são linhas perdidas.')
+        texto += (
+            ' Sem key o teto só compara as cargas, porque as versões antigas que o'
+            ' ao-vivo acumula não são linhas perdidas.'
+        )
     return texto + ' Confira a view (voltou vazia? GRANT revogado? filtro?)'
 
 
@@ -169,8 +187,9 @@ class ErroSelecao(ErroConfiguracao, ValueError):
     """--dataset pediu um dataset que o mapeamento não tem."""
 
 
-def selecionar_datasets(mapa: Mapping[str, Any],
-                        pedidos: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def selecionar_datasets(
+    mapa: Mapping[str, Any], pedidos: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     """
     Os datasets do mapeamento, ou só os `pedidos` (pelo nome escrito ou normalizado).
 
@@ -201,14 +220,18 @@ def selecionar_datasets(mapa: Mapping[str, Any],
     if desconhecidos:
         raise ErroSelecao(
             '--dataset %s não existe no mapeamento. Os que existem: %s.'
-            % (', '.join(repr(d) for d in desconhecidos),
-               ', '.join(normalizar_dataset(r['dataset']) for r in mapa['datasets'])))
+            % (
+                ', '.join(repr(d) for d in desconhecidos),
+                ', '.join(normalizar_dataset(r['dataset']) for r in mapa['datasets']),
+            )
+        )
     return escolhidos
 
 
 # ---------------------------------------------------------------------------
 # O seco: o que a carga real recusaria, dito antes dela
 # ---------------------------------------------------------------------------
+
 
 def conferir_registro(linha: Mapping[str, Any]) -> bytes:
     """
@@ -221,8 +244,12 @@ def conferir_registro(linha: Mapping[str, Any]) -> bytes:
     """
     from contextia_sync.intake.serializacao import serializar_registro
 
-    return json.dumps({'records': [serializar_registro(linha)]}, ensure_ascii=False,
-                      separators=(',', ':'), allow_nan=False).encode('utf-8')
+    return json.dumps(
+        {'records': [serializar_registro(linha)]},
+        ensure_ascii=False,
+        separators=(',', ':'),
+        allow_nan=False,
+    ).encode('utf-8')
 
 
 def _coluna_recusada(linha: Mapping[str, Any]) -> tuple[str, Any] | None:
@@ -246,25 +273,33 @@ def _nao_finito(valor: Any) -> bool:
 def correcao_de_tipo(coluna: str, valor: Any, source_object: str) -> str:
     """Como a view resolve um valor que não vira JSON: a expressão e onde po-la."""
     if _nao_finito(valor):
-        expressao = ("CASE WHEN %s IN ('NaN', 'Infinity', '-Infinity') THEN NULL ELSE %s END"
-                     " AS %s" % (coluna, coluna, coluna))
-        return ('troque o valor por NULL numa view sobre %s (%s) e aponte source_object'
-                ' para ela, ou corrija a linha no ERP' % (source_object, expressao))
+        expressao = (
+            "CASE WHEN %s IN ('NaN', 'Infinity', '-Infinity') THEN NULL ELSE %s END"
+            ' AS %s' % (coluna, coluna, coluna)
+        )
+        return (
+            'troque o valor por NULL numa view sobre %s (%s) e aponte source_object'
+            ' para ela, ou corrija a linha no ERP' % (source_object, expressao)
+        )
     if isinstance(valor, (list, tuple)):
-        expressao = ("CAST(%s AS TEXT) AS %s, ou array_to_string(%s, ',') AS %s"
-                     % (coluna, coluna, coluna, coluna))
+        expressao = "CAST(%s AS TEXT) AS %s, ou array_to_string(%s, ',') AS %s" % (
+            coluna,
+            coluna,
+            coluna,
+            coluna,
+        )
     elif isinstance(valor, (set, frozenset)):
         expressao = 'CAST(%s AS CHAR) AS %s (o SET vira o texto "a,b")' % (coluna, coluna)
     elif isinstance(valor, dict):
         expressao = 'CAST(%s AS TEXT) AS %s (o JSON vira texto)' % (coluna, coluna)
     elif isinstance(valor, datetime.timedelta):
-        expressao = ('CAST(%s AS TEXT) AS %s, ou o total de segundos como número'
-                     % (coluna, coluna))
+        expressao = 'CAST(%s AS TEXT) AS %s, ou o total de segundos como número' % (coluna, coluna)
     else:
-        expressao = ('CAST(%s AS TEXT) AS %s (VARCHAR/CHAR, conforme o banco)'
-                     % (coluna, coluna))
-    return ('converta numa view sobre %s: %s; aponte source_object para a view'
-            % (source_object, expressao))
+        expressao = 'CAST(%s AS TEXT) AS %s (VARCHAR/CHAR, conforme o banco)' % (coluna, coluna)
+    return 'converta numa view sobre %s: %s; aponte source_object para a view' % (
+        source_object,
+        expressao,
+    )
 
 
 def _texto_da_chave(valor: Any) -> str:
@@ -273,8 +308,15 @@ def _texto_da_chave(valor: Any) -> str:
     return encurtar(repr(valor), 60)
 
 
-def recusa_da_linha(nome: str, escopo: str, source_object: str, chave: str | None,
-                    numero: int, linha: Mapping[str, Any], erro: Exception) -> str:
+def recusa_da_linha(
+    nome: str,
+    escopo: str,
+    source_object: str,
+    chave: str | None,
+    numero: int,
+    linha: Mapping[str, Any],
+    erro: Exception,
+) -> str:
     """
     Uma linha que a carga real recusaria, dita para o operador: dataset, escopo,
     a linha (o valor da key, ou a posição na leitura), a coluna, o tipo do valor
@@ -289,16 +331,23 @@ def recusa_da_linha(nome: str, escopo: str, source_object: str, chave: str | Non
         # Nao e um valor de coluna (ex.: nome de coluna que nao e texto): o erro diz.
         return '%s escopo=%s %s: %s' % (nome, escopo, qual, erro)
     coluna, valor = achada
-    porque = ('que JSON não representa' if _nao_finito(valor)
-              else 'que o SDK não sabe enviar')
-    return ('%s escopo=%s %s: coluna %r tem valor do tipo %s (%s), %s -- %s'
-            % (nome, escopo, qual, coluna, type(valor).__name__, encurtar(repr(valor), 40),
-               porque, correcao_de_tipo(coluna, valor, source_object)))
+    porque = 'que JSON não representa' if _nao_finito(valor) else 'que o SDK não sabe enviar'
+    return '%s escopo=%s %s: coluna %r tem valor do tipo %s (%s), %s -- %s' % (
+        nome,
+        escopo,
+        qual,
+        coluna,
+        type(valor).__name__,
+        encurtar(repr(valor), 40),
+        porque,
+        correcao_de_tipo(coluna, valor, source_object),
+    )
 
 
 # ---------------------------------------------------------------------------
 # O catalogo: toda coluna do mapeamento existe na origem?
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ProblemaCatalogo:
@@ -317,9 +366,14 @@ def _parecida(nome: str, existentes: Sequence[str]) -> str | None:
     por_minusculo = {c.lower(): c for c in existentes}
     alvo = nome.lower()
     # Prefixo primeiro ('RAZAO' -> 'RAZAO_SOCIAL'), que o difflib acha pouco parecido.
-    comecam = sorted((c for c in por_minusculo if min(len(c), len(alvo)) >= 3
-                      and (c.startswith(alvo) or alvo.startswith(c))),
-                     key=lambda c: (abs(len(c) - len(alvo)), c))
+    comecam = sorted(
+        (
+            c
+            for c in por_minusculo
+            if min(len(c), len(alvo)) >= 3 and (c.startswith(alvo) or alvo.startswith(c))
+        ),
+        key=lambda c: (abs(len(c) - len(alvo)), c),
+    )
     if comecam:
         return por_minusculo[comecam[0]]
     achadas = difflib.get_close_matches(alvo, list(por_minusculo), n=1, cutoff=0.6)
@@ -331,9 +385,11 @@ def _papeis_do_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> dict[
     papeis: dict[str, list[str]] = {}
     for coluna in row.get('columns') or ():
         papeis.setdefault(coluna, []).append('columns')
-    usadas = (('key', mapeamento.chave_de(mapa, row)),
-              ('watch_column', mapeamento.valor_herdado(mapa, row, 'watch_column')),
-              ('scope_column', mapeamento.coluna_de_recorte(mapa, row)))
+    usadas = (
+        ('key', mapeamento.chave_de(mapa, row)),
+        ('watch_column', mapeamento.valor_herdado(mapa, row, 'watch_column')),
+        ('scope_column', mapeamento.coluna_de_recorte(mapa, row)),
+    )
     for campo, coluna in usadas:
         # Herdada e fora de columns nao e lida (o dataset so perde aquele papel).
         if coluna and coluna in papeis:
@@ -349,9 +405,11 @@ def _papeis_do_cadastro(mapa: Mapping[str, Any]) -> tuple[str, dict[str, list[st
 
     regra = regra_projeto.resolver(mapa)
     papeis: dict[str, list[str]] = {}
-    for campo, coluna in (('scope_column', regra.scope_column),
-                          ('name_column', regra.name_column),
-                          ('group_column', regra.group_column)):
+    for campo, coluna in (
+        ('scope_column', regra.scope_column),
+        ('name_column', regra.name_column),
+        ('group_column', regra.group_column),
+    ):
         if coluna:
             papeis.setdefault(coluna, []).append(campo)
     for indice, (coluna, _operador, _valor) in enumerate(regra.filtros):
@@ -359,9 +417,13 @@ def _papeis_do_cadastro(mapa: Mapping[str, Any]) -> tuple[str, dict[str, list[st
     return regra.source_object, papeis
 
 
-def conferir_catalogo(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
-                      datasets: Sequence[Mapping[str, Any]] | None = None, *,
-                      projetos: bool = True) -> list[ProblemaCatalogo]:
+def conferir_catalogo(
+    mapa: Mapping[str, Any],
+    origem: AdaptadorDeOrigem,
+    datasets: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    projetos: bool = True,
+) -> list[ProblemaCatalogo]:
     """
     Toda coluna do mapeamento contra o catálogo da origem (`origem.colunas`), sem
     caixa como o adaptador resolve (origem/consultas.py: Objeto.coluna). Todos
@@ -375,9 +437,11 @@ def conferir_catalogo(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
 
     listar = getattr(origem, 'colunas', None)
     if not callable(listar):
-        logger.warning('o adaptador %s não expõe colunas(): as colunas do mapeamento não'
-                       ' foram conferidas no catálogo (só a leitura acusara a que faltar)',
-                       getattr(origem, '__name__', type(origem).__name__))
+        logger.warning(
+            'o adaptador %s não expõe colunas(): as colunas do mapeamento não'
+            ' foram conferidas no catálogo (só a leitura acusara a que faltar)',
+            getattr(origem, '__name__', type(origem).__name__),
+        )
         return []
     catalogos: dict[str, list[str] | str] = {}
 
@@ -385,11 +449,12 @@ def conferir_catalogo(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
         if source_object not in catalogos:
             try:
                 nomes = list(listar(source_object))
-            except Exception as erro:           # noqa: BLE001 - vira problema, nao traceback
+            except Exception as erro:  # noqa: BLE001 - vira problema, nao traceback
                 catalogos[source_object] = '%s: %s' % (type(erro).__name__, erro)
             else:
                 catalogos[source_object] = nomes or (
-                    'o catálogo da origem não mostrou coluna nenhuma de %s' % source_object)
+                    'o catálogo da origem não mostrou coluna nenhuma de %s' % source_object
+                )
         return catalogos[source_object]
 
     alvos: list[tuple[str | None, str, str, dict[str, list[str]]]] = []
@@ -397,13 +462,11 @@ def conferir_catalogo(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
         cadastro, papeis = _papeis_do_cadastro(mapa)
         alvos.append((None, 'projects', cadastro, papeis))
     todos = list(mapa.get('datasets') or ())
-    for row in (todos if datasets is None else datasets):
+    for row in todos if datasets is None else datasets:
         indice = next((i for i, r in enumerate(todos) if r is row), None)
         normalizado = normalizar_dataset(row['dataset'])
-        onde = ('datasets[%d] %s' % (indice, normalizado)) if indice is not None \
-            else normalizado
-        alvos.append((normalizado, onde, row['source_object'],
-                      _papeis_do_dataset(mapa, row)))
+        onde = ('datasets[%d] %s' % (indice, normalizado)) if indice is not None else normalizado
+        alvos.append((normalizado, onde, row['source_object'], _papeis_do_dataset(mapa, row)))
 
     problemas: list[ProblemaCatalogo] = []
     for nome, onde, source_object, papeis in alvos:
@@ -417,20 +480,38 @@ def conferir_catalogo(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
             if coluna in exatas or coluna.lower() in minusculas:
                 continue
             parecida = _parecida(coluna, existentes)
-            dica = ('a mais parecida e %r' % parecida if parecida else
-                    'as que existem: %s' % ', '.join(sorted(existentes)[:20]))
-            problemas.append(ProblemaCatalogo(nome, coluna, (
-                '%s: a coluna %r (%s) não existe em %s -- %s; corrija o nome no mapeamento'
-                ' (ou acrescente a coluna na view)'
-                % (onde, coluna, ', '.join(campos),
-                   'no cadastro ' + source_object if nome is None else source_object,
-                   dica))))
+            dica = (
+                'a mais parecida e %r' % parecida
+                if parecida
+                else 'as que existem: %s' % ', '.join(sorted(existentes)[:20])
+            )
+            problemas.append(
+                ProblemaCatalogo(
+                    nome,
+                    coluna,
+                    (
+                        '%s: a coluna %r (%s) não existe em %s -- %s; corrija o nome no mapeamento'
+                        ' (ou acrescente a coluna na view)'
+                        % (
+                            onde,
+                            coluna,
+                            ', '.join(campos),
+                            'no cadastro ' + source_object if nome is None else source_object,
+                            dica,
+                        )
+                    ),
+                )
+            )
     return problemas
 
 
-def conferir_colunas(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
-                     datasets: Sequence[Mapping[str, Any]] | None = None, *,
-                     projetos: bool = True) -> list[str]:
+def conferir_colunas(
+    mapa: Mapping[str, Any],
+    origem: AdaptadorDeOrigem,
+    datasets: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    projetos: bool = True,
+) -> list[str]:
     """
     Os problemas de `conferir_catalogo` em texto, um por coluna ausente (ou por
     objeto que não se lê), cada um com dataset, coluna e o nome mais parecido.
@@ -439,31 +520,41 @@ def conferir_colunas(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
     return [p.texto for p in conferir_catalogo(mapa, origem, datasets, projetos=projetos)]
 
 
-def resultado_sem_leitura(mapa: Mapping[str, Any], row: Mapping[str, Any],
-                          problemas: Sequence[ProblemaCatalogo]) -> ResultadoCarga:
+def resultado_sem_leitura(
+    mapa: Mapping[str, Any], row: Mapping[str, Any], problemas: Sequence[ProblemaCatalogo]
+) -> ResultadoCarga:
     """O dataset que o seco nem lê: colunas (ou o objeto) que a origem não tem."""
     from contextia_sync.intake.cliente import normalizar_dataset
 
-    resultado = ResultadoCarga(dataset=normalizar_dataset(row['dataset']),
-                               dominio=mapeamento.coluna_de_recorte(mapa, row) is None,
-                               sem_key=mapeamento.chave_de(mapa, row) is None)
+    resultado = ResultadoCarga(
+        dataset=normalizar_dataset(row['dataset']),
+        dominio=mapeamento.coluna_de_recorte(mapa, row) is None,
+        sem_key=mapeamento.chave_de(mapa, row) is None,
+    )
     colunas = [p.coluna for p in problemas if p.coluna]
     if colunas:
-        resultado.motivo = 'coluna(s) que %s não tem: %s' % (row['source_object'],
-                                                            ', '.join(colunas))
-        resultado.erro = ('%d coluna(s) do mapeamento não existem em %s (%s; a correção está'
-                          ' acima); nada lido -- a carga real falharia neste dataset'
-                          % (len(colunas), row['source_object'], ', '.join(colunas)))
+        resultado.motivo = 'coluna(s) que %s não tem: %s' % (
+            row['source_object'],
+            ', '.join(colunas),
+        )
+        resultado.erro = (
+            '%d coluna(s) do mapeamento não existem em %s (%s; a correção está'
+            ' acima); nada lido -- a carga real falharia neste dataset'
+            % (len(colunas), row['source_object'], ', '.join(colunas))
+        )
     else:
         resultado.motivo = problemas[0].texto if problemas else None
-        resultado.erro = ('%s não pode ser lido (acima); nada lido -- a carga real'
-                          ' falharia neste dataset' % row['source_object'])
+        resultado.erro = (
+            '%s não pode ser lido (acima); nada lido -- a carga real'
+            ' falharia neste dataset' % row['source_object']
+        )
     return resultado
 
 
 # ---------------------------------------------------------------------------
 # A empresa: esta no cadastro?
 # ---------------------------------------------------------------------------
+
 
 class ErroEscopoDesconhecido(ErroConfiguracao, ValueError):
     """--scope de uma empresa que o cadastro (`projects`) não tem."""
@@ -479,8 +570,9 @@ class EmpresaNoCadastro:
     """Por que a regra de projeto a recusa (ex.: inativa), ou None se ela a aceita."""
 
 
-def conferir_escopo(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
-                    escopo: str) -> EmpresaNoCadastro:
+def conferir_escopo(
+    mapa: Mapping[str, Any], origem: AdaptadorDeOrigem, escopo: str
+) -> EmpresaNoCadastro:
     """
     A empresa `escopo` no cadastro de empresas do mapeamento (`projects`),
     comparada como o provisionador compara (texto sem espaços nas pontas).
@@ -498,8 +590,9 @@ def conferir_escopo(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem,
     return achada
 
 
-def conferir_escopos(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem, escopos: Iterable[str],
-                     ) -> dict[str, EmpresaNoCadastro | ErroEscopoDesconhecido]:
+def conferir_escopos(
+    mapa: Mapping[str, Any], origem: AdaptadorDeOrigem, escopos: Iterable[str]
+) -> dict[str, EmpresaNoCadastro | ErroEscopoDesconhecido]:
     """
     `conferir_escopo` de várias empresas com UMA leitura do cadastro: para cada
     uma, a EmpresaNoCadastro ou o ErroEscopoDesconhecido (não levantado) que a
@@ -512,8 +605,9 @@ def conferir_escopos(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem, escopos
     achadas: dict[str, list[Mapping[str, Any]]] = {escopo: [] for escopo in pedidos}
     existentes: dict[str, bool] = {}
     # O codigo que nao serve nao e empresa (nem na lista das que existem, abaixo).
-    linhas, _ = regra_projeto.separar_codigos(origem.fetch(regra.source_object, regra.columns),
-                                              regra)
+    linhas, _ = regra_projeto.separar_codigos(
+        origem.fetch(regra.source_object, regra.columns), regra
+    )
     for linha in linhas:
         codigo = regra_projeto.escopo_de(linha, regra)
         if not codigo:
@@ -533,16 +627,28 @@ def conferir_escopos(mapa: Mapping[str, Any], origem: AdaptadorDeOrigem, escopos
                 ' seção projects do mapeamento). O cadastro tem %d empresa(s)%s. Confira o'
                 ' código (o valor da coluna %s, como o provisionar.py o usa); se a empresa'
                 ' saiu do ERP, tire a linha dela do arquivo de chaves e revogue a chave.'
-                % (escopo, escopo, regra.source_object, regra.scope_column, len(existentes),
-                   (': ' + mostrar) if mostrar else '', regra.scope_column))
+                % (
+                    escopo,
+                    escopo,
+                    regra.source_object,
+                    regra.scope_column,
+                    len(existentes),
+                    (': ' + mostrar) if mostrar else '',
+                    regra.scope_column,
+                )
+            )
             continue
         aceitas = [linha for linha in delas if regra_projeto.aceita(linha, regra)[0]]
         if aceitas:
-            respostas[escopo] = EmpresaNoCadastro(escopo, regra_projeto.nome_de(aceitas[0],
-                                                                                regra), None)
+            respostas[escopo] = EmpresaNoCadastro(
+                escopo, regra_projeto.nome_de(aceitas[0], regra), None
+            )
         else:
-            respostas[escopo] = EmpresaNoCadastro(escopo, regra_projeto.nome_de(delas[0], regra),
-                                                  regra_projeto.aceita(delas[0], regra)[1])
+            respostas[escopo] = EmpresaNoCadastro(
+                escopo,
+                regra_projeto.nome_de(delas[0], regra),
+                regra_projeto.aceita(delas[0], regra)[1],
+            )
     return respostas
 
 
@@ -557,8 +663,9 @@ def tempo_curto(segundos: float) -> str:
     return '%dh %02dmin' % (horas, resto // 60)
 
 
-def linha_de_progresso(dataset: str, escopo: str, lidos: int, total: int | None = None,
-                       segundos: float | None = None) -> str:
+def linha_de_progresso(
+    dataset: str, escopo: str, lidos: int, total: int | None = None, segundos: float | None = None
+) -> str:
     """
     A linha que diz, sem terminal, que a carga segue viva e quanto falta:
     `N de M (P%), faltam ~T`, com M contado na origem antes da leitura e T pelo
@@ -578,9 +685,15 @@ def linha_de_progresso(dataset: str, escopo: str, lidos: int, total: int | None 
     return linha
 
 
-def _contando(iteravel: Iterable[T], contador: list[int], barra: bool, rotulo: str,
-              progresso: Callable[[int, float], None] | None, intervalo: float,
-              total: int | None = None) -> Iterator[T]:
+def _contando(
+    iteravel: Iterable[T],
+    contador: list[int],
+    barra: bool,
+    rotulo: str,
+    progresso: Callable[[int, float], None] | None,
+    intervalo: float,
+    total: int | None = None,
+) -> Iterator[T]:
     """
     Passa as linhas adiante contando -- o seco conta, a barra mostra.
 
@@ -593,9 +706,11 @@ def _contando(iteravel: Iterable[T], contador: list[int], barra: bool, rotulo: s
     """
     if barra:
         from tqdm import tqdm
+
         # leave=True: a barra fica na tela e o operador ve quanto cada dataset leu.
-        iteravel = tqdm(iteravel, desc=rotulo, total=total, unit=' reg', leave=True,
-                        dynamic_ncols=True)
+        iteravel = tqdm(
+            iteravel, desc=rotulo, total=total, unit=' reg', leave=True, dynamic_ncols=True
+        )
         progresso = None
     comeco = time.monotonic()
     proximo = comeco + intervalo
@@ -609,8 +724,9 @@ def _contando(iteravel: Iterable[T], contador: list[int], barra: bool, rotulo: s
         yield linha
 
 
-def contar_para_o_progresso(origem: AdaptadorDeOrigem, source_object: str,
-                            recorte: tuple[str, str] | None) -> int | None:
+def contar_para_o_progresso(
+    origem: AdaptadorDeOrigem, source_object: str, recorte: tuple[str, str] | None
+) -> int | None:
     """
     Quantas linhas a leitura vai trazer (o total da barra e das linhas de
     progresso), ou None se o adaptador não conseguiu contar: a contagem só
@@ -618,20 +734,32 @@ def contar_para_o_progresso(origem: AdaptadorDeOrigem, source_object: str,
     """
     try:
         return int(origem.contar(source_object, scope=recorte))
-    except Exception as erro:                   # noqa: BLE001 - so a estimativa se perde
-        logger.info('progresso sem total em %s: a contagem falhou (%s: %s)', source_object,
-                    type(erro).__name__, encurtar(str(erro)))
+    except Exception as erro:  # noqa: BLE001 - so a estimativa se perde
+        logger.info(
+            'progresso sem total em %s: a contagem falhou (%s: %s)',
+            source_object,
+            type(erro).__name__,
+            encurtar(str(erro)),
+        )
         return None
 
 
-def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: AdaptadorDeOrigem,
-                     escopo: str, *, api_key: str | None = None, seco: bool = False,
-                     max_remocao: float = padroes.MAX_REMOCAO, barra: bool = False,
-                     progresso: Callable[[str], None] | None = None,
-                     intervalo_progresso: float = padroes.INTERVALO_PROGRESSO,
-                     historico: Historico | None = None,
-                     execucao: str | None = None,
-                     em_voo: int = padroes.LOTES_EM_VOO) -> ResultadoCarga:
+def carregar_dataset(
+    mapa: Mapping[str, Any],
+    row: Mapping[str, Any],
+    origem: AdaptadorDeOrigem,
+    escopo: str,
+    *,
+    api_key: str | None = None,
+    seco: bool = False,
+    max_remocao: float = padroes.MAX_REMOCAO,
+    barra: bool = False,
+    progresso: Callable[[str], None] | None = None,
+    intervalo_progresso: float = padroes.INTERVALO_PROGRESSO,
+    historico: Historico | None = None,
+    execucao: str | None = None,
+    em_voo: int = padroes.LOTES_EM_VOO,
+) -> ResultadoCarga:
     """
     Um dataset de uma empresa. Devolve o ResultadoCarga e nunca levanta, exceto
     ErroAutenticacao (chave recusada: nenhum outro dataset passaria).
@@ -650,8 +778,12 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Ad
     nome = cliente.normalizar_dataset(row['dataset'])
     coluna = mapeamento.coluna_de_recorte(mapa, row)
     descricao, campos = mapeamento.semantica(mapa, row)
-    resultado = ResultadoCarga(dataset=nome, campos=len(campos or ()), dominio=coluna is None,
-                               sem_key=mapeamento.chave_de(mapa, row) is None)
+    resultado = ResultadoCarga(
+        dataset=nome,
+        campos=len(campos or ()),
+        dominio=coluna is None,
+        sem_key=mapeamento.chave_de(mapa, row) is None,
+    )
     inicio = time.monotonic()
     # Com coluna de recorte, so as linhas desta empresa; sem ela (dominio), todas.
     recorte = (coluna, escopo) if coluna else None
@@ -659,8 +791,10 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Ad
     total: int | None = None
     avisar: Callable[[int, float], None] | None = None
     if progresso is not None:
+
         def avisar(lidos: int, segundos: float) -> None:
             progresso(linha_de_progresso(nome, escopo, lidos, total, segundos))
+
     try:
         if barra or progresso is not None:
             total = contar_para_o_progresso(origem, row['source_object'], recorte)
@@ -669,21 +803,37 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Ad
         familias = getattr(origem, 'familias', lambda _linhas: None)(linhas)
         linhas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso, total)
         if seco:
-            _conferir_linhas(resultado, linhas, escopo, row['source_object'],
-                             mapeamento.chave_de(mapa, row))
+            _conferir_linhas(
+                resultado, linhas, escopo, row['source_object'], mapeamento.chave_de(mapa, row)
+            )
             resultado.registros = contador[0]
             resultado.ok = not resultado.recusadas
             return resultado
 
-        sync = enviar_sob_sync(resultado, mapa, row, linhas, api_key=api_key, escopo=escopo,
-                               em_voo=em_voo, familias=familias)
+        sync = enviar_sob_sync(
+            resultado,
+            mapa,
+            row,
+            linhas,
+            api_key=api_key,
+            escopo=escopo,
+            em_voo=em_voo,
+            familias=familias,
+        )
         if sync is not None:
-            fechar_carga(resultado, sync, api_key=api_key, escopo=escopo,
-                         max_remocao=max_remocao, historico=historico, execucao=execucao)
+            fechar_carga(
+                resultado,
+                sync,
+                api_key=api_key,
+                escopo=escopo,
+                max_remocao=max_remocao,
+                historico=historico,
+                execucao=execucao,
+            )
         return resultado
     except cliente.ErroAutenticacao:
         raise
-    except Exception as erro:                   # noqa: BLE001 - um dataset nao derruba os outros
+    except Exception as erro:  # noqa: BLE001 - um dataset nao derruba os outros
         # Origem que cai no meio, view que nao existe, Contextia fora: o dataset
         # falha sem complete e os seguintes ainda tentam.
         if not resultado.registros:
@@ -697,15 +847,26 @@ def carregar_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any], origem: Ad
 def argumentos_do_envio(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
     """O que `cliente.enviar_dataset` leva do mapeamento: key, metadados e chunk do dataset."""
     descricao, campos = mapeamento.semantica(mapa, row)
-    return {'key': mapeamento.chave_de(mapa, row), 'description': descricao,
-            'fields': campos, 'group': mapeamento.grupo_de(mapa, row),
-            'chunk': mapeamento.chunk_de(mapa, row)}
+    return {
+        'key': mapeamento.chave_de(mapa, row),
+        'description': descricao,
+        'fields': campos,
+        'group': mapeamento.grupo_de(mapa, row),
+        'chunk': mapeamento.chunk_de(mapa, row),
+    }
 
 
-def enviar_sob_sync(resultado: ResultadoCarga, mapa: Mapping[str, Any],
-                    row: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]], *,
-                    api_key: str | None, escopo: str, em_voo: int = padroes.LOTES_EM_VOO,
-                    familias: Mapping[str, str] | None = None) -> str | None:
+def enviar_sob_sync(
+    resultado: ResultadoCarga,
+    mapa: Mapping[str, Any],
+    row: Mapping[str, Any],
+    linhas: Iterable[Mapping[str, Any]],
+    *,
+    api_key: str | None,
+    escopo: str,
+    em_voo: int = padroes.LOTES_EM_VOO,
+    familias: Mapping[str, str] | None = None,
+) -> str | None:
     """
     As linhas de UMA empresa sob um `sync` novo, sem `complete`: a metade da
     carga que não remove nada. Soma as contagens em `resultado` e devolve o
@@ -717,8 +878,16 @@ def enviar_sob_sync(resultado: ResultadoCarga, mapa: Mapping[str, Any],
 
     sync = cliente.gerar_sync()
     envio = cliente.enviar_dataset(
-        resultado.dataset, linhas, api_key=api_key, logger=logger, sync=sync, escopo=escopo,
-        em_voo=em_voo, familias=familias, **argumentos_do_envio(mapa, row))
+        resultado.dataset,
+        linhas,
+        api_key=api_key,
+        logger=logger,
+        sync=sync,
+        escopo=escopo,
+        em_voo=em_voo,
+        familias=familias,
+        **argumentos_do_envio(mapa, row),
+    )
     return sync if somar_envio(resultado, envio) else None
 
 
@@ -738,19 +907,28 @@ def somar_envio(resultado: ResultadoCarga, envio: ResultadoEnvio) -> bool:
         return True
     if resultado.erro is not None:
         return False
-    resultado.erro = ('%d de %d lote(s) falharam; complete NÃO enviado, nada removido (%s)'
-                      % (envio.lotes_erro, envio.lotes_erro + envio.lotes_ok,
-                         (envio.erros or ['?'])[0]))
+    resultado.erro = '%d de %d lote(s) falharam; complete NÃO enviado, nada removido (%s)' % (
+        envio.lotes_erro,
+        envio.lotes_erro + envio.lotes_ok,
+        (envio.erros or ['?'])[0],
+    )
     # O nome do dataset ja abre a entrada do resumo: sem repeti-lo.
     primeiro = re.sub(r'^dataset %s[,:]\s*' % re.escape(nome), '', (envio.erros or ['?'])[0])
     resultado.motivo = '%d lote(s) com falha, sem complete: %s' % (envio.lotes_erro, primeiro)
     return False
 
 
-def fechar_carga(resultado: ResultadoCarga, sync: str, *, api_key: str | None, escopo: str,
-                 max_remocao: float = padroes.MAX_REMOCAO,
-                 historico: Historico | None = None, execucao: str | None = None,
-                 gravar_historico: bool = True) -> None:
+def fechar_carga(
+    resultado: ResultadoCarga,
+    sync: str,
+    *,
+    api_key: str | None,
+    escopo: str,
+    max_remocao: float = padroes.MAX_REMOCAO,
+    historico: Historico | None = None,
+    execucao: str | None = None,
+    gravar_historico: bool = True,
+) -> None:
     """
     A outra metade: o `complete` do `sync` com o teto de remoção da empresa, e
     a carga aceita no histórico. Só se chama com todos os lotes entregues. O
@@ -762,25 +940,28 @@ def fechar_carga(resultado: ResultadoCarga, sync: str, *, api_key: str | None, e
 
     nome = resultado.dataset
     base = _base_do_teto(historico, escopo, nome, resultado.sem_key)
-    teto, recusa = teto_do_complete(resultado.sem_key, max_remocao, base,
-                                    resultado.registros)
+    teto, recusa = teto_do_complete(resultado.sem_key, max_remocao, base, resultado.registros)
     if recusa:
         resultado.erro = recusa + _repetir_permitindo(nome)
         return
     if base is not None:
         resultado.base = base['registros']
     try:
-        fechamento = cliente.completar(nome, sync, api_key=api_key, max_remocao=teto,
-                                       escopo=escopo)
+        fechamento = cliente.completar(nome, sync, api_key=api_key, max_remocao=teto, escopo=escopo)
     except cliente.ErroRemocaoAcimaDoTeto as erro:
         dica = ''
         if resultado.sem_key:
             # Sem base, as versoes velhas do ao-vivo contam como remocao.
-            dica = (' (dataset sem key e sem carga aceita no histórico%s: as versões'
-                    ' antigas que o ao-vivo acumulou contam no teto; depois de uma carga'
-                    ' aceita ele passa a comparar com ela)'
-                    % (' ' + historico.caminho if historico is not None else
-                       ' -- sem --historico/CONTEXTIA_HISTORICO'))
+            dica = (
+                ' (dataset sem key e sem carga aceita no histórico%s: as versões'
+                ' antigas que o ao-vivo acumulou contam no teto; depois de uma carga'
+                ' aceita ele passa a comparar com ela)'
+                % (
+                    ' ' + historico.caminho
+                    if historico is not None
+                    else ' -- sem --historico/CONTEXTIA_HISTORICO'
+                )
+            )
         resultado.erro = str(erro).rstrip('. ') + dica + _repetir_permitindo(nome)
         return
     resultado.ok, resultado.removidos = True, int(fechamento.get('removed') or 0)
@@ -790,15 +971,22 @@ def fechar_carga(resultado: ResultadoCarga, sync: str, *, api_key: str | None, e
     resultado.nova_base = max_remocao > padroes.MAX_REMOCAO
     if historico is not None and gravar_historico:
         try:
-            historico.registrar(escopo, nome, resultado.registros, resultado.removidos,
-                                execucao, nova_base=resultado.nova_base)
+            historico.registrar(
+                escopo,
+                nome,
+                resultado.registros,
+                resultado.removidos,
+                execucao,
+                nova_base=resultado.nova_base,
+            )
         except OSError as erro:
             # A carga valeu; so a base do proximo teto (e o aviso ao ouvinte) nao.
             resultado.aviso = 'histórico não gravado em %s (%s)' % (historico.caminho, erro)
 
 
-def _base_do_teto(historico: Historico | None, escopo: str, nome: str,
-                  sem_key: bool) -> dict[str, Any] | None:
+def _base_do_teto(
+    historico: Historico | None, escopo: str, nome: str, sem_key: bool
+) -> dict[str, Any] | None:
     """
     A maior carga aceita na janela; sem key e sem carga na janela, a última
     aceita, de qualquer data (sem base o teto sem key cairia na fração do
@@ -812,8 +1000,13 @@ def _base_do_teto(historico: Historico | None, escopo: str, nome: str,
     return base
 
 
-def _conferir_linhas(resultado: ResultadoCarga, linhas: Iterable[Mapping[str, Any]],
-                     escopo: str, source_object: str, chave: str | None) -> None:
+def _conferir_linhas(
+    resultado: ResultadoCarga,
+    linhas: Iterable[Mapping[str, Any]],
+    escopo: str,
+    source_object: str,
+    chave: str | None,
+) -> None:
     """
     O seco: cada linha por `conferir_registro`, nada enviado. Conta TODAS as que
     a carga real recusaria (não para na primeira) e guarda as primeiras com o
@@ -831,8 +1024,9 @@ class Conferencia:
     empresa dela), `fechar` no fim diz as recusas em `resultado`.
     """
 
-    def __init__(self, resultado: ResultadoCarga, escopo: str, source_object: str,
-                 chave: str | None) -> None:
+    def __init__(
+        self, resultado: ResultadoCarga, escopo: str, source_object: str, chave: str | None
+    ) -> None:
         self.resultado = resultado
         self.escopo, self.source_object, self.chave = escopo, source_object, chave
         self.lidas = 0
@@ -850,36 +1044,54 @@ class Conferencia:
             except (ValueError, TypeError) as erro:  # ErroSerializacao e um ValueError
                 resultado.recusadas += 1
                 achada = _coluna_recusada(linha)
-                tipo = ((achada[0], type(achada[1]).__name__) if achada
-                        else ('?', type(erro).__name__))
+                tipo = (
+                    (achada[0], type(achada[1]).__name__) if achada else ('?', type(erro).__name__)
+                )
                 if tipo not in self.primeiras and len(self.primeiras) < 10:
                     self.primeiras[tipo] = recusa_da_linha(
-                        resultado.dataset, self.escopo, self.source_object, self.chave,
-                        self.lidas, linha, erro)
+                        resultado.dataset,
+                        self.escopo,
+                        self.source_object,
+                        self.chave,
+                        self.lidas,
+                        linha,
+                        erro,
+                    )
                 elif len(self.repetidas) < DETALHES_POR_DATASET:
-                    self.repetidas.append(recusa_da_linha(
-                        resultado.dataset, self.escopo, self.source_object, self.chave,
-                        self.lidas, linha, erro))
+                    self.repetidas.append(
+                        recusa_da_linha(
+                            resultado.dataset,
+                            self.escopo,
+                            self.source_object,
+                            self.chave,
+                            self.lidas,
+                            linha,
+                            erro,
+                        )
+                    )
 
     def fechar(self) -> None:
         resultado, primeiras = self.resultado, self.primeiras
         if resultado.recusadas:
-            resultado.detalhes = list(primeiras.values()) + self.repetidas[
-                :max(0, DETALHES_POR_DATASET - len(primeiras))]
+            resultado.detalhes = (
+                list(primeiras.values())
+                + self.repetidas[: max(0, DETALHES_POR_DATASET - len(primeiras))]
+            )
             quais = ', '.join('%s [%s]' % par for par in primeiras)
-            resultado.motivo = '%d linha(s) que não viram JSON: %s' % (resultado.recusadas,
-                                                                      quais)
+            resultado.motivo = '%d linha(s) que não viram JSON: %s' % (resultado.recusadas, quais)
             resultado.erro = (
                 '%d de %d linha(s) não viram JSON (%s): a carga real recusaria este dataset'
                 ' (complete não enviado, nada removido). Corrija na view; as primeiras:'
-                % (resultado.recusadas, self.lidas, quais))
+                % (resultado.recusadas, self.lidas, quais)
+            )
 
 
 def _repetir_permitindo(nome: str) -> str:
     """O fim de toda recusa do teto: como liberar quando a limpeza e real."""
-    return (' -- se a remoção é real (limpeza no ERP), repita só este dataset, uma vez, com'
-            ' --dataset=%s --max-remocao=1 (a carga aceita assim vira a nova base do teto)'
-            % nome)
+    return (
+        ' -- se a remoção é real (limpeza no ERP), repita só este dataset, uma vez, com'
+        ' --dataset=%s --max-remocao=1 (a carga aceita assim vira a nova base do teto)' % nome
+    )
 
 
 def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:
@@ -891,41 +1103,61 @@ def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:
     if resultado.sem_key:
         aviso = ' [sem key: dedup por hash; teto %s]' % (
             'contra a carga anterior de %d' % resultado.base
-            if resultado.base is not None else 'sobre o dataset')
+            if resultado.base is not None
+            else 'sobre o dataset'
+        )
     if resultado.aviso:
         aviso += ' AVISO: %s' % resultado.aviso
     if seco:
         if resultado.ok:
-            return ('  %-34s registros=%-7d (seco: lido, serializado como no envio, nada'
-                    ' enviado)  %.1fs' % (nome, resultado.registros, resultado.segundos))
+            return (
+                '  %-34s registros=%-7d (seco: lido, serializado como no envio, nada'
+                ' enviado)  %.1fs' % (nome, resultado.registros, resultado.segundos)
+            )
         linhas = ['  %-34s FALHOU -- %s' % (nome, resultado.erro)]
         linhas += ['      - %s' % detalhe for detalhe in resultado.detalhes]
         if resultado.recusadas > len(resultado.detalhes):
-            linhas.append('      ... e mais %d linha(s) recusada(s) (contadas, não mostradas)'
-                          % (resultado.recusadas - len(resultado.detalhes)))
-        linhas.append('  %-34s registros=%d recusadas=%d (seco: nada enviado)  %.1fs' % (
-            '', resultado.registros, resultado.recusadas, resultado.segundos))
+            linhas.append(
+                '      ... e mais %d linha(s) recusada(s) (contadas, não mostradas)'
+                % (resultado.recusadas - len(resultado.detalhes))
+            )
+        linhas.append(
+            '  %-34s registros=%d recusadas=%d (seco: nada enviado)  %.1fs'
+            % ('', resultado.registros, resultado.recusadas, resultado.segundos)
+        )
         return '\n'.join(linhas)
-    numeros = ('registros=%d novos=%d atualizados=%d iguais=%d removidos=%d'
-               ' campos descritos=%d' % (
-                   resultado.registros, resultado.novos, resultado.atualizados,
-                   resultado.iguais, resultado.removidos, resultado.campos))
+    numeros = 'registros=%d novos=%d atualizados=%d iguais=%d removidos=%d campos descritos=%d' % (
+        resultado.registros,
+        resultado.novos,
+        resultado.atualizados,
+        resultado.iguais,
+        resultado.removidos,
+        resultado.campos,
+    )
     if resultado.ok:
         return '  %-34s %s  %.1fs%s' % (nome, numeros, resultado.segundos, aviso)
     return '  %-34s FALHOU -- %s\n  %-34s %s' % (nome, resultado.erro, '', numeros)
 
 
-def resumo(escopo: str, resultados: Sequence[ResultadoCarga], segundos: float,
-           seco: bool = False) -> str:
+def resumo(
+    escopo: str, resultados: Sequence[ResultadoCarga], segundos: float, seco: bool = False
+) -> str:
     """A linha única do fim: o que o log do ouvinte guarda e um humano lê primeiro."""
     falhos = [r for r in resultados if not r.ok]
     texto = 'resumo escopo=%s: %d dataset(s), %d ok, %d com falha; registros=%d' % (
-        escopo, len(resultados), len(resultados) - len(falhos), len(falhos),
-        sum(r.registros for r in resultados))
+        escopo,
+        len(resultados),
+        len(resultados) - len(falhos),
+        len(falhos),
+        sum(r.registros for r in resultados),
+    )
     if not seco:
         texto += ' novos=%d atualizados=%d iguais=%d removidos=%d' % (
-            sum(r.novos for r in resultados), sum(r.atualizados for r in resultados),
-            sum(r.iguais for r in resultados), sum(r.removidos for r in resultados))
+            sum(r.novos for r in resultados),
+            sum(r.atualizados for r in resultados),
+            sum(r.iguais for r in resultados),
+            sum(r.removidos for r in resultados),
+        )
     texto += ' em %.1fs' % segundos
     if seco:
         texto += ' (SECO: nada enviado)'
@@ -933,5 +1165,6 @@ def resumo(escopo: str, resultados: Sequence[ResultadoCarga], segundos: float,
         # Com o motivo: o resumo e o que o log do ouvinte guarda, e so o nome
         # nao diz ao operador o que corrigir.
         texto += ' -- FALHARAM: %s' % '; '.join(
-            '%s (%s)' % (r.dataset, r.motivo_curto) for r in falhos)
+            '%s (%s)' % (r.dataset, r.motivo_curto) for r in falhos
+        )
     return texto

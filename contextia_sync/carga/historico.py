@@ -63,8 +63,7 @@ def _momento(texto: object) -> datetime.datetime | None:
     return momento
 
 
-def _janela(entrada: object, agora: datetime.datetime,
-            dias: int) -> list[dict[str, Any]]:
+def _janela(entrada: object, agora: datetime.datetime, dias: int) -> list[dict[str, Any]]:
     """
     As cargas da `janela` de uma entrada que ainda valem em `agora`, em ordem.
 
@@ -83,15 +82,20 @@ def _janela(entrada: object, agora: datetime.datetime,
     for carga in cargas:
         momento = _momento(carga.get('em')) if isinstance(carga, dict) else None
         registros = carga.get('registros') if isinstance(carga, dict) else None
-        if (momento is not None and isinstance(registros, int)
-                and not isinstance(registros, bool) and momento.date() >= primeiro_dia):
+        if (
+            momento is not None
+            and isinstance(registros, int)
+            and not isinstance(registros, bool)
+            and momento.date() >= primeiro_dia
+        ):
             validas.append({'registros': registros, 'em': carga['em'], '_momento': momento})
     validas.sort(key=lambda c: c['_momento'])
     return validas
 
 
-def _com_a_carga(janela: list[dict[str, Any]], registros: int, em: str,
-                 agora: datetime.datetime, dias: int) -> list[dict[str, Any]]:
+def _com_a_carga(
+    janela: list[dict[str, Any]], registros: int, em: str, agora: datetime.datetime, dias: int
+) -> list[dict[str, Any]]:
     """A janela com a carga aceita agora: a maior de hoje fica, uma por dia."""
     hoje = [c for c in janela if c['_momento'].date() == agora.date()]
     janela = [c for c in janela if c['_momento'].date() != agora.date()]
@@ -101,7 +105,7 @@ def _com_a_carga(janela: list[dict[str, Any]], registros: int, em: str,
     janela.append(maior_de_hoje)
     janela.sort(key=lambda c: c['_momento'])
     # Relogio que voltou pode deixar dias "do futuro": o teto do tamanho vale igual.
-    return [{'registros': c['registros'], 'em': c['em']} for c in janela[-(dias + 1):]]
+    return [{'registros': c['registros'], 'em': c['em']} for c in janela[-(dias + 1) :]]
 
 
 def caminho_padrao(chaves: str) -> str:
@@ -131,9 +135,13 @@ class Historico:
         except (OSError, ValueError) as erro:
             # Ilegivel: sem base o teto volta a ser a fracao do dataset (mais
             # rigido) e o ouvinte trata a varredura como nao carregada. Nada se perde.
-            logger.warning('histórico de cargas ilegível em %s (%s: %s); tratado como vazio.'
-                           ' A próxima carga aceita o regrava.', self.caminho,
-                           type(erro).__name__, erro)
+            logger.warning(
+                'histórico de cargas ilegível em %s (%s: %s); tratado como vazio.'
+                ' A próxima carga aceita o regrava.',
+                self.caminho,
+                type(erro).__name__,
+                erro,
+            )
             return None
 
     @contextlib.contextmanager
@@ -155,8 +163,9 @@ class Historico:
             return None
         return entrada
 
-    def base(self, escopo: object, dataset: str,
-             agora: datetime.datetime | None = None) -> dict[str, Any] | None:
+    def base(
+        self, escopo: object, dataset: str, agora: datetime.datetime | None = None
+    ) -> dict[str, Any] | None:
         """
         A base do teto de remoção: a MAIOR carga aceita de `dataset` na empresa
         `escopo` dentro da janela, {'registros', 'em', 'janela_dias'}; None se
@@ -169,19 +178,32 @@ class Historico:
             return None
         # Empate: a mais recente (a data que a recusa mostra é a que ainda vale mais tempo).
         maior = max(janela, key=lambda c: (c['registros'], c['_momento']))
-        return {'registros': maior['registros'], 'em': maior['em'],
-                'janela_dias': self.janela_dias}
+        return {'registros': maior['registros'], 'em': maior['em'], 'janela_dias': self.janela_dias}
 
-    def registrar(self, escopo: object, dataset: str, registros: int, removidos: int,
-                  execucao: str | None = None, *, nova_base: bool = False,
-                  agora: datetime.datetime | None = None) -> None:
+    def registrar(
+        self,
+        escopo: object,
+        dataset: str,
+        registros: int,
+        removidos: int,
+        execucao: str | None = None,
+        *,
+        nova_base: bool = False,
+        agora: datetime.datetime | None = None,
+    ) -> None:
         """Grava a carga ACEITA de `dataset` na empresa `escopo` (só após o `complete`)."""
-        self.registrar_varias([(escopo, dataset, registros, removidos)], execucao,
-                              nova_base=nova_base, agora=agora)
+        self.registrar_varias(
+            [(escopo, dataset, registros, removidos)], execucao, nova_base=nova_base, agora=agora
+        )
 
-    def registrar_varias(self, cargas: Iterable[tuple[object, str, int, int]],
-                         execucao: str | None = None, *, nova_base: bool = False,
-                         agora: datetime.datetime | None = None) -> None:
+    def registrar_varias(
+        self,
+        cargas: Iterable[tuple[object, str, int, int]],
+        execucao: str | None = None,
+        *,
+        nova_base: bool = False,
+        agora: datetime.datetime | None = None,
+    ) -> None:
         """
         Grava de uma vez as cargas ACEITAS [(escopo, dataset, registros, removidos)]
         (a carga de todas as empresas: uma gravação por dataset, não uma por empresa).
@@ -203,17 +225,21 @@ class Historico:
             em = agora.isoformat(timespec='seconds')
             for escopo, dataset, registros, removidos in cargas:
                 da_empresa = dados['cargas'].setdefault(str(escopo), {})
-                janela = ([] if nova_base else
-                          _janela(da_empresa.get(dataset), agora, self.janela_dias))
+                janela = (
+                    [] if nova_base else _janela(da_empresa.get(dataset), agora, self.janela_dias)
+                )
                 da_empresa[dataset] = {
-                    'registros': int(registros), 'removidos': int(removidos), 'em': em,
+                    'registros': int(registros),
+                    'removidos': int(removidos),
+                    'em': em,
                     'execucao': execucao,
-                    'janela': _com_a_carga(janela, int(registros), em, agora,
-                                           self.janela_dias)}
+                    'janela': _com_a_carga(janela, int(registros), em, agora, self.janela_dias),
+                }
             gravar_atomico(self.caminho, json.dumps(dados, indent=1, sort_keys=True) + '\n')
 
-    def faltando(self, escopos: Collection[Any], datasets: Iterable[str],
-                 execucao: str | None) -> dict[str, list[Any]]:
+    def faltando(
+        self, escopos: Collection[Any], datasets: Iterable[str], execucao: str | None
+    ) -> dict[str, list[Any]]:
         """
         {dataset: [empresas]} em que a execução `execucao` NÃO fechou a carga.
 
@@ -221,7 +247,11 @@ class Historico:
         """
         dados = self._ler()
         cargas = dados['cargas'] if dados is not None else {}
-        return {d: sorted(e for e in escopos
-                          if ((cargas.get(str(e)) or {}).get(d) or {}).get('execucao')
-                          != execucao)
-                for d in datasets}
+        return {
+            d: sorted(
+                e
+                for e in escopos
+                if ((cargas.get(str(e)) or {}).get(d) or {}).get('execucao') != execucao
+            )
+            for d in datasets
+        }

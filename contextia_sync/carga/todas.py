@@ -225,7 +225,7 @@ class _Copia:
         self._arquivo.seek(0)
         while True:
             try:
-                bloco = pickle.load(self._arquivo)   # noqa: S301 - o arquivo e nosso, temporario
+                bloco = pickle.load(self._arquivo)  # noqa: S301 - o arquivo e nosso, temporario
             except EOFError:
                 return
             yield from bloco
@@ -234,15 +234,22 @@ class _Copia:
         self._arquivo.close()
 
 
-def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
-                           origem: AdaptadorDeOrigem, empresas: Sequence[Empresa], *,
-                           seco: bool = False, max_remocao: float = padroes.MAX_REMOCAO,
-                           barra: bool = False,
-                           progresso: Callable[[str], None] | None = None,
-                           intervalo_progresso: float = padroes.INTERVALO_PROGRESSO,
-                           historico: Historico | None = None, execucao: str | None = None,
-                           em_voo: int = padroes.LOTES_EM_VOO,
-                           teto_linhas: int = padroes.LINHAS_REPARTIDAS) -> LeituraDoDataset:
+def carregar_dataset_todas(
+    mapa: Mapping[str, Any],
+    row: Mapping[str, Any],
+    origem: AdaptadorDeOrigem,
+    empresas: Sequence[Empresa],
+    *,
+    seco: bool = False,
+    max_remocao: float = padroes.MAX_REMOCAO,
+    barra: bool = False,
+    progresso: Callable[[str], None] | None = None,
+    intervalo_progresso: float = padroes.INTERVALO_PROGRESSO,
+    historico: Historico | None = None,
+    execucao: str | None = None,
+    em_voo: int = padroes.LOTES_EM_VOO,
+    teto_linhas: int = padroes.LINHAS_REPARTIDAS,
+) -> LeituraDoDataset:
     """
     Um dataset para todas as empresas ativas: uma leitura, repartida.
 
@@ -252,9 +259,17 @@ def carregar_dataset_todas(mapa: Mapping[str, Any], row: Mapping[str, Any],
     Nunca levanta: a leitura que cai vira o erro de cada empresa, sem complete.
     `teto_linhas`: o teto da soma dos buffers por empresa (ver `_Reparticao`).
     """
-    opcoes = _Opcoes(seco=seco, max_remocao=max_remocao, barra=barra, progresso=progresso,
-                     intervalo_progresso=intervalo_progresso, historico=historico,
-                     execucao=execucao, em_voo=em_voo, teto_linhas=teto_linhas)
+    opcoes = _Opcoes(
+        seco=seco,
+        max_remocao=max_remocao,
+        barra=barra,
+        progresso=progresso,
+        intervalo_progresso=intervalo_progresso,
+        historico=historico,
+        execucao=execucao,
+        em_voo=em_voo,
+        teto_linhas=teto_linhas,
+    )
     carga = _CargaDoDataset(mapa, row, origem, empresas, opcoes)
     if carga.ativas:
         carga.rodar()
@@ -284,8 +299,14 @@ class _CargaDoDataset:
     histórico. A queda de cada etapa vira o erro das empresas em `rodar`.
     """
 
-    def __init__(self, mapa: Mapping[str, Any], row: Mapping[str, Any], origem: AdaptadorDeOrigem,
-                 empresas: Sequence[Empresa], opcoes: _Opcoes) -> None:
+    def __init__(
+        self,
+        mapa: Mapping[str, Any],
+        row: Mapping[str, Any],
+        origem: AdaptadorDeOrigem,
+        empresas: Sequence[Empresa],
+        opcoes: _Opcoes,
+    ) -> None:
         from contextia_sync.intake.cliente import normalizar_dataset
 
         self.mapa, self.row, self.origem, self.opcoes = mapa, row, origem, opcoes
@@ -294,10 +315,14 @@ class _CargaDoDataset:
         campos = mapeamento.semantica(mapa, row)[1]
         self.ativas = {e.escopo: e for e in empresas if e.ativa}
         self.resultados = {
-            escopo: ResultadoCarga(dataset=self.nome, campos=len(campos or ()),
-                                   dominio=self.coluna is None,
-                                   sem_key=mapeamento.chave_de(mapa, row) is None)
-            for escopo in self.ativas}
+            escopo: ResultadoCarga(
+                dataset=self.nome,
+                campos=len(campos or ()),
+                dominio=self.coluna is None,
+                sem_key=mapeamento.chave_de(mapa, row) is None,
+            )
+            for escopo in self.ativas
+        }
         self.leitura = LeituraDoDataset(self.nome, dominio=self.coluna is None)
         self.contador = [0]
         self.total: int | None = None
@@ -311,8 +336,7 @@ class _CargaDoDataset:
         historico = None if self.opcoes.seco else self.opcoes.historico
         try:
             if self.opcoes.barra or self.opcoes.progresso is not None:
-                self.total = contar_para_o_progresso(self.origem, self.row['source_object'],
-                                                     None)
+                self.total = contar_para_o_progresso(self.origem, self.row['source_object'], None)
             self._ler()
             self.leitura.linhas = self.contador[0]
             self._sync_vazio()
@@ -326,7 +350,7 @@ class _CargaDoDataset:
             if historico is not None:
                 # As que fecharam antes da queda valeram: a base do próximo teto delas.
                 _gravar_historico(historico, self.resultados, self.opcoes.execucao)
-        except Exception as erro:                   # noqa: BLE001 - vira o erro de cada empresa
+        except Exception as erro:  # noqa: BLE001 - vira o erro de cada empresa
             self.leitura.linhas = self.contador[0]
             self.leitura.erro = '%s: %s' % (type(erro).__name__, erro)
             self._parou()
@@ -342,9 +366,15 @@ class _CargaDoDataset:
             _dominio(self.ler, self.entregar, self.ativas)
             return
         opcoes = self.opcoes
-        reparticao = _Reparticao(self.mapa, self.row, self.ativas, self.resultados,
-                                 seco=opcoes.seco, em_voo=opcoes.em_voo,
-                                 teto=opcoes.teto_linhas)
+        reparticao = _Reparticao(
+            self.mapa,
+            self.row,
+            self.ativas,
+            self.resultados,
+            seco=opcoes.seco,
+            em_voo=opcoes.em_voo,
+            teto=opcoes.teto_linhas,
+        )
         comeco = time.monotonic()
         try:
             reparticao.repartir(self.leitura, self.ler, self.coluna)
@@ -362,16 +392,25 @@ class _CargaDoDataset:
         """A leitura chegou ao fim: empresa sem linha nenhuma ainda recebe o seu
         sync vazio (o complete dele tira o que ela tinha, dentro do teto)."""
         for escopo, empresa in self.ativas.items():
-            if (escopo not in self.pendentes and empresa.ativa
-                    and self.resultados[escopo].erro is None):
+            if (
+                escopo not in self.pendentes
+                and empresa.ativa
+                and self.resultados[escopo].erro is None
+            ):
                 self.entregar(escopo, (), None)
 
     def _fechar_todas(self) -> None:
         opcoes = self.opcoes
         for escopo, sync in self.pendentes.items():
-            _fechar(self.ativas[escopo], self.resultados[escopo], sync, seco=opcoes.seco,
-                    max_remocao=opcoes.max_remocao, historico=opcoes.historico,
-                    execucao=opcoes.execucao)
+            _fechar(
+                self.ativas[escopo],
+                self.resultados[escopo],
+                sync,
+                seco=opcoes.seco,
+                max_remocao=opcoes.max_remocao,
+                historico=opcoes.historico,
+                execucao=opcoes.execucao,
+            )
 
     def _parou(self) -> None:
         """A carga parou no meio: cada empresa que não fechou diz por quê, sem complete."""
@@ -384,7 +423,8 @@ class _CargaDoDataset:
                 resultado.erro = (
                     'a leitura de %s caiu depois de %d linha(s) (%s): complete NÃO'
                     ' enviado em nenhuma empresa, nada removido'
-                    % (self.row['source_object'], linhas, erro))
+                    % (self.row['source_object'], linhas, erro)
+                )
                 resultado.motivo = 'a leitura caiu: %s' % erro
             else:
                 # Nem a origem nem o envio de uma empresa: um defeito do SDK.
@@ -392,7 +432,8 @@ class _CargaDoDataset:
                     'a carga de %s parou depois de %d linha(s) lidas, fora da leitura'
                     ' e do envio (%s): complete NÃO enviado nesta empresa, nada'
                     ' removido. É um defeito do SDK: relate com este log; o próximo'
-                    ' ciclo tenta de novo.' % (self.nome, linhas, erro))
+                    ' ciclo tenta de novo.' % (self.nome, linhas, erro)
+                )
                 resultado.motivo = 'a carga parou: %s' % erro
 
     # -- o que a leitura e a entrega chamam ----------------------------------------
@@ -407,18 +448,26 @@ class _CargaDoDataset:
         try:
             linhas = self.origem.fetch(self.row['source_object'], self.row['columns'])
         except BaseException as erro:
-            self.erros.erro = erro              # a consulta nem abriu: a leitura caiu
+            self.erros.erro = erro  # a consulta nem abriu: a leitura caiu
             raise
         # Os tipos do resultado (so o adaptador generico os da): um conversor por coluna.
         familias = getattr(self.origem, 'familias', lambda _linhas: None)(linhas)
         opcoes = self.opcoes
         avisar = self._avisar if opcoes.progresso is not None else None
-        contadas = _contando(linhas, self.contador, opcoes.barra, self.nome, avisar,
-                             opcoes.intervalo_progresso, self.total)
+        contadas = _contando(
+            linhas,
+            self.contador,
+            opcoes.barra,
+            self.nome,
+            avisar,
+            opcoes.intervalo_progresso,
+            self.total,
+        )
         return _guardando(contadas, self.erros), familias
 
-    def entregar(self, escopo: str, linhas: Iterable[Any],
-                 familias: Mapping[str, str] | None) -> None:
+    def entregar(
+        self, escopo: str, linhas: Iterable[Any], familias: Mapping[str, str] | None
+    ) -> None:
         """As linhas de uma empresa sob o sync dela; o complete espera o fim da leitura."""
         empresa, resultado = self.ativas[escopo], self.resultados[escopo]
         comeco = time.monotonic()
@@ -426,14 +475,21 @@ class _CargaDoDataset:
             if self.opcoes.seco:
                 self._conferir(escopo, resultado, linhas)
                 return
-            sync = enviar_sob_sync(resultado, self.mapa, self.row, linhas,
-                                   api_key=empresa.chave, escopo=escopo,
-                                   em_voo=self.opcoes.em_voo, familias=familias)
+            sync = enviar_sob_sync(
+                resultado,
+                self.mapa,
+                self.row,
+                linhas,
+                api_key=empresa.chave,
+                escopo=escopo,
+                em_voo=self.opcoes.em_voo,
+                familias=familias,
+            )
             if sync is not None:
                 self.pendentes[escopo] = sync
         except Exception as erro:
             if self.erros.erro is not None:
-                raise                           # a leitura caiu: o dataset inteiro falha
+                raise  # a leitura caiu: o dataset inteiro falha
             _falhou(empresa, resultado, erro)
         finally:
             resultado.segundos += time.monotonic() - comeco
@@ -443,19 +499,30 @@ class _CargaDoDataset:
     def _conferir(self, escopo: str, resultado: ResultadoCarga, linhas: Iterable[Any]) -> None:
         """O seco: cada linha da empresa conferida, nada enviado."""
         contadas = _Contadas(linhas)
-        _conferir_linhas(resultado, contadas, escopo, self.row['source_object'],
-                         mapeamento.chave_de(self.mapa, self.row))
+        _conferir_linhas(
+            resultado,
+            contadas,
+            escopo,
+            self.row['source_object'],
+            mapeamento.chave_de(self.mapa, self.row),
+        )
         resultado.registros += contadas.n
         self.pendentes[escopo] = ''
 
 
-def _parar_por_contextia_fora(dataset: str, causa: str, ativas: Mapping[str, Empresa],
-                              resultados: Mapping[str, ResultadoCarga]) -> None:
+def _parar_por_contextia_fora(
+    dataset: str,
+    causa: str,
+    ativas: Mapping[str, Empresa],
+    resultados: Mapping[str, ResultadoCarga],
+) -> None:
     """As que não fecharam este dataset não fecham; nenhuma segue para os próximos."""
     for resultado in resultados.values():
         if not resultado.ok and resultado.erro is None:
-            resultado.erro = ('o Contextia ficou indisponível no meio da carga de %s (%s):'
-                              ' complete NÃO enviado, nada removido' % (dataset, causa))
+            resultado.erro = (
+                'o Contextia ficou indisponível no meio da carga de %s (%s):'
+                ' complete NÃO enviado, nada removido' % (dataset, causa)
+            )
             resultado.motivo = 'Contextia indisponível no meio da carga'
     for empresa in ativas.values():
         if empresa.ativa:
@@ -463,7 +530,8 @@ def _parar_por_contextia_fora(dataset: str, causa: str, ativas: Mapping[str, Emp
                 'Contextia indisponível no meio da carga de %s: a execução parou ali, sem'
                 ' esperar o prazo de cada lote de cada empresa (o próximo ciclo tenta de'
                 ' novo). Confira o Contextia (CONTEXTIA_URL) e a rede. Causa: %s'
-                % (dataset, encurtar(causa, 300)))
+                % (dataset, encurtar(causa, 300))
+            )
 
 
 class _Buffer(list[Any]):
@@ -514,9 +582,17 @@ class _Reparticao:
     último lote: a leitura que cai levanta daqui, sem empresa pendente.
     """
 
-    def __init__(self, mapa: Mapping[str, Any], row: Mapping[str, Any],
-                 ativas: Mapping[str, Empresa], resultados: Mapping[str, ResultadoCarga], *,
-                 seco: bool, em_voo: int, teto: int) -> None:
+    def __init__(
+        self,
+        mapa: Mapping[str, Any],
+        row: Mapping[str, Any],
+        ativas: Mapping[str, Empresa],
+        resultados: Mapping[str, ResultadoCarga],
+        *,
+        seco: bool,
+        em_voo: int,
+        teto: int,
+    ) -> None:
         from contextia_sync.intake import cliente
 
         self._cliente = cliente
@@ -555,8 +631,7 @@ class _Reparticao:
     def _destino(self, valor: Any) -> Any:
         """O buffer (ou o descarte) das linhas com este valor cru de escopo."""
         escopo = texto_escopo(valor)
-        if escopo in self.ativas and escopo not in self.falhas and \
-                self.ativas[escopo].ativa:
+        if escopo in self.ativas and escopo not in self.falhas and self.ativas[escopo].ativa:
             destino: Any = self.buffers.get(escopo)
             if destino is None:
                 destino = self.buffers[escopo] = _Buffer(escopo)
@@ -566,23 +641,29 @@ class _Reparticao:
                 if len(self.descartes) < SEM_CHAVE_CONTADAS or escopo in self.ativas:
                     destino = self.descartes[escopo] = _Descarte()
                 else:
-                    destino = self.alem                 # contadas juntas
+                    destino = self.alem  # contadas juntas
         try:
             if len(self.destinos) < VALORES_LEMBRADOS:
                 self.destinos[valor] = destino
-        except TypeError:                       # valor sem hash: sem lembrar
+        except TypeError:  # valor sem hash: sem lembrar
             pass
         return destino
 
-    def repartir(self, leitura: LeituraDoDataset,
-                 ler: Callable[[], tuple[Iterator[Any], Mapping[str, str] | None]],
-                 coluna: str) -> None:
+    def repartir(
+        self,
+        leitura: LeituraDoDataset,
+        ler: Callable[[], tuple[Iterator[Any], Mapping[str, str] | None]],
+        coluna: str,
+    ) -> None:
         """Lê o dataset inteiro, repartindo; devolve depois do último lote respondido."""
         from contextia_sync.intake.serializacao import ErroSerializacao
 
         linhas, self.familias = ler()
-        pool = ThreadPoolExecutor(max_workers=self.em_voo, thread_name_prefix='lote-todas') \
-            if not self.seco else None
+        pool = (
+            ThreadPoolExecutor(max_workers=self.em_voo, thread_name_prefix='lote-todas')
+            if not self.seco
+            else None
+        )
         self._pool = pool
         # Cada linha vira o JSON dela AO SER LIDA (ainda no cache): guardada como
         # dict ate o lote sair, ela esfria entre as linhas das outras empresas,
@@ -601,8 +682,7 @@ class _Reparticao:
             self._somar(leitura)
         self._anotar_pendentes()
 
-    def _distribuir(self, linhas: Iterator[Any], coluna: str,
-                    recusa: type[Exception]) -> None:
+    def _distribuir(self, linhas: Iterator[Any], coluna: str, recusa: type[Exception]) -> None:
         """
         O laço por linha (o caminho quente: nada de chamada a mais por linha).
 
@@ -620,7 +700,7 @@ class _Reparticao:
             if destino is None:
                 destino = self._destino(valor)
             if destino.descarte:
-                destino.linhas += 1             # sem chave, ou falhou: contada
+                destino.linhas += 1  # sem chave, ou falhou: contada
                 continue
             if preparar is not None:
                 try:
@@ -662,7 +742,7 @@ class _Reparticao:
         for buffer in sorted(self.buffers.values(), key=len, reverse=True):
             if self.retidas <= self.teto // 2:
                 break
-            if buffer:                  # (o de uma empresa que falhou agora esta vazio)
+            if buffer:  # (o de uma empresa que falhou agora esta vazio)
                 self.incompletos += 1
                 self._despachar(buffer)
 
@@ -682,14 +762,15 @@ class _Reparticao:
             conferencia = self.conferencias.get(escopo)
             if conferencia is None:
                 conferencia = self.conferencias[escopo] = Conferencia(
-                    resultado, escopo, self.row['source_object'], self.argumentos['key'])
+                    resultado, escopo, self.row['source_object'], self.argumentos['key']
+                )
             conferencia.conferir(lote)
             resultado.registros += len(lote)
             return
         while len(self.voo) >= self.em_voo:
             self._colher()
         if escopo in self.falhas or self.fora is not None:
-            return                                  # falhou enquanto esperava a vaga
+            return  # falhou enquanto esperava a vaga
         self._submeter(escopo, lote)
 
     def _submeter(self, escopo: str, lote: list[Any]) -> None:
@@ -702,10 +783,19 @@ class _Reparticao:
         self.partes[escopo] = parte
         assert self._pool is not None
         futuro = self._pool.submit(
-            self._cliente.enviar_dataset, self.nome, lote, api_key=empresa.chave,
-            logger=logger, sync=sync, escopo=escopo, em_voo=1, parte=parte,
+            self._cliente.enviar_dataset,
+            self.nome,
+            lote,
+            api_key=empresa.chave,
+            logger=logger,
+            sync=sync,
+            escopo=escopo,
+            em_voo=1,
+            parte=parte,
             familias=None if self.preparar is not None else self.familias,
-            prontos=self.preparar is not None, **self.argumentos)
+            prontos=self.preparar is not None,
+            **self.argumentos,
+        )
         self.voo[futuro] = escopo
 
     def _colher(self, todos: bool = False) -> None:
@@ -717,13 +807,19 @@ class _Reparticao:
                 resultado = self.resultados[escopo]
                 try:
                     envio = futuro.result()
-                except Exception as erro:               # noqa: BLE001 - so esta empresa
+                except Exception as erro:  # noqa: BLE001 - so esta empresa
                     self._tirar(escopo)
                     _falhou(self.ativas[escopo], resultado, erro)
                     continue
                 balanco = self.balancos[escopo]
-                for campo in ('registros', 'inserted', 'updated', 'duplicates', 'lotes_ok',
-                              'lotes_erro'):
+                for campo in (
+                    'registros',
+                    'inserted',
+                    'updated',
+                    'duplicates',
+                    'lotes_ok',
+                    'lotes_erro',
+                ):
                     setattr(balanco, campo, getattr(balanco, campo) + getattr(envio, campo))
                 balanco.erros.extend(envio.erros)
                 if envio.interrompido and self.fora is None:
@@ -742,7 +838,7 @@ class _Reparticao:
         qual = descrever(self.nome, escopo, chave, linha.get(chave) if chave else None)
         logger.error('%s: %s -- as linhas seguintes dela não são enviadas', qual, erro)
         if resultado.erro is None:
-            resultado.erro = ('%s: %s -- complete NÃO enviado, nada removido' % (qual, erro))
+            resultado.erro = '%s: %s -- complete NÃO enviado, nada removido' % (qual, erro)
             resultado.motivo = 'linha que não vira JSON, sem complete: %s' % erro
         self._tirar(escopo)
 
@@ -771,12 +867,14 @@ class _Reparticao:
         for escopo in self.falhas:
             resultado, descartadas = self.resultados[escopo], self.descartes.get(escopo)
             if descartadas is not None and descartadas.linhas and resultado.erro:
-                resultado.erro += ('; as outras %d linha(s) dela nesta leitura (as que'
-                                   ' esperavam o lote e as seguintes) foram lidas e'
-                                   ' descartadas' % descartadas.linhas)
+                resultado.erro += (
+                    '; as outras %d linha(s) dela nesta leitura (as que'
+                    ' esperavam o lote e as seguintes) foram lidas e'
+                    ' descartadas' % descartadas.linhas
+                )
         for escopo, descarte in self.descartes.items():
             if escopo in self.ativas:
-                continue                            # a que falhou: dito no erro dela
+                continue  # a que falhou: dito no erro dela
             if not escopo:
                 leitura.sem_escopo += descarte.linhas
             elif problema_no_escopo(escopo):
@@ -807,17 +905,27 @@ def _falhou(empresa: Empresa, resultado: ResultadoCarga, erro: Exception) -> Non
         # A chave caiu no meio (revogada?): nenhum dataset seguinte passaria.
         empresa.recusa = str(erro)
     if resultado.erro is not None:
-        return                              # a primeira causa fica (ela diz o conserto)
+        return  # a primeira causa fica (ela diz o conserto)
     if isinstance(erro, cliente.ErroAutenticacao):
         resultado.erro = '%s -- complete NÃO enviado, nada removido' % erro
         resultado.motivo = 'chave recusada pelo Contextia'
     else:
         resultado.erro = '%s: %s -- complete NÃO enviado, nada removido' % (
-            type(erro).__name__, erro)
+            type(erro).__name__,
+            erro,
+        )
 
 
-def _fechar(empresa: Empresa, resultado: ResultadoCarga, sync: str, *, seco: bool,
-            max_remocao: float, historico: Historico | None, execucao: str | None) -> None:
+def _fechar(
+    empresa: Empresa,
+    resultado: ResultadoCarga,
+    sync: str,
+    *,
+    seco: bool,
+    max_remocao: float,
+    historico: Historico | None,
+    execucao: str | None,
+) -> None:
     """O complete de uma empresa, depois do fim da leitura; a falha dele fica nela."""
     if resultado.erro is not None:
         return
@@ -828,30 +936,43 @@ def _fechar(empresa: Empresa, resultado: ResultadoCarga, sync: str, *, seco: boo
     from contextia_sync.intake.transporte import ErroIndisponivel
 
     try:
-        fechar_carga(resultado, sync, api_key=empresa.chave, escopo=empresa.escopo,
-                     max_remocao=max_remocao, historico=historico, execucao=execucao,
-                     gravar_historico=False)
+        fechar_carga(
+            resultado,
+            sync,
+            api_key=empresa.chave,
+            escopo=empresa.escopo,
+            max_remocao=max_remocao,
+            historico=historico,
+            execucao=execucao,
+            gravar_historico=False,
+        )
     except ErroIndisponivel as erro:
         # O servidor, não esta empresa: os complete seguintes esperariam o prazo igual.
         raise ContextiaFora(str(erro)) from None
-    except Exception as erro:                   # noqa: BLE001 - uma empresa nao derruba as outras
+    except Exception as erro:  # noqa: BLE001 - uma empresa nao derruba as outras
         resultado.ok = False
         _falhou(empresa, resultado, erro)
     finally:
         resultado.segundos += time.monotonic() - comeco
 
 
-def _gravar_historico(historico: Historico, resultados: Mapping[str, ResultadoCarga],
-                      execucao: str | None) -> None:
+def _gravar_historico(
+    historico: Historico, resultados: Mapping[str, ResultadoCarga], execucao: str | None
+) -> None:
     """As cargas aceitas do dataset, todas as empresas numa gravação (um fsync, não S)."""
     try:
         # Aceitas com o teto afrouxado (`nova_base`) recomeçam a janela delas; na
         # prática todas de uma execução são de um tipo só, e é uma gravação.
         for nova_base in (False, True):
-            historico.registrar_varias([(escopo, r.dataset, r.registros, r.removidos)
-                                        for escopo, r in resultados.items()
-                                        if r.ok and r.nova_base == nova_base],
-                                       execucao, nova_base=nova_base)
+            historico.registrar_varias(
+                [
+                    (escopo, r.dataset, r.registros, r.removidos)
+                    for escopo, r in resultados.items()
+                    if r.ok and r.nova_base == nova_base
+                ],
+                execucao,
+                nova_base=nova_base,
+            )
     except OSError as erro:
         # As cargas valeram; so a base do proximo teto (e o aviso ao ouvinte) nao.
         for resultado in resultados.values():
@@ -859,9 +980,11 @@ def _gravar_historico(historico: Historico, resultados: Mapping[str, ResultadoCa
                 resultado.aviso = 'histórico não gravado em %s (%s)' % (historico.caminho, erro)
 
 
-def _dominio(ler: Callable[..., tuple[Iterator[Any], Mapping[str, str] | None]],
-             entregar: Callable[[str, Iterable[Any], Mapping[str, str] | None], None],
-             ativas: Mapping[str, Empresa]) -> None:
+def _dominio(
+    ler: Callable[..., tuple[Iterator[Any], Mapping[str, str] | None]],
+    entregar: Callable[[str, Iterable[Any], Mapping[str, str] | None], None],
+    ativas: Mapping[str, Empresa],
+) -> None:
     """A tabela de domínio: lida uma vez inteira, e só então enviada a cada empresa."""
     linhas, familias = ler()
     copia = _Copia()
@@ -879,37 +1002,58 @@ def _dominio(ler: Callable[..., tuple[Iterator[Any], Mapping[str, str] | None]],
 def linha_da_leitura(leitura: LeituraDoDataset, empresas: int) -> str:
     """A linha que o connector imprime por dataset: a leitura, não as empresas."""
     texto = '  %-34s %d leitura(s), %d linha(s) para %d empresa(s)  %.1fs' % (
-        leitura.dataset + (' (domínio)' if leitura.dominio else ''), leitura.leituras,
-        leitura.linhas, empresas, leitura.segundos)
+        leitura.dataset + (' (domínio)' if leitura.dominio else ''),
+        leitura.leituras,
+        leitura.linhas,
+        empresas,
+        leitura.segundos,
+    )
     if leitura.sem_chave:
         # O codigo vem de uma linha do ERP: escapado (um '\n' nele forjaria uma linha).
         nomes = [limpo(n) for n in sorted(leitura.sem_chave)]
-        texto += ('; %d linha(s) de %d empresa(s) sem chave nesta execução ficaram de fora'
-                  ' (%s%s)' % (sum(leitura.sem_chave.values()), len(nomes),
-                               ', '.join(nomes[:SEM_CHAVE_NOMEADAS]),
-                               ' ...' if len(nomes) > SEM_CHAVE_NOMEADAS else ''))
+        texto += (
+            '; %d linha(s) de %d empresa(s) sem chave nesta execução ficaram de fora'
+            ' (%s%s)'
+            % (
+                sum(leitura.sem_chave.values()),
+                len(nomes),
+                ', '.join(nomes[:SEM_CHAVE_NOMEADAS]),
+                ' ...' if len(nomes) > SEM_CHAVE_NOMEADAS else '',
+            )
+        )
     if leitura.invalidos:
         invalidos = sorted(leitura.invalidos)
-        texto += ('; CÓDIGO DE EMPRESA INVÁLIDO em %d linha(s), que NÃO foram a empresa'
-                  ' nenhuma: %s%s -- corrija o código no ERP (%s)' % (
-                      sum(leitura.invalidos.values()),
-                      '; '.join(str(codigo_invalido(c, com_motivo=False))
-                                for c in invalidos[:SEM_CHAVE_NOMEADAS]),
-                      ' ...' if len(invalidos) > SEM_CHAVE_NOMEADAS else '', REGRA))
+        texto += (
+            '; CÓDIGO DE EMPRESA INVÁLIDO em %d linha(s), que NÃO foram a empresa'
+            ' nenhuma: %s%s -- corrija o código no ERP (%s)'
+            % (
+                sum(leitura.invalidos.values()),
+                '; '.join(
+                    str(codigo_invalido(c, com_motivo=False))
+                    for c in invalidos[:SEM_CHAVE_NOMEADAS]
+                ),
+                ' ...' if len(invalidos) > SEM_CHAVE_NOMEADAS else '',
+                REGRA,
+            )
+        )
     if leitura.sem_chave_alem:
-        texto += ('; e mais %d linha(s) de empresas sem chave além dessas %d, contadas juntas:'
-                  ' tantas empresas assim é quase sempre a coluna de escopo errada no'
-                  ' mapeamento (scope_column) -- confira-a' % (leitura.sem_chave_alem,
-                                                               len(leitura.sem_chave)))
+        texto += (
+            '; e mais %d linha(s) de empresas sem chave além dessas %d, contadas juntas:'
+            ' tantas empresas assim é quase sempre a coluna de escopo errada no'
+            ' mapeamento (scope_column) -- confira-a'
+            % (leitura.sem_chave_alem, len(leitura.sem_chave))
+        )
     if leitura.sem_escopo:
         texto += '; %d linha(s) sem empresa (escopo vazio) ficaram de fora' % leitura.sem_escopo
     if leitura.lotes_incompletos:
         # Lotes menores que o chunk: mais pedidos. Muitas empresas para o teto.
-        texto += ('; %d de %d lote(s) saíram antes do chunk (teto de %d linhas nos buffers'
-                  ' por empresa, somados, padroes.LINHAS_REPARTIDAS): nada se perdeu, só'
-                  ' houve mais pedidos ao Contextia; com muitas empresas, um `chunk` menor'
-                  ' no mapeamento mantém os lotes cheios' % (
-                      leitura.lotes_incompletos, leitura.lotes, leitura.teto))
+        texto += (
+            '; %d de %d lote(s) saíram antes do chunk (teto de %d linhas nos buffers'
+            ' por empresa, somados, padroes.LINHAS_REPARTIDAS): nada se perdeu, só'
+            ' houve mais pedidos ao Contextia; com muitas empresas, um `chunk` menor'
+            ' no mapeamento mantém os lotes cheios'
+            % (leitura.lotes_incompletos, leitura.lotes, leitura.teto)
+        )
     if leitura.erro:
         texto += ' -- A LEITURA CAIU: %s' % leitura.erro
     if leitura.fora:

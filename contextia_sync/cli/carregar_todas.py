@@ -21,8 +21,9 @@ from contextia_sync.linha_de_comando import novo_parser
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA
 
 PROG = 'carregar-todas'
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      'carga', 'carregar_todas.sh')
+SCRIPT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'carga', 'carregar_todas.sh'
+)
 
 
 AMBIENTE = """ambiente:
@@ -42,23 +43,37 @@ outras; o resumo diz quais falharam. Uma empresa só: connector.py --scope=ESCOP
 def parser() -> argparse.ArgumentParser:
     """A ajuda do carregar-todas (o script faz o trabalho; isto só a descreve)."""
     p = novo_parser(
-        PROG, 'A carga completa de cada empresa do arquivo de chaves, numa execução do'
-              ' connector: uma leitura por dataset para todas as empresas.',
+        PROG,
+        'A carga completa de cada empresa do arquivo de chaves, numa execução do'
+        ' connector: uma leitura por dataset para todas as empresas.',
         epilog=AMBIENTE,
         usage='CONTEXTIA_MAPPING=mappings/<cliente>.json %(prog)s CHAVES'
-              ' [--dry-run] [opções do connector]',
-        saidas={SAIDA_FALHA: 'alguma empresa falhou (as outras foram carregadas)',
-                SAIDA_CONFIGURACAO: 'erro de configuração (mapeamento, arquivo de chaves'
-                                    ' recusado); nada rodou',
-                143: 'parado por SIGTERM (130: SIGINT; 129: SIGHUP); o connector em curso'
-                     ' também foi encerrado (sem complete no dataset em curso)'})
-    p.add_argument('chaves', metavar='CHAVES',
-                   help='o arquivo de chaves do provisionar.py (também --chaves=CHAVES)')
-    p.add_argument('--chaves', dest='chaves_opcao', metavar='CHAVES',
-                   help='o mesmo que CHAVES, com o nome que as outras ferramentas usam')
-    p.add_argument('opcoes', nargs=argparse.REMAINDER, metavar='...',
-                   help='o resto vai para o connector (ex.: --dry-run, --max-remocao=1,'
-                        ' --dataset=NOME)')
+        ' [--dry-run] [opções do connector]',
+        saidas={
+            SAIDA_FALHA: 'alguma empresa falhou (as outras foram carregadas)',
+            SAIDA_CONFIGURACAO: 'erro de configuração (mapeamento, arquivo de chaves'
+            ' recusado); nada rodou',
+            143: 'parado por SIGTERM (130: SIGINT; 129: SIGHUP); o connector em curso'
+            ' também foi encerrado (sem complete no dataset em curso)',
+        },
+    )
+    p.add_argument(
+        'chaves',
+        metavar='CHAVES',
+        help='o arquivo de chaves do provisionar.py (também --chaves=CHAVES)',
+    )
+    p.add_argument(
+        '--chaves',
+        dest='chaves_opcao',
+        metavar='CHAVES',
+        help='o mesmo que CHAVES, com o nome que as outras ferramentas usam',
+    )
+    p.add_argument(
+        'opcoes',
+        nargs=argparse.REMAINDER,
+        metavar='...',
+        help='o resto vai para o connector (ex.: --dry-run, --max-remocao=1, --dataset=NOME)',
+    )
     return p
 
 
@@ -70,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         parser().parse_args(argv[:1])
     bash = shutil.which('bash')
     if bash is None:
-        print('%s: bash não encontrado no PATH -- o carregar-todas e um script bash.' % PROG,
-              file=sys.stderr)
+        print(
+            '%s: bash não encontrado no PATH -- o carregar-todas e um script bash.' % PROG,
+            file=sys.stderr,
+        )
         return SAIDA_CONFIGURACAO
     # Instalado com pip, o python deste comando e o que tem o pacote: e ele que
     # roda o connector, salvo CONTEXTIA_PYTHON dizendo outro.

@@ -24,15 +24,17 @@ from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 PROG = 'connector'
-DESCRICAO = ('Carga completa de UMA empresa no Contextia (--scope), ou de todas as do'
-             ' arquivo de chaves numa leitura por dataset (--todas --chaves=ARQ). A chave'
-             ' vem de CONTEXTIA_API_KEY ou, sem ela, da linha da empresa no arquivo de'
-             ' --chaves (com --todas, sempre do arquivo); nunca da linha de comando.')
+DESCRICAO = (
+    'Carga completa de UMA empresa no Contextia (--scope), ou de todas as do'
+    ' arquivo de chaves numa leitura por dataset (--todas --chaves=ARQ). A chave'
+    ' vem de CONTEXTIA_API_KEY ou, sem ela, da linha da empresa no arquivo de'
+    ' --chaves (com --todas, sempre do arquivo); nunca da linha de comando.'
+)
 SAIDAS = {
     SAIDA_FALHA: 'algum dataset falhou (nada removido nele); os outros foram carregados. Com'
-                 ' --todas: alguma empresa falhou ou ficou de fora; as outras foram carregadas',
+    ' --todas: alguma empresa falhou ou ficou de fora; as outras foram carregadas',
     SAIDA_CONFIGURACAO: 'erro de configuração ou de argumento (mapeamento, chave ausente,'
-                        ' recusada ou de outra empresa, --dataset desconhecido); nada enviado',
+    ' recusada ou de outra empresa, --dataset desconhecido); nada enviado',
 }
 
 
@@ -43,15 +45,16 @@ def _fracao(texto: str) -> float:
         valor = -1
     if not 0 <= valor <= 1:
         raise argparse.ArgumentTypeError(
-            '%r não é uma fração de 0 a 1 (ex.: 0.5, 50%%, ou 1 para permitir remover'
-            ' tudo)' % texto)
+            '%r não é uma fração de 0 a 1 (ex.: 0.5, 50%%, ou 1 para permitir remover tudo)' % texto
+        )
     return valor
 
 
 def _lotes_em_voo(texto: str) -> int:
     if not texto.isdigit() or not 1 <= int(texto) <= 32:
         raise argparse.ArgumentTypeError(
-            '%r não é um número de lotes de 1 a 32 (1 = um de cada vez)' % texto)
+            '%r não é um número de lotes de 1 a 32 (1 = um de cada vez)' % texto
+        )
     return int(texto)
 
 
@@ -63,18 +66,20 @@ def _progresso(texto: str) -> None:
 def _fechar(origem: AdaptadorDeOrigem) -> None:
     try:
         origem.fechar()
-    except Exception:                           # noqa: BLE001 - fechar nunca mascara o erro
+    except Exception:  # noqa: BLE001 - fechar nunca mascara o erro
         pass
 
 
 def _conferir_destino() -> None:
     """O Contextia de destino: definido (sem padrão) e aceitável (cliente.conferir_destino)."""
     from contextia_sync.intake import cliente
+
     if not cliente.url_destino():
         raise ErroConfiguracao(
             'falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).'
             ' Não há padrão: um padrão mandaria os dados para outro cliente.'
-            ' Defina CONTEXTIA_URL=https://<instalação> no ambiente do serviço.')
+            ' Defina CONTEXTIA_URL=https://<instalação> no ambiente do serviço.'
+        )
     cliente.conferir_destino()
 
 
@@ -88,9 +93,11 @@ def intervalo_progresso(padrao: float = padroes.INTERVALO_PROGRESSO) -> float:
     except ValueError:
         valor = -1.0
     if not valor > 0:
-        raise ErroConfiguracao('CONTEXTIA_PROGRESSO_SEGUNDOS=%r não é número positivo de'
-                               ' segundos. Tire a variável (padrão %g) ou use, por exemplo,'
-                               ' 30.' % (bruto, padrao))
+        raise ErroConfiguracao(
+            'CONTEXTIA_PROGRESSO_SEGUNDOS=%r não é número positivo de'
+            ' segundos. Tire a variável (padrão %g) ou use, por exemplo,'
+            ' 30.' % (bruto, padrao)
+        )
     return valor
 
 
@@ -98,55 +105,90 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos da linha de comando (argparse sai com 2 se estão errados)."""
     p = novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
-    p.add_argument('--source', default=padroes.SOURCE,
-                   help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
-    p.add_argument('--scope', metavar='ESCOPO',
-                   help='a empresa (o valor da scope_column, ex.: 297); obrigatório, salvo'
-                        ' com --todas')
-    p.add_argument('--todas', action='store_true',
-                   help='no lugar de --scope: todas as empresas do arquivo de --chaves, numa'
-                        ' execução -- uma leitura por dataset, em ordem de empresa, repartida'
-                        ' para a chave de cada uma; cada empresa com o seu sync, o seu'
-                        ' complete e o seu teto (o que o carregar-todas.sh roda)')
-    p.add_argument('--dataset', action='append', default=[], metavar='NOME',
-                   help='só este dataset (nome do mapeamento ou normalizado); repita para'
-                        ' mais de um. Padrão: todos')
-    p.add_argument('--dry-run', action='store_true',
-                   help='confere as colunas no catálogo, a empresa no cadastro e serializa'
-                        ' cada linha como o envio real; não envia nada e não precisa de'
-                        ' chave')
-    p.add_argument('--max-remocao', type=_fracao, default=padroes.MAX_REMOCAO, metavar='F',
-                   help='fração máxima de um dataset que a carga pode remover (padrão %s),'
-                        ' medida também contra a maior carga aceita do dataset na empresa'
-                        ' nos últimos %d dias (o histórico): rodadas seguidas não o esvaziam'
-                        ' aos poucos. Acima disso o complete é recusado e nada sai. Para uma'
-                        ' limpeza real em massa: --max-remocao=1, uma vez, só no dataset'
-                        ' limpo (--dataset); a carga aceita com o teto acima do padrão vira'
-                        ' a nova base' % (padroes.MAX_REMOCAO, padroes.JANELA_TETO_REMOCAO_DIAS))
-    p.add_argument('--lotes-em-voo', type=_lotes_em_voo, default=padroes.LOTES_EM_VOO,
-                   metavar='N',
-                   help='lotes esperando resposta do Contextia ao mesmo tempo, enquanto os'
-                        ' seguintes são lidos (padrão %d; 1 = um de cada vez). Um lote que'
-                        ' falha continua impedindo o complete' % padroes.LOTES_EM_VOO)
-    p.add_argument('--chaves', metavar='ARQ',
-                   help='o arquivo de chaves do provisionar.py: sem CONTEXTIA_API_KEY no'
-                        ' ambiente, a chave da empresa vem da linha dela ali (e o histórico'
-                        ' de cargas fica ao lado: ARQ.historico.json)')
-    p.add_argument('--historico', default=os.environ.get('CONTEXTIA_HISTORICO') or None,
-                   metavar='ARQ',
-                   help='histórico de cargas aceitas. Padrão: CONTEXTIA_HISTORICO ou, com'
-                        ' --chaves, <chaves>.historico.json (o mesmo do carregar-todas.sh e'
-                        ' do ouvinte). Com ele, o teto mede a queda contra a maior carga'
-                        ' aceita do dataset nos últimos %d dias (rodadas seguidas não o'
-                        ' esvaziam aos poucos); sem histórico, vale só a fração da rodada'
-                        % padroes.JANELA_TETO_REMOCAO_DIAS)
+    p.add_argument(
+        '--source',
+        default=padroes.SOURCE,
+        help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE,
+    )
+    p.add_argument(
+        '--scope',
+        metavar='ESCOPO',
+        help='a empresa (o valor da scope_column, ex.: 297); obrigatório, salvo com --todas',
+    )
+    p.add_argument(
+        '--todas',
+        action='store_true',
+        help='no lugar de --scope: todas as empresas do arquivo de --chaves, numa'
+        ' execução -- uma leitura por dataset, em ordem de empresa, repartida'
+        ' para a chave de cada uma; cada empresa com o seu sync, o seu'
+        ' complete e o seu teto (o que o carregar-todas.sh roda)',
+    )
+    p.add_argument(
+        '--dataset',
+        action='append',
+        default=[],
+        metavar='NOME',
+        help='só este dataset (nome do mapeamento ou normalizado); repita para'
+        ' mais de um. Padrão: todos',
+    )
+    p.add_argument(
+        '--dry-run',
+        action='store_true',
+        help='confere as colunas no catálogo, a empresa no cadastro e serializa'
+        ' cada linha como o envio real; não envia nada e não precisa de'
+        ' chave',
+    )
+    p.add_argument(
+        '--max-remocao',
+        type=_fracao,
+        default=padroes.MAX_REMOCAO,
+        metavar='F',
+        help='fração máxima de um dataset que a carga pode remover (padrão %s),'
+        ' medida também contra a maior carga aceita do dataset na empresa'
+        ' nos últimos %d dias (o histórico): rodadas seguidas não o esvaziam'
+        ' aos poucos. Acima disso o complete é recusado e nada sai. Para uma'
+        ' limpeza real em massa: --max-remocao=1, uma vez, só no dataset'
+        ' limpo (--dataset); a carga aceita com o teto acima do padrão vira'
+        ' a nova base' % (padroes.MAX_REMOCAO, padroes.JANELA_TETO_REMOCAO_DIAS),
+    )
+    p.add_argument(
+        '--lotes-em-voo',
+        type=_lotes_em_voo,
+        default=padroes.LOTES_EM_VOO,
+        metavar='N',
+        help='lotes esperando resposta do Contextia ao mesmo tempo, enquanto os'
+        ' seguintes são lidos (padrão %d; 1 = um de cada vez). Um lote que'
+        ' falha continua impedindo o complete' % padroes.LOTES_EM_VOO,
+    )
+    p.add_argument(
+        '--chaves',
+        metavar='ARQ',
+        help='o arquivo de chaves do provisionar.py: sem CONTEXTIA_API_KEY no'
+        ' ambiente, a chave da empresa vem da linha dela ali (e o histórico'
+        ' de cargas fica ao lado: ARQ.historico.json)',
+    )
+    p.add_argument(
+        '--historico',
+        default=os.environ.get('CONTEXTIA_HISTORICO') or None,
+        metavar='ARQ',
+        help='histórico de cargas aceitas. Padrão: CONTEXTIA_HISTORICO ou, com'
+        ' --chaves, <chaves>.historico.json (o mesmo do carregar-todas.sh e'
+        ' do ouvinte). Com ele, o teto mede a queda contra a maior carga'
+        ' aceita do dataset nos últimos %d dias (rodadas seguidas não o'
+        ' esvaziam aos poucos); sem histórico, vale só a fração da rodada'
+        % padroes.JANELA_TETO_REMOCAO_DIAS,
+    )
     args = p.parse_args(argv)
     if args.scope is None and not args.todas:
-        p.error('faltam os argumentos obrigatórios: --scope (a empresa; ou --todas, com'
-                ' --chaves, para todas as do arquivo de chaves)')
+        p.error(
+            'faltam os argumentos obrigatórios: --scope (a empresa; ou --todas, com'
+            ' --chaves, para todas as do arquivo de chaves)'
+        )
     if args.scope is not None and args.todas:
-        p.error('--scope e --todas não andam juntos: uma empresa (--scope=ESCOPO) ou todas'
-                ' as do arquivo de chaves (--todas --chaves=ARQ)')
+        p.error(
+            '--scope e --todas não andam juntos: uma empresa (--scope=ESCOPO) ou todas'
+            ' as do arquivo de chaves (--todas --chaves=ARQ)'
+        )
     return args
 
 
@@ -167,16 +209,20 @@ def chave_da_empresa(chaves: str | None, escopo: str) -> tuple[str, str]:
         raise ErroConfiguracao(
             'falta a chave do projeto da empresa %s: passe --chaves=ARQ (o arquivo de chaves'
             ' do provisionar.py; a chave sai da linha da empresa) ou defina %s no ambiente.'
-            ' Na linha de comando ela apareceria no ps.' % (escopo, arquivo_chaves.VARIAVEL_CHAVE))
+            ' Na linha de comando ela apareceria no ps.' % (escopo, arquivo_chaves.VARIAVEL_CHAVE)
+        )
     if not os.path.exists(chaves):
-        raise ErroConfiguracao('o arquivo de chaves %s não existe: rode o provisionar.py antes'
-                               ' (ou confira o caminho de --chaves).' % chaves)
+        raise ErroConfiguracao(
+            'o arquivo de chaves %s não existe: rode o provisionar.py antes'
+            ' (ou confira o caminho de --chaves).' % chaves
+        )
     registro = arquivo_chaves.ler_registros(chaves).get(escopo)
     if registro is None:
         raise ErroConfiguracao(
             'a empresa %s não está no arquivo de chaves %s: ela ainda não virou projeto.'
             ' Rode provisionar.py --somente-escopo=%s (confira antes com --dry-run).'
-            % (escopo, chaves, escopo))
+            % (escopo, chaves, escopo)
+        )
     return registro.chave, 'da linha da empresa %s em %s' % (escopo, chaves)
 
 
@@ -186,6 +232,7 @@ def caminho_do_historico(args: argparse.Namespace) -> str | None:
         return str(args.historico)
     if args.chaves:
         from contextia_sync.carga.historico import caminho_padrao
+
         return caminho_padrao(args.chaves)
     return None
 
@@ -226,7 +273,8 @@ def preparar(args: argparse.Namespace) -> Preparo:
         raise ErroConfiguracao(
             'a empresa %s está em source.excluded_scopes do mapeamento: ela não recebe'
             ' carga. Tire a linha dela do arquivo de chaves (e revogue a chave), ou tire-a'
-            ' de excluded_scopes se a exclusão era engano.' % escopo)
+            ' de excluded_scopes se a exclusão era engano.' % escopo
+        )
     datasets = carga.selecionar_datasets(mapa, args.dataset)
     intervalo = intervalo_progresso()
 
@@ -244,21 +292,31 @@ def preparar(args: argparse.Namespace) -> Preparo:
             raise ErroConfiguracao(
                 'a chave %s e do projeto %r (empresa %s), não da empresa'
                 ' %s. Confira a linha da empresa %s no arquivo de chaves.'
-                % (de_onde, dono.get('name'), externo, escopo, escopo))
+                % (de_onde, dono.get('name'), externo, escopo, escopo)
+            )
         projeto = '%s (id %s)' % (dono.get('name'), dono.get('project_id'))
 
     origem = carregar_origem(args.source)
-    return Preparo(mapa=mapa, escopo=escopo, datasets=datasets, intervalo=intervalo,
-                   origem=origem, chave=chave or None, projeto=projeto)
+    return Preparo(
+        mapa=mapa,
+        escopo=escopo,
+        datasets=datasets,
+        intervalo=intervalo,
+        origem=origem,
+        chave=chave or None,
+        projeto=projeto,
+    )
 
 
 def _normalizado(row: dict[str, Any]) -> str:
     from contextia_sync.intake.cliente import normalizar_dataset
+
     return normalizar_dataset(row['dataset'])
 
 
-def conferir_antes_de_ler(args: argparse.Namespace,
-                          preparo: Preparo) -> int | dict[str | None, list[Any]]:
+def conferir_antes_de_ler(
+    args: argparse.Namespace, preparo: Preparo
+) -> int | dict[str | None, list[Any]]:
     """
     O que se confere com a origem conectada e antes de ler qualquer linha de dado.
 
@@ -282,10 +340,12 @@ def conferir_antes_de_ler(args: argparse.Namespace,
         empresa = carga.conferir_escopo(mapa, origem, escopo)
     except ErroConfiguracao as erro:
         return recusar(PROG, erro)
-    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
-        print('%s: não foi possível ler o cadastro de empresas para conferir a empresa %s'
-              ' (%s: %s). Nada foi enviado.' % (PROG, escopo, type(erro).__name__, erro),
-              file=sys.stderr)
+    except Exception as erro:  # noqa: BLE001 - o adaptador diz a causa
+        print(
+            '%s: não foi possível ler o cadastro de empresas para conferir a empresa %s'
+            ' (%s: %s). Nada foi enviado.' % (PROG, escopo, type(erro).__name__, erro),
+            file=sys.stderr,
+        )
         return SAIDA_FALHA
     # O nome vem do cadastro do ERP: escapado, como todo valor de la que se imprime.
     print('empresa ........: %s (%s)' % (empresa.escopo, limpo(empresa.nome)))
@@ -294,11 +354,13 @@ def conferir_antes_de_ler(args: argparse.Namespace,
         # ja virou projeto (desativada depois) teria os dados congelados no Contextia
         # sem ninguem saber se a carga parasse aqui. A regra so decide quem VIRA
         # projeto; parar de carregar e a exclusao explicita.
-        print('AVISO ..........: a regra de projeto recusa a empresa %s (%s): ela não'
-              ' viraria projeto hoje, mas existe no cadastro e a carga segue (quem decide'
-              ' que empresa carrega e o arquivo de chaves). Para parar de carrega-la, tire'
-              ' a linha dela do arquivo de chaves (e revogue a chave) ou ponha-a em'
-              ' source.excluded_scopes.' % (empresa.escopo, empresa.recusa))
+        print(
+            'AVISO ..........: a regra de projeto recusa a empresa %s (%s): ela não'
+            ' viraria projeto hoje, mas existe no cadastro e a carga segue (quem decide'
+            ' que empresa carrega e o arquivo de chaves). Para parar de carrega-la, tire'
+            ' a linha dela do arquivo de chaves (e revogue a chave) ou ponha-a em'
+            ' source.excluded_scopes.' % (empresa.escopo, empresa.recusa)
+        )
     sys.stdout.flush()
     return por_dataset
 
@@ -325,8 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         return recusar(PROG, erro)
 
     mapa, escopo, origem = preparo.mapa, preparo.escopo, preparo.origem
-    historico = _cabecalho(args, preparo, 'empresa %s' % escopo, '',
-                           'projeto ........: %s' % preparo.projeto)
+    historico = _cabecalho(
+        args, preparo, 'empresa %s' % escopo, '', 'projeto ........: %s' % preparo.projeto
+    )
     sys.stdout.flush()
 
     inicio = time.monotonic()
@@ -349,11 +412,20 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 resultado = carga.carregar_dataset(
-                    mapa, row, origem, escopo, api_key=preparo.chave, seco=args.dry_run,
-                    max_remocao=args.max_remocao, barra=barra, progresso=_progresso,
-                    intervalo_progresso=preparo.intervalo, historico=historico,
+                    mapa,
+                    row,
+                    origem,
+                    escopo,
+                    api_key=preparo.chave,
+                    seco=args.dry_run,
+                    max_remocao=args.max_remocao,
+                    barra=barra,
+                    progresso=_progresso,
+                    intervalo_progresso=preparo.intervalo,
+                    historico=historico,
                     em_voo=args.lotes_em_voo,
-                    execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
+                    execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None,
+                )
             except cliente.ErroAutenticacao as erro:
                 # A chave caiu no meio (revogada?): nenhum dataset seguinte passaria.
                 saida = recusar(PROG, str(erro))
@@ -374,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
 # --todas: as empresas do arquivo de chaves numa execução (carga/todas.py)
 # ---------------------------------------------------------------------------
 
+
 def _sem_segredos_herdados() -> None:
     """
     Com --todas as chaves vêm só do arquivo: um segredo herdado no ambiente (o
@@ -390,8 +463,9 @@ def _sem_segredos_herdados() -> None:
     if not argv or not sys.executable:
         return
     sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable] + argv[1:],
-              segredos.ambiente_sem_segredos(os.environ))
+    os.execve(
+        sys.executable, [sys.executable] + argv[1:], segredos.ambiente_sem_segredos(os.environ)
+    )
 
 
 def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
@@ -414,10 +488,13 @@ def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
     if not args.chaves:
         raise ErroConfiguracao(
             '--todas carrega as empresas do arquivo de chaves: passe --chaves=ARQ (o do'
-            ' provisionar.py). Para uma empresa só, --scope=ESCOPO.')
+            ' provisionar.py). Para uma empresa só, --scope=ESCOPO.'
+        )
     if not os.path.lexists(args.chaves):
-        raise ErroConfiguracao('o arquivo de chaves %s não existe: rode o provisionar.py antes'
-                               ' (ou confira o caminho de --chaves).' % args.chaves)
+        raise ErroConfiguracao(
+            'o arquivo de chaves %s não existe: rode o provisionar.py antes'
+            ' (ou confira o caminho de --chaves).' % args.chaves
+        )
     registros = arquivo_chaves.ler_registros(args.chaves)
     datasets = carga.selecionar_datasets(mapa, args.dataset)
     intervalo = intervalo_progresso()
@@ -429,7 +506,8 @@ def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
             empresa.recusa = (
                 'a empresa %s está em source.excluded_scopes do mapeamento: ela não recebe'
                 ' carga. Tire a linha dela do arquivo de chaves (e revogue a chave), ou tire-a'
-                ' de excluded_scopes se a exclusão era engano.' % escopo)
+                ' de excluded_scopes se a exclusão era engano.' % escopo
+            )
         empresas.append(empresa)
     if not args.dry_run:
         _conferir_destino()
@@ -451,17 +529,26 @@ def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
                 empresa.recusa = (
                     'a chave da linha da empresa %s em %s e do projeto %r (empresa %s), não'
                     ' da empresa %s. Confira a linha da empresa %s no arquivo de chaves.'
-                    % (empresa.escopo, args.chaves, dono.get('name'), externo,
-                       empresa.escopo, empresa.escopo))
+                    % (
+                        empresa.escopo,
+                        args.chaves,
+                        dono.get('name'),
+                        externo,
+                        empresa.escopo,
+                        empresa.escopo,
+                    )
+                )
                 continue
             empresa.projeto = '%s (id %s)' % (dono.get('name'), dono.get('project_id'))
     origem = carregar_origem(args.source)
-    return Preparo(mapa=mapa, escopo='todas', datasets=datasets, intervalo=intervalo,
-                   origem=origem), empresas
+    return Preparo(
+        mapa=mapa, escopo='todas', datasets=datasets, intervalo=intervalo, origem=origem
+    ), empresas
 
 
-def _cabecalho(args: argparse.Namespace, preparo: Preparo, titulo: str, teto_em: str,
-               *extras: str) -> Any:
+def _cabecalho(
+    args: argparse.Namespace, preparo: Preparo, titulo: str, teto_em: str, *extras: str
+) -> Any:
     """
     O cabeçalho da carga (cliente, destino, datasets, teto, histórico) e o
     histórico aberto, ou None (seco, ou sem --chaves nem CONTEXTIA_HISTORICO).
@@ -471,25 +558,41 @@ def _cabecalho(args: argparse.Namespace, preparo: Preparo, titulo: str, teto_em:
     mapa = preparo.mapa
     print('===== carga completa: %s =====' % titulo)
     print('cliente ........: %s' % (mapa.get('client') or '-'))
-    print('destino ........: %s' % ('(seco: nada enviado)' if args.dry_run
-                                     else cliente.url_destino()))
+    print(
+        'destino ........: %s' % ('(seco: nada enviado)' if args.dry_run else cliente.url_destino())
+    )
     for linha in extras:
         print(linha)
-    print('datasets .......: %d%s' % (len(preparo.datasets),
-                                      ' (de %d)' % len(mapa['datasets']) if args.dataset else ''))
+    print(
+        'datasets .......: %d%s'
+        % (len(preparo.datasets), ' (de %d)' % len(mapa['datasets']) if args.dataset else '')
+    )
     if args.dry_run:
         return None
     caminho = caminho_do_historico(args)
-    print('teto de remoção : %g%% de cada dataset%s%s%s' % (
-        100 * args.max_remocao, teto_em,
-        ', e contra a maior carga aceita em %d dias' % padroes.JANELA_TETO_REMOCAO_DIAS
-        if caminho else '', ' (remoção em massa PERMITIDA)' if args.max_remocao >= 1 else ''))
-    print('histórico ......: %s' % (
-        caminho or 'nenhum (sem --chaves nem CONTEXTIA_HISTORICO; sem key: teto sobre o'
-                   ' dataset inteiro)'))
+    print(
+        'teto de remoção : %g%% de cada dataset%s%s%s'
+        % (
+            100 * args.max_remocao,
+            teto_em,
+            ', e contra a maior carga aceita em %d dias' % padroes.JANELA_TETO_REMOCAO_DIAS
+            if caminho
+            else '',
+            ' (remoção em massa PERMITIDA)' if args.max_remocao >= 1 else '',
+        )
+    )
+    print(
+        'histórico ......: %s'
+        % (
+            caminho
+            or 'nenhum (sem --chaves nem CONTEXTIA_HISTORICO; sem key: teto sobre o'
+            ' dataset inteiro)'
+        )
+    )
     if not caminho:
         return None
     from contextia_sync.carga.historico import Historico
+
     return Historico(caminho)
 
 
@@ -497,15 +600,19 @@ def _conectar(origem: AdaptadorDeOrigem) -> bool:
     """Conecta na origem; False (dito no stderr, nada enviado) se não deu."""
     try:
         origem.conectar()
-    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
-        print('%s: não foi possível conectar na origem (%s: %s). Nada foi enviado.'
-              % (PROG, type(erro).__name__, erro), file=sys.stderr)
+    except Exception as erro:  # noqa: BLE001 - o adaptador diz a causa
+        print(
+            '%s: não foi possível conectar na origem (%s: %s). Nada foi enviado.'
+            % (PROG, type(erro).__name__, erro),
+            file=sys.stderr,
+        )
         return False
     return True
 
 
-def _conferir_catalogo(args: argparse.Namespace, preparo: Preparo,
-                       quem: str) -> int | dict[str | None, list[Any]]:
+def _conferir_catalogo(
+    args: argparse.Namespace, preparo: Preparo, quem: str
+) -> int | dict[str | None, list[Any]]:
     """
     O catálogo da origem antes de ler (o do cadastro sempre; no seco, o de cada
     dataset): a recusa (código de saída) ou, por dataset, os problemas dele.
@@ -514,16 +621,19 @@ def _conferir_catalogo(args: argparse.Namespace, preparo: Preparo,
     from contextia_sync.carga import completa as carga
 
     try:
-        problemas = carga.conferir_catalogo(preparo.mapa, preparo.origem,
-                                            preparo.datasets if args.dry_run else [])
+        problemas = carga.conferir_catalogo(
+            preparo.mapa, preparo.origem, preparo.datasets if args.dry_run else []
+        )
     except ErroConfiguracao as erro:
         return recusar(PROG, erro)
     por_dataset: dict[str | None, list[Any]] = {}
     for problema in problemas:
         por_dataset.setdefault(problema.dataset, []).append(problema)
     if problemas:
-        print('colunas ........: %d problema(s) no catálogo da origem (antes de ler):'
-              % len(problemas))
+        print(
+            'colunas ........: %d problema(s) no catálogo da origem (antes de ler):'
+            % len(problemas)
+        )
         for problema in problemas:
             print('  - %s' % problema.texto)
     elif args.dry_run:
@@ -531,14 +641,17 @@ def _conferir_catalogo(args: argparse.Namespace, preparo: Preparo,
     sys.stdout.flush()
     if None in por_dataset:
         return recusar(
-            PROG, 'o cadastro de empresas (projects) tem coluna(s) que a origem não mostra'
-                  ' (acima): sem ele não há como conferir %s. Corrija a seção projects do'
-                  ' mapeamento. Nada foi enviado.' % quem)
+            PROG,
+            'o cadastro de empresas (projects) tem coluna(s) que a origem não mostra'
+            ' (acima): sem ele não há como conferir %s. Corrija a seção projects do'
+            ' mapeamento. Nada foi enviado.' % quem,
+        )
     return por_dataset
 
 
-def _conferir_cadastro_todas(args: argparse.Namespace, preparo: Preparo,
-                             empresas: list[Any]) -> int | dict[str | None, list[Any]]:
+def _conferir_cadastro_todas(
+    args: argparse.Namespace, preparo: Preparo, empresas: list[Any]
+) -> int | dict[str | None, list[Any]]:
     """`conferir_antes_de_ler` de --todas: o catálogo uma vez, o cadastro numa leitura."""
     from contextia_sync.carga import completa as carga
 
@@ -551,10 +664,12 @@ def _conferir_cadastro_todas(args: argparse.Namespace, preparo: Preparo,
         achadas = carga.conferir_escopos(mapa, origem, [e.escopo for e in ativas])
     except ErroConfiguracao as erro:
         return recusar(PROG, erro)
-    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
-        print('%s: não foi possível ler o cadastro de empresas para conferir as empresas'
-              ' (%s: %s). Nada foi enviado.' % (PROG, type(erro).__name__, erro),
-              file=sys.stderr)
+    except Exception as erro:  # noqa: BLE001 - o adaptador diz a causa
+        print(
+            '%s: não foi possível ler o cadastro de empresas para conferir as empresas'
+            ' (%s: %s). Nada foi enviado.' % (PROG, type(erro).__name__, erro),
+            file=sys.stderr,
+        )
         return SAIDA_FALHA
     for empresa in ativas:
         achada = achadas[empresa.escopo]
@@ -568,7 +683,8 @@ def _conferir_cadastro_todas(args: argparse.Namespace, preparo: Preparo,
                 ' mas existe no cadastro e a carga segue (quem decide que empresa carrega é'
                 ' o arquivo de chaves). Para parar de carregá-la, tire a linha dela do'
                 ' arquivo de chaves (e revogue a chave) ou ponha-a em'
-                ' source.excluded_scopes.' % (empresa.escopo, achada.recusa))
+                ' source.excluded_scopes.' % (empresa.escopo, achada.recusa)
+            )
     sys.stdout.flush()
     return por_dataset
 
@@ -579,22 +695,24 @@ def _empresa_no_fim(empresa: Any, seco: bool) -> str:
 
     linhas = ['', '----- empresa %s -----' % empresa.escopo]
     if empresa.recusa is not None:
-        linhas.append('%s: empresa %s RECUSADA (código 2): %s' % (PROG, empresa.escopo,
-                                                                   empresa.recusa))
+        linhas.append(
+            '%s: empresa %s RECUSADA (código 2): %s' % (PROG, empresa.escopo, empresa.recusa)
+        )
     elif empresa.falha is not None:
-        linhas.append('%s: empresa %s FALHOU (código 1): %s' % (PROG, empresa.escopo,
-                                                                 empresa.falha))
+        linhas.append(
+            '%s: empresa %s FALHOU (código 1): %s' % (PROG, empresa.escopo, empresa.falha)
+        )
     if not seco and empresa.projeto != '-':
         linhas.append('projeto ........: %s' % empresa.projeto)
     if empresa.aviso:
         linhas.append('AVISO ..........: %s' % empresa.aviso)
     linhas += [carga.linha_de_resultado(r, seco=seco) for r in empresa.resultados]
     if empresa.resultados or empresa.ativa:
-        linhas.append(carga.resumo(empresa.escopo, empresa.resultados, empresa.segundos,
-                                   seco=seco))
+        linhas.append(carga.resumo(empresa.escopo, empresa.resultados, empresa.segundos, seco=seco))
     else:
-        linhas.append('resumo escopo=%s: nada carregado (código %d)'
-                      % (empresa.escopo, empresa.codigo))
+        linhas.append(
+            'resumo escopo=%s: nada carregado (código %d)' % (empresa.escopo, empresa.codigo)
+        )
     return '\n'.join(linhas)
 
 
@@ -614,13 +732,18 @@ def main_todas(args: argparse.Namespace) -> int:
         return recusar(PROG, erro)
 
     mapa, origem = preparo.mapa, preparo.origem
-    historico = _cabecalho(args, preparo, '%d empresa(s) de %s, uma leitura por dataset'
-                           % (len(empresas), args.chaves), ', em cada empresa')
+    historico = _cabecalho(
+        args,
+        preparo,
+        '%d empresa(s) de %s, uma leitura por dataset' % (len(empresas), args.chaves),
+        ', em cada empresa',
+    )
     for empresa in empresas:
         if not empresa.ativa:
-            print('empresa %-8s: de fora -- %s' % (empresa.escopo,
-                                                   encurtar_linha(empresa.recusa
-                                                                  or empresa.falha)))
+            print(
+                'empresa %-8s: de fora -- %s'
+                % (empresa.escopo, encurtar_linha(empresa.recusa or empresa.falha))
+            )
     sys.stdout.flush()
 
     inicio = time.monotonic()
@@ -638,20 +761,31 @@ def main_todas(args: argparse.Namespace) -> int:
             if problemas:
                 # Seco: coluna que a origem nao tem, dito acima; o dataset nem e lido.
                 for empresa in ativas:
-                    empresa.resultados.append(carga.resultado_sem_leitura(mapa, row,
-                                                                          problemas))
+                    empresa.resultados.append(carga.resultado_sem_leitura(mapa, row, problemas))
                 continue
             leitura = carregar_dataset_todas(
-                mapa, row, origem, empresas, seco=args.dry_run, max_remocao=args.max_remocao,
-                barra=barra, progresso=_progresso, intervalo_progresso=preparo.intervalo,
-                historico=historico, em_voo=args.lotes_em_voo,
-                execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None)
+                mapa,
+                row,
+                origem,
+                empresas,
+                seco=args.dry_run,
+                max_remocao=args.max_remocao,
+                barra=barra,
+                progresso=_progresso,
+                intervalo_progresso=preparo.intervalo,
+                historico=historico,
+                em_voo=args.lotes_em_voo,
+                execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None,
+            )
             print(linha_da_leitura(leitura, len(ativas)), flush=True)
             if leitura.fora is not None:
-                resto = [_normalizado(r) for r in preparo.datasets[numero + 1:]]
+                resto = [_normalizado(r) for r in preparo.datasets[numero + 1 :]]
                 if resto:
-                    print('  %-34s não lidos: o Contextia ficou indisponível (acima)'
-                          % ', '.join(resto), flush=True)
+                    print(
+                        '  %-34s não lidos: o Contextia ficou indisponível (acima)'
+                        % ', '.join(resto),
+                        flush=True,
+                    )
                 break
     finally:
         _fechar(origem)
@@ -660,12 +794,16 @@ def main_todas(args: argparse.Namespace) -> int:
         print(_empresa_no_fim(empresa, args.dry_run))
     falhas = [e for e in empresas if e.codigo]
     texto = 'resumo carregar-todas: %d ok, %d com falha, em %ds' % (
-        len(empresas) - len(falhas), len(falhas), round(time.monotonic() - inicio))
+        len(empresas) - len(falhas),
+        len(falhas),
+        round(time.monotonic() - inicio),
+    )
     if args.dry_run:
         texto += ' (seco)'
     if falhas:
         texto += ' -- FALHARAM: %s' % '; '.join(
-            '%s (código %d: %s)' % (e.escopo, e.codigo, e.motivo_curto()) for e in falhas)
+            '%s (código %d: %s)' % (e.escopo, e.codigo, e.motivo_curto()) for e in falhas
+        )
     print('\n' + texto)
     return SAIDA_FALHA if falhas else SAIDA_OK
 
@@ -673,6 +811,7 @@ def main_todas(args: argparse.Namespace) -> int:
 def encurtar_linha(texto: str | None) -> str:
     """Uma linha só, curta: a lista de empresas de fora no início da execução."""
     from contextia_sync.carga.completa import encurtar
+
     return encurtar(texto or '-', 160)
 
 

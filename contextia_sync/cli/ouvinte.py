@@ -11,13 +11,15 @@ from contextia_sync import padroes
 from contextia_sync.linha_de_comando import novo_parser
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
-DESCRICAO = ('Ouvinte: leva ao Contextia o que mudou na origem, em segundos.'
-             ' Guia do operador: docs/ouvinte.md')
+DESCRICAO = (
+    'Ouvinte: leva ao Contextia o que mudou na origem, em segundos.'
+    ' Guia do operador: docs/ouvinte.md'
+)
 SAIDAS = {
     SAIDA_OK: 'tudo certo (o serviço parado por SIGTERM também sai com 0)',
     SAIDA_FALHA: 'no --once, algum ciclo falhou; no --reenviar-quarentena, sobrou registro'
-                 ' na quarentena; no serviço, a parada fria (segundo sinal). O que falhou é'
-                 ' tentado de novo no próximo ciclo',
+    ' na quarentena; no serviço, a parada fria (segundo sinal). O que falhou é'
+    ' tentado de novo no próximo ciclo',
 }
 
 
@@ -26,8 +28,7 @@ def _segundos(texto: str) -> int:
     try:
         valor = int(texto)
     except ValueError:
-        raise argparse.ArgumentTypeError('%r não é um número inteiro de segundos' % texto) \
-            from None
+        raise argparse.ArgumentTypeError('%r não é um número inteiro de segundos' % texto) from None
     if valor < 0:
         raise argparse.ArgumentTypeError('%r: segundos não podem ser negativos' % texto)
     return valor
@@ -44,115 +45,198 @@ def argumentos(argv: list[str]) -> argparse.Namespace:
 def _entrada(p: argparse.ArgumentParser) -> None:
     """O que o ouvinte lê e onde guarda o estado."""
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
-    p.add_argument('--source', default=padroes.SOURCE,
-                   help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
-    p.add_argument('--chaves', required=True, metavar='ARQ',
-                   help='o arquivo de chaves do provisionador (uma por empresa)')
-    p.add_argument('--estado', required=True,
-                   help='diretório das marcas de água, do status e da trava')
+    p.add_argument(
+        '--source',
+        default=padroes.SOURCE,
+        help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE,
+    )
+    p.add_argument(
+        '--chaves',
+        required=True,
+        metavar='ARQ',
+        help='o arquivo de chaves do provisionador (uma por empresa)',
+    )
+    p.add_argument(
+        '--estado', required=True, help='diretório das marcas de água, do status e da trava'
+    )
 
 
 def _ritmo(p: argparse.ArgumentParser) -> None:
     """De quanto em quanto tempo cada ciclo roda, e a hora da varredura."""
-    p.add_argument('--intervalo-dados', type=int, default=padroes.INTERVALO_DADOS,
-                   metavar='S', help='segundos entre leituras do que mudou (padrão %d)'
-                   % padroes.INTERVALO_DADOS)
-    p.add_argument('--intervalo-projetos', type=int, default=padroes.INTERVALO_PROJETOS,
-                   metavar='S', help='segundos entre buscas por empresa nova (padrão %d)'
-                   % padroes.INTERVALO_PROJETOS)
-    p.add_argument('--varredura', default=padroes.HORA_VARREDURA, metavar='HH:MM',
-                   help='hora da carga completa diária, a ÚNICA que remove'
-                        ' (padrão %s; "nao" desliga)' % padroes.HORA_VARREDURA)
-    p.add_argument('--janela-varredura', type=int, default=padroes.JANELA_VARREDURA,
-                   metavar='MIN',
-                   help='por quantos minutos depois da hora a varredura ainda pode'
-                        ' disparar (padrão %d); fora dela espera o dia seguinte'
-                        % padroes.JANELA_VARREDURA)
+    p.add_argument(
+        '--intervalo-dados',
+        type=int,
+        default=padroes.INTERVALO_DADOS,
+        metavar='S',
+        help='segundos entre leituras do que mudou (padrão %d)' % padroes.INTERVALO_DADOS,
+    )
+    p.add_argument(
+        '--intervalo-projetos',
+        type=int,
+        default=padroes.INTERVALO_PROJETOS,
+        metavar='S',
+        help='segundos entre buscas por empresa nova (padrão %d)' % padroes.INTERVALO_PROJETOS,
+    )
+    p.add_argument(
+        '--varredura',
+        default=padroes.HORA_VARREDURA,
+        metavar='HH:MM',
+        help='hora da carga completa diária, a ÚNICA que remove'
+        ' (padrão %s; "nao" desliga)' % padroes.HORA_VARREDURA,
+    )
+    p.add_argument(
+        '--janela-varredura',
+        type=int,
+        default=padroes.JANELA_VARREDURA,
+        metavar='MIN',
+        help='por quantos minutos depois da hora a varredura ainda pode'
+        ' disparar (padrão %d); fora dela espera o dia seguinte' % padroes.JANELA_VARREDURA,
+    )
 
 
 def _captura(p: argparse.ArgumentParser) -> None:
     """Como se descobre o que mudou, e quanto se lê por ciclo."""
     from contextia_sync.captura.estrategias import ESTRATEGIAS, IMPLEMENTACOES
 
-    p.add_argument('--estrategia', default=None, metavar='NOME',
-                   help='como detectar o que mudou: %s. Implementadas: %s'
-                        ' (`coluna+reconciliacao` põe o DELETE no Contextia em até um'
-                        ' --intervalo-reconciliacao). Padrão: `listener.strategy`'
-                        ' do mapeamento, ou `%s`' % (', '.join(sorted(ESTRATEGIAS)),
-                                                    ', '.join(sorted(IMPLEMENTACOES)),
-                                                    padroes.ESTRATEGIA))
-    p.add_argument('--intervalo-reconciliacao', type=_segundos,
-                   default=padroes.INTERVALO_RECONCILIACAO, metavar='S',
-                   help='com a reconciliação (`reconciliacao`, `coluna+reconciliacao`):'
-                        ' segundos entre duas leituras do conjunto de chaves de um dataset,'
-                        ' o que põe a exclusão no Contextia (padrão %d; 0 = a cada ciclo'
-                        ' de dados)' % padroes.INTERVALO_RECONCILIACAO)
-    p.add_argument('--folga', type=int, default=padroes.FOLGA, metavar='S',
-                   help='quanto a leitura recua atrás da marca de água, para pegar'
-                        ' transação que comitou atrasada (padrão %d)' % padroes.FOLGA)
-    p.add_argument('--maximo-por-ciclo', type=int, default=padroes.MAXIMO_POR_CICLO,
-                   metavar='N', help='acima disso o dataset e entregue a varredura'
-                   ' (padrão %d)' % padroes.MAXIMO_POR_CICLO)
+    p.add_argument(
+        '--estrategia',
+        default=None,
+        metavar='NOME',
+        help='como detectar o que mudou: %s. Implementadas: %s'
+        ' (`coluna+reconciliacao` põe o DELETE no Contextia em até um'
+        ' --intervalo-reconciliacao). Padrão: `listener.strategy`'
+        ' do mapeamento, ou `%s`'
+        % (', '.join(sorted(ESTRATEGIAS)), ', '.join(sorted(IMPLEMENTACOES)), padroes.ESTRATEGIA),
+    )
+    p.add_argument(
+        '--intervalo-reconciliacao',
+        type=_segundos,
+        default=padroes.INTERVALO_RECONCILIACAO,
+        metavar='S',
+        help='com a reconciliação (`reconciliacao`, `coluna+reconciliacao`):'
+        ' segundos entre duas leituras do conjunto de chaves de um dataset,'
+        ' o que põe a exclusão no Contextia (padrão %d; 0 = a cada ciclo'
+        ' de dados)' % padroes.INTERVALO_RECONCILIACAO,
+    )
+    p.add_argument(
+        '--folga',
+        type=int,
+        default=padroes.FOLGA,
+        metavar='S',
+        help='quanto a leitura recua atrás da marca de água, para pegar'
+        ' transação que comitou atrasada (padrão %d)' % padroes.FOLGA,
+    )
+    p.add_argument(
+        '--maximo-por-ciclo',
+        type=int,
+        default=padroes.MAXIMO_POR_CICLO,
+        metavar='N',
+        help='acima disso o dataset e entregue a varredura (padrão %d)' % padroes.MAXIMO_POR_CICLO,
+    )
 
 
 def _ferramentas(p: argparse.ArgumentParser) -> None:
     """A empresa nova e as ferramentas filhas (provisionar, carga completa)."""
-    p.add_argument('--grupo', action='append', default=[], metavar='SLUG',
-                   help='grupo de empresas para o projeto de empresa nova; repita')
-    p.add_argument('--timeout-ferramenta', type=int, default=padroes.TIMEOUT_FERRAMENTA,
-                   metavar='S', help='tempo máximo de uma ferramenta (carga completa),'
-                   ' padrão %d' % padroes.TIMEOUT_FERRAMENTA)
-    p.add_argument('--inatividade-ferramenta', type=int,
-                   default=padroes.INATIVIDADE_FERRAMENTA, metavar='S',
-                   help='encerra a ferramenta que ficar S segundos sem escrever'
-                        ' nenhuma linha (padrão %d; 0 desliga)'
-                        % padroes.INATIVIDADE_FERRAMENTA)
+    p.add_argument(
+        '--grupo',
+        action='append',
+        default=[],
+        metavar='SLUG',
+        help='grupo de empresas para o projeto de empresa nova; repita',
+    )
+    p.add_argument(
+        '--timeout-ferramenta',
+        type=int,
+        default=padroes.TIMEOUT_FERRAMENTA,
+        metavar='S',
+        help='tempo máximo de uma ferramenta (carga completa),'
+        ' padrão %d' % padroes.TIMEOUT_FERRAMENTA,
+    )
+    p.add_argument(
+        '--inatividade-ferramenta',
+        type=int,
+        default=padroes.INATIVIDADE_FERRAMENTA,
+        metavar='S',
+        help='encerra a ferramenta que ficar S segundos sem escrever'
+        ' nenhuma linha (padrão %d; 0 desliga)' % padroes.INATIVIDADE_FERRAMENTA,
+    )
 
 
 def _observar(p: argparse.ArgumentParser) -> None:
     """O log, as métricas e a saúde vista de fora."""
     p.add_argument('--log', default=None, help='arquivo de log rotativo (além da tela)')
-    p.add_argument('--metricas', default=None, metavar='DIR',
-                   help='pasta do arquivo ouvinte.prom (métricas para o textfile collector'
-                        ' do node_exporter), reescrito a cada volta. Padrão: a pasta --estado')
-    p.add_argument('--saude', action='store_true',
-                   help='não roda o ouvinte: lê o status de --estado e diz OK, ALERTA ou'
-                        ' CRITICO, com os códigos de um plugin de monitoramento (0/1/2/3);'
-                        ' ver `ouvinte.py --saude --help`')
+    p.add_argument(
+        '--metricas',
+        default=None,
+        metavar='DIR',
+        help='pasta do arquivo ouvinte.prom (métricas para o textfile collector'
+        ' do node_exporter), reescrito a cada volta. Padrão: a pasta --estado',
+    )
+    p.add_argument(
+        '--saude',
+        action='store_true',
+        help='não roda o ouvinte: lê o status de --estado e diz OK, ALERTA ou'
+        ' CRITICO, com os códigos de um plugin de monitoramento (0/1/2/3);'
+        ' ver `ouvinte.py --saude --help`',
+    )
 
 
 def _modos(p: argparse.ArgumentParser) -> None:
     """O que roda em vez do serviço: uma volta, o seco, a quarentena, o autoteste."""
-    p.add_argument('--varrer-agora', action='store_true',
-                   help='roda a varredura completa nesta subida, sem esperar a hora')
-    p.add_argument('--once', action='store_true',
-                   help='um ciclo de cada e sai (código 1 se algum falhou)')
-    p.add_argument('--dry-run', action='store_true',
-                   help='lê tudo e não envia, não cria e não grava marca de água')
-    p.add_argument('--reenviar-quarentena', action='store_true',
-                   help='tenta de novo os registros que o intake recusou de vez'
-                        ' (<estado>/quarentena) e sai (código 1 se algum ficou)')
-    p.add_argument('--autoteste', action='store_true',
-                   help='prova a lógica pura sem banco e sem rede')
+    p.add_argument(
+        '--varrer-agora',
+        action='store_true',
+        help='roda a varredura completa nesta subida, sem esperar a hora',
+    )
+    p.add_argument(
+        '--once', action='store_true', help='um ciclo de cada e sai (código 1 se algum falhou)'
+    )
+    p.add_argument(
+        '--dry-run',
+        action='store_true',
+        help='lê tudo e não envia, não cria e não grava marca de água',
+    )
+    p.add_argument(
+        '--reenviar-quarentena',
+        action='store_true',
+        help='tenta de novo os registros que o intake recusou de vez'
+        ' (<estado>/quarentena) e sai (código 1 se algum ficou)',
+    )
+    p.add_argument(
+        '--autoteste', action='store_true', help='prova a lógica pura sem banco e sem rede'
+    )
 
 
 def _slot(p: argparse.ArgumentParser) -> None:
     """Os comandos do `slot_logico` (instalação e desinstalação)."""
-    p.add_argument('--criar-slot', action='store_true',
-                   help='`slot_logico`: cria a publicação e o slot `contextia_<cliente>` na'
-                        ' origem (uma vez, na instalação) e sai; a partir dali o banco retém'
-                        ' WAL até o ouvinte consumir. Usa CONTEXTIA_ORIGEM_DBA se definida'
-                        ' (o dono das tabelas), senão CONTEXTIA_ORIGEM. Só --mapping e'
-                        ' --estado importam')
-    p.add_argument('--remover-slot', action='store_true',
-                   help='`slot_logico`: remove o slot e a publicação (o PRIMEIRO passo da'
-                        ' desinstalação: slot abandonado enche o disco do cliente) e sai;'
-                        ' com o ouvinte parado')
+    p.add_argument(
+        '--criar-slot',
+        action='store_true',
+        help='`slot_logico`: cria a publicação e o slot `contextia_<cliente>` na'
+        ' origem (uma vez, na instalação) e sai; a partir dali o banco retém'
+        ' WAL até o ouvinte consumir. Usa CONTEXTIA_ORIGEM_DBA se definida'
+        ' (o dono das tabelas), senão CONTEXTIA_ORIGEM. Só --mapping e'
+        ' --estado importam',
+    )
+    p.add_argument(
+        '--remover-slot',
+        action='store_true',
+        help='`slot_logico`: remove o slot e a publicação (o PRIMEIRO passo da'
+        ' desinstalação: slot abandonado enche o disco do cliente) e sai;'
+        ' com o ouvinte parado',
+    )
 
 
 # Os grupos de opções, na ordem do `--help`.
 _GRUPOS: tuple[Callable[[argparse.ArgumentParser], None], ...] = (
-    _entrada, _ritmo, _captura, _ferramentas, _observar, _modos, _slot)
+    _entrada,
+    _ritmo,
+    _captura,
+    _ferramentas,
+    _observar,
+    _modos,
+    _slot,
+)
 
 
 def comando_do_slot(argv: list[str]) -> int:
@@ -161,6 +245,7 @@ def comando_do_slot(argv: list[str]) -> int:
     from contextia_sync.captura.ao_vivo import datasets_ao_vivo
     from contextia_sync.estado.trava import travar
     from contextia_sync.mapeamento import carregar_mapeamento
+
     p = novo_parser('ouvinte', DESCRICAO, saidas=SAIDAS)
     p.add_argument('--mapping', required=True)
     p.add_argument('--estado', required=True)
@@ -195,11 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     # argparse, que exigiria inventar valores para eles.
     if '--autoteste' in argv:
         from contextia_sync.ouvinte.autoteste import rodar
+
         return rodar()
     # A saude le os arquivos de status de outro ouvinte (o que esta rodando): nao
     # precisa de mapeamento nem trava, e tem os codigos de um plugin de monitoramento.
     if '--saude' in argv:
         from contextia_sync.saude import main as saude
+
         return saude([a for a in argv if a != '--saude'])
     # O slot do PostgreSQL: um comando do operador, não o serviço.
     if '--criar-slot' in argv or '--remover-slot' in argv:
@@ -210,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     from contextia_sync.ouvinte.laco import Parada, ParadaFria, laco
     from contextia_sync.ouvinte.preparo import preparar
     from contextia_sync.registro import arquivo_de_log, logger
+
     if args.log:
         arquivo_de_log(args.log)
 
@@ -232,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.reenviar_quarentena:
             from contextia_sync.ouvinte.dados import reenviar_quarentena
+
             resultado = reenviar_quarentena(ctx)
             if resultado is None:
                 logger.info('quarentena vazia: nada a reenviar')
@@ -244,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         systemd.parando('encerrando')
         try:
             ctx.origem.fechar()
-        except Exception:                     # noqa: BLE001 - fechar nunca mascara o erro
+        except Exception:  # noqa: BLE001 - fechar nunca mascara o erro
             pass
         if ctx.trava is not None:
             ctx.trava.close()

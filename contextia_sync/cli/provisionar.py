@@ -31,23 +31,45 @@ PROG = 'provisionar'
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos de `provisionar` (`argv` None: os da linha de comando)."""
     p = novo_parser(
-        PROG, 'Cria projeto, chave, grupos e webhook para cada empresa nova.',
+        PROG,
+        'Cria projeto, chave, grupos e webhook para cada empresa nova.',
         epilog='Rodar de novo conserta uma execução interrompida.',
-        saidas={SAIDA_FALHA: 'alguma empresa falhou (rode de novo para concluir) ou o'
-                             ' cadastro não pôde ser lido'})
+        saidas={
+            SAIDA_FALHA: 'alguma empresa falhou (rode de novo para concluir) ou o'
+            ' cadastro não pôde ser lido'
+        },
+    )
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
-    p.add_argument('--source', default=padroes.SOURCE,
-                   help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE)
-    p.add_argument('--chaves', '--arquivo', dest='chaves', required=True, metavar='ARQ',
-                   help='o arquivo de chaves (TSV, modo 600); criado se não existe.'
-                        ' --arquivo é o nome antigo, aceito igual')
-    p.add_argument('--somente-escopo', metavar='ESCOPO',
-                   help='só esta empresa (o ouvinte chama assim para cada empresa nova)')
-    p.add_argument('--grupo', action='append', default=[], metavar='SLUG',
-                   help='grupo para os projetos novos; repita para mais de um (soma-se ao'
-                        ' group_column do cadastro)')
-    p.add_argument('--dry-run', action='store_true',
-                   help='mostra o plano; não cria, não emite, não grava nada')
+    p.add_argument(
+        '--source',
+        default=padroes.SOURCE,
+        help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE,
+    )
+    p.add_argument(
+        '--chaves',
+        '--arquivo',
+        dest='chaves',
+        required=True,
+        metavar='ARQ',
+        help='o arquivo de chaves (TSV, modo 600); criado se não existe.'
+        ' --arquivo é o nome antigo, aceito igual',
+    )
+    p.add_argument(
+        '--somente-escopo',
+        metavar='ESCOPO',
+        help='só esta empresa (o ouvinte chama assim para cada empresa nova)',
+    )
+    p.add_argument(
+        '--grupo',
+        action='append',
+        default=[],
+        metavar='SLUG',
+        help='grupo para os projetos novos; repita para mais de um (soma-se ao'
+        ' group_column do cadastro)',
+    )
+    p.add_argument(
+        '--dry-run', action='store_true', help='mostra o plano; não cria, não emite, não grava nada'
+    )
     return p.parse_args(argv)
 
 
@@ -100,8 +122,10 @@ def _provisionar(args: argparse.Namespace) -> int:
         _mostrar(args, mapa, regra, registros, linhas, plano)
 
         if args.dry_run:
-            print('resumo: SECO -- %d seriam criadas, %d pendentes seriam concluidas'
-                  % (len(plano.novas), len(plano.pendentes)))
+            print(
+                'resumo: SECO -- %d seriam criadas, %d pendentes seriam concluidas'
+                % (len(plano.novas), len(plano.pendentes))
+            )
             return SAIDA_FALHA if plano.nao_encontrada else SAIDA_OK
         if not plano.novas and not plano.pendentes:
             print('resumo: nada a fazer')
@@ -119,11 +143,14 @@ def _grupos_pedidos(pedidos: list[str]) -> list[str]:
     for grupo in pedidos:
         slug = regra_projeto.slug(grupo)
         if slug is None:
-            raise ErroProvisionamento('--grupo=%r não tem letra nem dígito: um grupo é um slug'
-                                      ' (minúsculas, dígitos, - e _), como rede-sul.' % grupo)
+            raise ErroProvisionamento(
+                '--grupo=%r não tem letra nem dígito: um grupo é um slug'
+                ' (minúsculas, dígitos, - e _), como rede-sul.' % grupo
+            )
         if slug != grupo:
-            raise ErroProvisionamento('--grupo=%r não é slug (minúsculas, dígitos, - e _);'
-                                      ' use %r.' % (grupo, slug))
+            raise ErroProvisionamento(
+                '--grupo=%r não é slug (minúsculas, dígitos, - e _); use %r.' % (grupo, slug)
+            )
         grupos.append(slug)
     return grupos
 
@@ -139,9 +166,11 @@ def _somente_escopo(pedido: str | None) -> str | None:
     # Vazio nao e "todas": `--somente-escopo=` com a variavel do script vazia
     # provisionaria o cadastro inteiro.
     if not somente:
-        raise ErroProvisionamento('--somente-escopo vazio: diga qual empresa provisionar'
-                                  ' (ou tire a opção para provisionar todas as novas).'
-                                  ' Nada foi feito.')
+        raise ErroProvisionamento(
+            '--somente-escopo vazio: diga qual empresa provisionar'
+            ' (ou tire a opção para provisionar todas as novas).'
+            ' Nada foi feito.'
+        )
     exigir_escopo(somente, '--somente-escopo')
     return somente
 
@@ -151,8 +180,9 @@ def _exigir_pasta_das_chaves(chaves: str) -> None:
 
     pasta = os.path.dirname(os.path.abspath(chaves))
     if not os.path.isdir(pasta):
-        raise ErroProvisionamento('a pasta do arquivo de chaves não existe: %s -- crie-a'
-                                  ' (mkdir -m 700).' % pasta)
+        raise ErroProvisionamento(
+            'a pasta do arquivo de chaves não existe: %s -- crie-a (mkdir -m 700).' % pasta
+        )
 
 
 def _ler_cadastro(origem: AdaptadorDeOrigem, regra: RegraProjeto) -> list[Mapping[str, Any]] | None:
@@ -161,22 +191,29 @@ def _ler_cadastro(origem: AdaptadorDeOrigem, regra: RegraProjeto) -> list[Mappin
         origem.conectar()
         return list(origem.fetch(regra.source_object, regra.columns))
     except ErroConfiguracao:
-        raise                                   # CONTEXTIA_ORIGEM ausente ou invalida: 2
-    except Exception as erro:                   # noqa: BLE001 - o adaptador diz a causa
-        print('provisionar: não foi possível ler o cadastro %s na origem (%s: %s).'
-              ' Nada foi mudado.' % (regra.source_object, type(erro).__name__, erro),
-              file=sys.stderr)
+        raise  # CONTEXTIA_ORIGEM ausente ou invalida: 2
+    except Exception as erro:  # noqa: BLE001 - o adaptador diz a causa
+        print(
+            'provisionar: não foi possível ler o cadastro %s na origem (%s: %s).'
+            ' Nada foi mudado.' % (regra.source_object, type(erro).__name__, erro),
+            file=sys.stderr,
+        )
         return None
     finally:
         try:
             origem.fechar()
-        except Exception:                       # noqa: BLE001 - fechar nunca mascara o erro
+        except Exception:  # noqa: BLE001 - fechar nunca mascara o erro
             pass
 
 
-def _mostrar(args: argparse.Namespace, mapa: Mapping[str, Any], regra: RegraProjeto,
-             registros: Mapping[str, Registro], linhas: list[Mapping[str, Any]],
-             plano: Plano) -> None:
+def _mostrar(
+    args: argparse.Namespace,
+    mapa: Mapping[str, Any],
+    regra: RegraProjeto,
+    registros: Mapping[str, Registro],
+    linhas: list[Mapping[str, Any]],
+    plano: Plano,
+) -> None:
     """O cabeçalho e o plano, antes de fazer qualquer coisa (ou no lugar dela, no seco)."""
     from contextia_sync.intake.cliente import url_destino
     from contextia_sync.provisionamento import plano as provisionamento
@@ -188,14 +225,17 @@ def _mostrar(args: argparse.Namespace, mapa: Mapping[str, Any], regra: RegraProj
     print('arquivo de chaves: %s (%d empresa(s))' % (args.chaves, len(registros)))
     print('regra de projeto :')
     print(regra_projeto.descrever(regra))
-    print('cadastro ........: %d linha(s) lida(s) de %s' % (len(linhas),
-                                                          regra.source_object))
+    print('cadastro ........: %d linha(s) lida(s) de %s' % (len(linhas), regra.source_object))
     for linha in provisionamento.descrever_plano(plano, regra):
         print(linha)
 
 
-def _executar(args: argparse.Namespace, mapa: Mapping[str, Any],
-              registros: MutableMapping[str, Registro], plano: Plano) -> list[str]:
+def _executar(
+    args: argparse.Namespace,
+    mapa: Mapping[str, Any],
+    registros: MutableMapping[str, Registro],
+    plano: Plano,
+) -> list[str]:
     """Cria as novas e conclui as pendentes; imprime o resumo e devolve as que falharam."""
     from contextia_sync.intake.admin import Admin
     from contextia_sync.intake.cliente import ErroAutenticacao, url_base
@@ -205,14 +245,12 @@ def _executar(args: argparse.Namespace, mapa: Mapping[str, Any],
     from contextia_sync.provisionamento.plano import ErroProvisionamento
 
     if not url_base():
-        raise ErroProvisionamento('falta CONTEXTIA_URL (a instalação do Contextia DESTE'
-                                  ' cliente).')
+        raise ErroProvisionamento('falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).')
     admin = Admin()
     executor = provisionamento.Provisionador(mapa, admin, args.chaves, registros)
 
     criadas, reparadas, falhas = 0, 0, []
-    trabalho = [('nova', e) for e in plano.novas] + \
-               [('pendente', e) for e in plano.pendentes]
+    trabalho = [('nova', e) for e in plano.novas] + [('pendente', e) for e in plano.pendentes]
     for tipo, (escopo, nome, grupos_empresa) in trabalho:
         try:
             if tipo == 'nova':
@@ -223,7 +261,7 @@ def _executar(args: argparse.Namespace, mapa: Mapping[str, Any],
                 reparo = True
             reparadas += 1 if reparo else 0
         except (ErroAutenticacao, arquivo_chaves.ErroChaves):
-            raise                               # token recusado, arquivo de chaves: 2
+            raise  # token recusado, arquivo de chaves: 2
         except (ErroContextia, ErroProvisionamento) as erro:
             falhas.append(escopo)
             print('  %s: FALHOU -- %s (rode de novo para concluir)' % (escopo, erro))
@@ -231,13 +269,17 @@ def _executar(args: argparse.Namespace, mapa: Mapping[str, Any],
             # Nao conseguiu gravar o arquivo: a chave recem-emitida ficou sem
             # dono. A proxima execucao a revoga e emite outra -- mas pare aqui,
             # senao cada empresa seguinte teria o mesmo destino.
-            print('  %s: FALHOU ao gravar %s (%s). A chave emitida agora não foi'
-                  ' gravada; a próxima execução a revoga e emite outra. Corrija o'
-                  ' disco/permissao da pasta e rode de novo.' % (escopo, args.chaves, erro))
+            print(
+                '  %s: FALHOU ao gravar %s (%s). A chave emitida agora não foi'
+                ' gravada; a próxima execução a revoga e emite outra. Corrija o'
+                ' disco/permissao da pasta e rode de novo.' % (escopo, args.chaves, erro)
+            )
             falhas.append(escopo)
             break
-    print('resumo: %d criada(s), %d reparada(s), %d com falha%s' % (
-        criadas, reparadas, len(falhas), ' (%s)' % ', '.join(falhas) if falhas else ''))
+    print(
+        'resumo: %d criada(s), %d reparada(s), %d com falha%s'
+        % (criadas, reparadas, len(falhas), ' (%s)' % ', '.join(falhas) if falhas else '')
+    )
     return falhas
 
 

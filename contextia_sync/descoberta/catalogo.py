@@ -119,8 +119,9 @@ class Catalogo:
         for sem_caixa in (False, True):
             for objeto in self.objetos:
                 if _mesmo(objeto.nome, proprio, sem_caixa) and (
-                        not esquema or _mesmo(objeto.esquema or self.esquema_padrao or '',
-                                              esquema, sem_caixa)):
+                    not esquema
+                    or _mesmo(objeto.esquema or self.esquema_padrao or '', esquema, sem_caixa)
+                ):
                     return objeto
         return None
 
@@ -136,12 +137,13 @@ def _listar(inspetor: Any, esquema: str | None) -> list[tuple[str, bool]]:
     try:
         nomes += [(n, True) for n in inspetor.get_materialized_view_names(schema=esquema)]
     except NotImplementedError:
-        pass                                # so o PostgreSQL e o Oracle as tem
+        pass  # so o PostgreSQL e o Oracle as tem
     return nomes
 
 
-def refletir(conn: Connection, esquemas: Sequence[str | None],
-             escolher: Callable[[str | None, str], bool]) -> Catalogo:
+def refletir(
+    conn: Connection, esquemas: Sequence[str | None], escolher: Callable[[str | None, str], bool]
+) -> Catalogo:
     """
     O catálogo dos `esquemas` (None = o padrão), só com os objetos que `escolher`
     aceita (os padrões de --incluir/--excluir, e o cadastro).
@@ -154,8 +156,11 @@ def refletir(conn: Connection, esquemas: Sequence[str | None],
     for esquema in esquemas:
         # O esquema pedido que e o padrao vai sem prefixo no mapeamento, como o
         # operador escreveria.
-        proprio = None if esquema is None or (padrao and esquema.lower() == padrao.lower()) \
+        proprio = (
+            None
+            if esquema is None or (padrao and esquema.lower() == padrao.lower())
             else _esquema_real(esquema, existentes)
+        )
         nomes = [(n, v) for n, v in _listar(inspetor, proprio) if escolher(proprio, n)]
         if not nomes:
             continue
@@ -176,11 +181,13 @@ def _esquema_real(pedido: str, existentes: Sequence[str]) -> str:
                 return nome
     raise ErroDescoberta(
         '--esquema %s: a origem não tem esse esquema (ou este login não o vê). Os que ela'
-        ' mostra: %s.' % (pedido, ', '.join(sorted(existentes)[:30]) or '(nenhum)'))
+        ' mostra: %s.' % (pedido, ', '.join(sorted(existentes)[:30]) or '(nenhum)')
+    )
 
 
-def _refletir_esquema(conn: Connection, inspetor: Any, esquema: str | None,
-                      nomes: list[tuple[str, bool]]) -> list[Objeto]:
+def _refletir_esquema(
+    conn: Connection, inspetor: Any, esquema: str | None, nomes: list[tuple[str, bool]]
+) -> list[Objeto]:
     filtro = [n for n, _ in nomes]
     opcoes = dict(schema=esquema, filter_names=filtro, kind=ObjectKind.ANY)
     desconhecidos: dict[str, str] = {}
@@ -196,21 +203,22 @@ def _refletir_esquema(conn: Connection, inspetor: Any, esquema: str | None,
         # Um objeto que este login nao pode refletir derruba o lote inteiro:
         # objeto a objeto, o problema fica so com quem o tem.
         if conn.in_transaction():
-            conn.rollback()                 # PostgreSQL: a transacao abortada nao le mais
+            conn.rollback()  # PostgreSQL: a transacao abortada nao le mais
         return [_refletir_um(conn, esquema, nome, view) for nome, view in nomes]
     saida = []
     for nome, view in nomes:
         chave = (esquema, nome)
         objeto = Objeto(esquema, nome, view)
-        objeto.colunas = [_coluna(info, conn.dialect, desconhecidos)
-                          for info in colunas.get(chave, ())]
+        objeto.colunas = [
+            _coluna(info, conn.dialect, desconhecidos) for info in colunas.get(chave, ())
+        ]
         _restricoes(objeto, chaves.get(chave), unicas.get(chave, ()), indices.get(chave, ()))
         saida.append(objeto)
     return saida
 
 
 def _refletir_um(conn: Connection, esquema: str | None, nome: str, view: bool) -> Objeto:
-    inspetor = sa.inspect(conn)          # novo: o anterior guardou o erro no cache
+    inspetor = sa.inspect(conn)  # novo: o anterior guardou o erro no cache
     objeto = Objeto(esquema, nome, view)
     desconhecidos: dict[str, str] = {}
     infos: list[Any]
@@ -236,9 +244,12 @@ def _refletir_um(conn: Connection, esquema: str | None, nome: str, view: bool) -
         return objeto
     objeto.colunas = [_coluna(info, conn.dialect, desconhecidos) for info in infos]
     try:
-        _restricoes(objeto, inspetor.get_pk_constraint(nome, schema=esquema),
-                    inspetor.get_unique_constraints(nome, schema=esquema),
-                    inspetor.get_indexes(nome, schema=esquema))
+        _restricoes(
+            objeto,
+            inspetor.get_pk_constraint(nome, schema=esquema),
+            inspetor.get_unique_constraints(nome, schema=esquema),
+            inspetor.get_indexes(nome, schema=esquema),
+        )
     except (sa_exc.DBAPIError, NotImplementedError):
         if conn.in_transaction() and conn.dialect.name != 'mysql':
             conn.rollback()
@@ -265,29 +276,28 @@ def _coluna(info: Any, dialeto: Any, desconhecidos: dict[str, str]) -> Coluna:
     tipo = info['type']
     base = getattr(tipo, 'data_type', None)
     if base is not None and type(tipo).__name__ == 'DOMAIN':
-        tipo = base                     # o DOMAIN do PostgreSQL vale pelo tipo de base
+        tipo = base  # o DOMAIN do PostgreSQL vale pelo tipo de base
     tipo_sqlite = None
     if dialeto.name == 'sqlite':
         try:
             de_data = DATA_SQLITE.match(str(tipo))
-        except Exception:                                # noqa: BLE001 - tipo sem texto
+        except Exception:  # noqa: BLE001 - tipo sem texto
             de_data = None
         if de_data:
             tipo_sqlite = 'date' if de_data.group(1).upper() == 'DATE' else 'datetime'
-    desconhecido = desconhecidos.get(info['name']) \
-        if isinstance(tipo, sa.types.NullType) else None
+    desconhecido = desconhecidos.get(info['name']) if isinstance(tipo, sa.types.NullType) else None
     try:
         declarado = tipo.compile(dialect=dialeto)
-    except Exception:                                    # noqa: BLE001 - so para exibir
+    except Exception:  # noqa: BLE001 - so para exibir
         declarado = type(tipo).__name__
     if len(declarado) > 40:
-        declarado = declarado.split('(')[0]             # SET('a', 'b', ...) -> SET
-    return Coluna(info['name'], tipo, bool(info.get('nullable', True)), tipo_sqlite,
-                  desconhecido, declarado)
+        declarado = declarado.split('(')[0]  # SET('a', 'b', ...) -> SET
+    return Coluna(
+        info['name'], tipo, bool(info.get('nullable', True)), tipo_sqlite, desconhecido, declarado
+    )
 
 
-def _restricoes(objeto: Objeto, chave: Any, unicas: Iterable[Any],
-                indices: Iterable[Any]) -> None:
+def _restricoes(objeto: Objeto, chave: Any, unicas: Iterable[Any], indices: Iterable[Any]) -> None:
     objeto.chave_primaria = tuple((chave or {}).get('constrained_columns') or ())
     vistas: set[tuple[str, ...]] = set()
     for unica in unicas:
@@ -309,20 +319,27 @@ def _restricoes(objeto: Objeto, chave: Any, unicas: Iterable[Any],
 def _desnormalizar(dialeto: Any, objetos: list[Objeto]) -> None:
     def nome(texto: str | None) -> str | None:
         return dialeto.denormalize_name(texto) if texto else texto
+
     for objeto in objetos:
         objeto.nome = nome(objeto.nome) or objeto.nome
         objeto.esquema = nome(objeto.esquema)
-        objeto.colunas = [Coluna(nome(c.nome) or c.nome, c.tipo, c.nula, c.tipo_sqlite,
-                                 c.desconhecido, c.declarado) for c in objeto.colunas]
+        objeto.colunas = [
+            Coluna(
+                nome(c.nome) or c.nome, c.tipo, c.nula, c.tipo_sqlite, c.desconhecido, c.declarado
+            )
+            for c in objeto.colunas
+        ]
         objeto.chave_primaria = tuple(nome(c) or c for c in objeto.chave_primaria)
         objeto.unicas = [tuple(nome(c) or c for c in u) for u in objeto.unicas]
-        objeto.indices = [Indice(i.nome, tuple(nome(c) or c for c in i.colunas), i.unico)
-                          for i in objeto.indices]
+        objeto.indices = [
+            Indice(i.nome, tuple(nome(c) or c for c in i.colunas), i.unico) for i in objeto.indices
+        ]
 
 
 # ---------------------------------------------------------------------------
 # A chave adivinhada de uma view
 # ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Conferencia:
@@ -338,8 +355,9 @@ class Conferencia:
         return self.linhas > 0 and self.nulas == 0 and not self.repetida
 
 
-def conferir_unica(conn: Connection, objeto: Objeto, coluna: str,
-                   escopo: str | None) -> Conferencia:
+def conferir_unica(
+    conn: Connection, objeto: Objeto, coluna: str, escopo: str | None
+) -> Conferencia:
     """
     A coluna e unica e nao nula dentro de cada escopo? Le a view inteira (uma
     contagem e um GROUP BY), com o tempo maximo por consulta da sessao.
@@ -352,9 +370,16 @@ def conferir_unica(conn: Connection, objeto: Objeto, coluna: str,
     tabela = sa.table(objeto.nome, *[sa.column(n) for n in nomes], schema=objeto.esquema)
     alvo = tabela.c[coluna]
     linhas, preenchidas = conn.execute(
-        sa.select(sa.func.count(), sa.func.count(alvo)).select_from(tabela)).one()
+        sa.select(sa.func.count(), sa.func.count(alvo)).select_from(tabela)
+    ).one()
     grupos = [alvo] + ([tabela.c[nomes[1]]] if len(nomes) > 1 else [])
-    repetidas = (sa.select(sa.literal(1)).select_from(tabela).where(alvo.is_not(None))
-                 .group_by(*grupos).having(sa.func.count() > 1).limit(1))
+    repetidas = (
+        sa.select(sa.literal(1))
+        .select_from(tabela)
+        .where(alvo.is_not(None))
+        .group_by(*grupos)
+        .having(sa.func.count() > 1)
+        .limit(1)
+    )
     repetida = conn.execute(repetidas).first() is not None
     return Conferencia(int(linhas), int(linhas) - int(preenchidas), repetida)

@@ -53,8 +53,11 @@ class DatasetDescoberto:
 
     def comentario(self) -> str:
         """O `$comment` do dataset: o que o descobrir decidiu, para quem edita o arquivo."""
-        partes = ['key %s (%s)' % (self.chave.coluna, self.chave.porque) if self.chave.coluna
-                  else 'sem key: %s' % self.chave.porque]
+        partes = [
+            'key %s (%s)' % (self.chave.coluna, self.chave.porque)
+            if self.chave.coluna
+            else 'sem key: %s' % self.chave.porque
+        ]
         if self.carimbo.coluna:
             partes.append('watch_column %s%s' % (self.carimbo.coluna, _texto_sonda(self.sonda)))
         else:
@@ -62,16 +65,23 @@ class DatasetDescoberto:
         if self.escopo is None:
             partes.append('domínio: vai inteira para cada empresa')
         for coluna in self.fora:
-            partes.append('fora: %s (%s) -- %s; na view: %s'
-                          % (coluna.coluna, coluna.tipo, coluna.motivo, coluna.correcao))
+            partes.append(
+                'fora: %s (%s) -- %s; na view: %s'
+                % (coluna.coluna, coluna.tipo, coluna.motivo, coluna.correcao)
+            )
         return 'descobrir: ' + '; '.join(partes)
 
     def entrada(self) -> dict[str, Any]:
         """A entrada de `datasets` no mapeamento."""
-        return {'dataset': self.nome, 'source_object': self.objeto.source_object,
-                '$comment': self.comentario(), 'columns': list(self.colunas),
-                'key': self.chave.coluna, 'watch_column': self.carimbo.coluna,
-                'scope_column': self.escopo}
+        return {
+            'dataset': self.nome,
+            'source_object': self.objeto.source_object,
+            '$comment': self.comentario(),
+            'columns': list(self.colunas),
+            'key': self.chave.coluna,
+            'watch_column': self.carimbo.coluna,
+            'scope_column': self.escopo,
+        }
 
 
 def _texto_sonda(sonda: Sonda | None) -> str:
@@ -106,9 +116,14 @@ def colunas_do_objeto(objeto: Objeto, dialeto: Any) -> tuple[list[str], list[For
         try:
             filtro.validar_nome(coluna.nome, 'columns')
         except filtro.ErroIdentificador:
-            de_fora.append(Fora(coluna.nome, coluna.texto_tipo,
-                                'o mapeamento só aceita letras, dígitos, _, $ e # no nome',
-                                '%s AS %s' % (coluna.nome, _nome_limpo(coluna.nome))))
+            de_fora.append(
+                Fora(
+                    coluna.nome,
+                    coluna.texto_tipo,
+                    'o mapeamento só aceita letras, dígitos, _, $ e # no nome',
+                    '%s AS %s' % (coluna.nome, _nome_limpo(coluna.nome)),
+                )
+            )
             continue
         recusa = fora(coluna, dialeto)
         if recusa is not None:
@@ -143,31 +158,40 @@ def _problema_do_nome(objeto: Objeto) -> str | None:
     try:
         filtro.validar_objeto(objeto.source_object)
     except filtro.ErroIdentificador:
-        return ('o nome não é aceito no mapeamento (só letras, dígitos, _, $ e #): crie uma'
-                ' view com um nome simples sobre ela')
+        return (
+            'o nome não é aceito no mapeamento (só letras, dígitos, _, $ e #): crie uma'
+            ' view com um nome simples sobre ela'
+        )
     return None
 
 
-def _chave_da_view(objeto: Objeto, dentro: set[str], escopo: str | None,
-                   conferir: ConferirChave | None) -> Escolha:
+def _chave_da_view(
+    objeto: Objeto, dentro: set[str], escopo: str | None, conferir: ConferirChave | None
+) -> Escolha:
     candidatas = regras.candidatas_de_chave(objeto, dentro)
     if not candidatas:
         return Escolha(None, 'view sem coluna com nome de chave (ID, CHAVE, CTX_CHAVE...)')
     if conferir is None:
-        return Escolha(None, 'view: %s tem nome de chave, mas a unicidade não foi conferida'
-                             ' (--sem-conferir-chaves)' % ', '.join(candidatas))
+        return Escolha(
+            None,
+            'view: %s tem nome de chave, mas a unicidade não foi conferida'
+            ' (--sem-conferir-chaves)' % ', '.join(candidatas),
+        )
     motivos = []
     for candidata in candidatas:
         try:
             resultado = conferir(objeto, candidata, escopo)
-        except Exception as erro:                  # noqa: BLE001 - vira motivo, nao traceback
+        except Exception as erro:  # noqa: BLE001 - vira motivo, nao traceback
             motivos.append('%s: não deu para conferir (%s)' % (candidata, _curto(erro)))
             continue
         if resultado.serve:
             onde = ' dentro de cada %s' % escopo if escopo else ''
-            return Escolha(candidata, 'adivinhada pelo nome e conferida agora: única e não'
-                                      ' nula%s em %d linha(s)' % (onde, resultado.linhas),
-                           palpite=True)
+            return Escolha(
+                candidata,
+                'adivinhada pelo nome e conferida agora: única e não'
+                ' nula%s em %d linha(s)' % (onde, resultado.linhas),
+                palpite=True,
+            )
         if resultado.linhas == 0:
             motivos.append('%s: a view está vazia, não há como conferir' % candidata)
         elif resultado.nulas:
@@ -182,10 +206,17 @@ def _curto(erro: BaseException) -> str:
     return texto if len(texto) <= 160 else texto[:157] + '...'
 
 
-def montar(catalogo: Catalogo, dialeto: Any, *, cliente: str, entra: Callable[[Objeto], bool],
-           escopo_pedido: str | None = None, cadastro_pedido: str | None = None,
-           conferir: ConferirChave | None = None,
-           referencia_schema: str = './mapeamento.schema.json') -> Esqueleto:
+def montar(
+    catalogo: Catalogo,
+    dialeto: Any,
+    *,
+    cliente: str,
+    entra: Callable[[Objeto], bool],
+    escopo_pedido: str | None = None,
+    cadastro_pedido: str | None = None,
+    conferir: ConferirChave | None = None,
+    referencia_schema: str = './mapeamento.schema.json',
+) -> Esqueleto:
     """
     O esqueleto a partir do catálogo, em etapas: o cadastro pedido, os objetos
     úteis, o escopo (e o cadastro adivinhado), um dataset por objeto útil.
@@ -199,12 +230,13 @@ def montar(catalogo: Catalogo, dialeto: Any, *, cliente: str, entra: Callable[[O
     escopo = _escolher_escopo(esqueleto, [o for o, _d, _f in uteis], escopo_pedido)
     usados: set[str] = set()
     for objeto, dentro, de_fora in uteis:
-        esqueleto.datasets.append(_dataset(objeto, dentro, de_fora, escopo, dialeto, conferir,
-                                           usados))
+        esqueleto.datasets.append(
+            _dataset(objeto, dentro, de_fora, escopo, dialeto, conferir, usados)
+        )
     esqueleto.mapa = {
         '$schema': referencia_schema,
         '$comment': 'Esqueleto escrito pelo descobrir: confira os palpites do relatório e o'
-                    ' $comment de cada dataset (docs/mapeamento.md, "Começar com descobrir").',
+        ' $comment de cada dataset (docs/mapeamento.md, "Começar com descobrir").',
         'client': cliente,
         'listener': {'strategy': 'coluna'},
         'projects': _projetos(esqueleto, esqueleto.cadastro, escopo, bool(cadastro_pedido)),
@@ -221,13 +253,15 @@ def _cadastro_pedido(catalogo: Catalogo, pedido: str | None) -> Objeto | None:
     if cadastro is None:
         raise ErroDescoberta(
             '--cadastro %s: nenhuma tabela ou view com esse nome no catálogo%s. Os objetos'
-            ' que ele mostra: %s.' % (pedido, _onde_procurou(catalogo),
-                                       _alguns(o.source_object for o in catalogo.objetos)))
+            ' que ele mostra: %s.'
+            % (pedido, _onde_procurou(catalogo), _alguns(o.source_object for o in catalogo.objetos))
+        )
     return cadastro
 
 
-def _objetos_uteis(catalogo: Catalogo, dialeto: Any, entra: Callable[[Objeto], bool],
-                   esqueleto: Esqueleto) -> list[tuple[Objeto, list[str], list[Fora]]]:
+def _objetos_uteis(
+    catalogo: Catalogo, dialeto: Any, entra: Callable[[Objeto], bool], esqueleto: Esqueleto
+) -> list[tuple[Objeto, list[str], list[Fora]]]:
     """Os objetos que viram dataset, com as colunas de dentro e de fora; os outros, ignorados."""
     uteis: list[tuple[Objeto, list[str], list[Fora]]] = []
     for objeto in (o for o in catalogo.objetos if entra(o)):
@@ -237,46 +271,67 @@ def _objetos_uteis(catalogo: Catalogo, dialeto: Any, entra: Callable[[Objeto], b
             continue
         dentro, de_fora = colunas_do_objeto(objeto, dialeto)
         if not dentro:
-            esqueleto.ignorados.append((objeto.source_object, 'nenhuma coluna que o intake'
-                                        ' aceite' + (' (%s)' % ', '.join(
-                                            '%s: %s' % (f.coluna, f.tipo) for f in de_fora)
-                                            if de_fora else '')))
+            esqueleto.ignorados.append(
+                (
+                    objeto.source_object,
+                    'nenhuma coluna que o intake'
+                    ' aceite'
+                    + (
+                        ' (%s)' % ', '.join('%s: %s' % (f.coluna, f.tipo) for f in de_fora)
+                        if de_fora
+                        else ''
+                    ),
+                )
+            )
             continue
         uteis.append((objeto, dentro, de_fora))
     if not uteis:
         raise ErroDescoberta(
             'nenhum objeto do catálogo virou dataset%s: confira --incluir/--excluir e o'
             ' --esquema. Os objetos que o catálogo mostra: %s.'
-            % (_onde_procurou(catalogo), _alguns(o.source_object for o in catalogo.objetos)))
+            % (_onde_procurou(catalogo), _alguns(o.source_object for o in catalogo.objetos))
+        )
     return uteis
 
 
-def _escolher_escopo(esqueleto: Esqueleto, objetos: list[Objeto],
-                     escopo_pedido: str | None) -> Escolha:
+def _escolher_escopo(
+    esqueleto: Esqueleto, objetos: list[Objeto], escopo_pedido: str | None
+) -> Escolha:
     """A coluna de escopo (pedida ou adivinhada) e, sem --cadastro, o cadastro adivinhado."""
     escopo = regras.escolher_escopo(objetos, escopo_pedido, esqueleto.cadastro)
     if escopo_pedido and not any(o.coluna(escopo_pedido) for o in objetos):
         raise ErroDescoberta(
             '--escopo %s: nenhum objeto do catálogo tem essa coluna. Confira o nome (o valor'
             ' da coluna é o código da empresa) ou tire --escopo para o descobrir adivinhar.'
-            % escopo_pedido)
+            % escopo_pedido
+        )
     esqueleto.escopo = escopo
     if escopo.palpite:
         esqueleto.palpites.append('scope_column: %s (%s)' % (escopo.coluna, escopo.porque))
     elif escopo.coluna is None:
         esqueleto.avisos.append(
             'NENHUMA coluna de escopo: todo objeto vai inteiro para cada empresa (%s). Se o'
-            ' ERP tem mais de uma empresa, diga a coluna com --escopo COLUNA.' % escopo.porque)
+            ' ERP tem mais de uma empresa, diga a coluna com --escopo COLUNA.' % escopo.porque
+        )
     if esqueleto.cadastro is None:
         esqueleto.cadastro = regras.adivinhar_cadastro(objetos, escopo.coluna)
         if esqueleto.cadastro is not None:
-            esqueleto.palpites.append('cadastro de empresas: %s (confirme com --cadastro)'
-                                      % esqueleto.cadastro.source_object)
+            esqueleto.palpites.append(
+                'cadastro de empresas: %s (confirme com --cadastro)'
+                % esqueleto.cadastro.source_object
+            )
     return escopo
 
 
-def _dataset(objeto: Objeto, dentro: list[str], de_fora: list[Fora], escopo: Escolha,
-             dialeto: Any, conferir: ConferirChave | None, usados: set[str]) -> DatasetDescoberto:
+def _dataset(
+    objeto: Objeto,
+    dentro: list[str],
+    de_fora: list[Fora],
+    escopo: Escolha,
+    dialeto: Any,
+    conferir: ConferirChave | None,
+    usados: set[str],
+) -> DatasetDescoberto:
     """Um objeto útil virando dataset: o recorte, a key, a coluna de mudança e a sonda."""
     aceitas = set(dentro)
     coluna_escopo = objeto.coluna(escopo.coluna) if escopo.coluna else None
@@ -286,35 +341,52 @@ def _dataset(objeto: Objeto, dentro: list[str], de_fora: list[Fora], escopo: Esc
         chave = _chave_da_view(objeto, aceitas, recorte, conferir)
     carimbo, notas = regras.escolher_carimbo(objeto, aceitas)
     sonda = regras.sonda(objeto, carimbo.coluna, dialeto) if carimbo.coluna else None
-    return DatasetDescoberto(objeto, _nome_do_dataset(objeto, usados), dentro, de_fora, chave,
-                             carimbo, sonda, recorte, notas)
+    return DatasetDescoberto(
+        objeto,
+        _nome_do_dataset(objeto, usados),
+        dentro,
+        de_fora,
+        chave,
+        carimbo,
+        sonda,
+        recorte,
+        notas,
+    )
 
 
-def _projetos(esqueleto: Esqueleto, cadastro: Objeto | None, escopo: Escolha,
-              pedido: bool) -> dict[str, Any]:
+def _projetos(
+    esqueleto: Esqueleto, cadastro: Objeto | None, escopo: Escolha, pedido: bool
+) -> dict[str, Any]:
     if cadastro is not None:
         coluna = regras.escopo_do_cadastro(cadastro, escopo.coluna)
         if coluna.coluna is not None:
             if coluna.palpite:
-                esqueleto.palpites.append('projects.scope_column: %s (%s)'
-                                          % (coluna.coluna, coluna.porque))
+                esqueleto.palpites.append(
+                    'projects.scope_column: %s (%s)' % (coluna.coluna, coluna.porque)
+                )
             regra, palpites = regras.regra_de_projeto(cadastro, coluna.coluna)
             esqueleto.palpites += palpites
             return regra
         if pedido:
             raise ErroDescoberta(
                 '--cadastro %s: %s -- diga a coluna com o código da empresa com --escopo'
-                ' COLUNA.' % (cadastro.source_object, coluna.porque))
+                ' COLUNA.' % (cadastro.source_object, coluna.porque)
+            )
     esqueleto.avisos.append(
         'sem cadastro de empresas: a seção projects ficou com %s -- rode de novo com'
-        ' --cadastro TABELA (a tabela ou view com uma linha por empresa).' % SEM_CADASTRO)
-    return {'$comment': 'Escolha o cadastro de empresas: rode o descobrir com --cadastro.',
-            'source_object': SEM_CADASTRO, 'scope_column': escopo.coluna or SEM_COLUNA}
+        ' --cadastro TABELA (a tabela ou view com uma linha por empresa).' % SEM_CADASTRO
+    )
+    return {
+        '$comment': 'Escolha o cadastro de empresas: rode o descobrir com --cadastro.',
+        'source_object': SEM_CADASTRO,
+        'scope_column': escopo.coluna or SEM_COLUNA,
+    }
 
 
 def _onde_procurou(catalogo: Catalogo) -> str:
-    esquemas = sorted({o.esquema or catalogo.esquema_padrao or '(padrão)'
-                       for o in catalogo.objetos})
+    esquemas = sorted(
+        {o.esquema or catalogo.esquema_padrao or '(padrão)' for o in catalogo.objetos}
+    )
     return ' (esquema(s) %s)' % ', '.join(esquemas) if esquemas else ''
 
 
@@ -328,6 +400,7 @@ def _alguns(nomes: Any, quantos: int = 30) -> str:
 # ---------------------------------------------------------------------------
 # O relatorio
 # ---------------------------------------------------------------------------
+
 
 def relatorio(esqueleto: Esqueleto) -> list[str]:
     """As seções do relatório (sem o cabeçalho da origem, que a linha de comando escreve)."""
@@ -343,42 +416,75 @@ def relatorio(esqueleto: Esqueleto) -> list[str]:
     palpites = list(esqueleto.palpites)
     for d in esqueleto.datasets:
         if d.chave.palpite:
-            palpites.append('%s.key: %s (%s)' % (d.objeto.source_object, d.chave.coluna,
-                                                 d.chave.porque))
+            palpites.append(
+                '%s.key: %s (%s)' % (d.objeto.source_object, d.chave.coluna, d.chave.porque)
+            )
         if d.carimbo.palpite:
-            palpites.append('%s.watch_column: %s (%s)' % (d.objeto.source_object,
-                                                          d.carimbo.coluna, d.carimbo.porque))
+            palpites.append(
+                '%s.watch_column: %s (%s)'
+                % (d.objeto.source_object, d.carimbo.coluna, d.carimbo.porque)
+            )
         palpites += ['%s: %s' % (d.objeto.source_object, n) for n in d.notas]
     secao('palpites (confira):', palpites)
-    secao('só varredura (sem coluna de alteração: mudança só chega na carga diária):',
-          ['%s (%s)' % (d.objeto.source_object, d.objeto.genero)
-           for d in esqueleto.datasets if not d.carimbo.coluna])
-    secao('índices faltando (a sonda do ouvinte varreria a tabela inteira a cada ciclo;'
-          ' o DBA rodaria):',
-          ['%s.%s: %s' % (d.objeto.source_object, d.carimbo.coluna, d.sonda.criar)
-           for d in esqueleto.datasets if d.sonda and d.sonda.situacao == 'falta'])
-    secao('views ao vivo (o índice da coluna de alteração tem de estar na tabela de base;'
-          ' o catálogo não diz):',
-          ['%s.%s' % (d.objeto.source_object, d.carimbo.coluna)
-           for d in esqueleto.datasets if d.sonda and d.sonda.situacao == 'view'])
-    secao('sem key (o Contextia deduplica por hash: uma alteração vira registro novo até a'
-          ' varredura):',
-          ['%s: %s' % (d.objeto.source_object, d.chave.porque)
-           for d in esqueleto.datasets if not d.chave.coluna])
-    secao('colunas deixadas de fora (o intake não as aceita como estão):',
-          ['%s.%s (%s): %s -- na view: %s' % (d.objeto.source_object, f.coluna, f.tipo,
-                                               f.motivo, f.correcao)
-           for d in esqueleto.datasets for f in d.fora])
-    secao('domínio (scope_column null: vão inteiras para cada empresa):',
-          [d.objeto.source_object for d in esqueleto.datasets if d.escopo is None])
-    secao('objetos que não viraram dataset:',
-          ['%s: %s' % (nome, motivo) for nome, motivo in esqueleto.ignorados])
+    secao(
+        'só varredura (sem coluna de alteração: mudança só chega na carga diária):',
+        [
+            '%s (%s)' % (d.objeto.source_object, d.objeto.genero)
+            for d in esqueleto.datasets
+            if not d.carimbo.coluna
+        ],
+    )
+    secao(
+        'índices faltando (a sonda do ouvinte varreria a tabela inteira a cada ciclo;'
+        ' o DBA rodaria):',
+        [
+            '%s.%s: %s' % (d.objeto.source_object, d.carimbo.coluna, d.sonda.criar)
+            for d in esqueleto.datasets
+            if d.sonda and d.sonda.situacao == 'falta'
+        ],
+    )
+    secao(
+        'views ao vivo (o índice da coluna de alteração tem de estar na tabela de base;'
+        ' o catálogo não diz):',
+        [
+            '%s.%s' % (d.objeto.source_object, d.carimbo.coluna)
+            for d in esqueleto.datasets
+            if d.sonda and d.sonda.situacao == 'view'
+        ],
+    )
+    secao(
+        'sem key (o Contextia deduplica por hash: uma alteração vira registro novo até a'
+        ' varredura):',
+        [
+            '%s: %s' % (d.objeto.source_object, d.chave.porque)
+            for d in esqueleto.datasets
+            if not d.chave.coluna
+        ],
+    )
+    secao(
+        'colunas deixadas de fora (o intake não as aceita como estão):',
+        [
+            '%s.%s (%s): %s -- na view: %s'
+            % (d.objeto.source_object, f.coluna, f.tipo, f.motivo, f.correcao)
+            for d in esqueleto.datasets
+            for f in d.fora
+        ],
+    )
+    secao(
+        'domínio (scope_column null: vão inteiras para cada empresa):',
+        [d.objeto.source_object for d in esqueleto.datasets if d.escopo is None],
+    )
+    secao(
+        'objetos que não viraram dataset:',
+        ['%s: %s' % (nome, motivo) for nome, motivo in esqueleto.ignorados],
+    )
     return linhas
 
 
 # ---------------------------------------------------------------------------
 # A diferenca contra o mapeamento existente
 # ---------------------------------------------------------------------------
+
 
 @dataclass
 class Diferencas:
@@ -398,8 +504,9 @@ def _colunas_citadas(row: dict[str, Any]) -> list[str]:
     return citadas
 
 
-def diferencas(existente: dict[str, Any], esqueleto: Esqueleto, catalogo: Catalogo,
-               dialeto: Any) -> Diferencas:
+def diferencas(
+    existente: dict[str, Any], esqueleto: Esqueleto, catalogo: Catalogo, dialeto: Any
+) -> Diferencas:
     """Colunas novas e sumidas de cada dataset, e objetos novos e sumidos."""
     saida = Diferencas()
     mapeados: set[int] = set()
@@ -410,9 +517,11 @@ def diferencas(existente: dict[str, Any], esqueleto: Esqueleto, catalogo: Catalo
         objeto = catalogo.achar(row['source_object'])
         if objeto is None or objeto.problema:
             saida.quebrado = True
-            saida.linhas.append('%s: o objeto sumiu do catálogo (ou este login perdeu o SELECT'
-                                ' nele)%s' % (rotulo, ' -- %s' % objeto.problema
-                                              if objeto and objeto.problema else ''))
+            saida.linhas.append(
+                '%s: o objeto sumiu do catálogo (ou este login perdeu o SELECT'
+                ' nele)%s'
+                % (rotulo, ' -- %s' % objeto.problema if objeto and objeto.problema else '')
+            )
             continue
         mapeados.add(id(objeto))
         nomes = {c.nome.lower() for c in objeto.colunas}
@@ -420,39 +529,51 @@ def diferencas(existente: dict[str, Any], esqueleto: Esqueleto, catalogo: Catalo
         sumidas = [c for c in citadas if c.lower() not in nomes]
         if sumidas:
             saida.quebrado = True
-            saida.linhas.append('%s: coluna(s) que sumiram do catálogo: %s -- a carga falharia;'
-                                ' tire-as do mapeamento ou peça-as de volta na view'
-                                % (rotulo, ', '.join(sumidas)))
+            saida.linhas.append(
+                '%s: coluna(s) que sumiram do catálogo: %s -- a carga falharia;'
+                ' tire-as do mapeamento ou peça-as de volta na view' % (rotulo, ', '.join(sumidas))
+            )
         dentro, _fora = colunas_do_objeto(objeto, dialeto)
         ja = {c.lower() for c in citadas}
         novas = [c for c in dentro if c.lower() not in ja]
         if novas:
-            saida.linhas.append('%s: coluna(s) novas no catálogo, fora de columns: %s'
-                                % (rotulo, ', '.join(novas)))
+            saida.linhas.append(
+                '%s: coluna(s) novas no catálogo, fora de columns: %s' % (rotulo, ', '.join(novas))
+            )
     projetos = existente.get('projects')
     if isinstance(projetos, dict) and isinstance(projetos.get('source_object'), str):
         objeto = catalogo.achar(projetos['source_object'])
         if objeto is None:
             saida.quebrado = True
-            saida.linhas.append('projects (%s): o cadastro de empresas sumiu do catálogo'
-                                % projetos['source_object'])
+            saida.linhas.append(
+                'projects (%s): o cadastro de empresas sumiu do catálogo'
+                % projetos['source_object']
+            )
         else:
             mapeados.add(id(objeto))
             nomes = {c.nome.lower() for c in objeto.colunas}
-            do_cadastro: list[Any] = [projetos.get(c) for c in
-                                      ('scope_column', 'name_column', 'group_column')]
-            do_cadastro += [f.get('column') for f in projetos.get('filters') or ()
-                            if isinstance(f, dict)]
+            do_cadastro: list[Any] = [
+                projetos.get(c) for c in ('scope_column', 'name_column', 'group_column')
+            ]
+            do_cadastro += [
+                f.get('column') for f in projetos.get('filters') or () if isinstance(f, dict)
+            ]
             sumidas = [c for c in do_cadastro if isinstance(c, str) and c.lower() not in nomes]
             if sumidas:
                 saida.quebrado = True
-                saida.linhas.append('projects (%s): coluna(s) que sumiram do catálogo: %s'
-                                    % (projetos['source_object'], ', '.join(sumidas)))
-    novos = ['%s (%s)' % (d.objeto.source_object, d.objeto.genero)
-             for d in esqueleto.datasets if id(d.objeto) not in mapeados]
+                saida.linhas.append(
+                    'projects (%s): coluna(s) que sumiram do catálogo: %s'
+                    % (projetos['source_object'], ', '.join(sumidas))
+                )
+    novos = [
+        '%s (%s)' % (d.objeto.source_object, d.objeto.genero)
+        for d in esqueleto.datasets
+        if id(d.objeto) not in mapeados
+    ]
     if novos:
-        saida.linhas.append('objeto(s) novos no catálogo, fora do mapeamento: %s'
-                            % ', '.join(novos))
+        saida.linhas.append(
+            'objeto(s) novos no catálogo, fora do mapeamento: %s' % ', '.join(novos)
+        )
     return saida
 
 
@@ -474,8 +595,10 @@ def texto_json(valor: Any, recuo: int = 0) -> str:
             linha = json.dumps(valor, ensure_ascii=False)
             if len(linha) + recuo + 16 <= LARGURA // 2:
                 return linha
-        itens = ['%s%s: %s' % (dentro, json.dumps(k, ensure_ascii=False),
-                               texto_json(v, recuo + 2)) for k, v in valor.items()]
+        itens = [
+            '%s%s: %s' % (dentro, json.dumps(k, ensure_ascii=False), texto_json(v, recuo + 2))
+            for k, v in valor.items()
+        ]
         return '{\n%s\n%s}' % (',\n'.join(itens), espaco)
     if isinstance(valor, list):
         if all(not isinstance(v, (dict, list)) for v in valor):
@@ -492,6 +615,5 @@ def texto_json(valor: Any, recuo: int = 0) -> str:
                 atual.append(parte)
             linhas.append(', '.join(atual))
             return '[\n%s\n%s]' % (',\n'.join(dentro + x for x in linhas), espaco)
-        return '[\n%s\n%s]' % (',\n'.join(dentro + texto_json(v, recuo + 2) for v in valor),
-                               espaco)
+        return '[\n%s\n%s]' % (',\n'.join(dentro + texto_json(v, recuo + 2) for v in valor), espaco)
     return json.dumps(valor, ensure_ascii=False)

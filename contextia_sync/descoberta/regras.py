@@ -29,32 +29,103 @@ from contextia_sync.descoberta.tipos import concatenar, familia, quotar
 
 # Nomes de carimbo de alteracao, na ordem de preferencia (comparados sem caixa).
 NOMES_DE_CARIMBO = (
-    'ALTERADO_EM', 'DT_ALTERACAO', 'DATA_ALTERACAO', 'DH_ALTERACAO', 'DTHR_ALTERACAO',
-    'DATAHORA_ALTERACAO', 'ULTIMA_ALTERACAO', 'DT_ULT_ALT', 'DT_ULTIMA_ALTERACAO',
-    'ATUALIZADO_EM', 'DT_ATUALIZACAO', 'DATA_ATUALIZACAO', 'MODIFICADO_EM', 'S_T_A_M_P_',
-    'LAST_UPDATE', 'LAST_UPDATED', 'UPDATED_AT', 'UPDATED_ON', 'UPDATE_DATE', 'MODIFIED_AT',
-    'MODIFIED_ON', 'MODIFIED_DATE', 'DATE_MODIFIED', 'LAST_MODIFIED', 'LASTMODIFIED',
-    'ROWVERSION', 'ROW_VERSION', 'VERSAO_LINHA')
+    'ALTERADO_EM',
+    'DT_ALTERACAO',
+    'DATA_ALTERACAO',
+    'DH_ALTERACAO',
+    'DTHR_ALTERACAO',
+    'DATAHORA_ALTERACAO',
+    'ULTIMA_ALTERACAO',
+    'DT_ULT_ALT',
+    'DT_ULTIMA_ALTERACAO',
+    'ATUALIZADO_EM',
+    'DT_ATUALIZACAO',
+    'DATA_ATUALIZACAO',
+    'MODIFICADO_EM',
+    'S_T_A_M_P_',
+    'LAST_UPDATE',
+    'LAST_UPDATED',
+    'UPDATED_AT',
+    'UPDATED_ON',
+    'UPDATE_DATE',
+    'MODIFIED_AT',
+    'MODIFIED_ON',
+    'MODIFIED_DATE',
+    'DATE_MODIFIED',
+    'LAST_MODIFIED',
+    'LASTMODIFIED',
+    'ROWVERSION',
+    'ROW_VERSION',
+    'VERSAO_LINHA',
+)
 # O resto que tem cara de carimbo de alteracao (DT_ALT, dh_atualiz, ts_update).
-PADRAO_CARIMBO = re.compile(r'ALTERA|ATUALIZ|MODIFI|UPDAT|STAMP|ROWVER|(^|_)(DT|DH|DATA)_?ALT',
-                            re.I)
+PADRAO_CARIMBO = re.compile(
+    r'ALTERA|ATUALIZ|MODIFI|UPDAT|STAMP|ROWVER|(^|_)(DT|DH|DATA)_?ALT', re.I
+)
 # Carimbo de INCLUSAO: nao acompanha alteracao, nao serve de watch_column.
 PADRAO_INCLUSAO = re.compile(r'CRIA|INCLU|INSER|CREAT', re.I)
 # O numero de registro do Protheus: so cresce na inclusao (o ultimo recurso).
 SO_INCLUSAO = ('R_E_C_N_O_',)
 
 NOMES_DE_ESCOPO = (
-    'EMPRESA_ID', 'ID_EMPRESA', 'COD_EMPRESA', 'CD_EMPRESA', 'CODEMPRESA', 'EMPRESA',
-    'CTX_ESCOPO', 'ESCOPO', 'FILIAL_ID', 'ID_FILIAL', 'COD_FILIAL', 'CD_FILIAL', 'FILIAL',
-    'COMPANY_ID', 'STORE_ID', 'TENANT_ID', 'BRANCH_ID', 'ORGANIZATION_ID', 'ORG_ID')
+    'EMPRESA_ID',
+    'ID_EMPRESA',
+    'COD_EMPRESA',
+    'CD_EMPRESA',
+    'CODEMPRESA',
+    'EMPRESA',
+    'CTX_ESCOPO',
+    'ESCOPO',
+    'FILIAL_ID',
+    'ID_FILIAL',
+    'COD_FILIAL',
+    'CD_FILIAL',
+    'FILIAL',
+    'COMPANY_ID',
+    'STORE_ID',
+    'TENANT_ID',
+    'BRANCH_ID',
+    'ORGANIZATION_ID',
+    'ORG_ID',
+)
 # Palavras de nome de cadastro de empresas (comparadas dentro do nome do objeto).
-PALAVRAS_DE_CADASTRO = ('EMPRESA', 'FILIA', 'COMPAN', 'STORE', 'LOJA', 'TENANT', 'BRANCH',
-                        'SIGAMAT')
-NOMES_DE_NOME = ('RAZAO_SOCIAL', 'M0_NOMECOM', 'NOME_EMPRESA', 'NOME', 'NOME_FANTASIA',
-                 'RAZAO', 'FANTASIA', 'DESCRICAO', 'COMPANY_NAME', 'STORE_NAME', 'NAME', 'TITLE')
+PALAVRAS_DE_CADASTRO = (
+    'EMPRESA',
+    'FILIA',
+    'COMPAN',
+    'STORE',
+    'LOJA',
+    'TENANT',
+    'BRANCH',
+    'SIGAMAT',
+)
+NOMES_DE_NOME = (
+    'RAZAO_SOCIAL',
+    'M0_NOMECOM',
+    'NOME_EMPRESA',
+    'NOME',
+    'NOME_FANTASIA',
+    'RAZAO',
+    'FANTASIA',
+    'DESCRICAO',
+    'COMPANY_NAME',
+    'STORE_NAME',
+    'NAME',
+    'TITLE',
+)
 NOMES_DE_GRUPO = ('GRUPO', 'GRUPO_EMPRESA', 'GRUPO_ECONOMICO', 'M0_NOME', 'GROUP_NAME')
-NOMES_DE_FILTRO = ('ATIVA', 'ATIVO', 'SITUACAO', 'STATUS', 'BLOQUEADA', 'BLOQUEADO',
-                   'CTX_BLOQUEADA', 'INATIVA', 'D_E_L_E_T_', 'ACTIVE')
+NOMES_DE_FILTRO = (
+    'ATIVA',
+    'ATIVO',
+    'SITUACAO',
+    'STATUS',
+    'BLOQUEADA',
+    'BLOQUEADO',
+    'CTX_BLOQUEADA',
+    'INATIVA',
+    'D_E_L_E_T_',
+    'ACTIVE',
+)
 # O nome que uma view da a sua chave (conferida na origem antes de valer).
 NOMES_DE_CHAVE = ('ID', 'CTX_CHAVE', 'CHAVE', 'CODIGO', 'COD')
 
@@ -90,6 +161,7 @@ def _nomes(colunas: Iterable[str]) -> str:
 # key
 # ---------------------------------------------------------------------------
 
+
 def escolher_chave(objeto: Objeto, dentro: set[str], dialeto: Any) -> Escolha:
     """A key de uma tabela pelo catálogo; numa view, None (quem chama confere candidatas)."""
     if objeto.view:
@@ -104,13 +176,17 @@ def escolher_chave(objeto: Objeto, dentro: set[str], dialeto: Any) -> Escolha:
     for nome in unicas:
         coluna = objeto.coluna(nome)
         if coluna is not None and nome in dentro and not coluna.nula:
-            return Escolha(nome, 'única e não nula%s' % (
-                ' (a chave primária é composta: %s)' % _nomes(pk) if len(pk) > 1 else ''))
+            return Escolha(
+                nome,
+                'única e não nula%s'
+                % (' (a chave primária é composta: %s)' % _nomes(pk) if len(pk) > 1 else ''),
+            )
     nulas = [n for n in unicas if (c := objeto.coluna(n)) is not None and c.nula]
     if len(pk) > 1:
         motivos.append(
             'chave primária composta (%s) e o key é uma coluna só -- numa view: %s'
-            % (_nomes(pk), concatenar(list(pk), dialeto, 'CTX_CHAVE')))
+            % (_nomes(pk), concatenar(list(pk), dialeto, 'CTX_CHAVE'))
+        )
     elif not pk:
         motivos.append('sem chave primária nem coluna única não nula')
     if nulas:
@@ -125,12 +201,13 @@ def candidatas_de_chave(objeto: Objeto, dentro: set[str]) -> list[str]:
     for nome in NOMES_DE_CHAVE:
         if nome in por_nome:
             candidatas.append(por_nome[nome])
-    candidatas += [c.nome for c in objeto.colunas
-                   if c.nome in dentro and c.nome.upper().endswith('_CHAVE')
-                   and c.nome not in candidatas]
+    candidatas += [
+        c.nome
+        for c in objeto.colunas
+        if c.nome in dentro and c.nome.upper().endswith('_CHAVE') and c.nome not in candidatas
+    ]
     primeira = next((c.nome for c in objeto.colunas if c.nome in dentro), None)
-    if primeira and primeira not in candidatas and re.search(r'(ID|_COD|CODIGO)$', primeira,
-                                                             re.I):
+    if primeira and primeira not in candidatas and re.search(r'(ID|_COD|CODIGO)$', primeira, re.I):
         candidatas.append(primeira)
     return candidatas[:CANDIDATAS_POR_VIEW]
 
@@ -139,10 +216,11 @@ def candidatas_de_chave(objeto: Objeto, dentro: set[str]) -> list[str]:
 # watch_column
 # ---------------------------------------------------------------------------
 
+
 def _posto(coluna: Coluna) -> int | None:
     """A preferência da coluna como carimbo (menor e melhor); None se o nome não é de carimbo."""
     if isinstance(coluna.tipo, _mssql.TIMESTAMP):
-        return 0                            # rowversion: muda a cada gravacao, por definicao
+        return 0  # rowversion: muda a cada gravacao, por definicao
     nome = coluna.nome.upper()
     if nome in NOMES_DE_CARIMBO:
         return 1
@@ -171,22 +249,27 @@ def escolher_carimbo(objeto: Objeto, dentro: set[str]) -> tuple[Escolha, list[st
         if tipo not in _FAMILIAS:
             notas.append(
                 '%s tem nome de carimbo, mas é do tipo %s: texto compara como texto e a marca'
-                " de água pararia -- numa view: CAST(%s AS TIMESTAMP) (ou TO_TIMESTAMP(%s,"
+                ' de água pararia -- numa view: CAST(%s AS TIMESTAMP) (ou TO_TIMESTAMP(%s,'
                 " 'DD/MM/YYYY HH24:MI:SS')) e watch_column nela"
-                % (coluna.nome, coluna.texto_tipo, coluna.nome, coluna.nome))
+                % (coluna.nome, coluna.texto_tipo, coluna.nome, coluna.nome)
+            )
             continue
         coberta = sonda(objeto, coluna.nome, None).situacao == 'coberta'
         candidatas.append((posto, _FAMILIAS[tipo], not coberta, posicao, coluna.nome))
     if not candidatas:
-        return Escolha(None, 'nenhuma coluna de data/hora ou número com nome de carimbo de'
-                             ' alteração (ALTERADO_EM, DT_ALTERACAO, last_update, updated_at,'
-                             ' S_T_A_M_P_...)'), notas
+        return Escolha(
+            None,
+            'nenhuma coluna de data/hora ou número com nome de carimbo de'
+            ' alteração (ALTERADO_EM, DT_ALTERACAO, last_update, updated_at,'
+            ' S_T_A_M_P_...)',
+        ), notas
     posto, _familia, _sem_indice, _pos, nome = min(candidatas)
     if nome.upper() in SO_INCLUSAO:
-        notas.append('%s só cresce na inclusão: alteração só chega na varredura -- ligue o'
-                     ' S_T_A_M_P_ (DBAccess) e aponte watch_column para ele' % nome)
-    porque = ('rowversion (muda a cada gravação)' if posto == 0
-              else 'nome de carimbo de alteração')
+        notas.append(
+            '%s só cresce na inclusão: alteração só chega na varredura -- ligue o'
+            ' S_T_A_M_P_ (DBAccess) e aponte watch_column para ele' % nome
+        )
+    porque = 'rowversion (muda a cada gravação)' if posto == 0 else 'nome de carimbo de alteração'
     return Escolha(nome, porque, palpite=posto >= 2), notas
 
 
@@ -217,20 +300,25 @@ def criar_indice(objeto: Objeto, coluna: str, dialeto: Any) -> str:
     if objeto.esquema:
         tabela = '%s.%s' % (quotar(objeto.esquema, dialeto), tabela)
     return 'CREATE INDEX %s%s ON %s (%s);' % (
-        'CONCURRENTLY ' if dialeto.name == 'postgresql' else '', quotar(nome, dialeto),
-        tabela, quotar(coluna, dialeto))
+        'CONCURRENTLY ' if dialeto.name == 'postgresql' else '',
+        quotar(nome, dialeto),
+        tabela,
+        quotar(coluna, dialeto),
+    )
 
 
 # ---------------------------------------------------------------------------
 # scope_column e o cadastro
 # ---------------------------------------------------------------------------
 
+
 def _tem(objeto: Objeto, nome: str) -> bool:
     return objeto.coluna(nome) is not None
 
 
-def escolher_escopo(objetos: Sequence[Objeto], pedido: str | None,
-                    cadastro: Objeto | None) -> Escolha:
+def escolher_escopo(
+    objetos: Sequence[Objeto], pedido: str | None, cadastro: Objeto | None
+) -> Escolha:
     """
     A coluna de escopo dos datasets: a pedida; a chave primária do cadastro, se
     outros objetos a tem; ou o nome de empresa/filial que aparece em mais objetos.
@@ -243,21 +331,25 @@ def escolher_escopo(objetos: Sequence[Objeto], pedido: str | None,
         # `ID` e a chave de quase toda tabela: recortar por ela seria recortar
         # cada tabela pela propria chave.
         if quantos and chave.upper() != 'ID':
-            return Escolha(chave, 'a chave primária do cadastro %s; aparece em %d outro(s)'
-                                  ' objeto(s)' % (cadastro.source_object, quantos),
-                           palpite=True)
+            return Escolha(
+                chave,
+                'a chave primária do cadastro %s; aparece em %d outro(s)'
+                ' objeto(s)' % (cadastro.source_object, quantos),
+                palpite=True,
+            )
     contagem = []
     for ordem, nome in enumerate(NOMES_DE_ESCOPO):
         quantos = sum(1 for o in objetos if o is not cadastro and _tem(o, nome))
         if quantos:
             contagem.append((-quantos, ordem, nome))
     if not contagem:
-        return Escolha(None, 'nenhuma coluna com nome de empresa ou filial (%s...)'
-                             % ', '.join(NOMES_DE_ESCOPO[:4]))
+        return Escolha(
+            None,
+            'nenhuma coluna com nome de empresa ou filial (%s...)' % ', '.join(NOMES_DE_ESCOPO[:4]),
+        )
     menos, _ordem, nome = min(contagem)
     real = next(c.nome for o in objetos if (c := o.coluna(nome)) is not None)
-    return Escolha(real, 'nome de empresa/filial; aparece em %d objeto(s)' % -menos,
-                   palpite=True)
+    return Escolha(real, 'nome de empresa/filial; aparece em %d objeto(s)' % -menos, palpite=True)
 
 
 def escopo_do_cadastro(cadastro: Objeto, escopo: str | None) -> Escolha:
@@ -267,12 +359,19 @@ def escopo_do_cadastro(cadastro: Objeto, escopo: str | None) -> Escolha:
         if coluna is not None:
             return Escolha(coluna.nome, 'a coluna de escopo')
     if len(cadastro.chave_primaria) == 1:
-        return Escolha(cadastro.chave_primaria[0],
-                       'a chave primária do cadastro (os datasets usam %s: confira que guardam'
-                       ' o mesmo código)' % escopo if escopo else 'a chave primária do cadastro',
-                       palpite=True)
-    return Escolha(None, 'o cadastro %s não tem %s nem chave primária de uma coluna'
-                         % (cadastro.source_object, escopo or 'coluna de escopo'))
+        return Escolha(
+            cadastro.chave_primaria[0],
+            'a chave primária do cadastro (os datasets usam %s: confira que guardam'
+            ' o mesmo código)' % escopo
+            if escopo
+            else 'a chave primária do cadastro',
+            palpite=True,
+        )
+    return Escolha(
+        None,
+        'o cadastro %s não tem %s nem chave primária de uma coluna'
+        % (cadastro.source_object, escopo or 'coluna de escopo'),
+    )
 
 
 def adivinhar_cadastro(objetos: Sequence[Objeto], escopo: str | None) -> Objeto | None:
@@ -282,8 +381,12 @@ def adivinhar_cadastro(objetos: Sequence[Objeto], escopo: str | None) -> Objeto 
 
     def nome_de_cadastro(objeto: Objeto) -> bool:
         return any(p in objeto.nome.upper() for p in PALAVRAS_DE_CADASTRO)
-    pela_chave = [o for o in objetos if len(o.chave_primaria) == 1
-                  and o.chave_primaria[0].lower() == escopo.lower()]
+
+    pela_chave = [
+        o
+        for o in objetos
+        if len(o.chave_primaria) == 1 and o.chave_primaria[0].lower() == escopo.lower()
+    ]
     for grupo in (pela_chave, [o for o in objetos if _tem(o, escopo)]):
         bons = [o for o in grupo if nome_de_cadastro(o)]
         if bons:
@@ -291,8 +394,9 @@ def adivinhar_cadastro(objetos: Sequence[Objeto], escopo: str | None) -> Objeto 
     return pela_chave[0] if pela_chave else None
 
 
-def _primeira(objeto: Objeto, nomes: Sequence[str], menos: str | None = None,
-              texto: bool = False) -> str | None:
+def _primeira(
+    objeto: Objeto, nomes: Sequence[str], menos: str | None = None, texto: bool = False
+) -> str | None:
     for nome in nomes:
         coluna = objeto.coluna(nome)
         if coluna is None or (menos and coluna.nome.lower() == menos.lower()):
@@ -308,25 +412,31 @@ def regra_de_projeto(cadastro: Objeto, escopo: str) -> tuple[dict[str, Any], lis
     coluna = cadastro.coluna(escopo)
     if coluna is None:
         raise ValueError('%s não tem a coluna %s' % (cadastro.source_object, escopo))
-    regra: dict[str, Any] = {'source_object': cadastro.source_object,
-                             'scope_column': coluna.nome}
+    regra: dict[str, Any] = {'source_object': cadastro.source_object, 'scope_column': coluna.nome}
     palpites = []
     nome = _primeira(cadastro, NOMES_DE_NOME, menos=coluna.nome, texto=True)
     if nome:
         regra['name_column'] = nome
         palpites.append('name_column: %s (o nome que o projeto recebe)' % nome)
     else:
-        palpites.append('name_column: nenhuma coluna de nome no cadastro %s -- o projeto se'
-                        ' chamará "Empresa <código>"' % cadastro.source_object)
+        palpites.append(
+            'name_column: nenhuma coluna de nome no cadastro %s -- o projeto se'
+            ' chamará "Empresa <código>"' % cadastro.source_object
+        )
     grupo = _primeira(cadastro, NOMES_DE_GRUPO, menos=coluna.nome)
     if grupo:
         regra['group_column'] = grupo
         palpites.append('group_column: %s (o valor vira grupo do projeto)' % grupo)
     filtros = [c.nome for n in NOMES_DE_FILTRO if (c := cadastro.coluna(n)) is not None]
     if filtros:
-        exemplo = ('{"column": "D_E_L_E_T_", "not_equals": "*"}' if 'D_E_L_E_T_' in filtros
-                   else '{"column": "%s", "equals": "S"}' % filtros[0])
-        palpites.append('filters: nenhum escrito; %s parece dizer se a empresa vale -- toda'
-                        ' linha do cadastro vira projeto até você acrescentar, por exemplo,'
-                        ' "filters": [%s]' % (_nomes(filtros), exemplo))
+        exemplo = (
+            '{"column": "D_E_L_E_T_", "not_equals": "*"}'
+            if 'D_E_L_E_T_' in filtros
+            else '{"column": "%s", "equals": "S"}' % filtros[0]
+        )
+        palpites.append(
+            'filters: nenhum escrito; %s parece dizer se a empresa vale -- toda'
+            ' linha do cadastro vira projeto até você acrescentar, por exemplo,'
+            ' "filters": [%s]' % (_nomes(filtros), exemplo)
+        )
     return regra, palpites

@@ -35,17 +35,40 @@ from contextia_sync.origem.valores import familia_do_tipo
 
 # Tipos que o SQLAlchemy nao conhece e sao geometria (PostGIS, MySQL, Oracle
 # Spatial, os geometricos nativos do PostgreSQL).
-ESPACIAIS = frozenset({
-    'geometry', 'geography', 'point', 'linestring', 'polygon', 'multipoint',
-    'multilinestring', 'multipolygon', 'geometrycollection', 'geomcollection', 'line',
-    'lseg', 'box', 'path', 'circle', 'sdo_geometry', 'st_geometry', 'raster'})
+ESPACIAIS = frozenset(
+    {
+        'geometry',
+        'geography',
+        'point',
+        'linestring',
+        'polygon',
+        'multipoint',
+        'multilinestring',
+        'multipolygon',
+        'geometrycollection',
+        'geomcollection',
+        'line',
+        'lseg',
+        'box',
+        'path',
+        'circle',
+        'sdo_geometry',
+        'st_geometry',
+        'raster',
+    }
+)
 
 # Os geometricos nativos do PostgreSQL (nao PostGIS): CAST para texto basta.
 _GEOMETRICOS_PG = frozenset({'point', 'line', 'lseg', 'box', 'path', 'polygon', 'circle'})
 
 # O tipo de texto de cada banco, para o CAST da view.
-_TEXTO = {'postgresql': 'TEXT', 'mysql': 'CHAR', 'sqlite': 'TEXT',
-          'oracle': 'VARCHAR2(4000)', 'mssql': 'NVARCHAR(MAX)'}
+_TEXTO = {
+    'postgresql': 'TEXT',
+    'mysql': 'CHAR',
+    'sqlite': 'TEXT',
+    'oracle': 'VARCHAR2(4000)',
+    'mssql': 'NVARCHAR(MAX)',
+}
 
 
 @dataclass(frozen=True)
@@ -91,41 +114,63 @@ def fora(coluna: Coluna, dialeto: Any) -> Fora | None:
         return Fora(coluna.nome, coluna.texto_tipo, motivo, correcao)
 
     if isinstance(tipo, _mssql.TIMESTAMP):
-        return None                          # rowversion: numero, e coluna de mudanca
+        return None  # rowversion: numero, e coluna de mudanca
     if isinstance(tipo, _mysql.SET):
-        return saida('SET vira um conjunto, e JSON não tem conjunto',
-                     '%s (o SET vira o texto "a,b")' % cast('CHAR'))
+        return saida(
+            'SET vira um conjunto, e JSON não tem conjunto',
+            '%s (o SET vira o texto "a,b")' % cast('CHAR'),
+        )
     if isinstance(tipo, sa.ARRAY):
-        return saida('array vira lista, e o intake não a aceita como valor de coluna',
-                     "array_to_string(%s, ',') AS %s" % (nome, nome))
+        return saida(
+            'array vira lista, e o intake não a aceita como valor de coluna',
+            "array_to_string(%s, ',') AS %s" % (nome, nome),
+        )
     if isinstance(tipo, (sa.JSON, _pg.HSTORE)):
-        return saida('JSON/hstore vira objeto, e o intake não o aceita como valor de coluna',
-                     cast())
+        return saida(
+            'JSON/hstore vira objeto, e o intake não o aceita como valor de coluna', cast()
+        )
     python = _tipo_python(tipo)
     if python is datetime.timedelta:
-        correcao = ('EXTRACT(EPOCH FROM %s) AS %s (em segundos), ou %s'
-                    % (nome, nome, cast()) if dialeto.name == 'postgresql'
-                    else 'TO_CHAR(%s) AS %s' % (nome, nome) if dialeto.name == 'oracle'
-                    else cast())
+        correcao = (
+            'EXTRACT(EPOCH FROM %s) AS %s (em segundos), ou %s' % (nome, nome, cast())
+            if dialeto.name == 'postgresql'
+            else 'TO_CHAR(%s) AS %s' % (nome, nome)
+            if dialeto.name == 'oracle'
+            else cast()
+        )
         return saida('intervalo vira timedelta, que JSON não representa', correcao)
     if isinstance(tipo, (_ranges.AbstractRange, _ranges.AbstractMultiRange)):
-        return saida('faixa (range) vira um objeto Range, que JSON não representa',
-                     'lower(%s) e upper(%s) em duas colunas, ou %s' % (nome, nome, cast()))
+        return saida(
+            'faixa (range) vira um objeto Range, que JSON não representa',
+            'lower(%s) e upper(%s) em duas colunas, ou %s' % (nome, nome, cast()),
+        )
     if isinstance(tipo, (_pg.INET, _pg.CIDR)):
-        return saida('endereço de rede vira IPv4Address/IPv6Address no driver, que o intake'
-                     ' não aceita', cast())
+        return saida(
+            'endereço de rede vira IPv4Address/IPv6Address no driver, que o intake não aceita',
+            cast(),
+        )
     if python is bytes:
-        return saida('binário iria em base64, que não diz nada a quem lê o Contextia e pesa'
-                     ' em cada envio', _correcao_binario(nome, dialeto.name))
+        return saida(
+            'binário iria em base64, que não diz nada a quem lê o Contextia e pesa em cada envio',
+            _correcao_binario(nome, dialeto.name),
+        )
     if coluna.desconhecido and coluna.desconhecido.lower() in ESPACIAIS:
         if dialeto.name == 'postgresql' and coluna.desconhecido.lower() in _GEOMETRICOS_PG:
-            return saida('geométrico do PostgreSQL sai no formato interno do banco',
-                         '%s (o texto "(1,2)")' % cast())
-        wkt = ('SDO_UTIL.TO_WKTGEOMETRY(%s) AS %s' if dialeto.name == 'oracle'
-               else '%s.STAsText() AS %s' if dialeto.name == 'mssql'
-               else 'ST_AsText(%s) AS %s') % (nome, nome)
-        return saida('espacial sai como bytes (WKB), que não dizem nada a quem lê',
-                     '%s (o texto WKT, "POINT(1 2)")' % wkt)
+            return saida(
+                'geométrico do PostgreSQL sai no formato interno do banco',
+                '%s (o texto "(1,2)")' % cast(),
+            )
+        wkt = (
+            'SDO_UTIL.TO_WKTGEOMETRY(%s) AS %s'
+            if dialeto.name == 'oracle'
+            else '%s.STAsText() AS %s'
+            if dialeto.name == 'mssql'
+            else 'ST_AsText(%s) AS %s'
+        ) % (nome, nome)
+        return saida(
+            'espacial sai como bytes (WKB), que não dizem nada a quem lê',
+            '%s (o texto WKT, "POINT(1 2)")' % wkt,
+        )
     return None
 
 
@@ -138,13 +183,16 @@ def _tipo_python(tipo: Any) -> type | None:
 
 
 def _correcao_binario(nome: str, dialeto: str) -> str:
-    texto = {'postgresql': "convert_from(%s, 'UTF8') AS %s",
-             'mysql': 'CONVERT(%s USING utf8mb4) AS %s',
-             'sqlite': 'CAST(%s AS TEXT) AS %s',
-             'oracle': 'UTL_RAW.CAST_TO_VARCHAR2(%s) AS %s',
-             'mssql': 'CAST(%s AS NVARCHAR(MAX)) AS %s'}.get(dialeto, 'CAST(%s AS TEXT) AS %s')
-    return ('se é arquivo ou imagem, deixe de fora; se guarda texto, na view: %s'
-            % (texto % (nome, nome)))
+    texto = {
+        'postgresql': "convert_from(%s, 'UTF8') AS %s",
+        'mysql': 'CONVERT(%s USING utf8mb4) AS %s',
+        'sqlite': 'CAST(%s AS TEXT) AS %s',
+        'oracle': 'UTL_RAW.CAST_TO_VARCHAR2(%s) AS %s',
+        'mssql': 'CAST(%s AS NVARCHAR(MAX)) AS %s',
+    }.get(dialeto, 'CAST(%s AS TEXT) AS %s')
+    return 'se é arquivo ou imagem, deixe de fora; se guarda texto, na view: %s' % (
+        texto % (nome, nome)
+    )
 
 
 def concatenar(colunas: list[str], dialeto: Any, alias: str) -> str:

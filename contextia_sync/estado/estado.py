@@ -29,6 +29,7 @@ from typing import Any, Union
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.erros import ErroConfiguracao
 
+
 def texto_marca(valor: Any) -> str | int | float | None:
     """A marca como vai para o JSON: texto ISO ou número, nunca objeto."""
     if valor is None:
@@ -112,11 +113,11 @@ class ResultadoVarredura:
 
     iniciada_em: str | None = None
     terminada_em: str | None = None
-    ok: bool | None = None            # None: em curso, ou interrompida pela parada
+    ok: bool | None = None  # None: em curso, ou interrompida pela parada
     erros: list[str] = field(default_factory=list)
     # {dataset: [empresas]} que a varredura NAO fechou.
     nao_fechados: dict[str, list[str]] = field(default_factory=dict)
-    ultima_ok_em: str | None = None   # a ultima que terminou sem erro nenhum
+    ultima_ok_em: str | None = None  # a ultima que terminou sem erro nenhum
 
 
 @dataclass
@@ -134,7 +135,7 @@ class Reconciliacao(_ComFalhas):
     ultima_em: str | None = None
     tentada_em: str | None = None
     duracao_s: float | None = None
-    chaves: int | None = None        # no conjunto entregue, somadas as empresas
+    chaves: int | None = None  # no conjunto entregue, somadas as empresas
     empresas: int | None = None
     # Da ultima reconciliacao entregue, e o total desde sempre.
     removidas: int = 0
@@ -151,24 +152,44 @@ class Reconciliacao(_ComFalhas):
 
 
 # Campos que so vao para o arquivo quando nao sao zero (o arquivo fica legivel).
-_ZERO_E_AUSENTE = ('atrasadas_total', 'futuras', 'novos', 'atualizados', 'iguais',
-                   'falhas_seguidas', 'removidas', 'incluidas', 'removidas_total',
-                   'incluidas_total')
+_ZERO_E_AUSENTE = (
+    'atrasadas_total',
+    'futuras',
+    'novos',
+    'atualizados',
+    'iguais',
+    'falhas_seguidas',
+    'removidas',
+    'incluidas',
+    'removidas_total',
+    'incluidas_total',
+)
 
 _TIPOS_ACOMPANHAMENTO: dict[str, tuple[type, ...]] = {
-    'ultima_sonda': (str,), 'ultimo_erro': (str,), 'enviados_ultimo_ciclo': (int,),
-    'vazia_no_inicio': (bool,), 'ultima_mudanca_vista': (str,),
-    'atrasadas_total': (int,), 'maior_atraso_s': (int, float), 'futuras': (int,),
-    'sem_carimbo': (int,), 'novos': (int,), 'atualizados': (int,), 'iguais': (int,),
-    'atraso_origem_s': (int, float), 'falhas_seguidas': (int,), 'erro_desde': (str,)}
+    'ultima_sonda': (str,),
+    'ultimo_erro': (str,),
+    'enviados_ultimo_ciclo': (int,),
+    'vazia_no_inicio': (bool,),
+    'ultima_mudanca_vista': (str,),
+    'atrasadas_total': (int,),
+    'maior_atraso_s': (int, float),
+    'futuras': (int,),
+    'sem_carimbo': (int,),
+    'novos': (int,),
+    'atualizados': (int,),
+    'iguais': (int,),
+    'atraso_origem_s': (int, float),
+    'falhas_seguidas': (int,),
+    'erro_desde': (str,),
+}
 
 
 def _problema(caminho: str, secao: str, esperado: str, valor: Any) -> ErroEstado:
     return ErroEstado(
         'Estado ilegível em %s (a seção %r deveria ser %s, e e %s).\n'
         'Conserte ou mova o arquivo. Começar do zero faria o ouvinte pular tudo que'
-        ' aconteceu desde a última leitura.' % (caminho, secao, esperado,
-                                               type(valor).__name__))
+        ' aconteceu desde a última leitura.' % (caminho, secao, esperado, type(valor).__name__)
+    )
 
 
 def _marca_valida(valor: Any) -> bool:
@@ -176,14 +197,26 @@ def _marca_valida(valor: Any) -> bool:
 
 
 _TIPOS_RECONCILIACAO: dict[str, tuple[type, ...]] = {
-    'ultima_em': (str,), 'tentada_em': (str,), 'duracao_s': (int, float), 'chaves': (int,),
-    'empresas': (int,), 'removidas': (int,), 'incluidas': (int,), 'removidas_total': (int,),
-    'incluidas_total': (int,), 'recusa': (str,), 'recusa_desde': (str,),
-    'ultimo_erro': (str,), 'erro_desde': (str,), 'falhas_seguidas': (int,)}
+    'ultima_em': (str,),
+    'tentada_em': (str,),
+    'duracao_s': (int, float),
+    'chaves': (int,),
+    'empresas': (int,),
+    'removidas': (int,),
+    'incluidas': (int,),
+    'removidas_total': (int,),
+    'incluidas_total': (int,),
+    'recusa': (str,),
+    'recusa_desde': (str,),
+    'ultimo_erro': (str,),
+    'erro_desde': (str,),
+    'falhas_seguidas': (int,),
+}
 
 
-def _campos(caminho: str, secao: str, nome: str, bruto: Any,
-            tipos_de: Mapping[str, tuple[type, ...]]) -> dict[str, Any]:
+def _campos(
+    caminho: str, secao: str, nome: str, bruto: Any, tipos_de: Mapping[str, tuple[type, ...]]
+) -> dict[str, Any]:
     """Os campos conhecidos de um registro de `secao`, com o tipo conferido."""
     if not isinstance(bruto, dict):
         raise _problema(caminho, '%s.%s' % (secao, nome), 'um objeto', bruto)
@@ -191,28 +224,33 @@ def _campos(caminho: str, secao: str, nome: str, bruto: Any,
     for chave, valor in bruto.items():
         tipos = tipos_de.get(chave)
         if tipos is None:
-            continue        # chave de versao antiga: nao usada mais
+            continue  # chave de versao antiga: nao usada mais
         if valor is not None and not isinstance(valor, tipos):
-            raise _problema(caminho, '%s.%s.%s' % (secao, nome, chave),
-                            ' ou '.join(t.__name__ for t in tipos), valor)
+            raise _problema(
+                caminho,
+                '%s.%s.%s' % (secao, nome, chave),
+                ' ou '.join(t.__name__ for t in tipos),
+                valor,
+            )
         campos[chave] = valor
     return campos
 
 
 def _acompanhamento(caminho: str, nome: str, bruto: Any) -> Acompanhamento:
-    return Acompanhamento(**_campos(caminho, 'acompanhamento', nome, bruto,
-                                    _TIPOS_ACOMPANHAMENTO))
+    return Acompanhamento(**_campos(caminho, 'acompanhamento', nome, bruto, _TIPOS_ACOMPANHAMENTO))
 
 
 def _reconciliacao(caminho: str, nome: str, bruto: Any) -> Reconciliacao:
-    return Reconciliacao(**_campos(caminho, 'reconciliacao', nome, bruto,
-                                   _TIPOS_RECONCILIACAO))
+    return Reconciliacao(**_campos(caminho, 'reconciliacao', nome, bruto, _TIPOS_RECONCILIACAO))
 
 
 def _sem_vazios(registro: Any) -> dict[str, Any]:
     """O registro sem None, False e os contadores zerados: o arquivo fica legível a olho."""
-    return {k: v for k, v in dataclasses.asdict(registro).items()
-            if v is not None and v is not False and not (k in _ZERO_E_AUSENTE and v == 0)}
+    return {
+        k: v
+        for k, v in dataclasses.asdict(registro).items()
+        if v is not None and v is not False and not (k in _ZERO_E_AUSENTE and v == 0)
+    }
 
 
 @dataclass
@@ -251,8 +289,7 @@ class DadosEstado:
             if marca is not None and not _marca_valida(marca):
                 raise _problema(caminho, 'marca_agua.%s' % nome, 'texto ou número', marca)
         dados.marca_agua = {n: m for n, m in marcas.items() if m is not None}
-        dados.escopos_vistos = [str(e) for e in
-                                secao('escopos_vistos', list, 'uma lista') or []]
+        dados.escopos_vistos = [str(e) for e in secao('escopos_vistos', list, 'uma lista') or []]
         dados.ultima_varredura = secao('ultima_varredura', str, 'uma data AAAA-MM-DD')
         vistos = secao('vistos', dict, 'um objeto {dataset: {...}}') or {}
         for nome, valor in vistos.items():
@@ -260,31 +297,43 @@ class DadosEstado:
                 raise _problema(caminho, 'vistos.%s' % nome, 'um objeto ou null', valor)
         dados.vistos = vistos
         dados.acompanhamento = {
-            nome: _acompanhamento(caminho, nome, bruto) for nome, bruto in
-            (secao('acompanhamento', dict, 'um objeto {dataset: {...}}') or {}).items()}
+            nome: _acompanhamento(caminho, nome, bruto)
+            for nome, bruto in (
+                secao('acompanhamento', dict, 'um objeto {dataset: {...}}') or {}
+            ).items()
+        }
         dados.pendentes_varredura = {
-            str(n): str(m) for n, m in
-            (secao('pendentes_varredura', dict, 'um objeto {dataset: motivo}') or {}).items()}
+            str(n): str(m)
+            for n, m in (
+                secao('pendentes_varredura', dict, 'um objeto {dataset: motivo}') or {}
+            ).items()
+        }
         dados.cargas_iniciais_pendentes = [
-            str(e) for e in secao('cargas_iniciais_pendentes', list, 'uma lista') or []]
+            str(e) for e in secao('cargas_iniciais_pendentes', list, 'uma lista') or []
+        ]
         relogio = secao('relogio_origem', dict, 'um objeto {"utc": ..., "local": ...}') or {}
         dados.relogio_origem = {k: str(v) for k, v in relogio.items() if k in ('utc', 'local')}
         varredura = secao('varredura', dict, 'um objeto') or {}
-        dados.varredura = ResultadoVarredura(**{
-            k: v for k, v in varredura.items()
-            if k in {f.name for f in dataclasses.fields(ResultadoVarredura)}})
+        dados.varredura = ResultadoVarredura(
+            **{
+                k: v
+                for k, v in varredura.items()
+                if k in {f.name for f in dataclasses.fields(ResultadoVarredura)}
+            }
+        )
         dados.reconciliacao = {
-            nome: _reconciliacao(caminho, nome, bruto) for nome, bruto in
-            (secao('reconciliacao', dict, 'um objeto {dataset: {...}}') or {}).items()}
+            nome: _reconciliacao(caminho, nome, bruto)
+            for nome, bruto in (
+                secao('reconciliacao', dict, 'um objeto {dataset: {...}}') or {}
+            ).items()
+        }
         return dados
 
     def para_json(self) -> dict[str, Any]:
         dados = dataclasses.asdict(self)
         # Sem os campos vazios de cada dataset: o arquivo fica legivel a olho.
-        dados['acompanhamento'] = {nome: _sem_vazios(a)
-                                   for nome, a in self.acompanhamento.items()}
-        dados['reconciliacao'] = {nome: _sem_vazios(r)
-                                  for nome, r in self.reconciliacao.items()}
+        dados['acompanhamento'] = {nome: _sem_vazios(a) for nome, a in self.acompanhamento.items()}
+        dados['reconciliacao'] = {nome: _sem_vazios(r) for nome, r in self.reconciliacao.items()}
         return dados
 
 
@@ -305,14 +354,15 @@ class Estado:
         try:
             with open(caminho, encoding='utf-8') as arquivo:
                 lido = json.load(arquivo)
-        except Exception as erro:            # noqa: BLE001 - qualquer falha de leitura e a mesma recusa
+        except Exception as erro:  # noqa: BLE001 - qualquer falha de leitura e a mesma recusa
             # Nao apaga e nao segue as cegas: continuar zerado reprocessaria ou
             # pularia dado sem ninguem saber qual dos dois. Decisao de pessoa.
             raise ErroEstado(
                 'Estado ilegível em %s (%s: %s).\n'
                 'Conserte ou mova o arquivo. Começar do zero faria o ouvinte'
                 ' pular tudo que aconteceu desde a última leitura.'
-                % (caminho, type(erro).__name__, erro)) from None
+                % (caminho, type(erro).__name__, erro)
+            ) from None
         self.dados = DadosEstado.de_json(caminho, lido)
 
     # marcas
@@ -376,8 +426,10 @@ class Estado:
         """O maior relógio da origem já lido (utc, local), ou None."""
         r = self.dados.relogio_origem
         try:
-            return (datetime.datetime.fromisoformat(r['utc']),
-                    datetime.datetime.fromisoformat(r['local']))
+            return (
+                datetime.datetime.fromisoformat(r['utc']),
+                datetime.datetime.fromisoformat(r['local']),
+            )
         except (KeyError, ValueError):
             return None
 
@@ -388,5 +440,7 @@ class Estado:
         self.dados.ultima_varredura = dia
 
     def gravar(self) -> None:
-        gravar_atomico(self.caminho, json.dumps(
-            self.dados.para_json(), ensure_ascii=False, indent=2, sort_keys=True) + '\n')
+        gravar_atomico(
+            self.caminho,
+            json.dumps(self.dados.para_json(), ensure_ascii=False, indent=2, sort_keys=True) + '\n',
+        )

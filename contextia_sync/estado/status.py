@@ -30,8 +30,9 @@ def escrever_status(diretorio: str, linhas: Iterable[str]) -> str | None:
     motivo para parar de levar dado.
     """
     try:
-        gravar_atomico(os.path.join(diretorio, ARQUIVO_STATUS),
-                       ''.join('%s\n' % linha for linha in linhas))
+        gravar_atomico(
+            os.path.join(diretorio, ARQUIVO_STATUS), ''.join('%s\n' % linha for linha in linhas)
+        )
     except OSError as erro:
         return '%s: %s' % (type(erro).__name__, erro)
     return None
@@ -51,8 +52,10 @@ def escrever_status_json(diretorio: str, dados: Mapping[str, Any]) -> str | None
     métricas). Devolve o erro (texto) ou None, como `escrever_status`.
     """
     try:
-        gravar_atomico(os.path.join(diretorio, ARQUIVO_STATUS_JSON),
-                       json.dumps(dados, ensure_ascii=False, indent=1, sort_keys=True) + '\n')
+        gravar_atomico(
+            os.path.join(diretorio, ARQUIVO_STATUS_JSON),
+            json.dumps(dados, ensure_ascii=False, indent=1, sort_keys=True) + '\n',
+        )
     except (OSError, TypeError, ValueError) as erro:
         return '%s: %s' % (type(erro).__name__, erro)
     return None

@@ -25,7 +25,7 @@ def travar(diretorio: str) -> IO[str] | None:
     caminho = os.path.join(diretorio, ARQUIVO_TRAVA)
     try:
         import fcntl
-    except ImportError:                       # pragma: no cover - Windows
+    except ImportError:  # pragma: no cover - Windows
         return None
     # 'a+' e nao 'w': abrir com 'w' apagaria o pid de quem tem a trava antes de
     # sabermos se ela esta livre.
@@ -40,7 +40,8 @@ def travar(diretorio: str) -> IO[str] | None:
             'Já existe um ouvinte rodando com este diretório de estado (%s, pid %s).\n'
             'Dois ouvintes disputariam a mesma marca de água, e o intervalo lido'
             ' por um seria dado como lido pelo outro. Pare o outro (systemctl stop'
-            ' ...) ou use outro --estado.' % (caminho, dono)) from None
+            ' ...) ou use outro --estado.' % (caminho, dono)
+        ) from None
     arquivo.seek(0)
     arquivo.truncate()
     arquivo.write('%s\n' % os.getpid())

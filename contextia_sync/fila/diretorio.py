@@ -79,8 +79,9 @@ class ErroFila(Exception):
 class ErroFilaCheia(ErroFila):
     """A fila chegou ao limite de itens ou de bytes; nada foi descartado."""
 
-    def __init__(self, mensagem: str, *, itens: int, ocupados: int, maximo_itens: int,
-                 maximo_bytes: int) -> None:
+    def __init__(
+        self, mensagem: str, *, itens: int, ocupados: int, maximo_itens: int, maximo_bytes: int
+    ) -> None:
         super().__init__(mensagem)
         self.itens = itens
         self.ocupados = ocupados
@@ -136,16 +137,27 @@ class FilaEmDiretorio:
     status lido por outro processo); contar e listar funcionam igual.
     """
 
-    def __init__(self, raiz: str | os.PathLike[str], *, maximo_itens: int, maximo_bytes: int,
-                 devolver_tomados_para: str = PRONTO, rotulo: str = 'fila',
-                 logger: logging.Logger | None = None, somente_leitura: bool = False) -> None:
+    def __init__(
+        self,
+        raiz: str | os.PathLike[str],
+        *,
+        maximo_itens: int,
+        maximo_bytes: int,
+        devolver_tomados_para: str = PRONTO,
+        rotulo: str = 'fila',
+        logger: logging.Logger | None = None,
+        somente_leitura: bool = False,
+    ) -> None:
         if maximo_itens < 1 or maximo_bytes < 1:
             # Zero leria como "nao aceita nada"; sem limite, a fila comeria o disco.
-            raise ValueError('limites da %s: itens e bytes precisam ser positivos (%r, %r)'
-                             % (rotulo, maximo_itens, maximo_bytes))
+            raise ValueError(
+                'limites da %s: itens e bytes precisam ser positivos (%r, %r)'
+                % (rotulo, maximo_itens, maximo_bytes)
+            )
         if devolver_tomados_para not in (PRONTO, PARADO):
-            raise ValueError('devolver_tomados_para: %r (use PRONTO ou PARADO)'
-                             % (devolver_tomados_para,))
+            raise ValueError(
+                'devolver_tomados_para: %r (use PRONTO ou PARADO)' % (devolver_tomados_para,)
+            )
         self._raiz = Path(raiz)
         self._maximo_itens = maximo_itens
         self._maximo_bytes = maximo_bytes
@@ -153,6 +165,7 @@ class FilaEmDiretorio:
         self._rotulo = rotulo
         if logger is None:
             from contextia_sync.registro import logger as do_sdk
+
             logger = do_sdk
         self._log = logger
         self._trabalhando = False
@@ -170,7 +183,8 @@ class FilaEmDiretorio:
                 'a pasta da %s (%s) não pode ser criada ou escrita: %s. Ela guarda o que'
                 ' não pode se perder entre dois ciclos; de ao usuário do serviço permissão'
                 ' de escrita nela (ou aponte --estado para uma pasta gravável) e espaço'
-                ' em disco.' % (rotulo, self._raiz, erro)) from None
+                ' em disco.' % (rotulo, self._raiz, erro)
+            ) from None
 
     # ------------------------------------------------------------ leitura
     @property
@@ -191,7 +205,7 @@ class FilaEmDiretorio:
     def itens(self, estado: str | None = None) -> list[ItemDaFila]:
         """Os itens (de um estado, ou de todos), em ordem de sequência."""
         achados = []
-        for nome_estado in (ESTADOS if estado is None else (estado,)):
+        for nome_estado in ESTADOS if estado is None else (estado,):
             pasta = self._raiz / nome_estado
             try:
                 nomes = os.listdir(pasta)
@@ -207,8 +221,9 @@ class FilaEmDiretorio:
                     tamanho = caminho.stat().st_size
                 except FileNotFoundError:
                     continue
-                achados.append(ItemDaFila(caminho, nome_estado, int(casado.group(1)),
-                                          casado.group(2), tamanho))
+                achados.append(
+                    ItemDaFila(caminho, nome_estado, int(casado.group(1)), casado.group(2), tamanho)
+                )
         achados.sort(key=lambda item: (item.sequencia, item.estado))
         return achados
 
@@ -226,7 +241,7 @@ class FilaEmDiretorio:
         """flock exclusivo em `<raiz>/<nome>`; rende False se não `esperar` e outro a tem."""
         try:
             import fcntl
-        except ImportError:                   # pragma: no cover - Windows
+        except ImportError:  # pragma: no cover - Windows
             yield True
             return
         with open(self._raiz / nome, 'a+', encoding='utf-8') as arquivo:
@@ -259,7 +274,8 @@ class FilaEmDiretorio:
                 raise ErroFilaOcupada(
                     'outro processo está trabalhando na %s (%s) agora (trava %s). Espere'
                     ' ele terminar; se ele morreu, a trava já foi solta pelo sistema.'
-                    % (self._rotulo, self._raiz, self._raiz / _TRABALHO))
+                    % (self._rotulo, self._raiz, self._raiz / _TRABALHO)
+                )
             self._trabalhando = True
             try:
                 yield
@@ -267,8 +283,9 @@ class FilaEmDiretorio:
                 self._trabalhando = False
 
     # ------------------------------------------------------------ escrita
-    def por(self, chave: str, conteudo: Mapping[str, Any], *,
-            estado: str = PRONTO) -> tuple[Path, bool]:
+    def por(
+        self, chave: str, conteudo: Mapping[str, Any], *, estado: str = PRONTO
+    ) -> tuple[Path, bool]:
         """
         Grava o item `chave` em `estado`; devolve (caminho, novo).
 
@@ -276,12 +293,17 @@ class FilaEmDiretorio:
         no mesmo arquivo, com a mesma sequência: novo=False. Levanta
         ErroFilaCheia se o item novo passaria do limite de itens ou de bytes.
         """
-        texto = json.dumps(dict(conteudo), ensure_ascii=False, sort_keys=True, indent=1,
-                           allow_nan=False) + '\n'
+        texto = (
+            json.dumps(
+                dict(conteudo), ensure_ascii=False, sort_keys=True, indent=1, allow_nan=False
+            )
+            + '\n'
+        )
         return self.por_lote([(chave, texto)], estado=estado)[0]
 
-    def por_lote(self, itens: Sequence[tuple[str, str]], *,
-                 estado: str = PRONTO) -> list[tuple[Path, bool]]:
+    def por_lote(
+        self, itens: Sequence[tuple[str, str]], *, estado: str = PRONTO
+    ) -> list[tuple[Path, bool]]:
         """
         Grava vários itens de uma vez: (chave, texto JSON de um objeto) cada um.
 
@@ -294,8 +316,10 @@ class FilaEmDiretorio:
         """
         for chave, _ in itens:
             if not PADRAO_CHAVE.fullmatch(chave):
-                raise ValueError('chave %r não serve para nome de arquivo (só [A-Za-z0-9._-],'
-                                 ' pontas alfanumericas, até 120)' % (chave,))
+                raise ValueError(
+                    'chave %r não serve para nome de arquivo (só [A-Za-z0-9._-],'
+                    ' pontas alfanumericas, até 120)' % (chave,)
+                )
         if estado not in (PRONTO, PARADO):
             raise ValueError('estado %r: itens entram em PRONTO ou PARADO' % (estado,))
         if len({chave for chave, _ in itens}) != len(itens):
@@ -308,17 +332,29 @@ class FilaEmDiretorio:
             substituidos = [no_estado[c] for c, _ in itens if c in no_estado]
             ocupados = sum(i.tamanho for i in todos) - sum(i.tamanho for i in substituidos)
             quantos = len(todos) - len(substituidos)
-            if (quantos + len(itens) > self._maximo_itens
-                    or ocupados + sum(tamanhos) > self._maximo_bytes):
+            if (
+                quantos + len(itens) > self._maximo_itens
+                or ocupados + sum(tamanhos) > self._maximo_bytes
+            ):
                 raise ErroFilaCheia(
                     '%s cheia em %s: %d item(ns), %s (limite %d itens, %s); %s não foi'
-                    ' guardado' % (
-                        self._rotulo, self._raiz, len(todos), _mib(ocupados),
-                        self._maximo_itens, _mib(self._maximo_bytes),
-                        'este item (%s)' % _mib(sum(tamanhos)) if len(itens) == 1 else
-                        'este lote (%d itens, %s)' % (len(itens), _mib(sum(tamanhos)))),
-                    itens=len(todos), ocupados=ocupados, maximo_itens=self._maximo_itens,
-                    maximo_bytes=self._maximo_bytes)
+                    ' guardado'
+                    % (
+                        self._rotulo,
+                        self._raiz,
+                        len(todos),
+                        _mib(ocupados),
+                        self._maximo_itens,
+                        _mib(self._maximo_bytes),
+                        'este item (%s)' % _mib(sum(tamanhos))
+                        if len(itens) == 1
+                        else 'este lote (%d itens, %s)' % (len(itens), _mib(sum(tamanhos))),
+                    ),
+                    itens=len(todos),
+                    ocupados=ocupados,
+                    maximo_itens=self._maximo_itens,
+                    maximo_bytes=self._maximo_bytes,
+                )
             proxima = max((i.sequencia for i in todos), default=0) + 1
             feitos: list[tuple[Path, bool]] = []
             gravacoes: list[GravacaoAtomica] = []
@@ -337,7 +373,7 @@ class FilaEmDiretorio:
                     gravacao = GravacaoAtomica(str(caminho))
                     gravacoes.append(gravacao)
                     gravacao.escrever(texto)
-                    gravacao.fechar()           # o fsync do conteudo, um por arquivo
+                    gravacao.fechar()  # o fsync do conteudo, um por arquivo
                     feitos.append((caminho, chave not in no_estado))
                 for gravacao in gravacoes:
                     os.replace(gravacao.temporario, gravacao.caminho)
@@ -346,14 +382,16 @@ class FilaEmDiretorio:
                     gravacao.desistir()
                 raise
             if gravacoes:
-                fsync_pasta(self._raiz / estado)    # um so para todos os renames
+                fsync_pasta(self._raiz / estado)  # um so para todos os renames
         return feitos
 
     def tomar(self, item: ItemDaFila) -> ItemDaFila | None:
         """Move `item` para tomado/ (só dentro de `trabalhando()`); None se ele já saiu."""
         if not self._trabalhando:
-            raise RuntimeError('tomar() só dentro de trabalhando(): sem a trava, abrir a'
-                               ' fila em outro processo devolveria o item no meio da entrega')
+            raise RuntimeError(
+                'tomar() só dentro de trabalhando(): sem a trava, abrir a'
+                ' fila em outro processo devolveria o item no meio da entrega'
+            )
         destino = self._raiz / TOMADO / item.caminho.name
         with self._travado(_TRAVA):
             try:
@@ -379,8 +417,9 @@ class FilaEmDiretorio:
             except FileNotFoundError:
                 pass
 
-    def devolver(self, item: ItemDaFila, estado: str,
-                 conteudo: Mapping[str, Any] | None = None) -> Path | None:
+    def devolver(
+        self, item: ItemDaFila, estado: str, conteudo: Mapping[str, Any] | None = None
+    ) -> Path | None:
         """
         Volta um item tomado para `estado`, com `conteudo` novo se dado.
 
@@ -397,9 +436,17 @@ class FilaEmDiretorio:
             if not item.caminho.exists():
                 return None
             if conteudo is not None:
-                gravar_atomico(str(item.caminho), json.dumps(
-                    dict(conteudo), ensure_ascii=False, sort_keys=True, indent=1,
-                    allow_nan=False) + '\n')
+                gravar_atomico(
+                    str(item.caminho),
+                    json.dumps(
+                        dict(conteudo),
+                        ensure_ascii=False,
+                        sort_keys=True,
+                        indent=1,
+                        allow_nan=False,
+                    )
+                    + '\n',
+                )
             try:
                 os.rename(item.caminho, destino)
             except FileNotFoundError:
@@ -412,7 +459,7 @@ class FilaEmDiretorio:
         """O que está em tomado/ sem ninguém trabalhando volta, nomeado no log."""
         with self._travado(_TRABALHO, esperar=False) as livre:
             if not livre:
-                return          # outro processo vivo esta entregando esses itens
+                return  # outro processo vivo esta entregando esses itens
             with self._travado(_TRAVA):
                 for estado in ESTADOS:
                     pasta = self._raiz / estado
@@ -428,8 +475,12 @@ class FilaEmDiretorio:
                         self._log.warning(
                             '%s: %s estava em %s/ (destino desconhecido: o processo que o'
                             ' tomou morreu no meio) e já há versão mais nova em %s/; a'
-                            ' tomada foi descartada', self._rotulo, item.caminho.name,
-                            TOMADO, self._volta)
+                            ' tomada foi descartada',
+                            self._rotulo,
+                            item.caminho.name,
+                            TOMADO,
+                            self._volta,
+                        )
                         continue
                     os.rename(item.caminho, destino)
                     self.devolvidos.append(item.caminho.name)
@@ -437,6 +488,10 @@ class FilaEmDiretorio:
                         '%s: %s estava em %s/ sem ninguém trabalhando -- o processo que o'
                         ' tomou morreu no meio da entrega e o destino e desconhecido (pode'
                         ' ter chegado ou não). Devolvido a %s/: o intake é idempotente e'
-                        ' reenviar da o mesmo estado final.', self._rotulo,
-                        item.caminho.name, TOMADO, self._volta)
+                        ' reenviar da o mesmo estado final.',
+                        self._rotulo,
+                        item.caminho.name,
+                        TOMADO,
+                        self._volta,
+                    )
                 fsync_pasta(self._raiz / self._volta)

@@ -80,16 +80,23 @@ class ErroQuarentenaCheia(ErroFilaCheia):
 
 # ---------------------------------------------------------------- identidade
 def _canonico(valor: Any) -> str:
-    return json.dumps(valor, sort_keys=True, separators=(',', ':'), ensure_ascii=False,
-                      allow_nan=False, default=repr)
+    return json.dumps(
+        valor,
+        sort_keys=True,
+        separators=(',', ':'),
+        ensure_ascii=False,
+        allow_nan=False,
+        default=repr,
+    )
 
 
 def _escopo(escopo: object) -> str | None:
     return None if escopo is None else texto_escopo(escopo)
 
 
-def identidade(dataset: str, escopo: object, chave_coluna: str | None,
-               registro: Mapping[str, Any]) -> str:
+def identidade(
+    dataset: str, escopo: object, chave_coluna: str | None, registro: Mapping[str, Any]
+) -> str:
     """
     A identidade de um registro na quarentena (16 hex).
 
@@ -106,17 +113,21 @@ def identidade(dataset: str, escopo: object, chave_coluna: str | None,
     return hashlib.sha256(texto.encode('utf-8')).hexdigest()[:_TAMANHO_IDENTIDADE]
 
 
-def _chave_do_arquivo(dataset: str, escopo: str | None, chave_coluna: str | None,
-                      valor: Any, ident: str) -> str:
+def _chave_do_arquivo(
+    dataset: str, escopo: str | None, chave_coluna: str | None, valor: Any, ident: str
+) -> str:
     if not chave_coluna:
         rotulo = 'sem-key'
     elif valor is None:
         rotulo = 'key-nula'
     else:
         rotulo = parte_segura(valor, 30)
-    return '%s-%s-%s-%s' % (parte_segura(dataset, 40),
-                            parte_segura(escopo if escopo is not None else 'projeto', 20),
-                            rotulo, ident)
+    return '%s-%s-%s-%s' % (
+        parte_segura(dataset, 40),
+        parte_segura(escopo if escopo is not None else 'projeto', 20),
+        rotulo,
+        ident,
+    )
 
 
 def _agora() -> str:
@@ -178,17 +189,24 @@ def _item(meta: ItemDaFila) -> tuple[ItemQuarentena, dict[str, Any]] | None:
         if not isinstance(registro, dict) or not isinstance(invalidos, dict):
             return None
         item = ItemQuarentena(
-            caminho=meta.caminho, sequencia=meta.sequencia,
-            identidade=meta.chave[-_TAMANHO_IDENTIDADE:], dataset=str(conteudo['dataset']),
-            escopo=conteudo.get('escopo'), chave_coluna=conteudo.get('chave_coluna'),
-            chave_valor=conteudo.get('chave_valor'), registro=registro,
-            motivo=str(conteudo.get('motivo') or ''), status_http=conteudo.get('status_http'),
+            caminho=meta.caminho,
+            sequencia=meta.sequencia,
+            identidade=meta.chave[-_TAMANHO_IDENTIDADE:],
+            dataset=str(conteudo['dataset']),
+            escopo=conteudo.get('escopo'),
+            chave_coluna=conteudo.get('chave_coluna'),
+            chave_valor=conteudo.get('chave_valor'),
+            registro=registro,
+            motivo=str(conteudo.get('motivo') or ''),
+            status_http=conteudo.get('status_http'),
             invalidos={str(k): str(v) for k, v in invalidos.items()},
             desde=str(conteudo.get('desde') or ''),
             ultima_vez=str(conteudo.get('ultima_vez') or ''),
-            vezes=int(conteudo.get('vezes') or 1), tentativas=int(conteudo.get('tentativas') or 1),
+            vezes=int(conteudo.get('vezes') or 1),
+            tentativas=int(conteudo.get('tentativas') or 1),
             ultimo_reenvio=conteudo.get('ultimo_reenvio'),
-            ultimo_desfecho=conteudo.get('ultimo_desfecho'))
+            ultimo_desfecho=conteudo.get('ultimo_desfecho'),
+        )
     except (KeyError, TypeError, ValueError):
         return None
     return item, conteudo
@@ -240,10 +258,17 @@ class ResultadoReenvio:
 class DestinoDeRecusas(Protocol):
     """O que `enviar_dataset` precisa de uma quarentena (a Quarentena, ou um coletor)."""
 
-    def guardar(self, dataset: str, escopo: object, chave_coluna: str | None,
-                registro: Mapping[str, Any], motivo: str, *,
-                invalidos: Mapping[str, str] | None = None,
-                status_http: int | None = None) -> Path | None: ...
+    def guardar(
+        self,
+        dataset: str,
+        escopo: object,
+        chave_coluna: str | None,
+        registro: Mapping[str, Any],
+        motivo: str,
+        *,
+        invalidos: Mapping[str, str] | None = None,
+        status_http: int | None = None,
+    ) -> Path | None: ...
 
     def identidades(self) -> set[str]: ...
 
@@ -262,18 +287,29 @@ class Quarentena:
     a partir de outro processo).
     """
 
-    def __init__(self, pasta: str | os.PathLike[str], *,
-                 maximo_itens: int = padroes.QUARENTENA_MAXIMO_ITENS,
-                 maximo_bytes: int = padroes.QUARENTENA_MAXIMO_BYTES,
-                 logger: logging.Logger | None = None, somente_leitura: bool = False) -> None:
+    def __init__(
+        self,
+        pasta: str | os.PathLike[str],
+        *,
+        maximo_itens: int = padroes.QUARENTENA_MAXIMO_ITENS,
+        maximo_bytes: int = padroes.QUARENTENA_MAXIMO_BYTES,
+        logger: logging.Logger | None = None,
+        somente_leitura: bool = False,
+    ) -> None:
         if logger is None:
             from contextia_sync.registro import logger as do_sdk
+
             logger = do_sdk
         self._log = logger
-        self._fila = FilaEmDiretorio(pasta, maximo_itens=maximo_itens,
-                                     maximo_bytes=maximo_bytes, devolver_tomados_para=PARADO,
-                                     rotulo='quarentena', logger=logger,
-                                     somente_leitura=somente_leitura)
+        self._fila = FilaEmDiretorio(
+            pasta,
+            maximo_itens=maximo_itens,
+            maximo_bytes=maximo_bytes,
+            devolver_tomados_para=PARADO,
+            rotulo='quarentena',
+            logger=logger,
+            somente_leitura=somente_leitura,
+        )
         # Resumo (dataset, escopo) de cada arquivo ja lido: contar por dataset a
         # cada status nao pode reler um registro de 30 MiB a cada vez.
         self._resumos: dict[tuple[str, int, int], tuple[str, str | None] | None] = {}
@@ -287,10 +323,17 @@ class Quarentena:
         return self._fila.itens(PARADO) + self._fila.itens(TOMADO)
 
     # ------------------------------------------------------------ guardar
-    def guardar(self, dataset: str, escopo: object, chave_coluna: str | None,
-                registro: Mapping[str, Any], motivo: str, *,
-                invalidos: Mapping[str, str] | None = None,
-                status_http: int | None = None) -> Path:
+    def guardar(
+        self,
+        dataset: str,
+        escopo: object,
+        chave_coluna: str | None,
+        registro: Mapping[str, Any],
+        motivo: str,
+        *,
+        invalidos: Mapping[str, str] | None = None,
+        status_http: int | None = None,
+    ) -> Path:
         """
         Guarda um registro recusado de vez; devolve o arquivo.
 
@@ -305,11 +348,19 @@ class Quarentena:
         anterior = self._ler_identidade(ident)
         agora = _agora()
         conteudo = {
-            'formato': FORMATO, 'dataset': dataset, 'escopo': escopo_txt,
-            'chave_coluna': chave_coluna, 'chave_valor': valor, 'identidade': ident,
-            'registro': dict(registro), 'invalidos': dict(invalidos or {}),
-            'reenviavel': not invalidos, 'motivo': motivo, 'status_http': status_http,
-            'desde': anterior.desde if anterior else agora, 'ultima_vez': agora,
+            'formato': FORMATO,
+            'dataset': dataset,
+            'escopo': escopo_txt,
+            'chave_coluna': chave_coluna,
+            'chave_valor': valor,
+            'identidade': ident,
+            'registro': dict(registro),
+            'invalidos': dict(invalidos or {}),
+            'reenviavel': not invalidos,
+            'motivo': motivo,
+            'status_http': status_http,
+            'desde': anterior.desde if anterior else agora,
+            'ultima_vez': agora,
             'vezes': anterior.vezes + 1 if anterior else 1,
             'tentativas': anterior.tentativas if anterior else 1,
             'ultimo_reenvio': anterior.ultimo_reenvio if anterior else None,
@@ -327,12 +378,22 @@ class Quarentena:
                 ' um sai sozinho quando a versão corrigida e entregue --, rode'
                 ' `ouvinte.py --reenviar-quarentena` para os que o intake passou a aceitar;'
                 ' apagar um arquivo a mão deixa o registro fora do Contextia até a próxima'
-                ' varredura.' % (self.pasta, cheia.itens, cheia.ocupados / 1048576,
-                                 cheia.maximo_itens, cheia.maximo_bytes / 1048576,
-                                 descrever(dataset, escopo, chave_coluna, valor),
-                                 motivo[:200], self.pasta / PARADO),
-                itens=cheia.itens, ocupados=cheia.ocupados, maximo_itens=cheia.maximo_itens,
-                maximo_bytes=cheia.maximo_bytes) from None
+                ' varredura.'
+                % (
+                    self.pasta,
+                    cheia.itens,
+                    cheia.ocupados / 1048576,
+                    cheia.maximo_itens,
+                    cheia.maximo_bytes / 1048576,
+                    descrever(dataset, escopo, chave_coluna, valor),
+                    motivo[:200],
+                    self.pasta / PARADO,
+                ),
+                itens=cheia.itens,
+                ocupados=cheia.ocupados,
+                maximo_itens=cheia.maximo_itens,
+                maximo_bytes=cheia.maximo_bytes,
+            ) from None
         return caminho
 
     # ------------------------------------------------------------ consultar
@@ -392,8 +453,9 @@ class Quarentena:
         marca = (meta.caminho.name, estado.st_size, estado.st_mtime_ns)
         if marca not in self._resumos:
             achado = _item(meta)
-            self._resumos[marca] = ((achado[0].dataset, achado[0].escopo)
-                                    if achado is not None else None)
+            self._resumos[marca] = (
+                (achado[0].dataset, achado[0].escopo) if achado is not None else None
+            )
         return self._resumos[marca]
 
     # ------------------------------------------------------------ tirar
@@ -406,12 +468,12 @@ class Quarentena:
             if achado is None:
                 continue
             item = achado[0]
-            if (item.identidade, item.dataset, item.escopo) != (ident, dataset,
-                                                                _escopo(escopo)):
+            if (item.identidade, item.dataset, item.escopo) != (ident, dataset, _escopo(escopo)):
                 continue
             self._fila.concluir(meta)
-            self._log.info('quarentena: %s saiu (uma versão dele foi entregue ao intake)',
-                           item.descricao())
+            self._log.info(
+                'quarentena: %s saiu (uma versão dele foi entregue ao intake)', item.descricao()
+            )
             return True
         return False
 
@@ -433,13 +495,18 @@ class Quarentena:
             self._fila.concluir(meta)
             tirados += 1
         if tirados:
-            self._log.info('quarentena: %d registro(s) de %s saíram depois da carga completa',
-                           tirados, dataset)
+            self._log.info(
+                'quarentena: %d registro(s) de %s saíram depois da carga completa', tirados, dataset
+            )
         return tirados
 
     # ------------------------------------------------------------ reenviar
-    def reenviar(self, enviar: Callable[[ItemQuarentena], Desfecho], *,
-                 deve_parar: Callable[[], bool] | None = None) -> ResultadoReenvio:
+    def reenviar(
+        self,
+        enviar: Callable[[ItemQuarentena], Desfecho],
+        *,
+        deve_parar: Callable[[], bool] | None = None,
+    ) -> ResultadoReenvio:
         """
         Tenta de novo cada item, em ordem, por `enviar(item) -> Desfecho`.
 
@@ -456,19 +523,21 @@ class Quarentena:
             for meta in self._fila.itens(PARADO):
                 if deve_parar is not None and deve_parar():
                     resultado.interrompido = True
-                    resultado.mensagens.append('parada pedida: o reenvio parou antes de %s'
-                                               % meta.caminho.name)
+                    resultado.mensagens.append(
+                        'parada pedida: o reenvio parou antes de %s' % meta.caminho.name
+                    )
                     break
                 tomado = self._fila.tomar(meta)
                 if tomado is None:
-                    continue            # superado ou descartado enquanto isso
+                    continue  # superado ou descartado enquanto isso
                 achado = _item(tomado)
                 if achado is None:
                     self._fila.devolver(tomado, PARADO)
                     resultado.pendentes += 1
                     resultado.mensagens.append(
                         '%s: arquivo ilegível (editado a mão? de outra versão?); ficou onde'
-                        ' estava' % meta.caminho.name)
+                        ' estava' % meta.caminho.name
+                    )
                     continue
                 item, conteudo = achado
                 try:
@@ -483,30 +552,49 @@ class Quarentena:
                     resultado.interrompido = True
                     break
         resultado.restantes = self.contar()
-        nivel = logging.INFO if not (resultado.recusados or resultado.falhas
-                                     or resultado.pendentes) else logging.WARNING
-        self._log.log(nivel, 'quarentena: reenvio -- %d entregue(s), %d recusado(s) de novo,'
-                      ' %d pendente(s), %d falha(s)%s; restam %d em %s',
-                      resultado.entregues, resultado.recusados, resultado.pendentes,
-                      resultado.falhas, ' (interrompido)' if resultado.interrompido else '',
-                      resultado.restantes, self.pasta / PARADO)
+        nivel = (
+            logging.INFO
+            if not (resultado.recusados or resultado.falhas or resultado.pendentes)
+            else logging.WARNING
+        )
+        self._log.log(
+            nivel,
+            'quarentena: reenvio -- %d entregue(s), %d recusado(s) de novo,'
+            ' %d pendente(s), %d falha(s)%s; restam %d em %s',
+            resultado.entregues,
+            resultado.recusados,
+            resultado.pendentes,
+            resultado.falhas,
+            ' (interrompido)' if resultado.interrompido else '',
+            resultado.restantes,
+            self.pasta / PARADO,
+        )
         return resultado
 
-    def _registrar(self, resultado: ResultadoReenvio, tomado: ItemDaFila,
-                   item: ItemQuarentena, conteudo: dict[str, Any], desfecho: Desfecho) -> None:
+    def _registrar(
+        self,
+        resultado: ResultadoReenvio,
+        tomado: ItemDaFila,
+        item: ItemQuarentena,
+        conteudo: dict[str, Any],
+        desfecho: Desfecho,
+    ) -> None:
         if desfecho.tipo == ENTREGUE:
             self._fila.concluir(tomado)
             resultado.entregues += 1
-            self._log.info('quarentena: %s entregue no reenvio; saiu da quarentena',
-                           item.descricao())
+            self._log.info(
+                'quarentena: %s entregue no reenvio; saiu da quarentena', item.descricao()
+            )
             return
-        novo = dict(conteudo, ultimo_reenvio=_agora(),
-                    ultimo_desfecho='%s: %s' % (desfecho.tipo, desfecho.motivo))
+        novo = dict(
+            conteudo,
+            ultimo_reenvio=_agora(),
+            ultimo_desfecho='%s: %s' % (desfecho.tipo, desfecho.motivo),
+        )
         if desfecho.tipo == RECUSADO:
             novo.update(tentativas=item.tentativas + 1, motivo=desfecho.motivo)
             resultado.recusados += 1
-            texto = 'recusado de novo (tentativa %d): %s' % (item.tentativas + 1,
-                                                             desfecho.motivo)
+            texto = 'recusado de novo (tentativa %d): %s' % (item.tentativas + 1, desfecho.motivo)
         elif desfecho.tipo == PENDENTE:
             resultado.pendentes += 1
             texto = 'não reenviado: %s' % desfecho.motivo

@@ -85,10 +85,23 @@ _SOBRA_DO_ARQUIVO = 256
 class ErroSpoolCheio(ErroFilaCheia):
     """O spool chegou ao limite: a captura pausa, nada é descartado."""
 
-    def __init__(self, mensagem: str, *, itens: int, ocupados: int, maximo_itens: int,
-                 maximo_bytes: int, guardadas: int = 0) -> None:
-        super().__init__(mensagem, itens=itens, ocupados=ocupados, maximo_itens=maximo_itens,
-                         maximo_bytes=maximo_bytes)
+    def __init__(
+        self,
+        mensagem: str,
+        *,
+        itens: int,
+        ocupados: int,
+        maximo_itens: int,
+        maximo_bytes: int,
+        guardadas: int = 0,
+    ) -> None:
+        super().__init__(
+            mensagem,
+            itens=itens,
+            ocupados=ocupados,
+            maximo_itens=maximo_itens,
+            maximo_bytes=maximo_bytes,
+        )
         self.guardadas = guardadas
         """Quantas mudanças do começo da lista entraram antes do limite."""
 
@@ -100,9 +113,9 @@ class Mudanca:
     dataset: str
     chave: Any
     escopos: list[str | None] = field(default_factory=list)
-    evento: str = 'update'            # insert | update | delete (o último visto)
-    posicao: str = ''                 # a posição do log do evento (GTID no MariaDB)
-    quando: float = 0.0               # a hora do evento na origem (epoch)
+    evento: str = 'update'  # insert | update | delete (o último visto)
+    posicao: str = ''  # a posição do log do evento (GTID no MariaDB)
+    quando: float = 0.0  # a hora do evento na origem (epoch)
 
 
 @dataclass(frozen=True)
@@ -120,8 +133,10 @@ class ItemDoSpool:
 def chave_do_arquivo(dataset: str, chave: Any) -> str:
     """A identidade de uma linha num nome de arquivo: legível na frente, exata no hash."""
     exata = json.dumps([dataset, chave], sort_keys=True, default=str)
-    return '%s-%s' % (parte_segura(dataset, 40),
-                      hashlib.sha256(exata.encode('utf-8')).hexdigest()[:20])
+    return '%s-%s' % (
+        parte_segura(dataset, 40),
+        hashlib.sha256(exata.encode('utf-8')).hexdigest()[:20],
+    )
 
 
 def _identidade(dataset: str, chave: Any) -> tuple[str, str]:
@@ -135,7 +150,7 @@ def _identidade(dataset: str, chave: Any) -> tuple[str, str]:
         return dataset, '\x00' + repr(chave)
     if isinstance(chave, (list, tuple, dict)):
         return dataset, '\x01' + json.dumps(chave, default=str, sort_keys=True)
-    return dataset, str(chave)          # Decimal, data: o arquivo os guarda como texto
+    return dataset, str(chave)  # Decimal, data: o arquivo os guarda como texto
 
 
 def _agora() -> str:
@@ -158,7 +173,7 @@ class _Arquivo:
     meta: ItemDaFila
     dataset: str
     desde: str
-    linhas: set[tuple[str, str]]      # as identidades ainda não entregues nele
+    linhas: set[tuple[str, str]]  # as identidades ainda não entregues nele
 
 
 class Spool:
@@ -171,24 +186,35 @@ class Spool:
     Os métodos são seguros entre threads do mesmo processo (uma trava só).
     """
 
-    def __init__(self, pasta: str | os.PathLike[str], *,
-                 maximo_itens: int = padroes.SPOOL_MAXIMO_ITENS,
-                 maximo_bytes: int = padroes.SPOOL_MAXIMO_BYTES,
-                 logger: logging.Logger | None = None, somente_leitura: bool = False,
-                 risco: str = 'enquanto o log da origem guardar a posição') -> None:
+    def __init__(
+        self,
+        pasta: str | os.PathLike[str],
+        *,
+        maximo_itens: int = padroes.SPOOL_MAXIMO_ITENS,
+        maximo_bytes: int = padroes.SPOOL_MAXIMO_BYTES,
+        logger: logging.Logger | None = None,
+        somente_leitura: bool = False,
+        risco: str = 'enquanto o log da origem guardar a posição',
+    ) -> None:
         # O que a pausa custa na origem, dito na recusa: o binlog expira, o slot
         # retém WAL no disco do cliente (cada captura diz o seu).
         self._risco = risco
         if logger is None:
             from contextia_sync.registro import logger as do_sdk
+
             logger = do_sdk
         self._log = logger
         # Cada arquivo tem ao menos uma mudanca: o limite de itens da fila (de
         # arquivos) nunca e o primeiro a recusar; e so a rede de seguranca.
-        self._fila = FilaEmDiretorio(pasta, maximo_itens=maximo_itens,
-                                     maximo_bytes=maximo_bytes, devolver_tomados_para=PRONTO,
-                                     rotulo='spool', logger=logger,
-                                     somente_leitura=somente_leitura)
+        self._fila = FilaEmDiretorio(
+            pasta,
+            maximo_itens=maximo_itens,
+            maximo_bytes=maximo_bytes,
+            devolver_tomados_para=PRONTO,
+            rotulo='spool',
+            logger=logger,
+            somente_leitura=somente_leitura,
+        )
         self._maximo_itens = maximo_itens
         self._maximo_bytes = maximo_bytes
         self._somente_leitura = somente_leitura
@@ -223,17 +249,23 @@ class Spool:
             conteudo = meta.ler()
             if conteudo is None:
                 # Nunca apagado calado: fica no lugar (e nos bytes), nomeado.
-                self._log.error('spool: %s não se lê como JSON (disco ou mão alheia?); fica'
-                                ' onde está, fora da entrega -- confira e apague à mão',
-                                meta.caminho)
+                self._log.error(
+                    'spool: %s não se lê como JSON (disco ou mão alheia?); fica'
+                    ' onde está, fora da entrega -- confira e apague à mão',
+                    meta.caminho,
+                )
                 conteudo = {}
             dataset = str(conteudo.get('dataset') or '')
-            self._registrar(meta, dataset, str(conteudo.get('desde') or ''),
-                            [_identidade(dataset, m.get('chave'))
-                             for m in _mudancas_de(conteudo)])
+            self._registrar(
+                meta,
+                dataset,
+                str(conteudo.get('desde') or ''),
+                [_identidade(dataset, m.get('chave')) for m in _mudancas_de(conteudo)],
+            )
 
-    def _registrar(self, meta: ItemDaFila, dataset: str, desde: str,
-                   linhas: Iterable[tuple[str, str]]) -> None:
+    def _registrar(
+        self, meta: ItemDaFila, dataset: str, desde: str, linhas: Iterable[tuple[str, str]]
+    ) -> None:
         nome = meta.caminho.name
         if nome in self._arquivos:
             self._esquecer(nome)
@@ -260,7 +292,7 @@ class Spool:
 
     def _medir(self) -> None:
         if self._somente_leitura:
-            self._indexar()         # outro processo escreve: o retrato de agora
+            self._indexar()  # outro processo escreve: o retrato de agora
 
     # ------------------------------------------------------------ guardar
     def guardar(self, mudancas: Iterable[Mudanca]) -> int:
@@ -287,16 +319,28 @@ class Spool:
         for mudanca in mudancas:
             identidade = _identidade(mudanca.dataset, mudanca.chave)
             linha = json.dumps(
-                {'chave': mudanca.chave, 'escopos': list(dict.fromkeys(mudanca.escopos)),
-                 'evento': mudanca.evento, 'posicao': mudanca.posicao,
-                 'quando': mudanca.quando}, ensure_ascii=False, sort_keys=True,
-                allow_nan=False, default=str)
+                {
+                    'chave': mudanca.chave,
+                    'escopos': list(dict.fromkeys(mudanca.escopos)),
+                    'evento': mudanca.evento,
+                    'posicao': mudanca.posicao,
+                    'quando': mudanca.quando,
+                },
+                ensure_ascii=False,
+                sort_keys=True,
+                allow_nan=False,
+                default=str,
+            )
             grupo = (mudanca.dataset, mudanca.escopos[-1] if mudanca.escopos else None)
-            tamanho = len(linha.encode('utf-8')) + 1 + (
-                0 if grupo in grupos else _SOBRA_DO_ARQUIVO + len(mudanca.dataset))
+            tamanho = (
+                len(linha.encode('utf-8'))
+                + 1
+                + (0 if grupo in grupos else _SOBRA_DO_ARQUIVO + len(mudanca.dataset))
+            )
             nova = identidade not in self._onde and identidade not in novas
-            if (nova and len(self._onde) + len(novas) + 1 > self._maximo_itens) or \
-                    ocupados + tamanho > self._maximo_bytes:
+            if (
+                nova and len(self._onde) + len(novas) + 1 > self._maximo_itens
+            ) or ocupados + tamanho > self._maximo_bytes:
                 break
             ocupados += tamanho
             if nova:
@@ -309,32 +353,53 @@ class Spool:
         desde = _agora()
         for (dataset, escopo), indices in grupos.items():
             for inicio in range(0, len(indices), MUDANCAS_POR_ARQUIVO):
-                parte = indices[inicio:inicio + MUDANCAS_POR_ARQUIVO]
+                parte = indices[inicio : inicio + MUDANCAS_POR_ARQUIVO]
                 corpo = ','.join(linhas_json[i] for i in parte)
                 # A chave e o hash do conteudo: o mesmo lote relido do log e o
                 # mesmo arquivo (nao um segundo).
                 resumo = hashlib.sha256(json.dumps([dataset, escopo]).encode('utf-8'))
                 resumo.update(corpo.encode('utf-8'))
-                chave = '%s-%s-%s' % (parte_segura(dataset, 40), parte_segura(escopo, 20),
-                                      resumo.hexdigest()[:20])
+                chave = '%s-%s-%s' % (
+                    parte_segura(dataset, 40),
+                    parte_segura(escopo, 20),
+                    resumo.hexdigest()[:20],
+                )
                 if chave in self._arquivos or any(chave == c for c, _ in lote):
-                    continue            # ja esta no spool, inteiro e no disco
-                texto = '{"formato": %d, "dataset": %s, "escopo": %s, "desde": %s,' \
-                        ' "mudancas": [%s]}\n' % (
-                            FORMATO, json.dumps(dataset, ensure_ascii=False),
-                            json.dumps(escopo, ensure_ascii=False), json.dumps(desde), corpo)
+                    continue  # ja esta no spool, inteiro e no disco
+                texto = (
+                    '{"formato": %d, "dataset": %s, "escopo": %s, "desde": %s,'
+                    ' "mudancas": [%s]}\n'
+                    % (
+                        FORMATO,
+                        json.dumps(dataset, ensure_ascii=False),
+                        json.dumps(escopo, ensure_ascii=False),
+                        json.dumps(desde),
+                        corpo,
+                    )
+                )
                 lote.append((chave, texto))
-                registros.append((chave, dataset, [
-                    _identidade(mudancas[i].dataset, mudancas[i].chave) for i in parte]))
+                registros.append(
+                    (
+                        chave,
+                        dataset,
+                        [_identidade(mudancas[i].dataset, mudancas[i].chave) for i in parte],
+                    )
+                )
         if lote:
             try:
                 gravados = self._fila.por_lote(lote)
             except ErroFilaCheia as cheia:
                 raise self._cheio(len(self._onde), cheia.ocupados, 0) from None
             for (caminho, _), (chave, dataset, identidades), (_, texto) in zip(
-                    gravados, registros, lote, strict=True):
-                meta = ItemDaFila(caminho, PRONTO, int(caminho.name.split('-', 1)[0]), chave,
-                                  len(texto.encode('utf-8')))
+                gravados, registros, lote, strict=True
+            ):
+                meta = ItemDaFila(
+                    caminho,
+                    PRONTO,
+                    int(caminho.name.split('-', 1)[0]),
+                    chave,
+                    len(texto.encode('utf-8')),
+                )
                 self._registrar(meta, dataset, desde, identidades)
         if cabem < len(mudancas):
             raise self._cheio(len(self._onde), ocupados, cabem)
@@ -349,10 +414,20 @@ class Spool:
             ' a origem muda. Correção: traga o Contextia de volta (o spool drena'
             ' sozinho, em ordem), ou aumente o limite se o disco tem espaço'
             ' (CONTEXTIA_SPOOL_MAXIMO_ITENS, CONTEXTIA_SPOOL_MAXIMO_BYTES).'
-            % (self.pasta, itens, ocupados / 1048576, self._maximo_itens,
-               self._maximo_bytes / 1048576, self._risco),
-            itens=itens, ocupados=ocupados, maximo_itens=self._maximo_itens,
-            maximo_bytes=self._maximo_bytes, guardadas=guardadas)
+            % (
+                self.pasta,
+                itens,
+                ocupados / 1048576,
+                self._maximo_itens,
+                self._maximo_bytes / 1048576,
+                self._risco,
+            ),
+            itens=itens,
+            ocupados=ocupados,
+            maximo_itens=self._maximo_itens,
+            maximo_bytes=self._maximo_bytes,
+            guardadas=guardadas,
+        )
 
     # ------------------------------------------------------------ entregar
     def tomar(self, dataset: str, maximo: int) -> list[ItemDoSpool]:
@@ -375,8 +450,9 @@ class Spool:
                         self._reler(destino)
             juntas: dict[tuple[str, str], dict[str, Any]] = {}
             origens: dict[tuple[str, str], list[str]] = {}
-            for nome, arquivo in sorted(self._arquivos.items(),
-                                        key=lambda par: par[1].meta.sequencia):
+            for nome, arquivo in sorted(
+                self._arquivos.items(), key=lambda par: par[1].meta.sequencia
+            ):
                 if len(juntas) >= maximo:
                     break
                 if arquivo.meta.estado != PRONTO or arquivo.dataset != dataset:
@@ -394,8 +470,11 @@ class Spool:
                     junta = juntas.get(identidade)
                     if junta is None:
                         junta = juntas[identidade] = {
-                            'chave': mudanca.get('chave'), 'escopos': [], 'meta': tomado,
-                            'desde': str(conteudo.get('desde') or '')}
+                            'chave': mudanca.get('chave'),
+                            'escopos': [],
+                            'meta': tomado,
+                            'desde': str(conteudo.get('desde') or ''),
+                        }
                     for escopo in mudanca.get('escopos') or []:
                         if escopo not in junta['escopos']:
                             junta['escopos'].append(escopo)
@@ -403,9 +482,17 @@ class Spool:
                     if nome not in origens.setdefault(identidade, []):
                         origens[identidade].append(nome)
             self._tomadas[dataset] = origens
-            return [ItemDoSpool(meta=j['meta'], dataset=dataset, chave=j['chave'],
-                                escopos=tuple(j['escopos']), evento=j['evento'],
-                                desde=j['desde']) for j in juntas.values()]
+            return [
+                ItemDoSpool(
+                    meta=j['meta'],
+                    dataset=dataset,
+                    chave=j['chave'],
+                    escopos=tuple(j['escopos']),
+                    evento=j['evento'],
+                    desde=j['desde'],
+                )
+                for j in juntas.values()
+            ]
 
     def _reler(self, caminho: Path) -> None:
         """Põe no índice o arquivo em `caminho` (voltou de tomado/), lido do disco."""
@@ -414,13 +501,21 @@ class Spool:
             tamanho = caminho.stat().st_size
         except FileNotFoundError:
             return
-        meta = ItemDaFila(caminho, estado, int(caminho.name.split('-', 1)[0]),
-                          caminho.name[len('000000000000-'):-len('.json')], tamanho)
+        meta = ItemDaFila(
+            caminho,
+            estado,
+            int(caminho.name.split('-', 1)[0]),
+            caminho.name[len('000000000000-') : -len('.json')],
+            tamanho,
+        )
         conteudo = meta.ler() or {}
         dataset = str(conteudo.get('dataset') or '')
-        self._registrar(meta, dataset, str(conteudo.get('desde') or ''),
-                        [_identidade(dataset, m.get('chave'))
-                         for m in _mudancas_de(conteudo)])
+        self._registrar(
+            meta,
+            dataset,
+            str(conteudo.get('desde') or ''),
+            [_identidade(dataset, m.get('chave')) for m in _mudancas_de(conteudo)],
+        )
 
     def concluir(self, itens: Iterable[ItemDoSpool]) -> None:
         """
@@ -434,7 +529,8 @@ class Spool:
             for item in itens:
                 identidade = _identidade(item.dataset, item.chave)
                 nomes = self._tomadas.get(item.dataset, {}).pop(
-                    identidade, [item.meta.caminho.name])
+                    identidade, [item.meta.caminho.name]
+                )
                 for nome in nomes:
                     feitas.setdefault(nome, set()).add(identidade)
             for nome, identidades in feitas.items():
@@ -448,13 +544,16 @@ class Spool:
                     continue
                 conteudo = arquivo.meta.ler() or {}
                 conteudo['mudancas'] = [
-                    m for m in _mudancas_de(conteudo)
-                    if _identidade(arquivo.dataset, m.get('chave')) in restam]
+                    m
+                    for m in _mudancas_de(conteudo)
+                    if _identidade(arquivo.dataset, m.get('chave')) in restam
+                ]
                 conteudo['formato'] = FORMATO
                 for velho in ('chave', 'escopos', 'evento', 'posicao', 'quando'):
                     conteudo.pop(velho, None)
-                texto = json.dumps(conteudo, ensure_ascii=False, allow_nan=False,
-                                   default=str) + '\n'
+                texto = (
+                    json.dumps(conteudo, ensure_ascii=False, allow_nan=False, default=str) + '\n'
+                )
                 gravar_atomico(str(arquivo.meta.caminho), texto)
                 self._esquecer(nome, identidades)
                 arquivo.meta = replace(arquivo.meta, tamanho=len(texto.encode('utf-8')))
@@ -487,4 +586,3 @@ class Spool:
             return None
         agora = datetime.datetime.now(datetime.timezone.utc)
         return max(0.0, round((agora - min(datas)).total_seconds(), 1))
-

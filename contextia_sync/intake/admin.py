@@ -30,54 +30,81 @@ class Admin:
         self._token = token or do_ambiente('CONTEXTIA_ADMIN_TOKEN')
         self._url = (url or '').rstrip('/') or None
         if not self._token:
-            raise ErroAutenticacao('sem token de admin: defina CONTEXTIA_ADMIN_TOKEN (só o'
-                                   ' provisionamento precisa dele).')
+            raise ErroAutenticacao(
+                'sem token de admin: defina CONTEXTIA_ADMIN_TOKEN (só o'
+                ' provisionamento precisa dele).'
+            )
 
     def __repr__(self) -> str:
         return 'Admin(url=%r, token=%s)' % (self._url or url_base(), '***')
 
-    def _pedido(self, metodo: str, caminho: str, corpo: Any = None,
-                params: dict[str, Any] | None = None, aceitar_404: bool = False) -> Any:
+    def _pedido(
+        self,
+        metodo: str,
+        caminho: str,
+        corpo: Any = None,
+        params: dict[str, Any] | None = None,
+        aceitar_404: bool = False,
+    ) -> Any:
         base = self._url or exigir_base()
         contexto = 'admin %s %s' % (metodo, caminho)
-        resposta = pedir(metodo, base + caminho, autorizacao=self._token, corpo=corpo,
-                         params=params, contexto=contexto)
+        resposta = pedir(
+            metodo,
+            base + caminho,
+            autorizacao=self._token,
+            corpo=corpo,
+            params=params,
+            contexto=contexto,
+        )
         if resposta.status_code in (401, 403):
-            raise ErroAutenticacao('%s: Contextia recusou o token de admin (HTTP %d, %s).'
-                                   ' Confira CONTEXTIA_ADMIN_TOKEN.'
-                                   % (contexto, resposta.status_code,
-                                      mascarar(detalhe_da_resposta(resposta), self._token)))
+            raise ErroAutenticacao(
+                '%s: Contextia recusou o token de admin (HTTP %d, %s).'
+                ' Confira CONTEXTIA_ADMIN_TOKEN.'
+                % (
+                    contexto,
+                    resposta.status_code,
+                    mascarar(detalhe_da_resposta(resposta), self._token),
+                )
+            )
         if aceitar_404 and resposta.status_code == 404:
             return None
         if resposta.status_code >= 300:
-            raise ErroContextia('%s: HTTP %d, %s' % (contexto, resposta.status_code,
-                                                     mascarar(detalhe_da_resposta(resposta),
-                                                              self._token)))
+            raise ErroContextia(
+                '%s: HTTP %d, %s'
+                % (
+                    contexto,
+                    resposta.status_code,
+                    mascarar(detalhe_da_resposta(resposta), self._token),
+                )
+            )
         return json_da_resposta(resposta)
 
     def criar_projeto(self, external_id: object, nome: str | None = None) -> dict[str, Any]:
         """Cria (ou devolve, se já existe) o projeto do escopo. dict(id, ..., criado)."""
         projeto: dict[str, Any] = self._pedido(
-            'POST', '/api/v1/admin/projetos', {'external_id': str(external_id), 'name': nome})
+            'POST', '/api/v1/admin/projetos', {'external_id': str(external_id), 'name': nome}
+        )
         return projeto
 
     def buscar_projeto(self, external_id: object) -> dict[str, Any] | None:
         """O projeto do escopo, ou None se não há."""
         achados: list[dict[str, Any]] = self._pedido(
-            'GET', '/api/v1/admin/projetos',
-            params={'external_id': str(external_id)})['projetos']
+            'GET', '/api/v1/admin/projetos', params={'external_id': str(external_id)}
+        )['projetos']
         return achados[0] if achados else None
 
     def emitir_chave(self, projeto_id: object) -> dict[str, Any]:
         """dict(key_id, key). A chave só existe em claro nesta resposta."""
-        emitida: dict[str, Any] = self._pedido('POST',
-                                               '/api/v1/admin/projetos/%s/chaves' % projeto_id)
+        emitida: dict[str, Any] = self._pedido(
+            'POST', '/api/v1/admin/projetos/%s/chaves' % projeto_id
+        )
         return emitida
 
     def listar_chaves(self, projeto_id: object) -> list[dict[str, Any]]:
         """As chaves do projeto (prefixo e id; nunca a chave em claro)."""
         chaves: list[dict[str, Any]] = self._pedido(
-            'GET', '/api/v1/admin/projetos/%s/chaves' % projeto_id)['chaves']
+            'GET', '/api/v1/admin/projetos/%s/chaves' % projeto_id
+        )['chaves']
         return chaves
 
     def revogar_chave(self, key_id: object) -> Any:
@@ -86,8 +113,9 @@ class Admin:
 
     def criar_grupo(self, slug: str, nome: str | None = None) -> dict[str, Any]:
         """Cria (ou devolve, se já existe) o grupo `slug`. dict(..., criado)."""
-        grupo: dict[str, Any] = self._pedido('POST', '/api/v1/admin/grupos',
-                                             {'slug': slug, 'name': nome})
+        grupo: dict[str, Any] = self._pedido(
+            'POST', '/api/v1/admin/grupos', {'slug': slug, 'name': nome}
+        )
         return grupo
 
     def listar_grupos(self) -> list[dict[str, Any]]:
@@ -99,8 +127,13 @@ class Admin:
         """Põe o projeto no grupo (repetir é inofensivo)."""
         return self._pedido('PUT', '/api/v1/admin/grupos/%s/projetos/%s' % (slug, projeto_id))
 
-    def registrar_webhook(self, projeto_id: object, url: str, segredo: str | None = None,
-                          eventos: Iterable[str] | None = None) -> dict[str, Any]:
+    def registrar_webhook(
+        self,
+        projeto_id: object,
+        url: str,
+        segredo: str | None = None,
+        eventos: Iterable[str] | None = None,
+    ) -> dict[str, Any]:
         """dict(id, secret). O segredo assina as entregas (verificar_assinatura)."""
         corpo: dict[str, Any] = {'url': url}
         if segredo is not None:
@@ -108,17 +141,20 @@ class Admin:
         if eventos is not None:
             corpo['events'] = list(eventos)
         webhook: dict[str, Any] = self._pedido(
-            'POST', '/api/v1/admin/projetos/%s/webhooks' % projeto_id, corpo)
+            'POST', '/api/v1/admin/projetos/%s/webhooks' % projeto_id, corpo
+        )
         return webhook
 
     def listar_webhooks(self, projeto_id: object) -> list[dict[str, Any]]:
         """Os webhooks do projeto (sem o segredo)."""
         webhooks: list[dict[str, Any]] = self._pedido(
-            'GET', '/api/v1/admin/projetos/%s/webhooks' % projeto_id)['webhooks']
+            'GET', '/api/v1/admin/projetos/%s/webhooks' % projeto_id
+        )['webhooks']
         return webhooks
 
     def testar_webhook(self, webhook_id: object) -> dict[str, Any]:
         """Pede ao servidor uma entrega de teste agora. dict(status, erro)."""
-        entrega: dict[str, Any] = self._pedido('POST',
-                                               '/api/v1/admin/webhooks/%s/teste' % webhook_id)
+        entrega: dict[str, Any] = self._pedido(
+            'POST', '/api/v1/admin/webhooks/%s/teste' % webhook_id
+        )
         return entrega

@@ -44,6 +44,7 @@ from typing import Any
 
 from contextia_sync import padroes
 from contextia_sync.fila.quarentena import DestinoDeRecusas, Desfecho, ItemQuarentena
+
 # O nome do dataset e regra do mapeamento; `cliente.normalizar_dataset` continua valendo.
 from contextia_sync.mapeamento import normalizar_dataset as normalizar_dataset
 from contextia_sync.intake.envio import (
@@ -53,10 +54,7 @@ from contextia_sync.intake.envio import (
     RecusasDoEnvio,
     ResultadoEnvio as ResultadoEnvio,
 )
-from contextia_sync.intake.lotes import (
-    FonteDeLotes,
-    preparador_de_prontos as preparador_de_prontos,
-)
+from contextia_sync.intake.lotes import FonteDeLotes, preparador_de_prontos as preparador_de_prontos
 from contextia_sync.intake.remessa import enviar_em_lotes
 from contextia_sync.intake.respostas import (
     ErroAutenticacao as ErroAutenticacao,
@@ -98,7 +96,7 @@ def url_base() -> str | None:
         return base.rstrip('/')
     intake = do_ambiente('CONTEXTIA_INTAKE_URL')
     if intake and intake.rstrip('/').endswith(CAMINHO_INTAKE):
-        return intake.rstrip('/')[:-len(CAMINHO_INTAKE)]
+        return intake.rstrip('/')[: -len(CAMINHO_INTAKE)]
     return None
 
 
@@ -139,7 +137,8 @@ def conferir_destino() -> None:
                 ' conferência de dono da chave falaria com um servidor e os registros iriam'
                 ' para outro. Use o mesmo host nas duas (CONTEXTIA_INTAKE_URL só troca o'
                 ' caminho do intake) ou apague CONTEXTIA_INTAKE_URL. Nada foi enviado.'
-                % (servidor(intake), servidor(base)))
+                % (servidor(intake), servidor(base))
+            )
     # O prazo dos pedidos torto e recusado na subida (saida 2), nao no primeiro envio.
     prazo_do_pedido()
 
@@ -152,15 +151,18 @@ def exigir_base() -> str:
         raise ErroContextia(
             'CONTEXTIA_URL não está definida. Ela é a URL da instalação do Contextia DESTE'
             ' cliente e não tem padrão de propósito (um padrão mandaria os dados para outro'
-            ' cliente). Defina CONTEXTIA_URL=https://<instalação> no ambiente do serviço.')
+            ' cliente). Defina CONTEXTIA_URL=https://<instalação> no ambiente do serviço.'
+        )
     return base
 
 
 def _chave(api_key: str | None) -> str:
     chave = api_key or do_ambiente('CONTEXTIA_API_KEY')
     if not chave:
-        raise ErroAutenticacao('nenhuma chave de projeto: passe api_key ou defina'
-                               ' CONTEXTIA_API_KEY (arquivo de chaves do provisionar.py).')
+        raise ErroAutenticacao(
+            'nenhuma chave de projeto: passe api_key ou defina'
+            ' CONTEXTIA_API_KEY (arquivo de chaves do provisionar.py).'
+        )
     return chave
 
 
@@ -171,8 +173,7 @@ def gerar_sync() -> str:
     return agora.strftime('%Y%m%dT%H%M%SZ') + '-' + secrets.token_hex(4)
 
 
-def verificar_assinatura(segredo: str | None, corpo: bytes | str,
-                         cabecalho: str | None) -> bool:
+def verificar_assinatura(segredo: str | None, corpo: bytes | str, cabecalho: str | None) -> bool:
     """
     Confere a assinatura de uma entrega de webhook (cabeçalho X-Contextia-Assinatura).
 
@@ -184,8 +185,7 @@ def verificar_assinatura(segredo: str | None, corpo: bytes | str,
     if isinstance(corpo, str):
         corpo = corpo.encode('utf-8')
     esperado = hmac.new(segredo.encode('utf-8'), corpo, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(esperado, cabecalho[len('sha256='):].strip().lower())
-
+    return hmac.compare_digest(esperado, cabecalho[len('sha256=') :].strip().lower())
 
 
 def _falha(resultado: ResultadoEnvio, mensagem: str, logger: logging.Logger) -> None:
@@ -196,17 +196,27 @@ def _falha(resultado: ResultadoEnvio, mensagem: str, logger: logging.Logger) -> 
 
 
 # ---------------------------------------------------------------- intake
-def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
-                   key: str | None = None, description: str | None = None,
-                   fields: Mapping[str, str] | None = None, group: str | None = None,
-                   chunk: int | None = padroes.CHUNK, api_key: str | None = None,
-                   logger: logging.Logger | None = None, sync: str | None = None,
-                   remove: Iterable[Any] | None = None, escopo: object = None,
-                   deve_parar: Callable[[], bool] | None = None,
-                   quarentena: DestinoDeRecusas | None = None,
-                   em_voo: int = 1,
-                   familias: Mapping[str, str] | None = None,
-                   parte: int = 1, prontos: bool = False) -> ResultadoEnvio:
+def enviar_dataset(
+    nome: str,
+    registros: Iterable[Mapping[str, Any]],
+    *,
+    key: str | None = None,
+    description: str | None = None,
+    fields: Mapping[str, str] | None = None,
+    group: str | None = None,
+    chunk: int | None = padroes.CHUNK,
+    api_key: str | None = None,
+    logger: logging.Logger | None = None,
+    sync: str | None = None,
+    remove: Iterable[Any] | None = None,
+    escopo: object = None,
+    deve_parar: Callable[[], bool] | None = None,
+    quarentena: DestinoDeRecusas | None = None,
+    em_voo: int = 1,
+    familias: Mapping[str, str] | None = None,
+    parte: int = 1,
+    prontos: bool = False,
+) -> ResultadoEnvio:
     """
     Envia `registros` (qualquer iterável de dicts) ao dataset `nome`, em lotes.
 
@@ -248,38 +258,72 @@ def enviar_dataset(nome: str, registros: Iterable[Mapping[str, Any]], *,
     remover = _a_remover(remove, alvo, chave, resultado, log)
     if sync is None or remover or quarentena is not None:
         em_voo = 1
-    recusas = (RecusasDoEnvio(quarentena, alvo, chave, resultado)
-               if quarentena is not None else None)
-    fonte = FonteDeLotes(registros, tamanho, resultado=resultado, recusas=recusas,
-                         familias=familias, prontos=prontos,
-                         anunciar_vazio=sync is not None or bool(remover))
-    envelope = Envelope(_base(alvo.dataset, key, description, fields, group), sync=sync,
-                        parte=primeira, remover=remover, registros_json=fonte.registros_json)
+    recusas = RecusasDoEnvio(quarentena, alvo, chave, resultado) if quarentena is not None else None
+    fonte = FonteDeLotes(
+        registros,
+        tamanho,
+        resultado=resultado,
+        recusas=recusas,
+        familias=familias,
+        prontos=prontos,
+        anunciar_vazio=sync is not None or bool(remover),
+    )
+    envelope = Envelope(
+        _base(alvo.dataset, key, description, fields, group),
+        sync=sync,
+        parte=primeira,
+        remover=remover,
+        registros_json=fonte.registros_json,
+    )
     aceite = Aceite(alvo, chave, resultado, envelope, recusas)
     resultado.interrompido = enviar_em_lotes(
-        fonte, url, autorizacao=chave, montar=envelope.montar, aceitar=aceite.aceitar,
-        rotulo='dataset %s' % alvo.dataset, balanco=resultado, logger=log,
-        deve_parar=deve_parar, isolar=recusas.isolar if recusas is not None else None,
-        em_voo=max(1, int(em_voo)), comprimir=_Compressao(chave, url, aceite, parte > 1).decidir,
-        primeiro=primeira)
-    _concluir(resultado, fonte.recusado, recusas.novos if recusas is not None else 0,
-              alvo, sync, log)
+        fonte,
+        url,
+        autorizacao=chave,
+        montar=envelope.montar,
+        aceitar=aceite.aceitar,
+        rotulo='dataset %s' % alvo.dataset,
+        balanco=resultado,
+        logger=log,
+        deve_parar=deve_parar,
+        isolar=recusas.isolar if recusas is not None else None,
+        em_voo=max(1, int(em_voo)),
+        comprimir=_Compressao(chave, url, aceite, parte > 1).decidir,
+        primeiro=primeira,
+    )
+    _concluir(
+        resultado, fonte.recusado, recusas.novos if recusas is not None else 0, alvo, sync, log
+    )
     return resultado
 
 
-def _base(dataset: str, key: str | None, description: str | None,
-          fields: Mapping[str, str] | None, group: str | None) -> dict[str, Any]:
+def _base(
+    dataset: str,
+    key: str | None,
+    description: str | None,
+    fields: Mapping[str, str] | None,
+    group: str | None,
+) -> dict[str, Any]:
     """O envelope comum a todo lote: o dataset e o que foi dado dele."""
     base: dict[str, Any] = {'dataset': dataset}
-    for campo, valor in (('key', key), ('description', description), ('fields', fields),
-                         ('group', group)):
+    for campo, valor in (
+        ('key', key),
+        ('description', description),
+        ('fields', fields),
+        ('group', group),
+    ):
         if valor is not None:
             base[campo] = valor
     return base
 
 
-def _a_remover(remove: Iterable[Any] | None, alvo: Alvo, chave: str,
-               resultado: ResultadoEnvio, log: logging.Logger) -> list[Any] | None:
+def _a_remover(
+    remove: Iterable[Any] | None,
+    alvo: Alvo,
+    chave: str,
+    resultado: ResultadoEnvio,
+    log: logging.Logger,
+) -> list[Any] | None:
     """As keys a remover, se o servidor tem `remove`; sem ele, a falha contada."""
     # A chave a remover na mesma forma JSON em que o registro a levou (Decimal como
     # texto, data ISO): o servidor remove pela chave como a guardou.
@@ -287,30 +331,48 @@ def _a_remover(remove: Iterable[Any] | None, alvo: Alvo, chave: str,
     if pendente and not _suporta_remove(chave, resultado, log):
         # O Contextia de hoje nao tem `remove`: os registros seguem, a exclusao
         # nao, e isso e falha (quem chamou nao pode dar a exclusao por feita).
-        _falha(resultado, 'dataset %s: o servidor não suporta `remove` (capacidades); %d'
-                          ' exclusao(ões) NÃO enviada(s) -- ficam para a carga completa'
-                          ' (sync + complete).' % (alvo.dataset, len(pendente)), log)
+        _falha(
+            resultado,
+            'dataset %s: o servidor não suporta `remove` (capacidades); %d'
+            ' exclusao(ões) NÃO enviada(s) -- ficam para a carga completa'
+            ' (sync + complete).' % (alvo.dataset, len(pendente)),
+            log,
+        )
         return None
     return pendente
 
 
-def _concluir(resultado: ResultadoEnvio, recusado: str | None, novos: int, alvo: Alvo,
-              sync: str | None, log: logging.Logger) -> None:
+def _concluir(
+    resultado: ResultadoEnvio,
+    recusado: str | None,
+    novos: int,
+    alvo: Alvo,
+    sync: str | None,
+    log: logging.Logger,
+) -> None:
     """O que fica depois dos lotes: a leitura que parou, a quarentena, a carga incompleta."""
     if recusado is not None:
         _falha(resultado, 'dataset %s, %s' % (alvo.dataset, recusado), log)
     if resultado.quarentenados:
-        log.warning('dataset %s%s: %d registro(s) na quarentena (%d agora, %d já estavam) --'
-                    ' %s', alvo.dataset,
-                    ' escopo %s' % alvo.escopo if alvo.escopo is not None else '',
-                    resultado.quarentenados, novos, resultado.quarentenados - novos,
-                    '; '.join(resultado.quarentena_motivos[:3])[:600])
+        log.warning(
+            'dataset %s%s: %d registro(s) na quarentena (%d agora, %d já estavam) -- %s',
+            alvo.dataset,
+            ' escopo %s' % alvo.escopo if alvo.escopo is not None else '',
+            resultado.quarentenados,
+            novos,
+            resultado.quarentenados - novos,
+            '; '.join(resultado.quarentena_motivos[:3])[:600],
+        )
     if sync is not None and resultado.quarentenados:
         # A regra da carga completa: faltou registro, nada de `complete` (ele
         # removeria do Contextia os que estao na quarentena).
-        _falha(resultado, 'dataset %s: %d registro(s) na quarentena; a carga (sync %s) NÃO'
-                          ' está completa -- complete não deve ser enviado'
-               % (alvo.dataset, resultado.quarentenados, sync), log)
+        _falha(
+            resultado,
+            'dataset %s: %d registro(s) na quarentena; a carga (sync %s) NÃO'
+            ' está completa -- complete não deve ser enviado'
+            % (alvo.dataset, resultado.quarentenados, sync),
+            log,
+        )
 
 
 class _Compressao:
@@ -332,17 +394,22 @@ class _Compressao:
             return self._decidido[0]
         with self._trava:
             if not self._decidido:
-                anuncia = _anuncia_gzip(self.chave, self.url,
-                                        consultar=self.continuacao or self.aceite.aceitou)
+                anuncia = _anuncia_gzip(
+                    self.chave, self.url, consultar=self.continuacao or self.aceite.aceitou
+                )
                 if anuncia is None:
                     return False
                 self._decidido.append(anuncia)
         return self._decidido[0]
 
 
-def reenviar_item(item: ItemQuarentena, *, api_key: str | None,
-                  logger: logging.Logger | None = None,
-                  deve_parar: Callable[[], bool] | None = None) -> Desfecho:
+def reenviar_item(
+    item: ItemQuarentena,
+    *,
+    api_key: str | None,
+    logger: logging.Logger | None = None,
+    deve_parar: Callable[[], bool] | None = None,
+) -> Desfecho:
     """
     O `enviar` de `Quarentena.reenviar` que usa o intake: manda o registro guardado.
 
@@ -357,17 +424,26 @@ def reenviar_item(item: ItemQuarentena, *, api_key: str | None,
         return Desfecho.pendente(
             'valor sem JSON em %s: o registro guardado não é o da origem. Corrija na'
             ' origem (view com CASE para NULL, ou no ERP); a versão corrigida sai da'
-            ' quarentena sozinha quando o ouvinte a entregar'
-            % ', '.join(sorted(item.invalidos)))
+            ' quarentena sozinha quando o ouvinte a entregar' % ', '.join(sorted(item.invalidos))
+        )
     if api_key is None and item.escopo is not None:
-        return Desfecho.pendente('o escopo %s não tem chave no arquivo de chaves; o item'
-                                 ' fica até a empresa ter chave (provisionar.py)' % item.escopo)
+        return Desfecho.pendente(
+            'o escopo %s não tem chave no arquivo de chaves; o item'
+            ' fica até a empresa ter chave (provisionar.py)' % item.escopo
+        )
     coletor = _Coletor()
     try:
-        resultado = enviar_dataset(item.dataset, [item.registro], key=item.chave_coluna,
-                                   chunk=1, api_key=api_key, logger=logger,
-                                   escopo=item.escopo, deve_parar=deve_parar,
-                                   quarentena=coletor)
+        resultado = enviar_dataset(
+            item.dataset,
+            [item.registro],
+            key=item.chave_coluna,
+            chunk=1,
+            api_key=api_key,
+            logger=logger,
+            escopo=item.escopo,
+            deve_parar=deve_parar,
+            quarentena=coletor,
+        )
     except ErroAutenticacao as erro:
         return Desfecho.pendente(str(erro))
     except ErroContextia as erro:
@@ -375,8 +451,7 @@ def reenviar_item(item: ItemQuarentena, *, api_key: str | None,
     if coletor.motivos:
         return Desfecho.recusado(coletor.motivos[-1])
     if resultado.lotes_erro:
-        return Desfecho.falhou('; '.join(resultado.erros)[:600],
-                               interromper=resultado.interrompido)
+        return Desfecho.falhou('; '.join(resultado.erros)[:600], interromper=resultado.interrompido)
     return Desfecho.entregue()
 
 
@@ -390,14 +465,28 @@ class _Coletor:
     def motivos(self) -> list[str]:
         return [str(recusa['motivo']) for recusa in self.recusas]
 
-    def guardar(self, dataset: str, escopo: object, chave_coluna: str | None,
-                registro: Mapping[str, Any], motivo: str, *,
-                invalidos: Mapping[str, str] | None = None,
-                status_http: int | None = None) -> None:
-        self.recusas.append({'dataset': dataset, 'escopo': escopo,
-                             'chave_coluna': chave_coluna, 'registro': dict(registro),
-                             'motivo': motivo, 'invalidos': dict(invalidos or {}),
-                             'status_http': status_http})
+    def guardar(
+        self,
+        dataset: str,
+        escopo: object,
+        chave_coluna: str | None,
+        registro: Mapping[str, Any],
+        motivo: str,
+        *,
+        invalidos: Mapping[str, str] | None = None,
+        status_http: int | None = None,
+    ) -> None:
+        self.recusas.append(
+            {
+                'dataset': dataset,
+                'escopo': escopo,
+                'chave_coluna': chave_coluna,
+                'registro': dict(registro),
+                'motivo': motivo,
+                'invalidos': dict(invalidos or {}),
+                'status_http': status_http,
+            }
+        )
 
     def identidades(self) -> set[str]:
         return set()
@@ -405,8 +494,12 @@ class _Coletor:
     def guardado(self, ident: str) -> ItemQuarentena | None:  # noqa: ARG002 - o protocolo
         return None
 
-    def superar(self, ident: str, dataset: str,  # noqa: ARG002 - o protocolo
-                escopo: object) -> bool:  # noqa: ARG002
+    def superar(
+        self,
+        ident: str,  # noqa: ARG002
+        dataset: str,  # noqa: ARG002 - o protocolo
+        escopo: object,  # noqa: ARG002
+    ) -> bool:  # noqa: ARG002
         return False
 
 
@@ -449,8 +542,14 @@ def _suporta_remove(chave: str, resultado: ResultadoEnvio, logger: logging.Logge
     return bool(anunciadas.get('remove'))
 
 
-def completar(nome: str, sync: str, *, api_key: str | None = None,
-              max_remocao: float | None = None, escopo: object = None) -> dict[str, Any]:
+def completar(
+    nome: str,
+    sync: str,
+    *,
+    api_key: str | None = None,
+    max_remocao: float | None = None,
+    escopo: object = None,
+) -> dict[str, Any]:
     """
     Fecha o ciclo de carga `sync`: o servidor remove do dataset o que o sync não
     trouxe. `max_remocao` (0..1) e o teto: acima dele o servidor recusa, nada e
@@ -462,84 +561,119 @@ def completar(nome: str, sync: str, *, api_key: str | None = None,
     if max_remocao is not None:
         pedido['max_removal'] = float(max_remocao)
     contexto = 'complete do dataset %s (sync %s)' % (dataset, sync)
-    resposta = pedir('POST', _url_intake() + '/complete', autorizacao=chave, corpo=pedido,
-                     contexto=contexto)
+    resposta = pedir(
+        'POST', _url_intake() + '/complete', autorizacao=chave, corpo=pedido, contexto=contexto
+    )
     if resposta.status_code in (401, 403):
         raise erro_autenticacao(resposta, escopo, dataset, chave)
     if resposta.status_code == 409 and codigo_de_erro(resposta) == 'remocao_acima_do_teto':
-        raise ErroRemocaoAcimaDoTeto('%s %s: %s' % (contexto, quem(escopo),
-                                                       detalhe_da_resposta(resposta)))
+        raise ErroRemocaoAcimaDoTeto(
+            '%s %s: %s' % (contexto, quem(escopo), detalhe_da_resposta(resposta))
+        )
     if resposta.status_code >= 300:
         # O passageiro que durou o prazo inteiro: o servidor, não este complete.
         erro = ErroIndisponivel if resposta.status_code in STATUS_RETENTAVEIS else ErroContextia
-        raise erro('%s %s: HTTP %d, %s' % (
-            contexto, quem(escopo), resposta.status_code,
-            mascarar(detalhe_da_resposta(resposta), chave)))
+        raise erro(
+            '%s %s: HTTP %d, %s'
+            % (
+                contexto,
+                quem(escopo),
+                resposta.status_code,
+                mascarar(detalhe_da_resposta(resposta), chave),
+            )
+        )
     fechamento: dict[str, Any] = json_da_resposta(resposta)
     return fechamento
 
 
-def _get(caminho: str, chave: str, contexto: str, escopo: object = None,
-         params: dict[str, Any] | None = None,
-         deve_parar: Callable[[], bool] | None = None, limite: int | None = None) -> Any:
+def _get(
+    caminho: str,
+    chave: str,
+    contexto: str,
+    escopo: object = None,
+    params: dict[str, Any] | None = None,
+    deve_parar: Callable[[], bool] | None = None,
+    limite: int | None = None,
+) -> Any:
     # `limite`: bytes da resposta (None: transporte.RESPOSTA_MAXIMA_BYTES).
-    resposta = pedir('GET', exigir_base() + caminho, autorizacao=chave, params=params,
-                     contexto=contexto, deve_parar=deve_parar, limite=limite)
+    resposta = pedir(
+        'GET',
+        exigir_base() + caminho,
+        autorizacao=chave,
+        params=params,
+        contexto=contexto,
+        deve_parar=deve_parar,
+        limite=limite,
+    )
     if resposta.status_code in (401, 403):
         raise erro_autenticacao(resposta, escopo, None, chave)
     if resposta.status_code >= 300:
-        raise ErroContextia('%s: HTTP %d, %s' % (contexto, resposta.status_code,
-                                                 mascarar(detalhe_da_resposta(resposta),
-                                                          chave)))
+        raise ErroContextia(
+            '%s: HTTP %d, %s'
+            % (contexto, resposta.status_code, mascarar(detalhe_da_resposta(resposta), chave))
+        )
     return json_da_resposta(resposta)
 
 
 def capacidades(api_key: str | None = None) -> dict[str, Any]:
     """O que o servidor suporta (ex.: {'remove': True, ...}). Servidor antigo: {}."""
-    resposta = pedir('GET', exigir_base() + '/api/v1/capacidades',
-                     autorizacao=api_key or do_ambiente('CONTEXTIA_API_KEY') or '',
-                     contexto='capacidades')
+    resposta = pedir(
+        'GET',
+        exigir_base() + '/api/v1/capacidades',
+        autorizacao=api_key or do_ambiente('CONTEXTIA_API_KEY') or '',
+        contexto='capacidades',
+    )
     if resposta.status_code == 404:
         # O Contextia de hoje nao tem a rota: nada alem do basico.
         return {'remove': False}
     if resposta.status_code >= 300:
-        raise ErroContextia('capacidades: HTTP %d, %s' % (resposta.status_code,
-                                                          detalhe_da_resposta(resposta)))
+        raise ErroContextia(
+            'capacidades: HTTP %d, %s' % (resposta.status_code, detalhe_da_resposta(resposta))
+        )
     anunciadas = json_da_resposta(resposta)
     if not isinstance(anunciadas, dict):
-        raise ErroContextia('capacidades: HTTP %d com um JSON que não é um objeto (%s).'
-                            ' CONTEXTIA_URL aponta para o Contextia?'
-                            % (resposta.status_code, texto_da_resposta(resposta)))
+        raise ErroContextia(
+            'capacidades: HTTP %d com um JSON que não é um objeto (%s).'
+            ' CONTEXTIA_URL aponta para o Contextia?'
+            % (resposta.status_code, texto_da_resposta(resposta))
+        )
     return anunciadas
 
 
-def quem_sou(api_key: str | None = None, escopo: object = None,
-             deve_parar: Callable[[], bool] | None = None) -> dict[str, Any]:
+def quem_sou(
+    api_key: str | None = None, escopo: object = None, deve_parar: Callable[[], bool] | None = None
+) -> dict[str, Any]:
     """{'project_id', 'external_id', 'name'} do projeto da chave; ErroAutenticacao se não vale."""
-    dono: dict[str, Any] = _get('/api/v1/projeto', _chave(api_key), 'identificar a chave',
-                                escopo, deve_parar=deve_parar)
+    dono: dict[str, Any] = _get(
+        '/api/v1/projeto', _chave(api_key), 'identificar a chave', escopo, deve_parar=deve_parar
+    )
     return dono
 
 
 def listar_datasets(api_key: str | None = None) -> list[dict[str, Any]]:
     """[{dataset, records, key, description, fields, group, updated_at}] do projeto."""
-    datasets: list[dict[str, Any]] = _get('/api/v1/datasets', _chave(api_key),
-                                          'listar datasets')['datasets']
+    datasets: list[dict[str, Any]] = _get('/api/v1/datasets', _chave(api_key), 'listar datasets')[
+        'datasets'
+    ]
     return datasets
 
 
-def ler_registros(nome: str, api_key: str | None = None,
-                  pagina: int = 1000) -> Iterator[dict[str, Any]]:
+def ler_registros(
+    nome: str, api_key: str | None = None, pagina: int = 1000
+) -> Iterator[dict[str, Any]]:
     """Itera os registros do dataset como foram guardados, página a página."""
     chave = _chave(api_key)
     dataset = normalizar_dataset(nome)
     apos = 0
     while True:
-        resposta = _get('/api/v1/datasets/%s/registros' % dataset, chave,
-                        'ler registros de %s' % dataset,
-                        params={'after': apos, 'limit': pagina},
-                        # Uma página de registros passa do limite das outras respostas.
-                        limite=padroes.RESPOSTA_MAXIMA_BYTES_REGISTROS)
+        resposta = _get(
+            '/api/v1/datasets/%s/registros' % dataset,
+            chave,
+            'ler registros de %s' % dataset,
+            params={'after': apos, 'limit': pagina},
+            # Uma página de registros passa do limite das outras respostas.
+            limite=padroes.RESPOSTA_MAXIMA_BYTES_REGISTROS,
+        )
         yield from resposta['records']
         if resposta.get('next') is None:
             return

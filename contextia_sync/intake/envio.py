@@ -109,9 +109,15 @@ class Envelope:
     `registros_json(lote)` dá o array dos registros (lotes.FonteDeLotes).
     """
 
-    def __init__(self, base: dict[str, Any], *, sync: str | None, parte: int,
-                 remover: list[Any] | None,
-                 registros_json: Callable[[list[Any]], bytes]) -> None:
+    def __init__(
+        self,
+        base: dict[str, Any],
+        *,
+        sync: str | None,
+        parte: int,
+        remover: list[Any] | None,
+        registros_json: Callable[[list[Any]], bytes],
+    ) -> None:
         self.base, self.sync, self.remover = base, sync, remover
         self._partes = itertools.count(parte)
         self._registros_json = registros_json
@@ -124,46 +130,65 @@ class Envelope:
             envelope['remove'] = self.remover
         # O envelope pelo json de sempre; os registros (quase todo o corpo) pelo
         # caminho rapido, encaixados no fim do objeto.
-        cabeca = json.dumps(envelope, ensure_ascii=False, separators=(',', ':'),
-                            allow_nan=False).encode('utf-8')
+        cabeca = json.dumps(
+            envelope, ensure_ascii=False, separators=(',', ':'), allow_nan=False
+        ).encode('utf-8')
         return cabeca[:-1] + b',"records":' + self._registros_json(lote) + b'}'
 
 
 class RecusasDoEnvio:
     """A quarentena vista por um envio (ver o topo do módulo)."""
 
-    def __init__(self, quarentena: DestinoDeRecusas, alvo: Alvo, chave: str,
-                 resultado: ResultadoEnvio) -> None:
+    def __init__(
+        self, quarentena: DestinoDeRecusas, alvo: Alvo, chave: str, resultado: ResultadoEnvio
+    ) -> None:
         self.quarentena, self.alvo, self.chave, self.resultado = (
-            quarentena, alvo, chave, resultado)
+            quarentena,
+            alvo,
+            chave,
+            resultado,
+        )
         # So os nomes dos arquivos: sem nada guardado, nenhuma identidade e calculada.
         self.guardadas: set[str] = quarentena.identidades()
         self.novos = 0
 
-    def guardar(self, registro: dict[str, Any], motivo: str, status_http: int | None = None,
-                invalidos: Mapping[str, str] | None = None) -> list[str]:
+    def guardar(
+        self,
+        registro: dict[str, Any],
+        motivo: str,
+        status_http: int | None = None,
+        invalidos: Mapping[str, str] | None = None,
+    ) -> list[str]:
         """Guarda o registro recusado de vez; devolve os erros (vazio = guardado)."""
         dataset, escopo, key = self.alvo
         try:
-            self.quarentena.guardar(dataset, escopo, key, registro, motivo,
-                                    invalidos=invalidos, status_http=status_http)
+            self.quarentena.guardar(
+                dataset, escopo, key, registro, motivo, invalidos=invalidos, status_http=status_http
+            )
         except ErroFilaCheia as cheia:
             return [str(cheia)]
         except OSError as erro:
-            return ['%s: recusado de vez (%s) e a quarentena não pode ser gravada (%s): o'
-                    ' lote conta como falho e a marca não avança'
-                    % (self.alvo.qual(registro), motivo[:200], erro)]
+            return [
+                '%s: recusado de vez (%s) e a quarentena não pode ser gravada (%s): o'
+                ' lote conta como falho e a marca não avança'
+                % (self.alvo.qual(registro), motivo[:200], erro)
+            ]
         self.guardadas.add(identidade(dataset, escopo, key, registro))
         self.resultado.quarentenados += 1
         self.resultado.quarentena_motivos.append('%s: %s' % (self.alvo.qual(registro), motivo))
         self.novos += 1
         return []
 
-    def isolar(self, registro: dict[str, Any], resposta: requests.Response,
-               contexto: str) -> list[str]:  # noqa: ARG002 - assinatura de enviar_em_lotes
+    def isolar(
+        self,
+        registro: dict[str, Any],
+        resposta: requests.Response,
+        contexto: str,  # noqa: ARG002
+    ) -> list[str]:  # noqa: ARG002 - assinatura de enviar_em_lotes
         """O `isolar` da remessa: o registro recusado sozinho, guardado com o motivo."""
-        return self.guardar(registro, motivo_da_recusa(resposta, registro, self.chave),
-                            resposta.status_code)
+        return self.guardar(
+            registro, motivo_da_recusa(resposta, registro, self.chave), resposta.status_code
+        )
 
     def ja_guardado(self, registro: dict[str, Any], invalidos: Mapping[str, str]) -> bool:
         """O mesmo registro, igual, já está na quarentena: não reenvia nem reabre a divisão."""
@@ -173,14 +198,18 @@ class RecusasDoEnvio:
         if ident not in self.guardadas:
             return False
         item = self.quarentena.guardado(ident)
-        if item is None or item.invalidos != dict(invalidos) or (
-                json_canonico(item.registro) != json_canonico(registro)):
+        if (
+            item is None
+            or item.invalidos != dict(invalidos)
+            or (json_canonico(item.registro) != json_canonico(registro))
+        ):
             return False
         self.resultado.registros += 1
         self.resultado.quarentenados += 1
         self.resultado.quarentena_motivos.append(
             '%s: já estava na quarentena desde %s (%s)'
-            % (self.alvo.qual(registro), item.desde, item.motivo))
+            % (self.alvo.qual(registro), item.desde, item.motivo)
+        )
         return True
 
     def superar_entregues(self, lote: list[dict[str, Any]]) -> None:
@@ -198,25 +227,44 @@ class RecusasDoEnvio:
 class Aceite:
     """O `aceitar` da remessa: lê a resposta final de um lote e soma no resultado."""
 
-    def __init__(self, alvo: Alvo, chave: str, resultado: ResultadoEnvio,
-                 envelope: Envelope, recusas: RecusasDoEnvio | None) -> None:
+    def __init__(
+        self,
+        alvo: Alvo,
+        chave: str,
+        resultado: ResultadoEnvio,
+        envelope: Envelope,
+        recusas: RecusasDoEnvio | None,
+    ) -> None:
         self.alvo, self.chave, self.resultado = alvo, chave, resultado
         self.envelope, self.recusas = envelope, recusas
         # Algum lote ja foi aceito (a compressao so e perguntada depois disso).
         self.aceitou = False
 
-    def aceitar(self, resposta: requests.Response, contexto: str,
-                lote: list[dict[str, Any]]) -> list[str]:
+    def aceitar(
+        self, resposta: requests.Response, contexto: str, lote: list[dict[str, Any]]
+    ) -> list[str]:
         """Os erros do lote (vazio = aceito); a chave recusada levanta ErroAutenticacao."""
         if resposta.status_code in (401, 403):
             raise erro_autenticacao(resposta, self.alvo.escopo, self.alvo.dataset, self.chave)
         if resposta.status_code >= 300:
             if len(lote) == 1 and resposta.status_code in STATUS_RECUSA_DO_REGISTRO:
                 # Um registro sozinho: dizer qual e por que (o 413 nao e o chunk).
-                return ['%s: %s -- %s' % (contexto, self.alvo.qual(lote[0]),
-                                          motivo_da_recusa(resposta, lote[0], self.chave))]
-            return ['%s: HTTP %d, %s' % (contexto, resposta.status_code,
-                                         mascarar(detalhe_da_resposta(resposta), self.chave))]
+                return [
+                    '%s: %s -- %s'
+                    % (
+                        contexto,
+                        self.alvo.qual(lote[0]),
+                        motivo_da_recusa(resposta, lote[0], self.chave),
+                    )
+                ]
+            return [
+                '%s: HTTP %d, %s'
+                % (
+                    contexto,
+                    resposta.status_code,
+                    mascarar(detalhe_da_resposta(resposta), self.chave),
+                )
+            ]
         somadas = contagens(resposta, len(lote), contexto)
         self.aceitou = True
         resultado = self.resultado

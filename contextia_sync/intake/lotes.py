@@ -40,15 +40,17 @@ from contextia_sync.intake.serializacao import (
 
 try:
     import orjson as _orjson
+
     _Fragmento: Any = _orjson.Fragment
-except ImportError:                      # sem o orjson: sem registros prontos
+except ImportError:  # sem o orjson: sem registros prontos
     _Fragmento = None
 
 T = TypeVar('T')
 
 
-def preparador_de_prontos(familias: Mapping[str, str] | None
-                          ) -> Callable[[Mapping[str, Any]], Any] | None:
+def preparador_de_prontos(
+    familias: Mapping[str, str] | None,
+) -> Callable[[Mapping[str, Any]], Any] | None:
     """
     A função que faz de uma linha da origem o registro pronto (o JSON dele, do
     jeito que `enviar_dataset` o poria no corpo: o mesmo plano por coluna de
@@ -59,11 +61,13 @@ def preparador_de_prontos(familias: Mapping[str, str] | None
     if _Fragmento is None:
         return None
     fragmento = _Fragmento
-    converter = conversor_de_linha(PlanoFixo(dict(familias)) if familias else None,
-                                   Serializador(puro=False))
+    converter = conversor_de_linha(
+        PlanoFixo(dict(familias)) if familias else None, Serializador(puro=False)
+    )
 
     def preparar(bruto: Mapping[str, Any]) -> Any:
         return fragmento(corpo_de_registros([converter(bruto)])[1:-1])
+
     return preparar
 
 
@@ -85,9 +89,17 @@ class FonteDeLotes:
     (o servidor conhece o sync, ou recebe o `remove`).
     """
 
-    def __init__(self, registros: Iterable[Any], tamanho: int, *, resultado: ResultadoEnvio,
-                 recusas: RecusasDoEnvio | None, familias: Mapping[str, str] | None,
-                 prontos: bool, anunciar_vazio: bool) -> None:
+    def __init__(
+        self,
+        registros: Iterable[Any],
+        tamanho: int,
+        *,
+        resultado: ResultadoEnvio,
+        recusas: RecusasDoEnvio | None,
+        familias: Mapping[str, str] | None,
+        prontos: bool,
+        anunciar_vazio: bool,
+    ) -> None:
         self.registros, self.tamanho, self.resultado = registros, tamanho, resultado
         self.recusas, self.anunciar_vazio = recusas, anunciar_vazio
         self.prontos = prontos and recusas is None
@@ -108,8 +120,11 @@ class FonteDeLotes:
 
     def __iter__(self) -> Iterator[list[Any]]:
         enviados = 0
-        fonte = (self._lotes_fixos(self.fixo) if self.fixo is not None
-                 else lotes_de(self._serializados(self.registros), self.tamanho))
+        fonte = (
+            self._lotes_fixos(self.fixo)
+            if self.fixo is not None
+            else lotes_de(self._serializados(self.registros), self.tamanho)
+        )
         for lote in fonte:
             enviados += 1
             yield lote
@@ -169,8 +184,10 @@ class FonteDeLotes:
         if self.recusas is None:
             # Registro que nao vira JSON exato: os seguintes nao saem, e
             # a carga conta como falha (nunca sera completada).
-            self.recusado = ('registro %d da leitura: %s -- os seguintes não foram lidos'
-                             ' nem enviados' % (lidos, erro))
+            self.recusado = (
+                'registro %d da leitura: %s -- os seguintes não foram lidos'
+                ' nem enviados' % (lidos, erro)
+            )
             return False
         parcial, invalidos = serializar_parcial(bruto)
         if self.recusas.ja_guardado(parcial, invalidos):

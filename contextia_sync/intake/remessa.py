@@ -97,13 +97,19 @@ class _Interrupcao:
 class Remessa(Generic[T]):
     """Os lotes de um envio a um intake: enviar, dividir, isolar, contar (ver o topo)."""
 
-    def __init__(self, url: str, *, autorizacao: str,
-                 montar: Callable[[list[T]], bytes],
-                 aceitar: Callable[[requests.Response, str, list[T]], list[str]],
-                 rotulo: str, logger: logging.Logger,
-                 deve_parar: Callable[[], bool] | None = None,
-                 isolar: Callable[[T, requests.Response, str], list[str]] | None = None,
-                 comprimir: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        autorizacao: str,
+        montar: Callable[[list[T]], bytes],
+        aceitar: Callable[[requests.Response, str, list[T]], list[str]],
+        rotulo: str,
+        logger: logging.Logger,
+        deve_parar: Callable[[], bool] | None = None,
+        isolar: Callable[[T, requests.Response, str], list[str]] | None = None,
+        comprimir: Callable[[], bool] | None = None,
+    ) -> None:
         self.url, self.autorizacao, self.rotulo = url, autorizacao, rotulo
         self._montar, self._aceitar, self._isolar_um = montar, aceitar, isolar
         self.logger, self.deve_parar, self.comprimir = logger, deve_parar, comprimir
@@ -120,15 +126,22 @@ class Remessa(Generic[T]):
     def _postar(self, corpo: bytes, contexto: str, numero: int) -> requests.Response | str:
         """A resposta final do POST, ou a mensagem do servidor que não respondeu."""
         try:
-            return pedir('POST', self.url, autorizacao=self.autorizacao, corpo=corpo,
-                         contexto=contexto, deve_parar=self.deve_parar,
-                         comprimir=self.comprimir is not None and self.comprimir())
+            return pedir(
+                'POST',
+                self.url,
+                autorizacao=self.autorizacao,
+                corpo=corpo,
+                contexto=contexto,
+                deve_parar=self.deve_parar,
+                comprimir=self.comprimir is not None and self.comprimir(),
+            )
         except ErroContextia as erro:
             self.interrupcao.parar_em(numero)
             return str(erro)
 
-    def _ler(self, resposta: requests.Response, contexto: str, lote: list[T],
-             numero: int) -> list[str]:
+    def _ler(
+        self, resposta: requests.Response, contexto: str, lote: list[T], numero: int
+    ) -> list[str]:
         try:
             with self.trava:
                 erros = self._aceitar(resposta, contexto, lote)
@@ -145,18 +158,22 @@ class Remessa(Generic[T]):
         erros = self._enviar(preparado.registros, preparado.numero, corpo=preparado.corpo)
         return ResultadoDoLote(preparado.numero, preparado.registros, erros)
 
-    def _enviar(self, lote: list[T], numero: int, dividido: bool = False,
-                corpo: bytes | None = None) -> list[str]:
+    def _enviar(
+        self, lote: list[T], numero: int, dividido: bool = False, corpo: bytes | None = None
+    ) -> list[str]:
         if self.interrupcao.indisponivel:
             return ['%s, lote %d: não enviado (servidor indisponível)' % (self.rotulo, numero)]
         if dividido and self.deve_parar is not None and self.deve_parar():
             # A divisao multiplica os pedidos; a parada nao espera todos.
             self.interrupcao.parar_em(numero)
-            return ['%s, lote %d: parada pedida no meio da divisão do lote; o resto dele'
-                    ' não foi enviado' % (self.rotulo, numero)]
+            return [
+                '%s, lote %d: parada pedida no meio da divisão do lote; o resto dele'
+                ' não foi enviado' % (self.rotulo, numero)
+            ]
         contexto = '%s, lote %d (%d registros)' % (self.rotulo, numero, len(lote))
-        resposta = self._postar(corpo if corpo is not None else self.montado(lote),
-                                contexto, numero)
+        resposta = self._postar(
+            corpo if corpo is not None else self.montado(lote), contexto, numero
+        )
         if isinstance(resposta, str):
             return [resposta]
         status = resposta.status_code
@@ -188,8 +205,9 @@ class Remessa(Generic[T]):
             self.interrupcao.parar_em(numero)
         return self._ler(resposta, contexto, [], numero)
 
-    def _dividir(self, lote: list[T], numero: int, resposta: requests.Response,
-                 contexto: str) -> list[str]:
+    def _dividir(
+        self, lote: list[T], numero: int, resposta: requests.Response, contexto: str
+    ) -> list[str]:
         """413, ou recusa do conteúdo com a quarentena: as metades vão de novo."""
         status = resposta.status_code
         if status != 413:
@@ -199,21 +217,31 @@ class Remessa(Generic[T]):
                 return self._ler(resposta, contexto, lote, numero) + [
                     '%s, lote %d: o envelope sem registros também foi recusado (%s) --'
                     ' a recusa e do envelope, não de um registro; nada foi dividido'
-                    % (self.rotulo, numero, '; '.join(prova)[:300])]
+                    % (self.rotulo, numero, '; '.join(prova)[:300])
+                ]
         meio = len(lote) // 2
         if status == 413:
-            self.logger.warning('%s: servidor recusou o tamanho (413); dividindo em %d + %d',
-                                contexto, meio, len(lote) - meio)
+            self.logger.warning(
+                '%s: servidor recusou o tamanho (413); dividindo em %d + %d',
+                contexto,
+                meio,
+                len(lote) - meio,
+            )
         else:
             # INFO: o registro isolado ganha um aviso so, no fim do envio.
-            self.logger.info('%s: servidor recusou o conteúdo (HTTP %d); dividindo em'
-                             ' %d + %d para isolar o registro recusado', contexto, status,
-                             meio, len(lote) - meio)
-        return (self._enviar(lote[:meio], numero, True)
-                + self._enviar(lote[meio:], numero, True))
+            self.logger.info(
+                '%s: servidor recusou o conteúdo (HTTP %d); dividindo em'
+                ' %d + %d para isolar o registro recusado',
+                contexto,
+                status,
+                meio,
+                len(lote) - meio,
+            )
+        return self._enviar(lote[:meio], numero, True) + self._enviar(lote[meio:], numero, True)
 
-    def _isolar(self, lote: list[T], numero: int, resposta: requests.Response,
-                contexto: str) -> list[str]:
+    def _isolar(
+        self, lote: list[T], numero: int, resposta: requests.Response, contexto: str
+    ) -> list[str]:
         """O registro recusado sozinho: à quarentena (`isolar`), se o envelope passa."""
         prova = self._provar(numero)
         if not prova and self._isolar_um is not None:
@@ -222,11 +250,11 @@ class Remessa(Generic[T]):
         return self._ler(resposta, contexto, lote, numero) + [
             '%s, lote %d: o envelope sem registros também foi recusado (%s) -- a recusa'
             ' e do envelope, não do registro; ele não foi para a quarentena'
-            % (self.rotulo, numero, '; '.join(prova)[:300])]
+            % (self.rotulo, numero, '; '.join(prova)[:300])
+        ]
 
     # ------------------------------------------------------------ o balanço
-    def contar(self, resultado: ResultadoDoLote[T], balanco: Balanco,
-               avisar: bool = True) -> bool:
+    def contar(self, resultado: ResultadoDoLote[T], balanco: Balanco, avisar: bool = True) -> bool:
         """Conta o lote no balanço e registra os erros; True se o envio parou aqui."""
         erros = resultado.erros
         if erros:
@@ -237,8 +265,9 @@ class Remessa(Generic[T]):
         balanco.registros += len(resultado.registros)
         parou = self.interrupcao.parou_ate(resultado.numero)
         # (O lote vazio que so anuncia um sync nao deixou origem por ler.)
-        mensagem = (self._interrompido(resultado.numero)
-                    if avisar and parou and resultado.registros else '')
+        mensagem = (
+            self._interrompido(resultado.numero) if avisar and parou and resultado.registros else ''
+        )
         for posicao, erro in enumerate(erros):
             if mensagem and posicao == len(erros) - 1:
                 # Uma linha para a falha e a interrupcao: um problema, um registro no log.
@@ -252,15 +281,18 @@ class Remessa(Generic[T]):
         return parou
 
     def _interrompido(self, numero: int) -> str:
-        return ('%s: envio interrompido depois do lote %d -- o servidor não'
-                ' respondeu, recusou por sobrecarga ou respondeu algo que não é do'
-                ' intake; registros seguintes (se houver) não foram lidos nem'
-                ' enviados. O próximo ciclo reenvia.' % (self.rotulo, numero))
+        return (
+            '%s: envio interrompido depois do lote %d -- o servidor não'
+            ' respondeu, recusou por sobrecarga ou respondeu algo que não é do'
+            ' intake; registros seguintes (se houver) não foram lidos nem'
+            ' enviados. O próximo ciclo reenvia.' % (self.rotulo, numero)
+        )
 
 
 # ---------------------------------------------------------------- a janela
-def _um_de_cada_vez(remessa: Remessa[T], lotes: Iterator[tuple[int, list[T]]],
-                    balanco: Balanco) -> bool:
+def _um_de_cada_vez(
+    remessa: Remessa[T], lotes: Iterator[tuple[int, list[T]]], balanco: Balanco
+) -> bool:
     """Um lote por vez, montado ao sair (o ao vivo: as versões de uma key em ordem)."""
     for numero, lote in lotes:
         if remessa.contar(remessa.remeter(LotePreparado(numero, lote)), balanco):
@@ -268,8 +300,9 @@ def _um_de_cada_vez(remessa: Remessa[T], lotes: Iterator[tuple[int, list[T]]],
     return False
 
 
-def _em_voo(remessa: Remessa[T], lotes: Iterator[tuple[int, list[T]]],
-            balanco: Balanco, em_voo: int) -> bool:
+def _em_voo(
+    remessa: Remessa[T], lotes: Iterator[tuple[int, list[T]]], balanco: Balanco, em_voo: int
+) -> bool:
     """
     Até `em_voo` lotes esperando resposta (cada um numa thread); as respostas
     contadas na ORDEM dos lotes. Servidor indisponível: nada mais é lido, os
@@ -303,14 +336,22 @@ def _em_voo(remessa: Remessa[T], lotes: Iterator[tuple[int, list[T]]],
                 interrompido = True
 
 
-def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
-                    montar: Callable[[list[T]], bytes],
-                    aceitar: Callable[[requests.Response, str, list[T]], list[str]],
-                    rotulo: str, balanco: Balanco, logger: logging.Logger,
-                    deve_parar: Callable[[], bool] | None = None,
-                    isolar: Callable[[T, requests.Response, str], list[str]] | None = None,
-                    em_voo: int = 1, comprimir: Callable[[], bool] | None = None,
-                    primeiro: int = 1) -> bool:
+def enviar_em_lotes(
+    lotes: Iterable[list[T]],
+    url: str,
+    *,
+    autorizacao: str,
+    montar: Callable[[list[T]], bytes],
+    aceitar: Callable[[requests.Response, str, list[T]], list[str]],
+    rotulo: str,
+    balanco: Balanco,
+    logger: logging.Logger,
+    deve_parar: Callable[[], bool] | None = None,
+    isolar: Callable[[T, requests.Response, str], list[str]] | None = None,
+    em_voo: int = 1,
+    comprimir: Callable[[], bool] | None = None,
+    primeiro: int = 1,
+) -> bool:
     """
     POSTa cada lote de `lotes` em `url`; devolve True se o envio foi interrompido.
 
@@ -353,9 +394,17 @@ def enviar_em_lotes(lotes: Iterable[list[T]], url: str, *, autorizacao: str,
     uma empresa numa chamada, e o "lote N" do log tem de ser o N-ésimo dela,
     como o `sync.part`).
     """
-    remessa = Remessa(url, autorizacao=autorizacao, montar=montar, aceitar=aceitar,
-                      rotulo=rotulo, logger=logger, deve_parar=deve_parar, isolar=isolar,
-                      comprimir=comprimir)
+    remessa = Remessa(
+        url,
+        autorizacao=autorizacao,
+        montar=montar,
+        aceitar=aceitar,
+        rotulo=rotulo,
+        logger=logger,
+        deve_parar=deve_parar,
+        isolar=isolar,
+        comprimir=comprimir,
+    )
     numerados = enumerate(lotes, primeiro)
     if em_voo <= 1:
         return _um_de_cada_vez(remessa, numerados, balanco)

@@ -24,8 +24,9 @@ from contextia_sync.intake.transporte import (
 
 try:
     import orjson as _orjson
+
     _Fragmento: Any = _orjson.Fragment
-except ImportError:                      # sem o orjson: sem registros prontos
+except ImportError:  # sem o orjson: sem registros prontos
     _Fragmento = None
 
 if TYPE_CHECKING:
@@ -66,10 +67,11 @@ def json_da_resposta(resposta: requests.Response) -> Any:
     try:
         return resposta.json()
     except ValueError:
-        raise ErroContextia('%s respondeu HTTP %d sem JSON (%s). CONTEXTIA_URL aponta para'
-                            ' o Contextia?' % (servidor(resposta.url or ''),
-                                               resposta.status_code,
-                                               texto_da_resposta(resposta))) from None
+        raise ErroContextia(
+            '%s respondeu HTTP %d sem JSON (%s). CONTEXTIA_URL aponta para'
+            ' o Contextia?'
+            % (servidor(resposta.url or ''), resposta.status_code, texto_da_resposta(resposta))
+        ) from None
 
 
 def codigo_de_erro(resposta: requests.Response) -> Any:
@@ -86,15 +88,21 @@ def quem(escopo: object, dataset: str | None = None) -> str:
     return alvo + (' (dataset %s)' % dataset if dataset else '')
 
 
-def erro_autenticacao(resposta: requests.Response, escopo: object, dataset: str | None,
-                      chave: str) -> ErroAutenticacao:
+def erro_autenticacao(
+    resposta: requests.Response, escopo: object, dataset: str | None, chave: str
+) -> ErroAutenticacao:
     """O 401/403 como ErroAutenticacao: de quem é a chave, o prefixo dela e a correção."""
     return ErroAutenticacao(
         'Contextia recusou a chave %s [%s]: HTTP %d, %s. Correção: confira o arquivo'
         ' de chaves ou emita outra (provisionar.py --somente-escopo=%s).'
-        % (quem(escopo, dataset), mascarar_chave(chave), resposta.status_code,
-           mascarar(detalhe_da_resposta(resposta), chave).rstrip('.'),
-           escopo if escopo is not None else '<escopo>'))
+        % (
+            quem(escopo, dataset),
+            mascarar_chave(chave),
+            resposta.status_code,
+            mascarar(detalhe_da_resposta(resposta), chave).rstrip('.'),
+            escopo if escopo is not None else '<escopo>',
+        )
+    )
 
 
 # ---------------------------------------------------------------- o lote aceito
@@ -114,24 +122,24 @@ def contagens(resposta: requests.Response, enviados: int, contexto: str) -> dict
         raise RespostaInvalida(
             '%s: HTTP %d sem JSON de contagens (%s) -- CONTEXTIA_URL aponta para o'
             ' intake? O lote conta como falho (pode ter sido gravado ou não; o reenvio'
-            ' é idempotente)' % (contexto, resposta.status_code,
-                                 texto_da_resposta(resposta))) from None
+            ' é idempotente)' % (contexto, resposta.status_code, texto_da_resposta(resposta))
+        ) from None
     faltam = list(CONTAGENS)
     if isinstance(corpo, dict):
         faltam = [c for c in CONTAGENS if not _inteiro(corpo.get(c))]
-        faltam += [c for c in ('received', 'removed') if c in corpo
-                   and not _inteiro(corpo[c])]
+        faltam += [c for c in ('received', 'removed') if c in corpo and not _inteiro(corpo[c])]
     if faltam:
         raise RespostaInvalida(
             '%s: HTTP %d com um corpo que não são as contagens do intake (%s; sem inteiro'
             ' em %s) -- CONTEXTIA_URL aponta para o intake? O lote conta como falho (pode'
             ' ter sido gravado ou não; o reenvio é idempotente)'
-            % (contexto, resposta.status_code, texto_da_resposta(resposta),
-               ', '.join(faltam)))
+            % (contexto, resposta.status_code, texto_da_resposta(resposta), ', '.join(faltam))
+        )
     if 'received' in corpo and corpo['received'] != enviados:
         raise RespostaInvalida(
             '%s: o intake diz que recebeu %d registro(s) de %d enviados; o lote conta como'
-            ' falho (o reenvio é idempotente)' % (contexto, corpo['received'], enviados))
+            ' falho (o reenvio é idempotente)' % (contexto, corpo['received'], enviados)
+        )
     return {c: int(corpo.get(c) or 0) for c in CONTAGENS + ('removed',)}
 
 
@@ -139,26 +147,34 @@ def contagens(resposta: requests.Response, enviados: int, contexto: str) -> dict
 def legivel(registro: Any) -> Any:
     """O registro como dict, também o pronto (o JSON dele) de `preparador_de_prontos`."""
     if _Fragmento is not None and isinstance(registro, _Fragmento):
-        return json.loads(_orjson.dumps(registro))     # o Fragment so se le assim
+        return json.loads(_orjson.dumps(registro))  # o Fragment so se le assim
     return registro
 
 
-def motivo_da_recusa(resposta: requests.Response, registro: Mapping[str, Any],
-                     chave: str) -> str:
+def motivo_da_recusa(resposta: requests.Response, registro: Mapping[str, Any], chave: str) -> str:
     """Por que o intake recusou um registro sozinho, com a correção (413: o tamanho dele)."""
     registro = legivel(registro)
     detalhe = mascarar(detalhe_da_resposta(resposta), chave).strip()
     if resposta.status_code != 413:
         return 'HTTP %d: %s' % (resposta.status_code, detalhe)
-    bytes_registro = len(json.dumps(registro, ensure_ascii=False, separators=(',', ':'),
-                                    default=str).encode('utf-8'))
-    tamanhos = {coluna: len(json.dumps(valor, ensure_ascii=False, default=str).encode('utf-8'))
-                for coluna, valor in registro.items()}
+    bytes_registro = len(
+        json.dumps(registro, ensure_ascii=False, separators=(',', ':'), default=str).encode('utf-8')
+    )
+    tamanhos = {
+        coluna: len(json.dumps(valor, ensure_ascii=False, default=str).encode('utf-8'))
+        for coluna, valor in registro.items()
+    }
     maior = max(tamanhos, key=lambda coluna: tamanhos[coluna]) if tamanhos else None
-    return ('HTTP 413: o registro SOZINHO tem %d bytes e passa do limite de bytes do intake'
-            ' (o servidor disse: %s). Diminuir o chunk não resolve. Correção: uma view que'
-            ' trunque ou exclua a coluna grande%s -- ex.: LEFT/SUBSTRING na view, ou a'
-            ' coluna fora de `columns` no mapeamento.'
-            % (bytes_registro, detalhe.rstrip('.'),
-               ' (a maior deste registro: %r, %d bytes)' % (maior, tamanhos[maior])
-               if maior is not None else ''))
+    return (
+        'HTTP 413: o registro SOZINHO tem %d bytes e passa do limite de bytes do intake'
+        ' (o servidor disse: %s). Diminuir o chunk não resolve. Correção: uma view que'
+        ' trunque ou exclua a coluna grande%s -- ex.: LEFT/SUBSTRING na view, ou a'
+        ' coluna fora de `columns` no mapeamento.'
+        % (
+            bytes_registro,
+            detalhe.rstrip('.'),
+            ' (a maior deste registro: %r, %d bytes)' % (maior, tamanhos[maior])
+            if maior is not None
+            else '',
+        )
+    )

@@ -66,12 +66,14 @@ def valor_json(valor: object, coluna: object = '?') -> Any:
             return valor
         raise ErroSerializacao(
             'coluna %r tem o valor %r, que JSON não representa. Corrija na view'
-            ' (ex.: CASE para NULL) ou no ERP.' % (coluna, valor))
+            ' (ex.: CASE para NULL) ou no ERP.' % (coluna, valor)
+        )
     if isinstance(valor, decimal.Decimal):
         if not valor.is_finite():
             raise ErroSerializacao(
                 'coluna %r tem o valor Decimal(%r), que JSON não representa. Corrija'
-                ' na view (ex.: CASE para NULL) ou no ERP.' % (coluna, str(valor)))
+                ' na view (ex.: CASE para NULL) ou no ERP.' % (coluna, str(valor))
+            )
         # 'f' escreve sem expoente e mantem a escala: Decimal('10.50') -> '10.50'.
         return format(valor, 'f')
     # datetime antes de date: datetime e subclasse de date.
@@ -83,7 +85,8 @@ def valor_json(valor: object, coluna: object = '?') -> Any:
         return str(valor)
     raise ErroSerializacao(
         'coluna %r tem um valor do tipo %s, que o SDK não sabe enviar. Converta na'
-        ' view para texto, número ou data.' % (coluna, type(valor).__name__))
+        ' view para texto, número ou data.' % (coluna, type(valor).__name__)
+    )
 
 
 def serializar_registro(registro: Any) -> dict[str, Any]:
@@ -93,12 +96,15 @@ def serializar_registro(registro: Any) -> dict[str, Any]:
     except AttributeError:
         raise ErroSerializacao(
             'registro do tipo %s não é um dict coluna -> valor. O adaptador deve'
-            ' entregar dicts.' % type(registro).__name__) from None
+            ' entregar dicts.' % type(registro).__name__
+        ) from None
     saida: dict[str, Any] = {}
     for coluna, valor in itens:
         if not isinstance(coluna, str):
-            raise ErroSerializacao('coluna %r não é texto: nomes de coluna viram chaves'
-                                   ' JSON e precisam ser str.' % (coluna,))
+            raise ErroSerializacao(
+                'coluna %r não é texto: nomes de coluna viram chaves'
+                ' JSON e precisam ser str.' % (coluna,)
+            )
         saida[coluna] = valor_json(valor, coluna)
     return saida
 
@@ -114,9 +120,13 @@ def serializar_parcial(registro: Any) -> tuple[dict[str, Any], dict[str, str]]:
     try:
         itens = list(registro.items())
     except AttributeError:
-        return ({'(registro)': repr(registro)[:1000]},
-                {'(registro)': 'registro do tipo %s não é um dict coluna -> valor'
-                               % type(registro).__name__})
+        return (
+            {'(registro)': repr(registro)[:1000]},
+            {
+                '(registro)': 'registro do tipo %s não é um dict coluna -> valor'
+                % type(registro).__name__
+            },
+        )
     saida: dict[str, Any] = {}
     invalidos: dict[str, str] = {}
     for coluna, valor in itens:
@@ -138,8 +148,9 @@ def json_canonico(objeto: Any) -> str:
     E o mesmo texto que o servidor usa para o hash de deduplicação; por isso
     ficar estável entre versões e parte do contrato.
     """
-    return json.dumps(objeto, sort_keys=True, separators=(',', ':'),
-                      ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        objeto, sort_keys=True, separators=(',', ':'), ensure_ascii=False, allow_nan=False
+    )
 
 
 # ---------------------------------------------------------------- caminho rapido
@@ -147,6 +158,7 @@ def _finito(coluna: str) -> Callable[[Any], Any]:
     def conferir(valor: float) -> float:
         # O orjson escreveria NaN/Infinity como null: recusados aqui, como sempre.
         return valor if math.isfinite(valor) else valor_json(valor, coluna)
+
     return conferir
 
 
@@ -168,6 +180,7 @@ def _decimal(coluna: str) -> Callable[[Any], Any]:
     def texto(valor: decimal.Decimal) -> Any:
         finito = _texto_decimal(valor)
         return finito if finito is not None else valor_json(valor, coluna)
+
     return texto
 
 
@@ -187,8 +200,7 @@ def _isoformat(valor: Any) -> str:
 # O que o orjson escreve exatamente como o contrato manda: nenhum conversor.
 _NATIVOS: frozenset[type] = frozenset({str, bool, int, type(None)})
 # Nativos do orjson que o caminho puro (dicts so com tipos JSON) converte.
-_NATIVOS_DO_ORJSON: dict[type, Callable[[Any], Any]] = {
-    datetime.date: _isoformat, uuid.UUID: str}
+_NATIVOS_DO_ORJSON: dict[type, Callable[[Any], Any]] = {datetime.date: _isoformat, uuid.UUID: str}
 
 Plano = tuple[tuple[str, Callable[[Any], Any]], ...]
 
@@ -209,7 +221,7 @@ class Serializador:
     isoformat/str. `puro=True` (quarentena, hash canônico): só tipos JSON.
     """
 
-    LIMITE_DE_FORMAS = 512      # formas guardadas; alem disso o plano e refeito a cada vez
+    LIMITE_DE_FORMAS = 512  # formas guardadas; alem disso o plano e refeito a cada vez
 
     def __init__(self, puro: bool = False) -> None:
         self.puro = puro
@@ -219,7 +231,7 @@ class Serializador:
         plano = []
         for coluna, tipo in zip(colunas, tipos, strict=True):
             if not isinstance(coluna, str):
-                return None                  # o caminho de sempre diz o erro
+                return None  # o caminho de sempre diz o erro
             if tipo in _NATIVOS:
                 continue
             funcao: Callable[[Any], Any]
@@ -234,12 +246,14 @@ class Serializador:
                     continue
                 funcao = _NATIVOS_DO_ORJSON[tipo]
             elif tipo is datetime.time:
-                funcao = _isoformat          # o orjson recusa hora com fuso
+                funcao = _isoformat  # o orjson recusa hora com fuso
             elif tipo in (bytes, bytearray, memoryview):
                 funcao = _base64
             else:
+
                 def funcao(valor: Any, _coluna: str = coluna) -> Any:
                     return valor_json(valor, _coluna)
+
             plano.append((coluna, funcao))
         return tuple(plano)
 
@@ -265,19 +279,22 @@ class Serializador:
 
 try:
     import orjson as _orjson_importado
+
     _orjson: Any = _orjson_importado
-except ImportError:                      # python3 -S (autoteste) ou sem o pacote
+except ImportError:  # python3 -S (autoteste) ou sem o pacote
     _orjson = None
 
 
 def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
     """O conversor de uma coluna pela família do tipo dela (origem.valores.familia_json)."""
+
     def qualquer(valor: Any) -> Any:
         return valor if valor is None else valor_json(valor, coluna)
 
     if familia == 'nativo':
         return None
     if familia == 'decimal':
+
         def decimal_(valor: Any) -> Any:
             if type(valor) is decimal.Decimal:
                 texto = _texto_decimal(valor)
@@ -285,20 +302,25 @@ def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
                     return texto
             # (O não finito cai aqui: a recusa de sempre por valor_json.)
             return valor if valor is None or type(valor) is int else valor_json(valor, coluna)
+
         return decimal_
     if familia == 'float':
+
         def float_(valor: Any) -> Any:
             if type(valor) is float and math.isfinite(valor):
                 return valor
             return qualquer(valor)
+
         return float_
     if familia == 'datetime':
+
         def data_hora(valor: Any) -> Any:
             if type(valor) is datetime.datetime and valor.tzinfo is None:
-                return valor                 # o orjson escreve igual ao isoformat
+                return valor  # o orjson escreve igual ao isoformat
             return qualquer(valor)
+
         return data_hora
-    return qualquer                          # time, bytes, qualquer: valor a valor
+    return qualquer  # time, bytes, qualquer: valor a valor
 
 
 class PlanoFixo:
@@ -317,10 +339,14 @@ class PlanoFixo:
     def __init__(self, familias: dict[str, str], decimal_no_corpo: bool = False) -> None:
         self.colunas = len(familias)
         self.plano: Plano = tuple(
-            (coluna, funcao) for coluna, funcao in
-            ((c, _conversor_fixo(f, c)) for c, f in familias.items()
-             if not (decimal_no_corpo and f == 'decimal'))
-            if funcao is not None)
+            (coluna, funcao)
+            for coluna, funcao in (
+                (c, _conversor_fixo(f, c))
+                for c, f in familias.items()
+                if not (decimal_no_corpo and f == 'decimal')
+            )
+            if funcao is not None
+        )
 
     def registro(self, linha: dict[str, Any]) -> dict[str, Any]:
         for coluna, funcao in self.plano:
@@ -328,8 +354,9 @@ class PlanoFixo:
         return linha
 
 
-def conversor_de_linha(plano: PlanoFixo | None, serializador: Serializador
-                       ) -> Callable[[Any], dict[str, Any]]:
+def conversor_de_linha(
+    plano: PlanoFixo | None, serializador: Serializador
+) -> Callable[[Any], dict[str, Any]]:
     """
     O registro de cada linha: a linha de um fetch (dict com as colunas do
     `plano`) pelo plano; qualquer outra -- e tudo, sem plano -- pelo
@@ -343,6 +370,7 @@ def conversor_de_linha(plano: PlanoFixo | None, serializador: Serializador
         if type(bruto) is dict and len(bruto) == colunas:
             return pelo_plano(bruto)
         return pela_forma(bruto)
+
     return converter
 
 
@@ -375,7 +403,7 @@ def corpo_direto(registros: list[dict[str, Any]]) -> bytes | None:
         return None
     try:
         return bytes(_orjson.dumps(registros, default=_decimal_no_corpo))
-    except TypeError:               # JSONEncodeError (o _SemCorpoDireto vem dentro dele)
+    except TypeError:  # JSONEncodeError (o _SemCorpoDireto vem dentro dele)
         return None
 
 
@@ -389,11 +417,16 @@ def corpo_de_registros(registros: list[dict[str, Any]]) -> bytes:
     if _orjson is not None:
         try:
             return bytes(_orjson.dumps(registros))
-        except TypeError:               # JSONEncodeError e TypeError
+        except TypeError:  # JSONEncodeError e TypeError
             pass
     try:
-        return json.dumps(registros, ensure_ascii=False, separators=(',', ':'),
-                          allow_nan=False, default=_json_padrao).encode('utf-8')
+        return json.dumps(
+            registros,
+            ensure_ascii=False,
+            separators=(',', ':'),
+            allow_nan=False,
+            default=_json_padrao,
+        ).encode('utf-8')
     except ErroSerializacao:
         # O `default` do json nao sabe de que coluna o valor veio: procura-a, para
         # o erro nomear a coluna (a do tipo que o plano fixo deixou passar cru).

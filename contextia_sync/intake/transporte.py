@@ -113,9 +113,11 @@ def prazo_do_pedido() -> float:
         valor = float(bruto)
     except ValueError:
         valor = -1.0
-    if not 0 < valor < float('inf'):               # (NaN tambem cai aqui)
-        raise ErroConfiguracao('%s=%r não é um número de segundos maior que zero (o padrão,'
-                               ' sem ela, é %d).' % (VARIAVEL_PRAZO, bruto, PRAZO_RETENTATIVAS))
+    if not 0 < valor < float('inf'):  # (NaN tambem cai aqui)
+        raise ErroConfiguracao(
+            '%s=%r não é um número de segundos maior que zero (o padrão,'
+            ' sem ela, é %d).' % (VARIAVEL_PRAZO, bruto, PRAZO_RETENTATIVAS)
+        )
     return valor
 
 
@@ -165,8 +167,9 @@ def do_ambiente(nome: str) -> str | None:
 _PADRAO_CHAVE = re.compile(r'ctx_[A-Za-z0-9_\-]{5,}')
 # Qualquer credencial num cabecalho ecoado (`Bearer x`, `Basic x`), inclusive
 # codificada numa URL (`Bearer%20x`, `Bearer+x`).
-_PADRAO_CREDENCIAL = re.compile(r'\b(Bearer|Basic)(\s+|%20|\+)(?!\*\*\*)[^\s<>"\'&,;)]+',
-                                re.IGNORECASE)
+_PADRAO_CREDENCIAL = re.compile(
+    r'\b(Bearer|Basic)(\s+|%20|\+)(?!\*\*\*)[^\s<>"\'&,;)]+', re.IGNORECASE
+)
 
 
 def mascarar_chave(chave: str | None) -> str:
@@ -221,7 +224,7 @@ def texto_da_resposta(resposta: requests.Response, limite: int = 120) -> str:
     de 10 MB não é decodificada inteira para citar 120 caracteres); a janela
     e bem maior que `limite`, então segredo cortado na borda dela já cai fora.
     """
-    janela = (resposta.content or b'')[:max(16 * limite, 4096)]
+    janela = (resposta.content or b'')[: max(16 * limite, 4096)]
     texto = ' '.join(janela.decode(resposta.encoding or 'utf-8', 'replace').split())
     return mascarar(texto, autorizacao_enviada(resposta))[:limite].strip()
 
@@ -232,7 +235,7 @@ class FiltroDeChaves:
     def filter(self, registro: logging.LogRecord) -> bool:
         try:
             mensagem = registro.getMessage()
-        except Exception:               # noqa: BLE001 - filtro nunca derruba o log
+        except Exception:  # noqa: BLE001 - filtro nunca derruba o log
             return True
         mascarada = mascarar(mensagem)
         if mascarada != mensagem:
@@ -244,6 +247,7 @@ def preparar_logger(logger: logging.Logger | None) -> logging.Logger:
     """O logger dado (ou o do SDK) com o filtro que mascara chaves, posto uma vez."""
     if logger is None:
         from contextia_sync.registro import logger as do_sdk
+
         logger = do_sdk
     if not any(isinstance(f, FiltroDeChaves) for f in getattr(logger, 'filters', [])):
         logger.addFilter(FiltroDeChaves())
@@ -269,17 +273,22 @@ def cas_confiaveis(avisar: bool = True) -> str:
     ca = do_ambiente('CONTEXTIA_CA_BUNDLE')
     if ca:
         if not os.path.exists(ca):
-            raise ErroContextia('CONTEXTIA_CA_BUNDLE=%s não existe. Aponte para o arquivo PEM'
-                                ' da CA que assina o certificado do Contextia.' % ca)
+            raise ErroContextia(
+                'CONTEXTIA_CA_BUNDLE=%s não existe. Aponte para o arquivo PEM'
+                ' da CA que assina o certificado do Contextia.' % ca
+            )
         return ca
-    from requests.utils import DEFAULT_CA_BUNDLE_PATH   # o certifi.where() do requests
+    from requests.utils import DEFAULT_CA_BUNDLE_PATH  # o certifi.where() do requests
+
     for nome in VARIAVEIS_CA_IGNORADAS:
         if avisar and do_ambiente(nome) and nome not in _ca_avisada:
             _ca_avisada.add(nome)
             preparar_logger(None).warning(
                 '%s está definida e é ignorada pelo SDK: o Contextia só é conferido contra'
                 ' o bundle do certifi ou contra CONTEXTIA_CA_BUNDLE. Se o Contextia usa CA'
-                ' própria, aponte CONTEXTIA_CA_BUNDLE para o PEM dela.', nome)
+                ' própria, aponte CONTEXTIA_CA_BUNDLE para o PEM dela.',
+                nome,
+            )
     return str(DEFAULT_CA_BUNDLE_PATH)
 
 
@@ -314,6 +323,7 @@ def _proxies(url: str, local: bool) -> dict[str, str]:
     if local:
         return {}
     from requests.utils import get_environ_proxies
+
     return dict(get_environ_proxies(url))
 
 
@@ -339,16 +349,20 @@ def conferir_url(url: str, nome: str | None = None) -> None:
     """
     partes = urllib.parse.urlsplit(url)
     if partes.scheme not in ('http', 'https') or not partes.hostname:
-        valor = url.rpartition('@')[2][:120]         # sem usuario:senha, se houver
-        raise ErroDestino('%s não é um endereço http:// ou https:// com host. Corrija para'
-                          ' https://<instalação do Contextia>. Nada foi enviado.'
-                          % ('%s=%r' % (nome, valor) if nome else 'o endereço %r' % valor))
+        valor = url.rpartition('@')[2][:120]  # sem usuario:senha, se houver
+        raise ErroDestino(
+            '%s não é um endereço http:// ou https:// com host. Corrija para'
+            ' https://<instalação do Contextia>. Nada foi enviado.'
+            % ('%s=%r' % (nome, valor) if nome else 'o endereço %r' % valor)
+        )
     qual = '%s (%s)' % (nome, servidor(url)) if nome else 'o endereço %s' % servidor(url)
     if partes.scheme == 'http' and not e_loopback(partes.hostname):
-        raise ErroDestino('%s usa HTTP sem TLS fora desta máquina: a chave do projeto, o token'
-                          ' de admin e os dados do ERP passariam em claro pela rede. Use'
-                          ' https:// (HTTP puro só vale para 127.0.0.1, ::1 e localhost).'
-                          ' Nada foi enviado.' % qual)
+        raise ErroDestino(
+            '%s usa HTTP sem TLS fora desta máquina: a chave do projeto, o token'
+            ' de admin e os dados do ERP passariam em claro pela rede. Use'
+            ' https:// (HTTP puro só vale para 127.0.0.1, ::1 e localhost).'
+            ' Nada foi enviado.' % qual
+        )
 
 
 # ---------------------------------------------------------------- a politica
@@ -403,12 +417,12 @@ def _cortar_conexao(resposta: requests.Response) -> None:
     arquivo = getattr(getattr(getattr(resposta.raw, '_fp', None), 'fp', None), 'raw', None)
     for soquete in (getattr(conexao, 'sock', None), getattr(arquivo, '_sock', None)):
         if not isinstance(soquete, socket.socket):
-            soquete = getattr(soquete, 'socket', None)      # TLS dentro de TLS (proxy)
+            soquete = getattr(soquete, 'socket', None)  # TLS dentro de TLS (proxy)
         if isinstance(soquete, socket.socket):
             try:
                 socket.socket.shutdown(soquete, socket.SHUT_RDWR)
             except OSError:
-                pass                                       # ja fechado: nada a cortar
+                pass  # ja fechado: nada a cortar
             return
 
 
@@ -432,9 +446,10 @@ class _Vigia:
             numero = next(self._numeros)
             heapq.heappush(self._fila, (quando, numero, acao))
             self._armadas.add(numero)
-            if self._thread is None or not self._thread.is_alive():   # (e depois de um fork)
-                self._thread = threading.Thread(target=self._rodar, name='vigia-de-respostas',
-                                                daemon=True)
+            if self._thread is None or not self._thread.is_alive():  # (e depois de um fork)
+                self._thread = threading.Thread(
+                    target=self._rodar, name='vigia-de-respostas', daemon=True
+                )
                 self._thread.start()
             if self._fila[0][1] == numero:
                 self._cond.notify()
@@ -470,15 +485,14 @@ class _Vigia:
             acao = self._proxima()
             try:
                 acao()
-            except Exception:            # noqa: BLE001 - a vigia nunca morre por uma ação
+            except Exception:  # noqa: BLE001 - a vigia nunca morre por uma ação
                 pass
 
 
 _vigia = _Vigia()
 
 
-def ler_corpo(resposta: requests.Response, *, limite: int, ate: float,
-              segundos: float) -> bytes:
+def ler_corpo(resposta: requests.Response, *, limite: int, ate: float, segundos: float) -> bytes:
     """
     O corpo de `resposta` (pedida com stream=True), lido aos pedaços com dois
     limites -- a única leitura de corpo de resposta do SDK:
@@ -529,9 +543,10 @@ def ler_corpo(resposta: requests.Response, *, limite: int, ate: float,
     if cortada.is_set() or time.monotonic() >= ate:
         # (Corpo sem tamanho, até o fim da conexão: o corte pareceria o fim.)
         resposta.close()
-        raise RespostaAbandonada('a resposta de %s não terminou de chegar no prazo de %g s'
-                                 ' (%d bytes lidos até ali)'
-                                 % (_caminho(resposta), segundos, lidos))
+        raise RespostaAbandonada(
+            'a resposta de %s não terminou de chegar no prazo de %g s'
+            ' (%d bytes lidos até ali)' % (_caminho(resposta), segundos, lidos)
+        )
     corpo = b''.join(partes)
     resposta._content = corpo
     return corpo
@@ -607,10 +622,18 @@ class _Falha(NamedTuple):
     desistencia: str
 
 
-def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
-          params: dict[str, Any] | None = None, contexto: str = '',
-          deve_parar: Callable[[], bool] | None = None,
-          comprimir: bool = False, limite: int | None = None) -> requests.Response:
+def pedir(
+    metodo: str,
+    url: str,
+    *,
+    autorizacao: str | None,
+    corpo: Any = None,
+    params: dict[str, Any] | None = None,
+    contexto: str = '',
+    deve_parar: Callable[[], bool] | None = None,
+    comprimir: bool = False,
+    limite: int | None = None,
+) -> requests.Response:
     """
     Um pedido HTTP sob a política de retentativas (ver o topo do módulo).
 
@@ -632,16 +655,19 @@ def pedir(metodo: str, url: str, *, autorizacao: str | None, corpo: Any = None,
         atraso = tentativas.proxima_espera(tentativa.pedida)
         if atraso is None:
             if tentativa.resposta is not None:
-                return tentativa.resposta         # o status passageiro que nao passou
+                return tentativa.resposta  # o status passageiro que nao passou
             raise ErroIndisponivel(tentativa.desistencia)
         if _esperar(atraso, deve_parar):
-            raise ErroContextia('%s: parada pedida durante as retentativas; o pedido foi'
-                                ' abandonado e conta como falho (última tentativa: %s)'
-                                % (contexto, tentativa.falha))
+            raise ErroContextia(
+                '%s: parada pedida durante as retentativas; o pedido foi'
+                ' abandonado e conta como falho (última tentativa: %s)'
+                % (contexto, tentativa.falha)
+            )
 
 
-def _corpo_e_cabecalhos(autorizacao: str | None, corpo: Any,
-                        comprimir: bool) -> tuple[dict[str, str], bytes | None]:
+def _corpo_e_cabecalhos(
+    autorizacao: str | None, corpo: Any, comprimir: bool
+) -> tuple[dict[str, str], bytes | None]:
     """Os cabeçalhos e o corpo em bytes (JSON estrito; gzip só se pedido e vale a pena)."""
     cabecalhos = {'Accept': 'application/json'}
     if autorizacao:
@@ -649,8 +675,13 @@ def _corpo_e_cabecalhos(autorizacao: str | None, corpo: Any,
     if corpo is None:
         return cabecalhos, None
     cabecalhos['Content-Type'] = 'application/json'
-    dados = corpo if isinstance(corpo, bytes) else json.dumps(
-        corpo, ensure_ascii=False, separators=(',', ':'), allow_nan=False).encode('utf-8')
+    dados = (
+        corpo
+        if isinstance(corpo, bytes)
+        else json.dumps(corpo, ensure_ascii=False, separators=(',', ':'), allow_nan=False).encode(
+            'utf-8'
+        )
+    )
     if comprimir and len(dados) >= padroes.GZIP_A_PARTIR_DE:
         # Uma vez, antes das tentativas; o zlib solta o GIL (lotes em voo comprimem juntos).
         dados = gzip.compress(dados, compresslevel=padroes.NIVEL_GZIP, mtime=0)
@@ -658,8 +689,15 @@ def _corpo_e_cabecalhos(autorizacao: str | None, corpo: Any,
     return cabecalhos, dados
 
 
-def _preparar(metodo: str, url: str, autorizacao: str | None, corpo: Any,
-              params: dict[str, Any] | None, contexto: str, comprimir: bool) -> _PedidoPronto:
+def _preparar(
+    metodo: str,
+    url: str,
+    autorizacao: str | None,
+    corpo: Any,
+    params: dict[str, Any] | None,
+    contexto: str,
+    comprimir: bool,
+) -> _PedidoPronto:
     """O pedido preparado uma vez, com o pool, as CAs e o proxy do destino."""
     import requests
 
@@ -674,18 +712,19 @@ def _preparar(metodo: str, url: str, autorizacao: str | None, corpo: Any,
     # `verify` vai como o CAMINHO do PEM (nunca True, nunca False).
     preparado = requests.PreparedRequest()
     try:
-        preparado.prepare(method=metodo, url=url, headers=cabecalhos, data=dados,
-                          params=params)
+        preparado.prepare(method=metodo, url=url, headers=cabecalhos, data=dados, params=params)
     except requests.exceptions.RequestException as erro:
-        raise ErroContextia('%s: pedido inválido para %s (%s). Confira o endereço do'
-                            ' Contextia (CONTEXTIA_URL) e a chave: sem espaços nem quebras'
-                            ' de linha.' % (contexto, servidor(url), mascarar(erro, autorizacao))
-                            ) from None
+        raise ErroContextia(
+            '%s: pedido inválido para %s (%s). Confira o endereço do'
+            ' Contextia (CONTEXTIA_URL) e a chave: sem espaços nem quebras'
+            ' de linha.' % (contexto, servidor(url), mascarar(erro, autorizacao))
+        ) from None
     return _PedidoPronto(preparado, adaptador, ca, proxies, url, contexto, autorizacao)
 
 
-def _tentar(pronto: _PedidoPronto, tentativas: _Tentativas,
-            maximo: int) -> requests.Response | _Falha:
+def _tentar(
+    pronto: _PedidoPronto, tentativas: _Tentativas, maximo: int
+) -> requests.Response | _Falha:
     """Uma tentativa: a resposta final, ou a falha passageira; o que não passa levanta."""
     import requests
 
@@ -696,8 +735,12 @@ def _tentar(pronto: _PedidoPronto, tentativas: _Tentativas,
         ate = time.monotonic() + sobra
         # stream=True: o corpo e lido aqui, dentro do try, com limite e prazo.
         resposta = pronto.adaptador.send(
-            pronto.preparado, stream=True, verify=pronto.ca, proxies=pronto.proxies,
-            timeout=(min(TIMEOUT[0], sobra), min(TIMEOUT[1], sobra)))
+            pronto.preparado,
+            stream=True,
+            verify=pronto.ca,
+            proxies=pronto.proxies,
+            timeout=(min(TIMEOUT[0], sobra), min(TIMEOUT[1], sobra)),
+        )
         ler_corpo(resposta, limite=maximo, ate=ate, segundos=segundos)
     except requests.exceptions.SSLError as erro:
         # Certificado que nao confere nao melhora com o tempo: sem retentativa.
@@ -708,24 +751,38 @@ def _tentar(pronto: _PedidoPronto, tentativas: _Tentativas,
         ) from None
     except RespostaAbandonada as erro:
         # Como um timeout: passageiro, re-tentado dentro do prazo da chamada.
-        return _Falha(None, None, str(erro),
-                      '%s: %s; o prazo de retentativas (%g s) acabou sem uma resposta'
-                      ' inteira' % (contexto, erro, segundos))
-    except (requests.exceptions.ChunkedEncodingError,
-            requests.exceptions.ContentDecodingError) as erro:
-        return _Falha(None, None, 'conexão caiu no meio da resposta',
-                      '%s: conexão caiu no meio da resposta e o prazo de retentativas'
-                      ' acabou (%s)' % (contexto, mascarar(erro, autorizacao)))
+        return _Falha(
+            None,
+            None,
+            str(erro),
+            '%s: %s; o prazo de retentativas (%g s) acabou sem uma resposta'
+            ' inteira' % (contexto, erro, segundos),
+        )
+    except (
+        requests.exceptions.ChunkedEncodingError,
+        requests.exceptions.ContentDecodingError,
+    ) as erro:
+        return _Falha(
+            None,
+            None,
+            'conexão caiu no meio da resposta',
+            '%s: conexão caiu no meio da resposta e o prazo de retentativas'
+            ' acabou (%s)' % (contexto, mascarar(erro, autorizacao)),
+        )
     except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as erro:
-        return _Falha(None, None, '%s não respondeu' % servidor(url),
-                      '%s: %s não respondeu (ou seguiu sobrecarregado) dentro do prazo'
-                      ' de retentativas (%s)'
-                      % (contexto, servidor(url), mascarar(erro, autorizacao)))
+        return _Falha(
+            None,
+            None,
+            '%s não respondeu' % servidor(url),
+            '%s: %s não respondeu (ou seguiu sobrecarregado) dentro do prazo'
+            ' de retentativas (%s)' % (contexto, servidor(url), mascarar(erro, autorizacao)),
+        )
     except requests.exceptions.RequestException as erro:
         # URL invalida, cabecalho invalido...: tentar de novo da o mesmo.
-        raise ErroContextia('%s: %s não respondeu (ou seguiu sobrecarregado) dentro do'
-                            ' prazo de retentativas (%s)'
-                            % (contexto, servidor(url), mascarar(erro, autorizacao))) from None
+        raise ErroContextia(
+            '%s: %s não respondeu (ou seguiu sobrecarregado) dentro do'
+            ' prazo de retentativas (%s)' % (contexto, servidor(url), mascarar(erro, autorizacao))
+        ) from None
     if 300 <= resposta.status_code < 400:
         raise ErroRedirecionamento(_redirecionamento(resposta, contexto, url))
     if resposta.status_code not in STATUS_RETENTAVEIS:
@@ -735,13 +792,16 @@ def _tentar(pronto: _PedidoPronto, tentativas: _Tentativas,
 
 def _redirecionamento(resposta: requests.Response, contexto: str, url: str) -> str:
     """A mensagem do 3xx: o que, para onde (mascarado) e a correção."""
-    destino = mascarar(resposta.headers.get('Location') or '(sem Location)',
-                       autorizacao_enviada(resposta))[:200]
-    return ('%s: %s respondeu HTTP %d mandando para %s -- o SDK nunca segue'
-            ' redirecionamento (a chave e os registros iriam para um endereço que ninguém'
-            ' configurou, talvez sem TLS). Nada deste pedido conta como entregue. Se o'
-            ' endereço novo é o certo, ponha-o em CONTEXTIA_URL.'
-            % (contexto, servidor(url), resposta.status_code, destino))
+    destino = mascarar(
+        resposta.headers.get('Location') or '(sem Location)', autorizacao_enviada(resposta)
+    )[:200]
+    return (
+        '%s: %s respondeu HTTP %d mandando para %s -- o SDK nunca segue'
+        ' redirecionamento (a chave e os registros iriam para um endereço que ninguém'
+        ' configurou, talvez sem TLS). Nada deste pedido conta como entregue. Se o'
+        ' endereço novo é o certo, ponha-o em CONTEXTIA_URL.'
+        % (contexto, servidor(url), resposta.status_code, destino)
+    )
 
 
 class RespostaInvalida(ErroContextia):

@@ -74,13 +74,22 @@ class AdaptadorDeOrigem(Protocol):
     def conectar(self, url: str | None = None, timeout: int | None = None) -> object:
         """Conecta (ou devolve a conexão que já existe)."""
 
-    def fetch(self, source_object: str, columns: Sequence[str],
-              scope: Sequence[Any] | None = None, since: Sequence[Any] | None = None,
-              chaves: Sequence[Any] | None = None) -> Iterable[dict[str, Any]]:
+    def fetch(
+        self,
+        source_object: str,
+        columns: Sequence[str],
+        scope: Sequence[Any] | None = None,
+        since: Sequence[Any] | None = None,
+        chaves: Sequence[Any] | None = None,
+    ) -> Iterable[dict[str, Any]]:
         """As linhas, em streaming: a empresa (`scope`), a janela (`since`), as chaves."""
 
-    def contar(self, source_object: str, scope: Sequence[Any] | None = None,
-               since: Sequence[Any] | None = None) -> int:
+    def contar(
+        self,
+        source_object: str,
+        scope: Sequence[Any] | None = None,
+        since: Sequence[Any] | None = None,
+    ) -> int:
         """A sonda: quantas linhas."""
 
     def maximo(self, source_object: str, coluna: str) -> Any:
@@ -101,8 +110,9 @@ class AdaptadorDeOrigem(Protocol):
     def contar_sem_valor(self, source_object: str, coluna: str) -> int:
         """Quantas linhas sem a coluna de mudança (`FUNCOES_COLUNA`)."""
 
-    def conjunto(self, source_object: str, chave: str, escopo: str | None = None,
-                 so_escopo: Any = None) -> Iterable[Sequence[Any]]:
+    def conjunto(
+        self, source_object: str, chave: str, escopo: str | None = None, so_escopo: Any = None
+    ) -> Iterable[Sequence[Any]]:
         """As linhas (escopo, chave) em ordem binária (`FUNCOES_RECONCILIACAO`)."""
 
 
@@ -154,7 +164,8 @@ def carregar_origem(nome: str) -> AdaptadorDeOrigem:
     if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', nome or ''):
         raise ErroAdaptador(
             '--source=%r não é nome de módulo. Use o nome do arquivo em sources/'
-            ' sem o .py (normalmente --source=generic).' % nome)
+            ' sem o .py (normalmente --source=generic).' % nome
+        )
     arquivo = os.path.join(PASTA_SOURCES, nome + '.py')
     if os.path.exists(arquivo):
         nome_modulo = 'contextia_sources_' + nome
@@ -162,8 +173,9 @@ def carregar_origem(nome: str) -> AdaptadorDeOrigem:
         if modulo is None:
             spec = importlib.util.spec_from_file_location(nome_modulo, arquivo)
             if spec is None or spec.loader is None:
-                raise ErroAdaptador('sources/%s.py não pode ser carregado como módulo'
-                                    ' Python.' % nome)
+                raise ErroAdaptador(
+                    'sources/%s.py não pode ser carregado como módulo Python.' % nome
+                )
             modulo = importlib.util.module_from_spec(spec)
             sys.modules[nome_modulo] = modulo
             try:
@@ -176,13 +188,15 @@ def carregar_origem(nome: str) -> AdaptadorDeOrigem:
     else:
         raise ErroAdaptador(
             'sources/%s.py não existe. Use --source=generic (o adaptador embutido)'
-            ' ou crie o adaptador em %s.' % (nome, PASTA_SOURCES))
+            ' ou crie o adaptador em %s.' % (nome, PASTA_SOURCES)
+        )
     faltam = faltando(modulo, FUNCOES)
     if faltam:
         raise ErroAdaptador(
             'sources/%s.py não expõe %s. O SDK precisa de sonda (`contar`), leitura'
             ' (`fetch`, com `since=` e `scope=`), ponto de partida (`maximo`) e'
             ' renovação de retrato (`renovar`). Use sources/generic.py.'
-            % (nome, ', '.join('`%s`' % f for f in faltam)))
+            % (nome, ', '.join('`%s`' % f for f in faltam))
+        )
     # Conferido acima (FUNCOES); o que a estrategia pede a mais, na escolha dela.
     return cast(AdaptadorDeOrigem, modulo)

@@ -53,8 +53,9 @@ def ordem_binaria(coluna: ColumnClause[Any], dialeto: str) -> ColumnElement[Any]
     return coluna.collate(colacao) if colacao else coluna
 
 
-def consulta_conjunto(objeto: Objeto, chave: str, escopo: str | None, dialeto: str,
-                      so_escopo: Any = None) -> tuple[sa.Select[Any], list[ColumnClause[Any]]]:
+def consulta_conjunto(
+    objeto: Objeto, chave: str, escopo: str | None, dialeto: str, so_escopo: Any = None
+) -> tuple[sa.Select[Any], list[ColumnClause[Any]]]:
     """O SELECT do conjunto de chaves e as colunas reais (escopo primeiro, se houver)."""
     validado(filtro.validar_nome, chave, 'key')
     real_chave = objeto.coluna(chave, 'key')
@@ -63,8 +64,7 @@ def consulta_conjunto(objeto: Objeto, chave: str, escopo: str | None, dialeto: s
         validado(filtro.validar_nome, escopo, 'scope_column')
         reais.append(objeto.coluna(escopo, 'scope_column'))
     reais.append(real_chave)
-    sql = sa.select(*reais).select_from(objeto.tabela).where(
-        *[real.is_not(None) for real in reais])
+    sql = sa.select(*reais).select_from(objeto.tabela).where(*[real.is_not(None) for real in reais])
     if so_escopo is not None and escopo is not None:
         sql = _filtrado(sql, objeto, (escopo, so_escopo), None, dialeto)
     return sql.order_by(*[ordem_binaria(real, dialeto) for real in reais]), reais

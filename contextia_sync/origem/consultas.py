@@ -25,8 +25,9 @@ from contextia_sync.origem.valores import coagir, coagir_exato, texto_sqlite
 class Objeto:
     """Uma view/tabela resolvida: nome real, colunas reais e seus tipos."""
 
-    def __init__(self, tabela: TableClause, source_object: str,
-                 tipos_sqlite: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, tabela: TableClause, source_object: str, tipos_sqlite: dict[str, str] | None = None
+    ) -> None:
         self.tabela = tabela
         self.source_object = source_object
         self.tipos_sqlite = tipos_sqlite or {}
@@ -53,26 +54,41 @@ class Objeto:
         if c is None:
             c = self._minusculo.get(nome.lower())
         if c is None:
-            if not self._exato:                  # sem reflexao: o nome como veio
+            if not self._exato:  # sem reflexao: o nome como veio
                 return sa.column(nome)
             raise ErroOrigem(
                 '%s: a coluna %s não existe em %s. Colunas que o banco mostra: %s.'
                 ' Corrija o mapeamento (ou a view).'
-                % (campo, nome, self.source_object,
-                   ', '.join(sorted(self._exato)[:60])))
+                % (campo, nome, self.source_object, ', '.join(sorted(self._exato)[:60]))
+            )
         return c
 
 
 # Codigos de tipo do protocolo MySQL (pymysql.constants.FIELD_TYPE).
 _TIPOS_MYSQL: dict[Any, str] = {
-    0: 'numeric', 246: 'numeric', 1: 'int', 2: 'int', 3: 'int', 8: 'int', 9: 'int',
-    13: 'int', 4: 'float', 5: 'float', 7: 'timestamp', 10: 'date', 14: 'date',
-    12: 'datetime', 15: 'texto', 253: 'texto', 254: 'texto',
+    0: 'numeric',
+    246: 'numeric',
+    1: 'int',
+    2: 'int',
+    3: 'int',
+    8: 'int',
+    9: 'int',
+    13: 'int',
+    4: 'float',
+    5: 'float',
+    7: 'timestamp',
+    10: 'date',
+    14: 'date',
+    12: 'datetime',
+    15: 'texto',
+    253: 'texto',
+    254: 'texto',
 }
 
 
-def colunas_pelo_select_mysql(conn: Connection, schema: str | None,
-                              nome: str) -> list[dict[str, Any]]:
+def colunas_pelo_select_mysql(
+    conn: Connection, schema: str | None, nome: str
+) -> list[dict[str, Any]]:
     """
     Nomes e tipos pelo `SELECT * ... WHERE 1 = 0`: so precisa de SELECT.
 
@@ -80,8 +96,8 @@ def colunas_pelo_select_mysql(conn: Connection, schema: str | None,
     para o tipo SQLAlchemy que os conversores entendem.
     """
     from sqlalchemy.dialects import mysql as _mysql
-    sql = sa.select(sa.text('*')).select_from(sa.table(nome, schema=schema)).where(
-        sa.text('1 = 0'))
+
+    sql = sa.select(sa.text('*')).select_from(sa.table(nome, schema=schema)).where(sa.text('1 = 0'))
     resultado = conn.execute(sql)
     descricao = resultado.cursor.description
     resultado.close()
@@ -89,8 +105,13 @@ def colunas_pelo_select_mysql(conn: Connection, schema: str | None,
     for nome_coluna, codigo, _exib, _interno, precisao, escala, _nulo in descricao:
         familia = _TIPOS_MYSQL.get(codigo)
         tipos: dict[str | None, Any] = {
-            'int': sa.Integer(), 'float': sa.Float(), 'date': sa.Date(),
-            'datetime': sa.DateTime(), 'timestamp': _mysql.TIMESTAMP(), 'texto': sa.String()}
+            'int': sa.Integer(),
+            'float': sa.Float(),
+            'date': sa.Date(),
+            'datetime': sa.DateTime(),
+            'timestamp': _mysql.TIMESTAMP(),
+            'texto': sa.String(),
+        }
         tipo = tipos.get(familia, NullType())
         if familia == 'numeric':
             # precisao do protocolo inclui sinal e ponto; a escala e o que importa
@@ -99,8 +120,9 @@ def colunas_pelo_select_mysql(conn: Connection, schema: str | None,
     return colunas
 
 
-def objeto_sem_reflexao(source_object: str, colunas: Iterable[str] = (),
-                        tipos: Mapping[str, Any] | None = None) -> Objeto:
+def objeto_sem_reflexao(
+    source_object: str, colunas: Iterable[str] = (), tipos: Mapping[str, Any] | None = None
+) -> Objeto:
     """Tabela montada só com nomes (e tipos, se dados): para compilar SQL sem servidor."""
     schema, nome = validado(filtro.validar_objeto, source_object)
     nomes = validado(filtro.validar_colunas, list(colunas)) if colunas else []
@@ -125,12 +147,14 @@ def valor_do_escopo(objeto: Objeto, scope: Sequence[Any]) -> tuple[ColumnClause[
     coluna = objeto.coluna(scope[0], 'scope')
     if not objeto.refletido:
         return coluna, scope[1]
-    return coluna, coagir_exato(scope[1], coluna.type, '%s.%s' % (objeto.source_object,
-                                                                  coluna.name), 'scope')
+    return coluna, coagir_exato(
+        scope[1], coluna.type, '%s.%s' % (objeto.source_object, coluna.name), 'scope'
+    )
 
 
-def _onde(objeto: Objeto, condicoes: Sequence[filtro.Condicao],
-          dialeto: str) -> list[ColumnElement[bool]]:
+def _onde(
+    objeto: Objeto, condicoes: Sequence[filtro.Condicao], dialeto: str
+) -> list[ColumnElement[bool]]:
     """O plano puro de `filtro.plano` virando expressões SQLAlchemy, com bind."""
     expressoes: list[ColumnElement[bool]] = []
     campos = {'escopo': 'scope', 'desde': 'since', 'chaves': 'key'}
@@ -142,17 +166,29 @@ def _onde(objeto: Objeto, condicoes: Sequence[filtro.Condicao],
             # Lista expandida pelo SQLAlchemy em binds: nenhum valor vira texto de SQL.
             # Cada valor EXATO no tipo da coluna: '17x' numa key INT seria 17 no MariaDB.
             rotulo = '%s.%s' % (objeto.source_object, coluna.name)
-            valores = [v if sem_tipo and not objeto.refletido
-                       else coagir_exato(v, tipo, rotulo, 'key') for v in valor]
-            expressoes.append(coluna.in_(sa.bindparam(
-                parametro, valores, expanding=True, type_=None if sem_tipo else tipo)))
+            valores = [
+                v if sem_tipo and not objeto.refletido else coagir_exato(v, tipo, rotulo, 'key')
+                for v in valor
+            ]
+            expressoes.append(
+                coluna.in_(
+                    sa.bindparam(
+                        parametro, valores, expanding=True, type_=None if sem_tipo else tipo
+                    )
+                )
+            )
             continue
         if parametro == filtro.PARAMETRO_ESCOPO:
             coluna, valor = valor_do_escopo(objeto, (nome, valor))
             bind = sa.bindparam(parametro, valor, type_=None if sem_tipo else tipo)
         elif dialeto == 'sqlite' and objeto.tipos_sqlite.get(coluna.name):
-            valor = texto_sqlite(coagir(valor, sa.DateTime() if objeto.tipos_sqlite[
-                coluna.name] == 'datetime' else sa.Date(), dialeto))
+            valor = texto_sqlite(
+                coagir(
+                    valor,
+                    sa.DateTime() if objeto.tipos_sqlite[coluna.name] == 'datetime' else sa.Date(),
+                    dialeto,
+                )
+            )
             bind = sa.bindparam(parametro, valor, type_=sa.String())
         elif sem_tipo:
             bind = sa.bindparam(parametro, valor)
@@ -162,18 +198,27 @@ def _onde(objeto: Objeto, condicoes: Sequence[filtro.Condicao],
     return expressoes
 
 
-def _filtrado(sql: sa.Select[Any], objeto: Objeto, scope: Sequence[Any] | None,
-              since: Sequence[Any] | None, dialeto: str,
-              chaves: Sequence[Any] | None = None) -> sa.Select[Any]:
+def _filtrado(
+    sql: sa.Select[Any],
+    objeto: Objeto,
+    scope: Sequence[Any] | None,
+    since: Sequence[Any] | None,
+    dialeto: str,
+    chaves: Sequence[Any] | None = None,
+) -> sa.Select[Any]:
     for expr in _onde(objeto, validado(filtro.plano, scope, since, chaves), dialeto):
         sql = sql.where(expr)
     return sql
 
 
-def consulta_fetch(objeto: Objeto, columns: Sequence[str],
-                   scope: Sequence[Any] | None = None, since: Sequence[Any] | None = None,
-                   dialeto: str = '', chaves: Sequence[Any] | None = None,
-                   ) -> tuple[sa.Select[Any], list[str], list[int], list[ColumnClause[Any]]]:
+def consulta_fetch(
+    objeto: Objeto,
+    columns: Sequence[str],
+    scope: Sequence[Any] | None = None,
+    since: Sequence[Any] | None = None,
+    dialeto: str = '',
+    chaves: Sequence[Any] | None = None,
+) -> tuple[sa.Select[Any], list[str], list[int], list[ColumnClause[Any]]]:
     """
     SELECT das colunas do mapeamento, sem repetir coluna.
 
@@ -192,16 +237,22 @@ def consulta_fetch(objeto: Objeto, columns: Sequence[str],
         else:
             posicoes.append(len(reais))
             reais.append(coluna)
-    sql = _filtrado(sa.select(*reais).select_from(objeto.tabela), objeto, scope, since,
-                    dialeto, chaves)
+    sql = _filtrado(
+        sa.select(*reais).select_from(objeto.tabela), objeto, scope, since, dialeto, chaves
+    )
     return sql, nomes, posicoes, reais
 
 
-def consulta_contar(objeto: Objeto, scope: Sequence[Any] | None = None,
-                    since: Sequence[Any] | None = None, dialeto: str = '') -> sa.Select[Any]:
+def consulta_contar(
+    objeto: Objeto,
+    scope: Sequence[Any] | None = None,
+    since: Sequence[Any] | None = None,
+    dialeto: str = '',
+) -> sa.Select[Any]:
     """SELECT count(*) com o filtro de `filtro.plano` (a sonda do ouvinte)."""
-    return _filtrado(sa.select(sa.func.count()).select_from(objeto.tabela), objeto,
-                     scope, since, dialeto)
+    return _filtrado(
+        sa.select(sa.func.count()).select_from(objeto.tabela), objeto, scope, since, dialeto
+    )
 
 
 def consulta_maximo(objeto: Objeto, coluna: str) -> tuple[sa.Select[Any], ColumnClause[Any]]:
@@ -215,8 +266,13 @@ def consulta_escopos(objeto: Objeto, coluna: str) -> tuple[sa.Select[Any], Colum
     """SELECT DISTINCT dos valores nao nulos de `coluna`, em ordem."""
     validado(filtro.validar_nome, coluna, 'scope_column')
     real = objeto.coluna(coluna, 'scope_column')
-    return (sa.select(real).select_from(objeto.tabela).where(real.is_not(None))
-            .distinct().order_by(real)), real
+    return (
+        sa.select(real)
+        .select_from(objeto.tabela)
+        .where(real.is_not(None))
+        .distinct()
+        .order_by(real)
+    ), real
 
 
 def consulta_sem_valor(objeto: Objeto, coluna: str) -> sa.Select[Any]:
@@ -230,11 +286,15 @@ def consulta_sem_valor(objeto: Objeto, coluna: str) -> sa.Select[Any]:
 # na hora local do servidor, porque uma coluna sem fuso pode guardar qualquer
 # das duas, conforme o ERP grava.
 _RELOGIO = {
-    'postgresql': ("SELECT now() AT TIME ZONE 'UTC', now() AT TIME ZONE"
-                   " (SELECT reset_val FROM pg_settings WHERE name = 'TimeZone')"),
-    'mysql': ("SELECT UTC_TIMESTAMP(6),"
-              " COALESCE(CONVERT_TZ(UTC_TIMESTAMP(6), '+00:00', @@global.time_zone),"
-              " UTC_TIMESTAMP(6))"),
+    'postgresql': (
+        "SELECT now() AT TIME ZONE 'UTC', now() AT TIME ZONE"
+        " (SELECT reset_val FROM pg_settings WHERE name = 'TimeZone')"
+    ),
+    'mysql': (
+        'SELECT UTC_TIMESTAMP(6),'
+        " COALESCE(CONVERT_TZ(UTC_TIMESTAMP(6), '+00:00', @@global.time_zone),"
+        ' UTC_TIMESTAMP(6))'
+    ),
     'sqlite': "SELECT datetime('now'), datetime('now', 'localtime')",
     'oracle': 'SELECT SYS_EXTRACT_UTC(SYSTIMESTAMP), CAST(SYSTIMESTAMP AS TIMESTAMP) FROM DUAL',
     'mssql': 'SELECT SYSUTCDATETIME(), SYSDATETIME()',
@@ -246,5 +306,7 @@ def consulta_relogio(dialeto: str) -> sa.TextClause:
     try:
         return sa.text(_RELOGIO[dialeto])
     except KeyError:
-        raise ErroOrigem('a origem %s não tem consulta de relógio conhecida; o ouvinte precisa'
-                         ' da hora da ORIGEM para a marca de água' % dialeto) from None
+        raise ErroOrigem(
+            'a origem %s não tem consulta de relógio conhecida; o ouvinte precisa'
+            ' da hora da ORIGEM para a marca de água' % dialeto
+        ) from None

@@ -38,31 +38,33 @@ def validar_nome(nome: Any, campo: str) -> str:
     if not isinstance(nome, str) or not nome:
         raise ErroIdentificador(
             '%s: %r não é nome de coluna/objeto. Escreva o nome como está no banco,'
-            ' ex.: "EMPRESA_ID".' % (campo, nome))
+            ' ex.: "EMPRESA_ID".' % (campo, nome)
+        )
     if len(nome) > TAMANHO_MAXIMO or not _NOME.match(nome):
         raise ErroIdentificador(
             '%s: %r recusado -- só letras, dígitos, _, $ e #, começando por letra'
             ' (sem espaço, aspas, ponto-e-virgula ou comentário). O nome vem do'
             ' mapeamento e vai para um SQL na produção do cliente: corrija o'
-            ' mapeamento ou peça ao DBA uma view com nomes simples.' % (campo, nome))
+            ' mapeamento ou peça ao DBA uma view com nomes simples.' % (campo, nome)
+        )
     return nome
 
 
-def validar_objeto(source_object: Any,
-                   campo: str = 'source_object') -> tuple[str | None, str]:
+def validar_objeto(source_object: Any, campo: str = 'source_object') -> tuple[str | None, str]:
     """
     'VIEW' ou 'SCHEMA.VIEW' -> (schema|None, nome). Qualquer outra forma e recusada.
     """
     if not isinstance(source_object, str) or not source_object:
         raise ErroIdentificador(
             '%s: %r não é nome de view/tabela. Ex.: "TITULOS_RECEBER" ou'
-            ' "ERP.TITULOS_RECEBER".' % (campo, source_object))
+            ' "ERP.TITULOS_RECEBER".' % (campo, source_object)
+        )
     partes = source_object.split('.')
     if len(partes) > 2:
         raise ErroIdentificador(
             '%s: %r tem mais de um ponto. Use "VIEW" ou "SCHEMA.VIEW" (banco'
-            ' ligado por dblink/sinonimo: peça ao DBA um sinonimo local).'
-            % (campo, source_object))
+            ' ligado por dblink/sinonimo: peça ao DBA um sinonimo local).' % (campo, source_object)
+        )
     for parte in partes:
         validar_nome(parte, campo)
     if len(partes) == 2:
@@ -74,8 +76,8 @@ def validar_colunas(colunas: Any, campo: str = 'columns') -> list[str]:
     """Lista de nomes validados; lista vazia ou nao-lista e recusada."""
     if isinstance(colunas, str) or not colunas:
         raise ErroIdentificador(
-            '%s: esperava uma lista não vazia de nomes de coluna, veio %r.'
-            % (campo, colunas))
+            '%s: esperava uma lista não vazia de nomes de coluna, veio %r.' % (campo, colunas)
+        )
     return [validar_nome(c, '%s[%d]' % (campo, i)) for i, c in enumerate(colunas)]
 
 
@@ -83,14 +85,15 @@ def _par(par: Any, campo: str) -> tuple[str, Any] | None:
     if par is None:
         return None
     if not isinstance(par, (tuple, list)) or len(par) != 2:
-        raise ErroIdentificador(
-            '%s: esperava (coluna, valor), veio %r.' % (campo, par))
+        raise ErroIdentificador('%s: esperava (coluna, valor), veio %r.' % (campo, par))
     return validar_nome(par[0], '%s (coluna)' % campo), par[1]
 
 
-def plano(scope: Sequence[Any] | None = None,
-          since: Sequence[Any] | None = None,
-          chaves: Sequence[Any] | None = None) -> list[Condicao]:
+def plano(
+    scope: Sequence[Any] | None = None,
+    since: Sequence[Any] | None = None,
+    chaves: Sequence[Any] | None = None,
+) -> list[Condicao]:
     """
     O WHERE como lista de condições (coluna, operador, parâmetro, valor).
 
@@ -107,14 +110,16 @@ def plano(scope: Sequence[Any] | None = None,
         if par[1] is None:
             raise ErroIdentificador(
                 'scope: valor None para a coluna %s -- `= NULL` não casa com nada.'
-                ' Passe o escopo da empresa (ex.: 297).' % par[0])
+                ' Passe o escopo da empresa (ex.: 297).' % par[0]
+            )
         condicoes.append((par[0], '=', PARAMETRO_ESCOPO, par[1]))
     par = _par(since, 'since')
     if par is not None:
         if par[1] is None:
             raise ErroIdentificador(
                 'since: valor None para a coluna %s. Sem marca de água, leia tudo'
-                ' (since=None) ou fixe a marca com maximo().' % par[0])
+                ' (since=None) ou fixe a marca com maximo().' % par[0]
+            )
         condicoes.append((par[0], '>', PARAMETRO_DESDE, par[1]))
     par = _par(chaves, 'chaves')
     if par is not None:
@@ -122,13 +127,15 @@ def plano(scope: Sequence[Any] | None = None,
         if not valores or any(v is None for v in valores):
             raise ErroIdentificador(
                 'chaves: esperava uma lista não vazia de valores de %s, sem None; veio %r.'
-                % (par[0], par[1]))
+                % (par[0], par[1])
+            )
         condicoes.append((par[0], 'IN', PARAMETRO_CHAVES, valores))
     return condicoes
 
 
-def descrever(condicoes: Sequence[Condicao],
-              estilo: str = 'named') -> tuple[str, dict[str, Any] | tuple[Any, ...]]:
+def descrever(
+    condicoes: Sequence[Condicao], estilo: str = 'named'
+) -> tuple[str, dict[str, Any] | tuple[Any, ...]]:
     """
     O plano como texto de WHERE e os valores: ('E = :escopo AND ALT > :desde', {...}).
 

@@ -105,9 +105,24 @@ from contextia_sync.registro import logger
 
 # Os nomes publicos: as funcoes do contrato (`--source=generic`), as excecoes que
 # ele promete (docs/origem.md) e a Origem avulsa (testes, bench).
-__all__ = ['ErroIdentificador', 'ErroOrigem', 'Origem', 'agora', 'colunas', 'conectar',
-           'conjunto', 'contar', 'contar_sem_valor', 'escopos', 'fechar', 'fetch', 'mascarar',
-           'maximo', 'renovar', 'tipo_coluna']
+__all__ = [
+    'ErroIdentificador',
+    'ErroOrigem',
+    'Origem',
+    'agora',
+    'colunas',
+    'conectar',
+    'conjunto',
+    'contar',
+    'contar_sem_valor',
+    'escopos',
+    'fechar',
+    'fetch',
+    'mascarar',
+    'maximo',
+    'renovar',
+    'tipo_coluna',
+]
 
 # O que `fetch` devolve: um gerador (`close()` larga a leitura no meio, e a
 # conexao volta ao pool na hora).
@@ -137,8 +152,11 @@ def _sem_fuso(valor: Any) -> datetime.datetime:
         valor = datetime.datetime.fromisoformat(valor.strip())
     if not isinstance(valor, datetime.datetime):
         raise ErroOrigem('a origem devolveu %r como hora atual; esperava data e hora' % (valor,))
-    return valor.replace(tzinfo=None) if valor.tzinfo is None else \
-        valor.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return (
+        valor.replace(tzinfo=None)
+        if valor.tzinfo is None
+        else valor.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    )
 
 
 def _erro_do_driver(erro: BaseException) -> str:
@@ -151,6 +169,7 @@ def _erro_do_driver(erro: BaseException) -> str:
 # ---------------------------------------------------------------------------
 # A origem
 # ---------------------------------------------------------------------------
+
 
 def _abandonar_mysql(conn: Connection, resultado: CursorResult[Any]) -> None:
     """
@@ -167,11 +186,11 @@ def _abandonar_mysql(conn: Connection, resultado: CursorResult[Any]) -> None:
     pendente = getattr(cursor, '_result', None)
     pymysql = pendente is not None and hasattr(pendente, 'unbuffered_active')
     if cursor is not None and pendente is not None and pymysql:
-        pendente.unbuffered_active = False     # senao o __del__ dele drena
+        pendente.unbuffered_active = False  # senao o __del__ dele drena
         cursor._result = None
     try:
         conn.invalidate()
-    except Exception:                                    # noqa: BLE001
+    except Exception:  # noqa: BLE001
         pass
     if cursor is not None and pendente is not None and not pymysql:
         # mysqlclient: o `close` do cursor le o resto (result.discard). Solto so
@@ -195,6 +214,7 @@ def _conversoes_mysqldb() -> dict[Any, Any]:
             if valor is None and bruto is not None:
                 return bruto.decode('ascii', 'replace') if isinstance(bruto, bytes) else bruto
             return valor
+
         return ler
 
     conversoes = dict(conversions)
@@ -203,9 +223,11 @@ def _conversoes_mysqldb() -> dict[Any, Any]:
     return conversoes
 
 
-def _lote_pronto(lote: Sequence[Sequence[Any]], conversores: list[tuple[int, Conversor]],
-                 conferir: tuple[int, Any, str] | None,
-                 ) -> tuple[Sequence[Sequence[Any]], int, Any]:
+def _lote_pronto(
+    lote: Sequence[Sequence[Any]],
+    conversores: list[tuple[int, Conversor]],
+    conferir: tuple[int, Any, str] | None,
+) -> tuple[Sequence[Sequence[Any]], int, Any]:
     """
     Um lote do cursor com os conversores de coluna aplicados e sem as linhas de
     outro escopo: (lote, descartadas, exemplo de valor descartado). O mesmo que
@@ -232,7 +254,7 @@ def _lote_pronto(lote: Sequence[Sequence[Any]], conversores: list[tuple[int, Con
     posicao = conferir[0]
     try:
         distintos = set(map(itemgetter(posicao), lote))
-    except TypeError:                   # valor sem hash: linha a linha
+    except TypeError:  # valor sem hash: linha a linha
         distintos = None
     if distintos is not None and all(_do_escopo(valor, conferir) for valor in distintos):
         return lote, 0, None
@@ -259,15 +281,20 @@ class _Contagem:
             self.exemplo = valor
 
 
-def _avisar_descartadas(source_object: str, conferir: tuple[int, Any, str] | None,
-                        conta: _Contagem) -> None:
+def _avisar_descartadas(
+    source_object: str, conferir: tuple[int, Any, str] | None, conta: _Contagem
+) -> None:
     if conta.descartadas:
         logger.warning(
             'leitura de %s com escopo %r: %d linha(s) que o banco devolveu têm outro'
             ' valor na coluna de escopo (ex.: %r) -- o banco as compara como iguais'
             ' (maiúsculas/minúsculas, acentos, espaços); não são desta empresa e'
-            ' ficaram de fora', source_object, conferir[2] if conferir else '',
-            conta.descartadas, conta.exemplo)
+            ' ficaram de fora',
+            source_object,
+            conferir[2] if conferir else '',
+            conta.descartadas,
+            conta.exemplo,
+        )
 
 
 def _do_escopo(valor: Any, conferir: tuple[int, Any, str]) -> bool:
@@ -284,15 +311,16 @@ def _fechar_leitura(conn: Connection, resultado: CursorResult[Any]) -> None:
     for fechar in (resultado.close, conn.close):
         try:
             fechar()
-        except Exception:                                # noqa: BLE001
+        except Exception:  # noqa: BLE001
             pass
 
 
 class Origem:
     """Uma origem (uma URL): engine próprio, sessão so-leitura, leituras curtas."""
 
-    def __init__(self, url: str | sa.URL, timeout: int | None = None,
-                 linhas_por_lote: int = LINHAS_POR_LOTE) -> None:
+    def __init__(
+        self, url: str | sa.URL, timeout: int | None = None, linhas_por_lote: int = LINHAS_POR_LOTE
+    ) -> None:
         self.url = ler_url(url)
         self._senha = self.url.password
         self.url_dada = str(url)
@@ -324,13 +352,22 @@ class Origem:
 
     def _erro(self, o_que: str, erro: BaseException, correcao: str = '') -> ErroOrigem:
         if MARCAS_DE_TIMEOUT.search(str(getattr(erro, 'orig', erro))):
-            correcao = ('passou de CONTEXTIA_ORIGEM_TIMEOUT=%ss e o banco cancelou.'
-                        ' Índice na coluna de mudanca/escopo resolve; se a consulta e'
-                        ' legitimamente lenta, aumente o limite' % self.timeout)
+            correcao = (
+                'passou de CONTEXTIA_ORIGEM_TIMEOUT=%ss e o banco cancelou.'
+                ' Índice na coluna de mudanca/escopo resolve; se a consulta e'
+                ' legitimamente lenta, aumente o limite' % self.timeout
+            )
         elif falha_de_tls(erro):
             correcao = correcao_tls(self.tls)
-        return ErroOrigem('%s (%s): %s%s' % (o_que, self.descricao, self._do_driver(erro),
-                                             (' -- ' + correcao) if correcao else ''))
+        return ErroOrigem(
+            '%s (%s): %s%s'
+            % (
+                o_que,
+                self.descricao,
+                self._do_driver(erro),
+                (' -- ' + correcao) if correcao else '',
+            )
+        )
 
     # -- conexao ------------------------------------------------------------
     def conectar(self) -> Origem:
@@ -356,13 +393,14 @@ class Origem:
             engine = sa.create_engine(url, **opcoes)
         except ErroConfiguracaoOrigem:
             raise
-        except Exception as erro:                        # noqa: BLE001
+        except Exception as erro:  # noqa: BLE001
             # Prefixo que nenhum dialeto conhece ou driver que nao esta instalado:
             # a URL (ou a instalacao) e que esta errada, nao a origem fora do ar.
             raise ErroConfiguracaoOrigem(
                 'não consegui montar o acesso a origem %s: %s: %s -- confira o'
                 ' prefixo da URL e se o driver está instalado (requirements.txt).'
-                % (self.descricao, type(erro).__name__, mascarar(erro, self._senha))) from None
+                % (self.descricao, type(erro).__name__, mascarar(erro, self._senha))
+            ) from None
         event.listen(engine, 'connect', self._ao_conectar)
         if self.dialeto == 'mysql':
             event.listen(engine, 'checkout', self._ao_retirar)
@@ -375,24 +413,33 @@ class Origem:
         except sa_exc.DBAPIError as erro:
             self._engine = None
             engine.dispose()
-            raise self._erro('não conectou a origem', erro,
-                             'confira host, porta, usuário e senha em'
-                             ' CONTEXTIA_ORIGEM e se o banco aceita conexão'
-                             ' desta máquina') from None
-        logger.info('origem ...........: %s (somente leitura: %s; timeout: %s)',
-                    self.descricao,
-                    'pelo LOGIN (SQL Server não trava sessão)' if self.dialeto == 'mssql'
-                    else 'sessão travada', '%ss' % self.timeout if self.timeout else 'nenhum')
+            raise self._erro(
+                'não conectou a origem',
+                erro,
+                'confira host, porta, usuário e senha em'
+                ' CONTEXTIA_ORIGEM e se o banco aceita conexão'
+                ' desta máquina',
+            ) from None
+        logger.info(
+            'origem ...........: %s (somente leitura: %s; timeout: %s)',
+            self.descricao,
+            'pelo LOGIN (SQL Server não trava sessão)'
+            if self.dialeto == 'mssql'
+            else 'sessão travada',
+            '%ss' % self.timeout if self.timeout else 'nenhum',
+        )
         if self.dialeto == 'mssql':
-            logger.warning('SQL Server: o adaptador não consegue travar a sessão em'
-                           ' leitura. Garanta que o login só tem db_datareader'
-                           ' (docs/origem.md).')
+            logger.warning(
+                'SQL Server: o adaptador não consegue travar a sessão em'
+                ' leitura. Garanta que o login só tem db_datareader'
+                ' (docs/origem.md).'
+            )
         return self
 
     def _motor(self) -> Engine:
         """O engine, criado e provado na primeira vez."""
         self.conectar()
-        assert self._engine is not None           # conectar() cria ou levanta
+        assert self._engine is not None  # conectar() cria ou levanta
         return self._engine
 
     def _sql_ping(self) -> str:
@@ -417,10 +464,10 @@ class Origem:
         """
         try:
             self._travar_sessao(dbapi_conn)
-        except Exception as erro:                        # noqa: BLE001
+        except Exception as erro:  # noqa: BLE001
             raise sa_exc.DisconnectionError(
-                'a sessão da origem não voltou a somente leitura (%s)'
-                % _erro_do_driver(erro)) from None
+                'a sessão da origem não voltou a somente leitura (%s)' % _erro_do_driver(erro)
+            ) from None
 
     def _travar_sessao(self, dbapi_conn: Any) -> None:
         """Os comandos de `sessao.comandos_de_sessao`: só leitura, UTC, limite de tempo."""
@@ -434,7 +481,7 @@ class Origem:
         finally:
             cursor.close()
         if self.dialeto == 'oracle' and self.timeout:
-            dbapi_conn.call_timeout = self.timeout * 1000   # ms por ida ao servidor
+            dbapi_conn.call_timeout = self.timeout * 1000  # ms por ida ao servidor
         if self.dialeto == 'mssql' and self.timeout:
             dbapi_conn.timeout = self.timeout
         if self.dialeto in ('postgresql', 'mysql'):
@@ -442,7 +489,7 @@ class Origem:
 
     def _ao_iniciar(self, conn: Connection) -> None:
         dbapi_conn = conn.connection.dbapi_connection
-        assert dbapi_conn is not None             # transacao comecando: conexao viva
+        assert dbapi_conn is not None  # transacao comecando: conexao viva
         cursor = dbapi_conn.cursor()
         try:
             cursor.execute(COMANDO_INICIO_TRANSACAO[self.dialeto])
@@ -455,8 +502,9 @@ class Origem:
         try:
             return engine.connect()
         except sa_exc.DBAPIError as erro:
-            raise self._erro('não conectou a origem', erro,
-                             'a origem está no ar? o próximo ciclo tenta de novo') from None
+            raise self._erro(
+                'não conectou a origem', erro, 'a origem está no ar? o próximo ciclo tenta de novo'
+            ) from None
 
     @contextmanager
     def _conexao(self) -> Iterator[Connection]:
@@ -516,7 +564,8 @@ class Origem:
                 'source_object %s não encontrado na origem %s (nem em maiúsculas/'
                 'minúsculas), ou este login não tem SELECT nele. Confira o nome no'
                 ' mapeamento e o GRANT (docs/origem.md).%s'
-                % (source_object, self.descricao, ultimo_erro))
+                % (source_object, self.descricao, ultimo_erro)
+            )
         colunas: list[ColumnClause[Any]] = []
         tipos_sqlite: dict[str, str] = {}
         for info in reflexo:
@@ -527,31 +576,42 @@ class Origem:
                     # TEXT no disco: lido como texto e convertido aqui, sem o
                     # parser estrito do SQLAlchemy derrubar a leitura inteira
                     # por uma linha torta.
-                    tipos_sqlite[info['name']] = ('date' if declarado.group(1).upper()
-                                                  == 'DATE' else 'datetime')
+                    tipos_sqlite[info['name']] = (
+                        'date' if declarado.group(1).upper() == 'DATE' else 'datetime'
+                    )
                     tipo = sa.String()
             colunas.append(sa.column(info['name'], tipo))
-        objeto = Objeto(sa.table(cand_nome, *colunas, schema=cand_schema),
-                        source_object, tipos_sqlite)
+        objeto = Objeto(
+            sa.table(cand_nome, *colunas, schema=cand_schema), source_object, tipos_sqlite
+        )
         self._objetos[source_object] = objeto
         return objeto
 
-    def _conversores(self, objeto: Objeto, nomes: list[str],
-                     reais: list[ColumnClause[Any]]) -> list[tuple[int, Conversor]]:
+    def _conversores(
+        self, objeto: Objeto, nomes: list[str], reais: list[ColumnClause[Any]]
+    ) -> list[tuple[int, Conversor]]:
         lista = []
         for posicao, (nome, coluna) in enumerate(zip(nomes, reais, strict=True)):
-            funcao = conversor(coluna.type, self.dialeto,
-                               '%s.%s' % (objeto.source_object, nome), self._avisos,
-                               objeto.tipos_sqlite.get(coluna.name))
+            funcao = conversor(
+                coluna.type,
+                self.dialeto,
+                '%s.%s' % (objeto.source_object, nome),
+                self._avisos,
+                objeto.tipos_sqlite.get(coluna.name),
+            )
             if funcao is not None:
                 lista.append((posicao, funcao))
         return lista
 
     # -- leituras -------------------------------------------------------------
-    def fetch(self, source_object: str, columns: Sequence[str],
-              scope: Sequence[Any] | None = None,
-              since: Sequence[Any] | None = None,
-              chaves: Sequence[Any] | None = None) -> Linhas:
+    def fetch(
+        self,
+        source_object: str,
+        columns: Sequence[str],
+        scope: Sequence[Any] | None = None,
+        since: Sequence[Any] | None = None,
+        chaves: Sequence[Any] | None = None,
+    ) -> Linhas:
         """
         As linhas como dicts (chaves = nomes de `columns`), em streaming.
 
@@ -569,8 +629,9 @@ class Origem:
             # A coluna de escopo vai junto (se o mapeamento nao a le) para cada linha
             # ser conferida aqui: ver _linhas.
             lidas = nomes + [scope[0]] if scope is not None else nomes
-            sql, lidas, posicoes, reais = consulta_fetch(objeto, lidas, scope, since,
-                                                         self.dialeto, chaves)
+            sql, lidas, posicoes, reais = consulta_fetch(
+                objeto, lidas, scope, since, self.dialeto, chaves
+            )
             if scope is not None:
                 alvo = valor_do_escopo(objeto, scope)[1]
                 conferir = (posicoes[-1], alvo, texto_escopo(alvo))
@@ -583,7 +644,8 @@ class Origem:
                 # sondas (contar/maximo); a leitura ja foi dimensionada por elas.
                 conn.exec_driver_sql(comando_timeout_mysql(0, self.mariadb))
             resultado = conn.execution_options(
-                stream_results=True, yield_per=self.linhas_por_lote).execute(sql)
+                stream_results=True, yield_per=self.linhas_por_lote
+            ).execute(sql)
         except sa_exc.DBAPIError as erro:
             self._devolver(conn)
             raise self._erro('leitura de %s falhou' % source_object, erro) from None
@@ -596,19 +658,28 @@ class Origem:
             rotulos[posicao] = nome
         conversores = self._conversores(objeto, rotulos, reais)
         logger.debug('fetch %s: %s', source_object, filtro.descrever(plano)[0] or '(tudo)')
-        linhas = self._linhas(conn, resultado, source_object, nomes, posicoes, conversores,
-                              conferir)
+        linhas = self._linhas(
+            conn, resultado, source_object, nomes, posicoes, conversores, conferir
+        )
         if self.dialeto != 'sqlite':
             # (No SQLite o tipo e do valor: o cliente decide pela forma de cada registro.)
-            _FAMILIAS[linhas] = {nome: familia_json(reais[p].type, self.dialeto)
-                                 for nome, p in zip(nomes, posicoes, strict=True)}
+            _FAMILIAS[linhas] = {
+                nome: familia_json(reais[p].type, self.dialeto)
+                for nome, p in zip(nomes, posicoes, strict=True)
+            }
         return linhas
 
-    def _linhas(self, conn: Connection, resultado: CursorResult[Any], source_object: str,
-                nomes: list[str], posicoes: list[int],
-                conversores: list[tuple[int, Conversor]],
-                conferir: tuple[int, Any, str] | None = None,
-                tuplas: bool = False) -> Generator[Any, None, None]:
+    def _linhas(
+        self,
+        conn: Connection,
+        resultado: CursorResult[Any],
+        source_object: str,
+        nomes: list[str],
+        posicoes: list[int],
+        conversores: list[tuple[int, Conversor]],
+        conferir: tuple[int, Any, str] | None = None,
+        tuplas: bool = False,
+    ) -> Generator[Any, None, None]:
         """
         As linhas do `fetch`, e a última palavra sobre o escopo.
 
@@ -628,8 +699,12 @@ class Origem:
         # O cursor do driver direto (sem o Row do SQLAlchemy) quando o SQLAlchemy
         # nao converte nenhum valor deste resultado; o `tuplas` segue o de sempre.
         # (PostgreSQL e MySQL/MariaDB: os que leem por cursor de servidor, e os medidos.)
-        cru = (direto and not tuplas and self.dialeto in ('postgresql', 'mysql')
-               and self._sem_processador(resultado))
+        cru = (
+            direto
+            and not tuplas
+            and self.dialeto in ('postgresql', 'mysql')
+            and self._sem_processador(resultado)
+        )
         try:
             if cru:
                 # Um dict por linha feito em C, sem laco Python por linha.
@@ -665,10 +740,14 @@ class Origem:
         finally:
             self._soltar(conn, resultado, conta.completo)
 
-    def _lotes_crus(self, conn: Connection, resultado: CursorResult[Any],
-                    conversores: list[tuple[int, Conversor]],
-                    conferir: tuple[int, Any, str] | None,
-                    conta: _Contagem) -> Generator[Sequence[Sequence[Any]], None, None]:
+    def _lotes_crus(
+        self,
+        conn: Connection,
+        resultado: CursorResult[Any],
+        conversores: list[tuple[int, Conversor]],
+        conferir: tuple[int, Any, str] | None,
+        conta: _Contagem,
+    ) -> Generator[Sequence[Sequence[Any]], None, None]:
         """
         Os lotes do cursor do driver, prontos: o conversor de coluna e a conferência
         do escopo olham o lote inteiro e só descem à linha quando algum valor
@@ -694,32 +773,38 @@ class Origem:
             cursor = resultado.cursor
             lote = cursor.fetchmany(self.linhas_por_lote) if cursor is not None else []
 
-    def _interrompida(self, erro: Exception, conn: Connection, cru: bool, source_object: str,
-                      lidas: int) -> ErroOrigem | None:
+    def _interrompida(
+        self, erro: Exception, conn: Connection, cru: bool, source_object: str, lidas: int
+    ) -> ErroOrigem | None:
         """
         O erro que a leitura interrompida levanta no lugar de `erro`; None: o
         próprio `erro` sobe (não é da origem nem de um fechamento no meio).
         """
         # O erro do cursor cru o SQLAlchemy nao viu: a conexao pode ter caido, e
         # nao volta ao pool.
-        do_cru = (cru and conn in self._abertas
-                  and isinstance(erro, self._motor().dialect.loaded_dbapi.Error))
+        do_cru = (
+            cru
+            and conn in self._abertas
+            and isinstance(erro, self._motor().dialect.loaded_dbapi.Error)
+        )
         if do_cru:
             try:
                 conn.invalidate()
-            except Exception:                        # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 pass
         if do_cru or isinstance(erro, sa_exc.DBAPIError):
-            return self._erro('leitura de %s interrompida depois de %d linha(s)'
-                              % (source_object, lidas), erro,
-                              'nada desta leitura deve ser dado como completo; a'
-                              ' próxima chamada reconecta')
+            return self._erro(
+                'leitura de %s interrompida depois de %d linha(s)' % (source_object, lidas),
+                erro,
+                'nada desta leitura deve ser dado como completo; a próxima chamada reconecta',
+            )
         if conn in self._abertas:
             return None
         return ErroOrigem(
             'leitura de %s interrompida depois de %d linha(s): fechada por'
             ' renovar()/fechar() antes do fim -- leia até o fim antes de'
-            ' renovar, ou chame fetch de novo' % (source_object, lidas))
+            ' renovar, ou chame fetch de novo' % (source_object, lidas)
+        )
 
     def _soltar(self, conn: Connection, resultado: CursorResult[Any], completo: bool) -> None:
         """A conexão de volta ao pool, lida até o fim ou não (o MySQL abandonado no meio)."""
@@ -728,7 +813,7 @@ class Origem:
             _abandonar_mysql(conn, resultado)
         try:
             resultado.close()
-        except Exception:                            # noqa: BLE001
+        except Exception:  # noqa: BLE001
             pass
         self._devolver(conn)
 
@@ -747,8 +832,10 @@ class Origem:
         if descricao is None or len(descricao) != len(tipos):
             return False
         dialeto = self._motor().dialect
-        return all(tipo.dialect_impl(dialeto).result_processor(dialeto, campo[1]) is None
-                   for tipo, campo in zip(tipos, descricao, strict=True))
+        return all(
+            tipo.dialect_impl(dialeto).result_processor(dialeto, campo[1]) is None
+            for tipo, campo in zip(tipos, descricao, strict=True)
+        )
 
     def _devolver(self, conn: Connection) -> None:
         """
@@ -758,27 +845,31 @@ class Origem:
         próxima sonda nessa conexão do pool rodaria sem limite nenhum. Se nem
         restaurar der, a conexão e descartada.
         """
-        if self.dialeto == 'mysql' and self.timeout and not conn.closed \
-                and not conn.invalidated:
+        if self.dialeto == 'mysql' and self.timeout and not conn.closed and not conn.invalidated:
             try:
                 conn.exec_driver_sql(comando_timeout_mysql(self.timeout, self.mariadb))
-            except Exception:                            # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 try:
                     conn.invalidate()
-                except Exception:                        # noqa: BLE001
+                except Exception:  # noqa: BLE001
                     pass
         try:
             conn.close()
-        except Exception:                                # noqa: BLE001
+        except Exception:  # noqa: BLE001
             pass
 
-    def contar(self, source_object: str, scope: Sequence[Any] | None = None,
-               since: Sequence[Any] | None = None) -> int:
+    def contar(
+        self,
+        source_object: str,
+        scope: Sequence[Any] | None = None,
+        since: Sequence[Any] | None = None,
+    ) -> int:
         """Quantas linhas casam com o filtro (a sonda barata do ouvinte)."""
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
-            return int(conn.execute(consulta_contar(objeto, scope, since,
-                                                    self.dialeto)).scalar_one())
+            return int(
+                conn.execute(consulta_contar(objeto, scope, since, self.dialeto)).scalar_one()
+            )
 
     def maximo(self, source_object: str, coluna: str) -> Any:
         """O maior valor da coluna (ponto de partida da marca de água); None se vazia."""
@@ -786,8 +877,13 @@ class Origem:
             objeto = self._objeto(conn, source_object)
             sql, real = consulta_maximo(objeto, coluna)
             valor = conn.execute(sql).scalar()
-        funcao = conversor(real.type, self.dialeto, '%s.%s' % (source_object, coluna),
-                           self._avisos, objeto.tipos_sqlite.get(real.name))
+        funcao = conversor(
+            real.type,
+            self.dialeto,
+            '%s.%s' % (source_object, coluna),
+            self._avisos,
+            objeto.tipos_sqlite.get(real.name),
+        )
         return funcao(valor) if funcao and valor is not None else valor
 
     def agora(self) -> Relogio:
@@ -814,8 +910,10 @@ class Origem:
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
         dialeto = self._motor().dialect
-        return [dialeto.denormalize_name(c.name) if self.dialeto == 'oracle' else c.name
-                for c in objeto.tabela.c]
+        return [
+            dialeto.denormalize_name(c.name) if self.dialeto == 'oracle' else c.name
+            for c in objeto.tabela.c
+        ]
 
     def escopos(self, source_object: str, coluna: str) -> list[Any]:
         """Os valores distintos, não nulos, de `coluna` (as empresas que existem ali)."""
@@ -823,12 +921,18 @@ class Origem:
             objeto = self._objeto(conn, source_object)
             sql, real = consulta_escopos(objeto, coluna)
             valores = conn.execute(sql).scalars().all()
-        funcao = conversor(real.type, self.dialeto, '%s.%s' % (source_object, coluna),
-                           self._avisos, objeto.tipos_sqlite.get(real.name))
+        funcao = conversor(
+            real.type,
+            self.dialeto,
+            '%s.%s' % (source_object, coluna),
+            self._avisos,
+            objeto.tipos_sqlite.get(real.name),
+        )
         return [funcao(v) for v in valores] if funcao else list(valores)
 
-    def ler_conjunto(self, source_object: str, chave: str, escopo: str | None = None,
-                     so_escopo: Any = None) -> Generator[Sequence[Any], None, None]:
+    def ler_conjunto(
+        self, source_object: str, chave: str, escopo: str | None = None, so_escopo: Any = None
+    ) -> Generator[Sequence[Any], None, None]:
         """
         As linhas (escopo, chave) do conjunto -- só (chave,) sem `escopo` --, em
         streaming e em ordem (o SQL em origem/conjunto.py: `consulta_conjunto`).
@@ -839,16 +943,17 @@ class Origem:
         leitura parcial nunca é dada por completa.
         """
         from contextia_sync.origem.conjunto import consulta_conjunto
+
         conn = self._abrir()
         try:
             objeto = self._objeto(conn, source_object)
             sql, reais = consulta_conjunto(objeto, chave, escopo, self.dialeto, so_escopo)
             resultado = conn.execution_options(
-                stream_results=True, yield_per=self.linhas_por_lote).execute(sql)
+                stream_results=True, yield_per=self.linhas_por_lote
+            ).execute(sql)
         except sa_exc.DBAPIError as erro:
             self._devolver(conn)
-            raise self._erro('leitura das chaves de %s falhou' % source_object,
-                             erro) from None
+            raise self._erro('leitura das chaves de %s falhou' % source_object, erro) from None
         except BaseException:
             self._devolver(conn)
             raise
@@ -856,8 +961,9 @@ class Origem:
         nomes = ([escopo] if escopo is not None else []) + [chave]
         conversores = self._conversores(objeto, nomes, reais)
         logger.debug('conjunto %s: %s', source_object, sql)
-        return self._linhas(conn, resultado, source_object, nomes, list(range(len(nomes))),
-                            conversores, tuplas=True)
+        return self._linhas(
+            conn, resultado, source_object, nomes, list(range(len(nomes))), conversores, tuplas=True
+        )
 
     def renovar(self) -> None:
         """
@@ -904,9 +1010,13 @@ def conectar(url: str | None = None, timeout: int | None = None) -> Origem:
             raise ErroConfiguracaoOrigem(
                 'Falta CONTEXTIA_ORIGEM: a URL SQLAlchemy do banco do ERP, com login'
                 ' SOMENTE LEITURA. Ex.: oracle+oracledb://leitor:SENHA@erp:1521/'
-                '?service_name=ERP -- formatos por banco em docs/origem.md.')
-    if _padrao is not None and _padrao.url_dada == str(url) \
-            and (timeout is None or _padrao.timeout == int(timeout)):
+                '?service_name=ERP -- formatos por banco em docs/origem.md.'
+            )
+    if (
+        _padrao is not None
+        and _padrao.url_dada == str(url)
+        and (timeout is None or _padrao.timeout == int(timeout))
+    ):
         return _padrao.conectar()
     if _padrao is not None:
         _padrao.fechar()
@@ -921,8 +1031,13 @@ def _origem() -> Origem:
     return _padrao.conectar() if _padrao is not None else conectar()
 
 
-def fetch(source_object: str, columns: Sequence[str], scope: Sequence[Any] | None = None,
-          since: Sequence[Any] | None = None, chaves: Sequence[Any] | None = None) -> Linhas:
+def fetch(
+    source_object: str,
+    columns: Sequence[str],
+    scope: Sequence[Any] | None = None,
+    since: Sequence[Any] | None = None,
+    chaves: Sequence[Any] | None = None,
+) -> Linhas:
     """As linhas como dicts, em streaming (ver `Origem.fetch`)."""
     return _origem().fetch(source_object, columns, scope=scope, since=since, chaves=chaves)
 
@@ -935,12 +1050,13 @@ def familias(linhas: Any) -> dict[str, str] | None:
     """
     try:
         return _FAMILIAS.get(linhas)
-    except TypeError:                   # nao aceita weakref: nao e um fetch daqui
+    except TypeError:  # nao aceita weakref: nao e um fetch daqui
         return None
 
 
-def conjunto(source_object: str, chave: str, escopo: str | None = None,
-             so_escopo: Any = None) -> Generator[Sequence[Any], None, None]:
+def conjunto(
+    source_object: str, chave: str, escopo: str | None = None, so_escopo: Any = None
+) -> Generator[Sequence[Any], None, None]:
     """As linhas (escopo, chave) em ordem, em streaming (a reconciliacao; origem/conjunto.py)."""
     return _origem().ler_conjunto(source_object, chave, escopo, so_escopo)
 
@@ -960,8 +1076,9 @@ def contar_sem_valor(source_object: str, coluna: str) -> int:
     return _origem().contar_sem_valor(source_object, coluna)
 
 
-def contar(source_object: str, scope: Sequence[Any] | None = None,
-           since: Sequence[Any] | None = None) -> int:
+def contar(
+    source_object: str, scope: Sequence[Any] | None = None, since: Sequence[Any] | None = None
+) -> int:
     """Quantas linhas casam com o filtro."""
     return _origem().contar(source_object, scope=scope, since=since)
 

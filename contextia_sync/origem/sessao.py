@@ -23,7 +23,9 @@ COMANDO_INICIO_TRANSACAO = {'oracle': 'SET TRANSACTION READ ONLY'}
 # oracledb (call_timeout) e ODBC (HYT00).
 MARCAS_DE_TIMEOUT = re.compile(
     r'statement timeout|max_statement_time|maximum statement execution time'
-    r'|DPY-4024|ORA-03156|HYT00|Query timeout', re.I)
+    r'|DPY-4024|ORA-03156|HYT00|Query timeout',
+    re.I,
+)
 
 
 def comandos_de_sessao(dialeto: str, timeout: int, mariadb: bool = False) -> list[str]:
@@ -35,13 +37,17 @@ def comandos_de_sessao(dialeto: str, timeout: int, mariadb: bool = False) -> lis
     significado porque alguem trocou o fuso padrao do servidor.
     """
     if dialeto == 'postgresql':
-        return ['SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY',
-                "SET TIME ZONE 'UTC'",
-                'SET statement_timeout = %d' % (int(timeout) * 1000)]
+        return [
+            'SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY',
+            "SET TIME ZONE 'UTC'",
+            'SET statement_timeout = %d' % (int(timeout) * 1000),
+        ]
     if dialeto == 'mysql':
-        return ['SET SESSION TRANSACTION READ ONLY',
-                "SET time_zone = '+00:00'",
-                comando_timeout_mysql(timeout, mariadb)]
+        return [
+            'SET SESSION TRANSACTION READ ONLY',
+            "SET time_zone = '+00:00'",
+            comando_timeout_mysql(timeout, mariadb),
+        ]
     if dialeto == 'oracle':
         # READ ONLY vai em COMANDO_INICIO_TRANSACAO, a cada transacao.
         return ["ALTER SESSION SET TIME_ZONE = 'UTC'"]
@@ -69,8 +75,10 @@ def timeout_do_ambiente() -> int:
     except ValueError:
         raise ErroConfiguracaoOrigem(
             'CONTEXTIA_ORIGEM_TIMEOUT=%r não é número inteiro de segundos.'
-            ' Ex.: 300 (0 desliga).' % bruto) from None
+            ' Ex.: 300 (0 desliga).' % bruto
+        ) from None
     if valor < 0:
         raise ErroConfiguracaoOrigem(
-            'CONTEXTIA_ORIGEM_TIMEOUT=%d negativo. Use 0 para desligar.' % valor)
+            'CONTEXTIA_ORIGEM_TIMEOUT=%d negativo. Use 0 para desligar.' % valor
+        )
     return valor

@@ -33,8 +33,10 @@ _SENHA_EM_URL = re.compile(r'([^:/@\s]+:)[^\s/]*@')
 # O que separa uma palavra inteira numa mensagem de driver.
 _SEPARADOR = r"""\s'"`=:,;()\[\]{}<>/@"""
 
-FORMATO = ('Formato: postgresql+psycopg://usuario:senha@host:5432/banco (um por banco em'
-           ' docs/origem.md); senha com @, :, / ou # vai codificada (%40, %3A, %2F, %23).')
+FORMATO = (
+    'Formato: postgresql+psycopg://usuario:senha@host:5432/banco (um por banco em'
+    ' docs/origem.md); senha com @, :, / ou # vai codificada (%40, %3A, %2F, %23).'
+)
 
 
 def ler_url(texto: str | sa.URL, variavel: str = 'CONTEXTIA_ORIGEM') -> sa.URL:
@@ -52,18 +54,19 @@ def ler_url(texto: str | sa.URL, variavel: str = 'CONTEXTIA_ORIGEM') -> sa.URL:
     else:
         try:
             url = sa.engine.make_url(texto)
-        except Exception:                                # noqa: BLE001
+        except Exception:  # noqa: BLE001
             # A mensagem do SQLAlchemy repete a URL inteira -- com a senha.
             raise ErroConfiguracaoOrigem(
                 '%s não é URL SQLAlchemy válida%s; ela não é mostrada aqui'
-                ' porque pode conter a senha. %s' % (variavel, _dica(str(texto)),
-                                                    FORMATO)) from None
+                ' porque pode conter a senha. %s' % (variavel, _dica(str(texto)), FORMATO)
+            ) from None
     if url.host and '@' in url.host:
         raise ErroConfiguracaoOrigem(
             '%s tem "@" sem codificar antes do host (%s): a senha ou o'
             ' usuário tem um "@", e o banco receberia parte da senha como nome do host.'
             ' Codifique cada "@" da senha como %%40. %s'
-            % (variavel, descrever_url(url.set(host=url.host.rpartition('@')[2])), FORMATO))
+            % (variavel, descrever_url(url.set(host=url.host.rpartition('@')[2])), FORMATO)
+        )
     banco, mais, driver = url.drivername.partition('+')
     if banco == 'postgres':
         url = url.set(drivername='postgresql' + mais + driver)
@@ -74,8 +77,10 @@ def _dica(texto: str) -> str:
     """O que falta numa URL que não parseia, sem repetir nada dela."""
     if '://' not in texto:
         if re.match(r'[^:/@\s]+/[^@\s/]*@', texto):
-            return (' (o jeito usuario/senha@host do Oracle não vale aqui: use'
-                    ' oracle+oracledb://usuario:senha@host:1521/?service_name=...)')
+            return (
+                ' (o jeito usuario/senha@host do Oracle não vale aqui: use'
+                ' oracle+oracledb://usuario:senha@host:1521/?service_name=...)'
+            )
         return ' (falta o "://" depois do nome do banco)'
     return ''
 
@@ -86,8 +91,7 @@ def descrever_url(url: sa.URL) -> str:
     seguros = {k: v for k, v in url.query.items() if k not in ocultos}
     texto = url.set(query=seguros).render_as_string(hide_password=True)
     if ocultos:
-        texto += ('&' if seguros else '?') + '&'.join('%s=***' % quote_plus(k)
-                                                      for k in ocultos)
+        texto += ('&' if seguros else '?') + '&'.join('%s=***' % quote_plus(k) for k in ocultos)
     return texto
 
 
@@ -101,10 +105,12 @@ def mascarar(texto: object, senha: str | None = None) -> str:
     """
     texto = _SENHA_EM_URL.sub(r'\1***@', str(texto))
     if senha:
-        for forma in sorted({senha, quote_plus(senha), quote(senha, safe='')},
-                            key=len, reverse=True):
-            texto = re.sub(r'(?<![^%s])%s(?![^%s])' % (_SEPARADOR, re.escape(forma), _SEPARADOR),
-                           '***', texto)
+        for forma in sorted(
+            {senha, quote_plus(senha), quote(senha, safe='')}, key=len, reverse=True
+        ):
+            texto = re.sub(
+                r'(?<![^%s])%s(?![^%s])' % (_SEPARADOR, re.escape(forma), _SEPARADOR), '***', texto
+            )
     return texto
 
 
@@ -116,21 +122,60 @@ def mascarar(texto: object, senha: str | None = None) -> str:
 # libpq e vão ao driver como estão; os do MySQL/MariaDB são os do SQLAlchemy e do
 # PyMySQL, lidos aqui numa semântica só (o SQLAlchemy e o PyMySQL, sozinhos, leem
 # `ssl_ca` de jeitos diferentes: um verifica o certificado, o outro não).
-_TLS_POSTGRES = frozenset({
-    'sslmode', 'sslrootcert', 'sslcert', 'sslkey', 'sslpassword', 'sslcrl', 'sslcrldir',
-    'sslsni', 'sslcompression', 'sslcertmode', 'sslnegotiation', 'requiressl',
-    'ssl_min_protocol_version', 'ssl_max_protocol_version'})
-_TLS_MYSQL = frozenset({
-    'ssl_ca', 'ssl_capath', 'ssl_cert', 'ssl_key', 'ssl_key_password', 'ssl_cipher',
-    'ssl_check_hostname', 'ssl_verify_cert', 'ssl_verify_identity', 'ssl_disabled',
-    'ssl_mode'})
+_TLS_POSTGRES = frozenset(
+    {
+        'sslmode',
+        'sslrootcert',
+        'sslcert',
+        'sslkey',
+        'sslpassword',
+        'sslcrl',
+        'sslcrldir',
+        'sslsni',
+        'sslcompression',
+        'sslcertmode',
+        'sslnegotiation',
+        'requiressl',
+        'ssl_min_protocol_version',
+        'ssl_max_protocol_version',
+    }
+)
+_TLS_MYSQL = frozenset(
+    {
+        'ssl_ca',
+        'ssl_capath',
+        'ssl_cert',
+        'ssl_key',
+        'ssl_key_password',
+        'ssl_cipher',
+        'ssl_check_hostname',
+        'ssl_verify_cert',
+        'ssl_verify_identity',
+        'ssl_disabled',
+        'ssl_mode',
+    }
+)
 _SSLMODES_POSTGRES = ('disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full')
 # O `ssl_mode` do MySQL, e o modo de cada um aqui.
-_SSL_MODE_MYSQL = {'DISABLED': 'desligado', 'PREFERRED': 'preferido', 'REQUIRED': 'exigido',
-                   'VERIFY_CA': 'verificar_ca', 'VERIFY_IDENTITY': 'verificar_nome'}
+_SSL_MODE_MYSQL = {
+    'DISABLED': 'desligado',
+    'PREFERRED': 'preferido',
+    'REQUIRED': 'exigido',
+    'VERIFY_CA': 'verificar_ca',
+    'VERIFY_IDENTITY': 'verificar_nome',
+}
 # Parâmetros que são caminho de arquivo (ou pasta): conferidos antes de conectar.
-_ARQUIVOS = ('sslrootcert', 'sslcert', 'sslkey', 'sslcrl', 'sslcrldir',
-             'ssl_ca', 'ssl_capath', 'ssl_cert', 'ssl_key')
+_ARQUIVOS = (
+    'sslrootcert',
+    'sslcert',
+    'sslkey',
+    'sslcrl',
+    'sslcrldir',
+    'ssl_ca',
+    'ssl_capath',
+    'ssl_cert',
+    'ssl_key',
+)
 _SIM = ('1', 'true', 'yes', 'on', 'sim')
 _NAO = ('0', 'false', 'no', 'off', 'nao', 'não')
 
@@ -138,7 +183,9 @@ _NAO = ('0', 'false', 'no', 'off', 'nao', 'não')
 _FALHA_TLS = re.compile(
     r'certificate|certificado|secure.transport|no encryption|SSL is required|'
     r'does not support SSL|SSL.*(alert|wrong version|unsupported protocol)|private key|'
-    r'sslmode|ssl_mode', re.I)
+    r'sslmode|ssl_mode',
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -154,8 +201,8 @@ class TlsOrigem:
     verificar_nome (a cadeia e o nome do host).
     """
 
-    familia: str                                 # 'postgresql', 'mysql' ou o banco da URL
-    variavel: str                                # de onde a URL veio (para as mensagens)
+    familia: str  # 'postgresql', 'mysql' ou o banco da URL
+    variavel: str  # de onde a URL veio (para as mensagens)
     modo: str = ''
     parametros: tuple[tuple[str, str], ...] = ()  # os do libpq, como vieram
     ca: str | None = None
@@ -193,7 +240,8 @@ def tls_da_url(url: sa.URL, variavel: str = 'CONTEXTIA_ORIGEM') -> TlsOrigem:
     if familia in ('postgresql', 'mysql') and erradas:
         raise ErroConfiguracaoOrigem(
             '%s tem %s, parâmetro de TLS de outro banco: a URL é de %s. Para ele, use %s'
-            ' (docs/origem.md, "TLS").' % (variavel, ', '.join(erradas), familia, dica))
+            ' (docs/origem.md, "TLS").' % (variavel, ', '.join(erradas), familia, dica)
+        )
     for nome in _ARQUIVOS:
         caminho = query.get(nome)
         if caminho and not (nome == 'sslrootcert' and caminho == 'system'):
@@ -208,8 +256,9 @@ def tls_da_url(url: sa.URL, variavel: str = 'CONTEXTIA_ORIGEM') -> TlsOrigem:
 def _um_valor(valor: str | tuple[str, ...], nome: str, variavel: str) -> str:
     if isinstance(valor, tuple):
         if nome in _TLS_POSTGRES | _TLS_MYSQL:
-            raise ErroConfiguracaoOrigem('%s repete o parâmetro %s: deixe um só.'
-                                         % (variavel, nome))
+            raise ErroConfiguracaoOrigem(
+                '%s repete o parâmetro %s: deixe um só.' % (variavel, nome)
+            )
         return valor[-1]
     return valor
 
@@ -221,8 +270,14 @@ def _conferir_arquivo(nome: str, caminho: str, variavel: str) -> None:
         raise ErroConfiguracaoOrigem(
             '%s: %s=%s não é %s que este usuário lê (%s). Confira o caminho (absoluto) e'
             ' a permissão de leitura para o usuário do serviço.'
-            % (variavel, nome, caminho, 'pasta' if pasta else 'arquivo',
-               'não existe' if not os.path.exists(caminho) else 'sem permissão ou tipo errado'))
+            % (
+                variavel,
+                nome,
+                caminho,
+                'pasta' if pasta else 'arquivo',
+                'não existe' if not os.path.exists(caminho) else 'sem permissão ou tipo errado',
+            )
+        )
 
 
 def _tls_postgres(query: dict[str, str], variavel: str) -> TlsOrigem:
@@ -231,11 +286,19 @@ def _tls_postgres(query: dict[str, str], variavel: str) -> TlsOrigem:
         raise ErroConfiguracaoOrigem(
             '%s tem sslmode=%s, que o PostgreSQL não conhece. Use um de: %s (verify-ca'
             ' confere o certificado do servidor contra sslrootcert; verify-full, também o'
-            ' nome do host).' % (variavel, modo, ', '.join(_SSLMODES_POSTGRES)))
+            ' nome do host).' % (variavel, modo, ', '.join(_SSLMODES_POSTGRES))
+        )
     parametros = tuple(sorted((k, v) for k, v in query.items() if k in _TLS_POSTGRES))
-    return TlsOrigem('postgresql', variavel, modo=modo, parametros=parametros,
-                     ca=query.get('sslrootcert'), certificado=query.get('sslcert'),
-                     chave=query.get('sslkey'), senha_da_chave=query.get('sslpassword'))
+    return TlsOrigem(
+        'postgresql',
+        variavel,
+        modo=modo,
+        parametros=parametros,
+        ca=query.get('sslrootcert'),
+        certificado=query.get('sslcert'),
+        chave=query.get('sslkey'),
+        senha_da_chave=query.get('sslpassword'),
+    )
 
 
 def _booleano(query: dict[str, str], nome: str, variavel: str) -> bool | None:
@@ -262,20 +325,21 @@ def _tls_mysql(query: dict[str, str], variavel: str) -> TlsOrigem:
     conferir_nome = _booleano(query, 'ssl_check_hostname', variavel)
     ca, ca_pasta = query.get('ssl_ca'), query.get('ssl_capath')
     certificado, chave = query.get('ssl_cert'), query.get('ssl_key')
-    outros = sorted(k for k in query if k in _TLS_MYSQL and k not in ('ssl_disabled',
-                                                                        'ssl_mode'))
+    outros = sorted(k for k in query if k in _TLS_MYSQL and k not in ('ssl_disabled', 'ssl_mode'))
     if 'ssl_mode' in query:
         modo = _SSL_MODE_MYSQL.get(query['ssl_mode'].strip().upper(), '')
         if not modo:
             raise ErroConfiguracaoOrigem(
-                '%s tem ssl_mode=%s. Use um de: %s.' % (variavel, query['ssl_mode'],
-                                                       ', '.join(_SSL_MODE_MYSQL)))
+                '%s tem ssl_mode=%s. Use um de: %s.'
+                % (variavel, query['ssl_mode'], ', '.join(_SSL_MODE_MYSQL))
+            )
     elif desligado:
         modo = 'desligado'
     elif verificar_cert is False:
         modo = 'exigido'
-    elif verificar_nome or (verificar_nome is None and conferir_nome is not False
-                            and (ca or ca_pasta)):
+    elif verificar_nome or (
+        verificar_nome is None and conferir_nome is not False and (ca or ca_pasta)
+    ):
         modo = 'verificar_nome'
     elif verificar_cert or ca or ca_pasta:
         modo = 'verificar_ca'
@@ -286,21 +350,31 @@ def _tls_mysql(query: dict[str, str], variavel: str) -> TlsOrigem:
     if modo == 'desligado' and (desligado is False or outros):
         raise ErroConfiguracaoOrigem(
             '%s desliga o TLS e pede %s ao mesmo tempo: escolha um (tire ssl_disabled /'
-            ' ssl_mode=DISABLED, ou os outros).' % (variavel, ', '.join(outros) or
-                                                    'ssl_disabled=false'))
+            ' ssl_mode=DISABLED, ou os outros).'
+            % (variavel, ', '.join(outros) or 'ssl_disabled=false')
+        )
     if chave and not certificado:
-        raise ErroConfiguracaoOrigem('%s tem ssl_key sem ssl_cert: o certificado de cliente'
-                                     ' vai com os dois.' % variavel)
-    return TlsOrigem('mysql', variavel, modo=modo, ca=ca, ca_pasta=ca_pasta,
-                     certificado=certificado, chave=chave,
-                     senha_da_chave=query.get('ssl_key_password'),
-                     cifras=query.get('ssl_cipher'))
+        raise ErroConfiguracaoOrigem(
+            '%s tem ssl_key sem ssl_cert: o certificado de cliente vai com os dois.' % variavel
+        )
+    return TlsOrigem(
+        'mysql',
+        variavel,
+        modo=modo,
+        ca=ca,
+        ca_pasta=ca_pasta,
+        certificado=certificado,
+        chave=chave,
+        senha_da_chave=query.get('ssl_key_password'),
+        cifras=query.get('ssl_cipher'),
+    )
 
 
 def sem_tls(url: sa.URL) -> sa.URL:
     """A URL sem os parâmetros de TLS (o engine os recebe de `argumentos_do_engine`)."""
-    return url.difference_update_query(sorted(k for k in url.query
-                                              if k in _TLS_POSTGRES | _TLS_MYSQL))
+    return url.difference_update_query(
+        sorted(k for k in url.query if k in _TLS_POSTGRES | _TLS_MYSQL)
+    )
 
 
 def argumentos_psycopg(tls: TlsOrigem) -> dict[str, str]:
@@ -330,8 +404,9 @@ def contexto_ssl(tls: TlsOrigem) -> ssl.SSLContext:
         contexto.check_hostname = tls.modo == 'verificar_nome'
         contexto.verify_mode = ssl.CERT_REQUIRED if tls.verifica else ssl.CERT_NONE
         if tls.certificado:
-            contexto.load_cert_chain(tls.certificado, keyfile=tls.chave,
-                                     password=tls.senha_da_chave)
+            contexto.load_cert_chain(
+                tls.certificado, keyfile=tls.chave, password=tls.senha_da_chave
+            )
         if tls.cifras:
             contexto.set_ciphers(tls.cifras)
     except (ssl.SSLError, OSError, ValueError) as erro:
@@ -339,7 +414,8 @@ def contexto_ssl(tls: TlsOrigem) -> ssl.SSLContext:
             '%s: os arquivos de TLS (ssl_ca, ssl_cert, ssl_key) não se leem como'
             ' certificado/chave PEM (%s: %s). Confira se cada um é o arquivo certo, se a'
             ' chave é a do certificado e ssl_key_password, se ela tem senha.'
-            % (tls.variavel, type(erro).__name__, mascarar(erro, tls.senha_da_chave))) from None
+            % (tls.variavel, type(erro).__name__, mascarar(erro, tls.senha_da_chave))
+        ) from None
     return contexto
 
 
@@ -349,12 +425,18 @@ def argumentos_mysqldb(tls: TlsOrigem) -> dict[str, Any]:
         raise ErroConfiguracaoOrigem(
             '%s tem ssl_key_password, que o mysqlclient (mysql+mysqldb://) não aceita: use'
             ' uma chave sem senha (com permissão 0600) ou o PyMySQL (mysql+pymysql://).'
-            % tls.variavel)
+            % tls.variavel
+        )
     if tls.modo in ('', 'preferido'):
         return {}
     modo = {v: k for k, v in _SSL_MODE_MYSQL.items()}[tls.modo]
-    arquivos = {'ca': tls.ca, 'capath': tls.ca_pasta, 'cert': tls.certificado,
-                'key': tls.chave, 'cipher': tls.cifras}
+    arquivos = {
+        'ca': tls.ca,
+        'capath': tls.ca_pasta,
+        'cert': tls.certificado,
+        'key': tls.chave,
+        'cipher': tls.cifras,
+    }
     argumentos: dict[str, Any] = {'ssl_mode': modo}
     if any(arquivos.values()):
         argumentos['ssl'] = {k: v for k, v in arquivos.items() if v}
@@ -384,11 +466,17 @@ def falha_de_tls(erro: BaseException | str) -> bool:
 def correcao_tls(tls: TlsOrigem) -> str:
     """O que o operador confere quando a conexão foi recusada no TLS."""
     if tls.familia == 'postgresql':
-        nomes = 'sslmode=verify-ca (ou verify-full) e sslrootcert=<CA que assinou o' \
-                ' certificado do servidor>; com certificado de cliente, sslcert e sslkey'
+        nomes = (
+            'sslmode=verify-ca (ou verify-full) e sslrootcert=<CA que assinou o'
+            ' certificado do servidor>; com certificado de cliente, sslcert e sslkey'
+        )
     else:
-        nomes = 'ssl_ca=<CA que assinou o certificado do servidor>; com certificado de' \
-                ' cliente, ssl_cert e ssl_key'
-    return ('a conexão foi recusada no TLS: confira em %s %s (um CA errado, um' \
-            ' certificado vencido ou de outro host, ou TLS desligado num servidor que o' \
-            ' exige dá isto; docs/origem.md, "TLS")' % (tls.variavel, nomes))
+        nomes = (
+            'ssl_ca=<CA que assinou o certificado do servidor>; com certificado de'
+            ' cliente, ssl_cert e ssl_key'
+        )
+    return (
+        'a conexão foi recusada no TLS: confira em %s %s (um CA errado, um'
+        ' certificado vencido ou de outro host, ou TLS desligado num servidor que o'
+        ' exige dá isto; docs/origem.md, "TLS")' % (tls.variavel, nomes)
+    )

@@ -60,7 +60,7 @@ def familia_do_tipo(tipo: Any, tipo_sqlite: str | None = None) -> str:
     """
     if tipo_sqlite in ('datetime', 'date'):
         return tipo_sqlite
-    if _eh_rowversion(tipo):                     # rowversion: um contador de 8 bytes
+    if _eh_rowversion(tipo):  # rowversion: um contador de 8 bytes
         return 'numerico'
     if isinstance(tipo, sa.DateTime):
         return 'datetime'
@@ -84,8 +84,8 @@ _INTEIRO = re.compile(r'-?[0-9]+')
 # O que cada campo diz ao operador quando o valor nao e exato.
 _CORRECAO_EXATO = {
     'scope': 'Confira o --scope e o código da empresa no arquivo de chaves; se o'
-             ' cadastro de empresas guarda o código como texto e a view como número,'
-             ' peça ao DBA que as duas colunas tenham o mesmo tipo.',
+    ' cadastro de empresas guarda o código como texto e a view como número,'
+    ' peça ao DBA que as duas colunas tenham o mesmo tipo.',
     'key': 'A key do mapeamento e a coluna da view têm de ser do mesmo tipo.',
 }
 
@@ -123,9 +123,12 @@ def coagir_exato(valor: Any, tipo: Any, coluna: str, campo: str = 'scope') -> An
     familia = familia_do_tipo(tipo)
     correcao = _CORRECAO_EXATO.get(campo, '')
     if familia == 'numerico':
-        if campo == 'key' and isinstance(valor, (int, decimal.Decimal, float)) \
-                and not isinstance(valor, bool):
-            return coagir(valor, tipo, '', campo)    # veio do banco, ja no tipo dele
+        if (
+            campo == 'key'
+            and isinstance(valor, (int, decimal.Decimal, float))
+            and not isinstance(valor, bool)
+        ):
+            return coagir(valor, tipo, '', campo)  # veio do banco, ja no tipo dele
         inteiro = _inteiro_exato(valor)
         if inteiro is None:
             raise ErroOrigem(
@@ -133,7 +136,8 @@ def coagir_exato(valor: Any, tipo: Any, coluna: str, campo: str = 'scope') -> An
                 ' numérica o valor é o inteiro escrito sem espaço, sem sinal +, sem zeros à'
                 ' esquerda e sem fração (ex.: 297) -- o banco converteria o resto por conta'
                 ' própria e 297x viraria 297. Nada foi lido. %s'
-                % (campo, valor, coluna, tipo, correcao))
+                % (campo, valor, coluna, tipo, correcao)
+            )
         return coagir(inteiro, tipo, '', campo)
     if familia == 'texto':
         if isinstance(valor, str):
@@ -145,22 +149,33 @@ def coagir_exato(valor: Any, tipo: Any, coluna: str, campo: str = 'scope') -> An
             convertido = valor if isinstance(valor, uuid.UUID) else uuid.UUID(str(valor))
         except ValueError:
             convertido = None
-        if convertido is not None and (not isinstance(valor, str)
-                                       or str(convertido) == valor.lower()):
+        if convertido is not None and (
+            not isinstance(valor, str) or str(convertido) == valor.lower()
+        ):
             return convertido
     if campo == 'key' and familia not in ('texto', 'uuid'):
-        return coagir(valor, tipo, '', campo)        # data/hora: o coagir de sempre
+        return coagir(valor, tipo, '', campo)  # data/hora: o coagir de sempre
     raise ErroOrigem(
         '%s: %r não serve para a coluna %s (%s): o SDK só compara %s com coluna inteira,'
         ' de texto ou UUID, com o valor convertido exatamente ao tipo dela -- deixar o'
         ' banco converter pode alargar a leitura. Nada foi lido. %s'
-        % (campo, valor, coluna, tipo, campo, correcao or
-           'Peça ao DBA uma view com a coluna como inteiro ou texto.'))
+        % (
+            campo,
+            valor,
+            coluna,
+            tipo,
+            campo,
+            correcao or 'Peça ao DBA uma view com a coluna como inteiro ou texto.',
+        )
+    )
 
 
-def coagir(valor: Any, tipo: Any,
-           dialeto: str,  # noqa: ARG001 - quem chama passa; nenhum banco precisa dele hoje
-           campo: str = 'since') -> Any:
+def coagir(
+    valor: Any,
+    tipo: Any,
+    dialeto: str,  # noqa: ARG001 - quem chama passa; nenhum banco precisa dele hoje
+    campo: str = 'since',
+) -> Any:
     """
     O valor do filtro no tipo da coluna, para o banco comparar sem adivinhar.
 
@@ -192,12 +207,11 @@ def coagir(valor: Any, tipo: Any,
         except (ValueError, decimal.InvalidOperation):
             raise ErroOrigem(
                 '%s: %r não é valor válido para uma coluna %s. Confira a marca de'
-                ' água no estado ou o tipo da coluna na view.' % (campo, valor, tipo)) from None
-    if alvo is int and isinstance(valor, (decimal.Decimal, float)) \
-            and valor == int(valor):
+                ' água no estado ou o tipo da coluna na view.' % (campo, valor, tipo)
+            ) from None
+    if alvo is int and isinstance(valor, (decimal.Decimal, float)) and valor == int(valor):
         return int(valor)
-    if alvo is str and isinstance(valor, (int, decimal.Decimal)) \
-            and not isinstance(valor, bool):
+    if alvo is str and isinstance(valor, (int, decimal.Decimal)) and not isinstance(valor, bool):
         return str(valor)
     return valor
 
@@ -214,7 +228,7 @@ def familia_json(tipo: Any, dialeto: str) -> str:
     if dialeto == 'sqlite' or isinstance(tipo, NullType):
         return 'qualquer'
     if _eh_rowversion(tipo):
-        return 'decimal'                # o conversor ja deu int; 'decimal' aceita int
+        return 'decimal'  # o conversor ja deu int; 'decimal' aceita int
     if isinstance(tipo, sa.Float):
         return 'float'
     if isinstance(tipo, sa.Numeric):
@@ -223,8 +237,8 @@ def familia_json(tipo: Any, dialeto: str) -> str:
         # Sem fuso no tipo, o driver entrega datetime sem fuso (o TIMESTAMP do
         # MySQL ganha UTC no `conversor`), que o orjson escreve como o isoformat.
         if not getattr(tipo, 'timezone', False) and (
-                dialeto == 'postgresql'
-                or (dialeto == 'mysql' and not isinstance(tipo, sa.TIMESTAMP))):
+            dialeto == 'postgresql' or (dialeto == 'mysql' and not isinstance(tipo, sa.TIMESTAMP))
+        ):
             return 'nativo'
         return 'datetime'
     if isinstance(tipo, sa.Time):
@@ -238,7 +252,7 @@ def familia_json(tipo: Any, dialeto: str) -> str:
         # `set` do Python: valor a valor, para a recusa nomear a coluna e a linha.
         if type(tipo).__name__ == 'SET':
             return 'qualquer'
-        return 'nativo'                 # (Oracle/SQL Server: LOB e afins, valor a valor)
+        return 'nativo'  # (Oracle/SQL Server: LOB e afins, valor a valor)
     return 'qualquer'
 
 
@@ -283,9 +297,14 @@ def _data_sqlite(c: _Coluna) -> Conversor:
                 return datetime.date.fromisoformat(valor.strip()[:10])
             return datetime.datetime.fromisoformat(valor.strip())
         except ValueError:
-            c.avisos.uma_vez(c.rotulo, '%s: valor %r não é data legível -> None'
-                             ' (aviso único por coluna)', c.rotulo, valor)
+            c.avisos.uma_vez(
+                c.rotulo,
+                '%s: valor %r não é data legível -> None (aviso único por coluna)',
+                c.rotulo,
+                valor,
+            )
             return None
+
     return ler_sqlite
 
 
@@ -299,16 +318,21 @@ def _data_mysql(c: _Coluna) -> Conversor:
     def ler_mysql(valor: Any) -> Any:
         # O PyMySQL devolve '0000-00-00' como TEXTO: nao e data que exista.
         if isinstance(valor, str):
-            c.avisos.uma_vez(c.rotulo, '%s: data zero do MySQL (%r) vira None'
-                             ' (aviso único por coluna)', c.rotulo, valor)
+            c.avisos.uma_vez(
+                c.rotulo,
+                '%s: data zero do MySQL (%r) vira None (aviso único por coluna)',
+                c.rotulo,
+                valor,
+            )
             return None
         if com_fuso and isinstance(valor, datetime.datetime) and valor.tzinfo is None:
-            return valor.replace(tzinfo=UTC)   # sessao em UTC: e UTC
+            return valor.replace(tzinfo=UTC)  # sessao em UTC: e UTC
         return valor
+
     if not com_fuso:
         # Data, data e hora e NULL saem como entraram: o lote que so tem
         # esses tipos nesta coluna não desce valor a valor (generico._lote_pronto).
-        ler_mysql.passa = _PASSA_DATA    # type: ignore[attr-defined]
+        ler_mysql.passa = _PASSA_DATA  # type: ignore[attr-defined]
     return ler_mysql
 
 
@@ -319,8 +343,9 @@ def _numerico(c: _Coluna) -> Conversor | None:
         return lambda v: int(v) if isinstance(v, (decimal.Decimal, float)) else v
     if c.dialeto == 'oracle' and escala is None and precisao is None:
         # NUMBER sem escala: inteiro quando o valor e inteiro; fracao fica Decimal.
-        return lambda v: (int(v) if isinstance(v, decimal.Decimal)
-                          and v == v.to_integral_value() else v)
+        return lambda v: (
+            int(v) if isinstance(v, decimal.Decimal) and v == v.to_integral_value() else v
+        )
     return None
 
 
@@ -345,8 +370,7 @@ def _e_inteiro_sem_int(c: _Coluna) -> bool:
 
 
 def _e_lob_oracle(c: _Coluna) -> bool:
-    return c.dialeto == 'oracle' and isinstance(c.tipo, (sa.Text, sa.LargeBinary,
-                                                         sa.UnicodeText))
+    return c.dialeto == 'oracle' and isinstance(c.tipo, (sa.Text, sa.LargeBinary, sa.UnicodeText))
 
 
 # (a coluna é deste caso?, o conversor dela -- None: o driver já entrega certo).
@@ -361,8 +385,9 @@ _REGRAS: tuple[tuple[Callable[[_Coluna], bool], Callable[[_Coluna], Conversor | 
 )
 
 
-def conversor(tipo: Any, dialeto: str, rotulo: str, avisos: Avisos,
-              tipo_sqlite: str | None = None) -> Conversor | None:
+def conversor(
+    tipo: Any, dialeto: str, rotulo: str, avisos: Avisos, tipo_sqlite: str | None = None
+) -> Conversor | None:
     """
     Função que leva o valor do driver ao valor Python que o cliente serializa,
     ou None quando o driver já entrega certo (o caso comum, e o mais rápido).

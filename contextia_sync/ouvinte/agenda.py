@@ -31,13 +31,17 @@ def ler_hora(texto: str | None) -> tuple[int, int] | None:
             raise ValueError
     except ValueError:
         raise ErroVarredura(
-            '--varredura espera HH:MM (ex.: 03:30) ou "nao" para desligar;'
-            ' recebi %r.' % texto) from None
+            '--varredura espera HH:MM (ex.: 03:30) ou "nao" para desligar; recebi %r.' % texto
+        ) from None
     return hora, minuto
 
 
-def hora_de_varrer(varredura: tuple[int, int] | None, janela_min: int, feita_em: str | None,
-                   agora: datetime.datetime | None = None) -> bool:
+def hora_de_varrer(
+    varredura: tuple[int, int] | None,
+    janela_min: int,
+    feita_em: str | None,
+    agora: datetime.datetime | None = None,
+) -> bool:
     """
     Chegou a hora da varredura de hoje?
 
@@ -63,7 +67,10 @@ def descrever(varredura: tuple[int, int] | None, janela_min: int) -> str:
     if not varredura:
         return 'DESLIGADA -- exclusão na origem NUNCA sai do Contextia'
     return '%02d:%02d (+%smin de janela; a ÚNICA que remove)' % (
-        varredura[0], varredura[1], janela_min)
+        varredura[0],
+        varredura[1],
+        janela_min,
+    )
 
 
 def espera_apos_falhas(intervalo: int, falhas: int) -> int:

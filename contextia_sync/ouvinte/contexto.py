@@ -58,10 +58,11 @@ class Configuracao:
     intervalo_dados: int = padroes.INTERVALO_DADOS
     # O --intervalo-reconciliacao; None: a estrategia nao reconcilia.
     intervalo_reconciliacao: int | None = None
-    metricas: str | None = None      # pasta do ouvinte.prom (None: sem metricas)
-    modo: str = 'servico'            # servico, once, seco, reenviar-quarentena
-    iniciado_em: str = field(default_factory=lambda: datetime.datetime.now().isoformat(
-        timespec='seconds'))
+    metricas: str | None = None  # pasta do ouvinte.prom (None: sem metricas)
+    modo: str = 'servico'  # servico, once, seco, reenviar-quarentena
+    iniciado_em: str = field(
+        default_factory=lambda: datetime.datetime.now().isoformat(timespec='seconds')
+    )
 
     @property
     def caminho_historico(self) -> str:
@@ -73,7 +74,7 @@ class Configuracao:
 class Execucao:
     """O que muda enquanto o ouvinte roda: o status o mostra, nada disso vai para o estado."""
 
-    situacao: str = 'rodando'        # rodando, parando, parado
+    situacao: str = 'rodando'  # rodando, parando, parado
     # Voltas seguidas do laco com ALGUMA falha (dataset, empresa, ferramenta, ciclo).
     falhas: int = 0
     # Voltas seguidas em que o ciclo inteiro falhou (origem fora): a espera dobra.
@@ -112,30 +113,44 @@ class Contexto:
     pulsar: Callable[[], None] = lambda: None
     execucao: Execucao = field(default_factory=Execucao)
 
-    def rodar_ferramenta(self, argv: list[str], rotulo: str,
-                         env: dict[str, str] | None = None,
-                         segredos: tuple[str, ...] = ()) -> supervisor.Resultado:
+    def rodar_ferramenta(
+        self,
+        argv: list[str],
+        rotulo: str,
+        env: dict[str, str] | None = None,
+        segredos: tuple[str, ...] = (),
+    ) -> supervisor.Resultado:
         """
         Roda uma ferramenta mostrando no status o que, desde quando e o pid.
 
         `segredos`: os nomes das variáveis secretas do ouvinte que ela recebe (o
         provisionar: `segredos_do_provisionar()`); as outras não vão (ambiente_filho).
         """
+
         def ao_iniciar(pid: int) -> None:
             self.execucao.ferramenta_agora = FerramentaAgora(rotulo, pid, datetime.datetime.now())
             self.pulsar()
+
         try:
             return supervisor.rodar(
-                argv, rotulo, cwd=self.config.raiz, env=self.ambiente_filho(env, segredos),
-                timeout=self.config.timeout, inatividade=self.config.inatividade,
-                deve_parar=self.parar, ao_iniciar=ao_iniciar, pulso=self.pulsar,
-                arquivo_grupo=os.path.join(self.config.estado_dir, supervisor.ARQUIVO_GRUPO))
+                argv,
+                rotulo,
+                cwd=self.config.raiz,
+                env=self.ambiente_filho(env, segredos),
+                timeout=self.config.timeout,
+                inatividade=self.config.inatividade,
+                deve_parar=self.parar,
+                ao_iniciar=ao_iniciar,
+                pulso=self.pulsar,
+                arquivo_grupo=os.path.join(self.config.estado_dir, supervisor.ARQUIVO_GRUPO),
+            )
         finally:
             self.execucao.ferramenta_agora = None
             self.pulsar()
 
-    def ambiente_filho(self, extra: dict[str, str] | None = None,
-                       manter: tuple[str, ...] = ()) -> dict[str, str]:
+    def ambiente_filho(
+        self, extra: dict[str, str] | None = None, manter: tuple[str, ...] = ()
+    ) -> dict[str, str]:
         """
         O ambiente de uma ferramenta: o do ouvinte SEM os segredos (menos os de
         `manter`), o pacote no PYTHONPATH, e `extra`.
@@ -155,12 +170,18 @@ class Contexto:
         """O que o provisionar precisa do ambiente do ouvinte: o token e o segredo do webhook."""
         webhook = self.config.mapa.get('webhook') or {}
         return (segredos.TOKEN_DE_ADMIN,) + (
-            (webhook['secret_env'],) if webhook.get('secret_env') else ())
+            (webhook['secret_env'],) if webhook.get('secret_env') else ()
+        )
 
     def argv_provisionar(self, escopo: str | None = None) -> list[str]:
-        argv = [self.config.python, '-m', 'contextia_sync.cli.provisionar',
-                '--mapping=' + self.config.mapping, '--source=' + self.config.source,
-                '--chaves=' + self.config.chaves]
+        argv = [
+            self.config.python,
+            '-m',
+            'contextia_sync.cli.provisionar',
+            '--mapping=' + self.config.mapping,
+            '--source=' + self.config.source,
+            '--chaves=' + self.config.chaves,
+        ]
         if escopo is not None:
             argv.append('--somente-escopo=' + escopo)
         argv += ['--grupo=' + grupo for grupo in self.config.grupos]
@@ -170,8 +191,14 @@ class Contexto:
 
     def argv_conector(self, escopo: str) -> list[str]:
         config = self.config
-        return [config.python, '-m', 'contextia_sync.cli.conector',
-                '--mapping=' + config.mapping, '--source=' + config.source, '--scope=' + escopo]
+        return [
+            config.python,
+            '-m',
+            'contextia_sync.cli.conector',
+            '--mapping=' + config.mapping,
+            '--source=' + config.source,
+            '--scope=' + escopo,
+        ]
 
     def argv_carregar_todas(self) -> list[str]:
         argv = ['bash', SCRIPT_CARREGAR_TODAS, self.config.chaves]

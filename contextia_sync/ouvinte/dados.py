@@ -39,7 +39,7 @@ class ResumoDados:
     erros: int = 0
     atrasadas: int = 0
     quarentenados: int = 0
-    removidas: int = 0               # chaves removidas do Contextia (a reconciliacao)
+    removidas: int = 0  # chaves removidas do Contextia (a reconciliacao)
 
 
 def _agora_texto() -> str:
@@ -54,8 +54,7 @@ def ciclo_dados(ctx: Contexto) -> ResumoDados:
     chaves = _chaves_do_ao_vivo(ctx)
     resumo = ResumoDados()
     if not chaves:
-        logger.warning('ciclo de dados: nenhuma chave em %s -- nada a atualizar',
-                       ctx.config.chaves)
+        logger.warning('ciclo de dados: nenhuma chave em %s -- nada a atualizar', ctx.config.chaves)
         return resumo
 
     tentados, falhas = 0, 0
@@ -66,13 +65,15 @@ def ciclo_dados(ctx: Contexto) -> ResumoDados:
         tentados += 1
         try:
             _dados_de_um(ctx, alvo, chaves, resumo)
-        except Exception as erro:             # noqa: BLE001 - uma view quebrada nao para as outras
+        except Exception as erro:  # noqa: BLE001 - uma view quebrada nao para as outras
             # O erro fica no dataset (o status mostra QUAL esta parado) e o
             # ciclo segue com os outros 26.
             falhas, ultima = falhas + 1, erro
             resumo.erros += 1
-            ctx.estado.acompanhamento(alvo.nome).registrar_erro('%s %s: %s' % (
-                _agora_texto(), type(erro).__name__, resumir(str(erro))), _agora_texto())
+            ctx.estado.acompanhamento(alvo.nome).registrar_erro(
+                '%s %s: %s' % (_agora_texto(), type(erro).__name__, resumir(str(erro))),
+                _agora_texto(),
+            )
             logger.error('%-28s leitura falhou: %s: %s', alvo.nome, type(erro).__name__, erro)
 
     if not ctx.config.seco:
@@ -95,11 +96,14 @@ def _chaves_do_ao_vivo(ctx: Contexto) -> dict[str, str]:
     novas = [e for e in recusadas if ('*', e) not in ctx.execucao.avisados_sem_chave]
     if novas:
         ctx.execucao.avisados_sem_chave.update(('*', e) for e in novas)
-        logger.warning('empresa(s) %s com chave em %s, mas em source.excluded_scopes do'
-                       ' mapeamento: NÃO recebem dado ao vivo (nem carga). Tire a linha do'
-                       ' arquivo de chaves e revogue a chave, ou tire a empresa de'
-                       ' excluded_scopes se a exclusão era engano.', ', '.join(novas),
-                       ctx.config.chaves)
+        logger.warning(
+            'empresa(s) %s com chave em %s, mas em source.excluded_scopes do'
+            ' mapeamento: NÃO recebem dado ao vivo (nem carga). Tire a linha do'
+            ' arquivo de chaves e revogue a chave, ou tire a empresa de'
+            ' excluded_scopes se a exclusão era engano.',
+            ', '.join(novas),
+            ctx.config.chaves,
+        )
     vivas = {e: k for e, k in chaves.items() if e not in excluidos}
     # A recusa que o arquivo ja nao justifica sai do status agora (linha apagada
     # ou chave trocada), sem esperar um dado daquela empresa: so com o que ja se
@@ -131,23 +135,27 @@ def conferir_dono(ctx: Contexto, escopo: str, chave: str) -> None:
     dono = ctx.execucao.donos_das_chaves.get(chave)
     if dono is None:
         dono = ctx.execucao.donos_das_chaves[chave] = dict(
-            cliente.quem_sou(chave, escopo=escopo, deve_parar=ctx.parar))
+            cliente.quem_sou(chave, escopo=escopo, deve_parar=ctx.parar)
+        )
     outra = empresa_da_chave(dono, escopo)
     if outra is None:
         ctx.execucao.chaves_recusadas.pop(escopo, None)
         return
-    texto = ("a chave da empresa %s em %s é do projeto '%s' (empresa %s): recusada para a"
-             ' empresa %s, que NÃO recebe dado até a correção (com ela, os dados iriam para'
-             ' o projeto da outra empresa). Corrija a linha da empresa %s no arquivo de'
-             ' chaves: apague-a e rode o provisionar.py --somente-escopo=%s, que emite a'
-             ' chave certa.' % (escopo, ctx.config.chaves, dono.get('name'), outra, escopo, escopo,
-                                escopo))
+    texto = (
+        "a chave da empresa %s em %s é do projeto '%s' (empresa %s): recusada para a"
+        ' empresa %s, que NÃO recebe dado até a correção (com ela, os dados iriam para'
+        ' o projeto da outra empresa). Corrija a linha da empresa %s no arquivo de'
+        ' chaves: apague-a e rode o provisionar.py --somente-escopo=%s, que emite a'
+        ' chave certa.'
+        % (escopo, ctx.config.chaves, dono.get('name'), outra, escopo, escopo, escopo)
+    )
     ctx.execucao.chaves_recusadas[escopo] = texto
     raise ErroChaveDeOutraEmpresa(texto)
 
 
-def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
-                 resumo: ResumoDados) -> None:
+def _dados_de_um(
+    ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str], resumo: ResumoDados
+) -> None:
     acomp = ctx.estado.acompanhamento(alvo.nome)
     leitura = ctx.captura.ler(alvo)
     if not leitura.sondou:
@@ -166,14 +174,23 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
     if grande:
         # Operacao em massa: a varredura e a ferramenta certa -- fecha a carga e
         # remove o que sumiu (marca_agua.passa_do_teto).
-        da_reconciliacao = len(leitura.upserts) + len(leitura.remocoes) + sum(
-            len(v) for v in leitura.remocoes_por_escopo.values())
-        logger.warning('%-28s %s linhas mudaram (teto %s): entregue a VARREDURA,'
-                       ' não ao incremental%s', alvo.nome, leitura.quantos, ctx.config.maximo,
-                       '; a reconciliação segue ao vivo (%d chave(s) agora)'
-                       % da_reconciliacao if da_reconciliacao else '')
+        da_reconciliacao = (
+            len(leitura.upserts)
+            + len(leitura.remocoes)
+            + sum(len(v) for v in leitura.remocoes_por_escopo.values())
+        )
+        logger.warning(
+            '%-28s %s linhas mudaram (teto %s): entregue a VARREDURA, não ao incremental%s',
+            alvo.nome,
+            leitura.quantos,
+            ctx.config.maximo,
+            '; a reconciliação segue ao vivo (%d chave(s) agora)' % da_reconciliacao
+            if da_reconciliacao
+            else '',
+        )
         ctx.estado.entregar_a_varredura(
-            alvo.nome, '%s linhas em %s' % (leitura.quantos, _agora_texto()))
+            alvo.nome, '%s linhas em %s' % (leitura.quantos, _agora_texto())
+        )
         acomp.enviados_ultimo_ciclo = 0
         if not da_reconciliacao:
             return
@@ -181,14 +198,18 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
     resumo.atrasadas += leitura.atrasadas
     reparticao = agrupar_por_escopo(leitura.upserts, ctx.config.mapa, alvo.row, chaves)
     grupos = reparticao.grupos
-    avisar_sem_chave(ctx.config.mapa, ctx.execucao.avisados_sem_chave, alvo.nome,
-                     reparticao.sem_chave)
+    avisar_sem_chave(
+        ctx.config.mapa, ctx.execucao.avisados_sem_chave, alvo.nome, reparticao.sem_chave
+    )
     if alvo.chave is None:
         # Sem `key` o servidor deduplica por hash do conteudo: a linha ALTERADA
         # entra como registro novo e a antiga fica ate a varredura. Aviso, nao
         # recusa: o incremental ainda vale para as inclusoes.
-        logger.warning('%-28s sem `key`: alteração vira registro NOVO (dedup por'
-                       ' hash). Até a varredura, o antigo fica.', alvo.nome)
+        logger.warning(
+            '%-28s sem `key`: alteração vira registro NOVO (dedup por'
+            ' hash). Até a varredura, o antigo fica.',
+            alvo.nome,
+        )
 
     if not ctx.config.seco:
         ctx.captura.antes_de_enviar(alvo, leitura)
@@ -204,28 +225,36 @@ def _dados_de_um(ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str],
     # no `binlog`, no spool (ele so conclui a mudanca cuja remocao foi entregue).
     if envio.ok and not ctx.config.seco:
         assert remocoes is not None
-        entregue = leitura if remocoes.ok else dataclasses.replace(
-            leitura, remocoes=[], remocoes_por_escopo={})
+        entregue = (
+            leitura
+            if remocoes.ok
+            else dataclasses.replace(leitura, remocoes=[], remocoes_por_escopo={})
+        )
         ctx.captura.confirmar(alvo, entregue)
         if not remocoes.ok:
             acomp.registrar_erro('%s %s' % (_agora_texto(), remocoes.erro), _agora_texto())
-            logger.warning('%-28s remoção com erro: os registros foram entregues, as'
-                           ' remoções ficam para a próxima reconciliação (no binlog, ficam no'
-                           ' spool)', alvo.nome)
+            logger.warning(
+                '%-28s remoção com erro: os registros foram entregues, as'
+                ' remoções ficam para a próxima reconciliação (no binlog, ficam no'
+                ' spool)',
+                alvo.nome,
+            )
         elif not grande:
             # O dataset entregue a varredura (grande) so ela solta.
             acomp.registrar_sucesso()
             ctx.estado.soltar_da_varredura(alvo.nome)
     elif not envio.ok:
         acomp.registrar_erro('%s %s' % (_agora_texto(), envio.erro), _agora_texto())
-        logger.warning('%-28s envio com erro: marca de água NÃO avançou (o próximo'
-                       ' ciclo relê)', alvo.nome)
+        logger.warning(
+            '%-28s envio com erro: marca de água NÃO avançou (o próximo ciclo relê)', alvo.nome
+        )
     resumo.datasets += 1
     resumo.registros += envio.enviados
 
 
-def avisar_sem_chave(mapa: Mapping[str, Any], avisados: set[tuple[str, str]], nome: str,
-                     escopos: Iterable[str]) -> None:
+def avisar_sem_chave(
+    mapa: Mapping[str, Any], avisados: set[tuple[str, str]], nome: str, escopos: Iterable[str]
+) -> None:
     """
     Dado de empresa sem chave: nada e enviado para ela, e o operador precisa saber.
 
@@ -240,9 +269,13 @@ def avisar_sem_chave(mapa: Mapping[str, Any], avisados: set[tuple[str, str]], no
     if not novos:
         return
     avisados.update((nome, e) for e in novos)
-    logger.warning('%-28s dado de escopo sem chave: %s -- empresa nova e provisionada'
-                   ' pelo ciclo de projetos; se a regra de projeto a recusa, esses'
-                   ' dados ficam fora do Contextia', nome, ', '.join(novos[:6]))
+    logger.warning(
+        '%-28s dado de escopo sem chave: %s -- empresa nova e provisionada'
+        ' pelo ciclo de projetos; se a regra de projeto a recusa, esses'
+        ' dados ficam fora do Contextia',
+        nome,
+        ', '.join(novos[:6]),
+    )
 
 
 @dataclass
@@ -257,8 +290,13 @@ class _Envio:
         self.ok, self.erro = False, erro
 
 
-def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str, Any]]],
-            chaves: Mapping[str, str], resumo: ResumoDados) -> _Envio:
+def _enviar(
+    ctx: Contexto,
+    alvo: DatasetVivo,
+    grupos: Mapping[str, list[dict[str, Any]]],
+    chaves: Mapping[str, str],
+    resumo: ResumoDados,
+) -> _Envio:
     """Envia cada grupo a sua empresa."""
     descricao, campos = mapeamento.semantica(ctx.config.mapa, alvo.row)
     envio = _Envio()
@@ -269,17 +307,25 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
             envio.falhou('parada pedida antes de enviar a empresa %s' % escopo)
             break
         if ctx.config.seco:
-            logger.info('%-28s [SECO] escopo=%-8s %s registro(s)', alvo.nome, escopo,
-                        len(registros))
+            logger.info(
+                '%-28s [SECO] escopo=%-8s %s registro(s)', alvo.nome, escopo, len(registros)
+            )
             envio.enviados += len(registros)
             continue
         try:
             conferir_dono(ctx, escopo, chaves[escopo])
             res = cliente.enviar_dataset(
-                alvo.nome, registros, key=alvo.chave, description=descricao, fields=campos,
+                alvo.nome,
+                registros,
+                key=alvo.chave,
+                description=descricao,
+                fields=campos,
                 group=mapeamento.grupo_de(ctx.config.mapa, alvo.row),
                 chunk=mapeamento.chunk_de(ctx.config.mapa, alvo.row) or padroes.CHUNK,
-                api_key=chaves[escopo], logger=logger, deve_parar=ctx.parar, escopo=escopo,
+                api_key=chaves[escopo],
+                logger=logger,
+                deve_parar=ctx.parar,
+                escopo=escopo,
                 # Registro recusado de vez (NaN, grande demais, 422) vai para a
                 # quarentena e a marca segue: um registro envenenado nao segura
                 # a empresa para sempre. Falha passageira nunca vai para la.
@@ -288,7 +334,8 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
                 # o servidor faz upsert e NAO remove nada; um incremental que
                 # mandasse `complete` apagaria tudo que nao mudou no ultimo
                 # minuto, ou seja, o dataset inteiro.
-                sync=None)
+                sync=None,
+            )
         except ErroContextia as falha:
             # Chave revogada de UMA empresa nao para as outras; a marca fica.
             resumo.erros += 1
@@ -297,24 +344,36 @@ def _enviar(ctx: Contexto, alvo: DatasetVivo, grupos: Mapping[str, list[dict[str
             continue
         if res.lotes_erro:
             resumo.erros += res.lotes_erro
-            envio.falhou('escopo %s: %s lote(s) com erro: %s' % (
-                escopo, res.lotes_erro, resumir('; '.join(res.erros or []))))
+            envio.falhou(
+                'escopo %s: %s lote(s) com erro: %s'
+                % (escopo, res.lotes_erro, resumir('; '.join(res.erros or [])))
+            )
         envio.enviados += res.registros
         resumo.quarentenados += res.quarentenados
         acomp = ctx.estado.acompanhamento(alvo.nome)
         acomp.novos += res.inserted
         acomp.atualizados += res.updated
         acomp.iguais += res.duplicates
-        logger.info('%-28s escopo=%-8s enviados=%-5s novos=%-4s atualizados=%-4s'
-                    ' iguais=%-4s%s', alvo.nome, escopo, res.registros, res.inserted,
-                    res.updated, res.duplicates,
-                    ' QUARENTENA=%s' % res.quarentenados if res.quarentenados else '')
+        logger.info(
+            '%-28s escopo=%-8s enviados=%-5s novos=%-4s atualizados=%-4s iguais=%-4s%s',
+            alvo.nome,
+            escopo,
+            res.registros,
+            res.inserted,
+            res.updated,
+            res.duplicates,
+            ' QUARENTENA=%s' % res.quarentenados if res.quarentenados else '',
+        )
     return envio
 
 
-def _quarentenar_invalidos(ctx: Contexto, alvo: DatasetVivo,
-                           invalidos: Mapping[str, list[dict[str, Any]]], envio: _Envio,
-                           resumo: ResumoDados) -> None:
+def _quarentenar_invalidos(
+    ctx: Contexto,
+    alvo: DatasetVivo,
+    invalidos: Mapping[str, list[dict[str, Any]]],
+    envio: _Envio,
+    resumo: ResumoDados,
+) -> None:
     """
     As linhas cujo código de empresa não serve (`escopos.codigo_invalido`), na
     quarentena: nunca vão a projeto nenhum, e ficam nomeadas no status, na saúde
@@ -325,25 +384,36 @@ def _quarentenar_invalidos(ctx: Contexto, alvo: DatasetVivo,
     """
     for codigo, linhas in sorted(invalidos.items()):
         motivo = codigo_invalido(codigo) or codigo
-        logger.error('%-28s %d linha(s) com %s. NÃO enviadas a empresa nenhuma: vão para a'
-                     ' quarentena. Corrija o código no ERP (a linha corrigida chega ao vivo)'
-                     ' e apague o arquivo dela em %s.', alvo.nome, len(linhas), motivo,
-                     ctx.quarentena.pasta if ctx.quarentena is not None else 'quarentena/')
+        logger.error(
+            '%-28s %d linha(s) com %s. NÃO enviadas a empresa nenhuma: vão para a'
+            ' quarentena. Corrija o código no ERP (a linha corrigida chega ao vivo)'
+            ' e apague o arquivo dela em %s.',
+            alvo.nome,
+            len(linhas),
+            motivo,
+            ctx.quarentena.pasta if ctx.quarentena is not None else 'quarentena/',
+        )
         if ctx.config.seco or ctx.quarentena is None:
             continue
         for linha in linhas:
             registro, sem_json = serializar_parcial(linha)
             try:
-                ctx.quarentena.guardar(alvo.nome, codigo, alvo.chave, registro, motivo,
-                                       invalidos=sem_json)
+                ctx.quarentena.guardar(
+                    alvo.nome, codigo, alvo.chave, registro, motivo, invalidos=sem_json
+                )
             except (ErroFilaCheia, OSError) as erro:
                 envio.falhou('%s; e a quarentena não o guardou: %s' % (motivo, erro))
                 return
             resumo.quarentenados += 1
 
 
-def _enviar_remocoes(ctx: Contexto, alvo: DatasetVivo, leitura: Leitura,
-                     chaves: Mapping[str, str], resumo: ResumoDados) -> _Envio:
+def _enviar_remocoes(
+    ctx: Contexto,
+    alvo: DatasetVivo,
+    leitura: Leitura,
+    chaves: Mapping[str, str],
+    resumo: ResumoDados,
+) -> _Envio:
     """
     As chaves que sumiram da origem, removidas do Contextia empresa por empresa
     (`remove`, sem registros e sem `sync`), em lotes do `chunk` do dataset.
@@ -351,8 +421,9 @@ def _enviar_remocoes(ctx: Contexto, alvo: DatasetVivo, leitura: Leitura,
     Depois dos registros: a linha que mudou de empresa já chegou a nova quando
     sai da antiga. Dataset sem recorte: as mesmas chaves saem de toda empresa.
     """
-    por_escopo: dict[str, list[Any]] = {e: list(v) for e, v in
-                                        leitura.remocoes_por_escopo.items() if v}
+    por_escopo: dict[str, list[Any]] = {
+        e: list(v) for e, v in leitura.remocoes_por_escopo.items() if v
+    }
     if leitura.remocoes:
         for escopo in chaves:
             por_escopo.setdefault(escopo, []).extend(leitura.remocoes)
@@ -363,43 +434,61 @@ def _enviar_remocoes(ctx: Contexto, alvo: DatasetVivo, leitura: Leitura,
             envio.falhou('parada pedida antes de remover da empresa %s' % escopo)
             break
         if ctx.config.seco:
-            logger.info('%-28s [SECO] escopo=%-8s %s remoção(ões)', alvo.nome, escopo,
-                        len(valores))
+            logger.info('%-28s [SECO] escopo=%-8s %s remoção(ões)', alvo.nome, escopo, len(valores))
             continue
         invalido = codigo_invalido(escopo)
         if invalido:
             # Linha com codigo invalido nunca e entregue (vai para a quarentena):
             # nao ha o que remover, e a remocao nao pode ficar pendente para sempre.
-            logger.warning('%-28s %d remoção(ões) com %s: nada a remover (linha assim nunca'
-                           ' é entregue)', alvo.nome, len(valores), invalido)
+            logger.warning(
+                '%-28s %d remoção(ões) com %s: nada a remover (linha assim nunca é entregue)',
+                alvo.nome,
+                len(valores),
+                invalido,
+            )
             continue
         if escopo not in chaves:
-            envio.falhou('escopo %s: sem chave no arquivo de chaves; %d remoção(ões) não'
-                         ' enviada(s)' % (escopo, len(valores)))
+            envio.falhou(
+                'escopo %s: sem chave no arquivo de chaves; %d remoção(ões) não'
+                ' enviada(s)' % (escopo, len(valores))
+            )
             continue
         removidas = 0
         for inicio in range(0, len(valores), lote):
             try:
                 res = cliente.enviar_dataset(
-                    alvo.nome, [], key=alvo.chave, api_key=chaves[escopo], logger=logger,
-                    remove=valores[inicio:inicio + lote], deve_parar=ctx.parar,
-                    escopo=escopo, sync=None)
+                    alvo.nome,
+                    [],
+                    key=alvo.chave,
+                    api_key=chaves[escopo],
+                    logger=logger,
+                    remove=valores[inicio : inicio + lote],
+                    deve_parar=ctx.parar,
+                    escopo=escopo,
+                    sync=None,
+                )
             except ErroContextia as falha:
                 resumo.erros += 1
-                envio.falhou('escopo %s: remoção: %s: %s' % (escopo, type(falha).__name__,
-                                                            falha))
+                envio.falhou('escopo %s: remoção: %s: %s' % (escopo, type(falha).__name__, falha))
                 logger.error('%-28s escopo=%-8s %s', alvo.nome, escopo, envio.erro)
                 break
             if res.lotes_erro:
                 resumo.erros += res.lotes_erro
-                envio.falhou('escopo %s: remoção com erro: %s' % (
-                    escopo, resumir('; '.join(res.erros or []))))
+                envio.falhou(
+                    'escopo %s: remoção com erro: %s'
+                    % (escopo, resumir('; '.join(res.erros or [])))
+                )
                 break
             removidas += res.removed
         envio.enviados += removidas
         resumo.removidas += removidas
-        logger.info('%-28s escopo=%-8s removidas=%-5s (de %s chave(s) que sumiram da origem)',
-                    alvo.nome, escopo, removidas, len(valores))
+        logger.info(
+            '%-28s escopo=%-8s removidas=%-5s (de %s chave(s) que sumiram da origem)',
+            alvo.nome,
+            escopo,
+            removidas,
+            len(valores),
+        )
     return envio
 
 
@@ -418,8 +507,7 @@ def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:
         escopo = texto_escopo(item.escopo)
         invalido = codigo_invalido(escopo)
         if invalido:
-            return Desfecho.pendente('%s: corrija o código no ERP e apague este arquivo'
-                                     % invalido)
+            return Desfecho.pendente('%s: corrija o código no ERP e apague este arquivo' % invalido)
         chave = chaves.get(escopo)
         if chave is not None and item.escopo is not None:
             try:
@@ -428,14 +516,18 @@ def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:
                 return Desfecho.pendente(str(erro))
             except ErroContextia as erro:
                 return Desfecho.falhou(str(erro), interromper=True)
-        return cliente.reenviar_item(item, api_key=chave, logger=logger,
-                                     deve_parar=ctx.parar)
+        return cliente.reenviar_item(item, api_key=chave, logger=logger, deve_parar=ctx.parar)
 
     resultado = ctx.quarentena.reenviar(enviar, deve_parar=ctx.parar)
-    logger.warning('quarentena reenviada: %s entregue(s), %s recusado(s) de novo, %s'
-                   ' pendente(s), %s falha(s); ficam %s', resultado.entregues,
-                   resultado.recusados, resultado.pendentes, resultado.falhas,
-                   resultado.restantes)
+    logger.warning(
+        'quarentena reenviada: %s entregue(s), %s recusado(s) de novo, %s'
+        ' pendente(s), %s falha(s); ficam %s',
+        resultado.entregues,
+        resultado.recusados,
+        resultado.pendentes,
+        resultado.falhas,
+        resultado.restantes,
+    )
     for mensagem in resultado.mensagens[:20]:
         logger.warning('  quarentena: %s', mensagem)
     return resultado

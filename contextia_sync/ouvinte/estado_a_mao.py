@@ -62,7 +62,8 @@ def exigir_pasta(pasta: str) -> None:
         raise ErroConfiguracao(
             'A pasta de estado %s não existe.\n'
             'Aponte --estado para a pasta que o ouvinte usa (a do --estado dele, na unidade'
-            ' systemd ou no cron).' % pasta)
+            ' systemd ou no cron).' % pasta
+        )
 
 
 @contextlib.contextmanager
@@ -87,13 +88,14 @@ def com_trava(pasta: str) -> Iterator[Estado]:
 # mostrar
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class RetratoDataset:
     """Onde um dataset está, no estado (e no mapeamento, se foi dado)."""
 
     dataset: str
-    ao_vivo: bool | None = None          # None: sem --mapping nao se sabe
-    motivo: str | None = None            # fora do ao-vivo: por que
+    ao_vivo: bool | None = None  # None: sem --mapping nao se sabe
+    motivo: str | None = None  # fora do ao-vivo: por que
     watch_column: str | None = None
     marca_agua: MarcaTexto | None = None
     ultima_sonda_ok_em: str | None = None
@@ -122,36 +124,57 @@ class RetratoEstado:
 
     def para_json(self) -> dict[str, Any]:
         return {
-            'versao': VERSAO_RETRATO, 'estado': self.estado, 'gravado_em': self.gravado_em,
+            'versao': VERSAO_RETRATO,
+            'estado': self.estado,
+            'gravado_em': self.gravado_em,
             'ultima_varredura': self.ultima_varredura,
             'cargas_iniciais_pendentes': list(self.cargas_iniciais_pendentes),
-            'quarentena': {'total': self.quarentena_total,
-                           'por_dataset': {d.dataset: d.quarentena for d in self.datasets
-                                           if d.quarentena}},
+            'quarentena': {
+                'total': self.quarentena_total,
+                'por_dataset': {d.dataset: d.quarentena for d in self.datasets if d.quarentena},
+            },
             'datasets': [asdict(d) for d in self.datasets],
         }
 
     def tabela(self) -> list[str]:
         cargas = self.cargas_iniciais_pendentes
         linhas = [
-            'estado ...........: %s (%s)' % (
-                self.estado, 'gravado em %s' % self.gravado_em if self.gravado_em
-                else 'ainda não existe: o ouvinte nunca gravou aqui'),
+            'estado ...........: %s (%s)'
+            % (
+                self.estado,
+                'gravado em %s' % self.gravado_em
+                if self.gravado_em
+                else 'ainda não existe: o ouvinte nunca gravou aqui',
+            ),
             'última varredura .: %s' % (self.ultima_varredura or 'nenhuma registrada'),
-            'cargas iniciais pendentes: %s' % (
-                '%s (o próximo ciclo de projetos as refaz)' % ', '.join(cargas) if cargas
-                else 'nenhuma'),
+            'cargas iniciais pendentes: %s'
+            % (
+                '%s (o próximo ciclo de projetos as refaz)' % ', '.join(cargas)
+                if cargas
+                else 'nenhuma'
+            ),
             'quarentena .......: %s registro(s)' % self.quarentena_total,
             '',
-            '%-28s %-26s %-19s %10s %6s  %s' % ('dataset', 'marca de água', 'última sonda boa',
-                                                'quarentena', 'falhas',
-                                                'entregue à varredura / último erro'),
+            '%-28s %-26s %-19s %10s %6s  %s'
+            % (
+                'dataset',
+                'marca de água',
+                'última sonda boa',
+                'quarentena',
+                'falhas',
+                'entregue à varredura / último erro',
+            ),
         ]
         for d in self.datasets:
             if d.ao_vivo is False:
-                linhas.append('%-28s fora do ao-vivo: %s%s' % (
-                    d.dataset, d.motivo,
-                    ' (quarentena %s)' % d.quarentena if d.quarentena else ''))
+                linhas.append(
+                    '%-28s fora do ao-vivo: %s%s'
+                    % (
+                        d.dataset,
+                        d.motivo,
+                        ' (quarentena %s)' % d.quarentena if d.quarentena else '',
+                    )
+                )
                 continue
             marca = '-' if d.marca_agua is None else str(d.marca_agua)
             notas = []
@@ -159,9 +182,17 @@ class RetratoEstado:
                 notas.append('ENTREGUE À VARREDURA (%s)' % d.entregue_a_varredura)
             if d.ultimo_erro:
                 notas.append(d.ultimo_erro)
-            linhas.append('%-28s %-26s %-19s %10s %6s  %s' % (
-                d.dataset, marca, d.ultima_sonda_ok_em or '-', d.quarentena, d.falhas_seguidas,
-                ' | '.join(notas)))
+            linhas.append(
+                '%-28s %-26s %-19s %10s %6s  %s'
+                % (
+                    d.dataset,
+                    marca,
+                    d.ultima_sonda_ok_em or '-',
+                    d.quarentena,
+                    d.falhas_seguidas,
+                    ' | '.join(notas),
+                )
+            )
         if not self.datasets:
             linhas.append('(nenhum dataset no estado; com --mapping aparecem os do mapeamento)')
         return linhas
@@ -175,8 +206,9 @@ def _gravado_em(caminho: str) -> str | None:
     return datetime.datetime.fromtimestamp(instante).strftime('%Y-%m-%d %H:%M:%S')
 
 
-def retratar(pasta: str, mapa: Mapping[str, Any] | None,
-             quarentena: Mapping[str, int]) -> RetratoEstado:
+def retratar(
+    pasta: str, mapa: Mapping[str, Any] | None, quarentena: Mapping[str, int]
+) -> RetratoEstado:
     """
     O retrato do estado em `pasta`, sem a trava (só lê).
 
@@ -185,12 +217,16 @@ def retratar(pasta: str, mapa: Mapping[str, Any] | None,
     estado ou a quarentena conhece (saiu do mapeamento) vem no fim.
     """
     from contextia_sync.intake.cliente import normalizar_dataset
+
     exigir_pasta(pasta)
     caminho = os.path.join(pasta, ARQUIVO_ESTADO)
     dados = Estado(caminho).dados
-    retrato = RetratoEstado(estado=caminho, gravado_em=_gravado_em(caminho),
-                            ultima_varredura=dados.ultima_varredura,
-                            cargas_iniciais_pendentes=list(dados.cargas_iniciais_pendentes))
+    retrato = RetratoEstado(
+        estado=caminho,
+        gravado_em=_gravado_em(caminho),
+        ultima_varredura=dados.ultima_varredura,
+        cargas_iniciais_pendentes=list(dados.cargas_iniciais_pendentes),
+    )
     linhas: dict[str, RetratoDataset] = {}
     if mapa is not None:
         vivos, fora = datasets_ao_vivo(mapa)
@@ -199,14 +235,24 @@ def retratar(pasta: str, mapa: Mapping[str, Any] | None,
         for row in mapa.get('datasets') or []:
             nome = normalizar_dataset(row['dataset'])
             alvo = por_nome.get(nome)
-            linhas[nome] = RetratoDataset(nome, ao_vivo=alvo is not None,
-                                          motivo=motivos.get(nome),
-                                          watch_column=alvo.watch if alvo else None)
-    conhecidos = (set(dados.marca_agua) | set(dados.acompanhamento)
-                  | set(dados.pendentes_varredura) | set(quarentena))
+            linhas[nome] = RetratoDataset(
+                nome,
+                ao_vivo=alvo is not None,
+                motivo=motivos.get(nome),
+                watch_column=alvo.watch if alvo else None,
+            )
+    conhecidos = (
+        set(dados.marca_agua)
+        | set(dados.acompanhamento)
+        | set(dados.pendentes_varredura)
+        | set(quarentena)
+    )
     for nome in sorted(conhecidos - set(linhas)):
-        linhas[nome] = RetratoDataset(nome, ao_vivo=None if mapa is None else False,
-                                      motivo=None if mapa is None else 'fora do mapeamento')
+        linhas[nome] = RetratoDataset(
+            nome,
+            ao_vivo=None if mapa is None else False,
+            motivo=None if mapa is None else 'fora do mapeamento',
+        )
     for nome, linha in linhas.items():
         acomp = dados.acompanhamento.get(nome)
         vistos = dados.vistos.get(nome)
@@ -226,9 +272,11 @@ def retratar(pasta: str, mapa: Mapping[str, Any] | None,
 # marcar
 # ---------------------------------------------------------------------------
 
+
 def achar_dataset(mapa: Mapping[str, Any], pedido: str) -> DatasetVivo:
     """O dataset ao vivo pelo nome do mapeamento ou pelo normalizado; recusa o resto."""
     from contextia_sync.intake.cliente import normalizar_dataset
+
     vivos, fora = datasets_ao_vivo(mapa)
     try:
         nome = normalizar_dataset(pedido)
@@ -241,11 +289,12 @@ def achar_dataset(mapa: Mapping[str, Any], pedido: str) -> DatasetVivo:
         if normalizar_dataset(rotulo) == nome:
             raise ErroMarca(
                 'O dataset %s está fora do ao-vivo (%s): não tem marca de água.\n'
-                'Ele vai inteiro na varredura; não há o que marcar.' % (nome, motivo))
+                'Ele vai inteiro na varredura; não há o que marcar.' % (nome, motivo)
+            )
     raise ErroMarca(
         'O dataset %r não está no mapeamento.\n'
-        'Os datasets ao vivo dele: %s.' % (pedido, ', '.join(a.nome for a in vivos) or
-                                           '(nenhum)'))
+        'Os datasets ao vivo dele: %s.' % (pedido, ', '.join(a.nome for a in vivos) or '(nenhum)')
+    )
 
 
 _FORMATO = {
@@ -286,7 +335,8 @@ def valor_da_marca(texto: str, familia: str, alvo: DatasetVivo) -> Any:
         raise ErroMarca(
             'O valor %r não serve de marca para %s: a coluna de mudança %s é %s no catálogo'
             ' da origem.\nUse %s, ou `max` para o máximo atual da origem.'
-            % (texto, alvo.nome, alvo.watch, familia, _FORMATO.get(familia, 'do mesmo tipo')))
+            % (texto, alvo.nome, alvo.watch, familia, _FORMATO.get(familia, 'do mesmo tipo'))
+        )
     return valor
 
 
@@ -329,9 +379,11 @@ class MudancaMarca:
         nome, antes, depois = self.dataset, self.antes, self.depois
         linhas = []
         if self.puxada is not None:
-            linhas.append('o MAX de %s na origem (%s) está no futuro da origem: a marca fica'
-                          ' em %s (a hora da origem agora), como o ouvinte faria.'
-                          % (self.coluna, self.puxada[0], self.puxada[1]))
+            linhas.append(
+                'o MAX de %s na origem (%s) está no futuro da origem: a marca fica'
+                ' em %s (a hora da origem agora), como o ouvinte faria.'
+                % (self.coluna, self.puxada[0], self.puxada[1])
+            )
         if self.sentido == 'igual':
             linhas.append('a marca de água de %s já é %s: nada muda.' % (nome, depois))
             return linhas
@@ -340,35 +392,45 @@ class MudancaMarca:
                 'a marca de água de %s vai de (nenhuma) para %s: nada com carimbo até %s vai'
                 ' ao vivo (a carga completa é da varredura); as %s linha(s) com carimbo'
                 ' depois de %s serão entregues no próximo ciclo do ouvinte.'
-                % (nome, depois, depois, self.a_entregar, depois))
+                % (nome, depois, depois, self.a_entregar, depois)
+            )
         elif self.sentido == 'avanca':
             linhas.append(
                 'a marca de água de %s vai de %s para %s: as %s linha(s) com carimbo entre %s'
                 ' e %s NÃO serão entregues ao vivo; só a varredura as trará. O próximo ciclo'
                 ' do ouvinte entrega só o que tiver carimbo depois de %s (%s linha(s) agora).'
-                % (nome, antes, depois, self.puladas, antes, depois, depois, self.a_entregar))
+                % (nome, antes, depois, self.puladas, antes, depois, depois, self.a_entregar)
+            )
         else:
             linhas.append(
                 'a marca de água de %s vai de %s para %s (recua): as %s linha(s) com carimbo'
                 ' depois de %s serão relidas e reenviadas no próximo ciclo do ouvinte'
                 ' (upsert: as que não mudaram voltam como iguais).'
-                % (nome, antes, depois, self.a_entregar, depois))
+                % (nome, antes, depois, self.a_entregar, depois)
+            )
         if self.a_entregar > self.maximo:
-            linhas.append('%s linha(s) passam do teto de %s por ciclo (--maximo-por-ciclo):'
-                          ' o ouvinte não as envia pelo ao-vivo; entrega o dataset à'
-                          ' varredura.' % (self.a_entregar, self.maximo))
+            linhas.append(
+                '%s linha(s) passam do teto de %s por ciclo (--maximo-por-ciclo):'
+                ' o ouvinte não as envia pelo ao-vivo; entrega o dataset à'
+                ' varredura.' % (self.a_entregar, self.maximo)
+            )
         if self.entregues is None:
-            linhas.append('a janela da folga antes de %s passa de %s linhas: o ouvinte não a'
-                          ' lembra como entregue e a reenvia a cada ciclo.'
-                          % (depois, marca_agua.MAXIMO_VISTOS))
+            linhas.append(
+                'a janela da folga antes de %s passa de %s linhas: o ouvinte não a'
+                ' lembra como entregue e a reenvia a cada ciclo.'
+                % (depois, marca_agua.MAXIMO_VISTOS)
+            )
         if self.entregue_a_varredura:
-            linhas.append('%s estava entregue à varredura (%s): volta ao ao-vivo a partir da'
-                          ' marca nova.' % (nome, self.entregue_a_varredura))
+            linhas.append(
+                '%s estava entregue à varredura (%s): volta ao ao-vivo a partir da'
+                ' marca nova.' % (nome, self.entregue_a_varredura)
+            )
         return linhas
 
 
-def planejar_marca(captura: CapturaColuna, estado: Estado, alvo: DatasetVivo,
-                   pedido: str) -> MudancaMarca:
+def planejar_marca(
+    captura: CapturaColuna, estado: Estado, alvo: DatasetVivo, pedido: str
+) -> MudancaMarca:
     """
     O que `marcar DATASET pedido` faria, lido da origem (nada gravado).
 
@@ -388,7 +450,8 @@ def planejar_marca(captura: CapturaColuna, estado: Estado, alvo: DatasetVivo,
                 'dataset %s: nenhuma linha de %s tem %s preenchida, e não há máximo.\n'
                 'Com a marca vazia o ouvinte a fixa sozinho na primeira linha que aparecer;'
                 ' ou dê um valor: estado.py marcar %s VALOR.'
-                % (alvo.nome, alvo.source_object, watch, alvo.nome))
+                % (alvo.nome, alvo.source_object, watch, alvo.nome)
+            )
         valor = captura.marca_do_maximo(alvo, bruto)
         if valor is not bruto:
             puxada = (_texto(bruto), _texto(valor))
@@ -398,16 +461,27 @@ def planejar_marca(captura: CapturaColuna, estado: Estado, alvo: DatasetVivo,
             raise ErroMarca(
                 'O valor %s está no futuro da origem (o limite agora é %s): o ouvinte puxaria a'
                 ' marca de volta na subida.\nUse um valor até a hora da origem, ou `max`.'
-                % (_texto(valor), _texto(limite)))
+                % (_texto(valor), _texto(limite))
+            )
     antes = estado.marca(alvo.nome)
     a_entregar = origem.contar(alvo.source_object, since=(watch, valor))
     mudanca = MudancaMarca(
-        dataset=alvo.nome, coluna=watch, antes=antes, depois=_texto(valor),
-        a_entregar=a_entregar, puladas=None, entregues=None, maximo=captura.maximo,
-        entregue_a_varredura=estado.pendentes().get(alvo.nome), puxada=puxada)
+        dataset=alvo.nome,
+        coluna=watch,
+        antes=antes,
+        depois=_texto(valor),
+        a_entregar=a_entregar,
+        puladas=None,
+        entregues=None,
+        maximo=captura.maximo,
+        entregue_a_varredura=estado.pendentes().get(alvo.nome),
+        puxada=puxada,
+    )
     if mudanca.sentido == 'avanca':
-        mudanca.puladas = origem.contar(alvo.source_object,
-                                        since=(watch, marca_agua.como_valor(antes))) - a_entregar
+        mudanca.puladas = (
+            origem.contar(alvo.source_object, since=(watch, marca_agua.como_valor(antes)))
+            - a_entregar
+        )
     if mudanca.sentido != 'igual':
         mudanca.entregues = captura.entregue_ate(alvo, valor)
     return mudanca
@@ -433,6 +507,7 @@ def aplicar_marca(estado: Estado, mudanca: MudancaMarca) -> None:
 # esquecer-carga
 # ---------------------------------------------------------------------------
 
+
 def anuncio_esquecer_carga(estado: Estado, pedido: str) -> tuple[str, str]:
     """(a empresa como o estado a escreve, a linha de confirmação); recusa se não está pendente."""
     escopo = texto_escopo(pedido)
@@ -440,11 +515,13 @@ def anuncio_esquecer_carga(estado: Estado, pedido: str) -> tuple[str, str]:
     if escopo not in pendentes:
         raise ErroConfiguracao(
             'A empresa %s não tem carga inicial pendente em %s.\n'
-            'Pendentes: %s.' % (escopo, estado.caminho, ', '.join(pendentes) or 'nenhuma'))
+            'Pendentes: %s.' % (escopo, estado.caminho, ', '.join(pendentes) or 'nenhuma')
+        )
     return escopo, (
         'a carga inicial pendente da empresa %s será esquecida: o ouvinte não a refaz, e o'
         ' histórico dela só chega na varredura (ou numa carga à mão: connector.py --scope=%s).'
-        % (escopo, escopo))
+        % (escopo, escopo)
+    )
 
 
 def esquecer_carga(estado: Estado, escopo: str) -> None:

@@ -46,14 +46,21 @@ class Parada:
         if not self.pedida:
             self.pedida = True
             systemd.parando('%s: terminando o passo atual antes de sair' % nome)
-            logger.warning('%s: parada pedida; terminando o passo atual antes de sair'
-                           ' (outro %s = parada fria)', nome, nome)
+            logger.warning(
+                '%s: parada pedida; terminando o passo atual antes de sair'
+                ' (outro %s = parada fria)',
+                nome,
+                nome,
+            )
             return
         pid = supervisor.matar_em_curso()
-        logger.error('%s de novo: PARADA FRIA. Passo atual abandonado%s; o que não'
-                     ' foi confirmado não avançou a marca e será relido na próxima'
-                     ' subida.', nome,
-                     ' (grupo da ferramenta %s morto com SIGKILL)' % pid if pid else '')
+        logger.error(
+            '%s de novo: PARADA FRIA. Passo atual abandonado%s; o que não'
+            ' foi confirmado não avançou a marca e será relido na próxima'
+            ' subida.',
+            nome,
+            ' (grupo da ferramenta %s morto com SIGKILL)' % pid if pid else '',
+        )
         raise ParadaFria()
 
     def instalar(self) -> None:
@@ -88,16 +95,21 @@ def _pulsar(ctx: Contexto, parada: Parada, volta: _Volta) -> None:
     if parada.pedida and ctx.execucao.situacao == 'rodando':
         ctx.execucao.situacao = 'parando'
     dados = status_json(ctx, volta.ciclos)
-    erro = (escrever_status(ctx.config.estado_dir, linhas_status(ctx, volta.resumo))
-            or escrever_status_json(ctx.config.estado_dir, dados)
-            or (escrever_metricas(ctx.config.metricas, dados) if ctx.config.metricas else None))
+    erro = (
+        escrever_status(ctx.config.estado_dir, linhas_status(ctx, volta.resumo))
+        or escrever_status_json(ctx.config.estado_dir, dados)
+        or (escrever_metricas(ctx.config.metricas, dados) if ctx.config.metricas else None)
+    )
     if erro:
         logger.warning('não foi possível gravar o status (%s)', erro)
     f = ctx.execucao.ferramenta_agora
-    systemd.status('%d dataset(s) ao vivo' % len(ctx.config.vivos), volta.resumo.get('dados'),
-                   'falhas seguidas: %d' % ctx.execucao.falhas if ctx.execucao.falhas else None,
-                   volta.resumo.get('falha'),
-                   'ferramenta %s (pid %s)' % (f.rotulo, f.pid) if f else None)
+    systemd.status(
+        '%d dataset(s) ao vivo' % len(ctx.config.vivos),
+        volta.resumo.get('dados'),
+        'falhas seguidas: %d' % ctx.execucao.falhas if ctx.execucao.falhas else None,
+        volta.resumo.get('falha'),
+        'ferramenta %s (pid %s)' % (f.rotulo, f.pid) if f else None,
+    )
     systemd.vigia()
 
 
@@ -114,7 +126,7 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
         agora = time.monotonic()
         try:
             _rodar_ciclos(ctx, args, parada, volta, agora)
-        except Exception as erro:             # noqa: BLE001 - o servico nao morre por um ciclo
+        except Exception as erro:  # noqa: BLE001 - o servico nao morre por um ciclo
             _volta_falhou(ctx, volta, erro)
         pulsar()
         if args.once or parada.pedida:
@@ -128,8 +140,9 @@ def laco(ctx: Contexto, args: argparse.Namespace, parada: Parada) -> int:
     return volta.saida if args.once else SAIDA_OK
 
 
-def _rodar_ciclos(ctx: Contexto, args: argparse.Namespace, parada: Parada, volta: _Volta,
-                  agora: float) -> None:
+def _rodar_ciclos(
+    ctx: Contexto, args: argparse.Namespace, parada: Parada, volta: _Volta, agora: float
+) -> None:
     """Uma volta: a origem conectada e renovada, e cada ciclo que está na hora."""
     if not volta.conectado:
         ctx.origem.conectar()
@@ -158,8 +171,12 @@ def _rodar_ciclos(ctx: Contexto, args: argparse.Namespace, parada: Parada, volta
 def _ciclo_projetos(ctx: Contexto, args: argparse.Namespace, volta: _Volta) -> int:
     p = ciclo_projetos(ctx)
     volta.proximo_projetos = time.monotonic() + args.intervalo_projetos
-    volta.resumo['projetos'] = ('projetos ..........: %s criados=%s carregados=%s'
-                                ' erros=%s' % (_hora(), p.criados, p.carregados, p.erros))
+    volta.resumo['projetos'] = 'projetos ..........: %s criados=%s carregados=%s erros=%s' % (
+        _hora(),
+        p.criados,
+        p.carregados,
+        p.erros,
+    )
     volta.ciclos['projetos'] = dict(asdict(p), em=_agora_iso())
     return int(p.erros)
 
@@ -167,12 +184,19 @@ def _ciclo_projetos(ctx: Contexto, args: argparse.Namespace, volta: _Volta) -> i
 def _ciclo_dados(ctx: Contexto, args: argparse.Namespace, volta: _Volta) -> int:
     d = ciclo_dados(ctx)
     volta.proximo_dados = time.monotonic() + args.intervalo_dados
-    volta.resumo['dados'] = ('dados .............: %s datasets=%s registros=%s'
-                             ' erros=%s atrasadas=%s quarentena=%s%s' % (
-                                 _hora(), d.datasets, d.registros, d.erros,
-                                 d.atrasadas, d.quarentenados,
-                                 ' removidas=%s' % d.removidas
-                                 if ctx.config.intervalo_reconciliacao is not None else ''))
+    volta.resumo['dados'] = (
+        'dados .............: %s datasets=%s registros=%s'
+        ' erros=%s atrasadas=%s quarentena=%s%s'
+        % (
+            _hora(),
+            d.datasets,
+            d.registros,
+            d.erros,
+            d.atrasadas,
+            d.quarentenados,
+            ' removidas=%s' % d.removidas if ctx.config.intervalo_reconciliacao is not None else '',
+        )
+    )
     volta.ciclos['dados'] = dict(asdict(d), em=_agora_iso())
     return int(d.erros)
 
@@ -190,29 +214,46 @@ def _volta_falhou(ctx: Contexto, volta: _Volta, erro: Exception) -> None:
     # alguem percebe.
     ctx.execucao.falhas += 1
     ctx.execucao.falhas_do_ciclo += 1
-    logger.exception('ciclo falhou (%sa vez seguida): %s: %s', ctx.execucao.falhas_do_ciclo,
-                     type(erro).__name__, erro)
+    logger.exception(
+        'ciclo falhou (%sa vez seguida): %s: %s',
+        ctx.execucao.falhas_do_ciclo,
+        type(erro).__name__,
+        erro,
+    )
     volta.resumo['falha'] = 'ÚLTIMA FALHA ......: %s %s: %s' % (
-        _hora(), type(erro).__name__, resumir(str(erro)))
-    volta.ciclos['falha'] = {'em': _agora_iso(), 'erro': '%s: %s' % (
-        type(erro).__name__, resumir(str(erro)))}
+        _hora(),
+        type(erro).__name__,
+        resumir(str(erro)),
+    )
+    volta.ciclos['falha'] = {
+        'em': _agora_iso(),
+        'erro': '%s: %s' % (type(erro).__name__, resumir(str(erro))),
+    }
     # Conexao possivelmente morta: reabre no proximo ciclo em vez de
     # insistir num handle quebrado.
     try:
         ctx.origem.fechar()
-    except Exception:                 # noqa: BLE001 - fechar nunca mascara o erro
+    except Exception:  # noqa: BLE001 - fechar nunca mascara o erro
         pass
     volta.conectado = False
     volta.saida = SAIDA_FALHA
 
 
-def _esperar(ctx: Contexto, args: argparse.Namespace, parada: Parada, volta: _Volta,
-             acordador: Callable[[float], bool] | None) -> None:
+def _esperar(
+    ctx: Contexto,
+    args: argparse.Namespace,
+    parada: Parada,
+    volta: _Volta,
+    acordador: Callable[[float], bool] | None,
+) -> None:
     """A espera até a próxima volta, em fatias (o SIGTERM não espera o intervalo inteiro)."""
     espera = agenda.espera_apos_falhas(args.intervalo_dados, ctx.execucao.falhas_do_ciclo)
     if ctx.execucao.falhas_do_ciclo:
-        logger.warning('esperando %ss antes de tentar de novo (dobra a cada falha,'
-                       ' teto de %ss)', espera, agenda.TETO_ESPERA)
+        logger.warning(
+            'esperando %ss antes de tentar de novo (dobra a cada falha, teto de %ss)',
+            espera,
+            agenda.TETO_ESPERA,
+        )
     fim = time.monotonic() + espera
     while time.monotonic() < fim and not parada.pedida:
         systemd.vigia()

@@ -43,7 +43,8 @@ SEM_KEY_RECONCILIACAO = (
     'dataset %s sem `key`: a reconciliação compara o conjunto de chaves e não tem o que'
     ' comparar -- a exclusão dele só sai na varredura. O que fazer: declare `key` no'
     ' dataset (ou no `defaults`) com a coluna que identifica a linha (a chave primária'
-    ' da view).')
+    ' da view).'
+)
 
 
 def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
@@ -79,21 +80,52 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     _conferir_captura(captura, vivos)
     if args.dry_run:
         _conferir_catalogo(mapa, origem)
-    quarentena = None if args.dry_run else Quarentena(
-        os.path.join(args.estado, PASTA_QUARENTENA), logger=logger)
+    quarentena = (
+        None
+        if args.dry_run
+        else Quarentena(os.path.join(args.estado, PASTA_QUARENTENA), logger=logger)
+    )
 
     config = Configuracao(
-        mapa=mapa, vivos=vivos, fora=fora, estado_dir=args.estado, mapping=mapping,
-        source=args.source, chaves=chaves, folga=args.folga, maximo=args.maximo_por_ciclo,
-        grupos=args.grupo, seco=args.dry_run, varredura=varredura,
-        janela=args.janela_varredura, timeout=args.timeout_ferramenta or None,
-        inatividade=args.inatividade_ferramenta or None, estrategia=nome_estrategia,
-        intervalo_dados=args.intervalo_dados, metricas=args.metricas or args.estado,
+        mapa=mapa,
+        vivos=vivos,
+        fora=fora,
+        estado_dir=args.estado,
+        mapping=mapping,
+        source=args.source,
+        chaves=chaves,
+        folga=args.folga,
+        maximo=args.maximo_por_ciclo,
+        grupos=args.grupo,
+        seco=args.dry_run,
+        varredura=varredura,
+        janela=args.janela_varredura,
+        timeout=args.timeout_ferramenta or None,
+        inatividade=args.inatividade_ferramenta or None,
+        estrategia=nome_estrategia,
+        intervalo_dados=args.intervalo_dados,
+        metricas=args.metricas or args.estado,
         intervalo_reconciliacao=args.intervalo_reconciliacao if reconcilia else None,
-        modo=('seco' if args.dry_run else 'reenviar-quarentena' if args.reenviar_quarentena
-              else 'once' if args.once else 'servico'))
-    ctx = Contexto(config=config, regra=regra, origem=origem, estado=estado, captura=captura,
-                   parar=parar, trava=trava, quarentena=quarentena)
+        modo=(
+            'seco'
+            if args.dry_run
+            else 'reenviar-quarentena'
+            if args.reenviar_quarentena
+            else 'once'
+            if args.once
+            else 'servico'
+        ),
+    )
+    ctx = Contexto(
+        config=config,
+        regra=regra,
+        origem=origem,
+        estado=estado,
+        captura=captura,
+        parar=parar,
+        trava=trava,
+        quarentena=quarentena,
+    )
 
     linhas, resumo = _cabecalho(args, ctx, info, de_onde, quantas_chaves)
     _anunciar(args, linhas, resumo)
@@ -107,7 +139,8 @@ def _exigir_destino() -> None:
             'Falta CONTEXTIA_URL (a instalação do Contextia DESTE cliente).\n'
             'Não há padrão embutido: um valor default mandaria o dado para a'
             ' instalação de outro cliente, sem erro nenhum. Defina-a no ambiente do'
-            ' serviço (ex.: no EnvironmentFile da unidade systemd).')
+            ' serviço (ex.: no EnvironmentFile da unidade systemd).'
+        )
     # HTTP puro fora de loopback, intake noutro host: recusado aqui, antes de
     # qualquer conexao (ErroDestino e ErroConfiguracao: saida 2).
     cliente.conferir_destino()
@@ -120,26 +153,40 @@ def _exigir_chaves(pedido: str) -> str:
         raise ErroConfiguracao(
             'Arquivo de chaves não existe: %s\n'
             'O ouvinte precisa de uma chave por empresa. Rode o provisionar.py antes'
-            ' -- ou aponte --chaves para o arquivo que ele gerou.' % pedido)
+            ' -- ou aponte --chaves para o arquivo que ele gerou.' % pedido
+        )
     return chaves
 
 
-def _criar_captura(args: argparse.Namespace, nome_estrategia: str, mapa: dict[str, Any],
-                   origem: AdaptadorDeOrigem, estado: Estado, chaves: str,
-                   reconcilia: bool) -> Captura:
+def _criar_captura(
+    args: argparse.Namespace,
+    nome_estrategia: str,
+    mapa: dict[str, Any],
+    origem: AdaptadorDeOrigem,
+    estado: Estado,
+    chaves: str,
+    reconcilia: bool,
+) -> Captura:
     """A estratégia de captura escolhida, com as opções da reconciliação se ela as usa."""
     opcoes = None
     if reconcilia:
         excluidos = escopos_excluidos(mapa)
         opcoes = OpcoesReconciliacao(
             pasta=os.path.join(args.estado, PASTA_CONJUNTOS),
-            intervalo=args.intervalo_reconciliacao, seco=args.dry_run,
+            intervalo=args.intervalo_reconciliacao,
+            seco=args.dry_run,
             # As empresas que recebem o ao-vivo, lidas a cada reconciliacao (o
             # ciclo de projetos acrescenta as novas ao arquivo).
-            escopos=lambda: set(ler_chaves(chaves)) - excluidos)
-    captura = criar_captura(nome_estrategia, origem=origem, estado=estado,
-                            folga=args.folga, maximo=args.maximo_por_ciclo,
-                            reconciliacao=opcoes)
+            escopos=lambda: set(ler_chaves(chaves)) - excluidos,
+        )
+    captura = criar_captura(
+        nome_estrategia,
+        origem=origem,
+        estado=estado,
+        folga=args.folga,
+        maximo=args.maximo_por_ciclo,
+        reconciliacao=opcoes,
+    )
     # O `slot_logico` tira do mapeamento inteiro o nome do slot (o `client`).
     usar_mapa = getattr(captura, 'usar_mapa', None)
     if callable(usar_mapa):
@@ -147,8 +194,13 @@ def _criar_captura(args: argparse.Namespace, nome_estrategia: str, mapa: dict[st
     return captura
 
 
-def _cabecalho(args: argparse.Namespace, ctx: Contexto, info: Mapping[str, Any],
-               de_onde: str, quantas_chaves: int) -> tuple[list[tuple[bool, str]], str]:
+def _cabecalho(
+    args: argparse.Namespace,
+    ctx: Contexto,
+    info: Mapping[str, Any],
+    de_onde: str,
+    quantas_chaves: int,
+) -> tuple[list[tuple[bool, str]], str]:
     """O cabeçalho da subida, (aviso?, texto) na ordem em que sai no log, e o resumo."""
     mapa, vivos, fora, regra = ctx.config.mapa, ctx.config.vivos, ctx.config.fora, ctx.regra
     nome_estrategia, varredura = ctx.config.estrategia, ctx.config.varredura
@@ -157,52 +209,91 @@ def _cabecalho(args: argparse.Namespace, ctx: Contexto, info: Mapping[str, Any],
         (False, 'cliente ..........: %s' % (mapa.get('client') or '(sem nome)')),
         (False, 'destino ..........: %s' % cliente.url_destino()),
         (False, 'chaves ...........: %s (%s empresa(s))' % (args.chaves, quantas_chaves)),
-        (False, 'estratégia .......: %s (%s) -- %s' % (nome_estrategia, de_onde,
-                                                       info['o_que_e'])),
+        (False, 'estratégia .......: %s (%s) -- %s' % (nome_estrategia, de_onde, info['o_que_e'])),
     ]
     if not info['ve_delete']:
-        linhas.append((True, 'esta estratégia NÃO vê exclusão: linha apagada na origem só'
-                             ' sai do Contextia na varredura. O cliente precisa saber disso.'))
+        linhas.append(
+            (
+                True,
+                'esta estratégia NÃO vê exclusão: linha apagada na origem só'
+                ' sai do Contextia na varredura. O cliente precisa saber disso.',
+            )
+        )
     linhas += [
-        (False, 'dados ............: a cada %ss, folga de %ss, teto de %s linhas'
-                % (args.intervalo_dados, args.folga, args.maximo_por_ciclo)),
+        (
+            False,
+            'dados ............: a cada %ss, folga de %ss, teto de %s linhas'
+            % (args.intervalo_dados, args.folga, args.maximo_por_ciclo),
+        )
     ]
     if reconcilia:
-        linhas.append((False, 'reconciliação ....: a cada %ss; remoção acima de %.0f%% das'
-                              ' chaves de uma empresa é recusada (o teto do complete)'
-                              % (args.intervalo_reconciliacao, 100.0 * padroes.MAX_REMOCAO)))
-        linhas += [(True, SEM_KEY_RECONCILIACAO % alvo.nome)
-                   for alvo in vivos if not alvo.reconcilia]
+        linhas.append(
+            (
+                False,
+                'reconciliação ....: a cada %ss; remoção acima de %.0f%% das'
+                ' chaves de uma empresa é recusada (o teto do complete)'
+                % (args.intervalo_reconciliacao, 100.0 * padroes.MAX_REMOCAO),
+            )
+        )
+        linhas += [
+            (True, SEM_KEY_RECONCILIACAO % alvo.nome) for alvo in vivos if not alvo.reconcilia
+        ]
     linhas += [
         (False, 'projetos .........: a cada %ss' % args.intervalo_projetos),
         (False, 'varredura ........: %s' % agenda.descrever(varredura, args.janela_varredura)),
-        (False, 'ferramentas ......: tempo máximo %ss, inatividade máxima %s'
-                % (args.timeout_ferramenta,
-                   '%ss' % args.inatividade_ferramenta if args.inatividade_ferramenta
-                   else 'desligada')),
+        (
+            False,
+            'ferramentas ......: tempo máximo %ss, inatividade máxima %s'
+            % (
+                args.timeout_ferramenta,
+                '%ss' % args.inatividade_ferramenta if args.inatividade_ferramenta else 'desligada',
+            ),
+        ),
     ]
     if varredura and not ctx.estado.varredura_feita_em() and not args.varrer_agora:
-        linhas.append((True, 'nenhuma varredura registrada ainda. O ouvinte NÃO faz carga'
-                             ' completa fora da janela (cairia no horário comercial). Para'
-                             ' a carga inicial agora, suba com --varrer-agora.'))
+        linhas.append(
+            (
+                True,
+                'nenhuma varredura registrada ainda. O ouvinte NÃO faz carga'
+                ' completa fora da janela (cairia no horário comercial). Para'
+                ' a carga inicial agora, suba com --varrer-agora.',
+            )
+        )
     if args.dry_run:
-        linhas.append((True, 'MODO SECO: nada e enviado, nada e criado, a marca de água não'
-                             ' avança e o estado não é gravado'))
+        linhas.append(
+            (
+                True,
+                'MODO SECO: nada e enviado, nada e criado, a marca de água não'
+                ' avança e o estado não é gravado',
+            )
+        )
     total = len(mapa.get('datasets') or [])
     linhas.append((False, 'datasets ao vivo .: %s de %s' % (len(vivos), total)))
-    linhas += [(False, '   fora do ao-vivo: %-28s %s (só muda na varredura)' % (nome, motivo))
-               for nome, motivo in fora]
+    linhas += [
+        (False, '   fora do ao-vivo: %-28s %s (só muda na varredura)' % (nome, motivo))
+        for nome, motivo in fora
+    ]
     # Uma linha de log por linha: o log escapa a quebra de linha dentro de um valor.
     linhas.append((False, 'regra de projeto:'))
     linhas += [(False, linha) for linha in regra_projeto.descrever(regra).split('\n')]
     if not vivos:
-        linhas.append((True, 'NENHUM dataset tem coluna de mudança: o ouvinte só fará'
-                             ' varredura, o que o cron já fazia. Declare `watch_column` no'
-                             ' mapeamento para o ao-vivo valer a pena.'))
+        linhas.append(
+            (
+                True,
+                'NENHUM dataset tem coluna de mudança: o ouvinte só fará'
+                ' varredura, o que o cron já fazia. Declare `watch_column` no'
+                ' mapeamento para o ao-vivo valer a pena.',
+            )
+        )
     resumo = '%s -> %s: %s de %s dataset(s) ao vivo, %s empresa(s), %s, varredura %s' % (
-        mapa.get('client') or '(sem nome)', cliente.url_destino(), len(vivos), total,
-        quantas_chaves, nome_estrategia,
-        '%02d:%02d' % varredura if varredura else 'DESLIGADA')
+        mapa.get('client') or '(sem nome)',
+        cliente.url_destino(),
+        len(vivos),
+        total,
+        quantas_chaves,
+        nome_estrategia,
+        '%02d:%02d' % varredura if varredura else 'DESLIGADA',
+    )
     return linhas, resumo
 
 
@@ -221,12 +312,15 @@ def _anunciar(args: argparse.Namespace, linhas: list[tuple[bool, str]], resumo: 
     DEBUG. Aviso sai sempre, como WARNING: nunca fica escondido. O cabeçalho
     inteiro fica em <estado>/ouvinte-cabecalho.txt (o seco não grava nada).
     """
-    texto = ''.join('%s %s\n' % ('AVISO' if aviso else '     ', linha)
-                    for aviso, linha in linhas)
+    texto = ''.join('%s %s\n' % ('AVISO' if aviso else '     ', linha) for aviso, linha in linhas)
     mudou = True if args.dry_run else _guardar_cabecalho(args.estado, texto)
     if args.once and not mudou:
-        logger.info('===== ouvinte (pid %s) ===== --once: %s (cabeçalho sem mudança: %s)',
-                    os.getpid(), resumo, ARQUIVO_CABECALHO)
+        logger.info(
+            '===== ouvinte (pid %s) ===== --once: %s (cabeçalho sem mudança: %s)',
+            os.getpid(),
+            resumo,
+            ARQUIVO_CABECALHO,
+        )
         for aviso, linha in linhas:
             (logger.warning if aviso else logger.debug)('%s', linha)
         return
@@ -269,7 +363,8 @@ def _exigir_pasta_de_estado(pasta: str) -> None:
             ' Correção: de permissão de escrita ao usuário do serviço (chown/chmod),'
             ' libere espaço no disco, ou aponte --estado para outra pasta (na unidade'
             ' systemd, ela precisa estar em ReadWritePaths=).'
-            % (pasta, type(erro).__name__, erro.strerror or erro)) from None
+            % (pasta, type(erro).__name__, erro.strerror or erro)
+        ) from None
 
 
 def _exigir_remove(estrategia: str) -> None:
@@ -281,8 +376,11 @@ def _exigir_remove(estrategia: str) -> None:
     try:
         anunciadas = cliente.capacidades()
     except ErroContextia as erro:
-        logger.warning('capacidades do Contextia não lidas na subida (%s): o primeiro envio'
-                       ' com remoção confere de novo', erro)
+        logger.warning(
+            'capacidades do Contextia não lidas na subida (%s): o primeiro envio'
+            ' com remoção confere de novo',
+            erro,
+        )
         return
     if anunciadas.get('remove'):
         return
@@ -293,7 +391,8 @@ def _exigir_remove(estrategia: str) -> None:
         'O que fazer: use --estrategia=coluna (ou `listener.strategy: "coluna"` no'
         ' mapeamento) -- inclusão e alteração continuam em segundos e a exclusão sai na'
         ' varredura diária --, ou atualize o Contextia para uma versão que anuncie `remove`'
-        ' e suba o ouvinte de novo.' % (estrategia, cliente.url_destino()))
+        ' e suba o ouvinte de novo.' % (estrategia, cliente.url_destino())
+    )
 
 
 def _conferir_captura(captura: Captura, vivos: list[DatasetVivo]) -> None:
@@ -309,9 +408,13 @@ def _conferir_captura(captura: Captura, vivos: list[DatasetVivo]) -> None:
         problemas = captura.conferir(vivos)
     except ErroConfiguracao:
         raise
-    except Exception as erro:             # noqa: BLE001 - a origem pode estar fora agora
-        logger.warning('origem indisponível na subida (%s: %s): os datasets são conferidos'
-                       ' na primeira leitura de cada um', type(erro).__name__, erro)
+    except Exception as erro:  # noqa: BLE001 - a origem pode estar fora agora
+        logger.warning(
+            'origem indisponível na subida (%s: %s): os datasets são conferidos'
+            ' na primeira leitura de cada um',
+            type(erro).__name__,
+            erro,
+        )
         return
     if problemas:
         raise ErroConfiguracao('\n'.join(problemas))
@@ -323,14 +426,19 @@ def _conferir_catalogo(mapa: dict[str, Any], origem: AdaptadorDeOrigem) -> None:
     cadastro) conferida no catálogo da origem, todas de uma vez (saída 2).
     """
     from contextia_sync.carga.completa import conferir_colunas
+
     try:
         problemas = conferir_colunas(mapa, origem)
-    except Exception as erro:             # noqa: BLE001 - a origem pode estar fora agora
-        logger.warning('[SECO] catálogo da origem não conferido (%s: %s): a origem está'
-                       ' fora?', type(erro).__name__, erro)
+    except Exception as erro:  # noqa: BLE001 - a origem pode estar fora agora
+        logger.warning(
+            '[SECO] catálogo da origem não conferido (%s: %s): a origem está fora?',
+            type(erro).__name__,
+            erro,
+        )
         return
     if problemas:
-        raise ErroConfiguracao('--dry-run: %d coluna(s) do mapeamento não existem na'
-                               ' origem:\n%s' % (len(problemas),
-                                                  '\n'.join('  - %s' % p for p in problemas)))
+        raise ErroConfiguracao(
+            '--dry-run: %d coluna(s) do mapeamento não existem na'
+            ' origem:\n%s' % (len(problemas), '\n'.join('  - %s' % p for p in problemas))
+        )
     logger.info('[SECO] catálogo da origem: toda coluna do mapeamento existe')

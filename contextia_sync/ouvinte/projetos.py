@@ -39,7 +39,8 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
     novos: list[tuple[str, str]] = []
     recusados: list[str] = []
     linhas, ctx.execucao.codigos_recusados = regra_projeto.separar_codigos(
-        ctx.origem.fetch(regra.source_object, regra.columns), regra)
+        ctx.origem.fetch(regra.source_object, regra.columns), regra
+    )
     for codigo in ctx.execucao.codigos_recusados:
         # Alto uma vez por subida (o status e a saude o mostram a cada volta):
         # a cada 5 minutos o mesmo ERRO so ensinaria a ignora-lo.
@@ -57,12 +58,18 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
         novos.append((escopo, regra_projeto.nome_de(linha, regra)))
 
     if recusados:
-        logger.info('ciclo de projetos: %s escopo(s) recusados pela regra: %s',
-                    len(recusados), '; '.join(recusados[:5]))
+        logger.info(
+            'ciclo de projetos: %s escopo(s) recusados pela regra: %s',
+            len(recusados),
+            '; '.join(recusados[:5]),
+        )
     if not novos:
         return resumo
-    logger.warning('*** %s EMPRESA(S) NOVA(S): %s', len(novos),
-                   ', '.join('%s=%s' % (e, (n or '')[:24]) for e, n in novos))
+    logger.warning(
+        '*** %s EMPRESA(S) NOVA(S): %s',
+        len(novos),
+        ', '.join('%s=%s' % (e, (n or '')[:24]) for e, n in novos),
+    )
 
     for escopo, _ in novos:
         if ctx.parar():
@@ -76,8 +83,11 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
             ctx.estado.marcar_carga_pendente(escopo)
             ctx.estado.gravar()
         # Uma chamada por empresa: com `group_column` os grupos diferem.
-        if not ctx.rodar_ferramenta(ctx.argv_provisionar(escopo), 'provisionar %s' % escopo,
-                                    segredos=ctx.segredos_do_provisionar()).ok:
+        if not ctx.rodar_ferramenta(
+            ctx.argv_provisionar(escopo),
+            'provisionar %s' % escopo,
+            segredos=ctx.segredos_do_provisionar(),
+        ).ok:
             resumo.erros += 1
             continue
         resumo.criados += 1
@@ -99,8 +109,11 @@ def _refazer_cargas_pendentes(ctx: Contexto, resumo: ResumoProjetos) -> None:
             # Nem o provisionamento terminou: a empresa ainda e "nova" e o
             # caminho normal (provisionar + carregar) a pega logo abaixo.
             continue
-        logger.warning('carga inicial da empresa %s ficou pela metade (ouvinte morto ou'
-                       ' carga com falha): refazendo agora', escopo)
+        logger.warning(
+            'carga inicial da empresa %s ficou pela metade (ouvinte morto ou'
+            ' carga com falha): refazendo agora',
+            escopo,
+        )
         _carga_inicial(ctx, escopo, resumo)
 
 
@@ -114,13 +127,17 @@ def _conjuntos_antes_da_carga(ctx: Contexto, escopo: str) -> dict[str, Any] | No
     try:
         for alvo in ctx.config.vivos:
             antes[alvo.nome] = ctx.captura.antes_da_carga(alvo, escopo)
-    except Exception as erro:             # noqa: BLE001 - a origem pode estar fora agora
+    except Exception as erro:  # noqa: BLE001 - a origem pode estar fora agora
         for alvo in ctx.config.vivos:
             if alvo.nome in antes:
                 ctx.captura.depois_da_carga(alvo, antes[alvo.nome], set())
-        logger.error('carga inicial da empresa %s adiada: o conjunto de chaves de antes dela'
-                     ' não foi lido (%s: %s); tentada de novo no próximo ciclo de projetos',
-                     escopo, type(erro).__name__, erro)
+        logger.error(
+            'carga inicial da empresa %s adiada: o conjunto de chaves de antes dela'
+            ' não foi lido (%s: %s); tentada de novo no próximo ciclo de projetos',
+            escopo,
+            type(erro).__name__,
+            erro,
+        )
         return None
     return antes
 
@@ -133,8 +150,12 @@ def _carga_inicial(ctx: Contexto, escopo: str, resumo: ResumoProjetos) -> None:
     """
     chave = ler_chaves(ctx.config.chaves).get(escopo)
     if chave is None:
-        logger.error('escopo %s provisionado e sem chave em %s -- carga inicial não'
-                     ' feita; confira a saída do provisionar acima', escopo, ctx.config.chaves)
+        logger.error(
+            'escopo %s provisionado e sem chave em %s -- carga inicial não'
+            ' feita; confira a saída do provisionar acima',
+            escopo,
+            ctx.config.chaves,
+        )
         resumo.erros += 1
         return
     antes = _conjuntos_antes_da_carga(ctx, escopo)
@@ -142,13 +163,14 @@ def _carga_inicial(ctx: Contexto, escopo: str, resumo: ResumoProjetos) -> None:
         resumo.erros += 1
         return
     env = {'CONTEXTIA_API_KEY': chave, 'CONTEXTIA_HISTORICO': ctx.config.caminho_historico}
-    if not ctx.rodar_ferramenta(ctx.argv_conector(escopo), 'carga inicial %s' % escopo,
-                                env).ok:
+    if not ctx.rodar_ferramenta(ctx.argv_conector(escopo), 'carga inicial %s' % escopo, env).ok:
         for alvo in ctx.config.vivos:
             ctx.captura.depois_da_carga(alvo, antes.get(alvo.nome), set())
         resumo.erros += 1
-        logger.error('carga inicial da empresa %s falhou: tentada de novo no próximo ciclo'
-                     ' de projetos', escopo)
+        logger.error(
+            'carga inicial da empresa %s falhou: tentada de novo no próximo ciclo de projetos',
+            escopo,
+        )
         return
     # O conjunto de chaves da empresa (a reconciliacao) nasce desta carga, e antes de
     # ela deixar de ser pendente: nenhuma comparacao corre sem ele.

@@ -23,50 +23,78 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
     """As linhas do status; `resumos` são as linhas do último ciclo de cada tipo."""
     agora = datetime.datetime.now()
     linhas = [
-        'ouvinte ...........: %s' % ('SECO (não envia)' if ctx.config.seco else {
-            'rodando': 'ativo', 'parando': 'parando', 'parado': 'PARADO'}[ctx.execucao.situacao]),
+        'ouvinte ...........: %s'
+        % (
+            'SECO (não envia)'
+            if ctx.config.seco
+            else {'rodando': 'ativo', 'parando': 'parando', 'parado': 'PARADO'}[
+                ctx.execucao.situacao
+            ]
+        ),
         'pid ...............: %s' % os.getpid(),
         'atualizado em .....: %s' % agora.strftime('%Y-%m-%d %H:%M:%S'),
         'cliente ...........: %s' % (ctx.config.mapa.get('client') or '-'),
         'destino ...........: %s' % cliente.url_destino(),
         'estratégia ........: %s' % ctx.config.estrategia,
-        'datasets ao vivo ..: %s de %s' % (len(ctx.config.vivos),
-                                           len(ctx.config.mapa.get('datasets') or [])),
+        'datasets ao vivo ..: %s de %s'
+        % (len(ctx.config.vivos), len(ctx.config.mapa.get('datasets') or [])),
         'falhas seguidas ...: %s' % ctx.execucao.falhas,
         'última varredura ..: %s' % _texto_varredura(ctx),
     ]
     tabela, alerta = tabela_datasets(ctx)
     if alerta:
-        linhas.append('ATENÇÃO FOLGA .....: chegadas atrasadas passaram da metade da'
-                      ' --folga em %s -- aumente --folga ou fale com o DBA'
-                      % ', '.join(alerta))
+        linhas.append(
+            'ATENÇÃO FOLGA .....: chegadas atrasadas passaram da metade da'
+            ' --folga em %s -- aumente --folga ou fale com o DBA' % ', '.join(alerta)
+        )
     if ctx.quarentena is not None:
         por_dataset = ctx.quarentena.por_dataset()
         total = sum(por_dataset.values())
-        linhas.append('quarentena ........: %s registro(s)%s' % (total, (
-            ' (%s) -- recusados de vez pelo intake; corrija na origem ou reenvie com'
-            ' ouvinte.py --reenviar-quarentena' % ', '.join(
-                '%s %s' % item for item in sorted(por_dataset.items()))) if total else ''))
+        linhas.append(
+            'quarentena ........: %s registro(s)%s'
+            % (
+                total,
+                (
+                    ' (%s) -- recusados de vez pelo intake; corrija na origem ou reenvie com'
+                    ' ouvinte.py --reenviar-quarentena'
+                    % ', '.join('%s %s' % item for item in sorted(por_dataset.items()))
+                )
+                if total
+                else '',
+            )
+        )
     for recusada in empresas_recusadas(ctx):
-        linhas.append("EMPRESA RECUSADA ..: '%s' (%s): %s" % (
-            recusada['escopo'], recusada['onde'], recusada['motivo']))
+        linhas.append(
+            "EMPRESA RECUSADA ..: '%s' (%s): %s"
+            % (recusada['escopo'], recusada['onde'], recusada['motivo'])
+        )
     f = ctx.execucao.ferramenta_agora
     if f:
-        linhas.append('ferramenta agora ..: %s (pid %s, desde %s, há %ss)' % (
-            f.rotulo, f.pid, f.desde.strftime('%Y-%m-%d %H:%M:%S'),
-            int((agora - f.desde).total_seconds())))
+        linhas.append(
+            'ferramenta agora ..: %s (pid %s, desde %s, há %ss)'
+            % (
+                f.rotulo,
+                f.pid,
+                f.desde.strftime('%Y-%m-%d %H:%M:%S'),
+                int((agora - f.desde).total_seconds()),
+            )
+        )
     else:
         linhas.append('ferramenta agora ..: nenhuma')
     linhas.extend(_linhas_da_captura(captura_no_status(ctx)))
     linhas.extend(resumos.values())
     cargas = ctx.estado.cargas_pendentes()
     if cargas:
-        linhas.append('cargas iniciais pendentes: %s (refeitas no próximo ciclo de projetos)'
-                      % ', '.join(cargas))
+        linhas.append(
+            'cargas iniciais pendentes: %s (refeitas no próximo ciclo de projetos)'
+            % ', '.join(cargas)
+        )
     pendentes = ctx.estado.pendentes()
     if pendentes:
-        linhas.append('entregues a varredura: %s' % ', '.join(
-            '%s (%s)' % (n, t) for n, t in sorted(pendentes.items())))
+        linhas.append(
+            'entregues a varredura: %s'
+            % ', '.join('%s (%s)' % (n, t) for n, t in sorted(pendentes.items()))
+        )
     linhas.append('')
     linhas.extend(tabela)
     if ctx.config.intervalo_reconciliacao is not None:
@@ -84,10 +112,14 @@ def empresas_recusadas(ctx: Contexto) -> list[dict[str, str]]:
       chave     a chave da linha dela no arquivo de chaves e de outro projeto:
                 nada vai para ela até a correção; `motivo` diz o que fazer
     """
-    recusadas = [{'escopo': c.codigo, 'onde': 'cadastro', 'motivo': c.motivo}
-                 for c in ctx.execucao.codigos_recusados]
-    recusadas += [{'escopo': escopo, 'onde': 'chave', 'motivo': motivo}
-                  for escopo, motivo in sorted(ctx.execucao.chaves_recusadas.items())]
+    recusadas = [
+        {'escopo': c.codigo, 'onde': 'cadastro', 'motivo': c.motivo}
+        for c in ctx.execucao.codigos_recusados
+    ]
+    recusadas += [
+        {'escopo': escopo, 'onde': 'chave', 'motivo': motivo}
+        for escopo, motivo in sorted(ctx.execucao.chaves_recusadas.items())
+    ]
     return recusadas
 
 
@@ -95,34 +127,59 @@ def _captura_de(ctx: Contexto, alvo: DatasetVivo) -> str:
     """O que acompanha este dataset: o log (binlog, slot), a coluna, a reconciliacao."""
     nome = getattr(ctx.captura, 'nome', '')
     if nome in ESTRATEGIAS_DE_LOG:
-        return nome                 # todo dataset ao vivo dela e do log, com ou sem coluna
-    return '+'.join(nome for nome, sim in (('coluna', alvo.watch), ('reconciliacao',
-                                                                    alvo.reconcilia)) if sim)
+        return nome  # todo dataset ao vivo dela e do log, com ou sem coluna
+    return '+'.join(
+        nome for nome, sim in (('coluna', alvo.watch), ('reconciliacao', alvo.reconcilia)) if sim
+    )
 
 
 def tabela_reconciliacao(ctx: Contexto) -> list[str]:
     """Uma linha por dataset da reconciliacao: a última, as chaves, o que saiu, a recusa."""
     formato = '%-28s %-20s %9s %10s %10s %10s  %s'
-    linhas = ['reconciliação a cada %ss (teto de remoção %.0f%% por empresa):'
-              % (ctx.config.intervalo_reconciliacao, 100.0 * padroes.MAX_REMOCAO),
-              formato % ('dataset', 'ultima', 'chaves', 'removidas', 'incluidas',
-                         'total rem.', 'recusa / último erro')]
+    linhas = [
+        'reconciliação a cada %ss (teto de remoção %.0f%% por empresa):'
+        % (ctx.config.intervalo_reconciliacao, 100.0 * padroes.MAX_REMOCAO),
+        formato
+        % (
+            'dataset',
+            'ultima',
+            'chaves',
+            'removidas',
+            'incluidas',
+            'total rem.',
+            'recusa / último erro',
+        ),
+    ]
     for alvo in ctx.config.vivos:
         if not alvo.reconcilia:
-            linhas.append('%-28s fora da reconciliação: sem key (a exclusão só na varredura)'
-                          % alvo.nome)
+            linhas.append(
+                '%-28s fora da reconciliação: sem key (a exclusão só na varredura)' % alvo.nome
+            )
             continue
         r = ctx.estado.reconciliacao(alvo.nome)
-        problema = ('RECUSADA desde %s: %s' % (r.recusa_desde, r.recusa) if r.recusa
-                    else r.ultimo_erro or '')
-        linhas.append(formato % (alvo.nome, r.ultima_em or '(ainda não)',
-                                 '-' if r.chaves is None else r.chaves, r.removidas,
-                                 r.incluidas, r.removidas_total, problema))
+        problema = (
+            'RECUSADA desde %s: %s' % (r.recusa_desde, r.recusa)
+            if r.recusa
+            else r.ultimo_erro or ''
+        )
+        linhas.append(
+            formato
+            % (
+                alvo.nome,
+                r.ultima_em or '(ainda não)',
+                '-' if r.chaves is None else r.chaves,
+                r.removidas,
+                r.incluidas,
+                r.removidas_total,
+                problema,
+            )
+        )
     return linhas
 
 
-def _reconciliacao_json(ctx: Contexto, alvo: DatasetVivo,
-                        agora: datetime.datetime) -> dict[str, Any] | None:
+def _reconciliacao_json(
+    ctx: Contexto, alvo: DatasetVivo, agora: datetime.datetime
+) -> dict[str, Any] | None:
     """O objeto `reconciliacao` de um dataset no status (None: a estratégia não reconcilia)."""
     if ctx.config.intervalo_reconciliacao is None:
         return None
@@ -130,13 +187,21 @@ def _reconciliacao_json(ctx: Contexto, alvo: DatasetVivo,
         return {'ativa': False, 'motivo': 'sem key: a exclusão só sai na varredura'}
     r = ctx.estado.reconciliacao(alvo.nome)
     return {
-        'ativa': True, 'ultima_em': r.ultima_em, 'tentada_em': r.tentada_em,
+        'ativa': True,
+        'ultima_em': r.ultima_em,
+        'tentada_em': r.tentada_em,
         'segundos_desde_ultima': _segundos_desde(r.ultima_em, agora),
-        'duracao_s': r.duracao_s, 'chaves': r.chaves, 'empresas': r.empresas,
-        'removidas': r.removidas, 'incluidas': r.incluidas,
-        'removidas_total': r.removidas_total, 'incluidas_total': r.incluidas_total,
-        'recusa': r.recusa, 'recusa_desde': r.recusa_desde,
-        'ultimo_erro': r.ultimo_erro, 'erro_desde': r.erro_desde,
+        'duracao_s': r.duracao_s,
+        'chaves': r.chaves,
+        'empresas': r.empresas,
+        'removidas': r.removidas,
+        'incluidas': r.incluidas,
+        'removidas_total': r.removidas_total,
+        'incluidas_total': r.incluidas_total,
+        'recusa': r.recusa,
+        'recusa_desde': r.recusa_desde,
+        'ultimo_erro': r.ultimo_erro,
+        'erro_desde': r.erro_desde,
         'falhas_seguidas': r.falhas_seguidas,
     }
 
@@ -145,22 +210,38 @@ def _linhas_da_captura(bloco: Mapping[str, Any] | None) -> list[str]:
     """As linhas do bloco `captura` (só o `binlog` e o `slot_logico` têm um)."""
     if not bloco:
         return []
-    linhas = ['posição do log ....: %s (atraso da origem %ss)' % (
-                  bloco.get('posicao') or '-', '?' if bloco.get('atraso_origem_s') is None
-                  else bloco['atraso_origem_s']),
-              'spool .............: %s mudança(s), %.1f MiB, a mais velha há %ss' % (
-                  bloco.get('spool_itens'), (bloco.get('spool_bytes') or 0) / 1048576,
-                  '-' if bloco.get('spool_idade_s') is None else bloco['spool_idade_s'])]
+    linhas = [
+        'posição do log ....: %s (atraso da origem %ss)'
+        % (
+            bloco.get('posicao') or '-',
+            '?' if bloco.get('atraso_origem_s') is None else bloco['atraso_origem_s'],
+        ),
+        'spool .............: %s mudança(s), %.1f MiB, a mais velha há %ss'
+        % (
+            bloco.get('spool_itens'),
+            (bloco.get('spool_bytes') or 0) / 1048576,
+            '-' if bloco.get('spool_idade_s') is None else bloco['spool_idade_s'],
+        ),
+    ]
     if bloco.get('slot'):
-        linhas.append('slot lógico .......: %s, WAL retido %s%s' % (
-            bloco['slot'], '?' if bloco.get('wal_retido_bytes') is None
-            else '%.1f MiB' % (bloco['wal_retido_bytes'] / 1048576),
-            '' if bloco.get('wal_seguro_bytes') is None
-            else ' (invalidado em mais %.1f MiB)' % (bloco['wal_seguro_bytes'] / 1048576)))
+        linhas.append(
+            'slot lógico .......: %s, WAL retido %s%s'
+            % (
+                bloco['slot'],
+                '?'
+                if bloco.get('wal_retido_bytes') is None
+                else '%.1f MiB' % (bloco['wal_retido_bytes'] / 1048576),
+                ''
+                if bloco.get('wal_seguro_bytes') is None
+                else ' (invalidado em mais %.1f MiB)' % (bloco['wal_seguro_bytes'] / 1048576),
+            )
+        )
     if bloco.get('spool_devolvidos'):
-        linhas.append('spool re-enfileirado: %s (destino desconhecido: o ouvinte anterior'
-                      ' morreu no meio da entrega; reenviado, o intake é idempotente)'
-                      % ', '.join(bloco['spool_devolvidos'][:10]))
+        linhas.append(
+            'spool re-enfileirado: %s (destino desconhecido: o ouvinte anterior'
+            ' morreu no meio da entrega; reenviado, o intake é idempotente)'
+            % ', '.join(bloco['spool_devolvidos'][:10])
+        )
     if bloco.get('pausada'):
         linhas.append('CAPTURA PAUSADA ...: %s' % bloco['pausada'])
     if bloco.get('critico'):
@@ -175,8 +256,9 @@ def _texto_varredura(ctx: Contexto) -> str:
     if v.iniciada_em and not v.terminada_em:
         return '%s; uma EM CURSO (ou morta no meio) desde %s' % (dia, v.iniciada_em)
     if v.ok is False:
-        problemas = list(v.erros) + ['%s não fechou em %s' % (d, ', '.join(e[:5]))
-                                     for d, e in sorted(v.nao_fechados.items())]
+        problemas = list(v.erros) + [
+            '%s não fechou em %s' % (d, ', '.join(e[:5])) for d, e in sorted(v.nao_fechados.items())
+        ]
         return '%s -- FALHOU em %s: %s' % (dia, v.terminada_em, resumir('; '.join(problemas)))
     if v.ok is None and v.erros:
         return '%s -- a de %s foi %s' % (dia, v.terminada_em, resumir('; '.join(v.erros)))
@@ -186,9 +268,21 @@ def _texto_varredura(ctx: Contexto) -> str:
 def tabela_datasets(ctx: Contexto) -> tuple[list[str], list[str]]:
     """Uma linha por dataset: qual está parado se vê sem ler o log."""
     formato = '%-28s %-26s %-20s %-20s %8s %9s %9s %7s %11s  %s'
-    linhas = [formato % ('dataset', 'marca de água', 'última sonda', 'última mudança vista',
-                         'enviados', 'atrasadas', 'maior(s)', 'futuro', 'sem carimbo',
-                         'último erro')]
+    linhas = [
+        formato
+        % (
+            'dataset',
+            'marca de água',
+            'última sonda',
+            'última mudança vista',
+            'enviados',
+            'atrasadas',
+            'maior(s)',
+            'futuro',
+            'sem carimbo',
+            'último erro',
+        )
+    ]
     alerta = []
     for alvo in ctx.config.vivos:
         a = ctx.estado.acompanhamento(alvo.nome)
@@ -196,12 +290,21 @@ def tabela_datasets(ctx: Contexto) -> tuple[list[str], list[str]]:
         maior = a.maior_atraso_s
         if marca_agua.atraso_preocupante(maior, marca, ctx.config.folga):
             alerta.append(alvo.nome)
-        linhas.append(formato % (
-            alvo.nome, marca if marca is not None else '(ainda não)',
-            a.ultima_sonda or '-', a.ultima_mudanca_vista or '-',
-            '-' if a.enviados_ultimo_ciclo is None else a.enviados_ultimo_ciclo,
-            a.atrasadas_total, '-' if maior is None else int(maior), a.futuras,
-            '-' if a.sem_carimbo is None else a.sem_carimbo, a.ultimo_erro or ''))
+        linhas.append(
+            formato
+            % (
+                alvo.nome,
+                marca if marca is not None else '(ainda não)',
+                a.ultima_sonda or '-',
+                a.ultima_mudanca_vista or '-',
+                '-' if a.enviados_ultimo_ciclo is None else a.enviados_ultimo_ciclo,
+                a.atrasadas_total,
+                '-' if maior is None else int(maior),
+                a.futuras,
+                '-' if a.sem_carimbo is None else a.sem_carimbo,
+                a.ultimo_erro or '',
+            )
+        )
     for nome, motivo in ctx.config.fora:
         linhas.append('%-28s fora do ao-vivo: %s' % (cliente.normalizar_dataset(nome), motivo))
     return linhas, alerta
@@ -228,41 +331,56 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
     quarentena = ctx.quarentena.por_dataset() if ctx.quarentena is not None else {}
     for alvo in ctx.config.vivos:
         a = ctx.estado.acompanhamento(alvo.nome)
-        datasets.append({
-            'dataset': alvo.nome, 'ao_vivo': True,
-            'marca_agua': ctx.estado.marca(alvo.nome),
-            'ultima_sonda_ok_em': a.ultima_sonda,
-            'segundos_desde_sonda_ok': _segundos_desde(a.ultima_sonda, agora),
-            'atraso_origem_s': a.atraso_origem_s,
-            'enviados': a.enviados_ultimo_ciclo, 'novos': a.novos,
-            'atualizados': a.atualizados, 'iguais': a.iguais,
-            'ultima_mudanca_vista_em': a.ultima_mudanca_vista,
-            'atrasadas_total': a.atrasadas_total, 'maior_atraso_s': a.maior_atraso_s,
-            'atraso_preocupante': marca_agua.atraso_preocupante(
-                a.maior_atraso_s, ctx.estado.marca(alvo.nome), ctx.config.folga),
-            'quarentena': quarentena.get(alvo.nome, 0),
-            'sem_carimbo': a.sem_carimbo, 'futuras': a.futuras,
-            'ultimo_erro': a.ultimo_erro, 'erro_desde': a.erro_desde,
-            'falhas_seguidas': a.falhas_seguidas,
-            'entregue_a_varredura': ctx.estado.pendentes().get(alvo.nome),
-            'captura': _captura_de(ctx, alvo),
-            'reconciliacao': _reconciliacao_json(ctx, alvo, agora),
-        })
+        datasets.append(
+            {
+                'dataset': alvo.nome,
+                'ao_vivo': True,
+                'marca_agua': ctx.estado.marca(alvo.nome),
+                'ultima_sonda_ok_em': a.ultima_sonda,
+                'segundos_desde_sonda_ok': _segundos_desde(a.ultima_sonda, agora),
+                'atraso_origem_s': a.atraso_origem_s,
+                'enviados': a.enviados_ultimo_ciclo,
+                'novos': a.novos,
+                'atualizados': a.atualizados,
+                'iguais': a.iguais,
+                'ultima_mudanca_vista_em': a.ultima_mudanca_vista,
+                'atrasadas_total': a.atrasadas_total,
+                'maior_atraso_s': a.maior_atraso_s,
+                'atraso_preocupante': marca_agua.atraso_preocupante(
+                    a.maior_atraso_s, ctx.estado.marca(alvo.nome), ctx.config.folga
+                ),
+                'quarentena': quarentena.get(alvo.nome, 0),
+                'sem_carimbo': a.sem_carimbo,
+                'futuras': a.futuras,
+                'ultimo_erro': a.ultimo_erro,
+                'erro_desde': a.erro_desde,
+                'falhas_seguidas': a.falhas_seguidas,
+                'entregue_a_varredura': ctx.estado.pendentes().get(alvo.nome),
+                'captura': _captura_de(ctx, alvo),
+                'reconciliacao': _reconciliacao_json(ctx, alvo, agora),
+            }
+        )
     for nome, motivo in ctx.config.fora:
-        datasets.append({'dataset': cliente.normalizar_dataset(nome), 'ao_vivo': False,
-                         'motivo': motivo})
+        datasets.append(
+            {'dataset': cliente.normalizar_dataset(nome), 'ao_vivo': False, 'motivo': motivo}
+        )
     f = ctx.execucao.ferramenta_agora
     varredura = ctx.estado.dados.varredura
     return {
         'versao': VERSAO_STATUS,
         'ouvinte': {
-            'pid': os.getpid(), 'situacao': ctx.execucao.situacao, 'modo': ctx.config.modo,
+            'pid': os.getpid(),
+            'situacao': ctx.execucao.situacao,
+            'modo': ctx.config.modo,
             'iniciado_em': ctx.config.iniciado_em,
             'atualizado_em': agora.isoformat(timespec='seconds'),
-            'cliente': ctx.config.mapa.get('client'), 'destino': cliente.url_destino(),
-            'estrategia': ctx.config.estrategia, 'intervalo_dados_s': ctx.config.intervalo_dados,
+            'cliente': ctx.config.mapa.get('client'),
+            'destino': cliente.url_destino(),
+            'estrategia': ctx.config.estrategia,
+            'intervalo_dados_s': ctx.config.intervalo_dados,
             'intervalo_reconciliacao_s': ctx.config.intervalo_reconciliacao,
-            'folga_s': ctx.config.folga, 'falhas_seguidas': ctx.execucao.falhas,
+            'folga_s': ctx.config.folga,
+            'falhas_seguidas': ctx.execucao.falhas,
             'datasets_ao_vivo': len(ctx.config.vivos),
             'datasets_total': len(ctx.config.mapa.get('datasets') or []),
         },
@@ -270,13 +388,16 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
         'varredura': {
             'hora': ('%02d:%02d' % ctx.config.varredura) if ctx.config.varredura else None,
             'ultima_em': ctx.estado.varredura_feita_em(),
-            'iniciada_em': varredura.iniciada_em, 'terminada_em': varredura.terminada_em,
-            'ok': varredura.ok, 'erros': list(varredura.erros),
+            'iniciada_em': varredura.iniciada_em,
+            'terminada_em': varredura.terminada_em,
+            'ok': varredura.ok,
+            'erros': list(varredura.erros),
             'nao_fechados': dict(varredura.nao_fechados),
             'ultima_ok_em': varredura.ultima_ok_em,
         },
-        'ferramenta': None if f is None else {
-            'rotulo': f.rotulo, 'pid': f.pid, 'desde': f.desde.isoformat(timespec='seconds')},
+        'ferramenta': None
+        if f is None
+        else {'rotulo': f.rotulo, 'pid': f.pid, 'desde': f.desde.isoformat(timespec='seconds')},
         'quarentena': {'total': sum(quarentena.values()), 'por_dataset': quarentena},
         'empresas_recusadas': empresas_recusadas(ctx),
         'cargas_iniciais_pendentes': ctx.estado.cargas_pendentes(),

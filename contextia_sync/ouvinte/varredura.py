@@ -32,8 +32,9 @@ class ResumoVarredura:
 
 
 def e_hora_de_varrer(ctx: Contexto, agora: datetime.datetime | None = None) -> bool:
-    return hora_de_varrer(ctx.config.varredura, ctx.config.janela,
-                          ctx.estado.varredura_feita_em(), agora)
+    return hora_de_varrer(
+        ctx.config.varredura, ctx.config.janela, ctx.estado.varredura_feita_em(), agora
+    )
 
 
 def _escopos_da_varredura(ctx: Contexto) -> set[str]:
@@ -61,7 +62,9 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     entregues = ctx.estado.pendentes()
     antes: dict[str, tuple[DatasetVivo, Any]] = {
         alvo.nome: (alvo, ctx.captura.posicao_atual(alvo))
-        for alvo in ctx.config.vivos if alvo.nome in entregues}
+        for alvo in ctx.config.vivos
+        if alvo.nome in entregues
+    }
 
     # O conjunto de chaves de cada dataset reconciliado, lido ANTES dela tambem: a
     # empresa que ela fechar passa a ter este conjunto (captura.depois_da_carga).
@@ -99,12 +102,14 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     return resumo
 
 
-def _rodar_as_fases(ctx: Contexto,
-                    registro: ResultadoVarredura) -> tuple[ResumoVarredura, str, set[str]]:
+def _rodar_as_fases(
+    ctx: Contexto, registro: ResultadoVarredura
+) -> tuple[ResumoVarredura, str, set[str]]:
     """provisionar e carregar-todas, as ferramentas filhas: (resumo, execução, empresas)."""
     resumo = ResumoVarredura()
-    feito = ctx.rodar_ferramenta(ctx.argv_provisionar(), 'varredura/provisionar',
-                                 segredos=ctx.segredos_do_provisionar())
+    feito = ctx.rodar_ferramenta(
+        ctx.argv_provisionar(), 'varredura/provisionar', segredos=ctx.segredos_do_provisionar()
+    )
     if not feito.ok:
         resumo.erros += 1
         registro.erros.append('provisionar: %s' % feito.descrever())
@@ -113,12 +118,14 @@ def _rodar_as_fases(ctx: Contexto,
     execucao = 'varredura-' + uuid.uuid4().hex[:12]
     escopos = _escopos_da_varredura(ctx)
     if not ctx.parar():
-        env = {'CONTEXTIA_MAPPING': ctx.config.mapping, 'CONTEXTIA_PYTHON': ctx.config.python,
-               'CONTEXTIA_COLETA': ctx.config.raiz,
-               'CONTEXTIA_HISTORICO': ctx.config.caminho_historico,
-               'CONTEXTIA_EXECUCAO': execucao}
-        feito = ctx.rodar_ferramenta(ctx.argv_carregar_todas(), 'varredura/carregar-todas',
-                                     env)
+        env = {
+            'CONTEXTIA_MAPPING': ctx.config.mapping,
+            'CONTEXTIA_PYTHON': ctx.config.python,
+            'CONTEXTIA_COLETA': ctx.config.raiz,
+            'CONTEXTIA_HISTORICO': ctx.config.caminho_historico,
+            'CONTEXTIA_EXECUCAO': execucao,
+        }
+        feito = ctx.rodar_ferramenta(ctx.argv_carregar_todas(), 'varredura/carregar-todas', env)
         if not feito.ok:
             resumo.erros += 1
             registro.erros.append('carregar-todas: %s' % feito.descrever())
@@ -127,41 +134,53 @@ def _rodar_as_fases(ctx: Contexto,
     return resumo, execucao, escopos
 
 
-def _saltar_os_fechados(ctx: Contexto, antes: dict[str, tuple[DatasetVivo, Any]],
-                        escopos: set[str], execucao: str) -> None:
+def _saltar_os_fechados(
+    ctx: Contexto, antes: dict[str, tuple[DatasetVivo, Any]], escopos: set[str], execucao: str
+) -> None:
     """
     O salto e POR DATASET: um dataset que a varredura fechou em todas as
     empresas volta ao ao-vivo mesmo que outro tenha falhado. Saltar junto
     deixaria um dataset bom congelado por causa do erro de outro.
     """
     faltando_por_dataset = historico.Historico(ctx.config.caminho_historico).faltando(
-        escopos, antes, execucao)
+        escopos, antes, execucao
+    )
     for nome, (alvo, posicao) in antes.items():
         faltando = faltando_por_dataset[nome]
         if faltando:
-            logger.error('%-28s a varredura NÃO fechou a carga nas empresas %s (veja a'
-                         ' saída acima): continua entregue a varredura', nome,
-                         ', '.join(faltando[:10]))
+            logger.error(
+                '%-28s a varredura NÃO fechou a carga nas empresas %s (veja a'
+                ' saída acima): continua entregue a varredura',
+                nome,
+                ', '.join(faltando[:10]),
+            )
             continue
         nova = ctx.captura.saltar(alvo, posicao)
         ctx.estado.soltar_da_varredura(nome)
         logger.info('%-28s carregado pela varredura: marca -> %s', nome, texto_marca(nova))
 
 
-def _entregar_conjuntos(ctx: Contexto, registro: ResultadoVarredura, conjuntos: dict[str, Any],
-                        escopos: set[str], execucao: str) -> None:
+def _entregar_conjuntos(
+    ctx: Contexto,
+    registro: ResultadoVarredura,
+    conjuntos: dict[str, Any],
+    escopos: set[str],
+    execucao: str,
+) -> None:
     """O que não fechou vai ao registro; a captura recebe, por dataset, as empresas fechadas."""
     # Todo dataset do mapeamento, nao so os entregues: a saude diz o que nao fechou.
     todos = [normalizar_dataset(row['dataset']) for row in ctx.config.mapa.get('datasets') or []]
-    faltando_todos = historico.Historico(ctx.config.caminho_historico).faltando(escopos, todos,
-                                                                         execucao)
-    registro.nao_fechados = {nome: faltando for nome, faltando in faltando_todos.items()
-                             if faltando}
+    faltando_todos = historico.Historico(ctx.config.caminho_historico).faltando(
+        escopos, todos, execucao
+    )
+    registro.nao_fechados = {
+        nome: faltando for nome, faltando in faltando_todos.items() if faltando
+    }
     for alvo in ctx.config.vivos:
         abertos = set(faltando_todos.get(alvo.nome) or ())
         fechados: set[str | None] = {e for e in escopos if e not in abertos}
         if not abertos:
-            fechados.add(None)           # o dataset sem recorte: fechado em todas
+            fechados.add(None)  # o dataset sem recorte: fechado em todas
         ctx.captura.depois_da_carga(alvo, conjuntos.get(alvo.nome), fechados)
 
 
@@ -185,10 +204,14 @@ def _conjuntos_antes(ctx: Contexto) -> dict[str, Any]:
     for alvo in ctx.config.vivos:
         try:
             antes[alvo.nome] = ctx.captura.antes_da_carga(alvo, None)
-        except Exception as erro:         # noqa: BLE001 - sem ele, o conjunto so nao renasce
-            logger.warning('%-28s conjunto de chaves não lido antes da varredura (%s: %s): ele'
-                           ' continua o de antes (nada se perde; só não renasce dela)',
-                           alvo.nome, type(erro).__name__, erro)
+        except Exception as erro:  # noqa: BLE001 - sem ele, o conjunto so nao renasce
+            logger.warning(
+                '%-28s conjunto de chaves não lido antes da varredura (%s: %s): ele'
+                ' continua o de antes (nada se perde; só não renasce dela)',
+                alvo.nome,
+                type(erro).__name__,
+                erro,
+            )
     return antes
 
 
@@ -210,6 +233,10 @@ def _limpar_quarentena(ctx: Contexto, escopos: set[str], execucao: str) -> None:
         if not faltando[nome]:
             descartados = ctx.quarentena.descartar(nome)
             if descartados:
-                logger.info('%-28s %s registro(s) da quarentena descartado(s): a varredura'
-                            ' entregou o dataset inteiro', nome, descartados)
+                logger.info(
+                    '%-28s %s registro(s) da quarentena descartado(s): a varredura'
+                    ' entregou o dataset inteiro',
+                    nome,
+                    descartados,
+                )
     reenviar_quarentena(ctx)

@@ -77,9 +77,12 @@ MODO = 0o600
 BOM = '\ufeff'
 VARIAVEL_CHAVE = 'CONTEXTIA_API_KEY'
 SITUACOES = ('pendente', 'pronto')
-CABECALHO = ('# arquivo de chaves do Contextia -- gerado pelo provisionar.py. NÃO copie,\n'
-             '# NÃO versione, mantenha em modo 600. Uma empresa por linha:\n'
-             '# escopo\tchave\tprojeto\tid_da_chave\tsituacao\n')
+CABECALHO = (
+    '# arquivo de chaves do Contextia -- gerado pelo provisionar.py. NÃO copie,\n'
+    '# NÃO versione, mantenha em modo 600. Uma empresa por linha:\n'
+    '# escopo\tchave\tprojeto\tid_da_chave\tsituacao\n'
+)
+
 
 class Registro(NamedTuple):
     """Uma linha do arquivo: a chave de uma empresa e até onde o provisionamento foi."""
@@ -88,8 +91,8 @@ class Registro(NamedTuple):
     chave: str
     projeto_id: int | None
     key_id: str | None
-    situacao: str            # um de SITUACOES
-    linha: int | None        # numero da linha no arquivo (None: ainda nao gravado)
+    situacao: str  # um de SITUACOES
+    linha: int | None  # numero da linha no arquivo (None: ainda nao gravado)
 
 
 class ErroChaves(ErroConfiguracao):
@@ -112,7 +115,8 @@ def verificar_permissao(caminho: str, info: os.stat_result | None = None) -> Non
             'o arquivo de chaves %s tem permissão %s: grupo/outros podem le-lo, e cada'
             ' linha e a chave de uma empresa. Corrija com:  chmod 600 %s\n'
             'e verifique quem o leu (se houver duvida, revogue as chaves no Contextia e'
-            ' rode o provisionar.py de novo).' % (caminho, oct(modo)[2:].zfill(3), caminho))
+            ' rode o provisionar.py de novo).' % (caminho, oct(modo)[2:].zfill(3), caminho)
+        )
 
 
 def _conferir_tipo_e_dono(caminho: str, info: os.stat_result) -> None:
@@ -131,16 +135,19 @@ def _conferir_tipo_e_dono(caminho: str, info: os.stat_result) -> None:
             'o arquivo de chaves %s é um link simbólico (para %s): recusado. Gravar nele'
             ' trocaria o link por um arquivo comum e o alvo ficaria velho. Aponte o'
             ' programa para o arquivo de verdade: %s'
-            % (caminho, _alvo(caminho), os.path.realpath(caminho)))
+            % (caminho, _alvo(caminho), os.path.realpath(caminho))
+        )
     if stat.S_ISDIR(info.st_mode):
         raise ErroChaves(
             'o arquivo de chaves %s é uma pasta, não um arquivo: aponte para o arquivo'
             ' (TSV) que o provisionar.py gerou, por exemplo %s'
-            % (caminho, os.path.join(caminho, 'chaves.tsv')))
+            % (caminho, os.path.join(caminho, 'chaves.tsv'))
+        )
     if not stat.S_ISREG(info.st_mode):
         raise ErroChaves(
             'o arquivo de chaves %s não é um arquivo comum (é um %s): aponte para o'
-            ' arquivo (TSV) que o provisionar.py gerou.' % (caminho, _tipo(info.st_mode)))
+            ' arquivo (TSV) que o provisionar.py gerou.' % (caminho, _tipo(info.st_mode))
+        )
     euid = os.geteuid()
     if info.st_uid != euid:
         dono = _usuario(info.st_uid)
@@ -150,8 +157,8 @@ def _conferir_tipo_e_dono(caminho: str, info: os.stat_result) -> None:
             ' serviço deixaria de lê-lo; e quem é dono dele pode trocar as chaves. Rode'
             ' como o dono (ex.: sudo -u %s ...) ou, se o arquivo é mesmo deste usuário,'
             ' corrija com:  chown %s %s'
-            % (caminho, dono, info.st_uid, _usuario(euid), euid, dono, _usuario(euid),
-               caminho))
+            % (caminho, dono, info.st_uid, _usuario(euid), euid, dono, _usuario(euid), caminho)
+        )
 
 
 def _alvo(caminho: str) -> str:
@@ -162,8 +169,12 @@ def _alvo(caminho: str) -> str:
 
 
 def _tipo(modo: int) -> str:
-    for teste, nome in ((stat.S_ISFIFO, 'pipe'), (stat.S_ISSOCK, 'socket'),
-                        (stat.S_ISCHR, 'dispositivo'), (stat.S_ISBLK, 'dispositivo')):
+    for teste, nome in (
+        (stat.S_ISFIFO, 'pipe'),
+        (stat.S_ISSOCK, 'socket'),
+        (stat.S_ISCHR, 'dispositivo'),
+        (stat.S_ISBLK, 'dispositivo'),
+    ):
         if teste(modo):
             return nome
     return 'arquivo especial'
@@ -171,6 +182,7 @@ def _tipo(modo: int) -> str:
 
 def _usuario(uid: int) -> str:
     import pwd
+
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
@@ -191,14 +203,17 @@ def _abrir(caminho: str) -> int | None:
         return None
     except OSError as erro:
         if erro.errno == errno.ELOOP:
-            verificar_permissao(caminho)    # o link: recusado com a mensagem dele
+            verificar_permissao(caminho)  # o link: recusado com a mensagem dele
         if isinstance(erro, PermissionError):
             raise ErroChaves(
                 'sem permissão para ler o arquivo de chaves %s (%s): rode como o dono do'
                 ' arquivo (o usuário do serviço, ex.: sudo -u contextia ...) ou corrija o'
-                ' dono e o modo (chown e chmod 600).' % (caminho, erro.strerror)) from None
-        raise ErroChaves('não foi possível abrir o arquivo de chaves %s (%s: %s).'
-                         % (caminho, type(erro).__name__, erro.strerror or erro)) from None
+                ' dono e o modo (chown e chmod 600).' % (caminho, erro.strerror)
+            ) from None
+        raise ErroChaves(
+            'não foi possível abrir o arquivo de chaves %s (%s: %s).'
+            % (caminho, type(erro).__name__, erro.strerror or erro)
+        ) from None
 
 
 # O arquivo lido por ultimo em cada caminho: (identidade, registros). O ouvinte
@@ -209,8 +224,7 @@ _LIDOS: dict[str, tuple[tuple[int, ...], dict[str, Registro]]] = {}
 
 def _identidade(estado: os.stat_result) -> tuple[int, ...]:
     """O que muda quando o arquivo muda: trocado (rename), reescrito, ou o modo."""
-    return (estado.st_dev, estado.st_ino, estado.st_size, estado.st_mtime_ns,
-            estado.st_ctime_ns)
+    return (estado.st_dev, estado.st_ino, estado.st_size, estado.st_mtime_ns, estado.st_ctime_ns)
 
 
 def ler_registros(caminho: str) -> dict[str, Registro]:
@@ -233,19 +247,22 @@ def ler_registros(caminho: str) -> dict[str, Registro]:
         with open(descritor, encoding='utf-8', newline='', closefd=False) as arquivo:
             texto = arquivo.read()
     except UnicodeDecodeError as erro:
-        raise ErroChaves('o arquivo de chaves %s não é texto UTF-8 (byte %d) -- foi editado'
-                         ' por fora? Restaure-o de um backup ou conserte a linha.'
-                         % (caminho, erro.start)) from None
+        raise ErroChaves(
+            'o arquivo de chaves %s não é texto UTF-8 (byte %d) -- foi editado'
+            ' por fora? Restaure-o de um backup ou conserte a linha.' % (caminho, erro.start)
+        ) from None
     except OSError as erro:
-        raise ErroChaves('não foi possível ler o arquivo de chaves %s (%s: %s).'
-                         % (caminho, type(erro).__name__, erro.strerror or erro)) from None
+        raise ErroChaves(
+            'não foi possível ler o arquivo de chaves %s (%s: %s).'
+            % (caminho, type(erro).__name__, erro.strerror or erro)
+        ) from None
     finally:
         os.close(descritor)
 
     # So no comeco do arquivo o BOM e assinatura; em qualquer outro lugar ele
     # cai no escopo e _registro recusa a linha.
     if texto.startswith(BOM):
-        texto = texto[len(BOM):]
+        texto = texto[len(BOM) :]
 
     registros: dict[str, Registro] = {}
     for numero, bruta in enumerate(texto.split('\n'), start=1):
@@ -258,7 +275,8 @@ def ler_registros(caminho: str) -> dict[str, Registro]:
                 '%s, linha %d: a empresa %r já aparece na linha %s. Duas chaves para a'
                 ' mesma empresa: apague a errada (na duvida, apague as duas e rode o'
                 ' provisionar.py, que emite uma nova e revoga as antigas).'
-                % (caminho, numero, registro.escopo, registros[registro.escopo].linha))
+                % (caminho, numero, registro.escopo, registros[registro.escopo].linha)
+            )
         registros[registro.escopo] = registro
     _LIDOS[caminho] = (_identidade(estado), dict(registros))
     return registros
@@ -273,7 +291,8 @@ def _registro(caminho: str, numero: int, linha: str) -> Registro:
             '%s: esperava 5 campos separados por TAB (escopo, chave, projeto, id da chave,'
             ' situação) ou 2 (escopo, chave), encontrei %d. A linha foi editada ou'
             ' truncada; conserte-a (o arquivo inteiro e recusado: pular a linha deixaria a'
-            ' empresa sem carga).' % (onde, len(campos)))
+            ' empresa sem carga).' % (onde, len(campos))
+        )
     # A forma canonica (so o espaco ASCII sai): o NBSP ou o TAB que um editor
     # deixou no codigo e recusado abaixo, nunca apagado em silencio.
     escopo, chave = texto_escopo(campos[0]), campos[1]
@@ -286,29 +305,38 @@ def _registro(caminho: str, numero: int, linha: str) -> Registro:
             ' (editor que grava "UTF-8 com BOM", arquivos emendados, texto colado).'
             ' Apague o caractere: com ele a empresa parece outra, e o provisionar a'
             ' trataria como nova (chave nova, a valida revogada). O arquivo inteiro e'
-            ' recusado até la.' % (onde, ascii(escopo), invisivel))
+            ' recusado até la.' % (onde, ascii(escopo), invisivel)
+        )
     problema = problema_no_escopo(escopo)
     if problema:
         raise ErroChaves(
             "%s: o escopo '%s' %s. %s; um código assim não vem do cadastro (o provisionar"
             ' o recusa lá) -- a linha foi editada por fora. Corrija-a para o código como o'
             ' ERP o traz. O arquivo inteiro é recusado até lá.'
-            % (onde, limpo(escopo), problema, REGRA))
+            % (onde, limpo(escopo), problema, REGRA)
+        )
     if not chave or re.search(r'\s', chave) or _invisivel(chave):
-        raise ErroChaves('%s: a chave da empresa %r está vazia ou tem espaço ou caractere'
-                         ' invisível -- a linha foi editada por fora. Apague a linha e rode o'
-                         ' provisionar.py (ele emite outra e revoga a antiga).' % (onde, escopo))
+        raise ErroChaves(
+            '%s: a chave da empresa %r está vazia ou tem espaço ou caractere'
+            ' invisível -- a linha foi editada por fora. Apague a linha e rode o'
+            ' provisionar.py (ele emite outra e revoga a antiga).' % (onde, escopo)
+        )
     if len(campos) == 2:
         return Registro(escopo, chave, None, None, 'pronto', numero)
     projeto, key_id, situacao = (c.strip() for c in campos[2:])
     if situacao not in SITUACOES:
-        raise ErroChaves('%s: situação %r desconhecida (empresa %r) -- use %s.'
-                         % (onde, situacao, escopo, ' ou '.join(SITUACOES)))
+        raise ErroChaves(
+            '%s: situação %r desconhecida (empresa %r) -- use %s.'
+            % (onde, situacao, escopo, ' ou '.join(SITUACOES))
+        )
     if projeto and not projeto.isdigit():
-        raise ErroChaves('%s: projeto %r não é número (empresa %r) -- a linha foi editada'
-                         ' por fora.' % (onde, projeto, escopo))
-    return Registro(escopo, chave, int(projeto) if projeto else None, key_id or None,
-                    situacao, numero)
+        raise ErroChaves(
+            '%s: projeto %r não é número (empresa %r) -- a linha foi editada'
+            ' por fora.' % (onde, projeto, escopo)
+        )
+    return Registro(
+        escopo, chave, int(projeto) if projeto else None, key_id or None, situacao, numero
+    )
 
 
 def _invisivel(texto: str) -> str | None:
@@ -355,9 +383,16 @@ def gravar_registros(caminho: str, registros: Iterable[Registro]) -> None:
     linhas = [CABECALHO]
     for r in registros:
         _conferir_para_gravar(caminho, r)
-        linhas.append('%s\t%s\t%s\t%s\t%s\n' % (
-            r.escopo, r.chave, '' if r.projeto_id is None else r.projeto_id,
-            r.key_id or '', r.situacao))
+        linhas.append(
+            '%s\t%s\t%s\t%s\t%s\n'
+            % (
+                r.escopo,
+                r.chave,
+                '' if r.projeto_id is None else r.projeto_id,
+                r.key_id or '',
+                r.situacao,
+            )
+        )
     try:
         _conferir_tipo_e_dono(caminho, os.lstat(caminho))
     except FileNotFoundError:
@@ -372,8 +407,9 @@ def _conferir_para_gravar(caminho: str, r: Registro) -> None:
         ruins.append("o código da empresa '%s' %s (%s)" % (limpo(r.escopo), problema, REGRA))
     if not r.chave or re.search(r'\s', r.chave) or _invisivel(r.chave):
         ruins.append('a chave está vazia ou tem espaço ou caractere invisível')
-    if r.key_id is not None and (not r.key_id or re.search(r'\s', r.key_id)
-                                 or _invisivel(r.key_id)):
+    if r.key_id is not None and (
+        not r.key_id or re.search(r'\s', r.key_id) or _invisivel(r.key_id)
+    ):
         ruins.append("o id da chave '%s' tem espaço ou caractere invisível" % limpo(r.key_id))
     if r.projeto_id is not None and not isinstance(r.projeto_id, int):
         ruins.append("o projeto '%s' não é número" % limpo(str(r.projeto_id)))
@@ -382,7 +418,8 @@ def _conferir_para_gravar(caminho: str, r: Registro) -> None:
     if ruins:
         raise ErroChaves(
             'nada foi gravado em %s: %s. Gravada assim, a linha viraria outra(s) no arquivo'
-            ' de chaves.' % (caminho, '; '.join(ruins)))
+            ' de chaves.' % (caminho, '; '.join(ruins))
+        )
 
 
 @contextlib.contextmanager
@@ -395,6 +432,7 @@ def travado(caminho: str) -> Iterator[None]:
     último a gravar apagaria a linha do outro: uma chave valida sem dono.
     """
     import fcntl
+
     trava = '%s.trava' % caminho
     try:
         # O_NOFOLLOW: um link posto no lugar da trava nao faz o open criar outro arquivo.
@@ -403,7 +441,8 @@ def travado(caminho: str) -> Iterator[None]:
         raise ErroChaves(
             'não foi possível abrir a trava %s do arquivo de chaves (%s: %s): ela tem de'
             ' ser um arquivo comum numa pasta em que este usuário grava.'
-            % (trava, type(erro).__name__, erro.strerror or erro)) from None
+            % (trava, type(erro).__name__, erro.strerror or erro)
+        ) from None
     try:
         try:
             fcntl.flock(descritor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -411,15 +450,18 @@ def travado(caminho: str) -> Iterator[None]:
             raise ErroChaves(
                 'outro provisionar.py está usando %s agora (trava %s). Espere ele terminar;'
                 ' dois ao mesmo tempo poderiam emitir duas chaves para a mesma empresa.'
-                % (caminho, trava)) from None
+                % (caminho, trava)
+            ) from None
         yield
     finally:
         os.close(descritor)
 
 
 PROG = 'python3 -m contextia_sync.provisionamento.chaves'
-USO = ('uso: %s verificar ARQUIVO\n'
-       '     %s executar ARQUIVO ESCOPO -- PROGRAMA [ARG...]' % (PROG, PROG))
+USO = 'uso: %s verificar ARQUIVO\n     %s executar ARQUIVO ESCOPO -- PROGRAMA [ARG...]' % (
+    PROG,
+    PROG,
+)
 AJUDA = """
 O leitor do arquivo de chaves na linha de comando (o carregar-todas.sh o usa).
 
@@ -438,8 +480,10 @@ opções:
 def _ler_para_a_linha_de_comando(caminho: str) -> dict[str, Registro] | None:
     """Os registros, ou None depois de dizer no stderr por que o arquivo foi recusado."""
     if not os.path.lexists(caminho):
-        print('arquivo de chaves não existe: %s -- rode o provisionar.py antes.' % caminho,
-              file=sys.stderr)
+        print(
+            'arquivo de chaves não existe: %s -- rode o provisionar.py antes.' % caminho,
+            file=sys.stderr,
+        )
         return None
     try:
         return ler_registros(caminho)
@@ -457,8 +501,11 @@ def _executar(caminho: str, escopo: str, comando: list[str]) -> int:
     if registro is None:
         # Lido de novo aqui (e nao passado pelo bash): se o arquivo mudou desde
         # o `verificar`, vale o que esta nele agora.
-        print('a empresa %r não está em %s (o arquivo mudou desde a verificação?);'
-              ' nada foi carregado para ela.' % (escopo, caminho), file=sys.stderr)
+        print(
+            'a empresa %r não está em %s (o arquivo mudou desde a verificação?);'
+            ' nada foi carregado para ela.' % (escopo, caminho),
+            file=sys.stderr,
+        )
         return SAIDA_CONFIGURACAO
     # So a chave DESTA empresa: o token de admin e o segredo do webhook que o
     # bash tenha herdado (rodado a mao) nao chegam ao connector.
@@ -476,13 +523,23 @@ def _principal(argv: list[str]) -> int:
         # So aqui: o texto da versao e o dos codigos de saida sao os de toda CLI.
         from contextia_sync.linha_de_comando import linha_de_versao
         from contextia_sync.erros import texto_das_saidas
+
         if argv[0] == '--version':
             print(linha_de_versao(PROG))
         else:
-            print(USO + '\n' + AJUDA + '\n' + texto_das_saidas({
-                SAIDA_OK: 'tudo certo (no executar, o código é o do PROGRAMA)',
-                SAIDA_FALHA: None,
-                SAIDA_CONFIGURACAO: 'arquivo recusado, empresa fora dele ou uso errado'}))
+            print(
+                USO
+                + '\n'
+                + AJUDA
+                + '\n'
+                + texto_das_saidas(
+                    {
+                        SAIDA_OK: 'tudo certo (no executar, o código é o do PROGRAMA)',
+                        SAIDA_FALHA: None,
+                        SAIDA_CONFIGURACAO: 'arquivo recusado, empresa fora dele ou uso errado',
+                    }
+                )
+            )
         return SAIDA_OK
     if len(argv) == 2 and argv[0] == 'verificar':
         registros = _ler_para_a_linha_de_comando(argv[1])

@@ -89,9 +89,13 @@ def _ponto_de_teste(nome: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
-             registros: Mapping[str, Registro], somente_escopo: str | None = None,
-             grupos_extra: Iterable[str] = ()) -> Plano:
+def planejar(
+    mapa: Mapping[str, Any],
+    linhas: Iterable[Mapping[str, Any]],
+    registros: Mapping[str, Registro],
+    somente_escopo: str | None = None,
+    grupos_extra: Iterable[str] = (),
+) -> Plano:
     """
     O que fazer, sem fazer nada. `linhas`: o cadastro de empresas (fetch da regra).
 
@@ -102,8 +106,10 @@ def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
     # O codigo que nao serve sai aqui: nem regra, nem plano, nem arquivo de chaves.
     linhas, codigos_recusados = regra_projeto.separar_codigos(linhas, regra)
     aceitas, recusadas = _aceitas_pela_regra(linhas, regra, somente_escopo)
-    plano = Plano(recusadas=sorted((e, m) for e, m in recusadas.items() if e not in aceitas),
-                  codigos_recusados=codigos_recusados if somente_escopo is None else [])
+    plano = Plano(
+        recusadas=sorted((e, m) for e, m in recusadas.items() if e not in aceitas),
+        codigos_recusados=codigos_recusados if somente_escopo is None else [],
+    )
     extra = list(grupos_extra)
 
     def grupos_de(escopo: str) -> list[str]:
@@ -125,15 +131,20 @@ def planejar(mapa: Mapping[str, Any], linhas: Iterable[Mapping[str, Any]],
             plano.pendentes.append((escopo, pendente, grupos_de(escopo)))
         elif escopo not in aceitas:
             plano.fora_da_regra.append(escopo)
-    if somente_escopo is not None and somente_escopo not in aceitas and \
-            somente_escopo not in registros:
+    if (
+        somente_escopo is not None
+        and somente_escopo not in aceitas
+        and somente_escopo not in registros
+    ):
         plano.nao_encontrada = somente_escopo
     return plano
 
 
-def _aceitas_pela_regra(linhas: Iterable[Mapping[str, Any]], regra: regra_projeto.RegraProjeto,
-                        somente_escopo: str | None
-                        ) -> tuple[dict[str, tuple[str, list[str]]], dict[str, str]]:
+def _aceitas_pela_regra(
+    linhas: Iterable[Mapping[str, Any]],
+    regra: regra_projeto.RegraProjeto,
+    somente_escopo: str | None,
+) -> tuple[dict[str, tuple[str, list[str]]], dict[str, str]]:
     """
     O cadastro pela regra de projeto: ({escopo: (nome, grupos)} das aceitas,
     {escopo: motivo} das recusadas). A mesma empresa em várias linhas (uma por
@@ -159,26 +170,41 @@ def _aceitas_pela_regra(linhas: Iterable[Mapping[str, Any]], regra: regra_projet
 
 def descrever_plano(plano: Plano, regra: regra_projeto.RegraProjeto) -> list[str]:
     """O plano em linhas de texto (o que --dry-run imprime e o que a execução anuncia)."""
-    linhas = ['plano ...........: %d nova(s), %d pendente(s) a concluir, %d já pronta(s),'
-              ' %d recusada(s) pela regra, %d com código inválido, %d excluída(s)'
-              % (len(plano.novas), len(plano.pendentes), len(plano.prontas),
-                 len(plano.recusadas), len(plano.codigos_recusados), len(plano.excluidas))]
+    linhas = [
+        'plano ...........: %d nova(s), %d pendente(s) a concluir, %d já pronta(s),'
+        ' %d recusada(s) pela regra, %d com código inválido, %d excluída(s)'
+        % (
+            len(plano.novas),
+            len(plano.pendentes),
+            len(plano.prontas),
+            len(plano.recusadas),
+            len(plano.codigos_recusados),
+            len(plano.excluidas),
+        )
+    ]
     for escopo, nome, grupos in plano.novas:
-        linhas.append('  criar ......: %s %r%s' % (
-            escopo, nome, ' grupos=%s' % ','.join(grupos) if grupos else ''))
+        linhas.append(
+            '  criar ......: %s %r%s'
+            % (escopo, nome, ' grupos=%s' % ','.join(grupos) if grupos else '')
+        )
     for escopo, _nome, grupos in plano.pendentes:
-        linhas.append('  concluir ...: %s%s (chave já gravada; provisionamento interrompido)'
-                      % (escopo, ' grupos=%s' % ','.join(grupos) if grupos else ''))
+        linhas.append(
+            '  concluir ...: %s%s (chave já gravada; provisionamento interrompido)'
+            % (escopo, ' grupos=%s' % ','.join(grupos) if grupos else '')
+        )
     for escopo, motivo in plano.recusadas:
         linhas.append('  recusada ...: %s (%s)' % (escopo, motivo))
     for escopo in plano.excluidas:
         linhas.append('  excluída ...: %s (source.excluded_scopes)' % escopo)
     for escopo in plano.fora_da_regra:
-        linhas.append('  atenção ....: %s tem chave no arquivo mas o cadastro não a aceita mais;'
-                      ' a chave continua valida -- revogue-a se a empresa saiu' % escopo)
+        linhas.append(
+            '  atenção ....: %s tem chave no arquivo mas o cadastro não a aceita mais;'
+            ' a chave continua valida -- revogue-a se a empresa saiu' % escopo
+        )
     if plano.nao_encontrada:
-        linhas.append('  NÃO ACHADA .: %s não está no cadastro (ou a regra a recusa)'
-                      % plano.nao_encontrada)
+        linhas.append(
+            '  NÃO ACHADA .: %s não está no cadastro (ou a regra a recusa)' % plano.nao_encontrada
+        )
     for recusado in plano.codigos_recusados:
         linhas.append('  RECUSADA ...: %s' % regra_projeto.texto_da_recusa(recusado, regra))
     return linhas
@@ -207,20 +233,23 @@ def segredo_do_webhook(mapa: Mapping[str, Any]) -> str | None:
             'o mapeamento registra webhook em cada projeto novo, e o segredo de assinatura'
             ' vem da variável %s -- que não está definida. Exporte-a (o mesmo segredo que'
             ' o receptor %s usa para conferir a assinatura) e rode de novo.'
-            % (webhook['secret_env'], webhook['url']))
+            % (webhook['secret_env'], webhook['url'])
+        )
     if len(segredo) < TAMANHO_MINIMO_SEGREDO:
         # O Contextia recusaria no registro do webhook -- depois do projeto e da
         # chave criados. Recusado aqui, nada e criado pela metade.
         raise ErroProvisionamento(
             'o segredo em %s tem %d caracteres; o Contextia exige pelo menos %d. Gere um'
             ' (ex.: openssl rand -hex 32) e combine-o com o receptor do webhook.'
-            % (webhook['secret_env'], len(segredo), TAMANHO_MINIMO_SEGREDO))
+            % (webhook['secret_env'], len(segredo), TAMANHO_MINIMO_SEGREDO)
+        )
     repetido = segredos.segredo_repetido(segredo)
     if repetido:
         raise ErroProvisionamento(
             'o segredo em %s é o valor (ou parte do valor) de %s: a origem dele é ambígua'
             ' e ele não vai ao Contextia. Gere um só para o webhook (ex.: openssl rand -hex'
-            ' 32) e combine-o com o receptor. Nada foi criado.' % (nome, repetido))
+            ' 32) e combine-o com o receptor. Nada foi criado.' % (nome, repetido)
+        )
     return segredo
 
 
@@ -237,9 +266,14 @@ def url_do_webhook(modelo: str, escopo: str) -> str:
 class Provisionador:
     """Executa o plano. Cada empresa e independente: a falha de uma não para as outras."""
 
-    def __init__(self, mapa: Mapping[str, Any], admin: Admin, caminho: str,
-                 registros: MutableMapping[str, Registro],
-                 escrever: Callable[[str], object] = print) -> None:
+    def __init__(
+        self,
+        mapa: Mapping[str, Any],
+        admin: Admin,
+        caminho: str,
+        registros: MutableMapping[str, Registro],
+        escrever: Callable[[str], object] = print,
+    ) -> None:
         self.mapa = mapa
         self.admin = admin
         self.caminho = caminho
@@ -251,8 +285,9 @@ class Provisionador:
         self.registros[registro.escopo] = registro
         arquivo_chaves.gravar_registros(self.caminho, self.registros.values())
 
-    def _recusar_se_outra_linha_tem(self, chave: Mapping[str, Any], escopo: str,
-                                     projeto_id: object) -> None:
+    def _recusar_se_outra_linha_tem(
+        self, chave: Mapping[str, Any], escopo: str, projeto_id: object
+    ) -> None:
         """Uma chave que o arquivo guarda nunca é revogada: levanta ErroChaves (saída 2)."""
         for outro in self.registros.values():
             if outro.escopo != escopo and _e_a_do_arquivo(chave, outro):
@@ -261,8 +296,17 @@ class Provisionador:
                     ' %r), mas o arquivo a guarda com o escopo %s -- que não é o do cadastro.'
                     ' Nada foi emitido nem revogado. Corrija o escopo dessa linha para %r'
                     ' (sem espaço ou caractere invisível) e rode de novo.'
-                    % (self.caminho, outro.linha or '?', escopo, chave.get('key_id', '?'),
-                       projeto_id, escopo, ascii(outro.escopo), escopo))
+                    % (
+                        self.caminho,
+                        outro.linha or '?',
+                        escopo,
+                        chave.get('key_id', '?'),
+                        projeto_id,
+                        escopo,
+                        ascii(outro.escopo),
+                        escopo,
+                    )
+                )
 
     def criar(self, escopo: str, nome: str | None, grupos: list[str]) -> bool:
         """Empresa fora do arquivo: projeto, chave GRAVADA, depois o resto."""
@@ -283,24 +327,39 @@ class Provisionador:
             for chave in self.admin.listar_chaves(projeto['id']):
                 if not chave.get('revogada'):
                     self._recusar_se_outra_linha_tem(chave, escopo, projeto['id'])
-            self.escrever('  %s: projeto %s já existia e a empresa não está no arquivo'
-                          ' (execução anterior interrompida): emitindo chave nova'
-                          % (escopo, projeto['id']))
+            self.escrever(
+                '  %s: projeto %s já existia e a empresa não está no arquivo'
+                ' (execução anterior interrompida): emitindo chave nova' % (escopo, projeto['id'])
+            )
         emitida = self.admin.emitir_chave(projeto['id'])
         _ponto_de_teste('chave-emitida')
         # ANTES de qualquer outra coisa: daqui para frente um crash nao perde a chave.
-        registro = Registro(escopo, emitida['key'], projeto['id'], emitida['key_id'],
-                            'pendente', None)
+        registro = Registro(
+            escopo, emitida['key'], projeto['id'], emitida['key_id'], 'pendente', None
+        )
         self._gravar(registro)
         _ponto_de_teste('chave-gravada')
-        self.escrever('  %s: %s projeto %s %r; chave %s (%s) gravada em %s' % (
-            escopo, 'REPARO --' if reparo else 'criado', projeto['id'],
-            projeto.get('name') or nome, emitida['key_id'], mascarar_chave(emitida['key']),
-            self.caminho))
+        self.escrever(
+            '  %s: %s projeto %s %r; chave %s (%s) gravada em %s'
+            % (
+                escopo,
+                'REPARO --' if reparo else 'criado',
+                projeto['id'],
+                projeto.get('name') or nome,
+                emitida['key_id'],
+                mascarar_chave(emitida['key']),
+                self.caminho,
+            )
+        )
         return self.concluir(registro, grupos, reparo=reparo, recem_gravada=True)
 
-    def concluir(self, registro: Registro, grupos: list[str], reparo: bool = False,
-                 recem_gravada: bool = False) -> bool:
+    def concluir(
+        self,
+        registro: Registro,
+        grupos: list[str],
+        reparo: bool = False,
+        recem_gravada: bool = False,
+    ) -> bool:
         """
         Passos 4-6: revogar órfãs, grupos, webhook, marcar pronto. Idempotente.
         Devolve True se houve reparo (de uma execução interrompida).
@@ -312,11 +371,14 @@ class Provisionador:
             if projeto is None:
                 raise ErroProvisionamento(
                     'empresa %s esta pendente no arquivo mas não há projeto com external_id'
-                    ' %r no Contextia. Apague a linha dela e rode de novo.' % (escopo, escopo))
+                    ' %r no Contextia. Apague a linha dela e rode de novo.' % (escopo, escopo)
+                )
             projeto_id = projeto['id']
         if not recem_gravada and registro.situacao == 'pendente':
-            self.escrever('  %s: REPARO -- concluindo provisionamento interrompido depois de'
-                          ' gravar a chave' % escopo)
+            self.escrever(
+                '  %s: REPARO -- concluindo provisionamento interrompido depois de'
+                ' gravar a chave' % escopo
+            )
             reparo = True
 
         for chave in self.admin.listar_chaves(projeto_id):
@@ -327,11 +389,13 @@ class Provisionador:
             # Nomeada, nao adivinhada: o mais provavel e uma execucao que morreu
             # antes de gravar, mas pode ter sido emitida a mao -- quem a usa precisa
             # saber qual parou de valer.
-            self.escrever('  %s: REPARO -- revogada a chave %s (%s..., emitida em %s): estava'
-                          ' ativa no projeto e fora do arquivo de chaves (execução interrompida'
-                          ' antes de grava-la, ou emitida fora do provisionar.py); a valida e'
-                          ' a do arquivo' % (escopo, chave['key_id'], chave.get('prefixo', '?'),
-                                             chave.get('criada_em', '?')))
+            self.escrever(
+                '  %s: REPARO -- revogada a chave %s (%s..., emitida em %s): estava'
+                ' ativa no projeto e fora do arquivo de chaves (execução interrompida'
+                ' antes de grava-la, ou emitida fora do provisionar.py); a valida e'
+                ' a do arquivo'
+                % (escopo, chave['key_id'], chave.get('prefixo', '?'), chave.get('criada_em', '?'))
+            )
             reparo = True
 
         feitos = []
@@ -349,8 +413,9 @@ class Provisionador:
             if any(w.get('url') == url for w in self.admin.listar_webhooks(projeto_id)):
                 feitos.append('webhook já registrado')
             else:
-                self.admin.registrar_webhook(projeto_id, url, segredo=self.segredo,
-                                             eventos=webhook.get('events'))
+                self.admin.registrar_webhook(
+                    projeto_id, url, segredo=self.segredo, eventos=webhook.get('events')
+                )
                 feitos.append('webhook registrado (%s)' % url)
 
         self._gravar(registro._replace(situacao='pronto', projeto_id=projeto_id))

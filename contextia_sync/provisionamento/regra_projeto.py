@@ -38,11 +38,11 @@ class RegraProjeto:
     """A seção `projects` resolvida: o que ler do cadastro e como decidir cada linha."""
 
     source_object: str
-    columns: list[str]                     # o que ler: escopo, nome, grupo, filtros
+    columns: list[str]  # o que ler: escopo, nome, grupo, filtros
     scope_column: str | None
     name_column: str | None
     group_column: str | None
-    filtros: list[tuple[str, str, Any]]    # (coluna, operador, valor esperado)
+    filtros: list[tuple[str, str, Any]]  # (coluna, operador, valor esperado)
 
 
 def resolver(mapa: Mapping[str, Any]) -> RegraProjeto:
@@ -58,7 +58,8 @@ def resolver(mapa: Mapping[str, Any]) -> RegraProjeto:
         raise ErroRegraProjeto(
             'o mapeamento não tem a seção "projects" (a regra de projeto). Sem ela não'
             ' há de onde tirar as empresas: declare "projects": {"source_object":'
-            ' "<cadastro de empresas>", "scope_column": ..., "name_column": ...}.')
+            ' "<cadastro de empresas>", "scope_column": ..., "name_column": ...}.'
+        )
     escopo = projetos.get('scope_column') or (mapa.get('defaults') or {}).get('scope_column')
     filtros: list[tuple[str, str, Any]] = []
     for filtro in projetos.get('filters') or ():
@@ -66,8 +67,9 @@ def resolver(mapa: Mapping[str, Any]) -> RegraProjeto:
             if operador in filtro:
                 filtros.append((filtro['column'], operador, filtro[operador]))
     colunas: list[str] = []
-    for coluna in [escopo, projetos.get('name_column'), projetos.get('group_column')] + \
-            [f[0] for f in filtros]:
+    for coluna in [escopo, projetos.get('name_column'), projetos.get('group_column')] + [
+        f[0] for f in filtros
+    ]:
         if coluna and coluna not in colunas:
             colunas.append(coluna)
     return RegraProjeto(
@@ -92,8 +94,9 @@ class CodigoRecusado:
     """"código de empresa inválido: '555\\xa0' (U+00A0) -- ...": `escopos.codigo_invalido`."""
 
 
-def separar_codigos(linhas: Iterable[Mapping[str, Any]], regra: RegraProjeto
-                    ) -> tuple[list[Mapping[str, Any]], list[CodigoRecusado]]:
+def separar_codigos(
+    linhas: Iterable[Mapping[str, Any]], regra: RegraProjeto
+) -> tuple[list[Mapping[str, Any]], list[CodigoRecusado]]:
     """
     O cadastro lido, separado em (linhas com código que serve, códigos recusados).
 
@@ -110,22 +113,25 @@ def separar_codigos(linhas: Iterable[Mapping[str, Any]], regra: RegraProjeto
         if problema is None:
             validas.append(linha)
         elif escopo not in recusados:
-            recusados[escopo] = CodigoRecusado(limpo(escopo), problema,
-                                               codigo_invalido(escopo) or problema)
+            recusados[escopo] = CodigoRecusado(
+                limpo(escopo), problema, codigo_invalido(escopo) or problema
+            )
     return validas, list(recusados.values())
 
 
 def texto_da_recusa(recusado: CodigoRecusado, regra: RegraProjeto) -> str:
     """A recusa de um código do cadastro, com a causa e a correção (log e plano)."""
-    return ('%s (cadastro %s, coluna %s). A empresa NÃO é provisionada nem recebe dado;'
-            ' as outras seguem. %s. Corrija o código no ERP (ou aponte a regra de projeto'
-            ' e os datasets para uma view que entregue um código permitido).'
-            % (recusado.descricao, regra.source_object, regra.scope_column, REGRA))
+    return (
+        '%s (cadastro %s, coluna %s). A empresa NÃO é provisionada nem recebe dado;'
+        ' as outras seguem. %s. Corrija o código no ERP (ou aponte a regra de projeto'
+        ' e os datasets para uma view que entregue um código permitido).'
+        % (recusado.descricao, regra.source_object, regra.scope_column, REGRA)
+    )
 
 
 def escopo_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
     """O código da empresa como texto ('297' para 297, Decimal('297'), '297 ')."""
-    if not regra.scope_column:                    # sem coluna de empresa, nada casa
+    if not regra.scope_column:  # sem coluna de empresa, nada casa
         return ''
     return texto_escopo(linha.get(regra.scope_column))
 
@@ -142,7 +148,10 @@ def aceita(linha: Mapping[str, Any], regra: RegraProjeto) -> tuple[bool, str]:
             return False, '%s=%r (exige diferente)' % (coluna, valor)
         if operador == 'in' and valor not in {texto_escopo(v) for v in esperado}:
             return False, '%s=%r (exige um de %s)' % (
-                coluna, valor, ', '.join(repr(texto_escopo(v)) for v in esperado))
+                coluna,
+                valor,
+                ', '.join(repr(texto_escopo(v)) for v in esperado),
+            )
         if operador == 'not_in' and valor in {texto_escopo(v) for v in esperado}:
             return False, '%s=%r (recusado pela regra)' % (coluna, valor)
         if operador == 'not_empty' and not valor:
@@ -174,6 +183,7 @@ def grupo_de_linha(linha: Mapping[str, Any], regra: RegraProjeto) -> str | None:
 def slug(valor: Any) -> str | None:
     """Texto livre em slug de grupo (minúsculas, dígitos, -); None se não sobra nada."""
     import unicodedata
+
     texto = texto_escopo(valor)
     texto = unicodedata.normalize('NFKD', texto).encode('ascii', 'ignore').decode('ascii')
     texto = re.sub(r'[^a-z0-9]+', '-', texto.lower()).strip('-')
@@ -185,12 +195,14 @@ def descrever(regra: RegraProjeto) -> str:
     linhas = [
         '  cadastro ........: %s' % regra.source_object,
         '  empresa .........: coluna %s' % regra.scope_column,
-        '  nome do projeto .: %s' % (
-            'coluna %s' % regra.name_column if regra.name_column
-            else '"Empresa <código>" (sem name_column)'),
-        '  grupo ...........: %s' % (
-            'coluna %s' % regra.group_column if regra.group_column
-            else 'só os de --grupo'),
+        '  nome do projeto .: %s'
+        % (
+            'coluna %s' % regra.name_column
+            if regra.name_column
+            else '"Empresa <código>" (sem name_column)'
+        ),
+        '  grupo ...........: %s'
+        % ('coluna %s' % regra.group_column if regra.group_column else 'só os de --grupo'),
     ]
     if regra.filtros:
         for coluna, operador, valor in regra.filtros:

@@ -40,7 +40,26 @@ from contextia_sync.saude_verificacoes.tabela import (
     resultados,
 )
 
-__all__ = ['ALERTA', 'CRITICO', 'DESCONHECIDO', 'NOMES', 'OK', 'ORDEM_DAS_MEDIDAS',
-           'VERIFICACOES', 'VERIFICACOES_DO_DATASET', 'Limites', 'Medida', 'Motivo',
-           'Resultado', 'Retrato', 'Veredito', 'Verificacao', 'avaliar', 'erro_curto',
-           'ler_retrato', 'limpo', 'pid_vivo', 'resultados']
+__all__ = [
+    'ALERTA',
+    'CRITICO',
+    'DESCONHECIDO',
+    'NOMES',
+    'OK',
+    'ORDEM_DAS_MEDIDAS',
+    'VERIFICACOES',
+    'VERIFICACOES_DO_DATASET',
+    'Limites',
+    'Medida',
+    'Motivo',
+    'Resultado',
+    'Retrato',
+    'Veredito',
+    'Verificacao',
+    'avaliar',
+    'erro_curto',
+    'ler_retrato',
+    'limpo',
+    'pid_vivo',
+    'resultados',
+]

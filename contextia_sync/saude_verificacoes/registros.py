@@ -61,8 +61,13 @@ class Medida:
 
     def texto(self) -> str:
         valor = round(self.valor) if self.unidade == 's' else self.valor
-        return '%s=%d%s;%s;%s;0' % (self.nome, valor, self.unidade, _limite(self.alerta),
-                                    _limite(self.critico))
+        return '%s=%d%s;%s;%s;0' % (
+            self.nome,
+            valor,
+            self.unidade,
+            _limite(self.alerta),
+            _limite(self.critico),
+        )
 
 
 def _limite(valor: float | None) -> str:
@@ -143,4 +148,4 @@ def erro_curto(texto: Any) -> str:
     if len(curto) <= TAMANHO_DO_ERRO:
         return curto
     cabeca = TAMANHO_DO_ERRO // 3
-    return curto[:cabeca] + ' ... ' + curto[-(TAMANHO_DO_ERRO - cabeca - 5):]
+    return curto[:cabeca] + ' ... ' + curto[-(TAMANHO_DO_ERRO - cabeca - 5) :]

@@ -17,6 +17,7 @@ from contextia_sync import padroes
 from contextia_sync.estado.status import ARQUIVO_STATUS_JSON, VERSAO_STATUS
 from contextia_sync.saude_verificacoes.registros import Limites
 
+
 # ------------------------------------------------------------------ leitura tolerante
 def quando(valor: Any) -> datetime.datetime | None:
     """Texto ISO (com 'T' ou espaço) -> datetime ingenuo (hora local), ou None."""
@@ -61,7 +62,7 @@ def pid_vivo(pid: int) -> bool | None:
     except ProcessLookupError:
         return False
     except PermissionError:
-        pass                        # existe, de outro usuario
+        pass  # existe, de outro usuario
     except OSError:
         return None
     try:
@@ -79,17 +80,16 @@ class Varredura:
     """A seção `varredura` do status, com o que duas verificações e o resumo usam."""
 
     secao: dict[str, Any]
-    hora: Any                                   # None = varredura diária desligada
+    hora: Any  # None = varredura diária desligada
     iniciada: datetime.datetime | None
     terminada: datetime.datetime | None
-    ok: Any                                     # True, False, ou None (em curso/interrompida)
+    ok: Any  # True, False, ou None (em curso/interrompida)
     em_curso: bool
     ultima_ok: datetime.datetime | None
-    idade_ok: float | None                      # segundos desde a última boa
+    idade_ok: float | None  # segundos desde a última boa
 
 
-def _ler_varredura(status: Mapping[str, Any], no_ar: bool,
-                   agora: datetime.datetime) -> Varredura:
+def _ler_varredura(status: Mapping[str, Any], no_ar: bool, agora: datetime.datetime) -> Varredura:
     dados = secao(status, 'varredura')
     iniciada = quando(dados.get('iniciada_em'))
     terminada = quando(dados.get('terminada_em'))
@@ -99,10 +99,12 @@ def _ler_varredura(status: Mapping[str, Any], no_ar: bool,
     idade_ok: float | None = None
     if ultima_ok:
         # A varredura em curso é medida do começo dela: ela mesma não a envelhece.
-        idade_ok = max(0.0, ((iniciada if em_curso and iniciada else agora)
-                             - ultima_ok).total_seconds())
-    return Varredura(dados, dados.get('hora'), iniciada, terminada, ok, em_curso, ultima_ok,
-                     idade_ok)
+        idade_ok = max(
+            0.0, ((iniciada if em_curso and iniciada else agora) - ultima_ok).total_seconds()
+        )
+    return Varredura(
+        dados, dados.get('hora'), iniciada, terminada, ok, em_curso, ultima_ok, idade_ok
+    )
 
 
 @dataclass(frozen=True)
@@ -151,14 +153,21 @@ class Retrato:
         return [d for d in datasets if d.get('ao_vivo')]
 
 
-def ler_retrato(status: Mapping[str, Any], limites: Limites, agora: datetime.datetime,
-                idade_arquivo: float | None = None,
-                vivo: Callable[[int], bool | None] = pid_vivo) -> Retrato | str:
+def ler_retrato(
+    status: Mapping[str, Any],
+    limites: Limites,
+    agora: datetime.datetime,
+    idade_arquivo: float | None = None,
+    vivo: Callable[[int], bool | None] = pid_vivo,
+) -> Retrato | str:
     """O `Retrato` do status, ou o porquê (texto) de a saúde não saber avaliá-lo."""
     versao = status.get('versao')
     if not isinstance(versao, int) or versao > VERSAO_STATUS:
-        return ('%s de versão %r; esta saúde conhece até a %d: atualize o SDK'
-                ' onde a saúde roda' % (ARQUIVO_STATUS_JSON, versao, VERSAO_STATUS))
+        return '%s de versão %r; esta saúde conhece até a %d: atualize o SDK onde a saúde roda' % (
+            ARQUIVO_STATUS_JSON,
+            versao,
+            VERSAO_STATUS,
+        )
     ouvinte = secao(status, 'ouvinte')
     if not ouvinte:
         return '%s sem a seção "ouvinte"' % ARQUIVO_STATUS_JSON
@@ -174,31 +183,47 @@ def ler_retrato(status: Mapping[str, Any], limites: Limites, agora: datetime.dat
     ferramenta = secao(status, 'ferramenta')
     ferramenta_desde = quando(ferramenta.get('desde'))
     return Retrato(
-        status=status, limites=limites, agora=agora, ouvinte=ouvinte,
-        intervalo_rec=numero(ouvinte.get('intervalo_reconciliacao_s')), modo=modo,
-        situacao=situacao, pid=pid, max_idade=max_idade, max_sem_sonda=max_sem_sonda,
+        status=status,
+        limites=limites,
+        agora=agora,
+        ouvinte=ouvinte,
+        intervalo_rec=numero(ouvinte.get('intervalo_reconciliacao_s')),
+        modo=modo,
+        situacao=situacao,
+        pid=pid,
+        max_idade=max_idade,
+        max_sem_sonda=max_sem_sonda,
         atualizado_txt=ouvinte.get('atualizado_em'),
-        idade=_idade_do_status(agora, atualizado, idade_arquivo), no_ar=no_ar, pid_ok=pid_ok,
-        ferramenta=ferramenta, ferramenta_desde=ferramenta_desde,
+        idade=_idade_do_status(agora, atualizado, idade_arquivo),
+        no_ar=no_ar,
+        pid_ok=pid_ok,
+        ferramenta=ferramenta,
+        ferramenta_desde=ferramenta_desde,
         referencia=_referencia(status, atualizado or agora, ferramenta_desde),
         iniciado=quando(ouvinte.get('iniciado_em')),
-        varredura=_ler_varredura(status, no_ar, agora))
+        varredura=_ler_varredura(status, no_ar, agora),
+    )
 
 
-def _limites_automaticos(ouvinte: Mapping[str, Any], limites: Limites,
-                         servico: bool) -> tuple[float, float]:
+def _limites_automaticos(
+    ouvinte: Mapping[str, Any], limites: Limites, servico: bool
+) -> tuple[float, float]:
     """O --max-idade e o --max-sem-sonda: os dados, ou os do ritmo do ouvinte."""
     intervalo = numero(ouvinte.get('intervalo_dados_s')) or float(padroes.INTERVALO_DADOS)
-    max_idade = limites.max_idade if limites.max_idade is not None else max(
-        limites.intervalos * intervalo, float(padroes.SAUDE_IDADE_MINIMA))
+    max_idade = (
+        limites.max_idade
+        if limites.max_idade is not None
+        else max(limites.intervalos * intervalo, float(padroes.SAUDE_IDADE_MINIMA))
+    )
     if limites.max_sem_sonda is not None:
         return max_idade, limites.max_sem_sonda
     # No --once o ritmo é o do cron, que o status não sabe: vale o da idade.
     return max_idade, limites.intervalos * intervalo if servico else max_idade
 
 
-def _idade_do_status(agora: datetime.datetime, atualizado: datetime.datetime | None,
-                     idade_arquivo: float | None) -> float | None:
+def _idade_do_status(
+    agora: datetime.datetime, atualizado: datetime.datetime | None, idade_arquivo: float | None
+) -> float | None:
     """A idade pelo `atualizado_em`; sem ele, ou no futuro (relógio acertado), a do mtime."""
     idade = (agora - atualizado).total_seconds() if atualizado else None
     if idade is None or idade < -60:
@@ -206,8 +231,11 @@ def _idade_do_status(agora: datetime.datetime, atualizado: datetime.datetime | N
     return max(0.0, idade) if idade is not None else None
 
 
-def _referencia(status: Mapping[str, Any], sem_ciclo: datetime.datetime,
-                ferramenta_desde: datetime.datetime | None) -> datetime.datetime:
+def _referencia(
+    status: Mapping[str, Any],
+    sem_ciclo: datetime.datetime,
+    ferramenta_desde: datetime.datetime | None,
+) -> datetime.datetime:
     """
     A hora de referencia e a do ultimo ciclo de dados (ou da ultima volta que
     falhou inteira): o dataset e julgado pelo que aconteceu nos ciclos, nao
@@ -215,8 +243,14 @@ def _referencia(status: Mapping[str, Any], sem_ciclo: datetime.datetime,
     varredura de duas horas) quem fala e a idade do status.
     """
     ciclos = secao(status, 'ciclos')
-    referencias = [t for t in (quando(secao(ciclos, 'dados').get('em')),
-                               quando(secao(ciclos, 'falha').get('em'))) if t]
+    referencias = [
+        t
+        for t in (
+            quando(secao(ciclos, 'dados').get('em')),
+            quando(secao(ciclos, 'falha').get('em')),
+        )
+        if t
+    ]
     if referencias:
         return max(referencias)
     if ferramenta_desde and ferramenta_desde < sem_ciclo:

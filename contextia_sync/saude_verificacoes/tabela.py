@@ -36,9 +36,19 @@ from contextia_sync.saude_verificacoes.retrato import (
 # A ordem dos dados de desempenho na linha (os gráficos do monitoramento os
 # acham pelo nome; a ordem só muda o que o operador lê).
 ORDEM_DAS_MEDIDAS = (
-    'idade_status', 'datasets_ao_vivo', 'falhas_seguidas', 'falhas_dataset_max',
-    'sem_ciclo_bom_max', 'quarentena', 'sem_carimbo', 'futuras', 'maior_atraso',
-    'empresas_recusadas', 'chaves_removidas', 'reconciliacoes_recusadas', 'wal_retido',
+    'idade_status',
+    'datasets_ao_vivo',
+    'falhas_seguidas',
+    'falhas_dataset_max',
+    'sem_ciclo_bom_max',
+    'quarentena',
+    'sem_carimbo',
+    'futuras',
+    'maior_atraso',
+    'empresas_recusadas',
+    'chaves_removidas',
+    'reconciliacoes_recusadas',
+    'wal_retido',
     'idade_varredura_ok',
 )
 
@@ -47,23 +57,28 @@ ORDEM_DAS_MEDIDAS = (
 def _situacao(r: Retrato) -> Resultado:
     """O processo morto ou parado (o status ainda diz o contrário)."""
     if r.pid_ok is False and r.servico:
-        return Resultado().anotar(CRITICO, 'o ouvinte (pid %d) morreu sem parar: o status de'
-                                           ' %s ainda diz "%s"'
-                                  % (r.pid, r.atualizado_txt, r.situacao))
+        return Resultado().anotar(
+            CRITICO,
+            'o ouvinte (pid %d) morreu sem parar: o status de'
+            ' %s ainda diz "%s"' % (r.pid, r.atualizado_txt, r.situacao),
+        )
     if r.situacao == 'parado' and r.servico:
-        return Resultado().anotar(CRITICO, 'ouvinte PARADO: o serviço saiu em %s (systemctl'
-                                           ' status ouvinte)' % r.atualizado_txt)
+        return Resultado().anotar(
+            CRITICO,
+            'ouvinte PARADO: o serviço saiu em %s (systemctl status ouvinte)' % r.atualizado_txt,
+        )
     if r.pid_ok is False:
-        return Resultado().anotar(ALERTA, 'a execução %s (pid %d) morreu sem terminar (status'
-                                          ' de %s); a próxima execução recomeça'
-                                  % (r.modo, r.pid, r.atualizado_txt))
+        return Resultado().anotar(
+            ALERTA,
+            'a execução %s (pid %d) morreu sem terminar (status'
+            ' de %s); a próxima execução recomeça' % (r.modo, r.pid, r.atualizado_txt),
+        )
     return Resultado()
 
 
 def _idade_status(r: Retrato) -> Resultado:
     """O status velho: CRITICO, com a causa provável."""
-    resultado = Resultado().medir(Medida('idade_status', r.idade or 0, 's',
-                                         critico=r.max_idade))
+    resultado = Resultado().medir(Medida('idade_status', r.idade or 0, 's', critico=r.max_idade))
     if r.parou_no_servico:
         return resultado
     if r.idade is None:
@@ -76,8 +91,11 @@ def _idade_status(r: Retrato) -> Resultado:
         causa = 'o ouvinte parou ou travou (journalctl -u ouvinte)'
     else:
         causa = 'nenhuma execução %s desde então: o cron parou?' % r.modo
-    return resultado.anotar(CRITICO, 'status de %s não é atualizado há %s (limite %s): %s'
-                            % (r.atualizado_txt, seg(r.idade), seg(r.max_idade), causa))
+    return resultado.anotar(
+        CRITICO,
+        'status de %s não é atualizado há %s (limite %s): %s'
+        % (r.atualizado_txt, seg(r.idade), seg(r.max_idade), causa),
+    )
 
 
 def _parando(r: Retrato) -> Resultado:
@@ -98,9 +116,16 @@ def _ferramenta_longa(r: Retrato) -> Resultado:
     rodando = (r.agora - r.ferramenta_desde).total_seconds()
     if not rodando > r.limites.max_ferramenta:
         return Resultado()
-    return Resultado().anotar(ALERTA, 'ferramenta %s (pid %s) rodando há %s (limite %s)' % (
-        r.ferramenta.get('rotulo'), r.ferramenta.get('pid'), seg(rodando),
-        seg(r.limites.max_ferramenta)))
+    return Resultado().anotar(
+        ALERTA,
+        'ferramenta %s (pid %s) rodando há %s (limite %s)'
+        % (
+            r.ferramenta.get('rotulo'),
+            r.ferramenta.get('pid'),
+            seg(rodando),
+            seg(r.limites.max_ferramenta),
+        ),
+    )
 
 
 # ------------------------------------------------------------------ cada dataset ao vivo
@@ -119,19 +144,29 @@ def _ciclo_bom(r: Retrato, d: Dataset) -> Resultado:
     if falhas:
         critico = falhas >= r.max_falhas or (lacuna is not None and lacuna > limite)
         return resultado.anotar(
-            CRITICO if critico else ALERTA, 'dataset %s sem ciclo bom%s, %d falha(s) seguida(s)'
-            ' (limites: %s, %d falhas): %s' % (
-                nome, '' if lacuna is None else ' há %s' % seg(lacuna), falhas, seg(limite),
-                r.max_falhas, erro_curto(d.get('ultimo_erro')) or 'sem erro registrado'))
+            CRITICO if critico else ALERTA,
+            'dataset %s sem ciclo bom%s, %d falha(s) seguida(s)'
+            ' (limites: %s, %d falhas): %s'
+            % (
+                nome,
+                '' if lacuna is None else ' há %s' % seg(lacuna),
+                falhas,
+                seg(limite),
+                r.max_falhas,
+                erro_curto(d.get('ultimo_erro')) or 'sem erro registrado',
+            ),
+        )
     if lacuna is not None and lacuna > limite:
         sonda = quando(d.get('ultima_sonda_ok_em'))
-        resultado.anotar(CRITICO, 'dataset %s sem sonda boa há %s (limite %s)%s' % (
-            nome, seg(lacuna), seg(limite), '' if sonda else ': nunca sondado nesta subida'))
+        resultado.anotar(
+            CRITICO,
+            'dataset %s sem sonda boa há %s (limite %s)%s'
+            % (nome, seg(lacuna), seg(limite), '' if sonda else ': nunca sondado nesta subida'),
+        )
     return resultado
 
 
-def _janela_do_ciclo(r: Retrato, d: Dataset,
-                     falhas: int) -> tuple[datetime.datetime | None, float]:
+def _janela_do_ciclo(r: Retrato, d: Dataset, falhas: int) -> tuple[datetime.datetime | None, float]:
     """Desde quando o dataset está sem ciclo bom, e o limite que vale para ele."""
     sonda = quando(d.get('ultima_sonda_ok_em'))
     subida = r.iniciado if r.servico else None
@@ -150,8 +185,9 @@ def _sem_carimbo(_r: Retrato, d: Dataset) -> Resultado:
     if not sem:
         return Resultado()
     return Resultado(medidas=[Medida('sem_carimbo', sem)]).anotar(
-        ALERTA, 'dataset %s com %d linha(s) sem carimbo (só a varredura as leva)'
-        % (d.get('dataset'), sem))
+        ALERTA,
+        'dataset %s com %d linha(s) sem carimbo (só a varredura as leva)' % (d.get('dataset'), sem),
+    )
 
 
 def _futuras(_r: Retrato, d: Dataset) -> Resultado:
@@ -159,7 +195,8 @@ def _futuras(_r: Retrato, d: Dataset) -> Resultado:
     if not futuras:
         return Resultado()
     return Resultado(medidas=[Medida('futuras', futuras)]).anotar(
-        ALERTA, 'dataset %s com %d linha(s) com carimbo no futuro' % (d.get('dataset'), futuras))
+        ALERTA, 'dataset %s com %d linha(s) com carimbo no futuro' % (d.get('dataset'), futuras)
+    )
 
 
 def _atraso(r: Retrato, d: Dataset) -> Resultado:
@@ -169,9 +206,12 @@ def _atraso(r: Retrato, d: Dataset) -> Resultado:
     if atraso is not None:
         resultado.medir(Medida('maior_atraso', atraso))
     if d.get('atraso_preocupante'):
-        resultado.anotar(ALERTA, 'dataset %s: chegada atrasada de %s passou da metade da folga'
-                                 ' (%ss): aumente --folga' % (d.get('dataset'), seg(atraso or 0),
-                                                             r.ouvinte.get('folga_s')))
+        resultado.anotar(
+            ALERTA,
+            'dataset %s: chegada atrasada de %s passou da metade da folga'
+            ' (%ss): aumente --folga'
+            % (d.get('dataset'), seg(atraso or 0), r.ouvinte.get('folga_s')),
+        )
     return resultado
 
 
@@ -184,22 +224,29 @@ def _reconciliacao(r: Retrato, d: Dataset) -> Resultado:
     resultado = Resultado().medir(Medida('chaves_removidas', inteiro(rec.get('removidas'))))
     falhas = inteiro(rec.get('falhas_seguidas'))
     if falhas:
-        resultado.anotar(CRITICO if falhas >= r.max_falhas else ALERTA,
-                         'dataset %s: reconciliação falhou %d vez(es) seguida(s) desde %s'
-                         ' (nada removido): %s' % (nome, falhas, rec.get('erro_desde'),
-                                                  erro_curto(rec.get('ultimo_erro')) or '?'))
+        resultado.anotar(
+            CRITICO if falhas >= r.max_falhas else ALERTA,
+            'dataset %s: reconciliação falhou %d vez(es) seguida(s) desde %s'
+            ' (nada removido): %s'
+            % (nome, falhas, rec.get('erro_desde'), erro_curto(rec.get('ultimo_erro')) or '?'),
+        )
     elif r.intervalo_rec is not None:
         desde = quando(rec.get('ultima_em')) or (r.iniciado if r.servico else None)
         limite = max(r.limites.intervalos * r.intervalo_rec, r.max_idade)
         lacuna = (r.referencia - desde).total_seconds() if desde else None
         if lacuna is not None and lacuna > limite:
-            resultado.anotar(ALERTA, 'dataset %s: reconciliação sem leitura completa há %s'
-                                     ' (limite %s)' % (nome, seg(lacuna), seg(limite)))
+            resultado.anotar(
+                ALERTA,
+                'dataset %s: reconciliação sem leitura completa há %s'
+                ' (limite %s)' % (nome, seg(lacuna), seg(limite)),
+            )
     recusada = bool(rec.get('recusa'))
     if recusada:
-        resultado.anotar(ALERTA, 'dataset %s: reconciliação RECUSADA pelo teto desde %s (nada'
-                                 ' removido): %s' % (nome, rec.get('recusa_desde'),
-                                                     erro_curto(rec['recusa'])))
+        resultado.anotar(
+            ALERTA,
+            'dataset %s: reconciliação RECUSADA pelo teto desde %s (nada'
+            ' removido): %s' % (nome, rec.get('recusa_desde'), erro_curto(rec['recusa'])),
+        )
     return resultado.medir(Medida('reconciliacoes_recusadas', int(recusada)))
 
 
@@ -208,16 +255,27 @@ def _entregue_a_varredura(r: Retrato, d: Dataset) -> Resultado:
     if not entregue:
         return Resultado()
     if r.varredura.hora:
-        return Resultado().anotar(ALERTA, 'dataset %s entregue a varredura das %s (%s)'
-                                  % (d.get('dataset'), r.varredura.hora, limpo(entregue)))
-    return Resultado().anotar(CRITICO, 'dataset %s entregue a varredura (%s), e a varredura'
-                                       ' diária está desligada: parado até um --varrer-agora'
-                              % (d.get('dataset'), limpo(entregue)))
+        return Resultado().anotar(
+            ALERTA,
+            'dataset %s entregue a varredura das %s (%s)'
+            % (d.get('dataset'), r.varredura.hora, limpo(entregue)),
+        )
+    return Resultado().anotar(
+        CRITICO,
+        'dataset %s entregue a varredura (%s), e a varredura'
+        ' diária está desligada: parado até um --varrer-agora'
+        % (d.get('dataset'), limpo(entregue)),
+    )
 
 
 # Em cada dataset ao vivo, nesta ordem (a ordem dos motivos dele na linha).
 VERIFICACOES_DO_DATASET: tuple[Callable[[Retrato, Dataset], Resultado], ...] = (
-    _ciclo_bom, _sem_carimbo, _futuras, _atraso, _reconciliacao, _entregue_a_varredura,
+    _ciclo_bom,
+    _sem_carimbo,
+    _futuras,
+    _atraso,
+    _reconciliacao,
+    _entregue_a_varredura,
 )
 
 
@@ -246,9 +304,8 @@ def _medidas_dos_datasets(r: Retrato) -> list[Medida]:
         Medida('futuras', 0, alerta=0),
         Medida('maior_atraso', 0.0, 's', maior=True),
     ]
-    if r.intervalo_rec is not None:             # só com a reconciliação
-        zeradas += [Medida('chaves_removidas', 0),
-                    Medida('reconciliacoes_recusadas', 0, alerta=0)]
+    if r.intervalo_rec is not None:  # só com a reconciliação
+        zeradas += [Medida('chaves_removidas', 0), Medida('reconciliacoes_recusadas', 0, alerta=0)]
     return zeradas
 
 
@@ -258,8 +315,7 @@ def _somadas(zeradas: list[Medida], de_cada: list[Medida]) -> list[Medida]:
     for medida in de_cada:
         total = por_nome.get(medida.nome)
         if total is not None:
-            valor = (max(total.valor, medida.valor) if total.maior
-                     else total.valor + medida.valor)
+            valor = max(total.valor, medida.valor) if total.maior else total.valor + medida.valor
             por_nome[medida.nome] = replace(total, valor=valor)
     return list(por_nome.values())
 
@@ -277,8 +333,7 @@ def _captura_pausada(r: Retrato) -> Resultado:
     """A recusa do spool inteira: quanto, o que a pausa custa na origem e o conserto."""
     captura = secao(r.status, 'captura')
     if captura.get('pausada'):
-        return Resultado().anotar(CRITICO, 'captura do log pausada: %s'
-                                  % limpo(captura['pausada']))
+        return Resultado().anotar(CRITICO, 'captura do log pausada: %s' % limpo(captura['pausada']))
     return Resultado()
 
 
@@ -290,22 +345,27 @@ def _wal_do_slot(r: Retrato) -> Resultado:
         return Resultado()
     alerta, critico = r.limites.wal_alerta, r.limites.wal_critico
     resultado = Resultado().medir(Medida('wal_retido', wal, 'B', alerta, critico))
-    if not wal >= alerta:                       # (NaN também fica de fora)
+    if not wal >= alerta:  # (NaN também fica de fora)
         return resultado
     return resultado.anotar(
         CRITICO if wal >= critico else ALERTA,
         'o slot %s retém %.1f MiB de WAL no disco da origem (limite %.0f MiB): o ouvinte não'
         ' está consumindo (veja o spool e os erros acima)'
-        % (limpo(str(captura.get('slot'))), wal / 1048576,
-           (critico if wal >= critico else alerta) / 1048576))
+        % (
+            limpo(str(captura.get('slot'))),
+            wal / 1048576,
+            (critico if wal >= critico else alerta) / 1048576,
+        ),
+    )
 
 
 # ------------------------------------------------------------------ o laço e as empresas
 def _falhas_do_laco(r: Retrato) -> Resultado:
     """As voltas seguidas com falha (depois dos datasets: eles dizem qual)."""
     falhas = inteiro(r.ouvinte.get('falhas_seguidas'))
-    resultado = Resultado().medir(Medida('falhas_seguidas', falhas, alerta=0,
-                                         critico=r.max_falhas - 1))
+    resultado = Resultado().medir(
+        Medida('falhas_seguidas', falhas, alerta=0, critico=r.max_falhas - 1)
+    )
     if not falhas:
         return resultado
     texto = '%d volta(s) seguida(s) do laço com falha' % falhas
@@ -322,24 +382,33 @@ def _quarentena(r: Retrato) -> Resultado:
     if not total:
         return resultado
     por = quarentena.get('por_dataset')
-    detalhe = ', '.join('%s %s' % item for item in sorted(por.items())) \
-        if isinstance(por, dict) else ''
-    return resultado.anotar(ALERTA, '%d registro(s) na quarentena%s: recusados de vez pelo'
-                                    ' intake, ou com código de empresa inválido; o motivo de'
-                                    ' cada um está no arquivo dele; corrija na origem e rode'
-                                    ' ouvinte.py --reenviar-quarentena'
-                            % (total, ' (%s)' % detalhe if detalhe else ''))
+    detalhe = (
+        ', '.join('%s %s' % item for item in sorted(por.items())) if isinstance(por, dict) else ''
+    )
+    return resultado.anotar(
+        ALERTA,
+        '%d registro(s) na quarentena%s: recusados de vez pelo'
+        ' intake, ou com código de empresa inválido; o motivo de'
+        ' cada um está no arquivo dele; corrija na origem e rode'
+        ' ouvinte.py --reenviar-quarentena' % (total, ' (%s)' % detalhe if detalhe else ''),
+    )
 
 
 def _cargas_pendentes(r: Retrato) -> Resultado:
     """A carga inicial por refazer (a que a ferramenta em curso está fazendo não conta)."""
     em_curso = str(r.ferramenta.get('rotulo') or '') if r.no_ar else ''
-    cargas = [str(e) for e in r.status.get('cargas_iniciais_pendentes') or []
-              if not em_curso.endswith(' %s' % e)]
+    cargas = [
+        str(e)
+        for e in r.status.get('cargas_iniciais_pendentes') or []
+        if not em_curso.endswith(' %s' % e)
+    ]
     if not cargas:
         return Resultado()
-    return Resultado().anotar(ALERTA, 'carga inicial pendente da(s) empresa(s) %s (refeita no'
-                                      ' próximo ciclo de projetos)' % ', '.join(cargas[:10]))
+    return Resultado().anotar(
+        ALERTA,
+        'carga inicial pendente da(s) empresa(s) %s (refeita no'
+        ' próximo ciclo de projetos)' % ', '.join(cargas[:10]),
+    )
 
 
 def _empresas_recusadas(r: Retrato) -> Resultado:
@@ -349,13 +418,19 @@ def _empresas_recusadas(r: Retrato) -> Resultado:
     invalidas = ["'%s'" % e.get('escopo') for e in recusadas if e.get('onde') == 'cadastro']
     resultado = Resultado().medir(Medida('empresas_recusadas', len(recusadas), alerta=0))
     if trocadas:
-        resultado.anotar(CRITICO, 'empresa(s) %s com a chave de outro projeto no arquivo de'
-                                  ' chaves: NÃO recebem dado; corrija a linha (o'
-                                  ' ouvinte-status.txt diz como)' % ', '.join(trocadas[:10]))
+        resultado.anotar(
+            CRITICO,
+            'empresa(s) %s com a chave de outro projeto no arquivo de'
+            ' chaves: NÃO recebem dado; corrija a linha (o'
+            ' ouvinte-status.txt diz como)' % ', '.join(trocadas[:10]),
+        )
     if invalidas:
-        resultado.anotar(ALERTA, 'código(s) de empresa recusado(s) no cadastro do ERP: %s'
-                                 ' (caractere fora do permitido; nunca provisionados): corrija'
-                                 ' o código no ERP' % ', '.join(invalidas[:10]))
+        resultado.anotar(
+            ALERTA,
+            'código(s) de empresa recusado(s) no cadastro do ERP: %s'
+            ' (caractere fora do permitido; nunca provisionados): corrija'
+            ' o código no ERP' % ', '.join(invalidas[:10]),
+        )
     return resultado
 
 
@@ -366,20 +441,33 @@ def _ultima_varredura(r: Retrato) -> Resultado:
     erros = [erro_curto(e) for e in v.secao.get('erros') or []]
     iniciada_em = v.secao.get('iniciada_em')
     if v.iniciada and not v.terminada and v.ok is None and not r.no_ar:
-        return Resultado().anotar(ALERTA, 'a varredura de %s não terminou: o ouvinte parou ou'
-                                          ' morreu no meio (não conta como feita)' % iniciada_em)
+        return Resultado().anotar(
+            ALERTA,
+            'a varredura de %s não terminou: o ouvinte parou ou'
+            ' morreu no meio (não conta como feita)' % iniciada_em,
+        )
     if v.ok is False:
         partes = list(erros[:2])
         nao_fechados = v.secao.get('nao_fechados')
         if isinstance(nao_fechados, dict) and nao_fechados:
-            partes.append('não fechou %s' % ', '.join(
-                '%s (%d empresa(s))' % (n, len(e) if isinstance(e, list) else 0)
-                for n, e in sorted(nao_fechados.items())[:4]))
-        return Resultado().anotar(CRITICO, 'a varredura de %s falhou%s' % (
-            iniciada_em, ': ' + '; '.join(partes) if partes else ''))
+            partes.append(
+                'não fechou %s'
+                % ', '.join(
+                    '%s (%d empresa(s))' % (n, len(e) if isinstance(e, list) else 0)
+                    for n, e in sorted(nao_fechados.items())[:4]
+                )
+            )
+        return Resultado().anotar(
+            CRITICO,
+            'a varredura de %s falhou%s'
+            % (iniciada_em, ': ' + '; '.join(partes) if partes else ''),
+        )
     if v.ok is None and v.terminada:
-        return Resultado().anotar(ALERTA, 'a varredura de %s foi interrompida%s' % (
-            iniciada_em, ': ' + erros[0] if erros else ''))
+        return Resultado().anotar(
+            ALERTA,
+            'a varredura de %s foi interrompida%s'
+            % (iniciada_em, ': ' + erros[0] if erros else ''),
+        )
     return Resultado()
 
 
@@ -388,22 +476,27 @@ def _idade_da_varredura(r: Retrato) -> Resultado:
     v = r.varredura
     resultado = Resultado()
     if v.idade_ok is not None:
-        resultado.medir(Medida('idade_varredura_ok', v.idade_ok, 's',
-                               critico=r.limites.max_varredura))
+        resultado.medir(
+            Medida('idade_varredura_ok', v.idade_ok, 's', critico=r.limites.max_varredura)
+        )
     if not v.hora or v.ok is False:
         return resultado
     maxima = r.limites.max_varredura
     if v.idade_ok is not None and v.idade_ok > maxima:
-        return resultado.anotar(CRITICO, 'a última varredura boa foi há %s (%s; limite %s; a'
-                                         ' diária roda as %s)' % (
-                                             horas(v.idade_ok), v.secao.get('ultima_ok_em'),
-                                             horas(maxima), v.hora))
+        return resultado.anotar(
+            CRITICO,
+            'a última varredura boa foi há %s (%s; limite %s; a'
+            ' diária roda as %s)'
+            % (horas(v.idade_ok), v.secao.get('ultima_ok_em'), horas(maxima), v.hora),
+        )
     if v.ultima_ok is None and not v.em_curso and not (v.iniciada and v.ok is None):
         iniciado = r.iniciado
         no_ar_ha = (r.agora - iniciado).total_seconds() if iniciado and r.servico else 0.0
-        resultado.anotar(CRITICO if no_ar_ha > maxima else ALERTA,
-                         'nenhuma varredura boa registrada (a diária roda as %s; para a carga'
-                         ' completa agora: --varrer-agora)' % v.hora)
+        resultado.anotar(
+            CRITICO if no_ar_ha > maxima else ALERTA,
+            'nenhuma varredura boa registrada (a diária roda as %s; para a carga'
+            ' completa agora: --varrer-agora)' % v.hora,
+        )
     return resultado
 
 
@@ -440,9 +533,13 @@ def resultados(retrato: Retrato) -> list[tuple[str, Resultado]]:
     return [(v.nome, v.verificar(retrato)) for v in VERIFICACOES]
 
 
-def avaliar(status: Mapping[str, Any], limites: Limites, agora: datetime.datetime,
-            idade_arquivo: float | None = None,
-            vivo: Callable[[int], bool | None] = pid_vivo) -> Veredito:
+def avaliar(
+    status: Mapping[str, Any],
+    limites: Limites,
+    agora: datetime.datetime,
+    idade_arquivo: float | None = None,
+    vivo: Callable[[int], bool | None] = pid_vivo,
+) -> Veredito:
     """
     O veredito sobre um `ouvinte-status.json` já lido: a tabela dobrada.
     `idade_arquivo` (segundos desde o mtime) serve quando `atualizado_em` falta
@@ -469,7 +566,11 @@ def _resumo(r: Retrato) -> str:
     vivos = len(r.vivos)
     if r.servico:
         resumo = 'ouvinte %s (serviço, pid %d), %d dataset(s) ao vivo, status de %s' % (
-            'ativo' if r.situacao == 'rodando' else r.situacao, r.pid, vivos, de_quando)
+            'ativo' if r.situacao == 'rodando' else r.situacao,
+            r.pid,
+            vivos,
+            de_quando,
+        )
     else:
         resumo = 'última execução %s de %s, %d dataset(s) ao vivo' % (r.modo, de_quando, vivos)
     v = r.varredura

@@ -25,10 +25,10 @@ import uuid
 
 import pytest
 
-POSTGRES_URL = os.environ.get('OUVINTE_TESTE_POSTGRES_URL',
-                              'postgresql+psycopg://postgres@127.0.0.1:5432')
-MARIADB_URL = os.environ.get('OUVINTE_TESTE_MARIADB_URL',
-                             'mysql+pymysql://root@127.0.0.1:3306')
+POSTGRES_URL = os.environ.get(
+    'OUVINTE_TESTE_POSTGRES_URL', 'postgresql+psycopg://postgres@127.0.0.1:5432'
+)
+MARIADB_URL = os.environ.get('OUVINTE_TESTE_MARIADB_URL', 'mysql+pymysql://root@127.0.0.1:3306')
 PREFIXO = 'ouvinte_t_'
 TIPOS = ('postgres', 'mariadb', 'sqlite')
 
@@ -45,6 +45,7 @@ def nome_unico(rotulo='t'):
 
 def _url_servidor(tipo):
     import sqlalchemy as sa
+
     return sa.engine.make_url(POSTGRES_URL if tipo == 'postgres' else MARIADB_URL)
 
 
@@ -63,22 +64,26 @@ def servidor_disponivel(tipo):
         with motor.connect() as conn:
             conn.exec_driver_sql('SELECT 1')
         motor.dispose()
-    except Exception as erro:                            # noqa: BLE001
+    except Exception as erro:  # noqa: BLE001
         return False, '%s em %s:%s recusou a conexão de teste (%s)' % (
-            tipo, host, porta, str(erro).splitlines()[0])
+            tipo,
+            host,
+            porta,
+            str(erro).splitlines()[0],
+        )
     return True, ''
 
 
 def _motor_admin(tipo, banco):
     import sqlalchemy as sa
+
     url = _url_servidor(tipo)
     if tipo == 'postgres':
         url = url.set(database=banco or 'postgres')
     else:
         url = url.set(database=banco).update_query_dict({'charset': 'utf8mb4'})
     # NullPool: o setup nunca divide pool com ninguem (ver NOTAS-AMBIENTE).
-    return sa.create_engine(url, poolclass=sa.pool.NullPool,
-                            isolation_level='AUTOCOMMIT')
+    return sa.create_engine(url, poolclass=sa.pool.NullPool, isolation_level='AUTOCOMMIT')
 
 
 class BancoDeTeste:
@@ -95,6 +100,7 @@ class BancoDeTeste:
     def motor(self):
         """Engine de setup (escreve; AUTOCOMMIT; NullPool), separado do adaptador."""
         import sqlalchemy as sa
+
         if self._motor is None:
             if self.tipo == 'sqlite':
                 self._motor = sa.create_engine(self.url_admin, poolclass=sa.pool.NullPool)
@@ -105,9 +111,10 @@ class BancoDeTeste:
     def executar(self, sql, parametros=None):
         """Roda um SQL (texto com :nomes) e devolve as linhas, se houver."""
         import sqlalchemy as sa
+
         with self.motor().begin() as conn:
             if self.tipo == 'mariadb':
-                conn.exec_driver_sql("SET SESSION sql_mode = ''")   # permite data zero
+                conn.exec_driver_sql("SET SESSION sql_mode = ''")  # permite data zero
             resultado = conn.execute(sa.text(sql), parametros or {})
             return resultado.fetchall() if resultado.returns_rows else None
 
@@ -139,8 +146,9 @@ def criar_banco(tipo, rotulo='t', pasta=None):
     try:
         with motor.connect() as conn:
             if tipo == 'postgres':
-                conn.exec_driver_sql('CREATE DATABASE "%s" ENCODING \'UTF8\' TEMPLATE template0'
-                                     % nome)
+                conn.exec_driver_sql(
+                    'CREATE DATABASE "%s" ENCODING \'UTF8\' TEMPLATE template0' % nome
+                )
             else:
                 conn.exec_driver_sql('CREATE DATABASE `%s` CHARACTER SET utf8mb4' % nome)
     finally:
@@ -164,7 +172,7 @@ def derrubar_banco(banco):
         pasta = os.path.dirname(banco.arquivo)
         if os.path.basename(pasta).startswith(PREFIXO):
             try:
-                os.rmdir(pasta)            # so a pasta que criar_banco criou, se vazia
+                os.rmdir(pasta)  # so a pasta que criar_banco criou, se vazia
             except OSError:
                 pass
         return
@@ -176,13 +184,17 @@ def derrubar_banco(banco):
             else:
                 # DROP espera o metadata lock de quem tem transacao aberta no
                 # banco -- para sempre. Mata essas conexoes antes.
-                ids = conn.exec_driver_sql(
-                    'SELECT id FROM information_schema.processlist WHERE db = %s',
-                    (banco.nome,)).scalars().all()
+                ids = (
+                    conn.exec_driver_sql(
+                        'SELECT id FROM information_schema.processlist WHERE db = %s', (banco.nome,)
+                    )
+                    .scalars()
+                    .all()
+                )
                 for ident in ids:
                     try:
                         conn.exec_driver_sql('KILL %d' % int(ident))
-                    except Exception:                    # noqa: BLE001
+                    except Exception:  # noqa: BLE001
                         pass
                 conn.exec_driver_sql('DROP DATABASE IF EXISTS `%s`' % banco.nome)
     finally:
@@ -196,10 +208,12 @@ def origem_de_teste(tipo, rotulo, comandos, tmp_path_factory):
     no fim. Para fixtures de módulo parametrizadas pelo tipo de banco.
     """
     from contextia_sync.origem.generico import Origem
+
     if tipo != 'sqlite':
         exigir_servidor(tipo)
-    banco = criar_banco(tipo, rotulo, pasta=tmp_path_factory.mktemp('sq')
-                        if tipo == 'sqlite' else None)
+    banco = criar_banco(
+        tipo, rotulo, pasta=tmp_path_factory.mktemp('sq') if tipo == 'sqlite' else None
+    )
     try:
         banco.executar_varios(comandos)
         origem = Origem(banco.url_origem, timeout=30)
@@ -224,10 +238,13 @@ def exigir_servidor(tipo):
 # Fixtures
 # ---------------------------------------------------------------------------
 
+
 def pytest_configure(config):
-    for linha in ('postgres: precisa de um PostgreSQL de verdade',
-                  'mariadb: precisa de um MariaDB de verdade',
-                  'lento: teste que leva mais de alguns segundos'):
+    for linha in (
+        'postgres: precisa de um PostgreSQL de verdade',
+        'mariadb: precisa de um MariaDB de verdade',
+        'lento: teste que leva mais de alguns segundos',
+    ):
         config.addinivalue_line('markers', linha)
 
 
@@ -294,6 +311,7 @@ def fabrica_de_bancos(tmp_path):
         banco = criar_banco(tipo, rotulo, pasta=tmp_path if tipo == 'sqlite' else None)
         criados.append(banco)
         return banco
+
     yield criar
     for banco in criados:
         derrubar_banco(banco)

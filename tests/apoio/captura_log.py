@@ -86,8 +86,7 @@ def insert_update_delete_e_troca_de_empresa(ouvinte):
     o.erp.executar('DELETE FROM {TITULOS} WHERE {ID} = :i', i=novo)
     esperar(lambda: novo not in ids_sem_duplicata(o, e0), 30)
     o.erp.executar('UPDATE {TITULOS} SET {EMPRESA_ID} = :e WHERE {ID} = :i', e=int(e1), i=outro)
-    esperar(lambda: outro in ids_sem_duplicata(o, e1) and outro not in ids_sem_duplicata(o, e0),
-            30)
+    esperar(lambda: outro in ids_sem_duplicata(o, e1) and outro not in ids_sem_duplicata(o, e0), 30)
 
 
 def acorda_no_log_e_sai_no_sigterm(ouvinte, posicao_gravada):

@@ -41,6 +41,7 @@ class Pedido(NamedTuple):
 
 class Fluxo(NamedTuple):
     """Um corpo mandado aos pedaços: chunked, ou sem tamanho até fechar a conexão."""
+
     pedacos: Iterable[bytes]
     chunked: bool = True
 
@@ -51,8 +52,12 @@ Resposta = tuple[int, dict[str, str], bytes | Fluxo]
 class ServidorHostil:
     """Um http.server em 127.0.0.1 (porta livre) que responde `responder` e anota os pedidos."""
 
-    def __init__(self, responder: Callable[[Pedido], Resposta], host: str = '127.0.0.1',
-                 tls: ssl.SSLContext | None = None):
+    def __init__(
+        self,
+        responder: Callable[[Pedido], Resposta],
+        host: str = '127.0.0.1',
+        tls: ssl.SSLContext | None = None,
+    ):
         self.pedidos: list[Pedido] = []
         # Uma conexao TCP aberta conta mesmo sem pedido HTTP completo.
         self.conexoes = 0
@@ -105,20 +110,23 @@ class ServidorHostil:
                     else:
                         if fluxo.chunked:
                             self.wfile.write(b'0\r\n\r\n')
-                except OSError:             # o cliente fechou: o que se queria provar
+                except OSError:  # o cliente fechou: o que se queria provar
                     self.close_connection = True
 
-            do_GET = do_POST = do_PUT = do_DELETE = _atender   # noqa: N815 - nomes do http.server
+            do_GET = do_POST = do_PUT = do_DELETE = _atender  # noqa: N815 - nomes do http.server
 
             def log_message(self, *args):
                 pass
 
         self._servidor = http.server.ThreadingHTTPServer((host, 0), Atendente)
         self._servidor.daemon_threads = True
-        if tls is not None:                 # `tls`: o contexto do servidor (cert e chave)
+        if tls is not None:  # `tls`: o contexto do servidor (cert e chave)
             self._servidor.socket = tls.wrap_socket(self._servidor.socket, server_side=True)
-        self.url = '%s://%s:%d' % ('https' if tls else 'http', host,
-                                   self._servidor.server_address[1])
+        self.url = '%s://%s:%d' % (
+            'https' if tls else 'http',
+            host,
+            self._servidor.server_address[1],
+        )
         self._thread = threading.Thread(target=self._servidor.serve_forever, daemon=True)
         self._thread.start()
 
@@ -140,35 +148,57 @@ class ServidorHostil:
 
 def eco_html(status: int | Callable[[Pedido], int]) -> Callable[[Pedido], Resposta]:
     """Uma página HTML de erro/depuracao que devolve os cabeçalhos e o corpo do pedido."""
+
     def responder(pedido: Pedido) -> Resposta:
         # Authorization primeiro: e o que cabe em qualquer corte de mensagem.
-        linhas = ['<tr><td>%s</td><td>%s</td></tr>' % item for item in sorted(
-            pedido.cabecalhos.items(), key=lambda item: item[0].lower() != 'authorization')]
-        corpo = ('<html><body><h1>Proxy debug</h1><table>%s</table><pre>%s</pre>'
-                 '</body></html>' % (''.join(linhas), pedido.corpo.decode('utf-8', 'replace')))
+        linhas = [
+            '<tr><td>%s</td><td>%s</td></tr>' % item
+            for item in sorted(
+                pedido.cabecalhos.items(), key=lambda item: item[0].lower() != 'authorization'
+            )
+        ]
+        corpo = '<html><body><h1>Proxy debug</h1><table>%s</table><pre>%s</pre></body></html>' % (
+            ''.join(linhas),
+            pedido.corpo.decode('utf-8', 'replace'),
+        )
         codigo = status(pedido) if callable(status) else status
         return codigo, {'Content-Type': 'text/html'}, corpo.encode('utf-8')
+
     return responder
 
 
 def redirecionar(status: int, destino: str) -> Callable[[Pedido], Resposta]:
     """Responde `status` (301/302/307/308) mandando o cliente para `destino` + o mesmo caminho."""
+
     def responder(pedido: Pedido) -> Resposta:
         return status, {'Location': destino.rstrip('/') + pedido.caminho}, b''
+
     return responder
 
 
 def intake_falso() -> Callable[[Pedido], Resposta]:
     """Aceita tudo como um intake (contagens validas): o destino que não pode receber nada."""
+
     def responder(pedido: Pedido) -> Resposta:
         try:
             recebidos = len(json.loads(pedido.corpo or b'{}').get('records') or [])
         except (ValueError, AttributeError):
             recebidos = 0
-        corpo = {'inserted': recebidos, 'updated': 0, 'duplicates': 0, 'received': recebidos,
-                 'removed': 0, 'id': 1, 'project_id': 1, 'external_id': 'x', 'name': 'x',
-                 'projetos': [], 'remove': True}
+        corpo = {
+            'inserted': recebidos,
+            'updated': 0,
+            'duplicates': 0,
+            'received': recebidos,
+            'removed': 0,
+            'id': 1,
+            'project_id': 1,
+            'external_id': 'x',
+            'name': 'x',
+            'projetos': [],
+            'remove': True,
+        }
         return 200, {'Content-Type': 'application/json'}, json.dumps(corpo).encode()
+
     return responder
 
 
@@ -178,6 +208,7 @@ def _json_de(corpo: dict[str, object]) -> bytes:
 
 def corpo_sem_fim(pedaco: int = 64 * 1024) -> Callable[[Pedido], Resposta]:
     """200 cujo corpo nunca termina: pedaços de `pedaco` bytes mandados o mais rápido possível."""
+
     def pedacos() -> Iterator[bytes]:
         bloco = b'x' * pedaco
         while True:
@@ -185,11 +216,13 @@ def corpo_sem_fim(pedaco: int = 64 * 1024) -> Callable[[Pedido], Resposta]:
 
     def responder(pedido: Pedido) -> Resposta:
         return 200, {'Content-Type': 'application/json'}, Fluxo(pedacos())
+
     return responder
 
 
 def gotejar(intervalo: float = 0.5, chunked: bool = True) -> Callable[[Pedido], Resposta]:
     """200 que manda um byte a cada `intervalo` s, para sempre: nenhum timeout de leitura vence."""
+
     def pedacos() -> Iterator[bytes]:
         while True:
             yield b' '
@@ -197,6 +230,7 @@ def gotejar(intervalo: float = 0.5, chunked: bool = True) -> Callable[[Pedido], 
 
     def responder(pedido: Pedido) -> Resposta:
         return 200, {'Content-Type': 'application/json'}, Fluxo(pedacos(), chunked)
+
     return responder
 
 
@@ -206,6 +240,7 @@ def corpo_grande(tamanho: int, declarado: bool = True) -> Callable[[Pedido], Res
     que `quem_sou`, capacidades e o admin esperam: lido inteiro, passaria por
     resposta boa. `declarado`: com Content-Length; senão, chunked em pedaços.
     """
+
     def responder(pedido: Pedido) -> Resposta:
         resposta = json.loads(intake_falso()(pedido)[2])
         resposta['enchimento'] = ''
@@ -214,6 +249,7 @@ def corpo_grande(tamanho: int, declarado: bool = True) -> Callable[[Pedido], Res
         corpo = _json_de(resposta)
         if declarado:
             return 200, {'Content-Type': 'application/json'}, corpo
-        pedacos = [corpo[i:i + 64 * 1024] for i in range(0, len(corpo), 64 * 1024)]
+        pedacos = [corpo[i : i + 64 * 1024] for i in range(0, len(corpo), 64 * 1024)]
         return 200, {'Content-Type': 'application/json'}, Fluxo(pedacos)
+
     return responder

@@ -39,14 +39,23 @@ class BancoBinlog:
         self.nome = nome
         self.usuario = usuario
         self.url_origem = 'mysql+pymysql://%s:%s@127.0.0.1:%d/%s%s' % (
-            usuario, SENHA, servidor.porta, nome, servidor.query_tls())
+            usuario,
+            SENHA,
+            servidor.porta,
+            nome,
+            servidor.query_tls(),
+        )
         # O dono (root): cria as tabelas e escreve, como o ERP.
         self.url_admin = 'mysql+pymysql://root@127.0.0.1:%d/%s%s' % (
-            servidor.porta, nome, servidor.query_tls())
+            servidor.porta,
+            nome,
+            servidor.query_tls(),
+        )
         self._motor = None
 
     def motor(self):
         import sqlalchemy as sa
+
         if self._motor is None:
             self._motor = sa.create_engine(self.url_admin)
         return self._motor
@@ -64,8 +73,11 @@ class MariadbBinlog:
         """A query de TLS das URLs ('' sem TLS); `ca` troca o CA (o errado, no teste)."""
         if self.tls is None:
             return ''
-        return '?ssl_ca=%s&ssl_cert=%s&ssl_key=%s' % (ca or self.tls.ca, self.tls.cliente,
-                                                       self.tls.chave_cliente)
+        return '?ssl_ca=%s&ssl_cert=%s&ssl_key=%s' % (
+            ca or self.tls.ca,
+            self.tls.cliente,
+            self.tls.chave_cliente,
+        )
 
     def _opcoes_tls(self):
         if self.tls is None:
@@ -73,15 +85,22 @@ class MariadbBinlog:
         pasta = os.path.join(self.pasta, 'tls')
         os.makedirs(pasta)
         copias = {}
-        for nome, origem in (('ca.pem', self.tls.ca), ('servidor.pem', self.tls.servidor),
-                             ('servidor.key', self.tls.chave_servidor)):
+        for nome, origem in (
+            ('ca.pem', self.tls.ca),
+            ('servidor.pem', self.tls.servidor),
+            ('servidor.key', self.tls.chave_servidor),
+        ):
             copias[nome] = os.path.join(pasta, nome)
             shutil.copyfile(origem, copias[nome])
             shutil.chown(copias[nome], 'mysql')
             os.chmod(copias[nome], 0o600)
         shutil.chown(pasta, 'mysql')
-        return ['--ssl-ca=' + copias['ca.pem'], '--ssl-cert=' + copias['servidor.pem'],
-                '--ssl-key=' + copias['servidor.key'], '--require-secure-transport=ON']
+        return [
+            '--ssl-ca=' + copias['ca.pem'],
+            '--ssl-cert=' + copias['servidor.pem'],
+            '--ssl-key=' + copias['servidor.key'],
+            '--require-secure-transport=ON',
+        ]
 
     def iniciar(self):
         dados = os.path.join(self.pasta, 'dados')
@@ -94,36 +113,66 @@ class MariadbBinlog:
         os.makedirs(temporarios)
         for pasta in (self.pasta, run, temporarios):
             shutil.chown(pasta, 'mysql')
-        feito = subprocess.run(['mariadb-install-db', '--no-defaults', '--user=mysql',
-                                '--datadir=' + dados, '--auth-root-authentication-method=normal',
-                                '--skip-test-db'], capture_output=True,
-                               env=dict(os.environ, TMPDIR=temporarios))
+        feito = subprocess.run(
+            [
+                'mariadb-install-db',
+                '--no-defaults',
+                '--user=mysql',
+                '--datadir=' + dados,
+                '--auth-root-authentication-method=normal',
+                '--skip-test-db',
+            ],
+            capture_output=True,
+            env=dict(os.environ, TMPDIR=temporarios),
+        )
         if feito.returncode != 0:
-            raise RuntimeError('mariadb-install-db saiu com %d: %s' % (
-                feito.returncode, (feito.stdout + feito.stderr).decode('utf-8', 'replace')[-2000:]))
+            raise RuntimeError(
+                'mariadb-install-db saiu com %d: %s'
+                % (
+                    feito.returncode,
+                    (feito.stdout + feito.stderr).decode('utf-8', 'replace')[-2000:],
+                )
+            )
         self.log = open(os.path.join(self.pasta, 'mariadbd.log'), 'wb')
         self.processo = subprocess.Popen(
-            ['mariadbd', '--no-defaults', '--user=mysql', '--datadir=' + dados,
-             '--port=%d' % self.porta, '--bind-address=127.0.0.1',
-             '--socket=' + os.path.join(run, 'm.sock'), '--tmpdir=' + temporarios,
-             '--pid-file=' + os.path.join(run, 'm.pid'),
-             '--log-bin=' + os.path.join(dados, 'binlog'), '--binlog-format=ROW',
-             '--server-id=1', '--binlog-row-image=FULL', '--binlog-row-metadata=FULL']
-            + self._opcoes_tls(), stdout=self.log, stderr=subprocess.STDOUT)
+            [
+                'mariadbd',
+                '--no-defaults',
+                '--user=mysql',
+                '--datadir=' + dados,
+                '--port=%d' % self.porta,
+                '--bind-address=127.0.0.1',
+                '--socket=' + os.path.join(run, 'm.sock'),
+                '--tmpdir=' + temporarios,
+                '--pid-file=' + os.path.join(run, 'm.pid'),
+                '--log-bin=' + os.path.join(dados, 'binlog'),
+                '--binlog-format=ROW',
+                '--server-id=1',
+                '--binlog-row-image=FULL',
+                '--binlog-row-metadata=FULL',
+            ]
+            + self._opcoes_tls(),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         fim = time.monotonic() + 30
         while time.monotonic() < fim:
             try:
                 self.admin('SELECT 1')
                 return self
-            except Exception:           # noqa: BLE001 - ainda subindo
+            except Exception:  # noqa: BLE001 - ainda subindo
                 time.sleep(0.1)
         raise RuntimeError('MariaDB privado não subiu (veja %s)' % self.log.name)
 
     def admin(self, sql):
         import pymysql
+
         # Com TLS, a preparação vai pelo socket Unix (o require_secure_transport o aceita).
-        onde = ({'unix_socket': self.socket} if self.tls is not None else
-                {'host': '127.0.0.1', 'port': self.porta})
+        onde = (
+            {'unix_socket': self.socket}
+            if self.tls is not None
+            else {'host': '127.0.0.1', 'port': self.porta}
+        )
         conn = pymysql.connect(user='root', autocommit=True, **onde)
         try:
             with conn.cursor() as cursor:
@@ -136,8 +185,10 @@ class MariadbBinlog:
         nome = 'erp_' + uuid.uuid4().hex[:8]
         usuario = 'l' + uuid.uuid4().hex[:8]
         self.admin('CREATE DATABASE %s' % nome)
-        self.admin("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'%s" % (
-            usuario, SENHA, ' REQUIRE X509' if self.tls is not None else ''))
+        self.admin(
+            "CREATE USER '%s'@'%%' IDENTIFIED BY '%s'%s"
+            % (usuario, SENHA, ' REQUIRE X509' if self.tls is not None else '')
+        )
         self.admin("GRANT SELECT ON %s.* TO '%s'@'%%'" % (nome, usuario))
         if concessoes:
             self.admin("GRANT %s ON *.* TO '%s'@'%%'" % (', '.join(concessoes), usuario))

@@ -33,9 +33,15 @@ class Ouvinte:
         self.proximo_id = erp.base * 1000 + 900
 
     def argv(self, *extra):
-        base = ['--mapping=' + self.mapa, '--source=generic', '--chaves=' + self.arquivo_chaves,
-                '--estado=' + self.estado_dir, '--varredura=nao', '--intervalo-dados=1',
-                '--timeout-ferramenta=120']
+        base = [
+            '--mapping=' + self.mapa,
+            '--source=generic',
+            '--chaves=' + self.arquivo_chaves,
+            '--estado=' + self.estado_dir,
+            '--varredura=nao',
+            '--intervalo-dados=1',
+            '--timeout-ferramenta=120',
+        ]
         return [sys.executable, 'ouvinte.py'] + base + list(extra)
 
     def env(self):
@@ -44,14 +50,21 @@ class Ouvinte:
         return env
 
     def rodar(self, *extra, timeout=180):
-        feito = subprocess.run(self.argv(*extra), cwd=RAIZ, env=self.env(), timeout=timeout,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        feito = subprocess.run(
+            self.argv(*extra),
+            cwd=RAIZ,
+            env=self.env(),
+            timeout=timeout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
     def iniciar(self, *extra):
         self.log = open(str(self.pasta / ('ouvinte-%d.log' % time.monotonic_ns())), 'w+b')
-        return subprocess.Popen(self.argv(*extra), cwd=RAIZ, env=self.env(),
-                                stdout=self.log, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            self.argv(*extra), cwd=RAIZ, env=self.env(), stdout=self.log, stderr=subprocess.STDOUT
+        )
 
     def saida(self):
         self.log.flush()
@@ -81,9 +94,15 @@ class Ouvinte:
 
     def inserir(self, escopo, alterado_em, valor='10.00'):
         self.proximo_id += 1
-        self.erp.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)',
-                          i=self.proximo_id, e=int(escopo), c='Novo %d' % self.proximo_id,
-                          v=valor, d='2026-10-01', a=alterado_em)
+        self.erp.executar(
+            'INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)',
+            i=self.proximo_id,
+            e=int(escopo),
+            c='Novo %d' % self.proximo_id,
+            v=valor,
+            d='2026-10-01',
+            a=alterado_em,
+        )
         return self.proximo_id
 
     def no_contextia(self, escopo):

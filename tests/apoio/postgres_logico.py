@@ -37,8 +37,10 @@ SENHA = 'leitor-slot'
 
 def binarios():
     """A pasta bin/ do PostgreSQL instalado mais novo, ou None."""
-    pastas = sorted(glob.glob('/usr/lib/postgresql/*/bin'),
-                    key=lambda p: int(p.split('/')[-2]) if p.split('/')[-2].isdigit() else 0)
+    pastas = sorted(
+        glob.glob('/usr/lib/postgresql/*/bin'),
+        key=lambda p: int(p.split('/')[-2]) if p.split('/')[-2].isdigit() else 0,
+    )
     for pasta in reversed(pastas):
         if all(os.access(os.path.join(pasta, b), os.X_OK) for b in ('initdb', 'pg_ctl')):
             return pasta
@@ -55,17 +57,27 @@ class BancoLogico:
         self.nome = nome
         self.usuario = usuario
         self.url_origem = 'postgresql+psycopg://%s:%s@127.0.0.1:%d/%s%s' % (
-            usuario, SENHA, servidor.porta, nome, servidor.query_tls())
+            usuario,
+            SENHA,
+            servidor.porta,
+            nome,
+            servidor.query_tls(),
+        )
         # O login do DBA: o dono das tabelas (cria a publicação, muda REPLICA IDENTITY).
         self.url_admin = 'postgresql+psycopg://postgres@127.0.0.1:%d/%s%s' % (
-            servidor.porta, nome, servidor.query_tls(cliente=True))
+            servidor.porta,
+            nome,
+            servidor.query_tls(cliente=True),
+        )
         self._motor = None
 
     def motor(self):
         import sqlalchemy as sa
+
         if self._motor is None:
-            self._motor = sa.create_engine(self.url_admin, poolclass=sa.pool.NullPool,
-                                           isolation_level='AUTOCOMMIT')
+            self._motor = sa.create_engine(
+                self.url_admin, poolclass=sa.pool.NullPool, isolation_level='AUTOCOMMIT'
+            )
         return self._motor
 
     def admin(self, sql):
@@ -73,9 +85,13 @@ class BancoLogico:
 
     def slots(self):
         """Os slots deste banco: {nome: (wal_status, ativo)}."""
-        return {nome: (status, ativo) for nome, status, ativo in self.servidor.admin(
-            "SELECT slot_name, wal_status, active FROM pg_replication_slots"
-            " WHERE database = '%s'" % self.nome)}
+        return {
+            nome: (status, ativo)
+            for nome, status, ativo in self.servidor.admin(
+                'SELECT slot_name, wal_status, active FROM pg_replication_slots'
+                " WHERE database = '%s'" % self.nome
+            )
+        }
 
 
 class PostgresLogico:
@@ -102,8 +118,11 @@ class PostgresLogico:
         pasta = os.path.join(self.pasta, 'tls')
         os.makedirs(pasta)
         copias = {}
-        for nome, origem in (('ca.pem', self.tls.ca), ('servidor.pem', self.tls.servidor),
-                             ('servidor.key', self.tls.chave_servidor)):
+        for nome, origem in (
+            ('ca.pem', self.tls.ca),
+            ('servidor.pem', self.tls.servidor),
+            ('servidor.key', self.tls.chave_servidor),
+        ):
             copias[nome] = os.path.join(pasta, nome)
             shutil.copyfile(origem, copias[nome])
             shutil.chown(copias[nome], 'postgres')
@@ -111,45 +130,81 @@ class PostgresLogico:
         shutil.chown(pasta, 'postgres')
         # Só hostssl: nenhuma linha `host`, então a conexão TCP sem TLS é recusada.
         with open(os.path.join(self.dados, 'pg_hba.conf'), 'w') as arquivo:
-            arquivo.write('local all all trust\n'
-                          'hostssl all postgres 127.0.0.1/32 trust clientcert=verify-ca\n'
-                          'hostssl all all 127.0.0.1/32 scram-sha-256\n')
-        return (' -c ssl=on -c ssl_ca_file=%s -c ssl_cert_file=%s -c ssl_key_file=%s'
-                % (copias['ca.pem'], copias['servidor.pem'], copias['servidor.key']))
+            arquivo.write(
+                'local all all trust\n'
+                'hostssl all postgres 127.0.0.1/32 trust clientcert=verify-ca\n'
+                'hostssl all all 127.0.0.1/32 scram-sha-256\n'
+            )
+        return ' -c ssl=on -c ssl_ca_file=%s -c ssl_cert_file=%s -c ssl_key_file=%s' % (
+            copias['ca.pem'],
+            copias['servidor.pem'],
+            copias['servidor.key'],
+        )
 
     def _como_postgres(self, *argv):
-        return subprocess.run(['runuser', '-u', 'postgres', '--'] + list(argv), check=True,
-                              capture_output=True, timeout=120)
+        return subprocess.run(
+            ['runuser', '-u', 'postgres', '--'] + list(argv),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
 
     def iniciar(self):
         os.makedirs(self.run)
         for pasta in (self.pasta, self.run):
             shutil.chown(pasta, 'postgres')
-        self._como_postgres(os.path.join(self.bin, 'initdb'), '-D', self.dados, '-U',
-                            'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8')
-        opcoes = ('-p %d -k %s -c listen_addresses=127.0.0.1 -c wal_level=logical'
-                  ' -c max_replication_slots=20 -c max_wal_senders=20 -c fsync=off'
-                  ' -c full_page_writes=off' % (self.porta, self.run))
+        self._como_postgres(
+            os.path.join(self.bin, 'initdb'),
+            '-D',
+            self.dados,
+            '-U',
+            'postgres',
+            '--auth=trust',
+            '-E',
+            'UTF8',
+            '--locale=C.UTF-8',
+        )
+        opcoes = (
+            '-p %d -k %s -c listen_addresses=127.0.0.1 -c wal_level=logical'
+            ' -c max_replication_slots=20 -c max_wal_senders=20 -c fsync=off'
+            ' -c full_page_writes=off' % (self.porta, self.run)
+        )
         if self.tls is not None:
             opcoes += self._preparar_tls()
-        self._como_postgres(os.path.join(self.bin, 'pg_ctl'), '-D', self.dados, '-w', '-l',
-                            os.path.join(self.pasta, 'postgres.log'), '-o', opcoes, 'start')
+        self._como_postgres(
+            os.path.join(self.bin, 'pg_ctl'),
+            '-D',
+            self.dados,
+            '-w',
+            '-l',
+            os.path.join(self.pasta, 'postgres.log'),
+            '-o',
+            opcoes,
+            'start',
+        )
         self.iniciado = True
         fim = time.monotonic() + 30
         while time.monotonic() < fim:
             try:
                 self.admin('SELECT 1')
                 return self
-            except Exception:           # noqa: BLE001 - ainda subindo
+            except Exception:  # noqa: BLE001 - ainda subindo
                 time.sleep(0.1)
         raise RuntimeError('PostgreSQL privado não subiu (veja %s/postgres.log)' % self.pasta)
 
     def admin(self, sql, banco='postgres'):
         import psycopg
+
         # Com TLS, o DBA entra pelo TCP só com certificado: a preparação vai pelo socket.
         host = self.run if self.tls is not None else '127.0.0.1'
-        with psycopg.connect(host=host, port=self.porta, user='postgres', dbname=banco,
-                             autocommit=True, connect_timeout=10) as conn:
+        with psycopg.connect(
+            host=host,
+            port=self.porta,
+            user='postgres',
+            dbname=banco,
+            autocommit=True,
+            connect_timeout=10,
+        ) as conn:
             cursor = conn.execute(sql)
             return cursor.fetchall() if cursor.description else None
 
@@ -157,18 +212,36 @@ class PostgresLogico:
         nome = 'erp_' + uuid.uuid4().hex[:8]
         usuario = 'l' + uuid.uuid4().hex[:8]
         self.admin('CREATE DATABASE %s' % nome)
-        self.admin("CREATE ROLE %s LOGIN %s PASSWORD '%s'"
-                   % (usuario, 'REPLICATION' if replicacao else '', SENHA))
+        self.admin(
+            "CREATE ROLE %s LOGIN %s PASSWORD '%s'"
+            % (usuario, 'REPLICATION' if replicacao else '', SENHA)
+        )
         # O leitor lê o que o dono (postgres) criar depois, como no ERP do cliente.
-        self.admin('ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO %s'
-                   % usuario, banco=nome)
+        self.admin(
+            'ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO %s' % usuario,
+            banco=nome,
+        )
         return BancoLogico(self, nome, usuario)
 
     def parar(self):
         if self.iniciado:
-            subprocess.run(['runuser', '-u', 'postgres', '--', os.path.join(self.bin, 'pg_ctl'),
-                            '-D', self.dados, '-m', 'immediate', '-w', 'stop'],
-                           capture_output=True, timeout=60)
+            subprocess.run(
+                [
+                    'runuser',
+                    '-u',
+                    'postgres',
+                    '--',
+                    os.path.join(self.bin, 'pg_ctl'),
+                    '-D',
+                    self.dados,
+                    '-m',
+                    'immediate',
+                    '-w',
+                    'stop',
+                ],
+                capture_output=True,
+                timeout=60,
+            )
             self.iniciado = False
 
 
@@ -177,10 +250,11 @@ def postgres_logico():
     bin_dir = binarios()
     if bin_dir is None or shutil.which('runuser') is None:
         if em_ci():
-            pytest.fail('CI=true e faltam initdb/pg_ctl (ou runuser) para o PostgreSQL'
-                        ' privado com wal_level=logical')
-        pytest.skip('sem /usr/lib/postgresql/*/bin/initdb e pg_ctl: apt-get install'
-                    ' postgresql')
+            pytest.fail(
+                'CI=true e faltam initdb/pg_ctl (ou runuser) para o PostgreSQL'
+                ' privado com wal_level=logical'
+            )
+        pytest.skip('sem /usr/lib/postgresql/*/bin/initdb e pg_ctl: apt-get install postgresql')
     pasta = tempfile.mkdtemp(prefix='postgres-logico-')
     servidor = PostgresLogico(pasta, bin_dir).iniciar()
     yield servidor

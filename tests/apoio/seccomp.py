@@ -27,9 +27,21 @@ import subprocess
 import sys
 
 # systemd: sempre permitidas, mesmo fora da lista (execve, saida, relogio, sono...).
-IMPLICITAS = ('execve', 'execveat', 'exit', 'exit_group', 'getrlimit', 'rt_sigreturn',
-              'sigreturn', 'clock_gettime', 'clock_getres', 'clock_nanosleep',
-              'gettimeofday', 'nanosleep', 'time')
+IMPLICITAS = (
+    'execve',
+    'execveat',
+    'exit',
+    'exit_group',
+    'getrlimit',
+    'rt_sigreturn',
+    'sigreturn',
+    'clock_gettime',
+    'clock_getres',
+    'clock_nanosleep',
+    'gettimeofday',
+    'nanosleep',
+    'time',
+)
 
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_ACT_KILL_PROCESS = 0x80000000
@@ -42,14 +54,19 @@ def _acao_erro(errno):
 
 
 class _Comparacao(ctypes.Structure):
-    _fields_ = [('arg', ctypes.c_uint), ('op', ctypes.c_int),
-                ('datum_a', ctypes.c_uint64), ('datum_b', ctypes.c_uint64)]
+    _fields_ = [
+        ('arg', ctypes.c_uint),
+        ('op', ctypes.c_int),
+        ('datum_a', ctypes.c_uint64),
+        ('datum_b', ctypes.c_uint64),
+    ]
 
 
 def _grupos():
     """{'@grupo': [membros]} como o `systemd-analyze syscall-filter` os lista."""
-    saida = subprocess.run(['systemd-analyze', 'syscall-filter'], capture_output=True,
-                           text=True, check=True).stdout
+    saida = subprocess.run(
+        ['systemd-analyze', 'syscall-filter'], capture_output=True, text=True, check=True
+    ).stdout
     grupos, atual = {}, None
     for linha in saida.splitlines():
         texto = linha.strip()
@@ -83,8 +100,9 @@ def filtro_da_unit(servico):
         nomes = linha.lstrip('~').split()
         if permitidas is None:
             if negar:
-                raise ValueError('SystemCallFilter começando por ~: lista de recusa'
-                                 ' pura não é emulada aqui')
+                raise ValueError(
+                    'SystemCallFilter começando por ~: lista de recusa pura não é emulada aqui'
+                )
             permitidas = _expandir(nomes, grupos)
         elif negar:
             permitidas -= _expandir(nomes, grupos)
@@ -94,10 +112,14 @@ def filtro_da_unit(servico):
     numero = (servico.get('SystemCallErrorNumber') or [None])[-1]
     if numero:
         import errno as _errno
+
         erro = int(numero) if re.fullmatch(r'\d+', numero) else getattr(_errno, numero)
     mdwe = (servico.get('MemoryDenyWriteExecute') or ['no'])[-1] in ('yes', 'true', '1')
-    return {'permitidas': sorted((permitidas or set()) | set(IMPLICITAS)),
-            'erro': erro, 'mdwe': mdwe}
+    return {
+        'permitidas': sorted((permitidas or set()) | set(IMPLICITAS)),
+        'erro': erro,
+        'mdwe': mdwe,
+    }
 
 
 def _biblioteca():
@@ -107,8 +129,13 @@ def _biblioteca():
     lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
     lib.seccomp_rule_add_array.restype = ctypes.c_int
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
-                                           ctypes.c_uint, ctypes.POINTER(_Comparacao)]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_Comparacao),
+    ]
     lib.seccomp_load.restype = ctypes.c_int
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
@@ -117,7 +144,7 @@ def _biblioteca():
 
 def _regra(lib, ctx, acao, nome, *comparacoes):
     numero = lib.seccomp_syscall_resolve_name(nome.encode())
-    if numero == -1:                   # __NR_SCMP_ERROR: nao existe nesta arquitetura
+    if numero == -1:  # __NR_SCMP_ERROR: nao existe nesta arquitetura
         return
     vetor = (_Comparacao * len(comparacoes))(*comparacoes) if comparacoes else None
     # Erro aqui e pseudo-chamada de outra arquitetura (socketcall no x86-64): ignorada.
@@ -133,8 +160,9 @@ def aplicar(filtro):
         ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
         eperm = _acao_erro(1)
         escrita_exec = PROT_WRITE | PROT_EXEC
-        _regra(lib, ctx, eperm, 'mmap',
-               _Comparacao(2, SCMP_CMP_MASKED_EQ, escrita_exec, escrita_exec))
+        _regra(
+            lib, ctx, eperm, 'mmap', _Comparacao(2, SCMP_CMP_MASKED_EQ, escrita_exec, escrita_exec)
+        )
         for nome in ('mprotect', 'pkey_mprotect'):
             _regra(lib, ctx, eperm, nome, _Comparacao(2, SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC))
         _regra(lib, ctx, eperm, 'shmat', _Comparacao(2, SCMP_CMP_MASKED_EQ, SHM_EXEC, SHM_EXEC))

@@ -24,8 +24,13 @@ import pytest
 
 from contextia_local.processo import ServidorLocal
 
-VARIAVEIS = ('CONTEXTIA_URL', 'CONTEXTIA_INTAKE_URL', 'CONTEXTIA_API_KEY',
-             'CONTEXTIA_ADMIN_TOKEN', 'CONTEXTIA_CA_BUNDLE')
+VARIAVEIS = (
+    'CONTEXTIA_URL',
+    'CONTEXTIA_INTAKE_URL',
+    'CONTEXTIA_API_KEY',
+    'CONTEXTIA_ADMIN_TOKEN',
+    'CONTEXTIA_CA_BUNDLE',
+)
 
 
 @pytest.fixture(scope='module')
@@ -54,7 +59,9 @@ def ambiente_contextia(contextia, monkeypatch):
 def chave_contextia(ambiente_contextia):
     def criar(escopo=None, nome=None):
         return ambiente_contextia.criar_projeto_com_chave(
-            escopo or 'teste-' + uuid.uuid4().hex[:10], nome)
+            escopo or 'teste-' + uuid.uuid4().hex[:10], nome
+        )
+
     return criar
 
 

@@ -38,8 +38,10 @@ def grandes(pasta: str, limite: int = LIMITE) -> Iterator[tuple[str, int, str, i
 def main(argv: list[str]) -> int:
     achadas = [g for pasta in argv for g in grandes(pasta)]
     for caminho, linha, nome, linhas in achadas:
-        print('%s:%d: %s tem %d linhas (o limite é %d): divida pelo que ela faz'
-              % (caminho, linha, nome, linhas, LIMITE))
+        print(
+            '%s:%d: %s tem %d linhas (o limite é %d): divida pelo que ela faz'
+            % (caminho, linha, nome, linhas, LIMITE)
+        )
     return 1 if achadas else 0
 
 

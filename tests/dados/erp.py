@@ -33,22 +33,40 @@ DDL = [
 def mapeamento(pasta, chunk=10, **extra):
     """Grava o mapeamento do ERP de teste em `pasta` e devolve o caminho."""
     mapa = {
-        '$schema': os.path.join(os.path.dirname(os.path.dirname(AQUI)), 'mappings',
-                                'mapeamento.schema.json'),
+        '$schema': os.path.join(
+            os.path.dirname(os.path.dirname(AQUI)), 'mappings', 'mapeamento.schema.json'
+        ),
         'client': 'teste',
         'source': {'excluded_scopes': []},
-        'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID', 'watch_column': 'ALTERADO_EM',
-                     'chunk': chunk},
-        'projects': {'source_object': 'EMPRESAS', 'name_column': 'RAZAO_SOCIAL',
-                     'group_column': 'GRUPO', 'filters': [{'column': 'ATIVA', 'equals': 'S'}]},
+        'defaults': {
+            'scope_column': 'EMPRESA_ID',
+            'key': 'ID',
+            'watch_column': 'ALTERADO_EM',
+            'chunk': chunk,
+        },
+        'projects': {
+            'source_object': 'EMPRESAS',
+            'name_column': 'RAZAO_SOCIAL',
+            'group_column': 'GRUPO',
+            'filters': [{'column': 'ATIVA', 'equals': 'S'}],
+        },
         'datasets': [
-            {'dataset': 'Titulos a Receber', 'source_object': 'TITULOS',
-             'columns': ['ID', 'EMPRESA_ID', 'CLIENTE', 'VALOR', 'VENCIMENTO', 'ALTERADO_EM'],
-             'description': 'titulos em aberto',
-             'fields': {'VALOR': 'valor em reais', 'VENCIMENTO': 'data de vencimento'},
-             'group': 'financeiro'},
-            {'dataset': 'Status', 'source_object': 'STATUS', 'columns': ['COD', 'NOME'],
-             'key': 'COD', 'scope_column': None, 'watch_column': None},
+            {
+                'dataset': 'Titulos a Receber',
+                'source_object': 'TITULOS',
+                'columns': ['ID', 'EMPRESA_ID', 'CLIENTE', 'VALOR', 'VENCIMENTO', 'ALTERADO_EM'],
+                'description': 'titulos em aberto',
+                'fields': {'VALOR': 'valor em reais', 'VENCIMENTO': 'data de vencimento'},
+                'group': 'financeiro',
+            },
+            {
+                'dataset': 'Status',
+                'source_object': 'STATUS',
+                'columns': ['COD', 'NOME'],
+                'key': 'COD',
+                'scope_column': None,
+                'watch_column': None,
+            },
         ],
     }
     mapa.update(extra)
@@ -70,22 +88,38 @@ class Erp:
         self.inativa = str(self.base + 3)
         for comando in DDL:
             self.executar(comando)
-        self.executar('INSERT INTO {EMPRESAS} VALUES (:e, :n, :g, :a)', lote=[
-            {'e': int(self.escopos[0]), 'n': 'Padaria Pao Quente', 'g': 'Grupo Sul', 'a': 'S'},
-            {'e': int(self.escopos[1]), 'n': 'Mercado Bom Preço', 'g': None, 'a': 'S'},
-            {'e': int(self.inativa), 'n': 'Empresa Fechada', 'g': None, 'a': 'N'},
-        ])
+        self.executar(
+            'INSERT INTO {EMPRESAS} VALUES (:e, :n, :g, :a)',
+            lote=[
+                {'e': int(self.escopos[0]), 'n': 'Padaria Pao Quente', 'g': 'Grupo Sul', 'a': 'S'},
+                {'e': int(self.escopos[1]), 'n': 'Mercado Bom Preço', 'g': None, 'a': 'S'},
+                {'e': int(self.inativa), 'n': 'Empresa Fechada', 'g': None, 'a': 'N'},
+            ],
+        )
         linhas = []
         ident = self.base * 1000
         for escopo, quantos in zip(self.escopos, titulos_por_empresa, strict=False):
             for n in range(quantos):
                 ident += 1
-                linhas.append({'i': ident, 'e': int(escopo), 'c': 'Cliente %d' % n,
-                               'v': '%d.%02d' % (100 + n, n), 'd': '2026-09-%02d' % (n % 28 + 1),
-                               'a': '2026-09-01 10:%02d:00' % (n % 60)})
+                linhas.append(
+                    {
+                        'i': ident,
+                        'e': int(escopo),
+                        'c': 'Cliente %d' % n,
+                        'v': '%d.%02d' % (100 + n, n),
+                        'd': '2026-09-%02d' % (n % 28 + 1),
+                        'a': '2026-09-01 10:%02d:00' % (n % 60),
+                    }
+                )
         self.executar('INSERT INTO {TITULOS} VALUES (:i, :e, :c, :v, :d, :a)', lote=linhas)
-        self.executar('INSERT INTO {STATUS} VALUES (:c, :n)', lote=[
-            {'c': 'A', 'n': 'aberto'}, {'c': 'B', 'n': 'baixado'}, {'c': 'C', 'n': 'cancelado'}])
+        self.executar(
+            'INSERT INTO {STATUS} VALUES (:c, :n)',
+            lote=[
+                {'c': 'A', 'n': 'aberto'},
+                {'c': 'B', 'n': 'baixado'},
+                {'c': 'C', 'n': 'cancelado'},
+            ],
+        )
 
     def _sql(self, sql):
         aspas = '`' if self.banco.tipo == 'mariadb' else '"'
@@ -94,13 +128,15 @@ class Erp:
     def executar(self, sql, lote=None, **parametros):
         """SQL com {NOME} quotado; `lote` = lista de dicts (executemany)."""
         import sqlalchemy as sa
+
         with self.banco.motor().begin() as con:
             resultado = con.execute(sa.text(self._sql(sql)), lote or parametros)
             return resultado.fetchall() if resultado.returns_rows else resultado.rowcount
 
     def titulos(self, escopo):
-        return self.executar('SELECT COUNT(*) FROM {TITULOS} WHERE {EMPRESA_ID} = :e',
-                             e=int(escopo))[0][0]
+        return self.executar(
+            'SELECT COUNT(*) FROM {TITULOS} WHERE {EMPRESA_ID} = :e', e=int(escopo)
+        )[0][0]
 
     def fechar(self):
         """Solta as conexões de setup (o banco continua; quem o criou o derruba)."""
@@ -113,12 +149,14 @@ class Erp:
 def erp_sqlite(pasta, **opcoes):
     """ERP num SQLite novo dentro de `pasta`."""
     from tests.apoio.bancos import criar_banco
+
     return Erp(criar_banco('sqlite', 'erp', pasta=pasta), **opcoes)
 
 
 def erp_postgres(**opcoes):
     """(erp, derrubar) num banco novo do PostgreSQL, ou None se não há servidor."""
     from tests.apoio.bancos import criar_banco, derrubar_banco, servidor_disponivel
+
     if not servidor_disponivel('postgres')[0]:
         return None
     banco = criar_banco('postgres', 'erp')

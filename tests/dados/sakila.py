@@ -44,7 +44,7 @@ _POSTGRES = [
     'CREATE INDEX idx_language_last_update ON language (last_update)',
     'CREATE TABLE film (film_id serial PRIMARY KEY, title text NOT NULL, description text,'
     ' release_year year, language_id int NOT NULL, rental_duration smallint NOT NULL'
-    " DEFAULT 3, rental_rate numeric(4,2) NOT NULL DEFAULT 4.99, rating mpaa_rating"
+    ' DEFAULT 3, rental_rate numeric(4,2) NOT NULL DEFAULT 4.99, rating mpaa_rating'
     " DEFAULT 'G', special_features text[], fulltext tsvector, rental_period interval,"
     ' last_update timestamp NOT NULL DEFAULT now())',
     'CREATE INDEX idx_film_last_update ON film (last_update)',
@@ -98,8 +98,7 @@ _MARIADB = [
     'CREATE TABLE film_actor (actor_id INT NOT NULL, film_id INT NOT NULL, last_update'
     ' TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,'
     ' PRIMARY KEY (actor_id, film_id), KEY idx_film_actor_last_update (last_update))',
-    'CREATE TABLE film_text (film_id INT NOT NULL, title VARCHAR(255) NOT NULL,'
-    ' description TEXT)',
+    'CREATE TABLE film_text (film_id INT NOT NULL, title VARCHAR(255) NOT NULL, description TEXT)',
     'CREATE TABLE address (address_id INT AUTO_INCREMENT PRIMARY KEY, address VARCHAR(50)'
     ' NOT NULL, district VARCHAR(20), phone VARCHAR(20), location GEOMETRY,'
     ' last_update TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,'
@@ -177,13 +176,24 @@ QUANDO = datetime.datetime(2026, 9, 1, 10, 0, 0)
 
 def _filmes(tipo):
     """As linhas de film, com os valores que cada banco guarda nas colunas dele."""
-    recursos = {'postgres': ['Trailers', 'Deleted Scenes'], 'mariadb': 'Trailers,Deleted Scenes',
-                'sqlite': 'Trailers,Deleted Scenes'}[tipo]
+    recursos = {
+        'postgres': ['Trailers', 'Deleted Scenes'],
+        'mariadb': 'Trailers,Deleted Scenes',
+        'sqlite': 'Trailers,Deleted Scenes',
+    }[tipo]
     linhas = []
     for n in range(1, 7):
-        linha = {'i': n, 't': 'FILME %d' % n, 'd': 'um filme', 'a': 2006, 'l': 1,
-                 'r': '%d.99' % (n % 5), 'c': 'PG' if n % 2 else 'G',
-                 's': recursos if n != 3 else None, 'u': QUANDO}
+        linha = {
+            'i': n,
+            't': 'FILME %d' % n,
+            'd': 'um filme',
+            'a': 2006,
+            'l': 1,
+            'r': '%d.99' % (n % 5),
+            'c': 'PG' if n % 2 else 'G',
+            's': recursos if n != 3 else None,
+            'u': QUANDO,
+        }
         if tipo == 'postgres':
             linha['p'] = datetime.timedelta(days=n)
         linhas.append(linha)
@@ -196,56 +206,106 @@ def criar(banco):
     for comando in DDL[tipo]:
         banco.executar(comando)
     ex = banco.executar
-    ex('INSERT INTO store (store_id, manager_staff_id, address_id, last_update) VALUES'
-       ' (1, 1, 1, :u), (2, 2, 2, :u)', {'u': QUANDO})
+    ex(
+        'INSERT INTO store (store_id, manager_staff_id, address_id, last_update) VALUES'
+        ' (1, 1, 1, :u), (2, 2, 2, :u)',
+        {'u': QUANDO},
+    )
     for n, loja in ((1, 1), (2, 2)):
-        ex('INSERT INTO staff (staff_id, first_name, last_name, store_id, email, username,'
-           ' picture, last_update) VALUES (:i, :f, :l, :s, :e, :n, :p, :u)',
-           {'i': n, 'f': 'Func', 'l': 'Número %d' % n, 's': loja, 'e': 'f%d@loja.com' % n,
-            'n': 'func%d' % n, 'p': b'\x89PNG\x00\x01', 'u': QUANDO})
+        ex(
+            'INSERT INTO staff (staff_id, first_name, last_name, store_id, email, username,'
+            ' picture, last_update) VALUES (:i, :f, :l, :s, :e, :n, :p, :u)',
+            {
+                'i': n,
+                'f': 'Func',
+                'l': 'Número %d' % n,
+                's': loja,
+                'e': 'f%d@loja.com' % n,
+                'n': 'func%d' % n,
+                'p': b'\x89PNG\x00\x01',
+                'u': QUANDO,
+            },
+        )
     for n in range(1, 6):
-        ex('INSERT INTO actor (actor_id, first_name, last_name, last_update) VALUES'
-           ' (:i, :f, :l, :u)', {'i': n, 'f': 'ATOR', 'l': 'NUMERO %d' % n, 'u': QUANDO})
-    ex("INSERT INTO language (language_id, name, last_update) VALUES (1, 'English', :u),"
-       " (2, 'Portugues', :u)", {'u': QUANDO})
+        ex(
+            'INSERT INTO actor (actor_id, first_name, last_name, last_update) VALUES'
+            ' (:i, :f, :l, :u)',
+            {'i': n, 'f': 'ATOR', 'l': 'NUMERO %d' % n, 'u': QUANDO},
+        )
+    ex(
+        "INSERT INTO language (language_id, name, last_update) VALUES (1, 'English', :u),"
+        " (2, 'Portugues', :u)",
+        {'u': QUANDO},
+    )
     extra = ', rental_period' if tipo == 'postgres' else ''
     valor = ', :p' if tipo == 'postgres' else ''
     for linha in _filmes(tipo):
-        ex('INSERT INTO film (film_id, title, description, release_year, language_id,'
-           ' rental_rate, rating, special_features, last_update%s) VALUES (:i, :t, :d, :a,'
-           ' :l, :r, :c, :s, :u%s)' % (extra, valor), linha)
+        ex(
+            'INSERT INTO film (film_id, title, description, release_year, language_id,'
+            ' rental_rate, rating, special_features, last_update%s) VALUES (:i, :t, :d, :a,'
+            ' :l, :r, :c, :s, :u%s)' % (extra, valor),
+            linha,
+        )
     if tipo == 'postgres':
         ex("UPDATE film SET fulltext = to_tsvector('simple', title)")
     for ator in range(1, 6):
         for filme in (1, 2):
-            ex('INSERT INTO film_actor (actor_id, film_id, last_update) VALUES (:a, :f, :u)',
-               {'a': ator, 'f': filme, 'u': QUANDO})
+            ex(
+                'INSERT INTO film_actor (actor_id, film_id, last_update) VALUES (:a, :f, :u)',
+                {'a': ator, 'f': filme, 'u': QUANDO},
+            )
     for n in range(1, 7):
-        ex('INSERT INTO film_text (film_id, title, description) VALUES (:i, :t, :d)',
-           {'i': n, 't': 'FILME %d' % n, 'd': 'um filme'})
+        ex(
+            'INSERT INTO film_text (film_id, title, description) VALUES (:i, :t, :d)',
+            {'i': n, 't': 'FILME %d' % n, 'd': 'um filme'},
+        )
     lugar = {'postgres': 'CAST(:g AS point)', 'mariadb': 'ST_GeomFromText(:g)'}.get(tipo)
     for n in (1, 2):
         if lugar:
-            ex('INSERT INTO address (address_id, address, district, phone, location,'
-               ' last_update) VALUES (:i, :a, :d, :f, %s, :u)' % lugar,
-               {'i': n, 'a': 'Rua %d' % n, 'd': 'Centro', 'f': '5511', 'u': QUANDO,
-                'g': '(1,2)' if tipo == 'postgres' else 'POINT(1 2)'})
+            ex(
+                'INSERT INTO address (address_id, address, district, phone, location,'
+                ' last_update) VALUES (:i, :a, :d, :f, %s, :u)' % lugar,
+                {
+                    'i': n,
+                    'a': 'Rua %d' % n,
+                    'd': 'Centro',
+                    'f': '5511',
+                    'u': QUANDO,
+                    'g': '(1,2)' if tipo == 'postgres' else 'POINT(1 2)',
+                },
+            )
         else:
-            ex('INSERT INTO address (address_id, address, district, phone, last_update)'
-               ' VALUES (:i, :a, :d, :f, :u)',
-               {'i': n, 'a': 'Rua %d' % n, 'd': 'Centro', 'f': '5511', 'u': QUANDO})
+            ex(
+                'INSERT INTO address (address_id, address, district, phone, last_update)'
+                ' VALUES (:i, :a, :d, :f, :u)',
+                {'i': n, 'a': 'Rua %d' % n, 'd': 'Centro', 'f': '5511', 'u': QUANDO},
+            )
     preferencias = ', preferencias' if tipo == 'postgres' else ''
-    valor_pref = ", CAST('{\"idioma\": \"pt\"}' AS jsonb)" if tipo == 'postgres' else ''
+    valor_pref = ', CAST(\'{"idioma": "pt"}\' AS jsonb)' if tipo == 'postgres' else ''
     for n in range(1, 9):
-        ex('INSERT INTO customer (customer_id, store_id, first_name, last_name, email,'
-           ' create_date, last_update%s) VALUES (:i, :s, :f, :l, :e, :c, :u%s)'
-           % (preferencias, valor_pref),
-           {'i': n, 's': LOJAS[n % 2], 'f': 'CLIENTE', 'l': 'NUMERO %d' % n,
-            'e': 'c%d@x.com' % n, 'c': datetime.date(2026, 1, n), 'u': QUANDO})
+        ex(
+            'INSERT INTO customer (customer_id, store_id, first_name, last_name, email,'
+            ' create_date, last_update%s) VALUES (:i, :s, :f, :l, :e, :c, :u%s)'
+            % (preferencias, valor_pref),
+            {
+                'i': n,
+                's': LOJAS[n % 2],
+                'f': 'CLIENTE',
+                'l': 'NUMERO %d' % n,
+                'e': 'c%d@x.com' % n,
+                'c': datetime.date(2026, 1, n),
+                'u': QUANDO,
+            },
+        )
     for n in range(1, 11):
-        ex('INSERT INTO inventory (inventory_id, film_id, store_id, last_update) VALUES'
-           ' (:i, :f, :s, :u)', {'i': n, 'f': n % 6 + 1, 's': LOJAS[n % 2], 'u': QUANDO})
+        ex(
+            'INSERT INTO inventory (inventory_id, film_id, store_id, last_update) VALUES'
+            ' (:i, :f, :s, :u)',
+            {'i': n, 'f': n % 6 + 1, 's': LOJAS[n % 2], 'u': QUANDO},
+        )
     for n in range(1, 6):
-        ex('INSERT INTO payment (payment_id, customer_id, staff_id, amount, payment_date)'
-           ' VALUES (:i, :c, :s, :a, :d)',
-           {'i': n, 'c': n, 's': 1, 'a': '%d.99' % n, 'd': QUANDO})
+        ex(
+            'INSERT INTO payment (payment_id, customer_id, staff_id, amount, payment_date)'
+            ' VALUES (:i, :c, :s, :a, :d)',
+            {'i': n, 'c': n, 's': 1, 'a': '%d.99' % n, 'd': QUANDO},
+        )
