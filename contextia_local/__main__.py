@@ -5,7 +5,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -13,8 +13,7 @@ if TYPE_CHECKING:
 
 
 def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
-    from contextia_local.configuracao import MAX_REGISTROS_LOTE
-
+    """Os argumentos do servidor; o `--help` os lista na ordem de `_GRUPOS`."""
     # O parser de toda CLI do SDK: em portugues, com --version e os codigos de saida.
     from contextia_sync.linha_de_comando import novo_parser
 
@@ -27,6 +26,16 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
             1: 'o servidor não subiu (porta ocupada?) ou caiu',
         },
     )
+    for grupo in _GRUPOS:
+        grupo(p)
+    args = p.parse_args(argv)
+    _conferir_processos(p, args)
+    _dados_e_token(p, args)
+    return args
+
+
+def _servidor(p: argparse.ArgumentParser) -> None:
+    """Onde escuta e onde guarda os dados."""
     p.add_argument('--porta', type=int, default=8765, help='porta TCP (padrão 8765)')
     p.add_argument(
         '--host',
@@ -36,6 +45,10 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         '--dados', help='pasta do banco SQLite (criada se faltar); os dados sobrevivem a reinício'
     )
+
+
+def _admin(p: argparse.ArgumentParser) -> None:
+    """De onde vem o token das rotas de admin (nunca da linha de comando)."""
     p.add_argument(
         '--admin-token-arquivo',
         metavar='ARQUIVO',
@@ -46,6 +59,12 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
     # A opcao antiga so existe para recusar com a correcao (e para que argparse
     # nao a tome por abreviacao de --admin-token-arquivo).
     p.add_argument('--admin-token', action=_RecusarTokenNaLinha, nargs='?', help=argparse.SUPPRESS)
+
+
+def _ensaio(p: argparse.ArgumentParser) -> None:
+    """O que o teste e o ensaio mudam no contrato: falhas, limites do lote, `remove`."""
+    from contextia_local.configuracao import MAX_REGISTROS_LOTE
+
     p.add_argument(
         '--falhas',
         action='store_true',
@@ -70,6 +89,10 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
         help='imita o Contextia de hoje: sem `remove` no envelope (capacidades'
         ' anuncia remove=false e o campo recebe 422)',
     )
+
+
+def _processos(p: argparse.ArgumentParser) -> None:
+    """Quantos processos servem a porta."""
     p.add_argument(
         '--processos',
         type=_positivo,
@@ -80,13 +103,30 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
         ' o resto (ler o JSON, o HTTP) corre em paralelo. Não combina com'
         ' --falhas' % PROCESSOS_PADRAO,
     )
+
+
+def _sem_servir(p: argparse.ArgumentParser) -> None:
+    """O que não é servir: imprimir o OpenAPI, e morrer com o processo que nos subiu."""
     p.add_argument(
         '--openapi',
         action='store_true',
         help='imprime o documento OpenAPI e sai (e o docs/openapi.json)',
     )
     p.add_argument('--vigiar-pai', type=int, default=None, metavar='PID', help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+
+
+_GRUPOS: tuple[Callable[[argparse.ArgumentParser], None], ...] = (
+    _servidor,
+    _admin,
+    _ensaio,
+    _processos,
+    _sem_servir,
+)
+"""Os grupos de opções, na ordem em que o `--help` os lista."""
+
+
+def _conferir_processos(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Mais de um processo: sem injeção de falhas, e só onde o distribuidor roda."""
     if args.processos > 1:
         from contextia_local.distribuidor import suportado
 
@@ -100,6 +140,10 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
         problema = suportado()
         if problema:
             p.error('--processos %d: %s' % (args.processos, problema))
+
+
+def _dados_e_token(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Servindo (não --openapi): a pasta dos dados e o token de admin, lido agora."""
     args.admin_token = None
     if not args.openapi:
         if not args.dados:
@@ -111,7 +155,6 @@ def _argumentos(argv: Sequence[str] | None) -> argparse.Namespace:
             args.admin_token = _token_de_admin(args.admin_token_arquivo)
         except ValueError as erro:
             p.error(str(erro))
-    return args
 
 
 class _RecusarTokenNaLinha(argparse.Action):

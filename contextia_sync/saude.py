@@ -33,6 +33,7 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from contextia_sync import __version__, padroes
@@ -169,6 +170,7 @@ def _inteiro_positivo(texto: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    """Os argumentos da saúde; o `--help` os lista na ordem de `_GRUPOS`."""
     p = _Parser(
         prog=PROG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -179,6 +181,13 @@ def parser() -> argparse.ArgumentParser:
         'não abre a origem, não fala com o Contextia.' % ARQUIVO_STATUS_JSON,
         epilog=REGRAS + '\n' + SAIDAS,
     )
+    for grupo in _GRUPOS:
+        grupo(p)
+    return p
+
+
+def _programa(p: argparse.ArgumentParser) -> None:
+    """A ajuda (à mão, para dizer o código 0 que o monitoramento vê) e a versão."""
     p.add_argument('-h', '--help', action='help', help='mostra esta ajuda e sai (código 0)')
     p.add_argument(
         '--version',
@@ -186,6 +195,10 @@ def parser() -> argparse.ArgumentParser:
         help='mostra a versão e sai',
         version='%s (contextia_sync %s)' % (PROG, __version__),
     )
+
+
+def _entrada(p: argparse.ArgumentParser) -> None:
+    """Que ouvinte olhar, e de quantos intervalos saem os limites automáticos."""
     p.add_argument(
         '--estado',
         metavar='DIR',
@@ -199,6 +212,10 @@ def parser() -> argparse.ArgumentParser:
         help='quantos --intervalo-dados do ouvinte fazem os limites automaticos'
         ' abaixo (padrão %d)' % padroes.SAUDE_INTERVALOS,
     )
+
+
+def _prazos_e_falhas(p: argparse.ArgumentParser) -> None:
+    """Os limites do status, dos datasets, das falhas e das ferramentas."""
     p.add_argument(
         '--max-idade',
         type=duracao,
@@ -242,6 +259,10 @@ def parser() -> argparse.ArgumentParser:
         help='uma ferramenta (varredura, carga inicial) rodando há mais que isso é'
         ' ALERTA (padrão %d s)' % padroes.SAUDE_FERRAMENTA,
     )
+
+
+def _slot(p: argparse.ArgumentParser) -> None:
+    """O WAL que o `slot_logico` segura no banco do cliente."""
     p.add_argument(
         '--wal-alerta',
         type=_inteiro_positivo,
@@ -259,13 +280,25 @@ def parser() -> argparse.ArgumentParser:
         ' cliente enche por nossa causa (padrão %d = %d MiB)'
         % (padroes.SLOT_WAL_CRITICO, padroes.SLOT_WAL_CRITICO >> 20),
     )
+
+
+def _processo(p: argparse.ArgumentParser) -> None:
+    """Conferir o pid do status, que noutro namespace de pid não é o nosso."""
     p.add_argument(
         '--sem-pid',
         action='store_true',
         help='não confere se o pid do status existe (a saúde roda noutro'
         ' namespace de pid, ex.: fora do contêiner do ouvinte)',
     )
-    return p
+
+
+_GRUPOS: tuple[Callable[[argparse.ArgumentParser], None], ...] = (
+    _programa,
+    _entrada,
+    _prazos_e_falhas,
+    _slot,
+    _processo,
+)
 
 
 # ------------------------------------------------------------------ a linha de comando

@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,12 +105,25 @@ def intervalo_progresso(padrao: float = padroes.INTERVALO_PROGRESSO) -> float:
 def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
     """Os argumentos da linha de comando (argparse sai com 2 se estão errados)."""
     p = novo_parser(PROG, DESCRICAO, saidas=SAIDAS)
+    for grupo in _GRUPOS:
+        grupo(p)
+    args = p.parse_args(argv)
+    _escopo_ou_todas(p, args)
+    return args
+
+
+def _entrada(p: argparse.ArgumentParser) -> None:
+    """O mapeamento e o adaptador da origem."""
     p.add_argument('--mapping', required=True, help='mappings/<cliente>.json')
     p.add_argument(
         '--source',
         default=padroes.SOURCE,
         help='adaptador em sources/ sem .py (padrão %s)' % padroes.SOURCE,
     )
+
+
+def _o_que_carregar(p: argparse.ArgumentParser) -> None:
+    """Uma empresa ou todas, e que datasets."""
     p.add_argument(
         '--scope',
         metavar='ESCOPO',
@@ -131,6 +145,10 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
         help='só este dataset (nome do mapeamento ou normalizado); repita para'
         ' mais de um. Padrão: todos',
     )
+
+
+def _protecoes(p: argparse.ArgumentParser) -> None:
+    """O seco, que nada envia, e o teto de remoção, que recusa o complete."""
     p.add_argument(
         '--dry-run',
         action='store_true',
@@ -151,6 +169,10 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
         ' limpo (--dataset); a carga aceita com o teto acima do padrão vira'
         ' a nova base' % (padroes.MAX_REMOCAO, padroes.JANELA_TETO_REMOCAO_DIAS),
     )
+
+
+def _envio(p: argparse.ArgumentParser) -> None:
+    """Quantos lotes esperam o Contextia enquanto os seguintes são lidos."""
     p.add_argument(
         '--lotes-em-voo',
         type=_lotes_em_voo,
@@ -160,6 +182,10 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
         ' seguintes são lidos (padrão %d; 1 = um de cada vez). Um lote que'
         ' falha continua impedindo o complete' % padroes.LOTES_EM_VOO,
     )
+
+
+def _chaves_e_historico(p: argparse.ArgumentParser) -> None:
+    """De onde vem a chave de cada empresa, e onde ficam as cargas aceitas."""
     p.add_argument(
         '--chaves',
         metavar='ARQ',
@@ -178,7 +204,23 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
         ' esvaziam aos poucos); sem histórico, vale só a fração da rodada'
         % padroes.JANELA_TETO_REMOCAO_DIAS,
     )
-    args = p.parse_args(argv)
+
+
+_GRUPOS: tuple[Callable[[argparse.ArgumentParser], None], ...] = (
+    _entrada,
+    _o_que_carregar,
+    _protecoes,
+    _envio,
+    _chaves_e_historico,
+)
+"""Os grupos de opções, na ordem em que o `--help` os lista."""
+
+
+def _escopo_ou_todas(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """
+    Exatamente um de --scope e --todas, conferido à mão: um grupo exclusivo do
+    argparse mudaria a linha de uso do `--help` e a frase da recusa.
+    """
     if args.scope is None and not args.todas:
         p.error(
             'faltam os argumentos obrigatórios: --scope (a empresa; ou --todas, com'
@@ -189,7 +231,6 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
             '--scope e --todas não andam juntos: uma empresa (--scope=ESCOPO) ou todas'
             ' as do arquivo de chaves (--todas --chaves=ARQ)'
         )
-    return args
 
 
 def chave_da_empresa(chaves: str | None, escopo: str) -> tuple[str, str]:
@@ -718,20 +759,39 @@ def _empresa_no_fim(empresa: Any, seco: bool) -> str:
 
 def main_todas(args: argparse.Namespace) -> int:
     """--todas: 0 todas carregadas, 1 alguma falhou ou ficou de fora, 2 configuração."""
-    from contextia_sync.carga import completa as carga
-    from contextia_sync.carga.todas import carregar_dataset_todas, linha_da_leitura
+    _sem_segredos_herdados()
+    preparado = _preparar_todas_ou_recusar(args)
+    if isinstance(preparado, int):
+        return preparado
+    preparo, empresas = preparado
+    historico = _anunciar_todas(args, preparo, empresas)
+    inicio = time.monotonic()
+    if not _conectar(preparo.origem):
+        return SAIDA_FALHA
+    try:
+        recusa = _ler_datasets_todas(args, preparo, empresas, historico)
+    finally:
+        _fechar(preparo.origem)
+    if recusa is not None:
+        return recusa
+    return _fim_todas(args, empresas, inicio)
+
+
+def _preparar_todas_ou_recusar(args: argparse.Namespace) -> int | tuple[Preparo, list[Any]]:
+    """`preparar_todas`, ou o código da recusa já dita (chave, destino, configuração)."""
     from contextia_sync.intake import cliente
     from contextia_sync.intake.transporte import ErroDestino
 
-    _sem_segredos_herdados()
     try:
-        preparo, empresas = preparar_todas(args)
+        return preparar_todas(args)
     except (cliente.ErroAutenticacao, ErroDestino) as erro:
         return recusar(PROG, str(erro))
     except ErroConfiguracao as erro:
         return recusar(PROG, erro)
 
-    mapa, origem = preparo.mapa, preparo.origem
+
+def _anunciar_todas(args: argparse.Namespace, preparo: Preparo, empresas: list[Any]) -> Any:
+    """O cabeçalho e as empresas de fora, antes de conectar; o histórico aberto, ou None."""
     historico = _cabecalho(
         args,
         preparo,
@@ -745,51 +805,65 @@ def main_todas(args: argparse.Namespace) -> int:
                 % (empresa.escopo, encurtar_linha(empresa.recusa or empresa.falha))
             )
     sys.stdout.flush()
+    return historico
 
-    inicio = time.monotonic()
+
+def _ler_datasets_todas(
+    args: argparse.Namespace, preparo: Preparo, empresas: list[Any], historico: Any
+) -> int | None:
+    """
+    Com a origem conectada: o cadastro conferido e cada dataset numa leitura
+    repartida entre as empresas. O código da recusa do cadastro, ou None.
+    """
+    from contextia_sync.carga import completa as carga
+    from contextia_sync.carga.todas import carregar_dataset_todas, linha_da_leitura
+
+    mapa, origem = preparo.mapa, preparo.origem
     barra = sys.stderr.isatty()
+    conferido = _conferir_cadastro_todas(args, preparo, empresas)
+    if isinstance(conferido, int):
+        return conferido
+    for numero, row in enumerate(preparo.datasets):
+        ativas = [e for e in empresas if e.ativa]
+        problemas = conferido.get(_normalizado(row))
+        if problemas:
+            # Seco: coluna que a origem nao tem, dito acima; o dataset nem e lido.
+            for empresa in ativas:
+                empresa.resultados.append(carga.resultado_sem_leitura(mapa, row, problemas))
+            continue
+        leitura = carregar_dataset_todas(
+            mapa,
+            row,
+            origem,
+            empresas,
+            seco=args.dry_run,
+            max_remocao=args.max_remocao,
+            barra=barra,
+            progresso=_progresso,
+            intervalo_progresso=preparo.intervalo,
+            historico=historico,
+            em_voo=args.lotes_em_voo,
+            execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None,
+        )
+        print(linha_da_leitura(leitura, len(ativas)), flush=True)
+        if leitura.fora is not None:
+            _nao_lidos(preparo.datasets[numero + 1 :])
+            break
+    return None
 
-    if not _conectar(origem):
-        return SAIDA_FALHA
-    try:
-        conferido = _conferir_cadastro_todas(args, preparo, empresas)
-        if isinstance(conferido, int):
-            return conferido
-        for numero, row in enumerate(preparo.datasets):
-            ativas = [e for e in empresas if e.ativa]
-            problemas = conferido.get(_normalizado(row))
-            if problemas:
-                # Seco: coluna que a origem nao tem, dito acima; o dataset nem e lido.
-                for empresa in ativas:
-                    empresa.resultados.append(carga.resultado_sem_leitura(mapa, row, problemas))
-                continue
-            leitura = carregar_dataset_todas(
-                mapa,
-                row,
-                origem,
-                empresas,
-                seco=args.dry_run,
-                max_remocao=args.max_remocao,
-                barra=barra,
-                progresso=_progresso,
-                intervalo_progresso=preparo.intervalo,
-                historico=historico,
-                em_voo=args.lotes_em_voo,
-                execucao=os.environ.get('CONTEXTIA_EXECUCAO') or None,
-            )
-            print(linha_da_leitura(leitura, len(ativas)), flush=True)
-            if leitura.fora is not None:
-                resto = [_normalizado(r) for r in preparo.datasets[numero + 1 :]]
-                if resto:
-                    print(
-                        '  %-34s não lidos: o Contextia ficou indisponível (acima)'
-                        % ', '.join(resto),
-                        flush=True,
-                    )
-                break
-    finally:
-        _fechar(origem)
 
+def _nao_lidos(resto: list[dict[str, Any]]) -> None:
+    """Os datasets que o Contextia fora deixou sem leitura (nenhum: nada dito)."""
+    nomes = [_normalizado(r) for r in resto]
+    if nomes:
+        print(
+            '  %-34s não lidos: o Contextia ficou indisponível (acima)' % ', '.join(nomes),
+            flush=True,
+        )
+
+
+def _fim_todas(args: argparse.Namespace, empresas: list[Any], inicio: float) -> int:
+    """O bloco de cada empresa e a linha de resumo; o código de saída da execução."""
     for empresa in empresas:
         print(_empresa_no_fim(empresa, args.dry_run))
     falhas = [e for e in empresas if e.codigo]

@@ -20,19 +20,28 @@ LIMITE = 80
 
 
 def grandes(pasta: str, limite: int = LIMITE) -> Iterator[tuple[str, int, str, int]]:
-    """(arquivo, linha, nome, linhas) de cada função de `pasta` com mais de `limite` linhas."""
-    for raiz, _, arquivos in os.walk(pasta):
-        for nome in sorted(arquivos):
-            if not nome.endswith('.py'):
-                continue
-            caminho = os.path.join(raiz, nome)
-            with open(caminho, encoding='utf-8') as arquivo:
-                arvore = ast.parse(arquivo.read(), caminho)
-            for no in ast.walk(arvore):
-                if isinstance(no, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    linhas = (no.end_lineno or no.lineno) - no.lineno + 1
-                    if linhas > limite:
-                        yield caminho, no.lineno, no.name, linhas
+    """(arquivo, linha, nome, linhas) de cada função de `pasta` (ou do arquivo) com mais de
+    `limite` linhas."""
+    caminhos = (
+        [pasta]
+        if os.path.isfile(pasta)
+        else sorted(
+            os.path.join(raiz, nome) for raiz, _, arquivos in os.walk(pasta) for nome in arquivos
+        )
+    )
+    for caminho in caminhos:
+        if caminho.endswith('.py'):
+            yield from _grandes_do_arquivo(caminho, limite)
+
+
+def _grandes_do_arquivo(caminho: str, limite: int) -> Iterator[tuple[str, int, str, int]]:
+    with open(caminho, encoding='utf-8') as arquivo:
+        arvore = ast.parse(arquivo.read(), caminho)
+    for no in ast.walk(arvore):
+        if isinstance(no, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            linhas = (no.end_lineno or no.lineno) - no.lineno + 1
+            if linhas > limite:
+                yield caminho, no.lineno, no.name, linhas
 
 
 def main(argv: list[str]) -> int:
