@@ -144,6 +144,30 @@ class Lote:
     corpos: list[bytearray]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Cabecalho:
+    """O envelope de um lote sem os registros: onde e com que key ele é gravado."""
+
+    dataset: str
+    chave: str | None
+    sync: dict[str, Any] | None
+    sync_id: str | None
+    recebidos: int
+    remover: list[Any] | None
+
+    @classmethod
+    def do_envelope(cls, envelope: dict[str, Any]) -> '_Cabecalho':
+        sync = envelope.get('sync')
+        return cls(
+            dataset=envelope['dataset'],
+            chave=envelope.get('key'),
+            sync=sync,
+            sync_id=sync['id'] if sync else None,
+            recebidos=len(envelope.get('records') or []),
+            remover=envelope.get('remove'),
+        )
+
+
 class ErroRegra(Exception):
     """O pedido e bem formado mas fere uma regra do intake (vira 409/422 na API)."""
 
@@ -510,17 +534,9 @@ class Banco:
         Grava um lote preparado, numa transação, e devolve as contagens.
         `esperar=False`: BancoOcupado (nada gravado) se a trava não está livre.
         """
-        envelope = lote.envelope
-        dataset = envelope['dataset']
-        chave = envelope.get('key')
-        sync = envelope.get('sync')
-        sync_id = sync['id'] if sync else None
-        registros = envelope.get('records') or []
-        remover = envelope.get('remove')
-        idents = lote.idents
-
+        cabecalho = _Cabecalho.do_envelope(lote.envelope)
         contagens = {
-            'received': len(registros),
+            'received': cabecalho.recebidos,
             'inserted': 0,
             'updated': 0,
             'duplicates': 0,
@@ -529,75 +545,116 @@ class Banco:
         with self.transacao(esperar) as con:
             # Depois da trava (que pode esperar): a hora cresce com o número do lote.
             recebido_em = agora()
-            # A key guardada e se o dataset tem registros, numa consulta só.
-            chave_guardada, tem_registros = con.execute(
-                'SELECT (SELECT chave FROM datasets WHERE projeto_id = ?1 AND nome = ?2),'
-                ' EXISTS (SELECT 1 FROM registros WHERE projeto_id = ?1 AND dataset = ?2)',
-                (projeto_id, dataset),
-            ).fetchone()
-            vazio = not tem_registros
-            # Trocar a key so numa carga completa (com sync): o `complete` dela
-            # remove os registros guardados pela key antiga. Fora disso, misturar
-            # as duas duplicaria cada registro.
-            if registros and chave != chave_guardada and sync_id is None and not vazio:
-                raise ErroRegra(
-                    409,
-                    'key_diferente',
-                    'o dataset %r guarda registros por key=%r e este lote veio com key=%r.'
-                    ' Misturar as duas duplicaria registros. Se a key mudou de verdade,'
-                    ' rode uma carga completa (sync + complete) com a nova: ela substitui'
-                    ' os registros antigos. Senão, corrija a `key` no mapeamento.'
-                    % (dataset, chave_guardada, chave),
-                )
-            # Lote so com `remove` (sem registros) usa a key que o dataset ja tem.
-            chave_do_dataset = chave if registros else (chave or chave_guardada)
-            if remover and chave_do_dataset is None:
-                raise ErroRegra(
-                    422,
-                    'remove_sem_key',
-                    'remove: só existe para dataset com `key` (o servidor remove'
-                    ' pela chave). Envie o envelope com key.',
-                )
-            versao = con.execute(
-                'INSERT INTO lotes (projeto_id, dataset, sync_id, parte, recebido_em)'
-                ' VALUES (?, ?, ?, ?, ?)',
-                (projeto_id, dataset, sync_id, sync['part'] if sync else None, recebido_em),
-            ).lastrowid
-            assert versao is not None  # INSERT numa tabela com rowid
-            if sync_id is not None:
-                con.execute(
-                    'INSERT OR IGNORE INTO syncs (projeto_id, dataset, sync_id,'
-                    ' primeiro_lote) VALUES (?, ?, ?, ?)',
-                    (projeto_id, dataset, sync_id, versao),
-                )
-            self._gravar_dataset(con, projeto_id, envelope, chave_do_dataset, recebido_em)
-
-            distintos = set(idents)
-            if len(distintos) == len(idents):
-                contagens.update(
-                    self._gravar_em_bloco(con, projeto_id, dataset, versao, sync_id, lote, vazio)
-                )
-            else:
-                contagens.update(
-                    self._gravar_com_repetidos(
-                        con,
-                        projeto_id,
-                        dataset,
-                        versao,
-                        sync_id,
-                        lote,
-                        {} if vazio else _existentes(con, projeto_id, dataset, distintos),
-                    )
-                )
-            if remover:
-                removidos = 0
-                for valor in remover:
-                    removidos += con.execute(
-                        'DELETE FROM registros WHERE projeto_id = ? AND dataset = ? AND ident = ?',
-                        (projeto_id, dataset, *_idents_da_key([valor])),
-                    ).rowcount
-                contagens['removed'] = removidos
+            chave_do_dataset, vazio = self._key_do_lote(con, projeto_id, cabecalho)
+            versao = self._abrir_versao(con, projeto_id, cabecalho, recebido_em)
+            self._gravar_dataset(con, projeto_id, lote.envelope, chave_do_dataset, recebido_em)
+            contagens.update(
+                self._gravar_registros(con, projeto_id, cabecalho, versao, lote, vazio)
+            )
+            if cabecalho.remover:
+                contagens['removed'] = self._remover(con, projeto_id, cabecalho)
         return contagens
+
+    @staticmethod
+    def _key_do_lote(
+        con: sqlite3.Connection, projeto_id: int, cabecalho: _Cabecalho
+    ) -> tuple[str | None, bool]:
+        """
+        (a key com que o dataset fica, se ele está vazio); ErroRegra se a key do
+        lote não pode entrar: outra que a guardada fora de uma carga completa, ou
+        um `remove` num dataset sem key.
+        """
+        dataset, chave = cabecalho.dataset, cabecalho.chave
+        # A key guardada e se o dataset tem registros, numa consulta só.
+        chave_guardada, tem_registros = con.execute(
+            'SELECT (SELECT chave FROM datasets WHERE projeto_id = ?1 AND nome = ?2),'
+            ' EXISTS (SELECT 1 FROM registros WHERE projeto_id = ?1 AND dataset = ?2)',
+            (projeto_id, dataset),
+        ).fetchone()
+        vazio = not tem_registros
+        # Trocar a key so numa carga completa (com sync): o `complete` dela
+        # remove os registros guardados pela key antiga. Fora disso, misturar
+        # as duas duplicaria cada registro.
+        if (
+            cabecalho.recebidos
+            and chave != chave_guardada
+            and cabecalho.sync_id is None
+            and not vazio
+        ):
+            raise ErroRegra(
+                409,
+                'key_diferente',
+                'o dataset %r guarda registros por key=%r e este lote veio com key=%r.'
+                ' Misturar as duas duplicaria registros. Se a key mudou de verdade,'
+                ' rode uma carga completa (sync + complete) com a nova: ela substitui'
+                ' os registros antigos. Senão, corrija a `key` no mapeamento.'
+                % (dataset, chave_guardada, chave),
+            )
+        # Lote so com `remove` (sem registros) usa a key que o dataset ja tem.
+        chave_do_dataset = chave if cabecalho.recebidos else (chave or chave_guardada)
+        if cabecalho.remover and chave_do_dataset is None:
+            raise ErroRegra(
+                422,
+                'remove_sem_key',
+                'remove: só existe para dataset com `key` (o servidor remove'
+                ' pela chave). Envie o envelope com key.',
+            )
+        return chave_do_dataset, vazio
+
+    @staticmethod
+    def _abrir_versao(
+        con: sqlite3.Connection, projeto_id: int, cabecalho: _Cabecalho, recebido_em: str
+    ) -> int:
+        """O número do lote, a versão de tudo que ele grava; o primeiro de um sync o registra."""
+        sync, sync_id = cabecalho.sync, cabecalho.sync_id
+        versao = con.execute(
+            'INSERT INTO lotes (projeto_id, dataset, sync_id, parte, recebido_em)'
+            ' VALUES (?, ?, ?, ?, ?)',
+            (projeto_id, cabecalho.dataset, sync_id, sync['part'] if sync else None, recebido_em),
+        ).lastrowid
+        assert versao is not None  # INSERT numa tabela com rowid
+        if sync_id is not None:
+            con.execute(
+                'INSERT OR IGNORE INTO syncs (projeto_id, dataset, sync_id,'
+                ' primeiro_lote) VALUES (?, ?, ?, ?)',
+                (projeto_id, cabecalho.dataset, sync_id, versao),
+            )
+        return versao
+
+    @staticmethod
+    def _gravar_registros(
+        con: sqlite3.Connection,
+        projeto_id: int,
+        cabecalho: _Cabecalho,
+        versao: int,
+        lote: Lote,
+        vazio: bool,
+    ) -> dict[str, int]:
+        """Os registros do lote: em bloco se nenhuma key se repete, senão um a um."""
+        dataset, sync_id, idents = cabecalho.dataset, cabecalho.sync_id, lote.idents
+        distintos = set(idents)
+        if len(distintos) == len(idents):
+            return Banco._gravar_em_bloco(con, projeto_id, dataset, versao, sync_id, lote, vazio)
+        return Banco._gravar_com_repetidos(
+            con,
+            projeto_id,
+            dataset,
+            versao,
+            sync_id,
+            lote,
+            {} if vazio else _existentes(con, projeto_id, dataset, distintos),
+        )
+
+    @staticmethod
+    def _remover(con: sqlite3.Connection, projeto_id: int, cabecalho: _Cabecalho) -> int:
+        """O `remove` do lote, depois dos registros: quantos dos pedidos existiam."""
+        removidos = 0
+        for valor in cabecalho.remover or ():
+            removidos += con.execute(
+                'DELETE FROM registros WHERE projeto_id = ? AND dataset = ? AND ident = ?',
+                (projeto_id, cabecalho.dataset, *_idents_da_key([valor])),
+            ).rowcount
+        return removidos
 
     # Sem sync, o registro guarda o sync em que foi visto por ultimo (COALESCE):
     # um envio incremental no meio de uma carga nao pode desmarcar o que a carga

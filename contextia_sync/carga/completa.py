@@ -50,7 +50,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import mapeamento, padroes
@@ -417,6 +417,93 @@ def _papeis_do_cadastro(mapa: Mapping[str, Any]) -> tuple[str, dict[str, list[st
     return regra.source_object, papeis
 
 
+class _AlvoDoCatalogo(NamedTuple):
+    """Um objeto da origem a conferir: de que dataset, onde no mapeamento, que colunas."""
+
+    dataset: str | None
+    """O dataset normalizado; None para o cadastro de empresas (`projects`)."""
+    onde: str
+    source_object: str
+    papeis: dict[str, list[str]]
+    """Cada coluna que o mapeamento cita -> os campos que a citam."""
+
+    def problemas(self, existentes: list[str] | str) -> list[ProblemaCatalogo]:
+        """As colunas dos `papeis` que não estão em `existentes` (o texto: o objeto não se lê)."""
+        if isinstance(existentes, str):
+            return [ProblemaCatalogo(self.dataset, None, '%s: %s' % (self.onde, existentes))]
+        exatas = set(existentes)
+        minusculas = {c.lower() for c in existentes}
+        return [
+            ProblemaCatalogo(self.dataset, coluna, self._ausente(coluna, campos, existentes))
+            for coluna, campos in self.papeis.items()
+            if coluna not in exatas and coluna.lower() not in minusculas
+        ]
+
+    def _ausente(self, coluna: str, campos: list[str], existentes: list[str]) -> str:
+        parecida = _parecida(coluna, existentes)
+        dica = (
+            'a mais parecida e %r' % parecida
+            if parecida
+            else 'as que existem: %s' % ', '.join(sorted(existentes)[:20])
+        )
+        return (
+            '%s: a coluna %r (%s) não existe em %s -- %s; corrija o nome no mapeamento'
+            ' (ou acrescente a coluna na view)'
+            % (
+                self.onde,
+                coluna,
+                ', '.join(campos),
+                'no cadastro ' + self.source_object if self.dataset is None else self.source_object,
+                dica,
+            )
+        )
+
+
+class _Catalogos:
+    """
+    As colunas de cada source_object, pedidas ao adaptador uma vez só (vários
+    datasets leem o mesmo objeto); a falha ao listar vira o texto do problema,
+    não traceback.
+    """
+
+    def __init__(self, listar: Callable[[str], Iterable[str]]) -> None:
+        self._listar = listar
+        self._lidos: dict[str, list[str] | str] = {}
+
+    def de(self, source_object: str) -> list[str] | str:
+        if source_object not in self._lidos:
+            try:
+                nomes = list(self._listar(source_object))
+            except Exception as erro:  # noqa: BLE001 - vira problema, nao traceback
+                self._lidos[source_object] = '%s: %s' % (type(erro).__name__, erro)
+            else:
+                self._lidos[source_object] = nomes or (
+                    'o catálogo da origem não mostrou coluna nenhuma de %s' % source_object
+                )
+        return self._lidos[source_object]
+
+
+def _alvos_do_catalogo(
+    mapa: Mapping[str, Any], datasets: Sequence[Mapping[str, Any]] | None, projetos: bool
+) -> list[_AlvoDoCatalogo]:
+    """O cadastro (se `projetos`) e cada dataset pedido, na ordem do relatório."""
+    from contextia_sync.intake.cliente import normalizar_dataset
+
+    alvos: list[_AlvoDoCatalogo] = []
+    if projetos:
+        cadastro, papeis = _papeis_do_cadastro(mapa)
+        alvos.append(_AlvoDoCatalogo(None, 'projects', cadastro, papeis))
+    todos = list(mapa.get('datasets') or ())
+    for row in todos if datasets is None else datasets:
+        indice = next((i for i, r in enumerate(todos) if r is row), None)
+        normalizado = normalizar_dataset(row['dataset'])
+        onde = ('datasets[%d] %s' % (indice, normalizado)) if indice is not None else normalizado
+        alvos.append(
+            _AlvoDoCatalogo(normalizado, onde, row['source_object'], _papeis_do_dataset(mapa, row))
+        )
+    return alvos
+
+
 def conferir_catalogo(
     mapa: Mapping[str, Any],
     origem: AdaptadorDeOrigem,
@@ -433,8 +520,6 @@ def conferir_catalogo(
     cadastro de empresas. Adaptador sem `colunas()` não tem catálogo para
     mostrar: um aviso no log e lista vazia (a leitura ainda acusa o que faltar).
     """
-    from contextia_sync.intake.cliente import normalizar_dataset
-
     listar = getattr(origem, 'colunas', None)
     if not callable(listar):
         logger.warning(
@@ -443,65 +528,10 @@ def conferir_catalogo(
             getattr(origem, '__name__', type(origem).__name__),
         )
         return []
-    catalogos: dict[str, list[str] | str] = {}
-
-    def catalogo(source_object: str) -> list[str] | str:
-        if source_object not in catalogos:
-            try:
-                nomes = list(listar(source_object))
-            except Exception as erro:  # noqa: BLE001 - vira problema, nao traceback
-                catalogos[source_object] = '%s: %s' % (type(erro).__name__, erro)
-            else:
-                catalogos[source_object] = nomes or (
-                    'o catálogo da origem não mostrou coluna nenhuma de %s' % source_object
-                )
-        return catalogos[source_object]
-
-    alvos: list[tuple[str | None, str, str, dict[str, list[str]]]] = []
-    if projetos:
-        cadastro, papeis = _papeis_do_cadastro(mapa)
-        alvos.append((None, 'projects', cadastro, papeis))
-    todos = list(mapa.get('datasets') or ())
-    for row in todos if datasets is None else datasets:
-        indice = next((i for i, r in enumerate(todos) if r is row), None)
-        normalizado = normalizar_dataset(row['dataset'])
-        onde = ('datasets[%d] %s' % (indice, normalizado)) if indice is not None else normalizado
-        alvos.append((normalizado, onde, row['source_object'], _papeis_do_dataset(mapa, row)))
-
+    catalogos = _Catalogos(listar)
     problemas: list[ProblemaCatalogo] = []
-    for nome, onde, source_object, papeis in alvos:
-        existentes = catalogo(source_object)
-        if isinstance(existentes, str):
-            problemas.append(ProblemaCatalogo(nome, None, '%s: %s' % (onde, existentes)))
-            continue
-        exatas = set(existentes)
-        minusculas = {c.lower() for c in existentes}
-        for coluna, campos in papeis.items():
-            if coluna in exatas or coluna.lower() in minusculas:
-                continue
-            parecida = _parecida(coluna, existentes)
-            dica = (
-                'a mais parecida e %r' % parecida
-                if parecida
-                else 'as que existem: %s' % ', '.join(sorted(existentes)[:20])
-            )
-            problemas.append(
-                ProblemaCatalogo(
-                    nome,
-                    coluna,
-                    (
-                        '%s: a coluna %r (%s) não existe em %s -- %s; corrija o nome no mapeamento'
-                        ' (ou acrescente a coluna na view)'
-                        % (
-                            onde,
-                            coluna,
-                            ', '.join(campos),
-                            'no cadastro ' + source_object if nome is None else source_object,
-                            dica,
-                        )
-                    ),
-                )
-            )
+    for alvo in _alvos_do_catalogo(mapa, datasets, projetos):
+        problemas.extend(alvo.problemas(catalogos.de(alvo.source_object)))
     return problemas
 
 
@@ -775,41 +805,19 @@ def carregar_dataset(
     """
     from contextia_sync.intake import cliente
 
-    nome = cliente.normalizar_dataset(row['dataset'])
-    coluna = mapeamento.coluna_de_recorte(mapa, row)
-    descricao, campos = mapeamento.semantica(mapa, row)
-    resultado = ResultadoCarga(
-        dataset=nome,
-        campos=len(campos or ()),
-        dominio=coluna is None,
-        sem_key=mapeamento.chave_de(mapa, row) is None,
-    )
+    resultado = _resultado_do_dataset(mapa, row)
     inicio = time.monotonic()
+    coluna = mapeamento.coluna_de_recorte(mapa, row)
     # Com coluna de recorte, so as linhas desta empresa; sem ela (dominio), todas.
     recorte = (coluna, escopo) if coluna else None
-    contador = [0]
-    total: int | None = None
-    avisar: Callable[[int, float], None] | None = None
-    if progresso is not None:
-
-        def avisar(lidos: int, segundos: float) -> None:
-            progresso(linha_de_progresso(nome, escopo, lidos, total, segundos))
-
+    leitura = _LeituraContada(
+        origem, row, recorte, escopo, resultado.dataset, barra, progresso, intervalo_progresso
+    )
     try:
-        if barra or progresso is not None:
-            total = contar_para_o_progresso(origem, row['source_object'], recorte)
-        linhas = origem.fetch(row['source_object'], row['columns'], scope=recorte)
-        # Os tipos do resultado (so o adaptador generico os da): um conversor por coluna.
-        familias = getattr(origem, 'familias', lambda _linhas: None)(linhas)
-        linhas = _contando(linhas, contador, barra, nome, avisar, intervalo_progresso, total)
+        linhas, familias = leitura.abrir()
         if seco:
-            _conferir_linhas(
-                resultado, linhas, escopo, row['source_object'], mapeamento.chave_de(mapa, row)
-            )
-            resultado.registros = contador[0]
-            resultado.ok = not resultado.recusadas
+            _carga_seca(resultado, mapa, row, linhas, escopo, leitura)
             return resultado
-
         sync = enviar_sob_sync(
             resultado,
             mapa,
@@ -837,11 +845,90 @@ def carregar_dataset(
         # Origem que cai no meio, view que nao existe, Contextia fora: o dataset
         # falha sem complete e os seguintes ainda tentam.
         if not resultado.registros:
-            resultado.registros = contador[0]
+            resultado.registros = leitura.lidas
         resultado.erro = '%s: %s' % (type(erro).__name__, erro)
         return resultado
     finally:
         resultado.segundos = time.monotonic() - inicio
+
+
+def _resultado_do_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> ResultadoCarga:
+    """O ResultadoCarga ainda sem leitura: o que o mapeamento diz do dataset."""
+    from contextia_sync.intake import cliente
+
+    nome = cliente.normalizar_dataset(row['dataset'])
+    coluna = mapeamento.coluna_de_recorte(mapa, row)
+    _descricao, campos = mapeamento.semantica(mapa, row)
+    return ResultadoCarga(
+        dataset=nome,
+        campos=len(campos or ()),
+        dominio=coluna is None,
+        sem_key=mapeamento.chave_de(mapa, row) is None,
+    )
+
+
+@dataclass
+class _LeituraContada:
+    """
+    A leitura de um dataset de uma empresa, contada ao passar (`_contando`): o
+    seco conta, a barra e as linhas de `progresso` mostram. Com `barra` ou
+    `progresso`, as linhas são contadas na origem antes, para o total e o
+    tempo que falta.
+    """
+
+    origem: AdaptadorDeOrigem
+    row: Mapping[str, Any]
+    recorte: tuple[str, str] | None
+    escopo: str
+    rotulo: str
+    barra: bool
+    progresso: Callable[[str], None] | None
+    intervalo: float
+    total: int | None = None
+    contador: list[int] = field(default_factory=lambda: [0])
+
+    @property
+    def lidas(self) -> int:
+        return self.contador[0]
+
+    def abrir(self) -> tuple[Iterator[Mapping[str, Any]], Any]:
+        """(as linhas contadas, as famílias de tipo do resultado, se o adaptador as dá)."""
+        if self.barra or self.progresso is not None:
+            self.total = contar_para_o_progresso(
+                self.origem, self.row['source_object'], self.recorte
+            )
+        linhas = self.origem.fetch(
+            self.row['source_object'], self.row['columns'], scope=self.recorte
+        )
+        # Os tipos do resultado (so o adaptador generico os da): um conversor por coluna.
+        familias = getattr(self.origem, 'familias', lambda _linhas: None)(linhas)
+        avisar = self._avisar if self.progresso is not None else None
+        contadas = _contando(
+            linhas, self.contador, self.barra, self.rotulo, avisar, self.intervalo, self.total
+        )
+        return contadas, familias
+
+    def _avisar(self, lidos: int, segundos: float) -> None:
+        if self.progresso is not None:
+            self.progresso(
+                linha_de_progresso(self.rotulo, self.escopo, lidos, self.total, segundos)
+            )
+
+
+def _carga_seca(
+    resultado: ResultadoCarga,
+    mapa: Mapping[str, Any],
+    row: Mapping[str, Any],
+    linhas: Iterable[Mapping[str, Any]],
+    escopo: str,
+    leitura: _LeituraContada,
+) -> None:
+    """O seco de um dataset: cada linha conferida, nada enviado; ok se nenhuma é recusada."""
+    _conferir_linhas(
+        resultado, linhas, escopo, row['source_object'], mapeamento.chave_de(mapa, row)
+    )
+    resultado.registros = leitura.lidas
+    resultado.ok = not resultado.recusadas
 
 
 def argumentos_do_envio(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:

@@ -225,28 +225,14 @@ def enviar_dataset(
     recusado (422, 409, 500...) conta em `lotes_erro` e o envio segue;
     servidor que não responde, segue sobrecarregado depois das retentativas,
     ou responde 2xx que não é do intake conta o lote em `lotes_erro` e
-    INTERROMPE o envio (sem ler o resto da origem) -- ver remessa.py. `sync`
-    marca os lotes como parte de um ciclo de carga (parte 1, 2, ...); quem
-    chama decide se completa. Com `sync` e nenhum registro, um lote vazio e
-    enviado para o servidor conhecer o sync. `remove` (valores de key) vai no
-    primeiro lote; o servidor precisa anunciar `remove` em capacidades().
-    `escopo` aparece nas mensagens e identifica a empresa na quarentena.
-    `deve_parar()`, se dado, e olhado nas esperas entre retentativas.
+    INTERROMPE o envio (sem ler o resto da origem) -- ver remessa.py.
 
-    `quarentena` (ex.: fila.quarentena.Quarentena): o registro recusado de vez
-    é isolado e guardado lá -- ver envio.py. `familias` (o plano por coluna de
-    um fetch) e `prontos` (os registros de `preparador_de_prontos`): ver lotes.py.
-
-    `em_voo` (a carga completa passa padroes.LOTES_EM_VOO): até tantos lotes
-    esperando resposta enquanto os seguintes são lidos e montados. Só vale com
-    `sync` e sem `remove` nem quarentena; fora disso os lotes vão um de cada vez:
-    no ao vivo duas versões da mesma key podem estar em lotes seguidos, e com
-    lotes em voo a mais nova poderia chegar antes e ser sobrescrita pela velha.
-
-    `parte`: o número (`sync.part`) do primeiro lote. A carga de todas as
-    empresas (carga/todas.py) manda cada lote de uma empresa numa chamada, com
-    o mesmo `sync`: a numeração continua. O corpo vai em gzip só a quem anuncia
-    (`_Compressao`).
+    Cada opção é dita na etapa que a usa: `sync`, `parte` e `remove` em
+    `_envelope`; `em_voo` em `_lotes_em_voo`; `quarentena` (o registro recusado
+    de vez isolado e guardado lá) em envio.py; `familias` e `prontos` em
+    lotes.py; o gzip, só a quem anuncia, em `_Compressao`. `escopo` aparece nas
+    mensagens e identifica a empresa na quarentena; `deve_parar()`, se dado, e
+    olhado nas esperas entre retentativas.
     """
     log = preparar_logger(logger)
     chave = _chave(api_key)
@@ -256,8 +242,6 @@ def enviar_dataset(
     resultado = ResultadoEnvio(alvo.dataset)
     primeira = max(1, int(parte))
     remover = _a_remover(remove, alvo, chave, resultado, log)
-    if sync is None or remover or quarentena is not None:
-        em_voo = 1
     recusas = RecusasDoEnvio(quarentena, alvo, chave, resultado) if quarentena is not None else None
     fonte = FonteDeLotes(
         registros,
@@ -266,14 +250,11 @@ def enviar_dataset(
         recusas=recusas,
         familias=familias,
         prontos=prontos,
+        # Com `sync` (ou `remove`) e nenhum registro, um lote vazio: o servidor conhece o sync.
         anunciar_vazio=sync is not None or bool(remover),
     )
-    envelope = Envelope(
-        _base(alvo.dataset, key, description, fields, group),
-        sync=sync,
-        parte=primeira,
-        remover=remover,
-        registros_json=fonte.registros_json,
+    envelope = _envelope(
+        alvo, description, fields, group, fonte, sync=sync, parte=primeira, remover=remover
     )
     aceite = Aceite(alvo, chave, resultado, envelope, recusas)
     resultado.interrompido = enviar_em_lotes(
@@ -287,34 +268,63 @@ def enviar_dataset(
         logger=log,
         deve_parar=deve_parar,
         isolar=recusas.isolar if recusas is not None else None,
-        em_voo=max(1, int(em_voo)),
+        em_voo=_lotes_em_voo(em_voo, sync, remover, quarentena),
         comprimir=_Compressao(chave, url, aceite, parte > 1).decidir,
         primeiro=primeira,
     )
-    _concluir(
-        resultado, fonte.recusado, recusas.novos if recusas is not None else 0, alvo, sync, log
-    )
+    _concluir(resultado, fonte.recusado, recusas, alvo, sync, log)
     return resultado
 
 
-def _base(
-    dataset: str,
-    key: str | None,
+def _envelope(
+    alvo: Alvo,
     description: str | None,
     fields: Mapping[str, str] | None,
     group: str | None,
-) -> dict[str, Any]:
-    """O envelope comum a todo lote: o dataset e o que foi dado dele."""
-    base: dict[str, Any] = {'dataset': dataset}
+    fonte: FonteDeLotes,
+    *,
+    sync: str | None,
+    parte: int,
+    remover: list[Any] | None,
+) -> Envelope:
+    """
+    O corpo de cada lote: o dataset e o que foi dado dele, comum a todo lote.
+
+    `sync` marca os lotes como parte de um ciclo de carga (parte 1, 2, ...);
+    quem chama `enviar_dataset` decide se completa. `parte`: o número
+    (`sync.part`) do primeiro lote. A carga de todas as empresas
+    (carga/todas.py) manda cada lote de uma empresa numa chamada, com o mesmo
+    `sync`: a numeração continua. `remover` (valores de key, de `remove`; o
+    servidor precisa anunciar `remove` em capacidades(), ver `_a_remover`) vai
+    no primeiro lote.
+    """
+    base: dict[str, Any] = {'dataset': alvo.dataset}
     for campo, valor in (
-        ('key', key),
+        ('key', alvo.key),
         ('description', description),
         ('fields', fields),
         ('group', group),
     ):
         if valor is not None:
             base[campo] = valor
-    return base
+    return Envelope(
+        base, sync=sync, parte=parte, remover=remover, registros_json=fonte.registros_json
+    )
+
+
+def _lotes_em_voo(
+    em_voo: int, sync: str | None, remover: list[Any] | None, quarentena: DestinoDeRecusas | None
+) -> int:
+    """
+    Até quantos lotes esperam resposta enquanto os seguintes são lidos e
+    montados (a carga completa passa padroes.LOTES_EM_VOO). Só vale com `sync`
+    e sem `remove` nem quarentena; fora disso os lotes vão um de cada vez: no
+    ao vivo duas versões da mesma key podem estar em lotes seguidos, e com
+    lotes em voo a mais nova poderia chegar antes e ser sobrescrita pela velha.
+    """
+    if sync is None or remover or quarentena is not None:
+        return 1
+    return max(1, int(em_voo))
 
 
 def _a_remover(
@@ -345,12 +355,13 @@ def _a_remover(
 def _concluir(
     resultado: ResultadoEnvio,
     recusado: str | None,
-    novos: int,
+    recusas: RecusasDoEnvio | None,
     alvo: Alvo,
     sync: str | None,
     log: logging.Logger,
 ) -> None:
     """O que fica depois dos lotes: a leitura que parou, a quarentena, a carga incompleta."""
+    novos = recusas.novos if recusas is not None else 0
     if recusado is not None:
         _falha(resultado, 'dataset %s, %s' % (alvo.dataset, recusado), log)
     if resultado.quarentenados:
