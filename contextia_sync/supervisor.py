@@ -581,20 +581,12 @@ def rodar(
     log = log or logger
     inicio = time.monotonic()
     log.info('$ %s', ' '.join(argv))
-    ambiente = dict(env if env is not None else os.environ)
-    # Sem isto o Python do filho acumula a saida num buffer de 8 KB quando ela
-    # vai para um pipe: o log so veria as linhas no fim, e o vigia de
-    # inatividade mataria uma carga saudavel que so estava "calada".
-    ambiente['PYTHONUNBUFFERED'] = '1'
     marca = uuid.uuid4().hex
-    if arquivo_grupo:
-        # Herdada por todo neto: e o que prova, depois, que o grupo e nosso.
-        ambiente[VARIAVEL_MARCA] = marca
     try:
         processo = subprocess.Popen(
             list(argv),
             cwd=cwd,
-            env=ambiente,
+            env=_ambiente_do_filho(env, marca if arquivo_grupo else None),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -628,6 +620,29 @@ def rodar(
     codigo = processo.wait()
     if arquivo_grupo:
         _soltar_grupo(arquivo_grupo, processo.pid, rotulo, log)
+    resultado = _resultado(codigo, motivo, time.monotonic() - inicio)
+    if resultado.ok:
+        log.info('%s: terminou bem em %.1fs', rotulo, resultado.duracao)
+    else:
+        log.error('%s: %s', rotulo, resultado.descrever())
+    return resultado
+
+
+def _ambiente_do_filho(env: dict[str, str] | None, marca: str | None) -> dict[str, str]:
+    """O ambiente do filho: `env` (ou o nosso), sem buffer na saída, e a marca do grupo."""
+    ambiente = dict(env if env is not None else os.environ)
+    # Sem isto o Python do filho acumula a saida num buffer de 8 KB quando ela
+    # vai para um pipe: o log so veria as linhas no fim, e o vigia de
+    # inatividade mataria uma carga saudavel que so estava "calada".
+    ambiente['PYTHONUNBUFFERED'] = '1'
+    if marca is not None:
+        # Herdada por todo neto: e o que prova, depois, que o grupo e nosso.
+        ambiente[VARIAVEL_MARCA] = marca
+    return ambiente
+
+
+def _resultado(codigo: int, motivo: Motivo | None, duracao: float) -> Resultado:
+    """O código de saída do filho como o supervisor o diz: sinal em 128+n, tempo esgotado."""
     sinal = None
     if codigo < 0:
         sinal = _nome_sinal(-codigo)
@@ -636,12 +651,7 @@ def rodar(
         codigo = CODIGO_TEMPO
     elif motivo is None:
         motivo = Motivo.OK if codigo == 0 else Motivo.FALHOU
-    resultado = Resultado(codigo, motivo, sinal, time.monotonic() - inicio)
-    if resultado.ok:
-        log.info('%s: terminou bem em %.1fs', rotulo, resultado.duracao)
-    else:
-        log.error('%s: %s', rotulo, resultado.descrever())
-    return resultado
+    return Resultado(codigo, motivo, sinal, duracao)
 
 
 def _motivo_para_encerrar(

@@ -128,6 +128,29 @@ class _Consumo:
     especie: str = ''  # a do último evento ('' se o leitor acabou)
 
 
+class _NoServidor(NamedTuple):
+    """O que a subida confere: o que a origem diz (como o driver o dá) e quem a lê."""
+
+    versao: Any
+    log_bin: Any
+    formato: Any
+    imagem: Any
+    metadados: Any
+    server_id: Any
+    concessoes: str  # o SHOW GRANTS numa linha só
+    # e quem lê: o login e o banco de CONTEXTIA_ORIGEM, o server id do ouvinte
+    usuario: str
+    banco: str
+    server_id_do_ouvinte: int
+
+
+def _sem_chave(alvo: DatasetVivo) -> str:
+    return (
+        'dataset %s sem `key`: o binlog diz QUAL linha mudou pela chave; sem'
+        ' ela não há como reler nem remover. Declare `key` no dataset.' % alvo.nome
+    )
+
+
 class CapturaBinlog(CapturaPeloSpool):
     """`binlog`: a posição é um GTID (um por domínio), o que mudou passa pelo spool."""
 
@@ -227,92 +250,49 @@ class CapturaBinlog(CapturaPeloSpool):
         """O que o DBA precisa mudar para o binlog servir; [] se serve."""
         import pymysql
 
-        problemas: list[str] = []
         self._mapear(alvos)
-        for alvo in alvos:
-            if not alvo.chave:
-                problemas.append(
-                    'dataset %s sem `key`: o binlog diz QUAL linha mudou pela chave; sem'
-                    ' ela não há como reler nem remover. Declare `key` no dataset.' % alvo.nome
-                )
+        problemas = [_sem_chave(alvo) for alvo in alvos if not alvo.chave]
         if self.tls.familia != 'mysql':  # mysql:// e mariadb://
             return problemas + [
                 'a estratégia `binlog` é só para MySQL/MariaDB; a origem'
                 ' é %s. Use `coluna`.' % self.url.get_backend_name()
             ]
         try:
-            versao, log_bin, formato, imagem, server_id = self._sql(
-                'SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id'
-            )[0]
-            metadados = (
-                self._sql('SELECT @@binlog_row_metadata')[0][0]
-                if 'mariadb' in str(versao).lower()
-                else 'FULL'
-            )
-            concessoes = ' '.join(str(linha[0]) for linha in self._sql('SHOW GRANTS'))
+            servidor = self._ler_servidor()
         except pymysql.err.OperationalError as erro:
             if erro.args and erro.args[0] in (2003, 2006, 2013):
                 return problemas  # fora do ar agora: confere de novo na leitura
             raise
-        if 'mariadb' not in str(versao).lower():
-            problemas.append(
-                'a origem é MySQL (%s): a estratégia `binlog` está provada só no MariaDB'
-                ' (retomada por GTID). Use `coluna` neste servidor.' % versao
-            )
-        if str(log_bin) not in ('1', 'ON'):
-            problemas.append(
-                'binlog desligado na origem (log_bin=OFF). Peça ao DBA: `log_bin=ON` no'
-                ' my.cnf (exige reiniciar o banco), com binlog_format=ROW,'
-                ' binlog_row_image=FULL e binlog_row_metadata=FULL.'
-            )
-        if str(formato).upper() != 'ROW':
-            problemas.append(
-                'binlog_format=%s na origem: só ROW diz que linha mudou. Peça ao DBA:'
-                ' `SET GLOBAL binlog_format=ROW` e `binlog_format=ROW` no my.cnf.' % formato
-            )
-        if str(imagem).upper() != 'FULL':
-            problemas.append(
-                'binlog_row_image=%s na origem: sem FULL a imagem pode vir sem a key ou a'
-                ' empresa. Peça ao DBA: `SET GLOBAL binlog_row_image=FULL` e no my.cnf.' % imagem
-            )
-        if str(metadados).upper() != 'FULL':
-            problemas.append(
-                'binlog_row_metadata=%s na origem: sem FULL o MariaDB manda as colunas como'
-                ' UNKNOWN_COL0... Peça ao DBA: `SET GLOBAL binlog_row_metadata=FULL` e no'
-                ' my.cnf.' % metadados
-            )
-        faltam = [
-            g
-            for g, alternativas in (
-                ('REPLICATION SLAVE', ('REPLICATION SLAVE', 'ALL PRIVILEGES')),
-                (
-                    'BINLOG MONITOR',
-                    ('BINLOG MONITOR', 'REPLICATION CLIENT', 'SUPER', 'ALL PRIVILEGES'),
-                ),
-                ('SELECT', ('SELECT', 'ALL PRIVILEGES')),
-            )
-            if not any(a in concessoes.upper() for a in alternativas)
-        ]
-        if faltam:
-            problemas.append(
-                'o login %s não tem %s. Peça ao DBA: `GRANT REPLICATION SLAVE, BINLOG'
-                ' MONITOR ON *.* TO %s` e `GRANT SELECT ON %s.* TO %s` (nenhuma escrita:'
-                ' é ler como uma réplica).'
-                % (
-                    self.conexao['user'],
-                    ', '.join(faltam),
-                    self.conexao['user'],
-                    self.banco or '<banco>',
-                    self.conexao['user'],
-                )
-            )
-        if int(server_id) == self.server_id:
-            problemas.append(
-                'o server id do ouvinte (%d) é o mesmo da origem: o MariaDB derrubaria'
-                ' uma das conexões. Defina CONTEXTIA_BINLOG_SERVER_ID com um número que'
-                ' nenhuma réplica use (pergunte ao DBA).' % self.server_id
-            )
+        for conferencia in _CONFERENCIAS:
+            linha = conferencia(servidor)
+            if linha is not None:
+                problemas.append(linha)
         return problemas
+
+    def _ler_servidor(self) -> _NoServidor:
+        """As variáveis e as concessões que as conferências leem, nesta ordem de consultas."""
+        versao, log_bin, formato, imagem, server_id = self._sql(
+            'SELECT VERSION(), @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id'
+        )[0]
+        # @@binlog_row_metadata é só do MariaDB: no MySQL nem se pergunta.
+        metadados = (
+            self._sql('SELECT @@binlog_row_metadata')[0][0]
+            if 'mariadb' in str(versao).lower()
+            else 'FULL'
+        )
+        concessoes = ' '.join(str(linha[0]) for linha in self._sql('SHOW GRANTS'))
+        return _NoServidor(
+            versao,
+            log_bin,
+            formato,
+            imagem,
+            metadados,
+            server_id,
+            concessoes,
+            self.conexao['user'],
+            self.banco,
+            self.server_id,
+        )
 
     def _mapear(self, alvos: list[DatasetVivo]) -> None:
         self._tabelas = {}
@@ -715,3 +695,98 @@ _TRATAR: dict[str, Callable[[CapturaBinlog, Any, _Consumo], bool]] = {
     'batimento': CapturaBinlog._no_batimento,
     'linhas': CapturaBinlog._nas_linhas,
 }
+
+
+# -- as conferências da subida: cada uma devolve a linha do DBA, ou None --------------
+def _so_mariadb(servidor: _NoServidor) -> str | None:
+    if 'mariadb' in str(servidor.versao).lower():
+        return None
+    return (
+        'a origem é MySQL (%s): a estratégia `binlog` está provada só no MariaDB'
+        ' (retomada por GTID). Use `coluna` neste servidor.' % servidor.versao
+    )
+
+
+def _log_bin_ligado(servidor: _NoServidor) -> str | None:
+    if str(servidor.log_bin) in ('1', 'ON'):
+        return None
+    return (
+        'binlog desligado na origem (log_bin=OFF). Peça ao DBA: `log_bin=ON` no'
+        ' my.cnf (exige reiniciar o banco), com binlog_format=ROW,'
+        ' binlog_row_image=FULL e binlog_row_metadata=FULL.'
+    )
+
+
+def _formato_row(servidor: _NoServidor) -> str | None:
+    if str(servidor.formato).upper() == 'ROW':
+        return None
+    return (
+        'binlog_format=%s na origem: só ROW diz que linha mudou. Peça ao DBA:'
+        ' `SET GLOBAL binlog_format=ROW` e `binlog_format=ROW` no my.cnf.' % servidor.formato
+    )
+
+
+def _imagem_cheia(servidor: _NoServidor) -> str | None:
+    if str(servidor.imagem).upper() == 'FULL':
+        return None
+    return (
+        'binlog_row_image=%s na origem: sem FULL a imagem pode vir sem a key ou a'
+        ' empresa. Peça ao DBA: `SET GLOBAL binlog_row_image=FULL` e no my.cnf.' % servidor.imagem
+    )
+
+
+def _metadados_cheios(servidor: _NoServidor) -> str | None:
+    if str(servidor.metadados).upper() == 'FULL':
+        return None
+    return (
+        'binlog_row_metadata=%s na origem: sem FULL o MariaDB manda as colunas como'
+        ' UNKNOWN_COL0... Peça ao DBA: `SET GLOBAL binlog_row_metadata=FULL` e no'
+        ' my.cnf.' % servidor.metadados
+    )
+
+
+_CONCESSOES = (
+    ('REPLICATION SLAVE', ('REPLICATION SLAVE', 'ALL PRIVILEGES')),
+    ('BINLOG MONITOR', ('BINLOG MONITOR', 'REPLICATION CLIENT', 'SUPER', 'ALL PRIVILEGES')),
+    ('SELECT', ('SELECT', 'ALL PRIVILEGES')),
+)
+"""Cada concessão que a leitura pede e o que, no SHOW GRANTS, a cobre."""
+
+
+def _concessoes(servidor: _NoServidor) -> str | None:
+    faltam = [
+        g
+        for g, alternativas in _CONCESSOES
+        if not any(a in servidor.concessoes.upper() for a in alternativas)
+    ]
+    if not faltam:
+        return None
+    usuario = servidor.usuario
+    return (
+        'o login %s não tem %s. Peça ao DBA: `GRANT REPLICATION SLAVE, BINLOG'
+        ' MONITOR ON *.* TO %s` e `GRANT SELECT ON %s.* TO %s` (nenhuma escrita:'
+        ' é ler como uma réplica).'
+        % (usuario, ', '.join(faltam), usuario, servidor.banco or '<banco>', usuario)
+    )
+
+
+def _server_id_proprio(servidor: _NoServidor) -> str | None:
+    if int(servidor.server_id) != servidor.server_id_do_ouvinte:
+        return None
+    return (
+        'o server id do ouvinte (%d) é o mesmo da origem: o MariaDB derrubaria'
+        ' uma das conexões. Defina CONTEXTIA_BINLOG_SERVER_ID com um número que'
+        ' nenhuma réplica use (pergunte ao DBA).' % servidor.server_id_do_ouvinte
+    )
+
+
+_CONFERENCIAS: tuple[Callable[[_NoServidor], str | None], ...] = (
+    _so_mariadb,
+    _log_bin_ligado,
+    _formato_row,
+    _imagem_cheia,
+    _metadados_cheios,
+    _concessoes,
+    _server_id_proprio,
+)
+"""As conferências da subida, na ordem em que as linhas saem para o DBA."""

@@ -198,6 +198,23 @@ def ler_slot(conn: Any, nome: str) -> SlotNoBanco | None:
     return SlotNoBanco(*linha)
 
 
+class _TabelaSeguida(NamedTuple):
+    """Uma tabela seguida como o catálogo a mostra: o que as conferências dela leem."""
+
+    esquema: str
+    tabela: str
+    identidade: str  # relreplident: d(efault), i(ndex), f(ull), n(othing)
+    oid: int
+
+    @property
+    def nome(self) -> str:
+        return '%s.%s' % (self.esquema, self.tabela)
+
+
+_IDENTIDADES = {'d': 'DEFAULT', 'i': 'USING INDEX', 'n': 'NOTHING'}
+"""relreplident como o DBA o escreve no ALTER TABLE."""
+
+
 def conferir_tabelas(
     conn: Any, tabelas: Tabelas, recorte: Callable[[DatasetVivo], str | None], publicacao: str
 ) -> list[str]:
@@ -207,17 +224,7 @@ def conferir_tabelas(
     de que projeto sair, e um UPDATE que troca a empresa não sairia da antiga.
     """
     problemas: list[str] = []
-    publicadas = {
-        (e, t)
-        for e, t in conn.execute(
-            'SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s',
-            (publicacao,),
-        ).fetchall()
-    }
-    existe_pub = (
-        conn.execute('SELECT 1 FROM pg_publication WHERE pubname = %s', (publicacao,)).fetchone()
-        is not None
-    )
+    publicadas, existe_pub = _ler_publicacao(conn, publicacao)
     faltam_pub: list[str] = []
     for (esquema, tabela), alvos in sorted(tabelas.items()):
         linha = conn.execute(
@@ -225,70 +232,116 @@ def conferir_tabelas(
             ' ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s',
             (esquema, tabela),
         ).fetchone()
-        nome = '%s.%s' % (esquema, tabela)
-        if linha is None:
-            problemas.append(
-                'a tabela %s (seguida por %s) não existe na origem. Corrija'
-                ' `base_tables` (ou o `source_object`) no mapeamento.'
-                % (nome, ', '.join(a.nome for a in alvos))
-            )
+        recusa = _recusa_do_catalogo(esquema, tabela, alvos, linha)
+        if recusa is not None:
+            problemas.append(recusa)
             continue
-        tipo, identidade, oid = linha
-        if tipo not in ('r', 'p'):
-            problemas.append(
-                '%s (dataset %s) não é tabela (relkind %s): o slot vê TABELAS. Declare'
-                ' no dataset `base_tables` com a(s) tabela(s) por trás da view; a view é'
-                ' relida pela chave.' % (nome, ', '.join(a.nome for a in alvos), tipo)
-            )
-            continue
+        seguida = _TabelaSeguida(esquema, tabela, linha[1], linha[2])
         if (esquema, tabela) not in publicadas:
             faltam_pub.append(ident(esquema, tabela))
-        if identidade == 'f':
-            continue
-        colunas_da_identidade = (
-            {
-                c
-                for (c,) in conn.execute(
-                    'SELECT a.attname FROM pg_index i JOIN pg_attribute a'
-                    ' ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)'
-                    ' WHERE i.indrelid = %s AND'
-                    + (' i.indisprimary' if identidade == 'd' else ' i.indisreplident'),
-                    (oid,),
-                ).fetchall()
-            }
-            if identidade in ('d', 'i')
-            else set()
-        )
+        if seguida.identidade == 'f':
+            continue  # FULL: a imagem antiga traz a linha inteira
+        colunas = _colunas_da_identidade(conn, seguida)
         for alvo in alvos:
-            precisa = [c for c in (alvo.chave, recorte(alvo)) if c]
-            faltam = [c for c in precisa if c not in colunas_da_identidade]
-            if faltam:
-                problemas.append(
-                    'a tabela %s tem REPLICA IDENTITY %s, e a imagem antiga de um DELETE ou'
-                    ' UPDATE não traz %s (dataset %s): sem a key não se sabe que linha sair,'
-                    ' sem a empresa não se sabe de que projeto. Peça ao DBA: `ALTER TABLE'
-                    ' %s REPLICA IDENTITY FULL;` (o WAL de UPDATE/DELETE dessa tabela passa'
-                    ' a levar a linha antiga inteira).'
-                    % (
-                        nome,
-                        {'d': 'DEFAULT', 'i': 'USING INDEX', 'n': 'NOTHING'}.get(
-                            identidade, identidade
-                        ),
-                        ', '.join(faltam),
-                        alvo.nome,
-                        ident(esquema, tabela),
-                    )
-                )
-    if not existe_pub:
-        problemas.append(
+            falta = _imagem_antiga_sem(seguida, alvo, colunas, recorte)
+            if falta is not None:
+                problemas.append(falta)
+    recusa_pub = _recusa_da_publicacao(publicacao, existe_pub, faltam_pub)
+    return problemas if recusa_pub is None else problemas + [recusa_pub]
+
+
+def _ler_publicacao(conn: Any, publicacao: str) -> tuple[set[tuple[str, str]], bool]:
+    """As (esquema, tabela) que a publicação cobre, e se ela existe."""
+    publicadas = {
+        (e, t)
+        for e, t in conn.execute(
+            'SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s',
+            (publicacao,),
+        ).fetchall()
+    }
+    existe = (
+        conn.execute('SELECT 1 FROM pg_publication WHERE pubname = %s', (publicacao,)).fetchone()
+        is not None
+    )
+    return publicadas, existe
+
+
+def _recusa_do_catalogo(
+    esquema: str, tabela: str, alvos: list[DatasetVivo], linha: tuple[Any, ...] | None
+) -> str | None:
+    """A tabela que não existe, ou que não é tabela (o slot vê só tabelas); None se serve."""
+    nome = '%s.%s' % (esquema, tabela)
+    if linha is None:
+        return (
+            'a tabela %s (seguida por %s) não existe na origem. Corrija'
+            ' `base_tables` (ou o `source_object`) no mapeamento.'
+            % (nome, ', '.join(a.nome for a in alvos))
+        )
+    tipo = linha[0]
+    if tipo not in ('r', 'p'):
+        return (
+            '%s (dataset %s) não é tabela (relkind %s): o slot vê TABELAS. Declare'
+            ' no dataset `base_tables` com a(s) tabela(s) por trás da view; a view é'
+            ' relida pela chave.' % (nome, ', '.join(a.nome for a in alvos), tipo)
+        )
+    return None
+
+
+def _colunas_da_identidade(conn: Any, seguida: _TabelaSeguida) -> set[str]:
+    """As colunas que a imagem antiga traz: as do índice da identidade (nenhuma em NOTHING)."""
+    if seguida.identidade not in ('d', 'i'):
+        return set()
+    return {
+        c
+        for (c,) in conn.execute(
+            'SELECT a.attname FROM pg_index i JOIN pg_attribute a'
+            ' ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)'
+            ' WHERE i.indrelid = %s AND'
+            + (' i.indisprimary' if seguida.identidade == 'd' else ' i.indisreplident'),
+            (seguida.oid,),
+        ).fetchall()
+    }
+
+
+def _imagem_antiga_sem(
+    seguida: _TabelaSeguida,
+    alvo: DatasetVivo,
+    colunas: set[str],
+    recorte: Callable[[DatasetVivo], str | None],
+) -> str | None:
+    """A key ou a empresa do dataset que a imagem antiga não traz; None se traz as duas."""
+    precisa = [c for c in (alvo.chave, recorte(alvo)) if c]
+    faltam = [c for c in precisa if c not in colunas]
+    if not faltam:
+        return None
+    return (
+        'a tabela %s tem REPLICA IDENTITY %s, e a imagem antiga de um DELETE ou'
+        ' UPDATE não traz %s (dataset %s): sem a key não se sabe que linha sair,'
+        ' sem a empresa não se sabe de que projeto. Peça ao DBA: `ALTER TABLE'
+        ' %s REPLICA IDENTITY FULL;` (o WAL de UPDATE/DELETE dessa tabela passa'
+        ' a levar a linha antiga inteira).'
+        % (
+            seguida.nome,
+            _IDENTIDADES.get(seguida.identidade, seguida.identidade),
+            ', '.join(faltam),
+            alvo.nome,
+            ident(seguida.esquema, seguida.tabela),
+        )
+    )
+
+
+def _recusa_da_publicacao(publicacao: str, existe: bool, faltam: list[str]) -> str | None:
+    """A publicação que não existe, ou que não cobre todas as tabelas; None se serve."""
+    if not existe:
+        return (
             'a publicação %s não existe (o slot lê só as tabelas dela). Rode'
             ' `ouvinte.py ... --criar-slot`, que a cria com o slot.' % publicacao
         )
-    elif faltam_pub:
-        problemas.append(
+    if faltam:
+        return (
             'a publicação %s não cobre %s: a mudança nelas não sairia do banco. Peça ao DBA:'
             ' `ALTER PUBLICATION %s ADD TABLE %s;` e rode a varredura depois (o que mudou'
             ' antes disso não está no slot).'
-            % (publicacao, ', '.join(faltam_pub), publicacao, ', '.join(faltam_pub))
+            % (publicacao, ', '.join(faltam), publicacao, ', '.join(faltam))
         )
-    return problemas
+    return None

@@ -108,6 +108,20 @@ def _mib(quantidade: int) -> str:
     return '%.1f MiB' % (quantidade / (1024 * 1024))
 
 
+def _conferir_lote(itens: Sequence[tuple[str, str]], estado: str) -> None:
+    """ValueError no lote que não se grava: chave que não vira nome, estado de entrada, repetida."""
+    for chave, _ in itens:
+        if not PADRAO_CHAVE.fullmatch(chave):
+            raise ValueError(
+                'chave %r não serve para nome de arquivo (só [A-Za-z0-9._-],'
+                ' pontas alfanumericas, até 120)' % (chave,)
+            )
+    if estado not in (PRONTO, PARADO):
+        raise ValueError('estado %r: itens entram em PRONTO ou PARADO' % (estado,))
+    if len({chave for chave, _ in itens}) != len(itens):
+        raise ValueError('por_lote: chave repetida no mesmo lote')
+
+
 @dataclass(frozen=True)
 class ItemDaFila:
     """Um arquivo da fila: onde está agora, a sequência, a chave e o tamanho."""
@@ -314,47 +328,14 @@ class FilaEmDiretorio:
         foi gravado. Cada chave segue a regra de `por` (a que já existe troca o
         conteúdo no lugar, com a mesma sequência).
         """
-        for chave, _ in itens:
-            if not PADRAO_CHAVE.fullmatch(chave):
-                raise ValueError(
-                    'chave %r não serve para nome de arquivo (só [A-Za-z0-9._-],'
-                    ' pontas alfanumericas, até 120)' % (chave,)
-                )
-        if estado not in (PRONTO, PARADO):
-            raise ValueError('estado %r: itens entram em PRONTO ou PARADO' % (estado,))
-        if len({chave for chave, _ in itens}) != len(itens):
-            raise ValueError('por_lote: chave repetida no mesmo lote')
+        _conferir_lote(itens, estado)
         tamanhos = [len(texto.encode('utf-8')) for _, texto in itens]
         with self._travado(_TRAVA):
             todos = self.itens()
             no_estado = {i.chave: i for i in todos if i.estado == estado}
             tomados = {i.chave: i for i in todos if i.estado == TOMADO}
             substituidos = [no_estado[c] for c, _ in itens if c in no_estado]
-            ocupados = sum(i.tamanho for i in todos) - sum(i.tamanho for i in substituidos)
-            quantos = len(todos) - len(substituidos)
-            if (
-                quantos + len(itens) > self._maximo_itens
-                or ocupados + sum(tamanhos) > self._maximo_bytes
-            ):
-                raise ErroFilaCheia(
-                    '%s cheia em %s: %d item(ns), %s (limite %d itens, %s); %s não foi'
-                    ' guardado'
-                    % (
-                        self._rotulo,
-                        self._raiz,
-                        len(todos),
-                        _mib(ocupados),
-                        self._maximo_itens,
-                        _mib(self._maximo_bytes),
-                        'este item (%s)' % _mib(sum(tamanhos))
-                        if len(itens) == 1
-                        else 'este lote (%d itens, %s)' % (len(itens), _mib(sum(tamanhos))),
-                    ),
-                    itens=len(todos),
-                    ocupados=ocupados,
-                    maximo_itens=self._maximo_itens,
-                    maximo_bytes=self._maximo_bytes,
-                )
+            self._recusar_se_nao_cabe(todos, substituidos, tamanhos)
             proxima = max((i.sequencia for i in todos), default=0) + 1
             feitos: list[tuple[Path, bool]] = []
             gravacoes: list[GravacaoAtomica] = []
@@ -384,6 +365,37 @@ class FilaEmDiretorio:
             if gravacoes:
                 fsync_pasta(self._raiz / estado)  # um so para todos os renames
         return feitos
+
+    def _recusar_se_nao_cabe(
+        self, todos: list[ItemDaFila], substituidos: list[ItemDaFila], tamanhos: list[int]
+    ) -> None:
+        """ErroFilaCheia se o lote passaria do limite (o item substituído sai da conta)."""
+        ocupados = sum(i.tamanho for i in todos) - sum(i.tamanho for i in substituidos)
+        quantos = len(todos) - len(substituidos)
+        if (
+            quantos + len(tamanhos) <= self._maximo_itens
+            and ocupados + sum(tamanhos) <= self._maximo_bytes
+        ):
+            return
+        raise ErroFilaCheia(
+            '%s cheia em %s: %d item(ns), %s (limite %d itens, %s); %s não foi'
+            ' guardado'
+            % (
+                self._rotulo,
+                self._raiz,
+                len(todos),
+                _mib(ocupados),
+                self._maximo_itens,
+                _mib(self._maximo_bytes),
+                'este item (%s)' % _mib(sum(tamanhos))
+                if len(tamanhos) == 1
+                else 'este lote (%d itens, %s)' % (len(tamanhos), _mib(sum(tamanhos))),
+            ),
+            itens=len(todos),
+            ocupados=ocupados,
+            maximo_itens=self._maximo_itens,
+            maximo_bytes=self._maximo_bytes,
+        )
 
     def tomar(self, item: ItemDaFila) -> ItemDaFila | None:
         """Move `item` para tomado/ (só dentro de `trabalhando()`); None se ele já saiu."""

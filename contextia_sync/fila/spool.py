@@ -59,7 +59,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from contextia_sync import padroes
 from contextia_sync.arquivos import gravar_atomico
@@ -164,6 +164,68 @@ def _mudancas_de(conteudo: dict[str, Any]) -> list[dict[str, Any]]:
     if 'chave' in conteudo:
         return [conteudo]
     return []
+
+
+def _linha_json(mudanca: Mudanca) -> str:
+    """Uma mudança como ela vai no arquivo (as empresas sem repetição, na ordem vista)."""
+    return json.dumps(
+        {
+            'chave': mudanca.chave,
+            'escopos': list(dict.fromkeys(mudanca.escopos)),
+            'evento': mudanca.evento,
+            'posicao': mudanca.posicao,
+            'quando': mudanca.quando,
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+        allow_nan=False,
+        default=str,
+    )
+
+
+def _chave_do_lote(dataset: str, escopo: str | None, corpo: str) -> str:
+    # A chave e o hash do conteudo: o mesmo lote relido do log e o
+    # mesmo arquivo (nao um segundo).
+    resumo = hashlib.sha256(json.dumps([dataset, escopo]).encode('utf-8'))
+    resumo.update(corpo.encode('utf-8'))
+    return '%s-%s-%s' % (
+        parte_segura(dataset, 40),
+        parte_segura(escopo, 20),
+        resumo.hexdigest()[:20],
+    )
+
+
+def _texto_do_lote(dataset: str, escopo: str | None, desde: str, corpo: str) -> str:
+    return '{"formato": %d, "dataset": %s, "escopo": %s, "desde": %s, "mudancas": [%s]}\n' % (
+        FORMATO,
+        json.dumps(dataset, ensure_ascii=False),
+        json.dumps(escopo, ensure_ascii=False),
+        json.dumps(desde),
+        corpo,
+    )
+
+
+@dataclass
+class _OQueCabe:
+    """O começo da lista que cabe no limite: cada mudança em JSON, por dataset e empresa."""
+
+    ocupados: int  # os bytes do spool com as que cabem
+    linhas_json: list[str] = field(default_factory=list)
+    novas: set[tuple[str, str]] = field(default_factory=set)  # linhas que não esperavam
+    grupos: dict[tuple[str, str | None], list[int]] = field(default_factory=dict)
+
+    @property
+    def quantas(self) -> int:
+        return len(self.linhas_json)
+
+
+class _ArquivoNovo(NamedTuple):
+    """Um arquivo a gravar: a chave (o hash do conteúdo), o texto e as linhas dele."""
+
+    chave: str
+    texto: str
+    dataset: str
+    identidades: list[tuple[str, str]]
 
 
 @dataclass
@@ -311,99 +373,76 @@ class Spool:
             return self._guardar(list(mudancas))
 
     def _guardar(self, mudancas: list[Mudanca]) -> int:
-        linhas_json: list[str] = []
-        novas: set[tuple[str, str]] = set()
-        ocupados = sum(a.meta.tamanho for a in self._arquivos.values())
-        grupos: dict[tuple[str, str | None], list[int]] = {}
-        cabem = 0
+        cabe = self._o_que_cabe(mudancas)
+        desde = _agora()
+        novos = self._arquivos_novos(mudancas, cabe, desde)
+        if novos:
+            self._gravar(novos, desde)
+        if cabe.quantas < len(mudancas):
+            raise self._cheio(len(self._onde), cabe.ocupados, cabe.quantas)
+        return len(cabe.novas)
+
+    def _o_que_cabe(self, mudancas: list[Mudanca]) -> _OQueCabe:
+        """O começo de `mudancas` que cabe no limite de linhas e de bytes, em JSON."""
+        cabe = _OQueCabe(sum(a.meta.tamanho for a in self._arquivos.values()))
         for mudanca in mudancas:
             identidade = _identidade(mudanca.dataset, mudanca.chave)
-            linha = json.dumps(
-                {
-                    'chave': mudanca.chave,
-                    'escopos': list(dict.fromkeys(mudanca.escopos)),
-                    'evento': mudanca.evento,
-                    'posicao': mudanca.posicao,
-                    'quando': mudanca.quando,
-                },
-                ensure_ascii=False,
-                sort_keys=True,
-                allow_nan=False,
-                default=str,
-            )
+            linha = _linha_json(mudanca)
             grupo = (mudanca.dataset, mudanca.escopos[-1] if mudanca.escopos else None)
             tamanho = (
                 len(linha.encode('utf-8'))
                 + 1
-                + (0 if grupo in grupos else _SOBRA_DO_ARQUIVO + len(mudanca.dataset))
+                + (0 if grupo in cabe.grupos else _SOBRA_DO_ARQUIVO + len(mudanca.dataset))
             )
-            nova = identidade not in self._onde and identidade not in novas
+            nova = identidade not in self._onde and identidade not in cabe.novas
             if (
-                nova and len(self._onde) + len(novas) + 1 > self._maximo_itens
-            ) or ocupados + tamanho > self._maximo_bytes:
+                nova and len(self._onde) + len(cabe.novas) + 1 > self._maximo_itens
+            ) or cabe.ocupados + tamanho > self._maximo_bytes:
                 break
-            ocupados += tamanho
+            cabe.ocupados += tamanho
             if nova:
-                novas.add(identidade)
-            linhas_json.append(linha)
-            grupos.setdefault(grupo, []).append(cabem)
-            cabem += 1
-        lote: list[tuple[str, str]] = []
-        registros: list[tuple[str, str, list[tuple[str, str]]]] = []
-        desde = _agora()
-        for (dataset, escopo), indices in grupos.items():
+                cabe.novas.add(identidade)
+            cabe.grupos.setdefault(grupo, []).append(len(cabe.linhas_json))
+            cabe.linhas_json.append(linha)
+        return cabe
+
+    def _arquivos_novos(
+        self, mudancas: list[Mudanca], cabe: _OQueCabe, desde: str
+    ) -> list[_ArquivoNovo]:
+        """Os arquivos do que cabe: por dataset e empresa, até MUDANCAS_POR_ARQUIVO cada."""
+        novos: list[_ArquivoNovo] = []
+        for (dataset, escopo), indices in cabe.grupos.items():
             for inicio in range(0, len(indices), MUDANCAS_POR_ARQUIVO):
                 parte = indices[inicio : inicio + MUDANCAS_POR_ARQUIVO]
-                corpo = ','.join(linhas_json[i] for i in parte)
-                # A chave e o hash do conteudo: o mesmo lote relido do log e o
-                # mesmo arquivo (nao um segundo).
-                resumo = hashlib.sha256(json.dumps([dataset, escopo]).encode('utf-8'))
-                resumo.update(corpo.encode('utf-8'))
-                chave = '%s-%s-%s' % (
-                    parte_segura(dataset, 40),
-                    parte_segura(escopo, 20),
-                    resumo.hexdigest()[:20],
-                )
-                if chave in self._arquivos or any(chave == c for c, _ in lote):
+                corpo = ','.join(cabe.linhas_json[i] for i in parte)
+                chave = _chave_do_lote(dataset, escopo, corpo)
+                if chave in self._arquivos or any(chave == n.chave for n in novos):
                     continue  # ja esta no spool, inteiro e no disco
-                texto = (
-                    '{"formato": %d, "dataset": %s, "escopo": %s, "desde": %s,'
-                    ' "mudancas": [%s]}\n'
-                    % (
-                        FORMATO,
-                        json.dumps(dataset, ensure_ascii=False),
-                        json.dumps(escopo, ensure_ascii=False),
-                        json.dumps(desde),
-                        corpo,
-                    )
-                )
-                lote.append((chave, texto))
-                registros.append(
-                    (
+                novos.append(
+                    _ArquivoNovo(
                         chave,
+                        _texto_do_lote(dataset, escopo, desde, corpo),
                         dataset,
                         [_identidade(mudancas[i].dataset, mudancas[i].chave) for i in parte],
                     )
                 )
-        if lote:
-            try:
-                gravados = self._fila.por_lote(lote)
-            except ErroFilaCheia as cheia:
-                raise self._cheio(len(self._onde), cheia.ocupados, 0) from None
-            for (caminho, _), (chave, dataset, identidades), (_, texto) in zip(
-                gravados, registros, lote, strict=True
-            ):
-                meta = ItemDaFila(
-                    caminho,
-                    PRONTO,
-                    int(caminho.name.split('-', 1)[0]),
-                    chave,
-                    len(texto.encode('utf-8')),
-                )
-                self._registrar(meta, dataset, desde, identidades)
-        if cabem < len(mudancas):
-            raise self._cheio(len(self._onde), ocupados, cabem)
-        return len(novas)
+        return novos
+
+    def _gravar(self, novos: list[_ArquivoNovo], desde: str) -> None:
+        """Todos de uma vez no disco (`por_lote`), e só então no índice."""
+        try:
+            gravados = self._fila.por_lote([(novo.chave, novo.texto) for novo in novos])
+        except ErroFilaCheia as cheia:
+            raise self._cheio(len(self._onde), cheia.ocupados, 0) from None
+        for (caminho, _), novo in zip(gravados, novos, strict=True):
+            meta = ItemDaFila(
+                caminho,
+                PRONTO,
+                int(caminho.name.split('-', 1)[0]),
+                novo.chave,
+                len(novo.texto.encode('utf-8')),
+            )
+            self._registrar(meta, novo.dataset, desde, novo.identidades)
 
     def _cheio(self, itens: int, ocupados: int, guardadas: int) -> ErroSpoolCheio:
         return ErroSpoolCheio(
