@@ -481,7 +481,7 @@ def test_mariadb_com_o_ca_errado_cada_caminho_recusa_em_portugues(
     assert 'recusada no TLS' in texto and 'CONTEXTIA_ORIGEM' in texto, texto
     _sem_traceback_e_sem_senha(texto, SENHA_MARIADB)
     # O leitor do log (com uma posição já guardada, ele é o primeiro a conectar).
-    captura._posicao['gtid'] = str(mariadb_tls.admin('SELECT @@gtid_binlog_pos')[0][0])
+    captura._posicao.gtid = str(mariadb_tls.admin('SELECT @@gtid_binlog_pos')[0][0])
     captura._bombeado = 0.0
     with pytest.raises(ErroBinlog) as recusa:
         captura.ler(alvo)

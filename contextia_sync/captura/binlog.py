@@ -56,7 +56,7 @@ from contextia_sync.captura.binlog_eventos import (
     tabela,
     tabela_truncada,
 )
-from contextia_sync.captura.do_spool import CapturaPeloSpool
+from contextia_sync.captura.do_spool import CapturaPeloSpool, MarcaCritica
 from contextia_sync.erros import ErroConfiguracao, resumir
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ErroSpoolCheio
@@ -208,7 +208,7 @@ class CapturaBinlog(CapturaPeloSpool):
 
     @property
     def gtid(self) -> str | None:
-        return self._posicao.get('gtid')
+        return self._posicao.gtid
 
     # -- conferências na subida --------------------------------------------------
     def _recusa_tls(self, erro: BaseException) -> ErroBinlog | None:
@@ -312,7 +312,7 @@ class CapturaBinlog(CapturaPeloSpool):
         self._bombeado = time.monotonic()
         if self.gtid is None:
             # Primeira subida: a posição ANTES de tudo; a carga é da varredura.
-            self._posicao['gtid'] = self._gtid_atual()
+            self._posicao.gtid = self._gtid_atual()
             self._gravar_posicao()
             logger.info(
                 'binlog: posição inicial %s (nada enviado; a carga completa é da varredura)',
@@ -608,12 +608,12 @@ class CapturaBinlog(CapturaPeloSpool):
         except ErroSpoolCheio as cheio:
             cabidas = [g for g, n in lote.fechadas if n <= cheio.guardadas]
             for gtid in cabidas:
-                self._posicao['gtid'] = avancar(self.gtid, gtid)
+                self._posicao.gtid = avancar(self.gtid, gtid)
             if cabidas:
                 self._gravar_posicao()
             raise
         for gtid, _ in lote.fechadas:
-            self._posicao['gtid'] = avancar(self.gtid, gtid)
+            self._posicao.gtid = avancar(self.gtid, gtid)
         self._gravar_posicao()
         self._despejado = time.monotonic()
         quantas = len(lote.mudancas)
@@ -642,14 +642,12 @@ class CapturaBinlog(CapturaPeloSpool):
                 % datetime.datetime.now().isoformat(' ', 'seconds'),
             )
         self.estado.gravar()
-        self._posicao.update(
-            gtid=atual,
-            expirada={
-                'desde': self.gtid,
-                'datasets': nomes,
-                'em': datetime.datetime.now().isoformat(timespec='seconds'),
-            },
+        self._posicao.critica = MarcaCritica(
+            desde=self.gtid,
+            datasets=nomes,
+            em=datetime.datetime.now().isoformat(timespec='seconds'),
         )
+        self._posicao.gtid = atual
         self._gravar_posicao()
 
     # -- Captura -------------------------------------------------------------------
@@ -671,7 +669,7 @@ class CapturaBinlog(CapturaPeloSpool):
     # -- status e saúde ---------------------------------------------------------------
     def para_o_status(self) -> dict[str, Any]:
         """O bloco `captura` do ouvinte-status.json (a saúde e as métricas leem daqui)."""
-        expirada = self._posicao.get('expirada')
+        expirada = self._posicao.critica
         return {
             'estrategia': self.nome,
             'posicao': self.gtid,
@@ -681,7 +679,7 @@ class CapturaBinlog(CapturaPeloSpool):
                 ' varredura; rode o ouvinte com --varrer-agora (ou espere a'
                 ' varredura agendada) e peça ao DBA uma retenção maior'
                 ' (binlog_expire_logs_seconds) que a maior parada do ouvinte'
-                % (expirada.get('desde'), ', '.join(expirada['datasets']))
+                % (expirada.desde, ', '.join(expirada.datasets))
             )
             if expirada
             else None,

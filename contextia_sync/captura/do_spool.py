@@ -11,10 +11,12 @@ fica tomada, volta a pronto/ na próxima leitura, e a remoção vai de novo.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from contextia_sync.origem import AdaptadorDeOrigem
@@ -93,7 +95,7 @@ class CapturaPeloSpool:
     nome = ''
     ARQUIVO_POSICAO = ''
     RISCO_DO_SPOOL = ''
-    # A chave de `_posicao` com {'datasets': [...], ...} enquanto o log se perdeu.
+    # A chave da marca CRÍTICA no arquivo da posição (PosicaoDoLog.critica).
     MARCA_CRITICA = ''
 
     def __init__(self, origem: AdaptadorDeOrigem, estado: Estado, maximo: int) -> None:
@@ -107,7 +109,9 @@ class CapturaPeloSpool:
         self._teto = TetoDoSpool()
         self.atraso_s: float | None = None
         self.pausada: str | None = None
-        self._posicao = ler_posicao(self._caminho_posicao(), self._recusa_da_posicao)
+        self._posicao = ler_posicao(
+            self._caminho_posicao(), self._recusa_da_posicao, self.MARCA_CRITICA
+        )
 
     def _caminho_posicao(self) -> str:
         return os.path.join(self.pasta, self.ARQUIVO_POSICAO)
@@ -116,7 +120,7 @@ class CapturaPeloSpool:
         raise NotImplementedError
 
     def _gravar_posicao(self) -> None:
-        gravar_posicao(self._caminho_posicao(), self._posicao)
+        gravar_posicao(self._caminho_posicao(), self._posicao, self.MARCA_CRITICA)
 
     def _truncadas(self, nomes: list[str]) -> None:
         """O TRUNCATE de tabela seguida: o log não diz que linhas saíram -- a varredura diz."""
@@ -178,12 +182,12 @@ class CapturaPeloSpool:
 
     def _sair_do_critico(self, alvo: DatasetVivo) -> None:
         """A varredura fechou `alvo`: ele sai da marca CRÍTICA (que some sem datasets)."""
-        marca = self._posicao.get(self.MARCA_CRITICA)
-        if not marca or alvo.nome not in marca.get('datasets', []):
+        marca = self._posicao.critica
+        if not marca or alvo.nome not in marca.datasets:
             return
-        marca['datasets'] = [n for n in marca['datasets'] if n != alvo.nome]
-        if not marca['datasets']:
-            self._posicao.pop(self.MARCA_CRITICA)
+        marca.datasets = [n for n in marca.datasets if n != alvo.nome]
+        if not marca.datasets:
+            self._posicao.critica = None
         self._gravar_posicao()
 
     def _status_do_spool(self) -> dict[str, Any]:
@@ -199,25 +203,95 @@ class CapturaPeloSpool:
         }
 
 
-def ler_posicao(caminho: str, recusa: Callable[[str], Exception]) -> dict[str, Any]:
+@dataclass
+class MarcaCritica:
     """
-    O arquivo da posição da captura ({} se não existe). Ilegível: `recusa(motivo)`
+    O log se perdeu (a posição do binlog apagada, o slot perdido): desde onde,
+    quando, e os datasets entregues à varredura, que os solta um a um. O campo
+    ausente (o `motivo` e o `aguardando_slot`, só do slot) fica fora do arquivo.
+    """
+
+    datasets: list[str] = field(default_factory=list)
+    desde: Any = None
+    em: str | None = None
+    motivo: str | None = None
+    aguardando_slot: bool | None = None
+
+    @classmethod
+    def do_json(cls, dados: Any) -> MarcaCritica | None:
+        if not isinstance(dados, Mapping):
+            return None
+        return cls(
+            datasets=[str(n) for n in dados.get('datasets') or []],
+            desde=dados.get('desde'),
+            em=dados.get('em'),
+            motivo=dados.get('motivo'),
+            aguardando_slot=dados.get('aguardando_slot'),
+        )
+
+    def para_json(self) -> dict[str, Any]:
+        campos = dataclasses.asdict(self)
+        return {k: v for k, v in campos.items() if v is not None or k in ('desde', 'em')}
+
+
+@dataclass
+class PosicaoDoLog:
+    """
+    O arquivo `<estado>/<estratégia>-posicao.json`, tipado: a posição no log
+    (`gtid` no binlog; `lsn` e o nome do `slot` no slot lógico), a marca CRÍTICA
+    (gravada sob a chave da estratégia: `expirada`, `perdido`) e a hora da gravação.
+    """
+
+    gtid: str | None = None
+    lsn: str | None = None
+    slot: str | None = None
+    critica: MarcaCritica | None = None
+    gravada_em: str | None = None
+
+    @classmethod
+    def do_json(cls, dados: Mapping[str, Any], chave_critica: str) -> PosicaoDoLog:
+        return cls(
+            gtid=dados.get('gtid'),
+            lsn=dados.get('lsn'),
+            slot=dados.get('slot'),
+            critica=MarcaCritica.do_json(dados.get(chave_critica)),
+            gravada_em=dados.get('gravada_em'),
+        )
+
+    def para_json(self, chave_critica: str) -> dict[str, Any]:
+        dados: dict[str, Any] = {
+            nome: valor
+            for nome, valor in (('gtid', self.gtid), ('lsn', self.lsn), ('slot', self.slot))
+            if valor is not None
+        }
+        if self.critica is not None:
+            dados[chave_critica] = self.critica.para_json()
+        dados['gravada_em'] = self.gravada_em
+        return dados
+
+
+def ler_posicao(
+    caminho: str, recusa: Callable[[str], Exception], chave_critica: str
+) -> PosicaoDoLog:
+    """
+    O arquivo da posição da captura (vazia se não existe). Ilegível: `recusa(motivo)`
     é levantada -- posição não se adivinha, e cada captura diz o que fazer.
     """
     try:
         with open(caminho, encoding='utf-8') as arquivo:
             lido = json.load(arquivo)
     except FileNotFoundError:
-        return {}
+        return PosicaoDoLog()
     except (OSError, ValueError) as erro:
         raise recusa(str(erro)) from None
-    return lido if isinstance(lido, dict) else {}
+    return PosicaoDoLog.do_json(lido if isinstance(lido, dict) else {}, chave_critica)
 
 
-def gravar_posicao(caminho: str, posicao: dict[str, Any]) -> None:
+def gravar_posicao(caminho: str, posicao: PosicaoDoLog, chave_critica: str) -> None:
     """A posição gravada atômica (temporário + fsync + rename), com a hora."""
-    posicao['gravada_em'] = datetime.datetime.now().isoformat(timespec='seconds')
-    gravar_atomico(caminho, json.dumps(posicao, ensure_ascii=False, indent=1) + '\n')
+    posicao.gravada_em = datetime.datetime.now().isoformat(timespec='seconds')
+    texto = json.dumps(posicao.para_json(chave_critica), ensure_ascii=False, indent=1)
+    gravar_atomico(caminho, texto + '\n')
 
 
 def leitura_do_spool(

@@ -58,7 +58,7 @@ from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura
 from contextia_sync.captura.comandos_slot import criar_slot, remover_slot
-from contextia_sync.captura.do_spool import CapturaPeloSpool
+from contextia_sync.captura.do_spool import CapturaPeloSpool, MarcaCritica
 from contextia_sync.captura.pgoutput import (
     Mensagem,
     Relacao,
@@ -158,12 +158,12 @@ class CapturaSlotLogico(CapturaPeloSpool):
         )
 
     def _gravar_posicao(self) -> None:
-        self._posicao['slot'] = self.slot
+        self._posicao.slot = self.slot
         super()._gravar_posicao()
 
     @property
     def lsn(self) -> str | None:
-        return self._posicao.get('lsn')
+        return self._posicao.lsn
 
     def _conexao(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -275,9 +275,10 @@ class CapturaSlotLogico(CapturaPeloSpool):
             )
             return
         confirmado = lsn_para_int(slot.confirmado)
-        if self.lsn is None or self._posicao.get('perdido', {}).get('aguardando_slot'):
-            if self._posicao.get('perdido'):
-                self._posicao['perdido']['aguardando_slot'] = False
+        perdido = self._posicao.critica
+        if self.lsn is None or (perdido is not None and perdido.aguardando_slot):
+            if perdido is not None:
+                perdido.aguardando_slot = False
                 logger.warning(
                     'slot_logico: o slot %s está de pé de novo (em %s): a captura'
                     ' retoma dali; o que mudou antes dele vem da varredura',
@@ -291,7 +292,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
                     self.slot,
                     slot.confirmado,
                 )
-            self._posicao['lsn'] = slot.confirmado
+            self._posicao.lsn = slot.confirmado
             self._gravar_posicao()
         elif confirmado > lsn_para_int(self.lsn):
             # Só o ouvinte avança o slot, e grava a intenção ANTES: o slot à frente do
@@ -302,7 +303,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
                 ' criado de novo' % (self.slot, slot.confirmado, self.lsn),
                 aguardar=False,
             )
-            self._posicao['lsn'] = slot.confirmado
+            self._posicao.lsn = slot.confirmado
             self._gravar_posicao()
         self._ler_slot(conn, confirmado)
 
@@ -339,7 +340,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
 
     def _avancar(self, conn: Any, guardado: int, lido: LidoDoSlot) -> None:
         """O slot até `guardado`: a intenção gravada ANTES do advance (ver _bombear_conectado)."""
-        self._posicao['lsn'] = int_para_lsn(guardado)
+        self._posicao.lsn = int_para_lsn(guardado)
         self._gravar_posicao()
         if any(mudancas for _, mudancas in lido.transacoes):
             _morrer_se('slot-no-spool')
@@ -398,8 +399,8 @@ class CapturaSlotLogico(CapturaPeloSpool):
         return max(guardado, final)
 
     def _slot_perdido(self, motivo: str, aguardar: bool = True) -> None:
-        perdido = self._posicao.get('perdido')
-        if perdido and perdido.get('aguardando_slot'):
+        perdido = self._posicao.critica
+        if perdido and perdido.aguardando_slot:
             return  # já dito; a bomba só confere se voltou
         nomes = sorted({alvo.nome for alvos in self._tabelas.values() for alvo in alvos})
         logger.error(
@@ -419,14 +420,14 @@ class CapturaSlotLogico(CapturaPeloSpool):
         for nome in nomes:
             self.estado.entregar_a_varredura(nome, 'slot lógico perdido em %s' % agora)
         self.estado.gravar()
-        anteriores = list((perdido or {}).get('datasets') or [])
-        self._posicao['perdido'] = {
-            'motivo': motivo,
-            'desde': self.lsn,
-            'em': agora,
-            'aguardando_slot': aguardar,
-            'datasets': sorted(set(anteriores) | set(nomes)),
-        }
+        anteriores = perdido.datasets if perdido else []
+        self._posicao.critica = MarcaCritica(
+            motivo=motivo,
+            desde=self.lsn,
+            em=agora,
+            aguardando_slot=aguardar,
+            datasets=sorted(set(anteriores) | set(nomes)),
+        )
         self._gravar_posicao()
 
     # -- Captura -------------------------------------------------------------------
@@ -448,7 +449,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
         if self._teto.acordar():
             return True
         prazo = time.monotonic() + max(0.0, segundos)
-        perdido = (self._posicao.get('perdido') or {}).get('aguardando_slot')
+        perdido = self._posicao.critica is not None and self._posicao.critica.aguardando_slot
         if self.lsn is None or perdido or self.pausada or not self._tabelas or self._espera_falhou:
             # (Depois de uma falha, só a bomba do ciclo seguinte tenta de novo: um
             # aviso por ciclo com a origem fora, não um a cada pedaço da espera.)
@@ -501,8 +502,8 @@ class CapturaSlotLogico(CapturaPeloSpool):
 
     def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
         """A varredura fechou o dataset: com um slot de pé antes dela, ele sai do CRÍTICO."""
-        perdido = self._posicao.get('perdido')
-        if not perdido or alvo.nome not in perdido.get('datasets', []):
+        perdido = self._posicao.critica
+        if not perdido or alvo.nome not in perdido.datasets:
             return posicao
         if posicao is None:
             logger.error(
@@ -518,7 +519,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
     # -- status e saúde ---------------------------------------------------------------
     def para_o_status(self) -> dict[str, Any]:
         """O bloco `captura` do ouvinte-status.json (a saúde e as métricas leem daqui)."""
-        perdido = self._posicao.get('perdido')
+        perdido = self._posicao.critica
         medido = self.medido
         return {
             'estrategia': self.nome,
@@ -531,12 +532,10 @@ class CapturaSlotLogico(CapturaPeloSpool):
             'critico': (
                 'slot lógico perdido (%s, em %s): datasets %s esperam a varredura%s'
                 % (
-                    perdido.get('motivo'),
-                    perdido.get('em'),
-                    ', '.join(perdido.get('datasets') or []),
-                    ' e o slot não existe: rode --criar-slot'
-                    if perdido.get('aguardando_slot')
-                    else '',
+                    perdido.motivo,
+                    perdido.em,
+                    ', '.join(perdido.datasets),
+                    ' e o slot não existe: rode --criar-slot' if perdido.aguardando_slot else '',
                 )
             )
             if perdido
