@@ -16,7 +16,8 @@ from typing import Any
 
 from contextia_sync import mapeamento, padroes
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao
-from contextia_sync.captura.ao_vivo import agrupar_por_escopo
+from contextia_sync.captura.ao_vivo import Reparticao, agrupar_por_escopo
+from contextia_sync.estado.estado import Acompanhamento
 from contextia_sync.escopos import codigo_invalido, texto_escopo
 from contextia_sync.fila.diretorio import ErroFilaCheia
 from contextia_sync.fila.quarentena import Desfecho, ItemQuarentena, ResultadoReenvio
@@ -156,48 +157,80 @@ def conferir_dono(ctx: Contexto, escopo: str, chave: str) -> None:
 def _dados_de_um(
     ctx: Contexto, alvo: DatasetVivo, chaves: Mapping[str, str], resumo: ResumoDados
 ) -> None:
+    """Um dataset ao vivo: ler, repartir por empresa, enviar e só então confirmar."""
     acomp = ctx.estado.acompanhamento(alvo.nome)
     leitura = ctx.captura.ler(alvo)
     if not leitura.sondou:
         # Nada foi lido (a reconciliacao fora do intervalo dela): nem sonda boa, nem o
         # fim de uma sequencia de falhas.
         return
-    # A sonda respondeu: e a "ultima sonda boa" que a saude vigia.
-    acomp.ultima_sonda = _agora_texto()
-    acomp.novos = acomp.atualizados = acomp.iguais = 0
+    _sonda_respondeu(acomp)
     if leitura.situacao in (Situacao.INICIO, Situacao.NADA):
-        acomp.enviados_ultimo_ciclo = 0
-        # Nada acima da marca: nenhum envio pendente, o erro antigo ja passou.
-        acomp.registrar_sucesso()
+        _nada_acima_da_marca(acomp)
         return
     grande = leitura.situacao is Situacao.GRANDE
-    if grande:
-        # Operacao em massa: a varredura e a ferramenta certa -- fecha a carga e
-        # remove o que sumiu (marca_agua.passa_do_teto).
-        da_reconciliacao = (
-            len(leitura.upserts)
-            + len(leitura.remocoes)
-            + sum(len(v) for v in leitura.remocoes_por_escopo.values())
-        )
-        logger.warning(
-            '%-28s %s linhas mudaram (teto %s): entregue a VARREDURA, não ao incremental%s',
-            alvo.nome,
-            leitura.quantos,
-            ctx.config.maximo,
-            '; a reconciliação segue ao vivo (%d chave(s) agora)' % da_reconciliacao
-            if da_reconciliacao
-            else '',
-        )
-        ctx.estado.entregar_a_varredura(
-            alvo.nome, '%s linhas em %s' % (leitura.quantos, _agora_texto())
-        )
-        acomp.enviados_ultimo_ciclo = 0
-        if not da_reconciliacao:
-            return
+    if grande and not _entregar_a_varredura(ctx, alvo, leitura, acomp):
+        return
 
+    reparticao = _repartir(ctx, alvo, leitura, chaves, resumo)
+    envio, remocoes = _entregar(ctx, alvo, leitura, reparticao, chaves, resumo)
+    acomp.enviados_ultimo_ciclo = envio.enviados
+    _confirmar(ctx, alvo, leitura, acomp, envio, remocoes, grande=grande)
+    resumo.datasets += 1
+    resumo.registros += envio.enviados
+
+
+def _sonda_respondeu(acomp: Acompanhamento) -> None:
+    """A sonda respondeu: é a "última sonda boa" que a saúde vigia; as contagens recomeçam."""
+    acomp.ultima_sonda = _agora_texto()
+    acomp.novos = acomp.atualizados = acomp.iguais = 0
+
+
+def _nada_acima_da_marca(acomp: Acompanhamento) -> None:
+    """Nada acima da marca: nenhum envio pendente, o erro antigo já passou."""
+    acomp.enviados_ultimo_ciclo = 0
+    acomp.registrar_sucesso()
+
+
+def _entregar_a_varredura(
+    ctx: Contexto, alvo: DatasetVivo, leitura: Leitura, acomp: Acompanhamento
+) -> bool:
+    """
+    Operação em massa: a varredura é a ferramenta certa -- fecha a carga e
+    remove o que sumiu (marca_agua.passa_do_teto). True se a reconciliação
+    trouxe chaves, que seguem ao vivo mesmo assim.
+    """
+    da_reconciliacao = (
+        len(leitura.upserts)
+        + len(leitura.remocoes)
+        + sum(len(v) for v in leitura.remocoes_por_escopo.values())
+    )
+    logger.warning(
+        '%-28s %s linhas mudaram (teto %s): entregue a VARREDURA, não ao incremental%s',
+        alvo.nome,
+        leitura.quantos,
+        ctx.config.maximo,
+        '; a reconciliação segue ao vivo (%d chave(s) agora)' % da_reconciliacao
+        if da_reconciliacao
+        else '',
+    )
+    ctx.estado.entregar_a_varredura(
+        alvo.nome, '%s linhas em %s' % (leitura.quantos, _agora_texto())
+    )
+    acomp.enviados_ultimo_ciclo = 0
+    return bool(da_reconciliacao)
+
+
+def _repartir(
+    ctx: Contexto,
+    alvo: DatasetVivo,
+    leitura: Leitura,
+    chaves: Mapping[str, str],
+    resumo: ResumoDados,
+) -> Reparticao:
+    """A leitura repartida por empresa, com os avisos do que não vai (ou não vai bem)."""
     resumo.atrasadas += leitura.atrasadas
     reparticao = agrupar_por_escopo(leitura.upserts, ctx.config.mapa, alvo.row, chaves)
-    grupos = reparticao.grupos
     avisar_sem_chave(
         ctx.config.mapa, ctx.execucao.avisados_sem_chave, alvo.nome, reparticao.sem_chave
     )
@@ -210,46 +243,74 @@ def _dados_de_um(
             ' hash). Até a varredura, o antigo fica.',
             alvo.nome,
         )
+    return reparticao
 
+
+def _entregar(
+    ctx: Contexto,
+    alvo: DatasetVivo,
+    leitura: Leitura,
+    reparticao: Reparticao,
+    chaves: Mapping[str, str],
+    resumo: ResumoDados,
+) -> tuple[_Envio, _Envio | None]:
+    """
+    Os registros a cada empresa, as linhas de código inválido à quarentena e,
+    só se os registros foram, as remoções (None: não tentadas).
+    """
     if not ctx.config.seco:
         ctx.captura.antes_de_enviar(alvo, leitura)
-    envio = _enviar(ctx, alvo, grupos, chaves, resumo)
+    envio = _enviar(ctx, alvo, reparticao.grupos, chaves, resumo)
     if reparticao.invalidos:
         _quarentenar_invalidos(ctx, alvo, reparticao.invalidos, envio, resumo)
     remocoes = _enviar_remocoes(ctx, alvo, leitura, chaves, resumo) if envio.ok else None
-    acomp.enviados_ultimo_ciclo = envio.enviados
-    # A POSICAO SO AVANCA SE TUDO DEU CERTO (marca_agua.marca_apos_envio): falha
-    # de envio mantem a posicao velha e o proximo ciclo rele. Remocao que falhou
-    # nao segura os registros entregues: a posicao deles avanca, e as remocoes
-    # ficam para a proxima reconciliacao (o conjunto entregue nao as perde) ou,
-    # no `binlog`, no spool (ele so conclui a mudanca cuja remocao foi entregue).
-    if envio.ok and not ctx.config.seco:
-        assert remocoes is not None
-        entregue = (
-            leitura
-            if remocoes.ok
-            else dataclasses.replace(leitura, remocoes=[], remocoes_por_escopo={})
-        )
-        ctx.captura.confirmar(alvo, entregue)
-        if not remocoes.ok:
-            acomp.registrar_erro('%s %s' % (_agora_texto(), remocoes.erro), _agora_texto())
-            logger.warning(
-                '%-28s remoção com erro: os registros foram entregues, as'
-                ' remoções ficam para a próxima reconciliação (no binlog, ficam no'
-                ' spool)',
-                alvo.nome,
-            )
-        elif not grande:
-            # O dataset entregue a varredura (grande) so ela solta.
-            acomp.registrar_sucesso()
-            ctx.estado.soltar_da_varredura(alvo.nome)
-    elif not envio.ok:
+    return envio, remocoes
+
+
+def _confirmar(
+    ctx: Contexto,
+    alvo: DatasetVivo,
+    leitura: Leitura,
+    acomp: Acompanhamento,
+    envio: _Envio,
+    remocoes: _Envio | None,
+    *,
+    grande: bool,
+) -> None:
+    """
+    A POSICAO SO AVANCA SE TUDO DEU CERTO (marca_agua.marca_apos_envio): falha
+    de envio mantem a posicao velha e o proximo ciclo rele. Remocao que falhou
+    nao segura os registros entregues: a posicao deles avanca, e as remocoes
+    ficam para a proxima reconciliacao (o conjunto entregue nao as perde) ou,
+    no `binlog`, no spool (ele so conclui a mudanca cuja remocao foi entregue).
+    """
+    if not envio.ok:
         acomp.registrar_erro('%s %s' % (_agora_texto(), envio.erro), _agora_texto())
         logger.warning(
             '%-28s envio com erro: marca de água NÃO avançou (o próximo ciclo relê)', alvo.nome
         )
-    resumo.datasets += 1
-    resumo.registros += envio.enviados
+        return
+    if ctx.config.seco:
+        return
+    assert remocoes is not None
+    entregue = (
+        leitura
+        if remocoes.ok
+        else dataclasses.replace(leitura, remocoes=[], remocoes_por_escopo={})
+    )
+    ctx.captura.confirmar(alvo, entregue)
+    if not remocoes.ok:
+        acomp.registrar_erro('%s %s' % (_agora_texto(), remocoes.erro), _agora_texto())
+        logger.warning(
+            '%-28s remoção com erro: os registros foram entregues, as'
+            ' remoções ficam para a próxima reconciliação (no binlog, ficam no'
+            ' spool)',
+            alvo.nome,
+        )
+    elif not grande:
+        # O dataset entregue a varredura (grande) so ela solta.
+        acomp.registrar_sucesso()
+        ctx.estado.soltar_da_varredura(alvo.nome)
 
 
 def avisar_sem_chave(
@@ -421,65 +482,20 @@ def _enviar_remocoes(
     Depois dos registros: a linha que mudou de empresa já chegou a nova quando
     sai da antiga. Dataset sem recorte: as mesmas chaves saem de toda empresa.
     """
-    por_escopo: dict[str, list[Any]] = {
-        e: list(v) for e, v in leitura.remocoes_por_escopo.items() if v
-    }
-    if leitura.remocoes:
-        for escopo in chaves:
-            por_escopo.setdefault(escopo, []).extend(leitura.remocoes)
     envio = _Envio()
     lote = mapeamento.chunk_de(ctx.config.mapa, alvo.row) or padroes.CHUNK
-    for escopo, valores in sorted(por_escopo.items()):
+    for escopo, valores in sorted(_remocoes_por_escopo(leitura, chaves).items()):
         if ctx.parar():
             envio.falhou('parada pedida antes de remover da empresa %s' % escopo)
             break
         if ctx.config.seco:
             logger.info('%-28s [SECO] escopo=%-8s %s remoção(ões)', alvo.nome, escopo, len(valores))
             continue
-        invalido = codigo_invalido(escopo)
-        if invalido:
-            # Linha com codigo invalido nunca e entregue (vai para a quarentena):
-            # nao ha o que remover, e a remocao nao pode ficar pendente para sempre.
-            logger.warning(
-                '%-28s %d remoção(ões) com %s: nada a remover (linha assim nunca é entregue)',
-                alvo.nome,
-                len(valores),
-                invalido,
-            )
+        if not _empresa_remove(alvo, escopo, valores, chaves, envio):
             continue
-        if escopo not in chaves:
-            envio.falhou(
-                'escopo %s: sem chave no arquivo de chaves; %d remoção(ões) não'
-                ' enviada(s)' % (escopo, len(valores))
-            )
-            continue
-        removidas = 0
-        for inicio in range(0, len(valores), lote):
-            try:
-                res = cliente.enviar_dataset(
-                    alvo.nome,
-                    [],
-                    key=alvo.chave,
-                    api_key=chaves[escopo],
-                    logger=logger,
-                    remove=valores[inicio : inicio + lote],
-                    deve_parar=ctx.parar,
-                    escopo=escopo,
-                    sync=None,
-                )
-            except ErroContextia as falha:
-                resumo.erros += 1
-                envio.falhou('escopo %s: remoção: %s: %s' % (escopo, type(falha).__name__, falha))
-                logger.error('%-28s escopo=%-8s %s', alvo.nome, escopo, envio.erro)
-                break
-            if res.lotes_erro:
-                resumo.erros += res.lotes_erro
-                envio.falhou(
-                    'escopo %s: remoção com erro: %s'
-                    % (escopo, resumir('; '.join(res.erros or [])))
-                )
-                break
-            removidas += res.removed
+        removidas = _remover_em_lotes(
+            ctx, alvo, escopo, valores, chaves[escopo], lote, envio, resumo
+        )
         envio.enviados += removidas
         resumo.removidas += removidas
         logger.info(
@@ -490,6 +506,84 @@ def _enviar_remocoes(
             len(valores),
         )
     return envio
+
+
+def _remocoes_por_escopo(leitura: Leitura, chaves: Mapping[str, str]) -> dict[str, list[Any]]:
+    """{escopo: chaves a remover}; as do dataset sem recorte vão a toda empresa com chave."""
+    por_escopo: dict[str, list[Any]] = {
+        e: list(v) for e, v in leitura.remocoes_por_escopo.items() if v
+    }
+    if leitura.remocoes:
+        for escopo in chaves:
+            por_escopo.setdefault(escopo, []).extend(leitura.remocoes)
+    return por_escopo
+
+
+def _empresa_remove(
+    alvo: DatasetVivo, escopo: str, valores: list[Any], chaves: Mapping[str, str], envio: _Envio
+) -> bool:
+    """
+    A empresa pode receber a remoção? O código inválido não tem o que remover
+    (avisado); a empresa sem chave faz o envio falhar (a remoção fica pendente).
+    """
+    invalido = codigo_invalido(escopo)
+    if invalido:
+        # Linha com codigo invalido nunca e entregue (vai para a quarentena):
+        # nao ha o que remover, e a remocao nao pode ficar pendente para sempre.
+        logger.warning(
+            '%-28s %d remoção(ões) com %s: nada a remover (linha assim nunca é entregue)',
+            alvo.nome,
+            len(valores),
+            invalido,
+        )
+        return False
+    if escopo not in chaves:
+        envio.falhou(
+            'escopo %s: sem chave no arquivo de chaves; %d remoção(ões) não'
+            ' enviada(s)' % (escopo, len(valores))
+        )
+        return False
+    return True
+
+
+def _remover_em_lotes(
+    ctx: Contexto,
+    alvo: DatasetVivo,
+    escopo: str,
+    valores: list[Any],
+    chave: str,
+    lote: int,
+    envio: _Envio,
+    resumo: ResumoDados,
+) -> int:
+    """As remoções de uma empresa, lote a lote; para no primeiro que falha. Quantas saíram."""
+    removidas = 0
+    for inicio in range(0, len(valores), lote):
+        try:
+            res = cliente.enviar_dataset(
+                alvo.nome,
+                [],
+                key=alvo.chave,
+                api_key=chave,
+                logger=logger,
+                remove=valores[inicio : inicio + lote],
+                deve_parar=ctx.parar,
+                escopo=escopo,
+                sync=None,
+            )
+        except ErroContextia as falha:
+            resumo.erros += 1
+            envio.falhou('escopo %s: remoção: %s: %s' % (escopo, type(falha).__name__, falha))
+            logger.error('%-28s escopo=%-8s %s', alvo.nome, escopo, envio.erro)
+            break
+        if res.lotes_erro:
+            resumo.erros += res.lotes_erro
+            envio.falhou(
+                'escopo %s: remoção com erro: %s' % (escopo, resumir('; '.join(res.erros or [])))
+            )
+            break
+        removidas += res.removed
+    return removidas
 
 
 def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any
 from collections.abc import Callable, Mapping
 
 from contextia_sync.origem import AdaptadorDeOrigem
@@ -67,11 +68,7 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     if reconcilia and not args.reenviar_quarentena:
         _exigir_remove(nome_estrategia)
 
-    _exigir_pasta_de_estado(args.estado)
-    trava = travar(args.estado)
-    # Antes de qualquer outra coisa: a ferramenta que um ouvinte morto deixou rodando.
-    supervisor.encerrar_sobra(os.path.join(args.estado, supervisor.ARQUIVO_GRUPO))
-    estado = Estado(os.path.join(args.estado, ARQUIVO_ESTADO))
+    trava, estado = _tomar_pasta_de_estado(args.estado)
     vivos, fora = datasets_ao_vivo(mapa, nome_estrategia)
     regra = regra_projeto.resolver(mapa)
     origem = carregar_origem(args.source)
@@ -86,7 +83,56 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
         else Quarentena(os.path.join(args.estado, PASTA_QUARENTENA), logger=logger)
     )
 
-    config = Configuracao(
+    config = _configuracao(
+        args,
+        mapa=mapa,
+        mapping=mapping,
+        chaves=chaves,
+        vivos=vivos,
+        fora=fora,
+        varredura=varredura,
+        estrategia=nome_estrategia,
+        reconcilia=reconcilia,
+    )
+    ctx = Contexto(
+        config=config,
+        regra=regra,
+        origem=origem,
+        estado=estado,
+        captura=captura,
+        parar=parar,
+        trava=trava,
+        quarentena=quarentena,
+    )
+
+    linhas, resumo = _cabecalho(_Subida(args, ctx, info, de_onde, quantas_chaves))
+    _anunciar(args, linhas, resumo)
+    return ctx
+
+
+def _tomar_pasta_de_estado(pasta: str) -> tuple[IO[str] | None, Estado]:
+    """A pasta de estado gravável e travada, sem a sobra de um ouvinte anterior, e o estado dela."""
+    _exigir_pasta_de_estado(pasta)
+    trava = travar(pasta)
+    # Antes de qualquer outra coisa: a ferramenta que um ouvinte morto deixou rodando.
+    supervisor.encerrar_sobra(os.path.join(pasta, supervisor.ARQUIVO_GRUPO))
+    return trava, Estado(os.path.join(pasta, ARQUIVO_ESTADO))
+
+
+def _configuracao(
+    args: argparse.Namespace,
+    *,
+    mapa: dict[str, Any],
+    mapping: str,
+    chaves: str,
+    vivos: list[DatasetVivo],
+    fora: list[tuple[str, str]],
+    varredura: tuple[int, int] | None,
+    estrategia: str,
+    reconcilia: bool,
+) -> Configuracao:
+    """O que o operador escolheu (linha de comando e mapeamento), já resolvido."""
+    return Configuracao(
         mapa=mapa,
         vivos=vivos,
         fora=fora,
@@ -102,34 +148,23 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
         janela=args.janela_varredura,
         timeout=args.timeout_ferramenta or None,
         inatividade=args.inatividade_ferramenta or None,
-        estrategia=nome_estrategia,
+        estrategia=estrategia,
         intervalo_dados=args.intervalo_dados,
         metricas=args.metricas or args.estado,
         intervalo_reconciliacao=args.intervalo_reconciliacao if reconcilia else None,
-        modo=(
-            'seco'
-            if args.dry_run
-            else 'reenviar-quarentena'
-            if args.reenviar_quarentena
-            else 'once'
-            if args.once
-            else 'servico'
-        ),
-    )
-    ctx = Contexto(
-        config=config,
-        regra=regra,
-        origem=origem,
-        estado=estado,
-        captura=captura,
-        parar=parar,
-        trava=trava,
-        quarentena=quarentena,
+        modo=_modo(args),
     )
 
-    linhas, resumo = _cabecalho(args, ctx, info, de_onde, quantas_chaves)
-    _anunciar(args, linhas, resumo)
-    return ctx
+
+def _modo(args: argparse.Namespace) -> str:
+    """Como esta execução roda (o `modo` do status): o seco vence, depois o reenvio, o --once."""
+    if args.dry_run:
+        return 'seco'
+    if args.reenviar_quarentena:
+        return 'reenviar-quarentena'
+    if args.once:
+        return 'once'
+    return 'servico'
 
 
 def _exigir_destino() -> None:
@@ -194,22 +229,41 @@ def _criar_captura(
     return captura
 
 
-def _cabecalho(
-    args: argparse.Namespace,
-    ctx: Contexto,
-    info: Mapping[str, Any],
-    de_onde: str,
-    quantas_chaves: int,
-) -> tuple[list[tuple[bool, str]], str]:
+# Uma linha do cabecalho da subida: (aviso?, texto).
+LinhaDoCabecalho = tuple[bool, str]
+
+
+@dataclass(frozen=True)
+class _Subida:
+    """O que o cabeçalho da subida mostra: as opções, o Contexto e a estratégia escolhida."""
+
+    args: argparse.Namespace
+    ctx: Contexto
+    info: Mapping[str, Any]  # a ficha da estrategia (exigir_estrategia)
+    de_onde: str  # quem escolheu a estrategia: a linha de comando, o mapeamento, o padrao
+    quantas_chaves: int
+
+
+def _cabecalho(subida: _Subida) -> tuple[list[LinhaDoCabecalho], str]:
     """O cabeçalho da subida, (aviso?, texto) na ordem em que sai no log, e o resumo."""
-    mapa, vivos, fora, regra = ctx.config.mapa, ctx.config.vivos, ctx.config.fora, ctx.regra
-    nome_estrategia, varredura = ctx.config.estrategia, ctx.config.varredura
-    reconcilia = ctx.config.intervalo_reconciliacao is not None
-    linhas: list[tuple[bool, str]] = [
-        (False, 'cliente ..........: %s' % (mapa.get('client') or '(sem nome)')),
+    linhas: list[LinhaDoCabecalho] = []
+    for secao in _SECOES_DO_CABECALHO:
+        linhas += secao(subida)
+    return linhas, _resumo_da_subida(subida)
+
+
+def _secao_destino(subida: _Subida) -> list[LinhaDoCabecalho]:
+    """De quem, para onde, com que chaves e por que estratégia (e se ela vê exclusão)."""
+    args, config, info = subida.args, subida.ctx.config, subida.info
+    linhas: list[LinhaDoCabecalho] = [
+        (False, 'cliente ..........: %s' % (config.mapa.get('client') or '(sem nome)')),
         (False, 'destino ..........: %s' % cliente.url_destino()),
-        (False, 'chaves ...........: %s (%s empresa(s))' % (args.chaves, quantas_chaves)),
-        (False, 'estratégia .......: %s (%s) -- %s' % (nome_estrategia, de_onde, info['o_que_e'])),
+        (False, 'chaves ...........: %s (%s empresa(s))' % (args.chaves, subida.quantas_chaves)),
+        (
+            False,
+            'estratégia .......: %s (%s) -- %s'
+            % (config.estrategia, subida.de_onde, info['o_que_e']),
+        ),
     ]
     if not info['ve_delete']:
         linhas.append(
@@ -219,14 +273,20 @@ def _cabecalho(
                 ' sai do Contextia na varredura. O cliente precisa saber disso.',
             )
         )
-    linhas += [
+    return linhas
+
+
+def _secao_ciclos(subida: _Subida) -> list[LinhaDoCabecalho]:
+    """O ritmo de cada ciclo: dados, reconciliação (e quem fica fora dela), projetos, varredura."""
+    args, config = subida.args, subida.ctx.config
+    linhas: list[LinhaDoCabecalho] = [
         (
             False,
             'dados ............: a cada %ss, folga de %ss, teto de %s linhas'
             % (args.intervalo_dados, args.folga, args.maximo_por_ciclo),
         )
     ]
-    if reconcilia:
+    if config.intervalo_reconciliacao is not None:
         linhas.append(
             (
                 False,
@@ -236,11 +296,16 @@ def _cabecalho(
             )
         )
         linhas += [
-            (True, SEM_KEY_RECONCILIACAO % alvo.nome) for alvo in vivos if not alvo.reconcilia
+            (True, SEM_KEY_RECONCILIACAO % alvo.nome)
+            for alvo in config.vivos
+            if not alvo.reconcilia
         ]
     linhas += [
         (False, 'projetos .........: a cada %ss' % args.intervalo_projetos),
-        (False, 'varredura ........: %s' % agenda.descrever(varredura, args.janela_varredura)),
+        (
+            False,
+            'varredura ........: %s' % agenda.descrever(config.varredura, args.janela_varredura),
+        ),
         (
             False,
             'ferramentas ......: tempo máximo %ss, inatividade máxima %s'
@@ -250,7 +315,14 @@ def _cabecalho(
             ),
         ),
     ]
-    if varredura and not ctx.estado.varredura_feita_em() and not args.varrer_agora:
+    return linhas
+
+
+def _secao_avisos_da_execucao(subida: _Subida) -> list[LinhaDoCabecalho]:
+    """O que esta execução não fará: a carga inicial fora da janela, e nada no seco."""
+    args, ctx = subida.args, subida.ctx
+    linhas: list[LinhaDoCabecalho] = []
+    if ctx.config.varredura and not ctx.estado.varredura_feita_em() and not args.varrer_agora:
         linhas.append(
             (
                 True,
@@ -267,16 +339,24 @@ def _cabecalho(
                 ' avança e o estado não é gravado',
             )
         )
-    total = len(mapa.get('datasets') or [])
-    linhas.append((False, 'datasets ao vivo .: %s de %s' % (len(vivos), total)))
+    return linhas
+
+
+def _secao_datasets(subida: _Subida) -> list[LinhaDoCabecalho]:
+    """Os datasets ao vivo e os de fora, a regra de projeto, e o ao-vivo sem dataset."""
+    config = subida.ctx.config
+    total = len(config.mapa.get('datasets') or [])
+    linhas: list[LinhaDoCabecalho] = [
+        (False, 'datasets ao vivo .: %s de %s' % (len(config.vivos), total))
+    ]
     linhas += [
         (False, '   fora do ao-vivo: %-28s %s (só muda na varredura)' % (nome, motivo))
-        for nome, motivo in fora
+        for nome, motivo in config.fora
     ]
     # Uma linha de log por linha: o log escapa a quebra de linha dentro de um valor.
     linhas.append((False, 'regra de projeto:'))
-    linhas += [(False, linha) for linha in regra_projeto.descrever(regra).split('\n')]
-    if not vivos:
+    linhas += [(False, linha) for linha in regra_projeto.descrever(subida.ctx.regra).split('\n')]
+    if not config.vivos:
         linhas.append(
             (
                 True,
@@ -285,16 +365,30 @@ def _cabecalho(
                 ' mapeamento para o ao-vivo valer a pena.',
             )
         )
-    resumo = '%s -> %s: %s de %s dataset(s) ao vivo, %s empresa(s), %s, varredura %s' % (
-        mapa.get('client') or '(sem nome)',
+    return linhas
+
+
+# As secoes do cabecalho, na ordem em que saem no log (e no ouvinte-cabecalho.txt).
+_SECOES_DO_CABECALHO: tuple[Callable[[_Subida], list[LinhaDoCabecalho]], ...] = (
+    _secao_destino,
+    _secao_ciclos,
+    _secao_avisos_da_execucao,
+    _secao_datasets,
+)
+
+
+def _resumo_da_subida(subida: _Subida) -> str:
+    """A linha única do `--once` ocioso, quando o cabeçalho não mudou."""
+    config = subida.ctx.config
+    return '%s -> %s: %s de %s dataset(s) ao vivo, %s empresa(s), %s, varredura %s' % (
+        config.mapa.get('client') or '(sem nome)',
         cliente.url_destino(),
-        len(vivos),
-        total,
-        quantas_chaves,
-        nome_estrategia,
-        '%02d:%02d' % varredura if varredura else 'DESLIGADA',
+        len(config.vivos),
+        len(config.mapa.get('datasets') or []),
+        subida.quantas_chaves,
+        config.estrategia,
+        '%02d:%02d' % config.varredura if config.varredura else 'DESLIGADA',
     )
-    return linhas, resumo
 
 
 # Dentro do diretorio de estado: o ultimo cabecalho completo da subida.

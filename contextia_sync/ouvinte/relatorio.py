@@ -22,15 +22,37 @@ from contextia_sync.ouvinte.contexto import Contexto
 def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
     """As linhas do status; `resumos` são as linhas do último ciclo de cada tipo."""
     agora = datetime.datetime.now()
-    linhas = [
+    linhas = _linhas_do_ouvinte(ctx, agora)
+    tabela, alerta = tabela_datasets(ctx)
+    if alerta:
+        linhas.append(
+            'ATENÇÃO FOLGA .....: chegadas atrasadas passaram da metade da'
+            ' --folga em %s -- aumente --folga ou fale com o DBA' % ', '.join(alerta)
+        )
+    linhas.extend(_linhas_da_quarentena(ctx))
+    for recusada in empresas_recusadas(ctx):
+        linhas.append(
+            "EMPRESA RECUSADA ..: '%s' (%s): %s"
+            % (recusada['escopo'], recusada['onde'], recusada['motivo'])
+        )
+    linhas.append(_linha_da_ferramenta(ctx, agora))
+    linhas.extend(_linhas_da_captura(captura_no_status(ctx)))
+    linhas.extend(resumos.values())
+    linhas.extend(_linhas_do_que_espera(ctx))
+    linhas.append('')
+    linhas.extend(tabela)
+    if ctx.config.intervalo_reconciliacao is not None:
+        linhas.append('')
+        linhas.extend(tabela_reconciliacao(ctx))
+    return linhas
+
+
+def _linhas_do_ouvinte(ctx: Contexto, agora: datetime.datetime) -> list[str]:
+    """O cabeçalho do status: o processo, o cliente, a estratégia, as falhas, a varredura."""
+    situacao = {'rodando': 'ativo', 'parando': 'parando', 'parado': 'PARADO'}
+    return [
         'ouvinte ...........: %s'
-        % (
-            'SECO (não envia)'
-            if ctx.config.seco
-            else {'rodando': 'ativo', 'parando': 'parando', 'parado': 'PARADO'}[
-                ctx.execucao.situacao
-            ]
-        ),
+        % ('SECO (não envia)' if ctx.config.seco else situacao[ctx.execucao.situacao]),
         'pid ...............: %s' % os.getpid(),
         'atualizado em .....: %s' % agora.strftime('%Y-%m-%d %H:%M:%S'),
         'cliente ...........: %s' % (ctx.config.mapa.get('client') or '-'),
@@ -41,48 +63,38 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
         'falhas seguidas ...: %s' % ctx.execucao.falhas,
         'última varredura ..: %s' % _texto_varredura(ctx),
     ]
-    tabela, alerta = tabela_datasets(ctx)
-    if alerta:
-        linhas.append(
-            'ATENÇÃO FOLGA .....: chegadas atrasadas passaram da metade da'
-            ' --folga em %s -- aumente --folga ou fale com o DBA' % ', '.join(alerta)
-        )
-    if ctx.quarentena is not None:
-        por_dataset = ctx.quarentena.por_dataset()
-        total = sum(por_dataset.values())
-        linhas.append(
-            'quarentena ........: %s registro(s)%s'
-            % (
-                total,
-                (
-                    ' (%s) -- recusados de vez pelo intake; corrija na origem ou reenvie com'
-                    ' ouvinte.py --reenviar-quarentena'
-                    % ', '.join('%s %s' % item for item in sorted(por_dataset.items()))
-                )
-                if total
-                else '',
-            )
-        )
-    for recusada in empresas_recusadas(ctx):
-        linhas.append(
-            "EMPRESA RECUSADA ..: '%s' (%s): %s"
-            % (recusada['escopo'], recusada['onde'], recusada['motivo'])
-        )
+
+
+def _linhas_da_quarentena(ctx: Contexto) -> list[str]:
+    """A quarentena e o que fazer com ela (nenhuma linha no seco, que não tem quarentena)."""
+    if ctx.quarentena is None:
+        return []
+    por_dataset = ctx.quarentena.por_dataset()
+    total = sum(por_dataset.values())
+    detalhe = (
+        ' (%s) -- recusados de vez pelo intake; corrija na origem ou reenvie com'
+        ' ouvinte.py --reenviar-quarentena'
+        % ', '.join('%s %s' % item for item in sorted(por_dataset.items()))
+    )
+    return ['quarentena ........: %s registro(s)%s' % (total, detalhe if total else '')]
+
+
+def _linha_da_ferramenta(ctx: Contexto, agora: datetime.datetime) -> str:
+    """A ferramenta filha rodando agora (a varredura, a carga), e há quanto tempo."""
     f = ctx.execucao.ferramenta_agora
-    if f:
-        linhas.append(
-            'ferramenta agora ..: %s (pid %s, desde %s, há %ss)'
-            % (
-                f.rotulo,
-                f.pid,
-                f.desde.strftime('%Y-%m-%d %H:%M:%S'),
-                int((agora - f.desde).total_seconds()),
-            )
-        )
-    else:
-        linhas.append('ferramenta agora ..: nenhuma')
-    linhas.extend(_linhas_da_captura(captura_no_status(ctx)))
-    linhas.extend(resumos.values())
+    if not f:
+        return 'ferramenta agora ..: nenhuma'
+    return 'ferramenta agora ..: %s (pid %s, desde %s, há %ss)' % (
+        f.rotulo,
+        f.pid,
+        f.desde.strftime('%Y-%m-%d %H:%M:%S'),
+        int((agora - f.desde).total_seconds()),
+    )
+
+
+def _linhas_do_que_espera(ctx: Contexto) -> list[str]:
+    """As cargas iniciais por refazer e os datasets entregues a varredura."""
+    linhas = []
     cargas = ctx.estado.cargas_pendentes()
     if cargas:
         linhas.append(
@@ -95,11 +107,6 @@ def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
             'entregues a varredura: %s'
             % ', '.join('%s (%s)' % (n, t) for n, t in sorted(pendentes.items()))
         )
-    linhas.append('')
-    linhas.extend(tabela)
-    if ctx.config.intervalo_reconciliacao is not None:
-        linhas.append('')
-        linhas.extend(tabela_reconciliacao(ctx))
     return linhas
 
 
@@ -327,83 +334,102 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
     varredura, falha). Esquema: docs/ouvinte.md ("ouvinte-status.json").
     """
     agora = datetime.datetime.now()
-    datasets: list[dict[str, Any]] = []
     quarentena = ctx.quarentena.por_dataset() if ctx.quarentena is not None else {}
-    for alvo in ctx.config.vivos:
-        a = ctx.estado.acompanhamento(alvo.nome)
-        datasets.append(
-            {
-                'dataset': alvo.nome,
-                'ao_vivo': True,
-                'marca_agua': ctx.estado.marca(alvo.nome),
-                'ultima_sonda_ok_em': a.ultima_sonda,
-                'segundos_desde_sonda_ok': _segundos_desde(a.ultima_sonda, agora),
-                'atraso_origem_s': a.atraso_origem_s,
-                'enviados': a.enviados_ultimo_ciclo,
-                'novos': a.novos,
-                'atualizados': a.atualizados,
-                'iguais': a.iguais,
-                'ultima_mudanca_vista_em': a.ultima_mudanca_vista,
-                'atrasadas_total': a.atrasadas_total,
-                'maior_atraso_s': a.maior_atraso_s,
-                'atraso_preocupante': marca_agua.atraso_preocupante(
-                    a.maior_atraso_s, ctx.estado.marca(alvo.nome), ctx.config.folga
-                ),
-                'quarentena': quarentena.get(alvo.nome, 0),
-                'sem_carimbo': a.sem_carimbo,
-                'futuras': a.futuras,
-                'ultimo_erro': a.ultimo_erro,
-                'erro_desde': a.erro_desde,
-                'falhas_seguidas': a.falhas_seguidas,
-                'entregue_a_varredura': ctx.estado.pendentes().get(alvo.nome),
-                'captura': _captura_de(ctx, alvo),
-                'reconciliacao': _reconciliacao_json(ctx, alvo, agora),
-            }
-        )
-    for nome, motivo in ctx.config.fora:
-        datasets.append(
-            {'dataset': cliente.normalizar_dataset(nome), 'ao_vivo': False, 'motivo': motivo}
-        )
-    f = ctx.execucao.ferramenta_agora
-    varredura = ctx.estado.dados.varredura
+    datasets = [_dataset_json(ctx, alvo, agora, quarentena) for alvo in ctx.config.vivos]
+    datasets += [
+        {'dataset': cliente.normalizar_dataset(nome), 'ao_vivo': False, 'motivo': motivo}
+        for nome, motivo in ctx.config.fora
+    ]
+    # A ordem das chaves e a do arquivo (e a que docs/ouvinte.md descreve).
     return {
         'versao': VERSAO_STATUS,
-        'ouvinte': {
-            'pid': os.getpid(),
-            'situacao': ctx.execucao.situacao,
-            'modo': ctx.config.modo,
-            'iniciado_em': ctx.config.iniciado_em,
-            'atualizado_em': agora.isoformat(timespec='seconds'),
-            'cliente': ctx.config.mapa.get('client'),
-            'destino': cliente.url_destino(),
-            'estrategia': ctx.config.estrategia,
-            'intervalo_dados_s': ctx.config.intervalo_dados,
-            'intervalo_reconciliacao_s': ctx.config.intervalo_reconciliacao,
-            'folga_s': ctx.config.folga,
-            'falhas_seguidas': ctx.execucao.falhas,
-            'datasets_ao_vivo': len(ctx.config.vivos),
-            'datasets_total': len(ctx.config.mapa.get('datasets') or []),
-        },
+        'ouvinte': _ouvinte_json(ctx, agora),
         'ciclos': {nome: dict(dados) for nome, dados in ciclos.items()},
-        'varredura': {
-            'hora': ('%02d:%02d' % ctx.config.varredura) if ctx.config.varredura else None,
-            'ultima_em': ctx.estado.varredura_feita_em(),
-            'iniciada_em': varredura.iniciada_em,
-            'terminada_em': varredura.terminada_em,
-            'ok': varredura.ok,
-            'erros': list(varredura.erros),
-            'nao_fechados': dict(varredura.nao_fechados),
-            'ultima_ok_em': varredura.ultima_ok_em,
-        },
-        'ferramenta': None
-        if f is None
-        else {'rotulo': f.rotulo, 'pid': f.pid, 'desde': f.desde.isoformat(timespec='seconds')},
+        'varredura': _varredura_json(ctx),
+        'ferramenta': _ferramenta_json(ctx),
         'quarentena': {'total': sum(quarentena.values()), 'por_dataset': quarentena},
         'empresas_recusadas': empresas_recusadas(ctx),
         'cargas_iniciais_pendentes': ctx.estado.cargas_pendentes(),
         'entregues_a_varredura': ctx.estado.pendentes(),
         'captura': captura_no_status(ctx),
         'datasets': datasets,
+    }
+
+
+def _ouvinte_json(ctx: Contexto, agora: datetime.datetime) -> dict[str, Any]:
+    """O objeto `ouvinte`: o processo, o modo e o que o operador escolheu."""
+    return {
+        'pid': os.getpid(),
+        'situacao': ctx.execucao.situacao,
+        'modo': ctx.config.modo,
+        'iniciado_em': ctx.config.iniciado_em,
+        'atualizado_em': agora.isoformat(timespec='seconds'),
+        'cliente': ctx.config.mapa.get('client'),
+        'destino': cliente.url_destino(),
+        'estrategia': ctx.config.estrategia,
+        'intervalo_dados_s': ctx.config.intervalo_dados,
+        'intervalo_reconciliacao_s': ctx.config.intervalo_reconciliacao,
+        'folga_s': ctx.config.folga,
+        'falhas_seguidas': ctx.execucao.falhas,
+        'datasets_ao_vivo': len(ctx.config.vivos),
+        'datasets_total': len(ctx.config.mapa.get('datasets') or []),
+    }
+
+
+def _varredura_json(ctx: Contexto) -> dict[str, Any]:
+    """O objeto `varredura`: a hora marcada e como foi a última."""
+    varredura = ctx.estado.dados.varredura
+    return {
+        'hora': ('%02d:%02d' % ctx.config.varredura) if ctx.config.varredura else None,
+        'ultima_em': ctx.estado.varredura_feita_em(),
+        'iniciada_em': varredura.iniciada_em,
+        'terminada_em': varredura.terminada_em,
+        'ok': varredura.ok,
+        'erros': list(varredura.erros),
+        'nao_fechados': dict(varredura.nao_fechados),
+        'ultima_ok_em': varredura.ultima_ok_em,
+    }
+
+
+def _ferramenta_json(ctx: Contexto) -> dict[str, Any] | None:
+    """O objeto `ferramenta`: a filha rodando agora (None: nenhuma)."""
+    f = ctx.execucao.ferramenta_agora
+    if f is None:
+        return None
+    return {'rotulo': f.rotulo, 'pid': f.pid, 'desde': f.desde.isoformat(timespec='seconds')}
+
+
+def _dataset_json(
+    ctx: Contexto, alvo: DatasetVivo, agora: datetime.datetime, quarentena: Mapping[str, int]
+) -> dict[str, Any]:
+    """Um dataset ao vivo no status: a marca, a sonda, os envios, os atrasos, o erro."""
+    a = ctx.estado.acompanhamento(alvo.nome)
+    return {
+        'dataset': alvo.nome,
+        'ao_vivo': True,
+        'marca_agua': ctx.estado.marca(alvo.nome),
+        'ultima_sonda_ok_em': a.ultima_sonda,
+        'segundos_desde_sonda_ok': _segundos_desde(a.ultima_sonda, agora),
+        'atraso_origem_s': a.atraso_origem_s,
+        'enviados': a.enviados_ultimo_ciclo,
+        'novos': a.novos,
+        'atualizados': a.atualizados,
+        'iguais': a.iguais,
+        'ultima_mudanca_vista_em': a.ultima_mudanca_vista,
+        'atrasadas_total': a.atrasadas_total,
+        'maior_atraso_s': a.maior_atraso_s,
+        'atraso_preocupante': marca_agua.atraso_preocupante(
+            a.maior_atraso_s, ctx.estado.marca(alvo.nome), ctx.config.folga
+        ),
+        'quarentena': quarentena.get(alvo.nome, 0),
+        'sem_carimbo': a.sem_carimbo,
+        'futuras': a.futuras,
+        'ultimo_erro': a.ultimo_erro,
+        'erro_desde': a.erro_desde,
+        'falhas_seguidas': a.falhas_seguidas,
+        'entregue_a_varredura': ctx.estado.pendentes().get(alvo.nome),
+        'captura': _captura_de(ctx, alvo),
+        'reconciliacao': _reconciliacao_json(ctx, alvo, agora),
     }
 
 
