@@ -18,7 +18,6 @@ import os
 import shutil
 import ssl
 import subprocess
-import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -33,9 +32,9 @@ from contextia_sync.origem import ErroOrigem, generico
 from tests.apoio.bancos import em_ci
 from tests.apoio.mariadb_binlog import SENHA as SENHA_MARIADB
 from tests.apoio.mariadb_binlog import MariadbBinlog
-from tests.apoio.ouvinte import DATASET, RAIZ, Ouvinte
+from tests.apoio.ouvinte import DATASET, Ouvinte
 from tests.apoio.postgres_logico import SENHA as SENHA_POSTGRES
-from tests.apoio.postgres_logico import PostgresLogico, binarios
+from tests.apoio.postgres_logico import PostgresLogico, binarios, criar_slot_pelo_ouvinte
 from tests.dados import erp as erp_teste
 
 # Nenhum teste daqui passa de ~2 s (os servidores sobem uma vez por módulo): sem `lento`.
@@ -246,28 +245,6 @@ def _sem_traceback_e_sem_senha(texto, senha):
     assert senha not in texto, texto
 
 
-def _criar_slot(tmp_path, mapa_caminho, origem, dba):
-    env = dict(os.environ, CONTEXTIA_ORIGEM=origem, CONTEXTIA_ORIGEM_DBA=dba)
-    feito = subprocess.run(
-        [
-            sys.executable,
-            'ouvinte.py',
-            '--mapping=' + mapa_caminho,
-            '--estado=' + str(tmp_path / 'estado'),
-            '--criar-slot',
-        ],
-        cwd=RAIZ,
-        env=env,
-        timeout=60,
-        capture_output=True,
-    )
-    return (
-        feito.returncode,
-        feito.stdout.decode('utf-8', 'replace'),
-        feito.stderr.decode('utf-8', 'replace'),
-    )
-
-
 def _ouvinte_once(tmp_path, erp, estrategia, contextia, chave_contextia):
     """O ouvinte.py de verdade, um ciclo: (código, saída)."""
     ouvinte = Ouvinte(tmp_path, erp, contextia, chave_contextia)
@@ -303,7 +280,9 @@ def test_postgres_com_o_ca_certo_origem_slot_e_dba_conectam_por_tls(
     erp.executar('ALTER TABLE {TITULOS} REPLICA IDENTITY FULL')
     caminho, mapa = _mapa(tmp_path, 'slot_logico', erp)
     # (c) o --criar-slot pelo DBA, que o servidor só aceita com certificado de cliente.
-    codigo, saida, erros = _criar_slot(tmp_path, caminho, banco.url_origem, banco.url_admin)
+    codigo, saida, erros = criar_slot_pelo_ouvinte(
+        tmp_path, caminho, banco.url_origem, banco.url_admin
+    )
     assert codigo == 0, saida + erros
     assert 'slot contextia_%s criado' % mapa['client'] in saida, saida
 
@@ -373,7 +352,7 @@ def test_postgres_com_o_ca_errado_cada_caminho_recusa_em_portugues(
     _sem_traceback_e_sem_senha(texto, SENHA_POSTGRES)
 
     # O --criar-slot pelo DBA: uma linha, a variável certa, saída 2, nada criado.
-    codigo, saida, erros = _criar_slot(tmp_path, caminho, origem, dba)
+    codigo, saida, erros = criar_slot_pelo_ouvinte(tmp_path, caminho, origem, dba)
     assert codigo == 2, saida + erros
     assert erros.count('\n') == 1 and 'CONTEXTIA_ORIGEM_DBA' in erros, erros
     assert 'certificate verify failed' in erros and 'recusada no TLS' in erros, erros

@@ -18,7 +18,6 @@ import json
 import os
 import resource
 import shutil
-import ssl
 import subprocess
 import sys
 import textwrap
@@ -37,6 +36,7 @@ from tests.apoio.hostil import (
     corpo_sem_fim,
     gotejar,
     intake_falso,
+    tls_autoassinado,
 )
 from tests.dados import erp as erp_teste
 
@@ -271,32 +271,8 @@ def test_sob_tls_o_corte_e_o_limite_valem_igual(
     ambiente_hostil, monkeypatch, tmp_path, hostil, causa
 ):
     """O corte da vigia num SSLSocket (o socket por baixo, sem soltar o TLS da leitura)."""
-    chave, certificado = tmp_path / 'chave.pem', tmp_path / 'cert.pem'
-    subprocess.run(
-        [
-            'openssl',
-            'req',
-            '-x509',
-            '-newkey',
-            'rsa:2048',
-            '-nodes',
-            '-days',
-            '1',
-            '-subj',
-            '/CN=127.0.0.1',
-            '-addext',
-            'subjectAltName=IP:127.0.0.1',
-            '-keyout',
-            str(chave),
-            '-out',
-            str(certificado),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    contexto = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    contexto.load_cert_chain(str(certificado), str(chave))
-    monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', str(certificado))
+    contexto, certificado = tls_autoassinado(tmp_path)
+    monkeypatch.setenv('CONTEXTIA_CA_BUNDLE', certificado)
     with ServidorHostil(hostil(), tls=contexto) as servidor:
         monkeypatch.setenv('CONTEXTIA_URL', servidor.url)
         erro, segundos = _falha_passageira(lambda: cliente.capacidades(CHAVE))

@@ -8,9 +8,6 @@ trava a sessão como `mysql://`.
 """
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 
 import pytest
@@ -18,8 +15,10 @@ import pytest
 from contextia_local.processo import porta_livre
 from contextia_sync.origem import generico
 from tests.apoio.bancos import exigir_servidor
-from tests.apoio.ouvinte import RAIZ
-from tests.apoio.postgres_logico import postgres_logico  # noqa: F401 - fixture de sessao
+from tests.apoio.postgres_logico import (  # noqa: F401 - postgres_logico: fixture de sessao
+    criar_slot_pelo_ouvinte,
+    postgres_logico,
+)
 from tests.dados import erp as erp_teste
 
 SENHA = 'S3nha-do-DBA-nunca-impressa'
@@ -36,31 +35,6 @@ def _mapa(tmp_path):
     return caminho, 'contextia_' + mapa['client']
 
 
-def _criar_slot(tmp_path, mapa, origem, dba):
-    env = dict(os.environ, CONTEXTIA_ORIGEM=origem)
-    env.pop('CONTEXTIA_ORIGEM_DBA', None)
-    if dba is not None:
-        env['CONTEXTIA_ORIGEM_DBA'] = dba
-    feito = subprocess.run(
-        [
-            sys.executable,
-            'ouvinte.py',
-            '--mapping=' + mapa,
-            '--estado=' + str(tmp_path / 'estado'),
-            '--criar-slot',
-        ],
-        cwd=RAIZ,
-        env=env,
-        timeout=60,
-        capture_output=True,
-    )
-    return (
-        feito.returncode,
-        feito.stdout.decode('utf-8', 'replace'),
-        feito.stderr.decode('utf-8', 'replace'),
-    )
-
-
 def _uma_linha_sem_traceback(codigo, saida, erros):
     assert codigo == 2, saida + erros
     assert 'Traceback' not in saida + erros, saida + erros
@@ -73,7 +47,7 @@ def test_dba_fora_do_ar_diz_a_variavel_e_a_correcao(tmp_path):
     porta = porta_livre()  # ninguém escuta nela
     origem = 'postgresql+psycopg://leitor:outra@127.0.0.1:%d/erp' % porta
     dba = 'postgresql+psycopg://dba:%s@127.0.0.1:%d/erp' % (SENHA, porta)
-    codigo, saida, erros = _criar_slot(tmp_path, mapa, origem, dba)
+    codigo, saida, erros = criar_slot_pelo_ouvinte(tmp_path, mapa, origem, dba)
     _uma_linha_sem_traceback(codigo, saida, erros)
     assert 'não conectou ao PostgreSQL de CONTEXTIA_ORIGEM_DBA' in erros, erros
     assert 'dba:***@127.0.0.1' in erros and 'confira host, porta' in erros, erros
@@ -89,7 +63,7 @@ def test_dba_fora_do_ar_diz_a_variavel_e_a_correcao(tmp_path):
 def test_dba_malformada_e_culpa_de_contextia_origem_dba(tmp_path, dba, dica):
     mapa, _slot = _mapa(tmp_path)
     origem = 'postgresql+psycopg://leitor:outra@127.0.0.1:5432/erp'
-    codigo, saida, erros = _criar_slot(tmp_path, mapa, origem, dba)
+    codigo, saida, erros = criar_slot_pelo_ouvinte(tmp_path, mapa, origem, dba)
     _uma_linha_sem_traceback(codigo, saida, erros.replace('\n', ' ').rstrip() + '\n')
     assert erros.startswith('CONTEXTIA_ORIGEM_DBA ') and dica in erros, erros
 
@@ -98,7 +72,7 @@ def test_dba_de_outro_banco_diz_qual_variavel(tmp_path):
     mapa, _slot = _mapa(tmp_path)
     origem = 'postgresql+psycopg://leitor:outra@127.0.0.1:5432/erp'
     dba = 'mysql+pymysql://dba:%s@127.0.0.1:3306/erp' % SENHA
-    codigo, saida, erros = _criar_slot(tmp_path, mapa, origem, dba)
+    codigo, saida, erros = criar_slot_pelo_ouvinte(tmp_path, mapa, origem, dba)
     _uma_linha_sem_traceback(codigo, saida, erros)
     assert 'CONTEXTIA_ORIGEM_DBA aponta para mysql' in erros, erros
 
@@ -118,7 +92,7 @@ def test_dba_postgres_postgresql_e_com_driver_valem_igual(
     # A origem também aceita o mesmo prefixo.
     origem = banco.url_origem.replace('postgresql+psycopg://', prefixo + '://', 1)
     try:
-        codigo, saida, erros = _criar_slot(tmp_path, mapa, origem, dba)
+        codigo, saida, erros = criar_slot_pelo_ouvinte(tmp_path, mapa, origem, dba)
         assert codigo == 0, saida + erros
         assert 'slot %s criado' % slot in saida, saida
         assert generico.Origem(origem).conectar().contar('TITULOS') == 2

@@ -25,11 +25,31 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
+
+
+def tls_autoassinado(pasta: str | os.PathLike[str]) -> tuple[ssl.SSLContext, str]:
+    """
+    (o contexto TLS de um servidor em 127.0.0.1, o certificado que o cliente confia):
+    um certificado autoassinado feito agora pelo `openssl`, com 127.0.0.1 no SAN.
+    """
+    chave, certificado = os.path.join(pasta, 'chave.pem'), os.path.join(pasta, 'cert.pem')
+    subprocess.run(
+        ['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1']
+        + ['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1']
+        + ['-keyout', chave, '-out', certificado],
+        check=True,
+        capture_output=True,
+    )
+    contexto = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    contexto.load_cert_chain(certificado, chave)
+    return contexto, certificado
 
 
 class Pedido(NamedTuple):

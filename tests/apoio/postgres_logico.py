@@ -23,6 +23,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -260,3 +261,30 @@ def postgres_logico():
     yield servidor
     servidor.parar()
     shutil.rmtree(pasta, ignore_errors=True)
+
+
+RAIZ_DO_REPOSITORIO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def criar_slot_pelo_ouvinte(pasta, mapa, origem, dba):
+    """
+    `ouvinte.py --criar-slot` de verdade: (código, stdout, stderr). `dba` None tira
+    CONTEXTIA_ORIGEM_DBA do ambiente (o comando usa então a CONTEXTIA_ORIGEM).
+    """
+    env = dict(os.environ, CONTEXTIA_ORIGEM=origem)
+    env.pop('CONTEXTIA_ORIGEM_DBA', None)
+    if dba is not None:
+        env['CONTEXTIA_ORIGEM_DBA'] = dba
+    feito = subprocess.run(
+        [sys.executable, 'ouvinte.py', '--mapping=' + str(mapa)]
+        + ['--estado=' + os.path.join(str(pasta), 'estado'), '--criar-slot'],
+        cwd=RAIZ_DO_REPOSITORIO,
+        env=env,
+        timeout=60,
+        capture_output=True,
+    )
+    return (
+        feito.returncode,
+        feito.stdout.decode('utf-8', 'replace'),
+        feito.stderr.decode('utf-8', 'replace'),
+    )
