@@ -94,6 +94,11 @@ METRICAS: dict[str, tuple[str, str]] = {
     'ouvinte_datasets_ao_vivo': (GAUGE, 'Datasets do mapeamento que estão no ao-vivo.'),
     'ouvinte_datasets': (GAUGE, 'Datasets do mapeamento.'),
     'ouvinte_cargas_iniciais_pendentes': (GAUGE, 'Empresas com carga inicial por refazer.'),
+    'ouvinte_saude_nivel': (
+        GAUGE,
+        'O veredito da saúde no último status (0 OK, 1 ALERTA, 2 CRÍTICO,'
+        ' 3 DESCONHECIDO): a mesma tabela de verificações do ouvinte.py --saude.',
+    ),
     'ouvinte_empresas_recusadas': (
         GAUGE,
         'Empresas que não recebem dado por recusa: código'
@@ -456,6 +461,16 @@ def _do_processo(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -
     a.por('ouvinte_datasets', ouvinte.get('datasets_total'))
 
 
+_NIVEIS_DA_SAUDE = {'OK': 0, 'ALERTA': 1, 'CRITICO': 2, 'DESCONHECIDO': 3}
+
+
+def _da_saude(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+    """O veredito que o ouvinte pôs no status (`relatorio.saude_no_status`)."""
+    nivel = _mapa(dados.get('saude')).get('nivel')
+    if nivel in _NIVEIS_DA_SAUDE:
+        a.por('ouvinte_saude_nivel', _NIVEIS_DA_SAUDE[nivel])
+
+
 def _das_empresas(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
     """As empresas com carga inicial por refazer e as recusadas (por onde)."""
     cargas = dados.get('cargas_iniciais_pendentes')
@@ -621,6 +636,7 @@ def _da_varredura(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) 
 # A ordem das famílias no arquivo é a de METRICAS, não esta.
 COLETORES: tuple[Coletor, ...] = (
     _do_processo,
+    _da_saude,
     _das_empresas,
     _da_ferramenta,
     _dos_ciclos,

@@ -168,6 +168,13 @@ def test_ouvinte_once_grava_o_prom_com_a_quarentena_e_os_contadores(ouvinte_limi
     assert valor(texto, 'ouvinte_dataset_sem_carimbo_registros', dataset=DATASET) == 0
     assert valor(texto, 'ouvinte_dataset_carimbo_futuro_registros', dataset=DATASET) == 0
     assert valor(texto, 'ouvinte_varredura_habilitada') == 0
+    # O veredito da mesma tabela do --saude, no status e na métrica (issue 29).
+    with open(os.path.join(o.estado_dir, 'ouvinte-status.json'), encoding='utf-8') as arquivo:
+        saude = json.load(arquivo)['saude']
+    assert saude['nivel'] == 'ALERTA', saude
+    assert any('1 registro(s) na quarentena' in m for m in saude['motivos']), saude
+    assert valor(texto, 'ouvinte_saude_nivel') == 1
+    assert valor(primeiro, 'ouvinte_saude_nivel') == 0
     # O --once termina parado, e o arquivo diz.
     assert valor(texto, 'ouvinte_situacao', situacao='parado') == 1
     assert valor(texto, 'ouvinte_situacao', situacao='rodando') == 0
@@ -436,6 +443,7 @@ def _dados_completos():
         datasets_total=2,
         intervalo_reconciliacao_s=300,
     )
+    dados['saude'] = {'nivel': 'CRITICO', 'motivos': ['uma frase da tabela']}
     dados['ciclos'] = {
         'dados': {'em': '2026-11-30T20:00:04', 'erros': 1},
         'projetos': {'em': '2026-11-30T20:00:02', 'erros': 0},
@@ -524,6 +532,7 @@ def test_retrato_completo_tem_toda_metrica_da_tabela(tmp_path):
         == 1
     )
     assert valor(texto, 'ouvinte_laco_falhas_total') == 1
+    assert valor(texto, 'ouvinte_saude_nivel') == 2
     assert valor(texto, 'ouvinte_empresas_recusadas', onde='cadastro') == 1
     assert valor(texto, 'ouvinte_empresas_recusadas', onde='chave') == 1
     assert valor(texto, 'ouvinte_dataset_falhas_total', dataset='titulos') == 1

@@ -341,7 +341,7 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
         for nome, motivo in ctx.config.fora
     ]
     # A ordem das chaves e a do arquivo (e a que docs/ouvinte.md descreve).
-    return {
+    dados = {
         'versao': VERSAO_STATUS,
         'ouvinte': _ouvinte_json(ctx, agora),
         'ciclos': {nome: dict(dados) for nome, dados in ciclos.items()},
@@ -354,6 +354,23 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
         'captura': captura_no_status(ctx),
         'datasets': datasets,
     }
+    dados['saude'] = saude_no_status(dados, agora)
+    return dados
+
+
+def saude_no_status(dados: Mapping[str, Any], agora: datetime.datetime) -> dict[str, Any]:
+    """
+    O veredito da MESMA tabela de verificações do `--saude`
+    (`saude_verificacoes.avaliar`), com os limites padrão, sobre o status que
+    acabou de ser montado: o status e as métricas dizem o que a saúde diria
+    agora. O que só quem lê de fora julga -- o arquivo parado, o processo morto
+    -- continua com o `--saude`.
+    """
+    from contextia_sync.saude_verificacoes import NOMES, Limites, avaliar
+
+    veredito = avaliar(dados, Limites(conferir_pid=False), agora, idade_arquivo=0.0)
+    ordem = sorted(veredito.motivos, key=lambda m: -m.nivel)
+    return {'nivel': NOMES[veredito.nivel], 'motivos': [m.texto for m in ordem if m.nivel > 0]}
 
 
 def _ouvinte_json(ctx: Contexto, agora: datetime.datetime) -> dict[str, Any]:
