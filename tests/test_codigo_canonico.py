@@ -298,6 +298,19 @@ def test_ouvinte_poe_linha_de_codigo_invalido_na_quarentena_e_nao_na_empresa(
     with open(estado / 'ouvinte.prom', encoding='utf-8') as f:
         assert 'ouvinte_dataset_quarentena_registros{dataset="titulos"} 8' in f.read()
 
+    # O ERP corrige um código (a linha apagada) e deixa os outros: o reenvio da
+    # quarentena relê cada linha pela key e tira só a corrigida.
+    erp.executar('DELETE FROM titulos WHERE empresa_id = :e', {'e': '10\x1c'})
+    argv_reenvio = [a for a in argv if a != '--once'] + ['--reenviar-quarentena']
+    codigo, saida = _rodar(argv_reenvio, erp, contextia)
+    assert codigo == 1, saida  # sobrou registro: os outros 7 códigos seguem inválidos
+    assert "saiu -- a origem não tem mais código de empresa inválido: '10\\x1c'" in saida, saida
+    restantes = {
+        json.loads(c.read_text(encoding='utf-8'))['escopo']
+        for c in (estado / 'quarentena' / 'parado').iterdir()
+    }
+    assert restantes == (set(HOSTIS) | {FORJADA}) - {'10\x1c'}, restantes
+
 
 @pytest.mark.parametrize(
     'opcao, programa', [('--scope=', 'connector.py'), ('--somente-escopo=', 'provisionar.py')]

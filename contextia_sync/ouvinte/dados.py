@@ -447,8 +447,8 @@ def _quarentenar_invalidos(
         motivo = codigo_invalido(codigo) or codigo
         logger.error(
             '%-28s %d linha(s) com %s. NÃO enviadas a empresa nenhuma: vão para a'
-            ' quarentena. Corrija o código no ERP (a linha corrigida chega ao vivo)'
-            ' e apague o arquivo dela em %s.',
+            ' quarentena (%s). Corrija o código no ERP: a linha corrigida chega ao vivo, e o'
+            ' reenvio da quarentena (a varredura, ou --reenviar-quarentena) tira a guardada.',
             alvo.nome,
             len(linhas),
             motivo,
@@ -586,6 +586,37 @@ def _remover_em_lotes(
     return removidas
 
 
+def _codigo_invalido_na_origem(ctx: Contexto, item: ItemQuarentena, invalido: str) -> Desfecho:
+    """
+    A linha guardada por código de empresa inválido ainda o tem na origem?
+
+    Relida pela key: se nenhuma linha com essa key traz mais aquele código (o ERP
+    o corrigiu, ou apagou a linha), o item sai -- a linha corrigida chega pelo
+    ao-vivo ou pela varredura, com a empresa certa. Se ainda traz, ou se não dá
+    para saber (dataset fora do ao-vivo, sem key, a origem fora), fica.
+    """
+    alvo = next((a for a in ctx.config.vivos if a.nome == item.dataset), None)
+    if alvo is None or alvo.chave is None or alvo.escopo is None or item.chave_valor is None:
+        return Desfecho.pendente('%s: corrija o código no ERP e apague este arquivo' % invalido)
+    # A coluna da empresa vai junto mesmo fora de `columns`: é ela que se confere.
+    colunas = list(dict.fromkeys([*alvo.colunas, alvo.chave, alvo.escopo]))
+    try:
+        linhas = list(
+            ctx.origem.fetch(alvo.source_object, colunas, chaves=(alvo.chave, [item.chave_valor]))
+        )
+    except Exception as erro:  # noqa: BLE001 - a origem fora não tira nada da quarentena
+        return Desfecho.pendente('%s; a origem não respondeu (%s)' % (invalido, resumir(str(erro))))
+    if any(texto_escopo(linha.get(alvo.escopo)) == item.escopo for linha in linhas):
+        return Desfecho.pendente('%s: corrija o código no ERP (a linha ainda o tem)' % invalido)
+    logger.warning(
+        'quarentena: %s saiu -- a origem não tem mais %s nessa linha (o código foi'
+        ' corrigido ou a linha apagada); a versão certa chega pelo ao-vivo ou pela varredura',
+        item.descricao(),
+        invalido,
+    )
+    return Desfecho.entregue()
+
+
 def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:
     """
     Tenta de novo cada registro da quarentena, com a chave da empresa dele.
@@ -601,7 +632,7 @@ def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:
         escopo = texto_escopo(item.escopo)
         invalido = codigo_invalido(escopo)
         if invalido:
-            return Desfecho.pendente('%s: corrija o código no ERP e apague este arquivo' % invalido)
+            return _codigo_invalido_na_origem(ctx, item, invalido)
         chave = chaves.get(escopo)
         if chave is not None and item.escopo is not None:
             try:
