@@ -34,6 +34,7 @@ usa a regra do nome.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import urllib.parse
@@ -139,6 +140,15 @@ def valores_secretos(ambiente: Mapping[str, str] | None = None) -> list[str]:
     return [valor for valor in dict.fromkeys(valores) if len(valor) >= TAMANHO_MINIMO_MASCARADO]
 
 
+@functools.lru_cache(maxsize=16)
+def _pedacos(segredos: frozenset[str]) -> frozenset[str]:
+    """As janelas de 8 caracteres dos segredos: os mesmos a cada mensagem de log."""
+    janela = TAMANHO_MINIMO_MASCARADO
+    return frozenset(
+        s[i : i + janela] for s in segredos if len(s) >= janela for i in range(len(s) - janela + 1)
+    )
+
+
 def mascarar_pedacos(texto: str, segredos: Iterable[str], substituir: Callable[[str], str]) -> str:
     """
     `texto` com todo trecho de 8+ caracteres que está dentro de um dos `segredos`
@@ -151,9 +161,7 @@ def mascarar_pedacos(texto: str, segredos: Iterable[str], substituir: Callable[[
     contra as do segredo, e as que casam (e as que se emendam nelas) somem.
     """
     janela = TAMANHO_MINIMO_MASCARADO
-    pedacos = {
-        s[i : i + janela] for s in segredos if len(s) >= janela for i in range(len(s) - janela + 1)
-    }
+    pedacos = _pedacos(frozenset(segredos))
     if not pedacos or len(texto) < janela:
         return texto
     coberto = bytearray(len(texto))
