@@ -157,14 +157,21 @@ def agrupar_por_escopo(
     reparticao = Reparticao()
     grupos, invalidos = reparticao.grupos, reparticao.invalidos
     desconhecidos: set[str] = set()
+    vazio = False
     for linha in linhas:
         # 297, Decimal('297'), 297.0 e '297 ' sao a mesma empresa; '297\xa0' nao.
         escopo = texto_escopo(linha.get(coluna))
         if escopo in chaves:
             grupos.setdefault(escopo, []).append(linha)
-        elif escopo and problema_no_escopo(escopo):
-            invalidos.setdefault(escopo, []).append(linha)
+        elif escopo in invalidos:
+            invalidos[escopo].append(linha)
+        elif not escopo:
+            vazio = True
+        elif escopo in desconhecidos:
+            continue
+        elif problema_no_escopo(escopo):  # uma vez por código, não por linha
+            invalidos[escopo] = [linha]
         else:
-            desconhecidos.add(escopo or '(vazio)')
-    reparticao.sem_chave = sorted(desconhecidos)
+            desconhecidos.add(escopo)
+    reparticao.sem_chave = sorted(desconhecidos | ({'(vazio)'} if vazio else set()))
     return reparticao
