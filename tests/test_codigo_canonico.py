@@ -183,6 +183,12 @@ def _provisionar(erp, contextia, mapa, arquivo) -> str:
     return saida
 
 
+def _carga_de_todas(erp, contextia, mapa, arquivo) -> tuple[int, str]:
+    """`connector.py --todas` com o arquivo de chaves: (código, saída)."""
+    argv = ['connector.py', '--mapping=' + mapa, '--source=generic', '--todas']
+    return _rodar(argv + ['--chaves=' + str(arquivo)], erp, contextia)
+
+
 def test_cadastro_hostil_nao_provisiona_apelido_e_a_carga_nao_mistura_empresas(
     erp, tmp_path, ambiente_contextia
 ):
@@ -206,17 +212,7 @@ def test_cadastro_hostil_nao_provisiona_apelido_e_a_carga_nao_mistura_empresas(
     assert sorted(ler_registros(str(arquivo))) == ['10']
     _sem_linha_forjada(saida)
 
-    codigo, saida = _rodar(
-        [
-            'connector.py',
-            '--mapping=' + mapa,
-            '--source=generic',
-            '--chaves=' + str(arquivo),
-            '--todas',
-        ],
-        erp,
-        contextia,
-    )
+    codigo, saida = _carga_de_todas(erp, contextia, mapa, arquivo)
     assert codigo == 0, saida
     chave = ler_registros(str(arquivo))['10'].chave
     registros = _registros(chave)
@@ -251,17 +247,7 @@ def test_ouvinte_poe_linha_de_codigo_invalido_na_quarentena_e_nao_na_empresa(
         '--log=' + str(log),
     ]
     # A carga completa da 10 (o que a varredura faz), e a marca inicial do ouvinte.
-    codigo, saida = _rodar(
-        [
-            'connector.py',
-            '--mapping=' + mapa,
-            '--source=generic',
-            '--chaves=' + str(arquivo),
-            '--todas',
-        ],
-        erp,
-        contextia,
-    )
+    codigo, saida = _carga_de_todas(erp, contextia, mapa, arquivo)
     assert codigo == 0, saida
     codigo, saida = _rodar(argv, erp, contextia)
     assert codigo == 0, saida

@@ -20,6 +20,7 @@ import pytest
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.intake import cliente, transporte
 from contextia_sync.intake.admin import Admin
+from tests.apoio.servidor import sem_o_contextia
 from tests.apoio.hostil import ServidorHostil, eco_html, intake_falso, redirecionar
 from tests.apoio.ouvinte import Ouvinte
 from tests.dados import erp as erp_teste
@@ -31,15 +32,7 @@ BEARER_ABERTO = re.compile(r'Bearer(\s|%20|\+)(?!\*\*\*)\S')
 
 @pytest.fixture
 def sem_ambiente_do_contextia(monkeypatch):
-    for nome in (
-        'CONTEXTIA_URL',
-        'CONTEXTIA_INTAKE_URL',
-        'CONTEXTIA_API_KEY',
-        'CONTEXTIA_ADMIN_TOKEN',
-        'CONTEXTIA_CA_BUNDLE',
-    ):
-        monkeypatch.delenv(nome, raising=False)
-    monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 3)
+    sem_o_contextia(monkeypatch, 3)
 
 
 def _sem_segredo(texto, *segredos_):

@@ -29,6 +29,7 @@ import pytest
 from contextia_sync import padroes
 from contextia_sync.intake import cliente, transporte
 from contextia_sync.intake.admin import Admin
+from tests.apoio.servidor import sem_o_contextia
 from tests.apoio.hostil import (
     Pedido,
     ServidorHostil,
@@ -143,16 +144,7 @@ def test_envio_contra_resposta_hostil_falha_passageira_no_prazo_com_memoria_limi
 
 @pytest.fixture
 def ambiente_hostil(monkeypatch):
-    for nome in (
-        'CONTEXTIA_URL',
-        'CONTEXTIA_INTAKE_URL',
-        'CONTEXTIA_API_KEY',
-        'CONTEXTIA_ADMIN_TOKEN',
-        'CONTEXTIA_CA_BUNDLE',
-        'CONTEXTIA_PRAZO_ENVIO',
-    ):
-        monkeypatch.delenv(nome, raising=False)
-    monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', PRAZO)
+    sem_o_contextia(monkeypatch, PRAZO)
 
     def subir(responder):
         servidor = ServidorHostil(responder)

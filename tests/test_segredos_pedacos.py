@@ -19,6 +19,7 @@ import pytest
 from contextia_sync import segredos
 from contextia_sync.intake import cliente, transporte
 from contextia_sync.intake.admin import Admin
+from tests.apoio.servidor import sem_o_contextia
 from tests.apoio.hostil import Pedido, ServidorHostil
 
 JANELA = segredos.TAMANHO_MINIMO_MASCARADO
@@ -54,15 +55,7 @@ def _eco_dobrado(largura: int, status: int):
 
 @pytest.fixture
 def sem_contextia(monkeypatch):
-    for nome in (
-        'CONTEXTIA_URL',
-        'CONTEXTIA_INTAKE_URL',
-        'CONTEXTIA_API_KEY',
-        'CONTEXTIA_ADMIN_TOKEN',
-        'CONTEXTIA_CA_BUNDLE',
-    ):
-        monkeypatch.delenv(nome, raising=False)
-    monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', 2)
+    sem_o_contextia(monkeypatch, 2)
 
 
 def _erro(funcao) -> str:

@@ -33,6 +33,18 @@ VARIAVEIS = (
 )
 
 
+def sem_o_contextia(monkeypatch, prazo):
+    """
+    O teste fala com um servidor seu (hostil, em 127.0.0.1): nenhuma variável do
+    Contextia do ambiente vale, e o prazo de retentativas fica em `prazo` segundos.
+    """
+    from contextia_sync.intake import transporte
+
+    for nome in VARIAVEIS + ('CONTEXTIA_PRAZO_ENVIO',):
+        monkeypatch.delenv(nome, raising=False)
+    monkeypatch.setattr(transporte, 'PRAZO_RETENTATIVAS', prazo)
+
+
 @pytest.fixture(scope='module')
 def contextia(tmp_path_factory):
     servidor = ServidorLocal(tmp_path_factory.mktemp('contextia'), falhas=True)
