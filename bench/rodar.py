@@ -20,6 +20,7 @@ BENCHS = {
     'descobrir': 'bench_descobrir.py',  # issue 16: 200 tabelas, descobrir vs inspector puro
     'velocidade': 'bench_velocidade.py',  # issue 18: driver cru -> envio, em voo, gzip
     'reconciliacao': 'bench_reconciliacao.py',  # issue 17: DELETE -> sumiu, custo, memoria
+    'linhas': 'bench_linhas.py',  # issue 30: itens pela nota, binlog e slot_logico x coluna
 }
 
 

@@ -369,6 +369,8 @@ def _alternativas(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]
             '%s: um filtro e "column" mais EXATAMENTE uma condição (equals, not_equals,'
             ' in, not_in, not_empty) -- separe em dois filtros ou acrescente a condição' % caminho
         ]
+    if list(erro.absolute_path)[-1:] == ['deleted_when'] and isinstance(_valor(erro), dict):
+        return _marca_de_apagado(erro, schema)
     # coluna_ou_nulo, grupo_ou_nulo: diga o que a alternativa nao-nula exige.
     for sub in erro.context or ():
         if sub.validator in ('pattern', 'minLength'):
@@ -385,6 +387,25 @@ def _alternativas(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]
     return [
         '%s: esperava %s, veio %s %r -- corrija o valor'
         % (caminho, esperado or 'outro valor', _nome_tipo(_valor(erro)), _valor(erro))
+    ]
+
+
+def _marca_de_apagado(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]:
+    """`deleted_when` objeto que não é condição: o que a alternativa da condição recusou."""
+    caminho = caminho_json(erro.absolute_path)
+    frases: list[str] = []
+    for sub in erro.context or ():
+        if sub.validator == 'oneOf':
+            frases.append(
+                '%s: a marca de apagado é "column" mais EXATAMENTE uma condição (equals,'
+                ' not_equals, in, not_in, not_empty), como um filtro de projects -- ex.:'
+                ' {"column": "D_E_L_E_T_", "equals": "*"}' % caminho
+            )
+        elif sub.validator != 'type' or list(sub.absolute_path) != list(erro.absolute_path):
+            frases += _traduzir(sub, schema)
+    return frases or [
+        '%s: esperava uma condição ({"column": ..., "equals": ...}) ou null -- corrija o valor'
+        % caminho
     ]
 
 
@@ -615,6 +636,9 @@ def _problemas_das_colunas(
             ' "scope_column": null%s' % (onde, recorte, origem, nome, _sugestao(recorte, colunas))
         )
 
+    chave = _coluna(row['key'] if 'key' in row else defaults.get('key'))
+    problemas += _problemas_das_tabelas_base(onde, row, colunas, chave)
+    problemas += _problema_da_marca_de_apagado(onde, row, colunas, defaults)
     for coluna in sorted(c for c in _objeto(row.get('fields')) if _coluna(c)):
         if coluna not in colunas:
             problemas.append(
@@ -622,6 +646,71 @@ def _problemas_das_colunas(
                 ' -- acrescente-a a columns ou apague a descrição%s'
                 % (onde, coluna, nome, _sugestao(coluna, colunas))
             )
+    return problemas
+
+
+def _problema_da_marca_de_apagado(
+    onde: str, row: dict[str, Any], colunas: list[str], defaults: dict[str, Any]
+) -> list[str]:
+    """
+    `deleted_when` (declarada ou herdada): a coluna da marca está em columns.
+
+    Herdada e fora de columns também é erro: ignorada em silêncio, a linha que
+    o ERP apagou seguiria no Contextia como viva.
+    """
+    declarada = 'deleted_when' in row
+    marca = _objeto(row['deleted_when'] if declarada else defaults.get('deleted_when'))
+    coluna = _coluna(marca.get('column'))
+    if coluna is None or coluna in colunas:
+        return []
+    origem = 'declarada' if declarada else 'herdada do defaults'
+    return [
+        '%s.deleted_when.column: %r (%s) não está em columns (dataset %r) -- sem ela na'
+        ' projeção a linha marcada como apagada não seria reconhecida e seguiria viva no'
+        ' Contextia; acrescente-a a columns ou, se este dataset não tem a marca, declare'
+        ' "deleted_when": null%s'
+        % (onde, coluna, origem, row.get('dataset'), _sugestao(coluna, colunas))
+    ]
+
+
+def _problemas_das_tabelas_base(
+    onde: str, row: dict[str, Any], colunas: list[str], chave: str | None
+) -> list[str]:
+    """
+    `base_tables`: o `dataset_column` de cada uma está em columns, e uma ao menos
+    chega pela key -- só com cabeçalhos, a inclusão e a exclusão de uma linha
+    do dataset nunca viriam do log. Sem `key` o dataset nem fica ao vivo pelo log.
+    """
+    tabelas = row.get('base_tables')
+    if not isinstance(tabelas, list) or not tabelas or chave is None or chave not in colunas:
+        return []
+    problemas: list[str] = []
+    pela_chave = False
+    for indice, item in enumerate(tabelas):
+        objeto = _objeto(item)
+        do_dataset = _coluna(objeto.get('dataset_column')) or chave
+        pela_chave = pela_chave or do_dataset == chave
+        if do_dataset not in colunas:
+            problemas.append(
+                '%s.base_tables[%d].dataset_column: %r não está em columns (dataset %r) --'
+                ' a mudança em %s relê as linhas do dataset por ela; acrescente-a a'
+                ' columns ou corrija o nome%s'
+                % (
+                    onde,
+                    indice,
+                    do_dataset,
+                    row.get('dataset'),
+                    objeto.get('table') or item,
+                    _sugestao(do_dataset, colunas),
+                )
+            )
+    if not pela_chave:
+        problemas.append(
+            '%s.base_tables: nenhuma tabela chega pela key %r (dataset %r) -- a inclusão e'
+            ' a exclusão de uma linha do dataset nunca viriam do log; acrescente a tabela'
+            ' das linhas (o nome dela, com a key de mesmo nome, ou {"table": ..., "column":'
+            ' <a coluna dela com a key>})' % (onde, chave, row.get('dataset'))
+        )
     return problemas
 
 

@@ -132,6 +132,11 @@ METRICAS: dict[str, tuple[str, str]] = {
         GAUGE,
         '1 se o dataset está no ao-vivo, 0 se está fora (o motivo está no ouvinte-status.json).',
     ),
+    'ouvinte_dataset_so_varredura': (
+        GAUGE,
+        'Só nos datasets fora do ao-vivo: 1 se é correção por fazer (a captura pelo log não'
+        ' pode segui-lo: a view sem base_tables), 0 se é escolha do mapeamento.',
+    ),
     'ouvinte_dataset_atraso_origem_seconds': (
         GAUGE,
         'Hora da origem menos a marca de água, na última sonda (só marca de data).',
@@ -515,6 +520,8 @@ def _dos_datasets(dados: Mapping[str, Any], acumulado: Acumulado, a: Amostras) -
         nome = str(d.get('dataset'))
         vivo = d.get('ao_vivo') is not False
         a.por('ouvinte_dataset_ao_vivo', int(vivo), dataset=nome)
+        if not vivo:
+            a.por('ouvinte_dataset_so_varredura', int(d.get('so_varredura') is True), dataset=nome)
         if vivo:
             _do_dataset(a, nome, d, acumulado, em_quarentena=nome in quarentena)
             _reconciliacao(a, nome, d.get('reconciliacao'))

@@ -20,9 +20,14 @@ padroes.py. Cada regra é uma função pequena na tabela `VERIFICACOES` de
 `saude_verificacoes.py`, que `avaliar` dobra; este módulo é a linha de comando:
 os argumentos, a leitura do arquivo, a linha impressa e o código de saída.
 
-Só biblioteca padrão: não abre a origem, não fala com o Contextia, não pega a
-trava -- roda ao lado do ouvinte, como outro usuário (root, o do NRPE com
-sudo) ou de dentro do cron, em milissegundos.
+Só biblioteca padrão: não fala com o Contextia, não pega a trava -- roda ao
+lado do ouvinte, como outro usuário (root, o do NRPE com sudo) ou de dentro do
+cron, em milissegundos. A origem, só num caso: captura por log (`slot_logico`,
+`binlog`) com o ouvinte parado, quando o status congelou no número da última
+volta e o banco do cliente segue andando -- aí o log é medido agora, somente
+leitura, com o login de CONTEXTIA_ORIGEM (captura/medida_do_log.py; o driver
+vem do python do SDK). O `ouvinte.prom` é do ouvinte: com ele parado a métrica
+congela, e a verdade é esta linha.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from contextia_sync import __version__, padroes
+from contextia_sync.captura.medida_do_log import LogMedido, medir_log
 from contextia_sync.linha_de_comando import ParserPt
 from contextia_sync.estado.status import ARQUIVO_STATUS, ARQUIVO_STATUS_JSON, ler_status_json
 
@@ -49,6 +55,7 @@ from contextia_sync.saude_verificacoes import (
     NOMES,
     OK,
     Limites,
+    Retrato,
     Veredito,
     avaliar,
     erro_curto,
@@ -99,9 +106,18 @@ CRITICO
   - empresa com a chave de outro projeto no arquivo de chaves (nada vai para
     ela até a correção);
   - `slot_logico`: o WAL retido pelo slot passou de --wal-critico, ou o slot
-    foi invalidado, apagado ou movido (os datasets esperam a varredura).
+    foi invalidado, apagado ou movido (os datasets esperam a varredura);
+  - `binlog`, com o ouvinte parado: o binlog depois da posição salva passou de
+    --wal-critico, ou a posição já foi apagada da origem.
+    Com o ouvinte parado, o log é medido AGORA na origem (CONTEXTIA_ORIGEM,
+    somente leitura), não lido do status que congelou.
 ALERTA
-  - `slot_logico`: o WAL retido pelo slot passou de --wal-alerta;
+  - `slot_logico`: o WAL retido pelo slot passou de --wal-alerta; `binlog`, com
+    o ouvinte parado: o binlog depois da posição salva passou de --wal-alerta;
+  - captura por log: a mudança mais velha do spool espera a entrega há mais de
+    --max-sem-sonda (o atraso do status é o dela, nunca 0 com algo preso);
+  - captura por log com o ouvinte parado e a origem que não se mediu (sem
+    CONTEXTIA_ORIGEM no ambiente da saúde, sem o driver, o banco fora do ar);
   - falhas seguidas abaixo de --max-falhas (do laço ou de um dataset);
   - registros na quarentena; linhas sem carimbo; linhas com carimbo no
     futuro; chegada atrasada além da metade da --folga; dataset entregue a
@@ -177,8 +193,9 @@ def parser() -> argparse.ArgumentParser:
         add_help=False,
         allow_abbrev=False,
         description='A saúde do ouvinte para o monitoramento: lê <estado>/%s e responde\n'
-        'uma linha e o código de um plugin de monitoramento. Não roda o ouvinte,\n'
-        'não abre a origem, não fala com o Contextia.' % ARQUIVO_STATUS_JSON,
+        'uma linha e o código de um plugin de monitoramento. Não roda o ouvinte e\n'
+        'não fala com o Contextia; a origem, só para medir o log (`slot_logico`,\n'
+        '`binlog`) com o ouvinte parado.' % ARQUIVO_STATUS_JSON,
         epilog=REGRAS + '\n' + SAIDAS,
     )
     for grupo in _GRUPOS:
@@ -268,7 +285,8 @@ def _slot(p: argparse.ArgumentParser) -> None:
         type=_inteiro_positivo,
         default=padroes.SLOT_WAL_ALERTA,
         metavar='BYTES',
-        help='`slot_logico`: WAL retido pelo slot acima disso é ALERTA (padrão %d'
+        help='`slot_logico`: WAL retido pelo slot acima disso é ALERTA; `binlog`, com'
+        ' o ouvinte parado: o binlog depois da posição salva (padrão %d'
         ' = %d MiB)' % (padroes.SLOT_WAL_ALERTA, padroes.SLOT_WAL_ALERTA >> 20),
     )
     p.add_argument(
@@ -277,7 +295,8 @@ def _slot(p: argparse.ArgumentParser) -> None:
         default=padroes.SLOT_WAL_CRITICO,
         metavar='BYTES',
         help='`slot_logico`: WAL retido pelo slot acima disso é CRITICO: o disco do'
-        ' cliente enche por nossa causa (padrão %d = %d MiB)'
+        ' cliente enche por nossa causa; `binlog`, com o ouvinte parado: o binlog'
+        ' depois da posição salva (padrão %d = %d MiB)'
         % (padroes.SLOT_WAL_CRITICO, padroes.SLOT_WAL_CRITICO >> 20),
     )
 
@@ -350,7 +369,26 @@ def verificar(estado: str, limites: Limites, agora: datetime.datetime | None = N
             % (caminho, type(erro).__name__, erro_curto(erro)),
         )
         return v
-    return avaliar(status, limites, agora or datetime.datetime.now(), idade_arquivo)
+    return avaliar(
+        status, limites, agora or datetime.datetime.now(), idade_arquivo, medir=_medir_o_log(estado)
+    )
+
+
+def _medir_o_log(estado: str) -> Callable[[Retrato], LogMedido | None]:
+    """
+    Com o ouvinte parado, o log da captura medido agora na origem: o status
+    congelou no número da última volta. Com ele de pé, o status é dele, e fresco.
+    """
+
+    def medir(retrato: Retrato) -> LogMedido | None:
+        if retrato.no_ar:
+            return None
+        captura = retrato.status.get('captura')
+        if not isinstance(captura, dict):
+            return None
+        return medir_log(str(captura.get('estrategia') or ''), estado, captura)
+
+    return medir
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,6 +54,25 @@ if [ -z "$python" ]; then
     exit 3
 fi
 
+# Captura por log com o ouvinte parado (o --once do cron entre uma execução e
+# outra): a saúde mede o log na origem, com o login de CONTEXTIA_ORIGEM. Fora do
+# ambiente, ela vem do arquivo do serviço ($OUVINTE_ENV, padrão
+# /etc/contextia/ouvinte.env) se este usuário o lê -- só essa variável, nenhum
+# outro segredo. Sem ela, a saúde diz que não mediu (ALERTA), nunca adivinha.
+arquivo_env="${OUVINTE_ENV:-/etc/contextia/ouvinte.env}"
+if [ -z "${CONTEXTIA_ORIGEM:-}" ] && [ -r "$arquivo_env" ]; then
+    linha="$(grep -E '^[[:space:]]*(export[[:space:]]+)?CONTEXTIA_ORIGEM=' "$arquivo_env" | tail -n 1)"
+    if [ -n "$linha" ]; then
+        valor="${linha#*=}"
+        valor="${valor%$'\r'}"
+        case "$valor" in
+            \'*\') valor="${valor:1:${#valor}-2}" ;;
+            \"*\") valor="${valor:1:${#valor}-2}" ;;
+        esac
+        export CONTEXTIA_ORIGEM="$valor"
+    fi
+fi
+
 export PYTHONPATH="$sdk${PYTHONPATH:+:$PYTHONPATH}"
 saida="$("$python" -m contextia_sync.saude "${argumentos[@]}" "$@")"
 codigo=$?

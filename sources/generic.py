@@ -10,6 +10,7 @@ integrador fica ao lado dele, com as mesmas funções (docs/origem.md).
 from contextia_sync.origem import ErroIdentificador, ErroOrigem
 from contextia_sync.origem.generico import (
     agora,
+    chaves_repetidas,
     colunas,
     conectar,
     conjunto,
@@ -30,6 +31,7 @@ __all__ = [
     'ErroIdentificador',
     'ErroOrigem',
     'agora',
+    'chaves_repetidas',
     'colunas',
     'conectar',
     'conjunto',

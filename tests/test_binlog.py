@@ -430,3 +430,11 @@ def test_posicao_apagada_e_detectada_e_vai_para_a_varredura(
         _parar(processo)
     assert 'APAGADA' in o.saida()
     assert perdido not in _ids(o, e0)  # so a varredura o leva (nunca inventado)
+    # A varredura repara: o CRÍTICO sai -- também com o dataset já de volta ao
+    # ao-vivo pelas mudanças de depois (antes, nunca saía) --, e a linha do
+    # meio-tempo chega.
+    codigo, saida = o.rodar('--once', '--varrer-agora', timeout=300)
+    assert codigo == 0, saida
+    assert perdido in _ids(o, e0)
+    assert not (_status_json(o).get('captura') or {}).get('critico'), saida
+    assert 'expirada' not in _posicao(o)

@@ -469,3 +469,41 @@ def test_padroes_de_nome_valem_igual_em_ecma_e_em_python():
     resultado = json.loads(feito.stdout)
     for nome, (bons, ruins) in casos.items():
         assert resultado[nome] == [True] * len(bons) + [False] * len(ruins), (nome, resultado)
+
+
+def test_base_tables_pela_key_ou_pelo_cabecalho(tmp_path):
+    # O item pela key, a nota pela coluna que o item guarda: aceito, e tipado.
+    from contextia_sync.captura import tabelas_base_do_dataset
+
+    bases = ['ITENS', {'table': 'NOTAS', 'column': 'ID', 'dataset_column': 'NOTA_ID'}]
+    mapa = com(**{'datasets__0__base_tables': bases})
+    mapa['datasets'][0]['columns'].append('NOTA_ID')
+    lido = carregar_mapeamento(gravar(tmp_path, mapa))
+    item, nota = tabelas_base_do_dataset(lido['datasets'][0], 'ID')
+    assert (item.nome, item.coluna, item.coluna_do_dataset, item.pela_chave) == (
+        'ITENS',
+        'ID',
+        'ID',
+        True,
+    )
+    assert (nota.nome, nota.coluna, nota.coluna_do_dataset, nota.pela_chave) == (
+        'NOTAS',
+        'ID',
+        'NOTA_ID',
+        False,
+    )
+
+
+def test_base_tables_validadas_na_subida(tmp_path):
+    # A coluna do dataset por onde o cabeçalho relê os itens tem de estar em columns
+    # (antes, a nota mudada ia ao spool com o id dela como key de item).
+    nota = {'table': 'NOTAS', 'column': 'ID', 'dataset_column': 'NOTA_ID'}
+    achados = problemas(tmp_path, com(**{'datasets__0__base_tables': ['ITENS', nota]}))
+    assert any(
+        "base_tables[1].dataset_column: 'NOTA_ID' não está em columns" in p for p in achados
+    ), achados
+    # Só cabeçalhos: a inclusão e a exclusão de um item nunca viriam do log.
+    mapa = com(**{'datasets__0__base_tables': [nota]})
+    mapa['datasets'][0]['columns'].append('NOTA_ID')
+    achados = problemas(tmp_path, mapa)
+    assert any('nenhuma tabela chega pela key' in p for p in achados), achados

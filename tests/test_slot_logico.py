@@ -324,6 +324,12 @@ def test_slot_apagado_sob_o_ouvinte_e_critico_e_vai_para_a_varredura(
         _parar(processo)
     assert 'NÃO sabe o que mudou' in o.saida()
     assert perdido not in _ids(o, e0)  # só a varredura o leva (nunca inventado)
+    # A varredura com o slot de pé repara: o CRÍTICO sai (antes, com o dataset já
+    # de volta ao ao-vivo pelas mudanças de depois, nunca saía) e a linha chega.
+    codigo, saida = o.rodar('--once', '--varrer-agora', timeout=300)
+    assert codigo == 0, saida
+    assert perdido in _ids(o, e0)
+    assert not _captura(o).get('critico'), saida
 
 
 def test_slot_invalidado_por_max_slot_wal_keep_size_e_critico_e_vai_para_a_varredura(
@@ -403,7 +409,9 @@ def _recusas(
     codigo, saida = o.rodar('--once', timeout=60)
     assert codigo == 2 and 'não existe' in saida and '--criar-slot' in saida, saida
     assert not o.banco.slots()
-    # REPLICA IDENTITY DEFAULT com a empresa fora da chave primária.
+    # REPLICA IDENTITY NOTHING: a imagem antiga de um DELETE não traz nem a key.
+    # (DEFAULT com a empresa fora da chave primária serve: a remoção vai à
+    # empresa em que a linha foi entregue, captura/indice_entregas.py.)
     o = _ouvinte(
         tmp_path / 'b',
         postgres_logico.banco_de_teste(),
@@ -411,8 +419,9 @@ def _recusas(
         chave_contextia,
         identidade=None,
     )
+    o.erp.executar('ALTER TABLE {TITULOS} REPLICA IDENTITY NOTHING')
     codigo, saida = o.rodar('--once', timeout=60)
-    assert codigo == 2 and 'REPLICA IDENTITY FULL' in saida and 'EMPRESA_ID' in saida, saida
+    assert codigo == 2 and 'REPLICA IDENTITY FULL' in saida and 'não traz ID' in saida, saida
     # Login sem REPLICATION.
     sem = postgres_logico.banco_de_teste(replicacao=False)
     o = _ouvinte(tmp_path / 'c', sem, ambiente_contextia, chave_contextia)

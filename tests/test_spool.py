@@ -57,14 +57,10 @@ def test_remocao_que_falhou_deixa_a_mudanca_no_spool(tmp_path):
     # O ciclo de dados tira da leitura as remoções que o Contextia não confirmou
     # (ouvinte/dados.py) e confirma o resto: a mudança da linha removida não
     # pode sair do spool, senão a remoção se perde em silêncio.
-    from types import SimpleNamespace
-
     from contextia_sync.captura import Leitura, Situacao
-    from contextia_sync.captura.binlog import CapturaBinlog
-    from contextia_sync.captura.do_spool import TetoDoSpool
+    from contextia_sync.captura.releitura import PlanoDoSpool, concluir_entregues
 
     spool = Spool(tmp_path / 'spool')
-    captura, alvo = SimpleNamespace(spool=spool, _teto=TetoDoSpool()), SimpleNamespace(nome='d')
     spool.guardar(
         [
             Mudanca('d', 1, ['10'], 'update'),
@@ -73,18 +69,22 @@ def test_remocao_que_falhou_deixa_a_mudanca_no_spool(tmp_path):
         ]
     )
     um, dois, tres = spool.tomar('d', 5)
-    tomada = [(um, []), (dois, ['10']), (tres, [None])]
+    tomada = PlanoDoSpool(tomadas=[(um, []), (dois, [('10', '2')]), (tres, [(None, '3')])])
     falhou = Leitura(Situacao.MUDANCAS, privado=tomada)
-    CapturaBinlog.confirmar(captura, alvo, falhou)  # type: ignore[arg-type]
+    concluir_entregues(spool, falhou, None)
+    spool.devolver('d')
+    # A que falhou volta a pronto/ já: nada fica tomado (a subida seguinte não
+    # diria "o processo que o tomou morreu").
+    assert not list((tmp_path / 'spool' / 'tomado').iterdir())
     assert sorted(t.chave for t in spool.tomar('d', 5)) == [2, 3]
     dois, tres = spool.tomar('d', 5)
     entregue = Leitura(
         Situacao.MUDANCAS,
-        privado=[(dois, ['10']), (tres, [None])],
+        privado=PlanoDoSpool(tomadas=[(dois, [('10', '2')]), (tres, [(None, '3')])]),
         remocoes=[3],
         remocoes_por_escopo={'10': [2]},
     )
-    CapturaBinlog.confirmar(captura, alvo, entregue)  # type: ignore[arg-type]
+    concluir_entregues(spool, entregue, None)
     assert spool.tomar('d', 5) == []
 
 

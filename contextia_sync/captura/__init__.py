@@ -30,6 +30,12 @@ ciclos.
     slot_mudancas.py  mensagens decodificadas -> transações de mudanças, puro
     slot_banco.py     o PostgreSQL do slot: conexão, a linha do slot, as conferências
     comandos_slot.py  os comandos do operador: --criar-slot/--remover-slot
+    slot_publicacao.py o que a publicação incluiria (herança, partições), conferido
+                      antes de qualquer DDL
+    indice_entregas.py o índice key -> empresa do que foi entregue (a remoção vai
+                      à empresa em que a linha foi entregue)
+    tabelas_base.py   as `base_tables` conferidas no catálogo da origem
+    medida_do_log.py  o log medido na origem para a saúde, com o ouvinte parado
 
 Pode importar: origem (o contrato do adaptador), estado, mapeamento, escopos.
 Não fala com o Contextia: quem entrega e o ciclo de dados (ouvinte/dados.py).
@@ -41,9 +47,13 @@ Como acrescentar uma estratégia: docs/arquitetura.md.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
-from collections.abc import Collection
-from typing import Any, Protocol
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # so a anotacao: o topo fica puro (autoteste)
+    from contextia_sync.origem.marca_apagada import MarcaDeApagado
 
 
 class Situacao(str, enum.Enum):
@@ -57,6 +67,36 @@ class Situacao(str, enum.Enum):
     MUDANCAS = 'mudancas'  # ha o que entregar
 
 
+@dataclass(frozen=True)
+class TabelaBase:
+    """
+    Uma tabela base de um dataset ao vivo pelo log (`base_tables`): a linha
+    mudada dela com `coluna` = X chega às linhas do dataset com
+    `coluna_do_dataset` = X. Pela key (`pela_chave`): X é a key da linha do
+    dataset (os itens da nota, a própria tabela). Por outra coluna: X relê as
+    linhas do dataset por ela (o cabeçalho, cujos itens a view mostra).
+    """
+
+    nome: str  # como no mapeamento: 'tabela' ou 'esquema.tabela'
+    coluna: str
+    coluna_do_dataset: str
+    pela_chave: bool
+
+
+def tabelas_base_do_dataset(row: dict[str, Any], chave: str) -> list[TabelaBase]:
+    """As `base_tables` do dataset (padrão: o próprio `source_object`, pela key)."""
+    tabelas: list[TabelaBase] = []
+    for item in row.get('base_tables') or [row['source_object']]:
+        if isinstance(item, dict):
+            nome = str(item['table'])
+            coluna = str(item.get('column') or chave)
+            do_dataset = str(item.get('dataset_column') or chave)
+        else:
+            nome, coluna, do_dataset = str(item), chave, chave
+        tabelas.append(TabelaBase(nome, coluna, do_dataset, do_dataset == chave))
+    return tabelas
+
+
 @dataclass
 class DatasetVivo:
     """Um dataset do ao-vivo: o trecho do mapeamento e o que a captura usa dele."""
@@ -67,6 +107,8 @@ class DatasetVivo:
     chave: str | None  # a `key` (None: dedup por hash no servidor)
     escopo: str | None = None  # a `scope_column` (None: vai para toda empresa)
     reconcilia: bool = False  # a estrategia `reconciliacao` cuida dele
+    # `deleted_when` (origem/marca_apagada.py): a linha marcada sai como remoção.
+    marca: MarcaDeApagado | None = None
 
     @property
     def source_object(self) -> str:
@@ -75,6 +117,17 @@ class DatasetVivo:
     @property
     def colunas(self) -> list[str]:
         return list(self.row['columns'])
+
+    @functools.cached_property
+    def tabelas_base(self) -> list[TabelaBase]:
+        """As tabelas cujas mudanças o log traz para este dataset (só com `key`)."""
+        return tabelas_base_do_dataset(self.row, self.chave or '')
+
+    def base_seguida(
+        self, tabela: tuple[str, str], resolver: Callable[[str], tuple[str, str]]
+    ) -> TabelaBase | None:
+        """A tabela base deste dataset que é `tabela` ((esquema, nome) como `resolver` os dá)."""
+        return next((b for b in self.tabelas_base if resolver(b.nome) == tabela), None)
 
 
 @dataclass
@@ -119,6 +172,14 @@ class Captura(Protocol):
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         """A leitura foi entregue inteira: a posição avança para `leitura.posicao`."""
+        ...
+
+    def desistir(self, alvo: DatasetVivo) -> None:
+        """
+        A entrega da leitura de `alvo` falhou (nada confirmado): o que a leitura
+        tomou volta a esperar (as por log: o spool volta a pronto/ já). A
+        posição não anda, em nenhuma.
+        """
         ...
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:

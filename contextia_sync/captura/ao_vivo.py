@@ -45,6 +45,7 @@ def datasets_ao_vivo(
     """
     from contextia_sync.intake.cliente import normalizar_dataset
     from contextia_sync.mapeamento import chave_de, coluna_de_recorte
+    from contextia_sync.origem.marca_apagada import MarcaDeApagado
 
     partes = estrategia.split('+')
     padrao = (mapa.get('defaults') or {}).get('watch_column')
@@ -64,6 +65,7 @@ def datasets_ao_vivo(
                         watch=None,
                         chave=chave,
                         escopo=coluna_de_recorte(mapa, row),
+                        marca=MarcaDeApagado.do_dataset(mapa, row),
                     )
                 )
             continue
@@ -82,6 +84,7 @@ def datasets_ao_vivo(
                 chave=chave,
                 escopo=coluna_de_recorte(mapa, row),
                 reconcilia=reconcilia,
+                marca=MarcaDeApagado.do_dataset(mapa, row),
             )
         )
     return vivos, fora
@@ -94,6 +97,38 @@ ESTRATEGIAS_DE_LOG = ('binlog', 'slot_logico')
 """As estratégias que leem o log de transação: seguem todo dataset com `key`."""
 
 SEM_KEY_NO_LOG = 'sem key (o log diz qual linha mudou pela key; só na varredura)'
+
+SO_VARREDURA = 'só varredura'
+"""
+O começo do motivo do dataset que a captura conferiu no catálogo e não pode
+seguir (a view sem `base_tables` no log): não é escolha do mapeamento, é
+correção por fazer -- a saúde avisa e as métricas o contam.
+"""
+
+
+def e_so_varredura(motivo: str) -> bool:
+    """O motivo de fora do ao-vivo é um `só varredura` (correção por fazer)?"""
+    return motivo.startswith(SO_VARREDURA + ':')
+
+
+def tirar_do_ao_vivo(
+    vivos: list[DatasetVivo],
+    fora: list[tuple[str, str]],
+    so_varredura: Iterable[tuple[DatasetVivo, str]],
+) -> tuple[list[DatasetVivo], list[tuple[str, str]]]:
+    """
+    Os datasets que a captura conferiu na subida e não pode seguir (`so_varredura`
+    dela: (dataset, motivo com a correção)) saem do ao-vivo para os de fora, com
+    o motivo começando por `só varredura`: a contagem da subida fica verdadeira.
+    """
+    tirados = {alvo.nome: motivo for alvo, motivo in so_varredura}
+    if not tirados:
+        return vivos, fora
+    return [a for a in vivos if a.nome not in tirados], fora + [
+        (a.row['dataset'], '%s: %s' % (SO_VARREDURA, tirados[a.nome]))
+        for a in vivos
+        if a.nome in tirados
+    ]
 
 
 def _coluna_de_mudanca(row: Mapping[str, Any], padrao: Any) -> tuple[str | None, str | None]:

@@ -56,7 +56,11 @@ from contextia_sync.captura.binlog_eventos import (
     tabela,
     tabela_truncada,
 )
-from contextia_sync.captura.do_spool import CapturaPeloSpool, MarcaCritica
+from contextia_sync.captura.do_spool import (
+    CapturaPeloSpool,
+    MarcaCritica,
+    linhas_que_nao_sao_do_dataset,
+)
 from contextia_sync.erros import ErroConfiguracao, resumir
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ErroSpoolCheio
@@ -267,7 +271,16 @@ class CapturaBinlog(CapturaPeloSpool):
             linha = conferencia(servidor)
             if linha is not None:
                 problemas.append(linha)
-        return problemas
+        # As base_tables no catálogo: o nome errado recusa; a view sem elas fica só na varredura.
+        from contextia_sync.captura.tabelas_base import conferir_no_mariadb
+
+        with pymysql.connect(**self.conexao, connect_timeout=10) as conn, conn.cursor() as cursor:
+            bases = conferir_no_mariadb(cursor, self.banco, alvos)
+        self.so_varredura = bases.so_varredura
+        self._mapear(bases.vivos)
+        for alvo in bases.vivos:
+            problemas += linhas_que_nao_sao_do_dataset(self.origem, alvo, alvo.source_object)
+        return problemas + bases.recusas
 
     def _ler_servidor(self) -> _NoServidor:
         """As variáveis e as concessões que as conferências leem, nesta ordem de consultas."""
@@ -297,8 +310,12 @@ class CapturaBinlog(CapturaPeloSpool):
     def _mapear(self, alvos: list[DatasetVivo]) -> None:
         self._tabelas = {}
         for alvo in alvos:
-            for nome in alvo.row.get('base_tables') or [alvo.source_object]:
-                self._tabelas.setdefault(tabela(str(nome), self.banco), []).append(alvo)
+            for base in alvo.tabelas_base:
+                self._tabelas.setdefault(self._resolver(base.nome), []).append(alvo)
+
+    def _resolver(self, nome: str) -> tuple[str, str]:
+        """(banco, tabela) em minúsculas de um nome do mapeamento (sem banco: o da URL)."""
+        return tabela(nome, self.banco)
 
     # -- a bomba: log -> spool -> posição ------------------------------------------
     def _gtid_atual(self) -> str:
@@ -538,7 +555,8 @@ class CapturaBinlog(CapturaPeloSpool):
         lote = consumo.lote
         if lote.transacao is None or lote.pular:
             return False
-        alvos = self._tabelas.get((str(evento.schema).lower(), str(evento.table).lower()))
+        seguida = (str(evento.schema).lower(), str(evento.table).lower())
+        alvos = self._tabelas.get(seguida)
         if not alvos:
             return False
         tipos = _tipos()
@@ -552,8 +570,13 @@ class CapturaBinlog(CapturaPeloSpool):
         for linha in evento.rows:
             imagens = [linha[k] for k in ('before_values', 'after_values', 'values') if k in linha]
             for alvo in alvos:
+                base = alvo.base_seguida(seguida, self._resolver)
+                if base is None:
+                    continue
                 lote.pendente.extend(
-                    mudancas_da_linha(alvo, imagens, tipo, lote.transacao, float(evento.timestamp))
+                    mudancas_da_linha(
+                        alvo, base, imagens, tipo, lote.transacao, float(evento.timestamp)
+                    )
                 )
         return False
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextia_sync.captura import DatasetVivo
+from contextia_sync.captura import DatasetVivo, TabelaBase
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.fila.spool import Mudanca
 
@@ -63,17 +63,40 @@ def tabela_truncada(query: str, esquema_da_sessao: Any) -> str | None:
     return '%s.%s' % (esquema, achado.group(2)) if esquema else achado.group(2)
 
 
+def chave_da_mudanca(base: TabelaBase, imagem: dict[str, Any]) -> Any:
+    """
+    O que vai ao spool de uma imagem da tabela base: a key do dataset (a
+    tabela que chega pela key) ou o cabeçalho, `{'por': coluna do dataset,
+    'valor': X}`, que relê os itens dele; None sem valor na imagem.
+    """
+    valor = imagem.get(base.coluna)
+    if valor is None or base.pela_chave:
+        return valor
+    return {'por': base.coluna_do_dataset, 'valor': valor}
+
+
+def escopo_da_imagem(alvo: DatasetVivo, base: TabelaBase, imagem: dict[str, Any]) -> str | None:
+    """A empresa que a imagem traz (só a tabela que chega pela key e tem a coluna)."""
+    if not base.pela_chave or not alvo.escopo or alvo.escopo not in imagem:
+        return None
+    return texto_escopo(imagem.get(alvo.escopo))
+
+
 def mudancas_da_linha(
-    alvo: DatasetVivo, imagens: list[dict[str, Any]], tipo: str, gtid: str, quando: float
+    alvo: DatasetVivo,
+    base: TabelaBase,
+    imagens: list[dict[str, Any]],
+    tipo: str,
+    gtid: str,
+    quando: float,
 ) -> list[Mudanca]:
-    """Uma Mudanca por key das imagens (antes/depois), com as empresas de cada uma."""
-    recorte = alvo.escopo
+    """Uma Mudanca por key (ou cabeçalho) das imagens (antes/depois), com as empresas delas."""
     chaves: dict[str, Mudanca] = {}
     for imagem in imagens:
-        valor = imagem.get(alvo.chave or '')
+        valor = chave_da_mudanca(base, imagem)
         if valor is None:
             continue
-        escopo = texto_escopo(imagem.get(recorte)) if recorte else None
+        escopo = escopo_da_imagem(alvo, base, imagem)
         mudanca = chaves.setdefault(
             str(valor),
             Mudanca(dataset=alvo.nome, chave=valor, evento=tipo, posicao=gtid, quando=quando),

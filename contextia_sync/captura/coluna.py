@@ -7,7 +7,10 @@ com a credencial de leitura que ja usamos, em qualquer banco, sem pedir nada ao
 DBA. A posicao e a marca de agua do dataset; as regras dela (quando fixar,
 quanto recuar, quando avancar, ate onde o relogio da origem deixa ir) sao as
 funcoes puras de marca_agua.py -- aqui so se le a origem e se guarda o que elas
-decidem. Exclusao NAO e vista: sai do Contextia so na varredura.
+decidem. Exclusao (DELETE) NAO e vista: sai do Contextia so na varredura. A
+linha que o ERP apaga MARCANDO (`deleted_when`, origem/marca_apagada.py) e vista:
+a marca muda a coluna de mudanca, a janela a traz, e ela sai como remocao da
+empresa dela -- nunca como upsert; a viva de mesma chave vence (`_separar_apagadas`).
 
 A janela da folga e relida de proposito a cada ciclo, e numa tabela cujas
 linhas dividem um carimbo (migracao do ERP, Sakila) ela tem milhares de linhas
@@ -33,6 +36,7 @@ from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao, marca_agua
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.origem import FUNCOES_COLUNA, ErroAdaptador, faltando
+from contextia_sync.origem.marca_apagada import argumento, identidade
 from contextia_sync.estado.estado import Estado, Vistos
 from contextia_sync.registro import logger
 
@@ -83,6 +87,9 @@ class CapturaColuna:
         # Lidas e contadas como atrasadas nesta subida, mas ainda nao entregues: um
         # envio que falhou e relido nao conta a mesma linha duas vezes.
         self._contadas: dict[str, set[str]] = {}
+        # As linhas de key nula da janela ja ditas nesta subida (identidades): a
+        # janela as relê a cada ciclo, e o aviso sai uma vez por linha.
+        self._nulas: dict[str, set[str]] = {}
 
     def _watch(self, alvo: DatasetVivo) -> str:
         if not alvo.watch:
@@ -127,6 +134,7 @@ class CapturaColuna:
             )
         self._familias[alvo.nome] = familia
         self._contar_sem_carimbo(alvo)
+        self._contar_chaves(alvo)
         self._puxar_marca_do_futuro(alvo)
         return familia
 
@@ -141,6 +149,77 @@ class CapturaColuna:
                 sem,
                 self._watch(alvo),
             )
+
+    def _contar_chaves(self, alvo: DatasetVivo, avisar: bool = True) -> None:
+        """
+        As keys nulas e as repetidas da view inteira, no status (e no log): na
+        subida, depois da varredura e quando um ciclo acha uma key nula nova.
+        A regra de cada uma: intake/chaves.py.
+        """
+        from contextia_sync.intake.chaves import (
+            LIMITE_REPETIDAS,
+            Repetida,
+            aviso_das_nulas,
+            textos_repetidas,
+        )
+
+        if not alvo.chave:
+            return
+        acomp = self.estado.acompanhamento(alvo.nome)
+        nulas = int(self.origem.contar_sem_valor(alvo.source_object, alvo.chave))
+        acomp.chaves_nulas = nulas
+        textos = [aviso_das_nulas(nulas, alvo.nome)] if nulas else []
+        perguntar = getattr(self.origem, 'chaves_repetidas', None)
+        if callable(perguntar):
+            try:
+                pares = perguntar(
+                    alvo.source_object,
+                    alvo.chave,
+                    alvo.escopo,
+                    None,
+                    limite=LIMITE_REPETIDAS + 1,
+                    **argumento(alvo.marca),
+                )
+            except Exception as erro:  # noqa: BLE001 - a contagem não para o ouvinte
+                logger.warning(
+                    '%-28s a origem não disse as keys repetidas (%s: %s): o status não as'
+                    ' mostra até a próxima contagem',
+                    alvo.nome,
+                    type(erro).__name__,
+                    erro,
+                )
+                pares = []
+            repetidas = [
+                Repetida.do_par(alvo.nome, menor, maior, valor, linhas, alvo.escopo is None)
+                for menor, maior, valor, linhas in pares
+            ]
+            acomp.chaves_repetidas = textos_repetidas(repetidas) or None
+            textos += acomp.chaves_repetidas or []
+        for texto in textos if avisar else ():
+            logger.warning('%-28s %s', alvo.nome, texto)
+
+    def _tirar_nulas(self, alvo: DatasetVivo, pendentes: dict[str, dict[str, Any]]) -> None:
+        """
+        A linha da janela com a key nula não tem como ser lida inteira (`key IN`)
+        nem entregue (o intake a recusa): sai das pendentes, e a nova é dita --
+        no log e, recontada a view, no status. A varredura também a deixa de fora.
+        """
+        from contextia_sync.intake.chaves import aviso_das_nulas
+
+        chave = alvo.chave
+        nulas = [i for i, linha in pendentes.items() if chave and linha.get(chave) is None]
+        if not nulas:
+            return
+        for ident in nulas:
+            del pendentes[ident]
+        ditas = self._nulas.setdefault(alvo.nome, set())
+        if len(ditas) > marca_agua.MAXIMO_VISTOS:
+            ditas.clear()
+        novas = [ident for ident in nulas if ident not in ditas]
+        if novas:
+            ditas.update(novas)
+            logger.warning('%-28s %s', alvo.nome, aviso_das_nulas(len(novas), alvo.nome))
+            self._contar_chaves(alvo, avisar=False)
 
     def _puxar_marca_do_futuro(self, alvo: DatasetVivo) -> None:
         marca = self.estado.marca(alvo.nome)
@@ -283,6 +362,7 @@ class CapturaColuna:
                 acomp.futuras,
                 limite,
             )
+        self._tirar_nulas(alvo, pendentes)
         if not pendentes:
             # Tudo na janela ja foi entregue com este mesmo valor de mudanca.
             return Leitura(Situacao.NADA, posicao=posicao)
@@ -296,9 +376,12 @@ class CapturaColuna:
             else list(pendentes.values())
         )
         atrasadas = self._contar_atrasadas(alvo, [pendentes[i] for i in pendentes], marca, vistos)
+        upserts, remocoes, por_escopo = self._separar_apagadas(alvo, linhas)
         return Leitura(
             Situacao.MUDANCAS,
-            upserts=linhas,
+            upserts=upserts,
+            remocoes=remocoes,
+            remocoes_por_escopo=por_escopo,
             quantos=len(linhas),
             atrasadas=atrasadas,
             posicao=posicao,
@@ -311,6 +394,9 @@ class CapturaColuna:
         leitura: Leitura,
     ) -> None:
         """Nada: a marca não avança sem `confirmar`, e o próximo ciclo relê a janela."""
+
+    def desistir(self, alvo: DatasetVivo) -> None:  # noqa: ARG002 - o protocolo
+        """Nada a devolver: a posição só anda no `confirmar`."""
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         self.estado.definir_marca(alvo.nome, leitura.posicao)
@@ -343,6 +429,7 @@ class CapturaColuna:
         self.estado.definir_vistos(alvo.nome, janela)
         self._contadas.pop(alvo.nome, None)
         self._contar_sem_carimbo(alvo)
+        self._contar_chaves(alvo)
         return nova
 
     def antes_da_carga(
@@ -418,13 +505,17 @@ class CapturaColuna:
 
         Só elas (`key IN (...)`, em lotes de CHAVES_POR_LEITURA). Uma linha
         alterada entre a leitura estreita e esta tem identidade nova e vai junto:
-        e mudança de verdade.
+        e mudança de verdade. A releitura pela key não leva a janela: a key
+        repetida na view vem com TODAS as linhas dela, também a de fora da
+        janela, e vão juntas (se uma é nova) para a regra de intake/chaves.py
+        escolher a mesma que a varredura deixa.
         """
         watch = self._watch(alvo)
         chave = alvo.chave
         if chave is None:
             return list(pendentes.values())
         if pendentes and len(pendentes) <= self.maximo:
+            # (A key nula ja saiu das pendentes: _tirar_nulas.)
             valores = [linha[chave] for linha in pendentes.values() if linha.get(chave) is not None]
             linhas: list[dict[str, Any]] = []
             passo = padroes.CHAVES_POR_LEITURA
@@ -433,17 +524,70 @@ class CapturaColuna:
                     self.origem.fetch(
                         alvo.source_object,
                         alvo.colunas,
-                        since=filtro,
                         chaves=(chave, valores[inicio : inicio + passo]),
                     )
                 )
         else:
             linhas = list(self.origem.fetch(alvo.source_object, alvo.colunas, since=filtro))
-        return [
-            linha
+        novas = {
+            marca_agua.texto_marca(linha.get(chave))
             for linha in linhas
-            if marca_agua.identidade(linha, watch, alvo.chave) not in entregues
-        ]
+            if marca_agua.identidade(linha, watch, chave) not in entregues
+        }
+        return [linha for linha in linhas if marca_agua.texto_marca(linha.get(chave)) in novas]
+
+    def _separar_apagadas(
+        self, alvo: DatasetVivo, linhas: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[Any], dict[str, list[Any]]]:
+        """
+        (upserts, remoções do dataset sem recorte, remoções por empresa).
+
+        A linha marcada como apagada sai como remoção da empresa da própria
+        linha (ela ainda tem a coluna da empresa). A viva de mesma chave vence:
+        na leitura (`MarcaDeApagado.escolher`) e fora da janela (a chave que a
+        origem ainda tem viva não sai: `_vivas_na_origem`). Sem key não há por
+        onde remover: a marcada só não vai, e a varredura a tira.
+        """
+        marca = alvo.marca
+        if marca is None:
+            return linhas, [], {}
+        if alvo.chave is None:
+            return [linha for linha in linhas if not marca.apagada(linha)], [], {}
+        vivas, apagadas = marca.escolher(linhas, alvo.chave, alvo.escopo)
+        vivas_fora = self._vivas_na_origem(alvo, [linha[alvo.chave] for linha in apagadas])
+        remocoes: list[Any] = []
+        por_escopo: dict[str, list[Any]] = {}
+        for linha in apagadas:
+            empresa, valor = identidade(linha, alvo.chave, alvo.escopo)
+            if (empresa, valor) in vivas_fora:
+                continue
+            if alvo.escopo is None:
+                remocoes.append(linha[alvo.chave])
+            elif empresa:
+                por_escopo.setdefault(empresa, []).append(linha[alvo.chave])
+        return vivas, remocoes, por_escopo
+
+    def _vivas_na_origem(
+        self, alvo: DatasetVivo, valores: list[Any]
+    ) -> set[tuple[str | None, Any]]:
+        """
+        (empresa, chave) das linhas vivas que a origem tem com esses `valores` de
+        key (`key IN`, sem a janela: a viva de antes dela também vence).
+        """
+        if not valores or alvo.chave is None or alvo.marca is None:
+            return set()
+        colunas = [alvo.chave] + ([alvo.escopo] if alvo.escopo else [])
+        vivas: set[tuple[str | None, Any]] = set()
+        passo = padroes.CHAVES_POR_LEITURA
+        for inicio in range(0, len(valores), passo):
+            for linha in self.origem.fetch(
+                alvo.source_object,
+                colunas,
+                chaves=(alvo.chave, valores[inicio : inicio + passo]),
+                **argumento(alvo.marca),
+            ):
+                vivas.add(identidade(linha, alvo.chave, alvo.escopo))
+        return vivas
 
     # -- chegadas atrasadas -------------------------------------------------------
     def _contar_atrasadas(

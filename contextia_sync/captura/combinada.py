@@ -98,6 +98,9 @@ class CapturaCombinada:
             # próximo ciclo, a coluna não as relê, e só a reconciliação as tira.
             self.reconciliacao.antes_de_enviar(alvo, leitura)
 
+    def desistir(self, alvo: DatasetVivo) -> None:  # noqa: ARG002 - o protocolo
+        """Nada a devolver: a posição só anda no `confirmar`."""
+
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         self._confirmar(alvo, leitura)
         if alvo.reconcilia:
@@ -184,25 +187,37 @@ def _juntar(alvo: DatasetVivo, col: Leitura, rec: Leitura) -> Leitura:
                     )
                 )
 
+    # A linha que a coluna leu marcada como apagada (deleted_when) sai como
+    # remoção; lida depois, vence o upsert da mesma chave vindo da reconciliação.
+    apagadas: set[tuple[str | None, str]] = {(None, conjuntos.codificar(v)) for v in col.remocoes}
+    for escopo, valores in col.remocoes_por_escopo.items():
+        apagadas.update((escopo, conjuntos.codificar(v)) for v in valores)
+
     def lida_pela_coluna(escopo: str | None, valor: Any) -> bool:
         return (escopo, conjuntos.codificar(valor)) in vistas
 
+    def da_coluna(linha: dict[str, Any]) -> bool:
+        assert alvo.chave is not None
+        escopo = texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None
+        identidade = (escopo, conjuntos.codificar(linha[alvo.chave]))
+        return identidade in vistas or identidade in apagadas
+
     upserts = list(col.upserts) + [
-        linha
-        for linha in rec.upserts
-        if alvo.chave is None
-        or not lida_pela_coluna(
-            texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None, linha[alvo.chave]
-        )
+        linha for linha in rec.upserts if alvo.chave is None or not da_coluna(linha)
     ]
     por_escopo = {
         escopo: [v for v in valores if not lida_pela_coluna(escopo, v)]
         for escopo, valores in rec.remocoes_por_escopo.items()
     }
+    for escopo, valores in col.remocoes_por_escopo.items():
+        ja = {conjuntos.codificar(v) for v in por_escopo.get(escopo, [])}
+        por_escopo.setdefault(escopo, []).extend(
+            v for v in valores if conjuntos.codificar(v) not in ja
+        )
     return Leitura(
         Situacao.MUDANCAS,
         upserts=upserts,
-        remocoes=[v for v in rec.remocoes if not lida_pela_coluna(None, v)],
+        remocoes=[v for v in rec.remocoes if not lida_pela_coluna(None, v)] + col.remocoes,
         remocoes_por_escopo={e: v for e, v in por_escopo.items() if v},
         quantos=col.quantos + rec.quantos,
         atrasadas=col.atrasadas,

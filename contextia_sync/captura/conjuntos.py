@@ -358,9 +358,17 @@ def _fora_de_ordem(lado: str, antes: Any, valor: Any, erro: type[ErroConjunto]) 
 
 
 def em_ordem(
-    valores: Iterable[Any], lado: str, erro: type[ErroConjunto] = ErroConjunto
+    valores: Iterable[Any],
+    lado: str,
+    erro: type[ErroConjunto] = ErroConjunto,
+    juntar_iguais: bool = False,
 ) -> Iterator[Any]:
-    """Os valores, conferindo que crescem pela regra; se não, `erro` no meio."""
+    """
+    Os valores, conferindo que crescem pela regra; se não, `erro` no meio.
+    `juntar_iguais` (a origem): a key repetida na view dentro da empresa
+    existe -- vai uma vez, em vez de parar a reconciliação do dataset (a
+    carga e o ao-vivo a nomeiam e escolhem a linha: intake/chaves.py).
+    """
     vazio = anterior = object()
     diretos = _DIRETOS
     for valor in valores:
@@ -371,10 +379,14 @@ def em_ordem(
             except TypeError:  # datetime com e sem fuso na mesma coluna
                 cresceu = False
             if not cresceu:
+                if juntar_iguais and anterior == valor:
+                    continue
                 raise _fora_de_ordem(lado, anterior, valor, erro)
         else:
             try:
                 if anterior is not vazio and not _antes(anterior, valor):
+                    if juntar_iguais and _iguais(anterior, valor):
+                        continue
                     raise _fora_de_ordem(lado, anterior, valor, erro)
                 if tipo not in diretos:
                     ordem(valor)  # tipo que nao se guarda: recusado aqui, nao no disco
@@ -397,7 +409,7 @@ def comparar(
     levanta ErroConjunto no meio, e quem chama não pode dar nada por feito.
     """
     velhos = em_ordem(anteriores, 'o conjunto entregue', ErroConjuntoGuardado)
-    novos = em_ordem(atuais, 'a origem')
+    novos = em_ordem(atuais, 'a origem', juntar_iguais=True)
     fim = object()
     velho: Any = next(velhos, fim)
     novo: Any = next(novos, fim)

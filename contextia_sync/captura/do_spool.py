@@ -22,8 +22,9 @@ from typing import Any
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.arquivos import gravar_atomico
-from contextia_sync.captura import DatasetVivo, Leitura, Situacao
-from contextia_sync.escopos import texto_escopo
+from contextia_sync.captura import DatasetVivo, Leitura
+from contextia_sync.captura.indice_entregas import IndiceDeEntregas, texto_da_chave
+from contextia_sync.captura.releitura import concluir_entregues, leitura_do_spool, semear_indice
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ItemDoSpool, Spool
 from contextia_sync.registro import logger
@@ -107,6 +108,7 @@ class CapturaPeloSpool:
         self._tabelas: dict[tuple[str, str], list[DatasetVivo]] = {}
         self._bombeado = 0.0
         self._teto = TetoDoSpool()
+        self._indices: dict[str, IndiceDeEntregas] = {}
         self.atraso_s: float | None = None
         self.pausada: str | None = None
         self._posicao = ler_posicao(
@@ -149,9 +151,24 @@ class CapturaPeloSpool:
 
     def ler(self, alvo: DatasetVivo) -> Leitura:
         self._bombear_para(alvo)
+        indice = self.indice(alvo)
         return leitura_do_spool(
-            self.origem, alvo, self._teto.tomar(self.spool, alvo.nome, self.maximo), alvo.escopo
+            self.origem, alvo, self._teto.tomar(self.spool, alvo.nome, self.maximo), indice
         )
+
+    def indice(self, alvo: DatasetVivo) -> IndiceDeEntregas | None:
+        """
+        O índice key -> empresa do dataset (None na tabela de domínio: sai de
+        todas). O que ainda não nasceu nasce aqui, da origem (`semear_indice`).
+        """
+        if not alvo.escopo or alvo.chave is None:
+            return None
+        indice = self._indices.get(alvo.nome)
+        if indice is None:
+            indice = self._indices[alvo.nome] = IndiceDeEntregas(self.pasta, alvo.nome)
+        if not indice.semeado:
+            semear_indice(self.origem, alvo, indice, None)
+        return indice
 
     def antes_de_enviar(
         self,
@@ -168,17 +185,52 @@ class CapturaPeloSpool:
         `leitura`): a mudança dessa linha fica tomada, volta a pronto/ na próxima
         leitura e a remoção é mandada de novo -- nada perdido em silêncio.
         """
-        concluir_entregues(self.spool, leitura)
+        concluir_entregues(self.spool, leitura, self.indice(alvo))
+        self.spool.devolver(alvo.nome)
         self._teto.entregue(alvo.nome)
 
-    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:  # noqa: ARG002
-        # A posição é fixada antes de qualquer carga e o log guarda tudo dali em
-        # diante: nada a guardar. Sem isto a carga inicial da empresa nova e a
-        # varredura morriam na `binlog` (achado da tortura).
-        return None
+    def desistir(self, alvo: DatasetVivo) -> None:
+        """A entrega falhou: as mudanças tomadas voltam a pronto/ já (destino conhecido)."""
+        self.spool.devolver(alvo.nome)
 
-    def depois_da_carga(self, alvo: DatasetVivo, antes: Any, fechados: Any) -> None:  # noqa: ARG002
-        return None
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
+        """
+        A posição é fixada antes de qualquer carga e o log guarda tudo dali em
+        diante: da posição, nada a guardar. O índice de entregas, sim: a key,
+        a empresa e as colunas `via` lidas da origem AGORA, num arquivo ao lado
+        -- o que a carga entregar é isto, mais o que mudou durante ela, que está
+        no spool e vem por cima. E se o log está de pé: só então a carga tira o
+        dataset da marca CRÍTICA.
+        """
+        semente = None
+        if alvo.escopo and alvo.chave is not None:
+            semente = IndiceDeEntregas(self.pasta, '%s.semente' % alvo.nome)
+            semear_indice(self.origem, alvo, semente, escopo)
+            semente.fechar()
+        return AntesDaCarga(semente.caminho if semente else None, self._log_de_pe())
+
+    def _log_de_pe(self) -> bool:
+        """O log está guardando as mudanças agora (a carga pode tirar a marca CRÍTICA)."""
+        return True
+
+    def depois_da_carga(self, alvo: DatasetVivo, antes: Any, fechados: Any) -> None:
+        """
+        As empresas que a carga fechou passam a ter, no índice, o que foi lido
+        antes dela; fechado em todas (None), o dataset sai da marca CRÍTICA --
+        também quando ele voltou ao ao-vivo antes da varredura (a marca é do
+        log perdido, e só a carga completa a repara).
+        """
+        if not isinstance(antes, AntesDaCarga):
+            return
+        if antes.semente and fechados:
+            indice = self.indice(alvo)
+            if indice is not None:
+                escopos = None if None in fechados else set(fechados)
+                indice.trocar_pela_semente(antes.semente, escopos)
+        if antes.semente:
+            _apagar_semente(antes.semente)
+        if None in fechados and antes.log_de_pe:
+            self._sair_do_critico(alvo)
 
     def _sair_do_critico(self, alvo: DatasetVivo) -> None:
         """A varredura fechou `alvo`: ele sai da marca CRÍTICA (que some sem datasets)."""
@@ -191,16 +243,123 @@ class CapturaPeloSpool:
         self._gravar_posicao()
 
     def _status_do_spool(self) -> dict[str, Any]:
-        """Os campos do spool e da pausa no bloco `captura` do status."""
+        """
+        Os campos do spool e da pausa no bloco `captura` do status. O atraso é o
+        da mudança mais velha ainda não confirmada: o leitor em dia com o log e
+        um item preso no spool não é "atraso 0" (a saúde e a métrica leem este).
+        """
         spool = self.spool
+        idade = spool.idade_do_mais_velho()
+        atrasos = [a for a in (self.atraso_s, idade) if a is not None]
         return {
-            'atraso_origem_s': self.atraso_s,
+            'atraso_origem_s': round(max(atrasos), 1) if atrasos else None,
+            'atraso_leitura_s': self.atraso_s,
             'spool_itens': spool.profundidade(),
             'spool_bytes': spool.bytes_ocupados(),
-            'spool_idade_s': spool.idade_do_mais_velho(),
+            'spool_idade_s': idade,
             'spool_devolvidos': spool.devolvidos,
             'pausada': self.pausada,
         }
+
+
+_AMOSTRA_DA_TABELA_BASE = 50
+
+
+def linhas_que_nao_sao_do_dataset(
+    origem: AdaptadorDeOrigem, alvo: DatasetVivo, nome_da_view: str
+) -> list[str]:
+    """
+    A tabela listada pela key (o nome só) que não é a das linhas do dataset --
+    a nota listada como se fosse o item: o id dela iria ao spool como key de
+    item, e a mudança da nota relia o item de mesmo número. O catálogo não diz
+    de que tabela vem a key da view; os dados dizem: uma amostra das linhas da
+    tabela, relida na view pela key, tem de trazer os mesmos valores nas
+    colunas de mesmo nome. Sem coluna em comum além da key, não há o que
+    comparar (não recusa). Somente leitura: duas consultas pequenas na subida.
+    """
+    problemas: list[str] = []
+    chave = alvo.chave or ''
+    for base in alvo.tabelas_base:
+        if not base.pela_chave or base.nome == nome_da_view:
+            continue
+        try:
+            achado = _comparar_amostra(origem, alvo, base.nome, base.coluna, chave)
+        except Exception as erro:  # noqa: BLE001 - a origem fora: confere na próxima subida
+            logger.warning(
+                '%-28s a amostra de %s não foi lida (%s: %s): a conferência das linhas'
+                ' pela key fica para a próxima subida',
+                alvo.nome,
+                base.nome,
+                type(erro).__name__,
+                erro,
+            )
+            continue
+        if achado is not None:
+            problemas.append(achado)
+    return problemas
+
+
+def _comparar_amostra(
+    origem: AdaptadorDeOrigem, alvo: DatasetVivo, tabela: str, coluna: str, chave: str
+) -> str | None:
+    """A recusa, se a amostra de `tabela` não bate com a view pela key; None se bate."""
+    da_tabela = set(origem.colunas(tabela))
+    comuns = [c for c in alvo.colunas if c != chave and c in da_tabela]
+    if not comuns:
+        return None
+    amostra: dict[str, dict[str, Any]] = {}
+    for linha in origem.fetch(tabela, [coluna, *comuns]):
+        if linha.get(coluna) is not None:
+            amostra[texto_da_chave(linha[coluna])] = linha
+        if len(amostra) >= _AMOSTRA_DA_TABELA_BASE:
+            break
+    valores = [linha[coluna] for linha in amostra.values()]
+    na_view = {
+        texto_da_chave(v.get(chave)): v
+        for v in origem.fetch(alvo.source_object, [chave, *comuns], chaves=(chave, valores))
+    }
+    # Só as achadas contam: a linha que o filtro da view tira não diz nada.
+    achadas = [t for t in amostra if t in na_view]
+    diferentes = sum(
+        1 for t in achadas if any(str(na_view[t].get(c)) != str(amostra[t].get(c)) for c in comuns)
+    )
+    if not amostra or (achadas and diferentes * 2 <= len(achadas)):
+        return None
+    return (
+        'dataset %s: %s está em `base_tables` pela key %s, mas as linhas dela não são as'
+        ' do dataset (de %d linha(s) da amostra, %d estão na view pela mesma key, e %d'
+        ' delas com outros valores em %s): a key da view vem de outra tabela. Se %s é o'
+        ' cabeçalho das'
+        ' linhas, declare-o pela coluna que o liga: {"table": "%s", "column": "<a key'
+        ' dele>", "dataset_column": "<a coluna da view com ela>"}.'
+        % (
+            alvo.nome,
+            tabela,
+            chave,
+            len(amostra),
+            len(achadas),
+            diferentes,
+            ', '.join(comuns),
+            tabela,
+            tabela,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class AntesDaCarga:
+    """O que a captura por log guarda antes da carga: a semente do índice; o log estava de pé?"""
+
+    semente: str | None
+    log_de_pe: bool
+
+
+def _apagar_semente(caminho: str) -> None:
+    for sufixo in ('', '-wal', '-shm'):
+        try:
+            os.unlink(caminho + sufixo)
+        except FileNotFoundError:
+            pass
 
 
 @dataclass
@@ -292,61 +451,3 @@ def gravar_posicao(caminho: str, posicao: PosicaoDoLog, chave_critica: str) -> N
     posicao.gravada_em = datetime.datetime.now().isoformat(timespec='seconds')
     texto = json.dumps(posicao.para_json(chave_critica), ensure_ascii=False, indent=1)
     gravar_atomico(caminho, texto + '\n')
-
-
-def leitura_do_spool(
-    origem: AdaptadorDeOrigem, alvo: DatasetVivo, itens: list[ItemDoSpool], recorte: str | None
-) -> Leitura:
-    """A `Leitura` das mudanças tomadas: as linhas relidas e as remoções por empresa."""
-    if not itens:
-        return Leitura(Situacao.NADA)
-    chave = alvo.chave or ''
-    achadas: dict[str, dict[str, Any]] = {}
-    valores = [item.chave for item in itens]
-    passo = padroes.CHAVES_POR_LEITURA
-    for inicio in range(0, len(valores), passo):
-        for lida in origem.fetch(
-            alvo.source_object, alvo.colunas, chaves=(chave, valores[inicio : inicio + passo])
-        ):
-            achadas[str(lida.get(chave))] = lida
-    remocoes: dict[str, list[Any]] = {}
-    remover_de_todas: list[Any] = []
-    # Cada mudança com as empresas de que a linha sai (None: de todas): o
-    # `confirmar` só a conclui se essas remoções foram entregues.
-    tomada: list[tuple[ItemDoSpool, list[str | None]]] = []
-    for item in itens:
-        linha = achadas.get(str(item.chave))
-        atual = texto_escopo(linha.get(recorte)) if linha is not None and recorte else None
-        sai_de: list[str | None] = []
-        for escopo in item.escopos:
-            if linha is not None and (escopo == atual or not recorte):
-                continue
-            if escopo is None:
-                if not recorte:
-                    remover_de_todas.append(item.chave)
-                    sai_de.append(None)
-            else:
-                remocoes.setdefault(escopo, []).append(item.chave)
-                sai_de.append(escopo)
-        tomada.append((item, sai_de))
-    leitura = Leitura(
-        Situacao.MUDANCAS, upserts=list(achadas.values()), quantos=len(itens), privado=tomada
-    )
-    leitura.remocoes_por_escopo = remocoes
-    leitura.remocoes = sorted(set(remover_de_todas), key=str) if not recorte else []
-    return leitura
-
-
-def concluir_entregues(spool: Spool, leitura: Leitura) -> None:
-    """Conclui no spool as mudanças cujas remoções o ciclo entregou (todas as delas)."""
-    if not leitura.privado:
-        return
-    entregues: set[tuple[str | None, str]] = {
-        (e, str(v)) for e, valores in leitura.remocoes_por_escopo.items() for v in valores
-    }
-    entregues.update((None, str(v)) for v in leitura.remocoes)
-    spool.concluir(
-        item
-        for item, removidas in leitura.privado
-        if all((e, str(item.chave)) in entregues for e in removidas)
-    )

@@ -58,6 +58,7 @@ from contextia_sync.captura.conjuntos import ErroConjunto, ErroConjuntoGuardado,
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado, Reconciliacao
 from contextia_sync.origem import FUNCOES_RECONCILIACAO, ErroAdaptador, faltando
+from contextia_sync.origem.marca_apagada import argumento
 from contextia_sync.registro import logger
 
 
@@ -267,6 +268,9 @@ class CapturaReconciliacao:
             r.removidas = r.incluidas = 0  # a ultima nao teve diferenca
         return leitura
 
+    def desistir(self, alvo: DatasetVivo) -> None:  # noqa: ARG002 - o protocolo
+        """Nada a devolver: a posição só anda no `confirmar`."""
+
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         """O conjunto entregue de cada empresa vira o anterior, menos as remoções e mais as
         inclusões entregues (as que `leitura` ainda traz: o ciclo tira as que falharam)."""
@@ -428,7 +432,9 @@ class CapturaReconciliacao:
         if alvo.chave is None or self.opcoes.seco or (escopo is not None and not alvo.escopo):
             return None
         identidade = self._identidade(alvo)
-        linhas = self.origem.conjunto(alvo.source_object, alvo.chave, alvo.escopo, escopo)
+        linhas = self.origem.conjunto(
+            alvo.source_object, alvo.chave, alvo.escopo, escopo, **argumento(alvo.marca)
+        )
         fotos: dict[str | None, _Gravacao] = {}
         try:
             for texto, chaves in _Grupos(linhas, alvo.escopo is not None):
@@ -479,7 +485,9 @@ class CapturaReconciliacao:
         identidade = self._identidade(alvo)
         envio = 'carga-%020d-%d' % (time.time_ns(), os.getpid())
         try:
-            linhas = self.origem.conjunto(alvo.source_object, alvo.chave, alvo.escopo, escopo)
+            linhas = self.origem.conjunto(
+                alvo.source_object, alvo.chave, alvo.escopo, escopo, **argumento(alvo.marca)
+            )
             for texto, chaves in _Grupos(linhas, alvo.escopo is not None):
                 if texto not in renascidas:
                     collections.deque(chaves, maxlen=0)
@@ -563,11 +571,17 @@ class CapturaReconciliacao:
         }
         vagas = [self.maximo, self.maximo]  # remocoes, inclusoes nesta vez
         atuais = 0
-        linhas = self.origem.conjunto(alvo.source_object, alvo.chave, alvo.escopo)
+        # A linha marcada como apagada (deleted_when) fica fora do conjunto: a
+        # chave dela sumiu, e a diferença a remove.
+        linhas = self.origem.conjunto(
+            alvo.source_object, alvo.chave, alvo.escopo, **argumento(alvo.marca)
+        )
         for texto, chaves in _Grupos(linhas, com_escopo):
             if fora(texto):
                 # A ordem se confere mesmo assim.
-                collections.deque(conjuntos.em_ordem(chaves, 'a origem'), maxlen=0)
+                collections.deque(
+                    conjuntos.em_ordem(chaves, 'a origem', juntar_iguais=True), maxlen=0
+                )
                 continue
             arquivo = guardados.pop(texto, None)
             anteriores = self._anteriores(identidade, texto, arquivo, diarios)
@@ -696,7 +710,8 @@ class CapturaReconciliacao:
         gravacao = _Gravacao(arquivo, self.opcoes.seco)
         try:
             for texto in conjuntos.linhas_do_arquivo(
-                conjuntos.em_ordem(chaves, 'a origem'), identidade.cabecalho(escopo)
+                conjuntos.em_ordem(chaves, 'a origem', juntar_iguais=True),
+                identidade.cabecalho(escopo),
             ):
                 gravacao.escrever(texto)
             gravacao.fechar()
@@ -882,7 +897,10 @@ class CapturaReconciliacao:
         passo = padroes.CHAVES_POR_LEITURA
         for inicio in range(0, len(valores), passo):
             yield from self.origem.fetch(
-                alvo.source_object, colunas, chaves=(alvo.chave, valores[inicio : inicio + passo])
+                alvo.source_object,
+                colunas,
+                chaves=(alvo.chave, valores[inicio : inicio + passo]),
+                **argumento(alvo.marca),  # a marcada não está "ainda na origem"
             )
 
     def _ainda_na_origem(

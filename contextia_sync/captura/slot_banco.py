@@ -12,9 +12,9 @@ o privilégio REPLICATION, a publicação e a REPLICA IDENTITY de cada tabela se
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from contextia_sync.captura.slot_mudancas import tabela_do_nome
 from contextia_sync.captura import DatasetVivo
 from contextia_sync.erros import ErroConfiguracao
 
@@ -115,17 +115,15 @@ def _recusa_da_conexao(url: URL, tls: TlsOrigem, erro: BaseException) -> str:
     )
 
 
-def _tabela(nome: str) -> tuple[str, str]:
-    esquema, _, tabela = str(nome).rpartition('.')
-    return esquema or 'public', tabela
+_tabela = tabela_do_nome
 
 
 def tabelas_seguidas(alvos: list[DatasetVivo]) -> Tabelas:
     """(esquema, tabela) -> os datasets que a seguem (`base_tables`, padrão o source_object)."""
     tabelas: Tabelas = {}
     for alvo in alvos:
-        for nome in alvo.row.get('base_tables') or [alvo.source_object]:
-            tabelas.setdefault(_tabela(str(nome)), []).append(alvo)
+        for base in alvo.tabelas_base:
+            tabelas.setdefault(_tabela(base.nome), []).append(alvo)
     return tabelas
 
 
@@ -215,13 +213,13 @@ _IDENTIDADES = {'d': 'DEFAULT', 'i': 'USING INDEX', 'n': 'NOTHING'}
 """relreplident como o DBA o escreve no ALTER TABLE."""
 
 
-def conferir_tabelas(
-    conn: Any, tabelas: Tabelas, recorte: Callable[[DatasetVivo], str | None], publicacao: str
-) -> list[str]:
+def conferir_tabelas(conn: Any, tabelas: Tabelas, publicacao: str) -> list[str]:
     """
     Cada tabela seguida: existe, é tabela, está na publicação, e a imagem antiga
-    (REPLICA IDENTITY) traz a key E a empresa -- um DELETE sem a empresa não sabe
-    de que projeto sair, e um UPDATE que troca a empresa não sairia da antiga.
+    (REPLICA IDENTITY) traz a coluna por onde a linha chega ao dataset (a key,
+    ou a do cabeçalho): um DELETE sem ela não diz que linha saiu. A empresa
+    não precisa vir: a remoção vai à empresa em que a linha foi entregue (o
+    índice de entregas, captura/indice_entregas.py).
     """
     problemas: list[str] = []
     publicadas, existe_pub = _ler_publicacao(conn, publicacao)
@@ -243,7 +241,7 @@ def conferir_tabelas(
             continue  # FULL: a imagem antiga traz a linha inteira
         colunas = _colunas_da_identidade(conn, seguida)
         for alvo in alvos:
-            falta = _imagem_antiga_sem(seguida, alvo, colunas, recorte)
+            falta = _imagem_antiga_sem(seguida, alvo, colunas)
             if falta is not None:
                 problemas.append(falta)
     recusa_pub = _recusa_da_publicacao(publicacao, existe_pub, faltam_pub)
@@ -303,21 +301,17 @@ def _colunas_da_identidade(conn: Any, seguida: _TabelaSeguida) -> set[str]:
     }
 
 
-def _imagem_antiga_sem(
-    seguida: _TabelaSeguida,
-    alvo: DatasetVivo,
-    colunas: set[str],
-    recorte: Callable[[DatasetVivo], str | None],
-) -> str | None:
-    """A key ou a empresa do dataset que a imagem antiga não traz; None se traz as duas."""
-    precisa = [c for c in (alvo.chave, recorte(alvo)) if c]
+def _imagem_antiga_sem(seguida: _TabelaSeguida, alvo: DatasetVivo, colunas: set[str]) -> str | None:
+    """A coluna da tabela base que a imagem antiga não traz; None se traz."""
+    base = alvo.base_seguida((seguida.esquema, seguida.tabela), tabela_do_nome)
+    precisa = [base.coluna] if base is not None else [c for c in (alvo.chave,) if c]
     faltam = [c for c in precisa if c not in colunas]
     if not faltam:
         return None
     return (
         'a tabela %s tem REPLICA IDENTITY %s, e a imagem antiga de um DELETE ou'
-        ' UPDATE não traz %s (dataset %s): sem a key não se sabe que linha sair,'
-        ' sem a empresa não se sabe de que projeto. Peça ao DBA: `ALTER TABLE'
+        ' UPDATE não traz %s (dataset %s): sem ela não se sabe que linha saiu.'
+        ' Peça ao DBA: `ALTER TABLE'
         ' %s REPLICA IDENTITY FULL;` (o WAL de UPDATE/DELETE dessa tabela passa'
         ' a levar a linha antiga inteira).'
         % (

@@ -58,7 +58,11 @@ from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura
 from contextia_sync.captura.comandos_slot import criar_slot, remover_slot
-from contextia_sync.captura.do_spool import CapturaPeloSpool, MarcaCritica
+from contextia_sync.captura.do_spool import (
+    CapturaPeloSpool,
+    MarcaCritica,
+    linhas_que_nao_sao_do_dataset,
+)
 from contextia_sync.captura.pgoutput import (
     Mensagem,
     Relacao,
@@ -197,7 +201,16 @@ class CapturaSlotLogico(CapturaPeloSpool):
             if problemas:
                 return problemas
             problemas += self._conferir_slot(conn)
-            problemas += conferir_tabelas(conn, self._tabelas, lambda a: a.escopo, self.slot)
+            # As base_tables no catálogo: nome errado recusa; view sem elas, só varredura.
+            from contextia_sync.captura.tabelas_base import conferir_no_postgres
+
+            bases = conferir_no_postgres(conn, alvos)
+            self.so_varredura, self._tabelas = bases.so_varredura, tabelas_seguidas(bases.vivos)
+            if bases.recusas:
+                return problemas + bases.recusas
+            problemas += conferir_tabelas(conn, self._tabelas, self.slot)
+            for alvo in bases.vivos:
+                problemas += linhas_que_nao_sao_do_dataset(self.origem, alvo, alvo.source_object)
         except psycopg.OperationalError:
             self._fechar_conexao()
             return problemas  # fora do ar agora: confere de novo na leitura
@@ -492,6 +505,11 @@ class CapturaSlotLogico(CapturaPeloSpool):
         if leitura.privado:
             _morrer_se('slot-entregue')
         super().confirmar(alvo, leitura)
+
+    def _log_de_pe(self) -> bool:
+        """O slot existe e não foi invalidado: o que muda durante a carga fica nele."""
+        slot = ler_slot(self._conexao(), self.slot)
+        return slot is not None and slot.wal_status != 'lost'
 
     def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
         """O LSN confirmado do slot ANTES da varredura; None se não há slot de pé."""

@@ -13,10 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from contextia_sync.captura import DatasetVivo
+from contextia_sync.captura import DatasetVivo, TabelaBase
+from contextia_sync.captura.binlog_eventos import chave_da_mudanca, escopo_da_imagem
 from contextia_sync.captura.pgoutput import TIPOS_INTEIROS, Mensagem, Relacao, lsn_para_int
-from contextia_sync.escopos import texto_escopo
 from contextia_sync.fila.spool import Mudanca
+
+
+def tabela_do_nome(nome: str) -> tuple[str, str]:
+    """(esquema, tabela) de um nome do mapeamento (sem esquema: public)."""
+    esquema, _, tabela = str(nome).rpartition('.')
+    return esquema or 'public', tabela
+
 
 _EVENTOS = {'I': 'insert', 'U': 'update', 'D': 'delete'}
 
@@ -50,8 +57,11 @@ class LidoDoSlot:
     def _linha(self, lsn: str, mensagem: Mensagem) -> None:
         relacao = self.relacoes.get(mensagem.relacao)
         if relacao is not None:
-            for alvo in self.tabelas.get((relacao.esquema, relacao.tabela)) or ():
-                self._mudanca(alvo, relacao, mensagem, lsn)
+            seguida = (relacao.esquema, relacao.tabela)
+            for alvo in self.tabelas.get(seguida) or ():
+                base = alvo.base_seguida(seguida, tabela_do_nome)
+                if base is not None:
+                    self._mudanca(alvo, base, relacao, mensagem, lsn)
 
     def _truncate(self, lsn: str, mensagem: Mensagem) -> None:  # noqa: ARG002
         for oid in mensagem.truncadas:
@@ -66,19 +76,21 @@ class LidoDoSlot:
         self.pendente = {}
         self.ultimo_ts = mensagem.quando
 
-    def _mudanca(self, alvo: DatasetVivo, relacao: Relacao, mensagem: Mensagem, lsn: str) -> None:
-        """A linha mudada em `alvo`: uma Mudanca por key na transação, e as empresas das imagens."""
+    def _mudanca(
+        self, alvo: DatasetVivo, base: TabelaBase, relacao: Relacao, mensagem: Mensagem, lsn: str
+    ) -> None:
+        """A linha mudada em `alvo`: uma Mudanca por key (ou cabeçalho) na transação."""
         nomes = [nome for nome, _ in relacao.colunas]
-        inteira = dict(relacao.colunas).get(alvo.chave or '') in TIPOS_INTEIROS
+        inteira = dict(relacao.colunas).get(base.coluna) in TIPOS_INTEIROS
         evento = _EVENTOS[mensagem.tipo]
         for imagem in mensagem.imagens:
             linha = dict(zip(nomes, imagem, strict=False))
-            valor = linha.get(alvo.chave or '')
+            if inteira and linha.get(base.coluna) is not None:
+                linha[base.coluna] = int(linha[base.coluna])
+            valor = chave_da_mudanca(base, linha)
             if valor is None:
                 continue
-            if inteira:
-                valor = int(valor)
-            escopo = texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None
+            escopo = escopo_da_imagem(alvo, base, linha)
             mudanca = self.pendente.setdefault(
                 (alvo.nome, str(valor)),
                 Mudanca(dataset=alvo.nome, chave=valor, evento=evento, posicao=lsn),

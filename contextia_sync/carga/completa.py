@@ -20,6 +20,9 @@ As regras que protegem o dado, cada uma ao lado da linha que a cumpre:
     o conector por empresa e a carga de todas (todas.py) passam por ele.
   * tabela de dominio (`scope_column: null`) vai inteira para a empresa; com
     coluna de recorte, so as linhas da empresa (WHERE coluna = escopo).
+  * a linha marcada como apagada (`deleted_when`, origem/marca_apagada.py) nao
+    e lida (o WHERE a tira): o `complete` a remove do Contextia como a linha
+    que sumiu. O seco conta quantas sao (`texto_das_apagadas`).
 
 O que o seco (`connector.py --dry-run`) prova, e onde:
 
@@ -56,10 +59,12 @@ from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import mapeamento, padroes
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
+from contextia_sync.origem.marca_apagada import MarcaDeApagado, argumento
 from contextia_sync.registro import limpo, logger
 
 if TYPE_CHECKING:
     from contextia_sync.carga.historico import Historico
+    from contextia_sync.intake.chaves import Triagem
     from contextia_sync.intake.cliente import ResultadoEnvio
 
 T = TypeVar('T')
@@ -97,6 +102,24 @@ class ResultadoCarga:
     """O erro em poucas palavras, para a linha de resumo (None: o `erro` encurtado)."""
     interrompido: bool = False
     """O envio parou porque o Contextia não respondeu dentro do prazo (ResultadoEnvio)."""
+    apagadas: str | None = None
+    """Seco: quantas linhas a marca de apagado deixa fora da carga (`texto_das_apagadas`)."""
+    chaves_nulas: int = 0
+    """Linhas com a key nula (o LEFT JOIN da view): de fora, o resto vai (intake/chaves.py)."""
+    repetidas: list[str] = field(default_factory=list)
+    """As keys repetidas nesta empresa, nomeadas (a regra de intake/chaves.py)."""
+    repetidas_de_fora: int = 0
+    """As linhas das keys repetidas que a regra deixou de fora."""
+
+    @property
+    def linhas_da_view(self) -> int:
+        """
+        O que a view devolveu para a empresa: as linhas entregues mais as de fora
+        por key nula ou repetida. É a contagem da carga -- a que o teto compara
+        com a base e a que o histórico guarda --: a linha de fora não sumiu da
+        view, e contá-la como remoção recusaria a carga por engano.
+        """
+        return self.registros + self.chaves_nulas + self.repetidas_de_fora
 
     @property
     def motivo_curto(self) -> str:
@@ -755,7 +778,10 @@ def _contando(
 
 
 def contar_para_o_progresso(
-    origem: AdaptadorDeOrigem, source_object: str, recorte: tuple[str, str] | None
+    origem: AdaptadorDeOrigem,
+    source_object: str,
+    recorte: tuple[str, str] | None,
+    marca: MarcaDeApagado | None = None,
 ) -> int | None:
     """
     Quantas linhas a leitura vai trazer (o total da barra e das linhas de
@@ -763,7 +789,7 @@ def contar_para_o_progresso(
     serve a estimativa e nunca impede a carga (a leitura dirá o erro, se houver).
     """
     try:
-        return int(origem.contar(source_object, scope=recorte))
+        return int(origem.contar(source_object, scope=recorte, **argumento(marca)))
     except Exception as erro:  # noqa: BLE001 - so a estimativa se perde
         logger.info(
             'progresso sem total em %s: a contagem falhou (%s: %s)',
@@ -772,6 +798,137 @@ def contar_para_o_progresso(
             encurtar(str(erro)),
         )
         return None
+
+
+def texto_das_apagadas(
+    origem: AdaptadorDeOrigem,
+    row: Mapping[str, Any],
+    recorte: tuple[str, str] | None,
+    marca: MarcaDeApagado | None,
+    nome: str,
+) -> str | None:
+    """
+    O seco: "N linhas marcadas como apagadas em <dataset>", ou None sem marca.
+
+    A carga não as lê (o WHERE da marca), e o `complete` as tira do Contextia.
+    """
+    if marca is None:
+        return None
+    quantas = int(origem.contar(row['source_object'], scope=recorte, so_apagadas=marca))
+    return (
+        '%d linhas marcadas como apagadas em %s (%s em %s): a carga não as envia, e o'
+        ' complete as tira do Contextia' % (quantas, nome, marca.descrever(), row['source_object'])
+    )
+
+
+# ---------------------------------------------------------------------------
+# A key nula e a key repetida (a regra: intake/chaves.py)
+# ---------------------------------------------------------------------------
+
+
+class ErroKeyNaoUnica(ErroConfiguracao, ValueError):
+    """A key do mapeamento se repete em tantos pares (empresa, key) que não identifica a linha."""
+
+
+def triagem_da_carga(
+    mapa: Mapping[str, Any],
+    row: Mapping[str, Any],
+    origem: AdaptadorDeOrigem,
+    marca: MarcaDeApagado | None,
+    recorte: tuple[str, Any] | None = None,
+) -> Triagem:
+    """
+    A triagem de uma carga do dataset `row` (de uma empresa com `recorte`, ou
+    de todas): antes de ler, os pares (empresa, key) que se repetem na view
+    (`chaves_repetidas` do adaptador; sem ela, ou se ela falha -- dito no log
+    --, as repetidas vão como vierem e a key nula segue de fora, contada).
+    Levanta ErroKeyNaoUnica acima de LIMITE_REPETIDAS pares.
+    """
+    from contextia_sync.intake.chaves import LIMITE_REPETIDAS, Triagem, chave_solta
+    from contextia_sync.intake.cliente import normalizar_dataset
+
+    nome = normalizar_dataset(row['dataset'])
+    chave = mapeamento.chave_de(mapa, row)
+    coluna = mapeamento.coluna_de_recorte(mapa, row)
+    perguntar = getattr(origem, 'chaves_repetidas', None)
+    if chave is None or not callable(perguntar):
+        return Triagem(nome, chave, set(), coluna)
+    try:
+        pares = perguntar(
+            row['source_object'],
+            chave,
+            coluna,
+            recorte[1] if recorte and coluna else None,
+            limite=LIMITE_REPETIDAS + 1,
+            **argumento(marca),
+        )
+    except Exception as erro:  # noqa: BLE001 - a consulta a mais não para a carga
+        logger.warning(
+            '%s: a origem não disse as keys repetidas de %s (%s: %s): nesta carga a'
+            ' key repetida vai como vier (a key nula segue de fora, contada)',
+            nome,
+            row['source_object'],
+            type(erro).__name__,
+            encurtar(str(erro)),
+        )
+        return Triagem(nome, chave, set(), coluna)
+    if len(pares) > LIMITE_REPETIDAS:
+        raise ErroKeyNaoUnica(
+            'a key %s de %s se repete em mais de %d pares (empresa, key) de %s: ela não'
+            ' identifica a linha. Corrija a key no mapeamento, ou a view (uma coluna única'
+            ' dentro de cada empresa); nada enviado, nada removido.'
+            % (chave, nome, LIMITE_REPETIDAS, row['source_object'])
+        )
+    suspeitas = {
+        (texto_escopo(empresa) if coluna else None, chave_solta(valor))
+        for empresa, _maior, valor, _linhas in pares
+    }
+    return Triagem(nome, chave, suspeitas, coluna)
+
+
+def anotar_chaves(
+    resultado: ResultadoCarga, triagem: Triagem, empresa: str | None, dominio: bool
+) -> None:
+    """
+    O que a triagem deixou de fora da empresa, no resultado dela: contado na
+    carga (`ResultadoCarga.linhas_da_view`) e dito na linha do dataset. O
+    domínio vai inteiro a cada empresa: o de fora dele fica de fora de todas.
+    """
+    from contextia_sync.intake.chaves import textos_repetidas
+
+    if dominio:
+        resultado.chaves_nulas = triagem.total_nulas
+        resultado.repetidas_de_fora = sum(triagem.de_fora.values())
+        repetidas = triagem.repetidas
+    else:
+        resultado.chaves_nulas = triagem.nulas.get(empresa, 0)
+        resultado.repetidas_de_fora = triagem.de_fora.get(empresa, 0)
+        repetidas = [r for r in triagem.repetidas if r.empresa == empresa]
+    resultado.repetidas = textos_repetidas(repetidas)
+
+
+def avisar_chaves(triagem: Triagem, onde: str) -> None:
+    """O log da triagem de uma leitura: a contagem das keys nulas e as repetidas nomeadas."""
+    for texto in triagem.textos():
+        logger.warning('%s: %s', onde, texto)
+
+
+def _abrir_triadas(
+    resultado: ResultadoCarga, triagem: Triagem, leitura: _LeituraContada, escopo: str
+) -> tuple[Iterator[Mapping[str, Any]], Any]:
+    """A leitura de uma empresa aberta, pela triagem (e as famílias de tipo dela)."""
+    linhas, familias = leitura.abrir()
+    return _triadas(resultado, triagem, linhas, escopo), familias
+
+
+def _triadas(
+    resultado: ResultadoCarga, triagem: Triagem, linhas: Iterable[Mapping[str, Any]], escopo: str
+) -> Iterator[Mapping[str, Any]]:
+    """As linhas de uma empresa pela triagem; lidas até o fim, o que ficou de fora é anotado."""
+    empresa = None if resultado.dominio else escopo
+    yield from triagem.filtrar(linhas, empresa)
+    anotar_chaves(resultado, triagem, empresa, dominio=resultado.dominio)
+    avisar_chaves(triagem, '%s escopo=%s' % (resultado.dataset, escopo))
 
 
 def carregar_dataset(
@@ -810,13 +967,17 @@ def carregar_dataset(
     coluna = mapeamento.coluna_de_recorte(mapa, row)
     # Com coluna de recorte, so as linhas desta empresa; sem ela (dominio), todas.
     recorte = (coluna, escopo) if coluna else None
+    marca = MarcaDeApagado.do_dataset(mapa, row)
     leitura = _LeituraContada(
         origem, row, recorte, escopo, resultado.dataset, barra, progresso, intervalo_progresso
     )
+    leitura.marca = marca
     try:
-        linhas, familias = leitura.abrir()
+        triagem = triagem_da_carga(mapa, row, origem, marca, recorte)
+        linhas, familias = _abrir_triadas(resultado, triagem, leitura, escopo)
         if seco:
             _carga_seca(resultado, mapa, row, linhas, escopo, leitura)
+            resultado.apagadas = texto_das_apagadas(origem, row, recorte, marca, resultado.dataset)
             return resultado
         sync = enviar_sob_sync(
             resultado,
@@ -886,6 +1047,8 @@ class _LeituraContada:
     intervalo: float
     total: int | None = None
     contador: list[int] = field(default_factory=lambda: [0])
+    marca: MarcaDeApagado | None = None
+    """`deleted_when`: a leitura e a contagem sem as linhas marcadas como apagadas."""
 
     @property
     def lidas(self) -> int:
@@ -895,10 +1058,13 @@ class _LeituraContada:
         """(as linhas contadas, as famílias de tipo do resultado, se o adaptador as dá)."""
         if self.barra or self.progresso is not None:
             self.total = contar_para_o_progresso(
-                self.origem, self.row['source_object'], self.recorte
+                self.origem, self.row['source_object'], self.recorte, self.marca
             )
         linhas = self.origem.fetch(
-            self.row['source_object'], self.row['columns'], scope=self.recorte
+            self.row['source_object'],
+            self.row['columns'],
+            scope=self.recorte,
+            **argumento(self.marca),
         )
         # Os tipos do resultado (so o adaptador generico os da): um conversor por coluna.
         familias = getattr(self.origem, 'familias', lambda _linhas: None)(linhas)
@@ -927,7 +1093,8 @@ def _carga_seca(
     _conferir_linhas(
         resultado, linhas, escopo, row['source_object'], mapeamento.chave_de(mapa, row)
     )
-    resultado.registros = leitura.lidas
+    # As de fora pela triagem (key nula ou repetida) não iriam: não contam como registros.
+    resultado.registros = leitura.lidas - resultado.chaves_nulas - resultado.repetidas_de_fora
     resultado.ok = not resultado.recusadas
 
 
@@ -1027,7 +1194,7 @@ def fechar_carga(
 
     nome = resultado.dataset
     base = _base_do_teto(historico, escopo, nome, resultado.sem_key)
-    teto, recusa = teto_do_complete(resultado.sem_key, max_remocao, base, resultado.registros)
+    teto, recusa = teto_do_complete(resultado.sem_key, max_remocao, base, resultado.linhas_da_view)
     if recusa:
         resultado.erro = recusa + _repetir_permitindo(nome)
         return
@@ -1061,7 +1228,7 @@ def fechar_carga(
             historico.registrar(
                 escopo,
                 nome,
-                resultado.registros,
+                resultado.linhas_da_view,
                 resultado.removidos,
                 execucao,
                 nova_base=resultado.nova_base,
@@ -1182,7 +1349,16 @@ def _repetir_permitindo(nome: str) -> str:
 
 
 def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:
-    """A linha que o conector imprime por dataset."""
+    """A linha que o conector imprime por dataset; embaixo, o que ficou de fora por key."""
+    from contextia_sync.intake.chaves import aviso_das_nulas
+
+    de_fora = list(resultado.repetidas)
+    if resultado.chaves_nulas:
+        de_fora.insert(0, aviso_das_nulas(resultado.chaves_nulas, resultado.dataset))
+    return _linha_do_dataset(resultado, seco) + ''.join('\n      - %s' % t for t in de_fora)
+
+
+def _linha_do_dataset(resultado: ResultadoCarga, seco: bool) -> str:
     nome = resultado.dataset + (' (domínio)' if resultado.dominio else '')
     # Sem key o servidor deduplica por hash: linha alterada entra como nova e a
     # velha so sai no complete. Dito na linha, para ninguem estranhar `novos`.
@@ -1196,10 +1372,11 @@ def linha_de_resultado(resultado: ResultadoCarga, seco: bool = False) -> str:
     if resultado.aviso:
         aviso += ' AVISO: %s' % resultado.aviso
     if seco:
+        apagadas = '\n      %s' % resultado.apagadas if resultado.apagadas else ''
         if resultado.ok:
             return (
                 '  %-34s registros=%-7d (seco: lido, serializado como no envio, nada'
-                ' enviado)  %.1fs' % (nome, resultado.registros, resultado.segundos)
+                ' enviado)  %.1fs%s' % (nome, resultado.registros, resultado.segundos, apagadas)
             )
         linhas = ['  %-34s FALHOU -- %s' % (nome, resultado.erro)]
         linhas += ['      - %s' % detalhe for detalhe in resultado.detalhes]

@@ -81,21 +81,28 @@ from contextia_sync import mapeamento, padroes
 from contextia_sync.carga.completa import (
     Conferencia,
     ResultadoCarga,
+    ErroKeyNaoUnica,
     _conferir_linhas,
     _contando,
+    anotar_chaves,
     argumentos_do_envio,
+    avisar_chaves,
     contar_para_o_progresso,
     encurtar,
     enviar_sob_sync,
     fechar_carga,
     linha_de_progresso,
     somar_envio,
+    texto_das_apagadas,
+    triagem_da_carga,
 )
 from contextia_sync.escopos import REGRA, codigo_invalido, problema_no_escopo, texto_escopo
+from contextia_sync.origem.marca_apagada import MarcaDeApagado, argumento
 from contextia_sync.registro import limpo, logger
 
 if TYPE_CHECKING:
     from contextia_sync.carga.historico import Historico
+    from contextia_sync.intake.chaves import Triagem
 
 # Linhas por bloco no arquivo temporário do dataset de domínio.
 BLOCO_DA_COPIA = 1000
@@ -179,6 +186,12 @@ class LeituraDoDataset:
     """O teto daquela soma nesta leitura."""
     fora: str | None = None
     """O Contextia ficou indisponível nesta leitura (o erro do lote): a execução para."""
+    apagadas: str | None = None
+    """Seco: quantas linhas a marca de apagado deixa fora (`completa.texto_das_apagadas`)."""
+    chaves_nulas: int = 0
+    """Linhas com a key nula, de todas as empresas: ficaram de fora (intake/chaves.py)."""
+    repetidas: list[str] = field(default_factory=list)
+    """As keys repetidas nomeadas; de cada uma foi só a linha da regra (intake/chaves.py)."""
 
 
 class _Erros:
@@ -312,6 +325,8 @@ class _CargaDoDataset:
         self.mapa, self.row, self.origem, self.opcoes = mapa, row, origem, opcoes
         self.nome = normalizar_dataset(row['dataset'])
         self.coluna = mapeamento.coluna_de_recorte(mapa, row)
+        # A linha marcada como apagada nem é lida: o complete de cada empresa a tira.
+        self.marca = MarcaDeApagado.do_dataset(mapa, row)
         campos = mapeamento.semantica(mapa, row)[1]
         self.ativas = {e.escopo: e for e in empresas if e.ativa}
         self.resultados = {
@@ -329,6 +344,8 @@ class _CargaDoDataset:
         self.erros = _Erros()
         self.pendentes: dict[str, str] = {}
         """As empresas já enviadas por inteiro, esperando o fim da leitura: {escopo: sync}."""
+        self.triagem: Triagem | None = None
+        """A key nula e a repetida desta leitura (`completa.triagem_da_carga`)."""
 
     def rodar(self) -> None:
         """As etapas; nunca levanta (a queda vira o erro de cada empresa)."""
@@ -336,9 +353,17 @@ class _CargaDoDataset:
         historico = None if self.opcoes.seco else self.opcoes.historico
         try:
             if self.opcoes.barra or self.opcoes.progresso is not None:
-                self.total = contar_para_o_progresso(self.origem, self.row['source_object'], None)
+                self.total = contar_para_o_progresso(
+                    self.origem, self.row['source_object'], None, self.marca
+                )
+            self.triagem = triagem_da_carga(self.mapa, self.row, self.origem, self.marca)
             self._ler()
             self.leitura.linhas = self.contador[0]
+            self._anotar_chaves()
+            if self.opcoes.seco:
+                self.leitura.apagadas = texto_das_apagadas(
+                    self.origem, self.row, None, self.marca, self.nome
+                )
             self._sync_vazio()
             self._fechar_todas()
             if historico is not None:
@@ -350,6 +375,11 @@ class _CargaDoDataset:
             if historico is not None:
                 # As que fecharam antes da queda valeram: a base do próximo teto delas.
                 _gravar_historico(historico, self.resultados, self.opcoes.execucao)
+        except ErroKeyNaoUnica as erro:
+            # Antes de ler: nada enviado a empresa nenhuma, a correção é do mapeamento.
+            self.leitura.repetidas = [str(erro)]
+            for resultado in self.resultados.values():
+                resultado.erro, resultado.motivo = str(erro), 'a key não é única na view'
         except Exception as erro:  # noqa: BLE001 - vira o erro de cada empresa
             self.leitura.linhas = self.contador[0]
             self.leitura.erro = '%s: %s' % (type(erro).__name__, erro)
@@ -363,7 +393,7 @@ class _CargaDoDataset:
     def _ler(self) -> None:
         """A leitura inteira: copiada (domínio) ou repartida por empresa."""
         if self.coluna is None:
-            _dominio(self.ler, self.entregar, self.ativas)
+            _dominio(self.ler, self.entregar, self.ativas, self.triagem)
             return
         opcoes = self.opcoes
         reparticao = _Reparticao(
@@ -375,6 +405,7 @@ class _CargaDoDataset:
             em_voo=opcoes.em_voo,
             teto=opcoes.teto_linhas,
         )
+        reparticao.triagem = self.triagem
         comeco = time.monotonic()
         try:
             reparticao.repartir(self.leitura, self.ler, self.coluna)
@@ -387,6 +418,19 @@ class _CargaDoDataset:
             self.leitura.lotes = reparticao.lotes
             self.leitura.lotes_incompletos = reparticao.incompletos
         self.pendentes.update(reparticao.pendentes)
+
+    def _anotar_chaves(self) -> None:
+        """O que a triagem deixou de fora: no resultado de cada empresa, na linha e no log."""
+        from contextia_sync.intake.chaves import textos_repetidas
+
+        triagem = self.triagem
+        if triagem is None:
+            return
+        for escopo, resultado in self.resultados.items():
+            anotar_chaves(resultado, triagem, escopo, dominio=self.coluna is None)
+        self.leitura.chaves_nulas = triagem.total_nulas
+        self.leitura.repetidas = textos_repetidas(triagem.repetidas)
+        avisar_chaves(triagem, self.nome)
 
     def _sync_vazio(self) -> None:
         """A leitura chegou ao fim: empresa sem linha nenhuma ainda recebe o seu
@@ -446,7 +490,9 @@ class _CargaDoDataset:
         """A leitura do dataset, de todas as empresas, sem ordem nem filtro."""
         self.leitura.leituras += 1
         try:
-            linhas = self.origem.fetch(self.row['source_object'], self.row['columns'])
+            linhas = self.origem.fetch(
+                self.row['source_object'], self.row['columns'], **argumento(self.marca)
+            )
         except BaseException as erro:
             self.erros.erro = erro  # a consulta nem abriu: a leitura caiu
             raise
@@ -626,6 +672,9 @@ class _Reparticao:
         """O erro do primeiro lote que achou o Contextia indisponível: a leitura para."""
         self.alem = _Descarte()
         """As linhas sem chave além das SEM_CHAVE_CONTADAS empresas contadas uma a uma."""
+        self.chave: str | None = self.argumentos['key']
+        self.triagem: Triagem | None = None
+        """A key nula e a repetida (`completa.triagem_da_carga`); quem cria a repartição a põe."""
 
     # -- a empresa de cada linha ------------------------------------------------
     def _destino(self, valor: Any) -> Any:
@@ -671,6 +720,7 @@ class _Reparticao:
         self.preparar = None if self.seco else self._cliente.preparador_de_prontos(self.familias)
         try:
             self._distribuir(linhas, coluna, ErroSerializacao)
+            self._repetidas_no_fim(ErroSerializacao)
             self._fim_da_leitura()
         finally:
             if pool is not None:
@@ -691,8 +741,16 @@ class _Reparticao:
         no teto alivia os maiores.
         """
         destinos, chunk, teto, preparar = self.destinos, self.chunk, self.teto, self.preparar
+        # A key nula (contada) e a que a origem disse repetida (espera o fim da
+        # leitura) saem do caminho: intake/chaves.py. Sem key, nada se olha.
+        triagem = self.triagem if self.chave is not None else None
+        chave = self.chave if triagem is not None else None
+        separar = triagem.separar if triagem is not None and triagem.suspeitas else None
         for linha in linhas:
             valor = linha.get(coluna)
+            if chave is not None and linha.get(chave) is None:
+                self._nula(valor, linha)
+                continue
             try:
                 destino = destinos.get(valor)
             except TypeError:
@@ -701,6 +759,8 @@ class _Reparticao:
                 destino = self._destino(valor)
             if destino.descarte:
                 destino.linhas += 1  # sem chave, ou falhou: contada
+                continue
+            if separar is not None and separar(destino.escopo, linha):
                 continue
             if preparar is not None:
                 try:
@@ -719,6 +779,35 @@ class _Reparticao:
                 continue
             if self.fora is not None:
                 raise ContextiaFora(self.fora)
+
+    def _nula(self, valor: Any, linha: dict[str, Any]) -> None:
+        """A linha de key nula: contada na empresa dela, fica de fora."""
+        if self.triagem is not None:
+            self.triagem.separar(texto_escopo(valor), linha)
+
+    def _repetidas_no_fim(self, recusa: type[Exception]) -> None:
+        """
+        As linhas das keys que a origem disse repetidas esperaram o fim da
+        leitura: de cada grupo, a que a regra escolhe vai ao buffer da empresa
+        dela, como se lida agora (as outras ficam de fora, anotadas na triagem).
+        """
+        if self.triagem is None:
+            return
+        for escopo, linha in self.triagem.fim():
+            if escopo is None or escopo in self.falhas or escopo not in self.ativas:
+                continue  # a empresa falhou no meio: ela não fecha
+            destino = self.buffers.get(escopo)
+            if destino is None:
+                destino = self.buffers[escopo] = _Buffer(escopo)
+            pronta: Any = linha
+            if self.preparar is not None:
+                try:
+                    pronta = self.preparar(linha)
+                except recusa as erro:
+                    self._recusar(escopo, linha, erro)
+                    continue
+            destino.append(pronta)
+            self.retidas += 1
 
     def _fim_da_leitura(self) -> None:
         """O resto de cada empresa sai; volta depois da resposta do último lote."""
@@ -966,7 +1055,7 @@ def _gravar_historico(
         for nova_base in (False, True):
             historico.registrar_varias(
                 [
-                    (escopo, r.dataset, r.registros, r.removidos)
+                    (escopo, r.dataset, r.linhas_da_view, r.removidos)
                     for escopo, r in resultados.items()
                     if r.ok and r.nova_base == nova_base
                 ],
@@ -984,6 +1073,7 @@ def _dominio(
     ler: Callable[..., tuple[Iterator[Any], Mapping[str, str] | None]],
     entregar: Callable[[str, Iterable[Any], Mapping[str, str] | None], None],
     ativas: Mapping[str, Empresa],
+    triagem: Triagem | None = None,
 ) -> None:
     """A tabela de domínio: lida uma vez inteira, e só então enviada a cada empresa."""
     linhas, familias = ler()
@@ -991,7 +1081,7 @@ def _dominio(
     try:
         # Lida ATE O FIM antes do primeiro envio: a leitura que cai aqui nao
         # deixou sync aberto em empresa nenhuma.
-        copia.guardar(linhas)
+        copia.guardar(triagem.filtrar(linhas, None) if triagem is not None else linhas)
         for escopo, empresa in ativas.items():
             if empresa.ativa:
                 entregar(escopo, copia.ler(), familias)
@@ -1054,8 +1144,20 @@ def linha_da_leitura(leitura: LeituraDoDataset, empresas: int) -> str:
             ' no mapeamento mantém os lotes cheios'
             % (leitura.lotes_incompletos, leitura.lotes, leitura.teto)
         )
+    if leitura.apagadas:
+        texto += '; %s' % leitura.apagadas
     if leitura.erro:
         texto += ' -- A LEITURA CAIU: %s' % leitura.erro
     if leitura.fora:
         texto += ' -- O CONTEXTIA FICOU INDISPONÍVEL: %s' % leitura.fora
-    return texto
+    return texto + _de_fora_por_key(leitura)
+
+
+def _de_fora_por_key(leitura: LeituraDoDataset) -> str:
+    """Embaixo da linha do dataset: as keys nulas contadas e as repetidas nomeadas."""
+    from contextia_sync.intake.chaves import aviso_das_nulas
+
+    textos = list(leitura.repetidas)
+    if leitura.chaves_nulas:
+        textos.insert(0, aviso_das_nulas(leitura.chaves_nulas, leitura.dataset))
+    return ''.join('\n      - %s' % texto for texto in textos)

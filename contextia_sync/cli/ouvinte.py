@@ -221,9 +221,10 @@ def _slot(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         '--remover-slot',
         action='store_true',
-        help='`slot_logico`: remove o slot e a publicação (o PRIMEIRO passo da'
-        ' desinstalação: slot abandonado enche o disco do cliente) e sai;'
-        ' com o ouvinte parado',
+        help='`slot_logico`: remove o slot e o que o --criar-slot pôs na publicação'
+        ' (anotado em --estado: a publicação que ele criou sai inteira; na do DBA,'
+        ' só as tabelas dele) -- o PRIMEIRO passo da desinstalação: slot'
+        ' abandonado enche o disco do cliente -- e sai; com o ouvinte parado',
     )
 
 
@@ -257,12 +258,15 @@ def comando_do_slot(argv: list[str]) -> int:
             raise ErroConfiguracao('--criar-slot e --remover-slot juntos: escolha um.')
         mapa = carregar_mapeamento(args.mapping)
         if args.criar_slot:
-            feito = slot_logico.criar_slot(mapa, datasets_ao_vivo(mapa, 'slot_logico')[0])
+            # O que ele cria fica anotado em --estado: o --remover-slot desfaz só isso.
+            feito = slot_logico.criar_slot(
+                mapa, datasets_ao_vivo(mapa, 'slot_logico')[0], estado=args.estado
+            )
         else:
             # Com o ouvinte rodando ele acusaria o slot apagado (CRÍTICO): pare antes.
             trava = travar(args.estado) if os.path.isdir(args.estado) else None
             try:
-                feito = slot_logico.remover_slot(mapa)
+                feito = slot_logico.remover_slot(mapa, estado=args.estado)
             finally:
                 if trava is not None:
                     trava.close()

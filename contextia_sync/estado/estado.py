@@ -94,6 +94,11 @@ class Acompanhamento(_ComFalhas):
     # sobem a marca), e linhas sem carimbo (a sonda nao as ve; so a varredura).
     futuras: int = 0
     sem_carimbo: int | None = None
+    # Linhas com a key nula na view (ficam de fora; contadas na subida, depois da
+    # varredura e quando um ciclo acha uma nova) e as keys repetidas, nomeadas:
+    # intake/chaves.py.
+    chaves_nulas: int | None = None
+    chaves_repetidas: list[str] | None = None
     # O que o intake disse do ultimo ciclo deste dataset (somado nas empresas):
     # reenviado igual (`iguais`) se distingue de novo e de alterado.
     novos: int = 0
@@ -175,6 +180,8 @@ _TIPOS_ACOMPANHAMENTO: dict[str, tuple[type, ...]] = {
     'maior_atraso_s': (int, float),
     'futuras': (int,),
     'sem_carimbo': (int,),
+    'chaves_nulas': (int,),
+    'chaves_repetidas': (list,),
     'novos': (int,),
     'atualizados': (int,),
     'iguais': (int,),

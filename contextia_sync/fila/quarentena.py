@@ -168,6 +168,9 @@ class ItemQuarentena:
     tentativas: int
     ultimo_reenvio: str | None = None
     ultimo_desfecho: str | None = None
+    # Uma REMOÇÃO que não pôde sair (a empresa sem chave no arquivo de chaves):
+    # o `registro` é só a key; o reenvio a remove em vez de mandá-la.
+    remocao: bool = False
 
     @property
     def reenviavel(self) -> bool:
@@ -206,6 +209,7 @@ def _item(meta: ItemDaFila) -> tuple[ItemQuarentena, dict[str, Any]] | None:
             tentativas=int(conteudo.get('tentativas') or 1),
             ultimo_reenvio=conteudo.get('ultimo_reenvio'),
             ultimo_desfecho=conteudo.get('ultimo_desfecho'),
+            remocao=bool(conteudo.get('remocao')),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -333,9 +337,11 @@ class Quarentena:
         *,
         invalidos: Mapping[str, str] | None = None,
         status_http: int | None = None,
+        remocao: bool = False,
     ) -> Path:
         """
-        Guarda um registro recusado de vez; devolve o arquivo.
+        Guarda um registro recusado de vez (ou, com `remocao`, a remoção de uma
+        key que não pôde sair: `registro` só com ela); devolve o arquivo.
 
         `registro` já em forma JSON (o que seria enviado). O mesmo registro
         (mesma identidade) troca o arquivo que já existe: `vezes` + 1, o motivo e
@@ -366,6 +372,8 @@ class Quarentena:
             'ultimo_reenvio': anterior.ultimo_reenvio if anterior else None,
             'ultimo_desfecho': anterior.ultimo_desfecho if anterior else None,
         }
+        if remocao:
+            conteudo['remocao'] = True
         try:
             caminho, _novo = self._fila.por(chave, conteudo, estado=PARADO)
         except ErroFilaCheia as cheia:

@@ -480,13 +480,7 @@ class Spool:
         pronto/: a leitura seguinte é a nova tentativa.
         """
         with self._trava:
-            self._tomadas.pop(dataset, None)
-            for nome, arquivo in sorted(self._arquivos.items()):
-                if arquivo.meta.estado == TOMADO and arquivo.dataset == dataset:
-                    destino = self._fila.devolver(arquivo.meta, PRONTO)
-                    self._esquecer(nome)
-                    if destino is not None:
-                        self._reler(destino)
+            self._devolver(dataset)
             juntas: dict[tuple[str, str], dict[str, Any]] = {}
             origens: dict[tuple[str, str], list[str]] = {}
             for nome, arquivo in sorted(
@@ -532,6 +526,24 @@ class Spool:
                 )
                 for j in juntas.values()
             ]
+
+    def devolver(self, dataset: str) -> None:
+        """
+        O que ficou tomado de `dataset` (a entrega que falhou, a mudança cuja
+        remoção não saiu) volta a pronto/ já: o destino é conhecido (não foi
+        entregue), e a subida seguinte não o conta como de um processo que morreu.
+        """
+        with self._trava:
+            self._devolver(dataset)
+
+    def _devolver(self, dataset: str) -> None:
+        self._tomadas.pop(dataset, None)
+        for nome, arquivo in sorted(self._arquivos.items()):
+            if arquivo.meta.estado == TOMADO and arquivo.dataset == dataset:
+                destino = self._fila.devolver(arquivo.meta, PRONTO)
+                self._esquecer(nome)
+                if destino is not None:
+                    self._reler(destino)
 
     def _reler(self, caminho: Path) -> None:
         """Põe no índice o arquivo em `caminho` (voltou de tomado/), lido do disco."""

@@ -446,7 +446,8 @@ def reenviar_item(
     try:
         resultado = enviar_dataset(
             item.dataset,
-            [item.registro],
+            [] if item.remocao else [item.registro],
+            remove=[item.chave_valor] if item.remocao else None,
             key=item.chave_coluna,
             chunk=1,
             api_key=api_key,

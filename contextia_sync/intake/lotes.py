@@ -41,7 +41,8 @@ from contextia_sync.intake.serializacao import (
 try:
     import orjson as _orjson
 
-    _Fragmento: Any = _orjson.Fragment
+    # O orjson anterior ao 3.9 não tem o Fragment: como sem o orjson.
+    _Fragmento: Any = getattr(_orjson, 'Fragment', None)
 except ImportError:  # sem o orjson: sem registros prontos
     _Fragmento = None
 

@@ -6,6 +6,10 @@ O que mora aqui, e o que cada módulo pode importar:
     __init__     o contrato do adaptador (`FUNCOES`, `carregar_origem`) e as
                  exceções que todo adaptador levanta. Puro.
     filtro       identificadores validados e o PLANO do WHERE. Puro (autoteste).
+    condicao     uma condição do mapeamento ({"column", "equals"...}) e a
+                 comparação como texto: filtros de projeto e marca de apagado. Puro.
+    marca_apagada  a linha que o ERP apaga marcando (`deleted_when`): NULL é
+                 viva, a viva vence a marcada de mesma chave. Puro.
     sessão       o que cada dialeto ouve ao conectar (so-leitura, UTC, timeout). Puro.
     valores      valores nos dois sentidos (bind e driver -> Python), e o escopo
                  exatamente no tipo da coluna (`coagir_exato`). SQLAlchemy.
@@ -28,10 +32,13 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.origem import filtro
+
+if TYPE_CHECKING:  # so a anotacao: o __init__ fica puro (autoteste)
+    from contextia_sync.origem.marca_apagada import MarcaDeApagado
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PASTA_SOURCES = os.path.join(RAIZ, 'sources')
@@ -81,16 +88,24 @@ class AdaptadorDeOrigem(Protocol):
         scope: Sequence[Any] | None = None,
         since: Sequence[Any] | None = None,
         chaves: Sequence[Any] | None = None,
+        sem_apagadas: MarcaDeApagado | None = None,
     ) -> Iterable[dict[str, Any]]:
-        """As linhas, em streaming: a empresa (`scope`), a janela (`since`), as chaves."""
+        """
+        As linhas, em streaming: a empresa (`scope`), a janela (`since`), as chaves.
+
+        `sem_apagadas` (só passado quando o dataset declara `deleted_when`): sem as
+        linhas que a marca diz apagadas (origem/marca_apagada.py).
+        """
 
     def contar(
         self,
         source_object: str,
         scope: Sequence[Any] | None = None,
         since: Sequence[Any] | None = None,
+        sem_apagadas: MarcaDeApagado | None = None,
+        so_apagadas: MarcaDeApagado | None = None,
     ) -> int:
-        """A sonda: quantas linhas."""
+        """A sonda: quantas linhas (sem as apagadas, ou só elas, se a marca é dada)."""
 
     def maximo(self, source_object: str, coluna: str) -> Any:
         """O maior valor da coluna (o ponto de partida da marca)."""
@@ -107,11 +122,19 @@ class AdaptadorDeOrigem(Protocol):
     def tipo_coluna(self, source_object: str, coluna: str) -> str:
         """O tipo da coluna de mudança no catálogo (`FUNCOES_COLUNA`)."""
 
+    def colunas(self, source_object: str) -> list[str]:
+        """Os nomes das colunas como o banco os guarda."""
+
     def contar_sem_valor(self, source_object: str, coluna: str) -> int:
         """Quantas linhas sem a coluna de mudança (`FUNCOES_COLUNA`)."""
 
     def conjunto(
-        self, source_object: str, chave: str, escopo: str | None = None, so_escopo: Any = None
+        self,
+        source_object: str,
+        chave: str,
+        escopo: str | None = None,
+        so_escopo: Any = None,
+        sem_apagadas: MarcaDeApagado | None = None,
     ) -> Iterable[Sequence[Any]]:
         """As linhas (escopo, chave) em ordem binária (`FUNCOES_RECONCILIACAO`)."""
 

@@ -32,7 +32,8 @@ from sqlalchemy.sql.expression import ColumnClause
 from sqlalchemy.types import NullType
 
 from contextia_sync.origem import filtro, validado
-from contextia_sync.origem.consultas import Objeto, _filtrado
+from contextia_sync.origem.consultas import Objeto, _filtrado, _marcadas
+from contextia_sync.origem.marca_apagada import MarcaDeApagado
 
 # Texto em ordem de bytes (UTF-8 = ordem de code point, a do `str` do Python).
 _COLACAO_BINARIA = {'postgresql': 'C', 'sqlite': 'BINARY', 'mssql': 'Latin1_General_BIN2'}
@@ -54,9 +55,19 @@ def ordem_binaria(coluna: ColumnClause[Any], dialeto: str) -> ColumnElement[Any]
 
 
 def consulta_conjunto(
-    objeto: Objeto, chave: str, escopo: str | None, dialeto: str, so_escopo: Any = None
+    objeto: Objeto,
+    chave: str,
+    escopo: str | None,
+    dialeto: str,
+    so_escopo: Any = None,
+    sem_apagadas: MarcaDeApagado | None = None,
 ) -> tuple[sa.Select[Any], list[ColumnClause[Any]]]:
-    """O SELECT do conjunto de chaves e as colunas reais (escopo primeiro, se houver)."""
+    """
+    O SELECT do conjunto de chaves e as colunas reais (escopo primeiro, se houver).
+
+    Com `sem_apagadas`, a linha marcada como apagada fica de fora: para a
+    reconciliação, a chave dela sumiu.
+    """
     validado(filtro.validar_nome, chave, 'key')
     real_chave = objeto.coluna(chave, 'key')
     reais: list[ColumnClause[Any]] = []
@@ -67,4 +78,5 @@ def consulta_conjunto(
     sql = sa.select(*reais).select_from(objeto.tabela).where(*[real.is_not(None) for real in reais])
     if so_escopo is not None and escopo is not None:
         sql = _filtrado(sql, objeto, (escopo, so_escopo), None, dialeto)
+    sql = _marcadas(sql, objeto, dialeto, sem_apagadas)
     return sql.order_by(*[ordem_binaria(real, dialeto) for real in reais]), reais

@@ -13,12 +13,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql as _mysql
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.expression import ColumnClause, TableClause
 from sqlalchemy.types import NullType
 
 from contextia_sync.origem import ErroOrigem, filtro, validado
+from contextia_sync.origem.condicao import NEGATIVOS
+from contextia_sync.origem.marca_apagada import MarcaDeApagado
 from contextia_sync.origem.valores import coagir, coagir_exato, texto_sqlite
 
 
@@ -211,6 +214,68 @@ def _filtrado(
     return sql
 
 
+def _texto_da_marca(coluna: ColumnClause[Any], dialeto: str) -> ColumnElement[Any]:
+    """
+    A coluna da marca como `origem/condicao.py` a compara: texto sem os espaços
+    das pontas (TRIM só tira o espaço, como `texto_escopo`), byte a byte -- a
+    collation sem caixa do MySQL e do SQL Server diria 'c' = 'C'.
+    """
+    texto: ColumnElement[Any] = sa.func.trim(sa.cast(coluna, sa.String(255)))
+    if dialeto == 'mysql':
+        return sa.cast(texto, _mysql.BINARY())
+    if dialeto == 'mssql':
+        return texto.collate('Latin1_General_BIN2')
+    return texto
+
+
+def estado_da_marca(objeto: Objeto, marca: MarcaDeApagado, dialeto: str) -> ColumnElement[Any]:
+    """
+    1 para a linha marcada como apagada, 0 para a viva -- nunca NULL.
+
+        CASE WHEN <coluna> IS NULL THEN 0        -- NULL na marca: viva
+             WHEN <texto> IN (:textos) THEN 1    -- (0 para not_equals/not_in)
+             ELSE 0 END                          -- (1 para not_equals/not_in)
+
+    O CASE e não `NOT (cond) OR coluna IS NULL`: a lógica de três valores do
+    SQL (o TRIM de um CHAR em branco é NULL no Oracle) fica toda no ELSE, e o
+    WHERE nunca tira uma linha por UNKNOWN. Os textos são os de
+    `Condicao.textos_esperados`, os mesmos que `MarcaDeApagado.apagada` usa.
+    """
+    condicao = marca.condicao
+    coluna = objeto.coluna(condicao.coluna, 'deleted_when')
+    texto = _texto_da_marca(coluna, dialeto)
+    textos = sorted(condicao.textos_esperados())
+    casou: ColumnElement[bool]
+    if condicao.operador == 'not_empty':
+        casou = sa.func.length(texto) > 0
+    else:
+        binds = [t.encode() for t in textos] if dialeto == 'mysql' else textos
+        casou = texto.in_(binds)
+        if '' in textos:  # o texto vazio: '' no banco, NULL depois do TRIM no Oracle
+            casou = sa.or_(casou, texto.is_(None))
+    negativo = condicao.operador in NEGATIVOS
+    sim: ColumnElement[Any] = sa.literal_column('1')
+    nao: ColumnElement[Any] = sa.literal_column('0')
+    return sa.case(
+        (coluna.is_(None), nao), (casou, nao if negativo else sim), else_=sim if negativo else nao
+    )
+
+
+def _marcadas(
+    sql: sa.Select[Any],
+    objeto: Objeto,
+    dialeto: str,
+    sem_apagadas: MarcaDeApagado | None,
+    so_apagadas: MarcaDeApagado | None = None,
+) -> sa.Select[Any]:
+    """O SELECT sem as linhas marcadas como apagadas (ou só com elas)."""
+    if sem_apagadas is not None:
+        sql = sql.where(estado_da_marca(objeto, sem_apagadas, dialeto) == 0)
+    if so_apagadas is not None:
+        sql = sql.where(estado_da_marca(objeto, so_apagadas, dialeto) == 1)
+    return sql
+
+
 def consulta_fetch(
     objeto: Objeto,
     columns: Sequence[str],
@@ -218,12 +283,14 @@ def consulta_fetch(
     since: Sequence[Any] | None = None,
     dialeto: str = '',
     chaves: Sequence[Any] | None = None,
+    sem_apagadas: MarcaDeApagado | None = None,
 ) -> tuple[sa.Select[Any], list[str], list[int], list[ColumnClause[Any]]]:
     """
     SELECT das colunas do mapeamento, sem repetir coluna.
 
     Devolve (sql, nomes, posicoes, reais): `posicoes[i]` e o indice em `reais`
-    (as colunas do SELECT) de onde sai o valor de `nomes[i]`.
+    (as colunas do SELECT) de onde sai o valor de `nomes[i]`. Com
+    `sem_apagadas`, sem as linhas que a marca diz apagadas (`estado_da_marca`).
     """
     nomes = validado(filtro.validar_colunas, columns)
     reais: list[ColumnClause[Any]] = []
@@ -240,7 +307,7 @@ def consulta_fetch(
     sql = _filtrado(
         sa.select(*reais).select_from(objeto.tabela), objeto, scope, since, dialeto, chaves
     )
-    return sql, nomes, posicoes, reais
+    return _marcadas(sql, objeto, dialeto, sem_apagadas), nomes, posicoes, reais
 
 
 def consulta_contar(
@@ -248,10 +315,18 @@ def consulta_contar(
     scope: Sequence[Any] | None = None,
     since: Sequence[Any] | None = None,
     dialeto: str = '',
+    sem_apagadas: MarcaDeApagado | None = None,
+    so_apagadas: MarcaDeApagado | None = None,
 ) -> sa.Select[Any]:
-    """SELECT count(*) com o filtro de `filtro.plano` (a sonda do ouvinte)."""
-    return _filtrado(
-        sa.select(sa.func.count()).select_from(objeto.tabela), objeto, scope, since, dialeto
+    """SELECT count(*) com o filtro de `filtro.plano` (a sonda do ouvinte), e a marca."""
+    return _marcadas(
+        _filtrado(
+            sa.select(sa.func.count()).select_from(objeto.tabela), objeto, scope, since, dialeto
+        ),
+        objeto,
+        dialeto,
+        sem_apagadas,
+        so_apagadas,
     )
 
 

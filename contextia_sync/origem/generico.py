@@ -64,6 +64,7 @@ from contextia_sync.origem import (
     validado,
 )
 from contextia_sync.escopos import texto_escopo
+from contextia_sync.origem.marca_apagada import MarcaDeApagado
 from contextia_sync.origem.consultas import (
     Objeto,
     colunas_pelo_select_mysql,
@@ -295,6 +296,11 @@ def _avisar_descartadas(
             conta.descartadas,
             conta.exemplo,
         )
+
+
+def _convertido(funcao: Conversor | None, valor: Any) -> Any:
+    """O valor pelo conversor da coluna (NULL fica NULL)."""
+    return funcao(valor) if funcao is not None and valor is not None else valor
 
 
 def _do_escopo(valor: Any, conferir: tuple[int, Any, str]) -> bool:
@@ -611,6 +617,7 @@ class Origem:
         scope: Sequence[Any] | None = None,
         since: Sequence[Any] | None = None,
         chaves: Sequence[Any] | None = None,
+        sem_apagadas: MarcaDeApagado | None = None,
     ) -> Linhas:
         """
         As linhas como dicts (chaves = nomes de `columns`), em streaming.
@@ -618,7 +625,8 @@ class Origem:
         A consulta roda AQUI (erro de conexão, coluna inexistente e nome hostil
         saem já na chamada); as linhas vem a medida que o laço pede, em lotes
         de `linhas_por_lote`: a memória não cresce com o tamanho da view.
-        `chaves=(coluna, [valores])` lê só essas linhas (`coluna IN (...)`).
+        `chaves=(coluna, [valores])` lê só essas linhas (`coluna IN (...)`);
+        `sem_apagadas`, só as que a marca de apagado não tira.
         """
         nomes = validado(filtro.validar_colunas, columns)
         plano = validado(filtro.plano, scope, since, chaves)
@@ -630,7 +638,7 @@ class Origem:
             # ser conferida aqui: ver _linhas.
             lidas = nomes + [scope[0]] if scope is not None else nomes
             sql, lidas, posicoes, reais = consulta_fetch(
-                objeto, lidas, scope, since, self.dialeto, chaves
+                objeto, lidas, scope, since, self.dialeto, chaves, sem_apagadas
             )
             if scope is not None:
                 alvo = valor_do_escopo(objeto, scope)[1]
@@ -863,13 +871,14 @@ class Origem:
         source_object: str,
         scope: Sequence[Any] | None = None,
         since: Sequence[Any] | None = None,
+        sem_apagadas: MarcaDeApagado | None = None,
+        so_apagadas: MarcaDeApagado | None = None,
     ) -> int:
-        """Quantas linhas casam com o filtro (a sonda barata do ouvinte)."""
+        """Quantas linhas casam com o filtro (a sonda barata do ouvinte), e com a marca."""
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
-            return int(
-                conn.execute(consulta_contar(objeto, scope, since, self.dialeto)).scalar_one()
-            )
+            sql = consulta_contar(objeto, scope, since, self.dialeto, sem_apagadas, so_apagadas)
+            return int(conn.execute(sql).scalar_one())
 
     def maximo(self, source_object: str, coluna: str) -> Any:
         """O maior valor da coluna (ponto de partida da marca de água); None se vazia."""
@@ -931,7 +940,12 @@ class Origem:
         return [funcao(v) for v in valores] if funcao else list(valores)
 
     def ler_conjunto(
-        self, source_object: str, chave: str, escopo: str | None = None, so_escopo: Any = None
+        self,
+        source_object: str,
+        chave: str,
+        escopo: str | None = None,
+        so_escopo: Any = None,
+        sem_apagadas: MarcaDeApagado | None = None,
     ) -> Generator[Sequence[Any], None, None]:
         """
         As linhas (escopo, chave) do conjunto -- só (chave,) sem `escopo` --, em
@@ -947,7 +961,9 @@ class Origem:
         conn = self._abrir()
         try:
             objeto = self._objeto(conn, source_object)
-            sql, reais = consulta_conjunto(objeto, chave, escopo, self.dialeto, so_escopo)
+            sql, reais = consulta_conjunto(
+                objeto, chave, escopo, self.dialeto, so_escopo, sem_apagadas
+            )
             resultado = conn.execution_options(
                 stream_results=True, yield_per=self.linhas_por_lote
             ).execute(sql)
@@ -964,6 +980,52 @@ class Origem:
         return self._linhas(
             conn, resultado, source_object, nomes, list(range(len(nomes))), conversores, tuplas=True
         )
+
+    def chaves_repetidas(
+        self,
+        source_object: str,
+        chave: str,
+        escopo: str | None = None,
+        so_escopo: Any = None,
+        sem_apagadas: MarcaDeApagado | None = None,
+        limite: int = 1001,
+    ) -> list[tuple[Any, Any, Any, int]]:
+        """
+        Os pares (empresa, key) que se repetem na view, no máximo `limite`, como
+        (a menor e a maior empresa como a view as escreve, key, linhas) -- (None,
+        None, key, linhas) sem `escopo` (origem/chaves_repetidas.py). Os valores
+        pelos conversores do `fetch`: casam com as linhas lidas.
+        """
+        from contextia_sync.origem.chaves_repetidas import consulta_repetidas
+
+        with self._conexao() as conn:
+            objeto = self._objeto(conn, source_object)
+            sql, reais = consulta_repetidas(
+                objeto, chave, escopo, self.dialeto, so_escopo, sem_apagadas, limite
+            )
+            try:
+                linhas = conn.execute(sql).all()
+            except sa_exc.DBAPIError as erro:
+                raise self._erro(
+                    'a consulta das keys repetidas de %s falhou' % source_object, erro
+                ) from None
+        nomes = ([escopo] if escopo is not None else []) + [chave]
+        conversores = dict(self._conversores(objeto, nomes, reais))
+        do_escopo = conversores.get(0) if escopo is not None else None
+        da_chave = conversores.get(len(reais) - 1)
+        pares: list[tuple[Any, Any, Any, int]] = []
+        for linha in linhas:
+            menor, maior = (linha[0], linha[1]) if escopo is not None else (None, None)
+            valor, quantas = linha[-2], int(linha[-1])
+            pares.append(
+                (
+                    _convertido(do_escopo, menor),
+                    _convertido(do_escopo, maior),
+                    _convertido(da_chave, valor),
+                    quantas,
+                )
+            )
+        return pares
 
     def renovar(self) -> None:
         """
@@ -1037,9 +1099,12 @@ def fetch(
     scope: Sequence[Any] | None = None,
     since: Sequence[Any] | None = None,
     chaves: Sequence[Any] | None = None,
+    sem_apagadas: MarcaDeApagado | None = None,
 ) -> Linhas:
     """As linhas como dicts, em streaming (ver `Origem.fetch`)."""
-    return _origem().fetch(source_object, columns, scope=scope, since=since, chaves=chaves)
+    return _origem().fetch(
+        source_object, columns, scope=scope, since=since, chaves=chaves, sem_apagadas=sem_apagadas
+    )
 
 
 def familias(linhas: Any) -> dict[str, str] | None:
@@ -1055,10 +1120,26 @@ def familias(linhas: Any) -> dict[str, str] | None:
 
 
 def conjunto(
-    source_object: str, chave: str, escopo: str | None = None, so_escopo: Any = None
+    source_object: str,
+    chave: str,
+    escopo: str | None = None,
+    so_escopo: Any = None,
+    sem_apagadas: MarcaDeApagado | None = None,
 ) -> Generator[Sequence[Any], None, None]:
     """As linhas (escopo, chave) em ordem, em streaming (a reconciliacao; origem/conjunto.py)."""
-    return _origem().ler_conjunto(source_object, chave, escopo, so_escopo)
+    return _origem().ler_conjunto(source_object, chave, escopo, so_escopo, sem_apagadas)
+
+
+def chaves_repetidas(
+    source_object: str,
+    chave: str,
+    escopo: str | None = None,
+    so_escopo: Any = None,
+    sem_apagadas: MarcaDeApagado | None = None,
+    limite: int = 1001,
+) -> list[tuple[Any, Any, Any, int]]:
+    """Os pares (empresa, key) repetidos na view (a carga os pergunta antes de ler)."""
+    return _origem().chaves_repetidas(source_object, chave, escopo, so_escopo, sem_apagadas, limite)
 
 
 def agora() -> Relogio:
@@ -1077,10 +1158,16 @@ def contar_sem_valor(source_object: str, coluna: str) -> int:
 
 
 def contar(
-    source_object: str, scope: Sequence[Any] | None = None, since: Sequence[Any] | None = None
+    source_object: str,
+    scope: Sequence[Any] | None = None,
+    since: Sequence[Any] | None = None,
+    sem_apagadas: MarcaDeApagado | None = None,
+    so_apagadas: MarcaDeApagado | None = None,
 ) -> int:
-    """Quantas linhas casam com o filtro."""
-    return _origem().contar(source_object, scope=scope, since=since)
+    """Quantas linhas casam com o filtro (e com a marca de apagado, se dada)."""
+    return _origem().contar(
+        source_object, scope=scope, since=since, sem_apagadas=sem_apagadas, so_apagadas=so_apagadas
+    )
 
 
 def maximo(source_object: str, coluna: str) -> Any:

@@ -401,9 +401,14 @@ def _conjuntos(p: _Placar) -> None:
         ErroConjunto,
         contem=('fora de ordem', 'collation'),
     )
+    p.igual(
+        'chave repetida na origem (na mesma empresa) entra uma vez',
+        list(comparar([], [1, 1, 2], Contagem())),
+        [('+', 1), ('+', 2)],
+    )
     p.recusa(
-        'chave repetida na origem e recusada',
-        lambda: list(comparar([], [1, 1], Contagem())),
+        'chave repetida no conjunto entregue e recusada',
+        lambda: list(comparar([1, 1], [], Contagem())),
         ErroConjunto,
         contem=('repetida',),
     )

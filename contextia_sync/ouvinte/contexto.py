@@ -87,6 +87,9 @@ class Execucao:
     # (ciclo de projetos) e a chave do arquivo que e de outro projeto (ciclo de dados).
     codigos_recusados: list[CodigoRecusado] = field(default_factory=list)
     chaves_recusadas: dict[str, str] = field(default_factory=dict)
+    # As empresas do cadastro que a regra de projeto recusa (a inativa): nunca
+    # têm projeto, e a remoção de uma linha delas não tem o que remover.
+    recusadas_pela_regra: set[str] = field(default_factory=set)
     # De quem e cada chave ({chave: o `quem_sou` dela}), perguntado ao Contextia uma
     # vez por chave nesta execucao. So na memoria: nunca no estado nem no status.
     donos_das_chaves: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)

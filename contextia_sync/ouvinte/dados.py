@@ -20,7 +20,12 @@ from contextia_sync.captura.ao_vivo import Reparticao, agrupar_por_escopo
 from contextia_sync.estado.estado import Acompanhamento
 from contextia_sync.escopos import codigo_invalido, texto_escopo
 from contextia_sync.fila.diretorio import ErroFilaCheia
-from contextia_sync.fila.quarentena import Desfecho, ItemQuarentena, ResultadoReenvio
+from contextia_sync.fila.quarentena import (
+    Desfecho,
+    ErroQuarentenaCheia,
+    ItemQuarentena,
+    ResultadoReenvio,
+)
 from contextia_sync.intake import cliente
 from contextia_sync.intake.serializacao import serializar_parcial
 from contextia_sync.intake.transporte import ErroContextia
@@ -230,7 +235,8 @@ def _repartir(
 ) -> Reparticao:
     """A leitura repartida por empresa, com os avisos do que não vai (ou não vai bem)."""
     resumo.atrasadas += leitura.atrasadas
-    reparticao = agrupar_por_escopo(leitura.upserts, ctx.config.mapa, alvo.row, chaves)
+    upserts = triar_chaves(ctx, alvo, leitura.upserts)
+    reparticao = agrupar_por_escopo(upserts, ctx.config.mapa, alvo.row, chaves)
     avisar_sem_chave(
         ctx.config.mapa, ctx.execucao.avisados_sem_chave, alvo.nome, reparticao.sem_chave
     )
@@ -244,6 +250,43 @@ def _repartir(
             alvo.nome,
         )
     return reparticao
+
+
+def triar_chaves(
+    ctx: Contexto, alvo: DatasetVivo, linhas: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """
+    As linhas do ciclo pela regra da key (intake/chaves.py), em toda estratégia:
+    a key nula fica de fora, contada; da key repetida numa empresa vai só a
+    linha da regra -- a mesma que a varredura deixa no Contextia. As duas são
+    ditas no log e no status. Depois da marca de apagado: a captura já tirou a
+    marcada da leitura (a viva vence), e o par viva + marcada não é repetido.
+    """
+    from contextia_sync.intake.chaves import Empresa, Triagem, textos_repetidas
+
+    if alvo.chave is None or not linhas:
+        return linhas
+    coluna = alvo.escopo
+
+    def empresa_de(linha: dict[str, Any]) -> Empresa:
+        return texto_escopo(linha.get(coluna)) if coluna else None
+
+    triagem = Triagem(alvo.nome, alvo.chave, None, coluna)
+    vao = triagem.triar(linhas, empresa_de)
+    acomp = ctx.estado.acompanhamento(alvo.nome)
+    if triagem.nulas:
+        acomp.chaves_nulas = max(acomp.chaves_nulas or 0, triagem.total_nulas)
+    if triagem.repetidas:
+        ja = acomp.chaves_repetidas or []
+        vistas = textos_repetidas(triagem.repetidas, _REPETIDAS_NO_STATUS)
+        acomp.chaves_repetidas = (ja + [t for t in vistas if t not in ja])[-_REPETIDAS_NO_STATUS:]
+    for texto in triagem.textos():
+        logger.warning('%-28s %s', alvo.nome, texto)
+    return vao
+
+
+# As keys repetidas que o status de um dataset guarda (as últimas vistas).
+_REPETIDAS_NO_STATUS = 10
 
 
 def _entregar(
@@ -285,12 +328,14 @@ def _confirmar(
     no `binlog`, no spool (ele so conclui a mudanca cuja remocao foi entregue).
     """
     if not envio.ok:
+        ctx.captura.desistir(alvo)
         acomp.registrar_erro('%s %s' % (_agora_texto(), envio.erro), _agora_texto())
         logger.warning(
             '%-28s envio com erro: marca de água NÃO avançou (o próximo ciclo relê)', alvo.nome
         )
         return
     if ctx.config.seco:
+        ctx.captura.desistir(alvo)  # o seco não entrega: o que tomou volta
         return
     assert remocoes is not None
     entregue = (
@@ -491,7 +536,7 @@ def _enviar_remocoes(
         if ctx.config.seco:
             logger.info('%-28s [SECO] escopo=%-8s %s remoção(ões)', alvo.nome, escopo, len(valores))
             continue
-        if not _empresa_remove(alvo, escopo, valores, chaves, envio):
+        if not _empresa_remove(ctx, alvo, escopo, valores, chaves, envio):
             continue
         removidas = _remover_em_lotes(
             ctx, alvo, escopo, valores, chaves[escopo], lote, envio, resumo
@@ -520,11 +565,17 @@ def _remocoes_por_escopo(leitura: Leitura, chaves: Mapping[str, str]) -> dict[st
 
 
 def _empresa_remove(
-    alvo: DatasetVivo, escopo: str, valores: list[Any], chaves: Mapping[str, str], envio: _Envio
+    ctx: Contexto,
+    alvo: DatasetVivo,
+    escopo: str,
+    valores: list[Any],
+    chaves: Mapping[str, str],
+    envio: _Envio,
 ) -> bool:
     """
     A empresa pode receber a remoção? O código inválido não tem o que remover
-    (avisado); a empresa sem chave faz o envio falhar (a remoção fica pendente).
+    (avisado); a da empresa sem chave vai para a quarentena, nomeada, e o resto
+    segue (sem quarentena, o envio falha e a remoção fica pendente).
     """
     invalido = codigo_invalido(escopo)
     if invalido:
@@ -537,6 +588,20 @@ def _empresa_remove(
             invalido,
         )
         return False
+    if escopo not in chaves and _sem_projeto(ctx, escopo):
+        # Excluída no mapeamento, ou recusada pela regra: nunca teve projeto, e a
+        # linha dela nunca foi entregue. Nada a remover (nem a esperar).
+        logger.info(
+            '%-28s escopo=%-8s %d remoção(ões) sem o que remover: a empresa não tem'
+            ' projeto (excluída no mapeamento ou recusada pela regra de projeto)',
+            alvo.nome,
+            escopo,
+            len(valores),
+        )
+        return False
+    if escopo not in chaves and ctx.quarentena is not None:
+        _quarentenar_remocoes(ctx, alvo, escopo, valores, envio)
+        return False
     if escopo not in chaves:
         envio.falhou(
             'escopo %s: sem chave no arquivo de chaves; %d remoção(ões) não'
@@ -544,6 +609,45 @@ def _empresa_remove(
         )
         return False
     return True
+
+
+def _sem_projeto(ctx: Contexto, escopo: str) -> bool:
+    """A empresa que nunca tem projeto: excluída no mapeamento, ou recusada pela regra."""
+    return escopo in escopos_excluidos(ctx.config.mapa) or escopo in (
+        ctx.execucao.recusadas_pela_regra
+    )
+
+
+def _quarentenar_remocoes(
+    ctx: Contexto, alvo: DatasetVivo, escopo: str, valores: list[Any], envio: _Envio
+) -> None:
+    """
+    A remoção que não tem para onde ir (a empresa saiu do arquivo de chaves):
+    nunca segura o spool nem o resto do dataset. Vai para a quarentena com o
+    motivo; o reenvio a tira quando a empresa tiver chave, e a varredura que
+    fechar a empresa a descarta. Quarentena cheia: o envio falha (fica pendente).
+    """
+    assert ctx.quarentena is not None
+    motivo = (
+        'remoção sem destino: a empresa %s não tem chave no arquivo de chaves (%s);'
+        ' sai quando ela tiver (provisionar.py) ou quando a varredura a fechar'
+        % (escopo, ctx.config.chaves)
+    )
+    try:
+        for valor in valores:
+            ctx.quarentena.guardar(
+                alvo.nome, escopo, alvo.chave, {alvo.chave or '': valor}, motivo, remocao=True
+            )
+    except ErroQuarentenaCheia as cheia:
+        envio.falhou(str(cheia))
+        return
+    logger.warning(
+        '%-28s escopo=%-8s %d remoção(ões) para a QUARENTENA: %s',
+        alvo.nome,
+        escopo,
+        len(valores),
+        motivo,
+    )
 
 
 def _remover_em_lotes(
@@ -634,6 +738,8 @@ def reenviar_quarentena(ctx: Contexto) -> ResultadoReenvio | None:
         if invalido:
             return _codigo_invalido_na_origem(ctx, item, invalido)
         chave = chaves.get(escopo)
+        if item.remocao and chave is None and _sem_projeto(ctx, escopo):
+            return Desfecho.entregue()  # a empresa nunca terá projeto: nada a remover
         if chave is not None and item.escopo is not None:
             try:
                 conferir_dono(ctx, escopo, chave)

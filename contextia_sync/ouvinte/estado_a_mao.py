@@ -38,11 +38,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from contextia_sync.captura import DatasetVivo, marca_agua
-from contextia_sync.captura.ao_vivo import datasets_ao_vivo
+from contextia_sync.captura.ao_vivo import datasets_ao_vivo, e_so_varredura
 from contextia_sync.captura.coluna import CapturaColuna
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import ARQUIVO_ESTADO, Estado, MarcaTexto, Vistos
+from contextia_sync.estado.status import ler_status_json
 from contextia_sync.estado.trava import travar
 
 VERSAO_RETRATO = 1
@@ -106,6 +107,8 @@ class RetratoDataset:
     # Linhas da janela da folga lembradas como entregues; None = nao lembra
     # (a janela e reenviada no proximo ciclo).
     janela_lembrada: int | None = None
+    # Fora do ao-vivo por correção por fazer (a view sem `base_tables` no log).
+    so_varredura: bool = False
 
 
 @dataclass
@@ -229,17 +232,19 @@ def retratar(
     )
     linhas: dict[str, RetratoDataset] = {}
     if mapa is not None:
-        vivos, fora = datasets_ao_vivo(mapa)
+        estrategia, do_ouvinte = _segundo_o_ouvinte(pasta, mapa)
+        vivos, fora = datasets_ao_vivo(mapa, estrategia)
         por_nome = {alvo.nome: alvo for alvo in vivos}
-        motivos = {normalizar_dataset(nome): motivo for nome, motivo in fora}
+        motivos = {normalizar_dataset(nome): motivo for nome, motivo in fora} | do_ouvinte
         for row in mapa.get('datasets') or []:
             nome = normalizar_dataset(row['dataset'])
-            alvo = por_nome.get(nome)
+            alvo = None if nome in do_ouvinte else por_nome.get(nome)
             linhas[nome] = RetratoDataset(
                 nome,
                 ao_vivo=alvo is not None,
                 motivo=motivos.get(nome),
                 watch_column=alvo.watch if alvo else None,
+                so_varredura=e_so_varredura(motivos.get(nome) or ''),
             )
     conhecidos = (
         set(dados.marca_agua)
@@ -266,6 +271,31 @@ def retratar(
             linha.ultimo_erro = acomp.ultimo_erro
     retrato.datasets = list(linhas.values())
     return retrato
+
+
+def _segundo_o_ouvinte(pasta: str, mapa: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """
+    A estratégia do ouvinte e os datasets que ELE pôs fora do ao-vivo, pelo
+    último ouvinte-status.json da pasta: só ele sabe o que o catálogo da origem
+    disse na subida (a view sem `base_tables` no log fica só na varredura). Sem
+    o arquivo: a estratégia do mapeamento, e nada de fora além do que ele diz.
+    """
+    from contextia_sync.captura.estrategias import resolver_estrategia
+
+    try:
+        status = ler_status_json(pasta)
+    except (OSError, ValueError):
+        status = {}
+    ouvinte = status.get('ouvinte')
+    estrategia = ouvinte.get('estrategia') if isinstance(ouvinte, dict) else None
+    fora = {
+        str(d.get('dataset')): str(d['motivo'])
+        for d in status.get('datasets') or []
+        if isinstance(d, dict) and d.get('ao_vivo') is False and d.get('motivo')
+    }
+    if not isinstance(estrategia, str) or not estrategia:
+        estrategia = resolver_estrategia(None, mapa)[0]
+    return estrategia, fora
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import Captura, DatasetVivo
 from contextia_sync import padroes, supervisor
-from contextia_sync.captura.ao_vivo import datasets_ao_vivo
+from contextia_sync.captura.ao_vivo import datasets_ao_vivo, e_so_varredura, tirar_do_ao_vivo
 from contextia_sync.captura.estrategias import (
     criar_captura,
     exigir_estrategia,
@@ -75,6 +75,9 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     captura = _criar_captura(args, nome_estrategia, mapa, origem, estado, chaves, reconcilia)
 
     _conferir_captura(captura, vivos)
+    # O que a captura conferiu no catálogo e não pode seguir (a view sem
+    # `base_tables` no log) sai do ao-vivo, dito: a contagem da subida é a verdade.
+    vivos, fora = tirar_do_ao_vivo(vivos, fora, getattr(captura, 'so_varredura', None) or [])
     if args.dry_run:
         _conferir_catalogo(mapa, origem)
     quarentena = (
@@ -349,8 +352,11 @@ def _secao_datasets(subida: _Subida) -> list[LinhaDoCabecalho]:
     linhas: list[LinhaDoCabecalho] = [
         (False, 'datasets ao vivo .: %s de %s' % (len(config.vivos), total))
     ]
+    # O `só varredura` é correção por fazer (AVISO) e já diz que só muda na varredura.
     linhas += [
-        (False, '   fora do ao-vivo: %-28s %s (só muda na varredura)' % (nome, motivo))
+        (True, '   fora do ao-vivo: %-28s %s' % (nome, motivo))
+        if e_so_varredura(motivo)
+        else (False, '   fora do ao-vivo: %-28s %s (só muda na varredura)' % (nome, motivo))
         for nome, motivo in config.fora
     ]
     # Uma linha de log por linha: o log escapa a quebra de linha dentro de um valor.

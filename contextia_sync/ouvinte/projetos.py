@@ -54,7 +54,9 @@ def ciclo_projetos(ctx: Contexto) -> ResumoProjetos:
         aceito, motivo = regra_projeto.aceita(linha, regra)
         if not aceito:
             recusados.append('%s (%s)' % (escopo or '?', motivo))
+            ctx.execucao.recusadas_pela_regra.add(escopo)
             continue
+        ctx.execucao.recusadas_pela_regra.discard(escopo)
         novos.append((escopo, regra_projeto.nome_de(linha, regra)))
 
     if recusados:
@@ -176,6 +178,10 @@ def _carga_inicial(ctx: Contexto, escopo: str, resumo: ResumoProjetos) -> None:
     # ela deixar de ser pendente: nenhuma comparacao corre sem ele.
     for alvo in ctx.config.vivos:
         ctx.captura.depois_da_carga(alvo, antes.get(alvo.nome), {escopo})
+        if ctx.quarentena is not None:
+            # A carga fechou a empresa: o que esperava por ela na quarentena (a
+            # remoção de antes da chave) ficou velho -- o `complete` já o fez.
+            ctx.quarentena.descartar(alvo.nome, [escopo])
     resumo.carregados += 1
     ctx.estado.marcar_carga_pendente(escopo, False)
     ctx.estado.registrar_escopos([escopo])

@@ -24,9 +24,8 @@ from typing import Any
 
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import REGRA, codigo_invalido, problema_no_escopo, texto_escopo
+from contextia_sync.origem.condicao import OPERADORES, Condicao
 from contextia_sync.registro import limpo
-
-OPERADORES = ('equals', 'not_equals', 'in', 'not_in', 'not_empty')
 
 
 class ErroRegraProjeto(ErroConfiguracao, ValueError):
@@ -141,22 +140,27 @@ def aceita(linha: Mapping[str, Any], regra: RegraProjeto) -> tuple[bool, str]:
     if not escopo_de(linha, regra):
         return False, '%s vazio' % regra.scope_column
     for coluna, operador, esperado in regra.filtros:
-        valor = texto_escopo(linha.get(coluna))
-        if operador == 'equals' and valor != texto_escopo(esperado):
-            return False, '%s=%r (exige %r)' % (coluna, valor, texto_escopo(esperado))
-        if operador == 'not_equals' and valor == texto_escopo(esperado):
-            return False, '%s=%r (exige diferente)' % (coluna, valor)
-        if operador == 'in' and valor not in {texto_escopo(v) for v in esperado}:
-            return False, '%s=%r (exige um de %s)' % (
-                coluna,
-                valor,
-                ', '.join(repr(texto_escopo(v)) for v in esperado),
-            )
-        if operador == 'not_in' and valor in {texto_escopo(v) for v in esperado}:
-            return False, '%s=%r (recusado pela regra)' % (coluna, valor)
-        if operador == 'not_empty' and not valor:
-            return False, '%s vazio' % coluna
+        # A comparação mora em origem/condicao.py (a marca de apagado usa a mesma).
+        if not Condicao(coluna, operador, esperado).vale(linha.get(coluna)):
+            return False, _motivo(coluna, operador, texto_escopo(linha.get(coluna)), esperado)
     return True, ''
+
+
+def _motivo(coluna: str, operador: str, valor: str, esperado: Any) -> str:
+    """Por que o filtro recusou a linha, com o valor lido e o que ele exige."""
+    if operador == 'equals':
+        return '%s=%r (exige %r)' % (coluna, valor, texto_escopo(esperado))
+    if operador == 'not_equals':
+        return '%s=%r (exige diferente)' % (coluna, valor)
+    if operador == 'in':
+        return '%s=%r (exige um de %s)' % (
+            coluna,
+            valor,
+            ', '.join(repr(texto_escopo(v)) for v in esperado),
+        )
+    if operador == 'not_in':
+        return '%s=%r (recusado pela regra)' % (coluna, valor)
+    return '%s vazio' % coluna
 
 
 def nome_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
@@ -213,12 +217,4 @@ def descrever(regra: RegraProjeto) -> str:
 
 
 def _texto_filtro(coluna: str, operador: str, valor: Any) -> str:
-    if operador == 'equals':
-        return '%s = %r' % (coluna, texto_escopo(valor))
-    if operador == 'not_equals':
-        return '%s <> %r' % (coluna, texto_escopo(valor))
-    if operador == 'in':
-        return '%s em (%s)' % (coluna, ', '.join(repr(texto_escopo(v)) for v in valor))
-    if operador == 'not_in':
-        return '%s fora de (%s)' % (coluna, ', '.join(repr(texto_escopo(v)) for v in valor))
-    return '%s preenchido' % coluna
+    return Condicao(coluna, operador, valor).descrever()

@@ -11,11 +11,14 @@ import datetime
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contextia_sync import padroes
 from contextia_sync.estado.status import ARQUIVO_STATUS_JSON, VERSAO_STATUS
 from contextia_sync.saude_verificacoes.registros import Limites
+
+if TYPE_CHECKING:  # só o tipo: medir é do saude.py, que abre a origem
+    from contextia_sync.captura.medida_do_log import LogMedido
 
 
 # ------------------------------------------------------------------ leitura tolerante
@@ -133,6 +136,8 @@ class Retrato:
     referencia: datetime.datetime
     iniciado: datetime.datetime | None
     varredura: Varredura
+    # O log medido agora na origem, com o ouvinte parado (None: usa-se o do status).
+    log_medido: LogMedido | None = None
 
     @property
     def servico(self) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from contextia_sync.estado.status import ARQUIVO_STATUS_JSON
 from contextia_sync.saude_verificacoes.registros import (
@@ -33,6 +33,9 @@ from contextia_sync.saude_verificacoes.retrato import (
     seg,
 )
 
+if TYPE_CHECKING:  # só o tipo: quem mede (abre a origem) é o saude.py
+    from contextia_sync.captura.medida_do_log import LogMedido
+
 # A ordem dos dados de desempenho na linha (os gráficos do monitoramento os
 # acham pelo nome; a ordem só muda o que o operador lê).
 ORDEM_DAS_MEDIDAS = (
@@ -49,6 +52,7 @@ ORDEM_DAS_MEDIDAS = (
     'chaves_removidas',
     'reconciliacoes_recusadas',
     'wal_retido',
+    'binlog_pendente',
     'idade_varredura_ok',
 )
 
@@ -320,6 +324,21 @@ def _somadas(zeradas: list[Medida], de_cada: list[Medida]) -> list[Medida]:
     return list(por_nome.values())
 
 
+def _so_varredura(r: Retrato) -> Resultado:
+    """
+    O dataset que a captura pelo log conferiu no catálogo e não pode seguir (a
+    view sem `base_tables`): fora do ao-vivo por correção por fazer, não por escolha.
+    """
+    from contextia_sync.captura.ao_vivo import SO_VARREDURA
+
+    resultado = Resultado()
+    for d in r.status.get('datasets') or []:
+        if isinstance(d, dict) and d.get('ao_vivo') is False and d.get('so_varredura'):
+            motivo = limpo(d.get('motivo')).removeprefix(SO_VARREDURA + ': ')
+            resultado.anotar(ALERTA, 'dataset %s só varredura: %s' % (d.get('dataset'), motivo))
+    return resultado
+
+
 # ------------------------------------------------------------------ a captura por log
 def _captura_critica(r: Retrato) -> Resultado:
     """`binlog`, `slot_logico`: a posição do log perdida (a captura diz o porquê)."""
@@ -337,10 +356,52 @@ def _captura_pausada(r: Retrato) -> Resultado:
     return Resultado()
 
 
-def _wal_do_slot(r: Retrato) -> Resultado:
-    """O `slot_logico`: o WAL que o slot segura no disco do cliente."""
+def _spool_parado(r: Retrato) -> Resultado:
+    """
+    A mudança mais velha do spool sem entrega confirmada há mais de
+    --max-sem-sonda: o leitor pode estar em dia com o log e ela, presa (a
+    entrega que falha de novo a cada ciclo). Nunca "atraso 0" calado.
+    """
     captura = secao(r.status, 'captura')
-    wal = numero(captura.get('wal_retido_bytes'))
+    idade = numero(captura.get('spool_idade_s'))
+    if idade is None or idade <= r.max_sem_sonda:
+        return Resultado()
+    return Resultado().anotar(
+        ALERTA,
+        'a mudança mais velha do spool espera a entrega há %s (%s mudança(s) no'
+        ' spool): o último erro de cada dataset está no status e no log'
+        % (seg(idade), captura.get('spool_itens')),
+    )
+
+
+def _medido(r: Retrato, estrategia: str) -> LogMedido | None:
+    """O log de `estrategia` medido agora na origem (o ouvinte parado), se mediu."""
+    medido = r.log_medido
+    if medido is None or medido.estrategia != estrategia or medido.falha is not None:
+        return None
+    return medido
+
+
+def _wal_do_slot(r: Retrato) -> Resultado:
+    """
+    O `slot_logico`: o WAL que o slot segura no disco do cliente -- medido agora na
+    origem com o ouvinte parado (o status congelou), senão o do status.
+    """
+    captura = secao(r.status, 'captura')
+    medido = _medido(r, 'slot_logico')
+    if medido is not None:
+        wal = None if medido.perdida else numero(medido.retido)
+        fonte, causa = (
+            'medido agora na origem',
+            'o ouvinte não está rodando, e o WAL cresce até ele voltar: suba o ouvinte'
+            ' (desinstalando? `ouvinte.py --remover-slot`)',
+        )
+    else:
+        wal = numero(captura.get('wal_retido_bytes'))
+        fonte, causa = (
+            'lido do status de %s' % r.atualizado_txt,
+            'o ouvinte não está consumindo (veja o spool e os erros acima)',
+        )
     if wal is None:
         return Resultado()
     alerta, critico = r.limites.wal_alerta, r.limites.wal_critico
@@ -349,14 +410,57 @@ def _wal_do_slot(r: Retrato) -> Resultado:
         return resultado
     return resultado.anotar(
         CRITICO if wal >= critico else ALERTA,
-        'o slot %s retém %.1f MiB de WAL no disco da origem (limite %.0f MiB): o ouvinte não'
-        ' está consumindo (veja o spool e os erros acima)'
+        'o slot %s retém %.1f MiB de WAL no disco da origem (%s; limite %.0f MiB): %s'
         % (
             limpo(str(captura.get('slot'))),
             wal / 1048576,
+            fonte,
             (critico if wal >= critico else alerta) / 1048576,
+            causa,
         ),
     )
+
+
+def _binlog_pendente(r: Retrato) -> Resultado:
+    """O `binlog` com o ouvinte parado: o log que já passou da posição salva."""
+    medido = _medido(r, 'binlog')
+    if medido is None or medido.retido is None:
+        return Resultado()
+    pendente = float(medido.retido)
+    alerta, critico = r.limites.wal_alerta, r.limites.wal_critico
+    resultado = Resultado().medir(Medida('binlog_pendente', pendente, 'B', alerta, critico))
+    if not pendente >= alerta:
+        return resultado
+    return resultado.anotar(
+        CRITICO if pendente >= critico else ALERTA,
+        'o binlog tem %.1f MiB depois da %s, medido agora na origem (limite %.0f MiB): o'
+        ' ouvinte não está rodando; suba-o antes que o MariaDB expire o arquivo da posição'
+        ' (binlog_expire_logs_seconds) -- depois disso, só a varredura recupera'
+        % (pendente / 1048576, medido.onde, (critico if pendente >= critico else alerta) / 1048576),
+    )
+
+
+def _log_da_origem(r: Retrato) -> Resultado:
+    """O log que a saúde foi medir na origem: a posição perdida, ou a medida que falhou."""
+    medido = r.log_medido
+    if medido is None:
+        return Resultado()
+    if medido.falha is not None:
+        return Resultado().anotar(
+            ALERTA,
+            '%s não medido agora na origem (o ouvinte não está rodando e o status parou em'
+            ' %s): %s'
+            % (
+                'WAL retido pelo slot'
+                if medido.estrategia == 'slot_logico'
+                else 'binlog depois da posição salva',
+                r.atualizado_txt,
+                medido.falha,
+            ),
+        )
+    if medido.perdida is not None:
+        return Resultado().anotar(CRITICO, medido.perdida)
+    return Resultado()
 
 
 # ------------------------------------------------------------------ o laço e as empresas
@@ -516,9 +620,13 @@ VERIFICACOES: tuple[Verificacao, ...] = (
     Verificacao('seco', _seco),
     Verificacao('ferramenta', _ferramenta_longa),
     Verificacao('datasets', _datasets),
+    Verificacao('so_varredura', _so_varredura),
     Verificacao('captura_critica', _captura_critica),
     Verificacao('captura_pausada', _captura_pausada),
+    Verificacao('spool_parado', _spool_parado),
     Verificacao('wal_do_slot', _wal_do_slot),
+    Verificacao('binlog_pendente', _binlog_pendente),
+    Verificacao('log_da_origem', _log_da_origem),
     Verificacao('falhas_do_laco', _falhas_do_laco),
     Verificacao('quarentena', _quarentena),
     Verificacao('cargas_pendentes', _cargas_pendentes),
@@ -539,25 +647,41 @@ def avaliar(
     agora: datetime.datetime,
     idade_arquivo: float | None = None,
     vivo: Callable[[int], bool | None] = pid_vivo,
+    medir: Callable[[Retrato], LogMedido | None] | None = None,
 ) -> Veredito:
     """
     O veredito sobre um `ouvinte-status.json` já lido: a tabela dobrada.
     `idade_arquivo` (segundos desde o mtime) serve quando `atualizado_em` falta
-    ou está no futuro (relógio acertado para trás).
+    ou está no futuro (relógio acertado para trás). `medir` (o `--saude`) mede o
+    log na origem, vendo o retrato: o que ele devolve vai ao `log_medido`.
     """
     veredito = Veredito()
     retrato = ler_retrato(status, limites, agora, idade_arquivo, vivo)
     if isinstance(retrato, str):
         veredito.desconhecido = retrato
         return veredito
+    if medir is not None:
+        retrato = replace(retrato, log_medido=medir(retrato))
     medidas: list[Medida] = []
     for _nome, resultado in resultados(retrato):
         veredito.motivos.extend(resultado.motivos)
         medidas.extend(resultado.medidas)
-    veredito.resumo = _resumo(retrato)
+    veredito.resumo = _resumo(retrato) + _log_no_resumo(retrato)
     medidas.sort(key=lambda m: ORDEM_DAS_MEDIDAS.index(m.nome))
     veredito.perf = [m.texto() for m in medidas]
     return veredito
+
+
+def _log_no_resumo(r: Retrato) -> str:
+    """O log medido agora na origem, na linha do OK (o perfdata sozinho não diz de onde)."""
+    medido = r.log_medido
+    if medido is None or medido.retido is None or medido.falha or medido.perdida:
+        return ''
+    return ', %s %s: %.1f MiB, medido agora na origem' % (
+        'WAL retido pelo' if medido.estrategia == 'slot_logico' else 'binlog depois da',
+        medido.onde,
+        medido.retido / 1048576,
+    )
 
 
 def _resumo(r: Retrato) -> str:

@@ -91,44 +91,49 @@ SELECT c."M0_CODIGO" || c."M0_CODFIL" AS "CTX_ESCOPO", c."M0_NOME", c."M0_NOMECO
   LEFT JOIN "ZZ_FILIAL_BLOQUEADA" b ON b."ZZ_EMPFIL" = c."M0_CODIGO" || c."M0_CODFIL";
 
 -- Uma linha por tabela fisica de empresa, com o codigo da empresa acrescentado.
+-- As linhas apagadas (D_E_L_E_T_ = '*') ficam NA view, com a marca: o mapeamento
+-- declara "deleted_when" e o SDK as manda como remocao assim que a marca muda o
+-- S_T_A_M_P_ (o ao-vivo ve a exclusao so com SELECT). Filtrada aqui, a linha
+-- apagada so sairia do Contextia na varredura.
 CREATE VIEW "CTX"."VW_CTX_SE1" AS
 SELECT '01' || "E1_FILIAL" AS "CTX_ESCOPO",
        "E1_PREFIXO" || "E1_NUM" || "E1_PARCELA" || "E1_TIPO" AS "CTX_CHAVE",
        "E1_PREFIXO", "E1_NUM", "E1_PARCELA", "E1_TIPO", "E1_CLIENTE", "E1_LOJA", "E1_NOMCLI",
        "E1_NATUREZ", "E1_EMISSAO", "E1_VENCREA", "E1_VALOR", "E1_SALDO", "E1_BAIXA", "E1_HIST",
-       "S_T_A_M_P_"
-  FROM "SE1010" WHERE "D_E_L_E_T_" = ' '
+       "D_E_L_E_T_", "S_T_A_M_P_"
+  FROM "SE1010"
 UNION ALL
 SELECT '99' || "E1_FILIAL", "E1_PREFIXO" || "E1_NUM" || "E1_PARCELA" || "E1_TIPO",
        "E1_PREFIXO", "E1_NUM", "E1_PARCELA", "E1_TIPO", "E1_CLIENTE", "E1_LOJA", "E1_NOMCLI",
        "E1_NATUREZ", "E1_EMISSAO", "E1_VENCREA", "E1_VALOR", "E1_SALDO", "E1_BAIXA", "E1_HIST",
-       "S_T_A_M_P_"
-  FROM "SE1990" WHERE "D_E_L_E_T_" = ' ';
+       "D_E_L_E_T_", "S_T_A_M_P_"
+  FROM "SE1990";
 
 CREATE VIEW "CTX"."VW_CTX_SE2" AS
 SELECT '01' || "E2_FILIAL" AS "CTX_ESCOPO",
        "E2_PREFIXO" || "E2_NUM" || "E2_PARCELA" || "E2_TIPO" AS "CTX_CHAVE",
        "E2_PREFIXO", "E2_NUM", "E2_PARCELA", "E2_TIPO", "E2_FORNECE", "E2_LOJA", "E2_NOMFOR",
-       "E2_NATUREZ", "E2_EMISSAO", "E2_VENCREA", "E2_VALOR", "E2_SALDO", "E2_BAIXA", "S_T_A_M_P_"
-  FROM "SE2010" WHERE "D_E_L_E_T_" = ' ';
+       "E2_NATUREZ", "E2_EMISSAO", "E2_VENCREA", "E2_VALOR", "E2_SALDO", "E2_BAIXA",
+       "D_E_L_E_T_", "S_T_A_M_P_"
+  FROM "SE2010";
 
 -- SA1 e compartilhada: repetida para cada filial da empresa 01.
 CREATE VIEW "CTX"."VW_CTX_SA1" AS
 SELECT c."M0_CODIGO" || c."M0_CODFIL" AS "CTX_ESCOPO", a."A1_COD" || a."A1_LOJA" AS "CTX_CHAVE",
        a."A1_COD", a."A1_LOJA", a."A1_NOME", a."A1_NREDUZ", a."A1_CGC", a."A1_MUN", a."A1_EST",
-       a."A1_LC", a."A1_MSBLQL", a."S_T_A_M_P_"
+       a."A1_LC", a."A1_MSBLQL", a."D_E_L_E_T_", a."S_T_A_M_P_"
   FROM "SA1010" a
-  JOIN "SYS_COMPANY" c ON c."M0_CODIGO" = '01' AND c."D_E_L_E_T_" = ' '
- WHERE a."D_E_L_E_T_" = ' ';
+  JOIN "SYS_COMPANY" c ON c."M0_CODIGO" = '01' AND c."D_E_L_E_T_" = ' ';
 
+-- O total soma so os itens vivos; o pedido apagado fica, com a marca.
 CREATE VIEW "CTX"."VW_CTX_SC5" AS
 SELECT '01' || p."C5_FILIAL" AS "CTX_ESCOPO", p."C5_NUM" AS "CTX_CHAVE", p."C5_NUM",
        p."C5_CLIENTE", p."C5_LOJACLI", p."C5_EMISSAO", p."C5_CONDPAG", p."C5_NOTA", p."C5_SERIE",
        (SELECT COALESCE(SUM(i."C6_VALOR"), 0) FROM "SC6010" i
          WHERE i."C6_FILIAL" = p."C5_FILIAL" AND i."C6_NUM" = p."C5_NUM"
            AND i."D_E_L_E_T_" = ' ') AS "CTX_VALOR_TOTAL",
-       p."S_T_A_M_P_"
-  FROM "SC5010" p WHERE p."D_E_L_E_T_" = ' ';
+       p."D_E_L_E_T_", p."S_T_A_M_P_"
+  FROM "SC5010" p;
 
 CREATE VIEW "CTX"."VW_CTX_TIPOS_TITULO" AS
 SELECT TRIM("X5_CHAVE") AS "X5_CHAVE", "X5_DESCRI"
