@@ -32,6 +32,8 @@ ciclos.
     comandos_slot.py  os comandos do operador: --criar-slot/--remover-slot
     slot_publicacao.py o que a publicação incluiria (herança, partições), conferido
                       antes de qualquer DDL
+    releitura.py      as mudanças do spool relidas pela view: o que vai, e de que
+                      empresas cada key sai
     indice_entregas.py o índice key -> empresa do que foi entregue (a remoção vai
                       à empresa em que a linha foi entregue)
     tabelas_base.py   as `base_tables` conferidas no catálogo da origem

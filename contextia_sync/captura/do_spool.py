@@ -1,12 +1,15 @@
 """
 O lado da entrega das capturas por log (`binlog`, `slot_logico`): do spool ao ciclo.
 
-As duas leem o log de jeitos diferentes, mas entregam igual: as mudanças
-tomadas do spool são relidas pela view, por chave (o conteúdo que vai é o de
-agora, não a imagem do log), e a linha que sumiu da view -- apagada, ou que
-mudou de empresa -- vira `remove` nas empresas das imagens dela. O `confirmar`
-só conclui no spool a mudança cujas remoções foram entregues: a que falhou
-fica tomada, volta a pronto/ na próxima leitura, e a remoção vai de novo.
+As duas leem o log de jeitos diferentes, mas entregam igual (releitura.py):
+as mudanças tomadas do spool são relidas pela view (o conteúdo que vai é o de
+agora, não a imagem do log), e a linha que sumiu da view -- apagada, marcada
+como apagada, ou que mudou de empresa -- vira `remove` nas empresas em que foi
+entregue (o índice de entregas, indice_entregas.py). O `confirmar` só conclui
+no spool a mudança cujas remoções foram entregues: a que falhou volta a
+pronto/ já, e a remoção vai de novo. Aqui: a base `CapturaPeloSpool`, a
+posição em arquivo, a marca CRÍTICA, o índice que nasce da origem antes de
+cada carga, e a amostra que confere as `base_tables` pela key na subida.
 """
 
 from __future__ import annotations
@@ -179,11 +182,11 @@ class CapturaPeloSpool:
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         """
-        Conclui no spool as mudanças entregues.
+        Anota no índice o entregue e conclui no spool as mudanças entregues.
 
         A remoção que falhou volta ao ciclo sem elas (dados.py tira as remoções da
-        `leitura`): a mudança dessa linha fica tomada, volta a pronto/ na próxima
-        leitura e a remoção é mandada de novo -- nada perdido em silêncio.
+        `leitura`): a mudança dessa linha volta a pronto/ já, e a remoção é
+        mandada de novo na leitura seguinte -- nada perdido em silêncio.
         """
         concluir_entregues(self.spool, leitura, self.indice(alvo))
         self.spool.devolver(alvo.nome)
