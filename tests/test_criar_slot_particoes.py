@@ -24,14 +24,14 @@ de verdade e o Contextia local:
 
 import json
 import os
-import subprocess
 import uuid
 
 import pytest
 
 from tests.apoio.captura_log import ids_sem_duplicata as _ids
 from tests.apoio.captura_log import parar as _parar
-from tests.apoio.ouvinte import RAIZ, Ouvinte, esperar
+from tests.apoio.ouvinte import Ouvinte, esperar
+from tests.apoio.postgres_logico import comando_do_dba
 from tests.apoio.postgres_logico import postgres_logico  # noqa: F401 - fixture de sessao
 from tests.dados import erp as erp_teste
 
@@ -72,19 +72,6 @@ def _mapear(ouvinte, base_tables):
         mapa['datasets'][0]['base_tables'] = base_tables
     with open(ouvinte.mapa, 'w', encoding='utf-8') as arquivo:
         json.dump(mapa, arquivo)
-
-
-def _comando(ouvinte, *extra):
-    env = dict(ouvinte.env(), CONTEXTIA_ORIGEM_DBA=ouvinte.banco.url_admin)
-    feito = subprocess.run(
-        ouvinte.argv(*extra),
-        cwd=RAIZ,
-        env=env,
-        timeout=60,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
 def _registro(ouvinte):
@@ -151,7 +138,7 @@ def test_heranca_sem_identidade_recusa_cada_filha_nada_cria_e_corrigida_captura(
         tmp_path, banco, ambiente_contextia, chave_contextia, base_tables=['TITULOS'] + FILHAS
     )
     _criar_filhas(o)
-    codigo, saida = _comando(o, '--criar-slot')
+    codigo, saida = comando_do_dba(o, '--criar-slot')
     assert codigo == 2 and 'NADA foi criado' in saida, saida
     for filha, pai in zip(FILHAS, ['TITULOS', 'TITULOS', 'TITULOS_2026'], strict=True):
         assert (
@@ -170,7 +157,7 @@ def test_heranca_sem_identidade_recusa_cada_filha_nada_cria_e_corrigida_captura(
     _mapear(o, None)
     for filha in FILHAS:
         banco.admin('ALTER TABLE "%s" REPLICA IDENTITY FULL' % filha)
-    codigo, saida = _comando(o, '--criar-slot')
+    codigo, saida = comando_do_dba(o, '--criar-slot')
     assert codigo == 2, saida
     for filha in FILHAS:
         assert 'public.%s herda de' % filha in saida and 'não a segue' in saida, saida
@@ -178,7 +165,7 @@ def test_heranca_sem_identidade_recusa_cada_filha_nada_cria_e_corrigida_captura(
 
     # Corrigido (as filhas seguidas, com REPLICA IDENTITY FULL): criado.
     _mapear(o, ['TITULOS'] + FILHAS)
-    codigo, saida = _comando(o, '--criar-slot')
+    codigo, saida = comando_do_dba(o, '--criar-slot')
     assert codigo == 0 and 'slot %s criado' % o.slot in saida, saida
     assert 'AINDA FALTA' not in saida, saida
     assert _publicacao(o) == (True, False, {'TITULOS', 'STATUS', *FILHAS})
@@ -188,7 +175,7 @@ def test_heranca_sem_identidade_recusa_cada_filha_nada_cria_e_corrigida_captura(
     banco.admin('DELETE FROM "TITULOS_2025"')
     _captura_nas_tabelas(o, 'TITULOS_2026', 'TITULOS_2026_12')
 
-    codigo, saida = _comando(o, '--remover-slot')
+    codigo, saida = comando_do_dba(o, '--remover-slot')
     assert codigo == 0 and 'publicação %s removida' % o.slot in saida, saida
     assert _publicacao(o)[0] is False and o.slot not in banco.slots()
     assert not os.path.exists(_registro(o))
@@ -242,7 +229,7 @@ def test_particoes_sem_identidade_recusadas_com_chave_na_raiz_criado_pela_raiz_e
 ):
     o = _ouvinte(tmp_path, banco, ambiente_contextia, chave_contextia)
     _particionar(o)
-    codigo, saida = _comando(o, '--criar-slot')
+    codigo, saida = comando_do_dba(o, '--criar-slot')
     assert codigo == 2 and 'NADA foi criado' in saida, saida
     pais = {'TITULOS_E0': 'TITULOS', 'TITULOS_OUTRAS': 'TITULOS'}
     for folha in FOLHAS:
@@ -258,7 +245,7 @@ def test_particoes_sem_identidade_recusadas_com_chave_na_raiz_criado_pela_raiz_e
 
     # O DBA põe a chave primária na raiz: ela desce a toda partição, e a empresa vai nela.
     banco.admin('ALTER TABLE "TITULOS" ADD PRIMARY KEY ("ID", "EMPRESA_ID")')
-    codigo, saida = _comando(o, '--criar-slot')
+    codigo, saida = comando_do_dba(o, '--criar-slot')
     assert codigo == 0 and 'slot %s criado' % o.slot in saida, saida
     assert 'publish_via_partition_root = true' in saida and 'AINDA FALTA' not in saida, saida
     assert _publicacao(o) == (True, True, {'TITULOS', 'STATUS'})
@@ -294,7 +281,7 @@ def test_publicacao_do_dba_fica_e_sem_registro_remove_tudo_dizendo(
     # O DBA já tinha a publicação, com outra tabela e sem publish_via_partition_root.
     banco.admin('CREATE TABLE "OUTRA" ("X" integer PRIMARY KEY)')
     banco.admin('CREATE PUBLICATION %s FOR TABLE "OUTRA", "STATUS"' % o.slot)
-    codigo, saida = _comando(o, '--criar-slot')
+    codigo, saida = comando_do_dba(o, '--criar-slot')
     assert codigo == 0 and 'slot %s criado' % o.slot in saida, saida
     assert 'já existia antes deste --criar-slot' in saida, saida
     assert _publicacao(o) == (True, True, {'OUTRA', 'STATUS', 'TITULOS'})
@@ -303,7 +290,7 @@ def test_publicacao_do_dba_fica_e_sem_registro_remove_tudo_dizendo(
     assert registro['publicacao_criada'] is False and registro['via_raiz_ligada'] is True
     assert registro['tabelas_acrescentadas'] == ['"public"."TITULOS"'], registro
 
-    codigo, saida = _comando(o, '--remover-slot')
+    codigo, saida = comando_do_dba(o, '--remover-slot')
     assert codigo == 0 and 'slot %s removido' % o.slot in saida, saida
     assert 'existia antes do --criar-slot (do DBA): fica' in saida, saida
     # Ficou como o DBA a deixou: as tabelas dele, sem a raiz das partições.
@@ -311,9 +298,9 @@ def test_publicacao_do_dba_fica_e_sem_registro_remove_tudo_dizendo(
     assert o.slot not in banco.slots() and not os.path.exists(_registro(o))
 
     # Sem o registro (um --criar-slot de antes dele): remove tudo e diz o que assumiu.
-    codigo, saida = _comando(o, '--criar-slot')
+    codigo, saida = comando_do_dba(o, '--criar-slot')
     assert codigo == 0, saida
     os.unlink(_registro(o))
-    codigo, saida = _comando(o, '--remover-slot')
+    codigo, saida = comando_do_dba(o, '--remover-slot')
     assert codigo == 0 and 'sem o registro' in saida and 'assumido' in saida, saida
     assert _publicacao(o)[0] is False and o.slot not in banco.slots()

@@ -30,6 +30,7 @@ from tests.apoio.captura_log import (
 from tests.apoio.captura_log import no_spool as _no_spool
 from tests.apoio.captura_log import parar as _parar
 from tests.apoio.ouvinte import DATASET, RAIZ, Ouvinte, esperar
+from tests.apoio.postgres_logico import comando_do_dba
 from tests.apoio.postgres_logico import postgres_logico  # noqa: F401 - fixture de sessao
 from tests.dados import erp as erp_teste
 
@@ -62,23 +63,10 @@ def _ouvinte(
     ouvinte.slot = 'contextia_' + mapa['client']
     ouvinte.banco = banco
     if criar:
-        codigo, saida = _comando(ouvinte, '--criar-slot')
+        codigo, saida = comando_do_dba(ouvinte, '--criar-slot')
         assert codigo == 0, saida
         assert 'slot %s criado' % ouvinte.slot in saida and 'max_slot_wal_keep_size' in saida
     return ouvinte
-
-
-def _comando(ouvinte, *extra):
-    env = dict(ouvinte.env(), CONTEXTIA_ORIGEM_DBA=ouvinte.banco.url_admin)
-    feito = subprocess.run(
-        ouvinte.argv(*extra),
-        cwd=RAIZ,
-        env=env,
-        timeout=60,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    return feito.returncode, feito.stdout.decode('utf-8', 'replace')
 
 
 def _posicao(ouvinte):
@@ -143,17 +131,17 @@ def test_insert_update_delete_chegam_e_remover_slot_nao_deixa_slot(
         with open(os.path.join(o.estado_dir, 'ouvinte.prom')) as arquivo:
             assert 'ouvinte_slot_wal_retido_bytes ' in arquivo.read()
         # Com o ouvinte de pé, remover o slot é recusado (ele acusaria o slot apagado).
-        codigo, saida = _comando(o, '--remover-slot')
+        codigo, saida = comando_do_dba(o, '--remover-slot')
         assert codigo == 2 and 'ouvinte rodando' in saida, saida
     finally:
         _parar(processo)
     assert not _spool(o)
-    codigo, saida = _comando(o, '--remover-slot')
+    codigo, saida = comando_do_dba(o, '--remover-slot')
     assert codigo == 0 and 'slot %s removido' % o.slot in saida, saida
     assert o.slot not in banco.slots()
     assert not banco.admin("SELECT 1 FROM pg_publication WHERE pubname = '%s'" % o.slot)
     # De novo: nada a remover, e diz.
-    codigo, saida = _comando(o, '--remover-slot')
+    codigo, saida = comando_do_dba(o, '--remover-slot')
     assert codigo == 0 and 'não existe' in saida, saida
 
 
@@ -308,7 +296,7 @@ def test_slot_apagado_sob_o_ouvinte_e_critico_e_vai_para_a_varredura(
         assert codigo == 2 and 'slot' in saude, saude
         # O operador cria de novo com o ouvinte de pé: a captura retoma sozinha, e o
         # CRÍTICO fica até a varredura (a linha do meio-tempo só ela leva).
-        codigo, saida = _comando(o, '--criar-slot')
+        codigo, saida = comando_do_dba(o, '--criar-slot')
         assert codigo == 0, saida
         depois = o.inserir(e0, '2026-10-01 10:00:00')
         esperar(lambda: depois in _ids(o, e0), 30)

@@ -288,3 +288,20 @@ def criar_slot_pelo_ouvinte(pasta, mapa, origem, dba):
         feito.stdout.decode('utf-8', 'replace'),
         feito.stderr.decode('utf-8', 'replace'),
     )
+
+
+def comando_do_dba(ouvinte, *extra, timeout=60):
+    """
+    `ouvinte.py` com CONTEXTIA_ORIGEM_DBA do dono das tabelas (o `--criar-slot`,
+    o `--remover-slot`): (código, saída com a stderr junto).
+    """
+    env = dict(ouvinte.env(), CONTEXTIA_ORIGEM_DBA=ouvinte.banco.url_admin)
+    feito = subprocess.run(
+        ouvinte.argv(*extra),
+        cwd=RAIZ_DO_REPOSITORIO,
+        env=env,
+        timeout=timeout,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    return feito.returncode, feito.stdout.decode('utf-8', 'replace')
