@@ -190,6 +190,14 @@ METRICAS: dict[str, tuple[str, str]] = {
         'slot_logico: bytes até o PostgreSQL invalidar o slot'
         ' (max_slot_wal_keep_size; ausente se ilimitado).',
     ),
+    'ouvinte_dataset_chaves_nulas_linhas': (
+        GAUGE,
+        'Linhas com a key nula que ficaram de fora do Contextia (a view sem key para elas).',
+    ),
+    'ouvinte_dataset_chaves_repetidas': (
+        GAUGE,
+        'Keys repetidas na view (na mesma empresa) no último ciclo: vai uma linha por key.',
+    ),
     'ouvinte_dataset_sem_carimbo_registros': (
         GAUGE,
         'Linhas com a coluna de mudança nula (só a varredura as leva).',
@@ -553,6 +561,8 @@ def _do_dataset(
     if not em_quarentena:  # o da seção `quarentena` vale mais
         a.por('ouvinte_dataset_quarentena_registros', d.get('quarentena') or 0, dataset=nome)
     a.por('ouvinte_dataset_sem_carimbo_registros', d.get('sem_carimbo'), dataset=nome)
+    a.por('ouvinte_dataset_chaves_nulas_linhas', d.get('chaves_nulas') or 0, dataset=nome)
+    a.por('ouvinte_dataset_chaves_repetidas', len(d.get('chaves_repetidas') or ()), dataset=nome)
     a.por('ouvinte_dataset_carimbo_futuro_registros', d.get('futuras'), dataset=nome)
     a.por('ouvinte_dataset_maior_atraso_seconds', d.get('maior_atraso_s'), dataset=nome)
     a.por('ouvinte_dataset_atraso_preocupante', bool(d.get('atraso_preocupante')), dataset=nome)

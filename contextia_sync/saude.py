@@ -119,7 +119,8 @@ ALERTA
   - captura por log com o ouvinte parado e a origem que não se mediu (sem
     CONTEXTIA_ORIGEM no ambiente da saúde, sem o driver, o banco fora do ar);
   - falhas seguidas abaixo de --max-falhas (do laço ou de um dataset);
-  - registros na quarentena; linhas sem carimbo; linhas com carimbo no
+  - registros na quarentena; linhas com a key nula ou key repetida na view;
+    linhas sem carimbo; linhas com carimbo no
     futuro; chegada atrasada além da metade da --folga; dataset entregue a
     varredura; carga inicial de empresa nova pendente;
   - uma ferramenta rodando há mais de --max-ferramenta;

@@ -166,6 +166,8 @@ def test_ouvinte_once_grava_o_prom_com_a_quarentena_e_os_contadores(ouvinte_limi
     assert valor(texto, 'ouvinte_laco_falhas_total') == 0
     assert valor(texto, 'ouvinte_falhas_seguidas') == 0
     assert valor(texto, 'ouvinte_dataset_sem_carimbo_registros', dataset=DATASET) == 0
+    assert valor(texto, 'ouvinte_dataset_chaves_nulas_linhas', dataset=DATASET) == 0
+    assert valor(texto, 'ouvinte_dataset_chaves_repetidas', dataset=DATASET) == 0
     assert valor(texto, 'ouvinte_dataset_carimbo_futuro_registros', dataset=DATASET) == 0
     assert valor(texto, 'ouvinte_varredura_habilitada') == 0
     # O veredito da mesma tabela do --saude, no status e na métrica (issue 29).

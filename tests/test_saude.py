@@ -588,6 +588,20 @@ def test_dado_sujo_e_alerta():
     assert perf(linha)['sem_carimbo'] == 2 and perf(linha)['maior_atraso'] == 120
 
 
+def test_key_nula_e_key_repetida_sao_alerta():
+    # Linhas fora do Contextia pela key (intake/chaves.py): o status as diz, e a
+    # saúde também -- nada fica de fora calado.
+    dados = status_bom()
+    assert avaliar(dados).nivel == saude.OK
+    dados['datasets'][0].update(
+        chaves_nulas=3, chaves_repetidas=["key 'K1' repetida em 2 linhas de titulos na empresa 10"]
+    )
+    v = avaliar(dados)
+    assert v.nivel == saude.ALERTA, v.linha()
+    assert '3 linha(s) com a key nula ficaram de fora' in v.linha()
+    assert "key repetida na view (key 'K1' repetida" in v.linha()
+
+
 def test_falhas_do_laco_alerta_e_critico():
     dados = status_bom(falhas_seguidas=2)
     dados['ciclos']['falha'] = {'em': _iso(5), 'erro': 'OperationalError: conexão | recusada\n'}

@@ -128,8 +128,18 @@ class DatasetVivo:
     def base_seguida(
         self, tabela: tuple[str, str], resolver: Callable[[str], tuple[str, str]]
     ) -> TabelaBase | None:
-        """A tabela base deste dataset que é `tabela` ((esquema, nome) como `resolver` os dá)."""
-        return next((b for b in self.tabelas_base if resolver(b.nome) == tabela), None)
+        """
+        A tabela base deste dataset que é `tabela` ((esquema, nome) como `resolver`
+        os dá). Chamada a cada linha do log: a resposta fica guardada por tabela
+        (cada dataset é de uma captura só, com um `resolver` só).
+        """
+        guardadas: dict[tuple[str, str], TabelaBase | None]
+        guardadas = self.__dict__.setdefault('_bases_resolvidas', {})
+        if tabela not in guardadas:
+            guardadas[tabela] = next(
+                (b for b in self.tabelas_base if resolver(b.nome) == tabela), None
+            )
+        return guardadas[tabela]
 
 
 @dataclass

@@ -196,6 +196,7 @@ def leitura_do_spool(
     imagens = _empresas_das_imagens(itens)
     do_log = _valores_do_log(itens)
     plano = PlanoDoSpool()
+    via = colunas_via(alvo)
     upserts: list[Linha] = list(releitura.key_nula)
     remocoes: dict[str, list[Any]] = {}
     remover_de_todas: list[Any] = []
@@ -204,7 +205,7 @@ def leitura_do_spool(
         antes = conhecidas.get(texto, [])
         destino = _destino(alvo, texto, releitura, antes, imagens.get(texto, []))
         upserts += destino.enviar
-        plano.anotar += [_anotacao(alvo, linha) for linha in destino.enviar if alvo.escopo]
+        plano.anotar += [_anotacao(alvo, linha, via) for linha in destino.enviar if alvo.escopo]
         plano.sem_mudanca += destino.iguais
         valor = antes[0].valor if antes else _valor_da_key(releitura, texto, do_log, alvo)
         for escopo in destino.sai_de:
@@ -300,11 +301,11 @@ def _sai_de_do_item(
     return [(e, texto) for texto in sorted(chaves) for e in sai_de_por_chave.get(texto, [])]
 
 
-def _anotacao(alvo: DatasetVivo, linha: Linha) -> Anotacao:
-    """O que o índice guarda de uma linha entregue."""
-    via = {c: linha.get(c) for c in colunas_via(alvo)}
+def _anotacao(alvo: DatasetVivo, linha: Linha, via: list[str]) -> Anotacao:
+    """O que o índice guarda de uma linha entregue (`via`: as colunas do cabeçalho)."""
     escopo = texto_escopo(linha.get(alvo.escopo or ''))
-    return Anotacao(linha.get(alvo.chave or ''), escopo, resumo_da_linha(linha), via)
+    valores_via = {c: linha.get(c) for c in via}
+    return Anotacao(linha.get(alvo.chave or ''), escopo, resumo_da_linha(linha), valores_via)
 
 
 # ------------------------------------------------------------------ confirmar

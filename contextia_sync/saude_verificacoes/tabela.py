@@ -194,6 +194,26 @@ def _sem_carimbo(_r: Retrato, d: Dataset) -> Resultado:
     )
 
 
+def _chaves(_r: Retrato, d: Dataset) -> Resultado:
+    """A key nula e a key repetida na view: linhas fora do Contextia, ditas (intake/chaves.py)."""
+    nulas = inteiro(d.get('chaves_nulas'))
+    repetidas = [str(t) for t in d.get('chaves_repetidas') or []]
+    resultado = Resultado()
+    if nulas:
+        resultado.anotar(
+            ALERTA,
+            'dataset %s: %d linha(s) com a key nula ficaram de fora (a view não lhes dá key:'
+            ' um LEFT JOIN sem par?); corrija a view' % (d.get('dataset'), nulas),
+        )
+    if repetidas:
+        resultado.anotar(
+            ALERTA,
+            'dataset %s: key repetida na view (%s); vai uma linha só por key e empresa --'
+            ' corrija a view ou a key' % (d.get('dataset'), limpo(repetidas[0])),
+        )
+    return resultado
+
+
 def _futuras(_r: Retrato, d: Dataset) -> Resultado:
     futuras = inteiro(d.get('futuras'))
     if not futuras:
@@ -276,6 +296,7 @@ def _entregue_a_varredura(r: Retrato, d: Dataset) -> Resultado:
 VERIFICACOES_DO_DATASET: tuple[Callable[[Retrato, Dataset], Resultado], ...] = (
     _ciclo_bom,
     _sem_carimbo,
+    _chaves,
     _futuras,
     _atraso,
     _reconciliacao,
