@@ -24,13 +24,14 @@ import contextlib
 import re
 import sys
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NoReturn, TypeVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import NoReturn, ParamSpec, TypedDict, TypeVar, Unpack
 
 from contextia_sync import __version__
 from contextia_sync.erros import SAIDA_CONFIGURACAO, ErroConfiguracao, texto_das_saidas
 
 T = TypeVar('T')
+P = ParamSpec('P')
 
 # As frases do argparse do Python 3.11 (e as que versões seguintes acrescentam)
 # que um operador pode ver. Erros de quem escreve o parser (ação conflitante,
@@ -88,7 +89,7 @@ NOMES_DE_TIPO = {'int': 'um número inteiro', 'float': 'um número', 'str': 'um 
 class _ComTipo(str):
     """O modelo de `invalid %(type)s value` que troca `int` por 'um número inteiro'."""
 
-    def __mod__(self, valores: Any) -> str:
+    def __mod__(self, valores: object) -> str:
         if isinstance(valores, dict) and 'type' in valores:
             nome = str(valores['type'])
             valores = dict(valores, type=NOMES_DE_TIPO.get(nome, 'um valor aceito por %s' % nome))
@@ -126,8 +127,8 @@ def em_portugues() -> Iterator[None]:
             setattr(argparse, nome, funcao)
 
 
-def _portugues(metodo: Callable[..., T]) -> Callable[..., T]:
-    def traduzido(*args: Any, **kwargs: Any) -> T:
+def _portugues(metodo: Callable[P, T]) -> Callable[P, T]:
+    def traduzido(*args: P.args, **kwargs: P.kwargs) -> T:
         with em_portugues():
             return metodo(*args, **kwargs)
 
@@ -179,13 +180,36 @@ class FormatoPt(argparse.HelpFormatter):
         return '\n'.join(saida)
 
 
+class OpcoesDoParser(TypedDict, total=False):
+    """As opções do `argparse.ArgumentParser` que `novo_parser` repassa (fora as que ele dá)."""
+
+    usage: str | None
+    parents: Sequence[argparse.ArgumentParser]
+    formatter_class: type[argparse.HelpFormatter]
+    prefix_chars: str
+    fromfile_prefix_chars: str | None
+    argument_default: object
+    conflict_handler: str
+    add_help: bool
+    allow_abbrev: bool
+    exit_on_error: bool
+
+
+class _OpcoesDoParserPt(OpcoesDoParser, total=False):
+    """Todas as opções do `argparse.ArgumentParser` (as do `ParserPt` e as do subcomando)."""
+
+    prog: str | None
+    description: str | None
+    epilog: str | None
+
+
 class ParserPt(argparse.ArgumentParser):
     """Um ArgumentParser cujas frases (ajuda, uso, erros) saem em português."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Unpack[_OpcoesDoParserPt]) -> None:
         kwargs.setdefault('formatter_class', FormatoPt)
         with em_portugues():
-            super().__init__(*args, **kwargs)
+            super().__init__(**kwargs)
 
     parse_args = _portugues(argparse.ArgumentParser.parse_args)  # type: ignore[assignment]
     parse_known_args = _portugues(  # type: ignore[assignment]
@@ -212,7 +236,7 @@ def novo_parser(
     descricao: str,
     epilog: str | None = None,
     saidas: Mapping[int, str] | None = None,
-    **opcoes: Any,
+    **opcoes: Unpack[OpcoesDoParser],
 ) -> argparse.ArgumentParser:
     """
     O parser de um programa do SDK: em português, com `--version` e, no fim do

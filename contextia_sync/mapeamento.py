@@ -28,7 +28,7 @@ import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, cast, overload
 
 from contextia_sync import padroes, segredos
 from contextia_sync.erros import ErroConfiguracao
@@ -36,9 +36,12 @@ from contextia_sync.erros import ErroConfiguracao
 if TYPE_CHECKING:  # o jsonschema e tardio: o autoteste nao o tem
     from jsonschema.exceptions import ValidationError
 
+    # Só para o mypy: tipos.py importa o sqlalchemy, que o autoteste não tem.
+    from contextia_sync.tipos import DatasetDoMapa, Filtro, JsonDecodificado, Mapa
+
     # Cada tradução recebe o erro (e o schema, para a alternativa que vira outro
     # erro) e devolve as frases, ou None sem nada a dizer além da mensagem crua.
-    _Traducao = Callable[[ValidationError, Mapping[str, Any]], list[str] | None]
+    _Traducao = Callable[[ValidationError, Mapping[str, object]], list[str] | None]
 
 # Dentro do pacote (vai junto no `pip install`); mappings/mapeamento.schema.json
 # e um link para ele, para o editor de quem escreve o mapeamento achar.
@@ -65,7 +68,21 @@ class ErroMapeamento(ErroConfiguracao):
 # ---------------------------------------------------------------------------
 
 
-def valor_herdado(mapa: Mapping[str, Any], row: Mapping[str, Any], campo: str) -> Any:
+# Os campos do dataset que o `defaults` pode dar (PadroesDoMapa).
+CampoHerdado = Literal['scope_column', 'key', 'watch_column', 'group', 'chunk', 'deleted_when']
+
+
+@overload
+def valor_herdado(
+    mapa: Mapa, row: DatasetDoMapa, campo: Literal['scope_column', 'key', 'watch_column', 'group']
+) -> str | None: ...
+@overload
+def valor_herdado(mapa: Mapa, row: DatasetDoMapa, campo: Literal['chunk']) -> int | None: ...
+@overload
+def valor_herdado(
+    mapa: Mapa, row: DatasetDoMapa, campo: Literal['deleted_when']
+) -> Filtro | None: ...
+def valor_herdado(mapa: Mapa, row: DatasetDoMapa, campo: CampoHerdado) -> str | int | Filtro | None:
     """
     O valor de `campo` para o dataset `row`: o declarado nele, ou o do `defaults`.
 
@@ -89,21 +106,21 @@ def normalizar_dataset(nome: object) -> str:
     return normalizado[:120]
 
 
-def coluna_de_recorte(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
+def coluna_de_recorte(mapa: Mapa, row: DatasetDoMapa) -> str | None:
     """A coluna que separa as empresas neste dataset; None = domínio (vai para todas)."""
     return valor_herdado(mapa, row, 'scope_column') or None
 
 
 def semantica(
-    mapa: Mapping[str, Any],  # noqa: ARG001
-    row: Mapping[str, Any],  # noqa: ARG001 - o mapa e do contrato
-) -> tuple[str | None, dict[str, Any] | None]:
+    mapa: Mapa,  # noqa: ARG001
+    row: DatasetDoMapa,  # noqa: ARG001 - o mapa e do contrato
+) -> tuple[str | None, dict[str, str] | None]:
     """(description, fields) do dataset, para o Contextia entender o que recebe."""
     campos = row.get('fields') or None
     return row.get('description') or None, dict(campos) if campos else None
 
 
-def chave_de(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
+def chave_de(mapa: Mapa, row: DatasetDoMapa) -> str | None:
     """
     A coluna de upsert, ou None se não há ou se ela não está em `columns`.
 
@@ -114,17 +131,17 @@ def chave_de(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
     return chave if chave and chave in row.get('columns', ()) else None
 
 
-def chunk_de(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> int:
+def chunk_de(mapa: Mapa, row: DatasetDoMapa) -> int:
     """Registros por lote: o do dataset, o do defaults, ou padroes.CHUNK."""
     return int(valor_herdado(mapa, row, 'chunk') or padroes.CHUNK)
 
 
-def grupo_de(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> str | None:
+def grupo_de(mapa: Mapa, row: DatasetDoMapa) -> str | None:
     """O grupo de datasets no Contextia (ou None)."""
     return valor_herdado(mapa, row, 'group') or None
 
 
-def escopos_excluidos(mapa: Mapping[str, Any]) -> set[str]:
+def escopos_excluidos(mapa: Mapa) -> set[str]:
     """As empresas que nunca viram projeto nem recebem carga, como texto."""
     from contextia_sync.escopos import texto_escopo
 
@@ -136,7 +153,7 @@ def escopos_excluidos(mapa: Mapping[str, Any]) -> set[str]:
 # ---------------------------------------------------------------------------
 
 
-def carregar_mapeamento(caminho: str) -> dict[str, Any]:
+def carregar_mapeamento(caminho: str) -> Mapa:
     """
     Lê, valida e devolve o mapeamento. Levanta ErroMapeamento com TODOS os problemas.
 
@@ -167,11 +184,11 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
     repetidas: list[str] = []
 
     def sem_repetidas(
-        pares: list[tuple[str, Any]], _repetidas: list[str] = repetidas
-    ) -> dict[str, Any]:
+        pares: list[tuple[str, JsonDecodificado]], _repetidas: list[str] = repetidas
+    ) -> dict[str, JsonDecodificado]:
         # O json do Python fica com a ULTIMA chave repetida, calado. Duas `key`
         # no mesmo dataset e erro de edicao, nao escolha.
-        objeto: dict[str, Any] = {}
+        objeto: dict[str, JsonDecodificado] = {}
         for nome, valor in pares:
             if nome in objeto:
                 _repetidas.append(nome)
@@ -179,7 +196,7 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
         return objeto
 
     try:
-        mapa = json.loads(texto, object_pairs_hook=sem_repetidas)
+        mapa: JsonDecodificado = json.loads(texto, object_pairs_hook=sem_repetidas)
     except json.JSONDecodeError as erro:
         raise ErroMapeamento(
             caminho,
@@ -198,12 +215,12 @@ def carregar_mapeamento(caminho: str) -> dict[str, Any]:
     problemas += problemas_do_mapa(mapa)
     if problemas:
         raise ErroMapeamento(caminho, problemas)
-    # O schema exige um objeto na raiz: sem problemas, o JSON lido é um dict.
-    validado: dict[str, Any] = mapa
+    # O schema exige um objeto na raiz: sem problemas, o JSON lido é um Mapa.
+    validado: Mapa = mapa
     return validado
 
 
-def problemas_do_mapa(mapa: Any) -> list[str]:
+def problemas_do_mapa(mapa: object) -> list[str]:
     """
     Os problemas de um mapeamento já lido (o schema e as regras entre campos).
 
@@ -219,13 +236,13 @@ def problemas_do_mapa(mapa: Any) -> list[str]:
     return problemas
 
 
-def _schema() -> dict[str, Any]:
+def _schema() -> Mapping[str, object]:
     with open(CAMINHO_SCHEMA, encoding='utf-8') as arquivo:
-        schema: dict[str, Any] = json.load(arquivo)
+        schema: Mapping[str, object] = json.load(arquivo)
     return schema
 
 
-def caminho_json(partes: Iterable[Any]) -> str:
+def caminho_json(partes: Iterable[str | int]) -> str:
     """['datasets', 3, 'key'] -> 'datasets[3].key'."""
     texto = ''
     for parte in partes:
@@ -247,7 +264,7 @@ _TIPOS = {
 }
 
 
-def _nome_tipo(valor: Any) -> str:
+def _nome_tipo(valor: object) -> str:
     if valor is None:
         return 'null'
     if isinstance(valor, bool):
@@ -280,7 +297,7 @@ _DICA_OBRIGATORIO = {
 }
 
 
-def _problemas_de_schema(mapa: Any) -> list[str]:
+def _problemas_de_schema(mapa: object) -> list[str]:
     import jsonschema  # tardio: autoteste nao tem
 
     schema = _schema()
@@ -292,7 +309,7 @@ def _problemas_de_schema(mapa: Any) -> list[str]:
     return list(dict.fromkeys(problemas))
 
 
-def _traduzir(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]:
+def _traduzir(erro: ValidationError, schema: Mapping[str, object]) -> list[str]:
     """Um erro do jsonschema em 'caminho: problema -- correção' (`_TRADUCOES`, por validador)."""
     traducao = _TRADUCOES.get(str(erro.validator))
     frases = traducao(erro, schema) if traducao is not None else None
@@ -304,7 +321,7 @@ def _traduzir(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]:
     return frases
 
 
-def _chave_desconhecida(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str] | None:
+def _chave_desconhecida(erro: ValidationError, _schema: Mapping[str, object]) -> list[str] | None:
     valor = _valor(erro)
     if not isinstance(valor, dict):
         return None
@@ -324,29 +341,29 @@ def _chave_desconhecida(erro: ValidationError, _schema: Mapping[str, Any]) -> li
     return saida
 
 
-def _valor(erro: ValidationError) -> Any:
+def _valor(erro: ValidationError) -> JsonDecodificado:
     """O valor recusado, como veio do JSON do mapeamento."""
     return erro.instance
 
 
-def _esperado(erro: ValidationError) -> Any:
+def _esperado(erro: ValidationError) -> JsonDecodificado:
     """O que o schema pedia (o tipo, a lista, o mínimo...), como está no schema."""
     return erro.validator_value
 
 
-def _propriedades(erro: ValidationError) -> Mapping[str, Any]:
+def _propriedades(erro: ValidationError) -> Mapping[str, object]:
     """As `properties` do pedaço do schema que recusou (nenhuma, se ele não é objeto)."""
     pedaco = erro.schema
     return pedaco.get('properties', {}) if isinstance(pedaco, Mapping) else {}
 
 
-def _do_schema(erro: ValidationError, campo: str, falta: Any = None) -> Any:
+def _do_schema(erro: ValidationError, campo: str, falta: object = None) -> object:
     """Um campo do pedaço do schema que recusou (`falta` se ele não o tem)."""
     pedaco = erro.schema
     return pedaco.get(campo, falta) if isinstance(pedaco, Mapping) else falta
 
 
-def _obrigatorio(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _obrigatorio(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     caminho = caminho_json(erro.absolute_path)
     faltando = re.findall(r"'([^']+)' is a required property", erro.message)
     saida = []
@@ -362,7 +379,7 @@ def _obrigatorio(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]
     return saida
 
 
-def _alternativas(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]:
+def _alternativas(erro: ValidationError, schema: Mapping[str, object]) -> list[str]:
     caminho = caminho_json(erro.absolute_path)
     if erro.validator == 'oneOf' and 'filters' in erro.absolute_path:
         return [
@@ -390,7 +407,7 @@ def _alternativas(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]
     ]
 
 
-def _marca_de_apagado(erro: ValidationError, schema: Mapping[str, Any]) -> list[str]:
+def _marca_de_apagado(erro: ValidationError, schema: Mapping[str, object]) -> list[str]:
     """`deleted_when` objeto que não é condição: o que a alternativa da condição recusou."""
     caminho = caminho_json(erro.absolute_path)
     frases: list[str] = []
@@ -409,7 +426,7 @@ def _marca_de_apagado(erro: ValidationError, schema: Mapping[str, Any]) -> list[
     ]
 
 
-def _tipo_errado(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _tipo_errado(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     valor = _valor(erro)
     esperado = _esperado(erro)
     esperados = esperado if isinstance(esperado, list) else [esperado]
@@ -425,7 +442,7 @@ def _tipo_errado(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]
     ]
 
 
-def _padrao(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _padrao(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     ultimo = erro.absolute_path[-1] if erro.absolute_path else ''
     if ultimo in ('source_object',):
         dica = 'use o nome da view como o banco o conhece (VIEW ou ESQUEMA.VIEW), sem espaços'
@@ -443,14 +460,14 @@ def _padrao(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
     return ['%s: %r não é válido -- %s' % (caminho_json(erro.absolute_path), _valor(erro), dica)]
 
 
-def _fora_da_lista(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _fora_da_lista(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     return [
         '%s: %r não é um dos valores aceitos -- use um de: %s'
         % (caminho_json(erro.absolute_path), _valor(erro), ', '.join(map(str, _esperado(erro))))
     ]
 
 
-def _fora_do_intervalo(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _fora_do_intervalo(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     return [
         '%s: %r fora do intervalo -- use de %s a %s'
         % (
@@ -462,14 +479,14 @@ def _fora_do_intervalo(erro: ValidationError, _schema: Mapping[str, Any]) -> lis
     ]
 
 
-def _lista_vazia(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _lista_vazia(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     return [
         '%s: lista vazia -- precisa de pelo menos %d item(ns)'
         % (caminho_json(erro.absolute_path), _esperado(erro))
     ]
 
 
-def _repetido(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _repetido(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     valor = _valor(erro)
     repetidos = sorted({repr(v) for v in valor if valor.count(v) > 1})
     return [
@@ -478,18 +495,18 @@ def _repetido(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _texto_vazio(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _texto_vazio(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     return ['%s: texto vazio -- preencha ou apague a chave' % caminho_json(erro.absolute_path)]
 
 
-def _constante(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _constante(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     return [
         '%s: %s não é aceito -- use %s ou apague a chave'
         % (caminho_json(erro.absolute_path), json.dumps(_valor(erro)), json.dumps(_esperado(erro)))
     ]
 
 
-def _nome_de_campo(erro: ValidationError, _schema: Mapping[str, Any]) -> list[str]:
+def _nome_de_campo(erro: ValidationError, _schema: Mapping[str, object]) -> list[str]:
     return [
         '%s: %s -- as chaves de fields são nomes de coluna'
         % (caminho_json(erro.absolute_path), erro.message)
@@ -515,7 +532,7 @@ _TRADUCOES: dict[str, _Traducao] = {
 }
 
 
-def _texto(valor: Any) -> str | None:
+def _texto(valor: object) -> str | None:
     """O valor se for texto não vazio; None se falta ou tem outro tipo (o schema diz)."""
     return valor if isinstance(valor, str) and valor else None
 
@@ -524,17 +541,17 @@ def _texto(valor: Any) -> str | None:
 _NOME_DE_COLUNA = re.compile(r'^[A-Za-z_][A-Za-z0-9_$#]*$')
 
 
-def _coluna(valor: Any) -> str | None:
+def _coluna(valor: object) -> str | None:
     """O valor se for um nome de coluna que o schema aceita; None se não (o schema diz)."""
     return valor if isinstance(valor, str) and _NOME_DE_COLUNA.match(valor) else None
 
 
-def _objeto(valor: Any) -> dict[str, Any]:
+def _objeto(valor: object) -> dict[str, object]:
     """O valor se for objeto; {} se falta ou tem outro tipo (o schema diz)."""
     return valor if isinstance(valor, dict) else {}
 
 
-def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
+def _problemas_semanticos(mapa: Mapping[str, object]) -> list[str]:
     """
     O que o schema não exprime: relações entre campos (`_REGRAS_DO_MAPA`, na ordem).
 
@@ -549,12 +566,12 @@ def _problemas_semanticos(mapa: dict[str, Any]) -> list[str]:
     return problemas
 
 
-def _problemas_dos_datasets(mapa: dict[str, Any]) -> list[str]:
+def _problemas_dos_datasets(mapa: Mapping[str, object]) -> list[str]:
     """Cada dataset: o nome depois de normalizado, e as colunas contra `columns`."""
 
     defaults = _objeto(mapa.get('defaults'))
     datasets = mapa.get('datasets')
-    lista: list[Any] = datasets if isinstance(datasets, list) else []
+    lista: list[object] = datasets if isinstance(datasets, list) else []
     problemas: list[str] = []
     vistos: dict[str, int] = {}
     for indice, row in enumerate(lista):
@@ -575,17 +592,18 @@ def _problemas_dos_datasets(mapa: dict[str, Any]) -> list[str]:
 
 def _problema_do_nome(
     onde: str,
-    nome: Any,
+    nome: object,
     indice: int,
-    lista: list[Any],
+    lista: list[object],
     vistos: dict[str, int],
     normalizar: Callable[[str], str],
 ) -> list[str]:
     """O nome que fica vazio, ou que vira o de outro dataset, depois de normalizado."""
-    if _texto(nome) is None:
+    texto = _texto(nome)
+    if texto is None:
         return []
     try:
-        normalizado = normalizar(nome)
+        normalizado = normalizar(texto)
     except ValueError:
         normalizado = ''
     if not normalizado:
@@ -594,18 +612,19 @@ def _problema_do_nome(
             ' letras ou dígitos no nome' % (onde, nome)
         ]
     if normalizado in vistos:
+        # Em `vistos` só entra o índice de um dataset objeto (os outros ficam de fora).
+        anterior = cast('Mapping[str, object]', lista[vistos[normalizado]])
         return [
             '%s.dataset: %r vira %r, o mesmo nome de datasets[%d] (%r) -- no'
             ' Contextia seriam UM dataset e uma carga apagaria a outra; de nomes'
-            ' diferentes'
-            % (onde, nome, normalizado, vistos[normalizado], lista[vistos[normalizado]]['dataset'])
+            ' diferentes' % (onde, nome, normalizado, vistos[normalizado], anterior['dataset'])
         ]
     vistos[normalizado] = indice
     return []
 
 
 def _problemas_das_colunas(
-    onde: str, row: dict[str, Any], colunas: list[str], defaults: dict[str, Any]
+    onde: str, row: Mapping[str, object], colunas: list[str], defaults: Mapping[str, object]
 ) -> list[str]:
     """key, watch_column, scope_column e fields de um dataset contra o `columns` dele."""
     problemas: list[str] = []
@@ -650,7 +669,7 @@ def _problemas_das_colunas(
 
 
 def _problema_da_marca_de_apagado(
-    onde: str, row: dict[str, Any], colunas: list[str], defaults: dict[str, Any]
+    onde: str, row: Mapping[str, object], colunas: list[str], defaults: Mapping[str, object]
 ) -> list[str]:
     """
     `deleted_when` (declarada ou herdada): a coluna da marca está em columns.
@@ -674,7 +693,7 @@ def _problema_da_marca_de_apagado(
 
 
 def _problemas_das_tabelas_base(
-    onde: str, row: dict[str, Any], colunas: list[str], chave: str | None
+    onde: str, row: Mapping[str, object], colunas: list[str], chave: str | None
 ) -> list[str]:
     """
     `base_tables`: o `dataset_column` de cada uma está em columns, e uma ao menos
@@ -714,7 +733,7 @@ def _problemas_das_tabelas_base(
     return problemas
 
 
-def _problemas_do_cadastro(mapa: dict[str, Any]) -> list[str]:
+def _problemas_do_cadastro(mapa: Mapping[str, object]) -> list[str]:
     """A regra de projeto: a coluna do código da empresa, e o nome que não é ela."""
     projetos = mapa.get('projects')
     if not isinstance(projetos, dict):
@@ -737,7 +756,7 @@ def _problemas_do_cadastro(mapa: dict[str, Any]) -> list[str]:
     return problemas
 
 
-def _problemas_do_webhook(mapa: dict[str, Any]) -> list[str]:
+def _problemas_do_webhook(mapa: Mapping[str, object]) -> list[str]:
     """O endereço (https fora desta máquina, só o marcador {escopo}) e o nome do segredo."""
     webhook = mapa.get('webhook')
     if not isinstance(webhook, dict):
@@ -765,7 +784,7 @@ def _problemas_do_webhook(mapa: dict[str, Any]) -> list[str]:
     return problemas
 
 
-def _problemas_dos_excluidos(mapa: dict[str, Any]) -> list[str]:
+def _problemas_dos_excluidos(mapa: Mapping[str, object]) -> list[str]:
     """`source.excluded_scopes`: o item vazio e a mesma empresa duas vezes."""
     excluidos = _objeto(mapa.get('source')).get('excluded_scopes')
     problemas: list[str] = []
@@ -787,7 +806,7 @@ def _problemas_dos_excluidos(mapa: dict[str, Any]) -> list[str]:
 
 
 # As regras entre campos, na ordem em que os problemas saem.
-_REGRAS_DO_MAPA: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
+_REGRAS_DO_MAPA: tuple[Callable[[Mapping[str, object]], list[str]], ...] = (
     _problemas_dos_datasets,
     _problemas_do_cadastro,
     _problemas_do_webhook,

@@ -39,9 +39,9 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sized
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple, cast
 
 from contextia_sync import __version__
 from contextia_sync.arquivos import gravar_atomico
@@ -295,7 +295,7 @@ METRICAS: dict[str, tuple[str, str]] = {
 class Acumulado:
     """Os contadores de um processo do ouvinte (o que o status não guarda)."""
 
-    chave: tuple[Any, ...] = ()
+    chave: tuple[object, ...] = ()
     # dataset -> a `ultima_sonda_ok_em` ja somada (ou ja vista de antes da subida).
     sondas: dict[str, str] = field(default_factory=dict)
     # dataset -> `falhas_seguidas` na ultima gravacao.
@@ -309,7 +309,7 @@ class Acumulado:
     ciclo_erros: dict[str, int] = field(default_factory=dict)
     laco_falhas: int = 0
 
-    def absorver(self, dados: Mapping[str, Any]) -> None:
+    def absorver(self, dados: Mapping[str, object]) -> None:
         """Soma ao acumulado o que `dados` tem de novo (e só o que é novo)."""
         ouvinte = _mapa(dados.get('ouvinte'))
         iniciado = _instante(ouvinte.get('iniciado_em'))
@@ -349,7 +349,7 @@ class Acumulado:
                 chave = (nome, resultado)
                 self.aceitos[chave] = self.aceitos.get(chave, 0) + _inteiro(d.get(campo))
 
-    def _falhas(self, nome: str, d: Mapping[str, Any], iniciado: float | None) -> None:
+    def _falhas(self, nome: str, d: Mapping[str, object], iniciado: float | None) -> None:
         atual = _inteiro(d.get('falhas_seguidas'))
         antes = self.falhas_vistas.get(nome)
         if antes is None:
@@ -372,7 +372,7 @@ _ACUMULADOS: dict[str, Acumulado] = {}
 _TRAVA = threading.RLock()
 
 
-def escrever_metricas(diretorio: str, dados: Mapping[str, Any]) -> str | None:
+def escrever_metricas(diretorio: str, dados: Mapping[str, object]) -> str | None:
     """
     Troca `<diretório>/ouvinte.prom` inteiro. Devolve o erro (texto) ou None.
 
@@ -391,7 +391,7 @@ def escrever_metricas(diretorio: str, dados: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _acumulado_de(diretorio: str, dados: Mapping[str, Any]) -> Acumulado:
+def _acumulado_de(diretorio: str, dados: Mapping[str, object]) -> Acumulado:
     """O acumulado desta pasta; outro processo do ouvinte (outra subida) recomeça do zero."""
     ouvinte = _mapa(dados.get('ouvinte'))
     chave = (ouvinte.get('pid'), ouvinte.get('iniciado_em'))
@@ -437,7 +437,7 @@ class Amostras:
     def __init__(self) -> None:
         self.por_familia: dict[str, list[Amostra]] = {n: [] for n in METRICAS}
 
-    def por(self, nome: str, valor: Any, **rotulos: str) -> None:
+    def por(self, nome: str, valor: object, **rotulos: str) -> None:
         """Anota uma amostra; valor que não é número finito fica de fora (nada de NaN)."""
         numero = _numero(valor)
         if numero is not None:
@@ -445,10 +445,10 @@ class Amostras:
 
 
 # Um coletor lê uma parte do status (e do acumulado) e anota as amostras dela.
-Coletor = Callable[[Mapping[str, Any], Acumulado, Amostras], None]
+Coletor = Callable[[Mapping[str, object], Acumulado, Amostras], None]
 
 
-def _do_processo(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+def _do_processo(dados: Mapping[str, object], _acumulado: Acumulado, a: Amostras) -> None:
     """A seção `ouvinte`: quem é, a situação, o ritmo."""
     ouvinte = _mapa(dados.get('ouvinte'))
     a.por(
@@ -477,14 +477,14 @@ def _do_processo(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -
 _NIVEIS_DA_SAUDE = {'OK': 0, 'ALERTA': 1, 'CRITICO': 2, 'DESCONHECIDO': 3}
 
 
-def _da_saude(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+def _da_saude(dados: Mapping[str, object], _acumulado: Acumulado, a: Amostras) -> None:
     """O veredito que o ouvinte pôs no status (`relatorio.saude_no_status`)."""
     nivel = _mapa(dados.get('saude')).get('nivel')
     if nivel in _NIVEIS_DA_SAUDE:
         a.por('ouvinte_saude_nivel', _NIVEIS_DA_SAUDE[nivel])
 
 
-def _das_empresas(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+def _das_empresas(dados: Mapping[str, object], _acumulado: Acumulado, a: Amostras) -> None:
     """As empresas com carga inicial por refazer e as recusadas (por onde)."""
     cargas = dados.get('cargas_iniciais_pendentes')
     if isinstance(cargas, list):
@@ -499,14 +499,14 @@ def _das_empresas(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) 
             )
 
 
-def _da_ferramenta(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+def _da_ferramenta(dados: Mapping[str, object], _acumulado: Acumulado, a: Amostras) -> None:
     ferramenta = dados.get('ferramenta')
     a.por('ouvinte_ferramenta_rodando', int(isinstance(ferramenta, Mapping)))
     if isinstance(ferramenta, Mapping):
         a.por('ouvinte_ferramenta_inicio_timestamp_seconds', _instante(ferramenta.get('desde')))
 
 
-def _dos_ciclos(dados: Mapping[str, Any], acumulado: Acumulado, a: Amostras) -> None:
+def _dos_ciclos(dados: Mapping[str, object], acumulado: Acumulado, a: Amostras) -> None:
     """O último de cada tipo (do status) e as contas deste processo (do acumulado)."""
     for nome, ciclo in sorted(_mapa(dados.get('ciclos')).items()):
         if nome != 'falha':
@@ -521,7 +521,7 @@ def _dos_ciclos(dados: Mapping[str, Any], acumulado: Acumulado, a: Amostras) -> 
     a.por('ouvinte_laco_falhas_total', acumulado.laco_falhas)
 
 
-def _dos_datasets(dados: Mapping[str, Any], acumulado: Acumulado, a: Amostras) -> None:
+def _dos_datasets(dados: Mapping[str, object], acumulado: Acumulado, a: Amostras) -> None:
     """Cada dataset: fora do ao-vivo, só isso; no ao-vivo, tudo dele."""
     quarentena = _quarentena_por_dataset(dados)
     for d in _datasets(dados):
@@ -536,7 +536,7 @@ def _dos_datasets(dados: Mapping[str, Any], acumulado: Acumulado, a: Amostras) -
 
 
 def _do_dataset(
-    a: Amostras, nome: str, d: Mapping[str, Any], acumulado: Acumulado, em_quarentena: bool
+    a: Amostras, nome: str, d: Mapping[str, object], acumulado: Acumulado, em_quarentena: bool
 ) -> None:
     """As amostras de um dataset ao vivo (a reconciliação dele à parte)."""
     a.por('ouvinte_dataset_atraso_origem_seconds', d.get('atraso_origem_s'), dataset=nome)
@@ -562,7 +562,9 @@ def _do_dataset(
         a.por('ouvinte_dataset_quarentena_registros', d.get('quarentena') or 0, dataset=nome)
     a.por('ouvinte_dataset_sem_carimbo_registros', d.get('sem_carimbo'), dataset=nome)
     a.por('ouvinte_dataset_chaves_nulas_linhas', d.get('chaves_nulas') or 0, dataset=nome)
-    a.por('ouvinte_dataset_chaves_repetidas', len(d.get('chaves_repetidas') or ()), dataset=nome)
+    # `chaves_repetidas` é a lista que o status grava (relatorio.status_json).
+    repetidas = cast(Sized, d.get('chaves_repetidas') or ())
+    a.por('ouvinte_dataset_chaves_repetidas', len(repetidas), dataset=nome)
     a.por('ouvinte_dataset_carimbo_futuro_registros', d.get('futuras'), dataset=nome)
     a.por('ouvinte_dataset_maior_atraso_seconds', d.get('maior_atraso_s'), dataset=nome)
     a.por('ouvinte_dataset_atraso_preocupante', bool(d.get('atraso_preocupante')), dataset=nome)
@@ -582,7 +584,7 @@ def _do_dataset(
         )
 
 
-def _reconciliacao(a: Amostras, nome: str, rec: Any) -> None:
+def _reconciliacao(a: Amostras, nome: str, rec: object) -> None:
     """As métricas da reconciliacao de um dataset (nada, se a estratégia não reconcilia)."""
     if not isinstance(rec, Mapping):
         return
@@ -607,18 +609,18 @@ def _reconciliacao(a: Amostras, nome: str, rec: Any) -> None:
     a.por('ouvinte_dataset_chaves_incluidas_total', rec.get('incluidas_total') or 0, dataset=nome)
 
 
-def _quarentena_por_dataset(dados: Mapping[str, Any]) -> Mapping[str, Any]:
+def _quarentena_por_dataset(dados: Mapping[str, object]) -> Mapping[str, object]:
     return _mapa(_mapa(dados.get('quarentena')).get('por_dataset'))
 
 
-def _da_quarentena(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+def _da_quarentena(dados: Mapping[str, object], _acumulado: Acumulado, a: Amostras) -> None:
     # Todo dataset que tem registro la, vivo ou nao (saiu do mapeamento, foi
     # para fora do ao-vivo): o registro continua fora do Contextia.
     for nome, quantos in sorted(_quarentena_por_dataset(dados).items()):
         a.por('ouvinte_dataset_quarentena_registros', quantos, dataset=str(nome))
 
 
-def _da_captura(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+def _da_captura(dados: Mapping[str, object], _acumulado: Acumulado, a: Amostras) -> None:
     """`binlog`, `slot_logico`: o atraso, o spool, a pausa, a posição perdida, o WAL."""
     captura = _mapa(dados.get('captura'))
     if not captura:
@@ -633,7 +635,7 @@ def _da_captura(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) ->
     a.por('ouvinte_slot_wal_seguro_bytes', _numero(captura.get('wal_seguro_bytes')))
 
 
-def _da_varredura(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) -> None:
+def _da_varredura(dados: Mapping[str, object], _acumulado: Acumulado, a: Amostras) -> None:
     varredura = _mapa(dados.get('varredura'))
     if 'hora' in varredura:
         a.por('ouvinte_varredura_habilitada', varredura.get('hora') is not None)
@@ -643,7 +645,7 @@ def _da_varredura(dados: Mapping[str, Any], _acumulado: Acumulado, a: Amostras) 
         a.por('ouvinte_varredura_ok', varredura['ok'])
     a.por('ouvinte_varredura_ultima_ok_timestamp_seconds', _instante(varredura.get('ultima_ok_em')))
     if isinstance(varredura.get('erros'), list):
-        a.por('ouvinte_varredura_erros', len(varredura['erros']))
+        a.por('ouvinte_varredura_erros', len(cast('list[object]', varredura['erros'])))
     for nome, empresas in sorted(_mapa(varredura.get('nao_fechados')).items()):
         if isinstance(empresas, list):
             a.por('ouvinte_varredura_empresas_nao_fechadas', len(empresas), dataset=str(nome))
@@ -664,7 +666,7 @@ COLETORES: tuple[Coletor, ...] = (
 )
 
 
-def texto_metricas(dados: Mapping[str, Any], acumulado: Acumulado | None = None) -> str:
+def texto_metricas(dados: Mapping[str, object], acumulado: Acumulado | None = None) -> str:
     """O conteúdo do `ouvinte.prom` para `dados` (o ouvinte-status.json): a tabela dobrada."""
     acumulado = acumulado if acumulado is not None else Acumulado()
     amostras = Amostras()
@@ -722,18 +724,18 @@ def _formatar_valor(valor: float | int) -> str:
 # -- leitura defensiva do dicionario do status ----------------------------------------
 
 
-def _mapa(valor: Any) -> Mapping[str, Any]:
+def _mapa(valor: object) -> Mapping[str, object]:
     return valor if isinstance(valor, Mapping) else {}
 
 
-def _datasets(dados: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+def _datasets(dados: Mapping[str, object]) -> Iterable[Mapping[str, object]]:
     lista = dados.get('datasets')
     if not isinstance(lista, list):
         return []
     return [d for d in lista if isinstance(d, Mapping) and d.get('dataset') is not None]
 
 
-def _numero(valor: Any) -> float | int | None:
+def _numero(valor: object) -> float | int | None:
     """O valor da amostra, ou None (fora do arquivo) se não é um número finito."""
     if isinstance(valor, bool):
         return int(valor)
@@ -744,15 +746,15 @@ def _numero(valor: Any) -> float | int | None:
     return None
 
 
-def _inteiro(valor: Any) -> int:
+def _inteiro(valor: object) -> int:
     return valor if isinstance(valor, int) and not isinstance(valor, bool) and valor > 0 else 0
 
 
-def _texto(valor: Any) -> str:
+def _texto(valor: object) -> str:
     return '' if valor is None else str(valor)
 
 
-def _instante(texto: Any) -> float | None:
+def _instante(texto: object) -> float | None:
     """Hora ISO do status (local, sem fuso; ou com fuso) -> instante Unix, ou None."""
     if not isinstance(texto, str) or not texto:
         return None

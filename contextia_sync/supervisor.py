@@ -57,7 +57,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Required, TypedDict
 
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.registro import logger
@@ -209,14 +209,14 @@ def matar_em_curso() -> int | None:
     return processo.pid
 
 
-def _prctl() -> Callable[..., int] | None:
+def _prctl() -> Callable[[int, int, int, int, int], int] | None:
     """O prctl da libc (Linux), resolvido no pai: no filho, entre fork e exec, nada de dlopen."""
     if not os.path.isdir('/proc/self'):
         return None
     try:
         import ctypes
 
-        funcao: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        funcao: Callable[[int, int, int, int, int], int] = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
     return funcao
@@ -271,7 +271,7 @@ def _boot() -> str | None:
         return None
 
 
-def _mesmo_boot(anotado: Any, agora: str | None) -> bool:
+def _mesmo_boot(anotado: object, agora: str | None) -> bool:
     """O boot anotado e este? O id exato; o instante do boot, dentro da folga."""
     if anotado == agora:
         return True
@@ -311,7 +311,20 @@ def _comando(pid: int) -> str:
     return texto[:120] or '?'
 
 
-def _ler_grupos(arquivo_grupo: str) -> list[dict[str, Any]]:
+class GrupoAnotado(TypedDict, total=False):
+    """Uma entrada do arquivo de grupos (`_anotar_grupo` a grava; `_ler_grupos` confere o pgid)."""
+
+    pgid: Required[int]
+    inicio: int | None
+    boot: str | None
+    marca: str
+    rotulo: str
+    comando: str
+    desde: str
+    ouvinte: int
+
+
+def _ler_grupos(arquivo_grupo: str) -> list[GrupoAnotado]:
     """As entradas do arquivo de grupos; [] se não existe. Levanta ValueError se ilegível."""
     try:
         with open(arquivo_grupo, encoding='utf-8') as arquivo:
@@ -328,7 +341,7 @@ def _ler_grupos(arquivo_grupo: str) -> list[dict[str, Any]]:
     return grupos
 
 
-def _gravar_grupos(arquivo_grupo: str, grupos: list[dict[str, Any]]) -> None:
+def _gravar_grupos(arquivo_grupo: str, grupos: list[GrupoAnotado]) -> None:
     if grupos:
         gravar_atomico(arquivo_grupo, json.dumps({'grupos': grupos}, indent=1) + '\n')
     else:
@@ -338,7 +351,7 @@ def _gravar_grupos(arquivo_grupo: str, grupos: list[dict[str, Any]]) -> None:
             pass
 
 
-def _situacao(entrada: dict[str, Any]) -> tuple[str, list[tuple[int, int]]]:
+def _situacao(entrada: GrupoAnotado) -> tuple[str, list[tuple[int, int]]]:
     """
     O grupo anotado, hoje: ('terminou' | 'nosso' | 'outro' | 'incerto', membros vivos).
 
@@ -380,7 +393,7 @@ def _anotar_grupo(
 ) -> None:
     """Anota o grupo que acabou de nascer; mantém os anotados que ainda são nossos e vivem."""
     dados = _stat(processo.pid)
-    entrada = {
+    entrada: GrupoAnotado = {
         'pgid': processo.pid,
         'inicio': dados[2] if dados else None,
         'boot': _boot(),

@@ -52,10 +52,11 @@ import enum
 import functools
 from dataclasses import dataclass, field
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # so a anotacao: o topo fica puro (autoteste)
     from contextia_sync.origem.marca_apagada import MarcaDeApagado
+    from contextia_sync.tipos import DatasetDoMapa, Linha, ValorDoBanco
 
 
 class Situacao(str, enum.Enum):
@@ -85,7 +86,7 @@ class TabelaBase:
     pela_chave: bool
 
 
-def tabelas_base_do_dataset(row: dict[str, Any], chave: str) -> list[TabelaBase]:
+def tabelas_base_do_dataset(row: DatasetDoMapa, chave: str) -> list[TabelaBase]:
     """As `base_tables` do dataset (padrão: o próprio `source_object`, pela key)."""
     tabelas: list[TabelaBase] = []
     for item in row.get('base_tables') or [row['source_object']]:
@@ -104,7 +105,7 @@ class DatasetVivo:
     """Um dataset do ao-vivo: o trecho do mapeamento e o que a captura usa dele."""
 
     nome: str  # normalizado, como o Contextia o conhece
-    row: dict[str, Any]  # o dataset como esta no mapeamento
+    row: DatasetDoMapa  # o dataset como esta no mapeamento
     watch: str | None  # a coluna de mudanca (estrategia `coluna`)
     chave: str | None  # a `key` (None: dedup por hash no servidor)
     escopo: str | None = None  # a `scope_column` (None: vai para toda empresa)
@@ -147,15 +148,15 @@ class Leitura:
     """O que mudou num dataset desde a posição confirmada."""
 
     situacao: Situacao
-    upserts: list[dict[str, Any]] = field(default_factory=list)
+    upserts: list[Linha] = field(default_factory=list)
     # Valores de `key` que sumiram da origem (estrategias que veem DELETE): de
     # TODAS as empresas (dataset sem recorte), e por empresa.
-    remocoes: list[Any] = field(default_factory=list)
-    remocoes_por_escopo: dict[str, list[Any]] = field(default_factory=dict)
+    remocoes: list[ValorDoBanco] = field(default_factory=list)
+    remocoes_por_escopo: dict[str, list[ValorDoBanco]] = field(default_factory=dict)
     quantos: int = 0  # linhas que a sonda contou
     atrasadas: int = 0  # chegadas atrasadas entre as lidas
-    posicao: Any = None  # a posicao nova: so vale depois de confirmar()
-    privado: Any = None  # o que so a estrategia usa no confirmar()
+    posicao: object = None  # a posicao nova: so vale depois de confirmar()
+    privado: object = None  # o que so a estrategia usa no confirmar()
     # False: nada foi lido da origem nesta chamada (a reconciliacao fora do
     # intervalo dela): nao conta como sonda boa, e nao apaga o erro anterior.
     sondou: bool = True
@@ -194,15 +195,15 @@ class Captura(Protocol):
         """
         ...
 
-    def posicao_atual(self, alvo: DatasetVivo) -> Any:
+    def posicao_atual(self, alvo: DatasetVivo) -> object:
         """A posição da origem agora (lida ANTES de uma varredura)."""
         ...
 
-    def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
+    def saltar(self, alvo: DatasetVivo, posicao: object) -> object:
         """A varredura entregou tudo até `posicao`: salta para la. Devolve a nova."""
         ...
 
-    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> object:
         """
         Lido ANTES de uma carga completa (de `escopo`, ou de todas com None):
         o que a estratégia guarda para depois dela. None = nada a guardar.
@@ -210,7 +211,7 @@ class Captura(Protocol):
         ...
 
     def depois_da_carga(
-        self, alvo: DatasetVivo, antes: Any, fechados: Collection[str | None]
+        self, alvo: DatasetVivo, antes: object, fechados: Collection[str | None]
     ) -> None:
         """
         A carga fechou as empresas `fechados` (None: o dataset sem recorte, em

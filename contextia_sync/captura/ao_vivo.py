@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contextia_sync.captura import DatasetVivo
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import problema_no_escopo, texto_escopo
+
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import DatasetDoMapa, Linha, Mapa
 
 
 class ErroAoVivo(ErroConfiguracao, ValueError):
@@ -20,7 +23,7 @@ class ErroAoVivo(ErroConfiguracao, ValueError):
 
 
 def datasets_ao_vivo(
-    mapa: Mapping[str, Any], estrategia: str = 'coluna'
+    mapa: Mapa, estrategia: str = 'coluna'
 ) -> tuple[list[DatasetVivo], list[tuple[str, str]]]:
     """
     Devolve (acompanháveis, de_fora); a segunda lista importa tanto quanto a primeira.
@@ -131,7 +134,7 @@ def tirar_do_ao_vivo(
     ]
 
 
-def _coluna_de_mudanca(row: Mapping[str, Any], padrao: Any) -> tuple[str | None, str | None]:
+def _coluna_de_mudanca(row: DatasetDoMapa, padrao: str | None) -> tuple[str | None, str | None]:
     """(a coluna de mudança do dataset, None) ou (None, o motivo de ficar sem ela)."""
     declarada = 'watch_column' in row
     coluna = row['watch_column'] if declarada else padrao
@@ -154,19 +157,16 @@ def _coluna_de_mudanca(row: Mapping[str, Any], padrao: Any) -> tuple[str | None,
 class Reparticao:
     """Uma leitura repartida por empresa: o que vai, o que espera, o que nunca vai."""
 
-    grupos: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    grupos: dict[str, list[Linha]] = field(default_factory=dict)
     """{escopo: [registros]} das empresas com chave."""
     sem_chave: list[str] = field(default_factory=list)
     """Escopos válidos sem chave (empresa nova, ou que a regra recusa), em ordem."""
-    invalidos: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    invalidos: dict[str, list[Linha]] = field(default_factory=dict)
     """{código inválido (canônico): [registros]}: nunca vão a projeto nenhum."""
 
 
 def agrupar_por_escopo(
-    linhas: Iterable[dict[str, Any]],
-    mapa: Mapping[str, Any],
-    row: Mapping[str, Any],
-    chaves: Mapping[str, str],
+    linhas: Iterable[Linha], mapa: Mapa, row: DatasetDoMapa, chaves: Mapping[str, str]
 ) -> Reparticao:
     """
     A leitura repartida por empresa (`Reparticao`).

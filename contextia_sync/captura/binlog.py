@@ -43,7 +43,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
@@ -65,6 +65,11 @@ from contextia_sync.erros import ErroConfiguracao, resumir
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ErroSpoolCheio
 from contextia_sync.registro import logger
+
+if TYPE_CHECKING:  # so a anotacao: o topo fica puro (autoteste)
+    from ssl import SSLContext
+
+    from contextia_sync.tipos import EventoDoLog, ObjetoJson, Tupla, ValorDoBanco
 
 ARQUIVO_POSICAO = 'binlog-posicao.json'
 _ERRO_POSICAO_APAGADA = 1236  # ER_MASTER_FATAL_ERROR_READING_BINLOG
@@ -88,12 +93,12 @@ class _Repassou(Exception):
 class _TiposDeEvento(NamedTuple):
     """As classes de evento do python-mysql-replication (import tardio: só quem lê o log)."""
 
-    gtid: type[Any]
-    xid: type[Any]
-    query: type[Any]
-    batimento: type[Any]
-    delete: type[Any]
-    write: type[Any]
+    gtid: type[EventoDoLog]
+    xid: type[EventoDoLog]
+    query: type[EventoDoLog]
+    batimento: type[EventoDoLog]
+    delete: type[EventoDoLog]
+    write: type[EventoDoLog]
 
 
 @functools.cache
@@ -106,7 +111,7 @@ def _tipos() -> _TiposDeEvento:
     )
 
 
-def _especie(evento: Any, tipos: _TiposDeEvento) -> str:
+def _especie(evento: EventoDoLog, tipos: _TiposDeEvento) -> str:
     """'gtid', 'commit' (Xid ou a query COMMIT), 'ddl', 'batimento' ou 'linhas'."""
     if isinstance(evento, tipos.gtid):
         return 'gtid'
@@ -135,17 +140,36 @@ class _Consumo:
 class _NoServidor(NamedTuple):
     """O que a subida confere: o que a origem diz (como o driver o dá) e quem a lê."""
 
-    versao: Any
-    log_bin: Any
-    formato: Any
-    imagem: Any
-    metadados: Any
-    server_id: Any
+    versao: ValorDoBanco
+    log_bin: ValorDoBanco
+    formato: ValorDoBanco
+    imagem: ValorDoBanco
+    metadados: ValorDoBanco
+    server_id: ValorDoBanco
     concessoes: str  # o SHOW GRANTS numa linha só
     # e quem lê: o login e o banco de CONTEXTIA_ORIGEM, o server id do ouvinte
     usuario: str
     banco: str
     server_id_do_ouvinte: int
+
+
+class _Conexao(TypedDict, total=False):
+    """Os argumentos do `pymysql.connect` (o BinLogStreamReader os repassa às conexões dele)."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    ssl: SSLContext
+    ssl_disabled: bool
+
+
+class _Leitor(Protocol):
+    """O BinLogStreamReader como este módulo o usa: os eventos (do driver), e fechar."""
+
+    def __iter__(self) -> Iterator[EventoDoLog]: ...
+
+    def close(self) -> None: ...
 
 
 def _sem_chave(alvo: DatasetVivo) -> str:
@@ -184,7 +208,7 @@ class CapturaBinlog(CapturaPeloSpool):
         # (`_sql`) e para as duas do leitor do log (o BinLogStreamReader repassa
         # estes argumentos a ambas).
         self.tls = tls_da_url(url)
-        self.conexao: dict[str, Any] = {
+        self.conexao: _Conexao = {
             'host': url.host or '127.0.0.1',
             'port': int(url.port or 3306),
             'user': url.username or '',
@@ -194,7 +218,7 @@ class CapturaBinlog(CapturaPeloSpool):
         self.server_id = int(
             os.environ.get('CONTEXTIA_BINLOG_SERVER_ID') or padroes.BINLOG_SERVER_ID
         )
-        self._leitor: Any = None  # o leitor continuo de esperar_mudanca
+        self._leitor: _Leitor | None = None  # o leitor continuo de esperar_mudanca
         self._lote_continuo = Lote()
         self._continuo_falhou = False
         self._despejado = 0.0
@@ -233,7 +257,7 @@ class CapturaBinlog(CapturaPeloSpool):
             )
         )
 
-    def _sql(self, comando: str) -> list[tuple[Any, ...]]:
+    def _sql(self, comando: str) -> list[Tupla]:
         import pymysql
 
         try:
@@ -428,7 +452,7 @@ class CapturaBinlog(CapturaPeloSpool):
             except Exception:  # noqa: BLE001 - fechar nunca mascara nada
                 pass
 
-    def _novo_leitor(self) -> Any:
+    def _novo_leitor(self) -> _Leitor:
         """
         Um leitor que BLOQUEIA, com o batimento do servidor. Nunca o modo sem
         bloquear: nele o MariaDB fecha a conexão ao chegar ao fim do log, e com
@@ -444,7 +468,7 @@ class CapturaBinlog(CapturaPeloSpool):
         )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-        return BinLogStreamReader(
+        leitor: _Leitor = BinLogStreamReader(
             connection_settings=dict(self.conexao),
             server_id=self.server_id,
             blocking=True,
@@ -462,15 +486,18 @@ class CapturaBinlog(CapturaPeloSpool):
             ],
             only_schemas=sorted({esquema for esquema, _ in self._tabelas}),
         )
+        return leitor
 
-    def _truncadas_por(self, evento: Any) -> list[str]:
+    def _truncadas_por(self, evento: EventoDoLog) -> list[str]:
         """Os datasets cuja tabela um QueryEvent de TRUNCATE esvaziou (nenhum se não é)."""
         nome = tabela_truncada(str(evento.query), evento.schema)
         if nome is None:
             return []
         return sorted({alvo.nome for alvo in self._tabelas.get(tabela(nome, self.banco), ())})
 
-    def _consumir(self, eventos: Iterator[Any], lote: Lote, prazo: float, acordar: bool) -> int:
+    def _consumir(
+        self, eventos: Iterator[EventoDoLog], lote: Lote, prazo: float, acordar: bool
+    ) -> int:
         """
         Lê eventos até o prazo (monotônico); devolve quantas mudanças foram ao
         spool. `lote` guarda a transação aberta entre duas chamadas com o mesmo
@@ -512,7 +539,7 @@ class CapturaBinlog(CapturaPeloSpool):
         return consumo.guardadas
 
     # Cada espécie de evento: devolve True quando a leitura para já.
-    def _no_gtid(self, evento: Any, consumo: _Consumo) -> bool:
+    def _no_gtid(self, evento: EventoDoLog, consumo: _Consumo) -> bool:
         lote = consumo.lote
         gtid = str(evento.gtid)
         if gtid == lote.primeiro:
@@ -532,11 +559,11 @@ class CapturaBinlog(CapturaPeloSpool):
         # transação na próxima vez.
         return not consumo.acordar and consumo.lidos >= _EVENTOS_POR_BOMBA
 
-    def _no_commit(self, evento: Any, consumo: _Consumo) -> bool:  # noqa: ARG002
+    def _no_commit(self, evento: EventoDoLog, consumo: _Consumo) -> bool:  # noqa: ARG002
         consumo.lote.fechar()
         return False
 
-    def _no_ddl(self, evento: Any, consumo: _Consumo) -> bool:
+    def _no_ddl(self, evento: EventoDoLog, consumo: _Consumo) -> bool:
         # Um DDL (CREATE, ALTER, TRUNCATE...): sem linhas no log, num GTID só dele, e
         # de qualquer banco do servidor (o only_schemas filtra só as linhas). O
         # TRUNCATE de uma tabela seguida vai à varredura.
@@ -545,13 +572,13 @@ class CapturaBinlog(CapturaPeloSpool):
             self._truncadas(truncadas)
         return False
 
-    def _no_batimento(self, evento: Any, consumo: _Consumo) -> bool:  # noqa: ARG002
+    def _no_batimento(self, evento: EventoDoLog, consumo: _Consumo) -> bool:  # noqa: ARG002
         # O log parou: a transação sem COMMIT no log (DDL) também fecha.
         consumo.lote.fechar()
         consumo.guardadas += self._despejar(consumo.lote)
         return not consumo.acordar
 
-    def _nas_linhas(self, evento: Any, consumo: _Consumo) -> bool:
+    def _nas_linhas(self, evento: EventoDoLog, consumo: _Consumo) -> bool:
         lote = consumo.lote
         if lote.transacao is None or lote.pular:
             return False
@@ -681,16 +708,16 @@ class CapturaBinlog(CapturaPeloSpool):
             self._fechar_leitor()  # o leitor continuo filtra pelas tabelas de antes
         self._bombear()
 
-    def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
+    def posicao_atual(self, alvo: DatasetVivo) -> str:  # noqa: ARG002
         return self._gtid_atual()
 
-    def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
+    def saltar(self, alvo: DatasetVivo, posicao: object) -> object:
         """A varredura fechou o dataset: se a posição tinha expirado, ele sai do CRÍTICO."""
         self._sair_do_critico(alvo)
         return posicao
 
     # -- status e saúde ---------------------------------------------------------------
-    def para_o_status(self) -> dict[str, Any]:
+    def para_o_status(self) -> ObjetoJson:
         """O bloco `captura` do ouvinte-status.json (a saúde e as métricas leem daqui)."""
         expirada = self._posicao.critica
         return {
@@ -709,7 +736,7 @@ class CapturaBinlog(CapturaPeloSpool):
         }
 
 
-_TRATAR: dict[str, Callable[[CapturaBinlog, Any, _Consumo], bool]] = {
+_TRATAR: dict[str, Callable[[CapturaBinlog, ValorDoBanco, _Consumo], bool]] = {
     'gtid': CapturaBinlog._no_gtid,
     'commit': CapturaBinlog._no_commit,
     'ddl': CapturaBinlog._no_ddl,

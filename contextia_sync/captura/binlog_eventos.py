@@ -11,12 +11,16 @@ texto do QueryEvent. `binlog.py` é a conexão, o leitor e o laço sobre os even
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from contextia_sync.captura import DatasetVivo, TabelaBase
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.fila.spool import Mudanca
+
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import ValorDoBanco
 
 # `TRUNCATE [TABLE] [banco.]tabela`, com ou sem crases.
 _TRUNCATE = re.compile(r'\s*TRUNCATE\s+(?:TABLE\s+)?(?:`?(\w+)`?\.)?`?(\w+)`?', re.IGNORECASE)
@@ -52,7 +56,7 @@ def tabela(nome: str, banco: str) -> tuple[str, str]:
     return (esquema or banco).lower(), nome_tabela.lower()
 
 
-def tabela_truncada(query: str, esquema_da_sessao: Any) -> str | None:
+def tabela_truncada(query: str, esquema_da_sessao: str | bytes | None) -> str | None:
     """`banco.tabela` (ou só `tabela`) que um TRUNCATE esvazia; None se a query não é um."""
     achado = _TRUNCATE.match(query)
     if achado is None:
@@ -63,7 +67,16 @@ def tabela_truncada(query: str, esquema_da_sessao: Any) -> str | None:
     return '%s.%s' % (esquema, achado.group(2)) if esquema else achado.group(2)
 
 
-def chave_da_mudanca(base: TabelaBase, imagem: dict[str, Any]) -> Any:
+class CabecalhoMudado(TypedDict):
+    """A mudança de um cabeçalho no spool: a coluna do dataset e o valor dela."""
+
+    por: str
+    valor: ValorDoBanco
+
+
+def chave_da_mudanca(
+    base: TabelaBase, imagem: Mapping[str, ValorDoBanco]
+) -> ValorDoBanco | CabecalhoMudado:
     """
     O que vai ao spool de uma imagem da tabela base: a key do dataset (a
     tabela que chega pela key) ou o cabeçalho, `{'por': coluna do dataset,
@@ -75,7 +88,9 @@ def chave_da_mudanca(base: TabelaBase, imagem: dict[str, Any]) -> Any:
     return {'por': base.coluna_do_dataset, 'valor': valor}
 
 
-def escopo_da_imagem(alvo: DatasetVivo, base: TabelaBase, imagem: dict[str, Any]) -> str | None:
+def escopo_da_imagem(
+    alvo: DatasetVivo, base: TabelaBase, imagem: Mapping[str, ValorDoBanco]
+) -> str | None:
     """A empresa que a imagem traz (só a tabela que chega pela key e tem a coluna)."""
     if not base.pela_chave or not alvo.escopo or alvo.escopo not in imagem:
         return None
@@ -85,7 +100,7 @@ def escopo_da_imagem(alvo: DatasetVivo, base: TabelaBase, imagem: dict[str, Any]
 def mudancas_da_linha(
     alvo: DatasetVivo,
     base: TabelaBase,
-    imagens: list[dict[str, Any]],
+    imagens: list[Mapping[str, ValorDoBanco]],
     tipo: str,
     gtid: str,
     quando: float,

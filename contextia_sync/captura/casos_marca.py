@@ -10,7 +10,6 @@ esperado). Módulo puro.
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 _DT = datetime.datetime(2026, 9, 2, 10, 0, 0)
 _UTC = datetime.timezone.utc
@@ -21,7 +20,7 @@ _LIDAS = [
 ]
 _DEPOIS = datetime.datetime(2026, 9, 2, 10, 5, 0)
 
-Caso = tuple[str, str, tuple[Any, ...], dict[str, Any], Any]
+Caso = tuple[str, str, tuple[object, ...], dict[str, object], object]
 
 
 CASOS: list[Caso] = [

@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
@@ -39,6 +39,10 @@ from contextia_sync.origem import FUNCOES_COLUNA, ErroAdaptador, faltando
 from contextia_sync.origem.marca_apagada import argumento, identidade
 from contextia_sync.estado.estado import Estado, Vistos
 from contextia_sync.registro import logger
+
+if TYPE_CHECKING:  # so a anotacao: o topo fica puro (autoteste)
+    from contextia_sync.estado.estado import MarcaTexto
+    from contextia_sync.tipos import Linha, ValorDoBanco
 
 # O relogio da origem e lido uma vez por ciclo, nao uma por dataset.
 _VALIDADE_RELOGIO = 5.0
@@ -198,7 +202,7 @@ class CapturaColuna:
         for texto in textos if avisar else ():
             logger.warning('%-28s %s', alvo.nome, texto)
 
-    def _tirar_nulas(self, alvo: DatasetVivo, pendentes: dict[str, dict[str, Any]]) -> None:
+    def _tirar_nulas(self, alvo: DatasetVivo, pendentes: dict[str, Linha]) -> None:
         """
         A linha da janela com a key nula não tem como ser lida inteira (`key IN`)
         nem entregue (o intake a recusa): sai das pendentes, e a nova é dita --
@@ -277,7 +281,7 @@ class CapturaColuna:
     def _familia(self, alvo: DatasetVivo) -> str:
         return self._familias.get(alvo.nome) or self._conferir(alvo)
 
-    def _limite(self, alvo: DatasetVivo) -> Any:
+    def _limite(self, alvo: DatasetVivo) -> datetime.date | None:
         return marca_agua.limite_do_relogio(self._agora(), self._familia(alvo), self.tolerancia)
 
     # -- a marca posta a mao (estado.py marcar) ----------------------------------
@@ -285,15 +289,15 @@ class CapturaColuna:
         """A família do tipo da coluna de mudança; texto e recusado como na subida."""
         return self._familia(alvo)
 
-    def limite(self, alvo: DatasetVivo) -> Any:
+    def limite(self, alvo: DatasetVivo) -> datetime.date | None:
         """Até onde a marca pode ir agora (hora da origem mais a tolerância); None = sem limite."""
         return self._limite(alvo)
 
-    def marca_do_maximo(self, alvo: DatasetVivo, maximo: Any) -> Any:
+    def marca_do_maximo(self, alvo: DatasetVivo, maximo: ValorDoBanco) -> ValorDoBanco:
         """A marca que parte do MAX da origem: nunca além da hora da origem agora."""
         return marca_agua.marca_do_maximo(maximo, self._agora(), self._familia(alvo))
 
-    def entregue_ate(self, alvo: DatasetVivo, marca: Any) -> Vistos | None:
+    def entregue_ate(self, alvo: DatasetVivo, marca: ValorDoBanco) -> Vistos | None:
         """
         A janela da folga de `marca` dada por entregue, só até `marca`.
 
@@ -341,8 +345,8 @@ class CapturaColuna:
         vistos = self.estado.vistos(alvo.nome)
         entregues: Vistos = vistos or {}
         janela = self._janela(alvo, filtro)
-        pendentes: dict[str, dict[str, Any]] = {}
-        no_presente: list[dict[str, Any]] = []
+        pendentes: dict[str, Linha] = {}
+        no_presente: list[Linha] = []
         for linha in janela:
             ident = marca_agua.identidade(linha, watch, alvo.chave)
             if ident not in entregues:
@@ -403,13 +407,14 @@ class CapturaColuna:
         self.estado.acompanhamento(alvo.nome).vazia_no_inicio = False
         if leitura.privado:
             juntos = dict(self.estado.vistos(alvo.nome) or {})
-            juntos.update(leitura.privado)
+            # O `privado` de uma leitura desta captura: as identidades que `ler` pôs.
+            juntos.update(cast('Vistos', leitura.privado))
             self.estado.definir_vistos(alvo.nome, juntos)
         self._contadas.pop(alvo.nome, None)
         # Poda pela marca FINAL do ciclo: a que vale para a proxima leitura.
         self._podar_vistos(alvo.nome, self.estado.marca(alvo.nome))
 
-    def posicao_atual(self, alvo: DatasetVivo) -> Any:
+    def posicao_atual(self, alvo: DatasetVivo) -> tuple[ValorDoBanco, Vistos]:
         """O MAX antes da varredura, e a janela dele: o que a varredura vai entregar."""
         watch = self._watch(alvo)
         maximo = self.origem.maximo(alvo.source_object, watch)
@@ -418,8 +423,9 @@ class CapturaColuna:
         janela = self._janela(alvo, (watch, desde)) if desde is not None else []
         return limitado, self._identidades(alvo, janela)
 
-    def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
-        maximo, janela = posicao
+    def saltar(self, alvo: DatasetVivo, posicao: object) -> ValorDoBanco:
+        # O protocolo passa a posicao opaca: e a que `posicao_atual` daqui devolveu.
+        maximo, janela = cast('tuple[ValorDoBanco, Vistos]', posicao)
         nova = marca_agua.marca_apos_varredura(
             self.estado.marca(alvo.nome), maximo, self._watch(alvo), fechou=True
         )
@@ -443,7 +449,7 @@ class CapturaColuna:
     def depois_da_carga(
         self,
         alvo: DatasetVivo,  # noqa: ARG002
-        antes: Any,  # noqa: ARG002 - o protocolo
+        antes: object,  # noqa: ARG002 - o protocolo
         fechados: Collection[str | None],  # noqa: ARG002
     ) -> None:  # noqa: ARG002
         """Nada: quem salta a marca depois da varredura e `saltar`."""
@@ -474,7 +480,7 @@ class CapturaColuna:
         self.estado.definir_vistos(alvo.nome, self._identidades(alvo, janela))
         return Leitura(Situacao.INICIO)
 
-    def _janela(self, alvo: DatasetVivo, filtro: tuple[str, Any] | None) -> list[dict[str, Any]]:
+    def _janela(self, alvo: DatasetVivo, filtro: tuple[str, ValorDoBanco] | None) -> list[Linha]:
         """A janela: só chave + mudança (leitura estreita); sem key, a linha inteira."""
         watch = self._watch(alvo)
         colunas = (
@@ -484,7 +490,7 @@ class CapturaColuna:
         )
         return list(self.origem.fetch(alvo.source_object, colunas, since=filtro))
 
-    def _identidades(self, alvo: DatasetVivo, janela: list[dict[str, Any]]) -> Vistos:
+    def _identidades(self, alvo: DatasetVivo, janela: list[Linha]) -> Vistos:
         watch = self._watch(alvo)
         vistos: Vistos = {}
         for linha in janela:
@@ -496,10 +502,10 @@ class CapturaColuna:
     def _inteiras(
         self,
         alvo: DatasetVivo,
-        filtro: tuple[str, Any] | None,
-        pendentes: dict[str, dict[str, Any]],
+        filtro: tuple[str, ValorDoBanco] | None,
+        pendentes: dict[str, Linha],
         entregues: Vistos,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Linha]:
         """
         As linhas inteiras do que ainda não foi entregue.
 
@@ -517,7 +523,7 @@ class CapturaColuna:
         if pendentes and len(pendentes) <= self.maximo:
             # (A key nula ja saiu das pendentes: _tirar_nulas.)
             valores = [linha[chave] for linha in pendentes.values() if linha.get(chave) is not None]
-            linhas: list[dict[str, Any]] = []
+            linhas: list[Linha] = []
             passo = padroes.CHAVES_POR_LEITURA
             for inicio in range(0, len(valores), passo):
                 linhas.extend(
@@ -537,8 +543,8 @@ class CapturaColuna:
         return [linha for linha in linhas if marca_agua.texto_marca(linha.get(chave)) in novas]
 
     def _separar_apagadas(
-        self, alvo: DatasetVivo, linhas: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], list[Any], dict[str, list[Any]]]:
+        self, alvo: DatasetVivo, linhas: list[Linha]
+    ) -> tuple[list[Linha], list[ValorDoBanco], dict[str, list[ValorDoBanco]]]:
         """
         (upserts, remoções do dataset sem recorte, remoções por empresa).
 
@@ -555,8 +561,8 @@ class CapturaColuna:
             return [linha for linha in linhas if not marca.apagada(linha)], [], {}
         vivas, apagadas = marca.escolher(linhas, alvo.chave, alvo.escopo)
         vivas_fora = self._vivas_na_origem(alvo, [linha[alvo.chave] for linha in apagadas])
-        remocoes: list[Any] = []
-        por_escopo: dict[str, list[Any]] = {}
+        remocoes: list[ValorDoBanco] = []
+        por_escopo: dict[str, list[ValorDoBanco]] = {}
         for linha in apagadas:
             empresa, valor = identidade(linha, alvo.chave, alvo.escopo)
             if (empresa, valor) in vivas_fora:
@@ -568,8 +574,8 @@ class CapturaColuna:
         return vivas, remocoes, por_escopo
 
     def _vivas_na_origem(
-        self, alvo: DatasetVivo, valores: list[Any]
-    ) -> set[tuple[str | None, Any]]:
+        self, alvo: DatasetVivo, valores: list[ValorDoBanco]
+    ) -> set[tuple[str | None, ValorDoBanco]]:
         """
         (empresa, chave) das linhas vivas que a origem tem com esses `valores` de
         key (`key IN`, sem a janela: a viva de antes dela também vence).
@@ -577,7 +583,7 @@ class CapturaColuna:
         if not valores or alvo.chave is None or alvo.marca is None:
             return set()
         colunas = [alvo.chave] + ([alvo.escopo] if alvo.escopo else [])
-        vivas: set[tuple[str | None, Any]] = set()
+        vivas: set[tuple[str | None, ValorDoBanco]] = set()
         passo = padroes.CHAVES_POR_LEITURA
         for inicio in range(0, len(valores), passo):
             for linha in self.origem.fetch(
@@ -591,7 +597,7 @@ class CapturaColuna:
 
     # -- chegadas atrasadas -------------------------------------------------------
     def _contar_atrasadas(
-        self, alvo: DatasetVivo, pendentes: list[dict[str, Any]], marca: Any, vistos: Vistos | None
+        self, alvo: DatasetVivo, pendentes: list[Linha], marca: ValorDoBanco, vistos: Vistos | None
     ) -> int:
         """Chegadas atrasadas: só vistas por causa da folga. Ver marca_agua.py."""
         acomp = self.estado.acompanhamento(alvo.nome)
@@ -634,7 +640,7 @@ class CapturaColuna:
             )
         return quantas
 
-    def _podar_vistos(self, nome: str, marca: Any) -> None:
+    def _podar_vistos(self, nome: str, marca: MarcaTexto | None) -> None:
         """
         Esquece o que a próxima leitura não pode mais trazer (a marca nunca desce).
 

@@ -18,7 +18,7 @@ import datetime
 import json
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.captura import DatasetVivo
@@ -42,6 +42,9 @@ from contextia_sync.captura.slot_publicacao import (
     texto_da_recusa,
 )
 
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import ConexaoDoDriver, Mapa
+
 ARQUIVO_REGISTRO = 'slot-criado.json'
 
 _PROTECAO_DO_DISCO = (
@@ -60,9 +63,7 @@ def _url_do_dba() -> tuple[str, str]:
     return os.environ.get('CONTEXTIA_ORIGEM', '').strip(), 'CONTEXTIA_ORIGEM'
 
 
-def criar_slot(
-    mapa: dict[str, Any], alvos: list[DatasetVivo], estado: str | None = None
-) -> list[str]:
+def criar_slot(mapa: Mapa, alvos: list[DatasetVivo], estado: str | None = None) -> list[str]:
     """
     `--criar-slot`: confere tudo o que a publicação incluiria (slot_publicacao.py)
     ANTES de qualquer DDL, cria ou amplia a publicação numa transação (comitada,
@@ -101,7 +102,9 @@ def criar_slot(
     return feito
 
 
-def _seguidas_no_catalogo(conn: Any, alvos: list[DatasetVivo]) -> tuple[Tabelas, list[str]]:
+def _seguidas_no_catalogo(
+    conn: ConexaoDoDriver, alvos: list[DatasetVivo]
+) -> tuple[Tabelas, list[str]]:
     """
     As `base_tables` no catálogo (captura/tabelas_base.py), como na subida: o
     nome errado recusa; a view sem elas fica fora da publicação, dita (só a
@@ -208,7 +211,7 @@ class _PublicacaoNoBanco(NamedTuple):
     cobertas: set[int]  # os oids que ela já lista ou publica
 
 
-def _publicacao_no_banco(conn: Any, slot: str, versao: int) -> _PublicacaoNoBanco:
+def _publicacao_no_banco(conn: ConexaoDoDriver, slot: str, versao: int) -> _PublicacaoNoBanco:
     via = 'pubviaroot' if versao >= 130000 else 'false'
     linha = conn.execute(
         'SELECT oid, puballtables, %s FROM pg_publication WHERE pubname = %%s' % via, (slot,)
@@ -249,7 +252,7 @@ def _comandos_da_publicacao(
 
 
 def _publicar(
-    conn: Any, slot: str, inclusao: Inclusao, versao: int, caminho: str | None
+    conn: ConexaoDoDriver, slot: str, inclusao: Inclusao, versao: int, caminho: str | None
 ) -> list[str]:
     """A publicação criada, ou ampliada, numa transação só, com o registro gravado nela."""
     atual = _publicacao_no_banco(conn, slot, versao)
@@ -305,7 +308,11 @@ def _de_quem(atual: _PublicacaoNoBanco, anterior: Registro | None, slot: str) ->
 
 
 def _executar(
-    conn: Any, slot: str, comandos: list[str], existe: bool, registrar: Callable[[], None]
+    conn: ConexaoDoDriver,
+    slot: str,
+    comandos: list[str],
+    existe: bool,
+    registrar: Callable[[], None],
 ) -> None:
     """Os comandos numa transação (CREATE/ALTER PUBLICATION são transacionais) e o registro."""
     import psycopg
@@ -341,7 +348,7 @@ def _executar(
 
 
 # ------------------------------------------------------------------ o slot
-def _conferir_o_slot(conn: Any, slot: str) -> None:
+def _conferir_o_slot(conn: ConexaoDoDriver, slot: str) -> None:
     """O slot invalidado é recusado antes de qualquer DDL (ele não serve mais)."""
     atual = ler_slot(conn, slot)
     if atual is not None and atual.wal_status == 'lost':
@@ -351,7 +358,7 @@ def _conferir_o_slot(conn: Any, slot: str) -> None:
         )
 
 
-def _criar_o_slot(conn: Any, slot: str, caminho: str | None) -> str:
+def _criar_o_slot(conn: ConexaoDoDriver, slot: str, caminho: str | None) -> str:
     """O slot criado com o pgoutput, fora de transação; o que já existe fica."""
     import psycopg
 
@@ -376,7 +383,7 @@ def _criar_o_slot(conn: Any, slot: str, caminho: str | None) -> str:
 
 
 # ------------------------------------------------------------------ remover
-def remover_slot(mapa: dict[str, Any], estado: str | None = None) -> list[str]:
+def remover_slot(mapa: Mapa, estado: str | None = None) -> list[str]:
     """
     `--remover-slot`: o slot (o que retém WAL) e depois o que o `--criar-slot`
     fez na publicação, pelo registro: a criada por ele sai inteira; na que já
@@ -410,7 +417,7 @@ def remover_slot(mapa: dict[str, Any], estado: str | None = None) -> list[str]:
     return feito
 
 
-def _remover_o_slot(conn: Any, slot: str) -> str:
+def _remover_o_slot(conn: ConexaoDoDriver, slot: str) -> str:
     import psycopg
 
     atual = ler_slot(conn, slot)
@@ -426,7 +433,7 @@ def _remover_o_slot(conn: Any, slot: str) -> str:
     return 'slot %s removido (retinha %s bytes de WAL)' % (slot, atual.wal_retido)
 
 
-def _remover_a_publicacao(conn: Any, slot: str) -> tuple[str, bool]:
+def _remover_a_publicacao(conn: ConexaoDoDriver, slot: str) -> tuple[str, bool]:
     """(a linha, se ficou desfeita)."""
     import psycopg
 
@@ -442,7 +449,7 @@ def _remover_a_publicacao(conn: Any, slot: str) -> tuple[str, bool]:
     return 'publicação %s removida' % slot, True
 
 
-def _tirar_o_acrescentado(conn: Any, slot: str, registro: Registro) -> tuple[str, bool]:
+def _tirar_o_acrescentado(conn: ConexaoDoDriver, slot: str, registro: Registro) -> tuple[str, bool]:
     """Na publicação do DBA: só as tabelas que o --criar-slot acrescentou saem; ela fica."""
     import psycopg
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao, conjuntos
@@ -42,6 +42,9 @@ from contextia_sync.captura.coluna import CapturaColuna
 from contextia_sync.captura.reconciliacao import CapturaReconciliacao, OpcoesReconciliacao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import Estado
+
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import Linha, ValorDoBanco
 
 
 @dataclass
@@ -134,17 +137,17 @@ class CapturaCombinada:
                 ),
             )
 
-    def posicao_atual(self, alvo: DatasetVivo) -> Any:
+    def posicao_atual(self, alvo: DatasetVivo) -> object:
         return self.coluna.posicao_atual(alvo) if alvo.watch else None
 
-    def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
+    def saltar(self, alvo: DatasetVivo, posicao: object) -> object:
         return self.coluna.saltar(alvo, posicao) if alvo.watch else posicao
 
-    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> object:
         return self.reconciliacao.antes_da_carga(alvo, escopo) if alvo.reconcilia else None
 
     def depois_da_carga(
-        self, alvo: DatasetVivo, antes: Any, fechados: Collection[str | None]
+        self, alvo: DatasetVivo, antes: object, fechados: Collection[str | None]
     ) -> None:
         if alvo.reconcilia:
             self.reconciliacao.depois_da_carga(alvo, antes, fechados)
@@ -193,10 +196,10 @@ def _juntar(alvo: DatasetVivo, col: Leitura, rec: Leitura) -> Leitura:
     for escopo, valores in col.remocoes_por_escopo.items():
         apagadas.update((escopo, conjuntos.codificar(v)) for v in valores)
 
-    def lida_pela_coluna(escopo: str | None, valor: Any) -> bool:
+    def lida_pela_coluna(escopo: str | None, valor: ValorDoBanco) -> bool:
         return (escopo, conjuntos.codificar(valor)) in vistas
 
-    def da_coluna(linha: dict[str, Any]) -> bool:
+    def da_coluna(linha: Linha) -> bool:
         assert alvo.chave is not None
         escopo = texto_escopo(linha.get(alvo.escopo)) if alvo.escopo else None
         identidade = (escopo, conjuntos.codificar(linha[alvo.chave]))

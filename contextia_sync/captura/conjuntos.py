@@ -31,8 +31,11 @@ import os
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 from urllib.parse import quote, unquote
+
+if TYPE_CHECKING:  # so a anotacao: o modulo fica puro (autoteste)
+    from contextia_sync.tipos import ValorDoBanco
 
 FORMATO = 'contextia-conjunto 1'
 _CABECALHO = '#' + FORMATO + ' '
@@ -62,7 +65,7 @@ class ErroConjuntoGuardado(ErroConjunto):
 
 
 # ---------------------------------------------------------------- a regra de ordem
-def ordem(valor: Any) -> tuple[int, Any]:
+def ordem(valor: ValorDoBanco) -> tuple[int, ValorDoBanco]:
     """
     A chave de comparação de um valor de `key` (ou de escopo): (família, valor).
 
@@ -88,7 +91,7 @@ def ordem(valor: Any) -> tuple[int, Any]:
     )
 
 
-def cresce(antes: tuple[int, Any], depois: tuple[int, Any]) -> bool:
+def cresce(antes: tuple[int, ValorDoBanco], depois: tuple[int, ValorDoBanco]) -> bool:
     """`depois` vem estritamente depois de `antes` pela regra (tipos incomparáveis: não)."""
     try:
         return antes < depois
@@ -97,7 +100,7 @@ def cresce(antes: tuple[int, Any], depois: tuple[int, Any]) -> bool:
 
 
 # ---------------------------------------------------------------- uma chave numa linha
-def codificar(valor: Any) -> str:
+def codificar(valor: ValorDoBanco) -> str:
     """O valor numa linha de texto que volta ao mesmo valor (e ao mesmo tipo)."""
     if isinstance(valor, bool):
         return 'i%d' % int(valor)
@@ -124,7 +127,7 @@ def codificar(valor: Any) -> str:
     )
 
 
-def decodificar(linha: str) -> Any:
+def decodificar(linha: str) -> ValorDoBanco:
     """O inverso de `codificar`; linha torta levanta ErroConjunto."""
     etiqueta, resto = linha[:1], linha[1:]
     try:
@@ -240,7 +243,7 @@ def existentes(pasta: str, dataset: str) -> dict[str | None, str]:
     return achados
 
 
-def linhas_do_arquivo(conjunto: Iterable[Any], cabecalho: str) -> Iterator[str]:
+def linhas_do_arquivo(conjunto: Iterable[ValorDoBanco], cabecalho: str) -> Iterator[str]:
     """O texto de um arquivo de conjunto, linha a linha: cabeçalho, chaves, fim."""
     yield cabecalho
     quantas = 0
@@ -250,7 +253,9 @@ def linhas_do_arquivo(conjunto: Iterable[Any], cabecalho: str) -> Iterator[str]:
     yield '%s%d\n' % (_FIM, quantas)
 
 
-def abrir_arquivo(arquivo: str, identidade: Identidade, escopo: str | None) -> Iterator[Any]:
+def abrir_arquivo(
+    arquivo: str, identidade: Identidade, escopo: str | None
+) -> Iterator[ValorDoBanco]:
     """
     As chaves guardadas em `arquivo`, em ordem, em streaming.
 
@@ -276,14 +281,14 @@ def abrir_arquivo(arquivo: str, identidade: Identidade, escopo: str | None) -> I
     return _chaves_do_arquivo(entrada, arquivo)
 
 
-def _chaves_do_arquivo(entrada: IO[str], arquivo: str) -> Iterator[Any]:
+def _chaves_do_arquivo(entrada: IO[str], arquivo: str) -> Iterator[ValorDoBanco]:
     with entrada:
         quantas = 0
         for linha in entrada:
             etiqueta = linha[:1]
             if etiqueta == 'i':  # o caso de quase toda chave: um inteiro
                 try:
-                    valor: Any = int(linha[1:])
+                    valor: ValorDoBanco = int(linha[1:])
                 except ValueError:
                     raise ErroConjuntoGuardado(
                         '%s: linha %r ilegível' % (arquivo, linha[:80])
@@ -325,7 +330,7 @@ _DIRETOS = frozenset(
 )
 
 
-def _antes(a: Any, b: Any) -> bool:
+def _antes(a: ValorDoBanco, b: ValorDoBanco) -> bool:
     """`a` vem estritamente antes de `b` pela regra (incomparáveis: não)."""
     if type(a) is type(b) and type(a) in _DIRETOS:
         try:
@@ -335,13 +340,15 @@ def _antes(a: Any, b: Any) -> bool:
     return cresce(ordem(a), ordem(b))
 
 
-def _iguais(a: Any, b: Any) -> bool:
+def _iguais(a: ValorDoBanco, b: ValorDoBanco) -> bool:
     if type(a) is type(b) and type(a) in _DIRETOS:
         return bool(a == b)
     return ordem(a) == ordem(b)
 
 
-def _fora_de_ordem(lado: str, antes: Any, valor: Any, erro: type[ErroConjunto]) -> ErroConjunto:
+def _fora_de_ordem(
+    lado: str, antes: ValorDoBanco, valor: ValorDoBanco, erro: type[ErroConjunto]
+) -> ErroConjunto:
     try:
         repetida = _iguais(antes, valor)
     except ErroConjunto:
@@ -358,11 +365,11 @@ def _fora_de_ordem(lado: str, antes: Any, valor: Any, erro: type[ErroConjunto]) 
 
 
 def em_ordem(
-    valores: Iterable[Any],
+    valores: Iterable[ValorDoBanco],
     lado: str,
     erro: type[ErroConjunto] = ErroConjunto,
     juntar_iguais: bool = False,
-) -> Iterator[Any]:
+) -> Iterator[ValorDoBanco]:
     """
     Os valores, conferindo que crescem pela regra; se não, `erro` no meio.
     `juntar_iguais` (a origem): a key repetida na view dentro da empresa
@@ -399,8 +406,8 @@ def em_ordem(
 
 
 def comparar(
-    anteriores: Iterable[Any], atuais: Iterable[Any], contagem: Contagem
-) -> Iterator[tuple[str, Any]]:
+    anteriores: Iterable[ValorDoBanco], atuais: Iterable[ValorDoBanco], contagem: Contagem
+) -> Iterator[tuple[str, ValorDoBanco]]:
     """
     A diferença entre dois conjuntos em ordem: ('-', chave) saiu, ('+', chave) entrou.
 
@@ -411,8 +418,8 @@ def comparar(
     velhos = em_ordem(anteriores, 'o conjunto entregue', ErroConjuntoGuardado)
     novos = em_ordem(atuais, 'a origem', juntar_iguais=True)
     fim = object()
-    velho: Any = next(velhos, fim)
-    novo: Any = next(novos, fim)
+    velho: ValorDoBanco = next(velhos, fim)
+    novo: ValorDoBanco = next(novos, fim)
     iguais = removidas = incluidas = 0
     while velho is not fim and novo is not fim:
         tipo = type(velho)
@@ -451,8 +458,10 @@ def comparar(
 
 
 def aplicar(
-    anteriores: Iterable[Any], incluidas: Iterable[Any], removidas: Iterable[Any]
-) -> Iterator[Any]:
+    anteriores: Iterable[ValorDoBanco],
+    incluidas: Iterable[ValorDoBanco],
+    removidas: Iterable[ValorDoBanco],
+) -> Iterator[ValorDoBanco]:
     """
     O conjunto novo, em ordem: o anterior menos `removidas`, mais `incluidas`.
 
@@ -475,7 +484,7 @@ def aplicar(
 
 # ------------------------------------------- o diario da coluna, e as chaves tentadas
 def anotar_diario(
-    arquivo: str, identidade: Identidade, escopo: str | None, valores: Iterable[Any]
+    arquivo: str, identidade: Identidade, escopo: str | None, valores: Iterable[ValorDoBanco]
 ) -> None:
     """
     Acrescenta ao diário as chaves que a `coluna` acabou de entregar (ou, no
@@ -496,7 +505,7 @@ def anotar_diario(
         saida.write(''.join(linhas))
 
 
-def ler_diario(arquivo: str, identidade: Identidade, escopo: str | None) -> list[Any]:
+def ler_diario(arquivo: str, identidade: Identidade, escopo: str | None) -> list[ValorDoBanco]:
     """
     As chaves de um diário, em ordem e sem repetidas ([] sem diário).
 
@@ -510,7 +519,7 @@ def ler_diario(arquivo: str, identidade: Identidade, escopo: str | None) -> list
     with entrada:
         if entrada.readline() != identidade.cabecalho(escopo):
             return []
-        vistos: dict[str, Any] = {}
+        vistos: dict[str, ValorDoBanco] = {}
         for linha in entrada:
             if not linha.endswith('\n'):
                 break  # a ultima, pela metade
@@ -551,8 +560,10 @@ def tomar_diario(pasta: str, dataset: str, escopo: str | None) -> str | None:
 
 
 def juntar(
-    guardadas: Iterable[Any], do_diario: list[Any], contador: list[int] | None = None
-) -> Iterator[Any]:
+    guardadas: Iterable[ValorDoBanco],
+    do_diario: list[ValorDoBanco],
+    contador: list[int] | None = None,
+) -> Iterator[ValorDoBanco]:
     """
     O conjunto guardado mais as chaves do diário, em ordem e sem repetidas.
 
@@ -561,7 +572,7 @@ def juntar(
     """
     fim = object()
     extras = iter(do_diario)
-    extra: Any = next(extras, fim)
+    extra: ValorDoBanco = next(extras, fim)
     for valor in guardadas:
         while extra is not fim and _antes(extra, valor):
             if contador is not None:

@@ -18,9 +18,9 @@ import dataclasses
 import datetime
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
@@ -32,6 +32,8 @@ from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ItemDoSpool, Spool
 from contextia_sync.registro import logger
 
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import Json, JsonDecodificado, Linha, ObjetoJson
 
 PASTA_SPOOL = 'spool'
 
@@ -196,7 +198,7 @@ class CapturaPeloSpool:
         """A entrega falhou: as mudanças tomadas voltam a pronto/ já (destino conhecido)."""
         self.spool.devolver(alvo.nome)
 
-    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> AntesDaCarga:
         """
         A posição é fixada antes de qualquer carga e o log guarda tudo dali em
         diante: da posição, nada a guardar. O índice de entregas, sim: a key,
@@ -216,7 +218,9 @@ class CapturaPeloSpool:
         """O log está guardando as mudanças agora (a carga pode tirar a marca CRÍTICA)."""
         return True
 
-    def depois_da_carga(self, alvo: DatasetVivo, antes: Any, fechados: Any) -> None:
+    def depois_da_carga(
+        self, alvo: DatasetVivo, antes: object, fechados: Collection[str | None]
+    ) -> None:
         """
         As empresas que a carga fechou passam a ter, no índice, o que foi lido
         antes dela; fechado em todas (None), o dataset sai da marca CRÍTICA --
@@ -228,7 +232,8 @@ class CapturaPeloSpool:
         if antes.semente and fechados:
             indice = self.indice(alvo)
             if indice is not None:
-                escopos = None if None in fechados else set(fechados)
+                # Sem None entre os fechados: só empresas (str).
+                escopos = None if None in fechados else set(cast('Collection[str]', fechados))
                 indice.trocar_pela_semente(antes.semente, escopos)
         if antes.semente:
             _apagar_semente(antes.semente)
@@ -245,7 +250,7 @@ class CapturaPeloSpool:
             self._posicao.critica = None
         self._gravar_posicao()
 
-    def _status_do_spool(self) -> dict[str, Any]:
+    def _status_do_spool(self) -> ObjetoJson:
         """
         Os campos do spool e da pausa no bloco `captura` do status. O atraso é o
         da mudança mais velha ainda não confirmada: o leitor em dia com o log e
@@ -260,7 +265,8 @@ class CapturaPeloSpool:
             'spool_itens': spool.profundidade(),
             'spool_bytes': spool.bytes_ocupados(),
             'spool_idade_s': idade,
-            'spool_devolvidos': spool.devolvidos,
+            # Os nomes dos arquivos (str): uma lista nova a cada leitura, só para o JSON.
+            'spool_devolvidos': cast('list[Json]', spool.devolvidos),
             'pausada': self.pausada,
         }
 
@@ -310,7 +316,7 @@ def _comparar_amostra(
     comuns = [c for c in alvo.colunas if c != chave and c in da_tabela]
     if not comuns:
         return None
-    amostra: dict[str, dict[str, Any]] = {}
+    amostra: dict[str, Linha] = {}
     for linha in origem.fetch(tabela, [coluna, *comuns]):
         if linha.get(coluna) is not None:
             amostra[texto_da_chave(linha[coluna])] = linha
@@ -374,13 +380,13 @@ class MarcaCritica:
     """
 
     datasets: list[str] = field(default_factory=list)
-    desde: Any = None
+    desde: str | None = None  # o GTID (binlog) ou o LSN (slot) de onde o log se perdeu
     em: str | None = None
     motivo: str | None = None
     aguardando_slot: bool | None = None
 
     @classmethod
-    def do_json(cls, dados: Any) -> MarcaCritica | None:
+    def do_json(cls, dados: object) -> MarcaCritica | None:
         if not isinstance(dados, Mapping):
             return None
         return cls(
@@ -391,7 +397,7 @@ class MarcaCritica:
             aguardando_slot=dados.get('aguardando_slot'),
         )
 
-    def para_json(self) -> dict[str, Any]:
+    def para_json(self) -> ObjetoJson:
         campos = dataclasses.asdict(self)
         return {k: v for k, v in campos.items() if v is not None or k in ('desde', 'em')}
 
@@ -411,7 +417,7 @@ class PosicaoDoLog:
     gravada_em: str | None = None
 
     @classmethod
-    def do_json(cls, dados: Mapping[str, Any], chave_critica: str) -> PosicaoDoLog:
+    def do_json(cls, dados: Mapping[str, JsonDecodificado], chave_critica: str) -> PosicaoDoLog:
         return cls(
             gtid=dados.get('gtid'),
             lsn=dados.get('lsn'),
@@ -420,8 +426,8 @@ class PosicaoDoLog:
             gravada_em=dados.get('gravada_em'),
         )
 
-    def para_json(self, chave_critica: str) -> dict[str, Any]:
-        dados: dict[str, Any] = {
+    def para_json(self, chave_critica: str) -> ObjetoJson:
+        dados: ObjetoJson = {
             nome: valor
             for nome, valor in (('gtid', self.gtid), ('lsn', self.lsn), ('slot', self.slot))
             if valor is not None

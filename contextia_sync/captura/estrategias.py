@@ -17,8 +17,7 @@ entra no registro; os ciclos não mudam. Módulo puro (autoteste).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
@@ -26,7 +25,9 @@ from contextia_sync.erros import ErroConfiguracao
 
 if TYPE_CHECKING:
     from contextia_sync.captura import Captura
+    from contextia_sync.captura.reconciliacao import OpcoesReconciliacao
     from contextia_sync.estado.estado import Estado
+    from contextia_sync.tipos import Mapa
 
 # Estrategia -> 'modulo:Classe' que a implementa. Estar aqui E estar implementada.
 IMPLEMENTACOES = {
@@ -37,7 +38,17 @@ IMPLEMENTACOES = {
     'slot_logico': 'contextia_sync.captura.slot_logico:CapturaSlotLogico',
 }
 
-ESTRATEGIAS: dict[str, dict[str, Any]] = {
+
+class FichaDaEstrategia(TypedDict):
+    """Uma linha da tabela das estratégias: o que é, o que exige, se vê DELETE, a nota."""
+
+    o_que_e: str
+    exige: str
+    ve_delete: bool
+    nota: str
+
+
+ESTRATEGIAS: dict[str, FichaDaEstrategia] = {
     'coluna': {
         'o_que_e': 'sonda numa coluna de alteração da própria view (`watch_column`)',
         'exige': 'uma coluna que a origem atualize a cada alteração. Nada mais:'
@@ -122,7 +133,7 @@ def implementada(nome: str) -> bool:
     return nome in IMPLEMENTACOES
 
 
-def exigir_estrategia(nome: str) -> dict[str, Any]:
+def exigir_estrategia(nome: str) -> FichaDaEstrategia:
     """
     Resolve a estratégia pedida, ou recusa dizendo o que seria preciso.
 
@@ -161,9 +172,7 @@ def exigir_estrategia(nome: str) -> dict[str, Any]:
     raise ErroEstrategia('\n'.join(linhas))
 
 
-def resolver_estrategia(
-    da_linha_de_comando: str | None, mapa: Mapping[str, Any] | None
-) -> tuple[str, str]:
+def resolver_estrategia(da_linha_de_comando: str | None, mapa: Mapa | None) -> tuple[str, str]:
     """
     --estrategia, senão `listener.strategy` do mapeamento, senão `coluna`.
 
@@ -190,7 +199,7 @@ def criar_captura(
     estado: Estado,
     folga: int,
     maximo: int,
-    reconciliacao: Any = None,
+    reconciliacao: OpcoesReconciliacao | None = None,
 ) -> Captura:
     """
     A captura da estratégia `nome` (já exigida), pelo registro. `reconciliacao`
@@ -199,7 +208,7 @@ def criar_captura(
     exigir_estrategia(nome)
     modulo, classe = IMPLEMENTACOES[nome].split(':')
     fabrica = getattr(importlib.import_module(modulo), classe)
-    opcoes: dict[str, Any] = {}
+    opcoes: dict[str, OpcoesReconciliacao] = {}
     if 'reconciliacao' in partes(nome):
         if reconciliacao is None:
             raise ValueError('a estratégia %s precisa das opções da reconciliacao' % nome)

@@ -27,7 +27,10 @@ import os
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import ValorDoBanco
 
 PASTA_INDICES = 'indices'
 
@@ -45,12 +48,12 @@ _ESQUEMA = (
 _LOTE = 500  # parâmetros por consulta: abaixo do limite do SQLite antigo (999)
 
 
-def texto_da_chave(valor: Any) -> str:
+def texto_da_chave(valor: object) -> str:
     """A key como o índice (e o spool) a compara: o texto dela."""
     return str(valor)
 
 
-def resumo_da_linha(linha: Mapping[str, Any]) -> str:
+def resumo_da_linha(linha: Mapping[str, ValorDoBanco]) -> str:
     """O resumo do conteúdo de uma linha: igual se nada que o Contextia vê mudou."""
     texto = json.dumps(linha, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.blake2b(texto.encode('utf-8'), digest_size=16).hexdigest()
@@ -60,7 +63,7 @@ def resumo_da_linha(linha: Mapping[str, Any]) -> str:
 class Entregue:
     """Uma key entregue a uma empresa: o valor como foi (para remover) e o resumo."""
 
-    valor: Any
+    valor: ValorDoBanco
     escopo: str
     resumo: str | None
 
@@ -69,10 +72,10 @@ class Entregue:
 class Anotacao:
     """Uma linha entregue: a key, a empresa, o resumo e os valores `via` dela."""
 
-    valor: Any
+    valor: ValorDoBanco
     escopo: str
     resumo: str | None
-    via: Mapping[str, Any]
+    via: Mapping[str, ValorDoBanco]
 
 
 class IndiceDeEntregas:
@@ -109,7 +112,7 @@ class IndiceDeEntregas:
                 achadas.setdefault(chave, []).append(Entregue(json.loads(valor), escopo, resumo))
         return achadas
 
-    def chaves_por(self, coluna: str, valores: Iterable[Any]) -> set[str]:
+    def chaves_por(self, coluna: str, valores: Iterable[ValorDoBanco]) -> set[str]:
         """As keys entregues cuja coluna `via` `coluna` tinha um destes valores."""
         achadas: set[str] = set()
         for lote in _lotes([texto_da_chave(v) for v in dict.fromkeys(valores)]):

@@ -30,10 +30,14 @@ import decimal
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 # A marca como o estado a grava mora com o estado (que a captura usa, nunca o contrario).
 from contextia_sync.estado.estado import texto_marca as texto_marca
+
+if TYPE_CHECKING:  # so a anotacao: o topo fica puro (autoteste)
+    from contextia_sync.estado.estado import MarcaTexto
+    from contextia_sync.tipos import ValorDoBanco
 
 _NUMERO = re.compile(r'^-?\d+(\.\d+)?$')
 
@@ -46,7 +50,7 @@ FRACAO_ALERTA = 0.5
 MAXIMO_VISTOS = 50000
 
 
-def como_valor(marca: Any) -> Any:
+def como_valor(marca: ValorDoBanco) -> ValorDoBanco:
     """Texto do estado de volta a datetime/date/numero; texto opaco fica texto."""
     if marca is None or isinstance(marca, (datetime.date, int, float, decimal.Decimal)):
         return marca
@@ -69,7 +73,7 @@ def como_valor(marca: Any) -> Any:
         return marca
 
 
-def comparavel(valor: Any) -> Any:
+def comparavel(valor: ValorDoBanco) -> ValorDoBanco:
     """
     Chave de ordenação que não explode com `date` contra `datetime`.
 
@@ -84,7 +88,7 @@ def comparavel(valor: Any) -> Any:
     return v
 
 
-def _maior(a: Any, b: Any) -> bool:
+def _maior(a: ValorDoBanco, b: ValorDoBanco) -> bool:
     """a > b sem explodir; tipos incomparáveis não são 'maior'."""
     ca, cb = comparavel(a), comparavel(b)
     try:
@@ -97,12 +101,12 @@ def _maior(a: Any, b: Any) -> bool:
     return maior
 
 
-def acima(valor: Any, marca: Any) -> bool:
+def acima(valor: ValorDoBanco, marca: ValorDoBanco) -> bool:
     """`valor` depois de `marca` (sem explodir com tipos diferentes; None nunca está acima)."""
     return valor is not None and marca is not None and _maior(valor, marca)
 
 
-def recuar(marca: Any, folga: float) -> Any:
+def recuar(marca: ValorDoBanco, folga: float) -> ValorDoBanco:
     """
     A marca menos a folga: o valor que vai no `WHERE coluna > ?`.
 
@@ -119,7 +123,9 @@ def recuar(marca: Any, folga: float) -> Any:
     return v
 
 
-def avancar(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atual: Any) -> Any:
+def avancar(
+    linhas: Iterable[Mapping[str, ValorDoBanco]], coluna: str, marca_atual: ValorDoBanco
+) -> ValorDoBanco:
     """
     O maior valor da coluna de mudança entre as linhas LIDAS.
 
@@ -127,7 +133,7 @@ def avancar(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atual: Any) 
     linha com data futura (digitação errada) eleva a marca, e a seguinte,
     normal, não pode baixa-la de volta -- isso reprocessaria em laço.
     """
-    maior: Any = None
+    maior: ValorDoBanco = None
     for linha in linhas:
         valor = linha.get(coluna)
         if valor is None:
@@ -146,7 +152,7 @@ def avancar(linhas: Iterable[Mapping[str, Any]], coluna: str, marca_atual: Any) 
 # ---------------------------------------------------------------------------
 
 
-def primeira_vez(marca: Any, vazia_no_inicio: bool) -> bool:
+def primeira_vez(marca: ValorDoBanco, vazia_no_inicio: bool) -> bool:
     """
     Sem marca (e sem ter visto a tabela vazia): a leitura só FIXA o ponto de partida.
 
@@ -158,7 +164,7 @@ def primeira_vez(marca: Any, vazia_no_inicio: bool) -> bool:
     return marca is None and not vazia_no_inicio
 
 
-def desde(marca: Any, folga: float) -> Any:
+def desde(marca: ValorDoBanco, folga: float) -> ValorDoBanco:
     """O valor do `WHERE coluna > ?` deste ciclo; None = ler tudo (tabela nasceu vazia)."""
     return recuar(marca, folga) if marca is not None else None
 
@@ -175,13 +181,13 @@ def passa_do_teto(quantos: int, maximo: int) -> bool:
 
 
 def marca_apos_envio(
-    linhas: Iterable[Mapping[str, Any]],
+    linhas: Iterable[Mapping[str, ValorDoBanco]],
     coluna: str,
-    marca_atual: Any,
+    marca_atual: ValorDoBanco,
     *,
     todos_ok: bool,
     seco: bool,
-) -> Any:
+) -> ValorDoBanco:
     """
     A marca depois de entregar as linhas lidas neste ciclo.
 
@@ -197,7 +203,9 @@ def marca_apos_envio(
     return avancar(linhas, coluna, marca_atual)
 
 
-def marca_apos_varredura(marca_atual: Any, maximo_antes: Any, coluna: str, *, fechou: bool) -> Any:
+def marca_apos_varredura(
+    marca_atual: ValorDoBanco, maximo_antes: ValorDoBanco, coluna: str, *, fechou: bool
+) -> ValorDoBanco:
     """
     O pulo da marca de um dataset entregue a varredura.
 
@@ -213,7 +221,7 @@ def marca_apos_varredura(marca_atual: Any, maximo_antes: Any, coluna: str, *, fe
 
 def limite_do_relogio(
     agora_origem: datetime.datetime | None, familia: str, tolerancia: float
-) -> Any:
+) -> datetime.date | None:
     """
     Até onde a marca pode ir: a hora da ORIGEM mais uma tolerância.
 
@@ -229,12 +237,12 @@ def limite_do_relogio(
     return agora_origem + datetime.timedelta(seconds=tolerancia)
 
 
-def no_futuro(valor: Any, limite: Any) -> bool:
+def no_futuro(valor: ValorDoBanco, limite: datetime.date | None) -> bool:
     """O carimbo passou do limite do relógio da origem (entregue, mas não sobe a marca)."""
     return acima(valor, limite)
 
 
-def marca_limitada(marca: Any, limite: Any) -> Any:
+def marca_limitada(marca: ValorDoBanco, limite: datetime.date | None) -> ValorDoBanco:
     """
     A marca puxada de volta ao limite se está além dele (estado gravado com uma
     marca no futuro); senão a mesma.
@@ -244,7 +252,9 @@ def marca_limitada(marca: Any, limite: Any) -> Any:
     return marca
 
 
-def marca_do_maximo(maximo: Any, agora_origem: datetime.datetime | None, familia: str) -> Any:
+def marca_do_maximo(
+    maximo: ValorDoBanco, agora_origem: datetime.datetime | None, familia: str
+) -> ValorDoBanco:
     """
     A marca que parte do MAX da origem (a marca inicial, o salto da varredura,
     `estado.py marcar DATASET max`): nunca além da hora da origem AGORA.
@@ -287,7 +297,7 @@ def recuo_do_relogio(
 # ---------------------------------------------------------------------------
 
 
-def margem_efetiva(marca: Any, folga: float) -> float | None:
+def margem_efetiva(marca: ValorDoBanco, folga: float) -> float | None:
     """Quanto a leitura realmente recua, em segundos (None para numero/texto)."""
     v = como_valor(marca)
     if isinstance(v, datetime.datetime):
@@ -297,7 +307,7 @@ def margem_efetiva(marca: Any, folga: float) -> float | None:
     return None
 
 
-def atraso_em_segundos(marca_anterior: Any, valor: Any) -> float | None:
+def atraso_em_segundos(marca_anterior: ValorDoBanco, valor: ValorDoBanco) -> float | None:
     """Quanto `valor` ficou atrás da marca; None se não da para medir."""
     a, b = comparavel(marca_anterior), comparavel(valor)
     if isinstance(a, datetime.datetime) and isinstance(b, datetime.datetime):
@@ -307,7 +317,7 @@ def atraso_em_segundos(marca_anterior: Any, valor: Any) -> float | None:
     return None
 
 
-def identidade(linha: Mapping[str, Any], coluna: str, chave: str | None = None) -> str:
+def identidade(linha: Mapping[str, ValorDoBanco], coluna: str, chave: str | None = None) -> str:
     """
     Quem é esta linha NESTA versão: chave + valor de mudança.
 
@@ -325,12 +335,12 @@ def identidade(linha: Mapping[str, Any], coluna: str, chave: str | None = None) 
 
 
 def contar_atrasadas(
-    linhas: Iterable[Mapping[str, Any]],
+    linhas: Iterable[Mapping[str, ValorDoBanco]],
     coluna: str,
     chave: str | None,
-    marca_anterior: Any,
-    vistos: Mapping[str, Any] | None,
-) -> tuple[int, float | None, dict[str, Any]]:
+    marca_anterior: ValorDoBanco,
+    vistos: Mapping[str, object] | None,
+) -> tuple[int, float | None, dict[str, MarcaTexto | None]]:
     """
     Devolve (quantas, maior_atraso_s, novas) das linhas lidas neste ciclo.
 
@@ -342,7 +352,7 @@ def contar_atrasadas(
     """
     quantas = 0
     maior: float | None = None
-    novas: dict[str, Any] = {}
+    novas: dict[str, MarcaTexto | None] = {}
     for linha in linhas:
         valor = linha.get(coluna)
         if valor is None:
@@ -361,7 +371,9 @@ def contar_atrasadas(
     return quantas, maior, novas
 
 
-def podar_vistos(vistos: Mapping[str, Any], marca: Any, folga: float) -> dict[str, Any]:
+def podar_vistos(
+    vistos: Mapping[str, MarcaTexto], marca: ValorDoBanco, folga: float
+) -> dict[str, MarcaTexto]:
     """
     Esquece as linhas que a próxima leitura não pode mais trazer.
 
@@ -374,7 +386,7 @@ def podar_vistos(vistos: Mapping[str, Any], marca: Any, folga: float) -> dict[st
     return {ident: valor for ident, valor in vistos.items() if _maior(valor, limite)}
 
 
-def atraso_preocupante(maior_atraso_s: float | None, marca: Any, folga: float) -> bool:
+def atraso_preocupante(maior_atraso_s: float | None, marca: ValorDoBanco, folga: float) -> bool:
     """True quando o maior atraso passou da metade do recuo efetivo."""
     margem = margem_efetiva(marca, folga)
     if maior_atraso_s is None or not margem:

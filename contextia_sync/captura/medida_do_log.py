@@ -28,7 +28,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import ConexaoDoDriver
 
 __all__ = ['ESTRATEGIAS_MEDIDAS', 'LogMedido', 'gtids', 'medir_log']
 
@@ -60,7 +63,7 @@ class _NaoMediu(Exception):
 def medir_log(
     estrategia: str,
     estado: str,
-    captura: Mapping[str, Any],
+    captura: Mapping[str, object],
     ambiente: Mapping[str, str] = os.environ,
 ) -> LogMedido | None:
     """
@@ -97,7 +100,7 @@ def medir_log(
         return LogMedido(estrategia, onde, falha=_sem_senha(url, erro))
 
 
-def _o_que_medir(estrategia: str, estado: str, captura: Mapping[str, Any]) -> str | None:
+def _o_que_medir(estrategia: str, estado: str, captura: Mapping[str, object]) -> str | None:
     """O nome do slot, ou o GTID salvo; None se não há."""
     from contextia_sync.captura.do_spool import ler_posicao
 
@@ -177,7 +180,7 @@ def _medir_slot(url: str, slot: str) -> LogMedido:
 
 
 # ------------------------------------------------------------------ o binlog
-def gtids(texto: Any) -> dict[int, int]:
+def gtids(texto: object) -> dict[int, int]:
     """'0-1-11,1-2-5' -> {domínio: sequência}; o que não se lê fica de fora."""
     lidos: dict[int, int] = {}
     for parte in str(texto or '').split(','):
@@ -233,7 +236,7 @@ def _medir_binlog(url: str, gtid: str) -> LogMedido:
     )
 
 
-def _conectar_mariadb(url_texto: str) -> Any:
+def _conectar_mariadb(url_texto: str) -> ConexaoDoDriver:
     """A conexão pymysql com o login e o TLS da URL, como a da captura `binlog`."""
     import pymysql
 

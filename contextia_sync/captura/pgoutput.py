@@ -26,7 +26,10 @@ import datetime
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import ValorDoBanco
 
 # A época do PostgreSQL: os carimbos do protocolo contam microssegundos desde ela.
 _EPOCA_PG = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc).timestamp()
@@ -61,7 +64,7 @@ class Mensagem:
 
     tipo: str  # B C R I U D T (outras: ignoradas)
     relacao: int = 0
-    imagens: list[list[Any]] = field(default_factory=list)  # antes/depois, por coluna
+    imagens: list[list[ValorDoBanco]] = field(default_factory=list)  # antes/depois, por coluna
     relacao_nova: Relacao | None = None
     truncadas: list[int] = field(default_factory=list)
     quando: float = 0.0  # C: a hora do commit (epoch)
@@ -92,8 +95,8 @@ class _Leitor:
     def no_fim(self) -> bool:
         return self.pos >= len(self.dados)
 
-    def tupla(self) -> list[Any]:
-        colunas: list[Any] = []
+    def tupla(self) -> list[ValorDoBanco]:
+        colunas: list[ValorDoBanco] = []
         for _ in range(self.inteiro(2)):
             marca = self.byte()
             if marca == 't':

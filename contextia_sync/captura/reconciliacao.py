@@ -46,9 +46,9 @@ import collections
 import datetime
 import os
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
@@ -60,6 +60,9 @@ from contextia_sync.estado.estado import Estado, Reconciliacao
 from contextia_sync.origem import FUNCOES_RECONCILIACAO, ErroAdaptador, faltando
 from contextia_sync.origem.marca_apagada import argumento
 from contextia_sync.registro import logger
+
+if TYPE_CHECKING:  # so a anotacao: o topo fica puro (autoteste)
+    from contextia_sync.tipos import Linha, ValorDoBanco
 
 
 def _agora_texto() -> str:
@@ -85,13 +88,13 @@ class _Empresa:
     escopo: str | None
     anteriores: int = 0
     atuais: int = 0
-    removidas: list[Any] = field(default_factory=list)  # as que vao agora
-    incluidas: list[Any] = field(default_factory=list)
+    removidas: list[ValorDoBanco] = field(default_factory=list)  # as que vao agora
+    incluidas: list[ValorDoBanco] = field(default_factory=list)
     removidas_total: int = 0  # todas que a leitura viu
     incluidas_total: int = 0
     recusa: str | None = None
     torto: bool = False  # o conjunto guardado nao servia: apagado, recomeca
-    tentadas: list[Any] = field(default_factory=list)  # as chaves tentadas (conferir)
+    tentadas: list[ValorDoBanco] = field(default_factory=list)  # as chaves tentadas (conferir)
 
 
 @dataclass
@@ -99,7 +102,7 @@ class _Diario:
     """As chaves que a `coluna` entregou a uma empresa desde a última reconciliação."""
 
     arquivo: str  # o `dobrando`: sai quando o conjunto as tiver
-    chaves: list[Any]
+    chaves: list[ValorDoBanco]
     so_nele: list[int]  # [n]: quantas o conjunto no disco ainda não tem
 
 
@@ -117,7 +120,7 @@ class _Plano:
     e os diários que o conjunto novo soma; e os arquivos de chaves tentadas que esta
     leitura conferiu, que saem quando as remoções dela forem entregues."""
 
-    incluidas: dict[str | None, list[Any]]
+    incluidas: dict[str | None, list[ValorDoBanco]]
     diarios: dict[str | None, _Diario] = field(default_factory=dict)
     tentadas: list[str] = field(default_factory=list)
     com_remocoes: bool = False
@@ -133,14 +136,14 @@ class _Grupos:
     comparados cada um contra o conjunto inteiro.
     """
 
-    def __init__(self, linhas: Iterable[Sequence[Any]], com_escopo: bool) -> None:
+    def __init__(self, linhas: Iterable[Sequence[ValorDoBanco]], com_escopo: bool) -> None:
         # Cada linha e (escopo, chave), ou (chave,) no dataset sem recorte.
         self.linhas = iter(linhas)
         self.com_escopo = com_escopo
         self.atual = next(self.linhas, None)
 
-    def __iter__(self) -> Iterator[tuple[str | None, Iterator[Any]]]:
-        anterior: tuple[int, Any] | None = None
+    def __iter__(self) -> Iterator[tuple[str | None, Iterator[ValorDoBanco]]]:
+        anterior: tuple[int, ValorDoBanco] | None = None
         vistos: set[str] = set()
         if not self.com_escopo:
             grupo = self._chaves(None)
@@ -167,7 +170,7 @@ class _Grupos:
             yield texto, grupo
             collections.deque(grupo, maxlen=0)  # o que o consumidor nao leu
 
-    def _chaves(self, valor: Any) -> Iterator[Any]:
+    def _chaves(self, valor: ValorDoBanco) -> Iterator[ValorDoBanco]:
         linhas, atual = self.linhas, self.atual
         if not self.com_escopo:
             while atual is not None:
@@ -288,7 +291,7 @@ class CapturaReconciliacao:
         """O conjunto de cada empresa com o que foi entregue; False se algum não se gravou."""
         r = self.estado.reconciliacao(alvo.nome)
         identidade = self._identidade(alvo)
-        removidas: dict[str | None, list[Any]] = {
+        removidas: dict[str | None, list[ValorDoBanco]] = {
             e: v for e, v in leitura.remocoes_por_escopo.items()
         }
         if leitura.remocoes:
@@ -353,11 +356,11 @@ class CapturaReconciliacao:
             _apagar(arquivo)
 
     def _por_escopo(
-        self, alvo: DatasetVivo, linhas: Iterable[dict[str, Any]]
-    ) -> dict[str | None, list[Any]]:
+        self, alvo: DatasetVivo, linhas: Iterable[Mapping[str, ValorDoBanco]]
+    ) -> dict[str | None, list[ValorDoBanco]]:
         """Os valores de `key` das linhas, por empresa (None: o dataset sem recorte)."""
         assert alvo.chave is not None
-        por_escopo: dict[str | None, list[Any]] = {}
+        por_escopo: dict[str | None, list[ValorDoBanco]] = {}
         for linha in linhas:
             valor = linha.get(alvo.chave)
             if valor is None:
@@ -386,7 +389,9 @@ class CapturaReconciliacao:
             '%s %s' % (_agora_texto(), texto), _agora_texto()
         )
 
-    def anotar_entregues(self, alvo: DatasetVivo, linhas: Iterable[dict[str, Any]]) -> None:
+    def anotar_entregues(
+        self, alvo: DatasetVivo, linhas: Iterable[Mapping[str, ValorDoBanco]]
+    ) -> None:
         """
         As chaves que a `coluna` entregou, no diário de cada empresa.
 
@@ -410,15 +415,15 @@ class CapturaReconciliacao:
                 # reconciliação as confere na origem no lugar do diário.
                 self._tentadas_agora.pop(alvo.nome, None)
 
-    def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002 - o protocolo
+    def posicao_atual(self, alvo: DatasetVivo) -> None:  # noqa: ARG002 - o protocolo
         """Nada a saltar: o conjunto renasce pela carga (`antes_da_carga`)."""
         return None
 
-    def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:  # noqa: ARG002 - o protocolo
+    def saltar(self, alvo: DatasetVivo, posicao: object) -> object:  # noqa: ARG002 - o protocolo
         return posicao
 
     # -- cargas completas: o conjunto nasce delas ----------------------------------
-    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> Any:
+    def antes_da_carga(self, alvo: DatasetVivo, escopo: str | None) -> _Antes | None:
         """
         O conjunto lido ANTES da carga (de `escopo`, ou de todas), em temporarios.
 
@@ -446,7 +451,7 @@ class CapturaReconciliacao:
         return _Antes(escopo, fotos)
 
     def depois_da_carga(
-        self, alvo: DatasetVivo, antes: Any, fechados: Collection[str | None]
+        self, alvo: DatasetVivo, antes: object, fechados: Collection[str | None]
     ) -> None:
         """As empresas que a carga fechou passam a ter o conjunto lido antes dela."""
         if not isinstance(antes, _Antes):
@@ -669,7 +674,7 @@ class CapturaReconciliacao:
         escopo: str | None,
         arquivo: str | None,
         diarios: dict[str | None, _Diario],
-    ) -> Iterator[Any] | None:
+    ) -> Iterator[ValorDoBanco] | None:
         """
         O conjunto entregue desta empresa -- o guardado mais o diário da coluna --
         ou None (nenhum, ou de outra identidade).
@@ -703,7 +708,7 @@ class CapturaReconciliacao:
         return conjuntos.juntar(guardadas, diario.chaves, diario.so_nele)
 
     def _gravar(
-        self, identidade: Identidade, escopo: str | None, chaves: Iterable[Any]
+        self, identidade: Identidade, escopo: str | None, chaves: Iterable[ValorDoBanco]
     ) -> _Gravacao:
         """O conjunto lido agora num temporário (conferida a ordem), para `trocar` depois."""
         arquivo = conjuntos.caminho(self.opcoes.pasta, identidade.dataset, escopo)
@@ -724,8 +729,8 @@ class CapturaReconciliacao:
         self,
         alvo: DatasetVivo,
         escopo: str | None,
-        anteriores: Iterator[Any],
-        chaves: Iterator[Any],
+        anteriores: Iterator[ValorDoBanco],
+        chaves: Iterator[ValorDoBanco],
         vagas: list[int],
     ) -> _Empresa:
         """A diferença de uma empresa, guardando só o que cabe nas `vagas` desta vez."""
@@ -828,7 +833,7 @@ class CapturaReconciliacao:
         presentes = self._ainda_na_origem(
             alvo, [v for _, v in candidatas] + [v for _, v in tentadas.values()]
         )
-        remocoes: dict[str | None, list[Any]] = {}
+        remocoes: dict[str | None, list[ValorDoBanco]] = {}
         voltaram = 0
         for escopo, valor in candidatas:
             if (escopo, conjuntos.codificar(valor)) in presentes:
@@ -890,8 +895,8 @@ class CapturaReconciliacao:
         )
 
     def _por_chave(
-        self, alvo: DatasetVivo, colunas: list[str], valores: list[Any]
-    ) -> Iterator[dict[str, Any]]:
+        self, alvo: DatasetVivo, colunas: list[str], valores: list[ValorDoBanco]
+    ) -> Iterator[Linha]:
         """As linhas com essas chaves (`key IN`, em lotes de CHAVES_POR_LEITURA)."""
         assert alvo.chave is not None
         passo = padroes.CHAVES_POR_LEITURA
@@ -904,7 +909,7 @@ class CapturaReconciliacao:
             )
 
     def _ainda_na_origem(
-        self, alvo: DatasetVivo, valores: list[Any]
+        self, alvo: DatasetVivo, valores: list[ValorDoBanco]
     ) -> set[tuple[str | None, str]]:
         """(empresa, chave codificada) das chaves a remover que a origem ainda tem."""
         assert alvo.chave is not None
@@ -922,12 +927,12 @@ class CapturaReconciliacao:
         }
 
     def _inteiras(
-        self, alvo: DatasetVivo, pedidas: dict[tuple[str | None, str], Any]
-    ) -> tuple[list[dict[str, Any]], dict[str | None, list[Any]]]:
+        self, alvo: DatasetVivo, pedidas: dict[tuple[str | None, str], ValorDoBanco]
+    ) -> tuple[list[Linha], dict[str | None, list[ValorDoBanco]]]:
         """As linhas inteiras das chaves que entraram, e o que será dado por entregue."""
         assert alvo.chave is not None
-        linhas: list[dict[str, Any]] = []
-        entregues: dict[str | None, list[Any]] = {}
+        linhas: list[Linha] = []
+        entregues: dict[str | None, list[ValorDoBanco]] = {}
         if not pedidas:
             return linhas, entregues
         valores = list({codigo: v for (_, codigo), v in pedidas.items()}.values())
@@ -952,8 +957,8 @@ class CapturaReconciliacao:
         self,
         identidade: Identidade,
         escopo: str | None,
-        entram: list[Any],
-        saem: list[Any],
+        entram: list[ValorDoBanco],
+        saem: list[ValorDoBanco],
         diario: _Diario | None = None,
     ) -> bool:
         """
@@ -962,7 +967,9 @@ class CapturaReconciliacao:
         """
         arquivo = conjuntos.caminho(self.opcoes.pasta, identidade.dataset, escopo)
         try:
-            anteriores: Iterable[Any] = conjuntos.abrir_arquivo(arquivo, identidade, escopo)
+            anteriores: Iterable[ValorDoBanco] = conjuntos.abrir_arquivo(
+                arquivo, identidade, escopo
+            )
             if diario is not None:
                 anteriores = conjuntos.juntar(anteriores, diario.chaves)
             gravacao = _Gravacao(arquivo, self.opcoes.seco)

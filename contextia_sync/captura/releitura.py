@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao
@@ -39,7 +39,9 @@ from contextia_sync.fila.spool import ItemDoSpool, Spool
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync.registro import logger
 
-Linha = dict[str, Any]
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import Json, Linha, ValorDoBanco
+
 Remocao = tuple[str | None, str]  # (empresa, key em texto); empresa None: de todas
 
 
@@ -97,7 +99,7 @@ class _Destino:
     iguais: int = 0
 
 
-def identidade_do_cabecalho(item_chave: Any) -> tuple[str, Any] | None:
+def identidade_do_cabecalho(item_chave: Json) -> tuple[str, Json] | None:
     """A mudança de um cabeçalho ({'por': coluna do dataset, 'valor': X}); None se é key."""
     if isinstance(item_chave, dict) and 'por' in item_chave:
         return str(item_chave['por']), item_chave.get('valor')
@@ -111,7 +113,7 @@ def colunas_via(alvo: DatasetVivo) -> list[str]:
 
 # ------------------------------------------------------------------ reler
 def _reler(
-    origem: AdaptadorDeOrigem, alvo: DatasetVivo, coluna: str, valores: list[Any]
+    origem: AdaptadorDeOrigem, alvo: DatasetVivo, coluna: str, valores: list[ValorDoBanco]
 ) -> Iterable[Linha]:
     """As linhas do dataset com `coluna` IN valores, em lotes (`CHAVES_POR_LEITURA`)."""
     passo = padroes.CHAVES_POR_LEITURA
@@ -133,7 +135,7 @@ def _reler_tudo(
     por_chave = [item.chave for item in itens if identidade_do_cabecalho(item.chave) is None]
     releitura.juntar(chave, _reler(origem, alvo, chave, por_chave))
     releitura.pela_chave = {texto_da_chave(v) for v in por_chave}
-    cabecalhos: dict[str, list[Any]] = {}
+    cabecalhos: dict[str, list[Json]] = {}
     for item in itens:
         cabecalho = identidade_do_cabecalho(item.chave)
         if cabecalho is not None:
@@ -147,7 +149,7 @@ def _reler_cabecalhos(
     origem: AdaptadorDeOrigem,
     alvo: DatasetVivo,
     coluna: str,
-    valores: list[Any],
+    valores: list[Json],
     indice: IndiceDeEntregas | None,
     releitura: _Releitura,
 ) -> None:
@@ -177,7 +179,7 @@ def _reler_cabecalhos(
             releitura.juntar(chave, _reler(origem, alvo, chave, chaves))
 
 
-def _id_cabecalho(coluna: str, valor: Any) -> str:
+def _id_cabecalho(coluna: str, valor: object) -> str:
     return '%s=%s' % (coluna, texto_da_chave(valor))
 
 
@@ -198,8 +200,8 @@ def leitura_do_spool(
     plano = PlanoDoSpool()
     via = colunas_via(alvo)
     upserts: list[Linha] = list(releitura.key_nula)
-    remocoes: dict[str, list[Any]] = {}
-    remover_de_todas: list[Any] = []
+    remocoes: dict[str, list[ValorDoBanco]] = {}
+    remover_de_todas: list[ValorDoBanco] = []
     sai_de_por_chave: dict[str, list[str | None]] = {}
     for texto in sorted(releitura.candidatas):
         antes = conhecidas.get(texto, [])
@@ -270,7 +272,7 @@ def _empresas_das_imagens(itens: list[ItemDoSpool]) -> dict[str, list[str | None
     return empresas
 
 
-def _valores_do_log(itens: list[ItemDoSpool]) -> dict[str, Any]:
+def _valores_do_log(itens: list[ItemDoSpool]) -> dict[str, Json]:
     """A key de cada mudança como o log a deu (o tipo dela: a remoção vai com ele)."""
     return {
         texto_da_chave(item.chave): item.chave
@@ -280,8 +282,8 @@ def _valores_do_log(itens: list[ItemDoSpool]) -> dict[str, Any]:
 
 
 def _valor_da_key(
-    releitura: _Releitura, texto: str, do_log: dict[str, Any], alvo: DatasetVivo
-) -> Any:
+    releitura: _Releitura, texto: str, do_log: dict[str, Json], alvo: DatasetVivo
+) -> ValorDoBanco:
     """O valor da key para a remoção: o do log, ou o da linha relida (a marcada)."""
     if texto in do_log:
         return do_log[texto]

@@ -12,7 +12,7 @@ o privilégio REPLICATION, a publicação e a REPLICA IDENTITY de cada tabela se
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from contextia_sync.captura.slot_mudancas import tabela_do_nome
 from contextia_sync.captura import DatasetVivo
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # o autoteste importa captura/ sem SQLAlchemy
     from sqlalchemy import URL
 
     from contextia_sync.origem.url import TlsOrigem
+    from contextia_sync.tipos import ConexaoDoDriver, Mapa, Tupla
 
 PLUGIN = 'pgoutput'
 Tabelas = dict[tuple[str, str], list[DatasetVivo]]
@@ -31,7 +32,7 @@ class ErroSlot(ErroConfiguracao):
     """A origem não serve para a estratégia `slot_logico` (o DBA precisa mudar algo)."""
 
 
-def nome_do_slot(mapa: dict[str, Any]) -> str:
+def nome_do_slot(mapa: Mapa) -> str:
     """`contextia_<cliente>`: o que um nome de slot aceita (a-z, 0-9, _, até 63)."""
     cliente = re.sub(r'[^a-z0-9_]+', '_', str(mapa.get('client') or 'ouvinte').lower())
     return ('contextia_' + cliente.strip('_'))[:63]
@@ -40,7 +41,7 @@ def nome_do_slot(mapa: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ a conexão
 def conectar(
     url_texto: str, somente_leitura: bool = True, variavel: str = 'CONTEXTIA_ORIGEM'
-) -> Any:
+) -> ConexaoDoDriver:
     """
     Uma conexão psycopg própria (fora do pool do adaptador), autocommit, com o
     TLS da URL lido como o engine da origem o lê (origem/url.py).
@@ -68,7 +69,7 @@ def conectar(
             )
         )
     tls = tls_da_url(url, variavel)
-    opcoes: dict[str, Any] = {
+    opcoes: dict[str, str | int] = {
         'host': url.host or '127.0.0.1',
         'port': int(url.port or 5432),
         'user': url.username or '',
@@ -83,7 +84,9 @@ def conectar(
         # Nada aqui escreve: o peek e o advance funcionam numa sessão READ ONLY.
         opcoes['options'] = '-c default_transaction_read_only=on'
     try:
-        return psycopg.connect(autocommit=True, **opcoes)
+        # As chaves de `opcoes` são só parâmetros do libpq (o **kwargs do connect);
+        # o mypy confere um **dict contra todo parâmetro nomeado (autocommit, ...).
+        return psycopg.connect(autocommit=True, **opcoes)  # type: ignore[arg-type]
     except psycopg.Error as erro:
         if (
             somente_leitura
@@ -131,7 +134,7 @@ def ident(esquema: str, tabela: str) -> str:
     return '"%s"."%s"' % (esquema.replace('"', '""'), tabela.replace('"', '""'))
 
 
-def conferir_origem(conn: Any, usuario_da_captura: bool) -> list[str]:
+def conferir_origem(conn: ConexaoDoDriver, usuario_da_captura: bool) -> list[str]:
     """wal_level e o privilégio REPLICATION, cada um com a linha do DBA."""
     problemas: list[str] = []
     versao = int(conn.execute('SHOW server_version_num').fetchone()[0])
@@ -180,7 +183,7 @@ class SlotNoBanco(NamedTuple):
     wal_seguro: int | None
 
 
-def ler_slot(conn: Any, nome: str) -> SlotNoBanco | None:
+def ler_slot(conn: ConexaoDoDriver, nome: str) -> SlotNoBanco | None:
     """A linha do slot em pg_replication_slots, com o WAL retido; None se não existe."""
     versao = int(conn.execute('SHOW server_version_num').fetchone()[0])
     extra = ', wal_status, safe_wal_size' if versao >= 130000 else ', NULL, NULL'
@@ -213,7 +216,7 @@ _IDENTIDADES = {'d': 'DEFAULT', 'i': 'USING INDEX', 'n': 'NOTHING'}
 """relreplident como o DBA o escreve no ALTER TABLE."""
 
 
-def conferir_tabelas(conn: Any, tabelas: Tabelas, publicacao: str) -> list[str]:
+def conferir_tabelas(conn: ConexaoDoDriver, tabelas: Tabelas, publicacao: str) -> list[str]:
     """
     Cada tabela seguida: existe, é tabela, está na publicação, e a imagem antiga
     (REPLICA IDENTITY) traz a coluna por onde a linha chega ao dataset (a key,
@@ -248,7 +251,7 @@ def conferir_tabelas(conn: Any, tabelas: Tabelas, publicacao: str) -> list[str]:
     return problemas if recusa_pub is None else problemas + [recusa_pub]
 
 
-def _ler_publicacao(conn: Any, publicacao: str) -> tuple[set[tuple[str, str]], bool]:
+def _ler_publicacao(conn: ConexaoDoDriver, publicacao: str) -> tuple[set[tuple[str, str]], bool]:
     """As (esquema, tabela) que a publicação cobre, e se ela existe."""
     publicadas = {
         (e, t)
@@ -265,7 +268,7 @@ def _ler_publicacao(conn: Any, publicacao: str) -> tuple[set[tuple[str, str]], b
 
 
 def _recusa_do_catalogo(
-    esquema: str, tabela: str, alvos: list[DatasetVivo], linha: tuple[Any, ...] | None
+    esquema: str, tabela: str, alvos: list[DatasetVivo], linha: Tupla | None
 ) -> str | None:
     """A tabela que não existe, ou que não é tabela (o slot vê só tabelas); None se serve."""
     nome = '%s.%s' % (esquema, tabela)
@@ -285,7 +288,7 @@ def _recusa_do_catalogo(
     return None
 
 
-def _colunas_da_identidade(conn: Any, seguida: _TabelaSeguida) -> set[str]:
+def _colunas_da_identidade(conn: ConexaoDoDriver, seguida: _TabelaSeguida) -> set[str]:
     """As colunas que a imagem antiga traz: as do índice da identidade (nenhuma em NOTHING)."""
     if seguida.identidade not in ('d', 'i'):
         return set()

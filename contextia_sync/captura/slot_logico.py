@@ -52,7 +52,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
@@ -85,6 +85,9 @@ from contextia_sync.captura.slot_mudancas import LidoDoSlot
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.spool import ErroSpoolCheio, Mudanca
 from contextia_sync.registro import logger
+
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import ConexaoDoDriver, Mapa, ObjetoJson
 
 # Os nomes de sempre, importáveis daqui (cli/ouvinte.py, os testes): o decodificador
 # mora em pgoutput.py, a conexão e as conferências em slot_banco.py, os comandos do
@@ -140,7 +143,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
         self.slot = nome_do_slot({})
         super().__init__(origem, estado, maximo)
         self.url = os.environ.get('CONTEXTIA_ORIGEM', '')
-        self._conn: Any = None
+        self._conn: ConexaoDoDriver = None
         # Mudancas postas no spool nesta subida: a espera entre ciclos acorda o
         # laco quando cresce. `_lido_ate`: o fim do ultimo peek completo.
         self.guardadas = 0
@@ -148,7 +151,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
         self._espera_falhou = False
         self.medido: SlotNoBanco | None = None
 
-    def usar_mapa(self, mapa: dict[str, Any]) -> None:
+    def usar_mapa(self, mapa: Mapa) -> None:
         """O mapeamento inteiro: o nome do slot (o `client`)."""
         self.slot = nome_do_slot(mapa)
 
@@ -169,7 +172,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
     def lsn(self) -> str | None:
         return self._posicao.lsn
 
-    def _conexao(self) -> Any:
+    def _conexao(self) -> ConexaoDoDriver:
         if self._conn is None or self._conn.closed:
             self._conn = conectar(self.url)
         return self._conn
@@ -216,7 +219,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
             return problemas  # fora do ar agora: confere de novo na leitura
         return problemas
 
-    def _conferir_slot(self, conn: Any) -> list[str]:
+    def _conferir_slot(self, conn: ConexaoDoDriver) -> list[str]:
         slot = ler_slot(conn, self.slot)
         comando = 'ouvinte.py --mapping=... --estado=... --criar-slot'
         if slot is None:
@@ -320,7 +323,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
             self._gravar_posicao()
         self._ler_slot(conn, confirmado)
 
-    def _ler_slot(self, conn: Any, confirmado: int) -> None:
+    def _ler_slot(self, conn: ConexaoDoDriver, confirmado: int) -> None:
         """Um peek até o WAL já gravado: as transações inteiras ao spool, e só então o advance."""
         ate = conn.execute('SELECT pg_current_wal_flush_lsn()::text').fetchone()[0]
         limite = int(os.environ.get('CONTEXTIA_SLOT_MENSAGENS') or padroes.SLOT_MENSAGENS)
@@ -351,7 +354,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
             else (round(max(0.0, time.time() - lido.ultimo_ts), 1) if lido.ultimo_ts else None)
         )
 
-    def _avancar(self, conn: Any, guardado: int, lido: LidoDoSlot) -> None:
+    def _avancar(self, conn: ConexaoDoDriver, guardado: int, lido: LidoDoSlot) -> None:
         """O slot até `guardado`: a intenção gravada ANTES do advance (ver _bombear_conectado)."""
         self._posicao.lsn = int_para_lsn(guardado)
         self._gravar_posicao()
@@ -364,7 +367,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
         # O WAL retido medido de novo: o status mostra o depois do avanço.
         self.medido = ler_slot(conn, self.slot) or self.medido
 
-    def _peek(self, conn: Any, ate: str, limite: int) -> Iterator[tuple[str, bytes]]:
+    def _peek(self, conn: ConexaoDoDriver, ate: str, limite: int) -> Iterator[tuple[str, bytes]]:
         publicacao = self.slot
         cursor = conn.cursor()
         yield from cursor.stream(
@@ -511,14 +514,14 @@ class CapturaSlotLogico(CapturaPeloSpool):
         slot = ler_slot(self._conexao(), self.slot)
         return slot is not None and slot.wal_status != 'lost'
 
-    def posicao_atual(self, alvo: DatasetVivo) -> Any:  # noqa: ARG002
+    def posicao_atual(self, alvo: DatasetVivo) -> str | None:  # noqa: ARG002
         """O LSN confirmado do slot ANTES da varredura; None se não há slot de pé."""
         slot = ler_slot(self._conexao(), self.slot)
         if slot is None or slot.wal_status == 'lost':
             return None
         return slot.confirmado
 
-    def saltar(self, alvo: DatasetVivo, posicao: Any) -> Any:
+    def saltar(self, alvo: DatasetVivo, posicao: object) -> object:
         """A varredura fechou o dataset: com um slot de pé antes dela, ele sai do CRÍTICO."""
         perdido = self._posicao.critica
         if not perdido or alvo.nome not in perdido.datasets:
@@ -535,7 +538,7 @@ class CapturaSlotLogico(CapturaPeloSpool):
         return posicao
 
     # -- status e saúde ---------------------------------------------------------------
-    def para_o_status(self) -> dict[str, Any]:
+    def para_o_status(self) -> ObjetoJson:
         """O bloco `captura` do ouvinte-status.json (a saúde e as métricas leem daqui)."""
         perdido = self._posicao.critica
         medido = self.medido

@@ -28,9 +28,12 @@ DBA) e `texto_da_recusa` (a mensagem inteira do `--criar-slot` recusado).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from contextia_sync.captura.slot_banco import ident
+
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import ConexaoDoDriver
 
 _IDENTIDADES = {'d': 'DEFAULT', 'i': 'USING INDEX', 'n': 'NOTHING', 'f': 'FULL'}
 
@@ -120,7 +123,7 @@ class Problema(NamedTuple):
     texto: str
 
 
-def ler_inclusao(conn: Any, seguidas: Iterable[tuple[str, str]]) -> Inclusao:
+def ler_inclusao(conn: ConexaoDoDriver, seguidas: Iterable[tuple[str, str]]) -> Inclusao:
     """As tabelas seguidas e o que herda delas, a fundo: o que a publicação incluiria."""
     chaves = sorted(set(seguidas))
     linhas = conn.execute(

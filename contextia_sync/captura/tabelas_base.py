@@ -33,9 +33,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contextia_sync.captura import DatasetVivo, TabelaBase
+
+if TYPE_CHECKING:  # tipos.py importa o sqlalchemy, que o autoteste não tem
+    from contextia_sync.tipos import ConexaoDoDriver, CursorDoDriver
 
 Nome = tuple[str, str]
 """(esquema, objeto) como a origem os compara (no MariaDB, em minúsculas, como o binlog)."""
@@ -239,7 +242,7 @@ def _pedidos(alvos: Iterable[DatasetVivo], nomear: Callable[[str], Nome]) -> set
 
 
 # ------------------------------------------------------------------ PostgreSQL
-def catalogo_postgres(conn: Any, alvos: list[DatasetVivo]) -> Catalogo:
+def catalogo_postgres(conn: ConexaoDoDriver, alvos: list[DatasetVivo]) -> Catalogo:
     """O catálogo dos objetos que `alvos` citam, lido por uma conexão psycopg aberta."""
 
     def nomear(nome: str) -> Nome:
@@ -274,7 +277,7 @@ def catalogo_postgres(conn: Any, alvos: list[DatasetVivo]) -> Catalogo:
     return catalogo
 
 
-def _lidas_postgres(conn: Any, views: dict[int, Nome], catalogo: Catalogo) -> None:
+def _lidas_postgres(conn: ConexaoDoDriver, views: dict[int, Nome], catalogo: Catalogo) -> None:
     """
     O que cada view lê (pg_rewrite -> pg_depend), nível por nível até as
     tabelas: as relações da regra da view e as funções que ela chama.
@@ -305,13 +308,13 @@ def _lidas_postgres(conn: Any, views: dict[int, Nome], catalogo: Catalogo) -> No
         views = seguintes
 
 
-def conferir_no_postgres(conn: Any, alvos: list[DatasetVivo]) -> Conferencia:
+def conferir_no_postgres(conn: ConexaoDoDriver, alvos: list[DatasetVivo]) -> Conferencia:
     """`slot_logico`: o catálogo lido pela conexão da captura, e a conferência."""
     return conferir_bases(alvos, catalogo_postgres(conn, alvos))
 
 
 # ------------------------------------------------------------------ MariaDB / MySQL
-def catalogo_mariadb(cursor: Any, banco: str, alvos: list[DatasetVivo]) -> Catalogo:
+def catalogo_mariadb(cursor: CursorDoDriver, banco: str, alvos: list[DatasetVivo]) -> Catalogo:
     """
     O catálogo dos objetos que `alvos` citam, lido por um cursor PyMySQL aberto.
     Os nomes se comparam em minúsculas, como o binlog os casa (`binlog_eventos.tabela`).
@@ -355,7 +358,7 @@ def catalogo_mariadb(cursor: Any, banco: str, alvos: list[DatasetVivo]) -> Catal
     return catalogo
 
 
-def _lidas_mariadb(cursor: Any, esquemas: list[str], catalogo: Catalogo) -> None:
+def _lidas_mariadb(cursor: CursorDoDriver, esquemas: list[str], catalogo: Catalogo) -> None:
     """
     O que cada view lê, se o servidor tem `information_schema.VIEW_TABLE_USAGE`
     (MySQL 8.0.13+). O MariaDB 10.11 (o desta máquina) não tem: `dependencias` fica False.
@@ -380,6 +383,8 @@ def _lidas_mariadb(cursor: Any, esquemas: list[str], catalogo: Catalogo) -> None
         catalogo.tipos[lida] = _TIPO_MARIADB.get(str(tipo).upper(), str(tipo).lower())
 
 
-def conferir_no_mariadb(cursor: Any, banco: str, alvos: list[DatasetVivo]) -> Conferencia:
+def conferir_no_mariadb(
+    cursor: CursorDoDriver, banco: str, alvos: list[DatasetVivo]
+) -> Conferencia:
     """`binlog`: o catálogo lido pelo cursor da captura, e a conferência."""
     return conferir_bases(alvos, catalogo_mariadb(cursor, banco, alvos))

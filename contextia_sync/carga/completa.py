@@ -53,7 +53,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypedDict, TypeVar
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import mapeamento, padroes
@@ -61,9 +61,10 @@ from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.origem.marca_apagada import MarcaDeApagado, argumento
 from contextia_sync.registro import limpo, logger
+from contextia_sync.tipos import DatasetDoMapa, Mapa, ValorDoBanco
 
 if TYPE_CHECKING:
-    from contextia_sync.carga.historico import Historico
+    from contextia_sync.carga.historico import CargaAceita, Historico
     from contextia_sync.intake.chaves import Triagem
     from contextia_sync.intake.cliente import ResultadoEnvio
 
@@ -140,7 +141,7 @@ def encurtar(texto: str, limite: int = MOTIVO_NO_RESUMO) -> str:
 
 
 def teto_do_complete(
-    sem_key: bool, max_remocao: float, base: Mapping[str, Any] | None, trazidos: int
+    sem_key: bool, max_remocao: float, base: CargaAceita | None, trazidos: int
 ) -> tuple[float | None, str | None]:
     """
     O teto que vai no `complete` e, se a carga já deve ser recusada aqui, o motivo.
@@ -174,9 +175,7 @@ def teto_do_complete(
     return max_remocao, None
 
 
-def _recusa_acumulada(
-    sem_key: bool, max_remocao: float, base: Mapping[str, Any], trazidos: int
-) -> str:
+def _recusa_acumulada(sem_key: bool, max_remocao: float, base: CargaAceita, trazidos: int) -> str:
     """A recusa contra a base: o tamanho, a data daquela carga, a janela e o porquê."""
     maior = base['registros']
     qual = (
@@ -210,9 +209,7 @@ class ErroSelecao(ErroConfiguracao, ValueError):
     """--dataset pediu um dataset que o mapeamento não tem."""
 
 
-def selecionar_datasets(
-    mapa: Mapping[str, Any], pedidos: Sequence[str] | None = None
-) -> list[dict[str, Any]]:
+def selecionar_datasets(mapa: Mapa, pedidos: Sequence[str] | None = None) -> list[DatasetDoMapa]:
     """
     Os datasets do mapeamento, ou só os `pedidos` (pelo nome escrito ou normalizado).
 
@@ -223,11 +220,11 @@ def selecionar_datasets(
 
     if not pedidos:
         return list(mapa['datasets'])
-    por_nome: dict[str, dict[str, Any]] = {}
+    por_nome: dict[str, DatasetDoMapa] = {}
     for row in mapa['datasets']:
         por_nome[row['dataset']] = row
         por_nome[normalizar_dataset(row['dataset'])] = row
-    escolhidos: list[dict[str, Any]] = []
+    escolhidos: list[DatasetDoMapa] = []
     desconhecidos: list[str] = []
     for pedido in pedidos:
         achado = por_nome.get(pedido)
@@ -256,7 +253,7 @@ def selecionar_datasets(
 # ---------------------------------------------------------------------------
 
 
-def conferir_registro(linha: Mapping[str, Any]) -> bytes:
+def conferir_registro(linha: Mapping[str, ValorDoBanco]) -> bytes:
     """
     Uma linha da origem como a carga real a manda: `serializar_registro` e o
     `json.dumps` do envelope do intake (as mesmas opções, `allow_nan=False`).
@@ -275,7 +272,7 @@ def conferir_registro(linha: Mapping[str, Any]) -> bytes:
     ).encode('utf-8')
 
 
-def _coluna_recusada(linha: Mapping[str, Any]) -> tuple[str, Any] | None:
+def _coluna_recusada(linha: Mapping[str, ValorDoBanco]) -> tuple[str, ValorDoBanco] | None:
     """A primeira coluna cujo valor não vira JSON (o diagnostico; o veredito e o de cima)."""
     from contextia_sync.intake.serializacao import ErroSerializacao, valor_json
 
@@ -287,13 +284,13 @@ def _coluna_recusada(linha: Mapping[str, Any]) -> tuple[str, Any] | None:
     return None
 
 
-def _nao_finito(valor: Any) -> bool:
+def _nao_finito(valor: object) -> bool:
     if isinstance(valor, float):
         return not math.isfinite(valor)
     return isinstance(valor, decimal.Decimal) and not valor.is_finite()
 
 
-def correcao_de_tipo(coluna: str, valor: Any, source_object: str) -> str:
+def correcao_de_tipo(coluna: str, valor: object, source_object: str) -> str:
     """Como a view resolve um valor que não vira JSON: a expressão e onde po-la."""
     if _nao_finito(valor):
         expressao = (
@@ -325,7 +322,7 @@ def correcao_de_tipo(coluna: str, valor: Any, source_object: str) -> str:
     )
 
 
-def _texto_da_chave(valor: Any) -> str:
+def _texto_da_chave(valor: object) -> str:
     if isinstance(valor, (int, str, decimal.Decimal)) and not isinstance(valor, bool):
         return encurtar(texto_escopo(valor), 60)
     return encurtar(repr(valor), 60)
@@ -337,7 +334,7 @@ def recusa_da_linha(
     source_object: str,
     chave: str | None,
     numero: int,
-    linha: Mapping[str, Any],
+    linha: Mapping[str, ValorDoBanco],
     erro: Exception,
 ) -> str:
     """
@@ -403,7 +400,7 @@ def _parecida(nome: str, existentes: Sequence[str]) -> str | None:
     return por_minusculo[achadas[0]] if achadas else None
 
 
-def _papeis_do_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, list[str]]:
+def _papeis_do_dataset(mapa: Mapa, row: DatasetDoMapa) -> dict[str, list[str]]:
     """Cada coluna que o dataset usa -> os campos do mapeamento que a citam."""
     papeis: dict[str, list[str]] = {}
     for coluna in row.get('columns') or ():
@@ -413,16 +410,16 @@ def _papeis_do_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> dict[
         ('watch_column', mapeamento.valor_herdado(mapa, row, 'watch_column')),
         ('scope_column', mapeamento.coluna_de_recorte(mapa, row)),
     )
-    for campo, coluna in usadas:
+    for campo, usada in usadas:
         # Herdada e fora de columns nao e lida (o dataset so perde aquele papel).
-        if coluna and coluna in papeis:
-            papeis[coluna].append(campo)
+        if usada and usada in papeis:
+            papeis[usada].append(campo)
     for coluna in row.get('fields') or {}:
         papeis.setdefault(coluna, []).append('fields')
     return papeis
 
 
-def _papeis_do_cadastro(mapa: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
+def _papeis_do_cadastro(mapa: Mapa) -> tuple[str, dict[str, list[str]]]:
     """(source_object do cadastro, coluna -> campos de `projects` que a citam)."""
     from contextia_sync.provisionamento import regra_projeto
 
@@ -507,7 +504,7 @@ class _Catalogos:
 
 
 def _alvos_do_catalogo(
-    mapa: Mapping[str, Any], datasets: Sequence[Mapping[str, Any]] | None, projetos: bool
+    mapa: Mapa, datasets: Sequence[DatasetDoMapa] | None, projetos: bool
 ) -> list[_AlvoDoCatalogo]:
     """O cadastro (se `projetos`) e cada dataset pedido, na ordem do relatório."""
     from contextia_sync.intake.cliente import normalizar_dataset
@@ -528,9 +525,9 @@ def _alvos_do_catalogo(
 
 
 def conferir_catalogo(
-    mapa: Mapping[str, Any],
+    mapa: Mapa,
     origem: AdaptadorDeOrigem,
-    datasets: Sequence[Mapping[str, Any]] | None = None,
+    datasets: Sequence[DatasetDoMapa] | None = None,
     *,
     projetos: bool = True,
 ) -> list[ProblemaCatalogo]:
@@ -559,9 +556,9 @@ def conferir_catalogo(
 
 
 def conferir_colunas(
-    mapa: Mapping[str, Any],
+    mapa: Mapa,
     origem: AdaptadorDeOrigem,
-    datasets: Sequence[Mapping[str, Any]] | None = None,
+    datasets: Sequence[DatasetDoMapa] | None = None,
     *,
     projetos: bool = True,
 ) -> list[str]:
@@ -574,7 +571,7 @@ def conferir_colunas(
 
 
 def resultado_sem_leitura(
-    mapa: Mapping[str, Any], row: Mapping[str, Any], problemas: Sequence[ProblemaCatalogo]
+    mapa: Mapa, row: DatasetDoMapa, problemas: Sequence[ProblemaCatalogo]
 ) -> ResultadoCarga:
     """O dataset que o seco nem lê: colunas (ou o objeto) que a origem não tem."""
     from contextia_sync.intake.cliente import normalizar_dataset
@@ -623,9 +620,7 @@ class EmpresaNoCadastro:
     """Por que a regra de projeto a recusa (ex.: inativa), ou None se ela a aceita."""
 
 
-def conferir_escopo(
-    mapa: Mapping[str, Any], origem: AdaptadorDeOrigem, escopo: str
-) -> EmpresaNoCadastro:
+def conferir_escopo(mapa: Mapa, origem: AdaptadorDeOrigem, escopo: str) -> EmpresaNoCadastro:
     """
     A empresa `escopo` no cadastro de empresas do mapeamento (`projects`),
     comparada como o provisionador compara (texto sem espaços nas pontas).
@@ -644,7 +639,7 @@ def conferir_escopo(
 
 
 def conferir_escopos(
-    mapa: Mapping[str, Any], origem: AdaptadorDeOrigem, escopos: Iterable[str]
+    mapa: Mapa, origem: AdaptadorDeOrigem, escopos: Iterable[str]
 ) -> dict[str, EmpresaNoCadastro | ErroEscopoDesconhecido]:
     """
     `conferir_escopo` de várias empresas com UMA leitura do cadastro: para cada
@@ -655,7 +650,7 @@ def conferir_escopos(
 
     regra = regra_projeto.resolver(mapa)
     pedidos = list(escopos)
-    achadas: dict[str, list[Mapping[str, Any]]] = {escopo: [] for escopo in pedidos}
+    achadas: dict[str, list[Mapping[str, ValorDoBanco]]] = {escopo: [] for escopo in pedidos}
     existentes: dict[str, bool] = {}
     # O codigo que nao serve nao e empresa (nem na lista das que existem, abaixo).
     linhas, _ = regra_projeto.separar_codigos(
@@ -802,7 +797,7 @@ def contar_para_o_progresso(
 
 def texto_das_apagadas(
     origem: AdaptadorDeOrigem,
-    row: Mapping[str, Any],
+    row: DatasetDoMapa,
     recorte: tuple[str, str] | None,
     marca: MarcaDeApagado | None,
     nome: str,
@@ -831,11 +826,11 @@ class ErroKeyNaoUnica(ErroConfiguracao, ValueError):
 
 
 def triagem_da_carga(
-    mapa: Mapping[str, Any],
-    row: Mapping[str, Any],
+    mapa: Mapa,
+    row: DatasetDoMapa,
     origem: AdaptadorDeOrigem,
     marca: MarcaDeApagado | None,
-    recorte: tuple[str, Any] | None = None,
+    recorte: tuple[str, str] | None = None,
 ) -> Triagem:
     """
     A triagem de uma carga do dataset `row` (de uma empresa com `recorte`, ou
@@ -915,15 +910,18 @@ def avisar_chaves(triagem: Triagem, onde: str) -> None:
 
 def _abrir_triadas(
     resultado: ResultadoCarga, triagem: Triagem, leitura: _LeituraContada, escopo: str
-) -> tuple[Iterator[Mapping[str, Any]], Any]:
+) -> tuple[Iterator[Mapping[str, ValorDoBanco]], Mapping[str, str] | None]:
     """A leitura de uma empresa aberta, pela triagem (e as famílias de tipo dela)."""
     linhas, familias = leitura.abrir()
     return _triadas(resultado, triagem, linhas, escopo), familias
 
 
 def _triadas(
-    resultado: ResultadoCarga, triagem: Triagem, linhas: Iterable[Mapping[str, Any]], escopo: str
-) -> Iterator[Mapping[str, Any]]:
+    resultado: ResultadoCarga,
+    triagem: Triagem,
+    linhas: Iterable[Mapping[str, ValorDoBanco]],
+    escopo: str,
+) -> Iterator[Mapping[str, ValorDoBanco]]:
     """As linhas de uma empresa pela triagem; lidas até o fim, o que ficou de fora é anotado."""
     empresa = None if resultado.dominio else escopo
     yield from triagem.filtrar(linhas, empresa)
@@ -932,8 +930,8 @@ def _triadas(
 
 
 def carregar_dataset(
-    mapa: Mapping[str, Any],
-    row: Mapping[str, Any],
+    mapa: Mapa,
+    row: DatasetDoMapa,
     origem: AdaptadorDeOrigem,
     escopo: str,
     *,
@@ -1013,7 +1011,7 @@ def carregar_dataset(
         resultado.segundos = time.monotonic() - inicio
 
 
-def _resultado_do_dataset(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> ResultadoCarga:
+def _resultado_do_dataset(mapa: Mapa, row: DatasetDoMapa) -> ResultadoCarga:
     """O ResultadoCarga ainda sem leitura: o que o mapeamento diz do dataset."""
     from contextia_sync.intake import cliente
 
@@ -1038,7 +1036,7 @@ class _LeituraContada:
     """
 
     origem: AdaptadorDeOrigem
-    row: Mapping[str, Any]
+    row: DatasetDoMapa
     recorte: tuple[str, str] | None
     escopo: str
     rotulo: str
@@ -1054,7 +1052,7 @@ class _LeituraContada:
     def lidas(self) -> int:
         return self.contador[0]
 
-    def abrir(self) -> tuple[Iterator[Mapping[str, Any]], Any]:
+    def abrir(self) -> tuple[Iterator[Mapping[str, ValorDoBanco]], Mapping[str, str] | None]:
         """(as linhas contadas, as famílias de tipo do resultado, se o adaptador as dá)."""
         if self.barra or self.progresso is not None:
             self.total = contar_para_o_progresso(
@@ -1083,9 +1081,9 @@ class _LeituraContada:
 
 def _carga_seca(
     resultado: ResultadoCarga,
-    mapa: Mapping[str, Any],
-    row: Mapping[str, Any],
-    linhas: Iterable[Mapping[str, Any]],
+    mapa: Mapa,
+    row: DatasetDoMapa,
+    linhas: Iterable[Mapping[str, ValorDoBanco]],
     escopo: str,
     leitura: _LeituraContada,
 ) -> None:
@@ -1098,7 +1096,17 @@ def _carga_seca(
     resultado.ok = not resultado.recusadas
 
 
-def argumentos_do_envio(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+class ArgumentosDoEnvio(TypedDict):
+    """O que o mapeamento diz a `cliente.enviar_dataset` de um dataset (`argumentos_do_envio`)."""
+
+    key: str | None
+    description: str | None
+    fields: dict[str, str] | None
+    group: str | None
+    chunk: int
+
+
+def argumentos_do_envio(mapa: Mapa, row: DatasetDoMapa) -> ArgumentosDoEnvio:
     """O que `cliente.enviar_dataset` leva do mapeamento: key, metadados e chunk do dataset."""
     descricao, campos = mapeamento.semantica(mapa, row)
     return {
@@ -1112,9 +1120,9 @@ def argumentos_do_envio(mapa: Mapping[str, Any], row: Mapping[str, Any]) -> dict
 
 def enviar_sob_sync(
     resultado: ResultadoCarga,
-    mapa: Mapping[str, Any],
-    row: Mapping[str, Any],
-    linhas: Iterable[Mapping[str, Any]],
+    mapa: Mapa,
+    row: DatasetDoMapa,
+    linhas: Iterable[Mapping[str, ValorDoBanco]],
     *,
     api_key: str | None,
     escopo: str,
@@ -1240,7 +1248,7 @@ def fechar_carga(
 
 def _base_do_teto(
     historico: Historico | None, escopo: str, nome: str, sem_key: bool
-) -> dict[str, Any] | None:
+) -> CargaAceita | None:
     """
     A maior carga aceita na janela; sem key e sem carga na janela, a última
     aceita, de qualquer data (sem base o teto sem key cairia na fração do
@@ -1256,7 +1264,7 @@ def _base_do_teto(
 
 def _conferir_linhas(
     resultado: ResultadoCarga,
-    linhas: Iterable[Mapping[str, Any]],
+    linhas: Iterable[Mapping[str, ValorDoBanco]],
     escopo: str,
     source_object: str,
     chave: str | None,
@@ -1289,7 +1297,7 @@ class Conferencia:
         self.primeiras: dict[tuple[str, str], str] = {}
         self.repetidas: list[str] = []
 
-    def conferir(self, linhas: Iterable[Mapping[str, Any]]) -> None:
+    def conferir(self, linhas: Iterable[Mapping[str, ValorDoBanco]]) -> None:
         resultado = self.resultado
         for linha in linhas:
             self.lidas += 1

@@ -41,13 +41,38 @@ import fcntl
 import json
 import os
 from collections.abc import Collection, Iterable, Iterator
-from typing import Any
+from typing import Required, TypedDict, cast
 
 from contextia_sync import padroes
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.registro import logger
+from contextia_sync.tipos import JsonDecodificado
 
 SUFIXO = '.historico.json'
+
+
+class CargaDaJanela(TypedDict):
+    """Um item da `janela`: a maior carga aceita de um dia."""
+
+    registros: int
+    em: str
+
+
+class _CargaComMomento(CargaDaJanela):
+    """Um item da `janela` com o `em` já lido como data (não vai ao arquivo)."""
+
+    _momento: datetime.datetime
+
+
+class CargaAceita(TypedDict, total=False):
+    """Uma carga aceita: a entrada gravada (`anterior`) ou a base do teto (`base`)."""
+
+    registros: Required[int]
+    em: str
+    removidos: int
+    execucao: str | None
+    janela: list[CargaDaJanela]
+    janela_dias: int
 
 
 def _momento(texto: object) -> datetime.datetime | None:
@@ -63,7 +88,7 @@ def _momento(texto: object) -> datetime.datetime | None:
     return momento
 
 
-def _janela(entrada: object, agora: datetime.datetime, dias: int) -> list[dict[str, Any]]:
+def _janela(entrada: object, agora: datetime.datetime, dias: int) -> list[_CargaComMomento]:
     """
     As cargas da `janela` de uma entrada que ainda valem em `agora`, em ordem.
 
@@ -78,7 +103,7 @@ def _janela(entrada: object, agora: datetime.datetime, dias: int) -> list[dict[s
     if not isinstance(cargas, list):
         cargas = [entrada]
     primeiro_dia = agora.date() - datetime.timedelta(days=dias)
-    validas = []
+    validas: list[_CargaComMomento] = []
     for carga in cargas:
         momento = _momento(carga.get('em')) if isinstance(carga, dict) else None
         registros = carga.get('registros') if isinstance(carga, dict) else None
@@ -94,8 +119,8 @@ def _janela(entrada: object, agora: datetime.datetime, dias: int) -> list[dict[s
 
 
 def _com_a_carga(
-    janela: list[dict[str, Any]], registros: int, em: str, agora: datetime.datetime, dias: int
-) -> list[dict[str, Any]]:
+    janela: list[_CargaComMomento], registros: int, em: str, agora: datetime.datetime, dias: int
+) -> list[CargaDaJanela]:
     """A janela com a carga aceita agora: a maior de hoje fica, uma por dia."""
     hoje = [c for c in janela if c['_momento'].date() == agora.date()]
     janela = [c for c in janela if c['_momento'].date() != agora.date()]
@@ -123,10 +148,10 @@ class Historico:
         self.caminho = caminho
         self.janela_dias = janela_dias
 
-    def _ler(self) -> dict[str, Any] | None:
+    def _ler(self) -> dict[str, JsonDecodificado] | None:
         try:
             with open(self.caminho, encoding='utf-8') as arquivo:
-                dados: Any = json.load(arquivo)
+                dados: JsonDecodificado = json.load(arquivo)
             if not isinstance(dados, dict) or not isinstance(dados.get('cargas'), dict):
                 raise ValueError('sem o objeto "cargas"')
             return dados
@@ -155,17 +180,18 @@ class Historico:
             finally:
                 fcntl.flock(trava, fcntl.LOCK_UN)
 
-    def anterior(self, escopo: object, dataset: str) -> dict[str, Any] | None:
+    def anterior(self, escopo: object, dataset: str) -> CargaAceita | None:
         """A última carga aceita ({'registros', 'em', ...}) ou None."""
         dados = self._ler() or {'cargas': {}}
         entrada = (dados['cargas'].get(str(escopo)) or {}).get(dataset)
         if not isinstance(entrada, dict) or not isinstance(entrada.get('registros'), int):
             return None
-        return entrada
+        # O arquivo é nosso: `registrar_varias` grava a entrada assim (registros conferido).
+        return cast(CargaAceita, entrada)
 
     def base(
         self, escopo: object, dataset: str, agora: datetime.datetime | None = None
-    ) -> dict[str, Any] | None:
+    ) -> CargaAceita | None:
         """
         A base do teto de remoção: a MAIOR carga aceita de `dataset` na empresa
         `escopo` dentro da janela, {'registros', 'em', 'janela_dias'}; None se
@@ -238,8 +264,8 @@ class Historico:
             gravar_atomico(self.caminho, json.dumps(dados, indent=1, sort_keys=True) + '\n')
 
     def faltando(
-        self, escopos: Collection[Any], datasets: Iterable[str], execucao: str | None
-    ) -> dict[str, list[Any]]:
+        self, escopos: Collection[str], datasets: Iterable[str], execucao: str | None
+    ) -> dict[str, list[str]]:
         """
         {dataset: [empresas]} em que a execução `execucao` NÃO fechou a carga.
 

@@ -74,7 +74,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Literal, cast
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import mapeamento, padroes
@@ -99,10 +99,15 @@ from contextia_sync.carga.completa import (
 from contextia_sync.escopos import REGRA, codigo_invalido, problema_no_escopo, texto_escopo
 from contextia_sync.origem.marca_apagada import MarcaDeApagado, argumento
 from contextia_sync.registro import limpo, logger
+from contextia_sync.tipos import DatasetDoMapa, Linha, Mapa, ValorDoBanco
 
 if TYPE_CHECKING:
     from contextia_sync.carga.historico import Historico
     from contextia_sync.intake.chaves import Triagem
+    from orjson import Fragment
+
+    from contextia_sync.intake.cliente import ResultadoEnvio
+    from contextia_sync.intake.lotes import Lido
 
 # Linhas por bloco no arquivo temporário do dataset de domínio.
 BLOCO_DA_COPIA = 1000
@@ -200,7 +205,7 @@ class _Erros:
     erro: BaseException | None = None
 
 
-def _guardando(linhas: Iterable[Any], erros: _Erros) -> Iterator[Any]:
+def _guardando(linhas: Iterable[Linha], erros: _Erros) -> Iterator[Linha]:
     """As linhas, anotando em `erros` a exceção que a origem levantar no meio."""
     iterador = iter(linhas)
     while True:
@@ -221,8 +226,8 @@ class _Copia:
         self._arquivo: IO[bytes] = tempfile.TemporaryFile(prefix='contextia-dominio-')
         self.linhas = 0
 
-    def guardar(self, linhas: Iterable[Any]) -> None:
-        bloco: list[Any] = []
+    def guardar(self, linhas: Iterable[Linha]) -> None:
+        bloco: list[Linha] = []
         for linha in linhas:
             bloco.append(linha)
             self.linhas += 1
@@ -233,7 +238,7 @@ class _Copia:
             pickle.dump(bloco, self._arquivo, pickle.HIGHEST_PROTOCOL)
         self._arquivo.flush()
 
-    def ler(self) -> Iterator[dict[str, Any]]:
+    def ler(self) -> Iterator[Linha]:
         # Cada empresa recebe dicts novos: o envio converte as linhas no lugar.
         self._arquivo.seek(0)
         while True:
@@ -248,8 +253,8 @@ class _Copia:
 
 
 def carregar_dataset_todas(
-    mapa: Mapping[str, Any],
-    row: Mapping[str, Any],
+    mapa: Mapa,
+    row: DatasetDoMapa,
     origem: AdaptadorDeOrigem,
     empresas: Sequence[Empresa],
     *,
@@ -314,8 +319,8 @@ class _CargaDoDataset:
 
     def __init__(
         self,
-        mapa: Mapping[str, Any],
-        row: Mapping[str, Any],
+        mapa: Mapa,
+        row: DatasetDoMapa,
         origem: AdaptadorDeOrigem,
         empresas: Sequence[Empresa],
         opcoes: _Opcoes,
@@ -486,7 +491,7 @@ class _CargaDoDataset:
         if progresso is not None:
             progresso(linha_de_progresso(self.nome, 'todas', lidos, self.total, segundos))
 
-    def ler(self) -> tuple[Iterator[Any], Mapping[str, str] | None]:
+    def ler(self) -> tuple[Iterator[Linha], Mapping[str, str] | None]:
         """A leitura do dataset, de todas as empresas, sem ordem nem filtro."""
         self.leitura.leituras += 1
         try:
@@ -512,7 +517,7 @@ class _CargaDoDataset:
         return _guardando(contadas, self.erros), familias
 
     def entregar(
-        self, escopo: str, linhas: Iterable[Any], familias: Mapping[str, str] | None
+        self, escopo: str, linhas: Iterable[Linha], familias: Mapping[str, str] | None
     ) -> None:
         """As linhas de uma empresa sob o sync dela; o complete espera o fim da leitura."""
         empresa, resultado = self.ativas[escopo], self.resultados[escopo]
@@ -542,7 +547,7 @@ class _CargaDoDataset:
         if resultado.interrompido:
             raise ContextiaFora(resultado.erro or 'o Contextia não respondeu')
 
-    def _conferir(self, escopo: str, resultado: ResultadoCarga, linhas: Iterable[Any]) -> None:
+    def _conferir(self, escopo: str, resultado: ResultadoCarga, linhas: Iterable[Linha]) -> None:
         """O seco: cada linha da empresa conferida, nada enviado."""
         contadas = _Contadas(linhas)
         _conferir_linhas(
@@ -580,11 +585,15 @@ def _parar_por_contextia_fora(
             )
 
 
-class _Buffer(list[Any]):
-    """As linhas de uma empresa esperando virar lote (a lista sabe de quem é)."""
+class _Buffer(list['Lido']):  # entre aspas: a base roda no import, e Lido só existe para o mypy
+    """
+    As linhas de uma empresa esperando virar lote (a lista sabe de quem é): cada
+    uma já pronta (o JSON dela, de `preparar`) ou, sem `preparar` (o seco, ou
+    sem o orjson), a linha como a origem a deu.
+    """
 
     __slots__ = ('escopo',)
-    descarte = False
+    descarte: Literal[False] = False
 
     def __init__(self, escopo: str) -> None:
         super().__init__()
@@ -595,7 +604,7 @@ class _Descarte:
     """O destino das linhas de uma empresa que não recebe nada: só as conta."""
 
     __slots__ = ('linhas',)
-    descarte = True
+    descarte: Literal[True] = True
 
     def __init__(self) -> None:
         self.linhas = 0
@@ -630,8 +639,8 @@ class _Reparticao:
 
     def __init__(
         self,
-        mapa: Mapping[str, Any],
-        row: Mapping[str, Any],
+        mapa: Mapa,
+        row: DatasetDoMapa,
         ativas: Mapping[str, Empresa],
         resultados: Mapping[str, ResultadoCarga],
         *,
@@ -659,14 +668,14 @@ class _Reparticao:
         """Lotes que sairam antes do chunk pelo teto (o fim de cada empresa não conta)."""
         self.syncs: dict[str, str] = {}
         self.partes: dict[str, int] = {}
-        self.balancos: dict[str, Any] = {}
+        self.balancos: dict[str, ResultadoEnvio] = {}
         self.conferencias: dict[str, Conferencia] = {}
         self.falhas: set[str] = set()
         self.descartes: dict[str, _Descarte] = {}
-        self.destinos: dict[Any, Any] = {}
-        self.voo: dict[Future[Any], str] = {}
+        self.destinos: dict[ValorDoBanco, _Buffer | _Descarte] = {}
+        self.voo: dict[Future[ResultadoEnvio], str] = {}
         self.familias: Mapping[str, str] | None = None
-        self.preparar: Callable[[Mapping[str, Any]], Any] | None = None
+        self.preparar: Callable[[Mapping[str, ValorDoBanco]], Fragment] | None = None
         self.pendentes: dict[str, str] = {}
         self.fora: str | None = None
         """O erro do primeiro lote que achou o Contextia indisponível: a leitura para."""
@@ -677,11 +686,11 @@ class _Reparticao:
         """A key nula e a repetida (`completa.triagem_da_carga`); quem cria a repartição a põe."""
 
     # -- a empresa de cada linha ------------------------------------------------
-    def _destino(self, valor: Any) -> Any:
+    def _destino(self, valor: ValorDoBanco) -> _Buffer | _Descarte:
         """O buffer (ou o descarte) das linhas com este valor cru de escopo."""
         escopo = texto_escopo(valor)
         if escopo in self.ativas and escopo not in self.falhas and self.ativas[escopo].ativa:
-            destino: Any = self.buffers.get(escopo)
+            destino: _Buffer | _Descarte | None = self.buffers.get(escopo)
             if destino is None:
                 destino = self.buffers[escopo] = _Buffer(escopo)
         else:
@@ -701,7 +710,7 @@ class _Reparticao:
     def repartir(
         self,
         leitura: LeituraDoDataset,
-        ler: Callable[[], tuple[Iterator[Any], Mapping[str, str] | None]],
+        ler: Callable[[], tuple[Iterator[Linha], Mapping[str, str] | None]],
         coluna: str,
     ) -> None:
         """Lê o dataset inteiro, repartindo; devolve depois do último lote respondido."""
@@ -732,7 +741,7 @@ class _Reparticao:
             self._somar(leitura)
         self._anotar_pendentes()
 
-    def _distribuir(self, linhas: Iterator[Any], coluna: str, recusa: type[Exception]) -> None:
+    def _distribuir(self, linhas: Iterator[Linha], coluna: str, recusa: type[Exception]) -> None:
         """
         O laço por linha (o caminho quente: nada de chamada a mais por linha).
 
@@ -762,13 +771,14 @@ class _Reparticao:
                 continue
             if separar is not None and separar(destino.escopo, linha):
                 continue
+            pronta: Lido = linha
             if preparar is not None:
                 try:
-                    linha = preparar(linha)
+                    pronta = preparar(linha)
                 except recusa as erro:
                     self._recusar(destino.escopo, linha, erro)
                     continue
-            destino.append(linha)
+            destino.append(pronta)
             tamanho = len(destino)
             self.retidas += 1
             if tamanho >= chunk:
@@ -780,7 +790,7 @@ class _Reparticao:
             if self.fora is not None:
                 raise ContextiaFora(self.fora)
 
-    def _nula(self, valor: Any, linha: dict[str, Any]) -> None:
+    def _nula(self, valor: ValorDoBanco, linha: Linha) -> None:
         """A linha de key nula: contada na empresa dela, fica de fora."""
         if self.triagem is not None:
             self.triagem.separar(texto_escopo(valor), linha)
@@ -799,7 +809,7 @@ class _Reparticao:
             destino = self.buffers.get(escopo)
             if destino is None:
                 destino = self.buffers[escopo] = _Buffer(escopo)
-            pronta: Any = linha
+            pronta: Lido = linha
             if self.preparar is not None:
                 try:
                     pronta = self.preparar(linha)
@@ -853,7 +863,8 @@ class _Reparticao:
                 conferencia = self.conferencias[escopo] = Conferencia(
                     resultado, escopo, self.row['source_object'], self.argumentos['key']
                 )
-            conferencia.conferir(lote)
+            # No seco não há `preparar`: o lote tem as linhas como a origem as deu.
+            conferencia.conferir(cast('list[Linha]', lote))
             resultado.registros += len(lote)
             return
         while len(self.voo) >= self.em_voo:
@@ -862,7 +873,7 @@ class _Reparticao:
             return  # falhou enquanto esperava a vaga
         self._submeter(escopo, lote)
 
-    def _submeter(self, escopo: str, lote: list[Any]) -> None:
+    def _submeter(self, escopo: str, lote: list[Lido]) -> None:
         empresa = self.ativas[escopo]
         sync = self.syncs.get(escopo)
         if sync is None:
@@ -918,7 +929,7 @@ class _Reparticao:
             if not todos:
                 return
 
-    def _recusar(self, escopo: str, linha: Mapping[str, Any], erro: Exception) -> None:
+    def _recusar(self, escopo: str, linha: Mapping[str, ValorDoBanco], erro: Exception) -> None:
         """Uma linha da empresa que não vira JSON: ela não fecha (o envio recusaria igual)."""
         from contextia_sync.fila.quarentena import descrever
 
@@ -976,11 +987,11 @@ class _Reparticao:
 class _Contadas:
     """As linhas de uma empresa, contadas (o seco diz quantas leu)."""
 
-    def __init__(self, linhas: Iterable[Any]) -> None:
+    def __init__(self, linhas: Iterable[Linha]) -> None:
         self._linhas = linhas
         self.n = 0
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Linha]:
         for linha in self._linhas:
             self.n += 1
             yield linha
@@ -1070,8 +1081,8 @@ def _gravar_historico(
 
 
 def _dominio(
-    ler: Callable[..., tuple[Iterator[Any], Mapping[str, str] | None]],
-    entregar: Callable[[str, Iterable[Any], Mapping[str, str] | None], None],
+    ler: Callable[[], tuple[Iterator[Linha], Mapping[str, str] | None]],
+    entregar: Callable[[str, Iterable[Linha], Mapping[str, str] | None], None],
     ativas: Mapping[str, Empresa],
     triagem: Triagem | None = None,
 ) -> None:

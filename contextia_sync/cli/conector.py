@@ -17,12 +17,18 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
+
+if TYPE_CHECKING:  # só os tipos: a carga é importada tarde, quando roda
+    from contextia_sync.carga.completa import ProblemaCatalogo
+    from contextia_sync.carga.historico import Historico
+    from contextia_sync.carga.todas import Empresa
+    from contextia_sync.tipos import DatasetDoMapa, Mapa
 
 PROG = 'connector'
 DESCRICAO = (
@@ -282,9 +288,9 @@ def caminho_do_historico(args: argparse.Namespace) -> str | None:
 class Preparo:
     """O que a carga precisa, já conferido: nada aqui é erro de configuração."""
 
-    mapa: dict[str, Any]
+    mapa: Mapa
     escopo: str
-    datasets: list[dict[str, Any]]
+    datasets: list[DatasetDoMapa]
     intervalo: float
     origem: AdaptadorDeOrigem
     chave: str | None = None
@@ -349,7 +355,7 @@ def preparar(args: argparse.Namespace) -> Preparo:
     )
 
 
-def _normalizado(row: dict[str, Any]) -> str:
+def _normalizado(row: DatasetDoMapa) -> str:
     from contextia_sync.intake.cliente import normalizar_dataset
 
     return normalizar_dataset(row['dataset'])
@@ -357,7 +363,7 @@ def _normalizado(row: dict[str, Any]) -> str:
 
 def conferir_antes_de_ler(
     args: argparse.Namespace, preparo: Preparo
-) -> int | dict[str | None, list[Any]]:
+) -> int | dict[str | None, list[ProblemaCatalogo]]:
     """
     O que se confere com a origem conectada e antes de ler qualquer linha de dado.
 
@@ -509,7 +515,7 @@ def _sem_segredos_herdados() -> None:
     )
 
 
-def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
+def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Empresa]]:
     """
     O `preparar` de --todas: o mapeamento, o arquivo de chaves (o leitor do SDK)
     e, para cada empresa, a chave conferida contra o projeto (uma pergunta por
@@ -589,7 +595,7 @@ def preparar_todas(args: argparse.Namespace) -> tuple[Preparo, list[Any]]:
 
 def _cabecalho(
     args: argparse.Namespace, preparo: Preparo, titulo: str, teto_em: str, *extras: str
-) -> Any:
+) -> Historico | None:
     """
     O cabeçalho da carga (cliente, destino, datasets, teto, histórico) e o
     histórico aberto, ou None (seco, ou sem --chaves nem CONTEXTIA_HISTORICO).
@@ -653,7 +659,7 @@ def _conectar(origem: AdaptadorDeOrigem) -> bool:
 
 def _conferir_catalogo(
     args: argparse.Namespace, preparo: Preparo, quem: str
-) -> int | dict[str | None, list[Any]]:
+) -> int | dict[str | None, list[ProblemaCatalogo]]:
     """
     O catálogo da origem antes de ler (o do cadastro sempre; no seco, o de cada
     dataset): a recusa (código de saída) ou, por dataset, os problemas dele.
@@ -667,7 +673,7 @@ def _conferir_catalogo(
         )
     except ErroConfiguracao as erro:
         return recusar(PROG, erro)
-    por_dataset: dict[str | None, list[Any]] = {}
+    por_dataset: dict[str | None, list[ProblemaCatalogo]] = {}
     for problema in problemas:
         por_dataset.setdefault(problema.dataset, []).append(problema)
     if problemas:
@@ -691,8 +697,8 @@ def _conferir_catalogo(
 
 
 def _conferir_cadastro_todas(
-    args: argparse.Namespace, preparo: Preparo, empresas: list[Any]
-) -> int | dict[str | None, list[Any]]:
+    args: argparse.Namespace, preparo: Preparo, empresas: list[Empresa]
+) -> int | dict[str | None, list[ProblemaCatalogo]]:
     """`conferir_antes_de_ler` de --todas: o catálogo uma vez, o cadastro numa leitura."""
     from contextia_sync.carga import completa as carga
 
@@ -730,7 +736,7 @@ def _conferir_cadastro_todas(
     return por_dataset
 
 
-def _empresa_no_fim(empresa: Any, seco: bool) -> str:
+def _empresa_no_fim(empresa: Empresa, seco: bool) -> str:
     """O bloco de uma empresa no fim da execução: os datasets dela e o resumo dela."""
     from contextia_sync.carga import completa as carga
 
@@ -777,7 +783,7 @@ def main_todas(args: argparse.Namespace) -> int:
     return _fim_todas(args, empresas, inicio)
 
 
-def _preparar_todas_ou_recusar(args: argparse.Namespace) -> int | tuple[Preparo, list[Any]]:
+def _preparar_todas_ou_recusar(args: argparse.Namespace) -> int | tuple[Preparo, list[Empresa]]:
     """`preparar_todas`, ou o código da recusa já dita (chave, destino, configuração)."""
     from contextia_sync.intake import cliente
     from contextia_sync.intake.transporte import ErroDestino
@@ -790,7 +796,9 @@ def _preparar_todas_ou_recusar(args: argparse.Namespace) -> int | tuple[Preparo,
         return recusar(PROG, erro)
 
 
-def _anunciar_todas(args: argparse.Namespace, preparo: Preparo, empresas: list[Any]) -> Any:
+def _anunciar_todas(
+    args: argparse.Namespace, preparo: Preparo, empresas: list[Empresa]
+) -> Historico | None:
     """O cabeçalho e as empresas de fora, antes de conectar; o histórico aberto, ou None."""
     historico = _cabecalho(
         args,
@@ -809,7 +817,7 @@ def _anunciar_todas(args: argparse.Namespace, preparo: Preparo, empresas: list[A
 
 
 def _ler_datasets_todas(
-    args: argparse.Namespace, preparo: Preparo, empresas: list[Any], historico: Any
+    args: argparse.Namespace, preparo: Preparo, empresas: list[Empresa], historico: Historico | None
 ) -> int | None:
     """
     Com a origem conectada: o cadastro conferido e cada dataset numa leitura
@@ -852,7 +860,7 @@ def _ler_datasets_todas(
     return None
 
 
-def _nao_lidos(resto: list[dict[str, Any]]) -> None:
+def _nao_lidos(resto: list[DatasetDoMapa]) -> None:
     """Os datasets que o Contextia fora deixou sem leitura (nenhum: nada dito)."""
     nomes = [_normalizado(r) for r in resto]
     if nomes:
@@ -862,7 +870,7 @@ def _nao_lidos(resto: list[dict[str, Any]]) -> None:
         )
 
 
-def _fim_todas(args: argparse.Namespace, empresas: list[Any], inicio: float) -> int:
+def _fim_todas(args: argparse.Namespace, empresas: list[Empresa], inicio: float) -> int:
     """O bloco de cada empresa e a linha de resumo; o código de saída da execução."""
     for empresa in empresas:
         print(_empresa_no_fim(empresa, args.dry_run))

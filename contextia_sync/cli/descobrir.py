@@ -17,17 +17,20 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from contextia_sync.linha_de_comando import novo_parser, recusar
 from contextia_sync.erros import SAIDA_CONFIGURACAO, SAIDA_FALHA, SAIDA_OK, ErroConfiguracao
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Dialect
+
     from contextia_sync.descoberta.catalogo import Catalogo, Conferencia, Objeto
     from contextia_sync.descoberta.esqueleto import Esqueleto
     from contextia_sync.origem.generico import Origem
+    from contextia_sync.tipos import JsonDecodificado
 
 PROG = 'descobrir'
 DESCRICAO = (
@@ -110,7 +113,7 @@ def argumentos(argv: list[str] | None = None) -> argparse.Namespace:
 # ---------------------------------------------------------------------------
 
 
-def ler_existente(caminho: str) -> dict[str, Any]:
+def ler_existente(caminho: str) -> dict[str, JsonDecodificado]:
     """O mapeamento em --saida, lido como JSON (a diferença não exige que ele valide)."""
     try:
         with open(caminho, encoding='utf-8') as arquivo:
@@ -134,7 +137,7 @@ def _esquema_de(source_object: str) -> str | None:
     return esquema or None
 
 
-def _citados(mapa: dict[str, Any] | None) -> list[str]:
+def _citados(mapa: Mapping[str, JsonDecodificado] | None) -> list[str]:
     """Os source_object do mapeamento existente (datasets e cadastro)."""
     if not mapa:
         return []
@@ -169,7 +172,7 @@ def _referencia_schema(saida: str | None) -> str:
     return os.path.relpath(CAMINHO_SCHEMA, pasta)
 
 
-def _cliente(args: argparse.Namespace, url: Any) -> str:
+def _cliente(args: argparse.Namespace, url: URL) -> str:
     if args.cliente:
         cliente: str = args.cliente
         return cliente
@@ -239,7 +242,7 @@ class _Descoberta:
 
     origem: Origem
     catalogo: Catalogo
-    dialeto: Any
+    dialeto: Dialect
     segundos: float
     esqueleto: Esqueleto
 
@@ -275,7 +278,7 @@ def _descobrir(args: argparse.Namespace) -> int:
     return _relatar(args, descoberta, existente)
 
 
-def _conferir_saida(saida: str | None) -> dict[str, Any] | None:
+def _conferir_saida(saida: str | None) -> dict[str, JsonDecodificado] | None:
     """O mapeamento que já está em --saida (None se não há), e a pasta dela existe."""
     existente = ler_existente(saida) if saida and os.path.exists(saida) else None
     if saida and not os.path.isdir(os.path.dirname(os.path.abspath(saida))):
@@ -338,7 +341,9 @@ def _ler_a_origem(
 
 
 def _relatar(
-    args: argparse.Namespace, descoberta: _Descoberta, existente: dict[str, Any] | None
+    args: argparse.Namespace,
+    descoberta: _Descoberta,
+    existente: Mapping[str, JsonDecodificado] | None,
 ) -> int:
     """O relato (e o esqueleto gravado, ou a diferença contra o existente): o código de saída."""
     catalogo, esqueleto = descoberta.catalogo, descoberta.esqueleto
@@ -368,7 +373,10 @@ def _relatar(
 
 
 def _diferenca(
-    saida: str, existente: dict[str, Any], descoberta: _Descoberta, escrever: list[str]
+    saida: str,
+    existente: Mapping[str, JsonDecodificado],
+    descoberta: _Descoberta,
+    escrever: list[str],
 ) -> bool:
     """O mapeamento existente fica; a diferença vai ao relato. True: ele cita o que sumiu."""
     from contextia_sync.descoberta.esqueleto import diferencas

@@ -13,7 +13,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from contextia_sync.provisionamento.chaves import Registro
     from contextia_sync.provisionamento.plano import Plano
     from contextia_sync.provisionamento.regra_projeto import RegraProjeto
+    from contextia_sync.tipos import Mapa, ValorDoBanco
 
 PROG = 'provisionar'
 
@@ -185,7 +186,9 @@ def _exigir_pasta_das_chaves(chaves: str) -> None:
         )
 
 
-def _ler_cadastro(origem: AdaptadorDeOrigem, regra: RegraProjeto) -> list[Mapping[str, Any]] | None:
+def _ler_cadastro(
+    origem: AdaptadorDeOrigem, regra: RegraProjeto
+) -> list[Mapping[str, ValorDoBanco]] | None:
     """O cadastro de empresas lido da origem; None (e a causa impressa) se ela falhou."""
     try:
         origem.conectar()
@@ -208,10 +211,10 @@ def _ler_cadastro(origem: AdaptadorDeOrigem, regra: RegraProjeto) -> list[Mappin
 
 def _mostrar(
     args: argparse.Namespace,
-    mapa: Mapping[str, Any],
+    mapa: Mapa,
     regra: RegraProjeto,
     registros: Mapping[str, Registro],
-    linhas: list[Mapping[str, Any]],
+    linhas: list[Mapping[str, ValorDoBanco]],
     plano: Plano,
 ) -> None:
     """O cabeçalho e o plano, antes de fazer qualquer coisa (ou no lugar dela, no seco)."""
@@ -231,10 +234,7 @@ def _mostrar(
 
 
 def _executar(
-    args: argparse.Namespace,
-    mapa: Mapping[str, Any],
-    registros: MutableMapping[str, Registro],
-    plano: Plano,
+    args: argparse.Namespace, mapa: Mapa, registros: MutableMapping[str, Registro], plano: Plano
 ) -> list[str]:
     """Cria as novas e conclui as pendentes; imprime o resumo e devolve as que falharam."""
     from contextia_sync.intake.admin import Admin

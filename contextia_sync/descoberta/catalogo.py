@@ -23,7 +23,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -31,8 +31,18 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.engine.reflection import ObjectKind
 
 from contextia_sync.descoberta import ErroDescoberta
-from contextia_sync.origem.consultas import colunas_pelo_select_mysql
-from contextia_sync.origem.valores import DATA_SQLITE
+from contextia_sync.origem.consultas import ColunaLida, colunas_pelo_select_mysql
+from contextia_sync.origem.valores import DATA_SQLITE, TipoDaColuna
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Dialect
+    from sqlalchemy.engine.interfaces import (
+        ReflectedColumn,
+        ReflectedIndex,
+        ReflectedPrimaryKeyConstraint,
+        ReflectedUniqueConstraint,
+    )
+    from sqlalchemy.engine.reflection import Inspector
 
 # O que o SQLAlchemy avisa ao refletir um tipo que ele nao conhece (point,
 # geometry, xml): o nome do tipo so aparece aqui.
@@ -44,7 +54,7 @@ class Coluna:
     """Uma coluna como o catálogo a mostra."""
 
     nome: str
-    tipo: Any
+    tipo: TipoDaColuna
     """O tipo SQLAlchemy refletido (o DOMAIN do PostgreSQL já trocado pelo tipo de base)."""
     nula: bool
     tipo_sqlite: str | None = None
@@ -130,7 +140,7 @@ def _mesmo(a: str, b: str, sem_caixa: bool) -> bool:
     return a.lower() == b.lower() if sem_caixa else a == b
 
 
-def _listar(inspetor: Any, esquema: str | None) -> list[tuple[str, bool]]:
+def _listar(inspetor: Inspector, esquema: str | None) -> list[tuple[str, bool]]:
     """(nome, view?) de cada tabela, view e view materializada do esquema."""
     nomes = [(n, False) for n in inspetor.get_table_names(schema=esquema)]
     nomes += [(n, True) for n in inspetor.get_view_names(schema=esquema)]
@@ -185,11 +195,19 @@ def _esquema_real(pedido: str, existentes: Sequence[str]) -> str:
     )
 
 
+class _OpcoesDoLote(TypedDict):
+    """O que as chamadas em lote do inspector (`get_multi_*`) recebem aqui."""
+
+    schema: str | None
+    filter_names: list[str]
+    kind: ObjectKind
+
+
 def _refletir_esquema(
-    conn: Connection, inspetor: Any, esquema: str | None, nomes: list[tuple[str, bool]]
+    conn: Connection, inspetor: Inspector, esquema: str | None, nomes: list[tuple[str, bool]]
 ) -> list[Objeto]:
     filtro = [n for n, _ in nomes]
-    opcoes = dict(schema=esquema, filter_names=filtro, kind=ObjectKind.ANY)
+    opcoes = _OpcoesDoLote(schema=esquema, filter_names=filtro, kind=ObjectKind.ANY)
     desconhecidos: dict[str, str] = {}
     try:
         with warnings.catch_warnings(record=True) as avisos:
@@ -221,7 +239,7 @@ def _refletir_um(conn: Connection, esquema: str | None, nome: str, view: bool) -
     inspetor = sa.inspect(conn)  # novo: o anterior guardou o erro no cache
     objeto = Objeto(esquema, nome, view)
     desconhecidos: dict[str, str] = {}
-    infos: list[Any]
+    infos: list[ReflectedColumn] | list[ColunaLida]
     try:
         with warnings.catch_warnings(record=True) as avisos:
             warnings.simplefilter('always', sa_exc.SAWarning)
@@ -240,7 +258,7 @@ def _refletir_um(conn: Connection, esquema: str | None, nome: str, view: bool) -
         except sa_exc.DBAPIError as erro_select:
             objeto.problema = _primeira_linha(erro_select)
             return objeto
-        objeto.colunas = [_coluna(dict(info, nullable=True), conn.dialect, {}) for info in infos]
+        objeto.colunas = [_coluna({**info, 'nullable': True}, conn.dialect, {}) for info in infos]
         return objeto
     objeto.colunas = [_coluna(info, conn.dialect, desconhecidos) for info in infos]
     try:
@@ -272,7 +290,15 @@ def _desconhecidos(avisos: Iterable[warnings.WarningMessage]) -> dict[str, str]:
     return saida
 
 
-def _coluna(info: Any, dialeto: Any, desconhecidos: dict[str, str]) -> Coluna:
+class _ColunaDoSelect(ColunaLida):
+    """A coluna do SELECT vazio do MySQL (`colunas_pelo_select_mysql`), dada como anulável."""
+
+    nullable: bool
+
+
+def _coluna(
+    info: ReflectedColumn | _ColunaDoSelect, dialeto: Dialect, desconhecidos: dict[str, str]
+) -> Coluna:
     tipo = info['type']
     base = getattr(tipo, 'data_type', None)
     if base is not None and type(tipo).__name__ == 'DOMAIN':
@@ -297,8 +323,13 @@ def _coluna(info: Any, dialeto: Any, desconhecidos: dict[str, str]) -> Coluna:
     )
 
 
-def _restricoes(objeto: Objeto, chave: Any, unicas: Iterable[Any], indices: Iterable[Any]) -> None:
-    objeto.chave_primaria = tuple((chave or {}).get('constrained_columns') or ())
+def _restricoes(
+    objeto: Objeto,
+    chave: ReflectedPrimaryKeyConstraint | None,
+    unicas: Iterable[ReflectedUniqueConstraint],
+    indices: Iterable[ReflectedIndex],
+) -> None:
+    objeto.chave_primaria = tuple((chave.get('constrained_columns') if chave else None) or ())
     vistas: set[tuple[str, ...]] = set()
     for unica in unicas:
         colunas = tuple(c for c in unica.get('column_names') or () if c)
@@ -316,7 +347,7 @@ def _restricoes(objeto: Objeto, chave: Any, unicas: Iterable[Any], indices: Iter
             objeto.unicas.append(colunas)
 
 
-def _desnormalizar(dialeto: Any, objetos: list[Objeto]) -> None:
+def _desnormalizar(dialeto: Dialect, objetos: list[Objeto]) -> None:
     def nome(texto: str | None) -> str | None:
         return dialeto.denormalize_name(texto) if texto else texto
 

@@ -19,15 +19,20 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contextia_sync.descoberta import ErroDescoberta, regras
 from contextia_sync.descoberta.catalogo import Catalogo, Conferencia, Objeto
 from contextia_sync.descoberta.regras import Escolha, Sonda
 from contextia_sync.descoberta.tipos import Fora, fora
 from contextia_sync.origem import filtro
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Dialect
+
+    from contextia_sync.tipos import CadastroDoMapa, DatasetDoMapa, JsonDecodificado, Mapa
 
 # (objeto, coluna candidata, coluna de escopo ou None) -> o que a origem disse.
 ConferirChave = Callable[[Objeto, str, str | None], Conferencia]
@@ -71,7 +76,7 @@ class DatasetDescoberto:
             )
         return 'descobrir: ' + '; '.join(partes)
 
-    def entrada(self) -> dict[str, Any]:
+    def entrada(self) -> DatasetDoMapa:
         """A entrada de `datasets` no mapeamento."""
         return {
             'dataset': self.nome,
@@ -98,7 +103,7 @@ def _texto_sonda(sonda: Sonda | None) -> str:
 class Esqueleto:
     """O mapeamento montado e tudo o que o relatório conta."""
 
-    mapa: dict[str, Any]
+    mapa: Mapa
     datasets: list[DatasetDescoberto]
     escopo: Escolha
     cadastro: Objeto | None
@@ -108,7 +113,7 @@ class Esqueleto:
     """(objeto, motivo) do que o catálogo mostrou e não virou dataset."""
 
 
-def colunas_do_objeto(objeto: Objeto, dialeto: Any) -> tuple[list[str], list[Fora]]:
+def colunas_do_objeto(objeto: Objeto, dialeto: Dialect) -> tuple[list[str], list[Fora]]:
     """As colunas que entram (na ordem do catálogo) e as que ficam de fora, com o motivo."""
     dentro: list[str] = []
     de_fora: list[Fora] = []
@@ -208,7 +213,7 @@ def _curto(erro: BaseException) -> str:
 
 def montar(
     catalogo: Catalogo,
-    dialeto: Any,
+    dialeto: Dialect,
     *,
     cliente: str,
     entra: Callable[[Objeto], bool],
@@ -260,7 +265,7 @@ def _cadastro_pedido(catalogo: Catalogo, pedido: str | None) -> Objeto | None:
 
 
 def _objetos_uteis(
-    catalogo: Catalogo, dialeto: Any, entra: Callable[[Objeto], bool], esqueleto: Esqueleto
+    catalogo: Catalogo, dialeto: Dialect, entra: Callable[[Objeto], bool], esqueleto: Esqueleto
 ) -> list[tuple[Objeto, list[str], list[Fora]]]:
     """Os objetos que viram dataset, com as colunas de dentro e de fora; os outros, ignorados."""
     uteis: list[tuple[Objeto, list[str], list[Fora]]] = []
@@ -328,7 +333,7 @@ def _dataset(
     dentro: list[str],
     de_fora: list[Fora],
     escopo: Escolha,
-    dialeto: Any,
+    dialeto: Dialect,
     conferir: ConferirChave | None,
     usados: set[str],
 ) -> DatasetDescoberto:
@@ -356,7 +361,7 @@ def _dataset(
 
 def _projetos(
     esqueleto: Esqueleto, cadastro: Objeto | None, escopo: Escolha, pedido: bool
-) -> dict[str, Any]:
+) -> CadastroDoMapa:
     if cadastro is not None:
         coluna = regras.escopo_do_cadastro(cadastro, escopo.coluna)
         if coluna.coluna is not None:
@@ -390,7 +395,7 @@ def _onde_procurou(catalogo: Catalogo) -> str:
     return ' (esquema(s) %s)' % ', '.join(esquemas) if esquemas else ''
 
 
-def _alguns(nomes: Any, quantos: int = 30) -> str:
+def _alguns(nomes: Iterable[str], quantos: int = 30) -> str:
     lista = list(nomes)
     if not lista:
         return '(nenhum)'
@@ -495,7 +500,7 @@ class Diferencas:
     """Algo do mapeamento sumiu do catálogo: a carga dele falharia."""
 
 
-def _colunas_citadas(row: dict[str, Any]) -> list[str]:
+def _colunas_citadas(row: Mapping[str, JsonDecodificado]) -> list[str]:
     citadas = [c for c in row.get('columns') or () if isinstance(c, str)]
     for campo in ('key', 'watch_column', 'scope_column'):
         valor = row.get(campo)
@@ -505,7 +510,10 @@ def _colunas_citadas(row: dict[str, Any]) -> list[str]:
 
 
 def diferencas(
-    existente: dict[str, Any], esqueleto: Esqueleto, catalogo: Catalogo, dialeto: Any
+    existente: Mapping[str, JsonDecodificado],
+    esqueleto: Esqueleto,
+    catalogo: Catalogo,
+    dialeto: Dialect,
 ) -> Diferencas:
     """Colunas novas e sumidas de cada dataset, e objetos novos e sumidos."""
     saida = Diferencas()
@@ -552,7 +560,7 @@ def diferencas(
         else:
             mapeados.add(id(objeto))
             nomes = {c.nome.lower() for c in objeto.colunas}
-            do_cadastro: list[Any] = [
+            do_cadastro: list[JsonDecodificado] = [
                 projetos.get(c) for c in ('scope_column', 'name_column', 'group_column')
             ]
             do_cadastro += [
@@ -584,7 +592,7 @@ def diferencas(
 LARGURA = 100
 
 
-def texto_json(valor: Any, recuo: int = 0) -> str:
+def texto_json(valor: object, recuo: int = 0) -> str:
     """JSON com recuo de 2; lista de valores simples numa linha (quebrada na LARGURA)."""
     espaco = ' ' * recuo
     dentro = ' ' * (recuo + 2)

@@ -20,12 +20,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.dialects import mssql as _mssql
 
 from contextia_sync.descoberta.catalogo import Coluna, Objeto
 from contextia_sync.descoberta.tipos import concatenar, familia, quotar
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Dialect
+
+    from contextia_sync.tipos import CadastroDoMapa
 
 # Nomes de carimbo de alteracao, na ordem de preferencia (comparados sem caixa).
 NOMES_DE_CARIMBO = (
@@ -162,7 +167,7 @@ def _nomes(colunas: Iterable[str]) -> str:
 # ---------------------------------------------------------------------------
 
 
-def escolher_chave(objeto: Objeto, dentro: set[str], dialeto: Any) -> Escolha:
+def escolher_chave(objeto: Objeto, dentro: set[str], dialeto: Dialect) -> Escolha:
     """A key de uma tabela pelo catálogo; numa view, None (quem chama confere candidatas)."""
     if objeto.view:
         return Escolha(None, 'view: o catálogo não diz a chave de uma view')
@@ -273,7 +278,7 @@ def escolher_carimbo(objeto: Objeto, dentro: set[str]) -> tuple[Escolha, list[st
     return Escolha(nome, porque, palpite=posto >= 2), notas
 
 
-def sonda(objeto: Objeto, coluna: str, dialeto: Any) -> Sonda:
+def sonda(objeto: Objeto, coluna: str, dialeto: Dialect | None) -> Sonda:
     """
     Um indice cobre `coluna`? So se ela e a PRIMEIRA coluna dele: a sonda
     compara `coluna > marca`, e o indice que comeca por outra nao serve para isso.
@@ -290,7 +295,7 @@ def sonda(objeto: Objeto, coluna: str, dialeto: Any) -> Sonda:
     return Sonda('falta', criar=criar_indice(objeto, coluna, dialeto) if dialeto else None)
 
 
-def criar_indice(objeto: Objeto, coluna: str, dialeto: Any) -> str:
+def criar_indice(objeto: Objeto, coluna: str, dialeto: Dialect) -> str:
     """O CREATE INDEX da coluna de mudanca, no SQL do banco (CONCURRENTLY no PostgreSQL)."""
     prefixo = 'ix_' if objeto.nome == objeto.nome.lower() else 'IX_'
     nome = re.sub(r'[^A-Za-z0-9_]', '_', '%s%s_%s' % (prefixo, objeto.nome, coluna))[:60]
@@ -407,12 +412,12 @@ def _primeira(
     return None
 
 
-def regra_de_projeto(cadastro: Objeto, escopo: str) -> tuple[dict[str, Any], list[str]]:
+def regra_de_projeto(cadastro: Objeto, escopo: str) -> tuple[CadastroDoMapa, list[str]]:
     """A seção `projects` a partir do cadastro (`escopo`: a coluna dele), e os palpites."""
     coluna = cadastro.coluna(escopo)
     if coluna is None:
         raise ValueError('%s não tem a coluna %s' % (cadastro.source_object, escopo))
-    regra: dict[str, Any] = {'source_object': cadastro.source_object, 'scope_column': coluna.nome}
+    regra: CadastroDoMapa = {'source_object': cadastro.source_object, 'scope_column': coluna.nome}
     palpites = []
     nome = _primeira(cadastro, NOMES_DE_NOME, menos=coluna.nome, texto=True)
     if nome:

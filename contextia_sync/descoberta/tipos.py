@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mssql as _mssql
@@ -32,6 +32,11 @@ from sqlalchemy.dialects.postgresql import ranges as _ranges
 
 from contextia_sync.descoberta.catalogo import Coluna
 from contextia_sync.origem.valores import familia_do_tipo
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Dialect
+
+    from contextia_sync.origem.valores import TipoDaColuna
 
 # Tipos que o SQLAlchemy nao conhece e sao geometria (PostGIS, MySQL, Oracle
 # Spatial, os geometricos nativos do PostgreSQL).
@@ -87,7 +92,7 @@ def familia(coluna: Coluna) -> str:
     return familia_do_tipo(coluna.tipo, coluna.tipo_sqlite)
 
 
-def quotar(nome: str, dialeto: Any) -> str:
+def quotar(nome: str, dialeto: Dialect) -> str:
     """
     O nome no SQL do banco, com aspas só onde ele precisa (maiuscula no
     PostgreSQL, palavra reservada). No Oracle o nome sem aspas e o maiusculo:
@@ -101,7 +106,7 @@ def quotar(nome: str, dialeto: Any) -> str:
     return citado
 
 
-def fora(coluna: Coluna, dialeto: Any) -> Fora | None:
+def fora(coluna: Coluna, dialeto: Dialect) -> Fora | None:
     """A coluna fica fora do esqueleto? (None: fica dentro.) `dialeto`: o do SQLAlchemy."""
     tipo = coluna.tipo
     nome = quotar(coluna.nome, dialeto)
@@ -174,7 +179,7 @@ def fora(coluna: Coluna, dialeto: Any) -> Fora | None:
     return None
 
 
-def _tipo_python(tipo: Any) -> type | None:
+def _tipo_python(tipo: TipoDaColuna) -> type | None:
     try:
         python: type = tipo.python_type
     except (NotImplementedError, AttributeError):
@@ -195,7 +200,7 @@ def _correcao_binario(nome: str, dialeto: str) -> str:
     )
 
 
-def concatenar(colunas: list[str], dialeto: Any, alias: str) -> str:
+def concatenar(colunas: list[str], dialeto: Dialect, alias: str) -> str:
     """A expressão que junta uma chave composta numa coluna só (para a view)."""
     nomes = [quotar(c, dialeto) for c in colunas]
     if dialeto.name in ('mysql', 'mssql'):

@@ -24,13 +24,14 @@ import json
 import os
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Union
 
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.tipos import JsonDecodificado, ObjetoJson, ValorDoBanco
 
 
-def texto_marca(valor: Any) -> str | int | float | None:
+def texto_marca(valor: ValorDoBanco) -> str | int | float | None:
     """A marca como vai para o JSON: texto ISO ou número, nunca objeto."""
     if valor is None:
         return None
@@ -191,7 +192,7 @@ _TIPOS_ACOMPANHAMENTO: dict[str, tuple[type, ...]] = {
 }
 
 
-def _problema(caminho: str, secao: str, esperado: str, valor: Any) -> ErroEstado:
+def _problema(caminho: str, secao: str, esperado: str, valor: object) -> ErroEstado:
     return ErroEstado(
         'Estado ilegível em %s (a seção %r deveria ser %s, e e %s).\n'
         'Conserte ou mova o arquivo. Começar do zero faria o ouvinte pular tudo que'
@@ -199,7 +200,7 @@ def _problema(caminho: str, secao: str, esperado: str, valor: Any) -> ErroEstado
     )
 
 
-def _marca_valida(valor: Any) -> bool:
+def _marca_valida(valor: object) -> bool:
     return isinstance(valor, (str, int, float)) and not isinstance(valor, bool)
 
 
@@ -222,12 +223,18 @@ _TIPOS_RECONCILIACAO: dict[str, tuple[type, ...]] = {
 
 
 def _campos(
-    caminho: str, secao: str, nome: str, bruto: Any, tipos_de: Mapping[str, tuple[type, ...]]
-) -> dict[str, Any]:
+    caminho: str,
+    secao: str,
+    nome: str,
+    bruto: JsonDecodificado,
+    tipos_de: Mapping[str, tuple[type, ...]],
+) -> dict[str, JsonDecodificado]:
     """Os campos conhecidos de um registro de `secao`, com o tipo conferido."""
+    # Os valores seguem como o json os decodificou: o tipo de cada um é conferido
+    # contra a tabela `tipos_de` (o do campo do registro), que o mypy não segue.
     if not isinstance(bruto, dict):
         raise _problema(caminho, '%s.%s' % (secao, nome), 'um objeto', bruto)
-    campos: dict[str, Any] = {}
+    campos: dict[str, JsonDecodificado] = {}
     for chave, valor in bruto.items():
         tipos = tipos_de.get(chave)
         if tipos is None:
@@ -243,15 +250,15 @@ def _campos(
     return campos
 
 
-def _acompanhamento(caminho: str, nome: str, bruto: Any) -> Acompanhamento:
+def _acompanhamento(caminho: str, nome: str, bruto: JsonDecodificado) -> Acompanhamento:
     return Acompanhamento(**_campos(caminho, 'acompanhamento', nome, bruto, _TIPOS_ACOMPANHAMENTO))
 
 
-def _reconciliacao(caminho: str, nome: str, bruto: Any) -> Reconciliacao:
+def _reconciliacao(caminho: str, nome: str, bruto: JsonDecodificado) -> Reconciliacao:
     return Reconciliacao(**_campos(caminho, 'reconciliacao', nome, bruto, _TIPOS_RECONCILIACAO))
 
 
-def _sem_vazios(registro: Any) -> dict[str, Any]:
+def _sem_vazios(registro: Acompanhamento | Reconciliacao) -> ObjetoJson:
     """O registro sem None, False e os contadores zerados: o arquivo fica legível a olho."""
     return {
         k: v
@@ -279,13 +286,13 @@ class DadosEstado:
     reconciliacao: dict[str, Reconciliacao] = field(default_factory=dict)
 
     @classmethod
-    def de_json(cls, caminho: str, lido: Any) -> DadosEstado:
+    def de_json(cls, caminho: str, lido: JsonDecodificado) -> DadosEstado:
         """Confere cada seção: forma errada e recusada na subida, não a cada ciclo."""
         if not isinstance(lido, dict):
             raise _problema(caminho, '(raiz)', 'um objeto JSON', lido)
         dados = cls()
 
-        def secao(nome: str, tipo: type, descricao: str) -> Any:
+        def secao(nome: str, tipo: type, descricao: str) -> JsonDecodificado:
             valor = lido.get(nome)
             if valor is not None and not isinstance(valor, tipo):
                 raise _problema(caminho, nome, descricao, valor)
@@ -336,7 +343,7 @@ class DadosEstado:
         }
         return dados
 
-    def para_json(self) -> dict[str, Any]:
+    def para_json(self) -> ObjetoJson:
         dados = dataclasses.asdict(self)
         # Sem os campos vazios de cada dataset: o arquivo fica legivel a olho.
         dados['acompanhamento'] = {nome: _sem_vazios(a) for nome, a in self.acompanhamento.items()}
@@ -376,7 +383,7 @@ class Estado:
     def marca(self, dataset: str) -> MarcaTexto | None:
         return self.dados.marca_agua.get(dataset)
 
-    def definir_marca(self, dataset: str, valor: Any) -> None:
+    def definir_marca(self, dataset: str, valor: ValorDoBanco) -> None:
         texto = texto_marca(valor)
         if texto is None:
             self.dados.marca_agua.pop(dataset, None)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
-
 from contextia_sync.arquivos import gravar_atomico
+from contextia_sync.tipos import Json, JsonDecodificado
 
 ARQUIVO_STATUS = 'ouvinte-status.txt'
 
@@ -46,7 +45,7 @@ campo). Sobe quando um campo muda de sentido ou sai; campo novo não a muda.
 """
 
 
-def escrever_status_json(diretorio: str, dados: Mapping[str, Any]) -> str | None:
+def escrever_status_json(diretorio: str, dados: Mapping[str, Json]) -> str | None:
     """
     Troca o `ouvinte-status.json` inteiro (o que as máquinas leem: a saúde, as
     métricas). Devolve o erro (texto) ou None, como `escrever_status`.
@@ -61,7 +60,7 @@ def escrever_status_json(diretorio: str, dados: Mapping[str, Any]) -> str | None
     return None
 
 
-def ler_status_json(diretorio: str) -> dict[str, Any]:
+def ler_status_json(diretorio: str) -> dict[str, JsonDecodificado]:
     """O último `ouvinte-status.json` (levanta OSError/ValueError se falta ou esta torto)."""
     with open(os.path.join(diretorio, ARQUIVO_STATUS_JSON), encoding='utf-8') as arquivo:
         dados = json.load(arquivo)

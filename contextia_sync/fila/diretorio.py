@@ -51,10 +51,9 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
 from contextia_sync.arquivos import GravacaoAtomica, fsync_pasta, gravar_atomico
 from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.tipos import Json, JsonDecodificado
 
 PRONTO = 'pronto'
 TOMADO = 'tomado'
@@ -132,7 +131,7 @@ class ItemDaFila:
     chave: str
     tamanho: int
 
-    def ler(self) -> dict[str, Any] | None:
+    def ler(self) -> dict[str, JsonDecodificado] | None:
         """O conteúdo (um objeto JSON), ou None se o arquivo sumiu ou não é legível."""
         try:
             bruto = json.loads(self.caminho.read_text(encoding='utf-8'))
@@ -298,7 +297,7 @@ class FilaEmDiretorio:
 
     # ------------------------------------------------------------ escrita
     def por(
-        self, chave: str, conteudo: Mapping[str, Any], *, estado: str = PRONTO
+        self, chave: str, conteudo: Mapping[str, Json], *, estado: str = PRONTO
     ) -> tuple[Path, bool]:
         """
         Grava o item `chave` em `estado`; devolve (caminho, novo).
@@ -430,7 +429,7 @@ class FilaEmDiretorio:
                 pass
 
     def devolver(
-        self, item: ItemDaFila, estado: str, conteudo: Mapping[str, Any] | None = None
+        self, item: ItemDaFila, estado: str, conteudo: Mapping[str, Json] | None = None
     ) -> Path | None:
         """
         Volta um item tomado para `estado`, com `conteudo` novo se dado.

@@ -50,7 +50,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from contextia_sync import padroes
 from contextia_sync.escopos import texto_escopo
@@ -62,6 +62,7 @@ from contextia_sync.fila.diretorio import (
     ItemDaFila,
     parte_segura,
 )
+from contextia_sync.tipos import Json, JsonDecodificado, ObjetoJson
 
 FORMATO = 1
 """Versão do conteúdo do arquivo; outra versão e tratada como ilegível, nunca adivinhada."""
@@ -79,7 +80,7 @@ class ErroQuarentenaCheia(ErroFilaCheia):
 
 
 # ---------------------------------------------------------------- identidade
-def _canonico(valor: Any) -> str:
+def _canonico(valor: object) -> str:
     return json.dumps(
         valor,
         sort_keys=True,
@@ -95,7 +96,7 @@ def _escopo(escopo: object) -> str | None:
 
 
 def identidade(
-    dataset: str, escopo: object, chave_coluna: str | None, registro: Mapping[str, Any]
+    dataset: str, escopo: object, chave_coluna: str | None, registro: Mapping[str, Json]
 ) -> str:
     """
     A identidade de um registro na quarentena (16 hex).
@@ -106,7 +107,7 @@ def identidade(
     """
     valor = registro.get(chave_coluna) if chave_coluna else None
     if chave_coluna and valor is not None:
-        base: list[Any] = ['k', chave_coluna, valor]
+        base: list[Json] = ['k', chave_coluna, valor]
     else:
         base = ['h', dict(registro)]
     texto = _canonico([dataset, _escopo(escopo), base])
@@ -114,7 +115,7 @@ def identidade(
 
 
 def _chave_do_arquivo(
-    dataset: str, escopo: str | None, chave_coluna: str | None, valor: Any, ident: str
+    dataset: str, escopo: str | None, chave_coluna: str | None, valor: object, ident: str
 ) -> str:
     if not chave_coluna:
         rotulo = 'sem-key'
@@ -134,7 +135,7 @@ def _agora() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
-def descrever(dataset: str, escopo: object, chave_coluna: str | None, valor: Any) -> str:
+def descrever(dataset: str, escopo: object, chave_coluna: str | None, valor: object) -> str:
     """'dataset titulos, escopo 40, ID=17': como o operador acha o registro na origem."""
     quem = 'escopo %s' % _escopo(escopo) if escopo is not None else 'projeto da chave'
     if not chave_coluna:
@@ -157,8 +158,8 @@ class ItemQuarentena:
     dataset: str
     escopo: str | None
     chave_coluna: str | None
-    chave_valor: Any
-    registro: dict[str, Any]
+    chave_valor: Json
+    registro: ObjetoJson
     motivo: str
     status_http: int | None
     invalidos: dict[str, str]
@@ -182,7 +183,7 @@ class ItemQuarentena:
         return descrever(self.dataset, self.escopo, self.chave_coluna, self.chave_valor)
 
 
-def _item(meta: ItemDaFila) -> tuple[ItemQuarentena, dict[str, Any]] | None:
+def _item(meta: ItemDaFila) -> tuple[ItemQuarentena, dict[str, JsonDecodificado]] | None:
     conteudo = meta.ler()
     if conteudo is None or conteudo.get('formato') != FORMATO:
         return None
@@ -267,7 +268,7 @@ class DestinoDeRecusas(Protocol):
         dataset: str,
         escopo: object,
         chave_coluna: str | None,
-        registro: Mapping[str, Any],
+        registro: Mapping[str, Json],
         motivo: str,
         *,
         invalidos: Mapping[str, str] | None = None,
@@ -332,7 +333,7 @@ class Quarentena:
         dataset: str,
         escopo: object,
         chave_coluna: str | None,
-        registro: Mapping[str, Any],
+        registro: Mapping[str, Json],
         motivo: str,
         *,
         invalidos: Mapping[str, str] | None = None,
@@ -353,7 +354,7 @@ class Quarentena:
         chave = _chave_do_arquivo(dataset, escopo_txt, chave_coluna, valor, ident)
         anterior = self._ler_identidade(ident)
         agora = _agora()
-        conteudo = {
+        conteudo: ObjetoJson = {
             'formato': FORMATO,
             'dataset': dataset,
             'escopo': escopo_txt,
@@ -584,7 +585,7 @@ class Quarentena:
         resultado: ResultadoReenvio,
         tomado: ItemDaFila,
         item: ItemQuarentena,
-        conteudo: dict[str, Any],
+        conteudo: dict[str, JsonDecodificado],
         desfecho: Desfecho,
     ) -> None:
         if desfecho.tipo == ENTREGUE:

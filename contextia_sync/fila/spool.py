@@ -59,7 +59,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple, NotRequired, TypedDict
 
 from contextia_sync import padroes
 from contextia_sync.arquivos import gravar_atomico
@@ -71,6 +71,7 @@ from contextia_sync.fila.diretorio import (
     ItemDaFila,
     parte_segura,
 )
+from contextia_sync.tipos import Json, JsonDecodificado, ValorDoBanco
 
 FORMATO = 2
 """Versão do conteúdo de cada arquivo do spool (2: um lote; o 1, uma linha, ainda se lê)."""
@@ -111,7 +112,7 @@ class Mudanca:
     """Uma linha que mudou no log: o dataset, o valor da key e as empresas das imagens."""
 
     dataset: str
-    chave: Any
+    chave: ValorDoBanco
     escopos: list[str | None] = field(default_factory=list)
     evento: str = 'update'  # insert | update | delete (o último visto)
     posicao: str = ''  # a posição do log do evento (GTID no MariaDB)
@@ -124,13 +125,13 @@ class ItemDoSpool:
 
     meta: ItemDaFila
     dataset: str
-    chave: Any
+    chave: Json  # a key como o arquivo do spool a guarda (o que não é JSON, como texto)
     escopos: tuple[str | None, ...]
     evento: str
     desde: str
 
 
-def chave_do_arquivo(dataset: str, chave: Any) -> str:
+def chave_do_arquivo(dataset: str, chave: object) -> str:
     """A identidade de uma linha num nome de arquivo: legível na frente, exata no hash."""
     exata = json.dumps([dataset, chave], sort_keys=True, default=str)
     return '%s-%s' % (
@@ -139,7 +140,7 @@ def chave_do_arquivo(dataset: str, chave: Any) -> str:
     )
 
 
-def _identidade(dataset: str, chave: Any) -> tuple[str, str]:
+def _identidade(dataset: str, chave: object) -> tuple[str, str]:
     """
     A identidade de uma linha no índice (barata: sem hash). A mesma antes e
     depois do JSON do arquivo: o que não é escalar do JSON vai como texto.
@@ -157,7 +158,7 @@ def _agora() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
 
-def _mudancas_de(conteudo: dict[str, Any]) -> list[dict[str, Any]]:
+def _mudancas_de(conteudo: dict[str, JsonDecodificado]) -> list[dict[str, JsonDecodificado]]:
     """As mudanças de um arquivo: o lote (formato 2) ou a linha só (formato 1)."""
     if isinstance(conteudo.get('mudancas'), list):
         return [m for m in conteudo['mudancas'] if isinstance(m, dict)]
@@ -236,6 +237,16 @@ class _Arquivo:
     dataset: str
     desde: str
     linhas: set[tuple[str, str]]  # as identidades ainda não entregues nele
+
+
+class _Junta(TypedDict):
+    """Uma linha em `tomar`: as empresas de todos os arquivos tomados em que ela está."""
+
+    chave: Json
+    escopos: list[str | None]
+    meta: ItemDaFila
+    desde: str
+    evento: NotRequired[str]  # o do último arquivo em que ela está
 
 
 class Spool:
@@ -481,7 +492,7 @@ class Spool:
         """
         with self._trava:
             self._devolver(dataset)
-            juntas: dict[tuple[str, str], dict[str, Any]] = {}
+            juntas: dict[tuple[str, str], _Junta] = {}
             origens: dict[tuple[str, str], list[str]] = {}
             for nome, arquivo in sorted(
                 self._arquivos.items(), key=lambda par: par[1].meta.sequencia

@@ -11,7 +11,7 @@ Toda resposta passa por `pedir`: lida com limite de bytes e dentro do prazo
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 from contextia_sync.intake.cliente import (
     ErroAutenticacao,
@@ -21,6 +21,62 @@ from contextia_sync.intake.cliente import (
     url_base,
 )
 from contextia_sync.intake.transporte import ErroContextia, do_ambiente, mascarar, pedir
+from contextia_sync.tipos import JsonDecodificado, ObjetoJson
+
+# As respostas do admin, como docs/contrato-intake.md as descreve.
+
+
+class Projeto(TypedDict, total=False):
+    """Um projeto (`criado` só na criação: False se ele já existia)."""
+
+    id: int
+    external_id: str
+    name: str
+    criado_em: str
+    criado: bool
+
+
+class ChaveEmitida(TypedDict, total=False):
+    """A chave recém-emitida: a única resposta com ela em claro."""
+
+    key_id: str
+    key: str
+    project_id: int
+
+
+class ChaveListada(TypedDict, total=False):
+    """Uma chave do projeto na lista (nunca em claro)."""
+
+    key_id: str
+    prefixo: str
+    criada_em: str
+    revogada: bool
+
+
+class Grupo(TypedDict, total=False):
+    """Um grupo (`projetos` na lista; `criado` só na criação)."""
+
+    slug: str
+    name: str
+    projetos: list[int]
+    criado: bool
+
+
+class Webhook(TypedDict, total=False):
+    """Um webhook (`secret` só no registro)."""
+
+    id: str
+    secret: str
+    url: str
+    eventos: list[str]
+    project_id: int
+
+
+class EntregaDeTeste(TypedDict, total=False):
+    """O que a entrega de teste deu: o status HTTP do receptor (None: nem respondeu) e o erro."""
+
+    status: int | None
+    erro: str | None
 
 
 class Admin:
@@ -42,10 +98,10 @@ class Admin:
         self,
         metodo: str,
         caminho: str,
-        corpo: Any = None,
-        params: dict[str, Any] | None = None,
+        corpo: ObjetoJson | None = None,
+        params: dict[str, str] | None = None,
         aceitar_404: bool = False,
-    ) -> Any:
+    ) -> JsonDecodificado:
         base = self._url or exigir_base()
         contexto = 'admin %s %s' % (metodo, caminho)
         resposta = pedir(
@@ -79,51 +135,49 @@ class Admin:
             )
         return json_da_resposta(resposta)
 
-    def criar_projeto(self, external_id: object, nome: str | None = None) -> dict[str, Any]:
+    def criar_projeto(self, external_id: object, nome: str | None = None) -> Projeto:
         """Cria (ou devolve, se já existe) o projeto do escopo. dict(id, ..., criado)."""
-        projeto: dict[str, Any] = self._pedido(
+        projeto: Projeto = self._pedido(
             'POST', '/api/v1/admin/projetos', {'external_id': str(external_id), 'name': nome}
         )
         return projeto
 
-    def buscar_projeto(self, external_id: object) -> dict[str, Any] | None:
+    def buscar_projeto(self, external_id: object) -> Projeto | None:
         """O projeto do escopo, ou None se não há."""
-        achados: list[dict[str, Any]] = self._pedido(
+        achados: list[Projeto] = self._pedido(
             'GET', '/api/v1/admin/projetos', params={'external_id': str(external_id)}
         )['projetos']
         return achados[0] if achados else None
 
-    def emitir_chave(self, projeto_id: object) -> dict[str, Any]:
+    def emitir_chave(self, projeto_id: object) -> ChaveEmitida:
         """dict(key_id, key). A chave só existe em claro nesta resposta."""
-        emitida: dict[str, Any] = self._pedido(
+        emitida: ChaveEmitida = self._pedido(
             'POST', '/api/v1/admin/projetos/%s/chaves' % projeto_id
         )
         return emitida
 
-    def listar_chaves(self, projeto_id: object) -> list[dict[str, Any]]:
+    def listar_chaves(self, projeto_id: object) -> list[ChaveListada]:
         """As chaves do projeto (prefixo e id; nunca a chave em claro)."""
-        chaves: list[dict[str, Any]] = self._pedido(
+        chaves: list[ChaveListada] = self._pedido(
             'GET', '/api/v1/admin/projetos/%s/chaves' % projeto_id
         )['chaves']
         return chaves
 
-    def revogar_chave(self, key_id: object) -> Any:
+    def revogar_chave(self, key_id: object) -> JsonDecodificado:
         """Revoga a chave `key_id` (pedidos com ela passam a levar 401)."""
         return self._pedido('DELETE', '/api/v1/admin/chaves/%s' % key_id)
 
-    def criar_grupo(self, slug: str, nome: str | None = None) -> dict[str, Any]:
+    def criar_grupo(self, slug: str, nome: str | None = None) -> Grupo:
         """Cria (ou devolve, se já existe) o grupo `slug`. dict(..., criado)."""
-        grupo: dict[str, Any] = self._pedido(
-            'POST', '/api/v1/admin/grupos', {'slug': slug, 'name': nome}
-        )
+        grupo: Grupo = self._pedido('POST', '/api/v1/admin/grupos', {'slug': slug, 'name': nome})
         return grupo
 
-    def listar_grupos(self) -> list[dict[str, Any]]:
+    def listar_grupos(self) -> list[Grupo]:
         """Os grupos, cada um com a lista de `projetos`."""
-        grupos: list[dict[str, Any]] = self._pedido('GET', '/api/v1/admin/grupos')['grupos']
+        grupos: list[Grupo] = self._pedido('GET', '/api/v1/admin/grupos')['grupos']
         return grupos
 
-    def incluir_no_grupo(self, slug: str, projeto_id: object) -> Any:
+    def incluir_no_grupo(self, slug: str, projeto_id: object) -> JsonDecodificado:
         """Põe o projeto no grupo (repetir é inofensivo)."""
         return self._pedido('PUT', '/api/v1/admin/grupos/%s/projetos/%s' % (slug, projeto_id))
 
@@ -133,28 +187,28 @@ class Admin:
         url: str,
         segredo: str | None = None,
         eventos: Iterable[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Webhook:
         """dict(id, secret). O segredo assina as entregas (verificar_assinatura)."""
-        corpo: dict[str, Any] = {'url': url}
+        corpo: ObjetoJson = {'url': url}
         if segredo is not None:
             corpo['secret'] = segredo
         if eventos is not None:
             corpo['events'] = list(eventos)
-        webhook: dict[str, Any] = self._pedido(
+        webhook: Webhook = self._pedido(
             'POST', '/api/v1/admin/projetos/%s/webhooks' % projeto_id, corpo
         )
         return webhook
 
-    def listar_webhooks(self, projeto_id: object) -> list[dict[str, Any]]:
+    def listar_webhooks(self, projeto_id: object) -> list[Webhook]:
         """Os webhooks do projeto (sem o segredo)."""
-        webhooks: list[dict[str, Any]] = self._pedido(
+        webhooks: list[Webhook] = self._pedido(
             'GET', '/api/v1/admin/projetos/%s/webhooks' % projeto_id
         )['webhooks']
         return webhooks
 
-    def testar_webhook(self, webhook_id: object) -> dict[str, Any]:
+    def testar_webhook(self, webhook_id: object) -> EntregaDeTeste:
         """Pede ao servidor uma entrega de teste agora. dict(status, erro)."""
-        entrega: dict[str, Any] = self._pedido(
+        entrega: EntregaDeTeste = self._pedido(
             'POST', '/api/v1/admin/webhooks/%s/teste' % webhook_id
         )
         return entrega

@@ -41,10 +41,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.intake.serializacao import json_canonico, serializar_registro, valor_json
+from contextia_sync.tipos import ValorDoBanco
 
 # Pares (empresa, key) repetidos que uma carga resolve. Acima disto a key do
 # mapeamento não identifica a linha (a coluna errada): a carga do dataset é
@@ -55,7 +56,7 @@ NOMEADAS = 5
 
 Empresa = str | None
 """A empresa (o `texto_escopo` da coluna de escopo); None no dataset de domínio."""
-L = TypeVar('L', bound=Mapping[str, Any])
+L = TypeVar('L', bound=Mapping[str, ValorDoBanco])
 
 
 def texto_chaves_nulas(quantas: int, dataset: str) -> str:
@@ -72,7 +73,7 @@ def aviso_das_nulas(quantas: int, dataset: str) -> str:
     )
 
 
-def identidade_da_chave(valor: Any) -> str:
+def identidade_da_chave(valor: ValorDoBanco) -> str:
     """A key como o intake a identifica: o JSON canônico do valor que vai no registro."""
     try:
         return json_canonico(valor_json(valor, 'key'))
@@ -80,7 +81,7 @@ def identidade_da_chave(valor: Any) -> str:
         return repr(valor)
 
 
-def chave_solta(valor: Any) -> str:
+def chave_solta(valor: ValorDoBanco) -> str:
     """
     A key em texto frouxo (297, Decimal('297') e '297' iguais), para casar a
     linha lida com o par que a origem disse repetido: casar a mais só faz a
@@ -89,7 +90,7 @@ def chave_solta(valor: Any) -> str:
     return texto_escopo(valor)
 
 
-def ordem_do_conteudo(linha: Mapping[str, Any]) -> str:
+def ordem_do_conteudo(linha: Mapping[str, ValorDoBanco]) -> str:
     """O conteúdo da linha como o SDK o serializa (JSON canônico): a regra o compara."""
     try:
         return json_canonico(serializar_registro(linha))
@@ -110,14 +111,20 @@ class Repetida:
 
     dataset: str
     empresa: Empresa
-    chave: Any
+    chave: ValorDoBanco
     linhas: int
     na_view: tuple[str, ...]
     """A empresa das linhas como a view a escreve, sem repetir (repr: ' 297' se vê)."""
 
     @classmethod
     def do_par(
-        cls, dataset: str, menor: Any, maior: Any, chave: Any, linhas: int, dominio: bool
+        cls,
+        dataset: str,
+        menor: ValorDoBanco,
+        maior: ValorDoBanco,
+        chave: ValorDoBanco,
+        linhas: int,
+        dominio: bool,
     ) -> Repetida:
         """A repetida como a origem a contou (`chaves_repetidas` do adaptador)."""
         if dominio:
@@ -145,7 +152,7 @@ class Repetida:
         )
 
 
-def _texto_da_chave(valor: Any) -> str:
+def _texto_da_chave(valor: ValorDoBanco) -> str:
     texto = valor if isinstance(valor, str) else identidade_da_chave(valor)
     texto = repr(texto) if isinstance(valor, str) else texto
     return texto if len(texto) <= 80 else texto[:77] + '...'
@@ -186,7 +193,7 @@ class Triagem:
         self.nulas: dict[Empresa, int] = {}
         self.de_fora: dict[Empresa, int] = {}
         self.repetidas: list[Repetida] = []
-        self._guardadas: dict[tuple[Empresa, str], list[Any]] = {}
+        self._guardadas: dict[tuple[Empresa, str], list[Mapping[str, ValorDoBanco]]] = {}
 
     @property
     def ativa(self) -> bool:
@@ -197,7 +204,7 @@ class Triagem:
     def total_nulas(self) -> int:
         return sum(self.nulas.values())
 
-    def separar(self, empresa: Empresa, linha: Mapping[str, Any]) -> bool:
+    def separar(self, empresa: Empresa, linha: Mapping[str, ValorDoBanco]) -> bool:
         """True se a linha saiu do caminho: key nula (contada) ou guardada para o fim."""
         chave = self.chave
         if chave is None:
@@ -212,9 +219,9 @@ class Triagem:
         self._guardadas.setdefault((empresa, identidade_da_chave(valor)), []).append(linha)
         return True
 
-    def fim(self) -> list[tuple[Empresa, Any]]:
+    def fim(self) -> list[tuple[Empresa, Mapping[str, ValorDoBanco]]]:
         """As linhas guardadas que vão, (empresa, linha); as repetidas, anotadas."""
-        saem: list[tuple[Empresa, Any]] = []
+        saem: list[tuple[Empresa, Mapping[str, ValorDoBanco]]] = []
         guardadas, self._guardadas = self._guardadas, {}
         for (empresa, _identidade), linhas in guardadas.items():
             if len(linhas) == 1:
@@ -229,7 +236,7 @@ class Triagem:
             )
         return saem
 
-    def _na_view(self, linha: Mapping[str, Any]) -> str:
+    def _na_view(self, linha: Mapping[str, ValorDoBanco]) -> str:
         if self.coluna_escopo is None:
             return '(domínio)'
         return repr(linha.get(self.coluna_escopo))
@@ -247,13 +254,15 @@ class Triagem:
             if (todas or linha.get(chave) is None) and separar(empresa, linha):
                 continue
             yield linha
-        for _empresa, linha in self.fim():
-            yield linha
+        for _empresa, guardada in self.fim():
+            # (As guardadas são as de `linhas`, que `separar` acabou de guardar.)
+            yield cast(L, guardada)
 
     def triar(self, linhas: Iterable[L], empresa_de: Callable[[L], Empresa]) -> list[L]:
         """Uma leitura pequena (o ao-vivo) de uma vez: as linhas que vão, na ordem lida."""
         vao = [linha for linha in linhas if not self.separar(empresa_de(linha), linha)]
-        return vao + [linha for _empresa, linha in self.fim()]
+        # (As guardadas são as de `linhas`, que `separar` acabou de guardar.)
+        return vao + [cast(L, linha) for _empresa, linha in self.fim()]
 
     def textos(self) -> list[str]:
         """O que o operador lê desta triagem: a contagem das nulas e as repetidas nomeadas."""

@@ -40,7 +40,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TypedDict
 
 from contextia_sync import padroes
 from contextia_sync.fila.quarentena import DestinoDeRecusas, Desfecho, ItemQuarentena
@@ -54,7 +54,11 @@ from contextia_sync.intake.envio import (
     RecusasDoEnvio,
     ResultadoEnvio as ResultadoEnvio,
 )
-from contextia_sync.intake.lotes import FonteDeLotes, preparador_de_prontos as preparador_de_prontos
+from contextia_sync.intake.lotes import (
+    FonteDeLotes,
+    Lido,
+    preparador_de_prontos as preparador_de_prontos,
+)
 from contextia_sync.intake.remessa import enviar_em_lotes
 from contextia_sync.intake.respostas import (
     ErroAutenticacao as ErroAutenticacao,
@@ -79,6 +83,7 @@ from contextia_sync.intake.transporte import (
     servidor,
     texto_da_resposta,
 )
+from contextia_sync.tipos import Json, JsonDecodificado, ObjetoJson, ValorDoBanco
 
 CAMINHO_INTAKE = '/api/v1/intake'
 CABECALHO_ASSINATURA = 'X-Contextia-Assinatura'
@@ -86,6 +91,27 @@ CABECALHO_ASSINATURA = 'X-Contextia-Assinatura'
 
 class ErroRemocaoAcimaDoTeto(ErroContextia):
     """O `complete` removeria mais que o teto pedido; o servidor não removeu nada."""
+
+
+# As respostas lidas por campo, como docs/contrato-intake.md as descreve.
+
+
+class Fechamento(TypedDict, total=False):
+    """A resposta do `complete`: quantos saíram e quantos há antes e depois."""
+
+    removed: int
+    records_before: int
+    records: int
+    dataset: str
+    sync: str
+
+
+class DonoDaChave(TypedDict, total=False):
+    """O projeto da chave (`GET /api/v1/projeto`)."""
+
+    project_id: int
+    external_id: str
+    name: str
 
 
 # ---------------------------------------------------------------- ambiente
@@ -198,7 +224,7 @@ def _falha(resultado: ResultadoEnvio, mensagem: str, logger: logging.Logger) -> 
 # ---------------------------------------------------------------- intake
 def enviar_dataset(
     nome: str,
-    registros: Iterable[Mapping[str, Any]],
+    registros: Iterable[Lido],
     *,
     key: str | None = None,
     description: str | None = None,
@@ -208,7 +234,7 @@ def enviar_dataset(
     api_key: str | None = None,
     logger: logging.Logger | None = None,
     sync: str | None = None,
-    remove: Iterable[Any] | None = None,
+    remove: Iterable[ValorDoBanco] | None = None,
     escopo: object = None,
     deve_parar: Callable[[], bool] | None = None,
     quarentena: DestinoDeRecusas | None = None,
@@ -285,7 +311,7 @@ def _envelope(
     *,
     sync: str | None,
     parte: int,
-    remover: list[Any] | None,
+    remover: list[Json] | None,
 ) -> Envelope:
     """
     O corpo de cada lote: o dataset e o que foi dado dele, comum a todo lote.
@@ -298,7 +324,7 @@ def _envelope(
     servidor precisa anunciar `remove` em capacidades(), ver `_a_remover`) vai
     no primeiro lote.
     """
-    base: dict[str, Any] = {'dataset': alvo.dataset}
+    base: dict[str, object] = {'dataset': alvo.dataset}
     for campo, valor in (
         ('key', alvo.key),
         ('description', description),
@@ -313,7 +339,7 @@ def _envelope(
 
 
 def _lotes_em_voo(
-    em_voo: int, sync: str | None, remover: list[Any] | None, quarentena: DestinoDeRecusas | None
+    em_voo: int, sync: str | None, remover: list[Json] | None, quarentena: DestinoDeRecusas | None
 ) -> int:
     """
     Até quantos lotes esperam resposta enquanto os seguintes são lidos e
@@ -328,12 +354,12 @@ def _lotes_em_voo(
 
 
 def _a_remover(
-    remove: Iterable[Any] | None,
+    remove: Iterable[ValorDoBanco] | None,
     alvo: Alvo,
     chave: str,
     resultado: ResultadoEnvio,
     log: logging.Logger,
-) -> list[Any] | None:
+) -> list[Json] | None:
     """As keys a remover, se o servidor tem `remove`; sem ele, a falha contada."""
     # A chave a remover na mesma forma JSON em que o registro a levou (Decimal como
     # texto, data ISO): o servidor remove pela chave como a guardou.
@@ -471,7 +497,7 @@ class _Coletor:
     """Uma quarentena em memória para o reenvio: guarda as recusas, nada no disco."""
 
     def __init__(self) -> None:
-        self.recusas: list[dict[str, Any]] = []
+        self.recusas: list[dict[str, object]] = []
 
     @property
     def motivos(self) -> list[str]:
@@ -482,7 +508,7 @@ class _Coletor:
         dataset: str,
         escopo: object,
         chave_coluna: str | None,
-        registro: Mapping[str, Any],
+        registro: Mapping[str, Json],
         motivo: str,
         *,
         invalidos: Mapping[str, str] | None = None,
@@ -561,7 +587,7 @@ def completar(
     api_key: str | None = None,
     max_remocao: float | None = None,
     escopo: object = None,
-) -> dict[str, Any]:
+) -> Fechamento:
     """
     Fecha o ciclo de carga `sync`: o servidor remove do dataset o que o sync não
     trouxe. `max_remocao` (0..1) e o teto: acima dele o servidor recusa, nada e
@@ -569,7 +595,7 @@ def completar(
     """
     chave = _chave(api_key)
     dataset = normalizar_dataset(nome)
-    pedido: dict[str, Any] = {'dataset': dataset, 'sync': sync}
+    pedido: ObjetoJson = {'dataset': dataset, 'sync': sync}
     if max_remocao is not None:
         pedido['max_removal'] = float(max_remocao)
     contexto = 'complete do dataset %s (sync %s)' % (dataset, sync)
@@ -594,7 +620,7 @@ def completar(
                 mascarar(detalhe_da_resposta(resposta), chave),
             )
         )
-    fechamento: dict[str, Any] = json_da_resposta(resposta)
+    fechamento: Fechamento = json_da_resposta(resposta)
     return fechamento
 
 
@@ -603,10 +629,10 @@ def _get(
     chave: str,
     contexto: str,
     escopo: object = None,
-    params: dict[str, Any] | None = None,
+    params: dict[str, str | int] | None = None,
     deve_parar: Callable[[], bool] | None = None,
     limite: int | None = None,
-) -> Any:
+) -> JsonDecodificado:
     # `limite`: bytes da resposta (None: transporte.RESPOSTA_MAXIMA_BYTES).
     resposta = pedir(
         'GET',
@@ -627,7 +653,7 @@ def _get(
     return json_da_resposta(resposta)
 
 
-def capacidades(api_key: str | None = None) -> dict[str, Any]:
+def capacidades(api_key: str | None = None) -> ObjetoJson:
     """O que o servidor suporta (ex.: {'remove': True, ...}). Servidor antigo: {}."""
     resposta = pedir(
         'GET',
@@ -654,17 +680,17 @@ def capacidades(api_key: str | None = None) -> dict[str, Any]:
 
 def quem_sou(
     api_key: str | None = None, escopo: object = None, deve_parar: Callable[[], bool] | None = None
-) -> dict[str, Any]:
+) -> DonoDaChave:
     """{'project_id', 'external_id', 'name'} do projeto da chave; ErroAutenticacao se não vale."""
-    dono: dict[str, Any] = _get(
+    dono: DonoDaChave = _get(
         '/api/v1/projeto', _chave(api_key), 'identificar a chave', escopo, deve_parar=deve_parar
     )
     return dono
 
 
-def listar_datasets(api_key: str | None = None) -> list[dict[str, Any]]:
+def listar_datasets(api_key: str | None = None) -> list[ObjetoJson]:
     """[{dataset, records, key, description, fields, group, updated_at}] do projeto."""
-    datasets: list[dict[str, Any]] = _get('/api/v1/datasets', _chave(api_key), 'listar datasets')[
+    datasets: list[ObjetoJson] = _get('/api/v1/datasets', _chave(api_key), 'listar datasets')[
         'datasets'
     ]
     return datasets
@@ -672,7 +698,7 @@ def listar_datasets(api_key: str | None = None) -> list[dict[str, Any]]:
 
 def ler_registros(
     nome: str, api_key: str | None = None, pagina: int = 1000
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[ObjetoJson]:
     """Itera os registros do dataset como foram guardados, página a página."""
     chave = _chave(api_key)
     dataset = normalizar_dataset(nome)

@@ -31,7 +31,7 @@ import itertools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from contextia_sync.fila.diretorio import ErroFilaCheia
 from contextia_sync.fila.quarentena import DestinoDeRecusas, descrever, identidade
@@ -42,8 +42,14 @@ from contextia_sync.intake.respostas import (
     legivel,
     motivo_da_recusa,
 )
-from contextia_sync.intake.serializacao import ErroSerializacao, json_canonico, valor_json
+from contextia_sync.intake.serializacao import (
+    ErroSerializacao,
+    RegistroDoCorpo,
+    json_canonico,
+    valor_json,
+)
 from contextia_sync.intake.transporte import STATUS_RECUSA_DO_REGISTRO, mascarar
+from contextia_sync.tipos import Json, ObjetoJson
 
 if TYPE_CHECKING:
     import requests
@@ -90,7 +96,7 @@ class Alvo(NamedTuple):
     escopo: object
     key: str | None
 
-    def qual(self, registro: Mapping[str, Any]) -> str:
+    def qual(self, registro: RegistroDoCorpo) -> str:
         """'dataset titulos, escopo 40, ID=17': como o operador acha o registro na origem."""
         registro = legivel(registro)
         valor = registro.get(self.key) if self.key else None
@@ -111,19 +117,19 @@ class Envelope:
 
     def __init__(
         self,
-        base: dict[str, Any],
+        base: Mapping[str, object],
         *,
         sync: str | None,
         parte: int,
-        remover: list[Any] | None,
-        registros_json: Callable[[list[Any]], bytes],
+        remover: list[Json] | None,
+        registros_json: Callable[[list[RegistroDoCorpo]], bytes],
     ) -> None:
         self.base, self.sync, self.remover = base, sync, remover
         self._partes = itertools.count(parte)
         self._registros_json = registros_json
 
-    def montar(self, lote: list[Any]) -> bytes:
-        envelope: dict[str, Any] = dict(self.base)
+    def montar(self, lote: list[RegistroDoCorpo]) -> bytes:
+        envelope: dict[str, object] = dict(self.base)
         if self.sync is not None:
             envelope['sync'] = {'id': self.sync, 'part': next(self._partes)}
         if self.remover:
@@ -134,6 +140,15 @@ class Envelope:
             envelope, ensure_ascii=False, separators=(',', ':'), allow_nan=False
         ).encode('utf-8')
         return cabeca[:-1] + b',"records":' + self._registros_json(lote) + b'}'
+
+
+def _em_json(registro: RegistroDoCorpo) -> ObjetoJson:
+    """
+    Um registro de um envio com a quarentena, que só tem tipos JSON: a
+    FonteDeLotes o serializa com Serializador(puro=True), sem plano fixo nem
+    prontos (lotes.py), ou é o `serializar_parcial` dele.
+    """
+    return cast('ObjetoJson', registro)
 
 
 class RecusasDoEnvio:
@@ -154,7 +169,7 @@ class RecusasDoEnvio:
 
     def guardar(
         self,
-        registro: dict[str, Any],
+        registro: Mapping[str, Json],
         motivo: str,
         status_http: int | None = None,
         invalidos: Mapping[str, str] | None = None,
@@ -181,27 +196,29 @@ class RecusasDoEnvio:
 
     def isolar(
         self,
-        registro: dict[str, Any],
+        registro: RegistroDoCorpo,
         resposta: requests.Response,
         contexto: str,  # noqa: ARG002
     ) -> list[str]:  # noqa: ARG002 - assinatura de enviar_em_lotes
         """O `isolar` da remessa: o registro recusado sozinho, guardado com o motivo."""
         return self.guardar(
-            registro, motivo_da_recusa(resposta, registro, self.chave), resposta.status_code
+            _em_json(registro),
+            motivo_da_recusa(resposta, registro, self.chave),
+            resposta.status_code,
         )
 
-    def ja_guardado(self, registro: dict[str, Any], invalidos: Mapping[str, str]) -> bool:
+    def ja_guardado(self, registro: RegistroDoCorpo, invalidos: Mapping[str, str]) -> bool:
         """O mesmo registro, igual, já está na quarentena: não reenvia nem reabre a divisão."""
         if not self.guardadas:
             return False
-        ident = identidade(*self.alvo, registro)
+        ident = identidade(*self.alvo, _em_json(registro))
         if ident not in self.guardadas:
             return False
         item = self.quarentena.guardado(ident)
         if (
             item is None
             or item.invalidos != dict(invalidos)
-            or (json_canonico(item.registro) != json_canonico(registro))
+            or (json_canonico(item.registro) != json_canonico(_em_json(registro)))
         ):
             return False
         self.resultado.registros += 1
@@ -212,13 +229,13 @@ class RecusasDoEnvio:
         )
         return True
 
-    def superar_entregues(self, lote: list[dict[str, Any]]) -> None:
+    def superar_entregues(self, lote: list[RegistroDoCorpo]) -> None:
         """Os registros do lote entregue tiram da quarentena a versão guardada deles."""
         if not self.guardadas:
             return
         dataset, escopo, _ = self.alvo
         for registro in lote:
-            ident = identidade(*self.alvo, registro)
+            ident = identidade(*self.alvo, _em_json(registro))
             if ident in self.guardadas and self.quarentena.superar(ident, dataset, escopo):
                 self.guardadas.discard(ident)
                 self.resultado.quarentena_superados += 1
@@ -241,7 +258,7 @@ class Aceite:
         self.aceitou = False
 
     def aceitar(
-        self, resposta: requests.Response, contexto: str, lote: list[dict[str, Any]]
+        self, resposta: requests.Response, contexto: str, lote: list[RegistroDoCorpo]
     ) -> list[str]:
         """Os erros do lote (vazio = aceito); a chave recusada levanta ErroAutenticacao."""
         if resposta.status_code in (401, 403):

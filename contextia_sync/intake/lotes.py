@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar, cast
 
 from contextia_sync.intake.envio import RecusasDoEnvio, ResultadoEnvio
 from contextia_sync.intake.serializacao import (
@@ -37,21 +37,30 @@ from contextia_sync.intake.serializacao import (
     corpo_direto,
     serializar_parcial,
 )
+from contextia_sync.tipos import Linha, ValorDoBanco
+
+if TYPE_CHECKING:
+    from orjson import Fragment
+
+    from contextia_sync.intake.serializacao import Registro, RegistroDoCorpo
 
 try:
     import orjson as _orjson
 
     # O orjson anterior ao 3.9 não tem o Fragment: como sem o orjson.
-    _Fragmento: Any = getattr(_orjson, 'Fragment', None)
+    _Fragmento: type[Fragment] | None = getattr(_orjson, 'Fragment', None)
 except ImportError:  # sem o orjson: sem registros prontos
     _Fragmento = None
 
 T = TypeVar('T')
 
+# O que o envio lê: a linha da origem, ou o pronto de `preparador_de_prontos`.
+Lido: TypeAlias = 'Mapping[str, ValorDoBanco] | Fragment'
+
 
 def preparador_de_prontos(
     familias: Mapping[str, str] | None,
-) -> Callable[[Mapping[str, Any]], Any] | None:
+) -> Callable[[Mapping[str, ValorDoBanco]], Fragment] | None:
     """
     A função que faz de uma linha da origem o registro pronto (o JSON dele, do
     jeito que `enviar_dataset` o poria no corpo: o mesmo plano por coluna de
@@ -66,7 +75,7 @@ def preparador_de_prontos(
         PlanoFixo(dict(familias)) if familias else None, Serializador(puro=False)
     )
 
-    def preparar(bruto: Mapping[str, Any]) -> Any:
+    def preparar(bruto: Mapping[str, ValorDoBanco]) -> Fragment:
         return fragmento(corpo_de_registros([converter(bruto)])[1:-1])
 
     return preparar
@@ -92,7 +101,7 @@ class FonteDeLotes:
 
     def __init__(
         self,
-        registros: Iterable[Any],
+        registros: Iterable[Lido],
         tamanho: int,
         *,
         resultado: ResultadoEnvio,
@@ -117,9 +126,9 @@ class FonteDeLotes:
             self.fixo = PlanoFixo(dict(familias), decimal_no_corpo=True)
             self.inteiro = PlanoFixo(dict(familias))
         # O array de registros do lote que `_lotes_fixos` acabou de dar: (lote, corpo).
-        self._pronto: tuple[list[Any], bytes] | None = None
+        self._pronto: tuple[list[RegistroDoCorpo], bytes] | None = None
 
-    def __iter__(self) -> Iterator[list[Any]]:
+    def __iter__(self) -> Iterator[list[RegistroDoCorpo]]:
         enviados = 0
         fonte = (
             self._lotes_fixos(self.fixo)
@@ -133,7 +142,7 @@ class FonteDeLotes:
             # Carga vazia: um lote vazio para o servidor conhecer o sync.
             yield []
 
-    def registros_json(self, lote: list[Any]) -> bytes:
+    def registros_json(self, lote: list[RegistroDoCorpo]) -> bytes:
         """O array JSON dos registros de `lote` (o `registros_json` do Envelope)."""
         pronto = self._pronto
         if pronto is not None and pronto[0] is lote:
@@ -145,11 +154,16 @@ class FonteDeLotes:
         return corpo_de_registros(lote)
 
     # ------------------------------------------------------------ um registro por vez
-    def _serializados(self, fonte: Iterable[Any]) -> Iterator[Any]:
+    def _serializados(self, fonte: Iterable[Lido]) -> Iterator[RegistroDoCorpo]:
         """Os registros de `fonte`, cada um já em JSON (ou pronto), contados em `lidos`."""
-        return self._contados(fonte) if self.prontos else self._convertidos(fonte)
+        # (Sem prontos, o que se lê são as linhas da origem.)
+        return (
+            self._contados(fonte)
+            if self.prontos
+            else self._convertidos(cast('Iterable[Mapping[str, ValorDoBanco]]', fonte))
+        )
 
-    def _convertidos(self, fonte: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    def _convertidos(self, fonte: Iterable[Mapping[str, ValorDoBanco]]) -> Iterator[Registro]:
         # (Locais: o laco roda uma vez por registro.)
         lidos = self.lidos
         guardadas = self.recusas.guardadas if self.recusas is not None else None
@@ -170,7 +184,7 @@ class FonteDeLotes:
         finally:
             self.lidos = lidos
 
-    def _contados(self, fonte: Iterable[Any]) -> Iterator[Any]:
+    def _contados(self, fonte: Iterable[Lido]) -> Iterator[RegistroDoCorpo]:
         """Os prontos, só contados: já são o JSON do registro (orjson.Fragment)."""
         lidos = self.lidos
         try:
@@ -180,7 +194,9 @@ class FonteDeLotes:
         finally:
             self.lidos = lidos
 
-    def _sem_json(self, bruto: Any, erro: ErroSerializacao, lidos: int) -> bool:
+    def _sem_json(
+        self, bruto: Mapping[str, ValorDoBanco], erro: ErroSerializacao, lidos: int
+    ) -> bool:
         """O registro que não vira JSON: à quarentena (True, a leitura segue) ou o fim."""
         if self.recusas is None:
             # Registro que nao vira JSON exato: os seguintes nao saem, e
@@ -201,7 +217,7 @@ class FonteDeLotes:
         return True
 
     # ------------------------------------------------------------ o plano fixo
-    def _lotes_fixos(self, plano: PlanoFixo) -> Iterator[list[Any]]:
+    def _lotes_fixos(self, plano: PlanoFixo) -> Iterator[list[RegistroDoCorpo]]:
         """
         Os lotes das linhas de um fetch, cada array de registros feito aqui de
         uma vez (guardado em `_pronto` para o `registros_json`); o lote que não
@@ -210,7 +226,7 @@ class FonteDeLotes:
         """
         iterador = iter(self.registros)
         while self.recusado is None:
-            lote: list[Any] = list(itertools.islice(iterador, self.tamanho))
+            lote: list[Lido] = list(itertools.islice(iterador, self.tamanho))
             if not lote:
                 return
             corpo = _corpo_direto(plano, lote)
@@ -225,11 +241,11 @@ class FonteDeLotes:
             yield lote
 
 
-def _nunca(registro: dict[str, Any], invalidos: Mapping[str, str]) -> bool:  # noqa: ARG001
+def _nunca(registro: RegistroDoCorpo, invalidos: Mapping[str, str]) -> bool:  # noqa: ARG001
     return False
 
 
-def _corpo_direto(plano: PlanoFixo, lote: list[Any]) -> bytes | None:
+def _corpo_direto(plano: PlanoFixo, lote: list[Lido]) -> bytes | None:
     """O array do lote pelo plano, de uma vez; None se o lote não sai exato por ali."""
     # Todos dicts com as colunas do plano (as linhas do fetch): sem olhar um a um.
     if set(map(type, lote)) != {dict} or set(map(len, lote)) != {plano.colunas}:
@@ -237,7 +253,7 @@ def _corpo_direto(plano: PlanoFixo, lote: list[Any]) -> bytes | None:
     converter = plano.registro if plano.plano else None
     try:
         if converter is not None:
-            for registro in lote:
+            for registro in cast('list[Linha]', lote):  # (todos dicts: conferido acima)
                 converter(registro)
         return corpo_direto(lote)
     except ErroSerializacao:

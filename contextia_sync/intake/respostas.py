@@ -10,7 +10,7 @@ um proxy que ecoa os cabeçalhos poria a chave no log.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from contextia_sync.intake.transporte import (
     ErroContextia,
@@ -21,19 +21,21 @@ from contextia_sync.intake.transporte import (
     servidor,
     texto_da_resposta,
 )
+from contextia_sync.tipos import JsonDecodificado
 
 try:
     import orjson as _orjson
 
     # O orjson anterior ao 3.9 não tem o Fragment: como sem o orjson.
-    _Fragmento: Any = getattr(_orjson, 'Fragment', None)
+    _Fragmento: type[Fragment] | None = getattr(_orjson, 'Fragment', None)
 except ImportError:  # sem o orjson: sem registros prontos
     _Fragmento = None
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     import requests
+    from orjson import Fragment
+
+    from contextia_sync.intake.serializacao import Registro, RegistroDoCorpo
 
 
 class ErroAutenticacao(ErroContextia):
@@ -63,7 +65,7 @@ def detalhe_da_resposta(resposta: requests.Response) -> str:
     return mascarar(' '.join(str(detalhe).split()), autorizacao_enviada(resposta))[:300]
 
 
-def json_da_resposta(resposta: requests.Response) -> Any:
+def json_da_resposta(resposta: requests.Response) -> JsonDecodificado:
     """O corpo JSON da resposta; ErroContextia (a URL aponta para o Contextia?) se não é."""
     try:
         return resposta.json()
@@ -75,7 +77,7 @@ def json_da_resposta(resposta: requests.Response) -> Any:
         ) from None
 
 
-def codigo_de_erro(resposta: requests.Response) -> Any:
+def codigo_de_erro(resposta: requests.Response) -> JsonDecodificado:
     """O campo `erro` do JSON da resposta (ex.: 'remocao_acima_do_teto'), ou None."""
     try:
         return resposta.json().get('erro')
@@ -145,14 +147,16 @@ def contagens(resposta: requests.Response, enviados: int, contexto: str) -> dict
 
 
 # ---------------------------------------------------------------- o registro recusado
-def legivel(registro: Any) -> Any:
+def legivel(registro: RegistroDoCorpo) -> Registro:
     """O registro como dict, também o pronto (o JSON dele) de `preparador_de_prontos`."""
     if _Fragmento is not None and isinstance(registro, _Fragmento):
-        return json.loads(_orjson.dumps(registro))  # o Fragment so se le assim
-    return registro
+        # (O pronto é o JSON de um registro, feito pelo preparador: um objeto.)
+        return cast('Registro', json.loads(_orjson.dumps(registro)))  # o Fragment so se le assim
+    # (Sem o orjson não há pronto: é o registro.)
+    return cast('Registro', registro)
 
 
-def motivo_da_recusa(resposta: requests.Response, registro: Mapping[str, Any], chave: str) -> str:
+def motivo_da_recusa(resposta: requests.Response, registro: RegistroDoCorpo, chave: str) -> str:
     """Por que o intake recusou um registro sozinho, com a correção (413: o tamanho dele)."""
     registro = legivel(registro)
     detalhe = mascarar(detalhe_da_resposta(resposta), chave).strip()

@@ -48,15 +48,33 @@ import decimal
 import json
 import math
 import uuid
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeAlias, cast
+
+from contextia_sync.tipos import Json, Linha, ObjetoJson, ValorDoBanco
+
+if TYPE_CHECKING:
+    from orjson import Fragment
+
+# O valor de um registro a caminho do corpo: o JSON do contrato, ou o que o
+# orjson escreve com o mesmo texto e o caminho rápido deixa como o driver o deu
+# (data, hora sem fuso, UUID; o Decimal finito, no `corpo_direto`).
+ValorNoCorpo: TypeAlias = 'Json | datetime.date | datetime.time | uuid.UUID | decimal.Decimal'
+# Um registro a caminho do corpo (o de `Serializador.registro`, o do `PlanoFixo`).
+Registro: TypeAlias = 'Mapping[str, ValorNoCorpo]'
+# Um item do array `records`: o registro, ou o pronto (o JSON dele já feito, um
+# `orjson.Fragment`, de `lotes.preparador_de_prontos`).
+RegistroDoCorpo: TypeAlias = 'Registro | Fragment'
+# O conversor de uma coluna: o valor do driver como vai ao corpo.
+Conversor: TypeAlias = 'Callable[[ValorDoBanco], ValorNoCorpo]'
 
 
 class ErroSerializacao(ValueError):
     """Um valor do registro não tem representação JSON exata."""
 
 
-def valor_json(valor: object, coluna: object = '?') -> Any:
+def valor_json(valor: object, coluna: object = '?') -> Json:
     """Converte um valor de coluna do ERP para algo que `json.dumps` escreve exato."""
     # bool antes de int: bool e subclasse de int e deve continuar true/false.
     if valor is None or isinstance(valor, (str, bool, int)):
@@ -89,7 +107,7 @@ def valor_json(valor: object, coluna: object = '?') -> Any:
     )
 
 
-def serializar_registro(registro: Any) -> dict[str, Any]:
+def serializar_registro(registro: Mapping[str, ValorDoBanco]) -> ObjetoJson:
     """Um registro (dict coluna -> valor) com todos os valores já em forma JSON."""
     try:
         itens = registro.items()
@@ -98,7 +116,7 @@ def serializar_registro(registro: Any) -> dict[str, Any]:
             'registro do tipo %s não é um dict coluna -> valor. O adaptador deve'
             ' entregar dicts.' % type(registro).__name__
         ) from None
-    saida: dict[str, Any] = {}
+    saida: ObjetoJson = {}
     for coluna, valor in itens:
         if not isinstance(coluna, str):
             raise ErroSerializacao(
@@ -109,7 +127,7 @@ def serializar_registro(registro: Any) -> dict[str, Any]:
     return saida
 
 
-def serializar_parcial(registro: Any) -> tuple[dict[str, Any], dict[str, str]]:
+def serializar_parcial(registro: Mapping[str, ValorDoBanco]) -> tuple[ObjetoJson, dict[str, str]]:
     """
     O que der do registro em forma JSON, e {coluna: motivo} do que não deu.
 
@@ -127,7 +145,7 @@ def serializar_parcial(registro: Any) -> tuple[dict[str, Any], dict[str, str]]:
                 % type(registro).__name__
             },
         )
-    saida: dict[str, Any] = {}
+    saida: ObjetoJson = {}
     invalidos: dict[str, str] = {}
     for coluna, valor in itens:
         nome = coluna if isinstance(coluna, str) else repr(coluna)
@@ -141,7 +159,7 @@ def serializar_parcial(registro: Any) -> tuple[dict[str, Any], dict[str, str]]:
     return saida, invalidos
 
 
-def json_canonico(objeto: Any) -> str:
+def json_canonico(objeto: Json) -> str:
     """
     O texto JSON canônico: chaves ordenadas, sem espaços, UTF-8 cru.
 
@@ -154,8 +172,8 @@ def json_canonico(objeto: Any) -> str:
 
 
 # ---------------------------------------------------------------- caminho rapido
-def _finito(coluna: str) -> Callable[[Any], Any]:
-    def conferir(valor: float) -> float:
+def _finito(coluna: str) -> Callable[[float], Json]:
+    def conferir(valor: float) -> Json:
         # O orjson escreveria NaN/Infinity como null: recusados aqui, como sempre.
         return valor if math.isfinite(valor) else valor_json(valor, coluna)
 
@@ -176,15 +194,15 @@ def _texto_decimal(valor: decimal.Decimal) -> str | None:
     return texto if texto[-1] not in 'Ny' else None
 
 
-def _decimal(coluna: str) -> Callable[[Any], Any]:
-    def texto(valor: decimal.Decimal) -> Any:
+def _decimal(coluna: str) -> Callable[[decimal.Decimal], Json]:
+    def texto(valor: decimal.Decimal) -> Json:
         finito = _texto_decimal(valor)
         return finito if finito is not None else valor_json(valor, coluna)
 
     return texto
 
 
-def _data_hora(valor: datetime.datetime) -> Any:
+def _data_hora(valor: datetime.datetime) -> datetime.datetime | str:
     # Com fuso vai pelo isoformat: o orjson escreveria '+05:30' para '+05:30:15'.
     return valor if valor.tzinfo is None else valor.isoformat()
 
@@ -193,16 +211,16 @@ def _base64(valor: bytes) -> str:
     return base64.b64encode(bytes(valor)).decode('ascii')
 
 
-def _isoformat(valor: Any) -> str:
+def _isoformat(valor: datetime.date | datetime.time) -> str:
     return str(valor.isoformat())
 
 
 # O que o orjson escreve exatamente como o contrato manda: nenhum conversor.
 _NATIVOS: frozenset[type] = frozenset({str, bool, int, type(None)})
 # Nativos do orjson que o caminho puro (dicts so com tipos JSON) converte.
-_NATIVOS_DO_ORJSON: dict[type, Callable[[Any], Any]] = {datetime.date: _isoformat, uuid.UUID: str}
+_NATIVOS_DO_ORJSON: dict[type, Conversor] = {datetime.date: _isoformat, uuid.UUID: str}
 
-Plano = tuple[tuple[str, Callable[[Any], Any]], ...]
+Plano = tuple[tuple[str, Conversor], ...]
 
 
 class Serializador:
@@ -225,16 +243,16 @@ class Serializador:
 
     def __init__(self, puro: bool = False) -> None:
         self.puro = puro
-        self._planos: dict[tuple[Any, ...], Plano] = {}
+        self._planos: dict[tuple[object, ...], Plano] = {}
 
-    def _plano(self, colunas: Sequence[Any], tipos: Sequence[type]) -> Plano | None:
+    def _plano(self, colunas: Sequence[object], tipos: Sequence[type]) -> Plano | None:
         plano = []
         for coluna, tipo in zip(colunas, tipos, strict=True):
             if not isinstance(coluna, str):
                 return None  # o caminho de sempre diz o erro
             if tipo in _NATIVOS:
                 continue
-            funcao: Callable[[Any], Any]
+            funcao: Conversor
             if tipo is float:
                 funcao = _finito(coluna)
             elif tipo is decimal.Decimal:
@@ -251,13 +269,13 @@ class Serializador:
                 funcao = _base64
             else:
 
-                def funcao(valor: Any, _coluna: str = coluna) -> Any:
+                def funcao(valor: ValorDoBanco, _coluna: str = coluna) -> Json:
                     return valor_json(valor, _coluna)
 
             plano.append((coluna, funcao))
         return tuple(plano)
 
-    def registro(self, bruto: Any) -> dict[str, Any]:
+    def registro(self, bruto: Mapping[str, ValorDoBanco]) -> Registro:
         """O registro em forma JSON (igual a `serializar_registro`); ErroSerializacao."""
         if type(bruto) is not dict:
             return serializar_registro(bruto)
@@ -280,22 +298,22 @@ class Serializador:
 try:
     import orjson as _orjson_importado
 
-    _orjson: Any = _orjson_importado
+    _orjson: ModuleType | None = _orjson_importado
 except ImportError:  # python3 -S (autoteste) ou sem o pacote
     _orjson = None
 
 
-def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
+def _conversor_fixo(familia: str, coluna: str) -> Conversor | None:
     """O conversor de uma coluna pela família do tipo dela (origem.valores.familia_json)."""
 
-    def qualquer(valor: Any) -> Any:
+    def qualquer(valor: ValorDoBanco) -> Json:
         return valor if valor is None else valor_json(valor, coluna)
 
     if familia == 'nativo':
         return None
     if familia == 'decimal':
 
-        def decimal_(valor: Any) -> Any:
+        def decimal_(valor: ValorDoBanco) -> Json:
             if type(valor) is decimal.Decimal:
                 texto = _texto_decimal(valor)
                 if texto is not None:
@@ -306,7 +324,7 @@ def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
         return decimal_
     if familia == 'float':
 
-        def float_(valor: Any) -> Any:
+        def float_(valor: ValorDoBanco) -> Json:
             if type(valor) is float and math.isfinite(valor):
                 return valor
             return qualquer(valor)
@@ -314,7 +332,7 @@ def _conversor_fixo(familia: str, coluna: str) -> Callable[[Any], Any] | None:
         return float_
     if familia == 'datetime':
 
-        def data_hora(valor: Any) -> Any:
+        def data_hora(valor: ValorDoBanco) -> ValorNoCorpo:
             if type(valor) is datetime.datetime and valor.tzinfo is None:
                 return valor  # o orjson escreve igual ao isoformat
             return qualquer(valor)
@@ -348,7 +366,7 @@ class PlanoFixo:
             if funcao is not None
         )
 
-    def registro(self, linha: dict[str, Any]) -> dict[str, Any]:
+    def registro(self, linha: Linha) -> Registro:
         for coluna, funcao in self.plano:
             linha[coluna] = funcao(linha[coluna])
         return linha
@@ -356,7 +374,7 @@ class PlanoFixo:
 
 def conversor_de_linha(
     plano: PlanoFixo | None, serializador: Serializador
-) -> Callable[[Any], dict[str, Any]]:
+) -> Callable[[Mapping[str, ValorDoBanco]], Registro]:
     """
     O registro de cada linha: a linha de um fetch (dict com as colunas do
     `plano`) pelo plano; qualquer outra -- e tudo, sem plano -- pelo
@@ -366,7 +384,7 @@ def conversor_de_linha(
         return serializador.registro
     pelo_plano, colunas, pela_forma = plano.registro, plano.colunas, serializador.registro
 
-    def converter(bruto: Any) -> dict[str, Any]:
+    def converter(bruto: Mapping[str, ValorDoBanco]) -> Registro:
         if type(bruto) is dict and len(bruto) == colunas:
             return pelo_plano(bruto)
         return pela_forma(bruto)
@@ -374,7 +392,7 @@ def conversor_de_linha(
     return converter
 
 
-def _json_padrao(valor: Any) -> Any:
+def _json_padrao(valor: object) -> Json:
     return valor_json(valor)
 
 
@@ -382,7 +400,7 @@ class _SemCorpoDireto(TypeError):
     """Um valor que o `corpo_direto` não escreve: o lote vai pelo caminho de sempre."""
 
 
-def _decimal_no_corpo(valor: Any) -> str:
+def _decimal_no_corpo(valor: object) -> str:
     """O `default` do orjson no `corpo_direto`: só o Decimal finito, como `valor_json`."""
     if type(valor) is decimal.Decimal:
         texto = _texto_decimal(valor)
@@ -391,7 +409,7 @@ def _decimal_no_corpo(valor: Any) -> str:
     raise _SemCorpoDireto
 
 
-def corpo_direto(registros: list[dict[str, Any]]) -> bytes | None:
+def corpo_direto(registros: Sequence[RegistroDoCorpo]) -> bytes | None:
     """
     A lista JSON dos registros com o Decimal ainda cru, toda pelo orjson, ou
     None se algum valor não sai exato por aqui (Decimal não finito, tipo que o
@@ -407,7 +425,7 @@ def corpo_direto(registros: list[dict[str, Any]]) -> bytes | None:
         return None
 
 
-def corpo_de_registros(registros: list[dict[str, Any]]) -> bytes:
+def corpo_de_registros(registros: Sequence[RegistroDoCorpo]) -> bytes:
     """
     A lista JSON (UTF-8) dos registros de `Serializador.registro`.
 
@@ -430,11 +448,12 @@ def corpo_de_registros(registros: list[dict[str, Any]]) -> bytes:
     except ErroSerializacao:
         # O `default` do json nao sabe de que coluna o valor veio: procura-a, para
         # o erro nomear a coluna (a do tipo que o plano fixo deixou passar cru).
-        _nomear_a_coluna(registros)
+        # (O pronto só existe com o orjson, que o escreve: aqui só há registros.)
+        _nomear_a_coluna(cast('Sequence[Registro]', registros))
         raise
 
 
-def _nomear_a_coluna(registros: list[dict[str, Any]]) -> None:
+def _nomear_a_coluna(registros: Sequence[Registro]) -> None:
     """Levanta o ErroSerializacao do primeiro valor sem JSON, com o nome da coluna."""
     nativos = (str, int, float, bool, type(None), list, dict)
     for registro in registros:

@@ -67,12 +67,13 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from contextia_sync import padroes, segredos
 from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.tipos import Json
 
 if TYPE_CHECKING:
     import requests
@@ -627,8 +628,8 @@ def pedir(
     url: str,
     *,
     autorizacao: str | None,
-    corpo: Any = None,
-    params: dict[str, Any] | None = None,
+    corpo: Json | bytes = None,
+    params: Mapping[str, str | int] | None = None,
     contexto: str = '',
     deve_parar: Callable[[], bool] | None = None,
     comprimir: bool = False,
@@ -666,7 +667,7 @@ def pedir(
 
 
 def _corpo_e_cabecalhos(
-    autorizacao: str | None, corpo: Any, comprimir: bool
+    autorizacao: str | None, corpo: Json | bytes, comprimir: bool
 ) -> tuple[dict[str, str], bytes | None]:
     """Os cabeçalhos e o corpo em bytes (JSON estrito; gzip só se pedido e vale a pena)."""
     cabecalhos = {'Accept': 'application/json'}
@@ -693,8 +694,8 @@ def _preparar(
     metodo: str,
     url: str,
     autorizacao: str | None,
-    corpo: Any,
-    params: dict[str, Any] | None,
+    corpo: Json | bytes,
+    params: Mapping[str, str | int] | None,
     contexto: str,
     comprimir: bool,
 ) -> _PedidoPronto:

@@ -32,13 +32,14 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, TypeVarTuple, Unpack, cast
 
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.origem import filtro
 
 if TYPE_CHECKING:  # so a anotacao: o __init__ fica puro (autoteste)
     from contextia_sync.origem.marca_apagada import MarcaDeApagado
+    from contextia_sync.tipos import Linha, ValorDoBanco
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PASTA_SOURCES = os.path.join(RAIZ, 'sources')
@@ -85,11 +86,11 @@ class AdaptadorDeOrigem(Protocol):
         self,
         source_object: str,
         columns: Sequence[str],
-        scope: Sequence[Any] | None = None,
-        since: Sequence[Any] | None = None,
-        chaves: Sequence[Any] | None = None,
+        scope: Sequence[ValorDoBanco] | None = None,
+        since: Sequence[ValorDoBanco] | None = None,
+        chaves: Sequence[ValorDoBanco] | None = None,
         sem_apagadas: MarcaDeApagado | None = None,
-    ) -> Iterable[dict[str, Any]]:
+    ) -> Iterable[Linha]:
         """
         As linhas, em streaming: a empresa (`scope`), a janela (`since`), as chaves.
 
@@ -100,14 +101,14 @@ class AdaptadorDeOrigem(Protocol):
     def contar(
         self,
         source_object: str,
-        scope: Sequence[Any] | None = None,
-        since: Sequence[Any] | None = None,
+        scope: Sequence[ValorDoBanco] | None = None,
+        since: Sequence[ValorDoBanco] | None = None,
         sem_apagadas: MarcaDeApagado | None = None,
         so_apagadas: MarcaDeApagado | None = None,
     ) -> int:
         """A sonda: quantas linhas (sem as apagadas, ou só elas, se a marca é dada)."""
 
-    def maximo(self, source_object: str, coluna: str) -> Any:
+    def maximo(self, source_object: str, coluna: str) -> ValorDoBanco:
         """O maior valor da coluna (o ponto de partida da marca)."""
 
     def renovar(self) -> None:
@@ -133,9 +134,9 @@ class AdaptadorDeOrigem(Protocol):
         source_object: str,
         chave: str,
         escopo: str | None = None,
-        so_escopo: Any = None,
+        so_escopo: ValorDoBanco = None,
         sem_apagadas: MarcaDeApagado | None = None,
-    ) -> Iterable[Sequence[Any]]:
+    ) -> Iterable[Sequence[ValorDoBanco]]:
         """As linhas (escopo, chave) em ordem binária (`FUNCOES_RECONCILIACAO`)."""
 
 
@@ -161,9 +162,10 @@ class ErroIdentificador(ErroOrigem, filtro.ErroIdentificador):
 
 
 _T = TypeVar('_T')
+_Ts = TypeVarTuple('_Ts')
 
 
-def validado(funcao: Callable[..., _T], *args: Any) -> _T:
+def validado(funcao: Callable[[Unpack[_Ts]], _T], *args: Unpack[_Ts]) -> _T:
     """`funcao(*args)` de `filtro`, com a recusa dele virando ErroIdentificador."""
     try:
         return funcao(*args)

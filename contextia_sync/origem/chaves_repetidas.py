@@ -20,22 +20,28 @@ vence a marcada (`origem/marca_apagada.py`), e a carga nem a lê.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.sql.expression import ColumnClause
 from sqlalchemy.types import NullType
 
 from contextia_sync.origem import filtro, validado
 from contextia_sync.origem.conjunto import ordem_binaria
-from contextia_sync.origem.consultas import Objeto, _filtrado, _marcadas
+from contextia_sync.origem.consultas import (
+    ColunaReal,
+    Consulta,
+    Expressao,
+    Objeto,
+    _filtrado,
+    _marcadas,
+)
+from contextia_sync.tipos import ValorDoBanco
 
 if TYPE_CHECKING:
     from contextia_sync.origem.marca_apagada import MarcaDeApagado
 
 
-def _empresa_agrupada(coluna: ColumnClause[Any], dialeto: str) -> ColumnElement[Any]:
+def _empresa_agrupada(coluna: ColunaReal, dialeto: str) -> Expressao:
     """A coluna de escopo como o GROUP BY a junta: texto sem o espaço das pontas."""
     tipo = coluna.type
     texto = isinstance(tipo, sa.String) or (dialeto == 'sqlite' and isinstance(tipo, NullType))
@@ -47,18 +53,18 @@ def consulta_repetidas(
     chave: str,
     escopo: str | None,
     dialeto: str,
-    so_escopo: Any = None,
+    so_escopo: ValorDoBanco = None,
     sem_apagadas: MarcaDeApagado | None = None,
     limite: int = 1001,
-) -> tuple[sa.Select[Any], list[ColumnClause[Any]]]:
+) -> tuple[Consulta, list[ColunaReal]]:
     """
     O SELECT dos pares repetidos -- (MIN(escopo), MAX(escopo), key, linhas); sem
     escopo, (key, linhas) -- e as colunas reais ([escopo,] key), para os conversores.
     """
     validado(filtro.validar_nome, chave, 'key')
     real_chave = objeto.coluna(chave, 'key')
-    reais: list[ColumnClause[Any]] = []
-    grupos: list[ColumnElement[Any]] = []
+    reais: list[ColunaReal] = []
+    grupos: list[Expressao] = []
     if escopo is not None:
         validado(filtro.validar_nome, escopo, 'scope_column')
         real_escopo = objeto.coluna(escopo, 'scope_column')
@@ -67,7 +73,7 @@ def consulta_repetidas(
     reais.append(real_chave)
     grupos.append(ordem_binaria(real_chave, dialeto))
     extremos = [sa.func.min(real_escopo), sa.func.max(real_escopo)] if escopo is not None else []
-    sql: sa.Select[Any] = (
+    sql: Consulta = (
         sa.select(*extremos, sa.func.min(real_chave), sa.func.count())
         .select_from(objeto.tabela)
         .where(*[real.is_not(None) for real in reais])

@@ -21,13 +21,22 @@ Puro (biblioteca padrão e `escopos`): a regra de projeto e a captura usam.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypeAlias, cast
 
 from contextia_sync.escopos import texto_escopo
 
-OPERADORES = ('equals', 'not_equals', 'in', 'not_in', 'not_empty')
+if TYPE_CHECKING:  # so a anotacao: a condicao fica pura
+    from contextia_sync.tipos import Filtro, ValorDeFiltro
+
+Operador: TypeAlias = Literal['equals', 'not_equals', 'in', 'not_in', 'not_empty']
+"""Um operador do mapeamento (as chaves de `Filtro` além de `column`)."""
+
+Esperado: TypeAlias = 'ValorDeFiltro | list[ValorDeFiltro]'
+"""O valor que o mapeamento dá ao operador: uma lista para `in`/`not_in`."""
+
+OPERADORES: tuple[Operador, ...] = ('equals', 'not_equals', 'in', 'not_in', 'not_empty')
 """Os operadores do mapeamento, na ordem em que `de_mapa` os procura."""
 
 NEGATIVOS = ('not_equals', 'not_in')
@@ -38,7 +47,7 @@ NEGATIVOS = ('not_equals', 'not_in')
 _GRAFIAS_DO_BOOLEANO = {True: ('1', 'true'), False: ('0', 'false')}
 
 
-def textos_de(valor: Any) -> tuple[str, ...]:
+def textos_de(valor: object) -> tuple[str, ...]:
     """O valor esperado como os textos com que ele casa (um, ou dois para booleano)."""
     if isinstance(valor, bool):
         return _GRAFIAS_DO_BOOLEANO[valor]
@@ -51,10 +60,10 @@ class Condicao:
 
     coluna: str
     operador: str
-    esperado: Any
+    esperado: Esperado
 
     @classmethod
-    def de_mapa(cls, item: Mapping[str, Any]) -> Condicao:
+    def de_mapa(cls, item: Filtro) -> Condicao:
         """A condição do mapeamento (já validado pelo schema: um operador só)."""
         for operador in OPERADORES:
             if operador in item:
@@ -68,10 +77,15 @@ class Condicao:
         """Os textos com que o valor é comparado (vazio para `not_empty`)."""
         if self.operador == 'not_empty':
             return frozenset()
-        valores = self.esperado if self.operador in ('in', 'not_in') else [self.esperado]
+        # `in`/`not_in` levam uma lista (o schema do mapeamento o exige).
+        valores: Sequence[object] = (
+            cast('list[ValorDeFiltro]', self.esperado)
+            if self.operador in ('in', 'not_in')
+            else [self.esperado]
+        )
         return frozenset(texto for valor in valores for texto in textos_de(valor))
 
-    def vale(self, valor: Any) -> bool:
+    def vale(self, valor: object) -> bool:
         """
         Se o valor da coluna satisfaz a condição, comparado como texto.
 
@@ -91,12 +105,15 @@ class Condicao:
         if self.operador == 'not_equals':
             return '%s <> %r' % (self.coluna, texto_escopo(self.esperado))
         if self.operador == 'in':
-            return '%s em (%s)' % (self.coluna, _lista(self.esperado))
+            return '%s em (%s)' % (self.coluna, _lista(cast('list[ValorDeFiltro]', self.esperado)))
         if self.operador == 'not_in':
-            return '%s fora de (%s)' % (self.coluna, _lista(self.esperado))
+            return '%s fora de (%s)' % (
+                self.coluna,
+                _lista(cast('list[ValorDeFiltro]', self.esperado)),
+            )
         return '%s preenchido' % self.coluna
 
 
-def _lista(valores: Any) -> str:
+def _lista(valores: Iterable[ValorDeFiltro]) -> str:
     """Os valores esperados de `in`/`not_in` como o operador os lê, na ordem do mapeamento."""
     return ', '.join(repr(texto_escopo(v)) for v in valores)

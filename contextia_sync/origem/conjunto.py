@@ -23,23 +23,27 @@ O adaptador generico expoe isto como `conjunto(...)` (origem/generico.py).
 
 from __future__ import annotations
 
-from typing import Any
-
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as _mysql
-from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.sql.expression import ColumnClause
 from sqlalchemy.types import NullType
 
 from contextia_sync.origem import filtro, validado
-from contextia_sync.origem.consultas import Objeto, _filtrado, _marcadas
+from contextia_sync.origem.consultas import (
+    ColunaReal,
+    Consulta,
+    Expressao,
+    Objeto,
+    _filtrado,
+    _marcadas,
+)
 from contextia_sync.origem.marca_apagada import MarcaDeApagado
+from contextia_sync.tipos import ValorDoBanco
 
 # Texto em ordem de bytes (UTF-8 = ordem de code point, a do `str` do Python).
 _COLACAO_BINARIA = {'postgresql': 'C', 'sqlite': 'BINARY', 'mssql': 'Latin1_General_BIN2'}
 
 
-def ordem_binaria(coluna: ColumnClause[Any], dialeto: str) -> ColumnElement[Any]:
+def ordem_binaria(coluna: ColunaReal, dialeto: str) -> Expressao:
     """A coluna como vai no ORDER BY: texto em ordem binaria; o resto como e."""
     tipo = coluna.type
     texto = isinstance(tipo, sa.String) or (dialeto == 'sqlite' and isinstance(tipo, NullType))
@@ -59,9 +63,9 @@ def consulta_conjunto(
     chave: str,
     escopo: str | None,
     dialeto: str,
-    so_escopo: Any = None,
+    so_escopo: ValorDoBanco = None,
     sem_apagadas: MarcaDeApagado | None = None,
-) -> tuple[sa.Select[Any], list[ColumnClause[Any]]]:
+) -> tuple[Consulta, list[ColunaReal]]:
     """
     O SELECT do conjunto de chaves e as colunas reais (escopo primeiro, se houver).
 
@@ -70,7 +74,7 @@ def consulta_conjunto(
     """
     validado(filtro.validar_nome, chave, 'key')
     real_chave = objeto.coluna(chave, 'key')
-    reais: list[ColumnClause[Any]] = []
+    reais: list[ColunaReal] = []
     if escopo is not None:
         validado(filtro.validar_nome, escopo, 'scope_column')
         reais.append(objeto.coluna(escopo, 'scope_column'))

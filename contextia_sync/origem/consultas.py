@@ -10,11 +10,12 @@ O adaptador generico (`origem/generico.py`) executa; o `--autoteste` compila.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TypeAlias, TypedDict, Unpack
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql as _mysql
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.base import ReadOnlyColumnCollection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.expression import ColumnClause, TableClause
 from sqlalchemy.types import NullType
@@ -22,21 +23,41 @@ from sqlalchemy.types import NullType
 from contextia_sync.origem import ErroOrigem, filtro, validado
 from contextia_sync.origem.condicao import NEGATIVOS
 from contextia_sync.origem.marca_apagada import MarcaDeApagado
-from contextia_sync.origem.valores import coagir, coagir_exato, texto_sqlite
+from contextia_sync.origem.valores import TipoDaColuna, coagir, coagir_exato, texto_sqlite
+from contextia_sync.tipos import Tupla, ValorDoBanco
+
+# Uma coluna real da view (o parâmetro: o valor dela como o driver o devolve).
+ColunaReal: TypeAlias = ColumnClause[ValorDoBanco]
+
+# Uma expressão SQL sobre uma coluna da origem, avaliada pelo banco.
+Expressao: TypeAlias = ColumnElement[ValorDoBanco]
+
+# A view/tabela com as colunas reais.
+Tabela: TypeAlias = TableClause[ReadOnlyColumnCollection[str, ColunaReal]]
+
+# Um SELECT na origem: cada linha dele, uma tupla de valores do driver.
+Consulta: TypeAlias = sa.Select[Unpack[Tupla]]
+
+
+class ColunaLida(TypedDict):
+    """Nome e tipo de uma coluna, como o catálogo (ou o SELECT vazio do MySQL) os dá."""
+
+    name: str
+    type: TipoDaColuna
 
 
 class Objeto:
     """Uma view/tabela resolvida: nome real, colunas reais e seus tipos."""
 
     def __init__(
-        self, tabela: TableClause, source_object: str, tipos_sqlite: dict[str, str] | None = None
+        self, tabela: Tabela, source_object: str, tipos_sqlite: dict[str, str] | None = None
     ) -> None:
         self.tabela = tabela
         self.source_object = source_object
         self.tipos_sqlite = tipos_sqlite or {}
         self.sem_reflexao = False
-        self._exato: dict[str, ColumnClause[Any]] = {c.name: c for c in tabela.c}
-        self._minusculo: dict[str, ColumnClause[Any]] = {}
+        self._exato: dict[str, ColunaReal] = {c.name: c for c in tabela.c}
+        self._minusculo: dict[str, ColunaReal] = {}
         for c in tabela.c:
             self._minusculo.setdefault(c.name.lower(), c)
 
@@ -45,7 +66,7 @@ class Objeto:
         """As colunas e os tipos vieram do catálogo (não é SQL compilado sem servidor)."""
         return bool(self._exato) and not self.sem_reflexao
 
-    def coluna(self, nome: str, campo: str = 'columns') -> ColumnClause[Any]:
+    def coluna(self, nome: str, campo: str = 'columns') -> ColunaReal:
         """
         A coluna real para um nome do mapeamento: exato, senão sem caixa.
 
@@ -68,7 +89,7 @@ class Objeto:
 
 
 # Codigos de tipo do protocolo MySQL (pymysql.constants.FIELD_TYPE).
-_TIPOS_MYSQL: dict[Any, str] = {
+_TIPOS_MYSQL: dict[object, str] = {
     0: 'numeric',
     246: 'numeric',
     1: 'int',
@@ -89,9 +110,7 @@ _TIPOS_MYSQL: dict[Any, str] = {
 }
 
 
-def colunas_pelo_select_mysql(
-    conn: Connection, schema: str | None, nome: str
-) -> list[dict[str, Any]]:
+def colunas_pelo_select_mysql(conn: Connection, schema: str | None, nome: str) -> list[ColunaLida]:
     """
     Nomes e tipos pelo `SELECT * ... WHERE 1 = 0`: so precisa de SELECT.
 
@@ -104,10 +123,10 @@ def colunas_pelo_select_mysql(
     resultado = conn.execute(sql)
     descricao = resultado.cursor.description
     resultado.close()
-    colunas = []
+    colunas: list[ColunaLida] = []
     for nome_coluna, codigo, _exib, _interno, precisao, escala, _nulo in descricao:
         familia = _TIPOS_MYSQL.get(codigo)
-        tipos: dict[str | None, Any] = {
+        tipos: dict[str | None, TipoDaColuna] = {
             'int': sa.Integer(),
             'float': sa.Float(),
             'date': sa.Date(),
@@ -124,7 +143,7 @@ def colunas_pelo_select_mysql(
 
 
 def objeto_sem_reflexao(
-    source_object: str, colunas: Iterable[str] = (), tipos: Mapping[str, Any] | None = None
+    source_object: str, colunas: Iterable[str] = (), tipos: Mapping[str, TipoDaColuna] | None = None
 ) -> Objeto:
     """Tabela montada só com nomes (e tipos, se dados): para compilar SQL sem servidor."""
     schema, nome = validado(filtro.validar_objeto, source_object)
@@ -140,7 +159,9 @@ def objeto_sem_reflexao(
     return objeto
 
 
-def valor_do_escopo(objeto: Objeto, scope: Sequence[Any]) -> tuple[ColumnClause[Any], Any]:
+def valor_do_escopo(
+    objeto: Objeto, scope: Sequence[ValorDoBanco]
+) -> tuple[ColunaReal, ValorDoBanco]:
     """
     A coluna de escopo real e o valor EXATAMENTE no tipo dela (`coagir_exato`).
 
@@ -202,25 +223,25 @@ def _onde(
 
 
 def _filtrado(
-    sql: sa.Select[Any],
+    sql: Consulta,
     objeto: Objeto,
-    scope: Sequence[Any] | None,
-    since: Sequence[Any] | None,
+    scope: Sequence[ValorDoBanco] | None,
+    since: Sequence[ValorDoBanco] | None,
     dialeto: str,
-    chaves: Sequence[Any] | None = None,
-) -> sa.Select[Any]:
+    chaves: Sequence[ValorDoBanco] | None = None,
+) -> Consulta:
     for expr in _onde(objeto, validado(filtro.plano, scope, since, chaves), dialeto):
         sql = sql.where(expr)
     return sql
 
 
-def _texto_da_marca(coluna: ColumnClause[Any], dialeto: str) -> ColumnElement[Any]:
+def _texto_da_marca(coluna: ColunaReal, dialeto: str) -> Expressao:
     """
     A coluna da marca como `origem/condicao.py` a compara: texto sem os espaços
     das pontas (TRIM só tira o espaço, como `texto_escopo`), byte a byte -- a
     collation sem caixa do MySQL e do SQL Server diria 'c' = 'C'.
     """
-    texto: ColumnElement[Any] = sa.func.trim(sa.cast(coluna, sa.String(255)))
+    texto: Expressao = sa.func.trim(sa.cast(coluna, sa.String(255)))
     if dialeto == 'mysql':
         return sa.cast(texto, _mysql.BINARY())
     if dialeto == 'mssql':
@@ -228,7 +249,7 @@ def _texto_da_marca(coluna: ColumnClause[Any], dialeto: str) -> ColumnElement[An
     return texto
 
 
-def estado_da_marca(objeto: Objeto, marca: MarcaDeApagado, dialeto: str) -> ColumnElement[Any]:
+def estado_da_marca(objeto: Objeto, marca: MarcaDeApagado, dialeto: str) -> ColumnElement[int]:
     """
     1 para a linha marcada como apagada, 0 para a viva -- nunca NULL.
 
@@ -254,20 +275,20 @@ def estado_da_marca(objeto: Objeto, marca: MarcaDeApagado, dialeto: str) -> Colu
         if '' in textos:  # o texto vazio: '' no banco, NULL depois do TRIM no Oracle
             casou = sa.or_(casou, texto.is_(None))
     negativo = condicao.operador in NEGATIVOS
-    sim: ColumnElement[Any] = sa.literal_column('1')
-    nao: ColumnElement[Any] = sa.literal_column('0')
+    sim: ColumnElement[int] = sa.literal_column('1')
+    nao: ColumnElement[int] = sa.literal_column('0')
     return sa.case(
         (coluna.is_(None), nao), (casou, nao if negativo else sim), else_=sim if negativo else nao
     )
 
 
 def _marcadas(
-    sql: sa.Select[Any],
+    sql: Consulta,
     objeto: Objeto,
     dialeto: str,
     sem_apagadas: MarcaDeApagado | None,
     so_apagadas: MarcaDeApagado | None = None,
-) -> sa.Select[Any]:
+) -> Consulta:
     """O SELECT sem as linhas marcadas como apagadas (ou só com elas)."""
     if sem_apagadas is not None:
         sql = sql.where(estado_da_marca(objeto, sem_apagadas, dialeto) == 0)
@@ -279,12 +300,12 @@ def _marcadas(
 def consulta_fetch(
     objeto: Objeto,
     columns: Sequence[str],
-    scope: Sequence[Any] | None = None,
-    since: Sequence[Any] | None = None,
+    scope: Sequence[ValorDoBanco] | None = None,
+    since: Sequence[ValorDoBanco] | None = None,
     dialeto: str = '',
-    chaves: Sequence[Any] | None = None,
+    chaves: Sequence[ValorDoBanco] | None = None,
     sem_apagadas: MarcaDeApagado | None = None,
-) -> tuple[sa.Select[Any], list[str], list[int], list[ColumnClause[Any]]]:
+) -> tuple[Consulta, list[str], list[int], list[ColunaReal]]:
     """
     SELECT das colunas do mapeamento, sem repetir coluna.
 
@@ -293,7 +314,7 @@ def consulta_fetch(
     `sem_apagadas`, sem as linhas que a marca diz apagadas (`estado_da_marca`).
     """
     nomes = validado(filtro.validar_colunas, columns)
-    reais: list[ColumnClause[Any]] = []
+    reais: list[ColunaReal] = []
     posicoes: list[int] = []
     for nome in nomes:
         coluna = objeto.coluna(nome)
@@ -312,12 +333,12 @@ def consulta_fetch(
 
 def consulta_contar(
     objeto: Objeto,
-    scope: Sequence[Any] | None = None,
-    since: Sequence[Any] | None = None,
+    scope: Sequence[ValorDoBanco] | None = None,
+    since: Sequence[ValorDoBanco] | None = None,
     dialeto: str = '',
     sem_apagadas: MarcaDeApagado | None = None,
     so_apagadas: MarcaDeApagado | None = None,
-) -> sa.Select[Any]:
+) -> Consulta:
     """SELECT count(*) com o filtro de `filtro.plano` (a sonda do ouvinte), e a marca."""
     return _marcadas(
         _filtrado(
@@ -330,14 +351,14 @@ def consulta_contar(
     )
 
 
-def consulta_maximo(objeto: Objeto, coluna: str) -> tuple[sa.Select[Any], ColumnClause[Any]]:
+def consulta_maximo(objeto: Objeto, coluna: str) -> tuple[Consulta, ColunaReal]:
     """SELECT max(coluna) e a coluna real (o tipo dela converte o resultado)."""
     validado(filtro.validar_nome, coluna, 'watch_column')
     real = objeto.coluna(coluna, 'watch_column')
     return sa.select(sa.func.max(real).label('maximo')).select_from(objeto.tabela), real
 
 
-def consulta_escopos(objeto: Objeto, coluna: str) -> tuple[sa.Select[Any], ColumnClause[Any]]:
+def consulta_escopos(objeto: Objeto, coluna: str) -> tuple[Consulta, ColunaReal]:
     """SELECT DISTINCT dos valores nao nulos de `coluna`, em ordem."""
     validado(filtro.validar_nome, coluna, 'scope_column')
     real = objeto.coluna(coluna, 'scope_column')
@@ -350,7 +371,7 @@ def consulta_escopos(objeto: Objeto, coluna: str) -> tuple[sa.Select[Any], Colum
     ), real
 
 
-def consulta_sem_valor(objeto: Objeto, coluna: str) -> sa.Select[Any]:
+def consulta_sem_valor(objeto: Objeto, coluna: str) -> Consulta:
     """SELECT count(*) das linhas com `coluna` nula (sem carimbo: so a varredura as leva)."""
     validado(filtro.validar_nome, coluna, 'watch_column')
     real = objeto.coluna(coluna, 'watch_column')

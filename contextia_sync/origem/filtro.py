@@ -11,11 +11,14 @@ daqui e de nenhum outro lugar.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:  # so a anotacao: o filtro fica puro (autoteste)
+    from contextia_sync.tipos import Tupla, ValorDoBanco
 
 # Uma condicao do WHERE: (coluna, operador, parametro, valor).
-Condicao = tuple[str, str, str, Any]
+Condicao: TypeAlias = tuple[str, str, str, 'ValorDoBanco']
 
 # Letra ou `_` primeiro; depois letras, digitos, `_`, `$` e `#` (Oracle usa os
 # dois ultimos em nome de objeto de ERP). Nada de espaco, aspas, ponto-e-virgula
@@ -33,7 +36,7 @@ class ErroIdentificador(ValueError):
     """Nome de objeto ou coluna do mapeamento que não pode ir para um SQL."""
 
 
-def validar_nome(nome: Any, campo: str) -> str:
+def validar_nome(nome: object, campo: str) -> str:
     """Devolve `nome` se for um identificador simples; levanta ErroIdentificador."""
     if not isinstance(nome, str) or not nome:
         raise ErroIdentificador(
@@ -50,7 +53,7 @@ def validar_nome(nome: Any, campo: str) -> str:
     return nome
 
 
-def validar_objeto(source_object: Any, campo: str = 'source_object') -> tuple[str | None, str]:
+def validar_objeto(source_object: object, campo: str = 'source_object') -> tuple[str | None, str]:
     """
     'VIEW' ou 'SCHEMA.VIEW' -> (schema|None, nome). Qualquer outra forma e recusada.
     """
@@ -72,7 +75,7 @@ def validar_objeto(source_object: Any, campo: str = 'source_object') -> tuple[st
     return None, partes[0]
 
 
-def validar_colunas(colunas: Any, campo: str = 'columns') -> list[str]:
+def validar_colunas(colunas: Iterable[object], campo: str = 'columns') -> list[str]:
     """Lista de nomes validados; lista vazia ou nao-lista e recusada."""
     if isinstance(colunas, str) or not colunas:
         raise ErroIdentificador(
@@ -81,7 +84,7 @@ def validar_colunas(colunas: Any, campo: str = 'columns') -> list[str]:
     return [validar_nome(c, '%s[%d]' % (campo, i)) for i, c in enumerate(colunas)]
 
 
-def _par(par: Any, campo: str) -> tuple[str, Any] | None:
+def _par(par: object, campo: str) -> tuple[str, ValorDoBanco] | None:
     if par is None:
         return None
     if not isinstance(par, (tuple, list)) or len(par) != 2:
@@ -90,9 +93,9 @@ def _par(par: Any, campo: str) -> tuple[str, Any] | None:
 
 
 def plano(
-    scope: Sequence[Any] | None = None,
-    since: Sequence[Any] | None = None,
-    chaves: Sequence[Any] | None = None,
+    scope: Sequence[ValorDoBanco] | None = None,
+    since: Sequence[ValorDoBanco] | None = None,
+    chaves: Sequence[ValorDoBanco] | None = None,
 ) -> list[Condicao]:
     """
     O WHERE como lista de condições (coluna, operador, parâmetro, valor).
@@ -135,7 +138,7 @@ def plano(
 
 def descrever(
     condicoes: Sequence[Condicao], estilo: str = 'named'
-) -> tuple[str, dict[str, Any] | tuple[Any, ...]]:
+) -> tuple[str, dict[str, ValorDoBanco] | Tupla]:
     """
     O plano como texto de WHERE e os valores: ('E = :escopo AND ALT > :desde', {...}).
 
@@ -145,8 +148,8 @@ def descrever(
     if estilo not in ('named', 'format'):
         raise ValueError('estilo: use "named" ou "format"')
     partes = []
-    nomeados: dict[str, Any] = {}
-    posicionais: list[Any] = []
+    nomeados: dict[str, ValorDoBanco] = {}
+    posicionais: list[ValorDoBanco] = []
     for coluna, operador, parametro, valor in condicoes:
         if estilo == 'named':
             partes.append('%s %s :%s' % (coluna, operador, parametro))

@@ -43,17 +43,18 @@ import datetime
 import itertools
 import os
 import weakref
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Literal, cast, overload
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection, CursorResult, Engine
-from sqlalchemy.sql.expression import ColumnClause
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+from sqlalchemy.sql.compiler import Compiled
 
 from contextia_sync.origem import (
     ErroConfiguracaoOrigem,
@@ -66,6 +67,9 @@ from contextia_sync.origem import (
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.origem.marca_apagada import MarcaDeApagado
 from contextia_sync.origem.consultas import (
+    ColunaLida,
+    ColunaReal,
+    Consulta,
     Objeto,
     colunas_pelo_select_mysql,
     consulta_contar,
@@ -103,6 +107,7 @@ from contextia_sync.origem.valores import (
     familia_json,
 )
 from contextia_sync.registro import logger
+from contextia_sync.tipos import ConexaoDoDriver, Linha, Resultado, ValorDoBanco
 
 # Os nomes publicos: as funcoes do contrato (`--source=generic`), as excecoes que
 # ele promete (docs/origem.md) e a Origem avulsa (testes, bench).
@@ -127,11 +132,16 @@ __all__ = [
 
 # O que `fetch` devolve: um gerador (`close()` larga a leitura no meio, e a
 # conexao volta ao pool na hora).
-Linhas = Generator[dict[str, Any], None, None]
+Linhas = Generator[Linha, None, None]
+
+# Uma key repetida (`chaves_repetidas`): a menor e a maior empresa como a view as
+# escreve, a key e quantas linhas a têm.
+Repetida = tuple[ValorDoBanco, ValorDoBanco, ValorDoBanco, int]
 
 # A familia JSON de cada coluna de uma leitura em curso (`familias`): o cliente
 # escolhe o conversor de cada coluna uma vez, pelo tipo do resultado.
-_FAMILIAS: weakref.WeakKeyDictionary[Linhas, dict[str, str]] = weakref.WeakKeyDictionary()
+# (Chave `object`: `familias` pergunta por qualquer iterável, e só o `fetch` daqui está.)
+_FAMILIAS: weakref.WeakKeyDictionary[object, dict[str, str]] = weakref.WeakKeyDictionary()
 
 # Linhas por ida ao servidor no streaming. 2.000 linhas de uma view de 200
 # colunas ainda cabem folgado na memoria; mais que isso so poupa idas.
@@ -147,7 +157,7 @@ POOL_EXTRA = 4
 # (`mascarar` fica exposto aqui tambem, como sempre esteve).
 
 
-def _sem_fuso(valor: Any) -> datetime.datetime:
+def _sem_fuso(valor: ValorDoBanco) -> datetime.datetime:
     """A hora do relógio da origem como datetime sem fuso (SQLite devolve texto)."""
     if isinstance(valor, str):
         valor = datetime.datetime.fromisoformat(valor.strip())
@@ -172,7 +182,7 @@ def _erro_do_driver(erro: BaseException) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _abandonar_mysql(conn: Connection, resultado: CursorResult[Any]) -> None:
+def _abandonar_mysql(conn: Connection, resultado: Resultado) -> None:
     """
     Leitura do MySQL/MariaDB largada no meio: derruba a conexão em vez de drenar.
 
@@ -199,7 +209,7 @@ def _abandonar_mysql(conn: Connection, resultado: CursorResult[Any]) -> None:
         cursor._result = None
 
 
-def _conversoes_mysqldb() -> dict[Any, Any]:
+def _conversoes_mysqldb() -> dict[object, object]:
     """
     As conversões do mysqlclient, com a data que ele não lê (a data zero do
     MySQL, '0000-00-00') devolvida como TEXTO, como o PyMySQL faz: o conversor
@@ -209,8 +219,8 @@ def _conversoes_mysqldb() -> dict[Any, Any]:
     from MySQLdb.constants import FIELD_TYPE
     from MySQLdb.converters import conversions
 
-    def texto_se_nao_leu(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        def ler(bruto: Any) -> Any:
+    def texto_se_nao_leu(original: Conversor) -> Conversor:
+        def ler(bruto: ValorDoBanco) -> ValorDoBanco:
             valor = original(bruto)
             if valor is None and bruto is not None:
                 return bruto.decode('ascii', 'replace') if isinstance(bruto, bytes) else bruto
@@ -225,10 +235,10 @@ def _conversoes_mysqldb() -> dict[Any, Any]:
 
 
 def _lote_pronto(
-    lote: Sequence[Sequence[Any]],
+    lote: Sequence[Sequence[ValorDoBanco]],
     conversores: list[tuple[int, Conversor]],
-    conferir: tuple[int, Any, str] | None,
-) -> tuple[Sequence[Sequence[Any]], int, Any]:
+    conferir: tuple[int, ValorDoBanco, str] | None,
+) -> tuple[Sequence[Sequence[ValorDoBanco]], int, ValorDoBanco]:
     """
     Um lote do cursor com os conversores de coluna aplicados e sem as linhas de
     outro escopo: (lote, descartadas, exemplo de valor descartado). O mesmo que
@@ -259,8 +269,8 @@ def _lote_pronto(
         distintos = None
     if distintos is not None and all(_do_escopo(valor, conferir) for valor in distintos):
         return lote, 0, None
-    ficam: list[Sequence[Any]] = []
-    fora: list[Sequence[Any]] = []
+    ficam: list[Sequence[ValorDoBanco]] = []
+    fora: list[Sequence[ValorDoBanco]] = []
     for linha in lote:
         (ficam if _do_escopo(linha[posicao], conferir) else fora).append(linha)
     return ficam, len(fora), fora[0][posicao] if fora else None
@@ -272,10 +282,10 @@ class _Contagem:
 
     lidas: int = 0
     descartadas: int = 0
-    exemplo: Any = None
+    exemplo: ValorDoBanco = None
     completo: bool = False
 
-    def descartar(self, valor: Any, quantas: int = 1) -> None:
+    def descartar(self, valor: ValorDoBanco, quantas: int = 1) -> None:
         """`quantas` linhas de outra empresa; `valor` fica de exemplo se for o primeiro."""
         self.descartadas += quantas
         if self.exemplo is None:
@@ -283,7 +293,7 @@ class _Contagem:
 
 
 def _avisar_descartadas(
-    source_object: str, conferir: tuple[int, Any, str] | None, conta: _Contagem
+    source_object: str, conferir: tuple[int, ValorDoBanco, str] | None, conta: _Contagem
 ) -> None:
     if conta.descartadas:
         logger.warning(
@@ -298,18 +308,18 @@ def _avisar_descartadas(
         )
 
 
-def _convertido(funcao: Conversor | None, valor: Any) -> Any:
+def _convertido(funcao: Conversor | None, valor: ValorDoBanco) -> ValorDoBanco:
     """O valor pelo conversor da coluna (NULL fica NULL)."""
     return funcao(valor) if funcao is not None and valor is not None else valor
 
 
-def _do_escopo(valor: Any, conferir: tuple[int, Any, str]) -> bool:
+def _do_escopo(valor: ValorDoBanco, conferir: tuple[int, ValorDoBanco, str]) -> bool:
     """O valor da coluna de escopo é o do escopo pedido, como o SDK o escreve?"""
     # Igual ao valor pedido (o caso de toda linha) dispensa o texto.
     return bool(valor == conferir[1] or texto_escopo(valor) == conferir[2])
 
 
-def _fechar_leitura(conn: Connection, resultado: CursorResult[Any]) -> None:
+def _fechar_leitura(conn: Connection, resultado: Resultado) -> None:
     """
     Fecha o cursor ANTES da conexao: no SQLite um SELECT nao finalizado segura
     o lock de leitura mesmo depois do rollback, e o ERP nao consegue gravar.
@@ -343,7 +353,7 @@ class Origem:
         self._engine: Engine | None = None
         self._objetos: dict[str, Objeto] = {}
         # conexao -> resultado de fetch ainda aberto
-        self._abertas: dict[Connection, CursorResult[Any]] = {}
+        self._abertas: dict[Connection, Resultado] = {}
         self._avisos = Avisos()
 
     # -- texto seguro -------------------------------------------------------
@@ -380,12 +390,12 @@ class Origem:
         """Cria o engine (uma vez) e prova que conecta; devolve self."""
         if self._engine is not None:
             return self
-        opcoes: dict[str, Any] = {'pool_pre_ping': True, 'pool_recycle': 3600}
+        opcoes: dict[str, object] = {'pool_pre_ping': True, 'pool_recycle': 3600}
         if self.dialeto != 'sqlite':
             opcoes.update(pool_size=POOL_TAMANHO, max_overflow=POOL_EXTRA)
         try:
             url = self.url
-            argumentos: dict[str, Any] = {}
+            argumentos: dict[str, object] = {}
             if url.get_driver_name() == 'mysqldb':
                 argumentos['conv'] = _conversoes_mysqldb()
             # O TLS vai pelo connect_args, montado de `self.tls` como nas outras
@@ -451,13 +461,18 @@ class Origem:
     def _sql_ping(self) -> str:
         return 'SELECT 1 FROM DUAL' if self.dialeto == 'oracle' else 'SELECT 1'
 
-    def _ao_conectar(self, dbapi_conn: Any, _registro: Any) -> None:
+    def _ao_conectar(self, dbapi_conn: ConexaoDoDriver, _registro: ConnectionPoolEntry) -> None:
         if self.dialeto == 'mysql':
             info = getattr(dbapi_conn, 'get_server_info', lambda: '')()
             self.mariadb = 'mariadb' in str(info).lower()
         self._travar_sessao(dbapi_conn)
 
-    def _ao_retirar(self, dbapi_conn: Any, _registro: Any, _proxy: Any) -> None:
+    def _ao_retirar(
+        self,
+        dbapi_conn: ConexaoDoDriver,
+        _registro: ConnectionPoolEntry,
+        _proxy: PoolProxiedConnection,
+    ) -> None:
         """
         MySQL/MariaDB: a sessão travada de novo a CADA retirada do pool.
 
@@ -475,7 +490,7 @@ class Origem:
                 'a sessão da origem não voltou a somente leitura (%s)' % _erro_do_driver(erro)
             ) from None
 
-    def _travar_sessao(self, dbapi_conn: Any) -> None:
+    def _travar_sessao(self, dbapi_conn: ConexaoDoDriver) -> None:
         """Os comandos de `sessao.comandos_de_sessao`: só leitura, UTC, limite de tempo."""
         comandos = comandos_de_sessao(self.dialeto, self.timeout, self.mariadb)
         if not self.timeout:
@@ -546,7 +561,7 @@ class Origem:
             if par not in candidatos:
                 candidatos.append(par)
         ultimo_erro = ''
-        reflexo: Sequence[Any]
+        reflexo: Sequence[ColunaLida]
         for cand_schema, cand_nome in candidatos:
             try:
                 reflexo = inspetor.get_columns(cand_nome, schema=cand_schema, **opcoes)
@@ -572,7 +587,7 @@ class Origem:
                 ' mapeamento e o GRANT (docs/origem.md).%s'
                 % (source_object, self.descricao, ultimo_erro)
             )
-        colunas: list[ColumnClause[Any]] = []
+        colunas: list[ColunaReal] = []
         tipos_sqlite: dict[str, str] = {}
         for info in reflexo:
             tipo = info['type']
@@ -594,7 +609,7 @@ class Origem:
         return objeto
 
     def _conversores(
-        self, objeto: Objeto, nomes: list[str], reais: list[ColumnClause[Any]]
+        self, objeto: Objeto, nomes: list[str], reais: list[ColunaReal]
     ) -> list[tuple[int, Conversor]]:
         lista = []
         for posicao, (nome, coluna) in enumerate(zip(nomes, reais, strict=True)):
@@ -614,9 +629,9 @@ class Origem:
         self,
         source_object: str,
         columns: Sequence[str],
-        scope: Sequence[Any] | None = None,
-        since: Sequence[Any] | None = None,
-        chaves: Sequence[Any] | None = None,
+        scope: Sequence[ValorDoBanco] | None = None,
+        since: Sequence[ValorDoBanco] | None = None,
+        chaves: Sequence[ValorDoBanco] | None = None,
         sem_apagadas: MarcaDeApagado | None = None,
     ) -> Linhas:
         """
@@ -631,7 +646,7 @@ class Origem:
         nomes = validado(filtro.validar_colunas, columns)
         plano = validado(filtro.plano, scope, since, chaves)
         conn = self._abrir()
-        conferir: tuple[int, Any, str] | None = None
+        conferir: tuple[int, ValorDoBanco, str] | None = None
         try:
             objeto = self._objeto(conn, source_object)
             # A coluna de escopo vai junto (se o mapeamento nao a le) para cada linha
@@ -677,17 +692,45 @@ class Origem:
             }
         return linhas
 
+    # Um dict por linha (o `fetch`), ou a tupla dos valores (`tuplas`: o conjunto).
+    @overload
     def _linhas(
         self,
         conn: Connection,
-        resultado: CursorResult[Any],
+        resultado: Resultado,
         source_object: str,
         nomes: list[str],
         posicoes: list[int],
         conversores: list[tuple[int, Conversor]],
-        conferir: tuple[int, Any, str] | None = None,
+        conferir: tuple[int, ValorDoBanco, str] | None = None,
+        tuplas: Literal[False] = False,
+    ) -> Linhas: ...
+
+    @overload
+    def _linhas(
+        self,
+        conn: Connection,
+        resultado: Resultado,
+        source_object: str,
+        nomes: list[str],
+        posicoes: list[int],
+        conversores: list[tuple[int, Conversor]],
+        conferir: tuple[int, ValorDoBanco, str] | None = None,
+        *,
+        tuplas: Literal[True],
+    ) -> Generator[Sequence[ValorDoBanco], None, None]: ...
+
+    def _linhas(
+        self,
+        conn: Connection,
+        resultado: Resultado,
+        source_object: str,
+        nomes: list[str],
+        posicoes: list[int],
+        conversores: list[tuple[int, Conversor]],
+        conferir: tuple[int, ValorDoBanco, str] | None = None,
         tuplas: bool = False,
-    ) -> Generator[Any, None, None]:
+    ) -> Linhas | Generator[Sequence[ValorDoBanco], None, None]:
         """
         As linhas do `fetch`, e a última palavra sobre o escopo.
 
@@ -720,7 +763,7 @@ class Origem:
                     yield from map(dict, map(zip, itertools.repeat(chaves), lote))
             else:
                 for linha in resultado:
-                    valores: Sequence[Any] = linha
+                    valores: Sequence[ValorDoBanco] = linha
                     if conversores:
                         valores = list(linha)
                         for posicao, funcao in conversores:
@@ -751,11 +794,11 @@ class Origem:
     def _lotes_crus(
         self,
         conn: Connection,
-        resultado: CursorResult[Any],
+        resultado: Resultado,
         conversores: list[tuple[int, Conversor]],
-        conferir: tuple[int, Any, str] | None,
+        conferir: tuple[int, ValorDoBanco, str] | None,
         conta: _Contagem,
-    ) -> Generator[Sequence[Sequence[Any]], None, None]:
+    ) -> Generator[Sequence[Sequence[ValorDoBanco]], None, None]:
         """
         Os lotes do cursor do driver, prontos: o conversor de coluna e a conferência
         do escopo olham o lote inteiro e só descem à linha quando algum valor
@@ -763,7 +806,7 @@ class Origem:
         guardou a primeira linha ao abrir o cursor. `conta.lidas` soma o lote
         depois que quem lê pede o seguinte (as linhas dele já foram entregues).
         """
-        lote: Sequence[Sequence[Any]] = resultado.fetchmany(self.linhas_por_lote)
+        lote: Sequence[Sequence[ValorDoBanco]] = resultado.fetchmany(self.linhas_por_lote)
         while lote:
             if conversores or conferir is not None:
                 lote, fora, primeiro = _lote_pronto(lote, conversores, conferir)
@@ -814,7 +857,7 @@ class Origem:
             ' renovar, ou chame fetch de novo' % (source_object, lidas)
         )
 
-    def _soltar(self, conn: Connection, resultado: CursorResult[Any], completo: bool) -> None:
+    def _soltar(self, conn: Connection, resultado: Resultado, completo: bool) -> None:
         """A conexão de volta ao pool, lida até o fim ou não (o MySQL abandonado no meio)."""
         self._abertas.pop(conn, None)
         if not completo and self.dialeto == 'mysql':
@@ -825,7 +868,7 @@ class Origem:
             pass
         self._devolver(conn)
 
-    def _sem_processador(self, resultado: CursorResult[Any]) -> bool:
+    def _sem_processador(self, resultado: Resultado) -> bool:
         """
         O SQLAlchemy não mexe em nenhum valor deste resultado? (Nenhum tipo das
         colunas tem conversão de resultado para este driver -- o SET do MySQL tem,
@@ -833,8 +876,9 @@ class Origem:
         """
         try:
             descricao = resultado.cursor.description
-            compilado: Any = resultado.context.compiled
-            tipos = [c.type for c in compilado.statement.selected_columns]
+            # O de um `fetch`/`conjunto`: compilado de um SELECT (sem ele, AttributeError).
+            compilado = cast(Compiled, resultado.context.compiled)
+            tipos = [c.type for c in cast(Consulta, compilado.statement).selected_columns]
         except AttributeError:
             return False
         if descricao is None or len(descricao) != len(tipos):
@@ -869,8 +913,8 @@ class Origem:
     def contar(
         self,
         source_object: str,
-        scope: Sequence[Any] | None = None,
-        since: Sequence[Any] | None = None,
+        scope: Sequence[ValorDoBanco] | None = None,
+        since: Sequence[ValorDoBanco] | None = None,
         sem_apagadas: MarcaDeApagado | None = None,
         so_apagadas: MarcaDeApagado | None = None,
     ) -> int:
@@ -880,7 +924,7 @@ class Origem:
             sql = consulta_contar(objeto, scope, since, self.dialeto, sem_apagadas, so_apagadas)
             return int(conn.execute(sql).scalar_one())
 
-    def maximo(self, source_object: str, coluna: str) -> Any:
+    def maximo(self, source_object: str, coluna: str) -> ValorDoBanco:
         """O maior valor da coluna (ponto de partida da marca de água); None se vazia."""
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
@@ -924,7 +968,7 @@ class Origem:
             for c in objeto.tabela.c
         ]
 
-    def escopos(self, source_object: str, coluna: str) -> list[Any]:
+    def escopos(self, source_object: str, coluna: str) -> list[ValorDoBanco]:
         """Os valores distintos, não nulos, de `coluna` (as empresas que existem ali)."""
         with self._conexao() as conn:
             objeto = self._objeto(conn, source_object)
@@ -944,9 +988,9 @@ class Origem:
         source_object: str,
         chave: str,
         escopo: str | None = None,
-        so_escopo: Any = None,
+        so_escopo: ValorDoBanco = None,
         sem_apagadas: MarcaDeApagado | None = None,
-    ) -> Generator[Sequence[Any], None, None]:
+    ) -> Generator[Sequence[ValorDoBanco], None, None]:
         """
         As linhas (escopo, chave) do conjunto -- só (chave,) sem `escopo` --, em
         streaming e em ordem (o SQL em origem/conjunto.py: `consulta_conjunto`).
@@ -986,10 +1030,10 @@ class Origem:
         source_object: str,
         chave: str,
         escopo: str | None = None,
-        so_escopo: Any = None,
+        so_escopo: ValorDoBanco = None,
         sem_apagadas: MarcaDeApagado | None = None,
         limite: int = 1001,
-    ) -> list[tuple[Any, Any, Any, int]]:
+    ) -> list[Repetida]:
         """
         Os pares (empresa, key) que se repetem na view, no máximo `limite`, como
         (a menor e a maior empresa como a view as escreve, key, linhas) -- (None,
@@ -1013,7 +1057,7 @@ class Origem:
         conversores = dict(self._conversores(objeto, nomes, reais))
         do_escopo = conversores.get(0) if escopo is not None else None
         da_chave = conversores.get(len(reais) - 1)
-        pares: list[tuple[Any, Any, Any, int]] = []
+        pares: list[Repetida] = []
         for linha in linhas:
             menor, maior = (linha[0], linha[1]) if escopo is not None else (None, None)
             valor, quantas = linha[-2], int(linha[-1])
@@ -1096,9 +1140,9 @@ def _origem() -> Origem:
 def fetch(
     source_object: str,
     columns: Sequence[str],
-    scope: Sequence[Any] | None = None,
-    since: Sequence[Any] | None = None,
-    chaves: Sequence[Any] | None = None,
+    scope: Sequence[ValorDoBanco] | None = None,
+    since: Sequence[ValorDoBanco] | None = None,
+    chaves: Sequence[ValorDoBanco] | None = None,
     sem_apagadas: MarcaDeApagado | None = None,
 ) -> Linhas:
     """As linhas como dicts, em streaming (ver `Origem.fetch`)."""
@@ -1107,7 +1151,7 @@ def fetch(
     )
 
 
-def familias(linhas: Any) -> dict[str, str] | None:
+def familias(linhas: object) -> dict[str, str] | None:
     """
     {coluna: família JSON} das linhas de um `fetch` (origem/valores.py:
     familia_json), para `enviar_dataset(..., familias=)`; None se `linhas` não
@@ -1123,9 +1167,9 @@ def conjunto(
     source_object: str,
     chave: str,
     escopo: str | None = None,
-    so_escopo: Any = None,
+    so_escopo: ValorDoBanco = None,
     sem_apagadas: MarcaDeApagado | None = None,
-) -> Generator[Sequence[Any], None, None]:
+) -> Generator[Sequence[ValorDoBanco], None, None]:
     """As linhas (escopo, chave) em ordem, em streaming (a reconciliacao; origem/conjunto.py)."""
     return _origem().ler_conjunto(source_object, chave, escopo, so_escopo, sem_apagadas)
 
@@ -1134,10 +1178,10 @@ def chaves_repetidas(
     source_object: str,
     chave: str,
     escopo: str | None = None,
-    so_escopo: Any = None,
+    so_escopo: ValorDoBanco = None,
     sem_apagadas: MarcaDeApagado | None = None,
     limite: int = 1001,
-) -> list[tuple[Any, Any, Any, int]]:
+) -> list[Repetida]:
     """Os pares (empresa, key) repetidos na view (a carga os pergunta antes de ler)."""
     return _origem().chaves_repetidas(source_object, chave, escopo, so_escopo, sem_apagadas, limite)
 
@@ -1159,8 +1203,8 @@ def contar_sem_valor(source_object: str, coluna: str) -> int:
 
 def contar(
     source_object: str,
-    scope: Sequence[Any] | None = None,
-    since: Sequence[Any] | None = None,
+    scope: Sequence[ValorDoBanco] | None = None,
+    since: Sequence[ValorDoBanco] | None = None,
     sem_apagadas: MarcaDeApagado | None = None,
     so_apagadas: MarcaDeApagado | None = None,
 ) -> int:
@@ -1170,7 +1214,7 @@ def contar(
     )
 
 
-def maximo(source_object: str, coluna: str) -> Any:
+def maximo(source_object: str, coluna: str) -> ValorDoBanco:
     """O maior valor da coluna; None se vazia."""
     return _origem().maximo(source_object, coluna)
 
@@ -1180,7 +1224,7 @@ def colunas(source_object: str) -> list[str]:
     return _origem().colunas(source_object)
 
 
-def escopos(source_object: str, coluna: str) -> list[Any]:
+def escopos(source_object: str, coluna: str) -> list[ValorDoBanco]:
     """Os valores distintos, não nulos, de `coluna`."""
     return _origem().escopos(source_object, coluna)
 

@@ -26,13 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Final, TypedDict
 
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.mapeamento import valor_herdado
 from contextia_sync.origem.condicao import Condicao
 
-CAMPO = 'deleted_when'
+if TYPE_CHECKING:  # so a anotacao: a marca fica pura
+    from contextia_sync.tipos import DatasetDoMapa, Linha, Mapa, ValorDoBanco
+
+CAMPO: Final = 'deleted_when'
 """O nome do campo no mapeamento (no dataset e no `defaults`)."""
 
 
@@ -48,7 +51,7 @@ class MarcaDeApagado:
         return self.condicao.coluna
 
     @classmethod
-    def do_dataset(cls, mapa: Mapping[str, Any], row: Mapping[str, Any]) -> MarcaDeApagado | None:
+    def do_dataset(cls, mapa: Mapa, row: DatasetDoMapa) -> MarcaDeApagado | None:
         """
         A marca do dataset `row`: a declarada nele, ou a do `defaults`.
 
@@ -60,7 +63,7 @@ class MarcaDeApagado:
             return None
         return cls(Condicao.de_mapa(item))
 
-    def apagada(self, linha: Mapping[str, Any]) -> bool:
+    def apagada(self, linha: Mapping[str, ValorDoBanco]) -> bool:
         """Se a linha lida está marcada como apagada; NULL na coluna é viva."""
         valor = linha.get(self.coluna)
         if valor is None:
@@ -68,8 +71,8 @@ class MarcaDeApagado:
         return self.condicao.vale(valor)
 
     def escolher(
-        self, linhas: Iterable[dict[str, Any]], chave: str, escopo: str | None = None
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        self, linhas: Iterable[Linha], chave: str, escopo: str | None = None
+    ) -> tuple[list[Linha], list[Linha]]:
         """
         (vivas, apagadas) de uma leitura: a viva vence a marcada de mesma chave.
 
@@ -81,9 +84,9 @@ class MarcaDeApagado:
         costuma ser única só dentro da filial, e a viva de outra empresa não
         salva a marcada desta.
         """
-        vivas: list[dict[str, Any]] = []
-        marcadas: dict[tuple[str | None, Any], dict[str, Any]] = {}
-        chaves_vivas: set[tuple[str | None, Any]] = set()
+        vivas: list[Linha] = []
+        marcadas: dict[tuple[str | None, ValorDoBanco], Linha] = {}
+        chaves_vivas: set[tuple[str | None, ValorDoBanco]] = set()
         for linha in linhas:
             valor = identidade(linha, chave, escopo)
             if not self.apagada(linha):
@@ -101,8 +104,8 @@ class MarcaDeApagado:
 
 
 def identidade(
-    linha: Mapping[str, Any], chave: str, escopo: str | None = None
-) -> tuple[str | None, Any]:
+    linha: Mapping[str, ValorDoBanco], chave: str, escopo: str | None = None
+) -> tuple[str | None, ValorDoBanco]:
     """
     (a empresa como texto, ou None sem `escopo`; o valor da chave) de uma linha,
     como chave de dicionário (o valor sem hash vai pelo repr).

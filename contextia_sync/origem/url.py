@@ -17,7 +17,7 @@ import os
 import re
 import ssl
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias, TypedDict
 from urllib.parse import quote, quote_plus
 
 import sqlalchemy as sa
@@ -382,7 +382,25 @@ def argumentos_psycopg(tls: TlsOrigem) -> dict[str, str]:
     return dict(tls.parametros)
 
 
-def argumentos_pymysql(tls: TlsOrigem) -> dict[str, Any]:
+class ArgumentosPymysql(TypedDict, total=False):
+    """O TLS para o `pymysql.connect`: desligado, ou o SSLContext montado aqui."""
+
+    ssl_disabled: bool
+    ssl: ssl.SSLContext
+
+
+class ArgumentosMysqldb(TypedDict, total=False):
+    """O TLS para o `MySQLdb.connect` (mysqlclient): o `ssl_mode` e os arquivos."""
+
+    ssl_mode: str
+    ssl: dict[str, str]
+
+
+# O `connect_args` do engine da origem, conforme o driver da URL.
+ArgumentosDoDriver: TypeAlias = dict[str, str] | ArgumentosPymysql | ArgumentosMysqldb
+
+
+def argumentos_pymysql(tls: TlsOrigem) -> ArgumentosPymysql:
     """
     Os argumentos do `pymysql.connect` (e do BinLogStreamReader, que os repassa
     às duas conexões dele): um SSLContext montado aqui, ou nada no modo
@@ -419,7 +437,7 @@ def contexto_ssl(tls: TlsOrigem) -> ssl.SSLContext:
     return contexto
 
 
-def argumentos_mysqldb(tls: TlsOrigem) -> dict[str, Any]:
+def argumentos_mysqldb(tls: TlsOrigem) -> ArgumentosMysqldb:
     """Os argumentos do `MySQLdb.connect` (mysqlclient): o dicionário `ssl` e o `ssl_mode`."""
     if tls.senha_da_chave:
         raise ErroConfiguracaoOrigem(
@@ -437,13 +455,13 @@ def argumentos_mysqldb(tls: TlsOrigem) -> dict[str, Any]:
         'key': tls.chave,
         'cipher': tls.cifras,
     }
-    argumentos: dict[str, Any] = {'ssl_mode': modo}
+    argumentos: ArgumentosMysqldb = {'ssl_mode': modo}
     if any(arquivos.values()):
         argumentos['ssl'] = {k: v for k, v in arquivos.items() if v}
     return argumentos
 
 
-def argumentos_do_engine(url: sa.URL, tls: TlsOrigem) -> dict[str, Any] | None:
+def argumentos_do_engine(url: sa.URL, tls: TlsOrigem) -> ArgumentosDoDriver | None:
     """
     O `connect_args` do engine da origem para o driver da URL; None para um
     driver que este módulo não conhece (a URL segue com os parâmetros como estão).

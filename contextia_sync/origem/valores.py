@@ -19,20 +19,25 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mssql as _mssql
-from sqlalchemy.types import NullType
+from sqlalchemy.types import NullType, TypeEngine
 
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.origem import ErroOrigem
 from contextia_sync.registro import logger
+from contextia_sync.tipos import ValorDoBanco
 
 UTC = datetime.timezone.utc
 
 # Leva o valor do driver ao valor Python que o cliente serializa.
-Conversor = Callable[[Any], Any]
+Conversor: TypeAlias = Callable[[ValorDoBanco], ValorDoBanco]
+
+# O tipo SQLAlchemy de uma coluna da origem (o refletido do catálogo, ou o dado
+# a mão): o parâmetro é o valor dela como o driver o devolve.
+TipoDaColuna: TypeAlias = TypeEngine[ValorDoBanco]
 
 # Os tipos que o conversor de data do MySQL devolve como estão (sem fuso).
 _PASSA_DATA = frozenset({datetime.date, datetime.datetime, type(None)})
@@ -41,11 +46,11 @@ _PASSA_DATA = frozenset({datetime.date, datetime.datetime, type(None)})
 DATA_SQLITE = re.compile(r'^\s*(DATETIME|TIMESTAMP|DATE)\b', re.I)
 
 
-def _eh_rowversion(tipo: Any) -> bool:
+def _eh_rowversion(tipo: TipoDaColuna) -> bool:
     return isinstance(tipo, _mssql.TIMESTAMP)
 
 
-def _tipo_python(tipo: Any) -> type | None:
+def _tipo_python(tipo: TipoDaColuna) -> type | None:
     try:
         python: type = tipo.python_type
     except (NotImplementedError, AttributeError):
@@ -53,7 +58,7 @@ def _tipo_python(tipo: Any) -> type | None:
     return python
 
 
-def familia_do_tipo(tipo: Any, tipo_sqlite: str | None = None) -> str:
+def familia_do_tipo(tipo: TipoDaColuna, tipo_sqlite: str | None = None) -> str:
     """
     A família do tipo de uma coluna: datetime, date, numérico, texto, uuid,
     outro, ou desconhecido (o catálogo não disse).
@@ -90,7 +95,7 @@ _CORRECAO_EXATO = {
 }
 
 
-def _inteiro_exato(valor: Any) -> int | None:
+def _inteiro_exato(valor: ValorDoBanco) -> int | None:
     """O inteiro que `valor` e EXATAMENTE, ou None (texto torto, fração, bool)."""
     if isinstance(valor, bool):
         return None
@@ -108,7 +113,9 @@ def _inteiro_exato(valor: Any) -> int | None:
     return None
 
 
-def coagir_exato(valor: Any, tipo: Any, coluna: str, campo: str = 'scope') -> Any:
+def coagir_exato(
+    valor: ValorDoBanco, tipo: TipoDaColuna, coluna: str, campo: str = 'scope'
+) -> ValorDoBanco:
     """
     O valor do escopo (ou de uma key do `IN`) EXATAMENTE no tipo da coluna, ou ErroOrigem.
 
@@ -171,11 +178,11 @@ def coagir_exato(valor: Any, tipo: Any, coluna: str, campo: str = 'scope') -> An
 
 
 def coagir(
-    valor: Any,
-    tipo: Any,
+    valor: ValorDoBanco,
+    tipo: TipoDaColuna,
     dialeto: str,  # noqa: ARG001 - quem chama passa; nenhum banco precisa dele hoje
     campo: str = 'since',
-) -> Any:
+) -> ValorDoBanco:
     """
     O valor do filtro no tipo da coluna, para o banco comparar sem adivinhar.
 
@@ -216,7 +223,7 @@ def coagir(
     return valor
 
 
-def familia_json(tipo: Any, dialeto: str) -> str:
+def familia_json(tipo: TipoDaColuna, dialeto: str) -> str:
     """
     O que o cliente precisa fazer com os valores de uma coluna deste tipo para o
     JSON do contrato (intake/serializacao.py: Serializador.plano_fixo):
@@ -256,7 +263,7 @@ def familia_json(tipo: Any, dialeto: str) -> str:
     return 'qualquer'
 
 
-def texto_sqlite(valor: Any) -> Any:
+def texto_sqlite(valor: ValorDoBanco) -> ValorDoBanco:
     """Data para o TEXT do SQLite, no formato que ele guarda ('YYYY-MM-DD HH:MM:SS')."""
     if isinstance(valor, datetime.datetime):
         return valor.replace(tzinfo=None).isoformat(' ')
@@ -271,7 +278,7 @@ class Avisos:
     def __init__(self) -> None:
         self.vistos: set[str] = set()
 
-    def uma_vez(self, chave: str, mensagem: str, *args: Any) -> None:
+    def uma_vez(self, chave: str, mensagem: str, *args: object) -> None:
         if chave not in self.vistos:
             self.vistos.add(chave)
             logger.warning(mensagem, *args)
@@ -281,7 +288,7 @@ class Avisos:
 class _Coluna:
     """O que a escolha do conversor olha numa coluna do resultado."""
 
-    tipo: Any
+    tipo: TipoDaColuna
     dialeto: str
     rotulo: str
     avisos: Avisos
@@ -289,7 +296,7 @@ class _Coluna:
 
 
 def _data_sqlite(c: _Coluna) -> Conversor:
-    def ler_sqlite(valor: Any, _dia: bool = (c.tipo_sqlite == 'date')) -> Any:
+    def ler_sqlite(valor: ValorDoBanco, _dia: bool = (c.tipo_sqlite == 'date')) -> ValorDoBanco:
         if not isinstance(valor, str):
             return valor
         try:
@@ -315,7 +322,7 @@ def _rowversion(c: _Coluna) -> Conversor:  # noqa: ARG001
 def _data_mysql(c: _Coluna) -> Conversor:
     com_fuso = isinstance(c.tipo, sa.TIMESTAMP)
 
-    def ler_mysql(valor: Any) -> Any:
+    def ler_mysql(valor: ValorDoBanco) -> ValorDoBanco:
         # O PyMySQL devolve '0000-00-00' como TEXTO: nao e data que exista.
         if isinstance(valor, str):
             c.avisos.uma_vez(
@@ -386,7 +393,7 @@ _REGRAS: tuple[tuple[Callable[[_Coluna], bool], Callable[[_Coluna], Conversor | 
 
 
 def conversor(
-    tipo: Any, dialeto: str, rotulo: str, avisos: Avisos, tipo_sqlite: str | None = None
+    tipo: TipoDaColuna, dialeto: str, rotulo: str, avisos: Avisos, tipo_sqlite: str | None = None
 ) -> Conversor | None:
     """
     Função que leva o valor do driver ao valor Python que o cliente serializa,

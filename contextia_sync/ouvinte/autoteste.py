@@ -12,10 +12,12 @@ from __future__ import annotations
 import datetime
 import functools
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # so o mypy: o `python3 -S` nem le isto
     from collections.abc import Callable, Iterable
+
+    from contextia_sync.tipos import DatasetDoMapa, Mapa
 
 
 class _Placar:
@@ -24,7 +26,7 @@ class _Placar:
     def __init__(self) -> None:
         self.falhas: list[str] = []
 
-    def igual(self, rotulo: str, obtido: Any, esperado: Any) -> None:
+    def igual(self, rotulo: str, obtido: object, esperado: object) -> None:
         if obtido != esperado:
             self.falhas.append('%s: obtido %r, esperado %r' % (rotulo, obtido, esperado))
             print('  FALHOU  %s' % rotulo)
@@ -34,7 +36,7 @@ class _Placar:
     def recusa(
         self,
         rotulo: str,
-        funcao: Callable[[], Any],
+        funcao: Callable[[], object],
         excecao: type[BaseException],
         contem: Iterable[str] = (),
     ) -> None:
@@ -99,7 +101,8 @@ def _escopos(p: _Placar) -> None:
     from contextia_sync.captura.ao_vivo import ErroAoVivo, agrupar_por_escopo, datasets_ao_vivo
 
     print('\nrepartir por empresa')
-    mapa = {'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID'}, 'datasets': []}
+    mapa: Mapa = {'defaults': {'scope_column': 'EMPRESA_ID', 'key': 'ID'}, 'datasets': []}
+    row: DatasetDoMapa
     row = {'dataset': 'contas', 'source_object': 'V', 'columns': ['ID', 'EMPRESA_ID']}
     chaves = {'297': 'ctx_a', '301': 'ctx_b'}
     reparticao = agrupar_por_escopo(
@@ -127,6 +130,7 @@ def _escopos(p: _Placar) -> None:
         sorted(reparticao.invalidos),
         ['297\x1c', '297\xa0', '\uff12\uff19\uff17'],
     )
+    dominio: DatasetDoMapa
     dominio = {'dataset': 'status', 'source_object': 'V', 'scope_column': None, 'columns': ['ID']}
     grupos = agrupar_por_escopo(iter([{'ID': 1}]), mapa, dominio, chaves).grupos
     p.igual('tabela de domínio vai para TODAS as empresas', sorted(grupos), ['297', '301'])
@@ -135,7 +139,7 @@ def _escopos(p: _Placar) -> None:
     )
 
     print('\nque datasets ficam ao vivo')
-    mapa2 = {
+    mapa2: Mapa = {
         'defaults': {'watch_column': 'ALT'},
         'datasets': [
             {'dataset': 'a', 'source_object': 'V', 'columns': ['ID', 'ALT']},
@@ -355,7 +359,7 @@ def _estrategias(p: _Placar) -> None:
     p.igual(
         'e todas dizem se veem DELETE', all('ve_delete' in v for v in ESTRATEGIAS.values()), True
     )
-    mapa = {'listener': {'strategy': 'binlog'}}
+    mapa: Mapa = {'listener': {'strategy': 'binlog'}}
     p.igual('linha de comando vence o mapeamento', resolver_estrategia('coluna', mapa)[0], 'coluna')
     p.igual('sem linha de comando vale o mapeamento', resolver_estrategia(None, mapa)[0], 'binlog')
     p.igual('sem nenhum dos dois, `coluna`', resolver_estrategia(None, {})[0], 'coluna')

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes, segredos, supervisor
@@ -16,6 +16,7 @@ from contextia_sync.carga import historico
 from contextia_sync.estado.estado import Estado
 from contextia_sync.fila.quarentena import Quarentena
 from contextia_sync.provisionamento.regra_projeto import CodigoRecusado, RegraProjeto
+from contextia_sync.tipos import Mapa
 
 # A pasta que contem o pacote contextia_sync: as ferramentas rodam como
 # `python -m contextia_sync.cli.<ferramenta>`, com ela no PYTHONPATH -- no
@@ -37,7 +38,7 @@ class FerramentaAgora:
 class Configuracao:
     """O que o operador escolheu para esta execução (linha de comando e mapeamento): não muda."""
 
-    mapa: dict[str, Any]
+    mapa: Mapa
     estado_dir: str
     mapping: str
     chaves: str
@@ -92,7 +93,7 @@ class Execucao:
     recusadas_pela_regra: set[str] = field(default_factory=set)
     # De quem e cada chave ({chave: o `quem_sou` dela}), perguntado ao Contextia uma
     # vez por chave nesta execucao. So na memoria: nunca no estado nem no status.
-    donos_das_chaves: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    donos_das_chaves: dict[str, dict[str, object]] = field(default_factory=dict, repr=False)
 
 
 @dataclass

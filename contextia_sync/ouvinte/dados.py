@@ -12,7 +12,6 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from contextia_sync import mapeamento, padroes
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao
@@ -34,6 +33,7 @@ from contextia_sync.ouvinte.contexto import Contexto
 from contextia_sync.provisionamento.chaves import empresa_da_chave, ler_chaves
 from contextia_sync.erros import resumir
 from contextia_sync.registro import logger
+from contextia_sync.tipos import Linha, Mapa, ValorDoBanco
 
 
 @dataclass
@@ -252,9 +252,7 @@ def _repartir(
     return reparticao
 
 
-def triar_chaves(
-    ctx: Contexto, alvo: DatasetVivo, linhas: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def triar_chaves(ctx: Contexto, alvo: DatasetVivo, linhas: list[Linha]) -> list[Linha]:
     """
     As linhas do ciclo pela regra da key (intake/chaves.py), em toda estratégia:
     a key nula fica de fora, contada; da key repetida numa empresa vai só a
@@ -268,7 +266,7 @@ def triar_chaves(
         return linhas
     coluna = alvo.escopo
 
-    def empresa_de(linha: dict[str, Any]) -> Empresa:
+    def empresa_de(linha: Linha) -> Empresa:
         return texto_escopo(linha.get(coluna)) if coluna else None
 
     triagem = Triagem(alvo.nome, alvo.chave, None, coluna)
@@ -359,7 +357,7 @@ def _confirmar(
 
 
 def avisar_sem_chave(
-    mapa: Mapping[str, Any], avisados: set[tuple[str, str]], nome: str, escopos: Iterable[str]
+    mapa: Mapa, avisados: set[tuple[str, str]], nome: str, escopos: Iterable[str]
 ) -> None:
     """
     Dado de empresa sem chave: nada e enviado para ela, e o operador precisa saber.
@@ -399,7 +397,7 @@ class _Envio:
 def _enviar(
     ctx: Contexto,
     alvo: DatasetVivo,
-    grupos: Mapping[str, list[dict[str, Any]]],
+    grupos: Mapping[str, list[Linha]],
     chaves: Mapping[str, str],
     resumo: ResumoDados,
 ) -> _Envio:
@@ -476,7 +474,7 @@ def _enviar(
 def _quarentenar_invalidos(
     ctx: Contexto,
     alvo: DatasetVivo,
-    invalidos: Mapping[str, list[dict[str, Any]]],
+    invalidos: Mapping[str, list[Linha]],
     envio: _Envio,
     resumo: ResumoDados,
 ) -> None:
@@ -553,9 +551,11 @@ def _enviar_remocoes(
     return envio
 
 
-def _remocoes_por_escopo(leitura: Leitura, chaves: Mapping[str, str]) -> dict[str, list[Any]]:
+def _remocoes_por_escopo(
+    leitura: Leitura, chaves: Mapping[str, str]
+) -> dict[str, list[ValorDoBanco]]:
     """{escopo: chaves a remover}; as do dataset sem recorte vão a toda empresa com chave."""
-    por_escopo: dict[str, list[Any]] = {
+    por_escopo: dict[str, list[ValorDoBanco]] = {
         e: list(v) for e, v in leitura.remocoes_por_escopo.items() if v
     }
     if leitura.remocoes:
@@ -568,7 +568,7 @@ def _empresa_remove(
     ctx: Contexto,
     alvo: DatasetVivo,
     escopo: str,
-    valores: list[Any],
+    valores: list[ValorDoBanco],
     chaves: Mapping[str, str],
     envio: _Envio,
 ) -> bool:
@@ -619,7 +619,7 @@ def _sem_projeto(ctx: Contexto, escopo: str) -> bool:
 
 
 def _quarentenar_remocoes(
-    ctx: Contexto, alvo: DatasetVivo, escopo: str, valores: list[Any], envio: _Envio
+    ctx: Contexto, alvo: DatasetVivo, escopo: str, valores: list[ValorDoBanco], envio: _Envio
 ) -> None:
     """
     A remoção que não tem para onde ir (a empresa saiu do arquivo de chaves):
@@ -654,7 +654,7 @@ def _remover_em_lotes(
     ctx: Contexto,
     alvo: DatasetVivo,
     escopo: str,
-    valores: list[Any],
+    valores: list[ValorDoBanco],
     chave: str,
     lote: int,
     envio: _Envio,

@@ -35,7 +35,6 @@ import decimal
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from contextia_sync.captura import DatasetVivo, marca_agua
 from contextia_sync.captura.ao_vivo import datasets_ao_vivo, e_so_varredura
@@ -45,6 +44,7 @@ from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import ARQUIVO_ESTADO, Estado, MarcaTexto, Vistos
 from contextia_sync.estado.status import ler_status_json
 from contextia_sync.estado.trava import travar
+from contextia_sync.tipos import Mapa, ObjetoJson, ValorDoBanco
 
 VERSAO_RETRATO = 1
 """A versão do JSON de `estado.py mostrar --json` (sobe quando um campo muda de sentido)."""
@@ -125,7 +125,7 @@ class RetratoEstado:
     def quarentena_total(self) -> int:
         return sum(d.quarentena for d in self.datasets)
 
-    def para_json(self) -> dict[str, Any]:
+    def para_json(self) -> ObjetoJson:
         return {
             'versao': VERSAO_RETRATO,
             'estado': self.estado,
@@ -209,9 +209,7 @@ def _gravado_em(caminho: str) -> str | None:
     return datetime.datetime.fromtimestamp(instante).strftime('%Y-%m-%d %H:%M:%S')
 
 
-def retratar(
-    pasta: str, mapa: Mapping[str, Any] | None, quarentena: Mapping[str, int]
-) -> RetratoEstado:
+def retratar(pasta: str, mapa: Mapa | None, quarentena: Mapping[str, int]) -> RetratoEstado:
     """
     O retrato do estado em `pasta`, sem a trava (só lê).
 
@@ -273,7 +271,7 @@ def retratar(
     return retrato
 
 
-def _segundo_o_ouvinte(pasta: str, mapa: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+def _segundo_o_ouvinte(pasta: str, mapa: Mapa) -> tuple[str, dict[str, str]]:
     """
     A estratégia do ouvinte e os datasets que ELE pôs fora do ao-vivo, pelo
     último ouvinte-status.json da pasta: só ele sabe o que o catálogo da origem
@@ -303,7 +301,7 @@ def _segundo_o_ouvinte(pasta: str, mapa: Mapping[str, Any]) -> tuple[str, dict[s
 # ---------------------------------------------------------------------------
 
 
-def achar_dataset(mapa: Mapping[str, Any], pedido: str) -> DatasetVivo:
+def achar_dataset(mapa: Mapa, pedido: str) -> DatasetVivo:
     """O dataset ao vivo pelo nome do mapeamento ou pelo normalizado; recusa o resto."""
     from contextia_sync.intake.cliente import normalizar_dataset
 
@@ -334,7 +332,7 @@ _FORMATO = {
 }
 
 
-def valor_da_marca(texto: str, familia: str, alvo: DatasetVivo) -> Any:
+def valor_da_marca(texto: str, familia: str, alvo: DatasetVivo) -> ValorDoBanco:
     """
     O valor digitado, conferido contra o tipo da coluna de mudança no catálogo.
 
@@ -343,7 +341,7 @@ def valor_da_marca(texto: str, familia: str, alvo: DatasetVivo) -> Any:
     releria sem ninguém saber o que.
     """
     texto = texto.strip()
-    valor: Any = None
+    valor: ValorDoBanco = None
     try:
         if familia == 'datetime':
             valor = datetime.datetime.fromisoformat(texto)
@@ -517,7 +515,7 @@ def planejar_marca(
     return mudanca
 
 
-def _texto(valor: Any) -> MarcaTexto:
+def _texto(valor: ValorDoBanco) -> MarcaTexto:
     texto = marca_agua.texto_marca(valor)
     assert texto is not None
     return texto

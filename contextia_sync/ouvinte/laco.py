@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from types import FrameType
-from typing import Any
 
 from contextia_sync import supervisor, systemd
 from contextia_sync.erros import SAIDA_FALHA, SAIDA_OK, resumir
@@ -22,6 +21,7 @@ from contextia_sync.ouvinte.projetos import ciclo_projetos
 from contextia_sync.ouvinte.relatorio import linhas_status, status_json
 from contextia_sync.ouvinte.varredura import ciclo_varredura, e_hora_de_varrer
 from contextia_sync.registro import logger
+from contextia_sync.tipos import ObjetoJson
 
 # Dorme-se em fatias para o SIGTERM nao esperar o intervalo inteiro.
 FATIA_SONO = 1.0
@@ -83,7 +83,7 @@ class _Volta:
     """O que o laço leva de uma volta à outra: o resumo do status e as próximas horas."""
 
     resumo: dict[str, str] = field(default_factory=dict)
-    ciclos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ciclos: dict[str, ObjetoJson] = field(default_factory=dict)
     proximo_dados: float = 0.0
     proximo_projetos: float = 0.0
     conectado: bool = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 from collections.abc import Callable, Mapping
 
 from contextia_sync.origem import AdaptadorDeOrigem
@@ -33,6 +33,7 @@ from contextia_sync.ouvinte.contexto import Configuracao, Contexto
 from contextia_sync.provisionamento import regra_projeto
 from contextia_sync.provisionamento.chaves import ler_chaves
 from contextia_sync.registro import logger
+from contextia_sync.tipos import Mapa
 
 # Dentro do diretorio de estado: os registros que o intake recusou de vez.
 PASTA_QUARENTENA = 'quarentena'
@@ -125,7 +126,7 @@ def _tomar_pasta_de_estado(pasta: str) -> tuple[IO[str] | None, Estado]:
 def _configuracao(
     args: argparse.Namespace,
     *,
-    mapa: dict[str, Any],
+    mapa: Mapa,
     mapping: str,
     chaves: str,
     vivos: list[DatasetVivo],
@@ -199,7 +200,7 @@ def _exigir_chaves(pedido: str) -> str:
 def _criar_captura(
     args: argparse.Namespace,
     nome_estrategia: str,
-    mapa: dict[str, Any],
+    mapa: Mapa,
     origem: AdaptadorDeOrigem,
     estado: Estado,
     chaves: str,
@@ -242,7 +243,7 @@ class _Subida:
 
     args: argparse.Namespace
     ctx: Contexto
-    info: Mapping[str, Any]  # a ficha da estrategia (exigir_estrategia)
+    info: Mapping[str, object]  # a ficha da estrategia (exigir_estrategia)
     de_onde: str  # quem escolheu a estrategia: a linha de comando, o mapeamento, o padrao
     quantas_chaves: int
 
@@ -520,7 +521,7 @@ def _conferir_captura(captura: Captura, vivos: list[DatasetVivo]) -> None:
         raise ErroConfiguracao('\n'.join(problemas))
 
 
-def _conferir_catalogo(mapa: dict[str, Any], origem: AdaptadorDeOrigem) -> None:
+def _conferir_catalogo(mapa: Mapa, origem: AdaptadorDeOrigem) -> None:
     """
     `--dry-run`: toda coluna mapeada (columns, key, watch, scope, fields e o
     cadastro) conferida no catálogo da origem, todas de uma vez (saída 2).

@@ -10,7 +10,6 @@ seria um segundo caminho para perder uma.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from contextia_sync.mapeamento import escopos_excluidos
 from contextia_sync.ouvinte.contexto import Contexto
@@ -119,13 +118,13 @@ def _refazer_cargas_pendentes(ctx: Contexto, resumo: ResumoProjetos) -> None:
         _carga_inicial(ctx, escopo, resumo)
 
 
-def _conjuntos_antes_da_carga(ctx: Contexto, escopo: str) -> dict[str, Any] | None:
+def _conjuntos_antes_da_carga(ctx: Contexto, escopo: str) -> dict[str, object] | None:
     """
     O que a captura guarda ANTES da carga inicial (o conjunto de chaves da empresa,
     na reconciliacao); None se a origem não respondeu -- a carga fica para o
     próximo ciclo de projetos, em vez de correr sem o conjunto lido antes dela.
     """
-    antes: dict[str, Any] = {}
+    antes: dict[str, object] = {}
     try:
         for alvo in ctx.config.vivos:
             antes[alvo.nome] = ctx.captura.antes_da_carga(alvo, escopo)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import cast
 
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, marca_agua
@@ -17,6 +17,7 @@ from contextia_sync.erros import resumir
 from contextia_sync.estado.status import VERSAO_STATUS
 from contextia_sync.intake import cliente
 from contextia_sync.ouvinte.contexto import Contexto
+from contextia_sync.tipos import Json, ObjetoJson
 
 
 def linhas_status(ctx: Contexto, resumos: Mapping[str, str]) -> list[str]:
@@ -127,7 +128,7 @@ def _linhas_do_que_espera(ctx: Contexto) -> list[str]:
     return linhas
 
 
-def empresas_recusadas(ctx: Contexto) -> list[dict[str, str]]:
+def empresas_recusadas(ctx: Contexto) -> list[ObjetoJson]:
     """
     As empresas que não recebem dado por recusa, para o status: `onde` diz qual.
 
@@ -136,7 +137,7 @@ def empresas_recusadas(ctx: Contexto) -> list[dict[str, str]]:
       chave     a chave da linha dela no arquivo de chaves e de outro projeto:
                 nada vai para ela até a correção; `motivo` diz o que fazer
     """
-    recusadas = [
+    recusadas: list[ObjetoJson] = [
         {'escopo': c.codigo, 'onde': 'cadastro', 'motivo': c.motivo}
         for c in ctx.execucao.codigos_recusados
     ]
@@ -203,7 +204,7 @@ def tabela_reconciliacao(ctx: Contexto) -> list[str]:
 
 def _reconciliacao_json(
     ctx: Contexto, alvo: DatasetVivo, agora: datetime.datetime
-) -> dict[str, Any] | None:
+) -> ObjetoJson | None:
     """O objeto `reconciliacao` de um dataset no status (None: a estratégia não reconcilia)."""
     if ctx.config.intervalo_reconciliacao is None:
         return None
@@ -230,10 +231,12 @@ def _reconciliacao_json(
     }
 
 
-def _linhas_da_captura(bloco: Mapping[str, Any] | None) -> list[str]:
+def _linhas_da_captura(bloco: Mapping[str, Json] | None) -> list[str]:
     """As linhas do bloco `captura` (só o `binlog` e o `slot_logico` têm um)."""
     if not bloco:
         return []
+    # O bloco é o que a captura monta (`para_o_status`): os bytes são números e
+    # `spool_devolvidos` uma lista de nomes; o `Json` não o diz, os casts abaixo sim.
     linhas = [
         'posição do log ....: %s (atraso da origem %ss)'
         % (
@@ -243,7 +246,7 @@ def _linhas_da_captura(bloco: Mapping[str, Any] | None) -> list[str]:
         'spool .............: %s mudança(s), %.1f MiB, a mais velha há %ss'
         % (
             bloco.get('spool_itens'),
-            (bloco.get('spool_bytes') or 0) / 1048576,
+            cast(float, bloco.get('spool_bytes') or 0) / 1048576,
             '-' if bloco.get('spool_idade_s') is None else bloco['spool_idade_s'],
         ),
     ]
@@ -254,17 +257,18 @@ def _linhas_da_captura(bloco: Mapping[str, Any] | None) -> list[str]:
                 bloco['slot'],
                 '?'
                 if bloco.get('wal_retido_bytes') is None
-                else '%.1f MiB' % (bloco['wal_retido_bytes'] / 1048576),
+                else '%.1f MiB' % (cast(float, bloco['wal_retido_bytes']) / 1048576),
                 ''
                 if bloco.get('wal_seguro_bytes') is None
-                else ' (invalidado em mais %.1f MiB)' % (bloco['wal_seguro_bytes'] / 1048576),
+                else ' (invalidado em mais %.1f MiB)'
+                % (cast(float, bloco['wal_seguro_bytes']) / 1048576),
             )
         )
     if bloco.get('spool_devolvidos'):
         linhas.append(
             'spool re-enfileirado: %s (destino desconhecido: o ouvinte anterior'
             ' morreu no meio da entrega; reenviado, o intake é idempotente)'
-            % ', '.join(bloco['spool_devolvidos'][:10])
+            % ', '.join(cast('list[str]', bloco['spool_devolvidos'])[:10])
         )
     if bloco.get('pausada'):
         linhas.append('CAPTURA PAUSADA ...: %s' % bloco['pausada'])
@@ -343,7 +347,7 @@ def _segundos_desde(texto: str | None, agora: datetime.datetime) -> float | None
         return None
 
 
-def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Json]]) -> ObjetoJson:
     """
     O `ouvinte-status.json`: os mesmos dados do .txt, para as máquinas.
 
@@ -352,7 +356,9 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
     """
     agora = datetime.datetime.now()
     quarentena = ctx.quarentena.por_dataset() if ctx.quarentena is not None else {}
-    datasets = [_dataset_json(ctx, alvo, agora, quarentena) for alvo in ctx.config.vivos]
+    datasets: list[Json] = [
+        _dataset_json(ctx, alvo, agora, quarentena) for alvo in ctx.config.vivos
+    ]
     datasets += [
         {
             'dataset': cliente.normalizar_dataset(nome),
@@ -364,16 +370,16 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
         for nome, motivo in ctx.config.fora
     ]
     # A ordem das chaves e a do arquivo (e a que docs/ouvinte.md descreve).
-    dados = {
+    dados: ObjetoJson = {
         'versao': VERSAO_STATUS,
         'ouvinte': _ouvinte_json(ctx, agora),
         'ciclos': {nome: dict(dados) for nome, dados in ciclos.items()},
         'varredura': _varredura_json(ctx),
         'ferramenta': _ferramenta_json(ctx),
-        'quarentena': {'total': sum(quarentena.values()), 'por_dataset': quarentena},
-        'empresas_recusadas': empresas_recusadas(ctx),
-        'cargas_iniciais_pendentes': ctx.estado.cargas_pendentes(),
-        'entregues_a_varredura': ctx.estado.pendentes(),
+        'quarentena': {'total': sum(quarentena.values()), 'por_dataset': dict(quarentena)},
+        'empresas_recusadas': list(empresas_recusadas(ctx)),
+        'cargas_iniciais_pendentes': list(ctx.estado.cargas_pendentes()),
+        'entregues_a_varredura': dict(ctx.estado.pendentes()),
         'captura': captura_no_status(ctx),
         'datasets': datasets,
     }
@@ -381,7 +387,7 @@ def status_json(ctx: Contexto, ciclos: Mapping[str, Mapping[str, Any]]) -> dict[
     return dados
 
 
-def saude_no_status(dados: Mapping[str, Any], agora: datetime.datetime) -> dict[str, Any]:
+def saude_no_status(dados: Mapping[str, Json], agora: datetime.datetime) -> ObjetoJson:
     """
     O veredito da MESMA tabela de verificações do `--saude`
     (`saude_verificacoes.avaliar`), com os limites padrão, sobre o status que
@@ -396,7 +402,7 @@ def saude_no_status(dados: Mapping[str, Any], agora: datetime.datetime) -> dict[
     return {'nivel': NOMES[veredito.nivel], 'motivos': [m.texto for m in ordem if m.nivel > 0]}
 
 
-def _ouvinte_json(ctx: Contexto, agora: datetime.datetime) -> dict[str, Any]:
+def _ouvinte_json(ctx: Contexto, agora: datetime.datetime) -> ObjetoJson:
     """O objeto `ouvinte`: o processo, o modo e o que o operador escolheu."""
     return {
         'pid': os.getpid(),
@@ -416,7 +422,7 @@ def _ouvinte_json(ctx: Contexto, agora: datetime.datetime) -> dict[str, Any]:
     }
 
 
-def _varredura_json(ctx: Contexto) -> dict[str, Any]:
+def _varredura_json(ctx: Contexto) -> ObjetoJson:
     """O objeto `varredura`: a hora marcada e como foi a última."""
     varredura = ctx.estado.dados.varredura
     return {
@@ -426,12 +432,12 @@ def _varredura_json(ctx: Contexto) -> dict[str, Any]:
         'terminada_em': varredura.terminada_em,
         'ok': varredura.ok,
         'erros': list(varredura.erros),
-        'nao_fechados': dict(varredura.nao_fechados),
+        'nao_fechados': {nome: list(e) for nome, e in varredura.nao_fechados.items()},
         'ultima_ok_em': varredura.ultima_ok_em,
     }
 
 
-def _ferramenta_json(ctx: Contexto) -> dict[str, Any] | None:
+def _ferramenta_json(ctx: Contexto) -> ObjetoJson | None:
     """O objeto `ferramenta`: a filha rodando agora (None: nenhuma)."""
     f = ctx.execucao.ferramenta_agora
     if f is None:
@@ -441,7 +447,7 @@ def _ferramenta_json(ctx: Contexto) -> dict[str, Any] | None:
 
 def _dataset_json(
     ctx: Contexto, alvo: DatasetVivo, agora: datetime.datetime, quarentena: Mapping[str, int]
-) -> dict[str, Any]:
+) -> ObjetoJson:
     """Um dataset ao vivo no status: a marca, a sonda, os envios, os atrasos, o erro."""
     a = ctx.estado.acompanhamento(alvo.nome)
     return {
@@ -475,7 +481,7 @@ def _dataset_json(
     }
 
 
-def captura_no_status(ctx: Contexto) -> dict[str, Any] | None:
+def captura_no_status(ctx: Contexto) -> ObjetoJson | None:
     """O bloco da estratégia (posição, spool, atraso) se ela o da (`binlog`); senão None."""
     bloco = getattr(ctx.captura, 'para_o_status', None)
     return bloco() if callable(bloco) else None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from contextia_sync.captura import DatasetVivo
 from contextia_sync.captura.marca_agua import texto_marca
@@ -60,7 +59,7 @@ def ciclo_varredura(ctx: Contexto) -> ResumoVarredura:
     # ali a carga completa leva, e a captura pode saltar para la
     # (marca_agua.marca_apos_varredura).
     entregues = ctx.estado.pendentes()
-    antes: dict[str, tuple[DatasetVivo, Any]] = {
+    antes: dict[str, tuple[DatasetVivo, object]] = {
         alvo.nome: (alvo, ctx.captura.posicao_atual(alvo))
         for alvo in ctx.config.vivos
         if alvo.nome in entregues
@@ -135,7 +134,7 @@ def _rodar_as_fases(
 
 
 def _saltar_os_fechados(
-    ctx: Contexto, antes: dict[str, tuple[DatasetVivo, Any]], escopos: set[str], execucao: str
+    ctx: Contexto, antes: dict[str, tuple[DatasetVivo, object]], escopos: set[str], execucao: str
 ) -> None:
     """
     O salto e POR DATASET: um dataset que a varredura fechou em todas as
@@ -163,7 +162,7 @@ def _saltar_os_fechados(
 def _entregar_conjuntos(
     ctx: Contexto,
     registro: ResultadoVarredura,
-    conjuntos: dict[str, Any],
+    conjuntos: dict[str, object],
     escopos: set[str],
     execucao: str,
 ) -> None:
@@ -198,9 +197,9 @@ def _registrar_fim(ctx: Contexto, registro: ResultadoVarredura, resumo: ResumoVa
     ctx.estado.gravar()
 
 
-def _conjuntos_antes(ctx: Contexto) -> dict[str, Any]:
+def _conjuntos_antes(ctx: Contexto) -> dict[str, object]:
     """O que a captura guarda antes da varredura, por dataset (a origem fora: nada)."""
-    antes: dict[str, Any] = {}
+    antes: dict[str, object] = {}
     for alvo in ctx.config.vivos:
         try:
             antes[alvo.nome] = ctx.captura.antes_da_carga(alvo, None)

@@ -65,7 +65,7 @@ import stat
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from contextia_sync import segredos
 from contextia_sync.arquivos import gravar_atomico
@@ -356,7 +356,7 @@ def ler_chaves(caminho: str) -> dict[str, str]:
     return {escopo: r.chave for escopo, r in ler_registros(caminho).items()}
 
 
-def empresa_da_chave(dono: Mapping[str, Any], escopo: str) -> str | None:
+def empresa_da_chave(dono: Mapping[str, object], escopo: str) -> str | None:
     """
     A empresa do projeto de uma chave quando ela NÃO é `escopo`; None se a chave
     e de `escopo` -- ou se o projeto não diz de que empresa e (sem external_id:

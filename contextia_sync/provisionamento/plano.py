@@ -35,7 +35,7 @@ import signal
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from contextia_sync import segredos
 from contextia_sync.erros import ErroConfiguracao
@@ -45,7 +45,8 @@ from contextia_sync.provisionamento import regra_projeto
 from contextia_sync.provisionamento.chaves import Registro
 
 if TYPE_CHECKING:
-    from contextia_sync.intake.admin import Admin
+    from contextia_sync.intake.admin import Admin, ChaveListada
+    from contextia_sync.tipos import Mapa, ValorDoBanco
 
 PONTO_DE_TESTE = 'CONTEXTIA_TESTE_MORRER_EM'
 
@@ -90,8 +91,8 @@ def _ponto_de_teste(nome: str) -> None:
 
 
 def planejar(
-    mapa: Mapping[str, Any],
-    linhas: Iterable[Mapping[str, Any]],
+    mapa: Mapa,
+    linhas: Iterable[Mapping[str, ValorDoBanco]],
     registros: Mapping[str, Registro],
     somente_escopo: str | None = None,
     grupos_extra: Iterable[str] = (),
@@ -141,7 +142,7 @@ def planejar(
 
 
 def _aceitas_pela_regra(
-    linhas: Iterable[Mapping[str, Any]],
+    linhas: Iterable[Mapping[str, ValorDoBanco]],
     regra: regra_projeto.RegraProjeto,
     somente_escopo: str | None,
 ) -> tuple[dict[str, tuple[str, list[str]]], dict[str, str]]:
@@ -210,7 +211,7 @@ def descrever_plano(plano: Plano, regra: regra_projeto.RegraProjeto) -> list[str
     return linhas
 
 
-def segredo_do_webhook(mapa: Mapping[str, Any]) -> str | None:
+def segredo_do_webhook(mapa: Mapa) -> str | None:
     """
     O segredo do webhook (da variável nomeada no mapeamento), ou None se não há webhook.
 
@@ -268,7 +269,7 @@ class Provisionador:
 
     def __init__(
         self,
-        mapa: Mapping[str, Any],
+        mapa: Mapa,
         admin: Admin,
         caminho: str,
         registros: MutableMapping[str, Registro],
@@ -286,7 +287,7 @@ class Provisionador:
         arquivo_chaves.gravar_registros(self.caminho, self.registros.values())
 
     def _recusar_se_outra_linha_tem(
-        self, chave: Mapping[str, Any], escopo: str, projeto_id: object
+        self, chave: ChaveListada, escopo: str, projeto_id: object
     ) -> None:
         """Uma chave que o arquivo guarda nunca é revogada: levanta ErroChaves (saída 2)."""
         for outro in self.registros.values():
@@ -423,7 +424,7 @@ class Provisionador:
         return reparo
 
 
-def _e_a_do_arquivo(chave: Mapping[str, Any], registro: Registro) -> bool:
+def _e_a_do_arquivo(chave: ChaveListada, registro: Registro) -> bool:
     if registro.key_id:
         return bool(chave['key_id'] == registro.key_id)
     # Linha escrita a mao (so escopo e chave): casa pelo prefixo que o admin lista.

@@ -20,12 +20,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import REGRA, codigo_invalido, problema_no_escopo, texto_escopo
 from contextia_sync.origem.condicao import OPERADORES, Condicao
 from contextia_sync.registro import limpo
+
+if TYPE_CHECKING:  # só o mypy: tipos.py importa o sqlalchemy, e este módulo é puro
+    from contextia_sync.origem.condicao import Esperado
+    from contextia_sync.tipos import Mapa, ValorDeFiltro, ValorDoBanco
 
 
 class ErroRegraProjeto(ErroConfiguracao, ValueError):
@@ -41,10 +45,10 @@ class RegraProjeto:
     scope_column: str | None
     name_column: str | None
     group_column: str | None
-    filtros: list[tuple[str, str, Any]]  # (coluna, operador, valor esperado)
+    filtros: list[tuple[str, str, Esperado]]  # (coluna, operador, valor esperado)
 
 
-def resolver(mapa: Mapping[str, Any]) -> RegraProjeto:
+def resolver(mapa: Mapa) -> RegraProjeto:
     """
     A regra, pronta para usar: source_object, columns, scope_column, name_column,
     group_column e filtros [(coluna, operador, valor)].
@@ -60,7 +64,7 @@ def resolver(mapa: Mapping[str, Any]) -> RegraProjeto:
             ' "<cadastro de empresas>", "scope_column": ..., "name_column": ...}.'
         )
     escopo = projetos.get('scope_column') or (mapa.get('defaults') or {}).get('scope_column')
-    filtros: list[tuple[str, str, Any]] = []
+    filtros: list[tuple[str, str, Esperado]] = []
     for filtro in projetos.get('filters') or ():
         for operador in OPERADORES:
             if operador in filtro:
@@ -94,8 +98,8 @@ class CodigoRecusado:
 
 
 def separar_codigos(
-    linhas: Iterable[Mapping[str, Any]], regra: RegraProjeto
-) -> tuple[list[Mapping[str, Any]], list[CodigoRecusado]]:
+    linhas: Iterable[Mapping[str, ValorDoBanco]], regra: RegraProjeto
+) -> tuple[list[Mapping[str, ValorDoBanco]], list[CodigoRecusado]]:
     """
     O cadastro lido, separado em (linhas com código que serve, códigos recusados).
 
@@ -104,7 +108,7 @@ def separar_codigos(
     uma linha recusada não segue para regra, plano, arquivo de chaves nem
     Contextia. Código vazio segue (a regra o recusa como "vazio", como sempre).
     """
-    validas: list[Mapping[str, Any]] = []
+    validas: list[Mapping[str, ValorDoBanco]] = []
     recusados: dict[str, CodigoRecusado] = {}
     for linha in linhas:
         escopo = escopo_de(linha, regra)
@@ -128,14 +132,14 @@ def texto_da_recusa(recusado: CodigoRecusado, regra: RegraProjeto) -> str:
     )
 
 
-def escopo_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
+def escopo_de(linha: Mapping[str, ValorDoBanco], regra: RegraProjeto) -> str:
     """O código da empresa como texto ('297' para 297, Decimal('297'), '297 ')."""
     if not regra.scope_column:  # sem coluna de empresa, nada casa
         return ''
     return texto_escopo(linha.get(regra.scope_column))
 
 
-def aceita(linha: Mapping[str, Any], regra: RegraProjeto) -> tuple[bool, str]:
+def aceita(linha: Mapping[str, ValorDoBanco], regra: RegraProjeto) -> tuple[bool, str]:
     """(True, '') se a linha vira projeto; (False, motivo) se não."""
     if not escopo_de(linha, regra):
         return False, '%s vazio' % regra.scope_column
@@ -146,7 +150,7 @@ def aceita(linha: Mapping[str, Any], regra: RegraProjeto) -> tuple[bool, str]:
     return True, ''
 
 
-def _motivo(coluna: str, operador: str, valor: str, esperado: Any) -> str:
+def _motivo(coluna: str, operador: str, valor: str, esperado: Esperado) -> str:
     """Por que o filtro recusou a linha, com o valor lido e o que ele exige."""
     if operador == 'equals':
         return '%s=%r (exige %r)' % (coluna, valor, texto_escopo(esperado))
@@ -156,14 +160,15 @@ def _motivo(coluna: str, operador: str, valor: str, esperado: Any) -> str:
         return '%s=%r (exige um de %s)' % (
             coluna,
             valor,
-            ', '.join(repr(texto_escopo(v)) for v in esperado),
+            # O schema exige a lista em `in`.
+            ', '.join(repr(texto_escopo(v)) for v in cast('list[ValorDeFiltro]', esperado)),
         )
     if operador == 'not_in':
         return '%s=%r (recusado pela regra)' % (coluna, valor)
     return '%s vazio' % coluna
 
 
-def nome_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
+def nome_de(linha: Mapping[str, ValorDoBanco], regra: RegraProjeto) -> str:
     """O nome do projeto: a coluna de nome, ou 'Empresa <escopo>' se ela falta ou está vazia."""
     nome = ''
     if regra.name_column:
@@ -172,7 +177,7 @@ def nome_de(linha: Mapping[str, Any], regra: RegraProjeto) -> str:
     return nome or 'Empresa %s' % escopo_de(linha, regra)
 
 
-def grupo_de_linha(linha: Mapping[str, Any], regra: RegraProjeto) -> str | None:
+def grupo_de_linha(linha: Mapping[str, ValorDoBanco], regra: RegraProjeto) -> str | None:
     """
     O slug do grupo que a `group_column` da linha indica, ou None.
 
@@ -184,7 +189,7 @@ def grupo_de_linha(linha: Mapping[str, Any], regra: RegraProjeto) -> str | None:
     return slug(linha.get(regra.group_column))
 
 
-def slug(valor: Any) -> str | None:
+def slug(valor: object) -> str | None:
     """Texto livre em slug de grupo (minúsculas, dígitos, -); None se não sobra nada."""
     import unicodedata
 
@@ -216,5 +221,5 @@ def descrever(regra: RegraProjeto) -> str:
     return '\n'.join(linhas)
 
 
-def _texto_filtro(coluna: str, operador: str, valor: Any) -> str:
+def _texto_filtro(coluna: str, operador: str, valor: Esperado) -> str:
     return Condicao(coluna, operador, valor).descrever()

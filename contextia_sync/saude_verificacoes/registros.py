@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from contextia_sync import padroes
 
@@ -134,12 +134,12 @@ class Veredito:
         return linha
 
 
-def limpo(texto: Any) -> str:
+def limpo(texto: object) -> str:
     """Uma linha só, sem "|" (que separa os dados de desempenho)."""
     return re.sub(r'\s+', ' ', str(texto).replace('|', '/')).strip()
 
 
-def erro_curto(texto: Any) -> str:
+def erro_curto(texto: object) -> str:
     """
     O último erro sem a hora na frente, cortado no MEIO: o começo diz o que
     falhou, o fim diz o porque (o erro do driver vem depois da descrição da origem).

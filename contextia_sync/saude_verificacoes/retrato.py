@@ -11,7 +11,7 @@ import datetime
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from contextia_sync import padroes
 from contextia_sync.estado.status import ARQUIVO_STATUS_JSON, VERSAO_STATUS
@@ -19,10 +19,11 @@ from contextia_sync.saude_verificacoes.registros import Limites
 
 if TYPE_CHECKING:  # só o tipo: medir é do saude.py, que abre a origem
     from contextia_sync.captura.medida_do_log import LogMedido
+    from contextia_sync.tipos import Json, ObjetoJson
 
 
 # ------------------------------------------------------------------ leitura tolerante
-def quando(valor: Any) -> datetime.datetime | None:
+def quando(valor: object) -> datetime.datetime | None:
     """Texto ISO (com 'T' ou espaço) -> datetime ingenuo (hora local), ou None."""
     if not isinstance(valor, str) or not valor:
         return None
@@ -35,17 +36,17 @@ def quando(valor: Any) -> datetime.datetime | None:
     return momento
 
 
-def inteiro(valor: Any) -> int:
+def inteiro(valor: object) -> int:
     return valor if isinstance(valor, int) and not isinstance(valor, bool) else 0
 
 
-def numero(valor: Any) -> float | None:
+def numero(valor: object) -> float | None:
     if isinstance(valor, (int, float)) and not isinstance(valor, bool):
         return float(valor)
     return None
 
 
-def secao(dados: Mapping[str, Any], nome: str) -> dict[str, Any]:
+def secao(dados: Mapping[str, Json], nome: str) -> ObjetoJson:
     valor = dados.get(nome)
     return valor if isinstance(valor, dict) else {}
 
@@ -82,17 +83,17 @@ def pid_vivo(pid: int) -> bool | None:
 class Varredura:
     """A seção `varredura` do status, com o que duas verificações e o resumo usam."""
 
-    secao: dict[str, Any]
-    hora: Any  # None = varredura diária desligada
+    secao: ObjetoJson
+    hora: Json  # None = varredura diária desligada
     iniciada: datetime.datetime | None
     terminada: datetime.datetime | None
-    ok: Any  # True, False, ou None (em curso/interrompida)
+    ok: Json  # True, False, ou None (em curso/interrompida)
     em_curso: bool
     ultima_ok: datetime.datetime | None
     idade_ok: float | None  # segundos desde a última boa
 
 
-def _ler_varredura(status: Mapping[str, Any], no_ar: bool, agora: datetime.datetime) -> Varredura:
+def _ler_varredura(status: Mapping[str, Json], no_ar: bool, agora: datetime.datetime) -> Varredura:
     dados = secao(status, 'varredura')
     iniciada = quando(dados.get('iniciada_em'))
     terminada = quando(dados.get('terminada_em'))
@@ -117,21 +118,21 @@ class Retrato:
     (os limites automáticos, a idade, o processo no ar, a hora de referência).
     """
 
-    status: Mapping[str, Any]
+    status: Mapping[str, Json]
     limites: Limites
     agora: datetime.datetime
-    ouvinte: dict[str, Any]
+    ouvinte: ObjetoJson
     intervalo_rec: float | None
     modo: str
     situacao: str
     pid: int
     max_idade: float
     max_sem_sonda: float
-    atualizado_txt: Any
+    atualizado_txt: Json
     idade: float | None
     no_ar: bool
     pid_ok: bool | None
-    ferramenta: dict[str, Any]
+    ferramenta: ObjetoJson
     ferramenta_desde: datetime.datetime | None
     referencia: datetime.datetime
     iniciado: datetime.datetime | None
@@ -153,13 +154,16 @@ class Retrato:
         return self.servico and (self.pid_ok is False or self.situacao == 'parado')
 
     @property
-    def vivos(self) -> list[dict[str, Any]]:
-        datasets = [d for d in self.status.get('datasets') or [] if isinstance(d, dict)]
+    def vivos(self) -> list[ObjetoJson]:
+        # As listas do status (relatorio.status_json) são listas: os casts daqui o dizem.
+        datasets = [
+            d for d in cast('list[Json]', self.status.get('datasets') or []) if isinstance(d, dict)
+        ]
         return [d for d in datasets if d.get('ao_vivo')]
 
 
 def ler_retrato(
-    status: Mapping[str, Any],
+    status: Mapping[str, Json],
     limites: Limites,
     agora: datetime.datetime,
     idade_arquivo: float | None = None,
@@ -211,7 +215,7 @@ def ler_retrato(
 
 
 def _limites_automaticos(
-    ouvinte: Mapping[str, Any], limites: Limites, servico: bool
+    ouvinte: Mapping[str, Json], limites: Limites, servico: bool
 ) -> tuple[float, float]:
     """O --max-idade e o --max-sem-sonda: os dados, ou os do ritmo do ouvinte."""
     intervalo = numero(ouvinte.get('intervalo_dados_s')) or float(padroes.INTERVALO_DADOS)
@@ -237,7 +241,7 @@ def _idade_do_status(
 
 
 def _referencia(
-    status: Mapping[str, Any],
+    status: Mapping[str, Json],
     sem_ciclo: datetime.datetime,
     ferramenta_desde: datetime.datetime | None,
 ) -> datetime.datetime:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias, cast
 
 from contextia_sync.estado.status import ARQUIVO_STATUS_JSON
 from contextia_sync.saude_verificacoes.registros import (
@@ -35,6 +35,7 @@ from contextia_sync.saude_verificacoes.retrato import (
 
 if TYPE_CHECKING:  # só o tipo: quem mede (abre a origem) é o saude.py
     from contextia_sync.captura.medida_do_log import LogMedido
+    from contextia_sync.tipos import Json
 
 # A ordem dos dados de desempenho na linha (os gráficos do monitoramento os
 # acham pelo nome; a ordem só muda o que o operador lê).
@@ -133,7 +134,9 @@ def _ferramenta_longa(r: Retrato) -> Resultado:
 
 
 # ------------------------------------------------------------------ cada dataset ao vivo
-Dataset = Mapping[str, Any]
+# Um dataset do status. As listas do status são listas (relatorio.status_json):
+# os casts `list[Json]` daqui o dizem.
+Dataset: TypeAlias = 'Mapping[str, Json]'
 
 
 def _ciclo_bom(r: Retrato, d: Dataset) -> Resultado:
@@ -197,7 +200,7 @@ def _sem_carimbo(_r: Retrato, d: Dataset) -> Resultado:
 def _chaves(_r: Retrato, d: Dataset) -> Resultado:
     """A key nula e a key repetida na view: linhas fora do Contextia, ditas (intake/chaves.py)."""
     nulas = inteiro(d.get('chaves_nulas'))
-    repetidas = [str(t) for t in d.get('chaves_repetidas') or []]
+    repetidas = [str(t) for t in cast('list[Json]', d.get('chaves_repetidas') or [])]
     resultado = Resultado()
     if nulas:
         resultado.anotar(
@@ -353,7 +356,7 @@ def _so_varredura(r: Retrato) -> Resultado:
     from contextia_sync.captura.ao_vivo import SO_VARREDURA
 
     resultado = Resultado()
-    for d in r.status.get('datasets') or []:
+    for d in cast('list[Json]', r.status.get('datasets') or []):
         if isinstance(d, dict) and d.get('ao_vivo') is False and d.get('so_varredura'):
             motivo = limpo(d.get('motivo')).removeprefix(SO_VARREDURA + ': ')
             resultado.anotar(ALERTA, 'dataset %s só varredura: %s' % (d.get('dataset'), motivo))
@@ -524,7 +527,7 @@ def _cargas_pendentes(r: Retrato) -> Resultado:
     em_curso = str(r.ferramenta.get('rotulo') or '') if r.no_ar else ''
     cargas = [
         str(e)
-        for e in r.status.get('cargas_iniciais_pendentes') or []
+        for e in cast('list[Json]', r.status.get('cargas_iniciais_pendentes') or [])
         if not em_curso.endswith(' %s' % e)
     ]
     if not cargas:
@@ -538,7 +541,11 @@ def _cargas_pendentes(r: Retrato) -> Resultado:
 
 def _empresas_recusadas(r: Retrato) -> Resultado:
     """As empresas recusadas (ouvinte/relatorio.py: empresas_recusadas)."""
-    recusadas = [e for e in r.status.get('empresas_recusadas') or [] if isinstance(e, dict)]
+    recusadas = [
+        e
+        for e in cast('list[Json]', r.status.get('empresas_recusadas') or [])
+        if isinstance(e, dict)
+    ]
     trocadas = [str(e.get('escopo')) for e in recusadas if e.get('onde') == 'chave']
     invalidas = ["'%s'" % e.get('escopo') for e in recusadas if e.get('onde') == 'cadastro']
     resultado = Resultado().medir(Medida('empresas_recusadas', len(recusadas), alerta=0))
@@ -563,7 +570,7 @@ def _empresas_recusadas(r: Retrato) -> Resultado:
 def _ultima_varredura(r: Retrato) -> Resultado:
     """A última varredura: morta no meio, falha ou interrompida."""
     v = r.varredura
-    erros = [erro_curto(e) for e in v.secao.get('erros') or []]
+    erros = [erro_curto(e) for e in cast('list[Json]', v.secao.get('erros') or [])]
     iniciada_em = v.secao.get('iniciada_em')
     if v.iniciada and not v.terminada and v.ok is None and not r.no_ar:
         return Resultado().anotar(
@@ -663,7 +670,7 @@ def resultados(retrato: Retrato) -> list[tuple[str, Resultado]]:
 
 
 def avaliar(
-    status: Mapping[str, Any],
+    status: Mapping[str, Json],
     limites: Limites,
     agora: datetime.datetime,
     idade_arquivo: float | None = None,
