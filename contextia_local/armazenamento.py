@@ -30,9 +30,11 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Collection, Iterator
-from typing import Any
+from typing import Required, TypedDict, cast
 
 import orjson
+
+from contextia_sync.tipos import Json, JsonDecodificado, ObjetoJson
 
 ESQUEMA = """
 CREATE TABLE IF NOT EXISTS projetos (
@@ -131,11 +133,98 @@ class BancoOcupado(Exception):
     """A trava de escrita não está livre agora (`transacao(esperar=False)`); nada foi feito."""
 
 
+# ---------------------------------------------------------------- os recursos
+# O que o `Banco` lê e devolve às rotas (o JSON das respostas do admin).
+class Projeto(TypedDict):
+    """Um projeto como o `Banco` o lê (`_projeto`)."""
+
+    id: int
+    external_id: str
+    name: str
+    criado_em: str
+
+
+class ProjetoCriado(Projeto):
+    criado: bool
+
+
+class ChaveEmitida(TypedDict):
+    """A única vez que a chave sai em claro (`emitir_chave`)."""
+
+    key_id: str
+    key: str
+    project_id: int
+
+
+class Chave(TypedDict):
+    """Uma chave listada: sem ela, só o prefixo."""
+
+    key_id: str
+    prefixo: str
+    criada_em: str
+    revogada: bool
+
+
+class GrupoCriado(TypedDict):
+    slug: str
+    name: str
+    criado: bool
+
+
+class Grupo(TypedDict):
+    slug: str
+    name: str
+    projetos: list[int]
+
+
+class WebhookRegistrado(TypedDict):
+    """O webhook recém-registrado, com o segredo (a única vez que ele sai)."""
+
+    id: str
+    secret: str
+    url: str
+    eventos: list[str]
+
+
+class Webhook(TypedDict):
+    """Um webhook como `listar_webhooks` o lê; os campos com `_` nunca saem na API."""
+
+    id: str
+    project_id: int
+    url: str
+    eventos: list[str]
+    _segredo: str
+
+
+# ---------------------------------------------------------------- o lote
+Registro = ObjetoJson
+"""Um registro do envelope: um objeto JSON (`rotas_intake.registros_sao_objetos` confere)."""
+
+
+class SyncDoLote(TypedDict):
+    id: str
+    part: int
+
+
+class EnvelopeDoLote(TypedDict, total=False):
+    """O envelope do intake como a rota o monta (`rotas_intake.intake`); só `dataset` é exigido."""
+
+    dataset: Required[str]
+    records: list[Registro]
+    key: str | None
+    description: str | None
+    fields: dict[str, str] | None
+    group: str | None
+    sync: SyncDoLote | None
+    # Os valores de key a remover: o JSON de cada um, como o da key no registro.
+    remove: list[Json] | None
+
+
 @dataclasses.dataclass
 class Lote:
     """Um envelope do intake já preparado para gravar (`Banco.preparar_lote`)."""
 
-    envelope: dict[str, Any]
+    envelope: EnvelopeDoLote
     idents: list[str]
     # O que vai à coluna `hash`: o sha256 sem key; None com key (vai '', ver o ESQUEMA).
     hashes: list[str] | None
@@ -150,13 +239,13 @@ class _Cabecalho:
 
     dataset: str
     chave: str | None
-    sync: dict[str, Any] | None
+    sync: SyncDoLote | None
     sync_id: str | None
     recebidos: int
-    remover: list[Any] | None
+    remover: list[Json] | None
 
     @classmethod
-    def do_envelope(cls, envelope: dict[str, Any]) -> '_Cabecalho':
+    def do_envelope(cls, envelope: EnvelopeDoLote) -> '_Cabecalho':
         sync = envelope.get('sync')
         return cls(
             dataset=envelope['dataset'],
@@ -185,7 +274,7 @@ def agora() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
 
-def canonico(objeto: Any) -> str:
+def canonico(objeto: object) -> str:
     """Mesmo texto de contextia_sync.serializacao.json_canonico (o contrato do hash)."""
     return json.dumps(
         objeto, sort_keys=True, separators=(',', ':'), ensure_ascii=False, allow_nan=False
@@ -198,7 +287,7 @@ _SIMPLES: frozenset[type] = frozenset({str, int, bool, type(None)})
 _ORDENADO = orjson.OPT_SORT_KEYS
 
 
-def canonico_bytes(valor: Any) -> bytes:
+def canonico_bytes(valor: Json) -> bytes:
     """
     `canonico(valor)` em UTF-8, pelo orjson quando dá o mesmo texto: um valor
     simples, ou um registro (dict) só de valores simples. O resto -- float,
@@ -206,7 +295,9 @@ def canonico_bytes(valor: Any) -> bytes:
     -- pelo `json` de sempre.
     """
     tipo = type(valor)
-    if tipo in _SIMPLES or (tipo is dict and _SIMPLES.issuperset(map(type, valor.values()))):
+    if tipo in _SIMPLES or (
+        tipo is dict and _SIMPLES.issuperset(map(type, cast(ObjetoJson, valor).values()))
+    ):
         try:
             return orjson.dumps(valor, option=_ORDENADO)
         except orjson.JSONEncodeError:
@@ -337,13 +428,13 @@ class Banco:
             os.close(self._trava)
 
     # ----------------------------------------------------------------- projetos
-    def criar_projeto(self, external_id: str, nome: str | None) -> dict[str, Any]:
+    def criar_projeto(self, external_id: str, nome: str | None) -> ProjetoCriado:
         with self.transacao() as con:
             linha = con.execute(
                 'SELECT * FROM projetos WHERE external_id = ?', (external_id,)
             ).fetchone()
             if linha is not None:
-                return dict(_projeto(linha), criado=False)
+                return {**_projeto(linha), 'criado': False}
             cursor = con.execute(
                 'INSERT INTO projetos (external_id, nome, criado_em) VALUES (?, ?, ?)',
                 (external_id, nome or external_id, agora()),
@@ -351,9 +442,9 @@ class Banco:
             linha = con.execute(
                 'SELECT * FROM projetos WHERE id = ?', (cursor.lastrowid,)
             ).fetchone()
-            return dict(_projeto(linha), criado=True)
+            return {**_projeto(linha), 'criado': True}
 
-    def buscar_projetos(self, external_id: str | None = None) -> list[dict[str, Any]]:
+    def buscar_projetos(self, external_id: str | None = None) -> list[Projeto]:
         with self.leitura() as con:
             if external_id is None:
                 linhas = con.execute('SELECT * FROM projetos ORDER BY id').fetchall()
@@ -363,7 +454,7 @@ class Banco:
                 ).fetchall()
             return [_projeto(linha) for linha in linhas]
 
-    def projeto(self, projeto_id: int) -> dict[str, Any]:
+    def projeto(self, projeto_id: int) -> Projeto:
         with self.leitura() as con:
             linha = con.execute('SELECT * FROM projetos WHERE id = ?', (projeto_id,)).fetchone()
         if linha is None:
@@ -375,7 +466,7 @@ class Banco:
         return _projeto(linha)
 
     # ------------------------------------------------------------------- chaves
-    def emitir_chave(self, projeto_id: int) -> dict[str, Any]:
+    def emitir_chave(self, projeto_id: int) -> ChaveEmitida:
         self.projeto(projeto_id)
         chave = 'ctx_' + secrets.token_urlsafe(32)
         key_id = 'key_' + secrets.token_hex(6)
@@ -388,7 +479,7 @@ class Banco:
         # A unica vez que a chave existe em claro: o banco so guarda o hash.
         return {'key_id': key_id, 'key': chave, 'project_id': projeto_id}
 
-    def listar_chaves(self, projeto_id: int) -> list[dict[str, Any]]:
+    def listar_chaves(self, projeto_id: int) -> list[Chave]:
         self.projeto(projeto_id)
         with self.leitura() as con:
             linhas = con.execute(
@@ -405,7 +496,7 @@ class Banco:
             for linha in linhas
         ]
 
-    def revogar_chave(self, key_id: str) -> dict[str, Any]:
+    def revogar_chave(self, key_id: str) -> ObjetoJson:
         with self.transacao() as con:
             cursor = con.execute(
                 'UPDATE chaves SET revogada_em = COALESCE(revogada_em, ?) WHERE key_id = ?',
@@ -415,7 +506,7 @@ class Banco:
                 raise ErroRegra(404, 'chave_inexistente', 'chave %s não existe.' % key_id)
         return {'key_id': key_id, 'revogada': True}
 
-    def projeto_da_chave(self, chave: str) -> dict[str, Any] | None:
+    def projeto_da_chave(self, chave: str) -> Projeto | None:
         """
         O projeto dono da chave, ou None se ela não existe ou foi revogada. Pela
         conexão de leitura: não espera a escrita em curso (ver o topo do módulo).
@@ -430,7 +521,7 @@ class Banco:
         return _projeto(linhas[0]) if linhas else None
 
     # ------------------------------------------------------------------- grupos
-    def criar_grupo(self, slug: str, nome: str | None) -> dict[str, Any]:
+    def criar_grupo(self, slug: str, nome: str | None) -> GrupoCriado:
         with self.transacao() as con:
             existe = con.execute('SELECT * FROM grupos WHERE slug = ?', (slug,)).fetchone()
             if existe is None:
@@ -438,13 +529,13 @@ class Banco:
                 return {'slug': slug, 'name': nome or slug, 'criado': True}
             return {'slug': slug, 'name': existe['nome'], 'criado': False}
 
-    def listar_grupos(self) -> list[dict[str, Any]]:
+    def listar_grupos(self) -> list[Grupo]:
         with self.leitura() as con:
             grupos = con.execute('SELECT * FROM grupos ORDER BY slug').fetchall()
             membros = con.execute(
                 'SELECT slug, projeto_id FROM grupo_projetos ORDER BY projeto_id'
             ).fetchall()
-        saida = []
+        saida: list[Grupo] = []
         for g in grupos:
             saida.append(
                 {
@@ -455,7 +546,7 @@ class Banco:
             )
         return saida
 
-    def incluir_no_grupo(self, slug: str, projeto_id: int) -> dict[str, Any]:
+    def incluir_no_grupo(self, slug: str, projeto_id: int) -> ObjetoJson:
         self.projeto(projeto_id)
         with self.transacao() as con:
             if con.execute('SELECT 1 FROM grupos WHERE slug = ?', (slug,)).fetchone() is None:
@@ -473,7 +564,7 @@ class Banco:
     # ----------------------------------------------------------------- webhooks
     def registrar_webhook(
         self, projeto_id: int, url: str, segredo: str | None, eventos: list[str]
-    ) -> dict[str, Any]:
+    ) -> WebhookRegistrado:
         self.projeto(projeto_id)
         webhook_id = 'wh_' + secrets.token_hex(6)
         segredo = segredo or 'whsec_' + secrets.token_urlsafe(24)
@@ -487,7 +578,7 @@ class Banco:
 
     def listar_webhooks(
         self, projeto_id: int | None = None, webhook_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[Webhook]:
         with self.leitura() as con:
             if webhook_id is not None:
                 linhas = con.execute(
@@ -510,7 +601,7 @@ class Banco:
         ]
 
     # ------------------------------------------------------------------- intake
-    def receber_lote(self, projeto_id: int, envelope: dict[str, Any]) -> dict[str, int]:
+    def receber_lote(self, projeto_id: int, envelope: EnvelopeDoLote) -> dict[str, int]:
         """
         Grava um lote e devolve as contagens. Tudo numa transação: um lote entra
         inteiro ou não entra, e um reenvio (retry) da o mesmo estado final.
@@ -518,7 +609,7 @@ class Banco:
         return self.gravar_lote(projeto_id, self.preparar_lote(envelope))
 
     @staticmethod
-    def preparar_lote(envelope: dict[str, Any], registros_simples: bool = False) -> Lote:
+    def preparar_lote(envelope: EnvelopeDoLote, registros_simples: bool = False) -> Lote:
         """
         O JSON canônico, o hash e a identidade de cada registro: a parte cara,
         que não depende do banco (fora da trava). ErroRegra: registro sem a key.
@@ -702,7 +793,7 @@ class Banco:
                 return {'inserted': inseridos, 'updated': 0, 'duplicates': 0}
             posicoes = _posicoes(idents)
             existentes = _existentes(con, projeto_id, dataset, posicoes, fora_da_versao=versao)
-        atualizar: list[tuple[Any, ...]] = []
+        atualizar: list[tuple[str, bytearray, int, str | None, int]] = []
         tocar: list[int] = []
         for ident, (guardado, rowid) in existentes.items():
             posicao = posicoes[ident]
@@ -783,7 +874,7 @@ class Banco:
         self,
         con: sqlite3.Connection,
         projeto_id: int,
-        envelope: dict[str, Any],
+        envelope: EnvelopeDoLote,
         chave: str | None,
         quando: str,
     ) -> None:
@@ -808,7 +899,7 @@ class Banco:
 
     def completar(
         self, projeto_id: int, dataset: str, sync_id: str, max_remocao: float | None
-    ) -> dict[str, Any]:
+    ) -> ObjetoJson:
         """
         Fecha a carga: remove do dataset o que o sync não viu. Recusa (e não
         remove nada) se isso passar de `max_remocao` (fração do dataset).
@@ -863,7 +954,7 @@ class Banco:
         }
 
     # ------------------------------------------------------------------ leitura
-    def listar_datasets(self, projeto_id: int) -> list[dict[str, Any]]:
+    def listar_datasets(self, projeto_id: int) -> list[ObjetoJson]:
         with self.leitura() as con:
             linhas = con.execute(
                 'SELECT d.*, (SELECT COUNT(*) FROM registros r WHERE r.projeto_id ='
@@ -886,7 +977,7 @@ class Banco:
 
     def pagina_de_registros(
         self, projeto_id: int, dataset: str, apos: int, limite: int
-    ) -> dict[str, Any]:
+    ) -> ObjetoJson:
         with self.leitura() as con:
             linhas = con.execute(
                 'SELECT id, corpo FROM registros WHERE projeto_id = ? AND'
@@ -928,7 +1019,7 @@ def _sql_inserir(linhas: int, com_hash: bool, pular_existentes: bool) -> str:
 
 def _inserir(
     con: sqlite3.Connection,
-    constantes: tuple[Any, ...],
+    constantes: tuple[int, str, int, str | None],
     idents: list[str],
     hashes: list[str] | None,
     corpos: list[bytearray],
@@ -947,7 +1038,10 @@ def _inserir(
     for inicio in range(0, len(idents), por_vez):
         fim = min(inicio + por_vez, len(idents))
         # Os parâmetros intercalados por fatias (em C), sem um laço por linha.
-        parametros: list[Any] = [*constantes, *([None] * (por_linha * (fim - inicio)))]
+        parametros: list[int | str | bytearray | None] = [
+            *constantes,
+            *([None] * (por_linha * (fim - inicio))),
+        ]
         parametros[_CONSTANTES::por_linha] = idents[inicio:fim]
         if hashes is not None:
             parametros[_CONSTANTES + 1 :: por_linha] = hashes[inicio:fim]
@@ -990,7 +1084,7 @@ def _existentes(
 
 
 def _preparar(
-    registros: list[Any], chave: str | None, simples: bool = False
+    registros: list[Registro], chave: str | None, simples: bool = False
 ) -> tuple[list[str], list[str] | None, list[bytearray]]:
     """
     (idents, hashes, corpos) dos registros: o JSON canônico de cada um (em UTF-8,
@@ -1010,7 +1104,7 @@ def _preparar(
         sha256 = hashlib.sha256
         hashes = [sha256(corpo).hexdigest() for corpo in corpos]
         return ['h:' + h for h in hashes], hashes, corpos
-    valores: list[Any] = list(map(dict.get, registros, itertools.repeat(chave)))
+    valores: list[Json] = list(map(dict.get, registros, itertools.repeat(chave)))
     if None in valores:
         posicao = next(i for i, valor in enumerate(valores) if valor is None)
         raise ErroRegra(
@@ -1028,18 +1122,18 @@ def _posicoes(idents: list[str]) -> dict[str, int]:
     return {ident: posicao for posicao, ident in enumerate(idents)}
 
 
-def _idents_da_key(valores: list[Any]) -> list[str]:
+def _idents_da_key(valores: list[Json]) -> list[str]:
     """A identidade de cada valor de key: `k:` + o JSON canônico dele."""
     # int: o JSON dele é o repr (bool não entra: type exato).
     if set(map(type, valores)) == {int}:
-        return ['k:%d' % valor for valor in valores]
+        return ['k:%d' % valor for valor in cast(list[int], valores)]
     return [
         'k:%d' % valor if type(valor) is int else 'k:' + canonico_bytes(valor).decode('utf-8')
         for valor in valores
     ]
 
 
-def registros_simples(registros: list[Any]) -> bool:
+def registros_simples(registros: list[JsonDecodificado]) -> bool:
     """
     Se todo registro é um objeto só de valores simples (texto, inteiro,
     booleano, null): o lote cujo canônico o orjson escreve de uma vez. Um laço
@@ -1053,7 +1147,7 @@ def registros_simples(registros: list[Any]) -> bool:
         return False
 
 
-def _corpos(registros: list[Any], simples: bool) -> list[bytes]:
+def _corpos(registros: list[Registro], simples: bool) -> list[bytes]:
     """O `canonico_bytes` de cada registro; o lote simples de uma vez."""
     if simples or registros_simples(registros):
         dumps = orjson.dumps
@@ -1080,7 +1174,7 @@ def _so_do_dono(caminho: str) -> None:
             os.chmod(caminho + sufixo, 0o600)
 
 
-def _projeto(linha: sqlite3.Row) -> dict[str, Any]:
+def _projeto(linha: sqlite3.Row) -> Projeto:
     return {
         'id': linha['id'],
         'external_id': linha['external_id'],

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import zlib
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -118,7 +117,7 @@ class MiddlewareDeCompressao:
             entregue = True
             return {'type': 'http.request', 'body': corpo, 'more_body': False}
 
-        escopo: dict[str, Any] = dict(scope, headers=novos)
+        escopo: Scope = dict(scope, headers=novos)
         await self.app(escopo, receber, send)
 
 

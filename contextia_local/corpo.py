@@ -36,14 +36,15 @@ import dataclasses
 import json
 import math
 import re
+import types
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 
 from contextia_local.armazenamento import ErroRegra, registros_simples
+from contextia_sync.tipos import JsonDecodificado
 
 LIMITE_DRENAGEM = 64 * 1024
 """Corpo declarado até este tamanho é descartado pelo uvicorn depois de uma
@@ -60,7 +61,7 @@ _ESPACO = re.compile(r'[ \t\n\r]*')
 try:
     import orjson as _orjson_importado
 
-    _orjson: Any = _orjson_importado
+    _orjson: types.ModuleType | None = _orjson_importado
 except ImportError:  # sem o pacote: sempre o leitor estrito
     _orjson = None
 
@@ -127,7 +128,7 @@ class PedidoLimitado(Request):
     # novo ao gravar.
     registros_simples = False
 
-    async def json(self) -> Any:
+    async def json(self) -> JsonDecodificado:
         if not hasattr(self, '_json'):
             self._json, self.registros_simples = _ler(await self.body(), self.regra.max_registros)
         return self._json
@@ -140,7 +141,7 @@ def classe_de_rota(regra_da_rota: Callable[[APIRoute], RegraDoPedido]) -> type[A
     """
 
     class RotaComCorpoLimitado(APIRoute):
-        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        def get_route_handler(self) -> Callable[[Request], Coroutine[object, object, Response]]:
             original = super().get_route_handler()
             if self.body_field is None:
                 return original
@@ -198,11 +199,11 @@ class _Leitor:
             return valor
         return self._constante(texto)
 
-    def valor(self, texto: str, posicao: int) -> tuple[Any, int]:
+    def valor(self, texto: str, posicao: int) -> tuple[JsonDecodificado, int]:
         return self.decodificador.raw_decode(texto, posicao)
 
 
-def _ler(corpo: bytes, max_registros: int | None) -> tuple[Any, bool]:
+def _ler(corpo: bytes, max_registros: int | None) -> tuple[JsonDecodificado, bool]:
     """
     (O documento JSON de `corpo`, estrito; se os registros do envelope são
     simples). Com `max_registros`, o documento é um envelope do intake e
@@ -261,7 +262,7 @@ def _ler(corpo: bytes, max_registros: int | None) -> tuple[Any, bool]:
     return documento, False
 
 
-def _ler_rapido(corpo: bytes, max_registros: int | None) -> tuple[Any, bool] | None:
+def _ler_rapido(corpo: bytes, max_registros: int | None) -> tuple[JsonDecodificado, bool] | None:
     """
     (documento, registros simples) pelo orjson, ou None quando o leitor estrito
     tem de ler: o corpo é grande, o orjson o recusa, ou há um inteiro que ele
@@ -293,7 +294,7 @@ def _ler_rapido(corpo: bytes, max_registros: int | None) -> tuple[Any, bool] | N
     return documento, simples
 
 
-def _tem_float(valores: Iterable[Any]) -> bool:
+def _tem_float(valores: Iterable[JsonDecodificado]) -> bool:
     """Se há um float em `valores` ou dentro deles (sem recursão: o aninhamento pode ser fundo)."""
     pendentes = [iter(valores)]
     while pendentes:
@@ -337,7 +338,7 @@ def _lote_grande(max_registros: int) -> ErroRegra:
     )
 
 
-def _ler_envelope(texto: str, leitor: _Leitor, max_registros: int) -> Any:
+def _ler_envelope(texto: str, leitor: _Leitor, max_registros: int) -> JsonDecodificado:
     # O nível de cima à mão; cada valor (e cada registro) pelo decodificador C do
     # json. Assim `records` cresce um registro por vez e a leitura para no
     # primeiro além do limite. Fora de objeto no topo, o documento é lido
@@ -345,7 +346,7 @@ def _ler_envelope(texto: str, leitor: _Leitor, max_registros: int) -> Any:
     posicao = _pular(texto, 0)
     if texto[posicao : posicao + 1] != '{':
         return leitor.decodificador.decode(texto)
-    envelope: dict[str, Any] = {}
+    envelope: dict[str, JsonDecodificado] = {}
     posicao = _pular(texto, posicao + 1)
     if texto[posicao : posicao + 1] == '}':
         return _fim(texto, posicao + 1, envelope)
@@ -375,8 +376,8 @@ def _ler_envelope(texto: str, leitor: _Leitor, max_registros: int) -> Any:
 
 def _ler_registros(
     texto: str, posicao: int, leitor: _Leitor, max_registros: int
-) -> tuple[list[Any], int]:
-    registros: list[Any] = []
+) -> tuple[list[JsonDecodificado], int]:
+    registros: list[JsonDecodificado] = []
     posicao = _pular(texto, posicao + 1)
     if texto[posicao : posicao + 1] == ']':
         return registros, posicao + 1
@@ -399,18 +400,18 @@ def _pular(texto: str, posicao: int) -> int:
     return fim.end() if fim else posicao
 
 
-def _fim(texto: str, posicao: int, documento: Any) -> Any:
+def _fim(texto: str, posicao: int, documento: JsonDecodificado) -> JsonDecodificado:
     posicao = _pular(texto, posicao)
     if posicao != len(texto):
         raise json.JSONDecodeError('Extra data', texto, posicao)
     return documento
 
 
-def _primeiro_nao_finito(valor: Any, caminho: str) -> tuple[str, str] | None:
+def _primeiro_nao_finito(valor: object, caminho: str) -> tuple[str, str] | None:
     """(caminho, texto) da primeira marca de não finito em `valor`, ou None."""
     if isinstance(valor, _NaoFinito):
         return caminho, valor.texto
-    filhos: list[tuple[str, Any]]
+    filhos: list[tuple[str, object]]
     if isinstance(valor, dict):
         filhos = [(caminho + '.' + k if caminho else k, v) for k, v in valor.items()]
     elif isinstance(valor, list):

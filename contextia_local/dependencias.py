@@ -17,20 +17,17 @@ Banco, que não espera escrita nenhuma; o token de admin não lê o banco).
 import dataclasses
 import hmac
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from contextia_local.armazenamento import Banco, ErroRegra
+from contextia_local.armazenamento import Banco, ErroRegra, Projeto
 from contextia_local.configuracao import CAMINHO_INTAKE, MAX_BYTES_PEDIDO, Configuracao
 from contextia_local.corpo import RegraDoCorpo, RegraDoPedido, classe_de_rota
 from contextia_local.falhas import EstadoDeFalhas
-
-Projeto = dict[str, Any]
-"""O projeto como o `Banco` o lê: id, external_id, name."""
 
 
 # ---------------------------------------------------------------- o estado
@@ -167,9 +164,9 @@ def regra_da_rota(rota: APIRoute) -> RegraDoPedido:
     return lambda _request: regra
 
 
-def _chamadas(dependant: Dependant) -> list[Any]:
+def _chamadas(dependant: Dependant) -> list[object]:
     """Toda função que a árvore de dependências da rota chama."""
-    chamadas = [dependant.call]
+    chamadas: list[object] = [dependant.call]
     for filha in dependant.dependencies:
         chamadas += _chamadas(filha)
     return chamadas

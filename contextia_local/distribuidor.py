@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from types import FrameType
 
 ESPERA_DOS_FILHOS = 4.0
 """Segundos que o principal espera os filhos saírem depois do SIGTERM (depois,
@@ -66,7 +66,7 @@ class _ConexoesEntregues(socket.socket):
         # de verdade é a da porta do principal.
         return None
 
-    def accept(self) -> tuple[socket.socket, Any]:
+    def accept(self) -> tuple[socket.socket, object]:
         _, descritores, _, _ = socket.recv_fds(self, 1, 1)
         if not descritores:
             # O principal fechou o canal: ele está saindo. O SIGTERM para o
@@ -143,7 +143,7 @@ def _distribuir(porta: socket.socket, filhos: dict[int, socket.socket]) -> int:
     parar = threading.Event()
     anteriores = {}
 
-    def ao_sinal(numero: int, quadro: Any) -> None:  # noqa: ARG001
+    def ao_sinal(numero: int, quadro: FrameType | None) -> None:  # noqa: ARG001
         if numero != signal.SIGCHLD:
             parar.set()
 

@@ -27,7 +27,7 @@ import json
 import math
 import random
 import threading
-from typing import Any
+from typing import TypedDict, Unpack
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -36,19 +36,40 @@ CAMINHO_PADRAO = '/api/v1/intake'
 CORPO_INVALIDO = '<html><body>Serviço temporariamente indisponível</body></html>'
 
 
+class OpcoesDaFalha(TypedDict, total=False):
+    """As opções de uma falha da fila (os campos opcionais de `modelos.PedidoFalha`)."""
+
+    retry_after: float
+    segundos: float
+    quando: str
+    corpo: str
+
+
+class ResumoDasFalhas(TypedDict):
+    """O que as rotas de controle das falhas respondem (`EstadoDeFalhas.resumo`)."""
+
+    injetadas: dict[str, int]
+    pendentes: int
+    taxas: dict[str, float]
+
+
 class EstadoDeFalhas:
     """Fila, taxas e contadores; compartilhado pelas threads do servidor."""
 
     def __init__(self, semente: int | None = None) -> None:
         self._lock = threading.Lock()
-        self._fila: list[tuple[str, str, dict[str, Any]]] = []
+        self._fila: list[tuple[str, str, OpcoesDaFalha]] = []
         self._taxas: dict[str, float] = {}
         self._caminho_taxas = CAMINHO_PADRAO
         self._sorteio = random.Random(semente)
         self.contadores = {t: 0 for t in TIPOS}
 
     def injetar(
-        self, tipo: str, quantidade: int = 1, caminho: str | None = None, **opcoes: Any
+        self,
+        tipo: str,
+        quantidade: int = 1,
+        caminho: str | None = None,
+        **opcoes: Unpack[OpcoesDaFalha],
     ) -> None:
         with self._lock:
             for _ in range(quantidade):
@@ -69,7 +90,7 @@ class EstadoDeFalhas:
             self._taxas = {}
             self.contadores = {t: 0 for t in TIPOS}
 
-    def resumo(self) -> dict[str, Any]:
+    def resumo(self) -> ResumoDasFalhas:
         with self._lock:
             return {
                 'injetadas': dict(self.contadores),
@@ -77,7 +98,7 @@ class EstadoDeFalhas:
                 'taxas': dict(self._taxas),
             }
 
-    def sortear(self, caminho: str) -> tuple[str, dict[str, Any]] | None:
+    def sortear(self, caminho: str) -> tuple[str, OpcoesDaFalha] | None:
         """A falha a aplicar neste pedido (tipo, opções), ou None."""
         with self._lock:
             for posicao, (tipo, prefixo, opcoes) in enumerate(self._fila):
@@ -150,7 +171,7 @@ class MiddlewareDeFalhas:
             await _drenar(receive)
             await _meia_resposta(send, 200, [], b'{"inserted":')
             return
-        capturado: dict[str, Any] = {}
+        capturado: Message = {}
         partes: list[bytes] = []
 
         async def guardar(mensagem: Message) -> None:

@@ -4,13 +4,15 @@ envelope do intake, o `complete`, o admin e a injeção de falhas. Os nomes das
 classes são os dos schemas em docs/openapi.json.
 """
 
-from typing import Annotated, Any, Dict, List, Optional
+from typing import Annotated, Dict, List, Optional
 
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic_core import ErrorDetails
 
 from contextia_local.configuracao import MAX_INTEIRO, PADRAO_DATASET, PADRAO_SLUG
 from contextia_local.falhas import TIPOS
+from contextia_sync.tipos import JsonDecodificado
 
 IdDoProjeto = Annotated[
     int, Path(ge=1, le=MAX_INTEIRO, description='id do projeto (inteiro de 64 bits)')
@@ -42,22 +44,24 @@ _ESQUEMA_REGISTROS = {
 
 class Envelope(Modelo):
     dataset: str = Field(pattern=PADRAO_DATASET, description='nome normalizado')
-    records: Annotated[List[Any], WithJsonSchema(_ESQUEMA_REGISTROS)] = Field(default_factory=list)
+    records: Annotated[List[JsonDecodificado], WithJsonSchema(_ESQUEMA_REGISTROS)] = Field(
+        default_factory=list
+    )
     key: Optional[str] = Field(None, min_length=1, description='campo do upsert')
     description: Optional[str] = None
     fields: Optional[Dict[str, str]] = Field(None, description='coluna -> significado')
     group: Optional[str] = Field(None, pattern=PADRAO_SLUG)
     sync: Optional[Sync] = None
-    remove: Optional[List[Any]] = Field(None, description='valores de key a remover')
+    remove: Optional[List[JsonDecodificado]] = Field(None, description='valores de key a remover')
 
 
 class EnvelopeEstrito(Envelope):
     """O envelope com cada registro validado: só para dizer o erro (`erros_do_envelope`)."""
 
-    records: List[Dict[str, Any]] = Field(default_factory=list)
+    records: List[Dict[str, JsonDecodificado]] = Field(default_factory=list)
 
 
-def erros_do_envelope(corpo: Dict[str, Any]) -> List[Dict[str, Any]]:
+def erros_do_envelope(corpo: Dict[str, JsonDecodificado]) -> List[ErrorDetails]:
     """Os erros do envelope com cada registro validado, no formato do FastAPI."""
     try:
         EnvelopeEstrito.model_validate(corpo)

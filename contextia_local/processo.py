@@ -52,9 +52,13 @@ import time
 import urllib.error
 import urllib.request
 import json
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Self
+
+from contextia_sync.tipos import Json, ObjetoJson
 
 if TYPE_CHECKING:
+    from contextia_local.falhas import ResumoDasFalhas
     from contextia_sync.intake.admin import Admin
 
 # Nunca via proxy do ambiente: o servidor e local por definicao.
@@ -260,7 +264,7 @@ class ServidorLocal:
         assert url is not None, 'servidor sem porta: chame iniciar() antes'
         return url
 
-    def _controle(self, metodo: str, caminho: str, corpo: Any = None) -> dict[str, Any]:
+    def _controle(self, metodo: str, caminho: str, corpo: Json = None) -> 'ResumoDasFalhas':
         """O resumo das falhas que a rota de controle responde (um objeto JSON)."""
         dados = json.dumps(corpo).encode() if corpo is not None else None
         pedido = urllib.request.Request(
@@ -274,7 +278,7 @@ class ServidorLocal:
         )
         try:
             with _ABRIDOR.open(pedido, timeout=10) as resposta:
-                resumo: dict[str, Any] = json.loads(resposta.read())
+                resumo: ResumoDasFalhas = json.loads(resposta.read())
                 return resumo
         except urllib.error.HTTPError as erro:
             raise RuntimeError(
@@ -282,14 +286,17 @@ class ServidorLocal:
                 ' falhas=True?)' % (erro.code, erro.read()[:300])
             ) from None
 
-    def injetar(self, tipo: object, quantidade: int = 1, **opcoes: Any) -> dict[str, Any]:
+    def injetar(self, tipo: object, quantidade: int = 1, **opcoes: Json) -> 'ResumoDasFalhas':
         corpo = dict(opcoes, tipo=str(tipo), quantidade=quantidade)
         return self._controle('POST', '', corpo)
 
     def taxa_de_falhas(
-        self, taxas: dict[Any, float], caminho: str | None = None, semente: int | None = None
-    ) -> dict[str, Any]:
-        corpo: dict[str, Any] = {'taxas': {str(k): v for k, v in taxas.items()}}
+        self,
+        taxas: Mapping[str, float] | Mapping[int, float],
+        caminho: str | None = None,
+        semente: int | None = None,
+    ) -> 'ResumoDasFalhas':
+        corpo: ObjetoJson = {'taxas': {str(k): v for k, v in taxas.items()}}
         if caminho is not None:
             corpo['caminho'] = caminho
         if semente is not None:
@@ -300,5 +307,5 @@ class ServidorLocal:
         injetadas: dict[str, int] = self._controle('GET', '')['injetadas']
         return injetadas
 
-    def limpar_falhas(self) -> dict[str, Any]:
+    def limpar_falhas(self) -> 'ResumoDasFalhas':
         return self._controle('DELETE', '')

@@ -4,18 +4,17 @@ memória deste processo; contextia_local/falhas.py o aplica aos pedidos.
 """
 
 import json
-from typing import Any
 
 from contextia_local.armazenamento import ErroRegra
 from contextia_local.dependencias import Servidor, novo_roteador
-from contextia_local.falhas import TIPOS
+from contextia_local.falhas import TIPOS, ResumoDasFalhas
 from contextia_local.modelos import PedidoFalha, TaxasDeFalha
 
 roteador = novo_roteador('falhas', so_admin=True)
 
 
 @roteador.post('/api/v1/admin/falhas', response_model=None)
-def injetar(pedido: PedidoFalha, servidor: Servidor) -> dict[str, Any]:
+def injetar(pedido: PedidoFalha, servidor: Servidor) -> ResumoDasFalhas:
     opcoes = pedido.model_dump(exclude_none=True, exclude={'tipo', 'quantidade', 'caminho'})
     falhas = servidor.falhas()
     falhas.injetar(pedido.tipo, pedido.quantidade, pedido.caminho, **opcoes)
@@ -23,7 +22,7 @@ def injetar(pedido: PedidoFalha, servidor: Servidor) -> dict[str, Any]:
 
 
 @roteador.put('/api/v1/admin/falhas/taxas', response_model=None)
-def definir_taxas(pedido: TaxasDeFalha, servidor: Servidor) -> dict[str, Any]:
+def definir_taxas(pedido: TaxasDeFalha, servidor: Servidor) -> ResumoDasFalhas:
     # A taxa inválida é dita antes da falha desligada: o pedido errado é 422 sempre.
     invalidos = sorted(set(pedido.taxas) - set(TIPOS))
     if invalidos or any(not 0 <= v <= 1 for v in pedido.taxas.values()):
@@ -39,12 +38,12 @@ def definir_taxas(pedido: TaxasDeFalha, servidor: Servidor) -> dict[str, Any]:
 
 
 @roteador.get('/api/v1/admin/falhas', response_model=None)
-def consultar_falhas(servidor: Servidor) -> dict[str, Any]:
+def consultar_falhas(servidor: Servidor) -> ResumoDasFalhas:
     return servidor.falhas().resumo()
 
 
 @roteador.delete('/api/v1/admin/falhas', response_model=None)
-def limpar_falhas(servidor: Servidor) -> dict[str, Any]:
+def limpar_falhas(servidor: Servidor) -> ResumoDasFalhas:
     falhas = servidor.falhas()
     falhas.limpar()
     return falhas.resumo()

@@ -1,11 +1,11 @@
 """Admin: os grupos de projetos (por slug) e quem está em cada um."""
 
-from typing import Any
-
 from fastapi.responses import JSONResponse
 
+from contextia_local.armazenamento import Grupo
 from contextia_local.dependencias import Servidor, novo_roteador
 from contextia_local.modelos import IdDoProjeto, NovoGrupo
+from contextia_sync.tipos import ObjetoJson
 
 roteador = novo_roteador('admin', so_admin=True)
 
@@ -17,10 +17,10 @@ def criar_grupo(pedido: NovoGrupo, servidor: Servidor) -> JSONResponse:
 
 
 @roteador.get('/api/v1/admin/grupos', response_model=None)
-def listar_grupos(servidor: Servidor) -> dict[str, Any]:
+def listar_grupos(servidor: Servidor) -> dict[str, list[Grupo]]:
     return {'grupos': servidor.banco().listar_grupos()}
 
 
 @roteador.put('/api/v1/admin/grupos/{slug}/projetos/{projeto_id}', response_model=None)
-def incluir_no_grupo(slug: str, projeto_id: IdDoProjeto, servidor: Servidor) -> dict[str, Any]:
+def incluir_no_grupo(slug: str, projeto_id: IdDoProjeto, servidor: Servidor) -> ObjetoJson:
     return servidor.banco().incluir_no_grupo(slug, projeto_id)

@@ -18,7 +18,7 @@ intervalo de troca do GIL de 5, 1, 0,5, 0,2 ou 0,1 ms e mesmo só com o INSERT e
 o COMMIT na thread.
 """
 
-from typing import Any
+from typing import cast
 
 import orjson
 from fastapi import Request
@@ -27,10 +27,18 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from contextia_local import webhooks
-from contextia_local.armazenamento import Banco, BancoOcupado, ErroRegra, Lote
+from contextia_local.armazenamento import (
+    Banco,
+    BancoOcupado,
+    EnvelopeDoLote,
+    ErroRegra,
+    Lote,
+    SyncDoLote,
+)
 from contextia_local.configuracao import CAMINHO_INTAKE
 from contextia_local.dependencias import ProjetoAutenticado, Servidor, novo_roteador
 from contextia_local.modelos import Contagens, Envelope, PedidoComplete, erros_do_envelope
+from contextia_sync.tipos import JsonDecodificado, ObjetoJson
 
 roteador = novo_roteador('intake')
 
@@ -54,14 +62,14 @@ async def intake(
         )
     # Montado a mao: model_dump copiaria cada registro, e `null` dentro de
     # um registro e dado (nao pode sumir como some um campo opcional).
-    dados = {
+    dados: EnvelopeDoLote = {
         'dataset': envelope.dataset,
         'records': envelope.records,
         'key': envelope.key,
         'description': envelope.description,
         'fields': envelope.fields,
         'group': envelope.group,
-        'sync': envelope.sync.model_dump() if envelope.sync else None,
+        'sync': cast(SyncDoLote, envelope.sync.model_dump()) if envelope.sync else None,
         'remove': envelope.remove,
     }
     # Os registros simples já foram conferidos na leitura do corpo (corpo.py).
@@ -73,9 +81,7 @@ async def intake(
 
 
 @roteador.post('/api/v1/intake/complete', response_model=None)
-def complete(
-    pedido: PedidoComplete, projeto: ProjetoAutenticado, servidor: Servidor
-) -> dict[str, Any]:
+def complete(pedido: PedidoComplete, projeto: ProjetoAutenticado, servidor: Servidor) -> ObjetoJson:
     banco = servidor.banco()
     resultado = banco.completar(projeto['id'], pedido.dataset, pedido.sync, pedido.max_removal)
     webhooks.entregar_em_segundo_plano(
@@ -85,7 +91,7 @@ def complete(
 
 
 @roteador.get('/api/v1/projeto', response_model=None)
-def quem_sou(projeto: ProjetoAutenticado) -> dict[str, Any]:
+def quem_sou(projeto: ProjetoAutenticado) -> ObjetoJson:
     return {
         'project_id': projeto['id'],
         'external_id': projeto['external_id'],
@@ -113,7 +119,7 @@ async def _gravar_no_laco(banco: Banco, projeto_id: int, lote: Lote) -> dict[str
     return await run_in_threadpool(banco.gravar_lote, projeto_id, lote)
 
 
-def registros_sao_objetos(registros: list[Any]) -> bool:
+def registros_sao_objetos(registros: list[JsonDecodificado]) -> bool:
     # Os tipos de todos num laço em C; {dict} ou nenhum (o lote vazio).
     return set(map(type, registros)) <= _SO_OBJETOS
 

@@ -1,9 +1,10 @@
 """Admin: os projetos (um por empresa, achados pelo `external_id`)."""
 
-from typing import Any, Optional
+from typing import Optional
 
 from fastapi.responses import JSONResponse
 
+from contextia_local.armazenamento import Projeto
 from contextia_local.dependencias import Servidor, novo_roteador
 from contextia_local.modelos import NovoProjeto
 
@@ -17,5 +18,7 @@ def criar_projeto(pedido: NovoProjeto, servidor: Servidor) -> JSONResponse:
 
 
 @roteador.get('/api/v1/admin/projetos', response_model=None)
-def buscar_projetos(servidor: Servidor, external_id: Optional[str] = None) -> dict[str, Any]:
+def buscar_projetos(
+    servidor: Servidor, external_id: Optional[str] = None
+) -> dict[str, list[Projeto]]:
     return {'projetos': servidor.banco().buscar_projetos(external_id)}

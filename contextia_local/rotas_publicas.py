@@ -1,10 +1,9 @@
 """As rotas sem autenticação: a saúde do servidor e o que ele sabe fazer."""
 
-from typing import Any
-
 from contextia_local import webhooks
 from contextia_local.configuracao import VERSAO_API
 from contextia_local.dependencias import Servidor, novo_roteador
+from contextia_sync.tipos import ObjetoJson
 
 roteador = novo_roteador('publico')
 
@@ -15,7 +14,7 @@ def saude() -> dict[str, str]:
 
 
 @roteador.get('/api/v1/capacidades', response_model=None)
-def capacidades(servidor: Servidor) -> dict[str, Any]:
+def capacidades(servidor: Servidor) -> ObjetoJson:
     config = servidor.config
     return {
         'versao': VERSAO_API,

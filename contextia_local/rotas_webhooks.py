@@ -1,9 +1,7 @@
 """Admin: os webhooks de um projeto (registrar, listar sem o segredo, testar)."""
 
-from typing import Any
-
 from contextia_local import webhooks
-from contextia_local.armazenamento import ErroRegra
+from contextia_local.armazenamento import ErroRegra, WebhookRegistrado
 from contextia_local.dependencias import Servidor, novo_roteador
 from contextia_local.modelos import IdDoProjeto, NovoWebhook
 
@@ -13,7 +11,7 @@ roteador = novo_roteador('admin', so_admin=True)
 @roteador.post('/api/v1/admin/projetos/{projeto_id}/webhooks', status_code=201, response_model=None)
 def registrar_webhook(
     projeto_id: IdDoProjeto, pedido: NovoWebhook, servidor: Servidor
-) -> dict[str, Any]:
+) -> WebhookRegistrado:
     problema = webhooks.problema_na_url(pedido.url)
     if problema:
         raise ErroRegra(422, 'url_recusada', problema)
@@ -29,7 +27,9 @@ def registrar_webhook(
 
 
 @roteador.get('/api/v1/admin/projetos/{projeto_id}/webhooks', response_model=None)
-def listar_webhooks(projeto_id: IdDoProjeto, servidor: Servidor) -> dict[str, Any]:
+def listar_webhooks(
+    projeto_id: IdDoProjeto, servidor: Servidor
+) -> dict[str, list[dict[str, object]]]:
     banco = servidor.banco()
     banco.projeto(projeto_id)
     # Os campos com `_` (o segredo) nunca saem.
@@ -42,7 +42,7 @@ def listar_webhooks(projeto_id: IdDoProjeto, servidor: Servidor) -> dict[str, An
 
 
 @roteador.post('/api/v1/admin/webhooks/{webhook_id}/teste', response_model=None)
-def testar_webhook(webhook_id: str, servidor: Servidor) -> dict[str, Any]:
+def testar_webhook(webhook_id: str, servidor: Servidor) -> webhooks.Entrega:
     encontrados = servidor.banco().listar_webhooks(webhook_id=webhook_id)
     if not encontrados:
         raise ErroRegra(404, 'webhook_inexistente', 'webhook %s não existe.' % webhook_id)

@@ -29,12 +29,23 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable
-from typing import Any
+from http.client import HTTPMessage
+from typing import IO, TypedDict
+
+from contextia_local.armazenamento import Webhook
+from contextia_sync.tipos import Json
 
 CABECALHO_ASSINATURA = 'X-Contextia-Assinatura'
 CABECALHO_EVENTO = 'X-Contextia-Evento'
 CABECALHO_ENTREGA = 'X-Contextia-Entrega'
 EVENTOS = ('sync.completed', 'teste')
+
+
+class Entrega(TypedDict):
+    """O resultado de uma entrega: o status HTTP do receptor (None se inalcançável) e o erro."""
+
+    status: int | None
+    erro: str | None
 
 
 def problema_na_url(url: str) -> str | None:
@@ -67,9 +78,7 @@ def assinar(segredo: str, corpo: bytes) -> str:
     return 'sha256=' + hmac.new(segredo.encode('utf-8'), corpo, hashlib.sha256).hexdigest()
 
 
-def entregar(
-    webhook: dict[str, Any], evento: str, dados: Any, timeout: float = 5.0
-) -> dict[str, Any]:
+def entregar(webhook: Webhook, evento: str, dados: Json, timeout: float = 5.0) -> Entrega:
     """Entrega agora, de forma sincrona. Devolve {'status': int|None, 'erro': str|None}."""
     corpo = json.dumps(
         {
@@ -121,16 +130,16 @@ class _SemRedirecionamento(urllib.request.HTTPRedirectHandler):
     def redirect_request(
         self,
         req: urllib.request.Request,  # noqa: ARG002
-        fp: Any,  # noqa: ARG002
+        fp: IO[bytes],  # noqa: ARG002
         code: int,  # noqa: ARG002
         msg: str,  # noqa: ARG002
-        headers: Any,  # noqa: ARG002
+        headers: HTTPMessage,  # noqa: ARG002
         newurl: str,  # noqa: ARG002
     ) -> None:  # noqa: ARG002
         return None
 
 
-def entregar_em_segundo_plano(webhooks: Iterable[dict[str, Any]], evento: str, dados: Any) -> None:
+def entregar_em_segundo_plano(webhooks: Iterable[Webhook], evento: str, dados: Json) -> None:
     """Dispara as entregas sem segurar a resposta do intake."""
     for webhook in webhooks:
         if evento in webhook['eventos'] and problema_na_url(webhook['url']) is None:

@@ -50,13 +50,15 @@ def test_cada_typeddict_tem_as_chaves_do_schema(tipo, caminho):
 
 
 def test_o_unico_any_do_pacote_mora_em_tipos():
-    """O mypy recusa `Any` escrito fora de tipos.py (disallow_any_explicit)."""
+    """O mypy recusa `Any` escrito fora de tipos.py (disallow_any_explicit), também no servidor local."""
     with open(os.path.join(RAIZ, 'pyproject.toml'), encoding='utf-8') as arquivo:
         texto = arquivo.read()
     assert '\ndisallow_any_explicit = true\n' in texto
-    pacote = os.path.join(RAIZ, 'contextia_sync')
     com_any = []
-    for pasta, _, arquivos in os.walk(pacote):
+    for pasta, _, arquivos in [
+        *os.walk(os.path.join(RAIZ, 'contextia_sync')),
+        *os.walk(os.path.join(RAIZ, 'contextia_local')),
+    ]:
         for nome in arquivos:
             if nome.endswith('.py'):
                 caminho = os.path.join(pasta, nome)
