@@ -6,6 +6,7 @@ recusar o código que o lê (ou, pior, aceitar um nome errado): aqui os dois sã
 comparados, chave a chave, em cada objeto do schema.
 """
 
+import ast
 import json
 import os
 
@@ -49,8 +50,18 @@ def test_cada_typeddict_tem_as_chaves_do_schema(tipo, caminho):
     assert set(tipo.__annotations__) == set(no['properties'])
 
 
+def _importa_any(fonte):
+    for no in ast.walk(ast.parse(fonte)):
+        if isinstance(no, ast.ImportFrom) and no.module in ('typing', 'typing_extensions'):
+            if any(nome.name == 'Any' for nome in no.names):
+                return True
+        if isinstance(no, ast.Attribute) and no.attr == 'Any':
+            return True
+    return False
+
+
 def test_o_unico_any_do_pacote_mora_em_tipos():
-    """O mypy recusa `Any` escrito fora de tipos.py (disallow_any_explicit), também no servidor local."""
+    """O mypy recusa `Any` escrito fora de tipos.py (disallow_any_explicit); o servidor também."""
     with open(os.path.join(RAIZ, 'pyproject.toml'), encoding='utf-8') as arquivo:
         texto = arquivo.read()
     assert '\ndisallow_any_explicit = true\n' in texto
@@ -63,7 +74,6 @@ def test_o_unico_any_do_pacote_mora_em_tipos():
             if nome.endswith('.py'):
                 caminho = os.path.join(pasta, nome)
                 with open(caminho, encoding='utf-8') as arquivo:
-                    fonte = arquivo.read()
-                if 'import Any' in fonte or ', Any' in fonte or 'typing.Any' in fonte:
-                    com_any.append(os.path.relpath(caminho, RAIZ))
+                    if _importa_any(arquivo.read()):
+                        com_any.append(os.path.relpath(caminho, RAIZ))
     assert com_any == [os.path.join('contextia_sync', 'tipos.py')]
