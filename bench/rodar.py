@@ -21,6 +21,8 @@ BENCHS = {
     'velocidade': 'bench_velocidade.py',  # issue 18: driver cru -> envio, em voo, gzip
     'reconciliacao': 'bench_reconciliacao.py',  # issue 17: DELETE -> sumiu, custo, memoria
     'linhas': 'bench_linhas.py',  # issue 30: itens pela nota, binlog e slot_logico x coluna
+    'hora_cheia': 'bench_hora_cheia.py',  # issue 31: mudanças/s sustentadas, 1M num carimbo
+    'ocioso_sessao': 'bench_ocioso_sessao.py',  # issue 31: comandos por ciclo ocioso
 }
 
 

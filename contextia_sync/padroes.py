@@ -39,9 +39,10 @@ TOLERANCIA_FUTURO = 300
 """Segundos além da hora da ORIGEM até onde a marca de água pode ir; carimbo
 mais adiantado que isso é entregue, mas não sobe a marca."""
 
-CHAVES_POR_LEITURA = 500
-"""Chaves por `WHERE key IN (...)` ao reler só as linhas novas da janela (o
-Oracle aceita até 1000 numa lista)."""
+CHAVES_POR_LEITURA = 1000
+"""Chaves por `WHERE key IN (...)` ao reler só as linhas novas da janela: o
+máximo que o Oracle aceita numa lista (o SQL Server vai a 2100 parâmetros); menos
+idas à origem numa rajada (issue 31)."""
 
 TETO_ESPERA = 900
 """Teto, em segundos, da espera entre falhas seguidas do ciclo (dobra a cada falha)."""

@@ -5,6 +5,7 @@ O ouvinte roda como processo de verdade (o mesmo `ouvinte.py` de produção), co
 o log inteiro num arquivo e só as linhas que contam a historia na tela.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -12,6 +13,32 @@ import subprocess
 import threading
 
 from tela import RAIZ, curto, dizer, mostrar
+
+
+PARADAS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def sinais_adiados():
+    """
+    O Ctrl-C que chega DENTRO do Popen o interromperia com o filho já criado e
+    sem o objeto que o nomeia: o filho (num grupo próprio) ficaria órfão,
+    segurando a saída da demo. O sinal espera o Popen voltar e é dado na saída
+    do bloco, quando quem chamou já tem o processo para encerrar.
+    """
+    chegaram = []
+    antigos = {sinal: signal.getsignal(sinal) for sinal in PARADAS}
+    for sinal in PARADAS:
+        signal.signal(sinal, lambda numero, _quadro: chegaram.append(numero))
+    try:
+        yield
+    finally:
+        for sinal, tratador in antigos.items():
+            signal.signal(sinal, tratador)
+        for numero in chegaram[:1]:
+            tratador = antigos[numero]
+            if callable(tratador):
+                tratador(numero, None)
 
 
 def encerrar_grupo(processo, espera=20):
@@ -37,11 +64,14 @@ def encerrar_grupo(processo, espera=20):
 def rodar(argv, ambiente, rotulo, prazo=1800):
     """Roda uma ferramenta do SDK com a saída no terminal (as barras de progresso)."""
     dizer('$ %s' % ' '.join(curto(a) for a in argv))
-    processo = subprocess.Popen(argv, cwd=RAIZ, env=ambiente, start_new_session=True)
+    processo = None
     try:
+        with sinais_adiados():
+            processo = subprocess.Popen(argv, cwd=RAIZ, env=ambiente, start_new_session=True)
         codigo = processo.wait(prazo)
     except BaseException:
-        encerrar_grupo(processo, 5)
+        if processo is not None:
+            encerrar_grupo(processo, 5)
         raise
     if codigo != 0:
         raise SystemExit(
@@ -72,14 +102,15 @@ class Ouvinte:
     def iniciar(self, extras=()):
         argv = list(self.argv) + list(extras)
         dizer('$ %s' % ' '.join(curto(a) for a in argv[1:]))
-        self.processo = subprocess.Popen(
-            argv,
-            cwd=RAIZ,
-            env=self.ambiente,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with sinais_adiados():  # o Ctrl-C dado aqui encontra self.processo para parar
+            self.processo = subprocess.Popen(
+                argv,
+                cwd=RAIZ,
+                env=self.ambiente,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.leitor = threading.Thread(target=self._ler, args=(self.processo,), daemon=True)
         self.leitor.start()
         dizer('ouvinte no ar (pid %s); log completo em %s' % (self.processo.pid, mostrar(self.log)))

@@ -22,6 +22,7 @@ import sys
 
 import pytest
 
+from contextia_sync.estado.janela import JanelaEntregue, caminho_da_janela
 from tests.apoio.ouvinte import DATASET, Ouvinte, esperar
 from tests.dados import erp as erp_teste
 
@@ -246,7 +247,10 @@ def test_mostrar_em_tabela_e_em_json(novo_ouvinte):
     assert titulos['ultima_sonda_ok_em'] == o.estado()['acompanhamento'][DATASET]['ultima_sonda']
     assert titulos['entregue_a_varredura'] == '25000 linhas em 2026-09-01 11:00:00'
     assert titulos['quarentena'] == 1 and titulos['falhas_seguidas'] == 0
-    assert titulos['janela_lembrada'] == len(o.estado()['vistos'][DATASET])
+    # A janela entregue mora no SQLite do dataset (estado/janela.py), não no JSON.
+    assert 'vistos' not in o.estado()
+    janela = JanelaEntregue(caminho_da_janela(o.estado_dir, DATASET))
+    assert titulos['janela_lembrada'] == len(janela) > 0
     assert status == dict(
         status, dataset='status', ao_vivo=False, motivo='watch_column: null', marca_agua=None
     )

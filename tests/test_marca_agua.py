@@ -8,6 +8,7 @@ import pytest
 
 from contextia_sync.captura import marca_agua as m
 from contextia_sync.captura.casos_marca import CASOS
+from contextia_sync.estado.janela import JanelaEntregue
 
 DT = datetime.datetime(2026, 9, 2, 10, 0, 0)
 UTC = datetime.timezone.utc
@@ -95,9 +96,11 @@ def test_contar_atrasadas_ciclo_a_ciclo():
     assert m.atraso_preocupante(150.0, marca, 180) is True
 
 
-def test_podar_esquece_o_que_a_leitura_nao_traz_mais():
-    vistos = {'a': '2026-09-02T09:50:00', 'b': '2026-09-02T09:59:00'}
-    assert m.podar_vistos(vistos, DT, 180) == {'b': '2026-09-02T09:59:00'}
+def test_podar_esquece_o_que_a_leitura_nao_traz_mais(tmp_path):
+    janela = JanelaEntregue(str(tmp_path / 'janelas' / 'x.sqlite3'))
+    janela.juntar([('a', '2026-09-02T09:50:00'), ('b', '2026-09-02T09:59:00')])
+    assert janela.podar(m.recuar(DT, 180)) == 1
+    assert list(janela.itens()) == [('b', '2026-09-02T09:59:00')]
 
 
 def test_data_sem_hora_mede_em_dias_e_numero_nao_mede():

@@ -12,20 +12,11 @@ import signal
 import pytest
 
 from contextia_sync.intake import cliente
-from tests.apoio.ouvinte import DATASET, Ouvinte, esperar as _esperar
+from tests.apoio.ouvinte import DATASET, Ouvinte, erp_postgres_ou_pula, esperar as _esperar
 from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.lento
-
-
-def _postgres_ou_pula():
-    criado = erp_teste.erp_postgres()
-    if criado is None:
-        if os.environ.get('CI') == 'true':
-            pytest.fail('PostgreSQL em 127.0.0.1:5432 não respondeu (CI=true exige o banco)')
-        pytest.skip('PostgreSQL em 127.0.0.1:5432 não respondeu')
-    return criado
 
 
 @pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
@@ -35,7 +26,7 @@ def erp(request, tmp_path):
         yield banco
         banco.fechar()
         return
-    banco, derrubar = _postgres_ou_pula()
+    banco, derrubar = erp_postgres_ou_pula()
     yield banco
     derrubar()
 
@@ -49,7 +40,7 @@ def erp_sqlite(tmp_path):
 
 @pytest.fixture
 def erp_pg():
-    banco, derrubar = _postgres_ou_pula()
+    banco, derrubar = erp_postgres_ou_pula()
     yield banco
     derrubar()
 

@@ -14,11 +14,14 @@ empresa dela -- nunca como upsert; a viva de mesma chave vence (`_separar_apagad
 
 A janela da folga e relida de proposito a cada ciclo, e numa tabela cujas
 linhas dividem um carimbo (migracao do ERP, Sakila) ela tem milhares de linhas
-que nao mudaram. Por isso o que ja foi ENTREGUE fica lembrado (`vistos`: a
-identidade chave + valor de mudanca de cada linha da janela), a releitura custa
-a origem uma leitura ESTREITA (chave + coluna de mudanca) antes de qualquer
-linha inteira, e so o que ainda nao foi entregue e lido inteiro, enviado e
-contado no teto por ciclo. Ciclo ocioso: zero registros enviados.
+que nao mudaram. Por isso o que ja foi ENTREGUE fica lembrado (a janela
+entregue: a identidade chave + valor de mudanca de cada linha, num SQLite por
+dataset, estado/janela.py, sem teto), a releitura custa a origem uma leitura
+ESTREITA (chave + coluna de mudanca), lida em fluxo e conferida em lotes contra
+o que ja foi entregue, e so o que ainda nao foi entregue e lido inteiro,
+enviado e contado no teto por ciclo. Ciclo ocioso: zero registros enviados. A
+memoria nao depende do tamanho da janela: uma hora cheia (centenas de milhares
+de mudancas numa folga) continua ao vivo.
 
 Tambem mede as CHEGADAS ATRASADAS (linhas lidas pela primeira vez abaixo da
 marca anterior: so vieram por causa da folga), que o status mostra.
@@ -27,17 +30,21 @@ marca anterior: so vieram por causa da folga), que o status mostra.
 from __future__ import annotations
 
 import datetime
+import itertools
 import time
-from collections.abc import Collection
-from typing import TYPE_CHECKING, cast
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from contextia_sync.origem import AdaptadorDeOrigem
 from contextia_sync import padroes
 from contextia_sync.captura import DatasetVivo, Leitura, Situacao, marca_agua
+from contextia_sync.captura.indice_entregas import resumo_da_linha
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.origem import FUNCOES_COLUNA, ErroAdaptador, faltando
 from contextia_sync.origem.marca_apagada import argumento, identidade
 from contextia_sync.estado.estado import Estado, Vistos
+from contextia_sync.estado.janela import JanelaEntregue
 from contextia_sync.registro import logger
 
 if TYPE_CHECKING:  # so a anotacao: o topo fica puro (autoteste)
@@ -46,6 +53,15 @@ if TYPE_CHECKING:  # so a anotacao: o topo fica puro (autoteste)
 
 # O relogio da origem e lido uma vez por ciclo, nao uma por dataset.
 _VALIDADE_RELOGIO = 5.0
+# As linhas da janela conferidas de uma vez contra o que ja foi entregue.
+_LOTE_DA_JANELA = 2000
+# A releitura da janela atras da marca ocupa no maximo 1/N do tempo (_releitura_vencida).
+_CUSTO_DA_RELEITURA = 4
+# Depois disto (s) o segundo do carimbo de uma linha lida ja fechou: a releitura
+# ve a ultima versao dela (_Entrega).
+_SEGUNDO_FECHADO = 1.5
+# As keys nulas ja ditas nesta subida (so para nao repetir o aviso): teto da memoria.
+_MAXIMO_NULAS_DITAS = 50000
 # Tipos aceitos como coluna de mudanca. Texto compara como texto
 # ('31/12/2026' > '01/01/2027'): a marca pararia em silencio.
 _FAMILIAS_ACEITAS = ('datetime', 'date', 'numerico')
@@ -57,6 +73,43 @@ class ErroColunaDeMudanca(ErroConfiguracao):
 
 def _agora_texto() -> str:
     return datetime.datetime.now().strftime('%Y-%m-%d %H:%M:%S')
+
+
+@dataclass
+class _JanelaLida:
+    """A janela de um ciclo: o que falta entregar, as do futuro e a marca que ela dá."""
+
+    posicao: ValorDoBanco
+    pendentes: dict[str, Linha] = field(default_factory=dict)
+    alem_do_teto: int = 0  # pendentes só contadas: passou do teto, o ciclo não as lê
+    futuras: int = 0
+    subsegundo: bool = False  # algum carimbo com fração de segundo
+
+    def pendente(self, ident: str, linha: Linha, maximo: int) -> None:
+        if ident in self.pendentes or len(self.pendentes) <= maximo:
+            self.pendentes[ident] = linha
+        else:
+            self.alem_do_teto += 1
+
+
+@dataclass(frozen=True)
+class _Entrega:
+    """
+    O que uma leitura entrega, para o `confirmar` lembrar.
+
+    Num carimbo sem fração de segundo (o DATETIME do MariaDB, o DATE do Oracle)
+    a mesma linha mudada duas vezes no mesmo segundo tem a mesma identidade
+    (chave + carimbo) nas duas versões: lembrada a primeira, a segunda nunca iria
+    ao vivo. Então a linha lida com o segundo do carimbo talvez ainda aberto (a
+    um segundo da maior da leitura) fica PROVISÓRIA, com o resumo do conteúdo
+    entregue (na janela entregue, em disco): relida inteira depois de o segundo
+    fechar (`_SEGUNDO_FECHADO`), vai de novo só se o conteúdo mudou, e aí é
+    lembrada. Só enquanto a coluna não mostrou nenhuma fração de segundo.
+    """
+
+    firmes: Vistos
+    provisorias: list[tuple[str, MarcaTexto, str]]  # (identidade, carimbo, resumo)
+    lida_em: float  # hora do relógio (time.time())
 
 
 class CapturaColuna:
@@ -91,6 +144,11 @@ class CapturaColuna:
         # Lidas e contadas como atrasadas nesta subida, mas ainda nao entregues: um
         # envio que falhou e relido nao conta a mesma linha duas vezes.
         self._contadas: dict[str, set[str]] = {}
+        # Os datasets cuja coluna de mudança já mostrou fração de segundo.
+        self._subsegundo: set[str] = set()
+        # A última releitura da janela atrás da marca, por dataset: (quando acabou,
+        # quanto levou), no relógio monotônico (_releitura_vencida).
+        self._relida: dict[str, tuple[float, float]] = {}
         # As linhas de key nula da janela ja ditas nesta subida (identidades): a
         # janela as relê a cada ciclo, e o aviso sai uma vez por linha.
         self._nulas: dict[str, set[str]] = {}
@@ -217,7 +275,7 @@ class CapturaColuna:
         for ident in nulas:
             del pendentes[ident]
         ditas = self._nulas.setdefault(alvo.nome, set())
-        if len(ditas) > marca_agua.MAXIMO_VISTOS:
+        if len(ditas) > _MAXIMO_NULAS_DITAS:
             ditas.clear()
         novas = [ident for ident in nulas if ident not in ditas]
         if novas:
@@ -297,7 +355,7 @@ class CapturaColuna:
         """A marca que parte do MAX da origem: nunca além da hora da origem agora."""
         return marca_agua.marca_do_maximo(maximo, self._agora(), self._familia(alvo))
 
-    def entregue_ate(self, alvo: DatasetVivo, marca: ValorDoBanco) -> Vistos | None:
+    def entregue_ate(self, alvo: DatasetVivo, marca: ValorDoBanco) -> Vistos:
         """
         A janela da folga de `marca` dada por entregue, só até `marca`.
 
@@ -305,16 +363,9 @@ class CapturaColuna:
         até ela conta como entregue e o que tem carimbo depois dela o próximo
         ciclo entrega -- sem reenviar a janela nem conta-la como chegada
         atrasada. As linhas de depois ficam de fora de propósito (inclusive a
-        que comitou entre a leitura do MAX e está). Acima de MAXIMO_VISTOS,
-        None: a janela volta a ser reenviada, como em _podar_vistos.
+        que comitou entre a leitura do MAX e está).
         """
-        watch = self._watch(alvo)
-        desde = marca_agua.desde(marca, self.folga)
-        janela = self._janela(alvo, (watch, desde)) if desde is not None else []
-        vistos = self._identidades(
-            alvo, [linha for linha in janela if not marca_agua.acima(linha.get(watch), marca)]
-        )
-        return None if len(vistos) > marca_agua.MAXIMO_VISTOS else vistos
+        return dict(self._identidades_da_janela(alvo, marca, ate=marca))
 
     # -- Captura ----------------------------------------------------------------
     def ler(self, alvo: DatasetVivo) -> Leitura:
@@ -335,28 +386,20 @@ class CapturaColuna:
             if agora is not None and isinstance(marca_valor, datetime.datetime)
             else None
         )
-        desde = marca_agua.desde(marca, self.folga + recuo)
+        reler = recuo > 0 or self._releitura_vencida(alvo.nome, acomp.atraso_origem_s)
+        desde = (
+            marca_agua.desde(marca, self.folga + recuo) if reler else marca_agua.como_valor(marca)
+        )
         filtro = (watch, desde) if desde is not None else None
-        quantos = self.origem.contar(alvo.source_object, since=filtro)
-        antes_futuras, acomp.futuras = acomp.futuras, 0
-        if quantos == 0:
-            return Leitura(Situacao.NADA)
-
-        vistos = self.estado.vistos(alvo.nome)
-        entregues: Vistos = vistos or {}
-        janela = self._janela(alvo, filtro)
-        pendentes: dict[str, Linha] = {}
-        no_presente: list[Linha] = []
-        for linha in janela:
-            ident = marca_agua.identidade(linha, watch, alvo.chave)
-            if ident not in entregues:
-                pendentes[ident] = linha
-            if marca_agua.no_futuro(linha.get(watch), limite):
-                acomp.futuras += 1
-            else:
-                no_presente.append(linha)
-        # A marca avanca sobre TODA a janela lida, menos o que esta no futuro da origem.
-        posicao = marca_agua.marca_apos_envio(no_presente, watch, marca, todos_ok=True, seco=False)
+        antes_futuras = acomp.futuras
+        lembrada = self.estado.janela(alvo.nome)
+        comeco, lida_em = time.monotonic(), time.time()
+        lida = self._ler_janela(alvo, filtro, marca, limite, lembrada)
+        if reler:
+            self._relida[alvo.nome] = (time.monotonic(), time.monotonic() - comeco)
+        if lida.subsegundo:
+            self._subsegundo.add(alvo.nome)
+        acomp.futuras, posicao, pendentes = lida.futuras, lida.posicao, lida.pendentes
         if acomp.futuras and acomp.futuras != antes_futuras:
             # Dito quando o numero muda, nao a cada ciclo: o status mostra sempre.
             logger.warning(
@@ -367,19 +410,30 @@ class CapturaColuna:
                 limite,
             )
         self._tirar_nulas(alvo, pendentes)
-        if not pendentes:
+        if not pendentes and not lida.alem_do_teto:
             # Tudo na janela ja foi entregue com este mesmo valor de mudanca.
             return Leitura(Situacao.NADA, posicao=posicao)
-        if marca_agua.passa_do_teto(len(pendentes), self.maximo):
-            return Leitura(Situacao.GRANDE, quantos=len(pendentes))
+        if marca_agua.passa_do_teto(len(pendentes) + lida.alem_do_teto, self.maximo):
+            return Leitura(Situacao.GRANDE, quantos=len(pendentes) + lida.alem_do_teto)
 
         # Sem key a janela ja veio inteira (a identidade e o conteudo): nao rele.
+        relidas = lembrada.resumos(pendentes) if alvo.chave else {}
         linhas = (
-            self._inteiras(alvo, filtro, pendentes, entregues)
+            self._sem_as_iguais(
+                alvo, self._inteiras(alvo, filtro, pendentes, lembrada), relidas, lembrada
+            )
             if alvo.chave
             else list(pendentes.values())
         )
-        atrasadas = self._contar_atrasadas(alvo, [pendentes[i] for i in pendentes], marca, vistos)
+        if not linhas:
+            # Só provisórias relidas sem mudança: ficaram firmes, nada vai.
+            return Leitura(Situacao.NADA, posicao=posicao)
+        atrasadas = self._contar_atrasadas(
+            alvo,
+            [linha for ident, linha in pendentes.items() if ident not in relidas],
+            marca,
+            lembrada.conhecida,
+        )
         upserts, remocoes, por_escopo = self._separar_apagadas(alvo, linhas)
         return Leitura(
             Situacao.MUDANCAS,
@@ -389,7 +443,7 @@ class CapturaColuna:
             quantos=len(linhas),
             atrasadas=atrasadas,
             posicao=posicao,
-            privado=self._identidades(alvo, linhas),
+            privado=self._entrega(alvo, linhas, posicao, lida_em, relidas),
         )
 
     def antes_de_enviar(
@@ -405,34 +459,32 @@ class CapturaColuna:
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
         self.estado.definir_marca(alvo.nome, leitura.posicao)
         self.estado.acompanhamento(alvo.nome).vazia_no_inicio = False
-        if leitura.privado:
-            juntos = dict(self.estado.vistos(alvo.nome) or {})
-            # O `privado` de uma leitura desta captura: as identidades que `ler` pôs.
-            juntos.update(cast('Vistos', leitura.privado))
-            self.estado.definir_vistos(alvo.nome, juntos)
+        if isinstance(leitura.privado, _Entrega):
+            self._lembrar(alvo.nome, leitura.privado)
         self._contadas.pop(alvo.nome, None)
         # Poda pela marca FINAL do ciclo: a que vale para a proxima leitura.
         self._podar_vistos(alvo.nome, self.estado.marca(alvo.nome))
 
-    def posicao_atual(self, alvo: DatasetVivo) -> tuple[ValorDoBanco, Vistos]:
-        """O MAX antes da varredura, e a janela dele: o que a varredura vai entregar."""
-        watch = self._watch(alvo)
-        maximo = self.origem.maximo(alvo.source_object, watch)
+    def posicao_atual(self, alvo: DatasetVivo) -> ValorDoBanco:
+        """
+        O MAX antes da varredura (a posição); a janela dele, o que a varredura vai
+        entregar, fica montada no disco (`preparar_proxima`) até o `saltar`.
+        """
+        maximo = self.origem.maximo(alvo.source_object, self._watch(alvo))
         limitado = self.marca_do_maximo(alvo, maximo)
-        desde = marca_agua.desde(limitado, self.folga)
-        janela = self._janela(alvo, (watch, desde)) if desde is not None else []
-        return limitado, self._identidades(alvo, janela)
+        janela = self._identidades_da_janela(alvo, limitado)
+        self.estado.janela(alvo.nome).preparar_proxima(janela)
+        return limitado
 
     def saltar(self, alvo: DatasetVivo, posicao: object) -> ValorDoBanco:
-        # O protocolo passa a posicao opaca: e a que `posicao_atual` daqui devolveu.
-        maximo, janela = cast('tuple[ValorDoBanco, Vistos]', posicao)
+        # O protocolo passa a posicao opaca: e o MAX que `posicao_atual` daqui devolveu.
         nova = marca_agua.marca_apos_varredura(
-            self.estado.marca(alvo.nome), maximo, self._watch(alvo), fechou=True
+            self.estado.marca(alvo.nome), posicao, self._watch(alvo), fechou=True
         )
         self.estado.definir_marca(alvo.nome, nova)
         # A janela lida ANTES da varredura foi entregue por ela: o proximo ciclo nao a
         # reenvia. (Linha que comitou depois daquela leitura nao esta aqui: vai de novo.)
-        self.estado.definir_vistos(alvo.nome, janela)
+        self.estado.janela(alvo.nome).assumir_proxima()
         self._contadas.pop(alvo.nome, None)
         self._contar_sem_carimbo(alvo)
         self._contar_chaves(alvo)
@@ -463,7 +515,7 @@ class CapturaColuna:
         if inicial is None:
             self.estado.acompanhamento(alvo.nome).vazia_no_inicio = True
             logger.info('%-28s vazia agora: o próximo ciclo envia tudo o que aparecer', alvo.nome)
-            self.estado.definir_vistos(alvo.nome, None)
+            self.estado.janela(alvo.nome).trocar(None)
             return Leitura(Situacao.INICIO)
         inicial = self.marca_do_maximo(alvo, inicial)
         self.estado.definir_marca(alvo.nome, inicial)
@@ -475,20 +527,154 @@ class CapturaColuna:
         # A janela de agora e da carga completa, nao do ao-vivo: lembrada como
         # entregue, senao o proximo ciclo a reenviaria inteira (ou, acima do teto,
         # entregaria o dataset a varredura no primeiro dia).
-        desde = marca_agua.desde(inicial, self.folga)
-        janela = self._janela(alvo, (watch, desde)) if desde is not None else []
-        self.estado.definir_vistos(alvo.nome, self._identidades(alvo, janela))
+        self.estado.janela(alvo.nome).trocar(self._identidades_da_janela(alvo, inicial))
         return Leitura(Situacao.INICIO)
 
-    def _janela(self, alvo: DatasetVivo, filtro: tuple[str, ValorDoBanco] | None) -> list[Linha]:
-        """A janela: só chave + mudança (leitura estreita); sem key, a linha inteira."""
+    def _janela(
+        self, alvo: DatasetVivo, filtro: tuple[str, ValorDoBanco] | None
+    ) -> Iterator[list[Linha]]:
+        """A janela em lotes, lida em fluxo: só chave + mudança; sem key, a linha inteira."""
         watch = self._watch(alvo)
         colunas = (
             [alvo.chave, watch]
             if alvo.chave and alvo.chave != watch
             else ([watch] if alvo.chave else alvo.colunas)
         )
-        return list(self.origem.fetch(alvo.source_object, colunas, since=filtro))
+        linhas = iter(self.origem.fetch(alvo.source_object, colunas, since=filtro))
+        while lote := list(itertools.islice(linhas, _LOTE_DA_JANELA)):
+            yield lote
+
+    def _identidades_da_janela(
+        self, alvo: DatasetVivo, marca: ValorDoBanco, ate: ValorDoBanco = None
+    ) -> Iterator[tuple[str, MarcaTexto]]:
+        """(identidade, carimbo) de cada linha da janela da folga de `marca` (até `ate`)."""
+        watch = self._watch(alvo)
+        desde = marca_agua.desde(marca, self.folga)
+        if desde is None:
+            return
+        for lote in self._janela(alvo, (watch, desde)):
+            if ate is not None:
+                lote = [linha for linha in lote if not marca_agua.acima(linha.get(watch), ate)]
+            yield from self._identidades(alvo, lote).items()
+
+    def _releitura_vencida(self, nome: str, atraso_origem_s: float | None) -> bool:
+        """
+        Se este ciclo relê a janela ATRÁS da marca (`> marca - folga`), ou só o
+        que passou dela (`> marca`).
+
+        A parte de trás só traz chegada atrasada (a transação que comitou depois
+        de a marca passar do carimbo dela). Pequena, é relida a todo ciclo, como
+        sempre. Grande (uma hora cheia, um milhão de linhas num carimbo só), a
+        releitura é espaçada pelo custo dela (no máximo 1/_CUSTO_DA_RELEITURA do
+        tempo), e o que passou da marca segue chegando a cada ciclo. Com a
+        origem além da marca mais a folga (nada muda há uma folga inteira), a
+        parte de trás já não recebe nada que a folga cubra: relida uma vez por
+        folga.
+        """
+        ultima = self._relida.get(nome)
+        if ultima is None:
+            return True
+        fim, duracao = ultima
+        passou = time.monotonic() - fim
+        if passou < duracao * _CUSTO_DA_RELEITURA:
+            return False
+        if atraso_origem_s is not None and atraso_origem_s > self.folga:
+            return passou >= self.folga
+        return True
+
+    def _ler_janela(
+        self,
+        alvo: DatasetVivo,
+        filtro: tuple[str, ValorDoBanco] | None,
+        marca: ValorDoBanco,
+        limite: ValorDoBanco,
+        lembrada: JanelaEntregue,
+    ) -> _JanelaLida:
+        """
+        A janela lida em fluxo: o que ainda não foi entregue (até o teto por ciclo
+        mais um; o resto só contado), as do futuro da origem e a marca nova -- que
+        avança sobre TODA a janela lida, menos o que está no futuro da origem.
+        """
+        watch = self._watch(alvo)
+        lida = _JanelaLida(posicao=marca)
+        conhecida = lembrada.conhecida
+        esperando = lembrada.esperando(time.time() - _SEGUNDO_FECHADO)
+        for lote in self._janela(alvo, filtro):
+            idents = {marca_agua.identidade(linha, watch, alvo.chave): linha for linha in lote}
+            ja = (lembrada.entregues(idents) if conhecida else set()) | esperando
+            for ident, linha in idents.items():
+                if ident not in ja:
+                    lida.pendente(ident, linha, self.maximo)
+                valor = linha.get(watch)
+                if isinstance(valor, datetime.datetime) and valor.microsecond:
+                    lida.subsegundo = True
+                if marca_agua.no_futuro(valor, limite):
+                    lida.futuras += 1
+                else:
+                    lida.posicao = marca_agua.avancar((linha,), watch, lida.posicao)
+        return lida
+
+    def _sem_as_iguais(
+        self,
+        alvo: DatasetVivo,
+        linhas: list[Linha],
+        relidas: Mapping[str, str],
+        lembrada: JanelaEntregue,
+    ) -> list[Linha]:
+        """Tira as provisórias relidas com o mesmo conteúdo: ficam firmes, sem ir de novo."""
+        if not relidas:
+            return linhas
+        watch = self._watch(alvo)
+        ficam: list[Linha] = []
+        iguais: Vistos = {}
+        for linha in linhas:
+            ident = marca_agua.identidade(linha, watch, alvo.chave)
+            texto = marca_agua.texto_marca(marca_agua.como_valor(linha.get(watch)))
+            if texto is not None and relidas.get(ident) == resumo_da_linha(linha):
+                iguais[ident] = texto
+            else:
+                ficam.append(linha)
+        if iguais:
+            lembrada.juntar(iguais.items())
+        return ficam
+
+    def _entrega(
+        self,
+        alvo: DatasetVivo,
+        linhas: list[Linha],
+        posicao: ValorDoBanco,
+        lida_em: float,
+        vencidas: Collection[str],
+    ) -> _Entrega:
+        """As identidades entregues: firmes, e as provisórias do segundo talvez aberto."""
+        identidades = self._identidades(alvo, linhas)
+        maior = marca_agua.comparavel(posicao)
+        if (
+            not alvo.chave
+            or alvo.nome in self._subsegundo
+            or not isinstance(maior, datetime.datetime)
+        ):
+            return _Entrega(identidades, [], lida_em)
+        aberto = maior - datetime.timedelta(seconds=1)
+        watch = self._watch(alvo)
+        por_ident = {marca_agua.identidade(linha, watch, alvo.chave): linha for linha in linhas}
+        firmes: Vistos = {}
+        provisorias: list[tuple[str, MarcaTexto, str]] = []
+        for ident, texto in identidades.items():
+            valor = marca_agua.como_valor(texto)
+            # Acima da maior (carimbo no futuro da origem) não é o segundo que corre agora.
+            no_aberto = marca_agua.acima(valor, aberto) and not marca_agua.acima(valor, maior)
+            if no_aberto and ident not in vencidas:
+                provisorias.append((ident, texto, resumo_da_linha(por_ident[ident])))
+            else:
+                firmes[ident] = texto
+        return _Entrega(firmes, provisorias, lida_em)
+
+    def _lembrar(self, nome: str, entrega: _Entrega) -> None:
+        """As firmes na janela entregue; as provisórias esperam o segundo fechar."""
+        self.estado.janela(nome).juntar(
+            entrega.firmes.items(), entrega.provisorias, entrega.lida_em
+        )
 
     def _identidades(self, alvo: DatasetVivo, janela: list[Linha]) -> Vistos:
         watch = self._watch(alvo)
@@ -504,7 +690,7 @@ class CapturaColuna:
         alvo: DatasetVivo,
         filtro: tuple[str, ValorDoBanco] | None,
         pendentes: dict[str, Linha],
-        entregues: Vistos,
+        lembrada: JanelaEntregue,
     ) -> list[Linha]:
         """
         As linhas inteiras do que ainda não foi entregue.
@@ -535,10 +721,12 @@ class CapturaColuna:
                 )
         else:
             linhas = list(self.origem.fetch(alvo.source_object, alvo.colunas, since=filtro))
+        idents = [marca_agua.identidade(linha, watch, chave) for linha in linhas]
+        ja = lembrada.entregues(idents) if lembrada.conhecida else set()
         novas = {
             marca_agua.texto_marca(linha.get(chave))
-            for linha in linhas
-            if marca_agua.identidade(linha, watch, chave) not in entregues
+            for linha, ident in zip(linhas, idents, strict=True)
+            if ident not in ja
         }
         return [linha for linha in linhas if marca_agua.texto_marca(linha.get(chave)) in novas]
 
@@ -597,12 +785,17 @@ class CapturaColuna:
 
     # -- chegadas atrasadas -------------------------------------------------------
     def _contar_atrasadas(
-        self, alvo: DatasetVivo, pendentes: list[Linha], marca: ValorDoBanco, vistos: Vistos | None
+        self, alvo: DatasetVivo, pendentes: list[Linha], marca: ValorDoBanco, conhecida: bool
     ) -> int:
-        """Chegadas atrasadas: só vistas por causa da folga. Ver marca_agua.py."""
+        """
+        Chegadas atrasadas: só vistas por causa da folga. Ver marca_agua.py.
+
+        As `pendentes` já são as que a janela entregue não tem; fora delas, só as
+        contadas nesta subida e ainda não entregues. Janela desconhecida: suspensa.
+        """
         acomp = self.estado.acompanhamento(alvo.nome)
         contadas = self._contadas.setdefault(alvo.nome, set())
-        ja = None if vistos is None else {**vistos, **dict.fromkeys(contadas, '')}
+        ja = dict.fromkeys(contadas, '') if conhecida else None
         quantas, maior, novas = marca_agua.contar_atrasadas(
             pendentes, self._watch(alvo), alvo.chave, marca, ja
         )
@@ -647,17 +840,7 @@ class CapturaColuna:
         Poda pela marca FINAL (a de `confirmar`): podar pela marca velha guardaria
         mais do que a próxima leitura pode trazer.
         """
-        vistos = self.estado.vistos(nome)
-        if vistos is None or marca is None:
+        lembrada = self.estado.janela(nome)
+        if marca is None or not lembrada.conhecida:
             return
-        podados: Vistos | None = marca_agua.podar_vistos(vistos, marca, self.folga)
-        if podados is not None and len(podados) > marca_agua.MAXIMO_VISTOS:
-            logger.warning(
-                '%-28s mais de %s linhas na janela da folga: o que já foi entregue'
-                ' deixa de ser lembrado (a janela volta a ser reenviada) e a'
-                ' contagem de chegadas atrasadas fica suspensa',
-                nome,
-                marca_agua.MAXIMO_VISTOS,
-            )
-            podados = None
-        self.estado.definir_vistos(nome, podados)
+        lembrada.podar(marca_agua.recuar(marca, self.folga))

@@ -44,11 +44,6 @@ _NUMERO = re.compile(r'^-?\d+(\.\d+)?$')
 # Quanto do recuo efetivo um atraso pode comer antes do aviso alto.
 FRACAO_ALERTA = 0.5
 
-# Teto de linhas lembradas por dataset para a contagem de atrasadas. A janela
-# da folga normalmente tem poucas; acima disso a contagem e suspensa (e dito),
-# em vez de o estado crescer sem limite.
-MAXIMO_VISTOS = 50000
-
 
 def como_valor(marca: ValorDoBanco) -> ValorDoBanco:
     """Texto do estado de volta a datetime/date/numero; texto opaco fica texto."""
@@ -369,21 +364,6 @@ def contar_atrasadas(
             if atraso is not None and (maior is None or atraso > maior):
                 maior = atraso
     return quantas, maior, novas
-
-
-def podar_vistos(
-    vistos: Mapping[str, MarcaTexto], marca: ValorDoBanco, folga: float
-) -> dict[str, MarcaTexto]:
-    """
-    Esquece as linhas que a próxima leitura não pode mais trazer.
-
-    A leitura e `> recuar(marca)` e a marca nunca desce: o que ficou em ou
-    abaixo disso nunca volta, e lembrar dele só engordaria o estado.
-    """
-    limite = recuar(marca, folga)
-    if limite is None:
-        return dict(vistos)
-    return {ident: valor for ident, valor in vistos.items() if _maior(valor, limite)}
 
 
 def atraso_preocupante(maior_atraso_s: float | None, marca: ValorDoBanco, folga: float) -> bool:

@@ -5,7 +5,10 @@ Um registro tipado por seção do arquivo (o JSON no disco continua o mesmo,
 versão 2):
 
     marca_agua                 {dataset: marca}        a maior mudança já entregue
-    vistos                     {dataset: {id: valor}}  lidas na janela da folga
+    vistos                     {dataset: {id: valor}}  só no arquivo de antes: a
+                                                       janela entregue mora em
+                                                       <estado>/janelas/ (janela.py)
+                                                       e é levada para lá ao abrir
     acompanhamento             {dataset: Acompanhamento}  o que o status mostra
     pendentes_varredura        {dataset: motivo}       entregues a varredura
     cargas_iniciais_pendentes  [escopo]                carga de empresa nova a refazer
@@ -28,6 +31,7 @@ from typing import Union
 
 from contextia_sync.arquivos import gravar_atomico
 from contextia_sync.erros import ErroConfiguracao
+from contextia_sync.estado.janela import JanelaEntregue, caminho_da_janela
 from contextia_sync.tipos import JsonDecodificado, ObjetoJson, ValorDoBanco
 
 
@@ -348,6 +352,9 @@ class DadosEstado:
         # Sem os campos vazios de cada dataset: o arquivo fica legivel a olho.
         dados['acompanhamento'] = {nome: _sem_vazios(a) for nome, a in self.acompanhamento.items()}
         dados['reconciliacao'] = {nome: _sem_vazios(r) for nome, r in self.reconciliacao.items()}
+        if not self.vistos:
+            # A janela entregue mora em <estado>/janelas/; aqui só a de antes, ainda não levada.
+            del dados['vistos']
         return dados
 
 
@@ -360,9 +367,11 @@ class Estado:
     aconteceu enquanto ele estava fora.
     """
 
-    def __init__(self, caminho: str) -> None:
+    def __init__(self, caminho: str, seco: bool = False) -> None:
         self.caminho = caminho
+        self.seco = seco
         self.dados = DadosEstado()
+        self._janelas: dict[str, JanelaEntregue] = {}
         if not os.path.exists(caminho):
             return
         try:
@@ -390,13 +399,30 @@ class Estado:
         else:
             self.dados.marca_agua[dataset] = texto
 
-    # o que ja foi lido dentro da janela da folga (chegadas atrasadas)
-    def vistos(self, dataset: str) -> Vistos | None:
-        """{identidade: valor}, ou None se não se sabe (contagem suspensa)."""
-        return self.dados.vistos.get(dataset)
+    # o que ja foi entregue dentro da janela da folga (a `coluna`)
+    def janela(self, dataset: str) -> JanelaEntregue:
+        """
+        A janela entregue do dataset, em <estado>/janelas/ (aberta uma vez).
 
-    def definir_vistos(self, dataset: str, vistos: Vistos | None) -> None:
-        self.dados.vistos[dataset] = vistos
+        O arquivo de estado de antes guardava a janela no JSON (`vistos`): ela é
+        levada para o SQLite na primeira abertura e sai do JSON na gravação.
+        """
+        aberta = self._janelas.get(dataset)
+        if aberta is None:
+            pasta = os.path.dirname(os.path.abspath(self.caminho))
+            caminho = caminho_da_janela(pasta, dataset)
+            nova = not os.path.exists(caminho)
+            aberta = JanelaEntregue(caminho, seco=self.seco)
+            antiga = self.dados.vistos.pop(dataset, None)
+            if nova and antiga is not None:
+                aberta.trocar(antiga.items())
+            self._janelas[dataset] = aberta
+        return aberta
+
+    def fechar_janelas(self) -> None:
+        for janela in self._janelas.values():
+            janela.fechar()
+        self._janelas.clear()
 
     # o que o status mostra por dataset
     def acompanhamento(self, dataset: str) -> Acompanhamento:

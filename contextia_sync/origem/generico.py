@@ -26,8 +26,12 @@ Três garantias, e o porque de cada uma:
     travar a sessão: la a garantia e o login (db_datareader).
   * ENGINE PROPRIO: sessão marcada READ ONLY continua assim ao voltar ao pool;
     nada de fora pode pegar uma conexão daqui (nem este adaptador uma de fora).
+    A sessão é montada UMA vez por conexão e conferida a cada retirada; no
+    MariaDB e no PostgreSQL (14+) conferir não custa ida ao servidor, e a
+    leitura ociosa é um comando só (issue 31: `_ao_conectar`).
   * TRANSACAO CURTA: cada chamada pega uma conexão, lê e devolve (o pool faz
-    rollback na devolução). Nenhum retrato fica aberto entre ciclos -- ver
+    rollback na devolução; no MariaDB e no PostgreSQL 14+, autocommit: cada
+    comando é a sua transação). Nenhum retrato fica aberto entre ciclos -- ver
     `renovar()`.
 
 O resto mora ao lado, em contextia_sync/origem/, um módulo por assunto (importe
@@ -82,9 +86,11 @@ from contextia_sync.origem.consultas import (
 )
 from contextia_sync.origem.sessao import (
     COMANDO_INICIO_TRANSACAO,
+    INICIO_LEITURA_POSTGRES,
     MARCAS_DE_TIMEOUT,
     comando_timeout_mysql,
     comandos_de_sessao,
+    prefixo_mariadb,
     timeout_do_ambiente,
 )
 from contextia_sync.origem.url import (
@@ -107,7 +113,7 @@ from contextia_sync.origem.valores import (
     familia_json,
 )
 from contextia_sync.registro import logger
-from contextia_sync.tipos import ConexaoDoDriver, Linha, Resultado, ValorDoBanco
+from contextia_sync.tipos import ConexaoDoDriver, CursorDoDriver, Linha, Resultado, ValorDoBanco
 
 # Os nomes publicos: as funcoes do contrato (`--source=generic`), as excecoes que
 # ele promete (docs/origem.md) e a Origem avulsa (testes, bench).
@@ -207,6 +213,98 @@ def _abandonar_mysql(conn: Connection, resultado: Resultado) -> None:
         # mysqlclient: o `close` do cursor le o resto (result.discard). Solto so
         # DEPOIS da conexao fechada, o resultado nao tem mais o que ler.
         cursor._result = None
+
+
+# ---------------------------------------------------------------------------
+# A sessão reusada (issue 31): montada ao conectar, conferida sem ida ao servidor
+# ---------------------------------------------------------------------------
+
+# A marca, no `info` da conexão do pool, de que a sessão dela é reusada.
+_REUSADA = 'contextia_sessao_reusada'
+
+# Bits do estado que o MySQL/MariaDB manda em cada resposta (o `server_status`
+# do PyMySQL): transação aberta e autocommit.
+_EM_TRANSACAO = 0x0001
+_AUTOCOMMIT = 0x0002
+
+
+def _reusada(conn: Connection) -> bool:
+    """
+    A sessão desta conexão é montada ao conectar e reusada (autocommit, conferida
+    sem ida ao servidor)? MariaDB e PostgreSQL que avisa a trava: `_ao_conectar`.
+    """
+    return bool(conn.connection.info.get(_REUSADA))
+
+
+def _em_autocommit(dbapi_conn: ConexaoDoDriver) -> bool:
+    """A conexão do driver está em autocommit? (PyMySQL/mysqlclient: método; psycopg: atributo.)"""
+    modo = getattr(dbapi_conn, 'get_autocommit', None)
+    if callable(modo):
+        return bool(modo())
+    return getattr(dbapi_conn, 'autocommit', False) is True
+
+
+def _ligar_autocommit(dbapi_conn: ConexaoDoDriver) -> None:
+    if callable(getattr(dbapi_conn, 'get_autocommit', None)):
+        dbapi_conn.autocommit(True)
+        _rollback_so_com_transacao(dbapi_conn)
+    else:
+        dbapi_conn.autocommit = True
+
+
+def _em_transacao_mysql(dbapi_conn: ConexaoDoDriver) -> bool:
+    """
+    Há transação aberta nesta conexão do MySQL/MariaDB? Pelo estado que o servidor
+    mandou na última resposta (PyMySQL); o mysqlclient não o expõe: fora do
+    autocommit, sim -- em autocommit só um BEGIN explícito abriria uma, e o
+    adaptador nunca manda BEGIN (função de view não pode: nem BEGIN nem autocommit).
+    """
+    estado = getattr(dbapi_conn, 'server_status', None)
+    if isinstance(estado, int):
+        return bool(estado & _EM_TRANSACAO) or not estado & _AUTOCOMMIT
+    return not dbapi_conn.get_autocommit()
+
+
+def _rollback_so_com_transacao(dbapi_conn: ConexaoDoDriver) -> None:
+    """
+    O rollback da devolução ao pool (e do fim de cada `Connection` do
+    SQLAlchemy) só fala com o servidor se há transação aberta: em autocommit o
+    ROLLBACK de cada leitura era um comando a mais por leitura, sem nada a desfazer.
+    """
+    original = dbapi_conn.rollback
+
+    def rollback() -> None:
+        if _em_transacao_mysql(dbapi_conn):
+            original()
+
+    dbapi_conn.rollback = rollback
+
+
+def _parametro_postgres(dbapi_conn: ConexaoDoDriver, nome: str) -> str | None:
+    """O valor que o servidor AVISOU (ParameterStatus), sem perguntar; None se não avisa."""
+    ler = getattr(getattr(dbapi_conn, 'info', None), 'parameter_status', None)
+    if not callable(ler):
+        return None
+    valor = ler(nome)
+    return valor.decode() if isinstance(valor, bytes) else valor
+
+
+def _postgres_em_ordem(dbapi_conn: ConexaoDoDriver) -> bool | None:
+    """
+    A sessão do PostgreSQL continua somente leitura e em UTC? O servidor (14 ou
+    mais novo) avisa o cliente a cada mudança de `default_transaction_read_only` e
+    de `TimeZone` -- inclusive a que uma função de view faz --, e o psycopg guarda
+    o último aviso: conferir não custa ida ao servidor. None: este servidor (ou
+    driver) não avisa, e a sessão não pode ser reusada assim.
+
+    O `statement_timeout` o servidor não avisa: a função de view que o muda com
+    `set_config(..., false)` o deixa mudado nesta conexão até ela ser reciclada
+    (pool_recycle) -- no modo transacional de antes, o ROLLBACK o desfazia.
+    """
+    leitura = _parametro_postgres(dbapi_conn, 'default_transaction_read_only')
+    if leitura is None:
+        return None
+    return leitura == 'on' and _parametro_postgres(dbapi_conn, 'TimeZone') == 'UTC'
 
 
 def _conversoes_mysqldb() -> dict[object, object]:
@@ -418,8 +516,9 @@ class Origem:
                 % (self.descricao, type(erro).__name__, mascarar(erro, self._senha))
             ) from None
         event.listen(engine, 'connect', self._ao_conectar)
-        if self.dialeto == 'mysql':
+        if self.dialeto in ('mysql', 'postgresql'):
             event.listen(engine, 'checkout', self._ao_retirar)
+            event.listen(engine, 'before_cursor_execute', self._antes_do_comando, retval=True)
         if self.dialeto in COMANDO_INICIO_TRANSACAO:
             event.listen(engine, 'begin', self._ao_iniciar)
         self._engine = engine
@@ -461,34 +560,104 @@ class Origem:
     def _sql_ping(self) -> str:
         return 'SELECT 1 FROM DUAL' if self.dialeto == 'oracle' else 'SELECT 1'
 
-    def _ao_conectar(self, dbapi_conn: ConexaoDoDriver, _registro: ConnectionPoolEntry) -> None:
+    def _ao_conectar(self, dbapi_conn: ConexaoDoDriver, registro: ConnectionPoolEntry) -> None:
+        """
+        A sessão montada UMA vez por conexão do pool: só leitura, UTC, limite de tempo.
+
+        MariaDB e PostgreSQL (14 ou mais novo) ficam em autocommit e a sessão é
+        reusada entre leituras sem comando nenhum de montagem: cada leitura é um
+        comando só (issue 31). O que garante que ela continua somente leitura:
+        no MariaDB, o `SET STATEMENT` na frente de cada comando (`_antes_do_comando`);
+        no PostgreSQL, o aviso do servidor conferido a cada retirada e antes de
+        cada comando (`_postgres_em_ordem`). MySQL e PostgreSQL antigo: a sessão
+        travada de novo a cada retirada (MySQL) ou desfeita pelo rollback
+        da devolução (PostgreSQL), como sempre.
+        """
         if self.dialeto == 'mysql':
             info = getattr(dbapi_conn, 'get_server_info', lambda: '')()
             self.mariadb = 'mariadb' in str(info).lower()
         self._travar_sessao(dbapi_conn)
+        if self.dialeto == 'mysql':
+            reusada = self.mariadb
+        else:
+            reusada = self.dialeto == 'postgresql' and _postgres_em_ordem(dbapi_conn) is True
+        # Por conexão (o `info` do pool vale enquanto a conexão do driver vive).
+        registro.info[_REUSADA] = reusada
+        if reusada:
+            _ligar_autocommit(dbapi_conn)
 
     def _ao_retirar(
         self,
         dbapi_conn: ConexaoDoDriver,
-        _registro: ConnectionPoolEntry,
+        registro: ConnectionPoolEntry,
         _proxy: PoolProxiedConnection,
     ) -> None:
         """
-        MySQL/MariaDB: a sessão travada de novo a CADA retirada do pool.
+        A trava conferida a CADA retirada do pool; se nem travar der, a conexão
+        não é entregue: o pool a descarta e abre outra (DisconnectionError).
 
         Uma função chamada por uma view pode rodar `SET SESSION TRANSACTION READ
-        WRITE` (ou zerar o `max_statement_time`, ou trocar o `time_zone`), e a
-        sessão fica assim pela vida inteira da conexão no pool: a leitura
-        seguinte escreveria. No PostgreSQL o SET dentro da leitura e desfeito
-        pelo rollback da devolução; no MySQL/MariaDB não. Se nem travar der, a
-        conexão não é entregue: o pool a descarta e abre outra (DisconnectionError).
+        WRITE` (ou zerar o limite de tempo, ou trocar o fuso), e a sessão fica
+        assim pela vida inteira da conexão no pool. MySQL: travada de novo
+        sempre (o servidor não diz se mudou). Sessão reusada: só a que o
+        servidor diz ter mudado (PostgreSQL) ou que saiu do autocommit (MariaDB;
+        o resto no MariaDB é do `SET STATEMENT` de cada comando). PostgreSQL que
+        não avisa: o rollback da devolução já desfez o SET feito dentro da leitura.
         """
+        reusada = bool(registro.info.get(_REUSADA))
+        if self.dialeto == 'postgresql' and not reusada:
+            return
         try:
-            self._travar_sessao(dbapi_conn)
+            self._guardar(dbapi_conn, reusada)
         except Exception as erro:  # noqa: BLE001
             raise sa_exc.DisconnectionError(
                 'a sessão da origem não voltou a somente leitura (%s)' % _erro_do_driver(erro)
             ) from None
+
+    def _guardar(self, dbapi_conn: ConexaoDoDriver, reusada: bool) -> None:
+        """A sessão desta conexão somente leitura, sem ida ao servidor se ela está em ordem."""
+        if not reusada:
+            self._travar_sessao(dbapi_conn)
+        elif self.dialeto == 'postgresql':
+            if _postgres_em_ordem(dbapi_conn) is not True:
+                logger.warning(
+                    'origem: a sessão deixou de ser somente leitura em UTC (função de'
+                    ' uma view?); travada de novo antes da leitura'
+                )
+                self._travar_sessao(dbapi_conn)
+                if _postgres_em_ordem(dbapi_conn) is not True:
+                    raise ErroOrigem('o PostgreSQL não confirmou a sessão somente leitura')
+        elif not _em_autocommit(dbapi_conn):
+            self._travar_sessao(dbapi_conn)
+            _ligar_autocommit(dbapi_conn)
+
+    def _antes_do_comando(
+        self,
+        conn: Connection,
+        _cursor: CursorDoDriver,
+        comando: str,
+        parametros: object,
+        _contexto: object,
+        _varios: bool,
+    ) -> tuple[str, object]:
+        """
+        Cada comando da sessão reusada, antes de ir ao servidor. MariaDB: com o
+        `SET STATEMENT` na frente (`sessao.prefixo_mariadb`), que o faz somente
+        leitura, em UTC e com limite de tempo, e devolve a sessão ao que era no
+        fim dele. PostgreSQL: a trava conferida pelo aviso do servidor (uma
+        função da leitura anterior, na mesma retirada, pode ter destravado).
+        """
+        if not _reusada(conn):
+            return comando, parametros
+        if self.dialeto == 'postgresql':
+            dbapi_conn = conn.connection.dbapi_connection
+            if dbapi_conn is not None and _postgres_em_ordem(dbapi_conn) is not True:
+                self._guardar(dbapi_conn, True)
+            return comando, parametros
+        if comando.lstrip()[:4].upper() == 'SET ':
+            return comando, parametros  # os da própria sessão (não há outros)
+        sem_limite = bool(conn.get_execution_options().get('contextia_sem_limite'))
+        return prefixo_mariadb(self.timeout, sem_limite) + comando, parametros
 
     def _travar_sessao(self, dbapi_conn: ConexaoDoDriver) -> None:
         """Os comandos de `sessao.comandos_de_sessao`: só leitura, UTC, limite de tempo."""
@@ -505,7 +674,7 @@ class Origem:
             dbapi_conn.call_timeout = self.timeout * 1000  # ms por ida ao servidor
         if self.dialeto == 'mssql' and self.timeout:
             dbapi_conn.timeout = self.timeout
-        if self.dialeto in ('postgresql', 'mysql'):
+        if self.dialeto in ('postgresql', 'mysql') and not _em_autocommit(dbapi_conn):
             dbapi_conn.commit()
 
     def _ao_iniciar(self, conn: Connection) -> None:
@@ -665,10 +834,12 @@ class Origem:
                 # o tempo que NOS levamos para enviar ao Contextia: uma carga
                 # completa legitima seria morta no meio. O limite fica para as
                 # sondas (contar/maximo); a leitura ja foi dimensionada por elas.
-                conn.exec_driver_sql(comando_timeout_mysql(0, self.mariadb))
-            resultado = conn.execution_options(
-                stream_results=True, yield_per=self.linhas_por_lote
-            ).execute(sql)
+                # (Sessão reusada: só neste comando, pelo SET STATEMENT.)
+                if _reusada(conn):
+                    conn.execution_options(contextia_sem_limite=True)
+                else:
+                    conn.exec_driver_sql(comando_timeout_mysql(0, self.mariadb))
+            resultado = self._ler(conn, sql, curta=since is not None or chaves is not None)
         except sa_exc.DBAPIError as erro:
             self._devolver(conn)
             raise self._erro('leitura de %s falhou' % source_object, erro) from None
@@ -824,6 +995,28 @@ class Origem:
             cursor = resultado.cursor
             lote = cursor.fetchmany(self.linhas_por_lote) if cursor is not None else []
 
+    def _ler(self, conn: Connection, sql: Consulta, curta: bool = False) -> Resultado:
+        """
+        O resultado de uma leitura em streaming (lotes de `linhas_por_lote`).
+
+        PostgreSQL com a sessão reusada (autocommit): o cursor do servidor só
+        existe numa transação, e ela custa BEGIN, DECLARE, FETCH, CLOSE e
+        ROLLBACK. A leitura `curta` (a janela da marca, a releitura por key: quase
+        sempre poucas linhas) tenta antes UM comando com LIMIT de um lote e
+        mais uma linha, todo no cliente; se vier cheio, e lida em streaming.
+        """
+        dbapi_conn = conn.connection.dbapi_connection
+        if self.dialeto == 'postgresql' and _reusada(conn) and _em_autocommit(dbapi_conn):
+            if curta:
+                resultado = conn.execute(sql.limit(self.linhas_por_lote + 1))
+                if 0 <= resultado.rowcount <= self.linhas_por_lote:
+                    return resultado
+                resultado.close()
+            conn.exec_driver_sql(INICIO_LEITURA_POSTGRES)
+        return conn.execution_options(stream_results=True, yield_per=self.linhas_por_lote).execute(
+            sql
+        )
+
     def _interrompida(
         self, erro: Exception, conn: Connection, cru: bool, source_object: str, lidas: int
     ) -> ErroOrigem | None:
@@ -897,7 +1090,8 @@ class Origem:
         próxima sonda nessa conexão do pool rodaria sem limite nenhum. Se nem
         restaurar der, a conexão e descartada.
         """
-        if self.dialeto == 'mysql' and self.timeout and not conn.closed and not conn.invalidated:
+        viva = not conn.closed and not conn.invalidated
+        if self.dialeto == 'mysql' and self.timeout and viva and not _reusada(conn):
             try:
                 conn.exec_driver_sql(comando_timeout_mysql(self.timeout, self.mariadb))
             except Exception:  # noqa: BLE001
@@ -1008,9 +1202,7 @@ class Origem:
             sql, reais = consulta_conjunto(
                 objeto, chave, escopo, self.dialeto, so_escopo, sem_apagadas
             )
-            resultado = conn.execution_options(
-                stream_results=True, yield_per=self.linhas_por_lote
-            ).execute(sql)
+            resultado = self._ler(conn, sql)
         except sa_exc.DBAPIError as erro:
             self._devolver(conn)
             raise self._erro('leitura das chaves de %s falhou' % source_object, erro) from None
@@ -1078,8 +1270,8 @@ class Origem:
         Oracle READ ONLY e MySQL REPEATABLE READ congelam o retrato no início da
         transação: uma sessão aberta desde a subida do ouvinte veria para sempre
         o banco daquele instante. Aqui cada chamada já roda numa transação que
-        acaba ao fim dela; o que sobra para renovar e a leitura que alguém
-        deixou pela metade -- essa e fechada.
+        acaba ao fim dela (ou em autocommit, um comando por transação); o que
+        sobra para renovar e a leitura que alguém deixou pela metade -- essa e fechada.
         """
         for conn, resultado in list(self._abertas.items()):
             logger.warning('origem: leitura deixada pela metade fechada ao renovar')

@@ -19,6 +19,11 @@ from contextia_sync.origem import ErroConfiguracaoOrigem
 # cada uma (evento `begin`), nao na conexao.
 COMANDO_INICIO_TRANSACAO = {'oracle': 'SET TRANSACTION READ ONLY'}
 
+# A leitura em streaming do PostgreSQL com a sessão reusada (autocommit): o
+# cursor do servidor (DECLARE) só existe dentro de uma transação, e esta nasce
+# somente leitura seja qual for a sessão.
+INICIO_LEITURA_POSTGRES = 'BEGIN READ ONLY'
+
 # Como cada banco diz "cancelei pelo tempo": PostgreSQL, MariaDB, MySQL,
 # oracledb (call_timeout) e ODBC (HYT00).
 MARCAS_DE_TIMEOUT = re.compile(
@@ -56,6 +61,22 @@ def comandos_de_sessao(dialeto: str, timeout: int, mariadb: bool = False) -> lis
     # SQL Server: sem comando de sessao que impeca escrita; o timeout vai pelo
     # atributo `timeout` do pyodbc.
     return []
+
+
+def prefixo_mariadb(timeout: int, sem_limite: bool = False) -> str:
+    """
+    O `SET STATEMENT ... FOR` que vai na frente de cada comando do MariaDB com
+    a sessão reusada: o comando roda somente leitura, em UTC e com o limite de
+    tempo, seja qual for a sessão, e o servidor devolve essas variáveis ao que
+    eram no fim dele -- a função de uma view que destrava a sessão
+    (`SET SESSION TRANSACTION READ WRITE`, `max_statement_time = 0`, outro
+    fuso) não passa do próprio comando. `sem_limite`: a leitura em streaming
+    (ver `fetch`); timeout 0: o limite do servidor, como sempre.
+    """
+    variaveis = ['tx_read_only=1', "time_zone='+00:00'"]
+    if timeout:
+        variaveis.append('max_statement_time=%d' % (0 if sem_limite else int(timeout)))
+    return 'SET STATEMENT %s FOR ' % ', '.join(variaveis)
 
 
 def comando_timeout_mysql(timeout: int, mariadb: bool) -> str:

@@ -42,6 +42,7 @@ from contextia_sync.captura.coluna import CapturaColuna
 from contextia_sync.erros import ErroConfiguracao
 from contextia_sync.escopos import texto_escopo
 from contextia_sync.estado.estado import ARQUIVO_ESTADO, Estado, MarcaTexto, Vistos
+from contextia_sync.estado.janela import caminho_da_janela, tamanho_lembrado
 from contextia_sync.estado.status import ler_status_json
 from contextia_sync.estado.trava import travar
 from contextia_sync.tipos import Mapa, ObjetoJson, ValorDoBanco
@@ -258,11 +259,14 @@ def retratar(pasta: str, mapa: Mapa | None, quarentena: Mapping[str, int]) -> Re
         )
     for nome, linha in linhas.items():
         acomp = dados.acompanhamento.get(nome)
-        vistos = dados.vistos.get(nome)
+        vistos = dados.vistos.get(nome)  # a janela no JSON de antes, ainda não levada
+        lembrada = tamanho_lembrado(caminho_da_janela(pasta, nome))
         linha.marca_agua = dados.marca_agua.get(nome)
         linha.entregue_a_varredura = dados.pendentes_varredura.get(nome)
         linha.quarentena = int(quarentena.get(nome, 0))
-        linha.janela_lembrada = len(vistos) if vistos is not None else None
+        linha.janela_lembrada = (
+            lembrada if lembrada is not None else (len(vistos) if vistos is not None else None)
+        )
         if acomp is not None:
             linha.ultima_sonda_ok_em = acomp.ultima_sonda
             linha.falhas_seguidas = acomp.falhas_seguidas
@@ -442,12 +446,6 @@ class MudancaMarca:
                 ' o ouvinte não as envia pelo ao-vivo; entrega o dataset à'
                 ' varredura.' % (self.a_entregar, self.maximo)
             )
-        if self.entregues is None:
-            linhas.append(
-                'a janela da folga antes de %s passa de %s linhas: o ouvinte não a'
-                ' lembra como entregue e a reenvia a cada ciclo.'
-                % (depois, marca_agua.MAXIMO_VISTOS)
-            )
         if self.entregue_a_varredura:
             linhas.append(
                 '%s estava entregue à varredura (%s): volta ao ao-vivo a partir da'
@@ -524,7 +522,8 @@ def _texto(valor: ValorDoBanco) -> MarcaTexto:
 def aplicar_marca(estado: Estado, mudanca: MudancaMarca) -> None:
     """Grava a marca nova, o que fica lembrado como entregue, e solta da varredura."""
     estado.definir_marca(mudanca.dataset, mudanca.depois)
-    estado.definir_vistos(mudanca.dataset, mudanca.entregues)
+    if mudanca.entregues is not None:
+        estado.janela(mudanca.dataset).trocar(mudanca.entregues.items())
     # Com marca, "a tabela estava vazia na primeira vez" nao vale mais.
     estado.acompanhamento(mudanca.dataset).vazia_no_inicio = False
     estado.soltar_da_varredura(mudanca.dataset)

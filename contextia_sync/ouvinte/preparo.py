@@ -69,7 +69,7 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     if reconcilia and not args.reenviar_quarentena:
         _exigir_remove(nome_estrategia)
 
-    trava, estado = _tomar_pasta_de_estado(args.estado)
+    trava, estado = _tomar_pasta_de_estado(args.estado, seco=args.dry_run)
     vivos, fora = datasets_ao_vivo(mapa, nome_estrategia)
     regra = regra_projeto.resolver(mapa)
     origem = carregar_origem(args.source)
@@ -114,13 +114,14 @@ def preparar(args: argparse.Namespace, parar: Callable[[], bool]) -> Contexto:
     return ctx
 
 
-def _tomar_pasta_de_estado(pasta: str) -> tuple[IO[str] | None, Estado]:
+def _tomar_pasta_de_estado(pasta: str, seco: bool) -> tuple[IO[str] | None, Estado]:
     """A pasta de estado gravável e travada, sem a sobra de um ouvinte anterior, e o estado dela."""
     _exigir_pasta_de_estado(pasta)
     trava = travar(pasta)
     # Antes de qualquer outra coisa: a ferramenta que um ouvinte morto deixou rodando.
     supervisor.encerrar_sobra(os.path.join(pasta, supervisor.ARQUIVO_GRUPO))
-    return trava, Estado(os.path.join(pasta, ARQUIVO_ESTADO))
+    # No seco a janela entregue é uma cópia em memória: o seco não grava nada.
+    return trava, Estado(os.path.join(pasta, ARQUIVO_ESTADO), seco=seco)
 
 
 def _configuracao(
