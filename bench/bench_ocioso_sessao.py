@@ -36,6 +36,14 @@ Medido (2026-12-08, 2 datasets, 10 ciclos, carga 3.5 numa máquina de 2 núcleos
     mariadb   antes         28   34         14.0      4
     mariadb   esta           4    5          2.0      4
 
+Depois de a `coluna` largar a sonda `COUNT(*)` (a leitura estreita da janela é o
+único comando; mesma rodada, carga 1.6, "antes" = 271e00b):
+
+    postgres  antes         20   23         10.0      4
+    postgres  esta           2    3          1.0      2
+    mariadb   antes         28   34         14.0      4
+    mariadb   esta           2    3          1.0      2
+
 O máximo tem o relógio da origem (`agora`, lido pelo `coluna` a cada 5 s, um por
 ciclo e não por dataset): antes 3 (PostgreSQL) e 6 (MariaDB) comandos, agora 1.
 """
