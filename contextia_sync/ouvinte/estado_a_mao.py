@@ -79,9 +79,13 @@ def com_trava(pasta: str) -> Iterator[Estado]:
     """
     exigir_pasta(pasta)
     trava = travar(pasta)
+    estado = None
     try:
-        yield Estado(os.path.join(pasta, ARQUIVO_ESTADO))
+        estado = Estado(os.path.join(pasta, ARQUIVO_ESTADO))
+        yield estado
     finally:
+        if estado is not None:
+            estado.fechar_janelas()  # antes de soltar a trava: nada escreve depois dela
         if trava is not None:
             trava.close()
 
