@@ -61,6 +61,7 @@ RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, RAIZ)
 
 from bench.bench_latencia import (  # noqa: E402
+    Leitor,
     cpu_do_processo,
     linha_de_base,
     mapa_do_movimento,
@@ -272,29 +273,6 @@ def escrever(dial, url, plano, taxa, duracao, fios):
 # ---------------------------------------------------------------------------
 # O leitor, o amostrador de memória e o ouvinte
 # ---------------------------------------------------------------------------
-
-
-class Leitor(threading.Thread):
-    """Lê o projeto da empresa 2 e anota quando cada (ID, token) apareceu."""
-
-    def __init__(self, chave):
-        super().__init__(daemon=True)
-        self.chave = chave
-        self.vistos = {}
-        self.parar = False
-
-    def run(self):
-        from contextia_sync.intake import cliente, transporte
-
-        while not self.parar:
-            try:
-                registros = list(cliente.ler_registros(DATASET, self.chave, pagina=10000))
-            except transporte.ErroContextia:
-                registros = []
-            agora = time.monotonic()
-            for r in registros:
-                self.vistos.setdefault((int(r['ID']), int(r['VALOR'])), agora)
-            time.sleep(PASSO_LEITOR)
 
 
 def _campo_kib(pid, campo):
@@ -521,7 +499,7 @@ def _medir_com_ouvinte(bancada, args, taxa, r):
     try:
         r['subida_s'] = ouvinte.esperar_primeiro_ciclo()
         time.sleep(args.intervalo_dados)
-        leitor = Leitor(bancada.chave['2'])
+        leitor = Leitor(bancada.chave['2'], DATASET, pagina=10000, passo=PASSO_LEITOR)
         leitor.start()
         amostrador = ouvinte.amostrador
         cpu = cpu_do_processo(ouvinte.pid)
@@ -632,7 +610,7 @@ def rodada_mesmo_carimbo(tipo, args):
             preparar_tabela(bancada.banco, bancada.dial, n, lote)
             r['preparo_s'] = time.monotonic() - inicio
             r['piso'] = statistics.median(linha_de_base(bancada.chave['2']))
-            leitor = Leitor(bancada.chave['2'])
+            leitor = Leitor(bancada.chave['2'], DATASET, pagina=10000, passo=PASSO_LEITOR)
             leitor.start()
             ouvintes.append(bancada.ouvinte(args))
             r['a']['subida_s'] = ouvintes[-1].esperar_primeiro_ciclo()

@@ -88,9 +88,9 @@ def mapeamento(pasta):
 class Leitor(threading.Thread):
     """Consulta o Contextia e anota quando cada (ID, VALOR) apareceu."""
 
-    def __init__(self, chave, dataset):
+    def __init__(self, chave, dataset, pagina=1000, passo=PASSO_LEITOR):
         super().__init__(daemon=True)
-        self.chave, self.dataset = chave, dataset
+        self.chave, self.dataset, self.pagina, self.passo = chave, dataset, pagina, passo
         self.vistos = {}
         self.parar = False
 
@@ -99,13 +99,13 @@ class Leitor(threading.Thread):
 
         while not self.parar:
             try:
-                registros = list(cliente.ler_registros(self.dataset, self.chave))
+                registros = list(cliente.ler_registros(self.dataset, self.chave, self.pagina))
             except transporte.ErroContextia:
                 registros = []
             agora = time.monotonic()
             for r in registros:
                 self.vistos.setdefault((int(r['ID']), int(r['VALOR'])), agora)
-            time.sleep(PASSO_LEITOR)
+            time.sleep(self.passo)
 
 
 OCIOSO_S = 20

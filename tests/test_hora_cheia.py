@@ -20,7 +20,14 @@ import pytest
 
 from contextia_sync.estado.janela import caminho_da_janela, tamanho_lembrado
 from contextia_sync.intake import cliente
-from tests.apoio.ouvinte import DATASET, Ouvinte, erp_postgres_ou_pula, esperar
+from tests.apoio.ouvinte import (
+    DATASET,
+    Ouvinte,
+    BANCOS_DO_ERP,
+    erp_no_banco,
+    erp_postgres_ou_pula,
+    esperar,
+)
 from tests.dados import erp as erp_teste
 
 pytestmark = pytest.mark.lento
@@ -29,16 +36,9 @@ RAJADAS = 6
 POR_RAJADA = 10_000
 
 
-@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
+@pytest.fixture(params=BANCOS_DO_ERP)
 def erp(request, tmp_path):
-    if request.param == 'sqlite':
-        banco = erp_teste.erp_sqlite(tmp_path)
-        yield banco
-        banco.fechar()
-        return
-    banco, derrubar = erp_postgres_ou_pula()
-    yield banco
-    derrubar()
+    yield from erp_no_banco(request.param, tmp_path)
 
 
 @pytest.fixture

@@ -12,23 +12,23 @@ import signal
 import pytest
 
 from contextia_sync.intake import cliente
-from tests.apoio.ouvinte import DATASET, Ouvinte, erp_postgres_ou_pula, esperar as _esperar
+from tests.apoio.ouvinte import (
+    DATASET,
+    Ouvinte,
+    BANCOS_DO_ERP,
+    erp_no_banco,
+    erp_postgres_ou_pula,
+    esperar as _esperar,
+)
 from tests.dados import erp as erp_teste
 
 RAIZ = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.lento
 
 
-@pytest.fixture(params=['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)])
+@pytest.fixture(params=BANCOS_DO_ERP)
 def erp(request, tmp_path):
-    if request.param == 'sqlite':
-        banco = erp_teste.erp_sqlite(tmp_path)
-        yield banco
-        banco.fechar()
-        return
-    banco, derrubar = erp_postgres_ou_pula()
-    yield banco
-    derrubar()
+    yield from erp_no_banco(request.param, tmp_path)
 
 
 @pytest.fixture

@@ -457,10 +457,12 @@ class CapturaColuna:
         """Nada a devolver: a posição só anda no `confirmar`."""
 
     def confirmar(self, alvo: DatasetVivo, leitura: Leitura) -> None:
-        self.estado.definir_marca(alvo.nome, leitura.posicao)
-        self.estado.acompanhamento(alvo.nome).vazia_no_inicio = False
+        # A janela entregue antes da marca: se o disco recusar a janela, a marca não
+        # anda, e o próximo ciclo relê e reenvia (upsert) em vez de contar atrasadas.
         if isinstance(leitura.privado, _Entrega):
             self._lembrar(alvo.nome, leitura.privado)
+        self.estado.definir_marca(alvo.nome, leitura.posicao)
+        self.estado.acompanhamento(alvo.nome).vazia_no_inicio = False
         self._contadas.pop(alvo.nome, None)
         # Poda pela marca FINAL do ciclo: a que vale para a proxima leitura.
         self._podar_vistos(alvo.nome, self.estado.marca(alvo.nome))
@@ -647,25 +649,30 @@ class CapturaColuna:
         vencidas: Collection[str],
     ) -> _Entrega:
         """As identidades entregues: firmes, e as provisórias do segundo talvez aberto."""
-        identidades = self._identidades(alvo, linhas)
-        maior = marca_agua.comparavel(posicao)
-        if (
-            not alvo.chave
-            or alvo.nome in self._subsegundo
-            or not isinstance(maior, datetime.datetime)
-        ):
-            return _Entrega(identidades, [], lida_em)
-        aberto = maior - datetime.timedelta(seconds=1)
         watch = self._watch(alvo)
-        por_ident = {marca_agua.identidade(linha, watch, alvo.chave): linha for linha in linhas}
+        maior = marca_agua.comparavel(posicao)
+        regra = (
+            alvo.chave is not None
+            and alvo.nome not in self._subsegundo
+            and isinstance(maior, datetime.datetime)
+        )
+        aberto = maior - datetime.timedelta(seconds=1) if regra else None
         firmes: Vistos = {}
         provisorias: list[tuple[str, MarcaTexto, str]] = []
-        for ident, texto in identidades.items():
-            valor = marca_agua.como_valor(texto)
+        for linha in linhas:
+            valor = marca_agua.como_valor(linha.get(watch))
+            texto = marca_agua.texto_marca(valor)
+            if texto is None:  # sem carimbo: a sonda nunca a traz de volta
+                continue
+            ident = marca_agua.identidade(linha, watch, alvo.chave)
             # Acima da maior (carimbo no futuro da origem) não é o segundo que corre agora.
-            no_aberto = marca_agua.acima(valor, aberto) and not marca_agua.acima(valor, maior)
+            no_aberto = (
+                aberto is not None
+                and marca_agua.acima(valor, aberto)
+                and not marca_agua.acima(valor, maior)
+            )
             if no_aberto and ident not in vencidas:
-                provisorias.append((ident, texto, resumo_da_linha(por_ident[ident])))
+                provisorias.append((ident, texto, resumo_da_linha(linha)))
             else:
                 firmes[ident] = texto
         return _Entrega(firmes, provisorias, lida_em)

@@ -119,8 +119,11 @@ class JanelaEntregue:
         if seco:
             self._conn = sqlite3.connect(':memory:', isolation_level=None)
             if os.path.exists(caminho):
-                with sqlite3.connect(caminho) as disco:
+                disco = sqlite3.connect('file:%s?mode=ro' % caminho, uri=True)
+                try:
                     disco.backup(self._conn)
+                finally:
+                    disco.close()
         else:
             os.makedirs(os.path.dirname(caminho), mode=0o700, exist_ok=True)
             self._conn = sqlite3.connect(caminho, isolation_level=None)
@@ -128,6 +131,9 @@ class JanelaEntregue:
             self._conn.execute('PRAGMA synchronous=NORMAL')
         for comando in _ESQUEMA:
             self._conn.execute(comando)
+        # Lida uma vez: só este processo (com a trava da pasta) muda a janela.
+        linha = self._conn.execute('SELECT sim FROM conhecida').fetchone()
+        self._conhecida = bool(linha and linha[0])
 
     def fechar(self) -> None:
         self._conn.close()
@@ -136,8 +142,7 @@ class JanelaEntregue:
     @property
     def conhecida(self) -> bool:
         """False: não se sabe o que já foi entregue (nunca gravada, ou esquecida)."""
-        linha = self._conn.execute('SELECT sim FROM conhecida').fetchone()
-        return bool(linha and linha[0])
+        return self._conhecida
 
     def __len__(self) -> int:
         return int(self._conn.execute('SELECT COUNT(*) FROM entregue').fetchone()[0])
@@ -205,6 +210,7 @@ class JanelaEntregue:
                 ),
             )
             self._definir_conhecida(True)
+        self._conhecida = True  # só depois do COMMIT
 
     def trocar(self, itens: Iterable[tuple[str, MarcaTexto]] | None) -> None:
         """Troca tudo pelo que `itens` diz; None = não se sabe mais o que foi entregue."""
@@ -214,6 +220,7 @@ class JanelaEntregue:
             if itens is not None:
                 self._inserir('entregue', itens)
             self._definir_conhecida(itens is not None)
+        self._conhecida = itens is not None
 
     def preparar_proxima(self, itens: Iterable[tuple[str, MarcaTexto]]) -> None:
         """Monta a janela que a varredura vai entregar (trocada só em `assumir_proxima`)."""
@@ -229,6 +236,7 @@ class JanelaEntregue:
             self._conn.execute('INSERT INTO entregue SELECT * FROM proxima')
             self._conn.execute('DELETE FROM proxima')
             self._definir_conhecida(True)
+        self._conhecida = True
 
     def podar(self, limite: object) -> int:
         """

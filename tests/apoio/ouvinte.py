@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from contextia_sync.intake import cliente, transporte
 from tests.dados import erp as erp_teste
 
@@ -115,14 +117,28 @@ class Ouvinte:
 
 def erp_postgres_ou_pula():
     """(ERP de teste num banco novo do PostgreSQL, derrubar); sem servidor pula (no CI falha)."""
-    import pytest
-
     criado = erp_teste.erp_postgres()
     if criado is None:
         if os.environ.get('CI') == 'true':
             pytest.fail('PostgreSQL em 127.0.0.1:5432 não respondeu (CI=true exige o banco)')
         pytest.skip('PostgreSQL em 127.0.0.1:5432 não respondeu')
     return criado
+
+
+# Os parâmetros de uma fixture `erp` em SQLite e no PostgreSQL (a marca pede o servidor).
+BANCOS_DO_ERP = ['sqlite', pytest.param('postgres', marks=pytest.mark.postgres)]
+
+
+def erp_no_banco(banco, pasta):
+    """O corpo da fixture `erp`: o ERP de teste no banco pedido; depois do yield, derruba."""
+    if banco == 'sqlite':
+        erp = erp_teste.erp_sqlite(pasta)
+        yield erp
+        erp.fechar()
+        return
+    erp, derrubar = erp_postgres_ou_pula()
+    yield erp
+    derrubar()
 
 
 def esperar(condicao, segundos=60, passo=0.2):
